@@ -1,0 +1,263 @@
+//! The campaign: [`Candidate`] runs any [`Claim`] until it wins a [`Term`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::claim::End;
+use crate::term::{Held, TermState};
+use crate::{Claim, ConfigError, Error, Leader, LossReporter, Term};
+
+/// The default time between two tries on backends without a wake-up.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A candidate: runs campaigns for one [`Claim`] and hands the winner a
+/// [`Term`].
+///
+/// The campaign is the same for every backend: open an attempt, try the
+/// claim, wait (on the backend's wake-up, or the poll interval) and try
+/// again until it wins or gives up, start the backend's watch on the won
+/// claim, and hand it over as a term.
+///
+/// It never hands out a term the backend has already lost: a claim that
+/// was lost, or whose validity ran out, before the term began is closed and
+/// the campaign starts a new attempt.
+///
+/// ```
+/// use election_core::{memory::MemoryBackend, Candidate};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let backend = MemoryBackend::new();
+/// let a = Candidate::new(backend.claim("jobs", "a")?);
+/// let b = Candidate::new(backend.claim("jobs", "b")?);
+/// let term = a.campaign().await?;
+/// assert!(b.try_campaign().await?.is_none());
+/// term.resign().await?;
+/// let next = b.try_campaign().await?.expect("free after resign");
+/// assert!(next.epoch() > term.epoch());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Candidate<C: Claim> {
+    claim: Arc<C>,
+    poll_interval: Duration,
+}
+
+/// Closes an attempt that has not become a term, whatever way the campaign
+/// leaves: return, error, or its future being dropped (rule 4).
+struct AttemptGuard<C: Claim> {
+    claim: Arc<C>,
+    attempt: Option<C::Attempt>,
+}
+
+impl<C: Claim> AttemptGuard<C> {
+    fn attempt(&mut self) -> &mut C::Attempt {
+        self.attempt.as_mut().expect("attempt present until closed")
+    }
+
+    fn close(mut self, end: End) {
+        if let Some(a) = self.attempt.take() {
+            self.claim.close(a, end);
+        }
+    }
+
+    fn into_attempt(mut self) -> C::Attempt {
+        self.attempt.take().expect("attempt present until closed")
+    }
+}
+
+impl<C: Claim> Drop for AttemptGuard<C> {
+    fn drop(&mut self) {
+        if let Some(a) = self.attempt.take() {
+            tracing::debug!(name = %self.claim.name(), identity = %self.claim.identity(), "campaign cancelled; attempt closed");
+            self.claim.close(a, End::Cancelled);
+        }
+    }
+}
+
+impl<C: Claim> Candidate<C> {
+    /// A candidate for `claim`, with the default poll interval
+    /// ([`DEFAULT_POLL_INTERVAL`]).
+    pub fn new(claim: C) -> Self {
+        Candidate {
+            claim: Arc::new(claim),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+        }
+    }
+
+    /// Sets the time between two tries on backends without a wake-up (and
+    /// the backstop on those with one). Must be between 1 ms and 1 hour.
+    pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, ConfigError> {
+        if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
+            return Err(ConfigError::BadSetting {
+                setting: "poll_interval",
+                reason: format!("{poll_interval:?} is not between 1ms and 1h"),
+            });
+        }
+        self.poll_interval = poll_interval;
+        Ok(self)
+    }
+
+    /// The claim this candidate campaigns with.
+    pub fn claim(&self) -> &C {
+        &self.claim
+    }
+
+    /// Campaigns until elected.
+    ///
+    /// Cancel safety: dropping the future at any await point never leaves a
+    /// won claim held: the attempt is closed with [`End::Cancelled`], which
+    /// gives up a claim won an instant before.
+    ///
+    /// Failure model: a failed backend step closes the attempt and returns
+    /// the error ([`Error::Unavailable`], [`Error::Corrupt`], ...); nothing is
+    /// held then. Retrying is the caller's choice.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert_eq!(term.epoch().get(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn campaign(&self) -> Result<Term<C>, Error> {
+        let term = self.run(None, false).await?;
+        Ok(term.expect("an unbounded campaign only returns with a term"))
+    }
+
+    /// Tries the claim once: `Ok(None)` if another candidate holds it.
+    ///
+    /// Cancel safety and failure model as [`campaign`](Candidate::campaign).
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let first = Candidate::new(backend.claim("jobs", "a")?).try_campaign().await?;
+    /// assert!(first.is_some());
+    /// let second = Candidate::new(backend.claim("jobs", "b")?).try_campaign().await?;
+    /// assert!(second.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_campaign(&self) -> Result<Option<Term<C>>, Error> {
+        self.run(None, true).await
+    }
+
+    /// Campaigns for at most `timeout`: `Ok(None)` if another candidate
+    /// still holds the claim then.
+    ///
+    /// Cancel safety and failure model as [`campaign`](Candidate::campaign).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let _leader = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let b = Candidate::new(backend.claim("jobs", "b")?);
+    /// assert!(b.campaign_timeout(Duration::from_millis(20)).await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn campaign_timeout(&self, timeout: Duration) -> Result<Option<Term<C>>, Error> {
+        self.run(Some(Instant::now() + timeout), false).await
+    }
+
+    /// Who leads now (identity and epoch), or `Ok(None)` if nobody does,
+    /// as far as the backend can tell.
+    ///
+    /// Cancel safety: cancel safe; it only reads.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let a = Candidate::new(backend.claim("jobs", "a")?);
+    /// assert!(a.leader().await?.is_none());
+    /// let term = a.campaign().await?;
+    /// assert_eq!(a.leader().await?.unwrap().epoch, term.epoch());
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader(&self) -> Result<Option<Leader>, Error> {
+        self.claim.leader().await
+    }
+
+    async fn run(&self, deadline: Option<Instant>, once: bool) -> Result<Option<Term<C>>, Error> {
+        let claim = &self.claim;
+        tracing::info!(name = %claim.name(), identity = %claim.identity(), "campaign");
+        loop {
+            let attempt = claim.open().await?;
+            let mut guard = AttemptGuard {
+                claim: claim.clone(),
+                attempt: Some(attempt),
+            };
+            loop {
+                let won = match claim.try_claim(guard.attempt()).await {
+                    Ok(won) => won,
+                    Err(e) => {
+                        guard.close(End::Failed);
+                        return Err(e);
+                    }
+                };
+                let Some(won) = won else {
+                    let now = Instant::now();
+                    if once || deadline.is_some_and(|d| now >= d) {
+                        guard.close(End::NeverWon);
+                        return Ok(None);
+                    }
+                    let waited = match deadline {
+                        None => claim.wait(guard.attempt(), self.poll_interval).await,
+                        Some(d) => {
+                            tokio::select! {
+                                r = claim.wait(guard.attempt(), self.poll_interval) => r,
+                                () = tokio::time::sleep_until(d) => Ok(()),
+                            }
+                        }
+                    };
+                    if let Err(e) = waited {
+                        guard.close(End::Failed);
+                        return Err(e);
+                    }
+                    continue;
+                };
+                let state = TermState::new(
+                    claim.name().clone(),
+                    claim.identity().clone(),
+                    won.epoch,
+                    won.valid_until,
+                );
+                let watch = match claim.watch(guard.attempt(), won, LossReporter::new(state.clone())) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        guard.close(End::Failed);
+                        return Err(e);
+                    }
+                };
+                let held = Held {
+                    claim: claim.clone(),
+                    attempt: Some(guard.into_attempt()),
+                    watch: Some(watch),
+                    state: state.clone(),
+                };
+                if !state.is_live() {
+                    // Lost before the term began (a zombie claim): never hand
+                    // it out. Dropping `held` closes it with End::Lost.
+                    tracing::warn!(name = %claim.name(), identity = %claim.identity(), epoch = won.epoch.get(), "claim lost before its term began; new attempt");
+                    drop(held);
+                    if once {
+                        return Ok(None);
+                    }
+                    break;
+                }
+                tracing::info!(name = %claim.name(), identity = %claim.identity(), epoch = won.epoch.get(), "elected");
+                return Ok(Some(Term::new(held)));
+            }
+        }
+    }
+}

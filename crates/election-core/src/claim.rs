@@ -1,0 +1,199 @@
+//! The steps a backend implements: [`Claim`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{ElectionName, Epoch, Error, Identity, LossReporter};
+
+/// A claim won by [`Claim::try_claim`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Won {
+    /// The epoch of the term won, decided in the same atomic step that won
+    /// the claim.
+    pub epoch: Epoch,
+    /// The monotonic instant until which the backend is known to hold the
+    /// claim for this candidate, counted from *before* the winning request
+    /// was sent; `None` for claims that do not expire (an OS lock).
+    pub valid_until: Option<Instant>,
+}
+
+/// Who leads an election now, as [`Claim::leader`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// The identity of the holder.
+    pub identity: Identity,
+    /// The epoch of the holder's term.
+    pub epoch: Epoch,
+}
+
+/// How an attempt ended, as passed to [`Claim::close`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum End {
+    /// The term was resigned and [`Claim::release`] ran.
+    Resigned,
+    /// The term was lost (the backend took the claim away); release was not
+    /// called and must not be.
+    Lost,
+    /// The term was dropped without resigning, or a resign was cancelled
+    /// before its release finished. The backend gives the claim up in
+    /// `close` (each backend documents how).
+    Dropped,
+    /// The attempt never won: it timed out, or it tried once and the claim
+    /// was held.
+    NeverWon,
+    /// The campaign was cancelled (its future dropped) at an await point.
+    /// The attempt may hold a claim it won an instant before: `close` must
+    /// give it up.
+    Cancelled,
+    /// A step of the attempt failed. The attempt may hold a claim in an
+    /// unknown state: `close` must give up whatever it may hold.
+    Failed,
+}
+
+/// What keeps a backend's watch running; dropping it stops the watch.
+///
+/// The core drops the watch when the term ends, before it calls
+/// [`Claim::release`] or [`Claim::close`].
+pub struct Watch {
+    _guard: Option<Box<dyn Send + Sync>>,
+}
+
+impl Watch {
+    /// A watch with nothing to stop (for claims nothing can take away).
+    pub fn none() -> Self {
+        Watch { _guard: None }
+    }
+
+    /// A watch that stops when `guard` is dropped.
+    pub fn new(guard: impl Send + Sync + 'static) -> Self {
+        Watch {
+            _guard: Some(Box::new(guard)),
+        }
+    }
+
+    /// A watch run by a tokio task, aborted when the watch is dropped.
+    pub fn task(handle: tokio::task::JoinHandle<()>) -> Self {
+        struct AbortOnDrop(tokio::task::JoinHandle<()>);
+        impl Drop for AbortOnDrop {
+            fn drop(&mut self) {
+                self.0.abort();
+            }
+        }
+        Watch::new(AbortOnDrop(handle))
+    }
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("active", &self._guard.is_some())
+            .finish()
+    }
+}
+
+/// The steps a backend implements for one election and one candidate.
+///
+/// The [`Candidate`](crate::Candidate) runs these steps; a backend never
+/// runs a campaign itself. One run of the steps is an *attempt*: `open`
+/// makes an [`Attempt`](Claim::Attempt), `try_claim` (and `wait`) run on it
+/// until it wins or gives up, `watch` watches a won claim for the length of
+/// its term, `release` gives a won claim up on resign, and `close` ends the
+/// attempt.
+///
+/// # The four rules
+///
+/// Every backend keeps these; the core keeps its side (3 and 4) and its
+/// tests check all four against a fault-injecting backend
+/// ([`memory`](crate::memory)), and the [`conformance`](crate::conformance)
+/// suite checks each backend.
+///
+/// 1. **The epoch comes with the win.** `try_claim` returns the epoch of the
+///    term it won, decided in the same atomic step (one lock hold, one
+///    transaction, one compare-and-set) that wins the claim. Every epoch is
+///    strictly higher than every epoch handed out before it for the same
+///    election, across crashes and restarts of candidates and backend.
+/// 2. **A loss is reported before the claim can go to another candidate.**
+///    `watch` calls [`LossReporter::lose`] before the backend could grant
+///    the claim to anyone else. A claim that expires is renewed early, and
+///    its validity is counted on a monotonic clock from the instant *before*
+///    the renewal was sent, minus a safety margin.
+/// 3. **Release is never called after a loss.** Once a loss has been
+///    reported, the core does not call `release` for that attempt: the
+///    claim may already belong to another candidate.
+/// 4. **Close runs after every end.** Every attempt that `open` returned is
+///    passed to `close` exactly once, last: after a resign, a loss, a drop,
+///    a failed step, a cancellation, or an attempt that never won.
+///
+/// # Cancellation
+///
+/// The core may drop any future returned by these steps at any await point
+/// (the user dropped the campaign). The backend must leave the attempt in a
+/// state that `close` can clean up: in particular a claim won by a
+/// `try_claim` that was cancelled just before it returned must be given up
+/// by `close(attempt, End::Cancelled)`.
+pub trait Claim: Send + Sync + 'static {
+    /// The resources of one attempt (a file handle, a connection).
+    type Attempt: Send + 'static;
+
+    /// The election this claim competes in.
+    fn name(&self) -> &ElectionName;
+
+    /// The identity of the candidate.
+    fn identity(&self) -> &Identity;
+
+    /// Prepares one attempt.
+    fn open(&self) -> impl Future<Output = Result<Self::Attempt, Error>> + Send;
+
+    /// Tries the claim once: `Ok(Some(won))` with the epoch of the new term
+    /// (rule 1), or `Ok(None)` while another candidate holds it.
+    fn try_claim(
+        &self,
+        attempt: &mut Self::Attempt,
+    ) -> impl Future<Output = Result<Option<Won>, Error>> + Send;
+
+    /// Waits until another `try_claim` is worth making: the backend's own
+    /// wake-up (a freed lock, a deleted key) where it has one. The default
+    /// sleeps for `poll_interval`. It may return early (spurious wake-ups
+    /// are fine); it must not wait past the moment the claim became free
+    /// by more than `poll_interval`.
+    fn wait(
+        &self,
+        attempt: &mut Self::Attempt,
+        poll_interval: Duration,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = attempt;
+        async move {
+            tokio::time::sleep(poll_interval).await;
+            Ok(())
+        }
+    }
+
+    /// Starts watching a won claim for the length of its term. Reports a
+    /// loss through `reporter` (rule 2) and each renewal through
+    /// [`LossReporter::renewed`]. The returned [`Watch`] is dropped when the
+    /// term ends.
+    fn watch(
+        &self,
+        attempt: &mut Self::Attempt,
+        won: Won,
+        reporter: LossReporter,
+    ) -> Result<Watch, Error>;
+
+    /// Gives a won claim up on resign. Never called after a loss (rule 3).
+    fn release(&self, attempt: &mut Self::Attempt)
+    -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Ends an attempt and frees its resources (rule 4). Runs exactly once
+    /// per attempt, last, also from `Drop`: it must not block for long. If
+    /// `end` is not [`End::Resigned`] or [`End::Lost`], the attempt may still
+    /// hold a claim and `close` must give it up (e.g. by closing the locked
+    /// file, or by starting a conditional release in the background).
+    fn close(&self, attempt: Self::Attempt, end: End);
+
+    /// Who leads now, or `Ok(None)` when nobody does. Backends that cannot
+    /// tell return `Ok(None)` and say so in their docs.
+    fn leader(&self) -> impl Future<Output = Result<Option<Leader>, Error>> + Send;
+}

@@ -1,0 +1,341 @@
+//! The conformance suite every backend runs against itself.
+//!
+//! A backend crate implements [`Backend`] for a factory of its candidates and
+//! calls [`conformance_tests!`](crate::conformance_tests) in one of its
+//! integration tests; that expands to one `#[tokio::test]` per case below.
+//! Each case panics with a message naming what went wrong. Waits are bounded
+//! by [`PATIENCE`], a generous bound for events, not a timing goal.
+//!
+//! ```ignore
+//! election_core::conformance_tests!(my_backend::testing::Factory::new());
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::{Candidate, Claim, Error, Lease};
+
+/// How long a case waits for an event (a handover, a loss) before failing.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A backend under test: makes candidates for the cases.
+pub trait Backend: Send + Sync {
+    /// The backend's claim.
+    type Claim: Claim;
+
+    /// A candidate for election `name` with `identity`. Each call opens the
+    /// backend afresh (a new handle on the same stored state), so epochs
+    /// must carry over between candidates made by different calls.
+    fn candidate(
+        &self,
+        name: &str,
+        identity: &str,
+    ) -> impl Future<Output = Result<Self::Claim, Error>> + Send;
+
+    /// Takes the claim of `name` away from its holder the way this backend
+    /// can lose one. Returns false if the backend has no such way (the case
+    /// then only checks that nothing is lost).
+    fn take_away(&self, name: &str) -> impl Future<Output = bool> + Send;
+
+    /// Builds candidates from bad configurations (empty name, bad location,
+    /// bad timings, ...). Every one must fail with a typed error.
+    fn bad_configurations(&self) -> impl Future<Output = Vec<Result<Self::Claim, Error>>> + Send;
+}
+
+async fn candidate<B: Backend>(b: &B, name: &str, id: &str) -> Candidate<B::Claim> {
+    Candidate::new(
+        b.candidate(name, id)
+            .await
+            .unwrap_or_else(|e| panic!("candidate {id} for {name}: {e:?}")),
+    )
+    .with_poll_interval(Duration::from_millis(20))
+    .expect("valid poll interval")
+}
+
+async fn within<F: Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(PATIENCE, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
+}
+
+/// A lone candidate wins at once, and `leader()` shows it.
+pub async fn uncontested_win<B: Backend>(b: &B) {
+    let a = candidate(b, "uncontested", "a").await;
+    let term = within("uncontested campaign", a.campaign()).await.expect("campaign");
+    assert_eq!(term.identity().as_str(), "a");
+    assert!(!term.is_lost());
+    term.resign().await.expect("resign");
+}
+
+/// While one candidate leads, another's `try_campaign` and bounded campaign
+/// return `None`, and its `campaign` waits until the leader resigns.
+pub async fn second_candidate_waits<B: Backend>(b: &B) {
+    let a = candidate(b, "waits", "a").await;
+    let bc = candidate(b, "waits", "b").await;
+    let first = within("a campaign", a.campaign()).await.expect("a wins");
+    assert!(bc.try_campaign().await.expect("try").is_none(), "b won while a led");
+    assert!(
+        bc.campaign_timeout(Duration::from_millis(100)).await.expect("bounded").is_none(),
+        "b won a bounded campaign while a led"
+    );
+    let waiting = tokio::spawn(async move { bc.campaign().await });
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished(), "b won while a led");
+    assert!(!first.is_lost());
+    first.resign().await.expect("resign");
+    let second = within("b after a resigned", waiting).await.expect("join").expect("b wins");
+    assert!(second.epoch() > first.epoch());
+    second.resign().await.expect("resign");
+}
+
+/// Resign hands the claim to a waiting candidate, with a higher epoch.
+pub async fn resign_hands_over<B: Backend>(b: &B) {
+    let a = candidate(b, "resign", "a").await;
+    let bc = candidate(b, "resign", "b").await;
+    let first = within("a campaign", a.campaign()).await.expect("a wins");
+    let epoch = first.epoch();
+    let waiting = tokio::spawn(async move { bc.campaign().await });
+    first.resign().await.expect("resign");
+    first.resign().await.expect("second resign is a no-op");
+    let second = within("handover on resign", waiting).await.expect("join").expect("b wins");
+    assert!(second.epoch() > epoch);
+    assert_eq!(second.identity().as_str(), "b");
+    second.resign().await.expect("resign");
+}
+
+/// Dropping a term without resigning hands the claim over too.
+pub async fn drop_hands_over<B: Backend>(b: &B) {
+    let a = candidate(b, "drop", "a").await;
+    let bc = candidate(b, "drop", "b").await;
+    let first = within("a campaign", a.campaign()).await.expect("a wins");
+    let epoch = first.epoch();
+    let waiting = tokio::spawn(async move { bc.campaign().await });
+    drop(first);
+    let second = within("handover on drop", waiting).await.expect("join").expect("b wins");
+    assert!(second.epoch() > epoch);
+    second.resign().await.expect("resign");
+}
+
+/// Epochs strictly increase: when the same candidate wins again, and across
+/// re-opening the backend.
+pub async fn epochs_strictly_increase<B: Backend>(b: &B) {
+    let mut last = None;
+    for round in 0..3 {
+        let a = candidate(b, "epochs", "a").await;
+        for _ in 0..3 {
+            let term = within("campaign", a.campaign()).await.expect("wins");
+            if let Some(l) = last {
+                assert!(term.epoch() > l, "round {round}: epoch {} after {l}", term.epoch());
+            }
+            last = Some(term.epoch());
+            if round == 1 {
+                drop(term);
+            } else {
+                term.resign().await.expect("resign");
+            }
+        }
+        drop(a);
+        let other = candidate(b, "epochs", "reopened").await;
+        let term = within("reopened campaign", other.campaign()).await.expect("reopened wins");
+        assert!(term.epoch() > last.expect("set"));
+        last = Some(term.epoch());
+        term.resign().await.expect("resign");
+    }
+}
+
+/// Polls a future until it has returned `Pending` `budget` times, then drops
+/// it; `Ok(output)` if it finished first.
+struct CancelAfter<F> {
+    inner: Option<Pin<Box<F>>>,
+    budget: usize,
+}
+
+impl<F: Future> Future for CancelAfter<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if this.budget == 0 {
+            this.inner = None;
+            return Poll::Ready(None);
+        }
+        match inner.as_mut().poll(cx) {
+            Poll::Ready(out) => Poll::Ready(Some(out)),
+            Poll::Pending => {
+                this.budget -= 1;
+                if this.budget == 0 {
+                    this.inner = None; // drop at this await point
+                    return Poll::Ready(None);
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Dropping a campaign at every await point leaves nothing held, whether
+/// the claim was free (the campaign may have just won) or held (the
+/// campaign was waiting).
+pub async fn cancellation_at_every_step_leaves_nothing_held<B: Backend>(b: &B) {
+    // Free claim: cancel after 0, 1, 2, ... pendings until the campaign
+    // finishes within its budget.
+    let checker = candidate(b, "cancel-free", "checker").await;
+    let mut budget = 1;
+    loop {
+        let a = candidate(b, "cancel-free", "a").await;
+        let done = CancelAfter {
+            inner: Some(Box::pin(a.campaign())),
+            budget,
+        }
+        .await;
+        if let Some(term) = done {
+            term.expect("campaign").resign().await.expect("resign");
+            break;
+        }
+        let probe = within("probe after cancel", checker.campaign_timeout(PATIENCE))
+            .await
+            .expect("probe")
+            .unwrap_or_else(|| panic!("cancelled at pending #{budget}: the claim stayed held"));
+        probe.resign().await.expect("resign probe");
+        budget += 1;
+        assert!(budget < 10_000, "campaign never finished");
+    }
+    // Held claim: a waiting campaign is cancelled at each of its first
+    // await points; after the leader resigns, a third candidate wins.
+    let leader = candidate(b, "cancel-held", "leader").await;
+    let term = within("leader campaign", leader.campaign()).await.expect("leader wins");
+    for budget in 1..8 {
+        let w = candidate(b, "cancel-held", "waiter").await;
+        let done = CancelAfter {
+            inner: Some(Box::pin(w.campaign())),
+            budget,
+        }
+        .await;
+        assert!(done.is_none(), "waiter won while the leader held");
+    }
+    term.resign().await.expect("resign");
+    let third = candidate(b, "cancel-held", "third").await;
+    let t = within("third after cancelled waiters", third.campaign()).await.expect("third wins");
+    assert!(t.epoch() > term.epoch());
+    t.resign().await.expect("resign");
+}
+
+/// When the backend takes the claim away, `lost()` resolves for every
+/// waiter, `is_lost()` turns true, resign reports the loss, and the next
+/// winner gets a higher epoch.
+pub async fn lost_fires_when_taken_away<B: Backend>(b: &B) {
+    let a = candidate(b, "lost", "a").await;
+    let term = std::sync::Arc::new(within("a campaign", a.campaign()).await.expect("a wins"));
+    let epoch = term.epoch();
+    let watchers: Vec<_> = (0..3)
+        .map(|_| {
+            let lease = term.lease();
+            tokio::spawn(async move { lease.lost().await })
+        })
+        .collect();
+    if !b.take_away("lost").await {
+        assert!(!term.is_lost());
+        return;
+    }
+    let lost = within("lost() after take-away", term.lost()).await;
+    assert_eq!(lost.epoch, epoch);
+    for w in watchers {
+        let l = within("lost() in other tasks", w).await.expect("join");
+        assert_eq!(l.epoch, epoch);
+    }
+    assert!(term.is_lost());
+    match term.resign().await {
+        Err(Error::Lost(l)) => assert_eq!(l.epoch, epoch),
+        other => panic!("resign after a loss returned {other:?}"),
+    }
+    let bc = candidate(b, "lost", "b").await;
+    let next = within("b after the loss", bc.campaign()).await.expect("b wins");
+    assert!(next.epoch() > epoch);
+    next.resign().await.expect("resign");
+}
+
+/// `leader()` matches the holder: nobody, then the winner with its epoch,
+/// then nobody after resign.
+pub async fn leader_matches_holder<B: Backend>(b: &B) {
+    let a = candidate(b, "leader", "a").await;
+    let observer = candidate(b, "leader", "observer").await;
+    assert_eq!(observer.leader().await.expect("leader"), None, "a leader before any campaign");
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let seen = observer.leader().await.expect("leader").expect("a leads");
+    assert_eq!(seen.identity.as_str(), "a");
+    assert_eq!(seen.epoch, term.epoch());
+    term.resign().await.expect("resign");
+    assert_eq!(observer.leader().await.expect("leader"), None, "a leader after resign");
+}
+
+/// Bad configuration is refused with a typed error, never a panic.
+pub async fn bad_configuration_is_refused<B: Backend>(b: &B) {
+    let attempts = b.bad_configurations().await;
+    assert!(!attempts.is_empty(), "the backend listed no bad configurations");
+    for (i, r) in attempts.into_iter().enumerate() {
+        match r {
+            Err(Error::Config(_)) => {}
+            Err(other) => panic!("bad configuration #{i}: not a configuration error: {other:?}"),
+            Ok(_) => panic!("bad configuration #{i} was accepted"),
+        }
+    }
+    assert!(b.candidate("", "a").await.is_err(), "empty name accepted");
+    assert!(b.candidate("x", "").await.is_err(), "empty identity accepted");
+}
+
+/// Expands to one `#[tokio::test]` per conformance case, each with a
+/// backend made by `$factory` (an expression evaluated per test).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@case $factory;
+            uncontested_win,
+            second_candidate_waits,
+            resign_hands_over,
+            drop_hands_over,
+            epochs_strictly_increase,
+            cancellation_at_every_step_leaves_nothing_held,
+            lost_fires_when_taken_away,
+            leader_matches_holder,
+            bad_configuration_is_refused
+        );
+    };
+    (@case $factory:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let backend = $factory;
+                $crate::conformance::$case(&backend).await;
+            }
+        )*
+    };
+}
+
+/// The memory backend, as a [`Backend`] (used by the core's own tests).
+impl Backend for crate::memory::MemoryBackend {
+    type Claim = crate::memory::MemoryClaim;
+
+    async fn candidate(&self, name: &str, identity: &str) -> Result<Self::Claim, Error> {
+        self.claim(name, identity)
+    }
+
+    async fn take_away(&self, name: &str) -> bool {
+        self.revoke(name)
+    }
+
+    async fn bad_configurations(&self) -> Vec<Result<Self::Claim, Error>> {
+        vec![
+            self.claim("a/b", "x"),
+            self.claim("ok", "bad\nidentity"),
+            Candidate::new(self.claim("ok", "x").expect("valid"))
+                .with_poll_interval(Duration::ZERO)
+                .map(|_| unreachable!("zero poll interval accepted"))
+                .map_err(Error::from),
+        ]
+    }
+}

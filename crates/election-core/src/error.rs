@@ -1,0 +1,200 @@
+//! Errors of the core, grouped by what the caller should do.
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+
+use crate::{ElectionName, Epoch, Identity};
+
+/// A shareable error source, as backends hand them to the core.
+pub type Source = Arc<dyn StdError + Send + Sync + 'static>;
+
+/// Bad configuration: fix the configuration; retrying will not help.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A name or identity cannot be used.
+    #[error("bad {what} {value:?}: {reason}")]
+    BadName {
+        /// What was named: `"election name"`, `"identity"`, ...
+        what: &'static str,
+        /// The value given (cut to 64 characters).
+        value: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A duration or count is out of range.
+    #[error("bad setting {setting}: {reason}")]
+    BadSetting {
+        /// The setting, e.g. `"poll_interval"`.
+        setting: &'static str,
+        /// Why it was refused, with the values involved.
+        reason: String,
+    },
+    /// The backend refuses the place it was pointed at (a network
+    /// filesystem, a path that is not a directory, ...).
+    #[error("unusable location: {reason}")]
+    Location {
+        /// What is wrong and what to do.
+        reason: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<Source>,
+    },
+    /// Every epoch up to `u64::MAX` has been handed out.
+    #[error("the epoch counter is exhausted")]
+    EpochExhausted,
+}
+
+/// Why a term was lost: the backend took the claim away, or could no longer
+/// prove that it still held it.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// The lease ran out: it could not be renewed before the backend could
+    /// grant it to another candidate.
+    #[error("the lease expired before it could be renewed")]
+    Expired,
+    /// The backend shows another holder, or no claim of ours.
+    #[error("the backend no longer shows this claim as held: {detail}")]
+    Revoked {
+        /// What the backend showed instead.
+        detail: String,
+    },
+    /// The backend failed in a way that leaves the claim in doubt; in doubt,
+    /// the claim counts as not held.
+    #[error("the backend failed and the claim is in doubt")]
+    Failed(#[source] Source),
+}
+
+/// A term was lost while its leader still ran: another candidate may lead
+/// now, so the leader must stop acting for the group.
+///
+/// Returned by [`Term::lost`](crate::Term::lost) and carried by
+/// [`Error::Lost`].
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("term {epoch} of election {name} (held by {identity}) was lost")]
+pub struct LeaseLost {
+    /// The election.
+    pub name: ElectionName,
+    /// The identity that held the term.
+    pub identity: Identity,
+    /// The epoch of the lost term.
+    pub epoch: Epoch,
+    /// Why it was lost.
+    #[source]
+    pub reason: LossReason,
+}
+
+/// The error of every fallible operation of the core and of the backends'
+/// [`Claim`](crate::Claim) steps.
+///
+/// Variants are grouped by what the caller should do; backend errors are
+/// kept as the `source` so they can be inspected with
+/// [`std::error::Error::source`] and downcast.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Fix the configuration; retrying will not help.
+    #[error("bad configuration")]
+    Config(#[from] ConfigError),
+    /// The term was lost: stop acting as leader.
+    #[error(transparent)]
+    Lost(#[from] LeaseLost),
+    /// The caller does not hold the claim (any more): do not act as leader.
+    #[error("election {name}: the claim is not held")]
+    NotHeld {
+        /// The election.
+        name: ElectionName,
+    },
+    /// The backend cannot be reached or failed; nothing was won. Retry later.
+    #[error("election {name}: the backend is unavailable")]
+    Unavailable {
+        /// The election.
+        name: ElectionName,
+        /// What failed.
+        #[source]
+        source: Source,
+    },
+    /// A step may or may not have taken effect (e.g. a timed-out write).
+    /// The claim counts as not held; the backend's own safety (lock, TTL)
+    /// frees it if it was won.
+    #[error("election {name}: the outcome of a step is unknown")]
+    OutcomeUnknown {
+        /// The election.
+        name: ElectionName,
+        /// What failed.
+        #[source]
+        source: Source,
+    },
+    /// The backend's stored state is damaged (e.g. a corrupt epoch file);
+    /// an operator must repair it. No term is handed out, so no epoch is
+    /// reused.
+    #[error("election {name}: stored state is corrupt")]
+    Corrupt {
+        /// The election.
+        name: ElectionName,
+        /// What is damaged.
+        #[source]
+        source: Source,
+    },
+    /// Guarded work did not drain within the configured bound and was
+    /// cancelled before the claim was released.
+    #[error("election {name}: leader's work did not drain within {drain_timeout:?}")]
+    DrainTimedOut {
+        /// The election.
+        name: ElectionName,
+        /// The configured bound.
+        drain_timeout: std::time::Duration,
+    },
+}
+
+impl Error {
+    /// Wraps a backend failure as [`Error::Unavailable`].
+    pub fn unavailable(name: &ElectionName, source: impl StdError + Send + Sync + 'static) -> Self {
+        Error::Unavailable {
+            name: name.clone(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// Wraps a backend failure as [`Error::OutcomeUnknown`].
+    pub fn outcome_unknown(
+        name: &ElectionName,
+        source: impl StdError + Send + Sync + 'static,
+    ) -> Self {
+        Error::OutcomeUnknown {
+            name: name.clone(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// Wraps damaged stored state as [`Error::Corrupt`].
+    pub fn corrupt(name: &ElectionName, source: impl StdError + Send + Sync + 'static) -> Self {
+        Error::Corrupt {
+            name: name.clone(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// True for errors that retrying cannot fix (configuration, corruption).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Error::Config(_) | Error::Corrupt { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_chain_is_kept_not_repeated() {
+        let name = ElectionName::new("jobs").unwrap();
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let err = Error::unavailable(&name, io);
+        assert_eq!(err.to_string(), "election jobs: the backend is unavailable");
+        let src = err.source().expect("source kept");
+        assert_eq!(src.to_string(), "denied");
+        assert!(!err.is_permanent());
+        assert!(Error::from(ConfigError::EpochExhausted).is_permanent());
+    }
+}

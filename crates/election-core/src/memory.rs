@@ -1,0 +1,394 @@
+//! An in-memory backend: many candidates in one process. For tests and
+//! examples; it also injects faults and records every step, so the core's
+//! tests can check the four rules.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::claim::{End, Watch, Won};
+use crate::{
+    Claim, ElectionName, Epoch, Error, Identity, Leader, LossReason, LossReporter,
+};
+
+/// A step of the [`Claim`] trait, as recorded and as faults are injected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Step {
+    /// [`Claim::open`].
+    Open,
+    /// [`Claim::try_claim`].
+    TryClaim,
+    /// [`Claim::watch`].
+    Watch,
+    /// [`Claim::release`].
+    Release,
+}
+
+/// One recorded step, in the order the backend saw them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// An attempt was opened.
+    Open {
+        /// The attempt.
+        attempt: u64,
+    },
+    /// A try won the claim with this epoch.
+    Won {
+        /// The attempt.
+        attempt: u64,
+        /// The epoch won.
+        epoch: Epoch,
+    },
+    /// The backend took the claim away (after reporting the loss).
+    Lost {
+        /// The attempt.
+        attempt: u64,
+    },
+    /// The claim was released.
+    Release {
+        /// The attempt.
+        attempt: u64,
+    },
+    /// The attempt was closed.
+    Close {
+        /// The attempt.
+        attempt: u64,
+        /// How it ended.
+        end: End,
+    },
+}
+
+#[derive(Default)]
+struct Slot {
+    last_epoch: Option<Epoch>,
+    holder: Option<Holding>,
+    vacated: Arc<Notify>,
+}
+
+struct Holding {
+    attempt: u64,
+    identity: Identity,
+    epoch: Epoch,
+    reporter: Option<LossReporter>,
+}
+
+#[derive(Default)]
+struct Registry {
+    slots: HashMap<ElectionName, Slot>,
+    history: Vec<Event>,
+    faults: HashMap<Step, u32>,
+    next_attempt: u64,
+}
+
+/// An in-memory election backend shared by the candidates of one process.
+///
+/// Epochs survive "re-opening": every [`MemoryClaim`] made from clones of
+/// one backend shares its state. Dropping a term gives the claim up at once
+/// (close removes the holder).
+///
+/// For tests it can take a claim away ([`revoke`](MemoryBackend::revoke)),
+/// make the next calls of a step fail ([`fail`](MemoryBackend::fail)), and
+/// check the four rules against what it recorded
+/// ([`check_rules`](MemoryBackend::check_rules)). Every step yields to the
+/// scheduler once, so cancellation can hit it at an await point.
+#[derive(Clone, Default)]
+pub struct MemoryBackend {
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend").finish_non_exhaustive()
+    }
+}
+
+/// The claim of one candidate on a [`MemoryBackend`].
+#[derive(Debug)]
+pub struct MemoryClaim {
+    backend: MemoryBackend,
+    name: ElectionName,
+    identity: Identity,
+}
+
+/// One attempt on a [`MemoryBackend`].
+#[derive(Debug)]
+pub struct MemoryAttempt {
+    id: u64,
+    vacated: Arc<Notify>,
+}
+
+impl MemoryBackend {
+    /// A new, empty backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A candidate's claim on election `name` with `identity`.
+    pub fn claim(&self, name: &str, identity: &str) -> Result<MemoryClaim, Error> {
+        Ok(MemoryClaim {
+            backend: self.clone(),
+            name: ElectionName::new(name)?,
+            identity: Identity::new(identity)?,
+        })
+    }
+
+    /// Takes the claim of `name` away from its holder, the way a backend
+    /// loses one: the loss is reported first, then the claim is freed.
+    /// Returns false if nobody held it.
+    pub fn revoke(&self, name: &str) -> bool {
+        let Ok(name) = ElectionName::new(name) else {
+            return false;
+        };
+        let mut reg = self.lock();
+        let Registry { slots, history, .. } = &mut *reg;
+        let Some(slot) = slots.get_mut(&name) else {
+            return false;
+        };
+        let Some(holding) = slot.holder.take() else {
+            return false;
+        };
+        if let Some(r) = &holding.reporter {
+            r.lose(LossReason::Revoked {
+                detail: "revoked by the memory backend".into(),
+            });
+        }
+        history.push(Event::Lost {
+            attempt: holding.attempt,
+        });
+        slot.vacated.notify_waiters();
+        true
+    }
+
+    /// Makes the next `times` calls of `step` fail with
+    /// [`Error::Unavailable`].
+    pub fn fail(&self, step: Step, times: u32) {
+        self.lock().faults.insert(step, times);
+    }
+
+    /// Every step recorded so far.
+    pub fn history(&self) -> Vec<Event> {
+        self.lock().history.clone()
+    }
+
+    /// The holder of `name`, straight from the backend's state.
+    pub fn holder(&self, name: &str) -> Option<Leader> {
+        let name = ElectionName::new(name).ok()?;
+        let reg = self.lock();
+        let h = reg.slots.get(&name)?.holder.as_ref()?;
+        Some(Leader {
+            identity: h.identity.clone(),
+            epoch: h.epoch,
+        })
+    }
+
+    /// Checks the recorded history against the rules the core must keep:
+    /// won epochs strictly increase; no release after a loss (rule 3); each
+    /// opened attempt is closed exactly once, and last (rule 4, for attempts
+    /// that have ended: pass `all_ended = true` once every candidate, term
+    /// and campaign is gone).
+    pub fn check_rules(&self, all_ended: bool) -> Result<(), String> {
+        let history = self.history();
+        let mut last_epoch: Option<Epoch> = None;
+        let mut opened: HashMap<u64, (bool, bool)> = HashMap::new(); // (lost, closed)
+        for (i, ev) in history.iter().enumerate() {
+            match *ev {
+                Event::Open { attempt } => {
+                    if opened.insert(attempt, (false, false)).is_some() {
+                        return Err(format!("#{i}: attempt {attempt} opened twice"));
+                    }
+                }
+                Event::Won { attempt, epoch } => {
+                    if last_epoch.is_some_and(|l| epoch <= l) {
+                        return Err(format!("#{i}: attempt {attempt} won epoch {epoch} after {last_epoch:?}"));
+                    }
+                    last_epoch = Some(epoch);
+                    check_open(&opened, attempt, i)?;
+                }
+                Event::Lost { attempt } => {
+                    check_open(&opened, attempt, i)?;
+                    if let Some(s) = opened.get_mut(&attempt) {
+                        s.0 = true;
+                    }
+                }
+                Event::Release { attempt } => {
+                    check_open(&opened, attempt, i)?;
+                    if opened[&attempt].0 {
+                        return Err(format!("#{i}: attempt {attempt} released after its loss (rule 3)"));
+                    }
+                }
+                Event::Close { attempt, .. } => {
+                    check_open(&opened, attempt, i)?;
+                    if let Some(s) = opened.get_mut(&attempt) {
+                        s.1 = true;
+                    }
+                }
+            }
+        }
+        if all_ended {
+            if let Some((a, _)) = opened.iter().find(|(_, s)| !s.1) {
+                return Err(format!("attempt {a} was never closed (rule 4)"));
+            }
+        }
+        Ok(())
+    }
+
+    fn fault(&self, step: Step, name: &ElectionName) -> Result<(), Error> {
+        let mut reg = self.lock();
+        if let Some(n) = reg.faults.get_mut(&step) {
+            if *n > 0 {
+                *n -= 1;
+                return Err(Error::unavailable(
+                    name,
+                    std::io::Error::other(format!("injected fault in {step:?}")),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_open(opened: &HashMap<u64, (bool, bool)>, attempt: u64, i: usize) -> Result<(), String> {
+    match opened.get(&attempt) {
+        None => Err(format!("#{i}: attempt {attempt} used before open")),
+        Some((_, true)) => Err(format!("#{i}: attempt {attempt} used after close (rule 4)")),
+        Some(_) => Ok(()),
+    }
+}
+
+impl Claim for MemoryClaim {
+    type Attempt = MemoryAttempt;
+
+    fn name(&self) -> &ElectionName {
+        &self.name
+    }
+
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    async fn open(&self) -> Result<MemoryAttempt, Error> {
+        tokio::task::yield_now().await;
+        self.backend.fault(Step::Open, &self.name)?;
+        let mut reg = self.backend.lock();
+        reg.next_attempt += 1;
+        let id = reg.next_attempt;
+        reg.history.push(Event::Open { attempt: id });
+        let vacated = reg.slots.entry(self.name.clone()).or_default().vacated.clone();
+        Ok(MemoryAttempt { id, vacated })
+    }
+
+    async fn try_claim(&self, attempt: &mut MemoryAttempt) -> Result<Option<Won>, Error> {
+        tokio::task::yield_now().await;
+        self.backend.fault(Step::TryClaim, &self.name)?;
+        let mut reg = self.backend.lock();
+        let Registry { slots, history, .. } = &mut *reg;
+        let slot = slots.entry(self.name.clone()).or_default();
+        if slot.holder.is_some() {
+            return Ok(None);
+        }
+        let epoch = Epoch::after(slot.last_epoch)?;
+        slot.last_epoch = Some(epoch);
+        slot.holder = Some(Holding {
+            attempt: attempt.id,
+            identity: self.identity.clone(),
+            epoch,
+            reporter: None,
+        });
+        history.push(Event::Won {
+            attempt: attempt.id,
+            epoch,
+        });
+        Ok(Some(Won {
+            epoch,
+            valid_until: None,
+        }))
+    }
+
+    async fn wait(
+        &self,
+        attempt: &mut MemoryAttempt,
+        poll_interval: std::time::Duration,
+    ) -> Result<(), Error> {
+        let vacated = attempt.vacated.notified();
+        tokio::pin!(vacated);
+        vacated.as_mut().enable();
+        if self.holder_attempt().is_none() {
+            return Ok(());
+        }
+        tokio::select! {
+            () = vacated => {}
+            () = tokio::time::sleep(poll_interval) => {}
+        }
+        Ok(())
+    }
+
+    fn watch(
+        &self,
+        attempt: &mut MemoryAttempt,
+        _won: Won,
+        reporter: LossReporter,
+    ) -> Result<Watch, Error> {
+        self.backend.fault(Step::Watch, &self.name)?;
+        let mut reg = self.backend.lock();
+        match reg.slots.get_mut(&self.name).and_then(|s| s.holder.as_mut()) {
+            Some(h) if h.attempt == attempt.id => h.reporter = Some(reporter),
+            _ => {
+                // Taken away between try_claim and watch.
+                reporter.lose(LossReason::Revoked {
+                    detail: "no longer the holder when the watch started".into(),
+                });
+            }
+        }
+        Ok(Watch::none())
+    }
+
+    async fn release(&self, attempt: &mut MemoryAttempt) -> Result<(), Error> {
+        tokio::task::yield_now().await;
+        self.backend.fault(Step::Release, &self.name)?;
+        let mut reg = self.backend.lock();
+        reg.history.push(Event::Release {
+            attempt: attempt.id,
+        });
+        self.vacate(&mut reg, attempt.id);
+        Ok(())
+    }
+
+    fn close(&self, attempt: MemoryAttempt, end: End) {
+        let mut reg = self.backend.lock();
+        // Whatever the end, an attempt that still holds the claim gives it
+        // up: that is how a dropped term or a cancelled campaign frees it.
+        self.vacate(&mut reg, attempt.id);
+        reg.history.push(Event::Close {
+            attempt: attempt.id,
+            end,
+        });
+    }
+
+    async fn leader(&self) -> Result<Option<Leader>, Error> {
+        tokio::task::yield_now().await;
+        Ok(self.backend.holder(self.name.as_str()))
+    }
+}
+
+impl MemoryClaim {
+    fn holder_attempt(&self) -> Option<u64> {
+        let reg = self.backend.lock();
+        reg.slots.get(&self.name)?.holder.as_ref().map(|h| h.attempt)
+    }
+
+    fn vacate(&self, reg: &mut Registry, attempt: u64) {
+        if let Some(slot) = reg.slots.get_mut(&self.name) {
+            if slot.holder.as_ref().is_some_and(|h| h.attempt == attempt) {
+                slot.holder = None;
+                slot.vacated.notify_waiters();
+            }
+        }
+    }
+}

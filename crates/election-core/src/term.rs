@@ -1,0 +1,454 @@
+//! The [`Term`] a winner holds, its shared state and the [`LossReporter`]
+//! a backend's watch uses.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::claim::{End, Watch};
+use crate::{Claim, ElectionName, Epoch, Error, Identity, Lease, LeaseLost, LossReason};
+
+/// Where a term is in its life.
+#[derive(Clone, Debug)]
+pub(crate) enum Phase {
+    Live,
+    /// Resign or drop has begun; losses reported from now on are ignored.
+    Ending,
+    Lost(LeaseLost),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Status {
+    pub(crate) phase: Phase,
+    pub(crate) valid_until: Option<Instant>,
+}
+
+/// The state of one term, shared by the term, its leases and the backend's
+/// watch.
+#[derive(Debug)]
+pub(crate) struct TermState {
+    pub(crate) name: ElectionName,
+    pub(crate) identity: Identity,
+    pub(crate) epoch: Epoch,
+    status: watch::Sender<Status>,
+}
+
+impl TermState {
+    pub(crate) fn new(
+        name: ElectionName,
+        identity: Identity,
+        epoch: Epoch,
+        valid_until: Option<Instant>,
+    ) -> Arc<Self> {
+        let (status, _) = watch::channel(Status {
+            phase: Phase::Live,
+            valid_until,
+        });
+        Arc::new(TermState {
+            name,
+            identity,
+            epoch,
+            status,
+        })
+    }
+
+    fn lost_with(&self, reason: LossReason) -> LeaseLost {
+        LeaseLost {
+            name: self.name.clone(),
+            identity: self.identity.clone(),
+            epoch: self.epoch,
+            reason,
+        }
+    }
+
+    /// Marks the term lost; returns true if this call lost it.
+    pub(crate) fn lose(&self, reason: LossReason) -> bool {
+        let mut lost_now = false;
+        self.status.send_if_modified(|s| {
+            if let Phase::Live = s.phase {
+                s.phase = Phase::Lost(self.lost_with(reason.clone()));
+                lost_now = true;
+            }
+            lost_now
+        });
+        if lost_now {
+            tracing::warn!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), %reason, "lost");
+        }
+        lost_now
+    }
+
+    fn renewed(&self, valid_until: Instant) {
+        let mut renewed = false;
+        self.status.send_if_modified(|s| {
+            if let Phase::Live = s.phase {
+                s.valid_until = Some(valid_until);
+                renewed = true;
+            }
+            renewed
+        });
+        if renewed {
+            tracing::debug!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), "renewed");
+        }
+    }
+
+    /// Moves a live term to `Ending`; returns the loss if it was lost.
+    pub(crate) fn begin_end(&self) -> Result<(), LeaseLost> {
+        // A term whose known validity ran out counts as lost, in doubt.
+        self.check_deadline();
+        let mut outcome = Ok(());
+        self.status.send_if_modified(|s| match &s.phase {
+            Phase::Live => {
+                s.phase = Phase::Ending;
+                true
+            }
+            Phase::Ending => false,
+            Phase::Lost(l) => {
+                outcome = Err(l.clone());
+                false
+            }
+        });
+        outcome
+    }
+
+    fn check_deadline(&self) {
+        let expired = {
+            let s = self.status.borrow();
+            matches!(s.phase, Phase::Live) && s.valid_until.is_some_and(|t| Instant::now() >= t)
+        };
+        if expired {
+            self.lose(LossReason::Expired);
+        }
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.check_deadline();
+        matches!(self.status.borrow().phase, Phase::Lost(_))
+    }
+
+    pub(crate) fn is_live(&self) -> bool {
+        !self.is_lost() && matches!(self.status.borrow().phase, Phase::Live)
+    }
+
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        self.status.borrow().valid_until
+    }
+
+    /// Resolves with the loss; on the way, turns a passed deadline into a
+    /// loss, so a backend whose watch stalls still ends the term (rule 2 is
+    /// the backend's; this is the core's backstop).
+    pub(crate) async fn lost(&self) -> LeaseLost {
+        let mut rx = self.status.subscribe();
+        loop {
+            let (phase, deadline) = {
+                let s = rx.borrow_and_update();
+                (s.phase.clone(), s.valid_until)
+            };
+            match phase {
+                Phase::Lost(l) => return l,
+                Phase::Ending => {
+                    // Ended by resign or drop: never lost.
+                    std::future::pending::<()>().await;
+                }
+                Phase::Live => {}
+            }
+            match deadline {
+                Some(deadline) => {
+                    tokio::select! {
+                        changed = rx.changed() => if changed.is_err() { std::future::pending::<()>().await },
+                        () = tokio::time::sleep_until(deadline) => { self.check_deadline(); }
+                    }
+                }
+                None => {
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves when the term has ended for any reason.
+    pub(crate) async fn ended(&self) {
+        let mut rx = self.status.subscribe();
+        let _ = rx.wait_for(|s| !matches!(s.phase, Phase::Live)).await;
+    }
+}
+
+/// The handle a backend's watch uses to report a loss or a renewal of the
+/// term it watches.
+///
+/// Cheap to clone. Reports after the term ended (by resign or drop) are
+/// ignored.
+#[derive(Clone, Debug)]
+pub struct LossReporter {
+    state: Arc<TermState>,
+}
+
+impl LossReporter {
+    pub(crate) fn new(state: Arc<TermState>) -> Self {
+        LossReporter { state }
+    }
+
+    /// Reports that the claim was lost (rule 2: before the backend could
+    /// grant it to another candidate). Returns true if this report ended
+    /// the term; false if it had already ended or been lost.
+    pub fn lose(&self, reason: LossReason) -> bool {
+        self.state.lose(reason)
+    }
+
+    /// Reports a renewal: the claim is known to be held until
+    /// `valid_until` (monotonic, counted from before the renewal was sent).
+    pub fn renewed(&self, valid_until: Instant) {
+        self.state.renewed(valid_until)
+    }
+
+    /// True once the term is lost (or its known validity has run out).
+    pub fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+
+    /// The epoch of the watched term.
+    pub fn epoch(&self) -> Epoch {
+        self.state.epoch
+    }
+}
+
+/// A cheap, cloneable view of a term: its epoch and lost signal, without
+/// the power to resign. Hand it to tasks and to fencing.
+#[derive(Clone, Debug)]
+pub struct TermLease {
+    state: Arc<TermState>,
+}
+
+impl Lease for TermLease {
+    fn name(&self) -> &ElectionName {
+        &self.state.name
+    }
+    fn identity(&self) -> &Identity {
+        &self.state.identity
+    }
+    fn epoch(&self) -> Epoch {
+        self.state.epoch
+    }
+    fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+    fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
+        self.state.lost()
+    }
+    fn valid_until(&self) -> Option<Instant> {
+        self.state.valid_until()
+    }
+}
+
+/// A won claim and its watch; closes the attempt when dropped.
+pub(crate) struct Held<C: Claim> {
+    pub(crate) claim: Arc<C>,
+    pub(crate) attempt: Option<C::Attempt>,
+    pub(crate) watch: Option<Watch>,
+    pub(crate) state: Arc<TermState>,
+}
+
+impl<C: Claim> Held<C> {
+    fn close(&mut self, end: End) {
+        self.watch.take();
+        if let Some(attempt) = self.attempt.take() {
+            self.claim.close(attempt, end);
+        }
+    }
+}
+
+impl<C: Claim> Drop for Held<C> {
+    fn drop(&mut self) {
+        if self.attempt.is_some() {
+            let end = match self.state.begin_end() {
+                Ok(()) => End::Dropped,
+                Err(_) => End::Lost,
+            };
+            if end == End::Dropped {
+                tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), "term dropped without resign; claim given up");
+            }
+            self.close(end);
+        }
+    }
+}
+
+/// The term a winning candidate holds: leadership for one epoch.
+///
+/// A term ends in one of three ways:
+/// - [`resign`](Term::resign): the claim is released and the next candidate
+///   can win at once;
+/// - a loss: the backend took the claim away (or could no longer prove it
+///   held it); [`lost`](Term::lost) resolves and the leader must stop;
+/// - drop: dropping a term without resigning gives the claim up through the
+///   backend's `close` (see [`End::Dropped`]); each backend documents how
+///   (e.g. the file backend closes the locked file, which frees the lock at
+///   once).
+///
+/// ```
+/// use election_core::{memory::MemoryBackend, Candidate};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let backend = MemoryBackend::new();
+/// let term = Candidate::new(backend.claim("jobs", "worker-1")?).campaign().await?;
+/// println!("leading in term {}", term.epoch());
+/// term.resign().await?;
+/// # Ok(()) }
+/// ```
+pub struct Term<C: Claim> {
+    state: Arc<TermState>,
+    held: tokio::sync::Mutex<Option<Held<C>>>,
+    outcome: std::sync::OnceLock<Result<(), Error>>,
+}
+
+impl<C: Claim> std::fmt::Debug for Term<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Term")
+            .field("name", &self.state.name)
+            .field("identity", &self.state.identity)
+            .field("epoch", &self.state.epoch)
+            .field("lost", &self.state.is_lost())
+            .finish()
+    }
+}
+
+impl<C: Claim> Term<C> {
+    pub(crate) fn new(held: Held<C>) -> Self {
+        Term {
+            state: held.state.clone(),
+            held: tokio::sync::Mutex::new(Some(held)),
+            outcome: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The epoch of this term.
+    pub fn epoch(&self) -> Epoch {
+        self.state.epoch
+    }
+
+    /// The identity of the candidate that holds this term.
+    pub fn identity(&self) -> &Identity {
+        &self.state.identity
+    }
+
+    /// The election.
+    pub fn name(&self) -> &ElectionName {
+        &self.state.name
+    }
+
+    /// True once the term is lost, or its known validity has run out.
+    pub fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+
+    /// Resolves with the reason when the term is lost. Many tasks may await
+    /// it at once (also through [`lease`](Term::lease) clones). It stays
+    /// pending if the term ends by resign or drop; use
+    /// [`ended`](Term::ended) to wait for any end.
+    ///
+    /// Cancel safety: cancel safe; it only observes.
+    pub async fn lost(&self) -> LeaseLost {
+        self.state.lost().await
+    }
+
+    /// Resolves when the term has ended: resigned, dropped or lost.
+    ///
+    /// Cancel safety: cancel safe; it only observes.
+    pub async fn ended(&self) {
+        self.state.ended().await
+    }
+
+    /// A cloneable view of this term for tasks and fencing.
+    pub fn lease(&self) -> TermLease {
+        TermLease {
+            state: self.state.clone(),
+        }
+    }
+
+    /// Ends the term and gives the claim up, so the next candidate can win.
+    ///
+    /// Idempotent: a second call waits for the first and returns its
+    /// outcome. Returns [`Error::Lost`] if the term had been lost: then the
+    /// claim is not released (it may be another candidate's, rule 3), only
+    /// closed.
+    ///
+    /// Cancel safety: if the future is dropped before the release finished,
+    /// the attempt is closed with [`End::Dropped`], which gives the claim up
+    /// as dropping the term does, and a later call returns `Ok(())`.
+    ///
+    /// Failure model: if the backend's release fails, the attempt is closed
+    /// with [`End::Failed`] (which gives up whatever it may hold) and the
+    /// error is returned.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// term.resign().await?;
+    /// term.resign().await?; // idempotent
+    /// # Ok(()) }
+    /// ```
+    pub async fn resign(&self) -> Result<(), Error> {
+        if let Some(outcome) = self.outcome.get() {
+            return outcome.clone();
+        }
+        let mut slot = self.held.lock().await;
+        if let Some(outcome) = self.outcome.get() {
+            return outcome.clone();
+        }
+        let Some(held) = slot.as_mut() else {
+            return Ok(());
+        };
+        let outcome = match self.state.begin_end() {
+            Err(lost) => {
+                held.close(End::Lost);
+                Err(Error::Lost(lost))
+            }
+            Ok(()) => {
+                held.watch.take();
+                let claim = held.claim.clone();
+                let attempt = held.attempt.as_mut().expect("attempt present until closed");
+                match claim.release(attempt).await {
+                    Ok(()) => {
+                        held.close(End::Resigned);
+                        tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), "resigned");
+                        Ok(())
+                    }
+                    Err(e) => {
+                        held.close(End::Failed);
+                        tracing::warn!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), error = %e, "release failed; attempt closed");
+                        Err(e)
+                    }
+                }
+            }
+        };
+        *slot = None;
+        let _ = self.outcome.set(outcome.clone());
+        outcome
+    }
+}
+
+impl<C: Claim> Lease for Term<C> {
+    fn name(&self) -> &ElectionName {
+        &self.state.name
+    }
+    fn identity(&self) -> &Identity {
+        &self.state.identity
+    }
+    fn epoch(&self) -> Epoch {
+        self.state.epoch
+    }
+    fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+    fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
+        self.state.lost()
+    }
+    fn valid_until(&self) -> Option<Instant> {
+        self.state.valid_until()
+    }
+}

@@ -1,0 +1,402 @@
+//! [`FileElection`]: elections in one directory, and the [`FileClaim`] of
+//! one candidate.
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use election_core::{
+    Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LossReason,
+    LossReporter, Watch, Won,
+};
+
+use crate::lock::{self, Kind};
+use crate::record::Record;
+use crate::{Error, fstype, vacancy};
+
+/// The default time between two checks that the claim file is still the
+/// one the leader locked.
+pub const DEFAULT_TAMPER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Elections among the processes of one host that share a directory.
+///
+/// For an election named `jobs` the directory holds:
+/// - `jobs.lock`, the claim file: the leader holds an exclusive open file
+///   description lock on it (`F_OFD_SETLK`). The kernel frees the lock when
+///   the leader resigns, drops its term, or dies (also by `SIGKILL`).
+/// - `jobs.epoch`, the epoch record: the highest epoch handed out and the
+///   identity that won it, rewritten durably by each winner while it holds
+///   the lock (temp file, fsync, rename, fsync of the directory).
+///
+/// Never delete or replace these files while candidates run. A leader
+/// notices a replaced or deleted claim file within the tamper check
+/// interval and reports its term lost, but by then another candidate may
+/// already lead.
+///
+/// ```
+/// use election_file::FileElection;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let tmp = tempfile::tempdir()?;
+/// let election = FileElection::new(tmp.path().join("elections"))?;
+/// let term = election.candidate("nightly-report", "worker-1")?.campaign().await?;
+/// println!("leading in term {}", term.epoch());
+/// term.resign().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FileElection {
+    dir: PathBuf,
+    tamper_check_interval: Duration,
+}
+
+/// Settings of a [`FileElection`], for [`FileElection::with_options`].
+#[derive(Clone, Debug)]
+pub struct FileOptions {
+    allow_fuse: bool,
+    tamper_check_interval: Duration,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            allow_fuse: false,
+            tamper_check_interval: DEFAULT_TAMPER_CHECK_INTERVAL,
+        }
+    }
+}
+
+impl FileOptions {
+    /// Accepts a directory on a FUSE filesystem, which is refused by
+    /// default because many FUSE filesystems (sshfs, s3fs) are network
+    /// ones. Only for local FUSE filesystems whose locks you trust.
+    pub fn allow_fuse(mut self, allow: bool) -> Self {
+        self.allow_fuse = allow;
+        self
+    }
+
+    /// Sets how often a leader checks that its claim file is still in
+    /// place (between 10 ms and 1 hour; checked by
+    /// [`FileElection::with_options`]).
+    pub fn tamper_check_interval(mut self, interval: Duration) -> Self {
+        self.tamper_check_interval = interval;
+        self
+    }
+}
+
+impl FileElection {
+    /// Elections in `dir`, created if missing, with default options.
+    ///
+    /// Refuses an empty path, a path that is not a directory, a directory
+    /// the process may not write, and a directory on a network filesystem
+    /// (NFS, SMB/CIFS, 9p, AFS, Ceph, Lustre, FUSE, ...), where OS locks
+    /// cannot be trusted.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, Error> {
+        Self::with_options(dir, FileOptions::default())
+    }
+
+    /// Elections in `dir` with `options`; refuses what [`new`](FileElection::new)
+    /// refuses, and out-of-range options.
+    pub fn with_options(dir: impl Into<PathBuf>, options: FileOptions) -> Result<Self, Error> {
+        let dir = dir.into();
+        let interval = options.tamper_check_interval;
+        if interval < Duration::from_millis(10) || interval > Duration::from_secs(3600) {
+            return Err(ConfigError::BadSetting {
+                setting: "tamper_check_interval",
+                reason: format!("{interval:?} is not between 10ms and 1h"),
+            }
+            .into());
+        }
+        if dir.as_os_str().is_empty() {
+            return Err(ConfigError::BadSetting {
+                setting: "directory",
+                reason: "the path is empty".into(),
+            }
+            .into());
+        }
+        if std::fs::metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+            return Err(Error::NotADirectory { path: dir });
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+        let meta = std::fs::metadata(&dir).map_err(|e| Error::io("stat", &dir, e))?;
+        if !meta.is_dir() {
+            return Err(Error::NotADirectory { path: dir });
+        }
+        fstype::check_local(&dir, options.allow_fuse)?;
+        nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK)
+            .map_err(|e| Error::io("access", &dir, e.into()))?;
+        Ok(FileElection {
+            dir,
+            tamper_check_interval: interval,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The claim of candidate `identity` in election `name`.
+    pub fn claim(&self, name: &str, identity: &str) -> Result<FileClaim, Error> {
+        let name = ElectionName::new(name)?;
+        let identity = Identity::new(identity)?;
+        let file = |ext: &str| self.dir.join(format!("{name}.{ext}"));
+        Ok(FileClaim {
+            paths: Arc::new(Paths {
+                dir: self.dir.clone(),
+                lock: file("lock"),
+                record: file("epoch"),
+                tmp: file("epoch.tmp"),
+            }),
+            name,
+            identity,
+            tamper_check_interval: self.tamper_check_interval,
+        })
+    }
+
+    /// A [`Candidate`] for [`claim`](FileElection::claim).
+    pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<FileClaim>, Error> {
+        Ok(Candidate::new(self.claim(name, identity)?))
+    }
+}
+
+#[derive(Debug)]
+struct Paths {
+    dir: PathBuf,
+    lock: PathBuf,
+    record: PathBuf,
+    tmp: PathBuf,
+}
+
+/// The claim of one candidate in a [`FileElection`].
+///
+/// How a term ends:
+/// - resign unlocks the claim file, then closes it;
+/// - dropping the term (or cancelling a campaign, or a failed step) closes
+///   the claim file, which frees the lock at once;
+/// - the process dying frees the lock too (the kernel closes its files).
+///
+/// A waiting candidate wakes as soon as the lock is freed, by any of these.
+#[derive(Debug)]
+pub struct FileClaim {
+    paths: Arc<Paths>,
+    name: ElectionName,
+    identity: Identity,
+    tamper_check_interval: Duration,
+}
+
+/// One attempt of a [`FileClaim`]: the open claim file.
+#[derive(Debug)]
+pub struct FileAttempt {
+    file: Option<File>,
+}
+
+fn open_claim_file(path: &Path) -> Result<File, Error> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))
+}
+
+fn same_file(file: &File, path: &Path) -> Result<bool, Error> {
+    let ours = file.metadata().map_err(|e| Error::io("stat", path, e))?;
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(m.dev() == ours.dev() && m.ino() == ours.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io("stat", path, e)),
+    }
+}
+
+fn unix_ms() -> Option<u64> {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_millis()).ok())
+}
+
+/// One blocking try: lock, read the record, write the next epoch.
+fn try_claim_blocking(paths: &Paths, identity: &Identity, file: &mut Option<File>) -> Result<Option<Epoch>, Error> {
+    // Two rounds: if the claim file was replaced under us, reopen once.
+    for _ in 0..2 {
+        let f = match file {
+            Some(f) => f,
+            None => file.insert(open_claim_file(&paths.lock)?),
+        };
+        if !lock::try_lock(f, Kind::Exclusive).map_err(|e| Error::io("lock", &paths.lock, e))? {
+            return Ok(None);
+        }
+        if !same_file(f, &paths.lock)? {
+            *file = None; // closing frees the lock on the stale file
+            continue;
+        }
+        let won = (|| {
+            let previous = Record::read(&paths.record)?.map(|r| r.epoch);
+            let epoch = Epoch::after(previous)?;
+            Record {
+                epoch,
+                identity: identity.clone(),
+                pid: Some(std::process::id()),
+                since_unix_ms: unix_ms(),
+            }
+            .write_durably(&paths.dir, &paths.record, &paths.tmp)?;
+            Ok(epoch)
+        })();
+        return match won {
+            Ok(epoch) => Ok(Some(epoch)),
+            Err(e) => {
+                let _ = lock::unlock(f);
+                Err(e)
+            }
+        };
+    }
+    Ok(None)
+}
+
+impl FileClaim {
+    fn core(&self, e: Error) -> election_core::Error {
+        e.into_core(&self.name)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Paths) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, election_core::Error> {
+        let paths = self.paths.clone();
+        tokio::task::spawn_blocking(move || f(&paths))
+            .await
+            .map_err(|e| election_core::Error::unavailable(&self.name, std::io::Error::other(e)))?
+            .map_err(|e| self.core(e))
+    }
+}
+
+impl Claim for FileClaim {
+    type Attempt = FileAttempt;
+
+    fn name(&self) -> &ElectionName {
+        &self.name
+    }
+
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Opens (creating if needed) the claim file.
+    async fn open(&self) -> Result<FileAttempt, election_core::Error> {
+        let file = self.blocking(|p| open_claim_file(&p.lock)).await?;
+        Ok(FileAttempt { file: Some(file) })
+    }
+
+    /// Takes the lock without waiting; while holding it, reads the epoch
+    /// record and durably writes the next epoch (rule 1). A corrupt record
+    /// is [`election_core::Error::Corrupt`] and nothing is won.
+    ///
+    /// Cancel safety: the blocking part runs on tokio's blocking pool and
+    /// owns the claim file; if this future is dropped, the file is closed
+    /// when that part ends, which frees a lock it may have won.
+    async fn try_claim(&self, attempt: &mut FileAttempt) -> Result<Option<Won>, election_core::Error> {
+        let mut file = attempt.file.take();
+        let identity = self.identity.clone();
+        let (file, won) = self
+            .blocking(move |p| {
+                let won = try_claim_blocking(p, &identity, &mut file);
+                Ok((file, won))
+            })
+            .await?;
+        attempt.file = file;
+        Ok(won.map_err(|e| self.core(e))?.map(|epoch| Won {
+            epoch,
+            valid_until: None,
+        }))
+    }
+
+    /// Waits in the kernel for the lock to be freed (see the crate docs);
+    /// `poll_interval` is only a backstop.
+    async fn wait(&self, _attempt: &mut FileAttempt, poll_interval: Duration) -> Result<(), election_core::Error> {
+        let mut released = vacancy::next_release(&self.paths.lock);
+        tokio::select! {
+            _ = released.changed() => {}
+            () = tokio::time::sleep(poll_interval) => {}
+        }
+        Ok(())
+    }
+
+    /// An OS lock cannot expire, so the only way to lose it is tampering:
+    /// the watch checks every tamper check interval that the claim file is
+    /// still the locked one and that no higher epoch was recorded.
+    fn watch(&self, attempt: &mut FileAttempt, won: Won, reporter: LossReporter) -> Result<Watch, election_core::Error> {
+        let file = attempt.file.as_ref().ok_or_else(|| election_core::Error::NotHeld {
+            name: self.name.clone(),
+        })?;
+        let ours = file
+            .metadata()
+            .map_err(|e| self.core(Error::io("stat", &self.paths.lock, e)))?;
+        let (dev, ino) = (ours.dev(), ours.ino());
+        let paths = self.paths.clone();
+        let interval = self.tamper_check_interval;
+        Ok(Watch::task(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let detail = match std::fs::metadata(&paths.lock) {
+                    Ok(m) if m.dev() == dev && m.ino() == ino => match Record::read(&paths.record) {
+                        Ok(Some(r)) if r.epoch > won.epoch => {
+                            Some(format!("the epoch record shows a later term {}", r.epoch))
+                        }
+                        _ => None,
+                    },
+                    Ok(_) => Some("the claim file was replaced".to_owned()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        Some("the claim file was deleted".to_owned())
+                    }
+                    Err(_) => None,
+                };
+                if let Some(detail) = detail {
+                    reporter.lose(LossReason::Revoked { detail });
+                    return;
+                }
+            }
+        })))
+    }
+
+    /// Unlocks the claim file.
+    async fn release(&self, attempt: &mut FileAttempt) -> Result<(), election_core::Error> {
+        if let Some(f) = &attempt.file {
+            lock::unlock(f).map_err(|e| self.core(Error::io("unlock", &self.paths.lock, e)))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the claim file; the kernel frees any lock on it at once.
+    fn close(&self, attempt: FileAttempt, end: End) {
+        tracing::trace!(name = %self.name, identity = %self.identity, ?end, "close");
+        drop(attempt.file);
+    }
+
+    /// Reads who holds the lock (`F_OFD_GETLK`) and, if someone does, the
+    /// epoch record. During a handover (between a winner's lock and its
+    /// record write, one fsync long) it may still name the previous holder.
+    async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
+        self.blocking(|p| {
+            let file = match File::open(&p.lock) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(Error::io("open", &p.lock, e)),
+            };
+            if !lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))? {
+                return Ok(None);
+            }
+            Ok(Record::read(&p.record)?.map(|r| Leader {
+                identity: r.identity,
+                epoch: r.epoch,
+            }))
+        })
+        .await
+    }
+}

@@ -1,0 +1,129 @@
+//! Errors of the file backend.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use election_core::{ConfigError, ElectionName};
+
+/// What can go wrong with the file backend, grouped by what the caller
+/// should do: fix the configuration (`NetworkFilesystem`, `NotADirectory`,
+/// `PermissionDenied`, `Config`), repair the stored state (`CorruptEpoch`),
+/// or retry later (`Io`).
+///
+/// Inside a campaign these reach the caller as the `source` of an
+/// [`election_core::Error`]: `Config` for the first group, `Corrupt` for
+/// the second, `Unavailable` for the third.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The directory is on a network filesystem, where OS locks are not
+    /// reliable. Use a local directory.
+    #[error("{path} is on a network filesystem ({fs_name}, type {fs_type:#x}); use a local directory")]
+    NetworkFilesystem {
+        /// The directory.
+        path: PathBuf,
+        /// The filesystem's name.
+        fs_name: &'static str,
+        /// The filesystem's magic number from `statfs`.
+        fs_type: u64,
+    },
+    /// The path exists but is not a directory.
+    #[error("{path} is not a directory")]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The process may not create, read or write a file it needs.
+    #[error("permission denied: {path}; give this process read and write access")]
+    PermissionDenied {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The epoch file cannot be read as an epoch record. No term is handed
+    /// out until an operator repairs or replaces it with a record whose
+    /// epoch is at least the highest ever handed out.
+    #[error("corrupt epoch file {path}: {detail}")]
+    CorruptEpoch {
+        /// The epoch file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// Another I/O error; retrying may help.
+    #[error("{op} {path} failed")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A bad name, identity or setting.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl Error {
+    /// Classifies an I/O error on `path`.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        let path = path.into();
+        if source.kind() == io::ErrorKind::PermissionDenied
+            || source.raw_os_error() == Some(libc::EROFS)
+        {
+            Error::PermissionDenied { path, source }
+        } else if source.raw_os_error() == Some(libc::ENOTDIR) {
+            Error::NotADirectory { path }
+        } else {
+            Error::Io { op, path, source }
+        }
+    }
+
+    /// This error as the core's error, grouped by what the caller should do.
+    pub fn into_core(self, name: &ElectionName) -> election_core::Error {
+        match self {
+            Error::Config(c) => election_core::Error::Config(c),
+            e @ (Error::NetworkFilesystem { .. }
+            | Error::NotADirectory { .. }
+            | Error::PermissionDenied { .. }) => election_core::Error::Config(ConfigError::Location {
+                reason: e.to_string(),
+                source: Some(Arc::new(e)),
+            }),
+            e @ Error::CorruptEpoch { .. } => election_core::Error::corrupt(name, e),
+            e => election_core::Error::unavailable(name, e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_are_classified() {
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert!(matches!(Error::io("open", "/x", denied), Error::PermissionDenied { .. }));
+        let rofs = io::Error::from_raw_os_error(libc::EROFS);
+        assert!(matches!(Error::io("open", "/x", rofs), Error::PermissionDenied { .. }));
+        let notdir = io::Error::from_raw_os_error(libc::ENOTDIR);
+        assert!(matches!(Error::io("open", "/x", notdir), Error::NotADirectory { .. }));
+        let other = io::Error::from_raw_os_error(libc::EIO);
+        assert!(matches!(Error::io("open", "/x", other), Error::Io { .. }));
+    }
+
+    #[test]
+    fn core_grouping() {
+        let name = ElectionName::new("n").unwrap();
+        let e = Error::CorruptEpoch { path: "/e".into(), detail: "x".into() }.into_core(&name);
+        assert!(matches!(e, election_core::Error::Corrupt { .. }));
+        let e = Error::NotADirectory { path: "/e".into() }.into_core(&name);
+        assert!(matches!(e, election_core::Error::Config(_)));
+        let e = Error::Io { op: "fsync", path: "/e".into(), source: io::Error::other("x") }.into_core(&name);
+        assert!(matches!(e, election_core::Error::Unavailable { .. }));
+    }
+}

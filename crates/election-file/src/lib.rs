@@ -1,0 +1,34 @@
+//! Leader election on one host, with zero infrastructure: an OS file lock
+//! plus a durable epoch file.
+//!
+//! Candidates that share a directory compete for a claim file's lock (an
+//! open file description lock, freed by the kernel when the holder exits,
+//! even on `SIGKILL`). The winner durably records the next epoch while it
+//! holds the lock, so epochs only grow, across crashes and restarts.
+//! Waiting candidates wake the moment the lock is freed: no polling.
+//!
+//! ```
+//! use election_file::FileElection;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let tmp = tempfile::tempdir()?;
+//! let election = FileElection::new(tmp.path())?;
+//! let candidate = election.candidate("dispatcher", "host-a/1")?;
+//! let term = candidate.campaign().await?;
+//! assert_eq!(candidate.leader().await?.unwrap().epoch, term.epoch());
+//! term.resign().await?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs, unreachable_pub)]
+#![warn(rust_2018_idioms)]
+
+mod election;
+mod error;
+mod fstype;
+mod lock;
+mod record;
+mod vacancy;
+
+pub use election::{DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions};
+pub use error::Error;

@@ -1,0 +1,187 @@
+//! The epoch record: the highest epoch handed out and who won it.
+//!
+//! ```text
+//! election-file/1
+//! epoch=42
+//! identity=host-a/4711
+//! pid=4711
+//! since_unix_ms=1796000000000
+//! ```
+//!
+//! Written only by the holder of the claim, durably: a temporary file is
+//! written and fsynced, renamed over the record, and the directory fsynced.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+use election_core::{Epoch, Identity};
+
+use crate::Error;
+
+const HEADER: &str = "election-file/1";
+/// Records are small; anything larger is not ours.
+const MAX_LEN: u64 = 4096;
+
+/// One epoch record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub(crate) epoch: Epoch,
+    pub(crate) identity: Identity,
+    pub(crate) pid: Option<u32>,
+    pub(crate) since_unix_ms: Option<u64>,
+}
+
+impl Record {
+    pub(crate) fn to_text(&self) -> String {
+        let mut s = format!("{HEADER}\nepoch={}\nidentity={}\n", self.epoch, self.identity);
+        if let Some(pid) = self.pid {
+            s.push_str(&format!("pid={pid}\n"));
+        }
+        if let Some(ms) = self.since_unix_ms {
+            s.push_str(&format!("since_unix_ms={ms}\n"));
+        }
+        s
+    }
+
+    /// Parses a record; the error says what is wrong.
+    pub(crate) fn parse(text: &str) -> Result<Record, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some(HEADER) {
+            return Err(format!("the first line is not {HEADER:?}"));
+        }
+        let (mut epoch, mut identity, mut pid, mut since) = (None, None, None, None);
+        for line in lines {
+            let (key, value) = line
+                .split_once('=')
+                .ok_or_else(|| format!("line {line:?} is not key=value"))?;
+            let dup = |k: &str| format!("{k} appears twice");
+            match key {
+                "epoch" => {
+                    let e: Epoch = value.parse().map_err(|e| format!("{e}"))?;
+                    if epoch.replace(e).is_some() {
+                        return Err(dup(key));
+                    }
+                }
+                "identity" => {
+                    let i = Identity::new(value).map_err(|e| e.to_string())?;
+                    if identity.replace(i).is_some() {
+                        return Err(dup(key));
+                    }
+                }
+                "pid" => pid = Some(value.parse().map_err(|_| format!("bad pid {value:?}"))?),
+                "since_unix_ms" => {
+                    since = Some(value.parse().map_err(|_| format!("bad since_unix_ms {value:?}"))?)
+                }
+                _ => {} // later versions may add keys
+            }
+        }
+        Ok(Record {
+            epoch: epoch.ok_or("no epoch")?,
+            identity: identity.ok_or("no identity")?,
+            pid,
+            since_unix_ms: since,
+        })
+    }
+
+    /// Reads the record at `path`: `Ok(None)` if there is none yet.
+    pub(crate) fn read(path: &Path) -> Result<Option<Record>, Error> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        if len > MAX_LEN {
+            return Err(Error::CorruptEpoch {
+                path: path.to_owned(),
+                detail: format!("{len} bytes is too large for an epoch record"),
+            });
+        }
+        let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+        let text = String::from_utf8(bytes).map_err(|_| Error::CorruptEpoch {
+            path: path.to_owned(),
+            detail: "not UTF-8".into(),
+        })?;
+        Record::parse(&text).map(Some).map_err(|detail| Error::CorruptEpoch {
+            path: path.to_owned(),
+            detail,
+        })
+    }
+
+    /// Writes the record durably: temp file, fsync, rename, fsync of `dir`.
+    pub(crate) fn write_durably(&self, dir: &Path, path: &Path, tmp: &Path) -> Result<(), Error> {
+        let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
+        f.write_all(self.to_text().as_bytes())
+            .map_err(|e| Error::io("write", tmp, e))?;
+        f.sync_all().map_err(|e| Error::io("fsync", tmp, e))?;
+        drop(f);
+        std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io("fsync", dir, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rec(epoch: u64) -> Record {
+        Record {
+            epoch: Epoch::new(epoch).unwrap(),
+            identity: Identity::new("host/1").unwrap(),
+            pid: Some(1),
+            since_unix_ms: Some(5),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let r = rec(42);
+        assert_eq!(Record::parse(&r.to_text()).unwrap(), r);
+    }
+
+    #[test]
+    fn damaged_records_are_refused() {
+        for bad in [
+            "",
+            "epoch=3\nidentity=a\n",
+            "election-file/1\nidentity=a\n",
+            "election-file/1\nepoch=0\nidentity=a\n",
+            "election-file/1\nepoch=-1\nidentity=a\n",
+            "election-file/1\nepoch=3\n",
+            "election-file/1\nepoch=3\nepoch=4\nidentity=a\n",
+            "election-file/1\nepoch=3\nidentity=a\ngarbage\n",
+        ] {
+            assert!(Record::parse(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn durable_write_then_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.epoch");
+        assert_eq!(Record::read(&path).unwrap(), None);
+        rec(7).write_durably(dir.path(), &path, &dir.path().join("e.tmp")).unwrap();
+        assert_eq!(Record::read(&path).unwrap(), Some(rec(7)));
+        std::fs::write(&path, b"\xff\xfe").unwrap();
+        assert!(matches!(Record::read(&path), Err(Error::CorruptEpoch { .. })));
+        std::fs::write(&path, vec![b'x'; 5000]).unwrap();
+        assert!(matches!(Record::read(&path), Err(Error::CorruptEpoch { .. })));
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_parses_or_is_refused_without_panic(text in ".{0,200}") {
+            let _ = Record::parse(&text);
+        }
+
+        #[test]
+        fn any_record_round_trips(epoch in 1u64.., pid in proptest::option::of(any::<u32>())) {
+            let r = Record { pid, ..rec(epoch) };
+            prop_assert_eq!(Record::parse(&r.to_text()).unwrap(), r);
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The core's conformance suite, run against the file backend.
+
+use election_core::conformance::Backend;
+use election_core::Error;
+use election_file::{FileClaim, FileElection, FileOptions};
+use std::time::Duration;
+
+/// A fresh directory per test; every candidate opens the backend afresh.
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new() -> Self {
+        Files {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn election(&self) -> FileElection {
+        let options = FileOptions::default().tamper_check_interval(Duration::from_millis(20));
+        FileElection::with_options(self.dir.path(), options).expect("election")
+    }
+}
+
+impl Backend for Files {
+    type Claim = FileClaim;
+
+    async fn candidate(&self, name: &str, identity: &str) -> Result<FileClaim, Error> {
+        let name_for_err = election_core::ElectionName::new(if name.is_empty() { "x" } else { name })?;
+        self.election()
+            .claim(name, identity)
+            .map_err(|e| e.into_core(&name_for_err))
+    }
+
+    /// Replaces the claim file, the one way to take a file lock away.
+    async fn take_away(&self, name: &str) -> bool {
+        let path = self.dir.path().join(format!("{name}.lock"));
+        std::fs::rename(&path, self.dir.path().join(format!("{name}.lock.old"))).expect("rename");
+        true
+    }
+
+    async fn bad_configurations(&self) -> Vec<Result<FileClaim, Error>> {
+        let name = election_core::ElectionName::new("bad").expect("name");
+        let not_a_dir = self.dir.path().join("a-file");
+        std::fs::write(&not_a_dir, b"x").expect("write");
+        let zero_interval = FileOptions::default().tamper_check_interval(Duration::ZERO);
+        vec![
+            FileElection::new("").and_then(|e| e.claim("a", "b")),
+            FileElection::new(&not_a_dir).and_then(|e| e.claim("a", "b")),
+            FileElection::with_options(self.dir.path(), zero_interval).and_then(|e| e.claim("a", "b")),
+            self.election().claim("../escape", "b"),
+        ]
+        .into_iter()
+        .map(|r| r.map_err(|e| e.into_core(&name)))
+        .collect()
+    }
+}
+
+election_core::conformance_tests!(Files::new());
