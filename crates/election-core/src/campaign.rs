@@ -232,13 +232,14 @@ impl<C: Claim> Candidate<C> {
                     won.epoch,
                     won.valid_until,
                 );
-                let watch = match claim.watch(guard.attempt(), won, LossReporter::new(state.clone())) {
-                    Ok(w) => w,
-                    Err(e) => {
-                        guard.close(End::Failed);
-                        return Err(e);
-                    }
-                };
+                let watch =
+                    match claim.watch(guard.attempt(), won, LossReporter::new(state.clone())) {
+                        Ok(w) => w,
+                        Err(e) => {
+                            guard.close(End::Failed);
+                            return Err(e);
+                        }
+                    };
                 let held = Held {
                     claim: claim.clone(),
                     attempt: Some(guard.into_attempt()),
@@ -250,8 +251,20 @@ impl<C: Claim> Candidate<C> {
                     // it out. Dropping `held` closes it with End::Lost.
                     tracing::warn!(name = %claim.name(), identity = %claim.identity(), epoch = won.epoch.get(), "claim lost before its term began; new attempt");
                     drop(held);
-                    if once {
+                    if once || deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(None);
+                    }
+                    // Back off before the new attempt, so a backend that
+                    // keeps losing claims does not make the campaign spin.
+                    let pause = tokio::time::sleep(self.poll_interval);
+                    match deadline {
+                        None => pause.await,
+                        Some(d) => {
+                            tokio::select! {
+                                () = pause => {}
+                                () = tokio::time::sleep_until(d) => {}
+                            }
+                        }
                     }
                     break;
                 }

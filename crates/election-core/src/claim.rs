@@ -183,8 +183,10 @@ pub trait Claim: Send + Sync + 'static {
     ) -> Result<Watch, Error>;
 
     /// Gives a won claim up on resign. Never called after a loss (rule 3).
-    fn release(&self, attempt: &mut Self::Attempt)
-    -> impl Future<Output = Result<(), Error>> + Send;
+    fn release(
+        &self,
+        attempt: &mut Self::Attempt,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
 
     /// Ends an attempt and frees its resources (rule 4). Runs exactly once
     /// per attempt, last, also from `Drop`: it must not block for long. If

@@ -63,7 +63,9 @@ async fn within<F: Future>(what: &str, f: F) -> F::Output {
 /// A lone candidate wins at once, and `leader()` shows it.
 pub async fn uncontested_win<B: Backend>(b: &B) {
     let a = candidate(b, "uncontested", "a").await;
-    let term = within("uncontested campaign", a.campaign()).await.expect("campaign");
+    let term = within("uncontested campaign", a.campaign())
+        .await
+        .expect("campaign");
     assert_eq!(term.identity().as_str(), "a");
     assert!(!term.is_lost());
     term.resign().await.expect("resign");
@@ -75,9 +77,15 @@ pub async fn second_candidate_waits<B: Backend>(b: &B) {
     let a = candidate(b, "waits", "a").await;
     let bc = candidate(b, "waits", "b").await;
     let first = within("a campaign", a.campaign()).await.expect("a wins");
-    assert!(bc.try_campaign().await.expect("try").is_none(), "b won while a led");
     assert!(
-        bc.campaign_timeout(Duration::from_millis(100)).await.expect("bounded").is_none(),
+        bc.try_campaign().await.expect("try").is_none(),
+        "b won while a led"
+    );
+    assert!(
+        bc.campaign_timeout(Duration::from_millis(100))
+            .await
+            .expect("bounded")
+            .is_none(),
         "b won a bounded campaign while a led"
     );
     let waiting = tokio::spawn(async move { bc.campaign().await });
@@ -85,7 +93,10 @@ pub async fn second_candidate_waits<B: Backend>(b: &B) {
     assert!(!waiting.is_finished(), "b won while a led");
     assert!(!first.is_lost());
     first.resign().await.expect("resign");
-    let second = within("b after a resigned", waiting).await.expect("join").expect("b wins");
+    let second = within("b after a resigned", waiting)
+        .await
+        .expect("join")
+        .expect("b wins");
     assert!(second.epoch() > first.epoch());
     second.resign().await.expect("resign");
 }
@@ -99,7 +110,10 @@ pub async fn resign_hands_over<B: Backend>(b: &B) {
     let waiting = tokio::spawn(async move { bc.campaign().await });
     first.resign().await.expect("resign");
     first.resign().await.expect("second resign is a no-op");
-    let second = within("handover on resign", waiting).await.expect("join").expect("b wins");
+    let second = within("handover on resign", waiting)
+        .await
+        .expect("join")
+        .expect("b wins");
     assert!(second.epoch() > epoch);
     assert_eq!(second.identity().as_str(), "b");
     second.resign().await.expect("resign");
@@ -113,7 +127,10 @@ pub async fn drop_hands_over<B: Backend>(b: &B) {
     let epoch = first.epoch();
     let waiting = tokio::spawn(async move { bc.campaign().await });
     drop(first);
-    let second = within("handover on drop", waiting).await.expect("join").expect("b wins");
+    let second = within("handover on drop", waiting)
+        .await
+        .expect("join")
+        .expect("b wins");
     assert!(second.epoch() > epoch);
     second.resign().await.expect("resign");
 }
@@ -127,7 +144,11 @@ pub async fn epochs_strictly_increase<B: Backend>(b: &B) {
         for _ in 0..3 {
             let term = within("campaign", a.campaign()).await.expect("wins");
             if let Some(l) = last {
-                assert!(term.epoch() > l, "round {round}: epoch {} after {l}", term.epoch());
+                assert!(
+                    term.epoch() > l,
+                    "round {round}: epoch {} after {l}",
+                    term.epoch()
+                );
             }
             last = Some(term.epoch());
             if round == 1 {
@@ -138,15 +159,26 @@ pub async fn epochs_strictly_increase<B: Backend>(b: &B) {
         }
         drop(a);
         let other = candidate(b, "epochs", "reopened").await;
-        let term = within("reopened campaign", other.campaign()).await.expect("reopened wins");
+        let term = within("reopened campaign", other.campaign())
+            .await
+            .expect("reopened wins");
         assert!(term.epoch() > last.expect("set"));
         last = Some(term.epoch());
         term.resign().await.expect("resign");
     }
 }
 
-/// Polls a future until it has returned `Pending` `budget` times, then drops
-/// it; `Ok(output)` if it finished first.
+/// Polls `future` until it has returned `Pending` `budget` times, then drops
+/// it at that await point: `Some(output)` if it finished first, `None` if it
+/// was cancelled. Tests use it to cancel a future at every await point.
+pub async fn cancel_after<F: Future>(future: F, budget: usize) -> Option<F::Output> {
+    CancelAfter {
+        inner: Some(Box::pin(future)),
+        budget,
+    }
+    .await
+}
+
 struct CancelAfter<F> {
     inner: Option<Pin<Box<F>>>,
     budget: usize,
@@ -208,7 +240,9 @@ pub async fn cancellation_at_every_step_leaves_nothing_held<B: Backend>(b: &B) {
     // Held claim: a waiting campaign is cancelled at each of its first
     // await points; after the leader resigns, a third candidate wins.
     let leader = candidate(b, "cancel-held", "leader").await;
-    let term = within("leader campaign", leader.campaign()).await.expect("leader wins");
+    let term = within("leader campaign", leader.campaign())
+        .await
+        .expect("leader wins");
     for budget in 1..8 {
         let w = candidate(b, "cancel-held", "waiter").await;
         let done = CancelAfter {
@@ -220,7 +254,9 @@ pub async fn cancellation_at_every_step_leaves_nothing_held<B: Backend>(b: &B) {
     }
     term.resign().await.expect("resign");
     let third = candidate(b, "cancel-held", "third").await;
-    let t = within("third after cancelled waiters", third.campaign()).await.expect("third wins");
+    let t = within("third after cancelled waiters", third.campaign())
+        .await
+        .expect("third wins");
     assert!(t.epoch() > term.epoch());
     t.resign().await.expect("resign");
 }
@@ -254,7 +290,9 @@ pub async fn lost_fires_when_taken_away<B: Backend>(b: &B) {
         other => panic!("resign after a loss returned {other:?}"),
     }
     let bc = candidate(b, "lost", "b").await;
-    let next = within("b after the loss", bc.campaign()).await.expect("b wins");
+    let next = within("b after the loss", bc.campaign())
+        .await
+        .expect("b wins");
     assert!(next.epoch() > epoch);
     next.resign().await.expect("resign");
 }
@@ -264,19 +302,30 @@ pub async fn lost_fires_when_taken_away<B: Backend>(b: &B) {
 pub async fn leader_matches_holder<B: Backend>(b: &B) {
     let a = candidate(b, "leader", "a").await;
     let observer = candidate(b, "leader", "observer").await;
-    assert_eq!(observer.leader().await.expect("leader"), None, "a leader before any campaign");
+    assert_eq!(
+        observer.leader().await.expect("leader"),
+        None,
+        "a leader before any campaign"
+    );
     let term = within("a campaign", a.campaign()).await.expect("a wins");
     let seen = observer.leader().await.expect("leader").expect("a leads");
     assert_eq!(seen.identity.as_str(), "a");
     assert_eq!(seen.epoch, term.epoch());
     term.resign().await.expect("resign");
-    assert_eq!(observer.leader().await.expect("leader"), None, "a leader after resign");
+    assert_eq!(
+        observer.leader().await.expect("leader"),
+        None,
+        "a leader after resign"
+    );
 }
 
 /// Bad configuration is refused with a typed error, never a panic.
 pub async fn bad_configuration_is_refused<B: Backend>(b: &B) {
     let attempts = b.bad_configurations().await;
-    assert!(!attempts.is_empty(), "the backend listed no bad configurations");
+    assert!(
+        !attempts.is_empty(),
+        "the backend listed no bad configurations"
+    );
     for (i, r) in attempts.into_iter().enumerate() {
         match r {
             Err(Error::Config(_)) => {}
@@ -285,7 +334,10 @@ pub async fn bad_configuration_is_refused<B: Backend>(b: &B) {
         }
     }
     assert!(b.candidate("", "a").await.is_err(), "empty name accepted");
-    assert!(b.candidate("x", "").await.is_err(), "empty identity accepted");
+    assert!(
+        b.candidate("x", "").await.is_err(),
+        "empty identity accepted"
+    );
 }
 
 /// Expands to one `#[tokio::test]` per conformance case, each with a

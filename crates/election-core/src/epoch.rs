@@ -107,7 +107,16 @@ mod tests {
 
     #[test]
     fn rejects_signs_spaces_and_zero() {
-        for bad in ["", "0", "+1", "-1", " 1", "1 ", "1e3", "18446744073709551616"] {
+        for bad in [
+            "",
+            "0",
+            "+1",
+            "-1",
+            " 1",
+            "1 ",
+            "1e3",
+            "18446744073709551616",
+        ] {
             assert!(bad.parse::<Epoch>().is_err(), "{bad:?} parsed");
         }
     }

@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::claim::{End, Watch, Won};
-use crate::{
-    Claim, ElectionName, Epoch, Error, Identity, Leader, LossReason, LossReporter,
-};
+use crate::{Claim, ElectionName, Epoch, Error, Identity, Leader, LossReason, LossReporter};
 
 /// A step of the [`Claim`] trait, as recorded and as faults are injected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +79,7 @@ struct Registry {
     history: Vec<Event>,
     faults: HashMap<Step, u32>,
     next_attempt: u64,
+    lease: Option<std::time::Duration>,
 }
 
 /// An in-memory election backend shared by the candidates of one process.
@@ -172,6 +171,13 @@ impl MemoryBackend {
         self.lock().faults.insert(step, times);
     }
 
+    /// Makes won claims valid for `lease` only (never renewed), so tests can
+    /// drive the core's handling of validity deadlines; `None` (the default)
+    /// makes claims that do not expire.
+    pub fn set_lease(&self, lease: Option<std::time::Duration>) {
+        self.lock().lease = lease;
+    }
+
     /// Every step recorded so far.
     pub fn history(&self) -> Vec<Event> {
         self.lock().history.clone()
@@ -206,7 +212,9 @@ impl MemoryBackend {
                 }
                 Event::Won { attempt, epoch } => {
                     if last_epoch.is_some_and(|l| epoch <= l) {
-                        return Err(format!("#{i}: attempt {attempt} won epoch {epoch} after {last_epoch:?}"));
+                        return Err(format!(
+                            "#{i}: attempt {attempt} won epoch {epoch} after {last_epoch:?}"
+                        ));
                     }
                     last_epoch = Some(epoch);
                     check_open(&opened, attempt, i)?;
@@ -220,7 +228,9 @@ impl MemoryBackend {
                 Event::Release { attempt } => {
                     check_open(&opened, attempt, i)?;
                     if opened[&attempt].0 {
-                        return Err(format!("#{i}: attempt {attempt} released after its loss (rule 3)"));
+                        return Err(format!(
+                            "#{i}: attempt {attempt} released after its loss (rule 3)"
+                        ));
                     }
                 }
                 Event::Close { attempt, .. } => {
@@ -231,24 +241,22 @@ impl MemoryBackend {
                 }
             }
         }
-        if all_ended {
-            if let Some((a, _)) = opened.iter().find(|(_, s)| !s.1) {
-                return Err(format!("attempt {a} was never closed (rule 4)"));
-            }
+        if all_ended && let Some((a, _)) = opened.iter().find(|(_, s)| !s.1) {
+            return Err(format!("attempt {a} was never closed (rule 4)"));
         }
         Ok(())
     }
 
     fn fault(&self, step: Step, name: &ElectionName) -> Result<(), Error> {
         let mut reg = self.lock();
-        if let Some(n) = reg.faults.get_mut(&step) {
-            if *n > 0 {
-                *n -= 1;
-                return Err(Error::unavailable(
-                    name,
-                    std::io::Error::other(format!("injected fault in {step:?}")),
-                ));
-            }
+        if let Some(n) = reg.faults.get_mut(&step)
+            && *n > 0
+        {
+            *n -= 1;
+            return Err(Error::unavailable(
+                name,
+                std::io::Error::other(format!("injected fault in {step:?}")),
+            ));
         }
         Ok(())
     }
@@ -280,7 +288,12 @@ impl Claim for MemoryClaim {
         reg.next_attempt += 1;
         let id = reg.next_attempt;
         reg.history.push(Event::Open { attempt: id });
-        let vacated = reg.slots.entry(self.name.clone()).or_default().vacated.clone();
+        let vacated = reg
+            .slots
+            .entry(self.name.clone())
+            .or_default()
+            .vacated
+            .clone();
         Ok(MemoryAttempt { id, vacated })
     }
 
@@ -288,6 +301,7 @@ impl Claim for MemoryClaim {
         tokio::task::yield_now().await;
         self.backend.fault(Step::TryClaim, &self.name)?;
         let mut reg = self.backend.lock();
+        let valid_until = reg.lease.map(|l| tokio::time::Instant::now() + l);
         let Registry { slots, history, .. } = &mut *reg;
         let slot = slots.entry(self.name.clone()).or_default();
         if slot.holder.is_some() {
@@ -305,10 +319,7 @@ impl Claim for MemoryClaim {
             attempt: attempt.id,
             epoch,
         });
-        Ok(Some(Won {
-            epoch,
-            valid_until: None,
-        }))
+        Ok(Some(Won { epoch, valid_until }))
     }
 
     async fn wait(
@@ -337,7 +348,11 @@ impl Claim for MemoryClaim {
     ) -> Result<Watch, Error> {
         self.backend.fault(Step::Watch, &self.name)?;
         let mut reg = self.backend.lock();
-        match reg.slots.get_mut(&self.name).and_then(|s| s.holder.as_mut()) {
+        match reg
+            .slots
+            .get_mut(&self.name)
+            .and_then(|s| s.holder.as_mut())
+        {
             Some(h) if h.attempt == attempt.id => h.reporter = Some(reporter),
             _ => {
                 // Taken away between try_claim and watch.
@@ -380,15 +395,19 @@ impl Claim for MemoryClaim {
 impl MemoryClaim {
     fn holder_attempt(&self) -> Option<u64> {
         let reg = self.backend.lock();
-        reg.slots.get(&self.name)?.holder.as_ref().map(|h| h.attempt)
+        reg.slots
+            .get(&self.name)?
+            .holder
+            .as_ref()
+            .map(|h| h.attempt)
     }
 
     fn vacate(&self, reg: &mut Registry, attempt: u64) {
-        if let Some(slot) = reg.slots.get_mut(&self.name) {
-            if slot.holder.as_ref().is_some_and(|h| h.attempt == attempt) {
-                slot.holder = None;
-                slot.vacated.notify_waiters();
-            }
+        if let Some(slot) = reg.slots.get_mut(&self.name)
+            && slot.holder.as_ref().is_some_and(|h| h.attempt == attempt)
+        {
+            slot.holder = None;
+            slot.vacated.notify_waiters();
         }
     }
 }

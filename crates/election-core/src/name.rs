@@ -132,7 +132,16 @@ mod tests {
 
     #[test]
     fn names_refuse_what_backends_cannot_store() {
-        for bad in ["", ".", "..", ".hidden", "a/b", "a\\b", "tab\there", "nul\0"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "a\\b",
+            "tab\there",
+            "nul\0",
+        ] {
             assert!(ElectionName::new(bad).is_err(), "{bad:?} accepted");
         }
         assert!(ElectionName::new("x".repeat(201)).is_err());

@@ -126,8 +126,11 @@ impl FileElection {
             return Err(Error::NotADirectory { path: dir });
         }
         fstype::check_local(&dir, options.allow_fuse)?;
-        nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK)
-            .map_err(|e| Error::io("access", &dir, e.into()))?;
+        nix::unistd::access(
+            &dir,
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        )
+        .map_err(|e| Error::io("access", &dir, e.into()))?;
         Ok(FileElection {
             dir,
             tamper_check_interval: interval,
@@ -221,7 +224,11 @@ fn unix_ms() -> Option<u64> {
 }
 
 /// One blocking try: lock, read the record, write the next epoch.
-fn try_claim_blocking(paths: &Paths, identity: &Identity, file: &mut Option<File>) -> Result<Option<Epoch>, Error> {
+fn try_claim_blocking(
+    paths: &Paths,
+    identity: &Identity,
+    file: &mut Option<File>,
+) -> Result<Option<Epoch>, Error> {
     // Two rounds: if the claim file was replaced under us, reopen once.
     for _ in 0..2 {
         let f = match file {
@@ -299,7 +306,10 @@ impl Claim for FileClaim {
     /// Cancel safety: the blocking part runs on tokio's blocking pool and
     /// owns the claim file; if this future is dropped, the file is closed
     /// when that part ends, which frees a lock it may have won.
-    async fn try_claim(&self, attempt: &mut FileAttempt) -> Result<Option<Won>, election_core::Error> {
+    async fn try_claim(
+        &self,
+        attempt: &mut FileAttempt,
+    ) -> Result<Option<Won>, election_core::Error> {
         let mut file = attempt.file.take();
         let identity = self.identity.clone();
         let (file, won) = self
@@ -317,7 +327,11 @@ impl Claim for FileClaim {
 
     /// Waits in the kernel for the lock to be freed (see the crate docs);
     /// `poll_interval` is only a backstop.
-    async fn wait(&self, _attempt: &mut FileAttempt, poll_interval: Duration) -> Result<(), election_core::Error> {
+    async fn wait(
+        &self,
+        _attempt: &mut FileAttempt,
+        poll_interval: Duration,
+    ) -> Result<(), election_core::Error> {
         let mut released = vacancy::next_release(&self.paths.lock);
         tokio::select! {
             _ = released.changed() => {}
@@ -329,10 +343,18 @@ impl Claim for FileClaim {
     /// An OS lock cannot expire, so the only way to lose it is tampering:
     /// the watch checks every tamper check interval that the claim file is
     /// still the locked one and that no higher epoch was recorded.
-    fn watch(&self, attempt: &mut FileAttempt, won: Won, reporter: LossReporter) -> Result<Watch, election_core::Error> {
-        let file = attempt.file.as_ref().ok_or_else(|| election_core::Error::NotHeld {
-            name: self.name.clone(),
-        })?;
+    fn watch(
+        &self,
+        attempt: &mut FileAttempt,
+        won: Won,
+        reporter: LossReporter,
+    ) -> Result<Watch, election_core::Error> {
+        let file = attempt
+            .file
+            .as_ref()
+            .ok_or_else(|| election_core::Error::NotHeld {
+                name: self.name.clone(),
+            })?;
         let ours = file
             .metadata()
             .map_err(|e| self.core(Error::io("stat", &self.paths.lock, e)))?;
@@ -345,12 +367,14 @@ impl Claim for FileClaim {
             loop {
                 tick.tick().await;
                 let detail = match std::fs::metadata(&paths.lock) {
-                    Ok(m) if m.dev() == dev && m.ino() == ino => match Record::read(&paths.record) {
-                        Ok(Some(r)) if r.epoch > won.epoch => {
-                            Some(format!("the epoch record shows a later term {}", r.epoch))
+                    Ok(m) if m.dev() == dev && m.ino() == ino => {
+                        match Record::read(&paths.record) {
+                            Ok(Some(r)) if r.epoch > won.epoch => {
+                                Some(format!("the epoch record shows a later term {}", r.epoch))
+                            }
+                            _ => None,
                         }
-                        _ => None,
-                    },
+                    }
                     Ok(_) => Some("the claim file was replaced".to_owned()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         Some("the claim file was deleted".to_owned())

@@ -19,7 +19,9 @@ use election_core::{ConfigError, ElectionName};
 pub enum Error {
     /// The directory is on a network filesystem, where OS locks are not
     /// reliable. Use a local directory.
-    #[error("{path} is on a network filesystem ({fs_name}, type {fs_type:#x}); use a local directory")]
+    #[error(
+        "{path} is on a network filesystem ({fs_name}, type {fs_type:#x}); use a local directory"
+    )]
     NetworkFilesystem {
         /// The directory.
         path: PathBuf,
@@ -90,10 +92,12 @@ impl Error {
             Error::Config(c) => election_core::Error::Config(c),
             e @ (Error::NetworkFilesystem { .. }
             | Error::NotADirectory { .. }
-            | Error::PermissionDenied { .. }) => election_core::Error::Config(ConfigError::Location {
-                reason: e.to_string(),
-                source: Some(Arc::new(e)),
-            }),
+            | Error::PermissionDenied { .. }) => {
+                election_core::Error::Config(ConfigError::Location {
+                    reason: e.to_string(),
+                    source: Some(Arc::new(e)),
+                })
+            }
             e @ Error::CorruptEpoch { .. } => election_core::Error::corrupt(name, e),
             e => election_core::Error::unavailable(name, e),
         }
@@ -107,11 +111,20 @@ mod tests {
     #[test]
     fn io_errors_are_classified() {
         let denied = io::Error::from(io::ErrorKind::PermissionDenied);
-        assert!(matches!(Error::io("open", "/x", denied), Error::PermissionDenied { .. }));
+        assert!(matches!(
+            Error::io("open", "/x", denied),
+            Error::PermissionDenied { .. }
+        ));
         let rofs = io::Error::from_raw_os_error(libc::EROFS);
-        assert!(matches!(Error::io("open", "/x", rofs), Error::PermissionDenied { .. }));
+        assert!(matches!(
+            Error::io("open", "/x", rofs),
+            Error::PermissionDenied { .. }
+        ));
         let notdir = io::Error::from_raw_os_error(libc::ENOTDIR);
-        assert!(matches!(Error::io("open", "/x", notdir), Error::NotADirectory { .. }));
+        assert!(matches!(
+            Error::io("open", "/x", notdir),
+            Error::NotADirectory { .. }
+        ));
         let other = io::Error::from_raw_os_error(libc::EIO);
         assert!(matches!(Error::io("open", "/x", other), Error::Io { .. }));
     }
@@ -119,11 +132,20 @@ mod tests {
     #[test]
     fn core_grouping() {
         let name = ElectionName::new("n").unwrap();
-        let e = Error::CorruptEpoch { path: "/e".into(), detail: "x".into() }.into_core(&name);
+        let e = Error::CorruptEpoch {
+            path: "/e".into(),
+            detail: "x".into(),
+        }
+        .into_core(&name);
         assert!(matches!(e, election_core::Error::Corrupt { .. }));
         let e = Error::NotADirectory { path: "/e".into() }.into_core(&name);
         assert!(matches!(e, election_core::Error::Config(_)));
-        let e = Error::Io { op: "fsync", path: "/e".into(), source: io::Error::other("x") }.into_core(&name);
+        let e = Error::Io {
+            op: "fsync",
+            path: "/e".into(),
+            source: io::Error::other("x"),
+        }
+        .into_core(&name);
         assert!(matches!(e, election_core::Error::Unavailable { .. }));
     }
 }

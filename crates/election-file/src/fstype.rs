@@ -59,7 +59,11 @@ mod tests {
         assert_eq!(network_filesystem(0x6573_5546, false), Some("fuse"));
         assert_eq!(network_filesystem(0x6573_5546, true), None);
         assert_eq!(network_filesystem(0xEF53, false), None, "ext4 is local");
-        assert_eq!(network_filesystem(0x0102_1994, false), None, "tmpfs is local");
+        assert_eq!(
+            network_filesystem(0x0102_1994, false),
+            None,
+            "tmpfs is local"
+        );
         assert_eq!(network_filesystem(0x5846_5342, false), None, "xfs is local");
     }
 

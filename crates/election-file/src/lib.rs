@@ -30,5 +30,7 @@ mod lock;
 mod record;
 mod vacancy;
 
-pub use election::{DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions};
+pub use election::{
+    DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions,
+};
 pub use error::Error;

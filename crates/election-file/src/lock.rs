@@ -75,7 +75,13 @@ mod tests {
     use super::*;
 
     fn open(path: &std::path::Path) -> File {
-        File::options().read(true).write(true).create(true).truncate(false).open(path).unwrap()
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .unwrap()
     }
 
     #[test]
@@ -90,8 +96,14 @@ mod tests {
         unlock(&a).unwrap();
         assert!(!exclusively_held(&b).unwrap());
         assert!(try_lock(&b, Kind::Shared).unwrap());
-        assert!(!exclusively_held(&a).unwrap(), "a shared lock is not a holder");
-        assert!(!try_lock(&a, Kind::Exclusive).unwrap(), "a shared lock blocks the claim");
+        assert!(
+            !exclusively_held(&a).unwrap(),
+            "a shared lock is not a holder"
+        );
+        assert!(
+            !try_lock(&a, Kind::Exclusive).unwrap(),
+            "a shared lock blocks the claim"
+        );
     }
 
     #[test]

@@ -34,7 +34,10 @@ pub(crate) struct Record {
 
 impl Record {
     pub(crate) fn to_text(&self) -> String {
-        let mut s = format!("{HEADER}\nepoch={}\nidentity={}\n", self.epoch, self.identity);
+        let mut s = format!(
+            "{HEADER}\nepoch={}\nidentity={}\n",
+            self.epoch, self.identity
+        );
         if let Some(pid) = self.pid {
             s.push_str(&format!("pid={pid}\n"));
         }
@@ -71,7 +74,11 @@ impl Record {
                 }
                 "pid" => pid = Some(value.parse().map_err(|_| format!("bad pid {value:?}"))?),
                 "since_unix_ms" => {
-                    since = Some(value.parse().map_err(|_| format!("bad since_unix_ms {value:?}"))?)
+                    since = Some(
+                        value
+                            .parse()
+                            .map_err(|_| format!("bad since_unix_ms {value:?}"))?,
+                    )
                 }
                 _ => {} // later versions may add keys
             }
@@ -91,7 +98,10 @@ impl Record {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("open", path, e)),
         };
-        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
         if len > MAX_LEN {
             return Err(Error::CorruptEpoch {
                 path: path.to_owned(),
@@ -103,10 +113,12 @@ impl Record {
             path: path.to_owned(),
             detail: "not UTF-8".into(),
         })?;
-        Record::parse(&text).map(Some).map_err(|detail| Error::CorruptEpoch {
-            path: path.to_owned(),
-            detail,
-        })
+        Record::parse(&text)
+            .map(Some)
+            .map_err(|detail| Error::CorruptEpoch {
+                path: path.to_owned(),
+                detail,
+            })
     }
 
     /// Writes the record durably: temp file, fsync, rename, fsync of `dir`.
@@ -164,12 +176,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.epoch");
         assert_eq!(Record::read(&path).unwrap(), None);
-        rec(7).write_durably(dir.path(), &path, &dir.path().join("e.tmp")).unwrap();
+        rec(7)
+            .write_durably(dir.path(), &path, &dir.path().join("e.tmp"))
+            .unwrap();
         assert_eq!(Record::read(&path).unwrap(), Some(rec(7)));
         std::fs::write(&path, b"\xff\xfe").unwrap();
-        assert!(matches!(Record::read(&path), Err(Error::CorruptEpoch { .. })));
+        assert!(matches!(
+            Record::read(&path),
+            Err(Error::CorruptEpoch { .. })
+        ));
         std::fs::write(&path, vec![b'x'; 5000]).unwrap();
-        assert!(matches!(Record::read(&path), Err(Error::CorruptEpoch { .. })));
+        assert!(matches!(
+            Record::read(&path),
+            Err(Error::CorruptEpoch { .. })
+        ));
     }
 
     proptest! {

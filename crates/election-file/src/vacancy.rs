@@ -70,10 +70,10 @@ pub(crate) fn next_release(path: &Path) -> watch::Receiver<u64> {
 fn wait_for_release(watcher: &Watcher, path: &Path) {
     // Any failure here (file gone, I/O error) simply wakes the waiters:
     // their next try reports the real error.
-    if let Ok(file) = File::open(path) {
-        if lock::lock_blocking(&file, Kind::Shared).is_ok() {
-            let _ = lock::unlock(&file);
-        }
+    if let Ok(file) = File::open(path)
+        && lock::lock_blocking(&file, Kind::Shared).is_ok()
+    {
+        let _ = lock::unlock(&file);
     }
     let mut running = watcher.running.lock().unwrap_or_else(|p| p.into_inner());
     watcher.releases.send_modify(|n| *n += 1);

@@ -1,7 +1,7 @@
 //! The core's conformance suite, run against the file backend.
 
-use election_core::conformance::Backend;
 use election_core::Error;
+use election_core::conformance::Backend;
 use election_file::{FileClaim, FileElection, FileOptions};
 use std::time::Duration;
 
@@ -27,7 +27,8 @@ impl Backend for Files {
     type Claim = FileClaim;
 
     async fn candidate(&self, name: &str, identity: &str) -> Result<FileClaim, Error> {
-        let name_for_err = election_core::ElectionName::new(if name.is_empty() { "x" } else { name })?;
+        let name_for_err =
+            election_core::ElectionName::new(if name.is_empty() { "x" } else { name })?;
         self.election()
             .claim(name, identity)
             .map_err(|e| e.into_core(&name_for_err))
@@ -48,7 +49,8 @@ impl Backend for Files {
         vec![
             FileElection::new("").and_then(|e| e.claim("a", "b")),
             FileElection::new(&not_a_dir).and_then(|e| e.claim("a", "b")),
-            FileElection::with_options(self.dir.path(), zero_interval).and_then(|e| e.claim("a", "b")),
+            FileElection::with_options(self.dir.path(), zero_interval)
+                .and_then(|e| e.claim("a", "b")),
             self.election().claim("../escape", "b"),
         ]
         .into_iter()

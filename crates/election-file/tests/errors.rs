@@ -17,8 +17,14 @@ fn a_file_is_not_a_directory() {
     let tmp = tempfile::tempdir().expect("dir");
     let file = tmp.path().join("f");
     std::fs::write(&file, b"x").expect("write");
-    assert!(matches!(FileElection::new(&file), Err(Error::NotADirectory { .. })));
-    assert!(matches!(FileElection::new(file.join("below")), Err(Error::NotADirectory { .. })));
+    assert!(matches!(
+        FileElection::new(&file),
+        Err(Error::NotADirectory { .. })
+    ));
+    assert!(matches!(
+        FileElection::new(file.join("below")),
+        Err(Error::NotADirectory { .. })
+    ));
 }
 
 #[test]
@@ -29,7 +35,8 @@ fn an_unwritable_directory_is_a_permission_error() {
         std::path::PathBuf::from("/sys/election-file-test")
     } else {
         let tmp = tempfile::tempdir().expect("dir").keep();
-        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o500)).expect("chmod");
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o500))
+            .expect("chmod");
         tmp.join("sub")
     };
     match FileElection::new(&denied) {
@@ -51,7 +58,9 @@ async fn a_corrupt_epoch_file_is_a_typed_error_and_never_reuses_an_epoch() {
     std::fs::write(&record, b"election-file/1\nepoch=banana\nidentity=a\n").expect("damage");
     match candidate.try_campaign().await {
         Err(CoreError::Corrupt { source, .. }) => {
-            let inner = source.downcast_ref::<Error>().expect("file error as source");
+            let inner = source
+                .downcast_ref::<Error>()
+                .expect("file error as source");
             assert!(matches!(inner, Error::CorruptEpoch { .. }), "{inner:?}");
         }
         other => panic!("expected Corrupt, got {other:?}"),
@@ -67,6 +76,12 @@ async fn a_corrupt_epoch_file_is_a_typed_error_and_never_reuses_an_epoch() {
 async fn an_empty_epoch_file_is_corrupt_not_absent() {
     let tmp = tempfile::tempdir().expect("dir");
     std::fs::write(tmp.path().join("jobs.epoch"), b"").expect("write");
-    let candidate = FileElection::new(tmp.path()).expect("election").candidate("jobs", "a").expect("candidate");
-    assert!(matches!(candidate.try_campaign().await, Err(CoreError::Corrupt { .. })));
+    let candidate = FileElection::new(tmp.path())
+        .expect("election")
+        .candidate("jobs", "a")
+        .expect("candidate");
+    assert!(matches!(
+        candidate.try_campaign().await,
+        Err(CoreError::Corrupt { .. })
+    ));
 }

@@ -21,7 +21,14 @@ struct Proc {
 impl Proc {
     fn start(dir: &std::path::Path, identity: &str) -> Proc {
         let mut child = Command::new(BIN)
-            .args(["--dir", dir.to_str().expect("utf-8"), "--name", "jobs", "--identity", identity])
+            .args([
+                "--dir",
+                dir.to_str().expect("utf-8"),
+                "--name",
+                "jobs",
+                "--identity",
+                identity,
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -49,18 +56,29 @@ impl Proc {
             .expect("read")
             .unwrap_or_else(|| panic!("{}: exited before {word:?}", self.name));
         let mut parts = line.split(' ').map(str::to_owned);
-        assert_eq!(parts.next().as_deref(), Some(word), "{}: got {line:?}", self.name);
+        assert_eq!(
+            parts.next().as_deref(),
+            Some(word),
+            "{}: got {line:?}",
+            self.name
+        );
         parts.collect()
     }
 
     async fn elected(&mut self) -> (u64, u128) {
         let rest = self.expect("elected").await;
-        (rest[0].parse().expect("epoch"), rest[1].parse().expect("ns"))
+        (
+            rest[0].parse().expect("epoch"),
+            rest[1].parse().expect("ns"),
+        )
     }
 
     async fn send(&mut self, cmd: &str) {
         let stdin = self.stdin.as_mut().expect("stdin");
-        stdin.write_all(format!("{cmd}\n").as_bytes()).await.expect("write");
+        stdin
+            .write_all(format!("{cmd}\n").as_bytes())
+            .await
+            .expect("write");
         stdin.flush().await.expect("flush");
     }
 }
@@ -111,13 +129,18 @@ async fn a_stopped_follower_does_not_block_the_others() {
     d.send("resign").await;
     d.expect("resigning").await;
     let (e4, _) = stopped.elected().await;
-    assert!(e4 > e3, "the resumed follower wins next, with a higher epoch");
+    assert!(
+        e4 > e3,
+        "the resumed follower wins next, with a higher epoch"
+    );
 }
 
 #[tokio::test]
 async fn many_processes_take_turns_one_at_a_time() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut procs: Vec<Proc> = (0..5).map(|i| Proc::start(dir.path(), &format!("p{i}"))).collect();
+    let mut procs: Vec<Proc> = (0..5)
+        .map(|i| Proc::start(dir.path(), &format!("p{i}")))
+        .collect();
     for p in &mut procs {
         p.expect("campaigning").await;
     }
@@ -135,7 +158,10 @@ async fn many_processes_take_turns_one_at_a_time() {
     terms.sort();
     for pair in terms.windows(2) {
         let (prev, next) = (pair[0], pair[1]);
-        assert!(next.2 > prev.2, "epochs not increasing in order of election: {terms:?}");
+        assert!(
+            next.2 > prev.2,
+            "epochs not increasing in order of election: {terms:?}"
+        );
         assert!(next.0 >= prev.3, "two leaders at once: {terms:?}");
     }
 }

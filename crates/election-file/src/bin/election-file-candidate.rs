@@ -55,7 +55,8 @@ fn parse() -> Result<Args, String> {
     Ok(Args {
         dir: dir.ok_or("--dir is required")?,
         name: name.ok_or("--name is required")?,
-        identity: identity.unwrap_or_else(|| election_core::Identity::for_this_process().to_string()),
+        identity: identity
+            .unwrap_or_else(|| election_core::Identity::for_this_process().to_string()),
         once,
     })
 }

@@ -1,0 +1,155 @@
+//! [`Error`]: every failure of fencing, grouped by what the caller should do.
+
+use std::error::Error as StdError;
+
+use election_core::{ConfigError, LeaseLost};
+
+use crate::{ResourceName, Token};
+
+/// A boxed error source, as stores hand their failures to [`Error`].
+type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// The error of every fallible operation of this crate and of the
+/// [`Fence`](crate::Fence) stores.
+///
+/// Variants are grouped by what the caller should do. Underlying failures
+/// are kept as the [`source`](StdError::source), not repeated in the
+/// message; an I/O failure of [`FileFence`](crate::FileFence) can be
+/// downcast to [`std::io::Error`].
+///
+/// ```
+/// use election_core::Epoch;
+/// use fencing::{Error, Fence, MemoryFence, ResourceName, Token};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Error> {
+/// let fence = MemoryFence::new();
+/// let ledger = ResourceName::new("ledger")?;
+/// let (old, new) = (Epoch::new(1).unwrap(), Epoch::new(2).unwrap());
+/// fence.advance(&ledger, Token::from_epoch(new)).await?;
+/// match fence.advance(&ledger, Token::from_epoch(old)).await {
+///     Err(Error::Stale { presented, high_water_mark, .. }) => {
+///         assert_eq!((presented.epoch(), high_water_mark.epoch()), (old, new));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A newer term has written to the resource: this writer is fenced off.
+    /// Stop acting as leader; retrying with the same token will not help.
+    #[error(
+        "resource {resource}: token {presented} is older than the high-water mark {high_water_mark}"
+    )]
+    Stale {
+        /// The resource.
+        resource: ResourceName,
+        /// The token the writer presented.
+        presented: Token,
+        /// The highest token the resource has accepted.
+        high_water_mark: Token,
+    },
+    /// The lease was already lost when a token was asked for: stop acting
+    /// as leader.
+    #[error("the lease is lost; no token was issued")]
+    Lost(#[source] LeaseLost),
+    /// The store could not be read or written (I/O, a lost connection):
+    /// nothing was written. Retry later; the high-water mark may or may not
+    /// have been raised, which never lets an older token in.
+    #[error("the fence store failed at {location}")]
+    Unavailable {
+        /// Where it failed: a path, a database, a key.
+        location: String,
+        /// What failed.
+        #[source]
+        source: BoxError,
+    },
+    /// A stored high-water mark cannot be read as a token. An operator must
+    /// repair it: it is never taken as "no mark", which would let any token
+    /// in.
+    #[error("the fence store is corrupt at {location}: {detail}")]
+    Corrupt {
+        /// Where: a path, a database, a key.
+        location: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A resource name, a directory or another setting cannot be used: fix
+    /// the configuration; retrying will not help.
+    #[error("bad fencing configuration")]
+    Config(#[from] ConfigError),
+}
+
+impl Error {
+    /// Wraps a store failure at `location` as [`Error::Unavailable`].
+    ///
+    /// ```
+    /// let io = std::io::Error::other("disk on fire");
+    /// let err = fencing::Error::unavailable("/srv/fences/a.fence", io);
+    /// assert_eq!(err.to_string(), "the fence store failed at /srv/fences/a.fence");
+    /// ```
+    pub fn unavailable(location: impl Into<String>, source: impl Into<BoxError>) -> Error {
+        Error::Unavailable {
+            location: location.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Reports a damaged stored mark at `location` as [`Error::Corrupt`].
+    pub fn corrupt(location: impl Into<String>, detail: impl Into<String>) -> Error {
+        Error::Corrupt {
+            location: location.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// True for errors that retrying cannot fix: a stale token, a lost
+    /// lease, corruption, configuration.
+    pub fn is_permanent(&self) -> bool {
+        !matches!(self, Error::Unavailable { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use election_core::Epoch;
+
+    #[test]
+    fn source_chain_is_kept_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let err = Error::unavailable("/x/a.fence", io);
+        assert_eq!(err.to_string(), "the fence store failed at /x/a.fence");
+        let src = err.source().expect("source kept");
+        assert_eq!(src.to_string(), "denied");
+        let io = src.downcast_ref::<std::io::Error>().expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(!err.is_permanent());
+    }
+
+    #[test]
+    fn stale_names_both_tokens_and_is_permanent() {
+        let t = |n| Token::from_epoch(Epoch::new(n).unwrap());
+        let err = Error::Stale {
+            resource: ResourceName::new("ledger").unwrap(),
+            presented: t(4),
+            high_water_mark: t(9),
+        };
+        assert_eq!(
+            err.to_string(),
+            "resource ledger: token 4 is older than the high-water mark 9"
+        );
+        assert!(err.is_permanent());
+        assert!(Error::corrupt("f", "bad").is_permanent());
+    }
+
+    #[test]
+    fn bad_names_convert_into_config_errors_with_their_source() {
+        let err = Error::from(ResourceName::new("").unwrap_err());
+        assert!(matches!(err, Error::Config(ConfigError::BadName { .. })));
+        assert_eq!(err.to_string(), "bad fencing configuration");
+        assert!(err.source().unwrap().to_string().contains("it is empty"));
+    }
+}

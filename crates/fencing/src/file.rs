@@ -1,0 +1,764 @@
+//! [`FileFence`]: high-water marks in files, safe across processes (Linux).
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+
+use election_core::ConfigError;
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, fcntl};
+use tokio::sync::{OwnedMutexGuard, oneshot};
+
+use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
+
+/// A [`Fence`] that keeps each resource's high-water mark in a file of one
+/// directory, safe for writers in many processes of one host (and in many
+/// threads and tasks of each).
+///
+/// # Layout
+///
+/// For resource `r` the directory holds:
+/// - `r.fence`: the mark, as the token's decimal text and a newline
+///   (`42\n`). A missing file means "no mark yet"; a file that does not read
+///   as a token is [`Error::Corrupt`], never "no mark".
+/// - `r.fence.lock`: an empty file, locked while a writer checks and
+///   writes. It is never deleted; do not delete it while writers run.
+/// - `r.fence.tmp`: the next mark while it is being written.
+///
+/// # How a check-and-advance runs
+///
+/// The writer takes an exclusive open-file-description lock (`fcntl`
+/// `F_OFD_SETLKW`) on the whole of `r.fence.lock`. Such locks conflict
+/// between different opens of the file, in other processes and in this one,
+/// and the kernel drops one when its file is closed, also when the process
+/// dies (even by `SIGKILL`), so a crashed writer never leaves the resource
+/// locked. Under the lock it reads `r.fence`, decides with
+/// [`Advance::decide`] and, if the mark goes up, writes the new mark to
+/// `r.fence.tmp`, syncs it, renames it over `r.fence` and syncs the
+/// directory: the mark is replaced whole and is durable before the write
+/// runs. [`fenced`](Fence::fenced) runs the write while still holding the
+/// lock and unlocks (closes the file) after it. Readers of the mark need no
+/// lock: a rename shows either the old mark or the new one.
+///
+/// Within one `FileFence` (and its clones), writers of one resource also
+/// take turns on an in-process lock first, so at most one thread per
+/// resource waits in the kernel.
+///
+/// # Blocking
+///
+/// File I/O and the lock wait run on a short-lived thread of their own, not
+/// on the async runtime. A lock wait in the kernel cannot be aborted: if the
+/// future is dropped while waiting, the thread keeps waiting until it gets
+/// the lock, sees that nobody wants it any more and releases it at once
+/// without touching the mark. A writer that holds the lock forever (a hung
+/// process) therefore keeps such threads waiting; they do not hold up the
+/// runtime's shutdown.
+///
+/// # Where to put the directory
+///
+/// On a local filesystem of the host where all writers run, next to the
+/// resource it protects. [`open`](FileFence::open) refuses NFS and SMB/CIFS
+/// mounts, where these locks and renames are not reliable; FUSE mounts are
+/// accepted (rootless containers use them), so do not point it at a
+/// network FUSE filesystem (sshfs, s3fs, ...).
+///
+/// ```
+/// use election_core::Epoch;
+/// use fencing::{Fence, FileFence, ResourceName, Token};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let tmp = tempfile::tempdir()?;
+/// let dir = tmp.path().join("fences");
+/// let exports = ResourceName::new("exports")?;
+/// let token = Token::from_epoch(Epoch::new(12).unwrap());
+/// FileFence::open(&dir)?.advance(&exports, token).await?;
+///
+/// // Another process (or handle) sees the same mark.
+/// let fence = FileFence::open(&dir)?;
+/// assert_eq!(fence.high_water_mark(&exports).await?, Some(token));
+/// assert_eq!(std::fs::read_to_string(dir.join("exports.fence"))?, "12\n");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FileFence {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    /// The directory, open for syncing it after a rename.
+    dir_handle: File,
+    turns: Mutex<HashMap<ResourceName, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The files of one resource.
+struct Paths {
+    lock: PathBuf,
+    mark: PathBuf,
+    tmp: PathBuf,
+}
+
+impl Paths {
+    fn new(dir: &Path, resource: &ResourceName) -> Paths {
+        Paths {
+            lock: dir.join(format!("{resource}.fence.lock")),
+            mark: dir.join(format!("{resource}.fence")),
+            tmp: dir.join(format!("{resource}.fence.tmp")),
+        }
+    }
+}
+
+/// A resource's locks, held across a write. Fields drop in order: the file
+/// lock goes first, then the in-process turn.
+struct Held {
+    _lock: File,
+    _turn: OwnedMutexGuard<()>,
+}
+
+/// The filesystems whose locks and renames are not reliable enough:
+/// `(statfs magic, name)`.
+const NETWORK_FILESYSTEMS: [(u64, &str); 4] = [
+    (0x6969, "NFS"),
+    (0x517B, "SMB"),
+    (0xFF53_4D42, "CIFS"),
+    (0xFE53_4D42, "SMB2"),
+];
+
+fn network_filesystem(magic: u64) -> Option<&'static str> {
+    NETWORK_FILESYSTEMS
+        .iter()
+        .find(|(m, _)| *m == magic & 0xFFFF_FFFF)
+        .map(|(_, name)| *name)
+}
+
+/// The longest mark file read, in bytes; a token takes at most 21.
+const MAX_MARK_LEN: u64 = 64;
+
+fn at(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn unavailable(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
+    move |e| Error::unavailable(at(path), e)
+}
+
+impl FileFence {
+    /// Opens the fence whose marks live in `dir`, creating the directory
+    /// (and its parents) if it is missing.
+    ///
+    /// Fails with [`Error::Config`] if `dir` is not a directory or is on a
+    /// network filesystem (NFS, SMB/CIFS), and with [`Error::Unavailable`]
+    /// if it cannot be created or opened. This call blocks briefly on the
+    /// filesystem; it does not lock anything.
+    ///
+    /// ```
+    /// use fencing::{Error, FileFence};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let fence = FileFence::open(tmp.path().join("a/b/fences"))?;
+    /// assert!(fence.dir().is_dir());
+    ///
+    /// std::fs::write(tmp.path().join("plain"), "")?;
+    /// assert!(matches!(FileFence::open(tmp.path().join("plain")), Err(Error::Config(_))));
+    /// # Ok(()) }
+    /// ```
+    pub fn open(dir: impl AsRef<Path>) -> Result<FileFence, Error> {
+        let dir = dir.as_ref();
+        let not_a_dir = || ConfigError::Location {
+            reason: format!("{} is not a directory", dir.display()),
+            source: None,
+        };
+        match fs::metadata(dir) {
+            Ok(meta) if !meta.is_dir() => return Err(not_a_dir().into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(unavailable(dir))?;
+                // Make the new directory's own entry durable.
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    File::open(parent)
+                        .and_then(|p| p.sync_all())
+                        .map_err(unavailable(parent))?;
+                }
+            }
+            Err(e) => return Err(Error::unavailable(at(dir), e)),
+        }
+        let dir = fs::canonicalize(dir).map_err(unavailable(dir))?;
+        let dir_handle = File::open(&dir).map_err(unavailable(&dir))?;
+        if !dir_handle.metadata().map_err(unavailable(&dir))?.is_dir() {
+            return Err(not_a_dir().into());
+        }
+        let stat = nix::sys::statfs::fstatfs(&dir_handle)
+            .map_err(|e| Error::unavailable(at(&dir), io::Error::from(e)))?;
+        #[allow(clippy::unnecessary_cast)] // the field's type differs between targets
+        let magic = stat.filesystem_type().0 as u64;
+        if let Some(fs) = network_filesystem(magic) {
+            return Err(ConfigError::Location {
+                reason: format!(
+                    "{} is on {fs}, where file locks are not reliable: use a local filesystem",
+                    dir.display()
+                ),
+                source: None,
+            }
+            .into());
+        }
+        Ok(FileFence {
+            inner: Arc::new(Inner {
+                dir,
+                dir_handle,
+                turns: Mutex::default(),
+            }),
+        })
+    }
+
+    /// The directory of the mark files, as an absolute path.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    fn turn(&self, resource: &ResourceName) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self
+            .inner
+            .turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        turns.entry(resource.clone()).or_default().clone()
+    }
+
+    /// Takes the resource's locks, checks `token` and persists the raised
+    /// mark; the locks are held until the returned guard drops.
+    async fn lock(&self, resource: &ResourceName, token: Token) -> Result<(Held, Advance), Error> {
+        let turn = self.turn(resource).lock_owned().await;
+        let inner = Arc::clone(&self.inner);
+        let resource = resource.clone();
+        let (lock, advance) = off_thread(move |wanted| {
+            check_and_advance(
+                &inner,
+                &Paths::new(&inner.dir, &resource),
+                &resource,
+                token,
+                wanted,
+            )
+        })
+        .await?;
+        Ok((
+            Held {
+                _lock: lock,
+                _turn: turn,
+            },
+            advance,
+        ))
+    }
+}
+
+impl std::fmt::Debug for FileFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileFence")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Beyond the trait's contract: errors of the files are
+/// [`Error::Unavailable`] with the [`io::Error`] as the source, and an
+/// unreadable mark file is [`Error::Corrupt`]. See [`FileFence`] for what a
+/// dropped future leaves running.
+impl Fence for FileFence {
+    /// Locks `r.fence.lock`, checks, persists the raised mark, unlocks.
+    ///
+    /// Cancel safety: dropped while waiting for the lock, the mark is left
+    /// alone (the waiting thread releases the lock once it gets it); dropped
+    /// after the lock was taken, the thread finishes the check and the
+    /// persisting of the mark, then unlocks.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Fence, FileFence, ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let fence = FileFence::open(tmp.path())?;
+    /// let r = ResourceName::new("r")?;
+    /// let advance = fence.advance(&r, Token::from_epoch(Epoch::new(2).unwrap())).await?;
+    /// assert!(advance.raised());
+    /// # Ok(()) }
+    /// ```
+    async fn advance(&self, resource: &ResourceName, token: Token) -> Result<Advance, Error> {
+        let (held, advance) = self.lock(resource, token).await?;
+        drop(held);
+        Ok(advance)
+    }
+
+    /// Locks `r.fence.lock`, checks, persists the raised mark, runs `write`
+    /// on the calling task, unlocks.
+    ///
+    /// Cancel safety: as for [`advance`](Fence::advance) until `write`
+    /// starts; dropped during `write`, the write's future is dropped and
+    /// the lock released at once.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Error, Fence, FileFence, ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let fence = FileFence::open(tmp.path().join("fences"))?;
+    /// let out = tmp.path().join("out.txt");
+    /// let r = ResourceName::new("out.txt")?;
+    /// let t = |n| Token::from_epoch(Epoch::new(n).unwrap());
+    ///
+    /// fence.fenced(&r, t(4), || async { std::fs::write(&out, "term 4") }).await??;
+    /// let late = fence.fenced(&r, t(3), || async { std::fs::write(&out, "term 3") }).await;
+    /// assert!(matches!(late, Err(Error::Stale { .. })));
+    /// assert_eq!(std::fs::read_to_string(&out)?, "term 4");
+    /// # Ok(()) }
+    /// ```
+    async fn fenced<W>(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+        write: W,
+    ) -> Result<W::Outcome, Error>
+    where
+        W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
+    {
+        let (held, _advance) = self.lock(resource, token).await?;
+        let out = write().await;
+        drop(held);
+        Ok(out)
+    }
+
+    /// Reads `r.fence` without locking.
+    ///
+    /// Cancel safety: it only reads; a dropped read finishes on its thread.
+    ///
+    /// ```
+    /// use fencing::{Fence, FileFence, ResourceName};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let fence = FileFence::open(tmp.path())?;
+    /// assert_eq!(fence.high_water_mark(&ResourceName::new("new")?).await?, None);
+    /// # Ok(()) }
+    /// ```
+    async fn high_water_mark(&self, resource: &ResourceName) -> Result<Option<Token>, Error> {
+        let mark = Paths::new(&self.inner.dir, resource).mark;
+        off_thread(move |_| read_mark(&mark)).await
+    }
+}
+
+/// Runs `work` on a thread of its own and waits for its answer without
+/// blocking the runtime. `work` gets a check that tells whether the caller
+/// still waits; if the caller is gone, the answer (and any lock in it) is
+/// dropped on that thread.
+async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce(&dyn Fn() -> bool) -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    let (tx, rx) = oneshot::channel();
+    thread::Builder::new()
+        .name("fencing-file".into())
+        .spawn(move || {
+            let wanted = || !tx.is_closed();
+            let answer = work(&wanted);
+            let _ = tx.send(answer);
+        })
+        .map_err(|e| Error::unavailable("a thread for file I/O", e))?;
+    rx.await.unwrap_or_else(|_| {
+        Err(Error::unavailable(
+            "a thread for file I/O",
+            io::Error::other("the thread ended without an answer"),
+        ))
+    })
+}
+
+/// Under the resource's file lock: read, decide, persist. Returns the
+/// locked file.
+fn check_and_advance(
+    inner: &Inner,
+    paths: &Paths,
+    resource: &ResourceName,
+    token: Token,
+    wanted: &dyn Fn() -> bool,
+) -> Result<(File, Advance), Error> {
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&paths.lock)
+        .map_err(unavailable(&paths.lock))?;
+    lock_exclusive(&lock).map_err(unavailable(&paths.lock))?;
+    if !wanted() {
+        return Err(Error::unavailable(
+            at(&paths.lock),
+            io::Error::other("the caller stopped waiting"),
+        ));
+    }
+    let advance = Advance::decide(resource, read_mark(&paths.mark)?, token)?;
+    if advance.raised() {
+        write_mark(inner, paths, advance.current)?;
+    }
+    Ok((lock, advance))
+}
+
+/// Waits for an exclusive OFD lock on the whole file.
+fn lock_exclusive(file: &File) -> io::Result<()> {
+    let whole = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    loop {
+        match fcntl(file, FcntlArg::F_OFD_SETLKW(&whole)) {
+            Ok(_) => return Ok(()),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The mark in `path`: `None` if the file does not exist.
+fn read_mark(path: &Path) -> Result<Option<Token>, Error> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::unavailable(at(path), e)),
+    };
+    let mut text = Vec::new();
+    file.take(MAX_MARK_LEN)
+        .read_to_end(&mut text)
+        .map_err(unavailable(path))?;
+    parse_mark(&text)
+        .map(Some)
+        .map_err(|detail| Error::corrupt(at(path), detail))
+}
+
+/// A token, optionally followed by one newline.
+fn parse_mark(text: &[u8]) -> Result<Token, String> {
+    let digits = text.strip_suffix(b"\n").unwrap_or(text);
+    std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "expected a token (decimal text from 1 up) and a newline, found {:?}",
+                String::from_utf8_lossy(text)
+            )
+        })
+}
+
+/// Replaces the mark durably: temporary file, sync, rename, sync the
+/// directory.
+fn write_mark(inner: &Inner, paths: &Paths, token: Token) -> Result<(), Error> {
+    let mut tmp = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&paths.tmp)
+        .map_err(unavailable(&paths.tmp))?;
+    tmp.write_all(format!("{token}\n").as_bytes())
+        .and_then(|()| tmp.sync_all())
+        .map_err(unavailable(&paths.tmp))?;
+    drop(tmp);
+    fs::rename(&paths.tmp, &paths.mark).map_err(unavailable(&paths.mark))?;
+    inner.dir_handle.sync_all().map_err(unavailable(&inner.dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use election_core::Epoch;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    fn t(n: u64) -> Token {
+        Token::from_epoch(Epoch::new(n).unwrap())
+    }
+
+    fn res(name: &str) -> ResourceName {
+        ResourceName::new(name).unwrap()
+    }
+
+    /// Tries to lock `path` from a new open of the file, without waiting:
+    /// `Some(file)` holds the lock, `None` means someone else holds it.
+    fn try_lock(path: &Path) -> Option<File> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .unwrap();
+        let whole = libc::flock {
+            l_type: libc::F_WRLCK as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: 0,
+            l_len: 0,
+            l_pid: 0,
+        };
+        match fcntl(&file, FcntlArg::F_OFD_SETLK(&whole)) {
+            Ok(_) => Some(file),
+            Err(Errno::EAGAIN | Errno::EACCES) => None,
+            Err(e) => panic!("probe failed: {e}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn marks_survive_reopening_and_refuse_older_tokens() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = res("orders");
+        {
+            let fence = FileFence::open(tmp.path()).unwrap();
+            assert_eq!(fence.advance(&r, t(7)).await.unwrap().previous, None);
+        }
+        let fence = FileFence::open(tmp.path()).unwrap();
+        assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(7)));
+        let err = fence.advance(&r, t(6)).await.unwrap_err();
+        assert!(
+            matches!(err, Error::Stale { presented, high_water_mark, .. }
+                if presented == t(6) && high_water_mark == t(7)),
+            "{err:?}"
+        );
+        let same = fence.advance(&r, t(7)).await.unwrap();
+        assert_eq!((same.previous, same.raised()), (Some(t(7)), false));
+        fence.advance(&r, t(8)).await.unwrap();
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("orders.fence")).unwrap(),
+            "8\n"
+        );
+        assert!(!tmp.path().join("orders.fence.tmp").exists());
+        assert!(tmp.path().join("orders.fence.lock").exists());
+    }
+
+    #[tokio::test]
+    async fn the_lock_is_held_across_the_write_and_the_mark_is_durable_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        let r = res("r");
+        let lock_path = tmp.path().join("r.fence.lock");
+        let mark_path = tmp.path().join("r.fence");
+        fence
+            .fenced(&r, t(3), || async {
+                assert!(
+                    try_lock(&lock_path).is_none(),
+                    "lock not held during the write"
+                );
+                assert_eq!(fs::read_to_string(&mark_path).unwrap(), "3\n");
+            })
+            .await
+            .unwrap();
+        assert!(try_lock(&lock_path).is_some(), "lock kept after the write");
+    }
+
+    #[tokio::test]
+    async fn a_stale_write_never_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        let r = res("r");
+        fence.advance(&r, t(5)).await.unwrap();
+        let ran = AtomicBool::new(false);
+        let out = fence
+            .fenced(&r, t(1), || async { ran.store(true, Ordering::SeqCst) })
+            .await;
+        assert!(matches!(out, Err(Error::Stale { .. })), "{out:?}");
+        assert!(!ran.load(Ordering::SeqCst));
+        assert!(try_lock(&tmp.path().join("r.fence.lock")).is_some());
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_mark_is_corrupt_never_absent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        let r = res("r");
+        for bad in [
+            "",
+            "\n",
+            "0\n",
+            "-3\n",
+            "7\n\n",
+            " 7",
+            "seven",
+            "99999999999999999999\n",
+        ] {
+            fs::write(tmp.path().join("r.fence"), bad).unwrap();
+            let ran = AtomicBool::new(false);
+            let out = fence
+                .fenced(&r, t(9), || async { ran.store(true, Ordering::SeqCst) })
+                .await;
+            assert!(
+                matches!(out, Err(Error::Corrupt { .. })),
+                "{bad:?}: {out:?}"
+            );
+            assert!(!ran.load(Ordering::SeqCst));
+            let read = fence.high_water_mark(&r).await;
+            assert!(
+                matches!(read, Err(Error::Corrupt { .. })),
+                "{bad:?}: {read:?}"
+            );
+            assert!(out.unwrap_err().is_permanent());
+            assert_eq!(
+                fs::read(tmp.path().join("r.fence")).unwrap(),
+                bad.as_bytes()
+            );
+        }
+        // Hand-written marks without the newline are fine.
+        fs::write(tmp.path().join("r.fence"), "4").unwrap();
+        assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(4)));
+        let mut big = vec![b'1'; 10_000];
+        big.push(b'\n');
+        fs::write(tmp.path().join("r.fence"), big).unwrap();
+        assert!(matches!(
+            fence.advance(&r, t(1)).await,
+            Err(Error::Corrupt { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn io_failures_are_unavailable_with_the_io_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        // A directory where the mark file should be cannot be read.
+        fs::create_dir(tmp.path().join("r.fence")).unwrap();
+        let err = fence.advance(&res("r"), t(1)).await.unwrap_err();
+        let Error::Unavailable { location, source } = &err else {
+            panic!("{err:?}")
+        };
+        assert!(location.ends_with("r.fence"), "{location}");
+        assert!(source.downcast_ref::<io::Error>().is_some());
+        assert!(!err.is_permanent());
+        assert!(try_lock(&tmp.path().join("r.fence.lock")).is_some());
+    }
+
+    #[tokio::test]
+    async fn dropping_fenced_during_the_write_unlocks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        let r = res("r");
+        let (entered_tx, entered_rx) = oneshot::channel();
+        let run = fence.fenced(&r, t(2), || async move {
+            let _ = entered_tx.send(());
+            std::future::pending::<()>().await
+        });
+        tokio::select! {
+            _ = run => panic!("the write cannot finish"),
+            entered = entered_rx => entered.unwrap(),
+        }
+        assert!(try_lock(&tmp.path().join("r.fence.lock")).is_some());
+        assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(2)));
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_waiter_releases_the_lock_and_leaves_the_mark() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        let r = res("r");
+        let other = try_lock(&tmp.path().join("r.fence.lock")).expect("free at first");
+        {
+            let waiting = fence.advance(&r, t(9));
+            tokio::pin!(waiting);
+            for _ in 0..3 {
+                assert!(
+                    futures_poll_once(waiting.as_mut()).await.is_none(),
+                    "got a lock that another open holds"
+                );
+            }
+        } // dropped while its thread waits in the kernel
+        drop(other);
+        let bound = Duration::from_secs(30);
+        let next = tokio::time::timeout(bound, fence.advance(&r, t(5))).await;
+        assert_eq!(next.expect("lock leaked").unwrap().previous, None);
+        let again = tokio::time::timeout(
+            bound,
+            FileFence::open(tmp.path()).unwrap().advance(&r, t(5)),
+        )
+        .await
+        .expect("lock leaked")
+        .unwrap();
+        assert_eq!(
+            again.previous,
+            Some(t(5)),
+            "the abandoned token was written"
+        );
+    }
+
+    /// Polls `fut` once, yielding to the runtime first.
+    async fn futures_poll_once<F: Future + Unpin>(mut fut: F) -> Option<F::Output> {
+        tokio::task::yield_now().await;
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match std::pin::Pin::new(&mut fut).poll(cx) {
+                std::task::Poll::Ready(out) => Some(out),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn tasks_sharing_one_handle_write_one_at_a_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        let inside = Arc::new(AtomicUsize::new(0));
+        let mut tasks = tokio::task::JoinSet::new();
+        for n in 1..=8 {
+            let (fence, inside) = (fence.clone(), Arc::clone(&inside));
+            tasks.spawn(async move {
+                let r = res("shared");
+                let _ = fence
+                    .fenced(&r, t(n), || async {
+                        assert_eq!(
+                            inside.fetch_add(1, Ordering::SeqCst),
+                            0,
+                            "two writers inside"
+                        );
+                        tokio::task::yield_now().await;
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    })
+                    .await;
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        assert_eq!(
+            fence.high_water_mark(&res("shared")).await.unwrap(),
+            Some(t(8))
+        );
+    }
+
+    #[test]
+    fn open_refuses_files_and_creates_missing_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("plain");
+        fs::write(&file, "").unwrap();
+        let err = FileFence::open(&file).unwrap_err();
+        assert!(
+            matches!(err, Error::Config(ConfigError::Location { .. })),
+            "{err:?}"
+        );
+        let err = FileFence::open(file.join("below")).unwrap_err();
+        assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+        let fence = FileFence::open(tmp.path().join("x/y")).unwrap();
+        assert!(fence.dir().is_absolute());
+        assert_eq!(fence.dir(), tmp.path().join("x/y").canonicalize().unwrap());
+        assert!(format!("{fence:?}").starts_with("FileFence { dir: "));
+    }
+
+    #[test]
+    fn network_filesystems_are_recognised() {
+        assert_eq!(network_filesystem(0x6969), Some("NFS"));
+        assert_eq!(network_filesystem(0xFF53_4D42), Some("CIFS"));
+        // statfs may sign-extend the 32-bit magic.
+        assert_eq!(network_filesystem(0xFFFF_FFFF_FE53_4D42), Some("SMB2"));
+        assert_eq!(network_filesystem(0xEF53), None); // ext4
+        assert_eq!(network_filesystem(0x6573_5546), None); // FUSE
+    }
+}

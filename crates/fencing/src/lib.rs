@@ -1,0 +1,56 @@
+//! Fencing tokens: stop a deposed leader's late writes.
+//!
+//! A leader can lose its term and not know it yet (a long pause, a
+//! partition); its writes may then still reach a resource after a newer
+//! leader's. Fencing makes the *resource* refuse them: every write carries a
+//! [`Token`] made from the writer's term ([`Token::issue`]), and the store
+//! beside the resource keeps the highest token it has accepted, its
+//! *high-water mark*. A token lower than the mark is refused with
+//! [`Error::Stale`]; an equal or higher one is accepted and raises the mark.
+//!
+//! [`Fence`] is that check-and-advance, done atomically with the write:
+//! [`Fence::fenced`] checks the token, persists the raised mark, runs the
+//! write and only then lets the next writer of the resource in, so a stale
+//! write cannot slip in between the check and the write.
+//!
+//! - [`MemoryFence`]: for the tasks of one process.
+//! - [`FileFence`]: mark files in a directory, safe across processes (Linux).
+//!
+//! ```
+//! use election_core::{memory::MemoryBackend, Candidate};
+//! use fencing::{Fence, FileFence, ResourceName, Token};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! let backend = MemoryBackend::new();
+//! let term = Candidate::new(backend.claim("nightly-report", "worker-1")?).campaign().await?;
+//!
+//! let fence = FileFence::open(dir.path().join("fences"))?;
+//! let report = ResourceName::new("report")?;
+//! let token = Token::issue(&term)?;
+//! let written = fence
+//!     .fenced(&report, token, || async { /* write the report */ "done" })
+//!     .await?;
+//! assert_eq!(written, "done");
+//! assert_eq!(fence.high_water_mark(&report).await?, Some(token));
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs, unreachable_pub)]
+#![warn(rust_2018_idioms)]
+
+mod error;
+mod fence;
+#[cfg(target_os = "linux")]
+mod file;
+mod memory;
+mod resource;
+mod token;
+
+pub use error::Error;
+pub use fence::{Advance, Fence, WriteFn};
+#[cfg(target_os = "linux")]
+pub use file::FileFence;
+pub use memory::MemoryFence;
+pub use resource::{MAX_RESOURCE_LEN, ResourceName};
+pub use token::Token;

@@ -1,0 +1,152 @@
+//! [`ResourceName`]: the name of a fenced resource.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use election_core::ConfigError;
+
+/// The longest resource name, in bytes.
+pub const MAX_RESOURCE_LEN: usize = 200;
+
+/// The name of a resource whose writes are fenced: each resource has its
+/// own high-water mark.
+///
+/// A name is 1 to 200 bytes of text without control characters, path
+/// separators (`/`, `\`) or a leading dot, so every store can use it as a
+/// file name, a row key or a KV key.
+///
+/// ```
+/// use fencing::ResourceName;
+///
+/// assert_eq!(ResourceName::new("orders.v2").unwrap().as_str(), "orders.v2");
+/// assert!(ResourceName::new("").is_err());
+/// assert!(ResourceName::new("../etc/passwd").is_err());
+/// assert!("ledger".parse::<ResourceName>().is_ok());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceName(Arc<str>);
+
+impl ResourceName {
+    /// Checks and wraps `name`; refuses it with
+    /// [`ConfigError::BadName`] (which converts into
+    /// [`Error::Config`](crate::Error::Config)).
+    pub fn new(name: impl AsRef<str>) -> Result<ResourceName, ConfigError> {
+        let name = name.as_ref();
+        let bad = |reason: &'static str| ConfigError::BadName {
+            what: "resource name",
+            value: name.chars().take(64).collect(),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if name.len() > MAX_RESOURCE_LEN {
+            return Err(bad("it is longer than 200 bytes"));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(bad("it contains a control character"));
+        }
+        if name.contains(['/', '\\']) {
+            return Err(bad("it contains a path separator"));
+        }
+        if name.starts_with('.') {
+            return Err(bad("it starts with a dot"));
+        }
+        Ok(ResourceName(name.into()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for ResourceName {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ResourceName::new(s)
+    }
+}
+
+impl fmt::Display for ResourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ResourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl AsRef<str> for ResourceName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn refuses_what_a_file_store_cannot_use() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "/abs",
+            "a\\b",
+            "tab\there",
+            "nul\0",
+            "new\nline",
+            "del\u{7f}",
+        ] {
+            let err = ResourceName::new(bad).expect_err(bad);
+            assert!(matches!(
+                err,
+                ConfigError::BadName {
+                    what: "resource name",
+                    ..
+                }
+            ));
+        }
+        assert!(ResourceName::new("x".repeat(MAX_RESOURCE_LEN + 1)).is_err());
+        assert!(ResourceName::new("x".repeat(MAX_RESOURCE_LEN)).is_ok());
+        // 67 three-byte characters are 201 bytes: the limit is in bytes.
+        assert!(ResourceName::new("€".repeat(67)).is_err());
+        for good in ["orders", "orders.v2", "a..b", "räksmörgås", "x-1_2 3"] {
+            assert_eq!(ResourceName::new(good).unwrap().as_str(), good);
+        }
+    }
+
+    #[test]
+    fn long_bad_values_are_cut_in_the_error() {
+        let err = ResourceName::new(format!("/{}", "y".repeat(300))).unwrap_err();
+        let ConfigError::BadName { value, .. } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(value.chars().count(), 64);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_accepted_names_are_plain_file_names(s in any::<String>()) {
+            if let Ok(name) = ResourceName::new(&s) {
+                prop_assert_eq!(name.as_str(), s.as_str());
+                let path = std::path::Path::new(name.as_str());
+                prop_assert_eq!(path.components().count(), 1);
+                prop_assert!(matches!(
+                    path.components().next(),
+                    Some(std::path::Component::Normal(_))
+                ));
+            }
+        }
+    }
+}

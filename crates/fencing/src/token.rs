@@ -1,0 +1,219 @@
+//! The fencing [`Token`]: the epoch of the writer's term.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::str::FromStr;
+use std::task::{Context, Poll, Waker};
+
+use election_core::{Epoch, Lease, LeaseLost, LossReason, ParseEpochError};
+
+use crate::Error;
+
+/// The proof a writer presents with every write: the epoch of its term.
+///
+/// Tokens are ordered like epochs, so a later term's token is higher than
+/// any earlier term's. All writes of one term share its token, so a store
+/// accepts a token *equal* to its high-water mark and refuses only one
+/// *strictly lower* (see [`Fence`](crate::Fence)).
+///
+/// A token is written as the epoch's decimal text, and [`FromStr`] reads
+/// exactly that text back:
+///
+/// ```
+/// use election_core::Epoch;
+/// use fencing::Token;
+///
+/// let token = Token::from_epoch(Epoch::new(42).unwrap());
+/// assert_eq!(token.to_string(), "42");
+/// assert_eq!("42".parse::<Token>().unwrap(), token);
+/// assert!("0".parse::<Token>().is_err());
+/// assert!(token < Token::from_epoch(Epoch::new(43).unwrap()));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Token(Epoch);
+
+impl Token {
+    /// The token of `lease`'s term, or [`Error::Lost`] if the lease is
+    /// already lost.
+    ///
+    /// A token issued here is not a promise that the term still holds when
+    /// the write arrives: that is what the store's high-water mark checks.
+    /// Refusing lost leases only saves a write that would be pointless.
+    ///
+    /// To report why the lease was lost, this polls [`Lease::lost`] once,
+    /// without waiting, when it runs inside a Tokio runtime; a lease whose
+    /// reason is not ready at once (or a call outside a runtime) gets a
+    /// generic [`LossReason::Revoked`].
+    ///
+    /// ```
+    /// use election_core::{memory::MemoryBackend, Candidate, Lease};
+    /// use fencing::{Error, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert_eq!(Token::issue(&term)?.epoch(), term.epoch());
+    ///
+    /// backend.revoke("jobs");
+    /// assert!(matches!(Token::issue(&term), Err(Error::Lost(_))));
+    /// # Ok(()) }
+    /// ```
+    pub fn issue(lease: &impl Lease) -> Result<Token, Error> {
+        let epoch = lease.epoch();
+        if lease.is_lost() {
+            return Err(Error::Lost(loss_of(lease)));
+        }
+        Ok(Token(epoch))
+    }
+
+    /// The token of the term numbered `epoch`, for stores and tools that
+    /// read epochs from elsewhere.
+    pub const fn from_epoch(epoch: Epoch) -> Token {
+        Token(epoch)
+    }
+
+    /// The epoch of the term the token was issued for.
+    pub const fn epoch(self) -> Epoch {
+        self.0
+    }
+}
+
+/// The reason a lease that reports itself lost was lost, without waiting.
+fn loss_of(lease: &impl Lease) -> LeaseLost {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        let mut lost = pin!(lease.lost());
+        if let Poll::Ready(lost) = lost.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            return lost;
+        }
+    }
+    LeaseLost {
+        name: lease.name().clone(),
+        identity: lease.identity().clone(),
+        epoch: lease.epoch(),
+        reason: LossReason::Revoked {
+            detail: "the lease reports itself lost and gave no reason at once".into(),
+        },
+    }
+}
+
+impl From<Epoch> for Token {
+    fn from(epoch: Epoch) -> Token {
+        Token(epoch)
+    }
+}
+
+impl From<Token> for Epoch {
+    fn from(token: Token) -> Epoch {
+        token.0
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl FromStr for Token {
+    type Err = ParseEpochError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use election_core::{Candidate, ElectionName, Identity, memory::MemoryBackend};
+    use proptest::prelude::*;
+
+    #[tokio::test]
+    async fn issue_uses_the_epoch_and_refuses_a_lost_lease_with_its_reason() {
+        let backend = MemoryBackend::new();
+        let claim = backend.claim("jobs", "a").unwrap();
+        let term = Candidate::new(claim).campaign().await.unwrap();
+        let token = Token::issue(&term).unwrap();
+        assert_eq!(token.epoch(), term.epoch());
+        assert_eq!(Token::issue(&term.lease()).unwrap(), token);
+
+        assert!(backend.revoke("jobs"));
+        match Token::issue(&term) {
+            Err(Error::Lost(lost)) => {
+                assert_eq!(lost.epoch, term.epoch());
+                assert!(
+                    matches!(&lost.reason, LossReason::Revoked { detail } if detail.contains("memory backend")),
+                    "{lost:?}"
+                );
+            }
+            other => panic!("expected Lost, got {other:?}"),
+        }
+    }
+
+    /// A lease that is lost but whose `lost()` never resolves.
+    struct Silent;
+    impl Lease for Silent {
+        fn name(&self) -> &ElectionName {
+            static NAME: std::sync::OnceLock<ElectionName> = std::sync::OnceLock::new();
+            NAME.get_or_init(|| ElectionName::new("silent").unwrap())
+        }
+        fn identity(&self) -> &Identity {
+            static ID: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
+            ID.get_or_init(|| Identity::new("me").unwrap())
+        }
+        fn epoch(&self) -> Epoch {
+            Epoch::new(3).unwrap()
+        }
+        fn is_lost(&self) -> bool {
+            true
+        }
+        fn lost(&self) -> impl Future<Output = LeaseLost> + Send + '_ {
+            std::future::pending()
+        }
+        fn valid_until(&self) -> Option<tokio::time::Instant> {
+            None
+        }
+    }
+
+    #[test]
+    fn issue_outside_a_runtime_or_without_a_reason_still_refuses() {
+        let Err(Error::Lost(lost)) = Token::issue(&Silent) else {
+            panic!("a lost lease got a token");
+        };
+        assert_eq!(lost.epoch.get(), 3);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let inside = rt.block_on(async { Token::issue(&Silent) });
+        assert!(matches!(inside, Err(Error::Lost(l)) if l.name.as_str() == "silent"));
+    }
+
+    #[test]
+    fn parse_refuses_what_is_not_an_epoch() {
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "+1",
+            " 1",
+            "1\n",
+            "x",
+            "18446744073709551616",
+        ] {
+            assert!(bad.parse::<Token>().is_err(), "{bad:?} parsed");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn text_round_trips_and_order_matches_epochs(a in 1u64.., b in 1u64..) {
+            let ta = Token::from_epoch(Epoch::new(a).unwrap());
+            let tb = Token::from(Epoch::new(b).unwrap());
+            prop_assert_eq!(ta.to_string().parse::<Token>().unwrap(), ta);
+            prop_assert_eq!(ta.cmp(&tb), a.cmp(&b));
+            prop_assert_eq!(Epoch::from(ta).get(), a);
+        }
+    }
+}
