@@ -6,7 +6,7 @@
 //! Each case panics with a message naming what went wrong. Waits are bounded
 //! by [`PATIENCE`], a generous bound for events, not a timing goal.
 //!
-//! ```ignore
+//! ```text
 //! election_core::conformance_tests!(my_backend::testing::Factory::new());
 //! ```
 

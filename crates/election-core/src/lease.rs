@@ -43,6 +43,10 @@ pub trait Lease: Send + Sync {
     /// In doubt, a lease counts as lost.
     fn is_lost(&self) -> bool;
 
+    /// The loss, if the term has been lost (or its known validity has run
+    /// out, which counts as lost); `None` while it may still be held.
+    fn loss(&self) -> Option<LeaseLost>;
+
     /// Resolves with the reason once the term is lost; pending forever if
     /// it ends by resign. Many tasks may await it at once.
     fn lost(&self) -> impl Future<Output = LeaseLost> + Send + '_;

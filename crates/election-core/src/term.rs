@@ -126,6 +126,14 @@ impl TermState {
         matches!(self.status.borrow().phase, Phase::Lost(_))
     }
 
+    pub(crate) fn loss(&self) -> Option<LeaseLost> {
+        self.check_deadline();
+        match &self.status.borrow().phase {
+            Phase::Lost(l) => Some(l.clone()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn is_live(&self) -> bool {
         !self.is_lost() && matches!(self.status.borrow().phase, Phase::Live)
     }
@@ -233,6 +241,9 @@ impl Lease for TermLease {
     }
     fn is_lost(&self) -> bool {
         self.state.is_lost()
+    }
+    fn loss(&self) -> Option<LeaseLost> {
+        self.state.loss()
     }
     fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
         self.state.lost()
@@ -349,6 +360,18 @@ impl<C: Claim> Term<C> {
     /// [`ended`](Term::ended) to wait for any end.
     ///
     /// Cancel safety: cancel safe; it only observes.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// backend.revoke("jobs"); // the backend takes the claim away
+    /// let lost = term.lost().await;
+    /// assert_eq!(lost.epoch, term.epoch());
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) -> LeaseLost {
         self.state.lost().await
     }
@@ -356,6 +379,17 @@ impl<C: Claim> Term<C> {
     /// Resolves when the term has ended: resigned, dropped or lost.
     ///
     /// Cancel safety: cancel safe; it only observes.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// term.resign().await?;
+    /// term.ended().await; // resolves at once: the term is over
+    /// # Ok(()) }
+    /// ```
     pub async fn ended(&self) {
         self.state.ended().await
     }
@@ -444,6 +478,9 @@ impl<C: Claim> Lease for Term<C> {
     }
     fn is_lost(&self) -> bool {
         self.state.is_lost()
+    }
+    fn loss(&self) -> Option<LeaseLost> {
+        self.state.loss()
     }
     fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
         self.state.lost()
