@@ -47,5 +47,5 @@ pub use epoch::{Epoch, ParseEpochError};
 pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use lease::Lease;
-pub use name::{ElectionName, Identity, MAX_NAME_LEN};
+pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use term::{LossReporter, Term, TermLease};

@@ -8,6 +8,19 @@ use crate::error::ConfigError;
 /// The longest name or identity, in bytes.
 pub const MAX_NAME_LEN: usize = 200;
 
+/// Checks that `value` can name something in every backend and store: 1 to
+/// 200 bytes of text without control characters, path separators (`/`,
+/// `\`) or a leading dot, so it works as a file name, a row key and a KV
+/// key. `what` names the value in the error (e.g. `"resource name"`).
+///
+/// ```
+/// assert!(election_core::check_key_name("resource name", "orders.v2").is_ok());
+/// assert!(election_core::check_key_name("resource name", "../etc").is_err());
+/// ```
+pub fn check_key_name(what: &'static str, value: &str) -> Result<(), ConfigError> {
+    validate(what, value, false)
+}
+
 fn validate(what: &'static str, value: &str, allow_slash: bool) -> Result<(), ConfigError> {
     let bad = |reason: &'static str| ConfigError::BadName {
         what,
@@ -53,7 +66,7 @@ impl ElectionName {
     /// Checks and wraps `name`.
     pub fn new(name: impl AsRef<str>) -> Result<Self, ConfigError> {
         let name = name.as_ref();
-        validate("election name", name, false)?;
+        check_key_name("election name", name)?;
         Ok(ElectionName(name.into()))
     }
 

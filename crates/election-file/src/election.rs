@@ -12,9 +12,10 @@ use election_core::{
     LossReporter, Watch, Won,
 };
 
-use crate::lock::{self, Kind};
+use crate::claimfile::{self, Paths};
+use crate::lock;
 use crate::record::Record;
-use crate::{Error, fstype, vacancy};
+use crate::{Error, fstype, waiter};
 
 /// The default time between two checks that the claim file is still the
 /// one the leader locked.
@@ -166,14 +167,6 @@ impl FileElection {
     }
 }
 
-#[derive(Debug)]
-struct Paths {
-    dir: PathBuf,
-    lock: PathBuf,
-    record: PathBuf,
-    tmp: PathBuf,
-}
-
 /// The claim of one candidate in a [`FileElection`].
 ///
 /// How a term ends:
@@ -195,74 +188,7 @@ pub struct FileClaim {
 #[derive(Debug)]
 pub struct FileAttempt {
     file: Option<File>,
-}
-
-fn open_claim_file(path: &Path) -> Result<File, Error> {
-    File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))
-}
-
-fn same_file(file: &File, path: &Path) -> Result<bool, Error> {
-    let ours = file.metadata().map_err(|e| Error::io("stat", path, e))?;
-    match std::fs::metadata(path) {
-        Ok(m) => Ok(m.dev() == ours.dev() && m.ino() == ours.ino()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::io("stat", path, e)),
-    }
-}
-
-fn unix_ms() -> Option<u64> {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()
-        .and_then(|d| u64::try_from(d.as_millis()).ok())
-}
-
-/// One blocking try: lock, read the record, write the next epoch.
-fn try_claim_blocking(
-    paths: &Paths,
-    identity: &Identity,
-    file: &mut Option<File>,
-) -> Result<Option<Epoch>, Error> {
-    // Two rounds: if the claim file was replaced under us, reopen once.
-    for _ in 0..2 {
-        let f = match file {
-            Some(f) => f,
-            None => file.insert(open_claim_file(&paths.lock)?),
-        };
-        if !lock::try_lock(f, Kind::Exclusive).map_err(|e| Error::io("lock", &paths.lock, e))? {
-            return Ok(None);
-        }
-        if !same_file(f, &paths.lock)? {
-            *file = None; // closing frees the lock on the stale file
-            continue;
-        }
-        let won = (|| {
-            let previous = Record::read(&paths.record)?.map(|r| r.epoch);
-            let epoch = Epoch::after(previous)?;
-            Record {
-                epoch,
-                identity: identity.clone(),
-                pid: Some(std::process::id()),
-                since_unix_ms: unix_ms(),
-            }
-            .write_durably(&paths.dir, &paths.record, &paths.tmp)?;
-            Ok(epoch)
-        })();
-        return match won {
-            Ok(epoch) => Ok(Some(epoch)),
-            Err(e) => {
-                let _ = lock::unlock(f);
-                Err(e)
-            }
-        };
-    }
-    Ok(None)
+    won_while_waiting: Option<(File, Epoch)>,
 }
 
 impl FileClaim {
@@ -295,8 +221,13 @@ impl Claim for FileClaim {
 
     /// Opens (creating if needed) the claim file.
     async fn open(&self) -> Result<FileAttempt, election_core::Error> {
-        let file = self.blocking(|p| open_claim_file(&p.lock)).await?;
-        Ok(FileAttempt { file: Some(file) })
+        let file = self
+            .blocking(|p| claimfile::open_claim_file(&p.lock))
+            .await?;
+        Ok(FileAttempt {
+            file: Some(file),
+            won_while_waiting: None,
+        })
     }
 
     /// Takes the lock without waiting; while holding it, reads the epoch
@@ -310,11 +241,18 @@ impl Claim for FileClaim {
         &self,
         attempt: &mut FileAttempt,
     ) -> Result<Option<Won>, election_core::Error> {
+        if let Some((file, epoch)) = attempt.won_while_waiting.take() {
+            attempt.file = Some(file);
+            return Ok(Some(Won {
+                epoch,
+                valid_until: None,
+            }));
+        }
         let mut file = attempt.file.take();
         let identity = self.identity.clone();
         let (file, won) = self
             .blocking(move |p| {
-                let won = try_claim_blocking(p, &identity, &mut file);
+                let won = claimfile::try_claim(p, &identity, &mut file);
                 Ok((file, won))
             })
             .await?;
@@ -325,16 +263,24 @@ impl Claim for FileClaim {
         }))
     }
 
-    /// Waits in the kernel for the lock to be freed (see the crate docs);
-    /// `poll_interval` is only a backstop.
+    /// Waits in the kernel for the lock to be freed; a thread of this
+    /// process wins the claim for this attempt the moment it is (see
+    /// [`FileClaim`]). `poll_interval` is only a backstop.
+    ///
+    /// Cancel safety: a claim won for a cancelled wait is dropped, which
+    /// frees the lock at once.
     async fn wait(
         &self,
-        _attempt: &mut FileAttempt,
+        attempt: &mut FileAttempt,
         poll_interval: Duration,
     ) -> Result<(), election_core::Error> {
-        let mut released = vacancy::next_release(&self.paths.lock);
+        let won = waiter::wait_for_claim(&self.paths, &self.identity);
         tokio::select! {
-            _ = released.changed() => {}
+            won = won => match won {
+                Ok(Ok(claimed)) => attempt.won_while_waiting = Some(claimed),
+                Ok(Err(e)) => return Err(self.core(e)),
+                Err(_) => {} // the waiter gave up: try again
+            },
             () = tokio::time::sleep(poll_interval) => {}
         }
         Ok(())
@@ -400,7 +346,7 @@ impl Claim for FileClaim {
     /// Closes the claim file; the kernel frees any lock on it at once.
     fn close(&self, attempt: FileAttempt, end: End) {
         tracing::trace!(name = %self.name, identity = %self.identity, ?end, "close");
-        drop(attempt.file);
+        drop(attempt);
     }
 
     /// Reads who holds the lock (`F_OFD_GETLK`) and, if someone does, the

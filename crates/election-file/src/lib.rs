@@ -23,12 +23,13 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
+mod claimfile;
 mod election;
 mod error;
 mod fstype;
 mod lock;
 mod record;
-mod vacancy;
+mod waiter;
 
 pub use election::{
     DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions,

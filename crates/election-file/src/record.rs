@@ -12,7 +12,7 @@
 //! written and fsynced, renamed over the record, and the directory fsynced.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 
 use election_core::{Epoch, Identity};
@@ -98,17 +98,17 @@ impl Record {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("open", path, e)),
         };
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", path, e))?
-            .len();
-        if len > MAX_LEN {
+        let mut bytes = Vec::new();
+        (&file)
+            .take(MAX_LEN + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io("read", path, e))?;
+        if bytes.len() as u64 > MAX_LEN {
             return Err(Error::CorruptEpoch {
                 path: path.to_owned(),
-                detail: format!("{len} bytes is too large for an epoch record"),
+                detail: format!("more than {MAX_LEN} bytes is too large for an epoch record"),
             });
         }
-        let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
         let text = String::from_utf8(bytes).map_err(|_| Error::CorruptEpoch {
             path: path.to_owned(),
             detail: "not UTF-8".into(),

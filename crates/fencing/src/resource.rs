@@ -7,7 +7,7 @@ use std::sync::Arc;
 use election_core::ConfigError;
 
 /// The longest resource name, in bytes.
-pub const MAX_RESOURCE_LEN: usize = 200;
+pub const MAX_RESOURCE_LEN: usize = election_core::MAX_NAME_LEN;
 
 /// The name of a resource whose writes are fenced: each resource has its
 /// own high-water mark.
@@ -33,26 +33,7 @@ impl ResourceName {
     /// [`Error::Config`](crate::Error::Config)).
     pub fn new(name: impl AsRef<str>) -> Result<ResourceName, ConfigError> {
         let name = name.as_ref();
-        let bad = |reason: &'static str| ConfigError::BadName {
-            what: "resource name",
-            value: name.chars().take(64).collect(),
-            reason,
-        };
-        if name.is_empty() {
-            return Err(bad("it is empty"));
-        }
-        if name.len() > MAX_RESOURCE_LEN {
-            return Err(bad("it is longer than 200 bytes"));
-        }
-        if name.chars().any(char::is_control) {
-            return Err(bad("it contains a control character"));
-        }
-        if name.contains(['/', '\\']) {
-            return Err(bad("it contains a path separator"));
-        }
-        if name.starts_with('.') {
-            return Err(bad("it starts with a dot"));
-        }
+        election_core::check_key_name("resource name", name)?;
         Ok(ResourceName(name.into()))
     }
 

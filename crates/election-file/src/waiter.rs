@@ -1,0 +1,139 @@
+//! Waiting for the claim without polling.
+//!
+//! One thread per claim file and process blocks in the kernel for the
+//! exclusive lock (`F_OFD_SETLKW`), which the kernel grants the moment the
+//! holder unlocks, closes the file or dies. Holding it, the thread wins the
+//! claim (epoch record and all) for the first candidate of this process
+//! still waiting, and hands it the locked file. So a handover costs one
+//! kernel wake-up, the durable record write, and one wake of the campaign.
+//!
+//! A blocked lock call cannot be cancelled. A cancelled wait only leaves
+//! the queue; the thread stays blocked until the next release, and then
+//! drops the lock at once if nobody in the process waits any more (a
+//! wasted epoch at worst, if the cancel races the hand-over). At most one
+//! such thread exists per claim file and process, whatever the number of
+//! cancelled waits. A process stopped with `SIGSTOP` while its thread waits
+//! in the kernel takes nothing: the lock is acquired by the waiting thread
+//! itself when it runs.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use election_core::{Epoch, Identity};
+use tokio::sync::oneshot;
+
+use crate::Error;
+use crate::claimfile::{self, Paths};
+use crate::lock::{self, Kind};
+
+/// A claim won for a waiting candidate: the locked claim file and the epoch.
+pub(crate) type Claimed = Result<(File, Epoch), Error>;
+
+struct Subscriber {
+    identity: Identity,
+    tx: oneshot::Sender<Claimed>,
+}
+
+#[derive(Default)]
+struct Queue {
+    running: bool,
+    waiting: VecDeque<Subscriber>,
+}
+
+struct Waiter {
+    paths: Arc<Paths>,
+    queue: Mutex<Queue>,
+}
+
+impl Waiter {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Waiter>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Arc<Waiter>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+/// Queues `identity` for the claim at `paths`. The receiver resolves with
+/// the won claim, or with an error (the sender dropped) when the waiter
+/// gave up: then the caller simply tries again.
+pub(crate) fn wait_for_claim(
+    paths: &Arc<Paths>,
+    identity: &Identity,
+) -> oneshot::Receiver<Claimed> {
+    let waiter = registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(paths.lock.clone())
+        .or_insert_with(|| {
+            Arc::new(Waiter {
+                paths: paths.clone(),
+                queue: Mutex::default(),
+            })
+        })
+        .clone();
+    let (tx, rx) = oneshot::channel();
+    let mut queue = waiter.queue();
+    queue.waiting.push_back(Subscriber {
+        identity: identity.clone(),
+        tx,
+    });
+    if !queue.running {
+        let w = waiter.clone();
+        let spawned = std::thread::Builder::new()
+            .name("election-file-wait".into())
+            .spawn(move || run(&w));
+        match spawned {
+            Ok(_) => queue.running = true,
+            // No thread: the caller wakes at once and polls instead.
+            Err(_) => queue.waiting.clear(),
+        }
+    }
+    rx
+}
+
+fn run(waiter: &Waiter) {
+    loop {
+        {
+            let mut queue = waiter.queue();
+            queue.waiting.retain(|s| !s.tx.is_closed());
+            if queue.waiting.is_empty() {
+                queue.running = false;
+                return;
+            }
+        }
+        let file = claimfile::open_claim_file(&waiter.paths.lock).and_then(|f| {
+            lock::lock_blocking(&f, Kind::Exclusive)
+                .map(|()| f)
+                .map_err(|e| Error::io("lock", &waiter.paths.lock, e))
+        });
+        let file = match file {
+            Ok(f) => f,
+            Err(_) => {
+                // Wake everyone; their own try reports the error.
+                let mut queue = waiter.queue();
+                queue.waiting.clear();
+                queue.running = false;
+                return;
+            }
+        };
+        let next = {
+            let mut queue = waiter.queue();
+            std::iter::from_fn(|| queue.waiting.pop_front()).find(|s| !s.tx.is_closed())
+        };
+        // Nobody waits any more: dropping `file` frees the lock at once.
+        let Some(sub) = next else { continue };
+        match claimfile::claim_locked(&waiter.paths, &sub.identity, &file) {
+            // If the candidate went away meanwhile, the value is dropped
+            // with the channel, which closes the file and frees the lock.
+            Ok(Some(epoch)) => drop(sub.tx.send(Ok((file, epoch)))),
+            // The claim file was replaced: the candidate retries on the new one.
+            Ok(None) => drop(sub),
+            Err(e) => drop(sub.tx.send(Err(e))),
+        }
+    }
+}

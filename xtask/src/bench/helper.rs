@@ -1,0 +1,47 @@
+//! `xtask bench-helper lock <path>`: a bare OFD lock holder, the floor of
+//! the cross-process rows.
+//!
+//! It speaks the same line protocol as `election-file-candidate`, minus the
+//! election: `campaigning` before it blocks in `F_OFD_SETLKW`,
+//! `elected 0 <mono_ns>` when it has the lock, then on stdin `resign` (or
+//! EOF) prints `resigning <mono_ns>`, unlocks, prints `resigned <mono_ns>`
+//! and exits 0; `exit` exits at once, leaving the kernel to free the lock.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use super::ofd::{OfdFile, mono_ns};
+use crate::Result;
+
+/// Runs the helper with its arguments (after `bench-helper`).
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let path = match args {
+        [mode, path] if mode == "lock" => Path::new(path),
+        _ => return Err("usage: xtask bench-helper lock <path>".into()),
+    };
+    let lock = OfdFile::open(path)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "campaigning")?;
+    out.flush()?;
+    lock.lock_wait()?;
+    let got = mono_ns();
+    writeln!(out, "elected 0 {got}")?;
+    out.flush()?;
+
+    let stdin = std::io::stdin().lock();
+    for line in stdin.lines() {
+        match line?.trim() {
+            "resign" => break,
+            "exit" => std::process::exit(0),
+            "" => {}
+            other => return Err(format!("bench-helper: unknown command {other:?}").into()),
+        }
+    }
+    // `resign` or EOF: release in the open, like a resigning candidate.
+    writeln!(out, "resigning {}", mono_ns())?;
+    out.flush()?;
+    lock.unlock()?;
+    writeln!(out, "resigned {}", mono_ns())?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,485 @@
+//! `cargo xtask bench`: latency of the file backend and of fencing, each
+//! against a floor measured in the same run, written to
+//! `docs/benchmarks.md`.
+//!
+//! `cargo xtask` runs a debug build, which would measure unoptimised library
+//! code. So `bench` only builds the release binaries (the candidate and
+//! xtask itself) and hands over to the release xtask's hidden
+//! `bench-measure` task, which measures, prints and writes the report.
+
+mod fencing;
+mod file;
+mod handover;
+mod helper;
+mod host;
+mod ofd;
+mod process;
+mod report;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use self::handover::{Chain, Exit, Kind};
+use self::report::{Header, Row};
+use self::stats::Summary;
+use crate::{Result, cargo, repo_root};
+
+/// Default in-process iterations (campaigns, floors, file fence ops).
+const IN_PROCESS: usize = 2000;
+/// Default cross-process handovers and failovers.
+const CROSS_PROCESS: usize = 200;
+/// Memory fence ops per in-process iteration: they are cheap.
+const MEMORY_FACTOR: usize = 10;
+/// Unrecorded handovers before the recorded ones.
+const CROSS_WARMUP: usize = 2;
+/// How long a new waiter is given to block in its campaign before the
+/// leader leaves.
+const SETTLE: Duration = Duration::from_millis(20);
+/// The release build the bench runs from.
+const BUILD: [&str; 7] = [
+    "build",
+    "--release",
+    "-p",
+    "election-file",
+    "-p",
+    "xtask",
+    "--bins",
+];
+
+/// The name of the lock + durable write floor.
+const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
+
+/// The groups of rows, selectable with `--only`.
+const GROUPS: [&str; 4] = ["campaign", "handover", "failover", "fencing"];
+
+/// The parsed flags of `bench` (and `bench-measure`).
+#[derive(Debug)]
+struct Options {
+    quick: bool,
+    out: PathBuf,
+    only: Vec<String>,
+    /// The command to name in the header (`bench-measure` only).
+    command: Option<String>,
+}
+
+impl Options {
+    fn parse(args: &[String], measuring: bool) -> Result<Options> {
+        let mut o = Options {
+            quick: false,
+            out: PathBuf::from("docs/benchmarks.md"),
+            only: GROUPS.iter().map(|g| g.to_string()).collect(),
+            command: None,
+        };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+                _ => (arg.as_str(), None),
+            };
+            let mut value = |name: &str| {
+                inline
+                    .clone()
+                    .or_else(|| it.next().cloned())
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            match flag {
+                "--quick" if inline.is_none() => o.quick = true,
+                "--out" => o.out = PathBuf::from(value("--out")?),
+                "--only" => {
+                    let list = value("--only")?;
+                    o.only = list.split(',').map(|g| g.trim().to_owned()).collect();
+                    if let Some(bad) = o.only.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+                        return Err(format!(
+                            "--only: unknown group {bad:?} (groups: {})",
+                            GROUPS.join(",")
+                        )
+                        .into());
+                    }
+                }
+                "--command" if measuring => o.command = Some(value("--command")?),
+                _ => return Err(format!("bench: unknown argument {arg:?}").into()),
+            }
+        }
+        if o.out.is_relative() {
+            o.out = repo_root().join(&o.out);
+        }
+        Ok(o)
+    }
+
+    fn wants(&self, group: &str) -> bool {
+        self.only.iter().any(|g| g == group)
+    }
+
+    fn scale(&self, n: usize) -> usize {
+        if self.quick { (n / 10).max(1) } else { n }
+    }
+}
+
+/// The cargo target directory.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => repo_root().join(dir),
+        None => repo_root().join("target"),
+    }
+}
+
+/// Quotes `arg` for a shell if it needs it.
+fn shell_word(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=,:@+".contains(&b));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// `cargo xtask bench ...`: builds the release binaries, then measures
+/// from the release xtask.
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    Options::parse(args, false)?;
+    let shown = format!("cargo {}", BUILD.join(" "));
+    eprintln!("bench: {shown}");
+    let status = Command::new(cargo())
+        .args(BUILD)
+        .current_dir(repo_root())
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("could not start `{shown}`: {e}"))?;
+    if !status.success() {
+        return Err(format!("`{shown}` failed ({status})").into());
+    }
+    let exe = target_dir().join("release").join("xtask");
+    let command = std::iter::once("cargo xtask bench".to_owned())
+        .chain(args.iter().map(|a| shell_word(a)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let status = Command::new(&exe)
+        .arg("bench-measure")
+        .args(args)
+        .arg("--command")
+        .arg(&command)
+        .status()
+        .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
+    if !status.success() {
+        return Err(format!("the release bench ({}) failed ({status})", exe.display()).into());
+    }
+    Ok(())
+}
+
+/// `xtask bench-helper ...`: see [`helper`].
+pub(crate) fn helper(args: &[String]) -> Result<()> {
+    helper::run(args)
+}
+
+/// Times `f`, printing what it does and how long it took on stderr.
+fn step<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    eprint!("bench: {what} ... ");
+    let t = Instant::now();
+    let out = f().map_err(|e| format!("{what}: {e}"))?;
+    eprintln!("{:.1} s", t.elapsed().as_secs_f64());
+    Ok(out)
+}
+
+fn summary(samples: &[u64], what: &str) -> Result<Summary> {
+    Summary::of(samples).ok_or_else(|| format!("{what}: no samples").into())
+}
+
+/// `xtask bench-measure ...` (from the release build): measures, prints the
+/// report and writes it.
+pub(crate) fn measure(args: &[String]) -> Result<()> {
+    let o = Options::parse(args, true)?;
+    if cfg!(debug_assertions) {
+        eprintln!("bench: warning: measuring from a debug build; use `cargo xtask bench`");
+    }
+    let command = o.command.clone().unwrap_or_else(|| {
+        std::iter::once("xtask bench-measure".to_owned())
+            .chain(args.iter().map(|a| shell_word(a)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let target = target_dir();
+    let candidate_bin = target.join("release").join("election-file-candidate");
+    let needs_candidate = o.wants("handover") || o.wants("failover");
+    if needs_candidate && !candidate_bin.is_file() {
+        return Err(format!(
+            "{} is missing: run `cargo {}` first (or `cargo xtask bench`)",
+            candidate_bin.display(),
+            BUILD.join(" ")
+        )
+        .into());
+    }
+    let exe = std::env::current_exe()?;
+
+    let in_process = o.scale(IN_PROCESS);
+    let cross = o.scale(CROSS_PROCESS);
+    let memory_ops = in_process * MEMORY_FACTOR;
+    let warm = (in_process / 10).max(1);
+    let cross_warm = CROSS_WARMUP;
+
+    let bench = tempfile::Builder::new()
+        .prefix("xtask-bench-")
+        .tempdir_in(&target)
+        .map_err(|e| format!("create a bench dir in {}: {e}", target.display()))?;
+    let dir = bench.path();
+    let (filesystem, in_memory) = host::filesystem(dir);
+    if in_memory {
+        eprintln!(
+            "bench: warning: {} is memory-backed ({filesystem}): fsync costs nothing here",
+            dir.display()
+        );
+    }
+    eprintln!("bench: in {} ({filesystem})", dir.display());
+
+    let mut rows = Vec::new();
+    if o.wants("campaign") {
+        campaign_rows(dir, in_process, warm, &mut rows)?;
+    }
+    let log = dir.join("children.stderr");
+    for (group, exit) in [("handover", Exit::Resign), ("failover", Exit::Kill)] {
+        if o.wants(group) {
+            cross_rows(
+                dir,
+                &exe,
+                &candidate_bin,
+                exit,
+                cross,
+                cross_warm,
+                &log,
+                &mut rows,
+            )
+            .map_err(|e| with_log_tail(e, &log))?;
+        }
+    }
+    if o.wants("fencing") {
+        fencing_rows(dir, in_process, memory_ops, warm, &mut rows)?;
+    }
+
+    let header = Header {
+        command,
+        date: host::utc_now(),
+        kernel: host::kernel_release(),
+        filesystem,
+        iterations: format!(
+            "{in_process} in-process campaigns, lock floors and file-fence ops \
+             (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
+             each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
+             (+{warm} warm-up){}",
+            if o.quick {
+                " (--quick: a tenth of the default)"
+            } else {
+                ""
+            }
+        ),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let doc = report::document(&header, &rows);
+    print!("{doc}");
+    if let Some(parent) = o.out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&o.out, &doc).map_err(|e| format!("write {}: {e}", o.out.display()))?;
+    eprintln!("bench: wrote {}", o.out.display());
+    Ok(())
+}
+
+/// Adds the last lines the child processes wrote on stderr to `e`.
+fn with_log_tail(e: crate::Error, log: &Path) -> crate::Error {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    if tail.is_empty() {
+        e
+    } else {
+        format!("{e}\nlast lines the child processes wrote on stderr:\n{tail}").into()
+    }
+}
+
+fn campaign_rows(dir: &Path, n: usize, warm: usize, rows: &mut Vec<Row>) -> Result<()> {
+    let lock = step("floor: OFD lock + unlock", || {
+        file::floor_lock(dir, n, warm)
+    })?;
+    let durable = step("floor: OFD lock + durable write + unlock", || {
+        file::floor_durable(dir, n, warm)
+    })?;
+    let c = step("uncontested campaign + resign", || {
+        file::campaign(&dir.join("campaign"), n, warm)
+    })?;
+    let lock = summary(&lock, "lock floor")?;
+    let durable = summary(&durable, "durable floor")?;
+    let campaign = summary(&c.campaign, "campaign")?;
+    let both = summary(&c.campaign_resign, "campaign + resign")?;
+    for (what, measured) in [
+        ("uncontested campaign (in-process)", campaign),
+        ("uncontested campaign + resign (in-process)", both),
+    ] {
+        for (floor, floor_measured) in [
+            ("OFD lock + unlock", lock),
+            (
+                "OFD lock + write tmp + fsync + rename + fsync dir + unlock",
+                durable,
+            ),
+        ] {
+            rows.push(Row {
+                what: what.into(),
+                measured,
+                floor: floor.into(),
+                floor_measured,
+                ops_per_s: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cross_rows(
+    dir: &Path,
+    exe: &Path,
+    candidate_bin: &Path,
+    exit: Exit,
+    n: usize,
+    warm: usize,
+    log: &Path,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    let (what, floor_what, tag) = match exit {
+        Exit::Resign => (
+            "clean handover: resign in A → elected in B (processes)",
+            "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
+            "handover",
+        ),
+        Exit::Kill => (
+            "crash failover: SIGKILL of A → elected in B (processes)",
+            "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
+            "failover",
+        ),
+    };
+    let mut floor_chain = Chain::new(
+        Kind::LockHelper {
+            exe: exe.to_path_buf(),
+            path: dir.join(format!("{tag}-floor.lock")),
+        },
+        log.to_path_buf(),
+    );
+    let floor = step(&format!("floor: bare OFD lock {tag}"), || {
+        floor_chain.measure(exit, n, warm, SETTLE)
+    })?;
+    let election_dir = dir.join(format!("{tag}-election"));
+    std::fs::create_dir_all(&election_dir)?;
+    let mut chain = Chain::new(
+        Kind::Candidate {
+            bin: candidate_bin.to_path_buf(),
+            dir: election_dir,
+            name: "bench".into(),
+        },
+        log.to_path_buf(),
+    );
+    let measured = step(&format!("election-file {tag}"), || {
+        chain.measure(exit, n, warm, SETTLE)
+    })?;
+    rows.push(Row {
+        what: what.into(),
+        measured: summary(&measured, what)?,
+        floor: floor_what.into(),
+        floor_measured: summary(&floor, floor_what)?,
+        ops_per_s: None,
+    });
+    Ok(())
+}
+
+fn fencing_rows(
+    dir: &Path,
+    n: usize,
+    memory_ops: usize,
+    warm: usize,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    let memory_floor = step("floor: uncontended std Mutex", || {
+        fencing::memory_floor(memory_ops, warm)
+    })?;
+    let memory = step("MemoryFence::advance", || fencing::memory(memory_ops, warm))?;
+    let file_floor = step("floor: OFD lock + pwrite + fsync + unlock", || {
+        fencing::file_floor(dir, n, warm)
+    })?;
+    let durable_floor = step("floor: OFD lock + durable write + unlock", || {
+        fencing::durable_floor(dir, n, warm)
+    })?;
+    let file = step("FileFence::advance", || fencing::file(dir, n, warm))?;
+    for (what, m, floor_what, f) in [
+        (
+            "fence advance: MemoryFence",
+            &memory,
+            "uncontended std Mutex lock + unlock",
+            &memory_floor,
+        ),
+        (
+            "fence advance: FileFence",
+            &file,
+            "OFD lock + pwrite + fsync + unlock",
+            &file_floor,
+        ),
+        (
+            "fence advance: FileFence",
+            &file,
+            DURABLE_FLOOR,
+            &durable_floor,
+        ),
+    ] {
+        rows.push(Row {
+            what: what.into(),
+            measured: summary(&m.per_op, what)?,
+            floor: floor_what.into(),
+            floor_measured: summary(&f.per_op, floor_what)?,
+            ops_per_s: Some((m.ops_per_s, f.ops_per_s)),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_flags() {
+        let o = Options::parse(&args(&["--quick", "--out", "x.md"]), false).unwrap();
+        assert!(o.quick);
+        assert_eq!(o.out, repo_root().join("x.md"));
+        assert_eq!(o.scale(2000), 200);
+        let o = Options::parse(&args(&["--out=/tmp/y.md", "--only", "fencing"]), false).unwrap();
+        assert!(!o.quick && o.wants("fencing") && !o.wants("campaign"));
+        assert_eq!(o.out, PathBuf::from("/tmp/y.md"));
+        assert!(Options::parse(&args(&["--only", "nope"]), false).is_err());
+        assert!(Options::parse(&args(&["--out"]), false).is_err());
+        assert!(Options::parse(&args(&["--command", "c"]), false).is_err());
+        assert!(Options::parse(&args(&["--command", "c"]), true).is_ok());
+    }
+
+    #[test]
+    fn quotes_shell_words() {
+        assert_eq!(shell_word("--out"), "--out");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn lock_floors_run() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(file::floor_lock(dir.path(), 5, 1).unwrap().len(), 5);
+        assert_eq!(file::floor_durable(dir.path(), 3, 1).unwrap().len(), 3);
+        assert_eq!(
+            fencing::file_floor(dir.path(), 3, 1).unwrap().per_op.len(),
+            3
+        );
+        assert_eq!(fencing::memory_floor(5, 1).unwrap().per_op.len(), 5);
+    }
+}

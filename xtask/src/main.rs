@@ -1,0 +1,83 @@
+//! Developer tasks for this workspace, run as `cargo xtask <task>`.
+//!
+//! - `cargo xtask ci`: the checks CI runs (fmt, clippy, tests, doc tests).
+//! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: measures
+//!   the election and fencing paths against floors measured in the same
+//!   run and writes `docs/benchmarks.md`.
+//!
+//! Argument parsing is by hand: the tasks take few flags.
+
+mod bench;
+mod ci;
+
+use std::process::ExitCode;
+
+/// The error type of every task: any error, with its message.
+pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The result type of every task.
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [options]
+
+tasks:
+  ci                      cargo fmt --check, clippy -D warnings, nextest, doc tests
+  bench [--quick] [--out FILE] [--only GROUPS]
+                          build release binaries, measure, print a markdown table
+                          and write it to FILE (default docs/benchmarks.md,
+                          relative to the repository root)
+                          --quick: a tenth of the iterations
+                          --only: comma-separated subset of
+                                  campaign,handover,failover,fencing
+  help                    this text
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (task, rest) = match args.split_first() {
+        Some((task, rest)) => (task.as_str(), rest),
+        None => {
+            eprint!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = match task {
+        "ci" if rest.is_empty() => ci::run(),
+        "bench" => bench::run(rest),
+        // Hidden: the measuring half of `bench`, run from the release build.
+        "bench-measure" => bench::measure(rest),
+        // Hidden: a bare OFD lock holder, the floor of the cross-process rows.
+        "bench-helper" => bench::helper(rest),
+        "help" | "-h" | "--help" => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("xtask: unknown task or arguments: {}", args.join(" "));
+            eprint!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {task}: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The root of the workspace (the parent of `xtask/`).
+pub(crate) fn repo_root() -> std::path::PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// The `cargo` to run: the one that runs us, if any.
+pub(crate) fn cargo() -> std::ffi::OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
