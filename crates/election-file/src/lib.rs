@@ -35,8 +35,3 @@ pub use election::{
     DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions,
 };
 pub use error::Error;
-
-/// The README's examples, compiled as doctests.
-#[doc = include_str!("../../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;

@@ -1,0 +1,36 @@
+//! Time as the SQLite backend sees it, injectable for tests.
+
+use std::fmt::Debug;
+
+use tokio::time::Instant;
+
+/// The clocks the backend reads.
+///
+/// Every lease decision uses [`now`](Clock::now), a monotonic clock: the
+/// holder's validity and the contender's "no renewal observed for a full
+/// TTL". The wall clock ([`wall_unix_ms`](Clock::wall_unix_ms)) is only
+/// written to the lease row for people to read, so a wall-clock jump cannot
+/// change who leads. Tests inject clocks to prove both.
+pub trait Clock: Send + Sync + Debug + 'static {
+    /// The monotonic now.
+    fn now(&self) -> Instant;
+    /// Milliseconds since the Unix epoch, for display only.
+    fn wall_unix_ms(&self) -> i64;
+}
+
+/// The system's clocks: tokio's monotonic `Instant` and `SystemTime`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn wall_unix_ms(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or_else(|e| -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX))
+    }
+}

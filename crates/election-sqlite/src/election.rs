@@ -1,0 +1,431 @@
+//! [`SqliteElection`]: elections in one SQLite database, and the
+//! [`SqliteClaim`] of one candidate.
+
+use std::hash::{BuildHasher, Hasher};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use election_core::{
+    Candidate, Claim, ElectionName, End, Epoch, Identity, Leader, LossReporter, Watch, Won,
+};
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use tokio::time::Instant;
+
+use crate::clock::{Clock, SystemClock};
+use crate::row::{self, ClaimWrite, Found};
+use crate::{Error, SqliteOptions, renewal, schema};
+
+/// The database file a leader checks is still in place: its path and inode.
+#[derive(Clone, Debug)]
+pub(crate) struct DbFile {
+    pub(crate) path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl DbFile {
+    /// True while `path` still names the file the pool has open.
+    pub(crate) fn in_place(&self) -> bool {
+        std::fs::metadata(&self.path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) pool: SqlitePool,
+    pub(crate) options: SqliteOptions,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) db_file: Option<DbFile>,
+}
+
+/// Elections among the processes (and tasks) that share one SQLite
+/// database, often the application's own.
+///
+/// One row per election in `election_leases` (created and migrated by this
+/// crate, beside the application's tables). The winner's identity, a random
+/// nonce for its attempt, the epoch (incremented by the statement that
+/// wins), a renewal version (bumped by every claim, renewal and release),
+/// the holder's TTL and two wall-clock timestamps for display.
+///
+/// - The holder renews every `renew_interval` and counts its lease valid
+///   until `ttl - margin` after the monotonic instant *before* its last
+///   successful renewal was sent; it reports the loss then (rule 2).
+/// - A contender takes over a held lease only after it has itself seen the
+///   renewal version unchanged for a full TTL (the longer of its own and
+///   the holder's) on its own monotonic clock. No wall-clock timestamp is
+///   compared, so a wall-clock jump cannot make two leaders.
+/// - A dropped term releases its row in the background (conditional on its
+///   nonce); if that cannot run, the lease ages out after its TTL.
+///
+/// ```
+/// use election_sqlite::{SqliteElection, SqliteOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let tmp = tempfile::tempdir()?;
+/// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+/// let term = election.candidate("billing", "worker-1")?.campaign().await?;
+/// println!("leading in term {}", term.epoch());
+/// term.resign().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteElection {
+    inner: Arc<Inner>,
+}
+
+impl SqliteElection {
+    /// Opens (creating if missing) the database at `path` with the settings
+    /// a lease needs: WAL journal, `synchronous = FULL` (a committed epoch
+    /// survives power loss, so it is never handed out twice), the options'
+    /// busy timeout. Creates or migrates the election tables.
+    ///
+    /// Cancel safety: cancel safe; nothing is held if dropped.
+    ///
+    /// Failure model: a path that is a directory or whose parent is missing
+    /// is [`Error::NotAFile`]; an unwritable file [`Error::ReadOnly`]; a
+    /// busy database [`Error::Busy`] after the busy timeout.
+    ///
+    /// ```
+    /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let err = SqliteElection::open(tmp.path(), SqliteOptions::default()).await.unwrap_err();
+    /// assert!(matches!(err, Error::NotAFile { .. }));
+    /// # }
+    /// ```
+    pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let not_a_file = |source| Error::NotAFile {
+            path: path.to_owned(),
+            source,
+        };
+        if path.as_os_str().is_empty() || path.is_dir() {
+            return Err(not_a_file(None));
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+            && !parent.is_dir()
+        {
+            return Err(not_a_file(None));
+        }
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(options.busy_timeout());
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(options.busy_timeout() * 4)
+            .connect_with(connect)
+            .await
+            .map_err(|e| match Error::from(e) {
+                Error::NotAFile { source, .. } => not_a_file(source),
+                other => other,
+            })?;
+        Self::with_pool(pool, options).await
+    }
+
+    /// Uses the application's own pool (its connections should use WAL and
+    /// `synchronous = FULL` as [`open`](SqliteElection::open) sets them, and a
+    /// busy timeout). Creates or migrates the election tables.
+    ///
+    /// Cancel safety and failure model as [`open`](SqliteElection::open).
+    ///
+    /// ```
+    /// # use election_sqlite::{SqliteElection, SqliteOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", tmp.path().join("app.db").display())).await?;
+    /// sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY)").execute(&pool).await?;
+    /// let election = SqliteElection::with_pool(pool, SqliteOptions::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {
+        let mut conn = pool.acquire().await?;
+        schema::migrate(&mut conn).await?;
+        let file: Option<String> =
+            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
+                .fetch_optional(&mut *conn)
+                .await?;
+        drop(conn);
+        let db_file = file.filter(|f| !f.is_empty()).and_then(|f| {
+            let m = std::fs::metadata(&f).ok()?;
+            Some(DbFile {
+                path: PathBuf::from(f),
+                dev: m.dev(),
+                ino: m.ino(),
+            })
+        });
+        Ok(SqliteElection {
+            inner: Arc::new(Inner {
+                pool,
+                options,
+                clock: Arc::new(SystemClock),
+                db_file,
+            }),
+        })
+    }
+
+    /// Uses `clock` instead of the system's clocks (for tests).
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
+        let inner = &self.inner;
+        SqliteElection {
+            inner: Arc::new(Inner {
+                pool: inner.pool.clone(),
+                options: inner.options,
+                clock,
+                db_file: inner.db_file.clone(),
+            }),
+        }
+    }
+
+    /// The pool, for the application's own queries and for
+    /// [`SqliteFence`](crate::SqliteFence).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.inner.pool
+    }
+
+    /// The lease timings.
+    pub fn options(&self) -> SqliteOptions {
+        self.inner.options
+    }
+
+    /// The claim of candidate `identity` in election `name`.
+    pub fn claim(&self, name: &str, identity: &str) -> Result<SqliteClaim, Error> {
+        Ok(SqliteClaim {
+            inner: self.inner.clone(),
+            name: ElectionName::new(name)?,
+            identity: Identity::new(identity)?,
+        })
+    }
+
+    /// A [`Candidate`] for [`claim`](SqliteElection::claim).
+    pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<SqliteClaim>, Error> {
+        Ok(Candidate::new(self.claim(name, identity)?))
+    }
+}
+
+/// The claim of one candidate in a [`SqliteElection`].
+///
+/// How a term ends: resign releases the row (conditional on this attempt's
+/// nonce); a drop (or a cancelled or failed step that may have committed a
+/// claim) starts the same release in the background on the current tokio
+/// runtime; if it cannot run, the lease ages out after its TTL. A contender
+/// on another process learns of a release at its next poll (the
+/// candidate's poll interval).
+#[derive(Debug)]
+pub struct SqliteClaim {
+    inner: Arc<Inner>,
+    name: ElectionName,
+    identity: Identity,
+}
+
+/// What a contender has seen of a held lease.
+#[derive(Debug)]
+struct Observed {
+    holder: String,
+    version: i64,
+    since: Instant,
+}
+
+/// One attempt of a [`SqliteClaim`].
+#[derive(Debug)]
+pub struct SqliteAttempt {
+    nonce: i64,
+    observed: Option<Observed>,
+    /// Set once a claim may have been committed (before the commit).
+    may_hold: bool,
+}
+
+fn new_nonce() -> i64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    (h.finish() >> 1) as i64
+}
+
+impl SqliteClaim {
+    fn core(&self, e: Error) -> election_core::Error {
+        e.into_core(&self.name)
+    }
+}
+
+impl Claim for SqliteClaim {
+    type Attempt = SqliteAttempt;
+
+    fn name(&self) -> &ElectionName {
+        &self.name
+    }
+
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    async fn open(&self) -> Result<SqliteAttempt, election_core::Error> {
+        Ok(SqliteAttempt {
+            nonce: new_nonce(),
+            observed: None,
+            may_hold: false,
+        })
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: wins a vacant lease, or one whose
+    /// renewal version this attempt has seen unchanged for a full TTL. A
+    /// database busy past the busy timeout counts as "not now" (`Ok(None)`).
+    async fn try_claim(
+        &self,
+        attempt: &mut SqliteAttempt,
+    ) -> Result<Option<Won>, election_core::Error> {
+        let inner = &self.inner;
+        let sent = inner.clock.now();
+        let ttl = inner.options.ttl();
+        let observed = &mut attempt.observed;
+        let clock = &inner.clock;
+        let decide = |found: &Found| match found {
+            Found::Vacant => true,
+            Found::Held {
+                holder,
+                version,
+                ttl_ms,
+            } => {
+                let now = clock.now();
+                match observed {
+                    Some(o) if o.version == *version && o.holder == *holder => {
+                        let holders_ttl = std::time::Duration::from_millis((*ttl_ms).max(0) as u64);
+                        now.saturating_duration_since(o.since) >= ttl.max(holders_ttl)
+                    }
+                    _ => {
+                        *observed = Some(Observed {
+                            holder: holder.clone(),
+                            version: *version,
+                            since: now,
+                        });
+                        false
+                    }
+                }
+            }
+        };
+        let may_hold = &mut attempt.may_hold;
+        let won = row::claim(
+            &inner.pool,
+            ClaimWrite {
+                name: self.name.as_str(),
+                identity: self.identity.as_str(),
+                nonce: attempt.nonce,
+                ttl_ms: inner.options.ttl_ms(),
+                wall_ms: inner.clock.wall_unix_ms(),
+            },
+            decide,
+            || *may_hold = true,
+        )
+        .await;
+        let won = match won {
+            // A busy database delays the campaign; it does not end it. Only
+            // while nothing may have been committed: a busy commit is an
+            // error the caller must see.
+            Err(e) if e.is_busy() && !attempt.may_hold => {
+                tracing::debug!(name = %self.name, error = %e, "database busy; trying again later");
+                return Ok(None);
+            }
+            other => other.map_err(|e| self.core(e))?,
+        };
+        let Some(epoch) = won else { return Ok(None) };
+        attempt.observed = None;
+        let epoch = u64::try_from(epoch)
+            .ok()
+            .and_then(Epoch::new)
+            .ok_or_else(|| {
+                self.core(Error::CorruptRow {
+                    name: self.name.to_string(),
+                    detail: format!("won epoch {epoch}"),
+                })
+            })?;
+        Ok(Some(Won {
+            epoch,
+            valid_until: Some(sent + inner.options.validity()),
+        }))
+    }
+
+    /// Starts the renewal task (see [`SqliteElection`]).
+    fn watch(
+        &self,
+        attempt: &mut SqliteAttempt,
+        won: Won,
+        reporter: LossReporter,
+    ) -> Result<Watch, election_core::Error> {
+        let valid_until = won
+            .valid_until
+            .ok_or_else(|| election_core::Error::NotHeld {
+                name: self.name.clone(),
+            })?;
+        Ok(Watch::task(tokio::spawn(renewal::renew_until_lost(
+            self.inner.clone(),
+            self.name.clone(),
+            attempt.nonce,
+            won.epoch,
+            valid_until,
+            reporter,
+        ))))
+    }
+
+    /// Releases the row, conditional on this attempt's nonce.
+    async fn release(&self, attempt: &mut SqliteAttempt) -> Result<(), election_core::Error> {
+        let released = row::release(&self.inner.pool, self.name.as_str(), attempt.nonce)
+            .await
+            .map_err(|e| self.core(e))?;
+        attempt.may_hold = false;
+        if released {
+            Ok(())
+        } else {
+            Err(election_core::Error::NotHeld {
+                name: self.name.clone(),
+            })
+        }
+    }
+
+    /// After a drop, a cancelled or a failed step that may have committed a
+    /// claim: releases it in the background (conditional on the nonce).
+    fn close(&self, attempt: SqliteAttempt, end: End) {
+        let gives_up = matches!(end, End::Dropped | End::Cancelled | End::Failed);
+        if !(attempt.may_hold && gives_up) {
+            return;
+        }
+        let (pool, name) = (self.inner.pool.clone(), self.name.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if let Err(e) = row::release(&pool, name.as_str(), attempt.nonce).await {
+                        tracing::warn!(%name, error = %e, "background release failed; the lease ages out after its TTL");
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!(name = %self.name, "no runtime to release on; the lease ages out after its TTL");
+            }
+        }
+    }
+
+    /// The holder and epoch as the row records them. A holder that died
+    /// shows until a contender takes its lease over (one TTL).
+    async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
+        let row = row::read(&self.inner.pool, self.name.as_str())
+            .await
+            .map_err(|e| self.core(e))?;
+        let Some(row) = row else { return Ok(None) };
+        let (Some(holder), Some(epoch)) = (
+            row.holder,
+            u64::try_from(row.epoch).ok().and_then(Epoch::new),
+        ) else {
+            return Ok(None);
+        };
+        let identity = Identity::new(&holder).map_err(|e| self.core(e.into()))?;
+        Ok(Some(Leader { identity, epoch }))
+    }
+}

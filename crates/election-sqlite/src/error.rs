@@ -1,0 +1,161 @@
+//! Errors of the SQLite backend.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use election_core::{ConfigError, ElectionName};
+
+/// What can go wrong with the SQLite backend, grouped by what the caller
+/// should do: fix the configuration (`Config`, `ReadOnly`, `SchemaTooNew`,
+/// `NotAFile`), repair the stored state (`CorruptRow`), retry later
+/// (`Busy`, `Database`, `Io`), or treat the claim as not held
+/// (`OutcomeUnknown`).
+///
+/// Inside a campaign these reach the caller as the `source` of an
+/// [`election_core::Error`]: `Config`, `Corrupt`, `Unavailable` or
+/// `OutcomeUnknown` respectively.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database stayed locked by another connection for longer than
+    /// the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`). Retry later.
+    #[error("the database is busy (locked by another connection past the busy timeout)")]
+    Busy(#[source] sqlx::Error),
+    /// The database cannot be written (read-only file or filesystem,
+    /// permissions). Give the process write access.
+    #[error("the database is read-only for this process")]
+    ReadOnly(#[source] sqlx::Error),
+    /// The database path is not a usable file (a directory, a missing
+    /// parent directory).
+    #[error("{path} is not a usable database file")]
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+        /// What the OS or SQLite said.
+        #[source]
+        source: Option<sqlx::Error>,
+    },
+    /// The database was written by a newer version of this crate.
+    #[error(
+        "the election schema is version {found}, newer than the {supported} this version supports; upgrade"
+    )]
+    SchemaTooNew {
+        /// The version found in the database.
+        found: i64,
+        /// The newest version this crate knows.
+        supported: i64,
+    },
+    /// A lease row holds values this crate never writes (a negative epoch,
+    /// an epoch of 0 with a holder). No term is handed out from it.
+    #[error("corrupt lease row for {name}: {detail}")]
+    CorruptRow {
+        /// The election.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Another database error; retrying may help.
+    #[error("database error")]
+    Database(#[source] sqlx::Error),
+    /// A statement did not finish within its bound; it may or may not have
+    /// committed. The claim counts as not held.
+    #[error("a database statement timed out after {after:?}; its outcome is unknown")]
+    OutcomeUnknown {
+        /// The bound that ran out.
+        after: std::time::Duration,
+    },
+    /// A bad name, identity or setting.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// SQLite's primary result codes we tell apart (extended codes are reduced
+/// with `& 0xff`).
+const SQLITE_BUSY: i64 = 5;
+const SQLITE_LOCKED: i64 = 6;
+const SQLITE_READONLY: i64 = 8;
+const SQLITE_CANTOPEN: i64 = 14;
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        if matches!(e, sqlx::Error::PoolTimedOut) {
+            // Every connection of the pool is in use: as transient as a
+            // locked database.
+            return Error::Busy(e);
+        }
+        let code = match &e {
+            sqlx::Error::Database(d) => d.code().and_then(|c| c.parse::<i64>().ok()),
+            _ => None,
+        };
+        match code.map(|c| c & 0xff) {
+            Some(SQLITE_BUSY | SQLITE_LOCKED) => Error::Busy(e),
+            Some(SQLITE_READONLY) => Error::ReadOnly(e),
+            Some(SQLITE_CANTOPEN) => Error::NotAFile {
+                path: PathBuf::new(),
+                source: Some(e),
+            },
+            _ => Error::Database(e),
+        }
+    }
+}
+
+impl Error {
+    /// This error as the core's error, grouped by what the caller should do.
+    pub fn into_core(self, name: &ElectionName) -> election_core::Error {
+        match self {
+            Error::Config(c) => election_core::Error::Config(c),
+            e @ (Error::ReadOnly(_) | Error::SchemaTooNew { .. } | Error::NotAFile { .. }) => {
+                election_core::Error::Config(ConfigError::Location {
+                    reason: e.to_string(),
+                    source: Some(Arc::new(e)),
+                })
+            }
+            e @ Error::CorruptRow { .. } => election_core::Error::corrupt(name, e),
+            e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
+            e => election_core::Error::unavailable(name, e),
+        }
+    }
+
+    /// True for a busy or locked database.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Busy(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_for_the_caller() {
+        let name = ElectionName::new("n").unwrap();
+        assert!(matches!(
+            Error::SchemaTooNew {
+                found: 9,
+                supported: 1
+            }
+            .into_core(&name),
+            election_core::Error::Config(_)
+        ));
+        assert!(matches!(
+            Error::CorruptRow {
+                name: "n".into(),
+                detail: "x".into()
+            }
+            .into_core(&name),
+            election_core::Error::Corrupt { .. }
+        ));
+        assert!(matches!(
+            Error::OutcomeUnknown {
+                after: std::time::Duration::from_secs(1)
+            }
+            .into_core(&name),
+            election_core::Error::OutcomeUnknown { .. }
+        ));
+        assert!(matches!(
+            Error::Database(sqlx::Error::PoolClosed).into_core(&name),
+            election_core::Error::Unavailable { .. }
+        ));
+        assert!(Error::from(sqlx::Error::PoolTimedOut).is_busy());
+    }
+}

@@ -1,0 +1,185 @@
+//! Timing settings of the SQLite backend, validated.
+
+use std::time::Duration;
+
+use election_core::ConfigError;
+
+/// The default lease TTL: 15 s (see ADR 0006).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+/// The default renewal interval: a third of the default TTL.
+pub const DEFAULT_RENEW_INTERVAL: Duration = Duration::from_secs(5);
+/// The default SQLite busy timeout: 1 s.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The lease timings of a [`SqliteElection`](crate::SqliteElection).
+///
+/// - `ttl`: how long a lease lasts without renewal. A contender takes over
+///   only after it has seen no renewal for a full TTL on its own monotonic
+///   clock.
+/// - `renew_interval`: how often the holder renews.
+/// - `busy_timeout`: how long one statement waits for SQLite's write lock.
+/// - the safety margin is a tenth of the TTL: the holder counts its lease
+///   as valid until `ttl - margin` after the instant *before* its last
+///   successful renewal was sent, and reports the loss then.
+///
+/// Valid when `2 × renew_interval ≤ ttl − margin` (a renewal can fail once
+/// and be retried before the lease runs out), `busy_timeout ≤
+/// renew_interval`, and all are at least 1 ms. Sub-second values work.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_sqlite::SqliteOptions;
+///
+/// let fast = SqliteOptions::new(Duration::from_millis(900), Duration::from_millis(300)).unwrap();
+/// assert_eq!(fast.margin(), Duration::from_millis(90));
+/// assert!(SqliteOptions::new(Duration::from_secs(1), Duration::from_secs(1)).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqliteOptions {
+    ttl: Duration,
+    renew_interval: Duration,
+    busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            ttl: DEFAULT_TTL,
+            renew_interval: DEFAULT_RENEW_INTERVAL,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// `ttl` and `renew_interval`, with a busy timeout of at most 1 s and
+    /// at most half the renewal interval.
+    pub fn new(ttl: Duration, renew_interval: Duration) -> Result<Self, ConfigError> {
+        let busy_timeout = DEFAULT_BUSY_TIMEOUT.min(renew_interval / 2);
+        SqliteOptions {
+            ttl,
+            renew_interval,
+            busy_timeout,
+        }
+        .validated()
+    }
+
+    /// Sets the busy timeout (validated again).
+    pub fn with_busy_timeout(self, busy_timeout: Duration) -> Result<Self, ConfigError> {
+        SqliteOptions {
+            busy_timeout,
+            ..self
+        }
+        .validated()
+    }
+
+    fn validated(self) -> Result<Self, ConfigError> {
+        let bad =
+            |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
+        let ms = Duration::from_millis(1);
+        if self.ttl < ms || self.renew_interval < ms || self.busy_timeout < ms {
+            return Err(bad(
+                "ttl",
+                format!(
+                    "ttl {:?}, renew_interval {:?} and busy_timeout {:?} must each be at least 1ms",
+                    self.ttl, self.renew_interval, self.busy_timeout
+                ),
+            ));
+        }
+        if self.renew_interval * 2 > self.ttl - self.margin() {
+            return Err(bad(
+                "ttl",
+                format!(
+                    "ttl {:?} must exceed twice the renew_interval {:?} plus a margin of a tenth of the ttl",
+                    self.ttl, self.renew_interval
+                ),
+            ));
+        }
+        if self.busy_timeout > self.renew_interval {
+            return Err(bad(
+                "busy_timeout",
+                format!(
+                    "busy_timeout {:?} must not exceed renew_interval {:?}",
+                    self.busy_timeout, self.renew_interval
+                ),
+            ));
+        }
+        if i64::try_from(self.ttl.as_millis()).is_err() {
+            return Err(bad("ttl", format!("{:?} is too long", self.ttl)));
+        }
+        Ok(self)
+    }
+
+    /// The lease TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The renewal interval.
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval
+    }
+
+    /// The busy timeout.
+    pub fn busy_timeout(&self) -> Duration {
+        self.busy_timeout
+    }
+
+    /// The safety margin: a tenth of the TTL.
+    pub fn margin(&self) -> Duration {
+        self.ttl / 10
+    }
+
+    /// How long after the instant before a successful claim or renewal was
+    /// sent the holder counts its lease as valid: `ttl - margin`.
+    pub fn validity(&self) -> Duration {
+        self.ttl - self.margin()
+    }
+
+    pub(crate) fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let d = SqliteOptions::default();
+        assert!(d.validated().is_ok());
+        assert_eq!(d.margin(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn refuses_a_ttl_not_above_the_renew_interval() {
+        let s = Duration::from_secs;
+        assert!(SqliteOptions::new(s(10), s(10)).is_err());
+        assert!(
+            SqliteOptions::new(s(10), s(5)).is_err(),
+            "no room for a margin"
+        );
+        assert!(SqliteOptions::new(s(10), s(4)).is_ok());
+        assert!(SqliteOptions::new(Duration::ZERO, s(1)).is_err());
+        assert!(SqliteOptions::new(s(10), Duration::ZERO).is_err());
+        assert!(
+            SqliteOptions::new(s(10), s(4))
+                .unwrap()
+                .with_busy_timeout(s(5))
+                .is_err()
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn accepted_options_leave_room_for_one_retry(ttl_ms in 1u64..100_000, renew_ms in 1u64..100_000) {
+            if let Ok(o) = SqliteOptions::new(Duration::from_millis(ttl_ms), Duration::from_millis(renew_ms)) {
+                prop_assert!(o.renew_interval() * 2 <= o.validity());
+                prop_assert!(o.busy_timeout() <= o.renew_interval());
+                prop_assert!(o.validity() < o.ttl());
+            }
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! Time, contention and damage, in one process against real database files.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use election_core::{Claim, Error as CoreError, Lease, LossReason};
+use election_sqlite::{Clock, Error, SqliteElection, SqliteOptions};
+use sqlx::Connection;
+use tokio::time::Instant;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn fast() -> SqliteOptions {
+    SqliteOptions::new(Duration::from_millis(600), Duration::from_millis(150)).expect("options")
+}
+
+/// A clock whose monotonic part is real or moved by hand, and whose wall
+/// part can jump.
+#[derive(Debug)]
+struct TestClock {
+    base: Instant,
+    manual_ms: Option<AtomicU64>,
+    wall_offset_ms: AtomicI64,
+}
+
+impl TestClock {
+    fn real() -> Arc<Self> {
+        Arc::new(TestClock {
+            base: Instant::now(),
+            manual_ms: None,
+            wall_offset_ms: AtomicI64::new(0),
+        })
+    }
+    fn manual() -> Arc<Self> {
+        Arc::new(TestClock {
+            base: Instant::now(),
+            manual_ms: Some(AtomicU64::new(0)),
+            wall_offset_ms: AtomicI64::new(0),
+        })
+    }
+    fn advance(&self, ms: u64) {
+        self.manual_ms
+            .as_ref()
+            .expect("manual")
+            .fetch_add(ms, Ordering::SeqCst);
+    }
+    fn jump_wall(&self, ms: i64) {
+        self.wall_offset_ms.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Instant {
+        match &self.manual_ms {
+            Some(ms) => self.base + Duration::from_millis(ms.load(Ordering::SeqCst)),
+            None => Instant::now(),
+        }
+    }
+    fn wall_unix_ms(&self) -> i64 {
+        election_sqlite::SystemClock.wall_unix_ms() + self.wall_offset_ms.load(Ordering::SeqCst)
+    }
+}
+
+async fn open(dir: &tempfile::TempDir) -> SqliteElection {
+    SqliteElection::open(dir.path().join("app.db"), fast())
+        .await
+        .expect("open")
+}
+
+/// A lease row left by a holder that no longer renews.
+async fn ghost_row(e: &SqliteElection, name: &str, epoch: i64, version: i64, ttl_ms: i64) {
+    sqlx::query(
+        "INSERT INTO election_leases (name, holder, nonce, epoch, version, ttl_ms) VALUES (?1, 'ghost', 1, ?2, ?3, ?4)",
+    )
+    .bind(name)
+    .bind(epoch)
+    .bind(version)
+    .bind(ttl_ms)
+    .execute(e.pool())
+    .await
+    .expect("insert");
+}
+
+#[tokio::test]
+async fn a_contender_takes_over_only_after_a_full_ttl_without_renewal_on_its_own_clock() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    ghost_row(&e, "jobs", 41, 7, 1000).await;
+    let clock = TestClock::manual();
+    let claim = e
+        .clone()
+        .with_clock(clock.clone())
+        .claim("jobs", "b")
+        .expect("claim");
+    let mut attempt = claim.open().await.expect("open");
+    assert!(
+        claim.try_claim(&mut attempt).await.expect("try").is_none(),
+        "first sight starts the count"
+    );
+    clock.advance(999);
+    assert!(
+        claim.try_claim(&mut attempt).await.expect("try").is_none(),
+        "999 ms is less than the TTL"
+    );
+    // A renewal (the version moves) restarts the count.
+    sqlx::query("UPDATE election_leases SET version = version + 1")
+        .execute(e.pool())
+        .await
+        .expect("renew");
+    clock.advance(1);
+    assert!(
+        claim.try_claim(&mut attempt).await.expect("try").is_none(),
+        "a renewal was seen"
+    );
+    clock.advance(999);
+    assert!(claim.try_claim(&mut attempt).await.expect("try").is_none());
+    clock.advance(1);
+    let won = claim
+        .try_claim(&mut attempt)
+        .await
+        .expect("try")
+        .expect("a full TTL without renewal");
+    assert_eq!(
+        won.epoch.get(),
+        42,
+        "the winning statement increments the epoch"
+    );
+    claim.close(attempt, election_core::End::Failed);
+}
+
+#[tokio::test]
+async fn the_contender_waits_for_the_holders_longer_ttl() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    ghost_row(&e, "jobs", 1, 1, 5000).await;
+    let clock = TestClock::manual();
+    let claim = e
+        .clone()
+        .with_clock(clock.clone())
+        .claim("jobs", "b")
+        .expect("claim");
+    let mut attempt = claim.open().await.expect("open");
+    assert!(claim.try_claim(&mut attempt).await.expect("try").is_none());
+    clock.advance(4999);
+    assert!(
+        claim.try_claim(&mut attempt).await.expect("try").is_none(),
+        "own TTL is 600 ms, the holder's 5 s"
+    );
+    clock.advance(1);
+    assert!(claim.try_claim(&mut attempt).await.expect("try").is_some());
+}
+
+#[tokio::test]
+async fn wall_clock_jumps_during_a_term_never_make_two_leaders() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    let (holder_clock, contender_clock) = (TestClock::real(), TestClock::real());
+    let holder = e
+        .clone()
+        .with_clock(holder_clock.clone())
+        .candidate("jobs", "a")
+        .expect("a");
+    let contender = e
+        .clone()
+        .with_clock(contender_clock.clone())
+        .candidate("jobs", "b")
+        .expect("b");
+    let term = holder.campaign().await.expect("a wins");
+    let hour = 3_600_000;
+    let renewed = |e: SqliteElection| async move {
+        let ms: i64 =
+            sqlx::query_scalar("SELECT renewed_unix_ms FROM election_leases WHERE name = 'jobs'")
+                .fetch_one(e.pool())
+                .await
+                .expect("select");
+        ms
+    };
+    let before = renewed(e.clone()).await;
+    // Forward for the holder, backward for the contender, then the other way.
+    for (h, c) in [(hour, -hour), (-2 * hour, 2 * hour), (hour, -hour)] {
+        holder_clock.jump_wall(h);
+        contender_clock.jump_wall(c);
+        let waited = contender
+            .campaign_timeout(Duration::from_millis(1500))
+            .await
+            .expect("campaign");
+        assert!(
+            waited.is_none(),
+            "the contender won while the holder renewed"
+        );
+        assert!(
+            !term.is_lost(),
+            "the holder lost its term to a wall-clock jump"
+        );
+    }
+    // The jumps reached the row: the injected clock is the one used.
+    holder_clock.jump_wall(hour);
+    tokio::time::timeout(PATIENCE, async {
+        while renewed(e.clone()).await < before + hour / 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the holder's renewals carry its jumped wall clock");
+    term.resign().await.expect("resign");
+    let next = contender.campaign().await.expect("b wins after the resign");
+    assert!(next.epoch() > term.epoch());
+}
+
+#[tokio::test]
+async fn a_busy_database_delays_a_campaign_but_does_not_break_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    let mut blocker = sqlx::SqliteConnection::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("app.db").display()
+    ))
+    .await
+    .expect("connect");
+    let tx = blocker.begin_with("BEGIN IMMEDIATE").await.expect("lock");
+    let candidate = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .with_poll_interval(Duration::from_millis(20))
+        .expect("poll");
+    let started = Instant::now();
+    let campaign = tokio::spawn(async move { candidate.campaign().await });
+    // Hold the write lock for longer than the busy timeout (75 ms here).
+    let hold = e.options().busy_timeout() * 4;
+    tokio::time::sleep(hold).await;
+    assert!(!campaign.is_finished(), "won while the database was locked");
+    tx.rollback().await.expect("unlock");
+    let term = tokio::time::timeout(PATIENCE, campaign)
+        .await
+        .expect("in time")
+        .expect("join")
+        .expect("wins");
+    assert!(started.elapsed() >= hold);
+    term.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn a_renewal_that_keeps_failing_ends_the_term_before_the_lease_runs_out() {
+    let dir = tempfile::tempdir().expect("dir");
+    // A TTL long enough that its margin (300 ms) dwarfs scheduling noise.
+    let options =
+        SqliteOptions::new(Duration::from_secs(3), Duration::from_secs(1)).expect("options");
+    let e = SqliteElection::open(dir.path().join("app.db"), options)
+        .await
+        .expect("open");
+    let term = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a wins");
+    let won_until = term.valid_until().expect("a lease has a validity");
+    let mut blocker = sqlx::SqliteConnection::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("app.db").display()
+    ))
+    .await
+    .expect("connect");
+    let tx = blocker.begin_with("BEGIN IMMEDIATE").await.expect("lock");
+    let lost = tokio::time::timeout(PATIENCE, term.lost())
+        .await
+        .expect("lost in time");
+    let lost_at = Instant::now();
+    assert!(
+        matches!(lost.reason, LossReason::Expired | LossReason::Failed(_)),
+        "{lost:?}"
+    );
+    // Reported at the holder's own deadline (ttl - margin after its last
+    // renewal was sent): before the lease could run out (deadline +
+    // margin), when a contender could take over.
+    let deadline = term.valid_until().expect("validity");
+    assert!(deadline >= won_until);
+    assert!(
+        lost_at >= deadline,
+        "lost before the deadline: counted as soon as it passed"
+    );
+    assert!(
+        lost_at < deadline + e.options().margin(),
+        "reported after the lease ran out"
+    );
+    tx.rollback().await.expect("unlock");
+    assert!(matches!(term.resign().await, Err(CoreError::Lost(_))));
+}
+
+#[tokio::test]
+async fn a_deleted_database_file_ends_the_term() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    let term = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a wins");
+    for f in ["app.db", "app.db-wal", "app.db-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(f));
+    }
+    let lost = tokio::time::timeout(PATIENCE, term.lost())
+        .await
+        .expect("lost in time");
+    assert!(
+        matches!(lost.reason, LossReason::Revoked { .. }),
+        "{lost:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_database_is_a_typed_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    drop(open(&dir).await);
+    let ro = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}?mode=ro",
+        dir.path().join("app.db").display()
+    ))
+    .await
+    .expect("connect read-only");
+    match SqliteElection::with_pool(ro, fast()).await {
+        Err(Error::ReadOnly(_)) => {}
+        other => panic!("expected ReadOnly, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_corrupt_lease_row_is_refused_not_reused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    ghost_row(&e, "jobs", 0, 1, 1000).await; // epoch 0 with a holder
+    let c = e.candidate("jobs", "a").expect("a");
+    match c.try_campaign().await {
+        Err(CoreError::Corrupt { .. }) => {}
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(matches!(c.leader().await, Err(CoreError::Corrupt { .. })));
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    sqlx::query("UPDATE election_meta SET value = 99 WHERE key = 'schema_version'")
+        .execute(e.pool())
+        .await
+        .expect("update");
+    match SqliteElection::with_pool(e.pool().clone(), fast()).await {
+        Err(Error::SchemaTooNew { found: 99, .. }) => {}
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn works_beside_the_applications_tables_on_its_own_pool() {
+    let dir = tempfile::tempdir().expect("dir");
+    let pool = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("app.db").display()
+    ))
+    .await
+    .expect("connect");
+    sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)")
+        .execute(&pool)
+        .await
+        .expect("create");
+    sqlx::query("INSERT INTO orders (item) VALUES ('tea')")
+        .execute(&pool)
+        .await
+        .expect("insert");
+    let e = SqliteElection::with_pool(pool.clone(), fast())
+        .await
+        .expect("election");
+    let term = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("wins");
+    let items: i64 = sqlx::query_scalar("SELECT count(*) FROM orders")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(items, 1);
+    term.resign().await.expect("resign");
+}

@@ -1,0 +1,82 @@
+//! The core's conformance suite, run against the SQLite backend on a real
+//! database file.
+
+use std::time::Duration;
+
+use election_core::Error;
+use election_core::conformance::Backend;
+use election_sqlite::{SqliteClaim, SqliteElection, SqliteOptions};
+
+/// A fresh database file per test; every candidate opens it afresh.
+struct Db {
+    dir: tempfile::TempDir,
+}
+
+fn fast() -> SqliteOptions {
+    SqliteOptions::new(Duration::from_millis(600), Duration::from_millis(150)).expect("options")
+}
+
+impl Db {
+    fn new() -> Self {
+        Db {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    async fn election(&self) -> SqliteElection {
+        SqliteElection::open(self.dir.path().join("app.db"), fast())
+            .await
+            .expect("open")
+    }
+}
+
+fn core(e: election_sqlite::Error) -> Error {
+    e.into_core(&election_core::ElectionName::new("conformance").expect("name"))
+}
+
+impl Backend for Db {
+    type Claim = SqliteClaim;
+
+    async fn candidate(&self, name: &str, identity: &str) -> Result<SqliteClaim, Error> {
+        self.election().await.claim(name, identity).map_err(core)
+    }
+
+    /// Another node takes the row over, as after a partition.
+    async fn take_away(&self, name: &str) -> bool {
+        let e = self.election().await;
+        let done = sqlx::query(
+            "UPDATE election_leases SET holder = 'intruder', nonce = 0, epoch = epoch + 1, version = version + 1 WHERE name = ?1",
+        )
+        .bind(name)
+        .execute(e.pool())
+        .await
+        .expect("update");
+        done.rows_affected() == 1
+    }
+
+    async fn bad_configurations(&self) -> Vec<Result<SqliteClaim, Error>> {
+        let s = Duration::from_secs;
+        let mut out = Vec::new();
+        for (ttl, renew) in [
+            (s(1), s(1)),
+            (s(1), s(2)),
+            (Duration::ZERO, s(1)),
+            (s(10), s(5)),
+        ] {
+            out.push(
+                SqliteOptions::new(ttl, renew)
+                    .map(|_| unreachable!())
+                    .map_err(Error::from),
+            );
+        }
+        let dir_as_db = SqliteElection::open(self.dir.path(), fast()).await;
+        out.push(dir_as_db.and_then(|e| e.claim("a", "b")).map_err(core));
+        let missing_parent =
+            SqliteElection::open(self.dir.path().join("no/such/dir/app.db"), fast()).await;
+        out.push(missing_parent.and_then(|e| e.claim("a", "b")).map_err(core));
+        out.push(self.election().await.claim("bad/name", "b").map_err(core));
+        out
+    }
+}
+
+election_core::conformance_tests!(Db::new());

@@ -1,0 +1,206 @@
+//! Real candidate processes sharing one SQLite database file.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+const BIN: &str = env!("CARGO_BIN_EXE_election-sqlite-candidate");
+const TTL_MS: u64 = 600;
+const RENEW_MS: u64 = 150;
+
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: Lines<BufReader<ChildStdout>>,
+    name: String,
+}
+
+impl Proc {
+    fn start(db: &std::path::Path, identity: &str, extra: &[&str]) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(["--db", db.to_str().expect("utf-8"), "--identity", identity])
+            .args([
+                "--ttl-ms",
+                &TTL_MS.to_string(),
+                "--renew-ms",
+                &RENEW_MS.to_string(),
+                "--poll-ms",
+                "20",
+            ])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn candidate");
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Proc {
+            child,
+            stdin,
+            out,
+            name: identity.to_owned(),
+        }
+    }
+
+    fn candidate(db: &std::path::Path, identity: &str) -> Proc {
+        Proc::start(db, identity, &["--name", "jobs"])
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("running") as i32)
+    }
+
+    async fn line(&mut self) -> String {
+        tokio::time::timeout(PATIENCE, self.out.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("{}: silent for {PATIENCE:?}", self.name))
+            .expect("read")
+            .unwrap_or_else(|| panic!("{}: exited", self.name))
+    }
+
+    /// The next line, which must start with `word`; returns the rest.
+    async fn expect(&mut self, word: &str) -> Vec<String> {
+        let line = self.line().await;
+        let mut parts = line.split(' ').map(str::to_owned);
+        assert_eq!(
+            parts.next().as_deref(),
+            Some(word),
+            "{}: got {line:?}",
+            self.name
+        );
+        parts.collect()
+    }
+
+    async fn elected(&mut self) -> (u64, u128) {
+        let rest = self.expect("elected").await;
+        (
+            rest[0].parse().expect("epoch"),
+            rest[1].parse().expect("ns"),
+        )
+    }
+
+    async fn send(&mut self, cmd: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin");
+        stdin
+            .write_all(format!("{cmd}\n").as_bytes())
+            .await
+            .expect("write");
+        stdin.flush().await.expect("flush");
+    }
+}
+
+fn mono_ns() -> u128 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("clock");
+    t.tv_sec() as u128 * 1_000_000_000 + t.tv_nsec() as u128
+}
+
+#[tokio::test]
+async fn sigkill_of_the_leader_hands_over_after_the_ttl_with_a_higher_epoch() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let mut a = Proc::candidate(&db, "a");
+    a.expect("campaigning").await;
+    let (e1, _) = a.elected().await;
+    let mut b = Proc::candidate(&db, "b");
+    b.expect("campaigning").await;
+    let killed = mono_ns();
+    kill(a.pid(), Signal::SIGKILL).expect("kill");
+    let (e2, at) = b.elected().await;
+    assert!(e2 > e1, "epoch {e2} after {e1}");
+    // B saw no renewal for a full TTL; the last renewal was at most one
+    // renew interval before the kill.
+    let waited = Duration::from_nanos((at - killed) as u64);
+    assert!(
+        waited >= Duration::from_millis(TTL_MS - RENEW_MS),
+        "took over after {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_leader_learns_its_loss_first_and_its_fenced_write_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let mut a = Proc::candidate(&db, "a");
+    a.expect("campaigning").await;
+    let (e1, _) = a.elected().await;
+    a.send("write ledger").await;
+    assert_eq!(a.expect("wrote").await, [e1.to_string()]);
+    let mut b = Proc::candidate(&db, "b");
+    b.expect("campaigning").await;
+    kill(a.pid(), Signal::SIGSTOP).expect("stop");
+    let (e2, _) = b.elected().await;
+    assert!(e2 > e1);
+    b.send("write ledger").await;
+    assert_eq!(b.expect("wrote").await, [e2.to_string()]);
+    // The old leader wakes with a write already queued.
+    a.send("write ledger").await;
+    kill(a.pid(), Signal::SIGCONT).expect("cont");
+    let first = a.line().await;
+    assert!(
+        first.starts_with("lost "),
+        "the paused leader did something before learning its loss: {first:?}"
+    );
+    assert_eq!(a.expect("refused").await, [e1.to_string(), e2.to_string()]);
+    // The resource holds A's first write and B's write, nothing after B's.
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .expect("connect");
+    let writes: Vec<(i64, String)> =
+        sqlx::query_as("SELECT epoch, identity FROM candidate_writes ORDER BY rowid")
+            .fetch_all(&pool)
+            .await
+            .expect("select");
+    assert_eq!(
+        writes,
+        [(e1 as i64, "a".to_owned()), (e2 as i64, "b".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_thousand_elections_in_one_database_from_three_processes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    // Create the schema once so the three do not all migrate at once
+    // (they could; this keeps the test about the elections).
+    election_sqlite::SqliteElection::open(&db, election_sqlite::SqliteOptions::default())
+        .await
+        .expect("open");
+    // A long TTL: this test is about 3,000 claims racing, not renewals.
+    let args = ["--many", "1000", "--ttl-ms", "60000", "--renew-ms", "20000"];
+    let mut procs: Vec<Proc> = (0..3)
+        .map(|i| Proc::start(&db, &format!("p{i}"), &args))
+        .collect();
+    let mut total = 0;
+    for p in &mut procs {
+        total += p.expect("won").await[0].parse::<usize>().expect("count");
+    }
+    assert_eq!(total, 1000, "every election has exactly one winner");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .expect("connect");
+    let (rows, held, holders): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(holder), count(DISTINCT holder) FROM election_leases WHERE name LIKE 'e%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!((rows, held), (1000, 1000));
+    assert!(holders >= 1);
+    for p in &mut procs {
+        p.send("resign").await;
+    }
+    for p in &mut procs {
+        p.expect("resigned").await;
+    }
+    let still: i64 = sqlx::query_scalar("SELECT count(holder) FROM election_leases")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(still, 0);
+}
