@@ -2,8 +2,8 @@
 //!
 //! - `cargo xtask ci`: the checks CI runs (fmt, clippy, tests, doc tests).
 //! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: measures
-//!   the election and fencing paths against floors measured in the same
-//!   run and writes `docs/benchmarks.md`.
+//!   the election (file and SQLite backends) and fencing paths against
+//!   floors measured in the same run and writes `docs/benchmarks.md`.
 //!
 //! Argument parsing is by hand: the tasks take few flags.
 
@@ -29,7 +29,8 @@ tasks:
                           relative to the repository root)
                           --quick: a tenth of the iterations
                           --only: comma-separated subset of
-                                  campaign,handover,failover,fencing
+                                  campaign,handover,failover,fencing,sqlite
+                                  (the first three are the file backend's)
   help                    this text
 ";
 

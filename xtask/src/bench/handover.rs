@@ -1,6 +1,7 @@
 //! The cross-process rows: clean handover (resign in A to elected in B) and
 //! crash failover (SIGKILL of A to elected in B), for the election-file
-//! candidate and for the bare OFD lock helper (their floor).
+//! candidate, the bare OFD lock helper (its floor) and the election-sqlite
+//! candidate.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -32,6 +33,18 @@ pub(crate) enum Kind {
         /// The election name.
         name: String,
     },
+    /// `election-sqlite-candidate --db DB --name NAME --identity ID
+    /// --ttl-ms T --renew-ms R --poll-ms P`.
+    SqliteCandidate {
+        /// The binary.
+        bin: PathBuf,
+        /// The database file.
+        db: PathBuf,
+        /// The election name.
+        name: String,
+        /// The lease timings every process of the chain is given.
+        timings: LeaseTimings,
+    },
     /// `xtask bench-helper lock PATH`.
     LockHelper {
         /// The xtask binary (this one).
@@ -39,6 +52,29 @@ pub(crate) enum Kind {
         /// The lock file.
         path: PathBuf,
     },
+}
+
+/// The lease TTL, renewal interval and poll interval of a lease-based
+/// candidate, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeaseTimings {
+    /// How long a lease lasts without renewal.
+    pub(crate) ttl_ms: u64,
+    /// How often the holder renews.
+    pub(crate) renew_ms: u64,
+    /// How often a waiting contender polls the lease row.
+    pub(crate) poll_ms: u64,
+}
+
+/// The pause before the leader leaves in round `round`: `settle`, plus a
+/// fraction of `spread` that walks evenly over `[0, 1)` from round to round
+/// (the golden-ratio sequence), so that the leave lands at every phase of a
+/// periodic process (a contender's polls, the leader's renewals) rather
+/// than at one fixed phase.
+pub(crate) fn pause(settle: Duration, spread: Duration, round: usize) -> Duration {
+    const INVERSE_GOLDEN_RATIO: f64 = 0.618_033_988_749_894_9;
+    let phase = ((round as f64 + 1.0) * INVERSE_GOLDEN_RATIO).fract();
+    settle + spread.mul_f64(phase)
 }
 
 /// Starts the processes of one chain, each with a fresh identity.
@@ -70,6 +106,27 @@ impl Chain {
                     .args(["--name", name, "--identity", &id]);
                 cmd
             }
+            Kind::SqliteCandidate {
+                bin,
+                db,
+                name,
+                timings,
+            } => {
+                let mut cmd = Command::new(bin);
+                cmd.arg("--db").arg(db).args([
+                    "--name",
+                    name,
+                    "--identity",
+                    &id,
+                    "--ttl-ms",
+                    &timings.ttl_ms.to_string(),
+                    "--renew-ms",
+                    &timings.renew_ms.to_string(),
+                    "--poll-ms",
+                    &timings.poll_ms.to_string(),
+                ]);
+                cmd
+            }
             Kind::LockHelper { exe, path } => {
                 let mut cmd = Command::new(exe);
                 cmd.args(["bench-helper", "lock"]).arg(path);
@@ -86,20 +143,25 @@ impl Chain {
     }
 
     fn checks_epochs(&self) -> bool {
-        matches!(self.kind, Kind::Candidate { .. })
+        matches!(
+            self.kind,
+            Kind::Candidate { .. } | Kind::SqliteCandidate { .. }
+        )
     }
 
     /// Measures `n` handovers (after `warmup` unrecorded ones): each new
-    /// process starts and waits while the current leader holds, `settle`
-    /// later the leader leaves by `exit`, and the sample is from the
-    /// leaver's stamp to the new leader's `elected` stamp. The new leader
-    /// is the next round's leaver. Returns the samples in nanoseconds.
+    /// process starts and waits while the current leader holds, a
+    /// [`pause`] of `settle` plus part of `spread` later the leader leaves
+    /// by `exit`, and the sample is from the leaver's stamp to the new
+    /// leader's `elected` stamp. The new leader is the next round's leaver.
+    /// Returns the samples in nanoseconds.
     pub(crate) fn measure(
         &mut self,
         exit: Exit,
         n: usize,
         warmup: usize,
         settle: Duration,
+        spread: Duration,
     ) -> Result<Vec<u64>> {
         let mut leader = self.spawn()?;
         leader.expect("campaigning")?;
@@ -108,7 +170,7 @@ impl Chain {
         for round in 0..warmup + n {
             let mut next = self.spawn()?;
             next.expect("campaigning")?;
-            std::thread::sleep(settle);
+            std::thread::sleep(pause(settle, spread, round));
             if let Some(line) = next.try_line() {
                 return Err(format!(
                     "{} printed {line:?} while {} still led",
@@ -164,5 +226,28 @@ impl Chain {
         leader.expect_stamp("resigned")?;
         leader.wait_success()?;
         Ok(samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_cover_the_spread_evenly() {
+        let ms = Duration::from_millis;
+        assert_eq!(pause(ms(20), Duration::ZERO, 7), ms(20));
+        let pauses: Vec<Duration> = (0..100).map(|r| pause(ms(20), ms(100), r)).collect();
+        assert!(pauses.iter().all(|p| *p >= ms(20) && *p < ms(120)));
+        // Every tenth of the spread is hit, none more than twice as often
+        // as an even share.
+        let mut buckets = [0usize; 10];
+        for p in &pauses {
+            buckets[((*p - ms(20)).as_millis() / 10) as usize] += 1;
+        }
+        assert!(
+            buckets.iter().all(|&b| (5..=20).contains(&b)),
+            "{buckets:?}"
+        );
     }
 }

@@ -1,10 +1,10 @@
-//! `cargo xtask bench`: latency of the file backend and of fencing, each
-//! against a floor measured in the same run, written to
+//! `cargo xtask bench`: latency of the file and SQLite backends and of
+//! fencing, each against a floor measured in the same run, written to
 //! `docs/benchmarks.md`.
 //!
 //! `cargo xtask` runs a debug build, which would measure unoptimised library
-//! code. So `bench` only builds the release binaries (the candidate and
-//! xtask itself) and hands over to the release xtask's hidden
+//! code. So `bench` only builds the release binaries (the two candidates
+//! and xtask itself) and hands over to the release xtask's hidden
 //! `bench-measure` task, which measures, prints and writes the report.
 
 mod fencing;
@@ -15,6 +15,7 @@ mod host;
 mod ofd;
 mod process;
 mod report;
+mod sqlite;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -37,12 +38,18 @@ const CROSS_WARMUP: usize = 2;
 /// How long a new waiter is given to block in its campaign before the
 /// leader leaves.
 const SETTLE: Duration = Duration::from_millis(20);
+/// Default SQLite crash failovers: each takes about one TTL.
+const SQLITE_FAILOVERS: usize = 20;
+/// SQLite crash failovers with `--quick`.
+const SQLITE_FAILOVERS_QUICK: usize = 5;
 /// The release build the bench runs from.
-const BUILD: [&str; 7] = [
+const BUILD: [&str; 9] = [
     "build",
     "--release",
     "-p",
     "election-file",
+    "-p",
+    "election-sqlite",
     "-p",
     "xtask",
     "--bins",
@@ -52,7 +59,7 @@ const BUILD: [&str; 7] = [
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 4] = ["campaign", "handover", "failover", "fencing"];
+const GROUPS: [&str; 5] = ["campaign", "handover", "failover", "fencing", "sqlite"];
 
 /// The parsed flags of `bench` (and `bench-measure`).
 #[derive(Debug)]
@@ -204,14 +211,19 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
     });
     let target = target_dir();
     let candidate_bin = target.join("release").join("election-file-candidate");
-    let needs_candidate = o.wants("handover") || o.wants("failover");
-    if needs_candidate && !candidate_bin.is_file() {
-        return Err(format!(
-            "{} is missing: run `cargo {}` first (or `cargo xtask bench`)",
-            candidate_bin.display(),
-            BUILD.join(" ")
-        )
-        .into());
+    let sqlite_bin = target.join("release").join("election-sqlite-candidate");
+    for (bin, needed) in [
+        (&candidate_bin, o.wants("handover") || o.wants("failover")),
+        (&sqlite_bin, o.wants("sqlite")),
+    ] {
+        if needed && !bin.is_file() {
+            return Err(format!(
+                "{} is missing: run `cargo {}` first (or `cargo xtask bench`)",
+                bin.display(),
+                BUILD.join(" ")
+            )
+            .into());
+        }
     }
     let exe = std::env::current_exe()?;
 
@@ -220,6 +232,17 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
     let memory_ops = in_process * MEMORY_FACTOR;
     let warm = (in_process / 10).max(1);
     let cross_warm = CROSS_WARMUP;
+    let sqlite_counts = sqlite::Counts {
+        in_process,
+        warm,
+        handovers: cross,
+        failovers: if o.quick {
+            SQLITE_FAILOVERS_QUICK
+        } else {
+            SQLITE_FAILOVERS
+        },
+        cross_warm,
+    };
 
     let bench = tempfile::Builder::new()
         .prefix("xtask-bench-")
@@ -258,6 +281,16 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
     if o.wants("fencing") {
         fencing_rows(dir, in_process, memory_ops, warm, &mut rows)?;
     }
+    let mut notes = Vec::new();
+    if o.wants("sqlite") {
+        let setup = sqlite::Setup {
+            dir,
+            candidate_bin: &sqlite_bin,
+            log: &log,
+            counts: sqlite_counts,
+        };
+        sqlite::rows(&setup, &mut rows, &mut notes)?;
+    }
 
     let header = Header {
         command,
@@ -268,16 +301,28 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
             "{in_process} in-process campaigns, lock floors and file-fence ops \
              (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
              each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
-             (+{warm} warm-up){}",
-            if o.quick {
-                " (--quick: a tenth of the default)"
+             (+{warm} warm-up){}{}",
+            if o.wants("sqlite") {
+                format!(
+                    "; SQLite: {in_process} in-process campaigns, renewals and fenced \
+                     writes, each interleaved with as many floor transactions \
+                     (+{warm} warm-up), {cross} handovers (floor: {in_process} \
+                     transactions) and {} failovers (+{cross_warm} warm-up each)",
+                    sqlite_counts.failovers
+                )
             } else {
-                ""
+                String::new()
+            },
+            match (o.quick, o.wants("sqlite")) {
+                (true, true) => " (--quick: a tenth of the default; SQLite failovers: 5)",
+                (true, false) => " (--quick: a tenth of the default)",
+                (false, _) => "",
             }
         ),
+        build: format!("cargo {}", BUILD.join(" ")),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let doc = report::document(&header, &rows);
+    let doc = report::document(&header, &rows, &notes);
     print!("{doc}");
     if let Some(parent) = o.out.parent() {
         std::fs::create_dir_all(parent)?;
@@ -314,8 +359,8 @@ fn campaign_rows(dir: &Path, n: usize, warm: usize, rows: &mut Vec<Row>) -> Resu
     let campaign = summary(&c.campaign, "campaign")?;
     let both = summary(&c.campaign_resign, "campaign + resign")?;
     for (what, measured) in [
-        ("uncontested campaign (in-process)", campaign),
-        ("uncontested campaign + resign (in-process)", both),
+        ("file: uncontested campaign (in-process)", campaign),
+        ("file: uncontested campaign + resign (in-process)", both),
     ] {
         for (floor, floor_measured) in [
             ("OFD lock + unlock", lock),
@@ -349,12 +394,12 @@ fn cross_rows(
 ) -> Result<()> {
     let (what, floor_what, tag) = match exit {
         Exit::Resign => (
-            "clean handover: resign in A → elected in B (processes)",
+            "file: clean handover: resign in A → elected in B (processes)",
             "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
             "handover",
         ),
         Exit::Kill => (
-            "crash failover: SIGKILL of A → elected in B (processes)",
+            "file: crash failover: SIGKILL of A → elected in B (processes)",
             "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
             "failover",
         ),
@@ -367,7 +412,7 @@ fn cross_rows(
         log.to_path_buf(),
     );
     let floor = step(&format!("floor: bare OFD lock {tag}"), || {
-        floor_chain.measure(exit, n, warm, SETTLE)
+        floor_chain.measure(exit, n, warm, SETTLE, Duration::ZERO)
     })?;
     let election_dir = dir.join(format!("{tag}-election"));
     std::fs::create_dir_all(&election_dir)?;
@@ -380,7 +425,7 @@ fn cross_rows(
         log.to_path_buf(),
     );
     let measured = step(&format!("election-file {tag}"), || {
-        chain.measure(exit, n, warm, SETTLE)
+        chain.measure(exit, n, warm, SETTLE, Duration::ZERO)
     })?;
     rows.push(Row {
         what: what.into(),
@@ -459,6 +504,9 @@ mod tests {
         assert!(!o.quick && o.wants("fencing") && !o.wants("campaign"));
         assert_eq!(o.out, PathBuf::from("/tmp/y.md"));
         assert!(Options::parse(&args(&["--only", "nope"]), false).is_err());
+        let o = Options::parse(&args(&["--quick", "--only", "sqlite"]), false).unwrap();
+        assert!(o.wants("sqlite") && !o.wants("handover"));
+        assert!(Options::parse(&args(&[]), false).unwrap().wants("sqlite"));
         assert!(Options::parse(&args(&["--out"]), false).is_err());
         assert!(Options::parse(&args(&["--command", "c"]), false).is_err());
         assert!(Options::parse(&args(&["--command", "c"]), true).is_ok());

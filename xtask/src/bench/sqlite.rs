@@ -1,0 +1,620 @@
+//! The SQLite backend's rows, all on a real database file in the bench
+//! directory, opened with [`SqliteElection::open`] (WAL journal,
+//! `synchronous = FULL`, the options' busy timeout):
+//!
+//! - in process, each interleaved round by round with its floor (which of
+//!   the two goes first alternates): an uncontested campaign (and the
+//!   campaign followed by a resign), one lease renewal transaction, and a
+//!   fenced write against the same write unfenced;
+//! - across processes, with `election-sqlite-candidate`: a clean handover
+//!   and a crash failover.
+//!
+//! The floor of the election rows is a bare `BEGIN IMMEDIATE; UPDATE one
+//! row; COMMIT` through the election's own pool ([`SqliteElection::pool`]),
+//! so on the same file with the same connection settings: the one durable
+//! commit that a claim, a renewal and a release each cannot avoid.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+use fencing::{ResourceName, Token};
+use sqlx::SqlitePool;
+
+use super::fencing::OpSamples;
+use super::handover::{Chain, Exit, Kind, LeaseTimings};
+use super::report::Row;
+use super::stats::{Summary, ns};
+use super::{SETTLE, step, summary};
+use crate::Result;
+
+/// The lease timings of the handover chain: contenders learn of a release
+/// at their next poll, so the poll interval sets the handover latency.
+pub(crate) const HANDOVER: LeaseTimings = LeaseTimings {
+    ttl_ms: 2000,
+    renew_ms: 500,
+    poll_ms: 10,
+};
+
+/// The lease timings of the failover chain: a short TTL, so that a round
+/// (about one TTL) keeps the run short.
+pub(crate) const FAILOVER: LeaseTimings = LeaseTimings {
+    ttl_ms: 1000,
+    renew_ms: 300,
+    poll_ms: 10,
+};
+
+/// The in-process rows' options: a renewal interval longer than the run,
+/// so a term's own renewal loop never competes with the timed
+/// transactions. The busy timeout is the default 1 s. (No in-process row
+/// depends on the TTL.)
+fn in_process_options() -> Result<SqliteOptions> {
+    Ok(SqliteOptions::new(
+        Duration::from_secs(600),
+        Duration::from_secs(240),
+    )?)
+}
+
+/// The statement of the floor, on a one-row table.
+const FLOOR_UPDATE: &str = "UPDATE bench_floor SET v = v + 1 WHERE id = 1";
+
+/// The statement the renewal loop of `election-sqlite` runs (its
+/// `row::renew`), in a `BEGIN IMMEDIATE` transaction. A test checks that
+/// the crate still runs this text.
+const RENEW: &str = "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?4
+         WHERE name = ?1 AND nonce = ?2 AND epoch = ?3 AND holder IS NOT NULL";
+
+/// The write of the fenced-write rows.
+const WRITE: &str = "INSERT INTO bench_data (v) VALUES (?1)";
+
+/// The wall clock in Unix milliseconds, as the renewal writes it.
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Opens the election database at `db` and creates the floor's table.
+async fn open(db: &Path, options: SqliteOptions) -> Result<SqliteElection> {
+    let election = SqliteElection::open(db, options).await?;
+    let pool = election.pool();
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query("INSERT OR IGNORE INTO bench_floor (id, v) VALUES (1, 0)")
+        .execute(pool)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS bench_data (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
+    Ok(election)
+}
+
+/// The floor: `BEGIN IMMEDIATE; UPDATE bench_floor ...; COMMIT` through
+/// `pool`, as the library's own transactions go.
+async fn bare_transaction(pool: &SqlitePool) -> Result<()> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let done = sqlx::query(FLOOR_UPDATE).execute(&mut *tx).await?;
+    tx.commit().await?;
+    if done.rows_affected() != 1 {
+        return Err("the floor's UPDATE matched no row".into());
+    }
+    Ok(())
+}
+
+/// Runs `warmup + n` rounds of `floor(i)` and `measured(i)` (`i` the
+/// round), alternating which goes first, and times each. Returns the
+/// samples of the last `n` rounds, in nanoseconds: `(floor, measured)`.
+async fn paired(
+    n: usize,
+    warmup: usize,
+    mut floor: impl AsyncFnMut(usize) -> Result<()>,
+    mut measured: impl AsyncFnMut(usize) -> Result<()>,
+) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut floors = Vec::with_capacity(n);
+    let mut measures = Vec::with_capacity(n);
+    for round in 0..warmup + n {
+        let (f, m) = if round % 2 == 0 {
+            let f = timed(floor(round)).await?;
+            (f, timed(measured(round)).await?)
+        } else {
+            let m = timed(measured(round)).await?;
+            (timed(floor(round)).await?, m)
+        };
+        if round >= warmup {
+            floors.push(f);
+            measures.push(m);
+        }
+    }
+    Ok((floors, measures))
+}
+
+async fn timed(op: impl Future<Output = Result<()>>) -> Result<u64> {
+    let t0 = Instant::now();
+    op.await?;
+    Ok(ns(t0.elapsed()))
+}
+
+/// Samples of the uncontested campaign and of its interleaved floor.
+#[derive(Debug, Default)]
+pub(crate) struct CampaignSamples {
+    /// The bare transaction.
+    pub(crate) floor: Vec<u64>,
+    /// `candidate.campaign()` alone.
+    pub(crate) campaign: Vec<u64>,
+    /// `candidate.campaign()` then `term.resign()`.
+    pub(crate) campaign_resign: Vec<u64>,
+}
+
+/// Campaigns and resigns `warmup + n` times in an election nobody else
+/// contests, interleaved with the bare transaction.
+pub(crate) fn campaign(db: &Path, n: usize, warmup: usize) -> Result<CampaignSamples> {
+    let options = in_process_options()?;
+    runtime()?.block_on(async {
+        let election = open(db, options).await?;
+        let pool = election.pool();
+        let candidate = election.candidate("campaign", "a")?;
+        let mut campaign = Vec::with_capacity(n);
+        let mut last_epoch = 0;
+        let (floor, campaign_resign) = paired(
+            n,
+            warmup,
+            async |_| bare_transaction(pool).await,
+            async |round| {
+                let t0 = Instant::now();
+                let term = candidate.campaign().await?;
+                let t1 = Instant::now();
+                term.resign().await?;
+                let epoch = term.epoch().get();
+                if epoch <= last_epoch {
+                    return Err(format!("epoch {epoch} after {last_epoch}: not increasing").into());
+                }
+                last_epoch = epoch;
+                if round >= warmup {
+                    campaign.push(ns(t1 - t0));
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        pool.close().await;
+        Ok(CampaignSamples {
+            floor,
+            campaign,
+            campaign_resign,
+        })
+    })
+}
+
+/// Samples of one measurement and of its interleaved floor.
+#[derive(Debug)]
+pub(crate) struct Paired {
+    /// The floor.
+    pub(crate) floor: Vec<u64>,
+    /// The measurement.
+    pub(crate) measured: Vec<u64>,
+}
+
+/// The renewal transaction of a real term (won by a campaign; its nonce
+/// and epoch read from the lease row), `warmup + n` times, interleaved with
+/// the bare transaction. Each renewal must match the term's row.
+pub(crate) fn renewal(db: &Path, n: usize, warmup: usize) -> Result<Paired> {
+    let options = in_process_options()?;
+    runtime()?.block_on(async {
+        let election = open(db, options).await?;
+        let pool = election.pool();
+        let name = "renewal";
+        let term = election.candidate(name, "a")?.campaign().await?;
+        let (nonce, epoch): (Option<i64>, i64) =
+            sqlx::query_as("SELECT nonce, epoch FROM election_leases WHERE name = ?1")
+                .bind(name)
+                .fetch_one(pool)
+                .await?;
+        let nonce = nonce.ok_or("the won lease row has no nonce")?;
+        if u64::try_from(epoch).ok() != Some(term.epoch().get()) {
+            return Err(format!("the row shows epoch {epoch}, the term {}", term.epoch()).into());
+        }
+        let (floor, measured) = paired(
+            n,
+            warmup,
+            async |_| bare_transaction(pool).await,
+            async |_| {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let done = sqlx::query(RENEW)
+                    .bind(name)
+                    .bind(nonce)
+                    .bind(epoch)
+                    .bind(wall_ms())
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                if done.rows_affected() != 1 {
+                    return Err("the renewal matched no row: the term was lost".into());
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        if term.is_lost() {
+            return Err("the term was lost during the renewals".into());
+        }
+        term.resign().await?;
+        pool.close().await;
+        Ok(Paired { floor, measured })
+    })
+}
+
+/// Samples of the fenced write and of the same write unfenced.
+#[derive(Debug)]
+pub(crate) struct FencedSamples {
+    /// `BEGIN IMMEDIATE; advance_in; INSERT; COMMIT`.
+    pub(crate) fenced: OpSamples,
+    /// `BEGIN IMMEDIATE; INSERT; COMMIT`.
+    pub(crate) unfenced: OpSamples,
+}
+
+/// The guarded write: one `INSERT` in a `BEGIN IMMEDIATE` transaction,
+/// after `SqliteFence::advance_in` with `token` if there is one.
+async fn write(pool: &SqlitePool, fence: Option<(&ResourceName, Token)>, v: usize) -> Result<()> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    if let Some((resource, token)) = fence {
+        SqliteFence::advance_in(&mut tx, resource, token).await?;
+    }
+    sqlx::query(WRITE)
+        .bind(i64::try_from(v)?)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Writes per second over `n` [`write`]s in a row.
+async fn rate(pool: &SqlitePool, fence: Option<(&ResourceName, Token)>, n: usize) -> Result<f64> {
+    let t0 = Instant::now();
+    for i in 0..n {
+        write(pool, fence, i).await?;
+    }
+    Ok(n as f64 / t0.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// `warmup + n` fenced writes with a real term's token (the same token
+/// every time, as a leader's writes of one term carry), interleaved with
+/// the same write unfenced; then `n` of each in an untimed-per-op batch
+/// for the throughput.
+pub(crate) fn fenced_write(db: &Path, n: usize, warmup: usize) -> Result<FencedSamples> {
+    let options = in_process_options()?;
+    runtime()?.block_on(async {
+        let election = open(db, options).await?;
+        let pool = election.pool();
+        let term = election.candidate("writer", "a")?.campaign().await?;
+        let token = Token::issue(&term)?;
+        let resource = ResourceName::new("bench_data")?;
+        let fence = Some((&resource, token));
+        let (unfenced, fenced) = paired(
+            n,
+            warmup,
+            async |i| write(pool, None, i).await,
+            async |i| write(pool, fence, i).await,
+        )
+        .await?;
+        let fenced_rate = rate(pool, fence, n).await?;
+        let unfenced_rate = rate(pool, None, n).await?;
+        term.resign().await?;
+        pool.close().await;
+        Ok(FencedSamples {
+            fenced: OpSamples {
+                per_op: fenced,
+                ops_per_s: fenced_rate,
+            },
+            unfenced: OpSamples {
+                per_op: unfenced,
+                ops_per_s: unfenced_rate,
+            },
+        })
+    })
+}
+
+/// The floor alone, `warmup + n` times, on the database at `db` (opened
+/// with the chain's options), before a chain runs on it.
+pub(crate) fn floor(
+    db: &Path,
+    options: SqliteOptions,
+    n: usize,
+    warmup: usize,
+) -> Result<Vec<u64>> {
+    runtime()?.block_on(async {
+        let election = open(db, options).await?;
+        let pool = election.pool();
+        let mut samples = Vec::with_capacity(n);
+        for round in 0..warmup + n {
+            let t = timed(bare_transaction(pool)).await?;
+            if round >= warmup {
+                samples.push(t);
+            }
+        }
+        pool.close().await;
+        Ok(samples)
+    })
+}
+
+impl LeaseTimings {
+    fn options(&self) -> Result<SqliteOptions> {
+        Ok(SqliteOptions::new(
+            Duration::from_millis(self.ttl_ms),
+            Duration::from_millis(self.renew_ms),
+        )?)
+    }
+}
+
+/// The iteration counts of the SQLite group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counts {
+    /// In-process rounds (each with its floor).
+    pub(crate) in_process: usize,
+    /// Their warm-up rounds.
+    pub(crate) warm: usize,
+    /// Cross-process handovers.
+    pub(crate) handovers: usize,
+    /// Crash failovers.
+    pub(crate) failovers: usize,
+    /// Warm-up rounds of each chain.
+    pub(crate) cross_warm: usize,
+}
+
+/// Where the SQLite group runs and with what.
+#[derive(Debug)]
+pub(crate) struct Setup<'a> {
+    /// The bench directory.
+    pub(crate) dir: &'a Path,
+    /// `election-sqlite-candidate`.
+    pub(crate) candidate_bin: &'a Path,
+    /// Where the children's stderr goes.
+    pub(crate) log: &'a Path,
+    /// How many of each.
+    pub(crate) counts: Counts,
+}
+
+/// The floor's name in the table.
+const FLOOR: &str = "bare `BEGIN IMMEDIATE; UPDATE bench_floor …; COMMIT` (same pool, interleaved)";
+
+/// Nanoseconds as milliseconds, to 10 µs below 10 ms.
+fn ms(ns: u64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms < 10.0 {
+        format!("{ms:.2} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// Measures the SQLite group: pushes its rows, and the figures derived
+/// from them to `notes`.
+pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()> {
+    let c = s.counts;
+    let base = s.dir.join("sqlite");
+    std::fs::create_dir_all(&base)?;
+    let db = base.join("bench.db");
+
+    let camp = step(
+        "SQLite uncontested campaign + resign, with its floor",
+        || campaign(&db, c.in_process, c.warm),
+    )?;
+    let floor_summary = summary(&camp.floor, "bare transaction")?;
+    for (what, samples) in [
+        ("SQLite: uncontested campaign (in-process)", &camp.campaign),
+        (
+            "SQLite: uncontested campaign + resign (in-process)",
+            &camp.campaign_resign,
+        ),
+    ] {
+        rows.push(Row {
+            what: what.into(),
+            measured: summary(samples, what)?,
+            floor: FLOOR.into(),
+            floor_measured: floor_summary,
+            ops_per_s: None,
+        });
+    }
+
+    let (handover, handover_floor) = cross(s, Exit::Resign, rows)?;
+    let handover_expected = HANDOVER.poll_ms * 1_000_000 / 2 + 2 * handover_floor.median_ns;
+    notes.push(format!(
+        "SQLite clean handover: a contender learns of the release at its next poll, so \
+         expect about half the poll interval plus two commits (A's release, B's claim): \
+         {} / 2 + 2 × {} (the floor's median) ≈ {}; measured median {} (min {}, \
+         max {}). Each poll sleeps at least the interval (tokio's timer rounds it up \
+         to the next millisecond), so the samples spread over about one poll period \
+         above a fixed part (about the min): the two commits, the processes' wake-ups \
+         and the start of B's renewal task.",
+        ms(HANDOVER.poll_ms * 1_000_000),
+        ms(handover_floor.median_ns),
+        ms(handover_expected),
+        ms(handover.median_ns),
+        ms(handover.min_ns),
+        ms(handover.max_ns),
+    ));
+
+    let (failover, _) = cross(s, Exit::Kill, rows)?;
+    let ttl = FAILOVER.ttl_ms * 1_000_000;
+    notes.push(format!(
+        "SQLite crash failover: min {}, median {}, p99 {}, max {} against the TTL of {} \
+         (median {:.2} × TTL, p99 {:.2} × TTL). B takes over once it has seen the row \
+         unchanged for a full TTL since the poll that first showed A's last renewal, \
+         so a takeover lands between TTL − renew interval ({}) and TTL + about two polls \
+         ({}), depending on when in A's renewal cycle the kill came.",
+        ms(failover.min_ns),
+        ms(failover.median_ns),
+        ms(failover.p99_ns),
+        ms(failover.max_ns),
+        ms(ttl),
+        failover.median_ns as f64 / ttl as f64,
+        failover.p99_ns as f64 / ttl as f64,
+        ms(ttl - FAILOVER.renew_ms * 1_000_000),
+        ms(ttl + 2 * FAILOVER.poll_ms * 1_000_000),
+    ));
+
+    let renew = step("SQLite renewal transaction, with its floor", || {
+        renewal(&db, c.in_process, c.warm)
+    })?;
+    let what = "SQLite: lease renewal, one transaction (in-process)";
+    let renewal_summary = summary(&renew.measured, what)?;
+    rows.push(Row {
+        what: what.into(),
+        measured: renewal_summary,
+        floor: FLOOR.into(),
+        floor_measured: summary(&renew.floor, "bare transaction")?,
+        ops_per_s: None,
+    });
+    let default_renew = election_sqlite::DEFAULT_RENEW_INTERVAL;
+    let per_minute = (60.0 / default_renew.as_secs_f64()).round() as u64;
+    let busy = |each: u64| per_minute * each;
+    notes.push(format!(
+        "SQLite renewal cost per term: at the default renew interval ({} s) a term \
+         renews {per_minute} times a minute, so it keeps a write transaction open for \
+         {per_minute} × {:.0} µs = {} a minute at the median ({:.3} % of the minute), \
+         {} at the p99 of every renewal.",
+        default_renew.as_secs_f64(),
+        renewal_summary.median_us(),
+        ms(busy(renewal_summary.median_ns)),
+        busy(renewal_summary.median_ns) as f64 / 60e9 * 100.0,
+        ms(busy(renewal_summary.p99_ns)),
+    ));
+
+    let fenced = step("SQLite fenced and unfenced write", || {
+        fenced_write(&db, c.in_process, c.warm)
+    })?;
+    let what = "SQLite: fenced write: `advance_in` + INSERT in one `BEGIN IMMEDIATE` … `COMMIT`";
+    rows.push(Row {
+        what: what.into(),
+        measured: summary(&fenced.fenced.per_op, what)?,
+        floor: "the same INSERT transaction without the fence (interleaved)".into(),
+        floor_measured: summary(&fenced.unfenced.per_op, "unfenced write")?,
+        ops_per_s: Some((fenced.fenced.ops_per_s, fenced.unfenced.ops_per_s)),
+    });
+    Ok(())
+}
+
+/// One cross-process row: its floor measured on the chain's database
+/// first (handover), or the TTL as the floor (failover). Returns the
+/// measurement's and the floor's summaries.
+fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Summary)> {
+    let c = s.counts;
+    let (tag, timings, n, spread_ms) = match exit {
+        // The release lands at every phase of B's polls.
+        Exit::Resign => ("handover", HANDOVER, c.handovers, HANDOVER.poll_ms),
+        // The kill lands at every phase of A's renewals.
+        Exit::Kill => ("failover", FAILOVER, c.failovers, FAILOVER.renew_ms),
+    };
+    let db: PathBuf = s.dir.join("sqlite").join(format!("{tag}.db"));
+    let options = timings.options()?;
+    let (what, floor_what, floor_summary) = match exit {
+        Exit::Resign => {
+            let samples = step(
+                "floor: SQLite bare transaction on the handover file",
+                || floor(&db, options, c.in_process, c.warm),
+            )?;
+            (
+                format!(
+                    "SQLite: clean handover: resign in A → elected in B (processes; poll {} ms)",
+                    timings.poll_ms
+                ),
+                "bare `BEGIN IMMEDIATE; UPDATE bench_floor …; COMMIT` on the same file \
+                 (expect ≈ poll / 2 + 2 commits)"
+                    .to_owned(),
+                summary(&samples, "bare transaction")?,
+            )
+        }
+        Exit::Kill => (
+            format!(
+                "SQLite: crash failover: SIGKILL of A → elected in B (processes; TTL {} ms, \
+                 renew {} ms, poll {} ms)",
+                timings.ttl_ms, timings.renew_ms, timings.poll_ms
+            ),
+            format!("the configured TTL, {} ms", timings.ttl_ms),
+            summary(&[timings.ttl_ms * 1_000_000], "TTL")?,
+        ),
+    };
+    let mut chain = Chain::new(
+        Kind::SqliteCandidate {
+            bin: s.candidate_bin.to_path_buf(),
+            db,
+            name: "bench".into(),
+            timings,
+        },
+        s.log.to_path_buf(),
+    );
+    let samples = step(&format!("election-sqlite {tag}"), || {
+        chain.measure(
+            exit,
+            n,
+            c.cross_warm,
+            SETTLE,
+            Duration::from_millis(spread_ms),
+        )
+    })
+    .map_err(|e| super::with_log_tail(e, s.log))?;
+    let measured = summary(&samples, &what)?;
+    rows.push(Row {
+        what,
+        measured,
+        floor: floor_what,
+        floor_measured: floor_summary,
+        ops_per_s: None,
+    });
+    Ok((measured, floor_summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn the_renewal_statement_is_the_crates() {
+        let row = include_str!("../../../crates/election-sqlite/src/row.rs");
+        assert!(
+            words(row).contains(&words(RENEW)),
+            "election-sqlite's renewal statement changed: update RENEW"
+        );
+    }
+
+    #[test]
+    fn chain_timings_are_valid_options() {
+        assert!(HANDOVER.options().is_ok());
+        assert!(FAILOVER.options().is_ok());
+        assert!(in_process_options().is_ok());
+    }
+
+    #[test]
+    fn in_process_rows_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        let c = campaign(&db, 3, 1).unwrap();
+        assert_eq!((c.floor.len(), c.campaign.len()), (3, 3));
+        assert_eq!(c.campaign_resign.len(), 3);
+        let r = renewal(&db, 3, 1).unwrap();
+        assert_eq!((r.floor.len(), r.measured.len()), (3, 3));
+        let f = fenced_write(&db, 3, 1).unwrap();
+        assert_eq!((f.fenced.per_op.len(), f.unfenced.per_op.len()), (3, 3));
+        let options = FAILOVER.options().unwrap();
+        assert_eq!(
+            floor(&dir.path().join("u.db"), options, 2, 1)
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+}
