@@ -111,9 +111,13 @@ impl<C: Claim> Candidate<C> {
     /// won claim held: the attempt is closed with [`End::Cancelled`], which
     /// gives up a claim won an instant before.
     ///
-    /// Failure model: a failed backend step closes the attempt and returns
-    /// the error ([`Error::Unavailable`], [`Error::Corrupt`], ...); nothing is
-    /// held then. Retrying is the caller's choice.
+    /// Failure model: a failed backend step closes the attempt, so nothing
+    /// is held. While the backend is unreachable ([`Error::Unavailable`],
+    /// [`Error::OutcomeUnknown`]) the campaign keeps trying every poll
+    /// interval, logging each failure, and resumes when the backend is back
+    /// (bound it with [`campaign_timeout`](Candidate::campaign_timeout)).
+    /// Other errors ([`Error::Config`], [`Error::Corrupt`], ...) are
+    /// returned at once.
     ///
     /// ```
     /// # use election_core::{memory::MemoryBackend, Candidate};
@@ -131,7 +135,10 @@ impl<C: Claim> Candidate<C> {
 
     /// Tries the claim once: `Ok(None)` if another candidate holds it.
     ///
-    /// Cancel safety and failure model as [`campaign`](Candidate::campaign).
+    /// Cancel safety as [`campaign`](Candidate::campaign). Failure model:
+    /// every error is returned, [`Error::Unavailable`] included, so the
+    /// caller can tell "another candidate holds it" from "the backend cannot
+    /// be reached".
     ///
     /// ```
     /// # use election_core::{memory::MemoryBackend, Candidate};
@@ -188,11 +195,37 @@ impl<C: Claim> Candidate<C> {
         self.claim.leader().await
     }
 
+    /// Errors a waiting campaign rides out: the backend could not be
+    /// reached, or a step's outcome is unknown (nothing is held either way:
+    /// the attempt is closed, which gives up whatever it may hold).
+    fn transient(e: &Error) -> bool {
+        matches!(e, Error::Unavailable { .. } | Error::OutcomeUnknown { .. })
+    }
+
+    /// Waits one poll interval (not past `deadline`) after a transient
+    /// error; false if the deadline has passed.
+    async fn pause_after(&self, e: &Error, deadline: Option<Instant>) -> bool {
+        tracing::warn!(name = %self.claim.name(), identity = %self.claim.identity(), error = %e, "backend unavailable; campaign retries");
+        let until = Instant::now() + self.poll_interval;
+        let until = deadline.map_or(until, |d| until.min(d));
+        tokio::time::sleep_until(until).await;
+        deadline.is_none_or(|d| Instant::now() < d)
+    }
+
     async fn run(&self, deadline: Option<Instant>, once: bool) -> Result<Option<Term<C>>, Error> {
         let claim = &self.claim;
         tracing::info!(name = %claim.name(), identity = %claim.identity(), "campaign");
         loop {
-            let attempt = claim.open().await?;
+            let attempt = match claim.open().await {
+                Ok(a) => a,
+                Err(e) if !once && Self::transient(&e) => {
+                    if !self.pause_after(&e, deadline).await {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let mut guard = AttemptGuard {
                 claim: claim.clone(),
                 attempt: Some(attempt),
@@ -200,6 +233,13 @@ impl<C: Claim> Candidate<C> {
             loop {
                 let won = match claim.try_claim(guard.attempt()).await {
                     Ok(won) => won,
+                    Err(e) if !once && Self::transient(&e) => {
+                        guard.close(End::Failed);
+                        if !self.pause_after(&e, deadline).await {
+                            return Ok(None);
+                        }
+                        break;
+                    }
                     Err(e) => {
                         guard.close(End::Failed);
                         return Err(e);

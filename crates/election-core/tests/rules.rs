@@ -281,3 +281,31 @@ async fn ended_resolves_on_resign_but_lost_does_not() {
         "lost() fired after a resign"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_campaign_rides_out_an_unavailable_backend() {
+    let b = MemoryBackend::new();
+    let a = candidate(&b, "a");
+    b.fail(Step::TryClaim, 1);
+    assert!(
+        matches!(a.try_campaign().await, Err(Error::Unavailable { .. })),
+        "try_campaign reports it"
+    );
+    b.fail(Step::Open, 2);
+    b.fail(Step::TryClaim, 3);
+    let t = a
+        .campaign()
+        .await
+        .expect("resumes when the backend is back");
+    t.resign().await.expect("resign");
+    b.fail(Step::TryClaim, 1000);
+    let bounded = a
+        .campaign_timeout(Duration::from_secs(2))
+        .await
+        .expect("bounded");
+    assert!(
+        bounded.is_none(),
+        "a bounded campaign gives up at its deadline"
+    );
+    b.check_rules(true).expect("rules");
+}
