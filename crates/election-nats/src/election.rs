@@ -1,0 +1,255 @@
+//! [`NatsElection`]: elections in one JetStream KV bucket.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use election_core::{Candidate, ElectionName, Epoch, Identity, Leader};
+use futures::{Stream, StreamExt};
+
+use crate::claim::NatsClaim;
+use crate::value::{self, Value};
+use crate::{Error, NatsOptions};
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) client: async_nats::Client,
+    pub(crate) kv: kv::Store,
+    pub(crate) options: NatsOptions,
+}
+
+/// Elections in a NATS JetStream key-value bucket: one key per election,
+/// on one server or a clustered (R3) bucket.
+///
+/// - The value names the holder (identity, a random nonce per attempt).
+/// - Winning is an atomic `create`; the **epoch is the KV revision of that
+///   create**: it stays the same through renewals, and every later term's
+///   epoch is higher (revisions only grow within a bucket).
+/// - The lease lives as long as the bucket's max age (the TTL) unless
+///   renewed; renewal is an `update` that expects the revision last
+///   written. The holder renews every renew interval and reports the loss
+///   `margin` before the TTL could run out, counting from the monotonic
+///   instant before the renewal request left.
+/// - Waiting candidates watch the key and try again the moment it is
+///   deleted (a resign) or purged (the server's TTL marker, servers 2.11+,
+///   which this crate enables); they also poll every poll interval.
+/// - Dropping a term deletes its key in the background (expecting its last
+///   revision); if that cannot run, the key ages out after the TTL.
+///
+/// Identities must be unique per process: the value is how observers (and
+/// a restarted process with [`NatsOptions::adopt_own`]) tell holders apart.
+///
+/// ```no_run
+/// use election_nats::{NatsElection, NatsOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+/// let term = election.candidate("dispatcher", "host-a/4711")?.campaign().await?;
+/// println!("leading in term {}", term.epoch());
+/// term.resign().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct NatsElection {
+    inner: Arc<Inner>,
+}
+
+fn server_has_markers(client: &async_nats::Client) -> bool {
+    let version = client.server_info().version;
+    let mut parts = version.trim_start_matches('v').split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (2, 11)
+}
+
+impl NatsElection {
+    /// Connects to the NATS server(s) at `urls` (comma-separated) and opens
+    /// (or creates) the bucket.
+    ///
+    /// Cancel safety: cancel safe. Failure model: a malformed URL is
+    /// [`Error::Config`]; an unreachable server is [`Error::Connect`]; a bucket with another TTL
+    /// [`Error::BucketMismatch`]; no JetStream [`Error::Unavailable`].
+    ///
+    /// ```no_run
+    /// # use election_nats::{NatsElection, NatsOptions, Error};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = NatsElection::connect("nats://127.0.0.1:1", NatsOptions::default()).await.unwrap_err();
+    /// assert!(matches!(err, Error::Connect { .. }));
+    /// # }
+    /// ```
+    pub async fn connect(urls: &str, options: NatsOptions) -> Result<Self, Error> {
+        let addrs = urls
+            .split(',')
+            .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| election_core::ConfigError::BadSetting {
+                setting: "url",
+                reason: format!("{urls:?} is not a list of NATS URLs: {e}"),
+            })?;
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(options.timeout().max(Duration::from_secs(1)))
+            .ping_interval(options.renew_every())
+            .connect(addrs)
+            .await
+            .map_err(|source| Error::Connect {
+                url: urls.to_owned(),
+                source,
+            })?;
+        Self::with_client(client, options).await
+    }
+
+    /// Uses an existing client; opens (or creates) the bucket.
+    ///
+    /// Cancel safety and failure model as [`connect`](NatsElection::connect).
+    ///
+    /// ```no_run
+    /// # use election_nats::{NatsElection, NatsOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+    /// let election = NatsElection::with_client(client, NatsOptions::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_client(client: async_nats::Client, options: NatsOptions) -> Result<Self, Error> {
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(options.timeout().max(Duration::from_secs(1)));
+        let kv = open_bucket(&js, &client, &options).await?;
+        Ok(NatsElection {
+            inner: Arc::new(Inner { client, kv, options }),
+        })
+    }
+
+    /// The client, for the application's own use.
+    pub fn client(&self) -> &async_nats::Client {
+        &self.inner.client
+    }
+
+    /// The options.
+    pub fn options(&self) -> &NatsOptions {
+        &self.inner.options
+    }
+
+    /// The claim of candidate `identity` in election `name`.
+    pub fn claim(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {
+        Ok(NatsClaim::new(
+            self.inner.clone(),
+            ElectionName::new(name)?,
+            Identity::new(identity)?,
+        ))
+    }
+
+    /// A [`Candidate`] for [`claim`](NatsElection::claim).
+    pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<NatsClaim>, Error> {
+        Ok(Candidate::new(self.claim(name, identity)?))
+    }
+
+    /// Who leads election `name` now, read from the bucket, or `None`.
+    ///
+    /// Cancel safety: cancel safe. Failure model: [`Error::Unavailable`]
+    /// when the bucket cannot be read.
+    pub async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
+        leader(&self.inner, &ElectionName::new(name)?).await
+    }
+
+    /// Every change of leadership of election `name`, as it happens: the
+    /// current state first, then `Some(leader)` when a term begins and
+    /// `None` when the key is deleted (resign) or purged (expiry). Renewals
+    /// of the same term are not repeated.
+    ///
+    /// Cancel safety: dropping the stream stops the watch. Failure model:
+    /// a failed watch ends with one `Err`.
+    pub async fn observe(
+        &self,
+        name: &str,
+    ) -> Result<impl Stream<Item = Result<Option<Leader>, Error>> + Send + use<>, Error> {
+        let key = value::key(&ElectionName::new(name)?);
+        let watch = self
+            .inner
+            .kv
+            .watch(&key)
+            .await
+            .map_err(|e| Error::unavailable("watch", e))?;
+        let mut last: Option<Option<Leader>> = None;
+        Ok(watch.filter_map(move |entry| {
+            let out = match entry {
+                Err(e) => Some(Err(Error::unavailable("watch", e))),
+                Ok(entry) => match leader_of(&key, &entry) {
+                    Err(e) => Some(Err(e)),
+                    Ok(now) if last.as_ref() == Some(&now) => None,
+                    Ok(now) => {
+                        last = Some(now.clone());
+                        Some(Ok(now))
+                    }
+                },
+            };
+            std::future::ready(out)
+        }))
+    }
+}
+
+fn leader_of(key: &str, entry: &kv::Entry) -> Result<Option<Leader>, Error> {
+    if entry.operation != kv::Operation::Put {
+        return Ok(None);
+    }
+    let v = Value::decode(key, &entry.value)?;
+    let epoch = v.epoch.or_else(|| Epoch::new(entry.revision)).ok_or_else(|| Error::CorruptValue {
+        key: key.to_owned(),
+        detail: "revision 0".into(),
+    })?;
+    Ok(Some(Leader {
+        identity: v.identity,
+        epoch,
+    }))
+}
+
+pub(crate) async fn leader(inner: &Inner, name: &ElectionName) -> Result<Option<Leader>, Error> {
+    let key = value::key(name);
+    let entry = tokio::time::timeout(inner.options.timeout(), inner.kv.entry(&key))
+        .await
+        .map_err(|_| Error::Unavailable {
+            what: "read the lease",
+            source: None,
+        })?
+        .map_err(|e| Error::unavailable("read the lease", e))?;
+    match entry {
+        Some(e) => leader_of(&key, &e),
+        None => Ok(None),
+    }
+}
+
+async fn open_bucket(js: &jetstream::Context, client: &async_nats::Client, options: &NatsOptions) -> Result<kv::Store, Error> {
+    let bucket = options.bucket_name();
+    for _ in 0..3 {
+        if let Ok(kv) = js.get_key_value(bucket).await {
+            let status = kv.status().await.map_err(|e| Error::unavailable("read the bucket", e))?;
+            let found = status.info.config.max_age;
+            if found != options.ttl() {
+                return Err(Error::BucketMismatch {
+                    bucket: bucket.to_owned(),
+                    found: format!("max age {found:?}"),
+                    wanted: format!("max age {:?} (the TTL)", options.ttl()),
+                });
+            }
+            return Ok(kv);
+        }
+        let config = kv::Config {
+            bucket: bucket.to_owned(),
+            history: 1,
+            max_age: options.ttl(),
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: options.replica_count(),
+            limit_markers: server_has_markers(client).then_some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        match js.create_key_value(config).await {
+            Ok(kv) => return Ok(kv),
+            // Another process may have created it meanwhile: look again.
+            Err(e) => tracing::debug!(bucket, error = %e, "creating the bucket failed; looking again"),
+        }
+    }
+    Err(Error::Unavailable {
+        what: "open or create the bucket (is JetStream enabled?)",
+        source: None,
+    })
+}

@@ -1,0 +1,92 @@
+//! Errors of the NATS backend.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use election_core::{ConfigError, ElectionName};
+
+/// What can go wrong with the NATS backend, grouped by what the caller
+/// should do: fix the configuration (`Config`, `BucketMismatch`), retry
+/// when the coordinator is back (`Connect`, `Unavailable`), treat the claim
+/// as not held (`OutcomeUnknown`), or repair the bucket (`CorruptValue`).
+///
+/// Inside a campaign these reach the caller as the `source` of an
+/// [`election_core::Error`]: `Config`, `Unavailable`, `OutcomeUnknown` or
+/// `Corrupt`. "Another node holds it" is never an error here: it is
+/// `Ok(None)` from `try_campaign`, or [`election_core::Error::NotHeld`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No NATS server could be reached at the given address.
+    #[error("cannot connect to NATS at {url}")]
+    Connect {
+        /// The address given.
+        url: String,
+        /// What the client said.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+    /// The coordinator did not answer (no JetStream, no responders, a
+    /// request that failed); nothing was won or changed. Writes must be
+    /// refused rather than made uncoordinated.
+    #[error("the NATS coordinator is unavailable: {what}")]
+    Unavailable {
+        /// What was being done.
+        what: &'static str,
+        /// What failed.
+        #[source]
+        source: Option<async_nats::Error>,
+    },
+    /// A write did not answer within its bound; it may still land. The
+    /// claim counts as not held.
+    #[error("a NATS request timed out after {after:?}; its outcome is unknown")]
+    OutcomeUnknown {
+        /// The bound that ran out.
+        after: Duration,
+    },
+    /// The bucket exists with settings this election cannot use (its max
+    /// age is the lease TTL).
+    #[error("bucket {bucket} exists with {found}, but this election needs {wanted}")]
+    BucketMismatch {
+        /// The bucket.
+        bucket: String,
+        /// What the bucket has.
+        found: String,
+        /// What the options ask for.
+        wanted: String,
+    },
+    /// A value in the bucket is not one this crate wrote.
+    #[error("unreadable lease value for {key}: {detail}")]
+    CorruptValue {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A bad name, identity or setting.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl Error {
+    pub(crate) fn unavailable(what: &'static str, source: impl Into<async_nats::Error>) -> Self {
+        Error::Unavailable {
+            what,
+            source: Some(source.into()),
+        }
+    }
+
+    /// This error as the core's error, grouped by what the caller should do.
+    pub fn into_core(self, name: &ElectionName) -> election_core::Error {
+        match self {
+            Error::Config(c) => election_core::Error::Config(c),
+            e @ Error::BucketMismatch { .. } => election_core::Error::Config(ConfigError::Location {
+                reason: e.to_string(),
+                source: Some(Arc::new(e)),
+            }),
+            e @ Error::CorruptValue { .. } => election_core::Error::corrupt(name, e),
+            e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
+            e => election_core::Error::unavailable(name, e),
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Settings of the NATS backend, validated.
+
+use std::time::Duration;
+
+use election_core::ConfigError;
+
+/// The default bucket name.
+pub const DEFAULT_BUCKET: &str = "elections";
+/// The default lease TTL (the bucket's max age): 15 s.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+
+/// Settings of a [`NatsElection`](crate::NatsElection).
+///
+/// - `ttl`: the bucket's max age. A lease lives that long after its last
+///   renewal as the server saw it, then the server removes it.
+/// - `renew_interval`: how often the holder renews (default a third of
+///   the TTL).
+/// - `request_timeout`: the bound on one KV request (default half the
+///   renew interval, at most 2 s).
+/// - `failover_grace`: after winning a claim whose previous holder did not
+///   resign cleanly, how long the new term waits before it begins (default
+///   a third of the TTL; see ADR 0007).
+/// - `replicas`: the bucket's replicas (1, or 3 on a cluster).
+/// - `adopt_own`: whether a candidate that finds a live key holding its
+///   own identity (a restarted process) takes it over at once, with a new,
+///   higher epoch. Off by default: identities must then be unique per
+///   process.
+///
+/// The holder counts its lease valid until `ttl - margin` (margin: a tenth
+/// of the TTL) after the instant before its last renewal was sent. Valid
+/// when `ttl ≥ 1 s`, `2 × renew_interval ≤ ttl − margin`,
+/// `request_timeout ≤ renew_interval`, `failover_grace ≤ renew_interval`.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_nats::NatsOptions;
+///
+/// let o = NatsOptions::new(Duration::from_secs(3)).unwrap();
+/// assert_eq!(o.renew_interval(), Duration::from_secs(1));
+/// assert!(NatsOptions::new(Duration::from_millis(500)).is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatsOptions {
+    bucket: String,
+    ttl: Duration,
+    renew_interval: Duration,
+    request_timeout: Duration,
+    failover_grace: Duration,
+    replicas: usize,
+    adopt_own: bool,
+}
+
+impl Default for NatsOptions {
+    fn default() -> Self {
+        NatsOptions::new(DEFAULT_TTL).expect("the defaults are valid")
+    }
+}
+
+impl NatsOptions {
+    /// Options for a lease TTL of `ttl`, every other setting derived from it.
+    pub fn new(ttl: Duration) -> Result<Self, ConfigError> {
+        let renew_interval = ttl / 3;
+        NatsOptions {
+            bucket: DEFAULT_BUCKET.to_owned(),
+            ttl,
+            renew_interval,
+            request_timeout: (renew_interval / 2).min(Duration::from_secs(2)),
+            failover_grace: ttl / 3,
+            replicas: 1,
+            adopt_own: false,
+        }
+        .validated()
+    }
+
+    /// Sets the bucket name (letters, digits, `-` and `_`).
+    pub fn bucket(mut self, bucket: impl Into<String>) -> Result<Self, ConfigError> {
+        self.bucket = bucket.into();
+        self.validated()
+    }
+
+    /// Sets the renewal interval.
+    pub fn renew_interval(mut self, every: Duration) -> Result<Self, ConfigError> {
+        self.renew_interval = every;
+        self.request_timeout = self.request_timeout.min(every);
+        self.validated()
+    }
+
+    /// Sets the bound on one KV request.
+    pub fn request_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
+        self.request_timeout = timeout;
+        self.validated()
+    }
+
+    /// Sets the failover grace.
+    pub fn failover_grace(mut self, grace: Duration) -> Result<Self, ConfigError> {
+        self.failover_grace = grace;
+        self.validated()
+    }
+
+    /// Sets the bucket's replicas (1 to 5).
+    pub fn replicas(mut self, replicas: usize) -> Result<Self, ConfigError> {
+        self.replicas = replicas;
+        self.validated()
+    }
+
+    /// Lets a restarted process take over a live key holding its own
+    /// identity (with a new, higher epoch).
+    pub fn adopt_own(mut self, adopt: bool) -> Self {
+        self.adopt_own = adopt;
+        self
+    }
+
+    fn validated(self) -> Result<Self, ConfigError> {
+        let bad = |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
+        if self.bucket.is_empty()
+            || self.bucket.len() > 64
+            || !self.bucket.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(bad("bucket", format!("{:?} is not 1-64 letters, digits, - or _", self.bucket)));
+        }
+        if self.ttl < Duration::from_secs(1) {
+            return Err(bad("ttl", format!("{:?} is below 1s (the server's marker granularity)", self.ttl)));
+        }
+        if self.renew_interval.is_zero() || self.renew_interval * 2 > self.ttl - self.margin() {
+            return Err(bad(
+                "renew_interval",
+                format!(
+                    "ttl {:?} must exceed twice the renew_interval {:?} plus a margin of a tenth of the ttl",
+                    self.ttl, self.renew_interval
+                ),
+            ));
+        }
+        if self.request_timeout.is_zero() || self.request_timeout > self.renew_interval {
+            return Err(bad(
+                "request_timeout",
+                format!("{:?} must be above zero and at most the renew_interval {:?}", self.request_timeout, self.renew_interval),
+            ));
+        }
+        if self.failover_grace > self.renew_interval {
+            return Err(bad(
+                "failover_grace",
+                format!(
+                    "{:?} is above the renew_interval {:?} (the new term must still be valid after it)",
+                    self.failover_grace, self.renew_interval
+                ),
+            ));
+        }
+        if !(1..=5).contains(&self.replicas) {
+            return Err(bad("replicas", format!("{} is not 1 to 5", self.replicas)));
+        }
+        Ok(self)
+    }
+
+    /// The bucket name.
+    pub fn bucket_name(&self) -> &str {
+        &self.bucket
+    }
+    /// The lease TTL (the bucket's max age).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+    /// The renew interval.
+    pub fn renew_every(&self) -> Duration {
+        self.renew_interval
+    }
+    /// The request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.request_timeout
+    }
+    /// The failover grace.
+    pub fn grace(&self) -> Duration {
+        self.failover_grace
+    }
+    /// The bucket's replicas.
+    pub fn replica_count(&self) -> usize {
+        self.replicas
+    }
+    /// Whether own identities are adopted.
+    pub fn adopts_own(&self) -> bool {
+        self.adopt_own
+    }
+    /// The safety margin: a tenth of the TTL.
+    pub fn margin(&self) -> Duration {
+        self.ttl / 10
+    }
+    /// How long after the instant before a successful claim or renewal was
+    /// sent the holder counts its lease valid: `ttl - margin`.
+    pub fn validity(&self) -> Duration {
+        self.ttl - self.margin()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn defaults_and_refusals() {
+        let d = NatsOptions::default();
+        assert_eq!((d.ttl(), d.renew_every(), d.grace()), (Duration::from_secs(15), Duration::from_secs(5), Duration::from_secs(5)));
+        assert!(NatsOptions::new(Duration::from_secs(3)).unwrap().renew_interval(Duration::from_secs(2)).is_err());
+        assert!(d.clone().bucket("bad.name").is_err());
+        assert!(d.clone().bucket("").is_err());
+        assert!(d.clone().replicas(0).is_err());
+        assert!(d.clone().failover_grace(Duration::from_secs(60)).is_err());
+        assert!(d.clone().request_timeout(Duration::from_secs(6)).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn accepted_options_leave_room_for_a_retry(ttl_ms in 0u64..100_000, renew_ms in 1u64..100_000) {
+            if let Ok(o) = NatsOptions::new(Duration::from_millis(ttl_ms)).and_then(|o| o.renew_interval(Duration::from_millis(renew_ms))) {
+                prop_assert!(o.renew_every() * 2 <= o.validity());
+                prop_assert!(o.timeout() <= o.renew_every());
+            }
+        }
+    }
+}

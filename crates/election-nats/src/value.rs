@@ -1,0 +1,111 @@
+//! Keys and values in the bucket.
+//!
+//! A key is the election name, with every byte outside `[A-Za-z0-9_-]`
+//! written as `=XX` (hex), so any election name is a valid KV key. A value:
+//!
+//! ```text
+//! election-nats/1
+//! identity=host-a/4711
+//! nonce=1234567890
+//! epoch=42            (from the first renewal on)
+//! since_unix_ms=1796000000000
+//! ```
+
+use election_core::{ElectionName, Epoch, Identity};
+
+use crate::Error;
+
+/// The KV key of an election.
+pub(crate) fn key(name: &ElectionName) -> String {
+    let mut k = String::with_capacity(name.as_str().len());
+    for b in name.as_str().bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            k.push(b as char);
+        } else {
+            k.push_str(&format!("={b:02X}"));
+        }
+    }
+    k
+}
+
+/// A lease value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Value {
+    pub(crate) identity: Identity,
+    pub(crate) nonce: u64,
+    pub(crate) epoch: Option<Epoch>,
+    pub(crate) since_unix_ms: Option<u64>,
+}
+
+const HEADER: &str = "election-nats/1";
+
+impl Value {
+    pub(crate) fn encode(&self) -> bytes::Bytes {
+        let mut s = format!("{HEADER}\nidentity={}\nnonce={}\n", self.identity, self.nonce);
+        if let Some(e) = self.epoch {
+            s.push_str(&format!("epoch={e}\n"));
+        }
+        if let Some(ms) = self.since_unix_ms {
+            s.push_str(&format!("since_unix_ms={ms}\n"));
+        }
+        s.into()
+    }
+
+    pub(crate) fn decode(key: &str, bytes: &[u8]) -> Result<Value, Error> {
+        let bad = |detail: String| Error::CorruptValue {
+            key: key.to_owned(),
+            detail,
+        };
+        let text = std::str::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
+        let mut lines = text.lines();
+        if lines.next() != Some(HEADER) {
+            return Err(bad(format!("the first line is not {HEADER:?}")));
+        }
+        let (mut identity, mut nonce, mut epoch, mut since) = (None, None, None, None);
+        for line in lines {
+            let (k, v) = line.split_once('=').ok_or_else(|| bad(format!("line {line:?} is not key=value")))?;
+            match k {
+                "identity" => identity = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
+                "nonce" => nonce = Some(v.parse().map_err(|_| bad(format!("bad nonce {v:?}")))?),
+                "epoch" => epoch = Some(v.parse().map_err(|e| bad(format!("{e}")))?),
+                "since_unix_ms" => since = v.parse().ok(),
+                _ => {}
+            }
+        }
+        Ok(Value {
+            identity: identity.ok_or_else(|| bad("no identity".into()))?,
+            nonce: nonce.ok_or_else(|| bad("no nonce".into()))?,
+            epoch,
+            since_unix_ms: since,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn keys_are_valid_kv_keys() {
+        let k = key(&ElectionName::new("billing dispatcher.v2").unwrap());
+        assert_eq!(k, "billing=20dispatcher=2Ev2");
+        assert_eq!(key(&ElectionName::new("jobs").unwrap()), "jobs");
+    }
+
+    proptest! {
+        #[test]
+        fn any_name_maps_to_a_distinct_valid_key(a in "[^/\\\\.\\p{Cc}][^/\\\\\\p{Cc}]{0,30}", b in "[^/\\\\.\\p{Cc}][^/\\\\\\p{Cc}]{0,30}") {
+            let (na, nb) = (ElectionName::new(&a).unwrap(), ElectionName::new(&b).unwrap());
+            let (ka, kb) = (key(&na), key(&nb));
+            prop_assert!(ka.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'='));
+            prop_assert_eq!(a == b, ka == kb);
+        }
+
+        #[test]
+        fn values_round_trip(nonce in any::<u64>(), epoch in proptest::option::of(1u64..), since in proptest::option::of(any::<u64>())) {
+            let v = Value { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since };
+            prop_assert_eq!(Value::decode("k", &v.encode()).unwrap(), v);
+        }
+    }
+}

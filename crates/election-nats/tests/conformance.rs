@@ -1,0 +1,107 @@
+//! The core's conformance suite against real nats-server processes: one
+//! node, and a three-node cluster with an R3 bucket.
+
+use std::time::Duration;
+
+use election_core::Error;
+use election_core::conformance::Backend;
+use election_nats::{NatsClaim, NatsElection, NatsOptions};
+use nats_testkit::{Cluster, Server};
+
+/// Short timings so the cases run quickly: TTL 3 s, renewal every 1 s.
+fn options(replicas: usize) -> NatsOptions {
+    NatsOptions::new(Duration::from_secs(3))
+        .and_then(|o| o.replicas(replicas))
+        .expect("options")
+}
+
+enum Servers {
+    One(Server),
+    Three(Cluster),
+}
+
+struct Nats {
+    servers: Servers,
+}
+
+impl Nats {
+    fn single() -> Self {
+        Nats {
+            servers: Servers::One(Server::start().expect("nats-server (see nats-testkit)")),
+        }
+    }
+
+    fn cluster() -> Self {
+        Nats {
+            servers: Servers::Three(Cluster::start(3).expect("a 3-node nats cluster")),
+        }
+    }
+
+    fn urls(&self) -> String {
+        match &self.servers {
+            Servers::One(s) => s.url(),
+            Servers::Three(c) => c.urls().join(","),
+        }
+    }
+
+    fn replicas(&self) -> usize {
+        match self.servers {
+            Servers::One(_) => 1,
+            Servers::Three(_) => 3,
+        }
+    }
+
+    async fn election(&self, options: NatsOptions) -> Result<NatsElection, election_nats::Error> {
+        NatsElection::connect(&self.urls(), options).await
+    }
+}
+
+fn core(e: election_nats::Error) -> Error {
+    e.into_core(&election_core::ElectionName::new("conformance").expect("name"))
+}
+
+impl Backend for Nats {
+    type Claim = NatsClaim;
+
+    async fn candidate(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {
+        self.election(options(self.replicas()))
+            .await
+            .map_err(core)?
+            .claim(name, identity)
+            .map_err(core)
+    }
+
+    /// Another node overwrites the key, as after a partition.
+    async fn take_away(&self, name: &str) -> bool {
+        let addrs: Vec<async_nats::ServerAddr> = self.urls().split(',').map(|u| u.parse().expect("url")).collect();
+        let client = async_nats::connect(addrs).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let kv = js.get_key_value("elections").await.expect("bucket");
+        kv.put(name, "election-nats/1\nidentity=intruder\nnonce=1\n".into()).await.expect("put");
+        true
+    }
+
+    async fn bad_configurations(&self) -> Vec<Result<NatsClaim, Error>> {
+        let s = Duration::from_secs;
+        let mut out: Vec<Result<NatsClaim, Error>> = vec![
+            NatsOptions::new(Duration::from_millis(500)).map(|_| unreachable!()).map_err(Error::from),
+            NatsOptions::new(s(3)).and_then(|o| o.renew_interval(s(2))).map(|_| unreachable!()).map_err(Error::from),
+            NatsOptions::new(s(3)).and_then(|o| o.bucket("no.dots")).map(|_| unreachable!()).map_err(Error::from),
+        ];
+        // The bucket exists with a 3 s max age; a 6 s TTL cannot share it.
+        let _ = self.election(options(self.replicas())).await.map_err(core);
+        let other_ttl = NatsOptions::new(s(6)).and_then(|o| o.replicas(self.replicas())).expect("options");
+        out.push(self.election(other_ttl).await.map_err(core).and_then(|e| e.claim("a", "b").map_err(core)));
+        out
+    }
+}
+
+mod single {
+    use super::*;
+    election_core::conformance_tests!(Nats::single());
+}
+
+mod cluster {
+    use super::*;
+    election_core::conformance_tests!(Nats::cluster());
+}
