@@ -6,14 +6,16 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
-use election_core::{Claim, ElectionName, End, Epoch, Identity, Leader, Lease, LossReason, LossReporter, Watch, Won};
+use election_core::{
+    Claim, ElectionName, End, Epoch, Identity, Leader, Lease, LossReason, LossReporter, Watch, Won,
+};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::Error;
 use crate::election::{self, Inner};
 use crate::value::{self, Value};
-use crate::Error;
 
 /// The term an attempt holds: its epoch and the revision last written.
 #[derive(Clone, Copy, Debug)]
@@ -175,7 +177,10 @@ impl NatsClaim {
         let Some(h) = holding.as_mut().filter(|h| h.epoch == lease.epoch()) else {
             return Err(not_held());
         };
-        let update = self.inner.kv.update(&self.key, self.value(h.nonce, Some(h.epoch)), h.revision);
+        let update =
+            self.inner
+                .kv
+                .update(&self.key, self.value(h.nonce, Some(h.epoch)), h.revision);
         match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => {
                 h.revision = rev;
@@ -186,13 +191,20 @@ impl NatsClaim {
             }
             Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Err(not_held()),
             Ok(Err(e)) => Err(self.core(Error::unavailable("confirm the lease", e))),
-            Err(_) => Err(self.core(Error::OutcomeUnknown { after: self.timeout() })),
+            Err(_) => Err(self.core(Error::OutcomeUnknown {
+                after: self.timeout(),
+            })),
         }
     }
 
     /// Won at `revision` (the epoch). Applies the failover grace if the
     /// previous holder did not resign cleanly, then refreshes the lease.
-    async fn won(&self, attempt: &mut NatsAttempt, revision: u64, sent: Instant) -> Result<Option<Won>, election_core::Error> {
+    async fn won(
+        &self,
+        attempt: &mut NatsAttempt,
+        revision: u64,
+        sent: Instant,
+    ) -> Result<Option<Won>, election_core::Error> {
         let epoch = Epoch::new(revision).ok_or_else(|| {
             self.core(Error::CorruptValue {
                 key: self.key.clone(),
@@ -206,7 +218,10 @@ impl NatsClaim {
             tracing::info!(name = %self.name, identity = %self.identity, epoch = epoch.get(), ?grace, "failover grace before the term begins");
             tokio::time::sleep(grace).await;
             let refreshed = Instant::now();
-            let update = self.inner.kv.update(&self.key, self.value(attempt.nonce, Some(epoch)), revision);
+            let update =
+                self.inner
+                    .kv
+                    .update(&self.key, self.value(attempt.nonce, Some(epoch)), revision);
             match tokio::time::timeout(self.timeout(), update).await {
                 Ok(Ok(rev)) => {
                     revision = rev;
@@ -217,8 +232,14 @@ impl NatsClaim {
                     attempt.may_hold = false;
                     return Ok(None);
                 }
-                Ok(Err(e)) => return Err(self.core(Error::unavailable("refresh after the grace", e))),
-                Err(_) => return Err(self.core(Error::OutcomeUnknown { after: self.timeout() })),
+                Ok(Err(e)) => {
+                    return Err(self.core(Error::unavailable("refresh after the grace", e)));
+                }
+                Err(_) => {
+                    return Err(self.core(Error::OutcomeUnknown {
+                        after: self.timeout(),
+                    }));
+                }
             }
         }
         *attempt.holding.lock().await = Some(Holding {
@@ -235,14 +256,22 @@ impl NatsClaim {
     }
 
     /// After a create whose outcome is unknown: is the key ours?
-    async fn resolve_unknown(&self, attempt: &mut NatsAttempt, sent: Instant) -> Result<Option<Won>, election_core::Error> {
+    async fn resolve_unknown(
+        &self,
+        attempt: &mut NatsAttempt,
+        sent: Instant,
+    ) -> Result<Option<Won>, election_core::Error> {
         match self.entry().await {
-            Ok(Some(e)) if self.ours(&e, attempt.nonce) => self.won(attempt, e.revision, sent).await,
+            Ok(Some(e)) if self.ours(&e, attempt.nonce) => {
+                self.won(attempt, e.revision, sent).await
+            }
             Ok(_) => {
                 attempt.may_hold = false;
                 Ok(None)
             }
-            Err(_) => Err(self.core(Error::OutcomeUnknown { after: self.timeout() })),
+            Err(_) => Err(self.core(Error::OutcomeUnknown {
+                after: self.timeout(),
+            })),
         }
     }
 }
@@ -272,10 +301,16 @@ impl Claim for NatsClaim {
     /// An atomic `create` of the key; its revision is the epoch (rule 1).
     /// A create that times out is resolved by reading the key back (the
     /// value carries this attempt's nonce).
-    async fn try_claim(&self, attempt: &mut NatsAttempt) -> Result<Option<Won>, election_core::Error> {
+    async fn try_claim(
+        &self,
+        attempt: &mut NatsAttempt,
+    ) -> Result<Option<Won>, election_core::Error> {
         let sent = Instant::now();
         attempt.may_hold = true;
-        let create = self.inner.kv.create(&self.key, self.value(attempt.nonce, None));
+        let create = self
+            .inner
+            .kv
+            .create(&self.key, self.value(attempt.nonce, None));
         match tokio::time::timeout(self.timeout(), create).await {
             Ok(Ok(revision)) => self.won(attempt, revision, sent).await,
             Ok(Err(e)) if is_kind(&e, kv::CreateErrorKind::AlreadyExists) => {
@@ -293,7 +328,11 @@ impl Claim for NatsClaim {
                     // A restarted process adopts its own key, with a new,
                     // higher epoch: the revision of this update.
                     attempt.may_hold = true;
-                    let update = self.inner.kv.update(&self.key, self.value(attempt.nonce, None), entry.revision);
+                    let update = self.inner.kv.update(
+                        &self.key,
+                        self.value(attempt.nonce, None),
+                        entry.revision,
+                    );
                     return match tokio::time::timeout(self.timeout(), update).await {
                         Ok(Ok(rev)) => self.won(attempt, rev, sent).await,
                         Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
@@ -321,7 +360,11 @@ impl Claim for NatsClaim {
     /// Watches the key and returns the moment it is deleted (resign) or
     /// purged (TTL marker); the poll interval is the backstop, also for
     /// servers without TTL markers.
-    async fn wait(&self, attempt: &mut NatsAttempt, poll_interval: Duration) -> Result<(), election_core::Error> {
+    async fn wait(
+        &self,
+        attempt: &mut NatsAttempt,
+        poll_interval: Duration,
+    ) -> Result<(), election_core::Error> {
         if attempt.watch.is_none() {
             attempt.watch = self.inner.kv.watch(&self.key).await.ok();
         }
@@ -350,10 +393,17 @@ impl Claim for NatsClaim {
     }
 
     /// Starts the renewal task.
-    fn watch(&self, attempt: &mut NatsAttempt, won: Won, reporter: LossReporter) -> Result<Watch, election_core::Error> {
-        let valid_until = won.valid_until.ok_or_else(|| election_core::Error::NotHeld {
-            name: self.name.clone(),
-        })?;
+    fn watch(
+        &self,
+        attempt: &mut NatsAttempt,
+        won: Won,
+        reporter: LossReporter,
+    ) -> Result<Watch, election_core::Error> {
+        let valid_until = won
+            .valid_until
+            .ok_or_else(|| election_core::Error::NotHeld {
+                name: self.name.clone(),
+            })?;
         let renewal = Renewal {
             inner: self.inner.clone(),
             name: self.name.clone(),
@@ -368,16 +418,23 @@ impl Claim for NatsClaim {
             nonce: attempt.nonce,
             holding: attempt.holding.clone(),
         };
-        Ok(Watch::task(tokio::spawn(renewal.run(valid_until, reporter))))
+        Ok(Watch::task(tokio::spawn(
+            renewal.run(valid_until, reporter),
+        )))
     }
 
     /// Deletes the key, expecting the revision last written.
     async fn release(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
         let held = attempt.holding.lock().await.take();
         let Some(h) = held else {
-            return Err(election_core::Error::NotHeld { name: self.name.clone() });
+            return Err(election_core::Error::NotHeld {
+                name: self.name.clone(),
+            });
         };
-        let delete = self.inner.kv.delete_expect_revision(&self.key, Some(h.revision));
+        let delete = self
+            .inner
+            .kv
+            .delete_expect_revision(&self.key, Some(h.revision));
         match tokio::time::timeout(self.timeout(), delete).await {
             Ok(Ok(())) => {
                 attempt.may_hold = false;
@@ -385,7 +442,9 @@ impl Claim for NatsClaim {
             }
             Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                 attempt.may_hold = false;
-                Err(election_core::Error::NotHeld { name: self.name.clone() })
+                Err(election_core::Error::NotHeld {
+                    name: self.name.clone(),
+                })
             }
             Ok(Err(e)) => {
                 *attempt.holding.lock().await = Some(h);
@@ -393,7 +452,9 @@ impl Claim for NatsClaim {
             }
             Err(_) => {
                 *attempt.holding.lock().await = Some(h);
-                Err(self.core(Error::OutcomeUnknown { after: self.timeout() }))
+                Err(self.core(Error::OutcomeUnknown {
+                    after: self.timeout(),
+                }))
             }
         }
     }
@@ -403,7 +464,10 @@ impl Claim for NatsClaim {
     fn close(&self, attempt: NatsAttempt, end: End) {
         {
             let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &attempt.holding)) {
+            if current
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(c, &attempt.holding))
+            {
                 *current = None;
             }
         }
@@ -415,7 +479,12 @@ impl Claim for NatsClaim {
             tracing::warn!(name = %self.name, "no runtime to release on; the lease ages out after its TTL");
             return;
         };
-        let (kv, key, name, timeout) = (self.inner.kv.clone(), self.key.clone(), self.name.clone(), self.timeout());
+        let (kv, key, name, timeout) = (
+            self.inner.kv.clone(),
+            self.key.clone(),
+            self.name.clone(),
+            self.timeout(),
+        );
         let (nonce, holding) = (attempt.nonce, attempt.holding.clone());
         rt.spawn(async move {
             let known = holding.lock().await.map(|h| h.revision);
@@ -441,7 +510,9 @@ impl Claim for NatsClaim {
 
     /// The holder and epoch as the bucket shows them.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
-        election::leader(&self.inner, &self.name).await.map_err(|e| self.core(e))
+        election::leader(&self.inner, &self.name)
+            .await
+            .map_err(|e| self.core(e))
     }
 }
 
@@ -474,7 +545,10 @@ impl Renewal {
             let mut holding = self.holding.lock().await;
             let Some(h) = holding.as_mut() else { return };
             let budget = options.timeout().min(valid_until - sent);
-            let update = self.inner.kv.update(&self.key, self.value.clone(), h.revision);
+            let update = self
+                .inner
+                .kv
+                .update(&self.key, self.value.clone(), h.revision);
             match tokio::time::timeout(budget, update).await {
                 Ok(Ok(rev)) => {
                     h.revision = rev;
@@ -488,7 +562,8 @@ impl Renewal {
                     match tokio::time::timeout(budget, self.inner.kv.entry(&self.key)).await {
                         Ok(Ok(Some(e)))
                             if e.operation == kv::Operation::Put
-                                && Value::decode(&self.key, &e.value).is_ok_and(|v| v.nonce == self.nonce) =>
+                                && Value::decode(&self.key, &e.value)
+                                    .is_ok_and(|v| v.nonce == self.nonce) =>
                         {
                             h.revision = e.revision;
                             next = Instant::now();

@@ -57,7 +57,10 @@ pub struct NatsElection {
 
 fn server_has_markers(client: &async_nats::Client) -> bool {
     let version = client.server_info().version;
-    let mut parts = version.trim_start_matches('v').split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut parts = version
+        .trim_start_matches('v')
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (major, minor) >= (2, 11)
 }
@@ -111,12 +114,19 @@ impl NatsElection {
     /// let election = NatsElection::with_client(client, NatsOptions::default()).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn with_client(client: async_nats::Client, options: NatsOptions) -> Result<Self, Error> {
+    pub async fn with_client(
+        client: async_nats::Client,
+        options: NatsOptions,
+    ) -> Result<Self, Error> {
         let mut js = jetstream::new(client.clone());
         js.set_timeout(options.timeout().max(Duration::from_secs(1)));
         let kv = open_bucket(&js, &client, &options).await?;
         Ok(NatsElection {
-            inner: Arc::new(Inner { client, kv, options }),
+            inner: Arc::new(Inner {
+                client,
+                kv,
+                options,
+            }),
         })
     }
 
@@ -193,10 +203,13 @@ fn leader_of(key: &str, entry: &kv::Entry) -> Result<Option<Leader>, Error> {
         return Ok(None);
     }
     let v = Value::decode(key, &entry.value)?;
-    let epoch = v.epoch.or_else(|| Epoch::new(entry.revision)).ok_or_else(|| Error::CorruptValue {
-        key: key.to_owned(),
-        detail: "revision 0".into(),
-    })?;
+    let epoch = v
+        .epoch
+        .or_else(|| Epoch::new(entry.revision))
+        .ok_or_else(|| Error::CorruptValue {
+            key: key.to_owned(),
+            detail: "revision 0".into(),
+        })?;
     Ok(Some(Leader {
         identity: v.identity,
         epoch,
@@ -218,11 +231,18 @@ pub(crate) async fn leader(inner: &Inner, name: &ElectionName) -> Result<Option<
     }
 }
 
-async fn open_bucket(js: &jetstream::Context, client: &async_nats::Client, options: &NatsOptions) -> Result<kv::Store, Error> {
+async fn open_bucket(
+    js: &jetstream::Context,
+    client: &async_nats::Client,
+    options: &NatsOptions,
+) -> Result<kv::Store, Error> {
     let bucket = options.bucket_name();
     for _ in 0..3 {
         if let Ok(kv) = js.get_key_value(bucket).await {
-            let status = kv.status().await.map_err(|e| Error::unavailable("read the bucket", e))?;
+            let status = kv
+                .status()
+                .await
+                .map_err(|e| Error::unavailable("read the bucket", e))?;
             let found = status.info.config.max_age;
             if found != options.ttl() {
                 return Err(Error::BucketMismatch {
@@ -245,7 +265,9 @@ async fn open_bucket(js: &jetstream::Context, client: &async_nats::Client, optio
         match js.create_key_value(config).await {
             Ok(kv) => return Ok(kv),
             // Another process may have created it meanwhile: look again.
-            Err(e) => tracing::debug!(bucket, error = %e, "creating the bucket failed; looking again"),
+            Err(e) => {
+                tracing::debug!(bucket, error = %e, "creating the bucket failed; looking again")
+            }
         }
     }
     Err(Error::Unavailable {

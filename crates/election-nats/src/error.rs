@@ -80,10 +80,12 @@ impl Error {
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),
-            e @ Error::BucketMismatch { .. } => election_core::Error::Config(ConfigError::Location {
-                reason: e.to_string(),
-                source: Some(Arc::new(e)),
-            }),
+            e @ Error::BucketMismatch { .. } => {
+                election_core::Error::Config(ConfigError::Location {
+                    reason: e.to_string(),
+                    source: Some(Arc::new(e)),
+                })
+            }
             e @ Error::CorruptValue { .. } => election_core::Error::corrupt(name, e),
             e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
             e => election_core::Error::unavailable(name, e),

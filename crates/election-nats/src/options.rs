@@ -111,15 +111,28 @@ impl NatsOptions {
     }
 
     fn validated(self) -> Result<Self, ConfigError> {
-        let bad = |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
+        let bad =
+            |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
         if self.bucket.is_empty()
             || self.bucket.len() > 64
-            || !self.bucket.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            || !self
+                .bucket
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         {
-            return Err(bad("bucket", format!("{:?} is not 1-64 letters, digits, - or _", self.bucket)));
+            return Err(bad(
+                "bucket",
+                format!("{:?} is not 1-64 letters, digits, - or _", self.bucket),
+            ));
         }
         if self.ttl < Duration::from_secs(1) {
-            return Err(bad("ttl", format!("{:?} is below 1s (the server's marker granularity)", self.ttl)));
+            return Err(bad(
+                "ttl",
+                format!(
+                    "{:?} is below 1s (the server's marker granularity)",
+                    self.ttl
+                ),
+            ));
         }
         if self.renew_interval.is_zero() || self.renew_interval * 2 > self.ttl - self.margin() {
             return Err(bad(
@@ -133,7 +146,10 @@ impl NatsOptions {
         if self.request_timeout.is_zero() || self.request_timeout > self.renew_interval {
             return Err(bad(
                 "request_timeout",
-                format!("{:?} must be above zero and at most the renew_interval {:?}", self.request_timeout, self.renew_interval),
+                format!(
+                    "{:?} must be above zero and at most the renew_interval {:?}",
+                    self.request_timeout, self.renew_interval
+                ),
             ));
         }
         if self.failover_grace > self.renew_interval {
@@ -198,8 +214,20 @@ mod tests {
     #[test]
     fn defaults_and_refusals() {
         let d = NatsOptions::default();
-        assert_eq!((d.ttl(), d.renew_every(), d.grace()), (Duration::from_secs(15), Duration::from_secs(5), Duration::from_secs(5)));
-        assert!(NatsOptions::new(Duration::from_secs(3)).unwrap().renew_interval(Duration::from_secs(2)).is_err());
+        assert_eq!(
+            (d.ttl(), d.renew_every(), d.grace()),
+            (
+                Duration::from_secs(15),
+                Duration::from_secs(5),
+                Duration::from_secs(5)
+            )
+        );
+        assert!(
+            NatsOptions::new(Duration::from_secs(3))
+                .unwrap()
+                .renew_interval(Duration::from_secs(2))
+                .is_err()
+        );
         assert!(d.clone().bucket("bad.name").is_err());
         assert!(d.clone().bucket("").is_err());
         assert!(d.clone().replicas(0).is_err());

@@ -41,7 +41,10 @@ const HEADER: &str = "election-nats/1";
 
 impl Value {
     pub(crate) fn encode(&self) -> bytes::Bytes {
-        let mut s = format!("{HEADER}\nidentity={}\nnonce={}\n", self.identity, self.nonce);
+        let mut s = format!(
+            "{HEADER}\nidentity={}\nnonce={}\n",
+            self.identity, self.nonce
+        );
         if let Some(e) = self.epoch {
             s.push_str(&format!("epoch={e}\n"));
         }
@@ -63,7 +66,9 @@ impl Value {
         }
         let (mut identity, mut nonce, mut epoch, mut since) = (None, None, None, None);
         for line in lines {
-            let (k, v) = line.split_once('=').ok_or_else(|| bad(format!("line {line:?} is not key=value")))?;
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| bad(format!("line {line:?} is not key=value")))?;
             match k {
                 "identity" => identity = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
                 "nonce" => nonce = Some(v.parse().map_err(|_| bad(format!("bad nonce {v:?}")))?),

@@ -73,25 +73,46 @@ impl Backend for Nats {
 
     /// Another node overwrites the key, as after a partition.
     async fn take_away(&self, name: &str) -> bool {
-        let addrs: Vec<async_nats::ServerAddr> = self.urls().split(',').map(|u| u.parse().expect("url")).collect();
+        let addrs: Vec<async_nats::ServerAddr> = self
+            .urls()
+            .split(',')
+            .map(|u| u.parse().expect("url"))
+            .collect();
         let client = async_nats::connect(addrs).await.expect("connect");
         let js = async_nats::jetstream::new(client);
         let kv = js.get_key_value("elections").await.expect("bucket");
-        kv.put(name, "election-nats/1\nidentity=intruder\nnonce=1\n".into()).await.expect("put");
+        kv.put(name, "election-nats/1\nidentity=intruder\nnonce=1\n".into())
+            .await
+            .expect("put");
         true
     }
 
     async fn bad_configurations(&self) -> Vec<Result<NatsClaim, Error>> {
         let s = Duration::from_secs;
         let mut out: Vec<Result<NatsClaim, Error>> = vec![
-            NatsOptions::new(Duration::from_millis(500)).map(|_| unreachable!()).map_err(Error::from),
-            NatsOptions::new(s(3)).and_then(|o| o.renew_interval(s(2))).map(|_| unreachable!()).map_err(Error::from),
-            NatsOptions::new(s(3)).and_then(|o| o.bucket("no.dots")).map(|_| unreachable!()).map_err(Error::from),
+            NatsOptions::new(Duration::from_millis(500))
+                .map(|_| unreachable!())
+                .map_err(Error::from),
+            NatsOptions::new(s(3))
+                .and_then(|o| o.renew_interval(s(2)))
+                .map(|_| unreachable!())
+                .map_err(Error::from),
+            NatsOptions::new(s(3))
+                .and_then(|o| o.bucket("no.dots"))
+                .map(|_| unreachable!())
+                .map_err(Error::from),
         ];
         // The bucket exists with a 3 s max age; a 6 s TTL cannot share it.
         let _ = self.election(options(self.replicas())).await.map_err(core);
-        let other_ttl = NatsOptions::new(s(6)).and_then(|o| o.replicas(self.replicas())).expect("options");
-        out.push(self.election(other_ttl).await.map_err(core).and_then(|e| e.claim("a", "b").map_err(core)));
+        let other_ttl = NatsOptions::new(s(6))
+            .and_then(|o| o.replicas(self.replicas()))
+            .expect("options");
+        out.push(
+            self.election(other_ttl)
+                .await
+                .map_err(core)
+                .and_then(|e| e.claim("a", "b").map_err(core)),
+        );
         out
     }
 }

@@ -1,0 +1,167 @@
+//! Observation, adoption and errors against a real nats-server.
+
+use std::time::Duration;
+
+use election_core::Error as CoreError;
+use election_nats::{Error, NatsElection, NatsOptions};
+use futures::StreamExt;
+use nats_testkit::Server;
+
+fn options() -> NatsOptions {
+    NatsOptions::new(Duration::from_secs(3)).expect("options")
+}
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_typed_error() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let err = NatsElection::connect(&format!("nats://127.0.0.1:{port}"), options())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    let err = NatsElection::connect("nats://127.0.0.1:notaport", options())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+}
+
+async fn next<S>(changes: &mut S) -> Option<election_core::Leader>
+where
+    S: futures::Stream<Item = Result<Option<election_core::Leader>, Error>> + Unpin,
+{
+    tokio::time::timeout(PATIENCE, changes.next())
+        .await
+        .expect("a change in time")
+        .expect("stream open")
+        .expect("no error")
+}
+
+#[tokio::test]
+async fn followers_watch_leadership_change_including_vacancy() {
+    let server = Server::start().expect("nats-server");
+    let election = NatsElection::connect(&server.url(), options())
+        .await
+        .expect("connect");
+    let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+    let a = election.candidate("jobs", "a").expect("a");
+    let b = election.candidate("jobs", "b").expect("b");
+    let t1 = a.campaign().await.expect("a wins");
+    let seen = next(&mut changes).await.expect("a leads");
+    assert_eq!((seen.identity.as_str(), seen.epoch), ("a", t1.epoch()));
+    assert_eq!(
+        election
+            .leader("jobs")
+            .await
+            .expect("leader")
+            .map(|l| l.epoch),
+        Some(t1.epoch())
+    );
+    t1.resign().await.expect("resign");
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the vacancy after a resign is reported"
+    );
+    assert_eq!(election.leader("jobs").await.expect("leader"), None);
+    let t2 = b.campaign().await.expect("b wins");
+    let seen = next(&mut changes).await.expect("b leads");
+    assert_eq!((seen.identity.as_str(), seen.epoch), ("b", t2.epoch()));
+    // Another node takes the key and then dies: b's term is lost, the
+    // watcher sees the intruder, then the vacancy when its lease expires
+    // (the server's TTL marker). b's renewals in between are not repeated.
+    let js = async_nats::jetstream::new(election.client().clone());
+    let kv = js.get_key_value("elections").await.expect("bucket");
+    kv.put(
+        "jobs",
+        "election-nats/1\nidentity=intruder\nnonce=7\n".into(),
+    )
+    .await
+    .expect("put");
+    let seen = next(&mut changes).await.expect("the intruder");
+    assert_eq!(seen.identity.as_str(), "intruder");
+    tokio::time::timeout(PATIENCE, t2.lost())
+        .await
+        .expect("b learns it lost");
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the vacancy after an expiry is reported"
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_process_does_not_adopt_its_key_unless_configured_to() {
+    let server = Server::start().expect("nats-server");
+    // A "previous process" with identity "svc-1" left a live key behind.
+    let old = NatsElection::connect(&server.url(), options())
+        .await
+        .expect("connect");
+    let old_candidate = old.candidate("jobs", "svc-1").expect("old");
+    let old_term = old_candidate.campaign().await.expect("old wins");
+    let old_epoch = old_term.epoch();
+    // Same identity, new process, adoption off: it must wait.
+    let fresh = NatsElection::connect(&server.url(), options())
+        .await
+        .expect("connect");
+    let waits = fresh.candidate("jobs", "svc-1").expect("fresh");
+    assert!(
+        waits.try_campaign().await.expect("try").is_none(),
+        "adopted without being told to"
+    );
+    // Adoption on: it takes over at once with a new, higher epoch, and the
+    // old term learns it lost.
+    let adopting = NatsElection::connect(&server.url(), options().adopt_own(true))
+        .await
+        .expect("connect");
+    let adopter = adopting.candidate("jobs", "svc-1").expect("adopter");
+    let adopted = adopter.try_campaign().await.expect("try").expect("adopted");
+    assert!(adopted.epoch() > old_epoch);
+    let lost = tokio::time::timeout(PATIENCE, old_term.lost())
+        .await
+        .expect("the old term learns it lost");
+    assert_eq!(lost.epoch, old_epoch);
+    assert!(matches!(
+        old_candidate.claim().confirm(&old_term).await,
+        Err(CoreError::Lost(_) | CoreError::NotHeld { .. })
+    ));
+    adopter
+        .claim()
+        .confirm(&adopted)
+        .await
+        .expect("the adopter holds it");
+    adopted.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn the_commit_point_check_refuses_a_term_whose_key_was_taken() {
+    let server = Server::start().expect("nats-server");
+    let election = NatsElection::connect(&server.url(), options())
+        .await
+        .expect("connect");
+    let a = election.candidate("jobs", "a").expect("a");
+    let term = a.campaign().await.expect("a wins");
+    a.claim().confirm(&term).await.expect("held");
+    let js = async_nats::jetstream::new(election.client().clone());
+    let kv = js.get_key_value("elections").await.expect("bucket");
+    kv.put(
+        "jobs",
+        "election-nats/1\nidentity=intruder\nnonce=7\n".into(),
+    )
+    .await
+    .expect("put");
+    match a.claim().confirm(&term).await {
+        Err(CoreError::NotHeld { .. }) => {}
+        other => panic!("a taken key passed the commit point: {other:?}"),
+    }
+    let lost = tokio::time::timeout(PATIENCE, term.lost())
+        .await
+        .expect("lost");
+    assert_eq!(lost.epoch, term.epoch());
+    assert!(term.is_lost());
+}
