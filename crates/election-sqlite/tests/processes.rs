@@ -1,116 +1,37 @@
 //! Real candidate processes sharing one SQLite database file.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use candidate_testkit::{Proc, mono_ns};
+use nix::sys::signal::Signal;
 
-const PATIENCE: Duration = Duration::from_secs(60);
 const BIN: &str = env!("CARGO_BIN_EXE_election-sqlite-candidate");
 const TTL_MS: u64 = 600;
 const RENEW_MS: u64 = 150;
 
-struct Proc {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: Lines<BufReader<ChildStdout>>,
-    name: String,
+fn start(db: &std::path::Path, identity: &str, extra: &[&str]) -> Proc {
+    let (ttl, renew) = (TTL_MS.to_string(), RENEW_MS.to_string());
+    let mut args = vec!["--db", db.to_str().expect("utf-8"), "--identity", identity];
+    args.extend(["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", "20"]);
+    args.extend(extra);
+    Proc::spawn(BIN, &args, identity)
 }
 
-impl Proc {
-    fn start(db: &std::path::Path, identity: &str, extra: &[&str]) -> Proc {
-        let mut child = Command::new(BIN)
-            .args(["--db", db.to_str().expect("utf-8"), "--identity", identity])
-            .args([
-                "--ttl-ms",
-                &TTL_MS.to_string(),
-                "--renew-ms",
-                &RENEW_MS.to_string(),
-                "--poll-ms",
-                "20",
-            ])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn candidate");
-        let stdin = child.stdin.take();
-        let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        Proc {
-            child,
-            stdin,
-            out,
-            name: identity.to_owned(),
-        }
-    }
-
-    fn candidate(db: &std::path::Path, identity: &str) -> Proc {
-        Proc::start(db, identity, &["--name", "jobs"])
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id().expect("running") as i32)
-    }
-
-    async fn line(&mut self) -> String {
-        tokio::time::timeout(PATIENCE, self.out.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("{}: silent for {PATIENCE:?}", self.name))
-            .expect("read")
-            .unwrap_or_else(|| panic!("{}: exited", self.name))
-    }
-
-    /// The next line, which must start with `word`; returns the rest.
-    async fn expect(&mut self, word: &str) -> Vec<String> {
-        let line = self.line().await;
-        let mut parts = line.split(' ').map(str::to_owned);
-        assert_eq!(
-            parts.next().as_deref(),
-            Some(word),
-            "{}: got {line:?}",
-            self.name
-        );
-        parts.collect()
-    }
-
-    async fn elected(&mut self) -> (u64, u128) {
-        let rest = self.expect("elected").await;
-        (
-            rest[0].parse().expect("epoch"),
-            rest[1].parse().expect("ns"),
-        )
-    }
-
-    async fn send(&mut self, cmd: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin");
-        stdin
-            .write_all(format!("{cmd}\n").as_bytes())
-            .await
-            .expect("write");
-        stdin.flush().await.expect("flush");
-    }
-}
-
-fn mono_ns() -> u128 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("clock");
-    t.tv_sec() as u128 * 1_000_000_000 + t.tv_nsec() as u128
+fn candidate(db: &std::path::Path, identity: &str) -> Proc {
+    start(db, identity, &["--name", "jobs"])
 }
 
 #[tokio::test]
 async fn sigkill_of_the_leader_hands_over_after_the_ttl_with_a_higher_epoch() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("app.db");
-    let mut a = Proc::candidate(&db, "a");
+    let mut a = candidate(&db, "a");
     a.expect("campaigning").await;
     let (e1, _) = a.elected().await;
-    let mut b = Proc::candidate(&db, "b");
+    let mut b = candidate(&db, "b");
     b.expect("campaigning").await;
     let killed = mono_ns();
-    kill(a.pid(), Signal::SIGKILL).expect("kill");
+    a.signal(Signal::SIGKILL);
     let (e2, at) = b.elected().await;
     assert!(e2 > e1, "epoch {e2} after {e1}");
     // B saw no renewal for a full TTL; the last renewal was at most one
@@ -126,21 +47,21 @@ async fn sigkill_of_the_leader_hands_over_after_the_ttl_with_a_higher_epoch() {
 async fn a_paused_leader_learns_its_loss_first_and_its_fenced_write_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("app.db");
-    let mut a = Proc::candidate(&db, "a");
+    let mut a = candidate(&db, "a");
     a.expect("campaigning").await;
     let (e1, _) = a.elected().await;
     a.send("write ledger").await;
     assert_eq!(a.expect("wrote").await, [e1.to_string()]);
-    let mut b = Proc::candidate(&db, "b");
+    let mut b = candidate(&db, "b");
     b.expect("campaigning").await;
-    kill(a.pid(), Signal::SIGSTOP).expect("stop");
+    a.signal(Signal::SIGSTOP);
     let (e2, _) = b.elected().await;
     assert!(e2 > e1);
     b.send("write ledger").await;
     assert_eq!(b.expect("wrote").await, [e2.to_string()]);
     // The old leader wakes with a write already queued.
     a.send("write ledger").await;
-    kill(a.pid(), Signal::SIGCONT).expect("cont");
+    a.signal(Signal::SIGCONT);
     let first = a.line().await;
     assert!(
         first.starts_with("lost "),
@@ -174,7 +95,7 @@ async fn a_thousand_elections_in_one_database_from_three_processes() {
     // A long TTL: this test is about 3,000 claims racing, not renewals.
     let args = ["--many", "1000", "--ttl-ms", "60000", "--renew-ms", "20000"];
     let mut procs: Vec<Proc> = (0..3)
-        .map(|i| Proc::start(&db, &format!("p{i}"), &args))
+        .map(|i| start(&db, &format!("p{i}"), &args))
         .collect();
     let mut total = 0;
     for p in &mut procs {
