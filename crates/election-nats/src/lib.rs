@@ -15,10 +15,12 @@
 mod claim;
 mod election;
 mod error;
+mod fence;
 mod options;
 mod value;
 
 pub use claim::{NatsAttempt, NatsClaim};
 pub use election::NatsElection;
 pub use error::Error;
+pub use fence::NatsFence;
 pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions};

@@ -36,7 +36,7 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 /// use election_nats::NatsOptions;
 ///
 /// let o = NatsOptions::new(Duration::from_secs(3)).unwrap();
-/// assert_eq!(o.renew_interval(), Duration::from_secs(1));
+/// assert_eq!(o.renew_every(), Duration::from_secs(1));
 /// assert!(NatsOptions::new(Duration::from_millis(500)).is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]

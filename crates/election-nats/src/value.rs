@@ -17,8 +17,13 @@ use crate::Error;
 
 /// The KV key of an election.
 pub(crate) fn key(name: &ElectionName) -> String {
-    let mut k = String::with_capacity(name.as_str().len());
-    for b in name.as_str().bytes() {
+    key_of(name.as_str())
+}
+
+/// The KV key for any validated name (election or fenced resource).
+pub(crate) fn key_of(name: &str) -> String {
+    let mut k = String::with_capacity(name.len());
+    for b in name.bytes() {
         if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
             k.push(b as char);
         } else {
