@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::Error;
 use crate::election::{self, Inner};
+use crate::latest::{self, Latest};
 use crate::value::{self, Value};
 
 /// The term an attempt holds: its epoch and the revision last written.
@@ -54,6 +55,8 @@ pub struct NatsAttempt {
     saw_foreign: bool,
     /// The last vacancy seen was a clean delete (a resign).
     clean_release: bool,
+    /// The revision of the last vacancy (delete or purge marker) seen.
+    vacancy_revision: Option<u64>,
     watch: Option<kv::Watch>,
 }
 
@@ -120,19 +123,13 @@ impl NatsClaim {
         self.inner.options.timeout()
     }
 
-    /// Reads the key's entry (bounded).
-    async fn entry(&self) -> Result<Option<kv::Entry>, Error> {
-        tokio::time::timeout(self.timeout(), self.inner.kv.entry(&self.key))
-            .await
-            .map_err(|_| Error::Unavailable {
-                what: "read the lease",
-                source: None,
-            })?
-            .map_err(|e| Error::unavailable("read the lease", e))
+    /// Reads the key's latest entry through the stream leader (bounded).
+    async fn latest(&self) -> Result<Option<Latest>, Error> {
+        latest::latest(&self.inner.kv, &self.key, self.timeout()).await
     }
 
     /// Whether the entry is a live lease of attempt `nonce`.
-    fn ours(&self, entry: &kv::Entry, nonce: u64) -> bool {
+    fn ours(&self, entry: &Latest, nonce: u64) -> bool {
         entry.operation == kv::Operation::Put
             && Value::decode(&self.key, &entry.value).is_ok_and(|v| v.nonce == nonce)
     }
@@ -261,7 +258,7 @@ impl NatsClaim {
         attempt: &mut NatsAttempt,
         sent: Instant,
     ) -> Result<Option<Won>, election_core::Error> {
-        match self.entry().await {
+        match self.latest().await {
             Ok(Some(e)) if self.ours(&e, attempt.nonce) => {
                 self.won(attempt, e.revision, sent).await
             }
@@ -294,6 +291,7 @@ impl Claim for NatsClaim {
             may_hold: false,
             saw_foreign: false,
             clean_release: false,
+            vacancy_revision: None,
             watch: None,
         })
     }
@@ -306,55 +304,57 @@ impl Claim for NatsClaim {
         attempt: &mut NatsAttempt,
     ) -> Result<Option<Won>, election_core::Error> {
         let sent = Instant::now();
-        attempt.may_hold = true;
-        let create = self
-            .inner
-            .kv
-            .create(&self.key, self.value(attempt.nonce, None));
-        match tokio::time::timeout(self.timeout(), create).await {
-            Ok(Ok(revision)) => self.won(attempt, revision, sent).await,
-            Ok(Err(e)) if is_kind(&e, kv::CreateErrorKind::AlreadyExists) => {
-                attempt.may_hold = false;
-                let entry = self.entry().await.map_err(|e| self.core(e))?;
-                let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
-                    return Ok(None); // freed meanwhile: try again
-                };
-                let v = Value::decode(&self.key, &entry.value).map_err(|e| self.core(e))?;
-                if v.nonce == attempt.nonce {
-                    attempt.may_hold = true;
-                    return self.won(attempt, entry.revision, sent).await;
+        // Expect the revision of the last vacancy seen (0: no entry at all).
+        // The server checks it: no read of a possibly stale replica decides.
+        let mut expected = attempt.vacancy_revision.unwrap_or(0);
+        for _ in 0..3 {
+            attempt.may_hold = true;
+            let create = self
+                .inner
+                .kv
+                .update(&self.key, self.value(attempt.nonce, None), expected);
+            match tokio::time::timeout(self.timeout(), create).await {
+                Ok(Ok(revision)) => return self.won(attempt, revision, sent).await,
+                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                    attempt.may_hold = false;
                 }
-                if v.identity == self.identity && self.inner.options.adopts_own() {
-                    // A restarted process adopts its own key, with a new,
-                    // higher epoch: the revision of this update.
-                    attempt.may_hold = true;
-                    let update = self.inner.kv.update(
-                        &self.key,
-                        self.value(attempt.nonce, None),
-                        entry.revision,
-                    );
-                    return match tokio::time::timeout(self.timeout(), update).await {
-                        Ok(Ok(rev)) => self.won(attempt, rev, sent).await,
-                        Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
-                            attempt.may_hold = false;
-                            Ok(None)
-                        }
-                        _ => self.resolve_unknown(attempt, sent).await,
-                    };
+                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::InvalidKey) => {
+                    attempt.may_hold = false;
+                    return Err(self.core(Error::CorruptValue {
+                        key: self.key.clone(),
+                        detail: e.to_string(),
+                    }));
                 }
-                attempt.saw_foreign = true;
-                attempt.clean_release = false;
-                Ok(None)
+                Ok(Err(_)) | Err(_) => return self.resolve_unknown(attempt, sent).await,
             }
-            Ok(Err(e)) if is_kind(&e, kv::CreateErrorKind::InvalidKey) => {
-                attempt.may_hold = false;
-                Err(self.core(Error::CorruptValue {
-                    key: self.key.clone(),
-                    detail: e.to_string(),
-                }))
+            // Someone wrote since: read the key through the stream leader.
+            let latest = self.latest().await.map_err(|e| self.core(e))?;
+            match latest {
+                None => expected = 0,
+                Some(l) if l.operation != kv::Operation::Put => {
+                    attempt.vacancy_revision = Some(l.revision);
+                    attempt.clean_release = l.operation == kv::Operation::Delete;
+                    expected = l.revision;
+                }
+                Some(l) => {
+                    let v = Value::decode(&self.key, &l.value).map_err(|e| self.core(e))?;
+                    if v.nonce == attempt.nonce {
+                        attempt.may_hold = true;
+                        return self.won(attempt, l.revision, sent).await;
+                    }
+                    if v.identity == self.identity && self.inner.options.adopts_own() {
+                        // A restarted process adopts its own key, with a new,
+                        // higher epoch: the revision of this update.
+                        expected = l.revision;
+                        continue;
+                    }
+                    attempt.saw_foreign = true;
+                    attempt.clean_release = false;
+                    return Ok(None);
+                }
             }
-            Ok(Err(_)) | Err(_) => self.resolve_unknown(attempt, sent).await,
         }
+        Ok(None)
     }
 
     /// Watches the key and returns the moment it is deleted (resign) or
@@ -375,8 +375,12 @@ impl Claim for NatsClaim {
         let vacancy = async {
             loop {
                 match watch.next().await {
-                    Some(Ok(e)) if e.operation == kv::Operation::Delete => return Some(true),
-                    Some(Ok(e)) if e.operation == kv::Operation::Purge => return Some(false),
+                    Some(Ok(e)) if e.operation == kv::Operation::Delete => {
+                        return Some((true, e.revision));
+                    }
+                    Some(Ok(e)) if e.operation == kv::Operation::Purge => {
+                        return Some((false, e.revision));
+                    }
                     Some(Ok(_)) => continue,
                     Some(Err(_)) | None => return None,
                 }
@@ -384,7 +388,10 @@ impl Claim for NatsClaim {
         };
         tokio::select! {
             v = vacancy => match v {
-                Some(clean) => attempt.clean_release = clean,
+                Some((clean, revision)) => {
+                    attempt.clean_release = clean;
+                    attempt.vacancy_revision = Some(revision);
+                }
                 None => attempt.watch = None,
             },
             () = tokio::time::sleep(poll_interval) => {}
@@ -490,8 +497,8 @@ impl Claim for NatsClaim {
             let known = holding.lock().await.map(|h| h.revision);
             let revision = match known {
                 Some(r) => Some(r),
-                None => match tokio::time::timeout(timeout, kv.entry(&key)).await {
-                    Ok(Ok(Some(e)))
+                None => match latest::latest(&kv, &key, timeout).await {
+                    Ok(Some(e))
                         if e.operation == kv::Operation::Put
                             && Value::decode(&key, &e.value).is_ok_and(|v| v.nonce == nonce) =>
                     {
@@ -559,8 +566,8 @@ impl Renewal {
                 Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                     // An earlier update whose answer was lost may have
                     // landed: if the key still carries our nonce, catch up.
-                    match tokio::time::timeout(budget, self.inner.kv.entry(&self.key)).await {
-                        Ok(Ok(Some(e)))
+                    match latest::latest(&self.inner.kv, &self.key, budget).await {
+                        Ok(Some(e))
                             if e.operation == kv::Operation::Put
                                 && Value::decode(&self.key, &e.value)
                                     .is_ok_and(|v| v.nonce == self.nonce) =>
@@ -568,7 +575,7 @@ impl Renewal {
                             h.revision = e.revision;
                             next = Instant::now();
                         }
-                        Ok(Ok(_)) => {
+                        Ok(_) => {
                             holding.take();
                             reporter.lose(LossReason::Revoked {
                                 detail: "the bucket shows another holder, or none".into(),

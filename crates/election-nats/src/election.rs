@@ -8,6 +8,7 @@ use election_core::{Candidate, ElectionName, Epoch, Identity, Leader};
 use futures::{Stream, StreamExt};
 
 use crate::claim::NatsClaim;
+use crate::latest;
 use crate::value::{self, Value};
 use crate::{Error, NatsOptions};
 
@@ -154,7 +155,8 @@ impl NatsElection {
         Ok(Candidate::new(self.claim(name, identity)?))
     }
 
-    /// Who leads election `name` now, read from the bucket, or `None`.
+    /// Who leads election `name` now, read from the bucket (through the
+    /// stream leader, so never from a lagging replica), or `None`.
     ///
     /// Cancel safety: cancel safe. Failure model: [`Error::Unavailable`]
     /// when the bucket cannot be read.
@@ -184,7 +186,7 @@ impl NatsElection {
         Ok(watch.filter_map(move |entry| {
             let out = match entry {
                 Err(e) => Some(Err(Error::unavailable("watch", e))),
-                Ok(entry) => match leader_of(&key, &entry) {
+                Ok(e) => match leader_of(&key, e.operation, &e.value, e.revision) {
                     Err(e) => Some(Err(e)),
                     Ok(now) if last.as_ref() == Some(&now) => None,
                     Ok(now) => {
@@ -198,14 +200,19 @@ impl NatsElection {
     }
 }
 
-fn leader_of(key: &str, entry: &kv::Entry) -> Result<Option<Leader>, Error> {
-    if entry.operation != kv::Operation::Put {
+fn leader_of(
+    key: &str,
+    operation: kv::Operation,
+    value: &[u8],
+    revision: u64,
+) -> Result<Option<Leader>, Error> {
+    if operation != kv::Operation::Put {
         return Ok(None);
     }
-    let v = Value::decode(key, &entry.value)?;
+    let v = Value::decode(key, value)?;
     let epoch = v
         .epoch
-        .or_else(|| Epoch::new(entry.revision))
+        .or_else(|| Epoch::new(revision))
         .ok_or_else(|| Error::CorruptValue {
             key: key.to_owned(),
             detail: "revision 0".into(),
@@ -218,15 +225,8 @@ fn leader_of(key: &str, entry: &kv::Entry) -> Result<Option<Leader>, Error> {
 
 pub(crate) async fn leader(inner: &Inner, name: &ElectionName) -> Result<Option<Leader>, Error> {
     let key = value::key(name);
-    let entry = tokio::time::timeout(inner.options.timeout(), inner.kv.entry(&key))
-        .await
-        .map_err(|_| Error::Unavailable {
-            what: "read the lease",
-            source: None,
-        })?
-        .map_err(|e| Error::unavailable("read the lease", e))?;
-    match entry {
-        Some(e) => leader_of(&key, &e),
+    match latest::latest(&inner.kv, &key, inner.options.timeout()).await? {
+        Some(l) => leader_of(&key, l.operation, &l.value, l.revision),
         None => Ok(None),
     }
 }

@@ -16,6 +16,7 @@ mod claim;
 mod election;
 mod error;
 mod fence;
+mod latest;
 mod options;
 mod value;
 

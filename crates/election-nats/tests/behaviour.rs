@@ -165,3 +165,28 @@ async fn the_commit_point_check_refuses_a_term_whose_key_was_taken() {
     assert_eq!(lost.epoch, term.epoch());
     assert!(term.is_lost());
 }
+
+/// On an R3 bucket a replica may answer a read before it has applied the
+/// latest write; a candidate re-campaigning right after its own resign must
+/// still win at once (no stale "someone holds it", no failover grace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_campaigning_after_a_resign_on_r3_wins_at_once() {
+    let cluster = nats_testkit::Cluster::start(3).expect("cluster");
+    let options = options().replicas(3).expect("options");
+    let mut last = None;
+    // Through each node in turn: at least one is not the stream's leader.
+    for url in cluster.urls() {
+        let election = NatsElection::connect(&url, options.clone())
+            .await
+            .expect("connect");
+        let a = election.candidate("jobs", "a").expect("a");
+        for round in 0..100 {
+            let term = a.try_campaign().await.expect("try").unwrap_or_else(|| {
+                panic!("{url}, round {round}: the claim looked held right after our own resign")
+            });
+            assert!(last.is_none_or(|l| term.epoch() > l));
+            last = Some(term.epoch());
+            term.resign().await.expect("resign");
+        }
+    }
+}

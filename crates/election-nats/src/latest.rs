@@ -1,0 +1,62 @@
+//! Exact reads of a key: through the stream leader, never a replica.
+//!
+//! `Store::entry` uses JetStream's direct get, which any replica of an R3
+//! bucket may answer before it has applied the latest write. Every read
+//! that decides something (who holds the key, whether a write of ours
+//! landed) uses this instead.
+
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+
+use crate::Error;
+
+/// The latest entry of a key, as the stream leader has it.
+#[derive(Clone, Debug)]
+pub(crate) struct Latest {
+    pub(crate) revision: u64,
+    pub(crate) operation: kv::Operation,
+    pub(crate) value: bytes::Bytes,
+}
+
+/// Reads the latest entry of `key`, bounded by `timeout`; `None` if the
+/// key has no entry at all.
+pub(crate) async fn latest(
+    store: &kv::Store,
+    key: &str,
+    timeout: Duration,
+) -> Result<Option<Latest>, Error> {
+    let subject = format!("{}{}", store.prefix, key);
+    let read = store.stream.get_last_raw_message_by_subject(&subject);
+    let message = match tokio::time::timeout(timeout, read).await {
+        Err(_) => {
+            return Err(Error::Unavailable {
+                what: "read the lease from the stream leader",
+                source: None,
+            });
+        }
+        Ok(Err(e)) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+        Ok(Err(e)) => {
+            return Err(Error::unavailable(
+                "read the lease from the stream leader",
+                e,
+            ));
+        }
+        Ok(Ok(m)) => m,
+    };
+    let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_owned());
+    let operation = match (
+        header("KV-Operation").as_deref(),
+        header("Nats-Marker-Reason").as_deref(),
+    ) {
+        (Some("DEL"), _) | (None, Some("Remove")) => kv::Operation::Delete,
+        (Some("PURGE"), _) | (None, Some("MaxAge" | "Purge")) => kv::Operation::Purge,
+        _ => kv::Operation::Put,
+    };
+    Ok(Some(Latest {
+        revision: message.sequence,
+        operation,
+        value: message.payload,
+    }))
+}
