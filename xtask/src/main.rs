@@ -2,7 +2,7 @@
 //!
 //! - `cargo xtask ci`: the checks CI runs (fmt, clippy, tests, doc tests).
 //! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: measures
-//!   the election (file and SQLite backends) and fencing paths against
+//!   the election (file, SQLite and NATS backends) and fencing paths against
 //!   floors measured in the same run and writes `docs/benchmarks.md`.
 //!
 //! Argument parsing is by hand: the tasks take few flags.
@@ -29,8 +29,9 @@ tasks:
                           relative to the repository root)
                           --quick: a tenth of the iterations
                           --only: comma-separated subset of
-                                  campaign,handover,failover,fencing,sqlite
-                                  (the first three are the file backend's)
+                                  campaign,handover,failover,fencing,sqlite,nats
+                                  (the first three are the file backend's; nats
+                                  starts nats-servers with nats-testkit)
   help                    this text
 ";
 

@@ -1,7 +1,7 @@
 //! The cross-process rows: clean handover (resign in A to elected in B) and
 //! crash failover (SIGKILL of A to elected in B), for the election-file
-//! candidate, the bare OFD lock helper (its floor) and the election-sqlite
-//! candidate.
+//! candidate, the bare OFD lock helper (its floor), the election-sqlite
+//! candidate and the election-nats candidate.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -44,6 +44,24 @@ pub(crate) enum Kind {
         name: String,
         /// The lease timings every process of the chain is given.
         timings: LeaseTimings,
+    },
+    /// `election-nats-candidate --url URLS --name NAME --identity ID
+    /// --ttl-ms T --replicas N --poll-ms P` (the default bucket, and the
+    /// failover grace the TTL implies).
+    NatsCandidate {
+        /// The binary.
+        bin: PathBuf,
+        /// The servers' URLs, comma-separated.
+        urls: String,
+        /// The election name.
+        name: String,
+        /// The lease TTL (the bucket's max age), in milliseconds.
+        ttl_ms: u64,
+        /// The bucket's replicas.
+        replicas: usize,
+        /// How often a waiting contender polls (a backstop to its watch),
+        /// in milliseconds.
+        poll_ms: u64,
     },
     /// `xtask bench-helper lock PATH`.
     LockHelper {
@@ -127,6 +145,31 @@ impl Chain {
                 ]);
                 cmd
             }
+            Kind::NatsCandidate {
+                bin,
+                urls,
+                name,
+                ttl_ms,
+                replicas,
+                poll_ms,
+            } => {
+                let mut cmd = Command::new(bin);
+                cmd.args([
+                    "--url",
+                    urls,
+                    "--name",
+                    name,
+                    "--identity",
+                    &id,
+                    "--ttl-ms",
+                    &ttl_ms.to_string(),
+                    "--replicas",
+                    &replicas.to_string(),
+                    "--poll-ms",
+                    &poll_ms.to_string(),
+                ]);
+                cmd
+            }
             Kind::LockHelper { exe, path } => {
                 let mut cmd = Command::new(exe);
                 cmd.args(["bench-helper", "lock"]).arg(path);
@@ -145,7 +188,7 @@ impl Chain {
     fn checks_epochs(&self) -> bool {
         matches!(
             self.kind,
-            Kind::Candidate { .. } | Kind::SqliteCandidate { .. }
+            Kind::Candidate { .. } | Kind::SqliteCandidate { .. } | Kind::NatsCandidate { .. }
         )
     }
 

@@ -1,9 +1,9 @@
-//! `cargo xtask bench`: latency of the file and SQLite backends and of
-//! fencing, each against a floor measured in the same run, written to
+//! `cargo xtask bench`: latency of the file, SQLite and NATS backends and
+//! of fencing, each against a floor measured in the same run, written to
 //! `docs/benchmarks.md`.
 //!
 //! `cargo xtask` runs a debug build, which would measure unoptimised library
-//! code. So `bench` only builds the release binaries (the two candidates
+//! code. So `bench` only builds the release binaries (the three candidates
 //! and xtask itself) and hands over to the release xtask's hidden
 //! `bench-measure` task, which measures, prints and writes the report.
 
@@ -12,6 +12,7 @@ mod file;
 mod handover;
 mod helper;
 mod host;
+mod nats;
 mod ofd;
 mod process;
 mod report;
@@ -42,14 +43,22 @@ const SETTLE: Duration = Duration::from_millis(20);
 const SQLITE_FAILOVERS: usize = 20;
 /// SQLite crash failovers with `--quick`.
 const SQLITE_FAILOVERS_QUICK: usize = 5;
+/// Default NATS renewals whose bytes are counted, per topology.
+const NATS_BYTE_BATCH: usize = 200;
+/// Default NATS crash failovers per topology: each takes about TTL + grace.
+const NATS_FAILOVERS: usize = 10;
+/// NATS crash failovers per topology with `--quick`.
+const NATS_FAILOVERS_QUICK: usize = 3;
 /// The release build the bench runs from.
-const BUILD: [&str; 9] = [
+const BUILD: [&str; 11] = [
     "build",
     "--release",
     "-p",
     "election-file",
     "-p",
     "election-sqlite",
+    "-p",
+    "election-nats",
     "-p",
     "xtask",
     "--bins",
@@ -59,7 +68,9 @@ const BUILD: [&str; 9] = [
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 5] = ["campaign", "handover", "failover", "fencing", "sqlite"];
+const GROUPS: [&str; 6] = [
+    "campaign", "handover", "failover", "fencing", "sqlite", "nats",
+];
 
 /// The parsed flags of `bench` (and `bench-measure`).
 #[derive(Debug)]
@@ -212,9 +223,11 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
     let target = target_dir();
     let candidate_bin = target.join("release").join("election-file-candidate");
     let sqlite_bin = target.join("release").join("election-sqlite-candidate");
+    let nats_bin = target.join("release").join("election-nats-candidate");
     for (bin, needed) in [
         (&candidate_bin, o.wants("handover") || o.wants("failover")),
         (&sqlite_bin, o.wants("sqlite")),
+        (&nats_bin, o.wants("nats")),
     ] {
         if needed && !bin.is_file() {
             return Err(format!(
@@ -242,6 +255,19 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
             SQLITE_FAILOVERS
         },
         cross_warm,
+    };
+    let nats_counts = nats::Counts {
+        in_process,
+        warm,
+        byte_batch: o.scale(NATS_BYTE_BATCH),
+        handovers: cross,
+        handover_warm: cross_warm,
+        failovers: if o.quick {
+            NATS_FAILOVERS_QUICK
+        } else {
+            NATS_FAILOVERS
+        },
+        failover_warm: 1,
     };
 
     let bench = tempfile::Builder::new()
@@ -291,6 +317,14 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
         };
         sqlite::rows(&setup, &mut rows, &mut notes)?;
     }
+    if o.wants("nats") {
+        let setup = nats::Setup {
+            candidate_bin: &nats_bin,
+            log: &log,
+            counts: nats_counts,
+        };
+        nats::rows(&setup, &mut rows, &mut notes)?;
+    }
 
     let header = Header {
         command,
@@ -301,7 +335,7 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
             "{in_process} in-process campaigns, lock floors and file-fence ops \
              (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
              each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
-             (+{warm} warm-up){}{}",
+             (+{warm} warm-up){}{}{}",
             if o.wants("sqlite") {
                 format!(
                     "; SQLite: {in_process} in-process campaigns, renewals and fenced \
@@ -313,10 +347,42 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
             } else {
                 String::new()
             },
-            match (o.quick, o.wants("sqlite")) {
-                (true, true) => " (--quick: a tenth of the default; SQLite failovers: 5)",
-                (true, false) => " (--quick: a tenth of the default)",
-                (false, _) => "",
+            if o.wants("nats") {
+                let n = nats_counts;
+                format!(
+                    "; NATS, on one node and then on an R3 cluster, each: {} in-process \
+                     campaigns and renewals, each interleaved with its floor requests, and \
+                     {} rounds of the handover floors (+{} warm-up each), a batch of {} \
+                     renewals for the bytes, {} handovers (+{} warm-up) and {} failovers \
+                     (+{} warm-up)",
+                    n.in_process,
+                    n.in_process,
+                    n.warm,
+                    n.byte_batch,
+                    n.handovers,
+                    n.handover_warm,
+                    n.failovers,
+                    n.failover_warm
+                )
+            } else {
+                String::new()
+            },
+            if o.quick {
+                format!(
+                    " (--quick: a tenth of the default{}{})",
+                    if o.wants("sqlite") {
+                        format!("; SQLite failovers: {SQLITE_FAILOVERS_QUICK}")
+                    } else {
+                        String::new()
+                    },
+                    if o.wants("nats") {
+                        format!("; NATS failovers: {NATS_FAILOVERS_QUICK}")
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                String::new()
             }
         ),
         build: format!("cargo {}", BUILD.join(" ")),
@@ -507,6 +573,9 @@ mod tests {
         let o = Options::parse(&args(&["--quick", "--only", "sqlite"]), false).unwrap();
         assert!(o.wants("sqlite") && !o.wants("handover"));
         assert!(Options::parse(&args(&[]), false).unwrap().wants("sqlite"));
+        let o = Options::parse(&args(&["--only", "nats,sqlite"]), false).unwrap();
+        assert!(o.wants("nats") && o.wants("sqlite") && !o.wants("campaign"));
+        assert!(Options::parse(&args(&[]), false).unwrap().wants("nats"));
         assert!(Options::parse(&args(&["--out"]), false).is_err());
         assert!(Options::parse(&args(&["--command", "c"]), false).is_err());
         assert!(Options::parse(&args(&["--command", "c"]), true).is_ok());
