@@ -608,15 +608,18 @@ fn topology(
     let at_least = |d: Duration| camp.campaign.iter().filter(|&&c| c >= ns(d)).count();
     let (slow, graced) = (at_least(poll), at_least(poll + grace));
     notes.push(format!(
-        "{label} uncontested campaign: every campaign after the first creates the key over \
-         the delete marker of the previous resign, which async-nats does in three requests \
-         (the floor's create over a marker: {}, median; a fresh key's create: {}); the \
+        "{label} uncontested campaign: every campaign after the first claims the key over \
+         the delete marker of the previous resign; a new attempt does not know the marker's \
+         revision, so it takes three requests (an update expecting revision 0 fails, a read \
+         through the stream leader, an update expecting the marker's revision), like \
+         async-nats' create (the floor's create over a marker: {}, median; a fresh key's \
+         create: {}); the \
          campaign took {} (median; p99 {}, max {}). {slow} of {} campaigns took at least the \
          poll interval ({} ms: a try that found the key still there waits for the next one), \
-         {graced} of them at least the poll interval + the failover grace ({} s: the read \
-         after the failed create also showed the previous term's value, whose nonce is not \
-         this attempt's, so the campaign took its own resigned term for a holder that did \
-         not resign). The floor's create over a marker found the key still there, and tried \
+         {graced} of them at least the poll interval + the failover grace ({} s: a read \
+         showing the previous term's value would make the campaign take its own resigned \
+         term for a holder that did not resign; the library reads through the stream \
+         leader to avoid it). The floor's create over a marker found the key still there, and tried \
          again, {} times in {} rounds.",
         ms(marker.median_ns),
         ms(fresh.median_ns),
@@ -697,8 +700,9 @@ fn topology(
         .count();
     notes.push(format!(
         "{label} clean handover: A's release is one KV request (a delete expecting its \
-         revision); B's watch delivers the delete marker and B creates the key, which \
-         async-nats does in three requests over a delete marker. The bare requests back to \
+         revision); B's watch delivers the delete marker with its revision, and B claims \
+         the key with one update expecting that revision. The floor's requests (delete, \
+         then async-nats' create over the marker, three requests) back to \
          back take {} (median; one fresh create {}); the handover took {} (min {}, max {}), \
          so the watch push and the two processes' wake-ups add about {}. {by_poll} of {} \
          handovers took over half the poll interval (a wake-up by poll, not by the watch). \
