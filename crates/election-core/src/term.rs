@@ -409,8 +409,9 @@ impl<C: Claim> Term<C> {
     /// closed.
     ///
     /// Cancel safety: if the future is dropped before the release finished,
-    /// the attempt is closed with [`End::Dropped`], which gives the claim up
-    /// as dropping the term does, and a later call returns `Ok(())`.
+    /// the term stays ending (its lost signal is silenced, as after any
+    /// resign): a later call runs the release again, and dropping the term
+    /// closes the attempt with [`End::Dropped`], which gives the claim up.
     ///
     /// Failure model: if the backend's release fails, the attempt is closed
     /// with [`End::Failed`] (which gives up whatever it may hold) and the

@@ -309,3 +309,30 @@ async fn a_waiting_campaign_rides_out_an_unavailable_backend() {
     );
     b.check_rules(true).expect("rules");
 }
+
+#[tokio::test]
+async fn a_cancelled_resign_can_be_retried_and_a_drop_still_frees_the_claim() {
+    let b = MemoryBackend::new();
+    let t = candidate(&b, "a").campaign().await.expect("win");
+    // Cancel the resign at its first await point (inside release).
+    assert!(
+        election_core::conformance::cancel_after(t.resign(), 1)
+            .await
+            .is_none()
+    );
+    assert!(b.holder("jobs").is_some(), "the release did not run");
+    t.resign().await.expect("a later resign finishes the job");
+    assert!(b.holder("jobs").is_none());
+    let t = candidate(&b, "a").campaign().await.expect("win again");
+    assert!(
+        election_core::conformance::cancel_after(t.resign(), 1)
+            .await
+            .is_none()
+    );
+    drop(t);
+    assert!(
+        b.holder("jobs").is_none(),
+        "dropping the term gave the claim up"
+    );
+    b.check_rules(true).expect("rules");
+}
