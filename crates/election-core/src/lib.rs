@@ -39,6 +39,7 @@ mod lead;
 mod lease;
 pub mod memory;
 mod name;
+mod nonce;
 mod term;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
@@ -48,4 +49,5 @@ pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use lease::Lease;
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
+pub use nonce::attempt_nonce;
 pub use term::{LossReporter, Term, TermLease};

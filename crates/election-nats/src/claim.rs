@@ -1,7 +1,5 @@
 //! The [`NatsClaim`] of one candidate: winning, renewing, releasing.
 
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -70,14 +68,6 @@ impl std::fmt::Debug for NatsAttempt {
             .field("watching", &self.watch.is_some())
             .finish()
     }
-}
-
-fn new_nonce() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::hash::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    h.finish()
 }
 
 fn unix_ms() -> Option<u64> {
@@ -286,7 +276,7 @@ impl Claim for NatsClaim {
 
     async fn open(&self) -> Result<NatsAttempt, election_core::Error> {
         Ok(NatsAttempt {
-            nonce: new_nonce(),
+            nonce: election_core::attempt_nonce(),
             holding: Arc::new(Mutex::new(None)),
             may_hold: false,
             saw_foreign: false,

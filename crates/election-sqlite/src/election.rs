@@ -1,11 +1,9 @@
 //! [`SqliteElection`]: elections in one SQLite database, and the
 //! [`SqliteClaim`] of one candidate.
 
-use std::hash::{BuildHasher, Hasher};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use election_core::{
     Candidate, Claim, ElectionName, End, Epoch, Identity, Leader, LossReporter, Watch, Won,
@@ -243,14 +241,6 @@ pub struct SqliteAttempt {
     may_hold: bool,
 }
 
-fn new_nonce() -> i64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::hash::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    (h.finish() >> 1) as i64
-}
-
 impl SqliteClaim {
     fn core(&self, e: Error) -> election_core::Error {
         e.into_core(&self.name)
@@ -270,7 +260,7 @@ impl Claim for SqliteClaim {
 
     async fn open(&self) -> Result<SqliteAttempt, election_core::Error> {
         Ok(SqliteAttempt {
-            nonce: new_nonce(),
+            nonce: election_core::attempt_nonce() as i64,
             observed: None,
             may_hold: false,
         })
