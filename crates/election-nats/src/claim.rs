@@ -41,6 +41,9 @@ pub struct NatsClaim {
     key: String,
     /// The holding of this claim's current term, for the commit-point check.
     current: StdMutex<Option<Shared>>,
+    /// The revision of the delete marker of this claim's last resign: the
+    /// next attempt claims the key with one update expecting it.
+    last_release: StdMutex<Option<u64>>,
 }
 
 /// One attempt of a [`NatsClaim`].
@@ -92,6 +95,7 @@ impl NatsClaim {
             name,
             identity,
             current: StdMutex::new(None),
+            last_release: StdMutex::new(None),
         }
     }
 
@@ -281,7 +285,7 @@ impl Claim for NatsClaim {
             may_hold: false,
             saw_foreign: false,
             clean_release: false,
-            vacancy_revision: None,
+            vacancy_revision: *self.last_release.lock().unwrap_or_else(|p| p.into_inner()),
             watch: None,
         })
     }
@@ -428,16 +432,36 @@ impl Claim for NatsClaim {
                 name: self.name.clone(),
             });
         };
-        let delete = self
-            .inner
-            .kv
-            .delete_expect_revision(&self.key, Some(h.revision));
+        // A delete marker published by hand (what `delete_expect_revision`
+        // sends), so its acknowledgement tells the marker's revision.
+        let kv = &self.inner.kv;
+        let subject = format!(
+            "{}{}",
+            kv.put_prefix.as_deref().unwrap_or(&kv.prefix),
+            self.key
+        );
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("KV-Operation", "DEL");
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            h.revision.to_string().as_str(),
+        );
+        let js = &self.inner.js;
+        let delete = async move {
+            js.publish_with_headers(subject, headers, bytes::Bytes::new())
+                .await?
+                .await
+        };
         match tokio::time::timeout(self.timeout(), delete).await {
-            Ok(Ok(())) => {
+            Ok(Ok(ack)) => {
                 attempt.may_hold = false;
+                *self.last_release.lock().unwrap_or_else(|p| p.into_inner()) = Some(ack.sequence);
                 Ok(())
             }
-            Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+            Ok(Err(e))
+                if e.kind()
+                    == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence =>
+            {
                 attempt.may_hold = false;
                 Err(election_core::Error::NotHeld {
                     name: self.name.clone(),

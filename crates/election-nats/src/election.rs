@@ -15,6 +15,7 @@ use crate::{Error, NatsOptions};
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) client: async_nats::Client,
+    pub(crate) js: jetstream::Context,
     pub(crate) kv: kv::Store,
     pub(crate) options: NatsOptions,
 }
@@ -125,6 +126,7 @@ impl NatsElection {
         Ok(NatsElection {
             inner: Arc::new(Inner {
                 client,
+                js,
                 kv,
                 options,
             }),

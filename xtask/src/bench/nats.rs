@@ -609,10 +609,10 @@ fn topology(
     let (slow, graced) = (at_least(poll), at_least(poll + grace));
     notes.push(format!(
         "{label} uncontested campaign: every campaign after the first claims the key over \
-         the delete marker of the previous resign; a new attempt does not know the marker's \
-         revision, so it takes three requests (an update expecting revision 0 fails, a read \
-         through the stream leader, an update expecting the marker's revision), like \
-         async-nats' create (the floor's create over a marker: {}, median; a fresh key's \
+         the delete marker of the previous resign; the claim remembers that marker's \
+         revision (from its own release's acknowledgement), so the campaign is one update \
+         expecting it, where async-nats' create over a marker takes three requests \
+         (the floor's create over a marker: {}, median; a fresh key's \
          create: {}); the \
          campaign took {} (median; p99 {}, max {}). {slow} of {} campaigns took at least the \
          poll interval ({} ms: a try that found the key still there waits for the next one), \
