@@ -122,12 +122,6 @@ impl NatsClaim {
         latest::latest(&self.inner.kv, &self.key, self.timeout()).await
     }
 
-    /// Whether the entry is a live lease of attempt `nonce`.
-    fn ours(&self, entry: &Latest, nonce: u64) -> bool {
-        entry.operation == kv::Operation::Put
-            && Value::decode(&self.key, &entry.value).is_ok_and(|v| v.nonce == nonce)
-    }
-
     /// The commit-point check: one compare-and-set round trip (an update
     /// expecting the revision last written) that proves `lease`'s term
     /// still holds the claim now. Run it right before an irreversible
@@ -253,7 +247,7 @@ impl NatsClaim {
         sent: Instant,
     ) -> Result<Option<Won>, election_core::Error> {
         match self.latest().await {
-            Ok(Some(e)) if self.ours(&e, attempt.nonce) => {
+            Ok(Some(e)) if e.is_attempts(&self.key, attempt.nonce) => {
                 self.won(attempt, e.revision, sent).await
             }
             Ok(_) => {
@@ -512,12 +506,7 @@ impl Claim for NatsClaim {
             let revision = match known {
                 Some(r) => Some(r),
                 None => match latest::latest(&kv, &key, timeout).await {
-                    Ok(Some(e))
-                        if e.operation == kv::Operation::Put
-                            && Value::decode(&key, &e.value).is_ok_and(|v| v.nonce == nonce) =>
-                    {
-                        Some(e.revision)
-                    }
+                    Ok(Some(e)) if e.is_attempts(&key, nonce) => Some(e.revision),
                     _ => None,
                 },
             };
@@ -581,11 +570,7 @@ impl Renewal {
                     // An earlier update whose answer was lost may have
                     // landed: if the key still carries our nonce, catch up.
                     match latest::latest(&self.inner.kv, &self.key, budget).await {
-                        Ok(Some(e))
-                            if e.operation == kv::Operation::Put
-                                && Value::decode(&self.key, &e.value)
-                                    .is_ok_and(|v| v.nonce == self.nonce) =>
-                        {
+                        Ok(Some(e)) if e.is_attempts(&self.key, self.nonce) => {
                             h.revision = e.revision;
                             next = Instant::now();
                         }

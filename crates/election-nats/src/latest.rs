@@ -20,6 +20,14 @@ pub(crate) struct Latest {
     pub(crate) value: bytes::Bytes,
 }
 
+impl Latest {
+    /// Whether this is a live lease written by the attempt `nonce`.
+    pub(crate) fn is_attempts(&self, key: &str, nonce: u64) -> bool {
+        self.operation == kv::Operation::Put
+            && crate::value::Value::decode(key, &self.value).is_ok_and(|v| v.nonce == nonce)
+    }
+}
+
 /// Reads the latest entry of `key`, bounded by `timeout`; `None` if the
 /// key has no entry at all.
 pub(crate) async fn latest(

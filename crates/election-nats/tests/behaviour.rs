@@ -31,6 +31,14 @@ async fn an_unreachable_server_is_a_typed_error() {
     assert!(matches!(err, Error::Config(_)), "{err:?}");
 }
 
+/// Another node overwrites the key of election `jobs` (and then stops).
+async fn intrude(election: &NatsElection) {
+    let js = async_nats::jetstream::new(election.client().clone());
+    let kv = js.get_key_value("elections").await.expect("bucket");
+    let value = "election-nats/1\nidentity=intruder\nnonce=7\n";
+    kv.put("jobs", value.into()).await.expect("put");
+}
+
 async fn next<S>(changes: &mut S) -> Option<election_core::Leader>
 where
     S: futures::Stream<Item = Result<Option<election_core::Leader>, Error>> + Unpin,
@@ -75,14 +83,7 @@ async fn followers_watch_leadership_change_including_vacancy() {
     // Another node takes the key and then dies: b's term is lost, the
     // watcher sees the intruder, then the vacancy when its lease expires
     // (the server's TTL marker). b's renewals in between are not repeated.
-    let js = async_nats::jetstream::new(election.client().clone());
-    let kv = js.get_key_value("elections").await.expect("bucket");
-    kv.put(
-        "jobs",
-        "election-nats/1\nidentity=intruder\nnonce=7\n".into(),
-    )
-    .await
-    .expect("put");
+    intrude(&election).await;
     let seen = next(&mut changes).await.expect("the intruder");
     assert_eq!(seen.identity.as_str(), "intruder");
     tokio::time::timeout(PATIENCE, t2.lost())
@@ -147,14 +148,7 @@ async fn the_commit_point_check_refuses_a_term_whose_key_was_taken() {
     let a = election.candidate("jobs", "a").expect("a");
     let term = a.campaign().await.expect("a wins");
     a.claim().confirm(&term).await.expect("held");
-    let js = async_nats::jetstream::new(election.client().clone());
-    let kv = js.get_key_value("elections").await.expect("bucket");
-    kv.put(
-        "jobs",
-        "election-nats/1\nidentity=intruder\nnonce=7\n".into(),
-    )
-    .await
-    .expect("put");
+    intrude(&election).await;
     match a.claim().confirm(&term).await {
         Err(CoreError::NotHeld { .. }) => {}
         other => panic!("a taken key passed the commit point: {other:?}"),

@@ -27,14 +27,20 @@ fn start(url: &str, identity: &str) -> Proc {
     Proc::spawn(BIN, &args, identity)
 }
 
-#[tokio::test]
-async fn sigkill_of_the_leader_hands_over_after_the_ttl_and_grace() {
-    let server = Server::start().expect("nats-server");
+/// Leader `a` elected (with its epoch) and contender `b` campaigning.
+async fn leader_and_contender(server: &Server) -> (Proc, u64, Proc) {
     let mut a = start(&server.url(), "a");
     a.expect("campaigning").await;
     let (e1, _) = a.elected().await;
     let mut b = start(&server.url(), "b");
     b.expect("campaigning").await;
+    (a, e1, b)
+}
+
+#[tokio::test]
+async fn sigkill_of_the_leader_hands_over_after_the_ttl_and_grace() {
+    let server = Server::start().expect("nats-server");
+    let (a, e1, mut b) = leader_and_contender(&server).await;
     let killed = mono_ns();
     a.signal(Signal::SIGKILL);
     let (e2, at) = b.elected().await;
@@ -54,11 +60,7 @@ async fn sigkill_of_the_leader_hands_over_after_the_ttl_and_grace() {
 #[tokio::test]
 async fn a_paused_leader_learns_its_loss_before_anything_else() {
     let server = Server::start().expect("nats-server");
-    let mut a = start(&server.url(), "a");
-    a.expect("campaigning").await;
-    let (e1, _) = a.elected().await;
-    let mut b = start(&server.url(), "b");
-    b.expect("campaigning").await;
+    let (mut a, e1, mut b) = leader_and_contender(&server).await;
     a.signal(Signal::SIGSTOP);
     let (e2, _) = b.elected().await;
     assert!(e2 > e1);
@@ -82,11 +84,7 @@ async fn a_paused_leader_learns_its_loss_before_anything_else() {
 #[tokio::test]
 async fn a_clean_resign_hands_over_without_grace() {
     let server = Server::start().expect("nats-server");
-    let mut a = start(&server.url(), "a");
-    a.expect("campaigning").await;
-    let (e1, _) = a.elected().await;
-    let mut b = start(&server.url(), "b");
-    b.expect("campaigning").await;
+    let (mut a, e1, mut b) = leader_and_contender(&server).await;
     a.send("resign").await;
     let resigning: u128 = a.expect("resigning").await[0].parse().expect("ns");
     let (e2, at) = b.elected().await;

@@ -62,6 +62,14 @@ impl Clock for TestClock {
     }
 }
 
+/// Another connection to the test database.
+async fn connect(dir: &tempfile::TempDir) -> sqlx::SqliteConnection {
+    let url = format!("sqlite://{}", dir.path().join("app.db").display());
+    sqlx::SqliteConnection::connect(&url)
+        .await
+        .expect("connect")
+}
+
 async fn open(dir: &tempfile::TempDir) -> SqliteElection {
     SqliteElection::open(dir.path().join("app.db"), fast())
         .await
@@ -212,12 +220,7 @@ async fn wall_clock_jumps_during_a_term_never_make_two_leaders() {
 async fn a_busy_database_delays_a_campaign_but_does_not_break_it() {
     let dir = tempfile::tempdir().expect("dir");
     let e = open(&dir).await;
-    let mut blocker = sqlx::SqliteConnection::connect(&format!(
-        "sqlite://{}",
-        dir.path().join("app.db").display()
-    ))
-    .await
-    .expect("connect");
+    let mut blocker = connect(&dir).await;
     let tx = blocker.begin_with("BEGIN IMMEDIATE").await.expect("lock");
     let candidate = e
         .candidate("jobs", "a")
@@ -256,12 +259,7 @@ async fn a_renewal_that_keeps_failing_ends_the_term_before_the_lease_runs_out() 
         .await
         .expect("a wins");
     let won_until = term.valid_until().expect("a lease has a validity");
-    let mut blocker = sqlx::SqliteConnection::connect(&format!(
-        "sqlite://{}",
-        dir.path().join("app.db").display()
-    ))
-    .await
-    .expect("connect");
+    let mut blocker = connect(&dir).await;
     let tx = blocker.begin_with("BEGIN IMMEDIATE").await.expect("lock");
     let lost = tokio::time::timeout(PATIENCE, term.lost())
         .await
