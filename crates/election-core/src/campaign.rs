@@ -100,6 +100,12 @@ impl<C: Claim> Candidate<C> {
         Ok(self)
     }
 
+    /// Sets an interval the caller has already validated.
+    pub(crate) fn with_poll_interval_unchecked(mut self, poll_interval: Duration) -> Self {
+        self.poll_interval = poll_interval;
+        self
+    }
+
     /// The claim this candidate campaigns with.
     pub fn claim(&self) -> &C {
         &self.claim

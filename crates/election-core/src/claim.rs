@@ -182,6 +182,25 @@ pub trait Claim: Send + Sync + 'static {
         reporter: LossReporter,
     ) -> Result<Watch, Error>;
 
+    /// The commit-point check: proves, as exactly as the backend can, that
+    /// the attempt's won claim is still held *now*, right before an
+    /// irreversible write ([`Term::confirm`](crate::Term::confirm) and the
+    /// lease set's guard call it).
+    ///
+    /// Return [`Error::NotHeld`] when the backend shows the claim taken and
+    /// [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when it cannot
+    /// answer. The default answers `Ok(())`: right for claims that cannot
+    /// be taken away without the watch reporting it at once (an OS lock).
+    /// Backends with leases override it with one exact round trip (a
+    /// conditional renewal).
+    fn confirm(
+        &self,
+        attempt: &mut Self::Attempt,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = attempt;
+        async { Ok(()) }
+    }
+
     /// Gives a won claim up on resign. Never called after a loss (rule 3).
     fn release(
         &self,

@@ -106,6 +106,15 @@ pub enum Error {
         /// The election.
         name: ElectionName,
     },
+    /// Another candidate holds the claim: route the work to it, or wait.
+    /// `holder` names it when the backend knows (its identity and epoch).
+    #[error("election {name}: held by {}", match holder { Some(l) => format!("{} in term {}", l.identity, l.epoch), None => "another candidate".to_owned() })]
+    HeldElsewhere {
+        /// The election (or the lease set's key).
+        name: ElectionName,
+        /// Who holds it, when known.
+        holder: Option<crate::Leader>,
+    },
     /// The backend cannot be reached or failed; nothing was won. Retry later.
     #[error("election {name}: the backend is unavailable")]
     Unavailable {

@@ -11,6 +11,10 @@
 //! backend; [`Term`] is what the winner holds; [`Term::lead`] runs the
 //! leader's work so that it stops the moment the term is lost.
 //!
+//! [`LeaseSet`] holds many keys at once (one writer per shard or store):
+//! `held` without a round trip, `guard` runs a write only at a confirmed
+//! commit point and hands it a [`WriteToken`] that cannot leave the call.
+//!
 //! - [`memory`]: an in-memory backend for tests and examples.
 //! - [`conformance`]: the suite every backend runs against itself.
 //!
@@ -35,19 +39,27 @@ mod claim;
 pub mod conformance;
 mod epoch;
 mod error;
+mod key_state;
 mod lead;
 mod lease;
+mod lease_set;
 pub mod memory;
 mod name;
 mod nonce;
+mod per_key;
 mod term;
+mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, Leader, Watch, Won};
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
+pub use key_state::KeyState;
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use lease::Lease;
+pub use lease_set::{Asked, Closing, KeyedClaims, LeaseSet};
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
+pub use per_key::PerKeyClaims;
 pub use term::{LossReporter, Term, TermLease};
+pub use write_token::{WriteToken, unguarded};

@@ -22,6 +22,8 @@ pub enum Step {
     Watch,
     /// [`Claim::release`].
     Release,
+    /// [`Claim::confirm`].
+    Confirm,
 }
 
 /// One recorded step, in the order the backend saw them.
@@ -163,6 +165,28 @@ impl MemoryBackend {
         });
         slot.vacated.notify_waiters();
         true
+    }
+
+    /// Gives the claim of `name` to `identity` *without* reporting a loss
+    /// to the old holder, as a backend's view can move on before the old
+    /// holder's watch hears of it. Only the commit-point check
+    /// ([`Claim::confirm`]) finds out. Returns the new epoch.
+    pub fn steal(&self, name: &str, identity: &str) -> Result<Epoch, Error> {
+        let name = ElectionName::new(name)?;
+        let identity = Identity::new(identity)?;
+        let mut reg = self.lock();
+        reg.next_attempt += 1;
+        let attempt = reg.next_attempt;
+        let slot = reg.slots.entry(name).or_default();
+        let epoch = Epoch::after(slot.last_epoch)?;
+        slot.last_epoch = Some(epoch);
+        slot.holder = Some(Holding {
+            attempt,
+            identity,
+            epoch,
+            reporter: None,
+        });
+        Ok(epoch)
     }
 
     /// Makes the next `times` calls of `step` fail with
@@ -362,6 +386,18 @@ impl Claim for MemoryClaim {
             }
         }
         Ok(Watch::none())
+    }
+
+    async fn confirm(&self, attempt: &mut MemoryAttempt) -> Result<(), Error> {
+        tokio::task::yield_now().await;
+        self.backend.fault(Step::Confirm, &self.name)?;
+        if self.holder_attempt() == Some(attempt.id) {
+            Ok(())
+        } else {
+            Err(Error::NotHeld {
+                name: self.name.clone(),
+            })
+        }
     }
 
     async fn release(&self, attempt: &mut MemoryAttempt) -> Result<(), Error> {

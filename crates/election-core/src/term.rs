@@ -176,6 +176,11 @@ impl TermState {
         }
     }
 
+    /// A receiver of every change of the term's status (renewals, loss, end).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
     /// Resolves when the term has ended for any reason.
     pub(crate) async fn ended(&self) {
         let mut rx = self.status.subscribe();
@@ -464,6 +469,75 @@ impl<C: Claim> Term<C> {
         *slot = None;
         let _ = self.outcome.set(outcome.clone());
         outcome
+    }
+}
+
+impl<C: Claim> Term<C> {
+    /// The commit-point check: proves that this term still holds the claim
+    /// *now*, right before an irreversible write, with the backend's exact
+    /// check ([`Claim::confirm`]: a conditional renewal for lease backends,
+    /// nothing more than the local state for an OS lock).
+    ///
+    /// Cancel safety: cancel safe; a dropped check proves nothing and
+    /// changes nothing the renewal loop does not already resolve.
+    ///
+    /// Failure model: [`Error::Lost`] if the term is lost, or if the backend
+    /// shows the claim taken (the term is then marked lost: the check found
+    /// the loss first); [`Error::NotHeld`] once the term has ended by resign
+    /// or drop; [`Error::Unavailable`] / [`Error::OutcomeUnknown`] if the
+    /// backend cannot answer — the term goes on (its renewals decide), but
+    /// the write must not run.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, Candidate, Error};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// term.confirm().await?; // still ours: write now
+    /// backend.revoke("jobs");
+    /// assert!(matches!(term.confirm().await, Err(Error::Lost(_))));
+    /// # Ok(()) }
+    /// ```
+    pub async fn confirm(&self) -> Result<(), Error> {
+        if let Some(lost) = self.state.loss() {
+            return Err(Error::Lost(lost));
+        }
+        let not_held = || Error::NotHeld {
+            name: self.state.name.clone(),
+        };
+        let mut slot = self.held.lock().await;
+        let Some(held) = slot.as_mut() else {
+            return Err(not_held());
+        };
+        if !self.state.is_live() {
+            return Err(match self.state.loss() {
+                Some(lost) => Error::Lost(lost),
+                None => not_held(),
+            });
+        }
+        let claim = held.claim.clone();
+        let attempt = held.attempt.as_mut().ok_or_else(not_held)?;
+        match claim.confirm(attempt).await {
+            Ok(()) => match self.state.loss() {
+                Some(lost) => Err(Error::Lost(lost)),
+                None => Ok(()),
+            },
+            Err(Error::NotHeld { .. }) | Err(Error::HeldElsewhere { .. }) => {
+                self.state.lose(LossReason::Revoked {
+                    detail: "the commit-point check found the claim taken".into(),
+                });
+                Err(match self.state.loss() {
+                    Some(lost) => Error::Lost(lost),
+                    None => not_held(),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn state(&self) -> &Arc<TermState> {
+        &self.state
     }
 }
 

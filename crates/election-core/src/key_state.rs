@@ -1,0 +1,257 @@
+//! [`KeyState`]: what a lease set knows about one key, kept by the
+//! backend's renewal loop and read by [`LeaseSet::held`](crate::LeaseSet::held)
+//! without a lock or a round trip.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::{ElectionName, Epoch, Error, Identity, Leader};
+
+/// Not held (`valid_until` of a key nobody here holds).
+const NOT_HELD: u64 = 0;
+/// Held with no expiry (an OS lock).
+const FOREVER: u64 = u64::MAX;
+
+/// The monotonic origin every [`KeyState`] of a set counts from, so a
+/// deadline fits in one atomic word.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Origin(Instant);
+
+impl Origin {
+    pub(crate) fn now() -> Self {
+        // One nanosecond before now, so "now" is never 0 (= not held).
+        Origin(Instant::now() - std::time::Duration::from_nanos(1))
+    }
+
+    fn ticks(self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.0).as_nanos()).unwrap_or(FOREVER - 1)
+    }
+}
+
+/// What the lease set last learned about a key, beyond "held or not".
+#[derive(Clone, Debug, Default)]
+struct Known {
+    holder: Option<Leader>,
+    error: Option<Error>,
+}
+
+/// One key of a [`LeaseSet`](crate::LeaseSet), as its backend's renewal
+/// loop keeps it.
+///
+/// A backend calls [`hold`](KeyState::hold) when it wins the key,
+/// [`renewed`](KeyState::renewed) after each renewal,
+/// [`release`](KeyState::release) before it gives the key up or the moment
+/// it learns the key is lost, [`held_by`](KeyState::held_by) when another
+/// candidate holds it, and [`failed`](KeyState::failed) when it could not
+/// find out. "Held" is a deadline on the monotonic clock: a hold whose
+/// renewals stopped reads false once the deadline passes, without the loop
+/// doing anything.
+#[derive(Debug)]
+pub struct KeyState {
+    name: ElectionName,
+    origin: Origin,
+    /// Ticks after `origin` until which the key is held; 0 = not held.
+    valid_until: AtomicU64,
+    /// The epoch of the current hold (0 = none).
+    epoch: AtomicU64,
+    known: Mutex<Known>,
+    /// Counts resolutions (win, holder seen, failure), for waiters.
+    resolved: watch::Sender<u64>,
+}
+
+impl KeyState {
+    pub(crate) fn new(name: ElectionName, origin: Origin) -> Self {
+        KeyState {
+            name,
+            origin,
+            valid_until: AtomicU64::new(NOT_HELD),
+            epoch: AtomicU64::new(0),
+            known: Mutex::new(Known::default()),
+            resolved: watch::channel(0).0,
+        }
+    }
+
+    /// The key.
+    pub fn name(&self) -> &ElectionName {
+        &self.name
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn resolve(&self) {
+        self.resolved.send_modify(|n| *n += 1);
+    }
+
+    /// Records a won key: held in term `epoch` until `valid_until`
+    /// (monotonic, counted from before the winning request; `None` for a
+    /// claim that does not expire).
+    pub fn hold(&self, epoch: Epoch, identity: &Identity, valid_until: Option<Instant>) {
+        self.valid_until.store(NOT_HELD, Ordering::Release);
+        self.epoch.store(epoch.get(), Ordering::Release);
+        {
+            let mut known = self.known();
+            known.holder = Some(Leader {
+                identity: identity.clone(),
+                epoch,
+            });
+            known.error = None;
+        }
+        self.store_deadline(valid_until);
+        self.resolve();
+    }
+
+    fn store_deadline(&self, valid_until: Option<Instant>) {
+        let ticks = match valid_until {
+            None => FOREVER,
+            Some(t) => self.origin.ticks(t),
+        };
+        self.valid_until.store(ticks, Ordering::Release);
+    }
+
+    /// Records a renewal of the hold in term `epoch`: held until
+    /// `valid_until`. Ignored if the key is no longer held in that term.
+    pub fn renewed(&self, epoch: Epoch, valid_until: Instant) {
+        if self.epoch.load(Ordering::Acquire) == epoch.get()
+            && self.valid_until.load(Ordering::Acquire) != NOT_HELD
+        {
+            self.store_deadline(Some(valid_until));
+        }
+    }
+
+    /// Records that the key is not held (any more): call it before giving
+    /// the key up and the moment a loss is known. `held` reads false from
+    /// here on.
+    pub fn release(&self) {
+        self.valid_until.store(NOT_HELD, Ordering::Release);
+        self.epoch.store(0, Ordering::Release);
+    }
+
+    /// Records that another candidate holds the key (`None`: someone does,
+    /// but who is not known).
+    pub fn held_by(&self, holder: Option<Leader>) {
+        self.release();
+        {
+            let mut known = self.known();
+            known.holder = holder;
+            known.error = None;
+        }
+        self.resolve();
+    }
+
+    /// Records that the backend could not tell who holds the key. A hold
+    /// the key had stays until its deadline (the loop reports a loss with
+    /// [`release`](KeyState::release)).
+    pub fn failed(&self, error: Error) {
+        self.known().error = Some(error);
+        self.resolve();
+    }
+
+    /// True while this process holds the key and its deadline has not
+    /// passed. No lock, no round trip.
+    pub fn is_held(&self) -> bool {
+        let until = self.valid_until.load(Ordering::Acquire);
+        until != NOT_HELD && (until == FOREVER || self.origin.ticks(Instant::now()) < until)
+    }
+
+    /// The epoch of the current hold, if the key is held.
+    pub fn epoch(&self) -> Option<Epoch> {
+        let epoch = Epoch::new(self.epoch.load(Ordering::Acquire))?;
+        self.is_held().then_some(epoch)
+    }
+
+    /// The holder last seen (this process while it holds the key), if known.
+    pub fn holder(&self) -> Option<Leader> {
+        self.known().holder.clone()
+    }
+
+    /// The last failure to find out, if the latest news was a failure.
+    pub fn error(&self) -> Option<Error> {
+        self.known().error.clone()
+    }
+
+    /// Resolves once the backend has resolved the key at least once (won
+    /// it, seen another holder, or failed).
+    pub(crate) async fn resolved(&self) {
+        let mut rx = self.resolved.subscribe();
+        let _ = rx.wait_for(|n| *n > 0).await;
+    }
+
+    /// The error a guard reports when this process does not hold the key.
+    pub(crate) fn not_held_error(&self) -> Error {
+        let known = self.known();
+        match &known.error {
+            Some(e) => e.clone(),
+            None => Error::HeldElsewhere {
+                name: self.name.clone(),
+                holder: known.holder.clone(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn state() -> KeyState {
+        KeyState::new(ElectionName::new("k").unwrap(), Origin::now())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hold_reads_false_once_its_deadline_passes() {
+        let s = state();
+        let me = Identity::new("me").unwrap();
+        assert!(!s.is_held());
+        let epoch = Epoch::new(3).unwrap();
+        s.hold(epoch, &me, Some(Instant::now() + Duration::from_secs(10)));
+        assert!(s.is_held());
+        assert_eq!(s.epoch(), Some(epoch));
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(s.is_held());
+        s.renewed(epoch, Instant::now() + Duration::from_secs(10));
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(s.is_held(), "renewal moved the deadline");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!s.is_held(), "renewals stopped: false at the deadline");
+        assert_eq!(s.epoch(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewal_of_an_old_term_does_not_revive_it() {
+        let s = state();
+        let me = Identity::new("me").unwrap();
+        let old = Epoch::new(1).unwrap();
+        s.hold(old, &me, Some(Instant::now() + Duration::from_secs(1)));
+        s.release();
+        s.renewed(old, Instant::now() + Duration::from_secs(10));
+        assert!(!s.is_held());
+        s.hold(Epoch::new(2).unwrap(), &me, None);
+        s.renewed(old, Instant::now() + Duration::from_millis(1));
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert!(s.is_held(), "a lock hold does not expire");
+    }
+
+    #[test]
+    fn not_held_error_names_the_holder() {
+        let s = state();
+        let leader = Leader {
+            identity: Identity::new("other").unwrap(),
+            epoch: Epoch::new(7).unwrap(),
+        };
+        s.held_by(Some(leader.clone()));
+        match s.not_held_error() {
+            Error::HeldElsewhere { holder, .. } => assert_eq!(holder, Some(leader)),
+            e => panic!("unexpected {e:?}"),
+        }
+        s.failed(Error::NotHeld {
+            name: s.name().clone(),
+        });
+        assert!(matches!(s.not_held_error(), Error::NotHeld { .. }));
+    }
+}

@@ -1,0 +1,408 @@
+//! [`LeaseSet`]: many keys, one lease each, held by whichever process asks
+//! and can; the [`KeyedClaims`] a backend implements for it.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::key_state::{KeyState, Origin};
+use crate::{ElectionName, Epoch, Error, Identity, Leader, WriteToken};
+
+/// What a backend implements to run a [`LeaseSet`]: one background loop
+/// for all keys, and the commit-point check of one key.
+///
+/// [`PerKeyClaims`](crate::PerKeyClaims) implements it over any
+/// [`Claim`](crate::Claim) (one campaign per key); a backend with a cheaper
+/// way to hold many keys (one renewal for all of them) implements it
+/// directly.
+///
+/// The loop must keep the rules of [`Claim`](crate::Claim) per key: the
+/// epoch comes with the win, a loss is recorded
+/// ([`KeyState::release`]) before the key could go to another candidate,
+/// no release after a loss, and everything is given up once
+/// [`Asked::next`] returns `None` (the set is closing), before `run`
+/// returns.
+pub trait KeyedClaims: Send + Sync + 'static {
+    /// The identity of this process in every key's election.
+    fn identity(&self) -> &Identity;
+
+    /// The background loop: takes each newly asked key from `asked`, keeps
+    /// trying to win the keys it does not hold and renews those it holds,
+    /// recording what it learns in each [`KeyState`]. When
+    /// [`Asked::next`] returns `None`, give every held key up (or let it
+    /// age out, as the backend documents) and return.
+    fn run(self: Arc<Self>, asked: Asked) -> impl Future<Output = ()> + Send;
+
+    /// Acquires or renews `key` and proves at the commit point that this
+    /// process holds it now; returns the epoch of the term that holds it.
+    ///
+    /// Errors: [`Error::HeldElsewhere`] (naming the holder when known) or
+    /// [`Error::Lost`] when another candidate holds it or took it;
+    /// [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when the backend
+    /// cannot answer.
+    fn commit(&self, key: &Arc<KeyState>) -> impl Future<Output = Result<Epoch, Error>> + Send;
+}
+
+/// The keys a [`LeaseSet`] was asked about, handed to
+/// [`KeyedClaims::run`] one by one as they are first asked about.
+#[derive(Debug)]
+pub struct Asked {
+    keys: mpsc::UnboundedReceiver<Arc<KeyState>>,
+    closing: Closing,
+}
+
+impl Asked {
+    /// The next newly asked key; `None` once the set is closing.
+    ///
+    /// Cancel safety: cancel safe; a key is never lost.
+    pub async fn next(&mut self) -> Option<Arc<KeyState>> {
+        tokio::select! {
+            biased;
+            () = self.closing.closed() => None,
+            key = self.keys.recv() => key,
+        }
+    }
+
+    /// The set's closing signal, for the backend's per-key tasks.
+    pub fn closing(&self) -> Closing {
+        self.closing.clone()
+    }
+}
+
+/// Fires when a [`LeaseSet`] is closed or dropped.
+#[derive(Clone, Debug)]
+pub struct Closing(watch::Receiver<bool>);
+
+impl Closing {
+    /// True once the set is closing.
+    pub fn is_closing(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the set is closing.
+    ///
+    /// Cancel safety: cancel safe; it only observes.
+    pub async fn closed(&self) {
+        let mut rx = self.0.clone();
+        let _ = rx.wait_for(|closing| *closing).await;
+    }
+}
+
+struct Shared {
+    keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
+    closed: AtomicBool,
+    origin: Origin,
+    asks: mpsc::UnboundedSender<Arc<KeyState>>,
+    closing: watch::Sender<bool>,
+}
+
+/// Many keys, one lease each: one writer per shard, tenant or store.
+///
+/// A process *asks* about keys ([`held`](LeaseSet::held),
+/// [`ask`](LeaseSet::ask), [`guard`](LeaseSet::guard)); from the first ask
+/// on, the backend's background loop keeps trying to win each key this
+/// process does not hold and renews those it holds, so a key whose holder
+/// went away moves here. Every key is an election of its own, with epochs
+/// that grow per key.
+///
+/// - [`held`](LeaseSet::held) answers from the state the loop keeps: no
+///   lock, no round trip. It may lag the backend by up to one renewal
+///   interval, and a hold whose renewals stopped reads false once its
+///   lease could have run out (a deadline on the monotonic clock).
+/// - [`guard`](LeaseSet::guard) acquires or renews, checks the claim at the
+///   commit point, and only then runs the write, handing it a
+///   [`WriteToken`] bound to the key and its epoch.
+/// - [`close`](LeaseSet::close) turns `held` false at once for every key,
+///   stops the loop, and gives held keys up (each backend documents how:
+///   released at once, or left to age out).
+///
+/// ```
+/// use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let backend = MemoryBackend::new();
+/// let me = Identity::new("node-a")?;
+/// let set = LeaseSet::new(PerKeyClaims::new(me.clone(), move |key| {
+///     backend.claim(key.as_str(), me.as_str())
+/// }));
+/// assert!(set.ask("store-1").await?); // won it
+/// assert!(set.held("store-1")); // no round trip
+/// let epoch = set.guard("store-1", async |token| token.epoch()).await?;
+/// assert_eq!(set.epoch("store-1"), Some(epoch));
+/// set.close().await;
+/// assert!(!set.held("store-1"));
+/// # Ok(()) }
+/// ```
+pub struct LeaseSet<K: KeyedClaims> {
+    shared: Arc<Shared>,
+    backend: Arc<K>,
+    runner: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<K: KeyedClaims> std::fmt::Debug for LeaseSet<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseSet")
+            .field("identity", self.backend.identity())
+            .field("keys", &self.shared.keys.len())
+            .field("closed", &self.shared.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<K: KeyedClaims> LeaseSet<K> {
+    /// Starts a lease set over `backend`: spawns its background loop on the
+    /// current tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (as `tokio::spawn` does).
+    pub fn new(backend: K) -> Self {
+        let (asks, keys) = mpsc::unbounded_channel();
+        let (closing, closing_rx) = watch::channel(false);
+        let backend = Arc::new(backend);
+        let asked = Asked {
+            keys,
+            closing: Closing(closing_rx),
+        };
+        let runner = tokio::spawn(backend.clone().run(asked));
+        LeaseSet {
+            shared: Arc::new(Shared {
+                keys: papaya::HashMap::new(),
+                closed: AtomicBool::new(false),
+                origin: Origin::now(),
+                asks,
+                closing,
+            }),
+            backend,
+            runner: Mutex::new(Some(runner)),
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &K {
+        &self.backend
+    }
+
+    /// The identity of this process in every key's election.
+    pub fn identity(&self) -> &Identity {
+        self.backend.identity()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// The state of `key`, asking about it the first time.
+    fn key(&self, key: &str) -> Result<Arc<KeyState>, Error> {
+        let keys = self.shared.keys.pin();
+        if let Some(state) = keys.get(key) {
+            return Ok(state.clone());
+        }
+        let name = ElectionName::new(key)?;
+        let fresh = Arc::new(KeyState::new(name, self.shared.origin));
+        match keys.try_insert(Arc::from(key), fresh) {
+            Ok(state) => {
+                // Fails only once the loop has stopped (closing): then
+                // nothing is won for this key, and `held` stays false.
+                let _ = self.shared.asks.send(state.clone());
+                Ok(state.clone())
+            }
+            Err(occupied) => Ok(occupied.current.clone()),
+        }
+    }
+
+    /// True while this process holds `key`: no lock contention, no round
+    /// trip. The first call for a key asks about it (the background loop
+    /// starts trying to win it) and answers false; use
+    /// [`ask`](LeaseSet::ask) to wait for the first answer.
+    ///
+    /// It may lag the backend by up to one renewal interval; it never
+    /// answers true after the hold's deadline (the moment the lease could
+    /// have run out, on the monotonic clock) or after
+    /// [`close`](LeaseSet::close). An invalid key is never held.
+    pub fn held(&self, key: &str) -> bool {
+        if self.is_closed() {
+            return false;
+        }
+        if let Some(state) = self.shared.keys.pin().get(key) {
+            return state.is_held() && !self.is_closed();
+        }
+        let _ = self.key(key);
+        false
+    }
+
+    /// The epoch of this process's term on `key`, if it holds it (for
+    /// fencing).
+    pub fn epoch(&self, key: &str) -> Option<Epoch> {
+        if self.is_closed() {
+            return None;
+        }
+        self.shared.keys.pin().get(key)?.epoch()
+    }
+
+    /// Who holds `key` as far as this process last learned (this process
+    /// while it holds it); `None` if not known or never asked about.
+    pub fn holder(&self, key: &str) -> Option<Leader> {
+        self.shared.keys.pin().get(key)?.holder()
+    }
+
+    /// The keys this process holds now.
+    pub fn held_keys(&self) -> Vec<ElectionName> {
+        if self.is_closed() {
+            return Vec::new();
+        }
+        let keys = self.shared.keys.pin();
+        keys.values()
+            .filter(|s| s.is_held())
+            .map(|s| s.name().clone())
+            .collect()
+    }
+
+    /// Asks about `key` and waits for the first answer: `Ok(true)` if this
+    /// process holds it, `Ok(false)` if another does (the loop keeps
+    /// trying). Later calls answer from the loop's state at once.
+    ///
+    /// Cancel safety: cancel safe; the key stays asked about.
+    ///
+    /// Failure model: [`Error::Config`] for an invalid key; the backend's
+    /// error (e.g. [`Error::Unavailable`]) if its first attempt failed and
+    /// nothing is known yet; [`Error::NotHeld`] once the set is closed.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let _other = election_core::Candidate::new(backend.claim("store-2", "node-b")?).campaign().await?;
+    /// let set = LeaseSet::new(PerKeyClaims::new(election_core::Identity::new("node-a")?, move |key| {
+    ///     backend.claim(key.as_str(), "node-a")
+    /// }));
+    /// assert!(!set.ask("store-2").await?);
+    /// assert_eq!(set.holder("store-2").unwrap().identity.as_str(), "node-b");
+    /// # Ok(()) }
+    /// ```
+    pub async fn ask(&self, key: &str) -> Result<bool, Error> {
+        let state = self.key(key)?;
+        self.resolved(&state).await?;
+        if state.is_held() && !self.is_closed() {
+            return Ok(true);
+        }
+        match state.error() {
+            Some(e) if state.holder().is_none() => Err(e),
+            _ => Ok(false),
+        }
+    }
+
+    async fn resolved(&self, state: &KeyState) -> Result<(), Error> {
+        let closing = Closing(self.shared.closing.subscribe());
+        tokio::select! {
+            biased;
+            () = closing.closed() => Err(Error::NotHeld { name: state.name().clone() }),
+            () = state.resolved() => Ok(()),
+        }
+    }
+
+    /// Runs `write` only if this process holds `key` at the commit point:
+    /// acquires or renews the key (honouring the backend's failover grace),
+    /// re-checks the claim with the backend right before the write, and
+    /// hands `write` a [`WriteToken`] bound to the key and the epoch of the
+    /// term that holds it. The token cannot leave the call.
+    ///
+    /// Cancel safety: cancelling before `write` started runs nothing;
+    /// after, `write` is dropped at its own await point.
+    ///
+    /// Failure model (nothing written in each case):
+    /// [`Error::HeldElsewhere`] when another node holds the key (naming it
+    /// when known); [`Error::Lost`] when the commit-point check found the
+    /// key taken; [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when
+    /// the coordinator cannot answer (in doubt, not held);
+    /// [`Error::NotHeld`] once the set is closed; [`Error::Config`] for an
+    /// invalid key.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity, Error, WriteToken};
+    /// struct Shard { rows: Vec<u64> }
+    /// impl Shard {
+    ///     fn append(&mut self, token: &WriteToken<'_>, row: u64) {
+    ///         assert_eq!(token.key().as_str(), "shard-1");
+    ///         self.rows.push(row);
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(PerKeyClaims::new(Identity::new("node-a")?, move |key| {
+    ///     backend.claim(key.as_str(), "node-a")
+    /// }));
+    /// let mut shard = Shard { rows: vec![] };
+    /// set.guard("shard-1", async |token| shard.append(&token, 42)).await?;
+    /// assert_eq!(shard.rows, [42]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn guard<R>(
+        &self,
+        key: &str,
+        write: impl AsyncFnOnce(WriteToken<'_>) -> R,
+    ) -> Result<R, Error> {
+        let state = self.key(key)?;
+        let not_held = || Error::NotHeld {
+            name: state.name().clone(),
+        };
+        if self.is_closed() {
+            return Err(not_held());
+        }
+        self.resolved(&state).await?;
+        let epoch = self.backend.commit(&state).await?;
+        if self.is_closed() || state.epoch() != Some(epoch) {
+            return Err(not_held());
+        }
+        let token = WriteToken::guarded(state.name(), self.backend.identity(), epoch);
+        Ok(write(token).await)
+    }
+
+    fn begin_close(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.closing.send_replace(true);
+    }
+
+    /// Closes the set: [`held`](LeaseSet::held) answers false at once for
+    /// every key, the background loop stops, and held keys are given up as
+    /// the backend documents; returns once the loop has finished.
+    ///
+    /// Cancel safety: the set is closed from the first poll on; dropping
+    /// the future only stops waiting for the loop, which finishes in the
+    /// background. Idempotent.
+    ///
+    /// ```
+    /// # use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// # let b = backend.clone();
+    /// let set = LeaseSet::new(PerKeyClaims::new(Identity::new("a")?, move |k| b.claim(k.as_str(), "a")));
+    /// assert!(set.ask("k").await?);
+    /// set.close().await;
+    /// assert!(!set.held("k"));
+    /// assert!(backend.holder("k").is_none()); // the memory backend releases at once
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) {
+        self.begin_close();
+        let runner = self.runner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(runner) = runner {
+            let _ = runner.await;
+        }
+    }
+}
+
+impl<K: KeyedClaims> Drop for LeaseSet<K> {
+    /// Dropping the set closes it; the loop gives held keys up in the
+    /// background.
+    fn drop(&mut self) {
+        self.begin_close();
+    }
+}

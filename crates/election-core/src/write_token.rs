@@ -1,0 +1,150 @@
+//! [`WriteToken`]: proof, in the type system, that a write runs inside a
+//! guard; and [`unguarded`], the one explicit way around it.
+
+use crate::{ConfigError, ElectionName, Epoch, Error, Identity};
+
+/// Proof that the write holding it runs inside
+/// [`LeaseSet::guard`](crate::LeaseSet::guard): the key was held in term
+/// [`epoch`](WriteToken::epoch) at the commit point, right before the
+/// write began.
+///
+/// What the types promise:
+/// - **Only a guard makes one.** There is no public constructor, no
+///   `Default`, no `Clone`: a token cannot be forged or copied. The one
+///   other source is [`unguarded`], which needs a reason string and is
+///   easy to grep for.
+/// - **It cannot outlive the guarded call.** Its lifetime `'g` is chosen by
+///   the guard for each call; the write closure receives it for any such
+///   lifetime, so returning it, storing it in a longer-lived place or
+///   sending it to a spawned task does not compile.
+/// - **A store write that needs one cannot be called without it**: take
+///   `&WriteToken<'_>` as a parameter.
+///
+/// The token says the key was held when the write *began*; a write that
+/// runs long can outlive the lease. Storage that must refuse a deposed
+/// holder's late write checks the [`epoch`](WriteToken::epoch) against its
+/// high-water mark (the `fencing` crate turns a token into a fencing token).
+///
+/// ```
+/// use election_core::{unguarded, WriteToken};
+///
+/// struct Store { rows: Vec<(String, u64)> }
+///
+/// impl Store {
+///     /// Cannot be called without a token.
+///     fn put(&mut self, token: &WriteToken<'_>, row: &str) {
+///         self.rows.push((row.to_owned(), token.epoch().get()));
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let mut store = Store { rows: Vec::new() };
+/// unguarded("shard-7", "single-node deployment: no coordinator", async |token| {
+///     store.put(&token, "hello");
+/// })
+/// .await?;
+/// assert_eq!(store.rows, [("hello".to_owned(), 1)]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct WriteToken<'g> {
+    key: &'g ElectionName,
+    identity: Option<&'g Identity>,
+    epoch: Epoch,
+    unguarded: Option<&'static str>,
+}
+
+impl<'g> WriteToken<'g> {
+    pub(crate) fn guarded(key: &'g ElectionName, identity: &'g Identity, epoch: Epoch) -> Self {
+        WriteToken {
+            key,
+            identity: Some(identity),
+            epoch,
+            unguarded: None,
+        }
+    }
+
+    /// The key the write is guarded for.
+    pub fn key(&self) -> &ElectionName {
+        self.key
+    }
+
+    /// The epoch of the term that held the key at the commit point. For an
+    /// [`unguarded`] token it is [`Epoch::FIRST`]: a fenced store that has
+    /// ever seen a guarded write refuses it.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// The identity of the holder (this process); `None` for an
+    /// [`unguarded`] token.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity
+    }
+
+    /// The reason given to [`unguarded`], if this token came from it.
+    pub fn unguarded_reason(&self) -> Option<&'static str> {
+        self.unguarded
+    }
+}
+
+/// Runs `write` with a token for `key` that no coordinator backs: the
+/// explicit escape hatch for paths with no lease set (a single-node
+/// deployment, a test, a migration tool). `reason` says why, for the
+/// reader and for [`WriteToken::unguarded_reason`]; grep for `unguarded(`
+/// to find every such path.
+///
+/// The token's epoch is [`Epoch::FIRST`], so a fenced store that has already
+/// accepted a guarded write refuses an unguarded one instead of letting it
+/// overwrite a real leader's data.
+///
+/// Cancel safety: as cancel safe as `write`. Failure model:
+/// [`Error::Config`] for an invalid key or an empty reason; otherwise
+/// `write`'s own result.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let epoch = election_core::unguarded("tenant-1", "unit test", async |token| token.epoch()).await?;
+/// assert_eq!(epoch, election_core::Epoch::FIRST);
+/// # Ok(()) }
+/// ```
+pub async fn unguarded<R>(
+    key: &str,
+    reason: &'static str,
+    write: impl AsyncFnOnce(WriteToken<'_>) -> R,
+) -> Result<R, Error> {
+    let key = ElectionName::new(key)?;
+    if reason.trim().is_empty() {
+        return Err(ConfigError::BadSetting {
+            setting: "reason",
+            reason: "an unguarded write must say why it needs no coordinator".into(),
+        }
+        .into());
+    }
+    let token = WriteToken {
+        key: &key,
+        identity: None,
+        epoch: Epoch::FIRST,
+        unguarded: Some(reason),
+    };
+    Ok(write(token).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn unguarded_needs_a_reason_and_a_valid_key() {
+        let r = unguarded("k", " ", async |_t| ()).await;
+        assert!(matches!(r, Err(Error::Config(_))));
+        let r = unguarded("", "test", async |_t| ()).await;
+        assert!(matches!(r, Err(Error::Config(_))));
+        let reason = unguarded("k", "test", async |t| t.unguarded_reason())
+            .await
+            .unwrap();
+        assert_eq!(reason, Some("test"));
+    }
+}
