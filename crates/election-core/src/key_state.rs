@@ -74,6 +74,11 @@ impl KeyState {
         }
     }
 
+    /// A state outside any lease set, for a backend's unit tests.
+    pub fn detached(name: ElectionName) -> Self {
+        KeyState::new(name, Origin::now())
+    }
+
     /// The key.
     pub fn name(&self) -> &ElectionName {
         &self.name
@@ -181,8 +186,10 @@ impl KeyState {
         let _ = rx.wait_for(|n| *n > 0).await;
     }
 
-    /// The error a guard reports when this process does not hold the key.
-    pub(crate) fn not_held_error(&self) -> Error {
+    /// The error a guard reports when this process does not hold the key:
+    /// the last failure to find out if that is the latest news, else
+    /// [`Error::HeldElsewhere`] naming the holder last seen.
+    pub fn not_held_error(&self) -> Error {
         let known = self.known();
         match &known.error {
             Some(e) => e.clone(),

@@ -158,8 +158,28 @@ impl NatsClaim {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or_else(not_held)?;
+        self.confirm_holding(&shared, Some(lease.epoch())).await?;
+        if lease.is_lost() {
+            return Err(not_held());
+        }
+        Ok(())
+    }
+
+    /// One compare-and-set proving that the holding in `shared` (of term
+    /// `epoch`, if given) still holds the key now.
+    async fn confirm_holding(
+        &self,
+        shared: &Shared,
+        epoch: Option<Epoch>,
+    ) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
         let mut holding = shared.lock().await;
-        let Some(h) = holding.as_mut().filter(|h| h.epoch == lease.epoch()) else {
+        let Some(h) = holding
+            .as_mut()
+            .filter(|h| epoch.is_none_or(|e| h.epoch == e))
+        else {
             return Err(not_held());
         };
         let update =
@@ -169,9 +189,6 @@ impl NatsClaim {
         match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => {
                 h.revision = rev;
-                if lease.is_lost() {
-                    return Err(not_held());
-                }
                 Ok(())
             }
             Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Err(not_held()),
@@ -419,6 +436,12 @@ impl Claim for NatsClaim {
     }
 
     /// Deletes the key, expecting the revision last written.
+    /// One compare-and-set (an update expecting the revision last
+    /// written), as [`NatsClaim::confirm`].
+    async fn confirm(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
+        self.confirm_holding(&attempt.holding, None).await
+    }
+
     async fn release(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
         let held = attempt.holding.lock().await.take();
         let Some(h) = held else {

@@ -7,6 +7,7 @@ use async_nats::jetstream::{self, kv};
 use election_core::{Candidate, ElectionName, Epoch, Identity, Leader};
 use futures::{Stream, StreamExt};
 
+use crate::bucket;
 use crate::claim::NatsClaim;
 use crate::latest;
 use crate::value::{self, Value};
@@ -55,16 +56,6 @@ pub(crate) struct Inner {
 #[derive(Clone, Debug)]
 pub struct NatsElection {
     inner: Arc<Inner>,
-}
-
-fn server_has_markers(client: &async_nats::Client) -> bool {
-    let version = client.server_info().version;
-    let mut parts = version
-        .trim_start_matches('v')
-        .split('.')
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    (major, minor) >= (2, 11)
 }
 
 impl NatsElection {
@@ -122,7 +113,19 @@ impl NatsElection {
     ) -> Result<Self, Error> {
         let mut js = jetstream::new(client.clone());
         js.set_timeout(options.timeout().max(Duration::from_secs(1)));
-        let kv = open_bucket(&js, &client, &options).await?;
+        let kv = bucket::open(
+            &js,
+            &client,
+            &bucket::Spec {
+                name: options.bucket_name(),
+                description: "leader elections (election-nats); max age = the lease TTL",
+                max_age: options.ttl(),
+                replicas: options.replica_count(),
+                markers: true,
+                what: "open or create the bucket (is JetStream enabled?)",
+            },
+        )
+        .await?;
         Ok(NatsElection {
             inner: Arc::new(Inner {
                 client,
@@ -131,6 +134,10 @@ impl NatsElection {
                 options,
             }),
         })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
     }
 
     /// The client, for the application's own use.
@@ -231,49 +238,4 @@ pub(crate) async fn leader(inner: &Inner, name: &ElectionName) -> Result<Option<
         Some(l) => leader_of(&key, l.operation, &l.value, l.revision),
         None => Ok(None),
     }
-}
-
-async fn open_bucket(
-    js: &jetstream::Context,
-    client: &async_nats::Client,
-    options: &NatsOptions,
-) -> Result<kv::Store, Error> {
-    let bucket = options.bucket_name();
-    for _ in 0..3 {
-        if let Ok(kv) = js.get_key_value(bucket).await {
-            let status = kv
-                .status()
-                .await
-                .map_err(|e| Error::unavailable("read the bucket", e))?;
-            let found = status.info.config.max_age;
-            if found != options.ttl() {
-                return Err(Error::BucketMismatch {
-                    bucket: bucket.to_owned(),
-                    found: format!("max age {found:?}"),
-                    wanted: format!("max age {:?} (the TTL)", options.ttl()),
-                });
-            }
-            return Ok(kv);
-        }
-        let config = kv::Config {
-            bucket: bucket.to_owned(),
-            history: 1,
-            max_age: options.ttl(),
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: options.replica_count(),
-            limit_markers: server_has_markers(client).then_some(Duration::from_secs(1)),
-            ..Default::default()
-        };
-        match js.create_key_value(config).await {
-            Ok(kv) => return Ok(kv),
-            // Another process may have created it meanwhile: look again.
-            Err(e) => {
-                tracing::debug!(bucket, error = %e, "creating the bucket failed; looking again")
-            }
-        }
-    }
-    Err(Error::Unavailable {
-        what: "open or create the bucket (is JetStream enabled?)",
-        source: None,
-    })
 }

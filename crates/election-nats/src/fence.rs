@@ -246,10 +246,18 @@ impl NatsFence {
             }
             .into());
         }
-        let mut js = jetstream::new(client);
+        let mut js = jetstream::new(client.clone());
         js.set_timeout(timeout);
         let no_answer = |what| Error::Unavailable { what, source: None };
-        let kv = tokio::time::timeout(timeout, open_bucket(&js, bucket, replicas))
+        let spec = crate::bucket::Spec {
+            name: bucket,
+            description: "fencing high-water marks (election-nats); never expire",
+            max_age: Duration::ZERO,
+            replicas,
+            markers: false,
+            what: "open or create the fence bucket (is JetStream enabled?)",
+        };
+        let kv = tokio::time::timeout(timeout, crate::bucket::open(&js, &client, &spec))
             .await
             .map_err(|_| no_answer("open the fence bucket (no answer in time)"))??;
         let status = tokio::time::timeout(timeout, kv.status())
@@ -409,40 +417,6 @@ impl NatsFence {
             },
         ))
     }
-}
-
-async fn open_bucket(
-    js: &jetstream::Context,
-    bucket: &str,
-    replicas: usize,
-) -> Result<kv::Store, Error> {
-    let mut last = None;
-    for _ in 0..3 {
-        if let Ok(kv) = js.get_key_value(bucket).await {
-            return Ok(kv);
-        }
-        let config = kv::Config {
-            bucket: bucket.to_owned(),
-            description: "fencing high-water marks (election-nats); never expire".into(),
-            history: 1,
-            max_age: Duration::ZERO,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        match js.create_key_value(config).await {
-            Ok(kv) => return Ok(kv),
-            // Another process may have created it meanwhile: look again.
-            Err(e) => {
-                tracing::debug!(bucket, error = %e, "creating the fence bucket failed; looking again");
-                last = Some(e);
-            }
-        }
-    }
-    Err(Error::Unavailable {
-        what: "open or create the fence bucket (is JetStream enabled?)",
-        source: last.map(Into::into),
-    })
 }
 
 impl Fence for NatsFence {

@@ -12,16 +12,20 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
+mod bucket;
 mod claim;
 mod election;
 mod error;
 mod fence;
 mod latest;
+mod lease_set;
 mod options;
+mod session;
 mod value;
 
 pub use claim::{NatsAttempt, NatsClaim};
 pub use election::NatsElection;
 pub use error::Error;
 pub use fence::NatsFence;
+pub use lease_set::NatsLeases;
 pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions};

@@ -1,0 +1,84 @@
+//! Opening (or creating) the KV buckets this crate uses: the elections
+//! bucket, the lease-set buckets and the fence bucket.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+
+use crate::Error;
+
+/// What a bucket must look like.
+#[derive(Clone, Debug)]
+pub(crate) struct Spec<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) description: &'a str,
+    /// The max age (the lease TTL); zero: entries never expire.
+    pub(crate) max_age: Duration,
+    pub(crate) replicas: usize,
+    /// Ask the server for TTL markers (2.11+), so watchers see expiries.
+    pub(crate) markers: bool,
+    /// What the operation is, for the error if JetStream cannot do it.
+    pub(crate) what: &'static str,
+}
+
+/// Whether the server writes TTL markers (2.11 and later).
+pub(crate) fn server_has_markers(client: &async_nats::Client) -> bool {
+    let version = client.server_info().version;
+    let mut parts = version
+        .trim_start_matches('v')
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (2, 11)
+}
+
+/// Opens the bucket, or creates it as `spec` says. An existing bucket with
+/// another max age is refused ([`Error::BucketMismatch`]): its max age is
+/// a lease TTL (or "never expire").
+pub(crate) async fn open(
+    js: &jetstream::Context,
+    client: &async_nats::Client,
+    spec: &Spec<'_>,
+) -> Result<kv::Store, Error> {
+    let mut last = None;
+    for _ in 0..3 {
+        if let Ok(kv) = js.get_key_value(spec.name).await {
+            let status = kv
+                .status()
+                .await
+                .map_err(|e| Error::unavailable("read the bucket", e))?;
+            let found = status.info.config.max_age;
+            if found != spec.max_age {
+                return Err(Error::BucketMismatch {
+                    bucket: spec.name.to_owned(),
+                    found: format!("max age {found:?}"),
+                    wanted: format!("max age {:?}", spec.max_age),
+                });
+            }
+            return Ok(kv);
+        }
+        let config = kv::Config {
+            bucket: spec.name.to_owned(),
+            description: spec.description.to_owned(),
+            history: 1,
+            max_age: spec.max_age,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: spec.replicas,
+            limit_markers: (spec.markers && server_has_markers(client))
+                .then_some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        match js.create_key_value(config).await {
+            Ok(kv) => return Ok(kv),
+            // Another process may have created it meanwhile: look again.
+            Err(e) => {
+                tracing::debug!(bucket = spec.name, error = %e, "creating the bucket failed; looking again");
+                last = Some(e);
+            }
+        }
+    }
+    Err(Error::Unavailable {
+        what: spec.what,
+        source: last.map(Into::into),
+    })
+}
