@@ -134,6 +134,9 @@ impl KeyState {
     pub fn release(&self) {
         self.valid_until.store(NOT_HELD, Ordering::Release);
         self.epoch.store(0, Ordering::Release);
+        // This process was the holder last seen; who holds it now is not
+        // known until the backend sees it.
+        self.known().holder = None;
     }
 
     /// Records that another candidate holds the key (`None`: someone does,

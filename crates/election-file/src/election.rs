@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{
-    Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LossReason,
-    LossReporter, Watch, Won,
+    Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LeaseSet,
+    LossReason, LossReporter, PerKeyClaims, Watch, Won,
 };
 
 use crate::claimfile::{self, Paths};
@@ -164,6 +164,66 @@ impl FileElection {
     /// A [`Candidate`] for [`claim`](FileElection::claim).
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<FileClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))
+    }
+
+    /// A [`LeaseSet`] of this process (`identity`) over this directory:
+    /// many keys, one claim file lock each (`<key>.lock`, `<key>.epoch`),
+    /// with this election's options and the core's
+    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL) as
+    /// the backstop of each key's wait. Each asked key runs its own
+    /// campaign ([`PerKeyClaims`]); a key held elsewhere is won the moment
+    /// its lock is freed (see [`FileClaim`]). A lock cannot expire, so
+    /// [`held`](LeaseSet::held) stays true until the set closes or the
+    /// key's claim file is tampered with, and [`guard`](LeaseSet::guard)'s
+    /// commit-point check is the local state (an OS lock cannot be taken
+    /// away without the watch seeing it).
+    ///
+    /// What [`close`](LeaseSet::close) does here: every held key's term is
+    /// resigned, which unlocks and closes its claim file, so its lock is
+    /// free at once and a candidate waiting for it (in any process) wins
+    /// it straight away. Dropping the set does the same in the background.
+    /// If the process dies, the kernel frees its locks at once, too.
+    ///
+    /// Must be called inside a tokio runtime (the set's loop is spawned on
+    /// it); outside one this returns [`Error::Config`], as it does for an
+    /// invalid identity.
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path().join("shards"))?;
+    /// let set = election.lease_set("node-a")?;
+    /// assert!(set.ask("shard-7").await?); // won: this process writes shard-7
+    /// assert!(set.held("shard-7")); // no round trip
+    ///
+    /// let mut log = Vec::new();
+    /// set.guard("shard-7", async |token| log.push((token.key().to_string(), token.epoch())))
+    ///     .await?;
+    /// assert_eq!(log[0].1, set.epoch("shard-7").unwrap());
+    ///
+    /// set.close().await; // unlocks shard-7.lock: another node takes it at once
+    /// assert!(!set.held("shard-7"));
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PerKeyClaims<FileClaim>>, Error> {
+        let identity = Identity::new(identity)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ConfigError::BadSetting {
+                setting: "runtime",
+                reason: "a lease set must be started inside a tokio runtime".into(),
+            }
+            .into());
+        }
+        let election = self.clone();
+        let id = identity.clone();
+        Ok(LeaseSet::new(PerKeyClaims::new(identity, move |key| {
+            election
+                .claim(key.as_str(), id.as_str())
+                .map_err(|e| e.into_core(key))
+        })))
     }
 }
 

@@ -34,4 +34,5 @@ mod waiter;
 pub use election::{
     DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions,
 };
+pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 pub use error::Error;

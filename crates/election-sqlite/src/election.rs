@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use election_core::{
-    Candidate, Claim, ElectionName, End, Epoch, Identity, Leader, LossReporter, Watch, Won,
+    Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LeaseSet,
+    LossReporter, PerKeyClaims, Watch, Won,
 };
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -207,6 +208,78 @@ impl SqliteElection {
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<SqliteClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))
     }
+
+    /// A [`LeaseSet`] of this process (`identity`) over this database: many
+    /// keys, one lease row each, with this election's
+    /// [options](SqliteElection::options) and the core's
+    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
+    /// (how often a key held elsewhere is tried again). Each asked key runs
+    /// its own campaign and renewal ([`PerKeyClaims`]);
+    /// [`guard`](LeaseSet::guard)'s commit-point check is one conditional
+    /// renewal of the key's row (see [`SqliteClaim`]'s `confirm`).
+    ///
+    /// What [`close`](LeaseSet::close) does here: every held key's term is
+    /// resigned, which releases its row conditionally on the attempt's
+    /// nonce (never a successor's claim); a candidate elsewhere (another
+    /// process or set) wins it at its next poll. A release that fails (a busy database) is
+    /// retried once in the background; if it cannot run, the row ages out
+    /// after the TTL. Dropping the set does the same in the background. If
+    /// the process dies, its rows age out: another candidate takes a key
+    /// over once it has seen no renewal for a full TTL.
+    ///
+    /// Must be called inside a tokio runtime (the set's loop is spawned on
+    /// it); outside one this returns [`Error::Config`], as it does for an
+    /// invalid identity.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+    /// use fencing::{ResourceName, Token};
+    /// use sqlx::Connection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// sqlx::query("CREATE TABLE rows (shard TEXT, v INTEGER)").execute(election.pool()).await?;
+    /// let set = election.lease_set("node-a")?;
+    /// assert!(set.ask("shard-7").await?); // won: this process writes shard-7
+    /// assert!(set.held("shard-7")); // no round trip
+    ///
+    /// // Checked at the commit point, then fenced in the write's own transaction.
+    /// set.guard("shard-7", async |token| {
+    ///     let mut conn = election.pool().acquire().await?;
+    ///     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    ///     let shard = ResourceName::for_key(token.key());
+    ///     SqliteFence::advance_in(&mut tx, &shard, Token::from(&token)).await?;
+    ///     sqlx::query("INSERT INTO rows VALUES (?1, 1)").bind(token.key().as_str()).execute(&mut *tx).await?;
+    ///     tx.commit().await?;
+    ///     Ok::<_, Box<dyn std::error::Error>>(())
+    /// })
+    /// .await??;
+    ///
+    /// set.close().await; // releases the row: another node can take shard-7 at once
+    /// assert!(!set.held("shard-7"));
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PerKeyClaims<SqliteClaim>>, Error> {
+        let identity = Identity::new(identity)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ConfigError::BadSetting {
+                setting: "runtime",
+                reason: "a lease set must be started inside a tokio runtime".into(),
+            }
+            .into());
+        }
+        let inner = self.inner.clone();
+        let id = identity.clone();
+        Ok(LeaseSet::new(PerKeyClaims::new(identity, move |key| {
+            Ok(SqliteClaim {
+                inner: inner.clone(),
+                name: key.clone(),
+                identity: id.clone(),
+            })
+        })))
+    }
 }
 
 /// The claim of one candidate in a [`SqliteElection`].
@@ -239,6 +312,8 @@ pub struct SqliteAttempt {
     observed: Option<Observed>,
     /// Set once a claim may have been committed (before the commit).
     may_hold: bool,
+    /// The epoch this attempt won, for the commit-point check.
+    epoch: Option<i64>,
 }
 
 impl SqliteClaim {
@@ -263,6 +338,7 @@ impl Claim for SqliteClaim {
             nonce: election_core::attempt_nonce() as i64,
             observed: None,
             may_hold: false,
+            epoch: None,
         })
     }
 
@@ -328,6 +404,7 @@ impl Claim for SqliteClaim {
         };
         let Some(epoch) = won else { return Ok(None) };
         attempt.observed = None;
+        attempt.epoch = Some(epoch);
         let epoch = u64::try_from(epoch)
             .ok()
             .and_then(Epoch::new)
@@ -363,6 +440,69 @@ impl Claim for SqliteClaim {
             valid_until,
             reporter,
         ))))
+    }
+
+    /// The commit-point check: one conditional renewal. In one
+    /// `BEGIN IMMEDIATE` transaction it bumps the row's renewal version only
+    /// if the row still shows this attempt's nonce and won epoch with a
+    /// holder, exactly as the renewal task does; it commits before this
+    /// returns `Ok(())`.
+    ///
+    /// What a success proves: no other candidate held the row when the
+    /// transaction committed, and because it moved the renewal version,
+    /// every contender restarts its count of a full TTL without renewal from
+    /// a moment after that commit. So the write that follows has at least
+    /// the lease's validity (`ttl - margin`, counted from before the check
+    /// was sent) before anyone else can win the row. The term's own
+    /// validity is left as the renewal task last set it (conservative).
+    ///
+    /// Renewal state: the renewal task's own renewals are conditional on the
+    /// nonce and epoch only, never on the version, so a confirm (committed,
+    /// rolled back or in doubt) never makes the holder's next renewal fail;
+    /// a contender sees it as one more renewal.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] if the row shows
+    /// another holder, a release, a later epoch, or if this attempt never
+    /// won, and also when the database file was deleted or replaced (a
+    /// process opening the path gets another database); then the core
+    /// marks the term lost. [`election_core::Error::Unavailable`] if the
+    /// database cannot answer (busy past the busy timeout, every pooled
+    /// connection in use, I/O errors); [`election_core::Error::OutcomeUnknown`]
+    /// if it did not answer within the lease's validity (and, grouped as
+    /// [`Error::into_core`] does everywhere, `Config` if the database
+    /// became read-only). In each the claim is in doubt for this write (do
+    /// not write), and the renewal task decides about the term.
+    ///
+    /// Cancel safety: cancel safe. Dropped before the commit, the
+    /// transaction rolls back; dropped during it, the row is either
+    /// unchanged or renewed by this same holder. Neither changes the
+    /// holder, nonce or epoch.
+    async fn confirm(&self, attempt: &mut SqliteAttempt) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
+        let Some(epoch) = attempt.epoch else {
+            return Err(not_held());
+        };
+        if let Some(db) = &self.inner.db_file
+            && !db.in_place()
+        {
+            return Err(not_held());
+        }
+        let bound = self.inner.options.validity();
+        let renewal = row::renew(
+            &self.inner.pool,
+            self.name.as_str(),
+            attempt.nonce,
+            epoch,
+            self.inner.clock.wall_unix_ms(),
+        );
+        match tokio::time::timeout(bound, renewal).await {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(not_held()),
+            Ok(Err(e)) => Err(self.core(e)),
+            Err(_) => Err(self.core(Error::OutcomeUnknown { after: bound })),
+        }
     }
 
     /// Releases the row, conditional on this attempt's nonce.

@@ -29,6 +29,7 @@ pub mod schema;
 
 pub use clock::{Clock, SystemClock};
 pub use election::{SqliteAttempt, SqliteClaim, SqliteElection};
+pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 pub use error::Error;
 pub use fence::SqliteFence;
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};

@@ -13,6 +13,10 @@
 //! write and only then lets the next writer of the resource in, so a stale
 //! write cannot slip in between the check and the write.
 //!
+//! A lease set's guarded write feeds a fence too: `Token::from(&write_token)`
+//! is the epoch the key was held in at the commit point, and
+//! [`ResourceName::for_key`] names the key's own resource.
+//!
 //! - [`MemoryFence`]: for the tasks of one process.
 //! - [`FileFence`]: mark files in a directory, safe across processes (Linux).
 //!

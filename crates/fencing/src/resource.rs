@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use election_core::ConfigError;
+use election_core::{ConfigError, ElectionName};
 
 /// The longest resource name, in bytes.
 pub const MAX_RESOURCE_LEN: usize = election_core::MAX_NAME_LEN;
@@ -37,9 +37,32 @@ impl ResourceName {
         Ok(ResourceName(name.into()))
     }
 
+    /// The resource of one key of a lease set (or of one election): the
+    /// key's own name, so each key has its own high-water mark. Infallible:
+    /// an [`ElectionName`] obeys the same rules as a resource name.
+    ///
+    /// ```
+    /// use election_core::ElectionName;
+    /// use fencing::ResourceName;
+    ///
+    /// let key = ElectionName::new("tenant-42").unwrap();
+    /// assert_eq!(ResourceName::for_key(&key).as_str(), "tenant-42");
+    /// assert_eq!(ResourceName::from(&key), ResourceName::for_key(&key));
+    /// ```
+    pub fn for_key(key: &ElectionName) -> ResourceName {
+        ResourceName(Arc::from(key.as_str()))
+    }
+
     /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl From<&ElectionName> for ResourceName {
+    /// [`ResourceName::for_key`].
+    fn from(key: &ElectionName) -> ResourceName {
+        ResourceName::for_key(key)
     }
 }
 
@@ -116,7 +139,27 @@ mod tests {
         assert_eq!(value.chars().count(), 64);
     }
 
+    #[test]
+    fn every_election_name_is_a_resource_name() {
+        for key in [
+            "orders",
+            "a..b",
+            "räksmörgås",
+            &"x".repeat(MAX_RESOURCE_LEN),
+        ] {
+            let name = ElectionName::new(key).unwrap();
+            let resource = ResourceName::for_key(&name);
+            assert_eq!(resource.as_str(), key);
+            assert_eq!(ResourceName::new(key).unwrap(), resource);
+        }
+    }
+
     proptest! {
+        #[test]
+        fn election_names_and_resource_names_agree(s in any::<String>()) {
+            prop_assert_eq!(ElectionName::new(&s).is_ok(), ResourceName::new(&s).is_ok());
+        }
+
         #[test]
         fn never_panics_and_accepted_names_are_plain_file_names(s in any::<String>()) {
             if let Ok(name) = ResourceName::new(&s) {

@@ -95,6 +95,55 @@ impl From<Epoch> for Token {
     }
 }
 
+/// The token of a write guarded by a lease set: the epoch of the term that
+/// held the write token's key at the commit point.
+///
+/// Name the key's resource with [`ResourceName::for_key`](crate::ResourceName::for_key)
+/// so each key has its own high-water mark. The [`Token`] is `Copy` and may
+/// outlive the guard (the write token cannot): that is what a fence is for,
+/// a late write carrying it is refused once a later term has written.
+///
+/// An [`unguarded`](election_core::unguarded) write token has epoch 1
+/// ([`Epoch::FIRST`]): a fence that has accepted any guarded write of a
+/// later term (epoch 2 or more) refuses it with [`Error::Stale`].
+///
+/// ```
+/// use election_core::{memory::MemoryBackend, unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
+/// use fencing::{Error, Fence, MemoryFence, ResourceName, Token};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let backend = MemoryBackend::new();
+/// // An earlier holder of shard-1 had term 1, so node-a's term is 2.
+/// Candidate::new(backend.claim("shard-1", "node-old")?).campaign().await?.resign().await?;
+/// let set = LeaseSet::new(PerKeyClaims::new(Identity::new("node-a")?, move |key| {
+///     backend.claim(key.as_str(), "node-a")
+/// }));
+/// let fence = MemoryFence::new();
+/// let written = set
+///     .guard("shard-1", async |token| {
+///         let shard = ResourceName::for_key(token.key());
+///         fence.fenced(&shard, Token::from(&token), || async { "row" }).await
+///     })
+///     .await??;
+/// assert_eq!(written, "row");
+///
+/// // An unguarded write (epoch 1) is refused once a later term has written.
+/// let late = unguarded("shard-1", "migration tool", async |token| {
+///     let shard = ResourceName::for_key(token.key());
+///     fence.fenced(&shard, Token::from(&token), || async { "late" }).await
+/// })
+/// .await?;
+/// assert!(matches!(late, Err(Error::Stale { .. })));
+/// # set.close().await;
+/// # Ok(()) }
+/// ```
+impl From<&election_core::WriteToken<'_>> for Token {
+    fn from(token: &election_core::WriteToken<'_>) -> Token {
+        Token(token.epoch())
+    }
+}
+
 impl From<Token> for Epoch {
     fn from(token: Token) -> Epoch {
         token.0
@@ -178,6 +227,34 @@ mod tests {
         };
         assert_eq!(lost.epoch.get(), 3);
         assert_eq!(lost.name.as_str(), "silent");
+    }
+
+    #[tokio::test]
+    async fn a_write_token_gives_its_epoch() {
+        let token = election_core::unguarded("k", "test", async |t| Token::from(&t))
+            .await
+            .unwrap();
+        assert_eq!(token.epoch(), Epoch::FIRST);
+        let backend = MemoryBackend::new();
+        let b = backend.clone();
+        Candidate::new(backend.claim("k", "old").unwrap())
+            .campaign()
+            .await
+            .unwrap()
+            .resign()
+            .await
+            .unwrap();
+        let set = election_core::LeaseSet::new(election_core::PerKeyClaims::new(
+            Identity::new("a").unwrap(),
+            move |key| b.claim(key.as_str(), "a"),
+        ));
+        let (token, epoch) = set
+            .guard("k", async |t| (Token::from(&t), t.epoch()))
+            .await
+            .unwrap();
+        assert_eq!(token.epoch(), epoch);
+        assert_eq!(epoch.get(), 2);
+        set.close().await;
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod file;
 mod handover;
 mod helper;
 mod host;
+mod leases;
 mod nats;
 mod ofd;
 mod process;
@@ -49,6 +50,12 @@ const NATS_BYTE_BATCH: usize = 200;
 const NATS_FAILOVERS: usize = 10;
 /// NATS crash failovers per topology with `--quick`.
 const NATS_FAILOVERS_QUICK: usize = 3;
+/// Keys the lease-set figures hold in one process (issue 5's scale).
+const LEASE_KEYS: usize = 10_000;
+/// The lease-set steady-state window: several renew intervals (5 s).
+const LEASE_WINDOW: Duration = Duration::from_secs(60);
+/// The lease-set window with `--quick`.
+const LEASE_WINDOW_QUICK: Duration = Duration::from_secs(15);
 /// The release build the bench runs from.
 const BUILD: [&str; 11] = [
     "build",
@@ -68,8 +75,8 @@ const BUILD: [&str; 11] = [
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 6] = [
-    "campaign", "handover", "failover", "fencing", "sqlite", "nats",
+const GROUPS: [&str; 7] = [
+    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases",
 ];
 
 /// The parsed flags of `bench` (and `bench-measure`).
@@ -324,6 +331,18 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
             counts: nats_counts,
         };
         nats::rows(&setup, &mut rows, &mut notes)?;
+    }
+    if o.wants("leases") {
+        let counts = leases::Counts {
+            keys: LEASE_KEYS,
+            window: if o.quick {
+                LEASE_WINDOW_QUICK
+            } else {
+                LEASE_WINDOW
+            },
+            held_run: Duration::from_secs(2),
+        };
+        leases::notes(counts, &mut notes)?;
     }
 
     let header = Header {

@@ -1,0 +1,296 @@
+//! Lease sets over a real directory: many keys shared by two sets of one
+//! process, guard, and guarded writes through a file fence.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use election_core::{Epoch, Error, unguarded};
+use election_file::{FileClaim, FileElection, LeaseSet, PerKeyClaims};
+use fencing::{Fence, FileFence, ResourceName, Token};
+
+type Set = LeaseSet<PerKeyClaims<FileClaim>>;
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn election(dir: &tempfile::TempDir) -> FileElection {
+    FileElection::new(dir.path().join("elections")).expect("election")
+}
+
+/// Waits, polling, until `f` holds; panics after `PATIENCE`.
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    tokio::time::timeout(PATIENCE, async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+}
+
+/// Who holds `key`, as the lock and the epoch record say.
+async fn leader(e: &FileElection, key: &str) -> Option<(String, Epoch)> {
+    e.candidate(key, "observer")
+        .expect("candidate")
+        .leader()
+        .await
+        .expect("leader")
+        .map(|l| (l.identity.to_string(), l.epoch))
+}
+
+/// A term of `key` won and resigned by another node first, so the next
+/// term's epoch is 2 (an epoch of 1 would hide a token stuck at
+/// `Epoch::FIRST`).
+async fn earlier_term(e: &FileElection, key: &str) {
+    let term = e
+        .candidate(key, "node-old")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("old wins");
+    term.resign().await.expect("resign");
+}
+
+/// Every key is held by at most one set at any check. `b` is read first:
+/// keys only move from `a` to `b` in these tests, so two trues mean both
+/// held the key at the second read.
+fn check_disjoint(a: &Set, b: &Set, keys: &[String]) {
+    for k in keys {
+        let by_b = b.held(k);
+        let by_a = a.held(k);
+        assert!(!(by_a && by_b), "{k} is held by both sets");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = election(&dir);
+    // Two openings of one directory, as two services of one process would.
+    let a = Arc::new(election(&dir).lease_set("node-a").expect("a"));
+    let b = Arc::new(election(&dir).lease_set("node-b").expect("b"));
+    let keys: Vec<String> = (0..50).map(|i| format!("shard-{i:02}")).collect();
+    let (first, second) = keys.split_at(25);
+    // a asks the first half first, b the second half: each wins its half.
+    for k in first {
+        assert!(!a.held(k), "the first ask answers false");
+    }
+    until("a to win the first half", || {
+        first.iter().all(|k| a.held(k))
+    })
+    .await;
+    for k in second {
+        b.held(k);
+    }
+    until("b to win the second half", || {
+        second.iter().all(|k| b.held(k))
+    })
+    .await;
+    // Now both want every key.
+    for k in &keys {
+        a.held(k);
+        b.held(k);
+    }
+    for k in second {
+        assert!(!a.ask(k).await.expect("ask"), "{k} is b's");
+        assert_eq!(a.holder(k).expect("known").identity.as_str(), "node-b");
+    }
+
+    // A checker reads both sets over and over while the keys move.
+    let stop = Arc::new(AtomicBool::new(false));
+    let checks = Arc::new(AtomicUsize::new(0));
+    let checker = tokio::spawn({
+        let (a, b, keys, stop, checks) = (
+            a.clone(),
+            b.clone(),
+            keys.clone(),
+            stop.clone(),
+            checks.clone(),
+        );
+        async move {
+            while !stop.load(Ordering::Acquire) {
+                check_disjoint(&a, &b, &keys);
+                checks.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    // A second of both sets waiting for every key: nothing may move (a
+    // window, so a sleep; the checker runs meanwhile).
+    let held_before: Vec<Option<Epoch>> = first.iter().map(|k| a.epoch(k)).collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(first.iter().all(|k| a.held(k)), "a kept its half");
+    assert!(second.iter().all(|k| b.held(k)), "b kept its half");
+
+    a.close().await;
+    assert!(keys.iter().all(|k| !a.held(k)), "held is false at once");
+    until("b to take every key", || keys.iter().all(|k| b.held(k))).await;
+    stop.store(true, Ordering::Release);
+    checker.await.expect("the checker found no key held twice");
+    assert!(checks.load(Ordering::Relaxed) > 10, "the checker ran");
+
+    // The locks and epoch records agree: b holds every key, a's keys in a
+    // later term.
+    for (k, before) in first.iter().zip(&held_before) {
+        let (holder, epoch) = leader(&e, k).await.expect("held");
+        assert_eq!(holder, "node-b", "{k}");
+        assert_eq!(b.epoch(k), Some(epoch));
+        assert!(epoch > before.expect("held"), "{k}: a later term");
+    }
+    b.close().await;
+    // a's cancelled waits may still take a freed lock for an instant (and
+    // drop it at once, see the waiter), so poll for the vacancy.
+    for k in &keys {
+        tokio::time::timeout(PATIENCE, async {
+            while leader(&e, k).await.is_some() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{k} still locked after close"));
+    }
+}
+
+#[tokio::test]
+async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = election(&dir);
+    earlier_term(&e, "k").await;
+    let a = e.lease_set("node-a").expect("a");
+    let b = e.lease_set("node-b").expect("b");
+    assert!(a.ask("k").await.expect("ask"));
+    assert!(!b.ask("k").await.expect("ask"));
+
+    let (epoch, key, identity) = a
+        .guard("k", async |t| {
+            (t.epoch(), t.key().to_string(), t.identity().cloned())
+        })
+        .await
+        .expect("a's guard");
+    assert_eq!(epoch.get(), 2, "the term after the earlier one");
+    assert_eq!(leader(&e, "k").await, Some(("node-a".into(), epoch)));
+    assert_eq!(a.epoch("k"), Some(epoch));
+    assert_eq!(key, "k");
+    assert_eq!(identity.expect("guarded").as_str(), "node-a");
+
+    let mut ran = false;
+    match b.guard("k", async |_t| ran = true).await {
+        Err(Error::HeldElsewhere { name, holder }) => {
+            assert_eq!(name.as_str(), "k");
+            let holder = holder.expect("the holder is known");
+            assert_eq!(holder.identity.as_str(), "node-a");
+            assert_eq!(holder.epoch, epoch);
+        }
+        other => panic!("expected HeldElsewhere, got {other:?}"),
+    }
+    assert!(!ran, "b's write must not run");
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = election(&dir);
+    let fence = FileFence::open(dir.path().join("fences")).expect("fence");
+    let log = std::sync::Mutex::new(Vec::new());
+    let write = |who: &'static str| {
+        let log = &log;
+        move || async move { log.lock().unwrap().push(who) }
+    };
+    let a = e.lease_set("node-a").expect("a");
+    let b = e.lease_set("node-b").expect("b");
+    assert!(a.ask("k").await.expect("ask"));
+    assert!(!b.ask("k").await.expect("ask"));
+
+    // a writes through the fence under the key's own resource; the token
+    // it used outlives the guard, as a delayed write's would.
+    let late: Token = a
+        .guard("k", async |t| {
+            let token = Token::from(&t);
+            fence
+                .fenced(&ResourceName::for_key(t.key()), token, write("a"))
+                .await
+                .map(|()| token)
+        })
+        .await
+        .expect("a's guard")
+        .expect("a's write is accepted");
+
+    a.close().await;
+    until("b to take k", || b.held("k")).await;
+    let b_token = b
+        .guard("k", async |t| {
+            let token = Token::from(&t);
+            fence
+                .fenced(&ResourceName::from(t.key()), token, write("b"))
+                .await
+                .map(|()| token)
+        })
+        .await
+        .expect("b's guard")
+        .expect("b's write is accepted");
+    assert!(b_token > late, "b's term is later");
+    assert_eq!(Some(b_token.epoch()), b.epoch("k"));
+
+    let k = ResourceName::new("k").expect("name");
+    // a's delayed write arrives now: refused before it runs.
+    match fence.fenced(&k, late, write("a, late")).await {
+        Err(fencing::Error::Stale {
+            presented,
+            high_water_mark,
+            ..
+        }) => {
+            assert_eq!(presented, late);
+            assert_eq!(high_water_mark, b_token);
+        }
+        other => panic!("expected Stale, got {other:?}"),
+    }
+    // So is an unguarded write: its token is epoch 1.
+    let unguarded_write = unguarded("k", "test: no coordinator", async |t| {
+        assert_eq!(t.epoch(), Epoch::FIRST);
+        fence
+            .fenced(
+                &ResourceName::for_key(t.key()),
+                Token::from(&t),
+                write("unguarded"),
+            )
+            .await
+    })
+    .await
+    .expect("valid key");
+    assert!(
+        matches!(unguarded_write, Err(fencing::Error::Stale { .. })),
+        "{unguarded_write:?}"
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["a", "b"],
+        "only the guarded writes ran"
+    );
+    assert_eq!(
+        fence.high_water_mark(&k).await.expect("mark"),
+        Some(b_token)
+    );
+    b.close().await;
+}
+
+#[test]
+fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = election(&dir);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let bad = rt.block_on(async { e.lease_set("line\nbreak").map(|_| ()) });
+    assert!(
+        matches!(bad, Err(election_file::Error::Config(_))),
+        "{bad:?}"
+    );
+    let outside = e.lease_set("node-a").map(|_| ());
+    assert!(
+        matches!(outside, Err(election_file::Error::Config(_))),
+        "{outside:?}"
+    );
+}

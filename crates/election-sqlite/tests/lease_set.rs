@@ -1,0 +1,358 @@
+//! Lease sets over a real SQLite database file: many keys shared by two
+//! sets of one process, guard and its commit-point check, and guarded
+//! writes through the fence.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use election_core::{Epoch, Error, unguarded};
+use election_sqlite::{
+    LeaseSet, PerKeyClaims, SqliteClaim, SqliteElection, SqliteFence, SqliteOptions,
+};
+use fencing::{ResourceName, Token};
+use sqlx::Connection;
+
+type Set = LeaseSet<PerKeyClaims<SqliteClaim>>;
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Leases that renew once a second: 50 keys in two sets stay well inside
+/// what one database file on a 2-core machine commits.
+fn steady() -> SqliteOptions {
+    SqliteOptions::new(Duration::from_secs(3), Duration::from_secs(1)).expect("options")
+}
+
+/// Leases whose renewal loop does not run during a test: only the
+/// commit-point check can find a change.
+fn slow() -> SqliteOptions {
+    SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options")
+}
+
+async fn open(dir: &tempfile::TempDir, options: SqliteOptions) -> SqliteElection {
+    SqliteElection::open(dir.path().join("app.db"), options)
+        .await
+        .expect("open")
+}
+
+/// Waits, polling, until `f` holds; panics after `PATIENCE`.
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    tokio::time::timeout(PATIENCE, async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+}
+
+/// The holder and epoch the lease row of `key` records.
+async fn row(e: &SqliteElection, key: &str) -> (Option<String>, i64) {
+    sqlx::query_as("SELECT holder, epoch FROM election_leases WHERE name = ?1")
+        .bind(key)
+        .fetch_one(e.pool())
+        .await
+        .expect("select")
+}
+
+/// A term of `key` won and resigned by another node first, so the next
+/// term's epoch is 2 (an epoch of 1 would hide a token stuck at
+/// `Epoch::FIRST`).
+async fn earlier_term(e: &SqliteElection, key: &str) {
+    let term = e
+        .candidate(key, "node-old")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("old wins");
+    term.resign().await.expect("resign");
+}
+
+/// Every key is held by at most one set at any check. `b` is read first:
+/// keys only move from `a` to `b` in these tests, so two trues mean both
+/// held the key at the second read.
+fn check_disjoint(a: &Set, b: &Set, keys: &[String]) {
+    for k in keys {
+        let by_b = b.held(k);
+        let by_a = a.held(k);
+        assert!(!(by_a && by_b), "{k} is held by both sets");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other() {
+    let dir = tempfile::tempdir().expect("dir");
+    // Two openings of one file, as two services of one process would.
+    let e = open(&dir, steady()).await;
+    let a = Arc::new(open(&dir, steady()).await.lease_set("node-a").expect("a"));
+    let b = Arc::new(open(&dir, steady()).await.lease_set("node-b").expect("b"));
+    let keys: Vec<String> = (0..50).map(|i| format!("shard-{i:02}")).collect();
+    let (first, second) = keys.split_at(25);
+    // a asks the first half first, b the second half: each wins its half.
+    for k in first {
+        assert!(!a.held(k), "the first ask answers false");
+    }
+    until("a to win the first half", || {
+        first.iter().all(|k| a.held(k))
+    })
+    .await;
+    for k in second {
+        b.held(k);
+    }
+    until("b to win the second half", || {
+        second.iter().all(|k| b.held(k))
+    })
+    .await;
+    // Now both want every key.
+    for k in &keys {
+        a.held(k);
+        b.held(k);
+    }
+    for k in second {
+        assert!(!a.ask(k).await.expect("ask"), "{k} is b's");
+        assert_eq!(a.holder(k).expect("known").identity.as_str(), "node-b");
+    }
+
+    // A checker reads both sets over and over while the keys move.
+    let stop = Arc::new(AtomicBool::new(false));
+    let checks = Arc::new(AtomicUsize::new(0));
+    let checker = tokio::spawn({
+        let (a, b, keys, stop, checks) = (
+            a.clone(),
+            b.clone(),
+            keys.clone(),
+            stop.clone(),
+            checks.clone(),
+        );
+        async move {
+            while !stop.load(Ordering::Acquire) {
+                check_disjoint(&a, &b, &keys);
+                checks.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    // Three renewal intervals with both sets contending for every key:
+    // nothing may move (a window, so a sleep; the checker runs meanwhile).
+    let held_before: Vec<Option<Epoch>> = first.iter().map(|k| a.epoch(k)).collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(first.iter().all(|k| a.held(k)), "a kept its half");
+    assert!(second.iter().all(|k| b.held(k)), "b kept its half");
+    assert_eq!(
+        first.iter().map(|k| a.epoch(k)).collect::<Vec<_>>(),
+        held_before,
+        "no term of a ended"
+    );
+
+    a.close().await;
+    assert!(keys.iter().all(|k| !a.held(k)), "held is false at once");
+    until("b to take every key", || keys.iter().all(|k| b.held(k))).await;
+    stop.store(true, Ordering::Release);
+    checker.await.expect("the checker found no key held twice");
+    assert!(checks.load(Ordering::Relaxed) > 10, "the checker ran");
+
+    // The database agrees: b holds every key, a's keys in a later term.
+    for (k, before) in first.iter().zip(&held_before) {
+        let (holder, epoch) = row(&e, k).await;
+        assert_eq!(holder.as_deref(), Some("node-b"), "{k}");
+        assert_eq!(b.epoch(k).map(|e| e.get() as i64), Some(epoch));
+        assert!(
+            epoch > before.expect("held").get() as i64,
+            "{k}: a later term"
+        );
+    }
+    b.close().await;
+    for k in &keys {
+        assert_eq!(row(&e, k).await.0, None, "{k} released on close");
+    }
+}
+
+#[tokio::test]
+async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir, steady()).await;
+    earlier_term(&e, "k").await;
+    let a = e.lease_set("node-a").expect("a");
+    let b = e.lease_set("node-b").expect("b");
+    assert!(a.ask("k").await.expect("ask"));
+    assert!(!b.ask("k").await.expect("ask"));
+
+    let (epoch, key, identity) = a
+        .guard("k", async |t| {
+            (t.epoch(), t.key().to_string(), t.identity().cloned())
+        })
+        .await
+        .expect("a's guard");
+    assert_eq!(epoch.get(), 2, "the term after the earlier one");
+    assert_eq!(row(&e, "k").await, (Some("node-a".into()), 2));
+    assert_eq!(a.epoch("k"), Some(epoch));
+    assert_eq!(key, "k");
+    assert_eq!(identity.expect("guarded").as_str(), "node-a");
+
+    let mut ran = false;
+    match b.guard("k", async |_t| ran = true).await {
+        Err(Error::HeldElsewhere { name, holder }) => {
+            assert_eq!(name.as_str(), "k");
+            let holder = holder.expect("the holder is known");
+            assert_eq!(holder.identity.as_str(), "node-a");
+            assert_eq!(holder.epoch, epoch);
+        }
+        other => panic!("expected HeldElsewhere, got {other:?}"),
+    }
+    assert!(!ran, "b's write must not run");
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_guard_whose_row_was_taken_before_the_commit_point_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir, slow()).await;
+    let a = e.lease_set("node-a").expect("a");
+    assert!(a.ask("k").await.expect("ask"));
+    assert!(
+        a.guard("k", async |_t| ()).await.is_ok(),
+        "held: guard runs"
+    );
+
+    // Another node takes the row over behind a's back (as after a
+    // partition); a's renewal loop will not look for ten seconds.
+    let taken = sqlx::query(
+        "UPDATE election_leases SET holder = 'intruder', nonce = 0, epoch = epoch + 1, version = version + 1 WHERE name = 'k'",
+    )
+    .execute(e.pool())
+    .await
+    .expect("update");
+    assert_eq!(taken.rows_affected(), 1);
+    assert!(a.held("k"), "a has not noticed yet: only the check can");
+
+    let mut ran = false;
+    let refused = a.guard("k", async |_t| ran = true).await;
+    assert!(
+        matches!(refused, Err(Error::Lost(_) | Error::NotHeld { .. })),
+        "expected Lost or NotHeld, got {refused:?}"
+    );
+    assert!(!ran, "the write must not run");
+    until("a to see the loss", || !a.held("k")).await;
+    assert_eq!(
+        row(&e, "k").await,
+        (Some("intruder".into()), 2),
+        "the check did not undo the intruder's claim"
+    );
+    a.close().await;
+    assert_eq!(row(&e, "k").await.0.as_deref(), Some("intruder"));
+}
+
+/// One guarded insert into `data`, fenced in its own transaction; `Ok` if
+/// it committed.
+async fn fenced_insert(
+    e: &SqliteElection,
+    key: &str,
+    token: Token,
+    v: i64,
+) -> Result<(), fencing::Error> {
+    let resource = ResourceName::new(key).expect("name");
+    let mut conn = e.pool().acquire().await.expect("acquire");
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.expect("begin");
+    sqlx::query("INSERT INTO data (v) VALUES (?1)")
+        .bind(v)
+        .execute(&mut *tx)
+        .await
+        .expect("insert");
+    SqliteFence::advance_in(&mut tx, &resource, token).await?;
+    tx.commit().await.expect("commit");
+    Ok(())
+}
+
+#[tokio::test]
+async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir, steady()).await;
+    sqlx::query("CREATE TABLE data (v INTEGER NOT NULL)")
+        .execute(e.pool())
+        .await
+        .expect("create");
+    let a = e.lease_set("node-a").expect("a");
+    let b = e.lease_set("node-b").expect("b");
+    assert!(a.ask("k").await.expect("ask"));
+    assert!(!b.ask("k").await.expect("ask"));
+
+    // a writes through the fence in the key's own resource; the token it
+    // used outlives the guard, as a delayed write's would.
+    let late: Token = a
+        .guard("k", async |t| {
+            assert_eq!(ResourceName::for_key(t.key()).as_str(), "k");
+            let token = Token::from(&t);
+            fenced_insert(&e, t.key().as_str(), token, 1)
+                .await
+                .map(|()| token)
+        })
+        .await
+        .expect("a's guard")
+        .expect("a's write is accepted");
+
+    a.close().await;
+    until("b to take k", || b.held("k")).await;
+    let b_token = b
+        .guard("k", async |t| {
+            let token = Token::from(&t);
+            fenced_insert(&e, t.key().as_str(), token, 2)
+                .await
+                .map(|()| token)
+        })
+        .await
+        .expect("b's guard")
+        .expect("b's write is accepted");
+    assert!(b_token > late, "b's term is later");
+    assert_eq!(Some(b_token.epoch()), b.epoch("k"));
+
+    // a's delayed write arrives now: refused, and rolled back with its insert.
+    match fenced_insert(&e, "k", late, 3).await {
+        Err(fencing::Error::Stale {
+            presented,
+            high_water_mark,
+            ..
+        }) => {
+            assert_eq!(presented, late);
+            assert_eq!(high_water_mark, b_token);
+        }
+        other => panic!("expected Stale, got {other:?}"),
+    }
+    // So is an unguarded write: its token is epoch 1.
+    let unguarded_write = unguarded("k", "test: no coordinator", async |t| {
+        assert_eq!(t.epoch(), Epoch::FIRST);
+        fenced_insert(&e, "k", Token::from(&t), 4).await
+    })
+    .await
+    .expect("valid key");
+    assert!(
+        matches!(unguarded_write, Err(fencing::Error::Stale { .. })),
+        "{unguarded_write:?}"
+    );
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM data ORDER BY rowid")
+        .fetch_all(e.pool())
+        .await
+        .expect("select");
+    assert_eq!(rows, [1, 2], "only the guarded writes committed");
+    b.close().await;
+}
+
+#[test]
+fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
+    let dir = tempfile::tempdir().expect("dir");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let e = rt.block_on(open(&dir, steady()));
+    let bad = rt.block_on(async { e.lease_set("line\nbreak").map(|_| ()) });
+    assert!(
+        matches!(bad, Err(election_sqlite::Error::Config(_))),
+        "{bad:?}"
+    );
+    let outside = e.lease_set("node-a").map(|_| ());
+    assert!(
+        matches!(outside, Err(election_sqlite::Error::Config(_))),
+        "{outside:?}"
+    );
+}
