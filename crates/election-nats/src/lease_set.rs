@@ -656,7 +656,21 @@ impl NatsLeases {
                 .collect();
             for (key, next) in decisions {
                 match next {
-                    Next::Claim { .. } if !live => {}
+                    Next::Claim { .. } if !live => {
+                        // Free, but no live session to claim it with: say
+                        // so (once), so nobody waits on it in vain.
+                        if let Some(e) = book.entries.get(&key)
+                            && e.state.error().is_none()
+                        {
+                            e.state.failed(
+                                Error::Unavailable {
+                                    what: "claim a key (no live lease-set session)",
+                                    source: None,
+                                }
+                                .into_core(e.state.name()),
+                            );
+                        }
+                    }
                     Next::Claim { .. } | Next::Read => work.push(key),
                     Next::At(at) => due = due.min(at),
                 }

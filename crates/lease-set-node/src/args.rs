@@ -1,0 +1,205 @@
+//! The command line of `lease-set-node`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the lease set keeps its leases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `file:///abs/dir`: one lock file per key in the directory.
+    File(PathBuf),
+    /// `sqlite:///abs/path.db`: one lease row per key in the database.
+    Sqlite(PathBuf),
+    /// `nats://host:port[,...]`: the server URLs, comma-separated.
+    Nats(String),
+}
+
+impl Backend {
+    /// Parses a backend URL.
+    ///
+    /// ```
+    /// use lease_set_node::Backend;
+    ///
+    /// assert_eq!(Backend::parse("file:///tmp/x").unwrap(), Backend::File("/tmp/x".into()));
+    /// assert!(Backend::parse("file://relative").is_err());
+    /// assert!(Backend::parse("redis://h:1").is_err());
+    /// ```
+    pub fn parse(url: &str) -> Result<Backend, String> {
+        let path = |rest: &str| {
+            let path = PathBuf::from(rest);
+            if path.is_absolute() {
+                Ok(path)
+            } else {
+                Err(format!(
+                    "{url:?}: the path must be absolute (three slashes)"
+                ))
+            }
+        };
+        if let Some(rest) = url.strip_prefix("file://") {
+            Ok(Backend::File(path(rest)?))
+        } else if let Some(rest) = url.strip_prefix("sqlite://") {
+            Ok(Backend::Sqlite(path(rest)?))
+        } else if url.starts_with("nats://") {
+            Ok(Backend::Nats(url.to_owned()))
+        } else {
+            Err(format!(
+                "{url:?} is not a backend URL (file:///dir, sqlite:///path.db or nats://host:port)"
+            ))
+        }
+    }
+
+    /// The backend's name, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::File(_) => "file",
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Nats(_) => "nats",
+        }
+    }
+}
+
+/// The parsed command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Args {
+    /// `--backend`.
+    pub backend: Backend,
+    /// `--identity` (default: host/pid).
+    pub identity: String,
+    /// `--keys`: how many keys (default 1,000).
+    pub keys: usize,
+    /// `--ttl-ms`.
+    pub ttl: Option<Duration>,
+    /// `--renew-ms`.
+    pub renew: Option<Duration>,
+    /// `--grace-ms` (NATS failover grace).
+    pub grace: Option<Duration>,
+    /// `--poll-ms`: each key's campaign poll interval.
+    pub poll: Option<Duration>,
+    /// `--sweep-ms`: time between two sweeps over all keys (default 1 ms).
+    pub sweep: Duration,
+}
+
+impl Args {
+    /// Parses the arguments after the program name.
+    ///
+    /// ```
+    /// use lease_set_node::Args;
+    ///
+    /// let a = Args::parse(["--backend", "nats://127.0.0.1:4222", "--keys", "10"].map(String::from)).unwrap();
+    /// assert_eq!(a.keys, 10);
+    /// assert!(Args::parse(["--keys", "10"].map(String::from)).is_err()); // no backend
+    /// assert!(Args::parse(["--backend"].map(String::from)).is_err());
+    /// ```
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+        let mut args = args.into_iter();
+        let mut backend = None;
+        let mut identity = None;
+        let mut keys = 1000;
+        let (mut ttl, mut renew, mut grace, mut poll) = (None, None, None, None);
+        let mut sweep = Duration::from_millis(1);
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+            let ms = |v: String| -> Result<Duration, String> {
+                match v.parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
+                    _ => Err(format!("{arg}: bad milliseconds {v:?}")),
+                }
+            };
+            match arg.as_str() {
+                "--backend" => backend = Some(Backend::parse(&value()?)?),
+                "--identity" => identity = Some(value()?),
+                "--keys" => {
+                    let v = value()?;
+                    keys = match v.parse::<usize>() {
+                        Ok(n) if (1..=100_000).contains(&n) => n,
+                        _ => return Err(format!("--keys: bad count {v:?} (1 to 100000)")),
+                    };
+                }
+                "--ttl-ms" => ttl = Some(ms(value()?)?),
+                "--renew-ms" => renew = Some(ms(value()?)?),
+                "--grace-ms" => grace = Some(ms(value()?)?),
+                "--poll-ms" => poll = Some(ms(value()?)?),
+                "--sweep-ms" => sweep = ms(value()?)?,
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(Args {
+            backend: backend.ok_or("--backend is required")?,
+            identity: identity
+                .unwrap_or_else(|| election_core::Identity::for_this_process().to_string()),
+            keys,
+            ttl,
+            renew,
+            grace,
+            poll,
+            sweep,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        Args::parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn every_setting_parses() {
+        let a = parse(&[
+            "--backend",
+            "sqlite:///tmp/a.db",
+            "--identity",
+            "n1",
+            "--keys",
+            "7",
+            "--ttl-ms",
+            "3000",
+            "--renew-ms",
+            "1000",
+            "--grace-ms",
+            "500",
+            "--poll-ms",
+            "200",
+            "--sweep-ms",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(a.backend, Backend::Sqlite("/tmp/a.db".into()));
+        assert_eq!(a.identity, "n1");
+        assert_eq!(a.keys, 7);
+        assert_eq!(a.ttl, Some(Duration::from_secs(3)));
+        assert_eq!(a.renew, Some(Duration::from_secs(1)));
+        assert_eq!(a.grace, Some(Duration::from_millis(500)));
+        assert_eq!(a.poll, Some(Duration::from_millis(200)));
+        assert_eq!(a.sweep, Duration::from_millis(2));
+    }
+
+    #[test]
+    fn bad_arguments_are_errors_not_panics() {
+        for bad in [
+            &["--backend", "file://x"][..],
+            &["--backend", "file:///x", "--keys", "0"],
+            &["--backend", "file:///x", "--keys", "many"],
+            &["--backend", "file:///x", "--ttl-ms", "-1"],
+            &["--backend", "file:///x", "--ttl-ms", "0"],
+            &["--backend", "file:///x", "--poll-ms"],
+            &["--backend", "file:///x", "--frobnicate"],
+            &["--identity", "a"],
+            &[],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn nats_urls_are_kept_whole() {
+        let a = parse(&["--backend", "nats://127.0.0.1:1,nats://127.0.0.1:2"]).unwrap();
+        assert_eq!(
+            a.backend,
+            Backend::Nats("nats://127.0.0.1:1,nats://127.0.0.1:2".into())
+        );
+        assert_eq!(a.keys, 1000);
+    }
+}

@@ -1,0 +1,60 @@
+//! Test support: one [`LeaseSet`](election_core::LeaseSet) in a process of
+//! its own (the `lease-set-node` binary), reporting every change of what it
+//! holds on stdout, so that tests can run several such processes over one
+//! backend, kill some, and check from the reports that no key ever had two
+//! holders and that a dead process's keys moved to the others in time.
+//!
+//! ```text
+//! lease-set-node --backend URL [--identity ID] [--keys N]
+//!     [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N] [--sweep-ms N]
+//! ```
+//!
+//! `URL` is `file:///abs/dir`, `sqlite:///abs/path.db` or
+//! `nats://host:port[,nats://host:port...]`. The keys are `key-0000`,
+//! `key-0001`, ... (`--keys`, default 1,000). A setting the backend does
+//! not have is ignored (with a `note` line).
+//!
+//! The process asks about every key, then samples
+//! [`LeaseSet::held`](election_core::LeaseSet::held) for all keys every
+//! `--sweep-ms` (default 1 ms) and prints each change, one [`Event`] per
+//! line (`<mono_ns>` is `CLOCK_MONOTONIC` in nanoseconds, the same clock
+//! in every process of the host):
+//!
+//! - `held <key> <epoch> <mono_ns>`: the sweep saw the key held;
+//! - `free <key> <mono_ns>`: the sweep saw it not held any more;
+//! - `ready <mono_ns>`: every key has been answered once;
+//! - `closing <mono_ns>`: `close` begins, `held` is false from here on;
+//! - `closed <mono_ns>`: `close` returned; the process exits 0;
+//! - `note <text>`: information (an ignored setting, a failed first ask);
+//! - `error <message>`: the process could not run; it exits with code 2.
+//!
+//! A change is stamped with the clock read right before the `held` call
+//! that saw it, so the interval `[held stamp, free stamp)` of a hold
+//! contains every moment this process was seen holding the key.
+//!
+//! Commands on stdin: `close` (or end of input) closes the set and exits.
+//!
+//! The [`Timeline`] collects these events from several processes and
+//! checks them.
+#![deny(missing_docs, unreachable_pub)]
+#![warn(rust_2018_idioms)]
+
+mod args;
+mod event;
+mod timeline;
+
+pub use args::{Args, Backend};
+pub use event::Event;
+pub use timeline::{Interval, Timeline, Violation, check_intervals};
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock every event is stamped with,
+/// the same in every process of the host.
+pub fn mono_ns() -> u128 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
+    t.tv_sec() as u128 * 1_000_000_000 + t.tv_nsec() as u128
+}
+
+/// The name of key number `i`: `key-0000`, `key-0001`, ...
+pub fn key_name(i: usize) -> String {
+    format!("key-{i:04}")
+}

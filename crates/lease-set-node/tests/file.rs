@@ -1,0 +1,30 @@
+//! Lease-set processes over the file backend: a killed process's locks are
+//! freed by the kernel at once, so its keys move right away.
+
+mod common;
+
+use std::time::Duration;
+
+const POLL_MS: u64 = 200;
+
+fn bound() -> Duration {
+    // No TTL, no grace: only the slack (a thousand epoch records to write).
+    Duration::from_secs(5) + 2 * Duration::from_millis(POLL_MS)
+}
+
+async fn run(count: usize) {
+    let dir = common::disk_dir();
+    let url = format!("file://{}", dir.path().join("leases").display());
+    let poll = POLL_MS.to_string();
+    common::share_and_fail_over(&url, &["--poll-ms", &poll], count, bound()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_a_thousand_keys_and_a_killed_ones_keys_move() {
+    run(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_share_a_thousand_keys_and_two_are_killed_in_turn() {
+    run(3).await;
+}

@@ -1,0 +1,52 @@
+//! Lease-set processes over one real nats-server: a killed process's
+//! session ages out after the TTL, and its keys move after the failover
+//! grace.
+
+mod common;
+
+use std::time::Duration;
+
+const TTL_MS: u64 = 3000;
+const RENEW_MS: u64 = 1000;
+const GRACE_MS: u64 = 1000;
+
+fn bound() -> Duration {
+    // The last session renewal was before the kill: it ages out within a
+    // TTL, then the grace runs.
+    Duration::from_millis(TTL_MS + GRACE_MS) + Duration::from_secs(5)
+}
+
+async fn run(count: usize) {
+    let server = nats_testkit::Server::start().expect("nats-server");
+    let (ttl, renew, grace) = (
+        TTL_MS.to_string(),
+        RENEW_MS.to_string(),
+        GRACE_MS.to_string(),
+    );
+    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--grace-ms", &grace];
+    common::share_and_fail_over(&server.url(), &args, count, bound()).await;
+}
+
+/// A frozen holder's `held` answers false once its session could have run
+/// out, and its keys move during the freeze.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
+    let server = nats_testkit::Server::start().expect("nats-server");
+    let (ttl, renew, grace) = (
+        TTL_MS.to_string(),
+        RENEW_MS.to_string(),
+        GRACE_MS.to_string(),
+    );
+    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--grace-ms", &grace];
+    common::pause_past_the_ttl(&server.url(), &args, bound()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_a_thousand_keys_and_a_killed_ones_keys_move() {
+    run(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_share_a_thousand_keys_and_two_are_killed_in_turn() {
+    run(3).await;
+}

@@ -1,0 +1,64 @@
+//! Lease-set processes over one SQLite database: a killed process's leases
+//! are taken over once a contender has seen no renewal for a full TTL.
+
+mod common;
+
+use std::time::Duration;
+
+const TTL_MS: u64 = 3000;
+const RENEW_MS: u64 = 1000;
+const POLL_MS: u64 = 200;
+
+fn bound() -> Duration {
+    // The last renewal was at most a renew interval before the kill; a
+    // contender notices it within a poll, waits a full TTL, and claims at
+    // its next poll.
+    Duration::from_millis(TTL_MS + RENEW_MS + 2 * POLL_MS) + Duration::from_secs(5)
+}
+
+/// A frozen holder's `held` answers false once its leases could have run
+/// out, and its keys move during the freeze.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
+    let dir = common::tmpfs_dir();
+    let db = dir.path().join("leases.db");
+    election_sqlite::SqliteElection::open(&db, election_sqlite::SqliteOptions::default())
+        .await
+        .expect("open");
+    let url = format!("sqlite://{}", db.display());
+    let (ttl, renew, poll) = (
+        TTL_MS.to_string(),
+        RENEW_MS.to_string(),
+        POLL_MS.to_string(),
+    );
+    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", &poll];
+    common::pause_past_the_ttl(&url, &args, bound()).await;
+}
+
+async fn run(count: usize) {
+    let dir = common::tmpfs_dir();
+    let db = dir.path().join("leases.db");
+    // Create the schema once, so that the processes do not all migrate at
+    // once (they could; this test is about the leases).
+    election_sqlite::SqliteElection::open(&db, election_sqlite::SqliteOptions::default())
+        .await
+        .expect("open");
+    let url = format!("sqlite://{}", db.display());
+    let (ttl, renew, poll) = (
+        TTL_MS.to_string(),
+        RENEW_MS.to_string(),
+        POLL_MS.to_string(),
+    );
+    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", &poll];
+    common::share_and_fail_over(&url, &args, count, bound()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_a_thousand_keys_and_a_killed_ones_keys_move() {
+    run(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_share_a_thousand_keys_and_two_are_killed_in_turn() {
+    run(3).await;
+}
