@@ -44,8 +44,7 @@ fn cpu_seconds(pid: &str) -> Result<f64> {
     // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
     let ticks: u64 = fields.get(11).ok_or("no utime")?.parse()?;
     let sticks: u64 = fields.get(12).ok_or("no stime")?.parse()?;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?
-        .ok_or("no CLK_TCK")? as f64;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)?.ok_or("no CLK_TCK")? as f64;
     Ok((ticks + sticks) as f64 / hz)
 }
 
@@ -126,7 +125,11 @@ pub(crate) fn notes(counts: Counts, notes: &mut Vec<String>) -> Result<()> {
     }
     let won_all = started.elapsed();
     let rss_after = rss_bytes()?;
-    eprintln!("bench: lease set holds {} keys after {won_all:?}; steady state for {:?}", keys.len(), counts.window);
+    eprintln!(
+        "bench: lease set holds {} keys after {won_all:?}; steady state for {:?}",
+        keys.len(),
+        counts.window
+    );
 
     let stats = election.client().statistics();
     let out_before = stats.out_messages.load(Ordering::Relaxed);
