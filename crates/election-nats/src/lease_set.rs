@@ -103,6 +103,9 @@ enum Next {
 ///   Session deaths are learned from a watch of the sessions bucket and
 ///   re-checked with exact reads (through the stream leader) for sessions
 ///   not seen for a TTL.
+/// - **A guard** claims the key if it is free (waiting out a failover grace
+///   that ends soon), renews the session first if less than half its
+///   validity is left, then runs the commit-point check.
 /// - **The commit-point check** of a guard reads the key and the session
 ///   through the stream leader (concurrently: one round trip): the key must
 ///   still carry this term, the session must still live.
@@ -803,6 +806,15 @@ impl KeyedClaims for NatsLeases {
         let kv_key = value::key(name);
         let core = |e: Error| e.into_core(name);
         self.acquire(&kv_key, true).await.map_err(core)?;
+        // Renew first if less than half the validity is left, so the write
+        // starts with a fresh lease (renewals are serialized with the loop's).
+        let stale = self.book().own.is_some_and(|o| {
+            o.valid_until.saturating_duration_since(Instant::now())
+                < self.inner.options.validity() / 2
+        });
+        if stale {
+            self.renew_session().await;
+        }
         let (mine, own) = {
             let book = self.book();
             (book.entries.get(&kv_key).and_then(|e| e.mine), book.own)
