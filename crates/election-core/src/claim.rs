@@ -1,7 +1,7 @@
 //! The steps a backend implements: [`Claim`].
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
@@ -26,6 +26,14 @@ pub struct Leader {
     pub identity: Identity,
     /// The epoch of the holder's term.
     pub epoch: Epoch,
+    /// The wall-clock time the term began (when the holder won the claim),
+    /// if the backend knows it; `None` when it does not.
+    ///
+    /// For display only (logs, status pages). It comes from the wall clock
+    /// of whichever process recorded it, which may be wrong or jump: never
+    /// use it for lease arithmetic, ordering or fencing. Epochs order terms
+    /// and each backend counts its leases on a monotonic clock.
+    pub since: Option<SystemTime>,
 }
 
 /// How an attempt ended, as passed to [`Claim::close`].

@@ -94,7 +94,8 @@ impl KeyState {
 
     /// Records a won key: held in term `epoch` until `valid_until`
     /// (monotonic, counted from before the winning request; `None` for a
-    /// claim that does not expire).
+    /// claim that does not expire). The holder it records has no
+    /// [`since`](Leader::since).
     pub fn hold(&self, epoch: Epoch, identity: &Identity, valid_until: Option<Instant>) {
         self.valid_until.store(NOT_HELD, Ordering::Release);
         self.epoch.store(epoch.get(), Ordering::Release);
@@ -103,6 +104,8 @@ impl KeyState {
             known.holder = Some(Leader {
                 identity: identity.clone(),
                 epoch,
+                // Not known here: the backend's own `leader()` reports it.
+                since: None,
             });
             known.error = None;
         }
@@ -253,6 +256,7 @@ mod tests {
         let leader = Leader {
             identity: Identity::new("other").unwrap(),
             epoch: Epoch::new(7).unwrap(),
+            since: Some(std::time::SystemTime::UNIX_EPOCH),
         };
         s.held_by(Some(leader.clone()));
         match s.not_held_error() {

@@ -245,7 +245,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
     }
 
     /// Who holds `key` as far as this process last learned (this process
-    /// while it holds it); `None` if not known or never asked about.
+    /// while it holds it); `None` if not known or never asked about. Its
+    /// [`since`](Leader::since) is what the backend reported for another
+    /// holder, and `None` while this process holds the key.
     pub fn holder(&self, key: &str) -> Option<Leader> {
         self.shared.keys.pin().get(key)?.holder()
     }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use tokio::sync::Notify;
 
@@ -72,6 +73,8 @@ struct Holding {
     attempt: u64,
     identity: Identity,
     epoch: Epoch,
+    /// The wall-clock time of the win.
+    since: SystemTime,
     reporter: Option<LossReporter>,
 }
 
@@ -184,6 +187,7 @@ impl MemoryBackend {
             attempt,
             identity,
             epoch,
+            since: SystemTime::now(),
             reporter: None,
         });
         Ok(epoch)
@@ -207,7 +211,8 @@ impl MemoryBackend {
         self.lock().history.clone()
     }
 
-    /// The holder of `name`, straight from the backend's state.
+    /// The holder of `name`, straight from the backend's state; its
+    /// [`since`](Leader::since) is the wall-clock time of the win.
     pub fn holder(&self, name: &str) -> Option<Leader> {
         let name = ElectionName::new(name).ok()?;
         let reg = self.lock();
@@ -215,6 +220,7 @@ impl MemoryBackend {
         Some(Leader {
             identity: h.identity.clone(),
             epoch: h.epoch,
+            since: Some(h.since),
         })
     }
 
@@ -337,6 +343,7 @@ impl Claim for MemoryClaim {
             attempt: attempt.id,
             identity: self.identity.clone(),
             epoch,
+            since: SystemTime::now(),
             reporter: None,
         });
         history.push(Event::Won {

@@ -336,3 +336,26 @@ async fn a_cancelled_resign_can_be_retried_and_a_drop_still_frees_the_claim() {
     );
     b.check_rules(true).expect("rules");
 }
+
+#[tokio::test]
+async fn leader_says_since_when_the_term_leads() {
+    let b = MemoryBackend::new();
+    let a = candidate(&b, "a");
+    let observer = candidate(&b, "observer");
+    let before = std::time::SystemTime::now();
+    let term = a.campaign().await.expect("a wins");
+    let after = std::time::SystemTime::now();
+    let seen = observer.leader().await.expect("leader").expect("a leads");
+    assert_eq!(seen.epoch, term.epoch());
+    let since = seen.since.expect("the memory backend knows when");
+    assert!(
+        before <= since && since <= after,
+        "{since:?} not within the campaign [{before:?}, {after:?}]"
+    );
+    assert_eq!(
+        observer.leader().await.expect("leader"),
+        Some(seen),
+        "stable for the term"
+    );
+    term.resign().await.expect("resign");
+}

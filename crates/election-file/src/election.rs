@@ -412,6 +412,8 @@ impl Claim for FileClaim {
     /// Reads who holds the lock (`F_OFD_GETLK`) and, if someone does, the
     /// epoch record. During a handover (between a winner's lock and its
     /// record write, one fsync long) it may still name the previous holder.
+    /// `since` is the record's `since_unix_ms`: the winner's wall clock in
+    /// the lock hold that won the term (`None` if the record has none).
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         self.blocking(|p| {
             let file = match File::open(&p.lock) {
@@ -423,6 +425,7 @@ impl Claim for FileClaim {
                 return Ok(None);
             }
             Ok(Record::read(&p.record)?.map(|r| Leader {
+                since: r.since(),
                 identity: r.identity,
                 epoch: r.epoch,
             }))

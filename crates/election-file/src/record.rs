@@ -14,6 +14,7 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use election_core::{Epoch, Identity};
 
@@ -33,6 +34,12 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// When the term began, as the winner's wall clock recorded it in the
+    /// lock hold that won it (the record is written once per term).
+    pub(crate) fn since(&self) -> Option<SystemTime> {
+        UNIX_EPOCH.checked_add(Duration::from_millis(self.since_unix_ms?))
+    }
+
     pub(crate) fn to_text(&self) -> String {
         let mut s = format!(
             "{HEADER}\nepoch={}\nidentity={}\n",
@@ -153,6 +160,16 @@ mod tests {
     fn round_trips() {
         let r = rec(42);
         assert_eq!(Record::parse(&r.to_text()).unwrap(), r);
+    }
+
+    #[test]
+    fn since_is_the_recorded_wall_clock_time() {
+        assert_eq!(rec(1).since(), Some(UNIX_EPOCH + Duration::from_millis(5)));
+        let none = Record {
+            since_unix_ms: None,
+            ..rec(1)
+        };
+        assert_eq!(none.since(), None);
     }
 
     #[test]

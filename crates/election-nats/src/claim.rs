@@ -22,6 +22,23 @@ pub(crate) struct Holding {
     pub(crate) epoch: Epoch,
     pub(crate) revision: u64,
     pub(crate) nonce: u64,
+    /// The wall-clock time of the term's first write (the winning create),
+    /// carried unchanged by every later write of the term.
+    pub(crate) since_unix_ms: Option<u64>,
+}
+
+impl Holding {
+    /// The value every write after the win carries: the epoch, and the
+    /// term's start time (not the time of this write).
+    fn value(&self, identity: &Identity) -> bytes::Bytes {
+        Value {
+            identity: identity.clone(),
+            nonce: self.nonce,
+            epoch: Some(self.epoch),
+            since_unix_ms: self.since_unix_ms,
+        }
+        .encode()
+    }
 }
 
 type Shared = Arc<Mutex<Option<Holding>>>;
@@ -103,12 +120,14 @@ impl NatsClaim {
         e.into_core(&self.name)
     }
 
-    fn value(&self, nonce: u64, epoch: Option<Epoch>) -> bytes::Bytes {
+    /// A value of this claim; `since_unix_ms` is the term's start (the
+    /// time of its first write), never the time of a renewal.
+    fn value(&self, nonce: u64, epoch: Option<Epoch>, since_unix_ms: Option<u64>) -> bytes::Bytes {
         Value {
             identity: self.identity.clone(),
             nonce,
             epoch,
-            since_unix_ms: unix_ms(),
+            since_unix_ms,
         }
         .encode()
     }
@@ -182,10 +201,10 @@ impl NatsClaim {
         else {
             return Err(not_held());
         };
-        let update =
-            self.inner
-                .kv
-                .update(&self.key, self.value(h.nonce, Some(h.epoch)), h.revision);
+        let update = self
+            .inner
+            .kv
+            .update(&self.key, h.value(&self.identity), h.revision);
         match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => {
                 h.revision = rev;
@@ -199,13 +218,16 @@ impl NatsClaim {
         }
     }
 
-    /// Won at `revision` (the epoch). Applies the failover grace if the
-    /// previous holder did not resign cleanly, then refreshes the lease.
+    /// Won at `revision` (the epoch) by a write carrying `since_unix_ms`
+    /// (the term's start, kept by every later write). Applies the failover
+    /// grace if the previous holder did not resign cleanly, then refreshes
+    /// the lease.
     async fn won(
         &self,
         attempt: &mut NatsAttempt,
         revision: u64,
         sent: Instant,
+        since_unix_ms: Option<u64>,
     ) -> Result<Option<Won>, election_core::Error> {
         let epoch = Epoch::new(revision).ok_or_else(|| {
             self.core(Error::CorruptValue {
@@ -220,10 +242,11 @@ impl NatsClaim {
             tracing::info!(name = %self.name, identity = %self.identity, epoch = epoch.get(), ?grace, "failover grace before the term begins");
             tokio::time::sleep(grace).await;
             let refreshed = Instant::now();
-            let update =
-                self.inner
-                    .kv
-                    .update(&self.key, self.value(attempt.nonce, Some(epoch)), revision);
+            let update = self.inner.kv.update(
+                &self.key,
+                self.value(attempt.nonce, Some(epoch), since_unix_ms),
+                revision,
+            );
             match tokio::time::timeout(self.timeout(), update).await {
                 Ok(Ok(rev)) => {
                     revision = rev;
@@ -248,6 +271,7 @@ impl NatsClaim {
             epoch,
             revision,
             nonce: attempt.nonce,
+            since_unix_ms,
         });
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(attempt.holding.clone());
         attempt.saw_foreign = false;
@@ -265,7 +289,11 @@ impl NatsClaim {
     ) -> Result<Option<Won>, election_core::Error> {
         match self.latest().await {
             Ok(Some(e)) if e.is_attempts(&self.key, attempt.nonce) => {
-                self.won(attempt, e.revision, sent).await
+                // The start time the landed create carries.
+                let since = Value::decode(&self.key, &e.value)
+                    .ok()
+                    .and_then(|v| v.since_unix_ms);
+                self.won(attempt, e.revision, sent, since).await
             }
             Ok(_) => {
                 attempt.may_hold = false;
@@ -314,12 +342,15 @@ impl Claim for NatsClaim {
         let mut expected = attempt.vacancy_revision.unwrap_or(0);
         for _ in 0..3 {
             attempt.may_hold = true;
-            let create = self
-                .inner
-                .kv
-                .update(&self.key, self.value(attempt.nonce, None), expected);
+            // The term's start, if this create wins: every later write of
+            // the term carries the same time.
+            let since = unix_ms();
+            let create =
+                self.inner
+                    .kv
+                    .update(&self.key, self.value(attempt.nonce, None, since), expected);
             match tokio::time::timeout(self.timeout(), create).await {
-                Ok(Ok(revision)) => return self.won(attempt, revision, sent).await,
+                Ok(Ok(revision)) => return self.won(attempt, revision, sent, since).await,
                 Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                     attempt.may_hold = false;
                 }
@@ -345,7 +376,7 @@ impl Claim for NatsClaim {
                     let v = Value::decode(&self.key, &l.value).map_err(|e| self.core(e))?;
                     if v.nonce == attempt.nonce {
                         attempt.may_hold = true;
-                        return self.won(attempt, l.revision, sent).await;
+                        return self.won(attempt, l.revision, sent, v.since_unix_ms).await;
                     }
                     if v.identity == self.identity && self.inner.options.adopts_own() {
                         // A restarted process adopts its own key, with a new,
@@ -420,13 +451,7 @@ impl Claim for NatsClaim {
             inner: self.inner.clone(),
             name: self.name.clone(),
             key: self.key.clone(),
-            value: Value {
-                identity: self.identity.clone(),
-                nonce: attempt.nonce,
-                epoch: Some(won.epoch),
-                since_unix_ms: unix_ms(),
-            }
-            .encode(),
+            identity: self.identity.clone(),
             nonce: attempt.nonce,
             holding: attempt.holding.clone(),
         };
@@ -554,7 +579,7 @@ struct Renewal {
     inner: Arc<Inner>,
     name: ElectionName,
     key: String,
-    value: bytes::Bytes,
+    identity: Identity,
     nonce: u64,
     holding: Shared,
 }
@@ -578,10 +603,11 @@ impl Renewal {
             let mut holding = self.holding.lock().await;
             let Some(h) = holding.as_mut() else { return };
             let budget = options.timeout().min(valid_until - sent);
+            // The same value every time: the term's epoch and start time.
             let update = self
                 .inner
                 .kv
-                .update(&self.key, self.value.clone(), h.revision);
+                .update(&self.key, h.value(&self.identity), h.revision);
             match tokio::time::timeout(budget, update).await {
                 Ok(Ok(rev)) => {
                     h.revision = rev;

@@ -1,7 +1,7 @@
 //! [`NatsElection`]: elections in one JetStream KV bucket.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, kv};
 use election_core::{Candidate, ElectionName, Epoch, Identity, Leader};
@@ -165,7 +165,9 @@ impl NatsElection {
     }
 
     /// Who leads election `name` now, read from the bucket (through the
-    /// stream leader, so never from a lagging replica), or `None`.
+    /// stream leader, so never from a lagging replica), or `None`. `since`
+    /// is the holder's wall clock at the create that won the term (before
+    /// any failover grace); renewals keep it.
     ///
     /// Cancel safety: cancel safe. Failure model: [`Error::Unavailable`]
     /// when the bucket cannot be read.
@@ -176,7 +178,8 @@ impl NatsElection {
     /// Every change of leadership of election `name`, as it happens: the
     /// current state first, then `Some(leader)` when a term begins and
     /// `None` when the key is deleted (resign) or purged (expiry). Renewals
-    /// of the same term are not repeated.
+    /// of the same term (same identity and epoch) are not repeated; each
+    /// `Leader` carries `since` as [`leader`](NatsElection::leader) does.
     ///
     /// Cancel safety: dropping the stream stops the watch. Failure model:
     /// a failed watch ends with one `Err`.
@@ -197,7 +200,7 @@ impl NatsElection {
                 Err(e) => Some(Err(Error::unavailable("watch", e))),
                 Ok(e) => match leader_of(&key, e.operation, &e.value, e.revision) {
                     Err(e) => Some(Err(e)),
-                    Ok(now) if last.as_ref() == Some(&now) => None,
+                    Ok(now) if last.as_ref().is_some_and(|l| same_term(l, &now)) => None,
                     Ok(now) => {
                         last = Some(now.clone());
                         Some(Ok(now))
@@ -226,10 +229,25 @@ fn leader_of(
             key: key.to_owned(),
             detail: "revision 0".into(),
         })?;
+    let since = v
+        .since_unix_ms
+        .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
     Ok(Some(Leader {
         identity: v.identity,
         epoch,
+        since,
     }))
+}
+
+/// Whether two observations show the same term (or both nobody): the
+/// identity and epoch decide, so a renewal is never a change, also from a
+/// writer whose renewals rewrite `since`.
+fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.identity == b.identity && a.epoch == b.epoch,
+        _ => false,
+    }
 }
 
 pub(crate) async fn leader(inner: &Inner, name: &ElectionName) -> Result<Option<Leader>, Error> {

@@ -329,6 +329,8 @@ impl Book {
             entry.state.held_by(Some(Leader {
                 identity: identity.clone(),
                 epoch: epoch_of(*revision).unwrap_or(Epoch::FIRST),
+                // Lease-set keys carry no start time.
+                since: None,
             }));
         }
         entry.seen = seen;

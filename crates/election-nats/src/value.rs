@@ -10,6 +10,10 @@
 //! epoch=42            (from the first renewal on)
 //! since_unix_ms=1796000000000
 //! ```
+//!
+//! `since_unix_ms` is the holder's wall clock at the term's first write
+//! (the winning create); every later write of the term (grace refresh,
+//! renewals, commit-point checks) carries the same value. Display only.
 
 use election_core::{ElectionName, Epoch, Identity};
 

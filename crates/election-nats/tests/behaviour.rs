@@ -184,3 +184,127 @@ async fn re_campaigning_after_a_resign_on_r3_wins_at_once() {
         }
     }
 }
+
+/// `t` rounded down to the millisecond: values keep milliseconds.
+fn floor_ms(t: std::time::SystemTime) -> std::time::SystemTime {
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).expect("ms"))
+}
+
+/// The KV revision of the key of election `jobs`.
+async fn revision(kv: &async_nats::jetstream::kv::Store) -> u64 {
+    kv.entry("jobs")
+        .await
+        .expect("entry")
+        .map_or(0, |e| e.revision)
+}
+
+#[tokio::test]
+async fn since_is_the_terms_start_through_grace_and_renewals_and_observe_does_not_repeat_them() {
+    let server = Server::start().expect("nats-server");
+    // TTL 3 s: renewals every second, a failover grace of one second.
+    let election = NatsElection::connect(&server.url(), options())
+        .await
+        .expect("connect");
+    let kv = async_nats::jetstream::new(election.client().clone())
+        .get_key_value("elections")
+        .await
+        .expect("bucket");
+    let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+    // A holder that died without resigning: a's win goes through the
+    // failover grace, whose refresh is a second write of the term.
+    intrude(&election).await;
+    let seen = next(&mut changes).await.expect("the intruder");
+    assert_eq!((seen.identity.as_str(), seen.since), ("intruder", None));
+    let a = election.candidate("jobs", "a").expect("a");
+    let before = std::time::SystemTime::now();
+    let term = a.campaign().await.expect("a wins after the expiry");
+    let after = std::time::SystemTime::now();
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the vacancy after the expiry"
+    );
+    let observed = next(&mut changes).await.expect("a leads");
+    assert_eq!(
+        (observed.identity.as_str(), observed.epoch),
+        ("a", term.epoch())
+    );
+    let since = observed.since.expect("the value carries since_unix_ms");
+    assert!(
+        floor_ms(before) <= since && since <= after,
+        "since {since:?} is not within the campaign [{before:?}, {after:?}]"
+    );
+    // The first write's time, kept by the grace refresh.
+    assert_eq!(
+        election.leader("jobs").await.expect("leader"),
+        Some(observed.clone())
+    );
+    // Two renewals later: the same term, the same since.
+    let first = revision(&kv).await;
+    tokio::time::timeout(PATIENCE, async {
+        while revision(&kv).await < first + 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("two renewals");
+    assert!(!term.is_lost());
+    assert_eq!(
+        election.leader("jobs").await.expect("leader"),
+        Some(observed.clone()),
+        "renewals do not move since"
+    );
+    assert_eq!(
+        a.leader().await.expect("leader"),
+        Some(observed),
+        "the claim's leader() too"
+    );
+    term.resign().await.expect("resign");
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the next change after the grace refresh and the renewals is the vacancy"
+    );
+}
+
+/// A writer whose renewals rewrite `since_unix_ms` (an older version of
+/// this crate): observe compares identity and epoch, not since.
+#[tokio::test]
+async fn observe_does_not_report_a_renewal_that_rewrites_since() {
+    let server = Server::start().expect("nats-server");
+    let election = NatsElection::connect(&server.url(), options())
+        .await
+        .expect("connect");
+    let kv = async_nats::jetstream::new(election.client().clone())
+        .get_key_value("elections")
+        .await
+        .expect("bucket");
+    let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+    let created = kv
+        .put(
+            "jobs",
+            "election-nats/1\nidentity=old\nnonce=7\nsince_unix_ms=1000\n".into(),
+        )
+        .await
+        .expect("create");
+    let seen = next(&mut changes).await.expect("old leads");
+    assert_eq!(seen.identity.as_str(), "old");
+    assert_eq!(seen.epoch.get(), created);
+    assert_eq!(
+        seen.since,
+        Some(std::time::UNIX_EPOCH + Duration::from_secs(1))
+    );
+    let renewal =
+        format!("election-nats/1\nidentity=old\nnonce=7\nepoch={created}\nsince_unix_ms=2000\n");
+    kv.put("jobs", renewal.into()).await.expect("renew");
+    kv.delete("jobs").await.expect("delete");
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the renewal was not a change"
+    );
+}

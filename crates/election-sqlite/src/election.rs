@@ -4,6 +4,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 use election_core::{
     Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LeaseSet,
@@ -543,7 +544,9 @@ impl Claim for SqliteClaim {
     }
 
     /// The holder and epoch as the row records them. A holder that died
-    /// shows until a contender takes its lease over (one TTL).
+    /// shows until a contender takes its lease over (one TTL). `since` is
+    /// the row's `acquired_unix_ms`: the winner's wall clock (its
+    /// [`Clock`](crate::Clock)) in the transaction that won the term.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         let row = row::read(&self.inner.pool, self.name.as_str())
             .await
@@ -556,6 +559,14 @@ impl Claim for SqliteClaim {
             return Ok(None);
         };
         let identity = Identity::new(&holder).map_err(|e| self.core(e.into()))?;
-        Ok(Some(Leader { identity, epoch }))
+        let since = row
+            .acquired_unix_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+        Ok(Some(Leader {
+            identity,
+            epoch,
+            since,
+        }))
     }
 }

@@ -12,6 +12,9 @@ pub(crate) struct Row {
     pub(crate) epoch: i64,
     pub(crate) version: i64,
     pub(crate) ttl_ms: i64,
+    /// The wall-clock time (Unix ms) of the claim that won the current
+    /// term, as the winner's clock read it; display only.
+    pub(crate) acquired_unix_ms: Option<i64>,
 }
 
 /// What a claim found.
@@ -54,16 +57,18 @@ fn check(name: &str, row: Row) -> Result<Row, Error> {
     Ok(row)
 }
 
-type RawRow = (Option<String>, i64, i64, i64);
+type RawRow = (Option<String>, i64, i64, i64, Option<i64>);
 
-const SELECT: &str = "SELECT holder, epoch, version, ttl_ms FROM election_leases WHERE name = ?1";
+const SELECT: &str = "SELECT holder, epoch, version, ttl_ms, acquired_unix_ms
+                      FROM election_leases WHERE name = ?1";
 
-fn row((holder, epoch, version, ttl_ms): RawRow) -> Row {
+fn row((holder, epoch, version, ttl_ms, acquired_unix_ms): RawRow) -> Row {
     Row {
         holder,
         epoch,
         version,
         ttl_ms,
+        acquired_unix_ms,
     }
 }
 

@@ -384,3 +384,49 @@ async fn works_beside_the_applications_tables_on_its_own_pool() {
     assert_eq!(items, 1);
     term.resign().await.expect("resign");
 }
+
+#[tokio::test]
+async fn leader_says_since_when_the_term_leads_and_renewals_keep_it() {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir).await;
+    let a = e.candidate("jobs", "a").expect("a");
+    let observer = e.candidate("jobs", "observer").expect("observer");
+    let before_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    let before = UNIX_EPOCH + Duration::from_millis(u64::try_from(before_ms).expect("ms"));
+    let term = a.campaign().await.expect("a wins");
+    let after = SystemTime::now();
+    let seen = observer.leader().await.expect("leader").expect("a leads");
+    assert_eq!((seen.identity.as_str(), seen.epoch), ("a", term.epoch()));
+    let since = seen.since.expect("the row has acquired_unix_ms");
+    assert!(
+        before <= since && since <= after,
+        "since {since:?} is not within the campaign [{before:?}, {after:?}]"
+    );
+    // Renewals (the version moves, renewed_unix_ms with it) keep it.
+    let version = |e: SqliteElection| async move {
+        let v: i64 = sqlx::query_scalar("SELECT version FROM election_leases WHERE name = 'jobs'")
+            .fetch_one(e.pool())
+            .await
+            .expect("select");
+        v
+    };
+    let first = version(e.clone()).await;
+    tokio::time::timeout(PATIENCE, async {
+        while version(e.clone()).await < first + 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("two renewals");
+    assert!(!term.is_lost());
+    assert_eq!(
+        observer.leader().await.expect("leader"),
+        Some(seen),
+        "renewals do not move since"
+    );
+    term.resign().await.expect("resign");
+}

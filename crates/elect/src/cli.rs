@@ -1,0 +1,236 @@
+//! The command line: `elect run`, `elect leader`, `elect observe`.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::backend::{Timing, Url};
+use crate::exit::Failure;
+use crate::report::Style;
+
+const ABOUT: &str = "Leader election from the shell: run a command as a singleton, see who leads";
+
+const LONG_ABOUT: &str = "\
+Leader election from the shell: run a command on exactly one host (or
+process) at a time, like flock(1), consul lock or etcdctl elect, over a
+directory (one host), a SQLite database or NATS JetStream (many hosts).
+
+Backends (--backend URL):
+  file:///dir                 one host; a directory on a local filesystem
+  sqlite:///path/to/app.db    a lease row in a SQLite database
+  nats://host:port[,host:port][?bucket=B&replicas=N&creds=FILE&token=T]
+                              a lease in a NATS JetStream KV bucket;
+                              nats://user:password@host:port for passwords
+  (none)                      the file backend in $XDG_RUNTIME_DIR/elect
+                              (else /tmp/elect-<uid>): zero setup
+
+Exit codes: the command's own (128+N if killed by signal N); 64 usage;
+69 backend unavailable; 70 internal error; 75 not elected (--no-wait,
+--timeout); 78 bad configuration; 79 term lost, command stopped;
+126 command not executable; 127 command not found.";
+
+const EXAMPLES: &str = "\
+Examples:
+  # Run the nightly report on one host only; wait for the lease if another runs it
+  elect run --name nightly-report -- ./report.sh
+
+  # Like flock -n: give up at once (exit 75) if another candidate leads
+  elect run --no-wait --name backup -- ./backup.sh
+
+  # Many hosts: a lease in NATS, lost after 15 s without renewal
+  elect run --backend nats://nats1:4222,nats2:4222 --ttl 15s --name dispatcher -- ./dispatch
+
+  # Who leads, for people and for scripts
+  elect leader --name dispatcher --backend nats://nats1:4222
+  elect leader --name dispatcher --backend nats://nats1:4222 --json
+
+  # Follow leadership changes as they happen
+  elect observe --name dispatcher --backend nats://nats1:4222";
+
+/// `elect`: run any command as a singleton, and see who leads.
+#[derive(Debug, Parser)]
+#[command(name = "elect", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Campaign, then run COMMAND while elected; resign when it exits.
+    #[command(
+        long_about = "\
+Campaign for the election NAME; once elected, run COMMAND with ELECTION_NAME,
+ELECTION_EPOCH, ELECTION_IDENTITY and ELECTION_TOKEN (the fencing token: the
+epoch) in its environment. SIGINT, SIGTERM and SIGHUP sent to elect are
+forwarded to COMMAND. When COMMAND exits, elect resigns (the next candidate
+is elected at once) and exits with COMMAND's code. If the term is lost while
+COMMAND runs (the backend could no longer be renewed), COMMAND gets SIGTERM,
+then SIGKILL after --kill-grace, and elect exits with 79. If elect itself is
+killed, the kernel kills COMMAND with it (PR_SET_PDEATHSIG).",
+        after_help = "\
+Examples:
+  elect run --name nightly-report -- ./report.sh
+  elect run --no-wait --name backup -- ./backup.sh           # exit 75 if taken
+  elect run --timeout 30s --name migrate -- ./migrate.sh     # exit 75 after 30 s
+  elect run --backend sqlite:///srv/app.db --ttl 30s --name mailer -- ./mailer
+  elect run --backend nats://n1:4222,n2:4222?replicas=3 --name dispatcher -- ./dispatch"
+    )]
+    Run(RunArgs),
+    /// Print who leads NAME now (identity, epoch, since when), or "no leader".
+    #[command(after_help = "\
+Examples:
+  elect leader --name nightly-report
+  elect leader --name dispatcher --backend nats://n1:4222 --json")]
+    Leader(LeaderArgs),
+    /// Print each change of leadership of NAME as it happens, vacancy included.
+    #[command(after_help = "\
+Examples:
+  elect observe --name dispatcher --backend nats://n1:4222
+  elect observe --name nightly-report --json | jq .")]
+    Observe(ObserveArgs),
+}
+
+/// Flags every subcommand has.
+#[derive(Debug, Args)]
+pub(crate) struct Common {
+    /// The backend: file:///dir, sqlite:///path/to/db or nats://host:port?bucket=B
+    /// [default: the file backend in a per-user runtime directory]
+    #[arg(long, value_name = "URL")]
+    pub(crate) backend: Option<String>,
+    /// The election's name.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: String,
+    /// Progress and errors as JSON objects, one per line (stderr).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// No progress on stderr, only errors.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
+impl Common {
+    pub(crate) fn style(&self) -> Style {
+        if self.json {
+            Style::Json
+        } else if self.quiet {
+            Style::Quiet
+        } else {
+            Style::Human
+        }
+    }
+
+    pub(crate) fn url(&self) -> Result<Option<Url>, Failure> {
+        self.backend.as_deref().map(Url::parse).transpose()
+    }
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    crate::duration::parse(s)
+}
+
+/// `elect run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Who this candidate is, as `leader` shows it [default: HOST/PID].
+    #[arg(long, value_name = "ID")]
+    pub(crate) identity: Option<String>,
+    /// Lease TTL (sqlite, nats): the term is lost if it cannot be renewed
+    /// for this long [default: 15s].
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    pub(crate) ttl: Option<Duration>,
+    /// Renew interval (sqlite, nats) [default: a third of the TTL].
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    pub(crate) renew: Option<Duration>,
+    /// Failover grace (nats): wait this long before leading after a crashed
+    /// leader [default: a third of the TTL].
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    pub(crate) grace: Option<Duration>,
+    /// Wait until elected (the default).
+    #[arg(long, conflicts_with_all = ["no_wait", "timeout"])]
+    pub(crate) wait: bool,
+    /// Do not wait: exit at once (75) if another candidate leads.
+    #[arg(long, short = 'n', conflicts_with = "timeout")]
+    pub(crate) no_wait: bool,
+    /// Wait at most DUR, then exit (75).
+    #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
+    pub(crate) timeout: Option<Duration>,
+    /// After a lost term, how long COMMAND has to exit after SIGTERM before
+    /// SIGKILL.
+    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "10s")]
+    pub(crate) kill_grace: Duration,
+    /// Exit code when not elected (--no-wait, --timeout).
+    #[arg(long, short = 'E', value_name = "N", default_value_t = crate::exit::NOT_ELECTED)]
+    pub(crate) conflict_exit_code: u8,
+    /// Exit code when the term is lost while COMMAND runs.
+    #[arg(long, value_name = "N", default_value_t = crate::exit::LOST)]
+    pub(crate) lost_exit_code: u8,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+impl RunArgs {
+    pub(crate) fn timing(&self) -> Timing {
+        Timing {
+            ttl: self.ttl,
+            renew: self.renew,
+            grace: self.grace,
+        }
+    }
+}
+
+/// `elect leader`.
+#[derive(Debug, Args)]
+pub(crate) struct LeaderArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+}
+
+/// `elect observe`.
+#[derive(Debug, Args)]
+pub(crate) struct ObserveArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// How often to look on backends without notifications (file, sqlite).
+    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "250ms")]
+    pub(crate) poll: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_needs_a_command_and_one_waiting_mode() {
+        let ok = Cli::try_parse_from(["elect", "run", "--name", "j", "--", "sh", "-c", "x"]);
+        assert!(ok.is_ok());
+        assert!(Cli::try_parse_from(["elect", "run", "--name", "j"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "elect",
+                "run",
+                "--name",
+                "j",
+                "--no-wait",
+                "--timeout",
+                "1s",
+                "--",
+                "x"
+            ])
+            .is_err()
+        );
+        assert!(
+            Cli::try_parse_from(["elect", "run", "--name", "j", "--ttl", "15", "--", "x"]).is_err()
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! `elect`: run any command as a singleton from the shell, and see who
+//! leads, on a directory, a SQLite database or NATS JetStream.
+//!
+//! ```text
+//! elect run [--backend URL] --name NAME [--identity ID] [--ttl DUR]
+//!           [--wait | --no-wait | --timeout DUR] -- COMMAND [ARGS...]
+//! elect leader [--backend URL] --name NAME [--json]
+//! elect observe [--backend URL] --name NAME [--json]
+//! ```
+//!
+//! See `elect --help` and the README's `elect` section.
+#![warn(rust_2018_idioms)]
+
+mod backend;
+mod cli;
+mod duration;
+mod exit;
+mod leader;
+mod report;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::backend::Backend;
+use crate::cli::{Cli, Command};
+use crate::exit::Failure;
+use crate::report::Reporter;
+
+async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
+    match &cli.command {
+        Command::Run(args) => {
+            let url = args.common.url()?;
+            let backend = Backend::open(url.as_ref(), args.timing()).await?;
+            run::run(
+                &backend,
+                &backend.shown(url.as_ref()),
+                args,
+                Reporter::new(args.common.style()),
+            )
+            .await
+        }
+        Command::Leader(args) => {
+            let backend = Backend::open(args.common.url()?.as_ref(), Default::default()).await?;
+            leader::leader(&backend, &args.common.name, args.common.json).await
+        }
+        Command::Observe(args) => {
+            let backend = Backend::open(args.common.url()?.as_ref(), Default::default()).await?;
+            leader::observe(&backend, &args.common.name, args.common.json, args.poll).await
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let style = match &cli.command {
+        Command::Run(a) => a.common.style(),
+        Command::Leader(a) => a.common.style(),
+        Command::Observe(a) => a.common.style(),
+    };
+    let reporter = Reporter::new(style);
+    // One thread: the command is spawned from the thread that lives as long
+    // as elect, which PR_SET_PDEATHSIG ties the command's life to.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            reporter.error(
+                &format!("cannot start the runtime: {e}"),
+                None,
+                exit::INTERNAL,
+            );
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    match runtime.block_on(dispatch(&cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            reporter.error(&f.message, f.hint.as_deref(), f.code);
+            ExitCode::from(f.code)
+        }
+    }
+}

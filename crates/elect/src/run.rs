@@ -1,0 +1,276 @@
+//! `elect run`: campaign, run the command while elected, resign when it
+//! exits; stop it when the term is lost.
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use election_core::{Candidate, Claim, Identity, Term};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::backend::{Backend, sqlite_failure};
+use crate::cli::RunArgs;
+use crate::exit::{self, Failure};
+use crate::report::{Reporter, leader_text};
+
+/// How the campaign waits.
+#[derive(Clone, Copy, Debug)]
+enum Waiting {
+    Forever,
+    No,
+    AtMost(Duration),
+}
+
+/// The signals `elect` forwards to the command (and that end a campaign).
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, Failure> {
+        let make = |kind| {
+            signal(kind).map_err(|e| Failure::new(exit::INTERNAL, format!("signal handler: {e}")))
+        };
+        Ok(Signals {
+            int: make(SignalKind::interrupt())?,
+            term: make(SignalKind::terminate())?,
+            hup: make(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next of the three.
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.int.recv() => Signal::SIGINT,
+            _ = self.term.recv() => Signal::SIGTERM,
+            _ = self.hup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// A command's exit status as a shell reports it: its code, or 128 + the
+/// signal that killed it.
+fn code_of(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(exit::INTERNAL),
+        (None, Some(s)) => u8::try_from((128 + s) & 0xff).unwrap_or(exit::INTERNAL),
+        (None, None) => exit::INTERNAL,
+    }
+}
+
+/// `elect run`.
+pub(crate) async fn run(
+    backend: &Backend,
+    shown: &str,
+    args: &RunArgs,
+    report: Reporter,
+) -> Result<u8, Failure> {
+    let identity = match &args.identity {
+        Some(id) => Identity::new(id).map_err(|e| {
+            Failure::config(exit::chain(&e))
+                .hint("an identity is 1-200 characters, no control characters")
+        })?,
+        None => Identity::for_this_process(),
+    };
+    let name = args.common.name.as_str();
+    let waiting = match (args.no_wait, args.timeout) {
+        (true, _) => Waiting::No,
+        (false, Some(d)) => Waiting::AtMost(d),
+        (false, None) => Waiting::Forever,
+    };
+    let config = |e: &(dyn std::error::Error + 'static)| Failure::config(exit::chain(e));
+    match backend {
+        Backend::File(e) => {
+            let c = e
+                .candidate(name, identity.as_str())
+                .map_err(|e| config(&e))?;
+            elected(c, shown, args, waiting, report).await
+        }
+        Backend::Sqlite(e) => {
+            let c = e
+                .candidate(name, identity.as_str())
+                .map_err(sqlite_failure)?;
+            elected(c, shown, args, waiting, report).await
+        }
+        Backend::Nats(e) => {
+            let c = e
+                .candidate(name, identity.as_str())
+                .map_err(|e| config(&e))?;
+            elected(c, shown, args, waiting, report).await
+        }
+    }
+}
+
+async fn elected<C: Claim>(
+    candidate: Candidate<C>,
+    shown: &str,
+    args: &RunArgs,
+    waiting: Waiting,
+    report: Reporter,
+) -> Result<u8, Failure> {
+    let name = candidate.claim().name().clone();
+    let identity = candidate.claim().identity().clone();
+    let mut signals = Signals::install()?;
+    report.event(
+        "campaigning",
+        &format!("campaigning for {name} as {identity} on {shown}"),
+        json!({ "name": name.as_str(), "identity": identity.as_str(), "backend": shown }),
+    );
+    let campaign = async {
+        match waiting {
+            Waiting::Forever => candidate.campaign().await.map(Some),
+            Waiting::No => candidate.try_campaign().await,
+            Waiting::AtMost(d) => candidate.campaign_timeout(d).await,
+        }
+    };
+    let term = tokio::select! {
+        term = campaign => term?,
+        sig = signals.next() => {
+            report.event("interrupted", &format!("{sig} while campaigning: giving up"), json!({ "name": name.as_str(), "signal": sig.as_str() }));
+            return Ok(128 + sig as u8);
+        }
+    };
+    let Some(term) = term else {
+        let leader = candidate.leader().await.ok().flatten();
+        report.event(
+            "not-elected",
+            &format!("not elected: {name} is {}", leader_text(leader.as_ref())),
+            json!({ "name": name.as_str(), "leader": crate::report::leader_json(leader.as_ref()) }),
+        );
+        return Ok(args.conflict_exit_code);
+    };
+    report.event(
+        "elected",
+        &format!("elected: {name}, term {} as {identity}", term.epoch()),
+        json!({ "name": name.as_str(), "identity": identity.as_str(), "epoch": term.epoch().get() }),
+    );
+    lead(&term, args, &mut signals, report).await
+}
+
+/// Spawns the command with the term's environment; the kernel kills it if
+/// `elect` dies (`PR_SET_PDEATHSIG`).
+#[allow(unsafe_code)]
+fn spawn<C: Claim>(term: &Term<C>, command: &[String]) -> Result<tokio::process::Child, Failure> {
+    let (program, rest) = command
+        .split_first()
+        .ok_or_else(|| Failure::new(exit::USAGE, "no command to run"))?;
+    let token =
+        fencing::Token::issue(term).map_err(|e| Failure::new(exit::LOST, exit::chain(&e)))?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(rest)
+        .env("ELECTION_NAME", term.name().as_str())
+        .env("ELECTION_EPOCH", term.epoch().to_string())
+        .env("ELECTION_IDENTITY", term.identity().as_str())
+        .env("ELECTION_TOKEN", token.to_string())
+        .kill_on_drop(true);
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec; it only
+    // makes two system calls (prctl, getppid) and builds errors from raw OS
+    // codes, without allocating or taking locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+            // elect died between fork and prctl: do not run unelected.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|e| {
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+            std::io::ErrorKind::PermissionDenied => exit::CANNOT_EXECUTE,
+            _ => exit::INTERNAL,
+        };
+        Failure::new(code, format!("cannot run {program:?}: {e}"))
+    })
+}
+
+fn send(child: &tokio::process::Child, sig: Signal) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+    }
+}
+
+/// Runs the command under the term.
+async fn lead<C: Claim>(
+    term: &Term<C>,
+    args: &RunArgs,
+    signals: &mut Signals,
+    report: Reporter,
+) -> Result<u8, Failure> {
+    let name = term.name().as_str();
+    let epoch = term.epoch().get();
+    let mut child = match spawn(term, &args.command) {
+        Ok(child) => child,
+        Err(f) => {
+            let _ = term.resign().await;
+            return Err(f);
+        }
+    };
+    report.event(
+        "started",
+        &format!(
+            "started {:?} (pid {})",
+            args.command.join(" "),
+            child.id().unwrap_or(0)
+        ),
+        json!({ "name": name, "epoch": epoch, "pid": child.id() }),
+    );
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                let status = status.map_err(|e| Failure::new(exit::INTERNAL, format!("waiting for the command: {e}")))?;
+                let code = code_of(status);
+                report.event("exited", &format!("the command exited ({status})"), json!({ "name": name, "epoch": epoch, "exit_code": code }));
+                match term.resign().await {
+                    Ok(()) => report.event("resigned", &format!("resigned {name}, term {epoch}"), json!({ "name": name, "epoch": epoch })),
+                    Err(e) => report.event("resign-failed", &format!("resigning failed: {} (the lease ends by itself)", exit::chain(&e)), json!({ "name": name, "epoch": epoch, "error": exit::chain(&e) })),
+                }
+                return Ok(code);
+            }
+            sig = signals.next() => {
+                report.event("forwarded", &format!("forwarding {sig} to the command"), json!({ "name": name, "signal": sig.as_str() }));
+                send(&child, sig);
+            }
+            lost = term.lost() => {
+                report.event(
+                    "lost",
+                    &format!("lost {name}, term {epoch}: {}; stopping the command (SIGTERM, SIGKILL after {:?})", exit::chain(&lost), args.kill_grace),
+                    json!({ "name": name, "epoch": epoch, "reason": exit::chain(&lost) }),
+                );
+                send(&child, Signal::SIGTERM);
+                let status = match tokio::time::timeout(args.kill_grace, child.wait()).await {
+                    Ok(status) => status,
+                    Err(_) => {
+                        report.event("killed", "the command did not exit in time: SIGKILL", json!({ "name": name, "epoch": epoch }));
+                        send(&child, Signal::SIGKILL);
+                        child.wait().await
+                    }
+                };
+                let code = status.map(code_of).unwrap_or(exit::INTERNAL);
+                report.event("stopped", &format!("the command stopped (exit {code})"), json!({ "name": name, "epoch": epoch, "exit_code": code }));
+                return Ok(args.lost_exit_code);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(code_of(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(code_of(ExitStatus::from_raw(15)), 143);
+        assert_eq!(code_of(ExitStatus::from_raw(9)), 137);
+    }
+}
