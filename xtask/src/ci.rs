@@ -24,7 +24,8 @@ impl Step {
 }
 
 /// Runs the checks: fmt, clippy, the tests (nextest, or `cargo test` when
-/// cargo-nextest is missing) and the doc tests.
+/// cargo-nextest is missing), the doc tests, and the torture suite's short
+/// budget (`cargo xtask torture --ci`).
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let mut steps = vec![
@@ -53,6 +54,9 @@ pub(crate) fn run() -> Result<()> {
         steps.push(Step::new(&["test", "--workspace"]));
     }
     steps.push(Step::new(&["test", "--workspace", "--doc"]));
+    // The torture suite's short budget: each backend, a fixed and a random
+    // seed (printed), about a minute per backend.
+    steps.push(Step::new(&["xtask", "torture", "--ci"]));
 
     let total = steps.len();
     for (i, step) in steps.iter().enumerate() {

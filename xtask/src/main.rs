@@ -5,10 +5,13 @@
 //!   the election (file, SQLite and NATS backends) and fencing paths against
 //!   floors measured in the same run and writes `docs/benchmarks.md`.
 //!
+//! - `cargo xtask torture [--ci | ARGS]`: the torture suite (crates/torture).
+//!
 //! Argument parsing is by hand: the tasks take few flags.
 
 mod bench;
 mod ci;
+mod torture;
 
 use std::process::ExitCode;
 
@@ -22,7 +25,8 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  ci                      cargo fmt --check, clippy -D warnings, nextest, doc tests
+  ci                      cargo fmt --check, clippy -D warnings, nextest, doc tests,
+                          torture --ci (each backend, fixed + random seed)
   bench [--quick] [--out FILE] [--only GROUPS]
                           build release binaries, measure, print a markdown table
                           and write it to FILE (default docs/benchmarks.md,
@@ -32,6 +36,9 @@ tasks:
                                   campaign,handover,failover,fencing,sqlite,nats
                                   (the first three are the file backend's; nats
                                   starts nats-servers with nats-testkit)
+  torture [--ci | ARGS]    the torture suite: candidate processes, injected faults,
+                          a fenced resource and a checker (crates/torture);
+                          --ci: each backend for CI's fixed budget and seeds
   help                    this text
 ";
 
@@ -47,6 +54,7 @@ fn main() -> ExitCode {
     let outcome = match task {
         "ci" if rest.is_empty() => ci::run(),
         "bench" => bench::run(rest),
+        "torture" => torture::run(rest),
         // Hidden: the measuring half of `bench`, run from the release build.
         "bench-measure" => bench::measure(rest),
         // Hidden: a bare OFD lock holder, the floor of the cross-process rows.

@@ -1,0 +1,747 @@
+//! One candidate process of the torture suite: it campaigns, and while it
+//! leads it writes a numbered record to the fenced resource every few
+//! milliseconds, recording every step in its history file.
+//!
+//! ```text
+//! torture-candidate --backend file|sqlite|nats --writer ID --history FILE
+//!     --resource file:DIR|sqlite:PATH [--dir DIR] [--db PATH] [--urls URLS]
+//!     [--bucket B] [--replicas N] [--ttl-ms N] [--renew-ms N] [--grace-ms N]
+//!     [--poll-ms N] [--write-every-ms N (default 20)] [--unsafe]
+//! ```
+//!
+//! The loop: campaign for the election `torture`; once elected, write one
+//! record every `--write-every-ms` (history `write`, then `ok`, `stale` or
+//! `error`); on a loss stop writing at once and campaign again (a lost term
+//! is never released). With `--unsafe` the writes skip the fence and a loss
+//! is recorded but otherwise ignored: the candidate keeps writing with its
+//! old epoch until it ends (only to prove that the checker can fail).
+//!
+//! Stdout, one line each, flushed: `campaigning <mono_ns>`, `elected
+//! <epoch> <mono_ns>`, `lost <epoch> <mono_ns>`, `resigned <epoch>
+//! <mono_ns>` (the same `mono_ns` as the history line).
+//!
+//! Stdin: `resign` (resign the current term if any, then campaign again),
+//! `clock <seconds>` (SQLite: shift the injected wall clock by that many
+//! seconds, either sign), `exit` or end of input (resign if leading, exit
+//! 0).
+//!
+//! Errors: `error <message>` on stderr; exit code 64 for bad usage, 2 for
+//! anything else. Transient backend failures (an unreachable server) are
+//! retried, with a `note` on stderr.
+
+use std::error::Error as StdError;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use election_core::{Candidate, Claim, ConfigError, Term};
+use election_file::FileElection;
+use election_nats::{NatsElection, NatsOptions};
+use election_sqlite::{Clock, SqliteElection, SqliteOptions, SystemClock};
+use fencing::Token;
+use tokio::sync::mpsc;
+use torture::history::{CandidateEvent, HistoryWriter};
+use torture::resource::{Mode, Outcome, Resource, ResourceError, ResourceSpec};
+
+/// The election every candidate campaigns in.
+const ELECTION: &str = "torture";
+/// Exit code for bad usage.
+const USAGE: u8 = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    File,
+    Sqlite,
+    Nats,
+}
+
+#[derive(Debug)]
+struct Args {
+    backend: Backend,
+    writer: String,
+    history: PathBuf,
+    resource: ResourceSpec,
+    dir: Option<PathBuf>,
+    db: Option<PathBuf>,
+    urls: Option<String>,
+    bucket: Option<String>,
+    replicas: Option<usize>,
+    ttl: Option<Duration>,
+    renew: Option<Duration>,
+    grace: Option<Duration>,
+    poll: Duration,
+    write_every: Duration,
+    mode: Mode,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum CandidateError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write the history {}", path.display())]
+    History {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the resource")]
+    Resource(#[from] ResourceError),
+    #[error("the file backend")]
+    File(#[from] election_file::Error),
+    #[error("the SQLite backend")]
+    Sqlite(#[from] election_sqlite::Error),
+    #[error("the NATS backend")]
+    Nats(#[from] election_nats::Error),
+    #[error("the election")]
+    Election(#[from] election_core::Error),
+    #[error("bad configuration")]
+    Config(#[from] ConfigError),
+}
+
+fn usage(message: impl Into<String>) -> CandidateError {
+    CandidateError::Usage(message.into())
+}
+
+fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
+    let (mut backend, mut writer, mut history, mut resource) = (None, None, None, None);
+    let mut a = Args {
+        backend: Backend::File,
+        writer: String::new(),
+        history: PathBuf::new(),
+        resource: ResourceSpec::File(PathBuf::new()),
+        dir: None,
+        db: None,
+        urls: None,
+        bucket: None,
+        replicas: None,
+        ttl: None,
+        renew: None,
+        grace: None,
+        poll: election_core::DEFAULT_POLL_INTERVAL,
+        write_every: Duration::from_millis(20),
+        mode: Mode::Safe,
+    };
+    let ms = |flag: &str, v: Option<String>| -> Result<Duration, CandidateError> {
+        let v = v.ok_or_else(|| usage(format!("{flag} needs milliseconds")))?;
+        v.parse()
+            .map(Duration::from_millis)
+            .map_err(|_| usage(format!("{flag}: bad milliseconds {v:?}")))
+    };
+    while let Some(arg) = args.next() {
+        let mut value = |what: &str| {
+            args.next()
+                .ok_or_else(|| usage(format!("{arg} needs {what}")))
+        };
+        match arg.as_str() {
+            "--backend" => {
+                backend = Some(match value("file, sqlite or nats")?.as_str() {
+                    "file" => Backend::File,
+                    "sqlite" => Backend::Sqlite,
+                    "nats" => Backend::Nats,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown backend {other:?} (file, sqlite, nats)"
+                        )));
+                    }
+                })
+            }
+            "--writer" => writer = Some(value("an id")?),
+            "--history" => history = Some(PathBuf::from(value("a path")?)),
+            "--resource" => {
+                resource = Some(
+                    value("file:DIR or sqlite:PATH")?
+                        .parse::<ResourceSpec>()
+                        .map_err(|e| usage(e.to_string()))?,
+                )
+            }
+            "--dir" => a.dir = Some(value("a directory")?.into()),
+            "--db" => a.db = Some(value("a path")?.into()),
+            "--urls" => a.urls = Some(value("NATS URLs")?),
+            "--bucket" => a.bucket = Some(value("a bucket name")?),
+            "--replicas" => {
+                let n = value("a count")?;
+                a.replicas = Some(
+                    n.parse()
+                        .map_err(|_| usage(format!("--replicas: bad count {n:?}")))?,
+                );
+            }
+            "--ttl-ms" => a.ttl = Some(ms("--ttl-ms", args.next())?),
+            "--renew-ms" => a.renew = Some(ms("--renew-ms", args.next())?),
+            "--grace-ms" => a.grace = Some(ms("--grace-ms", args.next())?),
+            "--poll-ms" => a.poll = ms("--poll-ms", args.next())?,
+            "--write-every-ms" => a.write_every = ms("--write-every-ms", args.next())?,
+            "--unsafe" => a.mode = Mode::Unsafe,
+            other => return Err(usage(format!("unknown argument {other:?}"))),
+        }
+    }
+    a.backend = backend.ok_or_else(|| usage("--backend is required"))?;
+    a.writer = writer.ok_or_else(|| usage("--writer is required"))?;
+    a.history = history.ok_or_else(|| usage("--history is required"))?;
+    a.resource = resource.ok_or_else(|| usage("--resource is required"))?;
+    if a.writer.is_empty()
+        || a.writer
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(usage(format!(
+            "--writer {:?} must be a non-empty word",
+            a.writer
+        )));
+    }
+    if a.write_every.is_zero() {
+        return Err(usage("--write-every-ms must be at least 1"));
+    }
+    let missing = match a.backend {
+        Backend::File if a.dir.is_none() => Some("--dir"),
+        Backend::Sqlite if a.db.is_none() => Some("--db"),
+        Backend::Nats if a.urls.is_none() => Some("--urls"),
+        _ => None,
+    };
+    if let Some(flag) = missing {
+        return Err(usage(format!("this backend needs {flag}")));
+    }
+    Ok(a)
+}
+
+/// An error and its sources, on one line.
+fn chain(e: &dyn StdError) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // The orchestrator may be gone; the history is what counts.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn note(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "note {line}");
+}
+
+/// The system's clocks, with the wall clock shifted by an offset that
+/// `clock <seconds>` changes. The monotonic clock is never shifted.
+#[derive(Debug, Default)]
+struct ShiftedClock {
+    offset_ms: AtomicI64,
+}
+
+impl ShiftedClock {
+    fn shift(&self, seconds: i64) {
+        self.offset_ms
+            .fetch_add(seconds.saturating_mul(1000), Ordering::Relaxed);
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> tokio::time::Instant {
+        SystemClock.now()
+    }
+
+    fn wall_unix_ms(&self) -> i64 {
+        SystemClock
+            .wall_unix_ms()
+            .saturating_add(self.offset_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A line from stdin, understood.
+#[derive(Debug)]
+enum Command {
+    Resign,
+    Clock(i64),
+    /// `exit` or the end of input.
+    Exit,
+    Unknown(String),
+}
+
+fn command(line: Option<String>) -> Command {
+    let Some(line) = line else {
+        return Command::Exit;
+    };
+    let mut words = line.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (Some("resign"), None, _) => Command::Resign,
+        (Some("exit"), None, _) => Command::Exit,
+        (Some("clock"), Some(secs), None) => match secs.parse() {
+            Ok(s) => Command::Clock(s),
+            Err(_) => Command::Unknown(line),
+        },
+        _ => Command::Unknown(line),
+    }
+}
+
+/// Reads stdin on a thread of its own (so no read blocks the runtime's
+/// shutdown); the channel closes at the end of input.
+fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// What follows a term.
+enum Next {
+    Campaign,
+    Exit,
+}
+
+struct Ctx {
+    writer: String,
+    history: HistoryWriter,
+    resource: Resource,
+    mode: Mode,
+    poll: Duration,
+    write_every: Duration,
+    clock: Arc<ShiftedClock>,
+    stdin: mpsc::UnboundedReceiver<String>,
+    seq: u64,
+}
+
+impl Ctx {
+    /// Records `event` in the history; returns its `mono_ns`.
+    fn record(&self, event: &CandidateEvent) -> Result<u64, CandidateError> {
+        self.history
+            .record(event)
+            .map_err(|source| CandidateError::History {
+                path: self.history.path().to_owned(),
+                source,
+            })
+    }
+
+    /// Records `event` and says it on stdout with its `mono_ns`.
+    fn announce(&self, event: CandidateEvent) -> Result<(), CandidateError> {
+        let mono = self.record(&event)?;
+        let line = match event {
+            CandidateEvent::Campaigning => format!("campaigning {mono}"),
+            CandidateEvent::Elected { epoch } => format!("elected {epoch} {mono}"),
+            CandidateEvent::Lost { epoch, .. } => format!("lost {epoch} {mono}"),
+            CandidateEvent::Resigned { epoch } => format!("resigned {epoch} {mono}"),
+            _ => return Ok(()),
+        };
+        say(&line);
+        Ok(())
+    }
+
+    /// Handles a command that needs no term; true for `exit`.
+    fn idle_command(&self, cmd: Command) -> bool {
+        match cmd {
+            Command::Exit => return true,
+            Command::Clock(s) => self.clock.shift(s),
+            Command::Resign => {} // no term to resign
+            Command::Unknown(line) => note(&format!("unknown command {line:?}")),
+        }
+        false
+    }
+
+    /// Waits `d` while answering stdin; true if told to exit.
+    async fn pause(&mut self, d: Duration) -> bool {
+        let sleep = tokio::time::sleep(d);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return false,
+                line = self.stdin.recv() => if self.idle_command(command(line)) {
+                    return true;
+                },
+            }
+        }
+    }
+
+    /// One write: `write`, then its outcome.
+    async fn write(&mut self, token: Token) -> Result<(), CandidateError> {
+        self.seq += 1;
+        let (seq, epoch) = (self.seq, token.epoch().get());
+        self.record(&CandidateEvent::Write { seq, epoch })?;
+        let outcome = self.resource.write(&self.writer, seq, token).await;
+        self.record(&match outcome {
+            Outcome::Ok => CandidateEvent::Ok { seq, epoch },
+            Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
+            Outcome::Unknown(e) => CandidateEvent::Error {
+                seq,
+                epoch,
+                text: chain(&e),
+            },
+        })?;
+        Ok(())
+    }
+
+    /// Resigns `term`; records how it ended.
+    async fn resign<C: Claim>(&self, term: &Term<C>) -> Result<(), CandidateError> {
+        let epoch = term.epoch().get();
+        self.announce(match term.resign().await {
+            Ok(()) => CandidateEvent::Resigned { epoch },
+            Err(election_core::Error::Lost(lost)) => CandidateEvent::Lost {
+                epoch,
+                text: chain(&lost),
+            },
+            // The term is over either way (the attempt was closed).
+            Err(e) => CandidateEvent::Lost {
+                epoch,
+                text: format!("resign failed: {}", chain(&e)),
+            },
+        })
+    }
+
+    /// Campaigns until elected (retrying transient failures); `None` if
+    /// told to exit first.
+    async fn campaign<C: Claim>(
+        &mut self,
+        candidate: &Candidate<C>,
+    ) -> Result<Option<Term<C>>, CandidateError> {
+        loop {
+            self.announce(CandidateEvent::Campaigning)?;
+            let campaign = candidate.campaign();
+            tokio::pin!(campaign);
+            let outcome = loop {
+                tokio::select! {
+                    outcome = &mut campaign => break outcome,
+                    line = self.stdin.recv() => if self.idle_command(command(line)) {
+                        return Ok(None);
+                    },
+                }
+            };
+            match outcome {
+                Ok(term) => return Ok(Some(term)),
+                Err(e) if !e.is_permanent() => {
+                    note(&format!("campaign failed, retrying: {}", chain(&e)));
+                    if self.pause(self.poll).await {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Leads `term` until it ends.
+    async fn lead<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+        let epoch = term.epoch().get();
+        self.announce(CandidateEvent::Elected { epoch })?;
+        // Taken once: every write of the term presents it, also (unsafe
+        // mode) after a loss.
+        let token = Token::from_epoch(term.epoch());
+        let mut ticks = tokio::time::interval(self.write_every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut lost = false;
+        loop {
+            tokio::select! {
+                biased;
+                loss = term.lost(), if !lost => {
+                    self.announce(CandidateEvent::Lost { epoch, text: chain(&loss) })?;
+                    if self.mode == Mode::Safe {
+                        // Dropped without release: a lost claim may be
+                        // another candidate's (the core never releases it).
+                        return Ok(Next::Campaign);
+                    }
+                    lost = true;
+                }
+                line = self.stdin.recv() => match command(line) {
+                    // Unsafe, after a loss: keep writing until the end.
+                    Command::Resign if lost => {}
+                    Command::Resign => {
+                        self.resign(&term).await?;
+                        return Ok(Next::Campaign);
+                    }
+                    Command::Exit => {
+                        if !lost {
+                            self.resign(&term).await?;
+                        }
+                        return Ok(Next::Exit);
+                    }
+                    other => {
+                        self.idle_command(other);
+                    }
+                },
+                _ = ticks.tick() => {
+                    // Safe: not one write once the term's validity ran out
+                    // (the loss is reported on the next turn).
+                    if self.mode == Mode::Safe && term.is_lost() {
+                        continue;
+                    }
+                    self.write(token).await?;
+                }
+            }
+        }
+    }
+
+    /// The whole life of the candidate on one backend.
+    async fn drive<C: Claim>(&mut self, candidate: Candidate<C>) -> Result<(), CandidateError> {
+        loop {
+            let Some(term) = self.campaign(&candidate).await? else {
+                return Ok(());
+            };
+            match self.lead(term).await? {
+                Next::Campaign => {}
+                Next::Exit => return Ok(()),
+            }
+        }
+    }
+}
+
+fn nats_options(args: &Args) -> Result<NatsOptions, CandidateError> {
+    let mut options = NatsOptions::new(args.ttl.unwrap_or(election_nats::DEFAULT_TTL))?;
+    if let Some(bucket) = &args.bucket {
+        options = options.bucket(bucket.clone())?;
+    }
+    if let Some(replicas) = args.replicas {
+        options = options.replicas(replicas)?;
+    }
+    // The grace may not exceed the renewal interval: lower it first.
+    let grace = args
+        .grace
+        .or_else(|| args.renew.map(|r| options.grace().min(r)));
+    match (args.renew, grace) {
+        (Some(renew), Some(grace)) if grace <= options.renew_every() => {
+            options = options.failover_grace(grace)?.renew_interval(renew)?;
+        }
+        (renew, grace) => {
+            if let Some(renew) = renew {
+                options = options.renew_interval(renew)?;
+            }
+            if let Some(grace) = grace {
+                options = options.failover_grace(grace)?;
+            }
+        }
+    }
+    Ok(options)
+}
+
+/// Whether a NATS error is worth retrying (the server may come back).
+fn nats_transient(e: &election_nats::Error) -> bool {
+    matches!(
+        e,
+        election_nats::Error::Connect { .. }
+            | election_nats::Error::Unavailable { .. }
+            | election_nats::Error::OutcomeUnknown { .. }
+    )
+}
+
+async fn run(args: Args) -> Result<(), CandidateError> {
+    let history =
+        HistoryWriter::create(&args.history).map_err(|source| CandidateError::History {
+            path: args.history.clone(),
+            source,
+        })?;
+    let mut ctx = Ctx {
+        writer: args.writer.clone(),
+        history,
+        resource: Resource::open(&args.resource, args.mode).await?,
+        mode: args.mode,
+        poll: args.poll,
+        write_every: args.write_every,
+        clock: Arc::new(ShiftedClock::default()),
+        stdin: stdin_lines(),
+        seq: 0,
+    };
+    ctx.record(&CandidateEvent::Start {
+        pid: std::process::id(),
+    })?;
+    let identity = args.writer.as_str();
+    match args.backend {
+        Backend::File => {
+            let dir = args.dir.clone().unwrap_or_default();
+            let election = FileElection::new(dir)?;
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            ctx.drive(candidate).await
+        }
+        Backend::Sqlite => {
+            let ttl = args.ttl.unwrap_or(election_sqlite::DEFAULT_TTL);
+            let renew = match (args.renew, args.ttl) {
+                (Some(renew), _) => renew,
+                (None, Some(ttl)) => ttl / 3,
+                (None, None) => election_sqlite::DEFAULT_RENEW_INTERVAL,
+            };
+            let db = args.db.clone().unwrap_or_default();
+            let election = SqliteElection::open(db, SqliteOptions::new(ttl, renew)?)
+                .await?
+                .with_clock(ctx.clock.clone());
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            ctx.drive(candidate).await
+        }
+        Backend::Nats => {
+            let options = nats_options(&args)?;
+            let urls = args.urls.clone().unwrap_or_default();
+            let election = loop {
+                match NatsElection::connect(&urls, options.clone()).await {
+                    Ok(election) => break election,
+                    Err(e) if nats_transient(&e) => {
+                        note(&format!("cannot connect yet, retrying: {}", chain(&e)));
+                        if ctx.pause(args.poll.max(Duration::from_millis(100))).await {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            ctx.drive(candidate).await
+        }
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error {}", chain(&e));
+            return ExitCode::from(USAGE);
+        }
+    };
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error {}", chain(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Args, CandidateError> {
+        parse(list.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn parses_a_full_command_line() {
+        let a = args(&[
+            "--backend",
+            "sqlite",
+            "--writer",
+            "c1.2",
+            "--history",
+            "/tmp/h",
+            "--resource",
+            "sqlite:/tmp/r.db",
+            "--db",
+            "/tmp/e.db",
+            "--ttl-ms",
+            "1000",
+            "--renew-ms",
+            "300",
+            "--poll-ms",
+            "50",
+            "--unsafe",
+        ])
+        .unwrap();
+        assert_eq!(a.backend, Backend::Sqlite);
+        assert_eq!(a.writer, "c1.2");
+        assert_eq!(a.ttl, Some(Duration::from_millis(1000)));
+        assert_eq!(a.write_every, Duration::from_millis(20));
+        assert_eq!(a.mode, Mode::Unsafe);
+    }
+
+    #[test]
+    fn refuses_bad_command_lines() {
+        let base = [
+            "--backend",
+            "file",
+            "--writer",
+            "c0.1",
+            "--history",
+            "h",
+            "--resource",
+            "file:r",
+        ];
+        assert!(args(&base).is_err(), "--dir is missing");
+        let mut ok = base.to_vec();
+        ok.extend(["--dir", "d"]);
+        assert!(args(&ok).is_ok());
+        for bad in [
+            &["--backend", "zookeeper"][..],
+            &["--ttl-ms", "soon"],
+            &["--ttl-ms"],
+            &["--write-every-ms", "0"],
+            &["--frobnicate"],
+            &["--resource", "s3:x"],
+            &["--writer", "c 1"],
+        ] {
+            let mut line = ok.clone();
+            line.extend(bad);
+            assert!(
+                matches!(args(&line), Err(CandidateError::Usage(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn nats_options_accept_a_short_renewal() {
+        let mut a = args(&[
+            "--backend",
+            "nats",
+            "--writer",
+            "c0.1",
+            "--history",
+            "h",
+            "--resource",
+            "file:r",
+            "--urls",
+            "nats://127.0.0.1:4222",
+            "--ttl-ms",
+            "3000",
+            "--renew-ms",
+            "500",
+        ])
+        .unwrap();
+        let o = nats_options(&a).unwrap();
+        assert_eq!(o.renew_every(), Duration::from_millis(500));
+        assert!(o.grace() <= o.renew_every());
+        a.grace = Some(Duration::from_millis(200));
+        assert_eq!(
+            nats_options(&a).unwrap().grace(),
+            Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn commands() {
+        assert!(matches!(command(None), Command::Exit));
+        assert!(matches!(command(Some("exit".into())), Command::Exit));
+        assert!(matches!(command(Some(" resign ".into())), Command::Resign));
+        assert!(matches!(
+            command(Some("clock -3600".into())),
+            Command::Clock(-3600)
+        ));
+        assert!(matches!(
+            command(Some("clock soon".into())),
+            Command::Unknown(_)
+        ));
+    }
+
+    #[test]
+    fn the_clock_shifts_the_wall_only() {
+        let clock = ShiftedClock::default();
+        let before = clock.wall_unix_ms();
+        clock.shift(-7200);
+        let after = clock.wall_unix_ms();
+        assert!(before - after > 7_100_000, "{before} {after}");
+    }
+}

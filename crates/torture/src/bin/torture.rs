@@ -1,0 +1,251 @@
+//! `torture`: the orchestrator and the checker of the torture suite.
+//!
+//! ```text
+//! torture run --backend file|sqlite|nats|nats-cluster [--seed N] [--duration 60s]
+//!     [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
+//!     [--faults kill,stop,...] [--out DIR] [--unsafe] [--candidate-bin PATH]
+//! torture check DIR --resource file:DIR|sqlite:PATH --bound-ms N
+//! ```
+//!
+//! `run` starts the backend and the candidates, injects faults for the
+//! duration, heals everything, stops the candidates and checks the run;
+//! it prints the summary and exits 1 on any violation (2 on bad usage or a
+//! run that could not be carried out). A failing run prints its seed and the
+//! command that reproduces it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use torture::check::{CheckOptions, check_dir};
+use torture::orchestrate::{self, Backend, Fault, Plan};
+use torture::resource::{ResourceSpec, read_records};
+
+const USAGE: &str = "\
+usage:
+  torture run --backend file|sqlite|nats|nats-cluster [--seed N] [--duration 60s]
+      [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
+      [--faults kill,stop,resign,server,node,meta,blackhole,drop,clock]
+      [--out DIR] [--unsafe] [--candidate-bin PATH]
+  torture check DIR --resource file:DIR|sqlite:PATH --bound-ms N
+
+Faults default to every kind that applies to the backend. The seed defaults
+to a random one (printed). --out defaults to a new directory under
+target/torture/.";
+
+fn duration(s: &str) -> Result<Duration, String> {
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = n.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(60 * n)),
+        _ => Err(format!("bad duration {s:?} (e.g. 500ms, 60s, 10m)")),
+    }
+}
+
+fn candidate_bin() -> PathBuf {
+    let me = std::env::current_exe().unwrap_or_default();
+    me.with_file_name("torture-candidate")
+}
+
+fn parse_run(args: &[String]) -> Result<Plan, String> {
+    let mut backend = None;
+    let mut seed = None;
+    let mut plan_duration = Duration::from_secs(60);
+    let mut candidates = 5;
+    let (mut ttl, mut renew, mut grace, mut poll) = (None, None, None, None);
+    let mut faults = None;
+    let mut out = None;
+    let mut unsafe_mode = false;
+    let mut bin = candidate_bin();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--unsafe" {
+            unsafe_mode = true;
+            continue;
+        }
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let ms = |v: &str| {
+            v.parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| format!("{flag}: {v:?} is not a number of milliseconds"))
+        };
+        match flag.as_str() {
+            "--backend" => backend = Some(Backend::parse(value)?),
+            "--seed" => {
+                seed = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| format!("bad seed {value:?}"))?,
+                )
+            }
+            "--duration" => plan_duration = duration(value)?,
+            "--candidates" => {
+                candidates = value.parse().map_err(|_| format!("bad count {value:?}"))?;
+                if !(2..=20).contains(&candidates) {
+                    return Err("--candidates must be 2 to 20".into());
+                }
+            }
+            "--ttl-ms" => ttl = Some(ms(value)?),
+            "--renew-ms" => renew = Some(ms(value)?),
+            "--grace-ms" => grace = Some(ms(value)?),
+            "--poll-ms" => poll = Some(ms(value)?),
+            "--faults" => {
+                faults = Some(
+                    value
+                        .split(',')
+                        .map(|f| f.trim().parse::<Fault>().map_err(|e| e.to_string()))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            }
+            "--out" => out = Some(PathBuf::from(value)),
+            "--candidate-bin" => bin = PathBuf::from(value),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    let backend = backend.ok_or("--backend is required")?;
+    let ttl = ttl.unwrap_or(Duration::from_millis(1500));
+    let renew = renew.unwrap_or(ttl / 3);
+    let grace = grace.unwrap_or(ttl / 3);
+    let poll = poll.unwrap_or(Duration::from_millis(100));
+    let faults = faults.unwrap_or_else(|| backend.faults());
+    if faults.is_empty() {
+        return Err("--faults is empty".into());
+    }
+    let seed = seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64)
+    });
+    let out =
+        out.unwrap_or_else(|| PathBuf::from("target/torture").join(format!("{backend}-{seed}")));
+    if out.exists() {
+        return Err(format!("{} exists: pick another --out", out.display()));
+    }
+    Ok(Plan {
+        backend,
+        seed,
+        duration: plan_duration,
+        candidates,
+        ttl,
+        renew,
+        grace,
+        poll,
+        faults,
+        out,
+        unsafe_mode,
+        candidate_bin: bin,
+    })
+}
+
+fn resource_of(plan: &Plan) -> ResourceSpec {
+    match plan.backend {
+        Backend::Sqlite => ResourceSpec::Sqlite(plan.out.join("resource.db")),
+        _ => ResourceSpec::File(plan.out.join("resource")),
+    }
+}
+
+async fn run(args: &[String]) -> Result<bool, String> {
+    let plan = parse_run(args)?;
+    println!(
+        "torture: {} for {:?}, seed {}, {} candidates, TTL {:?}, faults {}; in {}",
+        plan.backend,
+        plan.duration,
+        plan.seed,
+        plan.candidates,
+        plan.ttl,
+        plan.faults
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        plan.out.display()
+    );
+    let ran = orchestrate::run(&plan)
+        .await
+        .map_err(|e| format!("the run failed: {e}"))?;
+    let records = read_records(&resource_of(&plan))
+        .await
+        .map_err(|e| format!("reading the resource: {e}"))?;
+    let mut options = CheckOptions::new(plan.liveness_bound());
+    options.seed = Some(plan.seed);
+    options.command = Some(plan.command());
+    let report = check_dir(&plan.out, &records, &options)
+        .map_err(|e| format!("reading the histories: {e}"))?;
+    println!("{report}");
+    println!(
+        "torture: faults injected: {}",
+        ran.faults
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if !report.is_safe() {
+        println!("torture: FAILED; reproduce with: {}", plan.command());
+    }
+    Ok(report.is_safe())
+}
+
+async fn check(args: &[String]) -> Result<bool, String> {
+    let (dir, rest) = args.split_first().ok_or("check needs a run directory")?;
+    let mut resource = None;
+    let mut bound = None;
+    let mut it = rest.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--resource" => {
+                resource = Some(value.parse::<ResourceSpec>().map_err(|e| e.to_string())?)
+            }
+            "--bound-ms" => {
+                bound = Some(Duration::from_millis(
+                    value
+                        .parse()
+                        .map_err(|_| format!("bad --bound-ms {value:?}"))?,
+                ))
+            }
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    let resource = resource.ok_or("--resource is required")?;
+    let bound = bound.ok_or("--bound-ms is required")?;
+    let records = read_records(&resource).await.map_err(|e| e.to_string())?;
+    let report =
+        check_dir(dir.as_ref(), &records, &CheckOptions::new(bound)).map_err(|e| e.to_string())?;
+    println!("{report}");
+    Ok(report.is_safe())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("torture: cannot start a runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = match args.split_first() {
+        Some((cmd, rest)) if cmd == "run" => runtime.block_on(run(rest)),
+        Some((cmd, rest)) if cmd == "check" => runtime.block_on(check(rest)),
+        Some((cmd, _)) if cmd == "--help" || cmd == "help" || cmd == "-h" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => Err(format!("no command\n{USAGE}")),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("torture: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

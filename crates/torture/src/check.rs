@@ -1,0 +1,1174 @@
+//! The checker: pure functions from a run's histories and the resource's
+//! records to a [`Report`].
+//!
+//! [`RunHistory::load`] reads a run directory (every
+//! `candidate-<writer>.history` and `faults.history`); the caller reads
+//! the resource's records ([`crate::resource::read_records`]); [`check`]
+//! proves the five properties, or reports a [`Violation`] for each breach:
+//!
+//! 1. **Terms**: all `elected` events, in `mono_ns` order, have strictly
+//!    increasing epochs (no epoch twice, never a lower one).
+//! 2. **Fence**: the resource's records, in resource order, have
+//!    non-decreasing epochs.
+//! 3. **No late write**: no write of a term is accepted after a write of a
+//!    later term (the same condition as 2, reported with both records).
+//! 4. **Records match histories**: every `ok` is in the resource (writer,
+//!    seq, epoch); every record was attempted (`write`) by that writer
+//!    with that seq and epoch, only once, and not refused (`stale`).
+//! 5. **Liveness**: after the last `heal`, a leader exists within the
+//!    caller's bound: a term alive at the heal, or an `elected` at most
+//!    `bound` after it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use torture::check::{check, CheckOptions, RunHistory};
+//! use torture::history::{CandidateEvent, Line};
+//! use torture::resource::Record;
+//!
+//! let line = |mono_ns, event| Line { mono_ns, wall_ms: 0, event };
+//! let mut run = RunHistory::default();
+//! run.candidates.insert("c0.1".into(), vec![
+//!     line(10, CandidateEvent::Elected { epoch: 1 }),
+//!     line(20, CandidateEvent::Write { seq: 1, epoch: 1 }),
+//!     line(30, CandidateEvent::Ok { seq: 1, epoch: 1 }),
+//! ]);
+//! let records = [Record { writer: "c0.1".into(), seq: 1, epoch: 1 }];
+//! let report = check(&run, &records, &CheckOptions::new(Duration::from_secs(5)));
+//! assert!(report.is_safe(), "{report}");
+//! assert_eq!((report.terms, report.writes_ok), (1, 1));
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::history::{
+    self, CandidateEvent, FAULTS_FILE, FaultEvent, FaultKind, HistoryError, Line,
+};
+use crate::resource::Record;
+
+/// How many violations a [`Report`]'s summary shows in full.
+pub const VIOLATIONS_SHOWN: usize = 10;
+
+/// Every history of one run, parsed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunHistory {
+    /// Each candidate process's history, by writer id.
+    pub candidates: BTreeMap<String, Vec<Line<CandidateEvent>>>,
+    /// The orchestrator's history (empty if the run has none).
+    pub faults: Vec<Line<FaultEvent>>,
+}
+
+impl RunHistory {
+    /// Reads every `candidate-<writer>.history` and `faults.history` in
+    /// `dir` (a missing `faults.history` counts as empty).
+    ///
+    /// Failure model: [`HistoryError::Io`] if the directory or a file
+    /// cannot be read, [`HistoryError::Parse`] for the first bad line.
+    pub fn load(dir: &Path) -> Result<RunHistory, HistoryError> {
+        let io_error = |source| HistoryError::Io {
+            path: dir.to_owned(),
+            source,
+        };
+        let mut run = RunHistory::default();
+        for entry in std::fs::read_dir(dir).map_err(io_error)? {
+            let entry = entry.map_err(io_error)?;
+            let name = entry.file_name();
+            let Some(writer) = name.to_str().and_then(history::writer_of) else {
+                continue;
+            };
+            run.candidates
+                .insert(writer.to_owned(), history::read(&entry.path())?);
+        }
+        let faults = dir.join(FAULTS_FILE);
+        if faults.exists() {
+            run.faults = history::read(&faults)?;
+        }
+        Ok(run)
+    }
+}
+
+/// What the caller decides: the liveness bound, and what the summary
+/// should say about reproducing the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// Check 5: how soon after the last heal a leader must exist.
+    pub liveness_bound: Duration,
+    /// The run's seed, shown in the summary.
+    pub seed: Option<u64>,
+    /// The command that reproduces the run, shown when it failed.
+    pub command: Option<String>,
+}
+
+impl CheckOptions {
+    /// Options with this liveness bound, no seed and no command.
+    pub fn new(liveness_bound: Duration) -> CheckOptions {
+        CheckOptions {
+            liveness_bound,
+            seed: None,
+            command: None,
+        }
+    }
+}
+
+/// An `elected` event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Elected {
+    /// Who was elected.
+    pub writer: String,
+    /// The term's epoch.
+    pub epoch: u64,
+    /// When (CLOCK_MONOTONIC ns).
+    pub mono_ns: u64,
+}
+
+impl fmt::Display for Elected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} elected in term {} at {}",
+            self.writer, self.epoch, self.mono_ns
+        )
+    }
+}
+
+/// A record and its position in the resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The position, from 1, in resource order.
+    pub index: usize,
+    /// The record.
+    pub record: Record,
+}
+
+impl fmt::Display for Placed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = &self.record;
+        write!(
+            f,
+            "record #{} ({} seq {}, term {})",
+            self.index, r.writer, r.seq, r.epoch
+        )
+    }
+}
+
+/// A breach of one of the checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// Check 1: a term was elected after a term of an equal or higher
+    /// epoch.
+    TermsOutOfOrder {
+        /// The highest term elected before `later`.
+        earlier: Elected,
+        /// The term whose epoch did not grow.
+        later: Elected,
+    },
+    /// Checks 2 and 3: the resource accepted a write of an older term
+    /// after a write of a newer one.
+    StaleWriteAccepted {
+        /// The first record of the newest term before `older`.
+        newer: Placed,
+        /// The late record of an older term.
+        older: Placed,
+    },
+    /// Check 4: a write its writer saw acknowledged is not in the
+    /// resource.
+    AckedWriteMissing {
+        /// The writer.
+        writer: String,
+        /// The write's seq.
+        seq: u64,
+        /// The write's epoch.
+        epoch: u64,
+        /// When the writer recorded `ok`.
+        mono_ns: u64,
+    },
+    /// Check 4: a record no writer attempted (no `write <seq> <epoch>` in
+    /// its writer's history).
+    RecordNotAttempted {
+        /// The record.
+        record: Placed,
+    },
+    /// Check 4: a record in the resource whose writer was told the fence
+    /// refused it.
+    RefusedWriteLanded {
+        /// The record.
+        record: Placed,
+        /// The mark the writer was told refused it.
+        mark: u64,
+    },
+    /// Check 4: one attempt is in the resource twice.
+    DuplicateRecord {
+        /// The first copy.
+        first: Placed,
+        /// The second copy.
+        again: Placed,
+    },
+    /// Check 5: no leader within the bound after the last heal.
+    NoLeaderAfterHeal {
+        /// When the last fault healed.
+        heal_ns: u64,
+        /// The bound.
+        bound: Duration,
+        /// The first `elected` after the heal, if any.
+        next_elected_ns: Option<u64>,
+    },
+}
+
+impl Violation {
+    /// Which of the five checks this breaches (2 for checks 2 and 3).
+    pub fn check(&self) -> u8 {
+        match self {
+            Violation::TermsOutOfOrder { .. } => 1,
+            Violation::StaleWriteAccepted { .. } => 2,
+            Violation::AckedWriteMissing { .. }
+            | Violation::RecordNotAttempted { .. }
+            | Violation::RefusedWriteLanded { .. }
+            | Violation::DuplicateRecord { .. } => 4,
+            Violation::NoLeaderAfterHeal { .. } => 5,
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::TermsOutOfOrder { earlier, later } => write!(
+                f,
+                "check 1 (terms): {later}, after {earlier}: epochs must grow strictly"
+            ),
+            Violation::StaleWriteAccepted { newer, older } => write!(
+                f,
+                "checks 2-3 (fence): {older} was accepted after {newer}: a stale epoch got in"
+            ),
+            Violation::AckedWriteMissing {
+                writer,
+                seq,
+                epoch,
+                mono_ns,
+            } => write!(
+                f,
+                "check 4 (records): {writer} seq {seq}, term {epoch} was acknowledged (ok at {mono_ns}) but is not in the resource"
+            ),
+            Violation::RecordNotAttempted { record } => write!(
+                f,
+                "check 4 (records): {record} was never attempted: no `write {} {}` in {}'s history",
+                record.record.seq, record.record.epoch, record.record.writer
+            ),
+            Violation::RefusedWriteLanded { record, mark } => write!(
+                f,
+                "check 4 (records): {record} is in the resource, but its writer was told the fence refused it (mark {mark})"
+            ),
+            Violation::DuplicateRecord { first, again } => write!(
+                f,
+                "check 4 (records): {again} repeats {first}: one attempt landed twice"
+            ),
+            Violation::NoLeaderAfterHeal {
+                heal_ns,
+                bound,
+                next_elected_ns,
+            } => {
+                write!(
+                    f,
+                    "check 5 (liveness): no leader within {} of the last heal at {heal_ns}",
+                    secs(*bound)
+                )?;
+                match next_elected_ns {
+                    Some(t) => write!(
+                        f,
+                        " (the next elected came {} after it)",
+                        secs(Duration::from_nanos(t.saturating_sub(*heal_ns)))
+                    ),
+                    None => f.write_str(" (nobody was elected after it)"),
+                }
+            }
+        }
+    }
+}
+
+/// A time without a leader: from a term's end to the next `elected`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// When the last live term ended (CLOCK_MONOTONIC ns).
+    pub from_ns: u64,
+    /// When the next term began.
+    pub to_ns: u64,
+}
+
+impl Gap {
+    /// How long it lasted.
+    pub fn duration(&self) -> Duration {
+        Duration::from_nanos(self.to_ns.saturating_sub(self.from_ns))
+    }
+}
+
+/// What the checker found: the run's figures and every violation.
+///
+/// `Display` is the summary printed at the end of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The run's seed, if the caller gave it.
+    pub seed: Option<u64>,
+    /// The command that reproduces the run, if the caller gave it.
+    pub command: Option<String>,
+    /// From the first line of any history to the last.
+    pub duration: Duration,
+    /// How many candidate processes (histories) took part.
+    pub candidates: usize,
+    /// How many terms began (`elected` events).
+    pub terms: usize,
+    /// How many faults of each kind began.
+    pub faults_by_kind: BTreeMap<FaultKind, usize>,
+    /// Writes acknowledged (`ok`).
+    pub writes_ok: usize,
+    /// Writes the fence refused (`stale`).
+    pub writes_stale: usize,
+    /// Writes whose outcome is unknown (`error`).
+    pub writes_unknown: usize,
+    /// Writes attempted with no outcome recorded (the process died or the
+    /// run ended first).
+    pub writes_unanswered: usize,
+    /// Records in the resource.
+    pub records: usize,
+    /// The longest time with no live term between a term's end and the
+    /// next `elected`; `None` if there was none.
+    pub longest_leaderless_gap: Option<Gap>,
+    /// When the last fault healed, if any did.
+    pub last_heal_ns: Option<u64>,
+    /// How long after the last heal a leader existed (zero if a term was
+    /// alive at the heal); `None` if no heal or no leader after it.
+    pub leader_after_heal: Option<Duration>,
+    /// The bound check 5 used.
+    pub liveness_bound: Duration,
+    /// Every violation found, by check.
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    /// True if no check found a violation.
+    pub fn is_safe(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_safe() {
+            writeln!(f, "torture: no violations")?;
+        } else {
+            writeln!(f, "torture: {} VIOLATIONS", self.violations.len())?;
+        }
+        if let Some(seed) = self.seed {
+            writeln!(f, "  seed        {seed}")?;
+        }
+        writeln!(f, "  duration    {}", secs(self.duration))?;
+        writeln!(f, "  candidates  {} processes", self.candidates)?;
+        writeln!(f, "  terms       {}", self.terms)?;
+        let faults: Vec<String> = self
+            .faults_by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        if faults.is_empty() {
+            writeln!(f, "  faults      none")?;
+        } else {
+            writeln!(f, "  faults      {}", faults.join(", "))?;
+        }
+        writeln!(
+            f,
+            "  writes      {} ok, {} stale, {} error (outcome unknown), {} unanswered",
+            self.writes_ok, self.writes_stale, self.writes_unknown, self.writes_unanswered
+        )?;
+        writeln!(f, "  records     {} in the resource", self.records)?;
+        match self.longest_leaderless_gap {
+            Some(g) => writeln!(
+                f,
+                "  leaderless  longest gap {} (from {} to {})",
+                secs(g.duration()),
+                g.from_ns,
+                g.to_ns
+            )?,
+            None => writeln!(f, "  leaderless  no gap between terms")?,
+        }
+        match (self.last_heal_ns, self.leader_after_heal) {
+            (None, _) => writeln!(f, "  liveness    no fault healed; not checked")?,
+            (Some(_), Some(d)) => writeln!(
+                f,
+                "  liveness    a leader {} after the last heal (bound {})",
+                secs(d),
+                secs(self.liveness_bound)
+            )?,
+            (Some(_), None) => writeln!(
+                f,
+                "  liveness    no leader after the last heal (bound {})",
+                secs(self.liveness_bound)
+            )?,
+        }
+        if self.is_safe() {
+            writeln!(f, "  violations  none")?;
+        } else {
+            writeln!(
+                f,
+                "  violations  {} (times are CLOCK_MONOTONIC ns, as in the histories)",
+                self.violations.len()
+            )?;
+            for (i, v) in self.violations.iter().take(VIOLATIONS_SHOWN).enumerate() {
+                writeln!(f, "    {}. {v}", i + 1)?;
+            }
+            if self.violations.len() > VIOLATIONS_SHOWN {
+                writeln!(
+                    f,
+                    "    ... and {} more",
+                    self.violations.len() - VIOLATIONS_SHOWN
+                )?;
+            }
+            if let Some(seed) = self.seed {
+                writeln!(f, "  seed        {seed}")?;
+            }
+            if let Some(command) = &self.command {
+                writeln!(f, "  reproduce   {command}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A term as the histories show it.
+#[derive(Clone, Debug)]
+struct TermSpan {
+    start: u64,
+    /// `None`: alive until the end of the run.
+    end: Option<u64>,
+}
+
+impl TermSpan {
+    fn alive_at(&self, t: u64) -> bool {
+        self.start <= t && self.end.is_none_or(|e| e > t)
+    }
+}
+
+/// Whether a fault's target names `writer` (its id, or its slot `c<n>`).
+fn targets(target: &str, writer: &str) -> bool {
+    target == writer
+        || writer
+            .split_once('.')
+            .is_some_and(|(slot, _)| slot == target)
+}
+
+/// Reads a run directory and checks it against `records`: [`RunHistory::load`]
+/// then [`check`].
+pub fn check_dir(
+    dir: &Path,
+    records: &[Record],
+    options: &CheckOptions,
+) -> Result<Report, HistoryError> {
+    Ok(check(&RunHistory::load(dir)?, records, options))
+}
+
+/// Runs the five checks over `run` and the resource's `records` (in
+/// resource order).
+pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Report {
+    let mut violations = Vec::new();
+    let elected = elected_events(run);
+    check_terms(&elected, &mut violations);
+    check_fence(records, &mut violations);
+    check_records(run, records, &mut violations);
+    let spans = term_spans(run);
+    let last_heal_ns = run
+        .faults
+        .iter()
+        .filter(|l| matches!(l.event, FaultEvent::Heal { .. }))
+        .map(|l| l.mono_ns)
+        .max();
+    let mut leader_after_heal = None;
+    if let Some(heal) = last_heal_ns {
+        let next_elected = elected.iter().map(|e| e.mono_ns).find(|&t| t > heal);
+        leader_after_heal = if spans.iter().any(|s| s.alive_at(heal)) {
+            Some(Duration::ZERO)
+        } else {
+            next_elected.map(|t| Duration::from_nanos(t - heal))
+        };
+        if leader_after_heal.is_none_or(|d| d > options.liveness_bound) {
+            violations.push(Violation::NoLeaderAfterHeal {
+                heal_ns: heal,
+                bound: options.liveness_bound,
+                next_elected_ns: next_elected,
+            });
+        }
+    }
+    violations.sort_by_key(Violation::check);
+
+    let mut report = Report {
+        seed: options.seed,
+        command: options.command.clone(),
+        duration: duration(run),
+        candidates: run.candidates.len(),
+        terms: elected.len(),
+        faults_by_kind: BTreeMap::new(),
+        writes_ok: 0,
+        writes_stale: 0,
+        writes_unknown: 0,
+        writes_unanswered: 0,
+        records: records.len(),
+        longest_leaderless_gap: longest_gap(&spans),
+        last_heal_ns,
+        leader_after_heal,
+        liveness_bound: options.liveness_bound,
+        violations,
+    };
+    for line in &run.faults {
+        if let FaultEvent::Fault { kind, .. } = line.event {
+            *report.faults_by_kind.entry(kind).or_default() += 1;
+        }
+    }
+    for lines in run.candidates.values() {
+        let mut answered = HashSet::new();
+        let mut attempted = 0;
+        for line in lines {
+            match &line.event {
+                CandidateEvent::Write { .. } => attempted += 1,
+                CandidateEvent::Ok { seq, .. } => {
+                    report.writes_ok += 1;
+                    answered.insert(*seq);
+                }
+                CandidateEvent::Stale { seq, .. } => {
+                    report.writes_stale += 1;
+                    answered.insert(*seq);
+                }
+                CandidateEvent::Error { seq, .. } => {
+                    report.writes_unknown += 1;
+                    answered.insert(*seq);
+                }
+                _ => {}
+            }
+        }
+        report.writes_unanswered += attempted - answered.len().min(attempted);
+    }
+    report
+}
+
+fn elected_events(run: &RunHistory) -> Vec<Elected> {
+    let mut elected: Vec<Elected> = run
+        .candidates
+        .iter()
+        .flat_map(|(writer, lines)| {
+            lines.iter().filter_map(move |l| match l.event {
+                CandidateEvent::Elected { epoch } => Some(Elected {
+                    writer: writer.clone(),
+                    epoch,
+                    mono_ns: l.mono_ns,
+                }),
+                _ => None,
+            })
+        })
+        .collect();
+    // Ties in time (never expected) are ordered by epoch, not reported.
+    elected.sort_by_key(|e| (e.mono_ns, e.epoch));
+    elected
+}
+
+/// Check 1.
+fn check_terms(elected: &[Elected], violations: &mut Vec<Violation>) {
+    let mut highest: Option<&Elected> = None;
+    for e in elected {
+        match highest {
+            Some(h) if e.epoch <= h.epoch => violations.push(Violation::TermsOutOfOrder {
+                earlier: h.clone(),
+                later: e.clone(),
+            }),
+            _ => highest = Some(e),
+        }
+    }
+}
+
+/// Checks 2 and 3.
+fn check_fence(records: &[Record], violations: &mut Vec<Violation>) {
+    let mut newest: Option<Placed> = None;
+    for (i, record) in records.iter().enumerate() {
+        let placed = Placed {
+            index: i + 1,
+            record: record.clone(),
+        };
+        match &newest {
+            Some(n) if record.epoch < n.record.epoch => {
+                violations.push(Violation::StaleWriteAccepted {
+                    newer: n.clone(),
+                    older: placed,
+                })
+            }
+            Some(n) if record.epoch == n.record.epoch => {}
+            _ => newest = Some(placed),
+        }
+    }
+}
+
+/// How a writer's attempt ended, as its history says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    Pending,
+    Ok,
+    Stale(u64),
+    Unknown,
+}
+
+/// Check 4.
+fn check_records(run: &RunHistory, records: &[Record], violations: &mut Vec<Violation>) {
+    // (writer, seq) -> (epoch, answer) of every attempt.
+    let mut attempts: HashMap<(&str, u64), (u64, Answer)> = HashMap::new();
+    let mut acked = Vec::new();
+    for (writer, lines) in &run.candidates {
+        for line in lines {
+            let (seq, answer) = match &line.event {
+                CandidateEvent::Write { seq, epoch } => {
+                    attempts.insert((writer, *seq), (*epoch, Answer::Pending));
+                    continue;
+                }
+                CandidateEvent::Ok { seq, epoch } => {
+                    acked.push((writer, *seq, *epoch, line.mono_ns));
+                    (*seq, Answer::Ok)
+                }
+                CandidateEvent::Stale { seq, mark, .. } => (*seq, Answer::Stale(*mark)),
+                CandidateEvent::Error { seq, .. } => (*seq, Answer::Unknown),
+                _ => continue,
+            };
+            if let Some(a) = attempts.get_mut(&(writer.as_str(), seq)) {
+                a.1 = answer;
+            }
+        }
+    }
+    let mut seen: HashMap<(&str, u64), Placed> = HashMap::new();
+    let mut present = HashSet::new();
+    for (i, record) in records.iter().enumerate() {
+        let placed = Placed {
+            index: i + 1,
+            record: record.clone(),
+        };
+        present.insert((record.writer.as_str(), record.seq, record.epoch));
+        let key = (record.writer.as_str(), record.seq);
+        match attempts.get(&key) {
+            Some(&(epoch, answer)) if epoch == record.epoch => {
+                if let Answer::Stale(mark) = answer {
+                    violations.push(Violation::RefusedWriteLanded {
+                        record: placed.clone(),
+                        mark,
+                    });
+                }
+            }
+            _ => violations.push(Violation::RecordNotAttempted {
+                record: placed.clone(),
+            }),
+        }
+        match seen.get(&key) {
+            Some(first) => violations.push(Violation::DuplicateRecord {
+                first: first.clone(),
+                again: placed,
+            }),
+            None => {
+                seen.insert(key, placed);
+            }
+        }
+    }
+    for (writer, seq, epoch, mono_ns) in acked {
+        if !present.contains(&(writer.as_str(), seq, epoch)) {
+            violations.push(Violation::AckedWriteMissing {
+                writer: writer.clone(),
+                seq,
+                epoch,
+                mono_ns,
+            });
+        }
+    }
+}
+
+/// Every term with its start and end: `lost`, `resigned`, or its process
+/// killed (a `fault kill` naming its writer while it was alive).
+fn term_spans(run: &RunHistory) -> Vec<TermSpan> {
+    let kills: Vec<(u64, &str)> = run
+        .faults
+        .iter()
+        .filter_map(|l| match &l.event {
+            FaultEvent::Fault {
+                kind: FaultKind::Kill,
+                target,
+                ..
+            } => Some((l.mono_ns, target.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut spans = Vec::new();
+    for (writer, lines) in &run.candidates {
+        let mut open: Option<(u64, u64)> = None; // (epoch, start)
+        for line in lines {
+            match line.event {
+                CandidateEvent::Elected { epoch } => {
+                    if let Some((_, start)) = open.take() {
+                        spans.push(TermSpan {
+                            start,
+                            end: Some(line.mono_ns),
+                        });
+                    }
+                    open = Some((epoch, line.mono_ns));
+                }
+                CandidateEvent::Lost { epoch, .. } | CandidateEvent::Resigned { epoch } => {
+                    if let Some((open_epoch, start)) = open
+                        && open_epoch == epoch
+                    {
+                        spans.push(TermSpan {
+                            start,
+                            end: Some(line.mono_ns),
+                        });
+                        open = None;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some((_, start)) = open {
+            let killed = kills
+                .iter()
+                .filter(|(t, target)| *t >= start && targets(target, writer))
+                .map(|(t, _)| *t)
+                .min();
+            spans.push(TermSpan { start, end: killed });
+        }
+    }
+    spans.sort_by_key(|s| s.start);
+    spans
+}
+
+fn longest_gap(spans: &[TermSpan]) -> Option<Gap> {
+    let mut longest: Option<Gap> = None;
+    // The end of the union of the terms so far; `None` inside: open-ended.
+    let mut covered_until: Option<Option<u64>> = None;
+    for span in spans {
+        if let Some(Some(until)) = covered_until
+            && span.start > until
+        {
+            let gap = Gap {
+                from_ns: until,
+                to_ns: span.start,
+            };
+            if longest.is_none_or(|l| gap.duration() > l.duration()) {
+                longest = Some(gap);
+            }
+        }
+        covered_until = Some(match (covered_until, span.end) {
+            (None, end) => end,
+            (Some(None), _) | (_, None) => None,
+            (Some(Some(a)), Some(b)) => Some(a.max(b)),
+        });
+    }
+    longest
+}
+
+fn duration(run: &RunHistory) -> Duration {
+    let times = run
+        .candidates
+        .values()
+        .flatten()
+        .map(|l| l.mono_ns)
+        .chain(run.faults.iter().map(|l| l.mono_ns));
+    let (min, max) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    Duration::from_nanos(max.saturating_sub(min))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use CandidateEvent as C;
+
+    const MS: u64 = 1_000_000;
+    const BOUND: Duration = Duration::from_secs(2);
+
+    fn line<E>(ms: u64, event: E) -> Line<E> {
+        Line {
+            mono_ns: ms * MS,
+            wall_ms: 0,
+            event,
+        }
+    }
+
+    fn rec(writer: &str, seq: u64, epoch: u64) -> Record {
+        Record {
+            writer: writer.into(),
+            seq,
+            epoch,
+        }
+    }
+
+    fn fault(ms: u64, heal: bool, kind: FaultKind, target: &str) -> Line<FaultEvent> {
+        let (target, detail) = (target.to_owned(), String::new());
+        line(
+            ms,
+            if heal {
+                FaultEvent::Heal {
+                    kind,
+                    target,
+                    detail,
+                }
+            } else {
+                FaultEvent::Fault {
+                    kind,
+                    target,
+                    detail,
+                }
+            },
+        )
+    }
+
+    /// A clean failover: c0.1 leads term 1, is stopped past the TTL, c1.1
+    /// leads term 2; c0.1's late write is refused.
+    fn clean() -> (RunHistory, Vec<Record>) {
+        let mut run = RunHistory::default();
+        run.candidates.insert(
+            "c0.1".into(),
+            vec![
+                line(0, C::Start { pid: 10 }),
+                line(1, C::Campaigning),
+                line(10, C::Elected { epoch: 1 }),
+                line(20, C::Write { seq: 1, epoch: 1 }),
+                line(25, C::Ok { seq: 1, epoch: 1 }),
+                line(40, C::Write { seq: 2, epoch: 1 }),
+                line(
+                    3000,
+                    C::Stale {
+                        seq: 2,
+                        epoch: 1,
+                        mark: 2,
+                    },
+                ),
+                line(
+                    3001,
+                    C::Lost {
+                        epoch: 1,
+                        text: "the lease expired".into(),
+                    },
+                ),
+                line(3002, C::Campaigning),
+            ],
+        );
+        run.candidates.insert(
+            "c1.1".into(),
+            vec![
+                line(0, C::Start { pid: 11 }),
+                line(1, C::Campaigning),
+                line(1500, C::Elected { epoch: 2 }),
+                line(1520, C::Write { seq: 1, epoch: 2 }),
+                line(1525, C::Ok { seq: 1, epoch: 2 }),
+                line(1540, C::Write { seq: 2, epoch: 2 }),
+                line(
+                    1545,
+                    C::Error {
+                        seq: 2,
+                        epoch: 2,
+                        text: "busy".into(),
+                    },
+                ),
+                line(1560, C::Write { seq: 3, epoch: 2 }),
+                line(4000, C::Resigned { epoch: 2 }),
+            ],
+        );
+        run.faults = vec![
+            line(
+                0,
+                FaultEvent::Spawn {
+                    writer: "c0.1".into(),
+                    pid: 10,
+                },
+            ),
+            fault(30, false, FaultKind::Stop, "c0.1"),
+            fault(2900, true, FaultKind::Stop, "c0.1"),
+            line(3900, FaultEvent::End),
+        ];
+        // c1.1's seq 2 (error) landed, seq 3 (unanswered) did not.
+        let records = vec![rec("c0.1", 1, 1), rec("c1.1", 1, 2), rec("c1.1", 2, 2)];
+        (run, records)
+    }
+
+    fn checked(run: &RunHistory, records: &[Record]) -> Report {
+        check(run, records, &CheckOptions::new(BOUND))
+    }
+
+    fn only(report: &Report) -> &Violation {
+        assert_eq!(report.violations.len(), 1, "{report}");
+        &report.violations[0]
+    }
+
+    #[test]
+    fn a_clean_history_has_no_violations_and_its_figures() {
+        let (run, records) = clean();
+        let report = checked(&run, &records);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!(report.terms, 2);
+        assert_eq!(report.candidates, 2);
+        assert_eq!(
+            (
+                report.writes_ok,
+                report.writes_stale,
+                report.writes_unknown,
+                report.writes_unanswered
+            ),
+            (2, 1, 1, 1)
+        );
+        assert_eq!(report.records, 3);
+        assert_eq!(
+            report.faults_by_kind,
+            BTreeMap::from([(FaultKind::Stop, 1)])
+        );
+        assert_eq!(report.duration, Duration::from_millis(4000));
+        assert_eq!(report.last_heal_ns, Some(2900 * MS));
+        assert_eq!(report.leader_after_heal, Some(Duration::ZERO));
+        // The terms overlap in the histories (c0.1 learns late): no gap.
+        assert_eq!(report.longest_leaderless_gap, None);
+        let summary = report.to_string();
+        assert!(summary.contains("no violations"), "{summary}");
+        assert!(summary.contains("stop 1"), "{summary}");
+    }
+
+    #[test]
+    fn an_empty_run_is_clean() {
+        let report = checked(&RunHistory::default(), &[]);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!(report.terms, 0);
+    }
+
+    #[test]
+    fn check_1_an_epoch_twice_is_found() {
+        let (mut run, records) = clean();
+        run.candidates
+            .get_mut("c1.1")
+            .unwrap()
+            .push(line(5000, C::Elected { epoch: 2 }));
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::TermsOutOfOrder { earlier, later } => {
+                assert_eq!((earlier.epoch, later.epoch), (2, 2));
+                assert_eq!(later.mono_ns, 5000 * MS);
+            }
+            other => panic!("{other}"),
+        }
+        assert!(!report.is_safe());
+    }
+
+    #[test]
+    fn check_1_a_lower_epoch_later_is_found() {
+        let (mut run, records) = clean();
+        run.candidates
+            .insert("c2.1".into(), vec![line(2000, C::Elected { epoch: 1 })]);
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::TermsOutOfOrder { earlier, later } => {
+                assert_eq!(earlier.writer, "c1.1");
+                assert_eq!((later.writer.as_str(), later.epoch), ("c2.1", 1));
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(report.violations[0].check(), 1);
+    }
+
+    #[test]
+    fn checks_2_and_3_a_stale_record_after_a_newer_one_is_found() {
+        let (mut run, mut records) = clean();
+        // The unsafe outcome: c0.1's late write was accepted.
+        let c0 = run.candidates.get_mut("c0.1").unwrap();
+        c0[6] = line(3000, C::Ok { seq: 2, epoch: 1 });
+        records.push(rec("c0.1", 2, 1));
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::StaleWriteAccepted { newer, older } => {
+                assert_eq!((newer.index, newer.record.epoch), (2, 2));
+                assert_eq!((older.index, older.record.clone()), (4, rec("c0.1", 2, 1)));
+            }
+            other => panic!("{other}"),
+        }
+        let summary = report.to_string();
+        assert!(summary.contains("1 VIOLATIONS"), "{summary}");
+        assert!(
+            summary.contains("record #4 (c0.1 seq 2, term 1)"),
+            "{summary}"
+        );
+    }
+
+    #[test]
+    fn check_4_an_acknowledged_write_missing_from_the_resource_is_found() {
+        let (run, mut records) = clean();
+        records.remove(1);
+        let report = checked(&run, &records);
+        assert_eq!(
+            only(&report),
+            &Violation::AckedWriteMissing {
+                writer: "c1.1".into(),
+                seq: 1,
+                epoch: 2,
+                mono_ns: 1525 * MS,
+            }
+        );
+    }
+
+    #[test]
+    fn check_4_a_record_nobody_attempted_is_found() {
+        for bogus in [rec("c9.1", 1, 2), rec("c1.1", 7, 2), rec("c1.1", 3, 3)] {
+            let (run, mut records) = clean();
+            records.push(bogus.clone());
+            let report = checked(&run, &records);
+            let found: Vec<_> = report.violations.iter().map(Violation::check).collect();
+            assert!(
+                report.violations.iter().any(|v| matches!(
+                    v,
+                    Violation::RecordNotAttempted { record } if record.record == bogus
+                )),
+                "{report}"
+            );
+            assert!(found.iter().all(|c| *c == 4), "{report}");
+        }
+    }
+
+    #[test]
+    fn check_4_a_refused_write_that_landed_is_found() {
+        let (run, mut records) = clean();
+        records.insert(2, rec("c0.1", 2, 1));
+        let report = checked(&run, &records);
+        // It also breaks the fence's order.
+        assert!(
+            report.violations.iter().any(|v| matches!(
+                v,
+                Violation::RefusedWriteLanded { record, mark: 2 } if record.index == 3
+            )),
+            "{report}"
+        );
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| matches!(v, Violation::StaleWriteAccepted { .. })),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn check_4_a_write_that_landed_twice_is_found() {
+        let (run, mut records) = clean();
+        records.push(rec("c1.1", 1, 2));
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::DuplicateRecord { first, again } => {
+                assert_eq!((first.index, again.index), (2, 4));
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn check_5_no_leader_after_the_last_heal_is_found() {
+        let (mut run, records) = clean();
+        // c1.1 is killed (its term ends), nobody is elected after the heal.
+        run.faults.push(fault(4100, false, FaultKind::Kill, "c1.1"));
+        run.faults.push(fault(4100, true, FaultKind::Kill, "c1.1"));
+        let c1 = run.candidates.get_mut("c1.1").unwrap();
+        c1.pop(); // no resign: the kill ends the term at 4100
+        let report = checked(&run, &records);
+        assert_eq!(
+            only(&report),
+            &Violation::NoLeaderAfterHeal {
+                heal_ns: 4100 * MS,
+                bound: BOUND,
+                next_elected_ns: None,
+            }
+        );
+        // A late election (past the bound) is still a violation...
+        run.candidates
+            .get_mut("c0.1")
+            .unwrap()
+            .push(line(4100 + 2500, C::Elected { epoch: 3 }));
+        let report = checked(&run, &records);
+        assert!(matches!(
+            only(&report),
+            Violation::NoLeaderAfterHeal {
+                next_elected_ns: Some(_),
+                ..
+            }
+        ));
+        assert_eq!(report.leader_after_heal, Some(Duration::from_millis(2500)));
+        // ...one within the bound is not.
+        let c0 = run.candidates.get_mut("c0.1").unwrap();
+        c0.pop();
+        c0.push(line(4100 + 1500, C::Elected { epoch: 3 }));
+        let report = checked(&run, &records);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!(
+            report.longest_leaderless_gap,
+            Some(Gap {
+                from_ns: 4100 * MS,
+                to_ns: 5600 * MS
+            })
+        );
+    }
+
+    #[test]
+    fn a_kill_by_slot_ends_the_term_and_a_gap_is_measured() {
+        let mut run = RunHistory::default();
+        run.candidates
+            .insert("c0.1".into(), vec![line(10, C::Elected { epoch: 1 })]);
+        run.candidates.insert(
+            "c1.1".into(),
+            vec![
+                line(100, C::Elected { epoch: 2 }),
+                line(200, C::Resigned { epoch: 2 }),
+                line(900, C::Elected { epoch: 3 }),
+            ],
+        );
+        run.faults = vec![
+            fault(50, false, FaultKind::Kill, "c0"),
+            fault(50, true, FaultKind::Kill, "c0"),
+        ];
+        let report = checked(&run, &[]);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!(
+            report.longest_leaderless_gap,
+            Some(Gap {
+                from_ns: 200 * MS,
+                to_ns: 900 * MS
+            })
+        );
+    }
+
+    #[test]
+    fn the_summary_of_a_failed_run_names_seed_and_command() {
+        let (run, mut records) = clean();
+        records.remove(0);
+        let options = CheckOptions {
+            seed: Some(42),
+            command: Some("cargo xtask torture --seed 42".into()),
+            ..CheckOptions::new(BOUND)
+        };
+        let summary = check(&run, &records, &options).to_string();
+        assert!(summary.contains("seed        42"), "{summary}");
+        assert!(
+            summary.contains("reproduce   cargo xtask torture --seed 42"),
+            "{summary}"
+        );
+    }
+
+    #[test]
+    fn a_run_directory_is_loaded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = crate::history::HistoryWriter::create(
+            tmp.path().join(history::candidate_file_name("c0.1")),
+        )
+        .unwrap();
+        w.record(&C::Elected { epoch: 1 }).unwrap();
+        let f = crate::history::HistoryWriter::create(tmp.path().join(FAULTS_FILE)).unwrap();
+        f.record(&FaultEvent::End).unwrap();
+        std::fs::write(tmp.path().join("candidates.stderr"), "noise").unwrap();
+        let run = RunHistory::load(tmp.path()).unwrap();
+        assert_eq!(run.candidates.len(), 1);
+        assert_eq!(run.faults.len(), 1);
+        let report = check_dir(tmp.path(), &[], &CheckOptions::new(BOUND)).unwrap();
+        assert_eq!(report.terms, 1);
+    }
+}

@@ -1,0 +1,407 @@
+//! The orchestrator: starts the backend and N candidate processes, injects
+//! faults on a seeded schedule, writes `faults.history`, ends the run with
+//! every fault healed, and hands the run directory to the checker.
+
+mod candidates;
+pub mod proxy;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use self::candidates::Candidates;
+use self::proxy::{Mode, Proxy};
+use crate::history::{FaultEvent, HistoryWriter};
+use crate::rng::Rng;
+
+/// The backend a run tortures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `election-file` in a directory.
+    File,
+    /// `election-sqlite` in a database file.
+    Sqlite,
+    /// `election-nats` on one server (with a proxy per candidate).
+    Nats,
+    /// `election-nats` on a 3-node cluster with R3 buckets.
+    NatsCluster,
+}
+
+impl Backend {
+    /// Parses `file`, `sqlite`, `nats`, `nats-cluster`.
+    pub fn parse(s: &str) -> Result<Backend, String> {
+        match s {
+            "file" => Ok(Backend::File),
+            "sqlite" => Ok(Backend::Sqlite),
+            "nats" => Ok(Backend::Nats),
+            "nats-cluster" => Ok(Backend::NatsCluster),
+            other => Err(format!(
+                "unknown backend {other:?} (file, sqlite, nats, nats-cluster)"
+            )),
+        }
+    }
+
+    /// The faults that apply to this backend (the default mix).
+    pub fn faults(self) -> Vec<Fault> {
+        use Fault::*;
+        match self {
+            Backend::File => vec![Kill, Stop, Resign],
+            Backend::Sqlite => vec![Kill, Stop, Resign, Clock],
+            Backend::Nats => vec![Kill, Stop, Resign, Server, Blackhole, Drop],
+            Backend::NatsCluster => vec![Kill, Stop, Resign, Node, Meta],
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::File => "file",
+            Backend::Sqlite => "sqlite",
+            Backend::Nats => "nats",
+            Backend::NatsCluster => "nats-cluster",
+        })
+    }
+}
+
+/// A kind of fault (the history's names: `kill`, `stop`, ...).
+pub use crate::history::FaultKind as Fault;
+
+/// One run's settings.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The backend.
+    pub backend: Backend,
+    /// The schedule's seed.
+    pub seed: u64,
+    /// How long faults are injected.
+    pub duration: Duration,
+    /// Candidate processes.
+    pub candidates: usize,
+    /// Lease TTL (SQLite, NATS).
+    pub ttl: Duration,
+    /// Renew interval.
+    pub renew: Duration,
+    /// Failover grace (NATS).
+    pub grace: Duration,
+    /// Poll interval of waiting candidates.
+    pub poll: Duration,
+    /// Faults to draw from.
+    pub faults: Vec<Fault>,
+    /// The run directory (histories, resource, logs).
+    pub out: PathBuf,
+    /// Candidates ignore losses and write without the fence.
+    pub unsafe_mode: bool,
+    /// `torture-candidate`.
+    pub candidate_bin: PathBuf,
+}
+
+impl Plan {
+    /// How soon after the last fault healed a leader must exist: the
+    /// backend's promise plus slack for a loaded machine.
+    pub fn liveness_bound(&self) -> Duration {
+        let slack = Duration::from_secs(5);
+        match self.backend {
+            Backend::File => slack,
+            Backend::Sqlite => self.ttl + self.renew + 2 * self.poll + slack,
+            Backend::Nats => self.ttl + self.grace + self.poll + slack,
+            // A restarted node, a new meta leader (the server's own ~6 s).
+            Backend::NatsCluster => {
+                self.ttl + self.grace + self.poll + slack + Duration::from_secs(10)
+            }
+        }
+    }
+
+    /// The command that reproduces this run.
+    pub fn command(&self) -> String {
+        let faults: Vec<&str> = self.faults.iter().map(|f| f.name()).collect();
+        format!(
+            "cargo xtask torture --backend {} --seed {} --duration {}s --candidates {} --ttl-ms {} --renew-ms {} --grace-ms {} --poll-ms {} --faults {}{}",
+            self.backend,
+            self.seed,
+            self.duration.as_secs(),
+            self.candidates,
+            self.ttl.as_millis(),
+            self.renew.as_millis(),
+            self.grace.as_millis(),
+            self.poll.as_millis(),
+            faults.join(","),
+            if self.unsafe_mode { " --unsafe" } else { "" }
+        )
+    }
+}
+
+/// What went wrong setting a run up or driving it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O failure (spawning, the run directory).
+    #[error("{what}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// nats-server could not be started or restarted.
+    #[error("nats-server: {0}")]
+    Nats(#[from] nats_testkit::Error),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+fn fault_event(begins: bool, kind: Fault, target: &str, detail: &str) -> FaultEvent {
+    let (target, detail) = (target.to_owned(), detail.to_owned());
+    if begins {
+        FaultEvent::Fault {
+            kind,
+            target,
+            detail,
+        }
+    } else {
+        FaultEvent::Heal {
+            kind,
+            target,
+            detail,
+        }
+    }
+}
+
+/// The NATS servers of a run.
+enum Servers {
+    None,
+    One(nats_testkit::Server, Vec<Proxy>),
+    Cluster(nats_testkit::Cluster),
+}
+
+/// Counts of what a run did, for the summary.
+#[derive(Debug, Default)]
+pub struct Ran {
+    /// Faults injected, by name.
+    pub faults: std::collections::BTreeMap<&'static str, usize>,
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// Runs the plan: returns what it injected; the histories and the resource
+/// are in `plan.out` for the checker.
+pub async fn run(plan: &Plan) -> Result<Ran, Error> {
+    let out = &plan.out;
+    std::fs::create_dir_all(out).map_err(io(format!("create {}", out.display())))?;
+    let path = out.join("faults.history");
+    let log = HistoryWriter::create(&path).map_err(io(format!("create {}", path.display())))?;
+    let log = |event: FaultEvent| {
+        let _ = log.record(&event);
+    };
+    let mut rng = Rng::new(plan.seed);
+    let mut ran = Ran::default();
+
+    let ms = |d: Duration| d.as_millis().to_string();
+    let mut common: Vec<String> = vec![
+        "--ttl-ms".into(),
+        ms(plan.ttl),
+        "--renew-ms".into(),
+        ms(plan.renew),
+        "--grace-ms".into(),
+        ms(plan.grace),
+        "--poll-ms".into(),
+        ms(plan.poll),
+    ];
+    if plan.unsafe_mode {
+        common.push("--unsafe".into());
+    }
+    let mut extra = vec![Vec::new(); plan.candidates];
+    let servers = match plan.backend {
+        Backend::File => {
+            common.extend([
+                "--backend".into(),
+                "file".into(),
+                "--dir".into(),
+                out.join("election").display().to_string(),
+            ]);
+            common.extend([
+                "--resource".into(),
+                format!("file:{}", out.join("resource").display()),
+            ]);
+            Servers::None
+        }
+        Backend::Sqlite => {
+            common.extend([
+                "--backend".into(),
+                "sqlite".into(),
+                "--db".into(),
+                out.join("election.db").display().to_string(),
+            ]);
+            common.extend([
+                "--resource".into(),
+                format!("sqlite:{}", out.join("resource.db").display()),
+            ]);
+            Servers::None
+        }
+        Backend::Nats => {
+            let server = blocking(nats_testkit::Server::start)?;
+            let upstream = format!("127.0.0.1:{}", server.client_port())
+                .parse()
+                .expect("a socket address");
+            let mut proxies = Vec::new();
+            for slot_args in &mut extra {
+                let p = Proxy::start(upstream).await.map_err(io("start a proxy"))?;
+                *slot_args = vec!["--urls".into(), p.url()];
+                proxies.push(p);
+            }
+            common.extend(["--backend".into(), "nats".into()]);
+            common.extend([
+                "--resource".into(),
+                format!("file:{}", out.join("resource").display()),
+            ]);
+            Servers::One(server, proxies)
+        }
+        Backend::NatsCluster => {
+            let cluster = blocking(|| nats_testkit::Cluster::start(3))?;
+            common.extend([
+                "--backend".into(),
+                "nats".into(),
+                "--urls".into(),
+                cluster.urls().join(","),
+                "--replicas".into(),
+                "3".into(),
+            ]);
+            common.extend([
+                "--resource".into(),
+                format!("file:{}", out.join("resource").display()),
+            ]);
+            Servers::Cluster(cluster)
+        }
+    };
+    let mut servers = servers;
+    let mut candidates = Candidates::new(&plan.candidate_bin, out, common, extra);
+    for slot in 0..candidates.len() {
+        let (writer, pid) = candidates
+            .spawn(slot)
+            .map_err(io("spawn torture-candidate"))?;
+        log(FaultEvent::Spawn { writer, pid });
+    }
+
+    let started = Instant::now();
+    let stop_for = plan.ttl + plan.ttl / 2;
+    while started.elapsed() < plan.duration {
+        // Let the group settle between faults, reading what they say.
+        let pause = Duration::from_millis(rng.range_ms(300, 2000));
+        let until = Instant::now() + pause;
+        while Instant::now() < until {
+            candidates.next(until - Instant::now()).await;
+        }
+        let fault = plan.faults[rng.below(plan.faults.len() as u64) as usize];
+        let target = candidates
+            .leader()
+            .unwrap_or_else(|| rng.below(candidates.len() as u64) as usize);
+        let writer = candidates.writer(target);
+        *ran.faults.entry(fault.name()).or_default() += 1;
+        match fault {
+            Fault::Kill => {
+                log(fault_event(true, fault, &writer, ""));
+                candidates.kill(target).await;
+                log(fault_event(false, fault, &writer, ""));
+                tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 1000))).await;
+                let (w, pid) = candidates
+                    .spawn(target)
+                    .map_err(io("respawn torture-candidate"))?;
+                log(FaultEvent::Spawn { writer: w, pid });
+            }
+            Fault::Stop => {
+                log(fault_event(true, fault, &writer, ""));
+                candidates.signal(target, Signal::SIGSTOP);
+                tokio::time::sleep(stop_for).await;
+                candidates.signal(target, Signal::SIGCONT);
+                log(fault_event(false, fault, &writer, ""));
+            }
+            Fault::Resign => {
+                log(fault_event(true, fault, &writer, ""));
+                for _ in 0..rng.range_ms(3, 8) {
+                    if let Some(leader) = candidates.leader() {
+                        candidates.send(leader, "resign").await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(rng.range_ms(20, 200))).await;
+                }
+                log(fault_event(false, fault, &writer, ""));
+            }
+            Fault::Clock => {
+                let secs = rng.range_ms(3600, 7200) as i64 * if rng.below(2) == 0 { 1 } else { -1 };
+                let slot = rng.below(candidates.len() as u64) as usize;
+                let w = candidates.writer(slot);
+                log(fault_event(true, fault, &w, &format!("{secs}s")));
+                candidates.send(slot, &format!("clock {secs}")).await;
+                log(fault_event(false, fault, &w, ""));
+            }
+            Fault::Server => {
+                if let Servers::One(server, _) = &mut servers {
+                    log(fault_event(true, fault, "nats", ""));
+                    blocking(|| server.kill())?;
+                    tokio::time::sleep(Duration::from_millis(
+                        rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
+                    ))
+                    .await;
+                    blocking(|| server.restart())?;
+                    log(fault_event(false, fault, "nats", ""));
+                }
+            }
+            Fault::Blackhole | Fault::Drop => {
+                if let Servers::One(_, proxies) = &servers {
+                    log(fault_event(true, fault, &writer, ""));
+                    if fault == Fault::Blackhole {
+                        proxies[target].set(Mode::Blackhole);
+                        tokio::time::sleep(stop_for).await;
+                        proxies[target].set(Mode::Pass);
+                    } else {
+                        proxies[target].drop_connections();
+                    }
+                    log(fault_event(false, fault, &writer, ""));
+                }
+            }
+            Fault::Node | Fault::Meta => {
+                if let Servers::Cluster(cluster) = &mut servers {
+                    let node = if fault == Fault::Meta {
+                        let leader = blocking(|| cluster.wait_for_meta_leader())?;
+                        cluster.index_of(&leader).unwrap_or(0)
+                    } else {
+                        rng.below(3) as usize
+                    };
+                    let name = cluster.node(node).name().to_owned();
+                    log(fault_event(true, fault, &name, ""));
+                    blocking(|| cluster.kill(node))?;
+                    tokio::time::sleep(Duration::from_millis(
+                        rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
+                    ))
+                    .await;
+                    blocking(|| cluster.restart(node))?;
+                    log(fault_event(false, fault, &name, ""));
+                }
+            }
+        }
+    }
+    // Everything is healed: give the group the promised time to have a
+    // leader (and a few writes), then end it.
+    log(FaultEvent::End);
+    let bound = plan.liveness_bound();
+    let until = Instant::now() + bound.min(Duration::from_secs(2) + plan.ttl);
+    while Instant::now() < until {
+        candidates.next(until - Instant::now()).await;
+        if candidates.has_live_leader() && Instant::now() + Duration::from_millis(500) >= until {
+            break;
+        }
+    }
+    let deadline = Instant::now() + bound;
+    while !candidates.has_live_leader() && Instant::now() < deadline {
+        candidates.next(deadline - Instant::now()).await;
+    }
+    candidates.stop_all(Duration::from_secs(10)).await;
+    drop(servers);
+    Ok(ran)
+}
