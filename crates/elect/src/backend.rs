@@ -22,6 +22,8 @@ pub(crate) struct Timing {
     pub(crate) ttl: Option<Duration>,
     pub(crate) renew: Option<Duration>,
     pub(crate) grace: Option<Duration>,
+    /// Only reads (`leader`, `observe`): accept the bucket's own TTL.
+    pub(crate) observer: bool,
 }
 
 /// What a backend URL names.
@@ -184,6 +186,9 @@ pub(crate) enum Backend {
     File(FileElection),
     Sqlite(SqliteElection),
     Nats(NatsElection),
+    /// NATS for an observer, whose bucket does not exist yet: nobody has
+    /// ever been elected there. Opened again by [`Backend::ready`].
+    NatsPending(Box<(async_nats::Client, NatsOptions)>),
 }
 
 fn file_failure(e: election_file::Error) -> Failure {
@@ -234,6 +239,20 @@ fn refuse_timing(backend: &str, timing: &Timing) -> Result<(), Failure> {
 }
 
 impl Backend {
+    /// A pending NATS backend whose bucket now exists, opened; `None` while
+    /// it still does not.
+    pub(crate) async fn ready(&self) -> Result<Option<Backend>, Failure> {
+        let Backend::NatsPending(pending) = self else {
+            return Ok(None);
+        };
+        let (client, options) = &**pending;
+        match NatsElection::with_client(client.clone(), options.clone()).await {
+            Ok(e) => Ok(Some(Backend::Nats(e))),
+            Err(election_nats::Error::NoBucket { .. }) => Ok(None),
+            Err(e) => Err(nats_failure(e)),
+        }
+    }
+
     /// How the backend is shown in progress lines (no secrets).
     pub(crate) fn shown(&self, url: Option<&Url>) -> String {
         match (url, self) {
@@ -286,12 +305,18 @@ impl Backend {
                 }
                 .map_err(|e| Failure::config(exit::chain(&e)))?;
                 let config = |e: election_core::ConfigError| Failure::config(exit::chain(&e));
+                // The grace must not exceed the renew interval: lower it
+                // first (to the renew interval if only that was given).
+                let grace = timing
+                    .grace
+                    .or(timing.renew.map(|r| r.min(options.grace())));
+                if let Some(grace) = grace {
+                    options = options.failover_grace(grace).map_err(config)?;
+                }
                 if let Some(renew) = timing.renew {
                     options = options.renew_interval(renew).map_err(config)?;
                 }
-                if let Some(grace) = timing.grace {
-                    options = options.failover_grace(grace).map_err(config)?;
-                }
+                options = options.observer(timing.observer);
                 if let Some(bucket) = &n.bucket {
                     options = options.bucket(bucket.clone()).map_err(config)?;
                 }
@@ -332,10 +357,13 @@ impl Backend {
                     )
                     .hint("check that nats-server runs (with -js) and the address is right")
                 })?;
-                NatsElection::with_client(client, options)
-                    .await
-                    .map(Backend::Nats)
-                    .map_err(nats_failure)
+                match NatsElection::with_client(client.clone(), options.clone()).await {
+                    Ok(e) => Ok(Backend::Nats(e)),
+                    Err(election_nats::Error::NoBucket { .. }) if options.is_observer() => {
+                        Ok(Backend::NatsPending(Box::new((client, options))))
+                    }
+                    Err(e) => Err(nats_failure(e)),
+                }
             }
         }
     }

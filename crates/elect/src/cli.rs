@@ -179,6 +179,7 @@ impl RunArgs {
             ttl: self.ttl,
             renew: self.renew,
             grace: self.grace,
+            observer: false,
         }
     }
 }

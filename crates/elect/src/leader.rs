@@ -38,6 +38,8 @@ pub(crate) async fn current(backend: &Backend, name: &str) -> Result<Option<Lead
             Ok(claim.leader().await?)
         }
         Backend::Nats(e) => e.leader(name).await.map_err(nats_failure),
+        // No bucket: nobody was ever elected there.
+        Backend::NatsPending(..) => Ok(None),
     }
 }
 
@@ -91,6 +93,23 @@ pub(crate) async fn observe(
         }
         Ok::<(), Failure>(())
     });
+    let opened;
+    let mut backend = backend;
+    if let Backend::NatsPending(..) = backend {
+        // Nobody was ever elected: say so, then wait for the bucket.
+        print(&line(name, None, json))?;
+        loop {
+            tokio::select! {
+                r = &mut stop => { r?; return Ok(exit::OK); }
+                () = tokio::time::sleep(poll) => {}
+            }
+            if let Some(b) = backend.ready().await? {
+                opened = b;
+                backend = &opened;
+                break;
+            }
+        }
+    }
     if let Backend::Nats(e) = backend {
         let mut changes = Box::pin(e.observe(name).await.map_err(nats_failure)?);
         let mut last: Option<Option<Leader>> = None;

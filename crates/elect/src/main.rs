@@ -28,6 +28,14 @@ use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 use crate::report::Reporter;
 
+/// `leader` and `observe` only read: they accept the backend's own TTL.
+fn observer() -> backend::Timing {
+    backend::Timing {
+        observer: true,
+        ..Default::default()
+    }
+}
+
 async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run(args) => {
@@ -42,11 +50,11 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
             .await
         }
         Command::Leader(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), Default::default()).await?;
+            let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
             leader::leader(&backend, &args.common.name, args.common.json).await
         }
         Command::Observe(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), Default::default()).await?;
+            let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
             leader::observe(&backend, &args.common.name, args.common.json, args.poll).await
         }
     }

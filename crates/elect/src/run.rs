@@ -102,6 +102,10 @@ pub(crate) async fn run(
                 .map_err(|e| config(&e))?;
             elected(c, shown, args, waiting, report).await
         }
+        Backend::NatsPending(..) => Err(Failure::new(
+            exit::INTERNAL,
+            "a candidate's backend was opened as an observer's",
+        )),
     }
 }
 

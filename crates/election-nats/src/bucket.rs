@@ -17,6 +17,10 @@ pub(crate) struct Spec<'a> {
     pub(crate) replicas: usize,
     /// Ask the server for TTL markers (2.11+), so watchers see expiries.
     pub(crate) markers: bool,
+    /// Refuse an existing bucket with another max age.
+    pub(crate) check_max_age: bool,
+    /// Create the bucket if it is missing (else [`Error::NoBucket`]).
+    pub(crate) create: bool,
     /// What the operation is, for the error if JetStream cannot do it.
     pub(crate) what: &'static str,
 }
@@ -48,7 +52,7 @@ pub(crate) async fn open(
                 .await
                 .map_err(|e| Error::unavailable("read the bucket", e))?;
             let found = status.info.config.max_age;
-            if found != spec.max_age {
+            if spec.check_max_age && found != spec.max_age {
                 return Err(Error::BucketMismatch {
                     bucket: spec.name.to_owned(),
                     found: format!("max age {found:?}"),
@@ -56,6 +60,11 @@ pub(crate) async fn open(
                 });
             }
             return Ok(kv);
+        }
+        if !spec.create {
+            return Err(Error::NoBucket {
+                bucket: spec.name.to_owned(),
+            });
         }
         let config = kv::Config {
             bucket: spec.name.to_owned(),

@@ -122,6 +122,8 @@ impl NatsElection {
                 max_age: options.ttl(),
                 replicas: options.replica_count(),
                 markers: true,
+                check_max_age: !options.is_observer(),
+                create: !options.is_observer(),
                 what: "open or create the bucket (is JetStream enabled?)",
             },
         )
@@ -152,6 +154,15 @@ impl NatsElection {
 
     /// The claim of candidate `identity` in election `name`.
     pub fn claim(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {
+        if self.inner.options.is_observer() {
+            return Err(election_core::ConfigError::BadSetting {
+                setting: "observer",
+                reason:
+                    "an observer's election cannot make claims (its TTL may not be the bucket's)"
+                        .into(),
+            }
+            .into());
+        }
         Ok(NatsClaim::new(
             self.inner.clone(),
             ElectionName::new(name)?,
@@ -187,15 +198,21 @@ impl NatsElection {
         &self,
         name: &str,
     ) -> Result<impl Stream<Item = Result<Option<Leader>, Error>> + Send + use<>, Error> {
-        let key = value::key(&ElectionName::new(name)?);
+        let name = ElectionName::new(name)?;
+        let key = value::key(&name);
+        // The watch first (new changes only), then the current state read
+        // exactly: a change between the two shows up in both, and the
+        // same-term filter drops the repeat.
         let watch = self
             .inner
             .kv
             .watch(&key)
             .await
             .map_err(|e| Error::unavailable("watch", e))?;
-        let mut last: Option<Option<Leader>> = None;
-        Ok(watch.filter_map(move |entry| {
+        let now = leader(&self.inner, &name).await?;
+        let mut last: Option<Option<Leader>> = Some(now.clone());
+        let first = futures::stream::once(std::future::ready(Ok(now)));
+        Ok(first.chain(watch.filter_map(move |entry| {
             let out = match entry {
                 Err(e) => Some(Err(Error::unavailable("watch", e))),
                 Ok(e) => match leader_of(&key, e.operation, &e.value, e.revision) {
@@ -208,7 +225,7 @@ impl NatsElection {
                 },
             };
             std::future::ready(out)
-        }))
+        })))
     }
 }
 

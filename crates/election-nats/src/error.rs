@@ -55,6 +55,13 @@ pub enum Error {
         /// What the options ask for.
         wanted: String,
     },
+    /// An observer found no bucket: nothing was ever elected there (an
+    /// observer does not create it; candidates do).
+    #[error("bucket {bucket} does not exist (yet): no election has run in it")]
+    NoBucket {
+        /// The bucket.
+        bucket: String,
+    },
     /// A value in the bucket is not one this crate wrote.
     #[error("unreadable lease value for {key}: {detail}")]
     CorruptValue {

@@ -255,6 +255,8 @@ impl NatsFence {
             max_age: Duration::ZERO,
             replicas,
             markers: false,
+            check_max_age: true,
+            create: true,
             what: "open or create the fence bucket (is JetStream enabled?)",
         };
         let kv = tokio::time::timeout(timeout, crate::bucket::open(&js, &client, &spec))

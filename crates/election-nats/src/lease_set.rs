@@ -169,6 +169,13 @@ impl NatsElection {
     pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<NatsLeases>, Error> {
         let identity = Identity::new(identity)?;
         let inner = self.inner().clone();
+        if inner.options.is_observer() {
+            return Err(election_core::ConfigError::BadSetting {
+                setting: "observer",
+                reason: "an observer's election cannot hold leases".into(),
+            }
+            .into());
+        }
         let options = &inner.options;
         let sessions_name = format!("{}-sessions", options.bucket_name());
         let keys_name = format!("{}-keys", options.bucket_name());
@@ -181,6 +188,8 @@ impl NatsElection {
                 max_age: options.ttl(),
                 replicas: options.replica_count(),
                 markers: true,
+                check_max_age: true,
+                create: true,
                 what: "open or create the sessions bucket (is JetStream enabled?)",
             },
         )
@@ -194,6 +203,8 @@ impl NatsElection {
                 max_age: Duration::ZERO,
                 replicas: options.replica_count(),
                 markers: false,
+                check_max_age: true,
+                create: true,
                 what: "open or create the lease-set keys bucket (is JetStream enabled?)",
             },
         )

@@ -48,6 +48,7 @@ pub struct NatsOptions {
     failover_grace: Duration,
     replicas: usize,
     adopt_own: bool,
+    observer: bool,
 }
 
 impl Default for NatsOptions {
@@ -68,6 +69,7 @@ impl NatsOptions {
             failover_grace: ttl / 3,
             replicas: 1,
             adopt_own: false,
+            observer: false,
         }
         .validated()
     }
@@ -108,6 +110,23 @@ impl NatsOptions {
     pub fn adopt_own(mut self, adopt: bool) -> Self {
         self.adopt_own = adopt;
         self
+    }
+
+    /// For processes that only read (`leader`, `observe`): accept an
+    /// existing bucket whatever its max age (the TTL its candidates use),
+    /// and never create it (a missing bucket is [`Error::NoBucket`](crate::Error::NoBucket)).
+    /// Such an election refuses to make claims
+    /// ([`NatsElection::claim`](crate::NatsElection::claim) is a
+    /// configuration error): its TTL may not be the bucket's.
+    pub fn observer(mut self, observer: bool) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// Whether this is an observer's options (see
+    /// [`observer`](NatsOptions::observer)).
+    pub fn is_observer(&self) -> bool {
+        self.observer
     }
 
     fn validated(self) -> Result<Self, ConfigError> {

@@ -57,6 +57,11 @@ async fn followers_watch_leadership_change_including_vacancy() {
         .await
         .expect("connect");
     let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the current state first: nobody leads"
+    );
     let a = election.candidate("jobs", "a").expect("a");
     let b = election.candidate("jobs", "b").expect("b");
     let t1 = a.campaign().await.expect("a wins");
@@ -214,6 +219,11 @@ async fn since_is_the_terms_start_through_grace_and_renewals_and_observe_does_no
         .await
         .expect("bucket");
     let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the current state first: nobody leads"
+    );
     // A holder that died without resigning: a's win goes through the
     // failover grace, whose refresh is a second write of the term.
     intrude(&election).await;
@@ -284,6 +294,11 @@ async fn observe_does_not_report_a_renewal_that_rewrites_since() {
         .await
         .expect("bucket");
     let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+    assert_eq!(
+        next(&mut changes).await,
+        None,
+        "the current state first: nobody leads"
+    );
     let created = kv
         .put(
             "jobs",

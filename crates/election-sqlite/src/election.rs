@@ -118,16 +118,32 @@ impl SqliteElection {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(options.busy_timeout());
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(options.busy_timeout() * 4)
-            .connect_with(connect)
-            .await
-            .map_err(|e| match Error::from(e) {
-                Error::NotAFile { source, .. } => not_a_file(source),
-                other => other,
-            })?;
-        Self::with_pool(pool, options).await
+        // Several processes opening a new database at once race to switch
+        // it to WAL and to create the tables; the loser sees "busy" at once
+        // (the switch does not wait on the busy timeout). Try again for a
+        // few busy timeouts before giving up.
+        let give_up = std::time::Instant::now() + options.busy_timeout() * 5;
+        loop {
+            let opened = async {
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(options.busy_timeout() * 4)
+                    .connect_with(connect.clone())
+                    .await
+                    .map_err(|e| match Error::from(e) {
+                        Error::NotAFile { source, .. } => not_a_file(source),
+                        other => other,
+                    })?;
+                Self::with_pool(pool, options).await
+            }
+            .await;
+            match opened {
+                Err(e) if e.is_busy() && std::time::Instant::now() < give_up => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Uses the application's own pool (its connections should use WAL and

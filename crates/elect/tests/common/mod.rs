@@ -1,0 +1,803 @@
+//! What the `elect` end-to-end tests share: running the real binary and
+//! reading its output line by line, a command for it to run that reports
+//! to a file, and the scenarios every backend runs.
+#![allow(dead_code)] // each test file uses its own part
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+/// The binary under test.
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_elect");
+
+/// How long any one expected event may take before the test fails.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Exit codes `elect` documents.
+pub(crate) const NOT_ELECTED: i32 = 75;
+pub(crate) const USAGE: i32 = 64;
+pub(crate) const UNAVAILABLE: i32 = 69;
+pub(crate) const CONFIG: i32 = 78;
+pub(crate) const LOST: i32 = 79;
+pub(crate) const NOT_FOUND: i32 = 127;
+
+/// A backend as the tests use it.
+pub(crate) struct Backend {
+    /// `--backend`.
+    pub(crate) url: String,
+    /// Timing flags every `elect run` gets (`--ttl`, `--grace`).
+    pub(crate) timing: Vec<String>,
+    /// How long a live leader must keep a waiting candidate out in the
+    /// takeover test: longer than a TTL, so that renewals are what keeps
+    /// it out.
+    pub(crate) hold_window: Duration,
+    /// For the child's report files.
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl Backend {
+    /// The file backend in a fresh directory.
+    pub(crate) fn file() -> Backend {
+        let dir = temp_dir();
+        let url = format!("file://{}", dir.path().join("elections").display());
+        Backend {
+            url,
+            timing: Vec::new(),
+            // No lease: the lock is held while A lives.
+            hold_window: Duration::from_millis(500),
+            dir,
+        }
+    }
+
+    /// A fresh SQLite database, TTL 3 s.
+    pub(crate) fn sqlite() -> Backend {
+        let dir = temp_dir();
+        let url = format!("sqlite://{}", dir.path().join("elect.db").display());
+        Backend {
+            url,
+            timing: vec!["--ttl".into(), "3s".into()],
+            hold_window: Duration::from_secs(4),
+            dir,
+        }
+    }
+
+    /// NATS at `url`, with `timing` flags for `elect run`.
+    pub(crate) fn nats(url: &str, timing: &[&str]) -> Backend {
+        Backend {
+            url: url.to_owned(),
+            timing: timing.iter().map(|s| (*s).to_owned()).collect(),
+            hold_window: Duration::from_secs(4),
+            dir: temp_dir(),
+        }
+    }
+
+    /// A report file for one child, in this backend's directory.
+    pub(crate) fn report(&self, label: &str) -> Report {
+        Report {
+            path: self.dir.path().join(format!("{label}.out")),
+        }
+    }
+
+    /// `elect run` on election `name` as `identity` with the backend's
+    /// timing, `extra` flags and `command`.
+    pub(crate) fn run(
+        &self,
+        name: &str,
+        identity: &str,
+        extra: &[&str],
+        command: &[String],
+    ) -> Elect {
+        let mut args: Vec<String> = [
+            "run",
+            "--backend",
+            &self.url,
+            "--name",
+            name,
+            "--identity",
+            identity,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(self.timing.iter().cloned());
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args.push("--".to_owned());
+        args.extend(command.iter().cloned());
+        Elect::spawn(&args, &format!("run {identity}"))
+    }
+
+    /// `elect run` to completion.
+    pub(crate) async fn run_to_end(
+        &self,
+        name: &str,
+        identity: &str,
+        extra: &[&str],
+        command: &[String],
+    ) -> Finished {
+        self.run(name, identity, extra, command).finish().await
+    }
+
+    /// `elect leader` (text): exit 0, one line on stdout.
+    pub(crate) async fn leader_text(&self, name: &str) -> String {
+        let out = once(&["leader", "--backend", &self.url, "--name", name]).await;
+        assert_eq!(out.code, 0, "elect leader: {out:?}");
+        assert_eq!(out.stdout.len(), 1, "elect leader: {out:?}");
+        out.stdout[0].clone()
+    }
+
+    /// `elect leader --json`: exit 0, one JSON object on stdout.
+    pub(crate) async fn leader_json(&self, name: &str) -> Value {
+        let out = once(&["leader", "--backend", &self.url, "--name", name, "--json"]).await;
+        assert_eq!(out.code, 0, "elect leader --json: {out:?}");
+        assert_eq!(out.stdout.len(), 1, "elect leader --json: {out:?}");
+        json(&out.stdout[0])
+    }
+
+    /// `elect observe` (`--json` if `json`), with a short poll.
+    pub(crate) fn observe(&self, name: &str, json: bool) -> Elect {
+        let mut args = vec![
+            "observe",
+            "--backend",
+            &self.url,
+            "--name",
+            name,
+            "--poll",
+            "100ms",
+        ];
+        if json {
+            args.push("--json");
+        }
+        Elect::spawn(&args, if json { "observe --json" } else { "observe" })
+    }
+}
+
+/// A temp directory on the build's disk.
+pub(crate) fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
+}
+
+/// Parses one line as JSON.
+pub(crate) fn json(line: &str) -> Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+}
+
+/// A finished `elect`: its exit code and every line it wrote.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) code: i32,
+    pub(crate) stdout: Vec<String>,
+    pub(crate) stderr: Vec<String>,
+}
+
+impl Finished {
+    /// The one stderr line containing `needle` (fails if none).
+    pub(crate) fn err_line(&self, needle: &str) -> &str {
+        self.stderr
+            .iter()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no stderr line with {needle:?}: {self:?}"))
+    }
+}
+
+/// Runs `elect args` to its end (within [`PATIENCE`]).
+pub(crate) async fn once(args: &[&str]) -> Finished {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    Elect::spawn(&args, &args.join(" ")).finish().await
+}
+
+/// A running `elect`, killed (SIGKILL) when dropped.
+pub(crate) struct Elect {
+    label: String,
+    child: Child,
+    out: mpsc::UnboundedReceiver<String>,
+    err: mpsc::UnboundedReceiver<String>,
+    /// Every line read so far, for failure messages.
+    seen_out: Vec<String>,
+    seen_err: Vec<String>,
+}
+
+fn forward<R>(reader: R, tx: mpsc::UnboundedSender<String>)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(reader).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+impl Elect {
+    /// Starts `elect args`; `label` names it in failures.
+    pub(crate) fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S], label: &str) -> Elect {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{label}: cannot start {BIN}: {e}"));
+        let (out_tx, out) = mpsc::unbounded_channel();
+        let (err_tx, err) = mpsc::unbounded_channel();
+        forward(child.stdout.take().expect("piped"), out_tx);
+        forward(child.stderr.take().expect("piped"), err_tx);
+        Elect {
+            label: label.to_owned(),
+            child,
+            out,
+            err,
+            seen_out: Vec::new(),
+            seen_err: Vec::new(),
+        }
+    }
+
+    pub(crate) fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("still running") as i32)
+    }
+
+    pub(crate) fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).unwrap_or_else(|e| panic!("{}: {sig}: {e}", self.label));
+    }
+
+    /// Still running (not exited)?
+    pub(crate) fn running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// The stderr lines written so far, without waiting.
+    pub(crate) fn stderr_so_far(&mut self) -> &[String] {
+        while let Ok(line) = self.err.try_recv() {
+            self.seen_err.push(line);
+        }
+        &self.seen_err
+    }
+
+    /// Waits for a stderr line for which `pred` holds; returns it.
+    pub(crate) async fn err_until(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            match tokio::time::timeout_at(deadline, self.err.recv()).await {
+                Ok(Some(line)) => {
+                    self.seen_err.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Ok(None) => panic!(
+                    "{}: stderr ended without {what}; stderr: {:#?}",
+                    self.label, self.seen_err
+                ),
+                Err(_) => panic!(
+                    "{}: no {what} within {PATIENCE:?}; stderr: {:#?}",
+                    self.label, self.seen_err
+                ),
+            }
+        }
+    }
+
+    /// Waits for a stderr line containing `needle`.
+    pub(crate) async fn err_with(&mut self, needle: &str) -> String {
+        self.err_until(needle, |l| l.contains(needle)).await
+    }
+
+    /// The next stdout line.
+    pub(crate) async fn out_line(&mut self) -> String {
+        let got = tokio::time::timeout(PATIENCE, self.out.recv()).await;
+        if let Ok(Some(line)) = got {
+            self.seen_out.push(line.clone());
+            return line;
+        }
+        let why = if got.is_ok() {
+            "stdout ended"
+        } else {
+            "no stdout line within the patience"
+        };
+        let stderr = self.stderr_so_far().to_vec();
+        panic!(
+            "{}: {why}; stdout: {:#?}; stderr: {stderr:#?}",
+            self.label, self.seen_out
+        );
+    }
+
+    /// Waits for the exit and the end of its output; the exit code (fails
+    /// if killed by a signal).
+    pub(crate) async fn finish(mut self) -> Finished {
+        let Ok(status) = tokio::time::timeout(PATIENCE, self.child.wait()).await else {
+            let stderr = self.stderr_so_far().to_vec();
+            panic!(
+                "{}: still running after {PATIENCE:?}; stderr: {stderr:#?}",
+                self.label
+            );
+        };
+        let status = status.expect("wait");
+        let mut stdout = std::mem::take(&mut self.seen_out);
+        let mut stderr = std::mem::take(&mut self.seen_err);
+        for (rx, lines) in [(&mut self.out, &mut stdout), (&mut self.err, &mut stderr)] {
+            // The pipes close when the last holder (elect, or a stray
+            // grandchild) exits.
+            while let Some(line) = tokio::time::timeout(PATIENCE, rx.recv())
+                .await
+                .expect("output to end")
+            {
+                lines.push(line);
+            }
+        }
+        let code = status.code().unwrap_or_else(|| {
+            panic!("{}: killed by a signal ({status}): {stderr:#?}", self.label)
+        });
+        Finished {
+            code,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Waits for the exit of an `elect` killed by a signal; the signal.
+    pub(crate) async fn killed(mut self) -> i32 {
+        use std::os::unix::process::ExitStatusExt;
+        let status = tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("exit")
+            .expect("wait");
+        status
+            .signal()
+            .unwrap_or_else(|| panic!("{}: exited by itself: {status}", self.label))
+    }
+}
+
+/// The command `elect` runs in most tests: records its start (pid and
+/// the `ELECTION_*` environment) and the signals it gets in a file.
+/// `on_term` is the shell run on SIGTERM.
+const WORKER: &str = r#"out="$1"
+trap "$2" TERM
+trap 'echo hup >> "$out"' HUP
+trap 'echo int >> "$out"' INT
+echo "start $$ $ELECTION_NAME $ELECTION_EPOCH $ELECTION_IDENTITY $ELECTION_TOKEN" >> "$out"
+while :; do sleep 0.1; done"#;
+
+/// A child's report file.
+pub(crate) struct Report {
+    pub(crate) path: PathBuf,
+}
+
+/// What a worker saw when it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Started {
+    pub(crate) pid: i32,
+    pub(crate) name: String,
+    pub(crate) epoch: u64,
+    pub(crate) identity: String,
+    pub(crate) token: String,
+}
+
+impl Report {
+    /// A worker that exits 0 on SIGTERM.
+    pub(crate) fn worker(&self) -> Vec<String> {
+        self.worker_on_term(r#"echo term >> "$out"; exit 0"#)
+    }
+
+    /// A worker that runs `on_term` on SIGTERM.
+    pub(crate) fn worker_on_term(&self, on_term: &str) -> Vec<String> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            WORKER.into(),
+            "worker".into(),
+            self.path.display().to_string(),
+            on_term.into(),
+        ]
+    }
+
+    /// A command that writes its environment to the file and exits 0.
+    pub(crate) fn once(&self) -> Vec<String> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            r#"echo "start $$ $ELECTION_NAME $ELECTION_EPOCH $ELECTION_IDENTITY $ELECTION_TOKEN" >> "$1""#.into(),
+            "once".into(),
+            self.path.display().to_string(),
+        ]
+    }
+
+    /// The lines so far (none if the file does not exist).
+    pub(crate) fn lines(&self) -> Vec<String> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(s) => s.lines().map(str::to_owned).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => panic!("{}: {e}", self.path.display()),
+        }
+    }
+
+    /// Waits until the file has a line equal to `line`.
+    pub(crate) async fn wait_for(&self, line: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.lines().iter().any(|l| l == line) {
+            assert!(
+                Instant::now() < deadline,
+                "{}: no {line:?} within {PATIENCE:?}: {:?}",
+                self.path.display(),
+                self.lines()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the `start` line and parses it.
+    pub(crate) async fn started(&self) -> Started {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(line) = self.lines().iter().find(|l| l.starts_with("start ")) {
+                let f: Vec<&str> = line.split(' ').collect();
+                assert_eq!(f.len(), 6, "start line {line:?}");
+                return Started {
+                    pid: f[1].parse().expect("pid"),
+                    name: f[2].to_owned(),
+                    epoch: f[3].parse().unwrap_or_else(|_| panic!("epoch in {line:?}")),
+                    identity: f[4].to_owned(),
+                    token: f[5].to_owned(),
+                };
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: the command did not start within {PATIENCE:?}",
+                self.path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Whether process `pid` is alive (a zombie is not).
+pub(crate) fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        // `pid (comm) S ...`: the state follows the last ')'.
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z' | 'X') | None)
+        }
+    }
+}
+
+/// Waits until process `pid` is gone.
+pub(crate) async fn wait_gone(pid: i32) -> Duration {
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "process {pid} still alive after {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    start.elapsed()
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as u64
+}
+
+/// Checks a text `leader` line: `NAME: led by ID in term N` with an
+/// optional ` (since <UTC>)`.
+pub(crate) fn assert_led_by(line: &str, name: &str, identity: &str, epoch: u64) {
+    let head = format!("{name}: led by {identity} in term {epoch}");
+    let rest = line
+        .strip_prefix(&head)
+        .unwrap_or_else(|| panic!("{line:?} does not start with {head:?}"));
+    assert!(
+        rest.is_empty() || (rest.starts_with(" (since ") && rest.ends_with("Z)")),
+        "{line:?}: unexpected tail {rest:?}"
+    );
+}
+
+/// Checks a JSON `leader` object: `{"name", "leader": {...}}` naming
+/// `identity` and `epoch`, elected after `after_ms` (if it says since when).
+pub(crate) fn assert_json_led_by(v: &Value, name: &str, identity: &str, epoch: u64, after_ms: u64) {
+    assert_eq!(v["name"], name, "{v}");
+    let leader = &v["leader"];
+    assert_eq!(leader["identity"], identity, "{v}");
+    assert_eq!(leader["epoch"], epoch, "{v}");
+    if let Some(since) = leader.get("since_unix_ms") {
+        let since = since
+            .as_u64()
+            .unwrap_or_else(|| panic!("since_unix_ms: {v}"));
+        // One host, one clock; a little slack for millisecond rounding.
+        assert!(
+            since + 1000 >= after_ms && since <= now_ms() + 1000,
+            "since_unix_ms {since} not between {after_ms} and now: {v}"
+        );
+        let text = leader["since"]
+            .as_str()
+            .unwrap_or_else(|| panic!("since: {v}"));
+        assert!(text.ends_with('Z') && text.len() == 24, "since {text:?}");
+    }
+}
+
+/// Checks a JSON `leader` object with no leader.
+pub(crate) fn assert_json_no_leader(v: &Value, name: &str) {
+    assert_eq!(v["name"], name, "{v}");
+    assert!(v["leader"].is_null(), "{v}");
+    assert_eq!(v.as_object().map(|o| o.len()), Some(2), "{v}");
+}
+
+/// Starts a worker under `elect run` and waits until it runs; checks its
+/// environment and the `started` line's pid.
+pub(crate) async fn lead(
+    b: &Backend,
+    name: &str,
+    identity: &str,
+    report: &Report,
+) -> (Elect, Started) {
+    let mut run = b.run(name, identity, &[], &report.worker());
+    let started_line = run.err_with("elect: started ").await;
+    let s = report.started().await;
+    assert_eq!(s.name, name);
+    assert_eq!(s.identity, identity);
+    assert_eq!(s.token, s.epoch.to_string(), "the token is the epoch");
+    assert!(s.epoch >= 1);
+    assert!(
+        started_line.ends_with(&format!("(pid {})", s.pid)),
+        "{started_line:?} does not name pid {}",
+        s.pid
+    );
+    let elected = format!("elect: elected: {name}, term {} as {identity}", s.epoch);
+    assert!(
+        run.stderr_so_far().contains(&elected),
+        "no {elected:?}: {:?}",
+        run.stderr_so_far()
+    );
+    (run, s)
+}
+
+/// Ends a run by SIGTERM to `elect`: the worker records it and exits 0,
+/// `elect` resigns and exits 0.
+pub(crate) async fn end(run: Elect, report: &Report, name: &str, epoch: u64) {
+    run.signal(Signal::SIGTERM);
+    report.wait_for("term").await;
+    let done = run.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line("forwarding SIGTERM to the command");
+    assert_eq!(
+        done.stderr.last().map(String::as_str),
+        Some(format!("elect: resigned {name}, term {epoch}").as_str()),
+        "{done:?}"
+    );
+}
+
+/// Asserts that `name` is free right now: `elect run --no-wait` is elected
+/// at once, with an epoch above `above`; returns that epoch.
+pub(crate) async fn assert_free(b: &Backend, name: &str, above: u64) -> u64 {
+    let report = b.report(&format!("free-{}", now_ms()));
+    let done = b
+        .run_to_end(name, "prober", &["--no-wait"], &report.once())
+        .await;
+    assert_eq!(done.code, 0, "{name} is not free: {done:?}");
+    let s = report.started().await;
+    assert!(s.epoch > above, "epoch {} after {above}", s.epoch);
+    s.epoch
+}
+
+// ---- Scenarios every backend runs ----
+
+/// Two `elect run`: A's command runs, B waits; SIGKILL of A kills A's
+/// command (PR_SET_PDEATHSIG) and B's command starts with a higher epoch.
+pub(crate) async fn takeover(b: &Backend) {
+    let name = "takeover";
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let (a, sa) = lead(b, name, "a", &ra).await;
+    let mut bb = b.run(name, "b", &[], &rb.worker());
+    bb.err_with(&format!("elect: campaigning for {name} as b on "))
+        .await;
+    // A lives (and renews): B must not start, for longer than a TTL.
+    tokio::time::sleep(b.hold_window).await;
+    assert!(alive(sa.pid), "A's command died");
+    assert_eq!(ra.lines().len(), 1, "A's command: {:?}", ra.lines());
+    assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
+    assert!(
+        !bb.stderr_so_far().iter().any(|l| l.contains("elected")),
+        "B elected while A leads: {:?}",
+        bb.stderr_so_far()
+    );
+    assert!(bb.running(), "B gave up: {:?}", bb.stderr_so_far());
+
+    a.signal(Signal::SIGKILL);
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+    wait_gone(sa.pid).await;
+    // The kernel killed it: it never saw a SIGTERM.
+    assert_eq!(ra.lines().len(), 1, "A's command: {:?}", ra.lines());
+
+    let sb = rb.started().await;
+    assert_eq!(sb.identity, "b");
+    assert_eq!(sb.name, name);
+    assert!(
+        sb.epoch > sa.epoch,
+        "B's epoch {} after A's {}",
+        sb.epoch,
+        sa.epoch
+    );
+    assert_eq!(sb.token, sb.epoch.to_string());
+    bb.err_with(&format!("elect: elected: {name}, term {} as b", sb.epoch))
+        .await;
+    end(bb, &rb, name, sb.epoch).await;
+}
+
+/// `--no-wait` (and `--timeout`) while another leads: 75, or the
+/// `--conflict-exit-code`, the leader named, the command not run; once the
+/// leader is gone, `--no-wait` is elected at once.
+pub(crate) async fn no_wait(b: &Backend) {
+    let name = "no-wait";
+    let ra = b.report("a");
+    let (a, sa) = lead(b, name, "a", &ra).await;
+    let rc = b.report("c");
+    let led_by = format!("not elected: {name} is led by a in term {}", sa.epoch);
+
+    let done = b.run_to_end(name, "c", &["--no-wait"], &rc.once()).await;
+    assert_eq!(done.code, NOT_ELECTED, "{done:?}");
+    done.err_line(&led_by);
+
+    let done = b
+        .run_to_end(name, "c", &["-n", "--conflict-exit-code", "9"], &rc.once())
+        .await;
+    assert_eq!(done.code, 9, "{done:?}");
+    done.err_line(&led_by);
+
+    let done = b
+        .run_to_end(name, "c", &["--no-wait", "--json"], &rc.once())
+        .await;
+    assert_eq!(done.code, NOT_ELECTED, "{done:?}");
+    let events: Vec<Value> = done.stderr.iter().map(|l| json(l)).collect();
+    let last = events.last().expect("events");
+    assert_eq!(last["event"], "not-elected", "{done:?}");
+    assert_eq!(last["name"], name);
+    assert_eq!(last["leader"]["identity"], "a");
+    assert_eq!(last["leader"]["epoch"], sa.epoch);
+    assert_eq!(events[0]["event"], "campaigning", "{done:?}");
+    assert_eq!(events[0]["identity"], "c");
+
+    let t0 = Instant::now();
+    let done = b
+        .run_to_end(name, "c", &["--timeout", "1s"], &rc.once())
+        .await;
+    assert_eq!(done.code, NOT_ELECTED, "{done:?}");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "gave up after {:?}",
+        t0.elapsed()
+    );
+
+    assert!(rc.lines().is_empty(), "the command ran: {:?}", rc.lines());
+    end(a, &ra, name, sa.epoch).await;
+    assert_free(b, name, sa.epoch).await;
+}
+
+/// SIGHUP and SIGINT reach the command and elect keeps running; SIGTERM
+/// reaches it, it exits 0, elect resigns and exits 0.
+pub(crate) async fn signals(b: &Backend) {
+    let name = "signals";
+    let r = b.report("a");
+    let (mut a, s) = lead(b, name, "a", &r).await;
+    for (sig, line) in [(Signal::SIGHUP, "hup"), (Signal::SIGINT, "int")] {
+        a.signal(sig);
+        r.wait_for(line).await;
+        a.err_with(&format!("elect: forwarding {sig} to the command"))
+            .await;
+    }
+    assert!(a.running(), "elect exited: {:?}", a.stderr_so_far());
+    assert!(alive(s.pid), "the command died");
+    assert_eq!(
+        r.lines(),
+        [r.lines()[0].clone(), "hup".into(), "int".into()]
+    );
+    end(a, &r, name, s.epoch).await;
+    assert_free(b, name, s.epoch).await;
+}
+
+/// The command's exit code is elect's, and elect resigns: the next
+/// candidate is elected at once.
+pub(crate) async fn exit_code(b: &Backend) {
+    let name = "exit-code";
+    let cmd: Vec<String> = ["sh", "-c", "exit 7"].map(String::from).to_vec();
+    let done = b.run_to_end(name, "a", &[], &cmd).await;
+    assert_eq!(done.code, 7, "{done:?}");
+    let epoch = elected_epoch(&done);
+    assert_eq!(
+        done.stderr.last().map(String::as_str),
+        Some(format!("elect: resigned {name}, term {epoch}").as_str()),
+        "{done:?}"
+    );
+    // Killed by a signal: 128 + N, as in a shell.
+    let cmd: Vec<String> = ["sh", "-c", "kill -USR1 $$"].map(String::from).to_vec();
+    let done = b.run_to_end(name, "a", &[], &cmd).await;
+    assert_eq!(done.code, 128 + Signal::SIGUSR1 as i32, "{done:?}");
+    assert_free(b, name, epoch).await;
+}
+
+/// The epoch of the `elected` line in `done`'s stderr.
+pub(crate) fn elected_epoch(done: &Finished) -> u64 {
+    let line = done.err_line("elect: elected: ");
+    line.split(", term ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|e| e.parse().ok())
+        .unwrap_or_else(|| panic!("no epoch in {line:?}"))
+}
+
+/// A command that does not exist: 127 after being elected, and the term
+/// is resigned.
+pub(crate) async fn missing_command(b: &Backend) {
+    let name = "missing";
+    let cmd = vec!["/nonexistent/elect-test-command".to_owned()];
+    let done = b.run_to_end(name, "a", &[], &cmd).await;
+    assert_eq!(done.code, NOT_FOUND, "{done:?}");
+    done.err_line("elect: error: cannot run \"/nonexistent/elect-test-command\"");
+    assert_free(b, name, elected_epoch(&done)).await;
+}
+
+/// `elect leader`, text and JSON, while a run holds the election and after.
+pub(crate) async fn leader_output(b: &Backend) {
+    let name = "leader";
+    assert_eq!(b.leader_text(name).await, format!("{name}: no leader"));
+    assert_json_no_leader(&b.leader_json(name).await, name);
+    let before = now_ms();
+    let r = b.report("a");
+    let (a, s) = lead(b, name, "a", &r).await;
+    assert_led_by(&b.leader_text(name).await, name, "a", s.epoch);
+    assert_json_led_by(&b.leader_json(name).await, name, "a", s.epoch, before);
+    end(a, &r, name, s.epoch).await;
+    assert_eq!(b.leader_text(name).await, format!("{name}: no leader"));
+    assert_json_no_leader(&b.leader_json(name).await, name);
+}
+
+/// `elect observe`, text and JSON: no leader, the leader, no leader again,
+/// in that order; SIGTERM ends it with 0. With `vacancy_first` false the
+/// first line is not awaited (see `nats.rs`): the leader must then show
+/// up through the run's renewals even if the watch began after the
+/// election.
+pub(crate) async fn observe_output(b: &Backend, vacancy_first: bool) {
+    let name = "observe";
+    // One after the other: two first opens of a new SQLite database at
+    // once can fail (see `sqlite.rs`).
+    let mut text = b.observe(name, false);
+    if vacancy_first {
+        assert_eq!(text.out_line().await, format!("{name}: no leader"));
+    }
+    let mut json_ = b.observe(name, true);
+    if vacancy_first {
+        assert_json_no_leader(&json(&json_.out_line().await), name);
+    }
+
+    let before = now_ms();
+    let r = b.report("a");
+    let (a, s) = lead(b, name, "a", &r).await;
+    assert_led_by(&text.out_line().await, name, "a", s.epoch);
+    assert_json_led_by(&json(&json_.out_line().await), name, "a", s.epoch, before);
+
+    end(a, &r, name, s.epoch).await;
+    assert_eq!(text.out_line().await, format!("{name}: no leader"));
+    assert_json_no_leader(&json(&json_.out_line().await), name);
+
+    for o in [text, json_] {
+        o.signal(Signal::SIGTERM);
+        let done = o.finish().await;
+        assert_eq!(done.code, 0, "{done:?}");
+        let lines = if vacancy_first { 3 } else { 2 };
+        assert_eq!(done.stdout.len(), lines, "{done:?}");
+        assert!(done.stderr.is_empty(), "{done:?}");
+    }
+}

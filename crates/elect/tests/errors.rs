@@ -1,0 +1,140 @@
+//! `elect`'s errors: usage, configuration, an unreachable backend, a
+//! command that cannot run: the documented exit code, a hint, and with
+//! `--json` one JSON object.
+
+mod common;
+
+use common::{Backend, once};
+
+/// A local port nothing listens on.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+#[tokio::test]
+async fn a_bad_url_is_a_configuration_error_with_a_hint() {
+    for url in [
+        "nowhere",
+        "ftp://x",
+        "file://relative",
+        "nats://host",
+        "nats://h:4222?colour=red",
+    ] {
+        for sub in ["run", "leader", "observe"] {
+            let mut args = vec![sub, "--backend", url, "--name", "j"];
+            if sub == "run" {
+                args.extend(["--", "true"]);
+            }
+            let done = once(&args).await;
+            assert_eq!(done.code, common::CONFIG, "{sub} {url}: {done:?}");
+            assert!(done.stdout.is_empty(), "{done:?}");
+            assert_eq!(done.stderr.len(), 2, "{done:?}");
+            assert!(
+                done.stderr[0].starts_with(&format!("elect: error: bad backend URL {url:?}: ")),
+                "{done:?}"
+            );
+            assert!(done.stderr[1].starts_with("elect: hint: "), "{done:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn json_errors_are_one_object_with_the_exit_code() {
+    let port = free_port();
+    let nats = format!("nats://127.0.0.1:{port}");
+    for (url, code) in [
+        ("nowhere", common::CONFIG),
+        (nats.as_str(), common::UNAVAILABLE),
+    ] {
+        for sub in ["run", "leader"] {
+            let mut args = vec![sub, "--backend", url, "--name", "j", "--json"];
+            if sub == "run" {
+                args.extend(["--", "true"]);
+            }
+            let done = once(&args).await;
+            assert_eq!(done.code, code, "{done:?}");
+            assert_eq!(done.stderr.len(), 1, "{done:?}");
+            let v = common::json(&done.stderr[0]);
+            assert_eq!(v["event"], "error", "{v}");
+            assert_eq!(v["exit_code"], code, "{v}");
+            assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+            assert!(v["hint"].as_str().is_some_and(|h| !h.is_empty()), "{v}");
+            assert!(v["at"].as_str().is_some_and(|t| t.ends_with('Z')), "{v}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_nats_server_is_unavailable() {
+    let url = format!("nats://127.0.0.1:{}", free_port());
+    for sub in ["run", "leader", "observe"] {
+        let mut args = vec![sub, "--backend", &url, "--name", "j"];
+        if sub == "run" {
+            args.extend(["--", "true"]);
+        }
+        let done = once(&args).await;
+        assert_eq!(done.code, common::UNAVAILABLE, "{sub}: {done:?}");
+        done.err_line(&format!("elect: error: cannot connect to NATS at {url}"));
+        done.err_line("elect: hint: ");
+    }
+}
+
+#[tokio::test]
+async fn usage_errors_exit_64() {
+    for args in [
+        &["run", "--", "true"][..], // no --name
+        &["run", "--name", "j"],    // no command
+        &[
+            "run",
+            "--name",
+            "j",
+            "--no-wait",
+            "--timeout",
+            "1s",
+            "--",
+            "true",
+        ],
+        &["run", "--name", "j", "--ttl", "15", "--", "true"], // no unit
+        &["leader"],
+        &["frobnicate"],
+    ] {
+        let done = once(args).await;
+        assert_eq!(done.code, common::USAGE, "{args:?}: {done:?}");
+    }
+    let done = once(&["--help"]).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    assert!(
+        done.stdout.iter().any(|l| l.contains("79 term lost")),
+        "{done:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_name_or_identity_is_a_configuration_error() {
+    let b = Backend::file();
+    let r = b.report("x");
+    let done = b.run_to_end("a/b", "a", &[], &r.once()).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("elect: error: bad election name \"a/b\"");
+    let done = b.run_to_end("j", "a\tb", &[], &r.once()).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("elect: hint: an identity is");
+    let done = once(&["leader", "--backend", &b.url, "--name", "a/b"]).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("elect: hint: ");
+    assert!(r.lines().is_empty(), "the command ran: {:?}", r.lines());
+}
+
+#[tokio::test]
+async fn a_command_that_is_not_executable_exits_126_and_resigns() {
+    let b = Backend::file();
+    let script = b.dir.path().join("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write");
+    let done = b
+        .run_to_end("j", "a", &[], &[script.display().to_string()])
+        .await;
+    assert_eq!(done.code, 126, "{done:?}");
+    done.err_line("elect: error: cannot run ");
+    common::assert_free(&b, "j", common::elected_epoch(&done)).await;
+}

@@ -1,0 +1,65 @@
+//! `elect` end to end on the SQLite backend (a database file, TTL 3 s): a
+//! killed leader's lease is taken over after a full TTL without renewal.
+
+mod common;
+
+use common::Backend;
+
+#[tokio::test]
+async fn a_killed_leader_is_replaced_with_a_higher_epoch() {
+    common::takeover(&Backend::sqlite()).await;
+}
+
+#[tokio::test]
+async fn no_wait_and_timeout_give_the_conflict_exit_code() {
+    common::no_wait(&Backend::sqlite()).await;
+}
+
+#[tokio::test]
+async fn signals_are_forwarded_to_the_command() {
+    common::signals(&Backend::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_command_exit_code_is_elects_and_the_term_is_resigned() {
+    common::exit_code(&Backend::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_missing_command_exits_127_and_resigns() {
+    common::missing_command(&Backend::sqlite()).await;
+}
+
+#[tokio::test]
+async fn leader_prints_text_and_json() {
+    common::leader_output(&Backend::sqlite()).await;
+}
+
+#[tokio::test]
+async fn observe_prints_each_change_in_order() {
+    common::observe_output(&Backend::sqlite(), true).await;
+}
+
+#[tokio::test]
+async fn grace_is_refused() {
+    let b = Backend::sqlite();
+    let r = b.report("x");
+    let done = b
+        .run_to_end("grace", "a", &["--grace", "1s"], &r.once())
+        .await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("elect: error: --grace has no meaning for the sqlite backend");
+    assert!(r.lines().is_empty(), "the command ran: {:?}", r.lines());
+}
+
+#[tokio::test]
+async fn two_processes_can_open_a_new_database_at_once() {
+    for i in 0..10 {
+        let b = Backend::sqlite();
+        let args = ["leader", "--backend", &b.url, "--name", "j"];
+        let (one, two) = tokio::join!(common::once(&args), common::once(&args));
+        for done in [one, two] {
+            assert_eq!(done.code, 0, "round {i}: {done:?}");
+        }
+    }
+}
