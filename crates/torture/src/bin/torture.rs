@@ -31,7 +31,7 @@ usage:
 
 Faults default to every kind that applies to the backend. The seed defaults
 to a random one (printed). --out defaults to a new directory under
-target/torture/.";
+target/torture/ (<backend>-<seed>-<unix time>).";
 
 fn duration(s: &str) -> Result<Duration, String> {
     let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
@@ -118,8 +118,12 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
             .duration_since(UNIX_EPOCH)
             .map_or(7, |d| d.as_nanos() as u64)
     });
-    let out =
-        out.unwrap_or_else(|| PathBuf::from("target/torture").join(format!("{backend}-{seed}")));
+    let out = out.unwrap_or_else(|| {
+        let at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from("target/torture").join(format!("{backend}-{seed}-{at}"))
+    });
     if out.exists() {
         return Err(format!("{} exists: pick another --out", out.display()));
     }
