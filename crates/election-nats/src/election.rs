@@ -192,6 +192,11 @@ impl NatsElection {
     /// of the same term (same identity and epoch) are not repeated; each
     /// `Leader` carries `since` as [`leader`](NatsElection::leader) does.
     ///
+    /// A vacancy shorter than the watch's delivery may go unreported: the
+    /// bucket keeps one entry per key, so a waiting candidate's claim can
+    /// replace the delete or purge marker before the watch is sent it (the
+    /// next term is reported either way).
+    ///
     /// Cancel safety: dropping the stream stops the watch. Failure model:
     /// a failed watch ends with one `Err`.
     pub async fn observe(
