@@ -391,3 +391,112 @@ impl Backend for crate::memory::MemoryBackend {
         ]
     }
 }
+
+/// Fails if any of `keys` is held by both sets at this moment.
+fn assert_disjoint<K: crate::KeyedClaims>(
+    a: &crate::LeaseSet<K>,
+    b: &crate::LeaseSet<K>,
+    keys: &[String],
+) {
+    for k in keys {
+        // b first: a key moving from a to b can only make b true later.
+        let by_b = b.held(k);
+        let by_a = a.held(k);
+        assert!(!(by_a && by_b), "{k} is held by both sets");
+    }
+}
+
+/// Polls `f` until it holds; panics after [`PATIENCE`].
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    within(what, async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+/// The lease-set scenario every backend runs: two sets of one backend
+/// (identities `node-a` and `node-b`) share `keys`. Each wins the half it
+/// asks about first; then both want every key and, for `window`, nothing
+/// may move (no key held by both, no term of `a` ended); then `a` closes:
+/// `held` turns false at once and `b` takes every key. A task checks the
+/// whole time that no key is held by both sets.
+///
+/// Returns the epochs `a` held its half in, for the caller's own check of
+/// the backend's records (`b` must hold them in later terms).
+pub async fn lease_sets_share_keys<K: crate::KeyedClaims>(
+    a: std::sync::Arc<crate::LeaseSet<K>>,
+    b: std::sync::Arc<crate::LeaseSet<K>>,
+    keys: &[String],
+    window: Duration,
+) -> Vec<Option<crate::Epoch>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (first, second) = keys.split_at(keys.len() / 2);
+    // a asks the first half first, b the second half: each wins its half.
+    for k in first {
+        assert!(!a.held(k), "the first ask answers false");
+    }
+    until("a to win the first half", || {
+        first.iter().all(|k| a.held(k))
+    })
+    .await;
+    for k in second {
+        b.held(k);
+    }
+    until("b to win the second half", || {
+        second.iter().all(|k| b.held(k))
+    })
+    .await;
+    // Now both want every key.
+    for k in keys {
+        a.held(k);
+        b.held(k);
+    }
+    for k in second {
+        assert!(!a.ask(k).await.expect("ask"), "{k} is b's");
+        assert_eq!(
+            a.holder(k).expect("known").identity.as_str(),
+            "node-b",
+            "{k}"
+        );
+    }
+    // A checker reads both sets over and over while the keys move.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let checks = std::sync::Arc::new(AtomicUsize::new(0));
+    let checker = tokio::spawn({
+        let (a, b, keys, stop, checks) = (
+            a.clone(),
+            b.clone(),
+            keys.to_vec(),
+            stop.clone(),
+            checks.clone(),
+        );
+        async move {
+            while !stop.load(Ordering::Acquire) {
+                assert_disjoint(&a, &b, &keys);
+                checks.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    // Both sets contend for every key: nothing may move (a window, so a
+    // sleep; the checker runs meanwhile).
+    let held_before: Vec<Option<crate::Epoch>> = first.iter().map(|k| a.epoch(k)).collect();
+    tokio::time::sleep(window).await;
+    assert!(first.iter().all(|k| a.held(k)), "a kept its half");
+    assert!(second.iter().all(|k| b.held(k)), "b kept its half");
+    assert_eq!(
+        first.iter().map(|k| a.epoch(k)).collect::<Vec<_>>(),
+        held_before,
+        "no term of a ended"
+    );
+
+    a.close().await;
+    assert!(keys.iter().all(|k| !a.held(k)), "held is false at once");
+    until("b to take every key", || keys.iter().all(|k| b.held(k))).await;
+    stop.store(true, Ordering::Release);
+    checker.await.expect("the checker found no key held twice");
+    assert!(checks.load(Ordering::Relaxed) > 10, "the checker ran");
+    held_before
+}
