@@ -500,3 +500,38 @@ pub async fn lease_sets_share_keys<K: crate::KeyedClaims>(
     assert!(checks.load(Ordering::Relaxed) > 10, "the checker ran");
     held_before
 }
+
+/// The guard scenario every lease-set backend runs: `a` (identity
+/// `node-a`) guards `key` and its write receives the key, `a`'s epoch and
+/// identity; `b`'s guard of the same key is refused with
+/// [`Error::HeldElsewhere`] naming `a` in that term, and `b`'s write does
+/// not run. Returns the epoch, for the caller's check of the backend's
+/// records; closes neither set.
+pub async fn guard_names_the_holder<K: crate::KeyedClaims>(
+    a: &crate::LeaseSet<K>,
+    b: &crate::LeaseSet<K>,
+    key: &str,
+) -> crate::Epoch {
+    let (epoch, seen_key, identity) = a
+        .guard(key, async |t| {
+            (t.epoch(), t.key().to_string(), t.identity().cloned())
+        })
+        .await
+        .expect("a's guard");
+    assert_eq!(a.epoch(key), Some(epoch));
+    assert_eq!(seen_key, key);
+    assert_eq!(identity.expect("guarded").as_str(), "node-a");
+
+    let mut ran = false;
+    match b.guard(key, async |_t| ran = true).await {
+        Err(Error::HeldElsewhere { name, holder }) => {
+            assert_eq!(name.as_str(), key);
+            let holder = holder.expect("the holder is known");
+            assert_eq!(holder.identity.as_str(), "node-a");
+            assert_eq!(holder.epoch, epoch);
+        }
+        other => panic!("expected HeldElsewhere, got {other:?}"),
+    }
+    assert!(!ran, "b's write must not run");
+    epoch
+}
