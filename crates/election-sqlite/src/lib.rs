@@ -15,6 +15,12 @@
 //! term.resign().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! One limit comes from SQLite itself: every renewal and claim takes the
+//! database's single write lock. A process stopped (`SIGSTOP`, a debugger)
+//! inside a write transaction keeps that lock, so no candidate can renew or
+//! win anything until it runs again or dies. That is safe (every other term
+//! ends as its lease runs out, and nobody wins meanwhile) but not live.
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 

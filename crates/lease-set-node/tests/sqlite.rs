@@ -32,7 +32,32 @@ async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
         POLL_MS.to_string(),
     );
     let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", &poll];
-    common::pause_past_the_ttl(&url, &args, bound()).await;
+    common::pause_past_the_ttl(&url, &args, bound(), async || write_lock_is_free(&db).await).await;
+}
+
+/// Whether a writer can take the database's write lock within two seconds.
+/// The running process holds it for a transaction at a time (well under a
+/// second); a process stopped inside a transaction holds it until it runs
+/// again.
+async fn write_lock_is_free(db: &std::path::Path) -> bool {
+    use sqlx::Connection;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .busy_timeout(Duration::from_secs(2));
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .expect("connect");
+    match sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await {
+        Ok(_) => {
+            sqlx::query("ROLLBACK")
+                .execute(&mut conn)
+                .await
+                .expect("rollback");
+            true
+        }
+        Err(sqlx::Error::Database(e)) if e.message().contains("locked") => false,
+        Err(e) => panic!("BEGIN IMMEDIATE: {e}"),
+    }
 }
 
 async fn run(count: usize) {
