@@ -319,11 +319,31 @@ impl Server {
     }
 
     /// Freezes the process (`SIGSTOP`): it keeps its sockets but answers
-    /// nothing, like a hung or partitioned server.
+    /// nothing, like a hung or partitioned server. Returns once every
+    /// thread of the process is stopped (the kernel stops them shortly
+    /// after the signal is sent, not at once), waiting up to 5 s.
     pub fn pause(&mut self) -> Result<(), Error> {
         self.signal(Signal::SIGSTOP)?;
         self.paused = true;
-        Ok(())
+        let pid = self.pid().ok_or_else(|| Error::Io {
+            context: format!("pausing nats-server {}", self.name()),
+            source: std::io::Error::other("it is not running"),
+        })?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let running = running_threads(pid);
+            if running.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!("nats-server {} to stop after SIGSTOP", self.name()),
+                    waited: Duration::from_secs(5),
+                    last: format!("threads not stopped: {running:?}"),
+                });
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Lets a paused process run again (`SIGCONT`).
@@ -354,6 +374,24 @@ impl Server {
             source: errno.into(),
         })
     }
+}
+
+/// The threads of process `pid` that are not stopped, as
+/// `/proc/<pid>/task/<tid>/stat` shows them (`T` or `t`: stopped).
+fn running_threads(pid: u32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new(); // gone: nothing runs
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            // The state follows the command name, which is in parentheses.
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            (!matches!(state, 'T' | 't'))
+                .then(|| format!("{:?} in state {state}", task.file_name()))
+        })
+        .collect()
 }
 
 impl Drop for Server {
