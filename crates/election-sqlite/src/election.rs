@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use election_core::{
     Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LeaseSet,
-    LossReporter, PerKeyClaims, Watch, Won,
+    LossReporter, Watch, Won,
 };
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::clock::{Clock, SystemClock};
 use crate::row::{self, ClaimWrite, Found};
-use crate::{Error, SqliteOptions, renewal, schema};
+use crate::{Error, SqliteLeases, SqliteOptions, renewal, schema};
 
 /// The database file a leader checks is still in place: its path and inode.
 #[derive(Clone, Debug)]
@@ -74,7 +74,7 @@ pub(crate) struct Inner {
 /// ```
 #[derive(Clone, Debug)]
 pub struct SqliteElection {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl SqliteElection {
@@ -230,19 +230,21 @@ impl SqliteElection {
     /// keys, one lease row each, with this election's
     /// [options](SqliteElection::options) and the core's
     /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
-    /// (how often a key held elsewhere is tried again). Each asked key runs
-    /// its own campaign and renewal ([`PerKeyClaims`]);
-    /// [`guard`](LeaseSet::guard)'s commit-point check is one conditional
-    /// renewal of the key's row (see [`SqliteClaim`]'s `confirm`).
+    /// (how often the keys held elsewhere are looked at). One loop serves
+    /// every key ([`SqliteLeases`]): each renewal interval costs one write
+    /// transaction however many keys are held; [`guard`](LeaseSet::guard)'s
+    /// commit-point check is one conditional renewal of the key's row (see
+    /// [`SqliteClaim`]'s `confirm`). For another poll interval, build the
+    /// set from [`SqliteLeases::with_poll_interval`] and [`LeaseSet::new`].
     ///
-    /// What [`close`](LeaseSet::close) does here: every held key's term is
-    /// resigned, which releases its row conditionally on the attempt's
-    /// nonce (never a successor's claim); a candidate elsewhere (another
-    /// process or set) wins it at its next poll. A release that fails (a busy database) is
-    /// retried once in the background; if it cannot run, the row ages out
-    /// after the TTL. Dropping the set does the same in the background. If
-    /// the process dies, its rows age out: another candidate takes a key
-    /// over once it has seen no renewal for a full TTL.
+    /// What [`close`](LeaseSet::close) does here: one transaction releases
+    /// every held row, each conditional on its term's nonce (never a
+    /// successor's claim); a candidate elsewhere (another process or set)
+    /// wins it at its next poll. If that transaction fails (a busy
+    /// database), the rows age out after the TTL. Dropping the set does the
+    /// same in the background. If the process dies, its rows age out:
+    /// another candidate takes a key over once it has seen no renewal for a
+    /// full TTL.
     ///
     /// Must be called inside a tokio runtime (the set's loop is spawned on
     /// it); outside one this returns [`Error::Config`], as it does for an
@@ -278,7 +280,7 @@ impl SqliteElection {
     /// assert!(!set.held("shard-7"));
     /// # Ok(()) }
     /// ```
-    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PerKeyClaims<SqliteClaim>>, Error> {
+    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteLeases>, Error> {
         let identity = Identity::new(identity)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::BadSetting {
@@ -287,15 +289,7 @@ impl SqliteElection {
             }
             .into());
         }
-        let inner = self.inner.clone();
-        let id = identity.clone();
-        Ok(LeaseSet::new(PerKeyClaims::new(identity, move |key| {
-            Ok(SqliteClaim {
-                inner: inner.clone(),
-                name: key.clone(),
-                identity: id.clone(),
-            })
-        })))
+        Ok(LeaseSet::new(SqliteLeases::new(self, identity)))
     }
 }
 

@@ -28,6 +28,7 @@ mod clock;
 mod election;
 mod error;
 mod fence;
+mod lease_set;
 mod options;
 mod renewal;
 mod row;
@@ -38,6 +39,7 @@ pub use election::{SqliteAttempt, SqliteClaim, SqliteElection};
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 pub use error::Error;
 pub use fence::SqliteFence;
+pub use lease_set::SqliteLeases;
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};
 
 /// The README's examples, compiled as doctests.

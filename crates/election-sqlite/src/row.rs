@@ -207,3 +207,174 @@ pub(crate) async fn release(pool: &SqlitePool, name: &str, nonce: i64) -> Result
     tx.commit().await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// How many keys one batch statement covers (three bound values each, well
+/// under SQLite's limit on bound parameters).
+const CHUNK: usize = 300;
+
+/// `(?, ?, ?), (?, ?, ?), ...`: `rows` tuples of `width` placeholders.
+fn tuples(rows: usize, width: usize) -> String {
+    let one = format!("({})", vec!["?"; width].join(", "));
+    vec![one; rows].join(", ")
+}
+
+/// Reads the rows of `names` (missing names are absent from the result),
+/// without taking the write lock.
+pub(crate) async fn read_many(
+    pool: &SqlitePool,
+    names: &[&str],
+) -> Result<std::collections::HashMap<String, Row>, Error> {
+    let mut rows = std::collections::HashMap::with_capacity(names.len());
+    for chunk in names.chunks(CHUNK) {
+        let sql = format!(
+            "SELECT name, holder, epoch, version, ttl_ms, acquired_unix_ms
+             FROM election_leases WHERE name IN ({})",
+            vec!["?"; chunk.len()].join(", ")
+        );
+        let mut query = sqlx::query_as::<_, (String, Option<String>, i64, i64, i64, Option<i64>)>(
+            sqlx::AssertSqlSafe(sql),
+        );
+        for name in chunk {
+            query = query.bind(*name);
+        }
+        for (name, holder, epoch, version, ttl_ms, acquired) in query.fetch_all(pool).await? {
+            let found = check(&name, row((holder, epoch, version, ttl_ms, acquired)))?;
+            rows.insert(name, found);
+        }
+    }
+    Ok(rows)
+}
+
+/// One held lease of a batch: the key, and the attempt's nonce and epoch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hold<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) nonce: i64,
+    pub(crate) epoch: i64,
+}
+
+/// Renews every lease of `holds` in one `BEGIN IMMEDIATE` transaction, each
+/// conditional on its nonce and epoch as [`renew`] is; returns the names
+/// renewed (the others no longer show their term).
+pub(crate) async fn renew_many(
+    pool: &SqlitePool,
+    holds: &[Hold<'_>],
+    wall_ms: i64,
+) -> Result<std::collections::HashSet<String>, Error> {
+    let mut renewed = std::collections::HashSet::with_capacity(holds.len());
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    for chunk in holds.chunks(CHUNK) {
+        let sql = format!(
+            "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?
+             WHERE holder IS NOT NULL AND (name, nonce, epoch) IN (VALUES {})
+             RETURNING name",
+            tuples(chunk.len(), 3)
+        );
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(wall_ms);
+        for h in chunk {
+            query = query.bind(h.name).bind(h.nonce).bind(h.epoch);
+        }
+        renewed.extend(query.fetch_all(&mut *tx).await?);
+    }
+    tx.commit().await?;
+    Ok(renewed)
+}
+
+/// Releases every lease of `holds` in one `BEGIN IMMEDIATE` transaction,
+/// each conditional on its nonce as [`release`] is.
+pub(crate) async fn release_many(pool: &SqlitePool, holds: &[Hold<'_>]) -> Result<(), Error> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    for chunk in holds.chunks(CHUNK) {
+        let sql = format!(
+            "UPDATE election_leases SET holder = NULL, nonce = NULL, version = version + 1
+             WHERE holder IS NOT NULL AND (name, nonce) IN (VALUES {})",
+            tuples(chunk.len(), 2)
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for h in chunk {
+            query = query.bind(h.name).bind(h.nonce);
+        }
+        query.execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// One claim of a batch: the key, the new attempt's nonce, and the row as
+/// the claimant last read it (`None`: there was no row).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Take<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) nonce: i64,
+    /// `(version, epoch)` of the row as read.
+    pub(crate) seen: Option<(i64, i64)>,
+}
+
+/// Claims every lease of `takes` in one `BEGIN IMMEDIATE` transaction. Each
+/// claim wins only if the row is still exactly as its claimant read it
+/// (the same renewal version and epoch; no row if there was none), and
+/// increments the epoch in the same statement that wins (rule 1). Returns
+/// the epoch won per name; a name that changed since it was read is absent.
+///
+/// `before_commit` runs after the winning writes and before the commit:
+/// from there on the claims' outcome is unknown if the commit fails.
+pub(crate) async fn claim_many(
+    pool: &SqlitePool,
+    takes: &[Take<'_>],
+    identity: &str,
+    ttl_ms: i64,
+    wall_ms: i64,
+    before_commit: impl FnOnce(),
+) -> Result<Vec<(String, i64)>, Error> {
+    let mut won = Vec::with_capacity(takes.len());
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    for t in takes {
+        let epoch: Option<i64> = match t.seen {
+            None => {
+                sqlx::query_scalar(
+                    "INSERT INTO election_leases
+                       (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
+                     VALUES (?1, ?2, ?3, 1, 1, ?4, ?5, ?5)
+                     ON CONFLICT (name) DO NOTHING
+                     RETURNING epoch",
+                )
+                .bind(t.name)
+                .bind(identity)
+                .bind(t.nonce)
+                .bind(ttl_ms)
+                .bind(wall_ms)
+                .fetch_optional(&mut *tx)
+                .await?
+            }
+            Some((version, epoch)) => {
+                sqlx::query_scalar(
+                    "UPDATE election_leases
+                     SET holder = ?2, nonce = ?3, epoch = epoch + 1, version = version + 1,
+                         ttl_ms = ?4, acquired_unix_ms = ?5, renewed_unix_ms = ?5
+                     WHERE name = ?1 AND version = ?6 AND epoch = ?7 AND epoch < ?8
+                     RETURNING epoch",
+                )
+                .bind(t.name)
+                .bind(identity)
+                .bind(t.nonce)
+                .bind(ttl_ms)
+                .bind(wall_ms)
+                .bind(version)
+                .bind(epoch)
+                .bind(i64::MAX)
+                .fetch_optional(&mut *tx)
+                .await?
+            }
+        };
+        if let Some(epoch) = epoch {
+            won.push((t.name.to_owned(), epoch));
+        }
+    }
+    if won.is_empty() {
+        tx.rollback().await?;
+        return Ok(won);
+    }
+    before_commit();
+    tx.commit().await?;
+    Ok(won)
+}

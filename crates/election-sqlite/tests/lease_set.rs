@@ -266,3 +266,83 @@ fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
         "{outside:?}"
     );
 }
+
+/// A wall clock that reads one millisecond later at every call: rows
+/// written in one transaction share a reading, rows written by separate
+/// transactions do not.
+#[derive(Debug, Default)]
+struct CountingClock(std::sync::atomic::AtomicI64);
+
+impl election_sqlite::Clock for CountingClock {
+    fn now(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+    fn wall_unix_ms(&self) -> i64 {
+        1_000_000 + self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn one_transaction_claims_and_one_renews_every_held_key() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir, steady())
+        .await
+        .with_clock(Arc::new(CountingClock::default()));
+    let set = e.lease_set("node-a").expect("set");
+    let keys: Vec<String> = (0..200).map(|i| format!("store-{i:03}")).collect();
+    // Asked together: the set's loop takes them in one go.
+    let asks = futures::future::join_all(keys.iter().map(|k| set.ask(k))).await;
+    assert!(asks.into_iter().all(|held| held.expect("ask")));
+
+    // (renewal version, acquired, renewed) of every key, in one snapshot.
+    let rows = async || -> Vec<(i64, i64, i64)> {
+        sqlx::query_as(
+            "SELECT version, acquired_unix_ms, renewed_unix_ms FROM election_leases ORDER BY name",
+        )
+        .fetch_all(e.pool())
+        .await
+        .expect("select")
+    };
+    let claimed = rows().await;
+    assert_eq!(claimed.len(), keys.len());
+    let acquired: std::collections::BTreeSet<i64> = claimed.iter().map(|r| r.1).collect();
+    // `join_all` hands the asks over in runs of 32, and the loop claims
+    // what has arrived: a few transactions, where claims one key at a time
+    // would take 200.
+    assert!(
+        acquired.len() <= 10,
+        "{} claim transactions: {acquired:?}",
+        acquired.len()
+    );
+
+    // Two renewal rounds later (1 s apart), every row was renewed by the
+    // same transactions: one version and one renewal stamp for all.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let now = rows().await;
+        if now.iter().all(|r| r.0 >= 3) {
+            let versions: std::collections::BTreeSet<i64> = now.iter().map(|r| r.0).collect();
+            let renewed: std::collections::BTreeSet<i64> = now.iter().map(|r| r.2).collect();
+            assert_eq!(versions.len(), 1, "versions {versions:?}");
+            assert_eq!(renewed.len(), 1, "renewal stamps {renewed:?}");
+            assert!(
+                renewed.first() > acquired.last(),
+                "renewed after the claims"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not renewed twice: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(keys.iter().all(|k| set.held(k)));
+    set.close().await;
+    let released: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM election_leases WHERE holder IS NULL")
+            .fetch_one(e.pool())
+            .await
+            .expect("count");
+    assert_eq!(released, 200, "close released every row");
+}

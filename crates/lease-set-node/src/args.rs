@@ -73,7 +73,8 @@ pub struct Args {
     pub renew: Option<Duration>,
     /// `--grace-ms` (NATS failover grace).
     pub grace: Option<Duration>,
-    /// `--poll-ms`: each key's campaign poll interval.
+    /// `--poll-ms`: how often keys held elsewhere are tried (file: each
+    /// key's campaign poll interval; SQLite: the set's poll interval).
     pub poll: Option<Duration>,
     /// `--sweep-ms`: time between two sweeps over all keys (default 1 ms).
     pub sweep: Duration,

@@ -20,7 +20,7 @@ fn bound() -> Duration {
 /// out, and its keys move during the freeze.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
-    let dir = common::tmpfs_dir();
+    let dir = common::disk_dir();
     let db = dir.path().join("leases.db");
     election_sqlite::SqliteElection::open(&db, election_sqlite::SqliteOptions::default())
         .await
@@ -61,7 +61,7 @@ async fn write_lock_is_free(db: &std::path::Path) -> bool {
 }
 
 async fn run(count: usize) {
-    let dir = common::tmpfs_dir();
+    let dir = common::disk_dir();
     let db = dir.path().join("leases.db");
     // Create the schema once, so that the processes do not all migrate at
     // once (they could; this test is about the leases).

@@ -125,18 +125,11 @@ async fn run(args: Args) -> Result<(), BoxError> {
                 (Some(ttl), Some(renew)) => SqliteOptions::new(ttl, renew)?,
             };
             let election = election_sqlite::SqliteElection::open(path, options).await?;
-            let id = identity.clone();
-            let claims = PerKeyClaims::new(identity, move |key| {
-                election
-                    .claim(key.as_str(), id.as_str())
-                    .map_err(|e| e.into_core(key))
-            });
-            drive(
-                LeaseSet::new(with_poll(claims, args.poll)?),
-                &keys,
-                args.sweep,
-            )
-            .await
+            let mut leases = election_sqlite::SqliteLeases::new(&election, identity);
+            if let Some(poll) = args.poll {
+                leases = leases.with_poll_interval(poll)?;
+            }
+            drive(LeaseSet::new(leases), &keys, args.sweep).await
         }
         Backend::Nats(urls) => nats(&args, urls, identity, &keys).await,
     }

@@ -28,24 +28,6 @@ pub(crate) fn disk_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
 }
 
-/// A directory on tmpfs when there is one. Only for the SQLite processes:
-/// `PerKeyClaims` over SQLite renews each of the thousand keys in its own
-/// `synchronous = FULL` transaction, about a thousand fsyncs a second at
-/// these test TTLs, which this VM's disk (about 1.4 ms per fsync) cannot
-/// sustain; the renewals would lapse for the disk's sake, not the
-/// library's. Durability on a real disk is what the election-sqlite tests
-/// check.
-#[allow(dead_code)] // only the SQLite tests use it
-pub(crate) fn tmpfs_dir() -> tempfile::TempDir {
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir()
-        && let Ok(dir) = tempfile::tempdir_in(shm)
-    {
-        return dir;
-    }
-    disk_dir()
-}
-
 #[derive(Debug, PartialEq, Eq)]
 enum State {
     Running,
