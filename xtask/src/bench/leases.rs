@@ -1,11 +1,14 @@
 //! The lease-set figures (`--only leases`): one process holds many keys in
-//! a NATS lease set (one real `nats-server`, default options: TTL 15 s,
-//! renew every 5 s) and is left alone for a window. Measured:
+//! a lease set with default options (TTL 15 s, renew every 5 s), on NATS
+//! (one real `nats-server`) and on SQLite (a database file in the bench
+//! directory), and is left alone for a window. Measured:
 //!
 //! - CPU of this process (and of the server) over the window, from
 //!   `/proc/<pid>/stat` (utime + stime);
-//! - requests the client sent per key per renew interval (the client's
-//!   own message counter);
+//! - NATS: requests the client sent per key per renew interval (the
+//!   client's own message counter); SQLite: bytes this process wrote to
+//!   storage (`write_bytes` of `/proc/self/io`) and how far the keys'
+//!   renewal versions moved;
 //! - resident memory per key: RSS after every key is held minus RSS before
 //!   the set was made, over the keys (allocator slack included);
 //! - `held` calls per second, from one thread and from as many threads as
@@ -92,23 +95,32 @@ fn held_rate<K: election_core::KeyedClaims>(
     total as f64 / run.as_secs_f64()
 }
 
-/// Runs the figures and appends them to `notes`.
-pub(crate) fn notes(counts: Counts, notes: &mut Vec<String>) -> Result<()> {
-    let server = step("start one nats-server", || Ok(Server::start()?))?;
-    let server_pid = server.pid().ok_or("nats-server has no pid")?.to_string();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let keys: Vec<String> = (0..counts.keys).map(|i| format!("store-{i:05}")).collect();
-    let options = NatsOptions::default();
-    let renew = options.renew_every();
-    let ttl = options.ttl();
-    let election = rt.block_on(NatsElection::connect(&server.url(), options))?;
+/// What one lease set did: how fast it won its keys, what it cost in the
+/// steady-state window, and how fast `held` answers.
+struct Steady {
+    won_all: Duration,
+    rss_delta: u64,
+    wall: f64,
+    cpu: f64,
+    one: f64,
+    all: f64,
+    threads: usize,
+}
+
+/// Makes a set with `make`, asks every key, waits until all are held,
+/// then runs `window` (measuring around it: CPU of this process, and
+/// whatever `around` measures before and after) and the `held` rates.
+fn steady<K: election_core::KeyedClaims, T>(
+    rt: &tokio::runtime::Runtime,
+    make: impl FnOnce() -> Result<election_core::LeaseSet<K>>,
+    keys: &[String],
+    counts: Counts,
+    mut around: impl FnMut() -> Result<T>,
+) -> Result<(Steady, T, T)> {
     let rss_before = rss_bytes()?;
-    let set = rt.block_on(election.lease_set("bench-node/1"))?;
+    let set = make()?;
     let started = Instant::now();
-    for k in &keys {
+    for k in keys {
         let _ = set.held(k);
     }
     let deadline = started + Duration::from_secs(120);
@@ -124,37 +136,96 @@ pub(crate) fn notes(counts: Counts, notes: &mut Vec<String>) -> Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let won_all = started.elapsed();
-    let rss_after = rss_bytes()?;
+    let rss_delta = rss_bytes()?.saturating_sub(rss_before);
     eprintln!(
         "bench: lease set holds {} keys after {won_all:?}; steady state for {:?}",
         keys.len(),
         counts.window
     );
-
-    let stats = election.client().statistics();
-    let out_before = stats.out_messages.load(Ordering::Relaxed);
-    let out_bytes_before = stats.out_bytes.load(Ordering::Relaxed);
+    let before = around()?;
     let cpu_before = cpu_seconds("self")?;
-    let server_cpu_before = cpu_seconds(&server_pid)?;
     let window_start = Instant::now();
     std::thread::sleep(counts.window);
     let wall = window_start.elapsed().as_secs_f64();
     let cpu = cpu_seconds("self")? - cpu_before;
-    let server_cpu = cpu_seconds(&server_pid)? - server_cpu_before;
-    let out = stats.out_messages.load(Ordering::Relaxed) - out_before;
-    let out_bytes = stats.out_bytes.load(Ordering::Relaxed) - out_bytes_before;
+    let after = around()?;
     if set.held_keys().len() != keys.len() {
         return Err("the lease set lost keys during the steady-state window".into());
     }
-
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let one = held_rate(&set, &keys, 1, counts.held_run);
-    let all = held_rate(&set, &keys, threads, counts.held_run);
+    let one = held_rate(&set, keys, 1, counts.held_run);
+    let all = held_rate(&set, keys, threads, counts.held_run);
     rt.block_on(set.close());
+    let steady = Steady {
+        won_all,
+        rss_delta,
+        wall,
+        cpu,
+        one,
+        all,
+        threads,
+    };
+    Ok((steady, before, after))
+}
 
-    let intervals = wall / renew.as_secs_f64();
+impl Steady {
+    /// The memory and `held` notes, for the backend `what`.
+    fn notes(&self, what: &str, keys: usize, notes: &mut Vec<String>) {
+        notes.push(format!(
+            "Lease set memory ({what}): resident set grew by {:.1} MiB while making the set and \
+             winning {keys} keys: {:.0} B per key (RSS delta over keys, allocator slack included).",
+            self.rss_delta as f64 / (1024.0 * 1024.0),
+            self.rss_delta as f64 / keys as f64
+        ));
+        notes.push(format!(
+            "Lease set `held` ({what}): {:.1} M calls/s from 1 thread, {:.1} M calls/s from {} \
+             threads at once (round-robin over {keys} held keys).",
+            self.one / 1e6,
+            self.all / 1e6,
+            self.threads,
+        ));
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+fn key_names(counts: Counts) -> Vec<String> {
+    (0..counts.keys).map(|i| format!("store-{i:05}")).collect()
+}
+
+/// Runs the NATS figures and appends them to `notes`.
+pub(crate) fn notes(counts: Counts, notes: &mut Vec<String>) -> Result<()> {
+    let server = step("start one nats-server", || Ok(Server::start()?))?;
+    let server_pid = server.pid().ok_or("nats-server has no pid")?.to_string();
+    let rt = runtime()?;
+    let keys = key_names(counts);
+    let options = NatsOptions::default();
+    let renew = options.renew_every();
+    let ttl = options.ttl();
+    let election = rt.block_on(NatsElection::connect(&server.url(), options))?;
+    let stats = election.client().statistics();
+    let (s, before, after) = steady(
+        &rt,
+        || Ok(rt.block_on(election.lease_set("bench-node/1"))?),
+        &keys,
+        counts,
+        || {
+            Ok((
+                stats.out_messages.load(Ordering::Relaxed),
+                stats.out_bytes.load(Ordering::Relaxed),
+                cpu_seconds(&server_pid)?,
+            ))
+        },
+    )?;
+    let (out, out_bytes) = (after.0 - before.0, after.1 - before.1);
+    let server_cpu = after.2 - before.2;
+    let intervals = s.wall / renew.as_secs_f64();
     let per_key_interval = out as f64 / keys.len() as f64 / intervals;
-    let rss_per_key = (rss_after.saturating_sub(rss_before)) as f64 / keys.len() as f64;
     notes.push(format!(
         "Lease set on NATS (1 node, TTL {ttl:?}, renew every {renew:?}), {} keys held by one process: \
          won all in {:.2} s from a standing start; over a {:.0} s steady-state window the process \
@@ -162,27 +233,71 @@ pub(crate) fn notes(counts: Counts, notes: &mut Vec<String>) -> Result<()> {
          messages ({out_bytes} B): {per_key_interval:.6} requests per key per renew interval \
          (one session renewal per interval for all keys).",
         keys.len(),
-        won_all.as_secs_f64(),
-        wall,
-        100.0 * cpu / wall,
-        cpu,
-        100.0 * server_cpu / wall,
+        s.won_all.as_secs_f64(),
+        s.wall,
+        100.0 * s.cpu / s.wall,
+        s.cpu,
+        100.0 * server_cpu / s.wall,
     ));
-    notes.push(format!(
-        "Lease set memory: resident set grew by {:.1} MiB while making the set and winning {} keys: \
-         {:.0} B per key (RSS delta over keys, allocator slack included).",
-        (rss_after.saturating_sub(rss_before)) as f64 / (1024.0 * 1024.0),
-        keys.len(),
-        rss_per_key
-    ));
-    notes.push(format!(
-        "Lease set `held`: {:.1} M calls/s from 1 thread, {:.1} M calls/s from {threads} threads \
-         at once ({:?} each, round-robin over {} held keys).",
-        one / 1e6,
-        all / 1e6,
-        counts.held_run,
-        keys.len()
-    ));
+    s.notes("NATS", keys.len(), notes);
     drop(server);
+    Ok(())
+}
+
+/// Bytes this process has written to storage (`/proc/self/io`).
+fn write_bytes() -> Result<u64> {
+    let io = std::fs::read_to_string("/proc/self/io")?;
+    let line = io
+        .lines()
+        .find_map(|l| l.strip_prefix("write_bytes: "))
+        .ok_or("no write_bytes in /proc/self/io")?;
+    Ok(line.trim().parse()?)
+}
+
+/// Runs the SQLite figures (a database file in `dir`) and appends them to
+/// `notes`.
+pub(crate) fn sqlite_notes(
+    counts: Counts,
+    dir: &std::path::Path,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    use election_sqlite::{SqliteElection, SqliteOptions};
+    let rt = runtime()?;
+    let keys = key_names(counts);
+    let options = SqliteOptions::default();
+    let (ttl, renew) = (options.ttl(), options.renew_interval());
+    let election = rt.block_on(SqliteElection::open(dir.join("leases.db"), options))?;
+    let version = || -> Result<i64> {
+        Ok(rt.block_on(
+            sqlx::query_scalar("SELECT MIN(version) FROM election_leases")
+                .fetch_one(election.pool()),
+        )?)
+    };
+    let (s, before, after) = steady(
+        &rt,
+        || {
+            let _in_runtime = rt.enter();
+            Ok(election.lease_set("bench-node/1")?)
+        },
+        &keys,
+        counts,
+        || Ok((write_bytes()?, version()?)),
+    )?;
+    let intervals = s.wall / renew.as_secs_f64();
+    let written = (after.0 - before.0) as f64 / intervals;
+    notes.push(format!(
+        "Lease set on SQLite (a file in the bench directory, TTL {ttl:?}, renew every {renew:?}), \
+         {} keys held by one process: won all in {:.2} s from a standing start; over a {:.0} s \
+         steady-state window the process used {:.2}% of one core (CPU {:.3} s), the renewal \
+         version of every key moved by at least {}, and the process wrote {:.0} KiB to storage per renew interval.",
+        keys.len(),
+        s.won_all.as_secs_f64(),
+        s.wall,
+        100.0 * s.cpu / s.wall,
+        s.cpu,
+        after.1 - before.1,
+        written / 1024.0,
+    ));
+    s.notes("SQLite", keys.len(), notes);
     Ok(())
 }

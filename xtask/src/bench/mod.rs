@@ -343,6 +343,7 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
             held_run: Duration::from_secs(2),
         };
         leases::notes(counts, &mut notes)?;
+        leases::sqlite_notes(counts, dir, &mut notes)?;
     }
 
     let header = Header {
