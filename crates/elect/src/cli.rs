@@ -64,7 +64,8 @@ pub(crate) enum Command {
 Campaign for the election NAME; once elected, run COMMAND with ELECTION_NAME,
 ELECTION_EPOCH, ELECTION_IDENTITY and ELECTION_TOKEN (the fencing token: the
 epoch) in its environment. SIGINT, SIGTERM and SIGHUP sent to elect are
-forwarded to COMMAND. When COMMAND exits, elect resigns (the next candidate
+forwarded to COMMAND, except those a terminal sent (Ctrl-C): the kernel
+delivers them to COMMAND too, so COMMAND sees each once. When COMMAND exits, elect resigns (the next candidate
 is elected at once) and exits with COMMAND's code. If the term is lost while
 COMMAND runs (the backend could no longer be renewed), COMMAND gets SIGTERM,
 then SIGKILL after --kill-grace, and elect exits with 79. If elect itself is

@@ -7,7 +7,6 @@ use std::time::Duration;
 use election_core::{Candidate, Claim, Identity, Term};
 use nix::sys::signal::Signal;
 use serde_json::json;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::backend::{Backend, sqlite_failure};
 use crate::cli::RunArgs;
@@ -22,33 +21,73 @@ enum Waiting {
     AtMost(Duration),
 }
 
-/// The signals `elect` forwards to the command (and that end a campaign).
+/// A signal `elect` received, and where it came from.
+#[derive(Clone, Copy, Debug)]
+struct Received {
+    signal: Signal,
+    /// Sent by the kernel, not by a process: a terminal's Ctrl-C, Ctrl-\
+    /// or hang-up, which the kernel sends to the whole foreground process
+    /// group at once.
+    from_terminal: bool,
+}
+
+/// The signals `elect` forwards to the command (and that end a campaign):
+/// SIGINT, SIGTERM and SIGHUP, with their origin (`siginfo`'s `si_code`),
+/// read by a thread of their own and handed over on a channel.
 struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Received>,
 }
 
 impl Signals {
     fn install() -> Result<Signals, Failure> {
-        let make = |kind| {
-            signal(kind).map_err(|e| Failure::new(exit::INTERNAL, format!("signal handler: {e}")))
-        };
-        Ok(Signals {
-            int: make(SignalKind::interrupt())?,
-            term: make(SignalKind::terminate())?,
-            hup: make(SignalKind::hangup())?,
-        })
+        use signal_hook::iterator::SignalsInfo;
+        use signal_hook::iterator::exfiltrator::WithOrigin;
+        use signal_hook::low_level::siginfo::Cause;
+        let failed =
+            |e: std::io::Error| Failure::new(exit::INTERNAL, format!("signal handler: {e}"));
+        let wanted = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP].map(|s| s as i32);
+        let mut info = SignalsInfo::<WithOrigin>::new(wanted).map_err(failed)?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("elect-signals".into())
+            .spawn(move || {
+                for origin in info.forever() {
+                    let Ok(signal) = Signal::try_from(origin.signal) else {
+                        continue;
+                    };
+                    let from_terminal = matches!(origin.cause, Cause::Kernel);
+                    if tx
+                        .send(Received {
+                            signal,
+                            from_terminal,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+            .map_err(failed)?;
+        Ok(Signals { rx })
     }
 
     /// The next of the three.
-    async fn next(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.int.recv() => Signal::SIGINT,
-            _ = self.term.recv() => Signal::SIGTERM,
-            _ = self.hup.recv() => Signal::SIGHUP,
+    async fn next(&mut self) -> Received {
+        match self.rx.recv().await {
+            Some(received) => received,
+            // The reading thread is gone: no more signals come.
+            None => std::future::pending().await,
         }
     }
+}
+
+/// Whether `child` is in `elect`'s own process group (a terminal's signal
+/// to `elect`'s group then reached it too).
+fn in_our_group(child: &tokio::process::Child) -> bool {
+    let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+        return false;
+    };
+    nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))) == Ok(nix::unistd::getpgrp())
 }
 
 /// A command's exit status as a shell reports it: its code, or 128 + the
@@ -133,7 +172,7 @@ async fn elected<C: Claim>(
     };
     let term = tokio::select! {
         term = campaign => term?,
-        sig = signals.next() => {
+        Received { signal: sig, .. } = signals.next() => {
             report.event("interrupted", &format!("{sig} while campaigning: giving up"), json!({ "name": name.as_str(), "signal": sig.as_str() }));
             return Ok(128 + sig as u8);
         }
@@ -239,9 +278,15 @@ async fn lead<C: Claim>(
                 }
                 return Ok(code);
             }
-            sig = signals.next() => {
-                report.event("forwarded", &format!("forwarding {sig} to the command"), json!({ "name": name, "signal": sig.as_str() }));
-                send(&child, sig);
+            Received { signal: sig, from_terminal } = signals.next() => {
+                if from_terminal && in_our_group(&child) {
+                    // Ctrl-C and friends: the kernel sent it to the command
+                    // too; forwarding it would deliver it twice.
+                    report.event("not-forwarded", &format!("{sig} from the terminal reached the command too (same process group): not forwarding it"), json!({ "name": name, "signal": sig.as_str(), "from_terminal": true }));
+                } else {
+                    report.event("forwarded", &format!("forwarding {sig} to the command"), json!({ "name": name, "signal": sig.as_str() }));
+                    send(&child, sig);
+                }
             }
             lost = term.lost() => {
                 report.event(

@@ -20,6 +20,63 @@ async fn signals_are_forwarded_to_the_command() {
     common::signals(&Backend::file()).await;
 }
 
+/// Ctrl-C in a terminal: the kernel sends SIGINT to the terminal's whole
+/// foreground process group, the command included, so `elect` does not
+/// send it a second time (a signal from a process, as in the test above,
+/// is still forwarded).
+#[tokio::test]
+async fn ctrl_c_in_a_terminal_reaches_the_command_once() {
+    let b = Backend::file();
+    let ints = b.dir.path().join("ints");
+    let stop = b.dir.path().join("stop");
+    let script = format!(
+        "trap 'echo INT >> \"{}\"' INT; echo ready; while [ ! -e \"{}\" ]; do sleep 0.05; done",
+        ints.display(),
+        stop.display()
+    );
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let args = [
+        "run",
+        "--backend",
+        &b.url,
+        "--name",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut run = common::Elect::spawn_in_terminal(&args, "run", pty.slave);
+    assert_eq!(run.out_line().await, "ready");
+
+    // Ctrl-C typed at the terminal.
+    nix::unistd::write(&pty.master, b"\x03").expect("write ^C");
+    run.err_with("SIGINT from the terminal reached the command too")
+        .await;
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while !ints.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never saw SIGINT"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    std::fs::write(&stop, "").expect("stop");
+    let done = run.finish().await;
+    assert_eq!(done.code, 0, "{:#?}", done.stderr);
+    assert!(
+        !done.stderr.iter().any(|l| l.contains("forwarding SIGINT")),
+        "{:#?}",
+        done.stderr
+    );
+    let seen = std::fs::read_to_string(&ints).expect("ints");
+    assert_eq!(
+        seen.lines().collect::<Vec<_>>(),
+        ["INT"],
+        "SIGINT reached the command once"
+    );
+}
+
 #[tokio::test]
 async fn the_command_exit_code_is_elects_and_the_term_is_resigned() {
     common::exit_code(&Backend::file()).await;

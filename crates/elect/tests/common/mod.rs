@@ -220,9 +220,42 @@ where
 impl Elect {
     /// Starts `elect args`; `label` names it in failures.
     pub(crate) fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S], label: &str) -> Elect {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
+        let mut command = Command::new(BIN);
+        command.args(args).stdin(Stdio::null());
+        Elect::start(command, label)
+    }
+
+    /// Starts `elect args` as a shell starts a foreground job in a
+    /// terminal: the leader of a new session whose controlling terminal is
+    /// `terminal` (a pty's slave side, also its stdin), so its process
+    /// group is the terminal's foreground group and gets the terminal's
+    /// signals (Ctrl-C written to the master side).
+    pub(crate) fn spawn_in_terminal<S: AsRef<std::ffi::OsStr>>(
+        args: &[S],
+        label: &str,
+        terminal: std::os::fd::OwnedFd,
+    ) -> Elect {
+        let mut command = Command::new(BIN);
+        command.args(args).stdin(Stdio::from(terminal));
+        #[allow(unsafe_code)]
+        // SAFETY: between fork and exec the child only calls setsid(2) and
+        // ioctl(2), both async-signal-safe; nothing allocates or locks.
+        unsafe {
+            command.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                // TIOCSCTTY on stdin: the pty becomes the session's
+                // controlling terminal, this process group its foreground.
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Elect::start(command, label)
+    }
+
+    fn start(mut command: Command, label: &str) -> Elect {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
