@@ -664,20 +664,19 @@ impl NatsLeases {
         {
             let mut book = self.book();
             let live = book.own.is_some_and(|o| now < o.valid_until);
-            let decisions: Vec<(String, Next)> = book
+            // Only the keys with work now are cloned: a node waiting on
+            // many keys held elsewhere mostly finds nothing to do.
+            let b = &*book;
+            for (key, e) in b
                 .entries
                 .iter()
                 .filter(|(_, e)| e.mine.is_none() && !e.busy)
-                .map(|(k, e)| (k.clone(), book.next(e, now, options.ttl(), options.grace())))
-                .collect();
-            for (key, next) in decisions {
-                match next {
+            {
+                match b.next(e, now, options.ttl(), options.grace()) {
                     Next::Claim { .. } if !live => {
                         // Free, but no live session to claim it with: say
                         // so (once), so nobody waits on it in vain.
-                        if let Some(e) = book.entries.get(&key)
-                            && e.state.error().is_none()
-                        {
+                        if e.state.error().is_none() {
                             e.state.failed(
                                 Error::Unavailable {
                                     what: "claim a key (no live lease-set session)",
@@ -687,7 +686,7 @@ impl NatsLeases {
                             );
                         }
                     }
-                    Next::Claim { .. } | Next::Read => work.push(key),
+                    Next::Claim { .. } | Next::Read => work.push(key.clone()),
                     Next::At(at) => due = due.min(at),
                 }
             }
