@@ -346,3 +346,24 @@ async fn one_transaction_claims_and_one_renews_every_held_key() {
             .expect("count");
     assert_eq!(released, 200, "close released every row");
 }
+
+#[tokio::test]
+async fn a_deleted_database_file_loses_every_key_and_refuses_guards() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = open(&dir, steady()).await;
+    let set = e.lease_set("node-a").expect("set");
+    for k in ["a", "b", "c"] {
+        assert!(set.ask(k).await.expect("ask"), "{k} won");
+    }
+    for f in ["app.db", "app.db-wal", "app.db-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(f));
+    }
+    // The commit point sees it at once.
+    let mut ran = false;
+    let refused = set.guard("a", async |_t| ran = true).await;
+    assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
+    assert!(!ran, "the write must not run");
+    // The renewal loop, at its next round, for every key.
+    until("every key to be lost", || set.held_keys().is_empty()).await;
+    set.close().await;
+}
