@@ -16,22 +16,34 @@ fn bound() -> Duration {
     Duration::from_millis(TTL_MS + RENEW_MS + 2 * POLL_MS) + Duration::from_secs(5)
 }
 
-/// A frozen holder's `held` answers false once its leases could have run
-/// out, and its keys move during the freeze.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
+/// One database for the processes of a test, and the flags every process
+/// gets: (its directory, its path, its URL, the timing flags).
+async fn database() -> (tempfile::TempDir, std::path::PathBuf, String, Vec<String>) {
     let dir = common::disk_dir();
     let db = dir.path().join("leases.db");
+    // Create the schema once, so that the processes do not all migrate at
+    // once (they could; these tests are about the leases).
     election_sqlite::SqliteElection::open(&db, election_sqlite::SqliteOptions::default())
         .await
         .expect("open");
     let url = format!("sqlite://{}", db.display());
-    let (ttl, renew, poll) = (
-        TTL_MS.to_string(),
-        RENEW_MS.to_string(),
-        POLL_MS.to_string(),
-    );
-    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", &poll];
+    let args = [
+        ("--ttl-ms", TTL_MS),
+        ("--renew-ms", RENEW_MS),
+        ("--poll-ms", POLL_MS),
+    ]
+    .into_iter()
+    .flat_map(|(flag, ms)| [flag.to_owned(), ms.to_string()])
+    .collect();
+    (dir, db, url, args)
+}
+
+/// A frozen holder's `held` answers false once its leases could have run
+/// out, and its keys move during the freeze.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
+    let (_dir, db, url, args) = database().await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     common::pause_past_the_ttl(&url, &args, bound(), async || write_lock_is_free(&db).await).await;
 }
 
@@ -61,20 +73,8 @@ async fn write_lock_is_free(db: &std::path::Path) -> bool {
 }
 
 async fn run(count: usize) {
-    let dir = common::disk_dir();
-    let db = dir.path().join("leases.db");
-    // Create the schema once, so that the processes do not all migrate at
-    // once (they could; this test is about the leases).
-    election_sqlite::SqliteElection::open(&db, election_sqlite::SqliteOptions::default())
-        .await
-        .expect("open");
-    let url = format!("sqlite://{}", db.display());
-    let (ttl, renew, poll) = (
-        TTL_MS.to_string(),
-        RENEW_MS.to_string(),
-        POLL_MS.to_string(),
-    );
-    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", &poll];
+    let (_dir, _db, url, args) = database().await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     common::share_and_fail_over(&url, &args, count, bound()).await;
 }
 
