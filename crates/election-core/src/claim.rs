@@ -197,8 +197,9 @@ pub trait Claim: Send + Sync + 'static {
     ///
     /// Return [`Error::NotHeld`] when the backend shows the claim taken and
     /// [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when it cannot
-    /// answer. The default answers `Ok(())`: right for claims that cannot
-    /// be taken away without the watch reporting it at once (an OS lock).
+    /// answer. The default answers `Ok(())`: right only for claims that
+    /// cannot be taken away without the watch reporting it at once. (The
+    /// file backend's OS lock can be, by replacing its file: it checks.)
     /// Backends with leases override it with one exact round trip (a
     /// conditional renewal).
     fn confirm(

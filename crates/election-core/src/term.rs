@@ -476,7 +476,7 @@ impl<C: Claim> Term<C> {
     /// The commit-point check: proves that this term still holds the claim
     /// *now*, right before an irreversible write, with the backend's exact
     /// check ([`Claim::confirm`]: a conditional renewal for lease backends,
-    /// nothing more than the local state for an OS lock).
+    /// a check that the locked file is still in place for the file backend).
     ///
     /// Cancel safety: cancel safe; a dropped check proves nothing and
     /// changes nothing the renewal loop does not already resolve.

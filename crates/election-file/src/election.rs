@@ -175,8 +175,8 @@ impl FileElection {
     /// its lock is freed (see [`FileClaim`]). A lock cannot expire, so
     /// [`held`](LeaseSet::held) stays true until the set closes or the
     /// key's claim file is tampered with, and [`guard`](LeaseSet::guard)'s
-    /// commit-point check is the local state (an OS lock cannot be taken
-    /// away without the watch seeing it).
+    /// commit-point check is that the key's claim file is still the locked
+    /// one (see [`FileClaim`]'s `confirm`).
     ///
     /// What [`close`](LeaseSet::close) does here: every held key's term is
     /// resigned, which unlocks and closes its claim file, so its lock is
@@ -393,6 +393,32 @@ impl Claim for FileClaim {
                 }
             }
         })))
+    }
+
+    /// The commit-point check: the claim file at the election's path is
+    /// still the file this attempt locked (two `stat`s, no I/O to the
+    /// disk). An OS lock cannot expire or be taken away, so that is the
+    /// only way another candidate can hold the claim: by locking a file
+    /// that replaced this one (deleted, or renamed over). The tamper watch
+    /// finds the same within its check interval; this finds it at once.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] if the file was
+    /// deleted or replaced, or if this attempt holds no claim file; then
+    /// the core marks the term lost. [`election_core::Error::Unavailable`]
+    /// if the path cannot be examined (an I/O error other than "not
+    /// found").
+    ///
+    /// Cancel safety: cancel safe; it changes nothing.
+    async fn confirm(&self, attempt: &mut FileAttempt) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
+        let file = attempt.file.as_ref().ok_or_else(not_held)?;
+        match claimfile::same_file(file, &self.paths.lock) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(not_held()),
+            Err(e) => Err(self.core(e)),
+        }
     }
 
     /// Unlocks the claim file.

@@ -211,3 +211,44 @@ fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
         "{outside:?}"
     );
 }
+
+/// A claim file replaced behind the holder's back (renamed over): another
+/// candidate could lock the new file, so the commit point refuses at once,
+/// without waiting for the tamper watch (set to an hour here).
+#[tokio::test]
+async fn a_guard_whose_claim_file_was_replaced_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let elections = dir.path().join("elections");
+    let options =
+        election_file::FileOptions::default().tamper_check_interval(Duration::from_secs(3600));
+    let e = FileElection::with_options(&elections, options).expect("election");
+    let set = e.lease_set("node-a").expect("set");
+    assert!(set.ask("k").await.expect("ask"));
+    let before = set
+        .guard("k", async |t| t.epoch())
+        .await
+        .expect("held: guard runs");
+
+    let fresh = elections.join("k.lock.new");
+    std::fs::write(&fresh, b"").expect("write");
+    std::fs::rename(&fresh, elections.join("k.lock")).expect("rename over");
+    assert!(set.held("k"), "the watch has not looked (an hour away)");
+
+    let mut ran = false;
+    let refused = set.guard("k", async |_t| ran = true).await;
+    assert!(
+        matches!(
+            refused,
+            Err(election_core::Error::Lost(_) | election_core::Error::NotHeld { .. })
+        ),
+        "expected Lost or NotHeld, got {refused:?}"
+    );
+    assert!(!ran, "the write must not run");
+    // The term is over; the key's campaign may win the new file at once,
+    // in a later term.
+    until("the term to end", || set.epoch("k") != Some(before)).await;
+    if let Some(later) = set.epoch("k") {
+        assert!(later > before, "{later} after {before}");
+    }
+    set.close().await;
+}
