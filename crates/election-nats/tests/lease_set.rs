@@ -146,3 +146,89 @@ async fn an_unreachable_coordinator_is_not_another_holder() {
         .expect("guard after recovery");
     a.close().await;
 }
+
+/// On a 3-node cluster with R3 buckets: a holds every key through one
+/// node, b waits through another. a's node dies (one that leads neither
+/// lease-set stream, so the buckets keep their leaders and their quorum);
+/// a's client reconnects to a live node, so a keeps its session and every
+/// key (a node's death is not its holder's), b never holds one, and both
+/// go on winning new keys through the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_an_r3_cluster_a_holder_keeps_its_keys_when_its_node_dies() {
+    let mut cluster = nats_testkit::Cluster::start(3).expect("cluster");
+    let options = options().replicas(3).expect("options");
+    let urls = cluster.urls();
+
+    // Create the buckets, then find a node that leads neither stream.
+    let setup = NatsElection::connect(&urls[0], options.clone())
+        .await
+        .expect("connect");
+    setup
+        .lease_set("setup")
+        .await
+        .expect("buckets")
+        .close()
+        .await;
+    let js = async_nats::jetstream::new(setup.client().clone());
+    let mut leaders = Vec::new();
+    for bucket in ["sessions", "keys"] {
+        let name = format!("KV_{}-{bucket}", election_nats::DEFAULT_BUCKET);
+        let mut stream = js.get_stream(&name).await.expect("stream");
+        let info = stream.info().await.expect("stream info");
+        let leader = info.cluster.as_ref().and_then(|c| c.leader.clone());
+        leaders.push(leader.expect("the R3 stream has a leader"));
+    }
+    let victim = (0..3)
+        .find(|&i| !leaders.iter().any(|l| l == cluster.node(i).name()))
+        .expect("two streams lead on at most two of three nodes");
+    let other = (victim + 1) % 3;
+
+    let a = NatsElection::connect(&urls[victim], options.clone())
+        .await
+        .expect("connect a")
+        .lease_set("node-a")
+        .await
+        .expect("a");
+    let b = NatsElection::connect(&urls[other], options)
+        .await
+        .expect("connect b")
+        .lease_set("node-b")
+        .await
+        .expect("b");
+    let keys = keys(30);
+    for k in &keys {
+        assert!(a.ask(k).await.expect("ask a"), "a wins {k}");
+    }
+    for k in &keys {
+        assert!(!b.ask(k).await.expect("ask b"), "b does not win {k}");
+    }
+    let epochs_a: Vec<_> = keys.iter().map(|k| a.epoch(k).expect("epoch")).collect();
+    let exclusive = || {
+        for k in &keys {
+            assert!(!(a.held(k) && b.held(k)), "{k} held by both");
+        }
+    };
+
+    drop(setup);
+    cluster.kill(victim).expect("kill a's node");
+    // Winning a new key takes a live session and a compare-and-set through
+    // the cluster: once a has won one, its session lives through another
+    // node. (`held` asks about a new key; the sets' loops try to win it.)
+    a.held("after-a");
+    b.held("after-b");
+    tokio::time::timeout(PATIENCE, async {
+        while !(a.held("after-a") && b.held("after-b")) {
+            exclusive();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("both sets to win a new key after the node's death");
+    exclusive();
+    for (k, old) in keys.iter().zip(&epochs_a) {
+        assert_eq!(a.epoch(k), Some(*old), "{k}: a kept its term");
+        assert!(!b.held(k), "{k}: b never held it");
+    }
+    b.close().await;
+    a.close().await;
+}

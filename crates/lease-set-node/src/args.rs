@@ -78,6 +78,8 @@ pub struct Args {
     pub poll: Option<Duration>,
     /// `--sweep-ms`: time between two sweeps over all keys (default 1 ms).
     pub sweep: Duration,
+    /// `--replicas`: NATS bucket replicas (3 on a cluster).
+    pub replicas: Option<usize>,
 }
 
 impl Args {
@@ -98,6 +100,7 @@ impl Args {
         let mut keys = 1000;
         let (mut ttl, mut renew, mut grace, mut poll) = (None, None, None, None);
         let mut sweep = Duration::from_millis(1);
+        let mut replicas = None;
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
             let ms = |v: String| -> Result<Duration, String> {
@@ -121,6 +124,13 @@ impl Args {
                 "--grace-ms" => grace = Some(ms(value()?)?),
                 "--poll-ms" => poll = Some(ms(value()?)?),
                 "--sweep-ms" => sweep = ms(value()?)?,
+                "--replicas" => {
+                    let v = value()?;
+                    replicas = Some(
+                        v.parse::<usize>()
+                            .map_err(|_| format!("--replicas: bad count {v:?}"))?,
+                    );
+                }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -134,6 +144,7 @@ impl Args {
             grace,
             poll,
             sweep,
+            replicas,
         })
     }
 }
@@ -165,6 +176,8 @@ mod tests {
             "200",
             "--sweep-ms",
             "2",
+            "--replicas",
+            "3",
         ])
         .unwrap();
         assert_eq!(a.backend, Backend::Sqlite("/tmp/a.db".into()));
@@ -175,6 +188,7 @@ mod tests {
         assert_eq!(a.grace, Some(Duration::from_millis(500)));
         assert_eq!(a.poll, Some(Duration::from_millis(200)));
         assert_eq!(a.sweep, Duration::from_millis(2));
+        assert_eq!(a.replicas, Some(3));
     }
 
     #[test]

@@ -51,3 +51,28 @@ async fn two_processes_share_a_thousand_keys_and_a_killed_ones_keys_move() {
 async fn three_processes_share_a_thousand_keys_and_two_are_killed_in_turn() {
     run(3).await;
 }
+
+/// The same on a 3-node cluster with R3 buckets, each process connected to
+/// every node: a SIGKILLed holder's session ages out in the replicated
+/// bucket and its keys move to the other process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_an_r3_cluster_share_a_thousand_keys_and_a_killed_ones_keys_move() {
+    let cluster = nats_testkit::Cluster::start(3).expect("cluster");
+    let (ttl, renew, grace) = (
+        TTL_MS.to_string(),
+        RENEW_MS.to_string(),
+        GRACE_MS.to_string(),
+    );
+    let args = [
+        "--ttl-ms",
+        &ttl,
+        "--renew-ms",
+        &renew,
+        "--grace-ms",
+        &grace,
+        "--replicas",
+        "3",
+    ];
+    let urls = cluster.urls().join(",");
+    common::share_and_fail_over(&urls, &args, 2, bound()).await;
+}

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn ignore(backend: &Backend, setting: &str, given: Option<Duration>) {
+fn ignore<T>(backend: &Backend, setting: &str, given: Option<T>) {
     if given.is_some() {
         note(format!(
             "ignored {setting}: the {} backend has no such setting",
@@ -101,6 +101,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
             ignore(backend, "--ttl-ms", args.ttl);
             ignore(backend, "--renew-ms", args.renew);
             ignore(backend, "--grace-ms", args.grace);
+            ignore(backend, "--replicas", args.replicas);
             let election = election_file::FileElection::new(dir)?;
             let id = identity.clone();
             let claims = PerKeyClaims::new(identity, move |key| {
@@ -117,6 +118,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         }
         Backend::Sqlite(path) => {
             ignore(backend, "--grace-ms", args.grace);
+            ignore(backend, "--replicas", args.replicas);
             use election_sqlite::{DEFAULT_TTL, SqliteOptions};
             let options = match (args.ttl, args.renew) {
                 (None, None) => SqliteOptions::default(),
@@ -151,6 +153,9 @@ async fn nats(
     }
     if let Some(grace) = args.grace {
         options = options.failover_grace(grace)?;
+    }
+    if let Some(replicas) = args.replicas {
+        options = options.replicas(replicas)?;
     }
     let election = election_nats::NatsElection::connect(urls, options).await?;
     let set = election.lease_set(identity.as_str()).await?;
