@@ -81,10 +81,23 @@ impl Backend for Nats {
         let client = async_nats::connect(addrs).await.expect("connect");
         let js = async_nats::jetstream::new(client);
         let kv = js.get_key_value("elections").await.expect("bucket");
-        kv.put(name, "election-nats/1\nidentity=intruder\nnonce=1\n".into())
-            .await
-            .expect("put");
-        true
+        // On a fresh cluster the node this client reached may not route the
+        // bucket's subjects yet ("stream not found" on the publish ack):
+        // try again until it does.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match kv
+                .put(name, "election-nats/1\nidentity=intruder\nnonce=1\n".into())
+                .await
+            {
+                Ok(_) => return true,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    eprintln!("intruder put: {e}; trying again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("put: {e:?}"),
+            }
+        }
     }
 
     async fn bad_configurations(&self) -> Vec<Result<NatsClaim, Error>> {
