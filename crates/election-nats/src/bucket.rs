@@ -59,7 +59,7 @@ pub(crate) async fn open(
                     wanted: format!("max age {:?}", spec.max_age),
                 });
             }
-            return Ok(kv);
+            return routed(kv, spec).await;
         }
         if !spec.create {
             return Err(Error::NoBucket {
@@ -78,7 +78,7 @@ pub(crate) async fn open(
             ..Default::default()
         };
         match js.create_key_value(config).await {
-            Ok(kv) => return Ok(kv),
+            Ok(kv) => return routed(kv, spec).await,
             // Another process may have created it meanwhile: look again.
             Err(e) => {
                 tracing::debug!(bucket = spec.name, error = %e, "creating the bucket failed; looking again");
@@ -90,4 +90,38 @@ pub(crate) async fn open(
         what: spec.what,
         source: last.map(Into::into),
     })
+}
+
+/// The key of the routing probe. The probe never writes it (see
+/// [`routed`]), so it may even collide with a real key.
+const PROBE_KEY: &str = "_routing-probe";
+
+/// How long [`routed`] waits for a fresh bucket's stream to be reachable.
+const ROUTING_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Returns `kv` once this connection's server routes writes to the
+/// bucket's stream. Right after a replicated bucket is created, the node a
+/// client is connected to may not know the stream's subjects yet and
+/// answers a write with "no responders" (`StreamNotFound`) for a moment;
+/// a first claim would fail as unavailable. The probe is a conditional
+/// write expecting revision `u64::MAX`, which the stream always refuses
+/// ("wrong last sequence"): that refusal proves the route, and nothing is
+/// written. Read-only openings (observers) skip it.
+async fn routed(kv: kv::Store, spec: &Spec<'_>) -> Result<kv::Store, Error> {
+    if !spec.create {
+        return Ok(kv);
+    }
+    let deadline = tokio::time::Instant::now() + ROUTING_PATIENCE;
+    loop {
+        match kv.update(PROBE_KEY, bytes::Bytes::new(), u64::MAX).await {
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => return Ok(kv),
+            // Cannot happen (no entry has that revision); the route works.
+            Ok(_) => return Ok(kv),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(bucket = spec.name, error = %e, "the bucket's stream is not reachable yet; trying again");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(Error::unavailable(spec.what, e)),
+        }
+    }
 }
