@@ -60,11 +60,17 @@ pub struct NatsElection {
 
 impl NatsElection {
     /// Connects to the NATS server(s) at `urls` (comma-separated) and opens
-    /// (or creates) the bucket.
+    /// (or creates) the bucket, then waits (up to 10 s) until the server it
+    /// reached routes writes to the bucket's stream: a replicated bucket
+    /// created a moment ago may not be reachable from every node yet. The
+    /// check is a conditional write the stream always refuses (it expects
+    /// revision `u64::MAX`), so nothing is written; it needs publish
+    /// permission on the bucket's subjects, as every claim does.
     ///
     /// Cancel safety: cancel safe. Failure model: a malformed URL is
     /// [`Error::Config`]; an unreachable server is [`Error::Connect`]; a bucket with another TTL
-    /// [`Error::BucketMismatch`]; no JetStream [`Error::Unavailable`].
+    /// [`Error::BucketMismatch`]; no JetStream, or a stream not reachable
+    /// within 10 s, [`Error::Unavailable`].
     ///
     /// ```no_run
     /// # use election_nats::{NatsElection, NatsOptions, Error};
