@@ -12,10 +12,9 @@ use election_core::{
 };
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use tokio::time::Instant;
 
 use crate::clock::{Clock, SystemClock};
-use crate::row::{self, ClaimWrite, Found};
+use crate::row::{self, ClaimWrite, Found, Observed};
 use crate::{Error, SqliteLeases, SqliteOptions, renewal, schema};
 
 /// The database file a leader checks is still in place: its path and inode.
@@ -308,14 +307,6 @@ pub struct SqliteClaim {
     identity: Identity,
 }
 
-/// What a contender has seen of a held lease.
-#[derive(Debug)]
-struct Observed {
-    holder: String,
-    version: i64,
-    since: Instant,
-}
-
 /// One attempt of a [`SqliteClaim`].
 #[derive(Debug)]
 pub struct SqliteAttempt {
@@ -371,23 +362,7 @@ impl Claim for SqliteClaim {
                 holder,
                 version,
                 ttl_ms,
-            } => {
-                let now = clock.now();
-                match observed {
-                    Some(o) if o.version == *version && o.holder == *holder => {
-                        let holders_ttl = std::time::Duration::from_millis((*ttl_ms).max(0) as u64);
-                        now.saturating_duration_since(o.since) >= ttl.max(holders_ttl)
-                    }
-                    _ => {
-                        *observed = Some(Observed {
-                            holder: holder.clone(),
-                            version: *version,
-                            since: now,
-                        });
-                        false
-                    }
-                }
-            }
+            } => row::may_take_over(observed, holder, *version, *ttl_ms, ttl, clock.now()),
         };
         let may_hold = &mut attempt.may_hold;
         let won = row::claim(

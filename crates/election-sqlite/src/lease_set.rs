@@ -14,7 +14,7 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::election::Inner;
-use crate::row::{self, Hold, Row, Take};
+use crate::row::{self, Hold, Observed, Row, Take};
 use crate::{Error, SqliteElection};
 
 /// A [`LeaseSet`](election_core::LeaseSet) backend over one SQLite
@@ -49,14 +49,6 @@ pub struct SqliteLeases {
     poll_interval: Duration,
     /// `(nonce, epoch)` of each held key's term, for the commit point.
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
-}
-
-/// What a contender has seen of a key's row held by someone else.
-#[derive(Debug)]
-struct Observed {
-    holder: String,
-    version: i64,
-    since: Instant,
 }
 
 #[derive(Debug)]
@@ -278,19 +270,7 @@ impl SqliteLeases {
                         ..
                     },
                 ) => {
-                    let same = observed
-                        .as_ref()
-                        .is_some_and(|o| o.version == r.version && o.holder == *holder);
-                    if !same {
-                        *observed = Some(Observed {
-                            holder: holder.clone(),
-                            version: r.version,
-                            since: now,
-                        });
-                    }
-                    let holders_ttl = Duration::from_millis(u64::try_from(r.ttl_ms).unwrap_or(0));
-                    let since = observed.as_ref().map_or(now, |o| o.since);
-                    if now.saturating_duration_since(since) < ttl.max(holders_ttl) {
+                    if !row::may_take_over(observed, holder, r.version, r.ttl_ms, ttl, now) {
                         let leader = Identity::new(holder).ok().and_then(|identity| {
                             Some(Leader {
                                 identity,

@@ -30,6 +30,44 @@ pub(crate) enum Found {
     },
 }
 
+/// What a contender has seen of a lease held by someone else.
+#[derive(Debug)]
+pub(crate) struct Observed {
+    holder: String,
+    version: i64,
+    since: tokio::time::Instant,
+}
+
+/// Whether a contender may take over the lease `holder` holds at renewal
+/// `version` (the holder's TTL `holder_ttl_ms`): only once it has seen that
+/// same holder at that same version for a full TTL (the longer of `ttl`
+/// and the holder's) on its monotonic clock. Anything else it sees starts
+/// a new observation at `now`.
+pub(crate) fn may_take_over(
+    observed: &mut Option<Observed>,
+    holder: &str,
+    version: i64,
+    holder_ttl_ms: i64,
+    ttl: std::time::Duration,
+    now: tokio::time::Instant,
+) -> bool {
+    match observed {
+        Some(o) if o.version == version && o.holder == holder => {
+            let holders_ttl =
+                std::time::Duration::from_millis(u64::try_from(holder_ttl_ms).unwrap_or(0));
+            now.saturating_duration_since(o.since) >= ttl.max(holders_ttl)
+        }
+        _ => {
+            *observed = Some(Observed {
+                holder: holder.to_owned(),
+                version,
+                since: now,
+            });
+            false
+        }
+    }
+}
+
 /// The fields a winning claim writes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClaimWrite<'a> {
@@ -377,4 +415,35 @@ pub(crate) async fn claim_many(
     before_commit();
     tx.commit().await?;
     Ok(won)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn takeover_needs_the_same_holder_and_version_for_a_full_ttl() {
+        let ttl = Duration::from_secs(3);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut seen = None;
+        assert!(
+            !may_take_over(&mut seen, "a", 7, 3000, ttl, at(0)),
+            "first sight"
+        );
+        assert!(!may_take_over(&mut seen, "a", 7, 3000, ttl, at(2999)));
+        assert!(may_take_over(&mut seen, "a", 7, 3000, ttl, at(3000)));
+        // A renewal (new version) or another holder starts the count again.
+        assert!(!may_take_over(&mut seen, "a", 8, 3000, ttl, at(3001)));
+        assert!(!may_take_over(&mut seen, "a", 8, 3000, ttl, at(6000)));
+        assert!(may_take_over(&mut seen, "a", 8, 3000, ttl, at(6001)));
+        assert!(!may_take_over(&mut seen, "b", 8, 3000, ttl, at(6002)));
+        // The longer of the two TTLs counts.
+        let mut seen = None;
+        assert!(!may_take_over(&mut seen, "a", 1, 10_000, ttl, at(0)));
+        assert!(!may_take_over(&mut seen, "a", 1, 10_000, ttl, at(9999)));
+        assert!(may_take_over(&mut seen, "a", 1, 10_000, ttl, at(10_000)));
+    }
 }
