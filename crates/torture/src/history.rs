@@ -449,6 +449,31 @@ pub enum FaultEvent {
     End,
 }
 
+impl FaultEvent {
+    /// A fault's beginning (`begins`) or its heal.
+    pub fn fault_or_heal(
+        begins: bool,
+        kind: FaultKind,
+        target: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> FaultEvent {
+        let (target, detail) = (target.into(), detail.into());
+        if begins {
+            FaultEvent::Fault {
+                kind,
+                target,
+                detail,
+            }
+        } else {
+            FaultEvent::Heal {
+                kind,
+                target,
+                detail,
+            }
+        }
+    }
+}
+
 impl fmt::Display for FaultEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (word, kind, target, detail) = match self {
@@ -497,20 +522,12 @@ impl FromStr for FaultEvent {
             "fault" | "heal" => {
                 let kind = word(w[1], "fault kind")?.parse()?;
                 let target = word(w[2], "target")?.to_owned();
-                let detail = rest.to_owned();
-                Ok(if w[0] == "fault" {
-                    FaultEvent::Fault {
-                        kind,
-                        target,
-                        detail,
-                    }
-                } else {
-                    FaultEvent::Heal {
-                        kind,
-                        target,
-                        detail,
-                    }
-                })
+                Ok(FaultEvent::fault_or_heal(
+                    w[0] == "fault",
+                    kind,
+                    target,
+                    rest,
+                ))
             }
             "" => Err(ParseError::new("the event is missing")),
             other => Err(ParseError::new(format!("unknown event {other:?}"))),

@@ -155,23 +155,6 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { what, source }
 }
 
-fn fault_event(begins: bool, kind: Fault, target: &str, detail: &str) -> FaultEvent {
-    let (target, detail) = (target.to_owned(), detail.to_owned());
-    if begins {
-        FaultEvent::Fault {
-            kind,
-            target,
-            detail,
-        }
-    } else {
-        FaultEvent::Heal {
-            kind,
-            target,
-            detail,
-        }
-    }
-}
-
 /// The NATS servers of a run.
 enum Servers {
     None,
@@ -306,9 +289,9 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         *ran.faults.entry(fault.name()).or_default() += 1;
         match fault {
             Fault::Kill => {
-                log(fault_event(true, fault, &writer, ""));
+                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
                 candidates.kill(target).await;
-                log(fault_event(false, fault, &writer, ""));
+                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
                 tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 1000))).await;
                 let (w, pid) = candidates
                     .spawn(target)
@@ -316,45 +299,50 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 log(FaultEvent::Spawn { writer: w, pid });
             }
             Fault::Stop => {
-                log(fault_event(true, fault, &writer, ""));
+                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
                 candidates.signal(target, Signal::SIGSTOP);
                 tokio::time::sleep(stop_for).await;
                 candidates.signal(target, Signal::SIGCONT);
-                log(fault_event(false, fault, &writer, ""));
+                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
             }
             Fault::Resign => {
-                log(fault_event(true, fault, &writer, ""));
+                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
                 for _ in 0..rng.range_ms(3, 8) {
                     if let Some(leader) = candidates.leader() {
                         candidates.send(leader, "resign").await;
                     }
                     tokio::time::sleep(Duration::from_millis(rng.range_ms(20, 200))).await;
                 }
-                log(fault_event(false, fault, &writer, ""));
+                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
             }
             Fault::Clock => {
                 let secs = rng.range_ms(3600, 7200) as i64 * if rng.below(2) == 0 { 1 } else { -1 };
                 let slot = rng.below(candidates.len() as u64) as usize;
                 let w = candidates.writer(slot);
-                log(fault_event(true, fault, &w, &format!("{secs}s")));
+                log(FaultEvent::fault_or_heal(
+                    true,
+                    fault,
+                    &w,
+                    format!("{secs}s"),
+                ));
                 candidates.send(slot, &format!("clock {secs}")).await;
-                log(fault_event(false, fault, &w, ""));
+                log(FaultEvent::fault_or_heal(false, fault, &w, ""));
             }
             Fault::Server => {
                 if let Servers::One(server, _) = &mut servers {
-                    log(fault_event(true, fault, "nats", ""));
+                    log(FaultEvent::fault_or_heal(true, fault, "nats", ""));
                     blocking(|| server.kill())?;
                     tokio::time::sleep(Duration::from_millis(
                         rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
                     ))
                     .await;
                     blocking(|| server.restart())?;
-                    log(fault_event(false, fault, "nats", ""));
+                    log(FaultEvent::fault_or_heal(false, fault, "nats", ""));
                 }
             }
             Fault::Blackhole | Fault::Drop => {
                 if let Servers::One(_, proxies) = &servers {
-                    log(fault_event(true, fault, &writer, ""));
+                    log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
                     if fault == Fault::Blackhole {
                         proxies[target].set(Mode::Blackhole);
                         tokio::time::sleep(stop_for).await;
@@ -362,7 +350,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     } else {
                         proxies[target].drop_connections();
                     }
-                    log(fault_event(false, fault, &writer, ""));
+                    log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
                 }
             }
             Fault::Node | Fault::Meta => {
@@ -374,14 +362,14 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         rng.below(3) as usize
                     };
                     let name = cluster.node(node).name().to_owned();
-                    log(fault_event(true, fault, &name, ""));
+                    log(FaultEvent::fault_or_heal(true, fault, &name, ""));
                     blocking(|| cluster.kill(node))?;
                     tokio::time::sleep(Duration::from_millis(
                         rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
                     ))
                     .await;
                     blocking(|| cluster.restart(node))?;
-                    log(fault_event(false, fault, &name, ""));
+                    log(FaultEvent::fault_or_heal(false, fault, &name, ""));
                 }
             }
         }
