@@ -802,23 +802,7 @@ mod tests {
     }
 
     fn fault(ms: u64, heal: bool, kind: FaultKind, target: &str) -> Line<FaultEvent> {
-        let (target, detail) = (target.to_owned(), String::new());
-        line(
-            ms,
-            if heal {
-                FaultEvent::Heal {
-                    kind,
-                    target,
-                    detail,
-                }
-            } else {
-                FaultEvent::Fault {
-                    kind,
-                    target,
-                    detail,
-                }
-            },
-        )
+        line(ms, FaultEvent::fault_or_heal(!heal, kind, target, ""))
     }
 
     /// A clean failover: c0.1 leads term 1, is stopped past the TTL, c1.1

@@ -176,20 +176,7 @@ fn holds_write_lock(pid: u32) -> bool {
 }
 
 fn fault(kind: FaultKind, target: &str, heal: bool) -> FaultEvent {
-    let (target, detail) = (target.to_owned(), String::new());
-    if heal {
-        FaultEvent::Heal {
-            kind,
-            target,
-            detail,
-        }
-    } else {
-        FaultEvent::Fault {
-            kind,
-            target,
-            detail,
-        }
-    }
+    FaultEvent::fault_or_heal(!heal, kind, target, "")
 }
 
 /// What a scenario left to look at.
