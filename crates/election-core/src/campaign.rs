@@ -131,7 +131,7 @@ impl<C: Claim> Candidate<C> {
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();
     /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
-    /// assert_eq!(term.epoch().get(), 1);
+    /// assert_eq!(term.epoch().get(), 2);
     /// # Ok(()) }
     /// ```
     pub async fn campaign(&self) -> Result<Term<C>, Error> {

@@ -68,6 +68,13 @@ pub async fn uncontested_win<B: Backend>(b: &B) {
         .expect("campaign");
     assert_eq!(term.identity().as_str(), "a");
     assert!(!term.is_lost());
+    assert!(
+        term.epoch().is_term(),
+        "epoch {} is not a term's epoch: terms get Epoch::FIRST (2) to Epoch::MAX; \
+         {} belongs to unguarded writes",
+        term.epoch(),
+        crate::Epoch::UNGUARDED
+    );
     term.resign().await.expect("resign");
 }
 
@@ -143,6 +150,7 @@ pub async fn epochs_strictly_increase<B: Backend>(b: &B) {
         let a = candidate(b, "epochs", "a").await;
         for _ in 0..3 {
             let term = within("campaign", a.campaign()).await.expect("wins");
+            assert!(term.epoch().is_term(), "epoch {}", term.epoch());
             if let Some(l) = last {
                 assert!(
                     term.epoch() > l,

@@ -10,8 +10,18 @@ use crate::error::ConfigError;
 ///
 /// Every term of an election has an epoch, and the epoch of every later term
 /// is strictly higher than the epoch of every earlier one, across crashes and
-/// restarts of the backend (rule 1 of [`Claim`](crate::Claim)). Epochs start
-/// at 1; zero is never an epoch.
+/// restarts of the backend (rule 1 of [`Claim`](crate::Claim)).
+///
+/// The range is fixed for every backend:
+/// - [`Epoch::UNGUARDED`] (1) is the epoch of
+///   [`unguarded`](crate::unguarded) write tokens and of no term: it is
+///   lower than every epoch a term can get, so a fence that has seen any
+///   term's write refuses an unguarded one.
+/// - Terms get epochs from [`Epoch::FIRST`] (2) to [`Epoch::MAX`]
+///   (`i64::MAX`, the largest integer SQLite and PostgreSQL columns hold, so
+///   every fence store can record every epoch). A backend refuses to hand
+///   out an epoch above it ([`ConfigError::EpochExhausted`]).
+/// - Zero is never an epoch.
 ///
 /// An epoch is written as decimal text, and [`FromStr`] reads exactly that
 /// text back (no sign, no leading `+`, no surrounding space):
@@ -24,20 +34,41 @@ use crate::error::ConfigError;
 /// assert_eq!("42".parse::<Epoch>().unwrap(), epoch);
 /// assert!("0".parse::<Epoch>().is_err());
 /// assert!(Epoch::new(7).unwrap() < Epoch::new(8).unwrap());
+/// assert!(Epoch::UNGUARDED < Epoch::FIRST);
+/// assert_eq!(Epoch::MAX.get(), i64::MAX as u64);
+/// assert!(Epoch::new(i64::MAX as u64 + 1).is_none());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Epoch(NonZeroU64);
 
 impl Epoch {
-    /// The first epoch of a new election: 1.
-    pub const FIRST: Epoch = Epoch(NonZeroU64::MIN);
+    /// The epoch of [`unguarded`](crate::unguarded) write tokens: 1. No
+    /// term ever has it; it is lower than every term's epoch.
+    pub const UNGUARDED: Epoch = Epoch(NonZeroU64::MIN);
 
-    /// The epoch `value`, or `None` for zero.
+    /// The epoch of the first term of a new election: 2.
+    pub const FIRST: Epoch = Epoch(NonZeroU64::MIN.saturating_add(1));
+
+    /// The highest epoch: `i64::MAX`, so that every fence store (SQLite,
+    /// PostgreSQL `BIGINT`) can hold every epoch.
+    pub const MAX: Epoch = Epoch(NonZeroU64::new(i64::MAX as u64).unwrap());
+
+    /// The epoch `value`, or `None` for zero or a value above
+    /// [`Epoch::MAX`].
     pub const fn new(value: u64) -> Option<Epoch> {
+        if value > Epoch::MAX.get() {
+            return None;
+        }
         match NonZeroU64::new(value) {
             Some(v) => Some(Epoch(v)),
             None => None,
         }
+    }
+
+    /// True if a term may have this epoch: from [`Epoch::FIRST`] to
+    /// [`Epoch::MAX`]. [`Epoch::UNGUARDED`] is not a term's epoch.
+    pub const fn is_term(self) -> bool {
+        self.get() >= Epoch::FIRST.get()
     }
 
     /// The epoch as a number.
@@ -45,22 +76,24 @@ impl Epoch {
         self.0.get()
     }
 
-    /// The epoch after this one, or `None` if this is `u64::MAX`.
+    /// The epoch after this one, or `None` if this is [`Epoch::MAX`].
     pub const fn next(self) -> Option<Epoch> {
-        match self.0.checked_add(1) {
-            Some(v) => Some(Epoch(v)),
-            None => None,
-        }
+        Epoch::new(self.get().saturating_add(1))
     }
 
-    /// The epoch that follows `previous`, where `None` means "no term yet".
+    /// The epoch that follows `previous`, where `None` means "no term yet":
+    /// never below [`Epoch::FIRST`], and [`ConfigError::EpochExhausted`]
+    /// past [`Epoch::MAX`].
     ///
     /// Backends that store the highest epoch handed out use this to compute
     /// the epoch of the term they are about to win.
     pub fn after(previous: Option<Epoch>) -> Result<Epoch, ConfigError> {
         match previous {
             None => Ok(Epoch::FIRST),
-            Some(e) => e.next().ok_or(ConfigError::EpochExhausted),
+            Some(e) => e
+                .next()
+                .map(|n| n.max(Epoch::FIRST))
+                .ok_or(ConfigError::EpochExhausted),
         }
     }
 }
@@ -73,7 +106,7 @@ impl fmt::Display for Epoch {
 
 /// The text was not a decimal epoch.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("not an epoch (a decimal number from 1 to 18446744073709551615): {text:?}")]
+#[error("not an epoch (a decimal number from 1 to 9223372036854775807): {text:?}")]
 pub struct ParseEpochError {
     /// The text that did not parse, cut to 64 bytes.
     pub text: String,
@@ -116,28 +149,49 @@ mod tests {
             "1 ",
             "1e3",
             "18446744073709551616",
+            "9223372036854775808",
         ] {
             assert!(bad.parse::<Epoch>().is_err(), "{bad:?} parsed");
         }
     }
 
     #[test]
-    fn after_counts_from_one_and_refuses_overflow() {
+    fn after_counts_from_first_and_refuses_past_max() {
         assert_eq!(Epoch::after(None).unwrap(), Epoch::FIRST);
+        assert_eq!(Epoch::after(Some(Epoch::UNGUARDED)).unwrap(), Epoch::FIRST);
         assert_eq!(Epoch::after(Epoch::new(9)).unwrap().get(), 10);
-        assert!(Epoch::after(Epoch::new(u64::MAX)).is_err());
+        let last = Epoch::new(i64::MAX as u64 - 1).unwrap();
+        assert_eq!(Epoch::after(Some(last)).unwrap(), Epoch::MAX);
+        assert!(Epoch::after(Some(Epoch::MAX)).is_err());
+        assert!(Epoch::MAX.next().is_none());
+        assert!(Epoch::new(u64::MAX).is_none());
+        assert!(!Epoch::UNGUARDED.is_term() && Epoch::FIRST.is_term() && Epoch::MAX.is_term());
     }
 
     proptest! {
         #[test]
-        fn text_round_trips(v in 1u64..) {
+        fn text_round_trips(v in 1u64..=i64::MAX as u64) {
             let e = Epoch::new(v).unwrap();
             prop_assert_eq!(e.to_string().parse::<Epoch>().unwrap(), e);
         }
 
         #[test]
-        fn order_matches_numbers(a in 1u64.., b in 1u64..) {
+        fn order_matches_numbers(a in 1u64..=i64::MAX as u64, b in 1u64..=i64::MAX as u64) {
             prop_assert_eq!(Epoch::new(a).unwrap().cmp(&Epoch::new(b).unwrap()), a.cmp(&b));
+        }
+
+        #[test]
+        fn new_accepts_exactly_one_to_max(v in any::<u64>()) {
+            prop_assert_eq!(Epoch::new(v).is_some(), (1..=i64::MAX as u64).contains(&v));
+        }
+
+        #[test]
+        fn after_is_a_term_epoch_above_previous(v in 1u64..=i64::MAX as u64) {
+            let prev = Epoch::new(v).unwrap();
+            match Epoch::after(Some(prev)) {
+                Ok(next) => prop_assert!(next > prev && next.is_term()),
+                Err(_) => prop_assert_eq!(prev, Epoch::MAX),
+            }
         }
     }
 }

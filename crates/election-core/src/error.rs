@@ -40,7 +40,8 @@ pub enum ConfigError {
         #[source]
         source: Option<Source>,
     },
-    /// Every epoch up to `u64::MAX` has been handed out.
+    /// Every epoch up to [`Epoch::MAX`](crate::Epoch::MAX) (`i64::MAX`) has
+    /// been handed out, or the backend produced one above it.
     #[error("the epoch counter is exhausted")]
     EpochExhausted,
 }

@@ -44,7 +44,7 @@ use crate::{ConfigError, ElectionName, Epoch, Error, Identity};
 ///     store.put(&token, "hello");
 /// })
 /// .await?;
-/// assert_eq!(store.rows, [("hello".to_owned(), 1)]);
+/// assert_eq!(store.rows, [("hello".to_owned(), 1)]); // Epoch::UNGUARDED
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -71,8 +71,9 @@ impl<'g> WriteToken<'g> {
     }
 
     /// The epoch of the term that held the key at the commit point. For an
-    /// [`unguarded`] token it is [`Epoch::FIRST`]: a fenced store that has
-    /// ever seen a guarded write refuses it.
+    /// [`unguarded`] token it is [`Epoch::UNGUARDED`], lower than every
+    /// term's epoch on every backend: a fenced store that has ever seen a
+    /// guarded write refuses it.
     pub fn epoch(&self) -> Epoch {
         self.epoch
     }
@@ -95,9 +96,11 @@ impl<'g> WriteToken<'g> {
 /// reader and for [`WriteToken::unguarded_reason`]; grep for `unguarded(`
 /// to find every such path.
 ///
-/// The token's epoch is [`Epoch::FIRST`], so a fenced store that has already
-/// accepted a guarded write refuses an unguarded one instead of letting it
-/// overwrite a real leader's data.
+/// The token's epoch is [`Epoch::UNGUARDED`], lower than the epoch of every
+/// term (terms start at [`Epoch::FIRST`]), so a fenced store that has
+/// already accepted a guarded write refuses an unguarded one instead of
+/// letting it overwrite a real leader's data, also while that leader's first
+/// term is live.
 ///
 /// Cancel safety: as cancel safe as `write`. Failure model:
 /// [`Error::Config`] for an invalid key or an empty reason; otherwise
@@ -107,7 +110,8 @@ impl<'g> WriteToken<'g> {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), election_core::Error> {
 /// let epoch = election_core::unguarded("tenant-1", "unit test", async |token| token.epoch()).await?;
-/// assert_eq!(epoch, election_core::Epoch::FIRST);
+/// assert_eq!(epoch, election_core::Epoch::UNGUARDED);
+/// assert!(epoch < election_core::Epoch::FIRST);
 /// # Ok(()) }
 /// ```
 pub async fn unguarded<R>(
@@ -126,7 +130,7 @@ pub async fn unguarded<R>(
     let token = WriteToken {
         key: &key,
         identity: None,
-        epoch: Epoch::FIRST,
+        epoch: Epoch::UNGUARDED,
         unguarded: Some(reason),
     };
     Ok(write(token).await)

@@ -67,7 +67,7 @@ async fn a_key_moves_to_the_asker_when_its_holder_closes() {
     ));
     until("b to take k over", || b.held("k")).await;
     let epoch = b.guard("k", async |t| t.epoch()).await.unwrap();
-    assert_eq!(epoch.get(), 2);
+    assert_eq!(epoch.get(), 3, "the second term of k");
     b.close().await;
     backend.check_rules(true).unwrap();
 }

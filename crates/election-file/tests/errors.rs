@@ -51,7 +51,7 @@ async fn a_corrupt_epoch_file_is_a_typed_error_and_never_reuses_an_epoch() {
     let election = FileElection::new(tmp.path()).expect("election");
     let candidate = election.candidate("jobs", "a").expect("candidate");
     let term = candidate.campaign().await.expect("first term");
-    assert_eq!(term.epoch().get(), 1);
+    assert_eq!(term.epoch().get(), 2);
     term.resign().await.expect("resign");
 
     let record = tmp.path().join("jobs.epoch");

@@ -36,7 +36,7 @@ async fn leader(e: &FileElection, key: &str) -> Option<(String, Epoch)> {
 }
 
 /// A term of `key` won and resigned by another node first, so the next
-/// term's epoch is 2 (an epoch of 1 would hide a token stuck at
+/// term's epoch is 3 (the first term's, 2, would hide a token stuck at
 /// `Epoch::FIRST`).
 async fn earlier_term(e: &FileElection, key: &str) {
     let term = e
@@ -99,7 +99,7 @@ async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere
     assert!(!b.ask("k").await.expect("ask"));
 
     let epoch = election_core::conformance::guard_names_the_holder(&a, &b, "k").await;
-    assert_eq!(epoch.get(), 2, "the term after the earlier one");
+    assert_eq!(epoch.get(), 3, "the term after the earlier one");
     assert_eq!(leader(&e, "k").await, Some(("node-a".into(), epoch)));
     a.close().await;
     b.close().await;
@@ -165,7 +165,7 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     }
     // So is an unguarded write: its token is epoch 1.
     let unguarded_write = unguarded("k", "test: no coordinator", async |t| {
-        assert_eq!(t.epoch(), Epoch::FIRST);
+        assert_eq!(t.epoch(), Epoch::UNGUARDED);
         fence
             .fenced(
                 &ResourceName::for_key(t.key()),

@@ -104,8 +104,10 @@ impl From<Epoch> for Token {
 /// a late write carrying it is refused once a later term has written.
 ///
 /// An [`unguarded`](election_core::unguarded) write token has epoch 1
-/// ([`Epoch::FIRST`]): a fence that has accepted any guarded write of a
-/// later term (epoch 2 or more) refuses it with [`Error::Stale`].
+/// ([`Epoch::UNGUARDED`](election_core::Epoch::UNGUARDED)), lower than the
+/// epoch of every term on every backend (terms start at 2,
+/// [`Epoch::FIRST`]): a fence that has accepted any guarded write refuses it
+/// with [`Error::Stale`], also during the key's first term.
 ///
 /// ```
 /// use election_core::{memory::MemoryBackend, unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
@@ -114,8 +116,6 @@ impl From<Epoch> for Token {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let backend = MemoryBackend::new();
-/// // An earlier holder of shard-1 had term 1, so node-a's term is 2.
-/// Candidate::new(backend.claim("shard-1", "node-old")?).campaign().await?.resign().await?;
 /// let set = LeaseSet::new(PerKeyClaims::new(Identity::new("node-a")?, move |key| {
 ///     backend.claim(key.as_str(), "node-a")
 /// }));
@@ -128,7 +128,8 @@ impl From<Epoch> for Token {
 ///     .await??;
 /// assert_eq!(written, "row");
 ///
-/// // An unguarded write (epoch 1) is refused once a later term has written.
+/// // An unguarded write (epoch 1) is refused once any term has written,
+/// // here the key's very first term.
 /// let late = unguarded("shard-1", "migration tool", async |token| {
 ///     let shard = ResourceName::for_key(token.key());
 ///     fence.fenced(&shard, Token::from(&token), || async { "late" }).await
@@ -234,7 +235,7 @@ mod tests {
         let token = election_core::unguarded("k", "test", async |t| Token::from(&t))
             .await
             .unwrap();
-        assert_eq!(token.epoch(), Epoch::FIRST);
+        assert_eq!(token.epoch(), Epoch::UNGUARDED);
         let backend = MemoryBackend::new();
         let b = backend.clone();
         Candidate::new(backend.claim("k", "old").unwrap())
@@ -253,7 +254,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(token.epoch(), epoch);
-        assert_eq!(epoch.get(), 2);
+        assert_eq!(epoch.get(), 3, "the term after the resigned one");
         set.close().await;
     }
 
@@ -275,7 +276,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn text_round_trips_and_order_matches_epochs(a in 1u64.., b in 1u64..) {
+        fn text_round_trips_and_order_matches_epochs(a in 1u64..=i64::MAX as u64, b in 1u64..=i64::MAX as u64) {
             let ta = Token::from_epoch(Epoch::new(a).unwrap());
             let tb = Token::from(Epoch::new(b).unwrap());
             prop_assert_eq!(ta.to_string().parse::<Token>().unwrap(), ta);
