@@ -253,6 +253,49 @@ impl Backend {
         }
     }
 
+    /// `elect repair-epoch`: sets the file backend's epoch record of `name`
+    /// to `epoch`; other backends keep their epochs in state the library
+    /// never deletes and have no such record to repair.
+    pub(crate) fn repair_epoch(
+        &self,
+        name: &str,
+        epoch: election_core::Epoch,
+        reporter: crate::report::Reporter,
+    ) -> Result<u8, Failure> {
+        let Backend::File(election) = self else {
+            return Err(Failure::config(
+                "repair-epoch is for the file backend's epoch records only",
+            )
+            .hint("use --backend file:///dir (or no --backend for the default directory)"));
+        };
+        let repaired = election.repair_epoch(name, epoch).map_err(|e| match e {
+            election_file::Error::ClaimHeld { .. } => {
+                Failure::new(exit::UNAVAILABLE, exit::chain(&e))
+                    .hint("stop every process of this election first, then repair")
+            }
+            election_file::Error::EpochTooLow { .. } => Failure::config(exit::chain(&e))
+                .hint("give an epoch at least as high as any token your resources hold"),
+            e => file_failure(e),
+        })?;
+        let seen = repaired
+            .highest_seen
+            .map_or_else(|| "none".to_owned(), |e| e.to_string());
+        reporter.event(
+            "repaired",
+            &format!(
+                "the epoch record of {name} now holds epoch {} (highest seen before: {seen}); \
+                 the next term gets a higher one",
+                repaired.epoch
+            ),
+            serde_json::json!({
+                "name": name,
+                "epoch": repaired.epoch.get(),
+                "highest_seen": repaired.highest_seen.map(|e| e.get()),
+            }),
+        );
+        Ok(exit::OK)
+    }
+
     /// How the backend is shown in progress lines (no secrets).
     pub(crate) fn shown(&self, url: Option<&Url>) -> String {
         match (url, self) {

@@ -91,6 +91,27 @@ Examples:
   elect observe --name dispatcher --backend nats://n1:4222
   elect observe --name nightly-report --json | jq .")]
     Observe(ObserveArgs),
+    /// Set a damaged or lost epoch record (file backend) to EPOCH: the safe
+    /// way out of "corrupt epoch record". Never delete the record instead.
+    #[command(
+        name = "repair-epoch",
+        long_about = "\
+Set the epoch record of the election NAME (file backend) to EPOCH, durably;
+the next term gets a higher epoch. Give an epoch at least as high as any
+fencing token (ELECTION_TOKEN) a resource of this election has seen, so the
+next leader's tokens are higher than every earlier one. Refused, changing
+nothing, while a candidate of NAME runs, and when EPOCH is lower than an
+epoch the record (or what is left of it) still shows.
+
+Never delete the record: epochs would start again and fenced resources would
+accept a deposed leader's writes, or refuse the new leader's. elect refuses
+to campaign on a missing record once the election has had terms.",
+        after_help = "\
+Examples:
+  elect repair-epoch --name nightly-report --epoch 5000
+  elect repair-epoch --backend file:///srv/elections --name mailer --epoch 120"
+    )]
+    RepairEpoch(RepairEpochArgs),
 }
 
 /// Flags every subcommand has.
@@ -200,6 +221,16 @@ pub(crate) struct ObserveArgs {
     /// How often to look on backends without notifications (file, sqlite).
     #[arg(long, value_name = "DUR", value_parser = duration, default_value = "250ms")]
     pub(crate) poll: Duration,
+}
+
+/// `elect repair-epoch`.
+#[derive(Debug, Args)]
+pub(crate) struct RepairEpochArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// The epoch the record is set to (at least the highest token seen).
+    #[arg(long, value_name = "EPOCH")]
+    pub(crate) epoch: election_core::Epoch,
 }
 
 #[cfg(test)]

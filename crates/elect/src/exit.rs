@@ -77,7 +77,10 @@ impl From<election_core::Error> for Failure {
             E::Unavailable { .. } | E::OutcomeUnknown { .. } => Failure::new(UNAVAILABLE, message)
                 .hint("check that the backend is reachable (server running, file not locked), then try again"),
             E::Corrupt { .. } => Failure::new(CONFIG, message)
-                .hint("the stored election state is damaged: an operator must repair or remove it"),
+                .hint("the stored election state is damaged; never delete it (epochs would restart and \
+                       tokens go back): on the file backend, stop the election's processes and run \
+                       `elect repair-epoch --name NAME --epoch N` with N at least the highest token \
+                       your resources hold"),
             E::HeldElsewhere { .. } | E::NotHeld { .. } => Failure::new(NOT_ELECTED, message),
             E::Lost(_) => Failure::new(LOST, message),
             _ => Failure::new(INTERNAL, message),

@@ -6,6 +6,7 @@
 //!           [--wait | --no-wait | --timeout DUR] -- COMMAND [ARGS...]
 //! elect leader [--backend URL] --name NAME [--json]
 //! elect observe [--backend URL] --name NAME [--json]
+//! elect repair-epoch [--backend file:///dir] --name NAME --epoch EPOCH
 //! ```
 //!
 //! See `elect --help` and the README's `elect` section.
@@ -57,6 +58,14 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
             let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
             leader::observe(&backend, &args.common.name, args.common.json, args.poll).await
         }
+        Command::RepairEpoch(args) => {
+            let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
+            backend.repair_epoch(
+                &args.common.name,
+                args.epoch,
+                Reporter::new(args.common.style()),
+            )
+        }
     }
 }
 
@@ -77,6 +86,7 @@ fn main() -> ExitCode {
         Command::Run(a) => a.common.style(),
         Command::Leader(a) => a.common.style(),
         Command::Observe(a) => a.common.style(),
+        Command::RepairEpoch(a) => a.common.style(),
     };
     let reporter = Reporter::new(style);
     // One thread: the command is spawned from the thread that lives as long

@@ -138,3 +138,72 @@ async fn a_command_that_is_not_executable_exits_126_and_resigns() {
     done.err_line("elect: error: cannot run ");
     common::assert_free(&b, "j", common::elected_epoch(&done)).await;
 }
+
+#[tokio::test]
+async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_it() {
+    let b = Backend::file();
+    let r = b.report("x");
+    let done = b.run_to_end("j", "a", &[], &r.once()).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    let dir = b.url.trim_start_matches("file://").to_owned();
+    let record = std::path::Path::new(&dir).join("j.epoch");
+    std::fs::write(&record, "election-file/1\nepoch=40\nidentity=\n").expect("damage");
+
+    let done = b.run_to_end("j", "a", &[], &r.once()).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    let hint = done.err_line("elect: hint: ");
+    assert!(
+        hint.contains("repair-epoch") && hint.contains("never delete"),
+        "{hint}"
+    );
+    assert!(
+        !hint.contains("remove"),
+        "a hint must not advise removing state: {hint}"
+    );
+
+    let low = once(&[
+        "repair-epoch",
+        "--backend",
+        &b.url,
+        "--name",
+        "j",
+        "--epoch",
+        "39",
+    ])
+    .await;
+    assert_eq!(low.code, common::CONFIG, "{low:?}");
+    low.err_line("it shows epoch 40");
+    let ok = once(&[
+        "repair-epoch",
+        "--backend",
+        &b.url,
+        "--name",
+        "j",
+        "--epoch",
+        "500",
+    ])
+    .await;
+    assert_eq!(ok.code, 0, "{ok:?}");
+    ok.err_line("now holds epoch 500");
+
+    let done = b.run_to_end("j", "a", &[], &r.once()).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    assert_eq!(common::elected_epoch(&done), 501);
+    assert_eq!(
+        r.lines().len(),
+        2,
+        "the command ran in the first and the last run only"
+    );
+
+    let sqlite = once(&[
+        "repair-epoch",
+        "--backend",
+        "sqlite:///nonexistent/x.db",
+        "--name",
+        "j",
+        "--epoch",
+        "5",
+    ])
+    .await;
+    assert_ne!(sqlite.code, 0, "{sqlite:?}");
+}

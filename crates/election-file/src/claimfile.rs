@@ -30,6 +30,26 @@ pub(crate) fn open_claim_file(path: &Path) -> Result<File, Error> {
         .map_err(|e| Error::io("open", path, e))
 }
 
+/// What the claim file holds once a term of its election was won: a
+/// non-empty claim file with no epoch record means the record was lost.
+const USED: &[u8] = b"election-file/1 claim: this election has had terms; see its .epoch record\n";
+
+/// Marks the claim file `file` (at `path`) as used, durably, once: from now
+/// on a missing epoch record is corrupt, not "no term yet".
+pub(crate) fn mark_used(file: &File, path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::FileExt;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("stat", path, e))?
+        .len();
+    if len == 0 {
+        file.write_all_at(USED, 0)
+            .map_err(|e| Error::io("write", path, e))?;
+        file.sync_data().map_err(|e| Error::io("fsync", path, e))?;
+    }
+    Ok(())
+}
+
 /// True if `file` is the file now at `path` (it was not deleted or
 /// replaced).
 pub(crate) fn same_file(file: &File, path: &Path) -> Result<bool, Error> {
@@ -63,7 +83,23 @@ pub(crate) fn claim_locked(
         if !same_file(file, &paths.lock)? {
             return Ok(None);
         }
-        let previous = Record::read(&paths.record)?.map(|r| r.epoch);
+        let previous = match Record::read(&paths.record)? {
+            Some(r) => Some(r.epoch),
+            None if file
+                .metadata()
+                .map_err(|e| Error::io("stat", &paths.lock, e))?
+                .len()
+                > 0 =>
+            {
+                return Err(Error::CorruptEpoch {
+                    path: paths.record.clone(),
+                    detail: "the record is missing, but the claim file shows this election has \
+                             had terms, so epochs would start again"
+                        .into(),
+                });
+            }
+            None => None,
+        };
         let epoch = Epoch::after(previous)?;
         Record {
             epoch,
@@ -72,6 +108,9 @@ pub(crate) fn claim_locked(
             since_unix_ms: unix_ms(),
         }
         .write_durably(&paths.dir, &paths.record, &paths.tmp)?;
+        // After the record, so a failure here leaves a record, never a
+        // marked claim file without one.
+        mark_used(file, &paths.lock)?;
         Ok(Some(epoch))
     })();
     if !matches!(won, Ok(Some(_))) {

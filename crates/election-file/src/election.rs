@@ -161,6 +161,49 @@ impl FileElection {
         })
     }
 
+    /// Sets the epoch record of election `name` to `epoch`, durably: the
+    /// safe way out of [`Error::CorruptEpoch`]. The next term gets an epoch
+    /// above `epoch`.
+    ///
+    /// Give an epoch at least as high as any fencing token that a resource
+    /// of this election has seen (its high-water mark), so the next term's
+    /// tokens are higher than every earlier one. Refuses, changing nothing:
+    /// - [`Error::ClaimHeld`] while a candidate holds the claim (repair
+    ///   with the election's processes stopped);
+    /// - [`Error::EpochTooLow`] when `epoch` is lower than an epoch the
+    ///   record still shows (its own if it parses, else the largest number
+    ///   after an `epoch=` in it or in a leftover temporary record).
+    ///
+    /// Never delete the record instead: epochs would start again at
+    /// [`Epoch::FIRST`], and the library refuses to campaign on a missing
+    /// record once the election has had terms. Blocking file I/O (two
+    /// fsyncs): call it from a tool or `spawn_blocking`. The command line
+    /// has it as `elect repair-epoch`.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use election_file::{Error, FileElection};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// std::fs::write(tmp.path().join("jobs.epoch"), "election-file/1\nepoch=41\nidentity=\n")?;
+    /// assert!(election.candidate("jobs", "a")?.try_campaign().await.is_err()); // corrupt
+    ///
+    /// // Lower than the epoch the damaged record still shows: refused.
+    /// let low = election.repair_epoch("jobs", Epoch::new(40).unwrap());
+    /// assert!(matches!(low, Err(Error::EpochTooLow { .. })));
+    /// election.repair_epoch("jobs", Epoch::new(1000).unwrap())?;
+    /// let term = election.candidate("jobs", "a")?.try_campaign().await?.unwrap();
+    /// assert_eq!(term.epoch().get(), 1001);
+    /// # Ok(()) }
+    /// ```
+    pub fn repair_epoch(&self, name: &str, epoch: Epoch) -> Result<crate::EpochRepair, Error> {
+        let claim = self.claim(name, "repair")?;
+        crate::repair::repair(&claim.paths, epoch)
+    }
+
     /// A [`Candidate`] for [`claim`](FileElection::claim).
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<FileClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))

@@ -4,12 +4,14 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use election_core::{ConfigError, ElectionName};
+use election_core::{ConfigError, ElectionName, Epoch};
 
 /// What can go wrong with the file backend, grouped by what the caller
 /// should do: fix the configuration (`NetworkFilesystem`, `NotADirectory`,
-/// `PermissionDenied`, `Config`), repair the stored state (`CorruptEpoch`),
-/// or retry later (`Io`).
+/// `PermissionDenied`, `Config`), repair the stored state (`CorruptEpoch`,
+/// with [`FileElection::repair_epoch`](crate::FileElection::repair_epoch)),
+/// give a repair what it needs (`ClaimHeld`, `EpochTooLow`), or retry later
+/// (`Io`).
 ///
 /// Inside a campaign these reach the caller as the `source` of an
 /// [`election_core::Error`]: `Config` for the first group, `Corrupt` for
@@ -45,15 +47,42 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// The epoch file cannot be read as an epoch record. No term is handed
-    /// out until an operator repairs or replaces it with a record whose
-    /// epoch is at least the highest ever handed out.
-    #[error("corrupt epoch file {path}: {detail}")]
+    /// The epoch record cannot be read, or it is missing although the claim
+    /// file shows that this election has had terms. No term is handed out
+    /// until an operator sets it, with
+    /// [`FileElection::repair_epoch`](crate::FileElection::repair_epoch)
+    /// (`elect repair-epoch`), to an epoch at least as high as any fencing
+    /// token a resource of this election has seen. Never delete the record:
+    /// epochs would start again at 2 and tokens would go backwards.
+    #[error(
+        "corrupt epoch record {path}: {detail}; do not delete it: set it with `elect repair-epoch` \
+         (FileElection::repair_epoch) to an epoch at least as high as any token your resources hold"
+    )]
     CorruptEpoch {
         /// The epoch file.
         path: PathBuf,
         /// What is wrong with it.
         detail: String,
+    },
+    /// A repair was refused because a candidate holds the claim: repair
+    /// only while no process of this election runs.
+    #[error("{path} is locked by a running candidate; stop it before repairing the epoch record")]
+    ClaimHeld {
+        /// The claim file.
+        path: PathBuf,
+    },
+    /// A repair was refused because the epoch given is lower than one the
+    /// record (or what is left of it) still shows: tokens would go back.
+    #[error(
+        "refusing to set {path} to epoch {given}: it shows epoch {highest_seen}; give at least that"
+    )]
+    EpochTooLow {
+        /// The epoch record.
+        path: PathBuf,
+        /// The epoch the operator gave.
+        given: Epoch,
+        /// The highest epoch still visible.
+        highest_seen: Epoch,
     },
     /// Another I/O error; retrying may help.
     #[error("{op} {path} failed")]
@@ -98,7 +127,9 @@ impl Error {
                     source: Some(Arc::new(e)),
                 })
             }
-            e @ Error::CorruptEpoch { .. } => election_core::Error::corrupt(name, e),
+            e @ (Error::CorruptEpoch { .. } | Error::EpochTooLow { .. }) => {
+                election_core::Error::corrupt(name, e)
+            }
             e => election_core::Error::unavailable(name, e),
         }
     }

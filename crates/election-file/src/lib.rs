@@ -7,6 +7,20 @@
 //! holds the lock, so epochs only grow, across crashes and restarts.
 //! Waiting candidates wake the moment the lock is freed: no polling.
 //!
+//! # What an operator must never touch
+//!
+//! For each election `name` the directory holds `name.lock` (the claim
+//! file) and `name.epoch` (the epoch record: the highest epoch handed out).
+//! Never delete or edit the epoch record: epochs would start again and
+//! fencing tokens would go backwards. Once an election has had a term, a
+//! missing record is refused as corrupt ([`Error::CorruptEpoch`]), and the
+//! way out of a damaged or lost record is
+//! [`FileElection::repair_epoch`] (`elect repair-epoch`), which sets it to
+//! an epoch you give, at least the highest fencing token your resources
+//! hold, and refuses a lower one than it can still see. Deleting the claim
+//! file while a term runs is noticed by the holder's tamper watch (the term
+//! is lost).
+//!
 //! ```
 //! use election_file::FileElection;
 //!
@@ -29,6 +43,7 @@ mod error;
 mod fstype;
 mod lock;
 mod record;
+mod repair;
 mod waiter;
 
 pub use election::{
@@ -36,3 +51,4 @@ pub use election::{
 };
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 pub use error::Error;
+pub use repair::EpochRepair;

@@ -1,7 +1,7 @@
 //! Bad directories and damaged state get typed errors, never a panic and
 //! never a reused epoch.
 
-use election_core::Error as CoreError;
+use election_core::{Epoch, Error as CoreError};
 use election_file::{Error, FileElection};
 
 #[test]
@@ -84,4 +84,79 @@ async fn an_empty_epoch_file_is_corrupt_not_absent() {
         candidate.try_campaign().await,
         Err(CoreError::Corrupt { .. })
     ));
+}
+
+#[tokio::test]
+async fn a_deleted_epoch_record_is_refused_not_restarted_at_the_first_epoch() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let election = FileElection::new(tmp.path()).expect("election");
+    let candidate = election.candidate("jobs", "a").expect("candidate");
+    let mut last = None;
+    for _ in 0..3 {
+        let term = candidate.campaign().await.expect("term");
+        last = Some(term.epoch());
+        term.resign().await.expect("resign");
+    }
+    let last = last.expect("three terms");
+    std::fs::remove_file(tmp.path().join("jobs.epoch")).expect("delete the record");
+    // Before the claim file recorded that terms happened, this won a term
+    // with Epoch::FIRST again, below the tokens of the three earlier terms.
+    match candidate.try_campaign().await {
+        Err(CoreError::Corrupt { source, .. }) => {
+            let inner = source.downcast_ref::<Error>().expect("file error");
+            assert!(matches!(inner, Error::CorruptEpoch { .. }), "{inner:?}");
+            let text = inner.to_string();
+            assert!(
+                text.contains("repair-epoch") && text.contains("do not delete"),
+                "{text}"
+            );
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let repaired = election.repair_epoch("jobs", last).expect("repair");
+    assert_eq!(repaired.highest_seen, None, "nothing was left to see");
+    let term = candidate.try_campaign().await.expect("try").expect("wins");
+    assert!(term.epoch() > last, "{} after {last}", term.epoch());
+}
+
+#[tokio::test]
+async fn a_repair_refuses_a_lower_epoch_and_a_held_claim() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let election = FileElection::new(tmp.path()).expect("election");
+    let candidate = election.candidate("jobs", "a").expect("candidate");
+    let term = candidate.campaign().await.expect("term");
+    let epoch = term.epoch();
+    assert!(matches!(
+        election.repair_epoch("jobs", Epoch::new(1000).unwrap()),
+        Err(Error::ClaimHeld { .. })
+    ));
+    term.resign().await.expect("resign");
+    let record = tmp.path().join("jobs.epoch");
+    std::fs::write(
+        &record,
+        format!("election-file/1\nepoch={}\nidentity=\n", epoch.get() + 5),
+    )
+    .expect("damage the record, leaving its epoch readable");
+    let too_low = Epoch::new(epoch.get() + 4).unwrap();
+    match election.repair_epoch("jobs", too_low) {
+        Err(Error::EpochTooLow {
+            given,
+            highest_seen,
+            ..
+        }) => {
+            assert_eq!(given, too_low);
+            assert_eq!(highest_seen.get(), epoch.get() + 5);
+        }
+        other => panic!("expected EpochTooLow, got {other:?}"),
+    }
+    assert!(
+        candidate.try_campaign().await.is_err(),
+        "still corrupt: nothing changed"
+    );
+    let repaired = election
+        .repair_epoch("jobs", Epoch::new(epoch.get() + 5).unwrap())
+        .expect("repair");
+    assert_eq!(repaired.highest_seen.map(Epoch::get), Some(epoch.get() + 5));
+    let term = candidate.try_campaign().await.expect("try").expect("wins");
+    assert_eq!(term.epoch().get(), epoch.get() + 6);
 }
