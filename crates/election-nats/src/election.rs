@@ -1,10 +1,11 @@
 //! [`NatsElection`]: elections in one JetStream KV bucket.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, kv};
-use election_core::{Candidate, ElectionName, Epoch, Identity, Leader};
+use election_core::{Candidate, ElectionName, Identity, Leader};
 use futures::{Stream, StreamExt};
 
 use crate::bucket;
@@ -19,6 +20,21 @@ pub(crate) struct Inner {
     pub(crate) js: jetstream::Context,
     pub(crate) kv: kv::Store,
     pub(crate) options: NatsOptions,
+    /// The creation time (µs) of the bucket incarnation last seen: the
+    /// base of the epochs won in it (see [`bucket::epoch_at`]).
+    base: AtomicU64,
+}
+
+impl Inner {
+    /// The base of epochs, as last seen.
+    pub(crate) fn base(&self) -> u64 {
+        self.base.load(Ordering::SeqCst)
+    }
+
+    /// Records the base of the bucket incarnation the server shows now.
+    pub(crate) fn set_base(&self, base: u64) {
+        self.base.store(base, Ordering::SeqCst);
+    }
 }
 
 /// Elections in a NATS JetStream key-value bucket: one key per election,
@@ -134,12 +150,21 @@ impl NatsElection {
             },
         )
         .await?;
+        let shape = bucket::shape(&kv, options.timeout().max(Duration::from_secs(1))).await?;
+        if !options.is_observer() {
+            bucket::warn_if_single_replica(
+                options.bucket_name(),
+                &shape,
+                options.is_single_replica_ok(),
+            );
+        }
         Ok(NatsElection {
             inner: Arc::new(Inner {
                 client,
                 js,
                 kv,
                 options,
+                base: AtomicU64::new(shape.created_us),
             }),
         })
     }
@@ -250,13 +275,7 @@ fn leader_of(
         return Ok(None);
     }
     let v = Value::decode(key, value)?;
-    let epoch = v
-        .epoch
-        .or_else(|| Epoch::new(revision))
-        .ok_or_else(|| Error::CorruptValue {
-            key: key.to_owned(),
-            detail: "revision 0".into(),
-        })?;
+    let epoch = v.epoch_at(key, revision)?;
     let since = v
         .since_unix_ms
         .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));

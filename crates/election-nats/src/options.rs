@@ -49,6 +49,7 @@ pub struct NatsOptions {
     replicas: usize,
     adopt_own: bool,
     observer: bool,
+    single_replica_ok: bool,
 }
 
 impl Default for NatsOptions {
@@ -70,6 +71,7 @@ impl NatsOptions {
             replicas: 1,
             adopt_own: false,
             observer: false,
+            single_replica_ok: false,
         }
         .validated()
     }
@@ -121,6 +123,32 @@ impl NatsOptions {
     pub fn observer(mut self, observer: bool) -> Self {
         self.observer = observer;
         self
+    }
+
+    /// Says that a single-replica (R1) bucket is acceptable here, which
+    /// silences the warning logged when one is opened.
+    ///
+    /// A nats-server acknowledges a write once it is in the operating
+    /// system's page cache and syncs to disk every `sync_interval` (2
+    /// minutes by default). If the host crashes or loses power, an R1
+    /// bucket loses the writes since the last sync: later claims then
+    /// reuse their revisions, so **two terms can get the same epoch** and a
+    /// fence accepts both. No client can notice this afterwards. Say `true`
+    /// only if the server runs with `jetstream { sync_interval: always }`
+    /// (every write is synced before it is acknowledged), or if a repeated
+    /// epoch after a host crash is acceptable (tests, development). An R3
+    /// bucket on a cluster keeps every acknowledged write while a majority
+    /// of its nodes survive. A killed server *process* loses nothing either
+    /// way.
+    pub fn single_replica_ok(mut self, ok: bool) -> Self {
+        self.single_replica_ok = ok;
+        self
+    }
+
+    /// Whether a single-replica bucket was accepted (see
+    /// [`single_replica_ok`](NatsOptions::single_replica_ok)).
+    pub fn is_single_replica_ok(&self) -> bool {
+        self.single_replica_ok
     }
 
     /// Whether this is an observer's options (see
