@@ -397,10 +397,12 @@ impl NatsClaim {
         }
         if let Some(why) = self.check_bucket(base).await.map_err(|e| self.core(e))? {
             tracing::warn!(name = %self.name, identity = %self.identity, revision, %why, "a won write is not used");
-            // The write may belong to another incarnation than its base:
-            // delete it (expecting its revision) and claim again.
+            // Recreated: the write may belong to another incarnation than
+            // its base; delete it (expecting its revision) and claim again.
+            // Else the max age is below the TTL: a configuration error.
+            let recreated = self.inner.base() != base;
             return match self.delete_marker(revision).await {
-                Ok(marker) => {
+                Ok(marker) if recreated => {
                     attempt.may_hold = false;
                     attempt.vacancy = marker.map(|revision| Vacancy {
                         revision,
@@ -408,6 +410,14 @@ impl NatsClaim {
                     });
                     attempt.retry = marker.is_some();
                     Ok(None)
+                }
+                Ok(_) => {
+                    attempt.may_hold = false;
+                    Err(self.core(Error::BucketMismatch {
+                        bucket: self.inner.options.bucket_name().to_owned(),
+                        found: why,
+                        wanted: format!("max age {:?}", self.inner.options.ttl()),
+                    }))
                 }
                 Err(e) => Err(self.core(e)),
             };

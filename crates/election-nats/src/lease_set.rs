@@ -475,6 +475,23 @@ impl NatsLeases {
         let _writes = self.session_writes.lock().await;
         let own = self.book().own;
         let Some(own) = own else {
+            // A new session only in a bucket whose max age is not below
+            // the TTL counted with (an operator may have shortened it).
+            match bucket::shape(&self.sessions, self.timeout()).await {
+                Ok(shape) if shape.max_age.is_zero() || shape.max_age >= options.ttl() => {}
+                Ok(shape) => {
+                    tracing::warn!(
+                        max_age = ?shape.max_age,
+                        ttl = ?options.ttl(),
+                        "the sessions bucket's max age is below the TTL: no new lease-set session"
+                    );
+                    return false;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading the sessions bucket failed");
+                    return false;
+                }
+            }
             match session::start(
                 &self.sessions,
                 &self.identity,
