@@ -41,14 +41,25 @@ impl Inner {
 /// on one server or a clustered (R3) bucket.
 ///
 /// - The value names the holder (identity, a random nonce per attempt).
-/// - Winning is an atomic `create`; the **epoch is the KV revision of that
-///   create**: it stays the same through renewals, and every later term's
-///   epoch is higher (revisions only grow within a bucket).
+/// - Winning is an atomic compare-and-set (an update expecting the last
+///   vacancy seen, or "no entry"); the **epoch is the bucket's creation
+///   time in microseconds plus the KV revision of that write**: it stays
+///   the same through renewals, and every later term's epoch is higher,
+///   also after the bucket is deleted and recreated (see the crate docs
+///   for what that rests on, and for the single-server power-loss case).
+///   The term begins only if the bucket's creation time after the write is
+///   the one read before it (rule 1).
 /// - The lease lives as long as the bucket's max age (the TTL) unless
 ///   renewed; renewal is an `update` that expects the revision last
 ///   written. The holder renews every renew interval and reports the loss
 ///   `margin` before the TTL could run out, counting from the monotonic
-///   instant before the renewal request left.
+///   instant before the renewal request left. Each renewal also reads the
+///   bucket's stream info: a recreated bucket, or a max age below the TTL,
+///   loses the term.
+/// - After a vacancy that was not a clean release this process saw (an
+///   expiry, no entry at all, a write of unknown origin), a new term
+///   waits the failover grace, then refreshes the key and counts validity
+///   from that refresh.
 /// - Waiting candidates watch the key and try again the moment it is
 ///   deleted (a resign) or purged (the server's TTL marker, servers 2.11+,
 ///   which this crate enables); they also poll every poll interval.

@@ -95,13 +95,19 @@ enum Next {
 ///
 /// - **Winning a key** is a compare-and-set on it (an update expecting the
 ///   revision last seen: 0 for a key never written, the delete marker or
-///   the dead holder's record); the **epoch is the revision of that
-///   write** (keys are written once per term, so later terms have higher
-///   revisions).
+///   the dead holder's record); the **epoch is the keys bucket's creation
+///   time in microseconds plus the revision of that write** (keys are
+///   written once per term, so later terms have higher revisions; a
+///   recreated keys bucket has a later creation time, so its epochs are
+///   higher still). The win counts only if the keys bucket's creation time
+///   after the write is the one read before it.
 /// - **Renewal** renews only the session (one request per renew interval
 ///   for all keys); every key naming it stays held. Validity is counted
 ///   from the monotonic instant before the session write, minus the margin
-///   (`ttl − ttl/10`), as for single elections.
+///   (`ttl − ttl/10`), as for single elections. Each renewal also reads
+///   both buckets' stream info: a recreated sessions bucket, or a max age
+///   below the TTL, loses the session (every key); a recreated keys bucket
+///   loses every key held (they are claimed again in the new bucket).
 /// - **Taking a key over** from another process needs its session dead:
 ///   aged out (the server's TTL marker) or deleted. After an age-out the
 ///   failover grace applies; after a delete (a clean close) it does not.

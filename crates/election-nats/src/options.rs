@@ -17,9 +17,13 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 ///   the TTL).
 /// - `request_timeout`: the bound on one KV request (default half the
 ///   renew interval, at most 2 s).
-/// - `failover_grace`: after winning a claim whose previous holder did not
-///   resign cleanly, how long the new term waits before it begins (default
-///   a third of the TTL; see ADR 0007).
+/// - `failover_grace`: after winning a claim, unless the vacancy was a
+///   clean release (a resign) this process saw, how long the new term waits
+///   before it begins (default a third of the TTL; see ADRs 0007, 0015).
+///   An expiry, a key with no entry at all (also in a fresh bucket) or a
+///   vacancy of unknown origin all get it.
+/// - `single_replica_ok`: silences the warning logged when an R1 bucket is
+///   opened (see [`single_replica_ok`](NatsOptions::single_replica_ok)).
 /// - `replicas`: the bucket's replicas (1, or 3 on a cluster).
 /// - `adopt_own`: whether a candidate that finds a live key holding its
 ///   own identity (a restarted process) takes it over at once, with a new,

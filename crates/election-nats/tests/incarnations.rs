@@ -185,3 +185,27 @@ async fn a_fresh_candidate_after_an_unseen_expiry_waits_the_grace() {
     assert!(term.epoch() > Epoch::UNGUARDED);
     term.resign().await.expect("resign");
 }
+
+/// The base of epochs (the stream's creation time) must survive a server
+/// restart: else every restart would look like a recreated bucket and end
+/// every term.
+#[tokio::test]
+async fn a_server_restart_keeps_the_buckets_creation_time() {
+    let mut server = Server::start().expect("nats-server");
+    let created = |client: async_nats::Client| async move {
+        let js = async_nats::jetstream::new(client);
+        let mut stream = js.get_stream("KV_elections").await.expect("stream");
+        stream.info().await.expect("info").created
+    };
+    let election = connect(&server).await;
+    let before = created(election.client().clone()).await;
+    drop(election);
+    server.kill().expect("kill");
+    server.restart().expect("restart");
+    let election = connect(&server).await;
+    let after = created(election.client().clone()).await;
+    assert_eq!(
+        before, after,
+        "the stream's creation time changed on restart"
+    );
+}
