@@ -167,8 +167,11 @@ impl NatsClaim {
     /// Publishes a delete marker of the key expecting `revision` (what
     /// `delete_expect_revision` sends), so the acknowledgement tells the
     /// marker's revision: `Ok(Some(marker))` if it landed, `Ok(None)` if
-    /// the key had moved on (not ours).
-    async fn delete_marker(&self, revision: u64) -> Result<Option<u64>, Error> {
+    /// the key had moved on (not ours). With `purge`, the marker is a purge
+    /// instead, which candidates do not take for a clean release (they
+    /// wait the failover grace): for a write given up because the vacancy
+    /// it replaced is of unknown origin.
+    async fn delete_marker(&self, revision: u64, purge: bool) -> Result<Option<u64>, Error> {
         let kv = &self.inner.kv;
         let subject = format!(
             "{}{}",
@@ -176,7 +179,12 @@ impl NatsClaim {
             self.key
         );
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert("KV-Operation", "DEL");
+        if purge {
+            headers.insert("KV-Operation", "PURGE");
+            headers.insert("Nats-Rollup", "sub");
+        } else {
+            headers.insert("KV-Operation", "DEL");
+        }
         headers.insert(
             "Nats-Expected-Last-Subject-Sequence",
             revision.to_string().as_str(),
@@ -401,7 +409,7 @@ impl NatsClaim {
             // its base; delete it (expecting its revision) and claim again.
             // Else the max age is below the TTL: a configuration error.
             let recreated = self.inner.base() != base;
-            return match self.delete_marker(revision).await {
+            return match self.delete_marker(revision, true).await {
                 Ok(marker) if recreated => {
                     attempt.may_hold = false;
                     attempt.vacancy = marker.map(|revision| Vacancy {
@@ -696,7 +704,7 @@ impl Claim for NatsClaim {
                 name: self.name.clone(),
             });
         };
-        match self.delete_marker(h.revision).await {
+        match self.delete_marker(h.revision, false).await {
             Ok(Some(marker)) => {
                 attempt.may_hold = false;
                 *self.last_release.lock().unwrap_or_else(|p| p.into_inner()) = Some(marker);
