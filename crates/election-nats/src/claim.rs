@@ -253,16 +253,20 @@ impl NatsClaim {
         latest::latest(&self.inner.kv, &self.key, self.timeout()).await
     }
 
-    /// The commit-point check: one compare-and-set round trip (an update
-    /// expecting the revision last written) that proves `lease`'s term
-    /// still holds the claim now. Run it right before an irreversible
-    /// write; it also renews the lease.
+    /// The commit-point check: one compare-and-set (an update expecting
+    /// the revision last written) that proves `lease`'s term still holds
+    /// the claim now, then one read of the bucket's stream info proving the
+    /// write landed in the term's bucket incarnation, whose max age is not
+    /// below the TTL (two round trips). Run it right before an irreversible
+    /// write; the update resets the key's age on the server (the holder's
+    /// own validity is extended only by the renewal loop).
     ///
     /// Cancel safety: if dropped, the update may or may not land; the
     /// renewal loop resolves its revision. Failure model:
     /// [`election_core::Error::Lost`] if the term is lost,
     /// [`election_core::Error::NotHeld`] if the bucket shows another holder
-    /// (or this claim holds no term with that epoch),
+    /// (or this claim holds no term with that epoch, or the bucket was
+    /// recreated or its max age shortened below the TTL),
     /// [`election_core::Error::Unavailable`] if the coordinator cannot
     /// answer: refuse the write then.
     ///
