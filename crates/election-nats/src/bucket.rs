@@ -64,8 +64,13 @@ pub(crate) async fn shape(store: &kv::Store, timeout: Duration) -> Result<Shape,
 /// [`Epoch::MAX`] (about 292,000 years of microseconds) it is
 /// [`ConfigError::EpochExhausted`], never a wrap.
 pub(crate) fn epoch_at(base: u64, revision: u64) -> Result<Epoch, Error> {
+    if base == 0 || revision == 0 {
+        return Err(Error::CorruptValue {
+            key: String::new(),
+            detail: format!("base {base}, revision {revision}: not a write of a bucket"),
+        });
+    }
     base.checked_add(revision)
-        .filter(|_| base > 0 && revision > 0)
         .and_then(Epoch::new)
         .filter(|e| e.is_term())
         .ok_or(Error::Config(ConfigError::EpochExhausted))
@@ -203,5 +208,37 @@ async fn routed(kv: kv::Store, spec: &Spec<'_>) -> Result<kv::Store, Error> {
             }
             Err(e) => return Err(Error::unavailable(spec.what, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_are_terms_up_to_the_maximum_and_refused_past_it() {
+        // A bucket created in 2026, its first write.
+        let base = 1_796_000_000_000_000;
+        let first = epoch_at(base, 1).expect("an epoch");
+        assert!(first.is_term());
+        assert_eq!(first.get(), base + 1);
+        assert!(epoch_at(base, 2).expect("an epoch") > first);
+        // The edge: exactly Epoch::MAX is handed out, one more is refused.
+        let max = Epoch::MAX.get();
+        assert_eq!(epoch_at(max - 5, 5).expect("the maximum"), Epoch::MAX);
+        for (b, r) in [(max - 5, 6), (max, 1), (u64::MAX, 1), (1, u64::MAX)] {
+            assert!(
+                matches!(
+                    epoch_at(b, r),
+                    Err(Error::Config(ConfigError::EpochExhausted))
+                ),
+                "base {b} + revision {r}"
+            );
+        }
+        // No base or no revision is never an epoch.
+        assert!(matches!(epoch_at(0, 5), Err(Error::CorruptValue { .. })));
+        assert!(matches!(epoch_at(base, 0), Err(Error::CorruptValue { .. })));
+        // Never Epoch::UNGUARDED.
+        assert_eq!(epoch_at(1, 1).expect("an epoch"), Epoch::FIRST);
     }
 }

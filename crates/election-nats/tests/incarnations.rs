@@ -8,7 +8,7 @@ use election_core::{Epoch, LossReason};
 use election_nats::{NatsElection, NatsFence, NatsOptions};
 use fencing::{Fence, ResourceName, Token};
 use futures::StreamExt;
-use nats_testkit::Server;
+use nats_testkit::{Cluster, Server};
 use tokio::time::Instant;
 
 /// TTL 3 s: renewals every second, a failover grace of one second.
@@ -33,8 +33,22 @@ async fn connect(server: &Server) -> NatsElection {
 #[tokio::test]
 async fn epochs_keep_growing_across_a_recreated_bucket() {
     let server = Server::start().expect("nats-server");
-    let election = connect(&server).await;
-    let fence = NatsFence::open(election.client().clone(), "fences", 1)
+    recreated_bucket(&server.url(), 1).await;
+}
+
+/// As [`epochs_keep_growing_across_a_recreated_bucket`], with an R3 bucket
+/// on a 3-node cluster (the creation time comes from the meta leader).
+#[tokio::test]
+async fn epochs_keep_growing_across_a_recreated_r3_bucket() {
+    let cluster = Cluster::start(3).expect("a 3-node cluster");
+    recreated_bucket(&cluster.urls().join(","), 3).await;
+}
+
+async fn recreated_bucket(urls: &str, replicas: usize) {
+    let options = options().replicas(replicas).expect("replicas");
+    let connect = || NatsElection::connect(urls, options.clone());
+    let election = connect().await.expect("connect");
+    let fence = NatsFence::open(election.client().clone(), "fences", replicas)
         .await
         .expect("fence");
     let resource = ResourceName::new("ledger").expect("resource");
@@ -68,7 +82,7 @@ async fn epochs_keep_growing_across_a_recreated_bucket() {
     // An operator deletes the bucket; a new process recreates it.
     let js = async_nats::jetstream::new(election.client().clone());
     js.delete_key_value("elections").await.expect("delete");
-    let _recreated = connect(&server).await;
+    let _recreated = connect().await.expect("connect");
 
     // The holder learns its loss; the waiter wins in the new bucket.
     let lost = tokio::time::timeout(PATIENCE, holder.lost())
