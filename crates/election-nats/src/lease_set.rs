@@ -280,6 +280,13 @@ impl Book {
             Seen::Vacant { revision } => Next::Claim {
                 revision: *revision,
             },
+            // A record of this process's live session that no claim of
+            // it has resolved: refresh it (see `saw_key`).
+            Seen::Held {
+                revision, session, ..
+            } if self.own.is_some_and(|o| o.id == *session) => Next::Claim {
+                revision: *revision,
+            },
             Seen::Held {
                 revision, session, ..
             } => match self.sessions.get(session) {
@@ -365,13 +372,11 @@ impl Book {
                 && own.id == *session
             {
                 // Our own live session wrote it (a claim whose answer was
-                // lost, or a racing claim of this process): ours.
-                if entry.mine != Some(*revision)
-                    && let Some(epoch) = epoch_of(*revision)
-                {
-                    entry.mine = Some(*revision);
-                    entry.state.hold(epoch, identity, Some(own.valid_until));
-                }
+                // lost, or a racing claim of this process). Not adopted
+                // here: which bucket incarnation it landed in is not known
+                // (a recreated keys bucket restarts revisions), so its epoch
+                // is not either. The claim loop refreshes it (an update
+                // expecting its revision, checked like any claim).
                 entry.seen = seen;
                 return;
             }
@@ -1125,6 +1130,33 @@ mod tests {
         book.saw_key("k", held_by(1), now);
         assert!(!state.is_held(), "another session's record under our key");
         assert_eq!(book.entries["k"].mine, None);
+    }
+
+    /// A record of our own session seen on the watch (or by a read) is not
+    /// held until a claim refreshed and checked it: it may have landed in
+    /// a recreated keys bucket, where its revision gives no epoch.
+    #[tokio::test(start_paused = true)]
+    async fn an_own_record_is_refreshed_not_adopted() {
+        let now = Instant::now();
+        let mut book = Book {
+            own: Some(Session {
+                id: 9,
+                revision: 1,
+                valid_until: now + TTL,
+            }),
+            keys_base: 1_000_000,
+            ..Book::default()
+        };
+        let e = entry(Seen::Unknown);
+        let state = e.state.clone();
+        book.entries.insert("k".into(), e);
+        book.saw_key("k", held_by(9), now);
+        assert!(!state.is_held(), "adopted without a refresh");
+        assert_eq!(book.entries["k"].mine, None);
+        assert_eq!(
+            book.next(&book.entries["k"], now, TTL, GRACE),
+            Next::Claim { revision: 7 }
+        );
     }
 
     #[tokio::test(start_paused = true)]
