@@ -4,8 +4,93 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
+use election_core::{ConfigError, Epoch};
 
 use crate::Error;
+
+/// A bucket as the server describes it now: which incarnation (its
+/// stream's creation time) and the settings a lease depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// The stream's creation time, in microseconds since the Unix epoch:
+    /// the *base* of every epoch derived from a revision of this
+    /// incarnation (see [`epoch_at`]). A deleted and recreated bucket has
+    /// a later one.
+    pub(crate) created_us: u64,
+    /// The max age (zero: never expire).
+    pub(crate) max_age: Duration,
+    /// The replicas.
+    pub(crate) replicas: usize,
+}
+
+/// Reads the bucket's [`Shape`] from the stream leader (stream info),
+/// bounded by `timeout`.
+pub(crate) async fn shape(store: &kv::Store, timeout: Duration) -> Result<Shape, Error> {
+    let info = tokio::time::timeout(timeout, store.stream.get_info())
+        .await
+        .map_err(|_| Error::Unavailable {
+            what: "read the bucket's stream info (no answer in time)",
+            source: None,
+        })?
+        .map_err(|e| Error::unavailable("read the bucket's stream info", e))?;
+    let created_us = u64::try_from(info.created.unix_timestamp_nanos() / 1000)
+        .ok()
+        .filter(|&us| us > 0)
+        .ok_or_else(|| Error::CorruptValue {
+            key: info.config.name.clone(),
+            detail: format!(
+                "the stream's creation time {} is not after 1970",
+                info.created
+            ),
+        })?;
+    Ok(Shape {
+        created_us,
+        max_age: info.config.max_age,
+        replicas: info.config.num_replicas,
+    })
+}
+
+/// The epoch of a write at `revision` in the bucket incarnation whose
+/// stream was created at `base` (microseconds since the Unix epoch):
+/// `base + revision`.
+///
+/// Within one incarnation this grows with the revision. Across a deleted
+/// and recreated bucket it keeps growing: the old incarnation received
+/// fewer writes than microseconds passed during its life (one stream
+/// cannot take a write per microsecond), so its last epoch is below the
+/// new incarnation's creation time, which is below every new epoch —
+/// provided the server's clock did not step back between the two
+/// creations by more than the old bucket's life (ADR 0015). Past
+/// [`Epoch::MAX`] (about 292,000 years of microseconds) it is
+/// [`ConfigError::EpochExhausted`], never a wrap.
+pub(crate) fn epoch_at(base: u64, revision: u64) -> Result<Epoch, Error> {
+    if base == 0 || revision == 0 {
+        return Err(Error::CorruptValue {
+            key: String::new(),
+            detail: format!("base {base}, revision {revision}: not a write of a bucket"),
+        });
+    }
+    base.checked_add(revision)
+        .and_then(Epoch::new)
+        .filter(|e| e.is_term())
+        .ok_or(Error::Config(ConfigError::EpochExhausted))
+}
+
+/// Logs, once per opening, that a single-replica bucket can lose its last
+/// acknowledged writes on a host crash, unless the user said it is known.
+pub(crate) fn warn_if_single_replica(name: &str, shape: &Shape, acknowledged: bool) {
+    if shape.replicas < 2 && !acknowledged {
+        tracing::warn!(
+            bucket = name,
+            "bucket {name} has a single replica: a nats-server acknowledges writes before \
+             they reach the disk (sync_interval, 2 minutes by default), so a host crash or \
+             power loss can lose the last writes and later terms can reuse their epochs, and \
+             fences then accept two leaders. Use an R3 bucket on a cluster, or run the server \
+             with `jetstream {{ sync_interval: always }}`; say so with \
+             NatsOptions::single_replica_ok(true) to silence this warning"
+        );
+    }
+}
 
 /// What a bucket must look like.
 #[derive(Clone, Debug)]
@@ -123,5 +208,37 @@ async fn routed(kv: kv::Store, spec: &Spec<'_>) -> Result<kv::Store, Error> {
             }
             Err(e) => return Err(Error::unavailable(spec.what, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_are_terms_up_to_the_maximum_and_refused_past_it() {
+        // A bucket created in 2026, its first write.
+        let base = 1_796_000_000_000_000;
+        let first = epoch_at(base, 1).expect("an epoch");
+        assert!(first.is_term());
+        assert_eq!(first.get(), base + 1);
+        assert!(epoch_at(base, 2).expect("an epoch") > first);
+        // The edge: exactly Epoch::MAX is handed out, one more is refused.
+        let max = Epoch::MAX.get();
+        assert_eq!(epoch_at(max - 5, 5).expect("the maximum"), Epoch::MAX);
+        for (b, r) in [(max - 5, 6), (max, 1), (u64::MAX, 1), (1, u64::MAX)] {
+            assert!(
+                matches!(
+                    epoch_at(b, r),
+                    Err(Error::Config(ConfigError::EpochExhausted))
+                ),
+                "base {b} + revision {r}"
+            );
+        }
+        // No base or no revision is never an epoch.
+        assert!(matches!(epoch_at(0, 5), Err(Error::CorruptValue { .. })));
+        assert!(matches!(epoch_at(base, 0), Err(Error::CorruptValue { .. })));
+        // Never Epoch::UNGUARDED.
+        assert_eq!(epoch_at(1, 1).expect("an epoch"), Epoch::FIRST);
     }
 }

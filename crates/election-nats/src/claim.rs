@@ -12,6 +12,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::Error;
+use crate::bucket;
 use crate::election::{self, Inner};
 use crate::latest::{self, Latest};
 use crate::value::{self, Value};
@@ -22,6 +23,9 @@ pub(crate) struct Holding {
     pub(crate) epoch: Epoch,
     pub(crate) revision: u64,
     pub(crate) nonce: u64,
+    /// The creation time (µs) of the bucket incarnation the term was won
+    /// in: the base of its epoch.
+    pub(crate) base: u64,
     /// The wall-clock time of the term's first write (the winning create),
     /// carried unchanged by every later write of the term.
     pub(crate) since_unix_ms: Option<u64>,
@@ -36,9 +40,34 @@ impl Holding {
             nonce: self.nonce,
             epoch: Some(self.epoch),
             since_unix_ms: self.since_unix_ms,
+            base: Some(self.base),
         }
         .encode()
     }
+}
+
+/// A vacancy of the key an attempt saw: a delete or purge marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Vacancy {
+    /// The marker's revision: the next claim expects it.
+    revision: u64,
+    /// A delete marker of a clean release (a resign): the previous holder
+    /// stopped, so no failover grace. A purge (the TTL marker of an
+    /// expiry) or a delete this process made of a write it could not use
+    /// is not clean.
+    clean: bool,
+}
+
+/// How a won write becomes a term.
+#[derive(Clone, Copy, Debug)]
+struct Begin {
+    /// Wait out the failover grace first: the vacancy was not a clean
+    /// release seen by this process (an expiry, or of unknown origin).
+    grace: bool,
+    /// Refresh the key (an update expecting the won revision) and count
+    /// validity from that refresh: the win's own send instant is not
+    /// known (an earlier create of this attempt that landed late).
+    refresh: bool,
 }
 
 type Shared = Arc<Mutex<Option<Holding>>>;
@@ -69,12 +98,15 @@ pub struct NatsAttempt {
     holding: Shared,
     /// A create may have landed (its outcome is not known to be "no").
     may_hold: bool,
-    /// This attempt saw another holder's key.
-    saw_foreign: bool,
-    /// The last vacancy seen was a clean delete (a resign).
-    clean_release: bool,
-    /// The revision of the last vacancy (delete or purge marker) seen.
-    vacancy_revision: Option<u64>,
+    /// The last vacancy (delete or purge marker) seen; `None`: none seen,
+    /// or the key was last seen held (the next claim expects "no entry").
+    vacancy: Option<Vacancy>,
+    /// The revision of a live key of this claim's own identity that a
+    /// restarted process adopts ([`NatsOptions::adopt_own`](crate::NatsOptions::adopt_own)).
+    adopting: Option<u64>,
+    /// A won write had to be given up (it may belong to another bucket
+    /// incarnation): claim again at once.
+    retry: bool,
     watch: Option<kv::Watch>,
 }
 
@@ -83,8 +115,7 @@ impl std::fmt::Debug for NatsAttempt {
         f.debug_struct("NatsAttempt")
             .field("nonce", &self.nonce)
             .field("may_hold", &self.may_hold)
-            .field("saw_foreign", &self.saw_foreign)
-            .field("clean_release", &self.clean_release)
+            .field("vacancy", &self.vacancy)
             .field("watching", &self.watch.is_some())
             .finish()
     }
@@ -122,14 +153,95 @@ impl NatsClaim {
 
     /// A value of this claim; `since_unix_ms` is the term's start (the
     /// time of its first write), never the time of a renewal.
-    fn value(&self, nonce: u64, epoch: Option<Epoch>, since_unix_ms: Option<u64>) -> bytes::Bytes {
+    fn value(&self, nonce: u64, base: u64, since_unix_ms: Option<u64>) -> bytes::Bytes {
         Value {
             identity: self.identity.clone(),
             nonce,
-            epoch,
+            epoch: None,
             since_unix_ms,
+            base: Some(base),
         }
         .encode()
+    }
+
+    /// Publishes a delete marker of the key expecting `revision` (what
+    /// `delete_expect_revision` sends), so the acknowledgement tells the
+    /// marker's revision: `Ok(Some(marker))` if it landed, `Ok(None)` if
+    /// the key had moved on (not ours). With `purge`, the marker is a purge
+    /// instead, which candidates do not take for a clean release (they
+    /// wait the failover grace): for a write given up because the vacancy
+    /// it replaced is of unknown origin.
+    async fn delete_marker(&self, revision: u64, purge: bool) -> Result<Option<u64>, Error> {
+        let kv = &self.inner.kv;
+        let subject = format!(
+            "{}{}",
+            kv.put_prefix.as_deref().unwrap_or(&kv.prefix),
+            self.key
+        );
+        let mut headers = async_nats::HeaderMap::new();
+        if purge {
+            headers.insert("KV-Operation", "PURGE");
+            headers.insert("Nats-Rollup", "sub");
+        } else {
+            headers.insert("KV-Operation", "DEL");
+        }
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            revision.to_string().as_str(),
+        );
+        let js = &self.inner.js;
+        let delete = async move {
+            js.publish_with_headers(subject, headers, bytes::Bytes::new())
+                .await?
+                .await
+        };
+        match tokio::time::timeout(self.timeout(), delete).await {
+            Ok(Ok(ack)) => Ok(Some(ack.sequence)),
+            Ok(Err(e))
+                if e.kind()
+                    == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence =>
+            {
+                Ok(None)
+            }
+            Ok(Err(e)) => Err(Error::unavailable("delete the lease", e)),
+            Err(_) => Err(Error::OutcomeUnknown {
+                after: self.timeout(),
+            }),
+        }
+    }
+
+    /// Checks, after a write of term `epoch` in the incarnation `base`,
+    /// that the bucket still is that incarnation (its stream's creation
+    /// time is unchanged) and that its max age is not below the TTL this
+    /// claim counts with. `Ok(None)`: all is well; `Ok(Some(why))`: the
+    /// term must not go on.
+    async fn check_bucket(&self, base: u64) -> Result<Option<String>, Error> {
+        let shape = bucket::shape(&self.inner.kv, self.timeout()).await?;
+        if shape.created_us < base {
+            return Err(Error::CorruptValue {
+                key: self.inner.options.bucket_name().to_owned(),
+                detail: format!(
+                    "the bucket was recreated with an earlier creation time ({} µs, after {} µs): \
+                     the server's clock went back, so epochs could repeat; refusing to claim",
+                    shape.created_us, base
+                ),
+            });
+        }
+        self.inner.set_base(shape.created_us);
+        if shape.created_us != base {
+            return Ok(Some(format!(
+                "the bucket was deleted and recreated (created at {} µs, the term's at {} µs)",
+                shape.created_us, base
+            )));
+        }
+        let ttl = self.inner.options.ttl();
+        if !shape.max_age.is_zero() && shape.max_age < ttl {
+            return Ok(Some(format!(
+                "the bucket's max age is now {:?}, below the TTL {ttl:?} this claim counts with",
+                shape.max_age
+            )));
+        }
+        Ok(None)
     }
 
     fn timeout(&self) -> Duration {
@@ -141,16 +253,20 @@ impl NatsClaim {
         latest::latest(&self.inner.kv, &self.key, self.timeout()).await
     }
 
-    /// The commit-point check: one compare-and-set round trip (an update
-    /// expecting the revision last written) that proves `lease`'s term
-    /// still holds the claim now. Run it right before an irreversible
-    /// write; it also renews the lease.
+    /// The commit-point check: one compare-and-set (an update expecting
+    /// the revision last written) that proves `lease`'s term still holds
+    /// the claim now, then one read of the bucket's stream info proving the
+    /// write landed in the term's bucket incarnation, whose max age is not
+    /// below the TTL (two round trips). Run it right before an irreversible
+    /// write; the update resets the key's age on the server (the holder's
+    /// own validity is extended only by the renewal loop).
     ///
     /// Cancel safety: if dropped, the update may or may not land; the
     /// renewal loop resolves its revision. Failure model:
     /// [`election_core::Error::Lost`] if the term is lost,
     /// [`election_core::Error::NotHeld`] if the bucket shows another holder
-    /// (or this claim holds no term with that epoch),
+    /// (or this claim holds no term with that epoch, or the bucket was
+    /// recreated or its max age shortened below the TTL),
     /// [`election_core::Error::Unavailable`] if the coordinator cannot
     /// answer: refuse the write then.
     ///
@@ -208,7 +324,18 @@ impl NatsClaim {
         match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => {
                 h.revision = rev;
-                Ok(())
+                let base = h.base;
+                drop(holding);
+                // The write proves the term only in its own incarnation,
+                // with the TTL it counts with.
+                match self.check_bucket(base).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(why)) => {
+                        tracing::warn!(name = %self.name, %why, "the commit-point check failed");
+                        Err(not_held())
+                    }
+                    Err(e) => Err(self.core(e)),
+                }
             }
             Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Err(not_held()),
             Ok(Err(e)) => Err(self.core(Error::unavailable("confirm the lease", e))),
@@ -218,35 +345,48 @@ impl NatsClaim {
         }
     }
 
-    /// Won at `revision` (the epoch) by a write carrying `since_unix_ms`
-    /// (the term's start, kept by every later write). Applies the failover
-    /// grace if the previous holder did not resign cleanly, then refreshes
-    /// the lease.
+    /// Won at `revision` in the incarnation `base` (the epoch is
+    /// `base + revision`) by a write carrying `since_unix_ms` (the term's
+    /// start, kept by every later write), sent at `sent`.
+    ///
+    /// Waits out the failover grace if `begin.grace` and refreshes the key
+    /// after it (or at once if `begin.refresh`), counting validity from
+    /// the refresh; then checks the bucket is still the incarnation `base`
+    /// (rule 1: the epoch's base and the winning revision must belong to
+    /// the same incarnation). If it is not, the write is deleted and
+    /// `attempt.retry` set: no term begins.
     async fn won(
         &self,
         attempt: &mut NatsAttempt,
         revision: u64,
+        base: u64,
         sent: Instant,
         since_unix_ms: Option<u64>,
+        begin: Begin,
     ) -> Result<Option<Won>, election_core::Error> {
-        let epoch = Epoch::new(revision).ok_or_else(|| {
-            self.core(Error::CorruptValue {
-                key: self.key.clone(),
-                detail: "revision 0".into(),
-            })
-        })?;
+        let epoch = bucket::epoch_at(base, revision).map_err(|e| self.core(e))?;
         let mut valid_from = sent;
         let mut revision = revision;
         let grace = self.inner.options.grace();
-        if attempt.saw_foreign && !attempt.clean_release && !grace.is_zero() {
+        let mut refresh = begin.refresh;
+        if begin.grace && !grace.is_zero() {
             tracing::info!(name = %self.name, identity = %self.identity, epoch = epoch.get(), ?grace, "failover grace before the term begins");
             tokio::time::sleep(grace).await;
+            refresh = true;
+        }
+        let holding = Holding {
+            epoch,
+            revision,
+            nonce: attempt.nonce,
+            base,
+            since_unix_ms,
+        };
+        if refresh {
             let refreshed = Instant::now();
-            let update = self.inner.kv.update(
-                &self.key,
-                self.value(attempt.nonce, Some(epoch), since_unix_ms),
-                revision,
-            );
+            let update = self
+                .inner
+                .kv
+                .update(&self.key, holding.value(&self.identity), revision);
             match tokio::time::timeout(self.timeout(), update).await {
                 Ok(Ok(rev)) => {
                     revision = rev;
@@ -258,7 +398,7 @@ impl NatsClaim {
                     return Ok(None);
                 }
                 Ok(Err(e)) => {
-                    return Err(self.core(Error::unavailable("refresh after the grace", e)));
+                    return Err(self.core(Error::unavailable("refresh the won lease", e)));
                 }
                 Err(_) => {
                     return Err(self.core(Error::OutcomeUnknown {
@@ -267,18 +407,66 @@ impl NatsClaim {
                 }
             }
         }
+        if let Some(why) = self.check_bucket(base).await.map_err(|e| self.core(e))? {
+            tracing::warn!(name = %self.name, identity = %self.identity, revision, %why, "a won write is not used");
+            // Recreated: the write may belong to another incarnation than
+            // its base; delete it (expecting its revision) and claim again.
+            // Else the max age is below the TTL: a configuration error.
+            let recreated = self.inner.base() != base;
+            return match self.delete_marker(revision, true).await {
+                Ok(marker) if recreated => {
+                    attempt.may_hold = false;
+                    attempt.vacancy = marker.map(|revision| Vacancy {
+                        revision,
+                        clean: false,
+                    });
+                    attempt.retry = marker.is_some();
+                    Ok(None)
+                }
+                Ok(_) => {
+                    attempt.may_hold = false;
+                    Err(self.core(Error::BucketMismatch {
+                        bucket: self.inner.options.bucket_name().to_owned(),
+                        found: why,
+                        wanted: format!("max age {:?}", self.inner.options.ttl()),
+                    }))
+                }
+                Err(e) => Err(self.core(e)),
+            };
+        }
         *attempt.holding.lock().await = Some(Holding {
-            epoch,
             revision,
-            nonce: attempt.nonce,
-            since_unix_ms,
+            ..holding
         });
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(attempt.holding.clone());
-        attempt.saw_foreign = false;
+        attempt.adopting = None;
         Ok(Some(Won {
             epoch,
             valid_until: Some(valid_from + self.inner.options.validity()),
         }))
+    }
+
+    /// An earlier write of this attempt (`latest`, carrying its nonce)
+    /// landed although its answer was lost: adopt it, but only after a
+    /// refresh, counting validity from the refresh's send instant (the
+    /// server ages the key from when it stored it, which may be long
+    /// before this call), and after the failover grace (which vacancy it
+    /// replaced is not known).
+    async fn adopt_landed(
+        &self,
+        attempt: &mut NatsAttempt,
+        latest: &Latest,
+        sent: Instant,
+    ) -> Result<Option<Won>, election_core::Error> {
+        let v = Value::decode(&self.key, &latest.value).map_err(|e| self.core(e))?;
+        let base = v.base.unwrap_or_else(|| self.inner.base());
+        let begin = Begin {
+            grace: true,
+            refresh: true,
+        };
+        attempt.may_hold = true;
+        self.won(attempt, latest.revision, base, sent, v.since_unix_ms, begin)
+            .await
     }
 
     /// After a create whose outcome is unknown: is the key ours?
@@ -289,11 +477,7 @@ impl NatsClaim {
     ) -> Result<Option<Won>, election_core::Error> {
         match self.latest().await {
             Ok(Some(e)) if e.is_attempts(&self.key, attempt.nonce) => {
-                // The start time the landed create carries.
-                let since = Value::decode(&self.key, &e.value)
-                    .ok()
-                    .and_then(|v| v.since_unix_ms);
-                self.won(attempt, e.revision, sent, since).await
+                self.adopt_landed(attempt, &e, sent).await
             }
             Ok(_) => {
                 attempt.may_hold = false;
@@ -322,16 +506,26 @@ impl Claim for NatsClaim {
             nonce: election_core::attempt_nonce(),
             holding: Arc::new(Mutex::new(None)),
             may_hold: false,
-            saw_foreign: false,
-            clean_release: false,
-            vacancy_revision: *self.last_release.lock().unwrap_or_else(|p| p.into_inner()),
+            // This claim's own resign is a clean release.
+            vacancy: self
+                .last_release
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .map(|revision| Vacancy {
+                    revision,
+                    clean: true,
+                }),
+            adopting: None,
+            retry: false,
             watch: None,
         })
     }
 
-    /// An atomic `create` of the key; its revision is the epoch (rule 1).
-    /// A create that times out is resolved by reading the key back (the
-    /// value carries this attempt's nonce).
+    /// An atomic compare-and-set of the key expecting the last vacancy
+    /// seen (0: no entry); its epoch is the bucket incarnation's creation
+    /// time plus the write's revision, checked against the incarnation
+    /// after the write (rule 1). A write that times out is resolved by
+    /// reading the key back (the value carries this attempt's nonce).
     async fn try_claim(
         &self,
         attempt: &mut NatsAttempt,
@@ -339,18 +533,41 @@ impl Claim for NatsClaim {
         let sent = Instant::now();
         // Expect the revision of the last vacancy seen (0: no entry at all).
         // The server checks it: no read of a possibly stale replica decides.
-        let mut expected = attempt.vacancy_revision.unwrap_or(0);
+        let mut expected = attempt.vacancy.map_or(0, |v| v.revision);
         for _ in 0..3 {
             attempt.may_hold = true;
-            // The term's start, if this create wins: every later write of
+            attempt.retry = false;
+            // The term's start, if this write wins: every later write of
             // the term carries the same time.
             let since = unix_ms();
+            // The base read before the write is sent (rule 1).
+            let base = self.inner.base();
             let create =
                 self.inner
                     .kv
-                    .update(&self.key, self.value(attempt.nonce, None, since), expected);
+                    .update(&self.key, self.value(attempt.nonce, base, since), expected);
             match tokio::time::timeout(self.timeout(), create).await {
-                Ok(Ok(revision)) => return self.won(attempt, revision, sent, since).await,
+                Ok(Ok(revision)) => {
+                    // No grace only after a clean release this process saw
+                    // (the server checked it is still the latest entry), or
+                    // when adopting its own key.
+                    let clean = attempt
+                        .vacancy
+                        .is_some_and(|v| v.clean && v.revision == expected)
+                        || attempt.adopting == Some(expected);
+                    let begin = Begin {
+                        grace: !clean,
+                        refresh: false,
+                    };
+                    let won = self
+                        .won(attempt, revision, base, sent, since, begin)
+                        .await?;
+                    if won.is_none() && attempt.retry {
+                        expected = attempt.vacancy.map_or(0, |v| v.revision);
+                        continue;
+                    }
+                    return Ok(won);
+                }
                 Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                     attempt.may_hold = false;
                 }
@@ -365,27 +582,40 @@ impl Claim for NatsClaim {
             }
             // Someone wrote since: read the key through the stream leader.
             let latest = self.latest().await.map_err(|e| self.core(e))?;
+            attempt.adopting = None;
             match latest {
-                None => expected = 0,
+                None => {
+                    // No entry at all: never written, a marker that aged
+                    // out, or a recreated bucket. Of unknown origin.
+                    attempt.vacancy = None;
+                    expected = 0;
+                }
                 Some(l) if l.operation != kv::Operation::Put => {
-                    attempt.vacancy_revision = Some(l.revision);
-                    attempt.clean_release = l.operation == kv::Operation::Delete;
+                    attempt.vacancy = Some(Vacancy {
+                        revision: l.revision,
+                        clean: l.operation == kv::Operation::Delete,
+                    });
                     expected = l.revision;
                 }
                 Some(l) => {
                     let v = Value::decode(&self.key, &l.value).map_err(|e| self.core(e))?;
                     if v.nonce == attempt.nonce {
-                        attempt.may_hold = true;
-                        return self.won(attempt, l.revision, sent, v.since_unix_ms).await;
+                        let won = self.adopt_landed(attempt, &l, sent).await?;
+                        if won.is_none() && attempt.retry {
+                            expected = attempt.vacancy.map_or(0, |v| v.revision);
+                            continue;
+                        }
+                        return Ok(won);
                     }
                     if v.identity == self.identity && self.inner.options.adopts_own() {
                         // A restarted process adopts its own key, with a new,
                         // higher epoch: the revision of this update.
                         expected = l.revision;
+                        attempt.adopting = Some(l.revision);
                         continue;
                     }
-                    attempt.saw_foreign = true;
-                    attempt.clean_release = false;
+                    // Held by another: its end is not seen yet.
+                    attempt.vacancy = None;
                     return Ok(None);
                 }
             }
@@ -408,11 +638,15 @@ impl Claim for NatsClaim {
             tokio::time::sleep(poll_interval).await;
             return Ok(());
         };
+        // A delete this process made of a write it could not use is not
+        // a clean release, also when the watch reports it.
+        let known = attempt.vacancy;
         let vacancy = async {
             loop {
                 match watch.next().await {
                     Some(Ok(e)) if e.operation == kv::Operation::Delete => {
-                        return Some((true, e.revision));
+                        let clean = known.is_none_or(|v| v.revision != e.revision || v.clean);
+                        return Some((clean, e.revision));
                     }
                     Some(Ok(e)) if e.operation == kv::Operation::Purge => {
                         return Some((false, e.revision));
@@ -425,8 +659,7 @@ impl Claim for NatsClaim {
         tokio::select! {
             v = vacancy => match v {
                 Some((clean, revision)) => {
-                    attempt.clean_release = clean;
-                    attempt.vacancy_revision = Some(revision);
+                    attempt.vacancy = Some(Vacancy { revision, clean });
                 }
                 None => attempt.watch = None,
             },
@@ -448,6 +681,7 @@ impl Claim for NatsClaim {
                 name: self.name.clone(),
             })?;
         let renewal = Renewal {
+            claim: NatsClaim::new(self.inner.clone(), self.name.clone(), self.identity.clone()),
             inner: self.inner.clone(),
             name: self.name.clone(),
             key: self.key.clone(),
@@ -474,50 +708,21 @@ impl Claim for NatsClaim {
                 name: self.name.clone(),
             });
         };
-        // A delete marker published by hand (what `delete_expect_revision`
-        // sends), so its acknowledgement tells the marker's revision.
-        let kv = &self.inner.kv;
-        let subject = format!(
-            "{}{}",
-            kv.put_prefix.as_deref().unwrap_or(&kv.prefix),
-            self.key
-        );
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("KV-Operation", "DEL");
-        headers.insert(
-            "Nats-Expected-Last-Subject-Sequence",
-            h.revision.to_string().as_str(),
-        );
-        let js = &self.inner.js;
-        let delete = async move {
-            js.publish_with_headers(subject, headers, bytes::Bytes::new())
-                .await?
-                .await
-        };
-        match tokio::time::timeout(self.timeout(), delete).await {
-            Ok(Ok(ack)) => {
+        match self.delete_marker(h.revision, false).await {
+            Ok(Some(marker)) => {
                 attempt.may_hold = false;
-                *self.last_release.lock().unwrap_or_else(|p| p.into_inner()) = Some(ack.sequence);
+                *self.last_release.lock().unwrap_or_else(|p| p.into_inner()) = Some(marker);
                 Ok(())
             }
-            Ok(Err(e))
-                if e.kind()
-                    == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence =>
-            {
+            Ok(None) => {
                 attempt.may_hold = false;
                 Err(election_core::Error::NotHeld {
                     name: self.name.clone(),
                 })
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 *attempt.holding.lock().await = Some(h);
-                Err(self.core(Error::unavailable("delete the lease", e)))
-            }
-            Err(_) => {
-                *attempt.holding.lock().await = Some(h);
-                Err(self.core(Error::OutcomeUnknown {
-                    after: self.timeout(),
-                }))
+                Err(self.core(e))
             }
         }
     }
@@ -576,6 +781,8 @@ impl Claim for NatsClaim {
 
 /// The holder's renewal loop.
 struct Renewal {
+    /// A claim of the same name, for the bucket check.
+    claim: NatsClaim,
     inner: Arc<Inner>,
     name: ElectionName,
     key: String,
@@ -611,9 +818,28 @@ impl Renewal {
             match tokio::time::timeout(budget, update).await {
                 Ok(Ok(rev)) => {
                     h.revision = rev;
-                    valid_until = sent + options.validity();
-                    reporter.renewed(valid_until);
-                    next = sent + options.renew_every();
+                    // The bucket must still be the term's incarnation, with
+                    // a max age not below the TTL counted with (a bucket
+                    // recreated or reconfigured while held): else the
+                    // server may expire the key before `valid_until`.
+                    match self.claim.check_bucket(h.base).await {
+                        Ok(None) => {
+                            valid_until = sent + options.validity();
+                            reporter.renewed(valid_until);
+                            next = sent + options.renew_every();
+                        }
+                        Ok(Some(why)) => {
+                            tracing::warn!(name = %self.name, %why, "the term is lost");
+                            holding.take();
+                            reporter.lose(LossReason::Revoked { detail: why });
+                            return;
+                        }
+                        Err(e) => {
+                            // The renewal landed, unchecked: not counted.
+                            tracing::warn!(name = %self.name, error = %e, "checking the bucket failed; retrying until the lease runs out");
+                            next = Instant::now() + retry;
+                        }
+                    }
                 }
                 Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                     // An earlier update whose answer was lost may have
@@ -643,5 +869,67 @@ impl Renewal {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NatsElection, NatsOptions};
+
+    /// Item 10: a create of this attempt whose answer was lost and that
+    /// landed later (an "orphan", written here by the test with the
+    /// attempt's nonce) is found by a later `try_claim`. The server ages
+    /// the key from when it stored it, so the term must refresh the key
+    /// before it begins and count validity from that refresh, never from
+    /// the later call's start.
+    #[tokio::test]
+    async fn a_landed_orphan_is_refreshed_before_it_is_adopted() {
+        let server = nats_testkit::Server::start().expect("nats-server");
+        let options = NatsOptions::new(Duration::from_secs(3))
+            .and_then(|o| o.failover_grace(Duration::from_millis(200)))
+            .expect("options");
+        let election = NatsElection::connect(&server.url(), options)
+            .await
+            .expect("connect");
+        let claim = election.claim("jobs", "svc-1").expect("claim");
+        let mut attempt = claim.open().await.expect("open");
+        // The orphan: what this attempt's create would have written.
+        let orphan = format!(
+            "election-nats/1\nidentity=svc-1\nnonce={}\nbase={}\n",
+            attempt.nonce,
+            election.inner().base()
+        );
+        let orphan_revision = election
+            .inner()
+            .kv
+            .create("jobs", orphan.into())
+            .await
+            .expect("the orphan lands");
+        let before = Instant::now();
+        let won = claim
+            .try_claim(&mut attempt)
+            .await
+            .expect("try_claim")
+            .expect("the landed orphan is this attempt's");
+        let latest = latest::latest(&election.inner().kv, "jobs", Duration::from_secs(5))
+            .await
+            .expect("read")
+            .expect("an entry");
+        assert!(
+            latest.revision > orphan_revision,
+            "the orphan (revision {orphan_revision}) was adopted without a refresh: \
+             the key's last write is still revision {}",
+            latest.revision
+        );
+        assert!(latest.is_attempts("jobs", attempt.nonce));
+        let valid_until = won.valid_until.expect("a validity");
+        assert!(valid_until > before, "validity counted from the refresh");
+        assert_eq!(
+            attempt.holding.lock().await.map(|h| h.revision),
+            Some(latest.revision),
+            "the term holds the refreshed revision"
+        );
+        claim.close(attempt, End::Dropped);
     }
 }

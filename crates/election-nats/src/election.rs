@@ -1,10 +1,11 @@
 //! [`NatsElection`]: elections in one JetStream KV bucket.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, kv};
-use election_core::{Candidate, ElectionName, Epoch, Identity, Leader};
+use election_core::{Candidate, ElectionName, Identity, Leader};
 use futures::{Stream, StreamExt};
 
 use crate::bucket;
@@ -19,20 +20,46 @@ pub(crate) struct Inner {
     pub(crate) js: jetstream::Context,
     pub(crate) kv: kv::Store,
     pub(crate) options: NatsOptions,
+    /// The creation time (µs) of the bucket incarnation last seen: the
+    /// base of the epochs won in it (see [`bucket::epoch_at`]).
+    base: AtomicU64,
+}
+
+impl Inner {
+    /// The base of epochs, as last seen.
+    pub(crate) fn base(&self) -> u64 {
+        self.base.load(Ordering::SeqCst)
+    }
+
+    /// Records the base of the bucket incarnation the server shows now.
+    pub(crate) fn set_base(&self, base: u64) {
+        self.base.store(base, Ordering::SeqCst);
+    }
 }
 
 /// Elections in a NATS JetStream key-value bucket: one key per election,
 /// on one server or a clustered (R3) bucket.
 ///
 /// - The value names the holder (identity, a random nonce per attempt).
-/// - Winning is an atomic `create`; the **epoch is the KV revision of that
-///   create**: it stays the same through renewals, and every later term's
-///   epoch is higher (revisions only grow within a bucket).
+/// - Winning is an atomic compare-and-set (an update expecting the last
+///   vacancy seen, or "no entry"); the **epoch is the bucket's creation
+///   time in microseconds plus the KV revision of that write**: it stays
+///   the same through renewals, and every later term's epoch is higher,
+///   also after the bucket is deleted and recreated (see the crate docs
+///   for what that rests on, and for the single-server power-loss case).
+///   The term begins only if the bucket's creation time after the write is
+///   the one read before it (rule 1).
 /// - The lease lives as long as the bucket's max age (the TTL) unless
 ///   renewed; renewal is an `update` that expects the revision last
 ///   written. The holder renews every renew interval and reports the loss
 ///   `margin` before the TTL could run out, counting from the monotonic
-///   instant before the renewal request left.
+///   instant before the renewal request left. Each renewal also reads the
+///   bucket's stream info: a recreated bucket, or a max age below the TTL,
+///   loses the term.
+/// - After a vacancy that was not a clean release this process saw (an
+///   expiry, no entry at all, a write of unknown origin), a new term
+///   waits the failover grace, then refreshes the key and counts validity
+///   from that refresh.
 /// - Waiting candidates watch the key and try again the moment it is
 ///   deleted (a resign) or purged (the server's TTL marker, servers 2.11+,
 ///   which this crate enables); they also poll every poll interval.
@@ -134,12 +161,21 @@ impl NatsElection {
             },
         )
         .await?;
+        let shape = bucket::shape(&kv, options.timeout().max(Duration::from_secs(1))).await?;
+        if !options.is_observer() {
+            bucket::warn_if_single_replica(
+                options.bucket_name(),
+                &shape,
+                options.is_single_replica_ok(),
+            );
+        }
         Ok(NatsElection {
             inner: Arc::new(Inner {
                 client,
                 js,
                 kv,
                 options,
+                base: AtomicU64::new(shape.created_us),
             }),
         })
     }
@@ -250,13 +286,7 @@ fn leader_of(
         return Ok(None);
     }
     let v = Value::decode(key, value)?;
-    let epoch = v
-        .epoch
-        .or_else(|| Epoch::new(revision))
-        .ok_or_else(|| Error::CorruptValue {
-            key: key.to_owned(),
-            detail: "revision 0".into(),
-        })?;
+    let epoch = v.epoch_at(key, revision)?;
     let since = v
         .since_unix_ms
         .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));

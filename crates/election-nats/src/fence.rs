@@ -3,6 +3,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
@@ -18,6 +19,9 @@ const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// [`fencing::Error::Unavailable`]. Every failed one means another writer's
 /// succeeded, so the writers as a whole always make progress.
 const MAX_ATTEMPTS: u32 = 64;
+
+/// Whether the single-replica warning was logged (once per process).
+static WARNED_SINGLE_REPLICA: AtomicBool = AtomicBool::new(false);
 
 /// The longest pause between two attempts of one check.
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
@@ -72,7 +76,8 @@ const MAX_BACKOFF: Duration = Duration::from_millis(50);
 ///   server stored it (on an R3 bucket, a majority). A single server that
 ///   loses power can lose what it stored since its last sync (every 2
 ///   minutes by default, or on every write with `sync_interval: always`);
-///   a killed server process loses nothing.
+///   a killed server process loses nothing. [`open`](NatsFence::open) logs
+///   a warning (once per process) for a single-replica bucket.
 ///
 /// # Failures
 ///
@@ -280,6 +285,16 @@ impl NatsFence {
                 found: "memory storage".into(),
                 wanted: "file storage (fencing marks must survive a restart)".into(),
             });
+        }
+        if config.num_replicas < 2 && !WARNED_SINGLE_REPLICA.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                bucket,
+                "fence bucket {bucket} has a single replica: a host crash or power loss can \
+                 lose the last raised marks (nats-server syncs every sync_interval, 2 minutes \
+                 by default), and a lower token is then accepted again. Run the server with \
+                 `jetstream {{ sync_interval: always }}` or use an R3 bucket on a cluster \
+                 (logged once per process)"
+            );
         }
         Ok(NatsFence {
             inner: Arc::new(Inner {

@@ -70,6 +70,11 @@ struct Book {
     sessions: HashMap<u64, Liveness>,
     /// This process's live session, if any.
     own: Option<Session>,
+    /// The creation time (µs) of the keys bucket's incarnation: the base
+    /// of every epoch of a key (`keys_base + revision`).
+    keys_base: u64,
+    /// The creation time (µs) of the sessions bucket's incarnation.
+    sessions_base: u64,
 }
 
 /// What to do next about a key this process does not hold.
@@ -90,13 +95,19 @@ enum Next {
 ///
 /// - **Winning a key** is a compare-and-set on it (an update expecting the
 ///   revision last seen: 0 for a key never written, the delete marker or
-///   the dead holder's record); the **epoch is the revision of that
-///   write** (keys are written once per term, so later terms have higher
-///   revisions).
+///   the dead holder's record); the **epoch is the keys bucket's creation
+///   time in microseconds plus the revision of that write** (keys are
+///   written once per term, so later terms have higher revisions; a
+///   recreated keys bucket has a later creation time, so its epochs are
+///   higher still). The win counts only if the keys bucket's creation time
+///   after the write is the one read before it.
 /// - **Renewal** renews only the session (one request per renew interval
 ///   for all keys); every key naming it stays held. Validity is counted
 ///   from the monotonic instant before the session write, minus the margin
-///   (`ttl − ttl/10`), as for single elections.
+///   (`ttl − ttl/10`), as for single elections. Each renewal also reads
+///   both buckets' stream info: a recreated sessions bucket, or a max age
+///   below the TTL, loses the session (every key); a recreated keys bucket
+///   loses every key held (they are claimed again in the new bucket).
 /// - **Taking a key over** from another process needs its session dead:
 ///   aged out (the server's TTL marker) or deleted. After an age-out the
 ///   failover grace applies; after a delete (a clean close) it does not.
@@ -209,6 +220,12 @@ impl NatsElection {
             },
         )
         .await?;
+        let (sessions_shape, keys_shape) = tokio::join!(
+            bucket::shape(&sessions, options.timeout()),
+            bucket::shape(&keys, options.timeout())
+        );
+        let (sessions_shape, keys_shape) = (sessions_shape?, keys_shape?);
+        bucket::warn_if_single_replica(&keys_name, &keys_shape, options.is_single_replica_ok());
         let own =
             session::start(&sessions, &identity, options.validity(), options.timeout()).await?;
         tracing::info!(identity = %identity, session = own.id, "lease-set session started");
@@ -219,6 +236,8 @@ impl NatsElection {
             keys,
             book: Mutex::new(Book {
                 own: Some(own),
+                keys_base: keys_shape.created_us,
+                sessions_base: sessions_shape.created_us,
                 ..Book::default()
             }),
             session_writes: tokio::sync::Mutex::new(()),
@@ -228,16 +247,44 @@ impl NatsElection {
     }
 }
 
-fn epoch_of(revision: u64) -> Option<Epoch> {
-    Epoch::new(revision)
-}
-
 impl Book {
+    /// The epoch of a key's term won at `revision` in the keys bucket's
+    /// current incarnation.
+    fn epoch_of(&self, revision: u64) -> Option<Epoch> {
+        bucket::epoch_at(self.keys_base, revision).ok()
+    }
+
+    /// The keys bucket was deleted and recreated (its creation time is now
+    /// `base`): every key held here is lost (its record is gone, and its
+    /// epoch belonged to the old incarnation), and every key is read again.
+    fn keys_recreated(&mut self, base: u64) {
+        tracing::warn!(
+            old = self.keys_base,
+            new = base,
+            "the lease-set keys bucket was recreated: every key held is lost"
+        );
+        self.keys_base = base;
+        for entry in self.entries.values_mut() {
+            if entry.mine.take().is_some() {
+                entry.state.release();
+            }
+            entry.seen = Seen::Unknown;
+            entry.unknown_since = None;
+        }
+    }
+
     /// What to do about a key this process does not hold, at `now`.
     fn next(&self, entry: &Entry, now: Instant, ttl: Duration, grace: Duration) -> Next {
         match &entry.seen {
             Seen::Unknown => Next::Read,
             Seen::Vacant { revision } => Next::Claim {
+                revision: *revision,
+            },
+            // A record of this process's live session that no claim of
+            // it has resolved: refresh it (see `saw_key`).
+            Seen::Held {
+                revision, session, ..
+            } if self.own.is_some_and(|o| o.id == *session) => Next::Claim {
                 revision: *revision,
             },
             Seen::Held {
@@ -290,6 +337,8 @@ impl Book {
     /// process holds is a loss.
     fn saw_key(&mut self, kv_key: &str, seen: Seen, now: Instant) {
         let own = self.own;
+        let keys_base = self.keys_base;
+        let epoch_of = |revision| bucket::epoch_at(keys_base, revision).ok();
         let sessions = &self.sessions;
         let Some(entry) = self.entries.get_mut(kv_key) else {
             return;
@@ -323,13 +372,11 @@ impl Book {
                 && own.id == *session
             {
                 // Our own live session wrote it (a claim whose answer was
-                // lost, or a racing claim of this process): ours.
-                if entry.mine != Some(*revision)
-                    && let Some(epoch) = epoch_of(*revision)
-                {
-                    entry.mine = Some(*revision);
-                    entry.state.hold(epoch, identity, Some(own.valid_until));
-                }
+                // lost, or a racing claim of this process). Not adopted
+                // here: which bucket incarnation it landed in is not known
+                // (a recreated keys bucket restarts revisions), so its epoch
+                // is not either. The claim loop refreshes it (an update
+                // expecting its revision, checked like any claim).
                 entry.seen = seen;
                 return;
             }
@@ -390,6 +437,18 @@ fn seen_of(key: &str, operation: kv::Operation, revision: u64, value: &[u8]) -> 
     }
 }
 
+/// The error for a bucket recreated with an earlier creation time than
+/// one seen before: epochs could go backwards.
+fn recreated_earlier(which: &str, before: u64, now: u64) -> Error {
+    Error::CorruptValue {
+        key: format!("the lease-set {which} bucket"),
+        detail: format!(
+            "recreated with an earlier creation time ({now} µs, after {before} µs): the \
+             server's clock went back, so epochs could repeat; refusing to claim"
+        ),
+    }
+}
+
 impl NatsLeases {
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {
         self.book.lock().unwrap_or_else(|p| p.into_inner())
@@ -427,6 +486,23 @@ impl NatsLeases {
         let _writes = self.session_writes.lock().await;
         let own = self.book().own;
         let Some(own) = own else {
+            // A new session only in a bucket whose max age is not below
+            // the TTL counted with (an operator may have shortened it).
+            match bucket::shape(&self.sessions, self.timeout()).await {
+                Ok(shape) if shape.max_age.is_zero() || shape.max_age >= options.ttl() => {}
+                Ok(shape) => {
+                    tracing::warn!(
+                        max_age = ?shape.max_age,
+                        ttl = ?options.ttl(),
+                        "the sessions bucket's max age is below the TTL: no new lease-set session"
+                    );
+                    return false;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading the sessions bucket failed");
+                    return false;
+                }
+            }
             match session::start(
                 &self.sessions,
                 &self.identity,
@@ -456,11 +532,46 @@ impl NatsLeases {
         let now = Instant::now();
         match outcome {
             Ok(Renewal::Renewed(s)) => {
+                // Both buckets as the server describes them now: a
+                // recreated bucket or a max age below the TTL ends the
+                // session (or the keys' terms) instead of being counted on.
+                let (sessions_shape, keys_shape) = tokio::join!(
+                    bucket::shape(&self.sessions, self.timeout()),
+                    bucket::shape(&self.keys, self.timeout())
+                );
                 let mut book = self.book();
+                let (sessions_shape, keys_shape) = match (sessions_shape, keys_shape) {
+                    (Ok(a), Ok(b)) => (a, b),
+                    (Err(e), _) | (_, Err(e)) => {
+                        // Landed but unchecked: learn the revision, keep
+                        // the old validity.
+                        tracing::debug!(error = %e, "checking the lease-set buckets failed");
+                        if let Some(o) = book.own.as_mut().filter(|o| o.id == s.id) {
+                            o.revision = s.revision;
+                        }
+                        return false;
+                    }
+                };
+                if keys_shape.created_us != book.keys_base {
+                    book.keys_recreated(keys_shape.created_us);
+                }
+                let ttl = options.ttl();
+                let shorter = !sessions_shape.max_age.is_zero() && sessions_shape.max_age < ttl;
+                if sessions_shape.created_us != book.sessions_base || shorter {
+                    tracing::warn!(
+                        session = s.id,
+                        max_age = ?sessions_shape.max_age,
+                        ?ttl,
+                        "the sessions bucket was recreated or its max age shortened"
+                    );
+                    book.sessions_base = sessions_shape.created_us;
+                    book.lose_session(s.id, now);
+                    return false;
+                }
                 if book.own.is_some_and(|o| o.id == s.id) {
                     book.own = Some(s);
                     for entry in book.entries.values() {
-                        if let Some(mine) = entry.mine.and_then(epoch_of) {
+                        if let Some(mine) = entry.mine.and_then(|m| book.epoch_of(m)) {
                             entry.state.renewed(mine, s.valid_until);
                         }
                     }
@@ -607,11 +718,13 @@ impl NatsLeases {
                 source: None,
             });
         };
+        let base = self.book().keys_base;
         let record = Value {
             identity: self.identity.clone(),
             nonce: own.id,
             epoch: None,
             since_unix_ms: None,
+            base: Some(base),
         }
         .encode();
         let update = self.keys.update(kv_key, record, revision);
@@ -630,15 +743,31 @@ impl NatsLeases {
                 }
             }
         };
+        // Rule 1: the write must belong to the incarnation whose creation
+        // time is its epoch's base (read before the write was sent).
+        let shape = bucket::shape(&self.keys, self.timeout()).await?;
+        if shape.created_us != base {
+            if shape.created_us < base {
+                return Err(recreated_earlier("keys", base, shape.created_us));
+            }
+            // Not used: delete it (expecting its revision), read again.
+            let delete = self.keys.delete_expect_revision(kv_key, Some(won));
+            let _ = tokio::time::timeout(self.timeout(), delete).await;
+            let mut book = self.book();
+            if book.keys_base == base {
+                book.keys_recreated(shape.created_us);
+            }
+            return Ok(());
+        }
+        let epoch = bucket::epoch_at(base, won)?;
         let mut book = self.book();
         let own_now = book.own;
+        if book.keys_base != base {
+            return Ok(());
+        }
         let Some(entry) = book.entries.get_mut(kv_key) else {
             return Ok(());
         };
-        let epoch = epoch_of(won).ok_or_else(|| Error::CorruptValue {
-            key: kv_key.to_owned(),
-            detail: "revision 0".into(),
-        })?;
         entry.seen = Seen::Held {
             revision: won,
             session: own.id,
@@ -649,7 +778,7 @@ impl NatsLeases {
         if let Some(o) = own_now.filter(|o| o.id == own.id) {
             entry.mine = Some(won);
             entry.state.hold(epoch, &self.identity, Some(o.valid_until));
-            tracing::debug!(key = %entry.state.name(), epoch = won, "lease-set key won");
+            tracing::debug!(key = %entry.state.name(), epoch = epoch.get(), "lease-set key won");
         }
         Ok(())
     }
@@ -834,7 +963,10 @@ impl KeyedClaims for NatsLeases {
         let (Some(mine), Some(own)) = (mine, own) else {
             return Err(state.not_held_error());
         };
-        let epoch = epoch_of(mine).ok_or_else(|| state.not_held_error())?;
+        let epoch = self
+            .book()
+            .epoch_of(mine)
+            .ok_or_else(|| state.not_held_error())?;
         // The commit point: the key still carries this term and the session
         // still lives, both read through the stream leader.
         let session_key = session::key(own.id);
@@ -998,6 +1130,33 @@ mod tests {
         book.saw_key("k", held_by(1), now);
         assert!(!state.is_held(), "another session's record under our key");
         assert_eq!(book.entries["k"].mine, None);
+    }
+
+    /// A record of our own session seen on the watch (or by a read) is not
+    /// held until a claim refreshed and checked it: it may have landed in
+    /// a recreated keys bucket, where its revision gives no epoch.
+    #[tokio::test(start_paused = true)]
+    async fn an_own_record_is_refreshed_not_adopted() {
+        let now = Instant::now();
+        let mut book = Book {
+            own: Some(Session {
+                id: 9,
+                revision: 1,
+                valid_until: now + TTL,
+            }),
+            keys_base: 1_000_000,
+            ..Book::default()
+        };
+        let e = entry(Seen::Unknown);
+        let state = e.state.clone();
+        book.entries.insert("k".into(), e);
+        book.saw_key("k", held_by(9), now);
+        assert!(!state.is_held(), "adopted without a refresh");
+        assert_eq!(book.entries["k"].mine, None);
+        assert_eq!(
+            book.next(&book.entries["k"], now, TTL, GRACE),
+            Next::Claim { revision: 7 }
+        );
     }
 
     #[tokio::test(start_paused = true)]

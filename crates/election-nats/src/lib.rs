@@ -9,6 +9,31 @@
 //! Supported servers: nats-server 2.11 and later (TTL markers wake waiting
 //! candidates the moment a dead holder's lease expires); 2.10 works with
 //! polling only. Tested against the version `nats-testkit` pins (2.15.1).
+//!
+//! # Epochs, and what they rest on
+//!
+//! A term's epoch is the bucket stream's **creation time in microseconds
+//! plus the KV revision** of the write that won it (ADR 0015), so it is
+//! always a term epoch (`>= Epoch::FIRST`, `<= Epoch::MAX`). It grows
+//! with every term in one bucket and **keeps growing across a deleted and
+//! recreated bucket**, as long as the server's clock does not step back
+//! between the two creations by more than the old bucket's life. A term
+//! begins only if the bucket is still the incarnation whose creation time
+//! was read before the winning write was sent.
+//!
+//! While holding, every renewal and commit-point check re-reads the
+//! bucket's configuration: a recreated bucket, or a max age below the TTL
+//! the holder counts with, loses the term.
+//!
+//! **A single server can repeat an epoch after a host crash.** nats-server
+//! acknowledges writes before they reach the disk (`sync_interval`, 2
+//! minutes by default); a host crash or power loss on a one-node server
+//! loses the last writes, later terms reuse their revisions, and a fence
+//! accepts both. Nothing a client sees afterwards reveals it. Run the
+//! server with `jetstream { sync_interval: always }`, or use an R3 bucket on
+//! a cluster ([`NatsOptions::replicas`]). Opening an R1 bucket logs a
+//! warning unless [`NatsOptions::single_replica_ok`] says the risk is known.
+//! A killed server process loses nothing. See `docs/safety.md`.
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 

@@ -17,9 +17,13 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 ///   the TTL).
 /// - `request_timeout`: the bound on one KV request (default half the
 ///   renew interval, at most 2 s).
-/// - `failover_grace`: after winning a claim whose previous holder did not
-///   resign cleanly, how long the new term waits before it begins (default
-///   a third of the TTL; see ADR 0007).
+/// - `failover_grace`: after winning a claim, unless the vacancy was a
+///   clean release (a resign) this process saw, how long the new term waits
+///   before it begins (default a third of the TTL; see ADRs 0007, 0015).
+///   An expiry, a key with no entry at all (also in a fresh bucket) or a
+///   vacancy of unknown origin all get it.
+/// - `single_replica_ok`: silences the warning logged when an R1 bucket is
+///   opened (see [`single_replica_ok`](NatsOptions::single_replica_ok)).
 /// - `replicas`: the bucket's replicas (1, or 3 on a cluster).
 /// - `adopt_own`: whether a candidate that finds a live key holding its
 ///   own identity (a restarted process) takes it over at once, with a new,
@@ -49,6 +53,7 @@ pub struct NatsOptions {
     replicas: usize,
     adopt_own: bool,
     observer: bool,
+    single_replica_ok: bool,
 }
 
 impl Default for NatsOptions {
@@ -70,6 +75,7 @@ impl NatsOptions {
             replicas: 1,
             adopt_own: false,
             observer: false,
+            single_replica_ok: false,
         }
         .validated()
     }
@@ -121,6 +127,32 @@ impl NatsOptions {
     pub fn observer(mut self, observer: bool) -> Self {
         self.observer = observer;
         self
+    }
+
+    /// Says that a single-replica (R1) bucket is acceptable here, which
+    /// silences the warning logged when one is opened.
+    ///
+    /// A nats-server acknowledges a write once it is in the operating
+    /// system's page cache and syncs to disk every `sync_interval` (2
+    /// minutes by default). If the host crashes or loses power, an R1
+    /// bucket loses the writes since the last sync: later claims then
+    /// reuse their revisions, so **two terms can get the same epoch** and a
+    /// fence accepts both. No client can notice this afterwards. Say `true`
+    /// only if the server runs with `jetstream { sync_interval: always }`
+    /// (every write is synced before it is acknowledged), or if a repeated
+    /// epoch after a host crash is acceptable (tests, development). An R3
+    /// bucket on a cluster keeps every acknowledged write while a majority
+    /// of its nodes survive. A killed server *process* loses nothing either
+    /// way.
+    pub fn single_replica_ok(mut self, ok: bool) -> Self {
+        self.single_replica_ok = ok;
+        self
+    }
+
+    /// Whether a single-replica bucket was accepted (see
+    /// [`single_replica_ok`](NatsOptions::single_replica_ok)).
+    pub fn is_single_replica_ok(&self) -> bool {
+        self.single_replica_ok
     }
 
     /// Whether this is an observer's options (see

@@ -46,6 +46,7 @@ fn value(identity: &Identity, id: u64) -> bytes::Bytes {
         nonce: id,
         epoch: None,
         since_unix_ms: None,
+        base: None,
     }
     .encode()
 }

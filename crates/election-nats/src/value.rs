@@ -7,9 +7,16 @@
 //! election-nats/1
 //! identity=host-a/4711
 //! nonce=1234567890
-//! epoch=42            (from the first renewal on)
+//! base=1796000000000000
+//! epoch=1796000000000042  (from the first write after the win on)
 //! since_unix_ms=1796000000000
 //! ```
+//!
+//! `base` is the creation time (µs since the Unix epoch) of the bucket
+//! incarnation the writer wrote into; the epoch of a term is `base +` the
+//! revision of its winning write (see `bucket::epoch_at`). The winning
+//! write carries `base` but not yet `epoch` (its revision is only known
+//! once it landed); every later write of the term carries both.
 //!
 //! `since_unix_ms` is the holder's wall clock at the term's first write
 //! (the winning create); every later write of the term (grace refresh,
@@ -44,6 +51,8 @@ pub(crate) struct Value {
     pub(crate) nonce: u64,
     pub(crate) epoch: Option<Epoch>,
     pub(crate) since_unix_ms: Option<u64>,
+    /// The bucket incarnation's creation time the writer used (µs).
+    pub(crate) base: Option<u64>,
 }
 
 const HEADER: &str = "election-nats/1";
@@ -54,6 +63,9 @@ impl Value {
             "{HEADER}\nidentity={}\nnonce={}\n",
             self.identity, self.nonce
         );
+        if let Some(b) = self.base {
+            s.push_str(&format!("base={b}\n"));
+        }
         if let Some(e) = self.epoch {
             s.push_str(&format!("epoch={e}\n"));
         }
@@ -73,7 +85,8 @@ impl Value {
         if lines.next() != Some(HEADER) {
             return Err(bad(format!("the first line is not {HEADER:?}")));
         }
-        let (mut identity, mut nonce, mut epoch, mut since) = (None, None, None, None);
+        let (mut identity, mut nonce, mut epoch, mut since, mut base) =
+            (None, None, None, None, None);
         for line in lines {
             let (k, v) = line
                 .split_once('=')
@@ -83,6 +96,7 @@ impl Value {
                 "nonce" => nonce = Some(v.parse().map_err(|_| bad(format!("bad nonce {v:?}")))?),
                 "epoch" => epoch = Some(v.parse().map_err(|e| bad(format!("{e}")))?),
                 "since_unix_ms" => since = v.parse().ok(),
+                "base" => base = Some(v.parse().map_err(|_| bad(format!("bad base {v:?}")))?),
                 _ => {}
             }
         }
@@ -91,7 +105,24 @@ impl Value {
             nonce: nonce.ok_or_else(|| bad("no nonce".into()))?,
             epoch,
             since_unix_ms: since,
+            base,
         })
+    }
+
+    /// The epoch of the term this value belongs to, written at `revision`:
+    /// the one it carries, else `base + revision`, else (a value of an
+    /// older version of this crate) the bare revision.
+    pub(crate) fn epoch_at(&self, key: &str, revision: u64) -> Result<Epoch, Error> {
+        if let Some(e) = self.epoch {
+            return Ok(e);
+        }
+        match self.base {
+            Some(base) => crate::bucket::epoch_at(base, revision),
+            None => Epoch::new(revision).ok_or_else(|| Error::CorruptValue {
+                key: key.to_owned(),
+                detail: "revision 0".into(),
+            }),
+        }
     }
 }
 
@@ -117,8 +148,8 @@ mod tests {
         }
 
         #[test]
-        fn values_round_trip(nonce in any::<u64>(), epoch in proptest::option::of(1u64..), since in proptest::option::of(any::<u64>())) {
-            let v = Value { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since };
+        fn values_round_trip(nonce in any::<u64>(), epoch in proptest::option::of(1u64..), since in proptest::option::of(any::<u64>()), base in proptest::option::of(any::<u64>())) {
+            let v = Value { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since, base };
             prop_assert_eq!(Value::decode("k", &v.encode()).unwrap(), v);
         }
     }

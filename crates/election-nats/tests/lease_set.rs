@@ -232,3 +232,48 @@ async fn on_an_r3_cluster_a_holder_keeps_its_keys_when_its_node_dies() {
     b.close().await;
     a.close().await;
 }
+
+/// Issue 11, item 8, for lease sets: the keys bucket deleted and recreated
+/// under a holder (its revisions restart at 1). The holder must lose its
+/// keys, and every epoch won afterwards must be above every old one.
+#[tokio::test]
+async fn a_recreated_keys_bucket_loses_the_keys_and_epochs_keep_growing() {
+    let server = Server::start().expect("nats-server");
+    let election = connect(&server).await;
+    let a = election.lease_set("node-a").await.expect("a");
+    let keys = keys(5);
+    for k in &keys {
+        assert!(a.ask(k).await.expect("ask a"), "a wins {k}");
+    }
+    let old: Vec<_> = keys.iter().map(|k| a.epoch(k).expect("epoch")).collect();
+    let highest_old = *old.iter().max().expect("epochs");
+
+    let js = async_nats::jetstream::new(election.client().clone());
+    js.delete_key_value("elections-keys")
+        .await
+        .expect("delete the keys bucket");
+    // A new process recreates it and asks for the same keys.
+    let b = connect(&server).await.lease_set("node-b").await.expect("b");
+    for k in &keys {
+        b.ask(k).await.expect("ask b");
+    }
+    until("a to lose every key of the old bucket", || {
+        keys.iter()
+            .all(|k| a.epoch(k).is_none_or(|e| e > highest_old))
+    })
+    .await;
+    until("every key held again", || {
+        keys.iter().all(|k| a.held(k) || b.held(k))
+    })
+    .await;
+    for k in &keys {
+        let epoch = a.epoch(k).or(b.epoch(k)).expect("an epoch");
+        assert!(
+            epoch > highest_old,
+            "{k}: epoch {epoch} in the recreated bucket, not above the old epochs {old:?}"
+        );
+        assert!(!(a.held(k) && b.held(k)), "{k} held twice");
+    }
+    a.close().await;
+    b.close().await;
+}
