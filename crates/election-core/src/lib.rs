@@ -57,7 +57,7 @@ pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
 pub use key_state::KeyState;
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use lease::Lease;
-pub use lease_set::{Asked, Closing, KeyedClaims, LeaseSet};
+pub use lease_set::{Asked, Closing, DEFAULT_CLOSE_TIMEOUT, KeyedClaims, LeaseSet};
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
 pub use per_key::PerKeyClaims;
