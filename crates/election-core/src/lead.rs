@@ -283,7 +283,9 @@ impl<C: Claim> Term<C> {
     /// down meanwhile, the term is dropped with its tasks.
     ///
     /// Failure model: a failing release is returned as its error, after the
-    /// work finished.
+    /// work finished. A term that had already ended (a resign whose future
+    /// was dropped) runs nothing: [`Error::NotHeld`], and the resign is
+    /// finished; a term already lost returns [`Error::Lost`] at once.
     ///
     /// ```
     /// use election_core::{memory::MemoryBackend, Candidate, LeadOptions, Lease};
@@ -318,6 +320,13 @@ impl<C: Claim> Term<C> {
             runtime: tokio::runtime::Handle::try_current().ok(),
         };
         let state = guard.term().state().clone();
+        if state.backend_loss().is_none() && state.is_lost() {
+            // Ended before it was led (a resign whose future was dropped):
+            // run nothing; finish the resign.
+            let name = guard.term().name().clone();
+            let _ = guard.finish().await;
+            return Err(Error::NotHeld { name });
+        }
         let output = tokio::select! {
             biased;
             lost = state.backend_lost() => {

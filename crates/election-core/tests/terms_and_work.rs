@@ -231,6 +231,22 @@ async fn a_loss_ends_a_dropped_lead_before_its_tasks_stopped() {
     );
 }
 
+/// A term whose resign was cancelled has ended: `lead` runs nothing.
+#[tokio::test]
+async fn lead_of_an_ended_term_runs_nothing() {
+    let b = MemoryBackend::new();
+    let t = candidate(&b, "a").campaign().await.expect("win");
+    assert!(cancel_after(t.resign(), 1).await.is_none());
+    let mut ran = false;
+    let r = t
+        .lead(LeadOptions::default(), |_l| async { ran = true })
+        .await;
+    assert!(matches!(r, Err(Error::NotHeld { .. })), "{r:?}");
+    assert!(!ran, "work ran under an ended term");
+    assert!(b.holder("jobs").is_none(), "the resign was finished");
+    b.check_rules(true).expect("rules");
+}
+
 /// Once `lead` has returned, `Leadership::spawn` runs nothing: no work of
 /// the term may start after it ended.
 #[tokio::test]
