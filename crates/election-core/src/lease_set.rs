@@ -368,12 +368,8 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// # Ok(()) }
     /// ```
     pub async fn ask(&self, key: &str) -> Result<bool, Error> {
+        self.refuse_if_closed(key)?;
         let state = self.key(key)?;
-        if self.is_closed() {
-            return Err(Error::NotHeld {
-                name: state.name().clone(),
-            });
-        }
         self.resolved(&state).await?;
         if state.is_held() && !self.is_closed() {
             return Ok(true);
@@ -382,6 +378,17 @@ impl<K: KeyedClaims> LeaseSet<K> {
             Some(e) if state.holder().is_none() => Err(e),
             _ => Ok(false),
         }
+    }
+
+    /// [`Error::NotHeld`] once the set is closed, before `key` is asked
+    /// about (a closing set's loop must not start on a new key).
+    fn refuse_if_closed(&self, key: &str) -> Result<(), Error> {
+        if self.is_closed() {
+            return Err(Error::NotHeld {
+                name: ElectionName::new(key)?,
+            });
+        }
+        Ok(())
     }
 
     async fn resolved(&self, state: &KeyState) -> Result<(), Error> {
@@ -444,13 +451,11 @@ impl<K: KeyedClaims> LeaseSet<K> {
         key: &str,
         write: impl AsyncFnOnce(WriteToken<'_>) -> R,
     ) -> Result<R, Error> {
+        self.refuse_if_closed(key)?;
         let state = self.key(key)?;
         let not_held = || Error::NotHeld {
             name: state.name().clone(),
         };
-        if self.is_closed() {
-            return Err(not_held());
-        }
         // Counted from here until the write finished or was dropped: close
         // gives no key up before.
         let Some(_pass) = self.shared.admit() else {
