@@ -327,6 +327,40 @@ pub async fn leader_matches_holder<B: Backend>(b: &B) {
     );
 }
 
+/// A term's lease reads lost once the term has ended by resign or drop
+/// (with the end as its reason), from before the release is sent and on
+/// into the next term, so no fencing token is issued from it.
+pub async fn an_ended_terms_lease_reads_lost<B: Backend>(b: &B) {
+    let a = candidate(b, "ended", "a").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let lease = term.lease();
+    assert!(!lease.is_lost(), "a live term's lease reads lost");
+    term.resign().await.expect("resign");
+    assert!(lease.is_lost(), "a resigned term's lease reads live");
+    let loss = lease
+        .loss()
+        .expect("a resigned term's lease gives a reason");
+    assert!(
+        matches!(loss.reason, crate::LossReason::Resigned),
+        "reason after resign: {loss:?}"
+    );
+    assert_eq!(loss.epoch, term.epoch());
+    let bc = candidate(b, "ended", "b").await;
+    let next = within("b after the resign", bc.campaign())
+        .await
+        .expect("b wins");
+    assert!(lease.is_lost(), "the old lease reads live in the next term");
+    assert!(!next.is_lost(), "the next term reads lost");
+    let next_lease = next.lease();
+    drop(next);
+    assert!(next_lease.is_lost(), "a dropped term's lease reads live");
+    assert!(
+        next_lease.loss().is_some_and(|l| l.reason.is_end()),
+        "reason after drop: {:?}",
+        next_lease.loss()
+    );
+}
+
 /// Bad configuration is refused with a typed error, never a panic.
 pub async fn bad_configuration_is_refused<B: Backend>(b: &B) {
     let attempts = b.bad_configurations().await;
@@ -362,7 +396,8 @@ macro_rules! conformance_tests {
             cancellation_at_every_step_leaves_nothing_held,
             lost_fires_when_taken_away,
             leader_matches_holder,
-            bad_configuration_is_refused
+            bad_configuration_is_refused,
+            an_ended_terms_lease_reads_lost
         );
     };
     (@case $factory:expr; $($case:ident),*) => {

@@ -46,8 +46,9 @@ pub enum ConfigError {
     EpochExhausted,
 }
 
-/// Why a term was lost: the backend took the claim away, or could no longer
-/// prove that it still held it.
+/// Why a term's lease reads lost: the backend took the claim away, or could
+/// no longer prove that it still held it; or the holder ended the term
+/// itself ([`Resigned`](LossReason::Resigned), [`Dropped`](LossReason::Dropped)).
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LossReason {
@@ -65,13 +66,35 @@ pub enum LossReason {
     /// the claim counts as not held.
     #[error("the backend failed and the claim is in doubt")]
     Failed(#[source] Source),
+    /// The holder ended the term itself: it began to resign (also a resign
+    /// whose future was dropped). The lease reads lost from the moment the
+    /// resign began, before the release was sent.
+    #[error("the term ended: its holder resigned")]
+    Resigned,
+    /// The holder ended the term itself: it dropped the term (or the
+    /// [`lead`](crate::Term::lead) future) without resigning. The lease
+    /// reads lost from that moment, while the claim may still be held until
+    /// the term's work has stopped.
+    #[error("the term ended: its holder dropped it")]
+    Dropped,
 }
 
-/// A term was lost while its leader still ran: another candidate may lead
-/// now, so the leader must stop acting for the group.
+impl LossReason {
+    /// True when the holder ended the term itself ([`Resigned`](LossReason::Resigned),
+    /// [`Dropped`](LossReason::Dropped)), false when the backend took the
+    /// claim away or could no longer prove it held it.
+    pub fn is_end(&self) -> bool {
+        matches!(self, LossReason::Resigned | LossReason::Dropped)
+    }
+}
+
+/// A term is over for the code that holds its lease: the backend took the
+/// claim away (another candidate may lead now), or the holder ended the term
+/// by resign or drop ([`LossReason::is_end`]). Either way the leader's work
+/// must stop acting for the group, and no token may be issued from it.
 ///
-/// Returned by [`Term::lost`](crate::Term::lost) and carried by
-/// [`Error::Lost`].
+/// Returned by [`Term::lost`](crate::Term::lost) and
+/// [`Lease::loss`](crate::Lease::loss), and carried by [`Error::Lost`].
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("term {epoch} of election {name} (held by {identity}) was lost")]
 pub struct LeaseLost {

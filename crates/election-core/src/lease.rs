@@ -39,16 +39,23 @@ pub trait Lease: Send + Sync {
     /// The epoch of the term.
     fn epoch(&self) -> Epoch;
 
-    /// True once the term is lost, or once its known validity has run out.
-    /// In doubt, a lease counts as lost.
+    /// True once the holder must stop acting under this lease: the term is
+    /// lost, its known validity has run out, or its holder ended it (a
+    /// resign began, also one whose future was dropped, or the term was
+    /// dropped). Once true it stays true. In doubt, a lease counts as lost.
+    /// No fencing token may be issued from a lease that reads lost.
     fn is_lost(&self) -> bool;
 
-    /// The loss, if the term has been lost (or its known validity has run
-    /// out, which counts as lost); `None` while it may still be held.
+    /// Why the lease reads lost ([`LossReason::is_end`](crate::LossReason::is_end)
+    /// tells a resign or drop from a loss), or `None` while the term may
+    /// still be held.
     fn loss(&self) -> Option<LeaseLost>;
 
-    /// Resolves with the reason once the term is lost; pending forever if
-    /// it ends by resign. Many tasks may await it at once.
+    /// Resolves with the reason once [`is_lost`](Lease::is_lost) turns
+    /// true: also when the term ends by resign or drop (with
+    /// [`LossReason::Resigned`](crate::LossReason::Resigned) or
+    /// [`LossReason::Dropped`](crate::LossReason::Dropped)). Many tasks may
+    /// await it at once.
     fn lost(&self) -> impl Future<Output = LeaseLost> + Send + '_;
 
     /// The monotonic instant until which the backend is known to hold the

@@ -4,12 +4,25 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::key_state::{KeyState, Origin};
-use crate::{ElectionName, Epoch, Error, Identity, Leader, WriteToken};
+use crate::{ConfigError, ElectionName, Epoch, Error, Identity, Leader, WriteToken};
+
+/// The default bound on how long [`LeaseSet::close`] waits for running
+/// guards before it returns (the keys they write under stay held until they
+/// finish, whatever the bound).
+pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The guards running now, and whether the set is closing.
+#[derive(Clone, Copy, Debug, Default)]
+struct Guards {
+    running: usize,
+    closing: bool,
+}
 
 /// What a backend implements to run a [`LeaseSet`]: one background loop
 /// for all keys, and the commit-point check of one key.
@@ -97,6 +110,54 @@ struct Shared {
     origin: Origin,
     asks: mpsc::UnboundedSender<Arc<KeyState>>,
     closing: watch::Sender<bool>,
+    /// Guards admitted and not yet finished; once `closing` is set no
+    /// guard is admitted, and the loop is told to give keys up (`closing`
+    /// above) only when the last running guard has finished.
+    guards: watch::Sender<Guards>,
+}
+
+impl Shared {
+    /// Admits a guard unless the set is closing.
+    fn admit(self: &Arc<Self>) -> Option<GuardPass> {
+        let admitted = self.guards.send_if_modified(|g| {
+            if g.closing {
+                return false;
+            }
+            g.running += 1;
+            true
+        });
+        admitted.then(|| GuardPass(self.clone()))
+    }
+
+    /// Stops admitting guards; tells the loop to give keys up now if no
+    /// guard runs, else when the last one finishes.
+    fn stop_guards(&self) {
+        let mut idle = false;
+        self.guards.send_modify(|g| {
+            g.closing = true;
+            idle = g.running == 0;
+        });
+        if idle {
+            self.closing.send_replace(true);
+        }
+    }
+}
+
+/// A running guard; dropped when its write finished or was dropped.
+struct GuardPass(Arc<Shared>);
+
+impl Drop for GuardPass {
+    fn drop(&mut self) {
+        let mut last = false;
+        self.0.guards.send_modify(|g| {
+            g.running -= 1;
+            last = g.closing && g.running == 0;
+        });
+        if last {
+            // The set is closing and this was the last write under it.
+            self.0.closing.send_replace(true);
+        }
+    }
 }
 
 /// Many keys, one lease each: one writer per shard, tenant or store.
@@ -116,8 +177,9 @@ struct Shared {
 ///   commit point, and only then runs the write, handing it a
 ///   [`WriteToken`] bound to the key and its epoch.
 /// - [`close`](LeaseSet::close) turns `held` false at once for every key,
-///   stops the loop, and gives held keys up (each backend documents how:
-///   released at once, or left to age out).
+///   refuses new guards, waits for the running ones, then stops the loop,
+///   which gives held keys up (each backend documents how: released at
+///   once, or left to age out).
 ///
 /// ```
 /// use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
@@ -141,6 +203,7 @@ pub struct LeaseSet<K: KeyedClaims> {
     shared: Arc<Shared>,
     backend: Arc<K>,
     runner: Mutex<Option<JoinHandle<()>>>,
+    close_timeout: Duration,
 }
 
 impl<K: KeyedClaims> std::fmt::Debug for LeaseSet<K> {
@@ -176,10 +239,27 @@ impl<K: KeyedClaims> LeaseSet<K> {
                 origin: Origin::now(),
                 asks,
                 closing,
+                guards: watch::channel(Guards::default()).0,
             }),
             backend,
             runner: Mutex::new(Some(runner)),
+            close_timeout: DEFAULT_CLOSE_TIMEOUT,
         }
+    }
+
+    /// Sets how long [`close`](LeaseSet::close) waits for running guards
+    /// before it returns ([`DEFAULT_CLOSE_TIMEOUT`] by default). At most 1
+    /// hour. Whatever the bound, a key is not given up while a guarded
+    /// write under it runs.
+    pub fn with_close_timeout(mut self, close_timeout: Duration) -> Result<Self, ConfigError> {
+        if close_timeout > Duration::from_secs(3600) {
+            return Err(ConfigError::BadSetting {
+                setting: "close_timeout",
+                reason: format!("{close_timeout:?} is above 1h"),
+            });
+        }
+        self.close_timeout = close_timeout;
+        Ok(self)
     }
 
     /// The backend.
@@ -288,6 +368,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// # Ok(()) }
     /// ```
     pub async fn ask(&self, key: &str) -> Result<bool, Error> {
+        self.refuse_if_closed(key)?;
         let state = self.key(key)?;
         self.resolved(&state).await?;
         if state.is_held() && !self.is_closed() {
@@ -299,11 +380,24 @@ impl<K: KeyedClaims> LeaseSet<K> {
         }
     }
 
+    /// [`Error::NotHeld`] once the set is closed, before `key` is asked
+    /// about (a closing set's loop must not start on a new key).
+    fn refuse_if_closed(&self, key: &str) -> Result<(), Error> {
+        if self.is_closed() {
+            return Err(Error::NotHeld {
+                name: ElectionName::new(key)?,
+            });
+        }
+        Ok(())
+    }
+
     async fn resolved(&self, state: &KeyState) -> Result<(), Error> {
-        let closing = Closing(self.shared.closing.subscribe());
+        // From the moment close begins (not when the loop is told to stop,
+        // which waits for running guards, this one included).
+        let mut guards = self.shared.guards.subscribe();
         tokio::select! {
             biased;
-            () = closing.closed() => Err(Error::NotHeld { name: state.name().clone() }),
+            () = async { let _ = guards.wait_for(|g| g.closing).await; } => Err(Error::NotHeld { name: state.name().clone() }),
             () = state.resolved() => Ok(()),
         }
     }
@@ -315,7 +409,14 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// term that holds it. The token cannot leave the call.
     ///
     /// Cancel safety: cancelling before `write` started runs nothing;
-    /// after, `write` is dropped at its own await point.
+    /// after, `write` is dropped at its own await point (and with it, what
+    /// it was doing: [`close`](LeaseSet::close) stops waiting for it).
+    ///
+    /// While `write` runs, [`close`](LeaseSet::close) does not give the
+    /// key up (it waits for every running guard), so no other process can
+    /// win the key before the write has finished or was dropped — short of
+    /// a loss (the backend takes the key away, e.g. this process stopped
+    /// renewing), which only a fence at the resource guards against.
     ///
     /// Failure model (nothing written in each case):
     /// [`Error::HeldElsewhere`] when another node holds the key (naming it
@@ -350,13 +451,16 @@ impl<K: KeyedClaims> LeaseSet<K> {
         key: &str,
         write: impl AsyncFnOnce(WriteToken<'_>) -> R,
     ) -> Result<R, Error> {
+        self.refuse_if_closed(key)?;
         let state = self.key(key)?;
         let not_held = || Error::NotHeld {
             name: state.name().clone(),
         };
-        if self.is_closed() {
+        // Counted from here until the write finished or was dropped: close
+        // gives no key up before.
+        let Some(_pass) = self.shared.admit() else {
             return Err(not_held());
-        }
+        };
         self.resolved(&state).await?;
         let epoch = self.backend.commit(&state).await?;
         if self.is_closed() || state.epoch() != Some(epoch) {
@@ -368,16 +472,28 @@ impl<K: KeyedClaims> LeaseSet<K> {
 
     fn begin_close(&self) {
         self.shared.closed.store(true, Ordering::Release);
-        self.shared.closing.send_replace(true);
+        self.shared.stop_guards();
     }
 
     /// Closes the set: [`held`](LeaseSet::held) answers false at once for
-    /// every key, the background loop stops, and held keys are given up as
-    /// the backend documents; returns once the loop has finished.
+    /// every key and new guards are refused; then it waits for the running
+    /// guards' writes to finish (or be dropped), and only then stops the
+    /// background loop, which gives held keys up as the backend documents;
+    /// returns once the loop has finished.
+    ///
+    /// The wait for running guards is bounded by the close timeout
+    /// ([`with_close_timeout`](LeaseSet::with_close_timeout),
+    /// [`DEFAULT_CLOSE_TIMEOUT`]). Past it, `close` logs a warning and
+    /// returns, but gives nothing up early: the loop goes on renewing every
+    /// held key until the last running guard finished, then gives the keys
+    /// up in the background. So a key never goes to another process while a
+    /// guarded write of this one runs (short of a loss); a write that never
+    /// ends keeps its keys held until this process exits (the lock or lease
+    /// is then freed as for any crash).
     ///
     /// Cancel safety: the set is closed from the first poll on; dropping
-    /// the future only stops waiting for the loop, which finishes in the
-    /// background. Idempotent.
+    /// the future only stops waiting, and the keys are given up in the
+    /// background once the guards finished. Idempotent.
     ///
     /// ```
     /// # use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
@@ -394,6 +510,16 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// ```
     pub async fn close(&self) {
         self.begin_close();
+        let mut guards = self.shared.guards.subscribe();
+        let waited = tokio::time::timeout(self.close_timeout, async {
+            let _ = guards.wait_for(|g| g.running == 0).await;
+        })
+        .await;
+        if waited.is_err() {
+            let running = self.shared.guards.borrow().running;
+            tracing::warn!(identity = %self.identity(), running, close_timeout = ?self.close_timeout, "lease set closing: guarded writes still run past the close timeout; their keys stay held until they finish");
+            return;
+        }
         let runner = self.runner.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(runner) = runner {
             let _ = runner.await;
@@ -403,7 +529,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
 
 impl<K: KeyedClaims> Drop for LeaseSet<K> {
     /// Dropping the set closes it; the loop gives held keys up in the
-    /// background.
+    /// background. (No guard can run then: a guard borrows the set.)
     fn drop(&mut self) {
         self.begin_close();
     }

@@ -11,6 +11,14 @@
 //! backend; [`Term`] is what the winner holds; [`Term::lead`] runs the
 //! leader's work so that it stops the moment the term is lost.
 //!
+//! From the moment a term ends — lost, or ended by its holder (a resign
+//! began, the term or its `lead` was dropped) — every lease of it reads
+//! lost ([`Lease::is_lost`], [`LossReason::is_end`] tells which), so no
+//! fencing token is issued from it. A dropped `lead` keeps the claim until
+//! every task it spawned has actually stopped, and [`LeaseSet::close`]
+//! gives no key up while a guarded write under it runs; only a loss ends a
+//! term sooner, and then the fence at the resource is the protection.
+//!
 //! [`LeaseSet`] holds many keys at once (one writer per shard or store):
 //! `held` without a round trip, `guard` runs a write only at a confirmed
 //! commit point and hands it a [`WriteToken`] that cannot leave the call.
@@ -57,7 +65,7 @@ pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
 pub use key_state::KeyState;
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use lease::Lease;
-pub use lease_set::{Asked, Closing, KeyedClaims, LeaseSet};
+pub use lease_set::{Asked, Closing, DEFAULT_CLOSE_TIMEOUT, KeyedClaims, LeaseSet};
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
 pub use per_key::PerKeyClaims;

@@ -103,8 +103,10 @@ impl<C: Claim> PerKeyClaims<C> {
             match outcome {
                 Ok(Some(term)) => {
                     let term = Arc::new(term);
-                    state.hold(term.epoch(), term.identity(), term.valid_until());
+                    // The term first, then the hold: a guard that sees the
+                    // key held finds its term for the commit point.
                     *cell.lock().unwrap_or_else(|p| p.into_inner()) = Some(term.clone());
+                    state.hold(term.epoch(), term.identity(), term.valid_until());
                     let closed = hold(&state, &term, &closing).await;
                     // Not held from here on, before the claim is given up.
                     state.release();

@@ -9,11 +9,13 @@ use tokio::time::Instant;
 use crate::claim::{End, Watch};
 use crate::{Claim, ElectionName, Epoch, Error, Identity, Lease, LeaseLost, LossReason};
 
-/// Where a term is in its life.
+/// Where a term is in its life, as the backend sees it: this decides
+/// between release and close after a loss (rule 3).
 #[derive(Clone, Debug)]
 pub(crate) enum Phase {
     Live,
-    /// Resign or drop has begun; losses reported from now on are ignored.
+    /// Resign or drop has begun; losses reported from now on are ignored
+    /// (the watch is dropped with this step).
     Ending,
     Lost(LeaseLost),
 }
@@ -21,7 +23,33 @@ pub(crate) enum Phase {
 #[derive(Clone, Debug)]
 pub(crate) struct Status {
     pub(crate) phase: Phase,
+    /// Set the moment the holder ends the term (resign or drop begun, or a
+    /// dropped `lead` retiring it while its tasks stop): from then on every
+    /// lease reads lost with this reason. The phase may stay `Live` for a
+    /// while after (a dropped `lead` keeps the claim, renewed and watched,
+    /// until its tasks have stopped).
+    pub(crate) ended: Option<LeaseLost>,
     pub(crate) valid_until: Option<Instant>,
+}
+
+impl Status {
+    /// What a lease reads: the holder's end if it came first, else the
+    /// backend's loss.
+    fn loss(&self) -> Option<LeaseLost> {
+        match (&self.ended, &self.phase) {
+            (Some(ended), _) => Some(ended.clone()),
+            (None, Phase::Lost(l)) => Some(l.clone()),
+            _ => None,
+        }
+    }
+
+    /// The loss the backend reported, if any.
+    fn backend_loss(&self) -> Option<LeaseLost> {
+        match &self.phase {
+            Phase::Lost(l) => Some(l.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// The state of one term, shared by the term, its leases and the backend's
@@ -43,6 +71,7 @@ impl TermState {
     ) -> Arc<Self> {
         let (status, _) = watch::channel(Status {
             phase: Phase::Live,
+            ended: None,
             valid_until,
         });
         Arc::new(TermState {
@@ -92,14 +121,35 @@ impl TermState {
         }
     }
 
-    /// Moves a live term to `Ending`; returns the loss if it was lost.
-    pub(crate) fn begin_end(&self) -> Result<(), LeaseLost> {
+    /// Marks a live term ended by its holder (`reason`: resigned or
+    /// dropped): every lease reads lost from now on, but the phase stays
+    /// live, so renewals and a backend loss are still recorded. Does nothing
+    /// to a term already lost or ended.
+    pub(crate) fn retire(&self, reason: LossReason) {
+        self.check_deadline();
+        self.status.send_if_modified(|s| {
+            if s.ended.is_none() && matches!(s.phase, Phase::Live) {
+                s.ended = Some(self.lost_with(reason));
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Moves a live term to `Ending` (its leases read lost with `reason`
+    /// from this moment, before any release is sent); returns the backend's
+    /// loss if it was lost.
+    pub(crate) fn begin_end(&self, reason: LossReason) -> Result<(), LeaseLost> {
         // A term whose known validity ran out counts as lost, in doubt.
         self.check_deadline();
         let mut outcome = Ok(());
         self.status.send_if_modified(|s| match &s.phase {
             Phase::Live => {
                 s.phase = Phase::Ending;
+                if s.ended.is_none() {
+                    s.ended = Some(self.lost_with(reason.clone()));
+                }
                 true
             }
             Phase::Ending => false,
@@ -121,17 +171,22 @@ impl TermState {
         }
     }
 
+    /// True once the term is lost or ended by its holder.
     pub(crate) fn is_lost(&self) -> bool {
-        self.check_deadline();
-        matches!(self.status.borrow().phase, Phase::Lost(_))
+        self.loss().is_some()
     }
 
+    /// The holder's end or the backend's loss, whichever came first.
     pub(crate) fn loss(&self) -> Option<LeaseLost> {
         self.check_deadline();
-        match &self.status.borrow().phase {
-            Phase::Lost(l) => Some(l.clone()),
-            _ => None,
-        }
+        self.status.borrow().loss()
+    }
+
+    /// The backend's loss only (or a validity that ran out): what decides
+    /// between release and close.
+    pub(crate) fn backend_loss(&self) -> Option<LeaseLost> {
+        self.check_deadline();
+        self.status.borrow().backend_loss()
     }
 
     pub(crate) fn is_live(&self) -> bool {
@@ -142,23 +197,35 @@ impl TermState {
         self.status.borrow().valid_until
     }
 
-    /// Resolves with the loss; on the way, turns a passed deadline into a
-    /// loss, so a backend whose watch stalls still ends the term (rule 2 is
-    /// the backend's; this is the core's backstop).
+    /// Resolves with the holder's end or the backend's loss, whichever
+    /// comes first.
     pub(crate) async fn lost(&self) -> LeaseLost {
+        self.wait_for_loss(Status::loss).await
+    }
+
+    /// Resolves with the backend's loss only; pending forever once the
+    /// term is ending (resign or drop began: no loss is recorded after).
+    pub(crate) async fn backend_lost(&self) -> LeaseLost {
+        self.wait_for_loss(Status::backend_loss).await
+    }
+
+    /// Resolves with what `pick` finds; on the way, turns a passed deadline
+    /// into a loss, so a backend whose watch stalls still ends the term
+    /// (rule 2 is the backend's; this is the core's backstop).
+    async fn wait_for_loss(&self, pick: fn(&Status) -> Option<LeaseLost>) -> LeaseLost {
         let mut rx = self.status.subscribe();
         loop {
-            let (phase, deadline) = {
+            let (picked, phase, deadline) = {
                 let s = rx.borrow_and_update();
-                (s.phase.clone(), s.valid_until)
+                (pick(&s), s.phase.clone(), s.valid_until)
             };
-            match phase {
-                Phase::Lost(l) => return l,
-                Phase::Ending => {
-                    // Ended by resign or drop: never lost.
-                    std::future::pending::<()>().await;
-                }
-                Phase::Live => {}
+            if let Some(l) = picked {
+                return l;
+            }
+            if !matches!(phase, Phase::Live) {
+                // Ending (the watch is gone) and nothing picked: nothing
+                // will change any more.
+                std::future::pending::<()>().await;
             }
             match deadline {
                 Some(deadline) => {
@@ -184,7 +251,9 @@ impl TermState {
     /// Resolves when the term has ended for any reason.
     pub(crate) async fn ended(&self) {
         let mut rx = self.status.subscribe();
-        let _ = rx.wait_for(|s| !matches!(s.phase, Phase::Live)).await;
+        let _ = rx
+            .wait_for(|s| !matches!(s.phase, Phase::Live) || s.ended.is_some())
+            .await;
     }
 }
 
@@ -216,9 +285,12 @@ impl LossReporter {
         self.state.renewed(valid_until)
     }
 
-    /// True once the term is lost (or its known validity has run out).
+    /// True once the backend's loss was reported (or the term's known
+    /// validity has run out). A term its holder ended (resign, drop) does
+    /// not count here: while a dropped [`lead`](Term::lead) waits for its
+    /// tasks, the watch must go on renewing and reporting.
     pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
+        self.state.backend_loss().is_some()
     }
 
     /// The epoch of the watched term.
@@ -278,7 +350,7 @@ impl<C: Claim> Held<C> {
 impl<C: Claim> Drop for Held<C> {
     fn drop(&mut self) {
         if self.attempt.is_some() {
-            let end = match self.state.begin_end() {
+            let end = match self.state.begin_end(LossReason::Dropped) {
                 Ok(()) => End::Dropped,
                 Err(_) => End::Lost,
             };
@@ -301,6 +373,11 @@ impl<C: Claim> Drop for Held<C> {
 ///   backend's `close` (see [`End::Dropped`]); each backend documents how
 ///   (e.g. the file backend closes the locked file, which frees the lock at
 ///   once).
+///
+/// Whichever way it ends, every lease of the term ([`lease`](Term::lease),
+/// the term itself) reads lost from that moment on: [`is_lost`](Term::is_lost)
+/// is true and [`lost`](Term::lost) resolves, with a reason that says which
+/// end it was, so no fencing token is issued from an ended term.
 ///
 /// ```
 /// use election_core::{memory::MemoryBackend, Candidate};
@@ -354,15 +431,26 @@ impl<C: Claim> Term<C> {
         &self.state.name
     }
 
-    /// True once the term is lost, or its known validity has run out.
+    /// True once this term's leader must stop acting: from the moment the
+    /// backend reported a loss, the term's known validity ran out, or the
+    /// holder began to end the term (a [`resign`](Term::resign) began, also
+    /// one whose future was then dropped, or the term or its
+    /// [`lead`](Term::lead) was dropped). Once true it stays true. It turns
+    /// true *before* a resign sends its release, so no token is issued from
+    /// a term whose release is in flight; [`loss`](Lease::loss) tells which
+    /// end it was ([`LossReason::is_end`]).
     pub fn is_lost(&self) -> bool {
         self.state.is_lost()
     }
 
-    /// Resolves with the reason when the term is lost. Many tasks may await
-    /// it at once (also through [`lease`](Term::lease) clones). It stays
-    /// pending if the term ends by resign or drop; use
-    /// [`ended`](Term::ended) to wait for any end.
+    /// Resolves with the reason once [`is_lost`](Term::is_lost) turns true:
+    /// the backend's loss ([`LossReason::Expired`], [`LossReason::Revoked`],
+    /// [`LossReason::Failed`]) or the holder's own end
+    /// ([`LossReason::Resigned`], [`LossReason::Dropped`]), whichever came
+    /// first. A validity that runs out resolves it too, even if the
+    /// backend's watch is stalled. Many tasks may await it at once (also
+    /// through [`lease`](Term::lease) clones): a task holding a lease stops
+    /// when the term is resigned or dropped, not only when it is lost.
     ///
     /// Cancel safety: cancel safe; it only observes.
     ///
@@ -408,13 +496,17 @@ impl<C: Claim> Term<C> {
 
     /// Ends the term and gives the claim up, so the next candidate can win.
     ///
+    /// From its first poll on, the term's leases read lost
+    /// ([`LossReason::Resigned`]), before the release is sent.
+    ///
     /// Idempotent: a second call waits for the first and returns its
     /// outcome. Returns [`Error::Lost`] if the term had been lost: then the
     /// claim is not released (it may be another candidate's, rule 3), only
     /// closed.
     ///
     /// Cancel safety: if the future is dropped before the release finished,
-    /// the term stays ending (its lost signal is silenced, as after any
+    /// the term stays ending (its leases read lost, [`LossReason::Resigned`];
+    /// a loss the backend reports from now on is not recorded, as after any
     /// resign): a later call runs the release again, and dropping the term
     /// closes the attempt with [`End::Dropped`], which gives the claim up.
     ///
@@ -443,7 +535,7 @@ impl<C: Claim> Term<C> {
         let Some(held) = slot.as_mut() else {
             return Ok(());
         };
-        let outcome = match self.state.begin_end() {
+        let outcome = match self.state.begin_end(LossReason::Resigned) {
             Err(lost) => {
                 held.close(End::Lost);
                 Err(Error::Lost(lost))
@@ -500,37 +592,36 @@ impl<C: Claim> Term<C> {
     /// # Ok(()) }
     /// ```
     pub async fn confirm(&self) -> Result<(), Error> {
-        if let Some(lost) = self.state.loss() {
-            return Err(Error::Lost(lost));
-        }
         let not_held = || Error::NotHeld {
             name: self.state.name.clone(),
         };
+        // The backend's loss, else NotHeld if the holder ended the term.
+        let refused = || match self.state.backend_loss() {
+            Some(lost) => Some(Error::Lost(lost)),
+            None => self.state.is_lost().then(not_held),
+        };
+        if let Some(e) = refused() {
+            return Err(e);
+        }
         let mut slot = self.held.lock().await;
         let Some(held) = slot.as_mut() else {
             return Err(not_held());
         };
         if !self.state.is_live() {
-            return Err(match self.state.loss() {
-                Some(lost) => Error::Lost(lost),
-                None => not_held(),
-            });
+            return Err(refused().unwrap_or_else(not_held));
         }
         let claim = held.claim.clone();
         let attempt = held.attempt.as_mut().ok_or_else(not_held)?;
         match claim.confirm(attempt).await {
-            Ok(()) => match self.state.loss() {
-                Some(lost) => Err(Error::Lost(lost)),
+            Ok(()) => match refused() {
+                Some(e) => Err(e),
                 None => Ok(()),
             },
             Err(Error::NotHeld { .. }) | Err(Error::HeldElsewhere { .. }) => {
                 self.state.lose(LossReason::Revoked {
                     detail: "the commit-point check found the claim taken".into(),
                 });
-                Err(match self.state.loss() {
-                    Some(lost) => Error::Lost(lost),
-                    None => not_held(),
-                })
+                Err(refused().unwrap_or_else(not_held))
             }
             Err(e) => Err(e),
         }

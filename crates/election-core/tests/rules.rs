@@ -268,18 +268,15 @@ async fn a_term_is_a_lease_for_other_tasks() {
 }
 
 #[tokio::test]
-async fn ended_resolves_on_resign_but_lost_does_not() {
+async fn ended_and_lost_resolve_on_resign_with_the_end_as_reason() {
     let b = MemoryBackend::new();
     let t = candidate(&b, "a").campaign().await.expect("win");
     t.resign().await.expect("resign");
     t.ended().await;
-    assert!(!t.is_lost());
-    assert!(
-        tokio::time::timeout(Duration::from_millis(20), t.lost())
-            .await
-            .is_err(),
-        "lost() fired after a resign"
-    );
+    assert!(t.is_lost(), "a resigned term reads lost (issue 11, item 4)");
+    let lost = t.lost().await;
+    assert!(matches!(lost.reason, LossReason::Resigned), "{lost:?}");
+    assert!(lost.reason.is_end());
 }
 
 #[tokio::test(start_paused = true)]

@@ -51,8 +51,9 @@ pub enum Error {
         /// The highest token the resource has accepted.
         high_water_mark: Token,
     },
-    /// The lease was already lost when a token was asked for: stop acting
-    /// as leader.
+    /// The lease was already lost, or its term had ended by resign or drop
+    /// ([`LossReason::is_end`](election_core::LossReason::is_end)), when a
+    /// token was asked for: stop acting as leader.
     #[error("the lease is lost; no token was issued")]
     Lost(#[source] LeaseLost),
     /// The store could not be read or written (I/O, a lost connection):

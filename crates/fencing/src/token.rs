@@ -31,8 +31,11 @@ use crate::Error;
 pub struct Token(Epoch);
 
 impl Token {
-    /// The token of `lease`'s term, or [`Error::Lost`] if the lease is
-    /// already lost.
+    /// The token of `lease`'s term, or [`Error::Lost`] if the lease reads
+    /// lost: the term was lost, or it has ended by resign or drop (with
+    /// [`LossReason::Resigned`] or [`LossReason::Dropped`]; from the moment
+    /// the resign began, before its release is sent), also once a later
+    /// term has begun.
     ///
     /// A token issued here is not a promise that the term still holds when
     /// the write arrives: that is what the store's high-water mark checks.
