@@ -1,4 +1,5 @@
-//! The lease row: every read and write of `election_leases`, each write one
+//! The lease row and the epoch state: every read and write of
+//! `election_leases` and `election_epochs`, each write one
 //! `BEGIN IMMEDIATE` transaction.
 
 use election_core::{ConfigError, Epoch};
