@@ -273,3 +273,39 @@ async fn a_fenced_write_on_a_connection_without_durable_commits_is_refused() {
         Err(fencing::Error::Config(_))
     ));
 }
+
+/// Issue 11, item 1, the failed `COMMIT`: a trigger makes every commit
+/// that raises the mark of `trapped` fail (a deferred foreign key, checked
+/// at `COMMIT`). `fenced` must then report an error only for a write that
+/// did not run: never "failed" for a write that landed.
+#[tokio::test]
+async fn a_failed_commit_of_the_mark_never_hides_a_write_that_ran() {
+    let (_dir, e) = setup().await;
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    for stmt in [
+        "PRAGMA foreign_keys = ON",
+        "CREATE TABLE trap_parent (id INTEGER PRIMARY KEY)",
+        "CREATE TABLE trap (parent INTEGER REFERENCES trap_parent (id) DEFERRABLE INITIALLY DEFERRED)",
+        "CREATE TRIGGER trap_insert AFTER INSERT ON election_fences WHEN NEW.resource = 'trapped'
+         BEGIN INSERT INTO trap VALUES (42); END",
+        "CREATE TRIGGER trap_update AFTER UPDATE ON election_fences WHEN NEW.resource = 'trapped'
+         BEGIN INSERT INTO trap VALUES (42); END",
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(stmt))
+            .execute(e.pool())
+            .await
+            .expect("trap");
+    }
+    let r = ResourceName::new("trapped").expect("name");
+    let mut ran = false;
+    let outcome = fence.fenced(&r, t(5), || async { ran = true }).await;
+    assert!(
+        outcome.is_ok() || !ran,
+        "told {outcome:?} although the write ran"
+    );
+    assert!(
+        matches!(outcome, Err(fencing::Error::Unavailable { .. })),
+        "the commit fails: {outcome:?}"
+    );
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), None);
+}
