@@ -5,9 +5,9 @@
 //! cargo run -p election-sqlite --example fenced_write
 //! ```
 //!
-//! Leader A (a child process) wins term 1 and takes its fencing token, then
-//! is paused with SIGSTOP. Its lease runs out; B wins term 2 and writes.
-//! A is resumed and makes the write it had in flight, with its old token:
+//! Leader A (a child process) wins a term (epoch 2 in a new database) and
+//! takes its fencing token, then is paused with SIGSTOP. Its lease runs
+//! out; B wins the next term and writes. A is resumed and makes the write it had in flight, with its old token:
 //! the fence check in A's own transaction refuses it, and the write rolls
 //! back with it.
 

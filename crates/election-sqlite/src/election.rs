@@ -32,6 +32,23 @@ impl DbFile {
     }
 }
 
+impl Inner {
+    /// `Err` (and a loud log line) if the database file this pool has open
+    /// is no longer the file at its path: a claim made through it would be
+    /// made in a database nobody else sees.
+    pub(crate) fn check_in_place(&self) -> Result<(), Error> {
+        match &self.db_file {
+            Some(db) if !db.in_place() => {
+                tracing::error!(path = %db.path.display(), "the database file was deleted or replaced after it was opened: no claim is made through it; reopen it (epochs in a replaced file can repeat)");
+                Err(Error::FileReplaced {
+                    path: db.path.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) pool: SqlitePool,
@@ -45,9 +62,12 @@ pub(crate) struct Inner {
 ///
 /// One row per election in `election_leases` (created and migrated by this
 /// crate, beside the application's tables). The winner's identity, a random
-/// nonce for its attempt, the epoch (incremented by the statement that
-/// wins), a renewal version (bumped by every claim, renewal and release),
-/// the holder's TTL and two wall-clock timestamps for display.
+/// nonce for its attempt, the epoch (written by the transaction that wins),
+/// a renewal version (bumped by every claim, renewal and release), the
+/// holder's TTL and two wall-clock timestamps for display. Beside it, one
+/// row per election in `election_epochs`: the highest epoch handed out and
+/// its term's TTL, written in the same transaction, never deleted (see the
+/// [crate docs](crate) for what an operator must never touch).
 ///
 /// - The holder renews every `renew_interval` and counts its lease valid
 ///   until `ttl - margin` after the monotonic instant *before* its last
@@ -55,7 +75,9 @@ pub(crate) struct Inner {
 /// - A contender takes over a held lease only after it has itself seen the
 ///   renewal version unchanged for a full TTL (the longer of its own and
 ///   the holder's) on its own monotonic clock. No wall-clock timestamp is
-///   compared, so a wall-clock jump cannot make two leaders.
+///   compared, so a wall-clock jump cannot make two leaders. A lease row
+///   deleted by hand counts as held for a full TTL from when the contender
+///   first sees it gone.
 /// - A dropped term releases its row in the background (conditional on its
 ///   nonce); if that cannot run, the lease ages out after its TTL.
 ///
@@ -344,26 +366,26 @@ impl Claim for SqliteClaim {
         })
     }
 
-    /// One `BEGIN IMMEDIATE` transaction: wins a vacant lease, or one whose
-    /// renewal version this attempt has seen unchanged for a full TTL. A
-    /// database busy past the busy timeout counts as "not now" (`Ok(None)`).
+    /// One `BEGIN IMMEDIATE` transaction: wins a released or never-held
+    /// lease, or one whose holder, epoch and renewal version this attempt
+    /// has seen unchanged for a full TTL (a vanished row: seen gone for a
+    /// full TTL), with the next epoch written to the lease row and the
+    /// epoch state. A database busy past the busy timeout counts as "not
+    /// now" (`Ok(None)`); a name whose next epoch would be above
+    /// [`Epoch::MAX`] is [`ConfigError::EpochExhausted`] (nothing written);
+    /// a database file deleted or replaced since it was opened is
+    /// [`Error::FileReplaced`] (as a configuration error).
     async fn try_claim(
         &self,
         attempt: &mut SqliteAttempt,
     ) -> Result<Option<Won>, election_core::Error> {
         let inner = &self.inner;
+        inner.check_in_place().map_err(|e| self.core(e))?;
         let sent = inner.clock.now();
         let ttl = inner.options.ttl();
         let observed = &mut attempt.observed;
         let clock = &inner.clock;
-        let decide = |found: &Found| match found {
-            Found::Vacant => true,
-            Found::Held {
-                holder,
-                version,
-                ttl_ms,
-            } => row::may_take_over(observed, holder, *version, *ttl_ms, ttl, clock.now()),
-        };
+        let decide = |found: &Found| row::may_claim(observed, found, ttl, clock.now());
         let may_hold = &mut attempt.may_hold;
         let won = row::claim(
             &inner.pool,

@@ -7,7 +7,9 @@ use election_core::{ConfigError, ElectionName};
 
 /// What can go wrong with the SQLite backend, grouped by what the caller
 /// should do: fix the configuration (`Config`, `ReadOnly`, `SchemaTooNew`,
-/// `NotAFile`), repair the stored state (`CorruptRow`), retry later
+/// `NotAFile`, `FileReplaced`; `Config` also carries
+/// [`ConfigError::EpochExhausted`] when a name has used every epoch up to
+/// [`Epoch::MAX`](election_core::Epoch::MAX)), repair the stored state (`CorruptRow`), retry later
 /// (`Busy`, `Database`, `Io`), or treat the claim as not held
 /// (`OutcomeUnknown`).
 ///
@@ -44,6 +46,20 @@ pub enum Error {
         found: i64,
         /// The newest version this crate knows.
         supported: i64,
+    },
+    /// The database file was deleted or replaced after it was opened: this
+    /// process's connections still use the old file, while a process
+    /// opening the path gets another database. No claim is made through
+    /// them; reopen the database. If the new file lacks the old one's
+    /// `election_epochs` table, its epochs start again and can repeat
+    /// earlier ones (see the crate docs: never do this while candidates
+    /// run).
+    #[error(
+        "the database file {path} was deleted or replaced after it was opened; reopen it (epochs in a replaced file can repeat)"
+    )]
+    FileReplaced {
+        /// The path opened.
+        path: PathBuf,
     },
     /// A lease row holds values this crate never writes (a negative epoch,
     /// an epoch of 0 with a holder). No term is handed out from it.
@@ -104,12 +120,13 @@ impl Error {
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),
-            e @ (Error::ReadOnly(_) | Error::SchemaTooNew { .. } | Error::NotAFile { .. }) => {
-                election_core::Error::Config(ConfigError::Location {
-                    reason: e.to_string(),
-                    source: Some(Arc::new(e)),
-                })
-            }
+            e @ (Error::ReadOnly(_)
+            | Error::SchemaTooNew { .. }
+            | Error::NotAFile { .. }
+            | Error::FileReplaced { .. }) => election_core::Error::Config(ConfigError::Location {
+                reason: e.to_string(),
+                source: Some(Arc::new(e)),
+            }),
             e @ Error::CorruptRow { .. } => election_core::Error::corrupt(name, e),
             e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
             e => election_core::Error::unavailable(name, e),

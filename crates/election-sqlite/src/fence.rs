@@ -30,6 +30,15 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// A fence whose high-water marks live in the `election_fences` table of a
 /// SQLite database, next to the data they protect.
 ///
+/// Marks go from [`Epoch::UNGUARDED`](election_core::Epoch::UNGUARDED) up
+/// to [`Epoch::MAX`](election_core::Epoch::MAX) (`i64::MAX`): every token
+/// a term can have fits.
+///
+/// For a write to another store, [`Fence::fenced`] commits the raised mark
+/// before it runs the write (and holds SQLite's write lock while the write
+/// runs), so a write that landed is never followed by a lower token's,
+/// whatever happens to the call afterwards.
+///
 /// The strongest use is [`SqliteFence::advance_in`]: the application opens
 /// its own transaction, checks and advances the mark in it, makes its
 /// write in it, and commits: the write commits atomically with the check,
@@ -155,6 +164,48 @@ impl SqliteFence {
     }
 }
 
+/// The mark of `resource` as `conn` sees it.
+async fn read_mark(
+    conn: &mut SqliteConnection,
+    resource: &ResourceName,
+) -> Result<Option<Token>, fencing::Error> {
+    let mark: Option<i64> =
+        sqlx::query_scalar("SELECT token FROM election_fences WHERE resource = ?1")
+            .bind(resource.as_str())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+    mark.map(|m| token_from(resource, m)).transpose()
+}
+
+/// SQLite's `synchronous` levels: FULL and EXTRA sync every commit.
+const SYNCHRONOUS_FULL: i64 = 2;
+
+/// Refuses a connection whose commits are not durable (`synchronous`
+/// below FULL): a mark lost in a power failure after its write landed
+/// would let a lower token in.
+async fn require_durable(
+    conn: &mut SqliteConnection,
+    resource: &ResourceName,
+) -> Result<(), fencing::Error> {
+    let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| unavailable(resource, e))?;
+    if level < SYNCHRONOUS_FULL {
+        tracing::error!(resource = %resource, synchronous = level, "refusing a fenced write: the connection's commits are not durable (set synchronous = FULL)");
+        return Err(fencing::Error::Config(
+            election_core::ConfigError::BadSetting {
+                setting: "synchronous",
+                reason: format!(
+                    "PRAGMA synchronous is {level}: a committed high-water mark could be lost in a power failure after its write landed; use FULL (2) or EXTRA (3)"
+                ),
+            },
+        ));
+    }
+    Ok(())
+}
+
 impl SqliteFence {
     async fn begin(
         &self,
@@ -168,7 +219,12 @@ impl SqliteFence {
 }
 
 impl Fence for SqliteFence {
-    /// One `BEGIN IMMEDIATE` transaction with [`SqliteFence::advance_in`].
+    /// One `BEGIN IMMEDIATE` transaction with [`SqliteFence::advance_in`],
+    /// committed before this returns `Ok`. A raised mark is refused with
+    /// [`fencing::Error::Config`] (nothing written) on a connection whose
+    /// commits are not durable (`synchronous` below FULL), as in
+    /// [`fenced`](Fence::fenced). If the commit fails:
+    /// [`fencing::Error::Unavailable`], the mark may or may not be raised.
     async fn advance(
         &self,
         resource: &ResourceName,
@@ -176,15 +232,54 @@ impl Fence for SqliteFence {
     ) -> Result<Advance, fencing::Error> {
         let mut tx = self.begin(resource).await?;
         let advance = Self::advance_in(&mut tx, resource, token).await?;
+        if advance.raised() {
+            require_durable(&mut tx, resource).await?;
+        }
         tx.commit().await.map_err(|e| unavailable(resource, e))?;
         Ok(advance)
     }
 
-    /// Holds a `BEGIN IMMEDIATE` transaction (SQLite's write lock) across
-    /// `write`, so no other writer of this database gets in between; the
-    /// mark commits before `write` runs. For writes *to this database*, use
-    /// [`SqliteFence::advance_in`] in your own transaction instead: a write
-    /// through another connection would wait for this lock.
+    /// Runs `write` once `token`'s mark is committed, while holding
+    /// SQLite's write lock, as the [`Fence`] contract asks:
+    ///
+    /// 1. One `BEGIN IMMEDIATE` transaction checks `token` against the mark
+    ///    ([`SqliteFence::advance_in`]). If the mark is already `token`,
+    ///    the write runs in it at once (step 3).
+    /// 2. Otherwise it raises the mark and **commits** (durable: the
+    ///    connection must use `synchronous = FULL` or `EXTRA`, as
+    ///    [`SqliteElection::open`](crate::SqliteElection::open) sets it;
+    ///    a lower setting is refused with [`fencing::Error::Config`] before
+    ///    anything is written). Then a second `BEGIN IMMEDIATE` transaction
+    ///    takes the write lock again and reads the mark: if a higher token
+    ///    got in between the two, [`fencing::Error::Stale`] and `write`
+    ///    never runs.
+    /// 3. `write` runs while that transaction holds the write lock (no
+    ///    other writer of this database, so no other `fenced` or
+    ///    [`advance`](Fence::advance) of any resource here, gets in until
+    ///    it ends); then the transaction, which wrote nothing, is rolled
+    ///    back.
+    ///
+    /// So `write` runs only after its mark is committed: a write that
+    /// lands is never followed by a lower token's, even if this future is
+    /// dropped, the process dies or a commit fails afterwards.
+    ///
+    /// Failure model: [`fencing::Error::Stale`]: `write` did not run.
+    /// [`fencing::Error::Unavailable`]: `write` did not run; if the commit
+    /// of the mark failed, the mark may or may not have been raised (the
+    /// outcome is unknown; it only ever keeps lower tokens out).
+    /// [`fencing::Error::Corrupt`]: the stored mark is unreadable, or it
+    /// went below a token this call had committed (someone edited
+    /// `election_fences` by hand); `write` did not run. Once `write`
+    /// runs, its outcome is returned as it is.
+    ///
+    /// Cancel safety: dropped before `write` starts, `write` never runs and
+    /// the mark is unchanged or raised to `token`; dropped while `write`
+    /// runs, the write's future is dropped where it is (whatever it did
+    /// stays done), the mark stays raised, and the lock is released.
+    ///
+    /// For writes *to this database*, use [`SqliteFence::advance_in`] in
+    /// your own transaction instead: a write through another connection
+    /// would wait for this lock.
     async fn fenced<W>(
         &self,
         resource: &ResourceName,
@@ -195,9 +290,32 @@ impl Fence for SqliteFence {
         W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
     {
         let mut tx = self.begin(resource).await?;
-        Self::advance_in(&mut tx, resource, token).await?;
+        let advance = Self::advance_in(&mut tx, resource, token).await?;
+        if advance.raised() {
+            require_durable(&mut tx, resource).await?;
+            tx.commit().await.map_err(|e| unavailable(resource, e))?;
+            tx = self.begin(resource).await?;
+            let mark = read_mark(&mut tx, resource).await?;
+            if mark != Some(token) {
+                let stale = Advance::decide(resource, mark, token);
+                return Err(match stale {
+                    Err(stale) => stale,
+                    Ok(_) => fencing::Error::corrupt(
+                        resource.as_str(),
+                        format!(
+                            "the mark is {} right after token {token} was committed: election_fences was edited",
+                            mark.map_or_else(|| "gone".to_owned(), |m| m.to_string())
+                        ),
+                    ),
+                });
+            }
+        }
         let outcome = write().await;
-        tx.commit().await.map_err(|e| unavailable(resource, e))?;
+        // The transaction wrote nothing that matters (the mark is `token`
+        // either way); rolling back only releases the lock.
+        if let Err(e) = tx.rollback().await {
+            tracing::debug!(resource = %resource, error = %e, "releasing the fence's lock failed; the connection is dropped");
+        }
         Ok(outcome)
     }
 
@@ -205,12 +323,11 @@ impl Fence for SqliteFence {
         &self,
         resource: &ResourceName,
     ) -> Result<Option<Token>, fencing::Error> {
-        let mark: Option<i64> =
-            sqlx::query_scalar("SELECT token FROM election_fences WHERE resource = ?1")
-                .bind(resource.as_str())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| unavailable(resource, e))?;
-        mark.map(|m| token_from(resource, m)).transpose()
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        read_mark(&mut conn, resource).await
     }
 }

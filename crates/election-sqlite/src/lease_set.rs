@@ -14,7 +14,7 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::election::Inner;
-use crate::row::{self, Hold, Observed, Row, Take};
+use crate::row::{self, Found, Hold, Observed, Row, Take};
 use crate::{Error, SqliteElection};
 
 /// A [`LeaseSet`](election_core::LeaseSet) backend over one SQLite
@@ -28,11 +28,17 @@ use crate::{Error, SqliteElection};
 ///   lost when its validity (`ttl - margin`, counted from before the last
 ///   renewal that committed) runs out, which
 ///   [`held`](election_core::LeaseSet::held) sees by itself.
-/// - Every poll interval, one read (no write lock) of the rows of the keys
-///   not held, then one transaction that claims every key found vacant or
-///   seen unchanged (same holder, same renewal version) for a full TTL,
-///   each only if its row is still exactly as read; each claim increments
-///   the epoch in the statement that wins it.
+/// - Every poll interval, one read (no write lock) of the rows and epoch
+///   state of the keys not held, then one transaction that claims every
+///   key found released, never held, or seen unchanged (same holder, term
+///   and renewal version; or its row seen gone, after a deletion by hand)
+///   for a full TTL, each only if its row and epoch state are still exactly
+///   as read. Each claim writes its epoch to the row and to the epoch state
+///   in that transaction (the same rule as
+///   [`SqliteClaim`](crate::SqliteClaim), shared code). A key whose next
+///   epoch would be above [`Epoch::MAX`] fails with
+///   [`ConfigError::EpochExhausted`], nothing written. A database file
+///   deleted or replaced since it was opened: no key is claimed.
 /// - [`guard`](election_core::LeaseSet::guard)'s commit-point check is one
 ///   conditional renewal of the key's row, as
 ///   [`SqliteClaim`](crate::SqliteClaim)'s `confirm`.
@@ -70,6 +76,8 @@ struct Pending {
     nonce: i64,
     /// `(version, epoch)` of its row as read; `None`: there was no row.
     seen: Option<(i64, i64)>,
+    /// The recorded epoch as read; `None`: none.
+    recorded: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -102,6 +110,18 @@ fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::
         },
         other => other,
     }
+}
+
+/// The holder a lease row shows, if any.
+fn leader_of(r: &Row) -> Option<Leader> {
+    Some(Leader {
+        identity: Identity::new(r.holder.as_deref()?).ok()?,
+        epoch: Epoch::new(u64::try_from(r.epoch).ok()?)?,
+        since: r
+            .acquired_unix_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .and_then(|ms| std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms))),
+    })
 }
 
 fn epoch_of(name: &ElectionName, epoch: i64) -> Result<Epoch, election_core::Error> {
@@ -242,6 +262,13 @@ impl SqliteLeases {
         if names.is_empty() {
             return;
         }
+        if let Err(e) = self.inner.check_in_place() {
+            let error = e.into_core(keys[0].state.name());
+            for key in keys.iter().filter(|k| !k.is_held()) {
+                key.state.failed(for_key(&error, key.state.name()));
+            }
+            return;
+        }
         let rows = match row::read_many(&self.inner.pool, &names).await {
             Ok(rows) => rows,
             Err(e) => {
@@ -261,38 +288,17 @@ impl SqliteLeases {
                 continue;
             };
             let name = key.state.name();
-            let seen = match rows.get(name.as_str()) {
-                None => None,
-                Some(Row { holder: None, .. }) => rows.get(name.as_str()),
-                Some(
-                    r @ Row {
-                        holder: Some(holder),
-                        ..
-                    },
-                ) => {
-                    if !row::may_take_over(observed, holder, r.version, r.ttl_ms, ttl, now) {
-                        let leader = Identity::new(holder).ok().and_then(|identity| {
-                            Some(Leader {
-                                identity,
-                                epoch: Epoch::new(u64::try_from(r.epoch).ok()?)?,
-                                since: r
-                                    .acquired_unix_ms
-                                    .and_then(|ms| u64::try_from(ms).ok())
-                                    .and_then(|ms| {
-                                        std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms))
-                                    }),
-                            })
-                        });
-                        key.state.held_by(leader);
-                        continue;
-                    }
-                    Some(r)
-                }
-            };
+            let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
+            let found = Found::of(seen.lease.as_ref(), seen.recorded);
+            if !row::may_claim(observed, &found, ttl, now) {
+                key.state.held_by(seen.lease.as_ref().and_then(leader_of));
+                continue;
+            }
             takes.push(Pending {
                 index: i,
                 nonce: election_core::attempt_nonce() as i64,
-                seen: seen.map(|r| (r.version, r.epoch)),
+                seen: seen.lease.map(|r| (r.version, r.epoch)),
+                recorded: seen.recorded.map(|r| r.epoch),
             });
         }
         if takes.is_empty() {
@@ -311,6 +317,7 @@ impl SqliteLeases {
                 name: keys[p.index].state.name().as_str(),
                 nonce: p.nonce,
                 seen: p.seen,
+                recorded: p.recorded,
             })
             .collect();
         let sent = clock.now();
@@ -330,8 +337,8 @@ impl SqliteLeases {
                 .map(|t| (t.name.to_owned(), t.nonce))
                 .collect::<Vec<_>>()
         };
-        let won: HashMap<String, i64> = match result {
-            Ok(won) => won.into_iter().collect(),
+        let (won, exhausted): (HashMap<String, i64>, Vec<String>) = match result {
+            Ok(claimed) => (claimed.won.into_iter().collect(), claimed.exhausted),
             Err(e) if e.is_busy() && !may_commit => {
                 tracing::debug!(identity = %self.identity, error = %e, "database busy; claiming again at the next poll");
                 return;
@@ -354,6 +361,13 @@ impl SqliteLeases {
         for Pending { index, nonce, .. } in takes {
             let key = &mut keys[index];
             key.status = Status::Free(None);
+            if exhausted.iter().any(|n| n == key.state.name().as_str()) {
+                let name = key.state.name();
+                tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
+                key.state
+                    .failed(Error::Config(ConfigError::EpochExhausted).into_core(name));
+                continue;
+            }
             let Some(&epoch) = won.get(key.state.name().as_str()) else {
                 // Changed since it was read: looked at again next poll.
                 continue;

@@ -16,6 +16,43 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Epochs
+//!
+//! Every term of a name gets an epoch above every earlier term's of that
+//! name, from [`Epoch::FIRST`](election_core::Epoch::FIRST) up to
+//! [`Epoch::MAX`](election_core::Epoch::MAX) (`i64::MAX`, what an SQLite
+//! `INTEGER` holds). The transaction that wins a term writes its epoch both
+//! to the lease row (`election_leases`) and to the epoch state
+//! (`election_epochs`), which this crate never deletes. A claim whose epoch
+//! would be above `MAX` is refused with
+//! [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted)
+//! and writes nothing.
+//!
+//! A lease row deleted by hand: its holder loses at its next renewal or
+//! commit-point check (`confirm`, a lease set's `guard`); every contender
+//! treats the name as held for a full TTL (the longer of its own and the
+//! last term's, on its own monotonic clock) from when it first sees the row
+//! gone, which is after the holder's lease has run out; and the next term's
+//! epoch is above every earlier one. A contender that saw a holder and then
+//! finds no trace of the name at all does the same.
+//!
+//! # What an operator must never touch
+//!
+//! **Never delete, lower or edit the rows of `election_epochs`, and never
+//! delete, replace or restore an older copy of the database file while any
+//! candidate, lease set or fenced writer may use it.** That state is the
+//! only record of which epochs were handed out. Without it, epochs start
+//! again at `Epoch::FIRST`: two terms share an epoch, and a fence accepts a
+//! deposed leader's writes. The library cannot tell a fresh database from a
+//! wiped one. What it does detect: a process whose database file was
+//! deleted or replaced after it opened it makes no claim through it
+//! ([`Error::FileReplaced`]), and a holder loses its term at its next
+//! renewal or commit-point check. Deleting a lease row (not its epoch
+//! state) is safe, as above; to end a stuck term, prefer letting it age
+//! out.
+//!
+//! # Limits
+//!
 //! One limit comes from SQLite itself: every renewal and claim takes the
 //! database's single write lock. A process stopped (`SIGSTOP`, a debugger)
 //! inside a write transaction keeps that lock, so no candidate can renew or

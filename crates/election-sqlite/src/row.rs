@@ -1,7 +1,9 @@
-//! The lease row: every read and write of `election_leases`, each write one
+//! The lease row and the epoch state: every read and write of
+//! `election_leases` and `election_epochs`, each write one
 //! `BEGIN IMMEDIATE` transaction.
 
-use sqlx::SqlitePool;
+use election_core::{ConfigError, Epoch};
+use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::Error;
 
@@ -17,55 +19,170 @@ pub(crate) struct Row {
     pub(crate) acquired_unix_ms: Option<i64>,
 }
 
-/// What a claim found.
+/// The epoch state of a name (`election_epochs`): the highest epoch ever
+/// handed out for it and the TTL of the term that got it. Written in the
+/// transaction that wins each term, never deleted by this crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    pub(crate) epoch: i64,
+    pub(crate) ttl_ms: i64,
+}
+
+/// What a contender found for a name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Found {
-    /// Nobody holds it (no row, or a released one).
+    /// Never held: no lease row and no epoch recorded.
+    Fresh,
+    /// Released: the row shows no holder.
     Vacant,
-    /// Someone holds it at this renewal version.
+    /// Someone holds it in term `epoch` at this renewal version.
     Held {
         holder: String,
+        epoch: i64,
         version: i64,
+        ttl_ms: i64,
+    },
+    /// The lease row is gone although an epoch was recorded: someone
+    /// deleted it by hand. Its holder may still believe it leads, so this
+    /// counts as held (by nobody known) for a full TTL.
+    Vanished {
+        /// The TTL of the last term that won (from the epoch state).
         ttl_ms: i64,
     },
 }
 
-/// What a contender has seen of a lease held by someone else.
+impl Found {
+    /// What `lease` (the lease row, if any) and `recorded` (the epoch
+    /// state, if any) say.
+    pub(crate) fn of(lease: Option<&Row>, recorded: Option<Recorded>) -> Found {
+        match (lease, recorded) {
+            (
+                Some(Row {
+                    holder: Some(holder),
+                    epoch,
+                    version,
+                    ttl_ms,
+                    ..
+                }),
+                _,
+            ) => Found::Held {
+                holder: holder.clone(),
+                epoch: *epoch,
+                version: *version,
+                ttl_ms: *ttl_ms,
+            },
+            (Some(_), _) => Found::Vacant,
+            (None, Some(r)) => Found::Vanished { ttl_ms: r.ttl_ms },
+            (None, None) => Found::Fresh,
+        }
+    }
+}
+
+/// What a contender has seen of a lease held by someone else (`holder`
+/// `None`: a lease row that vanished).
 #[derive(Debug)]
 pub(crate) struct Observed {
-    holder: String,
+    holder: Option<String>,
+    epoch: i64,
     version: i64,
+    ttl_ms: i64,
     since: tokio::time::Instant,
 }
 
-/// Whether a contender may take over the lease `holder` holds at renewal
-/// `version` (the holder's TTL `holder_ttl_ms`): only once it has seen that
-/// same holder at that same version for a full TTL (the longer of `ttl`
-/// and the holder's) on its monotonic clock. Anything else it sees starts
-/// a new observation at `now`.
-pub(crate) fn may_take_over(
+/// The observation key of a vanished row (no holder, no term).
+const VANISHED: i64 = i64::MIN;
+
+/// Whether a contender may claim a name now, given what it `found` and
+/// what it has `observed` before (updated here). The one decision of
+/// [`SqliteClaim`](crate::SqliteClaim) and
+/// [`SqliteLeases`](crate::SqliteLeases):
+///
+/// - released (a row with no holder): yes;
+/// - never held (no row, no epoch recorded) and nothing observed before:
+///   yes;
+/// - held: only once this contender has seen that same holder, term and
+///   renewal version for a full TTL ([`may_take_over`]);
+/// - vanished (no row, but an epoch recorded; or no row at all after this
+///   contender saw one held): treated as held by an unknown holder, so only
+///   after a full TTL of seeing it gone, counted from the first time it
+///   was seen gone. The holder whose row vanished loses at its next
+///   renewal or commit-point check, which always comes before that.
+pub(crate) fn may_claim(
     observed: &mut Option<Observed>,
-    holder: &str,
+    found: &Found,
+    ttl: std::time::Duration,
+    now: tokio::time::Instant,
+) -> bool {
+    match found {
+        Found::Vacant => true,
+        Found::Fresh => match observed {
+            None => true,
+            Some(o) => {
+                let ttl_ms = o.ttl_ms;
+                may_take_over(observed, None, VANISHED, VANISHED, ttl_ms, ttl, now)
+            }
+        },
+        Found::Held {
+            holder,
+            epoch,
+            version,
+            ttl_ms,
+        } => may_take_over(observed, Some(holder), *epoch, *version, *ttl_ms, ttl, now),
+        Found::Vanished { ttl_ms } => {
+            may_take_over(observed, None, VANISHED, VANISHED, *ttl_ms, ttl, now)
+        }
+    }
+}
+
+/// Whether a contender may take over the lease `holder` holds in term
+/// `epoch` at renewal `version` (the holder's TTL `holder_ttl_ms`): only
+/// once it has seen that same holder, term and version for a full TTL (the
+/// longer of `ttl` and the holder's) on its monotonic clock. Anything else
+/// it sees starts a new observation at `now`.
+fn may_take_over(
+    observed: &mut Option<Observed>,
+    holder: Option<&str>,
+    epoch: i64,
     version: i64,
     holder_ttl_ms: i64,
     ttl: std::time::Duration,
     now: tokio::time::Instant,
 ) -> bool {
     match observed {
-        Some(o) if o.version == version && o.holder == holder => {
+        Some(o) if o.version == version && o.epoch == epoch && o.holder.as_deref() == holder => {
             let holders_ttl =
-                std::time::Duration::from_millis(u64::try_from(holder_ttl_ms).unwrap_or(0));
+                std::time::Duration::from_millis(u64::try_from(o.ttl_ms).unwrap_or(0));
             now.saturating_duration_since(o.since) >= ttl.max(holders_ttl)
         }
         _ => {
             *observed = Some(Observed {
-                holder: holder.to_owned(),
+                holder: holder.map(str::to_owned),
+                epoch,
                 version,
+                ttl_ms: holder_ttl_ms,
                 since: now,
             });
             false
         }
     }
+}
+
+/// The epoch after the larger of the lease row's (`lease_epoch`) and the
+/// recorded one: never below [`Epoch::FIRST`], and
+/// [`ConfigError::EpochExhausted`] past [`Epoch::MAX`] (nothing is written
+/// then).
+pub(crate) fn next_epoch(
+    lease_epoch: Option<i64>,
+    recorded: Option<Recorded>,
+) -> Result<i64, Error> {
+    let highest = lease_epoch
+        .into_iter()
+        .chain(recorded.map(|r| r.epoch))
+        .max()
+        .and_then(|e| u64::try_from(e).ok())
+        .and_then(Epoch::new);
+    let next = Epoch::after(highest)?;
+    i64::try_from(next.get()).map_err(|_| Error::Config(ConfigError::EpochExhausted))
 }
 
 /// The fields a winning claim writes.
@@ -119,10 +236,91 @@ pub(crate) async fn read(pool: &SqlitePool, name: &str) -> Result<Option<Row>, E
     raw.map(row).map(|r| check(name, r)).transpose()
 }
 
-/// In one `BEGIN IMMEDIATE` transaction: reads the row and, if `decide`
-/// says so, wins it, incrementing the epoch in the same statement (rule
-/// 1). `decide` sees what was found and answers whether to take it.
-/// Returns the epoch won, or `None`.
+/// Reads the epoch state of `name`.
+async fn read_recorded(conn: &mut SqliteConnection, name: &str) -> Result<Option<Recorded>, Error> {
+    let raw: Option<(i64, i64)> =
+        sqlx::query_as("SELECT epoch, ttl_ms FROM election_epochs WHERE name = ?1")
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
+    match raw {
+        Some((epoch, ttl_ms)) if epoch < 0 || ttl_ms <= 0 => Err(Error::CorruptRow {
+            name: name.to_owned(),
+            detail: format!("recorded epoch {epoch} with ttl_ms {ttl_ms}"),
+        }),
+        Some((epoch, ttl_ms)) => Ok(Some(Recorded { epoch, ttl_ms })),
+        None => Ok(None),
+    }
+}
+
+/// Inside the caller's transaction: wins `w.name` in term `epoch`, only
+/// if its lease row is still as `seen` (`(version, epoch)`; `None`: there
+/// was no row), and records `epoch` in the epoch state in the same
+/// transaction. `Ok(false)`: the row changed, nothing was written.
+async fn win(
+    conn: &mut SqliteConnection,
+    w: ClaimWrite<'_>,
+    seen: Option<(i64, i64)>,
+    epoch: i64,
+) -> Result<bool, Error> {
+    let won = match seen {
+        None => sqlx::query(
+            "INSERT INTO election_leases
+               (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
+             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6)
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(w.name)
+        .bind(w.identity)
+        .bind(w.nonce)
+        .bind(epoch)
+        .bind(w.ttl_ms)
+        .bind(w.wall_ms)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected(),
+        Some((seen_version, seen_epoch)) => sqlx::query(
+            "UPDATE election_leases
+             SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
+                 ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6
+             WHERE name = ?1 AND version = ?7 AND epoch = ?8",
+        )
+        .bind(w.name)
+        .bind(w.identity)
+        .bind(w.nonce)
+        .bind(epoch)
+        .bind(w.ttl_ms)
+        .bind(w.wall_ms)
+        .bind(seen_version)
+        .bind(seen_epoch)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected(),
+    };
+    if won != 1 {
+        return Ok(false);
+    }
+    sqlx::query(
+        "INSERT INTO election_epochs (name, epoch, ttl_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
+         WHERE excluded.epoch > election_epochs.epoch",
+    )
+    .bind(w.name)
+    .bind(epoch)
+    .bind(w.ttl_ms)
+    .execute(&mut *conn)
+    .await?;
+    Ok(true)
+}
+
+/// In one `BEGIN IMMEDIATE` transaction: reads the lease row and the epoch
+/// state and, if `decide` says so, wins the name with the next epoch
+/// ([`next_epoch`]), writing the lease row and the epoch state in the same
+/// transaction (rule 1). `decide` sees what was found and answers whether
+/// to take it. Returns the epoch won, or `None`.
+///
+/// Failure model: [`ConfigError::EpochExhausted`] (as [`Error::Config`])
+/// if the next epoch would be above [`Epoch::MAX`]; nothing is written.
 ///
 /// `before_commit` runs after the winning write and before the commit, so
 /// the caller can note that a claim may be committed (the commit's outcome
@@ -138,69 +336,20 @@ pub(crate) async fn claim(
         .bind(w.name)
         .fetch_optional(&mut *tx)
         .await?;
-    let found_row = raw.map(row).map(|r| check(w.name, r)).transpose()?;
-    let found = match &found_row {
-        Some(Row {
-            holder: Some(h),
-            version,
-            ttl_ms,
-            ..
-        }) => Found::Held {
-            holder: h.clone(),
-            version: *version,
-            ttl_ms: *ttl_ms,
-        },
-        _ => Found::Vacant,
-    };
-    if !decide(&found) {
+    let lease = raw.map(row).map(|r| check(w.name, r)).transpose()?;
+    let recorded = read_recorded(&mut tx, w.name).await?;
+    if !decide(&Found::of(lease.as_ref(), recorded)) {
         tx.rollback().await?;
         return Ok(None);
     }
-    let epoch = match found_row {
-        None => {
-            sqlx::query(
-                "INSERT INTO election_leases
-                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
-                 VALUES (?1, ?2, ?3, 1, 1, ?4, ?5, ?5)",
-            )
-            .bind(w.name)
-            .bind(w.identity)
-            .bind(w.nonce)
-            .bind(w.ttl_ms)
-            .bind(w.wall_ms)
-            .execute(&mut *tx)
-            .await?;
-            1
-        }
-        Some(r) => {
-            let next = r.epoch.checked_add(1).ok_or_else(|| Error::CorruptRow {
-                name: w.name.to_owned(),
-                detail: "the epoch counter is exhausted".into(),
-            })?;
-            let updated = sqlx::query(
-                "UPDATE election_leases
-                 SET holder = ?2, nonce = ?3, epoch = epoch + 1, version = version + 1,
-                     ttl_ms = ?4, acquired_unix_ms = ?5, renewed_unix_ms = ?5
-                 WHERE name = ?1 AND version = ?6 AND epoch = ?7",
-            )
-            .bind(w.name)
-            .bind(w.identity)
-            .bind(w.nonce)
-            .bind(w.ttl_ms)
-            .bind(w.wall_ms)
-            .bind(r.version)
-            .bind(r.epoch)
-            .execute(&mut *tx)
-            .await?;
-            if updated.rows_affected() != 1 {
-                // Cannot happen inside one IMMEDIATE transaction; refuse
-                // rather than guess.
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            next
-        }
-    };
+    let epoch = next_epoch(lease.as_ref().map(|r| r.epoch), recorded)?;
+    let seen = lease.map(|r| (r.version, r.epoch));
+    if !win(&mut tx, w, seen, epoch).await? {
+        // Cannot happen inside one IMMEDIATE transaction; refuse rather
+        // than guess.
+        tx.rollback().await?;
+        return Ok(None);
+    }
     before_commit();
     tx.commit().await?;
     Ok(Some(epoch))
@@ -256,18 +405,28 @@ fn tuples(rows: usize, width: usize) -> String {
     vec![one; rows].join(", ")
 }
 
-/// Reads the rows of `names` (missing names are absent from the result),
+/// What a contender read of one name: its lease row and its epoch state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Seen {
+    pub(crate) lease: Option<Row>,
+    pub(crate) recorded: Option<Recorded>,
+}
+
+/// Reads the lease rows and epoch state of `names` (names with neither
+/// are absent from the result) in one read transaction (one snapshot),
 /// without taking the write lock.
 pub(crate) async fn read_many(
     pool: &SqlitePool,
     names: &[&str],
-) -> Result<std::collections::HashMap<String, Row>, Error> {
-    let mut rows = std::collections::HashMap::with_capacity(names.len());
+) -> Result<std::collections::HashMap<String, Seen>, Error> {
+    let mut seen: std::collections::HashMap<String, Seen> =
+        std::collections::HashMap::with_capacity(names.len());
+    let mut tx = pool.begin().await?;
     for chunk in names.chunks(CHUNK) {
+        let marks = vec!["?"; chunk.len()].join(", ");
         let sql = format!(
             "SELECT name, holder, epoch, version, ttl_ms, acquired_unix_ms
-             FROM election_leases WHERE name IN ({})",
-            vec!["?"; chunk.len()].join(", ")
+             FROM election_leases WHERE name IN ({marks})"
         );
         let mut query = sqlx::query_as::<_, (String, Option<String>, i64, i64, i64, Option<i64>)>(
             sqlx::AssertSqlSafe(sql),
@@ -275,12 +434,28 @@ pub(crate) async fn read_many(
         for name in chunk {
             query = query.bind(*name);
         }
-        for (name, holder, epoch, version, ttl_ms, acquired) in query.fetch_all(pool).await? {
+        for (name, holder, epoch, version, ttl_ms, acquired) in query.fetch_all(&mut *tx).await? {
             let found = check(&name, row((holder, epoch, version, ttl_ms, acquired)))?;
-            rows.insert(name, found);
+            seen.entry(name).or_default().lease = Some(found);
+        }
+        let sql =
+            format!("SELECT name, epoch, ttl_ms FROM election_epochs WHERE name IN ({marks})");
+        let mut query = sqlx::query_as::<_, (String, i64, i64)>(sqlx::AssertSqlSafe(sql));
+        for name in chunk {
+            query = query.bind(*name);
+        }
+        for (name, epoch, ttl_ms) in query.fetch_all(&mut *tx).await? {
+            if epoch < 0 || ttl_ms <= 0 {
+                return Err(Error::CorruptRow {
+                    name,
+                    detail: format!("recorded epoch {epoch} with ttl_ms {ttl_ms}"),
+                });
+            }
+            seen.entry(name).or_default().recorded = Some(Recorded { epoch, ttl_ms });
         }
     }
-    Ok(rows)
+    tx.commit().await?;
+    Ok(seen)
 }
 
 /// One held lease of a batch: the key, and the attempt's nonce and epoch.
@@ -338,21 +513,33 @@ pub(crate) async fn release_many(pool: &SqlitePool, holds: &[Hold<'_>]) -> Resul
     Ok(())
 }
 
-/// One claim of a batch: the key, the new attempt's nonce, and the row as
-/// the claimant last read it (`None`: there was no row).
+/// One claim of a batch: the key, the new attempt's nonce, and what the
+/// claimant last read of it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Take<'a> {
     pub(crate) name: &'a str,
     pub(crate) nonce: i64,
-    /// `(version, epoch)` of the row as read.
+    /// `(version, epoch)` of the lease row as read; `None`: no row.
     pub(crate) seen: Option<(i64, i64)>,
+    /// The recorded epoch as read; `None`: none.
+    pub(crate) recorded: Option<i64>,
+}
+
+/// What a batch of claims did.
+#[derive(Debug, Default)]
+pub(crate) struct Claimed {
+    /// The epoch won, per name.
+    pub(crate) won: Vec<(String, i64)>,
+    /// The names whose next epoch would be above [`Epoch::MAX`]: refused,
+    /// nothing written for them.
+    pub(crate) exhausted: Vec<String>,
 }
 
 /// Claims every lease of `takes` in one `BEGIN IMMEDIATE` transaction. Each
-/// claim wins only if the row is still exactly as its claimant read it
-/// (the same renewal version and epoch; no row if there was none), and
-/// increments the epoch in the same statement that wins (rule 1). Returns
-/// the epoch won per name; a name that changed since it was read is absent.
+/// claim wins only if the lease row and the epoch state are still exactly
+/// as its claimant read them, and writes its epoch ([`next_epoch`]) to the
+/// lease row and the epoch state in the same transaction (rule 1). A name
+/// that changed since it was read is in neither list of the result.
 ///
 /// `before_commit` runs after the winning writes and before the commit:
 /// from there on the claims' outcome is unknown if the commit fails.
@@ -363,58 +550,40 @@ pub(crate) async fn claim_many(
     ttl_ms: i64,
     wall_ms: i64,
     before_commit: impl FnOnce(),
-) -> Result<Vec<(String, i64)>, Error> {
-    let mut won = Vec::with_capacity(takes.len());
+) -> Result<Claimed, Error> {
+    let mut claimed = Claimed::default();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     for t in takes {
-        let epoch: Option<i64> = match t.seen {
-            None => {
-                sqlx::query_scalar(
-                    "INSERT INTO election_leases
-                       (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
-                     VALUES (?1, ?2, ?3, 1, 1, ?4, ?5, ?5)
-                     ON CONFLICT (name) DO NOTHING
-                     RETURNING epoch",
-                )
-                .bind(t.name)
-                .bind(identity)
-                .bind(t.nonce)
-                .bind(ttl_ms)
-                .bind(wall_ms)
-                .fetch_optional(&mut *tx)
-                .await?
+        let recorded = read_recorded(&mut tx, t.name).await?;
+        if recorded.map(|r| r.epoch) != t.recorded {
+            continue;
+        }
+        let epoch = match next_epoch(t.seen.map(|(_, e)| e), recorded) {
+            Ok(epoch) => epoch,
+            Err(Error::Config(ConfigError::EpochExhausted)) => {
+                claimed.exhausted.push(t.name.to_owned());
+                continue;
             }
-            Some((version, epoch)) => {
-                sqlx::query_scalar(
-                    "UPDATE election_leases
-                     SET holder = ?2, nonce = ?3, epoch = epoch + 1, version = version + 1,
-                         ttl_ms = ?4, acquired_unix_ms = ?5, renewed_unix_ms = ?5
-                     WHERE name = ?1 AND version = ?6 AND epoch = ?7 AND epoch < ?8
-                     RETURNING epoch",
-                )
-                .bind(t.name)
-                .bind(identity)
-                .bind(t.nonce)
-                .bind(ttl_ms)
-                .bind(wall_ms)
-                .bind(version)
-                .bind(epoch)
-                .bind(i64::MAX)
-                .fetch_optional(&mut *tx)
-                .await?
-            }
+            Err(e) => return Err(e),
         };
-        if let Some(epoch) = epoch {
-            won.push((t.name.to_owned(), epoch));
+        let w = ClaimWrite {
+            name: t.name,
+            identity,
+            nonce: t.nonce,
+            ttl_ms,
+            wall_ms,
+        };
+        if win(&mut tx, w, t.seen, epoch).await? {
+            claimed.won.push((t.name.to_owned(), epoch));
         }
     }
-    if won.is_empty() {
+    if claimed.won.is_empty() {
         tx.rollback().await?;
-        return Ok(won);
+        return Ok(claimed);
     }
     before_commit();
     tx.commit().await?;
-    Ok(won)
+    Ok(claimed)
 }
 
 #[cfg(test)]
@@ -424,26 +593,107 @@ mod tests {
     use tokio::time::Instant;
 
     #[test]
-    fn takeover_needs_the_same_holder_and_version_for_a_full_ttl() {
+    fn takeover_needs_the_same_holder_term_and_version_for_a_full_ttl() {
         let ttl = Duration::from_secs(3);
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
         let mut seen = None;
+        let a = Some("a");
         assert!(
-            !may_take_over(&mut seen, "a", 7, 3000, ttl, at(0)),
+            !may_take_over(&mut seen, a, 2, 7, 3000, ttl, at(0)),
             "first sight"
         );
-        assert!(!may_take_over(&mut seen, "a", 7, 3000, ttl, at(2999)));
-        assert!(may_take_over(&mut seen, "a", 7, 3000, ttl, at(3000)));
-        // A renewal (new version) or another holder starts the count again.
-        assert!(!may_take_over(&mut seen, "a", 8, 3000, ttl, at(3001)));
-        assert!(!may_take_over(&mut seen, "a", 8, 3000, ttl, at(6000)));
-        assert!(may_take_over(&mut seen, "a", 8, 3000, ttl, at(6001)));
-        assert!(!may_take_over(&mut seen, "b", 8, 3000, ttl, at(6002)));
+        assert!(!may_take_over(&mut seen, a, 2, 7, 3000, ttl, at(2999)));
+        assert!(may_take_over(&mut seen, a, 2, 7, 3000, ttl, at(3000)));
+        // A renewal (new version), another term or another holder starts
+        // the count again.
+        assert!(!may_take_over(&mut seen, a, 2, 8, 3000, ttl, at(3001)));
+        assert!(!may_take_over(&mut seen, a, 2, 8, 3000, ttl, at(6000)));
+        assert!(may_take_over(&mut seen, a, 2, 8, 3000, ttl, at(6001)));
+        assert!(!may_take_over(
+            &mut seen,
+            Some("b"),
+            2,
+            8,
+            3000,
+            ttl,
+            at(6002)
+        ));
+        assert!(!may_take_over(
+            &mut seen,
+            Some("b"),
+            3,
+            8,
+            3000,
+            ttl,
+            at(9002)
+        ));
         // The longer of the two TTLs counts.
         let mut seen = None;
-        assert!(!may_take_over(&mut seen, "a", 1, 10_000, ttl, at(0)));
-        assert!(!may_take_over(&mut seen, "a", 1, 10_000, ttl, at(9999)));
-        assert!(may_take_over(&mut seen, "a", 1, 10_000, ttl, at(10_000)));
+        assert!(!may_take_over(&mut seen, a, 2, 1, 10_000, ttl, at(0)));
+        assert!(!may_take_over(&mut seen, a, 2, 1, 10_000, ttl, at(9999)));
+        assert!(may_take_over(&mut seen, a, 2, 1, 10_000, ttl, at(10_000)));
+    }
+
+    fn held(version: i64) -> Found {
+        Found::Held {
+            holder: "a".into(),
+            epoch: 2,
+            version,
+            ttl_ms: 3000,
+        }
+    }
+
+    #[test]
+    fn a_vanished_row_counts_as_held_for_a_full_ttl() {
+        let ttl = Duration::from_secs(3);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // Fresh and released names are taken at once.
+        assert!(may_claim(&mut None, &Found::Fresh, ttl, at(0)));
+        assert!(may_claim(&mut None, &Found::Vacant, ttl, at(0)));
+        // A row gone while an epoch is recorded: a full TTL (the longer of
+        // this contender's and the last term's) from the first sight.
+        let mut seen = None;
+        let gone = Found::Vanished { ttl_ms: 5000 };
+        assert!(!may_claim(&mut seen, &gone, ttl, at(0)));
+        assert!(!may_claim(&mut seen, &gone, ttl, at(4999)));
+        assert!(may_claim(&mut seen, &gone, ttl, at(5000)));
+        // A contender that saw a holder and then sees nothing at all (no
+        // row, no epoch): the same, with the holder's TTL.
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
+        assert!(!may_claim(&mut seen, &Found::Fresh, ttl, at(2000)));
+        assert!(!may_claim(&mut seen, &Found::Fresh, ttl, at(4999)));
+        assert!(may_claim(&mut seen, &Found::Fresh, ttl, at(5000)));
+        // A release is taken at once even after a holder was seen.
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
+        assert!(may_claim(&mut seen, &Found::Vacant, ttl, at(1)));
+    }
+
+    #[test]
+    fn next_epoch_counts_from_first_to_max_from_the_larger_record() {
+        let rec = |epoch| {
+            Some(Recorded {
+                epoch,
+                ttl_ms: 1000,
+            })
+        };
+        assert_eq!(next_epoch(None, None).unwrap(), 2);
+        assert_eq!(next_epoch(Some(1), None).unwrap(), 2, "after UNGUARDED");
+        assert_eq!(next_epoch(Some(0), None).unwrap(), 2);
+        assert_eq!(next_epoch(Some(3), rec(9)).unwrap(), 10);
+        assert_eq!(next_epoch(Some(9), rec(3)).unwrap(), 10);
+        assert_eq!(next_epoch(None, rec(9)).unwrap(), 10);
+        assert_eq!(next_epoch(None, rec(i64::MAX - 1)).unwrap(), i64::MAX);
+        assert!(matches!(
+            next_epoch(Some(i64::MAX), None),
+            Err(Error::Config(ConfigError::EpochExhausted))
+        ));
+        assert!(matches!(
+            next_epoch(Some(2), rec(i64::MAX)),
+            Err(Error::Config(ConfigError::EpochExhausted))
+        ));
     }
 }

@@ -3,14 +3,24 @@
 //! Tables (never the application's own, never `PRAGMA user_version`):
 //! - `election_meta(key, value)`: the schema version.
 //! - `election_leases`: one row per election name.
+//! - `election_epochs` (since version 2): per election name, the highest
+//!   epoch ever handed out and the TTL of the term that got it. Written in
+//!   the transaction that wins each term; this crate never deletes a row
+//!   of it. **Never delete or lower a row of this table** (nor replace the
+//!   database file): epochs would then repeat, and a fence would accept a
+//!   deposed leader's writes.
 //! - `election_fences`: one high-water mark per fenced resource.
+//!
+//! Version 1 databases are migrated in place: `election_epochs` is created
+//! and seeded from every existing lease row's epoch, so epochs keep
+//! growing after the upgrade.
 
 use sqlx::{Connection, SqliteConnection};
 
 use crate::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const V1: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS election_leases (
@@ -27,6 +37,20 @@ const V1: &[&str] = &[
         resource TEXT PRIMARY KEY NOT NULL,
         token INTEGER NOT NULL CHECK (token > 0)
     )",
+];
+
+/// Version 2: the epoch state, seeded from the lease rows (the larger
+/// epoch wins if a row already exists).
+const V2: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS election_epochs (
+        name TEXT PRIMARY KEY NOT NULL,
+        epoch INTEGER NOT NULL CHECK (epoch >= 0),
+        ttl_ms INTEGER NOT NULL CHECK (ttl_ms > 0)
+    )",
+    "INSERT INTO election_epochs (name, epoch, ttl_ms)
+        SELECT name, epoch, ttl_ms FROM election_leases WHERE true
+        ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
+        WHERE excluded.epoch > election_epochs.epoch",
 ];
 
 /// Creates or migrates the election tables, in one `BEGIN IMMEDIATE`
@@ -57,7 +81,9 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
                 .await?;
         }
         _ => {
-            for stmt in V1 {
+            // V1's statements are idempotent: a version 1 database keeps
+            // its tables and rows.
+            for stmt in V1.iter().chain(V2) {
                 sqlx::query(*stmt).execute(&mut *tx).await?;
             }
             sqlx::query(

@@ -123,3 +123,189 @@ proptest! {
         })?;
     }
 }
+
+/// An external store, written by `fenced` writes: the tokens in the order
+/// their writes landed.
+type Landed = std::sync::Arc<std::sync::Mutex<Vec<u64>>>;
+
+/// Issue 11, item 1: a fenced write to an external store lands, then its
+/// future is dropped (the process could as well die) before `fenced`
+/// returns. The mark must already be durable: a lower token is refused
+/// afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_write_dropped_after_it_landed_keeps_lower_tokens_out() {
+    let (_dir, e) = setup().await;
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    let r = ResourceName::new("external").expect("name");
+    let landed = Landed::default();
+
+    let (ran_tx, ran_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn({
+        let (fence, r, landed) = (fence.clone(), r.clone(), landed.clone());
+        async move {
+            fence
+                .fenced(&r, t(5), || async move {
+                    landed.lock().expect("lock").push(5);
+                    let _ = ran_tx.send(());
+                    // The write's acknowledgement never comes back.
+                    std::future::pending::<()>().await;
+                })
+                .await
+        }
+    });
+    ran_rx.await.expect("the write ran");
+    task.abort();
+    assert!(task.await.expect_err("aborted").is_cancelled());
+
+    let late = fence
+        .fenced(&r, t(3), || async { landed.lock().expect("lock").push(3) })
+        .await;
+    assert!(
+        matches!(late, Err(fencing::Error::Stale { .. })),
+        "a lower token after token 5's write landed: {late:?}"
+    );
+    assert_eq!(*landed.lock().expect("lock"), [5]);
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(5)));
+}
+
+/// Concurrent `fenced` writers with mixed tokens: the external store sees
+/// their writes in non-decreasing token order, and a refused write never
+/// runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_fenced_writes_land_in_token_order() {
+    let (_dir, e) = setup().await;
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    let r = ResourceName::new("external").expect("name");
+    let landed = Landed::default();
+    let tokens = [4u64, 2, 7, 3, 7, 5, 9, 2, 8, 6, 9, 10, 4, 11];
+    let writers: Vec<_> = tokens
+        .iter()
+        .map(|&n| {
+            let (fence, r, landed) = (fence.clone(), r.clone(), landed.clone());
+            tokio::spawn(async move {
+                fence
+                    .fenced(&r, t(n), || async move {
+                        tokio::task::yield_now().await;
+                        landed.lock().expect("lock").push(n);
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let mut accepted = 0;
+    for w in writers {
+        match w.await.expect("join") {
+            Ok(()) => accepted += 1,
+            Err(fencing::Error::Stale { .. }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    let landed = landed.lock().expect("lock").clone();
+    assert_eq!(landed.len(), accepted, "a refused write never runs");
+    assert!(landed.windows(2).all(|w| w[0] <= w[1]), "{landed:?}");
+    assert!(landed.contains(&11));
+}
+
+/// The token range's edge: `Epoch::MAX` (`i64::MAX`) is a token like any
+/// other, in every way into the fence.
+#[tokio::test]
+async fn the_fence_accepts_every_epoch_up_to_max() {
+    let (_dir, e) = setup().await;
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    let r = ResourceName::new("edge").expect("name");
+    let max = Token::from_epoch(Epoch::MAX);
+    let below = t(Epoch::MAX.get() - 1);
+    assert!(fence.advance(&r, below).await.expect("MAX - 1").raised());
+    assert_eq!(fence.fenced(&r, max, || async { 1 }).await.expect("MAX"), 1);
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(max));
+    assert_eq!(
+        fence.fenced(&r, max, || async { 2 }).await.expect("again"),
+        2
+    );
+    assert!(matches!(
+        fence.advance(&r, below).await,
+        Err(fencing::Error::Stale { .. })
+    ));
+    // In the application's own transaction, too.
+    let own = ResourceName::new("own").expect("name");
+    let mut conn = e.pool().acquire().await.expect("acquire");
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.expect("begin");
+    SqliteFence::advance_in(&mut tx, &own, max)
+        .await
+        .expect("MAX in a transaction");
+    tx.commit().await.expect("commit");
+    assert_eq!(fence.high_water_mark(&own).await.expect("mark"), Some(max));
+}
+
+/// A connection whose commits are not durable (`synchronous = NORMAL`)
+/// cannot promise the mark survives a power failure after the write
+/// landed: `fenced` refuses it before anything is written.
+#[tokio::test]
+async fn a_fenced_write_on_a_connection_without_durable_commits_is_refused() {
+    let (dir, _e) = setup().await;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("app.db"))
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Normal);
+    let pool = sqlx::SqlitePool::connect_with(options)
+        .await
+        .expect("connect");
+    let fence = SqliteFence::new(pool).await.expect("fence");
+    let r = ResourceName::new("external").expect("name");
+    let mut ran = false;
+    let refused = fence.fenced(&r, t(4), || async { ran = true }).await;
+    assert!(
+        matches!(
+            refused,
+            Err(fencing::Error::Config(
+                election_core::ConfigError::BadSetting {
+                    setting: "synchronous",
+                    ..
+                }
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert!(!ran, "the write must not run");
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), None);
+    assert!(matches!(
+        fence.advance(&r, t(4)).await,
+        Err(fencing::Error::Config(_))
+    ));
+}
+
+/// Issue 11, item 1, the failed `COMMIT`: a trigger makes every commit
+/// that raises the mark of `trapped` fail (a deferred foreign key, checked
+/// at `COMMIT`). `fenced` must then report an error only for a write that
+/// did not run: never "failed" for a write that landed.
+#[tokio::test]
+async fn a_failed_commit_of_the_mark_never_hides_a_write_that_ran() {
+    let (_dir, e) = setup().await;
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    for stmt in [
+        "PRAGMA foreign_keys = ON",
+        "CREATE TABLE trap_parent (id INTEGER PRIMARY KEY)",
+        "CREATE TABLE trap (parent INTEGER REFERENCES trap_parent (id) DEFERRABLE INITIALLY DEFERRED)",
+        "CREATE TRIGGER trap_insert AFTER INSERT ON election_fences WHEN NEW.resource = 'trapped'
+         BEGIN INSERT INTO trap VALUES (42); END",
+        "CREATE TRIGGER trap_update AFTER UPDATE ON election_fences WHEN NEW.resource = 'trapped'
+         BEGIN INSERT INTO trap VALUES (42); END",
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(stmt))
+            .execute(e.pool())
+            .await
+            .expect("trap");
+    }
+    let r = ResourceName::new("trapped").expect("name");
+    let mut ran = false;
+    let outcome = fence.fenced(&r, t(5), || async { ran = true }).await;
+    assert!(
+        outcome.is_ok() || !ran,
+        "told {outcome:?} although the write ran"
+    );
+    assert!(
+        matches!(outcome, Err(fencing::Error::Unavailable { .. })),
+        "the commit fails: {outcome:?}"
+    );
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), None);
+}

@@ -109,7 +109,7 @@ async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere
 
     let epoch = election_core::conformance::guard_names_the_holder(&a, &b, "k").await;
     assert_eq!(epoch.get(), 3, "the term after the earlier one");
-    assert_eq!(row(&e, "k").await, (Some("node-a".into()), 2));
+    assert_eq!(row(&e, "k").await, (Some("node-a".into()), 3));
     a.close().await;
     b.close().await;
 }
@@ -146,7 +146,7 @@ async fn a_guard_whose_row_was_taken_before_the_commit_point_is_refused() {
     until("a to see the loss", || !a.held("k")).await;
     assert_eq!(
         row(&e, "k").await,
-        (Some("intruder".into()), 2),
+        (Some("intruder".into()), 3),
         "the check did not undo the intruder's claim"
     );
     a.close().await;
