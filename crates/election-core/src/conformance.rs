@@ -361,6 +361,88 @@ pub async fn an_ended_terms_lease_reads_lost<B: Backend>(b: &B) {
     );
 }
 
+/// Sets its flag when dropped, so a blocking task never outlives a failed
+/// case.
+struct SetOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Dropping [`Term::lead`](crate::Term::lead) while a task of the term is in
+/// a synchronous section (it cannot see the abort) keeps the claim until the
+/// task has really stopped: another candidate cannot win before, and wins
+/// after with a higher epoch.
+pub async fn dropped_lead_holds_the_claim_until_its_tasks_stopped<B: Backend>(b: &B) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let a = candidate(b, "lead-drop", "a").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let epoch = term.epoch();
+    let lease = term.lease();
+    let release = Arc::new(AtomicBool::new(false));
+    let _unblock = SetOnDrop(release.clone());
+    let finished = Arc::new(AtomicBool::new(false));
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let lead = tokio::spawn({
+        let (release, finished) = (release.clone(), finished.clone());
+        term.lead(
+            crate::LeadOptions::default(),
+            move |leadership| async move {
+                leadership.spawn(async move {
+                    let _ = started_tx.send(());
+                    // Blocking work: it cannot see the abort.
+                    while !release.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    finished.store(true, Ordering::Release);
+                });
+                std::future::pending::<()>().await
+            },
+        )
+    });
+    within("the task to start", started).await.expect("started");
+    lead.abort();
+    assert!(lead.await.expect_err("aborted").is_cancelled());
+    assert!(
+        lease.loss().is_some_and(|l| l.reason.is_end()),
+        "the dropped lead's lease: {:?}",
+        lease.loss()
+    );
+
+    let bc = candidate(b, "lead-drop", "b").await;
+    assert!(
+        within("b's try", bc.try_campaign())
+            .await
+            .expect("try")
+            .is_none(),
+        "b won while the dropped lead's task still ran"
+    );
+    assert_eq!(
+        within("leader", bc.leader())
+            .await
+            .expect("leader")
+            .map(|l| l.epoch),
+        Some(epoch),
+        "a still leads while its task runs"
+    );
+    let waiting = tokio::spawn(async move { bc.campaign().await });
+    release.store(true, Ordering::Release);
+    let next = within("b once the task stopped", waiting)
+        .await
+        .expect("join")
+        .expect("campaign");
+    assert!(
+        finished.load(Ordering::Acquire),
+        "b won before the task finished"
+    );
+    assert!(next.epoch() > epoch);
+    next.resign().await.expect("resign");
+}
+
 /// Bad configuration is refused with a typed error, never a panic.
 pub async fn bad_configuration_is_refused<B: Backend>(b: &B) {
     let attempts = b.bad_configurations().await;
@@ -397,7 +479,8 @@ macro_rules! conformance_tests {
             lost_fires_when_taken_away,
             leader_matches_holder,
             bad_configuration_is_refused,
-            an_ended_terms_lease_reads_lost
+            an_ended_terms_lease_reads_lost,
+            dropped_lead_holds_the_claim_until_its_tasks_stopped
         );
     };
     (@case $factory:expr; $($case:ident),*) => {
