@@ -2,7 +2,7 @@
 //!
 //! - `file:///dir`: one host; a directory on a local filesystem.
 //! - `sqlite:///path/to/app.db`: a lease row in a SQLite database.
-//! - `nats://[user:password@]host:port[,host:port...][?bucket=B&replicas=N&creds=FILE&token=T]`.
+//! - `nats://[user:password@]host:port[,host:port...][?bucket=B&replicas=N&creds=FILE&token=T&single_replica_ok=1]`.
 //!
 //! No URL: the file backend in a per-user runtime directory
 //! (`$XDG_RUNTIME_DIR/elect`, else `/tmp/elect-<uid>`, mode 0700).
@@ -44,6 +44,9 @@ pub(crate) struct NatsUrl {
     pub(crate) replicas: Option<usize>,
     pub(crate) creds: Option<PathBuf>,
     pub(crate) token: Option<String>,
+    /// `single_replica_ok=1`: the user knows an R1 bucket can lose its last
+    /// writes on a host crash (no warning).
+    pub(crate) single_replica_ok: bool,
 }
 
 fn bad(url: &str, reason: impl std::fmt::Display) -> Failure {
@@ -121,10 +124,22 @@ impl Url {
                 }
                 "creds" => n.creds = Some(PathBuf::from(v)),
                 "token" => n.token = Some(v.to_owned()),
+                "single_replica_ok" => {
+                    n.single_replica_ok = match v {
+                        "1" | "true" => true,
+                        "0" | "false" => false,
+                        _ => {
+                            return Err(bad(url, format!("single_replica_ok={v:?} is not 1 or 0")));
+                        }
+                    }
+                }
                 other => {
                     return Err(bad(
                         url,
-                        format!("unknown option {other:?} (bucket, replicas, creds, token)"),
+                        format!(
+                            "unknown option {other:?} (bucket, replicas, creds, token, \
+                             single_replica_ok)"
+                        ),
                     ));
                 }
             }
@@ -359,7 +374,9 @@ impl Backend {
                 if let Some(renew) = timing.renew {
                     options = options.renew_interval(renew).map_err(config)?;
                 }
-                options = options.observer(timing.observer);
+                options = options
+                    .observer(timing.observer)
+                    .single_replica_ok(n.single_replica_ok);
                 if let Some(bucket) = &n.bucket {
                     options = options.bucket(bucket.clone()).map_err(config)?;
                 }
@@ -435,6 +452,11 @@ mod tests {
         assert_eq!(n.user, Some(("u".into(), "p".into())));
         assert_eq!((n.bucket.as_deref(), n.replicas), (Some("jobs"), Some(3)));
         assert_eq!(n.creds, Some(PathBuf::from("/c")));
+        assert!(!n.single_replica_ok);
+        let Url::Nats(n) = Url::parse("nats://h:1?single_replica_ok=1").unwrap() else {
+            panic!("not nats");
+        };
+        assert!(n.single_replica_ok);
         for bad in [
             "/tmp/x",
             "file://relative",
@@ -444,6 +466,7 @@ mod tests {
             "nats://h:99999",
             "nats://h:4222?colour=red",
             "nats://h:4222?replicas=three",
+            "nats://h:4222?single_replica_ok=yes",
         ] {
             let f = Url::parse(bad).unwrap_err();
             assert_eq!(f.code, exit::CONFIG, "{bad}");

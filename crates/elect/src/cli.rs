@@ -18,7 +18,7 @@ directory (one host), a SQLite database or NATS JetStream (many hosts).
 Backends (--backend URL):
   file:///dir                 one host; a directory on a local filesystem
   sqlite:///path/to/app.db    a lease row in a SQLite database
-  nats://host:port[,host:port][?bucket=B&replicas=N&creds=FILE&token=T]
+  nats://host:port[,host:port][?bucket=B&replicas=N&creds=FILE&token=T&single_replica_ok=1]
                               a lease in a NATS JetStream KV bucket;
                               nats://user:password@host:port for passwords
   (none)                      the file backend in $XDG_RUNTIME_DIR/elect

@@ -139,6 +139,16 @@ pub(crate) async fn run(
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
+            if e.replicas() < 2 && !e.options().is_single_replica_ok() {
+                report.event(
+                    "warning",
+                    "warning: the NATS bucket has a single replica: a host crash or power loss \
+                     can lose its last writes, and a later term can then reuse an epoch. Use \
+                     ?replicas=3 on a cluster, or a server with `jetstream { sync_interval: \
+                     always }`, and say ?single_replica_ok=1 to silence this",
+                    serde_json::json!({ "replicas": e.replicas() }),
+                );
+            }
             elected(c, shown, args, waiting, report).await
         }
         Backend::NatsPending(..) => Err(Failure::new(

@@ -161,3 +161,22 @@ async fn losing_the_term_stops_the_command() {
         "{done:?}"
     );
 }
+
+#[tokio::test]
+async fn a_single_replica_bucket_is_warned_about_unless_the_user_says_it_is_known() {
+    let s = server();
+    let b = Backend::nats(&s.url(), &TIMING);
+    let r = b.report("x");
+    let done = b.run_to_end("j", "a", &[], &r.once()).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line("warning: the NATS bucket has a single replica");
+
+    let known = Backend::nats(&format!("{}?single_replica_ok=1", s.url()), &TIMING);
+    let done = known.run_to_end("j", "a", &[], &r.once()).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    assert!(
+        !done.stderr.iter().any(|l| l.contains("single replica")),
+        "warned although the user said it is known: {done:?}"
+    );
+    assert_eq!(r.lines().len(), 2);
+}

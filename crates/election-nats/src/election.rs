@@ -23,6 +23,8 @@ pub(crate) struct Inner {
     /// The creation time (µs) of the bucket incarnation last seen: the
     /// base of the epochs won in it (see [`bucket::epoch_at`]).
     base: AtomicU64,
+    /// The bucket's replicas when it was opened.
+    replicas: usize,
 }
 
 impl Inner {
@@ -176,6 +178,7 @@ impl NatsElection {
                 kv,
                 options,
                 base: AtomicU64::new(shape.created_us),
+                replicas: shape.replicas,
             }),
         })
     }
@@ -192,6 +195,13 @@ impl NatsElection {
     /// The options.
     pub fn options(&self) -> &NatsOptions {
         &self.inner.options
+    }
+
+    /// How many replicas the bucket had when it was opened. With one, a
+    /// host crash can lose the last acknowledged writes (see
+    /// [`NatsOptions::single_replica_ok`]).
+    pub fn replicas(&self) -> usize {
+        self.inner.replicas
     }
 
     /// The claim of candidate `identity` in election `name`.
