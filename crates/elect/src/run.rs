@@ -140,13 +140,14 @@ pub(crate) async fn run(
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
             if e.replicas() < 2 && !e.options().is_single_replica_ok() {
+                let text = "warning: the NATS bucket has a single replica: a host crash or power \
+                            loss can lose its last writes, and a later term can then reuse an \
+                            epoch. Use ?replicas=3 on a cluster, or a server with `jetstream { \
+                            sync_interval: always }`, and say ?single_replica_ok=1 to silence this";
                 report.event(
                     "warning",
-                    "warning: the NATS bucket has a single replica: a host crash or power loss \
-                     can lose its last writes, and a later term can then reuse an epoch. Use \
-                     ?replicas=3 on a cluster, or a server with `jetstream { sync_interval: \
-                     always }`, and say ?single_replica_ok=1 to silence this",
-                    serde_json::json!({ "replicas": e.replicas() }),
+                    text,
+                    serde_json::json!({ "replicas": e.replicas(), "message": text }),
                 );
             }
             elected(c, shown, args, waiting, report).await
