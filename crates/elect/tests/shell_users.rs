@@ -140,6 +140,7 @@ async fn verbose_and_quiet_together_are_a_usage_error() {
     ])
     .await;
     assert_eq!(done.code, common::USAGE, "{done:?}");
+    done.err_line("error: the argument '--quiet' cannot be used with '--verbose...'");
 }
 
 #[tokio::test]
