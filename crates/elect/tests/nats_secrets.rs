@@ -149,6 +149,32 @@ async fn a_token_comes_from_the_environment_or_a_file_and_never_shows() {
     );
     assert_never_printed(&done, TOKEN);
 
+    // A credentials file named by ELECT_NATS_CREDS is read (and a
+    // missing one said plainly), and with the token refused as a second
+    // way of logging in.
+    let done = Elect::spawn_with_env(
+        &["leader", "--backend", &server.url(), "--name", "j"],
+        &[("ELECT_NATS_CREDS", "/nonexistent/elect.creds")],
+        "creds",
+    )
+    .finish()
+    .await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("cannot read the NATS credentials file /nonexistent/elect.creds");
+    let done = Elect::spawn_with_env(
+        &["leader", "--backend", &server.url(), "--name", "j"],
+        &[
+            ("ELECT_NATS_CREDS", "/nonexistent/elect.creds"),
+            ("ELECT_NATS_TOKEN", TOKEN),
+        ],
+        "creds and token",
+    )
+    .finish()
+    .await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("two ways of logging in to NATS are given: a token and a credentials file");
+    assert_never_printed(&done, TOKEN);
+
     a.signal(Signal::SIGTERM);
     report.wait_for("term").await;
     let done = a.finish().await;
