@@ -407,6 +407,20 @@ impl Backend {
                     .collect::<Result<_, _>>()
                     .map_err(|e| Failure::config(format!("bad NATS server address: {e}")))?;
                 let client = connect.connect(servers).await.map_err(|e| {
+                    use async_nats::ConnectErrorKind as K;
+                    if matches!(e.kind(), K::AuthorizationViolation | K::Authentication) {
+                        // Retrying with the same credentials cannot help.
+                        return Failure::config(format!(
+                            "NATS at {} refused the credentials: {}",
+                            n.servers.join(","),
+                            exit::chain(&e)
+                        ))
+                        .hint(
+                            "give the credentials the server expects: ELECT_NATS_TOKEN or \
+                             --nats-token-file; ELECT_NATS_USER with ELECT_NATS_PASSWORD or \
+                             --nats-password-file; ELECT_NATS_CREDS or --nats-creds",
+                        );
+                    }
                     Failure::new(
                         exit::UNAVAILABLE,
                         format!(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
 
 use crate::backend::{Timing, Url};
 use crate::exit::Failure;
@@ -49,7 +49,14 @@ Examples:
 
 /// `elect`: run any command as a singleton, and see who leads.
 #[derive(Debug, Parser)]
-#[command(name = "elect", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+#[command(
+    name = "elect",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXAMPLES,
+    after_long_help = format!("{EXAMPLES}\n\n{}", crate::secrets::HELP)
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -76,7 +83,9 @@ Examples:
   elect run --no-wait --name backup -- ./backup.sh           # exit 75 if taken
   elect run --timeout 30s --name migrate -- ./migrate.sh     # exit 75 after 30 s
   elect run --backend sqlite:///srv/app.db --ttl 30s --name mailer -- ./mailer
-  elect run --backend nats://n1:4222,n2:4222?replicas=3 --name dispatcher -- ./dispatch"
+  elect run --backend nats://n1:4222,n2:4222?replicas=3 --name dispatcher -- ./dispatch
+  elect run --name nightly -c './extract && ./load'          # a shell string, like flock -c
+  elect run -v --nats-token-file /run/secrets/nats --backend nats://n1:4222 --name x -- ./x"
     )]
     Run(RunArgs),
     /// Print who leads NAME now (identity, epoch, since when), or "no leader".
@@ -112,6 +121,20 @@ Examples:
   elect repair-epoch --backend file:///srv/elections --name mailer --epoch 120"
     )]
     RepairEpoch(RepairEpochArgs),
+    /// Print the man page (roff) on stdout, or write every page into --dir.
+    #[command(after_help = "\
+Examples:
+  elect man | man -l -
+  elect man run | man -l -
+  elect man --dir ~/.local/share/man/man1      # then: man elect, man elect-run")]
+    Man(crate::man::ManArgs),
+    /// Print the completion script for SHELL on stdout.
+    #[command(after_help = "\
+Examples:
+  elect completions bash > ~/.local/share/bash-completion/completions/elect
+  elect completions zsh > ~/.zfunc/_elect          # with fpath+=(~/.zfunc)
+  elect completions fish > ~/.config/fish/completions/elect.fish")]
+    Completions(crate::man::CompletionsArgs),
 }
 
 /// Flags every subcommand has.
@@ -130,6 +153,12 @@ pub(crate) struct Common {
     /// No progress on stderr, only errors.
     #[arg(long, short)]
     pub(crate) quiet: bool,
+    /// More on stderr: -v the campaign's progress, every renewal, losses
+    /// and why; -vv also the NATS client's and SQLite driver's debug events.
+    #[arg(long, short = 'v', action = ArgAction::Count, conflicts_with = "quiet")]
+    pub(crate) verbose: u8,
+    #[command(flatten)]
+    pub(crate) secrets: crate::secrets::SecretFlags,
 }
 
 impl Common {
@@ -144,7 +173,12 @@ impl Common {
     }
 
     pub(crate) fn url(&self) -> Result<Option<Url>, Failure> {
-        self.backend.as_deref().map(Url::parse).transpose()
+        let url = self.backend.as_deref().map(Url::parse).transpose()?;
+        crate::secrets::resolve(
+            url,
+            &self.secrets,
+            crate::report::Reporter::new(self.style()),
+        )
     }
 }
 
@@ -190,12 +224,28 @@ pub(crate) struct RunArgs {
     /// Exit code when the term is lost while COMMAND runs.
     #[arg(long, value_name = "N", default_value_t = crate::exit::LOST)]
     pub(crate) lost_exit_code: u8,
+    /// Run SHELL_COMMAND with /bin/sh -c instead of COMMAND [ARGS...]
+    /// (like flock -c).
+    #[arg(
+        long = "command",
+        short = 'c',
+        value_name = "SHELL_COMMAND",
+        conflicts_with = "command"
+    )]
+    pub(crate) shell: Option<String>,
     /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present = "shell", value_name = "COMMAND")]
     pub(crate) command: Vec<String>,
 }
 
 impl RunArgs {
+    /// `-c SHELL_COMMAND` becomes the command `/bin/sh -c SHELL_COMMAND`.
+    pub(crate) fn take_shell(&mut self) {
+        if let Some(shell) = self.shell.take() {
+            self.command = vec!["/bin/sh".into(), "-c".into(), shell];
+        }
+    }
+
     pub(crate) fn timing(&self) -> Timing {
         Timing {
             ttl: self.ttl,

@@ -3,11 +3,17 @@
 //!
 //! ```text
 //! elect run [--backend URL] --name NAME [--identity ID] [--ttl DUR]
-//!           [--wait | --no-wait | --timeout DUR] -- COMMAND [ARGS...]
+//!           [--wait | --no-wait | --timeout DUR] [-v...]
+//!           (-c SHELL_COMMAND | -- COMMAND [ARGS...])
 //! elect leader [--backend URL] --name NAME [--json]
 //! elect observe [--backend URL] --name NAME [--json]
 //! elect repair-epoch [--backend file:///dir] --name NAME --epoch EPOCH
+//! elect man [SUBCOMMAND | --dir DIR]
+//! elect completions SHELL
 //! ```
+//!
+//! NATS credentials come from `ELECT_NATS_*` variables or files as well as
+//! the URL (see `secrets`).
 //!
 //! See `elect --help` and the README's `elect` section.
 #![warn(rust_2018_idioms)]
@@ -17,8 +23,11 @@ mod cli;
 mod duration;
 mod exit;
 mod leader;
+mod log;
+mod man;
 mod report;
 mod run;
+mod secrets;
 
 use std::process::ExitCode;
 
@@ -58,6 +67,8 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
             let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
             leader::observe(&backend, &args.common.name, args.common.json, args.poll).await
         }
+        Command::Man(args) => crate::man::man(args),
+        Command::Completions(args) => crate::man::completions(args),
         Command::RepairEpoch(args) => {
             let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
             backend.repair_epoch(
@@ -70,7 +81,10 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // First, while this is the only thread: ELECT_NATS_* out of the
+    // environment COMMAND inherits.
+    secrets::Env::take();
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -82,13 +96,18 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let style = match &cli.command {
-        Command::Run(a) => a.common.style(),
-        Command::Leader(a) => a.common.style(),
-        Command::Observe(a) => a.common.style(),
-        Command::RepairEpoch(a) => a.common.style(),
+    if let Command::Run(a) = &mut cli.command {
+        a.take_shell();
+    }
+    let (style, verbose) = match &cli.command {
+        Command::Run(a) => (a.common.style(), a.common.verbose),
+        Command::Leader(a) => (a.common.style(), a.common.verbose),
+        Command::Observe(a) => (a.common.style(), a.common.verbose),
+        Command::RepairEpoch(a) => (a.common.style(), a.common.verbose),
+        Command::Man(..) | Command::Completions(..) => (report::Style::Human, 0),
     };
     let reporter = Reporter::new(style);
+    log::install(style, verbose);
     // One thread: the command is spawned from the thread that lives as long
     // as elect, which PR_SET_PDEATHSIG ties the command's life to.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -108,7 +127,7 @@ fn main() -> ExitCode {
     match runtime.block_on(dispatch(&cli)) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            reporter.error(&f.message, f.hint.as_deref(), f.code);
+            reporter.error(&secrets::redact(&f.message), f.hint.as_deref(), f.code);
             ExitCode::from(f.code)
         }
     }

@@ -48,6 +48,7 @@ impl Cluster {
                             port: route[i],
                             routes: route.to_vec(),
                         }),
+                        auth: None,
                     };
                     Server::spawn(bin.clone(), config)
                 })

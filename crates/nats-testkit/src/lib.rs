@@ -66,4 +66,4 @@ mod server;
 pub use binary::{NATS_SERVER_BIN_ENV, NATS_SERVER_VERSION, nats_server_bin};
 pub use cluster::Cluster;
 pub use error::Error;
-pub use server::Server;
+pub use server::{Auth, Server};

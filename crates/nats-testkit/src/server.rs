@@ -29,6 +29,49 @@ pub(crate) struct NodeConfig {
     pub(crate) client_port: u16,
     pub(crate) monitor_port: u16,
     pub(crate) cluster: Option<ClusterConfig>,
+    /// Clients must authenticate (single servers only).
+    pub(crate) auth: Option<Auth>,
+}
+
+/// How clients must authenticate to a server started with
+/// [`Server::start_with_auth`] (its `authorization { .. }` block). Users
+/// land in the default account, which has JetStream.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Auth {
+    /// A token (`nats://token@host`, `ConnectOptions::token`).
+    Token(String),
+    /// One user with a password.
+    UserPassword {
+        /// The user name.
+        user: String,
+        /// The password.
+        password: String,
+    },
+}
+
+impl std::fmt::Debug for Auth {
+    // Test secrets still stay out of logs: only the kind shows.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::Token(_) => f.write_str("Auth::Token(..)"),
+            Auth::UserPassword { user, .. } => write!(f, "Auth::UserPassword({user:?}, ..)"),
+        }
+    }
+}
+
+/// `text` as a double-quoted string of the server's configuration format.
+fn quoted(text: &str) -> String {
+    let mut q = String::with_capacity(text.len() + 2);
+    q.push('"');
+    for c in text.chars() {
+        if matches!(c, '"' | '\\') {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
 }
 
 /// The `cluster { .. }` block of a node's configuration.
@@ -63,6 +106,17 @@ impl Server {
     /// Installs the pinned `nats-server` first if needed (see
     /// [`nats_server_bin`]).
     pub fn start() -> Result<Self, Error> {
+        Self::start_single(None)
+    }
+
+    /// Like [`start`](Self::start), but clients must authenticate as
+    /// `auth` says; a client without (or with wrong) credentials is refused
+    /// with an authorization violation.
+    pub fn start_with_auth(auth: Auth) -> Result<Self, Error> {
+        Self::start_single(Some(auth))
+    }
+
+    fn start_single(auth: Option<Auth>) -> Result<Self, Error> {
         let bin = nats_server_bin()?;
         ports::retry_on_clash(|| {
             let ports = ports::free(2)?;
@@ -71,6 +125,7 @@ impl Server {
                 client_port: ports[0],
                 monitor_port: ports[1],
                 cluster: None,
+                auth: auth.clone(),
             };
             let mut server = Self::spawn(bin.clone(), config)?;
             server.wait_ready(Instant::now() + READY_TIMEOUT)?;
@@ -144,6 +199,20 @@ impl Server {
                 let _ = writeln!(conf, "    \"nats-route://127.0.0.1:{port}\"");
             }
             conf.push_str("  ]\n}\n");
+        }
+        match &c.auth {
+            None => {}
+            Some(Auth::Token(token)) => {
+                let _ = writeln!(conf, "authorization {{\n  token: {}\n}}", quoted(token));
+            }
+            Some(Auth::UserPassword { user, password }) => {
+                let _ = writeln!(
+                    conf,
+                    "authorization {{\n  user: {}\n  password: {}\n}}",
+                    quoted(user),
+                    quoted(password)
+                );
+            }
         }
         conf
     }

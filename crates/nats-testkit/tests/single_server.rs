@@ -103,3 +103,46 @@ async fn pause_resume_and_stop() {
         .expect("connect again");
     client.flush().await.expect("flush after restart");
 }
+
+/// A server started with a token or a user and password refuses clients
+/// without them (authorization violation) and gives JetStream to those
+/// with them.
+#[tokio::test]
+async fn a_server_with_auth_refuses_clients_without_it() {
+    use async_nats::{ConnectErrorKind, ConnectOptions};
+    let cases = [
+        (
+            nats_testkit::Auth::Token("t0k\"en\\".into()),
+            ConnectOptions::new().token("t0k\"en\\".into()),
+        ),
+        (
+            nats_testkit::Auth::UserPassword {
+                user: "app".into(),
+                password: "pa ss".into(),
+            },
+            ConnectOptions::new().user_and_password("app".into(), "pa ss".into()),
+        ),
+    ];
+    for (auth, good) in cases {
+        let server = Server::start_with_auth(auth.clone()).expect("start nats-server");
+        let refused = ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(5))
+            .connect(server.url())
+            .await
+            .expect_err("connected without credentials");
+        assert_eq!(
+            refused.kind(),
+            ConnectErrorKind::AuthorizationViolation,
+            "{auth:?}: {refused}"
+        );
+        let client = good.connect(server.url()).await.expect("connect");
+        let kv = jetstream::new(client)
+            .create_key_value(kv::Config {
+                bucket: "auth".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("JetStream for an authenticated client");
+        kv.put("k", "v".into()).await.expect("put");
+    }
+}

@@ -840,3 +840,30 @@ pub(crate) async fn observe_output(b: &Backend, vacancy_first: bool) {
         assert!(done.stderr.is_empty(), "{done:?}");
     }
 }
+
+impl Elect {
+    /// Starts `elect args` with `env` added to its environment.
+    pub(crate) fn spawn_with_env<S: AsRef<std::ffi::OsStr>>(
+        args: &[S],
+        env: &[(&str, &str)],
+        label: &str,
+    ) -> Elect {
+        let mut command = Command::new(BIN);
+        command.args(args).stdin(Stdio::null());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        Elect::start(command, label)
+    }
+}
+
+/// The NUL-separated strings of `/proc/<pid>/<file>` (`cmdline`,
+/// `environ`), as `ps` reads them.
+pub(crate) fn proc_strings(pid: i32, file: &str) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/{file}"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/{file}: {e}"));
+    raw.split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
