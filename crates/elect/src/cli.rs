@@ -180,10 +180,19 @@ pub(crate) struct RunArgs {
     /// Wait at most DUR, then exit (75).
     #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
     pub(crate) timeout: Option<Duration>,
-    /// After a lost term, how long COMMAND has to exit after SIGTERM before
-    /// SIGKILL.
-    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "10s")]
-    pub(crate) kill_grace: Duration,
+    /// How long COMMAND and the processes it started have between SIGTERM
+    /// and SIGKILL when the term ends under them (lost, or COMMAND exited
+    /// and left processes behind) [default: half the time between the end
+    /// of the lease's known validity and the earliest moment a successor
+    /// can lead: TTL/20 on sqlite, TTL/20 + grace/2 on nats; 10s on the
+    /// file backend, whose lock COMMAND's processes hold]. Longer than that
+    /// time is refused unless --allow-late-kill.
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    pub(crate) kill_grace: Option<Duration>,
+    /// Accept a --kill-grace so long that COMMAND's processes may still run
+    /// when the next leader starts.
+    #[arg(long, requires = "kill_grace")]
+    pub(crate) allow_late_kill: bool,
     /// Exit code when not elected (--no-wait, --timeout).
     #[arg(long, short = 'E', value_name = "N", default_value_t = crate::exit::NOT_ELECTED)]
     pub(crate) conflict_exit_code: u8,

@@ -19,6 +19,7 @@ mod exit;
 mod leader;
 mod report;
 mod run;
+mod supervisor;
 
 use std::process::ExitCode;
 
@@ -70,6 +71,10 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
 }
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == supervisor::ARG) {
+        return supervisor::main(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

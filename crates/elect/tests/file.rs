@@ -107,3 +107,18 @@ async fn ttl_flags_are_refused() {
     done.err_line("elect: hint: ");
     assert!(r.lines().is_empty(), "the command ran: {:?}", r.lines());
 }
+
+#[tokio::test]
+async fn a_command_that_exits_leaves_no_process_behind() {
+    common::whole_tree(&Backend::file(), common::Ending::Exit).await;
+}
+
+#[tokio::test]
+async fn sigterm_to_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::file(), common::Ending::Term).await;
+}
+
+#[tokio::test]
+async fn sigkill_of_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::file(), common::Ending::Kill).await;
+}

@@ -63,3 +63,26 @@ async fn two_processes_can_open_a_new_database_at_once() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_command_that_exits_leaves_no_process_behind() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Exit).await;
+}
+
+#[tokio::test]
+async fn sigterm_to_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Term).await;
+}
+
+#[tokio::test]
+async fn sigkill_of_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Kill).await;
+}
+
+/// SIGSTOP of elect alone (a debugger, a frozen process): its command
+/// runs on, but something that does not stop with elect ends it before
+/// the lease can expire.
+#[tokio::test]
+async fn a_stopped_elect_does_not_leave_its_command_running() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Stop).await;
+}

@@ -126,6 +126,17 @@ impl Value {
     }
 }
 
+/// The line a claim's winning write carries while its writer waits out
+/// the failover grace before its term begins (see [`is_pending`]); the
+/// refresh after the grace writes the value without it. Readers of older
+/// versions ignore the unknown key.
+pub(crate) const PENDING: &str = "pending=1\n";
+
+/// Whether `value` was written by a candidate still in its failover grace.
+pub(crate) fn is_pending(value: &[u8]) -> bool {
+    std::str::from_utf8(value).is_ok_and(|t| t.lines().any(|l| l == PENDING.trim_end()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
