@@ -65,11 +65,26 @@ Campaign for the election NAME; once elected, run COMMAND with ELECTION_NAME,
 ELECTION_EPOCH, ELECTION_IDENTITY and ELECTION_TOKEN (the fencing token: the
 epoch) in its environment. SIGINT, SIGTERM and SIGHUP sent to elect are
 forwarded to COMMAND, except those a terminal sent (Ctrl-C): the kernel
-delivers them to COMMAND too, so COMMAND sees each once. When COMMAND exits, elect resigns (the next candidate
-is elected at once) and exits with COMMAND's code. If the term is lost while
-COMMAND runs (the backend could no longer be renewed), COMMAND gets SIGTERM,
-then SIGKILL after --kill-grace, and elect exits with 79. If elect itself is
-killed, the kernel kills COMMAND with it (PR_SET_PDEATHSIG).",
+delivers them to COMMAND too, so COMMAND sees each once.
+
+Nothing of COMMAND outlives its term: a supervisor process (elect
+__supervise, a child subreaper) owns COMMAND and every process it starts,
+also those that leave with setsid or a double fork, and stops them all
+(SIGTERM, SIGKILL after --kill-grace) before the term is given up. When
+COMMAND exits, what it left running is stopped, then elect resigns (the
+next candidate is elected at once) and exits with COMMAND's code. If the
+term is lost (the lease could not be renewed), the tree is stopped before a
+successor can lead, and elect exits with 79. If elect is killed, even by
+SIGKILL, the supervisor kills the tree at once; if elect is stopped or hung
+(SIGSTOP, a debugger), the supervisor stops the tree when the lease's known
+validity ends. On the file backend COMMAND's processes also hold the lock,
+as with flock(1): it is freed when the last of them exits.
+
+Not guaranteed: if the supervisor is killed too (kill -9 of the whole
+process group, the OOM killer), processes COMMAND started escape; on a
+lease backend such a process (e.g. one that left with setsid and a double
+fork) runs on beside the next leader. Resources that must refuse a deposed
+leader check ELECTION_TOKEN.",
         after_help = "\
 Examples:
   elect run --name nightly-report -- ./report.sh

@@ -143,6 +143,23 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn a_pending_value_says_so_and_decodes_as_before() {
+        let v = Value {
+            identity: Identity::new("host/1").unwrap(),
+            nonce: 7,
+            epoch: None,
+            since_unix_ms: Some(5),
+            base: Some(9),
+        };
+        let plain = v.encode();
+        let mut pending = plain.to_vec();
+        pending.extend_from_slice(PENDING.as_bytes());
+        assert!(!is_pending(&plain));
+        assert!(is_pending(&pending));
+        assert_eq!(Value::decode("k", &pending).unwrap(), v);
+    }
+
+    #[test]
     fn keys_are_valid_kv_keys() {
         let k = key(&ElectionName::new("billing dispatcher.v2").unwrap());
         assert_eq!(k, "billing=20dispatcher=2Ev2");
