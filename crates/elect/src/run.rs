@@ -568,6 +568,18 @@ async fn lead<C: Claim>(
             "the supervisor of the command died; the term is left to end by itself",
         ));
     }
+    if lost.is_none()
+        && let Some(l) = lease.loss().filter(|l| !l.reason.is_end())
+    {
+        // Lost while the tree was ending (the watchdog stopped it while
+        // elect was stopped, and the supervisor's end came first).
+        report.event(
+            "lost",
+            &format!("lost {name}, term {epoch}: {}", exit::chain(&l)),
+            json!({ "name": name, "epoch": epoch, "reason": exit::chain(&l) }),
+        );
+        lost = Some(l);
+    }
     if let Some(_lost) = lost {
         let code = exited.unwrap_or(exit::INTERNAL);
         report.event(
