@@ -289,5 +289,18 @@ mod tests {
         assert!(
             Cli::try_parse_from(["elect", "run", "--name", "j", "--ttl", "15", "--", "x"]).is_err()
         );
+        // --allow-late-kill only qualifies an explicit --kill-grace.
+        assert!(
+            Cli::try_parse_from([
+                "elect",
+                "run",
+                "--name",
+                "j",
+                "--allow-late-kill",
+                "--",
+                "x"
+            ])
+            .is_err()
+        );
     }
 }

@@ -172,7 +172,15 @@ async fn elected<C: Claim>(
         }
     };
     let term = tokio::select! {
-        term = campaign => term?,
+        term = campaign => match term {
+            Ok(term) => term,
+            Err(e) => {
+                // A failed step may have left a claim that the backend
+                // gives up in the background.
+                given_up(&candidate, &report).await;
+                return Err(e.into());
+            }
+        },
         Received { signal: sig, .. } = signals.next() => {
             report.event("interrupted", &format!("{sig} while campaigning: giving up"), json!({ "name": name.as_str(), "signal": sig.as_str() }));
             // The campaign is dropped: a claim it may have won (a NATS key
@@ -183,6 +191,7 @@ async fn elected<C: Claim>(
         }
     };
     let Some(term) = term else {
+        given_up(&candidate, &report).await;
         let leader = candidate.leader().await.ok().flatten();
         report.event(
             "not-elected",
@@ -200,10 +209,11 @@ async fn elected<C: Claim>(
     lead(&term, args, kill, lock, &mut signals, report).await
 }
 
-/// After a cancelled campaign: waits (at most 5 s) until the backend no
-/// longer shows this candidate holding the claim, so that a claim won an
-/// instant before the cancel (and given up by the backend's `close`, in
-/// the background) is free before `elect` exits.
+/// After a campaign that ended without a term (cancelled by a signal,
+/// failed, timed out): waits (at most 5 s) until the backend no longer
+/// shows this candidate holding the claim, so that a claim won an instant
+/// before (and given up by the backend's `close`, in the background) is
+/// free before `elect` exits.
 async fn given_up<C: Claim>(candidate: &Candidate<C>, report: &Reporter) {
     let me = candidate.claim().identity().clone();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -211,7 +221,9 @@ async fn given_up<C: Claim>(candidate: &Candidate<C>, report: &Reporter) {
         match candidate.leader().await {
             Ok(Some(l)) if l.identity == me => {}
             Ok(_) => return,
-            Err(_) => {}
+            // The backend cannot answer: nothing to wait for that can be
+            // seen (a claim left behind ends with its lease).
+            Err(_) => return,
         }
         if tokio::time::Instant::now() >= deadline {
             report.event(
@@ -299,6 +311,7 @@ enum Said {
     CannotStart(i32),
     Watchdog,
     Killed,
+    Unkillable(String),
     Exited(u8),
     Empty,
 }
@@ -378,6 +391,13 @@ impl Supervised {
                     let Ok(line) = line else { return };
                     let mut w = line.split_whitespace();
                     let (kind, n) = (w.next(), w.next().and_then(|n| n.parse::<i32>().ok()));
+                    if kind == Some("U") {
+                        let pids = line.trim_start_matches('U').trim().to_owned();
+                        if tx.send(Said::Unkillable(pids)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
                     let said = match (kind, n) {
                         (Some("P"), Some(pid)) => Said::Started(pid),
                         (Some("F"), Some(errno)) => Said::CannotStart(errno),
@@ -517,6 +537,9 @@ async fn lead<C: Claim>(
                 }
                 Some(Said::Killed) => {
                     report.event("killed", "the command did not exit in time: SIGKILL (to every process it started)", json!({ "name": name, "epoch": epoch }));
+                }
+                Some(Said::Unkillable(pids)) => {
+                    report.event("unkillable", &format!("processes {pids} of the command do not end on SIGKILL (another user's?); elect waits until they end before it resigns or exits"), json!({ "name": name, "epoch": epoch, "pids": pids }));
                 }
                 Some(Said::Empty) => { empty = true; break; }
                 Some(_) => {}

@@ -32,7 +32,8 @@
 //!   at `KILL_NS`); end of file: elect is gone.
 //! - supervisor → elect: `P PID` (COMMAND started), `F ERRNO` (it could not
 //!   be started), `W` (the watchdog sent SIGTERM), `Z` (the kill deadline
-//!   came with processes left: SIGKILL), `X CODE` (COMMAND exited,
+//!   came with processes left: SIGKILL), `U PID...` (processes that
+//!   SIGKILL does not end: another user's), `X CODE` (COMMAND exited,
 //!   its shell-style code), `E` (the tree is empty; the supervisor exits).
 
 use std::collections::HashMap;
@@ -258,11 +259,21 @@ impl Supervisor {
         }
     }
 
-    /// SIGKILL to every process of the tree until none is left.
+    /// SIGKILL to every process of the tree until none is left. One that
+    /// cannot be signalled (it became another user's) keeps the tree, and
+    /// so the term, alive: after 2 s elect is told (`U PID...`), once.
     fn kill_tree(&mut self) {
+        let began = mono_ns();
+        let mut told = false;
         loop {
-            for p in descendants() {
+            let left = descendants();
+            for &p in &left {
                 send(p, Signal::SIGKILL);
+            }
+            if !told && !left.is_empty() && mono_ns().saturating_sub(began) > 2_000_000_000 {
+                told = true;
+                let pids: Vec<String> = left.iter().map(|p| p.pid.to_string()).collect();
+                self.tell(&format!("U {}", pids.join(" ")));
             }
             if self.reap() {
                 return;
