@@ -200,8 +200,9 @@ pub(crate) struct RunArgs {
     /// and left processes behind) [default: half the time between the end
     /// of the lease's known validity and the earliest moment a successor
     /// can lead: TTL/20 on sqlite, TTL/20 + grace/2 on nats; 10s on the
-    /// file backend, whose lock COMMAND's processes hold]. Longer than that
-    /// time is refused unless --allow-late-kill.
+    /// file backend, whose lock COMMAND's processes hold]. A value longer
+    /// than that whole time (twice the default) is refused unless
+    /// --allow-late-kill.
     #[arg(long, value_name = "DUR", value_parser = duration)]
     pub(crate) kill_grace: Option<Duration>,
     /// Accept a --kill-grace so long that COMMAND's processes may still run

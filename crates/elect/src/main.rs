@@ -94,8 +94,8 @@ fn main() -> ExitCode {
         Command::RepairEpoch(a) => a.common.style(),
     };
     let reporter = Reporter::new(style);
-    // One thread: the command is spawned from the thread that lives as long
-    // as elect, which PR_SET_PDEATHSIG ties the command's life to.
+    // One thread is enough: the command runs under the supervisor (see
+    // `supervisor`), which outlives elect and stops the command's tree.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
