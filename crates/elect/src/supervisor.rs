@@ -469,3 +469,58 @@ pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_reads_parent_and_start_time() {
+        let me = std::process::id() as i32;
+        let (pid, ppid, start) = stat(me).expect("own stat");
+        assert_eq!(pid, me);
+        assert_eq!(ppid, nix::unistd::getppid().as_raw());
+        assert!(start > 0);
+        assert_eq!(stat(-1), None);
+    }
+
+    #[test]
+    fn descendants_are_found_and_signalled_by_start_time() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
+            &mut line,
+        )
+        .expect("grandchild pid");
+        let grandchild: i32 = line.trim().parse().expect("pid");
+        let found = descendants();
+        let pids: Vec<i32> = found.iter().map(|p| p.pid).collect();
+        assert!(pids.contains(&(child.id() as i32)), "{found:?}");
+        assert!(pids.contains(&grandchild), "{found:?}");
+        let g = found
+            .iter()
+            .find(|p| p.pid == grandchild)
+            .copied()
+            .expect("found");
+        // A stale start time names another process: not signalled.
+        send(
+            Proc {
+                start: g.start + 1,
+                ..g
+            },
+            Signal::SIGKILL,
+        );
+        assert!(
+            stat(grandchild).is_some(),
+            "a stale start time was signalled"
+        );
+        send(g, Signal::SIGKILL);
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
