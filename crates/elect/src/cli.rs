@@ -72,11 +72,26 @@ Campaign for the election NAME; once elected, run COMMAND with ELECTION_NAME,
 ELECTION_EPOCH, ELECTION_IDENTITY and ELECTION_TOKEN (the fencing token: the
 epoch) in its environment. SIGINT, SIGTERM and SIGHUP sent to elect are
 forwarded to COMMAND, except those a terminal sent (Ctrl-C): the kernel
-delivers them to COMMAND too, so COMMAND sees each once. When COMMAND exits, elect resigns (the next candidate
-is elected at once) and exits with COMMAND's code. If the term is lost while
-COMMAND runs (the backend could no longer be renewed), COMMAND gets SIGTERM,
-then SIGKILL after --kill-grace, and elect exits with 79. If elect itself is
-killed, the kernel kills COMMAND with it (PR_SET_PDEATHSIG).",
+delivers them to COMMAND too, so COMMAND sees each once.
+
+Nothing of COMMAND outlives its term: a supervisor process (elect
+__supervise, a child subreaper) owns COMMAND and every process it starts,
+also those that leave with setsid or a double fork, and stops them all
+(SIGTERM, SIGKILL after --kill-grace) before the term is given up. When
+COMMAND exits, what it left running is stopped, then elect resigns (the
+next candidate is elected at once) and exits with COMMAND's code. If the
+term is lost (the lease could not be renewed), the tree is stopped before a
+successor can lead, and elect exits with 79. If elect is killed, even by
+SIGKILL, the supervisor kills the tree at once; if elect is stopped or hung
+(SIGSTOP, a debugger), the supervisor stops the tree when the lease's known
+validity ends. On the file backend COMMAND's processes also hold the lock,
+as with flock(1): it is freed when the last of them exits.
+
+Not guaranteed: if the supervisor is killed too (kill -9 of the whole
+process group, the OOM killer), processes COMMAND started escape; on a
+lease backend such a process (e.g. one that left with setsid and a double
+fork) runs on beside the next leader. Resources that must refuse a deposed
+leader check ELECTION_TOKEN.",
         after_help = "\
 Examples:
   elect run --name nightly-report -- ./report.sh
@@ -214,10 +229,20 @@ pub(crate) struct RunArgs {
     /// Wait at most DUR, then exit (75).
     #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
     pub(crate) timeout: Option<Duration>,
-    /// After a lost term, how long COMMAND has to exit after SIGTERM before
-    /// SIGKILL.
-    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "10s")]
-    pub(crate) kill_grace: Duration,
+    /// How long COMMAND and the processes it started have between SIGTERM
+    /// and SIGKILL when the term ends under them (lost, or COMMAND exited
+    /// and left processes behind) [default: half the time between the end
+    /// of the lease's known validity and the earliest moment a successor
+    /// can lead: TTL/20 on sqlite, TTL/20 + grace/2 on nats; 10s on the
+    /// file backend, whose lock COMMAND's processes hold]. A value longer
+    /// than that whole time (twice the default) is refused unless
+    /// --allow-late-kill.
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    pub(crate) kill_grace: Option<Duration>,
+    /// Accept a --kill-grace so long that COMMAND's processes may still run
+    /// when the next leader starts.
+    #[arg(long, requires = "kill_grace")]
+    pub(crate) allow_late_kill: bool,
     /// Exit code when not elected (--no-wait, --timeout).
     #[arg(long, short = 'E', value_name = "N", default_value_t = crate::exit::NOT_ELECTED)]
     pub(crate) conflict_exit_code: u8,
@@ -314,6 +339,19 @@ mod tests {
         );
         assert!(
             Cli::try_parse_from(["elect", "run", "--name", "j", "--ttl", "15", "--", "x"]).is_err()
+        );
+        // --allow-late-kill only qualifies an explicit --kill-grace.
+        assert!(
+            Cli::try_parse_from([
+                "elect",
+                "run",
+                "--name",
+                "j",
+                "--allow-late-kill",
+                "--",
+                "x"
+            ])
+            .is_err()
         );
     }
 }

@@ -58,8 +58,27 @@ fn line(name: &str, leader: Option<&Leader>, json: bool) -> String {
     }
 }
 
-/// `elect leader`: one line on stdout.
+/// `elect leader`: one line on stdout. A NATS candidate that won the key
+/// but still waits out the failover grace is shown as pending, not as the
+/// leader: its term has not begun and it may never run its command.
 pub(crate) async fn leader(backend: &Backend, name: &str, json: bool) -> Result<u8, Failure> {
+    if let Backend::Nats(e) = backend {
+        let _ = self::name(name)?;
+        if let Some(h) = e.holder(name).await.map_err(nats_failure)?
+            && h.pending
+        {
+            let l = &h.leader;
+            print(&if json {
+                json!({ "name": name, "leader": null, "pending": leader_json(Some(l)) }).to_string()
+            } else {
+                format!(
+                    "{name}: pending: {} in term {} (waiting out the failover grace; not leading yet)",
+                    l.identity, l.epoch
+                )
+            })?;
+            return Ok(exit::OK);
+        }
+    }
     let now = current(backend, name).await?;
     print(&line(name, now.as_ref(), json))?;
     Ok(exit::OK)

@@ -28,6 +28,7 @@ mod man;
 mod report;
 mod run;
 mod secrets;
+mod supervisor;
 
 use std::process::ExitCode;
 
@@ -81,6 +82,10 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
 }
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == supervisor::ARG) {
+        return supervisor::main(args);
+    }
     // First, while this is the only thread: ELECT_NATS_* out of the
     // environment COMMAND inherits.
     secrets::Env::take();
@@ -108,8 +113,8 @@ fn main() -> ExitCode {
     };
     let reporter = Reporter::new(style);
     log::install(style, verbose);
-    // One thread: the command is spawned from the thread that lives as long
-    // as elect, which PR_SET_PDEATHSIG ties the command's life to.
+    // One thread is enough: the command runs under the supervisor (see
+    // `supervisor`), which outlives elect and stops the command's tree.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

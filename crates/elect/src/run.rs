@@ -1,10 +1,10 @@
 //! `elect run`: campaign, run the command while elected, resign when it
 //! exits; stop it when the term is lost.
 
-use std::process::ExitStatus;
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use election_core::{Candidate, Claim, Identity, Term};
+use election_core::{Candidate, Claim, Identity, Lease, Term};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
@@ -12,6 +12,7 @@ use crate::backend::{Backend, sqlite_failure};
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
 use crate::report::{Reporter, leader_text};
+use crate::supervisor;
 
 /// How the campaign waits.
 #[derive(Clone, Copy, Debug)]
@@ -81,24 +82,10 @@ impl Signals {
     }
 }
 
-/// Whether `child` is in `elect`'s own process group (a terminal's signal
+/// Whether process `pid` (the command) is in `elect`'s own process group (a terminal's signal
 /// to `elect`'s group then reached it too).
-fn in_our_group(child: &tokio::process::Child) -> bool {
-    let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
-        return false;
-    };
+fn in_our_group(pid: i32) -> bool {
     nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))) == Ok(nix::unistd::getpgrp())
-}
-
-/// A command's exit status as a shell reports it: its code, or 128 + the
-/// signal that killed it.
-fn code_of(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(exit::INTERNAL),
-        (None, Some(s)) => u8::try_from((128 + s) & 0xff).unwrap_or(exit::INTERNAL),
-        (None, None) => exit::INTERNAL,
-    }
 }
 
 /// `elect run`.
@@ -122,18 +109,20 @@ pub(crate) async fn run(
         (false, None) => Waiting::Forever,
     };
     let config = |e: &(dyn std::error::Error + 'static)| Failure::config(exit::chain(e));
+    let kill = KillTiming::of(backend, args)?;
     match backend {
         Backend::File(e) => {
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
-            elected(c, shown, args, waiting, report).await
+            let lock = e.dir().join(format!("{name}.lock"));
+            elected(c, shown, args, waiting, kill, Some(lock), report).await
         }
         Backend::Sqlite(e) => {
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(sqlite_failure)?;
-            elected(c, shown, args, waiting, report).await
+            elected(c, shown, args, waiting, kill, None, report).await
         }
         Backend::Nats(e) => {
             let c = e
@@ -150,7 +139,7 @@ pub(crate) async fn run(
                     serde_json::json!({ "replicas": e.replicas(), "message": text }),
                 );
             }
-            elected(c, shown, args, waiting, report).await
+            elected(c, shown, args, waiting, kill, None, report).await
         }
         Backend::NatsPending(..) => Err(Failure::new(
             exit::INTERNAL,
@@ -164,6 +153,8 @@ async fn elected<C: Claim>(
     shown: &str,
     args: &RunArgs,
     waiting: Waiting,
+    kill: KillTiming,
+    lock_path: Option<std::path::PathBuf>,
     report: Reporter,
 ) -> Result<u8, Failure> {
     let name = candidate.claim().name().clone();
@@ -182,13 +173,26 @@ async fn elected<C: Claim>(
         }
     };
     let term = tokio::select! {
-        term = campaign => term?,
+        term = campaign => match term {
+            Ok(term) => term,
+            Err(e) => {
+                // A failed step may have left a claim that the backend
+                // gives up in the background.
+                given_up(&candidate, &report).await;
+                return Err(e.into());
+            }
+        },
         Received { signal: sig, .. } = signals.next() => {
             report.event("interrupted", &format!("{sig} while campaigning: giving up"), json!({ "name": name.as_str(), "signal": sig.as_str() }));
+            // The campaign is dropped: a claim it may have won (a NATS key
+            // in its failover grace) is given up in the background; wait
+            // for that before exiting, which would cut it off.
+            given_up(&candidate, &report).await;
             return Ok(128 + sig as u8);
         }
     };
     let Some(term) = term else {
+        given_up(&candidate, &report).await;
         let leader = candidate.leader().await.ok().flatten();
         report.event(
             "not-elected",
@@ -202,135 +206,447 @@ async fn elected<C: Claim>(
         &format!("elected: {name}, term {} as {identity}", term.epoch()),
         json!({ "name": name.as_str(), "identity": identity.as_str(), "epoch": term.epoch().get() }),
     );
-    lead(&term, args, &mut signals, report).await
+    let lock = lock_path.as_deref().and_then(locked_claim_file);
+    lead(&term, args, kill, lock, &mut signals, report).await
 }
 
-/// Spawns the command with the term's environment; the kernel kills it if
-/// `elect` dies (`PR_SET_PDEATHSIG`).
-#[allow(unsafe_code)]
-fn spawn<C: Claim>(term: &Term<C>, command: &[String]) -> Result<tokio::process::Child, Failure> {
-    let (program, rest) = command
-        .split_first()
-        .ok_or_else(|| Failure::new(exit::USAGE, "no command to run"))?;
-    let token =
-        fencing::Token::issue(term).map_err(|e| Failure::new(exit::LOST, exit::chain(&e)))?;
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(rest)
-        .env("ELECTION_NAME", term.name().as_str())
-        .env("ELECTION_EPOCH", term.epoch().to_string())
-        .env("ELECTION_IDENTITY", term.identity().as_str())
-        .env("ELECTION_TOKEN", token.to_string())
-        .kill_on_drop(true);
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec; it only
-    // makes two system calls (prctl, getppid) and builds errors from raw OS
-    // codes, without allocating or taking locks.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
-            // elect died between fork and prctl: do not run unelected.
-            if nix::unistd::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
-            }
-            Ok(())
-        });
+/// After a campaign that ended without a term (cancelled by a signal,
+/// failed, timed out): waits (at most 5 s) until the backend no longer
+/// shows this candidate holding the claim, so that a claim won an instant
+/// before (and given up by the backend's `close`, in the background) is
+/// free before `elect` exits.
+async fn given_up<C: Claim>(candidate: &Candidate<C>, report: &Reporter) {
+    let me = candidate.claim().identity().clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match candidate.leader().await {
+            Ok(Some(l)) if l.identity == me => {}
+            Ok(_) => return,
+            // The backend cannot answer: nothing to wait for that can be
+            // seen (a claim left behind ends with its lease).
+            Err(_) => return,
+        }
+        if tokio::time::Instant::now() >= deadline {
+            report.event(
+                "not-given-up",
+                "could not see the claim given up; it ends by itself after the lease's TTL",
+                json!({ "name": candidate.claim().name().as_str() }),
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    cmd.spawn().map_err(|e| {
-        let code = match e.kind() {
-            std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-            std::io::ErrorKind::PermissionDenied => exit::CANNOT_EXECUTE,
-            _ => exit::INTERNAL,
+}
+
+/// When COMMAND's tree must be stopped, from the backend's timing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KillTiming {
+    /// How long after the end of the lease's known validity the earliest
+    /// successor can lead: the safety margin (a tenth of the TTL), plus the
+    /// failover grace on NATS. `None` on the file backend: no lease, the
+    /// lock is held by COMMAND's tree until its last process exits.
+    bound: Option<Duration>,
+    /// SIGTERM to SIGKILL.
+    grace: Duration,
+    /// `--allow-late-kill`: the user accepts a grace past the bound.
+    late_ok: bool,
+}
+
+impl KillTiming {
+    /// The kill grace and its bound for `backend`: `--kill-grace` if given
+    /// (refused above the bound unless `--allow-late-kill`), else half the
+    /// bound (10 s on the file backend).
+    pub(crate) fn of(backend: &Backend, args: &RunArgs) -> Result<KillTiming, Failure> {
+        let bound = match backend {
+            Backend::Sqlite(e) => Some(e.options().margin()),
+            Backend::Nats(e) => Some(e.options().margin() + e.options().grace()),
+            Backend::File(_) | Backend::NatsPending(..) => None,
         };
-        Failure::new(code, format!("cannot run {program:?}: {e}"))
-    })
-}
+        let grace = match (args.kill_grace, bound) {
+            (Some(g), Some(b)) if g > b && !args.allow_late_kill => {
+                return Err(Failure::config(format!(
+                    "--kill-grace {g:?} is longer than the {b:?} between the end of this \
+                     lease's known validity and the earliest moment another candidate can \
+                     lead: COMMAND could run beside the next leader"
+                ))
+                .hint(format!(
+                    "give --kill-grace {b:?} or less, raise --ttl (the bound is a tenth of the \
+                     TTL, plus --grace on NATS), or accept the overlap with --allow-late-kill"
+                )));
+            }
+            (Some(g), _) => g,
+            (None, Some(b)) => b / 2,
+            (None, None) => Duration::from_secs(10),
+        };
+        Ok(KillTiming {
+            bound,
+            grace,
+            late_ok: args.allow_late_kill,
+        })
+    }
 
-fn send(child: &tokio::process::Child, sig: Signal) {
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+    /// When the tree gets SIGKILL if it is stopped now: the kill grace
+    /// from now, but never after the earliest moment a successor can lead
+    /// (the lease's known validity plus the bound), unless
+    /// `--allow-late-kill`; at once after a revoked claim (another
+    /// candidate may already lead).
+    fn kill_at(&self, valid_until: Option<tokio::time::Instant>, revoked: bool) -> u64 {
+        let now = tokio::time::Instant::now();
+        if revoked {
+            return supervisor::mono_ns_at(now);
+        }
+        let mut at = now + self.grace;
+        if !self.late_ok
+            && let (Some(valid), Some(bound)) = (valid_until, self.bound)
+        {
+            at = at.min(valid + bound);
+        }
+        supervisor::mono_ns_at(at)
     }
 }
 
-/// Runs the command under the term.
+/// A message from the supervisor.
+#[derive(Debug)]
+enum Said {
+    Started(i32),
+    CannotStart(i32),
+    Watchdog,
+    Killed,
+    Unkillable(String),
+    Exited(u8),
+    Empty,
+}
+
+/// The supervisor process (see [`supervisor`]) and its two pipes.
+struct Supervised {
+    process: tokio::process::Child,
+    ctrl: std::fs::File,
+    said: tokio::sync::mpsc::UnboundedReceiver<Said>,
+}
+
+impl Supervised {
+    /// Starts the supervisor, which starts COMMAND with the term's
+    /// environment; `lock` (file backend) is the locked claim file,
+    /// inherited by the supervisor and COMMAND.
+    #[allow(unsafe_code)]
+    fn start<C: Claim>(
+        term: &Term<C>,
+        command: &[String],
+        lock: Option<&OwnedFd>,
+    ) -> Result<Supervised, Failure> {
+        use nix::fcntl::OFlag;
+        use std::os::fd::AsRawFd;
+        let internal = |what: &str, e: &dyn std::fmt::Display| {
+            Failure::new(
+                exit::INTERNAL,
+                format!("cannot start the supervisor: {what}: {e}"),
+            )
+        };
+        if command.is_empty() {
+            return Err(Failure::new(exit::USAGE, "no command to run"));
+        }
+        let token =
+            fencing::Token::issue(term).map_err(|e| Failure::new(exit::LOST, exit::chain(&e)))?;
+        let (ctrl_r, ctrl_w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| internal("pipe", &e))?;
+        let (said_r, said_w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| internal("pipe", &e))?;
+        let inherit: Vec<i32> = [Some(&ctrl_r), Some(&said_w), lock]
+            .into_iter()
+            .flatten()
+            .map(|fd| fd.as_raw_fd())
+            .collect();
+        let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        cmd.arg0("elect")
+            .arg(supervisor::ARG)
+            .arg(ctrl_r.as_raw_fd().to_string())
+            .arg(said_w.as_raw_fd().to_string())
+            .arg(lock.map_or_else(|| "-".to_owned(), |l| l.as_raw_fd().to_string()))
+            .arg("--")
+            .args(command)
+            .env("ELECTION_NAME", term.name().as_str())
+            .env("ELECTION_EPOCH", term.epoch().to_string())
+            .env("ELECTION_IDENTITY", term.identity().as_str())
+            .env("ELECTION_TOKEN", token.to_string());
+        // SAFETY: between fork and exec the child only clears FD_CLOEXEC
+        // on three descriptors (fcntl), allocation-free.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &inherit {
+                    if nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let process = cmd.spawn().map_err(|e| internal("spawn", &e))?;
+        drop((ctrl_r, said_w));
+        let (tx, said) = tokio::sync::mpsc::unbounded_channel();
+        let reader = std::fs::File::from(said_r);
+        std::thread::Builder::new()
+            .name("elect-supervisor".into())
+            .spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(reader).lines() {
+                    let Ok(line) = line else { return };
+                    let mut w = line.split_whitespace();
+                    let (kind, n) = (w.next(), w.next().and_then(|n| n.parse::<i32>().ok()));
+                    if kind == Some("U") {
+                        let pids = line.trim_start_matches('U').trim().to_owned();
+                        if tx.send(Said::Unkillable(pids)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let said = match (kind, n) {
+                        (Some("P"), Some(pid)) => Said::Started(pid),
+                        (Some("F"), Some(errno)) => Said::CannotStart(errno),
+                        (Some("W"), _) => Said::Watchdog,
+                        (Some("Z"), _) => Said::Killed,
+                        (Some("X"), Some(code)) => Said::Exited((code & 0xff) as u8),
+                        (Some("E"), _) => Said::Empty,
+                        _ => continue,
+                    };
+                    if tx.send(said).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| internal("thread", &e))?;
+        Ok(Supervised {
+            process,
+            ctrl: std::fs::File::from(ctrl_w),
+            said,
+        })
+    }
+
+    /// Tells the supervisor `line` (short: one write to the pipe).
+    fn tell(&mut self, line: &str) {
+        use std::io::Write;
+        let _ = self.ctrl.write_all(format!("{line}\n").as_bytes());
+    }
+
+    /// The next message; `None` once the supervisor is gone.
+    async fn next(&mut self) -> Option<Said> {
+        self.said.recv().await
+    }
+}
+
+/// The claim file's locked descriptor of this process (file backend): the
+/// descriptor open on `path` that holds an OFD write lock, duplicated.
+fn locked_claim_file(path: &std::path::Path) -> Option<OwnedFd> {
+    use std::os::unix::fs::MetadataExt;
+    let want = std::fs::metadata(path).ok()?;
+    for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let same = std::fs::metadata(entry.path())
+            .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino());
+        if !same {
+            continue;
+        }
+        // `lock:` lines in fdinfo are the locks this open file description
+        // owns.
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+        if info
+            .lines()
+            .any(|l| l.starts_with("lock:") && l.contains("OFDLCK") && l.contains("WRITE"))
+        {
+            #[allow(unsafe_code)]
+            // SAFETY: fd is open in this process for the duration of the
+            // call (the term holds it); it is only duplicated.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            return borrowed.try_clone_to_owned().ok();
+        }
+    }
+    None
+}
+
+/// Runs the command under the term, through the supervisor: COMMAND's
+/// whole tree is stopped before the term is given up, on every path.
 async fn lead<C: Claim>(
     term: &Term<C>,
     args: &RunArgs,
+    kill: KillTiming,
+    lock: Option<OwnedFd>,
     signals: &mut Signals,
     report: Reporter,
 ) -> Result<u8, Failure> {
     let name = term.name().as_str();
     let epoch = term.epoch().get();
-    let mut child = match spawn(term, &args.command) {
-        Ok(child) => child,
+    let program = &args.command[0];
+    let mut sup = match Supervised::start(term, &args.command, lock.as_ref()) {
+        Ok(s) => s,
         Err(f) => {
             let _ = term.resign().await;
             return Err(f);
         }
     };
+    drop(lock);
+    let pid = match sup.next().await {
+        Some(Said::Started(pid)) => pid,
+        other => {
+            let _ = sup.process.wait().await;
+            let _ = term.resign().await;
+            return Err(match other {
+                Some(Said::CannotStart(errno)) => {
+                    let e = std::io::Error::from_raw_os_error(errno);
+                    let code = match e.kind() {
+                        std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+                        std::io::ErrorKind::PermissionDenied => exit::CANNOT_EXECUTE,
+                        _ => exit::INTERNAL,
+                    };
+                    Failure::new(code, format!("cannot run {program:?}: {e}"))
+                }
+                _ => Failure::new(exit::INTERNAL, "the supervisor did not start the command"),
+            });
+        }
+    };
     report.event(
         "started",
-        &format!(
-            "started {:?} (pid {})",
-            args.command.join(" "),
-            child.id().unwrap_or(0)
-        ),
-        json!({ "name": name, "epoch": epoch, "pid": child.id() }),
+        &format!("started {:?} (pid {pid})", args.command.join(" ")),
+        json!({ "name": name, "epoch": epoch, "pid": pid }),
     );
+    let lease = term.lease();
+    let mut sent: Option<tokio::time::Instant> = None;
+    // How often the watchdog's deadline follows the renewals.
+    let mut tick = tokio::time::interval(Duration::from_millis(25));
+    let mut exited: Option<u8> = None;
+    let mut lost = None;
+    let mut stopping = false;
+    let mut empty = false;
     loop {
         tokio::select! {
-            status = child.wait() => {
-                let status = status.map_err(|e| Failure::new(exit::INTERNAL, format!("waiting for the command: {e}")))?;
-                let code = code_of(status);
-                report.event("exited", &format!("the command exited ({status})"), json!({ "name": name, "epoch": epoch, "exit_code": code }));
-                match term.resign().await {
-                    Ok(()) => report.event("resigned", &format!("resigned {name}, term {epoch}"), json!({ "name": name, "epoch": epoch })),
-                    Err(e) => report.event("resign-failed", &format!("resigning failed: {} (the lease ends by itself)", exit::chain(&e)), json!({ "name": name, "epoch": epoch, "error": exit::chain(&e) })),
+            said = sup.next() => match said {
+                Some(Said::Exited(code)) => {
+                    exited = Some(code);
+                    report.event("exited", &format!("the command exited (exit {code})"), json!({ "name": name, "epoch": epoch, "exit_code": code }));
+                    if !stopping {
+                        // What it left behind stops before the term ends.
+                        stopping = true;
+                        sup.tell(&format!("K {}", kill.kill_at(lease.valid_until(), false)));
+                    }
                 }
-                return Ok(code);
-            }
-            Received { signal: sig, from_terminal } = signals.next() => {
-                if from_terminal && in_our_group(&child) {
+                Some(Said::Watchdog) => {
+                    report.event("watchdog", "the term's validity ran out while elect did not renew it: the command's processes were sent SIGTERM", json!({ "name": name, "epoch": epoch }));
+                }
+                Some(Said::Killed) => {
+                    report.event("killed", "the command did not exit in time: SIGKILL (to every process it started)", json!({ "name": name, "epoch": epoch }));
+                }
+                Some(Said::Unkillable(pids)) => {
+                    report.event("unkillable", &format!("processes {pids} of the command do not end on SIGKILL (another user's?); elect waits until they end before it resigns or exits"), json!({ "name": name, "epoch": epoch, "pids": pids }));
+                }
+                Some(Said::Empty) => { empty = true; break; }
+                Some(_) => {}
+                None => break,
+            },
+            Received { signal: sig, from_terminal } = signals.next(), if !stopping => {
+                if from_terminal && in_our_group(pid) {
                     // Ctrl-C and friends: the kernel sent it to the command
                     // too; forwarding it would deliver it twice.
                     report.event("not-forwarded", &format!("{sig} from the terminal reached the command too (same process group): not forwarding it"), json!({ "name": name, "signal": sig.as_str(), "from_terminal": true }));
                 } else {
                     report.event("forwarded", &format!("forwarding {sig} to the command"), json!({ "name": name, "signal": sig.as_str() }));
-                    send(&child, sig);
+                    sup.tell(&format!("S {}", sig as i32));
                 }
             }
-            lost = term.lost() => {
+            l = term.lost(), if lost.is_none() => {
+                let revoked = matches!(l.reason, election_core::LossReason::Revoked { .. });
+                let at = kill.kill_at(lease.valid_until(), revoked);
+                let after = Duration::from_nanos(at.saturating_sub(supervisor::mono_ns()));
                 report.event(
                     "lost",
-                    &format!("lost {name}, term {epoch}: {}; stopping the command (SIGTERM, SIGKILL after {:?})", exit::chain(&lost), args.kill_grace),
-                    json!({ "name": name, "epoch": epoch, "reason": exit::chain(&lost) }),
+                    &format!("lost {name}, term {epoch}: {}; stopping the command and every process it started (SIGTERM, SIGKILL after {after:?})", exit::chain(&l)),
+                    json!({ "name": name, "epoch": epoch, "reason": exit::chain(&l), "kill_after_ms": after.as_millis() as u64 }),
                 );
-                send(&child, Signal::SIGTERM);
-                let status = match tokio::time::timeout(args.kill_grace, child.wait()).await {
-                    Ok(status) => status,
-                    Err(_) => {
-                        report.event("killed", "the command did not exit in time: SIGKILL", json!({ "name": name, "epoch": epoch }));
-                        send(&child, Signal::SIGKILL);
-                        child.wait().await
-                    }
-                };
-                let code = status.map(code_of).unwrap_or(exit::INTERNAL);
-                report.event("stopped", &format!("the command stopped (exit {code})"), json!({ "name": name, "epoch": epoch, "exit_code": code }));
-                return Ok(args.lost_exit_code);
+                stopping = true;
+                lost = Some(l);
+                sup.tell(&format!("K {at}"));
+            }
+            _ = tick.tick(), if lost.is_none() => {
+                let valid = lease.valid_until();
+                if valid != sent && let Some(v) = valid {
+                    let term_ns = supervisor::mono_ns_at(v);
+                    let kill_ns = supervisor::mono_ns_at(v + kill.grace);
+                    sup.tell(&format!("V {term_ns} {kill_ns}"));
+                }
+                sent = valid;
             }
         }
     }
+    let _ = sup.process.wait().await;
+    if !empty {
+        report.event(
+            "supervisor-died",
+            "the supervisor of the command died: processes the command started may run on",
+            json!({ "name": name, "epoch": epoch }),
+        );
+        return Err(Failure::new(
+            exit::INTERNAL,
+            "the supervisor of the command died; the term is left to end by itself",
+        ));
+    }
+    if lost.is_none()
+        && let Some(l) = lease.loss().filter(|l| !l.reason.is_end())
+    {
+        // Lost while the tree was ending (the watchdog stopped it while
+        // elect was stopped, and the supervisor's end came first).
+        report.event(
+            "lost",
+            &format!("lost {name}, term {epoch}: {}", exit::chain(&l)),
+            json!({ "name": name, "epoch": epoch, "reason": exit::chain(&l) }),
+        );
+        lost = Some(l);
+    }
+    if let Some(_lost) = lost {
+        let code = exited.unwrap_or(exit::INTERNAL);
+        report.event(
+            "stopped",
+            &format!("the command stopped (exit {code}), and every process it started"),
+            json!({ "name": name, "epoch": epoch, "exit_code": code }),
+        );
+        return Ok(args.lost_exit_code);
+    }
+    let code = exited.unwrap_or(exit::INTERNAL);
+    match term.resign().await {
+        Ok(()) => report.event(
+            "resigned",
+            &format!("resigned {name}, term {epoch}"),
+            json!({ "name": name, "epoch": epoch }),
+        ),
+        Err(e) => report.event(
+            "resign-failed",
+            &format!(
+                "resigning failed: {} (the lease ends by itself)",
+                exit::chain(&e)
+            ),
+            json!({ "name": name, "epoch": epoch, "error": exit::chain(&e) }),
+        ),
+    }
+    Ok(code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::ExitStatusExt;
 
     #[test]
-    fn exit_codes_follow_the_shell() {
-        assert_eq!(code_of(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(code_of(ExitStatus::from_raw(15)), 143);
-        assert_eq!(code_of(ExitStatus::from_raw(9)), 137);
+    fn instants_become_monotonic_nanoseconds_of_the_kernel_clock() {
+        let now = tokio::time::Instant::now();
+        let later = now + Duration::from_secs(3);
+        let (a, b) = (supervisor::mono_ns_at(now), supervisor::mono_ns_at(later));
+        let diff = b - a;
+        // The two conversions read the clocks at slightly different times.
+        assert!(
+            diff.abs_diff(3_000_000_000) < 100_000_000,
+            "{diff} ns apart"
+        );
+        assert!(a <= supervisor::mono_ns());
     }
 }

@@ -107,3 +107,76 @@ async fn ttl_flags_are_refused() {
     done.err_line("elect: hint: ");
     assert!(r.lines().is_empty(), "the command ran: {:?}", r.lines());
 }
+
+#[tokio::test]
+async fn a_command_that_exits_leaves_no_process_behind() {
+    common::whole_tree(&Backend::file(), common::Ending::Exit).await;
+}
+
+#[tokio::test]
+async fn sigterm_to_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::file(), common::Ending::Term).await;
+}
+
+#[tokio::test]
+async fn sigkill_of_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::file(), common::Ending::Kill).await;
+}
+
+/// The tree holds the lock, as with flock(1): with both elect and its
+/// supervisor SIGKILLed (nothing left to stop the tree), B is not elected
+/// while a process of A's tree that kept the claim file open runs; once the
+/// last one is gone, B is.
+#[tokio::test]
+async fn the_lock_is_held_until_the_last_process_of_the_tree_exits() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let b = Backend::file();
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let procs = b.dir.path().join("a.procs");
+    let mut a = b.run("held", "a", &[], &ra.tree("stay"));
+    a.err_with("elect: started ").await;
+    let tree = ra.tree_ready(&procs).await;
+    let mut bb = b.run("held", "b", &[], &rb.checker(&procs));
+    bb.err_with("elect: campaigning for held as b on ").await;
+    // The supervisor: elect's child, the command's parent.
+    let command = tree[0].pid;
+    let supervisor = std::fs::read_to_string(format!("/proc/{command}/stat"))
+        .ok()
+        .and_then(|s| {
+            let (_, rest) = s.rsplit_once(')')?;
+            rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+        })
+        .expect("the command's parent");
+    assert_ne!(
+        supervisor,
+        a.pid().as_raw(),
+        "no supervisor between elect and the command"
+    );
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
+    a.signal(Signal::SIGKILL);
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+    common::wait_gone(supervisor).await;
+    // The processes of the tree that survive (all but the command, which
+    // died with the supervisor) keep the lock.
+    let survivors: Vec<common::Proc> = tree[1..].iter().copied().filter(|p| p.alive()).collect();
+    assert!(!survivors.is_empty(), "{tree:?}");
+    tokio::time::sleep(b.hold_window).await;
+    assert!(
+        rb.lines().is_empty(),
+        "B ran while A's tree held the lock: {:?}",
+        rb.lines()
+    );
+    for p in &survivors {
+        kill(Pid::from_raw(p.pid), Signal::SIGKILL).expect("kill a survivor");
+    }
+    rb.wait_for("checked").await;
+    let alive: Vec<String> = rb
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("alive "))
+        .collect();
+    assert!(alive.is_empty(), "{alive:?}");
+    bb.signal(Signal::SIGTERM);
+    assert_eq!(bb.finish().await.code, 0);
+}

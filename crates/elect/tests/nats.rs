@@ -114,7 +114,7 @@ async fn losing_the_term_stops_the_command() {
     let mut s = server();
     let b = Backend::nats(&s.url(), &TIMING);
     let (ra, rb) = (b.report("a"), b.report("b"));
-    let mut a = b.run("lost-a", "a", &["--kill-grace", "2s"], &ra.worker());
+    let mut a = b.run("lost-a", "a", &["--kill-grace", "1s"], &ra.worker());
     let stubborn = rb.worker_on_term(r#"echo term >> "$out""#);
     let extra = ["--kill-grace", "1s", "--lost-exit-code", "3"];
     let mut bb = b.run("lost-b", "b", &extra, &stubborn);
@@ -179,4 +179,99 @@ async fn a_single_replica_bucket_is_warned_about_unless_the_user_says_it_is_know
         "warned although the user said it is known: {done:?}"
     );
     assert_eq!(r.lines().len(), 2);
+}
+
+#[tokio::test]
+async fn a_command_that_exits_leaves_no_process_behind() {
+    let s = server();
+    common::whole_tree(&Backend::nats(&s.url(), &TIMING), common::Ending::Exit).await;
+}
+
+#[tokio::test]
+async fn sigkill_of_elect_stops_the_whole_tree() {
+    let s = server();
+    common::whole_tree(&Backend::nats(&s.url(), &TIMING), common::Ending::Kill).await;
+}
+
+#[tokio::test]
+async fn a_stopped_elect_does_not_leave_its_command_running() {
+    let s = server();
+    common::whole_tree(&Backend::nats(&s.url(), &TIMING), common::Ending::Stop).await;
+}
+
+/// The server stops answering (paused) past A's lease: A loses its term
+/// and stops its whole tree before it exits; once the server is back, B is
+/// elected and finds none of it.
+#[tokio::test]
+async fn losing_the_term_stops_the_whole_tree() {
+    let mut s = server();
+    let b = Backend::nats(&s.url(), &TIMING);
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let procs = b.dir.path().join("a.procs");
+    let mut a = b.run("tree-loss", "a", &[], &ra.tree("stay"));
+    a.err_with("elect: started ").await;
+    let tree = ra.tree_ready(&procs).await;
+    s.pause().expect("pause nats-server");
+    a.err_with("elect: lost tree-loss, term ").await;
+    let done = a.finish().await;
+    assert_eq!(done.code, common::LOST, "{done:?}");
+    for p in &tree {
+        assert!(!p.alive(), "{p:?} of A's tree outlived A's lost term");
+    }
+    s.resume().expect("resume nats-server");
+    let bb = b.run("tree-loss", "b", &[], &rb.checker(&procs));
+    rb.wait_for("checked").await;
+    let alive: Vec<String> = rb
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("alive "))
+        .collect();
+    assert!(alive.is_empty(), "{alive:?}");
+    bb.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(bb.finish().await.code, 0);
+}
+
+/// B wins the key after A was killed, and waits out the failover grace:
+/// `elect leader` shows B as pending, not as the leader (it may never run
+/// its command). SIGTERM to B then gives the key up before B exits: the
+/// election is free at once, not after B's TTL.
+#[tokio::test]
+async fn sigterm_in_the_failover_grace_gives_the_key_up() {
+    use nix::sys::signal::Signal;
+    let s = server();
+    let b = Backend::nats(&s.url(), &["--ttl", "6s", "--grace", "2s"]);
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let name = "grace";
+    let (a, sa) = common::lead(&b, name, "a", &ra).await;
+    let mut bb = b.run(name, "b", &[], &rb.worker());
+    bb.err_with("elect: campaigning for grace as b on ").await;
+    a.signal(Signal::SIGKILL);
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+
+    // Poll `elect leader` until it names B (after A's lease expired).
+    let deadline = Instant::now() + common::PATIENCE;
+    let text = loop {
+        let line = b.leader_text(name).await;
+        if line.contains(" b ") {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "B never won the key: {line:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let json = b.leader_json(name).await;
+    // Still in the grace: B's command has not started.
+    assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
+    assert!(
+        text.starts_with(&format!("{name}: pending: b in term ")),
+        "a candidate in its failover grace shown as: {text:?}"
+    );
+    assert!(json["leader"].is_null(), "{json}");
+    assert_eq!(json["pending"]["identity"], "b", "{json}");
+
+    bb.signal(Signal::SIGTERM);
+    let done = bb.finish().await;
+    assert_eq!(done.code, 128 + Signal::SIGTERM as i32, "{done:?}");
+    assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
+    assert_eq!(b.leader_text(name).await, format!("{name}: no leader"));
+    common::assert_free(&b, name, sa.epoch).await;
 }

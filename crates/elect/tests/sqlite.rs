@@ -63,3 +63,56 @@ async fn two_processes_can_open_a_new_database_at_once() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_command_that_exits_leaves_no_process_behind() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Exit).await;
+}
+
+#[tokio::test]
+async fn sigterm_to_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Term).await;
+}
+
+#[tokio::test]
+async fn sigkill_of_elect_stops_the_whole_tree() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Kill).await;
+}
+
+/// SIGSTOP of elect alone (a debugger, a frozen process): its command
+/// runs on, but something that does not stop with elect ends it before
+/// the lease can expire.
+#[tokio::test]
+async fn a_stopped_elect_does_not_leave_its_command_running() {
+    common::whole_tree(&Backend::sqlite(), common::Ending::Stop).await;
+}
+
+/// --kill-grace longer than the time between the end of the lease's known
+/// validity and the earliest successor (TTL 3 s: 300 ms) is refused before
+/// campaigning, unless --allow-late-kill.
+#[tokio::test]
+async fn a_kill_grace_past_the_successor_is_refused_unless_allowed() {
+    let b = Backend::sqlite();
+    let r = b.report("x");
+    let done = b
+        .run_to_end("late", "a", &["--kill-grace", "10s"], &r.once())
+        .await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("elect: error: --kill-grace 10s is longer than the 300ms between");
+    done.err_line("--allow-late-kill");
+    assert!(r.lines().is_empty(), "the command ran: {:?}", r.lines());
+    let done = b
+        .run_to_end(
+            "late",
+            "a",
+            &["--kill-grace", "10s", "--allow-late-kill"],
+            &r.once(),
+        )
+        .await;
+    assert_eq!(done.code, 0, "{done:?}");
+    let done = b
+        .run_to_end("late", "a", &["--kill-grace", "300ms"], &r.once())
+        .await;
+    assert_eq!(done.code, 0, "{done:?}");
+    assert_eq!(r.lines().len(), 2);
+}

@@ -153,15 +153,29 @@ impl NatsClaim {
 
     /// A value of this claim; `since_unix_ms` is the term's start (the
     /// time of its first write), never the time of a renewal.
-    fn value(&self, nonce: u64, base: u64, since_unix_ms: Option<u64>) -> bytes::Bytes {
-        Value {
+    /// With `pending`, the value says its writer waits out the failover
+    /// grace before its term begins ([`value::PENDING`]).
+    fn value(
+        &self,
+        nonce: u64,
+        base: u64,
+        since_unix_ms: Option<u64>,
+        pending: bool,
+    ) -> bytes::Bytes {
+        let encoded = Value {
             identity: self.identity.clone(),
             nonce,
             epoch: None,
             since_unix_ms,
             base: Some(base),
         }
-        .encode()
+        .encode();
+        if !pending {
+            return encoded;
+        }
+        let mut bytes = encoded.to_vec();
+        bytes.extend_from_slice(value::PENDING.as_bytes());
+        bytes.into()
     }
 
     /// Publishes a delete marker of the key expecting `revision` (what
@@ -542,19 +556,22 @@ impl Claim for NatsClaim {
             let since = unix_ms();
             // The base read before the write is sent (rule 1).
             let base = self.inner.base();
-            let create =
-                self.inner
-                    .kv
-                    .update(&self.key, self.value(attempt.nonce, base, since), expected);
+            // No grace only after a clean release this process saw (the
+            // server checks it is still the latest entry), or when
+            // adopting its own key. A write that will wait out the grace
+            // says so (readers show its writer as pending, not leading).
+            let clean = attempt
+                .vacancy
+                .is_some_and(|v| v.clean && v.revision == expected)
+                || attempt.adopting == Some(expected);
+            let pending = !clean && !self.inner.options.grace().is_zero();
+            let create = self.inner.kv.update(
+                &self.key,
+                self.value(attempt.nonce, base, since, pending),
+                expected,
+            );
             match tokio::time::timeout(self.timeout(), create).await {
                 Ok(Ok(revision)) => {
-                    // No grace only after a clean release this process saw
-                    // (the server checked it is still the latest entry), or
-                    // when adopting its own key.
-                    let clean = attempt
-                        .vacancy
-                        .is_some_and(|v| v.clean && v.revision == expected)
-                        || attempt.adopting == Some(expected);
                     let begin = Begin {
                         grace: !clean,
                         refresh: false,

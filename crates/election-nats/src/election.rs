@@ -238,6 +238,30 @@ impl NatsElection {
         leader(&self.inner, &ElectionName::new(name)?).await
     }
 
+    /// Who holds the key of election `name` now, and whether that holder
+    /// is still [`pending`](Holder::pending): it won the key after a
+    /// vacancy that was not a clean release and waits out the failover
+    /// grace, so its term has not begun (and it may never lead: a loss or a
+    /// cancel during the grace gives the key up). [`leader`](Self::leader)
+    /// names a pending holder as the leader; this tells them apart, from
+    /// one read.
+    ///
+    /// Cancel safety: cancel safe. Failure model: [`Error::Unavailable`]
+    /// when the bucket cannot be read.
+    pub async fn holder(&self, name: &str) -> Result<Option<Holder>, Error> {
+        let name = ElectionName::new(name)?;
+        let key = value::key(&name);
+        match latest::latest(&self.inner.kv, &key, self.inner.options.timeout()).await? {
+            Some(l) => Ok(
+                leader_of(&key, l.operation, &l.value, l.revision)?.map(|leader| Holder {
+                    leader,
+                    pending: value::is_pending(&l.value),
+                }),
+            ),
+            None => Ok(None),
+        }
+    }
+
     /// Every change of leadership of election `name`, as it happens: the
     /// current state first, then `Some(leader)` when a term begins and
     /// `None` when the key is deleted (resign) or purged (expiry). Renewals
@@ -284,6 +308,18 @@ impl NatsElection {
             std::future::ready(out)
         })))
     }
+}
+
+/// The holder of an election's key, as [`NatsElection::holder`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The holder's identity, epoch and start, as
+    /// [`NatsElection::leader`] shows them.
+    pub leader: Leader,
+    /// True while the holder waits out the failover grace: it won the key
+    /// but its term has not begun, and it may never lead.
+    pub pending: bool,
 }
 
 fn leader_of(

@@ -49,7 +49,7 @@ mod session;
 mod value;
 
 pub use claim::{NatsAttempt, NatsClaim};
-pub use election::NatsElection;
+pub use election::{Holder, NatsElection};
 pub use error::Error;
 pub use fence::NatsFence;
 pub use lease_set::NatsLeases;

@@ -21,7 +21,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 ///   clean release (a resign) this process saw, how long the new term waits
 ///   before it begins (default a third of the TTL; see ADRs 0007, 0015).
 ///   An expiry, a key with no entry at all (also in a fresh bucket) or a
-///   vacancy of unknown origin all get it.
+///   vacancy of unknown origin all get it. Meanwhile the key names the
+///   winner with a pending mark: [`NatsElection::holder`](crate::NatsElection::holder)
+///   shows it as pending, not leading (it may never lead: a loss or a
+///   cancel during the grace gives the key up).
 /// - `single_replica_ok`: silences the warning logged when an R1 bucket is
 ///   opened (see [`single_replica_ok`](NatsOptions::single_replica_ok)).
 /// - `replicas`: the bucket's replicas (1, or 3 on a cluster).

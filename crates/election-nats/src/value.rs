@@ -126,10 +126,38 @@ impl Value {
     }
 }
 
+/// The line a claim's winning write carries while its writer waits out
+/// the failover grace before its term begins (see [`is_pending`]); the
+/// refresh after the grace writes the value without it. Readers of older
+/// versions ignore the unknown key.
+pub(crate) const PENDING: &str = "pending=1\n";
+
+/// Whether `value` was written by a candidate still in its failover grace.
+pub(crate) fn is_pending(value: &[u8]) -> bool {
+    std::str::from_utf8(value).is_ok_and(|t| t.lines().any(|l| l == PENDING.trim_end()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_pending_value_says_so_and_decodes_as_before() {
+        let v = Value {
+            identity: Identity::new("host/1").unwrap(),
+            nonce: 7,
+            epoch: None,
+            since_unix_ms: Some(5),
+            base: Some(9),
+        };
+        let plain = v.encode();
+        let mut pending = plain.to_vec();
+        pending.extend_from_slice(PENDING.as_bytes());
+        assert!(!is_pending(&plain));
+        assert!(is_pending(&pending));
+        assert_eq!(Value::decode("k", &pending).unwrap(), v);
+    }
 
     #[test]
     fn keys_are_valid_kv_keys() {

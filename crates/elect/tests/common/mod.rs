@@ -867,3 +867,194 @@ pub(crate) fn proc_strings(pid: i32, file: &str) -> Vec<String> {
         .map(|s| String::from_utf8_lossy(s).into_owned())
         .collect()
 }
+
+// ---- The command's whole process tree ----
+
+/// A command that forks a tree and records every pid in its report:
+/// a child in its process group (`sleep`), a child shell with a
+/// grandchild, a child that ignores SIGTERM, and a process in a new
+/// session whose parent exits at once (`setsid` and a double fork: it is
+/// orphaned). Then `ready`; with `mode` "exit" the command exits 0 once
+/// the file `<report>.go` exists, leaving the tree behind; else it waits, exiting 0 on SIGTERM.
+const TREE: &str = r#"out="$1"; mode="$2"
+echo "start $$ $ELECTION_NAME $ELECTION_EPOCH $ELECTION_IDENTITY $ELECTION_TOKEN" >> "$out"
+echo "pid $$" >> "$out"
+sleep 1000 & echo "pid $!" >> "$out"
+sh -c 'sleep 1000 & echo "pid $!" >> "$1"; wait' tree-child "$out" & echo "pid $!" >> "$out"
+(trap '' TERM; exec sleep 1000) & echo "pid $!" >> "$out"
+setsid sh -c 'sleep 1000 & echo "pid $!" >> "$1"' tree-session "$out" &
+while [ "$(grep -c '^pid ' "$out")" -lt 6 ]; do sleep 0.02; done
+echo ready >> "$out"
+if [ "$mode" = exit ]; then
+  while [ ! -e "$out.go" ]; do sleep 0.02; done
+  exit 0
+fi
+trap 'exit 0' TERM
+while :; do sleep 0.1; done"#;
+
+/// The next leader's command: at its very start, looks for each process of
+/// `procs` (lines `pid starttime`) in `/proc` and records `alive PID` for
+/// each still running (same start time, not a zombie), then `checked`;
+/// then waits, exiting 0 on SIGTERM.
+const CHECKER: &str = r#"out="$1"; procs="$2"
+while read -r pid start; do
+  if s=$(cat "/proc/$pid/stat" 2>/dev/null); then
+    set -- $s
+    if [ "${22}" = "$start" ] && [ "$3" != Z ] && [ "$3" != X ]; then echo "alive $pid" >> "$out"; fi
+  fi
+done < "$procs"
+echo checked >> "$out"
+trap 'exit 0' TERM
+while :; do sleep 0.1; done"#;
+
+/// A process and its start time (`/proc/PID/stat` field 22): the pair
+/// names one process even if its pid is reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Proc {
+    pub(crate) pid: i32,
+    pub(crate) start: u64,
+}
+
+impl Proc {
+    /// The process `pid` as it is now (`None` if gone).
+    pub(crate) fn of(pid: i32) -> Option<Proc> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, rest) = stat.rsplit_once(')')?;
+        // Fields after the command: state is field 3, starttime field 22.
+        let start = rest.split_whitespace().nth(22 - 3)?.parse().ok()?;
+        Some(Proc { pid, start })
+    }
+
+    /// Still running: same start time, not a zombie.
+    pub(crate) fn alive(&self) -> bool {
+        alive(self.pid) && Proc::of(self.pid).is_some_and(|p| p.start == self.start)
+    }
+}
+
+impl Report {
+    /// The tree command (see [`TREE`]); `mode` "exit" or "stay".
+    pub(crate) fn tree(&self, mode: &str) -> Vec<String> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            TREE.into(),
+            "tree".into(),
+            self.path.display().to_string(),
+            mode.into(),
+        ]
+    }
+
+    /// Waits until the tree command is `ready`; its processes, as they are
+    /// now (all alive: they sleep for 1000 s), also written to `procs` for
+    /// a checker.
+    pub(crate) async fn tree_ready(&self, procs: &std::path::Path) -> Vec<Proc> {
+        self.wait_for("ready").await;
+        let pids: Vec<i32> = self
+            .lines()
+            .iter()
+            .filter_map(|l| l.strip_prefix("pid "))
+            .map(|p| p.parse().expect("pid"))
+            .collect();
+        assert_eq!(pids.len(), 6, "{:?}", self.lines());
+        // The command itself (the first) may have exited already ("exit").
+        let mut tree: Vec<Proc> = Proc::of(pids[0]).into_iter().collect();
+        for &pid in &pids[1..] {
+            tree.push(
+                Proc::of(pid).unwrap_or_else(|| panic!("tree process {pid} gone before the test")),
+            );
+        }
+        let text: String = tree
+            .iter()
+            .map(|p| format!("{} {}\n", p.pid, p.start))
+            .collect();
+        std::fs::write(procs, text).expect("write procs");
+        tree
+    }
+
+    /// The checker command (see [`CHECKER`]) for the processes in `procs`.
+    pub(crate) fn checker(&self, procs: &std::path::Path) -> Vec<String> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            CHECKER.into(),
+            "checker".into(),
+            self.path.display().to_string(),
+            procs.display().to_string(),
+        ]
+    }
+}
+
+/// How the leader's term ends in [`whole_tree`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// The command exits by itself, leaving its tree behind.
+    Exit,
+    /// SIGTERM to `elect` (forwarded to the command, which exits).
+    Term,
+    /// SIGKILL of `elect` alone.
+    Kill,
+    /// SIGSTOP of `elect` alone (lease backends): its command runs on.
+    Stop,
+}
+
+/// A runs the tree command, B waits with the checker; A's term ends by
+/// `ending`; when B's command starts, no process of A's tree is alive.
+pub(crate) async fn whole_tree(b: &Backend, ending: Ending) {
+    let name = format!("tree-{ending:?}").to_lowercase();
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let procs = b.dir.path().join("a.procs");
+    let mode = if ending == Ending::Exit {
+        "exit"
+    } else {
+        "stay"
+    };
+    // The file backend's default kill grace is 10 s (its lock is held by
+    // the tree); the lease backends' is derived from the TTL.
+    let extra: &[&str] = if b.timing.is_empty() {
+        &["--kill-grace", "1s"]
+    } else {
+        &[]
+    };
+    let mut a = b.run(&name, "a", extra, &ra.tree(mode));
+    a.err_with("elect: started ").await;
+    let tree = ra.tree_ready(&procs).await;
+    let mut bb = b.run(&name, "b", &[], &rb.checker(&procs));
+    bb.err_with(&format!("elect: campaigning for {name} as b on "))
+        .await;
+    match ending {
+        Ending::Exit => std::fs::write(format!("{}.go", ra.path.display()), "").expect("go"),
+        Ending::Term => a.signal(Signal::SIGTERM),
+        Ending::Kill => a.signal(Signal::SIGKILL),
+        Ending::Stop => a.signal(Signal::SIGSTOP),
+    }
+    rb.wait_for("checked").await;
+    let alive: Vec<String> = rb
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("alive "))
+        .collect();
+    assert!(
+        alive.is_empty(),
+        "{ending:?}: A's processes still ran when B's command started: {alive:?} of {tree:?}"
+    );
+    for p in &tree {
+        assert!(!p.alive(), "{ending:?}: {p:?} of A's tree is alive");
+    }
+    match ending {
+        Ending::Exit | Ending::Term => {
+            let done = a.finish().await;
+            assert_eq!(done.code, 0, "{done:?}");
+        }
+        Ending::Kill => {
+            assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+        }
+        Ending::Stop => {
+            a.signal(Signal::SIGCONT);
+            let done = a.finish().await;
+            assert_eq!(done.code, LOST, "{done:?}");
+        }
+    }
+    bb.signal(Signal::SIGTERM);
+    let done = bb.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+}

@@ -1,0 +1,526 @@
+//! The supervisor: a small process between `elect` and COMMAND that owns
+//! COMMAND's whole process tree and outlives `elect` (see ADR 0017).
+//!
+//! `elect run` starts it as `/proc/self/exe __supervise CTRL REPORT LOCK --
+//! COMMAND...` (the same binary, so it cannot be a different version). It
+//! makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`): every
+//! descendant of COMMAND whose parent exits is re-parented to it, also one
+//! that left COMMAND's process group or session (`setsid`, a double fork).
+//! So COMMAND's tree is exactly the supervisor's descendants, which it
+//! finds in `/proc` and signals through pidfds (no pid-reuse race), and it
+//! knows the tree is empty when it has no child left to wait for (`ECHILD`).
+//!
+//! It ends the tree:
+//! - when `elect` says so (a lost term, or COMMAND exited and what it left
+//!   behind must stop before the term is given up): SIGTERM to every
+//!   process of the tree, SIGKILL at the deadline `elect` gives;
+//! - when `elect` is gone (its control pipe reaches end of file: `elect`
+//!   exited or was SIGKILLed): SIGKILL at once;
+//! - when `elect` stops renewing the deadline (a watchdog: `elect` stopped
+//!   by SIGSTOP, a debugger, a hang): SIGTERM at the end of the lease's
+//!   known validity, SIGKILL a kill grace later, both before a successor
+//!   can lead. The deadlines are absolute `CLOCK_MONOTONIC` times, which
+//!   both processes read from the same kernel clock.
+//!
+//! On the file backend the claim file's locked descriptor (`LOCK`) is
+//! inherited by the supervisor and COMMAND, as `flock(1)` does: the kernel
+//! frees the lock only when the last process holding it has exited.
+//!
+//! The protocol, one ASCII line per message:
+//! - elect → supervisor: `V TERM_NS KILL_NS` (watchdog deadlines), `S SIGNO`
+//!   (forward a signal to COMMAND), `K KILL_NS` (stop the tree now, SIGKILL
+//!   at `KILL_NS`); end of file: elect is gone.
+//! - supervisor → elect: `P PID` (COMMAND started), `F ERRNO` (it could not
+//!   be started), `W` (the watchdog sent SIGTERM), `Z` (the kill deadline
+//!   came with processes left: SIGKILL), `U PID...` (processes that
+//!   SIGKILL does not end: another user's), `X CODE` (COMMAND exited,
+//!   its shell-style code), `E` (the tree is empty; the supervisor exits).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::process::ExitCode;
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
+/// `argv[1]` that makes `elect` the supervisor.
+pub(crate) const ARG: &str = "__supervise";
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock both processes share.
+pub(crate) fn mono_ns() -> u64 {
+    use nix::time::{ClockId, clock_gettime};
+    clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(t.tv_nsec()).unwrap_or(0)
+    })
+}
+
+/// A tokio instant as `CLOCK_MONOTONIC` nanoseconds. The kernel clock is
+/// read *before* the process's instant, so a pause between the two reads
+/// makes the result earlier, never later.
+pub(crate) fn mono_ns_at(at: tokio::time::Instant) -> u64 {
+    let raw = mono_ns();
+    let now = std::time::Instant::now();
+    let at = at.into_std();
+    if at >= now {
+        raw.saturating_add(u64::try_from((at - now).as_nanos()).unwrap_or(u64::MAX))
+    } else {
+        raw.saturating_sub(u64::try_from((now - at).as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// One process of the tree: pid and start time (`/proc/PID/stat` field
+/// 22), which together name one process even if the pid is reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Proc {
+    pid: i32,
+    start: u64,
+}
+
+/// `(pid, ppid, starttime)` of process `pid`, from `/proc`.
+fn stat(pid: i32) -> Option<(i32, i32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid ...`: comm may hold anything; split after the
+    // last ')'.
+    let (_, rest) = text.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state); ppid is field 4, starttime field 22.
+    let ppid = fields.get(1)?.parse().ok()?;
+    let start = fields.get(22 - 3)?.parse().ok()?;
+    Some((pid, ppid, start))
+}
+
+/// Every descendant of this process, from one scan of `/proc`.
+fn descendants() -> Vec<Proc> {
+    let me = std::process::id() as i32;
+    let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+                continue;
+            };
+            if let Some((pid, ppid, start)) = stat(pid) {
+                children.entry(ppid).or_default().push(Proc { pid, start });
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut todo = vec![me];
+    while let Some(parent) = todo.pop() {
+        for p in children.remove(&parent).unwrap_or_default() {
+            todo.push(p.pid);
+            found.push(p);
+        }
+    }
+    found
+}
+
+/// Sends `sig` to `p` if it is still the same process: through a pidfd
+/// opened first and checked against the start time, so a reused pid is
+/// never signalled.
+#[allow(unsafe_code)]
+fn send(p: Proc, sig: Signal) {
+    use nix::libc;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid, 0) };
+    if fd < 0 {
+        if nix::errno::Errno::last() == nix::errno::Errno::ENOSYS
+            && stat(p.pid).is_some_and(|(_, _, start)| start == p.start)
+        {
+            // A kernel before 5.3: no pidfd; the start time was checked
+            // an instant ago.
+            let _ = nix::sys::signal::kill(Pid::from_raw(p.pid), sig);
+        }
+        return;
+    }
+    // SAFETY: fd is a new pidfd this function owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    if stat(p.pid).is_some_and(|(_, _, start)| start == p.start) {
+        // SAFETY: pidfd_send_signal(pidfd, sig, info = NULL, flags = 0).
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                sig as libc::c_int,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
+}
+
+/// The end of one wait for children.
+enum Reaped {
+    /// Some child may still run.
+    Running,
+    /// No child left: the tree is empty.
+    Empty,
+}
+
+/// Collects every exited child without blocking; `on_exit` gets each
+/// one's pid and shell-style code.
+fn reap(mut on_exit: impl FnMut(i32, u8)) -> Reaped {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => on_exit(pid.as_raw(), (code & 0xff) as u8),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                on_exit(pid.as_raw(), (128 + sig as i32) as u8)
+            }
+            Ok(WaitStatus::StillAlive) => return Reaped::Running,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return Reaped::Empty,
+        }
+    }
+}
+
+/// Waits until `fd` is readable or `timeout_ms` passed (-1: no limit).
+fn readable(fds: &[RawFd], timeout_ms: i32) -> Vec<bool> {
+    use nix::libc;
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    #[allow(unsafe_code)]
+    // SAFETY: `polled` is a valid array of `polled.len()` pollfds.
+    let n = unsafe {
+        libc::poll(
+            polled.as_mut_ptr(),
+            polled.len() as libc::nfds_t,
+            timeout_ms,
+        )
+    };
+    if n <= 0 {
+        return vec![false; fds.len()];
+    }
+    polled.iter().map(|p| p.revents != 0).collect()
+}
+
+/// The supervisor's state.
+struct Supervisor {
+    command: Option<i32>,
+    report: std::fs::File,
+    /// Readable when SIGCHLD arrived.
+    sigchld: std::fs::File,
+    /// Watchdog deadlines (CLOCK_MONOTONIC ns) while elect renews them.
+    watch_term: Option<u64>,
+    watch_kill: Option<u64>,
+    /// The tree got its SIGTERM (from the watchdog or a stop).
+    termed: bool,
+    /// SIGKILL the tree at this instant.
+    kill_at: Option<u64>,
+}
+
+impl Supervisor {
+    fn tell(&mut self, line: &str) {
+        // elect may be gone: nothing to do then.
+        let _ = self.report.write_all(format!("{line}\n").as_bytes());
+    }
+
+    fn drain_sigchld(&mut self) {
+        let mut buf = [0u8; 64];
+        while matches!(self.sigchld.read(&mut buf), Ok(n) if n > 0) {}
+    }
+
+    /// Reaps; reports COMMAND's exit; true once no child is left.
+    fn reap(&mut self) -> bool {
+        let mut exited = None;
+        let command = self.command;
+        let empty = matches!(
+            reap(|pid, code| {
+                if Some(pid) == command {
+                    exited = Some(code);
+                }
+            }),
+            Reaped::Empty
+        );
+        if let Some(code) = exited {
+            self.command = None;
+            self.tell(&format!("X {code}"));
+        }
+        empty
+    }
+
+    fn term_tree(&mut self) {
+        if self.termed {
+            return;
+        }
+        self.termed = true;
+        for p in descendants() {
+            send(p, Signal::SIGTERM);
+            // A stopped process would only see its SIGTERM at the SIGKILL.
+            send(p, Signal::SIGCONT);
+        }
+    }
+
+    /// SIGKILL to every process of the tree until none is left. One that
+    /// cannot be signalled (it became another user's) keeps the tree, and
+    /// so the term, alive: after 2 s elect is told (`U PID...`), once.
+    fn kill_tree(&mut self) {
+        let began = mono_ns();
+        let mut told = false;
+        loop {
+            let left = descendants();
+            for &p in &left {
+                send(p, Signal::SIGKILL);
+            }
+            if !told && !left.is_empty() && mono_ns().saturating_sub(began) > 2_000_000_000 {
+                told = true;
+                let pids: Vec<String> = left.iter().map(|p| p.pid.to_string()).collect();
+                self.tell(&format!("U {}", pids.join(" ")));
+            }
+            if self.reap() {
+                return;
+            }
+            // Wait for the next child to end (or re-scan soon: a process
+            // forked during the scan is re-parented here when its parent
+            // dies, and found by the next scan).
+            let _ = readable(&[self.sigchld.as_raw_fd()], 20);
+            self.drain_sigchld();
+        }
+    }
+
+    fn handle(&mut self, line: &str) {
+        let mut words = line.split_whitespace();
+        let num = |w: Option<&str>| w.and_then(|w| w.parse::<u64>().ok());
+        match words.next() {
+            // Once the watchdog fired, its deadlines stay.
+            Some("V") if !self.termed => {
+                self.watch_term = num(words.next());
+                self.watch_kill = num(words.next());
+            }
+            Some("S") => {
+                if let (Some(pid), Some(sig)) = (
+                    self.command,
+                    num(words.next()).and_then(|s| Signal::try_from(s as i32).ok()),
+                ) {
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
+                }
+            }
+            Some("K") => {
+                let at = num(words.next()).unwrap_or(0);
+                self.kill_at = Some(self.kill_at.map_or(at, |k| k.min(at)));
+                self.term_tree();
+            }
+            _ => {}
+        }
+    }
+}
+
+fn fd_arg(arg: Option<&std::ffi::OsString>) -> Option<RawFd> {
+    arg.and_then(|a| a.to_str()).and_then(|a| a.parse().ok())
+}
+
+fn cloexec(fd: RawFd, on: bool) {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    #[allow(unsafe_code)]
+    // SAFETY: fd is one elect passed on the command line and stays open.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let flags = if on {
+        FdFlag::FD_CLOEXEC
+    } else {
+        FdFlag::empty()
+    };
+    let _ = fcntl(borrowed, FcntlArg::F_SETFD(flags));
+}
+
+/// `elect __supervise CTRL REPORT LOCK -- COMMAND...`.
+#[allow(unsafe_code)]
+pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
+    let (Some(ctrl), Some(report)) = (fd_arg(args.get(2)), fd_arg(args.get(3))) else {
+        eprintln!("elect: {ARG} is for elect's own use");
+        return ExitCode::from(crate::exit::USAGE);
+    };
+    let lock = fd_arg(args.get(4));
+    let command = args.get(6..).unwrap_or_default();
+    if args.get(5).is_none_or(|a| a != "--") || command.is_empty() {
+        eprintln!("elect: {ARG} is for elect's own use");
+        return ExitCode::from(crate::exit::USAGE);
+    }
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    cloexec(ctrl, true);
+    cloexec(report, true);
+    if let Some(lock) = lock {
+        // COMMAND's tree holds the lock too (flock(1)).
+        cloexec(lock, false);
+    }
+    // SAFETY: elect passed these descriptors for this process to own.
+    let mut ctrl = unsafe { std::fs::File::from_raw_fd(ctrl) };
+    let report = unsafe { std::fs::File::from_raw_fd(report) };
+
+    // SIGCHLD wakes the loop; the terminal's and elect's group signals
+    // are elect's to handle (a handler, not SIG_IGN: COMMAND must get the
+    // default dispositions at exec).
+    let (rx, tx) =
+        match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("elect: supervisor: pipe: {e}");
+                return ExitCode::from(crate::exit::INTERNAL);
+            }
+        };
+    let tx = std::os::unix::net::UnixStream::from(tx);
+    if signal_hook::low_level::pipe::register(Signal::SIGCHLD as i32, tx).is_err() {
+        eprintln!("elect: supervisor: cannot watch SIGCHLD");
+        return ExitCode::from(crate::exit::INTERNAL);
+    }
+    let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        let _ = signal_hook::flag::register(sig as i32, ignored.clone());
+    }
+    let mut sup = Supervisor {
+        command: None,
+        report,
+        sigchld: std::fs::File::from(rx),
+        watch_term: None,
+        watch_kill: None,
+        termed: false,
+        kill_at: None,
+    };
+
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    let me = nix::unistd::getpid();
+    // SAFETY: between fork and exec the child only calls prctl and
+    // getppid and builds errors from raw codes: no allocation, no locks.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+            if nix::unistd::getppid() != me {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(child) => {
+            sup.command = Some(child.id() as i32);
+            sup.tell(&format!("P {}", child.id()));
+        }
+        Err(e) => {
+            sup.tell(&format!("F {}", e.raw_os_error().unwrap_or(0)));
+            return ExitCode::SUCCESS;
+        }
+    }
+
+    let mut pending = Vec::new();
+    let mut ctrl_open = true;
+    loop {
+        let now = mono_ns();
+        if sup.watch_term.is_some_and(|t| now >= t) && !sup.termed {
+            sup.tell("W");
+            sup.term_tree();
+            sup.kill_at = match (sup.kill_at, sup.watch_kill) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        if sup.kill_at.is_some_and(|k| now >= k) || !ctrl_open {
+            if ctrl_open && !descendants().is_empty() {
+                sup.tell("Z");
+            }
+            sup.kill_tree();
+        }
+        if sup.reap() && sup.command.is_none() {
+            sup.tell("E");
+            return ExitCode::SUCCESS;
+        }
+        let next = [sup.watch_term.filter(|_| !sup.termed), sup.kill_at]
+            .into_iter()
+            .flatten()
+            .min();
+        let timeout_ms = match next {
+            // Round up: never wake before the deadline and spin.
+            Some(at) => i32::try_from(at.saturating_sub(now).div_ceil(1_000_000))
+                .unwrap_or(i32::MAX)
+                .clamp(0, 1000),
+            None => 1000,
+        };
+        let ready = readable(&[ctrl.as_raw_fd(), sup.sigchld.as_raw_fd()], timeout_ms);
+        if ready[1] {
+            sup.drain_sigchld();
+        }
+        if ready[0] {
+            let mut buf = [0u8; 512];
+            match ctrl.read(&mut buf) {
+                Ok(0) => ctrl_open = false,
+                Ok(n) => {
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=end).collect();
+                        sup.handle(String::from_utf8_lossy(&line).trim());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => ctrl_open = false,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_reads_parent_and_start_time() {
+        let me = std::process::id() as i32;
+        let (pid, ppid, start) = stat(me).expect("own stat");
+        assert_eq!(pid, me);
+        assert_eq!(ppid, nix::unistd::getppid().as_raw());
+        assert!(start > 0);
+        assert_eq!(stat(-1), None);
+    }
+
+    #[test]
+    fn descendants_are_found_and_signalled_by_start_time() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
+            &mut line,
+        )
+        .expect("grandchild pid");
+        let grandchild: i32 = line.trim().parse().expect("pid");
+        let found = descendants();
+        let pids: Vec<i32> = found.iter().map(|p| p.pid).collect();
+        assert!(pids.contains(&(child.id() as i32)), "{found:?}");
+        assert!(pids.contains(&grandchild), "{found:?}");
+        let g = found
+            .iter()
+            .find(|p| p.pid == grandchild)
+            .copied()
+            .expect("found");
+        // A stale start time names another process: not signalled.
+        send(
+            Proc {
+                start: g.start + 1,
+                ..g
+            },
+            Signal::SIGKILL,
+        );
+        assert!(
+            stat(grandchild).is_some(),
+            "a stale start time was signalled"
+        );
+        send(g, Signal::SIGKILL);
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
