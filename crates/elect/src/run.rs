@@ -111,7 +111,7 @@ pub(crate) async fn run(
     let identity = match &args.identity {
         Some(id) => Identity::new(id).map_err(|e| {
             Failure::config(exit::chain(&e))
-                .hint("an identity is 1-200 characters, no control characters")
+                .hint("an identity is 1-200 bytes, no control characters")
         })?,
         None => Identity::for_this_process(),
     };
@@ -151,7 +151,7 @@ pub(crate) async fn run(
             }
             elected(c, shown, args, waiting, report).await
         }
-        Backend::NatsPending(..) => Err(Failure::new(
+        Backend::NatsPending(..) | Backend::Absent(..) => Err(Failure::new(
             exit::INTERNAL,
             "a candidate's backend was opened as an observer's",
         )),
@@ -167,6 +167,8 @@ async fn elected<C: Claim>(
 ) -> Result<u8, Failure> {
     let name = candidate.claim().name().clone();
     let identity = candidate.claim().identity().clone();
+    let retries = crate::retry::Retries::new(name.as_str(), report);
+    let candidate = candidate.on_retry(retries.reporter());
     let mut signals = Signals::install()?;
     report.event(
         "campaigning",
@@ -189,6 +191,10 @@ async fn elected<C: Claim>(
     };
     let Some(term) = term else {
         let leader = candidate.leader().await.ok().flatten();
+        if let (None, Some(failure)) = (&leader, retries.gave_up(waiting_for(waiting))) {
+            // The backend kept failing until --timeout ran out: say why.
+            return Err(failure);
+        }
         report.event(
             "not-elected",
             &format!("not elected: {name} is {}", leader_text(leader.as_ref())),
@@ -202,6 +208,14 @@ async fn elected<C: Claim>(
         json!({ "name": name.as_str(), "identity": identity.as_str(), "epoch": term.epoch().get() }),
     );
     lead(&term, args, &mut signals, report).await
+}
+
+/// How long a campaign waited, for messages.
+fn waiting_for(waiting: Waiting) -> Option<Duration> {
+    match waiting {
+        Waiting::AtMost(d) => Some(d),
+        _ => None,
+    }
 }
 
 /// Spawns the command with the term's environment; the kernel kills it if

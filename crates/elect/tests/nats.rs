@@ -180,3 +180,16 @@ async fn a_single_replica_bucket_is_warned_about_unless_the_user_says_it_is_know
     );
     assert_eq!(r.lines().len(), 2);
 }
+
+/// `replicas=3` on a single server (no cluster): permanent, 78 with a
+/// hint naming the fix, not "unavailable, try again later". Before: 69,
+/// "check that nats-server runs with JetStream enabled".
+#[tokio::test]
+async fn replicas_the_server_cannot_have_are_a_configuration_error() {
+    let s = server();
+    let url = format!("{}?replicas=3&bucket=r3", s.url());
+    let done = common::once(&["run", "--backend", &url, "--name", "j", "--", "true"]).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    let hint = done.err_line("elect: hint: ");
+    assert!(hint.contains("replicas=1"), "{hint}");
+}

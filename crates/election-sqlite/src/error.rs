@@ -100,6 +100,7 @@ pub enum Error {
 const SQLITE_BUSY: i64 = 5;
 const SQLITE_LOCKED: i64 = 6;
 const SQLITE_READONLY: i64 = 8;
+const SQLITE_FULL: i64 = 13;
 const SQLITE_CANTOPEN: i64 = 14;
 /// Codes of a file or schema that retrying cannot fix.
 const UNUSABLE: &[i64] = &[
@@ -153,6 +154,18 @@ impl Error {
             e @ Error::CorruptRow { .. } => election_core::Error::corrupt(name, e),
             e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
             e => election_core::Error::unavailable(name, e),
+        }
+    }
+
+    /// True for a database whose disk is full (`SQLITE_FULL`): transient,
+    /// as retrying helps once space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(d)) => d
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| c & 0xff == SQLITE_FULL),
+            _ => false,
         }
     }
 
