@@ -425,7 +425,7 @@ fn file_class(e: &election_file::Error) -> (u8, String) {
     }
 }
 
-fn file_failure(e: election_file::Error) -> Failure {
+pub(crate) fn file_failure(e: election_file::Error) -> Failure {
     let (code, hint) = file_class(&e);
     Failure::new(code, exit::chain(&e)).hint(hint)
 }

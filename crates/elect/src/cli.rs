@@ -259,9 +259,11 @@ pub(crate) struct LeaderArgs {
 pub(crate) struct ObserveArgs {
     #[command(flatten)]
     pub(crate) common: Common,
-    /// How often to look on backends without notifications (file, sqlite;
-    /// at least 10ms). A term that begins and ends between two looks is
-    /// not printed: the jump in the epoch is said on stderr instead.
+    /// How often to look (at least 10ms). NATS and file: every change
+    /// wakes observe (a file term that ended before the look is still
+    /// printed), this is only a backstop. SQLite: a term that begins and
+    /// ends between two looks is not printed; the jump in the epoch is said
+    /// on stderr instead.
     #[arg(long, value_name = "DUR", value_parser = poll, default_value = "250ms", allow_hyphen_values = true)]
     pub(crate) poll: Duration,
 }

@@ -155,23 +155,56 @@ pub(crate) async fn observe(
             }
         }
     }
-    // File and SQLite: a look every `poll`. A term that begins and ends
-    // between two looks is not seen; their epochs grow by one per term, so
-    // a jump says how many were missed, on stderr.
+    // File: a look at each change of the election's files (inotify), and
+    // every `poll` as a backstop; a term that ended before the look is
+    // named by the epoch record. SQLite: a look every `poll`; a term that
+    // begins and ends between two looks is not seen. Epochs grow by one per
+    // term on both, so a jump says how many were missed, on stderr.
+    let mut changes = match backend {
+        Backend::File(e) => Some(e.changes(name).map_err(|e| {
+            Failure::new(exit::UNAVAILABLE, exit::chain(&e)).hint(
+                "inotify is unavailable or at its limit (fs.inotify.max_user_instances); \
+                 raise the limit, then try again",
+            )
+        })?),
+        _ => None,
+    };
     let mut last_epoch: Option<u64> = None;
+    let mut first = true;
     loop {
+        // The record first: a term it shows that is not the one leading
+        // a moment later has ended (see `FileElection::last_term`).
+        let recorded = match backend {
+            Backend::File(e) => e.last_term(name).map_err(crate::backend::file_failure)?,
+            _ => None,
+        };
         let now = current(backend, name).await?;
-        if last
-            .as_ref()
-            .is_none_or(|l| !same(l.as_ref(), now.as_ref()))
-        {
+        let mut seen = Vec::with_capacity(2);
+        if first {
+            // Terms before observe began are history, not changes.
+            first = false;
+            last_epoch = recorded.map(|r| r.epoch.get());
+        } else if let Some(ended) = recorded.filter(|r| {
+            last_epoch.is_none_or(|l| r.epoch.get() > l)
+                && now.as_ref().is_none_or(|n| n.epoch != r.epoch)
+        }) {
+            seen.push(Some(ended));
+        }
+        seen.push(now);
+        for now in seen {
+            if last
+                .as_ref()
+                .is_some_and(|l| same(l.as_ref(), now.as_ref()))
+            {
+                continue;
+            }
             if let Some(now) = &now {
                 if let Some(missed) = missed(last_epoch, now.epoch.get()) {
                     report.event(
                         "missed",
                         &format!(
                             "up to {} term(s) not seen (epochs {} to {}): they began and ended \
-                             between two looks (--poll {poll:?})",
+                             between two looks",
                             missed.1 - missed.0 + 1,
                             missed.0,
                             missed.1
@@ -184,8 +217,15 @@ pub(crate) async fn observe(
             print(&line(name, now.as_ref(), json))?;
             last = Some(now);
         }
+        let changed = async {
+            match &mut changes {
+                Some(c) => c.changed().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             r = &mut stop => { r?; return Ok(exit::OK); }
+            r = changed => r.map_err(|e| Failure::new(exit::UNAVAILABLE, exit::chain(&e)))?,
             () = tokio::time::sleep(poll) => {}
         }
     }

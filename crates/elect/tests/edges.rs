@@ -341,3 +341,39 @@ async fn help_texts_say_what_elect_does() {
     assert!(text.contains("flock(1)"), "{text}");
     assert!(!text.contains("200 characters"), "{text}");
 }
+
+// ---- observe sees every term ----
+
+/// `observe` on the file backend wakes on each change of the election's
+/// files: with no polling at all (`--poll 1h`) it prints a term that lasts
+/// only as long as `true` runs, then the vacancy. Before: it looked every
+/// 250 ms and missed short terms; with `--poll 1h` it printed only the
+/// first line.
+#[tokio::test]
+async fn observe_prints_a_short_term_without_polling() {
+    let b = Backend::file();
+    dir_of(&b);
+    let mut observe = Elect::spawn(
+        &[
+            "observe",
+            "--backend",
+            &b.url,
+            "--name",
+            "j",
+            "--poll",
+            "1h",
+        ],
+        "observe",
+    );
+    assert_eq!(observe.out_line().await, "j: no leader");
+    for (identity, epoch) in [("a", 2), ("b", 3)] {
+        let done = b.run_to_end("j", identity, &[], &["true".to_owned()]).await;
+        assert_eq!(done.code, 0, "{done:?}");
+        common::assert_led_by(&observe.out_line().await, "j", identity, epoch);
+        assert_eq!(observe.out_line().await, "j: no leader");
+    }
+    observe.signal(nix::sys::signal::Signal::SIGTERM);
+    let done = observe.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+    assert!(done.stderr.is_empty(), "{done:?}");
+}
