@@ -193,3 +193,24 @@ async fn replicas_the_server_cannot_have_are_a_configuration_error() {
     let hint = done.err_line("elect: hint: ");
     assert!(hint.contains("replicas=1"), "{hint}");
 }
+
+/// The server goes away while a candidate waits with `--timeout`: the
+/// campaign says why it retries, and when the timeout runs out it exits
+/// 69 with the cause, not 75 "not elected". Before: no line while it
+/// retried, then 75.
+#[tokio::test]
+async fn a_bounded_campaign_that_kept_failing_says_why() {
+    let mut s = server();
+    let b = Backend::nats(&s.url(), &TIMING);
+    let ra = b.report("a");
+    let (_a, _sa) = common::lead(&b, "down", "a", &ra).await;
+    let rb = b.report("b");
+    let mut waiting = b.run("down", "b", &["--timeout", "8s"], &rb.once());
+    waiting.err_with("elect: campaigning for down as b").await;
+    s.kill().expect("kill nats-server");
+    let done = waiting.finish().await;
+    assert_eq!(done.code, common::UNAVAILABLE, "{done:?}");
+    done.err_line("retrying");
+    done.err_line("elect: error: not elected within 8s: the backend kept failing");
+    assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
+}
