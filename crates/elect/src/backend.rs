@@ -677,7 +677,8 @@ impl Backend {
             Backend::Absent(absent) => {
                 return Err(
                     Failure::config(format!("nothing to repair: {}", absent.note)).hint(
-                        "check --backend: repair-epoch repairs an existing election directory",
+                        "check --backend: repair-epoch repairs an existing election directory \
+                         (if the whole directory was lost, create it first: mkdir -p DIR)",
                     ),
                 );
             }

@@ -5,7 +5,7 @@
 //! elect run [--backend URL] --name NAME [--identity ID] [--ttl DUR]
 //!           [--wait | --no-wait | --timeout DUR] -- COMMAND [ARGS...]
 //! elect leader [--backend URL] --name NAME [--json]
-//! elect observe [--backend URL] --name NAME [--json]
+//! elect observe [--backend URL] --name NAME [--json] [--poll DUR]
 //! elect repair-epoch [--backend file:///dir] --name NAME --epoch EPOCH
 //! ```
 //!
