@@ -190,11 +190,12 @@ async fn elected<C: Claim>(
         }
     };
     let Some(term) = term else {
-        let leader = candidate.leader().await.ok().flatten();
-        if let (None, Some(failure)) = (&leader, retries.gave_up(waiting_for(waiting))) {
+        let read = candidate.leader().await;
+        if let Some(failure) = retries.gave_up(waiting_for(waiting), &read) {
             // The backend kept failing until --timeout ran out: say why.
             return Err(failure);
         }
+        let leader = read.ok().flatten();
         report.event(
             "not-elected",
             &format!("not elected: {name} is {}", leader_text(leader.as_ref())),
