@@ -161,12 +161,23 @@ pub(crate) async fn observe(
     // begins and ends between two looks is not seen. Epochs grow by one per
     // term on both, so a jump says how many were missed, on stderr.
     let mut changes = match backend {
-        Backend::File(e) => Some(e.changes(name).map_err(|e| {
-            Failure::new(exit::UNAVAILABLE, exit::chain(&e)).hint(
-                "inotify is unavailable or at its limit (fs.inotify.max_user_instances); \
-                 raise the limit, then try again",
-            )
-        })?),
+        Backend::File(e) => match e.changes(name) {
+            Ok(c) => Some(c),
+            Err(err) => {
+                // No inotify (or its limit reached): poll, and say so.
+                report.event(
+                    "note",
+                    &format!(
+                        "note: cannot watch {} for changes ({}): looking every {poll:?} \
+                         instead; a term shorter than that may be missed",
+                        e.dir().display(),
+                        exit::chain(&err)
+                    ),
+                    json!({ "name": name, "note": exit::chain(&err) }),
+                );
+                None
+            }
+        },
         _ => None,
     };
     let mut last_epoch: Option<u64> = None;
@@ -223,10 +234,21 @@ pub(crate) async fn observe(
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
+        let failed = tokio::select! {
             r = &mut stop => { r?; return Ok(exit::OK); }
-            r = changed => r.map_err(|e| Failure::new(exit::UNAVAILABLE, exit::chain(&e)))?,
-            () = tokio::time::sleep(poll) => {}
+            r = changed => r.err(),
+            () = tokio::time::sleep(poll) => None,
+        };
+        if let Some(err) = failed {
+            report.event(
+                "note",
+                &format!(
+                    "note: watching for changes failed ({}): looking every {poll:?} instead",
+                    exit::chain(&err)
+                ),
+                json!({ "name": name, "note": exit::chain(&err) }),
+            );
+            changes = None;
         }
     }
 }
