@@ -23,11 +23,17 @@ Backends (--backend URL):
                               nats://user:password@host:port for passwords
   (none)                      the file backend in $XDG_RUNTIME_DIR/elect
                               (else /tmp/elect-<uid>): zero setup
+  Paths and values are percent-decoded (%20 is a space, %3F a '?', %25 a
+  '%'); an unknown or repeated option, or any option on file:// and
+  sqlite://, is refused. `leader`, `observe` and `repair-epoch` never
+  create a directory, database or bucket.
 
 Exit codes: the command's own (128+N if killed by signal N); 64 usage;
-69 backend unavailable; 70 internal error; 75 not elected (--no-wait,
---timeout); 78 bad configuration; 79 term lost, command stopped;
-126 command not executable; 127 command not found.";
+69 backend unavailable, transient: try again later (server down, disk
+full, database busy); 70 internal error; 75 not elected (--no-wait,
+--timeout); 78 permanent: bad configuration or unusable state, the hint
+names the fix; 79 term lost, command stopped; 126 command not executable;
+127 command not found (both checked before campaigning).";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -91,7 +97,17 @@ Not guaranteed: if the supervisor is killed too (kill -9 of the whole
 process group, the OOM killer), processes COMMAND started escape; on a
 lease backend such a process (e.g. one that left with setsid and a double
 fork) runs on beside the next leader. Resources that must refuse a deposed
-leader check ELECTION_TOKEN.",
+leader check ELECTION_TOKEN.
+
+While waiting, a backend failure that may pass (a full disk, a server
+down) is retried with a line on stderr saying why; one that cannot (a
+directory where a file belongs, a file that is not a database) ends elect
+with 78 and a hint.
+
+The file backend locks NAME.lock with an open file description lock
+(fcntl F_OFD_SETLK), which does not conflict with flock(1) or flock(2)
+on the same file: `flock DIR/NAME.lock cmd` does not exclude elect, nor
+elect it. Use elect on both sides.",
         after_help = "\
 Examples:
   elect run --name nightly-report -- ./report.sh
@@ -159,11 +175,12 @@ pub(crate) struct Common {
     /// [default: the file backend in a per-user runtime directory]
     #[arg(long, value_name = "URL")]
     pub(crate) backend: Option<String>,
-    /// The election's name.
-    #[arg(long, value_name = "NAME")]
+    /// The election's name (1-200 bytes, no '/' or control characters).
+    #[arg(long, value_name = "NAME", value_parser = election_name)]
     pub(crate) name: String,
-    /// Progress and errors as JSON objects, one per line (stderr).
-    #[arg(long)]
+    /// JSON: `leader` and `observe` print their answer as JSON on stdout;
+    /// progress and errors are JSON objects on stderr, one per line.
+    #[arg(long, conflicts_with = "quiet")]
     pub(crate) json: bool,
     /// No progress on stderr, only errors.
     #[arg(long, short)]
@@ -201,24 +218,48 @@ fn duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s)
 }
 
+/// `--poll`: a look takes a query; zero would spin a core.
+fn poll(s: &str) -> Result<Duration, String> {
+    let d = crate::duration::parse(s)?;
+    if d < Duration::from_millis(10) {
+        return Err(format!("{s:?} is below 10ms: observe would spin a core"));
+    }
+    Ok(d)
+}
+
+/// `--name`: a bad name is a usage error (64), said by clap.
+fn election_name(s: &str) -> Result<String, String> {
+    election_core::ElectionName::new(s)
+        .map(|n| n.as_str().to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `--identity`: a bad identity is a usage error (64), said by clap.
+fn identity(s: &str) -> Result<String, String> {
+    election_core::Identity::new(s)
+        .map(|i| i.as_str().to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// `elect run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) common: Common,
-    /// Who this candidate is, as `leader` shows it [default: HOST/PID].
-    #[arg(long, value_name = "ID")]
+    /// Who this candidate is, as `leader` shows it (1-200 bytes, no control
+    /// characters) [default: HOST/PID].
+    #[arg(long, value_name = "ID", value_parser = identity)]
     pub(crate) identity: Option<String>,
     /// Lease TTL (sqlite, nats): the term is lost if it cannot be renewed
     /// for this long [default: 15s].
-    #[arg(long, value_name = "DUR", value_parser = duration)]
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) ttl: Option<Duration>,
     /// Renew interval (sqlite, nats) [default: a third of the TTL].
-    #[arg(long, value_name = "DUR", value_parser = duration)]
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) renew: Option<Duration>,
     /// Failover grace (nats): wait this long before leading after a crashed
     /// leader [default: a third of the TTL].
-    #[arg(long, value_name = "DUR", value_parser = duration)]
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) grace: Option<Duration>,
     /// Wait until elected (the default).
     #[arg(long, conflicts_with_all = ["no_wait", "timeout"])]
@@ -227,7 +268,7 @@ pub(crate) struct RunArgs {
     #[arg(long, short = 'n', conflicts_with = "timeout")]
     pub(crate) no_wait: bool,
     /// Wait at most DUR, then exit (75).
-    #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
+    #[arg(long, short = 'w', value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) timeout: Option<Duration>,
     /// How long COMMAND and the processes it started have between SIGTERM
     /// and SIGKILL when the term ends under them (lost, or COMMAND exited
@@ -293,8 +334,12 @@ pub(crate) struct LeaderArgs {
 pub(crate) struct ObserveArgs {
     #[command(flatten)]
     pub(crate) common: Common,
-    /// How often to look on backends without notifications (file, sqlite).
-    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "250ms")]
+    /// How often to look (at least 10ms). NATS and file: every change
+    /// wakes observe (a file term that ended before the look is still
+    /// printed), this is only a backstop. SQLite: a term that begins and
+    /// ends between two looks is not printed; the jump in the epoch is said
+    /// on stderr instead.
+    #[arg(long, value_name = "DUR", value_parser = poll, default_value = "250ms", allow_hyphen_values = true)]
     pub(crate) poll: Duration,
 }
 

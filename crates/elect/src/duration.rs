@@ -6,6 +6,11 @@ use std::time::Duration;
 /// `m` or `h`. A bare number is refused (seconds or milliseconds? say it).
 pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     let t = text.trim();
+    if let Some(positive) = t.strip_prefix('-') {
+        return Err(format!(
+            "{text:?} is negative: a duration is at least 0 (e.g. {positive})"
+        ));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("{text:?} has no unit: write e.g. 500ms, 15s, 2m or 1h"))?;
@@ -44,5 +49,6 @@ mod tests {
         for bad in ["15", "s", "", "1.2.3s", "5d", "-1s", "99999999h"] {
             assert!(parse(bad).is_err(), "{bad:?} accepted");
         }
+        assert!(parse("-5s").unwrap_err().contains("negative"));
     }
 }

@@ -7,16 +7,19 @@ use std::error::Error as StdError;
 pub(crate) const OK: u8 = 0;
 /// Bad usage (unknown flag, missing `--name`, ...).
 pub(crate) const USAGE: u8 = 64;
-/// The backend cannot be reached or failed (server down, database locked
-/// for too long, I/O error): try again later.
+/// Transient: the backend cannot be reached or failed in a way retrying
+/// can fix (server down, database locked for too long, disk full, I/O
+/// error): try again later.
 pub(crate) const UNAVAILABLE: u8 = 69;
 /// Something inside `elect` failed.
 pub(crate) const INTERNAL: u8 = 70;
 /// Not elected: `--no-wait` and another candidate leads, or `--timeout`
 /// ran out (change with `--conflict-exit-code`).
 pub(crate) const NOT_ELECTED: u8 = 75;
-/// Bad configuration: a bad backend URL, an unusable directory, settings
-/// the backend refuses. Retrying will not help.
+/// Permanent: bad configuration or unusable stored state (a bad backend
+/// URL, an unusable directory or file, a file that is not an election
+/// database, settings the backend refuses). Retrying will not help; the
+/// hint names the fix.
 pub(crate) const CONFIG: u8 = 78;
 /// The term was lost while the command ran; the command was stopped
 /// (change with `--lost-exit-code`).
@@ -69,20 +72,32 @@ pub(crate) fn chain(error: &(dyn StdError + 'static)) -> String {
 }
 
 impl From<election_core::Error> for Failure {
+    /// Sorts every error into permanent (78, with a hint naming the fix)
+    /// or transient (69): by the backend error in the source chain where
+    /// there is one, else by the core's grouping (see ADR 0018).
     fn from(e: election_core::Error) -> Self {
         use election_core::Error as E;
         let message = chain(&e);
         match e {
+            E::HeldElsewhere { .. } | E::NotHeld { .. } => {
+                return Failure::new(NOT_ELECTED, message);
+            }
+            E::Lost(_) => return Failure::new(LOST, message),
+            _ => {}
+        }
+        if let Some((code, hint)) = crate::backend::classify(&e) {
+            return Failure::new(code, message).hint(hint);
+        }
+        match e {
             E::Config(_) => Failure::config(message).hint("fix the flags or the backend URL"),
             E::Unavailable { .. } | E::OutcomeUnknown { .. } => Failure::new(UNAVAILABLE, message)
-                .hint("check that the backend is reachable (server running, file not locked), then try again"),
-            E::Corrupt { .. } => Failure::new(CONFIG, message)
-                .hint("the stored election state is damaged; never delete it (epochs would restart and \
-                       tokens go back): on the file backend, stop the election's processes and run \
-                       `elect repair-epoch --name NAME --epoch N` with N at least the highest token \
-                       your resources hold"),
-            E::HeldElsewhere { .. } | E::NotHeld { .. } => Failure::new(NOT_ELECTED, message),
-            E::Lost(_) => Failure::new(LOST, message),
+                .hint("check that the backend is reachable (server running, disk not full), then try again"),
+            E::Corrupt { .. } => Failure::new(CONFIG, message).hint(
+                "the stored election state is damaged; never delete it (epochs would restart and \
+                 tokens go back): on the file backend, stop the election's processes and run \
+                 `elect repair-epoch --name NAME --epoch N` with N at least the highest token \
+                 your resources hold",
+            ),
             _ => Failure::new(INTERNAL, message),
         }
     }

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::backend::{Backend, nats_failure};
 use crate::exit::{self, Failure};
-use crate::report::{leader_json, leader_text};
+use crate::report::{Reporter, leader_json, leader_text};
 
 /// The identity `elect` uses for claims it only reads through.
 const OBSERVER: &str = "elect-observer";
@@ -17,7 +17,7 @@ const OBSERVER: &str = "elect-observer";
 fn name(name: &str) -> Result<ElectionName, Failure> {
     ElectionName::new(name).map_err(|e| {
         Failure::config(exit::chain(&e))
-            .hint("an election name is 1-200 characters, no '/' or control characters")
+            .hint("an election name is 1-200 bytes, no '/' or control characters")
     })
 }
 
@@ -38,8 +38,8 @@ pub(crate) async fn current(backend: &Backend, name: &str) -> Result<Option<Lead
             Ok(claim.leader().await?)
         }
         Backend::Nats(e) => e.leader(name).await.map_err(nats_failure),
-        // No bucket: nobody was ever elected there.
-        Backend::NatsPending(..) => Ok(None),
+        // No bucket, directory or database: nobody was ever elected there.
+        Backend::NatsPending(..) | Backend::Absent(..) => Ok(None),
     }
 }
 
@@ -58,10 +58,28 @@ fn line(name: &str, leader: Option<&Leader>, json: bool) -> String {
     }
 }
 
-/// `elect leader`: one line on stdout. A NATS candidate that won the key
+/// Says on stderr why a read-only command shows no leader without
+/// looking: what it was pointed at does not exist (a typo?).
+fn note_absent(backend: &Backend, name: &str, report: Reporter) {
+    if let Backend::Absent(absent) = backend {
+        report.event(
+            "note",
+            &format!("note: {}", absent.note),
+            json!({ "name": name, "note": absent.note }),
+        );
+    }
+}
+
+/// `elect leader`: one line on stdout (text, or with `--json` a JSON
+/// object); notes and errors on stderr. A NATS candidate that won the key
 /// but still waits out the failover grace is shown as pending, not as the
 /// leader: its term has not begun and it may never run its command.
-pub(crate) async fn leader(backend: &Backend, name: &str, json: bool) -> Result<u8, Failure> {
+pub(crate) async fn leader(
+    backend: &Backend,
+    name: &str,
+    json: bool,
+    report: Reporter,
+) -> Result<u8, Failure> {
     if let Backend::Nats(e) = backend {
         let _ = self::name(name)?;
         if let Some(h) = e.holder(name).await.map_err(nats_failure)?
@@ -80,6 +98,7 @@ pub(crate) async fn leader(backend: &Backend, name: &str, json: bool) -> Result<
         }
     }
     let now = current(backend, name).await?;
+    note_absent(backend, name, report);
     print(&line(name, now.as_ref(), json))?;
     Ok(exit::OK)
 }
@@ -99,13 +118,16 @@ pub(crate) async fn observe(
     name: &str,
     json: bool,
     poll: Duration,
+    report: Reporter,
 ) -> Result<u8, Failure> {
     let _ = self::name(name)?;
-    let mut stop = Box::pin(async {
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| Failure::new(exit::INTERNAL, format!("signal handler: {e}")))?;
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| Failure::new(exit::INTERNAL, format!("signal handler: {e}")))?;
+    // The handlers are installed before the first line is printed: a
+    // signal sent as soon as it is read ends observe with 0.
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| Failure::new(exit::INTERNAL, format!("signal handler: {e}")))?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::new(exit::INTERNAL, format!("signal handler: {e}")))?;
+    let mut stop = Box::pin(async move {
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}
@@ -114,9 +136,14 @@ pub(crate) async fn observe(
     });
     let opened;
     let mut backend = backend;
-    if let Backend::NatsPending(..) = backend {
-        // Nobody was ever elected: say so, then wait for the bucket.
+    // What was printed last (`None`: nothing yet).
+    let mut last: Option<Option<Leader>> = None;
+    if backend.is_pending() {
+        // Nobody was ever elected: say so, then wait for the bucket (the
+        // directory, the database) to appear.
+        note_absent(backend, name, report);
         print(&line(name, None, json))?;
+        last = Some(None);
         loop {
             tokio::select! {
                 r = &mut stop => { r?; return Ok(exit::OK); }
@@ -131,7 +158,6 @@ pub(crate) async fn observe(
     }
     if let Backend::Nats(e) = backend {
         let mut changes = Box::pin(e.observe(name).await.map_err(nats_failure)?);
-        let mut last: Option<Option<Leader>> = None;
         loop {
             tokio::select! {
                 r = &mut stop => { r?; return Ok(exit::OK); }
@@ -148,19 +174,122 @@ pub(crate) async fn observe(
             }
         }
     }
-    let mut last: Option<Option<Leader>> = None;
+    // File: a look at each change of the election's files (inotify), and
+    // every `poll` as a backstop; a term that ended before the look is
+    // named by the epoch record. SQLite: a look every `poll`; a term that
+    // begins and ends between two looks is not seen. Epochs grow by one per
+    // term on both, so a jump says how many were missed, on stderr.
+    let mut changes = match backend {
+        Backend::File(e) => match e.changes(name) {
+            Ok(c) => Some(c),
+            Err(err) => {
+                // No inotify (or its limit reached): poll, and say so.
+                report.event(
+                    "note",
+                    &format!(
+                        "note: cannot watch {} for changes ({}): looking every {poll:?} \
+                         instead; a term shorter than that may be missed",
+                        e.dir().display(),
+                        exit::chain(&err)
+                    ),
+                    json!({ "name": name, "note": exit::chain(&err) }),
+                );
+                None
+            }
+        },
+        _ => None,
+    };
+    let mut last_epoch: Option<u64> = None;
+    let mut first = true;
     loop {
+        // The record first: a term it shows that is not the one leading
+        // a moment later has ended (see `FileElection::last_term`).
+        let recorded = match backend {
+            Backend::File(e) => e.last_term(name).map_err(crate::backend::file_failure)?,
+            _ => None,
+        };
         let now = current(backend, name).await?;
-        if last
-            .as_ref()
-            .is_none_or(|l| !same(l.as_ref(), now.as_ref()))
-        {
+        let mut seen = Vec::with_capacity(2);
+        if first {
+            // Terms before observe began are history, not changes.
+            first = false;
+            last_epoch = recorded.map(|r| r.epoch.get());
+        } else if let Some(ended) = recorded.filter(|r| {
+            last_epoch.is_none_or(|l| r.epoch.get() > l)
+                && now.as_ref().is_none_or(|n| n.epoch != r.epoch)
+        }) {
+            seen.push(Some(ended));
+        }
+        seen.push(now);
+        for now in seen {
+            if last
+                .as_ref()
+                .is_some_and(|l| same(l.as_ref(), now.as_ref()))
+            {
+                continue;
+            }
+            if let Some(now) = &now {
+                if let Some(missed) = missed(last_epoch, now.epoch.get()) {
+                    report.event(
+                        "missed",
+                        &format!(
+                            "up to {} term(s) not seen (epochs {} to {}): they began and ended \
+                             between two looks",
+                            missed.1 - missed.0 + 1,
+                            missed.0,
+                            missed.1
+                        ),
+                        json!({ "name": name, "first_epoch": missed.0, "last_epoch": missed.1 }),
+                    );
+                }
+                last_epoch = Some(now.epoch.get());
+            }
             print(&line(name, now.as_ref(), json))?;
             last = Some(now);
         }
-        tokio::select! {
+        let changed = async {
+            match &mut changes {
+                Some(c) => c.changed().await,
+                None => std::future::pending().await,
+            }
+        };
+        let failed = tokio::select! {
             r = &mut stop => { r?; return Ok(exit::OK); }
-            () = tokio::time::sleep(poll) => {}
+            r = changed => r.err(),
+            () = tokio::time::sleep(poll) => None,
+        };
+        if let Some(err) = failed {
+            report.event(
+                "note",
+                &format!(
+                    "note: watching for changes failed ({}): looking every {poll:?} instead",
+                    exit::chain(&err)
+                ),
+                json!({ "name": name, "note": exit::chain(&err) }),
+            );
+            changes = None;
         }
+    }
+}
+
+/// The epochs between the last seen term's and this one's, if any: terms
+/// that may have come and gone unseen (an epoch can also be spent without
+/// a term, hence "up to").
+fn missed(last: Option<u64>, now: u64) -> Option<(u64, u64)> {
+    let last = last?;
+    (now > last + 1).then(|| (last + 1, now - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_jumps_are_the_terms_missed() {
+        assert_eq!(missed(None, 9), None);
+        assert_eq!(missed(Some(4), 5), None);
+        assert_eq!(missed(Some(4), 4), None);
+        assert_eq!(missed(Some(4), 6), Some((5, 5)));
+        assert_eq!(missed(Some(4), 9), Some((5, 8)));
     }
 }

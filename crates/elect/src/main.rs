@@ -6,7 +6,7 @@
 //!           [--wait | --no-wait | --timeout DUR] [-v...]
 //!           (-c SHELL_COMMAND | -- COMMAND [ARGS...])
 //! elect leader [--backend URL] --name NAME [--json]
-//! elect observe [--backend URL] --name NAME [--json]
+//! elect observe [--backend URL] --name NAME [--json] [--poll DUR]
 //! elect repair-epoch [--backend file:///dir] --name NAME --epoch EPOCH
 //! elect man [SUBCOMMAND | --dir DIR]
 //! elect completions SHELL
@@ -20,12 +20,14 @@
 
 mod backend;
 mod cli;
+mod command;
 mod duration;
 mod exit;
 mod leader;
 mod log;
 mod man;
 mod report;
+mod retry;
 mod run;
 mod secrets;
 mod supervisor;
@@ -47,36 +49,36 @@ fn observer() -> backend::Timing {
     }
 }
 
-async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
+async fn dispatch(cli: &Cli, reporter: Reporter) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run(args) => {
             let url = args.common.url()?;
-            let backend = Backend::open(url.as_ref(), args.timing()).await?;
-            run::run(
-                &backend,
-                &backend.shown(url.as_ref()),
-                args,
-                Reporter::new(args.common.style()),
-            )
-            .await
+            // Before anything is opened or created: a command that cannot
+            // run must not cost a campaign (127, 126).
+            command::check(&args.command)?;
+            let backend = Backend::open(url.as_ref(), args.timing(), Some(reporter)).await?;
+            run::run(&backend, &backend.shown(url.as_ref()), args, reporter).await
         }
         Command::Leader(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
-            leader::leader(&backend, &args.common.name, args.common.json).await
+            let backend = Backend::open(args.common.url()?.as_ref(), observer(), None).await?;
+            leader::leader(&backend, &args.common.name, args.common.json, reporter).await
         }
         Command::Observe(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
-            leader::observe(&backend, &args.common.name, args.common.json, args.poll).await
+            let backend = Backend::open(args.common.url()?.as_ref(), observer(), None).await?;
+            leader::observe(
+                &backend,
+                &args.common.name,
+                args.common.json,
+                args.poll,
+                reporter,
+            )
+            .await
         }
         Command::Man(args) => crate::man::man(args),
         Command::Completions(args) => crate::man::completions(args),
         Command::RepairEpoch(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), observer()).await?;
-            backend.repair_epoch(
-                &args.common.name,
-                args.epoch,
-                Reporter::new(args.common.style()),
-            )
+            let backend = Backend::open(args.common.url()?.as_ref(), observer(), None).await?;
+            backend.repair_epoch(&args.common.name, args.epoch, reporter)
         }
     }
 }
@@ -129,7 +131,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::INTERNAL);
         }
     };
-    match runtime.block_on(dispatch(&cli)) {
+    match runtime.block_on(dispatch(&cli, reporter)) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             reporter.error(&secrets::redact(&f.message), f.hint.as_deref(), f.code);

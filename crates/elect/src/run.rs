@@ -98,7 +98,7 @@ pub(crate) async fn run(
     let identity = match &args.identity {
         Some(id) => Identity::new(id).map_err(|e| {
             Failure::config(exit::chain(&e))
-                .hint("an identity is 1-200 characters, no control characters")
+                .hint("an identity is 1-200 bytes, no control characters")
         })?,
         None => Identity::for_this_process(),
     };
@@ -141,7 +141,7 @@ pub(crate) async fn run(
             }
             elected(c, shown, args, waiting, kill, None, report).await
         }
-        Backend::NatsPending(..) => Err(Failure::new(
+        Backend::NatsPending(..) | Backend::Absent(..) => Err(Failure::new(
             exit::INTERNAL,
             "a candidate's backend was opened as an observer's",
         )),
@@ -159,6 +159,8 @@ async fn elected<C: Claim>(
 ) -> Result<u8, Failure> {
     let name = candidate.claim().name().clone();
     let identity = candidate.claim().identity().clone();
+    let retries = crate::retry::Retries::new(name.as_str(), report);
+    let candidate = candidate.on_retry(retries.reporter());
     let mut signals = Signals::install()?;
     report.event(
         "campaigning",
@@ -193,7 +195,12 @@ async fn elected<C: Claim>(
     };
     let Some(term) = term else {
         given_up(&candidate, &report).await;
-        let leader = candidate.leader().await.ok().flatten();
+        let read = candidate.leader().await;
+        if let Some(failure) = retries.gave_up(waiting_for(waiting), &read) {
+            // The backend kept failing until --timeout ran out: say why.
+            return Err(failure);
+        }
+        let leader = read.ok().flatten();
         report.event(
             "not-elected",
             &format!("not elected: {name} is {}", leader_text(leader.as_ref())),
@@ -208,6 +215,14 @@ async fn elected<C: Claim>(
     );
     let lock = lock_path.as_deref().and_then(locked_claim_file);
     lead(&term, args, kill, lock, &mut signals, report).await
+}
+
+/// How long a campaign waited, for messages.
+fn waiting_for(waiting: Waiting) -> Option<Duration> {
+    match waiting {
+        Waiting::AtMost(d) => Some(d),
+        _ => None,
+    }
 }
 
 /// After a campaign that ended without a term (cancelled by a signal,
@@ -260,7 +275,7 @@ impl KillTiming {
         let bound = match backend {
             Backend::Sqlite(e) => Some(e.options().margin()),
             Backend::Nats(e) => Some(e.options().margin() + e.options().grace()),
-            Backend::File(_) | Backend::NatsPending(..) => None,
+            Backend::File(_) | Backend::NatsPending(..) | Backend::Absent(..) => None,
         };
         let grace = match (args.kill_grace, bound) {
             (Some(g), Some(b)) if g > b && !args.allow_late_kill => {

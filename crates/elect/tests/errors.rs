@@ -110,24 +110,40 @@ async fn usage_errors_exit_64() {
     );
 }
 
+/// A bad `--name` or `--identity` is a usage error (64), like any other
+/// bad flag value, said before anything is opened.
 #[tokio::test]
-async fn a_bad_name_or_identity_is_a_configuration_error() {
+async fn a_bad_name_or_identity_is_a_usage_error() {
     let b = Backend::file();
     let r = b.report("x");
     let done = b.run_to_end("a/b", "a", &[], &r.once()).await;
-    assert_eq!(done.code, common::CONFIG, "{done:?}");
-    done.err_line("elect: error: bad election name \"a/b\"");
+    assert_eq!(done.code, common::USAGE, "{done:?}");
+    done.err_line("bad election name \"a/b\"");
     let done = b.run_to_end("j", "a\tb", &[], &r.once()).await;
-    assert_eq!(done.code, common::CONFIG, "{done:?}");
-    done.err_line("elect: hint: an identity is");
+    assert_eq!(done.code, common::USAGE, "{done:?}");
+    done.err_line("bad identity");
     let done = once(&["leader", "--backend", &b.url, "--name", "a/b"]).await;
-    assert_eq!(done.code, common::CONFIG, "{done:?}");
-    done.err_line("elect: hint: ");
+    assert_eq!(done.code, common::USAGE, "{done:?}");
     assert!(r.lines().is_empty(), "the command ran: {:?}", r.lines());
+    let long = "é".repeat(101); // 101 characters, 202 bytes
+    let done = once(&["leader", "--backend", &b.url, "--name", &long]).await;
+    assert_eq!(done.code, common::USAGE, "{done:?}");
+    done.err_line("longer than 200 bytes");
+    let help = once(&["run", "--help"]).await;
+    assert!(
+        help.stdout.iter().any(|l| l.contains("1-200 bytes")),
+        "{help:?}"
+    );
+    assert!(
+        !b.dir.path().join("elections").exists(),
+        "a usage error created the directory"
+    );
 }
 
+/// A command that cannot be executed is found out before the campaign:
+/// 126, no epoch spent, nothing held.
 #[tokio::test]
-async fn a_command_that_is_not_executable_exits_126_and_resigns() {
+async fn a_command_that_is_not_executable_exits_126_before_campaigning() {
     let b = Backend::file();
     let script = b.dir.path().join("not-executable.sh");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write");
@@ -136,7 +152,12 @@ async fn a_command_that_is_not_executable_exits_126_and_resigns() {
         .await;
     assert_eq!(done.code, 126, "{done:?}");
     done.err_line("elect: error: cannot run ");
-    common::assert_free(&b, "j", common::elected_epoch(&done)).await;
+    assert!(
+        !done.stderr.iter().any(|l| l.contains("campaigning")),
+        "{done:?}"
+    );
+    // No epoch was spent: the first term is still Epoch::FIRST.
+    assert_eq!(common::assert_free(&b, "j", 0).await, 2);
 }
 
 #[tokio::test]

@@ -275,3 +275,37 @@ async fn sigterm_in_the_failover_grace_gives_the_key_up() {
     assert_eq!(b.leader_text(name).await, format!("{name}: no leader"));
     common::assert_free(&b, name, sa.epoch).await;
 }
+
+/// `replicas=3` on a single server (no cluster): permanent, 78 with a
+/// hint naming the fix, not "unavailable, try again later". Before: 69,
+/// "check that nats-server runs with JetStream enabled".
+#[tokio::test]
+async fn replicas_the_server_cannot_have_are_a_configuration_error() {
+    let s = server();
+    let url = format!("{}?replicas=3&bucket=r3", s.url());
+    let done = common::once(&["run", "--backend", &url, "--name", "j", "--", "true"]).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    let hint = done.err_line("elect: hint: ");
+    assert!(hint.contains("replicas=1"), "{hint}");
+}
+
+/// The server goes away while a candidate waits with `--timeout`: the
+/// campaign says why it retries, and when the timeout runs out it exits
+/// 69 with the cause, not 75 "not elected". Before: no line while it
+/// retried, then 75.
+#[tokio::test]
+async fn a_bounded_campaign_that_kept_failing_says_why() {
+    let mut s = server();
+    let b = Backend::nats(&s.url(), &TIMING);
+    let ra = b.report("a");
+    let (_a, _sa) = common::lead(&b, "down", "a", &ra).await;
+    let rb = b.report("b");
+    let mut waiting = b.run("down", "b", &["--timeout", "8s"], &rb.once());
+    waiting.err_with("elect: campaigning for down as b").await;
+    s.kill().expect("kill nats-server");
+    let done = waiting.finish().await;
+    assert_eq!(done.code, common::UNAVAILABLE, "{done:?}");
+    done.err_line("retrying");
+    done.err_line("elect: error: not elected within 8s: the backend kept failing");
+    assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
+}

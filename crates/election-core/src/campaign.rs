@@ -43,6 +43,18 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 pub struct Candidate<C: Claim> {
     claim: Arc<C>,
     poll_interval: Duration,
+    on_retry: Option<RetryReport>,
+}
+
+/// What [`Candidate::on_retry`] calls: the transient error a waiting
+/// campaign is about to ride out.
+#[derive(Clone)]
+struct RetryReport(Arc<dyn Fn(&Error) + Send + Sync>);
+
+impl std::fmt::Debug for RetryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RetryReport")
+    }
 }
 
 /// Closes an attempt that has not become a term, whatever way the campaign
@@ -84,7 +96,19 @@ impl<C: Claim> Candidate<C> {
         Candidate {
             claim: Arc::new(claim),
             poll_interval: DEFAULT_POLL_INTERVAL,
+            on_retry: None,
         }
+    }
+
+    /// Calls `report` with each transient error ([`Error::Unavailable`],
+    /// [`Error::OutcomeUnknown`]) a waiting campaign rides out, before it
+    /// pauses one poll interval and tries again: a program can say why its
+    /// campaign is not progressing (a full disk, a server down) instead of
+    /// waiting silently. `report` runs on the campaign's task and must not
+    /// block. Errors that end the campaign are returned, not reported here.
+    pub fn on_retry(mut self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
+        self.on_retry = Some(RetryReport(Arc::new(report)));
+        self
     }
 
     /// Sets the time between two tries on backends without a wake-up (and
@@ -212,6 +236,9 @@ impl<C: Claim> Candidate<C> {
     /// error; false if the deadline has passed.
     async fn pause_after(&self, e: &Error, deadline: Option<Instant>) -> bool {
         tracing::warn!(name = %self.claim.name(), identity = %self.claim.identity(), error = %e, "backend unavailable; campaign retries");
+        if let Some(report) = &self.on_retry {
+            (report.0)(e);
+        }
         let until = Instant::now() + self.poll_interval;
         let until = deadline.map_or(until, |d| until.min(d));
         tokio::time::sleep_until(until).await;

@@ -204,6 +204,57 @@ impl FileElection {
         crate::repair::repair(&claim.paths, epoch)
     }
 
+    /// A wake-up for whoever reads who leads election `name`: resolves
+    /// when the election's files change, that is when a term begins or
+    /// ends (see [`Changes`](crate::Changes) for what it sees and misses).
+    /// `elect observe` uses it to print every change without polling.
+    ///
+    /// Must be called inside a tokio runtime. Fails with
+    /// [`Error::Io`] if inotify is unavailable (or its limits are
+    /// reached), [`Error::Config`] for a bad name.
+    ///
+    /// ```
+    /// use election_core::Claim;
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let mut changes = election.changes("jobs")?;
+    /// let term = election.candidate("jobs", "a")?.campaign().await?;
+    /// changes.changed().await?; // the term began: read who leads
+    /// let seen = election.claim("jobs", "observer")?.leader().await?;
+    /// assert_eq!(seen.map(|l| l.epoch), Some(term.epoch()));
+    /// # Ok(()) }
+    /// ```
+    pub fn changes(&self, name: &str) -> Result<crate::Changes, Error> {
+        let name = ElectionName::new(name)?;
+        crate::Changes::new(
+            self.dir.clone(),
+            format!("{name}.lock").into(),
+            format!("{name}.epoch").into(),
+        )
+    }
+
+    /// The last term handed out in election `name`, from its epoch record
+    /// (epoch, winner, start), whether or not it still runs: who leads
+    /// *now* is [`Claim::leader`]. With [`changes`](FileElection::changes)
+    /// an observer tells a term that began and ended before it could read
+    /// the leader. `Ok(None)` before the first term.
+    ///
+    /// Blocking file read (one small file). Fails with
+    /// [`Error::CorruptEpoch`] for a damaged record, [`Error::Config`] for
+    /// a bad name.
+    pub fn last_term(&self, name: &str) -> Result<Option<Leader>, Error> {
+        let claim = self.claim(name, "observer")?;
+        Ok(Record::read(&claim.paths.record)?.map(|r| Leader {
+            since: r.since(),
+            identity: r.identity,
+            epoch: r.epoch,
+        }))
+    }
+
     /// A [`Candidate`] for [`claim`](FileElection::claim).
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<FileClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))

@@ -8,10 +8,11 @@ use election_core::{ConfigError, ElectionName, Epoch};
 
 /// What can go wrong with the file backend, grouped by what the caller
 /// should do: fix the configuration (`NetworkFilesystem`, `NotADirectory`,
-/// `PermissionDenied`, `Config`), repair the stored state (`CorruptEpoch`,
-/// with [`FileElection::repair_epoch`](crate::FileElection::repair_epoch)),
+/// `PermissionDenied`, `Unusable`, `Config`), repair the stored state
+/// (`CorruptEpoch`, with
+/// [`FileElection::repair_epoch`](crate::FileElection::repair_epoch)),
 /// give a repair what it needs (`ClaimHeld`, `EpochTooLow`), or retry later
-/// (`Io`).
+/// (`NoSpace`, `Io`).
 ///
 /// Inside a campaign these reach the caller as the `source` of an
 /// [`election_core::Error`]: `Config` for the first group, `Corrupt` for
@@ -84,6 +85,33 @@ pub enum Error {
         /// The highest epoch still visible.
         highest_seen: Epoch,
     },
+    /// The filesystem is full (`ENOSPC`) or the user's quota is used up
+    /// (`EDQUOT`). Retrying helps once space is freed; nothing was won (a
+    /// temporary file written before the failure is removed).
+    #[error("{op} {path} failed: no space left (the filesystem or the quota is full)")]
+    NoSpace {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file of the election cannot be used, and retrying will not change
+    /// that: a directory where a file belongs (`EISDIR`), a write past the
+    /// process's file size limit (`EFBIG`, `ulimit -f`), a symlink loop or
+    /// a name too long. Fix the path or the limit.
+    #[error("{op} {path} failed; retrying will not help")]
+    Unusable {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
     /// Another I/O error; retrying may help.
     #[error("{op} {path} failed")]
     Io {
@@ -110,6 +138,13 @@ impl Error {
             Error::PermissionDenied { path, source }
         } else if source.raw_os_error() == Some(libc::ENOTDIR) {
             Error::NotADirectory { path }
+        } else if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+            Error::NoSpace { op, path, source }
+        } else if matches!(
+            source.raw_os_error(),
+            Some(libc::EISDIR | libc::EFBIG | libc::ELOOP | libc::ENAMETOOLONG)
+        ) {
+            Error::Unusable { op, path, source }
         } else {
             Error::Io { op, path, source }
         }
@@ -121,12 +156,11 @@ impl Error {
             Error::Config(c) => election_core::Error::Config(c),
             e @ (Error::NetworkFilesystem { .. }
             | Error::NotADirectory { .. }
-            | Error::PermissionDenied { .. }) => {
-                election_core::Error::Config(ConfigError::Location {
-                    reason: e.to_string(),
-                    source: Some(Arc::new(e)),
-                })
-            }
+            | Error::PermissionDenied { .. }
+            | Error::Unusable { .. }) => election_core::Error::Config(ConfigError::Location {
+                reason: e.to_string(),
+                source: Some(Arc::new(e)),
+            }),
             e @ (Error::CorruptEpoch { .. } | Error::EpochTooLow { .. }) => {
                 election_core::Error::corrupt(name, e)
             }
@@ -158,6 +192,14 @@ mod tests {
         ));
         let other = io::Error::from_raw_os_error(libc::EIO);
         assert!(matches!(Error::io("open", "/x", other), Error::Io { .. }));
+        for full in [libc::ENOSPC, libc::EDQUOT] {
+            let e = Error::io("write", "/x", io::Error::from_raw_os_error(full));
+            assert!(matches!(e, Error::NoSpace { .. }), "{e:?}");
+        }
+        for permanent in [libc::EISDIR, libc::EFBIG, libc::ELOOP, libc::ENAMETOOLONG] {
+            let e = Error::io("read", "/x", io::Error::from_raw_os_error(permanent));
+            assert!(matches!(e, Error::Unusable { .. }), "{e:?}");
+        }
     }
 
     #[test]
@@ -178,5 +220,15 @@ mod tests {
         }
         .into_core(&name);
         assert!(matches!(e, election_core::Error::Unavailable { .. }));
+        let full = Error::io("write", "/e", io::Error::from_raw_os_error(libc::ENOSPC));
+        assert!(matches!(
+            full.into_core(&name),
+            election_core::Error::Unavailable { .. }
+        ));
+        let dir = Error::io("read", "/e", io::Error::from_raw_os_error(libc::EISDIR));
+        assert!(matches!(
+            dir.into_core(&name),
+            election_core::Error::Config(_)
+        ));
     }
 }

@@ -21,6 +21,22 @@
 //! file while a term runs is noticed by the holder's tamper watch (the term
 //! is lost).
 //!
+//! # `flock(1)` does not exclude this crate
+//!
+//! The claim is an open file description lock (`fcntl(F_OFD_SETLK)`).
+//! Linux keeps those apart from `flock(2)` locks, which `flock(1)` takes:
+//! `flock name.lock cmd` and a leader of this crate do not exclude each
+//! other. Use this crate (or `elect run`) on every side of an election.
+//!
+//! # Errors: permanent or transient
+//!
+//! A full disk or quota ([`Error::NoSpace`]) and other I/O errors
+//! ([`Error::Io`]) are transient: a waiting campaign retries them (a
+//! temporary record left by a failed write is removed first). A file that
+//! cannot be used whatever the retries ([`Error::Unusable`]: a directory
+//! where a file belongs, a write past the process's file size limit) ends
+//! the campaign as a configuration error.
+//!
 //! ```
 //! use election_file::FileElection;
 //!
@@ -37,6 +53,7 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
+mod changes;
 mod claimfile;
 mod election;
 mod error;
@@ -46,6 +63,7 @@ mod record;
 mod repair;
 mod waiter;
 
+pub use changes::Changes;
 pub use election::{
     DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions,
 };

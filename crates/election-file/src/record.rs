@@ -129,13 +129,26 @@ impl Record {
     }
 
     /// Writes the record durably: temp file, fsync, rename, fsync of `dir`.
+    ///
+    /// If a step before the rename fails (a full disk, say), the temporary
+    /// file is removed, so no failure leaves one behind; the record itself
+    /// is untouched.
     pub(crate) fn write_durably(&self, dir: &Path, path: &Path, tmp: &Path) -> Result<(), Error> {
-        let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
-        f.write_all(self.to_text().as_bytes())
-            .map_err(|e| Error::io("write", tmp, e))?;
-        f.sync_all().map_err(|e| Error::io("fsync", tmp, e))?;
-        drop(f);
-        std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))?;
+        let written = (|| {
+            let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
+            f.write_all(self.to_text().as_bytes())
+                .map_err(|e| Error::io("write", tmp, e))?;
+            f.sync_all().map_err(|e| Error::io("fsync", tmp, e))?;
+            drop(f);
+            std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))
+        })();
+        if let Err(e) = written {
+            // Only a file: a directory at `tmp` is the operator's to move.
+            if std::fs::symlink_metadata(tmp).is_ok_and(|m| !m.is_dir()) {
+                let _ = std::fs::remove_file(tmp);
+            }
+            return Err(e);
+        }
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io("fsync", dir, e))
@@ -207,6 +220,22 @@ mod tests {
             Record::read(&path),
             Err(Error::CorruptEpoch { .. })
         ));
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, tmp) = (dir.path().join("e.epoch"), dir.path().join("e.tmp"));
+        // /dev/full: every write fails with ENOSPC, as on a full disk.
+        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        let e = rec(3).write_durably(dir.path(), &path, &tmp).unwrap_err();
+        assert!(matches!(e, Error::NoSpace { .. }), "{e:?}");
+        assert!(std::fs::symlink_metadata(&tmp).is_err(), "temp file left");
+        assert_eq!(Record::read(&path).unwrap(), None);
+        // The record path is a directory: refused as unusable, not retried.
+        std::fs::create_dir(&path).unwrap();
+        let e = Record::read(&path).unwrap_err();
+        assert!(matches!(e, Error::Unusable { .. }), "{e:?}");
     }
 
     proptest! {

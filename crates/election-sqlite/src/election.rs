@@ -167,6 +167,101 @@ impl SqliteElection {
         }
     }
 
+    /// Opens the database at `path` only to read who leads (for tools like
+    /// `elect leader` and `elect observe`): creates nothing, neither the
+    /// file nor the election tables, and never writes. `Ok(None)` if the
+    /// file has no election tables (no election has run in it).
+    ///
+    /// A candidate from the result never wins: its writes fail with
+    /// [`Error::ReadOnly`]. Use [`open`](SqliteElection::open) to campaign.
+    ///
+    /// Cancel safety: cancel safe; nothing is held if dropped.
+    ///
+    /// Failure model: a missing file, a directory or a missing parent
+    /// directory is [`Error::NotAFile`]; a file that is not an election
+    /// database [`Error::Unusable`]; a schema from a newer version
+    /// [`Error::SchemaTooNew`]; a busy database [`Error::Busy`].
+    ///
+    /// ```
+    /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// let missing = tmp.path().join("typo.db");
+    /// let err = SqliteElection::open_read_only(&missing, SqliteOptions::default()).await.unwrap_err();
+    /// assert!(matches!(err, Error::NotAFile { .. }));
+    /// assert!(!missing.exists());
+    /// # }
+    /// ```
+    pub async fn open_read_only(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<Option<Self>, Error> {
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Err(Error::NotAFile {
+                path: path.to_owned(),
+                source: None,
+            });
+        }
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .create_if_missing(false)
+            .busy_timeout(options.busy_timeout());
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(options.busy_timeout() * 4)
+            .connect_with(connect)
+            .await
+            .map_err(|e| match Error::from(e) {
+                Error::NotAFile { source, .. } => Error::NotAFile {
+                    path: path.to_owned(),
+                    source,
+                },
+                other => other,
+            })?;
+        let version: Option<i64> = match sqlx::query_scalar(
+            "SELECT value FROM election_meta WHERE key = 'schema_version'",
+        )
+        .fetch_optional(&pool)
+        .await
+        {
+            Ok(v) => v,
+            // No election_meta table: no election has run here. Any other
+            // failure (not a database, damaged) is the error it is.
+            Err(e) => {
+                let tables: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM sqlite_schema WHERE name = 'election_meta'",
+                )
+                .fetch_one(&pool)
+                .await?;
+                if tables == 0 {
+                    return Ok(None);
+                }
+                return Err(e.into());
+            }
+        };
+        match version {
+            None => return Ok(None),
+            Some(v) if v > schema::SCHEMA_VERSION => {
+                return Err(Error::SchemaTooNew {
+                    found: v,
+                    supported: schema::SCHEMA_VERSION,
+                });
+            }
+            Some(_) => {}
+        }
+        Ok(Some(SqliteElection {
+            inner: Arc::new(Inner {
+                pool,
+                options,
+                clock: Arc::new(SystemClock),
+                db_file: None,
+            }),
+        }))
+    }
+
     /// Uses the application's own pool (its connections should use WAL and
     /// `synchronous = FULL` as [`open`](SqliteElection::open) sets them, and a
     /// busy timeout). Creates or migrates the election tables.

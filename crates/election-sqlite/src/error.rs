@@ -7,7 +7,7 @@ use election_core::{ConfigError, ElectionName};
 
 /// What can go wrong with the SQLite backend, grouped by what the caller
 /// should do: fix the configuration (`Config`, `ReadOnly`, `SchemaTooNew`,
-/// `NotAFile`, `FileReplaced`; `Config` also carries
+/// `NotAFile`, `FileReplaced`, `Unusable`; `Config` also carries
 /// [`ConfigError::EpochExhausted`] when a name has used every epoch up to
 /// [`Epoch::MAX`](election_core::Epoch::MAX)), repair the stored state (`CorruptRow`), retry later
 /// (`Busy`, `Database`, `Io`), or treat the claim as not held
@@ -70,7 +70,17 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
-    /// Another database error; retrying may help.
+    /// The file is not a usable election database, and retrying will not
+    /// change that: not a SQLite file (`SQLITE_NOTADB`), a damaged one
+    /// (`SQLITE_CORRUPT`), election tables of another shape or another SQL
+    /// error in this crate's fixed statements (`SQLITE_ERROR`,
+    /// `SQLITE_CONSTRAINT`, `SQLITE_MISMATCH`), or access SQLite refuses
+    /// (`SQLITE_PERM`, `SQLITE_AUTH`). Point the backend at another file, or
+    /// restore this one from a backup.
+    #[error("the database file is not a usable election database")]
+    Unusable(#[source] sqlx::Error),
+    /// Another database error (a full disk, an I/O error, ...); retrying
+    /// may help.
     #[error("database error")]
     Database(#[source] sqlx::Error),
     /// A statement did not finish within its bound; it may or may not have
@@ -90,7 +100,19 @@ pub enum Error {
 const SQLITE_BUSY: i64 = 5;
 const SQLITE_LOCKED: i64 = 6;
 const SQLITE_READONLY: i64 = 8;
+const SQLITE_FULL: i64 = 13;
 const SQLITE_CANTOPEN: i64 = 14;
+/// Codes of a file or schema that retrying cannot fix.
+const UNUSABLE: &[i64] = &[
+    1,  // SQLITE_ERROR: SQL error, e.g. no such column
+    3,  // SQLITE_PERM
+    11, // SQLITE_CORRUPT
+    19, // SQLITE_CONSTRAINT: a table of another shape
+    20, // SQLITE_MISMATCH
+    23, // SQLITE_AUTH
+    24, // SQLITE_FORMAT
+    26, // SQLITE_NOTADB
+];
 
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
@@ -110,6 +132,7 @@ impl From<sqlx::Error> for Error {
                 path: PathBuf::new(),
                 source: Some(e),
             },
+            Some(c) if UNUSABLE.contains(&c) => Error::Unusable(e),
             _ => Error::Database(e),
         }
     }
@@ -123,6 +146,7 @@ impl Error {
             e @ (Error::ReadOnly(_)
             | Error::SchemaTooNew { .. }
             | Error::NotAFile { .. }
+            | Error::Unusable(_)
             | Error::FileReplaced { .. }) => election_core::Error::Config(ConfigError::Location {
                 reason: e.to_string(),
                 source: Some(Arc::new(e)),
@@ -130,6 +154,18 @@ impl Error {
             e @ Error::CorruptRow { .. } => election_core::Error::corrupt(name, e),
             e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
             e => election_core::Error::unavailable(name, e),
+        }
+    }
+
+    /// True for a database whose disk is full (`SQLITE_FULL`): transient,
+    /// as retrying helps once space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(d)) => d
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| c & 0xff == SQLITE_FULL),
+            _ => false,
         }
     }
 

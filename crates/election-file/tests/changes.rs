@@ -1,0 +1,99 @@
+//! `FileElection::changes`: a reader wakes when a term begins and when it
+//! ends (resign, drop, a killed holder), without polling; `last_term`
+//! names a term that ended before the reader looked.
+
+use std::time::Duration;
+
+use election_core::Claim;
+use election_file::FileElection;
+
+/// Far longer than any wake-up; the test fails instead of hanging.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn woken(changes: &mut election_file::Changes, what: &str) {
+    tokio::time::timeout(PATIENCE, changes.changed())
+        .await
+        .unwrap_or_else(|_| panic!("no wake-up for {what}"))
+        .expect("changed");
+}
+
+#[tokio::test]
+async fn a_reader_wakes_when_a_term_begins_and_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let election = FileElection::new(tmp.path()).unwrap();
+    let reader = election.claim("jobs", "observer").unwrap();
+    let mut changes = election.changes("jobs").unwrap();
+    assert_eq!(election.last_term("jobs").unwrap(), None);
+
+    // Resign.
+    let term = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    woken(&mut changes, "a term's start").await;
+    assert_eq!(
+        reader.leader().await.unwrap().map(|l| l.epoch),
+        Some(term.epoch())
+    );
+    let epoch = term.epoch();
+    term.resign().await.unwrap();
+    // Wake-ups may be spurious: wait until the reader sees the end.
+    while reader.leader().await.unwrap().is_some() {
+        woken(&mut changes, "a resign").await;
+    }
+
+    // Drop.
+    let term = election
+        .candidate("jobs", "b")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    assert!(term.epoch() > epoch);
+    while reader.leader().await.unwrap().is_none() {
+        woken(&mut changes, "the second term's start").await;
+    }
+    drop(term);
+    while reader.leader().await.unwrap().is_some() {
+        woken(&mut changes, "a dropped term").await;
+    }
+    // A term that began and ended unseen is named by the record.
+    let last = election.last_term("jobs").unwrap().expect("a last term");
+    assert_eq!(last.identity.as_str(), "b");
+    assert!(last.epoch > epoch);
+}
+
+/// A holder killed with SIGKILL: the kernel closes its claim file, which
+/// wakes the reader.
+#[tokio::test]
+async fn a_reader_wakes_when_the_holder_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let election = FileElection::new(tmp.path()).unwrap();
+    let reader = election.claim("jobs", "observer").unwrap();
+    let mut changes = election.changes("jobs").unwrap();
+    let bin = env!("CARGO_BIN_EXE_election-file-candidate");
+    let mut child = tokio::process::Command::new(bin)
+        .args([
+            "--dir",
+            &tmp.path().display().to_string(),
+            "--name",
+            "jobs",
+            "--identity",
+            "k",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("candidate");
+    while reader.leader().await.unwrap().is_none() {
+        woken(&mut changes, "the child's term").await;
+    }
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("wait");
+    while reader.leader().await.unwrap().is_some() {
+        woken(&mut changes, "the holder's death").await;
+    }
+}
