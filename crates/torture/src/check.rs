@@ -4,7 +4,7 @@
 //! [`RunHistory::load`] reads a run directory (every
 //! `candidate-<writer>.history` and `faults.history`); the caller reads
 //! the resource's records ([`crate::resource::read_records`]); [`check`]
-//! proves the five properties, or reports a [`Violation`] for each breach:
+//! proves the seven properties, or reports a [`Violation`] for each breach:
 //!
 //! 1. **Terms**: all `elected` events, in `mono_ns` order, have strictly
 //!    increasing epochs (no epoch twice, never a lower one).
@@ -18,6 +18,16 @@
 //! 5. **Liveness**: after the last `heal`, a leader exists within the
 //!    caller's bound: a term alive at the heal, or an `elected` at most
 //!    `bound` after it.
+//! 6. **One actor**: no writer begins a write of a term (its `write` line,
+//!    stamped before its last check of the lease) after a later term was
+//!    elected; and no write of a term the writer gave up (`resigned`, which
+//!    includes a dropped `lead()`) is still running when a later term is
+//!    elected (its answer comes after that `elected`). A write already
+//!    running when its term was *lost* may finish late: that is what the
+//!    fence is for (checks 2-3).
+//! 7. **Unguarded writes**: a write made with an `election_core::unguarded`
+//!    token (`unguarded` line) never lands after a term's write: its token
+//!    must be lower than every term's.
 //!
 //! ```
 //! use std::time::Duration;
@@ -205,6 +215,43 @@ pub enum Violation {
         /// The second copy.
         again: Placed,
     },
+    /// Check 6: a writer began a write of its term after a later term was
+    /// elected: it acted while deposed.
+    DeposedWrite {
+        /// The writer.
+        writer: String,
+        /// The write's seq.
+        seq: u64,
+        /// Its term.
+        epoch: u64,
+        /// When it began (its `write` line).
+        began_ns: u64,
+        /// The first later term elected before it.
+        newer: Elected,
+    },
+    /// Check 6: a write of a term its writer had given up (`resigned`)
+    /// was still running when a later term was elected.
+    WorkOutlivedTerm {
+        /// The writer.
+        writer: String,
+        /// The write's seq.
+        seq: u64,
+        /// Its term.
+        epoch: u64,
+        /// When the writer gave the term up.
+        resigned_ns: u64,
+        /// When the write's answer came.
+        answered_ns: u64,
+        /// The later term elected before the answer.
+        newer: Elected,
+    },
+    /// Check 7: an unguarded write landed after a term's write.
+    UnguardedWriteAccepted {
+        /// The first record of a term before it.
+        guarded: Placed,
+        /// The unguarded record.
+        unguarded: Placed,
+    },
     /// Check 5: no leader within the bound after the last heal.
     NoLeaderAfterHeal {
         /// When the last fault healed.
@@ -217,9 +264,11 @@ pub enum Violation {
 }
 
 impl Violation {
-    /// Which of the five checks this breaches (2 for checks 2 and 3).
+    /// Which of the checks this breaches (2 for checks 2 and 3).
     pub fn check(&self) -> u8 {
         match self {
+            Violation::DeposedWrite { .. } | Violation::WorkOutlivedTerm { .. } => 6,
+            Violation::UnguardedWriteAccepted { .. } => 7,
             Violation::TermsOutOfOrder { .. } => 1,
             Violation::StaleWriteAccepted { .. } => 2,
             Violation::AckedWriteMissing { .. }
@@ -263,6 +312,31 @@ impl fmt::Display for Violation {
             Violation::DuplicateRecord { first, again } => write!(
                 f,
                 "check 4 (records): {again} repeats {first}: one attempt landed twice"
+            ),
+            Violation::DeposedWrite {
+                writer,
+                seq,
+                epoch,
+                began_ns,
+                newer,
+            } => write!(
+                f,
+                "check 6 (one actor): {writer} began seq {seq} in term {epoch} at {began_ns}, after {newer}: a deposed leader acted"
+            ),
+            Violation::WorkOutlivedTerm {
+                writer,
+                seq,
+                epoch,
+                resigned_ns,
+                answered_ns,
+                newer,
+            } => write!(
+                f,
+                "check 6 (one actor): {writer} gave term {epoch} up at {resigned_ns}, but its write seq {seq} ran until {answered_ns}, after {newer}: the term's work outlived it"
+            ),
+            Violation::UnguardedWriteAccepted { guarded, unguarded } => write!(
+                f,
+                "check 7 (unguarded): {unguarded}, an unguarded write, was accepted after {guarded}"
             ),
             Violation::NoLeaderAfterHeal {
                 heal_ns,
@@ -470,14 +544,17 @@ pub fn check_dir(
     Ok(check(&RunHistory::load(dir)?, records, options))
 }
 
-/// Runs the five checks over `run` and the resource's `records` (in
+/// Runs the checks over `run` and the resource's `records` (in
 /// resource order).
 pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Report {
     let mut violations = Vec::new();
     let elected = elected_events(run);
     check_terms(&elected, &mut violations);
-    check_fence(records, &mut violations);
+    let unguarded = unguarded_attempts(run);
+    check_fence(records, &unguarded, &mut violations);
     check_records(run, records, &mut violations);
+    check_one_actor(run, &elected, &mut violations);
+    check_unguarded(records, &unguarded, &mut violations);
     let spans = term_spans(run);
     let last_heal_ns = run
         .faults
@@ -531,7 +608,7 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
         let mut attempted = 0;
         for line in lines {
             match &line.event {
-                CandidateEvent::Write { .. } => attempted += 1,
+                CandidateEvent::Write { .. } | CandidateEvent::Unguarded { .. } => attempted += 1,
                 CandidateEvent::Ok { seq, .. } => {
                     report.writes_ok += 1;
                     answered.insert(*seq);
@@ -586,10 +663,17 @@ fn check_terms(elected: &[Elected], violations: &mut Vec<Violation>) {
     }
 }
 
-/// Checks 2 and 3.
-fn check_fence(records: &[Record], violations: &mut Vec<Violation>) {
+/// Checks 2 and 3 (unguarded records are check 7's).
+fn check_fence(
+    records: &[Record],
+    unguarded: &HashSet<(&str, u64)>,
+    violations: &mut Vec<Violation>,
+) {
     let mut newest: Option<Placed> = None;
     for (i, record) in records.iter().enumerate() {
+        if unguarded.contains(&(record.writer.as_str(), record.seq)) {
+            continue;
+        }
         let placed = Placed {
             index: i + 1,
             record: record.clone(),
@@ -603,6 +687,101 @@ fn check_fence(records: &[Record], violations: &mut Vec<Violation>) {
             }
             Some(n) if record.epoch == n.record.epoch => {}
             _ => newest = Some(placed),
+        }
+    }
+}
+
+/// The (writer, seq) of every unguarded attempt.
+fn unguarded_attempts(run: &RunHistory) -> HashSet<(&str, u64)> {
+    run.candidates
+        .iter()
+        .flat_map(|(writer, lines)| {
+            lines.iter().filter_map(move |l| match l.event {
+                CandidateEvent::Unguarded { seq, .. } => Some((writer.as_str(), seq)),
+                _ => None,
+            })
+        })
+        .collect()
+}
+
+/// Check 7.
+fn check_unguarded(
+    records: &[Record],
+    unguarded: &HashSet<(&str, u64)>,
+    violations: &mut Vec<Violation>,
+) {
+    let mut first_guarded: Option<Placed> = None;
+    for (i, record) in records.iter().enumerate() {
+        let placed = Placed {
+            index: i + 1,
+            record: record.clone(),
+        };
+        if !unguarded.contains(&(record.writer.as_str(), record.seq)) {
+            first_guarded.get_or_insert(placed);
+        } else if let Some(guarded) = &first_guarded {
+            violations.push(Violation::UnguardedWriteAccepted {
+                guarded: guarded.clone(),
+                unguarded: placed,
+            });
+        }
+    }
+}
+
+/// Check 6.
+fn check_one_actor(run: &RunHistory, elected: &[Elected], violations: &mut Vec<Violation>) {
+    // The first term above `epoch` elected before `t`, if any.
+    let newer_before = |epoch: u64, t: u64| {
+        elected
+            .iter()
+            .take_while(|e| e.mono_ns < t)
+            .find(|e| e.epoch > epoch)
+    };
+    for (writer, lines) in &run.candidates {
+        // seq -> (epoch, began) of writes not answered yet.
+        let mut running: HashMap<u64, (u64, u64)> = HashMap::new();
+        // The term this writer gave up, and when.
+        let mut resigned: HashMap<u64, u64> = HashMap::new();
+        for line in lines {
+            match &line.event {
+                CandidateEvent::Write { seq, epoch } => {
+                    running.insert(*seq, (*epoch, line.mono_ns));
+                    if let Some(newer) = newer_before(*epoch, line.mono_ns) {
+                        violations.push(Violation::DeposedWrite {
+                            writer: writer.clone(),
+                            seq: *seq,
+                            epoch: *epoch,
+                            began_ns: line.mono_ns,
+                            newer: newer.clone(),
+                        });
+                    }
+                }
+                CandidateEvent::Resigned { epoch } => {
+                    resigned.entry(*epoch).or_insert(line.mono_ns);
+                }
+                CandidateEvent::Ok { seq, .. }
+                | CandidateEvent::Stale { seq, .. }
+                | CandidateEvent::Error { seq, .. } => {
+                    let Some((epoch, _)) = running.remove(seq) else {
+                        continue;
+                    };
+                    let Some(&resigned_ns) = resigned.get(&epoch) else {
+                        continue;
+                    };
+                    if let Some(newer) = newer_before(epoch, line.mono_ns)
+                        && newer.mono_ns > resigned_ns
+                    {
+                        violations.push(Violation::WorkOutlivedTerm {
+                            writer: writer.clone(),
+                            seq: *seq,
+                            epoch,
+                            resigned_ns,
+                            answered_ns: line.mono_ns,
+                            newer: newer.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
         }
     }
 }
@@ -624,7 +803,7 @@ fn check_records(run: &RunHistory, records: &[Record], violations: &mut Vec<Viol
     for (writer, lines) in &run.candidates {
         for line in lines {
             let (seq, answer) = match &line.event {
-                CandidateEvent::Write { seq, epoch } => {
+                CandidateEvent::Write { seq, epoch } | CandidateEvent::Unguarded { seq, epoch } => {
                     attempts.insert((writer, *seq), (*epoch, Answer::Pending));
                     continue;
                 }

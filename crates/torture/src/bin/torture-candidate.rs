@@ -22,8 +22,15 @@
 //!
 //! Stdin: `resign` (resign the current term if any, then campaign again),
 //! `clock <seconds>` (SQLite: shift the injected wall clock by that many
-//! seconds, either sign), `exit` or end of input (resign if leading, exit
-//! 0).
+//! seconds, either sign), `cancel` (if leading: hand the term to
+//! `Term::lead` with a task that writes through a slow synchronous section,
+//! and drop the `lead()` future the moment a write begins; record
+//! `resigned`, campaign again), `unguarded` (make one write with a token
+//! from `election_core::unguarded`, history `unguarded`), `exit` or end of
+//! input (resign if leading, exit 0).
+//!
+//! A `write` line is stamped before the writer's last check of its lease
+//! (so the checker sees when it last believed it led).
 //!
 //! Errors: `error <message>` on stderr; exit code 64 for bad usage, 2 for
 //! anything else. Transient backend failures (an unreachable server) are
@@ -34,20 +41,20 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use election_core::{Candidate, Claim, ConfigError, Term};
+use election_core::{Candidate, Claim, ConfigError, LeadOptions, Term, TermLease};
 use election_file::FileElection;
 use election_nats::{NatsElection, NatsOptions};
 use election_sqlite::{Clock, SqliteElection, SqliteOptions, SystemClock};
 use fencing::Token;
-use tokio::sync::mpsc;
-use torture::history::{CandidateEvent, HistoryWriter};
+use tokio::sync::{Notify, mpsc};
+use torture::history::{CandidateEvent, HistoryWriter, mono_ns};
 use torture::resource::{Mode, Outcome, Resource, ResourceError, ResourceSpec};
 
 /// The election every candidate campaigns in.
-const ELECTION: &str = "torture";
+use torture::orchestrate::ELECTION;
 /// Exit code for bad usage.
 const USAGE: u8 = 64;
 
@@ -261,6 +268,8 @@ impl Clock for ShiftedClock {
 enum Command {
     Resign,
     Clock(i64),
+    Cancel,
+    Unguarded,
     /// `exit` or the end of input.
     Exit,
     Unknown(String),
@@ -273,6 +282,8 @@ fn command(line: Option<String>) -> Command {
     let mut words = line.split_whitespace();
     match (words.next(), words.next(), words.next()) {
         (Some("resign"), None, _) => Command::Resign,
+        (Some("cancel"), None, _) => Command::Cancel,
+        (Some("unguarded"), None, _) => Command::Unguarded,
         (Some("exit"), None, _) => Command::Exit,
         (Some("clock"), Some(secs), None) => match secs.parse() {
             Ok(s) => Command::Clock(s),
@@ -303,27 +314,126 @@ enum Next {
     Exit,
 }
 
-struct Ctx {
+/// What a write needs: shared by the candidate's loop and the tasks of a
+/// `lead()` term.
+#[derive(Clone)]
+struct Writes {
     writer: String,
-    history: HistoryWriter,
+    history: Arc<HistoryWriter>,
     resource: Resource,
+    seq: Arc<AtomicU64>,
+}
+
+/// How the outcome of a write is recorded.
+fn outcome_event(seq: u64, epoch: u64, outcome: Outcome) -> CandidateEvent {
+    match outcome {
+        Outcome::Ok => CandidateEvent::Ok { seq, epoch },
+        Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
+        Outcome::Unknown(e) => CandidateEvent::Error {
+            seq,
+            epoch,
+            text: chain(&e),
+        },
+    }
+}
+
+impl Writes {
+    /// Records `event` (stamped `at` if given); returns its `mono_ns`.
+    fn record_at(&self, at: Option<u64>, event: &CandidateEvent) -> Result<u64, CandidateError> {
+        self.history
+            .record_at(at, event)
+            .map_err(|source| CandidateError::History {
+                path: self.history.path().to_owned(),
+                source,
+            })
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// One write: `write` (stamped `checked`, when the lease was last
+    /// checked), then its outcome.
+    async fn write(&self, token: Token, checked: u64) -> Result<(), CandidateError> {
+        let (seq, epoch) = (self.next_seq(), token.epoch().get());
+        self.record_at(Some(checked), &CandidateEvent::Write { seq, epoch })?;
+        let outcome = self.resource.write(&self.writer, seq, token).await;
+        self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+        Ok(())
+    }
+
+    /// One write with a token from `election_core::unguarded`.
+    async fn unguarded(&self) -> Result<(), CandidateError> {
+        election_core::unguarded(
+            ELECTION,
+            "torture: an unguarded write mixed with guarded ones",
+            async |write_token| {
+                let token = Token::from(&write_token);
+                let (seq, epoch) = (self.next_seq(), token.epoch().get());
+                self.record_at(None, &CandidateEvent::Unguarded { seq, epoch })?;
+                let outcome = self.resource.write(&self.writer, seq, token).await;
+                self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+                Ok(())
+            },
+        )
+        .await?
+    }
+
+    /// The task of a `lead()` term under `cancel`: every `every`, issues a
+    /// token from the lease (stops once that fails) and writes through a
+    /// synchronous section of `hold` (a blocking client: an abort cannot
+    /// stop it). `began` is told when the first write has begun.
+    async fn slow_writes(
+        self,
+        lease: TermLease,
+        every: Duration,
+        hold: Duration,
+        began: Arc<Notify>,
+    ) {
+        loop {
+            let checked = mono_ns();
+            let Ok(token) = Token::issue(&lease) else {
+                return;
+            };
+            let (seq, epoch) = (self.next_seq(), token.epoch().get());
+            if self
+                .record_at(Some(checked), &CandidateEvent::Write { seq, epoch })
+                .is_err()
+            {
+                return;
+            }
+            began.notify_one();
+            let handle = tokio::runtime::Handle::current();
+            let outcome = tokio::task::block_in_place(|| {
+                std::thread::sleep(hold);
+                handle.block_on(self.resource.write(&self.writer, seq, token))
+            });
+            if self
+                .record_at(None, &outcome_event(seq, epoch, outcome))
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+}
+
+struct Ctx {
+    writes: Writes,
     mode: Mode,
     poll: Duration,
     write_every: Duration,
+    /// The synchronous section of a write under `cancel`.
+    hold: Duration,
     clock: Arc<ShiftedClock>,
     stdin: mpsc::UnboundedReceiver<String>,
-    seq: u64,
 }
 
 impl Ctx {
     /// Records `event` in the history; returns its `mono_ns`.
     fn record(&self, event: &CandidateEvent) -> Result<u64, CandidateError> {
-        self.history
-            .record(event)
-            .map_err(|source| CandidateError::History {
-                path: self.history.path().to_owned(),
-                source,
-            })
+        self.writes.record_at(None, event)
     }
 
     /// Records `event` and says it on stdout with its `mono_ns`.
@@ -341,46 +451,60 @@ impl Ctx {
     }
 
     /// Handles a command that needs no term; true for `exit`.
-    fn idle_command(&self, cmd: Command) -> bool {
+    async fn idle_command(&self, cmd: Command) -> Result<bool, CandidateError> {
         match cmd {
-            Command::Exit => return true,
+            Command::Exit => return Ok(true),
             Command::Clock(s) => self.clock.shift(s),
-            Command::Resign => {} // no term to resign
+            Command::Unguarded => self.writes.unguarded().await?,
+            Command::Resign | Command::Cancel => {} // no term
             Command::Unknown(line) => note(&format!("unknown command {line:?}")),
         }
-        false
+        Ok(false)
     }
 
     /// Waits `d` while answering stdin; true if told to exit.
-    async fn pause(&mut self, d: Duration) -> bool {
+    async fn pause(&mut self, d: Duration) -> Result<bool, CandidateError> {
         let sleep = tokio::time::sleep(d);
         tokio::pin!(sleep);
         loop {
             tokio::select! {
-                _ = &mut sleep => return false,
-                line = self.stdin.recv() => if self.idle_command(command(line)) {
-                    return true;
+                _ = &mut sleep => return Ok(false),
+                line = self.stdin.recv() => if self.idle_command(command(line)).await? {
+                    return Ok(true);
                 },
             }
         }
     }
 
-    /// One write: `write`, then its outcome.
-    async fn write(&mut self, token: Token) -> Result<(), CandidateError> {
-        self.seq += 1;
-        let (seq, epoch) = (self.seq, token.epoch().get());
-        self.record(&CandidateEvent::Write { seq, epoch })?;
-        let outcome = self.resource.write(&self.writer, seq, token).await;
-        self.record(&match outcome {
-            Outcome::Ok => CandidateEvent::Ok { seq, epoch },
-            Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
-            Outcome::Unknown(e) => CandidateEvent::Error {
-                seq,
-                epoch,
-                text: chain(&e),
-            },
-        })?;
-        Ok(())
+    /// `cancel`: leads `term` through `Term::lead` with a task of slow
+    /// writes, and drops the `lead()` future the moment the first write
+    /// has begun (the task is then inside its synchronous section).
+    async fn cancel<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+        let epoch = term.epoch().get();
+        let began = Arc::new(Notify::new());
+        let (writes, every, hold) = (self.writes.clone(), self.write_every, self.hold);
+        let task_began = began.clone();
+        let lead = term.lead(LeadOptions::default(), move |leadership| async move {
+            let lease = leadership.lease().clone();
+            leadership.spawn(writes.slow_writes(lease, every, hold, task_began));
+            std::future::pending::<()>().await
+        });
+        tokio::select! {
+            ended = lead => {
+                // Ended before a write began: the term was lost.
+                let text = match ended {
+                    Err(election_core::Error::Lost(lost)) => chain(&lost),
+                    Err(e) => format!("lead failed: {}", chain(&e)),
+                    Ok(()) => "lead returned".to_owned(),
+                };
+                self.announce(CandidateEvent::Lost { epoch, text })?;
+            }
+            () = began.notified() => {
+                // The `lead()` future is dropped here, mid-write.
+                self.announce(CandidateEvent::Resigned { epoch })?;
+            }
+        }
+        Ok(Next::Campaign)
     }
 
     /// Resigns `term`; records how it ended.
@@ -413,7 +537,7 @@ impl Ctx {
             let outcome = loop {
                 tokio::select! {
                     outcome = &mut campaign => break outcome,
-                    line = self.stdin.recv() => if self.idle_command(command(line)) {
+                    line = self.stdin.recv() => if self.idle_command(command(line)).await? {
                         return Ok(None);
                     },
                 }
@@ -422,7 +546,7 @@ impl Ctx {
                 Ok(term) => return Ok(Some(term)),
                 Err(e) if !e.is_permanent() => {
                     note(&format!("campaign failed, retrying: {}", chain(&e)));
-                    if self.pause(self.poll).await {
+                    if self.pause(self.poll).await? {
                         return Ok(None);
                     }
                 }
@@ -466,17 +590,22 @@ impl Ctx {
                         }
                         return Ok(Next::Exit);
                     }
+                    Command::Cancel if !lost && self.mode == Mode::Safe => {
+                        return self.cancel(term).await;
+                    }
                     other => {
-                        self.idle_command(other);
+                        self.idle_command(other).await?;
                     }
                 },
                 _ = ticks.tick() => {
                     // Safe: not one write once the term's validity ran out
-                    // (the loss is reported on the next turn).
+                    // (the loss is reported on the next turn). The write is
+                    // stamped before this check.
+                    let checked = mono_ns();
                     if self.mode == Mode::Safe && term.is_lost() {
                         continue;
                     }
-                    self.write(token).await?;
+                    self.writes.write(token, checked).await?;
                 }
             }
         }
@@ -541,15 +670,20 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             source,
         })?;
     let mut ctx = Ctx {
-        writer: args.writer.clone(),
-        history,
-        resource: Resource::open(&args.resource, args.mode).await?,
+        writes: Writes {
+            writer: args.writer.clone(),
+            history: Arc::new(history),
+            resource: Resource::open(&args.resource, args.mode).await?,
+            seq: Arc::new(AtomicU64::new(0)),
+        },
         mode: args.mode,
         poll: args.poll,
         write_every: args.write_every,
+        // A synchronous section long enough for the next term to begin
+        // while it runs (on today's code), short against the TTL.
+        hold: args.ttl.map_or(Duration::from_millis(400), |ttl| ttl / 4),
         clock: Arc::new(ShiftedClock::default()),
         stdin: stdin_lines(),
-        seq: 0,
     };
     ctx.record(&CandidateEvent::Start {
         pid: std::process::id(),
@@ -588,7 +722,7 @@ async fn run(args: Args) -> Result<(), CandidateError> {
                     Ok(election) => break election,
                     Err(e) if nats_transient(&e) => {
                         note(&format!("cannot connect yet, retrying: {}", chain(&e)));
-                        if ctx.pause(args.poll.max(Duration::from_millis(100))).await {
+                        if ctx.pause(args.poll.max(Duration::from_millis(100))).await? {
                             return Ok(());
                         }
                     }

@@ -25,7 +25,8 @@ const USAGE: &str = "\
 usage:
   torture run --backend file|sqlite|nats|nats-cluster [--seed N] [--duration 60s]
       [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
-      [--faults kill,stop,resign,server,node,meta,blackhole,drop,clock]
+      [--faults kill,stop,resign,cancel,unguarded,clock,rowdel,server,blackhole,drop,
+                recreate,maxage,rollback,node,meta]
       [--out DIR] [--unsafe] [--candidate-bin PATH]
   torture check DIR --resource file:DIR|sqlite:PATH --bound-ms N
 
@@ -112,6 +113,9 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     let faults = faults.unwrap_or_else(|| backend.faults());
     if faults.is_empty() {
         return Err("--faults is empty".into());
+    }
+    if let Some(f) = faults.iter().find(|f| !backend.allows(**f)) {
+        return Err(format!("fault {f} does not apply to the {backend} backend"));
     }
     let seed = seed.unwrap_or_else(|| {
         SystemTime::now()

@@ -3,6 +3,7 @@
 //! every fault healed, and hands the run directory to the checker.
 
 mod candidates;
+mod faults;
 pub mod proxy;
 
 use std::fmt;
@@ -15,6 +16,9 @@ use self::candidates::Candidates;
 use self::proxy::{Mode, Proxy};
 use crate::history::{FaultEvent, HistoryWriter};
 use crate::rng::Rng;
+
+/// The election every candidate campaigns in (`torture-candidate`'s).
+pub const ELECTION: &str = "torture";
 
 /// The backend a run tortures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,10 +51,27 @@ impl Backend {
     pub fn faults(self) -> Vec<Fault> {
         use Fault::*;
         match self {
-            Backend::File => vec![Kill, Stop, Resign],
-            Backend::Sqlite => vec![Kill, Stop, Resign, Clock],
-            Backend::Nats => vec![Kill, Stop, Resign, Server, Blackhole, Drop],
-            Backend::NatsCluster => vec![Kill, Stop, Resign, Node, Meta],
+            Backend::File => vec![Kill, Stop, Resign, Cancel, Unguarded],
+            Backend::Sqlite => vec![Kill, Stop, Resign, Clock, Cancel, Unguarded, RowDelete],
+            Backend::Nats => vec![
+                Kill, Stop, Resign, Server, Blackhole, Drop, Cancel, Unguarded, Recreate, MaxAge,
+                Rollback,
+            ],
+            Backend::NatsCluster => vec![
+                Kill, Stop, Resign, Node, Meta, Cancel, Unguarded, Recreate, MaxAge,
+            ],
+        }
+    }
+
+    /// Whether `fault` can be injected on this backend.
+    pub fn allows(self, fault: Fault) -> bool {
+        use Fault::*;
+        match fault {
+            Kill | Stop | Resign | Cancel | Unguarded => true,
+            Clock | RowDelete => self == Backend::Sqlite,
+            Server | Blackhole | Drop | Rollback => self == Backend::Nats,
+            Node | Meta => self == Backend::NatsCluster,
+            Recreate | MaxAge => matches!(self, Backend::Nats | Backend::NatsCluster),
         }
     }
 }
@@ -148,6 +169,20 @@ pub enum Error {
     /// nats-server could not be started or restarted.
     #[error("nats-server: {0}")]
     Nats(#[from] nats_testkit::Error),
+    /// A fault on the backend's own state (a lease row, a bucket) could not
+    /// be injected or healed.
+    #[error("{what}: {reason}")]
+    Backend {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+}
+
+fn backend_error(what: impl Into<String>) -> impl FnOnce(String) -> Error {
+    let what = what.into();
+    move |reason| Error::Backend { what, reason }
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
@@ -351,6 +386,80 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         proxies[target].drop_connections();
                     }
                     log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+                }
+            }
+            Fault::Cancel => {
+                // The leader's `lead()` is dropped mid-write; the heal waits
+                // out the write's synchronous section (a quarter TTL).
+                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
+                candidates.send(target, "cancel").await;
+                let until = Instant::now() + plan.ttl;
+                while Instant::now() < until {
+                    candidates.next(until - Instant::now()).await;
+                }
+                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+            }
+            Fault::Unguarded => {
+                let slot = rng.below(candidates.len() as u64) as usize;
+                let w = candidates.writer(slot);
+                log(FaultEvent::fault_or_heal(true, fault, &w, ""));
+                candidates.send(slot, "unguarded").await;
+                log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+            }
+            Fault::RowDelete => {
+                if plan.backend == Backend::Sqlite {
+                    log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
+                    faults::delete_lease_row(&out.join("election.db"))
+                        .await
+                        .map_err(backend_error("delete the lease row"))?;
+                    log(FaultEvent::fault_or_heal(false, fault, "lease-row", ""));
+                }
+            }
+            Fault::Recreate | Fault::MaxAge => {
+                let urls = match &servers {
+                    Servers::One(server, _) => server.url(),
+                    Servers::Cluster(cluster) => cluster.urls().join(","),
+                    Servers::None => String::new(),
+                };
+                if !urls.is_empty() {
+                    log(FaultEvent::fault_or_heal(true, fault, "bucket", ""));
+                    if fault == Fault::Recreate {
+                        faults::recreate_bucket(&urls)
+                            .await
+                            .map_err(backend_error("recreate the bucket"))?;
+                    } else {
+                        let config = faults::set_max_age(&urls, plan.ttl / 5)
+                            .await
+                            .map_err(backend_error("shorten the bucket's max age"))?;
+                        tokio::time::sleep(2 * plan.ttl).await;
+                        faults::restore_config(&urls, config)
+                            .await
+                            .map_err(backend_error("restore the bucket's max age"))?;
+                    }
+                    log(FaultEvent::fault_or_heal(false, fault, "bucket", ""));
+                }
+            }
+            Fault::Rollback => {
+                if let Servers::One(server, _) = &mut servers {
+                    log(FaultEvent::fault_or_heal(true, fault, "nats", ""));
+                    let copy = out.join(format!("store-copy-{}", rng.below(u64::MAX)));
+                    let store = server.store_dir();
+                    blocking(|| faults::copy_dir(&store, &copy))
+                        .map_err(io("copy the NATS store"))?;
+                    // A new term in the window about to be lost.
+                    if let Some(leader) = candidates.leader() {
+                        candidates.send(leader, "resign").await;
+                    }
+                    let until = Instant::now() + Duration::from_millis(rng.range_ms(1000, 3000));
+                    while Instant::now() < until {
+                        candidates.next(until - Instant::now()).await;
+                    }
+                    blocking(|| server.kill())?;
+                    blocking(|| faults::replace_dir(&copy, &store))
+                        .map_err(io("restore the NATS store"))?;
+                    blocking(|| server.restart())?;
+                    let _ = std::fs::remove_dir_all(&copy);
+                    log(FaultEvent::fault_or_heal(false, fault, "nats", ""));
                 }
             }
             Fault::Node | Fault::Meta => {
