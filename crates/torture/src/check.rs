@@ -1318,6 +1318,119 @@ mod tests {
     }
 
     #[test]
+    fn check_6_a_write_begun_after_a_later_term_is_found() {
+        let (mut run, records) = clean();
+        // c0.1 began seq 3 (its lease checked) after c1.1's term 2 began.
+        let c0 = run.candidates.get_mut("c0.1").unwrap();
+        c0.insert(7, line(2000, C::Write { seq: 3, epoch: 1 }));
+        c0.insert(
+            8,
+            line(
+                2001,
+                C::Stale {
+                    seq: 3,
+                    epoch: 1,
+                    mark: 2,
+                },
+            ),
+        );
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::DeposedWrite {
+                writer,
+                seq,
+                epoch,
+                began_ns,
+                newer,
+            } => {
+                assert_eq!((writer.as_str(), *seq, *epoch), ("c0.1", 3, 1));
+                assert_eq!(*began_ns, 2000 * MS);
+                assert_eq!((newer.writer.as_str(), newer.epoch), ("c1.1", 2));
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(report.violations[0].check(), 6);
+        // The frozen write of the clean run (begun at 40 ms, answered
+        // after term 2 began, the term then lost) is what the fence is for.
+        assert!(checked(&clean().0, &clean().1).is_safe());
+    }
+
+    #[test]
+    fn check_6_work_running_past_a_given_up_term_is_found() {
+        let mut run = RunHistory::default();
+        run.candidates.insert(
+            "c0.1".into(),
+            vec![
+                line(10, C::Elected { epoch: 2 }),
+                line(20, C::Write { seq: 1, epoch: 2 }),
+                line(30, C::Resigned { epoch: 2 }),
+                line(
+                    400,
+                    C::Stale {
+                        seq: 1,
+                        epoch: 2,
+                        mark: 3,
+                    },
+                ),
+            ],
+        );
+        run.candidates.insert(
+            "c1.1".into(),
+            vec![
+                line(35, C::Elected { epoch: 3 }),
+                line(40, C::Write { seq: 1, epoch: 3 }),
+                line(45, C::Ok { seq: 1, epoch: 3 }),
+            ],
+        );
+        let records = [rec("c1.1", 1, 3)];
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::WorkOutlivedTerm {
+                writer,
+                resigned_ns,
+                answered_ns,
+                newer,
+                ..
+            } => {
+                assert_eq!(writer, "c0.1");
+                assert_eq!((*resigned_ns, *answered_ns), (30 * MS, 400 * MS));
+                assert_eq!(newer.epoch, 3);
+            }
+            other => panic!("{other}"),
+        }
+        // Answered before the next term began: clean.
+        let c1 = run.candidates.get_mut("c1.1").unwrap();
+        for l in c1.iter_mut() {
+            l.mono_ns += 500 * MS;
+        }
+        assert!(checked(&run, &records).is_safe());
+    }
+
+    #[test]
+    fn check_7_an_unguarded_write_after_a_term_s_write_is_found() {
+        let (mut run, mut records) = clean();
+        let c2 = vec![
+            line(5, C::Unguarded { seq: 1, epoch: 1 }),
+            line(6, C::Ok { seq: 1, epoch: 1 }),
+            line(1600, C::Unguarded { seq: 2, epoch: 1 }),
+            line(1601, C::Ok { seq: 2, epoch: 1 }),
+        ];
+        run.candidates.insert("c2.1".into(), c2);
+        // Before any term's write: fine; after one: check 7 (not check 2).
+        records.insert(0, rec("c2.1", 1, 1));
+        records.push(rec("c2.1", 2, 1));
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::UnguardedWriteAccepted { guarded, unguarded } => {
+                assert_eq!(guarded.record, rec("c0.1", 1, 1));
+                assert_eq!((unguarded.index, unguarded.record.seq), (5, 2));
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(report.violations[0].check(), 7);
+    }
+
+    #[test]
     fn a_run_directory_is_loaded() {
         let tmp = tempfile::tempdir().unwrap();
         let w = crate::history::HistoryWriter::create(
