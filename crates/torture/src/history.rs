@@ -398,6 +398,9 @@ pub enum FaultKind {
     /// `maxage`: the NATS bucket recreated with a shorter max age (a
     /// third of the TTL), then recreated as it was.
     MaxAge,
+    /// `fdrop`: a fenced write's future dropped after the write ran (the
+    /// SQLite fence), while a deposed leader's write is frozen mid-way.
+    FenceDrop,
     /// `rollback`: the single NATS server loses the tail of its stream:
     /// killed, its store replaced by a copy taken seconds earlier,
     /// restarted.
@@ -406,7 +409,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -419,6 +422,7 @@ impl FaultKind {
         FaultKind::Cancel,
         FaultKind::Unguarded,
         FaultKind::RowDelete,
+        FaultKind::FenceDrop,
         FaultKind::Recreate,
         FaultKind::MaxAge,
         FaultKind::Rollback,
@@ -439,6 +443,7 @@ impl FaultKind {
             FaultKind::Cancel => "cancel",
             FaultKind::Unguarded => "unguarded",
             FaultKind::RowDelete => "rowdel",
+            FaultKind::FenceDrop => "fdrop",
             FaultKind::Recreate => "recreate",
             FaultKind::MaxAge => "maxage",
             FaultKind::Rollback => "rollback",

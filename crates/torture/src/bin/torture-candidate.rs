@@ -26,8 +26,12 @@
 //! `Term::lead` with a task that writes through a slow synchronous section,
 //! and drop the `lead()` future the moment a write begins; record
 //! `resigned`, campaign again), `unguarded` (make one write with a token
-//! from `election_core::unguarded`, history `unguarded`), `exit` or end of
-//! input (resign if leading, exit 0).
+//! from `election_core::unguarded`, history `unguarded`), `fdrop <ms>` (for
+//! that long, drop each write's future right after the write ran, before
+//! the fence returned: `Resource::write_then_drop`), `stall` (the next
+//! write waits 300 ms between its `write` line and the resource, so a
+//! SIGSTOP then freezes it mid-write), `exit` or end of input (resign if
+//! leading, exit 0).
 //!
 //! A `write` line is stamped before the writer's last check of its lease
 //! (so the checker sees when it last believed it led).
@@ -270,6 +274,8 @@ enum Command {
     Clock(i64),
     Cancel,
     Unguarded,
+    DropWrites(u64),
+    Stall,
     /// `exit` or the end of input.
     Exit,
     Unknown(String),
@@ -284,6 +290,11 @@ fn command(line: Option<String>) -> Command {
         (Some("resign"), None, _) => Command::Resign,
         (Some("cancel"), None, _) => Command::Cancel,
         (Some("unguarded"), None, _) => Command::Unguarded,
+        (Some("stall"), None, _) => Command::Stall,
+        (Some("fdrop"), Some(ms), None) => match ms.parse() {
+            Ok(ms) => Command::DropWrites(ms),
+            Err(_) => Command::Unknown(line),
+        },
         (Some("exit"), None, _) => Command::Exit,
         (Some("clock"), Some(secs), None) => match secs.parse() {
             Ok(s) => Command::Clock(s),
@@ -354,10 +365,21 @@ impl Writes {
 
     /// One write: `write` (stamped `checked`, when the lease was last
     /// checked), then its outcome.
-    async fn write(&self, token: Token, checked: u64) -> Result<(), CandidateError> {
+    async fn write(&self, token: Token, checked: u64, how: How) -> Result<(), CandidateError> {
         let (seq, epoch) = (self.next_seq(), token.epoch().get());
         self.record_at(Some(checked), &CandidateEvent::Write { seq, epoch })?;
-        let outcome = self.resource.write(&self.writer, seq, token).await;
+        let outcome = match how {
+            How::Plain => self.resource.write(&self.writer, seq, token).await,
+            How::Stall(d) => {
+                tokio::time::sleep(d).await;
+                self.resource.write(&self.writer, seq, token).await
+            }
+            How::Drop => {
+                self.resource
+                    .write_then_drop(&self.writer, seq, token)
+                    .await
+            }
+        };
         self.record_at(None, &outcome_event(seq, epoch, outcome))?;
         Ok(())
     }
@@ -419,8 +441,25 @@ impl Writes {
     }
 }
 
+/// How a write of the candidate's own loop goes.
+#[derive(Clone, Copy, Debug)]
+enum How {
+    Plain,
+    /// Waits this long between its `write` line and the resource.
+    Stall(Duration),
+    /// Its future is dropped right after the write ran.
+    Drop,
+}
+
+/// The wait of a `stall`ed write.
+const STALL: Duration = Duration::from_millis(300);
+
 struct Ctx {
     writes: Writes,
+    /// `fdrop`: drop each write's future after it ran, until then.
+    drop_until: Option<tokio::time::Instant>,
+    /// `stall`: the next write stalls.
+    stall: bool,
     mode: Mode,
     poll: Duration,
     write_every: Duration,
@@ -451,10 +490,14 @@ impl Ctx {
     }
 
     /// Handles a command that needs no term; true for `exit`.
-    async fn idle_command(&self, cmd: Command) -> Result<bool, CandidateError> {
+    async fn idle_command(&mut self, cmd: Command) -> Result<bool, CandidateError> {
         match cmd {
             Command::Exit => return Ok(true),
             Command::Clock(s) => self.clock.shift(s),
+            Command::DropWrites(ms) => {
+                self.drop_until = Some(tokio::time::Instant::now() + Duration::from_millis(ms));
+            }
+            Command::Stall => self.stall = true,
             Command::Unguarded => self.writes.unguarded().await?,
             Command::Resign | Command::Cancel => {} // no term
             Command::Unknown(line) => note(&format!("unknown command {line:?}")),
@@ -605,7 +648,17 @@ impl Ctx {
                     if self.mode == Mode::Safe && term.is_lost() {
                         continue;
                     }
-                    self.writes.write(token, checked).await?;
+                    let how = if std::mem::take(&mut self.stall) {
+                        How::Stall(STALL)
+                    } else if self
+                        .drop_until
+                        .is_some_and(|until| tokio::time::Instant::now() < until)
+                    {
+                        How::Drop
+                    } else {
+                        How::Plain
+                    };
+                    self.writes.write(token, checked, how).await?;
                 }
             }
         }
@@ -676,6 +729,8 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             resource: Resource::open(&args.resource, args.mode).await?,
             seq: Arc::new(AtomicU64::new(0)),
         },
+        drop_until: None,
+        stall: false,
         mode: args.mode,
         poll: args.poll,
         write_every: args.write_every,

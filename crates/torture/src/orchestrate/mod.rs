@@ -52,7 +52,9 @@ impl Backend {
         use Fault::*;
         match self {
             Backend::File => vec![Kill, Stop, Resign, Cancel, Unguarded],
-            Backend::Sqlite => vec![Kill, Stop, Resign, Clock, Cancel, Unguarded, RowDelete],
+            Backend::Sqlite => vec![
+                Kill, Stop, Resign, Clock, Cancel, Unguarded, RowDelete, FenceDrop,
+            ],
             Backend::Nats => vec![
                 Kill, Stop, Resign, Server, Blackhole, Drop, Cancel, Unguarded, Recreate, MaxAge,
                 Rollback,
@@ -68,7 +70,7 @@ impl Backend {
         use Fault::*;
         match fault {
             Kill | Stop | Resign | Cancel | Unguarded => true,
-            Clock | RowDelete => self == Backend::Sqlite,
+            Clock | RowDelete | FenceDrop => self == Backend::Sqlite,
             Server | Blackhole | Drop | Rollback => self == Backend::Nats,
             Node | Meta => self == Backend::NatsCluster,
             Recreate | MaxAge => matches!(self, Backend::Nats | Backend::NatsCluster),
@@ -132,6 +134,21 @@ impl Plan {
             Backend::NatsCluster => {
                 self.ttl + self.grace + self.poll + slack + Duration::from_secs(10)
             }
+        }
+    }
+
+    /// The fenced resource the candidates write to: a log file guarded by
+    /// a `FileFence` (file, NATS); on SQLite a table with
+    /// `SqliteFence::advance_in`, or, when the mix has `fdrop`, a log file
+    /// guarded by `SqliteFence::fenced`.
+    pub fn resource(&self) -> crate::resource::ResourceSpec {
+        use crate::resource::ResourceSpec;
+        match self.backend {
+            Backend::Sqlite if self.faults.contains(&Fault::FenceDrop) => {
+                ResourceSpec::SqliteFenced(self.out.join("resource"))
+            }
+            Backend::Sqlite => ResourceSpec::Sqlite(self.out.join("resource.db")),
+            _ => ResourceSpec::File(self.out.join("resource")),
         }
     }
 
@@ -257,10 +274,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 "--db".into(),
                 out.join("election.db").display().to_string(),
             ]);
-            common.extend([
-                "--resource".into(),
-                format!("sqlite:{}", out.join("resource.db").display()),
-            ]);
+            common.extend(["--resource".into(), plan.resource().to_string()]);
             Servers::None
         }
         Backend::Nats => {
@@ -413,6 +427,27 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         .await
                         .map_err(backend_error("delete the lease row"))?;
                     log(FaultEvent::fault_or_heal(false, fault, "lease-row", ""));
+                }
+            }
+            Fault::FenceDrop => {
+                // Deterministic: the leader freezes in the middle of a
+                // write; every other candidate drops each write's future
+                // right after the write ran, for 3 TTLs; the leader wakes
+                // after the next term has written. The mark must have
+                // been durable before those writes ran.
+                if let Some(leader) = candidates.leader() {
+                    let w = candidates.writer(leader);
+                    log(FaultEvent::fault_or_heal(true, fault, &w, ""));
+                    let drop_ms = 3 * plan.ttl.as_millis();
+                    for slot in (0..candidates.len()).filter(|&s| s != leader) {
+                        candidates.send(slot, &format!("fdrop {drop_ms}")).await;
+                    }
+                    candidates.send(leader, "stall").await;
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    candidates.signal(leader, Signal::SIGSTOP);
+                    tokio::time::sleep(stop_for).await;
+                    candidates.signal(leader, Signal::SIGCONT);
+                    log(FaultEvent::fault_or_heal(false, fault, &w, ""));
                 }
             }
             Fault::Recreate | Fault::MaxAge => {
