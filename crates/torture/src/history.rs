@@ -387,6 +387,9 @@ pub enum FaultKind {
     /// future is dropped while a task of the term is in a synchronous
     /// write.
     Cancel,
+    /// `close`: the leader hands the election to a lease set and closes
+    /// the set while a guarded write is in a synchronous section.
+    Close,
     /// `unguarded`: a candidate makes one write with an
     /// `election_core::unguarded` token.
     Unguarded,
@@ -409,7 +412,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -420,6 +423,7 @@ impl FaultKind {
         FaultKind::Drop,
         FaultKind::Clock,
         FaultKind::Cancel,
+        FaultKind::Close,
         FaultKind::Unguarded,
         FaultKind::RowDelete,
         FaultKind::FenceDrop,
@@ -441,6 +445,7 @@ impl FaultKind {
             FaultKind::Drop => "drop",
             FaultKind::Clock => "clock",
             FaultKind::Cancel => "cancel",
+            FaultKind::Close => "close",
             FaultKind::Unguarded => "unguarded",
             FaultKind::RowDelete => "rowdel",
             FaultKind::FenceDrop => "fdrop",

@@ -25,7 +25,11 @@
 //! seconds, either sign), `cancel` (if leading: hand the term to
 //! `Term::lead` with a task that writes through a slow synchronous section,
 //! and drop the `lead()` future the moment a write begins; record
-//! `resigned`, campaign again), `unguarded` (make one write with a token
+//! `resigned`, campaign again), `close` (if leading: start a lease set
+//! for the election, resign the term, wait until the set wins the key
+//! (`elected`), run a guarded write through the same slow synchronous
+//! section, and close the set the moment the write has begun: `resigned`,
+//! campaign again), `unguarded` (make one write with a token
 //! from `election_core::unguarded`, history `unguarded`), `fdrop <ms>` (for
 //! that long, drop each write's future right after the write ran, before
 //! the fence returned: `Resource::write_then_drop`), `stall` (the next
@@ -48,7 +52,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use election_core::{Candidate, Claim, ConfigError, LeadOptions, Term, TermLease};
+use election_core::{
+    Candidate, Claim, ConfigError, Identity, KeyedClaims, LeadOptions, LeaseSet, PerKeyClaims,
+    Term, TermLease,
+};
 use election_file::FileElection;
 use election_nats::{NatsElection, NatsOptions};
 use election_sqlite::{Clock, SqliteElection, SqliteOptions, SystemClock};
@@ -273,6 +280,7 @@ enum Command {
     Resign,
     Clock(i64),
     Cancel,
+    Close,
     Unguarded,
     DropWrites(u64),
     Stall,
@@ -289,6 +297,7 @@ fn command(line: Option<String>) -> Command {
     match (words.next(), words.next(), words.next()) {
         (Some("resign"), None, _) => Command::Resign,
         (Some("cancel"), None, _) => Command::Cancel,
+        (Some("close"), None, _) => Command::Close,
         (Some("unguarded"), None, _) => Command::Unguarded,
         (Some("stall"), None, _) => Command::Stall,
         (Some("fdrop"), Some(ms), None) => match ms.parse() {
@@ -318,6 +327,9 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
     });
     rx
 }
+
+/// Starts a lease set for the election on the candidate's backend.
+type MakeSet<'a, K> = dyn Fn() -> Result<LeaseSet<K>, CandidateError> + Send + Sync + 'a;
 
 /// What follows a term.
 enum Next {
@@ -499,7 +511,7 @@ impl Ctx {
             }
             Command::Stall => self.stall = true,
             Command::Unguarded => self.writes.unguarded().await?,
-            Command::Resign | Command::Cancel => {} // no term
+            Command::Resign | Command::Cancel | Command::Close => {} // no term
             Command::Unknown(line) => note(&format!("unknown command {line:?}")),
         }
         Ok(false)
@@ -517,6 +529,69 @@ impl Ctx {
                 },
             }
         }
+    }
+
+    /// `close`: hands the election from `term` to a lease set, runs one
+    /// guarded write with a slow synchronous section, and closes the set
+    /// the moment the write has begun.
+    async fn close<C: Claim, K: KeyedClaims>(
+        &mut self,
+        term: Term<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<Next, CandidateError> {
+        let set = Arc::new(sets()?);
+        let _ = set.held(ELECTION); // starts asking for the key
+        self.resign(&term).await?;
+        drop(term);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+        while !set.held(ELECTION) {
+            if tokio::time::Instant::now() >= deadline {
+                set.close().await;
+                return Ok(Next::Campaign);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let Some(epoch) = set.epoch(ELECTION).map(|e| e.get()) else {
+            set.close().await;
+            return Ok(Next::Campaign);
+        };
+        self.announce(CandidateEvent::Elected { epoch })?;
+        let began = Arc::new(Notify::new());
+        let mut guarded = tokio::spawn({
+            let (set, writes, hold, began) =
+                (set.clone(), self.writes.clone(), self.hold, began.clone());
+            async move {
+                let checked = mono_ns();
+                set.guard(ELECTION, async |write_token| {
+                    let token = Token::from(&write_token);
+                    let (seq, epoch) = (writes.next_seq(), token.epoch().get());
+                    let _ = writes.record_at(Some(checked), &CandidateEvent::Write { seq, epoch });
+                    began.notify_one();
+                    let handle = tokio::runtime::Handle::current();
+                    let outcome = tokio::task::block_in_place(|| {
+                        std::thread::sleep(hold);
+                        handle.block_on(writes.resource.write(&writes.writer, seq, token))
+                    });
+                    let _ = writes.record_at(None, &outcome_event(seq, epoch, outcome));
+                })
+                .await
+            }
+        });
+        tokio::select! {
+            () = began.notified() => {
+                // Closed while the guarded write runs.
+                self.announce(CandidateEvent::Resigned { epoch })?;
+            }
+            ended = &mut guarded => {
+                let text = match ended {
+                    Ok(Err(e)) => format!("guard refused: {}", chain(&e)),
+                    _ => "guard ended".to_owned(),
+                };
+                self.announce(CandidateEvent::Lost { epoch, text })?;
+            }
+        }
+        set.close().await;
+        Ok(Next::Campaign)
     }
 
     /// `cancel`: leads `term` through `Term::lead` with a task of slow
@@ -599,7 +674,11 @@ impl Ctx {
     }
 
     /// Leads `term` until it ends.
-    async fn lead<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+    async fn lead<C: Claim, K: KeyedClaims>(
+        &mut self,
+        term: Term<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<Next, CandidateError> {
         let epoch = term.epoch().get();
         self.announce(CandidateEvent::Elected { epoch })?;
         // Taken once: every write of the term presents it, also (unsafe
@@ -636,6 +715,9 @@ impl Ctx {
                     Command::Cancel if !lost && self.mode == Mode::Safe => {
                         return self.cancel(term).await;
                     }
+                    Command::Close if !lost && self.mode == Mode::Safe => {
+                        return self.close(term, sets).await;
+                    }
                     other => {
                         self.idle_command(other).await?;
                     }
@@ -665,12 +747,16 @@ impl Ctx {
     }
 
     /// The whole life of the candidate on one backend.
-    async fn drive<C: Claim>(&mut self, candidate: Candidate<C>) -> Result<(), CandidateError> {
+    async fn drive<C: Claim, K: KeyedClaims>(
+        &mut self,
+        candidate: Candidate<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<(), CandidateError> {
         loop {
             let Some(term) = self.campaign(&candidate).await? else {
                 return Ok(());
             };
-            match self.lead(term).await? {
+            match self.lead(term, sets).await? {
                 Next::Campaign => {}
                 Next::Exit => return Ok(()),
             }
@@ -751,7 +837,8 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            ctx.drive(candidate).await
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
         }
         Backend::Sqlite => {
             let ttl = args.ttl.unwrap_or(election_sqlite::DEFAULT_TTL);
@@ -767,7 +854,8 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            ctx.drive(candidate).await
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
         }
         Backend::Nats => {
             let options = nats_options(&args)?;
@@ -787,7 +875,21 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            ctx.drive(candidate).await
+            // The per-key lease set: NatsLeases keep their keys in buckets
+            // of their own, another election than the candidates'.
+            let poll = args.poll;
+            let sets = || {
+                let election = election.clone();
+                let id = identity.to_owned();
+                let claims = PerKeyClaims::new(Identity::new(identity)?, move |key| {
+                    election
+                        .claim(key.as_str(), &id)
+                        .map_err(|e| e.into_core(key))
+                })
+                .with_poll_interval(poll)?;
+                Ok(LeaseSet::new(claims))
+            };
+            ctx.drive(candidate, &sets).await
         }
     }
 }

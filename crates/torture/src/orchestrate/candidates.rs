@@ -169,6 +169,12 @@ impl Candidates {
             .map(|(_, i)| i)
     }
 
+    /// Whether the slot's process says it leads.
+    pub(crate) fn leads(&mut self, slot: usize) -> bool {
+        self.drain();
+        self.slots[slot].leading.is_some()
+    }
+
     /// Whether some running, unstopped candidate leads.
     pub(crate) fn has_live_leader(&mut self) -> bool {
         self.drain();

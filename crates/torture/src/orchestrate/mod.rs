@@ -69,7 +69,7 @@ impl Backend {
     pub fn allows(self, fault: Fault) -> bool {
         use Fault::*;
         match fault {
-            Kill | Stop | Resign | Cancel | Unguarded => true,
+            Kill | Stop | Resign | Cancel | Close | Unguarded => true,
             Clock | RowDelete | FenceDrop => self == Backend::Sqlite,
             Server | Blackhole | Drop | Rollback => self == Backend::Nats,
             Node | Meta => self == Backend::NatsCluster,
@@ -412,6 +412,39 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     candidates.next(until - Instant::now()).await;
                 }
                 log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+            }
+            Fault::Close => {
+                // The others are frozen while the leader's lease set takes
+                // the key over (else they race it), and woken the moment it
+                // says `elected`: the set is then about to close mid-write.
+                if let Some(leader) = candidates.leader() {
+                    log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
+                    let others: Vec<usize> =
+                        (0..candidates.len()).filter(|&s| s != leader).collect();
+                    for &slot in &others {
+                        candidates.signal(slot, Signal::SIGSTOP);
+                    }
+                    candidates.send(leader, "close").await;
+                    let until = Instant::now() + Duration::from_secs(5);
+                    let mut resigned = false;
+                    while Instant::now() < until {
+                        candidates.next(until - Instant::now()).await;
+                        let leads = candidates.leads(leader);
+                        if !leads {
+                            resigned = true;
+                        } else if resigned {
+                            break;
+                        }
+                    }
+                    for &slot in &others {
+                        candidates.signal(slot, Signal::SIGCONT);
+                    }
+                    let until = Instant::now() + plan.ttl;
+                    while Instant::now() < until {
+                        candidates.next(until - Instant::now()).await;
+                    }
+                    log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+                }
             }
             Fault::Unguarded => {
                 let slot = rng.below(candidates.len() as u64) as usize;
