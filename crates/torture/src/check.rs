@@ -20,7 +20,7 @@
 //!    `bound` after it.
 //! 6. **One actor**: no writer begins a write of a term (its `write` line,
 //!    stamped before its last check of the lease) after a later term was
-//!    elected; and no write of a term the writer gave up (`resigned`, which
+//!    elected (reported once per writer and term); and no write of a term the writer gave up (`resigned`, which
 //!    includes a dropped `lead()`) is still running when a later term is
 //!    elected (its answer comes after that `elected`). A write already
 //!    running when its term was *lost* may finish late: that is what the
@@ -216,7 +216,8 @@ pub enum Violation {
         again: Placed,
     },
     /// Check 6: a writer began a write of its term after a later term was
-    /// elected: it acted while deposed.
+    /// elected: it acted while deposed (the first such write of each of
+    /// its terms).
     DeposedWrite {
         /// The writer.
         writer: String,
@@ -741,11 +742,16 @@ fn check_one_actor(run: &RunHistory, elected: &[Elected], violations: &mut Vec<V
         let mut running: HashMap<u64, (u64, u64)> = HashMap::new();
         // The term this writer gave up, and when.
         let mut resigned: HashMap<u64, u64> = HashMap::new();
+        // Terms already reported as deposed writers.
+        let mut deposed: HashSet<u64> = HashSet::new();
         for line in lines {
             match &line.event {
                 CandidateEvent::Write { seq, epoch } => {
                     running.insert(*seq, (*epoch, line.mono_ns));
-                    if let Some(newer) = newer_before(*epoch, line.mono_ns) {
+                    // The first such write of each term is reported.
+                    if let Some(newer) = newer_before(*epoch, line.mono_ns)
+                        && deposed.insert(*epoch)
+                    {
                         violations.push(Violation::DeposedWrite {
                             writer: writer.clone(),
                             seq: *seq,

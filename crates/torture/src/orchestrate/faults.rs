@@ -34,10 +34,16 @@ pub(crate) async fn delete_lease_row(db: &Path) -> Result<(), String> {
     deleted.map(|_| ())
 }
 
+/// A JetStream context on `urls` (comma-separated).
 async fn jetstream(urls: &str) -> Result<jetstream::Context, String> {
+    let servers = urls
+        .split(',')
+        .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let client = async_nats::ConnectOptions::new()
         .connection_timeout(Duration::from_secs(5))
-        .connect(urls)
+        .connect(servers.as_slice())
         .await
         .map_err(|e| e.to_string())?;
     Ok(jetstream::new(client))

@@ -51,16 +51,16 @@ impl Backend {
     pub fn faults(self) -> Vec<Fault> {
         use Fault::*;
         match self {
-            Backend::File => vec![Kill, Stop, Resign, Cancel, Unguarded],
+            Backend::File => vec![Kill, Stop, Resign, Cancel, Close, Unguarded],
             Backend::Sqlite => vec![
-                Kill, Stop, Resign, Clock, Cancel, Unguarded, RowDelete, FenceDrop,
+                Kill, Stop, Resign, Clock, Cancel, Close, Unguarded, RowDelete, FenceDrop,
             ],
             Backend::Nats => vec![
-                Kill, Stop, Resign, Server, Blackhole, Drop, Cancel, Unguarded, Recreate, MaxAge,
-                Rollback,
+                Kill, Stop, Resign, Server, Blackhole, Drop, Cancel, Close, Unguarded, Recreate,
+                MaxAge, Rollback,
             ],
             Backend::NatsCluster => vec![
-                Kill, Stop, Resign, Node, Meta, Cancel, Unguarded, Recreate, MaxAge,
+                Kill, Stop, Resign, Node, Meta, Cancel, Close, Unguarded, Recreate, MaxAge,
             ],
         }
     }
@@ -569,4 +569,35 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
     candidates.stop_all(Duration::from_secs(10)).await;
     drop(servers);
     Ok(ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL_BACKENDS: [Backend; 4] = [
+        Backend::File,
+        Backend::Sqlite,
+        Backend::Nats,
+        Backend::NatsCluster,
+    ];
+
+    /// Every default mix is allowed on its backend, and every fault kind
+    /// is in the default mix of every backend that allows it.
+    #[test]
+    fn default_mixes_hold_every_kind_that_applies() {
+        for backend in ALL_BACKENDS {
+            let mix = backend.faults();
+            for kind in Fault::ALL {
+                assert_eq!(
+                    mix.contains(&kind),
+                    backend.allows(kind),
+                    "{kind} on {backend}"
+                );
+            }
+        }
+        for kind in Fault::ALL {
+            assert!(ALL_BACKENDS.iter().any(|b| b.allows(kind)), "{kind}");
+        }
+    }
 }
