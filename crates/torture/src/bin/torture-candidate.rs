@@ -1025,6 +1025,21 @@ mod tests {
             command(Some("clock soon".into())),
             Command::Unknown(_)
         ));
+        assert!(matches!(command(Some("cancel".into())), Command::Cancel));
+        assert!(matches!(command(Some("close".into())), Command::Close));
+        assert!(matches!(
+            command(Some("unguarded".into())),
+            Command::Unguarded
+        ));
+        assert!(matches!(command(Some("stall".into())), Command::Stall));
+        assert!(matches!(
+            command(Some("fdrop 4500".into())),
+            Command::DropWrites(4500)
+        ));
+        assert!(matches!(
+            command(Some("fdrop -1".into())),
+            Command::Unknown(_)
+        ));
     }
 
     #[test]

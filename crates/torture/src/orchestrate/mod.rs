@@ -472,6 +472,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     let w = candidates.writer(leader);
                     log(FaultEvent::fault_or_heal(true, fault, &w, ""));
                     let drop_ms = 3 * plan.ttl.as_millis();
+                    let dropping_until = Instant::now() + 3 * plan.ttl;
                     for slot in (0..candidates.len()).filter(|&s| s != leader) {
                         candidates.send(slot, &format!("fdrop {drop_ms}")).await;
                     }
@@ -480,6 +481,10 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     candidates.signal(leader, Signal::SIGSTOP);
                     tokio::time::sleep(stop_for).await;
                     candidates.signal(leader, Signal::SIGCONT);
+                    // Healed once no candidate drops its writes any more.
+                    while Instant::now() < dropping_until {
+                        candidates.next(dropping_until - Instant::now()).await;
+                    }
                     log(FaultEvent::fault_or_heal(false, fault, &w, ""));
                 }
             }
