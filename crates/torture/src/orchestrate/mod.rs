@@ -321,6 +321,18 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         log(FaultEvent::Spawn { writer, pid });
     }
 
+    // A supervisor's part: a candidate that exited by itself (it refuses
+    // to go on, e.g. with a bucket whose settings changed) is started
+    // again.
+    let restart_exited = |candidates: &mut Candidates| -> Result<(), Error> {
+        for slot in candidates.exited() {
+            let (writer, pid) = candidates
+                .spawn(slot)
+                .map_err(io("restart an exited torture-candidate"))?;
+            log(FaultEvent::Spawn { writer, pid });
+        }
+        Ok(())
+    };
     let started = Instant::now();
     let stop_for = plan.ttl + plan.ttl / 2;
     while started.elapsed() < plan.duration {
@@ -330,6 +342,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         while Instant::now() < until {
             candidates.next(until - Instant::now()).await;
         }
+        restart_exited(&mut candidates)?;
         let fault = plan.faults[rng.below(plan.faults.len() as u64) as usize];
         let target = candidates
             .leader()
@@ -559,6 +572,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
     // Everything is healed: give the group the promised time to have a
     // leader (and a few writes), then end it.
     log(FaultEvent::End);
+    restart_exited(&mut candidates)?;
     let bound = plan.liveness_bound();
     let until = Instant::now() + bound.min(Duration::from_secs(2) + plan.ttl);
     while Instant::now() < until {
@@ -569,7 +583,10 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
     }
     let deadline = Instant::now() + bound;
     while !candidates.has_live_leader() && Instant::now() < deadline {
-        candidates.next(deadline - Instant::now()).await;
+        candidates
+            .next((deadline - Instant::now()).min(Duration::from_millis(500)))
+            .await;
+        restart_exited(&mut candidates)?;
     }
     candidates.stop_all(Duration::from_secs(10)).await;
     drop(servers);
