@@ -47,7 +47,9 @@ impl Backend {
         }
     }
 
-    /// The faults that apply to this backend (the default mix).
+    /// The default mix: the faults that apply to this backend, except a
+    /// lost stream tail on a single NATS server (not covered by the
+    /// library; `--faults rollback` still injects it).
     pub fn faults(self) -> Vec<Fault> {
         use Fault::*;
         match self {
@@ -55,12 +57,16 @@ impl Backend {
             Backend::Sqlite => vec![
                 Kill, Stop, Resign, Clock, Cancel, Close, Unguarded, RowDelete, FenceDrop,
             ],
+            // Not `rollback` on one server: a lost stream tail there is
+            // documented as not covered (election-nats warns on an R1
+            // bucket); `--faults rollback` shows what it does.
             Backend::Nats => vec![
                 Kill, Stop, Resign, Server, Blackhole, Drop, Cancel, Close, Unguarded, Recreate,
-                MaxAge, Rollback,
+                MaxAge,
             ],
             Backend::NatsCluster => vec![
                 Kill, Stop, Resign, Node, Meta, Cancel, Close, Unguarded, Recreate, MaxAge,
+                Rollback,
             ],
         }
     }
@@ -71,9 +77,9 @@ impl Backend {
         match fault {
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
             Clock | RowDelete | FenceDrop => self == Backend::Sqlite,
-            Server | Blackhole | Drop | Rollback => self == Backend::Nats,
+            Server | Blackhole | Drop => self == Backend::Nats,
             Node | Meta => self == Backend::NatsCluster,
-            Recreate | MaxAge => matches!(self, Backend::Nats | Backend::NatsCluster),
+            Recreate | MaxAge | Rollback => matches!(self, Backend::Nats | Backend::NatsCluster),
         }
     }
 }
@@ -526,8 +532,15 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 }
             }
             Fault::Rollback => {
-                if let Servers::One(server, _) = &mut servers {
-                    log(FaultEvent::fault_or_heal(true, fault, "nats", ""));
+                let node = rng.below(3) as usize;
+                let server = match &mut servers {
+                    Servers::One(server, _) => Some(server),
+                    Servers::Cluster(cluster) => Some(cluster.node_mut(node)),
+                    Servers::None => None,
+                };
+                if let Some(server) = server {
+                    let name = server.name().to_owned();
+                    log(FaultEvent::fault_or_heal(true, fault, &name, ""));
                     let copy = out.join(format!("store-copy-{}", rng.below(u64::MAX)));
                     let store = server.store_dir();
                     blocking(|| faults::copy_dir(&store, &copy))
@@ -545,7 +558,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         .map_err(io("restore the NATS store"))?;
                     blocking(|| server.restart())?;
                     let _ = std::fs::remove_dir_all(&copy);
-                    log(FaultEvent::fault_or_heal(false, fault, "nats", ""));
+                    log(FaultEvent::fault_or_heal(false, fault, &name, ""));
                 }
             }
             Fault::Node | Fault::Meta => {
@@ -611,11 +624,11 @@ mod tests {
         for backend in ALL_BACKENDS {
             let mix = backend.faults();
             for kind in Fault::ALL {
-                assert_eq!(
-                    mix.contains(&kind),
-                    backend.allows(kind),
-                    "{kind} on {backend}"
-                );
+                // The one exception: a single server's lost tail is not
+                // covered by the library (it warns), so not in the mix.
+                let default =
+                    backend.allows(kind) && !(backend == Backend::Nats && kind == Fault::Rollback);
+                assert_eq!(mix.contains(&kind), default, "{kind} on {backend}");
             }
         }
         for kind in Fault::ALL {
