@@ -6,7 +6,7 @@
 //! torture-candidate --backend file|sqlite|nats --writer ID --history FILE
 //!     --resource file:DIR|sqlite:PATH [--dir DIR] [--db PATH] [--urls URLS]
 //!     [--bucket B] [--replicas N] [--ttl-ms N] [--renew-ms N] [--grace-ms N]
-//!     [--poll-ms N] [--write-every-ms N (default 20)] [--unsafe]
+//!     [--poll-ms N] [--write-every-ms N (default 20)] [--hold-ms N] [--unsafe]
 //! ```
 //!
 //! The loop: campaign for the election `torture`; once elected, write one
@@ -25,7 +25,8 @@
 //! seconds, either sign), `cancel` (if leading: hand the term to
 //! `Term::lead` with a task that writes through a slow synchronous section,
 //! and drop the `lead()` future the moment a write begins; record
-//! `resigned`, campaign again), `close` (if leading: start a lease set
+//! `resigned`, campaign again; with `--unsafe`: the old behaviour by hand,
+//! the write in a detached task and the term resigned at once), `close` (if leading: start a lease set
 //! for the election, resign the term, wait until the set wins the key
 //! (`elected`), run a guarded write through the same slow synchronous
 //! section, and close the set the moment the write has begun: `resigned`,
@@ -36,6 +37,9 @@
 //! write waits 300 ms between its `write` line and the resource, so a
 //! SIGSTOP then freezes it mid-write), `exit` or end of input (resign if
 //! leading, exit 0).
+//!
+//! `--hold-ms` sets the synchronous section of those writes (default: a
+//! quarter of the TTL).
 //!
 //! A `write` line is stamped before the writer's last check of its lease
 //! (so the checker sees when it last believed it led).
@@ -92,6 +96,7 @@ struct Args {
     grace: Option<Duration>,
     poll: Duration,
     write_every: Duration,
+    hold: Option<Duration>,
     mode: Mode,
 }
 
@@ -140,6 +145,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError>
         grace: None,
         poll: election_core::DEFAULT_POLL_INTERVAL,
         write_every: Duration::from_millis(20),
+        hold: None,
         mode: Mode::Safe,
     };
     let ms = |flag: &str, v: Option<String>| -> Result<Duration, CandidateError> {
@@ -191,6 +197,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError>
             "--grace-ms" => a.grace = Some(ms("--grace-ms", args.next())?),
             "--poll-ms" => a.poll = ms("--poll-ms", args.next())?,
             "--write-every-ms" => a.write_every = ms("--write-every-ms", args.next())?,
+            "--hold-ms" => a.hold = Some(ms("--hold-ms", args.next())?),
             "--unsafe" => a.mode = Mode::Unsafe,
             other => return Err(usage(format!("unknown argument {other:?}"))),
         }
@@ -424,7 +431,20 @@ impl Writes {
         hold: Duration,
         began: Arc<Notify>,
     ) {
-        loop {
+        self.slow_writes_up_to(lease, every, hold, began, u64::MAX)
+            .await;
+    }
+
+    /// [`slow_writes`](Writes::slow_writes), at most `max` writes.
+    async fn slow_writes_up_to(
+        self,
+        lease: TermLease,
+        every: Duration,
+        hold: Duration,
+        began: Arc<Notify>,
+        max: u64,
+    ) {
+        for _ in 0..max {
             let checked = mono_ns();
             let Ok(token) = Token::issue(&lease) else {
                 return;
@@ -594,6 +614,24 @@ impl Ctx {
         Ok(Next::Campaign)
     }
 
+    /// `cancel` with `--unsafe`: what a dropped `lead()` did before issue
+    /// 11 (the claim given up while the term's task still ran), done by
+    /// hand: one slow write in a detached task, and the term resigned the
+    /// moment it has begun. Only to prove that check 6 can fail.
+    async fn cancel_unsafe<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+        let began = Arc::new(Notify::new());
+        tokio::spawn(self.writes.clone().slow_writes_up_to(
+            term.lease(),
+            self.write_every,
+            self.hold,
+            began.clone(),
+            1,
+        ));
+        began.notified().await;
+        self.resign(&term).await?;
+        Ok(Next::Campaign)
+    }
+
     /// `cancel`: leads `term` through `Term::lead` with a task of slow
     /// writes, and drops the `lead()` future the moment the first write
     /// has begun (the task is then inside its synchronous section).
@@ -718,6 +756,9 @@ impl Ctx {
                     Command::Close if !lost && self.mode == Mode::Safe => {
                         return self.close(term, sets).await;
                     }
+                    Command::Cancel if !lost => {
+                        return self.cancel_unsafe(term).await;
+                    }
                     other => {
                         self.idle_command(other).await?;
                     }
@@ -822,7 +863,9 @@ async fn run(args: Args) -> Result<(), CandidateError> {
         write_every: args.write_every,
         // A synchronous section long enough for the next term to begin
         // while it runs (on today's code), short against the TTL.
-        hold: args.ttl.map_or(Duration::from_millis(400), |ttl| ttl / 4),
+        hold: args
+            .hold
+            .unwrap_or_else(|| args.ttl.map_or(Duration::from_millis(400), |ttl| ttl / 4)),
         clock: Arc::new(ShiftedClock::default()),
         stdin: stdin_lines(),
     };
