@@ -4,7 +4,7 @@
 //! [`RunHistory::load`] reads a run directory (every
 //! `candidate-<writer>.history` and `faults.history`); the caller reads
 //! the resource's records ([`crate::resource::read_records`]); [`check`]
-//! proves the five properties, or reports a [`Violation`] for each breach:
+//! proves the seven properties, or reports a [`Violation`] for each breach:
 //!
 //! 1. **Terms**: all `elected` events, in `mono_ns` order, have strictly
 //!    increasing epochs (no epoch twice, never a lower one).
@@ -18,6 +18,16 @@
 //! 5. **Liveness**: after the last `heal`, a leader exists within the
 //!    caller's bound: a term alive at the heal, or an `elected` at most
 //!    `bound` after it.
+//! 6. **One actor**: no writer begins a write of a term (its `write` line,
+//!    stamped before its last check of the lease) after a later term was
+//!    elected (reported once per writer and term); and no write of a term the writer gave up (`resigned`, which
+//!    includes a dropped `lead()`) is still running when a later term is
+//!    elected (its answer comes after that `elected`). A write already
+//!    running when its term was *lost* may finish late: that is what the
+//!    fence is for (checks 2-3).
+//! 7. **Unguarded writes**: a write made with an `election_core::unguarded`
+//!    token (`unguarded` line) never lands after a term's write: its token
+//!    must be lower than every term's.
 //!
 //! ```
 //! use std::time::Duration;
@@ -205,6 +215,44 @@ pub enum Violation {
         /// The second copy.
         again: Placed,
     },
+    /// Check 6: a writer began a write of its term after a later term was
+    /// elected: it acted while deposed (the first such write of each of
+    /// its terms).
+    DeposedWrite {
+        /// The writer.
+        writer: String,
+        /// The write's seq.
+        seq: u64,
+        /// Its term.
+        epoch: u64,
+        /// When it began (its `write` line).
+        began_ns: u64,
+        /// The first later term elected before it.
+        newer: Elected,
+    },
+    /// Check 6: a write of a term its writer had given up (`resigned`)
+    /// was still running when a later term was elected.
+    WorkOutlivedTerm {
+        /// The writer.
+        writer: String,
+        /// The write's seq.
+        seq: u64,
+        /// Its term.
+        epoch: u64,
+        /// When the writer gave the term up.
+        resigned_ns: u64,
+        /// When the write's answer came.
+        answered_ns: u64,
+        /// The later term elected before the answer.
+        newer: Elected,
+    },
+    /// Check 7: an unguarded write landed after a term's write.
+    UnguardedWriteAccepted {
+        /// The first record of a term before it.
+        guarded: Placed,
+        /// The unguarded record.
+        unguarded: Placed,
+    },
     /// Check 5: no leader within the bound after the last heal.
     NoLeaderAfterHeal {
         /// When the last fault healed.
@@ -217,9 +265,11 @@ pub enum Violation {
 }
 
 impl Violation {
-    /// Which of the five checks this breaches (2 for checks 2 and 3).
+    /// Which of the checks this breaches (2 for checks 2 and 3).
     pub fn check(&self) -> u8 {
         match self {
+            Violation::DeposedWrite { .. } | Violation::WorkOutlivedTerm { .. } => 6,
+            Violation::UnguardedWriteAccepted { .. } => 7,
             Violation::TermsOutOfOrder { .. } => 1,
             Violation::StaleWriteAccepted { .. } => 2,
             Violation::AckedWriteMissing { .. }
@@ -263,6 +313,31 @@ impl fmt::Display for Violation {
             Violation::DuplicateRecord { first, again } => write!(
                 f,
                 "check 4 (records): {again} repeats {first}: one attempt landed twice"
+            ),
+            Violation::DeposedWrite {
+                writer,
+                seq,
+                epoch,
+                began_ns,
+                newer,
+            } => write!(
+                f,
+                "check 6 (one actor): {writer} began seq {seq} in term {epoch} at {began_ns}, after {newer}: a deposed leader acted"
+            ),
+            Violation::WorkOutlivedTerm {
+                writer,
+                seq,
+                epoch,
+                resigned_ns,
+                answered_ns,
+                newer,
+            } => write!(
+                f,
+                "check 6 (one actor): {writer} gave term {epoch} up at {resigned_ns}, but its write seq {seq} ran until {answered_ns}, after {newer}: the term's work outlived it"
+            ),
+            Violation::UnguardedWriteAccepted { guarded, unguarded } => write!(
+                f,
+                "check 7 (unguarded): {unguarded}, an unguarded write, was accepted after {guarded}"
             ),
             Violation::NoLeaderAfterHeal {
                 heal_ns,
@@ -470,14 +545,17 @@ pub fn check_dir(
     Ok(check(&RunHistory::load(dir)?, records, options))
 }
 
-/// Runs the five checks over `run` and the resource's `records` (in
+/// Runs the checks over `run` and the resource's `records` (in
 /// resource order).
 pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Report {
     let mut violations = Vec::new();
     let elected = elected_events(run);
     check_terms(&elected, &mut violations);
-    check_fence(records, &mut violations);
+    let unguarded = unguarded_attempts(run);
+    check_fence(records, &unguarded, &mut violations);
     check_records(run, records, &mut violations);
+    check_one_actor(run, &elected, &mut violations);
+    check_unguarded(records, &unguarded, &mut violations);
     let spans = term_spans(run);
     let last_heal_ns = run
         .faults
@@ -531,7 +609,7 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
         let mut attempted = 0;
         for line in lines {
             match &line.event {
-                CandidateEvent::Write { .. } => attempted += 1,
+                CandidateEvent::Write { .. } | CandidateEvent::Unguarded { .. } => attempted += 1,
                 CandidateEvent::Ok { seq, .. } => {
                     report.writes_ok += 1;
                     answered.insert(*seq);
@@ -586,10 +664,17 @@ fn check_terms(elected: &[Elected], violations: &mut Vec<Violation>) {
     }
 }
 
-/// Checks 2 and 3.
-fn check_fence(records: &[Record], violations: &mut Vec<Violation>) {
+/// Checks 2 and 3 (unguarded records are check 7's).
+fn check_fence(
+    records: &[Record],
+    unguarded: &HashSet<(&str, u64)>,
+    violations: &mut Vec<Violation>,
+) {
     let mut newest: Option<Placed> = None;
     for (i, record) in records.iter().enumerate() {
+        if unguarded.contains(&(record.writer.as_str(), record.seq)) {
+            continue;
+        }
         let placed = Placed {
             index: i + 1,
             record: record.clone(),
@@ -603,6 +688,106 @@ fn check_fence(records: &[Record], violations: &mut Vec<Violation>) {
             }
             Some(n) if record.epoch == n.record.epoch => {}
             _ => newest = Some(placed),
+        }
+    }
+}
+
+/// The (writer, seq) of every unguarded attempt.
+fn unguarded_attempts(run: &RunHistory) -> HashSet<(&str, u64)> {
+    run.candidates
+        .iter()
+        .flat_map(|(writer, lines)| {
+            lines.iter().filter_map(move |l| match l.event {
+                CandidateEvent::Unguarded { seq, .. } => Some((writer.as_str(), seq)),
+                _ => None,
+            })
+        })
+        .collect()
+}
+
+/// Check 7.
+fn check_unguarded(
+    records: &[Record],
+    unguarded: &HashSet<(&str, u64)>,
+    violations: &mut Vec<Violation>,
+) {
+    let mut first_guarded: Option<Placed> = None;
+    for (i, record) in records.iter().enumerate() {
+        let placed = Placed {
+            index: i + 1,
+            record: record.clone(),
+        };
+        if !unguarded.contains(&(record.writer.as_str(), record.seq)) {
+            first_guarded.get_or_insert(placed);
+        } else if let Some(guarded) = &first_guarded {
+            violations.push(Violation::UnguardedWriteAccepted {
+                guarded: guarded.clone(),
+                unguarded: placed,
+            });
+        }
+    }
+}
+
+/// Check 6.
+fn check_one_actor(run: &RunHistory, elected: &[Elected], violations: &mut Vec<Violation>) {
+    // The first term above `epoch` elected before `t`, if any.
+    let newer_before = |epoch: u64, t: u64| {
+        elected
+            .iter()
+            .take_while(|e| e.mono_ns < t)
+            .find(|e| e.epoch > epoch)
+    };
+    for (writer, lines) in &run.candidates {
+        // seq -> (epoch, began) of writes not answered yet.
+        let mut running: HashMap<u64, (u64, u64)> = HashMap::new();
+        // The term this writer gave up, and when.
+        let mut resigned: HashMap<u64, u64> = HashMap::new();
+        // Terms already reported as deposed writers.
+        let mut deposed: HashSet<u64> = HashSet::new();
+        for line in lines {
+            match &line.event {
+                CandidateEvent::Write { seq, epoch } => {
+                    running.insert(*seq, (*epoch, line.mono_ns));
+                    // The first such write of each term is reported.
+                    if let Some(newer) = newer_before(*epoch, line.mono_ns)
+                        && deposed.insert(*epoch)
+                    {
+                        violations.push(Violation::DeposedWrite {
+                            writer: writer.clone(),
+                            seq: *seq,
+                            epoch: *epoch,
+                            began_ns: line.mono_ns,
+                            newer: newer.clone(),
+                        });
+                    }
+                }
+                CandidateEvent::Resigned { epoch } => {
+                    resigned.entry(*epoch).or_insert(line.mono_ns);
+                }
+                CandidateEvent::Ok { seq, .. }
+                | CandidateEvent::Stale { seq, .. }
+                | CandidateEvent::Error { seq, .. } => {
+                    let Some((epoch, _)) = running.remove(seq) else {
+                        continue;
+                    };
+                    let Some(&resigned_ns) = resigned.get(&epoch) else {
+                        continue;
+                    };
+                    if let Some(newer) = newer_before(epoch, line.mono_ns)
+                        && newer.mono_ns > resigned_ns
+                    {
+                        violations.push(Violation::WorkOutlivedTerm {
+                            writer: writer.clone(),
+                            seq: *seq,
+                            epoch,
+                            resigned_ns,
+                            answered_ns: line.mono_ns,
+                            newer: newer.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
         }
     }
 }
@@ -624,7 +809,7 @@ fn check_records(run: &RunHistory, records: &[Record], violations: &mut Vec<Viol
     for (writer, lines) in &run.candidates {
         for line in lines {
             let (seq, answer) = match &line.event {
-                CandidateEvent::Write { seq, epoch } => {
+                CandidateEvent::Write { seq, epoch } | CandidateEvent::Unguarded { seq, epoch } => {
                     attempts.insert((writer, *seq), (*epoch, Answer::Pending));
                     continue;
                 }
@@ -1136,6 +1321,119 @@ mod tests {
             summary.contains("reproduce   cargo xtask torture --seed 42"),
             "{summary}"
         );
+    }
+
+    #[test]
+    fn check_6_a_write_begun_after_a_later_term_is_found() {
+        let (mut run, records) = clean();
+        // c0.1 began seq 3 (its lease checked) after c1.1's term 2 began.
+        let c0 = run.candidates.get_mut("c0.1").unwrap();
+        c0.insert(7, line(2000, C::Write { seq: 3, epoch: 1 }));
+        c0.insert(
+            8,
+            line(
+                2001,
+                C::Stale {
+                    seq: 3,
+                    epoch: 1,
+                    mark: 2,
+                },
+            ),
+        );
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::DeposedWrite {
+                writer,
+                seq,
+                epoch,
+                began_ns,
+                newer,
+            } => {
+                assert_eq!((writer.as_str(), *seq, *epoch), ("c0.1", 3, 1));
+                assert_eq!(*began_ns, 2000 * MS);
+                assert_eq!((newer.writer.as_str(), newer.epoch), ("c1.1", 2));
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(report.violations[0].check(), 6);
+        // The frozen write of the clean run (begun at 40 ms, answered
+        // after term 2 began, the term then lost) is what the fence is for.
+        assert!(checked(&clean().0, &clean().1).is_safe());
+    }
+
+    #[test]
+    fn check_6_work_running_past_a_given_up_term_is_found() {
+        let mut run = RunHistory::default();
+        run.candidates.insert(
+            "c0.1".into(),
+            vec![
+                line(10, C::Elected { epoch: 2 }),
+                line(20, C::Write { seq: 1, epoch: 2 }),
+                line(30, C::Resigned { epoch: 2 }),
+                line(
+                    400,
+                    C::Stale {
+                        seq: 1,
+                        epoch: 2,
+                        mark: 3,
+                    },
+                ),
+            ],
+        );
+        run.candidates.insert(
+            "c1.1".into(),
+            vec![
+                line(35, C::Elected { epoch: 3 }),
+                line(40, C::Write { seq: 1, epoch: 3 }),
+                line(45, C::Ok { seq: 1, epoch: 3 }),
+            ],
+        );
+        let records = [rec("c1.1", 1, 3)];
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::WorkOutlivedTerm {
+                writer,
+                resigned_ns,
+                answered_ns,
+                newer,
+                ..
+            } => {
+                assert_eq!(writer, "c0.1");
+                assert_eq!((*resigned_ns, *answered_ns), (30 * MS, 400 * MS));
+                assert_eq!(newer.epoch, 3);
+            }
+            other => panic!("{other}"),
+        }
+        // Answered before the next term began: clean.
+        let c1 = run.candidates.get_mut("c1.1").unwrap();
+        for l in c1.iter_mut() {
+            l.mono_ns += 500 * MS;
+        }
+        assert!(checked(&run, &records).is_safe());
+    }
+
+    #[test]
+    fn check_7_an_unguarded_write_after_a_term_s_write_is_found() {
+        let (mut run, mut records) = clean();
+        let c2 = vec![
+            line(5, C::Unguarded { seq: 1, epoch: 1 }),
+            line(6, C::Ok { seq: 1, epoch: 1 }),
+            line(1600, C::Unguarded { seq: 2, epoch: 1 }),
+            line(1601, C::Ok { seq: 2, epoch: 1 }),
+        ];
+        run.candidates.insert("c2.1".into(), c2);
+        // Before any term's write: fine; after one: check 7 (not check 2).
+        records.insert(0, rec("c2.1", 1, 1));
+        records.push(rec("c2.1", 2, 1));
+        let report = checked(&run, &records);
+        match only(&report) {
+            Violation::UnguardedWriteAccepted { guarded, unguarded } => {
+                assert_eq!(guarded.record, rec("c0.1", 1, 1));
+                assert_eq!((unguarded.index, unguarded.record.seq), (5, 2));
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(report.violations[0].check(), 7);
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! | `start` | `<pid>` | the process started |
 //! | `campaigning` | | a campaign began |
 //! | `elected` | `<epoch>` | a term began |
-//! | `write` | `<seq> <epoch>` | a write attempt began (seq grows per writer) |
+//! | `write` | `<seq> <epoch>` | a write attempt began (seq grows per writer); stamped before the writer's last check of its lease |
+//! | `unguarded` | `<seq> <epoch>` | an unguarded write attempt began (a token from `election_core::unguarded`, no term) |
 //! | `ok` | `<seq> <epoch>` | the resource acknowledged the write (durable) |
 //! | `stale` | `<seq> <epoch> <mark>` | the fence refused it: the mark was higher |
 //! | `error` | `<seq> <epoch> <text...>` | the outcome is unknown |
@@ -223,6 +224,14 @@ pub enum CandidateEvent {
         /// The epoch (token) it presents.
         epoch: u64,
     },
+    /// `unguarded <seq> <epoch>`: an unguarded write attempt began: its
+    /// token came from `election_core::unguarded`, not from a term.
+    Unguarded {
+        /// The writer's sequence number (shared with `write`).
+        seq: u64,
+        /// The epoch (token) it presents.
+        epoch: u64,
+    },
     /// `ok <seq> <epoch>`: the resource acknowledged the write; it is
     /// durable.
     Ok {
@@ -270,6 +279,7 @@ impl fmt::Display for CandidateEvent {
             CandidateEvent::Campaigning => f.write_str("campaigning"),
             CandidateEvent::Elected { epoch } => write!(f, "elected {epoch}"),
             CandidateEvent::Write { seq, epoch } => write!(f, "write {seq} {epoch}"),
+            CandidateEvent::Unguarded { seq, epoch } => write!(f, "unguarded {seq} {epoch}"),
             CandidateEvent::Ok { seq, epoch } => write!(f, "ok {seq} {epoch}"),
             CandidateEvent::Stale { seq, epoch, mark } => write!(f, "stale {seq} {epoch} {mark}"),
             CandidateEvent::Error { seq, epoch, text } => {
@@ -303,6 +313,10 @@ impl FromStr for CandidateEvent {
                 seq: n(1, "seq")?,
                 epoch: n(2, "epoch")?,
             },
+            "unguarded" => CandidateEvent::Unguarded {
+                seq: n(1, "seq")?,
+                epoch: n(2, "epoch")?,
+            },
             "ok" => CandidateEvent::Ok {
                 seq: n(1, "seq")?,
                 epoch: n(2, "epoch")?,
@@ -333,7 +347,9 @@ impl FromStr for CandidateEvent {
             CandidateEvent::Start { .. }
             | CandidateEvent::Elected { .. }
             | CandidateEvent::Resigned { .. } => fields(s, 2).1,
-            CandidateEvent::Write { .. } | CandidateEvent::Ok { .. } => fields(s, 3).1,
+            CandidateEvent::Write { .. }
+            | CandidateEvent::Unguarded { .. }
+            | CandidateEvent::Ok { .. } => fields(s, 3).1,
             CandidateEvent::Stale { .. } => rest,
         };
         if !extra.is_empty() {
@@ -367,11 +383,36 @@ pub enum FaultKind {
     Drop,
     /// `clock`: a candidate's injected wall clock jumps (SQLite).
     Clock,
+    /// `cancel`: the leader's work is cancelled mid-write: its `lead()`
+    /// future is dropped while a task of the term is in a synchronous
+    /// write.
+    Cancel,
+    /// `close`: the leader hands the election to a lease set and closes
+    /// the set while a guarded write is in a synchronous section.
+    Close,
+    /// `unguarded`: a candidate makes one write with an
+    /// `election_core::unguarded` token.
+    Unguarded,
+    /// `rowdel`: the election's lease row deleted by hand (SQLite).
+    RowDelete,
+    /// `recreate`: the NATS bucket deleted and recreated with the same
+    /// configuration.
+    Recreate,
+    /// `maxage`: the NATS bucket recreated with a shorter max age (a
+    /// third of the TTL), then recreated as it was.
+    MaxAge,
+    /// `fdrop`: a fenced write's future dropped after the write ran (the
+    /// SQLite fence), while a deposed leader's write is frozen mid-way.
+    FenceDrop,
+    /// `rollback`: the single NATS server loses the tail of its stream:
+    /// killed, its store replaced by a copy taken seconds earlier,
+    /// restarted.
+    Rollback,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -381,6 +422,14 @@ impl FaultKind {
         FaultKind::Blackhole,
         FaultKind::Drop,
         FaultKind::Clock,
+        FaultKind::Cancel,
+        FaultKind::Close,
+        FaultKind::Unguarded,
+        FaultKind::RowDelete,
+        FaultKind::FenceDrop,
+        FaultKind::Recreate,
+        FaultKind::MaxAge,
+        FaultKind::Rollback,
     ];
 
     /// The kind's word in a history line.
@@ -395,6 +444,14 @@ impl FaultKind {
             FaultKind::Blackhole => "blackhole",
             FaultKind::Drop => "drop",
             FaultKind::Clock => "clock",
+            FaultKind::Cancel => "cancel",
+            FaultKind::Close => "close",
+            FaultKind::Unguarded => "unguarded",
+            FaultKind::RowDelete => "rowdel",
+            FaultKind::FenceDrop => "fdrop",
+            FaultKind::Recreate => "recreate",
+            FaultKind::MaxAge => "maxage",
+            FaultKind::Rollback => "rollback",
         }
     }
 }
@@ -641,8 +698,18 @@ impl HistoryWriter {
     /// `event` is a [`CandidateEvent`] or a [`FaultEvent`] (or anything
     /// whose `Display` is one line in their format).
     pub fn record(&self, event: &impl fmt::Display) -> io::Result<u64> {
+        self.record_at(None, event)
+    }
+
+    /// Like [`record`](HistoryWriter::record), stamped with `mono` (taken
+    /// earlier with [`mono_ns`]) if given: a `write` is stamped before the
+    /// writer's last check of its lease, so the checker sees when the
+    /// writer last believed it led.
+    ///
+    /// Failure model: as [`record`](HistoryWriter::record).
+    pub fn record_at(&self, mono: Option<u64>, event: &impl fmt::Display) -> io::Result<u64> {
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        let mono = mono_ns();
+        let mono = mono.unwrap_or_else(mono_ns);
         let line = format!("{mono} {} {event}\n", wall_ms());
         file.write_all(line.as_bytes())?;
         file.flush()?;
@@ -674,6 +741,7 @@ mod tests {
             CandidateEvent::Campaigning,
             CandidateEvent::Elected { epoch: 3 },
             CandidateEvent::Write { seq: 1, epoch: 3 },
+            CandidateEvent::Unguarded { seq: 9, epoch: 1 },
             CandidateEvent::Ok { seq: 1, epoch: 3 },
             CandidateEvent::Stale {
                 seq: 2,

@@ -14,6 +14,13 @@
 //!   election's), table `torture_log`; a write is one `BEGIN IMMEDIATE`
 //!   transaction with [`SqliteFence::advance_in`](election_sqlite::SqliteFence::advance_in) and the `INSERT`.
 //!
+//! - [`FencedLog`] (`sqlfence:<dir>`): a log file `<dir>/log` like
+//!   [`FileLog`]'s, guarded by a [`SqliteFence`](election_sqlite::SqliteFence)
+//!   in `<dir>/fence.db` through [`Fence::fenced`]: the append runs inside
+//!   the fence's `BEGIN IMMEDIATE` transaction. [`FencedLog::write_then_drop`]
+//!   drops the write's future right after the append ran (the `fdrop`
+//!   fault): the mark must already be durable by then.
+//!
 //! In [`Mode::Unsafe`] the write skips the fence: the line is appended, the
 //! row inserted, whatever the token. That mode exists only to show that the
 //! checker catches what the fence prevents.
@@ -51,13 +58,16 @@ pub enum Mode {
     Unsafe,
 }
 
-/// Where the resource lives: `file:<dir>` or `sqlite:<path>`.
+/// Where the resource lives: `file:<dir>`, `sqlite:<path>` or
+/// `sqlfence:<dir>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ResourceSpec {
     /// A [`FileLog`] in this directory.
     File(PathBuf),
     /// A [`SqlTable`] in this database file.
     Sqlite(PathBuf),
+    /// A [`FencedLog`] in this directory.
+    SqliteFenced(PathBuf),
 }
 
 impl FromStr for ResourceSpec {
@@ -81,6 +91,7 @@ impl FromStr for ResourceSpec {
         match scheme {
             "file" => Ok(ResourceSpec::File(path.into())),
             "sqlite" => Ok(ResourceSpec::Sqlite(path.into())),
+            "sqlfence" => Ok(ResourceSpec::SqliteFenced(path.into())),
             _ => Err(bad()),
         }
     }
@@ -91,6 +102,7 @@ impl fmt::Display for ResourceSpec {
         match self {
             ResourceSpec::File(dir) => write!(f, "file:{}", dir.display()),
             ResourceSpec::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            ResourceSpec::SqliteFenced(dir) => write!(f, "sqlfence:{}", dir.display()),
         }
     }
 }
@@ -130,8 +142,8 @@ pub enum Outcome {
 /// What went wrong with a resource.
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {
-    /// Not `file:<dir>` or `sqlite:<path>`.
-    #[error("bad resource {0:?}: expected file:<dir> or sqlite:<path>")]
+    /// Not `file:<dir>`, `sqlite:<path>` or `sqlfence:<dir>`.
+    #[error("bad resource {0:?}: expected file:<dir>, sqlite:<path> or sqlfence:<dir>")]
     Spec(String),
     /// The file log failed.
     #[error("{what} {}", path.display())]
@@ -153,6 +165,10 @@ pub enum ResourceError {
     /// The election crate's SQLite layer failed (creating the fence table).
     #[error("the resource database's fence table")]
     SqliteFence(#[from] election_sqlite::Error),
+    /// The write's future was dropped after the write ran (the `fdrop`
+    /// fault): its outcome is unknown.
+    #[error("the write's future was dropped after the write ran")]
+    Dropped,
     /// A record that cannot be read as `<writer> <seq> <epoch>`.
     #[error("{}: record {index}: {text:?} is not `<writer> <seq> <epoch>`", path.display())]
     Corrupt {
@@ -421,13 +437,105 @@ impl SqlTable {
     }
 }
 
-/// An open resource of either kind.
+/// The log file `<dir>/log` guarded by a
+/// [`SqliteFence`](election_sqlite::SqliteFence) in `<dir>/fence.db`
+/// through [`Fence::fenced`].
+#[derive(Clone, Debug)]
+pub struct FencedLog {
+    fence: election_sqlite::SqliteFence,
+    log: PathBuf,
+    name: ResourceName,
+    mode: Mode,
+}
+
+/// The fence database of a [`FencedLog`], inside its directory.
+pub const FENCE_DB: &str = "fence.db";
+
+impl FencedLog {
+    /// Opens (creating the directory and the database if needed) the log
+    /// in `dir`.
+    ///
+    /// Failure model: [`ResourceError::Io`] if the directory cannot be
+    /// created; [`ResourceError::Sql`] or [`ResourceError::SqliteFence`]
+    /// if the fence's database cannot be opened or set up.
+    pub async fn open(dir: impl AsRef<Path>, mode: Mode) -> Result<FencedLog, ResourceError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| ResourceError::Io {
+            what: "cannot create",
+            path: dir.to_owned(),
+            source,
+        })?;
+        let pool = pool(&dir.join(FENCE_DB), true).await?;
+        Ok(FencedLog {
+            fence: election_sqlite::SqliteFence::new(pool).await?,
+            log: dir.join(LOG_FILE),
+            name: resource_name()?,
+            mode,
+        })
+    }
+
+    /// Appends `<writer> <seq> <epoch>`, fsynced; in [`Mode::Safe`] inside
+    /// [`Fence::fenced`], only if the fence accepts `token`.
+    pub async fn write(&self, writer: &str, seq: u64, token: Token) -> Outcome {
+        let line = format!("{writer} {seq} {}\n", epoch_of(token));
+        let append = || async { append_synced(&self.log, &line) };
+        let outcome = match self.mode {
+            Mode::Unsafe => Ok(append().await),
+            Mode::Safe => self.fence.fenced(&self.name, token, append).await,
+        };
+        fenced_outcome(outcome)
+    }
+
+    /// Like [`write`](FencedLog::write), but the future of
+    /// [`Fence::fenced`] is dropped right after the append ran, before
+    /// `fenced` could return: a caller's timeout or cancellation at the
+    /// worst moment. The outcome is [`Outcome::Unknown`] (the append
+    /// landed) unless the fence refused the token first.
+    pub async fn write_then_drop(&self, writer: &str, seq: u64, token: Token) -> Outcome {
+        if self.mode == Mode::Unsafe {
+            return self.write(writer, seq, token).await;
+        }
+        let line = format!("{writer} {seq} {}\n", epoch_of(token));
+        let ran = std::sync::Arc::new(tokio::sync::Notify::new());
+        let told = ran.clone();
+        let log = self.log.clone();
+        let fenced = self.fence.fenced(&self.name, token, move || async move {
+            let appended = append_synced(&log, &line);
+            told.notify_one();
+            // Never returns: the caller drops the future first.
+            std::future::pending::<()>().await;
+            appended
+        });
+        tokio::select! {
+            biased;
+            () = ran.notified() => Outcome::Unknown(ResourceError::Dropped),
+            outcome = fenced => fenced_outcome(outcome),
+        }
+    }
+}
+
+fn fenced_outcome(outcome: Result<Result<(), ResourceError>, fencing::Error>) -> Outcome {
+    match outcome {
+        Ok(Ok(())) => Outcome::Ok,
+        Ok(Err(e)) => Outcome::Unknown(e),
+        Err(fencing::Error::Stale {
+            high_water_mark, ..
+        }) => Outcome::Stale {
+            mark: epoch_of(high_water_mark),
+        },
+        Err(e) => Outcome::Unknown(e.into()),
+    }
+}
+
+/// An open resource of any kind.
 #[derive(Clone, Debug)]
 pub enum Resource {
     /// A [`FileLog`].
     File(FileLog),
     /// A [`SqlTable`].
     Sqlite(SqlTable),
+    /// A [`FencedLog`].
+    SqliteFenced(FencedLog),
 }
 
 impl Resource {
@@ -436,14 +544,29 @@ impl Resource {
         Ok(match spec {
             ResourceSpec::File(dir) => Resource::File(FileLog::open(dir, mode)?),
             ResourceSpec::Sqlite(path) => Resource::Sqlite(SqlTable::open(path, mode).await?),
+            ResourceSpec::SqliteFenced(dir) => {
+                Resource::SqliteFenced(FencedLog::open(dir, mode).await?)
+            }
         })
     }
 
-    /// Writes one record; see [`FileLog::write`] and [`SqlTable::write`].
+    /// Writes one record; see [`FileLog::write`], [`SqlTable::write`] and
+    /// [`FencedLog::write`].
     pub async fn write(&self, writer: &str, seq: u64, token: Token) -> Outcome {
         match self {
             Resource::File(log) => log.write(writer, seq, token).await,
             Resource::Sqlite(table) => table.write(writer, seq, token).await,
+            Resource::SqliteFenced(log) => log.write(writer, seq, token).await,
+        }
+    }
+
+    /// Writes one record and drops the write's future right after it ran
+    /// ([`FencedLog::write_then_drop`]); on the other resources, a plain
+    /// [`write`](Resource::write).
+    pub async fn write_then_drop(&self, writer: &str, seq: u64, token: Token) -> Outcome {
+        match self {
+            Resource::SqliteFenced(log) => log.write_then_drop(writer, seq, token).await,
+            other => other.write(writer, seq, token).await,
         }
     }
 }
@@ -451,7 +574,7 @@ impl Resource {
 /// The records of the resource `spec` names, in resource order.
 pub async fn read_records(spec: &ResourceSpec) -> Result<Vec<Record>, ResourceError> {
     match spec {
-        ResourceSpec::File(dir) => FileLog::read(dir),
+        ResourceSpec::File(dir) | ResourceSpec::SqliteFenced(dir) => FileLog::read(dir),
         ResourceSpec::Sqlite(path) => SqlTable::read(path).await,
     }
 }
@@ -501,6 +624,34 @@ mod tests {
     async fn file_log_fences_and_reads_back() {
         let tmp = tempfile::tempdir().unwrap();
         fences_and_reads_back(ResourceSpec::File(tmp.path().join("res"))).await;
+    }
+
+    #[tokio::test]
+    async fn fenced_log_fences_and_reads_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        fences_and_reads_back(ResourceSpec::SqliteFenced(tmp.path().join("res"))).await;
+    }
+
+    /// A write dropped after it ran: it landed and is reported unknown;
+    /// a refused one is still stale.
+    #[tokio::test]
+    async fn a_dropped_fenced_write_landed_and_is_unknown() {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = ResourceSpec::SqliteFenced(tmp.path().join("res"));
+        let log = Resource::open(&spec, Mode::Safe).await.unwrap();
+        assert!(matches!(log.write("c0.1", 1, t(3)).await, Outcome::Ok));
+        assert!(matches!(
+            log.write_then_drop("c1.1", 1, t(4)).await,
+            Outcome::Unknown(ResourceError::Dropped)
+        ));
+        assert!(matches!(
+            log.write_then_drop("c2.1", 1, t(2)).await,
+            Outcome::Stale { mark: 3 | 4 }
+        ));
+        assert_eq!(
+            read_records(&spec).await.unwrap(),
+            [record("c0.1", 1, 3), record("c1.1", 1, 4)]
+        );
     }
 
     #[tokio::test]

@@ -8,6 +8,10 @@
 //! land after the new term's: the checker must report it. In safe mode the
 //! same scenario must check clean, with the resumed leader's writes not
 //! attempted or refused as stale.
+//!
+//! Check 6 the same way: with `--unsafe`, `cancel` does by hand what a
+//! dropped `lead()` did before issue 11 (the term resigned while its write
+//! still runs); the checker must report the write outliving the term.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -37,6 +41,10 @@ struct Proc {
 
 impl Proc {
     fn spawn(dir: &Path, writer: &str, unsafe_mode: bool) -> Proc {
+        Proc::spawn_with(dir, writer, unsafe_mode, &[])
+    }
+
+    fn spawn_with(dir: &Path, writer: &str, unsafe_mode: bool, extra: &[&str]) -> Proc {
         let history = dir.join(history::candidate_file_name(writer));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_torture-candidate"));
         cmd.args(["--backend", "sqlite", "--writer", writer])
@@ -50,6 +58,7 @@ impl Proc {
         if unsafe_mode {
             cmd.arg("--unsafe");
         }
+        cmd.args(extra);
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -77,6 +86,13 @@ impl Proc {
 
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends one command line on stdin.
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").expect("write a command");
+        stdin.flush().expect("flush the command");
     }
 
     fn signal(&self, signal: Signal) {
@@ -346,4 +362,59 @@ fn safe_mode_the_same_scenario_checks_clean() {
             );
         }
     }
+}
+
+/// `cancel` with `--unsafe`: c0.1's term is resigned while its write (a
+/// 3 s synchronous section) still runs; another term begins meanwhile. The
+/// checker must report check 6, the term's work outliving it.
+#[test]
+fn unsafe_mode_work_outliving_a_given_up_term_is_reported() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let dir = tmp.path();
+    let hold = ["--hold-ms", "3000"];
+    let mut c0 = Proc::spawn_with(dir, "c0.1", true, &hold);
+    let old_epoch = c0.expect("elected")[0];
+    let mut c1 = Proc::spawn_with(dir, "c1.1", true, &hold);
+    c1.expect("campaigning");
+    c0.wait_history("acknowledged write", |h| {
+        h.iter()
+            .any(|l| matches!(l.event, CandidateEvent::Ok { .. }))
+    });
+    c0.send("cancel");
+    // The slow write is answered after the term was resigned.
+    c0.wait_history("the slow write's answer after the resign", |h| {
+        let Some(resigned) = h.iter().position(
+            |l| matches!(l.event, CandidateEvent::Resigned { epoch } if epoch == old_epoch),
+        ) else {
+            return false;
+        };
+        h[resigned..].iter().any(|l| {
+            matches!(
+                l.event,
+                CandidateEvent::Ok { epoch, .. } | CandidateEvent::Stale { epoch, .. }
+                    if epoch == old_epoch
+            )
+        })
+    });
+    c0.close();
+    c1.close();
+
+    let run = RunHistory::load(dir).expect("load the run");
+    let spec = ResourceSpec::Sqlite(dir.join("resource.db"));
+    let records = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(read_records(&spec))
+        .expect("read the resource");
+    let report = check(&run, &records, &CheckOptions::new(BOUND));
+    eprintln!("{report}");
+    assert!(
+        report.violations.iter().any(|v| matches!(
+            v,
+            Violation::WorkOutlivedTerm { writer, epoch, newer, .. }
+                if writer == "c0.1" && *epoch == old_epoch && newer.epoch > old_epoch
+        )),
+        "the write outliving its resigned term: {report}"
+    );
 }

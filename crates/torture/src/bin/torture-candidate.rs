@@ -6,7 +6,7 @@
 //! torture-candidate --backend file|sqlite|nats --writer ID --history FILE
 //!     --resource file:DIR|sqlite:PATH [--dir DIR] [--db PATH] [--urls URLS]
 //!     [--bucket B] [--replicas N] [--ttl-ms N] [--renew-ms N] [--grace-ms N]
-//!     [--poll-ms N] [--write-every-ms N (default 20)] [--unsafe]
+//!     [--poll-ms N] [--write-every-ms N (default 20)] [--hold-ms N] [--unsafe]
 //! ```
 //!
 //! The loop: campaign for the election `torture`; once elected, write one
@@ -22,8 +22,27 @@
 //!
 //! Stdin: `resign` (resign the current term if any, then campaign again),
 //! `clock <seconds>` (SQLite: shift the injected wall clock by that many
-//! seconds, either sign), `exit` or end of input (resign if leading, exit
-//! 0).
+//! seconds, either sign), `cancel` (if leading: hand the term to
+//! `Term::lead` with a task that writes through a slow synchronous section,
+//! and drop the `lead()` future the moment a write begins; record
+//! `resigned`, campaign again; with `--unsafe`: the old behaviour by hand,
+//! the write in a detached task and the term resigned at once), `close` (if leading: start a lease set
+//! for the election, resign the term, wait until the set wins the key
+//! (`elected`), run a guarded write through the same slow synchronous
+//! section, and close the set the moment the write has begun: `resigned`,
+//! campaign again), `unguarded` (make one write with a token
+//! from `election_core::unguarded`, history `unguarded`), `fdrop <ms>` (for
+//! that long, drop each write's future right after the write ran, before
+//! the fence returned: `Resource::write_then_drop`), `stall` (the next
+//! write waits 300 ms between its `write` line and the resource, so a
+//! SIGSTOP then freezes it mid-write), `exit` or end of input (resign if
+//! leading, exit 0).
+//!
+//! `--hold-ms` sets the synchronous section of those writes (default: a
+//! quarter of the TTL).
+//!
+//! A `write` line is stamped before the writer's last check of its lease
+//! (so the checker sees when it last believed it led).
 //!
 //! Errors: `error <message>` on stderr; exit code 64 for bad usage, 2 for
 //! anything else. Transient backend failures (an unreachable server) are
@@ -34,20 +53,23 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use election_core::{Candidate, Claim, ConfigError, Term};
+use election_core::{
+    Candidate, Claim, ConfigError, Identity, KeyedClaims, LeadOptions, LeaseSet, PerKeyClaims,
+    Term, TermLease,
+};
 use election_file::FileElection;
 use election_nats::{NatsElection, NatsOptions};
 use election_sqlite::{Clock, SqliteElection, SqliteOptions, SystemClock};
 use fencing::Token;
-use tokio::sync::mpsc;
-use torture::history::{CandidateEvent, HistoryWriter};
+use tokio::sync::{Notify, mpsc};
+use torture::history::{CandidateEvent, HistoryWriter, mono_ns};
 use torture::resource::{Mode, Outcome, Resource, ResourceError, ResourceSpec};
 
 /// The election every candidate campaigns in.
-const ELECTION: &str = "torture";
+use torture::orchestrate::ELECTION;
 /// Exit code for bad usage.
 const USAGE: u8 = 64;
 
@@ -74,6 +96,7 @@ struct Args {
     grace: Option<Duration>,
     poll: Duration,
     write_every: Duration,
+    hold: Option<Duration>,
     mode: Mode,
 }
 
@@ -122,6 +145,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError>
         grace: None,
         poll: election_core::DEFAULT_POLL_INTERVAL,
         write_every: Duration::from_millis(20),
+        hold: None,
         mode: Mode::Safe,
     };
     let ms = |flag: &str, v: Option<String>| -> Result<Duration, CandidateError> {
@@ -173,6 +197,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError>
             "--grace-ms" => a.grace = Some(ms("--grace-ms", args.next())?),
             "--poll-ms" => a.poll = ms("--poll-ms", args.next())?,
             "--write-every-ms" => a.write_every = ms("--write-every-ms", args.next())?,
+            "--hold-ms" => a.hold = Some(ms("--hold-ms", args.next())?),
             "--unsafe" => a.mode = Mode::Unsafe,
             other => return Err(usage(format!("unknown argument {other:?}"))),
         }
@@ -261,6 +286,11 @@ impl Clock for ShiftedClock {
 enum Command {
     Resign,
     Clock(i64),
+    Cancel,
+    Close,
+    Unguarded,
+    DropWrites(u64),
+    Stall,
     /// `exit` or the end of input.
     Exit,
     Unknown(String),
@@ -273,6 +303,14 @@ fn command(line: Option<String>) -> Command {
     let mut words = line.split_whitespace();
     match (words.next(), words.next(), words.next()) {
         (Some("resign"), None, _) => Command::Resign,
+        (Some("cancel"), None, _) => Command::Cancel,
+        (Some("close"), None, _) => Command::Close,
+        (Some("unguarded"), None, _) => Command::Unguarded,
+        (Some("stall"), None, _) => Command::Stall,
+        (Some("fdrop"), Some(ms), None) => match ms.parse() {
+            Ok(ms) => Command::DropWrites(ms),
+            Err(_) => Command::Unknown(line),
+        },
         (Some("exit"), None, _) => Command::Exit,
         (Some("clock"), Some(secs), None) => match secs.parse() {
             Ok(s) => Command::Clock(s),
@@ -297,33 +335,176 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
+/// Starts a lease set for the election on the candidate's backend.
+type MakeSet<'a, K> = dyn Fn() -> Result<LeaseSet<K>, CandidateError> + Send + Sync + 'a;
+
 /// What follows a term.
 enum Next {
     Campaign,
     Exit,
 }
 
-struct Ctx {
+/// What a write needs: shared by the candidate's loop and the tasks of a
+/// `lead()` term.
+#[derive(Clone)]
+struct Writes {
     writer: String,
-    history: HistoryWriter,
+    history: Arc<HistoryWriter>,
     resource: Resource,
+    seq: Arc<AtomicU64>,
+}
+
+/// How the outcome of a write is recorded.
+fn outcome_event(seq: u64, epoch: u64, outcome: Outcome) -> CandidateEvent {
+    match outcome {
+        Outcome::Ok => CandidateEvent::Ok { seq, epoch },
+        Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
+        Outcome::Unknown(e) => CandidateEvent::Error {
+            seq,
+            epoch,
+            text: chain(&e),
+        },
+    }
+}
+
+impl Writes {
+    /// Records `event` (stamped `at` if given); returns its `mono_ns`.
+    fn record_at(&self, at: Option<u64>, event: &CandidateEvent) -> Result<u64, CandidateError> {
+        self.history
+            .record_at(at, event)
+            .map_err(|source| CandidateError::History {
+                path: self.history.path().to_owned(),
+                source,
+            })
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// One write: `write` (stamped `checked`, when the lease was last
+    /// checked), then its outcome.
+    async fn write(&self, token: Token, checked: u64, how: How) -> Result<(), CandidateError> {
+        let (seq, epoch) = (self.next_seq(), token.epoch().get());
+        self.record_at(Some(checked), &CandidateEvent::Write { seq, epoch })?;
+        let outcome = match how {
+            How::Plain => self.resource.write(&self.writer, seq, token).await,
+            How::Stall(d) => {
+                tokio::time::sleep(d).await;
+                self.resource.write(&self.writer, seq, token).await
+            }
+            How::Drop => {
+                self.resource
+                    .write_then_drop(&self.writer, seq, token)
+                    .await
+            }
+        };
+        self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+        Ok(())
+    }
+
+    /// One write with a token from `election_core::unguarded`.
+    async fn unguarded(&self) -> Result<(), CandidateError> {
+        election_core::unguarded(
+            ELECTION,
+            "torture: an unguarded write mixed with guarded ones",
+            async |write_token| {
+                let token = Token::from(&write_token);
+                let (seq, epoch) = (self.next_seq(), token.epoch().get());
+                self.record_at(None, &CandidateEvent::Unguarded { seq, epoch })?;
+                let outcome = self.resource.write(&self.writer, seq, token).await;
+                self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+                Ok(())
+            },
+        )
+        .await?
+    }
+
+    /// The task of a `lead()` term under `cancel`: every `every`, issues a
+    /// token from the lease (stops once that fails) and writes through a
+    /// synchronous section of `hold` (a blocking client: an abort cannot
+    /// stop it). `began` is told when the first write has begun.
+    async fn slow_writes(
+        self,
+        lease: TermLease,
+        every: Duration,
+        hold: Duration,
+        began: Arc<Notify>,
+    ) {
+        self.slow_writes_up_to(lease, every, hold, began, u64::MAX)
+            .await;
+    }
+
+    /// [`slow_writes`](Writes::slow_writes), at most `max` writes.
+    async fn slow_writes_up_to(
+        self,
+        lease: TermLease,
+        every: Duration,
+        hold: Duration,
+        began: Arc<Notify>,
+        max: u64,
+    ) {
+        for _ in 0..max {
+            let checked = mono_ns();
+            let Ok(token) = Token::issue(&lease) else {
+                return;
+            };
+            let (seq, epoch) = (self.next_seq(), token.epoch().get());
+            if self
+                .record_at(Some(checked), &CandidateEvent::Write { seq, epoch })
+                .is_err()
+            {
+                return;
+            }
+            began.notify_one();
+            let handle = tokio::runtime::Handle::current();
+            let outcome = tokio::task::block_in_place(|| {
+                std::thread::sleep(hold);
+                handle.block_on(self.resource.write(&self.writer, seq, token))
+            });
+            if self
+                .record_at(None, &outcome_event(seq, epoch, outcome))
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+}
+
+/// How a write of the candidate's own loop goes.
+#[derive(Clone, Copy, Debug)]
+enum How {
+    Plain,
+    /// Waits this long between its `write` line and the resource.
+    Stall(Duration),
+    /// Its future is dropped right after the write ran.
+    Drop,
+}
+
+/// The wait of a `stall`ed write.
+const STALL: Duration = Duration::from_millis(300);
+
+struct Ctx {
+    writes: Writes,
+    /// `fdrop`: drop each write's future after it ran, until then.
+    drop_until: Option<tokio::time::Instant>,
+    /// `stall`: the next write stalls.
+    stall: bool,
     mode: Mode,
     poll: Duration,
     write_every: Duration,
+    /// The synchronous section of a write under `cancel`.
+    hold: Duration,
     clock: Arc<ShiftedClock>,
     stdin: mpsc::UnboundedReceiver<String>,
-    seq: u64,
 }
 
 impl Ctx {
     /// Records `event` in the history; returns its `mono_ns`.
     fn record(&self, event: &CandidateEvent) -> Result<u64, CandidateError> {
-        self.history
-            .record(event)
-            .map_err(|source| CandidateError::History {
-                path: self.history.path().to_owned(),
-                source,
-            })
+        self.writes.record_at(None, event)
     }
 
     /// Records `event` and says it on stdout with its `mono_ns`.
@@ -341,46 +522,145 @@ impl Ctx {
     }
 
     /// Handles a command that needs no term; true for `exit`.
-    fn idle_command(&self, cmd: Command) -> bool {
+    async fn idle_command(&mut self, cmd: Command) -> Result<bool, CandidateError> {
         match cmd {
-            Command::Exit => return true,
+            Command::Exit => return Ok(true),
             Command::Clock(s) => self.clock.shift(s),
-            Command::Resign => {} // no term to resign
+            Command::DropWrites(ms) => {
+                self.drop_until = Some(tokio::time::Instant::now() + Duration::from_millis(ms));
+            }
+            Command::Stall => self.stall = true,
+            Command::Unguarded => self.writes.unguarded().await?,
+            Command::Resign | Command::Cancel | Command::Close => {} // no term
             Command::Unknown(line) => note(&format!("unknown command {line:?}")),
         }
-        false
+        Ok(false)
     }
 
     /// Waits `d` while answering stdin; true if told to exit.
-    async fn pause(&mut self, d: Duration) -> bool {
+    async fn pause(&mut self, d: Duration) -> Result<bool, CandidateError> {
         let sleep = tokio::time::sleep(d);
         tokio::pin!(sleep);
         loop {
             tokio::select! {
-                _ = &mut sleep => return false,
-                line = self.stdin.recv() => if self.idle_command(command(line)) {
-                    return true;
+                _ = &mut sleep => return Ok(false),
+                line = self.stdin.recv() => if self.idle_command(command(line)).await? {
+                    return Ok(true);
                 },
             }
         }
     }
 
-    /// One write: `write`, then its outcome.
-    async fn write(&mut self, token: Token) -> Result<(), CandidateError> {
-        self.seq += 1;
-        let (seq, epoch) = (self.seq, token.epoch().get());
-        self.record(&CandidateEvent::Write { seq, epoch })?;
-        let outcome = self.resource.write(&self.writer, seq, token).await;
-        self.record(&match outcome {
-            Outcome::Ok => CandidateEvent::Ok { seq, epoch },
-            Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
-            Outcome::Unknown(e) => CandidateEvent::Error {
-                seq,
-                epoch,
-                text: chain(&e),
-            },
-        })?;
-        Ok(())
+    /// `close`: hands the election from `term` to a lease set, runs one
+    /// guarded write with a slow synchronous section, and closes the set
+    /// the moment the write has begun.
+    async fn close<C: Claim, K: KeyedClaims>(
+        &mut self,
+        term: Term<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<Next, CandidateError> {
+        let set = Arc::new(sets()?);
+        let _ = set.held(ELECTION); // starts asking for the key
+        self.resign(&term).await?;
+        drop(term);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+        while !set.held(ELECTION) {
+            if tokio::time::Instant::now() >= deadline {
+                set.close().await;
+                return Ok(Next::Campaign);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let Some(epoch) = set.epoch(ELECTION).map(|e| e.get()) else {
+            set.close().await;
+            return Ok(Next::Campaign);
+        };
+        self.announce(CandidateEvent::Elected { epoch })?;
+        let began = Arc::new(Notify::new());
+        let mut guarded = tokio::spawn({
+            let (set, writes, hold, began) =
+                (set.clone(), self.writes.clone(), self.hold, began.clone());
+            async move {
+                let checked = mono_ns();
+                set.guard(ELECTION, async |write_token| {
+                    let token = Token::from(&write_token);
+                    let (seq, epoch) = (writes.next_seq(), token.epoch().get());
+                    let _ = writes.record_at(Some(checked), &CandidateEvent::Write { seq, epoch });
+                    began.notify_one();
+                    let handle = tokio::runtime::Handle::current();
+                    let outcome = tokio::task::block_in_place(|| {
+                        std::thread::sleep(hold);
+                        handle.block_on(writes.resource.write(&writes.writer, seq, token))
+                    });
+                    let _ = writes.record_at(None, &outcome_event(seq, epoch, outcome));
+                })
+                .await
+            }
+        });
+        tokio::select! {
+            () = began.notified() => {
+                // Closed while the guarded write runs.
+                self.announce(CandidateEvent::Resigned { epoch })?;
+            }
+            ended = &mut guarded => {
+                let text = match ended {
+                    Ok(Err(e)) => format!("guard refused: {}", chain(&e)),
+                    _ => "guard ended".to_owned(),
+                };
+                self.announce(CandidateEvent::Lost { epoch, text })?;
+            }
+        }
+        set.close().await;
+        Ok(Next::Campaign)
+    }
+
+    /// `cancel` with `--unsafe`: what a dropped `lead()` did before issue
+    /// 11 (the claim given up while the term's task still ran), done by
+    /// hand: one slow write in a detached task, and the term resigned the
+    /// moment it has begun. Only to prove that check 6 can fail.
+    async fn cancel_unsafe<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+        let began = Arc::new(Notify::new());
+        tokio::spawn(self.writes.clone().slow_writes_up_to(
+            term.lease(),
+            self.write_every,
+            self.hold,
+            began.clone(),
+            1,
+        ));
+        began.notified().await;
+        self.resign(&term).await?;
+        Ok(Next::Campaign)
+    }
+
+    /// `cancel`: leads `term` through `Term::lead` with a task of slow
+    /// writes, and drops the `lead()` future the moment the first write
+    /// has begun (the task is then inside its synchronous section).
+    async fn cancel<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+        let epoch = term.epoch().get();
+        let began = Arc::new(Notify::new());
+        let (writes, every, hold) = (self.writes.clone(), self.write_every, self.hold);
+        let task_began = began.clone();
+        let lead = term.lead(LeadOptions::default(), move |leadership| async move {
+            let lease = leadership.lease().clone();
+            leadership.spawn(writes.slow_writes(lease, every, hold, task_began));
+            std::future::pending::<()>().await
+        });
+        tokio::select! {
+            ended = lead => {
+                // Ended before a write began: the term was lost.
+                let text = match ended {
+                    Err(election_core::Error::Lost(lost)) => chain(&lost),
+                    Err(e) => format!("lead failed: {}", chain(&e)),
+                    Ok(()) => "lead returned".to_owned(),
+                };
+                self.announce(CandidateEvent::Lost { epoch, text })?;
+            }
+            () = began.notified() => {
+                // The `lead()` future is dropped here, mid-write.
+                self.announce(CandidateEvent::Resigned { epoch })?;
+            }
+        }
+        Ok(Next::Campaign)
     }
 
     /// Resigns `term`; records how it ended.
@@ -413,7 +693,7 @@ impl Ctx {
             let outcome = loop {
                 tokio::select! {
                     outcome = &mut campaign => break outcome,
-                    line = self.stdin.recv() => if self.idle_command(command(line)) {
+                    line = self.stdin.recv() => if self.idle_command(command(line)).await? {
                         return Ok(None);
                     },
                 }
@@ -422,7 +702,7 @@ impl Ctx {
                 Ok(term) => return Ok(Some(term)),
                 Err(e) if !e.is_permanent() => {
                     note(&format!("campaign failed, retrying: {}", chain(&e)));
-                    if self.pause(self.poll).await {
+                    if self.pause(self.poll).await? {
                         return Ok(None);
                     }
                 }
@@ -432,7 +712,11 @@ impl Ctx {
     }
 
     /// Leads `term` until it ends.
-    async fn lead<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+    async fn lead<C: Claim, K: KeyedClaims>(
+        &mut self,
+        term: Term<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<Next, CandidateError> {
         let epoch = term.epoch().get();
         self.announce(CandidateEvent::Elected { epoch })?;
         // Taken once: every write of the term presents it, also (unsafe
@@ -466,29 +750,54 @@ impl Ctx {
                         }
                         return Ok(Next::Exit);
                     }
+                    Command::Cancel if !lost && self.mode == Mode::Safe => {
+                        return self.cancel(term).await;
+                    }
+                    Command::Close if !lost && self.mode == Mode::Safe => {
+                        return self.close(term, sets).await;
+                    }
+                    Command::Cancel if !lost => {
+                        return self.cancel_unsafe(term).await;
+                    }
                     other => {
-                        self.idle_command(other);
+                        self.idle_command(other).await?;
                     }
                 },
                 _ = ticks.tick() => {
                     // Safe: not one write once the term's validity ran out
-                    // (the loss is reported on the next turn).
+                    // (the loss is reported on the next turn). The write is
+                    // stamped before this check.
+                    let checked = mono_ns();
                     if self.mode == Mode::Safe && term.is_lost() {
                         continue;
                     }
-                    self.write(token).await?;
+                    let how = if std::mem::take(&mut self.stall) {
+                        How::Stall(STALL)
+                    } else if self
+                        .drop_until
+                        .is_some_and(|until| tokio::time::Instant::now() < until)
+                    {
+                        How::Drop
+                    } else {
+                        How::Plain
+                    };
+                    self.writes.write(token, checked, how).await?;
                 }
             }
         }
     }
 
     /// The whole life of the candidate on one backend.
-    async fn drive<C: Claim>(&mut self, candidate: Candidate<C>) -> Result<(), CandidateError> {
+    async fn drive<C: Claim, K: KeyedClaims>(
+        &mut self,
+        candidate: Candidate<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<(), CandidateError> {
         loop {
             let Some(term) = self.campaign(&candidate).await? else {
                 return Ok(());
             };
-            match self.lead(term).await? {
+            match self.lead(term, sets).await? {
                 Next::Campaign => {}
                 Next::Exit => return Ok(()),
             }
@@ -541,15 +850,24 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             source,
         })?;
     let mut ctx = Ctx {
-        writer: args.writer.clone(),
-        history,
-        resource: Resource::open(&args.resource, args.mode).await?,
+        writes: Writes {
+            writer: args.writer.clone(),
+            history: Arc::new(history),
+            resource: Resource::open(&args.resource, args.mode).await?,
+            seq: Arc::new(AtomicU64::new(0)),
+        },
+        drop_until: None,
+        stall: false,
         mode: args.mode,
         poll: args.poll,
         write_every: args.write_every,
+        // A synchronous section long enough for the next term to begin
+        // while it runs (on today's code), short against the TTL.
+        hold: args
+            .hold
+            .unwrap_or_else(|| args.ttl.map_or(Duration::from_millis(400), |ttl| ttl / 4)),
         clock: Arc::new(ShiftedClock::default()),
         stdin: stdin_lines(),
-        seq: 0,
     };
     ctx.record(&CandidateEvent::Start {
         pid: std::process::id(),
@@ -562,7 +880,8 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            ctx.drive(candidate).await
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
         }
         Backend::Sqlite => {
             let ttl = args.ttl.unwrap_or(election_sqlite::DEFAULT_TTL);
@@ -578,7 +897,8 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            ctx.drive(candidate).await
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
         }
         Backend::Nats => {
             let options = nats_options(&args)?;
@@ -588,7 +908,7 @@ async fn run(args: Args) -> Result<(), CandidateError> {
                     Ok(election) => break election,
                     Err(e) if nats_transient(&e) => {
                         note(&format!("cannot connect yet, retrying: {}", chain(&e)));
-                        if ctx.pause(args.poll.max(Duration::from_millis(100))).await {
+                        if ctx.pause(args.poll.max(Duration::from_millis(100))).await? {
                             return Ok(());
                         }
                     }
@@ -598,7 +918,21 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            ctx.drive(candidate).await
+            // The per-key lease set: NatsLeases keep their keys in buckets
+            // of their own, another election than the candidates'.
+            let poll = args.poll;
+            let sets = || {
+                let election = election.clone();
+                let id = identity.to_owned();
+                let claims = PerKeyClaims::new(Identity::new(identity)?, move |key| {
+                    election
+                        .claim(key.as_str(), &id)
+                        .map_err(|e| e.into_core(key))
+                })
+                .with_poll_interval(poll)?;
+                Ok(LeaseSet::new(claims))
+            };
+            ctx.drive(candidate, &sets).await
         }
     }
 }
@@ -732,6 +1066,21 @@ mod tests {
         ));
         assert!(matches!(
             command(Some("clock soon".into())),
+            Command::Unknown(_)
+        ));
+        assert!(matches!(command(Some("cancel".into())), Command::Cancel));
+        assert!(matches!(command(Some("close".into())), Command::Close));
+        assert!(matches!(
+            command(Some("unguarded".into())),
+            Command::Unguarded
+        ));
+        assert!(matches!(command(Some("stall".into())), Command::Stall));
+        assert!(matches!(
+            command(Some("fdrop 4500".into())),
+            Command::DropWrites(4500)
+        ));
+        assert!(matches!(
+            command(Some("fdrop -1".into())),
             Command::Unknown(_)
         ));
     }

@@ -4,7 +4,7 @@
 //! torture run --backend file|sqlite|nats|nats-cluster [--seed N] [--duration 60s]
 //!     [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
 //!     [--faults kill,stop,...] [--out DIR] [--unsafe] [--candidate-bin PATH]
-//! torture check DIR --resource file:DIR|sqlite:PATH --bound-ms N
+//! torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
 //! ```
 //!
 //! `run` starts the backend and the candidates, injects faults for the
@@ -25,9 +25,10 @@ const USAGE: &str = "\
 usage:
   torture run --backend file|sqlite|nats|nats-cluster [--seed N] [--duration 60s]
       [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
-      [--faults kill,stop,resign,server,node,meta,blackhole,drop,clock]
+      [--faults kill,stop,resign,cancel,unguarded,clock,rowdel,fdrop,server,blackhole,drop,
+                recreate,maxage,rollback,node,meta]
       [--out DIR] [--unsafe] [--candidate-bin PATH]
-  torture check DIR --resource file:DIR|sqlite:PATH --bound-ms N
+  torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
 
 Faults default to every kind that applies to the backend. The seed defaults
 to a random one (printed). --out defaults to a new directory under
@@ -113,6 +114,9 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     if faults.is_empty() {
         return Err("--faults is empty".into());
     }
+    if let Some(f) = faults.iter().find(|f| !backend.allows(**f)) {
+        return Err(format!("fault {f} does not apply to the {backend} backend"));
+    }
     let seed = seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -143,13 +147,6 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     })
 }
 
-fn resource_of(plan: &Plan) -> ResourceSpec {
-    match plan.backend {
-        Backend::Sqlite => ResourceSpec::Sqlite(plan.out.join("resource.db")),
-        _ => ResourceSpec::File(plan.out.join("resource")),
-    }
-}
-
 async fn run(args: &[String]) -> Result<bool, String> {
     let plan = parse_run(args)?;
     println!(
@@ -169,7 +166,7 @@ async fn run(args: &[String]) -> Result<bool, String> {
     let ran = orchestrate::run(&plan)
         .await
         .map_err(|e| format!("the run failed: {e}"))?;
-    let records = read_records(&resource_of(&plan))
+    let records = read_records(&plan.resource())
         .await
         .map_err(|e| format!("reading the resource: {e}"))?;
     let mut options = CheckOptions::new(plan.liveness_bound());

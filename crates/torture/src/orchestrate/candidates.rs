@@ -169,6 +169,30 @@ impl Candidates {
             .map(|(_, i)| i)
     }
 
+    /// The slots whose process exited by itself (an error it does not
+    /// retry, such as a bucket it refuses); reaps them.
+    pub(crate) fn exited(&mut self) -> Vec<usize> {
+        let mut exited = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if let Some(child) = s.child.as_mut()
+                && matches!(child.try_wait(), Ok(Some(_)))
+            {
+                s.child = None;
+                s.stdin = None;
+                s.leading = None;
+                s.stopped = false;
+                exited.push(i);
+            }
+        }
+        exited
+    }
+
+    /// Whether the slot's process says it leads.
+    pub(crate) fn leads(&mut self, slot: usize) -> bool {
+        self.drain();
+        self.slots[slot].leading.is_some()
+    }
+
     /// Whether some running, unstopped candidate leads.
     pub(crate) fn has_live_leader(&mut self) -> bool {
         self.drain();

@@ -1,0 +1,121 @@
+//! Faults on a backend's own state, injected by the orchestrator with its
+//! own connections: a SQLite lease row deleted by hand, a NATS bucket
+//! deleted and recreated, a NATS bucket's max age shortened in place, a
+//! NATS store directory rolled back to an older copy.
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+use crate::orchestrate::ELECTION;
+
+/// The stream behind the candidates' bucket (`election-nats`'s default).
+const STREAM: &str = "KV_elections";
+
+/// Deletes the election's row from `election_leases`, as an operator
+/// would by hand.
+pub(crate) async fn delete_lease_row(db: &Path) -> Result<(), String> {
+    let options = SqliteConnectOptions::new()
+        .filename(db)
+        .busy_timeout(Duration::from_secs(10));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let deleted = sqlx::query("DELETE FROM election_leases WHERE name = ?1")
+        .bind(ELECTION)
+        .execute(&pool)
+        .await
+        .map_err(|e| e.to_string());
+    pool.close().await;
+    deleted.map(|_| ())
+}
+
+/// A JetStream context on `urls` (comma-separated).
+async fn jetstream(urls: &str) -> Result<jetstream::Context, String> {
+    let servers = urls
+        .split(',')
+        .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let client = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(5))
+        .connect(servers.as_slice())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(jetstream::new(client))
+}
+
+/// Deletes the bucket's stream and creates it again with the same
+/// configuration.
+pub(crate) async fn recreate_bucket(urls: &str) -> Result<(), String> {
+    let js = jetstream(urls).await?;
+    let info = js
+        .get_stream(STREAM)
+        .await
+        .map_err(|e| e.to_string())?
+        .get_info()
+        .await
+        .map_err(|e| e.to_string())?;
+    js.delete_stream(STREAM).await.map_err(|e| e.to_string())?;
+    js.create_stream(info.config)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Changes the bucket's max age in place (its keys and revisions stay);
+/// returns the configuration it had.
+pub(crate) async fn set_max_age(
+    urls: &str,
+    max_age: Duration,
+) -> Result<jetstream::stream::Config, String> {
+    let js = jetstream(urls).await?;
+    let original = js
+        .get_stream(STREAM)
+        .await
+        .map_err(|e| e.to_string())?
+        .get_info()
+        .await
+        .map_err(|e| e.to_string())?
+        .config;
+    let mut config = original.clone();
+    config.max_age = max_age;
+    config.duplicate_window = config.duplicate_window.min(max_age);
+    js.update_stream(config).await.map_err(|e| e.to_string())?;
+    Ok(original)
+}
+
+/// Puts the bucket's configuration back in place.
+pub(crate) async fn restore_config(
+    urls: &str,
+    config: jetstream::stream::Config,
+) -> Result<(), String> {
+    let js = jetstream(urls).await?;
+    js.update_stream(config).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Copies the directory `from` to `to` (which must not exist), with
+/// `cp -a`.
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("cp -a failed: {status}")))
+    }
+}
+
+/// Replaces the directory `to` by a copy of `from`.
+pub(crate) fn replace_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::remove_dir_all(to)?;
+    copy_dir(from, to)
+}
