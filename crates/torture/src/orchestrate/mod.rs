@@ -216,7 +216,7 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 /// The NATS servers of a run.
 enum Servers {
     None,
-    One(nats_testkit::Server, Vec<Proxy>),
+    One(Box<nats_testkit::Server>, Vec<Proxy>),
     Cluster(nats_testkit::Cluster),
 }
 
@@ -299,7 +299,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 "--resource".into(),
                 format!("file:{}", out.join("resource").display()),
             ]);
-            Servers::One(server, proxies)
+            Servers::One(Box::new(server), proxies)
         }
         Backend::NatsCluster => {
             let cluster = blocking(|| nats_testkit::Cluster::start(3))?;
@@ -534,7 +534,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             Fault::Rollback => {
                 let node = rng.below(3) as usize;
                 let server = match &mut servers {
-                    Servers::One(server, _) => Some(server),
+                    Servers::One(server, _) => Some(&mut **server),
                     Servers::Cluster(cluster) => Some(cluster.node_mut(node)),
                     Servers::None => None,
                 };
