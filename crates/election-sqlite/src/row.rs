@@ -46,6 +46,10 @@ pub(crate) enum Found {
     /// deleted it by hand. Its holder may still believe it leads, so this
     /// counts as held (by nobody known) for a full TTL.
     Vanished {
+        /// The epoch of the last term that won (from the epoch state): a
+        /// change means a new term began (and its row vanished too), so
+        /// the wait for its holder starts again.
+        epoch: i64,
         /// The TTL of the last term that won (from the epoch state).
         ttl_ms: i64,
     },
@@ -72,7 +76,10 @@ impl Found {
                 ttl_ms: *ttl_ms,
             },
             (Some(_), _) => Found::Vacant,
-            (None, Some(r)) => Found::Vanished { ttl_ms: r.ttl_ms },
+            (None, Some(r)) => Found::Vanished {
+                epoch: r.epoch,
+                ttl_ms: r.ttl_ms,
+            },
             (None, None) => Found::Fresh,
         }
     }
@@ -104,8 +111,9 @@ const VANISHED: i64 = i64::MIN;
 ///   renewal version for a full TTL ([`may_take_over`]);
 /// - vanished (no row, but an epoch recorded; or no row at all after this
 ///   contender saw one held): treated as held by an unknown holder, so only
-///   after a full TTL of seeing it gone, counted from the first time it
-///   was seen gone. The holder whose row vanished loses at its next
+///   after a full TTL of seeing it gone with the same recorded epoch,
+///   counted from the first time it was seen so (a term won in between,
+///   whose row vanished too, starts the wait again). The holder whose row vanished loses at its next
 ///   renewal or commit-point check, which always comes before that.
 pub(crate) fn may_claim(
     observed: &mut Option<Observed>,
@@ -128,8 +136,8 @@ pub(crate) fn may_claim(
             version,
             ttl_ms,
         } => may_take_over(observed, Some(holder), *epoch, *version, *ttl_ms, ttl, now),
-        Found::Vanished { ttl_ms } => {
-            may_take_over(observed, None, VANISHED, VANISHED, *ttl_ms, ttl, now)
+        Found::Vanished { epoch, ttl_ms } => {
+            may_take_over(observed, None, *epoch, VANISHED, *ttl_ms, ttl, now)
         }
     }
 }
@@ -655,10 +663,25 @@ mod tests {
         // A row gone while an epoch is recorded: a full TTL (the longer of
         // this contender's and the last term's) from the first sight.
         let mut seen = None;
-        let gone = Found::Vanished { ttl_ms: 5000 };
+        let gone = Found::Vanished {
+            epoch: 3,
+            ttl_ms: 5000,
+        };
         assert!(!may_claim(&mut seen, &gone, ttl, at(0)));
         assert!(!may_claim(&mut seen, &gone, ttl, at(4999)));
         assert!(may_claim(&mut seen, &gone, ttl, at(5000)));
+        // Another contender won term 4 in between and its row vanished
+        // too, unseen by this one (the torture suite's rowdel fault, seed
+        // 1): the wait for term 4's holder starts when it is first seen.
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &gone, ttl, at(0)));
+        let gone_again = Found::Vanished {
+            epoch: 4,
+            ttl_ms: 5000,
+        };
+        assert!(!may_claim(&mut seen, &gone_again, ttl, at(5000)));
+        assert!(!may_claim(&mut seen, &gone_again, ttl, at(9999)));
+        assert!(may_claim(&mut seen, &gone_again, ttl, at(10_000)));
         // A contender that saw a holder and then sees nothing at all (no
         // row, no epoch): the same, with the holder's TTL.
         let mut seen = None;
