@@ -278,7 +278,7 @@ pub(crate) struct RunArgs {
     /// file backend, whose lock COMMAND's processes hold]. A value longer
     /// than that whole time (twice the default) is refused unless
     /// --allow-late-kill.
-    #[arg(long, value_name = "DUR", value_parser = duration)]
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) kill_grace: Option<Duration>,
     /// Accept a --kill-grace so long that COMMAND's processes may still run
     /// when the next leader starts.

@@ -85,15 +85,7 @@ pub(crate) async fn leader(
         if let Some(h) = e.holder(name).await.map_err(nats_failure)?
             && h.pending
         {
-            let l = &h.leader;
-            print(&if json {
-                json!({ "name": name, "leader": null, "pending": leader_json(Some(l)) }).to_string()
-            } else {
-                format!(
-                    "{name}: pending: {} in term {} (waiting out the failover grace; not leading yet)",
-                    l.identity, l.epoch
-                )
-            })?;
+            print(&pending_line(name, &h.leader, json))?;
             return Ok(exit::OK);
         }
     }
@@ -101,6 +93,19 @@ pub(crate) async fn leader(
     note_absent(backend, name, report);
     print(&line(name, now.as_ref(), json))?;
     Ok(exit::OK)
+}
+
+/// The line for a NATS candidate that won the key but still waits out the
+/// failover grace: pending, not the leader.
+fn pending_line(name: &str, l: &Leader, json: bool) -> String {
+    if json {
+        json!({ "name": name, "leader": null, "pending": leader_json(Some(l)) }).to_string()
+    } else {
+        format!(
+            "{name}: pending: {} in term {} (waiting out the failover grace; not leading yet)",
+            l.identity, l.epoch
+        )
+    }
 }
 
 fn same(a: Option<&Leader>, b: Option<&Leader>) -> bool {
@@ -158,11 +163,41 @@ pub(crate) async fn observe(
     }
     if let Backend::Nats(e) = backend {
         let mut changes = Box::pin(e.observe(name).await.map_err(nats_failure)?);
+        let mut pending: Option<Option<Leader>> = None;
         loop {
             tokio::select! {
                 r = &mut stop => { r?; return Ok(exit::OK); }
+                // While a holder is pending, look again every `poll`: the
+                // write that ends its grace keeps the same identity and
+                // term, so the watch does not report it as a change.
+                () = tokio::time::sleep(poll), if pending.is_some() => {
+                    let now = e.leader(name).await.map_err(nats_failure)?;
+                    match e.holder(name).await {
+                        Ok(Some(h)) if h.pending => {}
+                        _ => {
+                            pending = None;
+                            print(&line(name, now.as_ref(), json))?;
+                            last = Some(now);
+                        }
+                    }
+                }
                 change = changes.next() => match change {
                     Some(Ok(now)) => {
+                        // A holder still in its failover grace is shown as
+                        // pending, until a look shows it leading.
+                        if now.is_some()
+                            && let Ok(Some(h)) = e.holder(name).await
+                            && h.pending
+                        {
+                            let seen = Some(Some(h.leader.clone()));
+                            if pending.as_ref().is_none_or(|p| !same(p.as_ref(), Some(&h.leader))) {
+                                print(&pending_line(name, &h.leader, json))?;
+                                pending = seen;
+                                last = None;
+                            }
+                            continue;
+                        }
+                        pending = None;
                         if last.as_ref().is_none_or(|l| !same(l.as_ref(), now.as_ref())) {
                             print(&line(name, now.as_ref(), json))?;
                             last = Some(now);

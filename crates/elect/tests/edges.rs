@@ -320,6 +320,10 @@ async fn usage_edges_exit_64_with_a_plain_message() {
     let all = done.stderr.join("\n");
     assert!(all.contains("negative"), "{all}");
     assert!(!all.contains("-- -5"), "{all}");
+    let done = once(&["run", "--name", "j", "--kill-grace", "-5s", "--", "true"]).await;
+    assert_eq!(done.code, common::USAGE, "{done:?}");
+    let all = done.stderr.join("\n");
+    assert!(all.contains("negative") && !all.contains("-- -5"), "{all}");
     let done = once(&["leader", "--name", "j", "--json", "--quiet"]).await;
     assert_eq!(done.code, common::USAGE, "{done:?}");
     let done = once(&["observe", "--name", "j", "--poll", "0s"]).await;

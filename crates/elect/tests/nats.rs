@@ -243,6 +243,7 @@ async fn sigterm_in_the_failover_grace_gives_the_key_up() {
     let (ra, rb) = (b.report("a"), b.report("b"));
     let name = "grace";
     let (a, sa) = common::lead(&b, name, "a", &ra).await;
+    let mut observer = b.observe(name, false);
     let mut bb = b.run(name, "b", &[], &rb.worker());
     bb.err_with("elect: campaigning for grace as b on ").await;
     a.signal(Signal::SIGKILL);
@@ -267,6 +268,17 @@ async fn sigterm_in_the_failover_grace_gives_the_key_up() {
     );
     assert!(json["leader"].is_null(), "{json}");
     assert_eq!(json["pending"]["identity"], "b", "{json}");
+    // `elect observe` shows B as pending too, never as the leader.
+    loop {
+        let line = observer.out_line().await;
+        assert!(
+            !line.contains("led by b"),
+            "observe showed B leading: {line:?}"
+        );
+        if line.starts_with(&format!("{name}: pending: b in term ")) {
+            break;
+        }
+    }
 
     bb.signal(Signal::SIGTERM);
     let done = bb.finish().await;
