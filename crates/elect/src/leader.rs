@@ -80,16 +80,19 @@ pub(crate) async fn leader(
     json: bool,
     report: Reporter,
 ) -> Result<u8, Failure> {
-    if let Backend::Nats(e) = backend {
+    let now = if let Backend::Nats(e) = backend {
+        // One read: the holder, and whether it is still pending.
         let _ = self::name(name)?;
-        if let Some(h) = e.holder(name).await.map_err(nats_failure)?
-            && h.pending
-        {
-            print(&pending_line(name, &h.leader, json))?;
-            return Ok(exit::OK);
+        match e.holder(name).await.map_err(nats_failure)? {
+            Some(h) if h.pending => {
+                print(&pending_line(name, &h.leader, json))?;
+                return Ok(exit::OK);
+            }
+            h => h.map(|h| h.leader),
         }
-    }
-    let now = current(backend, name).await?;
+    } else {
+        current(backend, name).await?
+    };
     note_absent(backend, name, report);
     print(&line(name, now.as_ref(), json))?;
     Ok(exit::OK)
@@ -171,10 +174,10 @@ pub(crate) async fn observe(
                 // write that ends its grace keeps the same identity and
                 // term, so the watch does not report it as a change.
                 () = tokio::time::sleep(poll), if pending.is_some() => {
-                    let now = e.leader(name).await.map_err(nats_failure)?;
-                    match e.holder(name).await {
-                        Ok(Some(h)) if h.pending => {}
-                        _ => {
+                    match e.holder(name).await.map_err(nats_failure)? {
+                        Some(h) if h.pending => {}
+                        h => {
+                            let now = h.map(|h| h.leader);
                             pending = None;
                             print(&line(name, now.as_ref(), json))?;
                             last = Some(now);
