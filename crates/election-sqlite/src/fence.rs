@@ -4,7 +4,8 @@
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{SqliteConnection, SqlitePool};
 
-use crate::{Error, schema};
+use crate::error::Error;
+use crate::schema;
 
 fn token_i64(resource: &ResourceName, token: Token) -> Result<i64, fencing::Error> {
     i64::try_from(token.epoch().get()).map_err(|_| {

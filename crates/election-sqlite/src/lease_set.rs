@@ -1,21 +1,20 @@
-//! [`SqliteLeases`]: the keys of a lease set in one SQLite database, with
-//! one loop and one transaction per step for all of them: a renewal
-//! interval costs one write transaction however many keys are held.
+//! [`SqliteLeases`]: the keys of a lease set in one SQLite database, as
+//! four batch steps over the bottom layer (claim many, renew many, release
+//! many, confirm one), each one transaction however many keys it covers.
+//! The steps keep what the database needs between them (each held key's
+//! term, each contended key's observation); when to call them is the
+//! loop's business (`lease_loop.rs`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use election_core::{
-    Asked, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Identity, KeyState,
-    KeyedClaims, Leader,
-};
-use futures::FutureExt;
+use election_core::{ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Identity, Leader};
 use tokio::time::Instant;
 
-use crate::election::Inner;
-use crate::row::{self, Found, Hold, Observed, Row, Take};
-use crate::{Error, SqliteElection};
+use crate::context::Context;
+use crate::error::Error;
+use crate::row::{self, Found, Hold, Observed, Take};
 
 /// A [`LeaseSet`](election_core::LeaseSet) backend over one SQLite
 /// database: one lease row per key (the same rows, protocol and timings as
@@ -47,49 +46,66 @@ use crate::{Error, SqliteElection};
 ///   out: other candidates take them over once they have seen no renewal
 ///   for a full TTL. A process that dies leaves the same.
 ///
-/// Made by [`SqliteElection::lease_set`] or [`SqliteLeases::new`].
+/// Made by [`SqliteElection::lease_set`](crate::SqliteElection::lease_set) or
+/// [`SqliteLeases::new`].
+///
+/// The backend's part is four steps over the database, each one
+/// transaction for any number of keys: claim many (one read and one
+/// `BEGIN IMMEDIATE` transaction per poll), renew many (one per renewal
+/// interval), release many (one at close) and confirm one (one conditional
+/// renewal at a guard's commit point).
 #[derive(Debug)]
 pub struct SqliteLeases {
-    inner: Arc<Inner>,
+    ctx: Arc<Context>,
     identity: Identity,
     poll_interval: Duration,
-    /// `(nonce, epoch)` of each held key's term, for the commit point.
+    /// `(nonce, epoch)` of each held key's term.
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
+    /// What this set has seen of each key held elsewhere (for the full TTL
+    /// without renewal a takeover needs).
+    observed: Mutex<HashMap<ElectionName, Observed>>,
 }
 
+/// What [`SqliteLeases::claim_many`] did with one key.
 #[derive(Debug)]
-enum Status {
-    Free(Option<Observed>),
-    Held {
-        nonce: i64,
-        epoch: i64,
-        valid_until: Instant,
-    },
+pub(crate) enum Claimed {
+    /// Won in term `epoch`, valid until `valid_until` (counted from before
+    /// the claim was sent).
+    Won { epoch: Epoch, valid_until: Instant },
+    /// Held by another term (`None`: by someone unknown, e.g. a row
+    /// deleted by hand, or a holder this crate cannot decode).
+    HeldBy(Option<Leader>),
+    /// Not claimed now (the database was busy, or the row changed since it
+    /// was read): looked at again at the next poll.
+    NotNow,
+    /// Could not tell: the error, about this key.
+    Failed(election_core::Error),
 }
 
-/// A key the poll decided to claim.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    /// Its index in the loop's keys.
-    index: usize,
-    /// The new term's nonce.
-    nonce: i64,
-    /// `(version, epoch)` of its row as read; `None`: there was no row.
-    seen: Option<(i64, i64)>,
-    /// The recorded epoch as read; `None`: none.
-    recorded: Option<i64>,
-}
-
+/// What [`SqliteLeases::renew_many`] did.
 #[derive(Debug)]
-struct Key {
-    state: Arc<KeyState>,
-    status: Status,
+pub(crate) struct Renewed {
+    /// Until when the renewed keys are valid (counted from before the
+    /// renewal was sent).
+    pub(crate) valid_until: Instant,
+    /// Per key asked, in order: its term's epoch if renewed, `None` if its
+    /// row shows another term (lost).
+    pub(crate) keys: Vec<Option<Epoch>>,
 }
 
-impl Key {
-    fn is_held(&self) -> bool {
-        matches!(self.status, Status::Held { .. })
-    }
+/// What [`SqliteLeases::confirm_one`] found.
+#[derive(Debug)]
+pub(crate) enum Confirmed {
+    /// Still held in term `epoch`, from a moment after the check committed.
+    Held(Epoch),
+    /// This set holds no term of the key.
+    NoTerm,
+    /// Lost: the row shows another term, or the database file was deleted
+    /// or replaced. The term is forgotten; mark the key not held.
+    Lost,
+    /// In doubt for this write (or the term changed while it was checked):
+    /// the error, about this key.
+    Failed(election_core::Error),
 }
 
 /// `error`, about election `name` (a batch failure concerns every key).
@@ -112,41 +128,27 @@ fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::
     }
 }
 
-/// The holder a lease row shows, if any.
-fn leader_of(r: &Row) -> Option<Leader> {
-    Some(Leader {
-        identity: Identity::new(r.holder.as_deref()?).ok()?,
-        epoch: Epoch::new(u64::try_from(r.epoch).ok()?)?,
-        since: r
-            .acquired_unix_ms
-            .and_then(|ms| u64::try_from(ms).ok())
-            .and_then(|ms| std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms))),
-    })
-}
-
-fn epoch_of(name: &ElectionName, epoch: i64) -> Result<Epoch, election_core::Error> {
-    u64::try_from(epoch)
-        .ok()
-        .and_then(Epoch::new)
-        .ok_or_else(|| {
-            Error::CorruptRow {
-                name: name.to_string(),
-                detail: format!("epoch {epoch}"),
-            }
-            .into_core(name)
-        })
+/// `error` as the failure of every key of `names` (about the first).
+fn failed_all(error: Error, names: &[&ElectionName]) -> Vec<Claimed> {
+    let Some(first) = names.first() else {
+        return Vec::new();
+    };
+    let error = error.into_core(first);
+    names
+        .iter()
+        .map(|name| Claimed::Failed(for_key(&error, name)))
+        .collect()
 }
 
 impl SqliteLeases {
-    /// The keys of process `identity` in `election`'s database, with its
-    /// [options](SqliteElection::options) and the core's
-    /// [`DEFAULT_POLL_INTERVAL`].
-    pub fn new(election: &SqliteElection, identity: Identity) -> Self {
+    /// The keys of process `identity` over the database of `ctx`.
+    pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
         SqliteLeases {
-            inner: election.inner.clone(),
+            ctx,
             identity,
             poll_interval: DEFAULT_POLL_INTERVAL,
             terms: Mutex::new(HashMap::new()),
+            observed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -164,235 +166,170 @@ impl SqliteLeases {
         Ok(self)
     }
 
-    fn terms(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, (i64, i64)>> {
+    /// How often the keys not held are looked at.
+    pub(crate) fn poll_interval(&self) -> Duration {
+        self.poll_interval
+    }
+
+    /// The connection context the steps use.
+    pub(crate) fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// This set's process.
+    pub(crate) fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    fn terms(&self) -> MutexGuard<'_, HashMap<ElectionName, (i64, i64)>> {
         self.terms.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records `key` as not held (lost, expired or given up).
-    fn lose(&self, key: &mut Key, why: &str) {
-        key.state.release();
-        self.terms().remove(key.state.name());
-        if let Status::Held { epoch, .. } = key.status {
-            tracing::info!(name = %key.state.name(), epoch, identity = %self.identity, "lost: {why}");
-        }
-        key.status = Status::Free(None);
+    fn observed(&self) -> MutexGuard<'_, HashMap<ElectionName, Observed>> {
+        self.observed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One renewal of every held key; returns when to renew next.
-    async fn renew(&self, keys: &mut [Key]) -> Instant {
-        let options = self.inner.options;
-        let clock = &self.inner.clock;
-        let sent = clock.now();
-        let replaced = self.inner.db_file.as_ref().is_some_and(|db| !db.in_place());
-        for key in keys.iter_mut() {
-            if let Status::Held { valid_until, .. } = key.status {
-                if replaced {
-                    self.lose(key, "the database file was deleted or replaced");
-                } else if valid_until <= sent {
-                    self.lose(key, "its renewals failed until its validity ran out");
-                }
-            }
-        }
-        let mut deadline = None::<Instant>;
-        let holds: Vec<Hold<'_>> = keys
-            .iter()
-            .filter_map(|k| match k.status {
-                Status::Held {
-                    nonce,
-                    epoch,
-                    valid_until,
-                } => {
-                    deadline = Some(deadline.map_or(valid_until, |d| d.min(valid_until)));
-                    Some(Hold {
-                        name: k.state.name().as_str(),
-                        nonce,
-                        epoch,
-                    })
-                }
-                Status::Free(_) => None,
-            })
-            .collect();
-        let Some(deadline) = deadline else {
-            return sent + options.renew_interval();
-        };
-        let retry = sent + (options.renew_interval() / 4).max(Duration::from_millis(1));
-        let renewal = row::renew_many(&self.inner.pool, &holds, clock.wall_unix_ms());
-        let renewed = match tokio::time::timeout(deadline - sent, renewal).await {
-            Ok(Ok(renewed)) => renewed,
-            Ok(Err(e)) => {
-                tracing::warn!(identity = %self.identity, keys = holds.len(), error = %e, "renewal failed; retrying until the leases run out");
-                return retry.max(clock.now());
-            }
-            Err(_) => {
-                // In doubt: each key keeps the validity of its last
-                // committed renewal and is lost when that runs out.
-                tracing::warn!(identity = %self.identity, keys = holds.len(), "renewal timed out; retrying until the leases run out");
-                return clock.now();
-            }
-        };
-        let valid_until = sent + options.validity();
-        for key in keys.iter_mut() {
-            if let Status::Held {
-                epoch,
-                valid_until: ref mut until,
-                ..
-            } = key.status
-            {
-                if renewed.contains(key.state.name().as_str()) {
-                    *until = valid_until;
-                    if let Ok(epoch) = epoch_of(key.state.name(), epoch) {
-                        key.state.renewed(epoch, valid_until);
-                    }
-                } else {
-                    self.lose(key, "the lease row shows another term");
-                }
-            }
-        }
-        sent + options.renew_interval()
+    /// Forgets the term of `name` (lost or given up); returns its epoch.
+    pub(crate) fn forget(&self, name: &ElectionName) -> Option<i64> {
+        self.terms().remove(name).map(|(_, epoch)| epoch)
     }
 
-    /// Looks at every key not held: records who holds it, and claims those
-    /// found vacant or seen unchanged for a full TTL.
-    async fn poll(&self, keys: &mut [Key]) {
-        let names: Vec<&str> = keys
-            .iter()
-            .filter(|k| !k.is_held())
-            .map(|k| k.state.name().as_str())
-            .collect();
+    /// Claim many: one read (no write lock) of the rows and epoch state of
+    /// `names` (keys not held), then one `BEGIN IMMEDIATE` transaction that
+    /// claims every key found released, never held, or seen unchanged for a
+    /// full TTL, each only if its row and epoch state are still exactly as
+    /// read. Returns what happened to each key of `names`, in order.
+    ///
+    /// A database file deleted or replaced since it was opened: nothing is
+    /// claimed, every key fails. A commit in doubt (the transaction failed
+    /// after its writes) releases those claims in the background.
+    ///
+    /// Cancel safety: not cancel safe once the transaction's writes are
+    /// done (a claim may commit unrecorded and then ages out); call it to
+    /// completion.
+    pub(crate) async fn claim_many(&self, names: &[&ElectionName]) -> Vec<Claimed> {
         if names.is_empty() {
-            return;
+            return Vec::new();
         }
-        if let Err(e) = self.inner.check_in_place() {
-            let error = e.into_core(keys[0].state.name());
-            for key in keys.iter().filter(|k| !k.is_held()) {
-                key.state.failed(for_key(&error, key.state.name()));
-            }
-            return;
+        if let Err(e) = self.ctx.check_in_place() {
+            return failed_all(e, names);
         }
-        let rows = match row::read_many(&self.inner.pool, &names).await {
+        let strs: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+        let rows = match row::read_many(&self.ctx.pool, &strs).await {
             Ok(rows) => rows,
-            Err(e) => {
-                let error = e.into_core(keys[0].state.name());
-                for key in keys.iter().filter(|k| !k.is_held()) {
-                    key.state.failed(for_key(&error, key.state.name()));
-                }
-                return;
-            }
+            Err(e) => return failed_all(e, names),
         };
-        drop(names);
-        let now = self.inner.clock.now();
-        let ttl = self.inner.options.ttl();
-        let mut takes: Vec<Pending> = Vec::new();
-        for (i, key) in keys.iter_mut().enumerate() {
-            let Status::Free(observed) = &mut key.status else {
-                continue;
-            };
-            let name = key.state.name();
-            let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
-            let found = Found::of(seen.lease.as_ref(), seen.recorded);
-            if !row::may_claim(observed, &found, ttl, now) {
-                key.state.held_by(seen.lease.as_ref().and_then(leader_of));
-                continue;
+        let now = self.ctx.clock.now();
+        let ttl = self.ctx.options.ttl();
+        let mut outcomes: Vec<Claimed> = Vec::with_capacity(names.len());
+        let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
+        {
+            let mut observed = self.observed();
+            for (i, name) in names.iter().enumerate() {
+                let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
+                let found = Found::of(seen.lease.as_ref(), seen.recorded);
+                let mut seen_before = observed.remove(*name);
+                let may = row::may_claim(&mut seen_before, &found, ttl, now);
+                if let Some(o) = seen_before {
+                    observed.insert((*name).clone(), o);
+                }
+                if !may {
+                    let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
+                    outcomes.push(Claimed::HeldBy(leader));
+                    continue;
+                }
+                outcomes.push(Claimed::NotNow);
+                takes.push((
+                    i,
+                    Take {
+                        name: name.as_str(),
+                        nonce: election_core::attempt_nonce() as i64,
+                        seen: seen.lease.map(|r| (r.version, r.epoch)),
+                        recorded: seen.recorded.map(|r| r.epoch),
+                    },
+                ));
             }
-            takes.push(Pending {
-                index: i,
-                nonce: election_core::attempt_nonce() as i64,
-                seen: seen.lease.map(|r| (r.version, r.epoch)),
-                recorded: seen.recorded.map(|r| r.epoch),
-            });
         }
-        if takes.is_empty() {
-            return;
+        if !takes.is_empty() {
+            self.take(names, takes, &mut outcomes).await;
         }
-        self.claim(keys, takes).await;
+        outcomes
     }
 
-    /// Claims the keys of `takes` in one transaction.
-    async fn claim(&self, keys: &mut [Key], takes: Vec<Pending>) {
-        let options = self.inner.options;
-        let clock = &self.inner.clock;
-        let batch: Vec<Take<'_>> = takes
-            .iter()
-            .map(|p| Take {
-                name: keys[p.index].state.name().as_str(),
-                nonce: p.nonce,
-                seen: p.seen,
-                recorded: p.recorded,
-            })
-            .collect();
-        let sent = clock.now();
+    /// The claim transaction of [`claim_many`](SqliteLeases::claim_many):
+    /// fills in `outcomes` for the keys of `takes`.
+    async fn take(
+        &self,
+        names: &[&ElectionName],
+        takes: Vec<(usize, Take<'_>)>,
+        outcomes: &mut [Claimed],
+    ) {
+        let ctx = &self.ctx;
+        let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| *t).collect();
+        let sent = ctx.clock.now();
         let mut may_commit = false;
         let result = row::claim_many(
-            &self.inner.pool,
+            &ctx.pool,
             &batch,
             self.identity.as_str(),
-            options.ttl_ms(),
-            clock.wall_unix_ms(),
+            ctx.options.ttl_ms(),
+            ctx.clock.wall_unix_ms(),
             || may_commit = true,
         )
         .await;
-        let in_doubt = || {
-            batch
-                .iter()
-                .map(|t| (t.name.to_owned(), t.nonce))
-                .collect::<Vec<_>>()
-        };
-        let (won, exhausted): (HashMap<String, i64>, Vec<String>) = match result {
-            Ok(claimed) => (claimed.won.into_iter().collect(), claimed.exhausted),
+        let claimed = match result {
+            Ok(claimed) => claimed,
             Err(e) if e.is_busy() && !may_commit => {
                 tracing::debug!(identity = %self.identity, error = %e, "database busy; claiming again at the next poll");
                 return;
             }
             Err(e) => {
                 if may_commit {
-                    self.release_in_background(in_doubt());
+                    self.release_in_background(&batch);
                 }
-                let error = e.into_core(keys[takes[0].index].state.name());
-                drop(batch);
-                for p in &takes {
-                    let state = &keys[p.index].state;
-                    state.failed(for_key(&error, state.name()));
+                let error = e.into_core(names[takes[0].0]);
+                for (i, _) in &takes {
+                    outcomes[*i] = Claimed::Failed(for_key(&error, names[*i]));
                 }
                 return;
             }
         };
-        let valid_until = sent + options.validity();
-        drop(batch);
-        for Pending { index, nonce, .. } in takes {
-            let key = &mut keys[index];
-            key.status = Status::Free(None);
-            if exhausted.iter().any(|n| n == key.state.name().as_str()) {
-                let name = key.state.name();
+        let valid_until = sent + ctx.options.validity();
+        let won: HashMap<&str, i64> = claimed.won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+        let mut observed = self.observed();
+        for (i, take) in takes {
+            let name = names[i];
+            observed.remove(name);
+            if claimed.exhausted.iter().any(|n| n == name.as_str()) {
                 tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
-                key.state
-                    .failed(Error::Config(ConfigError::EpochExhausted).into_core(name));
+                outcomes[i] =
+                    Claimed::Failed(Error::Config(ConfigError::EpochExhausted).into_core(name));
                 continue;
             }
-            let Some(&epoch) = won.get(key.state.name().as_str()) else {
-                // Changed since it was read: looked at again next poll.
+            // Not won: changed since it was read, looked at again next poll.
+            let Some(&epoch) = won.get(name.as_str()) else {
                 continue;
             };
-            match epoch_of(key.state.name(), epoch) {
+            outcomes[i] = match row::epoch_of(name.as_str(), epoch) {
                 Ok(e) => {
-                    key.status = Status::Held {
-                        nonce,
-                        epoch,
+                    self.terms().insert(name.clone(), (take.nonce, epoch));
+                    tracing::info!(%name, epoch, identity = %self.identity, "elected");
+                    Claimed::Won {
+                        epoch: e,
                         valid_until,
-                    };
-                    self.terms()
-                        .insert(key.state.name().clone(), (nonce, epoch));
-                    key.state.hold(e, &self.identity, Some(valid_until));
-                    tracing::info!(name = %key.state.name(), epoch, identity = %self.identity, "elected");
+                    }
                 }
-                Err(e) => key.state.failed(e),
-            }
+                Err(e) => Claimed::Failed(e.into_core(name)),
+            };
         }
     }
 
     /// Releases claims whose commit is in doubt, conditional on their
     /// nonces, in the background; if that fails they age out.
-    fn release_in_background(&self, holds: Vec<(String, i64)>) {
-        let pool = self.inner.pool.clone();
+    fn release_in_background(&self, batch: &[Take<'_>]) {
+        let pool = self.ctx.pool.clone();
+        let holds: Vec<(String, i64)> =
+            batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect();
         tokio::spawn(async move {
             let holds: Vec<Hold<'_>> = holds
                 .iter()
@@ -408,31 +345,107 @@ impl SqliteLeases {
         });
     }
 
-    /// Gives every held key up: not held from here on, then one
-    /// transaction releases the rows.
-    async fn release_all(&self, keys: &mut [Key]) {
-        let mut holds = Vec::new();
-        for key in keys.iter_mut() {
-            if let Status::Held { nonce, epoch, .. } = key.status {
-                key.state.release();
-                holds.push((key.state.name().clone(), nonce, epoch));
-                key.status = Status::Free(None);
-            }
+    /// Renew many: one `BEGIN IMMEDIATE` transaction renews the terms of
+    /// `names` (held keys), each conditional on its nonce and epoch, within
+    /// `deadline` (the earliest validity among them). A key whose row shows
+    /// another term (or that has no term here any more) is forgotten and
+    /// reported lost.
+    ///
+    /// Failure model: [`Error::FileReplaced`] if the database file was
+    /// deleted or replaced (every key is lost); [`Error::OutcomeUnknown`] if
+    /// it did not answer by `deadline` (each key keeps the validity of its
+    /// last committed renewal); any other error: nothing renewed.
+    ///
+    /// Cancel safety: cancel safe (a renewal dropped in flight renews this
+    /// set's own terms, or nothing).
+    pub(crate) async fn renew_many(
+        &self,
+        names: &[&ElectionName],
+        deadline: Instant,
+    ) -> Result<Renewed, Error> {
+        let ctx = &self.ctx;
+        if let Some(db) = ctx.db_file.as_ref().filter(|db| !db.in_place()) {
+            return Err(Error::FileReplaced {
+                path: db.path.clone(),
+            });
         }
-        self.terms().clear();
-        if holds.is_empty() {
+        let terms: Vec<Option<(i64, i64)>> = {
+            let terms = self.terms();
+            names.iter().map(|n| terms.get(*n).copied()).collect()
+        };
+        let holds: Vec<Hold<'_>> = names
+            .iter()
+            .zip(&terms)
+            .filter_map(|(name, term)| {
+                let (nonce, epoch) = (*term)?;
+                Some(Hold {
+                    name: name.as_str(),
+                    nonce,
+                    epoch,
+                })
+            })
+            .collect();
+        let sent = ctx.clock.now();
+        let renewal = row::renew_many(&ctx.pool, &holds, ctx.clock.wall_unix_ms());
+        let bound = deadline.saturating_duration_since(sent);
+        let renewed = match tokio::time::timeout(bound, renewal).await {
+            Ok(renewed) => renewed?,
+            Err(_) => return Err(Error::OutcomeUnknown { after: bound }),
+        };
+        let mut keys = Vec::with_capacity(names.len());
+        for (name, term) in names.iter().zip(terms) {
+            let epoch = term
+                .filter(|_| renewed.contains(name.as_str()))
+                .and_then(|(_, epoch)| row::epoch_of(name.as_str(), epoch).ok());
+            if epoch.is_none() {
+                self.forget_if(name, term);
+            }
+            keys.push(epoch);
+        }
+        Ok(Renewed {
+            valid_until: sent + ctx.options.validity(),
+            keys,
+        })
+    }
+
+    /// Forgets the term of `name` if it is still `term` (a newer one is
+    /// kept); true if it did.
+    fn forget_if(&self, name: &ElectionName, term: Option<(i64, i64)>) -> bool {
+        let mut terms = self.terms();
+        let same = term.is_some() && terms.get(name).copied() == term;
+        if same {
+            terms.remove(name);
+        }
+        same
+    }
+
+    /// Release many: forgets the terms of `names` and releases their rows
+    /// in one `BEGIN IMMEDIATE` transaction (each conditional on its term's
+    /// nonce, never a successor's claim), given at most the lease's
+    /// validity; if that fails the rows age out after the TTL.
+    ///
+    /// Cancel safety: cancel safe (the rows are released or age out).
+    pub(crate) async fn release_many(&self, names: &[&ElectionName]) {
+        let held: Vec<(&ElectionName, (i64, i64))> = {
+            let mut terms = self.terms();
+            names
+                .iter()
+                .filter_map(|n| Some((*n, terms.remove(*n)?)))
+                .collect()
+        };
+        if held.is_empty() {
             return;
         }
-        let batch: Vec<Hold<'_>> = holds
+        let batch: Vec<Hold<'_>> = held
             .iter()
-            .map(|(name, nonce, epoch)| Hold {
+            .map(|(name, (nonce, epoch))| Hold {
                 name: name.as_str(),
                 nonce: *nonce,
                 epoch: *epoch,
             })
             .collect();
-        let bound = self.inner.options.validity();
-        match tokio::time::timeout(bound, row::release_many(&self.inner.pool, &batch)).await {
+        let bound = self.ctx.options.validity();
+        match tokio::time::timeout(bound, row::release_many(&self.ctx.pool, &batch)).await {
             Ok(Ok(())) => {
                 tracing::info!(identity = %self.identity, keys = batch.len(), "resigned");
             }
@@ -444,92 +457,31 @@ impl SqliteLeases {
             }
         }
     }
-}
 
-impl KeyedClaims for SqliteLeases {
-    fn identity(&self) -> &Identity {
-        &self.identity
-    }
-
-    async fn run(self: Arc<Self>, mut asked: Asked) {
-        let clock = self.inner.clock.clone();
-        let mut keys: Vec<Key> = Vec::new();
-        let mut next_renew = clock.now();
-        let mut next_poll = clock.now();
-        'run: loop {
-            let any_held = keys.iter().any(Key::is_held);
-            let any_free = keys.iter().any(|k| !k.is_held());
-            let wake = match (any_held, any_free) {
-                (true, true) => next_renew.min(next_poll),
-                (true, false) => next_renew,
-                (false, true) => next_poll,
-                (false, false) => clock.now() + Duration::from_secs(3600),
-            };
-            tokio::select! {
-                biased;
-                key = asked.next() => {
-                    let Some(key) = key else { break 'run };
-                    keys.push(Key { state: key, status: Status::Free(None) });
-                    // Take every key already asked, then look at them at once.
-                    loop {
-                        match asked.next().now_or_never() {
-                            Some(Some(key)) => keys.push(Key { state: key, status: Status::Free(None) }),
-                            Some(None) => break 'run,
-                            None => break,
-                        }
-                    }
-                    next_poll = clock.now();
-                }
-                () = tokio::time::sleep_until(wake) => {}
-            }
-            if keys.iter().any(Key::is_held) && clock.now() >= next_renew {
-                next_renew = self.renew(&mut keys).await;
-            }
-            if clock.now() >= next_poll {
-                self.poll(&mut keys).await;
-                next_poll = clock.now() + self.poll_interval;
-                if !any_held && keys.iter().any(Key::is_held) {
-                    next_renew = clock.now() + self.inner.options.renew_interval();
-                }
-            }
-        }
-        self.release_all(&mut keys).await;
-    }
-
-    /// One conditional renewal of the key's row (see
+    /// Confirm one: the commit-point check of `name`'s term, one
+    /// conditional renewal of its row (see
     /// [`SqliteClaim`](crate::SqliteClaim)'s `confirm` for what a success
-    /// proves). A row that shows another term marks the key lost at once.
-    async fn commit(&self, key: &Arc<KeyState>) -> Result<Epoch, election_core::Error> {
-        let name = key.name();
+    /// proves); see [`Confirmed`] for the answers.
+    ///
+    /// Cancel safety: cancel safe (the row is unchanged or renewed by this
+    /// same term).
+    pub(crate) async fn confirm_one(&self, name: &ElectionName) -> Confirmed {
         let Some((nonce, epoch)) = self.terms().get(name).copied() else {
-            return Err(key.not_held_error());
+            return Confirmed::NoTerm;
         };
-        let not_held = || election_core::Error::NotHeld { name: name.clone() };
-        if let Some(db) = &self.inner.db_file
-            && !db.in_place()
-        {
-            key.release();
-            return Err(not_held());
-        }
-        let bound = self.inner.options.validity();
-        let renewal = row::renew(
-            &self.inner.pool,
-            name.as_str(),
+        let hold = Hold {
+            name: name.as_str(),
             nonce,
             epoch,
-            self.inner.clock.wall_unix_ms(),
-        );
-        match tokio::time::timeout(bound, renewal).await {
-            Ok(Ok(true)) => epoch_of(name, epoch),
-            Ok(Ok(false)) => {
-                if self.terms().get(name) == Some(&(nonce, epoch)) {
-                    self.terms().remove(name);
-                    key.release();
-                }
-                Err(not_held())
-            }
-            Ok(Err(e)) => Err(e.into_core(name)),
-            Err(_) => Err(Error::OutcomeUnknown { after: bound }.into_core(name)),
+        };
+        match self.ctx.confirm(hold).await {
+            Ok(true) => match row::epoch_of(name.as_str(), epoch) {
+                Ok(epoch) => Confirmed::Held(epoch),
+                Err(e) => Confirmed::Failed(e.into_core(name)),
+            },
+            Ok(false) if self.forget_if(name, Some((nonce, epoch))) => Confirmed::Lost,
+            Ok(false) => Confirmed::Failed(election_core::Error::NotHeld { name: name.clone() }),
+            Err(e) => Confirmed::Failed(e.into_core(name)),
         }
     }
 }

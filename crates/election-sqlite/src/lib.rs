@@ -62,9 +62,11 @@
 #![warn(rust_2018_idioms)]
 
 mod clock;
+mod context;
 mod election;
 mod error;
 mod fence;
+mod lease_loop;
 mod lease_set;
 mod options;
 mod renewal;

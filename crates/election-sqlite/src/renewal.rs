@@ -7,71 +7,61 @@ use std::time::Duration;
 use election_core::{ElectionName, Epoch, LossReason, LossReporter};
 use tokio::time::Instant;
 
-use crate::election::Inner;
-use crate::{Error, row};
+use crate::context::Context;
+use crate::error::Error;
+use crate::row::Hold;
 
 /// Renews every renew interval; retries failed renewals until the validity
 /// deadline; reports the loss at the deadline, when the row shows another
 /// holder, or when the database file was deleted or replaced.
 pub(crate) async fn renew_until_lost(
-    inner: Arc<Inner>,
+    ctx: Arc<Context>,
     name: ElectionName,
     nonce: i64,
     epoch: Epoch,
     mut valid_until: Instant,
     reporter: LossReporter,
 ) {
-    let options = inner.options;
+    let options = ctx.options;
     let retry = (options.renew_interval() / 4).max(Duration::from_millis(1));
-    let epoch_i64 = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
+    let hold = Hold {
+        name: name.as_str(),
+        nonce,
+        epoch: i64::try_from(epoch.get()).unwrap_or(i64::MAX),
+    };
     let mut next = valid_until - options.validity() + options.renew_interval();
     loop {
         tokio::time::sleep_until(next.min(valid_until)).await;
-        let sent = inner.clock.now();
+        let sent = ctx.clock.now();
         if sent >= valid_until {
             reporter.lose(LossReason::Expired);
             return;
         }
-        if let Some(db) = &inner.db_file
-            && !db.in_place()
-        {
+        if !ctx.in_place() {
             reporter.lose(LossReason::Revoked {
-                detail: format!(
-                    "the database file {} was deleted or replaced",
-                    db.path.display()
-                ),
+                detail: ctx.replaced_detail(),
             });
             return;
         }
-        let renewal = row::renew(
-            &inner.pool,
-            name.as_str(),
-            nonce,
-            epoch_i64,
-            inner.clock.wall_unix_ms(),
-        );
-        match tokio::time::timeout(valid_until - sent, renewal).await {
-            Ok(Ok(true)) => {
+        match ctx.renew_within(hold, valid_until - sent).await {
+            Ok(true) => {
                 valid_until = sent + options.validity();
                 reporter.renewed(valid_until);
                 next = sent + options.renew_interval();
             }
-            Ok(Ok(false)) => {
+            Ok(false) => {
                 reporter.lose(LossReason::Revoked {
                     detail: "the lease row shows another holder".into(),
                 });
                 return;
             }
-            Ok(Err(e)) => {
-                tracing::warn!(%name, epoch = epoch.get(), error = %e, "renewal failed; retrying until the lease runs out");
-                next = inner.clock.now() + retry;
-            }
-            Err(_) => {
-                let after = valid_until - sent;
-                reporter.lose(LossReason::Failed(Arc::new(Error::OutcomeUnknown {
-                    after,
-                })));
+            Err(e @ Error::OutcomeUnknown { .. }) => {
+                reporter.lose(LossReason::Failed(Arc::new(e)));
                 return;
+            }
+            Err(e) => {
+                tracing::warn!(%name, epoch = epoch.get(), error = %e, "renewal failed; retrying until the lease runs out");
+                next = ctx.clock.now() + retry;
             }
         }
     }
