@@ -242,3 +242,72 @@ impl Context {
         self.renew_within(hold, self.options.validity()).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection;
+
+    const HOLD: Hold<'static> = Hold {
+        name: "jobs",
+        nonce: 7,
+        epoch: 2,
+    };
+
+    async fn opened() -> (tempfile::TempDir, Context) {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = Context::open(&dir.path().join("app.db"), SqliteOptions::default())
+            .await
+            .expect("open");
+        (dir, ctx)
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_does_not_answer_in_time_has_an_unknown_outcome() {
+        let (dir, ctx) = opened().await;
+        let path = dir.path().join("app.db");
+        let hold = HOLD;
+        assert!(
+            !ctx.renew_within(hold, Duration::from_secs(5))
+                .await
+                .expect("answers"),
+            "no row: not renewed"
+        );
+        // Another connection holds the write lock: the renewal waits on the
+        // busy timeout, past its bound.
+        let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("connect");
+        let tx = other.begin_with("BEGIN IMMEDIATE").await.expect("lock");
+        let bound = Duration::from_millis(50);
+        match ctx.renew_within(hold, bound).await {
+            Err(Error::OutcomeUnknown { after }) => assert_eq!(after, bound),
+            other => panic!("expected an unknown outcome, got {other:?}"),
+        }
+        tx.rollback().await.expect("unlock");
+        assert!(ctx.in_place());
+        assert!(!ctx.confirm(hold).await.expect("answers"));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_database_file_is_not_in_place() {
+        let (dir, ctx) = opened().await;
+        let path = dir.path().join("app.db");
+        assert!(ctx.in_place());
+        assert!(ctx.check_in_place().is_ok());
+        std::fs::remove_file(&path).expect("delete");
+        assert!(!ctx.in_place());
+        assert!(matches!(
+            ctx.check_in_place(),
+            Err(Error::FileReplaced { .. })
+        ));
+        let hold = HOLD;
+        assert!(
+            !ctx.confirm(hold)
+                .await
+                .expect("refused without a round trip"),
+            "a holder in a deleted file is not confirmed"
+        );
+        assert!(ctx.replaced_detail().contains("app.db"));
+    }
+}

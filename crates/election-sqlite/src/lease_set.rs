@@ -485,3 +485,133 @@ impl SqliteLeases {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::SqliteOptions;
+
+    async fn context() -> (tempfile::TempDir, Arc<Context>) {
+        let dir = tempfile::tempdir().expect("dir");
+        // The renewal interval is never waited for here: every step is
+        // called by hand.
+        let options =
+            SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options");
+        let ctx = Context::open(&dir.path().join("app.db"), options)
+            .await
+            .expect("open");
+        (dir, Arc::new(ctx))
+    }
+
+    fn set(ctx: &Arc<Context>, identity: &str) -> SqliteLeases {
+        SqliteLeases::over(ctx.clone(), Identity::new(identity).expect("identity"))
+    }
+
+    fn key(name: &str) -> ElectionName {
+        ElectionName::new(name).expect("name")
+    }
+
+    /// `(holder, epoch, version)` of `name`'s row.
+    async fn row(ctx: &Context, name: &str) -> (Option<String>, i64, i64) {
+        sqlx::query_as("SELECT holder, epoch, version FROM election_leases WHERE name = ?1")
+            .bind(name)
+            .fetch_one(&ctx.pool)
+            .await
+            .expect("select")
+    }
+
+    fn won(claimed: &Claimed) -> Epoch {
+        match claimed {
+            Claimed::Won { epoch, .. } => *epoch,
+            other => panic!("expected a win, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_steps_claim_renew_confirm_and_release_many_keys() {
+        let (_dir, ctx) = context().await;
+        let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
+        let (k1, k2) = (key("k1"), key("k2"));
+
+        let claimed = a.claim_many(&[&k1, &k2]).await;
+        assert_eq!(claimed.len(), 2);
+        assert_eq!(won(&claimed[0]), Epoch::FIRST);
+        assert_eq!(won(&claimed[1]), Epoch::FIRST);
+        match &b.claim_many(&[&k1]).await[..] {
+            [Claimed::HeldBy(Some(leader))] => {
+                assert_eq!(leader.identity.as_str(), "a");
+                assert_eq!(leader.epoch, Epoch::FIRST);
+            }
+            other => panic!("expected k1 held by a, got {other:?}"),
+        }
+
+        // One renewal of both keys bumps each version once.
+        let before = (row(&ctx, "k1").await.2, row(&ctx, "k2").await.2);
+        let far = ctx.clock.now() + Duration::from_secs(30);
+        let renewed = a.renew_many(&[&k1, &k2], far).await.expect("renewed");
+        assert_eq!(renewed.keys, vec![Some(Epoch::FIRST), Some(Epoch::FIRST)]);
+        assert_eq!(row(&ctx, "k1").await.2, before.0 + 1);
+        assert_eq!(row(&ctx, "k2").await.2, before.1 + 1);
+
+        // A row deleted by hand: its key is lost at the next renewal, and
+        // its term forgotten; the other key goes on.
+        sqlx::query("DELETE FROM election_leases WHERE name = 'k2'")
+            .execute(&ctx.pool)
+            .await
+            .expect("delete");
+        let renewed = a.renew_many(&[&k1, &k2], far).await.expect("renewed");
+        assert_eq!(renewed.keys, vec![Some(Epoch::FIRST), None]);
+        assert!(matches!(a.confirm_one(&k2).await, Confirmed::NoTerm));
+        assert!(matches!(
+            a.confirm_one(&k1).await,
+            Confirmed::Held(e) if e == Epoch::FIRST
+        ));
+
+        // Another term in the row: the commit point finds the loss.
+        sqlx::query("UPDATE election_leases SET nonce = 0 WHERE name = 'k1'")
+            .execute(&ctx.pool)
+            .await
+            .expect("take k1");
+        assert!(matches!(a.confirm_one(&k1).await, Confirmed::Lost));
+        assert!(matches!(a.confirm_one(&k1).await, Confirmed::NoTerm));
+    }
+
+    #[tokio::test]
+    async fn release_many_gives_only_this_sets_terms_up() {
+        let (_dir, ctx) = context().await;
+        let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
+        let (k1, k2) = (key("k1"), key("k2"));
+        a.claim_many(&[&k1]).await;
+        b.claim_many(&[&k2]).await;
+        // a never held k2: its release leaves b's row alone.
+        a.release_many(&[&k1, &k2]).await;
+        assert_eq!(row(&ctx, "k1").await.0, None, "released");
+        assert_eq!(row(&ctx, "k2").await.0.as_deref(), Some("b"));
+        assert!(matches!(a.confirm_one(&k1).await, Confirmed::NoTerm));
+        // Released: won at once elsewhere, with the next epoch.
+        let claimed = b.claim_many(&[&k1]).await;
+        assert_eq!(won(&claimed[0]).get(), Epoch::FIRST.get() + 1);
+    }
+
+    #[tokio::test]
+    async fn a_replaced_database_file_fails_every_step() {
+        let (dir, ctx) = context().await;
+        let a = set(&ctx, "a");
+        let (k1, k2) = (key("k1"), key("k2"));
+        a.claim_many(&[&k1]).await;
+        let path = dir.path().join("app.db");
+        std::fs::rename(&path, dir.path().join("moved.db")).expect("move");
+        std::fs::write(&path, b"").expect("replace");
+
+        match &a.claim_many(&[&k2]).await[..] {
+            [Claimed::Failed(election_core::Error::Config(_))] => {}
+            other => panic!("expected a configuration failure, got {other:?}"),
+        }
+        let far = ctx.clock.now() + Duration::from_secs(30);
+        assert!(matches!(
+            a.renew_many(&[&k1], far).await,
+            Err(Error::FileReplaced { .. })
+        ));
+        assert!(matches!(a.confirm_one(&k1).await, Confirmed::Lost));
+    }
+}
