@@ -179,8 +179,9 @@ impl SqliteElection {
     /// keys, one lease row each, with this election's
     /// [options](SqliteElection::options) and the core's
     /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
-    /// (how often the keys held elsewhere are looked at). One loop serves
-    /// every key ([`SqliteLeases`]): each renewal interval costs one write
+    /// (how often the keys held elsewhere are looked at). The core's keyed
+    /// engine drives every key through [`SqliteLeases`]' batch steps: each
+    /// renewal interval costs one write
     /// transaction however many keys are held; [`guard`](LeaseSet::guard)'s
     /// commit-point check is one conditional renewal of the key's row (see
     /// [`SqliteClaim`]'s `confirm`). For another poll interval, build the
@@ -369,7 +370,7 @@ impl Claim for SqliteClaim {
             .ok_or_else(|| election_core::Error::NotHeld {
                 name: self.name.clone(),
             })?;
-        Ok(Watch::task(tokio::spawn(renewal::renew_until_lost(
+        Ok(Watch::task(tokio::spawn(renewal::renew_until_lost_in(
             self.inner.clone(),
             self.name.clone(),
             attempt.nonce,

@@ -66,7 +66,6 @@ mod context;
 mod election;
 mod error;
 mod fence;
-mod lease_loop;
 mod lease_set;
 mod options;
 mod renewal;
