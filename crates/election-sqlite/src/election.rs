@@ -370,7 +370,7 @@ impl Claim for SqliteClaim {
             .ok_or_else(|| election_core::Error::NotHeld {
                 name: self.name.clone(),
             })?;
-        Ok(Watch::task(tokio::spawn(renewal::renew_until_lost_in(
+        Ok(Watch::task(tokio::spawn(renewal::renew_term(
             self.inner.clone(),
             self.name.clone(),
             attempt.nonce,

@@ -16,7 +16,7 @@ use crate::row::Hold;
 /// retries a failed or timed-out renewal until the validity deadline and
 /// reports the loss then, or at once when the row shows another holder or
 /// the database file was deleted or replaced.
-pub(crate) async fn renew_until_lost_in(
+pub(crate) async fn renew_term(
     ctx: Arc<Context>,
     name: ElectionName,
     nonce: i64,
