@@ -8,11 +8,11 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::key_state::KeyState;
-use crate::lease_set::{Closing, Hold, Shared};
+use crate::lease_set::{Hold, Shared};
 use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
 use crate::{DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won};
 
@@ -173,7 +173,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
     backend: Arc<K>,
     shared: Arc<Shared>,
     mut asks: mpsc::UnboundedReceiver<Arc<KeyState>>,
-    closing: Closing,
+    mut closing: watch::Receiver<bool>,
 ) {
     let policy = backend.renewal();
     let mut wanted: Vec<Arc<KeyState>> = Vec::new();
@@ -186,7 +186,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
             wanted.push(key);
             claim_due = true;
         }
-        if closing.is_closing() {
+        if *closing.borrow() {
             break;
         }
         let mut renew_at = None;
@@ -224,7 +224,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
         }
         tokio::select! {
             biased;
-            () = closing.closed() => break,
+            _ = closing.wait_for(|c| *c) => break,
             key = asks.recv() => {
                 if let Some(key) = key { wanted.push(key); }
                 claim_due = true;

@@ -26,24 +26,6 @@ struct Guards {
     closing: bool,
 }
 
-/// Fires when a [`LeaseSet`] is closed or dropped (after its running
-/// guards finished).
-#[derive(Clone, Debug)]
-pub(crate) struct Closing(watch::Receiver<bool>);
-
-impl Closing {
-    /// True once the set is closing.
-    pub(crate) fn is_closing(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once the set is closing. Cancel safe.
-    pub(crate) async fn closed(&self) {
-        let mut rx = self.0.clone();
-        let _ = rx.wait_for(|closing| *closing).await;
-    }
-}
-
 /// A key this process holds, as the engine keeps it.
 pub(crate) struct Hold {
     pub(crate) state: Arc<KeyState>,
@@ -196,12 +178,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
             guards: watch::channel(Guards::default()).0,
         });
         backend.start(HoldReporter::new(&shared));
-        let runner = tokio::spawn(drive(
-            backend.clone(),
-            shared.clone(),
-            keys,
-            Closing(closing_rx),
-        ));
+        let runner = tokio::spawn(drive(backend.clone(), shared.clone(), keys, closing_rx));
         LeaseSet {
             shared,
             backend,

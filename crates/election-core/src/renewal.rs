@@ -224,8 +224,10 @@ pub enum Renewed {
 /// The one renewal loop: runs [`Renewal`] on tokio time for a won claim
 /// valid until `valid_until`, calling `renew_once(budget)` for each renewal
 /// and reporting each landed renewal and the loss through `reporter`.
-/// Returns the reason once the loss is reported; returns `None` at once if
-/// the term's loss was already reported elsewhere.
+/// Returns the reason once the loss is reported (at the deadline, also if
+/// the term's own deadline check got there first); returns `None` as soon
+/// as it sees that the term was lost some other way (e.g. its watch
+/// reported a foreign holder).
 ///
 /// `renew_once` sends one renewal (and makes whatever checks the backend
 /// needs after it); the driver takes `Instant::now()` right before calling
@@ -248,13 +250,15 @@ where
     let mut input = Input::Due;
     let mut refused = None;
     loop {
-        if reporter.is_lost() {
-            return None;
-        }
         let before = machine.deadline();
         let next = machine.decide(input, Instant::now());
-        if machine.deadline() > before && !matches!(next, Next::Lose(_)) {
-            reporter.renewed(machine.deadline());
+        if !matches!(next, Next::Lose(_)) {
+            if reporter.is_lost() {
+                return None;
+            }
+            if machine.deadline() > before {
+                reporter.renewed(machine.deadline());
+            }
         }
         input = match next {
             Next::SleepUntil(at) => {
@@ -415,6 +419,73 @@ mod tests {
             r.decide(Input::Renewed { sent }, deadline + ms(1)),
             Next::Lose(Loss::Expired)
         );
+    }
+
+    fn term_reporter(
+        valid_until: Instant,
+    ) -> (LossReporter, std::sync::Arc<crate::term::TermState>) {
+        let state = crate::term::TermState::new(
+            crate::ElectionName::new("jobs").unwrap(),
+            crate::Identity::new("a").unwrap(),
+            crate::Epoch::FIRST,
+            Some(valid_until),
+        );
+        (LossReporter::new(state.clone()), state)
+    }
+
+    /// The driver: one landed renewal (sent at 300 ms) moves the deadline
+    /// to 1,300 ms; every later renewal fails; the loss is reported at
+    /// exactly that deadline, as `Expired`.
+    #[tokio::test(start_paused = true)]
+    async fn the_driver_loses_at_the_deadline_of_the_last_landed_renewal() {
+        let t0 = Instant::now();
+        let (reporter, state) = term_reporter(t0 + ms(1000));
+        let mut calls = 0;
+        let lost = renew_until_lost(policy(), t0 + ms(1000), &reporter, |_| {
+            calls += 1;
+            let first = calls == 1;
+            async move {
+                tokio::time::sleep(ms(50)).await;
+                if first {
+                    Renewed::Landed
+                } else {
+                    Renewed::Failed(crate::Error::NotHeld {
+                        name: crate::ElectionName::new("jobs").unwrap(),
+                    })
+                }
+            }
+        })
+        .await;
+        assert!(matches!(lost, Some(LossReason::Expired)), "{lost:?}");
+        assert_eq!(Instant::now(), t0 + ms(1300));
+        assert!(reporter.is_lost());
+        assert_eq!(state.valid_until(), Some(t0 + ms(1300)));
+    }
+
+    /// A renewal that never answers is cut off at its budget (never past
+    /// the deadline) and does not count: the loss comes at the win's
+    /// deadline. A refused renewal loses at once with its reason.
+    #[tokio::test(start_paused = true)]
+    async fn the_driver_cuts_off_hung_renewals_and_loses_at_once_when_refused() {
+        let t0 = Instant::now();
+        let (reporter, _) = term_reporter(t0 + ms(1000));
+        let lost = renew_until_lost(policy(), t0 + ms(1000), &reporter, |_| {
+            std::future::pending::<Renewed>()
+        })
+        .await;
+        assert!(matches!(lost, Some(LossReason::Expired)));
+        assert_eq!(Instant::now(), t0 + ms(1000));
+
+        let t1 = Instant::now();
+        let (reporter, _) = term_reporter(t1 + ms(1000));
+        let lost = renew_until_lost(policy(), t1 + ms(1000), &reporter, |_| async {
+            Renewed::Refused(LossReason::Revoked {
+                detail: "another holder".into(),
+            })
+        })
+        .await;
+        assert!(matches!(lost, Some(LossReason::Revoked { .. })));
+        assert_eq!(Instant::now(), t1 + ms(300), "lost at the first renewal");
     }
 
     #[test]

@@ -54,7 +54,7 @@ async fn candidate<B: Backend>(b: &B, name: &str, id: &str) -> Candidate<B::Clai
     .expect("valid poll interval")
 }
 
-async fn within<F: Future>(what: &str, f: F) -> F::Output {
+pub(crate) async fn within<F: Future>(what: &str, f: F) -> F::Output {
     tokio::time::timeout(PATIENCE, f)
         .await
         .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
@@ -484,11 +484,20 @@ macro_rules! conformance_tests {
         );
     };
     (@case $factory:expr; $($case:ident),*) => {
+        $crate::__cases!(conformance, $factory; $($case),*);
+    };
+}
+
+/// One `#[tokio::test]` per case of `$module`: the suites' shared expansion.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __cases {
+    ($module:ident, $factory:expr; $($case:ident),*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let backend = $factory;
-                $crate::conformance::$case(&backend).await;
+                $crate::$module::$case(&backend).await;
             }
         )*
     };
@@ -533,7 +542,7 @@ fn assert_disjoint<K: election_core::KeyedClaims>(
 }
 
 /// Polls `f` until it holds; panics after [`PATIENCE`].
-async fn until(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) async fn until(what: &str, mut f: impl FnMut() -> bool) {
     within(what, async {
         while !f() {
             tokio::time::sleep(Duration::from_millis(5)).await;

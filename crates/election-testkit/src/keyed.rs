@@ -5,7 +5,7 @@
 //! A backend crate implements [`KeyedBackend`] for a factory of its keyed
 //! claims and calls [`keyed_conformance_tests!`](crate::keyed_conformance_tests)
 //! in one of its integration tests; that expands to one `#[tokio::test]`
-//! per case below. Waits are bounded by [`PATIENCE`], a generous bound for
+//! per case below. Waits are bounded by [`PATIENCE`](crate::conformance::PATIENCE), a generous bound for
 //! events, not a timing goal.
 
 use std::future::Future;
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use election_core::{Epoch, Error, KeyedClaims, LeaseSet};
 
-use crate::conformance::{PATIENCE, cancel_after};
+use crate::conformance::{cancel_after, until, within};
 
 /// A backend under test: makes lease sets for the cases.
 pub trait KeyedBackend: Send + Sync {
@@ -39,22 +39,6 @@ async fn set<B: KeyedBackend>(b: &B, identity: &str) -> Arc<LeaseSet<B::Keys>> {
         .await
         .unwrap_or_else(|e| panic!("keyed claims for {identity}: {e:?}"));
     Arc::new(LeaseSet::new(keys))
-}
-
-async fn within<F: Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(PATIENCE, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
-}
-
-/// Polls `f` until it holds; panics after [`PATIENCE`].
-async fn until(what: &str, mut f: impl FnMut() -> bool) {
-    within(what, async {
-        while !f() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
 }
 
 /// Waits until `set` holds `key` (it keeps asking); its epoch.
@@ -288,13 +272,7 @@ macro_rules! keyed_conformance_tests {
         );
     };
     (@case $factory:expr; $($case:ident),*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                let backend = $factory;
-                $crate::keyed::$case(&backend).await;
-            }
-        )*
+        $crate::__cases!(keyed, $factory; $($case),*);
     };
 }
 

@@ -79,6 +79,9 @@ struct Holding {
     epoch: Epoch,
     /// The wall-clock time of the win.
     since: SystemTime,
+    /// When the win or the last renewal landed (monotonic): a lease runs
+    /// out a full lease after it.
+    landed: tokio::time::Instant,
     reporter: Option<Reporter>,
 }
 
@@ -163,7 +166,12 @@ impl MemoryBackend {
             return false;
         };
         let mut reg = self.lock();
-        let Registry { slots, history, .. } = &mut *reg;
+        let Registry {
+            slots,
+            history,
+            names,
+            ..
+        } = &mut *reg;
         let Some(slot) = slots.get_mut(&name) else {
             return false;
         };
@@ -182,9 +190,12 @@ impl MemoryBackend {
             }
             None => {}
         }
-        history.push(Event::Lost {
-            attempt: holding.attempt,
-        });
+        // A stolen claim (no attempt of a candidate here) has no history.
+        if reg_names_has(names, holding.attempt) {
+            history.push(Event::Lost {
+                attempt: holding.attempt,
+            });
+        }
         slot.vacated.notify_waiters();
         true
     }
@@ -207,9 +218,32 @@ impl MemoryBackend {
             identity,
             epoch,
             since: SystemTime::now(),
+            landed: tokio::time::Instant::now(),
             reporter: None,
         });
         Ok(epoch)
+    }
+
+    /// The lease of `name` runs out on the backend, as a server ages a key
+    /// out: if a full [`lease`](Self::set_lease) has passed since the
+    /// holder's win or last landed renewal, the claim goes to `identity`
+    /// without a word to the old holder (its own deadline must have ended
+    /// its hold already, rule 2). Returns the new epoch, or `None` if the
+    /// lease has not run out (or no lease is set, or nobody holds it).
+    pub fn expire(&self, name: &str, identity: &str) -> Result<Option<Epoch>, Error> {
+        let key = ElectionName::new(name)?;
+        let ran_out = {
+            let reg = self.lock();
+            let holding = reg.slots.get(&key).and_then(|s| s.holder.as_ref());
+            match (reg.lease, holding) {
+                (Some(lease), Some(h)) => tokio::time::Instant::now() >= h.landed + lease,
+                _ => false,
+            }
+        };
+        if !ran_out {
+            return Ok(None);
+        }
+        self.steal(name, identity).map(Some)
     }
 
     /// Makes the next `times` calls of `step` fail with
@@ -314,6 +348,10 @@ impl MemoryBackend {
     }
 }
 
+fn reg_names_has(names: &HashMap<u64, ElectionName>, attempt: u64) -> bool {
+    names.contains_key(&attempt)
+}
+
 fn check_open(opened: &HashMap<u64, (bool, bool)>, attempt: u64, i: usize) -> Result<(), String> {
     match opened.get(&attempt) {
         None => Err(format!("#{i}: attempt {attempt} used before open")),
@@ -367,6 +405,7 @@ impl Claim for MemoryClaim {
             identity: self.identity.clone(),
             epoch,
             since: SystemTime::now(),
+            landed: tokio::time::Instant::now(),
             reporter: None,
         });
         history.push(Event::Won {
@@ -529,6 +568,7 @@ impl MemoryKeys {
             identity: self.identity.clone(),
             epoch,
             since: SystemTime::now(),
+            landed: tokio::time::Instant::now(),
             reporter,
         });
         reg.history.push(Event::Open { attempt });
@@ -594,15 +634,19 @@ impl KeyedClaims for MemoryKeys {
         if let Some((key, _)) = held.first() {
             self.backend.fault(Step::Renew, key)?;
         }
-        let reg = self.backend.lock();
-        Ok(held
-            .iter()
-            .filter(|(k, e)| !Self::holds(&reg, k, *e, &self.attempts_of(k)))
-            .map(|(k, _)| {
+        let mut reg = self.backend.lock();
+        let mut refused = Vec::new();
+        for (key, epoch) in held {
+            if Self::holds(&reg, key, *epoch, &self.attempts_of(key)) {
+                if let Some(h) = reg.slots.get_mut(key).and_then(|s| s.holder.as_mut()) {
+                    h.landed = tokio::time::Instant::now();
+                }
+            } else {
                 let detail = "the memory backend shows another holder or none".into();
-                (k.clone(), LossReason::Revoked { detail })
-            })
-            .collect())
+                refused.push((key.clone(), LossReason::Revoked { detail }));
+            }
+        }
+        Ok(refused)
     }
 
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), Error> {
