@@ -557,6 +557,47 @@ mod tests {
         assert_eq!(won(&claimed[0]).get(), Epoch::FIRST.get() + 1);
     }
 
+    /// The engine has no "not now" answer: a busy database answers
+    /// `Unavailable` for the keys a poll would claim (retried after the
+    /// poll interval), and the holder it read for the others.
+    #[tokio::test]
+    async fn a_busy_database_answers_unavailable_for_the_keys_being_claimed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("app.db");
+        let options = SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10))
+            .and_then(|o| o.with_busy_timeout(Duration::from_millis(50)))
+            .expect("options");
+        let ctx = Arc::new(Context::open(&path, options).await.expect("open"));
+        let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
+        let (k1, k2) = (key("k1"), key("k2"));
+        a.claim(std::slice::from_ref(&k1)).await;
+
+        let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+            "sqlite://{}",
+            path.display()
+        ))
+        .await
+        .expect("connect");
+        let lock = sqlx::Connection::begin_with(&mut other, "BEGIN IMMEDIATE")
+            .await
+            .expect("lock");
+        match &b.claim(&[k1.clone(), k2.clone()]).await[..] {
+            [
+                Ok(Claimed::HeldBy(Some(holder))),
+                Err(election_core::Error::Unavailable { name, .. }),
+            ] => {
+                assert_eq!(holder.identity.as_str(), "a");
+                assert_eq!(name, &k2, "about the key it concerns");
+            }
+            other => panic!("expected k1 held by a and k2 unavailable, got {other:?}"),
+        }
+        lock.rollback().await.expect("unlock");
+        assert_eq!(
+            won(&b.claim(std::slice::from_ref(&k2)).await[0]),
+            Epoch::FIRST
+        );
+    }
+
     #[tokio::test]
     async fn a_replaced_database_file_fails_every_step() {
         let (dir, ctx) = context().await;
