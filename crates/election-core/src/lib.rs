@@ -23,6 +23,19 @@
 //! `held` without a round trip, `guard` runs a write only at a confirmed
 //! commit point and hands it a [`WriteToken`] that cannot leave the call.
 //!
+//! A backend implements [`KeyedClaims`] (batch steps: claim many, renew
+//! many, confirm one, release many, wait) and the core's engine drives
+//! them, keeping the rules of [`Claim`] per key: a key reads held from its
+//! win until the deadline of its last landed renewal, a refused renewal or
+//! a loss the backend reports; a lost key is never released; closing the
+//! set releases every key still held.
+//!
+//! Rule 2 is decided in one place, [`renewal::Renewal`]: every renewal
+//! loop (single claims through [`renew_until_lost`], lease sets through
+//! the engine) loses its claim at (never after) the deadline of the last
+//! renewal known to have landed, counted from before it was sent; a failed
+//! or timed-out renewal never extends it.
+//!
 //! The in-memory backend and the conformance suites every backend runs
 //! live in the `election-testkit` crate (a dev-dependency).
 //!
