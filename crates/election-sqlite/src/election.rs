@@ -1,61 +1,22 @@
 //! [`SqliteElection`]: elections in one SQLite database, and the
 //! [`SqliteClaim`] of one candidate.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 use election_core::{
-    Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LeaseSet,
-    LossReporter, Watch, Won,
+    Candidate, Claim, ConfigError, ElectionName, End, Identity, Leader, LeaseSet, LossReporter,
+    Watch, Won,
 };
 use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::clock::{Clock, SystemClock};
-use crate::row::{self, ClaimWrite, Found, Observed};
-use crate::{Error, SqliteLeases, SqliteOptions, renewal, schema};
-
-/// The database file a leader checks is still in place: its path and inode.
-#[derive(Clone, Debug)]
-pub(crate) struct DbFile {
-    pub(crate) path: PathBuf,
-    dev: u64,
-    ino: u64,
-}
-
-impl DbFile {
-    /// True while `path` still names the file the pool has open.
-    pub(crate) fn in_place(&self) -> bool {
-        std::fs::metadata(&self.path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
-    }
-}
-
-impl Inner {
-    /// `Err` (and a loud log line) if the database file this pool has open
-    /// is no longer the file at its path: a claim made through it would be
-    /// made in a database nobody else sees.
-    pub(crate) fn check_in_place(&self) -> Result<(), Error> {
-        match &self.db_file {
-            Some(db) if !db.in_place() => {
-                tracing::error!(path = %db.path.display(), "the database file was deleted or replaced after it was opened: no claim is made through it; reopen it (epochs in a replaced file can repeat)");
-                Err(Error::FileReplaced {
-                    path: db.path.clone(),
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) pool: SqlitePool,
-    pub(crate) options: SqliteOptions,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) db_file: Option<DbFile>,
-}
+use crate::clock::Clock;
+use crate::context::Context;
+use crate::error::Error;
+use crate::lease_set::SqliteLeases;
+use crate::options::SqliteOptions;
+use crate::renewal;
+use crate::row::{self, ClaimWrite, Found, Hold, Observed};
 
 /// Elections among the processes (and tasks) that share one SQLite
 /// database, often the application's own.
@@ -95,7 +56,7 @@ pub(crate) struct Inner {
 /// ```
 #[derive(Clone, Debug)]
 pub struct SqliteElection {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Context>,
 }
 
 impl SqliteElection {
@@ -120,51 +81,7 @@ impl SqliteElection {
     /// # }
     /// ```
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, Error> {
-        let path = path.as_ref();
-        let not_a_file = |source| Error::NotAFile {
-            path: path.to_owned(),
-            source,
-        };
-        if path.as_os_str().is_empty() || path.is_dir() {
-            return Err(not_a_file(None));
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
-            && !parent.is_dir()
-        {
-            return Err(not_a_file(None));
-        }
-        let connect = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(options.busy_timeout());
-        // Several processes opening a new database at once race to switch
-        // it to WAL and to create the tables; the loser sees "busy" at once
-        // (the switch does not wait on the busy timeout). Try again for a
-        // few busy timeouts before giving up.
-        let give_up = std::time::Instant::now() + options.busy_timeout() * 5;
-        loop {
-            let opened = async {
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(4)
-                    .acquire_timeout(options.busy_timeout() * 4)
-                    .connect_with(connect.clone())
-                    .await
-                    .map_err(|e| match Error::from(e) {
-                        Error::NotAFile { source, .. } => not_a_file(source),
-                        other => other,
-                    })?;
-                Self::with_pool(pool, options).await
-            }
-            .await;
-            match opened {
-                Err(e) if e.is_busy() && std::time::Instant::now() < give_up => {
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                }
-                other => return other,
-            }
-        }
+        Ok(Self::of(Context::open(path.as_ref(), options).await?))
     }
 
     /// Opens the database at `path` only to read who leads (for tools like
@@ -197,69 +114,9 @@ impl SqliteElection {
         path: impl AsRef<Path>,
         options: SqliteOptions,
     ) -> Result<Option<Self>, Error> {
-        let path = path.as_ref();
-        if !path.is_file() {
-            return Err(Error::NotAFile {
-                path: path.to_owned(),
-                source: None,
-            });
-        }
-        let connect = SqliteConnectOptions::new()
-            .filename(path)
-            .read_only(true)
-            .create_if_missing(false)
-            .busy_timeout(options.busy_timeout());
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(options.busy_timeout() * 4)
-            .connect_with(connect)
-            .await
-            .map_err(|e| match Error::from(e) {
-                Error::NotAFile { source, .. } => Error::NotAFile {
-                    path: path.to_owned(),
-                    source,
-                },
-                other => other,
-            })?;
-        let version: Option<i64> = match sqlx::query_scalar(
-            "SELECT value FROM election_meta WHERE key = 'schema_version'",
-        )
-        .fetch_optional(&pool)
-        .await
-        {
-            Ok(v) => v,
-            // No election_meta table: no election has run here. Any other
-            // failure (not a database, damaged) is the error it is.
-            Err(e) => {
-                let tables: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM sqlite_schema WHERE name = 'election_meta'",
-                )
-                .fetch_one(&pool)
-                .await?;
-                if tables == 0 {
-                    return Ok(None);
-                }
-                return Err(e.into());
-            }
-        };
-        match version {
-            None => return Ok(None),
-            Some(v) if v > schema::SCHEMA_VERSION => {
-                return Err(Error::SchemaTooNew {
-                    found: v,
-                    supported: schema::SCHEMA_VERSION,
-                });
-            }
-            Some(_) => {}
-        }
-        Ok(Some(SqliteElection {
-            inner: Arc::new(Inner {
-                pool,
-                options,
-                clock: Arc::new(SystemClock),
-                db_file: None,
-            }),
-        }))
+        Ok(Context::open_read_only(path.as_ref(), options)
+            .await?
+            .map(Self::of))
     }
 
     /// Uses the application's own pool (its connections should use WAL and
@@ -279,41 +136,17 @@ impl SqliteElection {
     /// # Ok(()) }
     /// ```
     pub async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {
-        let mut conn = pool.acquire().await?;
-        schema::migrate(&mut conn).await?;
-        let file: Option<String> =
-            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
-                .fetch_optional(&mut *conn)
-                .await?;
-        drop(conn);
-        let db_file = file.filter(|f| !f.is_empty()).and_then(|f| {
-            let m = std::fs::metadata(&f).ok()?;
-            Some(DbFile {
-                path: PathBuf::from(f),
-                dev: m.dev(),
-                ino: m.ino(),
-            })
-        });
-        Ok(SqliteElection {
-            inner: Arc::new(Inner {
-                pool,
-                options,
-                clock: Arc::new(SystemClock),
-                db_file,
-            }),
-        })
+        Ok(Self::of(Context::with_pool(pool, options).await?))
     }
 
     /// Uses `clock` instead of the system's clocks (for tests).
     pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
-        let inner = &self.inner;
+        Self::of(self.inner.with_clock(clock))
+    }
+
+    fn of(context: Context) -> Self {
         SqliteElection {
-            inner: Arc::new(Inner {
-                pool: inner.pool.clone(),
-                options: inner.options,
-                clock,
-                db_file: inner.db_file.clone(),
-            }),
+            inner: Arc::new(context),
         }
     }
 
@@ -346,8 +179,9 @@ impl SqliteElection {
     /// keys, one lease row each, with this election's
     /// [options](SqliteElection::options) and the core's
     /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
-    /// (how often the keys held elsewhere are looked at). One loop serves
-    /// every key ([`SqliteLeases`]): each renewal interval costs one write
+    /// (how often the keys held elsewhere are looked at). The core's keyed
+    /// engine drives every key through [`SqliteLeases`]' batch steps: each
+    /// renewal interval costs one write
     /// transaction however many keys are held; [`guard`](LeaseSet::guard)'s
     /// commit-point check is one conditional renewal of the key's row (see
     /// [`SqliteClaim`]'s `confirm`). For another poll interval, build the
@@ -409,6 +243,15 @@ impl SqliteElection {
     }
 }
 
+impl SqliteLeases {
+    /// The keys of process `identity` in `election`'s database, with its
+    /// [options](SqliteElection::options) and the core's
+    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
+    pub fn new(election: &SqliteElection, identity: Identity) -> Self {
+        SqliteLeases::over(election.inner.clone(), identity)
+    }
+}
+
 /// The claim of one candidate in a [`SqliteElection`].
 ///
 /// How a term ends: resign releases the row (conditional on this attempt's
@@ -419,7 +262,7 @@ impl SqliteElection {
 /// candidate's poll interval).
 #[derive(Debug)]
 pub struct SqliteClaim {
-    inner: Arc<Inner>,
+    inner: Arc<Context>,
     name: ElectionName,
     identity: Identity,
 }
@@ -467,7 +310,7 @@ impl Claim for SqliteClaim {
     /// full TTL), with the next epoch written to the lease row and the
     /// epoch state. A database busy past the busy timeout counts as "not
     /// now" (`Ok(None)`); a name whose next epoch would be above
-    /// [`Epoch::MAX`] is [`ConfigError::EpochExhausted`] (nothing written);
+    /// [`Epoch::MAX`](election_core::Epoch::MAX) is [`ConfigError::EpochExhausted`] (nothing written);
     /// a database file deleted or replaced since it was opened is
     /// [`Error::FileReplaced`] (as a configuration error).
     async fn try_claim(
@@ -508,15 +351,7 @@ impl Claim for SqliteClaim {
         let Some(epoch) = won else { return Ok(None) };
         attempt.observed = None;
         attempt.epoch = Some(epoch);
-        let epoch = u64::try_from(epoch)
-            .ok()
-            .and_then(Epoch::new)
-            .ok_or_else(|| {
-                self.core(Error::CorruptRow {
-                    name: self.name.to_string(),
-                    detail: format!("won epoch {epoch}"),
-                })
-            })?;
+        let epoch = row::epoch_of(self.name.as_str(), epoch).map_err(|e| self.core(e))?;
         Ok(Some(Won {
             epoch,
             valid_until: Some(sent + inner.options.validity()),
@@ -535,7 +370,7 @@ impl Claim for SqliteClaim {
             .ok_or_else(|| election_core::Error::NotHeld {
                 name: self.name.clone(),
             })?;
-        Ok(Watch::task(tokio::spawn(renewal::renew_until_lost(
+        Ok(Watch::task(tokio::spawn(renewal::renew_term(
             self.inner.clone(),
             self.name.clone(),
             attempt.nonce,
@@ -587,24 +422,15 @@ impl Claim for SqliteClaim {
         let Some(epoch) = attempt.epoch else {
             return Err(not_held());
         };
-        if let Some(db) = &self.inner.db_file
-            && !db.in_place()
-        {
-            return Err(not_held());
-        }
-        let bound = self.inner.options.validity();
-        let renewal = row::renew(
-            &self.inner.pool,
-            self.name.as_str(),
-            attempt.nonce,
+        let hold = Hold {
+            name: self.name.as_str(),
+            nonce: attempt.nonce,
             epoch,
-            self.inner.clock.wall_unix_ms(),
-        );
-        match tokio::time::timeout(bound, renewal).await {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err(not_held()),
-            Ok(Err(e)) => Err(self.core(e)),
-            Err(_) => Err(self.core(Error::OutcomeUnknown { after: bound })),
+        };
+        match self.inner.confirm(hold).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(not_held()),
+            Err(e) => Err(self.core(e)),
         }
     }
 
@@ -648,27 +474,14 @@ impl Claim for SqliteClaim {
     /// The holder and epoch as the row records them. A holder that died
     /// shows until a contender takes its lease over (one TTL). `since` is
     /// the row's `acquired_unix_ms`: the winner's wall clock (its
-    /// [`Clock`](crate::Clock)) in the transaction that won the term.
+    /// [`Clock`]) in the transaction that won the term.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         let row = row::read(&self.inner.pool, self.name.as_str())
             .await
             .map_err(|e| self.core(e))?;
-        let Some(row) = row else { return Ok(None) };
-        let (Some(holder), Some(epoch)) = (
-            row.holder,
-            u64::try_from(row.epoch).ok().and_then(Epoch::new),
-        ) else {
-            return Ok(None);
-        };
-        let identity = Identity::new(&holder).map_err(|e| self.core(e.into()))?;
-        let since = row
-            .acquired_unix_ms
-            .and_then(|ms| u64::try_from(ms).ok())
-            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
-        Ok(Some(Leader {
-            identity,
-            epoch,
-            since,
-        }))
+        match row {
+            Some(row) => row.leader().map_err(|e| self.core(e)),
+            None => Ok(None),
+        }
     }
 }

@@ -4,7 +4,8 @@
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{SqliteConnection, SqlitePool};
 
-use crate::{Error, schema};
+use crate::error::Error;
+use crate::schema;
 
 fn token_i64(resource: &ResourceName, token: Token) -> Result<i64, fencing::Error> {
     i64::try_from(token.epoch().get()).map_err(|_| {
@@ -134,12 +135,7 @@ impl SqliteFence {
         token: Token,
     ) -> Result<Advance, fencing::Error> {
         let value = token_i64(resource, token)?;
-        let previous: Option<i64> =
-            sqlx::query_scalar("SELECT token FROM election_fences WHERE resource = ?1")
-                .bind(resource.as_str())
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(|e| unavailable(resource, e))?;
+        let stored = read_mark(conn, resource).await?;
         let raised = sqlx::query(
             "INSERT INTO election_fences (resource, token) VALUES (?1, ?2)
              ON CONFLICT (resource) DO UPDATE SET token = excluded.token
@@ -150,17 +146,12 @@ impl SqliteFence {
         .execute(&mut *conn)
         .await
         .map_err(|e| unavailable(resource, e))?;
-        let stored = previous.map(|p| token_from(resource, p)).transpose()?;
         if raised.rows_affected() == 1 {
             return Advance::decide(resource, stored, token);
         }
         // Refused: read the mark that refused it (the upsert held the lock).
-        let mark: i64 = sqlx::query_scalar("SELECT token FROM election_fences WHERE resource = ?1")
-            .bind(resource.as_str())
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
-        Advance::decide(resource, Some(token_from(resource, mark)?), token)
+        let mark = read_mark(conn, resource).await?;
+        Advance::decide(resource, mark, token)
     }
 }
 

@@ -1,34 +1,40 @@
-//! [`SqliteLeases`]: the keys of a lease set in one SQLite database, with
-//! one loop and one transaction per step for all of them: a renewal
-//! interval costs one write transaction however many keys are held.
+//! [`SqliteLeases`]: the keys of a lease set in one SQLite database, as
+//! the core's batch steps ([`KeyedClaims`]) over the bottom layer: claim
+//! many, renew many, release many, confirm one, each one transaction
+//! however many keys it covers. The core's keyed engine decides when to
+//! call them; the steps keep what the database needs between calls (each
+//! held key's term, each contended key's observation).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use election_core::{
-    Asked, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Identity, KeyState,
-    KeyedClaims, Leader,
+    Claimed, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, HeldKey, Identity,
+    KeyedClaims, LossReason, RenewalPolicy, Won,
 };
-use futures::FutureExt;
-use tokio::time::Instant;
 
-use crate::election::Inner;
-use crate::row::{self, Found, Hold, Observed, Row, Take};
-use crate::{Error, SqliteElection};
+use crate::context::Context;
+use crate::error::Error;
+use crate::row::{self, Found, Hold, Observed, Take};
 
 /// A [`LeaseSet`](election_core::LeaseSet) backend over one SQLite
 /// database: one lease row per key (the same rows, protocol and timings as
 /// [`SqliteClaim`](crate::SqliteClaim), so sets and single candidates can
-/// contend for the same keys), driven by one loop for all keys.
+/// contend for the same keys). It implements the core's batch steps
+/// ([`KeyedClaims`]); the core's keyed engine drives them for all keys at
+/// once.
 ///
 /// - Every renewal interval, one `BEGIN IMMEDIATE` transaction renews every
 ///   held key (each conditional on its term's nonce and epoch). A key whose
-///   row shows another term is lost at once; a key whose renewals fail is
-///   lost when its validity (`ttl - margin`, counted from before the last
-///   renewal that committed) runs out, which
-///   [`held`](election_core::LeaseSet::held) sees by itself.
-/// - Every poll interval, one read (no write lock) of the rows and epoch
+///   row shows another term, or every key when the database file was
+///   deleted or replaced, is lost at once; a key whose renewals fail or
+///   time out is lost when its validity (`ttl - margin`, counted from
+///   before the last renewal that committed) runs out, which
+///   [`held`](election_core::LeaseSet::held) sees by itself. A failed
+///   renewal is retried after a quarter of the renewal interval.
+/// - Every poll interval (and whenever keys are newly asked, or one was
+///   lost), one read (no write lock) of the rows and epoch
 ///   state of the keys not held, then one transaction that claims every
 ///   key found released, never held, or seen unchanged (same holder, term
 ///   and renewal version; or its row seen gone, after a deletion by hand)
@@ -38,7 +44,10 @@ use crate::{Error, SqliteElection};
 ///   [`SqliteClaim`](crate::SqliteClaim), shared code). A key whose next
 ///   epoch would be above [`Epoch::MAX`] fails with
 ///   [`ConfigError::EpochExhausted`], nothing written. A database file
-///   deleted or replaced since it was opened: no key is claimed.
+///   deleted or replaced since it was opened: no key is claimed (a
+///   configuration error, so the set stops asking). A database busy past
+///   its busy timeout: the keys it was claiming answer `Unavailable`, and
+///   are claimed again at the next poll.
 /// - [`guard`](election_core::LeaseSet::guard)'s commit-point check is one
 ///   conditional renewal of the key's row, as
 ///   [`SqliteClaim`](crate::SqliteClaim)'s `confirm`.
@@ -47,50 +56,22 @@ use crate::{Error, SqliteElection};
 ///   out: other candidates take them over once they have seen no renewal
 ///   for a full TTL. A process that dies leaves the same.
 ///
-/// Made by [`SqliteElection::lease_set`] or [`SqliteLeases::new`].
+/// Made by [`SqliteElection::lease_set`](crate::SqliteElection::lease_set) or
+/// [`SqliteLeases::new`].
 #[derive(Debug)]
 pub struct SqliteLeases {
-    inner: Arc<Inner>,
+    ctx: Arc<Context>,
     identity: Identity,
     poll_interval: Duration,
-    /// `(nonce, epoch)` of each held key's term, for the commit point.
+    /// `(nonce, epoch)` of each held key's term.
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
+    /// What this set has seen of each key held elsewhere (for the full TTL
+    /// without renewal a takeover needs).
+    observed: Mutex<HashMap<ElectionName, Observed>>,
 }
 
-#[derive(Debug)]
-enum Status {
-    Free(Option<Observed>),
-    Held {
-        nonce: i64,
-        epoch: i64,
-        valid_until: Instant,
-    },
-}
-
-/// A key the poll decided to claim.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    /// Its index in the loop's keys.
-    index: usize,
-    /// The new term's nonce.
-    nonce: i64,
-    /// `(version, epoch)` of its row as read; `None`: there was no row.
-    seen: Option<(i64, i64)>,
-    /// The recorded epoch as read; `None`: none.
-    recorded: Option<i64>,
-}
-
-#[derive(Debug)]
-struct Key {
-    state: Arc<KeyState>,
-    status: Status,
-}
-
-impl Key {
-    fn is_held(&self) -> bool {
-        matches!(self.status, Status::Held { .. })
-    }
-}
+/// One key's answer to a claim.
+type Answer = Result<Claimed, election_core::Error>;
 
 /// `error`, about election `name` (a batch failure concerns every key).
 fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::Error {
@@ -112,41 +93,27 @@ fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::
     }
 }
 
-/// The holder a lease row shows, if any.
-fn leader_of(r: &Row) -> Option<Leader> {
-    Some(Leader {
-        identity: Identity::new(r.holder.as_deref()?).ok()?,
-        epoch: Epoch::new(u64::try_from(r.epoch).ok()?)?,
-        since: r
-            .acquired_unix_ms
-            .and_then(|ms| u64::try_from(ms).ok())
-            .and_then(|ms| std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms))),
-    })
-}
-
-fn epoch_of(name: &ElectionName, epoch: i64) -> Result<Epoch, election_core::Error> {
-    u64::try_from(epoch)
-        .ok()
-        .and_then(Epoch::new)
-        .ok_or_else(|| {
-            Error::CorruptRow {
-                name: name.to_string(),
-                detail: format!("epoch {epoch}"),
-            }
-            .into_core(name)
-        })
+/// `error` as the answer of every key of `names` (about the first).
+fn failed_all(error: Error, names: &[ElectionName]) -> Vec<Answer> {
+    let Some(first) = names.first() else {
+        return Vec::new();
+    };
+    let error = error.into_core(first);
+    names
+        .iter()
+        .map(|name| Err(for_key(&error, name)))
+        .collect()
 }
 
 impl SqliteLeases {
-    /// The keys of process `identity` in `election`'s database, with its
-    /// [options](SqliteElection::options) and the core's
-    /// [`DEFAULT_POLL_INTERVAL`].
-    pub fn new(election: &SqliteElection, identity: Identity) -> Self {
+    /// The keys of process `identity` over the database of `ctx`.
+    pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
         SqliteLeases {
-            inner: election.inner.clone(),
+            ctx,
             identity,
             poll_interval: DEFAULT_POLL_INTERVAL,
             terms: Mutex::new(HashMap::new()),
+            observed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -164,235 +131,105 @@ impl SqliteLeases {
         Ok(self)
     }
 
-    fn terms(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, (i64, i64)>> {
+    fn terms(&self) -> MutexGuard<'_, HashMap<ElectionName, (i64, i64)>> {
         self.terms.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records `key` as not held (lost, expired or given up).
-    fn lose(&self, key: &mut Key, why: &str) {
-        key.state.release();
-        self.terms().remove(key.state.name());
-        if let Status::Held { epoch, .. } = key.status {
-            tracing::info!(name = %key.state.name(), epoch, identity = %self.identity, "lost: {why}");
-        }
-        key.status = Status::Free(None);
+    fn observed(&self) -> MutexGuard<'_, HashMap<ElectionName, Observed>> {
+        self.observed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One renewal of every held key; returns when to renew next.
-    async fn renew(&self, keys: &mut [Key]) -> Instant {
-        let options = self.inner.options;
-        let clock = &self.inner.clock;
-        let sent = clock.now();
-        let replaced = self.inner.db_file.as_ref().is_some_and(|db| !db.in_place());
-        for key in keys.iter_mut() {
-            if let Status::Held { valid_until, .. } = key.status {
-                if replaced {
-                    self.lose(key, "the database file was deleted or replaced");
-                } else if valid_until <= sent {
-                    self.lose(key, "its renewals failed until its validity ran out");
-                }
-            }
-        }
-        let mut deadline = None::<Instant>;
-        let holds: Vec<Hold<'_>> = keys
-            .iter()
-            .filter_map(|k| match k.status {
-                Status::Held {
-                    nonce,
-                    epoch,
-                    valid_until,
-                } => {
-                    deadline = Some(deadline.map_or(valid_until, |d| d.min(valid_until)));
-                    Some(Hold {
-                        name: k.state.name().as_str(),
-                        nonce,
-                        epoch,
-                    })
-                }
-                Status::Free(_) => None,
-            })
-            .collect();
-        let Some(deadline) = deadline else {
-            return sent + options.renew_interval();
-        };
-        let retry = sent + (options.renew_interval() / 4).max(Duration::from_millis(1));
-        let renewal = row::renew_many(&self.inner.pool, &holds, clock.wall_unix_ms());
-        let renewed = match tokio::time::timeout(deadline - sent, renewal).await {
-            Ok(Ok(renewed)) => renewed,
-            Ok(Err(e)) => {
-                tracing::warn!(identity = %self.identity, keys = holds.len(), error = %e, "renewal failed; retrying until the leases run out");
-                return retry.max(clock.now());
-            }
-            Err(_) => {
-                // In doubt: each key keeps the validity of its last
-                // committed renewal and is lost when that runs out.
-                tracing::warn!(identity = %self.identity, keys = holds.len(), "renewal timed out; retrying until the leases run out");
-                return clock.now();
-            }
-        };
-        let valid_until = sent + options.validity();
-        for key in keys.iter_mut() {
-            if let Status::Held {
-                epoch,
-                valid_until: ref mut until,
-                ..
-            } = key.status
-            {
-                if renewed.contains(key.state.name().as_str()) {
-                    *until = valid_until;
-                    if let Ok(epoch) = epoch_of(key.state.name(), epoch) {
-                        key.state.renewed(epoch, valid_until);
-                    }
-                } else {
-                    self.lose(key, "the lease row shows another term");
-                }
-            }
-        }
-        sent + options.renew_interval()
+    /// The term this set holds `key` in, if its epoch is `epoch`.
+    fn term<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
+        let (nonce, stored) = self.terms().get(key).copied()?;
+        (u64::try_from(stored).ok() == Some(epoch.get())).then_some(Hold {
+            name: key.as_str(),
+            nonce,
+            epoch: stored,
+        })
     }
 
-    /// Looks at every key not held: records who holds it, and claims those
-    /// found vacant or seen unchanged for a full TTL.
-    async fn poll(&self, keys: &mut [Key]) {
-        let names: Vec<&str> = keys
-            .iter()
-            .filter(|k| !k.is_held())
-            .map(|k| k.state.name().as_str())
-            .collect();
-        if names.is_empty() {
-            return;
+    /// Forgets the term of `name` if it is still `(nonce, epoch)` (a newer
+    /// one is kept).
+    fn forget(&self, name: &ElectionName, nonce: i64, epoch: i64) {
+        let mut terms = self.terms();
+        if terms.get(name).copied() == Some((nonce, epoch)) {
+            terms.remove(name);
         }
-        if let Err(e) = self.inner.check_in_place() {
-            let error = e.into_core(keys[0].state.name());
-            for key in keys.iter().filter(|k| !k.is_held()) {
-                key.state.failed(for_key(&error, key.state.name()));
-            }
-            return;
-        }
-        let rows = match row::read_many(&self.inner.pool, &names).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                let error = e.into_core(keys[0].state.name());
-                for key in keys.iter().filter(|k| !k.is_held()) {
-                    key.state.failed(for_key(&error, key.state.name()));
-                }
-                return;
-            }
-        };
-        drop(names);
-        let now = self.inner.clock.now();
-        let ttl = self.inner.options.ttl();
-        let mut takes: Vec<Pending> = Vec::new();
-        for (i, key) in keys.iter_mut().enumerate() {
-            let Status::Free(observed) = &mut key.status else {
-                continue;
-            };
-            let name = key.state.name();
-            let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
-            let found = Found::of(seen.lease.as_ref(), seen.recorded);
-            if !row::may_claim(observed, &found, ttl, now) {
-                key.state.held_by(seen.lease.as_ref().and_then(leader_of));
-                continue;
-            }
-            takes.push(Pending {
-                index: i,
-                nonce: election_core::attempt_nonce() as i64,
-                seen: seen.lease.map(|r| (r.version, r.epoch)),
-                recorded: seen.recorded.map(|r| r.epoch),
-            });
-        }
-        if takes.is_empty() {
-            return;
-        }
-        self.claim(keys, takes).await;
     }
 
-    /// Claims the keys of `takes` in one transaction.
-    async fn claim(&self, keys: &mut [Key], takes: Vec<Pending>) {
-        let options = self.inner.options;
-        let clock = &self.inner.clock;
-        let batch: Vec<Take<'_>> = takes
-            .iter()
-            .map(|p| Take {
-                name: keys[p.index].state.name().as_str(),
-                nonce: p.nonce,
-                seen: p.seen,
-                recorded: p.recorded,
-            })
-            .collect();
-        let sent = clock.now();
+    /// The claim transaction of a poll: fills in `answers` for the keys of
+    /// `takes` (each `(index in names, take)`).
+    async fn take(
+        &self,
+        names: &[ElectionName],
+        takes: Vec<(usize, Take<'_>)>,
+        answers: &mut [Answer],
+    ) {
+        let ctx = &self.ctx;
+        let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| *t).collect();
+        let sent = ctx.clock.now();
         let mut may_commit = false;
         let result = row::claim_many(
-            &self.inner.pool,
+            &ctx.pool,
             &batch,
             self.identity.as_str(),
-            options.ttl_ms(),
-            clock.wall_unix_ms(),
+            ctx.options.ttl_ms(),
+            ctx.clock.wall_unix_ms(),
             || may_commit = true,
         )
         .await;
-        let in_doubt = || {
-            batch
-                .iter()
-                .map(|t| (t.name.to_owned(), t.nonce))
-                .collect::<Vec<_>>()
-        };
-        let (won, exhausted): (HashMap<String, i64>, Vec<String>) = match result {
-            Ok(claimed) => (claimed.won.into_iter().collect(), claimed.exhausted),
-            Err(e) if e.is_busy() && !may_commit => {
-                tracing::debug!(identity = %self.identity, error = %e, "database busy; claiming again at the next poll");
-                return;
-            }
+        let claimed = match result {
+            Ok(claimed) => claimed,
             Err(e) => {
-                if may_commit {
-                    self.release_in_background(in_doubt());
+                if e.is_busy() && !may_commit {
+                    tracing::debug!(identity = %self.identity, error = %e, "database busy; claiming again at the next poll");
+                } else if may_commit {
+                    self.release_in_background(&batch);
                 }
-                let error = e.into_core(keys[takes[0].index].state.name());
-                drop(batch);
-                for p in &takes {
-                    let state = &keys[p.index].state;
-                    state.failed(for_key(&error, state.name()));
+                let error = e.into_core(&names[takes[0].0]);
+                for (i, _) in &takes {
+                    answers[*i] = Err(for_key(&error, &names[*i]));
                 }
                 return;
             }
         };
-        let valid_until = sent + options.validity();
-        drop(batch);
-        for Pending { index, nonce, .. } in takes {
-            let key = &mut keys[index];
-            key.status = Status::Free(None);
-            if exhausted.iter().any(|n| n == key.state.name().as_str()) {
-                let name = key.state.name();
+        let valid_until = sent + ctx.options.validity();
+        let won: HashMap<&str, i64> = claimed.won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+        let mut observed = self.observed();
+        for (i, take) in takes {
+            let name = &names[i];
+            observed.remove(name);
+            if claimed.exhausted.iter().any(|n| n == name.as_str()) {
                 tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
-                key.state
-                    .failed(Error::Config(ConfigError::EpochExhausted).into_core(name));
+                answers[i] = Err(Error::Config(ConfigError::EpochExhausted).into_core(name));
                 continue;
             }
-            let Some(&epoch) = won.get(key.state.name().as_str()) else {
-                // Changed since it was read: looked at again next poll.
+            // Not won: its row changed since it was read (someone else
+            // claimed, renewed or released it); looked at again next poll.
+            let Some(&epoch) = won.get(name.as_str()) else {
                 continue;
             };
-            match epoch_of(key.state.name(), epoch) {
+            answers[i] = match row::epoch_of(name.as_str(), epoch) {
                 Ok(e) => {
-                    key.status = Status::Held {
-                        nonce,
-                        epoch,
-                        valid_until,
-                    };
-                    self.terms()
-                        .insert(key.state.name().clone(), (nonce, epoch));
-                    key.state.hold(e, &self.identity, Some(valid_until));
-                    tracing::info!(name = %key.state.name(), epoch, identity = %self.identity, "elected");
+                    self.terms().insert(name.clone(), (take.nonce, epoch));
+                    tracing::info!(%name, epoch, identity = %self.identity, "elected");
+                    Ok(Claimed::Won(Won {
+                        epoch: e,
+                        valid_until: Some(valid_until),
+                    }))
                 }
-                Err(e) => key.state.failed(e),
-            }
+                Err(e) => Err(e.into_core(name)),
+            };
         }
     }
 
     /// Releases claims whose commit is in doubt, conditional on their
     /// nonces, in the background; if that fails they age out.
-    fn release_in_background(&self, holds: Vec<(String, i64)>) {
-        let pool = self.inner.pool.clone();
+    fn release_in_background(&self, batch: &[Take<'_>]) {
+        let pool = self.ctx.pool.clone();
+        let holds: Vec<(String, i64)> =
+            batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect();
         tokio::spawn(async move {
             let holds: Vec<Hold<'_>> = holds
                 .iter()
@@ -407,32 +244,190 @@ impl SqliteLeases {
             }
         });
     }
+}
 
-    /// Gives every held key up: not held from here on, then one
-    /// transaction releases the rows.
-    async fn release_all(&self, keys: &mut [Key]) {
-        let mut holds = Vec::new();
-        for key in keys.iter_mut() {
-            if let Status::Held { nonce, epoch, .. } = key.status {
-                key.state.release();
-                holds.push((key.state.name().clone(), nonce, epoch));
-                key.status = Status::Free(None);
+impl KeyedClaims for SqliteLeases {
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The lease's validity (`ttl - margin`) and renewal interval; a failed
+    /// renewal is retried after a quarter of the interval.
+    fn renewal(&self) -> Option<RenewalPolicy> {
+        let options = self.ctx.options;
+        RenewalPolicy::new(options.validity(), options.renew_interval()).ok()
+    }
+
+    /// Claim many: one read (no write lock) of the rows and epoch state of
+    /// `keys`, then one `BEGIN IMMEDIATE` transaction that claims every key
+    /// found released, never held, or seen unchanged for a full TTL, each
+    /// only if its row and epoch state are still exactly as read.
+    ///
+    /// Answers: `Won` with the epoch the transaction wrote; `HeldBy` the
+    /// holder read (also for a key seen held for less than a full TTL, and
+    /// for one whose row changed between the read and the transaction:
+    /// looked at again at the next poll); `Err(Config)` if the database
+    /// file was deleted or replaced, or the key's epochs are exhausted;
+    /// `Err(Unavailable)` if the database was busy (retried).
+    ///
+    /// A commit in doubt (the transaction failed after its writes) releases
+    /// those claims in the background, conditional on their nonces.
+    ///
+    /// Cancel safety: run to completion (the core does); dropped after the
+    /// writes, a claim may commit unrecorded and then ages out.
+    async fn claim(&self, keys: &[ElectionName]) -> Vec<Answer> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        if let Err(e) = self.ctx.check_in_place() {
+            return failed_all(e, keys);
+        }
+        let strs: Vec<&str> = keys.iter().map(ElectionName::as_str).collect();
+        let rows = match row::read_many(&self.ctx.pool, &strs).await {
+            Ok(rows) => rows,
+            Err(e) => return failed_all(e, keys),
+        };
+        let now = self.ctx.clock.now();
+        let ttl = self.ctx.options.ttl();
+        let mut answers: Vec<Answer> = Vec::with_capacity(keys.len());
+        let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
+        {
+            let mut observed = self.observed();
+            for (i, name) in keys.iter().enumerate() {
+                let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
+                let found = Found::of(seen.lease.as_ref(), seen.recorded);
+                let mut seen_before = observed.remove(name);
+                let may = row::may_claim(&mut seen_before, &found, ttl, now);
+                if let Some(o) = seen_before {
+                    observed.insert(name.clone(), o);
+                }
+                let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
+                answers.push(Ok(Claimed::HeldBy(leader)));
+                if may {
+                    takes.push((
+                        i,
+                        Take {
+                            name: name.as_str(),
+                            nonce: election_core::attempt_nonce() as i64,
+                            seen: seen.lease.map(|r| (r.version, r.epoch)),
+                            recorded: seen.recorded.map(|r| r.epoch),
+                        },
+                    ));
+                }
             }
         }
-        self.terms().clear();
-        if holds.is_empty() {
+        if !takes.is_empty() {
+            self.take(keys, takes, &mut answers).await;
+        }
+        answers
+    }
+
+    /// Renew many: one `BEGIN IMMEDIATE` transaction renews every key of
+    /// `held`, each conditional on its term's nonce and epoch. Refused (lost
+    /// at once): every key whose row shows another term or none, and every
+    /// key if the database file was deleted or replaced.
+    ///
+    /// Cancel safety: cancel safe (the core cuts it off at its budget: an
+    /// unknown outcome; a renewal dropped in flight renews this set's own
+    /// terms or nothing).
+    async fn renew(
+        &self,
+        held: &[HeldKey],
+    ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
+        let ctx = &self.ctx;
+        if !ctx.in_place() {
+            let detail = ctx.replaced_detail();
+            return Ok(held
+                .iter()
+                .map(|(name, _)| {
+                    (
+                        name.clone(),
+                        LossReason::Revoked {
+                            detail: detail.clone(),
+                        },
+                    )
+                })
+                .collect());
+        }
+        let Some((first, _)) = held.first() else {
+            return Ok(Vec::new());
+        };
+        let terms: Vec<Option<Hold<'_>>> = held
+            .iter()
+            .map(|(name, epoch)| self.term(name, *epoch))
+            .collect();
+        let holds: Vec<Hold<'_>> = terms.iter().flatten().copied().collect();
+        let renewed = match row::renew_many(&ctx.pool, &holds, ctx.clock.wall_unix_ms()).await {
+            Ok(renewed) => renewed,
+            Err(e) => return Err(e.into_core(first)),
+        };
+        let mut refused = Vec::new();
+        for ((name, _), term) in held.iter().zip(&terms) {
+            if term.is_some_and(|t| renewed.contains(t.name)) {
+                continue;
+            }
+            if let Some(t) = term {
+                self.forget(name, t.nonce, t.epoch);
+            }
+            tracing::info!(%name, identity = %self.identity, "lost: the lease row shows another term");
+            refused.push((
+                name.clone(),
+                LossReason::Revoked {
+                    detail: "the lease row shows another term".into(),
+                },
+            ));
+        }
+        Ok(refused)
+    }
+
+    /// Confirm one: the commit-point check of `key`'s term `epoch`, one
+    /// conditional renewal of its row (see
+    /// [`SqliteClaim`](crate::SqliteClaim)'s `confirm` for what a success
+    /// proves). [`election_core::Error::NotHeld`] if this set holds no such
+    /// term, the row shows another, or the database file was deleted or
+    /// replaced; `Unavailable` / `OutcomeUnknown` if the database cannot
+    /// answer (within the lease's validity).
+    ///
+    /// Cancel safety: cancel safe (the row is unchanged or renewed by this
+    /// same term).
+    async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld { name: key.clone() };
+        let Some(term) = self.term(key, epoch) else {
+            return Err(not_held());
+        };
+        match self.ctx.confirm(term).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.forget(key, term.nonce, term.epoch);
+                Err(not_held())
+            }
+            Err(e) => Err(e.into_core(key)),
+        }
+    }
+
+    /// Release many: one `BEGIN IMMEDIATE` transaction releases the rows of
+    /// `held`, each conditional on its term's nonce (never a successor's
+    /// claim), given at most the lease's validity; if it fails the rows age
+    /// out after the TTL.
+    async fn release(&self, held: &[HeldKey]) {
+        let batch: Vec<Hold<'_>> = {
+            let mut terms = self.terms();
+            held.iter()
+                .filter_map(|(name, _)| {
+                    let (nonce, epoch) = terms.remove(name)?;
+                    Some(Hold {
+                        name: name.as_str(),
+                        nonce,
+                        epoch,
+                    })
+                })
+                .collect()
+        };
+        if batch.is_empty() {
             return;
         }
-        let batch: Vec<Hold<'_>> = holds
-            .iter()
-            .map(|(name, nonce, epoch)| Hold {
-                name: name.as_str(),
-                nonce: *nonce,
-                epoch: *epoch,
-            })
-            .collect();
-        let bound = self.inner.options.validity();
-        match tokio::time::timeout(bound, row::release_many(&self.inner.pool, &batch)).await {
+        let bound = self.ctx.options.validity();
+        match tokio::time::timeout(bound, row::release_many(&self.ctx.pool, &batch)).await {
             Ok(Ok(())) => {
                 tracing::info!(identity = %self.identity, keys = batch.len(), "resigned");
             }
@@ -444,92 +439,181 @@ impl SqliteLeases {
             }
         }
     }
+
+    /// Sleeps the poll interval: SQLite has no wake-up.
+    async fn wait(&self) {
+        tokio::time::sleep(self.poll_interval).await;
+    }
 }
 
-impl KeyedClaims for SqliteLeases {
-    fn identity(&self) -> &Identity {
-        &self.identity
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::SqliteOptions;
+
+    async fn context() -> (tempfile::TempDir, Arc<Context>) {
+        let dir = tempfile::tempdir().expect("dir");
+        // The renewal interval is never waited for here: every step is
+        // called by hand.
+        let options =
+            SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options");
+        let ctx = Context::open(&dir.path().join("app.db"), options)
+            .await
+            .expect("open");
+        (dir, Arc::new(ctx))
     }
 
-    async fn run(self: Arc<Self>, mut asked: Asked) {
-        let clock = self.inner.clock.clone();
-        let mut keys: Vec<Key> = Vec::new();
-        let mut next_renew = clock.now();
-        let mut next_poll = clock.now();
-        'run: loop {
-            let any_held = keys.iter().any(Key::is_held);
-            let any_free = keys.iter().any(|k| !k.is_held());
-            let wake = match (any_held, any_free) {
-                (true, true) => next_renew.min(next_poll),
-                (true, false) => next_renew,
-                (false, true) => next_poll,
-                (false, false) => clock.now() + Duration::from_secs(3600),
-            };
-            tokio::select! {
-                biased;
-                key = asked.next() => {
-                    let Some(key) = key else { break 'run };
-                    keys.push(Key { state: key, status: Status::Free(None) });
-                    // Take every key already asked, then look at them at once.
-                    loop {
-                        match asked.next().now_or_never() {
-                            Some(Some(key)) => keys.push(Key { state: key, status: Status::Free(None) }),
-                            Some(None) => break 'run,
-                            None => break,
-                        }
-                    }
-                    next_poll = clock.now();
-                }
-                () = tokio::time::sleep_until(wake) => {}
-            }
-            if keys.iter().any(Key::is_held) && clock.now() >= next_renew {
-                next_renew = self.renew(&mut keys).await;
-            }
-            if clock.now() >= next_poll {
-                self.poll(&mut keys).await;
-                next_poll = clock.now() + self.poll_interval;
-                if !any_held && keys.iter().any(Key::is_held) {
-                    next_renew = clock.now() + self.inner.options.renew_interval();
-                }
-            }
-        }
-        self.release_all(&mut keys).await;
+    fn set(ctx: &Arc<Context>, identity: &str) -> SqliteLeases {
+        SqliteLeases::over(ctx.clone(), Identity::new(identity).expect("identity"))
     }
 
-    /// One conditional renewal of the key's row (see
-    /// [`SqliteClaim`](crate::SqliteClaim)'s `confirm` for what a success
-    /// proves). A row that shows another term marks the key lost at once.
-    async fn commit(&self, key: &Arc<KeyState>) -> Result<Epoch, election_core::Error> {
-        let name = key.name();
-        let Some((nonce, epoch)) = self.terms().get(name).copied() else {
-            return Err(key.not_held_error());
-        };
-        let not_held = || election_core::Error::NotHeld { name: name.clone() };
-        if let Some(db) = &self.inner.db_file
-            && !db.in_place()
-        {
-            key.release();
-            return Err(not_held());
+    fn key(name: &str) -> ElectionName {
+        ElectionName::new(name).expect("name")
+    }
+
+    /// `(holder, epoch, version)` of `name`'s row.
+    async fn row(ctx: &Context, name: &str) -> (Option<String>, i64, i64) {
+        sqlx::query_as("SELECT holder, epoch, version FROM election_leases WHERE name = ?1")
+            .bind(name)
+            .fetch_one(&ctx.pool)
+            .await
+            .expect("select")
+    }
+
+    fn won(answer: &Answer) -> Epoch {
+        match answer {
+            Ok(Claimed::Won(won)) => won.epoch,
+            other => panic!("expected a win, got {other:?}"),
         }
-        let bound = self.inner.options.validity();
-        let renewal = row::renew(
-            &self.inner.pool,
-            name.as_str(),
-            nonce,
-            epoch,
-            self.inner.clock.wall_unix_ms(),
+    }
+
+    fn not_held(result: Result<(), election_core::Error>) -> bool {
+        matches!(result, Err(election_core::Error::NotHeld { .. }))
+    }
+
+    #[tokio::test]
+    async fn the_steps_claim_renew_confirm_and_release_many_keys() {
+        let (_dir, ctx) = context().await;
+        let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
+        let (k1, k2) = (key("k1"), key("k2"));
+        let first = Epoch::FIRST;
+
+        let claimed = a.claim(&[k1.clone(), k2.clone()]).await;
+        assert_eq!(claimed.len(), 2);
+        assert_eq!(won(&claimed[0]), first);
+        assert_eq!(won(&claimed[1]), first);
+        match &b.claim(std::slice::from_ref(&k1)).await[..] {
+            [Ok(Claimed::HeldBy(Some(leader)))] => {
+                assert_eq!(leader.identity.as_str(), "a");
+                assert_eq!(leader.epoch, first);
+            }
+            other => panic!("expected k1 held by a, got {other:?}"),
+        }
+
+        // One renewal of both keys bumps each version once.
+        let before = (row(&ctx, "k1").await.2, row(&ctx, "k2").await.2);
+        let held = [(k1.clone(), first), (k2.clone(), first)];
+        assert!(a.renew(&held).await.expect("renewed").is_empty());
+        assert_eq!(row(&ctx, "k1").await.2, before.0 + 1);
+        assert_eq!(row(&ctx, "k2").await.2, before.1 + 1);
+
+        // A row deleted by hand: its key is refused at the next renewal,
+        // and its term forgotten; the other key goes on.
+        sqlx::query("DELETE FROM election_leases WHERE name = 'k2'")
+            .execute(&ctx.pool)
+            .await
+            .expect("delete");
+        let refused = a.renew(&held).await.expect("renewed");
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].0, k2);
+        assert!(not_held(a.confirm(&k2, first).await));
+        a.confirm(&k1, first).await.expect("still held");
+        assert!(not_held(a.confirm(&k1, Epoch::MAX).await), "another term");
+
+        // Another term in the row: the commit point finds the loss.
+        sqlx::query("UPDATE election_leases SET nonce = 0 WHERE name = 'k1'")
+            .execute(&ctx.pool)
+            .await
+            .expect("take k1");
+        assert!(not_held(a.confirm(&k1, first).await));
+        assert_eq!(a.terms().len(), 0, "both terms forgotten");
+    }
+
+    #[tokio::test]
+    async fn release_gives_only_this_sets_terms_up() {
+        let (_dir, ctx) = context().await;
+        let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
+        let (k1, k2) = (key("k1"), key("k2"));
+        a.claim(std::slice::from_ref(&k1)).await;
+        b.claim(std::slice::from_ref(&k2)).await;
+        // a never held k2: its release leaves b's row alone.
+        a.release(&[(k1.clone(), Epoch::FIRST), (k2.clone(), Epoch::FIRST)])
+            .await;
+        assert_eq!(row(&ctx, "k1").await.0, None, "released");
+        assert_eq!(row(&ctx, "k2").await.0.as_deref(), Some("b"));
+        assert!(not_held(a.confirm(&k1, Epoch::FIRST).await));
+        // Released: won at once elsewhere, with the next epoch.
+        let claimed = b.claim(std::slice::from_ref(&k1)).await;
+        assert_eq!(won(&claimed[0]).get(), Epoch::FIRST.get() + 1);
+    }
+
+    /// The engine has no "not now" answer: a busy database answers
+    /// `Unavailable` for the keys a poll would claim (retried after the
+    /// poll interval), and the holder it read for the others.
+    #[tokio::test]
+    async fn a_busy_database_answers_unavailable_for_the_keys_being_claimed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("app.db");
+        let options = SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10))
+            .and_then(|o| o.with_busy_timeout(Duration::from_millis(50)))
+            .expect("options");
+        let ctx = Arc::new(Context::open(&path, options).await.expect("open"));
+        let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
+        let (k1, k2) = (key("k1"), key("k2"));
+        a.claim(std::slice::from_ref(&k1)).await;
+
+        let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+            "sqlite://{}",
+            path.display()
+        ))
+        .await
+        .expect("connect");
+        let lock = sqlx::Connection::begin_with(&mut other, "BEGIN IMMEDIATE")
+            .await
+            .expect("lock");
+        match &b.claim(&[k1.clone(), k2.clone()]).await[..] {
+            [
+                Ok(Claimed::HeldBy(Some(holder))),
+                Err(election_core::Error::Unavailable { name, .. }),
+            ] => {
+                assert_eq!(holder.identity.as_str(), "a");
+                assert_eq!(name, &k2, "about the key it concerns");
+            }
+            other => panic!("expected k1 held by a and k2 unavailable, got {other:?}"),
+        }
+        lock.rollback().await.expect("unlock");
+        assert_eq!(
+            won(&b.claim(std::slice::from_ref(&k2)).await[0]),
+            Epoch::FIRST
         );
-        match tokio::time::timeout(bound, renewal).await {
-            Ok(Ok(true)) => epoch_of(name, epoch),
-            Ok(Ok(false)) => {
-                if self.terms().get(name) == Some(&(nonce, epoch)) {
-                    self.terms().remove(name);
-                    key.release();
-                }
-                Err(not_held())
-            }
-            Ok(Err(e)) => Err(e.into_core(name)),
-            Err(_) => Err(Error::OutcomeUnknown { after: bound }.into_core(name)),
+    }
+
+    #[tokio::test]
+    async fn a_replaced_database_file_fails_every_step() {
+        let (dir, ctx) = context().await;
+        let a = set(&ctx, "a");
+        let (k1, k2) = (key("k1"), key("k2"));
+        a.claim(std::slice::from_ref(&k1)).await;
+        let path = dir.path().join("app.db");
+        std::fs::rename(&path, dir.path().join("moved.db")).expect("move");
+        std::fs::write(&path, b"").expect("replace");
+
+        match &a.claim(std::slice::from_ref(&k2)).await[..] {
+            [Err(election_core::Error::Config(_))] => {}
+            other => panic!("expected a configuration failure, got {other:?}"),
         }
+        let refused = a.renew(&[(k1.clone(), Epoch::FIRST)]).await;
+        assert_eq!(refused.expect("answered").len(), 1, "every key lost");
+        assert!(not_held(a.confirm(&k1, Epoch::FIRST).await));
     }
 }

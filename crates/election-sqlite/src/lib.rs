@@ -62,6 +62,7 @@
 #![warn(rust_2018_idioms)]
 
 mod clock;
+mod context;
 mod election;
 mod error;
 mod fence;

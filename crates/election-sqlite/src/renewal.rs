@@ -1,78 +1,57 @@
-//! The holder's renewal loop: keeps the lease alive and reports the loss
-//! before the lease could run out (rule 2).
+//! The holder's renewal: the core's renewal driver
+//! ([`election_core::renew_until_lost`], rule 2) with SQLite's step, one
+//! conditional renewal of the term's row.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use election_core::{ElectionName, Epoch, LossReason, LossReporter};
+use election_core::{
+    ElectionName, Epoch, LossReason, LossReporter, RenewalPolicy, Renewed, renew_until_lost,
+};
 use tokio::time::Instant;
 
-use crate::election::Inner;
-use crate::{Error, row};
+use crate::context::Context;
+use crate::row::Hold;
 
-/// Renews every renew interval; retries failed renewals until the validity
-/// deadline; reports the loss at the deadline, when the row shows another
-/// holder, or when the database file was deleted or replaced.
-pub(crate) async fn renew_until_lost(
-    inner: Arc<Inner>,
+/// Renews every renew interval until the term is lost: the core's driver
+/// retries a failed or timed-out renewal until the validity deadline and
+/// reports the loss then, or at once when the row shows another holder or
+/// the database file was deleted or replaced.
+pub(crate) async fn renew_term(
+    ctx: Arc<Context>,
     name: ElectionName,
     nonce: i64,
     epoch: Epoch,
-    mut valid_until: Instant,
+    valid_until: Instant,
     reporter: LossReporter,
 ) {
-    let options = inner.options;
-    let retry = (options.renew_interval() / 4).max(Duration::from_millis(1));
-    let epoch_i64 = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
-    let mut next = valid_until - options.validity() + options.renew_interval();
-    loop {
-        tokio::time::sleep_until(next.min(valid_until)).await;
-        let sent = inner.clock.now();
-        if sent >= valid_until {
-            reporter.lose(LossReason::Expired);
-            return;
-        }
-        if let Some(db) = &inner.db_file
-            && !db.in_place()
-        {
-            reporter.lose(LossReason::Revoked {
-                detail: format!(
-                    "the database file {} was deleted or replaced",
-                    db.path.display()
-                ),
-            });
-            return;
-        }
-        let renewal = row::renew(
-            &inner.pool,
-            name.as_str(),
-            nonce,
-            epoch_i64,
-            inner.clock.wall_unix_ms(),
-        );
-        match tokio::time::timeout(valid_until - sent, renewal).await {
-            Ok(Ok(true)) => {
-                valid_until = sent + options.validity();
-                reporter.renewed(valid_until);
-                next = sent + options.renew_interval();
-            }
-            Ok(Ok(false)) => {
-                reporter.lose(LossReason::Revoked {
-                    detail: "the lease row shows another holder".into(),
+    let options = ctx.options;
+    let Ok(policy) = RenewalPolicy::new(options.validity(), options.renew_interval()) else {
+        // SqliteOptions keeps the renew interval below the validity.
+        reporter.lose(LossReason::Expired);
+        return;
+    };
+    let epoch = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
+    let renew_once = |budget| {
+        let (ctx, name) = (ctx.clone(), name.clone());
+        async move {
+            if !ctx.in_place() {
+                return Renewed::Refused(LossReason::Revoked {
+                    detail: ctx.replaced_detail(),
                 });
-                return;
             }
-            Ok(Err(e)) => {
-                tracing::warn!(%name, epoch = epoch.get(), error = %e, "renewal failed; retrying until the lease runs out");
-                next = inner.clock.now() + retry;
-            }
-            Err(_) => {
-                let after = valid_until - sent;
-                reporter.lose(LossReason::Failed(Arc::new(Error::OutcomeUnknown {
-                    after,
-                })));
-                return;
+            let hold = Hold {
+                name: name.as_str(),
+                nonce,
+                epoch,
+            };
+            match ctx.renew_within(hold, budget).await {
+                Ok(true) => Renewed::Landed,
+                Ok(false) => Renewed::Refused(LossReason::Revoked {
+                    detail: "the lease row shows another holder".into(),
+                }),
+                Err(e) => Renewed::Failed(e.into_core(&name)),
             }
         }
-    }
+    };
+    renew_until_lost(policy, valid_until, &reporter, renew_once).await;
 }

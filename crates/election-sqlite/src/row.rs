@@ -2,10 +2,12 @@
 //! `election_leases` and `election_epochs`, each write one
 //! `BEGIN IMMEDIATE` transaction.
 
-use election_core::{ConfigError, Epoch};
+use std::time::{Duration, UNIX_EPOCH};
+
+use election_core::{ConfigError, Epoch, Identity, Leader};
 use sqlx::{SqliteConnection, SqlitePool};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A lease row as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +19,42 @@ pub(crate) struct Row {
     /// The wall-clock time (Unix ms) of the claim that won the current
     /// term, as the winner's clock read it; display only.
     pub(crate) acquired_unix_ms: Option<i64>,
+}
+
+impl Row {
+    /// The holder this row shows, decoded: `None` if it shows none (a
+    /// released row, or an epoch outside the range handed out). `since` is
+    /// `acquired_unix_ms`, the winner's wall clock in the transaction that
+    /// won the term. An identity this crate would not write is an error.
+    pub(crate) fn leader(&self) -> Result<Option<Leader>, Error> {
+        let (Some(holder), Some(epoch)) = (
+            self.holder.as_deref(),
+            u64::try_from(self.epoch).ok().and_then(Epoch::new),
+        ) else {
+            return Ok(None);
+        };
+        let since = self
+            .acquired_unix_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+        Ok(Some(Leader {
+            identity: Identity::new(holder)?,
+            epoch,
+            since,
+        }))
+    }
+}
+
+/// An epoch as stored (an SQLite `INTEGER`), decoded: one outside
+/// [`Epoch::FIRST`]..=[`Epoch::MAX`] is a corrupt row of `name`.
+pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
+    u64::try_from(epoch)
+        .ok()
+        .and_then(Epoch::new)
+        .ok_or_else(|| Error::CorruptRow {
+            name: name.to_owned(),
+            detail: format!("epoch {epoch}"),
+        })
 }
 
 /// The epoch state of a name (`election_epochs`): the highest epoch ever
@@ -363,23 +401,17 @@ pub(crate) async fn claim(
     Ok(Some(epoch))
 }
 
-/// Renews the lease of the term (`nonce`, `epoch`): bumps the renewal
-/// version. `Ok(false)` if the row no longer shows this term.
-pub(crate) async fn renew(
-    pool: &SqlitePool,
-    name: &str,
-    nonce: i64,
-    epoch: i64,
-    wall_ms: i64,
-) -> Result<bool, Error> {
+/// Renews the lease of the term `hold` (its nonce and epoch): bumps the
+/// renewal version. `Ok(false)` if the row no longer shows this term.
+pub(crate) async fn renew(pool: &SqlitePool, hold: Hold<'_>, wall_ms: i64) -> Result<bool, Error> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let done = sqlx::query(
         "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?4
          WHERE name = ?1 AND nonce = ?2 AND epoch = ?3 AND holder IS NOT NULL",
     )
-    .bind(name)
-    .bind(nonce)
-    .bind(epoch)
+    .bind(hold.name)
+    .bind(hold.nonce)
+    .bind(hold.epoch)
     .bind(wall_ms)
     .execute(&mut *tx)
     .await?;

@@ -17,7 +17,7 @@
 
 use sqlx::{Connection, SqliteConnection};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -97,4 +97,37 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// Whether a database opened read-only holds election tables this crate
+/// can read: `Ok(false)` if no election has run in it (no `election_meta`
+/// table, or no schema version), [`Error::SchemaTooNew`] for a newer
+/// schema. Any other failure (not a database, damaged) is the error it is.
+pub(crate) async fn readable(pool: &sqlx::SqlitePool) -> Result<bool, Error> {
+    let version: Option<i64> =
+        match sqlx::query_scalar("SELECT value FROM election_meta WHERE key = 'schema_version'")
+            .fetch_optional(pool)
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => {
+                let tables: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM sqlite_schema WHERE name = 'election_meta'",
+                )
+                .fetch_one(pool)
+                .await?;
+                if tables == 0 {
+                    return Ok(false);
+                }
+                return Err(e.into());
+            }
+        };
+    match version {
+        None => Ok(false),
+        Some(v) if v > SCHEMA_VERSION => Err(Error::SchemaTooNew {
+            found: v,
+            supported: SCHEMA_VERSION,
+        }),
+        Some(_) => Ok(true),
+    }
 }

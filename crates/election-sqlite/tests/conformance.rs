@@ -1,11 +1,12 @@
-//! The core's conformance suite, run against the SQLite backend on a real
-//! database file.
+//! The test kit's conformance suites (single claims and lease sets), run
+//! against the SQLite backend on a real database file.
 
 use std::time::Duration;
 
 use election_core::Error;
-use election_core::conformance::Backend;
-use election_sqlite::{SqliteClaim, SqliteElection, SqliteOptions};
+use election_sqlite::{SqliteClaim, SqliteElection, SqliteLeases, SqliteOptions};
+use election_testkit::conformance::Backend;
+use election_testkit::keyed::KeyedBackend;
 
 /// A fresh database file per test; every candidate opens it afresh.
 struct Db {
@@ -28,6 +29,19 @@ impl Db {
             .await
             .expect("open")
     }
+
+    /// Another node takes the row over, as after a partition.
+    async fn intrude(&self, name: &str) -> bool {
+        let e = self.election().await;
+        let done = sqlx::query(
+            "UPDATE election_leases SET holder = 'intruder', nonce = 0, epoch = epoch + 1, version = version + 1 WHERE name = ?1",
+        )
+        .bind(name)
+        .execute(e.pool())
+        .await
+        .expect("update");
+        done.rows_affected() == 1
+    }
 }
 
 fn core(e: election_sqlite::Error) -> Error {
@@ -41,17 +55,8 @@ impl Backend for Db {
         self.election().await.claim(name, identity).map_err(core)
     }
 
-    /// Another node takes the row over, as after a partition.
     async fn take_away(&self, name: &str) -> bool {
-        let e = self.election().await;
-        let done = sqlx::query(
-            "UPDATE election_leases SET holder = 'intruder', nonce = 0, epoch = epoch + 1, version = version + 1 WHERE name = ?1",
-        )
-        .bind(name)
-        .execute(e.pool())
-        .await
-        .expect("update");
-        done.rows_affected() == 1
+        self.intrude(name).await
     }
 
     async fn bad_configurations(&self) -> Vec<Result<SqliteClaim, Error>> {
@@ -79,4 +84,24 @@ impl Backend for Db {
     }
 }
 
-election_core::conformance_tests!(Db::new());
+impl KeyedBackend for Db {
+    type Keys = SqliteLeases;
+
+    /// A set over the database opened afresh, polling every 20 ms.
+    async fn keys(&self, identity: &str) -> Result<SqliteLeases, Error> {
+        let identity = election_core::Identity::new(identity)?;
+        SqliteLeases::new(&self.election().await, identity)
+            .with_poll_interval(Duration::from_millis(20))
+            .map_err(core)
+    }
+
+    async fn take_away(&self, key: &str) -> bool {
+        self.intrude(key).await
+    }
+}
+
+election_testkit::conformance_tests!(Db::new());
+
+mod keyed {
+    election_testkit::keyed_conformance_tests!(super::Db::new());
+}

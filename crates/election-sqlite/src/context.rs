@@ -1,0 +1,313 @@
+//! The bottom layer under the façade: the connection context (pool, clock,
+//! database-file identity, options) and the one step every holder's check
+//! uses, one conditional renewal of a term's row. The façade
+//! ([`SqliteElection`](crate::SqliteElection)), the renewal task and the
+//! lease set's steps are built on it; it imports none of them.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::Error;
+use crate::options::SqliteOptions;
+use crate::row::{self, Hold};
+use crate::schema;
+
+/// The database file a holder checks is still in place: its path and
+/// inode, as the pool opened it.
+#[derive(Clone, Debug)]
+pub(crate) struct DbFile {
+    pub(crate) path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl DbFile {
+    /// True while `path` still names the file the pool has open.
+    pub(crate) fn in_place(&self) -> bool {
+        std::fs::metadata(&self.path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    }
+}
+
+/// Everything a claim, a renewal or a lease set's step needs of one
+/// database: the pool, the lease timings, the clocks and the identity of
+/// the database file.
+#[derive(Debug)]
+pub(crate) struct Context {
+    pub(crate) pool: SqlitePool,
+    pub(crate) options: SqliteOptions,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// `None` for a pool with no file (or one opened read-only).
+    pub(crate) db_file: Option<DbFile>,
+}
+
+impl Context {
+    /// Opens (creating if missing) the database at `path` with WAL,
+    /// `synchronous = FULL` and the options' busy timeout, and migrates the
+    /// election tables; see [`SqliteElection::open`](crate::SqliteElection::open).
+    pub(crate) async fn open(path: &Path, options: SqliteOptions) -> Result<Self, Error> {
+        let not_a_file = |source| Error::NotAFile {
+            path: path.to_owned(),
+            source,
+        };
+        if path.as_os_str().is_empty() || path.is_dir() {
+            return Err(not_a_file(None));
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+            && !parent.is_dir()
+        {
+            return Err(not_a_file(None));
+        }
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(options.busy_timeout());
+        // Several processes opening a new database at once race to switch
+        // it to WAL and to create the tables; the loser sees "busy" at once
+        // (the switch does not wait on the busy timeout). Try again for a
+        // few busy timeouts before giving up.
+        let give_up = std::time::Instant::now() + options.busy_timeout() * 5;
+        loop {
+            let opened = async {
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(options.busy_timeout() * 4)
+                    .connect_with(connect.clone())
+                    .await
+                    .map_err(|e| match Error::from(e) {
+                        Error::NotAFile { source, .. } => not_a_file(source),
+                        other => other,
+                    })?;
+                Self::with_pool(pool, options).await
+            }
+            .await;
+            match opened {
+                Err(e) if e.is_busy() && std::time::Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Opens the database at `path` read-only, creating nothing; `Ok(None)`
+    /// if it has no election tables. See
+    /// [`SqliteElection::open_read_only`](crate::SqliteElection::open_read_only).
+    pub(crate) async fn open_read_only(
+        path: &Path,
+        options: SqliteOptions,
+    ) -> Result<Option<Self>, Error> {
+        if !path.is_file() {
+            return Err(Error::NotAFile {
+                path: path.to_owned(),
+                source: None,
+            });
+        }
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .create_if_missing(false)
+            .busy_timeout(options.busy_timeout());
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(options.busy_timeout() * 4)
+            .connect_with(connect)
+            .await
+            .map_err(|e| match Error::from(e) {
+                Error::NotAFile { source, .. } => Error::NotAFile {
+                    path: path.to_owned(),
+                    source,
+                },
+                other => other,
+            })?;
+        if !schema::readable(&pool).await? {
+            return Ok(None);
+        }
+        Ok(Some(Context {
+            pool,
+            options,
+            clock: Arc::new(SystemClock),
+            db_file: None,
+        }))
+    }
+
+    /// Uses the application's own pool: migrates the election tables and
+    /// notes which file the pool has open (if any).
+    pub(crate) async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {
+        let mut conn = pool.acquire().await?;
+        schema::migrate(&mut conn).await?;
+        let file: Option<String> =
+            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
+                .fetch_optional(&mut *conn)
+                .await?;
+        drop(conn);
+        let db_file = file.filter(|f| !f.is_empty()).and_then(|f| {
+            let m = std::fs::metadata(&f).ok()?;
+            Some(DbFile {
+                path: PathBuf::from(f),
+                dev: m.dev(),
+                ino: m.ino(),
+            })
+        });
+        Ok(Context {
+            pool,
+            options,
+            clock: Arc::new(SystemClock),
+            db_file,
+        })
+    }
+
+    /// The same database with `clock` instead.
+    pub(crate) fn with_clock(&self, clock: Arc<dyn Clock>) -> Self {
+        Context {
+            pool: self.pool.clone(),
+            options: self.options,
+            clock,
+            db_file: self.db_file.clone(),
+        }
+    }
+
+    /// False once the database file this pool has open is no longer the
+    /// file at its path (deleted or replaced); true for a pool with no file.
+    pub(crate) fn in_place(&self) -> bool {
+        self.db_file.as_ref().is_none_or(DbFile::in_place)
+    }
+
+    /// What a holder reports when [`in_place`](Context::in_place) fails.
+    pub(crate) fn replaced_detail(&self) -> String {
+        let path = self
+            .db_file
+            .as_ref()
+            .map(|db| db.path.display().to_string());
+        format!(
+            "the database file {} was deleted or replaced",
+            path.unwrap_or_default()
+        )
+    }
+
+    /// `Err` (and a loud log line) if the database file this pool has open
+    /// is no longer the file at its path: a claim made through it would be
+    /// made in a database nobody else sees.
+    pub(crate) fn check_in_place(&self) -> Result<(), Error> {
+        match &self.db_file {
+            Some(db) if !db.in_place() => {
+                tracing::error!(path = %db.path.display(), "the database file was deleted or replaced after it was opened: no claim is made through it; reopen it (epochs in a replaced file can repeat)");
+                Err(Error::FileReplaced {
+                    path: db.path.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// One conditional renewal of the term `hold` (one `BEGIN IMMEDIATE`
+    /// transaction, [`row::renew`]), given at most `bound` to answer.
+    /// `Ok(true)`: renewed; `Ok(false)`: the row shows another term (or
+    /// none); [`Error::OutcomeUnknown`] if it did not answer within
+    /// `bound` (the renewal may still have committed); any other error
+    /// means the renewal did not commit.
+    ///
+    /// Cancel safety: cancel safe; dropped, the row is either unchanged or
+    /// renewed by this same term.
+    pub(crate) async fn renew_within(
+        &self,
+        hold: Hold<'_>,
+        bound: Duration,
+    ) -> Result<bool, Error> {
+        let renewal = row::renew(&self.pool, hold, self.clock.wall_unix_ms());
+        match tokio::time::timeout(bound, renewal).await {
+            Ok(renewed) => renewed,
+            Err(_) => Err(Error::OutcomeUnknown { after: bound }),
+        }
+    }
+
+    /// The commit-point check of a term: `Ok(false)` if the database file
+    /// was deleted or replaced (a process opening the path gets another
+    /// database), else one conditional renewal bounded by the lease's
+    /// validity ([`renew_within`](Context::renew_within)). The one check
+    /// behind `Term::confirm` and a lease set's `guard`.
+    ///
+    /// Cancel safety: as [`renew_within`](Context::renew_within).
+    pub(crate) async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+        if !self.in_place() {
+            return Ok(false);
+        }
+        self.renew_within(hold, self.options.validity()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection;
+
+    const HOLD: Hold<'static> = Hold {
+        name: "jobs",
+        nonce: 7,
+        epoch: 2,
+    };
+
+    async fn opened() -> (tempfile::TempDir, Context) {
+        let dir = tempfile::tempdir().expect("dir");
+        let ctx = Context::open(&dir.path().join("app.db"), SqliteOptions::default())
+            .await
+            .expect("open");
+        (dir, ctx)
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_does_not_answer_in_time_has_an_unknown_outcome() {
+        let (dir, ctx) = opened().await;
+        let path = dir.path().join("app.db");
+        let hold = HOLD;
+        assert!(
+            !ctx.renew_within(hold, Duration::from_secs(5))
+                .await
+                .expect("answers"),
+            "no row: not renewed"
+        );
+        // Another connection holds the write lock: the renewal waits on the
+        // busy timeout, past its bound.
+        let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("connect");
+        let tx = other.begin_with("BEGIN IMMEDIATE").await.expect("lock");
+        let bound = Duration::from_millis(50);
+        match ctx.renew_within(hold, bound).await {
+            Err(Error::OutcomeUnknown { after }) => assert_eq!(after, bound),
+            other => panic!("expected an unknown outcome, got {other:?}"),
+        }
+        tx.rollback().await.expect("unlock");
+        assert!(ctx.in_place());
+        assert!(!ctx.confirm(hold).await.expect("answers"));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_database_file_is_not_in_place() {
+        let (dir, ctx) = opened().await;
+        let path = dir.path().join("app.db");
+        assert!(ctx.in_place());
+        assert!(ctx.check_in_place().is_ok());
+        std::fs::remove_file(&path).expect("delete");
+        assert!(!ctx.in_place());
+        assert!(matches!(
+            ctx.check_in_place(),
+            Err(Error::FileReplaced { .. })
+        ));
+        let hold = HOLD;
+        assert!(
+            !ctx.confirm(hold)
+                .await
+                .expect("refused without a round trip"),
+            "a holder in a deleted file is not confirmed"
+        );
+        assert!(ctx.replaced_detail().contains("app.db"));
+    }
+}
