@@ -1,0 +1,141 @@
+//! The bottom layer: the connection context every part of the crate works
+//! through (client, JetStream context, the elections bucket, options, the
+//! bucket incarnation last seen) and the exact reads and bucket checks
+//! built on it.
+//!
+//! The façade ([`NatsElection`](crate::NatsElection)), the claims and the
+//! lease sets use this module; it uses only the modules below it
+//! (`bucket`, `latest`, `value`, `options`, `error`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use election_core::{ElectionName, Leader};
+
+use crate::bucket;
+use crate::error::Error;
+use crate::latest::{self, Latest};
+use crate::options::NatsOptions;
+use crate::value;
+
+/// A connection to the server(s) and the elections bucket, shared by the
+/// façade and every claim and lease set opened from it.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub(crate) client: async_nats::Client,
+    pub(crate) js: jetstream::Context,
+    /// The elections bucket.
+    pub(crate) kv: kv::Store,
+    pub(crate) options: NatsOptions,
+    /// The creation time (µs) of the bucket incarnation last seen: the
+    /// base of the epochs won in it (see [`bucket::epoch_at`]).
+    base: AtomicU64,
+    /// The bucket's replicas when it was opened.
+    replicas: usize,
+}
+
+impl Connection {
+    /// Opens (or, unless `options` is an observer's, creates) the
+    /// elections bucket over `client`, waits until the server routes writes
+    /// to it, and reads its incarnation.
+    pub(crate) async fn open(
+        client: async_nats::Client,
+        options: NatsOptions,
+    ) -> Result<Connection, Error> {
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(options.timeout().max(Duration::from_secs(1)));
+        let kv = bucket::open(
+            &js,
+            &client,
+            &bucket::Spec {
+                name: options.bucket_name(),
+                description: "leader elections (election-nats); max age = the lease TTL",
+                max_age: options.ttl(),
+                replicas: options.replica_count(),
+                markers: true,
+                check_max_age: !options.is_observer(),
+                create: !options.is_observer(),
+                what: "open or create the bucket (is JetStream enabled?)",
+            },
+        )
+        .await?;
+        let shape = bucket::shape(&kv, options.timeout().max(Duration::from_secs(1))).await?;
+        if !options.is_observer() {
+            bucket::warn_if_single_replica(
+                options.bucket_name(),
+                &shape,
+                options.is_single_replica_ok(),
+            );
+        }
+        Ok(Connection {
+            client,
+            js,
+            kv,
+            options,
+            base: AtomicU64::new(shape.created_us),
+            replicas: shape.replicas,
+        })
+    }
+
+    /// The base of epochs, as last seen.
+    pub(crate) fn base(&self) -> u64 {
+        self.base.load(Ordering::SeqCst)
+    }
+
+    /// Records the base of the bucket incarnation the server shows now.
+    pub(crate) fn set_base(&self, base: u64) {
+        self.base.store(base, Ordering::SeqCst);
+    }
+
+    /// The bucket's replicas when it was opened.
+    pub(crate) fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// The bound on one request.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.options.timeout()
+    }
+
+    /// Reads `key`'s latest entry in the elections bucket through the
+    /// stream leader (bounded by the request timeout).
+    pub(crate) async fn latest(&self, key: &str) -> Result<Option<Latest>, Error> {
+        latest::latest(&self.kv, key, self.timeout()).await
+    }
+
+    /// Who holds election `name` now, read exactly, or `None`.
+    pub(crate) async fn leader(&self, name: &ElectionName) -> Result<Option<Leader>, Error> {
+        let key = value::key(name);
+        match self.latest(&key).await? {
+            Some(l) => value::leader_of(&key, l.operation, &l.value, l.revision),
+            None => Ok(None),
+        }
+    }
+
+    /// Checks, after a write of a term won in the incarnation `base`, that
+    /// the elections bucket still is that incarnation (its stream's
+    /// creation time is unchanged) and that its max age is not below the
+    /// TTL the claims count with. `Ok(None)`: all is well;
+    /// `Ok(Some(why))`: the term must not go on. A bucket recreated with an
+    /// earlier creation time is [`Error::CorruptValue`] (epochs could
+    /// repeat). Records the incarnation seen ([`base`](Self::base)).
+    pub(crate) async fn check_incarnation(&self, base: u64) -> Result<Option<String>, Error> {
+        let shape = bucket::shape(&self.kv, self.timeout()).await?;
+        if shape.created_us < base {
+            return Err(bucket::recreated_earlier(
+                self.options.bucket_name(),
+                base,
+                shape.created_us,
+            ));
+        }
+        self.set_base(shape.created_us);
+        if shape.created_us != base {
+            return Ok(Some(format!(
+                "the bucket was deleted and recreated (created at {} µs, the term's at {} µs)",
+                shape.created_us, base
+            )));
+        }
+        Ok(bucket::max_age_below(&shape, self.options.ttl()))
+    }
+}
