@@ -707,75 +707,102 @@ struct Renewal {
     holding: Shared,
 }
 
+/// What one renewal of a term found.
+#[derive(Debug)]
+enum Renewed {
+    /// The update landed in the term's incarnation, whose max age is not
+    /// below the TTL: validity counts from before it was sent.
+    Landed,
+    /// The term is over (the key or the bucket moved on).
+    Refused(LossReason),
+    /// No answer that counts (the update or the check failed); try again
+    /// until the deadline.
+    Failed(Error),
+    /// The term ended here (released or closed): nothing to renew.
+    Ended,
+}
+
 impl Renewal {
-    /// Renews every renew interval, each update expecting the revision last
-    /// written; retries until the validity deadline; reports the loss at
-    /// the deadline or when the bucket shows another holder.
+    /// One renewal: an update expecting the revision last written (the
+    /// same value every time: the term's epoch and start time), then a
+    /// check that the bucket is still the term's incarnation with a max
+    /// age not below the TTL. A refusal whose cause may be an earlier
+    /// update of ours that landed unanswered (the key still carries this
+    /// attempt's nonce) catches up on its revision and updates again.
+    ///
+    /// Cancel safety: if dropped, the update may or may not land; the next
+    /// renewal catches up on it by the nonce.
+    async fn renew_once(&self) -> Renewed {
+        let mut holding = self.holding.lock().await;
+        let Some(h) = holding.as_mut() else {
+            return Renewed::Ended;
+        };
+        for _ in 0..2 {
+            let update = self
+                .conn
+                .kv
+                .update(&self.key, h.value(&self.identity), h.revision)
+                .await;
+            match update {
+                Ok(rev) => {
+                    h.revision = rev;
+                    // A bucket recreated or reconfigured while held could
+                    // expire the key before the validity counted here.
+                    return match self.conn.check_incarnation(h.base).await {
+                        Ok(None) => Renewed::Landed,
+                        Ok(Some(why)) => Renewed::Refused(LossReason::Revoked { detail: why }),
+                        // The renewal landed, unchecked: not counted.
+                        Err(e) => Renewed::Failed(e),
+                    };
+                }
+                Err(e) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                    match self.conn.latest(&self.key).await {
+                        Ok(Some(l)) if l.is_attempts(&self.key, self.nonce) => {
+                            h.revision = l.revision;
+                        }
+                        Ok(_) => {
+                            return Renewed::Refused(LossReason::Revoked {
+                                detail: "the bucket shows another holder, or none".into(),
+                            });
+                        }
+                        Err(e) => return Renewed::Failed(e),
+                    }
+                }
+                Err(e) => return Renewed::Failed(Error::unavailable("renew the lease", e)),
+            }
+        }
+        Renewed::Failed(Error::Unavailable {
+            what: "renew the lease (the key kept moving under this term's own writes)",
+            source: None,
+        })
+    }
+
+    /// Renews every renew interval; retries until the validity deadline;
+    /// reports the loss at the deadline or when a renewal is refused.
     async fn run(self, mut valid_until: Instant, reporter: LossReporter) {
         let options = &self.conn.options;
         let retry = (options.renew_every() / 4).max(Duration::from_millis(10));
         let mut next = valid_until - options.validity() + options.renew_every();
-        loop {
+        let reason = loop {
             tokio::time::sleep_until(next.min(valid_until)).await;
             let sent = Instant::now();
             if sent >= valid_until {
-                reporter.lose(LossReason::Expired);
-                self.holding.lock().await.take();
-                return;
+                break LossReason::Expired;
             }
-            let mut holding = self.holding.lock().await;
-            let Some(h) = holding.as_mut() else { return };
             let budget = options.timeout().min(valid_until - sent);
-            // The same value every time: the term's epoch and start time.
-            let update = self
-                .conn
-                .kv
-                .update(&self.key, h.value(&self.identity), h.revision);
-            match tokio::time::timeout(budget, update).await {
-                Ok(Ok(rev)) => {
-                    h.revision = rev;
-                    // The bucket must still be the term's incarnation, with
-                    // a max age not below the TTL counted with (a bucket
-                    // recreated or reconfigured while held): else the
-                    // server may expire the key before `valid_until`.
-                    match self.conn.check_incarnation(h.base).await {
-                        Ok(None) => {
-                            valid_until = sent + options.validity();
-                            reporter.renewed(valid_until);
-                            next = sent + options.renew_every();
-                        }
-                        Ok(Some(why)) => {
-                            tracing::warn!(name = %self.name, %why, "the term is lost");
-                            holding.take();
-                            reporter.lose(LossReason::Revoked { detail: why });
-                            return;
-                        }
-                        Err(e) => {
-                            // The renewal landed, unchecked: not counted.
-                            tracing::warn!(name = %self.name, error = %e, "checking the bucket failed; retrying until the lease runs out");
-                            next = Instant::now() + retry;
-                        }
-                    }
+            match tokio::time::timeout(budget, self.renew_once()).await {
+                Ok(Renewed::Landed) => {
+                    valid_until = sent + options.validity();
+                    reporter.renewed(valid_until);
+                    next = sent + options.renew_every();
                 }
-                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
-                    // An earlier update whose answer was lost may have
-                    // landed: if the key still carries our nonce, catch up.
-                    match latest::latest(&self.conn.kv, &self.key, budget).await {
-                        Ok(Some(e)) if e.is_attempts(&self.key, self.nonce) => {
-                            h.revision = e.revision;
-                            next = Instant::now();
-                        }
-                        Ok(_) => {
-                            holding.take();
-                            reporter.lose(LossReason::Revoked {
-                                detail: "the bucket shows another holder, or none".into(),
-                            });
-                            return;
-                        }
-                        _ => next = Instant::now() + retry,
-                    }
+                Ok(Renewed::Refused(reason)) => {
+                    // Not held from here on, before anyone hears of it.
+                    self.holding.lock().await.take();
+                    break reason;
                 }
-                Ok(Err(e)) => {
+                Ok(Renewed::Ended) => return,
+                Ok(Renewed::Failed(e)) => {
                     tracing::warn!(name = %self.name, error = %e, "renewal failed; retrying until the lease runs out");
                     next = Instant::now() + retry;
                 }
@@ -784,7 +811,10 @@ impl Renewal {
                     next = Instant::now() + retry;
                 }
             }
-        }
+        };
+        tracing::warn!(name = %self.name, %reason, "the term is lost");
+        reporter.lose(reason);
+        self.holding.lock().await.take();
     }
 }
 
