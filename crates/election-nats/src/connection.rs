@@ -139,3 +139,70 @@ impl Connection {
         Ok(bucket::max_age_below(&shape, self.options.ttl()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{SessionRecord, Value};
+    use election_core::Identity;
+
+    /// The bottom layer against a real server: exact reads of the holder,
+    /// and the incarnation check's three answers.
+    #[tokio::test]
+    async fn the_context_reads_the_holder_and_checks_the_incarnation() {
+        let server = nats_testkit::Server::start().expect("nats-server");
+        let options = NatsOptions::new(Duration::from_secs(3)).expect("options");
+        let client = async_nats::connect(server.url()).await.expect("connect");
+        let conn = Connection::open(client, options).await.expect("open");
+        let name = ElectionName::new("jobs").unwrap();
+        assert_eq!(conn.leader(&name).await.expect("read"), None);
+
+        let base = conn.base();
+        assert_eq!(conn.check_incarnation(base).await.expect("check"), None);
+        // A term won in an earlier incarnation: this one is another.
+        let why = conn.check_incarnation(base - 1).await.expect("check");
+        assert!(why.is_some_and(|w| w.contains("recreated")));
+        // A term whose base is later than the bucket's creation: the
+        // server's clock went back, so epochs could repeat.
+        assert!(matches!(
+            conn.check_incarnation(base + 1_000_000).await,
+            Err(Error::CorruptValue { .. })
+        ));
+        assert_eq!(conn.base(), base, "the incarnation seen is unchanged");
+
+        let identity = Identity::new("svc-1").unwrap();
+        let value = Value {
+            identity: identity.clone(),
+            nonce: 7,
+            epoch: None,
+            since_unix_ms: None,
+            base: Some(base),
+        };
+        let revision = conn
+            .kv
+            .create("jobs", value.encode())
+            .await
+            .expect("create");
+        let leader = conn.leader(&name).await.expect("read").expect("a holder");
+        assert_eq!(leader.identity, identity);
+        assert_eq!(leader.epoch, bucket::epoch_at(base, revision).unwrap());
+        assert!(
+            conn.latest("jobs")
+                .await
+                .expect("read")
+                .is_some_and(|l| l.is_attempts("jobs", 7))
+        );
+
+        // A lease-set record under an election key is not a holder.
+        let record = SessionRecord {
+            identity,
+            session: 7,
+            base: Some(base),
+        };
+        conn.kv.put("jobs", record.encode()).await.expect("put");
+        assert!(matches!(
+            conn.leader(&name).await,
+            Err(Error::CorruptValue { .. })
+        ));
+    }
+}
