@@ -25,7 +25,8 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// the campaign starts a new attempt.
 ///
 /// ```
-/// use election_core::{memory::MemoryBackend, Candidate};
+/// use election_core::{Candidate};
+/// use election_testkit::memory::MemoryBackend;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), election_core::Error> {
@@ -150,7 +151,8 @@ impl<C: Claim> Candidate<C> {
     /// returned at once.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # use election_core::{Candidate};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();
@@ -171,7 +173,8 @@ impl<C: Claim> Candidate<C> {
     /// be reached".
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # use election_core::{Candidate};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();
@@ -192,7 +195,8 @@ impl<C: Claim> Candidate<C> {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # use election_core::{Candidate};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();
@@ -211,7 +215,8 @@ impl<C: Claim> Candidate<C> {
     /// Cancel safety: cancel safe; it only reads.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # use election_core::{Candidate};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();

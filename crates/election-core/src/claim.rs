@@ -115,8 +115,8 @@ impl std::fmt::Debug for Watch {
 ///
 /// Every backend keeps these; the core keeps its side (3 and 4) and its
 /// tests check all four against a fault-injecting backend
-/// ([`memory`](crate::memory)), and the [`conformance`](crate::conformance)
-/// suite checks each backend.
+/// (the memory backend of `election-testkit`), and the test kit's
+/// conformance suite checks each backend.
 ///
 /// 1. **The epoch comes with the win.** `try_claim` returns the epoch of the
 ///    term it won, decided in the same atomic step (one lock hold, one

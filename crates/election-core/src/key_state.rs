@@ -38,19 +38,18 @@ struct Known {
     error: Option<Error>,
 }
 
-/// One key of a [`LeaseSet`](crate::LeaseSet), as its backend's renewal
-/// loop keeps it.
+/// One key of a [`LeaseSet`](crate::LeaseSet), as the engine's loop keeps
+/// it.
 ///
-/// A backend calls [`hold`](KeyState::hold) when it wins the key,
+/// The loop calls [`hold`](KeyState::hold) when it wins the key,
 /// [`renewed`](KeyState::renewed) after each renewal,
-/// [`release`](KeyState::release) before it gives the key up or the moment
-/// it learns the key is lost, [`held_by`](KeyState::held_by) when another
-/// candidate holds it, and [`failed`](KeyState::failed) when it could not
-/// find out. "Held" is a deadline on the monotonic clock: a hold whose
+/// [`end_hold`](KeyState::end_hold) the moment the key is lost or before it
+/// is released, [`held_by`](KeyState::held_by) when another candidate holds
+/// it, and [`failed`](KeyState::failed) when it could not find out. "Held" is a deadline on the monotonic clock: a hold whose
 /// renewals stopped reads false once the deadline passes, without the loop
 /// doing anything.
 #[derive(Debug)]
-pub struct KeyState {
+pub(crate) struct KeyState {
     name: ElectionName,
     origin: Origin,
     /// Ticks after `origin` until which the key is held; 0 = not held.
@@ -74,13 +73,8 @@ impl KeyState {
         }
     }
 
-    /// A state outside any lease set, for a backend's unit tests.
-    pub fn detached(name: ElectionName) -> Self {
-        KeyState::new(name, Origin::now())
-    }
-
     /// The key.
-    pub fn name(&self) -> &ElectionName {
+    pub(crate) fn name(&self) -> &ElectionName {
         &self.name
     }
 
@@ -96,7 +90,7 @@ impl KeyState {
     /// (monotonic, counted from before the winning request; `None` for a
     /// claim that does not expire). The holder it records has no
     /// [`since`](Leader::since).
-    pub fn hold(&self, epoch: Epoch, identity: &Identity, valid_until: Option<Instant>) {
+    pub(crate) fn hold(&self, epoch: Epoch, identity: &Identity, valid_until: Option<Instant>) {
         self.valid_until.store(NOT_HELD, Ordering::Release);
         self.epoch.store(epoch.get(), Ordering::Release);
         {
@@ -123,7 +117,7 @@ impl KeyState {
 
     /// Records a renewal of the hold in term `epoch`: held until
     /// `valid_until`. Ignored if the key is no longer held in that term.
-    pub fn renewed(&self, epoch: Epoch, valid_until: Instant) {
+    pub(crate) fn renewed(&self, epoch: Epoch, valid_until: Instant) {
         if self.epoch.load(Ordering::Acquire) == epoch.get()
             && self.valid_until.load(Ordering::Acquire) != NOT_HELD
         {
@@ -131,10 +125,10 @@ impl KeyState {
         }
     }
 
-    /// Records that the key is not held (any more): call it before giving
-    /// the key up and the moment a loss is known. `held` reads false from
+    /// Ends the hold: the key is not held (any more), from the moment a
+    /// loss is known or before the key is released. `held` reads false from
     /// here on.
-    pub fn release(&self) {
+    pub(crate) fn end_hold(&self) {
         self.valid_until.store(NOT_HELD, Ordering::Release);
         self.epoch.store(0, Ordering::Release);
         // This process was the holder last seen; who holds it now is not
@@ -144,8 +138,8 @@ impl KeyState {
 
     /// Records that another candidate holds the key (`None`: someone does,
     /// but who is not known).
-    pub fn held_by(&self, holder: Option<Leader>) {
-        self.release();
+    pub(crate) fn held_by(&self, holder: Option<Leader>) {
+        self.end_hold();
         {
             let mut known = self.known();
             known.holder = holder;
@@ -156,46 +150,51 @@ impl KeyState {
 
     /// Records that the backend could not tell who holds the key. A hold
     /// the key had stays until its deadline (the loop reports a loss with
-    /// [`release`](KeyState::release)).
-    pub fn failed(&self, error: Error) {
+    /// [`end_hold`](KeyState::end_hold)).
+    pub(crate) fn failed(&self, error: Error) {
         self.known().error = Some(error);
         self.resolve();
     }
 
     /// True while this process holds the key and its deadline has not
     /// passed. No lock, no round trip.
-    pub fn is_held(&self) -> bool {
+    pub(crate) fn is_held(&self) -> bool {
         let until = self.valid_until.load(Ordering::Acquire);
         until != NOT_HELD && (until == FOREVER || self.origin.ticks(Instant::now()) < until)
     }
 
     /// The epoch of the current hold, if the key is held.
-    pub fn epoch(&self) -> Option<Epoch> {
+    pub(crate) fn epoch(&self) -> Option<Epoch> {
         let epoch = Epoch::new(self.epoch.load(Ordering::Acquire))?;
         self.is_held().then_some(epoch)
     }
 
     /// The holder last seen (this process while it holds the key), if known.
-    pub fn holder(&self) -> Option<Leader> {
+    pub(crate) fn holder(&self) -> Option<Leader> {
         self.known().holder.clone()
     }
 
     /// The last failure to find out, if the latest news was a failure.
-    pub fn error(&self) -> Option<Error> {
+    pub(crate) fn error(&self) -> Option<Error> {
         self.known().error.clone()
     }
 
-    /// Resolves once the backend has resolved the key at least once (won
-    /// it, seen another holder, or failed).
-    pub(crate) async fn resolved(&self) {
+    /// How many times the key was resolved so far.
+    pub(crate) fn resolutions(&self) -> u64 {
+        *self.resolved.borrow()
+    }
+
+    /// Resolves once the loop has resolved the key more than `seen` times
+    /// (won it, seen another holder, or failed).
+    pub(crate) async fn resolved_after(&self, seen: u64) {
         let mut rx = self.resolved.subscribe();
-        let _ = rx.wait_for(|n| *n > 0).await;
+        let _ = rx.wait_for(|n| *n > seen).await;
     }
 
     /// The error a guard reports when this process does not hold the key:
     /// the last failure to find out if that is the latest news, else
     /// [`Error::HeldElsewhere`] naming the holder last seen.
-    pub fn not_held_error(&self) -> Error {
+    pub(crate) fn not_held_error(&self) -> Error {
         let known = self.known();
         match &known.error {
             Some(e) => e.clone(),
@@ -241,7 +240,7 @@ mod tests {
         let me = Identity::new("me").unwrap();
         let old = Epoch::new(1).unwrap();
         s.hold(old, &me, Some(Instant::now() + Duration::from_secs(1)));
-        s.release();
+        s.end_hold();
         s.renewed(old, Instant::now() + Duration::from_secs(10));
         assert!(!s.is_held());
         s.hold(Epoch::new(2).unwrap(), &me, None);

@@ -288,7 +288,8 @@ impl<C: Claim> Term<C> {
     /// finished; a term already lost returns [`Error::Lost`] at once.
     ///
     /// ```
-    /// use election_core::{memory::MemoryBackend, Candidate, LeadOptions, Lease};
+    /// use election_core::{Candidate, LeadOptions, Lease};
+    /// use election_testkit::memory::MemoryBackend;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {

@@ -13,7 +13,8 @@ use crate::{ElectionName, Epoch, Identity, LeaseLost};
 /// [`Term`](crate::Term) and [`TermLease`](crate::TermLease) implement it.
 ///
 /// ```
-/// use election_core::{Lease, memory::MemoryBackend, Candidate};
+/// use election_core::{Lease, Candidate};
+/// use election_testkit::memory::MemoryBackend;
 ///
 /// async fn guarded_write(lease: &impl Lease) -> Result<(), String> {
 ///     if lease.is_lost() {

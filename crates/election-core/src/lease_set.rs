@@ -1,16 +1,18 @@
 //! [`LeaseSet`]: many keys, one lease each, held by whichever process asks
 //! and can; the [`KeyedClaims`] a backend implements for it.
 
-use std::future::Future;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
+use crate::engine::{HoldReporter, KeyedClaims, drive};
 use crate::key_state::{KeyState, Origin};
-use crate::{ConfigError, ElectionName, Epoch, Error, Identity, Leader, WriteToken};
+use crate::{ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken};
 
 /// The default bound on how long [`LeaseSet::close`] waits for running
 /// guards before it returns (the keys they write under stay held until they
@@ -24,88 +26,39 @@ struct Guards {
     closing: bool,
 }
 
-/// What a backend implements to run a [`LeaseSet`]: one background loop
-/// for all keys, and the commit-point check of one key.
-///
-/// [`PerKeyClaims`](crate::PerKeyClaims) implements it over any
-/// [`Claim`](crate::Claim) (one campaign per key); a backend with a cheaper
-/// way to hold many keys (one renewal for all of them) implements it
-/// directly.
-///
-/// The loop must keep the rules of [`Claim`](crate::Claim) per key: the
-/// epoch comes with the win, a loss is recorded
-/// ([`KeyState::release`]) before the key could go to another candidate,
-/// no release after a loss, and everything is given up once
-/// [`Asked::next`] returns `None` (the set is closing), before `run`
-/// returns.
-pub trait KeyedClaims: Send + Sync + 'static {
-    /// The identity of this process in every key's election.
-    fn identity(&self) -> &Identity;
-
-    /// The background loop: takes each newly asked key from `asked`, keeps
-    /// trying to win the keys it does not hold and renews those it holds,
-    /// recording what it learns in each [`KeyState`]. When
-    /// [`Asked::next`] returns `None`, give every held key up (or let it
-    /// age out, as the backend documents) and return.
-    fn run(self: Arc<Self>, asked: Asked) -> impl Future<Output = ()> + Send;
-
-    /// Acquires or renews `key` and proves at the commit point that this
-    /// process holds it now; returns the epoch of the term that holds it.
-    ///
-    /// Errors: [`Error::HeldElsewhere`] (naming the holder when known) or
-    /// [`Error::Lost`] when another candidate holds it or took it;
-    /// [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when the backend
-    /// cannot answer.
-    fn commit(&self, key: &Arc<KeyState>) -> impl Future<Output = Result<Epoch, Error>> + Send;
-}
-
-/// The keys a [`LeaseSet`] was asked about, handed to
-/// [`KeyedClaims::run`] one by one as they are first asked about.
-#[derive(Debug)]
-pub struct Asked {
-    keys: mpsc::UnboundedReceiver<Arc<KeyState>>,
-    closing: Closing,
-}
-
-impl Asked {
-    /// The next newly asked key; `None` once the set is closing.
-    ///
-    /// Cancel safety: cancel safe; a key is never lost.
-    pub async fn next(&mut self) -> Option<Arc<KeyState>> {
-        tokio::select! {
-            biased;
-            () = self.closing.closed() => None,
-            key = self.keys.recv() => key,
-        }
-    }
-
-    /// The set's closing signal, for the backend's per-key tasks.
-    pub fn closing(&self) -> Closing {
-        self.closing.clone()
-    }
-}
-
-/// Fires when a [`LeaseSet`] is closed or dropped.
+/// Fires when a [`LeaseSet`] is closed or dropped (after its running
+/// guards finished).
 #[derive(Clone, Debug)]
-pub struct Closing(watch::Receiver<bool>);
+pub(crate) struct Closing(watch::Receiver<bool>);
 
 impl Closing {
     /// True once the set is closing.
-    pub fn is_closing(&self) -> bool {
+    pub(crate) fn is_closing(&self) -> bool {
         *self.0.borrow()
     }
 
-    /// Resolves once the set is closing.
-    ///
-    /// Cancel safety: cancel safe; it only observes.
-    pub async fn closed(&self) {
+    /// Resolves once the set is closing. Cancel safe.
+    pub(crate) async fn closed(&self) {
         let mut rx = self.0.clone();
         let _ = rx.wait_for(|closing| *closing).await;
     }
 }
 
-struct Shared {
+/// A key this process holds, as the engine keeps it.
+pub(crate) struct Hold {
+    pub(crate) state: Arc<KeyState>,
+    pub(crate) epoch: Epoch,
+    /// The deadline of its last landed renewal; `None`: it does not expire.
+    pub(crate) valid_until: Option<Instant>,
+}
+
+pub(crate) struct Shared {
     keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
+    /// The keys held now; a key leaves it on its loss or for its release,
+    /// never both (rule 3).
+    holds: Mutex<HashMap<ElectionName, Hold>>,
+    /// Wakes the loop: a loss (try the key again) or a guard's nudge.
+    pub(crate) wake: Notify,
     closed: AtomicBool,
     origin: Origin,
     asks: mpsc::UnboundedSender<Arc<KeyState>>,
@@ -117,6 +70,10 @@ struct Shared {
 }
 
 impl Shared {
+    pub(crate) fn holds_mut(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, Hold>> {
+        self.holds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Admits a guard unless the set is closing.
     fn admit(self: &Arc<Self>) -> Option<GuardPass> {
         let admitted = self.guards.send_if_modified(|g| {
@@ -182,7 +139,8 @@ impl Drop for GuardPass {
 ///   once, or left to age out).
 ///
 /// ```
-/// use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
+/// use election_core::{LeaseSet, PerKeyClaims, Identity};
+/// use election_testkit::memory::MemoryBackend;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), election_core::Error> {
@@ -227,20 +185,25 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let (asks, keys) = mpsc::unbounded_channel();
         let (closing, closing_rx) = watch::channel(false);
         let backend = Arc::new(backend);
-        let asked = Asked {
+        let shared = Arc::new(Shared {
+            keys: papaya::HashMap::new(),
+            holds: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+            closed: AtomicBool::new(false),
+            origin: Origin::now(),
+            asks,
+            closing,
+            guards: watch::channel(Guards::default()).0,
+        });
+        backend.start(HoldReporter::new(&shared));
+        let runner = tokio::spawn(drive(
+            backend.clone(),
+            shared.clone(),
             keys,
-            closing: Closing(closing_rx),
-        };
-        let runner = tokio::spawn(backend.clone().run(asked));
+            Closing(closing_rx),
+        ));
         LeaseSet {
-            shared: Arc::new(Shared {
-                keys: papaya::HashMap::new(),
-                closed: AtomicBool::new(false),
-                origin: Origin::now(),
-                asks,
-                closing,
-                guards: watch::channel(Guards::default()).0,
-            }),
+            shared,
             backend,
             runner: Mutex::new(Some(runner)),
             close_timeout: DEFAULT_CLOSE_TIMEOUT,
@@ -355,7 +318,8 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// nothing is known yet; [`Error::NotHeld`] once the set is closed.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
+    /// # use election_core::{LeaseSet, PerKeyClaims, Identity};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();
@@ -392,13 +356,19 @@ impl<K: KeyedClaims> LeaseSet<K> {
     }
 
     async fn resolved(&self, state: &KeyState) -> Result<(), Error> {
+        self.resolved_after(state, 0).await
+    }
+
+    /// Waits until `state` was resolved more than `seen` times, or the set
+    /// began to close.
+    async fn resolved_after(&self, state: &KeyState, seen: u64) -> Result<(), Error> {
         // From the moment close begins (not when the loop is told to stop,
         // which waits for running guards, this one included).
         let mut guards = self.shared.guards.subscribe();
         tokio::select! {
             biased;
             () = async { let _ = guards.wait_for(|g| g.closing).await; } => Err(Error::NotHeld { name: state.name().clone() }),
-            () = state.resolved() => Ok(()),
+            () = state.resolved_after(seen) => Ok(()),
         }
     }
 
@@ -427,7 +397,8 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// invalid key.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity, Error, WriteToken};
+    /// # use election_core::{LeaseSet, PerKeyClaims, Identity, Error, WriteToken};
+    /// # use election_testkit::memory::MemoryBackend;
     /// struct Shard { rows: Vec<u64> }
     /// impl Shard {
     ///     fn append(&mut self, token: &WriteToken<'_>, row: u64) {
@@ -462,7 +433,28 @@ impl<K: KeyedClaims> LeaseSet<K> {
             return Err(not_held());
         };
         self.resolved(&state).await?;
-        let epoch = self.backend.commit(&state).await?;
+        if !state.is_held() && state.error().is_none() {
+            // Acquire: one more claim by the loop, then its answer (a
+            // failure to find out is reported as it is).
+            let seen = state.resolutions();
+            self.shared.wake.notify_one();
+            self.resolved_after(&state, seen).await?;
+        }
+        let Some(epoch) = state.epoch() else {
+            return Err(state.not_held_error());
+        };
+        if let Err(e) = self.backend.confirm(state.name(), epoch).await {
+            if matches!(
+                e,
+                Error::NotHeld { .. } | Error::Lost(_) | Error::HeldElsewhere { .. }
+            ) {
+                let reason = LossReason::Revoked {
+                    detail: format!("the commit point found the key taken: {e}"),
+                };
+                self.shared.lose(state.name(), epoch, &reason);
+            }
+            return Err(e);
+        }
         if self.is_closed() || state.epoch() != Some(epoch) {
             return Err(not_held());
         }
@@ -496,7 +488,8 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// background once the guards finished. Idempotent.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, LeaseSet, PerKeyClaims, Identity};
+    /// # use election_core::{LeaseSet, PerKeyClaims, Identity};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();

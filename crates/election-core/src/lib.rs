@@ -23,11 +23,12 @@
 //! `held` without a round trip, `guard` runs a write only at a confirmed
 //! commit point and hands it a [`WriteToken`] that cannot leave the call.
 //!
-//! - [`memory`]: an in-memory backend for tests and examples.
-//! - [`conformance`]: the suite every backend runs against itself.
+//! The in-memory backend and the conformance suites every backend runs
+//! live in the `election-testkit` crate (a dev-dependency).
 //!
 //! ```
-//! use election_core::{memory::MemoryBackend, Candidate, Lease};
+//! use election_core::{Candidate, Lease};
+//! use election_testkit::memory::MemoryBackend;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), election_core::Error> {
@@ -44,30 +45,31 @@
 
 mod campaign;
 mod claim;
-pub mod conformance;
+mod engine;
 mod epoch;
 mod error;
 mod key_state;
 mod lead;
 mod lease;
 mod lease_set;
-pub mod memory;
 mod name;
 mod nonce;
 mod per_key;
+pub mod renewal;
 mod term;
 mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, Leader, Watch, Won};
+pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
-pub use key_state::KeyState;
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use lease::Lease;
-pub use lease_set::{Asked, Closing, DEFAULT_CLOSE_TIMEOUT, KeyedClaims, LeaseSet};
+pub use lease_set::{DEFAULT_CLOSE_TIMEOUT, LeaseSet};
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
 pub use per_key::PerKeyClaims;
+pub use renewal::{RenewalPolicy, Renewed, renew_until_lost};
 pub use term::{LossReporter, Term, TermLease};
 pub use write_token::{WriteToken, unguarded};

@@ -1,24 +1,23 @@
 //! [`PerKeyClaims`]: a lease set over any [`Claim`]: one campaign per key.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::task::JoinSet;
-
-use crate::lease_set::{Asked, Closing, KeyedClaims};
-use crate::term::Phase;
+use crate::engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
+use crate::term::TermState;
 use crate::{
     Candidate, Claim, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity,
-    KeyState, Lease, Term,
+    Lease, Term, Won,
 };
 
 type MakeClaim<C> = Box<dyn Fn(&ElectionName) -> Result<C, Error> + Send + Sync>;
-type TermCell<C> = Arc<Mutex<Option<Arc<Term<C>>>>>;
 
 /// A [`LeaseSet`](crate::LeaseSet) backend over any [`Claim`]: each asked
-/// key runs its own campaign (a [`Candidate`] with the claim `make`
-/// returns for the key), and each held key its own term and renewals.
+/// key has its own [`Candidate`] (with the claim `make` returns for the
+/// key), tried once per claim step of the set's loop and then every poll
+/// interval; each held key has its own term, which renews and watches
+/// itself (its renewals and its loss are mirrored into the set).
 ///
 /// Works with every backend; the cost is one task, one campaign and (for
 /// lease backends) one renewal per key. On [`close`](crate::LeaseSet::close)
@@ -29,7 +28,9 @@ pub struct PerKeyClaims<C: Claim> {
     identity: Identity,
     make: MakeClaim<C>,
     poll_interval: Duration,
-    terms: Mutex<HashMap<ElectionName, TermCell<C>>>,
+    candidates: Mutex<HashMap<ElectionName, Arc<Candidate<C>>>>,
+    terms: Mutex<HashMap<ElectionName, Arc<Term<C>>>>,
+    reporter: OnceLock<HoldReporter>,
 }
 
 impl<C: Claim> std::fmt::Debug for PerKeyClaims<C> {
@@ -52,7 +53,9 @@ impl<C: Claim> PerKeyClaims<C> {
             identity,
             make: Box::new(make),
             poll_interval: DEFAULT_POLL_INTERVAL,
+            candidates: Mutex::new(HashMap::new()),
             terms: Mutex::new(HashMap::new()),
+            reporter: OnceLock::new(),
         }
     }
 
@@ -70,101 +73,67 @@ impl<C: Claim> PerKeyClaims<C> {
         Ok(self)
     }
 
-    fn cell(&self, key: &ElectionName) -> Option<TermCell<C>> {
-        self.terms
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+    fn candidate(&self, key: &ElectionName) -> Result<Arc<Candidate<C>>, Error> {
+        let mut candidates = lock(&self.candidates);
+        if let Some(c) = candidates.get(key) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(
+            Candidate::new((self.make)(key)?).with_poll_interval_unchecked(self.poll_interval),
+        );
+        candidates.insert(key.clone(), c.clone());
+        Ok(c)
     }
 
-    /// One key's life: campaign, hold, campaign again after a loss; resign
-    /// when the set closes.
-    async fn follow(self: Arc<Self>, state: Arc<KeyState>, cell: TermCell<C>, closing: Closing) {
-        let claim = match (self.make)(state.name()) {
-            Ok(claim) => claim,
-            Err(e) => return state.failed(e),
+    /// One try of one key's campaign.
+    async fn claim_one(&self, key: &ElectionName) -> Result<Claimed, Error> {
+        let candidate = self.candidate(key)?;
+        let Some(term) = candidate.try_campaign().await? else {
+            return Ok(Claimed::HeldBy(candidate.leader().await.ok().flatten()));
         };
-        let candidate = Candidate::new(claim).with_poll_interval_unchecked(self.poll_interval);
-        let mut first = true;
-        loop {
-            let outcome = tokio::select! {
-                biased;
-                () = closing.closed() => return,
-                outcome = async {
-                    if first {
-                        candidate.try_campaign().await
-                    } else {
-                        candidate.campaign().await.map(Some)
-                    }
-                } => outcome,
-            };
-            first = false;
-            match outcome {
-                Ok(Some(term)) => {
-                    let term = Arc::new(term);
-                    // The term first, then the hold: a guard that sees the
-                    // key held finds its term for the commit point.
-                    *cell.lock().unwrap_or_else(|p| p.into_inner()) = Some(term.clone());
-                    state.hold(term.epoch(), term.identity(), term.valid_until());
-                    let closed = hold(&state, &term, &closing).await;
-                    // Not held from here on, before the claim is given up.
-                    state.release();
-                    cell.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    if closed {
-                        let _ = term.resign().await;
-                        return;
-                    }
-                }
-                Ok(None) => {
-                    let holder = tokio::select! {
-                        biased;
-                        () = closing.closed() => return,
-                        holder = candidate.leader() => holder.ok().flatten(),
-                    };
-                    state.held_by(holder);
-                }
-                Err(e) => {
-                    let permanent = e.is_permanent();
-                    state.failed(e);
-                    if permanent {
-                        return;
-                    }
-                    tokio::select! {
-                        biased;
-                        () = closing.closed() => return,
-                        () = tokio::time::sleep(self.poll_interval) => {}
-                    }
-                }
-            }
+        let won = Won {
+            epoch: term.epoch(),
+            valid_until: term.valid_until(),
+        };
+        if let Some(reporter) = self.reporter.get() {
+            tokio::spawn(mirror(term.state().clone(), key.clone(), reporter.clone()));
         }
+        lock(&self.terms).insert(key.clone(), Arc::new(term));
+        Ok(Claimed::Won(won))
+    }
+
+    fn term(&self, key: &ElectionName, epoch: Epoch) -> Option<Arc<Term<C>>> {
+        lock(&self.terms)
+            .get(key)
+            .filter(|t| t.epoch() == epoch)
+            .cloned()
     }
 }
 
-/// Mirrors a held term's renewals into `state` until the term is lost
-/// (false) or the set closes (true).
-async fn hold<C: Claim>(state: &KeyState, term: &Term<C>, closing: &Closing) -> bool {
-    let mut status = term.state().subscribe();
-    let lost = term.lost();
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Mirrors a held term's renewals and its end (a loss, its validity run
+/// out, or its release) into the set, until the term ends.
+async fn mirror(state: Arc<TermState>, key: ElectionName, reporter: HoldReporter) {
+    let mut status = state.subscribe();
+    let lost = state.lost();
     tokio::pin!(lost);
     loop {
+        let valid_until = status.borrow_and_update().valid_until;
+        if let Some(until) = valid_until {
+            reporter.renewed(&key, state.epoch, until);
+        }
         tokio::select! {
             biased;
-            _ = &mut lost => return false,
-            () = closing.closed() => return true,
+            lost = &mut lost => {
+                reporter.lose(&key, state.epoch, lost.reason);
+                return;
+            }
             changed = status.changed() => {
                 if changed.is_err() {
-                    return false;
-                }
-                let (phase, valid_until) = {
-                    let s = status.borrow_and_update();
-                    (s.phase.clone(), s.valid_until)
-                };
-                if !matches!(phase, Phase::Live) {
-                    return false;
-                }
-                if let Some(until) = valid_until {
-                    state.renewed(term.epoch(), until);
+                    return;
                 }
             }
         }
@@ -176,31 +145,35 @@ impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
         &self.identity
     }
 
-    async fn run(self: Arc<Self>, mut asked: Asked) {
-        let mut tasks = JoinSet::new();
-        while let Some(state) = asked.next().await {
-            let cell: TermCell<C> = Arc::new(Mutex::new(None));
-            self.terms
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(state.name().clone(), cell.clone());
-            tasks.spawn(self.clone().follow(state, cell, asked.closing()));
-            while tasks.try_join_next().is_some() {}
-        }
-        // Closing: every key task resigns its term and returns.
-        while tasks.join_next().await.is_some() {}
+    fn start(&self, reporter: HoldReporter) {
+        let _ = self.reporter.set(reporter);
     }
 
-    async fn commit(&self, key: &Arc<KeyState>) -> Result<Epoch, Error> {
-        let term = self
-            .cell(key.name())
-            .and_then(|cell| cell.lock().unwrap_or_else(|p| p.into_inner()).clone());
-        match term {
-            Some(term) => {
-                term.confirm().await?;
-                Ok(term.epoch())
-            }
-            None => Err(key.not_held_error()),
+    async fn claim(&self, keys: &[ElectionName]) -> Vec<Result<Claimed, Error>> {
+        futures::future::join_all(keys.iter().map(|k| self.claim_one(k))).await
+    }
+
+    async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), Error> {
+        match self.term(key, epoch) {
+            Some(term) => term.confirm().await,
+            None => Err(Error::NotHeld { name: key.clone() }),
         }
+    }
+
+    /// Resigns each held key's term, so its claim is released at once.
+    async fn release(&self, held: &[HeldKey]) {
+        let terms: Vec<_> = held.iter().filter_map(|(k, e)| self.term(k, *e)).collect();
+        lock(&self.terms).clear();
+        futures::future::join_all(terms.iter().map(|t| t.resign())).await;
+    }
+
+    async fn wait(&self) {
+        tokio::time::sleep(self.poll_interval).await;
+    }
+
+    /// Drops what is left (terms of lost keys: their attempts close).
+    async fn close(&self) {
+        lock(&self.terms).clear();
+        lock(&self.candidates).clear();
     }
 }

@@ -380,7 +380,8 @@ impl<C: Claim> Drop for Held<C> {
 /// end it was, so no fencing token is issued from an ended term.
 ///
 /// ```
-/// use election_core::{memory::MemoryBackend, Candidate};
+/// use election_core::{Candidate};
+/// use election_testkit::memory::MemoryBackend;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), election_core::Error> {
@@ -455,7 +456,8 @@ impl<C: Claim> Term<C> {
     /// Cancel safety: cancel safe; it only observes.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # use election_core::{Candidate};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// let backend = MemoryBackend::new();
@@ -474,7 +476,8 @@ impl<C: Claim> Term<C> {
     /// Cancel safety: cancel safe; it only observes.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # use election_core::{Candidate};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();
@@ -515,7 +518,8 @@ impl<C: Claim> Term<C> {
     /// error is returned.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, Candidate};
+    /// # use election_core::{Candidate};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// # let backend = MemoryBackend::new();
@@ -581,7 +585,8 @@ impl<C: Claim> Term<C> {
     /// the write must not run.
     ///
     /// ```
-    /// # use election_core::{memory::MemoryBackend, Candidate, Error};
+    /// # use election_core::{Candidate, Error};
+    /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Error> {
     /// # let backend = MemoryBackend::new();

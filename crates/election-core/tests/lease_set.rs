@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
-use election_core::memory::MemoryBackend;
 use election_core::{Error, Identity, LeaseSet, PerKeyClaims};
+use election_testkit::memory::MemoryBackend;
 use proptest::prelude::*;
 
 fn set(
     backend: &MemoryBackend,
     me: &str,
-) -> LeaseSet<PerKeyClaims<election_core::memory::MemoryClaim>> {
+) -> LeaseSet<PerKeyClaims<election_testkit::memory::MemoryClaim>> {
     let backend = backend.clone();
     let identity = Identity::new(me).unwrap();
     let me = me.to_owned();
@@ -91,7 +91,7 @@ async fn guard_racing_a_loss_at_the_commit_point_is_refused() {
 #[tokio::test]
 async fn guard_reports_an_unavailable_backend_not_a_holder() {
     let backend = MemoryBackend::new();
-    backend.fail(election_core::memory::Step::TryClaim, 1);
+    backend.fail(election_testkit::memory::Step::TryClaim, 1);
     let a = set(&backend, "a");
     let r = a.guard("k", async |_t| ()).await;
     assert!(matches!(r, Err(Error::Unavailable { .. })), "got {r:?}");

@@ -3,9 +3,9 @@
 //! at once; epochs strictly increase; release never follows a loss; close
 //! follows every end.
 
-use election_core::conformance::cancel_after;
-use election_core::memory::{MemoryBackend, MemoryClaim, Step};
 use election_core::{Candidate, Epoch, Error, Term};
+use election_testkit::conformance::cancel_after;
+use election_testkit::memory::{MemoryBackend, MemoryClaim, Step};
 use proptest::prelude::*;
 
 const CANDIDATES: usize = 3;

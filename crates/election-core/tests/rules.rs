@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use election_core::memory::{Event, MemoryBackend, Step};
 use election_core::{Candidate, End, Error, LeadOptions, Lease, LossReason};
+use election_testkit::memory::{Event, MemoryBackend, Step};
 
-fn candidate(b: &MemoryBackend, id: &str) -> Candidate<election_core::memory::MemoryClaim> {
+fn candidate(b: &MemoryBackend, id: &str) -> Candidate<election_testkit::memory::MemoryClaim> {
     Candidate::new(b.claim("jobs", id).expect("claim"))
 }
 
@@ -59,7 +59,7 @@ async fn close_follows_every_end() {
     ));
     // Cancelled at every await point, including right after try_claim won.
     for budget in 1..6 {
-        let _ = election_core::conformance::cancel_after(a.campaign(), budget).await;
+        let _ = election_testkit::conformance::cancel_after(a.campaign(), budget).await;
     }
     assert!(
         b.holder("jobs").is_none(),
@@ -313,7 +313,7 @@ async fn a_cancelled_resign_can_be_retried_and_a_drop_still_frees_the_claim() {
     let t = candidate(&b, "a").campaign().await.expect("win");
     // Cancel the resign at its first await point (inside release).
     assert!(
-        election_core::conformance::cancel_after(t.resign(), 1)
+        election_testkit::conformance::cancel_after(t.resign(), 1)
             .await
             .is_none()
     );
@@ -322,7 +322,7 @@ async fn a_cancelled_resign_can_be_retried_and_a_drop_still_frees_the_claim() {
     assert!(b.holder("jobs").is_none());
     let t = candidate(&b, "a").campaign().await.expect("win again");
     assert!(
-        election_core::conformance::cancel_after(t.resign(), 1)
+        election_testkit::conformance::cancel_after(t.resign(), 1)
             .await
             .is_none()
     );

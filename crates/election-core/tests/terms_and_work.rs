@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use election_core::conformance::{PATIENCE, cancel_after};
-use election_core::memory::{Event, MemoryBackend};
 use election_core::{
     Candidate, Error, Identity, LeadOptions, Lease, LeaseSet, LossReason, PerKeyClaims,
 };
+use election_testkit::conformance::{PATIENCE, cancel_after};
+use election_testkit::memory::{Event, MemoryBackend};
 
-fn candidate(b: &MemoryBackend, id: &str) -> Candidate<election_core::memory::MemoryClaim> {
+fn candidate(b: &MemoryBackend, id: &str) -> Candidate<election_testkit::memory::MemoryClaim> {
     Candidate::new(b.claim("jobs", id).expect("claim"))
         .with_poll_interval(Duration::from_millis(5))
         .expect("poll interval")
@@ -275,7 +275,7 @@ async fn spawn_after_the_term_ended_runs_nothing() {
 fn set_of(
     backend: &MemoryBackend,
     id: &'static str,
-) -> LeaseSet<PerKeyClaims<election_core::memory::MemoryClaim>> {
+) -> LeaseSet<PerKeyClaims<election_testkit::memory::MemoryClaim>> {
     let b = backend.clone();
     LeaseSet::new(
         PerKeyClaims::new(Identity::new(id).expect("identity"), move |key| {
@@ -421,7 +421,7 @@ async fn close_past_its_bound_still_keeps_the_key_until_the_write_finished() {
     assert!(
         LeaseSet::new(PerKeyClaims::new(
             Identity::new("x").expect("id"),
-            |_k| -> Result<election_core::memory::MemoryClaim, Error> { unreachable!() }
+            |_k| -> Result<election_testkit::memory::MemoryClaim, Error> { unreachable!() }
         ))
         .with_close_timeout(Duration::from_secs(7200))
         .is_err(),

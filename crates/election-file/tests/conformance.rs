@@ -1,8 +1,8 @@
 //! The core's conformance suite, run against the file backend.
 
 use election_core::Error;
-use election_core::conformance::Backend;
 use election_file::{FileClaim, FileElection, FileOptions};
+use election_testkit::conformance::Backend;
 use std::time::Duration;
 
 /// A fresh directory per test; every candidate opens the backend afresh.
@@ -59,4 +59,4 @@ impl Backend for Files {
     }
 }
 
-election_core::conformance_tests!(Files::new());
+election_testkit::conformance_tests!(Files::new());

@@ -57,7 +57,7 @@ async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other()
     let b = Arc::new(election(&dir).lease_set("node-b").expect("b"));
     let keys: Vec<String> = (0..50).map(|i| format!("shard-{i:02}")).collect();
     // A second of both sets waiting for every key.
-    let held_before = election_core::conformance::lease_sets_share_keys(
+    let held_before = election_testkit::conformance::lease_sets_share_keys(
         a,
         b.clone(),
         &keys,
@@ -98,7 +98,7 @@ async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
-    let epoch = election_core::conformance::guard_names_the_holder(&a, &b, "k").await;
+    let epoch = election_testkit::conformance::guard_names_the_holder(&a, &b, "k").await;
     assert_eq!(epoch.get(), 3, "the term after the earlier one");
     assert_eq!(leader(&e, "k").await, Some(("node-a".into(), epoch)));
     a.close().await;

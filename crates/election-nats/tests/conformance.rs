@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use election_core::Error;
-use election_core::conformance::Backend;
 use election_nats::{NatsClaim, NatsElection, NatsOptions};
+use election_testkit::conformance::Backend;
 use nats_testkit::{Cluster, Server};
 
 /// Short timings so the cases run quickly: TTL 3 s, renewal every 1 s.
@@ -132,10 +132,10 @@ impl Backend for Nats {
 
 mod single {
     use super::*;
-    election_core::conformance_tests!(Nats::single());
+    election_testkit::conformance_tests!(Nats::single());
 }
 
 mod cluster {
     use super::*;
-    election_core::conformance_tests!(Nats::cluster());
+    election_testkit::conformance_tests!(Nats::cluster());
 }

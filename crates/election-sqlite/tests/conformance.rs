@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use election_core::Error;
-use election_core::conformance::Backend;
 use election_sqlite::{SqliteClaim, SqliteElection, SqliteOptions};
+use election_testkit::conformance::Backend;
 
 /// A fresh database file per test; every candidate opens it afresh.
 struct Db {
@@ -79,4 +79,4 @@ impl Backend for Db {
     }
 }
 
-election_core::conformance_tests!(Db::new());
+election_testkit::conformance_tests!(Db::new());

@@ -21,7 +21,8 @@
 //! - [`FileFence`]: mark files in a directory, safe across processes (Linux).
 //!
 //! ```
-//! use election_core::{memory::MemoryBackend, Candidate};
+//! use election_core::{Candidate};
+//! use election_testkit::memory::MemoryBackend;
 //! use fencing::{Fence, FileFence, ResourceName, Token};
 //!
 //! # #[tokio::main(flavor = "current_thread")]

@@ -47,7 +47,8 @@ impl Token {
     /// generic [`LossReason::Revoked`].
     ///
     /// ```
-    /// use election_core::{memory::MemoryBackend, Candidate, Lease};
+    /// use election_core::{Candidate, Lease};
+    /// use election_testkit::memory::MemoryBackend;
     /// use fencing::{Error, Token};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -113,7 +114,8 @@ impl From<Epoch> for Token {
 /// with [`Error::Stale`], also during the key's first term.
 ///
 /// ```
-/// use election_core::{memory::MemoryBackend, unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
+/// use election_core::{unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
+/// use election_testkit::memory::MemoryBackend;
 /// use fencing::{Error, Fence, MemoryFence, ResourceName, Token};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -171,7 +173,8 @@ impl FromStr for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use election_core::{Candidate, ElectionName, Identity, memory::MemoryBackend};
+    use election_core::{Candidate, ElectionName, Identity};
+    use election_testkit::memory::MemoryBackend;
     use proptest::prelude::*;
 
     #[tokio::test]

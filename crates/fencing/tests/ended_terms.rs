@@ -2,9 +2,9 @@
 //! resign or drop (also while its release is in flight, and after the next
 //! term began).
 
-use election_core::conformance::cancel_after;
-use election_core::memory::MemoryBackend;
 use election_core::{Candidate, Lease, LossReason};
+use election_testkit::conformance::cancel_after;
+use election_testkit::memory::MemoryBackend;
 use fencing::{Error, Token};
 
 fn refused_with(result: Result<Token, Error>) -> LossReason {

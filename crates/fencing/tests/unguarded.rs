@@ -2,8 +2,8 @@
 //! term of a key too: a fence that has accepted the real holder's write
 //! refuses the unguarded one while that holder is live.
 
-use election_core::memory::MemoryBackend;
 use election_core::{Epoch, Identity, LeaseSet, PerKeyClaims, unguarded};
+use election_testkit::memory::MemoryBackend;
 use fencing::{Error, Fence, MemoryFence, ResourceName, Token};
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 // A token must not outlive the guarded call: returning it does not compile.
-use election_core::{memory::MemoryBackend, Identity, LeaseSet, PerKeyClaims};
+use election_core::{Identity, LeaseSet, PerKeyClaims}; use election_testkit::memory::MemoryBackend;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

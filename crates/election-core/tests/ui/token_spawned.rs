@@ -1,5 +1,5 @@
 // A token cannot be handed to a spawned task that may outlive the guard.
-use election_core::{memory::MemoryBackend, Identity, LeaseSet, PerKeyClaims};
+use election_core::{Identity, LeaseSet, PerKeyClaims}; use election_testkit::memory::MemoryBackend;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

@@ -1,6 +1,6 @@
 // A token must not outlive the guarded call: keeping it in a variable that
 // outlives the call does not compile either.
-use election_core::{memory::MemoryBackend, Identity, LeaseSet, PerKeyClaims, WriteToken};
+use election_core::{Identity, LeaseSet, PerKeyClaims, WriteToken}; use election_testkit::memory::MemoryBackend;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

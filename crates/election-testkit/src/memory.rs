@@ -8,8 +8,10 @@ use std::time::SystemTime;
 
 use tokio::sync::Notify;
 
-use crate::claim::{End, Watch, Won};
-use crate::{Claim, ElectionName, Epoch, Error, Identity, Leader, LossReason, LossReporter};
+use election_core::{
+    Claim, Claimed, ElectionName, End, Epoch, Error, HeldKey, HoldReporter, Identity, KeyedClaims,
+    Leader, LossReason, LossReporter, RenewalPolicy, Watch, Won,
+};
 
 /// A step of the [`Claim`] trait, as recorded and as faults are injected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,8 +25,10 @@ pub enum Step {
     Watch,
     /// [`Claim::release`].
     Release,
-    /// [`Claim::confirm`].
+    /// [`Claim::confirm`] and [`KeyedClaims::confirm`].
     Confirm,
+    /// [`KeyedClaims::renew`] (a keyed set's renewal).
+    Renew,
 }
 
 /// One recorded step, in the order the backend saw them.
@@ -75,7 +79,13 @@ struct Holding {
     epoch: Epoch,
     /// The wall-clock time of the win.
     since: SystemTime,
-    reporter: Option<LossReporter>,
+    reporter: Option<Reporter>,
+}
+
+/// Who hears of a holding's loss.
+enum Reporter {
+    Term(LossReporter),
+    Key(HoldReporter),
 }
 
 #[derive(Default)]
@@ -85,6 +95,8 @@ struct Registry {
     faults: HashMap<Step, u32>,
     next_attempt: u64,
     lease: Option<std::time::Duration>,
+    /// The election (or key) of each attempt, for per-name epoch checks.
+    names: HashMap<u64, ElectionName>,
 }
 
 /// An in-memory election backend shared by the candidates of one process.
@@ -158,10 +170,17 @@ impl MemoryBackend {
         let Some(holding) = slot.holder.take() else {
             return false;
         };
-        if let Some(r) = &holding.reporter {
-            r.lose(LossReason::Revoked {
-                detail: "revoked by the memory backend".into(),
-            });
+        let reason = LossReason::Revoked {
+            detail: "revoked by the memory backend".into(),
+        };
+        match &holding.reporter {
+            Some(Reporter::Term(r)) => {
+                r.lose(reason);
+            }
+            Some(Reporter::Key(r)) => {
+                r.lose(&name, holding.epoch, reason);
+            }
+            None => {}
         }
         history.push(Event::Lost {
             attempt: holding.attempt,
@@ -225,13 +244,16 @@ impl MemoryBackend {
     }
 
     /// Checks the recorded history against the rules the core must keep:
-    /// won epochs strictly increase; no release after a loss (rule 3); each
+    /// won epochs strictly increase per election (per key); no release after a loss (rule 3); each
     /// opened attempt is closed exactly once, and last (rule 4, for attempts
     /// that have ended: pass `all_ended = true` once every candidate, term
     /// and campaign is gone).
     pub fn check_rules(&self, all_ended: bool) -> Result<(), String> {
-        let history = self.history();
-        let mut last_epoch: Option<Epoch> = None;
+        let (history, names) = {
+            let reg = self.lock();
+            (reg.history.clone(), reg.names.clone())
+        };
+        let mut last_epochs: HashMap<Option<&ElectionName>, Epoch> = HashMap::new();
         let mut opened: HashMap<u64, (bool, bool)> = HashMap::new(); // (lost, closed)
         for (i, ev) in history.iter().enumerate() {
             match *ev {
@@ -241,12 +263,12 @@ impl MemoryBackend {
                     }
                 }
                 Event::Won { attempt, epoch } => {
+                    let last_epoch = last_epochs.insert(names.get(&attempt), epoch);
                     if last_epoch.is_some_and(|l| epoch <= l) {
                         return Err(format!(
                             "#{i}: attempt {attempt} won epoch {epoch} after {last_epoch:?}"
                         ));
                     }
-                    last_epoch = Some(epoch);
                     check_open(&opened, attempt, i)?;
                 }
                 Event::Lost { attempt } => {
@@ -318,6 +340,7 @@ impl Claim for MemoryClaim {
         reg.next_attempt += 1;
         let id = reg.next_attempt;
         reg.history.push(Event::Open { attempt: id });
+        reg.names.insert(id, self.name.clone());
         let vacated = reg
             .slots
             .entry(self.name.clone())
@@ -384,7 +407,7 @@ impl Claim for MemoryClaim {
             .get_mut(&self.name)
             .and_then(|s| s.holder.as_mut())
         {
-            Some(h) if h.attempt == attempt.id => h.reporter = Some(reporter),
+            Some(h) if h.attempt == attempt.id => h.reporter = Some(Reporter::Term(reporter)),
             _ => {
                 // Taken away between try_claim and watch.
                 reporter.lose(LossReason::Revoked {
@@ -446,11 +469,206 @@ impl MemoryClaim {
     }
 
     fn vacate(&self, reg: &mut Registry, attempt: u64) {
-        if let Some(slot) = reg.slots.get_mut(&self.name)
-            && slot.holder.as_ref().is_some_and(|h| h.attempt == attempt)
-        {
-            slot.holder = None;
-            slot.vacated.notify_waiters();
+        vacate(reg, &self.name, attempt);
+    }
+}
+
+impl MemoryBackend {
+    /// A lease set's keyed claims on this backend for `identity`: every
+    /// key held is an attempt of its own in the [`history`](Self::history)
+    /// (opened at the win, closed at its release or when the set closes),
+    /// so [`check_rules`](Self::check_rules) checks rules 3 and 4 per key.
+    /// With a [`lease`](Self::set_lease) set, holds expire and the core
+    /// renews them (every third of the lease).
+    pub fn keys(&self, identity: &str) -> Result<MemoryKeys, Error> {
+        Ok(MemoryKeys {
+            backend: self.clone(),
+            identity: Identity::new(identity)?,
+            reporter: Mutex::new(None),
+            attempts: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// The keyed claims of one lease set on a [`MemoryBackend`].
+pub struct MemoryKeys {
+    backend: MemoryBackend,
+    identity: Identity,
+    reporter: Mutex<Option<HoldReporter>>,
+    /// This set's attempts not yet closed (with the epoch each won), by key.
+    attempts: Mutex<HashMap<ElectionName, Vec<(u64, Epoch)>>>,
+}
+
+impl std::fmt::Debug for MemoryKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryKeys")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryKeys {
+    fn claim_one(&self, reg: &mut Registry, key: &ElectionName) -> Result<Claimed, Error> {
+        let slot = reg.slots.entry(key.clone()).or_default();
+        if let Some(h) = &slot.holder {
+            return Ok(Claimed::HeldBy(Some(Leader {
+                identity: h.identity.clone(),
+                epoch: h.epoch,
+                since: Some(h.since),
+            })));
         }
+        let epoch = Epoch::after(slot.last_epoch)?;
+        slot.last_epoch = Some(epoch);
+        reg.next_attempt += 1;
+        let attempt = reg.next_attempt;
+        let reporter = self.lock_reporter().clone().map(Reporter::Key);
+        let valid_until = reg.lease.map(|l| tokio::time::Instant::now() + l);
+        let slot = reg.slots.entry(key.clone()).or_default();
+        slot.holder = Some(Holding {
+            attempt,
+            identity: self.identity.clone(),
+            epoch,
+            since: SystemTime::now(),
+            reporter,
+        });
+        reg.history.push(Event::Open { attempt });
+        reg.names.insert(attempt, key.clone());
+        reg.history.push(Event::Won { attempt, epoch });
+        self.lock_attempts()
+            .entry(key.clone())
+            .or_default()
+            .push((attempt, epoch));
+        Ok(Claimed::Won(Won { epoch, valid_until }))
+    }
+
+    fn lock_reporter(&self) -> MutexGuard<'_, Option<HoldReporter>> {
+        self.reporter.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_attempts(&self) -> MutexGuard<'_, HashMap<ElectionName, Vec<(u64, Epoch)>>> {
+        self.attempts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True while the backend shows `key` held by this set in `epoch`.
+    fn holds(reg: &Registry, key: &ElectionName, epoch: Epoch, attempts: &[(u64, Epoch)]) -> bool {
+        reg.slots
+            .get(key)
+            .and_then(|s| s.holder.as_ref())
+            .is_some_and(|h| attempts.contains(&(h.attempt, epoch)))
+    }
+
+    fn attempts_of(&self, key: &ElectionName) -> Vec<(u64, Epoch)> {
+        self.lock_attempts().get(key).cloned().unwrap_or_default()
+    }
+}
+
+impl KeyedClaims for MemoryKeys {
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    fn renewal(&self) -> Option<RenewalPolicy> {
+        let lease = self.backend.lock().lease?;
+        RenewalPolicy::new(lease, lease / 3).ok()
+    }
+
+    fn start(&self, reporter: HoldReporter) {
+        *self.lock_reporter() = Some(reporter);
+    }
+
+    async fn claim(&self, keys: &[ElectionName]) -> Vec<Result<Claimed, Error>> {
+        tokio::task::yield_now().await;
+        let mut answers = Vec::with_capacity(keys.len());
+        for key in keys {
+            let answer = match self.backend.fault(Step::TryClaim, key) {
+                Ok(()) => self.claim_one(&mut self.backend.lock(), key),
+                Err(e) => Err(e),
+            };
+            answers.push(answer);
+        }
+        answers
+    }
+
+    async fn renew(&self, held: &[HeldKey]) -> Result<Vec<(ElectionName, LossReason)>, Error> {
+        tokio::task::yield_now().await;
+        if let Some((key, _)) = held.first() {
+            self.backend.fault(Step::Renew, key)?;
+        }
+        let reg = self.backend.lock();
+        Ok(held
+            .iter()
+            .filter(|(k, e)| !Self::holds(&reg, k, *e, &self.attempts_of(k)))
+            .map(|(k, _)| {
+                let detail = "the memory backend shows another holder or none".into();
+                (k.clone(), LossReason::Revoked { detail })
+            })
+            .collect())
+    }
+
+    async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), Error> {
+        tokio::task::yield_now().await;
+        self.backend.fault(Step::Confirm, key)?;
+        if Self::holds(&self.backend.lock(), key, epoch, &self.attempts_of(key)) {
+            Ok(())
+        } else {
+            Err(Error::NotHeld { name: key.clone() })
+        }
+    }
+
+    /// Records a release for every key asked (a release after a loss
+    /// then shows in [`check_rules`](MemoryBackend::check_rules)) and gives
+    /// up those still held.
+    async fn release(&self, held: &[HeldKey]) {
+        tokio::task::yield_now().await;
+        let mut reg = self.backend.lock();
+        for (key, epoch) in held {
+            let mut attempts = self.lock_attempts();
+            let Some(ids) = attempts.get_mut(key) else {
+                continue;
+            };
+            let Some(&(attempt, _)) = ids.iter().find(|(_, e)| e == epoch) else {
+                continue;
+            };
+            ids.retain(|(a, _)| *a != attempt);
+            drop(attempts);
+            reg.history.push(Event::Release { attempt });
+            vacate(&mut reg, key, attempt);
+            reg.history.push(Event::Close {
+                attempt,
+                end: End::Resigned,
+            });
+        }
+    }
+
+    async fn wait(&self) {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    /// Closes every attempt of this set (giving up any claim still held,
+    /// as a dropped term does).
+    async fn close(&self) {
+        let attempts = std::mem::take(&mut *self.lock_attempts());
+        let mut reg = self.backend.lock();
+        for (key, ids) in attempts {
+            for (attempt, _) in ids {
+                let holds = reg
+                    .slots
+                    .get(&key)
+                    .and_then(|s| s.holder.as_ref())
+                    .is_some_and(|h| h.attempt == attempt);
+                vacate(&mut reg, &key, attempt);
+                let end = if holds { End::Dropped } else { End::Lost };
+                reg.history.push(Event::Close { attempt, end });
+            }
+        }
+    }
+}
+
+fn vacate(reg: &mut Registry, key: &ElectionName, attempt: u64) {
+    if let Some(slot) = reg.slots.get_mut(key)
+        && slot.holder.as_ref().is_some_and(|h| h.attempt == attempt)
+    {
+        slot.holder = None;
+        slot.vacated.notify_waiters();
     }
 }

@@ -7,7 +7,7 @@
 //! by [`PATIENCE`], a generous bound for events, not a timing goal.
 //!
 //! ```text
-//! election_core::conformance_tests!(my_backend::testing::Factory::new());
+//! election_testkit::conformance_tests!(my_backend::testing::Factory::new());
 //! ```
 
 use std::future::Future;
@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::{Candidate, Claim, Error, Lease};
+use election_core::{Candidate, Claim, Error, Lease};
 
 /// How long a case waits for an event (a handover, a loss) before failing.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -73,7 +73,7 @@ pub async fn uncontested_win<B: Backend>(b: &B) {
         "epoch {} is not a term's epoch: terms get Epoch::FIRST (2) to Epoch::MAX; \
          {} belongs to unguarded writes",
         term.epoch(),
-        crate::Epoch::UNGUARDED
+        election_core::Epoch::UNGUARDED
     );
     term.resign().await.expect("resign");
 }
@@ -341,7 +341,7 @@ pub async fn an_ended_terms_lease_reads_lost<B: Backend>(b: &B) {
         .loss()
         .expect("a resigned term's lease gives a reason");
     assert!(
-        matches!(loss.reason, crate::LossReason::Resigned),
+        matches!(loss.reason, election_core::LossReason::Resigned),
         "reason after resign: {loss:?}"
     );
     assert_eq!(loss.epoch, term.epoch());
@@ -371,7 +371,7 @@ impl Drop for SetOnDrop {
     }
 }
 
-/// Dropping [`Term::lead`](crate::Term::lead) while a task of the term is in
+/// Dropping [`Term::lead`](election_core::Term::lead) while a task of the term is in
 /// a synchronous section (it cannot see the abort) keeps the claim until the
 /// task has really stopped: another candidate cannot win before, and wins
 /// after with a higher epoch.
@@ -390,7 +390,7 @@ pub async fn dropped_lead_holds_the_claim_until_its_tasks_stopped<B: Backend>(b:
     let lead = tokio::spawn({
         let (release, finished) = (release.clone(), finished.clone());
         term.lead(
-            crate::LeadOptions::default(),
+            election_core::LeadOptions::default(),
             move |leadership| async move {
                 leadership.spawn(async move {
                     let _ = started_tx.send(());
@@ -519,9 +519,9 @@ impl Backend for crate::memory::MemoryBackend {
 }
 
 /// Fails if any of `keys` is held by both sets at this moment.
-fn assert_disjoint<K: crate::KeyedClaims>(
-    a: &crate::LeaseSet<K>,
-    b: &crate::LeaseSet<K>,
+fn assert_disjoint<K: election_core::KeyedClaims>(
+    a: &election_core::LeaseSet<K>,
+    b: &election_core::LeaseSet<K>,
     keys: &[String],
 ) {
     for k in keys {
@@ -551,12 +551,12 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
 ///
 /// Returns the epochs `a` held its half in, for the caller's own check of
 /// the backend's records (`b` must hold them in later terms).
-pub async fn lease_sets_share_keys<K: crate::KeyedClaims>(
-    a: std::sync::Arc<crate::LeaseSet<K>>,
-    b: std::sync::Arc<crate::LeaseSet<K>>,
+pub async fn lease_sets_share_keys<K: election_core::KeyedClaims>(
+    a: std::sync::Arc<election_core::LeaseSet<K>>,
+    b: std::sync::Arc<election_core::LeaseSet<K>>,
     keys: &[String],
     window: Duration,
-) -> Vec<Option<crate::Epoch>> {
+) -> Vec<Option<election_core::Epoch>> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let (first, second) = keys.split_at(keys.len() / 2);
     // a asks the first half first, b the second half: each wins its half.
@@ -608,7 +608,7 @@ pub async fn lease_sets_share_keys<K: crate::KeyedClaims>(
     });
     // Both sets contend for every key: nothing may move (a window, so a
     // sleep; the checker runs meanwhile).
-    let held_before: Vec<Option<crate::Epoch>> = first.iter().map(|k| a.epoch(k)).collect();
+    let held_before: Vec<Option<election_core::Epoch>> = first.iter().map(|k| a.epoch(k)).collect();
     tokio::time::sleep(window).await;
     assert!(first.iter().all(|k| a.held(k)), "a kept its half");
     assert!(second.iter().all(|k| b.held(k)), "b kept its half");
@@ -633,11 +633,11 @@ pub async fn lease_sets_share_keys<K: crate::KeyedClaims>(
 /// [`Error::HeldElsewhere`] naming `a` in that term, and `b`'s write does
 /// not run. Returns the epoch, for the caller's check of the backend's
 /// records; closes neither set.
-pub async fn guard_names_the_holder<K: crate::KeyedClaims>(
-    a: &crate::LeaseSet<K>,
-    b: &crate::LeaseSet<K>,
+pub async fn guard_names_the_holder<K: election_core::KeyedClaims>(
+    a: &election_core::LeaseSet<K>,
+    b: &election_core::LeaseSet<K>,
     key: &str,
-) -> crate::Epoch {
+) -> election_core::Epoch {
     let (epoch, seen_key, identity) = a
         .guard(key, async |t| {
             (t.epoch(), t.key().to_string(), t.identity().cloned())

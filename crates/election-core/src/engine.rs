@@ -1,0 +1,407 @@
+//! The keyed engine: the batch steps a backend implements for a
+//! [`LeaseSet`](crate::LeaseSet) ([`KeyedClaims`]) and the one loop that
+//! drives them, keeping the rules of [`Claim`](crate::Claim) per key.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::key_state::KeyState;
+use crate::lease_set::{Closing, Hold, Shared};
+use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
+use crate::{DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won};
+
+/// One key's answer to [`KeyedClaims::claim`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claimed {
+    /// Won: the epoch comes with the win (rule 1), and the validity counted
+    /// from before the winning request was sent.
+    Won(Won),
+    /// Another candidate holds the key (`None`: someone does, who is not
+    /// known).
+    HeldBy(Option<Leader>),
+}
+
+/// A held key as the engine hands it to [`KeyedClaims::renew`] and
+/// [`KeyedClaims::release`]: its name and the epoch of the term that holds
+/// it.
+pub type HeldKey = (ElectionName, Epoch);
+
+/// The batch steps a backend implements to run a [`LeaseSet`](crate::LeaseSet);
+/// the core's loop drives them.
+///
+/// The loop runs one step at a time (never two steps of one set at once,
+/// except [`confirm`](KeyedClaims::confirm), which a guard calls
+/// meanwhile): it claims the asked keys this process does not hold, then
+/// waits ([`wait`](KeyedClaims::wait)) before it tries them again; it
+/// renews every held key in one batch ([`renew`](KeyedClaims::renew)) on a
+/// [`Renewal`] machine when the backend's holds expire
+/// ([`renewal`](KeyedClaims::renewal)); and when the set closes it gives
+/// the held keys up ([`release`](KeyedClaims::release)) and then calls
+/// [`close`](KeyedClaims::close).
+///
+/// The core keeps its side of the rules of [`Claim`](crate::Claim) per key:
+/// a key is held from the win with its epoch until the deadline of its
+/// last landed renewal (`held` reads false from then on without a round
+/// trip, rule 2); a key lost (refused renewal, [`HoldReporter::lose`], a
+/// commit point that found it taken) is never released (rule 3); every
+/// held key is released, then `close` runs once, when the set closes
+/// (rule 4). The backend keeps the rest: the epoch comes with the win, and
+/// a loss it sees between renewals is reported at once through the
+/// [`HoldReporter`] it got in [`start`](KeyedClaims::start).
+///
+/// Cancellation: the loop runs each step to completion (bound your steps
+/// with timeouts), except `wait`, which it drops at any await point, and
+/// `renew`, which it cuts off at the attempt's budget (an unknown outcome:
+/// the renewal is not counted).
+pub trait KeyedClaims: Send + Sync + 'static {
+    /// The identity of this process in every key's election.
+    fn identity(&self) -> &Identity;
+
+    /// How held keys are renewed, or `None` (the default) when holds do not
+    /// expire or renew themselves (locks, [`PerKeyClaims`](crate::PerKeyClaims)).
+    fn renewal(&self) -> Option<RenewalPolicy> {
+        None
+    }
+
+    /// Called once, before any other step, with the reporter for losses
+    /// (and renewals) the backend sees outside the steps. The default
+    /// drops it.
+    fn start(&self, reporter: HoldReporter) {
+        let _ = reporter;
+    }
+
+    /// Tries to win each of `keys` once: one answer per key, in order.
+    /// A key's error is recorded for it ([`LeaseSet::ask`](crate::LeaseSet::ask)
+    /// returns it while nothing else is known); a permanent one
+    /// ([`Error::is_permanent`]) stops the tries for that key.
+    fn claim(
+        &self,
+        keys: &[ElectionName],
+    ) -> impl Future<Output = Vec<Result<Claimed, Error>>> + Send;
+
+    /// Renews every key of `held` in one go. `Ok(refused)` lists the keys
+    /// the backend refused (another holder or none: each is lost at once,
+    /// with its reason); every other key's renewal landed. `Err` when the
+    /// renewal failed or its outcome is unknown: nothing is counted, it is
+    /// retried until the deadline. Only called when
+    /// [`renewal`](KeyedClaims::renewal) is `Some`; the default refuses
+    /// nothing.
+    fn renew(
+        &self,
+        held: &[HeldKey],
+    ) -> impl Future<Output = Result<Vec<(ElectionName, LossReason)>, Error>> + Send {
+        let _ = held;
+        async { Ok(Vec::new()) }
+    }
+
+    /// The commit-point check of one key: proves, as exactly as the
+    /// backend can, that this process holds `key` in term `epoch` *now*.
+    /// [`Error::NotHeld`] / [`Error::Lost`] / [`Error::HeldElsewhere`] when
+    /// it is taken (the core then counts the key lost);
+    /// [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when the backend
+    /// cannot answer.
+    fn confirm(
+        &self,
+        key: &ElectionName,
+        epoch: Epoch,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Gives the held keys up when the set closes (never a lost key, rule
+    /// 3). Failures are the backend's to log: the keys then age out.
+    fn release(&self, held: &[HeldKey]) -> impl Future<Output = ()> + Send;
+
+    /// Waits until another [`claim`](KeyedClaims::claim) of the keys not
+    /// held is worth making: the backend's wake-up where it has one. The
+    /// default sleeps [`DEFAULT_POLL_INTERVAL`]. Must be cancel safe.
+    fn wait(&self) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(DEFAULT_POLL_INTERVAL)
+    }
+
+    /// Ends the set, last, once every held key was released (rule 4). The
+    /// default does nothing.
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// Reports what a backend learns about held keys outside the steps (a
+/// foreign record seen, a session gone; renewals a key's own term made):
+/// handed to [`KeyedClaims::start`].
+#[derive(Clone, Debug)]
+pub struct HoldReporter {
+    shared: Weak<Shared>,
+}
+
+impl HoldReporter {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        HoldReporter {
+            shared: Arc::downgrade(shared),
+        }
+    }
+
+    /// Reports that `key`, held in term `epoch`, is lost (rule 2: before
+    /// the backend could grant it to another candidate): `held` reads false
+    /// at once, the key is never released (rule 3), and the loop tries to
+    /// win it again. Returns false if the key was not held in that term.
+    pub fn lose(&self, key: &ElectionName, epoch: Epoch, reason: LossReason) -> bool {
+        self.shared
+            .upgrade()
+            .is_some_and(|s| s.lose(key, epoch, &reason))
+    }
+
+    /// Reports that `key`, held in term `epoch`, is known held until
+    /// `valid_until` (monotonic, counted from before the renewal was sent).
+    /// Ignored unless the key is held in that term.
+    pub fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
+        if let Some(s) = self.shared.upgrade() {
+            s.renewed(key, epoch, valid_until);
+        }
+    }
+}
+
+type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The set's loop: claims asked keys, renews held ones on one [`Renewal`],
+/// gives them up when the set closes.
+pub(crate) async fn drive<K: KeyedClaims>(
+    backend: Arc<K>,
+    shared: Arc<Shared>,
+    mut asks: mpsc::UnboundedReceiver<Arc<KeyState>>,
+    closing: Closing,
+) {
+    let policy = backend.renewal();
+    let mut wanted: Vec<Arc<KeyState>> = Vec::new();
+    let mut machine: Option<Renewal> = None;
+    let mut input = Input::Due;
+    let mut claim_due = true;
+    let mut waiting: Option<Waiting> = None;
+    loop {
+        while let Ok(key) = asks.try_recv() {
+            wanted.push(key);
+            claim_due = true;
+        }
+        if closing.is_closing() {
+            break;
+        }
+        let mut renew_at = None;
+        if let (Some(policy), Some(m)) = (policy, machine.as_mut()) {
+            let now = Instant::now();
+            match m.decide(input, now) {
+                Next::SleepUntil(at) => renew_at = Some(at),
+                Next::Renew { budget } => {
+                    input = renew(&*backend, &shared, policy, budget).await;
+                    continue;
+                }
+                Next::Lose(Loss::Expired | Loss::Refused) => {
+                    machine = shared.expire(now).map(|d| Renewal::new(policy, d));
+                }
+            }
+            input = Input::Due;
+        }
+        if claim_due {
+            claim_due = false;
+            waiting = None;
+            if claim(&*backend, &shared, &mut wanted).await
+                && let Some(policy) = policy
+            {
+                machine = shared.first_deadline().map(|d| match machine {
+                    Some(m) if m.deadline() <= d => m,
+                    _ => Renewal::new(policy, d),
+                });
+            }
+            continue;
+        }
+        let unheld = wanted.iter().any(|k| !shared.holds(k.name()));
+        if unheld && waiting.is_none() {
+            let b = backend.clone();
+            waiting = Some(Box::pin(async move { b.wait().await }));
+        }
+        tokio::select! {
+            biased;
+            () = closing.closed() => break,
+            key = asks.recv() => {
+                if let Some(key) = key { wanted.push(key); }
+                claim_due = true;
+            }
+            () = shared.wake.notified() => claim_due = true,
+            () = async { tokio::time::sleep_until(renew_at.expect("set")).await }, if renew_at.is_some() => {}
+            () = async { waiting.as_mut().expect("set").await }, if waiting.is_some() => claim_due = true,
+        }
+    }
+    let held = shared.take_holds();
+    if !held.is_empty() {
+        backend.release(&held).await;
+    }
+    backend.close().await;
+}
+
+/// One claim of every wanted key not held; true if any was won.
+async fn claim<K: KeyedClaims>(
+    backend: &K,
+    shared: &Shared,
+    wanted: &mut Vec<Arc<KeyState>>,
+) -> bool {
+    // A hold whose deadline passed unreported is lost (rule 2's backstop).
+    shared.expire(Instant::now());
+    let free: Vec<Arc<KeyState>> = wanted
+        .iter()
+        .filter(|k| !shared.holds(k.name()))
+        .cloned()
+        .collect();
+    if free.is_empty() {
+        return false;
+    }
+    let names: Vec<ElectionName> = free.iter().map(|k| k.name().clone()).collect();
+    let answers = backend.claim(&names).await;
+    let mut won_any = false;
+    for (state, answer) in free.iter().zip(answers) {
+        match answer {
+            Ok(Claimed::Won(won)) => {
+                shared.hold(state, won, backend.identity());
+                won_any = true;
+            }
+            Ok(Claimed::HeldBy(holder)) => state.held_by(holder),
+            Err(e) => {
+                if e.is_permanent() {
+                    wanted.retain(|k| !Arc::ptr_eq(k, state));
+                }
+                state.failed(e);
+            }
+        }
+    }
+    won_any
+}
+
+/// One renewal of every held key that expires; what the machine is told.
+async fn renew<K: KeyedClaims>(
+    backend: &K,
+    shared: &Shared,
+    policy: RenewalPolicy,
+    budget: Duration,
+) -> Input {
+    let held = shared.expiring();
+    if held.is_empty() {
+        return Input::Refused;
+    }
+    let sent = Instant::now();
+    match tokio::time::timeout(budget, backend.renew(&held)).await {
+        Ok(Ok(refused)) => {
+            let refused: HashMap<ElectionName, LossReason> = refused.into_iter().collect();
+            let mut landed = false;
+            for (key, epoch) in &held {
+                match refused.get(key) {
+                    Some(reason) => {
+                        shared.lose(key, *epoch, reason);
+                    }
+                    None => {
+                        shared.renewed(key, *epoch, sent + policy.validity());
+                        landed = true;
+                    }
+                }
+            }
+            if landed {
+                Input::Renewed { sent }
+            } else {
+                Input::Refused
+            }
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, keys = held.len(), "lease-set renewal failed; retrying until the leases run out");
+            Input::Failed
+        }
+        Err(_) => {
+            tracing::warn!(
+                keys = held.len(),
+                "lease-set renewal timed out (outcome unknown); retrying until the leases run out"
+            );
+            Input::TimedOut
+        }
+    }
+}
+
+impl Shared {
+    fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) {
+        self.holds_mut().insert(
+            state.name().clone(),
+            Hold {
+                state: state.clone(),
+                epoch: won.epoch,
+                valid_until: won.valid_until,
+            },
+        );
+        state.hold(won.epoch, identity, won.valid_until);
+    }
+
+    pub(crate) fn holds(&self, key: &ElectionName) -> bool {
+        self.holds_mut().contains_key(key)
+    }
+
+    pub(crate) fn lose(&self, key: &ElectionName, epoch: Epoch, reason: &LossReason) -> bool {
+        let mut holds = self.holds_mut();
+        let Some(hold) = holds.get(key).filter(|h| h.epoch == epoch) else {
+            return false;
+        };
+        hold.state.end_hold();
+        tracing::warn!(key = %key, epoch = %epoch, %reason, "lease-set key lost");
+        holds.remove(key);
+        drop(holds);
+        self.wake.notify_one();
+        true
+    }
+
+    fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
+        if let Some(hold) = self.holds_mut().get_mut(key).filter(|h| h.epoch == epoch) {
+            hold.valid_until = Some(valid_until);
+            hold.state.renewed(epoch, valid_until);
+        }
+    }
+
+    /// The held keys that expire.
+    fn expiring(&self) -> Vec<HeldKey> {
+        let holds = self.holds_mut();
+        holds
+            .iter()
+            .filter(|(_, h)| h.valid_until.is_some())
+            .map(|(k, h)| (k.clone(), h.epoch))
+            .collect()
+    }
+
+    fn first_deadline(&self) -> Option<Instant> {
+        self.holds_mut()
+            .values()
+            .filter_map(|h| h.valid_until)
+            .min()
+    }
+
+    /// Loses every key whose deadline has come; the next deadline.
+    fn expire(&self, now: Instant) -> Option<Instant> {
+        let expired: Vec<HeldKey> = self
+            .holds_mut()
+            .iter()
+            .filter(|(_, h)| h.valid_until.is_some_and(|d| d <= now))
+            .map(|(k, h)| (k.clone(), h.epoch))
+            .collect();
+        for (key, epoch) in expired {
+            self.lose(&key, epoch, &LossReason::Expired);
+        }
+        self.first_deadline()
+    }
+
+    /// Every key still held, taken for release: a loss reported from here
+    /// on finds nothing (the release was already decided).
+    fn take_holds(&self) -> Vec<HeldKey> {
+        self.holds_mut()
+            .drain()
+            .map(|(k, h)| {
+                h.state.end_hold();
+                (k, h.epoch)
+            })
+            .collect()
+    }
+}

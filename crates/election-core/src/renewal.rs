@@ -1,0 +1,427 @@
+//! Rule 2 in one place: [`Renewal`], the pure state machine every renewal
+//! loop runs (single claims and lease sets alike), its [`RenewalPolicy`],
+//! and [`renew_until_lost`], the one driver that runs it on tokio time.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{ConfigError, Error, LossReason, LossReporter};
+
+/// How a claim that expires is renewed: the numbers [`Renewal`] decides by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenewalPolicy {
+    validity: Duration,
+    renew_every: Duration,
+    retry_after: Duration,
+    attempt_timeout: Duration,
+}
+
+impl RenewalPolicy {
+    /// A policy for a claim known to be held for `validity` (the TTL minus
+    /// the safety margin) after a renewal is *sent*, renewed every
+    /// `renew_every` (below `validity`, above zero). A failed or timed-out
+    /// renewal is retried after a quarter of `renew_every` (at least 1 ms);
+    /// one attempt may take until the deadline at most. Change both with
+    /// [`with_retry_after`](Self::with_retry_after) and
+    /// [`with_attempt_timeout`](Self::with_attempt_timeout).
+    pub fn new(validity: Duration, renew_every: Duration) -> Result<Self, ConfigError> {
+        if renew_every.is_zero() || renew_every >= validity {
+            return Err(ConfigError::BadSetting {
+                setting: "renew_every",
+                reason: format!("{renew_every:?} is not above zero and below {validity:?}"),
+            });
+        }
+        Ok(RenewalPolicy {
+            validity,
+            renew_every,
+            retry_after: (renew_every / 4).max(Duration::from_millis(1)),
+            attempt_timeout: validity,
+        })
+    }
+
+    /// Sets the wait before a failed or timed-out renewal is retried
+    /// (above zero).
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Result<Self, ConfigError> {
+        self.retry_after = positive("retry_after", retry_after)?;
+        Ok(self)
+    }
+
+    /// Sets the longest time one renewal may take (above zero); it is cut
+    /// to the time left before the deadline in any case.
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
+        self.attempt_timeout = positive("attempt_timeout", timeout)?;
+        Ok(self)
+    }
+
+    /// How long a renewal holds the claim, counted from before it was sent.
+    pub fn validity(&self) -> Duration {
+        self.validity
+    }
+
+    /// The renew interval.
+    pub fn renew_every(&self) -> Duration {
+        self.renew_every
+    }
+}
+
+fn positive(setting: &'static str, d: Duration) -> Result<Duration, ConfigError> {
+    if d.is_zero() {
+        return Err(ConfigError::BadSetting {
+            setting,
+            reason: "zero".into(),
+        });
+    }
+    Ok(d)
+}
+
+/// What happened, as the driver of a [`Renewal`] tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Nothing new: the driver woke up (a sleep ended) and asks what next.
+    Due,
+    /// The renewal sent at `sent` landed: the claim is held for the
+    /// policy's validity from `sent`.
+    Renewed {
+        /// The instant taken right *before* the renewal was sent.
+        sent: Instant,
+    },
+    /// The backend refused the renewal: it shows another holder or none.
+    Refused,
+    /// The renewal failed; it did not land (or its outcome is unknown).
+    Failed,
+    /// The renewal ran out of its time budget: its outcome is unknown.
+    TimedOut,
+}
+
+/// What the driver of a [`Renewal`] does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Send one renewal now, taking `Instant::now()` right before, and give
+    /// it at most `budget`; then report its outcome.
+    Renew {
+        /// The attempt's time budget: never past the deadline.
+        budget: Duration,
+    },
+    /// Sleep until this instant, then report [`Input::Due`].
+    SleepUntil(Instant),
+    /// The claim is lost: report it now (rule 2). Every later decision is
+    /// `Lose` too.
+    Lose(Loss),
+}
+
+/// Why a [`Renewal`] lost its claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// The deadline of the last renewal known to have landed has come.
+    Expired,
+    /// The backend refused a renewal.
+    Refused,
+}
+
+/// Rule 2 as one pure state machine: when to renew, when to retry, and the
+/// moment a claim counts as lost, from the caller's instants.
+///
+/// The claim is known held until its *deadline*: the validity counted from
+/// before the last renewal known to have landed was sent (at first, the
+/// win's `valid_until`). [`decide`](Renewal::decide) answers
+/// [`Next::Lose`] at (never after) the deadline and never earlier unless a
+/// renewal was refused; a failed or timed-out renewal never moves the
+/// deadline; a renewal's budget never reaches past it.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
+/// use tokio::time::Instant;
+///
+/// let policy = RenewalPolicy::new(Duration::from_secs(8), Duration::from_secs(2)).unwrap();
+/// let t0 = Instant::now();
+/// let mut r = Renewal::new(policy, t0 + Duration::from_secs(8));
+/// assert_eq!(r.decide(Input::Due, t0), Next::SleepUntil(t0 + Duration::from_secs(2)));
+/// let t2 = t0 + Duration::from_secs(2);
+/// assert!(matches!(r.decide(Input::Due, t2), Next::Renew { .. }));
+/// // It timed out: unknown, so the deadline stays at t0 + 8s.
+/// r.decide(Input::TimedOut, t0 + Duration::from_secs(3));
+/// assert_eq!(r.deadline(), t0 + Duration::from_secs(8));
+/// assert_eq!(r.decide(Input::Due, t0 + Duration::from_secs(8)), Next::Lose(Loss::Expired));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Renewal {
+    policy: RenewalPolicy,
+    deadline: Instant,
+    next: Instant,
+    lost: Option<Loss>,
+}
+
+impl Renewal {
+    /// A machine for a claim won (or last renewed) with `valid_until`,
+    /// counted from before the winning request was sent.
+    pub fn new(policy: RenewalPolicy, valid_until: Instant) -> Self {
+        let sent = valid_until
+            .checked_sub(policy.validity)
+            .unwrap_or(valid_until);
+        Renewal {
+            policy,
+            deadline: valid_until,
+            next: sent + policy.renew_every,
+            lost: None,
+        }
+    }
+
+    /// The deadline: the claim is known held until then, no longer.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Takes in what happened at `now` and decides what to do next.
+    ///
+    /// Once it answered [`Next::Lose`] it answers nothing else: an answer
+    /// that comes at or after the deadline cannot revive the claim, even
+    /// for a renewal sent before it.
+    pub fn decide(&mut self, input: Input, now: Instant) -> Next {
+        if self.lost.is_none() && now >= self.deadline {
+            self.lost = Some(Loss::Expired);
+        }
+        if let Some(loss) = self.lost {
+            return Next::Lose(loss);
+        }
+        match input {
+            Input::Due => {}
+            Input::Refused => {
+                self.lost = Some(Loss::Refused);
+                return Next::Lose(Loss::Refused);
+            }
+            Input::Failed | Input::TimedOut => self.next = now + self.policy.retry_after,
+            Input::Renewed { sent } => {
+                self.deadline = self.deadline.max(sent + self.policy.validity);
+                self.next = self.next.max(sent + self.policy.renew_every);
+            }
+        }
+        if now >= self.next {
+            Next::Renew {
+                budget: self.policy.attempt_timeout.min(self.deadline - now),
+            }
+        } else {
+            Next::SleepUntil(self.next.min(self.deadline))
+        }
+    }
+}
+
+/// The outcome of one renewal, as a backend's renew step reports it to
+/// [`renew_until_lost`].
+#[derive(Debug)]
+pub enum Renewed {
+    /// It landed (and whatever the backend checks after it passed).
+    Landed,
+    /// The backend shows another holder or none: the claim is lost now.
+    Refused(LossReason),
+    /// It failed and did not land, or may have (an unknown outcome): it
+    /// is retried until the deadline and never extends it.
+    Failed(Error),
+}
+
+/// The one renewal loop: runs [`Renewal`] on tokio time for a won claim
+/// valid until `valid_until`, calling `renew_once(budget)` for each renewal
+/// and reporting each landed renewal and the loss through `reporter`.
+/// Returns the reason once the loss is reported; returns `None` at once if
+/// the term's loss was already reported elsewhere.
+///
+/// `renew_once` sends one renewal (and makes whatever checks the backend
+/// needs after it); the driver takes `Instant::now()` right before calling
+/// it and cuts it off at `budget` (an unknown outcome, retried). It may
+/// itself catch up on an earlier renewal whose answer was lost.
+///
+/// Cancel safety: cancel safe (drop it to stop renewing, e.g. when the
+/// [`Watch`](crate::Watch) is dropped); a renewal cut off mid-flight has an
+/// unknown outcome, which is safe: only landed renewals count.
+pub async fn renew_until_lost<F>(
+    policy: RenewalPolicy,
+    valid_until: Instant,
+    reporter: &LossReporter,
+    mut renew_once: impl FnMut(Duration) -> F,
+) -> Option<LossReason>
+where
+    F: Future<Output = Renewed>,
+{
+    let mut machine = Renewal::new(policy, valid_until);
+    let mut input = Input::Due;
+    let mut refused = None;
+    loop {
+        if reporter.is_lost() {
+            return None;
+        }
+        let before = machine.deadline();
+        let next = machine.decide(input, Instant::now());
+        if machine.deadline() > before && !matches!(next, Next::Lose(_)) {
+            reporter.renewed(machine.deadline());
+        }
+        input = match next {
+            Next::SleepUntil(at) => {
+                tokio::time::sleep_until(at).await;
+                Input::Due
+            }
+            Next::Renew { budget } => {
+                let sent = Instant::now();
+                match tokio::time::timeout(budget, renew_once(budget)).await {
+                    Ok(Renewed::Landed) => Input::Renewed { sent },
+                    Ok(Renewed::Refused(reason)) => {
+                        refused = Some(reason);
+                        Input::Refused
+                    }
+                    Ok(Renewed::Failed(e)) => {
+                        tracing::warn!(epoch = %reporter.epoch(), error = %e, "renewal failed; retrying until the lease runs out");
+                        Input::Failed
+                    }
+                    Err(_) => {
+                        tracing::warn!(epoch = %reporter.epoch(), "renewal timed out (outcome unknown); retrying until the lease runs out");
+                        Input::TimedOut
+                    }
+                }
+            }
+            Next::Lose(loss) => {
+                let reason = match loss {
+                    Loss::Refused => refused.take().unwrap_or(LossReason::Revoked {
+                        detail: "the renewal was refused".into(),
+                    }),
+                    Loss::Expired => LossReason::Expired,
+                };
+                reporter.lose(reason.clone());
+                return Some(reason);
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn policy() -> RenewalPolicy {
+        RenewalPolicy::new(ms(1000), ms(300))
+            .unwrap()
+            .with_attempt_timeout(ms(400))
+            .unwrap()
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Time passes by this many ms, then the driver asks.
+        Wait(u64),
+        /// A renewal sent this many ms ago (clamped) landed.
+        Landed(u64),
+        Refused,
+        Failed,
+        TimedOut,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (0u64..700).prop_map(Step::Wait),
+            3 => (0u64..500).prop_map(Step::Landed),
+            1 => Just(Step::Refused),
+            2 => Just(Step::Failed),
+            2 => Just(Step::TimedOut),
+        ]
+    }
+
+    proptest! {
+        /// Every invariant of rule 2, on random runs with injected time:
+        /// the loss comes at (never after, never before) the deadline of
+        /// the last renewal known to have landed; failures and timeouts
+        /// never extend it; a refusal loses at once and for good; a
+        /// renewal's budget never reaches past the deadline; sleeps end by
+        /// the deadline.
+        #[test]
+        fn the_loss_comes_at_the_deadline_of_the_last_landed_renewal(steps in proptest::collection::vec(step(), 1..60)) {
+            let p = policy();
+            let t0 = Instant::now();
+            let mut now = t0;
+            let mut r = Renewal::new(p, t0 + p.validity());
+            // The model: the deadline of the last landed renewal.
+            let mut deadline = t0 + p.validity();
+            let mut lost = false;
+            for s in steps {
+                let input = match s {
+                    Step::Wait(d) => { now += ms(d); Input::Due }
+                    Step::Landed(ago) => {
+                        let sent = now.checked_sub(ms(ago)).unwrap_or(t0).max(t0);
+                        if !lost && now < deadline { deadline = deadline.max(sent + p.validity()); }
+                        Input::Renewed { sent }
+                    }
+                    Step::Refused => { if now < deadline { lost = true; } Input::Refused }
+                    Step::Failed => Input::Failed,
+                    Step::TimedOut => Input::TimedOut,
+                };
+                if !lost && now >= deadline { lost = true; }
+                let next = r.decide(input, now);
+                prop_assert_eq!(r.deadline().max(deadline), deadline, "the deadline never passes the model's");
+                if lost {
+                    prop_assert!(matches!(next, Next::Lose(_)), "{:?} after the loss", next);
+                    continue;
+                }
+                prop_assert_eq!(r.deadline(), deadline);
+                match next {
+                    Next::Lose(l) => prop_assert!(false, "lost early: {:?}", l),
+                    Next::Renew { budget } => {
+                        prop_assert!(!budget.is_zero());
+                        prop_assert!(now + budget <= deadline, "the budget reaches past the deadline");
+                        prop_assert!(budget <= ms(400));
+                    }
+                    Next::SleepUntil(at) => {
+                        prop_assert!(at > now);
+                        prop_assert!(at <= deadline, "sleeps past the deadline");
+                    }
+                }
+            }
+        }
+
+        /// A run of failures and timeouts alone loses exactly at the win's
+        /// deadline, renewing in between.
+        #[test]
+        fn failures_alone_lose_at_the_first_deadline(gaps in proptest::collection::vec(1u64..200, 1..40)) {
+            let p = policy();
+            let t0 = Instant::now();
+            let mut r = Renewal::new(p, t0 + p.validity());
+            let mut now = t0;
+            for (i, g) in gaps.iter().enumerate() {
+                now += ms(*g);
+                let input = if i % 2 == 0 { Input::Failed } else { Input::TimedOut };
+                let next = r.decide(input, now);
+                prop_assert_eq!(now >= t0 + p.validity(), matches!(next, Next::Lose(Loss::Expired)));
+            }
+        }
+    }
+
+    #[test]
+    fn a_late_answer_does_not_revive_a_lost_claim() {
+        let p = policy();
+        let t0 = Instant::now();
+        let mut r = Renewal::new(p, t0 + p.validity());
+        let deadline = t0 + p.validity();
+        // Sent before the deadline, answered at it: too late.
+        let sent = deadline - ms(1);
+        assert_eq!(
+            r.decide(Input::Renewed { sent }, deadline),
+            Next::Lose(Loss::Expired)
+        );
+        assert_eq!(r.deadline(), deadline);
+        assert_eq!(
+            r.decide(Input::Renewed { sent }, deadline + ms(1)),
+            Next::Lose(Loss::Expired)
+        );
+    }
+
+    #[test]
+    fn bad_policies_are_refused() {
+        assert!(RenewalPolicy::new(ms(100), ms(100)).is_err());
+        assert!(RenewalPolicy::new(ms(100), Duration::ZERO).is_err());
+        assert!(policy().with_retry_after(Duration::ZERO).is_err());
+        assert!(policy().with_attempt_timeout(Duration::ZERO).is_err());
+    }
+}

@@ -1,0 +1,312 @@
+//! The lease-set conformance suite: what the single suite checks of a
+//! [`Claim`](election_core::Claim), checked per key of a [`LeaseSet`] over a
+//! backend's [`KeyedClaims`].
+//!
+//! A backend crate implements [`KeyedBackend`] for a factory of its keyed
+//! claims and calls [`keyed_conformance_tests!`](crate::keyed_conformance_tests)
+//! in one of its integration tests; that expands to one `#[tokio::test]`
+//! per case below. Waits are bounded by [`PATIENCE`], a generous bound for
+//! events, not a timing goal.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use election_core::{Epoch, Error, KeyedClaims, LeaseSet};
+
+use crate::conformance::{PATIENCE, cancel_after};
+
+/// A backend under test: makes lease sets for the cases.
+pub trait KeyedBackend: Send + Sync {
+    /// The backend's keyed claims.
+    type Keys: KeyedClaims;
+
+    /// Keyed claims for a set with `identity`. Each call opens the backend
+    /// afresh (a new handle on the same stored state), so epochs must carry
+    /// over between sets made by different calls.
+    fn keys(&self, identity: &str) -> impl Future<Output = Result<Self::Keys, Error>> + Send;
+
+    /// Takes `key` away from its holder the way this backend can lose one.
+    /// Returns false if the backend has no such way (the cases then only
+    /// check that nothing is lost).
+    fn take_away(&self, key: &str) -> impl Future<Output = bool> + Send;
+}
+
+async fn set<B: KeyedBackend>(b: &B, identity: &str) -> Arc<LeaseSet<B::Keys>> {
+    let keys = b
+        .keys(identity)
+        .await
+        .unwrap_or_else(|e| panic!("keyed claims for {identity}: {e:?}"));
+    Arc::new(LeaseSet::new(keys))
+}
+
+async fn within<F: Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(PATIENCE, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
+}
+
+/// Polls `f` until it holds; panics after [`PATIENCE`].
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    within(what, async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+/// Waits until `set` holds `key` (it keeps asking); its epoch.
+async fn win<K: KeyedClaims>(set: &LeaseSet<K>, key: &str) -> Epoch {
+    until(&format!("{} to win {key}", set.identity()), || {
+        set.held(key)
+    })
+    .await;
+    set.epoch(key).expect("held, so an epoch")
+}
+
+/// A task asserting, over and over until stopped, that no key of `keys` is
+/// held by both sets.
+fn checker<K: KeyedClaims>(
+    a: &Arc<LeaseSet<K>>,
+    b: &Arc<LeaseSet<K>>,
+    keys: &[&str],
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (a, b, s) = (a.clone(), b.clone(), stop.clone());
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let task = tokio::spawn(async move {
+        while !s.load(Ordering::Acquire) {
+            for k in &keys {
+                // b first: a key moving from a to b can only make b true later.
+                let by_b = b.held(k);
+                assert!(!(a.held(k) && by_b), "{k} is held by both sets");
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    (stop, task)
+}
+
+/// A lone set wins a key at once with a term's epoch; `holder` and the
+/// guard's token show it.
+pub async fn keyed_win_with_epoch<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    assert!(
+        within("ask", a.ask("win")).await.expect("ask"),
+        "a lone set wins"
+    );
+    let epoch = a.epoch("win").expect("held");
+    assert!(epoch.is_term(), "epoch {epoch} is not a term's epoch");
+    assert_eq!(a.holder("win").expect("known").identity.as_str(), "node-a");
+    let (seen, key) = a
+        .guard("win", async |t| (t.epoch(), t.key().to_string()))
+        .await
+        .expect("guard");
+    assert_eq!((seen, key.as_str()), (epoch, "win"));
+    assert_eq!(a.held_keys().len(), 1);
+    a.close().await;
+}
+
+/// Epochs of a key strictly grow, also across reopening the backend over
+/// the same store.
+pub async fn keyed_epochs_grow_across_reopen<B: KeyedBackend>(b: &B) {
+    let mut last: Option<Epoch> = None;
+    for _ in 0..3 {
+        let a = set(b, "node-a").await;
+        let epoch = win(&a, "epochs").await;
+        assert!(
+            last.is_none_or(|l| epoch > l),
+            "epoch {epoch} after {last:?}"
+        );
+        last = Some(epoch);
+        a.close().await;
+    }
+}
+
+/// A key taken away reads not held in its old set before another set holds
+/// it (rule 2), and the new holder's epoch is higher.
+pub async fn keyed_loss_before_grant<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let c = set(b, "node-b").await;
+    let first = win(&a, "loss").await;
+    assert!(!within("b asks", c.ask("loss")).await.expect("ask"));
+    let (stop, task) = checker(&a, &c, &["loss"]);
+    if b.take_away("loss").await {
+        // Either set may win it next (a tries again at once), in a newer
+        // term; the checker asserts that never both hold it.
+        until("a new term of the key", || {
+            c.held("loss") || a.epoch("loss").is_some_and(|e| e != first)
+        })
+        .await;
+        let second = c.epoch("loss").or(a.epoch("loss")).expect("held");
+        assert!(second > first, "epoch {second} after {first}");
+    } else {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(a.epoch("loss"), Some(first), "lost with nothing taken away");
+    }
+    stop.store(true, Ordering::Release);
+    task.await.expect("no key was held by both sets");
+    a.close().await;
+    c.close().await;
+}
+
+/// Dropping `ask`, `guard` and `close` at any await point leaves nothing
+/// held once the set is closed: another set then wins the key.
+pub async fn keyed_cancellation_at_any_await<B: KeyedBackend>(b: &B) {
+    let mut budget = 1;
+    loop {
+        let a = set(b, "node-a").await;
+        let asked = cancel_after(a.ask("cancel"), budget).await.is_some();
+        let guarded = cancel_after(a.guard("cancel", async |t| t.epoch()), budget)
+            .await
+            .is_some();
+        if cancel_after(a.close(), budget).await.is_none() {
+            a.close().await;
+        }
+        assert!(!a.held("cancel"), "held after close");
+        let c = set(b, "node-c").await;
+        win(&c, "cancel").await;
+        c.close().await;
+        if asked && guarded {
+            break;
+        }
+        budget += 1;
+        assert!(budget < 1000, "ask and guard never finished");
+    }
+}
+
+/// A set that lost a key does not release it (rule 3): the next holder
+/// keeps it when the old set closes.
+pub async fn keyed_no_release_after_loss<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let first = win(&a, "rule3").await;
+    let c = set(b, "node-b").await;
+    assert!(!within("b asks", c.ask("rule3")).await.expect("ask"));
+    // Take it from a until b wins it (a tries again at once, so it may win
+    // every race: then its own newer term is what it holds and releases).
+    for _ in 0..20 {
+        if !b.take_away("rule3").await {
+            break;
+        }
+        until("a new holder", || {
+            c.held("rule3") || a.epoch("rule3").is_some_and(|e| e > first)
+        })
+        .await;
+        if c.held("rule3") {
+            break;
+        }
+    }
+    let by_c = c.epoch("rule3");
+    a.close().await;
+    if let Some(epoch) = by_c {
+        assert!(epoch > first);
+        assert_eq!(c.epoch("rule3"), Some(epoch), "the new holder lost the key");
+        let seen = c
+            .guard("rule3", async |t| t.epoch())
+            .await
+            .expect("the new holder's guard");
+        assert_eq!(seen, epoch);
+    } else {
+        assert!(win(&c, "rule3").await > first);
+    }
+    c.close().await;
+}
+
+/// Closing gives up every key whatever its end (held, lost, never won),
+/// and dropping a set gives its keys up too (rule 4).
+pub async fn keyed_close_after_every_end<B: KeyedBackend>(b: &B) {
+    let other = set(b, "node-b").await;
+    win(&other, "elsewhere").await;
+    let a = set(b, "node-a").await;
+    win(&a, "kept").await;
+    win(&a, "taken").await;
+    assert!(!within("ask", a.ask("elsewhere")).await.expect("ask"));
+    let taken = b.take_away("taken").await;
+    a.close().await;
+    drop(other);
+    let c = set(b, "node-c").await;
+    for key in ["kept", "elsewhere"] {
+        win(&c, key).await;
+    }
+    if taken {
+        win(&c, "taken").await;
+    }
+    c.close().await;
+}
+
+/// Once a set is closed, every key reads not held: no epoch, no held keys,
+/// `ask` and `guard` refused with [`Error::NotHeld`] and nothing written.
+pub async fn keyed_ended_reads_lost<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    win(&a, "ended").await;
+    a.close().await;
+    assert!(!a.held("ended"));
+    assert_eq!(a.epoch("ended"), None);
+    assert!(a.held_keys().is_empty());
+    assert!(matches!(a.ask("ended").await, Err(Error::NotHeld { .. })));
+    let mut ran = false;
+    let refused = a.guard("ended", async |_t| ran = true).await;
+    assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
+    assert!(!ran, "a closed set's guard ran its write");
+}
+
+/// A guard runs its write only at a confirmed commit point: refused with
+/// [`Error::HeldElsewhere`] naming the holder while another set holds the
+/// key, and after the key was taken away it either is refused or writes in
+/// a newer term it won.
+pub async fn keyed_guard_at_commit_point<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let c = set(b, "node-b").await;
+    let epoch = crate::conformance::guard_names_the_holder(&a, &c, "commit").await;
+    c.close().await;
+    if b.take_away("commit").await {
+        match a.guard("commit", async |t| t.epoch()).await {
+            Ok(seen) => assert!(seen > epoch, "wrote in the lost term {seen}"),
+            Err(Error::NotHeld { .. } | Error::Lost(_) | Error::HeldElsewhere { .. }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    a.close().await;
+}
+
+/// Expands to one `#[tokio::test]` per lease-set conformance case, each
+/// with a backend made by `$factory` (an expression evaluated per test).
+#[macro_export]
+macro_rules! keyed_conformance_tests {
+    ($factory:expr) => {
+        $crate::keyed_conformance_tests!(@case $factory;
+            keyed_win_with_epoch,
+            keyed_epochs_grow_across_reopen,
+            keyed_loss_before_grant,
+            keyed_cancellation_at_any_await,
+            keyed_no_release_after_loss,
+            keyed_close_after_every_end,
+            keyed_ended_reads_lost,
+            keyed_guard_at_commit_point
+        );
+    };
+    (@case $factory:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let backend = $factory;
+                $crate::keyed::$case(&backend).await;
+            }
+        )*
+    };
+}
+
+/// The memory backend, as a [`KeyedBackend`].
+impl KeyedBackend for crate::memory::MemoryBackend {
+    type Keys = crate::memory::MemoryKeys;
+
+    async fn keys(&self, identity: &str) -> Result<Self::Keys, Error> {
+        crate::memory::MemoryBackend::keys(self, identity)
+    }
+
+    async fn take_away(&self, key: &str) -> bool {
+        self.revoke(key)
+    }
+}
