@@ -15,15 +15,13 @@
 //! - older news (a lower revision) changes nothing.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
-use election_core::{Epoch, Identity, KeyState, Leader};
+use election_core::{ElectionName, Epoch, Identity, Leader, LossReason};
 use tokio::time::Instant;
 
 use crate::bucket;
-use crate::error::Error;
 use crate::session::Session;
 use crate::value::SessionRecord;
 
@@ -56,16 +54,17 @@ pub(crate) enum Liveness {
     },
 }
 
+/// A key this process held and lost: the core must hear of it at once.
+pub(crate) type Loss = (ElectionName, Epoch, LossReason);
+
 #[derive(Debug)]
 pub(crate) struct Entry {
-    pub(crate) state: Arc<KeyState>,
+    pub(crate) name: ElectionName,
     /// The revision (= epoch) of this process's term on the key.
     pub(crate) mine: Option<u64>,
     pub(crate) seen: Seen,
     /// Since when the holder's session has been unknown to this process.
     pub(crate) unknown_since: Option<Instant>,
-    /// A read or claim for this key is running.
-    pub(crate) busy: bool,
 }
 
 #[derive(Debug, Default)]
@@ -106,129 +105,137 @@ impl Book {
         }
     }
 
-    /// Key `kv_key` is asked about (once: asking again changes nothing).
-    pub(crate) fn ask(&mut self, kv_key: String, state: Arc<KeyState>) {
-        self.entries.entry(kv_key).or_insert(Entry {
-            state,
-            mine: None,
-            seen: Seen::Unknown,
-            unknown_since: None,
-            busy: false,
-        });
+    /// Key `kv_key` (of lease `name`) is asked about (once: asking again
+    /// changes nothing).
+    pub(crate) fn ask(&mut self, kv_key: &str, name: &ElectionName) {
+        if !self.entries.contains_key(kv_key) {
+            self.entries.insert(
+                kv_key.to_owned(),
+                Entry {
+                    name: name.clone(),
+                    mine: None,
+                    seen: Seen::Unknown,
+                    unknown_since: None,
+                },
+            );
+        }
     }
 
-    /// The asked keys not held here that need a read or a claim at `now`
-    /// (marked busy until [`done`](Book::done)), and when the next look is
-    /// due at the latest (`renew_every` from now, or sooner if a grace or
-    /// a doubt ends sooner). A key free to claim while this process has no
-    /// live session fails once instead (so nobody waits on it in vain).
-    pub(crate) fn plan(
-        &mut self,
+    /// When the next claim of a key not held here is due at the latest
+    /// (`renew_every` from `now`, or sooner if a grace or a doubt ends
+    /// sooner); news from the watches may come first.
+    pub(crate) fn due(
+        &self,
         now: Instant,
         ttl: Duration,
         grace: Duration,
         renew_every: Duration,
-    ) -> (Vec<String>, Instant) {
-        let mut due = now + renew_every;
-        let mut work = Vec::new();
-        let live = self.own.is_some_and(|o| now < o.valid_until);
-        // Only the keys with work now are cloned: a node waiting on many
-        // keys held elsewhere mostly finds nothing to do.
-        for (key, e) in self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.mine.is_none() && !e.busy)
-        {
-            match self.next(e, now, ttl, grace) {
-                Next::Claim { .. } if !live => {
-                    if e.state.error().is_none() {
-                        e.state.failed(
-                            Error::Unavailable {
-                                what: "claim a key (no live lease-set session)",
-                                source: None,
-                            }
-                            .into_core(e.state.name()),
-                        );
-                    }
-                }
-                Next::Claim { .. } | Next::Read => work.push(key.clone()),
-                Next::At(at) => due = due.min(at),
-            }
-        }
-        for key in &work {
-            if let Some(e) = self.entries.get_mut(key) {
-                e.busy = true;
-            }
-        }
-        (work, due)
+    ) -> Instant {
+        self.entries
+            .values()
+            .filter(|e| e.mine.is_none())
+            .map(|e| match self.next(e, now, ttl, grace) {
+                Next::At(at) => at,
+                Next::Claim { .. } | Next::Read => now,
+            })
+            .fold(now + renew_every, Instant::min)
     }
 
-    /// The read or claim of `kv_key` that [`plan`](Book::plan) asked for
-    /// is over; a failure is told to the key's waiters.
-    pub(crate) fn done(&mut self, kv_key: &str, outcome: Result<(), Error>) {
-        if let Some(e) = self.entries.get_mut(kv_key) {
-            e.busy = false;
-            if let Err(err) = outcome {
-                e.state.failed(err.into_core(e.state.name()));
-            }
+    /// The holder of `entry`'s key as last seen here, if another's.
+    pub(crate) fn holder(&self, entry: &Entry) -> Option<Leader> {
+        match &entry.seen {
+            Seen::Held {
+                revision,
+                session,
+                identity,
+            } if self.own.is_none_or(|o| o.id != *session) => Some(Leader {
+                identity: identity.clone(),
+                epoch: self.epoch_of(*revision).unwrap_or(Epoch::FIRST),
+                // Lease-set keys carry no start time.
+                since: None,
+            }),
+            _ => None,
         }
     }
 
     /// A claim of `kv_key` by session `session` landed at `revision` (of
     /// term `epoch`) in the keys bucket incarnation `base`, checked after
-    /// the write. Held from now on, unless the bucket seen here moved on
-    /// meanwhile or the session ended (then the key names a dead session).
+    /// the write. Held from now on (the answer is the session's validity),
+    /// unless the bucket seen here moved on meanwhile or the session ended
+    /// (then the key names a dead session).
     pub(crate) fn won(
         &mut self,
         kv_key: &str,
         base: u64,
         revision: u64,
-        epoch: Epoch,
         session: u64,
         identity: &Identity,
-    ) {
+    ) -> Option<Instant> {
         let own = self.own;
         if self.keys_base != base {
-            return;
+            return None;
         }
-        let Some(entry) = self.entries.get_mut(kv_key) else {
-            return;
-        };
+        let entry = self.entries.get_mut(kv_key)?;
         entry.seen = Seen::Held {
             revision,
             session,
             identity: identity.clone(),
         };
-        if let Some(o) = own.filter(|o| o.id == session) {
-            entry.mine = Some(revision);
-            entry.state.hold(epoch, identity, Some(o.valid_until));
-            tracing::debug!(key = %entry.state.name(), epoch = epoch.get(), "lease-set key won");
-        }
+        let o = own.filter(|o| o.id == session)?;
+        entry.mine = Some(revision);
+        tracing::debug!(key = %entry.name, revision, "lease-set key won");
+        Some(o.valid_until)
     }
 
-    /// The own session was renewed as `session`: every key it holds is
-    /// valid until the session is. A renewal of a session already lost
-    /// (or replaced) here changes nothing.
-    pub(crate) fn renewed(&mut self, session: Session) {
+    /// The own session was renewed as `session` (a renewal of a session
+    /// already lost or replaced here changes nothing); the keys it holds
+    /// are valid until it is.
+    pub(crate) fn renewed(&mut self, session: Session) -> bool {
         if self.own.is_none_or(|o| o.id != session.id) {
-            return;
+            return false;
         }
         self.own = Some(session);
-        for entry in self.entries.values() {
-            if let Some(mine) = entry.mine.and_then(|m| self.epoch_of(m)) {
-                entry.state.renewed(mine, session.valid_until);
-            }
+        true
+    }
+
+    /// The keys held here now, with their epochs.
+    pub(crate) fn held(&self) -> Vec<(ElectionName, Epoch)> {
+        self.entries
+            .values()
+            .filter_map(|e| Some((e.name.clone(), self.epoch_of(e.mine?)?)))
+            .collect()
+    }
+
+    /// The core does not hold `kv_key` (it asks for it, or the commit
+    /// point found it taken): not held here either, without a loss notice.
+    pub(crate) fn forget(&mut self, kv_key: &str) {
+        if let Some(e) = self.entries.get_mut(kv_key) {
+            e.mine = None;
         }
     }
 
     /// Closing: nothing is held from here on; returns the session to end.
     pub(crate) fn release_all(&mut self) -> Option<Session> {
         for entry in self.entries.values_mut() {
-            if entry.mine.take().is_some() {
-                entry.state.release();
-            }
+            entry.mine = None;
         }
         self.own.take()
+    }
+
+    /// Every key held here is lost for `why`: their losses.
+    fn lose_all(&mut self, why: &str) -> Vec<Loss> {
+        let keys_base = self.keys_base;
+        self.entries
+            .values_mut()
+            .filter_map(|e| {
+                let epoch = bucket::epoch_at(keys_base, e.mine.take()?).ok()?;
+                Some((
+                    e.name.clone(),
+                    epoch,
+                    LossReason::Revoked { detail: why.into() },
+                ))
+            })
+            .collect()
     }
 
     /// The epoch of a key's term won at `revision` in the keys bucket's
@@ -240,20 +247,19 @@ impl Book {
     /// The keys bucket was deleted and recreated (its creation time is now
     /// `base`): every key held here is lost (its record is gone, and its
     /// epoch belonged to the old incarnation), and every key is read again.
-    pub(crate) fn keys_recreated(&mut self, base: u64) {
+    pub(crate) fn keys_recreated(&mut self, base: u64) -> Vec<Loss> {
         tracing::warn!(
             old = self.keys_base,
             new = base,
             "the lease-set keys bucket was recreated: every key held is lost"
         );
+        let lost = self.lose_all("the lease-set keys bucket was recreated");
         self.keys_base = base;
         for entry in self.entries.values_mut() {
-            if entry.mine.take().is_some() {
-                entry.state.release();
-            }
             entry.seen = Seen::Unknown;
             entry.unknown_since = None;
         }
+        lost
     }
 
     /// What to do about a key this process does not hold, at `now`.
@@ -317,15 +323,12 @@ impl Book {
     }
 
     /// Records the latest record of `kv_key`; a change under a key this
-    /// process holds is a loss.
-    pub(crate) fn saw_key(&mut self, kv_key: &str, seen: Seen, now: Instant) {
+    /// process holds is a loss (returned).
+    pub(crate) fn saw_key(&mut self, kv_key: &str, seen: Seen, now: Instant) -> Option<Loss> {
         let own = self.own;
         let keys_base = self.keys_base;
-        let epoch_of = |revision| bucket::epoch_at(keys_base, revision).ok();
         let sessions = &self.sessions;
-        let Some(entry) = self.entries.get_mut(kv_key) else {
-            return;
-        };
+        let entry = self.entries.get_mut(kv_key)?;
         let revision = match &seen {
             Seen::Unknown => 0,
             Seen::Vacant { revision } | Seen::Held { revision, .. } => *revision,
@@ -335,22 +338,21 @@ impl Book {
             Seen::Unknown => 0,
         };
         if revision != 0 && revision < current {
-            return; // older news
+            return None; // older news
         }
+        let mut lost = None;
         if let Some(mine) = entry.mine
             && revision != mine
             && revision != 0
         {
-            tracing::warn!(key = %entry.state.name(), epoch = mine, revision, "lease-set key changed under its holder: lost");
-            entry.state.release();
+            tracing::warn!(key = %entry.name, mine, revision, "lease-set key changed under its holder: lost");
             entry.mine = None;
+            lost = bucket::epoch_at(keys_base, mine).ok().map(|epoch| {
+                let detail = "another record under the key".into();
+                (entry.name.clone(), epoch, LossReason::Revoked { detail })
+            });
         }
-        if let Seen::Held {
-            session,
-            identity,
-            revision,
-        } = &seen
-        {
+        if let Seen::Held { session, .. } = &seen {
             if let Some(own) = own
                 && own.id == *session
             {
@@ -361,24 +363,20 @@ impl Book {
                 // is not either. The claim loop refreshes it (an update
                 // expecting its revision, checked like any claim).
                 entry.seen = seen;
-                return;
+                return lost;
             }
             entry.unknown_since = match sessions.get(session) {
                 None => entry.unknown_since.or(Some(now)),
                 Some(_) => None,
             };
-            entry.state.held_by(Some(Leader {
-                identity: identity.clone(),
-                epoch: epoch_of(*revision).unwrap_or(Epoch::FIRST),
-                // Lease-set keys carry no start time.
-                since: None,
-            }));
         }
         entry.seen = seen;
+        lost
     }
 
-    /// The session `id` is over: every key it held is lost here.
-    pub(crate) fn lose_session(&mut self, id: u64, now: Instant) {
+    /// The session `id` is over: every key it held is lost here
+    /// (returned, if it was this process's session).
+    pub(crate) fn lose_session(&mut self, id: u64, now: Instant) -> Vec<Loss> {
         self.set_session(
             id,
             Liveness::Dead {
@@ -386,18 +384,15 @@ impl Book {
                 clean: false,
             },
         );
-        if self.own.is_some_and(|s| s.id == id) {
-            self.own = None;
-            for entry in self.entries.values_mut() {
-                if entry.mine.take().is_some() {
-                    entry.state.release();
-                }
-            }
-            tracing::warn!(
-                session = id,
-                "lease-set session lost: every key it held is lost"
-            );
+        if self.own.is_none_or(|s| s.id != id) {
+            return Vec::new();
         }
+        self.own = None;
+        tracing::warn!(
+            session = id,
+            "lease-set session lost: every key it held is lost"
+        );
+        self.lose_all("the lease-set session is gone")
     }
 }
 
@@ -431,11 +426,10 @@ mod tests {
 
     fn entry(seen: Seen) -> Entry {
         Entry {
-            state: Arc::new(KeyState::detached(ElectionName::new("k").unwrap())),
+            name: ElectionName::new("k").unwrap(),
             mine: None,
             seen,
             unknown_since: None,
-            busy: false,
         }
     }
 
@@ -449,15 +443,10 @@ mod tests {
         Book::new(own, 1_000_000, 1_000_000)
     }
 
-    /// An entry held here in term `epoch` until a TTL from `now`.
-    fn held_here(epoch: u64, now: Instant) -> Entry {
+    /// An entry held here, won at `revision`.
+    fn held_here(revision: u64) -> Entry {
         let mut e = entry(Seen::Unknown);
-        e.mine = Some(epoch);
-        e.state.hold(
-            Epoch::new(epoch).unwrap(),
-            &Identity::new("me").unwrap(),
-            Some(now + TTL),
-        );
+        e.mine = Some(revision);
         e
     }
 
@@ -535,13 +524,13 @@ mod tests {
     async fn a_foreign_record_under_a_held_key_is_a_loss() {
         let now = Instant::now();
         let mut book = with_own(now);
-        let e = held_here(5, now);
-        let state = e.state.clone();
-        book.entries.insert("k".into(), e);
-        assert!(state.is_held());
-        book.saw_key("k", held_by(1), now);
-        assert!(!state.is_held(), "another session's record under our key");
+        book.entries.insert("k".into(), held_here(5));
+        assert_eq!(book.held().len(), 1);
+        let lost = book.saw_key("k", held_by(1), now);
+        let (name, epoch, _) = lost.expect("another session's record under our key");
+        assert_eq!((name.as_str(), epoch.get()), ("k", 1_000_005));
         assert_eq!(book.entries["k"].mine, None);
+        assert!(book.held().is_empty());
     }
 
     /// A record of our own session seen on the watch (or by a read) is not
@@ -551,12 +540,9 @@ mod tests {
     async fn an_own_record_is_refreshed_not_adopted() {
         let now = Instant::now();
         let mut book = with_own(now);
-        let e = entry(Seen::Unknown);
-        let state = e.state.clone();
-        book.entries.insert("k".into(), e);
-        book.saw_key("k", held_by(9), now);
-        assert!(!state.is_held(), "adopted without a refresh");
-        assert_eq!(book.entries["k"].mine, None);
+        book.entries.insert("k".into(), entry(Seen::Unknown));
+        assert!(book.saw_key("k", held_by(9), now).is_none());
+        assert_eq!(book.entries["k"].mine, None, "adopted without a refresh");
         assert_eq!(
             book.next(&book.entries["k"], now, TTL, GRACE),
             Next::Claim { revision: 7 }
@@ -567,14 +553,20 @@ mod tests {
     async fn losing_the_session_loses_every_key() {
         let now = Instant::now();
         let mut book = with_own(now);
-        let mut states = Vec::new();
         for (i, k) in ["a", "b"].into_iter().enumerate() {
-            let e = held_here(i as u64 + 1, now);
-            states.push(e.state.clone());
+            let mut e = held_here(i as u64 + 1);
+            e.name = ElectionName::new(k).unwrap();
             book.entries.insert(k.into(), e);
         }
-        book.lose_session(9, now);
-        assert!(states.iter().all(|s| !s.is_held()));
+        assert!(book.lose_session(1, now).is_empty(), "another's session");
+        let mut lost: Vec<_> = book
+            .lose_session(9, now)
+            .into_iter()
+            .map(|l| l.0.as_str().to_owned())
+            .collect();
+        lost.sort();
+        assert_eq!(lost, ["a", "b"]);
+        assert!(book.held().is_empty());
         assert!(book.own.is_none());
     }
 
@@ -632,8 +624,7 @@ mod tests {
                 BASE,
                 BASE,
             );
-            let state = Arc::new(KeyState::detached(ElectionName::new("k").unwrap()));
-            book.ask("k".into(), state.clone());
+            book.ask("k", &ElectionName::new("k").unwrap());
             // The model: each session's first death (dead is final).
             let mut deaths: HashMap<u64, (Instant, bool)> = HashMap::new();
             // What each revision of the key is (a revision is one write:
@@ -653,6 +644,7 @@ mod tests {
                 };
                 let before = book.entries["k"].seen.clone();
                 let mine_before = book.entries["k"].mine;
+                let mut lost = Vec::new();
                 match op.clone() {
                     Op::Advance(ms) => now += Duration::from_millis(ms),
                     Op::Alive(s) => book.set_session(s, Liveness::Alive { seen: now }),
@@ -662,9 +654,9 @@ mod tests {
                     }
                     Op::SawHeld(revision, session) => {
                         let identity = Identity::new(if session == OWN { "me" } else { "other" }).unwrap();
-                        book.saw_key("k", Seen::Held { revision, session, identity }, now);
+                        lost.extend(book.saw_key("k", Seen::Held { revision, session, identity }, now));
                     }
-                    Op::SawVacant(revision) => book.saw_key("k", Seen::Vacant { revision }, now),
+                    Op::SawVacant(revision) => lost.extend(book.saw_key("k", Seen::Vacant { revision }, now)),
                     Op::Win => {
                         let e = &book.entries["k"];
                         if e.mine.is_none()
@@ -681,15 +673,20 @@ mod tests {
                             }
                             let won = revision.max(writes.keys().copied().max().unwrap_or(0)) + 1;
                             writes.insert(won, Some(OWN));
-                            let epoch = bucket::epoch_at(BASE, won).unwrap();
-                            book.won("k", BASE, won, epoch, OWN, &me);
+                            // Held only with a live own session.
+                            let held = book.won("k", BASE, won, OWN, &me).is_some();
+                            prop_assert_eq!(held, book.own.is_some());
                         }
                     }
-                    Op::LoseOwn => book.lose_session(OWN, now),
+                    Op::LoseOwn => lost = book.lose_session(OWN, now),
                 }
                 let e = &book.entries["k"];
-                // Held here exactly when the book says so.
-                prop_assert_eq!(e.mine.is_some(), state.is_held());
+                // A key held here stops being held only with a loss
+                // notice for its term, and a notice only for a key held.
+                let ended = mine_before.filter(|_| e.mine.is_none());
+                let noticed: Vec<_> = lost.iter().map(|(n, epoch, _)| (n.as_str(), epoch.get())).collect();
+                let expected: Vec<_> = ended.map(|m| ("k", BASE + m)).into_iter().collect();
+                prop_assert_eq!(noticed, expected);
                 // No session: nothing held, nothing won.
                 if book.own.is_none() {
                     prop_assert!(e.mine.is_none());

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use election_core::{
-    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, LossReporter, Watch, Won,
+    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, LossReporter, RenewalPolicy,
+    Renewed, Watch, Won, renew_until_lost,
 };
 use futures::StreamExt;
 use tokio::sync::Mutex;
@@ -707,21 +708,6 @@ struct Renewal {
     holding: Shared,
 }
 
-/// What one renewal of a term found.
-#[derive(Debug)]
-enum Renewed {
-    /// The update landed in the term's incarnation, whose max age is not
-    /// below the TTL: validity counts from before it was sent.
-    Landed,
-    /// The term is over (the key or the bucket moved on).
-    Refused(LossReason),
-    /// No answer that counts (the update or the check failed); try again
-    /// until the deadline.
-    Failed(Error),
-    /// The term ended here (released or closed): nothing to renew.
-    Ended,
-}
-
 impl Renewal {
     /// One renewal: an update expecting the revision last written (the
     /// same value every time: the term's epoch and start time), then a
@@ -733,9 +719,13 @@ impl Renewal {
     /// Cancel safety: if dropped, the update may or may not land; the next
     /// renewal catches up on it by the nonce.
     async fn renew_once(&self) -> Renewed {
+        let core = |e: Error| Renewed::Failed(e.into_core(&self.name));
         let mut holding = self.holding.lock().await;
         let Some(h) = holding.as_mut() else {
-            return Renewed::Ended;
+            // Released or closed meanwhile: the term is over here.
+            return Renewed::Refused(LossReason::Revoked {
+                detail: "the term has ended".into(),
+            });
         };
         for _ in 0..2 {
             let update = self
@@ -752,7 +742,7 @@ impl Renewal {
                         Ok(None) => Renewed::Landed,
                         Ok(Some(why)) => Renewed::Refused(LossReason::Revoked { detail: why }),
                         // The renewal landed, unchecked: not counted.
-                        Err(e) => Renewed::Failed(e),
+                        Err(e) => core(e),
                     };
                 }
                 Err(e) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
@@ -765,55 +755,50 @@ impl Renewal {
                                 detail: "the bucket shows another holder, or none".into(),
                             });
                         }
-                        Err(e) => return Renewed::Failed(e),
+                        Err(e) => return core(e),
                     }
                 }
-                Err(e) => return Renewed::Failed(Error::unavailable("renew the lease", e)),
+                Err(e) => return core(Error::unavailable("renew the lease", e)),
             }
         }
-        Renewed::Failed(Error::Unavailable {
+        core(Error::Unavailable {
             what: "renew the lease (the key kept moving under this term's own writes)",
             source: None,
         })
     }
 
-    /// Renews every renew interval; retries until the validity deadline;
-    /// reports the loss at the deadline or when a renewal is refused.
-    async fn run(self, mut valid_until: Instant, reporter: LossReporter) {
+    /// Renews on the core's renewal driver (rule 2: the loss at, never
+    /// after, the deadline of the last renewal known to have landed);
+    /// a refusal takes the holding before the loss is reported.
+    async fn run(self, valid_until: Instant, reporter: LossReporter) {
         let options = &self.conn.options;
-        let retry = (options.renew_every() / 4).max(Duration::from_millis(10));
-        let mut next = valid_until - options.validity() + options.renew_every();
-        let reason = loop {
-            tokio::time::sleep_until(next.min(valid_until)).await;
-            let sent = Instant::now();
-            if sent >= valid_until {
-                break LossReason::Expired;
-            }
-            let budget = options.timeout().min(valid_until - sent);
-            match tokio::time::timeout(budget, self.renew_once()).await {
-                Ok(Renewed::Landed) => {
-                    valid_until = sent + options.validity();
-                    reporter.renewed(valid_until);
-                    next = sent + options.renew_every();
-                }
-                Ok(Renewed::Refused(reason)) => {
-                    // Not held from here on, before anyone hears of it.
-                    self.holding.lock().await.take();
-                    break reason;
-                }
-                Ok(Renewed::Ended) => return,
-                Ok(Renewed::Failed(e)) => {
-                    tracing::warn!(name = %self.name, error = %e, "renewal failed; retrying until the lease runs out");
-                    next = Instant::now() + retry;
-                }
-                Err(_) => {
-                    tracing::warn!(name = %self.name, "renewal timed out; retrying until the lease runs out");
-                    next = Instant::now() + retry;
-                }
+        let policy = RenewalPolicy::new(options.validity(), options.renew_every())
+            .and_then(|p| {
+                p.with_retry_after((options.renew_every() / 4).max(Duration::from_millis(10)))
+            })
+            .and_then(|p| p.with_attempt_timeout(options.timeout()));
+        let policy = match policy {
+            Ok(p) => p,
+            Err(e) => {
+                // NatsOptions refuses such settings; never renew blindly.
+                tracing::error!(name = %self.name, error = %e, "no renewal policy");
+                reporter.lose(LossReason::Failed(Arc::new(e)));
+                return;
             }
         };
-        tracing::warn!(name = %self.name, %reason, "the term is lost");
-        reporter.lose(reason);
+        let this = &self;
+        let lost = renew_until_lost(policy, valid_until, &reporter, |_budget| async move {
+            let renewed = this.renew_once().await;
+            if let Renewed::Refused(_) = &renewed {
+                // Not held from here on, before anyone hears of it.
+                this.holding.lock().await.take();
+            }
+            renewed
+        })
+        .await;
+        if let Some(reason) = lost {
+            tracing::warn!(name = %self.name, %reason, "the term is lost");
+        }
         self.holding.lock().await.take();
     }
 }

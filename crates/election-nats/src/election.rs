@@ -276,10 +276,17 @@ impl NatsElection {
     /// # Ok(()) }
     /// ```
     pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<NatsLeases>, Error> {
-        let identity = Identity::new(identity)?;
-        Ok(LeaseSet::new(
-            NatsLeases::open(self.conn.clone(), identity).await?,
-        ))
+        Ok(LeaseSet::new(self.keyed_claims(identity).await?))
+    }
+
+    /// The keyed claims behind [`lease_set`](Self::lease_set), for
+    /// [`LeaseSet::new`] by hand (a test kit's keyed suite, a wrapper of
+    /// one's own). Opens the buckets and starts the session as
+    /// [`lease_set`](Self::lease_set) does.
+    ///
+    /// Cancel safety and failure model as [`lease_set`](Self::lease_set).
+    pub async fn keyed_claims(&self, identity: &str) -> Result<NatsLeases, Error> {
+        NatsLeases::open(self.conn.clone(), Identity::new(identity)?).await
     }
 }
 

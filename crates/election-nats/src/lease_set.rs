@@ -1,13 +1,18 @@
 //! [`NatsLeases`]: a lease set in two KV buckets, with one renewal per
-//! process instead of one per key.
+//! process instead of one per key. The core's keyed engine drives it; the
+//! steps are in `lease_steps`, the decisions in `book`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use election_core::{Asked, Closing, Epoch, Identity, KeyState, KeyedClaims};
+use election_core::{
+    Claimed, ElectionName, Epoch, HeldKey, HoldReporter, Identity, KeyedClaims, LossReason,
+    RenewalPolicy,
+};
+use tokio::task::JoinHandle;
 
 use crate::connection::Connection;
 use crate::error::Error;
-use crate::lease_steps::Steps;
+use crate::lease_steps::{SessionRenewal, Steps};
 
 /// A [`LeaseSet`](election_core::LeaseSet) backend in NATS KV for many keys per process: one
 /// *session* key per process, renewed every renew interval, and one key per
@@ -22,7 +27,9 @@ use crate::lease_steps::Steps;
 ///   higher still). The win counts only if the keys bucket's creation time
 ///   after the write is the one read before it.
 /// - **Renewal** renews only the session (one request per renew interval
-///   for all keys); every key naming it stays held. Validity is counted
+///   for all keys, run by the core's renewal machine while the set holds
+///   keys); every key naming it stays held. A set holding nothing lets its
+///   session age out and starts a new one with its next claim. Validity is counted
 ///   from the monotonic instant before the session write, minus the margin
 ///   (`ttl − ttl/10`), as for single elections. Each renewal also reads
 ///   both buckets' stream info: a recreated sessions bucket, or a max age
@@ -34,9 +41,10 @@ use crate::lease_steps::Steps;
 ///   Session deaths are learned from a watch of the sessions bucket and
 ///   re-checked with exact reads (through the stream leader) for sessions
 ///   not seen for a TTL.
-/// - **A guard** claims the key if it is free (waiting out a failover grace
-///   that ends soon), renews the session first if less than half its
-///   validity is left, then runs the commit-point check.
+/// - **A guard** of a key not held has the set claim it once more (a key
+///   in its failover grace is held by another until the grace ends), renews
+///   the session first if less than half its validity is left, then runs
+///   the commit-point check.
 /// - **The commit-point check** of a guard reads the key and the session
 ///   through the stream leader (concurrently: one round trip): the key must
 ///   still carry this term, the session must still live.
@@ -47,7 +55,10 @@ use crate::lease_steps::Steps;
 /// Buckets: `<bucket>-sessions` (max age = TTL, with TTL markers) and
 /// `<bucket>-keys` (no max age). Identities must be unique per process.
 pub struct NatsLeases {
-    steps: Steps,
+    steps: Arc<Steps>,
+    /// The two watch tasks (started by `start`), stopped by `close` or a
+    /// drop.
+    watches: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for NatsLeases {
@@ -67,44 +78,26 @@ impl NatsLeases {
         identity: Identity,
     ) -> Result<NatsLeases, Error> {
         Ok(NatsLeases {
-            steps: Steps::open(conn, identity).await?,
+            steps: Arc::new(Steps::open(conn, identity).await?),
+            watches: Mutex::new(Vec::new()),
         })
     }
 
-    /// Keeps the session alive; starts a new one after a loss.
-    async fn keep_session(&self, closing: Closing) {
-        let options = self.steps.options();
-        let mut ok = true;
-        loop {
-            // After a failure, retry soon: the deadline leaves room for
-            // several tries (validity >= 2 renew intervals).
-            let wait = if ok {
-                options.renew_every()
-            } else {
-                options.renew_every() / 4
-            };
-            tokio::select! {
-                biased;
-                () = closing.closed() => return,
-                () = tokio::time::sleep(wait) => {}
-            }
-            ok = self.steps.renew_session().await;
+    fn stop_watches(&self) {
+        for task in self
+            .watches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
         }
     }
+}
 
-    /// Reads or claims every asked key that needs it, then sleeps until
-    /// the next look is due or a watch or an ask rings.
-    async fn claim_loop(&self, closing: Closing) {
-        loop {
-            let (work, due) = self.steps.plan();
-            self.steps.claim_many(work).await;
-            tokio::select! {
-                biased;
-                () = closing.closed() => return,
-                () = self.steps.wake.notified() => {}
-                () = tokio::time::sleep_until(due) => {}
-            }
-        }
+impl Drop for NatsLeases {
+    fn drop(&mut self) {
+        self.stop_watches();
     }
 }
 
@@ -113,24 +106,70 @@ impl KeyedClaims for NatsLeases {
         &self.steps.identity
     }
 
-    async fn run(self: Arc<Self>, mut asked: Asked) {
-        let closing = asked.closing();
-        let asks = async {
-            while let Some(state) = asked.next().await {
-                self.steps.ask(state);
-            }
+    /// The session's: one renewal (of the session) for every key held.
+    fn renewal(&self) -> Option<RenewalPolicy> {
+        Some(self.steps.policy)
+    }
+
+    /// Starts the watches of both buckets; they report losses to
+    /// `reporter` and wake [`wait`](KeyedClaims::wait).
+    fn start(&self, reporter: HoldReporter) {
+        self.steps.set_reporter(reporter);
+        let (keys, sessions) = (self.steps.clone(), self.steps.clone());
+        let mut watches = self.watches.lock().unwrap_or_else(|p| p.into_inner());
+        watches.push(tokio::spawn(async move { keys.follow_keys().await }));
+        watches.push(tokio::spawn(
+            async move { sessions.follow_sessions().await },
+        ));
+    }
+
+    async fn claim(&self, keys: &[ElectionName]) -> Vec<Result<Claimed, election_core::Error>> {
+        self.steps.claim_keys(keys).await
+    }
+
+    /// Renews the session once; every key of `held` it still holds is
+    /// renewed with it. A session found over refuses every key.
+    async fn renew(
+        &self,
+        held: &[HeldKey],
+    ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
+        let outcome = self.steps.renew_session().await;
+        let still = self.steps.held();
+        let refused = |detail: &str| {
+            held.iter()
+                .filter(|k| !still.contains(k))
+                .map(|(key, _)| {
+                    let detail = detail.into();
+                    (key.clone(), LossReason::Revoked { detail })
+                })
+                .collect()
         };
-        tokio::join!(
-            self.steps.follow_keys(&closing),
-            self.steps.follow_sessions(&closing),
-            asks,
-            self.keep_session(closing.clone()),
-            self.claim_loop(closing.clone())
-        );
+        match outcome {
+            SessionRenewal::Renewed => Ok(refused("the key carries another term")),
+            SessionRenewal::Lost => Ok(refused("the lease-set session is gone")),
+            SessionRenewal::Failed(e) => match held.first() {
+                Some((key, _)) => Err(e.into_core(key)),
+                None => Ok(Vec::new()),
+            },
+        }
+    }
+
+    async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
+        self.steps.confirm(key, epoch).await
+    }
+
+    /// Ends the session: every key it held is free for others at once.
+    async fn release(&self, _held: &[HeldKey]) {
         self.steps.release_all().await;
     }
 
-    async fn commit(&self, state: &Arc<KeyState>) -> Result<Epoch, election_core::Error> {
-        self.steps.confirm(state).await
+    async fn wait(&self) {
+        self.steps.wait().await;
+    }
+
+    /// Stops the watches and ends the session if `release` did not.
+    async fn close(&self) {
+        self.stop_watches();
+        self.steps.release_all().await;
     }
 }
