@@ -291,14 +291,14 @@ pub(crate) struct RenewalBytes {
 pub(crate) struct RenewalSamples {
     /// `kv.update` expecting the last revision, on a key of its own.
     pub(crate) floor: Vec<u64>,
-    /// `NatsClaim::confirm` of a live term.
+    /// `Term::confirm` of a live term.
     pub(crate) measured: Vec<u64>,
     /// What one renewal puts on the wire.
     pub(crate) bytes: RenewalBytes,
 }
 
 /// Renews a live term (won by a real campaign) `warmup + n` times with
-/// `NatsClaim::confirm` (the renewal loop's compare-and-set update,
+/// `Term::confirm` (the renewal loop's compare-and-set update,
 /// expecting the revision last written), interleaved with a raw update
 /// expecting the last revision of a key holding a value of the same size;
 /// then counts the bytes of a batch of `batch` renewals on the client's
@@ -318,8 +318,7 @@ pub(crate) fn renewal(
         let name = "renewal";
         let candidate = election.candidate(name, IDENTITY)?;
         let term = candidate.campaign().await?;
-        let claim = candidate.claim();
-        claim.confirm(&term).await?;
+        term.confirm().await?;
         let entry = kv
             .entry(name)
             .await?
@@ -342,7 +341,7 @@ pub(crate) fn renewal(
             },
             async |_| {
                 let t0 = Instant::now();
-                claim.confirm(&term).await?;
+                term.confirm().await?;
                 Ok(ns(t0.elapsed()))
             },
         )
@@ -370,7 +369,7 @@ pub(crate) fn renewal(
         );
         let t0 = Instant::now();
         for _ in 0..batch {
-            claim.confirm(&term).await?;
+            term.confirm().await?;
         }
         let busy = t0.elapsed();
         let (out1, in1) = (
@@ -645,7 +644,7 @@ fn topology(
     })?;
     let what = format!(
         "{label}: lease renewal, one compare-and-set `update` (in-process; \
-         `NatsClaim::confirm` on a live term)"
+         `Term::confirm` on a live term)"
     );
     let renewal_summary = summary(&renew.measured, &what)?;
     rows.push(Row {

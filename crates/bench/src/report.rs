@@ -251,7 +251,7 @@ given all three URLs, connected to one of them). Every floor is a bare
   grace. The pause before the kill (50 ms, plus a share of one renew
   interval that varies evenly from round to round) makes the kill land
   at every phase of A's renewals.
-- *lease renewal*: `NatsClaim::confirm` on a live term won by a real
+- *lease renewal*: `Term::confirm` on a live term won by a real
   campaign: the same compare-and-set `update` the renewal loop sends
   (expecting the revision last written; it renews the lease), against a
   raw `update` expecting the last revision of another key holding a value

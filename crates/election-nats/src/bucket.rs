@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use election_core::{ConfigError, Epoch};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A bucket as the server describes it now: which incarnation (its
 /// stream's creation time) and the settings a lease depends on.
@@ -74,6 +74,32 @@ pub(crate) fn epoch_at(base: u64, revision: u64) -> Result<Epoch, Error> {
         .and_then(Epoch::new)
         .filter(|e| e.is_term())
         .ok_or(Error::Config(ConfigError::EpochExhausted))
+}
+
+/// Why a lease counted with `ttl` cannot rely on a bucket of `shape`: its
+/// max age is below the TTL (the server could expire a key before the
+/// holder's validity ends). `None` if the max age is zero (never expire)
+/// or at least the TTL.
+pub(crate) fn max_age_below(shape: &Shape, ttl: Duration) -> Option<String> {
+    (!shape.max_age.is_zero() && shape.max_age < ttl).then(|| {
+        format!(
+            "the bucket's max age is now {:?}, below the TTL {ttl:?} this claim counts with",
+            shape.max_age
+        )
+    })
+}
+
+/// The error for bucket `bucket` found recreated with an earlier creation
+/// time (`now`, µs) than one seen before (`before`): the server's clock
+/// went back, so epochs could repeat.
+pub(crate) fn recreated_earlier(bucket: &str, before: u64, now: u64) -> Error {
+    Error::CorruptValue {
+        key: bucket.to_owned(),
+        detail: format!(
+            "the bucket was recreated with an earlier creation time ({now} µs, after {before} µs): \
+             the server's clock went back, so epochs could repeat; refusing to claim"
+        ),
+    }
 }
 
 /// Logs, once per opening, that a single-replica bucket can lose its last

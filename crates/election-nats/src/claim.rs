@@ -5,15 +5,16 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use election_core::{
-    Claim, ElectionName, End, Epoch, Identity, Leader, Lease, LossReason, LossReporter, Watch, Won,
+    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, LossReporter, RenewalPolicy,
+    Renewed, Watch, Won, renew_until_lost,
 };
 use futures::StreamExt;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::Error;
 use crate::bucket;
-use crate::election::{self, Inner};
+use crate::connection::Connection;
+use crate::error::Error;
 use crate::latest::{self, Latest};
 use crate::value::{self, Value};
 
@@ -81,12 +82,10 @@ type Shared = Arc<Mutex<Option<Holding>>>;
 /// candidates wake on the delete at once.
 #[derive(Debug)]
 pub struct NatsClaim {
-    inner: Arc<Inner>,
+    conn: Arc<Connection>,
     name: ElectionName,
     identity: Identity,
     key: String,
-    /// The holding of this claim's current term, for the commit-point check.
-    current: StdMutex<Option<Shared>>,
     /// The revision of the delete marker of this claim's last resign: the
     /// next attempt claims the key with one update expecting it.
     last_release: StdMutex<Option<u64>>,
@@ -136,13 +135,12 @@ fn is_kind<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display>(
 }
 
 impl NatsClaim {
-    pub(crate) fn new(inner: Arc<Inner>, name: ElectionName, identity: Identity) -> Self {
+    pub(crate) fn new(conn: Arc<Connection>, name: ElectionName, identity: Identity) -> Self {
         NatsClaim {
             key: value::key(&name),
-            inner,
+            conn,
             name,
             identity,
-            current: StdMutex::new(None),
             last_release: StdMutex::new(None),
         }
     }
@@ -186,7 +184,7 @@ impl NatsClaim {
     /// wait the failover grace): for a write given up because the vacancy
     /// it replaced is of unknown origin.
     async fn delete_marker(&self, revision: u64, purge: bool) -> Result<Option<u64>, Error> {
-        let kv = &self.inner.kv;
+        let kv = &self.conn.kv;
         let subject = format!(
             "{}{}",
             kv.put_prefix.as_deref().unwrap_or(&kv.prefix),
@@ -203,7 +201,7 @@ impl NatsClaim {
             "Nats-Expected-Last-Subject-Sequence",
             revision.to_string().as_str(),
         );
-        let js = &self.inner.js;
+        let js = &self.conn.js;
         let delete = async move {
             js.publish_with_headers(subject, headers, bytes::Bytes::new())
                 .await?
@@ -224,139 +222,13 @@ impl NatsClaim {
         }
     }
 
-    /// Checks, after a write of term `epoch` in the incarnation `base`,
-    /// that the bucket still is that incarnation (its stream's creation
-    /// time is unchanged) and that its max age is not below the TTL this
-    /// claim counts with. `Ok(None)`: all is well; `Ok(Some(why))`: the
-    /// term must not go on.
-    async fn check_bucket(&self, base: u64) -> Result<Option<String>, Error> {
-        let shape = bucket::shape(&self.inner.kv, self.timeout()).await?;
-        if shape.created_us < base {
-            return Err(Error::CorruptValue {
-                key: self.inner.options.bucket_name().to_owned(),
-                detail: format!(
-                    "the bucket was recreated with an earlier creation time ({} µs, after {} µs): \
-                     the server's clock went back, so epochs could repeat; refusing to claim",
-                    shape.created_us, base
-                ),
-            });
-        }
-        self.inner.set_base(shape.created_us);
-        if shape.created_us != base {
-            return Ok(Some(format!(
-                "the bucket was deleted and recreated (created at {} µs, the term's at {} µs)",
-                shape.created_us, base
-            )));
-        }
-        let ttl = self.inner.options.ttl();
-        if !shape.max_age.is_zero() && shape.max_age < ttl {
-            return Ok(Some(format!(
-                "the bucket's max age is now {:?}, below the TTL {ttl:?} this claim counts with",
-                shape.max_age
-            )));
-        }
-        Ok(None)
-    }
-
     fn timeout(&self) -> Duration {
-        self.inner.options.timeout()
+        self.conn.options.timeout()
     }
 
     /// Reads the key's latest entry through the stream leader (bounded).
     async fn latest(&self) -> Result<Option<Latest>, Error> {
-        latest::latest(&self.inner.kv, &self.key, self.timeout()).await
-    }
-
-    /// The commit-point check: one compare-and-set (an update expecting
-    /// the revision last written) that proves `lease`'s term still holds
-    /// the claim now, then one read of the bucket's stream info proving the
-    /// write landed in the term's bucket incarnation, whose max age is not
-    /// below the TTL (two round trips). Run it right before an irreversible
-    /// write; the update resets the key's age on the server (the holder's
-    /// own validity is extended only by the renewal loop).
-    ///
-    /// Cancel safety: if dropped, the update may or may not land; the
-    /// renewal loop resolves its revision. Failure model:
-    /// [`election_core::Error::Lost`] if the term is lost,
-    /// [`election_core::Error::NotHeld`] if the bucket shows another holder
-    /// (or this claim holds no term with that epoch, or the bucket was
-    /// recreated or its max age shortened below the TTL),
-    /// [`election_core::Error::Unavailable`] if the coordinator cannot
-    /// answer: refuse the write then.
-    ///
-    /// ```no_run
-    /// # use election_nats::{NatsElection, NatsOptions};
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
-    /// let candidate = election.candidate("ledger-writer", "host-a/1")?;
-    /// let term = candidate.campaign().await?;
-    /// candidate.claim().confirm(&term).await?; // still ours: write now
-    /// # Ok(()) }
-    /// ```
-    pub async fn confirm(&self, lease: &impl Lease) -> Result<(), election_core::Error> {
-        if let Some(lost) = lease.loss() {
-            return Err(lost.into());
-        }
-        let not_held = || election_core::Error::NotHeld {
-            name: self.name.clone(),
-        };
-        let shared = self
-            .current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(not_held)?;
-        self.confirm_holding(&shared, Some(lease.epoch())).await?;
-        if lease.is_lost() {
-            return Err(not_held());
-        }
-        Ok(())
-    }
-
-    /// One compare-and-set proving that the holding in `shared` (of term
-    /// `epoch`, if given) still holds the key now.
-    async fn confirm_holding(
-        &self,
-        shared: &Shared,
-        epoch: Option<Epoch>,
-    ) -> Result<(), election_core::Error> {
-        let not_held = || election_core::Error::NotHeld {
-            name: self.name.clone(),
-        };
-        let mut holding = shared.lock().await;
-        let Some(h) = holding
-            .as_mut()
-            .filter(|h| epoch.is_none_or(|e| h.epoch == e))
-        else {
-            return Err(not_held());
-        };
-        let update = self
-            .inner
-            .kv
-            .update(&self.key, h.value(&self.identity), h.revision);
-        match tokio::time::timeout(self.timeout(), update).await {
-            Ok(Ok(rev)) => {
-                h.revision = rev;
-                let base = h.base;
-                drop(holding);
-                // The write proves the term only in its own incarnation,
-                // with the TTL it counts with.
-                match self.check_bucket(base).await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(why)) => {
-                        tracing::warn!(name = %self.name, %why, "the commit-point check failed");
-                        Err(not_held())
-                    }
-                    Err(e) => Err(self.core(e)),
-                }
-            }
-            Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Err(not_held()),
-            Ok(Err(e)) => Err(self.core(Error::unavailable("confirm the lease", e))),
-            Err(_) => Err(self.core(Error::OutcomeUnknown {
-                after: self.timeout(),
-            })),
-        }
+        self.conn.latest(&self.key).await
     }
 
     /// Won at `revision` in the incarnation `base` (the epoch is
@@ -381,7 +253,7 @@ impl NatsClaim {
         let epoch = bucket::epoch_at(base, revision).map_err(|e| self.core(e))?;
         let mut valid_from = sent;
         let mut revision = revision;
-        let grace = self.inner.options.grace();
+        let grace = self.conn.options.grace();
         let mut refresh = begin.refresh;
         if begin.grace && !grace.is_zero() {
             tracing::info!(name = %self.name, identity = %self.identity, epoch = epoch.get(), ?grace, "failover grace before the term begins");
@@ -398,7 +270,7 @@ impl NatsClaim {
         if refresh {
             let refreshed = Instant::now();
             let update = self
-                .inner
+                .conn
                 .kv
                 .update(&self.key, holding.value(&self.identity), revision);
             match tokio::time::timeout(self.timeout(), update).await {
@@ -421,12 +293,17 @@ impl NatsClaim {
                 }
             }
         }
-        if let Some(why) = self.check_bucket(base).await.map_err(|e| self.core(e))? {
+        if let Some(why) = self
+            .conn
+            .check_incarnation(base)
+            .await
+            .map_err(|e| self.core(e))?
+        {
             tracing::warn!(name = %self.name, identity = %self.identity, revision, %why, "a won write is not used");
             // Recreated: the write may belong to another incarnation than
             // its base; delete it (expecting its revision) and claim again.
             // Else the max age is below the TTL: a configuration error.
-            let recreated = self.inner.base() != base;
+            let recreated = self.conn.base() != base;
             return match self.delete_marker(revision, true).await {
                 Ok(marker) if recreated => {
                     attempt.may_hold = false;
@@ -440,9 +317,9 @@ impl NatsClaim {
                 Ok(_) => {
                     attempt.may_hold = false;
                     Err(self.core(Error::BucketMismatch {
-                        bucket: self.inner.options.bucket_name().to_owned(),
+                        bucket: self.conn.options.bucket_name().to_owned(),
                         found: why,
-                        wanted: format!("max age {:?}", self.inner.options.ttl()),
+                        wanted: format!("max age {:?}", self.conn.options.ttl()),
                     }))
                 }
                 Err(e) => Err(self.core(e)),
@@ -452,11 +329,10 @@ impl NatsClaim {
             revision,
             ..holding
         });
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(attempt.holding.clone());
         attempt.adopting = None;
         Ok(Some(Won {
             epoch,
-            valid_until: Some(valid_from + self.inner.options.validity()),
+            valid_until: Some(valid_from + self.conn.options.validity()),
         }))
     }
 
@@ -473,7 +349,7 @@ impl NatsClaim {
         sent: Instant,
     ) -> Result<Option<Won>, election_core::Error> {
         let v = Value::decode(&self.key, &latest.value).map_err(|e| self.core(e))?;
-        let base = v.base.unwrap_or_else(|| self.inner.base());
+        let base = v.base.unwrap_or_else(|| self.conn.base());
         let begin = Begin {
             grace: true,
             refresh: true,
@@ -555,7 +431,7 @@ impl Claim for NatsClaim {
             // the term carries the same time.
             let since = unix_ms();
             // The base read before the write is sent (rule 1).
-            let base = self.inner.base();
+            let base = self.conn.base();
             // No grace only after a clean release this process saw (the
             // server checks it is still the latest entry), or when
             // adopting its own key. A write that will wait out the grace
@@ -564,8 +440,8 @@ impl Claim for NatsClaim {
                 .vacancy
                 .is_some_and(|v| v.clean && v.revision == expected)
                 || attempt.adopting == Some(expected);
-            let pending = !clean && !self.inner.options.grace().is_zero();
-            let create = self.inner.kv.update(
+            let pending = !clean && !self.conn.options.grace().is_zero();
+            let create = self.conn.kv.update(
                 &self.key,
                 self.value(attempt.nonce, base, since, pending),
                 expected,
@@ -624,7 +500,7 @@ impl Claim for NatsClaim {
                         }
                         return Ok(won);
                     }
-                    if v.identity == self.identity && self.inner.options.adopts_own() {
+                    if v.identity == self.identity && self.conn.options.adopts_own() {
                         // A restarted process adopts its own key, with a new,
                         // higher epoch: the revision of this update.
                         expected = l.revision;
@@ -649,7 +525,7 @@ impl Claim for NatsClaim {
         poll_interval: Duration,
     ) -> Result<(), election_core::Error> {
         if attempt.watch.is_none() {
-            attempt.watch = self.inner.kv.watch(&self.key).await.ok();
+            attempt.watch = self.conn.kv.watch(&self.key).await.ok();
         }
         let Some(watch) = attempt.watch.as_mut() else {
             tokio::time::sleep(poll_interval).await;
@@ -698,8 +574,7 @@ impl Claim for NatsClaim {
                 name: self.name.clone(),
             })?;
         let renewal = Renewal {
-            claim: NatsClaim::new(self.inner.clone(), self.name.clone(), self.identity.clone()),
-            inner: self.inner.clone(),
+            conn: self.conn.clone(),
             name: self.name.clone(),
             key: self.key.clone(),
             identity: self.identity.clone(),
@@ -711,13 +586,51 @@ impl Claim for NatsClaim {
         )))
     }
 
-    /// Deletes the key, expecting the revision last written.
-    /// One compare-and-set (an update expecting the revision last
-    /// written), as [`NatsClaim::confirm`].
+    /// The commit-point check behind [`Term::confirm`](election_core::Term::confirm):
+    /// one compare-and-set (an update expecting the revision last written)
+    /// proving the term still holds the key now, then one read of the
+    /// bucket's stream info proving the write landed in the term's bucket
+    /// incarnation, whose max age is not below the TTL (two round trips).
+    /// The update resets the key's age on the server (the holder's own
+    /// validity is extended only by the renewal loop). If dropped, the
+    /// update may or may not land; the renewal loop resolves its revision.
     async fn confirm(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
-        self.confirm_holding(&attempt.holding, None).await
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
+        let mut holding = attempt.holding.lock().await;
+        let Some(h) = holding.as_mut() else {
+            return Err(not_held());
+        };
+        let update = self
+            .conn
+            .kv
+            .update(&self.key, h.value(&self.identity), h.revision);
+        match tokio::time::timeout(self.timeout(), update).await {
+            Ok(Ok(rev)) => {
+                h.revision = rev;
+                let base = h.base;
+                drop(holding);
+                // The write proves the term only in its own incarnation,
+                // with the TTL it counts with.
+                match self.conn.check_incarnation(base).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(why)) => {
+                        tracing::warn!(name = %self.name, %why, "the commit-point check failed");
+                        Err(not_held())
+                    }
+                    Err(e) => Err(self.core(e)),
+                }
+            }
+            Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Err(not_held()),
+            Ok(Err(e)) => Err(self.core(Error::unavailable("confirm the lease", e))),
+            Err(_) => Err(self.core(Error::OutcomeUnknown {
+                after: self.timeout(),
+            })),
+        }
     }
 
+    /// Deletes the key, expecting the revision last written.
     async fn release(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
         let held = attempt.holding.lock().await.take();
         let Some(h) = held else {
@@ -747,15 +660,6 @@ impl Claim for NatsClaim {
     /// After a drop, a cancelled or a failed step that may have won:
     /// deletes the key in the background if it is still this attempt's.
     fn close(&self, attempt: NatsAttempt, end: End) {
-        {
-            let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-            if current
-                .as_ref()
-                .is_some_and(|c| Arc::ptr_eq(c, &attempt.holding))
-            {
-                *current = None;
-            }
-        }
         let gives_up = matches!(end, End::Dropped | End::Cancelled | End::Failed);
         if !(attempt.may_hold && gives_up) {
             return;
@@ -765,7 +669,7 @@ impl Claim for NatsClaim {
             return;
         };
         let (kv, key, name, timeout) = (
-            self.inner.kv.clone(),
+            self.conn.kv.clone(),
             self.key.clone(),
             self.name.clone(),
             self.timeout(),
@@ -790,17 +694,13 @@ impl Claim for NatsClaim {
 
     /// The holder and epoch as the bucket shows them.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
-        election::leader(&self.inner, &self.name)
-            .await
-            .map_err(|e| self.core(e))
+        self.conn.leader(&self.name).await.map_err(|e| self.core(e))
     }
 }
 
 /// The holder's renewal loop.
 struct Renewal {
-    /// A claim of the same name, for the bucket check.
-    claim: NatsClaim,
-    inner: Arc<Inner>,
+    conn: Arc<Connection>,
     name: ElectionName,
     key: String,
     identity: Identity,
@@ -809,90 +709,104 @@ struct Renewal {
 }
 
 impl Renewal {
-    /// Renews every renew interval, each update expecting the revision last
-    /// written; retries until the validity deadline; reports the loss at
-    /// the deadline or when the bucket shows another holder.
-    async fn run(self, mut valid_until: Instant, reporter: LossReporter) {
-        let options = &self.inner.options;
-        let retry = (options.renew_every() / 4).max(Duration::from_millis(10));
-        let mut next = valid_until - options.validity() + options.renew_every();
-        loop {
-            tokio::time::sleep_until(next.min(valid_until)).await;
-            let sent = Instant::now();
-            if sent >= valid_until {
-                reporter.lose(LossReason::Expired);
-                self.holding.lock().await.take();
-                return;
-            }
-            let mut holding = self.holding.lock().await;
-            let Some(h) = holding.as_mut() else { return };
-            let budget = options.timeout().min(valid_until - sent);
-            // The same value every time: the term's epoch and start time.
+    /// One renewal: an update expecting the revision last written (the
+    /// same value every time: the term's epoch and start time), then a
+    /// check that the bucket is still the term's incarnation with a max
+    /// age not below the TTL. A refusal whose cause may be an earlier
+    /// update of ours that landed unanswered (the key still carries this
+    /// attempt's nonce) catches up on its revision and updates again.
+    ///
+    /// Cancel safety: if dropped, the update may or may not land; the next
+    /// renewal catches up on it by the nonce.
+    async fn renew_once(&self) -> Renewed {
+        let core = |e: Error| Renewed::Failed(e.into_core(&self.name));
+        let mut holding = self.holding.lock().await;
+        let Some(h) = holding.as_mut() else {
+            // Released or closed meanwhile: the term is over here.
+            return Renewed::Refused(LossReason::Revoked {
+                detail: "the term has ended".into(),
+            });
+        };
+        for _ in 0..2 {
             let update = self
-                .inner
+                .conn
                 .kv
-                .update(&self.key, h.value(&self.identity), h.revision);
-            match tokio::time::timeout(budget, update).await {
-                Ok(Ok(rev)) => {
+                .update(&self.key, h.value(&self.identity), h.revision)
+                .await;
+            match update {
+                Ok(rev) => {
                     h.revision = rev;
-                    // The bucket must still be the term's incarnation, with
-                    // a max age not below the TTL counted with (a bucket
-                    // recreated or reconfigured while held): else the
-                    // server may expire the key before `valid_until`.
-                    match self.claim.check_bucket(h.base).await {
-                        Ok(None) => {
-                            valid_until = sent + options.validity();
-                            reporter.renewed(valid_until);
-                            next = sent + options.renew_every();
-                        }
-                        Ok(Some(why)) => {
-                            tracing::warn!(name = %self.name, %why, "the term is lost");
-                            holding.take();
-                            reporter.lose(LossReason::Revoked { detail: why });
-                            return;
-                        }
-                        Err(e) => {
-                            // The renewal landed, unchecked: not counted.
-                            tracing::warn!(name = %self.name, error = %e, "checking the bucket failed; retrying until the lease runs out");
-                            next = Instant::now() + retry;
-                        }
-                    }
+                    // A bucket recreated or reconfigured while held could
+                    // expire the key before the validity counted here.
+                    return match self.conn.check_incarnation(h.base).await {
+                        Ok(None) => Renewed::Landed,
+                        Ok(Some(why)) => Renewed::Refused(LossReason::Revoked { detail: why }),
+                        // The renewal landed, unchecked: not counted.
+                        Err(e) => core(e),
+                    };
                 }
-                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
-                    // An earlier update whose answer was lost may have
-                    // landed: if the key still carries our nonce, catch up.
-                    match latest::latest(&self.inner.kv, &self.key, budget).await {
-                        Ok(Some(e)) if e.is_attempts(&self.key, self.nonce) => {
-                            h.revision = e.revision;
-                            next = Instant::now();
+                Err(e) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                    match self.conn.latest(&self.key).await {
+                        Ok(Some(l)) if l.is_attempts(&self.key, self.nonce) => {
+                            h.revision = l.revision;
                         }
                         Ok(_) => {
-                            holding.take();
-                            reporter.lose(LossReason::Revoked {
+                            return Renewed::Refused(LossReason::Revoked {
                                 detail: "the bucket shows another holder, or none".into(),
                             });
-                            return;
                         }
-                        _ => next = Instant::now() + retry,
+                        Err(e) => return core(e),
                     }
                 }
-                Ok(Err(e)) => {
-                    tracing::warn!(name = %self.name, error = %e, "renewal failed; retrying until the lease runs out");
-                    next = Instant::now() + retry;
-                }
-                Err(_) => {
-                    tracing::warn!(name = %self.name, "renewal timed out; retrying until the lease runs out");
-                    next = Instant::now() + retry;
-                }
+                Err(e) => return core(Error::unavailable("renew the lease", e)),
             }
         }
+        core(Error::Unavailable {
+            what: "renew the lease (the key kept moving under this term's own writes)",
+            source: None,
+        })
+    }
+
+    /// Renews on the core's renewal driver (rule 2: the loss at, never
+    /// after, the deadline of the last renewal known to have landed);
+    /// a refusal takes the holding before the loss is reported.
+    async fn run(self, valid_until: Instant, reporter: LossReporter) {
+        let options = &self.conn.options;
+        let policy = RenewalPolicy::new(options.validity(), options.renew_every())
+            .and_then(|p| {
+                p.with_retry_after((options.renew_every() / 4).max(Duration::from_millis(10)))
+            })
+            .and_then(|p| p.with_attempt_timeout(options.timeout()));
+        let policy = match policy {
+            Ok(p) => p,
+            Err(e) => {
+                // NatsOptions refuses such settings; never renew blindly.
+                tracing::error!(name = %self.name, error = %e, "no renewal policy");
+                reporter.lose(LossReason::Failed(Arc::new(e)));
+                return;
+            }
+        };
+        let this = &self;
+        let lost = renew_until_lost(policy, valid_until, &reporter, |_budget| async move {
+            let renewed = this.renew_once().await;
+            if let Renewed::Refused(_) = &renewed {
+                // Not held from here on, before anyone hears of it.
+                this.holding.lock().await.take();
+            }
+            renewed
+        })
+        .await;
+        if let Some(reason) = lost {
+            tracing::warn!(name = %self.name, %reason, "the term is lost");
+        }
+        self.holding.lock().await.take();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{NatsElection, NatsOptions};
+    use crate::options::NatsOptions;
 
     /// Item 10: a create of this attempt whose answer was lost and that
     /// landed later (an "orphan", written here by the test with the
@@ -906,19 +820,21 @@ mod tests {
         let options = NatsOptions::new(Duration::from_secs(3))
             .and_then(|o| o.failover_grace(Duration::from_millis(200)))
             .expect("options");
-        let election = NatsElection::connect(&server.url(), options)
-            .await
-            .expect("connect");
-        let claim = election.claim("jobs", "svc-1").expect("claim");
+        let client = async_nats::connect(server.url()).await.expect("connect");
+        let conn = Arc::new(Connection::open(client, options).await.expect("open"));
+        let claim = NatsClaim::new(
+            conn.clone(),
+            ElectionName::new("jobs").unwrap(),
+            Identity::new("svc-1").unwrap(),
+        );
         let mut attempt = claim.open().await.expect("open");
         // The orphan: what this attempt's create would have written.
         let orphan = format!(
             "election-nats/1\nidentity=svc-1\nnonce={}\nbase={}\n",
             attempt.nonce,
-            election.inner().base()
+            conn.base()
         );
-        let orphan_revision = election
-            .inner()
+        let orphan_revision = conn
             .kv
             .create("jobs", orphan.into())
             .await
@@ -929,7 +845,7 @@ mod tests {
             .await
             .expect("try_claim")
             .expect("the landed orphan is this attempt's");
-        let latest = latest::latest(&election.inner().kv, "jobs", Duration::from_secs(5))
+        let latest = latest::latest(&conn.kv, "jobs", Duration::from_secs(5))
             .await
             .expect("read")
             .expect("an entry");

@@ -1,43 +1,17 @@
 //! [`NatsElection`]: elections in one JetStream KV bucket.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
-use election_core::{Candidate, ElectionName, Identity, Leader};
+use election_core::{Candidate, ElectionName, Identity, Leader, LeaseSet};
 use futures::{Stream, StreamExt};
 
-use crate::bucket;
 use crate::claim::NatsClaim;
-use crate::latest;
-use crate::value::{self, Value};
-use crate::{Error, NatsOptions};
-
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) client: async_nats::Client,
-    pub(crate) js: jetstream::Context,
-    pub(crate) kv: kv::Store,
-    pub(crate) options: NatsOptions,
-    /// The creation time (µs) of the bucket incarnation last seen: the
-    /// base of the epochs won in it (see [`bucket::epoch_at`]).
-    base: AtomicU64,
-    /// The bucket's replicas when it was opened.
-    replicas: usize,
-}
-
-impl Inner {
-    /// The base of epochs, as last seen.
-    pub(crate) fn base(&self) -> u64 {
-        self.base.load(Ordering::SeqCst)
-    }
-
-    /// Records the base of the bucket incarnation the server shows now.
-    pub(crate) fn set_base(&self, base: u64) {
-        self.base.store(base, Ordering::SeqCst);
-    }
-}
+use crate::connection::Connection;
+use crate::error::Error;
+use crate::lease_set::NatsLeases;
+use crate::options::NatsOptions;
+use crate::value;
 
 /// Elections in a NATS JetStream key-value bucket: one key per election,
 /// on one server or a clustered (R3) bucket.
@@ -84,7 +58,7 @@ impl Inner {
 /// ```
 #[derive(Clone, Debug)]
 pub struct NatsElection {
-    inner: Arc<Inner>,
+    conn: Arc<Connection>,
 }
 
 impl NatsElection {
@@ -146,67 +120,31 @@ impl NatsElection {
         client: async_nats::Client,
         options: NatsOptions,
     ) -> Result<Self, Error> {
-        let mut js = jetstream::new(client.clone());
-        js.set_timeout(options.timeout().max(Duration::from_secs(1)));
-        let kv = bucket::open(
-            &js,
-            &client,
-            &bucket::Spec {
-                name: options.bucket_name(),
-                description: "leader elections (election-nats); max age = the lease TTL",
-                max_age: options.ttl(),
-                replicas: options.replica_count(),
-                markers: true,
-                check_max_age: !options.is_observer(),
-                create: !options.is_observer(),
-                what: "open or create the bucket (is JetStream enabled?)",
-            },
-        )
-        .await?;
-        let shape = bucket::shape(&kv, options.timeout().max(Duration::from_secs(1))).await?;
-        if !options.is_observer() {
-            bucket::warn_if_single_replica(
-                options.bucket_name(),
-                &shape,
-                options.is_single_replica_ok(),
-            );
-        }
         Ok(NatsElection {
-            inner: Arc::new(Inner {
-                client,
-                js,
-                kv,
-                options,
-                base: AtomicU64::new(shape.created_us),
-                replicas: shape.replicas,
-            }),
+            conn: Arc::new(Connection::open(client, options).await?),
         })
-    }
-
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
-        &self.inner
     }
 
     /// The client, for the application's own use.
     pub fn client(&self) -> &async_nats::Client {
-        &self.inner.client
+        &self.conn.client
     }
 
     /// The options.
     pub fn options(&self) -> &NatsOptions {
-        &self.inner.options
+        &self.conn.options
     }
 
     /// How many replicas the bucket had when it was opened. With one, a
     /// host crash can lose the last acknowledged writes (see
     /// [`NatsOptions::single_replica_ok`]).
     pub fn replicas(&self) -> usize {
-        self.inner.replicas
+        self.conn.replicas()
     }
 
     /// The claim of candidate `identity` in election `name`.
     pub fn claim(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {
-        if self.inner.options.is_observer() {
+        if self.conn.options.is_observer() {
             return Err(election_core::ConfigError::BadSetting {
                 setting: "observer",
                 reason:
@@ -216,7 +154,7 @@ impl NatsElection {
             .into());
         }
         Ok(NatsClaim::new(
-            self.inner.clone(),
+            self.conn.clone(),
             ElectionName::new(name)?,
             Identity::new(identity)?,
         ))
@@ -235,7 +173,7 @@ impl NatsElection {
     /// Cancel safety: cancel safe. Failure model: [`Error::Unavailable`]
     /// when the bucket cannot be read.
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
-        leader(&self.inner, &ElectionName::new(name)?).await
+        self.conn.leader(&ElectionName::new(name)?).await
     }
 
     /// Who holds the key of election `name` now, and whether that holder
@@ -251,9 +189,9 @@ impl NatsElection {
     pub async fn holder(&self, name: &str) -> Result<Option<Holder>, Error> {
         let name = ElectionName::new(name)?;
         let key = value::key(&name);
-        match latest::latest(&self.inner.kv, &key, self.inner.options.timeout()).await? {
+        match self.conn.latest(&key).await? {
             Some(l) => Ok(
-                leader_of(&key, l.operation, &l.value, l.revision)?.map(|leader| Holder {
+                value::leader_of(&key, l.operation, &l.value, l.revision)?.map(|leader| Holder {
                     leader,
                     pending: value::is_pending(&l.value),
                 }),
@@ -285,18 +223,18 @@ impl NatsElection {
         // exactly: a change between the two shows up in both, and the
         // same-term filter drops the repeat.
         let watch = self
-            .inner
+            .conn
             .kv
             .watch(&key)
             .await
             .map_err(|e| Error::unavailable("watch", e))?;
-        let now = leader(&self.inner, &name).await?;
+        let now = self.conn.leader(&name).await?;
         let mut last: Option<Option<Leader>> = Some(now.clone());
         let first = futures::stream::once(std::future::ready(Ok(now)));
         Ok(first.chain(watch.filter_map(move |entry| {
             let out = match entry {
                 Err(e) => Some(Err(Error::unavailable("watch", e))),
-                Ok(e) => match leader_of(&key, e.operation, &e.value, e.revision) {
+                Ok(e) => match value::leader_of(&key, e.operation, &e.value, e.revision) {
                     Err(e) => Some(Err(e)),
                     Ok(now) if last.as_ref().is_some_and(|l| same_term(l, &now)) => None,
                     Ok(now) => {
@@ -307,6 +245,48 @@ impl NatsElection {
             };
             std::future::ready(out)
         })))
+    }
+
+    /// A [`LeaseSet`] of this process (`identity`) over this election's
+    /// server(s) and options (TTL, renew interval, failover grace, request
+    /// timeout, replicas); see [`NatsLeases`] for how it works.
+    ///
+    /// Opens (or creates) the buckets `<bucket>-sessions` and
+    /// `<bucket>-keys` and starts this process's session before it returns.
+    ///
+    /// Cancel safety: cancel safe (a session started by a cancelled call
+    /// ages out). Failure model: [`Error::Config`] for a bad identity;
+    /// [`Error::Unavailable`] / [`Error::OutcomeUnknown`] if the server
+    /// cannot open the buckets or start the session;
+    /// [`Error::BucketMismatch`] for buckets with other settings.
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// let stores = election.lease_set("host-a/4711").await?;
+    /// if stores.ask("store-17").await? {
+    ///     stores.guard("store-17", async |token| {
+    ///         println!("writing to store-17 in term {}", token.epoch());
+    ///     }).await?;
+    /// }
+    /// stores.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<NatsLeases>, Error> {
+        Ok(LeaseSet::new(self.keyed_claims(identity).await?))
+    }
+
+    /// The keyed claims behind [`lease_set`](Self::lease_set), for
+    /// [`LeaseSet::new`] by hand (a test kit's keyed suite, a wrapper of
+    /// one's own). Opens the buckets and starts the session as
+    /// [`lease_set`](Self::lease_set) does.
+    ///
+    /// Cancel safety and failure model as [`lease_set`](Self::lease_set).
+    pub async fn keyed_claims(&self, identity: &str) -> Result<NatsLeases, Error> {
+        NatsLeases::open(self.conn.clone(), Identity::new(identity)?).await
     }
 }
 
@@ -322,27 +302,6 @@ pub struct Holder {
     pub pending: bool,
 }
 
-fn leader_of(
-    key: &str,
-    operation: kv::Operation,
-    value: &[u8],
-    revision: u64,
-) -> Result<Option<Leader>, Error> {
-    if operation != kv::Operation::Put {
-        return Ok(None);
-    }
-    let v = Value::decode(key, value)?;
-    let epoch = v.epoch_at(key, revision)?;
-    let since = v
-        .since_unix_ms
-        .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
-    Ok(Some(Leader {
-        identity: v.identity,
-        epoch,
-        since,
-    }))
-}
-
 /// Whether two observations show the same term (or both nobody): the
 /// identity and epoch decide, so a renewal is never a change, also from a
 /// writer whose renewals rewrite `since`.
@@ -351,13 +310,5 @@ fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
         (None, None) => true,
         (Some(a), Some(b)) => a.identity == b.identity && a.epoch == b.epoch,
         _ => false,
-    }
-}
-
-pub(crate) async fn leader(inner: &Inner, name: &ElectionName) -> Result<Option<Leader>, Error> {
-    let key = value::key(name);
-    match latest::latest(&inner.kv, &key, inner.options.timeout()).await? {
-        Some(l) => leader_of(&key, l.operation, &l.value, l.revision),
-        None => Ok(None),
     }
 }

@@ -10,7 +10,7 @@ use async_nats::jetstream::{self, kv};
 use election_core::ConfigError;
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The default bound on one KV request of a [`NatsFence`].
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

@@ -10,7 +10,8 @@ use std::time::Duration;
 use async_nats::jetstream::kv;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 
-use crate::Error;
+use crate::error::Error;
+use crate::value::{SessionRecord, Value};
 
 /// The latest entry of a key, as the stream leader has it.
 #[derive(Clone, Debug)]
@@ -24,7 +25,14 @@ impl Latest {
     /// Whether this is a live lease written by the attempt `nonce`.
     pub(crate) fn is_attempts(&self, key: &str, nonce: u64) -> bool {
         self.operation == kv::Operation::Put
-            && crate::value::Value::decode(key, &self.value).is_ok_and(|v| v.nonce == nonce)
+            && Value::decode(key, &self.value).is_ok_and(|v| v.nonce == nonce)
+    }
+
+    /// Whether this is a live lease-set record (a session key's value, or
+    /// a lease-set key's) naming the session `id`.
+    pub(crate) fn is_sessions(&self, key: &str, id: u64) -> bool {
+        self.operation == kv::Operation::Put
+            && SessionRecord::decode(key, &self.value).is_ok_and(|r| r.session == id)
     }
 }
 

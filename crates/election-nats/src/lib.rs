@@ -3,8 +3,9 @@
 //! while a node dies.
 //!
 //! See [`NatsElection`] for how claims, epochs, renewal and waiting work,
-//! [`NatsClaim::confirm`] for the commit-point check, and [`NatsFence`] for
-//! fencing high-water marks kept in KV.
+//! [`Term::confirm`](election_core::Term::confirm) for the commit-point
+//! check (one compare-and-set on the key, then a check of the bucket's
+//! incarnation), and [`NatsFence`] for fencing high-water marks kept in KV.
 //!
 //! Supported servers: nats-server 2.11 and later (TTL markers wake waiting
 //! candidates the moment a dead holder's lease expires); 2.10 works with
@@ -37,13 +38,16 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
+mod book;
 mod bucket;
 mod claim;
+mod connection;
 mod election;
 mod error;
 mod fence;
 mod latest;
 mod lease_set;
+mod lease_steps;
 mod options;
 mod session;
 mod value;

@@ -8,8 +8,8 @@ use async_nats::jetstream::kv;
 use election_core::{Identity, attempt_nonce};
 use tokio::time::Instant;
 
-use crate::Error;
-use crate::value::Value;
+use crate::error::Error;
+use crate::value::SessionRecord;
 
 /// The sessions bucket's key of session `id`.
 pub(crate) fn key(id: u64) -> String {
@@ -41,11 +41,9 @@ pub(crate) enum Renewal {
 }
 
 fn value(identity: &Identity, id: u64) -> bytes::Bytes {
-    Value {
+    SessionRecord {
         identity: identity.clone(),
-        nonce: id,
-        epoch: None,
-        since_unix_ms: None,
+        session: id,
         base: None,
     }
     .encode()

@@ -22,9 +22,12 @@
 //! (the winning create); every later write of the term (grace refresh,
 //! renewals, commit-point checks) carries the same value. Display only.
 
-use election_core::{ElectionName, Epoch, Identity};
+use std::time::{Duration, UNIX_EPOCH};
 
-use crate::Error;
+use async_nats::jetstream::kv;
+use election_core::{ElectionName, Epoch, Identity, Leader};
+
+use crate::error::Error;
 
 /// The KV key of an election.
 pub(crate) fn key(name: &ElectionName) -> String {
@@ -44,10 +47,11 @@ pub(crate) fn key_of(name: &str) -> String {
     k
 }
 
-/// A lease value.
+/// An election key's value: the holder of one term.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Value {
     pub(crate) identity: Identity,
+    /// The random nonce of the attempt that wrote it.
     pub(crate) nonce: u64,
     pub(crate) epoch: Option<Epoch>,
     pub(crate) since_unix_ms: Option<u64>,
@@ -55,7 +59,100 @@ pub(crate) struct Value {
     pub(crate) base: Option<u64>,
 }
 
+/// A lease-set record: the value of a session key (in the sessions
+/// bucket) and of a lease-set key (in the keys bucket), naming the session
+/// that holds it.
+///
+/// ```text
+/// election-nats/1
+/// identity=host-a/4711
+/// session=1234567890
+/// nonce=1234567890        (the same id, for readers before `session=`)
+/// base=1796000000000000   (keys only)
+/// ```
+///
+/// Versions before `session=` wrote the session id as `nonce=` alone;
+/// such a record still decodes (its `nonce` is the session id), and the
+/// `nonce=` line every record still carries lets those versions read
+/// today's records. A record whose two ids differ is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SessionRecord {
+    pub(crate) identity: Identity,
+    /// The lease-set session's id.
+    pub(crate) session: u64,
+    /// The keys bucket incarnation's creation time the writer used (µs);
+    /// `None` in a session key's value.
+    pub(crate) base: Option<u64>,
+}
+
 const HEADER: &str = "election-nats/1";
+
+/// The `key=value` lines of a value after its header, parsed and checked
+/// for the fields either kind of value uses; unknown keys are ignored (a
+/// newer writer's additions, such as [`PENDING`]).
+#[derive(Default)]
+struct Fields {
+    identity: Option<Identity>,
+    nonce: Option<u64>,
+    session: Option<u64>,
+    epoch: Option<Epoch>,
+    since_unix_ms: Option<u64>,
+    base: Option<u64>,
+}
+
+/// The error for a value of `key` that cannot be read.
+fn corrupt(key: &str, detail: String) -> Error {
+    Error::CorruptValue {
+        key: key.to_owned(),
+        detail,
+    }
+}
+
+/// The error for a value of `key` of the other kind (`what` it is).
+fn wrong_kind(key: &str, what: &str) -> Error {
+    corrupt(
+        key,
+        format!("{what}: not the kind of value this bucket holds"),
+    )
+}
+
+impl Fields {
+    /// The writer's identity, which every value carries.
+    fn identity(&self, key: &str) -> Result<Identity, Error> {
+        self.identity
+            .clone()
+            .ok_or_else(|| corrupt(key, "no identity".into()))
+    }
+
+    fn parse(key: &str, bytes: &[u8]) -> Result<Fields, Error> {
+        let bad = |detail: String| corrupt(key, detail);
+        let number = |name: &str, v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| bad(format!("bad {name} {v:?}")))
+        };
+        let text = std::str::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
+        let mut lines = text.lines();
+        if lines.next() != Some(HEADER) {
+            return Err(bad(format!("the first line is not {HEADER:?}")));
+        }
+        let mut f = Fields::default();
+        for line in lines {
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| bad(format!("line {line:?} is not key=value")))?;
+            match k {
+                "identity" => f.identity = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
+                "nonce" => f.nonce = Some(number(k, v)?),
+                "session" => f.session = Some(number(k, v)?),
+                "epoch" => f.epoch = Some(v.parse().map_err(|e| bad(format!("{e}")))?),
+                "since_unix_ms" => f.since_unix_ms = v.parse().ok(),
+                "base" => f.base = Some(number(k, v)?),
+                _ => {}
+            }
+        }
+        Ok(f)
+    }
+}
 
 impl Value {
     pub(crate) fn encode(&self) -> bytes::Bytes {
@@ -75,37 +172,19 @@ impl Value {
         s.into()
     }
 
+    /// Decodes an election key's value; a lease-set record (it names a
+    /// session) is refused.
     pub(crate) fn decode(key: &str, bytes: &[u8]) -> Result<Value, Error> {
-        let bad = |detail: String| Error::CorruptValue {
-            key: key.to_owned(),
-            detail,
-        };
-        let text = std::str::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
-        let mut lines = text.lines();
-        if lines.next() != Some(HEADER) {
-            return Err(bad(format!("the first line is not {HEADER:?}")));
-        }
-        let (mut identity, mut nonce, mut epoch, mut since, mut base) =
-            (None, None, None, None, None);
-        for line in lines {
-            let (k, v) = line
-                .split_once('=')
-                .ok_or_else(|| bad(format!("line {line:?} is not key=value")))?;
-            match k {
-                "identity" => identity = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
-                "nonce" => nonce = Some(v.parse().map_err(|_| bad(format!("bad nonce {v:?}")))?),
-                "epoch" => epoch = Some(v.parse().map_err(|e| bad(format!("{e}")))?),
-                "since_unix_ms" => since = v.parse().ok(),
-                "base" => base = Some(v.parse().map_err(|_| bad(format!("bad base {v:?}")))?),
-                _ => {}
-            }
+        let f = Fields::parse(key, bytes)?;
+        if f.session.is_some() {
+            return Err(wrong_kind(key, "a lease-set record (it names a session)"));
         }
         Ok(Value {
-            identity: identity.ok_or_else(|| bad("no identity".into()))?,
-            nonce: nonce.ok_or_else(|| bad("no nonce".into()))?,
-            epoch,
-            since_unix_ms: since,
-            base,
+            identity: f.identity(key)?,
+            nonce: f.nonce.ok_or_else(|| corrupt(key, "no nonce".into()))?,
+            epoch: f.epoch,
+            since_unix_ms: f.since_unix_ms,
+            base: f.base,
         })
     }
 
@@ -118,12 +197,72 @@ impl Value {
         }
         match self.base {
             Some(base) => crate::bucket::epoch_at(base, revision),
-            None => Epoch::new(revision).ok_or_else(|| Error::CorruptValue {
-                key: key.to_owned(),
-                detail: "revision 0".into(),
-            }),
+            None => Epoch::new(revision).ok_or_else(|| corrupt(key, "revision 0".into())),
         }
     }
+}
+
+impl SessionRecord {
+    pub(crate) fn encode(&self) -> bytes::Bytes {
+        let mut s = format!(
+            "{HEADER}\nidentity={}\nsession={id}\nnonce={id}\n",
+            self.identity,
+            id = self.session
+        );
+        if let Some(b) = self.base {
+            s.push_str(&format!("base={b}\n"));
+        }
+        s.into()
+    }
+
+    /// Decodes a lease-set record: the session id from `session=`, or from
+    /// `nonce=` alone (a record of a version before `session=`); a record
+    /// naming two different ids, or one carrying a term's epoch, is refused.
+    pub(crate) fn decode(key: &str, bytes: &[u8]) -> Result<SessionRecord, Error> {
+        let f = Fields::parse(key, bytes)?;
+        let session = match (f.session, f.nonce) {
+            (Some(s), Some(n)) if s != n => {
+                return Err(corrupt(
+                    key,
+                    format!("session {s} and nonce {n} differ: not a lease-set record"),
+                ));
+            }
+            (Some(id), _) | (None, Some(id)) => id,
+            (None, None) => return Err(corrupt(key, "no session".into())),
+        };
+        if f.epoch.is_some() {
+            return Err(wrong_kind(key, "an election value (it carries an epoch)"));
+        }
+        Ok(SessionRecord {
+            identity: f.identity(key)?,
+            session,
+            base: f.base,
+        })
+    }
+}
+
+/// The holder an election key's entry shows: `None` for a delete or purge
+/// marker, else the value's identity, its term's epoch (see
+/// [`Value::epoch_at`]) and start time.
+pub(crate) fn leader_of(
+    key: &str,
+    operation: kv::Operation,
+    value: &[u8],
+    revision: u64,
+) -> Result<Option<Leader>, Error> {
+    if operation != kv::Operation::Put {
+        return Ok(None);
+    }
+    let v = Value::decode(key, value)?;
+    let epoch = v.epoch_at(key, revision)?;
+    let since = v
+        .since_unix_ms
+        .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+    Ok(Some(Leader {
+        identity: v.identity,
+        epoch,
+        since,
+    }))
 }
 
 /// The line a claim's winning write carries while its writer waits out
@@ -180,5 +319,51 @@ mod tests {
             let v = Value { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since, base };
             prop_assert_eq!(Value::decode("k", &v.encode()).unwrap(), v);
         }
+
+        #[test]
+        fn session_records_round_trip(session in any::<u64>(), base in proptest::option::of(any::<u64>())) {
+            let r = SessionRecord { identity: Identity::new("host/1").unwrap(), session, base };
+            prop_assert_eq!(SessionRecord::decode("k", &r.encode()).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn session_records_name_the_session_and_stay_readable_both_ways() {
+        let r = SessionRecord {
+            identity: Identity::new("host/1").unwrap(),
+            session: 42,
+            base: Some(9),
+        };
+        let text = String::from_utf8(r.encode().to_vec()).unwrap();
+        assert!(text.contains("\nsession=42\n"), "{text}");
+        // A record of a version before `session=`: the nonce is the id.
+        let old = b"election-nats/1\nidentity=host/1\nnonce=42\nbase=9\n";
+        assert_eq!(SessionRecord::decode("k", old).unwrap(), r);
+        // Such a version reads today's record by its nonce line.
+        assert!(text.contains("\nnonce=42\n"), "{text}");
+    }
+
+    #[test]
+    fn records_of_the_wrong_kind_are_refused() {
+        let two_ids = b"election-nats/1\nidentity=h\nsession=1\nnonce=2\n";
+        assert!(matches!(
+            SessionRecord::decode("k", two_ids),
+            Err(Error::CorruptValue { .. })
+        ));
+        let no_id = b"election-nats/1\nidentity=h\n";
+        assert!(SessionRecord::decode("k", no_id).is_err());
+        let term = b"election-nats/1\nidentity=h\nnonce=2\nepoch=7\n";
+        assert!(SessionRecord::decode("k", term).is_err());
+        let record = SessionRecord {
+            identity: Identity::new("h").unwrap(),
+            session: 3,
+            base: None,
+        };
+        assert!(matches!(
+            Value::decode("k", &record.encode()),
+            Err(Error::CorruptValue { .. })
+        ));
+        assert!(Value::decode("k", b"election-nats/2\nidentity=h\nnonce=1\n").is_err());
+        assert!(Value::decode("k", b"election-nats/1\nidentity=h\nnonce=x\n").is_err());
     }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use election_core::Error;
-use election_nats::{NatsClaim, NatsElection, NatsOptions};
+use election_nats::{NatsClaim, NatsElection, NatsLeases, NatsOptions};
 use election_testkit::conformance::Backend;
 use nats_testkit::{Cluster, Server};
 
@@ -54,6 +54,33 @@ impl Nats {
     async fn election(&self, options: NatsOptions) -> Result<NatsElection, election_nats::Error> {
         NatsElection::connect(&self.urls(), options).await
     }
+
+    /// Writes `value` under `key` in `bucket` as another node would, until
+    /// the node this client reached routes the bucket's subjects.
+    async fn intrude(&self, bucket: &str, key: &str, value: &'static str) {
+        let addrs: Vec<async_nats::ServerAddr> = self
+            .urls()
+            .split(',')
+            .map(|u| u.parse().expect("url"))
+            .collect();
+        let client = async_nats::connect(addrs).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let kv = js.get_key_value(bucket).await.expect("bucket");
+        // On a fresh cluster the node this client reached may not route the
+        // bucket's subjects yet ("stream not found" on the publish ack):
+        // try again until it does.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match kv.put(key, value.into()).await {
+                Ok(_) => return,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    eprintln!("intruder put: {e}; trying again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("put: {e:?}"),
+            }
+        }
+    }
 }
 
 fn core(e: election_nats::Error) -> Error {
@@ -73,31 +100,9 @@ impl Backend for Nats {
 
     /// Another node overwrites the key, as after a partition.
     async fn take_away(&self, name: &str) -> bool {
-        let addrs: Vec<async_nats::ServerAddr> = self
-            .urls()
-            .split(',')
-            .map(|u| u.parse().expect("url"))
-            .collect();
-        let client = async_nats::connect(addrs).await.expect("connect");
-        let js = async_nats::jetstream::new(client);
-        let kv = js.get_key_value("elections").await.expect("bucket");
-        // On a fresh cluster the node this client reached may not route the
-        // bucket's subjects yet ("stream not found" on the publish ack):
-        // try again until it does.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            match kv
-                .put(name, "election-nats/1\nidentity=intruder\nnonce=1\n".into())
-                .await
-            {
-                Ok(_) => return true,
-                Err(e) if tokio::time::Instant::now() < deadline => {
-                    eprintln!("intruder put: {e}; trying again");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => panic!("put: {e:?}"),
-            }
-        }
+        let intruder = "election-nats/1\nidentity=intruder\nnonce=1\n";
+        self.intrude("elections", name, intruder).await;
+        true
     }
 
     async fn bad_configurations(&self) -> Vec<Result<NatsClaim, Error>> {
@@ -130,6 +135,40 @@ impl Backend for Nats {
     }
 }
 
+impl election_testkit::keyed::KeyedBackend for Nats {
+    type Keys = NatsLeases;
+
+    async fn keys(&self, identity: &str) -> Result<NatsLeases, Error> {
+        let election = self
+            .election(options(self.replicas()))
+            .await
+            .map_err(core)?;
+        // On a fresh cluster a replicated bucket may not be placeable for a
+        // moment ("no suitable peers for placement, peer offline"): try
+        // again until it is.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match election.keyed_claims(identity).await {
+                Err(e @ election_nats::Error::Unavailable { .. })
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    eprintln!("opening the lease-set buckets: {e}; trying again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => return other.map_err(core),
+            }
+        }
+    }
+
+    /// Another process's session record under the key, as after a
+    /// partition: the holder's watch sees it and loses the key.
+    async fn take_away(&self, key: &str) -> bool {
+        let intruder = "election-nats/1\nidentity=intruder\nsession=1\nnonce=1\n";
+        self.intrude("elections-keys", key, intruder).await;
+        true
+    }
+}
+
 mod single {
     use super::*;
     election_testkit::conformance_tests!(Nats::single());
@@ -138,4 +177,14 @@ mod single {
 mod cluster {
     use super::*;
     election_testkit::conformance_tests!(Nats::cluster());
+}
+
+mod keyed_single {
+    use super::*;
+    election_testkit::keyed_conformance_tests!(Nats::single());
+}
+
+mod keyed_cluster {
+    use super::*;
+    election_testkit::keyed_conformance_tests!(Nats::cluster());
 }

@@ -209,8 +209,7 @@ async fn a_dropped_client_connection() {
     .await
     .expect("renewed after the reconnect");
     assert!(!term.is_lost());
-    a.claim()
-        .confirm(&term)
+    term.confirm()
         .await
         .expect("still held at the commit point");
     term.resign().await.expect("resign");

@@ -133,7 +133,7 @@ async fn run() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 let line = line?;
                 match (line.is_some(), line.as_deref().map(str::trim)) {
                     (true, Some("exit")) => std::process::exit(0),
-                    (true, Some("confirm")) => match candidate.claim().confirm(&term).await {
+                    (true, Some("confirm")) => match term.confirm().await {
                         Ok(()) => say(&format!("confirmed {}", term.epoch())),
                         Err(e) => say(&format!("not-confirmed {e}")),
                     },

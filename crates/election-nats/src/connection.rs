@@ -1,0 +1,208 @@
+//! The bottom layer: the connection context every part of the crate works
+//! through (client, JetStream context, the elections bucket, options, the
+//! bucket incarnation last seen) and the exact reads and bucket checks
+//! built on it.
+//!
+//! The façade ([`NatsElection`](crate::NatsElection)), the claims and the
+//! lease sets use this module; it uses only the modules below it
+//! (`bucket`, `latest`, `value`, `options`, `error`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use election_core::{ElectionName, Leader};
+
+use crate::bucket;
+use crate::error::Error;
+use crate::latest::{self, Latest};
+use crate::options::NatsOptions;
+use crate::value;
+
+/// A connection to the server(s) and the elections bucket, shared by the
+/// façade and every claim and lease set opened from it.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub(crate) client: async_nats::Client,
+    pub(crate) js: jetstream::Context,
+    /// The elections bucket.
+    pub(crate) kv: kv::Store,
+    pub(crate) options: NatsOptions,
+    /// The creation time (µs) of the bucket incarnation last seen: the
+    /// base of the epochs won in it (see [`bucket::epoch_at`]).
+    base: AtomicU64,
+    /// The bucket's replicas when it was opened.
+    replicas: usize,
+}
+
+impl Connection {
+    /// Opens (or, unless `options` is an observer's, creates) the
+    /// elections bucket over `client`, waits until the server routes writes
+    /// to it, and reads its incarnation.
+    pub(crate) async fn open(
+        client: async_nats::Client,
+        options: NatsOptions,
+    ) -> Result<Connection, Error> {
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(options.timeout().max(Duration::from_secs(1)));
+        let kv = bucket::open(
+            &js,
+            &client,
+            &bucket::Spec {
+                name: options.bucket_name(),
+                description: "leader elections (election-nats); max age = the lease TTL",
+                max_age: options.ttl(),
+                replicas: options.replica_count(),
+                markers: true,
+                check_max_age: !options.is_observer(),
+                create: !options.is_observer(),
+                what: "open or create the bucket (is JetStream enabled?)",
+            },
+        )
+        .await?;
+        let shape = bucket::shape(&kv, options.timeout().max(Duration::from_secs(1))).await?;
+        if !options.is_observer() {
+            bucket::warn_if_single_replica(
+                options.bucket_name(),
+                &shape,
+                options.is_single_replica_ok(),
+            );
+        }
+        Ok(Connection {
+            client,
+            js,
+            kv,
+            options,
+            base: AtomicU64::new(shape.created_us),
+            replicas: shape.replicas,
+        })
+    }
+
+    /// The base of epochs, as last seen.
+    pub(crate) fn base(&self) -> u64 {
+        self.base.load(Ordering::SeqCst)
+    }
+
+    /// Records the base of the bucket incarnation the server shows now.
+    pub(crate) fn set_base(&self, base: u64) {
+        self.base.store(base, Ordering::SeqCst);
+    }
+
+    /// The bucket's replicas when it was opened.
+    pub(crate) fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// The bound on one request.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.options.timeout()
+    }
+
+    /// Reads `key`'s latest entry in the elections bucket through the
+    /// stream leader (bounded by the request timeout).
+    pub(crate) async fn latest(&self, key: &str) -> Result<Option<Latest>, Error> {
+        latest::latest(&self.kv, key, self.timeout()).await
+    }
+
+    /// Who holds election `name` now, read exactly, or `None`.
+    pub(crate) async fn leader(&self, name: &ElectionName) -> Result<Option<Leader>, Error> {
+        let key = value::key(name);
+        match self.latest(&key).await? {
+            Some(l) => value::leader_of(&key, l.operation, &l.value, l.revision),
+            None => Ok(None),
+        }
+    }
+
+    /// Checks, after a write of a term won in the incarnation `base`, that
+    /// the elections bucket still is that incarnation (its stream's
+    /// creation time is unchanged) and that its max age is not below the
+    /// TTL the claims count with. `Ok(None)`: all is well;
+    /// `Ok(Some(why))`: the term must not go on. A bucket recreated with an
+    /// earlier creation time is [`Error::CorruptValue`] (epochs could
+    /// repeat). Records the incarnation seen ([`base`](Self::base)).
+    pub(crate) async fn check_incarnation(&self, base: u64) -> Result<Option<String>, Error> {
+        let shape = bucket::shape(&self.kv, self.timeout()).await?;
+        if shape.created_us < base {
+            return Err(bucket::recreated_earlier(
+                self.options.bucket_name(),
+                base,
+                shape.created_us,
+            ));
+        }
+        self.set_base(shape.created_us);
+        if shape.created_us != base {
+            return Ok(Some(format!(
+                "the bucket was deleted and recreated (created at {} µs, the term's at {} µs)",
+                shape.created_us, base
+            )));
+        }
+        Ok(bucket::max_age_below(&shape, self.options.ttl()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{SessionRecord, Value};
+    use election_core::Identity;
+
+    /// The bottom layer against a real server: exact reads of the holder,
+    /// and the incarnation check's three answers.
+    #[tokio::test]
+    async fn the_context_reads_the_holder_and_checks_the_incarnation() {
+        let server = nats_testkit::Server::start().expect("nats-server");
+        let options = NatsOptions::new(Duration::from_secs(3)).expect("options");
+        let client = async_nats::connect(server.url()).await.expect("connect");
+        let conn = Connection::open(client, options).await.expect("open");
+        let name = ElectionName::new("jobs").unwrap();
+        assert_eq!(conn.leader(&name).await.expect("read"), None);
+
+        let base = conn.base();
+        assert_eq!(conn.check_incarnation(base).await.expect("check"), None);
+        // A term won in an earlier incarnation: this one is another.
+        let why = conn.check_incarnation(base - 1).await.expect("check");
+        assert!(why.is_some_and(|w| w.contains("recreated")));
+        // A term whose base is later than the bucket's creation: the
+        // server's clock went back, so epochs could repeat.
+        assert!(matches!(
+            conn.check_incarnation(base + 1_000_000).await,
+            Err(Error::CorruptValue { .. })
+        ));
+        assert_eq!(conn.base(), base, "the incarnation seen is unchanged");
+
+        let identity = Identity::new("svc-1").unwrap();
+        let value = Value {
+            identity: identity.clone(),
+            nonce: 7,
+            epoch: None,
+            since_unix_ms: None,
+            base: Some(base),
+        };
+        let revision = conn
+            .kv
+            .create("jobs", value.encode())
+            .await
+            .expect("create");
+        let leader = conn.leader(&name).await.expect("read").expect("a holder");
+        assert_eq!(leader.identity, identity);
+        assert_eq!(leader.epoch, bucket::epoch_at(base, revision).unwrap());
+        assert!(
+            conn.latest("jobs")
+                .await
+                .expect("read")
+                .is_some_and(|l| l.is_attempts("jobs", 7))
+        );
+
+        // A lease-set record under an election key is not a holder.
+        let record = SessionRecord {
+            identity,
+            session: 7,
+            base: Some(base),
+        };
+        conn.kv.put("jobs", record.encode()).await.expect("put");
+        assert!(matches!(
+            conn.leader(&name).await,
+            Err(Error::CorruptValue { .. })
+        ));
+    }
+}

@@ -1,0 +1,714 @@
+//! The plain steps of a NATS lease set, one I/O operation (or a few in
+//! parallel) each, over the [`Book`] of what this process knows; the
+//! core's keyed engine drives them through `KeyedClaims` (`lease_set`):
+//!
+//! - open: the two buckets and this process's first session;
+//! - claim many ([`Steps::claim_keys`]): read or claim each key as the book
+//!   says (a key in a failover grace answers "held by");
+//! - renew many ([`Steps::renew_session`]): one write of the session renews
+//!   every key it holds;
+//! - release many ([`Steps::release_all`]): every key is given up and the
+//!   session deleted, which frees them all at once;
+//! - confirm one ([`Steps::confirm`]): the commit point of one key;
+//! - wait ([`Steps::wait`]) for the wake-ups of the watches
+//!   ([`Steps::follow_keys`], [`Steps::follow_sessions`]), which also
+//!   report losses (a foreign record under a held key, the own session's
+//!   end) to the core at once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use election_core::{
+    Claimed, ElectionName, Epoch, HoldReporter, Identity, LeaseLost, LossReason, RenewalPolicy, Won,
+};
+use futures::StreamExt;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::book::{Book, Liveness, Loss, Next, Seen, seen_of};
+use crate::bucket;
+use crate::connection::Connection;
+use crate::error::Error;
+use crate::latest::{self, Latest};
+use crate::session::{self, Renewal, Session};
+use crate::value::{self, SessionRecord};
+
+/// How many key reads or claims run at once.
+const CONCURRENCY: usize = 64;
+
+/// What one renewal of the own session found.
+#[derive(Debug)]
+pub(crate) enum SessionRenewal {
+    /// Renewed: every key it holds is valid until the session is.
+    Renewed,
+    /// The session is over (gone, or its bucket recreated or shortened):
+    /// every key it held is lost.
+    Lost,
+    /// No answer that counts; the session may still live.
+    Failed(Error),
+}
+
+/// A lease set's connection, buckets and book, with the steps on them.
+pub(crate) struct Steps {
+    conn: Arc<Connection>,
+    pub(crate) identity: Identity,
+    sessions: kv::Store,
+    keys: kv::Store,
+    book: Mutex<Book>,
+    /// Serializes writes of the own session (renewals, restarts).
+    session_writes: tokio::sync::Mutex<()>,
+    /// Rung when another claim is worth making: a key was freed, or its
+    /// holder's session died.
+    wake: Notify,
+    /// Where losses learned between steps go (set by `start`).
+    reporter: Mutex<Option<HoldReporter>>,
+    /// The session's renewal policy: validity from before the write,
+    /// renew interval, retries, request timeout.
+    pub(crate) policy: RenewalPolicy,
+}
+
+impl Steps {
+    /// Opens (or creates) the buckets `<bucket>-sessions` and
+    /// `<bucket>-keys` and starts this process's session (see
+    /// [`NatsElection::lease_set`](crate::NatsElection::lease_set)).
+    pub(crate) async fn open(conn: Arc<Connection>, identity: Identity) -> Result<Steps, Error> {
+        let inner = conn;
+        if inner.options.is_observer() {
+            return Err(election_core::ConfigError::BadSetting {
+                setting: "observer",
+                reason: "an observer's election cannot hold leases".into(),
+            }
+            .into());
+        }
+        let options = &inner.options;
+        let sessions_name = format!("{}-sessions", options.bucket_name());
+        let keys_name = format!("{}-keys", options.bucket_name());
+        let sessions = bucket::open(
+            &inner.js,
+            &inner.client,
+            &bucket::Spec {
+                name: &sessions_name,
+                description: "lease-set sessions (election-nats); max age = the lease TTL",
+                max_age: options.ttl(),
+                replicas: options.replica_count(),
+                markers: true,
+                check_max_age: true,
+                create: true,
+                what: "open or create the sessions bucket (is JetStream enabled?)",
+            },
+        )
+        .await?;
+        let keys = bucket::open(
+            &inner.js,
+            &inner.client,
+            &bucket::Spec {
+                name: &keys_name,
+                description: "lease-set keys (election-nats); held while their session lives",
+                max_age: Duration::ZERO,
+                replicas: options.replica_count(),
+                markers: false,
+                check_max_age: true,
+                create: true,
+                what: "open or create the lease-set keys bucket (is JetStream enabled?)",
+            },
+        )
+        .await?;
+        let (sessions_shape, keys_shape) = tokio::join!(
+            bucket::shape(&sessions, options.timeout()),
+            bucket::shape(&keys, options.timeout())
+        );
+        let (sessions_shape, keys_shape) = (sessions_shape?, keys_shape?);
+        bucket::warn_if_single_replica(&keys_name, &keys_shape, options.is_single_replica_ok());
+        let policy = RenewalPolicy::new(options.validity(), options.renew_every())
+            .and_then(|p| {
+                p.with_retry_after((options.renew_every() / 4).max(Duration::from_millis(10)))
+            })
+            .and_then(|p| p.with_attempt_timeout(options.timeout()))?;
+        let own =
+            session::start(&sessions, &identity, options.validity(), options.timeout()).await?;
+        tracing::info!(identity = %identity, session = own.id, "lease-set session started");
+        Ok(Steps {
+            conn: inner,
+            identity,
+            sessions,
+            keys,
+            book: Mutex::new(Book::new(
+                own,
+                keys_shape.created_us,
+                sessions_shape.created_us,
+            )),
+            session_writes: tokio::sync::Mutex::new(()),
+            wake: Notify::new(),
+            reporter: Mutex::new(None),
+            policy,
+        })
+    }
+
+    /// Keeps `reporter` for the losses learned between steps.
+    pub(crate) fn set_reporter(&self, reporter: HoldReporter) {
+        *self.reporter.lock().unwrap_or_else(|p| p.into_inner()) = Some(reporter);
+    }
+
+    /// Tells the core of `losses` at once (rule 2).
+    fn report(&self, losses: impl IntoIterator<Item = Loss>) {
+        let reporter = self.reporter.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, epoch, reason) in losses {
+            if let Some(r) = reporter.as_ref() {
+                r.lose(&key, epoch, reason);
+            }
+        }
+    }
+
+    /// Tells the core that every key held is valid until the own session
+    /// is (after a renewal made by a step other than `renew`).
+    fn report_renewed(&self) {
+        let (held, own) = {
+            let book = self.book();
+            (book.held(), book.own)
+        };
+        let reporter = self.reporter.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some(r), Some(own)) = (reporter.as_ref(), own) {
+            for (key, epoch) in held {
+                r.renewed(&key, epoch, own.valid_until);
+            }
+        }
+    }
+
+    /// Claim many: reads and claims each of `names` as far as it can go
+    /// now ([`CONCURRENCY`] at a time), after making sure of a live session
+    /// with at least half its validity left. One answer per key, in order:
+    /// won (valid while the session is), held by another (also during a
+    /// failover grace), or the error that kept it from being decided.
+    pub(crate) async fn claim_keys(
+        &self,
+        names: &[ElectionName],
+    ) -> Vec<Result<Claimed, election_core::Error>> {
+        let kv_keys: Vec<String> = names.iter().map(value::key).collect();
+        {
+            let mut book = self.book();
+            for (kv_key, name) in kv_keys.iter().zip(names) {
+                book.ask(kv_key, name);
+                // The core asks only for keys it does not hold: one the
+                // book still counts (expired at the core's deadline) is
+                // claimed afresh, never answered with its old term.
+                book.forget(kv_key);
+            }
+        }
+        let session = self.fresh_session().await;
+        if let Err(e) = &session {
+            tracing::warn!(error = %e, "no live lease-set session to claim keys with");
+        }
+        let outcomes: Vec<Result<(), Error>> = match &session {
+            Ok(_) => {
+                futures::stream::iter(kv_keys.clone())
+                    .map(|key| async move { self.acquire(&key).await })
+                    .buffered(CONCURRENCY)
+                    .collect()
+                    .await
+            }
+            Err(_) => kv_keys.iter().map(|_| Ok(())).collect(),
+        };
+        let book = self.book();
+        kv_keys
+            .iter()
+            .zip(names)
+            .zip(outcomes)
+            .map(|((kv_key, name), outcome)| {
+                outcome.map_err(|e| e.into_core(name))?;
+                let entry = book.entries.get(kv_key).ok_or_else(|| not_held(name))?;
+                match (entry.mine.and_then(|m| book.epoch_of(m)), book.own) {
+                    (Some(epoch), Some(own)) => Ok(Claimed::Won(Won {
+                        epoch,
+                        valid_until: Some(own.valid_until),
+                    })),
+                    _ => match (&entry.seen, &session) {
+                        // Free, but no live session to claim it with.
+                        (Seen::Vacant { .. }, Err(_)) => Err(no_session().into_core(name)),
+                        _ => Ok(Claimed::HeldBy(book.holder(entry))),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Wait: returns when another claim of the keys not held is worth
+    /// making: a watch saw a key freed or a session die, or a failover
+    /// grace or a doubt ends, or a renew interval passed. Cancel safe.
+    pub(crate) async fn wait(&self) {
+        let o = &self.conn.options;
+        let due = self
+            .book()
+            .due(Instant::now(), o.ttl(), o.grace(), o.renew_every());
+        tokio::select! {
+            () = self.wake.notified() => {}
+            () = tokio::time::sleep_until(due) => {}
+        }
+    }
+
+    /// Release many: nothing is held from here on, then the session ends,
+    /// which frees every key it held (at once: no failover grace).
+    pub(crate) async fn release_all(&self) {
+        let own = self.book().release_all();
+        let _writes = self.session_writes.lock().await;
+        if let Some(own) = own {
+            session::end(&self.sessions, own, self.timeout()).await;
+        }
+    }
+
+    /// A live session with at least half its validity left, renewed or
+    /// started for it if need be.
+    async fn fresh_session(&self) -> Result<Session, Error> {
+        let now = Instant::now();
+        let own = self.book().own;
+        let stale =
+            |o: Session| o.valid_until.saturating_duration_since(now) < self.policy.validity() / 2;
+        if let Some(o) = own
+            && stale(o)
+            && matches!(self.renew_session().await, SessionRenewal::Renewed)
+        {
+            self.report_renewed();
+        }
+        if self.book().own.is_none() {
+            self.start_session().await?;
+        }
+        self.book()
+            .own
+            .filter(|o| Instant::now() < o.valid_until)
+            .ok_or_else(no_session)
+    }
+
+    /// Starts a new session (the last one is over), in a bucket whose max
+    /// age is not below the TTL counted with (an operator may have
+    /// shortened it).
+    async fn start_session(&self) -> Result<(), Error> {
+        let options = &self.conn.options;
+        let _writes = self.session_writes.lock().await;
+        if self.book().own.is_some() {
+            return Ok(()); // started meanwhile
+        }
+        let shape = bucket::shape(&self.sessions, self.timeout()).await?;
+        if let Some(why) = bucket::max_age_below(&shape, options.ttl()) {
+            tracing::warn!(%why, "no new lease-set session");
+            return Err(Error::BucketMismatch {
+                bucket: self.sessions.name.clone(),
+                found: why,
+                wanted: format!("max age {:?}", options.ttl()),
+            });
+        }
+        let s = session::start(
+            &self.sessions,
+            &self.identity,
+            options.validity(),
+            self.timeout(),
+        )
+        .await?;
+        tracing::info!(identity = %self.identity, session = s.id, "new lease-set session");
+        self.book().own = Some(s);
+        Ok(())
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn timeout(&self) -> Duration {
+        self.conn.options.timeout()
+    }
+
+    /// Renew many: one renewal of the own session, which renews every key
+    /// it holds. Validity counts from the instant before the write was
+    /// sent; both buckets' stream info is checked after it (a recreated
+    /// keys bucket loses every key, a recreated or shortened sessions
+    /// bucket the session). Losses found are reported to the core.
+    pub(crate) async fn renew_session(&self) -> SessionRenewal {
+        let options = &self.conn.options;
+        let _writes = self.session_writes.lock().await;
+        let Some(own) = self.book().own else {
+            return SessionRenewal::Lost;
+        };
+        let outcome = session::renew(
+            &self.sessions,
+            &self.identity,
+            own,
+            options.validity(),
+            self.timeout(),
+        )
+        .await;
+        let now = Instant::now();
+        match outcome {
+            Ok(Renewal::Renewed(s)) => self.check_renewed(s, now).await,
+            Ok(Renewal::Gone) => {
+                let lost = self.book().lose_session(own.id, now);
+                self.report(lost);
+                SessionRenewal::Lost
+            }
+            Err(e) => {
+                // The update may have landed: learn its revision (a
+                // successful write of ours), without extending validity.
+                let read =
+                    latest::latest(&self.sessions, &session::key(own.id), self.timeout()).await;
+                let mut book = self.book();
+                let gone = match read {
+                    Ok(Some(l)) if l.operation == kv::Operation::Put => {
+                        if let Some(o) = book.own.as_mut().filter(|o| o.id == own.id) {
+                            o.revision = l.revision;
+                        }
+                        false
+                    }
+                    Ok(_) => true,
+                    Err(_) => false,
+                };
+                let expired = book
+                    .own
+                    .is_some_and(|o| o.id == own.id && now >= o.valid_until);
+                if gone || expired {
+                    let lost = book.lose_session(own.id, now);
+                    drop(book);
+                    self.report(lost);
+                    return SessionRenewal::Lost;
+                }
+                SessionRenewal::Failed(e)
+            }
+        }
+    }
+
+    /// After the session's update landed as `s`: both buckets as the server
+    /// describes them now. A recreated bucket or a max age below the TTL
+    /// ends the session (or the keys' terms) instead of being counted on.
+    async fn check_renewed(&self, s: Session, now: Instant) -> SessionRenewal {
+        let ttl = self.conn.options.ttl();
+        let (sessions_shape, keys_shape) = tokio::join!(
+            bucket::shape(&self.sessions, self.timeout()),
+            bucket::shape(&self.keys, self.timeout())
+        );
+        let mut book = self.book();
+        let (sessions_shape, keys_shape) = match (sessions_shape, keys_shape) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                // Landed but unchecked: learn the revision, keep the old
+                // validity.
+                if let Some(o) = book.own.as_mut().filter(|o| o.id == s.id) {
+                    o.revision = s.revision;
+                }
+                return SessionRenewal::Failed(e);
+            }
+        };
+        let mut lost = Vec::new();
+        if keys_shape.created_us != book.keys_base {
+            lost = book.keys_recreated(keys_shape.created_us);
+        }
+        let shorter = bucket::max_age_below(&sessions_shape, ttl);
+        let renewed = if sessions_shape.created_us != book.sessions_base || shorter.is_some() {
+            tracing::warn!(
+                session = s.id,
+                max_age = ?sessions_shape.max_age,
+                ?ttl,
+                "the sessions bucket was recreated or its max age shortened"
+            );
+            book.sessions_base = sessions_shape.created_us;
+            lost.extend(book.lose_session(s.id, now));
+            SessionRenewal::Lost
+        } else if book.renewed(s) {
+            SessionRenewal::Renewed
+        } else {
+            SessionRenewal::Lost
+        };
+        drop(book);
+        self.report(lost);
+        renewed
+    }
+
+    /// The keys held here now, with their epochs.
+    pub(crate) fn held(&self) -> Vec<(ElectionName, Epoch)> {
+        self.book().held()
+    }
+
+    /// Follows the keys bucket (until dropped): a key freed wakes
+    /// [`wait`](Steps::wait); a record under a held key that is not its
+    /// term's is a loss, reported at once.
+    pub(crate) async fn follow_keys(&self) {
+        self.follow(&self.keys, Self::apply_key).await;
+    }
+
+    /// Follows the sessions bucket (until dropped): a session's end wakes
+    /// [`wait`](Steps::wait) (its keys may be taken over); the end of this
+    /// process's own session loses every key, reported at once.
+    pub(crate) async fn follow_sessions(&self) {
+        self.follow(&self.sessions, Self::apply_session).await;
+    }
+
+    /// Follows one bucket with a watch (restarted when it ends), applying
+    /// each entry.
+    async fn follow(&self, store: &kv::Store, apply: impl Fn(&Self, kv::Entry)) {
+        loop {
+            match store.watch_with_history(">").await {
+                Ok(mut watch) => loop {
+                    match watch.next().await {
+                        Some(Ok(entry)) => apply(self, entry),
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "lease-set watch failed");
+                            break;
+                        }
+                        None => break,
+                    }
+                },
+                Err(e) => tracing::debug!(error = %e, "starting a lease-set watch failed"),
+            }
+            tokio::time::sleep(self.conn.options.renew_every() / 4).await;
+        }
+    }
+
+    fn apply_key(&self, entry: kv::Entry) {
+        let seen = seen_of(&entry.key, entry.operation, entry.revision, &entry.value);
+        let vacant = matches!(seen, Seen::Vacant { .. });
+        let lost = self.book().saw_key(&entry.key, seen, Instant::now());
+        self.report(lost);
+        if vacant {
+            self.wake.notify_one();
+        }
+    }
+
+    fn apply_session(&self, entry: kv::Entry) {
+        let Some(id) = session::id_of(&entry.key) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut book = self.book();
+        match entry.operation {
+            kv::Operation::Put => book.set_session(id, Liveness::Alive { seen: now }),
+            op => {
+                let mut lost = Vec::new();
+                if book.own.is_some_and(|o| o.id == id) {
+                    lost = book.lose_session(id, now);
+                } else {
+                    let clean = op == kv::Operation::Delete;
+                    book.set_session(id, Liveness::Dead { since: now, clean });
+                }
+                drop(book);
+                self.report(lost);
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    /// Reads `kv_key` exactly, and its holder's session if in doubt.
+    async fn read(&self, kv_key: &str) -> Result<(), Error> {
+        let latest = latest::latest(&self.keys, kv_key, self.timeout()).await?;
+        let seen = match latest {
+            None => Seen::Vacant { revision: 0 },
+            Some(Latest {
+                revision,
+                operation,
+                value,
+            }) => seen_of(kv_key, operation, revision, &value),
+        };
+        if let Seen::Held { session: id, .. } = &seen {
+            let doubt = {
+                let book = self.book();
+                !matches!(book.sessions.get(id), Some(Liveness::Dead { .. }))
+                    && book.own.is_none_or(|o| o.id != *id)
+            };
+            if doubt {
+                let s = latest::latest(&self.sessions, &session::key(*id), self.timeout()).await?;
+                let now = Instant::now();
+                let liveness = match s {
+                    Some(l) if l.operation == kv::Operation::Put => Liveness::Alive { seen: now },
+                    Some(l) => Liveness::Dead {
+                        since: now,
+                        clean: l.operation == kv::Operation::Delete,
+                    },
+                    None => Liveness::Dead {
+                        since: now,
+                        clean: false,
+                    },
+                };
+                self.book().set_session(*id, liveness);
+            }
+        }
+        let mut book = self.book();
+        if let Some(entry) = book.entries.get_mut(kv_key)
+            && matches!(seen, Seen::Vacant { revision: 0 })
+        {
+            // An exact read replaces whatever the watch said.
+            entry.seen = Seen::Unknown;
+        }
+        let lost = book.saw_key(kv_key, seen, Instant::now());
+        drop(book);
+        self.report(lost);
+        Ok(())
+    }
+
+    /// Claims `kv_key` with an update expecting `revision`.
+    async fn claim(&self, kv_key: &str, revision: u64) -> Result<(), Error> {
+        let Some(own) = self.book().own.filter(|o| Instant::now() < o.valid_until) else {
+            return Err(Error::Unavailable {
+                what: "claim a key (no live lease-set session)",
+                source: None,
+            });
+        };
+        let base = self.book().keys_base;
+        let record = SessionRecord {
+            identity: self.identity.clone(),
+            session: own.id,
+            base: Some(base),
+        }
+        .encode();
+        let update = self.keys.update(kv_key, record, revision);
+        let won = match tokio::time::timeout(self.timeout(), update).await {
+            Ok(Ok(rev)) => rev,
+            Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                // Someone else moved it first: read it again.
+                return self.read(kv_key).await;
+            }
+            Ok(Err(e)) => return Err(Error::unavailable("claim a lease-set key", e)),
+            Err(_) => {
+                // It may have landed: the record names our session if so.
+                match latest::latest(&self.keys, kv_key, self.timeout()).await? {
+                    Some(l) if l.is_sessions(kv_key, own.id) => l.revision,
+                    _ => return self.read(kv_key).await,
+                }
+            }
+        };
+        // Rule 1: the write must belong to the incarnation whose creation
+        // time is its epoch's base (read before the write was sent).
+        let shape = bucket::shape(&self.keys, self.timeout()).await?;
+        if shape.created_us != base {
+            if shape.created_us < base {
+                return Err(bucket::recreated_earlier(
+                    self.keys.name.as_str(),
+                    base,
+                    shape.created_us,
+                ));
+            }
+            // Not used: delete it (expecting its revision), read again.
+            let delete = self.keys.delete_expect_revision(kv_key, Some(won));
+            let _ = tokio::time::timeout(self.timeout(), delete).await;
+            let lost = {
+                let mut book = self.book();
+                if book.keys_base == base {
+                    book.keys_recreated(shape.created_us)
+                } else {
+                    Vec::new()
+                }
+            };
+            self.report(lost);
+            return Ok(());
+        }
+        bucket::epoch_at(base, won)?;
+        self.book().won(kv_key, base, won, own.id, &self.identity);
+        Ok(())
+    }
+
+    fn lost(&self, name: &ElectionName, epoch: Epoch, detail: &str) -> election_core::Error {
+        election_core::Error::Lost(LeaseLost {
+            name: name.clone(),
+            identity: self.identity.clone(),
+            epoch,
+            reason: LossReason::Revoked {
+                detail: detail.into(),
+            },
+        })
+    }
+
+    /// Reads and claims `kv_key` as far as it can now (never waiting out a
+    /// failover grace: the key answers "held by" until it ends); returns
+    /// with the book updated either way.
+    async fn acquire(&self, kv_key: &str) -> Result<(), Error> {
+        for _ in 0..3 {
+            let next = {
+                let book = self.book();
+                let Some(entry) = book.entries.get(kv_key) else {
+                    return Ok(());
+                };
+                if entry.mine.is_some() {
+                    return Ok(());
+                }
+                let o = &self.conn.options;
+                book.next(entry, Instant::now(), o.ttl(), o.grace())
+            };
+            match next {
+                Next::Claim { revision } => self.claim(kv_key, revision).await?,
+                Next::Read => self.read(kv_key).await?,
+                Next::At(_) => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Confirm one: renews the session first if less than half its
+    /// validity is left (so the write starts with a fresh lease), then runs
+    /// the commit-point check: the key and the session read through the
+    /// stream leader (concurrently: one round trip). The key must still
+    /// carry term `epoch` of this session, and the session must live.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] if the book holds no
+    /// such term; [`election_core::Error::Lost`] if the check finds the key
+    /// or the session gone (the other keys of a gone session are reported
+    /// lost at once); `Unavailable` if a read fails.
+    pub(crate) async fn confirm(
+        &self,
+        name: &ElectionName,
+        epoch: Epoch,
+    ) -> Result<(), election_core::Error> {
+        let kv_key = value::key(name);
+        let core = |e: Error| e.into_core(name);
+        let stale = self.book().own.is_some_and(|o| {
+            o.valid_until.saturating_duration_since(Instant::now()) < self.policy.validity() / 2
+        });
+        if stale && matches!(self.renew_session().await, SessionRenewal::Renewed) {
+            self.report_renewed();
+        }
+        let (mine, own) = {
+            let book = self.book();
+            let mine = book.entries.get(&kv_key).and_then(|e| e.mine);
+            (mine.filter(|&m| book.epoch_of(m) == Some(epoch)), book.own)
+        };
+        let (Some(mine), Some(own)) = (mine, own) else {
+            return Err(not_held(name));
+        };
+        let session_key = session::key(own.id);
+        let (key_now, session_now) = tokio::join!(
+            latest::latest(&self.keys, &kv_key, self.timeout()),
+            latest::latest(&self.sessions, &session_key, self.timeout()),
+        );
+        let key_now = key_now.map_err(core)?;
+        let session_now = session_now.map_err(core)?;
+        let now = Instant::now();
+        if !session_now.is_some_and(|l| l.is_sessions(&session_key, own.id)) {
+            let lost = self.book().lose_session(own.id, now);
+            self.report(lost);
+            return Err(self.lost(name, epoch, "the lease-set session is gone"));
+        }
+        match key_now {
+            Some(l) if l.revision == mine && l.is_sessions(&kv_key, own.id) => Ok(()),
+            other => {
+                let seen = match other {
+                    Some(l) => seen_of(&kv_key, l.operation, l.revision, &l.value),
+                    None => Seen::Vacant { revision: 0 },
+                };
+                let lost = {
+                    let mut book = self.book();
+                    book.forget(&kv_key);
+                    book.saw_key(&kv_key, seen, now)
+                };
+                self.report(lost);
+                Err(self.lost(name, epoch, "the key carries another term"))
+            }
+        }
+    }
+}
+
+/// The error for a key free to claim while this process has no live
+/// session to claim it with.
+fn no_session() -> Error {
+    Error::Unavailable {
+        what: "claim a key (no live lease-set session)",
+        source: None,
+    }
+}
+
+/// The answer for key `name` that this process does not hold.
+fn not_held(name: &ElectionName) -> election_core::Error {
+    election_core::Error::NotHeld { name: name.clone() }
+}
