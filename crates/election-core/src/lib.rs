@@ -45,6 +45,7 @@
 mod campaign;
 mod claim;
 pub mod conformance;
+mod election;
 mod epoch;
 mod error;
 mod key_state;
@@ -60,6 +61,7 @@ mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, Leader, Watch, Won};
+pub use election::Election;
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
 pub use key_state::KeyState;
