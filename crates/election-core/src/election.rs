@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use futures::Stream;
 
-use crate::{Candidate, Claim, Error, KeyedClaims, Leader, LeaseSet};
+#[cfg(doc)]
+use crate::LeaseSet;
+use crate::{Candidate, Claim, Error, Leader};
 
 /// What every backend's façade (`FileElection`, `SqliteElection`,
 /// `NatsElection`) offers, so a tool can be written once for any backend:
@@ -26,8 +28,9 @@ use crate::{Candidate, Claim, Error, KeyedClaims, Leader, LeaseSet};
 pub trait Election: Send + Sync {
     /// The backend's claim of one candidate for one name.
     type Claim: Claim;
-    /// The backend's keyed claims, driven by its [`LeaseSet`].
-    type Keyed: KeyedClaims;
+    /// The backend's lease set: a [`LeaseSet`] over its keyed claims (or,
+    /// for a type over several backends, one of theirs).
+    type LeaseSet: Send + Sync;
     /// The backend's error, for what the façade does itself (making a
     /// claim, setting up a lease set). Reads of who leads report the
     /// core's [`Error`], as [`Claim::leader`] does.
@@ -77,8 +80,8 @@ pub trait Election: Send + Sync {
         async move { Ok(poll_leader(self, name, every)) }
     }
 
-    /// A [`LeaseSet`] of this process (`identity`) over the backend: many
-    /// keys, each an election of its own.
+    /// A lease set ([`LeaseSet`]) of this process (`identity`) over the
+    /// backend: many keys, each an election of its own.
     ///
     /// Must be called inside a tokio runtime. Fails with the backend's
     /// configuration error for an invalid identity, or its error when the
@@ -87,7 +90,7 @@ pub trait Election: Send + Sync {
     fn lease_set(
         &self,
         identity: &str,
-    ) -> impl Future<Output = Result<LeaseSet<Self::Keyed>, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Self::LeaseSet, Self::Error>> + Send;
 }
 
 /// [`Election::observe`]'s default: `leader` read every `every`, changes

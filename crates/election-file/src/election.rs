@@ -574,7 +574,7 @@ impl FileElection {
 
 impl election_core::Election for FileElection {
     type Claim = FileClaim;
-    type Keyed = PerKeyClaims<FileClaim>;
+    type LeaseSet = LeaseSet<PerKeyClaims<FileClaim>>;
     type Error = Error;
 
     fn claim(&self, name: &str, identity: &str) -> Result<FileClaim, Error> {

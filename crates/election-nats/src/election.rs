@@ -364,7 +364,7 @@ pub(crate) async fn leader(inner: &Inner, name: &ElectionName) -> Result<Option<
 
 impl election_core::Election for NatsElection {
     type Claim = NatsClaim;
-    type Keyed = crate::NatsLeases;
+    type LeaseSet = election_core::LeaseSet<crate::NatsLeases>;
     type Error = Error;
 
     fn claim(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {

@@ -693,7 +693,7 @@ impl SqliteElection {
 
 impl election_core::Election for SqliteElection {
     type Claim = SqliteClaim;
-    type Keyed = SqliteLeases;
+    type LeaseSet = LeaseSet<SqliteLeases>;
     type Error = Error;
 
     fn claim(&self, name: &str, identity: &str) -> Result<SqliteClaim, Error> {
