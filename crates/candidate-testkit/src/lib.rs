@@ -1,10 +1,25 @@
-//! Test support: drives the backends' candidate binaries (the
-//! `election-*-candidate` programs) over their line protocol, so the
-//! multi-process tests of every backend share one driver.
+//! Test support: one candidate binary for every backend,
+//! `election-candidate --backend URL`, and the client that drives it over
+//! its line protocol ([`protocol`]), so the multi-process tests of every
+//! backend (in this crate's `tests/`), the torture suite's neighbours and
+//! the benchmarks share one program and one driver.
 //!
-//! A candidate prints one event per line (`campaigning`, `elected <epoch>
-//! <mono_ns>`, `resigning <mono_ns>`, `lost <reason>`, ...) and reads
-//! commands from stdin (`resign`, `exit`, ...); see each binary's docs.
+//! A candidate prints one [`Event`](protocol::Event) per line
+//! (`campaigning`, `elected <epoch> <mono_ns>`, `resigning <mono_ns>`,
+//! `lost <reason>`, ...) and reads [`Command`](protocol::Command)s from
+//! stdin (`resign`, `exit`, ...):
+//!
+//! ```text
+//! election-candidate --backend URL (--name NAME | --many N) [--identity ID]
+//!     [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N] [--try]
+//! ```
+//!
+//! `URL` is any backend URL of `election-url` (`file:///dir`,
+//! `sqlite:///path.db`, `nats://host:port?bucket=B&replicas=N`). A loss does
+//! not end the process (a deposed leader can still be told to write, to
+//! show the fence refusing it); end of input resigns, or exits with code 4
+//! after a loss. `--many N` tries once for each of the elections `e0` ..
+//! `e<N-1>`, prints `won <count>`, and resigns them all on `resign`.
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
@@ -19,12 +34,11 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 /// How long to wait for one line before failing the test.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
+pub mod protocol;
+
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock candidates stamp events
 /// with, the same in every process of the host.
-pub fn mono_ns() -> u128 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
-    t.tv_sec() as u128 * 1_000_000_000 + t.tv_nsec() as u128
-}
+pub use mono_stamp::mono_ns;
 
 /// A running candidate process, killed when dropped.
 #[derive(Debug)]
@@ -87,13 +101,25 @@ impl Proc {
         parts.collect()
     }
 
-    /// Waits for `elected <epoch> <mono_ns>`.
-    pub async fn elected(&mut self) -> (u64, u128) {
-        let rest = self.expect("elected").await;
-        (
-            rest[0].parse().expect("epoch"),
-            rest[1].parse().expect("ns"),
-        )
+    /// The next line as an [`Event`](protocol::Event); fails the test on
+    /// a line outside the protocol.
+    pub async fn event(&mut self) -> protocol::Event {
+        let line = self.line().await;
+        line.parse()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+    }
+
+    /// Waits for `elected <epoch> <mono_ns>`: the epoch and the stamp.
+    pub async fn elected(&mut self) -> (u64, u64) {
+        match self.event().await {
+            protocol::Event::Elected { epoch, at } => (epoch, at),
+            other => panic!("{}: got {other:?}, not elected", self.name),
+        }
+    }
+
+    /// Sends one [`Command`](protocol::Command).
+    pub async fn command(&mut self, command: protocol::Command) {
+        self.send(&command.to_string()).await;
     }
 
     /// Sends one command line.

@@ -49,10 +49,7 @@ pub use timeline::{Interval, Timeline, Violation, check_intervals};
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock every event is stamped with,
 /// the same in every process of the host.
-pub fn mono_ns() -> u128 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
-    t.tv_sec() as u128 * 1_000_000_000 + t.tv_nsec() as u128
-}
+pub use mono_stamp::mono_ns;
 
 /// The name of key number `i`: `key-0000`, `key-0001`, ...
 pub fn key_name(i: usize) -> String {

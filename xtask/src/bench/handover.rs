@@ -24,7 +24,7 @@ pub(crate) enum Exit {
 /// What to start for each process of the chain.
 #[derive(Clone, Debug)]
 pub(crate) enum Kind {
-    /// `election-file-candidate --dir DIR --name NAME --identity ID`.
+    /// `election-candidate --backend file:///DIR --name NAME --identity ID`.
     Candidate {
         /// The binary.
         bin: PathBuf,
@@ -33,7 +33,7 @@ pub(crate) enum Kind {
         /// The election name.
         name: String,
     },
-    /// `election-sqlite-candidate --db DB --name NAME --identity ID
+    /// `election-candidate --backend sqlite:///DB --name NAME --identity ID
     /// --ttl-ms T --renew-ms R --poll-ms P`.
     SqliteCandidate {
         /// The binary.
@@ -45,8 +45,8 @@ pub(crate) enum Kind {
         /// The lease timings every process of the chain is given.
         timings: LeaseTimings,
     },
-    /// `election-nats-candidate --url URLS --name NAME --identity ID
-    /// --ttl-ms T --replicas N --poll-ms P` (the default bucket, and the
+    /// `election-candidate --backend nats://URLS?replicas=N --name NAME --identity ID
+    /// --ttl-ms T --poll-ms P` (the default bucket, and the
     /// failover grace the TTL implies).
     NatsCandidate {
         /// The binary.
@@ -119,8 +119,8 @@ impl Chain {
         let mut cmd = match &self.kind {
             Kind::Candidate { bin, dir, name } => {
                 let mut cmd = Command::new(bin);
-                cmd.arg("--dir")
-                    .arg(dir)
+                cmd.arg("--backend")
+                    .arg(format!("file://{}", dir.display()))
                     .args(["--name", name, "--identity", &id]);
                 cmd
             }
@@ -131,18 +131,20 @@ impl Chain {
                 timings,
             } => {
                 let mut cmd = Command::new(bin);
-                cmd.arg("--db").arg(db).args([
-                    "--name",
-                    name,
-                    "--identity",
-                    &id,
-                    "--ttl-ms",
-                    &timings.ttl_ms.to_string(),
-                    "--renew-ms",
-                    &timings.renew_ms.to_string(),
-                    "--poll-ms",
-                    &timings.poll_ms.to_string(),
-                ]);
+                cmd.arg("--backend")
+                    .arg(format!("sqlite://{}", db.display()))
+                    .args([
+                        "--name",
+                        name,
+                        "--identity",
+                        &id,
+                        "--ttl-ms",
+                        &timings.ttl_ms.to_string(),
+                        "--renew-ms",
+                        &timings.renew_ms.to_string(),
+                        "--poll-ms",
+                        &timings.poll_ms.to_string(),
+                    ]);
                 cmd
             }
             Kind::NatsCandidate {
@@ -155,16 +157,14 @@ impl Chain {
             } => {
                 let mut cmd = Command::new(bin);
                 cmd.args([
-                    "--url",
-                    urls,
+                    "--backend",
+                    &format!("{urls}?replicas={replicas}"),
                     "--name",
                     name,
                     "--identity",
                     &id,
                     "--ttl-ms",
                     &ttl_ms.to_string(),
-                    "--replicas",
-                    &replicas.to_string(),
                     "--poll-ms",
                     &poll_ms.to_string(),
                 ]);

@@ -1,7 +1,7 @@
 //! `xtask bench-helper lock <path>`: a bare OFD lock holder, the floor of
 //! the cross-process rows.
 //!
-//! It speaks the same line protocol as `election-file-candidate`, minus the
+//! It speaks the same line protocol as `election-candidate --backend file://`, minus the
 //! election: `campaigning` before it blocks in `F_OFD_SETLKW`,
 //! `elected 0 <mono_ns>` when it has the lock, then on stdin `resign` (or
 //! EOF) prints `resigning <mono_ns>`, unlocks, prints `resigned <mono_ns>`

@@ -57,15 +57,11 @@ const LEASE_WINDOW: Duration = Duration::from_secs(60);
 /// The lease-set window with `--quick`.
 const LEASE_WINDOW_QUICK: Duration = Duration::from_secs(15);
 /// The release build the bench runs from.
-const BUILD: [&str; 11] = [
+const BUILD: [&str; 7] = [
     "build",
     "--release",
     "-p",
-    "election-file",
-    "-p",
-    "election-sqlite",
-    "-p",
-    "election-nats",
+    "candidate-testkit",
     "-p",
     "xtask",
     "--bins",
@@ -228,9 +224,10 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
             .join(" ")
     });
     let target = target_dir();
-    let candidate_bin = target.join("release").join("election-file-candidate");
-    let sqlite_bin = target.join("release").join("election-sqlite-candidate");
-    let nats_bin = target.join("release").join("election-nats-candidate");
+    // One candidate binary for every backend (`--backend URL`).
+    let candidate_bin = target.join("release").join("election-candidate");
+    let sqlite_bin = candidate_bin.clone();
+    let nats_bin = candidate_bin.clone();
     for (bin, needed) in [
         (&candidate_bin, o.wants("handover") || o.wants("failover")),
         (&sqlite_bin, o.wants("sqlite")),

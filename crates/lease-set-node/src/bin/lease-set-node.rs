@@ -200,7 +200,7 @@ async fn drive<K: KeyedClaims>(
     let mut ready = false;
     let mut seen: Vec<Option<u64>> = vec![None; keys.len()];
     // Per key: the clock read right after the last call that saw it held.
-    let mut held_until: Vec<u128> = vec![0; keys.len()];
+    let mut held_until: Vec<u64> = vec![0; keys.len()];
     let mut out = String::new();
     loop {
         for ((key, seen), held_until) in keys.iter().zip(seen.iter_mut()).zip(held_until.iter_mut())

@@ -5,13 +5,14 @@ use std::time::Duration;
 use candidate_testkit::{Proc, mono_ns};
 use nix::sys::signal::Signal;
 
-const BIN: &str = env!("CARGO_BIN_EXE_election-sqlite-candidate");
+const BIN: &str = env!("CARGO_BIN_EXE_election-candidate");
 const TTL_MS: u64 = 600;
 const RENEW_MS: u64 = 150;
 
 fn start(db: &std::path::Path, identity: &str, extra: &[&str]) -> Proc {
     let (ttl, renew) = (TTL_MS.to_string(), RENEW_MS.to_string());
-    let mut args = vec!["--db", db.to_str().expect("utf-8"), "--identity", identity];
+    let url = format!("sqlite://{}", db.to_str().expect("utf-8"));
+    let mut args = vec!["--backend", &url, "--identity", identity];
     args.extend(["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", "20"]);
     args.extend(extra);
     Proc::spawn(BIN, &args, identity)
@@ -36,7 +37,7 @@ async fn sigkill_of_the_leader_hands_over_after_the_ttl_with_a_higher_epoch() {
     assert!(e2 > e1, "epoch {e2} after {e1}");
     // B saw no renewal for a full TTL; the last renewal was at most one
     // renew interval before the kill.
-    let waited = Duration::from_nanos((at - killed) as u64);
+    let waited = Duration::from_nanos(at - killed);
     assert!(
         waited >= Duration::from_millis(TTL_MS - RENEW_MS),
         "took over after {waited:?}"

@@ -7,13 +7,13 @@ use candidate_testkit::{Proc, mono_ns};
 use nats_testkit::Server;
 use nix::sys::signal::Signal;
 
-const BIN: &str = env!("CARGO_BIN_EXE_election-nats-candidate");
+const BIN: &str = env!("CARGO_BIN_EXE_election-candidate");
 const TTL_MS: u64 = 3000;
 
 fn start(url: &str, identity: &str) -> Proc {
     let ttl = TTL_MS.to_string();
     let args = [
-        "--url",
+        "--backend",
         url,
         "--name",
         "jobs",
@@ -45,7 +45,7 @@ async fn sigkill_of_the_leader_hands_over_after_the_ttl_and_grace() {
     a.signal(Signal::SIGKILL);
     let (e2, at) = b.elected().await;
     assert!(e2 > e1, "epoch {e2} after {e1}");
-    let took = Duration::from_nanos((at - killed) as u64);
+    let took = Duration::from_nanos(at - killed);
     // The key expires a TTL after A's last renewal (at most a renew
     // interval before the kill), then B waits the failover grace.
     let renew = Duration::from_millis(TTL_MS / 3);
@@ -86,11 +86,11 @@ async fn a_clean_resign_hands_over_without_grace() {
     let server = Server::start().expect("nats-server");
     let (mut a, e1, mut b) = leader_and_contender(&server).await;
     a.send("resign").await;
-    let resigning: u128 = a.expect("resigning").await[0].parse().expect("ns");
+    let resigning: u64 = a.expect("resigning").await[0].parse().expect("ns");
     let (e2, at) = b.elected().await;
     assert!(e2 > e1);
     // Woken by the delete, not by polling or the TTL: well under the TTL.
-    let took = Duration::from_nanos((at - resigning) as u64);
+    let took = Duration::from_nanos(at - resigning);
     assert!(
         took < Duration::from_millis(TTL_MS),
         "handover took {took:?}"

@@ -1,15 +1,17 @@
-//! Real candidate processes competing through one directory.
+//! Real candidate processes competing through one directory (the file
+//! backend).
 
 use candidate_testkit::Proc;
+use election_core::Claim;
 use nix::sys::signal::Signal;
 
-const BIN: &str = env!("CARGO_BIN_EXE_election-file-candidate");
+const BIN: &str = env!("CARGO_BIN_EXE_election-candidate");
 
 fn start(dir: &std::path::Path, identity: &str) -> Proc {
-    let dir = dir.to_str().expect("utf-8");
+    let url = format!("file://{}", dir.to_str().expect("utf-8"));
     Proc::spawn(
         BIN,
-        &["--dir", dir, "--name", "jobs", "--identity", identity],
+        &["--backend", &url, "--name", "jobs", "--identity", identity],
         identity,
     )
 }
@@ -82,8 +84,8 @@ async fn many_processes_take_turns_one_at_a_time() {
     let mut terms = Vec::new();
     for p in &mut procs {
         let (epoch, elected) = p.elected().await;
-        let resigning: u128 = p.expect("resigning").await[0].parse().expect("ns");
-        let resigned: u128 = p.expect("resigned").await[0].parse().expect("ns");
+        let resigning: u64 = p.expect("resigning").await[0].parse().expect("ns");
+        let resigned: u64 = p.expect("resigned").await[0].parse().expect("ns");
         terms.push((elected, resigned, epoch, resigning));
     }
     terms.sort();
@@ -94,5 +96,50 @@ async fn many_processes_take_turns_one_at_a_time() {
             "epochs not increasing in order of election: {terms:?}"
         );
         assert!(next.0 >= prev.3, "two leaders at once: {terms:?}");
+    }
+}
+
+/// Far longer than any wake-up; the test fails instead of hanging.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+async fn woken(changes: &mut election_file::Changes, what: &str) {
+    tokio::time::timeout(PATIENCE, changes.changed())
+        .await
+        .unwrap_or_else(|_| panic!("no wake-up for {what}"))
+        .expect("changed");
+}
+
+/// (Moved from election-file's tests/changes.rs: it needs a candidate
+/// process.)
+/// A holder killed with SIGKILL: the kernel closes its claim file, which
+/// wakes the reader.
+#[tokio::test]
+async fn a_reader_of_changes_wakes_when_the_holder_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let election = election_file::FileElection::new(tmp.path()).unwrap();
+    let reader = election.claim("jobs", "observer").unwrap();
+    let mut changes = election.changes("jobs").unwrap();
+    let bin = BIN;
+    let mut child = tokio::process::Command::new(bin)
+        .args([
+            "--backend",
+            &format!("file://{}", tmp.path().display()),
+            "--name",
+            "jobs",
+            "--identity",
+            "k",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("candidate");
+    while reader.leader().await.unwrap().is_none() {
+        woken(&mut changes, "the child's term").await;
+    }
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("wait");
+    while reader.leader().await.unwrap().is_some() {
+        woken(&mut changes, "the holder's death").await;
     }
 }
