@@ -9,8 +9,8 @@
 //!     [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N] [--sweep-ms N]
 //! ```
 //!
-//! `URL` is `file:///abs/dir`, `sqlite:///abs/path.db` or
-//! `nats://host:port[,nats://host:port...]`. The keys are `key-0000`,
+//! `URL` is any backend URL of `election-url`: `file:///abs/dir`,
+//! `sqlite:///abs/path.db` or `nats://host:port[,host:port...][?replicas=3]`. The keys are `key-0000`,
 //! `key-0001`, ... (`--keys`, default 1,000). A setting the backend does
 //! not have is ignored (with a `note` line).
 //!
@@ -43,7 +43,7 @@ mod args;
 mod event;
 mod timeline;
 
-pub use args::{Args, Backend};
+pub use args::Args;
 pub use event::Event;
 pub use timeline::{Interval, Timeline, Violation, check_intervals};
 
