@@ -72,14 +72,23 @@ impl Settings {
             Some(ttl) => NatsOptions::new(ttl)?,
             None => NatsOptions::default(),
         };
-        // The grace must not exceed the renew interval: lower it first (to
-        // the renew interval if only that was given).
+        // The grace may not exceed the renew interval at any step: lowered
+        // to a shorter renew interval if only that was given, and set
+        // before the renew interval when it fits under the current one,
+        // after it otherwise.
         let grace = self.grace.or(self.renew.map(|r| r.min(options.grace())));
-        if let Some(grace) = grace {
-            options = options.failover_grace(grace)?;
-        }
-        if let Some(renew) = self.renew {
-            options = options.renew_interval(renew)?;
+        match (self.renew, grace) {
+            (Some(renew), Some(grace)) if grace <= options.renew_every() => {
+                options = options.failover_grace(grace)?.renew_interval(renew)?;
+            }
+            (renew, grace) => {
+                if let Some(renew) = renew {
+                    options = options.renew_interval(renew)?;
+                }
+                if let Some(grace) = grace {
+                    options = options.failover_grace(grace)?;
+                }
+            }
         }
         options = options
             .observer(self.observer)
@@ -197,28 +206,23 @@ impl BackendUrl {
             }
         }
     }
+}
 
-    /// Connects to the NATS servers of a `nats://` URL with its
-    /// credentials and the settings' timing (for a tool that opens the
-    /// election itself, e.g. to retry a missing bucket); `None` for other
-    /// schemes.
+impl NatsUrl {
+    /// Connects to the servers of this URL with its credentials, and gives
+    /// the NATS options of `settings` and the URL's options: for a tool
+    /// that opens the election itself (e.g. to open a missing bucket
+    /// again later with [`NatsElection::with_client`]).
     ///
-    /// Cancel safety and failure model: as [`open`](BackendUrl::open)'s
-    /// connection step.
-    pub async fn connect_nats(
+    /// Cancel safety and failure model: as
+    /// [`BackendUrl::open`]'s connection step ([`Error::Config`],
+    /// [`Error::Credentials`], [`Error::Connect`]).
+    pub async fn connect(
         &self,
         settings: &Settings,
-    ) -> Option<Result<(async_nats::Client, NatsOptions), Error>> {
-        let BackendUrl::Nats(n) = self else {
-            return None;
-        };
-        Some(
-            async {
-                let options = settings.nats_options(n)?;
-                let client = connect(n, &options, settings.connect_timeout).await?;
-                Ok((client, options))
-            }
-            .await,
-        )
+    ) -> Result<(async_nats::Client, NatsOptions), Error> {
+        let options = settings.nats_options(self)?;
+        let client = connect(self, &options, settings.connect_timeout).await?;
+        Ok((client, options))
     }
 }

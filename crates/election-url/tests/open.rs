@@ -126,3 +126,29 @@ async fn nats_opens_from_its_url() {
         .unwrap_err();
     assert!(matches!(e, Error::Connect { .. }), "{e:?}");
 }
+
+#[test]
+fn nats_options_accept_a_short_renewal_and_a_grace_above_the_default_renewal() {
+    let url = election_url::NatsUrl::default();
+    let ms = Duration::from_millis;
+    let mut s = Settings {
+        ttl: Some(ms(3000)),
+        renew: Some(ms(500)),
+        ..Settings::default()
+    };
+    let o = s.nats_options(&url).unwrap();
+    assert_eq!(o.renew_every(), ms(500));
+    assert!(o.grace() <= o.renew_every());
+    s.grace = Some(ms(200));
+    assert_eq!(s.nats_options(&url).unwrap().grace(), ms(200));
+    // A grace above the default renewal (a third of the TTL) under a
+    // longer renewal given with it: the renewal is set first.
+    let s = Settings {
+        ttl: Some(ms(15_000)),
+        renew: Some(ms(6_500)),
+        grace: Some(ms(6_000)),
+        ..Settings::default()
+    };
+    let o = s.nats_options(&url).unwrap();
+    assert_eq!((o.renew_every(), o.grace()), (ms(6_500), ms(6_000)));
+}
