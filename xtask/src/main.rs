@@ -1,13 +1,17 @@
 //! Developer tasks for this workspace, run as `cargo xtask <task>`.
 //!
-//! - `cargo xtask ci`: the checks CI runs (fmt, clippy, tests, doc tests).
-//! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: measures
-//!   the election (file, SQLite and NATS backends) and fencing paths against
-//!   floors measured in the same run and writes `docs/benchmarks.md`.
-//!
+//! - `cargo xtask ci`: the checks CI runs (fmt, clippy, tests, doc tests,
+//!   torture).
+//! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: the
+//!   benchmarks (crates/bench, `election-bench`): measures the election
+//!   (file, SQLite and NATS backends) and fencing paths against floors
+//!   measured in the same run and writes `docs/benchmarks.md`.
 //! - `cargo xtask torture [--ci | ARGS]`: the torture suite (crates/torture).
 //!
-//! Argument parsing is by hand: the tasks take few flags.
+//! xtask is a task runner: it depends on the standard library only and runs
+//! cargo, so `cargo xtask ci` builds nothing of the workspace before its
+//! first step (`cargo fmt --check`). Argument parsing is by hand: the tasks
+//! take few flags.
 
 mod bench;
 mod ci;
@@ -28,12 +32,14 @@ tasks:
   ci                      cargo fmt --check, clippy -D warnings, nextest, doc tests,
                           torture --ci (each backend, fixed + random seed)
   bench [--quick] [--out FILE] [--only GROUPS]
-                          build release binaries, measure, print a markdown table
+                          build the release binaries (crates/bench and the
+                          candidates), measure, print a markdown table
                           and write it to FILE (default docs/benchmarks.md,
                           relative to the repository root)
                           --quick: a tenth of the iterations
                           --only: comma-separated subset of
-                                  campaign,handover,failover,fencing,sqlite,nats
+                                  campaign,handover,failover,fencing,sqlite,nats,
+                                  leases
                                   (the first three are the file backend's; nats
                                   starts nats-servers with nats-testkit)
   torture [--ci | ARGS]    the torture suite: candidate processes, injected faults,
@@ -55,10 +61,6 @@ fn main() -> ExitCode {
         "ci" if rest.is_empty() => ci::run(),
         "bench" => bench::run(rest),
         "torture" => torture::run(rest),
-        // Hidden: the measuring half of `bench`, run from the release build.
-        "bench-measure" => bench::measure(rest),
-        // Hidden: a bare OFD lock holder, the floor of the cross-process rows.
-        "bench-helper" => bench::helper(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -90,4 +92,29 @@ pub(crate) fn repo_root() -> std::path::PathBuf {
 /// The `cargo` to run: the one that runs us, if any.
 pub(crate) fn cargo() -> std::ffi::OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+/// The cargo target directory (`CARGO_TARGET_DIR`, relative to the root).
+pub(crate) fn target_dir() -> std::path::PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => repo_root().join(dir),
+        None => repo_root().join("target"),
+    }
+}
+
+/// Runs `cargo ARGS` in the workspace root (stdin closed), failing if it
+/// fails.
+pub(crate) fn run_cargo(args: &[&str]) -> Result<()> {
+    let shown = format!("cargo {}", args.join(" "));
+    eprintln!("xtask: {shown}");
+    let status = std::process::Command::new(cargo())
+        .args(args)
+        .current_dir(repo_root())
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("could not start `{shown}`: {e}"))?;
+    if !status.success() {
+        return Err(format!("`{shown}` failed ({status})").into());
+    }
+    Ok(())
 }

@@ -10,7 +10,7 @@
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::{Result, cargo, repo_root};
+use crate::{Result, repo_root, run_cargo, target_dir};
 
 const CI_SEED: u64 = 1;
 const CI_SECONDS: u64 = 30;
@@ -21,19 +21,8 @@ fn build(release: bool) -> Result<std::path::PathBuf> {
     if release {
         args.push("--release");
     }
-    let status = Command::new(cargo())
-        .args(&args)
-        .current_dir(repo_root())
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| format!("could not start `cargo {}`: {e}", args.join(" ")))?;
-    if !status.success() {
-        return Err(format!("`cargo {}` failed ({status})", args.join(" ")).into());
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    Ok(target.join(if release { "release" } else { "debug" }))
+    run_cargo(&args)?;
+    Ok(target_dir().join(if release { "release" } else { "debug" }))
 }
 
 fn torture(bin_dir: &std::path::Path, args: &[String]) -> Result<()> {

@@ -1,11 +1,15 @@
-//! `cargo xtask bench`: latency of the file, SQLite and NATS backends and
-//! of fencing, each against a floor measured in the same run, written to
+//! `election-bench`: latency of the file, SQLite and NATS backends and of
+//! fencing, each against a floor measured in the same run, written to
 //! `docs/benchmarks.md`.
 //!
-//! `cargo xtask` runs a debug build, which would measure unoptimised library
-//! code. So `bench` only builds the release binaries (the three candidates
-//! and xtask itself) and hands over to the release xtask's hidden
-//! `bench-measure` task, which measures, prints and writes the report.
+//! Run it as `cargo xtask bench [ARGS]`: xtask builds the release binaries
+//! (this one and the three candidates it starts) and runs
+//! `election-bench ARGS`, which measures, prints and writes the report. A
+//! debug build measures unoptimised library code, so it warns.
+//!
+//! `election-bench [--quick] [--out FILE] [--only GROUPS]`; the hidden
+//! `election-bench helper lock PATH` is the bare OFD lock holder the
+//! cross-process floors start (see [`helper`]).
 
 mod fencing;
 mod file;
@@ -21,13 +25,28 @@ mod sqlite;
 mod stats;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use self::handover::{Chain, Exit, Kind};
 use self::report::{Header, Row};
 use self::stats::Summary;
-use crate::{Result, cargo, repo_root};
+
+/// The error type of the benchmarks: any error, with its message.
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The result type of the benchmarks.
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The root of the workspace (two levels above `crates/bench`).
+fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .expect("crates/bench lives two levels below the workspace root")
+        .to_path_buf()
+}
 
 /// Default in-process iterations (campaigns, floors, file fence ops).
 const IN_PROCESS: usize = 2000;
@@ -56,14 +75,15 @@ const LEASE_KEYS: usize = 10_000;
 const LEASE_WINDOW: Duration = Duration::from_secs(60);
 /// The lease-set window with `--quick`.
 const LEASE_WINDOW_QUICK: Duration = Duration::from_secs(15);
-/// The release build the bench runs from.
+/// The release build the bench runs from, named in the report (`cargo
+/// xtask bench` runs it: keep in step with `xtask/src/bench.rs`).
 const BUILD: [&str; 7] = [
     "build",
     "--release",
     "-p",
     "candidate-testkit",
     "-p",
-    "xtask",
+    "election-bench",
     "--bins",
 ];
 
@@ -75,23 +95,20 @@ const GROUPS: [&str; 7] = [
     "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases",
 ];
 
-/// The parsed flags of `bench` (and `bench-measure`).
+/// The parsed flags.
 #[derive(Debug)]
 struct Options {
     quick: bool,
     out: PathBuf,
     only: Vec<String>,
-    /// The command to name in the header (`bench-measure` only).
-    command: Option<String>,
 }
 
 impl Options {
-    fn parse(args: &[String], measuring: bool) -> Result<Options> {
+    fn parse(args: &[String]) -> Result<Options> {
         let mut o = Options {
             quick: false,
             out: PathBuf::from("docs/benchmarks.md"),
             only: GROUPS.iter().map(|g| g.to_string()).collect(),
-            command: None,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -119,7 +136,6 @@ impl Options {
                         .into());
                     }
                 }
-                "--command" if measuring => o.command = Some(value("--command")?),
                 _ => return Err(format!("bench: unknown argument {arg:?}").into()),
             }
         }
@@ -159,42 +175,31 @@ fn shell_word(arg: &str) -> String {
     }
 }
 
-/// `cargo xtask bench ...`: builds the release binaries, then measures
-/// from the release xtask.
-pub(crate) fn run(args: &[String]) -> Result<()> {
-    Options::parse(args, false)?;
-    let shown = format!("cargo {}", BUILD.join(" "));
-    eprintln!("bench: {shown}");
-    let status = Command::new(cargo())
-        .args(BUILD)
-        .current_dir(repo_root())
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| format!("could not start `{shown}`: {e}"))?;
-    if !status.success() {
-        return Err(format!("`{shown}` failed ({status})").into());
-    }
-    let exe = target_dir().join("release").join("xtask");
-    let command = std::iter::once("cargo xtask bench".to_owned())
+/// How the bench was started, for the report's header: `--via COMMAND`
+/// first (as `cargo xtask bench` passes it), else `election-bench`, then the
+/// arguments, quoted for a shell.
+fn command_line(via: &str, args: &[String]) -> String {
+    std::iter::once(via.to_owned())
         .chain(args.iter().map(|a| shell_word(a)))
         .collect::<Vec<_>>()
-        .join(" ");
-    let status = Command::new(&exe)
-        .arg("bench-measure")
-        .args(args)
-        .arg("--command")
-        .arg(&command)
-        .status()
-        .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
-    if !status.success() {
-        return Err(format!("the release bench ({}) failed ({status})", exe.display()).into());
-    }
-    Ok(())
+        .join(" ")
 }
 
-/// `xtask bench-helper ...`: see [`helper`].
-pub(crate) fn helper(args: &[String]) -> Result<()> {
-    helper::run(args)
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = match args.as_slice() {
+        // Hidden: a bare OFD lock holder, the floor of the cross-process rows.
+        [helper, rest @ ..] if helper == "helper" => helper::run(rest),
+        [via, command, rest @ ..] if via == "--via" => measure(command, rest),
+        rest => measure("election-bench", rest),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("election-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Times `f`, printing what it does and how long it took on stderr.
@@ -210,19 +215,14 @@ fn summary(samples: &[u64], what: &str) -> Result<Summary> {
     Summary::of(samples).ok_or_else(|| format!("{what}: no samples").into())
 }
 
-/// `xtask bench-measure ...` (from the release build): measures, prints the
-/// report and writes it.
-pub(crate) fn measure(args: &[String]) -> Result<()> {
-    let o = Options::parse(args, true)?;
+/// Measures, prints the report and writes it; `via` and `args` name the
+/// command in the report's header.
+fn measure(via: &str, args: &[String]) -> Result<()> {
+    let o = Options::parse(args)?;
     if cfg!(debug_assertions) {
         eprintln!("bench: warning: measuring from a debug build; use `cargo xtask bench`");
     }
-    let command = o.command.clone().unwrap_or_else(|| {
-        std::iter::once("xtask bench-measure".to_owned())
-            .chain(args.iter().map(|a| shell_word(a)))
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let command = command_line(via, args);
     let target = target_dir();
     // One candidate binary for every backend (`--backend URL`).
     let candidate_bin = target.join("release").join("election-candidate");
@@ -275,7 +275,7 @@ pub(crate) fn measure(args: &[String]) -> Result<()> {
     };
 
     let bench = tempfile::Builder::new()
-        .prefix("xtask-bench-")
+        .prefix("election-bench-")
         .tempdir_in(&target)
         .map_err(|e| format!("create a bench dir in {}: {e}", target.display()))?;
     let dir = bench.path();
@@ -579,23 +579,23 @@ mod tests {
 
     #[test]
     fn parses_flags() {
-        let o = Options::parse(&args(&["--quick", "--out", "x.md"]), false).unwrap();
+        let o = Options::parse(&args(&["--quick", "--out", "x.md"])).unwrap();
         assert!(o.quick);
         assert_eq!(o.out, repo_root().join("x.md"));
         assert_eq!(o.scale(2000), 200);
-        let o = Options::parse(&args(&["--out=/tmp/y.md", "--only", "fencing"]), false).unwrap();
+        let o = Options::parse(&args(&["--out=/tmp/y.md", "--only", "fencing"])).unwrap();
         assert!(!o.quick && o.wants("fencing") && !o.wants("campaign"));
         assert_eq!(o.out, PathBuf::from("/tmp/y.md"));
-        assert!(Options::parse(&args(&["--only", "nope"]), false).is_err());
-        let o = Options::parse(&args(&["--quick", "--only", "sqlite"]), false).unwrap();
+        assert!(Options::parse(&args(&["--only", "nope"])).is_err());
+        let o = Options::parse(&args(&["--quick", "--only", "sqlite"])).unwrap();
         assert!(o.wants("sqlite") && !o.wants("handover"));
-        assert!(Options::parse(&args(&[]), false).unwrap().wants("sqlite"));
-        let o = Options::parse(&args(&["--only", "nats,sqlite"]), false).unwrap();
+        assert!(Options::parse(&args(&[])).unwrap().wants("sqlite"));
+        let o = Options::parse(&args(&["--only", "nats,sqlite"])).unwrap();
         assert!(o.wants("nats") && o.wants("sqlite") && !o.wants("campaign"));
-        assert!(Options::parse(&args(&[]), false).unwrap().wants("nats"));
-        assert!(Options::parse(&args(&["--out"]), false).is_err());
-        assert!(Options::parse(&args(&["--command", "c"]), false).is_err());
-        assert!(Options::parse(&args(&["--command", "c"]), true).is_ok());
+        assert!(Options::parse(&args(&[])).unwrap().wants("nats"));
+        assert!(Options::parse(&args(&["--out"])).is_err());
+        // `--via` is taken only first, by `main`: anywhere else it is unknown.
+        assert!(Options::parse(&args(&["--quick", "--via", "c"])).is_err());
     }
 
     #[test]
@@ -603,6 +603,10 @@ mod tests {
         assert_eq!(shell_word("--out"), "--out");
         assert_eq!(shell_word("a b"), "'a b'");
         assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(
+            command_line("cargo xtask bench", &args(&["--only", "a b"])),
+            "cargo xtask bench --only 'a b'"
+        );
     }
 
     #[test]

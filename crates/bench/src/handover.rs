@@ -63,9 +63,9 @@ pub(crate) enum Kind {
         /// in milliseconds.
         poll_ms: u64,
     },
-    /// `xtask bench-helper lock PATH`.
+    /// `election-bench helper lock PATH`.
     LockHelper {
-        /// The xtask binary (this one).
+        /// The election-bench binary (this one).
         exe: PathBuf,
         /// The lock file.
         path: PathBuf,
@@ -172,7 +172,7 @@ impl Chain {
             }
             Kind::LockHelper { exe, path } => {
                 let mut cmd = Command::new(exe);
-                cmd.args(["bench-helper", "lock"]).arg(path);
+                cmd.args(["helper", "lock"]).arg(path);
                 cmd
             }
         };

@@ -155,7 +155,7 @@ File backend (`election-file`):
   having waited in its campaign for at least 20 ms.
 - *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
   to B's `elected` stamp.
-- floor of both: the same handover between two `xtask bench-helper lock`
+- floor of both: the same handover between two `election-bench helper lock`
   processes that only hold an OFD lock (B blocked in `F_OFD_SETLKW`).
 
 SQLite backend (`election-sqlite`), on a database file in the bench

@@ -1,4 +1,4 @@
-//! `xtask bench-helper lock <path>`: a bare OFD lock holder, the floor of
+//! `election-bench helper lock <path>`: a bare OFD lock holder, the floor of
 //! the cross-process rows.
 //!
 //! It speaks the same line protocol as `election-candidate --backend file://`, minus the
@@ -13,11 +13,11 @@ use std::path::Path;
 use super::ofd::{OfdFile, mono_ns};
 use crate::Result;
 
-/// Runs the helper with its arguments (after `bench-helper`).
+/// Runs the helper with its arguments (after `helper`).
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let path = match args {
         [mode, path] if mode == "lock" => Path::new(path),
-        _ => return Err("usage: xtask bench-helper lock <path>".into()),
+        _ => return Err("usage: election-bench helper lock <path>".into()),
     };
     let lock = OfdFile::open(path)?;
     let mut out = std::io::stdout().lock();
@@ -34,7 +34,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "resign" => break,
             "exit" => std::process::exit(0),
             "" => {}
-            other => return Err(format!("bench-helper: unknown command {other:?}").into()),
+            other => return Err(format!("election-bench helper: unknown command {other:?}").into()),
         }
     }
     // `resign` or EOF: release in the open, like a resigning candidate.
