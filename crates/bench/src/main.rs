@@ -19,7 +19,6 @@ mod host;
 mod leases;
 mod nats;
 mod ofd;
-mod process;
 mod report;
 mod sqlite;
 mod stats;

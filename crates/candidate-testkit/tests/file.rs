@@ -20,20 +20,20 @@ fn start(dir: &std::path::Path, identity: &str) -> Proc {
 async fn sigkill_of_the_leader_hands_over_with_a_higher_epoch() {
     let dir = tempfile::tempdir().expect("dir");
     let mut a = start(dir.path(), "a");
-    a.expect("campaigning").await;
-    let (e1, _) = a.elected().await;
+    a.expect("campaigning");
+    let (e1, _) = a.elected();
     let mut b = start(dir.path(), "b");
-    b.expect("campaigning").await;
+    b.expect("campaigning");
     a.signal(Signal::SIGKILL);
-    let (e2, _) = b.elected().await;
+    let (e2, _) = b.elected();
     assert!(e2 > e1, "epoch {e2} after {e1}");
-    b.send("resign").await;
-    b.expect("resigning").await;
-    b.expect("resigned").await;
+    b.send("resign");
+    b.expect("resigning");
+    b.expect("resigned");
     // A third process after the crash and the resign: higher again.
     let mut c = start(dir.path(), "c");
-    c.expect("campaigning").await;
-    let (e3, _) = c.elected().await;
+    c.expect("campaigning");
+    let (e3, _) = c.elected();
     assert!(e3 > e2);
 }
 
@@ -41,27 +41,27 @@ async fn sigkill_of_the_leader_hands_over_with_a_higher_epoch() {
 async fn a_stopped_follower_does_not_block_the_others() {
     let dir = tempfile::tempdir().expect("dir");
     let mut a = start(dir.path(), "a");
-    a.expect("campaigning").await;
-    let (e1, _) = a.elected().await;
+    a.expect("campaigning");
+    let (e1, _) = a.elected();
     let mut stopped = start(dir.path(), "stopped");
-    stopped.expect("campaigning").await;
+    stopped.expect("campaigning");
     stopped.signal(Signal::SIGSTOP);
     let mut c = start(dir.path(), "c");
-    c.expect("campaigning").await;
-    a.send("resign").await;
-    a.expect("resigning").await;
-    let (e2, _) = c.elected().await;
+    c.expect("campaigning");
+    a.send("resign");
+    a.expect("resigning");
+    let (e2, _) = c.elected();
     assert!(e2 > e1);
     // And a crash of the new leader still hands over past the stopped one.
     let mut d = start(dir.path(), "d");
-    d.expect("campaigning").await;
+    d.expect("campaigning");
     c.signal(Signal::SIGKILL);
-    let (e3, _) = d.elected().await;
+    let (e3, _) = d.elected();
     assert!(e3 > e2);
     stopped.signal(Signal::SIGCONT);
-    d.send("resign").await;
-    d.expect("resigning").await;
-    let (e4, _) = stopped.elected().await;
+    d.send("resign");
+    d.expect("resigning");
+    let (e4, _) = stopped.elected();
     assert!(
         e4 > e3,
         "the resumed follower wins next, with a higher epoch"
@@ -75,7 +75,7 @@ async fn many_processes_take_turns_one_at_a_time() {
         .map(|i| start(dir.path(), &format!("p{i}")))
         .collect();
     for p in &mut procs {
-        p.expect("campaigning").await;
+        p.expect("campaigning");
     }
     // Each leader resigns as soon as it is elected (stdin closed).
     for p in &mut procs {
@@ -83,9 +83,9 @@ async fn many_processes_take_turns_one_at_a_time() {
     }
     let mut terms = Vec::new();
     for p in &mut procs {
-        let (epoch, elected) = p.elected().await;
-        let resigning: u64 = p.expect("resigning").await[0].parse().expect("ns");
-        let resigned: u64 = p.expect("resigned").await[0].parse().expect("ns");
+        let (epoch, elected) = p.elected();
+        let resigning: u64 = p.expect("resigning")[0].parse().expect("ns");
+        let resigned: u64 = p.expect("resigned")[0].parse().expect("ns");
         terms.push((elected, resigned, epoch, resigning));
     }
     terms.sort();
