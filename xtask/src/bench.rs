@@ -1,5 +1,5 @@
 //! `cargo xtask bench [ARGS]`: builds the release binaries (the benchmarks,
-//! crate `election-bench`, and the three candidates they start) and runs
+//! crate `election-bench`, and the candidate binary it starts) and runs
 //! `election-bench ARGS`, which measures, prints the report and writes it
 //! (`docs/benchmarks.md` unless `--out`). The flags are checked and
 //! documented there; `cargo xtask help` lists them.
@@ -11,15 +11,11 @@ use crate::{Result, repo_root, run_cargo, target_dir};
 
 /// The release build the bench runs from (`election-bench` names it in the
 /// report: keep the two in step).
-const BUILD: [&str; 11] = [
+const BUILD: [&str; 7] = [
     "build",
     "--release",
     "-p",
-    "election-file",
-    "-p",
-    "election-sqlite",
-    "-p",
-    "election-nats",
+    "candidate-testkit",
     "-p",
     "election-bench",
     "--bins",

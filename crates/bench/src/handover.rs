@@ -9,7 +9,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::ofd::mono_ns;
-use super::process::Proc;
+use candidate_testkit::Proc;
+use election_url::BackendUrl;
+
+/// How long any one expected line or exit may take before the bench gives
+/// up: generous, since a stuck handover is a bug to report, not a sample.
+const TIMEOUT: Duration = Duration::from_secs(20);
 use crate::Result;
 
 /// How the leader leaves.
@@ -24,7 +29,7 @@ pub(crate) enum Exit {
 /// What to start for each process of the chain.
 #[derive(Clone, Debug)]
 pub(crate) enum Kind {
-    /// `election-file-candidate --dir DIR --name NAME --identity ID`.
+    /// `election-candidate --backend file:///DIR --name NAME --identity ID`.
     Candidate {
         /// The binary.
         bin: PathBuf,
@@ -33,7 +38,7 @@ pub(crate) enum Kind {
         /// The election name.
         name: String,
     },
-    /// `election-sqlite-candidate --db DB --name NAME --identity ID
+    /// `election-candidate --backend sqlite:///DB --name NAME --identity ID
     /// --ttl-ms T --renew-ms R --poll-ms P`.
     SqliteCandidate {
         /// The binary.
@@ -45,8 +50,8 @@ pub(crate) enum Kind {
         /// The lease timings every process of the chain is given.
         timings: LeaseTimings,
     },
-    /// `election-nats-candidate --url URLS --name NAME --identity ID
-    /// --ttl-ms T --replicas N --poll-ms P` (the default bucket, and the
+    /// `election-candidate --backend nats://URLS?replicas=N --name NAME --identity ID
+    /// --ttl-ms T --poll-ms P` (the default bucket, and the
     /// failover grace the TTL implies).
     NatsCandidate {
         /// The binary.
@@ -119,8 +124,8 @@ impl Chain {
         let mut cmd = match &self.kind {
             Kind::Candidate { bin, dir, name } => {
                 let mut cmd = Command::new(bin);
-                cmd.arg("--dir")
-                    .arg(dir)
+                cmd.arg("--backend")
+                    .arg(BackendUrl::File(dir.clone()).to_string())
                     .args(["--name", name, "--identity", &id]);
                 cmd
             }
@@ -131,18 +136,20 @@ impl Chain {
                 timings,
             } => {
                 let mut cmd = Command::new(bin);
-                cmd.arg("--db").arg(db).args([
-                    "--name",
-                    name,
-                    "--identity",
-                    &id,
-                    "--ttl-ms",
-                    &timings.ttl_ms.to_string(),
-                    "--renew-ms",
-                    &timings.renew_ms.to_string(),
-                    "--poll-ms",
-                    &timings.poll_ms.to_string(),
-                ]);
+                cmd.arg("--backend")
+                    .arg(BackendUrl::Sqlite(db.clone()).to_string())
+                    .args([
+                        "--name",
+                        name,
+                        "--identity",
+                        &id,
+                        "--ttl-ms",
+                        &timings.ttl_ms.to_string(),
+                        "--renew-ms",
+                        &timings.renew_ms.to_string(),
+                        "--poll-ms",
+                        &timings.poll_ms.to_string(),
+                    ]);
                 cmd
             }
             Kind::NatsCandidate {
@@ -153,18 +160,21 @@ impl Chain {
                 replicas,
                 poll_ms,
             } => {
+                let mut url =
+                    BackendUrl::parse(urls).map_err(|e| format!("bad NATS URLs {urls:?}: {e}"))?;
+                if let BackendUrl::Nats(n) = &mut url {
+                    n.replicas = Some(*replicas);
+                }
                 let mut cmd = Command::new(bin);
                 cmd.args([
-                    "--url",
-                    urls,
+                    "--backend",
+                    &url.with_secrets().to_string(),
                     "--name",
                     name,
                     "--identity",
                     &id,
                     "--ttl-ms",
                     &ttl_ms.to_string(),
-                    "--replicas",
-                    &replicas.to_string(),
                     "--poll-ms",
                     &poll_ms.to_string(),
                 ]);
@@ -182,7 +192,7 @@ impl Chain {
             .open(&self.log)
             .map_err(|e| format!("open {}: {e}", self.log.display()))?;
         cmd.stderr(log);
-        Proc::spawn(format!("process {id}"), cmd)
+        Ok(Proc::start(format!("process {id}"), cmd)?.with_patience(TIMEOUT))
     }
 
     fn checks_epochs(&self) -> bool {
@@ -207,12 +217,12 @@ impl Chain {
         spread: Duration,
     ) -> Result<Vec<u64>> {
         let mut leader = self.spawn()?;
-        leader.expect("campaigning")?;
-        let (mut epoch, _) = leader.expect_elected()?;
+        leader.read_expect("campaigning")?;
+        let (mut epoch, _) = leader.read_elected()?;
         let mut samples = Vec::with_capacity(n);
         for round in 0..warmup + n {
             let mut next = self.spawn()?;
-            next.expect("campaigning")?;
+            next.read_expect("campaigning")?;
             std::thread::sleep(pause(settle, spread, round));
             if let Some(line) = next.try_line() {
                 return Err(format!(
@@ -224,8 +234,8 @@ impl Chain {
             }
             let t0 = match exit {
                 Exit::Resign => {
-                    leader.send("resign")?;
-                    leader.expect_stamp("resigning")?
+                    leader.write_line("resign")?;
+                    leader.read_stamp("resigning")?
                 }
                 Exit::Kill => {
                     let t0 = mono_ns();
@@ -233,7 +243,7 @@ impl Chain {
                     t0
                 }
             };
-            let (next_epoch, t1) = next.expect_elected()?;
+            let (next_epoch, t1) = next.read_elected()?;
             if t1 < t0 {
                 return Err(format!(
                     "{} elected at {t1} ns, before {} left at {t0} ns",
@@ -251,7 +261,7 @@ impl Chain {
             }
             match exit {
                 Exit::Resign => {
-                    leader.expect_stamp("resigned")?;
+                    leader.read_stamp("resigned")?;
                     leader.wait_success()?;
                 }
                 Exit::Kill => {
@@ -264,9 +274,9 @@ impl Chain {
             leader = next;
             epoch = next_epoch;
         }
-        leader.send("resign")?;
-        leader.expect_stamp("resigning")?;
-        leader.expect_stamp("resigned")?;
+        leader.write_line("resign")?;
+        leader.read_stamp("resigning")?;
+        leader.read_stamp("resigned")?;
         leader.wait_success()?;
         Ok(samples)
     }

@@ -1,14 +1,16 @@
 //! `election-bench helper lock <path>`: a bare OFD lock holder, the floor of
 //! the cross-process rows.
 //!
-//! It speaks the same line protocol as `election-file-candidate`, minus the
-//! election: `campaigning` before it blocks in `F_OFD_SETLKW`,
+//! It speaks the same line protocol (`candidate_testkit::protocol`) as
+//! `election-candidate --backend file://`, minus the election: `campaigning` before it blocks in `F_OFD_SETLKW`,
 //! `elected 0 <mono_ns>` when it has the lock, then on stdin `resign` (or
 //! EOF) prints `resigning <mono_ns>`, unlocks, prints `resigned <mono_ns>`
 //! and exits 0; `exit` exits at once, leaving the kernel to free the lock.
 
 use std::io::{BufRead, Write};
 use std::path::Path;
+
+use candidate_testkit::protocol::{Command, Event};
 
 use super::ofd::{OfdFile, mono_ns};
 use crate::Result;
@@ -21,27 +23,28 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     };
     let lock = OfdFile::open(path)?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "campaigning")?;
+    writeln!(out, "{}", Event::Campaigning)?;
     out.flush()?;
     lock.lock_wait()?;
     let got = mono_ns();
-    writeln!(out, "elected 0 {got}")?;
+    writeln!(out, "{}", Event::Elected { epoch: 0, at: got })?;
     out.flush()?;
 
     let stdin = std::io::stdin().lock();
     for line in stdin.lines() {
-        match line?.trim() {
-            "resign" => break,
-            "exit" => std::process::exit(0),
-            "" => {}
-            other => return Err(format!("election-bench helper: unknown command {other:?}").into()),
+        let line = line?;
+        match line.trim().parse::<Command>() {
+            Ok(Command::Resign) => break,
+            Ok(Command::Exit) => std::process::exit(0),
+            _ if line.trim().is_empty() => {}
+            _ => return Err(format!("election-bench helper: unknown command {line:?}").into()),
         }
     }
     // `resign` or EOF: release in the open, like a resigning candidate.
-    writeln!(out, "resigning {}", mono_ns())?;
+    writeln!(out, "{}", Event::Resigning(mono_ns()))?;
     out.flush()?;
     lock.unlock()?;
-    writeln!(out, "resigned {}", mono_ns())?;
+    writeln!(out, "{}", Event::Resigned(mono_ns()))?;
     out.flush()?;
     Ok(())
 }

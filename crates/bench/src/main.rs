@@ -19,7 +19,6 @@ mod host;
 mod leases;
 mod nats;
 mod ofd;
-mod process;
 mod report;
 mod sqlite;
 mod stats;
@@ -77,15 +76,11 @@ const LEASE_WINDOW: Duration = Duration::from_secs(60);
 const LEASE_WINDOW_QUICK: Duration = Duration::from_secs(15);
 /// The release build the bench runs from, named in the report (`cargo
 /// xtask bench` runs it: keep in step with `xtask/src/bench.rs`).
-const BUILD: [&str; 11] = [
+const BUILD: [&str; 7] = [
     "build",
     "--release",
     "-p",
-    "election-file",
-    "-p",
-    "election-sqlite",
-    "-p",
-    "election-nats",
+    "candidate-testkit",
     "-p",
     "election-bench",
     "--bins",
@@ -228,9 +223,10 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     }
     let command = command_line(via, args);
     let target = target_dir();
-    let candidate_bin = target.join("release").join("election-file-candidate");
-    let sqlite_bin = target.join("release").join("election-sqlite-candidate");
-    let nats_bin = target.join("release").join("election-nats-candidate");
+    // One candidate binary for every backend (`--backend URL`).
+    let candidate_bin = target.join("release").join("election-candidate");
+    let sqlite_bin = candidate_bin.clone();
+    let nats_bin = candidate_bin.clone();
     for (bin, needed) in [
         (&candidate_bin, o.wants("handover") || o.wants("failover")),
         (&sqlite_bin, o.wants("sqlite")),

@@ -7,7 +7,7 @@
 //!   same bucket and connection (which goes first alternates): an
 //!   uncontested campaign (and the campaign followed by a resign), and one
 //!   lease renewal, with the bytes it puts on the wire;
-//! - across processes, with `election-nats-candidate`: a clean handover
+//! - across processes, with `election-candidate --backend nats://`: a clean handover
 //!   and a crash failover; then, on the chains' bucket, the bare KV
 //!   requests of a handover as their floor.
 //!
@@ -78,7 +78,7 @@ pub(crate) struct Counts {
 /// Where the NATS group runs and with what.
 #[derive(Debug)]
 pub(crate) struct Setup<'a> {
-    /// `election-nats-candidate`.
+    /// `election-candidate --backend nats://`.
     pub(crate) candidate_bin: &'a Path,
     /// Where the children's stderr goes.
     pub(crate) log: &'a Path,
@@ -134,7 +134,7 @@ async fn create_over_marker(kv: &kv::Store, key: &str) -> Result<(u64, usize)> {
     Err(format!("create {key}: still exists after {STALE_RETRIES} tries since its delete").into())
 }
 
-/// The chains' options, as `election-nats-candidate` builds them from
+/// The chains' options, as `election-candidate --backend nats://` builds them from
 /// `--ttl-ms` and `--replicas` (default bucket, renew interval and grace).
 fn chain_options(replicas: usize) -> Result<NatsOptions> {
     Ok(NatsOptions::new(Duration::from_millis(CHAIN_TTL_MS))?.replicas(replicas)?)

@@ -5,15 +5,11 @@ use std::fs::{File, OpenOptions};
 use std::path::Path;
 
 use nix::fcntl::{FcntlArg, fcntl};
-use nix::time::{ClockId, clock_gettime};
 
 use crate::Result;
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the host.
-pub(crate) fn mono_ns() -> u64 {
-    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-}
+pub(crate) use mono_stamp::mono_ns;
 
 /// A whole-file lock request of `l_type` (`F_WRLCK` or `F_UNLCK`). OFD
 /// locks require `l_pid` to be zero.

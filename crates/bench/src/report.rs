@@ -150,7 +150,7 @@ File backend (`election-file`):
   takes the OFD lock and durably records the next epoch, so its floors are
   a bare `F_OFD_SETLK` + `F_UNLCK` on an open file, and the same lock around
   write temp file + fsync + rename + fsync directory.
-- *clean handover*: separate `election-file-candidate` processes; from A's
+- *clean handover*: separate `election-candidate --backend file://` processes; from A's
   `resigning` stamp to B's `elected` stamp (both `CLOCK_MONOTONIC`), B
   having waited in its campaign for at least 20 ms.
 - *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
@@ -175,7 +175,7 @@ directory opened with `SqliteElection::open` (WAL journal,
   resign* adds `Term::resign()`, a second transaction (the release), so
   expect about two floors. The in-process rows use a renewal interval
   longer than the run, so a term's own renewals never compete with them.
-- *clean handover*: separate `election-sqlite-candidate` processes (TTL
+- *clean handover*: separate `election-candidate --backend sqlite://` processes (TTL
   2000 ms, renew 500 ms, poll 10 ms); from A's `resigning` stamp to B's
   `elected` stamp. B learns of the release only at its next poll of the
   lease row, so expect about half the poll interval plus two commits (A's
@@ -229,7 +229,7 @@ given all three URLs, connected to one of them). Every floor is a bare
   it; a campaign waits for its next poll (and, if the next read shows
   the old value too, the failover grace), and the derived figures count
   the campaigns that did.
-- *clean handover*: separate `election-nats-candidate` processes (TTL
+- *clean handover*: separate `election-candidate --backend nats://` processes (TTL
   3000 ms, poll 1000 ms, only a backstop); from A's `resigning` stamp to
   B's `elected` stamp. B waits on a KV watch of the key, which delivers
   A's delete marker, then creates the key over it (three requests, as

@@ -6,7 +6,7 @@
 //!   the two goes first alternates): an uncontested campaign (and the
 //!   campaign followed by a resign), one lease renewal transaction, and a
 //!   fenced write against the same write unfenced;
-//! - across processes, with `election-sqlite-candidate`: a clean handover
+//! - across processes, with `election-candidate --backend sqlite://`: a clean handover
 //!   and a crash failover.
 //!
 //! The floor of the election rows is a bare `BEGIN IMMEDIATE; UPDATE one
@@ -376,7 +376,7 @@ pub(crate) struct Counts {
 pub(crate) struct Setup<'a> {
     /// The bench directory.
     pub(crate) dir: &'a Path,
-    /// `election-sqlite-candidate`.
+    /// `election-candidate --backend sqlite://`.
     pub(crate) candidate_bin: &'a Path,
     /// Where the children's stderr goes.
     pub(crate) log: &'a Path,

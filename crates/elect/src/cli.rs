@@ -205,7 +205,11 @@ impl Common {
     }
 
     pub(crate) fn url(&self) -> Result<Option<Url>, Failure> {
-        let url = self.backend.as_deref().map(Url::parse).transpose()?;
+        let url = self
+            .backend
+            .as_deref()
+            .map(crate::backend::parse_url)
+            .transpose()?;
         crate::secrets::resolve(
             url,
             &self.secrets,

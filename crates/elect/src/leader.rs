@@ -7,7 +7,7 @@ use election_core::{Claim, ElectionName, Leader};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::backend::{Backend, nats_failure};
+use crate::backend::{Backend, Opened, nats_failure};
 use crate::exit::{self, Failure};
 use crate::report::{Reporter, leader_json, leader_text};
 
@@ -22,24 +22,24 @@ fn name(name: &str) -> Result<ElectionName, Failure> {
 }
 
 /// Who leads `name` now.
-pub(crate) async fn current(backend: &Backend, name: &str) -> Result<Option<Leader>, Failure> {
+pub(crate) async fn current(backend: &Opened, name: &str) -> Result<Option<Leader>, Failure> {
     let _ = self::name(name)?;
     match backend {
-        Backend::File(e) => {
+        Opened::Ready(Backend::File(e)) => {
             let claim = e
                 .claim(name, OBSERVER)
                 .map_err(|e| Failure::config(exit::chain(&e)))?;
             Ok(claim.leader().await?)
         }
-        Backend::Sqlite(e) => {
+        Opened::Ready(Backend::Sqlite(e)) => {
             let claim = e
                 .claim(name, OBSERVER)
                 .map_err(crate::backend::sqlite_failure)?;
             Ok(claim.leader().await?)
         }
-        Backend::Nats(e) => e.leader(name).await.map_err(nats_failure),
+        Opened::Ready(Backend::Nats(e)) => e.leader(name).await.map_err(nats_failure),
         // No bucket, directory or database: nobody was ever elected there.
-        Backend::NatsPending(..) | Backend::Absent(..) => Ok(None),
+        Opened::NatsPending(..) | Opened::Absent(..) => Ok(None),
     }
 }
 
@@ -60,8 +60,8 @@ fn line(name: &str, leader: Option<&Leader>, json: bool) -> String {
 
 /// Says on stderr why a read-only command shows no leader without
 /// looking: what it was pointed at does not exist (a typo?).
-fn note_absent(backend: &Backend, name: &str, report: Reporter) {
-    if let Backend::Absent(absent) = backend {
+fn note_absent(backend: &Opened, name: &str, report: Reporter) {
+    if let Opened::Absent(absent) = backend {
         report.event(
             "note",
             &format!("note: {}", absent.note),
@@ -75,12 +75,12 @@ fn note_absent(backend: &Backend, name: &str, report: Reporter) {
 /// but still waits out the failover grace is shown as pending, not as the
 /// leader: its term has not begun and it may never run its command.
 pub(crate) async fn leader(
-    backend: &Backend,
+    backend: &Opened,
     name: &str,
     json: bool,
     report: Reporter,
 ) -> Result<u8, Failure> {
-    let now = if let Backend::Nats(e) = backend {
+    let now = if let Opened::Ready(Backend::Nats(e)) = backend {
         // One read: the holder, and whether it is still pending.
         let _ = self::name(name)?;
         match e.holder(name).await.map_err(nats_failure)? {
@@ -122,7 +122,7 @@ fn same(a: Option<&Leader>, b: Option<&Leader>) -> bool {
 /// `elect observe`: the current state, then a line per change, until
 /// interrupted (SIGINT/SIGTERM end it with 0).
 pub(crate) async fn observe(
-    backend: &Backend,
+    backend: &Opened,
     name: &str,
     json: bool,
     poll: Duration,
@@ -164,7 +164,7 @@ pub(crate) async fn observe(
             }
         }
     }
-    if let Backend::Nats(e) = backend {
+    if let Opened::Ready(Backend::Nats(e)) = backend {
         let mut changes = Box::pin(e.observe(name).await.map_err(nats_failure)?);
         let mut pending: Option<Option<Leader>> = None;
         loop {
@@ -218,7 +218,7 @@ pub(crate) async fn observe(
     // begins and ends between two looks is not seen. Epochs grow by one per
     // term on both, so a jump says how many were missed, on stderr.
     let mut changes = match backend {
-        Backend::File(e) => match e.changes(name) {
+        Opened::Ready(Backend::File(e)) => match e.changes(name) {
             Ok(c) => Some(c),
             Err(err) => {
                 // No inotify (or its limit reached): poll, and say so.
@@ -243,7 +243,9 @@ pub(crate) async fn observe(
         // The record first: a term it shows that is not the one leading
         // a moment later has ended (see `FileElection::last_term`).
         let recorded = match backend {
-            Backend::File(e) => e.last_term(name).map_err(crate::backend::file_failure)?,
+            Opened::Ready(Backend::File(e)) => {
+                e.last_term(name).map_err(crate::backend::file_failure)?
+            }
             _ => None,
         };
         let now = current(backend, name).await?;

@@ -36,7 +36,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::backend::Backend;
+use crate::backend::Opened;
 use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 use crate::report::Reporter;
@@ -56,15 +56,15 @@ async fn dispatch(cli: &Cli, reporter: Reporter) -> Result<u8, Failure> {
             // Before anything is opened or created: a command that cannot
             // run must not cost a campaign (127, 126).
             command::check(&args.command)?;
-            let backend = Backend::open(url.as_ref(), args.timing(), Some(reporter)).await?;
+            let backend = Opened::open(url.as_ref(), args.timing(), Some(reporter)).await?;
             run::run(&backend, &backend.shown(url.as_ref()), args, reporter).await
         }
         Command::Leader(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
             leader::leader(&backend, &args.common.name, args.common.json, reporter).await
         }
         Command::Observe(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
             leader::observe(
                 &backend,
                 &args.common.name,
@@ -77,7 +77,7 @@ async fn dispatch(cli: &Cli, reporter: Reporter) -> Result<u8, Failure> {
         Command::Man(args) => crate::man::man(args),
         Command::Completions(args) => crate::man::completions(args),
         Command::RepairEpoch(args) => {
-            let backend = Backend::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
             backend.repair_epoch(&args.common.name, args.epoch, reporter)
         }
     }

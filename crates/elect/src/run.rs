@@ -8,7 +8,7 @@ use election_core::{Candidate, Claim, Identity, Lease, Term};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
-use crate::backend::{Backend, sqlite_failure};
+use crate::backend::{Backend, Opened, sqlite_failure};
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
 use crate::report::{Reporter, leader_text};
@@ -90,7 +90,7 @@ fn in_our_group(pid: i32) -> bool {
 
 /// `elect run`.
 pub(crate) async fn run(
-    backend: &Backend,
+    backend: &Opened,
     shown: &str,
     args: &RunArgs,
     report: Reporter,
@@ -111,20 +111,20 @@ pub(crate) async fn run(
     let config = |e: &(dyn std::error::Error + 'static)| Failure::config(exit::chain(e));
     let kill = KillTiming::of(backend, args)?;
     match backend {
-        Backend::File(e) => {
+        Opened::Ready(Backend::File(e)) => {
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
             let lock = e.dir().join(format!("{name}.lock"));
             elected(c, shown, args, waiting, kill, Some(lock), report).await
         }
-        Backend::Sqlite(e) => {
+        Opened::Ready(Backend::Sqlite(e)) => {
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(sqlite_failure)?;
             elected(c, shown, args, waiting, kill, None, report).await
         }
-        Backend::Nats(e) => {
+        Opened::Ready(Backend::Nats(e)) => {
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
@@ -141,7 +141,7 @@ pub(crate) async fn run(
             }
             elected(c, shown, args, waiting, kill, None, report).await
         }
-        Backend::NatsPending(..) | Backend::Absent(..) => Err(Failure::new(
+        Opened::NatsPending(..) | Opened::Absent(..) => Err(Failure::new(
             exit::INTERNAL,
             "a candidate's backend was opened as an observer's",
         )),
@@ -271,11 +271,11 @@ impl KillTiming {
     /// The kill grace and its bound for `backend`: `--kill-grace` if given
     /// (refused above the bound unless `--allow-late-kill`), else half the
     /// bound (10 s on the file backend).
-    pub(crate) fn of(backend: &Backend, args: &RunArgs) -> Result<KillTiming, Failure> {
+    pub(crate) fn of(backend: &Opened, args: &RunArgs) -> Result<KillTiming, Failure> {
         let bound = match backend {
-            Backend::Sqlite(e) => Some(e.options().margin()),
-            Backend::Nats(e) => Some(e.options().margin() + e.options().grace()),
-            Backend::File(_) | Backend::NatsPending(..) | Backend::Absent(..) => None,
+            Opened::Ready(Backend::Sqlite(e)) => Some(e.options().margin()),
+            Opened::Ready(Backend::Nats(e)) => Some(e.options().margin() + e.options().grace()),
+            Opened::Ready(Backend::File(_)) | Opened::NatsPending(..) | Opened::Absent(..) => None,
         };
         let grace = match (args.kill_grace, bound) {
             (Some(g), Some(b)) if g > b && !args.allow_late_kill => {

@@ -23,9 +23,9 @@ use std::sync::OnceLock;
 
 use clap::Args;
 
-use crate::backend::{NatsUrl, Url};
 use crate::exit::Failure;
 use crate::report::Reporter;
+use election_url::{BackendUrl as Url, NatsUrl, Secret};
 
 /// The token variable.
 pub(crate) const TOKEN_ENV: &str = "ELECT_NATS_TOKEN";
@@ -252,13 +252,16 @@ fn resolve_nats(
 ) -> Result<NatsUrl, Failure> {
     let in_url = (n.token.is_some(), n.user.is_some());
     let (url_user, url_password) = match n.user.take() {
-        Some((u, p)) => (Some(u), Some(p)),
+        Some((u, p)) => (Some(u), Some(p.expose().to_owned())),
         None => (None, None),
     };
     let token = one(
         "token",
         vec![
-            ("the URL (?token=)".to_owned(), n.token.take()),
+            (
+                "the URL (?token=)".to_owned(),
+                n.token.take().map(|t| t.expose().to_owned()),
+            ),
             (
                 TOKEN_ENV.to_owned(),
                 env.token.as_ref().map(|v| text(TOKEN_ENV, v)).transpose()?,
@@ -371,8 +374,8 @@ fn resolve_nats(
             "ELECT_NATS_USER with ELECT_NATS_PASSWORD or --nats-password-file",
         );
     }
-    n.token = token.map(|(_, t)| t);
-    n.user = user;
+    n.token = token.map(|(_, t)| Secret::new(t));
+    n.user = user.map(|(u, p)| (u, Secret::new(p)));
     n.creds = creds.map(|(_, c)| c);
     Ok(n)
 }
@@ -422,18 +425,18 @@ mod tests {
         let url = "nats://h:4222";
 
         let n = resolved(url, &none, &env(&[(TOKEN_ENV, "from-env")])).unwrap();
-        assert_eq!(n.token.as_deref(), Some("from-env"));
+        assert_eq!(n.token.as_ref().map(Secret::expose), Some("from-env"));
 
         let flags = SecretFlags {
             nats_token_file: Some(file(&dir, "t", "from-file\n")),
             ..Default::default()
         };
         let n = resolved(url, &flags, &Env::default()).unwrap();
-        assert_eq!(n.token.as_deref(), Some("from-file"));
+        assert_eq!(n.token.as_ref().map(Secret::expose), Some("from-file"));
 
         let e = env(&[(USER_ENV, "app"), (PASSWORD_ENV, "pw")]);
         let n = resolved(url, &none, &e).unwrap();
-        assert_eq!(n.user, Some(("app".into(), "pw".into())));
+        assert_eq!(n.user, Some(("app".into(), Secret::new("pw"))));
 
         let flags = SecretFlags {
             nats_user: Some("app".into()),
@@ -441,7 +444,7 @@ mod tests {
             ..Default::default()
         };
         let n = resolved(url, &flags, &Env::default()).unwrap();
-        assert_eq!(n.user, Some(("app".into(), "pw".into())));
+        assert_eq!(n.user, Some(("app".into(), Secret::new("pw"))));
 
         let n = resolved(url, &none, &env(&[(CREDS_ENV, "/c")])).unwrap();
         assert_eq!(n.creds, Some(PathBuf::from("/c")));
@@ -450,7 +453,7 @@ mod tests {
         let n = resolved("nats://u:p@h:1?token=t", &none, &Env::default());
         assert!(n.is_err(), "token and user together");
         let n = resolved("nats://h:1?token=t", &none, &Env::default()).unwrap();
-        assert_eq!(n.token.as_deref(), Some("t"));
+        assert_eq!(n.token.as_ref().map(Secret::expose), Some("t"));
         std::fs::remove_dir_all(&dir).ok();
     }
 

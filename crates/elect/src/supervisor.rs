@@ -48,26 +48,12 @@ use nix::unistd::Pid;
 pub(crate) const ARG: &str = "__supervise";
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock both processes share.
-pub(crate) fn mono_ns() -> u64 {
-    use nix::time::{ClockId, clock_gettime};
-    clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
-        u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
-            + u64::try_from(t.tv_nsec()).unwrap_or(0)
-    })
-}
+pub(crate) use mono_stamp::mono_ns;
 
-/// A tokio instant as `CLOCK_MONOTONIC` nanoseconds. The kernel clock is
-/// read *before* the process's instant, so a pause between the two reads
-/// makes the result earlier, never later.
+/// A tokio instant as `CLOCK_MONOTONIC` nanoseconds (see
+/// [`mono_stamp::mono_ns_at`]).
 pub(crate) fn mono_ns_at(at: tokio::time::Instant) -> u64 {
-    let raw = mono_ns();
-    let now = std::time::Instant::now();
-    let at = at.into_std();
-    if at >= now {
-        raw.saturating_add(u64::try_from((at - now).as_nanos()).unwrap_or(u64::MAX))
-    } else {
-        raw.saturating_sub(u64::try_from((now - at).as_nanos()).unwrap_or(u64::MAX))
-    }
+    mono_stamp::mono_ns_at(at.into_std())
 }
 
 /// One process of the tree: pid and start time (`/proc/PID/stat` field

@@ -8,10 +8,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{Backend, Elect, once};
+use common::{Elect, Setup, once};
 
 /// The file backend's directory of `b`, created.
-fn dir_of(b: &Backend) -> std::path::PathBuf {
+fn dir_of(b: &Setup) -> std::path::PathBuf {
     let dir = std::path::PathBuf::from(b.url.trim_start_matches("file://"));
     std::fs::create_dir_all(&dir).expect("mkdir");
     dir
@@ -35,7 +35,7 @@ fn entries(dir: &Path) -> Vec<String> {
 /// a waiting run says why it retries, and wins once the write succeeds.
 #[tokio::test]
 async fn a_full_disk_is_transient_said_and_cleaned_up() {
-    let b = Backend::file();
+    let b = Setup::file();
     let dir = dir_of(&b);
     let tmp = dir.join("j.epoch.tmp");
     std::os::unix::fs::symlink("/dev/full", &tmp).expect("symlink");
@@ -74,7 +74,7 @@ async fn a_full_disk_is_transient_said_and_cleaned_up() {
 /// with 78 and a hint naming the fix, even while waiting.
 #[tokio::test]
 async fn a_directory_where_the_epoch_record_belongs_is_permanent() {
-    let b = Backend::file();
+    let b = Setup::file();
     let dir = dir_of(&b);
     std::fs::create_dir(dir.join("j.epoch")).expect("mkdir");
     let r = b.report("x");
@@ -100,7 +100,7 @@ async fn a_directory_where_the_epoch_record_belongs_is_permanent() {
 /// do): permanent, 78, the hint names the limit.
 #[tokio::test]
 async fn a_file_size_limit_is_permanent() {
-    let b = Backend::file();
+    let b = Setup::file();
     dir_of(&b);
     let r = b.report("x");
     let mut command = tokio::process::Command::new(common::BIN);
@@ -143,7 +143,7 @@ async fn a_file_size_limit_is_permanent() {
 /// changed.
 #[tokio::test]
 async fn a_text_file_as_the_database_is_permanent() {
-    let b = Backend::sqlite();
+    let b = Setup::sqlite();
     let path = b.dir.path().join("notes.txt");
     let text = "my notes, not a database\n".repeat(100);
     std::fs::write(&path, &text).expect("write");
@@ -178,7 +178,7 @@ async fn a_text_file_as_the_database_is_permanent() {
 /// would otherwise elect in two places), and percent-escapes are decoded.
 #[tokio::test]
 async fn url_queries_are_options_and_paths_are_percent_decoded() {
-    let b = Backend::file();
+    let b = Setup::file();
     let base = b.dir.path().display().to_string();
     let r = b.report("x");
     for url in [
@@ -254,7 +254,7 @@ async fn leader_and_observe_create_nothing() {
 /// says so on stderr (a typo shows at once).
 #[tokio::test]
 async fn run_says_it_creates_a_missing_directory_or_database() {
-    for b in [Backend::file(), Backend::sqlite()] {
+    for b in [Setup::file(), Setup::sqlite()] {
         let r = b.report("x");
         let done = b.run_to_end("j", "a", &[], &r.once()).await;
         assert_eq!(done.code, 0, "{done:?}");
@@ -355,7 +355,7 @@ async fn help_texts_say_what_elect_does() {
 /// first line.
 #[tokio::test]
 async fn observe_prints_a_short_term_without_polling() {
-    let b = Backend::file();
+    let b = Setup::file();
     dir_of(&b);
     let mut observe = Elect::spawn(
         &[

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Backend, once};
+use common::{Setup, once};
 
 /// A local port nothing listens on.
 fn free_port() -> u16 {
@@ -114,7 +114,7 @@ async fn usage_errors_exit_64() {
 /// bad flag value, said before anything is opened.
 #[tokio::test]
 async fn a_bad_name_or_identity_is_a_usage_error() {
-    let b = Backend::file();
+    let b = Setup::file();
     let r = b.report("x");
     let done = b.run_to_end("a/b", "a", &[], &r.once()).await;
     assert_eq!(done.code, common::USAGE, "{done:?}");
@@ -144,7 +144,7 @@ async fn a_bad_name_or_identity_is_a_usage_error() {
 /// 126, no epoch spent, nothing held.
 #[tokio::test]
 async fn a_command_that_is_not_executable_exits_126_before_campaigning() {
-    let b = Backend::file();
+    let b = Setup::file();
     let script = b.dir.path().join("not-executable.sh");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write");
     let done = b
@@ -162,7 +162,7 @@ async fn a_command_that_is_not_executable_exits_126_before_campaigning() {
 
 #[tokio::test]
 async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_it() {
-    let b = Backend::file();
+    let b = Setup::file();
     let r = b.report("x");
     let done = b.run_to_end("j", "a", &[], &r.once()).await;
     assert_eq!(done.code, 0, "{done:?}");

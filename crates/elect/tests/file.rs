@@ -3,21 +3,21 @@
 
 mod common;
 
-use common::Backend;
+use common::Setup;
 
 #[tokio::test]
 async fn a_killed_leader_is_replaced_with_a_higher_epoch() {
-    common::takeover(&Backend::file()).await;
+    common::takeover(&Setup::file()).await;
 }
 
 #[tokio::test]
 async fn no_wait_and_timeout_give_the_conflict_exit_code() {
-    common::no_wait(&Backend::file()).await;
+    common::no_wait(&Setup::file()).await;
 }
 
 #[tokio::test]
 async fn signals_are_forwarded_to_the_command() {
-    common::signals(&Backend::file()).await;
+    common::signals(&Setup::file()).await;
 }
 
 /// Ctrl-C in a terminal: the kernel sends SIGINT to the terminal's whole
@@ -26,7 +26,7 @@ async fn signals_are_forwarded_to_the_command() {
 /// is still forwarded).
 #[tokio::test]
 async fn ctrl_c_in_a_terminal_reaches_the_command_once() {
-    let b = Backend::file();
+    let b = Setup::file();
     let ints = b.dir.path().join("ints");
     let stop = b.dir.path().join("stop");
     let script = format!(
@@ -79,27 +79,27 @@ async fn ctrl_c_in_a_terminal_reaches_the_command_once() {
 
 #[tokio::test]
 async fn the_command_exit_code_is_elects_and_the_term_is_resigned() {
-    common::exit_code(&Backend::file()).await;
+    common::exit_code(&Setup::file()).await;
 }
 
 #[tokio::test]
 async fn a_missing_command_exits_127_and_resigns() {
-    common::missing_command(&Backend::file()).await;
+    common::missing_command(&Setup::file()).await;
 }
 
 #[tokio::test]
 async fn leader_prints_text_and_json() {
-    common::leader_output(&Backend::file()).await;
+    common::leader_output(&Setup::file()).await;
 }
 
 #[tokio::test]
 async fn observe_prints_each_change_in_order() {
-    common::observe_output(&Backend::file(), true).await;
+    common::observe_output(&Setup::file(), true).await;
 }
 
 #[tokio::test]
 async fn ttl_flags_are_refused() {
-    let b = Backend::file();
+    let b = Setup::file();
     let r = b.report("x");
     let done = b.run_to_end("ttl", "a", &["--ttl", "3s"], &r.once()).await;
     assert_eq!(done.code, common::CONFIG, "{done:?}");
@@ -110,17 +110,17 @@ async fn ttl_flags_are_refused() {
 
 #[tokio::test]
 async fn a_command_that_exits_leaves_no_process_behind() {
-    common::whole_tree(&Backend::file(), common::Ending::Exit).await;
+    common::whole_tree(&Setup::file(), common::Ending::Exit).await;
 }
 
 #[tokio::test]
 async fn sigterm_to_elect_stops_the_whole_tree() {
-    common::whole_tree(&Backend::file(), common::Ending::Term).await;
+    common::whole_tree(&Setup::file(), common::Ending::Term).await;
 }
 
 #[tokio::test]
 async fn sigkill_of_elect_stops_the_whole_tree() {
-    common::whole_tree(&Backend::file(), common::Ending::Kill).await;
+    common::whole_tree(&Setup::file(), common::Ending::Kill).await;
 }
 
 /// The tree holds the lock, as with flock(1): with both elect and its
@@ -131,7 +131,7 @@ async fn sigkill_of_elect_stops_the_whole_tree() {
 async fn the_lock_is_held_until_the_last_process_of_the_tree_exits() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
-    let b = Backend::file();
+    let b = Setup::file();
     let (ra, rb) = (b.report("a"), b.report("b"));
     let procs = b.dir.path().join("a.procs");
     let mut a = b.run("held", "a", &[], &ra.tree("stay"));

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Backend;
+use common::Setup;
 use nats_testkit::Server;
 
 const TIMING: [&str; 4] = ["--ttl", "3s", "--grace", "1s"];
@@ -19,31 +19,31 @@ fn server() -> Server {
 #[tokio::test]
 async fn a_killed_leader_is_replaced_with_a_higher_epoch() {
     let s = server();
-    common::takeover(&Backend::nats(&s.url(), &TIMING)).await;
+    common::takeover(&Setup::nats(&s.url(), &TIMING)).await;
 }
 
 #[tokio::test]
 async fn no_wait_and_timeout_give_the_conflict_exit_code() {
     let s = server();
-    common::no_wait(&Backend::nats(&s.url(), &TIMING)).await;
+    common::no_wait(&Setup::nats(&s.url(), &TIMING)).await;
 }
 
 #[tokio::test]
 async fn signals_are_forwarded_to_the_command() {
     let s = server();
-    common::signals(&Backend::nats(&s.url(), &TIMING)).await;
+    common::signals(&Setup::nats(&s.url(), &TIMING)).await;
 }
 
 #[tokio::test]
 async fn the_command_exit_code_is_elects_and_the_term_is_resigned() {
     let s = server();
-    common::exit_code(&Backend::nats(&s.url(), &TIMING)).await;
+    common::exit_code(&Setup::nats(&s.url(), &TIMING)).await;
 }
 
 #[tokio::test]
 async fn a_missing_command_exits_127_and_resigns() {
     let s = server();
-    common::missing_command(&Backend::nats(&s.url(), &TIMING)).await;
+    common::missing_command(&Setup::nats(&s.url(), &TIMING)).await;
 }
 
 // `elect leader` and `elect observe` open the bucket with the default TTL
@@ -53,7 +53,7 @@ async fn a_missing_command_exits_127_and_resigns() {
 async fn leader_prints_text_and_json() {
     let s = server();
     let url = format!("{}?bucket=elect_e2e", s.url());
-    common::leader_output(&Backend::nats(&url, &[])).await;
+    common::leader_output(&Setup::nats(&url, &[])).await;
 }
 
 /// Without the first line (see the ignored test below). The leader
@@ -62,13 +62,13 @@ async fn leader_prints_text_and_json() {
 #[tokio::test]
 async fn observe_prints_each_change_in_order() {
     let s = server();
-    common::observe_output(&Backend::nats(&s.url(), &[]), true).await;
+    common::observe_output(&Setup::nats(&s.url(), &[]), true).await;
 }
 
 #[tokio::test]
 async fn observe_prints_the_current_state_first() {
     let s = server();
-    let b = Backend::nats(&s.url(), &[]);
+    let b = Setup::nats(&s.url(), &[]);
     let quick = Duration::from_secs(2);
     let mut o = b.observe("vacant", false);
     let first = tokio::time::timeout(quick, o.out_line()).await;
@@ -87,13 +87,13 @@ async fn observe_prints_the_current_state_first() {
 #[tokio::test]
 async fn leader_and_observe_work_with_any_ttl() {
     let s = server();
-    let b = Backend::nats(&s.url(), &TIMING);
+    let b = Setup::nats(&s.url(), &TIMING);
     // The bucket made by a run with --ttl 3s: leader reads it.
     common::assert_free(&b, "made-by-run", 0).await;
     assert_eq!(b.leader_text("made-by-run").await, "made-by-run: no leader");
     // The bucket made by leader first: a run with --ttl 3s uses it.
     let url = format!("{}?bucket=made_by_leader", s.url());
-    let b = Backend::nats(&url, &TIMING);
+    let b = Setup::nats(&url, &TIMING);
     assert_eq!(b.leader_text("x").await, "x: no leader");
     common::assert_free(&b, "x", 0).await;
 }
@@ -101,7 +101,7 @@ async fn leader_and_observe_work_with_any_ttl() {
 #[tokio::test]
 async fn renew_and_grace_can_be_lowered_together() {
     let s = server();
-    let b = Backend::nats(&s.url(), &["--ttl", "6s", "--renew", "1s", "--grace", "1s"]);
+    let b = Setup::nats(&s.url(), &["--ttl", "6s", "--renew", "1s", "--grace", "1s"]);
     common::assert_free(&b, "renew", 0).await;
 }
 
@@ -112,7 +112,7 @@ async fn renew_and_grace_can_be_lowered_together() {
 #[tokio::test]
 async fn losing_the_term_stops_the_command() {
     let mut s = server();
-    let b = Backend::nats(&s.url(), &TIMING);
+    let b = Setup::nats(&s.url(), &TIMING);
     let (ra, rb) = (b.report("a"), b.report("b"));
     let mut a = b.run("lost-a", "a", &["--kill-grace", "1s"], &ra.worker());
     let stubborn = rb.worker_on_term(r#"echo term >> "$out""#);
@@ -165,13 +165,13 @@ async fn losing_the_term_stops_the_command() {
 #[tokio::test]
 async fn a_single_replica_bucket_is_warned_about_unless_the_user_says_it_is_known() {
     let s = server();
-    let b = Backend::nats(&s.url(), &TIMING);
+    let b = Setup::nats(&s.url(), &TIMING);
     let r = b.report("x");
     let done = b.run_to_end("j", "a", &[], &r.once()).await;
     assert_eq!(done.code, 0, "{done:?}");
     done.err_line("warning: the NATS bucket has a single replica");
 
-    let known = Backend::nats(&format!("{}?single_replica_ok=1", s.url()), &TIMING);
+    let known = Setup::nats(&format!("{}?single_replica_ok=1", s.url()), &TIMING);
     let done = known.run_to_end("j", "a", &[], &r.once()).await;
     assert_eq!(done.code, 0, "{done:?}");
     assert!(
@@ -184,19 +184,19 @@ async fn a_single_replica_bucket_is_warned_about_unless_the_user_says_it_is_know
 #[tokio::test]
 async fn a_command_that_exits_leaves_no_process_behind() {
     let s = server();
-    common::whole_tree(&Backend::nats(&s.url(), &TIMING), common::Ending::Exit).await;
+    common::whole_tree(&Setup::nats(&s.url(), &TIMING), common::Ending::Exit).await;
 }
 
 #[tokio::test]
 async fn sigkill_of_elect_stops_the_whole_tree() {
     let s = server();
-    common::whole_tree(&Backend::nats(&s.url(), &TIMING), common::Ending::Kill).await;
+    common::whole_tree(&Setup::nats(&s.url(), &TIMING), common::Ending::Kill).await;
 }
 
 #[tokio::test]
 async fn a_stopped_elect_does_not_leave_its_command_running() {
     let s = server();
-    common::whole_tree(&Backend::nats(&s.url(), &TIMING), common::Ending::Stop).await;
+    common::whole_tree(&Setup::nats(&s.url(), &TIMING), common::Ending::Stop).await;
 }
 
 /// The server stops answering (paused) past A's lease: A loses its term
@@ -205,7 +205,7 @@ async fn a_stopped_elect_does_not_leave_its_command_running() {
 #[tokio::test]
 async fn losing_the_term_stops_the_whole_tree() {
     let mut s = server();
-    let b = Backend::nats(&s.url(), &TIMING);
+    let b = Setup::nats(&s.url(), &TIMING);
     let (ra, rb) = (b.report("a"), b.report("b"));
     let procs = b.dir.path().join("a.procs");
     let mut a = b.run("tree-loss", "a", &[], &ra.tree("stay"));
@@ -239,7 +239,7 @@ async fn losing_the_term_stops_the_whole_tree() {
 async fn sigterm_in_the_failover_grace_gives_the_key_up() {
     use nix::sys::signal::Signal;
     let s = server();
-    let b = Backend::nats(&s.url(), &["--ttl", "6s", "--grace", "2s"]);
+    let b = Setup::nats(&s.url(), &["--ttl", "6s", "--grace", "2s"]);
     let (ra, rb) = (b.report("a"), b.report("b"));
     let name = "grace";
     let (a, sa) = common::lead(&b, name, "a", &ra).await;
@@ -308,7 +308,7 @@ async fn replicas_the_server_cannot_have_are_a_configuration_error() {
 #[tokio::test]
 async fn a_bounded_campaign_that_kept_failing_says_why() {
     let mut s = server();
-    let b = Backend::nats(&s.url(), &TIMING);
+    let b = Setup::nats(&s.url(), &TIMING);
     let ra = b.report("a");
     let (_a, _sa) = common::lead(&b, "down", "a", &ra).await;
     let rb = b.report("b");

@@ -4,12 +4,12 @@
 
 mod common;
 
-use common::{Backend, json, once};
+use common::{Setup, json, once};
 use nix::sys::signal::Signal;
 
 #[tokio::test]
 async fn dash_c_runs_a_shell_string_under_the_term() {
-    let b = Backend::file();
+    let b = Setup::file();
     let out = b.dir.path().join("c.out");
     let script = format!(
         "echo \"one $ELECTION_NAME $ELECTION_TOKEN\" >> '{p}' && echo two >> '{p}'; false || exit 5",
@@ -59,7 +59,7 @@ async fn dash_c_runs_a_shell_string_under_the_term() {
 
 /// `elect run -v` (text and `--json`) on `b` shows the library's
 /// `renewed` events of the term it runs.
-async fn verbose_shows_renewals(b: &Backend) {
+async fn verbose_shows_renewals(b: &Setup) {
     let r = b.report("v");
     let mut run = b.run("verbose", "a", &["-v"], &r.worker());
     let s = r.started().await;
@@ -114,19 +114,19 @@ async fn verbose_shows_renewals(b: &Backend) {
 
 #[tokio::test]
 async fn verbose_shows_renewals_on_sqlite() {
-    verbose_shows_renewals(&Backend::sqlite()).await;
+    verbose_shows_renewals(&Setup::sqlite()).await;
 }
 
 #[tokio::test]
 async fn verbose_shows_renewals_on_nats() {
     let s = nats_testkit::Server::start().expect("nats-server");
     let url = format!("{}?single_replica_ok=1", s.url());
-    verbose_shows_renewals(&Backend::nats(&url, &["--ttl", "3s", "--grace", "1s"])).await;
+    verbose_shows_renewals(&Setup::nats(&url, &["--ttl", "3s", "--grace", "1s"])).await;
 }
 
 #[tokio::test]
 async fn verbose_and_quiet_together_are_a_usage_error() {
-    let b = Backend::file();
+    let b = Setup::file();
     let done = once(&[
         "run",
         "--backend",

@@ -3,46 +3,46 @@
 
 mod common;
 
-use common::Backend;
+use common::Setup;
 
 #[tokio::test]
 async fn a_killed_leader_is_replaced_with_a_higher_epoch() {
-    common::takeover(&Backend::sqlite()).await;
+    common::takeover(&Setup::sqlite()).await;
 }
 
 #[tokio::test]
 async fn no_wait_and_timeout_give_the_conflict_exit_code() {
-    common::no_wait(&Backend::sqlite()).await;
+    common::no_wait(&Setup::sqlite()).await;
 }
 
 #[tokio::test]
 async fn signals_are_forwarded_to_the_command() {
-    common::signals(&Backend::sqlite()).await;
+    common::signals(&Setup::sqlite()).await;
 }
 
 #[tokio::test]
 async fn the_command_exit_code_is_elects_and_the_term_is_resigned() {
-    common::exit_code(&Backend::sqlite()).await;
+    common::exit_code(&Setup::sqlite()).await;
 }
 
 #[tokio::test]
 async fn a_missing_command_exits_127_and_resigns() {
-    common::missing_command(&Backend::sqlite()).await;
+    common::missing_command(&Setup::sqlite()).await;
 }
 
 #[tokio::test]
 async fn leader_prints_text_and_json() {
-    common::leader_output(&Backend::sqlite()).await;
+    common::leader_output(&Setup::sqlite()).await;
 }
 
 #[tokio::test]
 async fn observe_prints_each_change_in_order() {
-    common::observe_output(&Backend::sqlite(), true).await;
+    common::observe_output(&Setup::sqlite(), true).await;
 }
 
 #[tokio::test]
 async fn grace_is_refused() {
-    let b = Backend::sqlite();
+    let b = Setup::sqlite();
     let r = b.report("x");
     let done = b
         .run_to_end("grace", "a", &["--grace", "1s"], &r.once())
@@ -55,7 +55,7 @@ async fn grace_is_refused() {
 #[tokio::test]
 async fn two_processes_can_open_a_new_database_at_once() {
     for i in 0..10 {
-        let b = Backend::sqlite();
+        let b = Setup::sqlite();
         let args = ["leader", "--backend", &b.url, "--name", "j"];
         let (one, two) = tokio::join!(common::once(&args), common::once(&args));
         for done in [one, two] {
@@ -66,17 +66,17 @@ async fn two_processes_can_open_a_new_database_at_once() {
 
 #[tokio::test]
 async fn a_command_that_exits_leaves_no_process_behind() {
-    common::whole_tree(&Backend::sqlite(), common::Ending::Exit).await;
+    common::whole_tree(&Setup::sqlite(), common::Ending::Exit).await;
 }
 
 #[tokio::test]
 async fn sigterm_to_elect_stops_the_whole_tree() {
-    common::whole_tree(&Backend::sqlite(), common::Ending::Term).await;
+    common::whole_tree(&Setup::sqlite(), common::Ending::Term).await;
 }
 
 #[tokio::test]
 async fn sigkill_of_elect_stops_the_whole_tree() {
-    common::whole_tree(&Backend::sqlite(), common::Ending::Kill).await;
+    common::whole_tree(&Setup::sqlite(), common::Ending::Kill).await;
 }
 
 /// SIGSTOP of elect alone (a debugger, a frozen process): its command
@@ -84,7 +84,7 @@ async fn sigkill_of_elect_stops_the_whole_tree() {
 /// the lease can expire.
 #[tokio::test]
 async fn a_stopped_elect_does_not_leave_its_command_running() {
-    common::whole_tree(&Backend::sqlite(), common::Ending::Stop).await;
+    common::whole_tree(&Setup::sqlite(), common::Ending::Stop).await;
 }
 
 /// --kill-grace longer than the time between the end of the lease's known
@@ -92,7 +92,7 @@ async fn a_stopped_elect_does_not_leave_its_command_running() {
 /// campaigning, unless --allow-late-kill.
 #[tokio::test]
 async fn a_kill_grace_past_the_successor_is_refused_unless_allowed() {
-    let b = Backend::sqlite();
+    let b = Setup::sqlite();
     let r = b.report("x");
     let done = b
         .run_to_end("late", "a", &["--kill-grace", "10s"], &r.once())

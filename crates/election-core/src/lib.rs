@@ -58,6 +58,7 @@
 
 mod campaign;
 mod claim;
+mod election;
 mod engine;
 mod epoch;
 mod error;
@@ -74,6 +75,7 @@ mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, Leader, Watch, Won};
+pub use election::Election;
 pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};

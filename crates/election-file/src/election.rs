@@ -553,3 +553,39 @@ impl Claim for FileClaim {
         .await
     }
 }
+
+impl FileElection {
+    /// Who leads election `name` now (the holder of its lock, with the
+    /// epoch and start from its record), or `None`: the same read as
+    /// [`Claim::leader`] on any candidate's claim, without one.
+    ///
+    /// Cancel safety: cancel safe (a blocking read on tokio's blocking
+    /// pool). Failure model: [`election_core::Error::Config`] for an
+    /// invalid name, `Unavailable` when the files cannot be read, `Corrupt`
+    /// for a damaged epoch record.
+    pub async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let claim = self
+            .claim(name, "observer")
+            .map_err(|e| e.into_core(&name_))?;
+        claim.leader().await
+    }
+}
+
+impl election_core::Election for FileElection {
+    type Claim = FileClaim;
+    type LeaseSet = LeaseSet<PerKeyClaims<FileClaim>>;
+    type Error = Error;
+
+    fn claim(&self, name: &str, identity: &str) -> Result<FileClaim, Error> {
+        FileElection::claim(self, name, identity)
+    }
+
+    async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
+        FileElection::leader(self, name).await
+    }
+
+    async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PerKeyClaims<FileClaim>>, Error> {
+        FileElection::lease_set(self, identity)
+    }
+}

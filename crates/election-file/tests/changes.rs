@@ -1,5 +1,6 @@
 //! `FileElection::changes`: a reader wakes when a term begins and when it
-//! ends (resign, drop, a killed holder), without polling; `last_term`
+//! ends (resign, drop; a killed holder: candidate-testkit's tests/file.rs),
+//! without polling; `last_term`
 //! names a term that ended before the reader looked.
 
 use std::time::Duration;
@@ -63,37 +64,4 @@ async fn a_reader_wakes_when_a_term_begins_and_ends() {
     let last = election.last_term("jobs").unwrap().expect("a last term");
     assert_eq!(last.identity.as_str(), "b");
     assert!(last.epoch > epoch);
-}
-
-/// A holder killed with SIGKILL: the kernel closes its claim file, which
-/// wakes the reader.
-#[tokio::test]
-async fn a_reader_wakes_when_the_holder_is_killed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let election = FileElection::new(tmp.path()).unwrap();
-    let reader = election.claim("jobs", "observer").unwrap();
-    let mut changes = election.changes("jobs").unwrap();
-    let bin = env!("CARGO_BIN_EXE_election-file-candidate");
-    let mut child = tokio::process::Command::new(bin)
-        .args([
-            "--dir",
-            &tmp.path().display().to_string(),
-            "--name",
-            "jobs",
-            "--identity",
-            "k",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("candidate");
-    while reader.leader().await.unwrap().is_none() {
-        woken(&mut changes, "the child's term").await;
-    }
-    child.start_kill().expect("SIGKILL");
-    child.wait().await.expect("wait");
-    while reader.leader().await.unwrap().is_some() {
-        woken(&mut changes, "the holder's death").await;
-    }
 }

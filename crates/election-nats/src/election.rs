@@ -312,3 +312,43 @@ fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
         _ => false,
     }
 }
+
+impl election_core::Election for NatsElection {
+    type Claim = NatsClaim;
+    type LeaseSet = election_core::LeaseSet<crate::NatsLeases>;
+    type Error = Error;
+
+    fn claim(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {
+        NatsElection::claim(self, name, identity)
+    }
+
+    async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        NatsElection::leader(self, name)
+            .await
+            .map_err(|e| e.into_core(&name_))
+    }
+
+    /// The bucket's watch ([`NatsElection::observe`]); `every` is unused.
+    async fn observe(
+        &self,
+        name: &str,
+        _every: std::time::Duration,
+    ) -> Result<
+        impl Stream<Item = Result<Option<Leader>, election_core::Error>> + Send + '_,
+        election_core::Error,
+    > {
+        let name_ = ElectionName::new(name)?;
+        let changes = NatsElection::observe(self, name)
+            .await
+            .map_err(|e| e.into_core(&name_))?;
+        Ok(changes.map(move |c| c.map_err(|e| e.into_core(&name_))))
+    }
+
+    async fn lease_set(
+        &self,
+        identity: &str,
+    ) -> Result<election_core::LeaseSet<crate::NatsLeases>, Error> {
+        NatsElection::lease_set(self, identity).await
+    }
+}

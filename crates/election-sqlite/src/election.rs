@@ -485,3 +485,39 @@ impl Claim for SqliteClaim {
         }
     }
 }
+
+impl SqliteElection {
+    /// Who leads election `name` now (the holder of its lease row), or
+    /// `None`: the same read as [`Claim::leader`] on any candidate's claim,
+    /// without one. A row whose lease ran out but was not taken over yet
+    /// still names its holder (a contender waits a full TTL first).
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model:
+    /// [`election_core::Error::Config`] for an invalid name, `Unavailable`
+    /// when the database cannot be read, `Corrupt` for a damaged row.
+    pub async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let claim = self
+            .claim(name, "observer")
+            .map_err(|e| e.into_core(&name_))?;
+        claim.leader().await
+    }
+}
+
+impl election_core::Election for SqliteElection {
+    type Claim = SqliteClaim;
+    type LeaseSet = LeaseSet<SqliteLeases>;
+    type Error = Error;
+
+    fn claim(&self, name: &str, identity: &str) -> Result<SqliteClaim, Error> {
+        SqliteElection::claim(self, name, identity)
+    }
+
+    async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
+        SqliteElection::leader(self, name).await
+    }
+
+    async fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteLeases>, Error> {
+        SqliteElection::lease_set(self, identity)
+    }
+}

@@ -1,68 +1,14 @@
 //! The command line of `lease-set-node`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-/// Where the lease set keeps its leases.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// `file:///abs/dir`: one lock file per key in the directory.
-    File(PathBuf),
-    /// `sqlite:///abs/path.db`: one lease row per key in the database.
-    Sqlite(PathBuf),
-    /// `nats://host:port[,...]`: the server URLs, comma-separated.
-    Nats(String),
-}
-
-impl Backend {
-    /// Parses a backend URL.
-    ///
-    /// ```
-    /// use lease_set_node::Backend;
-    ///
-    /// assert_eq!(Backend::parse("file:///tmp/x").unwrap(), Backend::File("/tmp/x".into()));
-    /// assert!(Backend::parse("file://relative").is_err());
-    /// assert!(Backend::parse("redis://h:1").is_err());
-    /// ```
-    pub fn parse(url: &str) -> Result<Backend, String> {
-        let path = |rest: &str| {
-            let path = PathBuf::from(rest);
-            if path.is_absolute() {
-                Ok(path)
-            } else {
-                Err(format!(
-                    "{url:?}: the path must be absolute (three slashes)"
-                ))
-            }
-        };
-        if let Some(rest) = url.strip_prefix("file://") {
-            Ok(Backend::File(path(rest)?))
-        } else if let Some(rest) = url.strip_prefix("sqlite://") {
-            Ok(Backend::Sqlite(path(rest)?))
-        } else if url.starts_with("nats://") {
-            Ok(Backend::Nats(url.to_owned()))
-        } else {
-            Err(format!(
-                "{url:?} is not a backend URL (file:///dir, sqlite:///path.db or nats://host:port)"
-            ))
-        }
-    }
-
-    /// The backend's name, for messages.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Backend::File(_) => "file",
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Nats(_) => "nats",
-        }
-    }
-}
+use election_url::BackendUrl;
 
 /// The parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Args {
-    /// `--backend`.
-    pub backend: Backend,
+    /// `--backend`: any backend URL (`?replicas=3` for R3 NATS buckets).
+    pub backend: BackendUrl,
     /// `--identity` (default: host/pid).
     pub identity: String,
     /// `--keys`: how many keys (default 1,000).
@@ -78,8 +24,6 @@ pub struct Args {
     pub poll: Option<Duration>,
     /// `--sweep-ms`: time between two sweeps over all keys (default 1 ms).
     pub sweep: Duration,
-    /// `--replicas`: NATS bucket replicas (3 on a cluster).
-    pub replicas: Option<usize>,
 }
 
 impl Args {
@@ -100,7 +44,6 @@ impl Args {
         let mut keys = 1000;
         let (mut ttl, mut renew, mut grace, mut poll) = (None, None, None, None);
         let mut sweep = Duration::from_millis(1);
-        let mut replicas = None;
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
             let ms = |v: String| -> Result<Duration, String> {
@@ -110,7 +53,12 @@ impl Args {
                 }
             };
             match arg.as_str() {
-                "--backend" => backend = Some(Backend::parse(&value()?)?),
+                "--backend" => {
+                    backend = Some(
+                        BackendUrl::parse(&value()?)
+                            .map_err(|e| format!("--backend: bad backend URL: {e}"))?,
+                    )
+                }
                 "--identity" => identity = Some(value()?),
                 "--keys" => {
                     let v = value()?;
@@ -124,13 +72,6 @@ impl Args {
                 "--grace-ms" => grace = Some(ms(value()?)?),
                 "--poll-ms" => poll = Some(ms(value()?)?),
                 "--sweep-ms" => sweep = ms(value()?)?,
-                "--replicas" => {
-                    let v = value()?;
-                    replicas = Some(
-                        v.parse::<usize>()
-                            .map_err(|_| format!("--replicas: bad count {v:?}"))?,
-                    );
-                }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -144,7 +85,6 @@ impl Args {
             grace,
             poll,
             sweep,
-            replicas,
         })
     }
 }
@@ -176,11 +116,9 @@ mod tests {
             "200",
             "--sweep-ms",
             "2",
-            "--replicas",
-            "3",
         ])
         .unwrap();
-        assert_eq!(a.backend, Backend::Sqlite("/tmp/a.db".into()));
+        assert_eq!(a.backend, BackendUrl::Sqlite("/tmp/a.db".into()));
         assert_eq!(a.identity, "n1");
         assert_eq!(a.keys, 7);
         assert_eq!(a.ttl, Some(Duration::from_secs(3)));
@@ -188,7 +126,6 @@ mod tests {
         assert_eq!(a.grace, Some(Duration::from_millis(500)));
         assert_eq!(a.poll, Some(Duration::from_millis(200)));
         assert_eq!(a.sweep, Duration::from_millis(2));
-        assert_eq!(a.replicas, Some(3));
     }
 
     #[test]
@@ -201,6 +138,8 @@ mod tests {
             &["--backend", "file:///x", "--ttl-ms", "0"],
             &["--backend", "file:///x", "--poll-ms"],
             &["--backend", "file:///x", "--frobnicate"],
+            &["--backend", "file:///x", "--replicas", "3"],
+            &["--backend", "nats://h:1?replicas=3&colour=red"],
             &["--identity", "a"],
             &[],
         ] {
@@ -209,12 +148,17 @@ mod tests {
     }
 
     #[test]
-    fn nats_urls_are_kept_whole() {
-        let a = parse(&["--backend", "nats://127.0.0.1:1,nats://127.0.0.1:2"]).unwrap();
-        assert_eq!(
-            a.backend,
-            Backend::Nats("nats://127.0.0.1:1,nats://127.0.0.1:2".into())
-        );
+    fn nats_urls_keep_every_server() {
+        let a = parse(&[
+            "--backend",
+            "nats://127.0.0.1:1,nats://127.0.0.1:2?replicas=3",
+        ])
+        .unwrap();
+        let BackendUrl::Nats(n) = a.backend else {
+            panic!("not nats");
+        };
+        assert_eq!(n.servers, ["127.0.0.1:1", "127.0.0.1:2"]);
+        assert_eq!(n.replicas, Some(3));
         assert_eq!(a.keys, 1000);
     }
 }

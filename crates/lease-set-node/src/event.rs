@@ -17,7 +17,7 @@ pub enum Event {
     /// `ready <mono_ns>`: every key has been answered once.
     Ready {
         /// When.
-        at: u128,
+        at: u64,
     },
     /// `held <key> <epoch> <mono_ns>`: a sweep saw `key` held in term
     /// `epoch`.
@@ -27,7 +27,7 @@ pub enum Event {
         /// The epoch of the hold.
         epoch: u64,
         /// The clock read right before the `held` call that saw it.
-        at: u128,
+        at: u64,
     },
     /// `free <key> <mono_ns> <held_until_ns>`: a sweep saw `key` not held
     /// any more.
@@ -35,23 +35,23 @@ pub enum Event {
         /// The key.
         key: String,
         /// The clock read right before the `held` call that saw it.
-        at: u128,
+        at: u64,
         /// The clock read right after the last call that saw it held: every
         /// "held" answer came before it. It ends the hold, so a process
         /// that was paused (and answered nothing) is not counted as holding
         /// through its pause.
-        held_until: u128,
+        held_until: u64,
     },
     /// `closing <mono_ns>`: the set is closing; nothing is held from here
     /// on.
     Closing {
         /// Read right before the set was closed.
-        at: u128,
+        at: u64,
     },
     /// `closed <mono_ns>`: `close` returned; the process exits 0.
     Closed {
         /// When.
-        at: u128,
+        at: u64,
     },
     /// `note <text>`: information only.
     Note(String),
@@ -65,7 +65,7 @@ impl Event {
         let bad = || format!("bad line {line:?}");
         let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
         let fields: Vec<&str> = rest.split(' ').filter(|f| !f.is_empty()).collect();
-        let ns = |f: &str| f.parse::<u128>().map_err(|_| bad());
+        let ns = |f: &str| f.parse::<u64>().map_err(|_| bad());
         Ok(match (word, fields.as_slice()) {
             ("ready", [at]) => Event::Ready { at: ns(at)? },
             ("held", [key, epoch, at]) => Event::Held {

@@ -9,8 +9,8 @@
 //!     [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N] [--sweep-ms N]
 //! ```
 //!
-//! `URL` is `file:///abs/dir`, `sqlite:///abs/path.db` or
-//! `nats://host:port[,nats://host:port...]`. The keys are `key-0000`,
+//! `URL` is any backend URL of `election-url`: `file:///abs/dir`,
+//! `sqlite:///abs/path.db` or `nats://host:port[,host:port...][?replicas=3]`. The keys are `key-0000`,
 //! `key-0001`, ... (`--keys`, default 1,000). A setting the backend does
 //! not have is ignored (with a `note` line).
 //!
@@ -43,16 +43,13 @@ mod args;
 mod event;
 mod timeline;
 
-pub use args::{Args, Backend};
+pub use args::Args;
 pub use event::Event;
 pub use timeline::{Interval, Timeline, Violation, check_intervals};
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock every event is stamped with,
 /// the same in every process of the host.
-pub fn mono_ns() -> u128 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
-    t.tv_sec() as u128 * 1_000_000_000 + t.tv_nsec() as u128
-}
+pub use mono_stamp::mono_ns;
 
 /// The name of key number `i`: `key-0000`, `key-0001`, ...
 pub fn key_name(i: usize) -> String {

@@ -17,15 +17,15 @@ pub struct Interval {
     /// The epoch of the hold.
     pub epoch: u64,
     /// The `held` stamp.
-    pub from: u128,
+    pub from: u64,
     /// The `free` stamp, or the moment the process was killed or began to
     /// close; `None` while it still holds the key.
-    pub to: Option<u128>,
+    pub to: Option<u64>,
 }
 
 impl Interval {
-    fn end(&self) -> u128 {
-        self.to.unwrap_or(u128::MAX)
+    fn end(&self) -> u64 {
+        self.to.unwrap_or(u64::MAX)
     }
 
     /// True if the two holds share a moment (half-open intervals).
@@ -116,10 +116,10 @@ pub fn check_intervals(intervals: &[Interval]) -> Vec<Violation> {
 struct Node {
     name: String,
     /// Key → (epoch, held stamp) of the holds that last.
-    open: HashMap<String, (u64, u128)>,
-    ready: Option<u128>,
+    open: HashMap<String, (u64, u64)>,
+    ready: Option<u64>,
     /// When the process was killed or began to close.
-    ended: Option<u128>,
+    ended: Option<u64>,
 }
 
 /// The holds of several processes over the same keys, built from their
@@ -194,7 +194,7 @@ impl Timeline {
 
     /// Ends every hold of process `node` at `at` (the moment it was killed
     /// or began to close).
-    pub fn end(&mut self, node: usize, at: u128) {
+    pub fn end(&mut self, node: usize, at: u64) {
         let n = &mut self.nodes[node];
         n.ended.get_or_insert(at);
         for (key, (epoch, from)) in n.open.drain() {
@@ -247,7 +247,7 @@ impl Timeline {
     }
 
     /// The first hold of `key` that began at or after `at`.
-    pub fn first_hold_since(&self, key: &str, at: u128) -> Option<Interval> {
+    pub fn first_hold_since(&self, key: &str, at: u64) -> Option<Interval> {
         self.intervals()
             .into_iter()
             .filter(|i| i.key == key && i.from >= at)
@@ -264,7 +264,7 @@ impl Timeline {
 mod tests {
     use super::*;
 
-    fn hold(node: usize, key: &str, epoch: u64, from: u128, to: Option<u128>) -> Interval {
+    fn hold(node: usize, key: &str, epoch: u64, from: u64, to: Option<u64>) -> Interval {
         Interval {
             node,
             key: key.into(),

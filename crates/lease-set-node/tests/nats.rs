@@ -63,16 +63,7 @@ async fn two_processes_on_an_r3_cluster_share_a_thousand_keys_and_a_killed_ones_
         RENEW_MS.to_string(),
         GRACE_MS.to_string(),
     );
-    let args = [
-        "--ttl-ms",
-        &ttl,
-        "--renew-ms",
-        &renew,
-        "--grace-ms",
-        &grace,
-        "--replicas",
-        "3",
-    ];
-    let urls = cluster.urls().join(",");
+    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--grace-ms", &grace];
+    let urls = format!("{}?replicas=3", cluster.urls().join(","));
     common::share_and_fail_over(&urls, &args, 2, bound()).await;
 }

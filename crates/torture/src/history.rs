@@ -87,21 +87,10 @@ pub fn writer_of(file_name: &str) -> Option<&str> {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process of the host,
-/// so the lines of different processes' files can be ordered.
-///
-/// It never fails on Linux (`clock_gettime` fails only for an unknown
-/// clock or a bad pointer); should it ever, it returns 0, which the
-/// checker's ordering would show as a line from before the run.
-pub fn mono_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .ok()
-        .and_then(|t| {
-            let secs = u64::try_from(t.tv_sec()).ok()?;
-            let nanos = u64::try_from(t.tv_nsec()).ok()?;
-            secs.checked_mul(1_000_000_000)?.checked_add(nanos)
-        })
-        .unwrap_or(0)
-}
+/// so the lines of different processes' files can be ordered (0 should the
+/// clock ever fail, which the checker's ordering shows as a line from
+/// before the run).
+pub use mono_stamp::mono_ns;
 
 /// The wall clock in milliseconds since the Unix epoch (0 before it): for
 /// people reading a history, never for ordering or checking.

@@ -47,13 +47,13 @@ impl Proc {
     fn spawn_with(dir: &Path, writer: &str, unsafe_mode: bool, extra: &[&str]) -> Proc {
         let history = dir.join(history::candidate_file_name(writer));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_torture-candidate"));
-        cmd.args(["--backend", "sqlite", "--writer", writer])
+        cmd.arg("--backend")
+            .arg(format!("sqlite://{}", dir.join("election.db").display()))
+            .args(["--writer", writer])
             .arg("--history")
             .arg(&history)
             .arg("--resource")
             .arg(format!("sqlite:{}", dir.join("resource.db").display()))
-            .arg("--db")
-            .arg(dir.join("election.db"))
             .args(["--ttl-ms", "1000", "--renew-ms", "300", "--poll-ms", "50"]);
         if unsafe_mode {
             cmd.arg("--unsafe");

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use election_url::BackendUrl;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -28,8 +29,9 @@ pub(crate) const CONFIG: i32 = 78;
 pub(crate) const LOST: i32 = 79;
 pub(crate) const NOT_FOUND: i32 = 127;
 
-/// A backend as the tests use it.
-pub(crate) struct Backend {
+/// A backend as the tests set it up: its URL (printed by election-url)
+/// and the flags and bounds the shared scenarios use with it.
+pub(crate) struct Setup {
     /// `--backend`.
     pub(crate) url: String,
     /// Timing flags every `elect run` gets (`--ttl`, `--grace`).
@@ -42,12 +44,12 @@ pub(crate) struct Backend {
     pub(crate) dir: tempfile::TempDir,
 }
 
-impl Backend {
+impl Setup {
     /// The file backend in a fresh directory.
-    pub(crate) fn file() -> Backend {
+    pub(crate) fn file() -> Setup {
         let dir = temp_dir();
-        let url = format!("file://{}", dir.path().join("elections").display());
-        Backend {
+        let url = BackendUrl::File(dir.path().join("elections")).to_string();
+        Setup {
             url,
             timing: Vec::new(),
             // No lease: the lock is held while A lives.
@@ -57,10 +59,10 @@ impl Backend {
     }
 
     /// A fresh SQLite database, TTL 3 s.
-    pub(crate) fn sqlite() -> Backend {
+    pub(crate) fn sqlite() -> Setup {
         let dir = temp_dir();
-        let url = format!("sqlite://{}", dir.path().join("elect.db").display());
-        Backend {
+        let url = BackendUrl::Sqlite(dir.path().join("elect.db")).to_string();
+        Setup {
             url,
             timing: vec!["--ttl".into(), "3s".into()],
             hold_window: Duration::from_secs(4),
@@ -69,9 +71,10 @@ impl Backend {
     }
 
     /// NATS at `url`, with `timing` flags for `elect run`.
-    pub(crate) fn nats(url: &str, timing: &[&str]) -> Backend {
-        Backend {
-            url: url.to_owned(),
+    pub(crate) fn nats(url: &str, timing: &[&str]) -> Setup {
+        let url = BackendUrl::parse(url).expect("a NATS URL");
+        Setup {
+            url: url.with_secrets().to_string(),
             timing: timing.iter().map(|s| (*s).to_owned()).collect(),
             hold_window: Duration::from_secs(4),
             dir: temp_dir(),
@@ -572,7 +575,7 @@ pub(crate) fn assert_json_no_leader(v: &Value, name: &str) {
 /// Starts a worker under `elect run` and waits until it runs; checks its
 /// environment and the `started` line's pid.
 pub(crate) async fn lead(
-    b: &Backend,
+    b: &Setup,
     name: &str,
     identity: &str,
     report: &Report,
@@ -615,7 +618,7 @@ pub(crate) async fn end(run: Elect, report: &Report, name: &str, epoch: u64) {
 
 /// Asserts that `name` is free right now: `elect run --no-wait` is elected
 /// at once, with an epoch above `above`; returns that epoch.
-pub(crate) async fn assert_free(b: &Backend, name: &str, above: u64) -> u64 {
+pub(crate) async fn assert_free(b: &Setup, name: &str, above: u64) -> u64 {
     let report = b.report(&format!("free-{}", now_ms()));
     let done = b
         .run_to_end(name, "prober", &["--no-wait"], &report.once())
@@ -630,7 +633,7 @@ pub(crate) async fn assert_free(b: &Backend, name: &str, above: u64) -> u64 {
 
 /// Two `elect run`: A's command runs, B waits; SIGKILL of A kills A's
 /// command (PR_SET_PDEATHSIG) and B's command starts with a higher epoch.
-pub(crate) async fn takeover(b: &Backend) {
+pub(crate) async fn takeover(b: &Setup) {
     let name = "takeover";
     let (ra, rb) = (b.report("a"), b.report("b"));
     let (a, sa) = lead(b, name, "a", &ra).await;
@@ -673,7 +676,7 @@ pub(crate) async fn takeover(b: &Backend) {
 /// `--no-wait` (and `--timeout`) while another leads: 75, or the
 /// `--conflict-exit-code`, the leader named, the command not run; once the
 /// leader is gone, `--no-wait` is elected at once.
-pub(crate) async fn no_wait(b: &Backend) {
+pub(crate) async fn no_wait(b: &Setup) {
     let name = "no-wait";
     let ra = b.report("a");
     let (a, sa) = lead(b, name, "a", &ra).await;
@@ -732,7 +735,7 @@ pub(crate) async fn no_wait(b: &Backend) {
 
 /// SIGHUP and SIGINT reach the command and elect keeps running; SIGTERM
 /// reaches it, it exits 0, elect resigns and exits 0.
-pub(crate) async fn signals(b: &Backend) {
+pub(crate) async fn signals(b: &Setup) {
     let name = "signals";
     let r = b.report("a");
     let (mut a, s) = lead(b, name, "a", &r).await;
@@ -754,7 +757,7 @@ pub(crate) async fn signals(b: &Backend) {
 
 /// The command's exit code is elect's, and elect resigns: the next
 /// candidate is elected at once.
-pub(crate) async fn exit_code(b: &Backend) {
+pub(crate) async fn exit_code(b: &Setup) {
     let name = "exit-code";
     let cmd: Vec<String> = ["sh", "-c", "exit 7"].map(String::from).to_vec();
     let done = b.run_to_end(name, "a", &[], &cmd).await;
@@ -784,7 +787,7 @@ pub(crate) fn elected_epoch(done: &Finished) -> u64 {
 
 /// A command that does not exist (by path or in `$PATH`): 127 before the
 /// campaign, so no epoch is spent and nothing is opened or created.
-pub(crate) async fn missing_command(b: &Backend) {
+pub(crate) async fn missing_command(b: &Setup) {
     let name = "missing";
     for cmd in [
         "/nonexistent/elect-test-command",
@@ -806,7 +809,7 @@ pub(crate) async fn missing_command(b: &Backend) {
 }
 
 /// `elect leader`, text and JSON, while a run holds the election and after.
-pub(crate) async fn leader_output(b: &Backend) {
+pub(crate) async fn leader_output(b: &Setup) {
     let name = "leader";
     assert_eq!(b.leader_text(name).await, format!("{name}: no leader"));
     assert_json_no_leader(&b.leader_json(name).await, name);
@@ -825,7 +828,7 @@ pub(crate) async fn leader_output(b: &Backend) {
 /// first line is not awaited (see `nats.rs`): the leader must then show
 /// up through the run's renewals even if the watch began after the
 /// election.
-pub(crate) async fn observe_output(b: &Backend, vacancy_first: bool) {
+pub(crate) async fn observe_output(b: &Setup, vacancy_first: bool) {
     let name = "observe";
     // One after the other: two first opens of a new SQLite database at
     // once can fail (see `sqlite.rs`).
@@ -1039,7 +1042,7 @@ pub(crate) enum Ending {
 
 /// A runs the tree command, B waits with the checker; A's term ends by
 /// `ending`; when B's command starts, no process of A's tree is alive.
-pub(crate) async fn whole_tree(b: &Backend, ending: Ending) {
+pub(crate) async fn whole_tree(b: &Setup, ending: Ending) {
     let name = format!("tree-{ending:?}").to_lowercase();
     let (ra, rb) = (b.report("a"), b.report("b"));
     let procs = b.dir.path().join("a.procs");

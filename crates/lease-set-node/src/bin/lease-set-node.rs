@@ -6,8 +6,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use election_core::{Identity, KeyedClaims, LeaseSet, PerKeyClaims};
-use lease_set_node::{Args, Backend, Event, key_name, mono_ns};
+use election_url::{AnyLeaseSet, BackendUrl, Settings};
+use lease_set_node::{Args, Event, key_name, mono_ns};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
@@ -73,93 +73,34 @@ fn main() -> ExitCode {
     }
 }
 
-fn ignore<T>(backend: &Backend, setting: &str, given: Option<T>) {
-    if given.is_some() {
+async fn run(args: Args) -> Result<(), BoxError> {
+    let keys: Vec<String> = (0..args.keys).map(key_name).collect();
+    let url = &args.backend;
+    let settings = Settings {
+        ttl: args.ttl,
+        renew: args.renew,
+        grace: args.grace,
+        ..Settings::default()
+    };
+    for setting in settings.unused_by(url) {
         note(format!(
-            "ignored {setting}: the {} backend has no such setting",
-            backend.kind()
+            "ignored --{setting}-ms: the {} backend has no such setting",
+            url.scheme()
         ));
     }
-}
-
-fn with_poll<C: election_core::Claim>(
-    claims: PerKeyClaims<C>,
-    poll: Option<Duration>,
-) -> Result<PerKeyClaims<C>, BoxError> {
-    Ok(match poll {
-        Some(poll) => claims.with_poll_interval(poll)?,
-        None => claims,
-    })
-}
-
-async fn run(args: Args) -> Result<(), BoxError> {
-    let identity = Identity::new(&args.identity)?;
-    let keys: Vec<String> = (0..args.keys).map(key_name).collect();
-    let backend = &args.backend;
-    match backend {
-        Backend::File(dir) => {
-            ignore(backend, "--ttl-ms", args.ttl);
-            ignore(backend, "--renew-ms", args.renew);
-            ignore(backend, "--grace-ms", args.grace);
-            ignore(backend, "--replicas", args.replicas);
-            let election = election_file::FileElection::new(dir)?;
-            let id = identity.clone();
-            let claims = PerKeyClaims::new(identity, move |key| {
-                election
-                    .claim(key.as_str(), id.as_str())
-                    .map_err(|e| e.into_core(key))
-            });
-            drive(
-                LeaseSet::new(with_poll(claims, args.poll)?),
-                &keys,
-                args.sweep,
-            )
-            .await
-        }
-        Backend::Sqlite(path) => {
-            ignore(backend, "--grace-ms", args.grace);
-            ignore(backend, "--replicas", args.replicas);
-            use election_sqlite::{DEFAULT_TTL, SqliteOptions};
-            let options = match (args.ttl, args.renew) {
-                (None, None) => SqliteOptions::default(),
-                (Some(ttl), None) => SqliteOptions::new(ttl, ttl / 3)?,
-                (None, Some(renew)) => SqliteOptions::new(DEFAULT_TTL, renew)?,
-                (Some(ttl), Some(renew)) => SqliteOptions::new(ttl, renew)?,
-            };
-            let election = election_sqlite::SqliteElection::open(path, options).await?;
-            let mut leases = election_sqlite::SqliteLeases::new(&election, identity);
-            if let Some(poll) = args.poll {
-                leases = leases.with_poll_interval(poll)?;
-            }
-            drive(LeaseSet::new(leases), &keys, args.sweep).await
-        }
-        Backend::Nats(urls) => nats(&args, urls, identity, &keys).await,
+    let mut poll = args.poll;
+    if matches!(url, BackendUrl::Nats(_)) && poll.take().is_some() {
+        note("ignored --poll-ms: the nats backend has no such setting".to_owned());
     }
-}
-
-async fn nats(
-    args: &Args,
-    urls: &str,
-    identity: Identity,
-    keys: &[String],
-) -> Result<(), BoxError> {
-    ignore(&args.backend, "--poll-ms", args.poll);
-    let mut options = match args.ttl {
-        Some(ttl) => election_nats::NatsOptions::new(ttl)?,
-        None => election_nats::NatsOptions::default(),
-    };
-    if let Some(renew) = args.renew {
-        options = options.renew_interval(renew)?;
+    let mut settings = settings;
+    if matches!(url, BackendUrl::File(_)) {
+        settings = Settings::default();
+    } else if matches!(url, BackendUrl::Sqlite(_)) {
+        settings.grace = None;
     }
-    if let Some(grace) = args.grace {
-        options = options.failover_grace(grace)?;
-    }
-    if let Some(replicas) = args.replicas {
-        options = options.replicas(replicas)?;
-    }
-    let election = election_nats::NatsElection::connect(urls, options).await?;
-    let set = election.lease_set(identity.as_str()).await?;
-    drive(set, keys, args.sweep).await
+    let backend = url.open(&settings).await?;
+    let set = backend.lease_set_polling(&args.identity, poll).await?;
+    drive(set, &keys, args.sweep).await
 }
 
 /// Lines from stdin; the channel closes at end of input.
@@ -178,11 +119,7 @@ fn commands() -> mpsc::UnboundedReceiver<String> {
 
 /// Asks about every key, reports every change of what the set holds, and
 /// closes the set on `close` or at the end of input.
-async fn drive<K: KeyedClaims>(
-    set: LeaseSet<K>,
-    keys: &[String],
-    sweep: Duration,
-) -> Result<(), BoxError> {
+async fn drive(set: AnyLeaseSet, keys: &[String], sweep: Duration) -> Result<(), BoxError> {
     let mut commands = commands();
     for key in keys {
         set.held(key); // asks about it: every key's campaign starts now
@@ -200,7 +137,7 @@ async fn drive<K: KeyedClaims>(
     let mut ready = false;
     let mut seen: Vec<Option<u64>> = vec![None; keys.len()];
     // Per key: the clock read right after the last call that saw it held.
-    let mut held_until: Vec<u128> = vec![0; keys.len()];
+    let mut held_until: Vec<u64> = vec![0; keys.len()];
     let mut out = String::new();
     loop {
         for ((key, seen), held_until) in keys.iter().zip(seen.iter_mut()).zip(held_until.iter_mut())

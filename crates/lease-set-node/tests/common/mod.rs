@@ -32,7 +32,7 @@ pub(crate) fn disk_dir() -> tempfile::TempDir {
 enum State {
     Running,
     /// Killed at this stamp; its output is still being read.
-    Killed(u128),
+    Killed(u64),
     /// Told to close.
     Closing,
     /// Its output ended.
@@ -199,7 +199,7 @@ impl Nodes {
 
     /// Kills process `node` with `SIGKILL`, reads the rest of its output
     /// and ends its holds at the moment of the kill; returns that moment.
-    pub(crate) async fn kill(&mut self, node: usize) -> u128 {
+    pub(crate) async fn kill(&mut self, node: usize) -> u64 {
         self.nodes[node].child.start_kill().expect("SIGKILL");
         let at = mono_ns();
         self.nodes[node].state = State::Killed(at);
@@ -213,7 +213,7 @@ impl Nodes {
 
     /// Sends `signal` to process `node`; returns the moment it was sent.
     #[allow(dead_code)] // only the TTL backends pause processes
-    pub(crate) fn signal(&self, node: usize, signal: nix::sys::signal::Signal) -> u128 {
+    pub(crate) fn signal(&self, node: usize, signal: nix::sys::signal::Signal) -> u64 {
         let pid = self.nodes[node].child.id().expect("running");
         let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid"));
         nix::sys::signal::kill(pid, signal).expect("signal");
@@ -448,7 +448,7 @@ pub(crate) async fn pause_past_the_ttl(
             hold.from < resumed,
             "{key} taken over only after the resume: {hold}"
         );
-        let took = Duration::from_nanos((hold.from - paused) as u64);
+        let took = Duration::from_nanos(hold.from - paused);
         assert!(
             took <= bound,
             "{key} taken over {took:?} after the pause, later than {bound:?}"
@@ -461,6 +461,6 @@ pub(crate) async fn pause_past_the_ttl(
         "{backend}: froze {} holding {} keys for {:?}",
         nodes.timeline().name(victim),
         keys.len(),
-        Duration::from_nanos((resumed - paused) as u64)
+        Duration::from_nanos(resumed - paused)
     );
 }

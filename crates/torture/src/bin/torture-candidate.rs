@@ -3,11 +3,14 @@
 //! milliseconds, recording every step in its history file.
 //!
 //! ```text
-//! torture-candidate --backend file|sqlite|nats --writer ID --history FILE
-//!     --resource file:DIR|sqlite:PATH [--dir DIR] [--db PATH] [--urls URLS]
-//!     [--bucket B] [--replicas N] [--ttl-ms N] [--renew-ms N] [--grace-ms N]
+//! torture-candidate --backend URL --writer ID --history FILE
+//!     --resource file:DIR|sqlite:PATH [--ttl-ms N] [--renew-ms N] [--grace-ms N]
 //!     [--poll-ms N] [--write-every-ms N (default 20)] [--hold-ms N] [--unsafe]
 //! ```
+//!
+//! `URL` is any backend URL of `election-url` (`file:///dir`,
+//! `sqlite:///path.db`, `nats://host:port,...?replicas=3`). A lease setting
+//! the backend has no use for is ignored.
 //!
 //! The loop: campaign for the election `torture`; once elected, write one
 //! record every `--write-every-ms` (history `write`, then `ok`, `stale` or
@@ -60,9 +63,8 @@ use election_core::{
     Candidate, Claim, ConfigError, Identity, KeyedClaims, LeadOptions, LeaseSet, PerKeyClaims,
     Term, TermLease,
 };
-use election_file::FileElection;
-use election_nats::{NatsElection, NatsOptions};
-use election_sqlite::{Clock, SqliteElection, SqliteOptions, SystemClock};
+use election_sqlite::{Clock, SystemClock};
+use election_url::{Backend, BackendUrl, Settings};
 use fencing::Token;
 use tokio::sync::{Notify, mpsc};
 use torture::history::{CandidateEvent, HistoryWriter, mono_ns};
@@ -73,24 +75,12 @@ use torture::orchestrate::ELECTION;
 /// Exit code for bad usage.
 const USAGE: u8 = 64;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Backend {
-    File,
-    Sqlite,
-    Nats,
-}
-
 #[derive(Debug)]
 struct Args {
-    backend: Backend,
+    backend: BackendUrl,
     writer: String,
     history: PathBuf,
     resource: ResourceSpec,
-    dir: Option<PathBuf>,
-    db: Option<PathBuf>,
-    urls: Option<String>,
-    bucket: Option<String>,
-    replicas: Option<usize>,
     ttl: Option<Duration>,
     renew: Option<Duration>,
     grace: Option<Duration>,
@@ -118,6 +108,8 @@ enum CandidateError {
     Sqlite(#[from] election_sqlite::Error),
     #[error("the NATS backend")]
     Nats(#[from] election_nats::Error),
+    #[error("opening the backend")]
+    Open(#[from] election_url::Error),
     #[error("the election")]
     Election(#[from] election_core::Error),
     #[error("bad configuration")]
@@ -131,15 +123,10 @@ fn usage(message: impl Into<String>) -> CandidateError {
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
     let (mut backend, mut writer, mut history, mut resource) = (None, None, None, None);
     let mut a = Args {
-        backend: Backend::File,
+        backend: BackendUrl::File(PathBuf::from("/")),
         writer: String::new(),
         history: PathBuf::new(),
         resource: ResourceSpec::File(PathBuf::new()),
-        dir: None,
-        db: None,
-        urls: None,
-        bucket: None,
-        replicas: None,
         ttl: None,
         renew: None,
         grace: None,
@@ -161,16 +148,10 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError>
         };
         match arg.as_str() {
             "--backend" => {
-                backend = Some(match value("file, sqlite or nats")?.as_str() {
-                    "file" => Backend::File,
-                    "sqlite" => Backend::Sqlite,
-                    "nats" => Backend::Nats,
-                    other => {
-                        return Err(usage(format!(
-                            "unknown backend {other:?} (file, sqlite, nats)"
-                        )));
-                    }
-                })
+                backend = Some(
+                    BackendUrl::parse(&value("a backend URL")?)
+                        .map_err(|e| usage(format!("--backend: bad backend URL: {e}")))?,
+                )
             }
             "--writer" => writer = Some(value("an id")?),
             "--history" => history = Some(PathBuf::from(value("a path")?)),
@@ -180,17 +161,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError>
                         .parse::<ResourceSpec>()
                         .map_err(|e| usage(e.to_string()))?,
                 )
-            }
-            "--dir" => a.dir = Some(value("a directory")?.into()),
-            "--db" => a.db = Some(value("a path")?.into()),
-            "--urls" => a.urls = Some(value("NATS URLs")?),
-            "--bucket" => a.bucket = Some(value("a bucket name")?),
-            "--replicas" => {
-                let n = value("a count")?;
-                a.replicas = Some(
-                    n.parse()
-                        .map_err(|_| usage(format!("--replicas: bad count {n:?}")))?,
-                );
             }
             "--ttl-ms" => a.ttl = Some(ms("--ttl-ms", args.next())?),
             "--renew-ms" => a.renew = Some(ms("--renew-ms", args.next())?),
@@ -218,15 +188,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError>
     }
     if a.write_every.is_zero() {
         return Err(usage("--write-every-ms must be at least 1"));
-    }
-    let missing = match a.backend {
-        Backend::File if a.dir.is_none() => Some("--dir"),
-        Backend::Sqlite if a.db.is_none() => Some("--db"),
-        Backend::Nats if a.urls.is_none() => Some("--urls"),
-        _ => None,
-    };
-    if let Some(flag) = missing {
-        return Err(usage(format!("this backend needs {flag}")));
     }
     Ok(a)
 }
@@ -805,41 +766,36 @@ impl Ctx {
     }
 }
 
-fn nats_options(args: &Args) -> Result<NatsOptions, CandidateError> {
-    let mut options = NatsOptions::new(args.ttl.unwrap_or(election_nats::DEFAULT_TTL))?;
-    if let Some(bucket) = &args.bucket {
-        options = options.bucket(bucket.clone())?;
-    }
-    if let Some(replicas) = args.replicas {
-        options = options.replicas(replicas)?;
-    }
-    // The grace may not exceed the renewal interval: lower it first.
-    let grace = args
-        .grace
-        .or_else(|| args.renew.map(|r| options.grace().min(r)));
-    match (args.renew, grace) {
-        (Some(renew), Some(grace)) if grace <= options.renew_every() => {
-            options = options.failover_grace(grace)?.renew_interval(renew)?;
-        }
-        (renew, grace) => {
-            if let Some(renew) = renew {
-                options = options.renew_interval(renew)?;
-            }
-            if let Some(grace) = grace {
-                options = options.failover_grace(grace)?;
-            }
+/// The lease settings given, less those the backend has no use for
+/// (the orchestrator gives every candidate the same flags).
+fn settings(args: &Args) -> Settings {
+    let mut settings = Settings {
+        ttl: args.ttl,
+        renew: args.renew,
+        grace: args.grace,
+        ..Settings::default()
+    };
+    for unused in settings.unused_by(&args.backend) {
+        match unused {
+            "ttl" => settings.ttl = None,
+            "renew" => settings.renew = None,
+            _ => settings.grace = None,
         }
     }
-    Ok(options)
+    settings
 }
 
-/// Whether a NATS error is worth retrying (the server may come back).
-fn nats_transient(e: &election_nats::Error) -> bool {
+/// Whether opening NATS failed in a way worth retrying (the server may
+/// come back).
+fn nats_transient(e: &election_url::Error) -> bool {
     matches!(
         e,
-        election_nats::Error::Connect { .. }
-            | election_nats::Error::Unavailable { .. }
-            | election_nats::Error::OutcomeUnknown { .. }
+        election_url::Error::Connect { .. }
+            | election_url::Error::Nats(
+                election_nats::Error::Connect { .. }
+                    | election_nats::Error::Unavailable { .. }
+                    | election_nats::Error::OutcomeUnknown { .. }
+            )
     )
 }
 
@@ -873,48 +829,36 @@ async fn run(args: Args) -> Result<(), CandidateError> {
         pid: std::process::id(),
     })?;
     let identity = args.writer.as_str();
-    match args.backend {
-        Backend::File => {
-            let dir = args.dir.clone().unwrap_or_default();
-            let election = FileElection::new(dir)?;
-            let candidate = election
-                .candidate(ELECTION, identity)?
-                .with_poll_interval(args.poll)?;
-            let sets = || Ok(election.lease_set(identity)?);
-            ctx.drive(candidate, &sets).await
-        }
-        Backend::Sqlite => {
-            let ttl = args.ttl.unwrap_or(election_sqlite::DEFAULT_TTL);
-            let renew = match (args.renew, args.ttl) {
-                (Some(renew), _) => renew,
-                (None, Some(ttl)) => ttl / 3,
-                (None, None) => election_sqlite::DEFAULT_RENEW_INTERVAL,
-            };
-            let db = args.db.clone().unwrap_or_default();
-            let election = SqliteElection::open(db, SqliteOptions::new(ttl, renew)?)
-                .await?
-                .with_clock(ctx.clock.clone());
-            let candidate = election
-                .candidate(ELECTION, identity)?
-                .with_poll_interval(args.poll)?;
-            let sets = || Ok(election.lease_set(identity)?);
-            ctx.drive(candidate, &sets).await
-        }
-        Backend::Nats => {
-            let options = nats_options(&args)?;
-            let urls = args.urls.clone().unwrap_or_default();
-            let election = loop {
-                match NatsElection::connect(&urls, options.clone()).await {
-                    Ok(election) => break election,
-                    Err(e) if nats_transient(&e) => {
-                        note(&format!("cannot connect yet, retrying: {}", chain(&e)));
-                        if ctx.pause(args.poll.max(Duration::from_millis(100))).await? {
-                            return Ok(());
-                        }
-                    }
-                    Err(e) => return Err(e.into()),
+    let settings = settings(&args);
+    let election = loop {
+        match args.backend.open(&settings).await {
+            Ok(election) => break election,
+            Err(e) if nats_transient(&e) => {
+                note(&format!("cannot connect yet, retrying: {}", chain(&e)));
+                if ctx.pause(args.poll.max(Duration::from_millis(100))).await? {
+                    return Ok(());
                 }
-            };
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    match election {
+        Backend::File(election) => {
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
+        }
+        Backend::Sqlite(election) => {
+            let election = election.with_clock(ctx.clock.clone());
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
+        }
+        Backend::Nats(election) => {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
@@ -967,15 +911,13 @@ mod tests {
     fn parses_a_full_command_line() {
         let a = args(&[
             "--backend",
-            "sqlite",
+            "sqlite:///tmp/e.db",
             "--writer",
             "c1.2",
             "--history",
             "/tmp/h",
             "--resource",
             "sqlite:/tmp/r.db",
-            "--db",
-            "/tmp/e.db",
             "--ttl-ms",
             "1000",
             "--renew-ms",
@@ -985,7 +927,7 @@ mod tests {
             "--unsafe",
         ])
         .unwrap();
-        assert_eq!(a.backend, Backend::Sqlite);
+        assert_eq!(a.backend, BackendUrl::Sqlite("/tmp/e.db".into()));
         assert_eq!(a.writer, "c1.2");
         assert_eq!(a.ttl, Some(Duration::from_millis(1000)));
         assert_eq!(a.write_every, Duration::from_millis(20));
@@ -994,22 +936,16 @@ mod tests {
 
     #[test]
     fn refuses_bad_command_lines() {
-        let base = [
-            "--backend",
-            "file",
-            "--writer",
-            "c0.1",
-            "--history",
-            "h",
-            "--resource",
-            "file:r",
-        ];
-        assert!(args(&base).is_err(), "--dir is missing");
+        let base = ["--writer", "c0.1", "--history", "h", "--resource", "file:r"];
+        assert!(args(&base).is_err(), "--backend is missing");
         let mut ok = base.to_vec();
-        ok.extend(["--dir", "d"]);
+        ok.extend(["--backend", "file:///d"]);
         assert!(args(&ok).is_ok());
         for bad in [
             &["--backend", "zookeeper"][..],
+            &["--backend", "file://relative"],
+            &["--backend", "nats://h:1?colour=red"],
+            &["--dir", "d"],
             &["--ttl-ms", "soon"],
             &["--ttl-ms"],
             &["--write-every-ms", "0"],
@@ -1027,31 +963,38 @@ mod tests {
     }
 
     #[test]
-    fn nats_options_accept_a_short_renewal() {
-        let mut a = args(&[
-            "--backend",
-            "nats",
-            "--writer",
-            "c0.1",
-            "--history",
-            "h",
-            "--resource",
-            "file:r",
-            "--urls",
-            "nats://127.0.0.1:4222",
-            "--ttl-ms",
-            "3000",
-            "--renew-ms",
-            "500",
-        ])
-        .unwrap();
-        let o = nats_options(&a).unwrap();
-        assert_eq!(o.renew_every(), Duration::from_millis(500));
-        assert!(o.grace() <= o.renew_every());
-        a.grace = Some(Duration::from_millis(200));
+    fn settings_a_backend_has_no_use_for_are_dropped() {
+        let line = |backend: &str| {
+            args(&[
+                "--backend",
+                backend,
+                "--writer",
+                "c0.1",
+                "--history",
+                "h",
+                "--resource",
+                "file:r",
+                "--ttl-ms",
+                "3000",
+                "--renew-ms",
+                "500",
+                "--grace-ms",
+                "200",
+            ])
+            .unwrap()
+        };
+        let ms = |n| Some(Duration::from_millis(n));
+        let file = settings(&line("file:///d"));
+        assert_eq!((file.ttl, file.renew, file.grace), (None, None, None));
+        let sqlite = settings(&line("sqlite:///d.db"));
         assert_eq!(
-            nats_options(&a).unwrap().grace(),
-            Duration::from_millis(200)
+            (sqlite.ttl, sqlite.renew, sqlite.grace),
+            (ms(3000), ms(500), None)
+        );
+        let nats = settings(&line("nats://127.0.0.1:4222"));
+        assert_eq!(
+            (nats.ttl, nats.renew, nats.grace),
+            (ms(3000), ms(500), ms(200))
         );
     }
 

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use torture::check::{CheckOptions, check_dir};
-use torture::orchestrate::{self, Backend, Fault, Plan};
+use torture::orchestrate::{self, Fault, Plan, Target};
 use torture::resource::{ResourceSpec, read_records};
 
 const USAGE: &str = "\
@@ -73,7 +73,7 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
                 .map_err(|_| format!("{flag}: {v:?} is not a number of milliseconds"))
         };
         match flag.as_str() {
-            "--backend" => backend = Some(Backend::parse(value)?),
+            "--backend" => backend = Some(Target::parse(value)?),
             "--seed" => {
                 seed = Some(
                     value

@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use election_url::BackendUrl;
 use nix::sys::signal::Signal;
 
 use self::candidates::Candidates;
@@ -20,9 +21,11 @@ use crate::rng::Rng;
 /// The election every candidate campaigns in (`torture-candidate`'s).
 pub const ELECTION: &str = "torture";
 
-/// The backend a run tortures.
+/// What a run tortures: a backend, and for NATS one server or a cluster
+/// (`file`, `sqlite`, `nats`, `nats-cluster`; the candidates get the
+/// backend's URL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
+pub enum Target {
     /// `election-file` in a directory.
     File,
     /// `election-sqlite` in a database file.
@@ -33,14 +36,14 @@ pub enum Backend {
     NatsCluster,
 }
 
-impl Backend {
+impl Target {
     /// Parses `file`, `sqlite`, `nats`, `nats-cluster`.
-    pub fn parse(s: &str) -> Result<Backend, String> {
+    pub fn parse(s: &str) -> Result<Target, String> {
         match s {
-            "file" => Ok(Backend::File),
-            "sqlite" => Ok(Backend::Sqlite),
-            "nats" => Ok(Backend::Nats),
-            "nats-cluster" => Ok(Backend::NatsCluster),
+            "file" => Ok(Target::File),
+            "sqlite" => Ok(Target::Sqlite),
+            "nats" => Ok(Target::Nats),
+            "nats-cluster" => Ok(Target::NatsCluster),
             other => Err(format!(
                 "unknown backend {other:?} (file, sqlite, nats, nats-cluster)"
             )),
@@ -53,18 +56,18 @@ impl Backend {
     pub fn faults(self) -> Vec<Fault> {
         use Fault::*;
         match self {
-            Backend::File => vec![Kill, Stop, Resign, Cancel, Close, Unguarded],
-            Backend::Sqlite => vec![
+            Target::File => vec![Kill, Stop, Resign, Cancel, Close, Unguarded],
+            Target::Sqlite => vec![
                 Kill, Stop, Resign, Clock, Cancel, Close, Unguarded, RowDelete, FenceDrop,
             ],
             // Not `rollback` on one server: a lost stream tail there is
             // documented as not covered (election-nats warns on an R1
             // bucket); `--faults rollback` shows what it does.
-            Backend::Nats => vec![
+            Target::Nats => vec![
                 Kill, Stop, Resign, Server, Blackhole, Drop, Cancel, Close, Unguarded, Recreate,
                 MaxAge,
             ],
-            Backend::NatsCluster => vec![
+            Target::NatsCluster => vec![
                 Kill, Stop, Resign, Node, Meta, Cancel, Close, Unguarded, Recreate, MaxAge,
                 Rollback,
             ],
@@ -76,21 +79,21 @@ impl Backend {
         use Fault::*;
         match fault {
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
-            Clock | RowDelete | FenceDrop => self == Backend::Sqlite,
-            Server | Blackhole | Drop => self == Backend::Nats,
-            Node | Meta => self == Backend::NatsCluster,
-            Recreate | MaxAge | Rollback => matches!(self, Backend::Nats | Backend::NatsCluster),
+            Clock | RowDelete | FenceDrop => self == Target::Sqlite,
+            Server | Blackhole | Drop => self == Target::Nats,
+            Node | Meta => self == Target::NatsCluster,
+            Recreate | MaxAge | Rollback => matches!(self, Target::Nats | Target::NatsCluster),
         }
     }
 }
 
-impl fmt::Display for Backend {
+impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Backend::File => "file",
-            Backend::Sqlite => "sqlite",
-            Backend::Nats => "nats",
-            Backend::NatsCluster => "nats-cluster",
+            Target::File => "file",
+            Target::Sqlite => "sqlite",
+            Target::Nats => "nats",
+            Target::NatsCluster => "nats-cluster",
         })
     }
 }
@@ -102,7 +105,7 @@ pub use crate::history::FaultKind as Fault;
 #[derive(Clone, Debug)]
 pub struct Plan {
     /// The backend.
-    pub backend: Backend,
+    pub backend: Target,
     /// The schedule's seed.
     pub seed: u64,
     /// How long faults are injected.
@@ -133,11 +136,11 @@ impl Plan {
     pub fn liveness_bound(&self) -> Duration {
         let slack = Duration::from_secs(5);
         match self.backend {
-            Backend::File => slack,
-            Backend::Sqlite => self.ttl + self.renew + 2 * self.poll + slack,
-            Backend::Nats => self.ttl + self.grace + self.poll + slack,
+            Target::File => slack,
+            Target::Sqlite => self.ttl + self.renew + 2 * self.poll + slack,
+            Target::Nats => self.ttl + self.grace + self.poll + slack,
             // A restarted node, a new meta leader (the server's own ~6 s).
-            Backend::NatsCluster => {
+            Target::NatsCluster => {
                 self.ttl + self.grace + self.poll + slack + Duration::from_secs(10)
             }
         }
@@ -150,10 +153,10 @@ impl Plan {
     pub fn resource(&self) -> crate::resource::ResourceSpec {
         use crate::resource::ResourceSpec;
         match self.backend {
-            Backend::Sqlite if self.faults.contains(&Fault::FenceDrop) => {
+            Target::Sqlite if self.faults.contains(&Fault::FenceDrop) => {
                 ResourceSpec::SqliteFenced(self.out.join("resource"))
             }
-            Backend::Sqlite => ResourceSpec::Sqlite(self.out.join("resource.db")),
+            Target::Sqlite => ResourceSpec::Sqlite(self.out.join("resource.db")),
             _ => ResourceSpec::File(self.out.join("resource")),
         }
     }
@@ -260,12 +263,10 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
     }
     let mut extra = vec![Vec::new(); plan.candidates];
     let servers = match plan.backend {
-        Backend::File => {
+        Target::File => {
             common.extend([
                 "--backend".into(),
-                "file".into(),
-                "--dir".into(),
-                out.join("election").display().to_string(),
+                BackendUrl::File(out.join("election")).to_string(),
             ]);
             common.extend([
                 "--resource".into(),
@@ -273,17 +274,15 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             ]);
             Servers::None
         }
-        Backend::Sqlite => {
+        Target::Sqlite => {
             common.extend([
                 "--backend".into(),
-                "sqlite".into(),
-                "--db".into(),
-                out.join("election.db").display().to_string(),
+                BackendUrl::Sqlite(out.join("election.db")).to_string(),
             ]);
             common.extend(["--resource".into(), plan.resource().to_string()]);
             Servers::None
         }
-        Backend::Nats => {
+        Target::Nats => {
             let server = blocking(nats_testkit::Server::start)?;
             let upstream = format!("127.0.0.1:{}", server.client_port())
                 .parse()
@@ -291,25 +290,20 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             let mut proxies = Vec::new();
             for slot_args in &mut extra {
                 let p = Proxy::start(upstream).await.map_err(io("start a proxy"))?;
-                *slot_args = vec!["--urls".into(), p.url()];
+                *slot_args = vec!["--backend".into(), p.url()];
                 proxies.push(p);
             }
-            common.extend(["--backend".into(), "nats".into()]);
             common.extend([
                 "--resource".into(),
                 format!("file:{}", out.join("resource").display()),
             ]);
             Servers::One(Box::new(server), proxies)
         }
-        Backend::NatsCluster => {
+        Target::NatsCluster => {
             let cluster = blocking(|| nats_testkit::Cluster::start(3))?;
             common.extend([
                 "--backend".into(),
-                "nats".into(),
-                "--urls".into(),
-                cluster.urls().join(","),
-                "--replicas".into(),
-                "3".into(),
+                format!("{}?replicas=3", cluster.urls().join(",")),
             ]);
             common.extend([
                 "--resource".into(),
@@ -473,7 +467,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 log(FaultEvent::fault_or_heal(false, fault, &w, ""));
             }
             Fault::RowDelete => {
-                if plan.backend == Backend::Sqlite {
+                if plan.backend == Target::Sqlite {
                     log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
                     faults::delete_lease_row(&out.join("election.db"))
                         .await
@@ -610,11 +604,11 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
 mod tests {
     use super::*;
 
-    const ALL_BACKENDS: [Backend; 4] = [
-        Backend::File,
-        Backend::Sqlite,
-        Backend::Nats,
-        Backend::NatsCluster,
+    const ALL_BACKENDS: [Target; 4] = [
+        Target::File,
+        Target::Sqlite,
+        Target::Nats,
+        Target::NatsCluster,
     ];
 
     /// Every default mix is allowed on its backend, and every fault kind
@@ -627,7 +621,7 @@ mod tests {
                 // The one exception: a single server's lost tail is not
                 // covered by the library (it warns), so not in the mix.
                 let default =
-                    backend.allows(kind) && !(backend == Backend::Nats && kind == Fault::Rollback);
+                    backend.allows(kind) && !(backend == Target::Nats && kind == Fault::Rollback);
                 assert_eq!(mix.contains(&kind), default, "{kind} on {backend}");
             }
         }

@@ -7,13 +7,13 @@ use candidate_testkit::{Proc, mono_ns};
 use nats_testkit::Server;
 use nix::sys::signal::Signal;
 
-const BIN: &str = env!("CARGO_BIN_EXE_election-nats-candidate");
+const BIN: &str = env!("CARGO_BIN_EXE_election-candidate");
 const TTL_MS: u64 = 3000;
 
 fn start(url: &str, identity: &str) -> Proc {
     let ttl = TTL_MS.to_string();
     let args = [
-        "--url",
+        "--backend",
         url,
         "--name",
         "jobs",
@@ -30,10 +30,10 @@ fn start(url: &str, identity: &str) -> Proc {
 /// Leader `a` elected (with its epoch) and contender `b` campaigning.
 async fn leader_and_contender(server: &Server) -> (Proc, u64, Proc) {
     let mut a = start(&server.url(), "a");
-    a.expect("campaigning").await;
-    let (e1, _) = a.elected().await;
+    a.expect("campaigning");
+    let (e1, _) = a.elected();
     let mut b = start(&server.url(), "b");
-    b.expect("campaigning").await;
+    b.expect("campaigning");
     (a, e1, b)
 }
 
@@ -43,9 +43,9 @@ async fn sigkill_of_the_leader_hands_over_after_the_ttl_and_grace() {
     let (a, e1, mut b) = leader_and_contender(&server).await;
     let killed = mono_ns();
     a.signal(Signal::SIGKILL);
-    let (e2, at) = b.elected().await;
+    let (e2, at) = b.elected();
     assert!(e2 > e1, "epoch {e2} after {e1}");
-    let took = Duration::from_nanos((at - killed) as u64);
+    let took = Duration::from_nanos(at - killed);
     // The key expires a TTL after A's last renewal (at most a renew
     // interval before the kill), then B waits the failover grace.
     let renew = Duration::from_millis(TTL_MS / 3);
@@ -53,8 +53,8 @@ async fn sigkill_of_the_leader_hands_over_after_the_ttl_and_grace() {
         took >= Duration::from_millis(TTL_MS) - renew,
         "took over after {took:?}, before the lease could expire"
     );
-    b.send("confirm").await;
-    assert_eq!(b.expect("confirmed").await, [e2.to_string()]);
+    b.send("confirm");
+    assert_eq!(b.expect("confirmed"), [e2.to_string()]);
 }
 
 #[tokio::test]
@@ -62,35 +62,35 @@ async fn a_paused_leader_learns_its_loss_before_anything_else() {
     let server = Server::start().expect("nats-server");
     let (mut a, e1, mut b) = leader_and_contender(&server).await;
     a.signal(Signal::SIGSTOP);
-    let (e2, _) = b.elected().await;
+    let (e2, _) = b.elected();
     assert!(e2 > e1);
     // A wakes with a commit-point check already queued.
-    a.send("confirm").await;
+    a.send("confirm");
     a.signal(Signal::SIGCONT);
-    let first = a.line().await;
+    let first = a.line();
     assert!(
         first.starts_with("lost "),
         "the paused leader did something before learning its loss: {first:?}"
     );
-    let second = a.line().await;
+    let second = a.line();
     assert!(
         second.starts_with("not-confirmed "),
         "a deposed leader passed the commit point: {second:?}"
     );
-    b.send("confirm").await;
-    assert_eq!(b.expect("confirmed").await, [e2.to_string()]);
+    b.send("confirm");
+    assert_eq!(b.expect("confirmed"), [e2.to_string()]);
 }
 
 #[tokio::test]
 async fn a_clean_resign_hands_over_without_grace() {
     let server = Server::start().expect("nats-server");
     let (mut a, e1, mut b) = leader_and_contender(&server).await;
-    a.send("resign").await;
-    let resigning: u128 = a.expect("resigning").await[0].parse().expect("ns");
-    let (e2, at) = b.elected().await;
+    a.send("resign");
+    let resigning: u64 = a.expect("resigning")[0].parse().expect("ns");
+    let (e2, at) = b.elected();
     assert!(e2 > e1);
     // Woken by the delete, not by polling or the TTL: well under the TTL.
-    let took = Duration::from_nanos((at - resigning) as u64);
+    let took = Duration::from_nanos(at - resigning);
     assert!(
         took < Duration::from_millis(TTL_MS),
         "handover took {took:?}"

@@ -5,13 +5,14 @@ use std::time::Duration;
 use candidate_testkit::{Proc, mono_ns};
 use nix::sys::signal::Signal;
 
-const BIN: &str = env!("CARGO_BIN_EXE_election-sqlite-candidate");
+const BIN: &str = env!("CARGO_BIN_EXE_election-candidate");
 const TTL_MS: u64 = 600;
 const RENEW_MS: u64 = 150;
 
 fn start(db: &std::path::Path, identity: &str, extra: &[&str]) -> Proc {
     let (ttl, renew) = (TTL_MS.to_string(), RENEW_MS.to_string());
-    let mut args = vec!["--db", db.to_str().expect("utf-8"), "--identity", identity];
+    let url = format!("sqlite://{}", db.to_str().expect("utf-8"));
+    let mut args = vec!["--backend", &url, "--identity", identity];
     args.extend(["--ttl-ms", &ttl, "--renew-ms", &renew, "--poll-ms", "20"]);
     args.extend(extra);
     Proc::spawn(BIN, &args, identity)
@@ -26,17 +27,17 @@ async fn sigkill_of_the_leader_hands_over_after_the_ttl_with_a_higher_epoch() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("app.db");
     let mut a = candidate(&db, "a");
-    a.expect("campaigning").await;
-    let (e1, _) = a.elected().await;
+    a.expect("campaigning");
+    let (e1, _) = a.elected();
     let mut b = candidate(&db, "b");
-    b.expect("campaigning").await;
+    b.expect("campaigning");
     let killed = mono_ns();
     a.signal(Signal::SIGKILL);
-    let (e2, at) = b.elected().await;
+    let (e2, at) = b.elected();
     assert!(e2 > e1, "epoch {e2} after {e1}");
     // B saw no renewal for a full TTL; the last renewal was at most one
     // renew interval before the kill.
-    let waited = Duration::from_nanos((at - killed) as u64);
+    let waited = Duration::from_nanos(at - killed);
     assert!(
         waited >= Duration::from_millis(TTL_MS - RENEW_MS),
         "took over after {waited:?}"
@@ -48,26 +49,26 @@ async fn a_paused_leader_learns_its_loss_first_and_its_fenced_write_is_refused()
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("app.db");
     let mut a = candidate(&db, "a");
-    a.expect("campaigning").await;
-    let (e1, _) = a.elected().await;
-    a.send("write ledger").await;
-    assert_eq!(a.expect("wrote").await, [e1.to_string()]);
+    a.expect("campaigning");
+    let (e1, _) = a.elected();
+    a.send("write ledger");
+    assert_eq!(a.expect("wrote"), [e1.to_string()]);
     let mut b = candidate(&db, "b");
-    b.expect("campaigning").await;
+    b.expect("campaigning");
     a.signal(Signal::SIGSTOP);
-    let (e2, _) = b.elected().await;
+    let (e2, _) = b.elected();
     assert!(e2 > e1);
-    b.send("write ledger").await;
-    assert_eq!(b.expect("wrote").await, [e2.to_string()]);
+    b.send("write ledger");
+    assert_eq!(b.expect("wrote"), [e2.to_string()]);
     // The old leader wakes with a write already queued.
-    a.send("write ledger").await;
+    a.send("write ledger");
     a.signal(Signal::SIGCONT);
-    let first = a.line().await;
+    let first = a.line();
     assert!(
         first.starts_with("lost "),
         "the paused leader did something before learning its loss: {first:?}"
     );
-    assert_eq!(a.expect("refused").await, [e1.to_string(), e2.to_string()]);
+    assert_eq!(a.expect("refused"), [e1.to_string(), e2.to_string()]);
     // The resource holds A's first write and B's write, nothing after B's.
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
         .await
@@ -99,7 +100,7 @@ async fn a_thousand_elections_in_one_database_from_three_processes() {
         .collect();
     let mut total = 0;
     for p in &mut procs {
-        total += p.expect("won").await[0].parse::<usize>().expect("count");
+        total += p.expect("won")[0].parse::<usize>().expect("count");
     }
     assert_eq!(total, 1000, "every election has exactly one winner");
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
@@ -114,10 +115,10 @@ async fn a_thousand_elections_in_one_database_from_three_processes() {
     assert_eq!((rows, held), (1000, 1000));
     assert!(holders >= 1);
     for p in &mut procs {
-        p.send("resign").await;
+        p.send("resign");
     }
     for p in &mut procs {
-        p.expect("resigned").await;
+        p.expect("resigned");
     }
     let still: i64 = sqlx::query_scalar("SELECT count(holder) FROM election_leases")
         .fetch_one(&pool)

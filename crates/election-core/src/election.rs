@@ -1,0 +1,135 @@
+//! What every backend's façade offers: [`Election`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::Stream;
+
+#[cfg(doc)]
+use crate::LeaseSet;
+use crate::{Candidate, Claim, Error, Leader};
+
+/// What every backend's façade (`FileElection`, `SqliteElection`,
+/// `NatsElection`) offers, so a tool can be written once for any backend:
+/// the [`Claim`] of a candidate for a name, who leads a name now, every
+/// change of leadership, and a [`LeaseSet`] of many keys.
+///
+/// Each backend documents what its claim, leader read and lease set
+/// guarantee; this trait adds no guarantee of its own.
+///
+/// ```
+/// use election_core::{Election, Error, Leader};
+///
+/// /// Who leads `name`, on any backend.
+/// async fn who<E: Election>(election: &E, name: &str) -> Result<Option<Leader>, Error> {
+///     election.leader(name).await
+/// }
+/// ```
+pub trait Election: Send + Sync {
+    /// The backend's claim of one candidate for one name.
+    type Claim: Claim;
+    /// The backend's lease set: a [`LeaseSet`] over its keyed claims (or,
+    /// for a type over several backends, one of theirs).
+    type LeaseSet: Send + Sync;
+    /// The backend's error, for what the façade does itself (making a
+    /// claim, setting up a lease set). Reads of who leads report the
+    /// core's [`Error`], as [`Claim::leader`] does.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The claim of candidate `identity` for election `name` (no I/O).
+    ///
+    /// Fails with the backend's configuration error for an invalid name or
+    /// identity.
+    fn claim(&self, name: &str, identity: &str) -> Result<Self::Claim, Self::Error>;
+
+    /// A [`Candidate`] campaigning with [`claim`](Election::claim).
+    fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<Self::Claim>, Self::Error> {
+        Ok(Candidate::new(self.claim(name, identity)?))
+    }
+
+    /// Who leads election `name` now, or `None` when nobody does (as the
+    /// backend's [`Claim::leader`] reads it).
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model:
+    /// [`Error::Config`] for an invalid name, [`Error::Unavailable`] (or
+    /// [`Error::Corrupt`]) when the backend cannot be read; never
+    /// `Ok(None)` for "could not tell" unless the backend documents so.
+    fn leader(&self, name: &str) -> impl Future<Output = Result<Option<Leader>, Error>> + Send;
+
+    /// Every change of leadership of election `name`: the current state
+    /// first, then each change (a new term: `Some`; a vacancy: `None`).
+    /// Repeats of the same term (same identity and epoch) are not
+    /// reported.
+    ///
+    /// The default reads [`leader`](Election::leader) every `every`, so a
+    /// term shorter than that may go unseen; a backend that can push
+    /// changes overrides it (each documents what it may miss). `every` is
+    /// the poll interval where the backend polls.
+    ///
+    /// Cancel safety: dropping the stream stops it. Failure model: a
+    /// failed read is reported as one `Err` item and the stream goes on
+    /// (polling) or ends (a backend's push watch, as it documents).
+    fn observe(
+        &self,
+        name: &str,
+        every: Duration,
+    ) -> impl Future<
+        Output = Result<impl Stream<Item = Result<Option<Leader>, Error>> + Send + '_, Error>,
+    > + Send {
+        let name = name.to_owned();
+        async move { Ok(poll_leader(self, name, every)) }
+    }
+
+    /// A lease set ([`LeaseSet`]) of this process (`identity`) over the
+    /// backend: many keys, each an election of its own.
+    ///
+    /// Must be called inside a tokio runtime. Fails with the backend's
+    /// configuration error for an invalid identity, or its error when the
+    /// backend cannot be set up. Cancel safety: cancel safe (nothing is
+    /// held before it returns).
+    fn lease_set(
+        &self,
+        identity: &str,
+    ) -> impl Future<Output = Result<Self::LeaseSet, Self::Error>> + Send;
+}
+
+/// [`Election::observe`]'s default: `leader` read every `every`, changes
+/// of term only.
+fn poll_leader<E: Election + ?Sized>(
+    election: &E,
+    name: String,
+    every: Duration,
+) -> impl Stream<Item = Result<Option<Leader>, Error>> + Send + '_ {
+    // `last`: the state last reported (`None` before the first read).
+    let state = (None::<Option<Leader>>, true);
+    futures::stream::unfold(state, move |(mut last, first)| {
+        let name = name.clone();
+        async move {
+            let mut first = first;
+            loop {
+                if !first {
+                    tokio::time::sleep(every).await;
+                }
+                first = false;
+                match election.leader(&name).await {
+                    Err(e) => return Some((Err(e), (last, false))),
+                    Ok(now) => {
+                        let same =
+                            last.as_ref()
+                                .is_some_and(|l: &Option<Leader>| match (l, &now) {
+                                    (Some(a), Some(b)) => {
+                                        a.identity == b.identity && a.epoch == b.epoch
+                                    }
+                                    (None, None) => true,
+                                    _ => false,
+                                });
+                        if !same {
+                            last = Some(now.clone());
+                            return Some((Ok(now), (last, false)));
+                        }
+                    }
+                }
+            }
+        }
+    })
+}

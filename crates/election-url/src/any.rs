@@ -1,0 +1,316 @@
+//! [`Backend`]: any of the three backends, by static dispatch.
+
+use std::time::Duration;
+
+use election_core::{
+    Claim, ConfigError, ElectionName, End, Epoch, Error as CoreError, Identity, Leader, LeaseSet,
+    LossReporter, PerKeyClaims, Watch, Won, WriteToken,
+};
+use election_file::{FileClaim, FileElection};
+use election_nats::{NatsClaim, NatsElection, NatsLeases};
+use election_sqlite::{SqliteClaim, SqliteElection, SqliteLeases};
+use futures::Stream;
+
+use crate::Error;
+
+/// An open backend: one of the three façades. It implements
+/// [`election_core::Election`], so a tool is written once for all three;
+/// match on it for what only one backend has (e.g.
+/// [`FileElection::repair_epoch`], [`NatsElection::holder`]).
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// The file backend.
+    File(FileElection),
+    /// The SQLite backend.
+    Sqlite(SqliteElection),
+    /// The NATS backend.
+    Nats(NatsElection),
+}
+
+/// The claim of a candidate on any [`Backend`].
+#[derive(Debug)]
+pub enum AnyClaim {
+    /// On the file backend.
+    File(FileClaim),
+    /// On the SQLite backend.
+    Sqlite(SqliteClaim),
+    /// On the NATS backend.
+    Nats(NatsClaim),
+}
+
+/// An attempt of an [`AnyClaim`]: always of the same backend as its claim.
+// One per campaign attempt, moved rarely: not worth a box.
+#[allow(clippy::large_enum_variant)]
+pub enum AnyAttempt {
+    /// On the file backend.
+    File(<FileClaim as Claim>::Attempt),
+    /// On the SQLite backend.
+    Sqlite(<SqliteClaim as Claim>::Attempt),
+    /// On the NATS backend.
+    Nats(<NatsClaim as Claim>::Attempt),
+}
+
+/// A lease set on any [`Backend`].
+#[derive(Debug)]
+pub enum AnyLeaseSet {
+    /// On the file backend.
+    File(LeaseSet<PerKeyClaims<FileClaim>>),
+    /// On the SQLite backend.
+    Sqlite(LeaseSet<SqliteLeases>),
+    /// On the NATS backend.
+    Nats(LeaseSet<NatsLeases>),
+}
+
+/// Runs `$body` with `$c` bound to the claim (and `$a` to the attempt) of
+/// whichever backend `$claim` is on.
+macro_rules! both {
+    ($claim:expr, $attempt:expr, |$c:ident, $a:ident| $body:expr) => {
+        match ($claim, $attempt) {
+            (AnyClaim::File($c), AnyAttempt::File($a)) => $body,
+            (AnyClaim::Sqlite($c), AnyAttempt::Sqlite($a)) => $body,
+            (AnyClaim::Nats($c), AnyAttempt::Nats($a)) => $body,
+            (claim, _) => Err(mismatch(claim.name())),
+        }
+    };
+}
+
+macro_rules! each {
+    ($value:expr, $ty:ident, |$v:ident| $body:expr) => {
+        match $value {
+            $ty::File($v) => $body,
+            $ty::Sqlite($v) => $body,
+            $ty::Nats($v) => $body,
+        }
+    };
+}
+
+/// An attempt handed to a claim of another backend: cannot happen (an
+/// attempt comes from its claim's `open`), and is refused, not a panic.
+fn mismatch(name: &ElectionName) -> CoreError {
+    CoreError::Config(ConfigError::BadSetting {
+        setting: "attempt",
+        reason: format!("election {name}: an attempt of another backend's claim"),
+    })
+}
+
+impl Claim for AnyClaim {
+    type Attempt = AnyAttempt;
+
+    fn name(&self) -> &ElectionName {
+        each!(self, AnyClaim, |c| c.name())
+    }
+
+    fn identity(&self) -> &Identity {
+        each!(self, AnyClaim, |c| c.identity())
+    }
+
+    async fn open(&self) -> Result<AnyAttempt, CoreError> {
+        Ok(match self {
+            AnyClaim::File(c) => AnyAttempt::File(Claim::open(c).await?),
+            AnyClaim::Sqlite(c) => AnyAttempt::Sqlite(Claim::open(c).await?),
+            AnyClaim::Nats(c) => AnyAttempt::Nats(Claim::open(c).await?),
+        })
+    }
+
+    async fn try_claim(&self, attempt: &mut AnyAttempt) -> Result<Option<Won>, CoreError> {
+        both!(self, attempt, |c, a| Claim::try_claim(c, a).await)
+    }
+
+    async fn wait(
+        &self,
+        attempt: &mut AnyAttempt,
+        poll_interval: Duration,
+    ) -> Result<(), CoreError> {
+        both!(self, attempt, |c, a| Claim::wait(c, a, poll_interval).await)
+    }
+
+    fn watch(
+        &self,
+        attempt: &mut AnyAttempt,
+        won: Won,
+        reporter: LossReporter,
+    ) -> Result<Watch, CoreError> {
+        both!(self, attempt, |c, a| Claim::watch(c, a, won, reporter))
+    }
+
+    async fn confirm(&self, attempt: &mut AnyAttempt) -> Result<(), CoreError> {
+        both!(self, attempt, |c, a| Claim::confirm(c, a).await)
+    }
+
+    async fn release(&self, attempt: &mut AnyAttempt) -> Result<(), CoreError> {
+        both!(self, attempt, |c, a| Claim::release(c, a).await)
+    }
+
+    fn close(&self, attempt: AnyAttempt, end: End) {
+        match (self, attempt) {
+            (AnyClaim::File(c), AnyAttempt::File(a)) => Claim::close(c, a, end),
+            (AnyClaim::Sqlite(c), AnyAttempt::Sqlite(a)) => Claim::close(c, a, end),
+            (AnyClaim::Nats(c), AnyAttempt::Nats(a)) => Claim::close(c, a, end),
+            // Cannot happen (see `mismatch`); the attempt is dropped.
+            _ => {}
+        }
+    }
+
+    async fn leader(&self) -> Result<Option<Leader>, CoreError> {
+        each!(self, AnyClaim, |c| Claim::leader(c).await)
+    }
+}
+
+impl AnyLeaseSet {
+    /// This process's identity in every key's election.
+    pub fn identity(&self) -> &Identity {
+        each!(self, AnyLeaseSet, |s| s.identity())
+    }
+
+    /// [`LeaseSet::held`]: whether this process holds `key` now (no round
+    /// trip; asks about the key if it was not asked before).
+    pub fn held(&self, key: &str) -> bool {
+        each!(self, AnyLeaseSet, |s| s.held(key))
+    }
+
+    /// [`LeaseSet::epoch`]: the epoch of the held term of `key`, `None`
+    /// while not held.
+    pub fn epoch(&self, key: &str) -> Option<Epoch> {
+        each!(self, AnyLeaseSet, |s| s.epoch(key))
+    }
+
+    /// [`LeaseSet::holder`]: who holds `key`, as last seen.
+    pub fn holder(&self, key: &str) -> Option<Leader> {
+        each!(self, AnyLeaseSet, |s| s.holder(key))
+    }
+
+    /// [`LeaseSet::held_keys`]: the keys held now.
+    pub fn held_keys(&self) -> Vec<ElectionName> {
+        each!(self, AnyLeaseSet, |s| s.held_keys())
+    }
+
+    /// [`LeaseSet::ask`]: asks about `key` and waits for the first answer.
+    ///
+    /// Cancel safety and failure model: as [`LeaseSet::ask`].
+    pub async fn ask(&self, key: &str) -> Result<bool, CoreError> {
+        each!(self, AnyLeaseSet, |s| s.ask(key).await)
+    }
+
+    /// [`LeaseSet::guard`]: runs `write` with a token for `key` after the
+    /// commit-point check.
+    ///
+    /// Cancel safety and failure model: as [`LeaseSet::guard`].
+    pub async fn guard<R>(
+        &self,
+        key: &str,
+        write: impl AsyncFnOnce(WriteToken<'_>) -> R,
+    ) -> Result<R, CoreError> {
+        each!(self, AnyLeaseSet, |s| s.guard(key, write).await)
+    }
+
+    /// [`LeaseSet::close`]: gives every key up and stops the set.
+    ///
+    /// Cancel safety and failure model: as [`LeaseSet::close`].
+    pub async fn close(&self) {
+        each!(self, AnyLeaseSet, |s| s.close().await)
+    }
+}
+
+impl Backend {
+    /// The scheme of the backend: `file`, `sqlite` or `nats`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::File(_) => "file",
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Nats(_) => "nats",
+        }
+    }
+
+    /// A lease set of `identity`, with `poll` (if given) as the interval
+    /// at which keys held elsewhere are tried again: each key's campaign
+    /// poll interval on the file backend, the set's poll interval on
+    /// SQLite; NATS watches its keys and has no such interval (`poll` is
+    /// refused there with [`Error::Config`]).
+    ///
+    /// Must be called inside a tokio runtime. Cancel safety: cancel safe.
+    /// Failure model: [`Error::Config`] for an invalid identity or poll
+    /// interval, the backend's error when it cannot set the set up.
+    pub async fn lease_set_polling(
+        &self,
+        identity: &str,
+        poll: Option<Duration>,
+    ) -> Result<AnyLeaseSet, Error> {
+        match self {
+            Backend::File(e) => {
+                let Some(poll) = poll else {
+                    return Ok(AnyLeaseSet::File(e.lease_set(identity)?));
+                };
+                let id = Identity::new(identity)?;
+                let election = e.clone();
+                let who = id.clone();
+                let claims = PerKeyClaims::new(id, move |key| {
+                    election
+                        .claim(key.as_str(), who.as_str())
+                        .map_err(|e| e.into_core(key))
+                })
+                .with_poll_interval(poll)?;
+                Ok(AnyLeaseSet::File(LeaseSet::new(claims)))
+            }
+            Backend::Sqlite(e) => {
+                let Some(poll) = poll else {
+                    return Ok(AnyLeaseSet::Sqlite(e.lease_set(identity)?));
+                };
+                let leases =
+                    SqliteLeases::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
+                Ok(AnyLeaseSet::Sqlite(LeaseSet::new(leases)))
+            }
+            Backend::Nats(e) => {
+                if poll.is_some() {
+                    return Err(ConfigError::BadSetting {
+                        setting: "poll",
+                        reason: "a NATS lease set watches its keys: it has no poll interval".into(),
+                    }
+                    .into());
+                }
+                Ok(AnyLeaseSet::Nats(e.lease_set(identity).await?))
+            }
+        }
+    }
+}
+
+impl election_core::Election for Backend {
+    type Claim = AnyClaim;
+    type LeaseSet = AnyLeaseSet;
+    type Error = Error;
+
+    fn claim(&self, name: &str, identity: &str) -> Result<AnyClaim, Error> {
+        Ok(match self {
+            Backend::File(e) => AnyClaim::File(e.claim(name, identity)?),
+            Backend::Sqlite(e) => AnyClaim::Sqlite(e.claim(name, identity)?),
+            Backend::Nats(e) => AnyClaim::Nats(e.claim(name, identity)?),
+        })
+    }
+
+    async fn leader(&self, name: &str) -> Result<Option<Leader>, CoreError> {
+        each!(self, Backend, |e| election_core::Election::leader(e, name)
+            .await)
+    }
+
+    async fn observe(
+        &self,
+        name: &str,
+        every: Duration,
+    ) -> Result<impl Stream<Item = Result<Option<Leader>, CoreError>> + Send + '_, CoreError> {
+        use futures::StreamExt;
+        Ok(match self {
+            Backend::File(e) => election_core::Election::observe(e, name, every)
+                .await?
+                .boxed(),
+            Backend::Sqlite(e) => election_core::Election::observe(e, name, every)
+                .await?
+                .boxed(),
+            Backend::Nats(e) => election_core::Election::observe(e, name, every)
+                .await?
+                .boxed(),
+        })
+    }
+
+    async fn lease_set(&self, identity: &str) -> Result<AnyLeaseSet, Error> {
+        self.lease_set_polling(identity, None).await
+    }
+}

@@ -1,0 +1,68 @@
+//! Backend URLs: one grammar to name a backend, parsed and printed in one
+//! place, and [`Backend`], the backend a URL names, opened.
+//!
+//! The tools (`elect`, `lease-set-node`, `torture`, the candidate binary
+//! of `candidate-testkit`, the benchmarks) take a backend as a URL and
+//! depend on this crate; the backends themselves stay independent of each
+//! other (this crate depends on all three, no backend on it).
+//!
+//! # The grammar
+//!
+//! ```text
+//! file:///dir
+//! sqlite:///path/to/app.db
+//! nats://[user:password@]host:port[,host:port...][?option=value&...]
+//!     options: bucket=NAME  replicas=N  creds=FILE  token=T
+//!              single_replica_ok=1|0
+//! ```
+//!
+//! - `file` and `sqlite` take an absolute path (three slashes: the
+//!   authority is empty) and no options.
+//! - Paths, the user, the password and option values are percent-decoded
+//!   (`%3F` is `?`, `%25` is `%`); `+` stays `+`. A decoded NUL byte, and
+//!   a `%` not followed by two hex digits, are refused.
+//! - Strict: an unknown option ([`ParseError::UnknownOption`], naming it
+//!   and the options the scheme knows), an option given twice, an empty
+//!   option (`?&`), an option without `=` and a `#` fragment are refused.
+//!   A server list entry may repeat the `nats://` prefix
+//!   (`nats://h1:4222,nats://h2:4222`).
+//! - Printing ([`Display`](std::fmt::Display)) gives a URL that parses
+//!   back to the same value, with every byte the grammar gives a meaning
+//!   percent-encoded — except that passwords and tokens print as
+//!   [`REDACTED`]: `Display` and `Debug` never show a secret.
+//!   [`BackendUrl::with_secrets`] prints them, for handing the URL to a
+//!   child process (never to a log). Errors never quote a secret; a tool
+//!   that quotes what the user typed uses [`redact`].
+//!
+//! # Opening
+//!
+//! [`BackendUrl::open`] opens the backend with [`Settings`] (lease timing,
+//! observer); the [`Backend`] it returns implements
+//! [`election_core::Election`] over any of the three, by static dispatch:
+//! its claim is [`AnyClaim`], its lease set [`AnyLeaseSet`].
+//!
+//! ```no_run
+//! use election_core::Election;
+//! use election_url::{BackendUrl, Settings};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let url: BackendUrl = "sqlite:///srv/app.db".parse()?;
+//! let backend = url.open(&Settings::default()).await?;
+//! let term = backend.candidate("nightly-report", "host-a/4711")?.campaign().await?;
+//! println!("leading in term {}", term.epoch());
+//! term.resign().await?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs, unreachable_pub)]
+#![warn(rust_2018_idioms)]
+
+mod any;
+mod error;
+mod open;
+mod url;
+
+pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend};
+pub use error::{Error, ParseError};
+pub use open::Settings;
+pub use url::{BackendUrl, NATS_OPTIONS, NatsUrl, REDACTED, Secret, WithSecrets, redact};

@@ -1,0 +1,572 @@
+//! The grammar: parsing and printing backend URLs.
+
+use std::fmt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::ParseError;
+
+/// What a backend URL names (see the crate docs for the grammar).
+///
+/// [`Display`](fmt::Display) and [`Debug`] never show a password or a
+/// token ([`REDACTED`] stands in for them); [`BackendUrl::with_secrets`]
+/// prints the URL whole, for a process that must be handed it.
+///
+/// ```
+/// use election_url::BackendUrl;
+///
+/// let url: BackendUrl = "nats://u:pw@h1:4222,h2:4222?bucket=jobs&token=t0k".parse()?;
+/// assert_eq!(url.to_string(), "nats://u:REDACTED@h1:4222,h2:4222?bucket=jobs&token=REDACTED");
+/// let whole = url.with_secrets().to_string();
+/// assert_eq!(whole.parse::<BackendUrl>()?, url);
+/// # Ok::<(), election_url::ParseError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendUrl {
+    /// `file:///dir`: the file backend in a directory on a local
+    /// filesystem.
+    File(PathBuf),
+    /// `sqlite:///path/to/app.db`: a lease row in a SQLite database file.
+    Sqlite(PathBuf),
+    /// `nats://...`: a NATS JetStream KV bucket.
+    Nats(NatsUrl),
+}
+
+/// A parsed `nats://` URL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NatsUrl {
+    /// The servers, `host:port` each (at least one once parsed).
+    pub servers: Vec<String>,
+    /// `user:password@`.
+    pub user: Option<(String, Secret)>,
+    /// `?bucket=`: the bucket name (the backend's default if `None`).
+    pub bucket: Option<String>,
+    /// `?replicas=`: the bucket's replicas (the backend's default if
+    /// `None`).
+    pub replicas: Option<usize>,
+    /// `?creds=`: a NATS credentials file (JWT and NKey seed).
+    pub creds: Option<PathBuf>,
+    /// `?token=`: a NATS token.
+    pub token: Option<Secret>,
+    /// `?single_replica_ok=1`: the user knows an R1 bucket can lose its
+    /// last writes on a host crash (no warning).
+    pub single_replica_ok: bool,
+}
+
+/// What stands in for a password or a token when a URL is shown.
+pub const REDACTED: &str = "REDACTED";
+
+/// A password or a token: shown as [`REDACTED`] by `Debug` and `Display`;
+/// [`expose`](Secret::expose) gives the text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `text`.
+    pub fn new(text: impl Into<String>) -> Secret {
+        Secret(text.into())
+    }
+
+    /// The secret itself, to hand to the server.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+/// The options `nats://` knows, in the order they are printed.
+pub const NATS_OPTIONS: &[&str] = &["bucket", "replicas", "creds", "token", "single_replica_ok"];
+
+fn malformed(reason: impl Into<String>) -> ParseError {
+    ParseError::Malformed {
+        reason: reason.into(),
+    }
+}
+
+/// Percent-decodes `text` (`%3F` is `?`); `+` stays `+`. Refuses a `%`
+/// not followed by two hex digits, and a decoded NUL byte.
+fn decode(text: &str, what: &str) -> Result<Vec<u8>, ParseError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| {
+                    malformed(format!(
+                        "{what}: '%' must be followed by two hex digits (%25 for '%')"
+                    ))
+                })?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    if out.contains(&0) {
+        return Err(malformed(format!(
+            "{what}: a NUL byte (%00) is not allowed"
+        )));
+    }
+    Ok(out)
+}
+
+/// Percent-decodes `text` as UTF-8 text.
+fn decode_text(text: &str, what: &str) -> Result<String, ParseError> {
+    String::from_utf8(decode(text, what)?)
+        .map_err(|_| malformed(format!("{what} is not UTF-8 once percent-decoded")))
+}
+
+/// Percent-encodes the bytes of `bytes` that the grammar gives a meaning
+/// (`%`, `?`, `#`, `&`, `=`, `,`, `@`, `:`, `/` where `slash` is false),
+/// spaces, control bytes and every byte above ASCII.
+fn encode(bytes: &[u8], slash: bool) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        let plain = b.is_ascii_graphic()
+            && !matches!(b, b'%' | b'?' | b'#' | b'&' | b'=' | b',' | b'@' | b':')
+            && (slash || b != b'/');
+        if plain {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The `key=value` pairs of a query, percent-decoded, each key once and
+/// known to the scheme.
+fn query(
+    scheme: &'static str,
+    text: Option<&str>,
+    known: &'static [&'static str],
+) -> Result<Vec<(String, String)>, ParseError> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for pair in text.split('&') {
+        if pair.is_empty() {
+            return Err(malformed("an empty option (a stray '?' or '&')"));
+        }
+        let (k, v) = pair.split_once('=').ok_or(ParseError::NotKeyValue)?;
+        let k = decode_text(k, "an option name")?;
+        if !known.contains(&k.as_str()) {
+            return Err(ParseError::UnknownOption {
+                scheme,
+                option: k,
+                known,
+            });
+        }
+        if pairs.iter().any(|(seen, _)| *seen == k) {
+            return Err(ParseError::RepeatedOption { option: k });
+        }
+        let v = decode_text(v, &format!("the value of {k}"))?;
+        pairs.push((k, v));
+    }
+    Ok(pairs)
+}
+
+/// Splits `rest` (after `scheme://`) into the part before the query and
+/// the query; refuses a fragment.
+fn split_query(rest: &str) -> Result<(&str, Option<&str>), ParseError> {
+    if rest.contains('#') {
+        return Err(malformed(
+            "a '#' fragment is not part of a backend URL (write %23 for a '#' in a path)",
+        ));
+    }
+    Ok(match rest.split_once('?') {
+        Some((before, q)) => (before, Some(q)),
+        None => (rest, None),
+    })
+}
+
+fn absolute(scheme: &'static str, rest: &str) -> Result<PathBuf, ParseError> {
+    let (path, q) = split_query(rest)?;
+    query(scheme, q, &[])?;
+    // `file:///dir` → `/dir`; `file://host/dir` is not supported.
+    if !path.starts_with('/') {
+        return Err(malformed(
+            "the path must be absolute (three slashes: scheme:///path)",
+        ));
+    }
+    if path.len() == 1 {
+        return Err(malformed("no path"));
+    }
+    let bytes = decode(path, "the path")?;
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+}
+
+fn parse_nats(rest: &str) -> Result<NatsUrl, ParseError> {
+    let (hosts, q) = split_query(rest)?;
+    let hosts = hosts.trim_end_matches('/');
+    let mut n = NatsUrl::default();
+    let hosts = match hosts.rsplit_once('@') {
+        Some((userinfo, hosts)) => {
+            let (user, password) = userinfo
+                .split_once(':')
+                .ok_or_else(|| malformed("user info must be user:password"))?;
+            n.user = Some((
+                decode_text(user, "the user")?,
+                Secret(decode_text(password, "the password")?),
+            ));
+            hosts
+        }
+        None => hosts,
+    };
+    for host in hosts.split(',') {
+        let host = host.trim().trim_start_matches("nats://");
+        let (name, port) = host
+            .rsplit_once(':')
+            .ok_or_else(|| malformed(format!("{host:?} has no port")))?;
+        if name.is_empty()
+            || port.parse::<u16>().is_err()
+            || host.contains(['/', '%', '@', '?', '&', '=', ' '])
+        {
+            return Err(malformed(format!("{host:?} is not host:port")));
+        }
+        n.servers.push(host.to_owned());
+    }
+    for (k, v) in query("nats", q, NATS_OPTIONS)? {
+        let bad = |reason: &str| ParseError::BadValue {
+            option: k.clone(),
+            reason: reason.to_owned(),
+        };
+        match k.as_str() {
+            "bucket" => n.bucket = Some(v),
+            "replicas" => n.replicas = Some(v.parse().map_err(|_| bad("not a number"))?),
+            "creds" => n.creds = Some(PathBuf::from(v)),
+            "token" => n.token = Some(Secret(v)),
+            _ => {
+                n.single_replica_ok = match v.as_str() {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(bad("not 1 or 0")),
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+impl BackendUrl {
+    /// Parses a backend URL: one grammar for every scheme (see the crate
+    /// docs). Paths and values are percent-decoded; unknown, repeated and
+    /// empty options, and fragments, are refused with a [`ParseError`]
+    /// naming what is wrong (never a secret).
+    pub fn parse(url: &str) -> Result<BackendUrl, ParseError> {
+        let (scheme, rest) = url.split_once("://").ok_or(ParseError::NoScheme)?;
+        match scheme {
+            "file" => Ok(BackendUrl::File(absolute("file", rest)?)),
+            "sqlite" => Ok(BackendUrl::Sqlite(absolute("sqlite", rest)?)),
+            "nats" => parse_nats(rest).map(BackendUrl::Nats),
+            other => Err(ParseError::UnknownScheme {
+                scheme: other.to_owned(),
+            }),
+        }
+    }
+
+    /// The scheme: `file`, `sqlite` or `nats`.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            BackendUrl::File(_) => "file",
+            BackendUrl::Sqlite(_) => "sqlite",
+            BackendUrl::Nats(_) => "nats",
+        }
+    }
+
+    /// The URL with its secrets, for `Display` (to hand to another
+    /// process; never to a log).
+    pub fn with_secrets(&self) -> WithSecrets<'_> {
+        WithSecrets(self)
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, secrets: bool) -> fmt::Result {
+        let path = |p: &Path| encode(p.as_os_str().as_bytes(), true);
+        match self {
+            BackendUrl::File(p) => write!(f, "file://{}", path(p)),
+            BackendUrl::Sqlite(p) => write!(f, "sqlite://{}", path(p)),
+            BackendUrl::Nats(n) => {
+                let shown = |s: &Secret| {
+                    if secrets {
+                        encode(s.0.as_bytes(), false)
+                    } else {
+                        REDACTED.to_owned()
+                    }
+                };
+                f.write_str("nats://")?;
+                if let Some((user, password)) = &n.user {
+                    write!(f, "{}:{}@", encode(user.as_bytes(), false), shown(password))?;
+                }
+                f.write_str(&n.servers.join(","))?;
+                let mut sep = '?';
+                let mut option = |f: &mut fmt::Formatter<'_>, k: &str, v: String| {
+                    let r = write!(f, "{sep}{k}={v}");
+                    sep = '&';
+                    r
+                };
+                if let Some(b) = &n.bucket {
+                    option(f, "bucket", encode(b.as_bytes(), false))?;
+                }
+                if let Some(r) = n.replicas {
+                    option(f, "replicas", r.to_string())?;
+                }
+                if let Some(c) = &n.creds {
+                    option(f, "creds", encode(c.as_os_str().as_bytes(), true))?;
+                }
+                if let Some(t) = &n.token {
+                    option(f, "token", shown(t))?;
+                }
+                if n.single_replica_ok {
+                    option(f, "single_replica_ok", "1".to_owned())?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl NatsUrl {
+    /// The servers as `nats://host:port` each.
+    pub fn server_urls(&self) -> Vec<String> {
+        self.servers.iter().map(|s| format!("nats://{s}")).collect()
+    }
+}
+
+impl FromStr for BackendUrl {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        BackendUrl::parse(s)
+    }
+}
+
+/// Prints the URL without its secrets: [`REDACTED`] stands for a password
+/// or a token.
+impl fmt::Display for BackendUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, false)
+    }
+}
+
+/// A [`BackendUrl`] printed whole, secrets included (from
+/// [`BackendUrl::with_secrets`]).
+#[derive(Clone, Copy)]
+pub struct WithSecrets<'a>(&'a BackendUrl);
+
+impl fmt::Display for WithSecrets<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write(f, true)
+    }
+}
+
+/// Redacted, like [`BackendUrl`]'s `Display`.
+impl fmt::Debug for WithSecrets<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.0, f)
+    }
+}
+
+/// `text`, a URL as given (perhaps not one that parses), with what looks
+/// like a password (`user:password@`) or a token (`token=...`) replaced by
+/// [`REDACTED`]: for error messages that quote what the user typed.
+///
+/// ```
+/// assert_eq!(
+///     election_url::redact("nats://u:pw@h?token=t&colour=red"),
+///     "nats://u:REDACTED@h?token=REDACTED&colour=red"
+/// );
+/// assert_eq!(election_url::redact("file:///d?x=1"), "file:///d?x=1");
+/// ```
+pub fn redact(text: &str) -> String {
+    let mut out = text.to_owned();
+    if let Some((scheme, rest)) = text.split_once("://") {
+        let end = rest.find(['?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            out = format!("{scheme}://{}:{REDACTED}{}", &rest[..colon], &rest[at..]);
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let (head, query) = match out.split_once('?') {
+        Some((h, q)) => (h.to_owned(), Some(q.to_owned())),
+        None => (out.clone(), None),
+    };
+    let Some(query) = query else { return out };
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some((k, _)) if decode_text(k, "").is_ok_and(|k| k == "token") => {
+                parts.push(format!("{k}={REDACTED}"))
+            }
+            _ => parts.push(pair.to_owned()),
+        }
+    }
+    format!("{head}?{}", parts.join("&"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nats(url: &str) -> NatsUrl {
+        match BackendUrl::parse(url) {
+            Ok(BackendUrl::Nats(n)) => n,
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn urls_parse_or_say_why_not() {
+        assert_eq!(
+            BackendUrl::parse("file:///var/lib/x").unwrap(),
+            BackendUrl::File("/var/lib/x".into())
+        );
+        assert_eq!(
+            BackendUrl::parse("sqlite:///srv/app.db").unwrap(),
+            BackendUrl::Sqlite("/srv/app.db".into())
+        );
+        let n = nats("nats://u:p@h1:4222,h2:4223?bucket=jobs&replicas=3&creds=/c");
+        assert_eq!(n.servers, ["h1:4222", "h2:4223"]);
+        assert_eq!(n.server_urls(), ["nats://h1:4222", "nats://h2:4223"]);
+        assert_eq!(n.user, Some(("u".into(), Secret::new("p"))));
+        assert_eq!((n.bucket.as_deref(), n.replicas), (Some("jobs"), Some(3)));
+        assert_eq!(n.creds, Some(PathBuf::from("/c")));
+        assert!(!n.single_replica_ok);
+        assert!(nats("nats://h:1?single_replica_ok=1").single_replica_ok);
+        assert_eq!(
+            nats("nats://nats://h1:1,nats://h2:2").servers,
+            ["h1:1", "h2:2"]
+        );
+        for bad in [
+            "/tmp/x",
+            "file://relative",
+            "file:///",
+            "ftp://x",
+            "nats://host",
+            "nats://h:99999",
+            "nats://h:4222?colour=red",
+            "nats://h:4222?replicas=three",
+            "nats://h:4222?single_replica_ok=yes",
+            "file:///d/fb?x=1",
+            "sqlite:///d/app.db?mode=ro",
+            "file:///d/fb?",
+            "file:///d/fb#x",
+            "file:///d/f%zz",
+            "file:///d/f%2",
+            "file:///d/f%00b",
+            "nats://h:1?bucket=a&bucket=b",
+            "nats://h:1?bucket=a&&replicas=1",
+            "nats://h:1?bucket",
+            "nats://h%41:1",
+            "nats://u:p%ZZ@h:1",
+        ] {
+            assert!(BackendUrl::parse(bad).is_err(), "{bad} parsed");
+        }
+        assert_eq!(
+            BackendUrl::parse("file:///d/f%3Fx%3D1%20%25").unwrap(),
+            BackendUrl::File("/d/f?x=1 %".into())
+        );
+        assert_eq!(
+            BackendUrl::parse("sqlite:///srv/a+b%23.db").unwrap(),
+            BackendUrl::Sqlite("/srv/a+b#.db".into())
+        );
+        let n = nats("nats://us%40r:p%3Aw%26@h:1?token=a%26b&creds=/c%20d&bucket=j");
+        assert_eq!(n.user, Some(("us@r".into(), Secret::new("p:w&"))));
+        assert_eq!(n.token.as_ref().map(Secret::expose), Some("a&b"));
+        assert_eq!(n.creds, Some(PathBuf::from("/c d")));
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        assert_eq!(
+            BackendUrl::parse("nats://h:4222?colour=red"),
+            Err(ParseError::UnknownOption {
+                scheme: "nats",
+                option: "colour".into(),
+                known: NATS_OPTIONS,
+            })
+        );
+        let e = BackendUrl::parse("file:///d?x=1").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown option \"x\" (file:// URLs take no options)"
+        );
+        assert_eq!(
+            BackendUrl::parse("nats://h:1?bucket=a&bucket=b"),
+            Err(ParseError::RepeatedOption {
+                option: "bucket".into()
+            })
+        );
+        assert_eq!(
+            BackendUrl::parse("redis://h:1"),
+            Err(ParseError::UnknownScheme {
+                scheme: "redis".into()
+            })
+        );
+        assert_eq!(BackendUrl::parse("nowhere"), Err(ParseError::NoScheme));
+        // No error quotes a secret.
+        for bad in [
+            "nats://u:s3cret@h?colour=red",
+            "nats://u:s3cret@h:1?replicas=x",
+            "nats://u:s3cret@h:1?token=s3cret&token=s3cret",
+            "nats://u:s3cret@h:1?token=s3cret&single_replica_ok=s3cret",
+            "nats://u:s3cret@h:1?token%s3cret",
+            "nats://u:s3cret@h:1?tokens3cret",
+        ] {
+            let e = BackendUrl::parse(bad).unwrap_err();
+            assert!(!format!("{e} {e:?}").contains("s3cret"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_never_shown() {
+        let url = BackendUrl::parse("nats://u:s3cret@h:1?token=t0ken&bucket=b").unwrap();
+        let shown = format!("{url} {url:?} {:?}", url.with_secrets());
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("t0ken"),
+            "{shown}"
+        );
+        assert!(shown.contains(REDACTED));
+        let whole = url.with_secrets().to_string();
+        assert!(
+            whole.contains("s3cret") && whole.contains("t0ken"),
+            "{whole}"
+        );
+        assert_eq!(
+            redact("nats://u:s3cret@h:1?to%6Ben=t0ken"),
+            "nats://u:REDACTED@h:1?to%6Ben=REDACTED"
+        );
+        assert_eq!(redact("nats://h:1,h:2"), "nats://h:1,h:2");
+    }
+
+    #[test]
+    fn printing_encodes_what_the_grammar_gives_a_meaning() {
+        use std::os::unix::ffi::OsStringExt;
+        let path = PathBuf::from(std::ffi::OsString::from_vec(
+            b"/a b/%?#&=,@:\xff\x01".to_vec(),
+        ));
+        let url = BackendUrl::File(path);
+        let printed = url.to_string();
+        assert_eq!(printed, "file:///a%20b/%25%3F%23%26%3D%2C%40%3A%FF%01");
+        assert_eq!(BackendUrl::parse(&printed).unwrap(), url);
+    }
+}

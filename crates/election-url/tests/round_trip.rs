@@ -1,0 +1,93 @@
+//! Printing a backend URL and parsing it back gives the same URL.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use election_url::{BackendUrl, NatsUrl, REDACTED, Secret};
+use proptest::prelude::*;
+
+/// Any absolute path without NUL bytes.
+fn path() -> impl Strategy<Value = PathBuf> {
+    prop::collection::vec(prop::collection::vec(1u8..=255, 1..8), 1..4).prop_map(|parts| {
+        let mut bytes = Vec::new();
+        for p in parts {
+            bytes.push(b'/');
+            bytes.extend(p);
+        }
+        PathBuf::from(OsString::from_vec(bytes))
+    })
+}
+
+/// Any text without NUL characters.
+fn text() -> impl Strategy<Value = String> {
+    "[^\u{0}]{0,12}"
+}
+
+fn host() -> impl Strategy<Value = String> {
+    ("[a-z0-9][a-z0-9.-]{0,10}", any::<u16>()).prop_map(|(h, p)| format!("{h}:{p}"))
+}
+
+fn nats() -> impl Strategy<Value = NatsUrl> {
+    (
+        prop::collection::vec(host(), 1..4),
+        prop::option::of((text(), text())),
+        prop::option::of(text()),
+        prop::option::of(0usize..10),
+        prop::option::of(path()),
+        prop::option::of(text()),
+        any::<bool>(),
+    )
+        .prop_map(|(servers, user, bucket, replicas, creds, token, ok)| {
+            let mut n = NatsUrl::default();
+            n.servers = servers;
+            n.user = user.map(|(u, p)| (u, Secret::new(p)));
+            n.bucket = bucket;
+            n.replicas = replicas;
+            // `?creds=` values are text.
+            n.creds = creds.map(|c| PathBuf::from(c.to_string_lossy().into_owned()));
+            n.token = token.map(Secret::new);
+            n.single_replica_ok = ok;
+            n
+        })
+}
+
+fn url() -> impl Strategy<Value = BackendUrl> {
+    prop_oneof![
+        path().prop_map(BackendUrl::File),
+        path().prop_map(BackendUrl::Sqlite),
+        nats().prop_map(BackendUrl::Nats),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn print_then_parse_is_the_same_url(url in url()) {
+        let whole = url.with_secrets().to_string();
+        prop_assert_eq!(BackendUrl::parse(&whole), Ok(url.clone()), "{}", whole);
+    }
+
+    #[test]
+    fn the_redacted_form_parses_and_hides_every_secret(url in url()) {
+        let shown = url.to_string();
+        let parsed = BackendUrl::parse(&shown);
+        prop_assert!(parsed.is_ok(), "{}", shown);
+        if let BackendUrl::Nats(n) = &url {
+            for secret in n.user.iter().map(|(_, p)| p).chain(n.token.iter()) {
+                if secret.expose().len() > REDACTED.len() {
+                    prop_assert!(!shown.contains(secret.expose()), "{}", shown);
+                }
+            }
+            let Ok(BackendUrl::Nats(p)) = parsed else { unreachable!() };
+            prop_assert_eq!(p.servers, n.servers.clone());
+            prop_assert_eq!(p.bucket, n.bucket.clone());
+            prop_assert!(p.token.iter().all(|t| t.expose() == REDACTED));
+        }
+    }
+
+    #[test]
+    fn any_text_parses_or_is_an_error(text in "\\PC{0,40}") {
+        let _ = BackendUrl::parse(&text);
+        let _ = election_url::redact(&text);
+    }
+}
