@@ -237,8 +237,10 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 /// Runs the plan: returns what it injected; the histories and the resource
 /// are in `plan.out` for the checker.
 pub async fn run(plan: &Plan) -> Result<Ran, Error> {
-    let out = &plan.out;
-    std::fs::create_dir_all(out).map_err(io(format!("create {}", out.display())))?;
+    std::fs::create_dir_all(&plan.out).map_err(io(format!("create {}", plan.out.display())))?;
+    // Absolute: the candidates' backend URLs refuse a relative path.
+    let out =
+        &std::path::absolute(&plan.out).map_err(io(format!("resolve {}", plan.out.display())))?;
     let path = out.join("faults.history");
     let log = HistoryWriter::create(&path).map_err(io(format!("create {}", path.display())))?;
     let log = |event: FaultEvent| {
