@@ -3,9 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use election_core::{Epoch, Lease, LeaseLost, LossReason, ParseEpochError};
-
-use crate::Error;
+use election_core::{Epoch, ParseEpochError};
 
 /// The proof a writer presents with every write: the epoch of its term.
 ///
@@ -31,44 +29,6 @@ use crate::Error;
 pub struct Token(Epoch);
 
 impl Token {
-    /// The token of `lease`'s term, or [`Error::Lost`] if the lease reads
-    /// lost: the term was lost, or it has ended by resign or drop (with
-    /// [`LossReason::Resigned`] or [`LossReason::Dropped`]; from the moment
-    /// the resign began, before its release is sent), also once a later
-    /// term has begun.
-    ///
-    /// A token issued here is not a promise that the term still holds when
-    /// the write arrives: that is what the store's high-water mark checks.
-    /// Refusing lost leases only saves a write that would be pointless.
-    ///
-    /// To report why the lease was lost, this polls [`Lease::lost`] once,
-    /// without waiting, when it runs inside a Tokio runtime; a lease whose
-    /// reason is not ready at once (or a call outside a runtime) gets a
-    /// generic [`LossReason::Revoked`].
-    ///
-    /// ```
-    /// use election_core::{Candidate, Lease};
-    /// use election_testkit::memory::MemoryBackend;
-    /// use fencing::{Error, Token};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let backend = MemoryBackend::new();
-    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
-    /// assert_eq!(Token::issue(&term)?.epoch(), term.epoch());
-    ///
-    /// backend.revoke("jobs");
-    /// assert!(matches!(Token::issue(&term), Err(Error::Lost(_))));
-    /// # Ok(()) }
-    /// ```
-    pub fn issue(lease: &impl Lease) -> Result<Token, Error> {
-        let epoch = lease.epoch();
-        if lease.is_lost() {
-            return Err(Error::Lost(loss_of(lease)));
-        }
-        Ok(Token(epoch))
-    }
-
     /// The token of the term numbered `epoch`, for stores and tools that
     /// read epochs from elsewhere.
     pub const fn from_epoch(epoch: Epoch) -> Token {
@@ -79,18 +39,6 @@ impl Token {
     pub const fn epoch(self) -> Epoch {
         self.0
     }
-}
-
-/// The reason a lease that reports itself lost was lost, without waiting.
-fn loss_of(lease: &impl Lease) -> LeaseLost {
-    lease.loss().unwrap_or_else(|| LeaseLost {
-        name: lease.name().clone(),
-        identity: lease.identity().clone(),
-        epoch: lease.epoch(),
-        reason: LossReason::Revoked {
-            detail: "the lease reports itself lost without a reason".into(),
-        },
-    })
 }
 
 impl From<Epoch> for Token {
@@ -111,7 +59,7 @@ impl From<Epoch> for Token {
 /// ([`Epoch::UNGUARDED`](election_core::Epoch::UNGUARDED)), lower than the
 /// epoch of every term on every backend (terms start at 2,
 /// [`Epoch::FIRST`]): a fence that has accepted any guarded write refuses it
-/// with [`Error::Stale`], also during the key's first term.
+/// with [`Error::Stale`](crate::Error::Stale), also during the key's first term.
 ///
 /// ```
 /// use election_core::{unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
@@ -173,7 +121,9 @@ impl FromStr for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
     use election_core::{Candidate, ElectionName, Identity};
+    use election_core::{Lease, LeaseLost, LossReason};
     use election_testkit::memory::MemoryBackend;
     use proptest::prelude::*;
 

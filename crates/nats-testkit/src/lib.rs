@@ -62,8 +62,10 @@ mod error;
 mod monitor;
 mod ports;
 mod server;
+mod version;
 
-pub use binary::{NATS_SERVER_BIN_ENV, NATS_SERVER_VERSION, nats_server_bin};
+pub use binary::{NATS_SERVER_BIN_ENV, nats_server_bin};
 pub use cluster::Cluster;
 pub use error::Error;
 pub use server::{Auth, Server};
+pub use version::NATS_SERVER_VERSION;
