@@ -60,3 +60,30 @@ impl Backend for Files {
 }
 
 election_testkit::conformance_tests!(Files::new());
+
+impl election_testkit::keyed::KeyedBackend for Files {
+    type Keys = election_core::PerKeyClaims<FileClaim>;
+
+    /// `FileElection::lease_set`'s claims, polling every 20 ms.
+    async fn keys(&self, identity: &str) -> Result<Self::Keys, Error> {
+        let election = self.election();
+        let id = identity.to_owned();
+        let keys =
+            election_core::PerKeyClaims::new(election_core::Identity::new(identity)?, move |key| {
+                election
+                    .claim(key.as_str(), &id)
+                    .map_err(|e| e.into_core(key))
+            });
+        Ok(keys.with_poll_interval(Duration::from_millis(20))?)
+    }
+
+    /// Replaces the key's claim file (false if there is none to replace).
+    async fn take_away(&self, key: &str) -> bool {
+        let path = self.dir.path().join(format!("{key}.lock"));
+        std::fs::rename(&path, self.dir.path().join(format!("{key}.lock.old"))).is_ok()
+    }
+}
+
+mod keyed {
+    election_testkit::keyed_conformance_tests!(super::Files::new());
+}
