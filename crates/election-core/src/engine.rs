@@ -77,6 +77,10 @@ pub trait KeyedClaims: Send + Sync + 'static {
     }
 
     /// Tries to win each of `keys` once: one answer per key, in order.
+    /// The loop calls it with every asked key not held, after each wait:
+    /// answer [`Claimed::HeldBy`] from what the backend already knows (a
+    /// watch of its records) without a round trip where it can, so the
+    /// cost follows the keys that changed, not the keys asked.
     /// A key's error is recorded for it ([`LeaseSet::ask`](crate::LeaseSet::ask)
     /// returns it while nothing else is known); a permanent one
     /// ([`Error::is_permanent`]) stops the tries for that key.
