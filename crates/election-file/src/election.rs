@@ -264,11 +264,9 @@ impl FileElection {
     /// many keys, one claim file lock each (`<key>.lock`, `<key>.epoch`),
     /// with this election's options and the core's
     /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL) as
-    /// the interval at which keys held elsewhere are tried again. Each
-    /// asked key has its own candidate ([`PerKeyClaims`]); a key held
-    /// elsewhere is won within one poll interval of its lock being freed
-    /// (a single [`FileClaim`] campaign wakes at once). A lock cannot
-    /// expire, so
+    /// the backstop of each key's wait. Each asked key runs its own
+    /// campaign ([`PerKeyClaims`]); a key held elsewhere is won the moment
+    /// its lock is freed (see [`FileClaim`]). A lock cannot expire, so
     /// [`held`](LeaseSet::held) stays true until the set closes or the
     /// key's claim file is tampered with, and [`guard`](LeaseSet::guard)'s
     /// commit-point check is that the key's claim file is still the locked
@@ -276,9 +274,8 @@ impl FileElection {
     ///
     /// What [`close`](LeaseSet::close) does here: every held key's term is
     /// resigned, which unlocks and closes its claim file, so its lock is
-    /// free at once and a single candidate waiting for it (in any process)
-    /// wins it straight away (another lease set: within its poll
-    /// interval). Dropping the set does the same in the background.
+    /// free at once and a candidate waiting for it (in any process) wins
+    /// it straight away. Dropping the set does the same in the background.
     /// If the process dies, the kernel frees its locks at once, too.
     ///
     /// Must be called inside a tokio runtime (the set's loop is spawned on
