@@ -211,6 +211,9 @@ impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
                 && self.term(key, won.epoch).is_none_or(|t| t.is_lost())
             {
                 *answer = Ok(Claimed::HeldBy(None));
+                if let Ok(candidate) = self.candidate(key) {
+                    self.campaign_in_background(key, &candidate);
+                }
             }
         }
         answers
