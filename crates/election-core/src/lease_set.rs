@@ -415,10 +415,13 @@ impl<K: KeyedClaims> LeaseSet<K> {
             return Err(not_held());
         };
         self.resolved(&state).await?;
+        // Counted before the check: a win of the loop's in between is then
+        // a later answer, not one the nudged claim (which skips held keys)
+        // would have to give.
+        let seen = state.resolutions();
         if !state.is_held() && state.error().is_none() {
             // Acquire: one more claim by the loop, then its answer (a
             // failure to find out is reported as it is).
-            let seen = state.resolutions();
             self.shared.wake.notify_one();
             self.resolved_after(&state, seen).await?;
         }

@@ -77,14 +77,7 @@ impl<C: Claim> PerKeyClaims<C> {
     /// Sets each key's campaign poll interval (see
     /// [`Candidate::with_poll_interval`]).
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, ConfigError> {
-        // Validated the same way as a candidate's.
-        if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "poll_interval",
-                reason: format!("{poll_interval:?} is not between 1ms and 1h"),
-            });
-        }
-        self.poll_interval = poll_interval;
+        self.poll_interval = crate::campaign::check_poll_interval(poll_interval)?;
         Ok(self)
     }
 

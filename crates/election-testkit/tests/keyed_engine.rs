@@ -89,3 +89,23 @@ async fn a_loss_reported_before_the_win_was_recorded_still_counts() {
         backend.check_rules(true).expect("the rules hold");
     }
 }
+
+/// A guard racing a loss and the set's immediate re-win always answers:
+/// the nudged claim skips a key the set holds again, so the guard must not
+/// wait for an answer about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_racing_a_loss_and_a_re_win_always_answers() {
+    let backend = MemoryBackend::new();
+    let a = std::sync::Arc::new(LeaseSet::new(backend.keys("a").unwrap()));
+    assert!(a.ask("k").await.unwrap());
+    for round in 0..2000 {
+        let b = backend.clone();
+        let revoker = tokio::spawn(async move { b.revoke("k") });
+        let guard = a.guard("k", async |t| t.epoch());
+        let answered = tokio::time::timeout(Duration::from_secs(20), guard).await;
+        assert!(answered.is_ok(), "round {round}: the guard never answered");
+        revoker.await.unwrap();
+    }
+    a.close().await;
+    backend.check_rules(true).expect("the rules hold");
+}
