@@ -115,13 +115,7 @@ impl<C: Claim> Candidate<C> {
     /// Sets the time between two tries on backends without a wake-up (and
     /// the backstop on those with one). Must be between 1 ms and 1 hour.
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, ConfigError> {
-        if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "poll_interval",
-                reason: format!("{poll_interval:?} is not between 1ms and 1h"),
-            });
-        }
-        self.poll_interval = poll_interval;
+        self.poll_interval = check_poll_interval(poll_interval)?;
         Ok(self)
     }
 
@@ -351,4 +345,15 @@ impl<C: Claim> Candidate<C> {
             }
         }
     }
+}
+
+/// A poll interval between 1 ms and 1 hour, or why not.
+pub(crate) fn check_poll_interval(poll_interval: Duration) -> Result<Duration, ConfigError> {
+    if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
+        return Err(ConfigError::BadSetting {
+            setting: "poll_interval",
+            reason: format!("{poll_interval:?} is not between 1ms and 1h"),
+        });
+    }
+    Ok(poll_interval)
 }

@@ -77,6 +77,10 @@ pub trait KeyedClaims: Send + Sync + 'static {
     }
 
     /// Tries to win each of `keys` once: one answer per key, in order.
+    /// The loop calls it with every asked key not held, after each wait:
+    /// answer [`Claimed::HeldBy`] from what the backend already knows (a
+    /// watch of its records) without a round trip where it can, so the
+    /// cost follows the keys that changed, not the keys asked.
     /// A key's error is recorded for it ([`LeaseSet::ask`](crate::LeaseSet::ask)
     /// returns it while nothing else is known); a permanent one
     /// ([`Error::is_permanent`]) stops the tries for that key.
@@ -148,7 +152,10 @@ impl HoldReporter {
     /// Reports that `key`, held in term `epoch`, is lost (rule 2: before
     /// the backend could grant it to another candidate): `held` reads false
     /// at once, the key is never released (rule 3), and the loop tries to
-    /// win it again. Returns false if the key was not held in that term.
+    /// win it again. A loss reported before the engine recorded the win of
+    /// that term (the claim step's answer still on its way) counts too: the
+    /// win is then not recorded. Returns false if the key was not held in
+    /// that term.
     pub fn lose(&self, key: &ElectionName, epoch: Epoch, reason: LossReason) -> bool {
         self.shared
             .upgrade()
@@ -262,10 +269,7 @@ async fn claim<K: KeyedClaims>(
     let mut won_any = false;
     for (state, answer) in free.iter().zip(answers) {
         match answer {
-            Ok(Claimed::Won(won)) => {
-                shared.hold(state, won, backend.identity());
-                won_any = true;
-            }
+            Ok(Claimed::Won(won)) => won_any |= shared.hold(state, won, backend.identity()),
             Ok(Claimed::HeldBy(holder)) => state.held_by(holder),
             Err(e) => {
                 if e.is_permanent() {
@@ -326,7 +330,19 @@ async fn renew<K: KeyedClaims>(
 }
 
 impl Shared {
-    fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) {
+    /// Records a win; false (and the key is tried again) if its loss was
+    /// already reported.
+    fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) -> bool {
+        let lost = self
+            .lost_early()
+            .get(state.name())
+            .is_some_and(|e| *e >= won.epoch);
+        if lost {
+            tracing::warn!(key = %state.name(), epoch = %won.epoch, "lease-set key lost before its win was recorded");
+            state.held_by(None);
+            self.wake.notify_one();
+            return false;
+        }
         self.holds_mut().insert(
             state.name().clone(),
             Hold {
@@ -336,6 +352,11 @@ impl Shared {
             },
         );
         state.hold(won.epoch, identity, won.valid_until);
+        true
+    }
+
+    fn lost_early(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, Epoch>> {
+        self.lost_early.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn holds(&self, key: &ElectionName) -> bool {
@@ -345,6 +366,11 @@ impl Shared {
     pub(crate) fn lose(&self, key: &ElectionName, epoch: Epoch, reason: &LossReason) -> bool {
         let mut holds = self.holds_mut();
         let Some(hold) = holds.get(key).filter(|h| h.epoch == epoch) else {
+            // Not (yet) held in that term: a win of it recorded later
+            // must not count.
+            let mut early = self.lost_early();
+            let seen = early.entry(key.clone()).or_insert(epoch);
+            *seen = (*seen).max(epoch);
             return false;
         };
         hold.state.end_hold();

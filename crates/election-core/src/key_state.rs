@@ -93,18 +93,22 @@ impl KeyState {
     pub(crate) fn hold(&self, epoch: Epoch, identity: &Identity, valid_until: Option<Instant>) {
         self.valid_until.store(NOT_HELD, Ordering::Release);
         self.epoch.store(epoch.get(), Ordering::Release);
-        {
-            let mut known = self.known();
-            known.holder = Some(Leader {
-                identity: identity.clone(),
-                epoch,
-                // Not known here: the backend's own `leader()` reports it.
-                since: None,
-            });
-            known.error = None;
-        }
+        // `since` is not known here: the backend's own `leader()` reports it.
+        let identity = identity.clone();
+        self.learn(Some(Leader {
+            identity,
+            epoch,
+            since: None,
+        }));
         self.store_deadline(valid_until);
         self.resolve();
+    }
+
+    /// Records who holds the key; the latest news is not a failure.
+    fn learn(&self, holder: Option<Leader>) {
+        let mut known = self.known();
+        known.holder = holder;
+        known.error = None;
     }
 
     fn store_deadline(&self, valid_until: Option<Instant>) {
@@ -140,11 +144,7 @@ impl KeyState {
     /// but who is not known).
     pub(crate) fn held_by(&self, holder: Option<Leader>) {
         self.end_hold();
-        {
-            let mut known = self.known();
-            known.holder = holder;
-            known.error = None;
-        }
+        self.learn(holder);
         self.resolve();
     }
 

@@ -39,6 +39,10 @@ pub(crate) struct Shared {
     /// The keys held now; a key leaves it on its loss or for its release,
     /// never both (rule 3).
     holds: Mutex<HashMap<ElectionName, Hold>>,
+    /// The highest epoch of each key whose loss was reported while the key
+    /// was not held in it (before its win was recorded): such a win does
+    /// not count.
+    pub(crate) lost_early: Mutex<HashMap<ElectionName, Epoch>>,
     /// Wakes the loop: a loss (try the key again) or a guard's nudge.
     pub(crate) wake: Notify,
     closed: AtomicBool,
@@ -170,6 +174,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let shared = Arc::new(Shared {
             keys: papaya::HashMap::new(),
             holds: Mutex::new(HashMap::new()),
+            lost_early: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             closed: AtomicBool::new(false),
             origin: Origin::now(),
@@ -410,10 +415,13 @@ impl<K: KeyedClaims> LeaseSet<K> {
             return Err(not_held());
         };
         self.resolved(&state).await?;
+        // Counted before the check: a win of the loop's in between is then
+        // a later answer, not one the nudged claim (which skips held keys)
+        // would have to give.
+        let seen = state.resolutions();
         if !state.is_held() && state.error().is_none() {
             // Acquire: one more claim by the loop, then its answer (a
             // failure to find out is reported as it is).
-            let seen = state.resolutions();
             self.shared.wake.notify_one();
             self.resolved_after(&state, seen).await?;
         }

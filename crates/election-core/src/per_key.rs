@@ -29,8 +29,18 @@ pub struct PerKeyClaims<C: Claim> {
     make: MakeClaim<C>,
     poll_interval: Duration,
     candidates: Mutex<HashMap<ElectionName, Arc<Candidate<C>>>>,
-    terms: Mutex<HashMap<ElectionName, Arc<Term<C>>>>,
+    terms: Arc<Mutex<HashMap<ElectionName, Arc<Term<C>>>>>,
     reporter: OnceLock<HoldReporter>,
+    waiting: Arc<Waiting<C>>,
+}
+
+/// The campaigns of keys held elsewhere, run in the background so a key is
+/// won the moment the backend's own wake-up (a freed lock) allows.
+struct Waiting<C: Claim> {
+    campaigns: Mutex<HashMap<ElectionName, tokio::task::JoinHandle<()>>>,
+    /// Terms won by a background campaign, until the next claim step.
+    won: Mutex<HashMap<ElectionName, Term<C>>>,
+    woken: tokio::sync::Notify,
 }
 
 impl<C: Claim> std::fmt::Debug for PerKeyClaims<C> {
@@ -54,22 +64,20 @@ impl<C: Claim> PerKeyClaims<C> {
             make: Box::new(make),
             poll_interval: DEFAULT_POLL_INTERVAL,
             candidates: Mutex::new(HashMap::new()),
-            terms: Mutex::new(HashMap::new()),
+            terms: Arc::new(Mutex::new(HashMap::new())),
             reporter: OnceLock::new(),
+            waiting: Arc::new(Waiting {
+                campaigns: Mutex::new(HashMap::new()),
+                won: Mutex::new(HashMap::new()),
+                woken: tokio::sync::Notify::new(),
+            }),
         }
     }
 
     /// Sets each key's campaign poll interval (see
     /// [`Candidate::with_poll_interval`]).
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, ConfigError> {
-        // Validated the same way as a candidate's.
-        if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "poll_interval",
-                reason: format!("{poll_interval:?} is not between 1ms and 1h"),
-            });
-        }
-        self.poll_interval = poll_interval;
+        self.poll_interval = crate::campaign::check_poll_interval(poll_interval)?;
         Ok(self)
     }
 
@@ -88,18 +96,56 @@ impl<C: Claim> PerKeyClaims<C> {
     /// One try of one key's campaign.
     async fn claim_one(&self, key: &ElectionName) -> Result<Claimed, Error> {
         let candidate = self.candidate(key)?;
-        let Some(term) = candidate.try_campaign().await? else {
-            return Ok(Claimed::HeldBy(candidate.leader().await.ok().flatten()));
+        let won = lock(&self.waiting.won).remove(key);
+        // A term won in the background may have been taken since: checked.
+        let won = match won {
+            Some(term) if term.confirm().await.is_ok() => Some(term),
+            _ => None,
+        };
+        let term = match won {
+            Some(term) => term,
+            None => match candidate.try_campaign().await? {
+                Some(term) => term,
+                None => {
+                    self.campaign_in_background(key, &candidate);
+                    return Ok(Claimed::HeldBy(candidate.leader().await.ok().flatten()));
+                }
+            },
         };
         let won = Won {
             epoch: term.epoch(),
             valid_until: term.valid_until(),
         };
         if let Some(reporter) = self.reporter.get() {
-            tokio::spawn(mirror(term.state().clone(), key.clone(), reporter.clone()));
+            let terms = self.terms.clone();
+            let (state, key, reporter) = (term.state().clone(), key.clone(), reporter.clone());
+            tokio::spawn(async move {
+                mirror(&state, &key, reporter).await;
+                // Ended: a lost term is dropped at once (its attempt closes).
+                let mut terms = lock(&terms);
+                if terms.get(&key).is_some_and(|t| t.epoch() == state.epoch) {
+                    terms.remove(&key);
+                }
+            });
         }
         lock(&self.terms).insert(key.clone(), Arc::new(term));
         Ok(Claimed::Won(won))
+    }
+
+    /// Starts a campaign for `key` unless one runs: its win wakes the set.
+    fn campaign_in_background(&self, key: &ElectionName, candidate: &Arc<Candidate<C>>) {
+        let mut campaigns = lock(&self.waiting.campaigns);
+        if campaigns.get(key).is_some_and(|c| !c.is_finished()) {
+            return;
+        }
+        let (waiting, candidate, name) = (self.waiting.clone(), candidate.clone(), key.clone());
+        let task = tokio::spawn(async move {
+            if let Ok(term) = candidate.campaign().await {
+                lock(&waiting.won).insert(name, term);
+                waiting.woken.notify_one();
+            }
+        });
+        campaigns.insert(key.clone(), task);
     }
 
     fn term(&self, key: &ElectionName, epoch: Epoch) -> Option<Arc<Term<C>>> {
@@ -116,19 +162,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Mirrors a held term's renewals and its end (a loss, its validity run
 /// out, or its release) into the set, until the term ends.
-async fn mirror(state: Arc<TermState>, key: ElectionName, reporter: HoldReporter) {
+async fn mirror(state: &TermState, key: &ElectionName, reporter: HoldReporter) {
     let mut status = state.subscribe();
     let lost = state.lost();
     tokio::pin!(lost);
     loop {
         let valid_until = status.borrow_and_update().valid_until;
         if let Some(until) = valid_until {
-            reporter.renewed(&key, state.epoch, until);
+            reporter.renewed(key, state.epoch, until);
         }
         tokio::select! {
             biased;
             lost = &mut lost => {
-                reporter.lose(&key, state.epoch, lost.reason);
+                reporter.lose(key, state.epoch, lost.reason);
                 return;
             }
             changed = status.changed() => {
@@ -150,7 +196,20 @@ impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
     }
 
     async fn claim(&self, keys: &[ElectionName]) -> Vec<Result<Claimed, Error>> {
-        futures::future::join_all(keys.iter().map(|k| self.claim_one(k))).await
+        let mut answers = futures::future::join_all(keys.iter().map(|k| self.claim_one(k))).await;
+        // A term lost while the other keys were tried is not answered won
+        // (checked last, with no await before the set records the wins).
+        for (key, answer) in keys.iter().zip(answers.iter_mut()) {
+            if let Ok(Claimed::Won(won)) = answer
+                && self.term(key, won.epoch).is_none_or(|t| t.is_lost())
+            {
+                *answer = Ok(Claimed::HeldBy(None));
+                if let Ok(candidate) = self.candidate(key) {
+                    self.campaign_in_background(key, &candidate);
+                }
+            }
+        }
+        answers
     }
 
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), Error> {
@@ -167,12 +226,25 @@ impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
         futures::future::join_all(terms.iter().map(|t| t.resign())).await;
     }
 
+    /// Until a background campaign won its key (the backend's wake-up,
+    /// e.g. a freed lock), or one poll interval.
     async fn wait(&self) {
-        tokio::time::sleep(self.poll_interval).await;
+        tokio::select! {
+            () = self.waiting.woken.notified() => {}
+            () = tokio::time::sleep(self.poll_interval) => {}
+        }
     }
 
-    /// Drops what is left (terms of lost keys: their attempts close).
+    /// Stops the background campaigns (each closes its attempt) and drops
+    /// what is left: terms won in the background and not yet handed to the
+    /// set, terms of lost keys (their attempts close, giving up any claim).
     async fn close(&self) {
+        let campaigns: Vec<_> = lock(&self.waiting.campaigns).drain().collect();
+        for (_, task) in campaigns {
+            task.abort();
+            let _ = task.await;
+        }
+        lock(&self.waiting.won).clear();
         lock(&self.terms).clear();
         lock(&self.candidates).clear();
     }

@@ -202,3 +202,34 @@ proptest! {
         })?;
     }
 }
+
+/// A key held elsewhere is won on the backend's own wake-up (the memory
+/// backend's vacancy notice, the file backend's freed lock), not after a
+/// poll interval: with an hour's poll on the paused clock, the key moves
+/// while virtual time has hardly advanced.
+#[tokio::test(start_paused = true)]
+async fn a_key_held_elsewhere_is_won_on_the_backends_wake_up() {
+    let backend = MemoryBackend::new();
+    let other = election_core::Candidate::new(backend.claim("k", "b").unwrap())
+        .campaign()
+        .await
+        .unwrap();
+    let b = backend.clone();
+    let a = LeaseSet::new(
+        PerKeyClaims::new(Identity::new("a").unwrap(), move |key| {
+            b.claim(key.as_str(), "a")
+        })
+        .with_poll_interval(Duration::from_secs(3600))
+        .unwrap(),
+    );
+    assert!(!a.ask("k").await.unwrap());
+    let start = tokio::time::Instant::now();
+    other.resign().await.unwrap();
+    until("a to win k", || a.held("k")).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "won only after {:?}",
+        start.elapsed()
+    );
+    a.close().await;
+}

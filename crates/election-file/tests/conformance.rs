@@ -60,3 +60,34 @@ impl Backend for Files {
 }
 
 election_testkit::conformance_tests!(Files::new());
+
+impl election_testkit::keyed::KeyedBackend for Files {
+    type Keys = election_core::PerKeyClaims<FileClaim>;
+
+    /// `FileElection::lease_set`'s claims, polling every 20 ms.
+    async fn keys(&self, identity: &str) -> Result<Self::Keys, Error> {
+        let election = self.election();
+        let id = identity.to_owned();
+        let keys =
+            election_core::PerKeyClaims::new(election_core::Identity::new(identity)?, move |key| {
+                election
+                    .claim(key.as_str(), &id)
+                    .map_err(|e| e.into_core(key))
+            });
+        Ok(keys.with_poll_interval(Duration::from_millis(20))?)
+    }
+
+    /// A file lock is lost only by tampering with its claim file, which
+    /// rule 2 does not cover: a waiting set locks the new file at once,
+    /// before the holder's tamper check can see the old one replaced (the
+    /// keyed suite's checker then finds the key held twice). So the loss
+    /// cases only check that nothing is lost; the single suite covers the
+    /// tamper check.
+    async fn take_away(&self, _key: &str) -> bool {
+        false
+    }
+}
+
+mod keyed {
+    election_testkit::keyed_conformance_tests!(super::Files::new());
+}

@@ -27,9 +27,12 @@ pub trait KeyedBackend: Send + Sync {
     /// over between sets made by different calls.
     fn keys(&self, identity: &str) -> impl Future<Output = Result<Self::Keys, Error>> + Send;
 
-    /// Takes `key` away from its holder the way this backend can lose one.
-    /// Returns false if the backend has no such way (the cases then only
-    /// check that nothing is lost).
+    /// Takes `key` away from its holder the way this backend loses one
+    /// within rule 2: the holder's loss is reported before another set
+    /// could win the key (a checker asserts that no key is ever held by
+    /// two sets). Returns false if the backend has no such way, e.g. only
+    /// a tamper that rule 2 does not cover (the cases then only check that
+    /// nothing is lost).
     fn take_away(&self, key: &str) -> impl Future<Output = bool> + Send;
 }
 
