@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::claim::End;
 use crate::term::{Held, TermState};
-use crate::{Claim, ConfigError, Error, Leader, LossReporter, Term};
+use crate::{Claim, ConfigError, Error, Leader, Term, TermReporter};
 
 /// The default time between two tries on backends without a wake-up.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -305,7 +305,7 @@ impl<C: Claim> Candidate<C> {
                     won.valid_until,
                 );
                 let watch =
-                    match claim.watch(guard.attempt(), won, LossReporter::new(state.clone())) {
+                    match claim.watch(guard.attempt(), won, TermReporter::new(state.clone())) {
                         Ok(w) => w,
                         Err(e) => {
                             guard.close(End::Failed);

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::{ElectionName, Epoch, Error, Identity, LossReporter};
+use crate::{ElectionName, Epoch, Error, Identity, TermReporter};
 
 /// A claim won by [`Claim::try_claim`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,19 +65,19 @@ pub enum End {
 ///
 /// The core drops the watch when the term ends, before it calls
 /// [`Claim::release`] or [`Claim::close`].
-pub struct Watch {
+pub struct WatchGuard {
     _guard: Option<Box<dyn Send + Sync>>,
 }
 
-impl Watch {
+impl WatchGuard {
     /// A watch with nothing to stop (for claims nothing can take away).
     pub fn none() -> Self {
-        Watch { _guard: None }
+        WatchGuard { _guard: None }
     }
 
     /// A watch that stops when `guard` is dropped.
     pub fn new(guard: impl Send + Sync + 'static) -> Self {
-        Watch {
+        WatchGuard {
             _guard: Some(Box::new(guard)),
         }
     }
@@ -90,13 +90,13 @@ impl Watch {
                 self.0.abort();
             }
         }
-        Watch::new(AbortOnDrop(handle))
+        WatchGuard::new(AbortOnDrop(handle))
     }
 }
 
-impl std::fmt::Debug for Watch {
+impl std::fmt::Debug for WatchGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watch")
+        f.debug_struct("WatchGuard")
             .field("active", &self._guard.is_some())
             .finish()
     }
@@ -124,7 +124,7 @@ impl std::fmt::Debug for Watch {
 ///    strictly higher than every epoch handed out before it for the same
 ///    election, across crashes and restarts of candidates and backend.
 /// 2. **A loss is reported before the claim can go to another candidate.**
-///    `watch` calls [`LossReporter::lose`] before the backend could grant
+///    `watch` calls [`TermReporter::lose`] before the backend could grant
 ///    the claim to anyone else. A claim that expires is renewed early, and
 ///    its validity is counted on a monotonic clock from the instant *before*
 ///    the renewal was sent, minus a safety margin.
@@ -181,14 +181,14 @@ pub trait Claim: Send + Sync + 'static {
 
     /// Starts watching a won claim for the length of its term. Reports a
     /// loss through `reporter` (rule 2) and each renewal through
-    /// [`LossReporter::renewed`]. The returned [`Watch`] is dropped when the
+    /// [`TermReporter::renewed`]. The returned [`WatchGuard`] is dropped when the
     /// term ends.
     fn watch(
         &self,
         attempt: &mut Self::Attempt,
         won: Won,
-        reporter: LossReporter,
-    ) -> Result<Watch, Error>;
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, Error>;
 
     /// The commit-point check: proves, as exactly as the backend can, that
     /// the attempt's won claim is still held *now*, right before an

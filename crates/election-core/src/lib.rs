@@ -74,7 +74,7 @@ mod term;
 mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
-pub use claim::{Claim, End, Leader, Watch, Won};
+pub use claim::{Claim, End, Leader, WatchGuard, Won};
 pub use election::Election;
 pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
 pub use epoch::{Epoch, ParseEpochError};
@@ -86,5 +86,5 @@ pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
 pub use per_key::PerKeyClaims;
 pub use renewal::{RenewalPolicy, Renewed, renew_until_lost};
-pub use term::{LossReporter, Term, TermLease};
+pub use term::{Term, TermLease, TermReporter};
 pub use write_token::{WriteToken, unguarded};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{ConfigError, Error, LossReason, LossReporter};
+use crate::{ConfigError, Error, LossReason, TermReporter};
 
 /// How a claim that expires is renewed: the numbers [`Renewal`] decides by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,12 +235,12 @@ pub enum Renewed {
 /// itself catch up on an earlier renewal whose answer was lost.
 ///
 /// Cancel safety: cancel safe (drop it to stop renewing, e.g. when the
-/// [`Watch`](crate::Watch) is dropped); a renewal cut off mid-flight has an
+/// [`WatchGuard`](crate::WatchGuard) is dropped); a renewal cut off mid-flight has an
 /// unknown outcome, which is safe: only landed renewals count.
 pub async fn renew_until_lost<F>(
     policy: RenewalPolicy,
     valid_until: Instant,
-    reporter: &LossReporter,
+    reporter: &TermReporter,
     mut renew_once: impl FnMut(Duration) -> F,
 ) -> Option<LossReason>
 where
@@ -423,14 +423,14 @@ mod tests {
 
     fn term_reporter(
         valid_until: Instant,
-    ) -> (LossReporter, std::sync::Arc<crate::term::TermState>) {
+    ) -> (TermReporter, std::sync::Arc<crate::term::TermState>) {
         let state = crate::term::TermState::new(
             crate::ElectionName::new("jobs").unwrap(),
             crate::Identity::new("a").unwrap(),
             crate::Epoch::FIRST,
             Some(valid_until),
         );
-        (LossReporter::new(state.clone()), state)
+        (TermReporter::new(state.clone()), state)
     }
 
     /// The driver: one landed renewal (sent at 300 ms) moves the deadline

@@ -1,4 +1,4 @@
-//! The [`Term`] a winner holds, its shared state and the [`LossReporter`]
+//! The [`Term`] a winner holds, its shared state and the [`TermReporter`]
 //! a backend's watch uses.
 
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::claim::{End, Watch};
+use crate::claim::{End, WatchGuard};
 use crate::{Claim, ElectionName, Epoch, Error, Identity, Lease, LeaseLost, LossReason};
 
 /// Where a term is in its life, as the backend sees it: this decides
@@ -263,13 +263,13 @@ impl TermState {
 /// Cheap to clone. Reports after the term ended (by resign or drop) are
 /// ignored.
 #[derive(Clone, Debug)]
-pub struct LossReporter {
+pub struct TermReporter {
     state: Arc<TermState>,
 }
 
-impl LossReporter {
+impl TermReporter {
     pub(crate) fn new(state: Arc<TermState>) -> Self {
-        LossReporter { state }
+        TermReporter { state }
     }
 
     /// Reports that the claim was lost (rule 2: before the backend could
@@ -334,7 +334,7 @@ impl Lease for TermLease {
 pub(crate) struct Held<C: Claim> {
     pub(crate) claim: Arc<C>,
     pub(crate) attempt: Option<C::Attempt>,
-    pub(crate) watch: Option<Watch>,
+    pub(crate) watch: Option<WatchGuard>,
     pub(crate) state: Arc<TermState>,
 }
 

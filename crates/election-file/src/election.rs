@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use election_core::{
     Candidate, Claim, ConfigError, ElectionName, End, Epoch, Identity, Leader, LeaseSet,
-    LossReason, LossReporter, PerKeyClaims, Watch, Won,
+    LossReason, PerKeyClaims, TermReporter, WatchGuard, Won,
 };
 
 use crate::claimfile::{self, Paths};
@@ -447,8 +447,8 @@ impl Claim for FileClaim {
         &self,
         attempt: &mut FileAttempt,
         won: Won,
-        reporter: LossReporter,
-    ) -> Result<Watch, election_core::Error> {
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, election_core::Error> {
         let file = attempt
             .file
             .as_ref()
@@ -461,7 +461,7 @@ impl Claim for FileClaim {
         let (dev, ino) = (ours.dev(), ours.ino());
         let paths = self.paths.clone();
         let interval = self.tamper_check_interval;
-        Ok(Watch::task(tokio::spawn(async move {
+        Ok(WatchGuard::task(tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             tick.tick().await;
             loop {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use election_core::{
-    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, LossReporter, RenewalPolicy,
-    Renewed, Watch, Won, renew_until_lost,
+    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, RenewalPolicy, Renewed,
+    TermReporter, WatchGuard, Won, renew_until_lost,
 };
 use futures::StreamExt;
 use tokio::sync::Mutex;
@@ -566,8 +566,8 @@ impl Claim for NatsClaim {
         &self,
         attempt: &mut NatsAttempt,
         won: Won,
-        reporter: LossReporter,
-    ) -> Result<Watch, election_core::Error> {
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, election_core::Error> {
         let valid_until = won
             .valid_until
             .ok_or_else(|| election_core::Error::NotHeld {
@@ -581,7 +581,7 @@ impl Claim for NatsClaim {
             nonce: attempt.nonce,
             holding: attempt.holding.clone(),
         };
-        Ok(Watch::task(tokio::spawn(
+        Ok(WatchGuard::task(tokio::spawn(
             renewal.run(valid_until, reporter),
         )))
     }
@@ -770,7 +770,7 @@ impl Renewal {
     /// Renews on the core's renewal driver (rule 2: the loss at, never
     /// after, the deadline of the last renewal known to have landed);
     /// a refusal takes the holding before the loss is reported.
-    async fn run(self, valid_until: Instant, reporter: LossReporter) {
+    async fn run(self, valid_until: Instant, reporter: TermReporter) {
         let options = &self.conn.options;
         let policy = RenewalPolicy::new(options.validity(), options.renew_every())
             .and_then(|p| {

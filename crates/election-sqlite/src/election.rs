@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use election_core::{
-    Candidate, Claim, ConfigError, ElectionName, End, Identity, Leader, LeaseSet, LossReporter,
-    Watch, Won,
+    Candidate, Claim, ConfigError, ElectionName, End, Identity, Leader, LeaseSet, TermReporter,
+    WatchGuard, Won,
 };
 use sqlx::SqlitePool;
 
@@ -363,14 +363,14 @@ impl Claim for SqliteClaim {
         &self,
         attempt: &mut SqliteAttempt,
         won: Won,
-        reporter: LossReporter,
-    ) -> Result<Watch, election_core::Error> {
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, election_core::Error> {
         let valid_until = won
             .valid_until
             .ok_or_else(|| election_core::Error::NotHeld {
                 name: self.name.clone(),
             })?;
-        Ok(Watch::task(tokio::spawn(renewal::renew_term(
+        Ok(WatchGuard::task(tokio::spawn(renewal::renew_term(
             self.inner.clone(),
             self.name.clone(),
             attempt.nonce,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use election_core::{
-    ElectionName, Epoch, LossReason, LossReporter, RenewalPolicy, Renewed, renew_until_lost,
+    ElectionName, Epoch, LossReason, RenewalPolicy, Renewed, TermReporter, renew_until_lost,
 };
 use tokio::time::Instant;
 
@@ -22,7 +22,7 @@ pub(crate) async fn renew_term(
     nonce: i64,
     epoch: Epoch,
     valid_until: Instant,
-    reporter: LossReporter,
+    reporter: TermReporter,
 ) {
     let options = ctx.options;
     let Ok(policy) = RenewalPolicy::new(options.validity(), options.renew_interval()) else {

@@ -19,7 +19,7 @@
 //! ```
 //! use std::sync::{Arc, Mutex};
 //! use election_core::{
-//!     Candidate, Claim, ElectionName, End, Epoch, Error, Identity, Leader, LossReporter, Watch,
+//!     Candidate, Claim, ElectionName, End, Epoch, Error, Identity, Leader, TermReporter, WatchGuard,
 //!     Won,
 //! };
 //!
@@ -69,8 +69,8 @@
 //!         Ok(Some(Won { epoch, valid_until: None }))
 //!     }
 //!     // Rule 2: nothing can take this claim away, so nothing to watch.
-//!     fn watch(&self, _: &mut (), _: Won, _: LossReporter) -> Result<Watch, Error> {
-//!         Ok(Watch::none())
+//!     fn watch(&self, _: &mut (), _: Won, _: TermReporter) -> Result<WatchGuard, Error> {
+//!         Ok(WatchGuard::none())
 //!     }
 //!     async fn release(&self, _: &mut ()) -> Result<(), Error> {
 //!         self.free();

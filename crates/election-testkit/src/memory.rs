@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use election_core::{
     Claim, Claimed, ElectionName, End, Epoch, Error, HeldKey, HoldReporter, Identity, KeyedClaims,
-    Leader, LossReason, LossReporter, RenewalPolicy, Watch, Won,
+    Leader, LossReason, RenewalPolicy, TermReporter, WatchGuard, Won,
 };
 
 /// A step of the [`Claim`] trait, as recorded and as faults are injected.
@@ -87,7 +87,7 @@ struct Holding {
 
 /// Who hears of a holding's loss.
 enum Reporter {
-    Term(LossReporter),
+    Term(TermReporter),
     Key(HoldReporter),
 }
 
@@ -437,8 +437,8 @@ impl Claim for MemoryClaim {
         &self,
         attempt: &mut MemoryAttempt,
         _won: Won,
-        reporter: LossReporter,
-    ) -> Result<Watch, Error> {
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, Error> {
         self.backend.fault(Step::Watch, &self.name)?;
         let mut reg = self.backend.lock();
         match reg
@@ -454,7 +454,7 @@ impl Claim for MemoryClaim {
                 });
             }
         }
-        Ok(Watch::none())
+        Ok(WatchGuard::none())
     }
 
     async fn confirm(&self, attempt: &mut MemoryAttempt) -> Result<(), Error> {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use election_core::{
     Claim, ConfigError, ElectionName, End, Epoch, Error as CoreError, Identity, Leader, LeaseSet,
-    LossReporter, PerKeyClaims, Watch, Won, WriteToken,
+    PerKeyClaims, TermReporter, WatchGuard, Won, WriteToken,
 };
 use election_file::{FileClaim, FileElection};
 use election_nats::{NatsClaim, NatsElection, NatsLeases};
@@ -128,8 +128,8 @@ impl Claim for AnyClaim {
         &self,
         attempt: &mut AnyAttempt,
         won: Won,
-        reporter: LossReporter,
-    ) -> Result<Watch, CoreError> {
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, CoreError> {
         both!(self, attempt, |c, a| Claim::watch(c, a, won, reporter))
     }
 
