@@ -79,8 +79,3 @@ pub use error::Error;
 pub use fence::SqliteFence;
 pub use lease_set::SqliteLeases;
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};
-
-/// The README's examples, compiled as doctests.
-#[doc = include_str!("../../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;

@@ -66,3 +66,9 @@ pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend};
 pub use error::{Error, ParseError};
 pub use open::Settings;
 pub use url::{BackendUrl, NATS_OPTIONS, NatsUrl, REDACTED, Secret, WithSecrets, redact};
+
+/// The README's examples, compiled as doctests here: the one crate that
+/// sees every backend (the backends never depend on each other).
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
