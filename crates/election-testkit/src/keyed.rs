@@ -258,6 +258,23 @@ pub async fn keyed_guard_at_commit_point<B: KeyedBackend>(b: &B) {
     a.close().await;
 }
 
+/// Two sets share keys: each wins the half it asks about first, nothing
+/// moves while both want every key, and when one closes the other takes
+/// every key in later terms; no key is ever held by both
+/// ([`lease_sets_share_keys`](crate::conformance::lease_sets_share_keys)).
+pub async fn keyed_sets_share_keys_and_hand_over_on_close<B: KeyedBackend>(b: &B) {
+    let (a, c) = (set(b, "node-a").await, set(b, "node-b").await);
+    let keys: Vec<String> = (0..4).map(|i| format!("shard-{i}")).collect();
+    let before =
+        crate::conformance::lease_sets_share_keys(a, c.clone(), &keys, Duration::from_millis(300))
+            .await;
+    for (k, epoch) in keys.iter().zip(before) {
+        let epoch = epoch.expect("a held its half");
+        assert!(c.epoch(k) > Some(epoch), "{k}: b's term after a's {epoch}");
+    }
+    c.close().await;
+}
+
 /// Expands to one `#[tokio::test]` per lease-set conformance case, each
 /// with a backend made by `$factory` (an expression evaluated per test).
 #[macro_export]
@@ -271,7 +288,8 @@ macro_rules! keyed_conformance_tests {
             keyed_no_release_after_loss,
             keyed_close_after_every_end,
             keyed_ended_reads_lost,
-            keyed_guard_at_commit_point
+            keyed_guard_at_commit_point,
+            keyed_sets_share_keys_and_hand_over_on_close
         );
     };
     (@case $factory:expr; $($case:ident),*) => {
