@@ -50,6 +50,8 @@ mod fence;
 mod file;
 mod memory;
 mod resource;
+#[cfg(test)]
+mod test_support;
 mod token;
 
 pub use error::Error;
