@@ -685,6 +685,14 @@ mod tests {
         assert!(may_take_over(&mut seen, a, 2, 1, 10_000, ttl, at(10_000)));
     }
 
+    /// No row, with `epoch` recorded by a term of a 5 s TTL.
+    fn vanished(epoch: i64) -> Found {
+        Found::Vanished {
+            epoch,
+            ttl_ms: 5000,
+        }
+    }
+
     fn held(version: i64) -> Found {
         Found::Held {
             holder: "a".into(),
@@ -705,10 +713,7 @@ mod tests {
         // A row gone while an epoch is recorded: a full TTL (the longer of
         // this contender's and the last term's) from the first sight.
         let mut seen = None;
-        let gone = Found::Vanished {
-            epoch: 3,
-            ttl_ms: 5000,
-        };
+        let gone = vanished(3);
         assert!(!may_claim(&mut seen, &gone, ttl, at(0)));
         assert!(!may_claim(&mut seen, &gone, ttl, at(4999)));
         assert!(may_claim(&mut seen, &gone, ttl, at(5000)));
@@ -717,10 +722,7 @@ mod tests {
         // 1): the wait for term 4's holder starts when it is first seen.
         let mut seen = None;
         assert!(!may_claim(&mut seen, &gone, ttl, at(0)));
-        let gone_again = Found::Vanished {
-            epoch: 4,
-            ttl_ms: 5000,
-        };
+        let gone_again = vanished(4);
         assert!(!may_claim(&mut seen, &gone_again, ttl, at(5000)));
         assert!(!may_claim(&mut seen, &gone_again, ttl, at(9999)));
         assert!(may_claim(&mut seen, &gone_again, ttl, at(10_000)));
