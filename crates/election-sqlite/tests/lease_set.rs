@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{Epoch, Error, unguarded};
-use election_sqlite::{SqliteElection, SqliteOptions};
+use election_sqlite::{LeaseSet, SqliteElection, SqliteLeases, SqliteOptions};
 use fencing::{ResourceName, Token};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -168,32 +168,27 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
-    // a writes through the fence in the key's own resource; the token it
-    // used outlives the guard, as a delayed write's would.
-    let late: Token = a
-        .guard("k", async |t| {
+    // A fenced insert of `v` in the key's own resource, in `set`'s term
+    // of k; the token it used outlives the guard, as a delayed write's
+    // would.
+    let guarded_insert = async |set: &LeaseSet<SqliteLeases>, v| -> Token {
+        set.guard("k", async |t| {
             assert_eq!(ResourceName::for_key(t.key()).as_str(), "k");
             let token = Token::from(&t);
-            common::fenced_insert(&e, t.key().as_str(), token, 1)
+            common::fenced_insert(&e, t.key().as_str(), token, v)
                 .await
                 .map(|()| token)
         })
         .await
-        .expect("a's guard")
-        .expect("a's write is accepted");
+        .expect("guard")
+        .unwrap_or_else(|e| panic!("the write of {v} is refused: {e:?}"))
+    };
+    // a writes first.
+    let late = guarded_insert(&a, 1).await;
 
     a.close().await;
     until("b to take k", || b.held("k")).await;
-    let b_token = b
-        .guard("k", async |t| {
-            let token = Token::from(&t);
-            common::fenced_insert(&e, t.key().as_str(), token, 2)
-                .await
-                .map(|()| token)
-        })
-        .await
-        .expect("b's guard")
-        .expect("b's write is accepted");
+    let b_token = guarded_insert(&b, 2).await;
     assert!(b_token > late, "b's term is later");
     assert_eq!(Some(b_token.epoch()), b.epoch("k"));
 
