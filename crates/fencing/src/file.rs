@@ -469,6 +469,13 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
+    /// A fence in a new temporary directory (kept as long as the first).
+    fn fresh() -> (tempfile::TempDir, FileFence) {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        (tmp, fence)
+    }
+
     /// Tries to lock `path` from a new open of the file, without waiting:
     /// `Some(file)` holds the lock, `None` means someone else holds it.
     fn try_lock(path: &Path) -> Option<File> {
@@ -515,8 +522,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_lock_is_held_across_the_write_and_the_mark_is_durable_first() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         let lock_path = tmp.path().join("r.fence.lock");
         let mark_path = tmp.path().join("r.fence");
@@ -535,8 +541,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stale_write_never_runs() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         fence.advance(&r, t(5)).await.unwrap();
         let ran = AtomicBool::new(false);
@@ -550,8 +555,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreadable_mark_is_corrupt_never_absent() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         for bad in [
             "",
@@ -598,8 +602,7 @@ mod tests {
 
     #[tokio::test]
     async fn io_failures_are_unavailable_with_the_io_error() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         // A directory where the mark file should be cannot be read.
         fs::create_dir(tmp.path().join("r.fence")).unwrap();
         let err = fence.advance(&res("r"), t(1)).await.unwrap_err();
@@ -614,8 +617,7 @@ mod tests {
 
     #[tokio::test]
     async fn dropping_fenced_during_the_write_unlocks() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         drop_during_the_write(&fence, &r, t(2)).await;
         assert!(try_lock(&tmp.path().join("r.fence.lock")).is_some());
@@ -624,8 +626,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_abandoned_waiter_releases_the_lock_and_leaves_the_mark() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         let other = try_lock(&tmp.path().join("r.fence.lock")).expect("free at first");
         {
@@ -670,8 +671,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn tasks_sharing_one_handle_write_one_at_a_time() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (_tmp, fence) = fresh();
         let inside = Arc::new(AtomicUsize::new(0));
         let mut tasks = tokio::task::JoinSet::new();
         for n in 1..=8 {
