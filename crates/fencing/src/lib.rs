@@ -48,6 +48,7 @@ mod error;
 mod fence;
 #[cfg(target_os = "linux")]
 mod file;
+mod issue;
 mod memory;
 mod resource;
 #[cfg(test)]

@@ -3,9 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use election_core::{Epoch, Lease, LeaseLost, LossReason, ParseEpochError};
-
-use crate::Error;
+use election_core::{Epoch, ParseEpochError};
 
 /// The proof a writer presents with every write: the epoch of its term.
 ///
@@ -31,44 +29,6 @@ use crate::Error;
 pub struct Token(Epoch);
 
 impl Token {
-    /// The token of `lease`'s term, or [`Error::Lost`] if the lease reads
-    /// lost: the term was lost, or it has ended by resign or drop (with
-    /// [`LossReason::Resigned`] or [`LossReason::Dropped`]; from the moment
-    /// the resign began, before its release is sent), also once a later
-    /// term has begun.
-    ///
-    /// A token issued here is not a promise that the term still holds when
-    /// the write arrives: that is what the store's high-water mark checks.
-    /// Refusing lost leases only saves a write that would be pointless.
-    ///
-    /// To report why the lease was lost, this polls [`Lease::lost`] once,
-    /// without waiting, when it runs inside a Tokio runtime; a lease whose
-    /// reason is not ready at once (or a call outside a runtime) gets a
-    /// generic [`LossReason::Revoked`].
-    ///
-    /// ```
-    /// use election_core::{Candidate, Lease};
-    /// use election_testkit::memory::MemoryBackend;
-    /// use fencing::{Error, Token};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let backend = MemoryBackend::new();
-    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
-    /// assert_eq!(Token::issue(&term)?.epoch(), term.epoch());
-    ///
-    /// backend.revoke("jobs");
-    /// assert!(matches!(Token::issue(&term), Err(Error::Lost(_))));
-    /// # Ok(()) }
-    /// ```
-    pub fn issue(lease: &impl Lease) -> Result<Token, Error> {
-        let epoch = lease.epoch();
-        if lease.is_lost() {
-            return Err(Error::Lost(loss_of(lease)));
-        }
-        Ok(Token(epoch))
-    }
-
     /// The token of the term numbered `epoch`, for stores and tools that
     /// read epochs from elsewhere.
     pub const fn from_epoch(epoch: Epoch) -> Token {
@@ -79,18 +39,6 @@ impl Token {
     pub const fn epoch(self) -> Epoch {
         self.0
     }
-}
-
-/// The reason a lease that reports itself lost was lost, without waiting.
-fn loss_of(lease: &impl Lease) -> LeaseLost {
-    lease.loss().unwrap_or_else(|| LeaseLost {
-        name: lease.name().clone(),
-        identity: lease.identity().clone(),
-        epoch: lease.epoch(),
-        reason: LossReason::Revoked {
-            detail: "the lease reports itself lost without a reason".into(),
-        },
-    })
 }
 
 impl From<Epoch> for Token {
@@ -111,7 +59,7 @@ impl From<Epoch> for Token {
 /// ([`Epoch::UNGUARDED`](election_core::Epoch::UNGUARDED)), lower than the
 /// epoch of every term on every backend (terms start at 2,
 /// [`Epoch::FIRST`]): a fence that has accepted any guarded write refuses it
-/// with [`Error::Stale`], also during the key's first term.
+/// with [`Error::Stale`](crate::Error::Stale), also during the key's first term.
 ///
 /// ```
 /// use election_core::{unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
@@ -173,68 +121,9 @@ impl FromStr for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use election_core::{Candidate, ElectionName, Identity};
+    use election_core::{Candidate, Identity};
     use election_testkit::memory::MemoryBackend;
     use proptest::prelude::*;
-
-    #[tokio::test]
-    async fn issue_uses_the_epoch_and_refuses_a_lost_lease_with_its_reason() {
-        let backend = MemoryBackend::new();
-        let claim = backend.claim("jobs", "a").unwrap();
-        let term = Candidate::new(claim).campaign().await.unwrap();
-        let token = Token::issue(&term).unwrap();
-        assert_eq!(token.epoch(), term.epoch());
-        assert_eq!(Token::issue(&term.lease()).unwrap(), token);
-
-        assert!(backend.revoke("jobs"));
-        match Token::issue(&term) {
-            Err(Error::Lost(lost)) => {
-                assert_eq!(lost.epoch, term.epoch());
-                assert!(
-                    matches!(&lost.reason, LossReason::Revoked { detail } if detail.contains("memory backend")),
-                    "{lost:?}"
-                );
-            }
-            other => panic!("expected Lost, got {other:?}"),
-        }
-    }
-
-    /// A lease that says it is lost but gives no reason.
-    struct Silent;
-    impl Lease for Silent {
-        fn name(&self) -> &ElectionName {
-            static NAME: std::sync::OnceLock<ElectionName> = std::sync::OnceLock::new();
-            NAME.get_or_init(|| ElectionName::new("silent").unwrap())
-        }
-        fn identity(&self) -> &Identity {
-            static ID: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
-            ID.get_or_init(|| Identity::new("me").unwrap())
-        }
-        fn epoch(&self) -> Epoch {
-            Epoch::new(3).unwrap()
-        }
-        fn is_lost(&self) -> bool {
-            true
-        }
-        fn loss(&self) -> Option<LeaseLost> {
-            None
-        }
-        fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
-            std::future::pending()
-        }
-        fn valid_until(&self) -> Option<tokio::time::Instant> {
-            None
-        }
-    }
-
-    #[test]
-    fn issue_without_a_reason_still_refuses() {
-        let Err(Error::Lost(lost)) = Token::issue(&Silent) else {
-            panic!("a lost lease got a token");
-        };
-        assert_eq!(lost.epoch.get(), 3);
-        assert_eq!(lost.name.as_str(), "silent");
-    }
 
     #[tokio::test]
     async fn a_write_token_gives_its_epoch() {
