@@ -706,6 +706,33 @@ impl Opened {
     }
 }
 
+impl From<election_core::Error> for Failure {
+    /// Sorts every error into permanent (78, with a hint naming the fix)
+    /// or transient (69): by the backend error in the source chain where
+    /// there is one, else by the core's grouping (see ADR 0018).
+    fn from(e: election_core::Error) -> Self {
+        use election_core::Error as E;
+        let message = exit::chain(&e);
+        match e {
+            E::HeldElsewhere { .. } | E::NotHeld { .. } => {
+                return Failure::new(exit::NOT_ELECTED, message);
+            }
+            E::Lost(_) => return Failure::new(exit::LOST, message),
+            _ => {}
+        }
+        if let Some((code, hint)) = classify(&e) {
+            return Failure::new(code, message).hint(hint);
+        }
+        match e {
+            E::Config(_) => Failure::config(message).hint("fix the flags or the backend URL"),
+            E::Unavailable { .. } | E::OutcomeUnknown { .. } => Failure::new(exit::UNAVAILABLE, message)
+                .hint("check that the backend is reachable (server running, disk not full), then try again"),
+            E::Corrupt { .. } => Failure::new(exit::CONFIG, message).hint(REPAIR_HINT),
+            _ => Failure::new(exit::INTERNAL, message),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -745,5 +772,16 @@ mod tests {
         assert!(f.message.contains("colour"), "{}", f.message);
         let shown = shown_url(&parse_url("nats://u:s3cret@h:1?token=t0ken&bucket=b").unwrap());
         assert_eq!(shown, "nats://h:1?bucket=b");
+    }
+
+    #[test]
+    fn errors_map_to_what_the_caller_should_do() {
+        let name = election_core::ElectionName::new("jobs").unwrap();
+        let io = std::io::Error::other("connection refused");
+        let f = Failure::from(election_core::Error::unavailable(&name, io));
+        assert_eq!(f.code, exit::UNAVAILABLE);
+        assert!(f.message.contains("connection refused"), "{}", f.message);
+        let bad = election_core::Error::from(election_core::ConfigError::EpochExhausted);
+        assert_eq!(Failure::from(bad).code, exit::CONFIG);
     }
 }

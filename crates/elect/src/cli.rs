@@ -1,5 +1,6 @@
 //! The command line: `elect run`, `elect leader`, `elect observe`.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
@@ -158,14 +159,14 @@ Examples:
   elect man | man -l -
   elect man run | man -l -
   elect man --dir ~/.local/share/man/man1      # then: man elect, man elect-run")]
-    Man(crate::man::ManArgs),
+    Man(ManArgs),
     /// Print the completion script for SHELL on stdout.
     #[command(after_help = "\
 Examples:
   elect completions bash > ~/.local/share/bash-completion/completions/elect
   elect completions zsh > ~/.zfunc/_elect          # with fpath+=(~/.zfunc)
   elect completions fish > ~/.config/fish/completions/elect.fish")]
-    Completions(crate::man::CompletionsArgs),
+    Completions(CompletionsArgs),
 }
 
 /// Flags every subcommand has.
@@ -355,6 +356,26 @@ pub(crate) struct RepairEpochArgs {
     /// The epoch the record is set to (at least the highest token seen).
     #[arg(long, value_name = "EPOCH")]
     pub(crate) epoch: election_core::Epoch,
+}
+
+/// `elect man`.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// The page: elect (the default), or a subcommand's (run, leader,
+    /// observe, repair-epoch, ...), printed on stdout.
+    #[arg(value_name = "SUBCOMMAND")]
+    pub(crate) page: Option<String>,
+    /// Write every page (elect.1, elect-run.1, ...) into DIR instead.
+    #[arg(long, value_name = "DIR", conflicts_with = "page")]
+    pub(crate) dir: Option<PathBuf>,
+}
+
+/// `elect completions`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[cfg(test)]

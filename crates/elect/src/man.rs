@@ -2,32 +2,11 @@
 //! completions, generated from the same clap definition as `--help`.
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use clap::{Args, CommandFactory};
+use clap::CommandFactory;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::exit::{self, Failure};
-
-/// `elect man`.
-#[derive(Debug, Args)]
-pub(crate) struct ManArgs {
-    /// The page: elect (the default), or a subcommand's (run, leader,
-    /// observe, repair-epoch, ...), printed on stdout.
-    #[arg(value_name = "SUBCOMMAND")]
-    pub(crate) page: Option<String>,
-    /// Write every page (elect.1, elect-run.1, ...) into DIR instead.
-    #[arg(long, value_name = "DIR", conflicts_with = "page")]
-    pub(crate) dir: Option<PathBuf>,
-}
-
-/// `elect completions`.
-#[derive(Debug, Args)]
-pub(crate) struct CompletionsArgs {
-    /// The shell.
-    #[arg(value_enum)]
-    pub(crate) shell: clap_complete::Shell,
-}
 
 /// The command line, built (subcommands know their full names, such as
 /// `elect-run`).

@@ -21,13 +21,7 @@ pub(crate) struct Paths {
 
 /// Opens the claim file for locking, creating it if needed.
 pub(crate) fn open_claim_file(path: &Path) -> Result<File, Error> {
-    File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))
+    lock::open(path).map_err(|e| Error::io("open", path, e))
 }
 
 /// What the claim file holds once a term of its election was won: a

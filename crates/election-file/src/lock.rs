@@ -20,6 +20,17 @@ pub(crate) enum Kind {
     Exclusive,
 }
 
+/// Opens the file at `path` for locking (read and write), creating it if
+/// needed and keeping its contents.
+pub(crate) fn open(path: &std::path::Path) -> io::Result<File> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
 fn flock(kind: Option<Kind>) -> libc::flock {
     let l_type = match kind {
         Some(Kind::Shared) => libc::F_RDLCK,
@@ -74,21 +85,11 @@ pub(crate) fn exclusively_held(file: &File) -> io::Result<bool> {
 mod tests {
     use super::*;
 
-    fn open(path: &std::path::Path) -> File {
-        File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .unwrap()
-    }
-
     #[test]
     fn two_opens_in_one_process_conflict() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.lock");
-        let (a, b) = (open(&p), open(&p));
+        let (a, b) = (open(&p).unwrap(), open(&p).unwrap());
         assert!(try_lock(&a, Kind::Exclusive).unwrap());
         assert!(!try_lock(&b, Kind::Exclusive).unwrap());
         assert!(!try_lock(&b, Kind::Shared).unwrap());
@@ -110,9 +111,9 @@ mod tests {
     fn closing_the_file_frees_the_lock() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.lock");
-        let a = open(&p);
+        let a = open(&p).unwrap();
         assert!(try_lock(&a, Kind::Exclusive).unwrap());
-        let b = open(&p);
+        let b = open(&p).unwrap();
         drop(a);
         assert!(try_lock(&b, Kind::Exclusive).unwrap());
     }

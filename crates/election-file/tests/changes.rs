@@ -5,11 +5,17 @@
 
 use std::time::Duration;
 
-use election_core::Claim;
-use election_file::FileElection;
+use election_core::{Claim, Term};
+use election_file::{FileClaim, FileElection};
 
 /// Far longer than any wake-up; the test fails instead of hanging.
 const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The term `identity` wins in election `jobs`.
+async fn elected(election: &FileElection, identity: &str) -> Term<FileClaim> {
+    let candidate = election.candidate("jobs", identity).unwrap();
+    candidate.campaign().await.unwrap()
+}
 
 async fn woken(changes: &mut election_file::Changes, what: &str) {
     tokio::time::timeout(PATIENCE, changes.changed())
@@ -27,12 +33,7 @@ async fn a_reader_wakes_when_a_term_begins_and_ends() {
     assert_eq!(election.last_term("jobs").unwrap(), None);
 
     // Resign.
-    let term = election
-        .candidate("jobs", "a")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
+    let term = elected(&election, "a").await;
     woken(&mut changes, "a term's start").await;
     assert_eq!(
         reader.leader().await.unwrap().map(|l| l.epoch),
@@ -46,12 +47,7 @@ async fn a_reader_wakes_when_a_term_begins_and_ends() {
     }
 
     // Drop.
-    let term = election
-        .candidate("jobs", "b")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
+    let term = elected(&election, "b").await;
     assert!(term.epoch() > epoch);
     while reader.leader().await.unwrap().is_none() {
         woken(&mut changes, "the second term's start").await;

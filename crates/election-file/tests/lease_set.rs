@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{Epoch, unguarded};
-use election_file::FileElection;
+use election_file::{FileClaim, FileElection, LeaseSet, PerKeyClaims};
 use fencing::{Fence, FileFence, ResourceName, Token};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -120,33 +120,26 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
-    // a writes through the fence under the key's own resource; the token
-    // it used outlives the guard, as a delayed write's would.
-    let late: Token = a
-        .guard("k", async |t| {
+    // A write of `who` through the fence under the key's own resource, in
+    // `set`'s term of k; the token it used outlives the guard, as a delayed
+    // write's would.
+    let guarded_write = async |set: &LeaseSet<PerKeyClaims<FileClaim>>, who| -> Token {
+        set.guard("k", async |t| {
             let token = Token::from(&t);
             fence
-                .fenced(&ResourceName::for_key(t.key()), token, write("a"))
+                .fenced(&ResourceName::for_key(t.key()), token, write(who))
                 .await
                 .map(|()| token)
         })
         .await
-        .expect("a's guard")
-        .expect("a's write is accepted");
+        .expect("guard")
+        .unwrap_or_else(|e| panic!("{who}'s write is refused: {e:?}"))
+    };
+    let late = guarded_write(&a, "a").await;
 
     a.close().await;
     until("b to take k", || b.held("k")).await;
-    let b_token = b
-        .guard("k", async |t| {
-            let token = Token::from(&t);
-            fence
-                .fenced(&ResourceName::from(t.key()), token, write("b"))
-                .await
-                .map(|()| token)
-        })
-        .await
-        .expect("b's guard")
-        .expect("b's write is accepted");
+    let b_token = guarded_write(&b, "b").await;
     assert!(b_token > late, "b's term is later");
     assert_eq!(Some(b_token.epoch()), b.epoch("k"));
 

@@ -442,17 +442,12 @@ impl Fence for NatsFence {
     /// token is only accepted if the mark really still is that token);
     /// retries with a fresh read when another writer moved the key.
     ///
-    /// Failure model: [`fencing::Error::Stale`] with both tokens if `token`
-    /// is lower than the mark (nothing written);
-    /// [`fencing::Error::Corrupt`] if the stored value is not a token;
-    /// [`fencing::Error::Unavailable`] if a request failed or ran out of its
-    /// bound, or 64 compare-and-sets in a row lost to other writers. After
-    /// `Unavailable` the mark may or may not have been raised to `token`
-    /// (a timed-out compare-and-set may still land): call again to find out.
-    ///
-    /// Cancel safety: dropping the future leaves the mark unchanged or
-    /// raised to `token` (a compare-and-set already sent may still land);
-    /// there is no lock to release.
+    /// Failure model and cancel safety: the [`Fence::advance`] contract.
+    /// Here [`fencing::Error::Unavailable`] also means a request ran out of
+    /// its bound (a timed-out compare-and-set may still land) or 64
+    /// compare-and-sets in a row lost to other writers; a dropped future
+    /// may likewise leave a compare-and-set already sent to land. There is
+    /// no lock to release.
     ///
     /// ```no_run
     /// # use election_core::Epoch;
@@ -527,12 +522,10 @@ impl Fence for NatsFence {
     /// key was deleted while `write` ran) is `Corrupt`: writes of older
     /// terms may have been accepted meanwhile.
     ///
-    /// Cancel safety: dropped before `write` starts, `write` never runs
-    /// and the mark is unchanged or raised to `token`. Dropped while
-    /// `write` runs, the write's future is dropped at its current await
-    /// point (what it did so far stays done). Dropped in step 3, the write
-    /// has run and is unconfirmed; the mark is unchanged (or rewritten with
-    /// the same token).
+    /// Cancel safety: as the [`Fence::fenced`] contract states until
+    /// `write` ends (there is no lock to release). Dropped in step 3, the
+    /// write has run and is unconfirmed; the mark is unchanged (or
+    /// rewritten with the same token).
     ///
     /// ```no_run
     /// # use election_core::Epoch;

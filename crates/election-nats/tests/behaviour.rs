@@ -31,10 +31,24 @@ async fn an_unreachable_server_is_a_typed_error() {
     assert!(matches!(err, Error::Config(_)), "{err:?}");
 }
 
+/// An election on `server` with [`options`].
+async fn connect(server: &Server) -> NatsElection {
+    NatsElection::connect(&server.url(), options())
+        .await
+        .expect("connect")
+}
+
+/// The bucket of the elections, read directly.
+async fn bucket(election: &NatsElection) -> async_nats::jetstream::kv::Store {
+    async_nats::jetstream::new(election.client().clone())
+        .get_key_value("elections")
+        .await
+        .expect("bucket")
+}
+
 /// Another node overwrites the key of election `jobs` (and then stops).
 async fn intrude(election: &NatsElection) {
-    let js = async_nats::jetstream::new(election.client().clone());
-    let kv = js.get_key_value("elections").await.expect("bucket");
+    let kv = bucket(election).await;
     let value = "election-nats/1\nidentity=intruder\nnonce=7\n";
     kv.put("jobs", value.into()).await.expect("put");
 }
@@ -50,18 +64,24 @@ where
         .expect("no error")
 }
 
-#[tokio::test]
-async fn followers_watch_leadership_change_including_vacancy() {
-    let server = Server::start().expect("nats-server");
-    let election = NatsElection::connect(&server.url(), options())
-        .await
-        .expect("connect");
-    let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+/// The first item of an observation: nobody leads yet.
+async fn nobody_leads_first<S>(changes: &mut S)
+where
+    S: futures::Stream<Item = Result<Option<election_core::Leader>, Error>> + Unpin,
+{
     assert_eq!(
-        next(&mut changes).await,
+        next(changes).await,
         None,
         "the current state first: nobody leads"
     );
+}
+
+#[tokio::test]
+async fn followers_watch_leadership_change_including_vacancy() {
+    let server = Server::start().expect("nats-server");
+    let election = connect(&server).await;
+    let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
+    nobody_leads_first(&mut changes).await;
     let a = election.candidate("jobs", "a").expect("a");
     let b = election.candidate("jobs", "b").expect("b");
     let t1 = a.campaign().await.expect("a wins");
@@ -105,16 +125,12 @@ async fn followers_watch_leadership_change_including_vacancy() {
 async fn a_restarted_process_does_not_adopt_its_key_unless_configured_to() {
     let server = Server::start().expect("nats-server");
     // A "previous process" with identity "svc-1" left a live key behind.
-    let old = NatsElection::connect(&server.url(), options())
-        .await
-        .expect("connect");
+    let old = connect(&server).await;
     let old_candidate = old.candidate("jobs", "svc-1").expect("old");
     let old_term = old_candidate.campaign().await.expect("old wins");
     let old_epoch = old_term.epoch();
     // Same identity, new process, adoption off: it must wait.
-    let fresh = NatsElection::connect(&server.url(), options())
-        .await
-        .expect("connect");
+    let fresh = connect(&server).await;
     let waits = fresh.candidate("jobs", "svc-1").expect("fresh");
     assert!(
         waits.try_campaign().await.expect("try").is_none(),
@@ -143,9 +159,7 @@ async fn a_restarted_process_does_not_adopt_its_key_unless_configured_to() {
 #[tokio::test]
 async fn the_commit_point_check_refuses_a_term_whose_key_was_taken() {
     let server = Server::start().expect("nats-server");
-    let election = NatsElection::connect(&server.url(), options())
-        .await
-        .expect("connect");
+    let election = connect(&server).await;
     let a = election.candidate("jobs", "a").expect("a");
     let term = a.campaign().await.expect("a wins");
     term.confirm().await.expect("held");
@@ -226,19 +240,10 @@ async fn revision(kv: &async_nats::jetstream::kv::Store) -> u64 {
 async fn since_is_the_terms_start_through_grace_and_renewals_and_observe_does_not_repeat_them() {
     let server = Server::start().expect("nats-server");
     // TTL 3 s: renewals every second, a failover grace of one second.
-    let election = NatsElection::connect(&server.url(), options())
-        .await
-        .expect("connect");
-    let kv = async_nats::jetstream::new(election.client().clone())
-        .get_key_value("elections")
-        .await
-        .expect("bucket");
+    let election = connect(&server).await;
+    let kv = bucket(&election).await;
     let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
-    assert_eq!(
-        next(&mut changes).await,
-        None,
-        "the current state first: nobody leads"
-    );
+    nobody_leads_first(&mut changes).await;
     // A holder that died without resigning: a's win goes through the
     // failover grace, whose refresh is a second write of the term.
     intrude(&election).await;
@@ -303,19 +308,10 @@ async fn since_is_the_terms_start_through_grace_and_renewals_and_observe_does_no
 #[tokio::test]
 async fn observe_does_not_report_a_renewal_that_rewrites_since() {
     let server = Server::start().expect("nats-server");
-    let election = NatsElection::connect(&server.url(), options())
-        .await
-        .expect("connect");
-    let kv = async_nats::jetstream::new(election.client().clone())
-        .get_key_value("elections")
-        .await
-        .expect("bucket");
+    let election = connect(&server).await;
+    let kv = bucket(&election).await;
     let mut changes = Box::pin(election.observe("jobs").await.expect("observe"));
-    assert_eq!(
-        next(&mut changes).await,
-        None,
-        "the current state first: nobody leads"
-    );
+    nobody_leads_first(&mut changes).await;
     let created = kv
         .put(
             "jobs",

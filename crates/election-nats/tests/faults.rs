@@ -76,6 +76,35 @@ fn run_candidate(
     })
 }
 
+/// Candidates `a` and `b` campaigning again and again (see
+/// [`run_candidate`]), recording their terms.
+struct Race {
+    terms: Terms,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Race {
+    fn start(a: Candidate<NatsClaim>, b: Candidate<NatsClaim>) -> Race {
+        let terms: Terms = Arc::default();
+        let (stop, rx) = watch::channel(false);
+        let tasks = vec![
+            run_candidate(a, "a", terms.clone(), rx.clone()),
+            run_candidate(b, "b", terms.clone(), rx),
+        ];
+        Race { terms, stop, tasks }
+    }
+
+    /// Stops both (a term held is resigned), then [`check`]s the terms.
+    async fn finish(self) {
+        self.stop.send(true).expect("stop");
+        for t in self.tasks {
+            t.await.expect("join");
+        }
+        check(&self.terms.lock().expect("terms"));
+    }
+}
+
 /// At most one live term at a time, and epochs grow in the order terms began.
 fn check(terms: &[TermRecord]) {
     let mut sorted = terms.to_vec();
@@ -139,23 +168,12 @@ async fn candidate(urls: &str, replicas: usize, who: &str) -> Candidate<NatsClai
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_and_restarting_the_server() {
     let mut server = Server::start().expect("nats-server");
-    let terms: Terms = Arc::default();
-    let (stop, rx) = watch::channel(false);
-    let tasks = vec![
-        run_candidate(
-            candidate(&server.url(), 1, "a").await,
-            "a",
-            terms.clone(),
-            rx.clone(),
-        ),
-        run_candidate(
-            candidate(&server.url(), 1, "b").await,
-            "b",
-            terms.clone(),
-            rx.clone(),
-        ),
-    ];
-    leader_after(&terms, Instant::now() - Duration::from_secs(1), SLACK).await;
+    let race = Race::start(
+        candidate(&server.url(), 1, "a").await,
+        candidate(&server.url(), 1, "b").await,
+    );
+    let terms = &race.terms;
+    leader_after(terms, Instant::now() - Duration::from_secs(1), SLACK).await;
     // A short outage: the leader's renewals fail, then succeed again.
     server.kill().expect("kill");
     server.restart().expect("restart");
@@ -174,16 +192,12 @@ async fn killing_and_restarting_the_server() {
     );
     server.restart().expect("restart");
     let restarted = Instant::now();
-    let took = leader_after(&terms, restarted, TTL + options(1).grace() + SLACK).await;
+    let took = leader_after(terms, restarted, TTL + options(1).grace() + SLACK).await;
     eprintln!(
         "leader again {took:?} after the restart ({:?} after the kill)",
         restarted - killed + took
     );
-    stop.send(true).expect("stop");
-    for t in tasks {
-        t.await.expect("join");
-    }
-    check(&terms.lock().expect("terms"));
+    race.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,25 +233,14 @@ async fn a_dropped_client_connection() {
 async fn cluster_fault(pick: impl FnOnce(&Cluster, &str) -> usize) {
     let mut cluster = Cluster::start(3).expect("cluster");
     let urls = cluster.urls();
-    let terms: Terms = Arc::default();
-    let (stop, rx) = watch::channel(false);
     // Each candidate connects through one node first (the client learns the
     // others from the cluster and fails over to them).
-    let tasks = vec![
-        run_candidate(
-            candidate(&urls[0], 3, "a").await,
-            "a",
-            terms.clone(),
-            rx.clone(),
-        ),
-        run_candidate(
-            candidate(&urls[1], 3, "b").await,
-            "b",
-            terms.clone(),
-            rx.clone(),
-        ),
-    ];
-    leader_after(&terms, Instant::now() - Duration::from_secs(1), SLACK).await;
+    let race = Race::start(
+        candidate(&urls[0], 3, "a").await,
+        candidate(&urls[1], 3, "b").await,
+    );
+    let terms = &race.terms;
+    leader_after(terms, Instant::now() - Duration::from_secs(1), SLACK).await;
     let leader = terms
         .lock()
         .expect("terms")
@@ -265,11 +268,7 @@ async fn cluster_fault(pick: impl FnOnce(&Cluster, &str) -> usize) {
     .await
     .expect("a leader again within TTL + grace + slack");
     cluster.restart(victim).expect("restart");
-    stop.send(true).expect("stop");
-    for t in tasks {
-        t.await.expect("join");
-    }
-    check(&terms.lock().expect("terms"));
+    race.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

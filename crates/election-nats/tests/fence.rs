@@ -24,6 +24,24 @@ fn t(n: u64) -> Token {
     Token::from_epoch(Epoch::new(n).expect("epochs start at 1"))
 }
 
+/// `result` is [`Error::Stale`] for `resource`, with `presented` refused
+/// below `high_water_mark`.
+fn assert_stale<T: std::fmt::Debug>(
+    result: Result<T, Error>,
+    resource: &ResourceName,
+    presented: Token,
+    high_water_mark: Token,
+) {
+    match result {
+        Err(Error::Stale {
+            resource: r,
+            presented: p,
+            high_water_mark: m,
+        }) => assert_eq!((&r, p, m), (resource, presented, high_water_mark)),
+        other => panic!("expected Stale, got {other:?}"),
+    }
+}
+
 fn resource(name: &str) -> ResourceName {
     ResourceName::new(name).expect("resource name")
 }
@@ -76,17 +94,7 @@ async fn stale_is_refused_with_both_tokens_and_equal_is_accepted() {
     let up = fence.advance(&ledger, t(7)).await.unwrap();
     assert_eq!((up.previous, up.current), (Some(t(5)), t(7)));
 
-    match fence.advance(&ledger, t(6)).await {
-        Err(Error::Stale {
-            resource,
-            presented,
-            high_water_mark,
-        }) => {
-            assert_eq!(resource, ledger);
-            assert_eq!((presented, high_water_mark), (t(6), t(7)));
-        }
-        other => panic!("expected Stale, got {other:?}"),
-    }
+    assert_stale(fence.advance(&ledger, t(6)).await, &ledger, t(6), t(7));
     let err = fence.advance(&ledger, t(1)).await.unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -178,17 +186,7 @@ async fn fenced_runs_the_write_refuses_stale_and_reports_a_race() {
         })
         .await;
     assert!(ran);
-    match raced {
-        Err(Error::Stale {
-            resource,
-            presented,
-            high_water_mark,
-        }) => {
-            assert_eq!(resource, report);
-            assert_eq!((presented, high_water_mark), (t(4), t(5)));
-        }
-        other => panic!("expected Stale after the write, got {other:?}"),
-    }
+    assert_stale(raced, &report, t(4), t(5));
     assert_eq!(fence.high_water_mark(&report).await.unwrap(), Some(t(5)));
 
     // The mark deleted while the write runs: reported, not confirmed.

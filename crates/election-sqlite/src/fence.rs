@@ -254,19 +254,11 @@ impl Fence for SqliteFence {
     /// lands is never followed by a lower token's, even if this future is
     /// dropped, the process dies or a commit fails afterwards.
     ///
-    /// Failure model: [`fencing::Error::Stale`]: `write` did not run.
-    /// [`fencing::Error::Unavailable`]: `write` did not run; if the commit
-    /// of the mark failed, the mark may or may not have been raised (the
-    /// outcome is unknown; it only ever keeps lower tokens out).
-    /// [`fencing::Error::Corrupt`]: the stored mark is unreadable, or it
-    /// went below a token this call had committed (someone edited
-    /// `election_fences` by hand); `write` did not run. Once `write`
-    /// runs, its outcome is returned as it is.
-    ///
-    /// Cancel safety: dropped before `write` starts, `write` never runs and
-    /// the mark is unchanged or raised to `token`; dropped while `write`
-    /// runs, the write's future is dropped where it is (whatever it did
-    /// stays done), the mark stays raised, and the lock is released.
+    /// Failure model and cancel safety: the [`Fence::fenced`] contract (the
+    /// lock released is SQLite's write lock). Here
+    /// [`fencing::Error::Corrupt`] also means the mark went below a token
+    /// this call had committed (someone edited `election_fences` by hand);
+    /// `write` did not run.
     ///
     /// For writes *to this database*, use [`SqliteFence::advance_in`] in
     /// your own transaction instead: a write through another connection

@@ -241,6 +241,32 @@ pub(crate) struct ClaimWrite<'a> {
     pub(crate) wall_ms: i64,
 }
 
+/// A statement of this module, with its bound values so far.
+type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+impl<'a> ClaimWrite<'a> {
+    /// Binds `?1` to `?6` of a winning write: name, holder, nonce, `epoch`,
+    /// TTL, wall clock.
+    fn bind(self, query: Statement<'a>, epoch: i64) -> Statement<'a> {
+        query
+            .bind(self.name)
+            .bind(self.identity)
+            .bind(self.nonce)
+            .bind(epoch)
+            .bind(self.ttl_ms)
+            .bind(self.wall_ms)
+    }
+}
+
+/// Runs `statement` in a transaction of its own (`BEGIN IMMEDIATE`):
+/// `Ok(true)` if it changed exactly one row.
+async fn changes_one_row(pool: &SqlitePool, statement: Statement<'_>) -> Result<bool, Error> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let done = statement.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(done.rows_affected() == 1)
+}
+
 fn check(name: &str, row: Row) -> Result<Row, Error> {
     let corrupt = |detail: String| Error::CorruptRow {
         name: name.to_owned(),
@@ -310,39 +336,31 @@ async fn win(
     epoch: i64,
 ) -> Result<bool, Error> {
     let won = match seen {
-        None => sqlx::query(
-            "INSERT INTO election_leases
-               (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
-             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6)
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(w.name)
-        .bind(w.identity)
-        .bind(w.nonce)
-        .bind(epoch)
-        .bind(w.ttl_ms)
-        .bind(w.wall_ms)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected(),
-        Some((seen_version, seen_epoch)) => sqlx::query(
-            "UPDATE election_leases
-             SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
-                 ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6
-             WHERE name = ?1 AND version = ?7 AND epoch = ?8",
-        )
-        .bind(w.name)
-        .bind(w.identity)
-        .bind(w.nonce)
-        .bind(epoch)
-        .bind(w.ttl_ms)
-        .bind(w.wall_ms)
-        .bind(seen_version)
-        .bind(seen_epoch)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected(),
-    };
+        None => w.bind(
+            sqlx::query(
+                "INSERT INTO election_leases
+                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
+                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6)
+                 ON CONFLICT (name) DO NOTHING",
+            ),
+            epoch,
+        ),
+        Some((seen_version, seen_epoch)) => w
+            .bind(
+                sqlx::query(
+                    "UPDATE election_leases
+                     SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
+                         ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6
+                     WHERE name = ?1 AND version = ?7 AND epoch = ?8",
+                ),
+                epoch,
+            )
+            .bind(seen_version)
+            .bind(seen_epoch),
+    }
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
     if won != 1 {
         return Ok(false);
     }
@@ -404,35 +422,27 @@ pub(crate) async fn claim(
 /// Renews the lease of the term `hold` (its nonce and epoch): bumps the
 /// renewal version. `Ok(false)` if the row no longer shows this term.
 pub(crate) async fn renew(pool: &SqlitePool, hold: Hold<'_>, wall_ms: i64) -> Result<bool, Error> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let done = sqlx::query(
+    let renew = sqlx::query(
         "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?4
          WHERE name = ?1 AND nonce = ?2 AND epoch = ?3 AND holder IS NOT NULL",
     )
     .bind(hold.name)
     .bind(hold.nonce)
     .bind(hold.epoch)
-    .bind(wall_ms)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() == 1)
+    .bind(wall_ms);
+    changes_one_row(pool, renew).await
 }
 
 /// Releases the lease of the attempt `nonce`, and only that one: a
 /// successor's claim is never undone. `Ok(false)` if it no longer held it.
 pub(crate) async fn release(pool: &SqlitePool, name: &str, nonce: i64) -> Result<bool, Error> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let done = sqlx::query(
+    let release = sqlx::query(
         "UPDATE election_leases SET holder = NULL, nonce = NULL, version = version + 1
          WHERE name = ?1 AND nonce = ?2 AND holder IS NOT NULL",
     )
     .bind(name)
-    .bind(nonce)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() == 1)
+    .bind(nonce);
+    changes_one_row(pool, release).await
 }
 
 /// How many keys one batch statement covers (three bound values each, well
@@ -675,6 +685,14 @@ mod tests {
         assert!(may_take_over(&mut seen, a, 2, 1, 10_000, ttl, at(10_000)));
     }
 
+    /// No row, with `epoch` recorded by a term of a 5 s TTL.
+    fn vanished(epoch: i64) -> Found {
+        Found::Vanished {
+            epoch,
+            ttl_ms: 5000,
+        }
+    }
+
     fn held(version: i64) -> Found {
         Found::Held {
             holder: "a".into(),
@@ -695,10 +713,7 @@ mod tests {
         // A row gone while an epoch is recorded: a full TTL (the longer of
         // this contender's and the last term's) from the first sight.
         let mut seen = None;
-        let gone = Found::Vanished {
-            epoch: 3,
-            ttl_ms: 5000,
-        };
+        let gone = vanished(3);
         assert!(!may_claim(&mut seen, &gone, ttl, at(0)));
         assert!(!may_claim(&mut seen, &gone, ttl, at(4999)));
         assert!(may_claim(&mut seen, &gone, ttl, at(5000)));
@@ -707,10 +722,7 @@ mod tests {
         // 1): the wait for term 4's holder starts when it is first seen.
         let mut seen = None;
         assert!(!may_claim(&mut seen, &gone, ttl, at(0)));
-        let gone_again = Found::Vanished {
-            epoch: 4,
-            ttl_ms: 5000,
-        };
+        let gone_again = vanished(4);
         assert!(!may_claim(&mut seen, &gone_again, ttl, at(5000)));
         assert!(!may_claim(&mut seen, &gone_again, ttl, at(9999)));
         assert!(may_claim(&mut seen, &gone_again, ttl, at(10_000)));

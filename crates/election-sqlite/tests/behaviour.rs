@@ -1,11 +1,13 @@
 //! Time, contention and damage, in one process against real database files.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use election_core::{Claim, Error as CoreError, Lease, LossReason};
-use election_sqlite::{Clock, Error, SqliteElection, SqliteOptions};
+use election_sqlite::{Clock, Error, SqliteAttempt, SqliteClaim, SqliteElection, SqliteOptions};
 use sqlx::Connection;
 use tokio::time::Instant;
 
@@ -71,9 +73,21 @@ async fn connect(dir: &tempfile::TempDir) -> sqlx::SqliteConnection {
 }
 
 async fn open(dir: &tempfile::TempDir) -> SqliteElection {
-    SqliteElection::open(dir.path().join("app.db"), fast())
-        .await
-        .expect("open")
+    common::open_with(dir, fast()).await
+}
+
+/// Contender `b`'s claim of `jobs` on a manual clock, and its attempt.
+async fn contender_on_a_manual_clock(
+    e: &SqliteElection,
+) -> (Arc<TestClock>, SqliteClaim, SqliteAttempt) {
+    let clock = TestClock::manual();
+    let claim = e
+        .clone()
+        .with_clock(clock.clone())
+        .claim("jobs", "b")
+        .expect("claim");
+    let attempt = claim.open().await.expect("open");
+    (clock, claim, attempt)
 }
 
 /// A lease row left by a holder that no longer renews.
@@ -95,13 +109,7 @@ async fn a_contender_takes_over_only_after_a_full_ttl_without_renewal_on_its_own
     let dir = tempfile::tempdir().expect("dir");
     let e = open(&dir).await;
     ghost_row(&e, "jobs", 41, 7, 1000).await;
-    let clock = TestClock::manual();
-    let claim = e
-        .clone()
-        .with_clock(clock.clone())
-        .claim("jobs", "b")
-        .expect("claim");
-    let mut attempt = claim.open().await.expect("open");
+    let (clock, claim, mut attempt) = contender_on_a_manual_clock(&e).await;
     assert!(
         claim.try_claim(&mut attempt).await.expect("try").is_none(),
         "first sight starts the count"
@@ -142,13 +150,7 @@ async fn the_contender_waits_for_the_holders_longer_ttl() {
     let dir = tempfile::tempdir().expect("dir");
     let e = open(&dir).await;
     ghost_row(&e, "jobs", 1, 1, 5000).await;
-    let clock = TestClock::manual();
-    let claim = e
-        .clone()
-        .with_clock(clock.clone())
-        .claim("jobs", "b")
-        .expect("claim");
-    let mut attempt = claim.open().await.expect("open");
+    let (clock, claim, mut attempt) = contender_on_a_manual_clock(&e).await;
     assert!(claim.try_claim(&mut attempt).await.expect("try").is_none());
     clock.advance(4999);
     assert!(
@@ -249,15 +251,8 @@ async fn a_renewal_that_keeps_failing_ends_the_term_before_the_lease_runs_out() 
     // A TTL long enough that its margin (300 ms) dwarfs scheduling noise.
     let options =
         SqliteOptions::new(Duration::from_secs(3), Duration::from_secs(1)).expect("options");
-    let e = SqliteElection::open(dir.path().join("app.db"), options)
-        .await
-        .expect("open");
-    let term = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a wins");
+    let e = common::open_with(&dir, options).await;
+    let term = common::elected(&e, "a").await;
     let won_until = term.valid_until().expect("a lease has a validity");
     let mut blocker = connect(&dir).await;
     let tx = blocker.begin_with("BEGIN IMMEDIATE").await.expect("lock");
@@ -290,12 +285,7 @@ async fn a_renewal_that_keeps_failing_ends_the_term_before_the_lease_runs_out() 
 async fn a_deleted_database_file_ends_the_term() {
     let dir = tempfile::tempdir().expect("dir");
     let e = open(&dir).await;
-    let term = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a wins");
+    let term = common::elected(&e, "a").await;
     for f in ["app.db", "app.db-wal", "app.db-shm"] {
         let _ = std::fs::remove_file(dir.path().join(f));
     }
@@ -371,12 +361,7 @@ async fn works_beside_the_applications_tables_on_its_own_pool() {
     let e = SqliteElection::with_pool(pool.clone(), fast())
         .await
         .expect("election");
-    let term = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("wins");
+    let term = common::elected(&e, "a").await;
     let items: i64 = sqlx::query_scalar("SELECT count(*) FROM orders")
         .fetch_one(&pool)
         .await

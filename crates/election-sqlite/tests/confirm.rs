@@ -1,17 +1,13 @@
 //! `Term::confirm` on the SQLite backend: one conditional renewal at the
 //! commit point, against a real database file.
 
+mod common;
+
 use std::time::Duration;
 
 use election_core::{Error, Lease};
 use election_sqlite::{SqliteElection, SqliteOptions};
 use sqlx::Connection;
-
-async fn open(dir: &tempfile::TempDir, options: SqliteOptions) -> SqliteElection {
-    SqliteElection::open(dir.path().join("app.db"), options)
-        .await
-        .expect("open")
-}
 
 /// The row's nonce, epoch and renewal version.
 async fn row(e: &SqliteElection) -> (Option<i64>, i64, i64) {
@@ -27,13 +23,8 @@ async fn confirm_is_one_conditional_renewal() {
     // The renewal task waits 10 s: every version change here is a confirm.
     let options =
         SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options");
-    let e = open(&dir, options).await;
-    let term = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a wins");
+    let e = common::open_with(&dir, options).await;
+    let term = common::elected(&e, "a").await;
     let (nonce, epoch, version) = row(&e).await;
     term.confirm().await.expect("still held");
     term.confirm().await.expect("still held");
@@ -68,13 +59,8 @@ async fn confirms_never_make_the_holders_own_renewals_fail() {
     let dir = tempfile::tempdir().expect("dir");
     let options = SqliteOptions::new(Duration::from_millis(900), Duration::from_millis(300))
         .expect("options");
-    let e = open(&dir, options).await;
-    let term = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a wins");
+    let e = common::open_with(&dir, options).await;
+    let term = common::elected(&e, "a").await;
     let contender = e.candidate("jobs", "b").expect("b");
     let (nonce, epoch, _) = row(&e).await;
     // Confirms interleaved with renewals for four TTLs.
@@ -108,13 +94,8 @@ async fn confirm_on_a_locked_database_is_unavailable_and_the_term_goes_on() {
     let options = SqliteOptions::new(Duration::from_secs(6), Duration::from_secs(2))
         .and_then(|o| o.with_busy_timeout(Duration::from_millis(100)))
         .expect("options");
-    let e = open(&dir, options).await;
-    let term = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a wins");
+    let e = common::open_with(&dir, options).await;
+    let term = common::elected(&e, "a").await;
     let mut blocker = sqlx::SqliteConnection::connect(&format!(
         "sqlite://{}",
         dir.path().join("app.db").display()
@@ -137,7 +118,7 @@ async fn confirm_after_resign_or_a_deleted_database_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let options =
         SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options");
-    let e = open(&dir, options).await;
+    let e = common::open_with(&dir, options).await;
     let c = e.candidate("jobs", "a").expect("a");
     let term = c.campaign().await.expect("a wins");
     term.resign().await.expect("resign");

@@ -1,6 +1,8 @@
 //! A lease row deleted by hand while its holder holds it (issue 11, item
 //! 7), the epoch state that survives it, and the epoch range's edge.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -50,12 +52,6 @@ impl Clock for HandClock {
     }
 }
 
-async fn open(dir: &tempfile::TempDir, options: SqliteOptions) -> SqliteElection {
-    SqliteElection::open(dir.path().join("app.db"), options)
-        .await
-        .expect("open")
-}
-
 /// Deletes the lease row of `name` by hand, as an operator might.
 async fn delete_row(e: &SqliteElection, name: &str) {
     let gone = sqlx::query("DELETE FROM election_leases WHERE name = ?1")
@@ -81,23 +77,20 @@ async fn try_claim(
 #[tokio::test]
 async fn a_deleted_row_is_held_for_a_full_ttl_and_never_repeats_an_epoch() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, slow()).await;
+    let e = common::open_with(&dir, slow()).await;
     // Two terms before, so the holder's epoch is above the first.
     for _ in 0..2 {
         let t = e.candidate("jobs", "old").expect("old").campaign().await;
         t.expect("old wins").resign().await.expect("resign");
     }
-    let term = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a wins");
+    let term = common::elected(&e, "a").await;
     let held = term.epoch();
 
     // b has seen a hold the row; c arrives only after the deletion.
     let clock = HandClock::new();
-    let b_election = open(&dir, slow()).await.with_clock(clock.clone());
+    let b_election = common::open_with(&dir, slow())
+        .await
+        .with_clock(clock.clone());
     let b = b_election.claim("jobs", "b").expect("b");
     let mut b_attempt = b.open().await.expect("open");
     assert_eq!(try_claim(&b, &mut b_attempt).await, None, "a holds it");
@@ -148,8 +141,11 @@ async fn a_deleted_row_is_held_for_a_full_ttl_and_never_repeats_an_epoch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_set_waits_a_full_ttl_after_a_deleted_row_and_its_holder_loses() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, short()).await;
-    let a = open(&dir, short()).await.lease_set("node-a").expect("a");
+    let e = common::open_with(&dir, short()).await;
+    let a = common::open_with(&dir, short())
+        .await
+        .lease_set("node-a")
+        .expect("a");
     assert!(a.ask("k").await.expect("ask"));
     let held = a.epoch("k").expect("held");
 
@@ -247,7 +243,7 @@ async fn a_version_1_database_is_migrated_and_its_epochs_keep_growing() {
     let term = e.candidate("old", "a").expect("a").campaign().await;
     assert_eq!(term.expect("wins").epoch(), Epoch::FIRST);
     // Opening again changes nothing.
-    let again = open(&dir, slow()).await;
+    let again = common::open_with(&dir, slow()).await;
     let recorded: i64 = sqlx::query_scalar("SELECT epoch FROM election_epochs WHERE name = 'jobs'")
         .fetch_one(again.pool())
         .await
@@ -261,7 +257,7 @@ async fn a_version_1_database_is_migrated_and_its_epochs_keep_growing() {
 #[tokio::test]
 async fn the_epoch_after_max_is_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, slow()).await;
+    let e = common::open_with(&dir, slow()).await;
     let first = e.candidate("jobs", "a").expect("a").campaign().await;
     let first = first.expect("wins");
     assert_eq!(first.epoch(), Epoch::FIRST);
@@ -319,7 +315,7 @@ async fn the_epoch_after_max_is_refused_and_nothing_is_written() {
 #[tokio::test]
 async fn a_contender_on_a_deleted_file_claims_nothing() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, slow()).await;
+    let e = common::open_with(&dir, slow()).await;
     for f in ["app.db", "app.db-wal", "app.db-shm"] {
         let _ = std::fs::remove_file(dir.path().join(f));
     }

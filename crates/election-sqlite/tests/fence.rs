@@ -1,5 +1,7 @@
 //! The SQLite fence: the check commits with the guarded write or not at all.
 
+mod common;
+
 use election_core::Epoch;
 use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
 use fencing::{Fence, ResourceName, Token};
@@ -12,33 +14,15 @@ fn t(n: u64) -> Token {
 
 async fn setup() -> (tempfile::TempDir, SqliteElection) {
     let dir = tempfile::tempdir().expect("dir");
-    let e = SqliteElection::open(dir.path().join("app.db"), SqliteOptions::default())
-        .await
-        .expect("open");
-    sqlx::query("CREATE TABLE data (v INTEGER NOT NULL)")
-        .execute(e.pool())
-        .await
-        .expect("create");
+    let e = common::open_with(&dir, SqliteOptions::default()).await;
+    common::create_data_table(&e).await;
     (dir, e)
 }
 
 /// One guarded write in the caller's transaction; true if it committed.
 async fn guarded_insert(e: &SqliteElection, token: Token, v: i64) -> bool {
-    let r = ResourceName::new("data").expect("name");
-    let mut conn = e.pool().acquire().await.expect("acquire");
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.expect("begin");
-    // The write first, the check second: the order inside the transaction
-    // does not matter, the commit does.
-    sqlx::query("INSERT INTO data (v) VALUES (?1)")
-        .bind(v)
-        .execute(&mut *tx)
-        .await
-        .expect("insert");
-    match SqliteFence::advance_in(&mut tx, &r, token).await {
-        Ok(_) => {
-            tx.commit().await.expect("commit");
-            true
-        }
+    match common::fenced_insert(e, "data", token, v).await {
+        Ok(()) => true,
         Err(fencing::Error::Stale {
             presented,
             high_water_mark,

@@ -2,13 +2,14 @@
 //! sets of one process, guard and its commit-point check, and guarded
 //! writes through the fence.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{Epoch, Error, unguarded};
-use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+use election_sqlite::{LeaseSet, SqliteElection, SqliteLeases, SqliteOptions};
 use fencing::{ResourceName, Token};
-use sqlx::Connection;
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -22,12 +23,6 @@ fn steady() -> SqliteOptions {
 /// commit-point check can find a change.
 fn slow() -> SqliteOptions {
     SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options")
-}
-
-async fn open(dir: &tempfile::TempDir, options: SqliteOptions) -> SqliteElection {
-    SqliteElection::open(dir.path().join("app.db"), options)
-        .await
-        .expect("open")
 }
 
 /// Waits, polling, until `f` holds; panics after `PATIENCE`.
@@ -67,9 +62,19 @@ async fn earlier_term(e: &SqliteElection, key: &str) {
 async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other() {
     let dir = tempfile::tempdir().expect("dir");
     // Two openings of one file, as two services of one process would.
-    let e = open(&dir, steady()).await;
-    let a = Arc::new(open(&dir, steady()).await.lease_set("node-a").expect("a"));
-    let b = Arc::new(open(&dir, steady()).await.lease_set("node-b").expect("b"));
+    let e = common::open_with(&dir, steady()).await;
+    let a = Arc::new(
+        common::open_with(&dir, steady())
+            .await
+            .lease_set("node-a")
+            .expect("a"),
+    );
+    let b = Arc::new(
+        common::open_with(&dir, steady())
+            .await
+            .lease_set("node-b")
+            .expect("b"),
+    );
     let keys: Vec<String> = (0..50).map(|i| format!("shard-{i:02}")).collect();
     // Three renewal intervals with both sets contending for every key.
     let held_before = election_testkit::conformance::lease_sets_share_keys(
@@ -100,7 +105,7 @@ async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other()
 #[tokio::test]
 async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, steady()).await;
+    let e = common::open_with(&dir, steady()).await;
     earlier_term(&e, "k").await;
     let a = e.lease_set("node-a").expect("a");
     let b = e.lease_set("node-b").expect("b");
@@ -117,7 +122,7 @@ async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere
 #[tokio::test]
 async fn a_guard_whose_row_was_taken_before_the_commit_point_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, slow()).await;
+    let e = common::open_with(&dir, slow()).await;
     let a = e.lease_set("node-a").expect("a");
     assert!(a.ask("k").await.expect("ask"));
     assert!(
@@ -153,71 +158,42 @@ async fn a_guard_whose_row_was_taken_before_the_commit_point_is_refused() {
     assert_eq!(row(&e, "k").await.0.as_deref(), Some("intruder"));
 }
 
-/// One guarded insert into `data`, fenced in its own transaction; `Ok` if
-/// it committed.
-async fn fenced_insert(
-    e: &SqliteElection,
-    key: &str,
-    token: Token,
-    v: i64,
-) -> Result<(), fencing::Error> {
-    let resource = ResourceName::new(key).expect("name");
-    let mut conn = e.pool().acquire().await.expect("acquire");
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.expect("begin");
-    sqlx::query("INSERT INTO data (v) VALUES (?1)")
-        .bind(v)
-        .execute(&mut *tx)
-        .await
-        .expect("insert");
-    SqliteFence::advance_in(&mut tx, &resource, token).await?;
-    tx.commit().await.expect("commit");
-    Ok(())
-}
-
 #[tokio::test]
 async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, steady()).await;
-    sqlx::query("CREATE TABLE data (v INTEGER NOT NULL)")
-        .execute(e.pool())
-        .await
-        .expect("create");
+    let e = common::open_with(&dir, steady()).await;
+    common::create_data_table(&e).await;
     let a = e.lease_set("node-a").expect("a");
     let b = e.lease_set("node-b").expect("b");
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
-    // a writes through the fence in the key's own resource; the token it
-    // used outlives the guard, as a delayed write's would.
-    let late: Token = a
-        .guard("k", async |t| {
+    // A fenced insert of `v` in the key's own resource, in `set`'s term
+    // of k; the token it used outlives the guard, as a delayed write's
+    // would.
+    let guarded_insert = async |set: &LeaseSet<SqliteLeases>, v| -> Token {
+        set.guard("k", async |t| {
             assert_eq!(ResourceName::for_key(t.key()).as_str(), "k");
             let token = Token::from(&t);
-            fenced_insert(&e, t.key().as_str(), token, 1)
+            common::fenced_insert(&e, t.key().as_str(), token, v)
                 .await
                 .map(|()| token)
         })
         .await
-        .expect("a's guard")
-        .expect("a's write is accepted");
+        .expect("guard")
+        .unwrap_or_else(|e| panic!("the write of {v} is refused: {e:?}"))
+    };
+    // a writes first.
+    let late = guarded_insert(&a, 1).await;
 
     a.close().await;
     until("b to take k", || b.held("k")).await;
-    let b_token = b
-        .guard("k", async |t| {
-            let token = Token::from(&t);
-            fenced_insert(&e, t.key().as_str(), token, 2)
-                .await
-                .map(|()| token)
-        })
-        .await
-        .expect("b's guard")
-        .expect("b's write is accepted");
+    let b_token = guarded_insert(&b, 2).await;
     assert!(b_token > late, "b's term is later");
     assert_eq!(Some(b_token.epoch()), b.epoch("k"));
 
     // a's delayed write arrives now: refused, and rolled back with its insert.
-    match fenced_insert(&e, "k", late, 3).await {
+    match common::fenced_insert(&e, "k", late, 3).await {
         Err(fencing::Error::Stale {
             presented,
             high_water_mark,
@@ -231,7 +207,7 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     // So is an unguarded write: its token is epoch 1.
     let unguarded_write = unguarded("k", "test: no coordinator", async |t| {
         assert_eq!(t.epoch(), Epoch::UNGUARDED);
-        fenced_insert(&e, "k", Token::from(&t), 4).await
+        common::fenced_insert(&e, "k", Token::from(&t), 4).await
     })
     .await
     .expect("valid key");
@@ -254,7 +230,7 @@ fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
         .enable_all()
         .build()
         .expect("runtime");
-    let e = rt.block_on(open(&dir, steady()));
+    let e = rt.block_on(common::open_with(&dir, steady()));
     let bad = rt.block_on(async { e.lease_set("line\nbreak").map(|_| ()) });
     assert!(
         matches!(bad, Err(election_sqlite::Error::Config(_))),
@@ -285,7 +261,7 @@ impl election_sqlite::Clock for CountingClock {
 #[tokio::test(flavor = "current_thread")]
 async fn one_transaction_claims_and_one_renews_every_held_key() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, steady())
+    let e = common::open_with(&dir, steady())
         .await
         .with_clock(Arc::new(CountingClock::default()));
     let set = e.lease_set("node-a").expect("set");
@@ -350,7 +326,7 @@ async fn one_transaction_claims_and_one_renews_every_held_key() {
 #[tokio::test]
 async fn a_deleted_database_file_loses_every_key_and_refuses_guards() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir, steady()).await;
+    let e = common::open_with(&dir, steady()).await;
     let set = e.lease_set("node-a").expect("set");
     for k in ["a", "b", "c"] {
         assert!(set.ask(k).await.expect("ask"), "{k} won");

@@ -293,12 +293,8 @@ impl Advance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use election_core::Epoch;
+    use crate::test_support::t;
     use proptest::prelude::*;
-
-    fn t(n: u64) -> Token {
-        Token::from_epoch(Epoch::new(n).unwrap())
-    }
 
     proptest! {
         #[test]

@@ -75,7 +75,7 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 /// let dir = tmp.path().join("fences");
 /// let exports = ResourceName::new("exports")?;
 /// let token = Token::from_epoch(Epoch::new(12).unwrap());
-/// FileFence::open(&dir)?.advance(&exports, token).await?;
+/// assert!(FileFence::open(&dir)?.advance(&exports, token).await?.raised());
 ///
 /// // Another process (or handle) sees the same mark.
 /// let fence = FileFence::open(&dir)?;
@@ -268,38 +268,22 @@ impl std::fmt::Debug for FileFence {
 /// unreadable mark file is [`Error::Corrupt`]. See [`FileFence`] for what a
 /// dropped future leaves running.
 impl Fence for FileFence {
-    /// Locks `r.fence.lock`, checks, persists the raised mark, unlocks.
+    /// [`Fence::advance`], under the OFD lock of `r.fence.lock`.
     ///
-    /// Cancel safety: dropped while waiting for the lock, the mark is left
-    /// alone (the waiting thread releases the lock once it gets it); dropped
+    /// Cancel safety, beyond the trait's: dropped while waiting for the
+    /// lock, the waiting thread releases the lock once it gets it; dropped
     /// after the lock was taken, the thread finishes the check and the
     /// persisting of the mark, then unlocks.
-    ///
-    /// ```
-    /// use election_core::Epoch;
-    /// use fencing::{Fence, FileFence, ResourceName, Token};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let tmp = tempfile::tempdir()?;
-    /// let fence = FileFence::open(tmp.path())?;
-    /// let r = ResourceName::new("r")?;
-    /// let advance = fence.advance(&r, Token::from_epoch(Epoch::new(2).unwrap())).await?;
-    /// assert!(advance.raised());
-    /// # Ok(()) }
-    /// ```
     async fn advance(&self, resource: &ResourceName, token: Token) -> Result<Advance, Error> {
         let (held, advance) = self.lock(resource, token).await?;
         drop(held);
         Ok(advance)
     }
 
-    /// Locks `r.fence.lock`, checks, persists the raised mark, runs `write`
-    /// on the calling task, unlocks.
-    ///
+    /// [`Fence::fenced`], with the OFD lock of `r.fence.lock` held from
+    /// the check to the end of `write`, which runs on the calling task.
     /// Cancel safety: as for [`advance`](Fence::advance) until `write`
-    /// starts; dropped during `write`, the write's future is dropped and
-    /// the lock released at once.
+    /// starts, then as the trait states.
     ///
     /// ```
     /// use election_core::Epoch;
@@ -408,15 +392,20 @@ fn check_and_advance(
     Ok((lock, advance))
 }
 
-/// Waits for an exclusive OFD lock on the whole file.
-fn lock_exclusive(file: &File) -> io::Result<()> {
-    let whole = libc::flock {
+/// A write (exclusive) lock on the whole file, for `fcntl`'s OFD locks.
+fn whole_file_write_lock() -> libc::flock {
+    libc::flock {
         l_type: libc::F_WRLCK as libc::c_short,
         l_whence: libc::SEEK_SET as libc::c_short,
         l_start: 0,
         l_len: 0,
         l_pid: 0,
-    };
+    }
+}
+
+/// Waits for an exclusive OFD lock on the whole file.
+fn lock_exclusive(file: &File) -> io::Result<()> {
+    let whole = whole_file_write_lock();
     loop {
         match fcntl(file, FcntlArg::F_OFD_SETLKW(&whole)) {
             Ok(_) => return Ok(()),
@@ -476,16 +465,15 @@ fn write_mark(inner: &Inner, paths: &Paths, token: Token) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use election_core::Epoch;
+    use crate::test_support::{drop_during_the_write, res, t};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
-    fn t(n: u64) -> Token {
-        Token::from_epoch(Epoch::new(n).unwrap())
-    }
-
-    fn res(name: &str) -> ResourceName {
-        ResourceName::new(name).unwrap()
+    /// A fence in a new temporary directory (kept as long as the first).
+    fn fresh() -> (tempfile::TempDir, FileFence) {
+        let tmp = tempfile::tempdir().unwrap();
+        let fence = FileFence::open(tmp.path()).unwrap();
+        (tmp, fence)
     }
 
     /// Tries to lock `path` from a new open of the file, without waiting:
@@ -498,14 +486,7 @@ mod tests {
             .truncate(false)
             .open(path)
             .unwrap();
-        let whole = libc::flock {
-            l_type: libc::F_WRLCK as libc::c_short,
-            l_whence: libc::SEEK_SET as libc::c_short,
-            l_start: 0,
-            l_len: 0,
-            l_pid: 0,
-        };
-        match fcntl(&file, FcntlArg::F_OFD_SETLK(&whole)) {
+        match fcntl(&file, FcntlArg::F_OFD_SETLK(&whole_file_write_lock())) {
             Ok(_) => Some(file),
             Err(Errno::EAGAIN | Errno::EACCES) => None,
             Err(e) => panic!("probe failed: {e}"),
@@ -541,8 +522,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_lock_is_held_across_the_write_and_the_mark_is_durable_first() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         let lock_path = tmp.path().join("r.fence.lock");
         let mark_path = tmp.path().join("r.fence");
@@ -561,8 +541,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stale_write_never_runs() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         fence.advance(&r, t(5)).await.unwrap();
         let ran = AtomicBool::new(false);
@@ -576,8 +555,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreadable_mark_is_corrupt_never_absent() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         for bad in [
             "",
@@ -624,8 +602,7 @@ mod tests {
 
     #[tokio::test]
     async fn io_failures_are_unavailable_with_the_io_error() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         // A directory where the mark file should be cannot be read.
         fs::create_dir(tmp.path().join("r.fence")).unwrap();
         let err = fence.advance(&res("r"), t(1)).await.unwrap_err();
@@ -640,26 +617,16 @@ mod tests {
 
     #[tokio::test]
     async fn dropping_fenced_during_the_write_unlocks() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
-        let (entered_tx, entered_rx) = oneshot::channel();
-        let run = fence.fenced(&r, t(2), || async move {
-            let _ = entered_tx.send(());
-            std::future::pending::<()>().await
-        });
-        tokio::select! {
-            _ = run => panic!("the write cannot finish"),
-            entered = entered_rx => entered.unwrap(),
-        }
+        drop_during_the_write(&fence, &r, t(2)).await;
         assert!(try_lock(&tmp.path().join("r.fence.lock")).is_some());
         assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(2)));
     }
 
     #[tokio::test]
     async fn an_abandoned_waiter_releases_the_lock_and_leaves_the_mark() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (tmp, fence) = fresh();
         let r = res("r");
         let other = try_lock(&tmp.path().join("r.fence.lock")).expect("free at first");
         {
@@ -704,8 +671,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn tasks_sharing_one_handle_write_one_at_a_time() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fence = FileFence::open(tmp.path()).unwrap();
+        let (_tmp, fence) = fresh();
         let inside = Arc::new(AtomicUsize::new(0));
         let mut tasks = tokio::task::JoinSet::new();
         for n in 1..=8 {

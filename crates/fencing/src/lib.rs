@@ -51,6 +51,8 @@ mod file;
 mod issue;
 mod memory;
 mod resource;
+#[cfg(test)]
+mod test_support;
 mod token;
 
 pub use error::Error;

@@ -114,16 +114,8 @@ impl Fence for MemoryFence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use election_core::Epoch;
+    use crate::test_support::{drop_during_the_write, res, t};
     use std::sync::atomic::{AtomicBool, Ordering};
-
-    fn t(n: u64) -> Token {
-        Token::from_epoch(Epoch::new(n).unwrap())
-    }
-
-    fn res(name: &str) -> ResourceName {
-        ResourceName::new(name).unwrap()
-    }
 
     #[tokio::test]
     async fn equal_tokens_pass_lower_ones_are_refused_with_both_values() {
@@ -193,15 +185,7 @@ mod tests {
     async fn dropping_fenced_during_the_write_releases_the_turn() {
         let fence = MemoryFence::new();
         let r = res("r");
-        let (entered_tx, entered_rx) = tokio::sync::oneshot::channel();
-        let run = fence.fenced(&r, t(1), || async move {
-            let _ = entered_tx.send(());
-            std::future::pending::<()>().await
-        });
-        tokio::select! {
-            _ = run => panic!("the write cannot finish"),
-            entered = entered_rx => entered.unwrap(),
-        }
+        drop_during_the_write(&fence, &r, t(1)).await;
         // `run` is dropped: the turn is free again and the mark stayed raised.
         assert_eq!(fence.advance(&r, t(1)).await.unwrap().previous, Some(t(1)));
     }

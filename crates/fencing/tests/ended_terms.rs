@@ -2,10 +2,16 @@
 //! resign or drop (also while its release is in flight, and after the next
 //! term began).
 
-use election_core::{Candidate, Lease, LossReason};
+use election_core::{Candidate, Lease, LossReason, Term};
 use election_testkit::conformance::cancel_after;
-use election_testkit::memory::MemoryBackend;
+use election_testkit::memory::{MemoryBackend, MemoryClaim};
 use fencing::{Error, Token};
+
+/// The term `identity` wins in election `jobs`.
+async fn elected(backend: &MemoryBackend, identity: &str) -> Term<MemoryClaim> {
+    let claim = backend.claim("jobs", identity).unwrap();
+    Candidate::new(claim).campaign().await.unwrap()
+}
 
 fn refused_with(result: Result<Token, Error>) -> LossReason {
     match result {
@@ -17,17 +23,11 @@ fn refused_with(result: Result<Token, Error>) -> LossReason {
 #[tokio::test]
 async fn no_token_from_a_resigned_term_even_after_the_next_term_began() {
     let backend = MemoryBackend::new();
-    let term = Candidate::new(backend.claim("jobs", "a").unwrap())
-        .campaign()
-        .await
-        .unwrap();
+    let term = elected(&backend, "a").await;
     let lease = term.lease();
     assert_eq!(Token::issue(&lease).unwrap().epoch(), term.epoch());
     term.resign().await.unwrap();
-    let next = Candidate::new(backend.claim("jobs", "b").unwrap())
-        .campaign()
-        .await
-        .unwrap();
+    let next = elected(&backend, "b").await;
     assert!(matches!(
         refused_with(Token::issue(&lease)),
         LossReason::Resigned
@@ -43,10 +43,7 @@ async fn no_token_from_a_resigned_term_even_after_the_next_term_began() {
 #[tokio::test]
 async fn no_token_from_a_dropped_term_or_while_a_release_is_in_flight() {
     let backend = MemoryBackend::new();
-    let term = Candidate::new(backend.claim("jobs", "a").unwrap())
-        .campaign()
-        .await
-        .unwrap();
+    let term = elected(&backend, "a").await;
     let lease = term.lease();
     drop(term);
     assert!(matches!(
@@ -54,10 +51,7 @@ async fn no_token_from_a_dropped_term_or_while_a_release_is_in_flight() {
         LossReason::Dropped
     ));
 
-    let term = Candidate::new(backend.claim("jobs", "a").unwrap())
-        .campaign()
-        .await
-        .unwrap();
+    let term = elected(&backend, "a").await;
     // The memory backend's release yields once before it frees the claim:
     // the resign is dropped right there, with the release in flight.
     assert!(cancel_after(term.resign(), 1).await.is_none());
