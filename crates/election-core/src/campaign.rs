@@ -6,7 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::claim::End;
-use crate::term::{Held, TermState};
+use crate::term::Held;
+use crate::term_state::TermState;
 use crate::{Claim, ConfigError, Error, Leader, Term, TermReporter};
 
 /// The default time between two tries on backends without a wake-up.

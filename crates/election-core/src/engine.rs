@@ -5,14 +5,13 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 
 use crate::key_state::KeyState;
-use crate::lease_set::{Hold, Shared};
 use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
 use crate::{DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won};
 
@@ -139,13 +138,13 @@ pub trait KeyedClaims: Send + Sync + 'static {
 /// handed to [`KeyedClaims::start`].
 #[derive(Clone, Debug)]
 pub struct HoldReporter {
-    shared: Weak<Shared>,
+    shared: Weak<Holds>,
 }
 
 impl HoldReporter {
-    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+    pub(crate) fn new(holds: &Arc<Holds>) -> Self {
         HoldReporter {
-            shared: Arc::downgrade(shared),
+            shared: Arc::downgrade(holds),
         }
     }
 
@@ -178,7 +177,7 @@ type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// gives them up when the set closes.
 pub(crate) async fn drive<K: KeyedClaims>(
     backend: Arc<K>,
-    shared: Arc<Shared>,
+    shared: Arc<Holds>,
     mut asks: mpsc::UnboundedReceiver<Arc<KeyState>>,
     mut closing: watch::Receiver<bool>,
 ) {
@@ -251,7 +250,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
 /// One claim of every wanted key not held; true if any was won.
 async fn claim<K: KeyedClaims>(
     backend: &K,
-    shared: &Shared,
+    shared: &Holds,
     wanted: &mut Vec<Arc<KeyState>>,
 ) -> bool {
     // A hold whose deadline passed unreported is lost (rule 2's backstop).
@@ -285,7 +284,7 @@ async fn claim<K: KeyedClaims>(
 /// One renewal of every held key that expires; what the machine is told.
 async fn renew<K: KeyedClaims>(
     backend: &K,
-    shared: &Shared,
+    shared: &Holds,
     policy: RenewalPolicy,
     budget: Duration,
 ) -> Input {
@@ -329,7 +328,33 @@ async fn renew<K: KeyedClaims>(
     }
 }
 
-impl Shared {
+/// A key this process holds, as the engine keeps it.
+struct Hold {
+    state: Arc<KeyState>,
+    epoch: Epoch,
+    /// The deadline of its last landed renewal; `None`: it does not expire.
+    valid_until: Option<Instant>,
+}
+
+/// The keys a lease set holds, kept by its loop and its reporter.
+#[derive(Default)]
+pub(crate) struct Holds {
+    /// The keys held now; a key leaves it on its loss or for its release,
+    /// never both (rule 3).
+    holds: Mutex<HashMap<ElectionName, Hold>>,
+    /// The highest epoch of each key whose loss was reported while the key
+    /// was not held in it (before its win was recorded): such a win does
+    /// not count.
+    lost_early: Mutex<HashMap<ElectionName, Epoch>>,
+    /// Wakes the loop: a loss (try the key again) or a guard's nudge.
+    pub(crate) wake: Notify,
+}
+
+impl Holds {
+    fn holds_mut(&self) -> MutexGuard<'_, HashMap<ElectionName, Hold>> {
+        self.holds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Records a win; false (and the key is tried again) if its loss was
     /// already reported.
     fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) -> bool {
@@ -355,7 +380,7 @@ impl Shared {
         true
     }
 
-    fn lost_early(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, Epoch>> {
+    fn lost_early(&self) -> MutexGuard<'_, HashMap<ElectionName, Epoch>> {
         self.lost_early.lock().unwrap_or_else(|p| p.into_inner())
     }
 

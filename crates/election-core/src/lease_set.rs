@@ -1,16 +1,14 @@
 //! [`LeaseSet`]: many keys, one lease each, held by whichever process asks
 //! and can; the [`KeyedClaims`] a backend implements for it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
-use crate::engine::{HoldReporter, KeyedClaims, drive};
+use crate::engine::{HoldReporter, Holds, KeyedClaims, drive};
 use crate::key_state::{KeyState, Origin};
 use crate::{ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken};
 
@@ -26,25 +24,10 @@ struct Guards {
     closing: bool,
 }
 
-/// A key this process holds, as the engine keeps it.
-pub(crate) struct Hold {
-    pub(crate) state: Arc<KeyState>,
-    pub(crate) epoch: Epoch,
-    /// The deadline of its last landed renewal; `None`: it does not expire.
-    pub(crate) valid_until: Option<Instant>,
-}
-
-pub(crate) struct Shared {
+struct Shared {
     keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
-    /// The keys held now; a key leaves it on its loss or for its release,
-    /// never both (rule 3).
-    holds: Mutex<HashMap<ElectionName, Hold>>,
-    /// The highest epoch of each key whose loss was reported while the key
-    /// was not held in it (before its win was recorded): such a win does
-    /// not count.
-    pub(crate) lost_early: Mutex<HashMap<ElectionName, Epoch>>,
-    /// Wakes the loop: a loss (try the key again) or a guard's nudge.
-    pub(crate) wake: Notify,
+    /// The keys held now, as the engine's loop keeps them.
+    holds: Arc<Holds>,
     closed: AtomicBool,
     origin: Origin,
     asks: mpsc::UnboundedSender<Arc<KeyState>>,
@@ -56,10 +39,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn holds_mut(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, Hold>> {
-        self.holds.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Admits a guard unless the set is closing.
     fn admit(self: &Arc<Self>) -> Option<GuardPass> {
         let admitted = self.guards.send_if_modified(|g| {
@@ -173,17 +152,20 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let backend = Arc::new(backend);
         let shared = Arc::new(Shared {
             keys: papaya::HashMap::new(),
-            holds: Mutex::new(HashMap::new()),
-            lost_early: Mutex::new(HashMap::new()),
-            wake: Notify::new(),
+            holds: Arc::new(Holds::default()),
             closed: AtomicBool::new(false),
             origin: Origin::now(),
             asks,
             closing,
             guards: watch::channel(Guards::default()).0,
         });
-        backend.start(HoldReporter::new(&shared));
-        let runner = tokio::spawn(drive(backend.clone(), shared.clone(), keys, closing_rx));
+        backend.start(HoldReporter::new(&shared.holds));
+        let runner = tokio::spawn(drive(
+            backend.clone(),
+            shared.holds.clone(),
+            keys,
+            closing_rx,
+        ));
         LeaseSet {
             shared,
             backend,
@@ -422,7 +404,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if !state.is_held() && state.error().is_none() {
             // Acquire: one more claim by the loop, then its answer (a
             // failure to find out is reported as it is).
-            self.shared.wake.notify_one();
+            self.shared.holds.wake.notify_one();
             self.resolved_after(&state, seen).await?;
         }
         let Some(epoch) = state.epoch() else {
@@ -436,7 +418,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
                 let reason = LossReason::Revoked {
                     detail: format!("the commit point found the key taken: {e}"),
                 };
-                self.shared.lose(state.name(), epoch, &reason);
+                self.shared.holds.lose(state.name(), epoch, &reason);
             }
             return Err(e);
         }

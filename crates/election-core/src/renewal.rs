@@ -423,8 +423,8 @@ mod tests {
 
     fn term_reporter(
         valid_until: Instant,
-    ) -> (TermReporter, std::sync::Arc<crate::term::TermState>) {
-        let state = crate::term::TermState::new(
+    ) -> (TermReporter, std::sync::Arc<crate::term_state::TermState>) {
+        let state = crate::term_state::TermState::new(
             crate::ElectionName::new("jobs").unwrap(),
             crate::Identity::new("a").unwrap(),
             crate::Epoch::FIRST,
