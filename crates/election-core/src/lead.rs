@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::term_state::TermState;
 use crate::{Claim, ConfigError, Error, Lease, LeaseLost, LossReason, Term, TermLease};
 
 /// The default bound on draining the leader's work before release.
@@ -111,6 +112,16 @@ impl Tasks {
         let mut rx = self.running.subscribe();
         let _ = rx.wait_for(|n| *n == 0).await;
     }
+
+    /// Resolves with `None` once every task has stopped, or with the
+    /// backend's loss of the term if that comes first.
+    async fn stopped_or_lost(&self, state: &TermState) -> Option<LeaseLost> {
+        tokio::select! {
+            biased;
+            () = self.stopped() => None,
+            lost = state.backend_lost() => Some(lost),
+        }
+    }
 }
 
 /// What the leader's work gets from [`Term::lead`]: the lease of its term
@@ -146,9 +157,7 @@ impl Leadership {
                 task.await
             });
         });
-        if !started {
-            tracing::warn!(name = %self.lease.name(), epoch = self.lease.epoch().get(), "task spawned after the term ended: not run");
-        }
+        self.warn_unless(started, "task");
     }
 
     /// Runs blocking work (`std::thread::sleep`, blocking I/O, long CPU
@@ -169,8 +178,12 @@ impl Leadership {
                 work()
             });
         });
+        self.warn_unless(started, "blocking work");
+    }
+
+    fn warn_unless(&self, started: bool, what: &str) {
         if !started {
-            tracing::warn!(name = %self.lease.name(), epoch = self.lease.epoch().get(), "blocking work spawned after the term ended: not run");
+            tracing::warn!(name = %self.lease.name(), epoch = self.lease.epoch().get(), "{what} spawned after the term ended: not run");
         }
     }
 }
@@ -195,12 +208,7 @@ impl<C: Claim> LeadGuard<C> {
     /// already: waiting longer protects nothing, the fence does).
     async fn stop_tasks(&self) -> Option<LeaseLost> {
         self.tasks.close();
-        let state = self.term().state().clone();
-        tokio::select! {
-            biased;
-            () = self.tasks.stopped() => None,
-            lost = state.backend_lost() => Some(lost),
-        }
+        self.tasks.stopped_or_lost(self.term().state()).await
     }
 
     /// Resigns once every task has stopped; after a loss, closes the term
@@ -239,12 +247,7 @@ impl<C: Claim> Drop for LeadGuard<C> {
         // (and with it the term, which gives the claim up): the runtime
         // drops the term's tasks too.
         runtime.spawn(async move {
-            let state = term.state().clone();
-            tokio::select! {
-                biased;
-                () = tasks.stopped() => {}
-                _ = state.backend_lost() => {}
-            }
+            tasks.stopped_or_lost(term.state()).await;
             // Closes with End::Dropped, or End::Lost after a loss.
             drop(term);
         });
@@ -328,23 +331,19 @@ impl<C: Claim> Term<C> {
             let _ = guard.finish().await;
             return Err(Error::NotHeld { name });
         }
-        let output = tokio::select! {
-            biased;
-            lost = state.backend_lost() => {
-                let _ = guard.finish().await;
-                return Err(Error::Lost(lost));
-            }
-            output = work(leadership) => output,
+        let run = async {
+            let output = work(leadership).await;
+            // Drain: wait for spawned tasks (which may spawn more), bounded.
+            let drained = tokio::time::timeout(options.drain_timeout, tasks.stopped()).await;
+            (output, drained.is_ok())
         };
-        // Drain: wait for spawned tasks (which may spawn more), bounded.
-        let drained = tokio::select! {
+        let (output, drained) = tokio::select! {
             biased;
             lost = state.backend_lost() => {
                 let _ = guard.finish().await;
                 return Err(Error::Lost(lost));
             }
-            () = tasks.stopped() => true,
-            () = tokio::time::sleep(options.drain_timeout) => false,
+            done = run => done,
         };
         let name = guard.term().name().clone();
         // Closes the task set (a task spawned after the drain is aborted

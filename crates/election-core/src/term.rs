@@ -15,34 +15,68 @@ pub struct TermLease {
     state: Arc<TermState>,
 }
 
-impl Lease for TermLease {
-    fn name(&self) -> &ElectionName {
-        &self.state.name
+/// A [`Lease`] read from the term's shared state (`self.state`).
+macro_rules! lease_of_state {
+    ($($head:tt)*) => {
+        $($head)* {
+            fn name(&self) -> &ElectionName {
+                &self.state.name
+            }
+            fn identity(&self) -> &Identity {
+                &self.state.identity
+            }
+            fn epoch(&self) -> Epoch {
+                self.state.epoch
+            }
+            fn is_lost(&self) -> bool {
+                self.state.is_lost()
+            }
+            fn loss(&self) -> Option<LeaseLost> {
+                self.state.loss()
+            }
+            fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
+                self.state.lost()
+            }
+            fn valid_until(&self) -> Option<Instant> {
+                self.state.valid_until()
+            }
+        }
+    };
+}
+lease_of_state!(impl Lease for TermLease);
+lease_of_state!(impl<C: Claim> Lease for Term<C>);
+
+/// An open attempt: closed exactly once (rule 4), by [`close`](Self::close)
+/// or, if the campaign's future is dropped first, with [`End::Cancelled`].
+pub(crate) struct AttemptGuard<C: Claim> {
+    pub(crate) claim: Arc<C>,
+    pub(crate) attempt: Option<C::Attempt>,
+}
+
+impl<C: Claim> AttemptGuard<C> {
+    pub(crate) fn attempt(&mut self) -> &mut C::Attempt {
+        self.attempt.as_mut().expect("attempt present until closed")
     }
-    fn identity(&self) -> &Identity {
-        &self.state.identity
+
+    pub(crate) fn close(&mut self, end: End) {
+        if let Some(a) = self.attempt.take() {
+            self.claim.close(a, end);
+        }
     }
-    fn epoch(&self) -> Epoch {
-        self.state.epoch
-    }
-    fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
-    fn loss(&self) -> Option<LeaseLost> {
-        self.state.loss()
-    }
-    fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
-        self.state.lost()
-    }
-    fn valid_until(&self) -> Option<Instant> {
-        self.state.valid_until()
+}
+
+impl<C: Claim> Drop for AttemptGuard<C> {
+    fn drop(&mut self) {
+        if self.attempt.is_some() {
+            tracing::debug!(name = %self.claim.name(), identity = %self.claim.identity(), "campaign cancelled; attempt closed");
+            self.close(End::Cancelled);
+        }
     }
 }
 
 /// A won claim and its watch; closes the attempt when dropped.
 pub(crate) struct Held<C: Claim> {
-    pub(crate) claim: Arc<C>,
-    pub(crate) attempt: Option<C::Attempt>,
+    pub(crate) guard: AttemptGuard<C>,
     pub(crate) watch: Option<WatchGuard>,
     pub(crate) state: Arc<TermState>,
 }
@@ -50,15 +84,13 @@ pub(crate) struct Held<C: Claim> {
 impl<C: Claim> Held<C> {
     fn close(&mut self, end: End) {
         self.watch.take();
-        if let Some(attempt) = self.attempt.take() {
-            self.claim.close(attempt, end);
-        }
+        self.guard.close(end);
     }
 }
 
 impl<C: Claim> Drop for Held<C> {
     fn drop(&mut self) {
-        if self.attempt.is_some() {
+        if self.guard.attempt.is_some() {
             let end = match self.state.begin_end(LossReason::Dropped) {
                 Ok(()) => End::Dropped,
                 Err(_) => End::Lost,
@@ -255,9 +287,8 @@ impl<C: Claim> Term<C> {
             }
             Ok(()) => {
                 held.watch.take();
-                let claim = held.claim.clone();
-                let attempt = held.attempt.as_mut().expect("attempt present until closed");
-                match claim.release(attempt).await {
+                let claim = held.guard.claim.clone();
+                match claim.release(held.guard.attempt()).await {
                     Ok(()) => {
                         held.close(End::Resigned);
                         tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), "resigned");
@@ -324,8 +355,8 @@ impl<C: Claim> Term<C> {
         if !self.state.is_live() {
             return Err(refused().unwrap_or_else(not_held));
         }
-        let claim = held.claim.clone();
-        let attempt = held.attempt.as_mut().ok_or_else(not_held)?;
+        let claim = held.guard.claim.clone();
+        let attempt = held.guard.attempt.as_mut().ok_or_else(not_held)?;
         match claim.confirm(attempt).await {
             Ok(()) => match refused() {
                 Some(e) => Err(e),
@@ -343,29 +374,5 @@ impl<C: Claim> Term<C> {
 
     pub(crate) fn state(&self) -> &Arc<TermState> {
         &self.state
-    }
-}
-
-impl<C: Claim> Lease for Term<C> {
-    fn name(&self) -> &ElectionName {
-        &self.state.name
-    }
-    fn identity(&self) -> &Identity {
-        &self.state.identity
-    }
-    fn epoch(&self) -> Epoch {
-        self.state.epoch
-    }
-    fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
-    fn loss(&self) -> Option<LeaseLost> {
-        self.state.loss()
-    }
-    fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
-        self.state.lost()
-    }
-    fn valid_until(&self) -> Option<Instant> {
-        self.state.valid_until()
     }
 }

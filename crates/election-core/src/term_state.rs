@@ -92,13 +92,12 @@ impl TermState {
 
     /// Marks the term lost; returns true if this call lost it.
     pub(crate) fn lose(&self, reason: LossReason) -> bool {
-        let mut lost_now = false;
-        self.status.send_if_modified(|s| {
-            if let Phase::Live = s.phase {
+        let lost_now = self.status.send_if_modified(|s| {
+            let live = matches!(s.phase, Phase::Live);
+            if live {
                 s.phase = Phase::Lost(self.lost_with(reason.clone()));
-                lost_now = true;
             }
-            lost_now
+            live
         });
         if lost_now {
             tracing::warn!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), %reason, "lost");
@@ -107,13 +106,12 @@ impl TermState {
     }
 
     fn renewed(&self, valid_until: Instant) {
-        let mut renewed = false;
-        self.status.send_if_modified(|s| {
-            if let Phase::Live = s.phase {
+        let renewed = self.status.send_if_modified(|s| {
+            let live = matches!(s.phase, Phase::Live);
+            if live {
                 s.valid_until = Some(valid_until);
-                renewed = true;
             }
-            renewed
+            live
         });
         if renewed {
             tracing::debug!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), "renewed");
@@ -214,30 +212,28 @@ impl TermState {
     async fn wait_for_loss(&self, pick: fn(&Status) -> Option<LeaseLost>) -> LeaseLost {
         let mut rx = self.status.subscribe();
         loop {
-            let (picked, phase, deadline) = {
+            let (picked, live, deadline) = {
                 let s = rx.borrow_and_update();
-                (pick(&s), s.phase.clone(), s.valid_until)
+                (pick(&s), matches!(s.phase, Phase::Live), s.valid_until)
             };
             if let Some(l) = picked {
                 return l;
             }
-            if !matches!(phase, Phase::Live) {
+            if !live {
                 // Ending (the watch is gone) and nothing picked: nothing
                 // will change any more.
                 std::future::pending::<()>().await;
             }
-            match deadline {
-                Some(deadline) => {
-                    tokio::select! {
-                        changed = rx.changed() => if changed.is_err() { std::future::pending::<()>().await },
-                        () = tokio::time::sleep_until(deadline) => { self.check_deadline(); }
-                    }
+            let expiry = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
                 }
-                None => {
-                    if rx.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                }
+            };
+            // `changed` cannot fail: `self` holds the sender.
+            tokio::select! {
+                _ = rx.changed() => {}
+                () = expiry => self.check_deadline(),
             }
         }
     }
