@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::claim::End;
+use crate::config_error::{HOUR, check_setting};
 use crate::term::{AttemptGuard, Held};
 use crate::term_state::TermState;
 use crate::{Claim, ConfigError, Error, Leader, Term, TermReporter};
@@ -312,12 +313,7 @@ fn passed(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
 }
 
-pub(crate) fn check_poll_interval(poll_interval: Duration) -> Result<Duration, ConfigError> {
-    if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
-        return Err(ConfigError::BadSetting {
-            setting: "poll_interval",
-            reason: format!("{poll_interval:?} is not between 1ms and 1h"),
-        });
-    }
-    Ok(poll_interval)
+pub(crate) fn check_poll_interval(d: Duration) -> Result<Duration, ConfigError> {
+    let ok = (Duration::from_millis(1)..=HOUR).contains(&d);
+    check_setting("poll_interval", d, ok, "not between 1ms and 1h")
 }

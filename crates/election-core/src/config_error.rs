@@ -2,6 +2,7 @@
 
 use std::error::Error as StdError;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A shareable error source, as backends hand them to the core.
 pub type Source = Arc<dyn StdError + Send + Sync + 'static>;
@@ -42,4 +43,24 @@ pub enum ConfigError {
     /// been handed out, or the backend produced one above it.
     #[error("the epoch counter is exhausted")]
     EpochExhausted,
+}
+
+/// One hour: the bound of the core's waits and intervals.
+pub(crate) const HOUR: Duration = Duration::from_secs(3600);
+
+/// `value` of `setting` if `ok`, else [`ConfigError::BadSetting`] saying
+/// "`value` is `says`".
+pub(crate) fn check_setting(
+    setting: &'static str,
+    value: Duration,
+    ok: bool,
+    says: &str,
+) -> Result<Duration, ConfigError> {
+    match ok {
+        true => Ok(value),
+        false => Err(ConfigError::BadSetting {
+            setting,
+            reason: format!("{value:?} is {says}"),
+        }),
+    }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, watch};
@@ -13,7 +13,9 @@ use tokio::time::Instant;
 
 use crate::key_state::KeyState;
 use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
-use crate::{DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won};
+use crate::{
+    DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won, lock,
+};
 
 /// One key's answer to [`KeyedClaims::claim`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -351,15 +353,10 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    fn holds_mut(&self) -> MutexGuard<'_, HashMap<ElectionName, Hold>> {
-        self.holds.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Records a win; false (and the key is tried again) if its loss was
     /// already reported.
     fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) -> bool {
-        let lost = self
-            .lost_early()
+        let lost = lock(&self.lost_early)
             .get(state.name())
             .is_some_and(|e| *e >= won.epoch);
         if lost {
@@ -368,7 +365,7 @@ impl Holds {
             self.wake.notify_one();
             return false;
         }
-        self.holds_mut().insert(
+        lock(&self.holds).insert(
             state.name().clone(),
             Hold {
                 state: state.clone(),
@@ -380,20 +377,16 @@ impl Holds {
         true
     }
 
-    fn lost_early(&self) -> MutexGuard<'_, HashMap<ElectionName, Epoch>> {
-        self.lost_early.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(crate) fn holds(&self, key: &ElectionName) -> bool {
-        self.holds_mut().contains_key(key)
+        lock(&self.holds).contains_key(key)
     }
 
     pub(crate) fn lose(&self, key: &ElectionName, epoch: Epoch, reason: &LossReason) -> bool {
-        let mut holds = self.holds_mut();
+        let mut holds = lock(&self.holds);
         let Some(hold) = holds.get(key).filter(|h| h.epoch == epoch) else {
             // Not (yet) held in that term: a win of it recorded later
             // must not count.
-            let mut early = self.lost_early();
+            let mut early = lock(&self.lost_early);
             let seen = early.entry(key.clone()).or_insert(epoch);
             *seen = (*seen).max(epoch);
             return false;
@@ -407,7 +400,7 @@ impl Holds {
     }
 
     fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
-        if let Some(hold) = self.holds_mut().get_mut(key).filter(|h| h.epoch == epoch) {
+        if let Some(hold) = lock(&self.holds).get_mut(key).filter(|h| h.epoch == epoch) {
             hold.valid_until = Some(valid_until);
             hold.state.renewed(epoch, valid_until);
         }
@@ -415,7 +408,7 @@ impl Holds {
 
     /// The held keys that expire.
     fn expiring(&self) -> Vec<HeldKey> {
-        let holds = self.holds_mut();
+        let holds = lock(&self.holds);
         holds
             .iter()
             .filter(|(_, h)| h.valid_until.is_some())
@@ -424,7 +417,7 @@ impl Holds {
     }
 
     fn first_deadline(&self) -> Option<Instant> {
-        self.holds_mut()
+        lock(&self.holds)
             .values()
             .filter_map(|h| h.valid_until)
             .min()
@@ -432,8 +425,7 @@ impl Holds {
 
     /// Loses every key whose deadline has come; the next deadline.
     fn expire(&self, now: Instant) -> Option<Instant> {
-        let expired: Vec<HeldKey> = self
-            .holds_mut()
+        let expired: Vec<HeldKey> = lock(&self.holds)
             .iter()
             .filter(|(_, h)| h.valid_until.is_some_and(|d| d <= now))
             .map(|(k, h)| (k.clone(), h.epoch))
@@ -447,7 +439,7 @@ impl Holds {
     /// Every key still held, taken for release: a loss reported from here
     /// on finds nothing (the release was already decided).
     fn take_holds(&self) -> Vec<HeldKey> {
-        self.holds_mut()
+        lock(&self.holds)
             .drain()
             .map(|(k, h)| {
                 h.state.end_hold();

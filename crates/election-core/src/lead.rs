@@ -7,8 +7,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::config_error::{HOUR, check_setting};
 use crate::term_state::TermState;
-use crate::{Claim, ConfigError, Error, Lease, LeaseLost, LossReason, Term, TermLease};
+use crate::{Claim, ConfigError, Error, Lease, LeaseLost, LossReason, Term, TermLease, lock};
 
 /// The default bound on draining the leader's work before release.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,13 +32,8 @@ impl LeadOptions {
     /// How long, after the work returned, to wait for the tasks it spawned
     /// through [`Leadership::spawn`] before aborting them. At most 1 hour.
     pub fn with_drain_timeout(mut self, drain_timeout: Duration) -> Result<Self, ConfigError> {
-        if drain_timeout > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "drain_timeout",
-                reason: format!("{drain_timeout:?} is above 1h"),
-            });
-        }
-        self.drain_timeout = drain_timeout;
+        let ok = drain_timeout <= HOUR;
+        self.drain_timeout = check_setting("drain_timeout", drain_timeout, ok, "above 1h")?;
         Ok(self)
     }
 }
@@ -83,13 +79,9 @@ impl Tasks {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, TaskSet> {
-        self.set.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Starts a task unless the term has ended; false if it did not.
     fn start(&self, start: impl FnOnce(&mut JoinSet<()>, Running)) -> bool {
-        let mut set = self.lock();
+        let mut set = lock(&self.set);
         if set.closed {
             return false;
         }
@@ -101,7 +93,7 @@ impl Tasks {
     /// Ends the term for its tasks: none may start any more, and the
     /// running ones are asked to stop (aborted). Returns how many still run.
     fn close(&self) -> usize {
-        let mut set = self.lock();
+        let mut set = lock(&self.set);
         set.closed = true;
         set.handles.abort_all();
         *self.running.borrow()

@@ -8,9 +8,12 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::config_error::{HOUR, check_setting};
 use crate::engine::{HoldReporter, Holds, KeyedClaims, drive};
 use crate::key_state::{KeyState, Origin};
-use crate::{ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken};
+use crate::{
+    ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken, lock,
+};
 
 /// The default bound on how long [`LeaseSet::close`] waits for running
 /// guards before it returns (the keys they write under stay held until they
@@ -179,19 +182,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// hour. Whatever the bound, a key is not given up while a guarded
     /// write under it runs.
     pub fn with_close_timeout(mut self, close_timeout: Duration) -> Result<Self, ConfigError> {
-        if close_timeout > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "close_timeout",
-                reason: format!("{close_timeout:?} is above 1h"),
-            });
-        }
-        self.close_timeout = close_timeout;
+        let ok = close_timeout <= HOUR;
+        self.close_timeout = check_setting("close_timeout", close_timeout, ok, "above 1h")?;
         Ok(self)
-    }
-
-    /// The backend.
-    pub fn backend(&self) -> &K {
-        &self.backend
     }
 
     /// The identity of this process in every key's election.
@@ -480,7 +473,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
             tracing::warn!(identity = %self.identity(), running, close_timeout = ?self.close_timeout, "lease set closing: guarded writes still run past the close timeout; their keys stay held until they finish");
             return;
         }
-        let runner = self.runner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let runner = lock(&self.runner).take();
         if let Some(runner) = runner {
             let _ = runner.await;
         }

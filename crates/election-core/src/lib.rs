@@ -94,3 +94,9 @@ pub use renewal::{RenewalPolicy, Renewed, renew_until_lost};
 pub use term::{Term, TermLease};
 pub use term_state::TermReporter;
 pub use write_token::{WriteToken, unguarded};
+
+/// Locks `m`, recovering from poisoning: every lock of the crate guards
+/// state that stays consistent between its statements.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::config_error::check_setting;
 use crate::{ConfigError, Error, LossReason, TermReporter};
 
 /// How a claim that expires is renewed: the numbers [`Renewal`] decides by.
@@ -44,14 +45,16 @@ impl RenewalPolicy {
     /// Sets the wait before a failed or timed-out renewal is retried
     /// (above zero).
     pub fn with_retry_after(mut self, retry_after: Duration) -> Result<Self, ConfigError> {
-        self.retry_after = positive("retry_after", retry_after)?;
+        let ok = !retry_after.is_zero();
+        self.retry_after = check_setting("retry_after", retry_after, ok, "zero")?;
         Ok(self)
     }
 
     /// Sets the longest time one renewal may take (above zero); it is cut
     /// to the time left before the deadline in any case.
     pub fn with_attempt_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
-        self.attempt_timeout = positive("attempt_timeout", timeout)?;
+        let ok = !timeout.is_zero();
+        self.attempt_timeout = check_setting("attempt_timeout", timeout, ok, "zero")?;
         Ok(self)
     }
 
@@ -64,16 +67,6 @@ impl RenewalPolicy {
     pub fn renew_every(&self) -> Duration {
         self.renew_every
     }
-}
-
-fn positive(setting: &'static str, d: Duration) -> Result<Duration, ConfigError> {
-    if d.is_zero() {
-        return Err(ConfigError::BadSetting {
-            setting,
-            reason: "zero".into(),
-        });
-    }
-    Ok(d)
 }
 
 /// What happened, as the driver of a [`Renewal`] tells it.
