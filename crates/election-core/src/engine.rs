@@ -12,7 +12,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 
 use crate::key_state::KeyState;
-use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
+use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy, attempt};
 use crate::{
     DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won, lock,
 };
@@ -173,6 +173,22 @@ impl HoldReporter {
     }
 }
 
+/// A lease set's guards: how many run now, and whether the set is closing
+/// (no guard is admitted from then on).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Guards {
+    pub(crate) running: usize,
+    pub(crate) closing: bool,
+}
+
+impl Guards {
+    /// True once the loop must give the keys up: the set is closing and
+    /// the last running guard has finished.
+    fn stop(&self) -> bool {
+        self.closing && self.running == 0
+    }
+}
+
 type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The set's loop: claims asked keys, renews held ones on one [`Renewal`],
@@ -181,7 +197,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
     backend: Arc<K>,
     shared: Arc<Holds>,
     mut asks: mpsc::UnboundedReceiver<Arc<KeyState>>,
-    mut closing: watch::Receiver<bool>,
+    mut guards: watch::Receiver<Guards>,
 ) {
     let policy = backend.renewal();
     let mut wanted: Vec<Arc<KeyState>> = Vec::new();
@@ -194,7 +210,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
             wanted.push(key);
             claim_due = true;
         }
-        if *closing.borrow() {
+        if guards.borrow().stop() {
             break;
         }
         let mut renew_at = None;
@@ -232,7 +248,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
         }
         tokio::select! {
             biased;
-            _ = closing.wait_for(|c| *c) => break,
+            _ = guards.wait_for(Guards::stop) => break,
             key = asks.recv() => {
                 if let Some(key) = key { wanted.push(key); }
                 claim_due = true;
@@ -294,39 +310,28 @@ async fn renew<K: KeyedClaims>(
     if held.is_empty() {
         return Input::Refused;
     }
-    let sent = Instant::now();
-    match tokio::time::timeout(budget, backend.renew(&held)).await {
-        Ok(Ok(refused)) => {
-            let refused: HashMap<ElectionName, LossReason> = refused.into_iter().collect();
-            let mut landed = false;
-            for (key, epoch) in &held {
-                match refused.get(key) {
-                    Some(reason) => {
-                        shared.lose(key, *epoch, reason);
-                    }
-                    None => {
-                        shared.renewed(key, *epoch, sent + policy.validity());
-                        landed = true;
-                    }
-                }
+    let what = format!("lease set ({} keys)", held.len());
+    let (sent, refused) = match attempt(budget, &what, backend.renew(&held)).await {
+        Ok(answer) => answer,
+        Err(input) => return input,
+    };
+    let refused: HashMap<ElectionName, LossReason> = refused.into_iter().collect();
+    let mut landed = false;
+    for (key, epoch) in &held {
+        match refused.get(key) {
+            Some(reason) => {
+                shared.lose(key, *epoch, reason);
             }
-            if landed {
-                Input::Renewed { sent }
-            } else {
-                Input::Refused
+            None => {
+                shared.renewed(key, *epoch, sent + policy.validity());
+                landed = true;
             }
         }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, keys = held.len(), "lease-set renewal failed; retrying until the leases run out");
-            Input::Failed
-        }
-        Err(_) => {
-            tracing::warn!(
-                keys = held.len(),
-                "lease-set renewal timed out (outcome unknown); retrying until the leases run out"
-            );
-            Input::TimedOut
-        }
+    }
+    if landed {
+        Input::Renewed { sent }
+    } else {
+        Input::Refused
     }
 }
 

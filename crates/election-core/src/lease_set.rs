@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::config_error::{HOUR, check_setting};
-use crate::engine::{HoldReporter, Holds, KeyedClaims, drive};
+use crate::engine::{Guards, HoldReporter, Holds, KeyedClaims, drive};
 use crate::key_state::{KeyState, Origin};
 use crate::{
     ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken, lock,
@@ -20,13 +20,6 @@ use crate::{
 /// finish, whatever the bound).
 pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The guards running now, and whether the set is closing.
-#[derive(Clone, Copy, Debug, Default)]
-struct Guards {
-    running: usize,
-    closing: bool,
-}
-
 struct Shared {
     keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
     /// The keys held now, as the engine's loop keeps them.
@@ -34,10 +27,9 @@ struct Shared {
     closed: AtomicBool,
     origin: Origin,
     asks: mpsc::UnboundedSender<Arc<KeyState>>,
-    closing: watch::Sender<bool>,
     /// Guards admitted and not yet finished; once `closing` is set no
-    /// guard is admitted, and the loop is told to give keys up (`closing`
-    /// above) only when the last running guard has finished.
+    /// guard is admitted, and the loop gives keys up only when the last
+    /// running guard has finished ([`Guards::stop`]).
     guards: watch::Sender<Guards>,
 }
 
@@ -54,17 +46,10 @@ impl Shared {
         admitted.then(|| GuardPass(self.clone()))
     }
 
-    /// Stops admitting guards; tells the loop to give keys up now if no
-    /// guard runs, else when the last one finishes.
+    /// Stops admitting guards: the loop gives keys up now if no guard
+    /// runs, else when the last one finishes.
     fn stop_guards(&self) {
-        let mut idle = false;
-        self.guards.send_modify(|g| {
-            g.closing = true;
-            idle = g.running == 0;
-        });
-        if idle {
-            self.closing.send_replace(true);
-        }
+        self.guards.send_modify(|g| g.closing = true);
     }
 }
 
@@ -73,15 +58,7 @@ struct GuardPass(Arc<Shared>);
 
 impl Drop for GuardPass {
     fn drop(&mut self) {
-        let mut last = false;
-        self.0.guards.send_modify(|g| {
-            g.running -= 1;
-            last = g.closing && g.running == 0;
-        });
-        if last {
-            // The set is closing and this was the last write under it.
-            self.0.closing.send_replace(true);
-        }
+        self.0.guards.send_modify(|g| g.running -= 1);
     }
 }
 
@@ -151,7 +128,6 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// Outside a tokio runtime (as `tokio::spawn` does).
     pub fn new(backend: K) -> Self {
         let (asks, keys) = mpsc::unbounded_channel();
-        let (closing, closing_rx) = watch::channel(false);
         let backend = Arc::new(backend);
         let shared = Arc::new(Shared {
             keys: papaya::HashMap::new(),
@@ -159,7 +135,6 @@ impl<K: KeyedClaims> LeaseSet<K> {
             closed: AtomicBool::new(false),
             origin: Origin::now(),
             asks,
-            closing,
             guards: watch::channel(Guards::default()).0,
         });
         backend.start(HoldReporter::new(&shared.holds));
@@ -167,7 +142,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
             backend.clone(),
             shared.holds.clone(),
             keys,
-            closing_rx,
+            shared.guards.subscribe(),
         ));
         LeaseSet {
             shared,
@@ -291,7 +266,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     pub async fn ask(&self, key: &str) -> Result<bool, Error> {
         self.refuse_if_closed(key)?;
         let state = self.key(key)?;
-        self.resolved(&state).await?;
+        self.resolved_after(&state, 0).await?;
         if state.is_held() && !self.is_closed() {
             return Ok(true);
         }
@@ -310,10 +285,6 @@ impl<K: KeyedClaims> LeaseSet<K> {
             });
         }
         Ok(())
-    }
-
-    async fn resolved(&self, state: &KeyState) -> Result<(), Error> {
-        self.resolved_after(state, 0).await
     }
 
     /// Waits until `state` was resolved more than `seen` times, or the set
@@ -389,7 +360,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let Some(_pass) = self.shared.admit() else {
             return Err(not_held());
         };
-        self.resolved(&state).await?;
+        self.resolved_after(&state, 0).await?;
         // Counted before the check: a win of the loop's in between is then
         // a later answer, not one the nudged claim (which skips held keys)
         // would have to give.

@@ -259,21 +259,20 @@ where
                 Input::Due
             }
             Next::Renew { budget } => {
-                let sent = Instant::now();
-                match tokio::time::timeout(budget, renew_once(budget)).await {
-                    Ok(Renewed::Landed) => Input::Renewed { sent },
-                    Ok(Renewed::Refused(reason)) => {
+                let renew = async {
+                    match renew_once(budget).await {
+                        Renewed::Failed(e) => Err(e),
+                        answer => Ok(answer),
+                    }
+                };
+                let what = format!("term {}", reporter.epoch());
+                match attempt(budget, &what, renew).await {
+                    Ok((_, Renewed::Refused(reason))) => {
                         refused = Some(reason);
                         Input::Refused
                     }
-                    Ok(Renewed::Failed(e)) => {
-                        tracing::warn!(epoch = %reporter.epoch(), error = %e, "renewal failed; retrying until the lease runs out");
-                        Input::Failed
-                    }
-                    Err(_) => {
-                        tracing::warn!(epoch = %reporter.epoch(), "renewal timed out (outcome unknown); retrying until the lease runs out");
-                        Input::TimedOut
-                    }
+                    Ok((sent, _)) => Input::Renewed { sent },
+                    Err(input) => input,
                 }
             }
             Next::Lose(loss) => {
@@ -287,6 +286,29 @@ where
                 return Some(reason);
             }
         };
+    }
+}
+
+/// One renewal attempt of `what`, cut off at `budget` (a timed-out
+/// attempt's outcome is unknown): the instant it was sent (before the
+/// request) and its answer, or what the machine is told of a failed or
+/// timed-out attempt, which is logged and never extends the deadline.
+pub(crate) async fn attempt<T>(
+    budget: Duration,
+    what: &str,
+    renew: impl Future<Output = Result<T, Error>>,
+) -> Result<(Instant, T), Input> {
+    let sent = Instant::now();
+    match tokio::time::timeout(budget, renew).await {
+        Ok(Ok(answer)) => Ok((sent, answer)),
+        Ok(Err(e)) => {
+            tracing::warn!(%what, error = %e, "renewal failed; retrying until the deadline");
+            Err(Input::Failed)
+        }
+        Err(_) => {
+            tracing::warn!(%what, "renewal timed out (outcome unknown); retrying until the deadline");
+            Err(Input::TimedOut)
+        }
     }
 }
 
