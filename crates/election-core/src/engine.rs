@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::key_state::KeyState;
@@ -196,20 +196,14 @@ type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub(crate) async fn drive<K: KeyedClaims>(
     backend: Arc<K>,
     shared: Arc<Holds>,
-    mut asks: mpsc::UnboundedReceiver<Arc<KeyState>>,
     mut guards: watch::Receiver<Guards>,
 ) {
     let policy = backend.renewal();
-    let mut wanted: Vec<Arc<KeyState>> = Vec::new();
     let mut machine: Option<Renewal> = None;
     let mut input = Input::Due;
     let mut claim_due = true;
     let mut waiting: Option<Waiting> = None;
     loop {
-        while let Ok(key) = asks.try_recv() {
-            wanted.push(key);
-            claim_due = true;
-        }
         if guards.borrow().stop() {
             break;
         }
@@ -231,7 +225,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
         if claim_due {
             claim_due = false;
             waiting = None;
-            if claim(&*backend, &shared, &mut wanted).await
+            if claim(&*backend, &shared).await
                 && let Some(policy) = policy
             {
                 machine = shared.first_deadline().map(|d| match machine {
@@ -241,18 +235,13 @@ pub(crate) async fn drive<K: KeyedClaims>(
             }
             continue;
         }
-        let unheld = wanted.iter().any(|k| !shared.holds(k.name()));
-        if unheld && waiting.is_none() {
+        if !shared.free().is_empty() && waiting.is_none() {
             let b = backend.clone();
             waiting = Some(Box::pin(async move { b.wait().await }));
         }
         tokio::select! {
             biased;
             _ = guards.wait_for(Guards::stop) => break,
-            key = asks.recv() => {
-                if let Some(key) = key { wanted.push(key); }
-                claim_due = true;
-            }
             () = shared.wake.notified() => claim_due = true,
             () = async { tokio::time::sleep_until(renew_at.expect("set")).await }, if renew_at.is_some() => {}
             () = async { waiting.as_mut().expect("set").await }, if waiting.is_some() => claim_due = true,
@@ -265,19 +254,11 @@ pub(crate) async fn drive<K: KeyedClaims>(
     backend.close().await;
 }
 
-/// One claim of every wanted key not held; true if any was won.
-async fn claim<K: KeyedClaims>(
-    backend: &K,
-    shared: &Holds,
-    wanted: &mut Vec<Arc<KeyState>>,
-) -> bool {
+/// One claim of every asked key not held; true if any was won.
+async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds) -> bool {
     // A hold whose deadline passed unreported is lost (rule 2's backstop).
     shared.expire(Instant::now());
-    let free: Vec<Arc<KeyState>> = wanted
-        .iter()
-        .filter(|k| !shared.holds(k.name()))
-        .cloned()
-        .collect();
+    let free = shared.free();
     if free.is_empty() {
         return false;
     }
@@ -288,12 +269,8 @@ async fn claim<K: KeyedClaims>(
         match answer {
             Ok(Claimed::Won(won)) => won_any |= shared.hold(state, won, backend.identity()),
             Ok(Claimed::HeldBy(holder)) => state.held_by(holder),
-            Err(e) => {
-                if e.is_permanent() {
-                    wanted.retain(|k| !Arc::ptr_eq(k, state));
-                }
-                state.failed(e);
-            }
+            // A permanent error stops the tries for the key (`free`).
+            Err(e) => state.failed(e),
         }
     }
     won_any
@@ -346,6 +323,9 @@ struct Hold {
 /// The keys a lease set holds, kept by its loop and its reporter.
 #[derive(Default)]
 pub(crate) struct Holds {
+    /// Every key asked about (the loop claims those not held); a new key
+    /// wakes the loop.
+    pub(crate) keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
     /// The keys held now; a key leaves it on its loss or for its release,
     /// never both (rule 3).
     holds: Mutex<HashMap<ElectionName, Hold>>,
@@ -382,8 +362,14 @@ impl Holds {
         true
     }
 
-    pub(crate) fn holds(&self, key: &ElectionName) -> bool {
-        lock(&self.holds).contains_key(key)
+    /// The asked keys not held and still tried (no permanent error).
+    fn free(&self) -> Vec<Arc<KeyState>> {
+        let holds = lock(&self.holds);
+        let keys = self.keys.pin();
+        keys.values()
+            .filter(|k| !holds.contains_key(k.name()) && !k.given_up())
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn lose(&self, key: &ElectionName, epoch: Epoch, reason: &LossReason) -> bool {

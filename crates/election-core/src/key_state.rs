@@ -170,6 +170,15 @@ impl KeyState {
         lock(&self.known).holder.clone()
     }
 
+    /// True once the backend answered with a permanent error
+    /// ([`Error::is_permanent`]): the loop no longer tries the key.
+    pub(crate) fn given_up(&self) -> bool {
+        lock(&self.known)
+            .error
+            .as_ref()
+            .is_some_and(Error::is_permanent)
+    }
+
     /// The last failure to find out, if the latest news was a failure.
     pub(crate) fn error(&self) -> Option<Error> {
         lock(&self.known).error.clone()

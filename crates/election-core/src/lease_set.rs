@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config_error::{HOUR, check_setting};
@@ -21,12 +21,10 @@ use crate::{
 pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct Shared {
-    keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
-    /// The keys held now, as the engine's loop keeps them.
+    /// The keys asked about and held, as the engine's loop keeps them.
     holds: Arc<Holds>,
     closed: AtomicBool,
     origin: Origin,
-    asks: mpsc::UnboundedSender<Arc<KeyState>>,
     /// Guards admitted and not yet finished; once `closing` is set no
     /// guard is admitted, and the loop gives keys up only when the last
     /// running guard has finished ([`Guards::stop`]).
@@ -113,7 +111,7 @@ impl<K: KeyedClaims> std::fmt::Debug for LeaseSet<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseSet")
             .field("identity", self.backend.identity())
-            .field("keys", &self.shared.keys.len())
+            .field("keys", &self.shared.holds.keys.len())
             .field("closed", &self.shared.closed.load(Ordering::Relaxed))
             .finish()
     }
@@ -127,21 +125,17 @@ impl<K: KeyedClaims> LeaseSet<K> {
     ///
     /// Outside a tokio runtime (as `tokio::spawn` does).
     pub fn new(backend: K) -> Self {
-        let (asks, keys) = mpsc::unbounded_channel();
         let backend = Arc::new(backend);
         let shared = Arc::new(Shared {
-            keys: papaya::HashMap::new(),
             holds: Arc::new(Holds::default()),
             closed: AtomicBool::new(false),
             origin: Origin::now(),
-            asks,
             guards: watch::channel(Guards::default()).0,
         });
         backend.start(HoldReporter::new(&shared.holds));
         let runner = tokio::spawn(drive(
             backend.clone(),
             shared.holds.clone(),
-            keys,
             shared.guards.subscribe(),
         ));
         LeaseSet {
@@ -173,7 +167,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
 
     /// The state of `key`, asking about it the first time.
     fn key(&self, key: &str) -> Result<Arc<KeyState>, Error> {
-        let keys = self.shared.keys.pin();
+        let keys = self.shared.holds.keys.pin();
         if let Some(state) = keys.get(key) {
             return Ok(state.clone());
         }
@@ -181,9 +175,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let fresh = Arc::new(KeyState::new(name, self.shared.origin));
         match keys.try_insert(Arc::from(key), fresh) {
             Ok(state) => {
-                // Fails only once the loop has stopped (closing): then
-                // nothing is won for this key, and `held` stays false.
-                let _ = self.shared.asks.send(state.clone());
+                // Once the loop has stopped (closing), nothing is won for
+                // this key, and `held` stays false.
+                self.shared.holds.wake.notify_one();
                 Ok(state.clone())
             }
             Err(occupied) => Ok(occupied.current.clone()),
@@ -203,7 +197,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if self.is_closed() {
             return false;
         }
-        if let Some(state) = self.shared.keys.pin().get(key) {
+        if let Some(state) = self.shared.holds.keys.pin().get(key) {
             return state.is_held() && !self.is_closed();
         }
         let _ = self.key(key);
@@ -216,7 +210,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if self.is_closed() {
             return None;
         }
-        self.shared.keys.pin().get(key)?.epoch()
+        self.shared.holds.keys.pin().get(key)?.epoch()
     }
 
     /// Who holds `key` as far as this process last learned (this process
@@ -224,7 +218,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// [`since`](Leader::since) is what the backend reported for another
     /// holder, and `None` while this process holds the key.
     pub fn holder(&self, key: &str) -> Option<Leader> {
-        self.shared.keys.pin().get(key)?.holder()
+        self.shared.holds.keys.pin().get(key)?.holder()
     }
 
     /// The keys this process holds now.
@@ -232,7 +226,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if self.is_closed() {
             return Vec::new();
         }
-        let keys = self.shared.keys.pin();
+        let keys = self.shared.holds.keys.pin();
         keys.values()
             .filter(|s| s.is_held())
             .map(|s| s.name().clone())
