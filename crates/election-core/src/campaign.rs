@@ -6,7 +6,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::claim::End;
-use crate::term::{Held, TermState};
+use crate::config_error::{HOUR, check_setting};
+use crate::term::{AttemptGuard, Held};
+use crate::term_state::TermState;
 use crate::{Claim, ConfigError, Error, Leader, Term, TermReporter};
 
 /// The default time between two tries on backends without a wake-up.
@@ -55,38 +57,6 @@ struct RetryReport(Arc<dyn Fn(&Error) + Send + Sync>);
 impl std::fmt::Debug for RetryReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("RetryReport")
-    }
-}
-
-/// Closes an attempt that has not become a term, whatever way the campaign
-/// leaves: return, error, or its future being dropped (rule 4).
-struct AttemptGuard<C: Claim> {
-    claim: Arc<C>,
-    attempt: Option<C::Attempt>,
-}
-
-impl<C: Claim> AttemptGuard<C> {
-    fn attempt(&mut self) -> &mut C::Attempt {
-        self.attempt.as_mut().expect("attempt present until closed")
-    }
-
-    fn close(mut self, end: End) {
-        if let Some(a) = self.attempt.take() {
-            self.claim.close(a, end);
-        }
-    }
-
-    fn into_attempt(mut self) -> C::Attempt {
-        self.attempt.take().expect("attempt present until closed")
-    }
-}
-
-impl<C: Claim> Drop for AttemptGuard<C> {
-    fn drop(&mut self) {
-        if let Some(a) = self.attempt.take() {
-            tracing::debug!(name = %self.claim.name(), identity = %self.claim.identity(), "campaign cancelled; attempt closed");
-            self.claim.close(a, End::Cancelled);
-        }
     }
 }
 
@@ -238,10 +208,15 @@ impl<C: Claim> Candidate<C> {
         if let Some(report) = &self.on_retry {
             (report.0)(e);
         }
+        self.pause_until(deadline).await
+    }
+
+    /// Waits one poll interval, not past `deadline`; false if the deadline
+    /// has passed.
+    async fn pause_until(&self, deadline: Option<Instant>) -> bool {
         let until = Instant::now() + self.poll_interval;
-        let until = deadline.map_or(until, |d| until.min(d));
-        tokio::time::sleep_until(until).await;
-        deadline.is_none_or(|d| Instant::now() < d)
+        tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
+        !passed(deadline)
     }
 
     async fn run(&self, deadline: Option<Instant>, once: bool) -> Result<Option<Term<C>>, Error> {
@@ -278,19 +253,14 @@ impl<C: Claim> Candidate<C> {
                     }
                 };
                 let Some(won) = won else {
-                    let now = Instant::now();
-                    if once || deadline.is_some_and(|d| now >= d) {
+                    if once || passed(deadline) {
                         guard.close(End::NeverWon);
                         return Ok(None);
                     }
+                    let wait = claim.wait(guard.attempt(), self.poll_interval);
                     let waited = match deadline {
-                        None => claim.wait(guard.attempt(), self.poll_interval).await,
-                        Some(d) => {
-                            tokio::select! {
-                                r = claim.wait(guard.attempt(), self.poll_interval) => r,
-                                () = tokio::time::sleep_until(d) => Ok(()),
-                            }
-                        }
+                        None => wait.await,
+                        Some(d) => tokio::time::timeout_at(d, wait).await.unwrap_or(Ok(())),
                     };
                     if let Err(e) = waited {
                         guard.close(End::Failed);
@@ -313,8 +283,7 @@ impl<C: Claim> Candidate<C> {
                         }
                     };
                 let held = Held {
-                    claim: claim.clone(),
-                    attempt: Some(guard.into_attempt()),
+                    guard,
                     watch: Some(watch),
                     state: state.clone(),
                 };
@@ -323,21 +292,12 @@ impl<C: Claim> Candidate<C> {
                     // it out. Dropping `held` closes it with End::Lost.
                     tracing::warn!(name = %claim.name(), identity = %claim.identity(), epoch = won.epoch.get(), "claim lost before its term began; new attempt");
                     drop(held);
-                    if once || deadline.is_some_and(|d| Instant::now() >= d) {
+                    if once || passed(deadline) {
                         return Ok(None);
                     }
                     // Back off before the new attempt, so a backend that
                     // keeps losing claims does not make the campaign spin.
-                    let pause = tokio::time::sleep(self.poll_interval);
-                    match deadline {
-                        None => pause.await,
-                        Some(d) => {
-                            tokio::select! {
-                                () = pause => {}
-                                () = tokio::time::sleep_until(d) => {}
-                            }
-                        }
-                    }
+                    self.pause_until(deadline).await;
                     break;
                 }
                 tracing::info!(name = %claim.name(), identity = %claim.identity(), epoch = won.epoch.get(), "elected");
@@ -348,12 +308,12 @@ impl<C: Claim> Candidate<C> {
 }
 
 /// A poll interval between 1 ms and 1 hour, or why not.
-pub(crate) fn check_poll_interval(poll_interval: Duration) -> Result<Duration, ConfigError> {
-    if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
-        return Err(ConfigError::BadSetting {
-            setting: "poll_interval",
-            reason: format!("{poll_interval:?} is not between 1ms and 1h"),
-        });
-    }
-    Ok(poll_interval)
+/// True once `deadline` has passed.
+fn passed(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+pub(crate) fn check_poll_interval(d: Duration) -> Result<Duration, ConfigError> {
+    let ok = (Duration::from_millis(1)..=HOUR).contains(&d);
+    check_setting("poll_interval", d, ok, "not between 1ms and 1h")
 }

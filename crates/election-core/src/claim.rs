@@ -1,11 +1,11 @@
 //! The steps a backend implements: [`Claim`].
 
 use std::future::Future;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{ElectionName, Epoch, Error, Identity, TermReporter};
+use crate::{ElectionName, Epoch, Error, Identity, Leader, TermReporter};
 
 /// A claim won by [`Claim::try_claim`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,23 +17,6 @@ pub struct Won {
     /// claim for this candidate, counted from *before* the winning request
     /// was sent; `None` for claims that do not expire (an OS lock).
     pub valid_until: Option<Instant>,
-}
-
-/// Who leads an election now, as [`Claim::leader`] reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Leader {
-    /// The identity of the holder.
-    pub identity: Identity,
-    /// The epoch of the holder's term.
-    pub epoch: Epoch,
-    /// The wall-clock time the term began (when the holder won the claim),
-    /// if the backend knows it; `None` when it does not.
-    ///
-    /// For display only (logs, status pages). It comes from the wall clock
-    /// of whichever process recorded it, which may be wrong or jump: never
-    /// use it for lease arithmetic, ordering or fencing. Epochs order terms
-    /// and each backend counts its leases on a monotonic clock.
-    pub since: Option<SystemTime>,
 }
 
 /// How an attempt ended, as passed to [`Claim::close`].

@@ -7,7 +7,7 @@ use futures::Stream;
 
 #[cfg(doc)]
 use crate::LeaseSet;
-use crate::{Candidate, Claim, Error, Leader};
+use crate::{Candidate, Claim, Epoch, Error, Identity, Leader};
 
 /// What every backend's façade (`FileElection`, `SqliteElection`,
 /// `NatsElection`) offers, so a tool can be written once for any backend:
@@ -114,15 +114,7 @@ fn poll_leader<E: Election + ?Sized>(
                 match election.leader(&name).await {
                     Err(e) => return Some((Err(e), (last, false))),
                     Ok(now) => {
-                        let same =
-                            last.as_ref()
-                                .is_some_and(|l: &Option<Leader>| match (l, &now) {
-                                    (Some(a), Some(b)) => {
-                                        a.identity == b.identity && a.epoch == b.epoch
-                                    }
-                                    (None, None) => true,
-                                    _ => false,
-                                });
+                        let same = last.as_ref().is_some_and(|l| term_of(l) == term_of(&now));
                         if !same {
                             last = Some(now.clone());
                             return Some((Ok(now), (last, false)));
@@ -132,4 +124,9 @@ fn poll_leader<E: Election + ?Sized>(
             }
         }
     })
+}
+
+/// Who leads in which term: what tells two reads of the leader apart.
+fn term_of(leader: &Option<Leader>) -> Option<(&Identity, Epoch)> {
+    leader.as_ref().map(|l| (&l.identity, l.epoch))
 }

@@ -5,16 +5,17 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::key_state::KeyState;
-use crate::lease_set::{Hold, Shared};
-use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
-use crate::{DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won};
+use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy, attempt};
+use crate::{
+    DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won, lock,
+};
 
 /// One key's answer to [`KeyedClaims::claim`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,13 +140,13 @@ pub trait KeyedClaims: Send + Sync + 'static {
 /// handed to [`KeyedClaims::start`].
 #[derive(Clone, Debug)]
 pub struct HoldReporter {
-    shared: Weak<Shared>,
+    shared: Weak<Holds>,
 }
 
 impl HoldReporter {
-    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+    pub(crate) fn new(holds: &Arc<Holds>) -> Self {
         HoldReporter {
-            shared: Arc::downgrade(shared),
+            shared: Arc::downgrade(holds),
         }
     }
 
@@ -172,28 +173,38 @@ impl HoldReporter {
     }
 }
 
+/// A lease set's guards: how many run now, and whether the set is closing
+/// (no guard is admitted from then on).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Guards {
+    pub(crate) running: usize,
+    pub(crate) closing: bool,
+}
+
+impl Guards {
+    /// True once the loop must give the keys up: the set is closing and
+    /// the last running guard has finished.
+    fn stop(&self) -> bool {
+        self.closing && self.running == 0
+    }
+}
+
 type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The set's loop: claims asked keys, renews held ones on one [`Renewal`],
 /// gives them up when the set closes.
 pub(crate) async fn drive<K: KeyedClaims>(
     backend: Arc<K>,
-    shared: Arc<Shared>,
-    mut asks: mpsc::UnboundedReceiver<Arc<KeyState>>,
-    mut closing: watch::Receiver<bool>,
+    shared: Arc<Holds>,
+    mut guards: watch::Receiver<Guards>,
 ) {
     let policy = backend.renewal();
-    let mut wanted: Vec<Arc<KeyState>> = Vec::new();
     let mut machine: Option<Renewal> = None;
     let mut input = Input::Due;
     let mut claim_due = true;
     let mut waiting: Option<Waiting> = None;
     loop {
-        while let Ok(key) = asks.try_recv() {
-            wanted.push(key);
-            claim_due = true;
-        }
-        if *closing.borrow() {
+        if guards.borrow().stop() {
             break;
         }
         let mut renew_at = None;
@@ -214,7 +225,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
         if claim_due {
             claim_due = false;
             waiting = None;
-            if claim(&*backend, &shared, &mut wanted).await
+            if claim(&*backend, &shared).await
                 && let Some(policy) = policy
             {
                 machine = shared.first_deadline().map(|d| match machine {
@@ -224,18 +235,13 @@ pub(crate) async fn drive<K: KeyedClaims>(
             }
             continue;
         }
-        let unheld = wanted.iter().any(|k| !shared.holds(k.name()));
-        if unheld && waiting.is_none() {
+        if !shared.free().is_empty() && waiting.is_none() {
             let b = backend.clone();
             waiting = Some(Box::pin(async move { b.wait().await }));
         }
         tokio::select! {
             biased;
-            _ = closing.wait_for(|c| *c) => break,
-            key = asks.recv() => {
-                if let Some(key) = key { wanted.push(key); }
-                claim_due = true;
-            }
+            _ = guards.wait_for(Guards::stop) => break,
             () = shared.wake.notified() => claim_due = true,
             () = async { tokio::time::sleep_until(renew_at.expect("set")).await }, if renew_at.is_some() => {}
             () = async { waiting.as_mut().expect("set").await }, if waiting.is_some() => claim_due = true,
@@ -248,19 +254,11 @@ pub(crate) async fn drive<K: KeyedClaims>(
     backend.close().await;
 }
 
-/// One claim of every wanted key not held; true if any was won.
-async fn claim<K: KeyedClaims>(
-    backend: &K,
-    shared: &Shared,
-    wanted: &mut Vec<Arc<KeyState>>,
-) -> bool {
+/// One claim of every asked key not held; true if any was won.
+async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds) -> bool {
     // A hold whose deadline passed unreported is lost (rule 2's backstop).
     shared.expire(Instant::now());
-    let free: Vec<Arc<KeyState>> = wanted
-        .iter()
-        .filter(|k| !shared.holds(k.name()))
-        .cloned()
-        .collect();
+    let free = shared.free();
     if free.is_empty() {
         return false;
     }
@@ -271,12 +269,8 @@ async fn claim<K: KeyedClaims>(
         match answer {
             Ok(Claimed::Won(won)) => won_any |= shared.hold(state, won, backend.identity()),
             Ok(Claimed::HeldBy(holder)) => state.held_by(holder),
-            Err(e) => {
-                if e.is_permanent() {
-                    wanted.retain(|k| !Arc::ptr_eq(k, state));
-                }
-                state.failed(e);
-            }
+            // A permanent error stops the tries for the key (`free`).
+            Err(e) => state.failed(e),
         }
     }
     won_any
@@ -285,7 +279,7 @@ async fn claim<K: KeyedClaims>(
 /// One renewal of every held key that expires; what the machine is told.
 async fn renew<K: KeyedClaims>(
     backend: &K,
-    shared: &Shared,
+    shared: &Holds,
     policy: RenewalPolicy,
     budget: Duration,
 ) -> Input {
@@ -293,48 +287,61 @@ async fn renew<K: KeyedClaims>(
     if held.is_empty() {
         return Input::Refused;
     }
-    let sent = Instant::now();
-    match tokio::time::timeout(budget, backend.renew(&held)).await {
-        Ok(Ok(refused)) => {
-            let refused: HashMap<ElectionName, LossReason> = refused.into_iter().collect();
-            let mut landed = false;
-            for (key, epoch) in &held {
-                match refused.get(key) {
-                    Some(reason) => {
-                        shared.lose(key, *epoch, reason);
-                    }
-                    None => {
-                        shared.renewed(key, *epoch, sent + policy.validity());
-                        landed = true;
-                    }
-                }
+    let what = format!("lease set ({} keys)", held.len());
+    let (sent, refused) = match attempt(budget, &what, backend.renew(&held)).await {
+        Ok(answer) => answer,
+        Err(input) => return input,
+    };
+    let refused: HashMap<ElectionName, LossReason> = refused.into_iter().collect();
+    let mut landed = false;
+    for (key, epoch) in &held {
+        match refused.get(key) {
+            Some(reason) => {
+                shared.lose(key, *epoch, reason);
             }
-            if landed {
-                Input::Renewed { sent }
-            } else {
-                Input::Refused
+            None => {
+                shared.renewed(key, *epoch, sent + policy.validity());
+                landed = true;
             }
         }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, keys = held.len(), "lease-set renewal failed; retrying until the leases run out");
-            Input::Failed
-        }
-        Err(_) => {
-            tracing::warn!(
-                keys = held.len(),
-                "lease-set renewal timed out (outcome unknown); retrying until the leases run out"
-            );
-            Input::TimedOut
-        }
+    }
+    if landed {
+        Input::Renewed { sent }
+    } else {
+        Input::Refused
     }
 }
 
-impl Shared {
+/// A key this process holds, as the engine keeps it.
+struct Hold {
+    state: Arc<KeyState>,
+    epoch: Epoch,
+    /// The deadline of its last landed renewal; `None`: it does not expire.
+    valid_until: Option<Instant>,
+}
+
+/// The keys a lease set holds, kept by its loop and its reporter.
+#[derive(Default)]
+pub(crate) struct Holds {
+    /// Every key asked about (the loop claims those not held); a new key
+    /// wakes the loop.
+    pub(crate) keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
+    /// The keys held now; a key leaves it on its loss or for its release,
+    /// never both (rule 3).
+    holds: Mutex<HashMap<ElectionName, Hold>>,
+    /// The highest epoch of each key whose loss was reported while the key
+    /// was not held in it (before its win was recorded): such a win does
+    /// not count.
+    lost_early: Mutex<HashMap<ElectionName, Epoch>>,
+    /// Wakes the loop: a loss (try the key again) or a guard's nudge.
+    pub(crate) wake: Notify,
+}
+
+impl Holds {
     /// Records a win; false (and the key is tried again) if its loss was
     /// already reported.
     fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) -> bool {
-        let lost = self
-            .lost_early()
+        let lost = lock(&self.lost_early)
             .get(state.name())
             .is_some_and(|e| *e >= won.epoch);
         if lost {
@@ -343,7 +350,7 @@ impl Shared {
             self.wake.notify_one();
             return false;
         }
-        self.holds_mut().insert(
+        lock(&self.holds).insert(
             state.name().clone(),
             Hold {
                 state: state.clone(),
@@ -355,20 +362,22 @@ impl Shared {
         true
     }
 
-    fn lost_early(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, Epoch>> {
-        self.lost_early.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn holds(&self, key: &ElectionName) -> bool {
-        self.holds_mut().contains_key(key)
+    /// The asked keys not held and still tried (no permanent error).
+    fn free(&self) -> Vec<Arc<KeyState>> {
+        let holds = lock(&self.holds);
+        let keys = self.keys.pin();
+        keys.values()
+            .filter(|k| !holds.contains_key(k.name()) && !k.given_up())
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn lose(&self, key: &ElectionName, epoch: Epoch, reason: &LossReason) -> bool {
-        let mut holds = self.holds_mut();
+        let mut holds = lock(&self.holds);
         let Some(hold) = holds.get(key).filter(|h| h.epoch == epoch) else {
             // Not (yet) held in that term: a win of it recorded later
             // must not count.
-            let mut early = self.lost_early();
+            let mut early = lock(&self.lost_early);
             let seen = early.entry(key.clone()).or_insert(epoch);
             *seen = (*seen).max(epoch);
             return false;
@@ -382,7 +391,7 @@ impl Shared {
     }
 
     fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
-        if let Some(hold) = self.holds_mut().get_mut(key).filter(|h| h.epoch == epoch) {
+        if let Some(hold) = lock(&self.holds).get_mut(key).filter(|h| h.epoch == epoch) {
             hold.valid_until = Some(valid_until);
             hold.state.renewed(epoch, valid_until);
         }
@@ -390,7 +399,7 @@ impl Shared {
 
     /// The held keys that expire.
     fn expiring(&self) -> Vec<HeldKey> {
-        let holds = self.holds_mut();
+        let holds = lock(&self.holds);
         holds
             .iter()
             .filter(|(_, h)| h.valid_until.is_some())
@@ -399,7 +408,7 @@ impl Shared {
     }
 
     fn first_deadline(&self) -> Option<Instant> {
-        self.holds_mut()
+        lock(&self.holds)
             .values()
             .filter_map(|h| h.valid_until)
             .min()
@@ -407,8 +416,7 @@ impl Shared {
 
     /// Loses every key whose deadline has come; the next deadline.
     fn expire(&self, now: Instant) -> Option<Instant> {
-        let expired: Vec<HeldKey> = self
-            .holds_mut()
+        let expired: Vec<HeldKey> = lock(&self.holds)
             .iter()
             .filter(|(_, h)| h.valid_until.is_some_and(|d| d <= now))
             .map(|(k, h)| (k.clone(), h.epoch))
@@ -422,7 +430,7 @@ impl Shared {
     /// Every key still held, taken for release: a loss reported from here
     /// on finds nothing (the release was already decided).
     fn take_holds(&self) -> Vec<HeldKey> {
-        self.holds_mut()
+        lock(&self.holds)
             .drain()
             .map(|(k, h)| {
                 h.state.end_hold();

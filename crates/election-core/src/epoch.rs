@@ -4,7 +4,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::str::FromStr;
 
-use crate::error::ConfigError;
+use crate::ConfigError;
 
 /// The number of a term.
 ///

@@ -3,48 +3,7 @@
 use std::error::Error as StdError;
 use std::sync::Arc;
 
-use crate::{ElectionName, Epoch, Identity};
-
-/// A shareable error source, as backends hand them to the core.
-pub type Source = Arc<dyn StdError + Send + Sync + 'static>;
-
-/// Bad configuration: fix the configuration; retrying will not help.
-#[derive(Clone, Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// A name or identity cannot be used.
-    #[error("bad {what} {value:?}: {reason}")]
-    BadName {
-        /// What was named: `"election name"`, `"identity"`, ...
-        what: &'static str,
-        /// The value given (cut to 64 characters).
-        value: String,
-        /// Why it was refused.
-        reason: &'static str,
-    },
-    /// A duration or count is out of range.
-    #[error("bad setting {setting}: {reason}")]
-    BadSetting {
-        /// The setting, e.g. `"poll_interval"`.
-        setting: &'static str,
-        /// Why it was refused, with the values involved.
-        reason: String,
-    },
-    /// The backend refuses the place it was pointed at (a network
-    /// filesystem, a path that is not a directory, ...).
-    #[error("unusable location: {reason}")]
-    Location {
-        /// What is wrong and what to do.
-        reason: String,
-        /// The underlying error, if any.
-        #[source]
-        source: Option<Source>,
-    },
-    /// Every epoch up to [`Epoch::MAX`](crate::Epoch::MAX) (`i64::MAX`) has
-    /// been handed out, or the backend produced one above it.
-    #[error("the epoch counter is exhausted")]
-    EpochExhausted,
-}
+use crate::{ConfigError, ElectionName, Epoch, Identity, Leader, Source};
 
 /// Why a term's lease reads lost: the backend took the claim away, or could
 /// no longer prove that it still held it; or the holder ended the term
@@ -137,7 +96,7 @@ pub enum Error {
         /// The election (or the lease set's key).
         name: ElectionName,
         /// Who holds it, when known.
-        holder: Option<crate::Leader>,
+        holder: Option<Leader>,
     },
     /// The backend cannot be reached or failed; nothing was won. Retry later.
     #[error("election {name}: the backend is unavailable")]

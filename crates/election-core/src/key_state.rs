@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{ElectionName, Epoch, Error, Identity, Leader};
+use crate::{ElectionName, Epoch, Error, Identity, Leader, lock};
 
 /// Not held (`valid_until` of a key nobody here holds).
 const NOT_HELD: u64 = 0;
@@ -78,10 +78,6 @@ impl KeyState {
         &self.name
     }
 
-    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
-        self.known.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn resolve(&self) {
         self.resolved.send_modify(|n| *n += 1);
     }
@@ -106,7 +102,7 @@ impl KeyState {
 
     /// Records who holds the key; the latest news is not a failure.
     fn learn(&self, holder: Option<Leader>) {
-        let mut known = self.known();
+        let mut known = lock(&self.known);
         known.holder = holder;
         known.error = None;
     }
@@ -137,7 +133,7 @@ impl KeyState {
         self.epoch.store(0, Ordering::Release);
         // This process was the holder last seen; who holds it now is not
         // known until the backend sees it.
-        self.known().holder = None;
+        lock(&self.known).holder = None;
     }
 
     /// Records that another candidate holds the key (`None`: someone does,
@@ -152,7 +148,7 @@ impl KeyState {
     /// the key had stays until its deadline (the loop reports a loss with
     /// [`end_hold`](KeyState::end_hold)).
     pub(crate) fn failed(&self, error: Error) {
-        self.known().error = Some(error);
+        lock(&self.known).error = Some(error);
         self.resolve();
     }
 
@@ -171,12 +167,21 @@ impl KeyState {
 
     /// The holder last seen (this process while it holds the key), if known.
     pub(crate) fn holder(&self) -> Option<Leader> {
-        self.known().holder.clone()
+        lock(&self.known).holder.clone()
+    }
+
+    /// True once the backend answered with a permanent error
+    /// ([`Error::is_permanent`]): the loop no longer tries the key.
+    pub(crate) fn given_up(&self) -> bool {
+        lock(&self.known)
+            .error
+            .as_ref()
+            .is_some_and(Error::is_permanent)
     }
 
     /// The last failure to find out, if the latest news was a failure.
     pub(crate) fn error(&self) -> Option<Error> {
-        self.known().error.clone()
+        lock(&self.known).error.clone()
     }
 
     /// How many times the key was resolved so far.
@@ -195,7 +200,7 @@ impl KeyState {
     /// the last failure to find out if that is the latest news, else
     /// [`Error::HeldElsewhere`] naming the holder last seen.
     pub(crate) fn not_held_error(&self) -> Error {
-        let known = self.known();
+        let known = lock(&self.known);
         match &known.error {
             Some(e) => e.clone(),
             None => Error::HeldElsewhere {

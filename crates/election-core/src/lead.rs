@@ -7,7 +7,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::{Claim, ConfigError, Error, Lease, LeaseLost, LossReason, Term, TermLease};
+use crate::config_error::{HOUR, check_setting};
+use crate::term_state::TermState;
+use crate::{Claim, ConfigError, Error, Lease, LeaseLost, LossReason, Term, TermLease, lock};
 
 /// The default bound on draining the leader's work before release.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,13 +32,8 @@ impl LeadOptions {
     /// How long, after the work returned, to wait for the tasks it spawned
     /// through [`Leadership::spawn`] before aborting them. At most 1 hour.
     pub fn with_drain_timeout(mut self, drain_timeout: Duration) -> Result<Self, ConfigError> {
-        if drain_timeout > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "drain_timeout",
-                reason: format!("{drain_timeout:?} is above 1h"),
-            });
-        }
-        self.drain_timeout = drain_timeout;
+        let ok = drain_timeout <= HOUR;
+        self.drain_timeout = check_setting("drain_timeout", drain_timeout, ok, "above 1h")?;
         Ok(self)
     }
 }
@@ -82,13 +79,9 @@ impl Tasks {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, TaskSet> {
-        self.set.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Starts a task unless the term has ended; false if it did not.
     fn start(&self, start: impl FnOnce(&mut JoinSet<()>, Running)) -> bool {
-        let mut set = self.lock();
+        let mut set = lock(&self.set);
         if set.closed {
             return false;
         }
@@ -100,7 +93,7 @@ impl Tasks {
     /// Ends the term for its tasks: none may start any more, and the
     /// running ones are asked to stop (aborted). Returns how many still run.
     fn close(&self) -> usize {
-        let mut set = self.lock();
+        let mut set = lock(&self.set);
         set.closed = true;
         set.handles.abort_all();
         *self.running.borrow()
@@ -110,6 +103,16 @@ impl Tasks {
     async fn stopped(&self) {
         let mut rx = self.running.subscribe();
         let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// Resolves with `None` once every task has stopped, or with the
+    /// backend's loss of the term if that comes first.
+    async fn stopped_or_lost(&self, state: &TermState) -> Option<LeaseLost> {
+        tokio::select! {
+            biased;
+            () = self.stopped() => None,
+            lost = state.backend_lost() => Some(lost),
+        }
     }
 }
 
@@ -146,9 +149,7 @@ impl Leadership {
                 task.await
             });
         });
-        if !started {
-            tracing::warn!(name = %self.lease.name(), epoch = self.lease.epoch().get(), "task spawned after the term ended: not run");
-        }
+        self.warn_unless(started, "task");
     }
 
     /// Runs blocking work (`std::thread::sleep`, blocking I/O, long CPU
@@ -169,8 +170,12 @@ impl Leadership {
                 work()
             });
         });
+        self.warn_unless(started, "blocking work");
+    }
+
+    fn warn_unless(&self, started: bool, what: &str) {
         if !started {
-            tracing::warn!(name = %self.lease.name(), epoch = self.lease.epoch().get(), "blocking work spawned after the term ended: not run");
+            tracing::warn!(name = %self.lease.name(), epoch = self.lease.epoch().get(), "{what} spawned after the term ended: not run");
         }
     }
 }
@@ -195,12 +200,7 @@ impl<C: Claim> LeadGuard<C> {
     /// already: waiting longer protects nothing, the fence does).
     async fn stop_tasks(&self) -> Option<LeaseLost> {
         self.tasks.close();
-        let state = self.term().state().clone();
-        tokio::select! {
-            biased;
-            () = self.tasks.stopped() => None,
-            lost = state.backend_lost() => Some(lost),
-        }
+        self.tasks.stopped_or_lost(self.term().state()).await
     }
 
     /// Resigns once every task has stopped; after a loss, closes the term
@@ -239,12 +239,7 @@ impl<C: Claim> Drop for LeadGuard<C> {
         // (and with it the term, which gives the claim up): the runtime
         // drops the term's tasks too.
         runtime.spawn(async move {
-            let state = term.state().clone();
-            tokio::select! {
-                biased;
-                () = tasks.stopped() => {}
-                _ = state.backend_lost() => {}
-            }
+            tasks.stopped_or_lost(term.state()).await;
             // Closes with End::Dropped, or End::Lost after a loss.
             drop(term);
         });
@@ -328,23 +323,19 @@ impl<C: Claim> Term<C> {
             let _ = guard.finish().await;
             return Err(Error::NotHeld { name });
         }
-        let output = tokio::select! {
-            biased;
-            lost = state.backend_lost() => {
-                let _ = guard.finish().await;
-                return Err(Error::Lost(lost));
-            }
-            output = work(leadership) => output,
+        let run = async {
+            let output = work(leadership).await;
+            // Drain: wait for spawned tasks (which may spawn more), bounded.
+            let drained = tokio::time::timeout(options.drain_timeout, tasks.stopped()).await;
+            (output, drained.is_ok())
         };
-        // Drain: wait for spawned tasks (which may spawn more), bounded.
-        let drained = tokio::select! {
+        let (output, drained) = tokio::select! {
             biased;
             lost = state.backend_lost() => {
                 let _ = guard.finish().await;
                 return Err(Error::Lost(lost));
             }
-            () = tasks.stopped() => true,
-            () = tokio::time::sleep(options.drain_timeout) => false,
+            done = run => done,
         };
         let name = guard.term().name().clone();
         // Closes the task set (a task spawned after the drain is aborted

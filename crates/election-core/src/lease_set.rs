@@ -1,65 +1,37 @@
 //! [`LeaseSet`]: many keys, one lease each, held by whichever process asks
 //! and can; the [`KeyedClaims`] a backend implements for it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
-use crate::engine::{HoldReporter, KeyedClaims, drive};
+use crate::config_error::{HOUR, check_setting};
+use crate::engine::{Guards, HoldReporter, Holds, KeyedClaims, drive};
 use crate::key_state::{KeyState, Origin};
-use crate::{ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken};
+use crate::{
+    ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken, lock,
+};
 
 /// The default bound on how long [`LeaseSet::close`] waits for running
 /// guards before it returns (the keys they write under stay held until they
 /// finish, whatever the bound).
 pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The guards running now, and whether the set is closing.
-#[derive(Clone, Copy, Debug, Default)]
-struct Guards {
-    running: usize,
-    closing: bool,
-}
-
-/// A key this process holds, as the engine keeps it.
-pub(crate) struct Hold {
-    pub(crate) state: Arc<KeyState>,
-    pub(crate) epoch: Epoch,
-    /// The deadline of its last landed renewal; `None`: it does not expire.
-    pub(crate) valid_until: Option<Instant>,
-}
-
-pub(crate) struct Shared {
-    keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
-    /// The keys held now; a key leaves it on its loss or for its release,
-    /// never both (rule 3).
-    holds: Mutex<HashMap<ElectionName, Hold>>,
-    /// The highest epoch of each key whose loss was reported while the key
-    /// was not held in it (before its win was recorded): such a win does
-    /// not count.
-    pub(crate) lost_early: Mutex<HashMap<ElectionName, Epoch>>,
-    /// Wakes the loop: a loss (try the key again) or a guard's nudge.
-    pub(crate) wake: Notify,
+struct Shared {
+    /// The keys asked about and held, as the engine's loop keeps them.
+    holds: Arc<Holds>,
     closed: AtomicBool,
     origin: Origin,
-    asks: mpsc::UnboundedSender<Arc<KeyState>>,
-    closing: watch::Sender<bool>,
     /// Guards admitted and not yet finished; once `closing` is set no
-    /// guard is admitted, and the loop is told to give keys up (`closing`
-    /// above) only when the last running guard has finished.
+    /// guard is admitted, and the loop gives keys up only when the last
+    /// running guard has finished ([`Guards::stop`]).
     guards: watch::Sender<Guards>,
 }
 
 impl Shared {
-    pub(crate) fn holds_mut(&self) -> std::sync::MutexGuard<'_, HashMap<ElectionName, Hold>> {
-        self.holds.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Admits a guard unless the set is closing.
     fn admit(self: &Arc<Self>) -> Option<GuardPass> {
         let admitted = self.guards.send_if_modified(|g| {
@@ -72,17 +44,10 @@ impl Shared {
         admitted.then(|| GuardPass(self.clone()))
     }
 
-    /// Stops admitting guards; tells the loop to give keys up now if no
-    /// guard runs, else when the last one finishes.
+    /// Stops admitting guards: the loop gives keys up now if no guard
+    /// runs, else when the last one finishes.
     fn stop_guards(&self) {
-        let mut idle = false;
-        self.guards.send_modify(|g| {
-            g.closing = true;
-            idle = g.running == 0;
-        });
-        if idle {
-            self.closing.send_replace(true);
-        }
+        self.guards.send_modify(|g| g.closing = true);
     }
 }
 
@@ -91,15 +56,7 @@ struct GuardPass(Arc<Shared>);
 
 impl Drop for GuardPass {
     fn drop(&mut self) {
-        let mut last = false;
-        self.0.guards.send_modify(|g| {
-            g.running -= 1;
-            last = g.closing && g.running == 0;
-        });
-        if last {
-            // The set is closing and this was the last write under it.
-            self.0.closing.send_replace(true);
-        }
+        self.0.guards.send_modify(|g| g.running -= 1);
     }
 }
 
@@ -154,7 +111,7 @@ impl<K: KeyedClaims> std::fmt::Debug for LeaseSet<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseSet")
             .field("identity", self.backend.identity())
-            .field("keys", &self.shared.keys.len())
+            .field("keys", &self.shared.holds.keys.len())
             .field("closed", &self.shared.closed.load(Ordering::Relaxed))
             .finish()
     }
@@ -168,22 +125,19 @@ impl<K: KeyedClaims> LeaseSet<K> {
     ///
     /// Outside a tokio runtime (as `tokio::spawn` does).
     pub fn new(backend: K) -> Self {
-        let (asks, keys) = mpsc::unbounded_channel();
-        let (closing, closing_rx) = watch::channel(false);
         let backend = Arc::new(backend);
         let shared = Arc::new(Shared {
-            keys: papaya::HashMap::new(),
-            holds: Mutex::new(HashMap::new()),
-            lost_early: Mutex::new(HashMap::new()),
-            wake: Notify::new(),
+            holds: Arc::new(Holds::default()),
             closed: AtomicBool::new(false),
             origin: Origin::now(),
-            asks,
-            closing,
             guards: watch::channel(Guards::default()).0,
         });
-        backend.start(HoldReporter::new(&shared));
-        let runner = tokio::spawn(drive(backend.clone(), shared.clone(), keys, closing_rx));
+        backend.start(HoldReporter::new(&shared.holds));
+        let runner = tokio::spawn(drive(
+            backend.clone(),
+            shared.holds.clone(),
+            shared.guards.subscribe(),
+        ));
         LeaseSet {
             shared,
             backend,
@@ -197,19 +151,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// hour. Whatever the bound, a key is not given up while a guarded
     /// write under it runs.
     pub fn with_close_timeout(mut self, close_timeout: Duration) -> Result<Self, ConfigError> {
-        if close_timeout > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "close_timeout",
-                reason: format!("{close_timeout:?} is above 1h"),
-            });
-        }
-        self.close_timeout = close_timeout;
+        let ok = close_timeout <= HOUR;
+        self.close_timeout = check_setting("close_timeout", close_timeout, ok, "above 1h")?;
         Ok(self)
-    }
-
-    /// The backend.
-    pub fn backend(&self) -> &K {
-        &self.backend
     }
 
     /// The identity of this process in every key's election.
@@ -223,7 +167,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
 
     /// The state of `key`, asking about it the first time.
     fn key(&self, key: &str) -> Result<Arc<KeyState>, Error> {
-        let keys = self.shared.keys.pin();
+        let keys = self.shared.holds.keys.pin();
         if let Some(state) = keys.get(key) {
             return Ok(state.clone());
         }
@@ -231,9 +175,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let fresh = Arc::new(KeyState::new(name, self.shared.origin));
         match keys.try_insert(Arc::from(key), fresh) {
             Ok(state) => {
-                // Fails only once the loop has stopped (closing): then
-                // nothing is won for this key, and `held` stays false.
-                let _ = self.shared.asks.send(state.clone());
+                // Once the loop has stopped (closing), nothing is won for
+                // this key, and `held` stays false.
+                self.shared.holds.wake.notify_one();
                 Ok(state.clone())
             }
             Err(occupied) => Ok(occupied.current.clone()),
@@ -253,7 +197,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if self.is_closed() {
             return false;
         }
-        if let Some(state) = self.shared.keys.pin().get(key) {
+        if let Some(state) = self.shared.holds.keys.pin().get(key) {
             return state.is_held() && !self.is_closed();
         }
         let _ = self.key(key);
@@ -266,7 +210,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if self.is_closed() {
             return None;
         }
-        self.shared.keys.pin().get(key)?.epoch()
+        self.shared.holds.keys.pin().get(key)?.epoch()
     }
 
     /// Who holds `key` as far as this process last learned (this process
@@ -274,7 +218,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// [`since`](Leader::since) is what the backend reported for another
     /// holder, and `None` while this process holds the key.
     pub fn holder(&self, key: &str) -> Option<Leader> {
-        self.shared.keys.pin().get(key)?.holder()
+        self.shared.holds.keys.pin().get(key)?.holder()
     }
 
     /// The keys this process holds now.
@@ -282,7 +226,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if self.is_closed() {
             return Vec::new();
         }
-        let keys = self.shared.keys.pin();
+        let keys = self.shared.holds.keys.pin();
         keys.values()
             .filter(|s| s.is_held())
             .map(|s| s.name().clone())
@@ -316,7 +260,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     pub async fn ask(&self, key: &str) -> Result<bool, Error> {
         self.refuse_if_closed(key)?;
         let state = self.key(key)?;
-        self.resolved(&state).await?;
+        self.resolved_after(&state, 0).await?;
         if state.is_held() && !self.is_closed() {
             return Ok(true);
         }
@@ -335,10 +279,6 @@ impl<K: KeyedClaims> LeaseSet<K> {
             });
         }
         Ok(())
-    }
-
-    async fn resolved(&self, state: &KeyState) -> Result<(), Error> {
-        self.resolved_after(state, 0).await
     }
 
     /// Waits until `state` was resolved more than `seen` times, or the set
@@ -414,7 +354,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let Some(_pass) = self.shared.admit() else {
             return Err(not_held());
         };
-        self.resolved(&state).await?;
+        self.resolved_after(&state, 0).await?;
         // Counted before the check: a win of the loop's in between is then
         // a later answer, not one the nudged claim (which skips held keys)
         // would have to give.
@@ -422,7 +362,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
         if !state.is_held() && state.error().is_none() {
             // Acquire: one more claim by the loop, then its answer (a
             // failure to find out is reported as it is).
-            self.shared.wake.notify_one();
+            self.shared.holds.wake.notify_one();
             self.resolved_after(&state, seen).await?;
         }
         let Some(epoch) = state.epoch() else {
@@ -436,7 +376,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
                 let reason = LossReason::Revoked {
                     detail: format!("the commit point found the key taken: {e}"),
                 };
-                self.shared.lose(state.name(), epoch, &reason);
+                self.shared.holds.lose(state.name(), epoch, &reason);
             }
             return Err(e);
         }
@@ -498,7 +438,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
             tracing::warn!(identity = %self.identity(), running, close_timeout = ?self.close_timeout, "lease set closing: guarded writes still run past the close timeout; their keys stay held until they finish");
             return;
         }
-        let runner = self.runner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let runner = lock(&self.runner).take();
         if let Some(runner) = runner {
             let _ = runner.await;
         }

@@ -58,12 +58,14 @@
 
 mod campaign;
 mod claim;
+mod config_error;
 mod election;
 mod engine;
 mod epoch;
 mod error;
 mod key_state;
 mod lead;
+mod leader;
 mod lease;
 mod lease_set;
 mod name;
@@ -71,20 +73,30 @@ mod nonce;
 mod per_key;
 pub mod renewal;
 mod term;
+mod term_state;
 mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
-pub use claim::{Claim, End, Leader, WatchGuard, Won};
+pub use claim::{Claim, End, WatchGuard, Won};
+pub use config_error::{ConfigError, Source};
 pub use election::Election;
 pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
 pub use epoch::{Epoch, ParseEpochError};
-pub use error::{ConfigError, Error, LeaseLost, LossReason, Source};
+pub use error::{Error, LeaseLost, LossReason};
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
+pub use leader::Leader;
 pub use lease::Lease;
 pub use lease_set::{DEFAULT_CLOSE_TIMEOUT, LeaseSet};
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
 pub use per_key::PerKeyClaims;
 pub use renewal::{RenewalPolicy, Renewed, renew_until_lost};
-pub use term::{Term, TermLease, TermReporter};
+pub use term::{Term, TermLease};
+pub use term_state::TermReporter;
 pub use write_token::{WriteToken, unguarded};
+
+/// Locks `m`, recovering from poisoning: every lock of the crate guards
+/// state that stays consistent between its statements.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

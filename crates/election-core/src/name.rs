@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::ConfigError;
+use crate::ConfigError;
 
 /// The longest name or identity, in bytes.
 pub const MAX_NAME_LEN: usize = 200;

@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
-use crate::term::TermState;
+use crate::term_state::TermState;
 use crate::{
     Candidate, Claim, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity,
-    Lease, Term, Won,
+    Lease, Term, Won, lock,
 };
 
 type MakeClaim<C> = Box<dyn Fn(&ElectionName) -> Result<C, Error> + Send + Sync>;
@@ -154,10 +154,6 @@ impl<C: Claim> PerKeyClaims<C> {
             .filter(|t| t.epoch() == epoch)
             .cloned()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Mirrors a held term's renewals and its end (a loss, its validity run

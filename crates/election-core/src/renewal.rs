@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::config_error::check_setting;
 use crate::{ConfigError, Error, LossReason, TermReporter};
 
 /// How a claim that expires is renewed: the numbers [`Renewal`] decides by.
@@ -44,14 +45,16 @@ impl RenewalPolicy {
     /// Sets the wait before a failed or timed-out renewal is retried
     /// (above zero).
     pub fn with_retry_after(mut self, retry_after: Duration) -> Result<Self, ConfigError> {
-        self.retry_after = positive("retry_after", retry_after)?;
+        let ok = !retry_after.is_zero();
+        self.retry_after = check_setting("retry_after", retry_after, ok, "zero")?;
         Ok(self)
     }
 
     /// Sets the longest time one renewal may take (above zero); it is cut
     /// to the time left before the deadline in any case.
     pub fn with_attempt_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
-        self.attempt_timeout = positive("attempt_timeout", timeout)?;
+        let ok = !timeout.is_zero();
+        self.attempt_timeout = check_setting("attempt_timeout", timeout, ok, "zero")?;
         Ok(self)
     }
 
@@ -64,16 +67,6 @@ impl RenewalPolicy {
     pub fn renew_every(&self) -> Duration {
         self.renew_every
     }
-}
-
-fn positive(setting: &'static str, d: Duration) -> Result<Duration, ConfigError> {
-    if d.is_zero() {
-        return Err(ConfigError::BadSetting {
-            setting,
-            reason: "zero".into(),
-        });
-    }
-    Ok(d)
 }
 
 /// What happened, as the driver of a [`Renewal`] tells it.
@@ -266,21 +259,20 @@ where
                 Input::Due
             }
             Next::Renew { budget } => {
-                let sent = Instant::now();
-                match tokio::time::timeout(budget, renew_once(budget)).await {
-                    Ok(Renewed::Landed) => Input::Renewed { sent },
-                    Ok(Renewed::Refused(reason)) => {
+                let renew = async {
+                    match renew_once(budget).await {
+                        Renewed::Failed(e) => Err(e),
+                        answer => Ok(answer),
+                    }
+                };
+                let what = format!("term {}", reporter.epoch());
+                match attempt(budget, &what, renew).await {
+                    Ok((_, Renewed::Refused(reason))) => {
                         refused = Some(reason);
                         Input::Refused
                     }
-                    Ok(Renewed::Failed(e)) => {
-                        tracing::warn!(epoch = %reporter.epoch(), error = %e, "renewal failed; retrying until the lease runs out");
-                        Input::Failed
-                    }
-                    Err(_) => {
-                        tracing::warn!(epoch = %reporter.epoch(), "renewal timed out (outcome unknown); retrying until the lease runs out");
-                        Input::TimedOut
-                    }
+                    Ok((sent, _)) => Input::Renewed { sent },
+                    Err(input) => input,
                 }
             }
             Next::Lose(loss) => {
@@ -294,6 +286,29 @@ where
                 return Some(reason);
             }
         };
+    }
+}
+
+/// One renewal attempt of `what`, cut off at `budget` (a timed-out
+/// attempt's outcome is unknown): the instant it was sent (before the
+/// request) and its answer, or what the machine is told of a failed or
+/// timed-out attempt, which is logged and never extends the deadline.
+pub(crate) async fn attempt<T>(
+    budget: Duration,
+    what: &str,
+    renew: impl Future<Output = Result<T, Error>>,
+) -> Result<(Instant, T), Input> {
+    let sent = Instant::now();
+    match tokio::time::timeout(budget, renew).await {
+        Ok(Ok(answer)) => Ok((sent, answer)),
+        Ok(Err(e)) => {
+            tracing::warn!(%what, error = %e, "renewal failed; retrying until the deadline");
+            Err(Input::Failed)
+        }
+        Err(_) => {
+            tracing::warn!(%what, "renewal timed out (outcome unknown); retrying until the deadline");
+            Err(Input::TimedOut)
+        }
     }
 }
 
@@ -423,8 +438,8 @@ mod tests {
 
     fn term_reporter(
         valid_until: Instant,
-    ) -> (TermReporter, std::sync::Arc<crate::term::TermState>) {
-        let state = crate::term::TermState::new(
+    ) -> (TermReporter, std::sync::Arc<crate::term_state::TermState>) {
+        let state = crate::term_state::TermState::new(
             crate::ElectionName::new("jobs").unwrap(),
             crate::Identity::new("a").unwrap(),
             crate::Epoch::FIRST,

@@ -1,303 +1,12 @@
-//! The [`Term`] a winner holds, its shared state and the [`TermReporter`]
-//! a backend's watch uses.
+//! The [`Term`] a winner holds and the [`TermLease`] view of it.
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::claim::{End, WatchGuard};
+use crate::term_state::TermState;
 use crate::{Claim, ElectionName, Epoch, Error, Identity, Lease, LeaseLost, LossReason};
-
-/// Where a term is in its life, as the backend sees it: this decides
-/// between release and close after a loss (rule 3).
-#[derive(Clone, Debug)]
-pub(crate) enum Phase {
-    Live,
-    /// Resign or drop has begun; losses reported from now on are ignored
-    /// (the watch is dropped with this step).
-    Ending,
-    Lost(LeaseLost),
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct Status {
-    pub(crate) phase: Phase,
-    /// Set the moment the holder ends the term (resign or drop begun, or a
-    /// dropped `lead` retiring it while its tasks stop): from then on every
-    /// lease reads lost with this reason. The phase may stay `Live` for a
-    /// while after (a dropped `lead` keeps the claim, renewed and watched,
-    /// until its tasks have stopped).
-    pub(crate) ended: Option<LeaseLost>,
-    pub(crate) valid_until: Option<Instant>,
-}
-
-impl Status {
-    /// What a lease reads: the holder's end if it came first, else the
-    /// backend's loss.
-    fn loss(&self) -> Option<LeaseLost> {
-        match (&self.ended, &self.phase) {
-            (Some(ended), _) => Some(ended.clone()),
-            (None, Phase::Lost(l)) => Some(l.clone()),
-            _ => None,
-        }
-    }
-
-    /// The loss the backend reported, if any.
-    fn backend_loss(&self) -> Option<LeaseLost> {
-        match &self.phase {
-            Phase::Lost(l) => Some(l.clone()),
-            _ => None,
-        }
-    }
-}
-
-/// The state of one term, shared by the term, its leases and the backend's
-/// watch.
-#[derive(Debug)]
-pub(crate) struct TermState {
-    pub(crate) name: ElectionName,
-    pub(crate) identity: Identity,
-    pub(crate) epoch: Epoch,
-    status: watch::Sender<Status>,
-}
-
-impl TermState {
-    pub(crate) fn new(
-        name: ElectionName,
-        identity: Identity,
-        epoch: Epoch,
-        valid_until: Option<Instant>,
-    ) -> Arc<Self> {
-        let (status, _) = watch::channel(Status {
-            phase: Phase::Live,
-            ended: None,
-            valid_until,
-        });
-        Arc::new(TermState {
-            name,
-            identity,
-            epoch,
-            status,
-        })
-    }
-
-    fn lost_with(&self, reason: LossReason) -> LeaseLost {
-        LeaseLost {
-            name: self.name.clone(),
-            identity: self.identity.clone(),
-            epoch: self.epoch,
-            reason,
-        }
-    }
-
-    /// Marks the term lost; returns true if this call lost it.
-    pub(crate) fn lose(&self, reason: LossReason) -> bool {
-        let mut lost_now = false;
-        self.status.send_if_modified(|s| {
-            if let Phase::Live = s.phase {
-                s.phase = Phase::Lost(self.lost_with(reason.clone()));
-                lost_now = true;
-            }
-            lost_now
-        });
-        if lost_now {
-            tracing::warn!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), %reason, "lost");
-        }
-        lost_now
-    }
-
-    fn renewed(&self, valid_until: Instant) {
-        let mut renewed = false;
-        self.status.send_if_modified(|s| {
-            if let Phase::Live = s.phase {
-                s.valid_until = Some(valid_until);
-                renewed = true;
-            }
-            renewed
-        });
-        if renewed {
-            tracing::debug!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), "renewed");
-        }
-    }
-
-    /// Marks a live term ended by its holder (`reason`: resigned or
-    /// dropped): every lease reads lost from now on, but the phase stays
-    /// live, so renewals and a backend loss are still recorded. Does nothing
-    /// to a term already lost or ended.
-    pub(crate) fn retire(&self, reason: LossReason) {
-        self.check_deadline();
-        self.status.send_if_modified(|s| {
-            if s.ended.is_none() && matches!(s.phase, Phase::Live) {
-                s.ended = Some(self.lost_with(reason));
-                true
-            } else {
-                false
-            }
-        });
-    }
-
-    /// Moves a live term to `Ending` (its leases read lost with `reason`
-    /// from this moment, before any release is sent); returns the backend's
-    /// loss if it was lost.
-    pub(crate) fn begin_end(&self, reason: LossReason) -> Result<(), LeaseLost> {
-        // A term whose known validity ran out counts as lost, in doubt.
-        self.check_deadline();
-        let mut outcome = Ok(());
-        self.status.send_if_modified(|s| match &s.phase {
-            Phase::Live => {
-                s.phase = Phase::Ending;
-                if s.ended.is_none() {
-                    s.ended = Some(self.lost_with(reason.clone()));
-                }
-                true
-            }
-            Phase::Ending => false,
-            Phase::Lost(l) => {
-                outcome = Err(l.clone());
-                false
-            }
-        });
-        outcome
-    }
-
-    fn check_deadline(&self) {
-        let expired = {
-            let s = self.status.borrow();
-            matches!(s.phase, Phase::Live) && s.valid_until.is_some_and(|t| Instant::now() >= t)
-        };
-        if expired {
-            self.lose(LossReason::Expired);
-        }
-    }
-
-    /// True once the term is lost or ended by its holder.
-    pub(crate) fn is_lost(&self) -> bool {
-        self.loss().is_some()
-    }
-
-    /// The holder's end or the backend's loss, whichever came first.
-    pub(crate) fn loss(&self) -> Option<LeaseLost> {
-        self.check_deadline();
-        self.status.borrow().loss()
-    }
-
-    /// The backend's loss only (or a validity that ran out): what decides
-    /// between release and close.
-    pub(crate) fn backend_loss(&self) -> Option<LeaseLost> {
-        self.check_deadline();
-        self.status.borrow().backend_loss()
-    }
-
-    pub(crate) fn is_live(&self) -> bool {
-        !self.is_lost() && matches!(self.status.borrow().phase, Phase::Live)
-    }
-
-    pub(crate) fn valid_until(&self) -> Option<Instant> {
-        self.status.borrow().valid_until
-    }
-
-    /// Resolves with the holder's end or the backend's loss, whichever
-    /// comes first.
-    pub(crate) async fn lost(&self) -> LeaseLost {
-        self.wait_for_loss(Status::loss).await
-    }
-
-    /// Resolves with the backend's loss only; pending forever once the
-    /// term is ending (resign or drop began: no loss is recorded after).
-    pub(crate) async fn backend_lost(&self) -> LeaseLost {
-        self.wait_for_loss(Status::backend_loss).await
-    }
-
-    /// Resolves with what `pick` finds; on the way, turns a passed deadline
-    /// into a loss, so a backend whose watch stalls still ends the term
-    /// (rule 2 is the backend's; this is the core's backstop).
-    async fn wait_for_loss(&self, pick: fn(&Status) -> Option<LeaseLost>) -> LeaseLost {
-        let mut rx = self.status.subscribe();
-        loop {
-            let (picked, phase, deadline) = {
-                let s = rx.borrow_and_update();
-                (pick(&s), s.phase.clone(), s.valid_until)
-            };
-            if let Some(l) = picked {
-                return l;
-            }
-            if !matches!(phase, Phase::Live) {
-                // Ending (the watch is gone) and nothing picked: nothing
-                // will change any more.
-                std::future::pending::<()>().await;
-            }
-            match deadline {
-                Some(deadline) => {
-                    tokio::select! {
-                        changed = rx.changed() => if changed.is_err() { std::future::pending::<()>().await },
-                        () = tokio::time::sleep_until(deadline) => { self.check_deadline(); }
-                    }
-                }
-                None => {
-                    if rx.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                }
-            }
-        }
-    }
-
-    /// A receiver of every change of the term's status (renewals, loss, end).
-    pub(crate) fn subscribe(&self) -> watch::Receiver<Status> {
-        self.status.subscribe()
-    }
-
-    /// Resolves when the term has ended for any reason.
-    pub(crate) async fn ended(&self) {
-        let mut rx = self.status.subscribe();
-        let _ = rx
-            .wait_for(|s| !matches!(s.phase, Phase::Live) || s.ended.is_some())
-            .await;
-    }
-}
-
-/// The handle a backend's watch uses to report a loss or a renewal of the
-/// term it watches.
-///
-/// Cheap to clone. Reports after the term ended (by resign or drop) are
-/// ignored.
-#[derive(Clone, Debug)]
-pub struct TermReporter {
-    state: Arc<TermState>,
-}
-
-impl TermReporter {
-    pub(crate) fn new(state: Arc<TermState>) -> Self {
-        TermReporter { state }
-    }
-
-    /// Reports that the claim was lost (rule 2: before the backend could
-    /// grant it to another candidate). Returns true if this report ended
-    /// the term; false if it had already ended or been lost.
-    pub fn lose(&self, reason: LossReason) -> bool {
-        self.state.lose(reason)
-    }
-
-    /// Reports a renewal: the claim is known to be held until
-    /// `valid_until` (monotonic, counted from before the renewal was sent).
-    pub fn renewed(&self, valid_until: Instant) {
-        self.state.renewed(valid_until)
-    }
-
-    /// True once the backend's loss was reported (or the term's known
-    /// validity has run out). A term its holder ended (resign, drop) does
-    /// not count here: while a dropped [`lead`](Term::lead) waits for its
-    /// tasks, the watch must go on renewing and reporting.
-    pub fn is_lost(&self) -> bool {
-        self.state.backend_loss().is_some()
-    }
-
-    /// The epoch of the watched term.
-    pub fn epoch(&self) -> Epoch {
-        self.state.epoch
-    }
-}
 
 /// A cheap, cloneable view of a term: its epoch and lost signal, without
 /// the power to resign. Hand it to tasks and to fencing.
@@ -306,34 +15,68 @@ pub struct TermLease {
     state: Arc<TermState>,
 }
 
-impl Lease for TermLease {
-    fn name(&self) -> &ElectionName {
-        &self.state.name
+/// A [`Lease`] read from the term's shared state (`self.state`).
+macro_rules! lease_of_state {
+    ($($head:tt)*) => {
+        $($head)* {
+            fn name(&self) -> &ElectionName {
+                &self.state.name
+            }
+            fn identity(&self) -> &Identity {
+                &self.state.identity
+            }
+            fn epoch(&self) -> Epoch {
+                self.state.epoch
+            }
+            fn is_lost(&self) -> bool {
+                self.state.is_lost()
+            }
+            fn loss(&self) -> Option<LeaseLost> {
+                self.state.loss()
+            }
+            fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
+                self.state.lost()
+            }
+            fn valid_until(&self) -> Option<Instant> {
+                self.state.valid_until()
+            }
+        }
+    };
+}
+lease_of_state!(impl Lease for TermLease);
+lease_of_state!(impl<C: Claim> Lease for Term<C>);
+
+/// An open attempt: closed exactly once (rule 4), by [`close`](Self::close)
+/// or, if the campaign's future is dropped first, with [`End::Cancelled`].
+pub(crate) struct AttemptGuard<C: Claim> {
+    pub(crate) claim: Arc<C>,
+    pub(crate) attempt: Option<C::Attempt>,
+}
+
+impl<C: Claim> AttemptGuard<C> {
+    pub(crate) fn attempt(&mut self) -> &mut C::Attempt {
+        self.attempt.as_mut().expect("attempt present until closed")
     }
-    fn identity(&self) -> &Identity {
-        &self.state.identity
+
+    pub(crate) fn close(&mut self, end: End) {
+        if let Some(a) = self.attempt.take() {
+            self.claim.close(a, end);
+        }
     }
-    fn epoch(&self) -> Epoch {
-        self.state.epoch
-    }
-    fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
-    fn loss(&self) -> Option<LeaseLost> {
-        self.state.loss()
-    }
-    fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
-        self.state.lost()
-    }
-    fn valid_until(&self) -> Option<Instant> {
-        self.state.valid_until()
+}
+
+impl<C: Claim> Drop for AttemptGuard<C> {
+    fn drop(&mut self) {
+        if self.attempt.is_some() {
+            tracing::debug!(name = %self.claim.name(), identity = %self.claim.identity(), "campaign cancelled; attempt closed");
+            self.close(End::Cancelled);
+        }
     }
 }
 
 /// A won claim and its watch; closes the attempt when dropped.
 pub(crate) struct Held<C: Claim> {
-    pub(crate) claim: Arc<C>,
-    pub(crate) attempt: Option<C::Attempt>,
+    pub(crate) guard: AttemptGuard<C>,
     pub(crate) watch: Option<WatchGuard>,
     pub(crate) state: Arc<TermState>,
 }
@@ -341,15 +84,13 @@ pub(crate) struct Held<C: Claim> {
 impl<C: Claim> Held<C> {
     fn close(&mut self, end: End) {
         self.watch.take();
-        if let Some(attempt) = self.attempt.take() {
-            self.claim.close(attempt, end);
-        }
+        self.guard.close(end);
     }
 }
 
 impl<C: Claim> Drop for Held<C> {
     fn drop(&mut self) {
-        if self.attempt.is_some() {
+        if self.guard.attempt.is_some() {
             let end = match self.state.begin_end(LossReason::Dropped) {
                 Ok(()) => End::Dropped,
                 Err(_) => End::Lost,
@@ -546,9 +287,8 @@ impl<C: Claim> Term<C> {
             }
             Ok(()) => {
                 held.watch.take();
-                let claim = held.claim.clone();
-                let attempt = held.attempt.as_mut().expect("attempt present until closed");
-                match claim.release(attempt).await {
+                let claim = held.guard.claim.clone();
+                match claim.release(held.guard.attempt()).await {
                     Ok(()) => {
                         held.close(End::Resigned);
                         tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), "resigned");
@@ -615,8 +355,8 @@ impl<C: Claim> Term<C> {
         if !self.state.is_live() {
             return Err(refused().unwrap_or_else(not_held));
         }
-        let claim = held.claim.clone();
-        let attempt = held.attempt.as_mut().ok_or_else(not_held)?;
+        let claim = held.guard.claim.clone();
+        let attempt = held.guard.attempt.as_mut().ok_or_else(not_held)?;
         match claim.confirm(attempt).await {
             Ok(()) => match refused() {
                 Some(e) => Err(e),
@@ -634,29 +374,5 @@ impl<C: Claim> Term<C> {
 
     pub(crate) fn state(&self) -> &Arc<TermState> {
         &self.state
-    }
-}
-
-impl<C: Claim> Lease for Term<C> {
-    fn name(&self) -> &ElectionName {
-        &self.state.name
-    }
-    fn identity(&self) -> &Identity {
-        &self.state.identity
-    }
-    fn epoch(&self) -> Epoch {
-        self.state.epoch
-    }
-    fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
-    fn loss(&self) -> Option<LeaseLost> {
-        self.state.loss()
-    }
-    fn lost(&self) -> impl std::future::Future<Output = LeaseLost> + Send + '_ {
-        self.state.lost()
-    }
-    fn valid_until(&self) -> Option<Instant> {
-        self.state.valid_until()
     }
 }

@@ -1,0 +1,295 @@
+//! A term's shared state ([`TermState`]) and the [`TermReporter`] a
+//! backend's watch uses to report on it.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::{ElectionName, Epoch, Identity, LeaseLost, LossReason};
+
+/// Where a term is in its life, as the backend sees it: this decides
+/// between release and close after a loss (rule 3).
+#[derive(Clone, Debug)]
+pub(crate) enum Phase {
+    Live,
+    /// Resign or drop has begun; losses reported from now on are ignored
+    /// (the watch is dropped with this step).
+    Ending,
+    Lost(LeaseLost),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Status {
+    pub(crate) phase: Phase,
+    /// Set the moment the holder ends the term (resign or drop begun, or a
+    /// dropped `lead` retiring it while its tasks stop): from then on every
+    /// lease reads lost with this reason. The phase may stay `Live` for a
+    /// while after (a dropped `lead` keeps the claim, renewed and watched,
+    /// until its tasks have stopped).
+    pub(crate) ended: Option<LeaseLost>,
+    pub(crate) valid_until: Option<Instant>,
+}
+
+impl Status {
+    /// What a lease reads: the holder's end if it came first, else the
+    /// backend's loss.
+    fn loss(&self) -> Option<LeaseLost> {
+        match (&self.ended, &self.phase) {
+            (Some(ended), _) => Some(ended.clone()),
+            (None, Phase::Lost(l)) => Some(l.clone()),
+            _ => None,
+        }
+    }
+
+    /// The loss the backend reported, if any.
+    fn backend_loss(&self) -> Option<LeaseLost> {
+        match &self.phase {
+            Phase::Lost(l) => Some(l.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The state of one term, shared by the term, its leases and the backend's
+/// watch.
+#[derive(Debug)]
+pub(crate) struct TermState {
+    pub(crate) name: ElectionName,
+    pub(crate) identity: Identity,
+    pub(crate) epoch: Epoch,
+    status: watch::Sender<Status>,
+}
+
+impl TermState {
+    pub(crate) fn new(
+        name: ElectionName,
+        identity: Identity,
+        epoch: Epoch,
+        valid_until: Option<Instant>,
+    ) -> Arc<Self> {
+        let (status, _) = watch::channel(Status {
+            phase: Phase::Live,
+            ended: None,
+            valid_until,
+        });
+        Arc::new(TermState {
+            name,
+            identity,
+            epoch,
+            status,
+        })
+    }
+
+    fn lost_with(&self, reason: LossReason) -> LeaseLost {
+        LeaseLost {
+            name: self.name.clone(),
+            identity: self.identity.clone(),
+            epoch: self.epoch,
+            reason,
+        }
+    }
+
+    /// Marks the term lost; returns true if this call lost it.
+    pub(crate) fn lose(&self, reason: LossReason) -> bool {
+        let lost_now = self.status.send_if_modified(|s| {
+            let live = matches!(s.phase, Phase::Live);
+            if live {
+                s.phase = Phase::Lost(self.lost_with(reason.clone()));
+            }
+            live
+        });
+        if lost_now {
+            tracing::warn!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), %reason, "lost");
+        }
+        lost_now
+    }
+
+    fn renewed(&self, valid_until: Instant) {
+        let renewed = self.status.send_if_modified(|s| {
+            let live = matches!(s.phase, Phase::Live);
+            if live {
+                s.valid_until = Some(valid_until);
+            }
+            live
+        });
+        if renewed {
+            tracing::debug!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), "renewed");
+        }
+    }
+
+    /// Marks a live term ended by its holder (`reason`: resigned or
+    /// dropped): every lease reads lost from now on, but the phase stays
+    /// live, so renewals and a backend loss are still recorded. Does nothing
+    /// to a term already lost or ended.
+    pub(crate) fn retire(&self, reason: LossReason) {
+        self.check_deadline();
+        self.status.send_if_modified(|s| {
+            if s.ended.is_none() && matches!(s.phase, Phase::Live) {
+                s.ended = Some(self.lost_with(reason));
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Moves a live term to `Ending` (its leases read lost with `reason`
+    /// from this moment, before any release is sent); returns the backend's
+    /// loss if it was lost.
+    pub(crate) fn begin_end(&self, reason: LossReason) -> Result<(), LeaseLost> {
+        // A term whose known validity ran out counts as lost, in doubt.
+        self.check_deadline();
+        let mut outcome = Ok(());
+        self.status.send_if_modified(|s| match &s.phase {
+            Phase::Live => {
+                s.phase = Phase::Ending;
+                if s.ended.is_none() {
+                    s.ended = Some(self.lost_with(reason.clone()));
+                }
+                true
+            }
+            Phase::Ending => false,
+            Phase::Lost(l) => {
+                outcome = Err(l.clone());
+                false
+            }
+        });
+        outcome
+    }
+
+    fn check_deadline(&self) {
+        let expired = {
+            let s = self.status.borrow();
+            matches!(s.phase, Phase::Live) && s.valid_until.is_some_and(|t| Instant::now() >= t)
+        };
+        if expired {
+            self.lose(LossReason::Expired);
+        }
+    }
+
+    /// True once the term is lost or ended by its holder.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.loss().is_some()
+    }
+
+    /// The holder's end or the backend's loss, whichever came first.
+    pub(crate) fn loss(&self) -> Option<LeaseLost> {
+        self.check_deadline();
+        self.status.borrow().loss()
+    }
+
+    /// The backend's loss only (or a validity that ran out): what decides
+    /// between release and close.
+    pub(crate) fn backend_loss(&self) -> Option<LeaseLost> {
+        self.check_deadline();
+        self.status.borrow().backend_loss()
+    }
+
+    pub(crate) fn is_live(&self) -> bool {
+        !self.is_lost() && matches!(self.status.borrow().phase, Phase::Live)
+    }
+
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        self.status.borrow().valid_until
+    }
+
+    /// Resolves with the holder's end or the backend's loss, whichever
+    /// comes first.
+    pub(crate) async fn lost(&self) -> LeaseLost {
+        self.wait_for_loss(Status::loss).await
+    }
+
+    /// Resolves with the backend's loss only; pending forever once the
+    /// term is ending (resign or drop began: no loss is recorded after).
+    pub(crate) async fn backend_lost(&self) -> LeaseLost {
+        self.wait_for_loss(Status::backend_loss).await
+    }
+
+    /// Resolves with what `pick` finds; on the way, turns a passed deadline
+    /// into a loss, so a backend whose watch stalls still ends the term
+    /// (rule 2 is the backend's; this is the core's backstop).
+    async fn wait_for_loss(&self, pick: fn(&Status) -> Option<LeaseLost>) -> LeaseLost {
+        let mut rx = self.status.subscribe();
+        loop {
+            let (picked, live, deadline) = {
+                let s = rx.borrow_and_update();
+                (pick(&s), matches!(s.phase, Phase::Live), s.valid_until)
+            };
+            if let Some(l) = picked {
+                return l;
+            }
+            if !live {
+                // Ending (the watch is gone) and nothing picked: nothing
+                // will change any more.
+                std::future::pending::<()>().await;
+            }
+            let expiry = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // `changed` cannot fail: `self` holds the sender.
+            tokio::select! {
+                _ = rx.changed() => {}
+                () = expiry => self.check_deadline(),
+            }
+        }
+    }
+
+    /// A receiver of every change of the term's status (renewals, loss, end).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
+    /// Resolves when the term has ended for any reason.
+    pub(crate) async fn ended(&self) {
+        let mut rx = self.status.subscribe();
+        let _ = rx
+            .wait_for(|s| !matches!(s.phase, Phase::Live) || s.ended.is_some())
+            .await;
+    }
+}
+
+/// The handle a backend's watch uses to report a loss or a renewal of the
+/// term it watches.
+///
+/// Cheap to clone. Reports after the term ended (by resign or drop) are
+/// ignored.
+#[derive(Clone, Debug)]
+pub struct TermReporter {
+    state: Arc<TermState>,
+}
+
+impl TermReporter {
+    pub(crate) fn new(state: Arc<TermState>) -> Self {
+        TermReporter { state }
+    }
+
+    /// Reports that the claim was lost (rule 2: before the backend could
+    /// grant it to another candidate). Returns true if this report ended
+    /// the term; false if it had already ended or been lost.
+    pub fn lose(&self, reason: LossReason) -> bool {
+        self.state.lose(reason)
+    }
+
+    /// Reports a renewal: the claim is known to be held until
+    /// `valid_until` (monotonic, counted from before the renewal was sent).
+    pub fn renewed(&self, valid_until: Instant) {
+        self.state.renewed(valid_until)
+    }
+
+    /// True once the backend's loss was reported (or the term's known
+    /// validity has run out). A term its holder ended (resign, drop) does
+    /// not count here: while a dropped [`lead`](crate::Term::lead) waits for its
+    /// tasks, the watch must go on renewing and reporting.
+    pub fn is_lost(&self) -> bool {
+        self.state.backend_loss().is_some()
+    }
+
+    /// The epoch of the watched term.
+    pub fn epoch(&self) -> Epoch {
+        self.state.epoch
+    }
+}
