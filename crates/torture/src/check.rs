@@ -418,6 +418,11 @@ pub struct Report {
     pub liveness_bound: Duration,
     /// Every violation found, by check.
     pub violations: Vec<Violation>,
+    /// Deposed leaders that acted after a newer term was elected in a
+    /// bucket recreated meanwhile: not a violation (deleting the bucket is
+    /// an operator action after which only the fence protects, ADR 0015),
+    /// reported so a run shows the exposure.
+    pub across_recreate: Vec<Violation>,
 }
 
 impl Report {
@@ -483,6 +488,14 @@ impl fmt::Display for Report {
                 "  liveness    no leader after the last heal (bound {})",
                 secs(self.liveness_bound)
             )?,
+        }
+        if !self.across_recreate.is_empty() {
+            writeln!(
+                f,
+                "  recreated   {} deposed leader(s) acted across a recreated bucket (not a violation: only the fence protects there, ADR 0015; first: {})",
+                self.across_recreate.len(),
+                self.across_recreate[0]
+            )?;
         }
         if self.is_safe() {
             writeln!(f, "  violations  none")?;
@@ -554,7 +567,8 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
     let unguarded = unguarded_attempts(run);
     check_fence(records, &unguarded, &mut violations);
     check_records(run, records, &mut violations);
-    check_one_actor(run, &elected, &mut violations);
+    let mut across_recreate = Vec::new();
+    check_one_actor(run, &elected, &mut violations, &mut across_recreate);
     check_unguarded(records, &unguarded, &mut violations);
     let spans = term_spans(run);
     let last_heal_ns = run
@@ -598,6 +612,7 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
         leader_after_heal,
         liveness_bound: options.liveness_bound,
         violations,
+        across_recreate,
     };
     for line in &run.faults {
         if let FaultEvent::Fault { kind, .. } = line.event {
@@ -728,8 +743,37 @@ fn check_unguarded(
     }
 }
 
-/// Check 6.
-fn check_one_actor(run: &RunHistory, elected: &[Elected], violations: &mut Vec<Violation>) {
+/// Check 6. A deposed write whose newer term was elected in a bucket
+/// recreated after the deposed term began goes to `across_recreate`
+/// instead: deleting the bucket is an operator action after which only the
+/// fence protects the resource (docs/safety.md, ADR 0015), which checks 2
+/// and 4 still check.
+fn check_one_actor(
+    run: &RunHistory,
+    elected: &[Elected],
+    violations: &mut Vec<Violation>,
+    across_recreate: &mut Vec<Violation>,
+) {
+    let recreated: Vec<u64> = run
+        .faults
+        .iter()
+        .filter(|l| {
+            matches!(
+                &l.event,
+                FaultEvent::Fault {
+                    kind: FaultKind::Recreate | FaultKind::MaxAge,
+                    ..
+                }
+            )
+        })
+        .map(|l| l.mono_ns)
+        .collect();
+    // True if the bucket was recreated after term `epoch` began and
+    // before `newer` was elected.
+    let recreated_between = |epoch: u64, newer: &Elected| {
+        let began = elected.iter().find(|e| e.epoch == epoch).map(|e| e.mono_ns);
+        began.is_some_and(|began| recreated.iter().any(|&t| began < t && t <= newer.mono_ns))
+    };
     // The first term above `epoch` elected before `t`, if any.
     let newer_before = |epoch: u64, t: u64| {
         elected
@@ -752,13 +796,18 @@ fn check_one_actor(run: &RunHistory, elected: &[Elected], violations: &mut Vec<V
                     if let Some(newer) = newer_before(*epoch, line.mono_ns)
                         && deposed.insert(*epoch)
                     {
-                        violations.push(Violation::DeposedWrite {
+                        let found = Violation::DeposedWrite {
                             writer: writer.clone(),
                             seq: *seq,
                             epoch: *epoch,
                             began_ns: line.mono_ns,
                             newer: newer.clone(),
-                        });
+                        };
+                        if recreated_between(*epoch, newer) {
+                            across_recreate.push(found);
+                        } else {
+                            violations.push(found);
+                        }
                     }
                 }
                 CandidateEvent::Resigned { epoch } => {
@@ -1321,6 +1370,43 @@ mod tests {
             summary.contains("reproduce   cargo xtask torture --seed 42"),
             "{summary}"
         );
+    }
+
+    #[test]
+    fn check_6_spares_a_deposed_write_across_a_recreated_bucket_and_shows_it() {
+        let (mut run, records) = clean();
+        let c0 = run.candidates.get_mut("c0.1").unwrap();
+        c0.insert(7, line(2000, C::Write { seq: 3, epoch: 1 }));
+        c0.insert(
+            8,
+            line(
+                2001,
+                C::Stale {
+                    seq: 3,
+                    epoch: 1,
+                    mark: 2,
+                },
+            ),
+        );
+        // The bucket was deleted and recreated after term 1 began and
+        // before term 2 was elected: only the fence protects there.
+        run.faults
+            .insert(1, fault(500, false, FaultKind::Recreate, "bucket"));
+        run.faults
+            .insert(2, fault(510, true, FaultKind::Recreate, "bucket"));
+        let report = checked(&run, &records);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!(report.across_recreate.len(), 1, "{report}");
+        assert!(
+            report.to_string().contains("recreated   1 deposed"),
+            "{report}"
+        );
+        // A recreate before term 1 began does not excuse it.
+        run.faults[1].mono_ns = 5 * MS;
+        run.faults[2].mono_ns = 6 * MS;
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert!(report.across_recreate.is_empty(), "{report}");
     }
 
     #[test]
