@@ -1108,6 +1108,24 @@ mod tests {
         (run, records)
     }
 
+    /// c0.1 begins seq 3 of term 1 at 2000 ms, after c1.1's term 2 began
+    /// (its lease checked), and the fence refuses it.
+    fn late_write_of_term_1(run: &mut RunHistory) {
+        let c0 = run.candidates.get_mut("c0.1").unwrap();
+        c0.insert(7, line(2000, C::Write { seq: 3, epoch: 1 }));
+        c0.insert(
+            8,
+            line(
+                2001,
+                C::Stale {
+                    seq: 3,
+                    epoch: 1,
+                    mark: 2,
+                },
+            ),
+        );
+    }
+
     fn checked(run: &RunHistory, records: &[Record]) -> Report {
         check(run, records, &CheckOptions::new(BOUND))
     }
@@ -1375,19 +1393,7 @@ mod tests {
     #[test]
     fn check_6_spares_a_deposed_write_across_a_recreated_bucket_and_shows_it() {
         let (mut run, records) = clean();
-        let c0 = run.candidates.get_mut("c0.1").unwrap();
-        c0.insert(7, line(2000, C::Write { seq: 3, epoch: 1 }));
-        c0.insert(
-            8,
-            line(
-                2001,
-                C::Stale {
-                    seq: 3,
-                    epoch: 1,
-                    mark: 2,
-                },
-            ),
-        );
+        late_write_of_term_1(&mut run);
         // The bucket was deleted and recreated after term 1 began and
         // before term 2 was elected: only the fence protects there.
         run.faults
@@ -1413,19 +1419,7 @@ mod tests {
     fn check_6_a_write_begun_after_a_later_term_is_found() {
         let (mut run, records) = clean();
         // c0.1 began seq 3 (its lease checked) after c1.1's term 2 began.
-        let c0 = run.candidates.get_mut("c0.1").unwrap();
-        c0.insert(7, line(2000, C::Write { seq: 3, epoch: 1 }));
-        c0.insert(
-            8,
-            line(
-                2001,
-                C::Stale {
-                    seq: 3,
-                    epoch: 1,
-                    mark: 2,
-                },
-            ),
-        );
+        late_write_of_term_1(&mut run);
         let report = checked(&run, &records);
         match only(&report) {
             Violation::DeposedWrite {
