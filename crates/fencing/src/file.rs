@@ -68,7 +68,7 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 ///
 /// On a local filesystem of the host where all writers run, next to the
 /// resource it protects. [`open`](FileFence::open) refuses NFS and SMB/CIFS
-/// mounts, where these locks and renames are not reliable; FUSE mounts are
+/// mounts, where these locks and writes are not reliable; FUSE mounts are
 /// accepted (rootless containers use them), so do not point it at a
 /// network FUSE filesystem (sshfs, s3fs, ...).
 ///
@@ -98,7 +98,7 @@ pub struct FileFence {
 
 struct Inner {
     dir: PathBuf,
-    /// The directory, open for syncing it after a rename.
+    /// The directory, open for syncing it after a mark file is created.
     dir_handle: File,
     turns: Mutex<HashMap<ResourceName, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -125,7 +125,7 @@ struct Held {
     _turn: OwnedMutexGuard<()>,
 }
 
-/// The filesystems whose locks and renames are not reliable enough:
+/// The filesystems whose locks and durable writes are not reliable enough:
 /// `(statfs magic, name)`.
 const NETWORK_FILESYSTEMS: [(u64, &str); 4] = [
     (0x6969, "NFS"),
