@@ -1,9 +1,10 @@
 //! The fencing rows: `advance` on [`MemoryFence`] and [`FileFence`], each
 //! with a strictly higher token every call (so every call raises the mark),
 //! against the bare cost of what each must at least do: an uncontended
-//! mutex (memory), and an OFD lock + pwrite + fsync + unlock (file; also
-//! against the lock around a rename-based durable write, which is how
-//! `FileFence` persists its mark).
+//! mutex (memory), and an OFD lock + pwrite + fsync + unlock (file: what
+//! `FileFence` does since ADR 0025, a checksummed line written in place and
+//! fdatasynced; also against the lock around a rename-based durable write,
+//! how it persisted its mark before).
 
 use std::hint::black_box;
 use std::os::unix::fs::FileExt;

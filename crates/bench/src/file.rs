@@ -1,7 +1,9 @@
 //! The in-process rows of the file backend: an uncontested campaign (and
 //! campaign + resign), and their floors: a bare OFD lock + unlock, and an
-//! OFD lock around a durable write (what a campaign does to persist the
-//! epoch).
+//! OFD lock around a durable write (what a campaign did per term to persist
+//! the epoch before ADR 0025; now it writes the record through the page
+//! cache and pays a durable write once per block of 1024 epochs, so the
+//! lock floor is the one to compare with).
 
 use std::fs::File;
 use std::io::Write;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use election_core::{Epoch, Identity};
 
 use crate::Error;
+use crate::ceiling::{self, Ceiling};
 use crate::lock::{self, Kind};
 use crate::record::Record;
 
@@ -17,6 +18,9 @@ pub(crate) struct Paths {
     pub(crate) lock: PathBuf,
     pub(crate) record: PathBuf,
     pub(crate) tmp: PathBuf,
+    /// The epoch ceiling (ADR 0025) and its temporary file.
+    pub(crate) ceiling: PathBuf,
+    pub(crate) ceiling_tmp: PathBuf,
 }
 
 /// Opens the claim file for locking, creating it if needed.
@@ -63,8 +67,9 @@ fn unix_ms() -> Option<u64> {
 }
 
 /// With `file` exclusively locked: checks that it is still the claim file,
-/// reads the epoch record and durably writes the next epoch for `identity`
-/// (rule 1: the epoch is decided in the lock hold that wins the claim).
+/// and hands out the next epoch for `identity` (rule 1: the epoch is
+/// decided in the lock hold that wins the claim), with the running
+/// kernel's boot id and blocks of [`ceiling::EPOCH_BLOCK`] epochs.
 ///
 /// `Ok(None)` if the claim file was replaced (the lock is worthless; drop
 /// `file`). On an error the lock is dropped.
@@ -73,35 +78,34 @@ pub(crate) fn claim_locked(
     identity: &Identity,
     file: &File,
 ) -> Result<Option<Epoch>, Error> {
+    claim_locked_with(
+        paths,
+        identity,
+        file,
+        ceiling::boot_id(),
+        ceiling::EPOCH_BLOCK,
+    )
+}
+
+/// [`claim_locked`] with the boot id and block size given (tests simulate
+/// a reboot with another boot id).
+pub(crate) fn claim_locked_with(
+    paths: &Paths,
+    identity: &Identity,
+    file: &File,
+    boot: Option<&str>,
+    block: u64,
+) -> Result<Option<Epoch>, Error> {
     let won = (|| {
         if !same_file(file, &paths.lock)? {
             return Ok(None);
         }
-        let previous = match Record::read(&paths.record)? {
-            Some(r) => Some(r.epoch),
-            None if file
-                .metadata()
-                .map_err(|e| Error::io("stat", &paths.lock, e))?
-                .len()
-                > 0 =>
-            {
-                return Err(Error::CorruptEpoch {
-                    path: paths.record.clone(),
-                    detail: "the record is missing, but the claim file shows this election has \
-                             had terms, so epochs would start again"
-                        .into(),
-                });
-            }
-            None => None,
-        };
-        let epoch = Epoch::after(previous)?;
-        Record {
-            epoch,
-            identity: identity.clone(),
-            pid: Some(std::process::id()),
-            since_unix_ms: unix_ms(),
-        }
-        .write_durably(&paths.dir, &paths.record, &paths.tmp)?;
+        let used = file
+            .metadata()
+            .map_err(|e| Error::io("stat", &paths.lock, e))?
+            .len()
+            > 0;
+        let epoch = hand_out(paths, identity, used, boot, block)?;
         // After the record, so a failure here leaves a record, never a
         // marked claim file without one.
         mark_used(file, &paths.lock)?;
@@ -111,6 +115,85 @@ pub(crate) fn claim_locked(
         let _ = lock::unlock(file);
     }
     won
+}
+
+/// Under the lock: the next epoch, above every epoch handed out before,
+/// also across an OS crash or power cut (ADR 0025).
+///
+/// - The ceiling was written in this boot (same kernel boot id): no page
+///   cache was lost since, so the epoch record is exact, and the next
+///   epoch follows it. A missing record on a used claim file, or a record
+///   that does not read, is [`Error::CorruptEpoch`] as before: someone
+///   tampered with it.
+/// - No ceiling yet (a new election, or a record written durably by an
+///   older version): the record is exact as well.
+/// - The ceiling was written in another boot, or without a boot id: the
+///   record may be stale, torn or missing, but no epoch above the ceiling
+///   was handed out, so the next epoch is above both the ceiling and what
+///   the record still shows.
+///
+/// If the epoch is above the ceiling, or the ceiling is from another boot,
+/// a new ceiling `epoch + block - 1` with this boot id is written durably
+/// first. Only then is the record written, through the page cache.
+fn hand_out(
+    paths: &Paths,
+    identity: &Identity,
+    used: bool,
+    boot: Option<&str>,
+    block: u64,
+) -> Result<Epoch, Error> {
+    let ceiling = Ceiling::read(&paths.ceiling)?;
+    let exact = ceiling.as_ref().is_none_or(|c| c.same_boot(boot));
+    let record = Record::read(&paths.record);
+    let previous = match ceiling.as_ref().filter(|_| !exact) {
+        None => match record? {
+            Some(r) => Some(r.epoch),
+            None if used => {
+                return Err(Error::CorruptEpoch {
+                    path: paths.record.clone(),
+                    detail: "the record is missing, but the claim file shows this election has \
+                             had terms, so epochs would start again"
+                        .into(),
+                });
+            }
+            None => None,
+        },
+        Some(c) => {
+            let seen = match record {
+                Ok(r) => r.map(|r| r.epoch),
+                // Torn or lost with the page cache: the ceiling covers it.
+                Err(Error::CorruptEpoch { detail, .. }) => {
+                    tracing::warn!(
+                        record = %paths.record.display(),
+                        %detail,
+                        ceiling = %c.ceiling,
+                        "the epoch record did not survive a restart of the OS; \
+                         continuing above the durable ceiling"
+                    );
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            Some(seen.map_or(c.ceiling, |s| s.max(c.ceiling)))
+        }
+    };
+    let epoch = Epoch::after(previous)?;
+    let covered = exact && ceiling.as_ref().is_some_and(|c| epoch <= c.ceiling);
+    if !covered {
+        ceiling::reserve(epoch, block, boot).write_durably(
+            &paths.dir,
+            &paths.ceiling,
+            &paths.ceiling_tmp,
+        )?;
+    }
+    Record {
+        epoch,
+        identity: identity.clone(),
+        pid: Some(std::process::id()),
+        since_unix_ms: unix_ms(),
+    }
+    .write_cached(&paths.record, &paths.tmp)?;
+    Ok(epoch)
 }
 
 /// One try without waiting: lock, then [`claim_locked`]. `file` is the
@@ -135,4 +218,219 @@ pub(crate) fn try_claim(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::Kind;
+    use proptest::prelude::*;
+
+    const BOOT_A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+
+    fn boot(n: u32) -> String {
+        format!("{n:08x}-0000-4000-8000-000000000000")
+    }
+
+    fn paths(dir: &Path) -> Paths {
+        let file = |ext: &str| dir.join(format!("e.{ext}"));
+        Paths {
+            dir: dir.to_owned(),
+            lock: file("lock"),
+            record: file("epoch"),
+            tmp: file("epoch.tmp"),
+            ceiling: file("epoch-ceiling"),
+            ceiling_tmp: file("epoch-ceiling.tmp"),
+        }
+    }
+
+    /// Wins one term as the kernel with boot id `boot` would, blocks of
+    /// `block` epochs; the lock is dropped after.
+    fn term(paths: &Paths, boot: Option<&str>, block: u64) -> Result<Epoch, Error> {
+        let file = open_claim_file(&paths.lock)?;
+        assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
+        let id = Identity::new("host/1").unwrap();
+        Ok(claim_locked_with(paths, &id, &file, boot, block)?.expect("the claim file is ours"))
+    }
+
+    /// What the epoch record may hold on disk after a power cut: it is
+    /// never fsynced, so any version written before, or nothing, or a
+    /// part of one (only the ceiling and the claim file's mark are durable).
+    #[derive(Clone, Debug)]
+    enum Lost {
+        /// The directory entry never reached the disk.
+        Missing,
+        /// The rename did, the data did not.
+        Empty,
+        /// Half of the last record.
+        Torn,
+        /// An older version: index into the versions written (modulo).
+        Older(usize),
+    }
+
+    /// Cuts the power: the record on disk becomes `lost`, the page cache's
+    /// version is gone. `versions` are every record text written so far.
+    fn power_cut(paths: &Paths, versions: &[Vec<u8>], lost: &Lost) {
+        let last = std::fs::read(&paths.record).unwrap_or_default();
+        if versions.is_empty() {
+            return; // no record was ever written: none can be on disk
+        }
+        match lost {
+            Lost::Missing => {
+                let _ = std::fs::remove_file(&paths.record);
+            }
+            Lost::Empty => std::fs::write(&paths.record, b"").unwrap(),
+            Lost::Torn => std::fs::write(&paths.record, &last[..last.len() / 2]).unwrap(),
+            Lost::Older(i) => std::fs::write(&paths.record, &versions[i % versions.len()]).unwrap(),
+        }
+    }
+
+    #[test]
+    fn after_a_power_cut_the_next_epoch_is_above_every_epoch_handed_out() {
+        for lost in [Lost::Missing, Lost::Empty, Lost::Torn, Lost::Older(0)] {
+            let dir = tempfile::tempdir().unwrap();
+            let p = paths(dir.path());
+            let mut versions = Vec::new();
+            let mut highest = None;
+            for _ in 0..5 {
+                let e = term(&p, Some(BOOT_A), ceiling::EPOCH_BLOCK).unwrap();
+                assert!(Some(e) > highest, "{e} after {highest:?}");
+                highest = Some(e);
+                versions.push(std::fs::read(&p.record).unwrap());
+            }
+            // The record was written through the page cache: only the first
+            // term paid for a durable write (the ceiling).
+            let c = Ceiling::read(&p.ceiling).unwrap().unwrap();
+            assert_eq!(
+                c.ceiling.get(),
+                Epoch::FIRST.get() + ceiling::EPOCH_BLOCK - 1
+            );
+            power_cut(&p, &versions, &lost);
+            let next = term(&p, Some(&boot(2)), ceiling::EPOCH_BLOCK).unwrap();
+            assert!(Some(next) > highest, "{lost:?}: {next} after {highest:?}");
+            assert!(next > c.ceiling, "{lost:?}: {next} not past the ceiling");
+            // The new boot's ceiling is durable, with the new boot id.
+            let c2 = Ceiling::read(&p.ceiling).unwrap().unwrap();
+            assert!(c2.ceiling >= next && c2.same_boot(Some(&boot(2))), "{c2:?}");
+        }
+    }
+
+    #[test]
+    fn within_one_boot_a_damaged_record_is_still_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        term(&p, Some(BOOT_A), 8).unwrap();
+        std::fs::write(&p.record, b"election-file/1\nepoch=").unwrap();
+        let e = term(&p, Some(BOOT_A), 8).unwrap_err();
+        assert!(matches!(e, Error::CorruptEpoch { .. }), "{e:?}");
+        std::fs::remove_file(&p.record).unwrap();
+        let e = term(&p, Some(BOOT_A), 8).unwrap_err();
+        assert!(matches!(e, Error::CorruptEpoch { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_damaged_ceiling_is_corrupt_in_any_boot() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        term(&p, Some(BOOT_A), 8).unwrap();
+        for bad in [&b""[..], b"election-file-ceiling/1\nceil", b"\xff"] {
+            std::fs::write(&p.ceiling, bad).unwrap();
+            for b in [Some(BOOT_A), Some(&*boot(3)), None] {
+                let e = term(&p, b, 8).unwrap_err();
+                assert!(matches!(e, Error::CorruptEpoch { .. }), "{bad:?}: {e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_of_an_older_version_without_a_ceiling_is_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        std::fs::write(&p.record, "election-file/1\nepoch=41\nidentity=a\n").unwrap();
+        std::fs::write(&p.lock, USED).unwrap();
+        assert_eq!(term(&p, Some(BOOT_A), 8).unwrap().get(), 42);
+        let c = Ceiling::read(&p.ceiling).unwrap().unwrap();
+        assert_eq!(c.ceiling.get(), 49);
+        assert_eq!(term(&p, Some(BOOT_A), 8).unwrap().get(), 43);
+    }
+
+    #[test]
+    fn without_a_boot_id_every_term_writes_its_ceiling() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        for n in 0..4 {
+            let e = term(&p, None, 1024).unwrap();
+            assert_eq!(e.get(), Epoch::FIRST.get() + n);
+            let c = Ceiling::read(&p.ceiling).unwrap().unwrap();
+            assert_eq!((c.ceiling, c.boot_id), (e, None));
+        }
+        // A kernel with a boot id later: the ceiling written without one is
+        // never trusted to mean "the same boot", so the next epoch is past it.
+        let e = term(&p, Some(BOOT_A), 1024).unwrap();
+        assert_eq!(e.get(), Epoch::FIRST.get() + 4);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Term,
+        /// The process dies: its page cache survives; nothing to simulate.
+        ProcessCrash,
+        PowerCut(Lost),
+        /// The OS restarts without a boot id file (a sandbox without /proc).
+        PowerCutNoBootId(Lost),
+    }
+
+    fn lost() -> impl Strategy<Value = Lost> {
+        prop_oneof![
+            Just(Lost::Missing),
+            Just(Lost::Empty),
+            Just(Lost::Torn),
+            any::<usize>().prop_map(Lost::Older),
+        ]
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            6 => Just(Step::Term),
+            1 => Just(Step::ProcessCrash),
+            2 => lost().prop_map(Step::PowerCut),
+            1 => lost().prop_map(Step::PowerCutNoBootId),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any mix of terms, process crashes and power cuts (the record
+        /// lost, emptied, torn or any older version; a new boot id, or
+        /// none), with small blocks so that reservations run out: every
+        /// term's epoch is above every epoch handed out before it.
+        #[test]
+        fn epochs_strictly_grow_across_power_cuts(
+            block in 1u64..6,
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let p = paths(dir.path());
+            let mut current = Some(boot(0));
+            let mut boots = 0;
+            let mut versions = Vec::new();
+            let mut highest: Option<Epoch> = None;
+            for s in &steps {
+                match s {
+                    Step::Term => {
+                        let e = term(&p, current.as_deref(), block).unwrap();
+                        prop_assert!(Some(e) > highest, "{} after {:?} ({:?})", e, highest, steps);
+                        highest = Some(e);
+                        versions.push(std::fs::read(&p.record).unwrap());
+                    }
+                    Step::ProcessCrash => {}
+                    Step::PowerCut(l) | Step::PowerCutNoBootId(l) => {
+                        power_cut(&p, &versions, l);
+                        boots += 1;
+                        current = matches!(s, Step::PowerCut(_)).then(|| boot(boots));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -28,8 +28,13 @@ pub const DEFAULT_TAMPER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 ///   description lock on it (`F_OFD_SETLK`). The kernel frees the lock when
 ///   the leader resigns, drops its term, or dies (also by `SIGKILL`).
 /// - `jobs.epoch`, the epoch record: the highest epoch handed out and the
-///   identity that won it, rewritten durably by each winner while it holds
-///   the lock (temp file, fsync, rename, fsync of the directory).
+///   identity that won it, rewritten by each winner while it holds the
+///   lock (temp file, rename; through the page cache, no fsync).
+/// - `jobs.epoch-ceiling`, the epoch ceiling: a durable bound on every
+///   epoch handed out and the kernel boot id it was written in, rewritten
+///   (temp file, fsync, rename, fsync of the directory) once per block of
+///   1024 epochs and after each restart of the OS, so epochs strictly grow
+///   across power loss (see the crate docs and ADR 0025).
 ///
 /// Never delete or replace these files while candidates run. A leader
 /// notices a replaced or deleted claim file within the tamper check
@@ -154,6 +159,8 @@ impl FileElection {
                 lock: file("lock"),
                 record: file("epoch"),
                 tmp: file("epoch.tmp"),
+                ceiling: file("epoch-ceiling"),
+                ceiling_tmp: file("epoch-ceiling.tmp"),
             }),
             name,
             identity,
@@ -174,9 +181,13 @@ impl FileElection {
     ///   record still shows (its own if it parses, else the largest number
     ///   after an `epoch=` in it or in a leftover temporary record).
     ///
+    /// It also writes the epoch ceiling (ADR 0025) durably: never lower
+    /// than the ceiling it finds, or `epoch` if that is higher or the
+    /// ceiling is damaged.
+    ///
     /// Never delete the record instead: epochs would start again at
     /// [`Epoch::FIRST`], and the library refuses to campaign on a missing
-    /// record once the election has had terms. Blocking file I/O (two
+    /// record once the election has had terms. Blocking file I/O (four
     /// fsyncs): call it from a tool or `spawn_blocking`. The command line
     /// has it as `elect repair-epoch`.
     ///
@@ -385,7 +396,8 @@ impl Claim for FileClaim {
     }
 
     /// Takes the lock without waiting; while holding it, reads the epoch
-    /// record and durably writes the next epoch (rule 1). A corrupt record
+    /// record and writes the next epoch, above every earlier one also after
+    /// a power cut (rule 1; ADR 0025). A corrupt record
     /// is [`election_core::Error::Corrupt`] and nothing is won.
     ///
     /// Cancel safety: the blocking part runs on tokio's blocking pool and
@@ -531,7 +543,8 @@ impl Claim for FileClaim {
 
     /// Reads who holds the lock (`F_OFD_GETLK`) and, if someone does, the
     /// epoch record. During a handover (between a winner's lock and its
-    /// record write, one fsync long) it may still name the previous holder.
+    /// record write, a rename long, or two fsyncs when a new block of epochs
+    /// is reserved) it may still name the previous holder.
     /// `since` is the record's `since_unix_ms`: the winner's wall clock in
     /// the lock hold that won the term (`None` if the record has none).
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {

@@ -3,17 +3,38 @@
 //!
 //! Candidates that share a directory compete for a claim file's lock (an
 //! open file description lock, freed by the kernel when the holder exits,
-//! even on `SIGKILL`). The winner durably records the next epoch while it
-//! holds the lock, so epochs only grow, across crashes and restarts.
-//! Waiting candidates wake the moment the lock is freed: no polling.
+//! even on `SIGKILL`). The winner records the next epoch while it holds
+//! the lock, so epochs only grow, across process crashes, OS crashes and
+//! power loss. Waiting candidates wake the moment the lock is freed: no
+//! polling.
+//!
+//! # Epochs without an fsync per term
+//!
+//! A term's epoch record is written through the page cache, without an
+//! fsync. What survives a power cut is a durable *ceiling*: a bound on every
+//! epoch handed out, reserved a block of 1024 epochs at a time (one
+//! durable write per block) together with the kernel's boot id
+//! (`/proc/sys/kernel/random/boot_id`). While the boot id is unchanged the
+//! page cache was not lost and the record is exact; after an OS restart the
+//! next epoch is past the ceiling, whatever the record still shows (it may
+//! be stale, torn or missing), and a new block is reserved. So epochs
+//! still strictly grow across power loss, and may jump by up to a block
+//! after each restart of the OS. Without a readable boot id every term
+//! writes its ceiling durably (the old cost: two fsyncs per term), and a
+//! warning is logged. One case is not covered: a writeback error that the
+//! kernel drops from the page cache within one boot (a failing disk) could
+//! let the record go back to an older version without a restart; see ADR
+//! 0025.
 //!
 //! # What an operator must never touch
 //!
 //! For each election `name` the directory holds `name.lock` (the claim
-//! file) and `name.epoch` (the epoch record: the highest epoch handed out).
-//! Never delete or edit the epoch record: epochs would start again and
+//! file), `name.epoch` (the epoch record: the highest epoch handed out)
+//! and `name.epoch-ceiling` (the durable bound above). Never delete or
+//! edit the epoch record or the ceiling: epochs would start again and
 //! fencing tokens would go backwards. Once an election has had a term, a
-//! missing record is refused as corrupt ([`Error::CorruptEpoch`]), and the
+//! missing record (within one boot of the OS) or a damaged ceiling is
+//! refused as corrupt ([`Error::CorruptEpoch`]), and the
 //! way out of a damaged or lost record is
 //! [`FileElection::repair_epoch`] (`elect repair-epoch`), which sets it to
 //! an epoch you give, at least the highest fencing token your resources
@@ -53,6 +74,7 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
+mod ceiling;
 mod changes;
 mod claimfile;
 mod election;

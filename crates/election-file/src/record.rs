@@ -8,8 +8,12 @@
 //! since_unix_ms=1796000000000
 //! ```
 //!
-//! Written only by the holder of the claim, durably: a temporary file is
-//! written and fsynced, renamed over the record, and the directory fsynced.
+//! Written only by the holder of the claim, once per term, through the
+//! page cache: a temporary file is written and renamed over the record,
+//! without an fsync (readers see the old record or the new one, never a
+//! part). What makes that safe across an OS crash or a power cut is the
+//! durable epoch ceiling beside it ([`crate::ceiling`], ADR 0025). A repair
+//! writes it durably.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -126,6 +130,22 @@ impl Record {
                 path: path.to_owned(),
                 detail,
             })
+    }
+
+    /// Writes the record through the page cache: temp file, rename; no
+    /// fsync. A failed step before the rename removes the temporary file.
+    pub(crate) fn write_cached(&self, path: &Path, tmp: &Path) -> Result<(), Error> {
+        let written = (|| {
+            let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
+            f.write_all(self.to_text().as_bytes())
+                .map_err(|e| Error::io("write", tmp, e))?;
+            drop(f);
+            std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))
+        })();
+        if written.is_err() && std::fs::symlink_metadata(tmp).is_ok_and(|m| !m.is_dir()) {
+            let _ = std::fs::remove_file(tmp);
+        }
+        written
     }
 
     /// Writes the record durably: temp file, fsync, rename, fsync of `dir`.

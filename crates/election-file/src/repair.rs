@@ -12,6 +12,7 @@ use std::io::Read;
 use election_core::{Epoch, Identity};
 
 use crate::Error;
+use crate::ceiling::Ceiling;
 use crate::claimfile::{Paths, open_claim_file};
 use crate::lock::{self, Kind};
 use crate::record::Record;
@@ -95,6 +96,14 @@ pub(crate) fn repair(paths: &Paths, epoch: Epoch) -> Result<EpochRepair, Error> 
         since_unix_ms: None,
     }
     .write_durably(&paths.dir, &paths.record, &paths.tmp)?;
+    // The ceiling never goes down: it may cover epochs the damaged record
+    // no longer shows (ADR 0025). A damaged ceiling is replaced.
+    let old = Ceiling::read(&paths.ceiling).ok().flatten();
+    Ceiling {
+        ceiling: old.map_or(epoch, |c| c.ceiling.max(epoch)),
+        boot_id: crate::ceiling::boot_id().map(str::to_owned),
+    }
+    .write_durably(&paths.dir, &paths.ceiling, &paths.ceiling_tmp)?;
     crate::claimfile::mark_used(&file, &paths.lock)?;
     // Closing `file` frees the lock.
     Ok(EpochRepair {

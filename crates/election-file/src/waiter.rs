@@ -5,7 +5,9 @@
 //! holder unlocks, closes the file or dies. Holding it, the thread wins the
 //! claim (epoch record and all) for the first candidate of this process
 //! still waiting, and hands it the locked file. So a handover costs one
-//! kernel wake-up, the durable record write, and one wake of the campaign.
+//! kernel wake-up, the record write (a rename through the page cache; two
+//! fsyncs once per block of epochs, ADR 0025), and one wake of the
+//! campaign.
 //!
 //! A blocked lock call cannot be cancelled. A cancelled wait only leaves
 //! the queue; the thread stays blocked until the next release, and then

@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -21,12 +22,16 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 /// # Layout
 ///
 /// For resource `r` the directory holds:
-/// - `r.fence`: the mark, as the token's decimal text and a newline
-///   (`42\n`). A missing file means "no mark yet"; a file that does not read
-///   as a token is [`Error::Corrupt`], never "no mark".
+/// - `r.fence`: the mark, one fixed-size line with a checksum,
+///   `fencing-mark/1 <token as 20 digits> <FNV-1a 64 of the text before it,
+///   16 hex digits>` and a newline, rewritten in place. A missing file means
+///   "no mark yet"; a file that does not read as a mark (a line torn by a
+///   power cut during its write, or damaged) is [`Error::Corrupt`], never
+///   "no mark" and never a lower mark. A mark in the older format, the
+///   token's decimal text and a newline (`42\n`), is still read, and
+///   rewritten in the new one at the next raise.
 /// - `r.fence.lock`: an empty file, locked while a writer checks and
 ///   writes. It is never deleted; do not delete it while writers run.
-/// - `r.fence.tmp`: the next mark while it is being written.
 ///
 /// # How a check-and-advance runs
 ///
@@ -36,12 +41,14 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 /// and the kernel drops one when its file is closed, also when the process
 /// dies (even by `SIGKILL`), so a crashed writer never leaves the resource
 /// locked. Under the lock it reads `r.fence`, decides with
-/// [`Advance::decide`] and, if the mark goes up, writes the new mark to
-/// `r.fence.tmp`, syncs it, renames it over `r.fence` and syncs the
-/// directory: the mark is replaced whole and is durable before the write
-/// runs. [`fenced`](Fence::fenced) runs the write while still holding the
-/// lock and unlocks (closes the file) after it. Readers of the mark need no
-/// lock: a rename shows either the old mark or the new one.
+/// [`Advance::decide`] and, if the mark goes up, writes the new line over
+/// the old one in place (one `pwrite`) and `fdatasync`s it (the first
+/// write of a resource also syncs the directory): one durable write, done
+/// before the write runs (ADR 0025). [`fenced`](Fence::fenced) runs the
+/// write while still holding the lock and unlocks (closes the file) after
+/// it. Readers of the mark need no lock: one that catches a line being
+/// rewritten sees a checksum mismatch and reads again (a few times, then
+/// it is [`Error::Corrupt`]).
 ///
 /// Within one `FileFence` (and its clones), writers of one resource also
 /// take turns on an in-process lock first, so at most one thread per
@@ -61,7 +68,7 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 ///
 /// On a local filesystem of the host where all writers run, next to the
 /// resource it protects. [`open`](FileFence::open) refuses NFS and SMB/CIFS
-/// mounts, where these locks and renames are not reliable; FUSE mounts are
+/// mounts, where these locks and writes are not reliable; FUSE mounts are
 /// accepted (rootless containers use them), so do not point it at a
 /// network FUSE filesystem (sshfs, s3fs, ...).
 ///
@@ -80,7 +87,8 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 /// // Another process (or handle) sees the same mark.
 /// let fence = FileFence::open(&dir)?;
 /// assert_eq!(fence.high_water_mark(&exports).await?, Some(token));
-/// assert_eq!(std::fs::read_to_string(dir.join("exports.fence"))?, "12\n");
+/// let line = std::fs::read_to_string(dir.join("exports.fence"))?;
+/// assert!(line.starts_with("fencing-mark/1 00000000000000000012 "), "{line}");
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -90,7 +98,7 @@ pub struct FileFence {
 
 struct Inner {
     dir: PathBuf,
-    /// The directory, open for syncing it after a rename.
+    /// The directory, open for syncing it after a mark file is created.
     dir_handle: File,
     turns: Mutex<HashMap<ResourceName, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -99,7 +107,6 @@ struct Inner {
 struct Paths {
     lock: PathBuf,
     mark: PathBuf,
-    tmp: PathBuf,
 }
 
 impl Paths {
@@ -107,7 +114,6 @@ impl Paths {
         Paths {
             lock: dir.join(format!("{resource}.fence.lock")),
             mark: dir.join(format!("{resource}.fence")),
-            tmp: dir.join(format!("{resource}.fence.tmp")),
         }
     }
 }
@@ -119,7 +125,7 @@ struct Held {
     _turn: OwnedMutexGuard<()>,
 }
 
-/// The filesystems whose locks and renames are not reliable enough:
+/// The filesystems whose locks and durable writes are not reliable enough:
 /// `(statfs magic, name)`.
 const NETWORK_FILESYSTEMS: [(u64, &str); 4] = [
     (0x6969, "NFS"),
@@ -135,8 +141,19 @@ fn network_filesystem(magic: u64) -> Option<&'static str> {
         .map(|(_, name)| *name)
 }
 
-/// The longest mark file read, in bytes; a token takes at most 21.
+/// The longest mark file read, in bytes; a mark line takes [`MARK_LEN`].
 const MAX_MARK_LEN: u64 = 64;
+
+/// The mark line's first word.
+const MARK_HEADER: &str = "fencing-mark/1";
+
+/// The length of a mark line: header, space, 20 digits, space, 16 hex
+/// digits, newline.
+const MARK_LEN: usize = MARK_HEADER.len() + 1 + 20 + 1 + 16 + 1;
+
+/// How many times a reader without the lock reads a mark line that does
+/// not check out before calling it corrupt (it may have caught a write).
+const READ_TRIES: usize = 5;
 
 fn at(path: &Path) -> String {
     path.display().to_string()
@@ -334,7 +351,7 @@ impl Fence for FileFence {
     /// ```
     async fn high_water_mark(&self, resource: &ResourceName) -> Result<Option<Token>, Error> {
         let mark = Paths::new(&self.inner.dir, resource).mark;
-        off_thread(move |_| read_mark(&mark)).await
+        off_thread(move |_| read_mark_unlocked(&mark)).await
     }
 }
 
@@ -431,35 +448,111 @@ fn read_mark(path: &Path) -> Result<Option<Token>, Error> {
         .map_err(|detail| Error::corrupt(at(path), detail))
 }
 
-/// A token, optionally followed by one newline.
+/// FNV-1a, 64 bits: the mark line's checksum.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The mark line of `token` (exactly [`MARK_LEN`] bytes).
+fn mark_line(token: Token) -> String {
+    let head = format!("{MARK_HEADER} {:020} ", token.epoch().get());
+    let line = format!("{head}{:016x}\n", fnv1a(head.as_bytes()));
+    debug_assert_eq!(line.len(), MARK_LEN);
+    line
+}
+
+/// A mark line (checked), or a mark in the older format: a token,
+/// optionally followed by one newline.
 fn parse_mark(text: &[u8]) -> Result<Token, String> {
+    if text.starts_with(MARK_HEADER.as_bytes()) {
+        return parse_mark_line(text);
+    }
     let digits = text.strip_suffix(b"\n").unwrap_or(text);
     std::str::from_utf8(digits)
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| {
             format!(
-                "expected a token (decimal text from 1 up) and a newline, found {:?}",
+                "expected a mark line ({MARK_HEADER} ...) or a token (decimal text from 1 up) \
+                 and a newline, found {:?}",
                 String::from_utf8_lossy(text)
             )
         })
 }
 
-/// Replaces the mark durably: temporary file, sync, rename, sync the
-/// directory.
+fn parse_mark_line(text: &[u8]) -> Result<Token, String> {
+    let bad = |why: &str| {
+        format!(
+            "{why}: the mark line is torn or damaged, found {:?}",
+            String::from_utf8_lossy(text)
+        )
+    };
+    if text.len() != MARK_LEN || text[MARK_LEN - 1] != b'\n' {
+        return Err(bad(&format!("not {MARK_LEN} bytes ending in a newline")));
+    }
+    let head = &text[..MARK_LEN - 17];
+    let sum = std::str::from_utf8(&text[MARK_LEN - 17..MARK_LEN - 1])
+        .ok()
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .ok_or_else(|| bad("no checksum"))?;
+    if sum != fnv1a(head) {
+        return Err(bad("the checksum does not match"));
+    }
+    let digits = &head[MARK_HEADER.len() + 1..head.len() - 1];
+    std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.trim_start_matches('0').parse().ok())
+        .ok_or_else(|| bad("not a token"))
+}
+
+/// [`read_mark`] without the resource's lock: a line that does not check
+/// out is read again a few times (a writer may be rewriting it in place).
+fn read_mark_unlocked(path: &Path) -> Result<Option<Token>, Error> {
+    let mut tries = 0;
+    loop {
+        match read_mark(path) {
+            Err(Error::Corrupt { .. }) if tries + 1 < READ_TRIES => {
+                tries += 1;
+                thread::sleep(std::time::Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Raises the mark durably: the new line written over the old in place,
+/// then `fdatasync`; a new file's directory entry is synced too.
 fn write_mark(inner: &Inner, paths: &Paths, token: Token) -> Result<(), Error> {
-    let mut tmp = OpenOptions::new()
+    let created = match fs::symlink_metadata(&paths.mark) {
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+        Err(e) => return Err(Error::unavailable(at(&paths.mark), e)),
+    };
+    let file = OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
-        .open(&paths.tmp)
-        .map_err(unavailable(&paths.tmp))?;
-    tmp.write_all(format!("{token}\n").as_bytes())
-        .and_then(|()| tmp.sync_all())
-        .map_err(unavailable(&paths.tmp))?;
-    drop(tmp);
-    fs::rename(&paths.tmp, &paths.mark).map_err(unavailable(&paths.mark))?;
-    inner.dir_handle.sync_all().map_err(unavailable(&inner.dir))
+        .truncate(false)
+        .open(&paths.mark)
+        .map_err(unavailable(&paths.mark))?;
+    let line = mark_line(token);
+    file.write_all_at(line.as_bytes(), 0)
+        .map_err(unavailable(&paths.mark))?;
+    // A mark in the older format is shorter; anything longer was refused
+    // as corrupt before. Never shorten a file while a reader may look.
+    if file.metadata().map_err(unavailable(&paths.mark))?.len() > MARK_LEN as u64 {
+        file.set_len(MARK_LEN as u64)
+            .map_err(unavailable(&paths.mark))?;
+    }
+    file.sync_data().map_err(unavailable(&paths.mark))?;
+    if created {
+        inner
+            .dir_handle
+            .sync_all()
+            .map_err(unavailable(&inner.dir))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -514,7 +607,7 @@ mod tests {
         fence.advance(&r, t(8)).await.unwrap();
         assert_eq!(
             fs::read_to_string(tmp.path().join("orders.fence")).unwrap(),
-            "8\n"
+            mark_line(t(8))
         );
         assert!(!tmp.path().join("orders.fence.tmp").exists());
         assert!(tmp.path().join("orders.fence.lock").exists());
@@ -532,7 +625,7 @@ mod tests {
                     try_lock(&lock_path).is_none(),
                     "lock not held during the write"
                 );
-                assert_eq!(fs::read_to_string(&mark_path).unwrap(), "3\n");
+                assert_eq!(fs::read_to_string(&mark_path).unwrap(), mark_line(t(3)));
             })
             .await
             .unwrap();
@@ -598,6 +691,89 @@ mod tests {
             fence.advance(&r, t(1)).await,
             Err(Error::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn mark_lines_round_trip_at_a_fixed_size() {
+        for n in [1, 2, 42, i64::MAX as u64] {
+            let line = mark_line(t(n));
+            assert_eq!(line.len(), MARK_LEN, "{line}");
+            assert_eq!(parse_mark(line.as_bytes()), Ok(t(n)));
+        }
+        assert_eq!(
+            mark_line(t(12)),
+            "fencing-mark/1 00000000000000000012 ".to_owned()
+                + &format!("{:016x}\n", fnv1a(b"fencing-mark/1 00000000000000000012 "))
+        );
+    }
+
+    /// A power cut during the in-place rewrite of a mark leaves any prefix
+    /// of the new line over the old one (or over an older-format mark):
+    /// the mark then reads as corrupt, or as the old mark when the bytes
+    /// written so far did not differ (as the new one when the rest did
+    /// not); never anything else, and never lower.
+    #[tokio::test]
+    async fn a_torn_mark_is_corrupt_and_never_lowers_the_mark() {
+        let (tmp, fence) = fresh();
+        let r = res("r");
+        let path = tmp.path().join("r.fence");
+        for old in [mark_line(t(7)).into_bytes(), b"7\n".to_vec()] {
+            let new = mark_line(t(9)).into_bytes();
+            let mut corrupt = 0;
+            for cut in 1..new.len() {
+                let mut torn = new[..cut].to_vec();
+                torn.extend_from_slice(old.get(cut..).unwrap_or_default());
+                fs::write(&path, &torn).unwrap();
+                let read = fence.high_water_mark(&r).await;
+                if torn == old || torn == new {
+                    // The bytes written so far did not differ from the old
+                    // line's, or the rest did not: a whole line.
+                    let m = read.unwrap().unwrap();
+                    assert_eq!(m, if torn == new { t(9) } else { t(7) }, "cut at {cut}");
+                    continue;
+                }
+                assert!(
+                    matches!(read, Err(Error::Corrupt { .. })),
+                    "cut at {cut}: {read:?}"
+                );
+                corrupt += 1;
+                // Nothing is accepted, not even a token above both.
+                let ran = AtomicBool::new(false);
+                let out = fence
+                    .fenced(&r, t(100), || async { ran.store(true, Ordering::SeqCst) })
+                    .await;
+                assert!(matches!(out, Err(Error::Corrupt { .. })), "{out:?}");
+                assert!(!ran.load(Ordering::SeqCst));
+                let low = fence.advance(&r, t(8)).await;
+                assert!(matches!(low, Err(Error::Corrupt { .. })), "{low:?}");
+                assert_eq!(fs::read(&path).unwrap(), torn, "the torn mark was touched");
+            }
+            assert!(corrupt > 0);
+        }
+        // A flipped digit (bit rot) is caught by the checksum.
+        let mut rot = mark_line(t(7)).into_bytes();
+        rot[MARK_HEADER.len() + 19] = b'3';
+        fs::write(&path, &rot).unwrap();
+        assert!(matches!(
+            fence.high_water_mark(&r).await,
+            Err(Error::Corrupt { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_older_format_mark_is_read_and_rewritten_at_the_next_raise() {
+        let (tmp, fence) = fresh();
+        let r = res("r");
+        let path = tmp.path().join("r.fence");
+        fs::write(&path, "5\n").unwrap();
+        assert!(matches!(
+            fence.advance(&r, t(4)).await,
+            Err(Error::Stale { .. })
+        ));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "5\n");
+        fence.advance(&r, t(6)).await.unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), mark_line(t(6)));
+        assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(6)));
     }
 
     #[tokio::test]
