@@ -126,3 +126,65 @@ async fn a_thousand_elections_in_one_database_from_three_processes() {
         .expect("count");
     assert_eq!(still, 0);
 }
+
+/// A candidate polling once an hour, with a TTL of 30 s: every handover
+/// it sees well within the test's patience came from the same-host lock's
+/// wake-up (ADR 0026), not from a poll or an expired lease.
+fn hourly_poller(db: &std::path::Path, identity: &str) -> Proc {
+    let url = format!("sqlite://{}", db.to_str().expect("utf-8"));
+    let args = [
+        "--backend",
+        &url,
+        "--identity",
+        identity,
+        "--name",
+        "jobs",
+        "--ttl-ms",
+        "30000",
+        "--renew-ms",
+        "5000",
+        "--poll-ms",
+        "3600000",
+    ];
+    Proc::spawn(BIN, &args, identity)
+}
+
+#[tokio::test]
+async fn a_clean_resign_wakes_the_waiter_without_a_poll() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let mut a = hourly_poller(&db, "a");
+    a.expect("campaigning");
+    let (e1, _) = a.elected();
+    let mut b = hourly_poller(&db, "b");
+    b.expect("campaigning");
+    let mut c = hourly_poller(&db, "c");
+    c.expect("campaigning");
+    a.send("resign");
+    a.expect("resigning");
+    a.expect("resigned");
+    // One of the two waiters wins (well within the bound: its next poll is
+    // an hour away, the TTL 30 s); the other keeps waiting.
+    let deadline = std::time::Instant::now() + Duration::from_secs(25);
+    let (mut winner, mut other) = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no waiter was elected within 25 s of the resign"
+        );
+        if let Some(line) = b.try_line() {
+            assert!(line.starts_with("elected "), "b: {line:?}");
+            break (b, c);
+        }
+        if let Some(line) = c.try_line() {
+            assert!(line.starts_with("elected "), "c: {line:?}");
+            break (c, b);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    // Its resign wakes the last one too.
+    winner.send("resign");
+    winner.expect("resigning");
+    winner.expect("resigned");
+    let (e3, _) = other.elected();
+    assert!(e3 > e1 + 1, "epoch {e3} after {e1} and one more term");
+}

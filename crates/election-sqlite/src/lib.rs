@@ -36,6 +36,22 @@
 //! epoch is above every earlier one. A contender that saw a holder and then
 //! finds no trace of the name at all does the same.
 //!
+//! # Waking waiters on one host
+//!
+//! Beside a database file `app.db`, [`SqliteElection::open`] and
+//! [`SqliteElection::with_pool`] create a directory
+//! `app.db-election-locks/` with one empty file per election name. Each
+//! attempt holds an OFD lock on its name's file from before its claim can
+//! commit until the attempt is closed (after its term ended); a waiting
+//! candidate blocks in the kernel on that lock and tries the row the moment
+//! the holder resigns, drops its term or its process dies, instead of at
+//! its next poll. The lock only wakes: the lease row alone decides who may
+//! claim, so a dead holder is still taken over after a full TTL (see ADR
+//! 0026). On a filesystem that may be shared between hosts (NFS, SMB,
+//! FUSE, 9p and others), for a pool with no file, or where the directory
+//! cannot be created, no lock is used (a `warn` log says so) and waiters
+//! poll every poll interval. Lease sets still poll.
+//!
 //! # What an operator must never touch
 //!
 //! **Never delete, lower or edit the rows of `election_epochs`, and never
@@ -66,6 +82,7 @@ mod context;
 mod election;
 mod error;
 mod fence;
+mod host_lock;
 mod lease_set;
 mod options;
 mod renewal;
