@@ -41,6 +41,12 @@ use crate::row::{self, ClaimWrite, Found, Hold, Observed};
 ///   compared, so a wall-clock jump cannot make two leaders. A lease row
 ///   deleted by hand counts as held for a full TTL from when the contender
 ///   first sees it gone.
+/// - The one exception, on one host (ADR 0026): a contender that holds the
+///   election's same-host lock while the row names a holder that recorded
+///   holding that very lock (same nonce, boot id, device and inode) takes
+///   over at once: the holder frees the lock only after its attempt is
+///   closed (its term ended) and the kernel only when its process is gone.
+///   A stopped or hung holder keeps it: a full TTL then, as above.
 /// - A dropped term releases its row in the background (conditional on its
 ///   nonce); if that cannot run, the lease ages out after its TTL.
 ///
@@ -378,6 +384,11 @@ impl Claim for SqliteClaim {
         let observed = &mut attempt.observed;
         let clock = &inner.clock;
         let decide = |found: &Found| row::may_claim(observed, found, ttl, clock.now());
+        let lock = attempt
+            .host_lock
+            .as_ref()
+            .zip(inner.host_locks.as_ref())
+            .and_then(|(file, locks)| locks.lock_identity(file));
         let may_hold = &mut attempt.may_hold;
         let won = row::claim(
             &inner.pool,
@@ -387,6 +398,7 @@ impl Claim for SqliteClaim {
                 nonce: attempt.nonce,
                 ttl_ms: inner.options.ttl_ms(),
                 wall_ms: inner.clock.wall_unix_ms(),
+                lock: lock.as_deref(),
             },
             decide,
             || *may_hold = true,

@@ -46,6 +46,9 @@ const SHARED_FILESYSTEMS: &[(i64, &str)] = &[
 #[derive(Clone, Debug)]
 pub(crate) struct HostLocks {
     dir: PathBuf,
+    /// The kernel's boot id; `None` if unreadable (then no lock id is
+    /// written and no takeover shortcut taken).
+    boot_id: Option<String>,
 }
 
 impl HostLocks {
@@ -62,7 +65,13 @@ impl HostLocks {
             return None;
         }
         match shared_filesystem(&dir) {
-            Ok(None) => Some(HostLocks { dir }),
+            Ok(None) => Some(HostLocks {
+                dir,
+                boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                    .ok()
+                    .map(|id| id.trim().to_owned())
+                    .filter(|id| !id.is_empty() && !id.contains('/')),
+            }),
             Ok(Some(kind)) => {
                 tracing::warn!(dir = %dir.display(), filesystem = kind, "the database is on a filesystem that may be shared between hosts: no same-host lock, candidates poll for the lease");
                 None
@@ -72,6 +81,16 @@ impl HostLocks {
                 None
             }
         }
+    }
+
+    /// What a term's winner records of the lock `file` it holds (ADR
+    /// 0026): `<boot id>/<st_dev>/<st_ino>`, read from the open file
+    /// itself. `None` without a boot id or if `fstat` fails.
+    pub(crate) fn lock_identity(&self, file: &File) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let boot = self.boot_id.as_ref()?;
+        let m = file.metadata().ok()?;
+        Some(format!("{boot}/{}/{}", m.dev(), m.ino()))
     }
 
     /// The lock file of election `name`.

@@ -45,12 +45,20 @@
 //! commit until the attempt is closed (after its term ended); a waiting
 //! candidate blocks in the kernel on that lock and tries the row the moment
 //! the holder resigns, drops its term or its process dies, instead of at
-//! its next poll. The lock only wakes: the lease row alone decides who may
-//! claim, so a dead holder is still taken over after a full TTL (see ADR
-//! 0026). On a filesystem that may be shared between hosts (NFS, SMB,
+//! its next poll. The winning transaction records the lock it holds in the
+//! row (`lock_id`: its nonce, the kernel's boot id, the lock file's device
+//! and inode); a contender that then gets that very lock while the row
+//! still names that holder takes over at once, since the lock is freed
+//! only after the holder's attempt was closed (its term ended: resigned,
+//! or lost and dropped) or its process died. A stopped (`SIGSTOP`) or hung
+//! holder keeps its lock and is taken over after a full TTL, as without
+//! the lock; so is a holder on another host or boot, or one that did not
+//! hold the lock when it won (see ADR 0026). On a filesystem that may be shared between hosts (NFS, SMB,
 //! FUSE, 9p and others), for a pool with no file, or where the directory
 //! cannot be created, no lock is used (a `warn` log says so) and waiters
-//! poll every poll interval. Lease sets still poll.
+//! poll every poll interval and a dead holder is taken over after a full
+//! TTL. Lease sets do not use the lock yet: they poll, and take a dead
+//! process's keys over after a full TTL.
 //!
 //! # What an operator must never touch
 //!
