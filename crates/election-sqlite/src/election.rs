@@ -164,6 +164,18 @@ impl SqliteElection {
         &self.inner.pool
     }
 
+    /// The same-host lock file of election `name` (see the [crate
+    /// docs](crate) and ADR 0026), or `None` where this database uses none
+    /// (a pool with no file, a filesystem that may be shared between
+    /// hosts). A holder's attempt keeps an OFD write lock on it for its
+    /// whole term; a program that hands the term's work to child processes
+    /// (as `elect run` does) should let them inherit that locked
+    /// descriptor, so that a same-host successor can take over at once
+    /// only after every process doing the work is gone.
+    pub fn host_lock_path(&self, name: &str) -> Option<std::path::PathBuf> {
+        self.inner.host_locks.as_ref().map(|l| l.path(name))
+    }
+
     /// The lease timings.
     pub fn options(&self) -> SqliteOptions {
         self.inner.options
