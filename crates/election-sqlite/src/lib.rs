@@ -53,7 +53,11 @@
 //! or lost and dropped) or its process died. A stopped (`SIGSTOP`) or hung
 //! holder keeps its lock and is taken over after a full TTL, as without
 //! the lock; so is a holder on another host or boot, or one that did not
-//! hold the lock when it won (see ADR 0026). On a filesystem that may be shared between hosts (NFS, SMB,
+//! hold the lock when it won (see ADR 0026). If a term's work runs in
+//! other processes, let them inherit the locked descriptor (see
+//! [`SqliteElection::host_lock_path`]; `elect run` does): otherwise a
+//! successor on the same host may start the moment this process dies,
+//! while they still run. On a filesystem that may be shared between hosts (NFS, SMB,
 //! FUSE, 9p and others), for a pool with no file, or where the directory
 //! cannot be created, no lock is used (a `warn` log says so) and waiters
 //! poll every poll interval and a dead holder is taken over after a full
