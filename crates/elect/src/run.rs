@@ -122,7 +122,11 @@ pub(crate) async fn run(
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(sqlite_failure)?;
-            elected(c, shown, args, waiting, kill, None, report).await
+            // The same-host lock (ADR 0026): the tree inherits it, so a
+            // successor on this host skips the TTL only once the whole
+            // tree is gone, not when `elect` alone is killed.
+            let lock = e.host_lock_path(name);
+            elected(c, shown, args, waiting, kill, lock, report).await
         }
         Opened::Ready(Backend::Nats(e)) => {
             let c = e
@@ -341,8 +345,8 @@ struct Supervised {
 
 impl Supervised {
     /// Starts the supervisor, which starts COMMAND with the term's
-    /// environment; `lock` (file backend) is the locked claim file,
-    /// inherited by the supervisor and COMMAND.
+    /// environment; `lock` (file backend: the locked claim file; SQLite:
+    /// the same-host lock file) is inherited by the supervisor and COMMAND.
     #[allow(unsafe_code)]
     fn start<C: Claim>(
         term: &Term<C>,

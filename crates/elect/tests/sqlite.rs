@@ -1,7 +1,10 @@
 //! `elect` end to end on the SQLite backend (a database file, TTL 3 s): a
-//! killed leader's lease is taken over after a full TTL without renewal.
+//! killed leader's lease is taken over once its whole tree is gone (the
+//! same-host lock, ADR 0026), or after a full TTL without renewal.
 
 mod common;
+
+use std::time::Duration;
 
 use common::Setup;
 
@@ -115,4 +118,65 @@ async fn a_kill_grace_past_the_successor_is_refused_unless_allowed() {
         .await;
     assert_eq!(done.code, 0, "{done:?}");
     assert_eq!(r.lines().len(), 2);
+}
+
+/// SQLite's same-host lock (ADR 0026) is inherited by the tree like the
+/// file backend's claim file: with both elect and its supervisor SIGKILLed,
+/// B does not take the shortcut while a process of A's tree runs. (After
+/// the TTL B leads anyway: a lease backend cannot stop an escaped tree, see
+/// docs/safety.md.)
+#[tokio::test]
+async fn a_same_host_successor_waits_for_the_whole_tree_not_for_elect() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let b = Setup::sqlite();
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let procs = b.dir.path().join("a.procs");
+    let mut a = b.run("held", "a", &[], &ra.tree("stay"));
+    a.err_with("elect: started ").await;
+    let tree = ra.tree_ready(&procs).await;
+    let mut bb = b.run("held", "b", &[], &rb.checker(&procs));
+    bb.err_with("elect: campaigning for held as b on ").await;
+    // The supervisor: elect's child, the command's parent.
+    let command = tree[0].pid;
+    let supervisor = std::fs::read_to_string(format!("/proc/{command}/stat"))
+        .ok()
+        .and_then(|s| {
+            let (_, rest) = s.rsplit_once(')')?;
+            rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+        })
+        .expect("the command's parent");
+    assert_ne!(
+        supervisor,
+        a.pid().as_raw(),
+        "no supervisor between elect and the command"
+    );
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
+    a.signal(Signal::SIGKILL);
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+    common::wait_gone(supervisor).await;
+    // The processes of the tree that survive (all but the command, which
+    // died with the supervisor) keep the lock.
+    let survivors: Vec<common::Proc> = tree[1..].iter().copied().filter(|p| p.alive()).collect();
+    assert!(!survivors.is_empty(), "{tree:?}");
+    // Well inside the TTL (3 s): only the same-host shortcut could elect
+    // B this soon, and the tree's inherited lock must stop it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        rb.lines().is_empty(),
+        "B ran while A's tree held the same-host lock: {:?}",
+        rb.lines()
+    );
+    for p in &survivors {
+        kill(Pid::from_raw(p.pid), Signal::SIGKILL).expect("kill a survivor");
+    }
+    rb.wait_for("checked").await;
+    let alive: Vec<String> = rb
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("alive "))
+        .collect();
+    assert!(alive.is_empty(), "{alive:?}");
+    bb.signal(Signal::SIGTERM);
+    assert_eq!(bb.finish().await.code, 0);
 }

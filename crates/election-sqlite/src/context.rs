@@ -14,6 +14,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
+use crate::host_lock::HostLocks;
 use crate::options::SqliteOptions;
 use crate::row::{self, Hold};
 use crate::schema;
@@ -44,6 +45,9 @@ pub(crate) struct Context {
     pub(crate) clock: Arc<dyn Clock>,
     /// `None` for a pool with no file (or one opened read-only).
     pub(crate) db_file: Option<DbFile>,
+    /// The same-host lock files (ADR 0026); `None` where they cannot be
+    /// trusted (no file, a filesystem shared between hosts).
+    pub(crate) host_locks: Option<HostLocks>,
 }
 
 impl Context {
@@ -135,6 +139,7 @@ impl Context {
             options,
             clock: Arc::new(SystemClock),
             db_file: None,
+            host_locks: None,
         }))
     }
 
@@ -156,11 +161,15 @@ impl Context {
                 ino: m.ino(),
             })
         });
+        let host_locks = db_file
+            .as_ref()
+            .and_then(|db| HostLocks::for_database(&db.path));
         Ok(Context {
             pool,
             options,
             clock: Arc::new(SystemClock),
             db_file,
+            host_locks,
         })
     }
 
@@ -171,6 +180,7 @@ impl Context {
             options: self.options,
             clock,
             db_file: self.db_file.clone(),
+            host_locks: self.host_locks.clone(),
         }
     }
 

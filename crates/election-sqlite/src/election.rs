@@ -9,10 +9,12 @@ use election_core::{
     WatchGuard, Won,
 };
 use sqlx::SqlitePool;
+use tokio::sync::oneshot;
 
 use crate::clock::Clock;
 use crate::context::Context;
 use crate::error::Error;
+use crate::host_lock;
 use crate::lease_set::SqliteLeases;
 use crate::options::SqliteOptions;
 use crate::renewal;
@@ -39,6 +41,12 @@ use crate::row::{self, ClaimWrite, Found, Hold, Observed};
 ///   compared, so a wall-clock jump cannot make two leaders. A lease row
 ///   deleted by hand counts as held for a full TTL from when the contender
 ///   first sees it gone.
+/// - The one exception, on one host (ADR 0026): a contender that holds the
+///   election's same-host lock while the row names a holder that recorded
+///   holding that very lock (same nonce, boot id, device and inode) takes
+///   over at once: the holder frees the lock only after its attempt is
+///   closed (its term ended) and the kernel only when its process is gone.
+///   A stopped or hung holder keeps it: a full TTL then, as above.
 /// - A dropped term releases its row in the background (conditional on its
 ///   nonce); if that cannot run, the lease ages out after its TTL.
 ///
@@ -156,6 +164,18 @@ impl SqliteElection {
         &self.inner.pool
     }
 
+    /// The same-host lock file of election `name` (see the [crate
+    /// docs](crate) and ADR 0026), or `None` where this database uses none
+    /// (a pool with no file, a filesystem that may be shared between
+    /// hosts). A holder's attempt keeps an OFD write lock on it for its
+    /// whole term; a program that hands the term's work to child processes
+    /// (as `elect run` does) should let them inherit that locked
+    /// descriptor, so that a same-host successor can take over at once
+    /// only after every process doing the work is gone.
+    pub fn host_lock_path(&self, name: &str) -> Option<std::path::PathBuf> {
+        self.inner.host_locks.as_ref().map(|l| l.path(name))
+    }
+
     /// The lease timings.
     pub fn options(&self) -> SqliteOptions {
         self.inner.options
@@ -258,8 +278,9 @@ impl SqliteLeases {
 /// nonce); a drop (or a cancelled or failed step that may have committed a
 /// claim) starts the same release in the background on the current tokio
 /// runtime; if it cannot run, the lease ages out after its TTL. A contender
-/// on another process learns of a release at its next poll (the
-/// candidate's poll interval).
+/// on the same host wakes when the term's attempt is closed (the same-host
+/// lock, see the [crate docs](crate)); elsewhere, or without the lock, it
+/// learns of a release at its next poll (the candidate's poll interval).
 #[derive(Debug)]
 pub struct SqliteClaim {
     inner: Arc<Context>,
@@ -276,6 +297,53 @@ pub struct SqliteAttempt {
     may_hold: bool,
     /// The epoch this attempt won, for the commit-point check.
     epoch: Option<i64>,
+    /// The same-host lock (ADR 0026), once taken: held until the attempt
+    /// is closed, after its term ended.
+    host_lock: Option<std::fs::File>,
+    /// A thread waiting in the kernel for the same-host lock.
+    lock_wait: Option<oneshot::Receiver<std::io::Result<std::fs::File>>>,
+    /// Set when waiting for the lock failed: poll from then on.
+    lock_failed: bool,
+}
+
+impl SqliteAttempt {
+    /// Takes the same-host lock of `name` if it is free (or the waiting
+    /// thread got it), before a claim that could commit. Failures only
+    /// cost the wake-up: they are logged and the claim goes on.
+    fn take_host_lock(&mut self, ctx: &Context, name: &str) {
+        let Some(locks) = ctx.host_locks.as_ref() else {
+            return;
+        };
+        if self.host_lock.is_some() || self.lock_failed {
+            return;
+        }
+        if let Some(rx) = self.lock_wait.as_mut() {
+            match rx.try_recv() {
+                Ok(Ok(file)) => {
+                    self.host_lock = Some(file);
+                    self.lock_wait = None;
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(%name, error = %e, "same-host lock failed; polling");
+                    self.lock_wait = None;
+                    self.lock_failed = true;
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    self.lock_wait = None;
+                    self.lock_failed = true;
+                }
+            }
+            return;
+        }
+        match host_lock::try_take(&locks.path(name)) {
+            Ok(file) => self.host_lock = file,
+            Err(e) => {
+                tracing::debug!(%name, error = %e, "same-host lock failed; polling");
+                self.lock_failed = true;
+            }
+        }
+    }
 }
 
 impl SqliteClaim {
@@ -301,6 +369,9 @@ impl Claim for SqliteClaim {
             observed: None,
             may_hold: false,
             epoch: None,
+            host_lock: None,
+            lock_wait: None,
+            lock_failed: false,
         })
     }
 
@@ -319,11 +390,17 @@ impl Claim for SqliteClaim {
     ) -> Result<Option<Won>, election_core::Error> {
         let inner = &self.inner;
         inner.check_in_place().map_err(|e| self.core(e))?;
+        attempt.take_host_lock(inner, self.name.as_str());
         let sent = inner.clock.now();
         let ttl = inner.options.ttl();
         let observed = &mut attempt.observed;
         let clock = &inner.clock;
         let decide = |found: &Found| row::may_claim(observed, found, ttl, clock.now());
+        let lock = attempt
+            .host_lock
+            .as_ref()
+            .zip(inner.host_locks.as_ref())
+            .and_then(|(file, locks)| locks.lock_identity(file));
         let may_hold = &mut attempt.may_hold;
         let won = row::claim(
             &inner.pool,
@@ -333,6 +410,7 @@ impl Claim for SqliteClaim {
                 nonce: attempt.nonce,
                 ttl_ms: inner.options.ttl_ms(),
                 wall_ms: inner.clock.wall_unix_ms(),
+                lock: lock.as_deref(),
             },
             decide,
             || *may_hold = true,
@@ -356,6 +434,50 @@ impl Claim for SqliteClaim {
             epoch,
             valid_until: Some(sent + inner.options.validity()),
         }))
+    }
+
+    /// Waits in the kernel for the same-host lock (ADR 0026), which the
+    /// holder frees when its attempt is closed after its term ended
+    /// (resigned, or lost and dropped) or the kernel frees when its process
+    /// dies; `poll_interval` is the backstop. Without the lock (a shared
+    /// filesystem, a pool with no file, a failed wait) or while this
+    /// attempt already holds it, this sleeps `poll_interval`.
+    ///
+    /// Cancel safety: cancel safe; the waiting thread stays with the
+    /// attempt (and frees the lock at once if the attempt is gone when it
+    /// gets it).
+    async fn wait(
+        &self,
+        attempt: &mut SqliteAttempt,
+        poll_interval: std::time::Duration,
+    ) -> Result<(), election_core::Error> {
+        let sleep = tokio::time::sleep(poll_interval);
+        let Some(locks) = self.inner.host_locks.as_ref() else {
+            sleep.await;
+            return Ok(());
+        };
+        if attempt.host_lock.is_some() || attempt.lock_failed {
+            sleep.await;
+            return Ok(());
+        }
+        let rx = attempt
+            .lock_wait
+            .get_or_insert_with(|| host_lock::wait_for(locks.path(self.name.as_str())));
+        tokio::select! {
+            got = rx => {
+                attempt.lock_wait = None;
+                match got {
+                    Ok(Ok(file)) => attempt.host_lock = Some(file),
+                    Ok(Err(e)) => {
+                        tracing::debug!(name = %self.name, error = %e, "same-host lock failed; polling");
+                        attempt.lock_failed = true;
+                    }
+                    Err(_) => attempt.lock_failed = true,
+                }
+            }
+            () = sleep => {}
+        }
+        Ok(())
     }
 
     /// Starts the renewal task (see [`SqliteElection`]).
@@ -454,6 +576,8 @@ impl Claim for SqliteClaim {
     fn close(&self, attempt: SqliteAttempt, end: End) {
         let gives_up = matches!(end, End::Dropped | End::Cancelled | End::Failed);
         if !(attempt.may_hold && gives_up) {
+            // Dropping the attempt frees the same-host lock: the term (if
+            // any) has ended and its row was released or lost.
             return;
         }
         let (pool, name) = (self.inner.pool.clone(), self.name.clone());
@@ -463,6 +587,9 @@ impl Claim for SqliteClaim {
                     if let Err(e) = row::release(&pool, name.as_str(), attempt.nonce).await {
                         tracing::warn!(%name, error = %e, "background release failed; the lease ages out after its TTL");
                     }
+                    // Freed after the release, so a waiter it wakes finds
+                    // the row released.
+                    drop(attempt.host_lock);
                 });
             }
             Err(_) => {

@@ -36,6 +36,34 @@
 //! epoch is above every earlier one. A contender that saw a holder and then
 //! finds no trace of the name at all does the same.
 //!
+//! # Waking waiters on one host
+//!
+//! Beside a database file `app.db`, [`SqliteElection::open`] and
+//! [`SqliteElection::with_pool`] create a directory
+//! `app.db-election-locks/` with one empty file per election name. Each
+//! attempt holds an OFD lock on its name's file from before its claim can
+//! commit until the attempt is closed (after its term ended); a waiting
+//! candidate blocks in the kernel on that lock and tries the row the moment
+//! the holder resigns, drops its term or its process dies, instead of at
+//! its next poll. The winning transaction records the lock it holds in the
+//! row (`lock_id`: its nonce, the kernel's boot id, the lock file's device
+//! and inode); a contender that then gets that very lock while the row
+//! still names that holder takes over at once, since the lock is freed
+//! only after the holder's attempt was closed (its term ended: resigned,
+//! or lost and dropped) or its process died. A stopped (`SIGSTOP`) or hung
+//! holder keeps its lock and is taken over after a full TTL, as without
+//! the lock; so is a holder on another host or boot, or one that did not
+//! hold the lock when it won (see ADR 0026). If a term's work runs in
+//! other processes, let them inherit the locked descriptor (see
+//! [`SqliteElection::host_lock_path`]; `elect run` does): otherwise a
+//! successor on the same host may start the moment this process dies,
+//! while they still run. On a filesystem that may be shared between hosts (NFS, SMB,
+//! FUSE, 9p and others), for a pool with no file, or where the directory
+//! cannot be created, no lock is used (a `warn` log says so) and waiters
+//! poll every poll interval and a dead holder is taken over after a full
+//! TTL. Lease sets do not use the lock yet: they poll, and take a dead
+//! process's keys over after a full TTL.
+//!
 //! # What an operator must never touch
 //!
 //! **Never delete, lower or edit the rows of `election_epochs`, and never
@@ -66,6 +94,7 @@ mod context;
 mod election;
 mod error;
 mod fence;
+mod host_lock;
 mod lease_set;
 mod options;
 mod renewal;

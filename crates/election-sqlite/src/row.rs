@@ -239,14 +239,17 @@ pub(crate) struct ClaimWrite<'a> {
     pub(crate) nonce: i64,
     pub(crate) ttl_ms: i64,
     pub(crate) wall_ms: i64,
+    /// The same-host lock this attempt holds now, if any (ADR 0026):
+    /// `<boot id>/<st_dev>/<st_ino>` of its locked file.
+    pub(crate) lock: Option<&'a str>,
 }
 
 /// A statement of this module, with its bound values so far.
 type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
 impl<'a> ClaimWrite<'a> {
-    /// Binds `?1` to `?6` of a winning write: name, holder, nonce, `epoch`,
-    /// TTL, wall clock.
+    /// Binds `?1` to `?7` of a winning write: name, holder, nonce, `epoch`,
+    /// TTL, wall clock, lock id.
     fn bind(self, query: Statement<'a>, epoch: i64) -> Statement<'a> {
         query
             .bind(self.name)
@@ -255,7 +258,14 @@ impl<'a> ClaimWrite<'a> {
             .bind(epoch)
             .bind(self.ttl_ms)
             .bind(self.wall_ms)
+            .bind(self.lock.map(|l| lock_id(self.nonce, l)))
     }
+}
+
+/// The `lock_id` a term's winner writes: its attempt's nonce and the lock
+/// it holds (ADR 0026).
+pub(crate) fn lock_id(nonce: i64, lock: &str) -> String {
+    format!("{nonce}/{lock}")
 }
 
 /// Runs `statement` in a transaction of its own (`BEGIN IMMEDIATE`):
@@ -339,8 +349,8 @@ async fn win(
         None => w.bind(
             sqlx::query(
                 "INSERT INTO election_leases
-                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
-                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6)
+                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms, lock_id)
+                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, ?7)
                  ON CONFLICT (name) DO NOTHING",
             ),
             epoch,
@@ -350,8 +360,8 @@ async fn win(
                 sqlx::query(
                     "UPDATE election_leases
                      SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
-                         ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6
-                     WHERE name = ?1 AND version = ?7 AND epoch = ?8",
+                         ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6, lock_id = ?7
+                     WHERE name = ?1 AND version = ?8 AND epoch = ?9",
                 ),
                 epoch,
             )
@@ -402,7 +412,8 @@ pub(crate) async fn claim(
         .await?;
     let lease = raw.map(row).map(|r| check(w.name, r)).transpose()?;
     let recorded = read_recorded(&mut tx, w.name).await?;
-    if !decide(&Found::of(lease.as_ref(), recorded)) {
+    let found = Found::of(lease.as_ref(), recorded);
+    if !decide(&found) && !holder_gone(&mut tx, w, &found).await? {
         tx.rollback().await?;
         return Ok(None);
     }
@@ -417,6 +428,35 @@ pub(crate) async fn claim(
     before_commit();
     tx.commit().await?;
     Ok(Some(epoch))
+}
+
+/// The same-host takeover (ADR 0026): true if `found` shows a holder whose
+/// `lock_id` names the very lock this attempt holds now (`w.lock`), with
+/// the row's current nonce. That holder held the lock from before its win
+/// until its attempt was closed (its term ended) or its process died, so
+/// holding it now proves that holder's term is over.
+async fn holder_gone(
+    conn: &mut SqliteConnection,
+    w: ClaimWrite<'_>,
+    found: &Found,
+) -> Result<bool, Error> {
+    let (Some(lock), Found::Held { .. }) = (w.lock, found) else {
+        return Ok(false);
+    };
+    let raw: Option<(Option<i64>, Option<String>)> =
+        sqlx::query_as("SELECT nonce, lock_id FROM election_leases WHERE name = ?1")
+            .bind(w.name)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let gone = matches!(raw, Some((Some(nonce), Some(id))) if id == lock_id(nonce, lock));
+    if gone {
+        tracing::info!(
+            name = w.name,
+            ?found,
+            "the holder's same-host lock is free: its term ended or its process died; taking over without waiting out the TTL"
+        );
+    }
+    Ok(gone)
 }
 
 /// Renews the lease of the term `hold` (its nonce and epoch): bumps the
@@ -622,6 +662,7 @@ pub(crate) async fn claim_many(
             nonce: t.nonce,
             ttl_ms,
             wall_ms,
+            lock: None,
         };
         if win(&mut tx, w, t.seen, epoch).await? {
             claimed.won.push((t.name.to_owned(), epoch));
@@ -762,5 +803,59 @@ mod tests {
             next_epoch(Some(2), rec(i64::MAX)),
             Err(Error::Config(ConfigError::EpochExhausted))
         ));
+    }
+
+    /// The same-host takeover (ADR 0026) happens only when the row's
+    /// `lock_id` names the row's current nonce and exactly the lock the
+    /// contender holds; anything else waits for the full TTL.
+    #[tokio::test]
+    async fn only_the_holders_own_lock_lets_a_contender_skip_the_ttl() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = crate::context::Context::open(
+            &dir.path().join("app.db"),
+            crate::options::SqliteOptions::default(),
+        )
+        .await
+        .unwrap();
+        let write = |nonce, lock| ClaimWrite {
+            name: "jobs",
+            identity: "a",
+            nonce,
+            ttl_ms: 30_000,
+            wall_ms: 0,
+            lock,
+        };
+        let never = |_: &Found| false;
+        let won = claim(&ctx.pool, write(7, Some("boot/1/2")), |_| true, || {})
+            .await
+            .unwrap();
+        let first = won.expect("a fresh name is won");
+        for other in [None, Some("boot/1/3"), Some("boot/9/2"), Some("other/1/2")] {
+            let got = claim(&ctx.pool, write(8, other), never, || {}).await;
+            assert_eq!(got.unwrap(), None, "took over with lock {other:?}");
+        }
+        // An older version (or a lease set) wins the row: new nonce, the
+        // old lock_id left behind. It names no lock any more.
+        sqlx::query("UPDATE election_leases SET nonce = 9, version = version + 1")
+            .execute(&ctx.pool)
+            .await
+            .unwrap();
+        let got = claim(&ctx.pool, write(8, Some("boot/1/2")), never, || {}).await;
+        assert_eq!(got.unwrap(), None, "a stale lock_id let a contender in");
+        sqlx::query("UPDATE election_leases SET nonce = 7")
+            .execute(&ctx.pool)
+            .await
+            .unwrap();
+        let got = claim(&ctx.pool, write(8, Some("boot/1/2")), never, || {}).await;
+        assert!(
+            got.unwrap().is_some_and(|e| e > first),
+            "the holder's own lock"
+        );
+        // The winner records its own lock with its nonce.
+        let id: Option<String> = sqlx::query_scalar("SELECT lock_id FROM election_leases")
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap();
+        assert_eq!(id.as_deref(), Some("8/boot/1/2"));
     }
 }

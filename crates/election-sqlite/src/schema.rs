@@ -2,7 +2,9 @@
 //!
 //! Tables (never the application's own, never `PRAGMA user_version`):
 //! - `election_meta(key, value)`: the schema version.
-//! - `election_leases`: one row per election name.
+//! - `election_leases`: one row per election name. Its column `lock_id`
+//!   (the same-host lock its term's winner holds, ADR 0026) is added in
+//!   place to databases of any version.
 //! - `election_epochs` (since version 2): per election name, the highest
 //!   epoch ever handed out and the TTL of the term that got it. Written in
 //!   the transaction that wins each term; this crate never deletes a row
@@ -95,7 +97,27 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
             .await?;
         }
     }
+    add_lock_id(&mut tx).await?;
     tx.commit().await?;
+    Ok(())
+}
+
+/// Adds `election_leases.lock_id` (the same-host lock a term's winner
+/// held, ADR 0026) if it is missing. In place, without a version bump:
+/// older versions never read it, and the nonce it starts with makes a value
+/// they leave behind on a row they win name no lock.
+async fn add_lock_id(conn: &mut SqliteConnection) -> Result<(), Error> {
+    let (tables, columns): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_leases'),
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id')",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if tables == 1 && columns == 0 {
+        sqlx::query("ALTER TABLE election_leases ADD COLUMN lock_id TEXT")
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(())
 }
 
