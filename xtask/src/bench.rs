@@ -1,5 +1,5 @@
 //! `cargo xtask bench [ARGS]`: builds the release binaries (the benchmarks,
-//! crate `election-bench`, and the candidate binary it starts) and runs
+//! crate `election-bench`, the candidate binary it starts and `elect`) and runs
 //! `election-bench ARGS`, which measures, prints the report and writes it
 //! (`docs/benchmarks.md` unless `--out`). The flags are checked and
 //! documented there; `cargo xtask help` lists them.
@@ -11,13 +11,15 @@ use crate::{Result, repo_root, run_cargo, target_dir};
 
 /// The release build the bench runs from (`election-bench` names it in the
 /// report: keep the two in step).
-const BUILD: [&str; 7] = [
+const BUILD: [&str; 9] = [
     "build",
     "--release",
     "-p",
     "candidate-testkit",
     "-p",
     "election-bench",
+    "-p",
+    "elect",
     "--bins",
 ];
 

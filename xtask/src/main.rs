@@ -39,9 +39,10 @@ tasks:
                           --quick: a tenth of the iterations
                           --only: comma-separated subset of
                                   campaign,handover,failover,fencing,sqlite,nats,
-                                  leases
+                                  leases,cli
                                   (the first three are the file backend's; nats
-                                  starts nats-servers with nats-testkit)
+                                  starts nats-servers with nats-testkit; cli
+                                  times `elect run` beside flock(1))
   torture [--ci | ARGS]    the torture suite: candidate processes, injected faults,
                           a fenced resource and a checker (crates/torture);
                           --ci: each backend for CI's fixed budget and seeds

@@ -6,6 +6,9 @@
 //! `elected 0 <mono_ns>` when it has the lock, then on stdin `resign` (or
 //! EOF) prints `resigning <mono_ns>`, unlocks, prints `resigned <mono_ns>`
 //! and exits 0; `exit` exits at once, leaving the kernel to free the lock.
+//!
+//! `election-bench helper print` is the CLI rows' child: it prints its
+//! `CLOCK_MONOTONIC` stamp and waits for a signal (see [`super::cli`]).
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -19,7 +22,8 @@ use crate::Result;
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let path = match args {
         [mode, path] if mode == "lock" => Path::new(path),
-        _ => return Err("usage: election-bench helper lock <path>".into()),
+        [mode] if mode == "print" => return super::cli::print_child(),
+        _ => return Err("usage: election-bench helper (lock <path> | print)".into()),
     };
     let lock = OfdFile::open(path)?;
     let mut out = std::io::stdout().lock();

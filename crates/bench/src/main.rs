@@ -11,6 +11,7 @@
 //! `election-bench helper lock PATH` is the bare OFD lock holder the
 //! cross-process floors start (see [`helper`]).
 
+mod cli;
 mod fencing;
 mod file;
 mod handover;
@@ -76,13 +77,15 @@ const LEASE_WINDOW: Duration = Duration::from_secs(60);
 const LEASE_WINDOW_QUICK: Duration = Duration::from_secs(15);
 /// The release build the bench runs from, named in the report (`cargo
 /// xtask bench` runs it: keep in step with `xtask/src/bench.rs`).
-const BUILD: [&str; 7] = [
+const BUILD: [&str; 9] = [
     "build",
     "--release",
     "-p",
     "candidate-testkit",
     "-p",
     "election-bench",
+    "-p",
+    "elect",
     "--bins",
 ];
 
@@ -90,9 +93,16 @@ const BUILD: [&str; 7] = [
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 7] = [
-    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases",
+const GROUPS: [&str; 8] = [
+    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "cli",
 ];
+/// Default CLI rounds per row (starts, handovers, file failovers).
+const CLI_ROUNDS: usize = 100;
+/// Default CLI crash failovers per row on a lease backend: each takes
+/// about one TTL (plus NATS's grace).
+const CLI_LEASE_FAILOVERS: usize = 5;
+/// CLI crash failovers per lease row with `--quick`.
+const CLI_LEASE_FAILOVERS_QUICK: usize = 2;
 
 /// The parsed flags.
 #[derive(Debug)]
@@ -227,7 +237,9 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     let candidate_bin = target.join("release").join("election-candidate");
     let sqlite_bin = candidate_bin.clone();
     let nats_bin = candidate_bin.clone();
+    let elect_bin = target.join("release").join("elect");
     for (bin, needed) in [
+        (&elect_bin, o.wants("cli")),
         (&candidate_bin, o.wants("handover") || o.wants("failover")),
         (&sqlite_bin, o.wants("sqlite")),
         (&nats_bin, o.wants("nats")),
@@ -271,6 +283,16 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             NATS_FAILOVERS
         },
         failover_warm: 1,
+    };
+
+    let cli_counts = cli::Counts {
+        rounds: o.scale(CLI_ROUNDS),
+        lease_failovers: if o.quick {
+            CLI_LEASE_FAILOVERS_QUICK
+        } else {
+            CLI_LEASE_FAILOVERS
+        },
+        warm: cross_warm,
     };
 
     let bench = tempfile::Builder::new()
@@ -342,6 +364,17 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         leases::sqlite_notes(counts, dir, &mut notes)?;
     }
 
+    if o.wants("cli") {
+        let setup = cli::Setup {
+            dir,
+            exe: &exe,
+            elect_bin: &elect_bin,
+            log: &log,
+            counts: cli_counts,
+        };
+        cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
+    }
+
     let header = Header {
         command,
         date: host::utc_now(),
@@ -351,7 +384,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             "{in_process} in-process campaigns, lock floors and file-fence ops \
              (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
              each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
-             (+{warm} warm-up){}{}{}",
+             (+{warm} warm-up){}{}{}{}",
             if o.wants("sqlite") {
                 format!(
                     "; SQLite: {in_process} in-process campaigns, renewals and fenced \
@@ -379,6 +412,20 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     n.handover_warm,
                     n.failovers,
                     n.failover_warm
+                )
+            } else {
+                String::new()
+            },
+            if o.wants("cli") {
+                format!(
+                    "; CLI: {} uncontested starts, handovers and file failovers per row \
+                     (+{} warm-up), {} crash failovers per SQLite and NATS row, each beside \
+                     as many of `flock(1)` (a SIGINT or SIGKILL to the leader's process \
+                     group, a new waiter started after each round, {} ms to settle)",
+                    cli_counts.rounds,
+                    cli_counts.warm,
+                    cli_counts.lease_failovers,
+                    cli::SETTLE.as_millis()
                 )
             } else {
                 String::new()
@@ -592,6 +639,8 @@ mod tests {
         let o = Options::parse(&args(&["--only", "nats,sqlite"])).unwrap();
         assert!(o.wants("nats") && o.wants("sqlite") && !o.wants("campaign"));
         assert!(Options::parse(&args(&[])).unwrap().wants("nats"));
+        let o = Options::parse(&args(&["--quick", "--only", "cli"])).unwrap();
+        assert!(o.wants("cli") && !o.wants("nats") && o.scale(CLI_ROUNDS) == 10);
         assert!(Options::parse(&args(&["--out"])).is_err());
         // `--via` is taken only first, by `main`: anywhere else it is unknown.
         assert!(Options::parse(&args(&["--quick", "--via", "c"])).is_err());

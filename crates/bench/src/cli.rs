@@ -1,0 +1,424 @@
+//! The CLI rows (`--only cli`): `elect run` measured the way a shell user
+//! sees it, beside `flock(1)` on the same directory in the same run.
+//!
+//! Each contender is a process group of its own (a shell job): `flock DIR
+//! CHILD` or `elect run --backend URL --name cli -- CHILD`, where CHILD is
+//! `election-bench helper print`, a native child that prints one line (its
+//! `CLOCK_MONOTONIC` stamp) and then waits to be signalled. Three rows per
+//! contender kind:
+//! - uncontested start: the bench's stamp just before the spawn → the
+//!   child's line (the child's own start included: it is in both columns);
+//! - clean handover: SIGINT to the leader's process group (Ctrl-C) → the
+//!   next leader's child's line;
+//! - crash failover: SIGKILL of the leader's process group → the next
+//!   leader's child's line.
+//!
+//! Handover and failover run with two and with three contenders at once
+//! (one leader, one or two waiters); after each round a new waiter is
+//! started so the count stays the same.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use super::ofd::mono_ns;
+use crate::Result;
+
+/// How long any one expected line may take before the bench gives up.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a new waiter is given to start and block before the leader
+/// leaves: `elect` starts in a few milliseconds, but the machine is shared.
+pub(crate) const SETTLE: Duration = Duration::from_millis(60);
+
+/// The `election-bench helper print` child: prints its stamp, then waits
+/// for a signal (SIGINT, SIGTERM or SIGKILL end it with their default
+/// action).
+pub(crate) fn print_child() -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", mono_ns())?;
+    out.flush()?;
+    drop(out);
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Who contends.
+#[derive(Clone, Debug)]
+pub(crate) enum Contender {
+    /// `flock DIR CHILD` (util-linux `flock(1)`, which locks the directory
+    /// itself with `flock(2)` and keeps the lock while CHILD runs).
+    Flock {
+        /// The directory locked.
+        dir: PathBuf,
+    },
+    /// `elect run --backend URL --name cli [EXTRA...] -- CHILD`.
+    Elect {
+        /// The `elect` binary.
+        bin: PathBuf,
+        /// The backend URL.
+        url: String,
+        /// Extra `elect run` flags (`--ttl 3s`).
+        extra: Vec<String>,
+    },
+}
+
+/// A contender's first line: its index and the stamp it printed.
+type Line = (usize, u64);
+
+/// One running contender: its process (the group leader) and its index.
+struct Running {
+    child: Child,
+    index: usize,
+}
+
+/// A set of contenders of one kind, their first lines arriving on one
+/// channel as `(index, stamp)`.
+pub(crate) struct Field {
+    contender: Contender,
+    child: Vec<OsString>,
+    log: PathBuf,
+    started: usize,
+    lines: (Sender<Line>, Receiver<Line>),
+}
+
+impl Field {
+    /// Contenders of `contender`'s kind, each running `child` (a program
+    /// and its arguments: `election-bench helper print`), their stderr
+    /// appended to `log`.
+    pub(crate) fn new(contender: Contender, child: Vec<OsString>, log: &Path) -> Self {
+        Field {
+            contender,
+            child,
+            log: log.to_path_buf(),
+            started: 0,
+            lines: channel(),
+        }
+    }
+
+    fn spawn(&mut self) -> Result<Running> {
+        let index = self.started;
+        self.started += 1;
+        let mut cmd = match &self.contender {
+            Contender::Flock { dir } => {
+                let mut cmd = Command::new("flock");
+                cmd.arg(dir);
+                cmd
+            }
+            Contender::Elect { bin, url, extra } => {
+                let mut cmd = Command::new(bin);
+                cmd.args(["run", "--backend", url, "--name", "cli"])
+                    .args(extra)
+                    .arg("--");
+                cmd
+            }
+        };
+        cmd.args(&self.child);
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("open {}: {e}", self.log.display()))?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            // A job of its own, as a shell starts it: Ctrl-C and kill -9
+            // of the job reach its whole process group.
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("start {:?}: {e}", cmd.get_program()))?;
+        let stdout = child.stdout.take().ok_or("no stdout pipe")?;
+        let tx = self.lines.0.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Ok(stamp) = line.trim().parse::<u64>() {
+                    let _ = tx.send((index, stamp));
+                }
+            }
+        });
+        Ok(Running { child, index })
+    }
+
+    fn next_line(&self) -> Result<(usize, u64)> {
+        self.lines
+            .1
+            .recv_timeout(TIMEOUT)
+            .map_err(|_| format!("no contender printed its line within {TIMEOUT:?}").into())
+    }
+
+    /// Fails if a contender printed a line while it should still wait.
+    fn none_printed(&self) -> Result<()> {
+        match self.lines.1.try_recv() {
+            Ok((i, _)) => Err(format!("contender {i} printed while another led").into()),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Uncontested start, `n` rounds after `warmup`: spawn → child's line,
+    /// then SIGINT to the group. Samples in nanoseconds.
+    pub(crate) fn start(&mut self, n: usize, warmup: usize) -> Result<Vec<u64>> {
+        let mut samples = Vec::with_capacity(n);
+        for round in 0..warmup + n {
+            let t0 = mono_ns();
+            let mut r = self.spawn()?;
+            let (i, t1) = self.next_line()?;
+            if i != r.index {
+                return Err(format!("contender {i} printed, {} expected", r.index).into());
+            }
+            if round >= warmup {
+                samples.push(t1.saturating_sub(t0));
+            }
+            leave(&mut r, Signal::SIGINT)?;
+        }
+        Ok(samples)
+    }
+
+    /// Handovers (`signal` SIGINT) or failovers (SIGKILL) with `contenders`
+    /// processes at once, `n` rounds after `warmup`: the leader's group is
+    /// signalled and the sample ends at the next leader's line.
+    pub(crate) fn chain(
+        &mut self,
+        signal: Signal,
+        contenders: usize,
+        n: usize,
+        warmup: usize,
+    ) -> Result<Vec<u64>> {
+        let mut running = vec![self.spawn()?];
+        let (first, _) = self.next_line()?;
+        let mut leader = first;
+        while running.len() < contenders {
+            running.push(self.spawn()?);
+        }
+        let mut samples = Vec::with_capacity(n);
+        let outcome = (|| -> Result<()> {
+            for round in 0..warmup + n {
+                std::thread::sleep(SETTLE);
+                self.none_printed()?;
+                let at = running
+                    .iter()
+                    .position(|r| r.index == leader)
+                    .ok_or("the leader is not running")?;
+                let mut old = running.remove(at);
+                let t0 = mono_ns();
+                signal_group(&old, signal)?;
+                let (next, t1) = self.next_line()?;
+                if !running.iter().any(|r| r.index == next) {
+                    return Err(format!("contender {next} printed but was not waiting").into());
+                }
+                old.child.wait()?;
+                if round >= warmup {
+                    samples.push(t1.saturating_sub(t0));
+                }
+                leader = next;
+                running.push(self.spawn()?);
+            }
+            Ok(())
+        })();
+        for mut r in running {
+            let _ = signal_group(&r, Signal::SIGKILL);
+            let _ = r.child.wait();
+        }
+        outcome.map(|()| samples)
+    }
+}
+
+fn signal_group(r: &Running, signal: Signal) -> Result<()> {
+    killpg(Pid::from_raw(r.child.id() as i32), signal)
+        .map_err(|e| format!("kill -{signal} of contender {}'s group: {e}", r.index))?;
+    Ok(())
+}
+
+/// Signals `r`'s group and waits for its leader process.
+fn leave(r: &mut Running, signal: Signal) -> Result<()> {
+    signal_group(r, signal)?;
+    r.child.wait()?;
+    Ok(())
+}
+
+/// How many rounds each CLI row takes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counts {
+    /// Uncontested starts, handovers and file failovers per row.
+    pub(crate) rounds: usize,
+    /// Crash failovers per row on a lease backend: each waits out a TTL.
+    pub(crate) lease_failovers: usize,
+    /// Unrecorded rounds before each row.
+    pub(crate) warm: usize,
+}
+
+/// What the CLI rows need.
+pub(crate) struct Setup<'a> {
+    /// The bench's directory (the elections and flock's directory).
+    pub(crate) dir: &'a Path,
+    /// This binary: `helper print` is the child.
+    pub(crate) exe: &'a Path,
+    /// The release `elect`.
+    pub(crate) elect_bin: &'a Path,
+    /// Where the contenders' stderr goes.
+    pub(crate) log: &'a Path,
+    /// The rounds.
+    pub(crate) counts: Counts,
+}
+
+/// The lease TTL given to `elect run` on SQLite and NATS (as in issue 14's
+/// table; NATS's failover grace follows from it).
+pub(crate) const LEASE_TTL: &str = "3s";
+
+/// The three rows' measurements of one contender kind.
+struct Figures {
+    start: Vec<u64>,
+    /// `(signal, contenders, samples)`.
+    chains: Vec<(Signal, usize, Vec<u64>)>,
+}
+
+fn figures(label: &str, field: &mut Field, counts: Counts, failovers: usize) -> Result<Figures> {
+    let start = crate::step(&format!("cli: {label}: uncontested start"), || {
+        field.start(counts.rounds, counts.warm)
+    })?;
+    let mut chains = Vec::new();
+    for signal in [Signal::SIGINT, Signal::SIGKILL] {
+        let n = if signal == Signal::SIGKILL {
+            failovers
+        } else {
+            counts.rounds
+        };
+        for contenders in [2, 3] {
+            let samples = crate::step(
+                &format!("cli: {label}: kill -{signal} of the leader, {contenders} processes"),
+                || field.chain(signal, contenders, n, counts.warm.min(1)),
+            )?;
+            chains.push((signal, contenders, samples));
+        }
+    }
+    Ok(Figures { start, chains })
+}
+
+/// Measures `flock(1)`, then `elect run` on the file, SQLite and NATS
+/// backends, and adds a row per backend and path beside flock's figure.
+pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
+    let child: Vec<OsString> = vec![
+        s.exe.as_os_str().to_owned(),
+        "helper".into(),
+        "print".into(),
+    ];
+    let flock_dir = s.dir.join("cli-flock");
+    std::fs::create_dir_all(&flock_dir)?;
+    let mut flock = Field::new(Contender::Flock { dir: flock_dir }, child.clone(), s.log);
+    let floor = figures("flock(1)", &mut flock, s.counts, s.counts.rounds)?;
+
+    let file_dir = s.dir.join("cli-file");
+    std::fs::create_dir_all(&file_dir)?;
+    let server = crate::step("cli: start one nats-server", || {
+        Ok(nats_testkit::Server::start()?)
+    })?;
+    let lease = |url: String| Contender::Elect {
+        bin: s.elect_bin.to_path_buf(),
+        url,
+        extra: vec!["--ttl".into(), LEASE_TTL.into()],
+    };
+    let backends = [
+        (
+            "file",
+            Contender::Elect {
+                bin: s.elect_bin.to_path_buf(),
+                url: election_url::BackendUrl::File(file_dir).to_string(),
+                extra: Vec::new(),
+            },
+            s.counts.rounds,
+        ),
+        (
+            "sqlite",
+            lease(election_url::BackendUrl::Sqlite(s.dir.join("cli.db")).to_string()),
+            s.counts.lease_failovers,
+        ),
+        ("nats", lease(server.url()), s.counts.lease_failovers),
+    ];
+    for (backend, contender, failovers) in backends {
+        let mut field = Field::new(contender, child.clone(), s.log);
+        let label = format!("elect run, {backend}");
+        let m = figures(&label, &mut field, s.counts, failovers)?;
+        let ttl = if backend == "file" {
+            String::new()
+        } else {
+            format!(", TTL {LEASE_TTL}")
+        };
+        rows.push(row(
+            format!("cli: `elect run` ({backend}{ttl}): uncontested start → child's line"),
+            &m.start,
+            "`flock DIR` (same child)",
+            &floor.start,
+        )?);
+        for ((signal, contenders, samples), (_, _, floor_samples)) in
+            m.chains.iter().zip(&floor.chains)
+        {
+            let what = match signal {
+                Signal::SIGINT => "clean handover: SIGINT to the leader's group",
+                _ => "crash failover: SIGKILL of the leader's group",
+            };
+            rows.push(row(
+                format!(
+                    "cli: `elect run` ({backend}{ttl}): {what} → next child's line, \
+                     {contenders} processes"
+                ),
+                samples,
+                &format!("`flock DIR`, {contenders} processes"),
+                floor_samples,
+            )?);
+        }
+    }
+    drop(server);
+    Ok(())
+}
+
+fn row(what: String, measured: &[u64], floor: &str, floor_measured: &[u64]) -> Result<crate::Row> {
+    Ok(crate::Row {
+        measured: crate::summary(measured, &what)?,
+        what,
+        floor: floor.to_owned(),
+        floor_measured: crate::summary(floor_measured, floor)?,
+        ops_per_s: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `flock(1)` contenders (util-linux, present where the bench runs)
+    /// through every path: starts, handovers and failovers with two and
+    /// three at once. The child is a shell script printing a fixed number
+    /// (the bench binary is not built for unit tests): only the plumbing
+    /// is under test, not the figures.
+    #[test]
+    fn flock_contenders_run_every_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("lock");
+        std::fs::create_dir(&lock).unwrap();
+        let child = ["sh", "-c", "echo 1; exec sleep 1000"]
+            .map(OsString::from)
+            .to_vec();
+        let mut field = Field::new(
+            Contender::Flock { dir: lock },
+            child,
+            &dir.path().join("log"),
+        );
+        assert_eq!(field.start(2, 1).unwrap().len(), 2);
+        for signal in [Signal::SIGINT, Signal::SIGKILL] {
+            for contenders in [2, 3] {
+                assert_eq!(field.chain(signal, contenders, 2, 1).unwrap().len(), 2);
+            }
+        }
+    }
+}
