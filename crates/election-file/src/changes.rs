@@ -24,7 +24,7 @@ impl AsRawFd for Fd {
 /// [`FileElection::changes`](crate::FileElection::changes).
 ///
 /// The files tell every change of leadership: a term begins with its
-/// winner replacing the epoch record (a rename into the directory, within
+/// winner rewriting the epoch record (in place, and closing it, within
 /// the lock hold that wins), and ends with the holder's claim file closed
 /// (resign, drop, or the process's death: the kernel frees the lock in
 /// the same final close). So after each [`changed`](Changes::changed) a

@@ -32,14 +32,11 @@ pub(crate) fn open_claim_file(path: &Path) -> Result<File, Error> {
 /// non-empty claim file with no epoch record means the record was lost.
 const USED: &[u8] = b"election-file/1 claim: this election has had terms; see its .epoch record\n";
 
-/// Marks the claim file `file` (at `path`) as used, durably, once: from now
-/// on a missing epoch record is corrupt, not "no term yet".
-pub(crate) fn mark_used(file: &File, path: &Path) -> Result<(), Error> {
+/// Marks the claim file `file` (at `path`, `len` bytes long) as used,
+/// durably, once: from now on a missing epoch record is corrupt, not "no
+/// term yet".
+pub(crate) fn mark_used(file: &File, path: &Path, len: u64) -> Result<(), Error> {
     use std::os::unix::fs::FileExt;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("stat", path, e))?
-        .len();
     if len == 0 {
         file.write_all_at(USED, 0)
             .map_err(|e| Error::io("write", path, e))?;
@@ -52,6 +49,11 @@ pub(crate) fn mark_used(file: &File, path: &Path) -> Result<(), Error> {
 /// replaced).
 pub(crate) fn same_file(file: &File, path: &Path) -> Result<bool, Error> {
     let ours = file.metadata().map_err(|e| Error::io("stat", path, e))?;
+    same_as(&ours, path)
+}
+
+/// True if the file now at `path` is the one `ours` describes.
+fn same_as(ours: &std::fs::Metadata, path: &Path) -> Result<bool, Error> {
     match std::fs::metadata(path) {
         Ok(m) => Ok(m.dev() == ours.dev() && m.ino() == ours.ino()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -66,24 +68,42 @@ fn unix_ms() -> Option<u64> {
         .and_then(|d| u64::try_from(d.as_millis()).ok())
 }
 
+/// What a claim under the lock came to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Locked {
+    /// Won with this epoch; the lock is kept.
+    Won(Epoch),
+    /// The claim file was replaced: the lock is worthless and was dropped.
+    Replaced,
+    /// Only when durable writes were not allowed: winning needs one (a new
+    /// block of epochs, or the claim file's first mark). Nothing was
+    /// written and the lock is kept: call again with durable writes
+    /// allowed, off the async runtime.
+    NeedsDurable,
+}
+
 /// With `file` exclusively locked: checks that it is still the claim file,
 /// and hands out the next epoch for `identity` (rule 1: the epoch is
 /// decided in the lock hold that wins the claim), with the running
 /// kernel's boot id and blocks of [`ceiling::EPOCH_BLOCK`] epochs.
 ///
-/// `Ok(None)` if the claim file was replaced (the lock is worthless; drop
-/// `file`). On an error the lock is dropped.
+/// With `durable` false it only does page-cache work (a few system calls,
+/// no wait for the disk, so it may run on the async runtime) and answers
+/// [`Locked::NeedsDurable`] when an fsync would be needed. On an error the
+/// lock is dropped.
 pub(crate) fn claim_locked(
     paths: &Paths,
     identity: &Identity,
     file: &File,
-) -> Result<Option<Epoch>, Error> {
+    durable: bool,
+) -> Result<Locked, Error> {
     claim_locked_with(
         paths,
         identity,
         file,
         ceiling::boot_id(),
         ceiling::EPOCH_BLOCK,
+        durable,
     )
 }
 
@@ -95,26 +115,41 @@ pub(crate) fn claim_locked_with(
     file: &File,
     boot: Option<&str>,
     block: u64,
-) -> Result<Option<Epoch>, Error> {
+    durable: bool,
+) -> Result<Locked, Error> {
     let won = (|| {
-        if !same_file(file, &paths.lock)? {
-            return Ok(None);
-        }
-        let used = file
+        let ours = file
             .metadata()
-            .map_err(|e| Error::io("stat", &paths.lock, e))?
-            .len()
-            > 0;
-        let epoch = hand_out(paths, identity, used, boot, block)?;
+            .map_err(|e| Error::io("stat", &paths.lock, e))?;
+        if !same_as(&ours, &paths.lock)? {
+            return Ok(Locked::Replaced);
+        }
+        let used = ours.len() > 0;
+        if !used && !durable {
+            return Ok(Locked::NeedsDurable);
+        }
+        let Some(epoch) = hand_out(paths, identity, used, boot, block, durable)? else {
+            return Ok(Locked::NeedsDurable);
+        };
         // After the record, so a failure here leaves a record, never a
         // marked claim file without one.
-        mark_used(file, &paths.lock)?;
-        Ok(Some(epoch))
+        mark_used(file, &paths.lock, ours.len())?;
+        Ok(Locked::Won(epoch))
     })();
-    if !matches!(won, Ok(Some(_))) {
+    if matches!(won, Ok(Locked::Replaced) | Err(_)) {
         let _ = lock::unlock(file);
     }
     won
+}
+
+/// Opens the epoch record for reading and writing: `None` if it does not
+/// exist.
+fn open_record(path: &Path) -> Result<Option<File>, Error> {
+    match File::options().read(true).write(true).open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("open", path, e)),
+    }
 }
 
 /// Under the lock: the next epoch, above every epoch handed out before,
@@ -134,17 +169,33 @@ pub(crate) fn claim_locked_with(
 ///
 /// If the epoch is above the ceiling, or the ceiling is from another boot,
 /// a new ceiling `epoch + block - 1` with this boot id is written durably
-/// first. Only then is the record written, through the page cache.
+/// first (or, with `durable` false, `Ok(None)` is returned and nothing is
+/// written). Only then is the record rewritten in place, through the page
+/// cache (ADR 0028).
 fn hand_out(
     paths: &Paths,
     identity: &Identity,
     used: bool,
     boot: Option<&str>,
     block: u64,
-) -> Result<Epoch, Error> {
+    durable: bool,
+) -> Result<Option<Epoch>, Error> {
     let ceiling = Ceiling::read(&paths.ceiling)?;
     let exact = ceiling.as_ref().is_none_or(|c| c.same_boot(boot));
-    let record = Record::read(&paths.record);
+    let record_file = open_record(&paths.record)?;
+    let (record, old_len) = match &record_file {
+        None => (Ok(None), 0),
+        Some(f) => match Record::read_file(f, &paths.record) {
+            Ok((r, len)) => (Ok(Some(r)), len),
+            Err(e) => {
+                let len = f
+                    .metadata()
+                    .map_err(|e| Error::io("stat", &paths.record, e))?
+                    .len();
+                (Err(e), len)
+            }
+        },
+    };
     let previous = match ceiling.as_ref().filter(|_| !exact) {
         None => match record? {
             Some(r) => Some(r.epoch),
@@ -180,29 +231,58 @@ fn hand_out(
     let epoch = Epoch::after(previous)?;
     let covered = exact && ceiling.as_ref().is_some_and(|c| epoch <= c.ceiling);
     if !covered {
+        if !durable {
+            return Ok(None);
+        }
         ceiling::reserve(epoch, block, boot).write_durably(
             &paths.dir,
             &paths.ceiling,
             &paths.ceiling_tmp,
         )?;
     }
+    let record_file = match record_file {
+        Some(f) => f,
+        None => File::options()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&paths.record)
+            .map_err(|e| Error::io("create", &paths.record, e))?,
+    };
     Record {
         epoch,
         identity: identity.clone(),
         pid: Some(std::process::id()),
         since_unix_ms: unix_ms(),
     }
-    .write_cached(&paths.record, &paths.tmp)?;
-    Ok(epoch)
+    .write_in_place(&record_file, &paths.record, old_len)?;
+    Ok(Some(epoch))
+}
+
+/// What one try of [`try_claim`] came to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Tried {
+    /// Won with this epoch: the attempt's file holds the lock.
+    Won(Epoch),
+    /// Someone else holds the claim.
+    Held,
+    /// See [`Locked::NeedsDurable`]: the attempt's file holds the lock;
+    /// try again with durable writes allowed.
+    NeedsDurable,
 }
 
 /// One try without waiting: lock, then [`claim_locked`]. `file` is the
 /// attempt's claim file, opened (or reopened, if it was replaced) here.
+/// Locking a file this attempt already locked succeeds again (the lock
+/// belongs to its open file description), so after
+/// [`Tried::NeedsDurable`] the same `file` is simply tried again with
+/// `durable`.
 pub(crate) fn try_claim(
     paths: &Paths,
     identity: &Identity,
     file: &mut Option<File>,
-) -> Result<Option<Epoch>, Error> {
+    durable: bool,
+) -> Result<Tried, Error> {
     // Two rounds: if the claim file was replaced under us, reopen once.
     for _ in 0..2 {
         let f = match file {
@@ -210,14 +290,15 @@ pub(crate) fn try_claim(
             None => file.insert(open_claim_file(&paths.lock)?),
         };
         if !lock::try_lock(f, Kind::Exclusive).map_err(|e| Error::io("lock", &paths.lock, e))? {
-            return Ok(None);
+            return Ok(Tried::Held);
         }
-        match claim_locked(paths, identity, f)? {
-            Some(epoch) => return Ok(Some(epoch)),
-            None => *file = None, // closing frees the lock on the stale file
+        match claim_locked(paths, identity, f, durable)? {
+            Locked::Won(epoch) => return Ok(Tried::Won(epoch)),
+            Locked::NeedsDurable => return Ok(Tried::NeedsDurable),
+            Locked::Replaced => *file = None, // closing frees the lock on the stale file
         }
     }
-    Ok(None)
+    Ok(Tried::Held)
 }
 
 #[cfg(test)]
@@ -250,7 +331,10 @@ mod tests {
         let file = open_claim_file(&paths.lock)?;
         assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
         let id = Identity::new("host/1").unwrap();
-        Ok(claim_locked_with(paths, &id, &file, boot, block)?.expect("the claim file is ours"))
+        match claim_locked_with(paths, &id, &file, boot, block, true)? {
+            Locked::Won(epoch) => Ok(epoch),
+            other => panic!("the claim file is ours: {other:?}"),
+        }
     }
 
     /// What the epoch record may hold on disk after a power cut: it is
@@ -266,6 +350,9 @@ mod tests {
         Torn,
         /// An older version: index into the versions written (modulo).
         Older(usize),
+        /// The record is rewritten in place (ADR 0028): the first half of
+        /// the last version over the rest of an older one (modulo).
+        Mixed(usize),
     }
 
     /// Cuts the power: the record on disk becomes `lost`, the page cache's
@@ -282,12 +369,25 @@ mod tests {
             Lost::Empty => std::fs::write(&paths.record, b"").unwrap(),
             Lost::Torn => std::fs::write(&paths.record, &last[..last.len() / 2]).unwrap(),
             Lost::Older(i) => std::fs::write(&paths.record, &versions[i % versions.len()]).unwrap(),
+            Lost::Mixed(i) => {
+                let older = &versions[i % versions.len()];
+                let half = last.len() / 2;
+                let mut mixed = last[..half].to_vec();
+                mixed.extend_from_slice(older.get(half..).unwrap_or_default());
+                std::fs::write(&paths.record, mixed).unwrap();
+            }
         }
     }
 
     #[test]
     fn after_a_power_cut_the_next_epoch_is_above_every_epoch_handed_out() {
-        for lost in [Lost::Missing, Lost::Empty, Lost::Torn, Lost::Older(0)] {
+        for lost in [
+            Lost::Missing,
+            Lost::Empty,
+            Lost::Torn,
+            Lost::Older(0),
+            Lost::Mixed(0),
+        ] {
             let dir = tempfile::tempdir().unwrap();
             let p = paths(dir.path());
             let mut versions = Vec::new();
@@ -313,6 +413,73 @@ mod tests {
             let c2 = Ceiling::read(&p.ceiling).unwrap().unwrap();
             assert!(c2.ceiling >= next && c2.same_boot(Some(&boot(2))), "{c2:?}");
         }
+    }
+
+    /// The claim as the async runtime makes it (ADR 0028): page-cache work
+    /// only; whatever needs an fsync is left for a second call.
+    fn quick_term(paths: &Paths, boot: Option<&str>, block: u64) -> Result<Tried, Error> {
+        let id = Identity::new("host/1").unwrap();
+        let mut file = None;
+        let tried = try_claim(paths, &id, &mut file, false)?;
+        if tried == Tried::NeedsDurable {
+            // Still locked by this attempt: nobody else can win meanwhile.
+            let other = open_claim_file(&paths.lock)?;
+            assert!(!lock::try_lock(&other, Kind::Exclusive).unwrap());
+            let again = claim_locked_with(paths, &id, file.as_ref().unwrap(), boot, block, true)?;
+            let Locked::Won(epoch) = again else {
+                panic!("{again:?}")
+            };
+            return Ok(Tried::Won(epoch));
+        }
+        Ok(tried)
+    }
+
+    #[test]
+    fn the_quick_claim_writes_nothing_durable_and_defers_what_must_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let id = Identity::new("host/1").unwrap();
+        let boot = ceiling::boot_id();
+        // A new election: the ceiling and the claim file's mark are due, so
+        // the quick claim defers, writing nothing.
+        let file = open_claim_file(&p.lock).unwrap();
+        assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
+        let quick = claim_locked_with(&p, &id, &file, boot, 4, false).unwrap();
+        assert_eq!(quick, Locked::NeedsDurable);
+        assert!(!p.record.exists() && !p.ceiling.exists());
+        assert_eq!(std::fs::metadata(&p.lock).unwrap().len(), 0);
+        assert_eq!(
+            claim_locked_with(&p, &id, &file, boot, 4, true).unwrap(),
+            Locked::Won(Epoch::FIRST)
+        );
+        drop(file);
+        // Below the ceiling: won without a durable write.
+        let first = Epoch::FIRST.get();
+        for n in first + 1..first + 4 {
+            let file = open_claim_file(&p.lock).unwrap();
+            assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
+            let won = claim_locked_with(&p, &id, &file, boot, 4, false).unwrap();
+            assert_eq!(won, Locked::Won(Epoch::new(n).unwrap()));
+        }
+        // Past the ceiling: deferred again, the record untouched.
+        let before = std::fs::read(&p.record).unwrap();
+        let file = open_claim_file(&p.lock).unwrap();
+        assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
+        let quick = claim_locked_with(&p, &id, &file, boot, 4, false).unwrap();
+        assert_eq!(quick, Locked::NeedsDurable);
+        assert_eq!(std::fs::read(&p.record).unwrap(), before);
+        let ceiling = |p: &Paths| Ceiling::read(&p.ceiling).unwrap().unwrap().ceiling.get();
+        assert_eq!(ceiling(&p), first + 3);
+        drop(file);
+        assert_eq!(
+            quick_term(&p, boot, 4).unwrap(),
+            Tried::Won(Epoch::new(first + 4).unwrap())
+        );
+        assert_eq!(ceiling(&p), first + 7);
+        // In place: the record keeps its padded length, and reads back.
+        let r = Record::read(&p.record).unwrap().unwrap();
+        assert_eq!(r.epoch.get(), first + 4);
+        assert_eq!(std::fs::metadata(&p.record).unwrap().len() % 256, 0);
     }
 
     #[test]
@@ -386,6 +553,7 @@ mod tests {
             Just(Lost::Empty),
             Just(Lost::Torn),
             any::<usize>().prop_map(Lost::Older),
+            any::<usize>().prop_map(Lost::Mixed),
         ]
     }
 

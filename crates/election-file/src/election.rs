@@ -12,7 +12,7 @@ use election_core::{
     LossReason, PerKeyClaims, TermReporter, WatchGuard, Won,
 };
 
-use crate::claimfile::{self, Paths};
+use crate::claimfile::{self, Paths, Tried};
 use crate::lock;
 use crate::record::Record;
 use crate::{Error, fstype, waiter};
@@ -28,8 +28,9 @@ pub const DEFAULT_TAMPER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 ///   description lock on it (`F_OFD_SETLK`). The kernel frees the lock when
 ///   the leader resigns, drops its term, or dies (also by `SIGKILL`).
 /// - `jobs.epoch`, the epoch record: the highest epoch handed out and the
-///   identity that won it, rewritten by each winner while it holds the
-///   lock (temp file, rename; through the page cache, no fsync).
+///   identity that won it, rewritten in place by each winner while it
+///   holds the lock (one `pwrite` through the page cache, no fsync; a
+///   checksum line lets readers tell a rewrite in progress, ADR 0028).
 /// - `jobs.epoch-ceiling`, the epoch ceiling: a durable bound on every
 ///   epoch handed out and the kernel boot id it was written in, rewritten
 ///   (temp file, fsync, rename, fsync of the directory) once per block of
@@ -259,7 +260,7 @@ impl FileElection {
     /// a bad name.
     pub fn last_term(&self, name: &str) -> Result<Option<Leader>, Error> {
         let claim = self.claim(name, "observer")?;
-        Ok(Record::read(&claim.paths.record)?.map(|r| Leader {
+        Ok(Record::read_unlocked(&claim.paths.record)?.map(|r| Leader {
             since: r.since(),
             identity: r.identity,
             epoch: r.epoch,
@@ -384,11 +385,10 @@ impl Claim for FileClaim {
         &self.identity
     }
 
-    /// Opens (creating if needed) the claim file.
+    /// Opens (creating if needed) the claim file: one `open`, on the
+    /// calling task (page-cache work, no wait for the disk).
     async fn open(&self) -> Result<FileAttempt, election_core::Error> {
-        let file = self
-            .blocking(|p| claimfile::open_claim_file(&p.lock))
-            .await?;
+        let file = claimfile::open_claim_file(&self.paths.lock).map_err(|e| self.core(e))?;
         Ok(FileAttempt {
             file: Some(file),
             won_while_waiting: None,
@@ -400,33 +400,49 @@ impl Claim for FileClaim {
     /// a power cut (rule 1; ADR 0025). A corrupt record
     /// is [`election_core::Error::Corrupt`] and nothing is won.
     ///
-    /// Cancel safety: the blocking part runs on tokio's blocking pool and
-    /// owns the claim file; if this future is dropped, the file is closed
-    /// when that part ends, which frees a lock it may have won.
+    /// Runs on the calling task while it only needs the page cache (the
+    /// lock, the reads, the record rewritten in place: a few system calls,
+    /// ADR 0028); the rare try that must write durably (a new block of
+    /// epochs, after an OS restart, or an election's first term) continues
+    /// on tokio's blocking pool with the lock held.
+    ///
+    /// Cancel safety: the blocking part owns the claim file; if this future
+    /// is dropped, the file is closed when that part ends, which frees a
+    /// lock it may have won.
     async fn try_claim(
         &self,
         attempt: &mut FileAttempt,
     ) -> Result<Option<Won>, election_core::Error> {
-        if let Some((file, epoch)) = attempt.won_while_waiting.take() {
-            attempt.file = Some(file);
-            return Ok(Some(Won {
+        let won = |epoch| {
+            Some(Won {
                 epoch,
                 valid_until: None,
-            }));
+            })
+        };
+        if let Some((file, epoch)) = attempt.won_while_waiting.take() {
+            attempt.file = Some(file);
+            return Ok(won(epoch));
         }
+        let quick = claimfile::try_claim(&self.paths, &self.identity, &mut attempt.file, false);
+        match quick.map_err(|e| self.core(e))? {
+            Tried::Won(epoch) => return Ok(won(epoch)),
+            Tried::Held => return Ok(None),
+            Tried::NeedsDurable => {}
+        }
+        // Locked by this attempt's file: finish off the runtime.
         let mut file = attempt.file.take();
         let identity = self.identity.clone();
-        let (file, won) = self
+        let (file, tried) = self
             .blocking(move |p| {
-                let won = claimfile::try_claim(p, &identity, &mut file);
-                Ok((file, won))
+                let tried = claimfile::try_claim(p, &identity, &mut file, true);
+                Ok((file, tried))
             })
             .await?;
         attempt.file = file;
-        Ok(won.map_err(|e| self.core(e))?.map(|epoch| Won {
-            epoch,
-            valid_until: None,
-        }))
+        match tried.map_err(|e| self.core(e))? {
+            Tried::Won(epoch) => Ok(won(epoch)),
+            Tried::Held | Tried::NeedsDurable => Ok(None),
+        }
     }
 
     /// Waits in the kernel for the lock to be freed; a thread of this
@@ -480,7 +496,7 @@ impl Claim for FileClaim {
                 tick.tick().await;
                 let detail = match std::fs::metadata(&paths.lock) {
                     Ok(m) if m.dev() == dev && m.ino() == ino => {
-                        match Record::read(&paths.record) {
+                        match Record::read_unlocked(&paths.record) {
                             Ok(Some(r)) if r.epoch > won.epoch => {
                                 Some(format!("the epoch record shows a later term {}", r.epoch))
                             }
@@ -543,7 +559,7 @@ impl Claim for FileClaim {
 
     /// Reads who holds the lock (`F_OFD_GETLK`) and, if someone does, the
     /// epoch record. During a handover (between a winner's lock and its
-    /// record write, a rename long, or two fsyncs when a new block of epochs
+    /// record write, a `pwrite` long, or two fsyncs when a new block of epochs
     /// is reserved) it may still name the previous holder.
     /// `since` is the record's `since_unix_ms`: the winner's wall clock in
     /// the lock hold that won the term (`None` if the record has none).
@@ -557,7 +573,7 @@ impl Claim for FileClaim {
             if !lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))? {
                 return Ok(None);
             }
-            Ok(Record::read(&p.record)?.map(|r| Leader {
+            Ok(Record::read_unlocked(&p.record)?.map(|r| Leader {
                 since: r.since(),
                 identity: r.identity,
                 epoch: r.epoch,

@@ -10,8 +10,9 @@
 //!
 //! # Epochs without an fsync per term
 //!
-//! A term's epoch record is written through the page cache, without an
-//! fsync. What survives a power cut is a durable *ceiling*: a bound on every
+//! A term's epoch record is rewritten in place through the page cache,
+//! without an fsync (with a checksum line, so a reader that catches a
+//! rewrite reads again, and the record is never read as a mix of two). What survives a power cut is a durable *ceiling*: a bound on every
 //! epoch handed out, reserved a block of 1024 epochs at a time (one
 //! durable write per block) together with the kernel's boot id
 //! (`/proc/sys/kernel/random/boot_id`). While the boot id is unchanged the

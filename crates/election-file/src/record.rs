@@ -9,14 +9,20 @@
 //! ```
 //!
 //! Written only by the holder of the claim, once per term, through the
-//! page cache: a temporary file is written and renamed over the record,
-//! without an fsync (readers see the old record or the new one, never a
-//! part). What makes that safe across an OS crash or a power cut is the
-//! durable epoch ceiling beside it ([`crate::ceiling`], ADR 0025). A repair
-//! writes it durably.
+//! page cache: rewritten in place (one `pwrite` at offset 0 of the whole
+//! record, padded to a fixed length by a `pad=` line and ended by a
+//! `check=` line, an FNV-1a 64 checksum of the text before it; ADR 0028),
+//! without an fsync. A reader without the lock that catches a rewrite sees
+//! a checksum mismatch and reads again. What makes this safe across an OS
+//! crash or a power cut is the durable epoch ceiling beside it
+//! ([`crate::ceiling`], ADR 0025). A repair writes it durably (temporary
+//! file, fsync, rename). Older versions ignore the `pad` and `check` keys;
+//! a record without `check` (older versions, or written by hand) is read
+//! as before.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -27,6 +33,27 @@ use crate::Error;
 const HEADER: &str = "election-file/1";
 /// Records are small; anything larger is not ours.
 const MAX_LEN: u64 = 4096;
+/// The length a record written in place is padded to (a multiple of it if
+/// the text is longer), so a term's rewrite covers the whole file and never
+/// shortens it.
+const PADDED_LEN: usize = 256;
+/// How many times a reader without the lock reads a record whose checksum
+/// does not match before calling it corrupt (it may have caught a rewrite).
+const READ_TRIES: usize = 5;
+
+/// FNV-1a, 64 bits: the record's checksum.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Appends the `check=` line to `text` (which ends in a newline).
+fn with_check(mut text: String) -> String {
+    let sum = fnv1a(text.as_bytes());
+    text.push_str(&format!("check={sum:016x}\n"));
+    text
+}
 
 /// One epoch record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +71,27 @@ impl Record {
         UNIX_EPOCH.checked_add(Duration::from_millis(self.since_unix_ms?))
     }
 
+    /// The record's text, ended by its `check=` line.
     pub(crate) fn to_text(&self) -> String {
+        with_check(self.fields())
+    }
+
+    /// The record's text padded to at least `len` bytes (and to a multiple
+    /// of [`PADDED_LEN`]) by a `pad=` line, ended by its `check=` line.
+    pub(crate) fn to_padded_text(&self, len: usize) -> String {
+        let mut fields = self.fields();
+        // "pad=" + dots + "\n", then "check=" + 16 hex + "\n".
+        let fixed = fields.len() + "pad=\n".len() + "check=\n".len() + 16;
+        let target = len.max(fixed).div_ceil(PADDED_LEN) * PADDED_LEN;
+        fields.push_str("pad=");
+        fields.extend(std::iter::repeat_n('.', target - fixed));
+        fields.push('\n');
+        let text = with_check(fields);
+        debug_assert_eq!(text.len(), target);
+        text
+    }
+
+    fn fields(&self) -> String {
         let mut s = format!(
             "{HEADER}\nepoch={}\nidentity={}\n",
             self.epoch, self.identity
@@ -58,8 +105,20 @@ impl Record {
         s
     }
 
-    /// Parses a record; the error says what is wrong.
+    /// Parses a record; the error says what is wrong. A `check=` line
+    /// must be the last line and match the text before it.
     pub(crate) fn parse(text: &str) -> Result<Record, String> {
+        if let Some(at) = text.find("\ncheck=") {
+            let (body, check) = text.split_at(at + 1);
+            let value = check["check=".len()..].strip_suffix('\n');
+            let sum = value
+                .filter(|v| v.len() == 16)
+                .and_then(|v| u64::from_str_radix(v, 16).ok())
+                .ok_or_else(|| format!("the check line {check:?} is torn or not the last line"))?;
+            if sum != fnv1a(body.as_bytes()) {
+                return Err("the checksum does not match: the record is torn or damaged".into());
+            }
+        }
         let mut lines = text.lines();
         if lines.next() != Some(HEADER) {
             return Err(format!("the first line is not {HEADER:?}"));
@@ -91,7 +150,9 @@ impl Record {
                             .map_err(|_| format!("bad since_unix_ms {value:?}"))?,
                     )
                 }
-                _ => {} // later versions may add keys
+                // check: verified above; pad: filler; later versions may
+                // add keys.
+                _ => {}
             }
         }
         Ok(Record {
@@ -109,11 +170,39 @@ impl Record {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("open", path, e)),
         };
-        let mut bytes = Vec::new();
-        (&file)
-            .take(MAX_LEN + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| Error::io("read", path, e))?;
+        Record::read_file(&file, path).map(|(r, _)| Some(r))
+    }
+
+    /// [`read`](Record::read) for a reader without the lock: a record that
+    /// does not read is read again a few times (a winner may be rewriting
+    /// it in place), then it is [`Error::CorruptEpoch`].
+    pub(crate) fn read_unlocked(path: &Path) -> Result<Option<Record>, Error> {
+        let mut tries = 0;
+        loop {
+            match Record::read(path) {
+                Err(Error::CorruptEpoch { .. }) if tries + 1 < READ_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Reads the record from the open `file` (at `path`, for errors) with
+    /// `pread`s from offset 0: the record and the file's length.
+    pub(crate) fn read_file(file: &File, path: &Path) -> Result<(Record, u64), Error> {
+        let mut bytes = vec![0; MAX_LEN as usize + 1];
+        let mut len = 0;
+        while len < bytes.len() {
+            match file.read_at(&mut bytes[len..], len as u64) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("read", path, e)),
+            }
+        }
+        bytes.truncate(len);
         if bytes.len() as u64 > MAX_LEN {
             return Err(Error::CorruptEpoch {
                 path: path.to_owned(),
@@ -125,27 +214,37 @@ impl Record {
             detail: "not UTF-8".into(),
         })?;
         Record::parse(&text)
-            .map(Some)
+            .map(|r| (r, len as u64))
             .map_err(|detail| Error::CorruptEpoch {
                 path: path.to_owned(),
                 detail,
             })
     }
 
-    /// Writes the record through the page cache: temp file, rename; no
-    /// fsync. A failed step before the rename removes the temporary file.
-    pub(crate) fn write_cached(&self, path: &Path, tmp: &Path) -> Result<(), Error> {
-        let written = (|| {
-            let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
-            f.write_all(self.to_text().as_bytes())
-                .map_err(|e| Error::io("write", tmp, e))?;
-            drop(f);
-            std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))
-        })();
-        if written.is_err() && std::fs::symlink_metadata(tmp).is_ok_and(|m| !m.is_dir()) {
-            let _ = std::fs::remove_file(tmp);
+    /// Rewrites the record in place through the page cache, by the holder
+    /// of the claim: one `pwrite` at offset 0 of the padded text, at least
+    /// `old_len` bytes long so it covers the whole file; no fsync, no
+    /// rename. `file` is the record open for writing (created if it was
+    /// missing).
+    pub(crate) fn write_in_place(
+        &self,
+        file: &File,
+        path: &Path,
+        old_len: u64,
+    ) -> Result<(), Error> {
+        if old_len > MAX_LEN {
+            // Only after a power cut damaged it (it was not readable, and
+            // the ceiling covers it): start the file again.
+            file.set_len(0)
+                .map_err(|e| Error::io("truncate", path, e))?;
         }
-        written
+        let text = self.to_padded_text(if old_len > MAX_LEN {
+            0
+        } else {
+            old_len as usize
+        });
+        file.write_all_at(text.as_bytes(), 0)
+            .map_err(|e| Error::io("write", path, e))
     }
 
     /// Writes the record durably: temp file, fsync, rename, fsync of `dir`.
@@ -219,6 +318,42 @@ mod tests {
         ] {
             assert!(Record::parse(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn a_rewrite_caught_half_way_is_refused_never_misread() {
+        let (old, new) = (rec(99).to_padded_text(0), rec(100).to_padded_text(0));
+        assert_eq!(old.len(), new.len());
+        for cut in 1..new.len() {
+            let seen = format!("{}{}", &new[..cut], &old[cut..]);
+            if seen != old && seen != new {
+                assert!(Record::parse(&seen).is_err(), "cut at {cut}: {seen:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn in_place_rewrites_never_shorten_the_file_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.epoch");
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        let long = Record {
+            identity: Identity::new("x".repeat(200)).unwrap(),
+            ..rec(7)
+        };
+        long.write_in_place(&file, &path, 0).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(len % PADDED_LEN as u64, 0);
+        assert_eq!(Record::read_file(&file, &path).unwrap(), (long, len));
+        rec(8).write_in_place(&file, &path, len).unwrap();
+        assert_eq!(Record::read_file(&file, &path).unwrap(), (rec(8), len));
+        assert_eq!(Record::read_unlocked(&path).unwrap(), Some(rec(8)));
     }
 
     #[test]

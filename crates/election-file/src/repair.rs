@@ -104,7 +104,11 @@ pub(crate) fn repair(paths: &Paths, epoch: Epoch) -> Result<EpochRepair, Error> 
         boot_id: crate::ceiling::boot_id().map(str::to_owned),
     }
     .write_durably(&paths.dir, &paths.ceiling, &paths.ceiling_tmp)?;
-    crate::claimfile::mark_used(&file, &paths.lock)?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("stat", &paths.lock, e))?
+        .len();
+    crate::claimfile::mark_used(&file, &paths.lock, len)?;
     // Closing `file` frees the lock.
     Ok(EpochRepair {
         epoch,

@@ -5,9 +5,9 @@
 //! holder unlocks, closes the file or dies. Holding it, the thread wins the
 //! claim (epoch record and all) for the first candidate of this process
 //! still waiting, and hands it the locked file. So a handover costs one
-//! kernel wake-up, the record write (a rename through the page cache; two
-//! fsyncs once per block of epochs, ADR 0025), and one wake of the
-//! campaign.
+//! kernel wake-up, the record write (a `pwrite` in place through the page
+//! cache, ADR 0028; two fsyncs once per block of epochs, ADR 0025), and
+//! one wake of the campaign.
 //!
 //! A blocked lock call cannot be cancelled. A cancelled wait only leaves
 //! the queue; the thread stays blocked until the next release, and then
@@ -27,7 +27,7 @@ use election_core::{Epoch, Identity};
 use tokio::sync::oneshot;
 
 use crate::Error;
-use crate::claimfile::{self, Paths};
+use crate::claimfile::{self, Locked, Paths};
 use crate::lock::{self, Kind};
 
 /// A claim won for a waiting candidate: the locked claim file and the epoch.
@@ -129,12 +129,13 @@ fn run(waiter: &Waiter) {
         };
         // Nobody waits any more: dropping `file` frees the lock at once.
         let Some(sub) = next else { continue };
-        match claimfile::claim_locked(&waiter.paths, &sub.identity, &file) {
+        match claimfile::claim_locked(&waiter.paths, &sub.identity, &file, true) {
             // If the candidate went away meanwhile, the value is dropped
             // with the channel, which closes the file and frees the lock.
-            Ok(Some(epoch)) => drop(sub.tx.send(Ok((file, epoch)))),
-            // The claim file was replaced: the candidate retries on the new one.
-            Ok(None) => drop(sub),
+            Ok(Locked::Won(epoch)) => drop(sub.tx.send(Ok((file, epoch)))),
+            // The claim file was replaced: the candidate retries on the new
+            // one. (`NeedsDurable` only comes without durable writes.)
+            Ok(Locked::Replaced | Locked::NeedsDurable) => drop(sub),
             Err(e) => drop(sub.tx.send(Err(e))),
         }
     }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -56,11 +56,14 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 ///
 /// # Blocking
 ///
-/// File I/O and the lock wait run on a short-lived thread of their own, not
-/// on the async runtime. A lock wait in the kernel cannot be aborted: if the
-/// future is dropped while waiting, the thread keeps waiting until it gets
-/// the lock, sees that nobody wants it any more and releases it at once
-/// without touching the mark. A writer that holds the lock forever (a hung
+/// File I/O runs on tokio's blocking pool, not on the async runtime: the
+/// lock is tried there without waiting and, if it is free, the check and
+/// the durable write follow in the same hop. Only when another open of the
+/// lock file holds it does the wait move to a short-lived thread of its
+/// own. A lock wait in the kernel cannot be aborted: if the future is
+/// dropped while waiting, the thread keeps waiting until it gets the lock,
+/// sees that nobody wants it any more and releases it at once without
+/// touching the mark. A writer that holds the lock forever (a hung
 /// process) therefore keeps such threads waiting; they do not hold up the
 /// runtime's shutdown.
 ///
@@ -248,20 +251,62 @@ impl FileFence {
 
     /// Takes the resource's locks, checks `token` and persists the raised
     /// mark; the locks are held until the returned guard drops.
+    ///
+    /// The file lock is first tried without waiting, on tokio's blocking
+    /// pool (one hop, no thread started, no wait that could hold up the
+    /// runtime's shutdown); only if another open of the lock file holds it
+    /// does the wait move to a thread of its own ([`off_thread`]), since a
+    /// wait in the kernel cannot be aborted.
     async fn lock(&self, resource: &ResourceName, token: Token) -> Result<(Held, Advance), Error> {
         let turn = self.turn(resource).lock_owned().await;
-        let inner = Arc::clone(&self.inner);
-        let resource = resource.clone();
-        let (lock, advance) = off_thread(move |wanted| {
-            check_and_advance(
-                &inner,
-                &Paths::new(&inner.dir, &resource),
-                &resource,
-                token,
-                wanted,
-            )
-        })
-        .await?;
+        let quick = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let inner = Arc::clone(&self.inner);
+                let resource = resource.clone();
+                // Closed when this future is dropped: a dropped advance
+                // whose task only starts later must not raise the mark.
+                let (wanted, _waiting) = oneshot::channel::<()>();
+                rt.spawn_blocking(move || {
+                    let paths = Paths::new(&inner.dir, &resource);
+                    let lock = open_lock(&paths)?;
+                    if !try_lock_exclusive(&lock).map_err(unavailable(&paths.lock))? {
+                        return Ok(None); // held elsewhere: wait on a thread
+                    }
+                    if wanted.is_closed() {
+                        return Err(Error::unavailable(
+                            at(&paths.lock),
+                            io::Error::other("the caller stopped waiting"),
+                        ));
+                    }
+                    check_and_advance(&inner, &paths, &resource, token, lock).map(Some)
+                })
+                .await
+                .map_err(|e| {
+                    Error::unavailable("a blocking task for file I/O", io::Error::other(e))
+                })??
+            }
+            Err(_) => None,
+        };
+        let (lock, advance) = match quick {
+            Some(locked) => locked,
+            None => {
+                let inner = Arc::clone(&self.inner);
+                let resource = resource.clone();
+                off_thread(move |wanted| {
+                    let paths = Paths::new(&inner.dir, &resource);
+                    let lock = open_lock(&paths)?;
+                    lock_exclusive(&lock).map_err(unavailable(&paths.lock))?;
+                    if !wanted() {
+                        return Err(Error::unavailable(
+                            at(&paths.lock),
+                            io::Error::other("the caller stopped waiting"),
+                        ));
+                    }
+                    check_and_advance(&inner, &paths, &resource, token, lock)
+                })
+                .await?
+            }
+        };
         Ok((
             Held {
                 _lock: lock,
@@ -379,32 +424,43 @@ async fn off_thread<T: Send + 'static>(
     })
 }
 
-/// Under the resource's file lock: read, decide, persist. Returns the
-/// locked file.
-fn check_and_advance(
-    inner: &Inner,
-    paths: &Paths,
-    resource: &ResourceName,
-    token: Token,
-    wanted: &dyn Fn() -> bool,
-) -> Result<(File, Advance), Error> {
-    let lock = OpenOptions::new()
+/// Opens (creating if needed) the resource's lock file.
+fn open_lock(paths: &Paths) -> Result<File, Error> {
+    OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&paths.lock)
-        .map_err(unavailable(&paths.lock))?;
-    lock_exclusive(&lock).map_err(unavailable(&paths.lock))?;
-    if !wanted() {
-        return Err(Error::unavailable(
-            at(&paths.lock),
-            io::Error::other("the caller stopped waiting"),
-        ));
-    }
-    let advance = Advance::decide(resource, read_mark(&paths.mark)?, token)?;
+        .map_err(unavailable(&paths.lock))
+}
+
+/// Under the resource's file lock (held by `lock`): read, decide, persist.
+/// Returns the locked file. The mark file is opened once, read with
+/// `pread` and, if the mark goes up, rewritten with one `pwrite` and
+/// `fdatasync`ed.
+fn check_and_advance(
+    inner: &Inner,
+    paths: &Paths,
+    resource: &ResourceName,
+    token: Token,
+    lock: File,
+) -> Result<(File, Advance), Error> {
+    let mark = match OpenOptions::new().read(true).write(true).open(&paths.mark) {
+        Ok(file) => Some(file),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::unavailable(at(&paths.mark), e)),
+    };
+    let (current, len) = match &mark {
+        Some(file) => {
+            let (token, len) = read_mark_file(file, &paths.mark)?;
+            (Some(token), len)
+        }
+        None => (None, 0),
+    };
+    let advance = Advance::decide(resource, current, token)?;
     if advance.raised() {
-        write_mark(inner, paths, advance.current)?;
+        write_mark(inner, paths, mark, len, advance.current)?;
     }
     Ok((lock, advance))
 }
@@ -432,6 +488,16 @@ fn lock_exclusive(file: &File) -> io::Result<()> {
     }
 }
 
+/// Takes an exclusive OFD lock on the whole file without waiting:
+/// `Ok(false)` if another open of the file holds a lock on it.
+fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    match fcntl(file, FcntlArg::F_OFD_SETLK(&whole_file_write_lock())) {
+        Ok(_) => Ok(true),
+        Err(Errno::EAGAIN | Errno::EACCES) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The mark in `path`: `None` if the file does not exist.
 fn read_mark(path: &Path) -> Result<Option<Token>, Error> {
     let file = match File::open(path) {
@@ -439,12 +505,24 @@ fn read_mark(path: &Path) -> Result<Option<Token>, Error> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::unavailable(at(path), e)),
     };
-    let mut text = Vec::new();
-    file.take(MAX_MARK_LEN)
-        .read_to_end(&mut text)
-        .map_err(unavailable(path))?;
-    parse_mark(&text)
-        .map(Some)
+    read_mark_file(&file, path).map(|(token, _)| Some(token))
+}
+
+/// The mark in the open `file` (at `path`), read with `pread` from offset
+/// 0, and the number of bytes read.
+fn read_mark_file(file: &File, path: &Path) -> Result<(Token, u64), Error> {
+    let mut text = [0u8; MAX_MARK_LEN as usize];
+    let mut len = 0;
+    while len < text.len() {
+        match file.read_at(&mut text[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::unavailable(at(path), e)),
+        }
+    }
+    parse_mark(&text[..len])
+        .map(|token| (token, len as u64))
         .map_err(|detail| Error::corrupt(at(path), detail))
 }
 
@@ -522,26 +600,35 @@ fn read_mark_unlocked(path: &Path) -> Result<Option<Token>, Error> {
     }
 }
 
-/// Raises the mark durably: the new line written over the old in place,
-/// then `fdatasync`; a new file's directory entry is synced too.
-fn write_mark(inner: &Inner, paths: &Paths, token: Token) -> Result<(), Error> {
-    let created = match fs::symlink_metadata(&paths.mark) {
-        Ok(_) => false,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => true,
-        Err(e) => return Err(Error::unavailable(at(&paths.mark), e)),
+/// Raises the mark durably: the new line written over the old in place
+/// (`mark`, the open mark file whose read found `len` bytes; `None` if
+/// there was none), then `fdatasync`; a new file's directory entry is
+/// synced too.
+fn write_mark(
+    inner: &Inner,
+    paths: &Paths,
+    mark: Option<File>,
+    len: u64,
+    token: Token,
+) -> Result<(), Error> {
+    let (file, created) = match mark {
+        Some(file) => (file, false),
+        None => {
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&paths.mark)
+                .map_err(unavailable(&paths.mark))?;
+            (file, true)
+        }
     };
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&paths.mark)
-        .map_err(unavailable(&paths.mark))?;
     let line = mark_line(token);
     file.write_all_at(line.as_bytes(), 0)
         .map_err(unavailable(&paths.mark))?;
     // A mark in the older format is shorter; anything longer was refused
     // as corrupt before. Never shorten a file while a reader may look.
-    if file.metadata().map_err(unavailable(&paths.mark))?.len() > MARK_LEN as u64 {
+    if len > MARK_LEN as u64 {
         file.set_len(MARK_LEN as u64)
             .map_err(unavailable(&paths.mark))?;
     }
