@@ -138,6 +138,8 @@ impl FileElection {
             nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
         )
         .map_err(|e| Error::io("access", &dir, e.into()))?;
+        // Read (and cached) now, not in the first claim's lock hold.
+        let _ = crate::ceiling::boot_id();
         Ok(FileElection {
             dir,
             tamper_check_interval: interval,
@@ -496,7 +498,9 @@ impl Claim for FileClaim {
                 tick.tick().await;
                 let detail = match std::fs::metadata(&paths.lock) {
                     Ok(m) if m.dev() == dev && m.ino() == ino => {
-                        match Record::read_unlocked(&paths.record) {
+                        // Only this term's holder writes the record, so
+                        // no retry: a record that does not read is ignored.
+                        match Record::read(&paths.record) {
                             Ok(Some(r)) if r.epoch > won.epoch => {
                                 Some(format!("the epoch record shows a later term {}", r.epoch))
                             }
