@@ -147,9 +147,12 @@ File backend (`election-file`):
 
 - *uncontested campaign*: `Candidate::campaign()` on a `FileClaim` nobody
   else contests, in process; *+ resign* adds `Term::resign()`. The campaign
-  takes the OFD lock and durably records the next epoch, so its floors are
-  a bare `F_OFD_SETLK` + `F_UNLCK` on an open file, and the same lock around
-  write temp file + fsync + rename + fsync directory.
+  takes the OFD lock and rewrites the epoch record in place through the
+  page cache on the calling task (ADR 0028; a durable write of the epoch
+  ceiling only once per 1024 terms, ADR 0025), so the floor to compare
+  with is a bare `F_OFD_SETLK` + `F_UNLCK` on an open file; the same lock
+  around write temp file + fsync + rename + fsync directory is what a term
+  cost before ADR 0025.
 - *clean handover*: separate `election-candidate --backend file://` processes; from A's
   `resigning` stamp to B's `elected` stamp (both `CLOCK_MONOTONIC`), B
   having waited in its campaign for at least 20 ms.
@@ -265,9 +268,11 @@ Fencing:
 - *fence advance*: `Fence::advance` with a higher token every call (every
   call raises the mark); ops/s is from a separate untimed batch of the same
   size. Floors: an uncontended `std::sync::Mutex` (memory); OFD lock +
-  `pwrite` + `fsync` + unlock (file), and, since `FileFence` persists its
-  mark by a rename, also the lock around the same durable write as the
-  campaign's floor.
+  `pwrite` + `fsync` + unlock (file: `FileFence` rewrites its checksummed
+  mark line in place and `fdatasync`s it, ADR 0025 and 0028; on a busy
+  disk an `fsync` that must also commit the journal for the mtime can be
+  much slower than that `fdatasync`), and the lock around the durable
+  write of the campaign's second floor (what a mark cost before ADR 0025).
 ",
     );
     s
