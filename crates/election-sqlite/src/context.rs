@@ -161,9 +161,10 @@ impl Context {
                 ino: m.ino(),
             })
         });
-        let host_locks = db_file
-            .as_ref()
-            .and_then(|db| HostLocks::for_database(&db.path));
+        let host_locks = match db_file.as_ref() {
+            Some(db) => HostLocks::for_database(&db.path)?,
+            None => None,
+        };
         Ok(Context {
             pool,
             options,
