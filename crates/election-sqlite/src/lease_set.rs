@@ -584,7 +584,7 @@ impl KeyedClaims for SqliteLeases {
 
     /// Waits in the kernel for the same-host lock of each key asked and
     /// not held (ADR 0029; one thread per key, at most
-    /// [`MAX_LOCK_WAITS`]), and returns as soon as one is granted: its
+    /// 64 per set), and returns as soon as one is granted: its
     /// holder resigned or closed, or its process died. The poll interval
     /// is the backstop (and the only wake-up where the lock cannot be
     /// trusted, or for keys beyond the threads' limit).
