@@ -26,6 +26,12 @@ use crate::row::{self, Found, Hold, Observed, Take};
 /// at a time; the other keys are polled.
 const MAX_LOCK_WAITS: usize = 64;
 
+/// At most this many keys' locks one set holds (one descriptor each): a
+/// set of many keys must not run its process out of descriptors. Keys
+/// beyond it are claimed without the lock (`lock_id` NULL: no wake-up
+/// from them and no takeover shortcut for their successors).
+const MAX_KEY_LOCKS: usize = 256;
+
 /// The same-host locks of a set's keys (ADR 0029), shared with the threads
 /// that wait for them.
 #[derive(Debug, Default)]
@@ -172,7 +178,10 @@ impl SqliteLeases {
         }
         keys.iter()
             .map(|key| {
-                if !state.held.contains_key(key) && !state.waiting.contains(key) {
+                if !state.held.contains_key(key)
+                    && !state.waiting.contains(key)
+                    && state.held.len() + state.waiting.len() < MAX_KEY_LOCKS
+                {
                     match host_lock::try_take(&host.path(key.as_str())) {
                         Ok(Some(file)) => {
                             state.held.insert(key.clone(), file);
@@ -201,7 +210,9 @@ impl SqliteLeases {
         }
         let wanted = std::mem::take(&mut state.wanted);
         for key in wanted {
-            if state.waiting.len() >= MAX_LOCK_WAITS {
+            if state.waiting.len() >= MAX_LOCK_WAITS
+                || state.held.len() + state.waiting.len() >= MAX_KEY_LOCKS
+            {
                 break;
             }
             if state.held.contains_key(&key) || !state.waiting.insert(key.clone()) {
@@ -583,8 +594,8 @@ impl KeyedClaims for SqliteLeases {
     }
 
     /// Waits in the kernel for the same-host lock of each key asked and
-    /// not held (ADR 0029; one thread per key, at most
-    /// 64 per set), and returns as soon as one is granted: its
+    /// not held (ADR 0029; one thread per key, at most 64 per set, and at
+    /// most 256 key locks held or waited for per set), and returns as soon as one is granted: its
     /// holder resigned or closed, or its process died. The poll interval
     /// is the backstop (and the only wake-up where the lock cannot be
     /// trusted, or for keys beyond the threads' limit).

@@ -72,7 +72,8 @@
 //! key's lock while the row still names that holder takes the key over
 //! at once. A set waits in the kernel for the locks of the keys it asks
 //! and does not hold (one thread each, at most 64 per set; the others are
-//! polled) and claims the moment one is freed: the keys of a set that
+//! polled; a set holds at most 256 keys' locks, keys beyond are claimed
+//! without one and their successors wait out the TTL after a crash) and claims the moment one is freed: the keys of a set that
 //! closed or whose process died move within milliseconds, not at the
 //! next poll or after a TTL (ADR 0029). The lock directory is named after
 //! the database's canonical path (symlinks and `..` resolved), so every
