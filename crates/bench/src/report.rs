@@ -198,6 +198,15 @@ directory opened with `SqliteElection::open` (WAL journal,
   that is not measured. The pause before the kill (20 ms, plus a share of
   one renew interval that varies evenly from round to round) makes the
   kill land at every phase of A's renewals.
+- *lease set, crash failover of a killed process*: `election-candidate
+  --set k0,…,k9` processes (a `SqliteLeases` set asking 10 keys; same
+  timings as the crash failover); set A holds the 10 keys, set B waits for
+  them in the kernel (one thread per key), A is killed; from the bench's
+  stamp just before the kill to the moment the bench reads B's `won 10`.
+  B looks at its held keys every millisecond and its line carries no
+  stamp, so the figure includes up to 1 ms of that sampling and a pipe
+  read. Floor: the configured TTL (what a dead set's keys cost before ADR
+  0029).
 - *lease renewal*: the renewal loop's own statement, `UPDATE
   election_leases SET version = version + 1, renewed_unix_ms = ? WHERE
   name = ? AND nonce = ? AND epoch = ? AND holder IS NOT NULL` in `BEGIN

@@ -463,6 +463,23 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         ms(FAILOVER.poll_ms * 1_000_000),
     ));
 
+    let sets = step("SQLite lease set: SIGKILL of a set's process", || {
+        lease_set_failover(s, c.failovers, c.cross_warm)
+    })
+    .map_err(|e| super::with_log_tail(e, s.log))?;
+    let what = format!(
+        "SQLite: lease set, crash failover of a killed process: SIGKILL of A → B holds all \
+         {SET_KEYS} keys (processes; TTL {} ms, poll {} ms, only a backstop)",
+        FAILOVER.ttl_ms, FAILOVER.poll_ms
+    );
+    rows.push(Row {
+        measured: summary(&sets, &what)?,
+        what,
+        floor: format!("the configured TTL, {} ms", FAILOVER.ttl_ms),
+        floor_measured: summary(&[FAILOVER.ttl_ms * 1_000_000], "TTL")?,
+        ops_per_s: None,
+    });
+
     let renew = step("SQLite renewal transaction, with its floor", || {
         renewal(&db, c.in_process, c.warm)
     })?;
@@ -595,6 +612,85 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
         ops_per_s: None,
     });
     Ok((measured, floor_summary))
+}
+
+/// The keys of the lease-set failover row.
+const SET_KEYS: usize = 10;
+
+/// `election-candidate --set k0,..,k9` on `db` with the failover timings.
+fn set_process(s: &Setup<'_>, db: &Path, id: &str) -> Result<candidate_testkit::Proc> {
+    let keys: Vec<String> = (0..SET_KEYS).map(|i| format!("k{i}")).collect();
+    let mut cmd = std::process::Command::new(s.candidate_bin);
+    cmd.arg("--backend")
+        .arg(format!("sqlite://{}", db.display()))
+        .args(["--set", &keys.join(","), "--identity", id])
+        .args(["--ttl-ms", &FAILOVER.ttl_ms.to_string()])
+        .args(["--renew-ms", &FAILOVER.renew_ms.to_string()])
+        .args(["--poll-ms", &FAILOVER.poll_ms.to_string()]);
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(s.log)?;
+    cmd.stderr(log);
+    Ok(candidate_testkit::Proc::start(format!("set {id}"), cmd)?
+        .with_patience(Duration::from_secs(20)))
+}
+
+/// Reads `p`'s `won <n>` lines until it holds `n` keys; the time it read
+/// that line.
+fn until_holding(p: &mut candidate_testkit::Proc, n: usize) -> Result<u64> {
+    let want = format!("won {n}");
+    loop {
+        let line = p.read_line()?;
+        if line == want {
+            return Ok(super::ofd::mono_ns());
+        }
+        if !line.starts_with("won ") {
+            return Err(format!("{}: unexpected {line:?}", p.label()).into());
+        }
+    }
+}
+
+/// `n` crash failovers of a lease set (after `warmup`): set A holds
+/// [`SET_KEYS`] keys, set B asks the same keys, A is killed, and the sample
+/// runs from the bench's stamp just before the kill to the moment the
+/// bench reads B's `won 10` (B looks at its held keys every millisecond,
+/// and has no stamp of its own: so this includes up to 1 ms of B's
+/// sampling and a pipe read).
+fn lease_set_failover(s: &Setup<'_>, n: usize, warmup: usize) -> Result<Vec<u64>> {
+    let db = s.dir.join("sqlite").join("lease-set-failover.db");
+    let mut started = 0;
+    let mut next_id = || {
+        started += 1;
+        format!("s{started}")
+    };
+    let mut leader = set_process(s, &db, &next_id())?;
+    leader.read_expect("campaigning")?;
+    until_holding(&mut leader, SET_KEYS)?;
+    let mut samples = Vec::with_capacity(n);
+    for round in 0..warmup + n {
+        let mut next = set_process(s, &db, &next_id())?;
+        next.read_expect("campaigning")?;
+        until_holding(&mut next, 0)?;
+        std::thread::sleep(super::handover::pause(
+            SETTLE,
+            Duration::from_millis(FAILOVER.renew_ms),
+            round,
+        ));
+        let t0 = super::ofd::mono_ns();
+        leader.sigkill()?;
+        let t1 = until_holding(&mut next, SET_KEYS)?;
+        leader.wait()?;
+        if round >= warmup {
+            samples.push(t1 - t0);
+        }
+        leader = next;
+    }
+    leader.write_line("resign")?;
+    leader.read_stamp("resigning")?;
+    leader.read_stamp("resigned")?;
+    leader.wait_success()?;
+    Ok(samples)
 }
 
 #[cfg(test)]
