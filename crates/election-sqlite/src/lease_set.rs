@@ -430,9 +430,18 @@ impl KeyedClaims for SqliteLeases {
                 let found = Found::of(seen.lease.as_ref(), seen.recorded);
                 let mut seen_before = observed.remove(name);
                 let lock = locks[i].as_deref();
+                // Never the shortcut over this set's own term: a key it lost
+                // (its renewals did not land in time) may still name it in
+                // the row, with its lock, while the lost term's work winds
+                // down; that waits a full TTL, as before.
+                let own = seen
+                    .lease
+                    .as_ref()
+                    .and_then(|r| r.holder.as_deref())
+                    .is_some_and(|h| h == self.identity.as_str());
                 let may = row::may_claim(&mut seen_before, &found, ttl, now)
                     || {
-                        let gone = seen.holder_gone(lock);
+                        let gone = !own && seen.holder_gone(lock);
                         if gone {
                             tracing::info!(%name, ?found, "the holder's same-host lock is free: its term ended or its process died; taking over without waiting out the TTL");
                         }
@@ -712,6 +721,33 @@ mod tests {
             .expect("take k1");
         assert!(not_held(a.confirm(&k1, first).await));
         assert_eq!(a.terms().len(), 0, "both terms forgotten");
+    }
+
+    /// A key the set still names in its row (a term the engine counted
+    /// lost, say, whose renewals did not land) is not taken back by the
+    /// same-host shortcut, though the set holds the key's lock: that term's
+    /// work may still run. Another set holding the lock would take over.
+    #[tokio::test]
+    async fn no_shortcut_over_the_sets_own_term() {
+        let (_dir, ctx) = context().await;
+        assert!(ctx.host_locks.is_some(), "a local filesystem");
+        let a = set(&ctx, "a");
+        let k1 = key("k1");
+        assert_eq!(
+            won(&a.claim(std::slice::from_ref(&k1)).await[0]),
+            Epoch::FIRST
+        );
+        let lock_id: Option<String> =
+            sqlx::query_scalar("SELECT lock_id FROM election_leases WHERE name = 'k1'")
+                .fetch_one(&ctx.pool)
+                .await
+                .expect("select");
+        assert!(lock_id.is_some(), "the win recorded its lock");
+        // The engine asks for the key again as if its term were lost.
+        match &a.claim(std::slice::from_ref(&k1)).await[..] {
+            [Ok(Claimed::HeldBy(Some(leader)))] => assert_eq!(leader.identity.as_str(), "a"),
+            other => panic!("expected k1 still held (a full TTL to wait), got {other:?}"),
+        }
     }
 
     #[tokio::test]
