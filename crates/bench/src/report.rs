@@ -179,23 +179,37 @@ directory opened with `SqliteElection::open` (WAL journal,
   expect about two floors. The in-process rows use a renewal interval
   longer than the run, so a term's own renewals never compete with them.
 - *clean handover*: separate `election-candidate --backend sqlite://` processes (TTL
-  2000 ms, renew 500 ms, poll 10 ms); from A's `resigning` stamp to B's
-  `elected` stamp. B learns of the release only at its next poll of the
-  lease row, so expect about half the poll interval plus two commits (A's
-  release and B's claim); the floor is the bare transaction on the same
-  file, and the expected value is worked out below the table. The pause
-  before A resigns (20 ms, plus a share of one poll interval that varies
-  evenly from round to round) makes the release land at every phase of
-  B's polls.
-- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
-  to B's `elected` stamp (TTL 1000 ms, renew 300 ms, poll 10 ms), against
-  the configured TTL as the floor (the ratio is the failover in TTLs). B
-  takes over only after it has seen the lease row unchanged for a full
-  TTL on its own monotonic clock, counted from the poll that first showed
-  A's last renewal, not from the kill: a takeover lands between TTL −
-  renew interval and TTL + about two polls. The pause before the kill
-  (20 ms, plus a share of one renew interval that varies evenly from round
-  to round) makes the kill land at every phase of A's renewals.
+  2000 ms, renew 500 ms, poll 2000 ms: the TTL, only a backstop); from
+  A's `resigning` stamp to B's `elected` stamp. B waits in the kernel for
+  the same-host lock (ADR 0026), which A frees after its release commits;
+  B then claims in one transaction. No poll setting is involved, so
+  expect the bare OFD handover plus about two commits (A's release and
+  B's claim). Two floors: the bare OFD lock handover between two helper
+  processes on a file in the same directory, and the bare transaction on
+  the same database file. The pause before A resigns (20 ms, plus a share
+  of one renew interval that varies evenly from round to round) makes the
+  release land at every phase of A's renewals.
+- *crash failover of a killed holder*: from the bench's stamp just before
+  `kill(A, SIGKILL)` to B's `elected` stamp (TTL 1000 ms, renew 300 ms,
+  poll 1000 ms, only a backstop). The kernel frees A's same-host lock, B's
+  waiting thread gets it, and B takes over at once because the row's
+  `lock_id` names that very lock (ADR 0026): no TTL wait. Floors: the
+  bare OFD lock failover (SIGKILL of a helper holding the lock → the
+  waiting helper's `F_OFD_SETLKW` returns), and the configured TTL (the
+  ratio is the failover in TTLs, as before the same-host lock). A
+  stopped or hung holder keeps the lock and is replaced after a full TTL;
+  that is not measured. The pause before the kill (20 ms, plus a share of
+  one renew interval that varies evenly from round to round) makes the
+  kill land at every phase of A's renewals.
+- *lease set, crash failover of a killed process*: `election-candidate
+  --set k0,…,k9` processes (a `SqliteLeases` set asking 10 keys; same
+  timings as the crash failover); set A holds the 10 keys, set B waits for
+  them in the kernel (one thread per key), A is killed; from the bench's
+  stamp just before the kill to the moment the bench reads B's `won 10`.
+  B looks at its held keys every millisecond and its line carries no
+  stamp, so the figure includes up to 1 ms of that sampling and a pipe
+  read. Floor: the configured TTL (what a dead set's keys cost before ADR
+  0029).
 - *lease renewal*: the renewal loop's own statement, `UPDATE
   election_leases SET version = version + 1, renewed_unix_ms = ? WHERE
   name = ? AND nonce = ? AND epoch = ? AND holder IS NOT NULL` in `BEGIN

@@ -28,20 +28,23 @@ use super::stats::{Summary, ns};
 use super::{SETTLE, step, summary};
 use crate::Result;
 
-/// The lease timings of the handover chain: contenders learn of a release
-/// at their next poll, so the poll interval sets the handover latency.
+/// The lease timings of the handover chain: contenders are woken by the
+/// same-host lock (ADR 0026); the poll interval is the TTL, only a
+/// backstop, so no poll setting is involved in the measured handover.
 pub(crate) const HANDOVER: LeaseTimings = LeaseTimings {
     ttl_ms: 2000,
     renew_ms: 500,
-    poll_ms: 10,
+    poll_ms: 2000,
 };
 
-/// The lease timings of the failover chain: a short TTL, so that a round
-/// (about one TTL) keeps the run short.
+/// The lease timings of the failover chain: the kernel frees a killed
+/// holder's same-host lock and its waiter takes over at once (ADR 0026);
+/// the poll interval is the TTL, only a backstop. A takeover that missed
+/// the shortcut would take about a TTL, which the row would show.
 pub(crate) const FAILOVER: LeaseTimings = LeaseTimings {
     ttl_ms: 1000,
     renew_ms: 300,
-    poll_ms: 10,
+    poll_ms: 1000,
 };
 
 /// The in-process rows' options: a renewal interval longer than the run,
@@ -378,6 +381,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) dir: &'a Path,
     /// `election-candidate --backend sqlite://`.
     pub(crate) candidate_bin: &'a Path,
+    /// `election-bench` itself, for the bare OFD lock floors.
+    pub(crate) exe: &'a Path,
     /// Where the children's stderr goes.
     pub(crate) log: &'a Path,
     /// How many of each.
@@ -427,18 +432,15 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     }
 
     let (handover, handover_floor) = cross(s, Exit::Resign, rows)?;
-    let handover_expected = HANDOVER.poll_ms * 1_000_000 / 2 + 2 * handover_floor.median_ns;
     notes.push(format!(
-        "SQLite clean handover: a contender learns of the release at its next poll, so \
-         expect about half the poll interval plus two commits (A's release, B's claim): \
-         {} / 2 + 2 × {} (the floor's median) ≈ {}; measured median {} (min {}, \
-         max {}). Each poll sleeps at least the interval (tokio's timer rounds it up \
-         to the next millisecond), so the samples spread over about one poll period \
-         above a fixed part (about the min): the two commits, the processes' wake-ups \
-         and the start of B's renewal task.",
+        "SQLite clean handover, woken by the same-host lock (ADR 0026): A's release \
+         commits, then A frees the lock, the kernel wakes B's waiting thread, and B \
+         claims in one transaction; the poll interval is the TTL ({}), only a \
+         backstop. So expect the bare OFD handover plus about two commits (2 × {} at \
+         the transaction floor's median = {}); measured median {} (min {}, max {}).",
         ms(HANDOVER.poll_ms * 1_000_000),
         ms(handover_floor.median_ns),
-        ms(handover_expected),
+        ms(2 * handover_floor.median_ns),
         ms(handover.median_ns),
         ms(handover.min_ns),
         ms(handover.max_ns),
@@ -447,21 +449,36 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     let (failover, _) = cross(s, Exit::Kill, rows)?;
     let ttl = FAILOVER.ttl_ms * 1_000_000;
     notes.push(format!(
-        "SQLite crash failover: min {}, median {}, p99 {}, max {} against the TTL of {} \
-         (median {:.2} × TTL, p99 {:.2} × TTL). B takes over once it has seen the row \
-         unchanged for a full TTL since the poll that first showed A's last renewal, \
-         so a takeover lands between TTL − renew interval ({}) and TTL + about two polls \
-         ({}), depending on when in A's renewal cycle the kill came.",
+        "SQLite crash failover of a killed holder: min {}, median {}, p99 {}, max {} \
+         (TTL {}, poll {}, only a backstop). The kernel frees the killed holder's \
+         same-host lock, B's waiting thread gets it, and B takes over at once because \
+         the row's lock_id names that very lock (ADR 0026): no TTL wait. A stopped \
+         (SIGSTOP) or hung holder keeps its lock and is still replaced only after a \
+         full TTL; that is not measured here.",
         ms(failover.min_ns),
         ms(failover.median_ns),
         ms(failover.p99_ns),
         ms(failover.max_ns),
         ms(ttl),
-        failover.median_ns as f64 / ttl as f64,
-        failover.p99_ns as f64 / ttl as f64,
-        ms(ttl - FAILOVER.renew_ms * 1_000_000),
-        ms(ttl + 2 * FAILOVER.poll_ms * 1_000_000),
+        ms(FAILOVER.poll_ms * 1_000_000),
     ));
+
+    let sets = step("SQLite lease set: SIGKILL of a set's process", || {
+        lease_set_failover(s, c.failovers, c.cross_warm)
+    })
+    .map_err(|e| super::with_log_tail(e, s.log))?;
+    let what = format!(
+        "SQLite: lease set, crash failover of a killed process: SIGKILL of A → B holds all \
+         {SET_KEYS} keys (processes; TTL {} ms, poll {} ms, only a backstop)",
+        FAILOVER.ttl_ms, FAILOVER.poll_ms
+    );
+    rows.push(Row {
+        measured: summary(&sets, &what)?,
+        what,
+        floor: format!("the configured TTL, {} ms", FAILOVER.ttl_ms),
+        floor_measured: summary(&[FAILOVER.ttl_ms * 1_000_000], "TTL")?,
+        ops_per_s: None,
+    });
 
     let renew = step("SQLite renewal transaction, with its floor", || {
         renewal(&db, c.in_process, c.warm)
@@ -504,20 +521,33 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     Ok(())
 }
 
-/// One cross-process row: its floor measured on the chain's database
-/// first (handover), or the TTL as the floor (failover). Returns the
-/// measurement's and the floor's summaries.
+/// One cross-process measurement, in two rows: beside the bare OFD lock
+/// handover (or failover) between two helper processes on a file in the
+/// same directory, and beside the bare transaction on the chain's database
+/// (handover) or the configured TTL (failover). Returns the measurement's
+/// summary and the second floor's.
 fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Summary)> {
     let c = s.counts;
     let (tag, timings, n, spread_ms) = match exit {
-        // The release lands at every phase of B's polls.
-        Exit::Resign => ("handover", HANDOVER, c.handovers, HANDOVER.poll_ms),
+        // The release lands at every phase of A's renewals.
+        Exit::Resign => ("handover", HANDOVER, c.handovers, HANDOVER.renew_ms),
         // The kill lands at every phase of A's renewals.
         Exit::Kill => ("failover", FAILOVER, c.failovers, FAILOVER.renew_ms),
     };
-    let db: PathBuf = s.dir.join("sqlite").join(format!("{tag}.db"));
+    let base = s.dir.join("sqlite");
+    let db: PathBuf = base.join(format!("{tag}.db"));
     let options = timings.options()?;
-    let (what, floor_what, floor_summary) = match exit {
+    let mut floor_chain = Chain::new(
+        Kind::LockHelper {
+            exe: s.exe.to_path_buf(),
+            path: base.join(format!("{tag}-floor.lock")),
+        },
+        s.log.to_path_buf(),
+    );
+    let ofd = step(&format!("floor: bare OFD lock {tag} (SQLite)"), || {
+        floor_chain.measure(exit, n, c.cross_warm, SETTLE, Duration::ZERO)
+    })?;
+    let (what, ofd_what, floor_what, floor_summary) = match exit {
         Exit::Resign => {
             let samples = step(
                 "floor: SQLite bare transaction on the handover file",
@@ -525,21 +555,24 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
             )?;
             (
                 format!(
-                    "SQLite: clean handover: resign in A → elected in B (processes; poll {} ms)",
+                    "SQLite: clean handover: resign in A → elected in B (processes; woken by \
+                     the same-host lock, poll = TTL = {} ms, a backstop)",
                     timings.poll_ms
                 ),
+                "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
                 "bare `BEGIN IMMEDIATE; UPDATE bench_floor …; COMMIT` on the same file \
-                 (expect ≈ poll / 2 + 2 commits)"
+                 (expect ≈ OFD handover + 2 commits)"
                     .to_owned(),
                 summary(&samples, "bare transaction")?,
             )
         }
         Exit::Kill => (
             format!(
-                "SQLite: crash failover: SIGKILL of A → elected in B (processes; TTL {} ms, \
-                 renew {} ms, poll {} ms)",
+                "SQLite: crash failover of a killed holder: SIGKILL of A → elected in B \
+                 (processes; same-host takeover, TTL {} ms, renew {} ms, poll {} ms)",
                 timings.ttl_ms, timings.renew_ms, timings.poll_ms
             ),
+            "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
             format!("the configured TTL, {} ms", timings.ttl_ms),
             summary(&[timings.ttl_ms * 1_000_000], "TTL")?,
         ),
@@ -565,6 +598,13 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
     .map_err(|e| super::with_log_tail(e, s.log))?;
     let measured = summary(&samples, &what)?;
     rows.push(Row {
+        what: what.clone(),
+        measured,
+        floor: ofd_what.into(),
+        floor_measured: summary(&ofd, ofd_what)?,
+        ops_per_s: None,
+    });
+    rows.push(Row {
         what,
         measured,
         floor: floor_what,
@@ -572,6 +612,85 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
         ops_per_s: None,
     });
     Ok((measured, floor_summary))
+}
+
+/// The keys of the lease-set failover row.
+const SET_KEYS: usize = 10;
+
+/// `election-candidate --set k0,..,k9` on `db` with the failover timings.
+fn set_process(s: &Setup<'_>, db: &Path, id: &str) -> Result<candidate_testkit::Proc> {
+    let keys: Vec<String> = (0..SET_KEYS).map(|i| format!("k{i}")).collect();
+    let mut cmd = std::process::Command::new(s.candidate_bin);
+    cmd.arg("--backend")
+        .arg(format!("sqlite://{}", db.display()))
+        .args(["--set", &keys.join(","), "--identity", id])
+        .args(["--ttl-ms", &FAILOVER.ttl_ms.to_string()])
+        .args(["--renew-ms", &FAILOVER.renew_ms.to_string()])
+        .args(["--poll-ms", &FAILOVER.poll_ms.to_string()]);
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(s.log)?;
+    cmd.stderr(log);
+    Ok(candidate_testkit::Proc::start(format!("set {id}"), cmd)?
+        .with_patience(Duration::from_secs(20)))
+}
+
+/// Reads `p`'s `won <n>` lines until it holds `n` keys; the time it read
+/// that line.
+fn until_holding(p: &mut candidate_testkit::Proc, n: usize) -> Result<u64> {
+    let want = format!("won {n}");
+    loop {
+        let line = p.read_line()?;
+        if line == want {
+            return Ok(super::ofd::mono_ns());
+        }
+        if !line.starts_with("won ") {
+            return Err(format!("{}: unexpected {line:?}", p.label()).into());
+        }
+    }
+}
+
+/// `n` crash failovers of a lease set (after `warmup`): set A holds
+/// [`SET_KEYS`] keys, set B asks the same keys, A is killed, and the sample
+/// runs from the bench's stamp just before the kill to the moment the
+/// bench reads B's `won 10` (B looks at its held keys every millisecond,
+/// and has no stamp of its own: so this includes up to 1 ms of B's
+/// sampling and a pipe read).
+fn lease_set_failover(s: &Setup<'_>, n: usize, warmup: usize) -> Result<Vec<u64>> {
+    let db = s.dir.join("sqlite").join("lease-set-failover.db");
+    let mut started = 0;
+    let mut next_id = || {
+        started += 1;
+        format!("s{started}")
+    };
+    let mut leader = set_process(s, &db, &next_id())?;
+    leader.read_expect("campaigning")?;
+    until_holding(&mut leader, SET_KEYS)?;
+    let mut samples = Vec::with_capacity(n);
+    for round in 0..warmup + n {
+        let mut next = set_process(s, &db, &next_id())?;
+        next.read_expect("campaigning")?;
+        until_holding(&mut next, 0)?;
+        std::thread::sleep(super::handover::pause(
+            SETTLE,
+            Duration::from_millis(FAILOVER.renew_ms),
+            round,
+        ));
+        let t0 = super::ofd::mono_ns();
+        leader.sigkill()?;
+        let t1 = until_holding(&mut next, SET_KEYS)?;
+        leader.wait()?;
+        if round >= warmup {
+            samples.push(t1 - t0);
+        }
+        leader = next;
+    }
+    leader.write_line("resign")?;
+    leader.read_stamp("resigning")?;
+    leader.read_stamp("resigned")?;
+    leader.wait_success()?;
+    Ok(samples)
 }
 
 #[cfg(test)]

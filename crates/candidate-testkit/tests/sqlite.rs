@@ -228,3 +228,115 @@ async fn a_killed_holder_is_replaced_before_its_ttl() {
         "took over after {waited:?}, as if it waited out the TTL"
     );
 }
+
+/// A lease set (`--set`) over `keys`, with a TTL of 30 s and an hourly
+/// poll: every key it gets well within the test's patience came from the
+/// same-host lock (ADR 0029), not from a poll or an expired lease.
+fn hourly_set(db: &std::path::Path, identity: &str, keys: &str) -> Proc {
+    let url = format!("sqlite://{}", db.to_str().expect("utf-8"));
+    let args = [
+        "--backend",
+        &url,
+        "--identity",
+        identity,
+        "--set",
+        keys,
+        "--ttl-ms",
+        "30000",
+        "--renew-ms",
+        "5000",
+        "--poll-ms",
+        "3600000",
+    ];
+    Proc::spawn(BIN, &args, identity).with_patience(Duration::from_secs(25))
+}
+
+/// Reads `p`'s lines until it says it holds `n` keys (each line must be a
+/// `won` count); panics after its patience.
+fn holds(p: &mut Proc, n: usize) {
+    let want = format!("won {n}");
+    loop {
+        let line = p.line();
+        assert!(line.starts_with("won "), "{}: {line:?}", p.label());
+        if line == want {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_killed_lease_sets_keys_move_before_their_ttl() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let mut a = hourly_set(&db, "a", "k1,k2,k3");
+    a.expect("campaigning");
+    holds(&mut a, 3);
+    let mut b = hourly_set(&db, "b", "k1,k2,k3");
+    b.expect("campaigning");
+    holds(&mut b, 0);
+    let killed = std::time::Instant::now();
+    a.signal(Signal::SIGKILL);
+    // TTL 30 s, hourly polls: only the kernel freeing a's locks can move
+    // the keys within 25 s (b's patience).
+    holds(&mut b, 3);
+    let waited = killed.elapsed();
+    assert!(
+        waited < Duration::from_secs(25),
+        "took over after {waited:?}, as if it waited out the TTL"
+    );
+    b.send("resign");
+    b.expect("resigning");
+    b.expect("resigned");
+}
+
+#[tokio::test]
+async fn a_closed_lease_set_wakes_the_waiting_set_without_a_poll() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let mut a = hourly_set(&db, "a", "k1,k2");
+    a.expect("campaigning");
+    holds(&mut a, 2);
+    // A single candidate and a set want the same key: one lock per name.
+    let mut c = hourly_poller(&db, "c");
+    c.expect("campaigning");
+    let mut b = hourly_set(&db, "b", "k1,k2,jobs");
+    b.expect("campaigning");
+    holds(&mut b, 0);
+    a.send("resign");
+    a.expect("resigning");
+    a.expect("resigned");
+    holds(&mut b, 2);
+    // c holds `jobs`; its resign wakes b for it.
+    let (e1, _) = c.elected();
+    assert!(e1 > 0);
+    c.send("resign");
+    c.expect("resigning");
+    c.expect("resigned");
+    holds(&mut b, 3);
+    b.send("resign");
+    b.expect("resigning");
+    b.expect("resigned");
+}
+
+#[tokio::test]
+async fn a_stopped_lease_set_keeps_its_keys_for_a_ttl() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let set = |identity: &str| start(&db, identity, &["--set", "k1,k2"]);
+    let mut a = set("a");
+    a.expect("campaigning");
+    holds(&mut a, 2);
+    let mut b = set("b");
+    b.expect("campaigning");
+    holds(&mut b, 0);
+    // A stopped process keeps its locks: no shortcut.
+    let stopped = std::time::Instant::now();
+    a.signal(Signal::SIGSTOP);
+    holds(&mut b, 2);
+    let waited = stopped.elapsed();
+    a.signal(Signal::SIGKILL);
+    assert!(
+        waited >= Duration::from_millis(TTL_MS - RENEW_MS),
+        "took over after {waited:?}"
+    );
+}

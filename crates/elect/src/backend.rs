@@ -269,6 +269,10 @@ fn sqlite_class(e: &election_sqlite::Error) -> (u8, String) {
         E::NotAFile { .. } => config(
             "point --backend at a database file in an existing directory (sqlite:///path/to/app.db)",
         ),
+        E::PathUnresolvable { .. } => config(
+            "the database path cannot be resolved: check that every directory on it exists and \
+             can be searched by this user",
+        ),
         E::SchemaTooNew { .. } => config("upgrade elect: a newer version wrote this database"),
         E::FileReplaced { .. } => config(
             "the database file was replaced while elect ran: never replace it while candidates run",

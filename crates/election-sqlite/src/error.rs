@@ -7,7 +7,7 @@ use election_core::{ConfigError, ElectionName};
 
 /// What can go wrong with the SQLite backend, grouped by what the caller
 /// should do: fix the configuration (`Config`, `ReadOnly`, `SchemaTooNew`,
-/// `NotAFile`, `FileReplaced`, `Unusable`; `Config` also carries
+/// `NotAFile`, `PathUnresolvable`, `FileReplaced`, `Unusable`; `Config` also carries
 /// [`ConfigError::EpochExhausted`] when a name has used every epoch up to
 /// [`Epoch::MAX`](election_core::Epoch::MAX)), repair the stored state (`CorruptRow`), retry later
 /// (`Busy`, `Database`, `Io`), or treat the claim as not held
@@ -36,6 +36,19 @@ pub enum Error {
         /// What the OS or SQLite said.
         #[source]
         source: Option<sqlx::Error>,
+    },
+    /// The database file's path cannot be resolved to its canonical form
+    /// (a component vanished or cannot be searched), which names the
+    /// same-host lock directory beside the database, so that every spelling
+    /// of one path (symlinks, `..`) uses the same lock files. Fix the path
+    /// or the permissions of its directories.
+    #[error("cannot resolve the database path {path}")]
+    PathUnresolvable {
+        /// The path SQLite opened.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
     },
     /// The database was written by a newer version of this crate.
     #[error(
@@ -146,6 +159,7 @@ impl Error {
             e @ (Error::ReadOnly(_)
             | Error::SchemaTooNew { .. }
             | Error::NotAFile { .. }
+            | Error::PathUnresolvable { .. }
             | Error::Unusable(_)
             | Error::FileReplaced { .. }) => election_core::Error::Config(ConfigError::Location {
                 reason: e.to_string(),

@@ -23,6 +23,8 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, fcntl};
 use tokio::sync::oneshot;
 
+use crate::error::Error;
+
 /// Filesystem magic numbers (`statfs.f_type`) of filesystems that may be
 /// shared between hosts, or whose locks may be lost or served elsewhere.
 const SHARED_FILESYSTEMS: &[(i64, &str)] = &[
@@ -53,10 +55,23 @@ pub(crate) struct HostLocks {
 
 impl HostLocks {
     /// The lock directory for the database file at `db` (created if
-    /// missing), or `None` (and a log line saying why) where the lock
-    /// cannot be trusted: a filesystem that may be shared between hosts,
-    /// one whose type cannot be read, or a directory that cannot be made.
-    pub(crate) fn for_database(db: &Path) -> Option<HostLocks> {
+    /// missing), named after `db`'s canonical path (symlinks and `..`
+    /// resolved, so every spelling of one path shares it), or `Ok(None)`
+    /// (and a log line saying why) where the lock cannot be trusted: a
+    /// filesystem that may be shared between hosts, one whose type cannot
+    /// be read, or a directory that cannot be made.
+    ///
+    /// Failure model: [`Error::PathUnresolvable`] if `db` cannot be
+    /// resolved.
+    pub(crate) fn for_database(db: &Path) -> Result<Option<HostLocks>, Error> {
+        let db = std::fs::canonicalize(db).map_err(|source| Error::PathUnresolvable {
+            path: db.to_owned(),
+            source,
+        })?;
+        Ok(Self::for_canonical(&db))
+    }
+
+    fn for_canonical(db: &Path) -> Option<HostLocks> {
         let mut dir = db.as_os_str().to_owned();
         dir.push("-election-locks");
         let dir = PathBuf::from(dir);
@@ -150,6 +165,20 @@ pub(crate) fn try_take(path: &Path) -> io::Result<Option<File>> {
 /// receiver resolves at once with the error.
 pub(crate) fn wait_for(path: PathBuf) -> oneshot::Receiver<io::Result<File>> {
     let (tx, rx) = oneshot::channel();
+    // A closed receiver drops the file: the lock goes at once. If no thread
+    // starts, the sender goes with the closure: the receiver sees it closed.
+    wait_then(path, move |taken| drop(tx.send(taken)));
+    rx
+}
+
+/// Waits for the lock at `path` on a thread of its own, as
+/// [`wait_for`], and gives the outcome to `done` on that thread (which
+/// drops the file, freeing the lock, unless it keeps it). False (and
+/// `done` never called) if no thread could be started.
+pub(crate) fn wait_then(
+    path: PathBuf,
+    done: impl FnOnce(io::Result<File>) + Send + 'static,
+) -> bool {
     let spawned = std::thread::Builder::new()
         .name("election-sqlite-lock".into())
         .stack_size(64 * 1024)
@@ -163,14 +192,12 @@ pub(crate) fn wait_for(path: PathBuf) -> oneshot::Receiver<io::Result<File>> {
                     }
                 }
             });
-            // A closed receiver drops the file: the lock goes at once.
-            drop(tx.send(taken));
+            done(taken);
         });
     if spawned.is_err() {
-        // The sender went with the closure: the receiver sees it closed.
         tracing::debug!("no thread for the same-host lock wait; polling");
     }
-    rx
+    spawned.is_ok()
 }
 
 #[cfg(test)]
@@ -178,9 +205,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_path_that_cannot_be_resolved_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("no-such-dir/app.db");
+        match HostLocks::for_database(&gone) {
+            Err(Error::PathUnresolvable { path, .. }) => assert_eq!(path, gone),
+            other => panic!("expected PathUnresolvable, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn a_second_open_waits_until_the_first_is_closed() {
         let dir = tempfile::tempdir().unwrap();
-        let locks = HostLocks::for_database(&dir.path().join("app.db")).expect("local fs");
+        let db = dir.path().join("app.db");
+        std::fs::write(&db, b"").unwrap();
+        let locks = HostLocks::for_database(&db)
+            .expect("resolved")
+            .expect("local fs");
         let path = locks.path("jobs");
         let held = try_take(&path).unwrap().expect("free");
         assert!(try_take(&path).unwrap().is_none(), "two opens conflict");
@@ -199,7 +240,9 @@ mod tests {
     #[test]
     fn a_dropped_wait_frees_the_lock_it_gets() {
         let dir = tempfile::tempdir().unwrap();
-        let locks = HostLocks::for_database(&dir.path().join("app.db")).unwrap();
+        let db = dir.path().join("app.db");
+        std::fs::write(&db, b"").unwrap();
+        let locks = HostLocks::for_database(&db).unwrap().unwrap();
         let path = locks.path("jobs");
         let held = try_take(&path).unwrap().unwrap();
         drop(wait_for(path.clone()));

@@ -5,9 +5,12 @@
 //! call them; the steps keep what the database needs between calls (each
 //! held key's term, each contended key's observation).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use election_core::{
     Claimed, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, HeldKey, Identity,
@@ -16,7 +19,49 @@ use election_core::{
 
 use crate::context::Context;
 use crate::error::Error;
+use crate::host_lock;
 use crate::row::{self, Found, Hold, Observed, Take};
+
+/// At most this many threads of one set wait in the kernel for keys' locks
+/// at a time; the other keys are polled.
+const MAX_LOCK_WAITS: usize = 64;
+
+/// At most this many keys' locks one set holds (one descriptor each): a
+/// set of many keys must not run its process out of descriptors. Keys
+/// beyond it are claimed without the lock (`lock_id` NULL: no wake-up
+/// from them and no takeover shortcut for their successors).
+const MAX_KEY_LOCKS: usize = 256;
+
+/// The same-host locks of a set's keys (ADR 0029), shared with the threads
+/// that wait for them.
+#[derive(Debug, Default)]
+struct KeyLocks {
+    state: Mutex<LockState>,
+    /// Told each time a waiting thread gets a key's lock.
+    granted: Notify,
+}
+
+#[derive(Debug, Default)]
+struct LockState {
+    /// The locks this set holds, per key: taken before a claim of the key
+    /// could commit, kept until the set closes.
+    held: HashMap<ElectionName, File>,
+    /// Keys a thread of this set waits in the kernel for.
+    waiting: HashSet<ElectionName>,
+    /// Keys asked and not held, with no lock: what [`KeyedClaims::wait`]
+    /// waits for.
+    wanted: Vec<ElectionName>,
+    /// Closed: every lock is freed, and a thread that gets one drops it.
+    closed: bool,
+    /// Waiting failed once: the set polls from then on.
+    failed: bool,
+}
+
+impl KeyLocks {
+    fn state(&self) -> MutexGuard<'_, LockState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// A [`LeaseSet`](election_core::LeaseSet) backend over one SQLite
 /// database: one lease row per key (the same rows, protocol and timings as
@@ -68,6 +113,8 @@ pub struct SqliteLeases {
     /// What this set has seen of each key held elsewhere (for the full TTL
     /// without renewal a takeover needs).
     observed: Mutex<HashMap<ElectionName, Observed>>,
+    /// The same-host locks of the keys (ADR 0029).
+    locks: Arc<KeyLocks>,
 }
 
 /// One key's answer to a claim.
@@ -114,6 +161,90 @@ impl SqliteLeases {
             poll_interval: DEFAULT_POLL_INTERVAL,
             terms: Mutex::new(HashMap::new()),
             observed: Mutex::new(HashMap::new()),
+            locks: Arc::new(KeyLocks::default()),
+        }
+    }
+
+    /// The same-host lock of each of `keys` (ADR 0029), as its identity
+    /// for `lock_id` (`None`: not held): takes the ones that are free and
+    /// no thread of this set waits for; the others stay as they are.
+    fn take_locks(&self, keys: &[ElectionName]) -> Vec<Option<String>> {
+        let Some(host) = self.ctx.host_locks.as_ref() else {
+            return vec![None; keys.len()];
+        };
+        let mut state = self.locks.state();
+        if state.closed {
+            return vec![None; keys.len()];
+        }
+        keys.iter()
+            .map(|key| {
+                if !state.held.contains_key(key)
+                    && !state.waiting.contains(key)
+                    && state.held.len() + state.waiting.len() < MAX_KEY_LOCKS
+                {
+                    match host_lock::try_take(&host.path(key.as_str())) {
+                        Ok(Some(file)) => {
+                            state.held.insert(key.clone(), file);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::debug!(%key, error = %e, "same-host lock failed; polling");
+                        }
+                    }
+                }
+                state.held.get(key).and_then(|f| host.lock_identity(f))
+            })
+            .collect()
+    }
+
+    /// Starts a thread waiting in the kernel for the lock of each key asked
+    /// and not held (up to [`MAX_LOCK_WAITS`] at a time). Each lock a
+    /// thread gets becomes the set's, and tells [`KeyLocks::granted`].
+    fn start_lock_waits(&self) {
+        let Some(host) = self.ctx.host_locks.as_ref() else {
+            return;
+        };
+        let mut state = self.locks.state();
+        if state.closed || state.failed {
+            return;
+        }
+        let wanted = std::mem::take(&mut state.wanted);
+        for key in wanted {
+            if state.waiting.len() >= MAX_LOCK_WAITS
+                || state.held.len() + state.waiting.len() >= MAX_KEY_LOCKS
+            {
+                break;
+            }
+            if state.held.contains_key(&key) || !state.waiting.insert(key.clone()) {
+                continue;
+            }
+            let locks: Weak<KeyLocks> = Arc::downgrade(&self.locks);
+            let for_key = key.clone();
+            let started = host_lock::wait_then(host.path(key.as_str()), move |taken| {
+                // The set is gone: the file drops here and the lock with it.
+                let Some(locks) = locks.upgrade() else {
+                    return;
+                };
+                let mut state = locks.state();
+                state.waiting.remove(&for_key);
+                match taken {
+                    Ok(file) if !state.closed => {
+                        state.held.insert(for_key, file);
+                        drop(state);
+                        locks.granted.notify_one();
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(key = %for_key, error = %e, "same-host lock wait failed; polling");
+                        state.failed = true;
+                    }
+                }
+            });
+            if !started {
+                state.waiting.remove(&key);
+                state.failed = true;
+                break;
+            }
         }
     }
 
@@ -289,6 +420,7 @@ impl KeyedClaims for SqliteLeases {
         };
         let now = self.ctx.clock.now();
         let ttl = self.ctx.options.ttl();
+        let locks = self.take_locks(keys);
         let mut answers: Vec<Answer> = Vec::with_capacity(keys.len());
         let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
         {
@@ -297,7 +429,24 @@ impl KeyedClaims for SqliteLeases {
                 let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
                 let found = Found::of(seen.lease.as_ref(), seen.recorded);
                 let mut seen_before = observed.remove(name);
-                let may = row::may_claim(&mut seen_before, &found, ttl, now);
+                let lock = locks[i].as_deref();
+                // Never the shortcut over this set's own term: a key it lost
+                // (its renewals did not land in time) may still name it in
+                // the row, with its lock, while the lost term's work winds
+                // down; that waits a full TTL, as before.
+                let own = seen
+                    .lease
+                    .as_ref()
+                    .and_then(|r| r.holder.as_deref())
+                    .is_some_and(|h| h == self.identity.as_str());
+                let may = row::may_claim(&mut seen_before, &found, ttl, now)
+                    || {
+                        let gone = !own && seen.holder_gone(lock);
+                        if gone {
+                            tracing::info!(%name, ?found, "the holder's same-host lock is free: its term ended or its process died; taking over without waiting out the TTL");
+                        }
+                        gone
+                    };
                 if let Some(o) = seen_before {
                     observed.insert(name.clone(), o);
                 }
@@ -311,6 +460,7 @@ impl KeyedClaims for SqliteLeases {
                             nonce: election_core::attempt_nonce() as i64,
                             seen: seen.lease.map(|r| (r.version, r.epoch)),
                             recorded: seen.recorded.map(|r| r.epoch),
+                            lock,
                         },
                     ));
                 }
@@ -318,6 +468,18 @@ impl KeyedClaims for SqliteLeases {
         }
         if !takes.is_empty() {
             self.take(keys, takes, &mut answers).await;
+        }
+        // What `wait` waits for: the locks of the keys still not won.
+        {
+            let mut state = self.locks.state();
+            state.wanted = keys
+                .iter()
+                .zip(&answers)
+                .filter(|(key, answer)| {
+                    !matches!(answer, Ok(Claimed::Won(_))) && !state.held.contains_key(*key)
+                })
+                .map(|(key, _)| key.clone())
+                .collect();
         }
         answers
     }
@@ -440,9 +602,31 @@ impl KeyedClaims for SqliteLeases {
         }
     }
 
-    /// Sleeps the poll interval: SQLite has no wake-up.
+    /// Waits in the kernel for the same-host lock of each key asked and
+    /// not held (ADR 0029; one thread per key, at most 64 per set, and at
+    /// most 256 key locks held or waited for per set), and returns as soon as one is granted: its
+    /// holder resigned or closed, or its process died. The poll interval
+    /// is the backstop (and the only wake-up where the lock cannot be
+    /// trusted, or for keys beyond the threads' limit).
+    ///
+    /// Cancel safety: cancel safe; a thread that gets a lock after the
+    /// wait was dropped keeps it for the set (and the next wait returns at
+    /// once).
     async fn wait(&self) {
-        tokio::time::sleep(self.poll_interval).await;
+        self.start_lock_waits();
+        tokio::select! {
+            () = self.locks.granted.notified() => {}
+            () = tokio::time::sleep(self.poll_interval) => {}
+        }
+    }
+
+    /// Frees every same-host lock of the set, after its keys were released
+    /// (the waiters it wakes find the rows released).
+    async fn close(&self) {
+        let mut state = self.locks.state();
+        state.closed = true;
+        state.held.clear();
+        state.wanted.clear();
     }
 }
 
@@ -537,6 +721,33 @@ mod tests {
             .expect("take k1");
         assert!(not_held(a.confirm(&k1, first).await));
         assert_eq!(a.terms().len(), 0, "both terms forgotten");
+    }
+
+    /// A key the set still names in its row (a term the engine counted
+    /// lost, say, whose renewals did not land) is not taken back by the
+    /// same-host shortcut, though the set holds the key's lock: that term's
+    /// work may still run. Another set holding the lock would take over.
+    #[tokio::test]
+    async fn no_shortcut_over_the_sets_own_term() {
+        let (_dir, ctx) = context().await;
+        assert!(ctx.host_locks.is_some(), "a local filesystem");
+        let a = set(&ctx, "a");
+        let k1 = key("k1");
+        assert_eq!(
+            won(&a.claim(std::slice::from_ref(&k1)).await[0]),
+            Epoch::FIRST
+        );
+        let lock_id: Option<String> =
+            sqlx::query_scalar("SELECT lock_id FROM election_leases WHERE name = 'k1'")
+                .fetch_one(&ctx.pool)
+                .await
+                .expect("select");
+        assert!(lock_id.is_some(), "the win recorded its lock");
+        // The engine asks for the key again as if its term were lost.
+        match &a.claim(std::slice::from_ref(&k1)).await[..] {
+            [Ok(Claimed::HeldBy(Some(leader)))] => assert_eq!(leader.identity.as_str(), "a"),
+            other => panic!("expected k1 still held (a full TTL to wait), got {other:?}"),
+        }
     }
 
     #[tokio::test]

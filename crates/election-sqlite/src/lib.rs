@@ -61,8 +61,26 @@
 //! FUSE, 9p and others), for a pool with no file, or where the directory
 //! cannot be created, no lock is used (a `warn` log says so) and waiters
 //! poll every poll interval and a dead holder is taken over after a full
-//! TTL. Lease sets do not use the lock yet: they poll, and take a dead
-//! process's keys over after a full TTL.
+//! TTL.
+//!
+//! Lease sets ([`SqliteLeases`]) use the same lock files, one per key (a
+//! set and a single candidate contending for one name share its file): a
+//! set takes a key's lock before the claim transaction that can win the
+//! key and keeps it until the set closes, after its keys were released
+//! (so also while a lost key's work may still run). Its winning claims
+//! record `lock_id` as a single candidate's do, and a set that gets a
+//! key's lock while the row still names that holder takes the key over
+//! at once. A set waits in the kernel for the locks of the keys it asks
+//! and does not hold (one thread each, at most 64 per set; the others are
+//! polled; a set holds at most 256 keys' locks, keys beyond are claimed
+//! without one and their successors wait out the TTL after a crash) and claims the moment one is freed: the keys of a set that
+//! closed or whose process died move within milliseconds, not at the
+//! next poll or after a TTL (ADR 0029). The lock directory is named after
+//! the database's canonical path (symlinks and `..` resolved), so every
+//! spelling of one path shares it; a path that cannot be resolved is
+//! [`Error::PathUnresolvable`]. Two hard links to one database still get
+//! two directories (no wake-ups or takeovers between them, never a false
+//! one).
 //!
 //! # What an operator must never touch
 //!

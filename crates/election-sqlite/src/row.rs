@@ -500,6 +500,23 @@ fn tuples(rows: usize, width: usize) -> String {
 pub(crate) struct Seen {
     pub(crate) lease: Option<Row>,
     pub(crate) recorded: Option<Recorded>,
+    /// The row's nonce and `lock_id` (ADR 0026), if it has them.
+    pub(crate) lock: Option<(i64, String)>,
+}
+
+impl Seen {
+    /// The same-host takeover of a lease set (ADR 0026, ADR 0029): true if
+    /// the row names a holder whose `lock_id` is the row's own nonce and
+    /// exactly `lock`, the lock this set holds now on the key's file. That
+    /// holder held the lock from before its win until its term ended or
+    /// its process died, so holding it now proves its term is over.
+    pub(crate) fn holder_gone(&self, lock: Option<&str>) -> bool {
+        let held = self.lease.as_ref().is_some_and(|r| r.holder.is_some());
+        match (lock, &self.lock) {
+            (Some(lock), Some((nonce, id))) => held && *id == lock_id(*nonce, lock),
+            _ => false,
+        }
+    }
 }
 
 /// Reads the lease rows and epoch state of `names` (names with neither
@@ -515,18 +532,30 @@ pub(crate) async fn read_many(
     for chunk in names.chunks(CHUNK) {
         let marks = vec!["?"; chunk.len()].join(", ");
         let sql = format!(
-            "SELECT name, holder, epoch, version, ttl_ms, acquired_unix_ms
+            "SELECT name, holder, epoch, version, ttl_ms, acquired_unix_ms, nonce, lock_id
              FROM election_leases WHERE name IN ({marks})"
         );
-        let mut query = sqlx::query_as::<_, (String, Option<String>, i64, i64, i64, Option<i64>)>(
-            sqlx::AssertSqlSafe(sql),
+        type Raw = (
+            String,
+            Option<String>,
+            i64,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            Option<String>,
         );
+        let mut query = sqlx::query_as::<_, Raw>(sqlx::AssertSqlSafe(sql));
         for name in chunk {
             query = query.bind(*name);
         }
-        for (name, holder, epoch, version, ttl_ms, acquired) in query.fetch_all(&mut *tx).await? {
+        for (name, holder, epoch, version, ttl_ms, acquired, nonce, lock_id) in
+            query.fetch_all(&mut *tx).await?
+        {
             let found = check(&name, row((holder, epoch, version, ttl_ms, acquired)))?;
-            seen.entry(name).or_default().lease = Some(found);
+            let entry = seen.entry(name).or_default();
+            entry.lease = Some(found);
+            entry.lock = nonce.zip(lock_id);
         }
         let sql =
             format!("SELECT name, epoch, ttl_ms FROM election_epochs WHERE name IN ({marks})");
@@ -613,6 +642,9 @@ pub(crate) struct Take<'a> {
     pub(crate) seen: Option<(i64, i64)>,
     /// The recorded epoch as read; `None`: none.
     pub(crate) recorded: Option<i64>,
+    /// The same-host lock the claimant holds on the key's file, if any
+    /// (ADR 0026): `<boot id>/<st_dev>/<st_ino>`, written as `lock_id`.
+    pub(crate) lock: Option<&'a str>,
 }
 
 /// What a batch of claims did.
@@ -662,7 +694,7 @@ pub(crate) async fn claim_many(
             nonce: t.nonce,
             ttl_ms,
             wall_ms,
-            lock: None,
+            lock: t.lock,
         };
         if win(&mut tx, w, t.seen, epoch).await? {
             claimed.won.push((t.name.to_owned(), epoch));

@@ -56,7 +56,9 @@ const V2: &[&str] = &[
 ];
 
 /// Creates or migrates the election tables, in one `BEGIN IMMEDIATE`
-/// transaction. Idempotent; safe to run from many processes at once.
+/// transaction (a read-only database is refused); commits nothing when
+/// they are up to date. Idempotent; safe to run from many processes at
+/// once.
 pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::query(
@@ -68,6 +70,7 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
         sqlx::query_scalar("SELECT value FROM election_meta WHERE key = 'schema_version'")
             .fetch_optional(&mut *tx)
             .await?;
+    let mut up_to_date = false;
     match found {
         Some(v) if v > SCHEMA_VERSION => {
             return Err(Error::SchemaTooNew {
@@ -77,10 +80,13 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
         }
         Some(v) if v == SCHEMA_VERSION => {
             // A write, so a read-only database is refused here, at open,
-            // rather than at the first claim.
+            // rather than at the first claim; rolled back below when
+            // nothing else changed, so an up-to-date database costs no
+            // commit to disk (no WAL frame, no fsync) at open.
             sqlx::query("UPDATE election_meta SET value = value WHERE key = 'schema_version'")
                 .execute(&mut *tx)
                 .await?;
+            up_to_date = true;
         }
         _ => {
             // V1's statements are idempotent: a version 1 database keeps
@@ -97,8 +103,11 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
             .await?;
         }
     }
-    add_lock_id(&mut tx).await?;
-    tx.commit().await?;
+    if add_lock_id(&mut tx).await? || !up_to_date {
+        tx.commit().await?;
+    } else {
+        tx.rollback().await?;
+    }
     Ok(())
 }
 
@@ -106,7 +115,8 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
 /// held, ADR 0026) if it is missing. In place, without a version bump:
 /// older versions never read it, and the nonce it starts with makes a value
 /// they leave behind on a row they win name no lock.
-async fn add_lock_id(conn: &mut SqliteConnection) -> Result<(), Error> {
+/// True if it added it.
+async fn add_lock_id(conn: &mut SqliteConnection) -> Result<bool, Error> {
     let (tables, columns): (i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_leases'),
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id')",
@@ -117,8 +127,9 @@ async fn add_lock_id(conn: &mut SqliteConnection) -> Result<(), Error> {
         sqlx::query("ALTER TABLE election_leases ADD COLUMN lock_id TEXT")
             .execute(&mut *conn)
             .await?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Whether a database opened read-only holds election tables this crate

@@ -415,3 +415,37 @@ async fn leader_says_since_when_the_term_leads_and_renewals_keep_it() {
     );
     term.resign().await.expect("resign");
 }
+
+/// Two spellings of one database (a symlinked directory, a `..`) share one
+/// same-host lock directory (ADR 0026): otherwise their candidates would
+/// neither wake each other nor take over from each other's dead holders.
+#[tokio::test]
+async fn two_spellings_of_one_database_share_its_lock_files() {
+    let dir = tempfile::tempdir().expect("dir");
+    let real = dir.path().join("data");
+    std::fs::create_dir_all(real.join("sub")).expect("dirs");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let direct = SqliteElection::open(real.join("app.db"), fast())
+        .await
+        .expect("open");
+    let via_link = SqliteElection::open(link.join("app.db"), fast())
+        .await
+        .expect("open via the link");
+    let via_dots = SqliteElection::open(real.join("sub/../app.db"), fast())
+        .await
+        .expect("open via ..");
+    let alias = dir.path().join("alias.db");
+    std::os::unix::fs::symlink(real.join("app.db"), &alias).expect("symlink");
+    let via_alias = SqliteElection::open(&alias, fast())
+        .await
+        .expect("open via a link to the file");
+    let want = direct.host_lock_path("jobs").expect("a local filesystem");
+    assert_eq!(via_link.host_lock_path("jobs"), Some(want.clone()));
+    assert_eq!(via_alias.host_lock_path("jobs"), Some(want.clone()));
+    assert_eq!(via_dots.host_lock_path("jobs"), Some(want.clone()));
+    assert!(
+        want.starts_with(std::fs::canonicalize(&real).expect("canonical")),
+        "{want:?}"
+    );
+}

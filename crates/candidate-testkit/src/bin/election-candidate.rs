@@ -29,12 +29,13 @@ struct Args {
     poll: Option<Duration>,
     once: bool,
     many: Option<usize>,
+    set: Option<Vec<String>>,
 }
 
 fn parse() -> Result<Args, BoxError> {
     let mut args = std::env::args().skip(1);
-    let (mut url, mut name, mut identity, mut poll, mut once, mut many) =
-        (None, None, None, None, false, None);
+    let (mut url, mut name, mut identity, mut poll, mut once, mut many, mut set) =
+        (None, None, None, None, false, None, None);
     let mut settings = Settings::default();
     let ms = |flag: &str, v: Option<String>| -> Result<Duration, String> {
         let v = v.ok_or(format!("{flag} needs milliseconds"))?;
@@ -60,11 +61,15 @@ fn parse() -> Result<Args, BoxError> {
                 let n = args.next().ok_or("--many needs a count")?;
                 many = Some(n.parse().map_err(|_| format!("bad count {n:?}"))?);
             }
+            "--set" => {
+                let keys = args.next().ok_or("--set needs keys (k1,k2,...)")?;
+                set = Some(keys.split(',').map(str::to_owned).collect());
+            }
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
-    if name.is_none() && many.is_none() {
-        return Err("--name (or --many) is required".into());
+    if name.is_none() && many.is_none() && set.is_none() {
+        return Err("--name (or --many, or --set) is required".into());
     }
     Ok(Args {
         url: url.ok_or("--backend is required")?,
@@ -75,6 +80,7 @@ fn parse() -> Result<Args, BoxError> {
         poll,
         once,
         many,
+        set,
     })
 }
 
@@ -171,6 +177,40 @@ async fn many(args: &Args, backend: &Backend, n: usize) -> Result<ExitCode, BoxE
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--set k1,k2,...`: a lease set asking every key; says `won <n>` each
+/// time the number of keys it holds changes (looked at every millisecond);
+/// closes the set on `resign` or at end of input.
+async fn lease_set(args: &Args, backend: &Backend, keys: &[String]) -> Result<ExitCode, BoxError> {
+    let set = backend.lease_set_polling(&args.identity, args.poll).await?;
+    say(Event::Campaigning);
+    for key in keys {
+        set.ask(key).await?;
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    let mut said = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let held = set.held_keys().len();
+                if said != Some(held) {
+                    say(Event::Won(held));
+                    said = Some(held);
+                }
+            }
+            line = lines.next_line() => match line? {
+                Some(l) if l.parse() == Ok(Command::Exit) => std::process::exit(0),
+                Some(l) if l.parse() != Ok(Command::Resign) => {}
+                _ => break,
+            },
+        }
+    }
+    say(Event::Resigning(mono_ns()));
+    set.close().await;
+    say(Event::Resigned(mono_ns()));
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn run() -> Result<ExitCode, BoxError> {
     let args = parse()?;
     if let Some(unused) = args.settings.unused_by(&args.url).first() {
@@ -188,6 +228,9 @@ async fn run() -> Result<ExitCode, BoxError> {
     }
     if let Some(n) = args.many {
         return many(&args, &backend, n).await;
+    }
+    if let Some(keys) = &args.set {
+        return lease_set(&args, &backend, keys).await;
     }
     let name = args.name.as_deref().unwrap_or_default();
     let candidate = candidate(&args, &backend, name)?;
