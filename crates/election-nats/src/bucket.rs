@@ -33,6 +33,16 @@ pub(crate) async fn shape(store: &kv::Store, timeout: Duration) -> Result<Shape,
             source: None,
         })?
         .map_err(|e| Error::unavailable("read the bucket's stream info", e))?;
+    shape_of(&info)
+}
+
+/// The bucket's [`Shape`] as the stream info read when `store` was opened
+/// (or created) shows it: no request.
+pub(crate) fn opened_shape(store: &kv::Store) -> Result<Shape, Error> {
+    shape_of(store.stream.cached_info())
+}
+
+fn shape_of(info: &jetstream::stream::Info) -> Result<Shape, Error> {
     let created_us = u64::try_from(info.created.unix_timestamp_nanos() / 1000)
         .ok()
         .filter(|&us| us > 0)
@@ -158,11 +168,8 @@ pub(crate) async fn open(
     let mut last = None;
     for _ in 0..3 {
         if let Ok(kv) = js.get_key_value(spec.name).await {
-            let status = kv
-                .status()
-                .await
-                .map_err(|e| Error::unavailable("read the bucket", e))?;
-            let found = status.info.config.max_age;
+            // The stream info that opening the bucket read: no second read.
+            let found = kv.stream.cached_info().config.max_age;
             if spec.check_max_age && found != spec.max_age {
                 return Err(Error::BucketMismatch {
                     bucket: spec.name.to_owned(),

@@ -71,6 +71,13 @@ struct Begin {
     refresh: bool,
 }
 
+/// A write that landed: its revision and the bytes it wrote.
+#[derive(Clone, Debug)]
+struct Landed {
+    revision: u64,
+    value: bytes::Bytes,
+}
+
 type Shared = Arc<Mutex<Option<Holding>>>;
 
 /// The claim of one candidate in a [`NatsElection`](crate::NatsElection).
@@ -106,7 +113,77 @@ pub struct NatsAttempt {
     /// A won write had to be given up (it may belong to another bucket
     /// incarnation): claim again at once.
     retry: bool,
-    watch: Option<kv::Watch>,
+    watch: Option<KeyWatch>,
+}
+
+/// A watch of one key: a push consumer of the key's new entries (no acks),
+/// delivered to an inbox subscribed to before the consumer was created.
+/// Never recreated: if the consumer goes (its stream deleted, a server
+/// lost), nothing more arrives and the claim falls back to its poll.
+struct KeyWatch {
+    sub: async_nats::Subscriber,
+    /// The consumer's name: every message delivered names it.
+    consumer: String,
+    /// The creation time (µs) of the bucket incarnation the consumer is
+    /// known to belong to: the incarnation read before it was created and
+    /// again after (one incarnation lived throughout, so the consumer, made
+    /// in between, is of it). `None`: not known.
+    incarnation: Option<u64>,
+    js: async_nats::jetstream::Context,
+}
+
+/// What a watch delivered.
+enum Seen {
+    /// An entry of the key at this revision (the stream sequence), with
+    /// its payload.
+    Entry(kv::Operation, u64, bytes::Bytes),
+    /// Nothing more will come (the subscription ended, or a message not
+    /// of this watch's consumer arrived).
+    Ended,
+}
+
+impl KeyWatch {
+    /// The next entry the consumer delivers.
+    ///
+    /// Cancel safety: cancel safe (a message is taken from the
+    /// subscription only when it is returned).
+    async fn next(&mut self) -> Seen {
+        loop {
+            let Some(message) = self.sub.next().await else {
+                return Seen::Ended;
+            };
+            if message.status.is_some() {
+                // A status (e.g. a heartbeat): not an entry.
+                continue;
+            }
+            let operation = latest::operation(message.headers.as_ref());
+            let message = async_nats::jetstream::Message {
+                message,
+                context: self.js.clone(),
+            };
+            return match message.info() {
+                Ok(info) if info.consumer == self.consumer => Seen::Entry(
+                    operation,
+                    info.stream_sequence,
+                    message.message.payload.clone(),
+                ),
+                _ => Seen::Ended,
+            };
+        }
+    }
+
+    /// Whether the consumer delivers the write `value` at `revision`:
+    /// `true` once it does, `false` if it delivers anything else at or
+    /// after `revision` first, or ends.
+    async fn delivers(&mut self, revision: u64, value: &[u8]) -> bool {
+        loop {
+            match self.next().await {
+                Seen::Entry(kv::Operation::Put, r, v) if r == revision => return v == value,
+                Seen::Entry(_, r, _) if r < revision => continue,
+                Seen::Entry(..) | Seen::Ended => return false,
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for NatsAttempt {
@@ -226,6 +303,80 @@ impl NatsClaim {
         self.conn.options.timeout()
     }
 
+    /// Opens a [`KeyWatch`] of the key: subscribes an inbox, creates a push
+    /// consumer of the key's new entries delivering to it, then reads the
+    /// bucket's incarnation: if it is the one read before the consumer was
+    /// created, the consumer belongs to it. `None` if the watch cannot be
+    /// made (the claim polls instead).
+    async fn key_watch(&self) -> Option<KeyWatch> {
+        use async_nats::jetstream::consumer::{self, push};
+        let before = self.conn.base();
+        let client = &self.conn.client;
+        let inbox = client.new_inbox();
+        let sub = client.subscribe(inbox.clone()).await.ok()?;
+        let kv = &self.conn.kv;
+        let create = kv.stream.create_consumer(push::Config {
+            deliver_subject: inbox,
+            description: Some("election-nats key watch".into()),
+            filter_subject: format!("{}{}", kv.prefix, self.key),
+            deliver_policy: consumer::DeliverPolicy::New,
+            ack_policy: consumer::AckPolicy::None,
+            replay_policy: consumer::ReplayPolicy::Instant,
+            memory_storage: true,
+            num_replicas: 1,
+            ..Default::default()
+        });
+        let consumer = tokio::time::timeout(self.timeout(), create)
+            .await
+            .ok()?
+            .ok()?;
+        let name = consumer.cached_info().name.clone();
+        let after = bucket::shape(kv, self.timeout()).await.ok();
+        Some(KeyWatch {
+            sub,
+            consumer: name,
+            incarnation: after.filter(|s| s.created_us == before).map(|_| before),
+            js: self.conn.js.clone(),
+        })
+    }
+
+    /// The incarnation check after a write won at `revision` with the base
+    /// `base` (rule 1): `Ok(None)` if the write is of the incarnation
+    /// `base`, else why not (see [`Connection::check_incarnation`]).
+    ///
+    /// The stream info read ([`Connection::check_incarnation`]) races the
+    /// attempt's watch: a consumer known to belong to the incarnation
+    /// `base` that delivers the write at `revision`, with the bytes this
+    /// claim wrote (this attempt's nonce, and a base or epoch no other
+    /// write of the attempt carries with them), proves the write is of
+    /// that incarnation too (a consumer never outlives its stream, and is
+    /// never moved to another), so the term need not wait for the read.
+    /// The bucket's max age is then checked by the term's first renewal,
+    /// one renew interval later, as between any two renewals (ADR 0030).
+    async fn incarnation_of_write(
+        &self,
+        attempt: &mut NatsAttempt,
+        revision: u64,
+        written: &[u8],
+        base: u64,
+    ) -> Result<Option<String>, Error> {
+        let check = self.conn.check_incarnation(base);
+        let Some(watch) = attempt
+            .watch
+            .as_mut()
+            .filter(|w| w.incarnation == Some(base))
+        else {
+            return check.await;
+        };
+        tokio::pin!(check);
+        let delivered = tokio::select! {
+            biased;
+            checked = &mut check => return checked,
+            delivered = watch.delivers(revision, written) => delivered,
+        };
+        if delivered { Ok(None) } else { check.await }
+    }
+
     /// Reads the key's latest entry through the stream leader (bounded).
     async fn latest(&self) -> Result<Option<Latest>, Error> {
         self.conn.latest(&self.key).await
@@ -244,12 +395,16 @@ impl NatsClaim {
     async fn won(
         &self,
         attempt: &mut NatsAttempt,
-        revision: u64,
+        landed: Landed,
         base: u64,
         sent: Instant,
         since_unix_ms: Option<u64>,
         begin: Begin,
     ) -> Result<Option<Won>, election_core::Error> {
+        let Landed {
+            revision,
+            value: mut written,
+        } = landed;
         let epoch = bucket::epoch_at(base, revision).map_err(|e| self.core(e))?;
         let mut valid_from = sent;
         let mut revision = revision;
@@ -269,13 +424,12 @@ impl NatsClaim {
         };
         if refresh {
             let refreshed = Instant::now();
-            let update = self
-                .conn
-                .kv
-                .update(&self.key, holding.value(&self.identity), revision);
+            let value = holding.value(&self.identity);
+            let update = self.conn.kv.update(&self.key, value.clone(), revision);
             match tokio::time::timeout(self.timeout(), update).await {
                 Ok(Ok(rev)) => {
                     revision = rev;
+                    written = value;
                     valid_from = refreshed;
                 }
                 Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
@@ -293,12 +447,14 @@ impl NatsClaim {
                 }
             }
         }
-        if let Some(why) = self
-            .conn
-            .check_incarnation(base)
+        let checked = self
+            .incarnation_of_write(attempt, revision, &written, base)
             .await
-            .map_err(|e| self.core(e))?
-        {
+            .map_err(|e| self.core(e))?;
+        // The watch has done its work; a term's own renewals would only
+        // pile up in it.
+        attempt.watch = None;
+        if let Some(why) = checked {
             tracing::warn!(name = %self.name, identity = %self.identity, revision, %why, "a won write is not used");
             // Recreated: the write may belong to another incarnation than
             // its base; delete it (expecting its revision) and claim again.
@@ -355,8 +511,18 @@ impl NatsClaim {
             refresh: true,
         };
         attempt.may_hold = true;
-        self.won(attempt, latest.revision, base, sent, v.since_unix_ms, begin)
-            .await
+        self.won(
+            attempt,
+            Landed {
+                revision: latest.revision,
+                value: latest.value.clone(),
+            },
+            base,
+            sent,
+            v.since_unix_ms,
+            begin,
+        )
+        .await
     }
 
     /// After a create whose outcome is unknown: is the key ours?
@@ -441,11 +607,8 @@ impl Claim for NatsClaim {
                 .is_some_and(|v| v.clean && v.revision == expected)
                 || attempt.adopting == Some(expected);
             let pending = !clean && !self.conn.options.grace().is_zero();
-            let create = self.conn.kv.update(
-                &self.key,
-                self.value(attempt.nonce, base, since, pending),
-                expected,
-            );
+            let value = self.value(attempt.nonce, base, since, pending);
+            let create = self.conn.kv.update(&self.key, value.clone(), expected);
             match tokio::time::timeout(self.timeout(), create).await {
                 Ok(Ok(revision)) => {
                     let begin = Begin {
@@ -453,7 +616,14 @@ impl Claim for NatsClaim {
                         refresh: false,
                     };
                     let won = self
-                        .won(attempt, revision, base, sent, since, begin)
+                        .won(
+                            attempt,
+                            Landed { revision, value },
+                            base,
+                            sent,
+                            since,
+                            begin,
+                        )
                         .await?;
                     if won.is_none() && attempt.retry {
                         expected = attempt.vacancy.map_or(0, |v| v.revision);
@@ -525,7 +695,7 @@ impl Claim for NatsClaim {
         poll_interval: Duration,
     ) -> Result<(), election_core::Error> {
         if attempt.watch.is_none() {
-            attempt.watch = self.conn.kv.watch(&self.key).await.ok();
+            attempt.watch = self.key_watch().await;
         }
         let Some(watch) = attempt.watch.as_mut() else {
             tokio::time::sleep(poll_interval).await;
@@ -537,15 +707,15 @@ impl Claim for NatsClaim {
         let vacancy = async {
             loop {
                 match watch.next().await {
-                    Some(Ok(e)) if e.operation == kv::Operation::Delete => {
-                        let clean = known.is_none_or(|v| v.revision != e.revision || v.clean);
-                        return Some((clean, e.revision));
+                    Seen::Entry(kv::Operation::Delete, revision, _) => {
+                        let clean = known.is_none_or(|v| v.revision != revision || v.clean);
+                        return Some((clean, revision));
                     }
-                    Some(Ok(e)) if e.operation == kv::Operation::Purge => {
-                        return Some((false, e.revision));
+                    Seen::Entry(kv::Operation::Purge, revision, _) => {
+                        return Some((false, revision));
                     }
-                    Some(Ok(_)) => continue,
-                    Some(Err(_)) | None => return None,
+                    Seen::Entry(..) => continue,
+                    Seen::Ended => return None,
                 }
             }
         };
@@ -807,6 +977,76 @@ impl Renewal {
 mod tests {
     use super::*;
     use crate::options::NatsOptions;
+
+    /// Issue 14 (ADR 0030): after a won write, the attempt's watch may
+    /// prove the write's bucket incarnation in place of a stream info
+    /// read, but only for the incarnation its consumer belongs to. A write
+    /// that landed in a recreated bucket, at the very revision and with
+    /// the very bytes the proof waits for, is still found out.
+    #[tokio::test]
+    async fn a_watch_proves_only_writes_of_its_own_incarnation() {
+        let server = nats_testkit::Server::start().expect("nats-server");
+        let options = NatsOptions::new(Duration::from_secs(3)).expect("options");
+        let client = async_nats::connect(server.url()).await.expect("connect");
+        let conn = Arc::new(
+            Connection::open(client, options.clone())
+                .await
+                .expect("open"),
+        );
+        let claim = NatsClaim::new(
+            conn.clone(),
+            ElectionName::new("jobs").unwrap(),
+            Identity::new("svc-1").unwrap(),
+        );
+        let base = conn.base();
+        let value = bytes::Bytes::from(format!(
+            "election-nats/1\nidentity=svc-1\nnonce=7\nbase={base}\n"
+        ));
+
+        // The same incarnation: the delivery proves the write.
+        let mut attempt = claim.open().await.expect("open");
+        attempt.watch = claim.key_watch().await;
+        assert_eq!(
+            attempt.watch.as_ref().and_then(|w| w.incarnation),
+            Some(base),
+            "the watch's consumer is known to be of the bucket read at open"
+        );
+        let revision = conn.kv.create("jobs", value.clone()).await.expect("write");
+        assert_eq!(
+            claim
+                .incarnation_of_write(&mut attempt, revision, &value, base)
+                .await
+                .expect("checked"),
+            None
+        );
+
+        // The bucket is deleted and recreated after the watch was made; the
+        // write lands in the new incarnation.
+        let mut attempt = claim.open().await.expect("open");
+        attempt.watch = claim.key_watch().await;
+        assert_eq!(
+            attempt.watch.as_ref().and_then(|w| w.incarnation),
+            Some(base)
+        );
+        let js = async_nats::jetstream::new(conn.client.clone());
+        js.delete_key_value("elections").await.expect("delete");
+        let other = async_nats::connect(server.url()).await.expect("connect");
+        let recreated = Connection::open(other, options).await.expect("recreate");
+        assert!(recreated.base() > base);
+        let revision = recreated
+            .kv
+            .create("jobs", value.clone())
+            .await
+            .expect("write");
+        let why = claim
+            .incarnation_of_write(&mut attempt, revision, &value, base)
+            .await
+            .expect("checked");
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("recreated")),
+            "a write in a recreated bucket passed for one of the term's incarnation: {why:?}"
+        );
+    }
 
     /// Item 10: a create of this attempt whose answer was lost and that
     /// landed later (an "orphan", written here by the test with the

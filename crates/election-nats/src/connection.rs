@@ -60,7 +60,9 @@ impl Connection {
             },
         )
         .await?;
-        let shape = bucket::shape(&kv, options.timeout().max(Duration::from_secs(1))).await?;
+        // The incarnation as opening the bucket read it (one stream info
+        // request for the whole opening).
+        let shape = bucket::opened_shape(&kv)?;
         if !options.is_observer() {
             bucket::warn_if_single_replica(
                 options.bucket_name(),

@@ -23,8 +23,11 @@ use crate::value;
 ///   the same through renewals, and every later term's epoch is higher,
 ///   also after the bucket is deleted and recreated (see the crate docs
 ///   for what that rests on, and for the single-server power-loss case).
-///   The term begins only if the bucket's creation time after the write is
-///   the one read before it (rule 1).
+///   The term begins only if the write is proven to be of the bucket
+///   incarnation whose creation time was read before it was sent (rule 1):
+///   by reading the creation time again after the write, or, when a watch
+///   woke the claim, by that watch's consumer (known to be of that
+///   incarnation) delivering the write (ADR 0030).
 /// - The lease lives as long as the bucket's max age (the TTL) unless
 ///   renewed; renewal is an `update` that expects the revision last
 ///   written. The holder renews every renew interval and reports the loss

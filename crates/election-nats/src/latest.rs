@@ -61,18 +61,28 @@ pub(crate) async fn latest(
         }
         Ok(Ok(m)) => m,
     };
-    let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_owned());
-    let operation = match (
+    Ok(Some(Latest {
+        revision: message.sequence,
+        operation: operation(Some(&message.headers)),
+        value: message.payload,
+    }))
+}
+
+/// The KV operation a stored message's headers say it is: a delete or
+/// purge marker (written by a client, or by the server when a key ages out
+/// or is removed), else a put.
+pub(crate) fn operation(headers: Option<&async_nats::HeaderMap>) -> kv::Operation {
+    let header = |name: &str| {
+        headers
+            .and_then(|h| h.get(name))
+            .map(|v| v.as_str().to_owned())
+    };
+    match (
         header("KV-Operation").as_deref(),
         header("Nats-Marker-Reason").as_deref(),
     ) {
         (Some("DEL"), _) | (None, Some("Remove")) => kv::Operation::Delete,
         (Some("PURGE"), _) | (None, Some("MaxAge" | "Purge")) => kv::Operation::Purge,
         _ => kv::Operation::Put,
-    };
-    Ok(Some(Latest {
-        revision: message.sequence,
-        operation,
-        value: message.payload,
-    }))
+    }
 }
