@@ -81,8 +81,9 @@ epoch) in its environment. SIGINT, SIGTERM and SIGHUP sent to elect are
 forwarded to COMMAND, except those a terminal sent (Ctrl-C): the kernel
 delivers them to COMMAND too, so COMMAND sees each once.
 
-Nothing of COMMAND outlives its term: a supervisor process (elect
-__supervise, a child subreaper) owns COMMAND and every process it starts,
+Nothing of COMMAND outlives its term: a supervisor process (a second elect
+process, forked before the campaign, which starts COMMAND only once the term
+is won, and becomes a child subreaper) owns COMMAND and every process it starts,
 also those that leave with setsid or a double fork, and stops them all
 (SIGTERM, SIGKILL after --kill-grace) before the term is given up. When
 COMMAND exits, what it left running is stopped, then elect resigns (the

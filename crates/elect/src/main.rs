@@ -49,15 +49,29 @@ fn observer() -> backend::Timing {
     }
 }
 
-async fn dispatch(cli: &Cli, reporter: Reporter) -> Result<u8, Failure> {
+async fn dispatch(
+    cli: &Cli,
+    standby: Option<supervisor::Standby>,
+    reporter: Reporter,
+) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run(args) => {
+            let Some(standby) = standby else {
+                return Err(Failure::new(exit::INTERNAL, "no supervisor was started"));
+            };
             let url = args.common.url()?;
             // Before anything is opened or created: a command that cannot
             // run must not cost a campaign (127, 126).
             command::check(&args.command)?;
             let backend = Opened::open(url.as_ref(), args.timing(), Some(reporter)).await?;
-            run::run(&backend, &backend.shown(url.as_ref()), args, reporter).await
+            run::run(
+                standby,
+                &backend,
+                &backend.shown(url.as_ref()),
+                args,
+                reporter,
+            )
+            .await
         }
         Command::Leader(args) => {
             let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
@@ -84,10 +98,6 @@ async fn dispatch(cli: &Cli, reporter: Reporter) -> Result<u8, Failure> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == supervisor::ARG) {
-        return supervisor::main(args);
-    }
     // First, while this is the only thread: ELECT_NATS_* out of the
     // environment COMMAND inherits.
     secrets::Env::take();
@@ -114,6 +124,24 @@ fn main() -> ExitCode {
         Command::Man(..) | Command::Completions(..) => (report::Style::Human, 0),
     };
     let reporter = Reporter::new(style);
+    // `elect run`: the supervisor is forked now, while this is still the
+    // only thread, and waits for the term (ADR 0031); winning then costs
+    // one message to it, not the start of another process.
+    let standby = match &cli.command {
+        Command::Run(a) => match supervisor::Standby::fork(&a.command) {
+            Ok(supervisor::Forked::Elect(standby)) => Some(standby),
+            Ok(supervisor::Forked::Supervisor(code)) => return code,
+            Err(e) => {
+                reporter.error(
+                    &format!("cannot start the command's supervisor: {e}"),
+                    None,
+                    exit::INTERNAL,
+                );
+                return ExitCode::from(exit::INTERNAL);
+            }
+        },
+        _ => None,
+    };
     log::install(style, verbose);
     // One thread is enough: the command runs under the supervisor (see
     // `supervisor`), which outlives elect and stops the command's tree.
@@ -131,7 +159,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::INTERNAL);
         }
     };
-    match runtime.block_on(dispatch(&cli, reporter)) {
+    match runtime.block_on(dispatch(&cli, standby, reporter)) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             reporter.error(&secrets::redact(&f.message), f.hint.as_deref(), f.code);

@@ -90,6 +90,7 @@ fn in_our_group(pid: i32) -> bool {
 
 /// `elect run`.
 pub(crate) async fn run(
+    standby: supervisor::Standby,
     backend: &Opened,
     shown: &str,
     args: &RunArgs,
@@ -116,7 +117,7 @@ pub(crate) async fn run(
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
             let lock = e.dir().join(format!("{name}.lock"));
-            elected(c, shown, args, waiting, kill, Some(lock), report).await
+            elected(standby, c, shown, args, waiting, kill, Some(lock), report).await
         }
         Opened::Ready(Backend::Sqlite(e)) => {
             let c = e
@@ -126,7 +127,7 @@ pub(crate) async fn run(
             // successor on this host skips the TTL only once the whole
             // tree is gone, not when `elect` alone is killed.
             let lock = e.host_lock_path(name);
-            elected(c, shown, args, waiting, kill, lock, report).await
+            elected(standby, c, shown, args, waiting, kill, lock, report).await
         }
         Opened::Ready(Backend::Nats(e)) => {
             let c = e
@@ -143,7 +144,7 @@ pub(crate) async fn run(
                     serde_json::json!({ "replicas": e.replicas(), "message": text }),
                 );
             }
-            elected(c, shown, args, waiting, kill, None, report).await
+            elected(standby, c, shown, args, waiting, kill, None, report).await
         }
         Opened::NatsPending(..) | Opened::Absent(..) => Err(Failure::new(
             exit::INTERNAL,
@@ -152,7 +153,9 @@ pub(crate) async fn run(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn elected<C: Claim>(
+    standby: supervisor::Standby,
     candidate: Candidate<C>,
     shown: &str,
     args: &RunArgs,
@@ -218,7 +221,7 @@ async fn elected<C: Claim>(
         json!({ "name": name.as_str(), "identity": identity.as_str(), "epoch": term.epoch().get() }),
     );
     let lock = lock_path.as_deref().and_then(locked_claim_file);
-    lead(&term, args, kill, lock, &mut signals, report).await
+    lead(standby, &term, args, kill, lock, &mut signals, report).await
 }
 
 /// How long a campaign waited, for messages.
@@ -336,73 +339,70 @@ enum Said {
     Empty,
 }
 
-/// The supervisor process (see [`supervisor`]) and its two pipes.
+/// The supervisor process (see [`supervisor`]) and its socket.
 struct Supervised {
-    process: tokio::process::Child,
+    pid: nix::unistd::Pid,
     ctrl: std::fs::File,
     said: tokio::sync::mpsc::UnboundedReceiver<Said>,
 }
 
 impl Supervised {
-    /// Starts the supervisor, which starts COMMAND with the term's
-    /// environment; `lock` (file backend: the locked claim file; SQLite:
-    /// the same-host lock file) is inherited by the supervisor and COMMAND.
-    #[allow(unsafe_code)]
+    /// Tells the standby supervisor that the term is won: it starts
+    /// COMMAND with the term's environment; `lock` (file backend: the
+    /// locked claim file; SQLite: the same-host lock file) travels with
+    /// the message and is inherited by the supervisor and COMMAND.
     fn start<C: Claim>(
+        standby: supervisor::Standby,
         term: &Term<C>,
-        command: &[String],
         lock: Option<&OwnedFd>,
     ) -> Result<Supervised, Failure> {
-        use nix::fcntl::OFlag;
+        use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+        use std::io::Write;
         use std::os::fd::AsRawFd;
         let internal = |what: &str, e: &dyn std::fmt::Display| {
             Failure::new(
                 exit::INTERNAL,
-                format!("cannot start the supervisor: {what}: {e}"),
+                format!("cannot start the command's supervisor: {what}: {e}"),
             )
         };
-        if command.is_empty() {
-            return Err(Failure::new(exit::USAGE, "no command to run"));
-        }
         let token =
             fencing::Token::issue(term).map_err(|e| Failure::new(exit::LOST, exit::chain(&e)))?;
-        let (ctrl_r, ctrl_w) =
-            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| internal("pipe", &e))?;
-        let (said_r, said_w) =
-            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| internal("pipe", &e))?;
-        let inherit: Vec<i32> = [Some(&ctrl_r), Some(&said_w), lock]
-            .into_iter()
-            .flatten()
-            .map(|fd| fd.as_raw_fd())
-            .collect();
-        let mut cmd = tokio::process::Command::new("/proc/self/exe");
-        cmd.arg0("elect")
-            .arg(supervisor::ARG)
-            .arg(ctrl_r.as_raw_fd().to_string())
-            .arg(said_w.as_raw_fd().to_string())
-            .arg(lock.map_or_else(|| "-".to_owned(), |l| l.as_raw_fd().to_string()))
-            .arg("--")
-            .args(command)
-            .env("ELECTION_NAME", term.name().as_str())
-            .env("ELECTION_EPOCH", term.epoch().to_string())
-            .env("ELECTION_IDENTITY", term.identity().as_str())
-            .env("ELECTION_TOKEN", token.to_string());
-        // SAFETY: between fork and exec the child only clears FD_CLOEXEC
-        // on three descriptors (fcntl), allocation-free.
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &inherit {
-                    if nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+        let (pid, sock) = standby.into_parts();
+        let mut line = String::from("G");
+        for (key, value) in [
+            ("ELECTION_NAME", term.name().as_str().to_owned()),
+            ("ELECTION_EPOCH", term.epoch().to_string()),
+            ("ELECTION_IDENTITY", term.identity().as_str().to_owned()),
+            ("ELECTION_TOKEN", token.to_string()),
+        ] {
+            line.push(' ');
+            line.push_str(&supervisor::hex(format!("{key}={value}").as_bytes()));
         }
-        let process = cmd.spawn().map_err(|e| internal("spawn", &e))?;
-        drop((ctrl_r, said_w));
+        line.push('\n');
+        let fds = lock.map(|l| [l.as_raw_fd()]);
+        let rights: Vec<ControlMessage<'_>> =
+            fds.iter().map(|f| ControlMessage::ScmRights(f)).collect();
+        let mut ctrl = std::fs::File::from(sock);
+        // The supervisor may be gone (killed while elect campaigned): then
+        // this fails, or its end of file comes first on the reader below.
+        let sent = loop {
+            match sendmsg::<()>(
+                ctrl.as_raw_fd(),
+                &[std::io::IoSlice::new(line.as_bytes())],
+                &rights,
+                MsgFlags::MSG_NOSIGNAL,
+                None,
+            ) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        let sent = sent.map_err(|e| internal("send", &e))?;
+        // The rest of a short write (the descriptor went with the first).
+        ctrl.write_all(&line.as_bytes()[sent..])
+            .map_err(|e| internal("send", &e))?;
+        let reader = ctrl.try_clone().map_err(|e| internal("socket", &e))?;
         let (tx, said) = tokio::sync::mpsc::unbounded_channel();
-        let reader = std::fs::File::from(said_r);
         std::thread::Builder::new()
             .name("elect-supervisor".into())
             .spawn(move || {
@@ -433,14 +433,16 @@ impl Supervised {
                 }
             })
             .map_err(|e| internal("thread", &e))?;
-        Ok(Supervised {
-            process,
-            ctrl: std::fs::File::from(ctrl_w),
-            said,
-        })
+        Ok(Supervised { pid, ctrl, said })
     }
 
-    /// Tells the supervisor `line` (short: one write to the pipe).
+    /// Waits for the supervisor to exit: after it said the tree is empty
+    /// (it exits right after), or after its socket reached end of file.
+    fn wait(&self) {
+        supervisor::reap_one(self.pid);
+    }
+
+    /// Tells the supervisor `line` (short: one write to the socket).
     fn tell(&mut self, line: &str) {
         use std::io::Write;
         let _ = self.ctrl.write_all(format!("{line}\n").as_bytes());
@@ -490,6 +492,7 @@ fn locked_claim_file(path: &std::path::Path) -> Option<OwnedFd> {
 /// Runs the command under the term, through the supervisor: COMMAND's
 /// whole tree is stopped before the term is given up, on every path.
 async fn lead<C: Claim>(
+    standby: supervisor::Standby,
     term: &Term<C>,
     args: &RunArgs,
     kill: KillTiming,
@@ -500,7 +503,7 @@ async fn lead<C: Claim>(
     let name = term.name().as_str();
     let epoch = term.epoch().get();
     let program = &args.command[0];
-    let mut sup = match Supervised::start(term, &args.command, lock.as_ref()) {
+    let mut sup = match Supervised::start(standby, term, lock.as_ref()) {
         Ok(s) => s,
         Err(f) => {
             let _ = term.resign().await;
@@ -511,7 +514,7 @@ async fn lead<C: Claim>(
     let pid = match sup.next().await {
         Some(Said::Started(pid)) => pid,
         other => {
-            let _ = sup.process.wait().await;
+            sup.wait();
             let _ = term.resign().await;
             return Err(match other {
                 Some(Said::CannotStart(errno)) => {
@@ -599,7 +602,7 @@ async fn lead<C: Claim>(
             }
         }
     }
-    let _ = sup.process.wait().await;
+    sup.wait();
     if !empty {
         report.event(
             "supervisor-died",

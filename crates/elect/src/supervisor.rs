@@ -1,20 +1,26 @@
 //! The supervisor: a small process between `elect` and COMMAND that owns
-//! COMMAND's whole process tree and outlives `elect` (see ADR 0017).
+//! COMMAND's whole process tree and outlives `elect` (see ADRs 0017, 0031).
 //!
-//! `elect run` starts it as `/proc/self/exe __supervise CTRL REPORT LOCK --
-//! COMMAND...` (the same binary, so it cannot be a different version). It
-//! makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`): every
-//! descendant of COMMAND whose parent exits is re-parented to it, also one
-//! that left COMMAND's process group or session (`setsid`, a double fork).
-//! So COMMAND's tree is exactly the supervisor's descendants, which it
-//! finds in `/proc` and signals through pidfds (no pid-reuse race), and it
-//! knows the tree is empty when it has no child left to wait for (`ECHILD`).
+//! `elect run` forks it first thing, before the campaign, while `elect` is
+//! still single-threaded (no exec: winning then costs one message and the
+//! fork and exec of COMMAND, not the start of a second `elect`). Until the
+//! term is won it waits on its socket to `elect` and starts nothing; if
+//! `elect` exits, or is killed, without winning, the socket reaches end of
+//! file and it exits. Once `elect` wins, it sends the term's environment
+//! (`G`) and, on the file and SQLite backends, the locked descriptor to
+//! inherit (`SCM_RIGHTS`); the supervisor makes itself a child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`) and starts COMMAND: every descendant of
+//! COMMAND whose parent exits is re-parented to it, also one that left
+//! COMMAND's process group or session (`setsid`, a double fork). So
+//! COMMAND's tree is exactly the supervisor's descendants, which it finds
+//! in `/proc` and signals through pidfds (no pid-reuse race), and it knows
+//! the tree is empty when it has no child left to wait for (`ECHILD`).
 //!
 //! It ends the tree:
 //! - when `elect` says so (a lost term, or COMMAND exited and what it left
 //!   behind must stop before the term is given up): SIGTERM to every
 //!   process of the tree, SIGKILL at the deadline `elect` gives;
-//! - when `elect` is gone (its control pipe reaches end of file: `elect`
+//! - when `elect` is gone (its socket reaches end of file: `elect`
 //!   exited or was SIGKILLed): SIGKILL at once;
 //! - when `elect` stops renewing the deadline (a watchdog: `elect` stopped
 //!   by SIGSTOP, a debugger, a hang): SIGTERM at the end of the lease's
@@ -22,14 +28,16 @@
 //!   can lead. The deadlines are absolute `CLOCK_MONOTONIC` times, which
 //!   both processes read from the same kernel clock.
 //!
-//! On the file backend the claim file's locked descriptor (`LOCK`) is
-//! inherited by the supervisor and COMMAND, as `flock(1)` does: the kernel
-//! frees the lock only when the last process holding it has exited.
+//! On the file backend the claim file's locked descriptor is inherited by
+//! the supervisor and COMMAND, as `flock(1)` does: the kernel frees the
+//! lock only when the last process holding it has exited.
 //!
-//! The protocol, one ASCII line per message:
-//! - elect → supervisor: `V TERM_NS KILL_NS` (watchdog deadlines), `S SIGNO`
-//!   (forward a signal to COMMAND), `K KILL_NS` (stop the tree now, SIGKILL
-//!   at `KILL_NS`); end of file: elect is gone.
+//! The protocol, one ASCII line per message on one socket:
+//! - elect → supervisor: `G HEX(KEY=VALUE)...` (the term was won: start
+//!   COMMAND with these variables; the lock rides with it), `V TERM_NS
+//!   KILL_NS` (watchdog deadlines), `S SIGNO` (forward a signal to
+//!   COMMAND), `K KILL_NS` (stop the tree now, SIGKILL at `KILL_NS`); end
+//!   of file: elect is gone (before `G`: exit, starting nothing).
 //! - supervisor → elect: `P PID` (COMMAND started), `F ERRNO` (it could not
 //!   be started), `W` (the watchdog sent SIGTERM), `Z` (the kill deadline
 //!   came with processes left: SIGKILL), `U PID...` (processes that
@@ -43,9 +51,6 @@ use std::process::ExitCode;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-
-/// `argv[1]` that makes `elect` the supervisor.
-pub(crate) const ARG: &str = "__supervise";
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock both processes share.
 pub(crate) use mono_stamp::mono_ns;
@@ -299,50 +304,238 @@ impl Supervisor {
     }
 }
 
-fn fd_arg(arg: Option<&std::ffi::OsString>) -> Option<RawFd> {
-    arg.and_then(|a| a.to_str()).and_then(|a| a.parse().ok())
+/// `elect`'s end of a supervisor forked before the campaign (see
+/// [`Standby::fork`]): it waits for the term and starts nothing until
+/// `elect` sends it (`G`); dropped unused, it is closed and reaped.
+pub(crate) struct Standby {
+    pid: Option<Pid>,
+    sock: Option<OwnedFd>,
 }
 
-fn cloexec(fd: RawFd, on: bool) {
-    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+/// Which side of [`Standby::fork`] this process is.
+pub(crate) enum Forked {
+    /// `elect`, with its standby supervisor.
+    Elect(Standby),
+    /// The supervisor, which has done its work: `main` returns this code.
+    Supervisor(ExitCode),
+}
+
+/// The signals a supervisor leaves to `elect` (a terminal's and `elect`'s
+/// process group's).
+const GROUP_SIGNALS: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// The number of threads of this process (`/proc/self/stat` field 20).
+fn threads() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let (_, rest) = text.rsplit_once(')')?;
+    rest.split_whitespace().nth(20 - 3)?.parse().ok()
+}
+
+impl Standby {
+    /// Forks the supervisor of `command`, which waits (without running
+    /// anything) until `elect` wins the term and sends it the term's
+    /// environment and the lock to inherit, and exits when `elect`'s end
+    /// closes first. No exec: the child is this process's copy, so the
+    /// caller must still be single-threaded (no runtime, no thread yet):
+    /// after a fork only the calling thread exists, and a lock another
+    /// thread held would stay locked forever.
     #[allow(unsafe_code)]
-    // SAFETY: fd is one elect passed on the command line and stays open.
-    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    let flags = if on {
-        FdFlag::FD_CLOEXEC
-    } else {
-        FdFlag::empty()
-    };
-    let _ = fcntl(borrowed, FcntlArg::F_SETFD(flags));
+    pub(crate) fn fork(command: &[String]) -> std::io::Result<Forked> {
+        use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        debug_assert_eq!(threads(), Some(1), "fork while single-threaded only");
+        let (mine, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?;
+        // A Ctrl-C between the fork and the supervisor's handlers would
+        // kill it: the group's signals wait, blocked, until it has them.
+        let mut block = SigSet::empty();
+        for sig in GROUP_SIGNALS {
+            block.add(sig);
+        }
+        let mut old = SigSet::empty();
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&block), Some(&mut old))?;
+        // SAFETY: this process has one thread (checked above in debug
+        // builds; `main` forks before it starts any), so the child is a
+        // complete copy that may allocate and take locks.
+        let forked = unsafe { nix::unistd::fork() };
+        match forked {
+            Ok(nix::unistd::ForkResult::Child) => {
+                drop(mine);
+                Ok(Forked::Supervisor(serve(theirs, command, old)))
+            }
+            Ok(nix::unistd::ForkResult::Parent { child }) => {
+                drop(theirs);
+                pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
+                Ok(Forked::Elect(Standby {
+                    pid: Some(child),
+                    sock: Some(mine),
+                }))
+            }
+            Err(e) => {
+                let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The supervisor's pid and `elect`'s end of its socket, for
+    /// [`crate::run`] to start COMMAND with.
+    pub(crate) fn into_parts(mut self) -> (Pid, OwnedFd) {
+        match (self.pid.take(), self.sock.take()) {
+            (Some(pid), Some(sock)) => (pid, sock),
+            // Both are set until taken, and taking consumes self.
+            _ => unreachable!("a standby supervisor is taken once"),
+        }
+    }
 }
 
-/// `elect __supervise CTRL REPORT LOCK -- COMMAND...`.
-#[allow(unsafe_code)]
-pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
-    let (Some(ctrl), Some(report)) = (fd_arg(args.get(2)), fd_arg(args.get(3))) else {
-        eprintln!("elect: {ARG} is for elect's own use");
-        return ExitCode::from(crate::exit::USAGE);
-    };
-    let lock = fd_arg(args.get(4));
-    let command = args.get(6..).unwrap_or_default();
-    if args.get(5).is_none_or(|a| a != "--") || command.is_empty() {
-        eprintln!("elect: {ARG} is for elect's own use");
-        return ExitCode::from(crate::exit::USAGE);
+impl Drop for Standby {
+    /// Not elected (or an error): closing the socket tells the supervisor
+    /// to exit without starting anything; it is reaped before `elect`
+    /// goes on, so it never outlives `elect`'s answer.
+    fn drop(&mut self) {
+        drop(self.sock.take());
+        if let Some(pid) = self.pid.take() {
+            reap_one(pid);
+        }
     }
-    let _ = nix::sys::prctl::set_child_subreaper(true);
-    cloexec(ctrl, true);
-    cloexec(report, true);
-    if let Some(lock) = lock {
-        // COMMAND's tree holds the lock too (flock(1)).
-        cloexec(lock, false);
-    }
-    // SAFETY: elect passed these descriptors for this process to own.
-    let mut ctrl = unsafe { std::fs::File::from_raw_fd(ctrl) };
-    let report = unsafe { std::fs::File::from_raw_fd(report) };
+}
 
+/// Waits for child `pid` to exit (retrying on EINTR).
+pub(crate) fn reap_one(pid: Pid) {
+    while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+}
+
+/// Hex of `bytes`: the term's environment travels as words of one line.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(word: &str) -> Option<Vec<u8>> {
+    if !word.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..word.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(word.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The term's environment from a `G` line: `G HEX(KEY=VALUE)...`.
+fn go_line(line: &[u8]) -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
+    use std::os::unix::ffi::OsStringExt;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    if words.next()? != "G" {
+        return None;
+    }
+    words
+        .map(|w| {
+            let pair = unhex(w)?;
+            let eq = pair.iter().position(|&b| b == b'=')?;
+            let (k, v) = pair.split_at(eq);
+            Some((
+                std::ffi::OsString::from_vec(k.to_vec()),
+                std::ffi::OsString::from_vec(v[1..].to_vec()),
+            ))
+        })
+        .collect()
+}
+
+/// What a standby supervisor waits for: the term's environment and the
+/// lock COMMAND's tree inherits.
+type Go = (
+    Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    Option<OwnedFd>,
+);
+
+/// Standby: reads `elect`'s socket until the `G` line (the term was won)
+/// and the descriptor that rides with it. `None`: `elect` closed its end
+/// (not elected, an error, exited or killed) or sent something else;
+/// nothing is started then. Bytes after the line stay in `pending`.
+#[allow(unsafe_code)]
+fn wait_for_term(sock: RawFd, pending: &mut Vec<u8>) -> Option<Go> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut lock: Option<OwnedFd> = None;
+    loop {
+        if let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            return go_line(&line).map(|env| (env, lock));
+        }
+        let mut buf = [0u8; 4096];
+        let mut space = nix::cmsg_space!([RawFd; 2]);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let (n, fds) = match recvmsg::<()>(
+            sock,
+            &mut iov,
+            Some(space.as_mut_slice()),
+            MsgFlags::empty(),
+        ) {
+            Ok(msg) => {
+                let mut fds = Vec::new();
+                for c in msg.cmsgs().into_iter().flatten() {
+                    if let ControlMessageOwned::ScmRights(r) = c {
+                        fds.extend(r);
+                    }
+                }
+                (msg.bytes, fds)
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        };
+        for fd in fds {
+            // SAFETY: SCM_RIGHTS installed fd in this process for it to own.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            if lock.is_none() {
+                lock = Some(fd);
+            }
+        }
+        if n == 0 {
+            return None;
+        }
+        pending.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The supervisor, forked by [`Standby::fork`] with the group's signals
+/// blocked (`mask` is the mask to restore): waits for the term, starts
+/// COMMAND, supervises its tree.
+#[allow(unsafe_code)]
+fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> ExitCode {
+    use nix::sys::signal::{SigmaskHow, pthread_sigmask};
     // SIGCHLD wakes the loop; the terminal's and elect's group signals
     // are elect's to handle (a handler, not SIG_IGN: COMMAND must get the
     // default dispositions at exec).
+    let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in GROUP_SIGNALS {
+        let _ = signal_hook::flag::register(sig as i32, ignored.clone());
+    }
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&mask), None);
+    if command.is_empty() {
+        return ExitCode::from(crate::exit::USAGE);
+    }
+    let mut pending = Vec::new();
+    let Some((env, lock)) = wait_for_term(sock.as_raw_fd(), &mut pending) else {
+        return ExitCode::SUCCESS;
+    };
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let mut ctrl = std::fs::File::from(sock);
+    let report = match ctrl.try_clone() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("elect: supervisor: {e}");
+            return ExitCode::from(crate::exit::INTERNAL);
+        }
+    };
     let (rx, tx) =
         match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK) {
             Ok(p) => p,
@@ -352,19 +545,6 @@ pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
             }
         };
     let tx = std::os::unix::net::UnixStream::from(tx);
-    if signal_hook::low_level::pipe::register(Signal::SIGCHLD as i32, tx).is_err() {
-        eprintln!("elect: supervisor: cannot watch SIGCHLD");
-        return ExitCode::from(crate::exit::INTERNAL);
-    }
-    let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ] {
-        let _ = signal_hook::flag::register(sig as i32, ignored.clone());
-    }
     let mut sup = Supervisor {
         command: None,
         report,
@@ -374,9 +554,13 @@ pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
         termed: false,
         kill_at: None,
     };
+    if signal_hook::low_level::pipe::register(Signal::SIGCHLD as i32, tx).is_err() {
+        sup.tell("F 0");
+        return ExitCode::from(crate::exit::INTERNAL);
+    }
 
     let mut cmd = std::process::Command::new(&command[0]);
-    cmd.args(&command[1..]);
+    cmd.args(&command[1..]).envs(env);
     let me = nix::unistd::getpid();
     // SAFETY: between fork and exec the child only calls prctl and
     // getppid and builds errors from raw codes: no allocation, no locks.
@@ -390,6 +574,9 @@ pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
             Ok(())
         });
     }
+    // COMMAND's tree holds the lock too (flock(1)): it came without
+    // FD_CLOEXEC, so COMMAND inherits it, and it stays open here.
+    let _lock = lock;
     match cmd.spawn() {
         Ok(child) => {
             sup.command = Some(child.id() as i32);
@@ -401,8 +588,12 @@ pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
         }
     }
 
-    let mut pending = Vec::new();
     let mut ctrl_open = true;
+    // Lines that came with the `G` line.
+    while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = pending.drain(..=end).collect();
+        sup.handle(String::from_utf8_lossy(&line).trim());
+    }
     loop {
         let now = mono_ns();
         if sup.watch_term.is_some_and(|t| now >= t) && !sup.termed {

@@ -153,6 +153,9 @@ async fn the_lock_is_held_until_the_last_process_of_the_tree_exits() {
         a.pid().as_raw(),
         "no supervisor between elect and the command"
     );
+    // elect is stopped first: it would otherwise see its supervisor's end
+    // and exit (70) before its own SIGKILL, and this is about both killed.
+    a.signal(Signal::SIGSTOP);
     kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
     a.signal(Signal::SIGKILL);
     assert_eq!(a.killed().await, Signal::SIGKILL as i32);
@@ -179,4 +182,64 @@ async fn the_lock_is_held_until_the_last_process_of_the_tree_exits() {
     assert!(alive.is_empty(), "{alive:?}");
     bb.signal(Signal::SIGTERM);
     assert_eq!(bb.finish().await.code, 0);
+}
+
+/// The children of process `pid` (`/proc/PID/task/PID/children`).
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// ADR 0031: a waiting `elect run` already has its supervisor (forked
+/// before the campaign), which starts nothing while another candidate
+/// leads; it exits when its `elect` is SIGKILLed, and `elect` reaps it
+/// before it answers "not elected"; the command never runs.
+#[tokio::test]
+async fn a_waiters_supervisor_starts_nothing_and_ends_with_elect() {
+    use nix::sys::signal::Signal;
+    let b = Setup::file();
+    let name = "standby";
+    let ra = b.report("a");
+    let (a, sa) = common::lead(&b, name, "a", &ra).await;
+
+    // B waits: its supervisor exists and has started nothing.
+    let rb = b.report("b");
+    let mut bb = b.run(name, "b", &[], &rb.once());
+    bb.err_with(&format!("elect: campaigning for {name} as b on "))
+        .await;
+    let sup = children(bb.pid().as_raw());
+    assert_eq!(sup.len(), 1, "B's children while it waits: {sup:?}");
+    let sup = sup[0];
+    assert!(
+        children(sup).is_empty(),
+        "B's supervisor started something before B won: {:?}",
+        children(sup)
+    );
+    // SIGKILL of B: its supervisor sees the end of file and exits.
+    bb.signal(Signal::SIGKILL);
+    assert_eq!(bb.killed().await, Signal::SIGKILL as i32);
+    common::wait_gone(sup).await;
+
+    // C gives up after its timeout: its supervisor is gone (reaped) by the
+    // time C has answered.
+    let rc = b.report("c");
+    let mut c = b.run(name, "c", &["--timeout", "2s"], &rc.once());
+    c.err_with(&format!("elect: campaigning for {name} as c on "))
+        .await;
+    let csup = children(c.pid().as_raw());
+    assert_eq!(csup.len(), 1, "C's children while it waits: {csup:?}");
+    let done = c.finish().await;
+    assert_eq!(done.code, common::NOT_ELECTED, "{done:?}");
+    assert!(
+        !common::alive(csup[0]),
+        "C's supervisor outlived C's answer"
+    );
+
+    common::end(a, &ra, name, sa.epoch).await;
+    common::assert_free(&b, name, sa.epoch).await;
+    assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
+    assert!(rc.lines().is_empty(), "C's command ran: {:?}", rc.lines());
 }

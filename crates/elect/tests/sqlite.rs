@@ -151,6 +151,9 @@ async fn a_same_host_successor_waits_for_the_whole_tree_not_for_elect() {
         a.pid().as_raw(),
         "no supervisor between elect and the command"
     );
+    // elect is stopped first: it would otherwise see its supervisor's end
+    // and exit (70) before its own SIGKILL, and this is about both killed.
+    a.signal(Signal::SIGSTOP);
     kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
     a.signal(Signal::SIGKILL);
     assert_eq!(a.killed().await, Signal::SIGKILL as i32);
