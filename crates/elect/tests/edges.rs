@@ -29,15 +29,16 @@ fn entries(dir: &Path) -> Vec<String> {
 
 // ---- Full disk, permanent and transient failures ----
 
-/// A full disk while the epoch record is written (here: the temporary
-/// record is /dev/full, whose every write fails with ENOSPC): `--no-wait`
+/// A full disk while the first term durably reserves its block of epochs
+/// (ADR 0025: here the temporary ceiling file is /dev/full, whose every
+/// write fails with ENOSPC): `--no-wait`
 /// ends with 69 and a hint to free space; the temporary file is removed;
 /// a waiting run says why it retries, and wins once the write succeeds.
 #[tokio::test]
 async fn a_full_disk_is_transient_said_and_cleaned_up() {
     let b = Setup::file();
     let dir = dir_of(&b);
-    let tmp = dir.join("j.epoch.tmp");
+    let tmp = dir.join("j.epoch-ceiling.tmp");
     std::os::unix::fs::symlink("/dev/full", &tmp).expect("symlink");
     let r = b.report("x");
 
