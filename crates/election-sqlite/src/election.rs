@@ -304,7 +304,17 @@ pub struct SqliteAttempt {
     lock_wait: Option<oneshot::Receiver<std::io::Result<std::fs::File>>>,
     /// Set when waiting for the lock failed: poll from then on.
     lock_failed: bool,
+    /// The holder's term this attempt last gave the lock up to after
+    /// losing the row with the lock in hand, and how many times (bounded,
+    /// so a holder that never takes the lock cannot make it spin).
+    handed_over: Option<(i64, u32)>,
 }
+
+/// How many times a waiter gives the same-host lock up to one holder's
+/// term whose row it lost with the lock in hand, before it keeps the lock
+/// and polls. The holder's own waiting thread normally takes the lock at
+/// the first one; more only if this waiter's next wait beat it to the lock.
+const MAX_HAND_OVERS: u32 = 16;
 
 impl SqliteAttempt {
     /// Takes the same-host lock of `name` if it is free (or the waiting
@@ -344,6 +354,46 @@ impl SqliteAttempt {
             }
         }
     }
+
+    /// After a win without the same-host lock (it was held elsewhere, by a
+    /// previous holder between its release and its close, or by a waiter
+    /// about to claim): waits for it on a thread of its own, so the lock
+    /// comes to this term and is freed when its attempt is closed, waking
+    /// the next waiter. The row keeps `lock_id` NULL for this term (it was
+    /// won without the lock), so no contender takes it over early.
+    fn follow_host_lock(&mut self, ctx: &Context, name: &str) {
+        let Some(locks) = ctx.host_locks.as_ref() else {
+            return;
+        };
+        if self.host_lock.is_none() && self.lock_wait.is_none() && !self.lock_failed {
+            self.lock_wait = Some(host_lock::wait_for(locks.path(name)));
+        }
+    }
+
+    /// Whether this waiter, holding the same-host lock after losing the
+    /// row, gives the lock up (and waits for it again) so the row's holder,
+    /// which won without it, can take it and wake this waiter when its
+    /// term ends. Not while a claim may be held; not for a vanished row or
+    /// an unread one; at most [`MAX_HAND_OVERS`] times per holder's term.
+    fn hands_over(&mut self, name: &str) -> bool {
+        if self.host_lock.is_none() || self.may_hold {
+            return false;
+        }
+        let Some(term) = self.observed.as_ref().and_then(Observed::held_epoch) else {
+            return false;
+        };
+        let count = match self.handed_over {
+            Some((t, n)) if t == term => n,
+            _ => 0,
+        };
+        if count >= MAX_HAND_OVERS {
+            return false;
+        }
+        tracing::debug!(%name, term, "lost the row with the same-host lock in hand; giving it up to the holder");
+        self.handed_over = Some((term, count + 1));
+        self.host_lock = None;
+        true
+    }
 }
 
 impl SqliteClaim {
@@ -372,6 +422,7 @@ impl Claim for SqliteClaim {
             host_lock: None,
             lock_wait: None,
             lock_failed: false,
+            handed_over: None,
         })
     }
 
@@ -429,6 +480,7 @@ impl Claim for SqliteClaim {
         let Some(epoch) = won else { return Ok(None) };
         attempt.observed = None;
         attempt.epoch = Some(epoch);
+        attempt.follow_host_lock(inner, self.name.as_str());
         let epoch = row::epoch_of(self.name.as_str(), epoch).map_err(|e| self.core(e))?;
         Ok(Some(Won {
             epoch,
@@ -439,9 +491,13 @@ impl Claim for SqliteClaim {
     /// Waits in the kernel for the same-host lock (ADR 0026), which the
     /// holder frees when its attempt is closed after its term ended
     /// (resigned, or lost and dropped) or the kernel frees when its process
-    /// dies; `poll_interval` is the backstop. Without the lock (a shared
-    /// filesystem, a pool with no file, a failed wait) or while this
-    /// attempt already holds it, this sleeps `poll_interval`.
+    /// dies; `poll_interval` is the backstop. An attempt that lost the row
+    /// with the lock in hand (the holder won it without the lock) gives the
+    /// lock up first and waits for it again, so the holder's thread can take
+    /// it and free it when that term ends (a bounded number of times per
+    /// holder's term). Without the lock (a shared filesystem, a pool with no
+    /// file, a failed wait) or while this attempt keeps it, this sleeps
+    /// `poll_interval`.
     ///
     /// Cancel safety: cancel safe; the waiting thread stays with the
     /// attempt (and frees the lock at once if the attempt is gone when it
@@ -456,6 +512,10 @@ impl Claim for SqliteClaim {
             sleep.await;
             return Ok(());
         };
+        // A waiter that lost the row with the lock in hand: the holder won
+        // without it, so keeping it would leave nobody to wake this waiter
+        // when that term ends. Give it up and wait for it again.
+        attempt.hands_over(self.name.as_str());
         if attempt.host_lock.is_some() || attempt.lock_failed {
             sleep.await;
             return Ok(());
@@ -588,8 +648,10 @@ impl Claim for SqliteClaim {
                         tracing::warn!(%name, error = %e, "background release failed; the lease ages out after its TTL");
                     }
                     // Freed after the release, so a waiter it wakes finds
-                    // the row released.
+                    // the row released (with the lock a waiting thread may
+                    // have got for this term).
                     drop(attempt.host_lock);
+                    drop(attempt.lock_wait);
                 });
             }
             Err(_) => {

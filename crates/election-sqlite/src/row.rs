@@ -134,6 +134,13 @@ pub(crate) struct Observed {
     since: tokio::time::Instant,
 }
 
+impl Observed {
+    /// The term (epoch) of the holder seen, or `None` for a vanished row.
+    pub(crate) fn held_epoch(&self) -> Option<i64> {
+        self.holder.as_ref().map(|_| self.epoch)
+    }
+}
+
 /// The observation key of a vanished row (no holder, no term).
 const VANISHED: i64 = i64::MIN;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use election_core::{Claim, Error as CoreError, Lease, LossReason};
+use election_core::{Claim, End, Error as CoreError, Lease, LossReason};
 use election_sqlite::{Clock, Error, SqliteAttempt, SqliteClaim, SqliteElection, SqliteOptions};
 use sqlx::Connection;
 use tokio::time::Instant;
@@ -448,4 +448,60 @@ async fn two_spellings_of_one_database_share_its_lock_files() {
         want.starts_with(std::fs::canonicalize(&real).expect("canonical")),
         "{want:?}"
     );
+}
+
+/// A waiter woken by the same-host lock (ADR 0026) can lose the row to a
+/// candidate that won the released row without the lock (it found the lock
+/// held by that very waiter). The waiter then holds the lock and the
+/// holder does not: the holder's resign must still wake it, without
+/// waiting for its (hourly) poll. Steps taken one by one, so the
+/// interleaving is the same on every run.
+#[tokio::test]
+async fn a_waiter_that_lost_the_row_with_the_lock_in_hand_is_woken_by_the_next_resign() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options =
+        SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(5)).expect("options");
+    let e = common::open_with(&dir, options).await;
+    let hour = Duration::from_secs(3600);
+    let (a, b, c) = (
+        e.claim("jobs", "a").expect("claim"),
+        e.claim("jobs", "b").expect("claim"),
+        e.claim("jobs", "c").expect("claim"),
+    );
+    let mut held_a = a.open().await.expect("open");
+    assert!(a.try_claim(&mut held_a).await.expect("claim").is_some());
+    let mut waiting_b = b.open().await.expect("open");
+    assert!(b.try_claim(&mut waiting_b).await.expect("claim").is_none());
+    // b waits in the kernel for a's lock: polled once (its thread starts),
+    // then a resigns and closes; b is woken with the lock.
+    let _ = tokio::time::timeout(Duration::ZERO, b.wait(&mut waiting_b, hour)).await;
+    a.release(&mut held_a).await.expect("release");
+    a.close(held_a, End::Resigned);
+    tokio::time::timeout(PATIENCE, b.wait(&mut waiting_b, hour))
+        .await
+        .expect("b woken by a's close")
+        .expect("wait");
+    // c arrives before b claims: the lock is b's, the row released, so c
+    // wins it without the lock; b's claim then finds c holding the row.
+    let mut held_c = c.open().await.expect("open");
+    assert!(c.try_claim(&mut held_c).await.expect("claim").is_some());
+    assert!(b.try_claim(&mut waiting_b).await.expect("claim").is_none());
+    // b waits again (polled once), c resigns and closes: b must wake and
+    // win without its hourly poll.
+    let _ = tokio::time::timeout(Duration::ZERO, b.wait(&mut waiting_b, hour)).await;
+    c.release(&mut held_c).await.expect("release");
+    c.close(held_c, End::Resigned);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::timeout(left, b.wait(&mut waiting_b, hour))
+            .await
+            .expect("b was not woken by c's resign: it waits for its hourly poll")
+            .expect("wait");
+        if b.try_claim(&mut waiting_b).await.expect("claim").is_some() {
+            break;
+        }
+    }
+    b.release(&mut waiting_b).await.expect("release");
+    b.close(waiting_b, End::Resigned);
 }
