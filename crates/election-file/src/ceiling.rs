@@ -17,13 +17,14 @@
 //! epoch record is exact.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::Path;
 use std::sync::OnceLock;
 
 use election_core::Epoch;
 
 use crate::Error;
+use crate::record::replace_durably;
 
 const HEADER: &str = "election-file-ceiling/1";
 const MAX_LEN: u64 = 4096;
@@ -144,26 +145,9 @@ impl Ceiling {
         Ceiling::parse(&text).map(Some).map_err(corrupt)
     }
 
-    /// Writes the ceiling durably: temp file, fsync, rename, fsync of
-    /// `dir`. A failed step before the rename removes the temporary file.
+    /// Writes the ceiling durably (see [`replace_durably`]).
     pub(crate) fn write_durably(&self, dir: &Path, path: &Path, tmp: &Path) -> Result<(), Error> {
-        let written = (|| {
-            let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
-            f.write_all(self.to_text().as_bytes())
-                .map_err(|e| Error::io("write", tmp, e))?;
-            f.sync_all().map_err(|e| Error::io("fsync", tmp, e))?;
-            drop(f);
-            std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))
-        })();
-        if let Err(e) = written {
-            if std::fs::symlink_metadata(tmp).is_ok_and(|m| !m.is_dir()) {
-                let _ = std::fs::remove_file(tmp);
-            }
-            return Err(e);
-        }
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io("fsync", dir, e))
+        replace_durably(dir, path, tmp, self.to_text().as_bytes())
     }
 }
 

@@ -247,31 +247,39 @@ impl Record {
             .map_err(|e| Error::io("write", path, e))
     }
 
-    /// Writes the record durably: temp file, fsync, rename, fsync of `dir`.
-    ///
-    /// If a step before the rename fails (a full disk, say), the temporary
-    /// file is removed, so no failure leaves one behind; the record itself
-    /// is untouched.
+    /// Writes the record durably (see [`replace_durably`]).
     pub(crate) fn write_durably(&self, dir: &Path, path: &Path, tmp: &Path) -> Result<(), Error> {
-        let written = (|| {
-            let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
-            f.write_all(self.to_text().as_bytes())
-                .map_err(|e| Error::io("write", tmp, e))?;
-            f.sync_all().map_err(|e| Error::io("fsync", tmp, e))?;
-            drop(f);
-            std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))
-        })();
-        if let Err(e) = written {
-            // Only a file: a directory at `tmp` is the operator's to move.
-            if std::fs::symlink_metadata(tmp).is_ok_and(|m| !m.is_dir()) {
-                let _ = std::fs::remove_file(tmp);
-            }
-            return Err(e);
-        }
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io("fsync", dir, e))
+        replace_durably(dir, path, tmp, self.to_text().as_bytes())
     }
+}
+
+/// Replaces `path` with `bytes` durably: temp file, fsync, rename, fsync of
+/// `dir`. If a step before the rename fails (a full disk, say), the
+/// temporary file is removed, so no failure leaves one behind; `path`
+/// itself is untouched.
+pub(crate) fn replace_durably(
+    dir: &Path,
+    path: &Path,
+    tmp: &Path,
+    bytes: &[u8],
+) -> Result<(), Error> {
+    let written = (|| {
+        let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
+        f.write_all(bytes).map_err(|e| Error::io("write", tmp, e))?;
+        f.sync_all().map_err(|e| Error::io("fsync", tmp, e))?;
+        drop(f);
+        std::fs::rename(tmp, path).map_err(|e| Error::io("rename", path, e))
+    })();
+    if let Err(e) = written {
+        // Only a file: a directory at `tmp` is the operator's to move.
+        if std::fs::symlink_metadata(tmp).is_ok_and(|m| !m.is_dir()) {
+            let _ = std::fs::remove_file(tmp);
+        }
+        return Err(e);
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("fsync", dir, e))
 }
 
 #[cfg(test)]
