@@ -5,7 +5,7 @@ use std::thread;
 use std::time::Instant;
 
 use crate::server::{ClusterConfig, NodeConfig, POLL_INTERVAL, READY_TIMEOUT};
-use crate::{Error, Server, monitor, nats_server_bin, ports};
+use crate::{Error, Server, monitor, nats_server_bin, placement, ports};
 
 /// The `cluster.name` of every cluster this crate starts.
 const CLUSTER_NAME: &str = "nats-testkit";
@@ -24,7 +24,9 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `size` nodes on free ports and waits (up to 30 s) until each
     /// accepts clients and is healthy, every node has routes to every other,
-    /// and all agree on a JetStream meta leader.
+    /// all agree on a JetStream meta leader, and the meta leader can place a
+    /// stream with one replica on every node (until it has every peer's
+    /// statistics it refuses with "no suitable peers for placement").
     ///
     /// # Panics
     ///
@@ -101,7 +103,8 @@ impl Cluster {
 
     /// Restarts node `i` (see [`Server::restart`]), then waits until the
     /// running nodes are routed to each other again and agree on a meta
-    /// leader.
+    /// leader, and, when every node runs, until a stream can be placed on
+    /// all of them.
     pub fn restart(&mut self, i: usize) -> Result<(), Error> {
         self.nodes[i].restart()?;
         self.wait_settled(Instant::now() + READY_TIMEOUT)
@@ -150,12 +153,21 @@ impl Cluster {
     }
 
     /// Waits until every running node has routes to every other one, then
-    /// for an agreed meta leader.
+    /// for an agreed meta leader, then (when every node runs) until a
+    /// stream with one replica per node can be placed.
     fn wait_settled(&self, deadline: Instant) -> Result<(), Error> {
         poll(deadline, "routes between all running nodes", || {
             self.check_routes()
         })?;
-        self.wait_for_meta_leader_until(deadline).map(drop)
+        self.wait_for_meta_leader_until(deadline)?;
+        if self.nodes.iter().all(Server::is_live) {
+            let port = self.nodes[0].client_port();
+            let replicas = self.nodes.len();
+            poll(deadline, "a stream placed on every node", || {
+                placement::probe(port, replicas)
+            })?;
+        }
+        Ok(())
     }
 
     fn check_routes(&self) -> Result<(), String> {

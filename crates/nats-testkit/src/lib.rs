@@ -60,6 +60,7 @@ mod binary;
 mod cluster;
 mod error;
 mod monitor;
+mod placement;
 mod ports;
 mod server;
 mod version;

@@ -101,3 +101,27 @@ async fn r3_bucket_survives_losing_the_meta_leader() {
         .expect("put via restarted node");
     assert!(third > second);
 }
+
+/// `Cluster::start` returns only once the meta leader can place a stream on
+/// every node: an R3 bucket created at once, with no retry, must succeed.
+/// (Routes and an agreed meta leader came first, and a bucket created then
+/// was refused now and again with "no suitable peers for placement, peer
+/// offline" (JetStream error 10005) until the meta leader had every peer's
+/// statistics.) Several fresh clusters, each asked through another node.
+#[tokio::test]
+async fn an_r3_bucket_can_be_created_as_soon_as_start_returns() {
+    for round in 0..4 {
+        let cluster = Cluster::start(3).expect("start cluster");
+        let client = async_nats::connect(cluster.node(round % 3).url())
+            .await
+            .expect("connect");
+        jetstream::new(client)
+            .create_key_value(kv::Config {
+                bucket: "at-once".into(),
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: create R3 bucket at once: {e:?}"));
+    }
+}
