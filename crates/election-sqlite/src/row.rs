@@ -332,6 +332,11 @@ async fn read_recorded(conn: &mut SqliteConnection, name: &str) -> Result<Option
             .bind(name)
             .fetch_optional(&mut *conn)
             .await?;
+    recorded(name, raw)
+}
+
+/// Checks the epoch state `raw` (`(epoch, ttl_ms)`) read for `name`.
+fn recorded(name: &str, raw: Option<(i64, i64)>) -> Result<Option<Recorded>, Error> {
     match raw {
         Some((epoch, ttl_ms)) if epoch < 0 || ttl_ms <= 0 => Err(Error::CorruptRow {
             name: name.to_owned(),
@@ -413,12 +418,50 @@ pub(crate) async fn claim(
     before_commit: impl FnOnce(),
 ) -> Result<Option<i64>, Error> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let raw: Option<RawRow> = sqlx::query_as(SELECT)
+    // The lease row and the epoch state in one statement (one round trip
+    // to the connection's worker thread instead of two).
+    type Both = (
+        bool,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let (has_lease, holder, epoch, version, ttl_ms, acquired, rec_epoch, rec_ttl): Both =
+        sqlx::query_as(
+            "SELECT l.name IS NOT NULL, l.holder, l.epoch, l.version, l.ttl_ms,
+                    l.acquired_unix_ms, e.epoch, e.ttl_ms
+             FROM (SELECT ?1 AS name) AS n
+             LEFT JOIN election_leases AS l ON l.name = n.name
+             LEFT JOIN election_epochs AS e ON e.name = n.name",
+        )
         .bind(w.name)
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
-    let lease = raw.map(row).map(|r| check(w.name, r)).transpose()?;
-    let recorded = read_recorded(&mut tx, w.name).await?;
+    let lease = if has_lease {
+        let (Some(epoch), Some(version), Some(ttl_ms)) = (epoch, version, ttl_ms) else {
+            return Err(Error::CorruptRow {
+                name: w.name.to_owned(),
+                detail: "a NULL epoch, version or ttl_ms".to_owned(),
+            });
+        };
+        Some(check(
+            w.name,
+            row((holder, epoch, version, ttl_ms, acquired)),
+        )?)
+    } else {
+        None
+    };
+    let recorded = recorded(w.name, rec_epoch.zip(rec_ttl))?;
+    if rec_epoch.is_some() != rec_ttl.is_some() {
+        return Err(Error::CorruptRow {
+            name: w.name.to_owned(),
+            detail: "a NULL recorded epoch or ttl_ms".to_owned(),
+        });
+    }
     let found = Found::of(lease.as_ref(), recorded);
     if !decide(&found) && !holder_gone(&mut tx, w, &found).await? {
         tx.rollback().await?;
