@@ -229,8 +229,8 @@ impl Context {
         }
     }
 
-    /// One conditional renewal of the term `hold` (one `BEGIN IMMEDIATE`
-    /// transaction, [`row::renew`]), given at most `bound` to answer.
+    /// One conditional renewal of the term `hold` (one write transaction,
+    /// [`row::renew`]), given at most `bound` to answer.
     /// `Ok(true)`: renewed; `Ok(false)`: the row shows another term (or
     /// none); [`Error::OutcomeUnknown`] if it did not answer within
     /// `bound` (the renewal may still have committed); any other error

@@ -1,6 +1,7 @@
 //! The lease row and the epoch state: every read and write of
-//! `election_leases` and `election_epochs`, each write one
-//! `BEGIN IMMEDIATE` transaction.
+//! `election_leases` and `election_epochs`, each write one transaction:
+//! a claim one `BEGIN IMMEDIATE` transaction, a renewal or a release one
+//! autocommit statement (ADR 0035).
 
 use std::time::{Duration, UNIX_EPOCH};
 
