@@ -132,10 +132,15 @@ async fn a_thousand_elections_in_one_database_from_three_processes() {
     .expect("count");
     assert_eq!((rows, held), (1000, 1000));
     assert!(holders >= 1);
+    // One process resigns its terms at a time. Each resign is one write
+    // transaction per term, and SQLite's busy wait is not fair: three
+    // processes releasing hundreds of rows back to back can keep one of
+    // them from the write lock past its busy timeout (the candidate's
+    // default, 1 s; the binary has no setting for it) on a loaded machine,
+    // and that release then fails with "database is locked" as it should.
+    // That is not what this test is about.
     for p in &mut procs {
         p.send("resign");
-    }
-    for p in &mut procs {
         p.expect("resigned");
     }
     let still: i64 = sqlx::query_scalar("SELECT count(holder) FROM election_leases")

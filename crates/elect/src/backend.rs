@@ -470,6 +470,22 @@ impl Opened {
         }
     }
 
+    /// Closes a SQLite backend's pool before `elect` exits, waiting at
+    /// most `bound`: the last connection to close checkpoints the WAL into
+    /// the database and removes it, so the next `elect` to open the
+    /// database does not replay it (measured: about 6 ms of every start
+    /// when each `elect` exited with its pool open). Called after the term
+    /// ended (resigned or lost, its release done or abandoned), never
+    /// before. Other backends have nothing to close.
+    ///
+    /// Cancel safety: cancel safe (the pool stays closed). Failure model:
+    /// none; a close that takes longer than `bound` is left to the exit.
+    pub(crate) async fn close(&self, bound: Duration) {
+        if let Opened::Ready(Backend::Sqlite(election)) = self {
+            let _ = tokio::time::timeout(bound, election.pool().close()).await;
+        }
+    }
+
     /// Not there yet (a bucket, a directory or a database): nobody was
     /// ever elected there.
     pub(crate) fn is_pending(&self) -> bool {

@@ -64,14 +64,18 @@ async fn dispatch(
             // run must not cost a campaign (127, 126).
             command::check(&args.command)?;
             let backend = Opened::open(url.as_ref(), args.timing(), Some(reporter)).await?;
-            run::run(
+            let code = run::run(
                 standby,
                 &backend,
                 &backend.shown(url.as_ref()),
                 args,
                 reporter,
             )
-            .await
+            .await;
+            // The term has ended (or was never won): close the backend so
+            // the next start does not replay this process's WAL.
+            backend.close(std::time::Duration::from_secs(2)).await;
+            code
         }
         Command::Leader(args) => {
             let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;

@@ -80,8 +80,14 @@ impl Context {
         let give_up = std::time::Instant::now() + options.busy_timeout() * 5;
         loop {
             let opened = async {
+                // No ping before each acquire (sqlx's default): a SQLite
+                // connection is a handle in this process, not a socket that
+                // goes stale, and the ping is one more hop to the
+                // connection's worker thread on every claim and renewal
+                // (B's side of a handover included).
                 let pool = SqlitePoolOptions::new()
                     .max_connections(4)
+                    .test_before_acquire(false)
                     .acquire_timeout(options.busy_timeout() * 4)
                     .connect_with(connect.clone())
                     .await
@@ -121,6 +127,7 @@ impl Context {
             .busy_timeout(options.busy_timeout());
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .acquire_timeout(options.busy_timeout() * 4)
             .connect_with(connect)
             .await
@@ -222,8 +229,8 @@ impl Context {
         }
     }
 
-    /// One conditional renewal of the term `hold` (one `BEGIN IMMEDIATE`
-    /// transaction, [`row::renew`]), given at most `bound` to answer.
+    /// One conditional renewal of the term `hold` (one write transaction,
+    /// [`row::renew`]), given at most `bound` to answer.
     /// `Ok(true)`: renewed; `Ok(false)`: the row shows another term (or
     /// none); [`Error::OutcomeUnknown`] if it did not answer within
     /// `bound` (the renewal may still have committed); any other error

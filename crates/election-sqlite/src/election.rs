@@ -562,8 +562,8 @@ impl Claim for SqliteClaim {
         ))))
     }
 
-    /// The commit-point check: one conditional renewal. In one
-    /// `BEGIN IMMEDIATE` transaction it bumps the row's renewal version only
+    /// The commit-point check: one conditional renewal. In one write
+    /// transaction (one autocommit `UPDATE`) it bumps the row's renewal version only
     /// if the row still shows this attempt's nonce and won epoch with a
     /// holder, exactly as the renewal task does; it commits before this
     /// returns `Ok(())`.

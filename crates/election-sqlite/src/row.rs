@@ -1,6 +1,7 @@
 //! The lease row and the epoch state: every read and write of
-//! `election_leases` and `election_epochs`, each write one
-//! `BEGIN IMMEDIATE` transaction.
+//! `election_leases` and `election_epochs`, each write one transaction:
+//! a claim one `BEGIN IMMEDIATE` transaction, a renewal or a release one
+//! autocommit statement (ADR 0035).
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -275,12 +276,16 @@ pub(crate) fn lock_id(nonce: i64, lock: &str) -> String {
     format!("{nonce}/{lock}")
 }
 
-/// Runs `statement` in a transaction of its own (`BEGIN IMMEDIATE`):
-/// `Ok(true)` if it changed exactly one row.
+/// Runs the one write `statement` as a transaction of its own (SQLite's
+/// autocommit): `Ok(true)` if it changed exactly one row. A write
+/// statement outside a transaction takes the write lock before it reads
+/// (waiting on the busy timeout, as `BEGIN IMMEDIATE` does) and commits
+/// before it answers: the same atomic step as `BEGIN IMMEDIATE`, the
+/// statement and `COMMIT`, in one round trip to the connection's worker
+/// thread instead of three (a release is on the path of every clean
+/// handover).
 async fn changes_one_row(pool: &SqlitePool, statement: Statement<'_>) -> Result<bool, Error> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let done = statement.execute(&mut *tx).await?;
-    tx.commit().await?;
+    let done = statement.execute(pool).await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -332,6 +337,11 @@ async fn read_recorded(conn: &mut SqliteConnection, name: &str) -> Result<Option
             .bind(name)
             .fetch_optional(&mut *conn)
             .await?;
+    recorded(name, raw)
+}
+
+/// Checks the epoch state `raw` (`(epoch, ttl_ms)`) read for `name`.
+fn recorded(name: &str, raw: Option<(i64, i64)>) -> Result<Option<Recorded>, Error> {
     match raw {
         Some((epoch, ttl_ms)) if epoch < 0 || ttl_ms <= 0 => Err(Error::CorruptRow {
             name: name.to_owned(),
@@ -345,31 +355,52 @@ async fn read_recorded(conn: &mut SqliteConnection, name: &str) -> Result<Option
 /// Inside the caller's transaction: wins `w.name` in term `epoch`, only
 /// if its lease row is still as `seen` (`(version, epoch)`; `None`: there
 /// was no row), and records `epoch` in the epoch state in the same
-/// transaction. `Ok(false)`: the row changed, nothing was written.
+/// transaction. `Ok(false)`: the row changed, or the epoch state was not
+/// raised; the caller then rolls the transaction back (whatever either
+/// statement wrote goes with it).
+///
+/// Both writes go in one round trip to the connection's worker thread: the
+/// epoch write runs only if the lease write changed its row
+/// (`changes() = 1`), so exactly two changed rows means both were written.
 async fn win(
     conn: &mut SqliteConnection,
     w: ClaimWrite<'_>,
     seen: Option<(i64, i64)>,
     epoch: i64,
 ) -> Result<bool, Error> {
-    let won = match seen {
+    // The epoch state, written only after the lease write changed its row
+    // (?1 the name, ?4 the epoch, ?5 the TTL, as `ClaimWrite::bind` binds
+    // them).
+    macro_rules! and_record {
+        ($lease_write:literal) => {
+            concat!(
+                $lease_write,
+                ";
+                 INSERT INTO election_epochs (name, epoch, ttl_ms)
+                 SELECT ?1, ?4, ?5 WHERE changes() = 1
+                 ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
+                 WHERE excluded.epoch > election_epochs.epoch"
+            )
+        };
+    }
+    let written = match seen {
         None => w.bind(
-            sqlx::query(
+            sqlx::query(and_record!(
                 "INSERT INTO election_leases
                    (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms, lock_id)
                  VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, ?7)
-                 ON CONFLICT (name) DO NOTHING",
-            ),
+                 ON CONFLICT (name) DO NOTHING"
+            )),
             epoch,
         ),
         Some((seen_version, seen_epoch)) => w
             .bind(
-                sqlx::query(
+                sqlx::query(and_record!(
                     "UPDATE election_leases
                      SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
                          ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6, lock_id = ?7
-                     WHERE name = ?1 AND version = ?8 AND epoch = ?9",
-                ),
+                     WHERE name = ?1 AND version = ?8 AND epoch = ?9"
+                )),
                 epoch,
             )
             .bind(seen_version)
@@ -378,20 +409,7 @@ async fn win(
     .execute(&mut *conn)
     .await?
     .rows_affected();
-    if won != 1 {
-        return Ok(false);
-    }
-    sqlx::query(
-        "INSERT INTO election_epochs (name, epoch, ttl_ms) VALUES (?1, ?2, ?3)
-         ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
-         WHERE excluded.epoch > election_epochs.epoch",
-    )
-    .bind(w.name)
-    .bind(epoch)
-    .bind(w.ttl_ms)
-    .execute(&mut *conn)
-    .await?;
-    Ok(true)
+    Ok(written == 2)
 }
 
 /// In one `BEGIN IMMEDIATE` transaction: reads the lease row and the epoch
@@ -413,12 +431,50 @@ pub(crate) async fn claim(
     before_commit: impl FnOnce(),
 ) -> Result<Option<i64>, Error> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let raw: Option<RawRow> = sqlx::query_as(SELECT)
+    // The lease row and the epoch state in one statement (one round trip
+    // to the connection's worker thread instead of two).
+    type Both = (
+        bool,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let (has_lease, holder, epoch, version, ttl_ms, acquired, rec_epoch, rec_ttl): Both =
+        sqlx::query_as(
+            "SELECT l.name IS NOT NULL, l.holder, l.epoch, l.version, l.ttl_ms,
+                    l.acquired_unix_ms, e.epoch, e.ttl_ms
+             FROM (SELECT ?1 AS name) AS n
+             LEFT JOIN election_leases AS l ON l.name = n.name
+             LEFT JOIN election_epochs AS e ON e.name = n.name",
+        )
         .bind(w.name)
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
-    let lease = raw.map(row).map(|r| check(w.name, r)).transpose()?;
-    let recorded = read_recorded(&mut tx, w.name).await?;
+    let lease = if has_lease {
+        let (Some(epoch), Some(version), Some(ttl_ms)) = (epoch, version, ttl_ms) else {
+            return Err(Error::CorruptRow {
+                name: w.name.to_owned(),
+                detail: "a NULL epoch, version or ttl_ms".to_owned(),
+            });
+        };
+        Some(check(
+            w.name,
+            row((holder, epoch, version, ttl_ms, acquired)),
+        )?)
+    } else {
+        None
+    };
+    let recorded = recorded(w.name, rec_epoch.zip(rec_ttl))?;
+    if rec_epoch.is_some() != rec_ttl.is_some() {
+        return Err(Error::CorruptRow {
+            name: w.name.to_owned(),
+            detail: "a NULL recorded epoch or ttl_ms".to_owned(),
+        });
+    }
     let found = Found::of(lease.as_ref(), recorded);
     if !decide(&found) && !holder_gone(&mut tx, w, &found).await? {
         tx.rollback().await?;

@@ -66,10 +66,14 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     )
     .execute(&mut *tx)
     .await?;
-    let found: Option<i64> =
-        sqlx::query_scalar("SELECT value FROM election_meta WHERE key = 'schema_version'")
-            .fetch_optional(&mut *tx)
-            .await?;
+    // The version and whether `lock_id` is there, in one statement (one
+    // round trip to the connection's worker thread at every open).
+    let (found, has_lock_id): (Option<i64>, bool) = sqlx::query_as(
+        "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let mut up_to_date = false;
     match found {
         Some(v) if v > SCHEMA_VERSION => {
@@ -103,7 +107,14 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
             .await?;
         }
     }
-    if add_lock_id(&mut tx).await? || !up_to_date {
+    // `has_lock_id` was read before any table was created here: only an
+    // up-to-date database that had the column skips the check.
+    let added = if up_to_date && has_lock_id {
+        false
+    } else {
+        add_lock_id(&mut tx).await?
+    };
+    if added || !up_to_date {
         tx.commit().await?;
     } else {
         tx.rollback().await?;
