@@ -11,11 +11,12 @@ mod election;
 mod error;
 mod notify;
 mod options;
+mod renewal;
 mod row;
 pub mod schema;
 
 pub use clock::{Clock, SystemClock};
-pub use election::PostgresElection;
+pub use election::{PostgresAttempt, PostgresClaim, PostgresElection};
 pub use error::Error;
 pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,

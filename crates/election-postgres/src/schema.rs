@@ -39,8 +39,8 @@ pub const SCHEMA_VERSION: i64 = 1;
 
 /// Every statement of this crate, with the schema name filled in.
 #[derive(Debug)]
+#[allow(dead_code)] // the fence's statements: used from step 5
 pub(crate) struct Sql {
-    pub(crate) schema: Arc<str>,
     /// The notification channel: `election:<schema>`.
     pub(crate) channel: Arc<str>,
     pub(crate) read_many: Arc<str>,
@@ -126,7 +126,6 @@ impl Sql {
         );
         let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
         Sql {
-            schema: schema.into(),
             channel: format!("election:{schema}").into(),
             read_many: read_many.into(),
             claim_many: claim_many.into(),
