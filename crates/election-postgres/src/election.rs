@@ -2,10 +2,13 @@
 //! [`PostgresClaim`] of one candidate.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use election_core::{
-    Candidate, Claim, ElectionName, End, Identity, Leader, TermReporter, WatchGuard, Won,
+    Candidate, Claim, ConfigError, ElectionName, End, Identity, Leader, TermReporter, WatchGuard,
+    Won,
 };
+use futures::Stream;
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 
@@ -147,6 +150,113 @@ impl PostgresElection {
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
         let name = ElectionName::new(name)?;
         read_leader(&self.inner, &name).await
+    }
+}
+
+impl PostgresElection {
+    /// Every change of leadership of election `name`: the current holder
+    /// first, then each new term (`Some`) or vacancy (`None`), repeats of
+    /// one term left out.
+    ///
+    /// Woken by the notification every win and release sends (the first
+    /// call starts this process's listener), and reads the row at least
+    /// every `every` as a backstop. What it may miss: a term that began
+    /// and ended between two reads; a lease that ran out is not a change
+    /// (nobody writes then) until a contender takes it over.
+    ///
+    /// Cancel safety: dropping the stream stops it. Failure model:
+    /// `Config` for an invalid name or an `every` outside 1 ms..=1 h; a
+    /// failed read is one `Err` item (`Unavailable`, `Corrupt`) and the
+    /// stream goes on.
+    ///
+    /// ```no_run
+    /// use futures::StreamExt;
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
+    /// let changes = election.observe("billing", std::time::Duration::from_secs(5)).await?;
+    /// let mut changes = std::pin::pin!(changes);
+    /// while let Some(change) = changes.next().await {
+    ///     match change? {
+    ///         Some(leader) => println!("{} leads in term {}", leader.identity, leader.epoch),
+    ///         None => println!("nobody leads"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn observe(
+        &self,
+        name: &str,
+        every: Duration,
+    ) -> Result<
+        impl Stream<Item = Result<Option<Leader>, election_core::Error>> + Send + 'static,
+        election_core::Error,
+    > {
+        let name = ElectionName::new(name)?;
+        if every < Duration::from_millis(1) || every > Duration::from_secs(3600) {
+            return Err(ConfigError::BadSetting {
+                setting: "every",
+                reason: format!("{every:?} is not between 1ms and 1h"),
+            }
+            .into());
+        }
+        let ctx = self.inner.clone();
+        ctx.notifier.start();
+        let wakes = ctx.notifier.subscribe();
+        let state = (ctx, name, wakes, None::<Option<Leader>>, true);
+        Ok(futures::stream::unfold(
+            state,
+            move |(ctx, name, mut wakes, mut last, first)| async move {
+                let mut first = first;
+                loop {
+                    if !first {
+                        let n = name.as_str();
+                        let _ = tokio::time::timeout(every, notify::woken(&mut wakes, |x| x == n))
+                            .await;
+                    }
+                    first = false;
+                    match read_leader(&ctx, &name).await {
+                        Err(e) => return Some((Err(e), (ctx, name, wakes, last, false))),
+                        Ok(now) => {
+                            let term = |l: &Option<Leader>| {
+                                l.as_ref().map(|l| (l.identity.clone(), l.epoch))
+                            };
+                            if last.as_ref().is_none_or(|l| term(l) != term(&now)) {
+                                last = Some(now.clone());
+                                return Some((Ok(now), (ctx, name, wakes, last, false)));
+                            }
+                        }
+                    }
+                }
+            },
+        ))
+    }
+
+    /// Stops this election's notification listener and, for a pool this
+    /// crate opened ([`connect`](Self::connect)), closes the pool. A pool
+    /// given to [`with_pool`](Self::with_pool) stays open. Resign terms and
+    /// close lease sets first: a term still held afterwards cannot renew
+    /// and is lost when its validity runs out (its lease then ages out).
+    ///
+    /// Cancel safety: cancel safe; the listener is stopped at once, the
+    /// pool closes in the background if dropped. Failure model: none.
+    ///
+    /// ```no_run
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
+    /// let term = election.candidate("billing", "a")?.campaign().await?;
+    /// term.resign().await?;
+    /// election.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) {
+        self.inner.notifier.stop();
+        if self.inner.owns_pool {
+            self.inner.pool.close().await;
+        }
     }
 }
 
