@@ -9,6 +9,7 @@ mod clock;
 mod context;
 mod election;
 mod error;
+mod fence;
 mod notify;
 mod options;
 mod renewal;
@@ -18,6 +19,7 @@ pub mod schema;
 pub use clock::{Clock, SystemClock};
 pub use election::{PostgresAttempt, PostgresClaim, PostgresElection};
 pub use error::Error;
+pub use fence::PostgresFence;
 pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,
     PostgresOptions,

@@ -39,7 +39,6 @@ pub const SCHEMA_VERSION: i64 = 1;
 
 /// Every statement of this crate, with the schema name filled in.
 #[derive(Debug)]
-#[allow(dead_code)] // the fence's statements: used from step 5
 pub(crate) struct Sql {
     /// The notification channel: `election:<schema>`.
     pub(crate) channel: Arc<str>,
@@ -49,6 +48,7 @@ pub(crate) struct Sql {
     pub(crate) release_many: Arc<str>,
     pub(crate) fence_advance: Arc<str>,
     pub(crate) fence_read: Arc<str>,
+    pub(crate) fence_lock: Arc<str>,
 }
 
 impl Sql {
@@ -122,9 +122,10 @@ impl Sql {
             "INSERT INTO {s}.fences AS f (resource, mark) VALUES ($1, $2)
              ON CONFLICT (resource) DO UPDATE SET mark = excluded.mark
              WHERE f.mark <= excluded.mark
-             RETURNING (SELECT p.mark FROM {s}.fences p WHERE p.resource = $1)"
+             RETURNING (SELECT p.mark FROM {s}.fences p WHERE p.resource = $1) AS previous"
         );
         let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
+        let fence_lock = format!("SELECT mark FROM {s}.fences WHERE resource = $1 FOR SHARE");
         Sql {
             channel: format!("election:{schema}").into(),
             read_many: read_many.into(),
@@ -133,6 +134,7 @@ impl Sql {
             release_many: release_many.into(),
             fence_advance: fence_advance.into(),
             fence_read: fence_read.into(),
+            fence_lock: fence_lock.into(),
         }
     }
 }
