@@ -10,6 +10,7 @@ mod context;
 mod election;
 mod error;
 mod fence;
+mod lease_set;
 mod notify;
 mod options;
 mod renewal;
@@ -18,8 +19,10 @@ pub mod schema;
 
 pub use clock::{Clock, SystemClock};
 pub use election::{PostgresAttempt, PostgresClaim, PostgresElection};
+pub use election_core::{LeaseSet, WriteToken};
 pub use error::Error;
 pub use fence::PostgresFence;
+pub use lease_set::PostgresLeases;
 pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,
     PostgresOptions,

@@ -6,8 +6,9 @@ mod common;
 use std::time::Duration;
 
 use election_core::Error;
-use election_postgres::{PostgresClaim, PostgresElection, PostgresOptions};
+use election_postgres::{PostgresClaim, PostgresElection, PostgresLeases, PostgresOptions};
 use election_testkit::conformance::Backend;
+use election_testkit::keyed::KeyedBackend;
 use postgres_testkit::Server;
 
 /// A fresh server per test; every candidate connects afresh.
@@ -74,4 +75,24 @@ impl Backend for Db {
     }
 }
 
+impl KeyedBackend for Db {
+    type Keys = PostgresLeases;
+
+    /// A set over the server connected afresh, polling every 20 ms.
+    async fn keys(&self, identity: &str) -> Result<PostgresLeases, Error> {
+        let identity = election_core::Identity::new(identity)?;
+        PostgresLeases::new(&self.election().await, identity)
+            .with_poll_interval(Duration::from_millis(20))
+            .map_err(core)
+    }
+
+    async fn take_away(&self, key: &str) -> bool {
+        common::intrude(&self.server, key)
+    }
+}
+
 election_testkit::conformance_tests!(Db::new());
+
+mod keyed {
+    election_testkit::keyed_conformance_tests!(super::Db::new());
+}
