@@ -190,3 +190,26 @@ async fn an_unreachable_server_is_not_now_for_a_campaign() {
         .expect("a");
     term.resign().await.expect("resign");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_renewals_hang_loses_at_its_deadline() {
+    let mut server = common::server();
+    let e = common::open(&server, common::fast()).await;
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    // Renewals sent to a stopped server never answer: unknown outcomes,
+    // not counted; the term is lost at its deadline.
+    server.pause().expect("pause");
+    within("a loses while the server is stopped", a.lost()).await;
+    server.resume().expect("resume");
+    let b = e.candidate("jobs", "b").expect("b");
+    let term = within("b wins once the lease aged out", b.campaign())
+        .await
+        .expect("b");
+    assert!(term.epoch() > a.epoch());
+    term.resign().await.expect("resign");
+}
