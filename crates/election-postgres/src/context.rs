@@ -36,11 +36,52 @@ pub(crate) struct Context {
     pub(crate) notifier: Arc<Notifier>,
 }
 
+/// Takes a `schema=<name>` query parameter out of `url` (sqlx does not know
+/// it) into the options: a checked name, which must agree with a schema
+/// set in `options` other than the default.
+pub(crate) fn schema_from_url(
+    url: &str,
+    options: PostgresOptions,
+) -> Result<(String, PostgresOptions), Error> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), options));
+    };
+    let mut rest = Vec::new();
+    let mut schema = None;
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("schema", value)) => schema = Some(value),
+            _ => rest.push(pair),
+        }
+    }
+    let Some(schema) = schema else {
+        return Ok((url.to_owned(), options));
+    };
+    let from_url = options.clone().with_schema(schema)?;
+    if options.schema() != crate::options::DEFAULT_SCHEMA && options.schema() != schema {
+        return Err(election_core::ConfigError::BadSetting {
+            setting: "schema",
+            reason: format!(
+                "the URL names schema {schema:?}, the options {:?}",
+                options.schema()
+            ),
+        }
+        .into());
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, from_url))
+}
+
 impl Context {
     /// Connects to `url` with a pool of its own; see
     /// [`PostgresElection::connect`](crate::PostgresElection::connect).
     pub(crate) async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
-        let connect = PgConnectOptions::from_str(url).map_err(|e| Error::Unusable {
+        let (url, options) = schema_from_url(url, options)?;
+        let connect = PgConnectOptions::from_str(&url).map_err(|e| Error::Unusable {
             reason: "the URL is not a valid postgres:// URL".into(),
             source: e,
         })?;
@@ -213,6 +254,28 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schema_comes_from_the_url_or_the_options() {
+        let d = PostgresOptions::default;
+        let (url, o) =
+            schema_from_url("postgres://a@h/db?schema=jobs&sslmode=disable", d()).unwrap();
+        assert_eq!(
+            (url.as_str(), o.schema()),
+            ("postgres://a@h/db?sslmode=disable", "jobs")
+        );
+        let (url, o) = schema_from_url("postgres://a@h/db?schema=jobs", d()).unwrap();
+        assert_eq!((url.as_str(), o.schema()), ("postgres://a@h/db", "jobs"));
+        let (url, o) = schema_from_url("postgres://a@h/db", d()).unwrap();
+        assert_eq!(
+            (url.as_str(), o.schema()),
+            ("postgres://a@h/db", "election")
+        );
+        assert!(schema_from_url("postgres://a@h/db?schema=Bad-Name", d()).is_err());
+        let other = d().with_schema("other").unwrap();
+        assert!(schema_from_url("postgres://a@h/db?schema=jobs", other.clone()).is_err());
+        assert!(schema_from_url("postgres://a@h/db?schema=other", other).is_ok());
+    }
 
     #[tokio::test]
     async fn a_bad_url_is_unusable() {

@@ -37,9 +37,10 @@ pub struct PostgresElection {
 }
 
 impl PostgresElection {
-    /// Connects to `url` (`postgres://user@host:port/db`; sqlx reads a
-    /// missing password from `PGPASSWORD` or the `~/.pgpass` file, so it
-    /// need never be on a command line) with a pool of its own (at most 8
+    /// Connects to `url` (`postgres://user@host:port/db`, optionally
+    /// `?schema=<name>`, which must agree with a schema set in `options`;
+    /// sqlx reads a missing password from `PGPASSWORD` or the `~/.pgpass`
+    /// file, so it need never be on a command line) with a pool of its own (at most 8
     /// connections, plus one for notifications once something waits),
     /// checks that the session commits durably and creates or migrates the
     /// election schema ([`schema`](crate::schema)).
@@ -48,7 +49,8 @@ impl PostgresElection {
     /// in flight commits whole or not at all).
     ///
     /// Failure model: a URL that does not parse, a refused password, a
-    /// missing database or a missing privilege is [`Error::Unusable`];
+    /// missing database or a missing privilege is [`Error::Unusable`]; a
+    /// bad or conflicting `schema` parameter [`Error::Config`];
     /// `synchronous_commit = off` is [`Error::UnsafeSetting`]; a schema
     /// written by a newer version [`Error::SchemaTooNew`]; an unreachable
     /// server [`Error::Unavailable`] or [`Error::TimedOut`] (after four

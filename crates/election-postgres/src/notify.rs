@@ -52,7 +52,8 @@ pub(crate) struct Notifier {
     tx: broadcast::Sender<Wake>,
     pool: PgPool,
     channel: Arc<str>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    /// `None` once stopped for good: no listener starts again.
+    task: Mutex<Option<Option<JoinHandle<()>>>>,
 }
 
 impl Notifier {
@@ -61,7 +62,7 @@ impl Notifier {
             tx: broadcast::channel(CAPACITY).0,
             pool,
             channel,
-            task: Mutex::new(None),
+            task: Mutex::new(Some(None)),
         }
     }
 
@@ -74,7 +75,10 @@ impl Notifier {
     /// runtime; without one, waiters only poll). Once it listens it wakes
     /// every subscriber, so none misses a notification sent before.
     pub(crate) fn start(&self) {
-        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(task) = slot.as_mut() else {
+            return;
+        };
         if task.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
@@ -94,9 +98,9 @@ impl Notifier {
         }));
     }
 
-    /// Stops the listener task.
+    /// Stops the listener task for good (waiters poll from then on).
     pub(crate) fn stop(&self) {
-        if let Some(task) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(Some(task)) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
             task.abort();
         }
     }

@@ -152,3 +152,38 @@ async fn unusable_places_are_typed_errors() {
     let bad_schema = PostgresOptions::default().with_schema("x; DROP");
     assert!(bad_schema.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_may_name_the_schema() {
+    let server = server();
+    let url = format!("{}?schema=from_url", server.url());
+    let e = PostgresElection::connect(&url, PostgresOptions::default())
+        .await
+        .expect("open");
+    assert_eq!(e.options().schema(), "from_url");
+    let term = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    assert_eq!(
+        server
+            .sql("SELECT holder FROM from_url.leases WHERE name = 'jobs'")
+            .expect("read"),
+        "a"
+    );
+    term.resign().await.expect("resign");
+    // Two elections in two schemas of one database are independent.
+    let other = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open");
+    let t2 = other
+        .candidate("jobs", "b")
+        .expect("b")
+        .campaign()
+        .await
+        .expect("b");
+    assert!(e.leader("jobs").await.expect("read").is_none());
+    t2.resign().await.expect("resign");
+}

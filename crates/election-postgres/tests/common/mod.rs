@@ -12,9 +12,13 @@ pub(crate) fn server() -> Server {
     Server::start().expect("PostgreSQL must be installed: apt-get install -y postgresql")
 }
 
-/// Short timings: TTL 600 ms, renewal every 150 ms.
+/// Short timings: TTL 600 ms, renewal every 150 ms, requests bounded by
+/// 150 ms (the most the options allow: the machine running the tests may
+/// be busy).
 pub(crate) fn fast() -> PostgresOptions {
-    PostgresOptions::new(Duration::from_millis(600), Duration::from_millis(150)).expect("options")
+    PostgresOptions::new(Duration::from_millis(600), Duration::from_millis(150))
+        .and_then(|o| o.with_request_timeout(Duration::from_millis(150)))
+        .expect("options")
 }
 
 /// The election on `server` with `options`, on a pool of its own.
