@@ -20,6 +20,9 @@ use crate::options::PostgresOptions;
 use crate::row::{self, Hold, Seen, Take};
 use crate::schema::{self, Sql};
 
+/// The least time an open (connect, check, migrate) may take.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How many connections a pool this crate opens itself may use.
 const OWN_POOL_CONNECTIONS: u32 = 8;
 
@@ -88,7 +91,9 @@ impl Context {
         let pool = PgPoolOptions::new()
             .max_connections(OWN_POOL_CONNECTIONS)
             .min_connections(0)
-            .acquire_timeout(options.request_timeout())
+            // Every request is bounded by the request timeout itself; the
+            // pool's own bound only covers opening.
+            .acquire_timeout(OPEN_TIMEOUT)
             .connect_lazy_with(connect.application_name("election-postgres"));
         let mut ctx = Self::with_pool(pool, options).await?;
         ctx.owns_pool = true;
@@ -98,7 +103,7 @@ impl Context {
     /// Uses the application's pool: checks that its sessions commit
     /// durably and migrates the election schema.
     pub(crate) async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
-        let bound = options.request_timeout() * 4;
+        let bound = OPEN_TIMEOUT.max(options.request_timeout() * 4);
         let opened = async {
             let mut conn = pool.acquire().await?;
             let sync: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
@@ -275,6 +280,41 @@ mod tests {
         let other = d().with_schema("other").unwrap();
         assert!(schema_from_url("postgres://a@h/db?schema=jobs", other.clone()).is_err());
         assert!(schema_from_url("postgres://a@h/db?schema=other", other).is_ok());
+    }
+
+    /// A stopped server: a renewal that does not answer within its bound
+    /// has an unknown outcome, a read times out; both answer again once
+    /// the server runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_to_a_stopped_server_are_bounded() {
+        let mut server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        let hold = Hold {
+            name: "jobs",
+            nonce: 7,
+            epoch: 2,
+        };
+        let bound = Duration::from_millis(100);
+        assert!(
+            ctx.renew_within(&[hold], bound)
+                .await
+                .expect("answers")
+                .is_empty()
+        );
+        server.pause().expect("pause");
+        match ctx.renew_within(&[hold], bound).await {
+            Err(Error::OutcomeUnknown { after }) => assert_eq!(after, bound),
+            other => panic!("expected an unknown outcome, got {other:?}"),
+        }
+        let read = ctx.read_one("jobs").await;
+        assert!(matches!(read, Err(ref e) if e.is_unavailable()), "{read:?}");
+        server.resume().expect("resume");
+        assert!(
+            !ctx.confirm(hold).await.expect("answers again"),
+            "no such term"
+        );
     }
 
     #[tokio::test]

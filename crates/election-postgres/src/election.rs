@@ -53,8 +53,8 @@ impl PostgresElection {
     /// bad or conflicting `schema` parameter [`Error::Config`];
     /// `synchronous_commit = off` is [`Error::UnsafeSetting`]; a schema
     /// written by a newer version [`Error::SchemaTooNew`]; an unreachable
-    /// server [`Error::Unavailable`] or [`Error::TimedOut`] (after four
-    /// request timeouts).
+    /// server [`Error::Unavailable`] or [`Error::TimedOut`] (after 10 s or
+    /// four request timeouts, whichever is longer).
     ///
     /// ```no_run
     /// use election_postgres::{PostgresElection, PostgresOptions};

@@ -163,3 +163,37 @@ async fn sets_and_single_candidates_share_rows() {
         .expect("single again");
     again.resign().await.expect("resign");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_row_is_lost_by_its_set_and_waited_out_by_others() {
+    let server = common::server();
+    let e = common::open(&server, common::fast()).await;
+    let a = set(&e, "a", Duration::from_millis(20));
+    ask(&a, "k").await;
+    holds_all(&a, &["k".to_owned()]).await;
+    let before = a.epoch("k").expect("held");
+    server
+        .sql("DELETE FROM election.leases WHERE name = 'k'")
+        .expect("delete");
+    let b = set(&e, "b", Duration::from_millis(20));
+    ask(&b, "k").await;
+    within("a loses k", async {
+        while a.held("k") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // `a` asks again too: whoever wins, the epoch is above the lost one,
+    // and only one set holds the key.
+    within("a set wins k again", async {
+        while !a.held("k") && !b.held("k") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let (winner, other) = if a.held("k") { (&a, &b) } else { (&b, &a) };
+    assert!(!other.held("k"), "two sets hold k");
+    assert!(winner.epoch("k").expect("held") > before);
+    b.close().await;
+    a.close().await;
+}
