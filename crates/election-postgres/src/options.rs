@@ -36,7 +36,8 @@ pub const MAX_SCHEMA_LEN: usize = 40;
 ///
 /// Valid when `2 × renew_interval ≤ ttl − margin` (a renewal can fail once
 /// and be retried before the lease runs out), `request_timeout ≤
-/// renew_interval`, and all are at least 1 ms.
+/// renew_interval`, all are at least 1 ms, the TTL at most a day, and the
+/// core's [`RenewalPolicy`](election_core::RenewalPolicy) accepts them.
 ///
 /// ```
 /// use std::time::Duration;
@@ -157,6 +158,8 @@ impl PostgresOptions {
                 ),
             ));
         }
+        // The core's renewal machine must accept them too.
+        election_core::RenewalPolicy::new(self.validity(), self.renew_interval)?;
         if self.request_timeout > self.renew_interval {
             return Err(bad(
                 "request_timeout",
