@@ -213,3 +213,39 @@ async fn a_holder_whose_renewals_hang_loses_at_its_deadline() {
     assert!(term.epoch() > a.epoch());
     term.resign().await.expect("resign");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_connections_do_not_hand_a_live_term_over() {
+    let server = common::server();
+    let e = common::open(&server, common::fast()).await;
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    let b = common::open(&server, common::fast())
+        .await
+        .candidate("jobs", "b")
+        .expect("b");
+    let until = Instant::now() + common::fast().ttl() * 3;
+    while Instant::now() < until {
+        server
+            .sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'election-postgres' AND pid <> pg_backend_pid()")
+            .expect("terminate");
+        let tried = match b.try_campaign().await {
+            Ok(tried) => tried,
+            // A claim statement on a connection just terminated.
+            Err(Error::Unavailable { .. } | Error::OutcomeUnknown { .. }) => None,
+            Err(e) => panic!("{e:?}"),
+        };
+        if let Some(term) = tried {
+            // Only after a's term ended (its renewals failed to its
+            // deadline): never two live terms.
+            assert!(a.is_lost(), "b won while a's term was live");
+            assert!(term.epoch() > a.epoch());
+            term.resign().await.expect("resign");
+            return;
+        }
+    }
+}
