@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{Result, cargo, repo_root};
+use crate::{Result, cargo, postgres, repo_root};
 
 /// One check: the words after `cargo`.
 struct Step {
@@ -23,7 +23,8 @@ impl Step {
     }
 }
 
-/// Runs the checks: fmt, clippy, the tests (nextest, or `cargo test` when
+/// Runs the checks: fmt, clippy, (PostgreSQL's binaries installed if
+/// missing), the tests (nextest, or `cargo test` when
 /// cargo-nextest is missing), the doc tests, and the torture suite's short
 /// budget (`cargo xtask torture --ci`).
 pub(crate) fn run() -> Result<()> {
@@ -60,6 +61,10 @@ pub(crate) fn run() -> Result<()> {
 
     let total = steps.len();
     for (i, step) in steps.iter().enumerate() {
+        if i == 2 {
+            // Before the tests: they start real PostgreSQL servers.
+            postgres::ensure()?;
+        }
         let shown = step.display();
         println!("xtask ci: [{}/{total}] {shown}", i + 1);
         let t = Instant::now();

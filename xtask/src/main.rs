@@ -15,6 +15,7 @@
 
 mod bench;
 mod ci;
+mod postgres;
 mod torture;
 
 use std::process::ExitCode;

@@ -1,0 +1,327 @@
+//! The bottom layer under the façade: the connection context (pool,
+//! schema and its statements, clock, options, the notification listener)
+//! and the bounded requests every layer above uses. The façade
+//! ([`PostgresElection`](crate::PostgresElection)), the renewal task and
+//! the lease set's steps are built on it; it imports none of them.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::Error;
+use crate::notify::Notifier;
+use crate::options::PostgresOptions;
+use crate::row::{self, Hold, Seen, Take};
+use crate::schema::{self, Sql};
+
+/// The least time an open (connect, check, migrate) may take.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many connections a pool this crate opens itself may use.
+const OWN_POOL_CONNECTIONS: u32 = 8;
+
+/// Everything a claim, a renewal or a lease set's step needs of one
+/// database.
+#[derive(Debug)]
+pub(crate) struct Context {
+    pub(crate) pool: PgPool,
+    /// Whether this crate opened the pool (and closes it on `close`).
+    pub(crate) owns_pool: bool,
+    pub(crate) options: PostgresOptions,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) sql: Arc<Sql>,
+    pub(crate) notifier: Arc<Notifier>,
+}
+
+/// Takes a `schema=<name>` query parameter out of `url` (sqlx does not know
+/// it) into the options: a checked name, which must agree with a schema
+/// set in `options` other than the default.
+pub(crate) fn schema_from_url(
+    url: &str,
+    options: PostgresOptions,
+) -> Result<(String, PostgresOptions), Error> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), options));
+    };
+    let mut rest = Vec::new();
+    let mut schema = None;
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("schema", value)) => schema = Some(value),
+            _ => rest.push(pair),
+        }
+    }
+    let Some(schema) = schema else {
+        return Ok((url.to_owned(), options));
+    };
+    let from_url = options.clone().with_schema(schema)?;
+    if options.schema() != crate::options::DEFAULT_SCHEMA && options.schema() != schema {
+        return Err(election_core::ConfigError::BadSetting {
+            setting: "schema",
+            reason: format!(
+                "the URL names schema {schema:?}, the options {:?}",
+                options.schema()
+            ),
+        }
+        .into());
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, from_url))
+}
+
+impl Context {
+    /// Connects to `url` with a pool of its own; see
+    /// [`PostgresElection::connect`](crate::PostgresElection::connect).
+    pub(crate) async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
+        let (url, options) = schema_from_url(url, options)?;
+        let connect = PgConnectOptions::from_str(&url).map_err(|e| Error::Unusable {
+            reason: "the URL is not a valid postgres:// URL".into(),
+            source: e,
+        })?;
+        let pool = PgPoolOptions::new()
+            .max_connections(OWN_POOL_CONNECTIONS)
+            .min_connections(0)
+            // Every request is bounded by the request timeout itself; the
+            // pool's own bound only covers opening.
+            .acquire_timeout(OPEN_TIMEOUT)
+            .connect_lazy_with(connect.application_name("election-postgres"));
+        let mut ctx = Self::with_pool(pool, options).await?;
+        ctx.owns_pool = true;
+        Ok(ctx)
+    }
+
+    /// Uses the application's pool: checks that its sessions commit
+    /// durably and migrates the election schema.
+    pub(crate) async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
+        let bound = OPEN_TIMEOUT.max(options.request_timeout() * 4);
+        let opened = async {
+            let mut conn = pool.acquire().await?;
+            let sync: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+                .fetch_one(&mut *conn)
+                .await?;
+            if sync == "off" {
+                tracing::error!(
+                    "refusing a session with synchronous_commit = off: a claim acknowledged but lost in a crash could hand the same epoch out twice"
+                );
+                return Err(Error::UnsafeSetting {
+                    setting: "synchronous_commit",
+                    value: sync,
+                });
+            }
+            schema::migrate(&mut conn, options.schema()).await
+        };
+        match tokio::time::timeout(bound, opened).await {
+            Ok(r) => r?,
+            Err(_) => return Err(Error::TimedOut { after: bound }),
+        }
+        let sql = Arc::new(Sql::new(options.schema()));
+        let notifier = Arc::new(Notifier::new(pool.clone(), sql.channel.clone()));
+        Ok(Context {
+            pool,
+            owns_pool: false,
+            options,
+            clock: Arc::new(SystemClock),
+            sql,
+            notifier,
+        })
+    }
+
+    /// The same database with `clock` instead.
+    pub(crate) fn with_clock(&self, clock: Arc<dyn Clock>) -> Self {
+        Context {
+            pool: self.pool.clone(),
+            owns_pool: self.owns_pool,
+            options: self.options.clone(),
+            clock,
+            sql: self.sql.clone(),
+            notifier: self.notifier.clone(),
+        }
+    }
+
+    /// `request`, given at most the request timeout: a read that does not
+    /// answer is [`Error::TimedOut`] (nothing was written).
+    pub(crate) async fn read<T>(
+        &self,
+        request: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let bound = self.options.request_timeout();
+        match tokio::time::timeout(bound, request).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::TimedOut { after: bound }),
+        }
+    }
+
+    /// `request`, a write, given at most `bound`: one that does not answer
+    /// has an unknown outcome ([`Error::OutcomeUnknown`]).
+    pub(crate) async fn write<T>(
+        &self,
+        bound: Duration,
+        request: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        match tokio::time::timeout(bound, request).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::OutcomeUnknown { after: bound }),
+        }
+    }
+
+    /// Reads the rows and records of `names` (bounded).
+    pub(crate) async fn read_many(&self, names: &[&str]) -> Result<HashMap<String, Seen>, Error> {
+        self.read(row::read_many(&self.pool, &self.sql, names))
+            .await
+    }
+
+    /// Reads the row and record of `name` (bounded).
+    pub(crate) async fn read_one(&self, name: &str) -> Result<Seen, Error> {
+        Ok(self
+            .read_many(&[name])
+            .await?
+            .remove(name)
+            .unwrap_or_default())
+    }
+
+    /// One claim statement over `takes` (bounded by the request timeout;
+    /// unknown outcome past it).
+    pub(crate) async fn claim_many(
+        &self,
+        takes: &[Take<'_>],
+        identity: &str,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        let claim = row::claim_many(
+            &self.pool,
+            &self.sql,
+            takes,
+            identity,
+            self.options.ttl_ms(),
+            self.clock.wall_unix_ms(),
+        );
+        self.write(self.options.request_timeout(), claim).await
+    }
+
+    /// One renewal statement over `holds`, given at most `bound`: the names
+    /// renewed; [`Error::OutcomeUnknown`] past the bound.
+    ///
+    /// Cancel safety: cancel safe; dropped, each row is unchanged or
+    /// renewed by its own term.
+    pub(crate) async fn renew_within(
+        &self,
+        holds: &[Hold<'_>],
+        bound: Duration,
+    ) -> Result<HashSet<String>, Error> {
+        let renew = row::renew_many(&self.pool, &self.sql, holds, self.clock.wall_unix_ms());
+        self.write(bound, renew).await
+    }
+
+    /// The commit-point check of a term: one conditional renewal of its
+    /// row, given at most the lease's validity. `Ok(false)`: the row shows
+    /// another term or none.
+    pub(crate) async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+        let renewed = self.renew_within(&[hold], self.options.validity()).await?;
+        Ok(renewed.contains(hold.name))
+    }
+
+    /// One release statement over `holds` (`(name, nonce)`), bounded by the
+    /// request timeout: the names released.
+    pub(crate) async fn release_many(
+        &self,
+        holds: &[(&str, i64)],
+    ) -> Result<HashSet<String>, Error> {
+        let release = row::release_many(&self.pool, &self.sql, holds);
+        self.write(self.options.request_timeout(), release).await
+    }
+
+    /// Releases `holds` in the background (after a claim whose outcome is
+    /// in doubt, or a dropped term); if that cannot run, they age out.
+    pub(crate) fn release_in_background(self: &Arc<Self>, holds: Vec<(String, i64)>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("no runtime to release on; the leases age out after their TTL");
+            return;
+        };
+        let ctx = self.clone();
+        rt.spawn(async move {
+            let holds: Vec<(&str, i64)> = holds.iter().map(|(n, x)| (n.as_str(), *x)).collect();
+            if let Err(e) = ctx.release_many(&holds).await {
+                tracing::warn!(error = %e, "background release failed; the leases age out after their TTL");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_comes_from_the_url_or_the_options() {
+        let d = PostgresOptions::default;
+        let (url, o) =
+            schema_from_url("postgres://a@h/db?schema=jobs&sslmode=disable", d()).unwrap();
+        assert_eq!(
+            (url.as_str(), o.schema()),
+            ("postgres://a@h/db?sslmode=disable", "jobs")
+        );
+        let (url, o) = schema_from_url("postgres://a@h/db?schema=jobs", d()).unwrap();
+        assert_eq!((url.as_str(), o.schema()), ("postgres://a@h/db", "jobs"));
+        let (url, o) = schema_from_url("postgres://a@h/db", d()).unwrap();
+        assert_eq!(
+            (url.as_str(), o.schema()),
+            ("postgres://a@h/db", "election")
+        );
+        assert!(schema_from_url("postgres://a@h/db?schema=Bad-Name", d()).is_err());
+        let other = d().with_schema("other").unwrap();
+        assert!(schema_from_url("postgres://a@h/db?schema=jobs", other.clone()).is_err());
+        assert!(schema_from_url("postgres://a@h/db?schema=other", other).is_ok());
+    }
+
+    /// A stopped server: a renewal that does not answer within its bound
+    /// has an unknown outcome, a read times out; both answer again once
+    /// the server runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_to_a_stopped_server_are_bounded() {
+        let mut server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        let hold = Hold {
+            name: "jobs",
+            nonce: 7,
+            epoch: 2,
+        };
+        let bound = Duration::from_millis(100);
+        assert!(
+            ctx.renew_within(&[hold], bound)
+                .await
+                .expect("answers")
+                .is_empty()
+        );
+        server.pause().expect("pause");
+        match ctx.renew_within(&[hold], bound).await {
+            Err(Error::OutcomeUnknown { after }) => assert_eq!(after, bound),
+            other => panic!("expected an unknown outcome, got {other:?}"),
+        }
+        let read = ctx.read_one("jobs").await;
+        assert!(matches!(read, Err(ref e) if e.is_unavailable()), "{read:?}");
+        server.resume().expect("resume");
+        assert!(
+            !ctx.confirm(hold).await.expect("answers again"),
+            "no such term"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_is_unusable() {
+        let err = Context::connect("postgres://a@b:notaport/c", PostgresOptions::default())
+            .await
+            .expect_err("not postgres");
+        assert!(matches!(err, Error::Unusable { .. }), "{err:?}");
+    }
+}

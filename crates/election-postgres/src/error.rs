@@ -1,0 +1,230 @@
+//! Errors of the PostgreSQL backend.
+
+use std::sync::Arc;
+
+use election_core::{ConfigError, ElectionName};
+
+/// What can go wrong with the PostgreSQL backend, grouped by what the
+/// caller should do:
+///
+/// - fix the configuration: `Config` (a bad name, setting or schema name;
+///   also [`ConfigError::EpochExhausted`] once every epoch up to
+///   [`Epoch::MAX`](election_core::Epoch::MAX) was handed out),
+///   `UnsafeSetting` (`synchronous_commit = off`), `SchemaTooNew`,
+///   `Unusable` (no such database, no privilege, tables of another shape,
+///   a bad URL or password);
+/// - repair the stored state: `CorruptRow`;
+/// - retry later: `Unavailable` (the server cannot be reached, is shutting
+///   down or starting, is out of connections, or a lock was not granted in
+///   time), `TimedOut` (a read), `Database` (any other server error);
+/// - treat the claim as not held: `OutcomeUnknown`.
+///
+/// Inside a campaign these reach the caller as the `source` of an
+/// [`election_core::Error`]: `Config`, `Corrupt`, `Unavailable` or
+/// `OutcomeUnknown` respectively ([`Error::into_core`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server cannot serve the request now: the connection failed or
+    /// dropped, the pool had no free connection in time, the server is
+    /// shutting down, starting or recovering, out of resources, or a lock
+    /// or statement timed out on the server. Retry later.
+    #[error("the PostgreSQL server is unavailable")]
+    Unavailable(#[source] sqlx::Error),
+    /// The database, its privileges or its election tables cannot serve
+    /// this crate, and retrying will not change that: a bad URL or
+    /// password, no such database, no privilege to create or use the
+    /// schema, or election tables of another shape.
+    #[error("the database cannot be used for elections: {reason}")]
+    Unusable {
+        /// What is wrong.
+        reason: String,
+        /// What sqlx said.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The session would acknowledge commits before they are durable. With
+    /// `synchronous_commit = off` a server crash can lose a claim the
+    /// winner was told had committed, together with the sequence value it
+    /// took, so the same epoch could be handed out twice (ADR 0033). Set
+    /// `synchronous_commit` to `on` (or `local`, `remote_write`,
+    /// `remote_apply`) for the role, the database or the pool's sessions.
+    #[error(
+        "{setting} is {value} in this session: a claim acknowledged but lost in a crash could hand the same epoch out twice; set it to on"
+    )]
+    UnsafeSetting {
+        /// The setting (`synchronous_commit`).
+        setting: &'static str,
+        /// Its value in the session checked.
+        value: String,
+    },
+    /// The election schema was written by a newer version of this crate.
+    #[error(
+        "the election schema is version {found}, newer than the {supported} this version supports; upgrade"
+    )]
+    SchemaTooNew {
+        /// The version found in the database.
+        found: i64,
+        /// The newest version this crate knows.
+        supported: i64,
+    },
+    /// A lease row or epoch record holds values this crate never writes (a
+    /// negative epoch, a TTL of 0). No term is handed out from it.
+    #[error("corrupt lease row for {name}: {detail}")]
+    CorruptRow {
+        /// The election.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A request did not answer within its bound; it may or may not have
+    /// committed. The claim counts as not held.
+    #[error("a request to PostgreSQL did not answer within {after:?}; its outcome is unknown")]
+    OutcomeUnknown {
+        /// The bound that ran out.
+        after: std::time::Duration,
+    },
+    /// A read did not answer within its bound (nothing was written). Retry
+    /// later.
+    #[error("a read from PostgreSQL did not answer within {after:?}")]
+    TimedOut {
+        /// The bound that ran out.
+        after: std::time::Duration,
+    },
+    /// Another database error; retrying may help.
+    #[error("database error")]
+    Database(#[source] sqlx::Error),
+    /// A bad name, identity, schema name or setting; or every epoch was
+    /// handed out.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// SQLSTATE classes and codes that retrying later may fix.
+fn transient(code: &str) -> bool {
+    code.starts_with("08") // connection exception
+        || code.starts_with("53") // insufficient resources (too many connections)
+        || code.starts_with("57P") // admin/crash shutdown, cannot connect now
+        || code.starts_with("40") // serialization failure, deadlock
+        || matches!(
+            code,
+            "55P03" // lock_not_available (lock_timeout)
+            | "57014" // query_canceled (statement_timeout)
+            | "25006" // read_only_sql_transaction: a standby, until a failover
+            | "55006" // object_in_use
+        )
+}
+
+/// SQLSTATE classes that retrying cannot fix.
+fn unusable(code: &str) -> Option<&'static str> {
+    match code.get(..2)? {
+        "28" => Some("the server refused the credentials"),
+        "3D" => Some("no such database"),
+        "3F" => Some("no such schema"),
+        "42" if code == "42501" => Some("the role lacks a privilege the election tables need"),
+        "42" => Some("the election tables have another shape (or a statement is invalid)"),
+        _ => None,
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        let code = match &e {
+            sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+            sqlx::Error::Configuration(_) => {
+                return Error::Unusable {
+                    reason: "the connection settings are invalid".into(),
+                    source: e,
+                };
+            }
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => return Error::Unavailable(e),
+            _ => None,
+        };
+        match code.as_deref() {
+            Some("2200H") => Error::Config(ConfigError::EpochExhausted),
+            Some(c) if transient(c) => Error::Unavailable(e),
+            Some(c) => match unusable(c) {
+                Some(reason) => Error::Unusable {
+                    reason: reason.into(),
+                    source: e,
+                },
+                None => Error::Database(e),
+            },
+            None => Error::Database(e),
+        }
+    }
+}
+
+impl Error {
+    /// This error as the core's error, grouped by what the caller should do.
+    pub fn into_core(self, name: &ElectionName) -> election_core::Error {
+        match self {
+            Error::Config(c) => election_core::Error::Config(c),
+            e @ (Error::Unusable { .. }
+            | Error::UnsafeSetting { .. }
+            | Error::SchemaTooNew { .. }) => election_core::Error::Config(ConfigError::Location {
+                reason: e.to_string(),
+                source: Some(Arc::new(e)),
+            }),
+            e @ Error::CorruptRow { .. } => election_core::Error::corrupt(name, e),
+            e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
+            e => election_core::Error::unavailable(name, e),
+        }
+    }
+
+    /// True for a server that cannot serve the request now (retry later).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable(_) | Error::TimedOut { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_for_the_caller() {
+        let name = ElectionName::new("n").unwrap();
+        let config = |e: Error| matches!(e.into_core(&name), election_core::Error::Config(_));
+        assert!(config(Error::SchemaTooNew {
+            found: 9,
+            supported: 1
+        }));
+        assert!(config(Error::UnsafeSetting {
+            setting: "synchronous_commit",
+            value: "off".into()
+        }));
+        assert!(matches!(
+            Error::CorruptRow {
+                name: "n".into(),
+                detail: "x".into()
+            }
+            .into_core(&name),
+            election_core::Error::Corrupt { .. }
+        ));
+        assert!(matches!(
+            Error::OutcomeUnknown {
+                after: std::time::Duration::from_secs(1)
+            }
+            .into_core(&name),
+            election_core::Error::OutcomeUnknown { .. }
+        ));
+        assert!(Error::from(sqlx::Error::PoolTimedOut).is_unavailable());
+        assert!(matches!(
+            Error::from(sqlx::Error::PoolClosed).into_core(&name),
+            election_core::Error::Unavailable { .. }
+        ));
+        assert!(matches!(
+            Error::from(sqlx::Error::Configuration("x".into())),
+            Error::Unusable { .. }
+        ));
+        assert!(transient("08006") && transient("57P01") && transient("55P03"));
+        assert!(!transient("42P01") && unusable("42P01").is_some());
+        assert!(unusable("23505").is_none());
+    }
+}

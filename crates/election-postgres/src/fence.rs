@@ -1,0 +1,305 @@
+//! [`PostgresFence`]: high-water marks in the database, checked inside the
+//! application's own transaction.
+
+use std::sync::Arc;
+
+use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool};
+
+use crate::election::PostgresElection;
+use crate::error::Error;
+use crate::schema::{self, Sql};
+
+fn mark_of(token: Token) -> i64 {
+    // Every token is at most Epoch::MAX = i64::MAX.
+    i64::try_from(token.epoch().get()).unwrap_or(i64::MAX)
+}
+
+fn token_from(resource: &ResourceName, value: i64) -> Result<Token, fencing::Error> {
+    u64::try_from(value)
+        .ok()
+        .and_then(election_core::Epoch::new)
+        .map(Token::from_epoch)
+        .ok_or_else(|| fencing::Error::corrupt(resource.as_str(), format!("stored mark {value}")))
+}
+
+fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
+    fencing::Error::unavailable(resource.as_str(), e.into())
+}
+
+/// A fence whose high-water marks live in the `fences` table of the
+/// election schema, next to the data they protect.
+///
+/// Marks go from [`Epoch::UNGUARDED`](election_core::Epoch::UNGUARDED) up
+/// to [`Epoch::MAX`](election_core::Epoch::MAX) (`i64::MAX`, what a
+/// `bigint` holds): every token a term can have fits, in every fence
+/// store of this workspace.
+///
+/// The strongest use is [`advance_in`](PostgresFence::advance_in): the
+/// application opens its own transaction, checks and advances the mark in
+/// it, makes its write in it, and commits: the write commits atomically
+/// with the check, or not at all. A deposed leader's transaction is refused
+/// with [`fencing::Error::Stale`] and rolls back with its write.
+/// Concurrent advances of one resource serialise on its mark row: the
+/// second waits for the first's transaction to end, then sees its mark.
+///
+/// ```no_run
+/// use election_postgres::{PostgresElection, PostgresOptions};
+/// use fencing::{ResourceName, Token};
+/// use sqlx::Connection;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
+/// let fence = election.fence();
+/// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
+/// let ledger = ResourceName::new("ledger")?;
+///
+/// let mut tx = election.pool().begin().await?;
+/// fence.advance_in(&mut tx, &ledger, Token::issue(&term)?).await?;
+/// sqlx::query("INSERT INTO ledger (entry) VALUES ('paid')").execute(&mut *tx).await?;
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PostgresFence {
+    pool: PgPool,
+    sql: Arc<Sql>,
+}
+
+impl PostgresElection {
+    /// A fence in this election's schema, on its pool (no I/O: the schema
+    /// exists already).
+    pub fn fence(&self) -> PostgresFence {
+        PostgresFence {
+            pool: self.inner.pool.clone(),
+            sql: self.inner.sql.clone(),
+        }
+    }
+}
+
+impl PostgresFence {
+    /// A fence on `pool`'s database, in schema `schema` (created or
+    /// migrated as [`PostgresElection::with_pool`] does).
+    ///
+    /// Cancel safety: cancel safe. Failure model: [`Error::Config`] for a
+    /// bad schema name; database errors as [`Error`].
+    ///
+    /// ```no_run
+    /// # use election_postgres::PostgresFence;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
+    /// let fence = PostgresFence::new(pool, "election").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn new(pool: PgPool, schema: &str) -> Result<Self, Error> {
+        crate::options::check_schema(schema)?;
+        let mut conn = pool.acquire().await?;
+        schema::migrate(&mut conn, schema).await?;
+        drop(conn);
+        Ok(PostgresFence {
+            pool,
+            sql: Arc::new(Sql::new(schema)),
+        })
+    }
+
+    /// Checks `token` against `resource`'s high-water mark and raises the
+    /// mark, inside the caller's open transaction on `conn`: one statement,
+    /// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE mark <= token`. Make
+    /// the guarded write in the same transaction and commit it; if this
+    /// returns an error, roll back (dropping the transaction does; an
+    /// error also aborts the transaction on the server).
+    ///
+    /// The upsert takes the mark row's lock until the caller's transaction
+    /// ends, so a concurrent advance of the same resource waits for it and
+    /// then compares against the committed mark: two transactions can
+    /// never both commit a write under a lower and a higher token in the
+    /// wrong order. The transaction must commit durably
+    /// (`synchronous_commit` not `off`): a mark lost in a crash after its
+    /// write was acknowledged would let a lower token in.
+    ///
+    /// Cancel safety: if dropped, the caller's transaction decides: it
+    /// rolls back when dropped uncommitted.
+    ///
+    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
+    /// older token (nothing written; the caller's transaction is aborted
+    /// on the server, as after any error); [`fencing::Error::Unavailable`]
+    /// for database errors; [`fencing::Error::Corrupt`] for a mark this
+    /// crate never writes. The returned [`Advance`]'s `previous` is the
+    /// mark as of the statement's snapshot.
+    ///
+    /// ```no_run
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # use fencing::ResourceName;
+    /// # use sqlx::Connection;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
+    /// let fence = election.fence();
+    /// let r = ResourceName::new("orders")?;
+    /// let mut tx = election.pool().begin().await?;
+    /// fence.advance_in(&mut tx, &r, "7".parse()?).await?;
+    /// tx.commit().await?;
+    /// let mut tx = election.pool().begin().await?;
+    /// let stale = fence.advance_in(&mut tx, &r, "6".parse()?).await;
+    /// assert!(matches!(stale, Err(fencing::Error::Stale { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub async fn advance_in(
+        &self,
+        conn: &mut PgConnection,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<Advance, fencing::Error> {
+        let raised: Option<Option<i64>> =
+            sqlx::query_scalar(AssertSqlSafe(self.sql.fence_advance.clone()))
+                .bind(resource.as_str())
+                .bind(mark_of(token))
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(|e| unavailable(resource, e))?;
+        match raised {
+            Some(previous) => {
+                let previous = previous.map(|p| token_from(resource, p)).transpose()?;
+                // `previous` may be older than the mark the upsert saw (a
+                // concurrent advance that committed after this statement's
+                // snapshot); both are at most `token`.
+                Ok(Advance::decide(
+                    resource,
+                    previous.filter(|p| *p <= token),
+                    token,
+                )?)
+            }
+            None => {
+                let mark = self.read_mark(conn, resource).await?;
+                match Advance::decide(resource, mark, token) {
+                    Err(stale) => Err(stale),
+                    Ok(_) => Err(fencing::Error::corrupt(
+                        resource.as_str(),
+                        format!("token {token} was refused below a mark of {mark:?}"),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// The mark of `resource` as `conn` sees it.
+    async fn read_mark(
+        &self,
+        conn: &mut PgConnection,
+        resource: &ResourceName,
+    ) -> Result<Option<Token>, fencing::Error> {
+        let mark: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_read.clone()))
+            .bind(resource.as_str())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        mark.map(|m| token_from(resource, m)).transpose()
+    }
+
+    /// A transaction of this fence's own that commits durably whatever the
+    /// session's `synchronous_commit`.
+    async fn begin(
+        &self,
+        resource: &ResourceName,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        sqlx::query("SET LOCAL synchronous_commit = on")
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        Ok(tx)
+    }
+}
+
+impl Fence for PostgresFence {
+    /// One transaction of its own (committing durably) with
+    /// [`PostgresFence::advance_in`], committed before this returns `Ok`.
+    /// If the commit fails: [`fencing::Error::Unavailable`], the mark may
+    /// or may not be raised.
+    async fn advance(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<Advance, fencing::Error> {
+        let mut tx = self.begin(resource).await?;
+        let advance = self.advance_in(&mut tx, resource, token).await?;
+        tx.commit().await.map_err(|e| unavailable(resource, e))?;
+        Ok(advance)
+    }
+
+    /// Runs `write` once `token`'s mark is committed, while holding a
+    /// share lock on the mark row, as the [`Fence`] contract asks:
+    ///
+    /// 1. One transaction (committing durably) checks and raises the mark
+    ///    ([`PostgresFence::advance_in`]) and commits.
+    /// 2. A second transaction takes a share lock on the mark row
+    ///    (`SELECT .. FOR SHARE`: no advance of this resource gets in until
+    ///    it ends) and reads it: if a higher token got in between the two,
+    ///    [`fencing::Error::Stale`] and `write` never runs.
+    /// 3. `write` runs; then the second transaction, which wrote nothing,
+    ///    is rolled back, which releases the lock.
+    ///
+    /// So `write` runs only after its mark is committed: a write that lands
+    /// is never followed by a lower token's, even if this future is
+    /// dropped, the process dies or a commit fails afterwards.
+    ///
+    /// For writes *to this database*, use [`PostgresFence::advance_in`] in
+    /// your own transaction instead (one transaction, one lock).
+    async fn fenced<W>(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+        write: W,
+    ) -> Result<W::Outcome, fencing::Error>
+    where
+        W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
+    {
+        self.advance(resource, token).await?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        let mark: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_lock.clone()))
+            .bind(resource.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        let mark = mark.map(|m| token_from(resource, m)).transpose()?;
+        if mark != Some(token) {
+            return Err(match Advance::decide(resource, mark, token) {
+                Err(stale) => stale,
+                Ok(_) => fencing::Error::corrupt(
+                    resource.as_str(),
+                    format!(
+                        "the mark is {} right after token {token} was committed: the fences table was edited",
+                        mark.map_or_else(|| "gone".to_owned(), |m| m.to_string())
+                    ),
+                ),
+            });
+        }
+        let outcome = write().await;
+        if let Err(e) = tx.rollback().await {
+            tracing::debug!(resource = %resource, error = %e, "releasing the fence's lock failed; the connection is dropped");
+        }
+        Ok(outcome)
+    }
+
+    async fn high_water_mark(
+        &self,
+        resource: &ResourceName,
+    ) -> Result<Option<Token>, fencing::Error> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        self.read_mark(&mut conn, resource).await
+    }
+}

@@ -1,0 +1,455 @@
+//! [`PostgresLeases`]: the keys of a lease set in one PostgreSQL database,
+//! as the core's batch steps ([`KeyedClaims`]): claim many, renew many,
+//! release many, confirm one, each one statement however many keys it
+//! covers. The core's keyed engine decides when to call them; the steps
+//! keep what the database needs between calls (each held key's term, each
+//! contended key's observation).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use election_core::{
+    Claimed, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, HeldKey, Identity,
+    KeyedClaims, LeaseSet, LossReason, RenewalPolicy, Won,
+};
+use tokio::sync::broadcast;
+
+use crate::context::Context;
+use crate::election::PostgresElection;
+use crate::error::Error;
+use crate::notify::{self, Wake};
+use crate::row::{self, Hold, Observed, Take};
+
+/// A [`LeaseSet`] backend over one PostgreSQL database: one lease row per
+/// key (the same rows, protocol and timings as
+/// [`PostgresClaim`](crate::PostgresClaim), so sets and single candidates
+/// contend for the same keys).
+///
+/// - Every renewal interval, one statement renews every held key (each
+///   conditional on its term's nonce and epoch). A key whose row shows
+///   another term or none is lost at once; a key whose renewals fail or
+///   time out is lost when its validity (`ttl - margin`, counted from
+///   before the last renewal that landed was sent) runs out.
+/// - Every poll interval, and whenever a notification names a key asked
+///   and not held (a release or a win elsewhere), one statement reads the
+///   rows and epoch records of the keys not held, then one statement
+///   claims every key found released, never held, or seen unchanged for a
+///   full TTL on this process's monotonic clock, each only if its row and
+///   record are still exactly as read, with its epoch drawn from the
+///   sequence in that statement (rule 1). A key whose next epoch would be
+///   above [`Epoch::MAX`] fails with [`ConfigError::EpochExhausted`].
+///   A server that cannot be reached: the keys answer `Unavailable` and
+///   are tried again at the next poll; a claim statement whose outcome is
+///   unknown is released in the background (conditional on its nonces).
+/// - [`guard`](LeaseSet::guard)'s commit-point check is one conditional
+///   renewal of the key's row, as [`PostgresClaim`](crate::PostgresClaim)'s
+///   `confirm`.
+/// - On close, one statement releases every held row (conditional on its
+///   term's nonce) and notifies waiters; if it fails the rows age out. A
+///   process that dies leaves its rows to age out: another candidate takes
+///   each over once it has seen no renewal for a full TTL.
+#[derive(Debug)]
+pub struct PostgresLeases {
+    ctx: Arc<Context>,
+    identity: Identity,
+    poll_interval: Duration,
+    /// `(nonce, epoch)` of each held key's term.
+    terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
+    /// What this set has seen of each key held elsewhere.
+    observed: Mutex<HashMap<ElectionName, Observed>>,
+    /// The keys asked and not held after the last claim: what a
+    /// notification wakes [`KeyedClaims::wait`] for.
+    wanted: Arc<Mutex<HashSet<String>>>,
+    /// Wake-ups, subscribed when the set is made.
+    wakes: tokio::sync::Mutex<broadcast::Receiver<Wake>>,
+}
+
+type Answer = Result<Claimed, election_core::Error>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `error` as the answer of every key of `keys`.
+fn failed_all(error: Error, keys: &[ElectionName]) -> Vec<Answer> {
+    let Some(first) = keys.first() else {
+        return Vec::new();
+    };
+    let error = error.into_core(first);
+    keys.iter().map(|k| Err(for_key(&error, k))).collect()
+}
+
+/// `error`, about key `name` (a batch failure concerns every key).
+fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::Error {
+    use election_core::Error as E;
+    match error.clone() {
+        E::Unavailable { source, .. } => E::Unavailable {
+            name: name.clone(),
+            source,
+        },
+        E::OutcomeUnknown { source, .. } => E::OutcomeUnknown {
+            name: name.clone(),
+            source,
+        },
+        E::Corrupt { source, .. } => E::Corrupt {
+            name: name.clone(),
+            source,
+        },
+        other => other,
+    }
+}
+
+impl PostgresLeases {
+    /// The keys of process `identity` in `election`'s database, with its
+    /// options and the core's
+    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
+    pub fn new(election: &PostgresElection, identity: Identity) -> Self {
+        let ctx = election.inner.clone();
+        let wakes = ctx.notifier.subscribe();
+        PostgresLeases {
+            ctx,
+            identity,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            terms: Mutex::new(HashMap::new()),
+            observed: Mutex::new(HashMap::new()),
+            wanted: Arc::new(Mutex::new(HashSet::new())),
+            wakes: tokio::sync::Mutex::new(wakes),
+        }
+    }
+
+    /// Sets how often the keys not held are looked at (a vacant or expired
+    /// one claimed) when no notification comes: between 1 ms and 1 h.
+    pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
+        if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
+            return Err(ConfigError::BadSetting {
+                setting: "poll_interval",
+                reason: format!("{poll_interval:?} is not between 1ms and 1h"),
+            }
+            .into());
+        }
+        self.poll_interval = poll_interval;
+        Ok(self)
+    }
+
+    /// The term this set holds `key` in, if its epoch is `epoch`.
+    fn term<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
+        let (nonce, stored) = lock(&self.terms).get(key).copied()?;
+        (u64::try_from(stored).ok() == Some(epoch.get())).then_some(Hold {
+            name: key.as_str(),
+            nonce,
+            epoch: stored,
+        })
+    }
+
+    /// Forgets the term of `name` if it is still `(nonce, epoch)`.
+    fn forget(&self, name: &ElectionName, nonce: i64, epoch: i64) {
+        let mut terms = lock(&self.terms);
+        if terms.get(name).copied() == Some((nonce, epoch)) {
+            terms.remove(name);
+        }
+    }
+
+    /// The claim statement of a poll: fills in `answers` for `takes`
+    /// (each `(index in keys, take)`).
+    async fn take(
+        &self,
+        keys: &[ElectionName],
+        takes: Vec<(usize, Take<'_>)>,
+        answers: &mut [Answer],
+    ) {
+        let ctx = &self.ctx;
+        let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| t.clone()).collect();
+        let sent = ctx.clock.now();
+        let won = match ctx.claim_many(&batch, self.identity.as_str()).await {
+            Ok(won) => won,
+            Err(e) => {
+                if !matches!(e, Error::Unavailable(sqlx::Error::PoolTimedOut)) {
+                    // Sent: it may have committed.
+                    ctx.release_in_background(
+                        batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect(),
+                    );
+                }
+                let error = e.into_core(&keys[takes[0].0]);
+                for (i, _) in &takes {
+                    answers[*i] = Err(for_key(&error, &keys[*i]));
+                }
+                return;
+            }
+        };
+        let valid_until = sent + ctx.options.validity();
+        let won: HashMap<&str, i64> = won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+        let mut observed = lock(&self.observed);
+        for (i, take) in takes {
+            let name = &keys[i];
+            observed.remove(name);
+            // Not won: its row changed since it was read; looked at again.
+            let Some(&epoch) = won.get(name.as_str()) else {
+                continue;
+            };
+            answers[i] = match row::epoch_of(name.as_str(), epoch) {
+                Ok(e) => {
+                    lock(&self.terms).insert(name.clone(), (take.nonce, epoch));
+                    tracing::info!(%name, epoch, identity = %self.identity, "elected");
+                    Ok(Claimed::Won(Won {
+                        epoch: e,
+                        valid_until: Some(valid_until),
+                    }))
+                }
+                Err(e) => Err(e.into_core(name)),
+            };
+        }
+    }
+}
+
+impl KeyedClaims for PostgresLeases {
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The lease's validity (`ttl - margin`) and renewal interval.
+    fn renewal(&self) -> Option<RenewalPolicy> {
+        let options = &self.ctx.options;
+        RenewalPolicy::new(options.validity(), options.renew_interval()).ok()
+    }
+
+    /// Claim many: one read of the rows and epoch records of `keys`, then
+    /// one claim statement for every key that may be taken (see
+    /// [`PostgresLeases`]). Answers: `Won` with the epoch the statement
+    /// drew; `HeldBy` the holder read (also for a key whose row changed
+    /// between the read and the claim: looked at again at the next poll);
+    /// `Err(Config)` for exhausted epochs; `Err(Unavailable)` /
+    /// `Err(OutcomeUnknown)` when the server could not answer.
+    ///
+    /// Cancel safety: run to completion (the core does); dropped after the
+    /// claim statement was sent, a claim may commit unrecorded and then
+    /// ages out.
+    async fn claim(&self, keys: &[ElectionName]) -> Vec<Answer> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        if let Ok(mut wakes) = self.wakes.try_lock() {
+            notify::drain(&mut wakes);
+        }
+        let names: Vec<&str> = keys.iter().map(ElectionName::as_str).collect();
+        let rows = match self.ctx.read_many(&names).await {
+            Ok(rows) => rows,
+            Err(e) => return failed_all(e, keys),
+        };
+        let now = self.ctx.clock.now();
+        let ttl = self.ctx.options.ttl();
+        let mut answers: Vec<Answer> = Vec::with_capacity(keys.len());
+        let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
+        {
+            let mut observed = lock(&self.observed);
+            for (i, name) in keys.iter().enumerate() {
+                let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
+                let mut before = observed.remove(name);
+                let may = row::may_claim(&mut before, &seen.found(), ttl, now);
+                if let Some(o) = before {
+                    observed.insert(name.clone(), o);
+                }
+                let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
+                answers.push(Ok(Claimed::HeldBy(leader)));
+                if may {
+                    let nonce = election_core::attempt_nonce() as i64;
+                    match Take::new(name.as_str(), nonce, &seen) {
+                        Ok(take) => takes.push((i, take)),
+                        Err(e) => {
+                            tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
+                            answers[i] = Err(e.into_core(name));
+                        }
+                    }
+                }
+            }
+        }
+        if !takes.is_empty() {
+            self.take(keys, takes, &mut answers).await;
+        }
+        *lock(&self.wanted) = keys
+            .iter()
+            .zip(&answers)
+            .filter(|(_, a)| !matches!(a, Ok(Claimed::Won(_))))
+            .map(|(k, _)| k.as_str().to_owned())
+            .collect();
+        answers
+    }
+
+    /// Renew many: one statement renews every key of `held`, each
+    /// conditional on its term's nonce and epoch. Refused (lost at once):
+    /// every key whose row shows another term or none.
+    ///
+    /// Cancel safety: cancel safe (the core cuts it off at its budget: an
+    /// unknown outcome; a renewal dropped in flight renews this set's own
+    /// terms or nothing).
+    async fn renew(
+        &self,
+        held: &[HeldKey],
+    ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
+        let Some((first, _)) = held.first() else {
+            return Ok(Vec::new());
+        };
+        let terms: Vec<Option<Hold<'_>>> = held
+            .iter()
+            .map(|(name, epoch)| self.term(name, *epoch))
+            .collect();
+        let holds: Vec<Hold<'_>> = terms.iter().flatten().copied().collect();
+        let renewed = self
+            .ctx
+            .renew_within(&holds, self.ctx.options.validity())
+            .await
+            .map_err(|e| e.into_core(first))?;
+        let mut refused = Vec::new();
+        for ((name, _), term) in held.iter().zip(&terms) {
+            if term.is_some_and(|t| renewed.contains(t.name)) {
+                continue;
+            }
+            if let Some(t) = term {
+                self.forget(name, t.nonce, t.epoch);
+            }
+            tracing::info!(%name, identity = %self.identity, "lost: the lease row shows another term");
+            refused.push((
+                name.clone(),
+                LossReason::Revoked {
+                    detail: "the lease row shows another term or none".into(),
+                },
+            ));
+        }
+        Ok(refused)
+    }
+
+    /// Confirm one: one conditional renewal of `key`'s row (see
+    /// [`PostgresClaim`](crate::PostgresClaim)'s `confirm` for what a
+    /// success proves). [`election_core::Error::NotHeld`] if this set holds
+    /// no such term or the row shows another; `Unavailable` /
+    /// `OutcomeUnknown` if the server cannot answer within the lease's
+    /// validity.
+    ///
+    /// Cancel safety: cancel safe.
+    async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld { name: key.clone() };
+        let Some(term) = self.term(key, epoch) else {
+            return Err(not_held());
+        };
+        match self.ctx.confirm(term).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.forget(key, term.nonce, term.epoch);
+                Err(not_held())
+            }
+            Err(e) => Err(e.into_core(key)),
+        }
+    }
+
+    /// Release many: one statement releases the rows of `held`, each
+    /// conditional on its term's nonce, and notifies waiters; if it fails
+    /// the rows age out after the TTL.
+    async fn release(&self, held: &[HeldKey]) {
+        let batch: Vec<(String, i64)> = {
+            let mut terms = lock(&self.terms);
+            held.iter()
+                .filter_map(|(name, _)| {
+                    let (nonce, _) = terms.remove(name)?;
+                    Some((name.as_str().to_owned(), nonce))
+                })
+                .collect()
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let holds: Vec<(&str, i64)> = batch.iter().map(|(n, x)| (n.as_str(), *x)).collect();
+        match self.ctx.release_many(&holds).await {
+            Ok(_) => tracing::info!(identity = %self.identity, keys = holds.len(), "resigned"),
+            Err(e) => {
+                tracing::warn!(identity = %self.identity, error = %e, "release failed; the leases age out after the TTL");
+            }
+        }
+    }
+
+    /// Waits for a notification naming a key asked and not held (a
+    /// release or a win elsewhere), at most the poll interval.
+    ///
+    /// Cancel safety: cancel safe.
+    async fn wait(&self) {
+        self.ctx.notifier.start();
+        let mut wakes = self.wakes.lock().await;
+        let wanted = self.wanted.clone();
+        let woken = notify::woken(&mut wakes, |n| lock(&wanted).contains(n));
+        let _ = tokio::time::timeout(self.poll_interval, woken).await;
+    }
+}
+
+impl PostgresElection {
+    /// A [`LeaseSet`] of this process (`identity`) over this database: many
+    /// keys, one lease row each, with this election's options and the
+    /// core's [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
+    /// as the backstop of notifications. See [`PostgresLeases`] for what
+    /// each step costs (one statement per renewal interval for all held
+    /// keys, one read and at most one claim statement per poll). For
+    /// another poll interval, build the set from
+    /// [`PostgresLeases::with_poll_interval`] and [`LeaseSet::new`].
+    ///
+    /// Must be called inside a tokio runtime (the set's loop is spawned on
+    /// it); outside one this returns [`Error::Config`], as it does for an
+    /// invalid identity.
+    ///
+    /// ```no_run
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
+    /// let set = election.lease_set("node-a")?;
+    /// if set.ask("shard-7").await? {
+    ///     set.guard("shard-7", async |_token| { /* write shard 7 */ }).await?;
+    /// }
+    /// set.close().await; // releases the rows: other nodes take them at once
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
+        let identity = Identity::new(identity)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ConfigError::BadSetting {
+                setting: "runtime",
+                reason: "a lease set must be started inside a tokio runtime".into(),
+            }
+            .into());
+        }
+        Ok(LeaseSet::new(PostgresLeases::new(self, identity)))
+    }
+}
+
+impl election_core::Election for PostgresElection {
+    type Claim = crate::PostgresClaim;
+    type LeaseSet = LeaseSet<PostgresLeases>;
+    type Error = Error;
+
+    fn claim(&self, name: &str, identity: &str) -> Result<crate::PostgresClaim, Error> {
+        PostgresElection::claim(self, name, identity)
+    }
+
+    async fn leader(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Leader>, election_core::Error> {
+        PostgresElection::leader(self, name).await
+    }
+
+    /// Woken by notifications, with `every` as the poll backstop: see
+    /// [`PostgresElection::observe`].
+    async fn observe(
+        &self,
+        name: &str,
+        every: Duration,
+    ) -> Result<
+        impl futures::Stream<Item = Result<Option<election_core::Leader>, election_core::Error>>
+        + Send
+        + '_,
+        election_core::Error,
+    > {
+        PostgresElection::observe(self, name, every).await
+    }
+
+    async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
+        PostgresElection::lease_set(self, identity)
+    }
+}

@@ -1,0 +1,175 @@
+//! Wake-ups by `LISTEN`/`NOTIFY`: every statement that wins or releases a
+//! lease row calls `pg_notify('election:<schema>', <name>)`, which the
+//! server delivers at commit to every session listening on the channel.
+//! One listener task per [`Context`](crate::context::Context) fans the
+//! names out to the waiters of this process (candidates, lease sets,
+//! observers). Notifications only wake a waiter early: every waiter also
+//! polls, and a lost notification (the listener's connection dropped, the
+//! waiter lagged) wakes everyone once.
+//!
+//! The listener uses a connection of its own (a one-connection pool with
+//! the same connect options as the election's pool), so it never takes a
+//! connection of the application's pool. It starts on the first wait,
+//! not at open, so a process that never waits never listens.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+/// What a waiter is woken for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// The lease row of this name was won or released.
+    Name(Arc<str>),
+    /// Notifications may have been missed (the listener (re)started or
+    /// lost its connection): look at everything again.
+    All,
+}
+
+impl Wake {
+    /// Whether a waiter for names matching `wanted` should look again.
+    pub(crate) fn concerns(&self, wanted: impl Fn(&str) -> bool) -> bool {
+        match self {
+            Wake::Name(n) => wanted(n),
+            Wake::All => true,
+        }
+    }
+}
+
+/// How many wake-ups a slow waiter may fall behind before it is woken once
+/// for all of them.
+const CAPACITY: usize = 1024;
+/// The pause before the listener connects again after a failure.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+
+/// The listener of one database's channel, and its subscribers.
+#[derive(Debug)]
+pub(crate) struct Notifier {
+    tx: broadcast::Sender<Wake>,
+    pool: PgPool,
+    channel: Arc<str>,
+    /// `None` once stopped for good: no listener starts again.
+    task: Mutex<Option<Option<JoinHandle<()>>>>,
+}
+
+impl Notifier {
+    pub(crate) fn new(pool: PgPool, channel: Arc<str>) -> Self {
+        Notifier {
+            tx: broadcast::channel(CAPACITY).0,
+            pool,
+            channel,
+            task: Mutex::new(Some(None)),
+        }
+    }
+
+    /// A receiver of every wake-up from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Wake> {
+        self.tx.subscribe()
+    }
+
+    /// Starts the listener task if it does not run (on the current tokio
+    /// runtime; without one, waiters only poll). Once it listens it wakes
+    /// every subscriber, so none misses a notification sent before.
+    pub(crate) fn start(&self) {
+        let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(task) = slot.as_mut() else {
+            return;
+        };
+        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let options = (*self.pool.connect_options()).clone();
+        let (tx, channel) = (self.tx.clone(), self.channel.clone());
+        *task = Some(rt.spawn(async move {
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .min_connections(0)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_lazy_with(options);
+            listen(pool, &channel, &tx).await;
+        }));
+    }
+
+    /// Stops the listener task for good (waiters poll from then on).
+    pub(crate) fn stop(&self) {
+        if let Some(Some(task)) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Listens on `channel` forever, reconnecting after failures.
+async fn listen(pool: PgPool, channel: &str, tx: &broadcast::Sender<Wake>) {
+    loop {
+        match PgListener::connect_with(&pool).await {
+            Ok(mut listener) => {
+                listener.ignore_pool_close_event(true);
+                match listener.listen(channel).await {
+                    Ok(()) => {
+                        let _ = tx.send(Wake::All);
+                        loop {
+                            match listener.try_recv().await {
+                                Ok(Some(n)) => {
+                                    let _ = tx.send(Wake::Name(n.payload().into()));
+                                }
+                                // The connection dropped: notifications may
+                                // be lost until it is back.
+                                Ok(None) => {
+                                    let _ = tx.send(Wake::All);
+                                }
+                                Err(e) => {
+                                    tracing::debug!(error = %e, "notification listener failed; reconnecting");
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "LISTEN failed; retrying"),
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "notification listener cannot connect; retrying"),
+        }
+        let _ = tx.send(Wake::All);
+        tokio::time::sleep(RECONNECT_PAUSE).await;
+    }
+}
+
+/// Empties `rx` of what it received so far (a look at the rows follows).
+pub(crate) fn drain(rx: &mut broadcast::Receiver<Wake>) {
+    loop {
+        match rx.try_recv() {
+            Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Waits until `rx` receives a wake-up that concerns `wanted` (or lags
+/// behind). Never returns if the notifier is gone: bound it with the poll.
+///
+/// Cancel safety: cancel safe (a wake-up received is consumed only when
+/// it is looked at).
+pub(crate) async fn woken(rx: &mut broadcast::Receiver<Wake>, wanted: impl Fn(&str) -> bool) {
+    loop {
+        match rx.recv().await {
+            Ok(w) if w.concerns(&wanted) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Settings of the PostgreSQL backend, validated: the lease timings and the
+//! schema the election tables live in.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use election_core::ConfigError;
+
+/// The default lease TTL: 15 s.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+/// The default renewal interval: a third of the default TTL.
+pub const DEFAULT_RENEW_INTERVAL: Duration = Duration::from_secs(5);
+/// The default bound of one request (statement) to the server: 2 s.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// The default schema of the election tables.
+pub const DEFAULT_SCHEMA: &str = "election";
+/// The longest schema name accepted (the notification channel
+/// `election:<schema>` must stay within PostgreSQL's 63-byte identifiers).
+pub const MAX_SCHEMA_LEN: usize = 40;
+
+/// The settings of a [`PostgresElection`](crate::PostgresElection).
+///
+/// - `ttl`: how long a lease lasts without renewal. A contender takes over
+///   only after it has seen no renewal for a full TTL on its own monotonic
+///   clock.
+/// - `renew_interval`: how often the holder renews.
+/// - `request_timeout`: how long one request to the server may take (a
+///   claim, a read); a claim or renewal that does not answer in time has an
+///   unknown outcome.
+/// - the safety margin is a tenth of the TTL: the holder counts its lease
+///   as valid until `ttl - margin` after the instant *before* its last
+///   successful renewal was sent, and reports the loss then.
+/// - `schema`: the PostgreSQL schema of the election tables (default
+///   `election`): lower-case ASCII letters, digits and `_`, not starting
+///   with a digit or `pg_`, at most [`MAX_SCHEMA_LEN`] bytes.
+///
+/// Valid when `2 × renew_interval ≤ ttl − margin` (a renewal can fail once
+/// and be retried before the lease runs out), `request_timeout ≤
+/// renew_interval`, all are at least 1 ms, the TTL at most a day, and the
+/// core's [`RenewalPolicy`](election_core::RenewalPolicy) accepts them.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_postgres::PostgresOptions;
+///
+/// let fast = PostgresOptions::new(Duration::from_millis(900), Duration::from_millis(300))
+///     .unwrap()
+///     .with_schema("jobs_election")
+///     .unwrap();
+/// assert_eq!(fast.margin(), Duration::from_millis(90));
+/// assert_eq!(fast.schema(), "jobs_election");
+/// assert!(PostgresOptions::new(Duration::from_secs(1), Duration::from_secs(1)).is_err());
+/// assert!(PostgresOptions::default().with_schema("Robert'); DROP TABLE x;--").is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresOptions {
+    ttl: Duration,
+    renew_interval: Duration,
+    request_timeout: Duration,
+    schema: Arc<str>,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            ttl: DEFAULT_TTL,
+            renew_interval: DEFAULT_RENEW_INTERVAL,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            schema: DEFAULT_SCHEMA.into(),
+        }
+    }
+}
+
+/// Checks a schema name: see [`PostgresOptions`].
+pub(crate) fn check_schema(schema: &str) -> Result<(), ConfigError> {
+    let bad = |reason| ConfigError::BadName {
+        what: "schema",
+        value: schema.chars().take(64).collect(),
+        reason,
+    };
+    let mut chars = schema.chars();
+    match chars.next() {
+        None => return Err(bad("is empty")),
+        Some(c) if !(c.is_ascii_lowercase() || c == '_') => {
+            return Err(bad("must start with a lower-case ASCII letter or '_'"));
+        }
+        Some(_) => {}
+    }
+    if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        return Err(bad(
+            "may hold only lower-case ASCII letters, digits and '_'",
+        ));
+    }
+    if schema.len() > MAX_SCHEMA_LEN {
+        return Err(bad("is longer than 40 bytes"));
+    }
+    if schema.starts_with("pg_") {
+        return Err(bad("must not start with 'pg_' (reserved by PostgreSQL)"));
+    }
+    Ok(())
+}
+
+impl PostgresOptions {
+    /// `ttl` and `renew_interval`, with a request timeout of at most
+    /// [`DEFAULT_REQUEST_TIMEOUT`] and at most half the renewal interval,
+    /// in schema [`DEFAULT_SCHEMA`].
+    pub fn new(ttl: Duration, renew_interval: Duration) -> Result<Self, ConfigError> {
+        PostgresOptions {
+            ttl,
+            renew_interval,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT.min(renew_interval / 2),
+            schema: DEFAULT_SCHEMA.into(),
+        }
+        .validated()
+    }
+
+    /// Sets the request timeout (validated again).
+    pub fn with_request_timeout(self, request_timeout: Duration) -> Result<Self, ConfigError> {
+        PostgresOptions {
+            request_timeout,
+            ..self
+        }
+        .validated()
+    }
+
+    /// Sets the schema of the election tables ([`ConfigError::BadName`]
+    /// for a name that is not a plain lower-case identifier).
+    pub fn with_schema(self, schema: &str) -> Result<Self, ConfigError> {
+        check_schema(schema)?;
+        Ok(PostgresOptions {
+            schema: schema.into(),
+            ..self
+        })
+    }
+
+    fn validated(self) -> Result<Self, ConfigError> {
+        let bad =
+            |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
+        let ms = Duration::from_millis(1);
+        if self.ttl < ms || self.renew_interval < ms || self.request_timeout < ms {
+            return Err(bad(
+                "ttl",
+                format!(
+                    "ttl {:?}, renew_interval {:?} and request_timeout {:?} must each be at least 1ms",
+                    self.ttl, self.renew_interval, self.request_timeout
+                ),
+            ));
+        }
+        if i64::try_from(self.ttl.as_millis()).is_err() || self.ttl > Duration::from_secs(86_400) {
+            return Err(bad("ttl", format!("{:?} is longer than a day", self.ttl)));
+        }
+        if self.renew_interval * 2 > self.ttl - self.margin() {
+            return Err(bad(
+                "ttl",
+                format!(
+                    "ttl {:?} must exceed twice the renew_interval {:?} plus a margin of a tenth of the ttl",
+                    self.ttl, self.renew_interval
+                ),
+            ));
+        }
+        // The core's renewal machine must accept them too.
+        election_core::RenewalPolicy::new(self.validity(), self.renew_interval)?;
+        if self.request_timeout > self.renew_interval {
+            return Err(bad(
+                "request_timeout",
+                format!(
+                    "request_timeout {:?} must not exceed renew_interval {:?}",
+                    self.request_timeout, self.renew_interval
+                ),
+            ));
+        }
+        Ok(self)
+    }
+
+    /// The lease TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The renewal interval.
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval
+    }
+
+    /// The bound of one request to the server.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// The schema of the election tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The safety margin: a tenth of the TTL.
+    pub fn margin(&self) -> Duration {
+        self.ttl / 10
+    }
+
+    /// How long after the instant before a successful claim or renewal was
+    /// sent the holder counts its lease as valid: `ttl - margin`.
+    pub fn validity(&self) -> Duration {
+        self.ttl - self.margin()
+    }
+
+    pub(crate) fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let d = PostgresOptions::default();
+        assert!(d.clone().validated().is_ok());
+        assert_eq!(d.margin(), Duration::from_millis(1500));
+        assert_eq!(d.schema(), "election");
+    }
+
+    #[test]
+    fn refuses_a_ttl_not_above_the_renew_interval() {
+        let s = Duration::from_secs;
+        assert!(PostgresOptions::new(s(10), s(10)).is_err());
+        assert!(
+            PostgresOptions::new(s(10), s(5)).is_err(),
+            "no room for a margin"
+        );
+        assert!(PostgresOptions::new(s(10), s(4)).is_ok());
+        assert!(PostgresOptions::new(Duration::ZERO, s(1)).is_err());
+        assert!(PostgresOptions::new(s(10), Duration::ZERO).is_err());
+        assert!(PostgresOptions::new(s(100_000), s(4)).is_err());
+        assert!(
+            PostgresOptions::new(s(10), s(4))
+                .unwrap()
+                .with_request_timeout(s(5))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn schema_names() {
+        for good in ["election", "_x", "a1_b2", &"a".repeat(40)] {
+            assert!(check_schema(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "1a",
+            "A",
+            "a-b",
+            "a b",
+            "a\"b",
+            "pg_x",
+            "é",
+            &"a".repeat(41),
+        ] {
+            assert!(
+                matches!(
+                    check_schema(bad),
+                    Err(ConfigError::BadName { what: "schema", .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn accepted_options_leave_room_for_one_retry(ttl_ms in 1u64..100_000, renew_ms in 1u64..100_000) {
+            if let Ok(o) = PostgresOptions::new(Duration::from_millis(ttl_ms), Duration::from_millis(renew_ms)) {
+                prop_assert!(o.renew_interval() * 2 <= o.validity());
+                prop_assert!(o.request_timeout() <= o.renew_interval());
+                prop_assert!(o.validity() < o.ttl());
+            }
+        }
+
+        #[test]
+        fn accepted_schema_names_need_no_quoting(s in "\\PC{0,50}") {
+            if check_schema(&s).is_ok() {
+                prop_assert!(s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+                prop_assert!(!s.is_empty() && s.len() <= MAX_SCHEMA_LEN);
+            }
+        }
+    }
+}

@@ -1,0 +1,521 @@
+//! The lease rows and epoch records: every read and write of `leases` and
+//! `epochs`, each write one statement (one transaction) however many keys
+//! it covers, and the contender's decision when to take a row over.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, UNIX_EPOCH};
+
+use election_core::{ConfigError, Epoch, Identity, Leader};
+use sqlx::{AssertSqlSafe, PgPool};
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::schema::Sql;
+
+/// A lease row as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub(crate) holder: Option<String>,
+    pub(crate) epoch: i64,
+    pub(crate) version: i64,
+    pub(crate) ttl_ms: i64,
+    /// The winner's wall clock (Unix ms) when it won the current term;
+    /// display only.
+    pub(crate) acquired_unix_ms: Option<i64>,
+}
+
+impl Row {
+    /// The holder this row shows, decoded: `None` for a released row or an
+    /// epoch outside the range handed out.
+    pub(crate) fn leader(&self) -> Result<Option<Leader>, Error> {
+        let (Some(holder), Some(epoch)) = (
+            self.holder.as_deref(),
+            u64::try_from(self.epoch).ok().and_then(Epoch::new),
+        ) else {
+            return Ok(None);
+        };
+        let since = self
+            .acquired_unix_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+        Ok(Some(Leader {
+            identity: Identity::new(holder)?,
+            epoch,
+            since,
+        }))
+    }
+}
+
+/// An epoch as stored (`bigint`), decoded: one outside
+/// [`Epoch::FIRST`]..=[`Epoch::MAX`] is a corrupt row of `name`.
+pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
+    u64::try_from(epoch)
+        .ok()
+        .and_then(Epoch::new)
+        .filter(|e| e.is_term())
+        .ok_or_else(|| Error::CorruptRow {
+            name: name.to_owned(),
+            detail: format!("epoch {epoch}"),
+        })
+}
+
+/// The epoch record of a name: the highest epoch handed out for it and
+/// the TTL of the term that got it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    pub(crate) epoch: i64,
+    pub(crate) ttl_ms: i64,
+}
+
+/// What a contender read of one name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub(crate) lease: Option<Row>,
+    pub(crate) recorded: Option<Recorded>,
+}
+
+impl Seen {
+    /// The lowest epoch the next term of this name may have: one above
+    /// every epoch the row and the record show, at least
+    /// [`Epoch::FIRST`]; `None` when that would be above [`Epoch::MAX`].
+    pub(crate) fn floor(&self) -> Option<i64> {
+        let highest = self
+            .lease
+            .as_ref()
+            .map(|r| r.epoch)
+            .into_iter()
+            .chain(self.recorded.map(|r| r.epoch))
+            .max()
+            .unwrap_or(0);
+        highest
+            .checked_add(1)
+            .map(|f| f.max(Epoch::FIRST.get() as i64))
+    }
+
+    /// What this says for the contender's decision.
+    pub(crate) fn found(&self) -> Found {
+        match (&self.lease, self.recorded) {
+            (
+                Some(Row {
+                    holder: Some(holder),
+                    epoch,
+                    version,
+                    ttl_ms,
+                    ..
+                }),
+                _,
+            ) => Found::Held {
+                holder: holder.clone(),
+                epoch: *epoch,
+                version: *version,
+                ttl_ms: *ttl_ms,
+            },
+            (Some(_), _) => Found::Vacant,
+            (None, Some(r)) => Found::Vanished {
+                epoch: r.epoch,
+                ttl_ms: r.ttl_ms,
+            },
+            (None, None) => Found::Fresh,
+        }
+    }
+}
+
+/// What a contender found for a name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Never held: no lease row and no epoch record.
+    Fresh,
+    /// Released: the row shows no holder.
+    Vacant,
+    /// Someone holds it in term `epoch` at renewal `version`.
+    Held {
+        holder: String,
+        epoch: i64,
+        version: i64,
+        ttl_ms: i64,
+    },
+    /// The lease row is gone although an epoch was recorded: deleted by
+    /// hand. Its holder may still believe it leads, so this counts as held
+    /// (by nobody known) for a full TTL.
+    Vanished { epoch: i64, ttl_ms: i64 },
+}
+
+/// What a contender has seen of a lease held elsewhere (`holder` `None`: a
+/// row that vanished), and since when on its own monotonic clock.
+#[derive(Clone, Debug)]
+pub(crate) struct Observed {
+    holder: Option<String>,
+    epoch: i64,
+    version: i64,
+    ttl_ms: i64,
+    since: Instant,
+}
+
+/// The observation key of a vanished row.
+const GONE: i64 = i64::MIN;
+
+/// Whether a contender may claim a name now, given what it `found` and
+/// what it `observed` before (updated here):
+///
+/// - released: yes;
+/// - never held and nothing observed before: yes;
+/// - held: only once this contender has seen the same holder, term and
+///   renewal version for a full TTL (the longer of its own and the
+///   holder's) on its own monotonic clock;
+/// - vanished (no row, but an epoch recorded; or no trace at all after
+///   this contender saw a holder): the same, counted from when it first saw
+///   the row gone with that recorded epoch.
+pub(crate) fn may_claim(
+    observed: &mut Option<Observed>,
+    found: &Found,
+    ttl: Duration,
+    now: Instant,
+) -> bool {
+    let (holder, epoch, version, ttl_ms) = match found {
+        Found::Vacant => return true,
+        Found::Fresh => match observed {
+            None => return true,
+            Some(o) => (None, GONE, GONE, o.ttl_ms),
+        },
+        Found::Held {
+            holder,
+            epoch,
+            version,
+            ttl_ms,
+        } => (Some(holder.as_str()), *epoch, *version, *ttl_ms),
+        Found::Vanished { epoch, ttl_ms } => (None, *epoch, GONE, *ttl_ms),
+    };
+    match observed {
+        Some(o) if o.holder.as_deref() == holder && o.epoch == epoch && o.version == version => {
+            let theirs = Duration::from_millis(u64::try_from(o.ttl_ms).unwrap_or(0));
+            now.saturating_duration_since(o.since) >= ttl.max(theirs)
+        }
+        _ => {
+            *observed = Some(Observed {
+                holder: holder.map(str::to_owned),
+                epoch,
+                version,
+                ttl_ms,
+                since: now,
+            });
+            false
+        }
+    }
+}
+
+fn check(name: &str, seen: Seen) -> Result<Seen, Error> {
+    let corrupt = |detail: String| Error::CorruptRow {
+        name: name.to_owned(),
+        detail,
+    };
+    if let Some(r) = &seen.lease
+        && (r.epoch < 0
+            || (r.epoch < Epoch::FIRST.get() as i64 && r.holder.is_some())
+            || r.ttl_ms <= 0)
+    {
+        return Err(corrupt(format!(
+            "epoch {} ttl_ms {} holder {:?}",
+            r.epoch, r.ttl_ms, r.holder
+        )));
+    }
+    if let Some(r) = seen.recorded
+        && (r.epoch < 0 || r.ttl_ms <= 0)
+    {
+        return Err(corrupt(format!(
+            "recorded epoch {} with ttl_ms {}",
+            r.epoch, r.ttl_ms
+        )));
+    }
+    Ok(seen)
+}
+
+type RawSeen = (
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// Reads the lease rows and epoch records of `names` in one statement
+/// (names with neither are absent from the result).
+pub(crate) async fn read_many(
+    pool: &PgPool,
+    sql: &Sql,
+    names: &[&str],
+) -> Result<HashMap<String, Seen>, Error> {
+    let raw: Vec<RawSeen> = sqlx::query_as(AssertSqlSafe(sql.read_many.clone()))
+        .bind(names)
+        .fetch_all(pool)
+        .await?;
+    let mut out = HashMap::with_capacity(raw.len());
+    for (name, holder, epoch, version, ttl_ms, acquired, rec_epoch, rec_ttl) in raw {
+        let lease = match (epoch, version, ttl_ms) {
+            (Some(epoch), Some(version), Some(ttl_ms)) => Some(Row {
+                holder,
+                epoch,
+                version,
+                ttl_ms,
+                acquired_unix_ms: acquired,
+            }),
+            _ => None,
+        };
+        let recorded = rec_epoch
+            .zip(rec_ttl)
+            .map(|(epoch, ttl_ms)| Recorded { epoch, ttl_ms });
+        let seen = check(&name, Seen { lease, recorded })?;
+        out.insert(name, seen);
+    }
+    Ok(out)
+}
+
+/// One held lease: the name, and its attempt's nonce and epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hold<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) nonce: i64,
+    pub(crate) epoch: i64,
+}
+
+/// Renews every lease of `holds` in one statement, each only while its row
+/// still shows its nonce and epoch with a holder: bumps the renewal
+/// version. Returns the names renewed.
+pub(crate) async fn renew_many(
+    pool: &PgPool,
+    sql: &Sql,
+    holds: &[Hold<'_>],
+    wall_ms: i64,
+) -> Result<HashSet<String>, Error> {
+    let names: Vec<&str> = holds.iter().map(|h| h.name).collect();
+    let nonces: Vec<i64> = holds.iter().map(|h| h.nonce).collect();
+    let epochs: Vec<i64> = holds.iter().map(|h| h.epoch).collect();
+    let renewed: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql.renew_many.clone()))
+        .bind(names)
+        .bind(nonces)
+        .bind(epochs)
+        .bind(wall_ms)
+        .fetch_all(pool)
+        .await?;
+    Ok(renewed.into_iter().collect())
+}
+
+/// Releases every lease of `holds` in one statement, each only while its
+/// row still shows its nonce (a successor's claim is never undone), and
+/// notifies the channel of each. Returns the names released.
+pub(crate) async fn release_many(
+    pool: &PgPool,
+    sql: &Sql,
+    holds: &[(&str, i64)],
+) -> Result<HashSet<String>, Error> {
+    let names: Vec<&str> = holds.iter().map(|h| h.0).collect();
+    let nonces: Vec<i64> = holds.iter().map(|h| h.1).collect();
+    let released: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql.release_many.clone()))
+        .bind(names)
+        .bind(nonces)
+        .bind(&*sql.channel)
+        .fetch_all(pool)
+        .await?;
+    Ok(released.into_iter().collect())
+}
+
+/// One claim of a batch: the name, the new attempt's nonce, and what the
+/// claimant read of it.
+#[derive(Clone, Debug)]
+pub(crate) struct Take<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) nonce: i64,
+    /// `(version, epoch)` of the lease row as read; `None`: no row.
+    pub(crate) seen: Option<(i64, i64)>,
+    /// The recorded epoch as read; `None`: none.
+    pub(crate) recorded: Option<i64>,
+    /// The lowest epoch the term may get ([`Seen::floor`]).
+    pub(crate) floor: i64,
+}
+
+impl<'a> Take<'a> {
+    /// The claim of `name` by attempt `nonce` over what was `seen`;
+    /// [`ConfigError::EpochExhausted`] if its next epoch would be above
+    /// [`Epoch::MAX`].
+    pub(crate) fn new(name: &'a str, nonce: i64, seen: &Seen) -> Result<Self, Error> {
+        let floor = seen
+            .floor()
+            .ok_or(Error::Config(ConfigError::EpochExhausted))?;
+        Ok(Take {
+            name,
+            nonce,
+            seen: seen.lease.as_ref().map(|r| (r.version, r.epoch)),
+            recorded: seen.recorded.map(|r| r.epoch),
+            floor,
+        })
+    }
+}
+
+/// Claims every lease of `takes` in one statement (one transaction): each
+/// wins only if its lease row and epoch record are still exactly as its
+/// claimant read them, and gets `greatest(nextval(epoch_seq), floor)` in
+/// that statement (rule 1), recorded in `epochs` and notified on the
+/// channel at commit. Returns `(name, epoch)` of each key won.
+///
+/// Failure model: [`ConfigError::EpochExhausted`] once the sequence has
+/// handed out [`Epoch::MAX`] (nothing is written); other errors as
+/// [`Error`]: the statement may or may not have committed if it failed
+/// after it was sent.
+pub(crate) async fn claim_many(
+    pool: &PgPool,
+    sql: &Sql,
+    takes: &[Take<'_>],
+    identity: &str,
+    ttl_ms: i64,
+    wall_ms: i64,
+) -> Result<Vec<(String, i64)>, Error> {
+    let names: Vec<&str> = takes.iter().map(|t| t.name).collect();
+    let nonces: Vec<i64> = takes.iter().map(|t| t.nonce).collect();
+    let versions: Vec<Option<i64>> = takes.iter().map(|t| t.seen.map(|s| s.0)).collect();
+    let epochs: Vec<Option<i64>> = takes.iter().map(|t| t.seen.map(|s| s.1)).collect();
+    let recorded: Vec<Option<i64>> = takes.iter().map(|t| t.recorded).collect();
+    let floors: Vec<i64> = takes.iter().map(|t| t.floor).collect();
+    let won: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql.claim_many.clone()))
+        .bind(names)
+        .bind(nonces)
+        .bind(versions)
+        .bind(epochs)
+        .bind(recorded)
+        .bind(floors)
+        .bind(identity)
+        .bind(ttl_ms)
+        .bind(wall_ms)
+        .bind(&*sql.channel)
+        .fetch_all(pool)
+        .await?;
+    Ok(won)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn held(version: i64) -> Found {
+        Found::Held {
+            holder: "a".into(),
+            epoch: 2,
+            version,
+            ttl_ms: 3000,
+        }
+    }
+
+    #[test]
+    fn takeover_needs_the_same_term_and_version_for_a_full_ttl() {
+        let ttl = Duration::from_secs(3);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &held(7), ttl, at(0)), "first sight");
+        assert!(!may_claim(&mut seen, &held(7), ttl, at(2999)));
+        assert!(may_claim(&mut seen, &held(7), ttl, at(3000)));
+        assert!(!may_claim(&mut seen, &held(8), ttl, at(3001)), "renewed");
+        assert!(!may_claim(&mut seen, &held(8), ttl, at(6000)));
+        assert!(may_claim(&mut seen, &held(8), ttl, at(6001)));
+        // The longer of the two TTLs counts.
+        let long = Found::Held {
+            holder: "a".into(),
+            epoch: 2,
+            version: 1,
+            ttl_ms: 10_000,
+        };
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &long, ttl, at(0)));
+        assert!(!may_claim(&mut seen, &long, ttl, at(9999)));
+        assert!(may_claim(&mut seen, &long, ttl, at(10_000)));
+    }
+
+    #[test]
+    fn a_vanished_row_counts_as_held_for_a_full_ttl() {
+        let ttl = Duration::from_secs(3);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert!(may_claim(&mut None, &Found::Fresh, ttl, at(0)));
+        assert!(may_claim(&mut None, &Found::Vacant, ttl, at(0)));
+        let gone = |epoch| Found::Vanished {
+            epoch,
+            ttl_ms: 5000,
+        };
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &gone(3), ttl, at(0)));
+        assert!(!may_claim(&mut seen, &gone(3), ttl, at(4999)));
+        assert!(may_claim(&mut seen, &gone(3), ttl, at(5000)));
+        // A term won in between whose row vanished too starts it again.
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &gone(3), ttl, at(0)));
+        assert!(!may_claim(&mut seen, &gone(4), ttl, at(5000)));
+        assert!(may_claim(&mut seen, &gone(4), ttl, at(10_000)));
+        // A holder seen, then no trace at all: a full TTL from then.
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
+        assert!(!may_claim(&mut seen, &Found::Fresh, ttl, at(1)));
+        assert!(!may_claim(&mut seen, &Found::Fresh, ttl, at(3000)));
+        assert!(may_claim(&mut seen, &Found::Fresh, ttl, at(3001)));
+        // A release is taken at once.
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
+        assert!(may_claim(&mut seen, &Found::Vacant, ttl, at(1)));
+    }
+
+    fn seen(row_epoch: Option<i64>, recorded: Option<i64>) -> Seen {
+        Seen {
+            lease: row_epoch.map(|epoch| Row {
+                holder: None,
+                epoch,
+                version: 1,
+                ttl_ms: 1000,
+                acquired_unix_ms: None,
+            }),
+            recorded: recorded.map(|epoch| Recorded {
+                epoch,
+                ttl_ms: 1000,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_floor_is_above_every_epoch_shown() {
+        assert_eq!(seen(None, None).floor(), Some(2));
+        assert_eq!(seen(Some(0), None).floor(), Some(2));
+        assert_eq!(seen(Some(1), None).floor(), Some(2));
+        assert_eq!(seen(Some(3), Some(9)).floor(), Some(10));
+        assert_eq!(seen(Some(9), Some(3)).floor(), Some(10));
+        assert_eq!(seen(None, Some(i64::MAX - 1)).floor(), Some(i64::MAX));
+        assert_eq!(seen(Some(i64::MAX), None).floor(), None);
+        assert!(matches!(
+            Take::new("n", 1, &seen(Some(i64::MAX), None)),
+            Err(Error::Config(ConfigError::EpochExhausted))
+        ));
+    }
+
+    proptest! {
+        /// Epoch decoding: exactly the terms' range decodes, and it
+        /// round-trips.
+        #[test]
+        fn epochs_decode_only_in_the_terms_range(v in any::<i64>()) {
+            match epoch_of("n", v) {
+                Ok(e) => {
+                    prop_assert!(v >= 2);
+                    prop_assert_eq!(e.get(), v as u64);
+                }
+                Err(Error::CorruptRow { .. }) => prop_assert!(v < 2),
+                Err(other) => prop_assert!(false, "{other:?}"),
+            }
+        }
+
+        /// The floor is above both epochs shown, never below FIRST.
+        #[test]
+        fn floors_grow(a in proptest::option::of(0..i64::MAX), b in proptest::option::of(0..i64::MAX)) {
+            let f = seen(a, b).floor().expect("below MAX");
+            prop_assert!(f >= 2);
+            prop_assert!(a.is_none_or(|a| f > a) && b.is_none_or(|b| f > b));
+        }
+    }
+}

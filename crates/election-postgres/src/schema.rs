@@ -1,0 +1,254 @@
+//! The objects this crate creates in its own schema (default `election`,
+//! see [`PostgresOptions::with_schema`](crate::PostgresOptions::with_schema)),
+//! their migrations, and every statement over them.
+//!
+//! Objects (never the application's own tables, never another schema):
+//! - `meta(key, value)`: the schema version.
+//! - `leases`: one row per election name: holder, the attempt's nonce, the
+//!   epoch, a renewal version (bumped by every claim, renewal and
+//!   release), the holder's TTL and two wall-clock timestamps for display.
+//! - `epoch_seq`: the sequence every epoch is drawn from (`nextval` in the
+//!   statement that wins a term), from 2 ([`Epoch::FIRST`](election_core::Epoch::FIRST))
+//!   up to `i64::MAX` ([`Epoch::MAX`](election_core::Epoch::MAX)), never
+//!   cycling. This crate never deletes it or moves it back.
+//! - `epochs`: per election name, the highest epoch handed out and the TTL
+//!   of the term that got it, written in the statement that wins each term
+//!   and never deleted by this crate: a lease row deleted by hand is then
+//!   still known to have had a holder (it counts as held for a full TTL),
+//!   and the next epoch is above it.
+//! - `fences`: one high-water mark per fenced resource.
+//!
+//! **Never drop the schema, delete or lower rows of `epochs`, or move
+//! `epoch_seq` back (`setval`, `ALTER SEQUENCE .. RESTART`) while any
+//! candidate, lease set or fenced writer may use it**: epochs would then
+//! repeat, and a fence would accept a deposed leader's writes.
+//!
+//! Migrations run in one transaction under a transaction-scoped advisory
+//! lock (`pg_advisory_xact_lock`) keyed by the schema name, so many
+//! processes may open the same database at once; an up-to-date schema is
+//! checked with one read and no lock.
+
+use std::sync::Arc;
+
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+use crate::error::Error;
+
+/// The newest schema version this crate writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Every statement of this crate, with the schema name filled in.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    /// The notification channel: `election:<schema>`.
+    pub(crate) channel: Arc<str>,
+    pub(crate) read_many: Arc<str>,
+    pub(crate) claim_many: Arc<str>,
+    pub(crate) renew_many: Arc<str>,
+    pub(crate) release_many: Arc<str>,
+    pub(crate) fence_advance: Arc<str>,
+    pub(crate) fence_read: Arc<str>,
+    pub(crate) fence_lock: Arc<str>,
+}
+
+impl Sql {
+    /// The statements over `schema` (a checked name: see
+    /// [`crate::PostgresOptions`]); quoted anyway.
+    pub(crate) fn new(schema: &str) -> Self {
+        let s = format!("\"{schema}\"");
+        let read_many = format!(
+            "SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms
+             FROM unnest($1::text[]) AS k(name)
+             LEFT JOIN {s}.leases l ON l.name = k.name
+             LEFT JOIN {s}.epochs e ON e.name = k.name
+             WHERE l.name IS NOT NULL OR e.name IS NOT NULL"
+        );
+        // One statement wins every key of a batch whose lease row (and
+        // epoch record) is still exactly as its claimant read it: the
+        // epoch is drawn from the sequence in this very statement (rule 1),
+        // never below the floor (one above every epoch the key ever showed),
+        // recorded in `epochs`, and announced on the channel at commit.
+        let claim_many = format!(
+            "WITH t AS (
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
+                  AS t(name, nonce, seen_version, seen_epoch, recorded, floor)
+             ),
+             upd AS (
+                UPDATE {s}.leases l
+                SET holder = $7, nonce = t.nonce,
+                    epoch = greatest(nextval('{s}.epoch_seq'), t.floor),
+                    version = l.version + 1, ttl_ms = $8,
+                    acquired_unix_ms = $9, renewed_unix_ms = $9
+                FROM t
+                WHERE t.seen_version IS NOT NULL AND l.name = t.name
+                  AND l.version = t.seen_version AND l.epoch = t.seen_epoch
+                  AND (SELECT e.epoch FROM {s}.epochs e WHERE e.name = t.name) IS NOT DISTINCT FROM t.recorded
+                RETURNING l.name, l.epoch
+             ),
+             ins AS (
+                INSERT INTO {s}.leases
+                  (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
+                SELECT t.name, $7, t.nonce, greatest(nextval('{s}.epoch_seq'), t.floor), 1, $8, $9, $9
+                FROM t
+                WHERE t.seen_version IS NULL
+                  AND (SELECT e.epoch FROM {s}.epochs e WHERE e.name = t.name) IS NOT DISTINCT FROM t.recorded
+                ON CONFLICT (name) DO NOTHING
+                RETURNING name, epoch
+             ),
+             won AS (SELECT name, epoch FROM upd UNION ALL SELECT name, epoch FROM ins),
+             rec AS (
+                INSERT INTO {s}.epochs (name, epoch, ttl_ms) SELECT name, epoch, $8 FROM won
+                ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
+                WHERE excluded.epoch > {s}.epochs.epoch
+             )
+             SELECT won.name, won.epoch FROM won, LATERAL (SELECT pg_notify($10, won.name)) AS n"
+        );
+        let renew_many = format!(
+            "UPDATE {s}.leases l SET version = l.version + 1, renewed_unix_ms = $4
+             FROM unnest($1::text[], $2::int8[], $3::int8[]) AS t(name, nonce, epoch)
+             WHERE l.name = t.name AND l.nonce = t.nonce AND l.epoch = t.epoch AND l.holder IS NOT NULL
+             RETURNING l.name"
+        );
+        let release_many = format!(
+            "WITH r AS (
+                UPDATE {s}.leases l SET holder = NULL, nonce = NULL, version = l.version + 1
+                FROM unnest($1::text[], $2::int8[]) AS t(name, nonce)
+                WHERE l.name = t.name AND l.nonce = t.nonce AND l.holder IS NOT NULL
+                RETURNING l.name
+             )
+             SELECT r.name FROM r, LATERAL (SELECT pg_notify($3, r.name)) AS n"
+        );
+        let fence_advance = format!(
+            "INSERT INTO {s}.fences AS f (resource, mark) VALUES ($1, $2)
+             ON CONFLICT (resource) DO UPDATE SET mark = excluded.mark
+             WHERE f.mark <= excluded.mark
+             RETURNING (SELECT p.mark FROM {s}.fences p WHERE p.resource = $1) AS previous"
+        );
+        let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
+        let fence_lock = format!("SELECT mark FROM {s}.fences WHERE resource = $1 FOR SHARE");
+        Sql {
+            channel: format!("election:{schema}").into(),
+            read_many: read_many.into(),
+            claim_many: claim_many.into(),
+            renew_many: renew_many.into(),
+            release_many: release_many.into(),
+            fence_advance: fence_advance.into(),
+            fence_read: fence_read.into(),
+            fence_lock: fence_lock.into(),
+        }
+    }
+}
+
+/// The objects of version 1, created in order.
+fn v1(s: &str) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {s}.leases (
+                name text PRIMARY KEY,
+                holder text,
+                nonce bigint,
+                epoch bigint NOT NULL CHECK (epoch >= 0),
+                version bigint NOT NULL,
+                ttl_ms bigint NOT NULL CHECK (ttl_ms > 0),
+                acquired_unix_ms bigint,
+                renewed_unix_ms bigint
+            )"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {s}.epochs (
+                name text PRIMARY KEY,
+                epoch bigint NOT NULL CHECK (epoch >= 0),
+                ttl_ms bigint NOT NULL CHECK (ttl_ms > 0)
+            )"
+        ),
+        format!(
+            "CREATE SEQUENCE IF NOT EXISTS {s}.epoch_seq AS bigint
+                MINVALUE 2 MAXVALUE 9223372036854775807 START WITH 2 NO CYCLE"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {s}.fences (
+                resource text PRIMARY KEY,
+                mark bigint NOT NULL CHECK (mark > 0)
+            )"
+        ),
+    ]
+}
+
+/// The schema version recorded, if the `meta` table exists.
+async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
+    let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+        .bind(format!("\"{schema}\".meta"))
+        .fetch_one(&mut *conn)
+        .await?;
+    if exists.is_none() {
+        return Ok(None);
+    }
+    let sql = format!("SELECT value FROM \"{schema}\".meta WHERE key = 'schema_version'");
+    Ok(sqlx::query_scalar(AssertSqlSafe(sql))
+        .fetch_optional(&mut *conn)
+        .await?)
+}
+
+fn too_new(found: i64) -> Error {
+    Error::SchemaTooNew {
+        found,
+        supported: SCHEMA_VERSION,
+    }
+}
+
+/// Creates or migrates the election objects in `schema` (creating the
+/// schema if missing): one read when they are up to date; else one
+/// transaction under `pg_advisory_xact_lock`, so concurrent opens are
+/// safe. Touches nothing outside `schema`.
+///
+/// Failure model: [`Error::SchemaTooNew`] for a newer schema;
+/// [`Error::Unusable`] without the privilege to create it; transient
+/// errors as [`Error::Unavailable`].
+pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(), Error> {
+    match version(conn, schema).await? {
+        Some(v) if v > SCHEMA_VERSION => return Err(too_new(v)),
+        Some(v) if v == SCHEMA_VERSION => return Ok(()),
+        _ => {}
+    }
+    let s = format!("\"{schema}\"");
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(format!("election-postgres migrate {schema}"))
+        .execute(&mut *tx)
+        .await?;
+    let has_schema: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(schema)
+            .fetch_one(&mut *tx)
+            .await?;
+    if !has_schema {
+        sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {s}")))
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::query(AssertSqlSafe(format!(
+        "CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL)"
+    )))
+    .execute(&mut *tx)
+    .await?;
+    match version(&mut tx, schema).await? {
+        Some(v) if v > SCHEMA_VERSION => return Err(too_new(v)),
+        Some(v) if v == SCHEMA_VERSION => {
+            tx.rollback().await?;
+            return Ok(());
+        }
+        _ => {}
+    }
+    for stmt in v1(&s) {
+        sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
+    }
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {s}.meta (key, value) VALUES ('schema_version', $1)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    )))
+    .bind(SCHEMA_VERSION)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! The election schema on a real server: created in its own schema (a
+//! configurable name), never touching the application's tables, migrated
+//! safely by many processes at once, and refused where unsafe.
+
+use std::time::Duration;
+
+use election_postgres::{Error, PostgresElection, PostgresOptions};
+use postgres_testkit::Server;
+
+fn server() -> Server {
+    Server::start().expect("PostgreSQL must be installed: apt-get install -y postgresql")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_its_own_schema_and_nothing_else() {
+    let server = server();
+    server
+        .sql("CREATE TABLE public.leases (x int)")
+        .expect("app table");
+    server
+        .sql("CREATE TABLE public.meta (x int)")
+        .expect("app table");
+    let options = PostgresOptions::default()
+        .with_schema("jobs_election")
+        .expect("name");
+    PostgresElection::connect(&server.url(), options)
+        .await
+        .expect("open");
+    let tables = server
+        .sql("SELECT string_agg(table_schema || '.' || table_name, ',' ORDER BY table_schema, table_name) FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')")
+        .expect("list");
+    assert_eq!(
+        tables,
+        "jobs_election.epochs,jobs_election.fences,jobs_election.leases,jobs_election.meta,public.leases,public.meta"
+    );
+    assert_eq!(
+        server
+            .sql("SELECT value FROM jobs_election.meta")
+            .expect("version"),
+        "1"
+    );
+    assert_eq!(
+        server
+            .sql("SELECT count(*) FROM public.leases")
+            .expect("untouched"),
+        "0"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_opens_migrate_once() {
+    let server = server();
+    let url = server.url();
+    let opens = (0..8).map(|_| {
+        let url = url.clone();
+        tokio::spawn(
+            async move { PostgresElection::connect(&url, PostgresOptions::default()).await },
+        )
+    });
+    for open in futures::future::join_all(opens).await {
+        open.expect("task").expect("every concurrent open succeeds");
+    }
+    assert_eq!(
+        server
+            .sql("SELECT count(*) FROM election.meta")
+            .expect("one version row"),
+        "1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_a_newer_schema() {
+    let server = server();
+    PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open");
+    server
+        .sql("UPDATE election.meta SET value = 99")
+        .expect("newer");
+    let err = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect_err("too new");
+    assert!(
+        matches!(
+            err,
+            Error::SchemaTooNew {
+                found: 99,
+                supported: 1
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_synchronous_commit_off() {
+    let server = server();
+    server
+        .sql("ALTER ROLE postgres SET synchronous_commit = off")
+        .expect("set");
+    let err = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect_err("unsafe");
+    assert!(
+        matches!(err, Error::UnsafeSetting { setting: "synchronous_commit", ref value } if value == "off"),
+        "{err:?}"
+    );
+    assert!(matches!(
+        err.into_core(&election_core::ElectionName::new("n").expect("name")),
+        election_core::Error::Config(_)
+    ));
+    // The application's own pool with the setting off in its sessions.
+    server
+        .sql("ALTER ROLE postgres RESET synchronous_commit")
+        .expect("reset");
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query("SET synchronous_commit = off")
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(&server.url())
+        .await
+        .expect("pool");
+    let err = PostgresElection::with_pool(pool.clone(), PostgresOptions::default())
+        .await
+        .expect_err("unsafe");
+    assert!(matches!(err, Error::UnsafeSetting { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_places_are_typed_errors() {
+    let server = server();
+    let fast = PostgresOptions::new(Duration::from_millis(900), Duration::from_millis(300))
+        .expect("options");
+    let no_db = server.url().replace("/postgres", "/no_such_db");
+    let err = PostgresElection::connect(&no_db, fast.clone())
+        .await
+        .expect_err("no database");
+    assert!(matches!(err, Error::Unusable { .. }), "{err:?}");
+    server
+        .sql("CREATE ROLE weak LOGIN; REVOKE CREATE ON DATABASE postgres FROM PUBLIC")
+        .expect("role");
+    let weak = server.url().replace("postgres@", "weak@");
+    let err = PostgresElection::connect(&weak, fast.clone())
+        .await
+        .expect_err("no privilege to create the schema");
+    assert!(matches!(err, Error::Unusable { .. }), "{err:?}");
+    let bad_schema = PostgresOptions::default().with_schema("x; DROP");
+    assert!(bad_schema.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_may_name_the_schema() {
+    let server = server();
+    let url = format!("{}?schema=from_url", server.url());
+    let e = PostgresElection::connect(&url, PostgresOptions::default())
+        .await
+        .expect("open");
+    assert_eq!(e.options().schema(), "from_url");
+    let term = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    assert_eq!(
+        server
+            .sql("SELECT holder FROM from_url.leases WHERE name = 'jobs'")
+            .expect("read"),
+        "a"
+    );
+    term.resign().await.expect("resign");
+    // Two elections in two schemas of one database are independent.
+    let other = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open");
+    let t2 = other
+        .candidate("jobs", "b")
+        .expect("b")
+        .campaign()
+        .await
+        .expect("b");
+    assert!(e.leader("jobs").await.expect("read").is_none());
+    t2.resign().await.expect("resign");
+}
