@@ -12,6 +12,7 @@ mod race;
 
 use std::time::Duration;
 
+use election_core::Lease;
 use election_postgres::PostgresOptions;
 use race::Race;
 use tokio::time::Instant;
@@ -189,4 +190,236 @@ async fn the_lease_row_and_epoch_record_deleted_under_a_holder() {
     race.leader_wrote(SLACK).await;
     let terms = race.finish().await;
     check(&server, &terms);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_contender_after_the_lease_row_was_deleted_waits_a_ttl() {
+    let server = common::server();
+    let a = race::election(&server.url(), "cand-a", options())
+        .await
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a wins");
+    server
+        .sql("DELETE FROM election.leases")
+        .expect("delete the row by hand");
+    // A contender that never saw the row: the epoch record says someone
+    // held it, so the vanished row counts as held for a full TTL.
+    let c = race::election(&server.url(), "cand-c", options())
+        .await
+        .candidate("jobs", "c")
+        .expect("c")
+        .with_poll_interval(Duration::from_millis(20))
+        .expect("poll");
+    let lease = a.lease();
+    let (term, a_lost_at_win) = tokio::time::timeout(SLACK, async {
+        let t = c.campaign().await.expect("c wins");
+        let lost = lease.is_lost();
+        (t, lost)
+    })
+    .await
+    .expect("c wins within the bound");
+    assert!(a_lost_at_win, "c won while a still believed it led");
+    assert!(term.epoch() > a.epoch());
+    term.resign().await.expect("resign");
+}
+
+/// A wall clock the test moves (the monotonic clock is the system's).
+#[derive(Debug)]
+struct JumpingWall {
+    wall_ms: std::sync::atomic::AtomicI64,
+}
+
+impl election_postgres::Clock for JumpingWall {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn wall_unix_ms(&self) -> i64 {
+        self.wall_ms.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holders_connection_black_holed_while_wall_clocks_jump() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use fencing::Token;
+
+    let server = common::server();
+    race::create_ledger(&server);
+    let proxy = postgres_testkit::Proxy::start(server.port()).expect("proxy");
+    let through_proxy = format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port());
+    let holder_wall = Arc::new(JumpingWall {
+        wall_ms: 1_700_000_000_000.into(),
+    });
+    let contender_wall = Arc::new(JumpingWall {
+        wall_ms: 1_700_000_000_000.into(),
+    });
+    let holder_e = race::election(&through_proxy, "holder", options())
+        .await
+        .with_clock(holder_wall.clone());
+    let contender_e = race::election(&server.url(), "contender", options())
+        .await
+        .with_clock(contender_wall.clone());
+    let a = holder_e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a wins");
+    // The holder's resource is reachable directly: cut off from the
+    // election, it could still write, and the fence is what stops it.
+    let res_a = race::Resource::open(&server, "a").await;
+    assert!(
+        res_a
+            .write(Token::issue(&a).expect("token"), "a")
+            .await
+            .expect("write")
+    );
+    let b = contender_e
+        .candidate("jobs", "b")
+        .expect("b")
+        .with_poll_interval(Duration::from_millis(50))
+        .expect("poll");
+    assert!(b.try_campaign().await.expect("answers").is_none());
+
+    proxy.black_hole(true);
+    // No renewal sent from now on lands; one in flight may land but its
+    // answer is held back, so the holder's validity no longer moves.
+    let last_sent = a.valid_until().expect("validity") - options().validity();
+    let lease = a.lease();
+    let contender = tokio::spawn(async move {
+        let t = b.campaign().await.expect("b wins");
+        let a_lost = lease.is_lost();
+        (t, Instant::now(), a_lost)
+    });
+    // Wall clocks jump both ways by days while the contender waits.
+    let mut jumps = 0i64;
+    while !contender.is_finished() {
+        jumps += 1;
+        let day = 86_400_000;
+        contender_wall
+            .wall_ms
+            .fetch_add(day * jumps, Ordering::SeqCst);
+        holder_wall
+            .wall_ms
+            .fetch_add(-day * jumps, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            Instant::now() < last_sent + options().ttl() + SLACK,
+            "b did not win within the bound"
+        );
+    }
+    let (term, won_at, a_lost_at_win) = contender.await.expect("join");
+    assert!(a.is_lost(), "a never lost its term");
+    assert!(a_lost_at_win, "b won while a still believed it led");
+    assert!(
+        won_at >= last_sent + options().ttl(),
+        "b won {:?} after a's last renewal was sent, within the TTL",
+        won_at - last_sent
+    );
+    assert!(term.epoch() > a.epoch());
+    let res_b = race::Resource::open(&server, "b").await;
+    assert!(
+        res_b
+            .write(Token::issue(&term).expect("token"), "b")
+            .await
+            .expect("write")
+    );
+
+    // Healed: a's held-back renewals reach the server and change nothing;
+    // b goes on renewing; a never acts again, and its old token is refused.
+    proxy.black_hole(false);
+    let healed = Instant::now();
+    tokio::time::timeout(SLACK, async {
+        while term.valid_until().expect("validity") < healed + options().validity() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("b renews after the heal");
+    assert!(!term.is_lost());
+    assert!(a.is_lost());
+    assert!(Token::issue(&a).is_err(), "a token from a lost term");
+    assert!(
+        !res_a
+            .write(Token::from_epoch(a.epoch()), "a")
+            .await
+            .expect("write"),
+        "the deposed holder's write went through"
+    );
+    let leader = holder_e
+        .leader("jobs")
+        .await
+        .expect("read through the healed proxy")
+        .expect("b leads");
+    assert_eq!(leader.identity.as_str(), "b");
+    assert_eq!(leader.epoch, term.epoch());
+    term.confirm()
+        .await
+        .expect("b still holds at its commit point");
+    term.resign().await.expect("resign");
+    race::ledger_epochs_never_go_down(&server);
+}
+
+/// Found by this suite, kept as a statement of the limit: with the epoch
+/// record deleted by hand *as well as* the lease row, nothing in the
+/// database says the name was ever held, so a contender that never saw
+/// the row claims it at once while the holder still believes it leads
+/// until its next renewal finds the row changed (at most a renewal
+/// interval plus a request timeout). Epochs still grow (the sequence is
+/// never deleted), and the fence refuses the deposed holder's write once
+/// the new term has written: the resource stays safe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_records_deleted_by_hand_the_fence_refuses_the_old_holder() {
+    use fencing::Token;
+
+    let server = common::server();
+    race::create_ledger(&server);
+    let a = race::election(&server.url(), "cand-a", options())
+        .await
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a wins");
+    let res_a = race::Resource::open(&server, "a").await;
+    let a_token = Token::issue(&a).expect("token");
+    assert!(res_a.write(a_token, "a").await.expect("write"));
+    let c = race::election(&server.url(), "cand-c", options())
+        .await
+        .candidate("jobs", "c")
+        .expect("c")
+        .with_poll_interval(Duration::from_millis(20))
+        .expect("poll");
+    server
+        .sql("DELETE FROM election.leases; DELETE FROM election.epochs")
+        .expect("delete both by hand");
+    let term = tokio::time::timeout(SLACK, c.campaign())
+        .await
+        .expect("c wins within the bound")
+        .expect("c wins");
+    assert!(term.epoch() > a.epoch(), "the sequence was not deleted");
+    let res_c = race::Resource::open(&server, "c").await;
+    assert!(
+        res_c
+            .write(Token::issue(&term).expect("token"), "c")
+            .await
+            .expect("write")
+    );
+    // Whether or not a has noticed yet, its token is refused now.
+    assert!(
+        !res_a.write(a_token, "a").await.expect("write"),
+        "the deposed holder's write went through"
+    );
+    // And a notices at its next renewal (the row shows another term).
+    tokio::time::timeout(options().validity() + SLACK, a.lost())
+        .await
+        .expect("a loses its term");
+    term.resign().await.expect("resign");
+    race::ledger_epochs_never_go_down(&server);
 }
