@@ -9,6 +9,7 @@
 //! - a term begins with an epoch not above every earlier one;
 //! - a fenced write is refused as stale while its term still believes it
 //!   leads (a newer term wrote first: two leaders).
+#![allow(dead_code)]
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
