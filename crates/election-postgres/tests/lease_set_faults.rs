@@ -205,7 +205,7 @@ async fn a_black_holed_set_loses_its_keys_only_after_its_ttl() {
 
     stop.store(true, Ordering::SeqCst);
     sampling.await.expect("sampler");
-    let seen = seen.lock().expect("sampled");
+    let seen = std::mem::take(&mut *seen.lock().expect("sampled"));
     assert!(seen.twice.is_empty(), "held twice: {:?}", seen.twice);
     assert!(seen.a_again.is_empty(), "a held again: {:?}", seen.a_again);
     s.a.close().await;
@@ -249,7 +249,7 @@ async fn a_sets_backends_terminated_its_keys_are_never_held_twice() {
     }
     stop.store(true, Ordering::SeqCst);
     sampling.await.expect("sampler");
-    let seen = seen.lock().expect("sampled");
+    let seen = std::mem::take(&mut *seen.lock().expect("sampled"));
     assert!(seen.twice.is_empty(), "held twice: {:?}", seen.twice);
     s.a.close().await;
     s.b.close().await;
