@@ -180,7 +180,8 @@ async fn a_black_holed_set_loses_its_keys_only_after_its_ttl() {
     .expect("a gives up its keys at its deadline");
     a_done.store(true, Ordering::SeqCst);
     tokio::time::timeout(options().ttl() + SLACK, async {
-        while s.b.held_keys().len() < KEYS {
+        // (and the sampler has seen it: it records the first hold)
+        while s.b.held_keys().len() < KEYS || seen.lock().expect("sampled").b_first.is_none() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
