@@ -42,7 +42,7 @@ fn keys() -> Vec<String> {
 #[derive(Debug, Default)]
 struct Sampled {
     /// Keys seen held by both sets at once.
-    twice: Vec<String>,
+    twice: std::collections::BTreeSet<String>,
     /// When `b` was first seen holding a key.
     b_first: Option<Instant>,
     /// Keys `a` was seen holding after `a_done` was set.
@@ -66,7 +66,7 @@ fn sampler(
                 for k in &keys {
                     let (ha, hb) = (a.held(k), b.held(k));
                     if ha && hb {
-                        s.twice.push(k.clone());
+                        s.twice.insert(k.clone());
                     }
                     if hb && s.b_first.is_none() {
                         s.b_first = Some(Instant::now());
