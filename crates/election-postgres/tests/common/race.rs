@@ -86,7 +86,11 @@ pub(crate) struct Resource {
 
 impl Resource {
     pub(crate) async fn open(server: &Server, who: &str) -> Resource {
-        let pool = pool(&server.url(), &format!("resource-{who}"));
+        Resource::with_pool(pool(&server.url(), &format!("resource-{who}"))).await
+    }
+
+    /// The resource on `pool`.
+    pub(crate) async fn with_pool(pool: PgPool) -> Resource {
         let fence = PostgresFence::new(pool.clone(), "election")
             .await
             .expect("fence");
