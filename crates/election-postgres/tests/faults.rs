@@ -226,22 +226,6 @@ async fn a_fresh_contender_after_the_lease_row_was_deleted_waits_a_ttl() {
     term.resign().await.expect("resign");
 }
 
-/// A wall clock the test moves (the monotonic clock is the system's).
-#[derive(Debug)]
-struct JumpingWall {
-    wall_ms: std::sync::atomic::AtomicI64,
-}
-
-impl election_postgres::Clock for JumpingWall {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn wall_unix_ms(&self) -> i64 {
-        self.wall_ms.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_holders_connection_black_holed_while_wall_clocks_jump() {
     use std::sync::Arc;
@@ -253,12 +237,8 @@ async fn the_holders_connection_black_holed_while_wall_clocks_jump() {
     race::create_ledger(&server);
     let proxy = postgres_testkit::Proxy::start(server.port()).expect("proxy");
     let through_proxy = format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port());
-    let holder_wall = Arc::new(JumpingWall {
-        wall_ms: 1_700_000_000_000.into(),
-    });
-    let contender_wall = Arc::new(JumpingWall {
-        wall_ms: 1_700_000_000_000.into(),
-    });
+    let holder_wall = Arc::new(race::JumpingWall::default());
+    let contender_wall = Arc::new(race::JumpingWall::default());
     let holder_e = race::election(&through_proxy, "holder", options())
         .await
         .with_clock(holder_wall.clone());

@@ -117,6 +117,8 @@ struct Setup {
     a: Arc<LeaseSet<PostgresLeases>>,
     b: Arc<LeaseSet<PostgresLeases>>,
     epochs: HashMap<String, Epoch>,
+    /// The wall clocks of `a` and `b` (jumped by the tests).
+    walls: [Arc<race::JumpingWall>; 2],
     _proxy: Option<Proxy>,
 }
 
@@ -127,8 +129,16 @@ async fn setup(server: Server, proxy: Option<Proxy>) -> Setup {
         Some(p) => format!("postgres://postgres@127.0.0.1:{}/postgres", p.port()),
         None => server.url(),
     };
-    let ea = race::election(&url, "set-a", options()).await;
-    let eb = race::election(&server.url(), "set-b", options()).await;
+    let walls = [
+        Arc::new(race::JumpingWall::default()),
+        Arc::new(race::JumpingWall::default()),
+    ];
+    let ea = race::election(&url, "set-a", options())
+        .await
+        .with_clock(walls[0].clone());
+    let eb = race::election(&server.url(), "set-b", options())
+        .await
+        .with_clock(walls[1].clone());
     let a = set(&ea, "a");
     let b = set(&eb, "b");
     for k in keys() {
@@ -149,12 +159,13 @@ async fn setup(server: Server, proxy: Option<Proxy>) -> Setup {
         a,
         b,
         epochs,
+        walls,
         _proxy: proxy,
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_black_holed_set_loses_its_keys_only_after_its_ttl() {
+async fn a_black_holed_set_loses_its_keys_only_after_its_ttl_while_wall_clocks_jump() {
     let server = common::server();
     let proxy = Proxy::start(server.port()).expect("proxy");
     let s = setup(server, Some(proxy)).await;
@@ -179,9 +190,13 @@ async fn a_black_holed_set_loses_its_keys_only_after_its_ttl() {
     .await
     .expect("a gives up its keys at its deadline");
     a_done.store(true, Ordering::SeqCst);
+    // Meanwhile the wall clocks jump by days, a's back and b's forward:
+    // b's wait is on its monotonic clock all the same.
     tokio::time::timeout(options().ttl() + SLACK, async {
         // (and the sampler has seen it: it records the first hold)
         while s.b.held_keys().len() < KEYS || seen.lock().expect("sampled").b_first.is_none() {
+            s.walls[0].jump_days(-7);
+            s.walls[1].jump_days(30);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })

@@ -398,3 +398,37 @@ pub(crate) fn ledger_epochs_never_go_down(server: &Server) {
         "the ledger went back: {epochs:?}"
     );
 }
+
+/// A wall clock the test moves (the monotonic clock is the system's):
+/// the backend writes it to the rows for display and must decide nothing
+/// by it.
+#[derive(Debug)]
+pub(crate) struct JumpingWall {
+    pub(crate) wall_ms: std::sync::atomic::AtomicI64,
+}
+
+impl Default for JumpingWall {
+    fn default() -> Self {
+        JumpingWall {
+            wall_ms: 1_700_000_000_000.into(),
+        }
+    }
+}
+
+impl JumpingWall {
+    /// Moves the wall clock by `days` (either way).
+    pub(crate) fn jump_days(&self, days: i64) {
+        self.wall_ms
+            .fetch_add(days * 86_400_000, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl election_postgres::Clock for JumpingWall {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn wall_unix_ms(&self) -> i64 {
+        self.wall_ms.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
