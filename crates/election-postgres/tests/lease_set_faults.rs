@@ -1,5 +1,6 @@
 //! Lease sets under faults on a real server: the connection of the set
-//! holding every key black-holed by a proxy, or its backends terminated.
+//! holding every key black-holed by a proxy, its backends terminated, or
+//! the server crashed (SIGKILL) and recovered.
 //! A sampler checks every few milliseconds that no key is held by both
 //! sets; keys move only a full TTL after the last renewal that could have
 //! landed, with higher epochs, and the old holder never holds them again.
@@ -262,6 +263,50 @@ async fn a_sets_backends_terminated_its_keys_are_never_held_twice() {
         if let Some(e) = s.b.epoch(&k) {
             assert!(e > s.epochs[&k], "{k} moved without a higher epoch");
         }
+    }
+    stop.store(true, Ordering::SeqCst);
+    sampling.await.expect("sampler");
+    let seen = std::mem::take(&mut *seen.lock().expect("sampled"));
+    assert!(seen.twice.is_empty(), "held twice: {:?}", seen.twice);
+    s.a.close().await;
+    s.b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_crash_under_two_sets_hands_no_key_out_twice() {
+    let server = common::server();
+    let mut s = setup(server, None).await;
+    let (a_done, stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (seen, sampling) = sampler(s.a.clone(), s.b.clone(), a_done, stop.clone());
+    s.server.kill().expect("SIGKILL the server");
+    // Renewals fail: a holds nothing once its deadline has passed.
+    tokio::time::timeout(options().validity() + SLACK, async {
+        while !s.a.held_keys().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("a gives up its keys at its deadline");
+    assert!(s.b.held_keys().is_empty(), "b won keys from a dead server");
+    s.server.restart().expect("crash recovery");
+    // Every key held again, by one set or the other, each in a new term.
+    tokio::time::timeout(options().ttl() + SLACK, async {
+        while s.a.held_keys().len() + s.b.held_keys().len() < KEYS {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every key held again");
+    for k in keys() {
+        let now = s.a.epoch(&k).or_else(|| s.b.epoch(&k)).expect("held");
+        assert!(
+            now > s.epochs[&k],
+            "{k}: epoch {now} after {}",
+            s.epochs[&k]
+        );
     }
     stop.store(true, Ordering::SeqCst);
     sampling.await.expect("sampler");
