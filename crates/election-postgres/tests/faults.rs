@@ -296,6 +296,13 @@ async fn the_holders_connection_black_holed_while_wall_clocks_jump() {
     }
     let (term, won_at, a_lost_at_win) = contender.await.expect("join");
     assert!(a.is_lost(), "a never lost its term");
+    // Its renewals timed out (unknown outcomes): lost at its deadline, not
+    // told by the server.
+    let loss = a.loss().expect("lost");
+    assert!(
+        matches!(loss.reason, election_core::LossReason::Expired),
+        "{loss:?}"
+    );
     assert!(a_lost_at_win, "b won while a still believed it led");
     assert!(
         won_at >= last_sent + options().ttl(),
