@@ -410,3 +410,37 @@ async fn both_records_deleted_by_hand_the_fence_refuses_the_old_holder() {
     term.resign().await.expect("resign");
     race::ledger_epochs_never_go_down(&server);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_cut_by_the_network_again_and_again() {
+    let server = common::server();
+    let proxy = postgres_testkit::Proxy::start(server.port()).expect("proxy");
+    let through_proxy = format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port());
+    // a reaches the server through the proxy, b directly.
+    let race = Race::start(
+        &server,
+        vec![
+            (
+                "a",
+                race::election(&through_proxy, "cand-a", options()).await,
+            ),
+            (
+                "b",
+                race::election(&server.url(), "cand-b", options()).await,
+            ),
+        ],
+    )
+    .await;
+    for _ in 0..4 {
+        race.some_leader(SLACK).await;
+        // Every connection through the proxy reset, in the middle of
+        // whatever it was doing (a claim, a renewal, a notification).
+        proxy.cut();
+        race.some_leader(options().ttl() + SLACK).await;
+        race.renewed_after(Instant::now(), options().ttl() + SLACK)
+            .await;
+    }
+    race.leader_wrote(SLACK).await;
+    let terms = race.finish().await;
+    check(&server, &terms);
+}
