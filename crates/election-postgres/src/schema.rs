@@ -16,12 +16,18 @@
 //!   and never deleted by this crate: a lease row deleted by hand is then
 //!   still known to have had a holder (it counts as held for a full TTL),
 //!   and the next epoch is above it.
+//!   Triggers (`epochs_never_go_back`, `epochs_never_truncated`) refuse a
+//!   `DELETE`, a `TRUNCATE` or a lowering `UPDATE` of it: with the lease
+//!   row *and* the epoch record gone, nothing would say the name was held,
+//!   and a contender that never saw the row would be elected at once beside
+//!   the live holder (found by the fault tests, ADR 0039).
 //! - `fences`: one high-water mark per fenced resource.
 //!
-//! **Never drop the schema, delete or lower rows of `epochs`, or move
-//! `epoch_seq` back (`setval`, `ALTER SEQUENCE .. RESTART`) while any
-//! candidate, lease set or fenced writer may use it**: epochs would then
-//! repeat, and a fence would accept a deposed leader's writes.
+//! **Never drop the schema, disable those triggers, or move `epoch_seq`
+//! back (`setval`, `ALTER SEQUENCE .. RESTART`) while any candidate, lease
+//! set or fenced writer may use it**: the database cannot refuse these
+//! (a superuser or the owner can do them), and epochs could then repeat, a
+//! fence accept a deposed leader's writes, or two leaders overlap.
 //!
 //! Migrations run in one transaction under a transaction-scoped advisory
 //! lock (`pg_advisory_xact_lock`) keyed by the schema name, so many
@@ -160,6 +166,28 @@ fn v1(s: &str) -> Vec<String> {
                 epoch bigint NOT NULL CHECK (epoch >= 0),
                 ttl_ms bigint NOT NULL CHECK (ttl_ms > 0)
             )"
+        ),
+        // A deleted (or lowered) epoch record would let a contender that
+        // never saw the name's lease row claim it at once while its holder
+        // still leads: refuse such writes in the database itself.
+        format!(
+            "CREATE OR REPLACE FUNCTION {s}.epochs_never_go_back() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF TG_OP = 'UPDATE' AND NEW.name = OLD.name AND NEW.epoch >= OLD.epoch THEN
+                     RETURN NEW;
+                 END IF;
+                 RAISE EXCEPTION 'election-postgres: % of %.epochs refused: epoch records are never deleted or lowered (a candidate could be elected beside a live holder)',
+                     TG_OP, TG_TABLE_SCHEMA USING ERRCODE = 'restrict_violation';
+             END $$"
+        ),
+        format!(
+            "CREATE OR REPLACE TRIGGER epochs_never_go_back BEFORE UPDATE OR DELETE ON {s}.epochs
+                FOR EACH ROW EXECUTE FUNCTION {s}.epochs_never_go_back()"
+        ),
+        format!(
+            "CREATE OR REPLACE TRIGGER epochs_never_truncated BEFORE TRUNCATE ON {s}.epochs
+                FOR EACH STATEMENT EXECUTE FUNCTION {s}.epochs_never_go_back()"
         ),
         format!(
             "CREATE SEQUENCE IF NOT EXISTS {s}.epoch_seq AS bigint

@@ -170,7 +170,7 @@ async fn the_holders_connections_terminated() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_lease_row_and_epoch_record_deleted_under_a_holder() {
+async fn the_lease_row_deleted_under_a_holder_again_and_again() {
     let server = common::server();
     let race = race_of_two(&server).await;
     let mut highest = 0;
@@ -179,7 +179,7 @@ async fn the_lease_row_and_epoch_record_deleted_under_a_holder() {
         highest = highest.max(epoch);
         let deleted = Instant::now();
         server
-            .sql("DELETE FROM election.leases; DELETE FROM election.epochs")
+            .sql("DELETE FROM election.leases")
             .expect("delete by hand");
         // The holder finds its row gone at its next renewal and loses;
         // a contender treats the vanished row as held for a full TTL.
@@ -353,16 +353,16 @@ async fn the_holders_connection_black_holed_while_wall_clocks_jump() {
     race::ledger_epochs_never_go_down(&server);
 }
 
-/// Found by this suite, kept as a statement of the limit: with the epoch
-/// record deleted by hand *as well as* the lease row, nothing in the
-/// database says the name was ever held, so a contender that never saw
-/// the row claims it at once while the holder still believes it leads
-/// until its next renewal finds the row changed (at most a renewal
-/// interval plus a request timeout). Epochs still grow (the sequence is
-/// never deleted), and the fence refuses the deposed holder's write once
-/// the new term has written: the resource stays safe.
+/// Found by this suite: with the epoch record deleted by hand *as well as*
+/// the lease row, nothing in the database said the name was ever held, so
+/// a contender that never saw the row claimed it at once while the holder
+/// still believed it led (until its next renewal). The epoch records now
+/// refuse deletion in the database (triggers): the whole `DELETE` fails,
+/// the row stays, and the contender is not elected while the holder
+/// leads. Once the holder resigns, it is, with a higher epoch, and the
+/// fence refuses the old holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_records_deleted_by_hand_the_fence_refuses_the_old_holder() {
+async fn deleting_both_records_under_a_holder_never_elects_a_second_leader() {
     use fencing::Token;
 
     let server = common::server();
@@ -383,14 +383,24 @@ async fn both_records_deleted_by_hand_the_fence_refuses_the_old_holder() {
         .expect("c")
         .with_poll_interval(Duration::from_millis(20))
         .expect("poll");
-    server
-        .sql("DELETE FROM election.leases; DELETE FROM election.epochs")
-        .expect("delete both by hand");
+    let deleted = server.sql("DELETE FROM election.leases; DELETE FROM election.epochs");
+    // Two full TTLs in which a renews: c must not be elected beside it.
+    let early = tokio::time::timeout(options().ttl() * 2, c.campaign()).await;
+    if let Ok(won) = early {
+        panic!(
+            "c was elected while a still led (a lost: {}; the delete: {deleted:?}): {won:?}",
+            a.is_lost()
+        );
+    }
+    let err = deleted.expect_err("deleting the epoch records is refused");
+    assert!(err.to_string().contains("refused"), "{err}");
+    assert!(!a.is_lost(), "a lost its term though nothing was deleted");
+    a.resign().await.expect("a resigns");
     let term = tokio::time::timeout(SLACK, c.campaign())
         .await
-        .expect("c wins within the bound")
+        .expect("c wins within the bound once a resigned")
         .expect("c wins");
-    assert!(term.epoch() > a.epoch(), "the sequence was not deleted");
+    assert!(term.epoch() > a.epoch());
     let res_c = race::Resource::open(&server, "c").await;
     assert!(
         res_c
@@ -398,15 +408,10 @@ async fn both_records_deleted_by_hand_the_fence_refuses_the_old_holder() {
             .await
             .expect("write")
     );
-    // Whether or not a has noticed yet, its token is refused now.
     assert!(
         !res_a.write(a_token, "a").await.expect("write"),
         "the deposed holder's write went through"
     );
-    // And a notices at its next renewal (the row shows another term).
-    tokio::time::timeout(options().validity() + SLACK, a.lost())
-        .await
-        .expect("a loses its term");
     term.resign().await.expect("resign");
     race::ledger_epochs_never_go_down(&server);
 }

@@ -187,3 +187,41 @@ async fn the_url_may_name_the_schema() {
     assert!(e.leader("jobs").await.expect("read").is_none());
     t2.resign().await.expect("resign");
 }
+
+/// The epoch records guard themselves: deleting, truncating or lowering one
+/// is refused by the database (with the lease row also gone, a contender
+/// could otherwise be elected beside a live holder); raising one is how a
+/// claim records its epoch and stays allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn epoch_records_refuse_to_be_deleted_or_lowered() {
+    let server = server();
+    let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open");
+    e.candidate("jobs", "a")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("elected")
+        .resign()
+        .await
+        .expect("resign");
+    for sql in [
+        "DELETE FROM election.epochs",
+        "TRUNCATE election.epochs",
+        "UPDATE election.epochs SET epoch = epoch - 1",
+        "UPDATE election.epochs SET name = 'other'",
+    ] {
+        let err = server.sql(sql).expect_err(sql);
+        assert!(err.to_string().contains("refused"), "{sql}: {err}");
+    }
+    server
+        .sql("UPDATE election.epochs SET epoch = epoch + 1")
+        .expect("raising is allowed");
+    assert_eq!(
+        server
+            .sql("SELECT count(*) FROM election.epochs")
+            .expect("count"),
+        "1"
+    );
+}
