@@ -84,7 +84,8 @@
 //!
 //! # What an operator must never touch
 //!
-//! **Never delete, lower or edit the rows of `election_epochs`, and never
+//! **Never delete, lower or edit the rows of `election_epochs` (triggers
+//! refuse a `DELETE` and a lowering `UPDATE`; never drop them), and never
 //! delete, replace or restore an older copy of the database file while any
 //! candidate, lease set or fenced writer may use it.** That state is the
 //! only record of which epochs were handed out. Without it, epochs start

@@ -8,9 +8,11 @@
 //! - `election_epochs` (since version 2): per election name, the highest
 //!   epoch ever handed out and the TTL of the term that got it. Written in
 //!   the transaction that wins each term; this crate never deletes a row
-//!   of it. **Never delete or lower a row of this table** (nor replace the
-//!   database file): epochs would then repeat, and a fence would accept a
-//!   deposed leader's writes.
+//!   of it, and triggers (added in place to any version) refuse to delete,
+//!   lower or rename one. **Never drop those triggers or this table** (nor
+//!   replace the database file): epochs would then repeat, a fence would
+//!   accept a deposed leader's writes, and with the lease row also gone a
+//!   contender would be elected beside the live holder.
 //! - `election_fences`: one high-water mark per fenced resource.
 //!
 //! Version 1 databases are migrated in place: `election_epochs` is created
@@ -55,6 +57,26 @@ const V2: &[&str] = &[
         WHERE excluded.epoch > election_epochs.epoch",
 ];
 
+/// Triggers that refuse to delete, lower or rename a row of
+/// `election_epochs` (added in place to databases of any version, without
+/// a version bump: older versions never delete or lower one). With a
+/// name's lease row *and* its epoch record gone, nothing would say the
+/// name was held, and a contender that never saw the row would be elected
+/// at once beside the live holder.
+const EPOCH_GUARD: &[&str] = &[
+    "CREATE TRIGGER IF NOT EXISTS election_epochs_never_deleted
+        BEFORE DELETE ON election_epochs
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: DELETE of election_epochs refused: epoch records are never deleted or lowered (a candidate could be elected beside a live holder)');
+        END",
+    "CREATE TRIGGER IF NOT EXISTS election_epochs_never_lowered
+        BEFORE UPDATE ON election_epochs
+        WHEN NEW.epoch < OLD.epoch OR NEW.name IS NOT OLD.name
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: UPDATE of election_epochs refused: epoch records are never deleted or lowered (a candidate could be elected beside a live holder)');
+        END",
+];
+
 /// Creates or migrates the election tables, in one `BEGIN IMMEDIATE`
 /// transaction (a read-only database is refused); commits nothing when
 /// they are up to date. Idempotent; safe to run from many processes at
@@ -68,9 +90,11 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     .await?;
     // The version and whether `lock_id` is there, in one statement (one
     // round trip to the connection's worker thread at every open).
-    let (found, has_lock_id): (Option<i64>, bool) = sqlx::query_as(
+    let (found, has_lock_id, has_guard): (Option<i64>, bool, bool) = sqlx::query_as(
         "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
-                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0",
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0,
+                (SELECT count(*) FROM sqlite_master WHERE type = 'trigger'
+                    AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered')) = 2",
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -114,6 +138,15 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     } else {
         add_lock_id(&mut tx).await?
     };
+    let guarded = if up_to_date && has_guard {
+        false
+    } else {
+        for stmt in EPOCH_GUARD {
+            sqlx::query(*stmt).execute(&mut *tx).await?;
+        }
+        true
+    };
+    let added = added || guarded;
     if added || !up_to_date {
         tx.commit().await?;
     } else {

@@ -337,3 +337,50 @@ async fn a_contender_on_a_deleted_file_claims_nothing() {
     );
     set.close().await;
 }
+
+/// Found by election-postgres's fault tests, and true here too: with a
+/// name's lease row *and* its epoch record deleted by hand, nothing said
+/// the name was ever held, so a contender that never saw the row was
+/// elected at once beside the live holder. Triggers now refuse to delete
+/// (or lower) an epoch record: the operator's transaction fails as a whole
+/// and nobody is elected beside the holder.
+#[tokio::test]
+async fn deleting_the_row_and_epoch_record_under_a_holder_never_elects_a_second_leader() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = common::open_with(&dir, slow()).await;
+    let term = common::elected(&e, "a").await;
+
+    let mut tx = e.pool().begin().await.expect("begin");
+    sqlx::query("DELETE FROM election_leases WHERE name = 'jobs'")
+        .execute(&mut *tx)
+        .await
+        .expect("delete the row");
+    let deleted = sqlx::query("DELETE FROM election_epochs WHERE name = 'jobs'")
+        .execute(&mut *tx)
+        .await;
+    if deleted.is_ok() {
+        tx.commit().await.expect("commit");
+    } else {
+        tx.rollback().await.expect("rollback");
+    }
+
+    let c_election = common::open_with(&dir, slow()).await;
+    let c = c_election.claim("jobs", "c").expect("c");
+    let mut attempt = c.open().await.expect("open");
+    let c_won = try_claim(&c, &mut attempt).await;
+    assert_eq!(
+        c_won,
+        None,
+        "c was elected beside a, which still leads in epoch {} (the delete: {deleted:?})",
+        term.epoch()
+    );
+    let err = deleted.expect_err("deleting an epoch record is refused");
+    assert!(err.to_string().contains("refused"), "{err}");
+    let lowered = sqlx::query("UPDATE election_epochs SET epoch = epoch - 1")
+        .execute(e.pool())
+        .await
+        .expect_err("lowering is refused");
+    assert!(lowered.to_string().contains("refused"), "{lowered}");
+    term.confirm().await.expect("a still leads");
+    drop(term);
+}
