@@ -15,8 +15,12 @@ use crate::orchestrate::ELECTION;
 const STREAM: &str = "KV_elections";
 
 /// Deletes the election's row from `election_leases`, as an operator
-/// would by hand.
-pub(crate) async fn delete_lease_row(db: &Path) -> Result<(), String> {
+/// would by hand, then tries to delete its `election_epochs` record too
+/// (a separate statement): the backend's triggers must refuse that, or a
+/// contender that never saw the row could be elected beside the live
+/// holder with a repeated epoch (which the checker reports). Returns what
+/// happened to the epoch record, for the history.
+pub(crate) async fn delete_lease_row(db: &Path) -> Result<String, String> {
     let options = SqliteConnectOptions::new()
         .filename(db)
         .busy_timeout(Duration::from_secs(10));
@@ -30,8 +34,17 @@ pub(crate) async fn delete_lease_row(db: &Path) -> Result<(), String> {
         .execute(&pool)
         .await
         .map_err(|e| e.to_string());
+    let record = match sqlx::query("DELETE FROM election_epochs WHERE name = ?1")
+        .bind(ELECTION)
+        .execute(&pool)
+        .await
+    {
+        Ok(r) => format!("epoch-record-deleted={}", r.rows_affected()),
+        Err(e) if e.to_string().contains("refused") => "epoch-record-refused".to_owned(),
+        Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
+    };
     pool.close().await;
-    deleted.map(|_| ())
+    deleted.map(|_| record)
 }
 
 /// A JetStream context on `urls` (comma-separated).

@@ -471,10 +471,15 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             Fault::RowDelete => {
                 if plan.backend == Target::Sqlite {
                     log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
-                    faults::delete_lease_row(&out.join("election.db"))
+                    let record = faults::delete_lease_row(&out.join("election.db"))
                         .await
                         .map_err(backend_error("delete the lease row"))?;
-                    log(FaultEvent::fault_or_heal(false, fault, "lease-row", ""));
+                    log(FaultEvent::fault_or_heal(
+                        false,
+                        fault,
+                        "lease-row",
+                        &record,
+                    ));
                 }
             }
             Fault::FenceDrop => {
