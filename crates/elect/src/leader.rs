@@ -38,6 +38,7 @@ pub(crate) async fn current(backend: &Opened, name: &str) -> Result<Option<Leade
             Ok(claim.leader().await?)
         }
         Opened::Ready(Backend::Nats(e)) => e.leader(name).await.map_err(nats_failure),
+        Opened::Ready(Backend::Postgres(e)) => Ok(e.leader(name).await?),
         // No bucket, directory or database: nobody was ever elected there.
         Opened::NatsPending(..) | Opened::Absent(..) => Ok(None),
     }

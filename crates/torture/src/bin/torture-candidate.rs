@@ -108,6 +108,8 @@ enum CandidateError {
     Sqlite(#[from] election_sqlite::Error),
     #[error("the NATS backend")]
     Nats(#[from] election_nats::Error),
+    #[error("the PostgreSQL backend")]
+    Postgres(#[from] election_postgres::Error),
     #[error("opening the backend")]
     Open(#[from] election_url::Error),
     #[error("the election")]
@@ -796,6 +798,10 @@ fn nats_transient(e: &election_url::Error) -> bool {
                     | election_nats::Error::Unavailable { .. }
                     | election_nats::Error::OutcomeUnknown { .. }
             )
+            | election_url::Error::Postgres(
+                election_postgres::Error::Unavailable(_)
+                    | election_postgres::Error::TimedOut { .. }
+            )
     )
 }
 
@@ -852,6 +858,15 @@ async fn run(args: Args) -> Result<(), CandidateError> {
         }
         Backend::Sqlite(election) => {
             let election = election.with_clock(ctx.clock.clone());
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
+        }
+        Backend::Postgres(election) => {
+            // Expiry is judged on this process's monotonic clock; the
+            // torture clock (wall-clock jumps) does not reach it.
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
