@@ -712,7 +712,7 @@ impl Opened {
                 match Url::Postgres(p.clone()).open(&settings).await {
                     Ok(backend) => Ok(Opened::Ready(backend)),
                     Err(election_url::Error::Absent { what }) => absent(format!(
-                        "{what}: no election has run there (check --backend)"
+                        "{what} does not exist: no election has run there (check --backend)"
                     )),
                     Err(election_url::Error::Config(e)) => Err(flag_failure(&e)),
                     Err(election_url::Error::Postgres(e)) => Err(postgres_failure(e)),
