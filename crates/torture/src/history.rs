@@ -360,7 +360,7 @@ pub enum FaultKind {
     Stop,
     /// `resign`: a resign storm.
     Resign,
-    /// `server`: the NATS server killed, restarted.
+    /// `server`: the NATS (or PostgreSQL) server killed, restarted.
     Server,
     /// `node`: one cluster node killed, restarted.
     Node,
@@ -397,11 +397,17 @@ pub enum FaultKind {
     /// killed, its store replaced by a copy taken seconds earlier,
     /// restarted.
     Rollback,
+    /// `pgterm`: `pg_terminate_backend` of every candidate's PostgreSQL
+    /// connection (the holder's among them).
+    PgTerminate,
+    /// `pgstop`: the PostgreSQL server SIGSTOPped past the TTL, then
+    /// SIGCONT.
+    PgStop,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -419,6 +425,8 @@ impl FaultKind {
         FaultKind::Recreate,
         FaultKind::MaxAge,
         FaultKind::Rollback,
+        FaultKind::PgTerminate,
+        FaultKind::PgStop,
     ];
 
     /// The kind's word in a history line.
@@ -441,6 +449,8 @@ impl FaultKind {
             FaultKind::Recreate => "recreate",
             FaultKind::MaxAge => "maxage",
             FaultKind::Rollback => "rollback",
+            FaultKind::PgTerminate => "pgterm",
+            FaultKind::PgStop => "pgstop",
         }
     }
 }
