@@ -165,6 +165,31 @@ pub(crate) async fn observe(
             }
         }
     }
+    if let Opened::Ready(Backend::Postgres(e)) = backend {
+        // Woken by the notification each win and release sends, with a
+        // read every `poll` as the backstop.
+        let mut changes = Box::pin(e.observe(name, poll).await?);
+        loop {
+            tokio::select! {
+                r = &mut stop => { r?; return Ok(exit::OK); }
+                change = changes.next() => match change {
+                    Some(Ok(now)) => {
+                        if last.as_ref().is_none_or(|l| !same(l.as_ref(), now.as_ref())) {
+                            print(&line(name, now.as_ref(), json))?;
+                            last = Some(now);
+                        }
+                    }
+                    Some(Err(e)) => return Err(e.into()),
+                    None => {
+                        return Err(Failure::new(
+                            exit::UNAVAILABLE,
+                            "the PostgreSQL observation ended",
+                        ));
+                    }
+                },
+            }
+        }
+    }
     if let Opened::Ready(Backend::Nats(e)) = backend {
         let mut changes = Box::pin(e.observe(name).await.map_err(nats_failure)?);
         let mut pending: Option<Option<Leader>> = None;
