@@ -370,7 +370,8 @@ pub enum FaultKind {
     Blackhole,
     /// `drop`: the proxy drops the leader's NATS connection.
     Drop,
-    /// `clock`: a candidate's injected wall clock jumps (SQLite).
+    /// `clock`: a candidate's injected wall clock jumps (SQLite,
+    /// PostgreSQL).
     Clock,
     /// `cancel`: the leader's work is cancelled mid-write: its `lead()`
     /// future is dropped while a task of the term is in a synchronous
@@ -382,7 +383,7 @@ pub enum FaultKind {
     /// `unguarded`: a candidate makes one write with an
     /// `election_core::unguarded` token.
     Unguarded,
-    /// `rowdel`: the election's lease row deleted by hand (SQLite).
+    /// `rowdel`: the election's lease row deleted by hand (SQLite, PostgreSQL).
     RowDelete,
     /// `recreate`: the NATS bucket deleted and recreated with the same
     /// configuration.

@@ -1,7 +1,8 @@
 //! `torture run --backend postgres`: the orchestrator starts a real
 //! PostgreSQL server (postgres-testkit) and injects its faults (server
 //! killed and restarted, `pg_terminate_backend` of the candidates'
-//! connections, the server SIGSTOPped past the TTL, a holder SIGSTOPped);
+//! connections, the server SIGSTOPped past the TTL, a holder SIGSTOPped,
+//! wall-clock jumps, the lease row deleted by hand);
 //! the checker finds no violation and leaders are elected.
 
 use std::process::Command;
@@ -21,7 +22,7 @@ fn the_postgres_faults_break_no_promise() {
             "--candidates",
             "3",
             "--faults",
-            "server,pgterm,pgstop,stop",
+            "server,pgterm,pgstop,stop,clock,rowdel",
             "--candidate-bin",
             env!("CARGO_BIN_EXE_torture-candidate"),
             "--out",

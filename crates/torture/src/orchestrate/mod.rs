@@ -78,12 +78,14 @@ impl Target {
                 Kill,
                 Stop,
                 Resign,
+                Clock,
                 Server,
                 PgTerminate,
                 PgStop,
                 Cancel,
                 Close,
                 Unguarded,
+                RowDelete,
             ],
         }
     }
@@ -93,7 +95,9 @@ impl Target {
         use Fault::*;
         match fault {
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
-            Clock | RowDelete | FenceDrop => self == Target::Sqlite,
+            Clock => matches!(self, Target::Sqlite | Target::Postgres),
+            RowDelete => matches!(self, Target::Sqlite | Target::Postgres),
+            FenceDrop => self == Target::Sqlite,
             Server => matches!(self, Target::Nats | Target::Postgres),
             Blackhole | Drop => self == Target::Nats,
             PgTerminate | PgStop => self == Target::Postgres,
@@ -543,6 +547,16 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     faults::delete_lease_row(&out.join("election.db"))
                         .await
                         .map_err(backend_error("delete the lease row"))?;
+                    log(FaultEvent::fault_or_heal(false, fault, "lease-row", ""));
+                }
+                if let Servers::Postgres(server) = &servers {
+                    log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
+                    blocking(|| {
+                        server.sql(&format!(
+                            "DELETE FROM {}.leases WHERE name = '{ELECTION}'",
+                            election_postgres::DEFAULT_SCHEMA
+                        ))
+                    })?;
                     log(FaultEvent::fault_or_heal(false, fault, "lease-row", ""));
                 }
             }
