@@ -131,6 +131,15 @@ async fn the_password_comes_from_pgpassword_or_a_passfile_never_argv() {
     assert_eq!(done.code, common::CONFIG, "{done:?}");
     done.err_line("PGPASSWORD");
 
+    // In the URL it works, with a warning, and is never printed.
+    let whole = server.url();
+    let done = common::once(&["leader", "--backend", &whole, "--name", "pw"]).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line("warning: the PostgreSQL password is in the URL");
+    for line in done.stdout.iter().chain(&done.stderr) {
+        assert!(!line.contains(PASSWORD), "password printed: {line:?}");
+    }
+
     for (i, (backend, env)) in [
         (url.as_str(), vec![("PGPASSWORD", PASSWORD)]),
         (with_passfile.as_str(), vec![]),
