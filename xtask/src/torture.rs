@@ -4,8 +4,9 @@
 //!   runs `torture run ARGS` (see `torture run --help` for the flags: backend,
 //!   seed, duration, candidates, TTLs, fault mix).
 //! - `cargo xtask torture --ci`: CI's budget: each backend (file, sqlite,
-//!   nats) twice, 30 s with the fixed seed 1 and 30 s with a random seed,
-//!   printed, from a debug build.
+//!   nats, postgres) twice, 30 s with the fixed seed 1 and 30 s with a
+//!   random seed, printed, from a debug build (about 75 s a backend; the
+//!   four took 5-6 minutes on two shared cores).
 
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,7 +15,7 @@ use crate::{Result, repo_root, run_cargo, target_dir};
 
 const CI_SEED: u64 = 1;
 const CI_SECONDS: u64 = 30;
-const CI_BACKENDS: [&str; 3] = ["file", "sqlite", "nats"];
+const CI_BACKENDS: [&str; 4] = ["file", "sqlite", "nats", "postgres"];
 
 fn build(release: bool) -> Result<std::path::PathBuf> {
     let mut args = vec!["build", "-p", "torture", "--bins"];

@@ -3,6 +3,9 @@
 //! - `file:///dir`: one host; a directory on a local filesystem.
 //! - `sqlite:///path/to/app.db`: a lease row in a SQLite database.
 //! - `nats://[user:password@]host:port[,host:port...][?bucket=B&replicas=N&creds=FILE&token=T&single_replica_ok=1]`.
+//! - `postgres://user@host:port/db[?schema=S&ttl=D&renew=D&passfile=FILE&sslmode=M]`
+//!   (or `postgresql://`): the password from `PGPASSWORD`, the passfile,
+//!   `PGPASSFILE` or `~/.pgpass`, never needed on the command line.
 //!
 //! No URL: the file backend in a per-user runtime directory
 //! (`$XDG_RUNTIME_DIR/elect`, else `/tmp/elect-<uid>`, mode 0700).
@@ -12,6 +15,7 @@ use std::time::Duration;
 
 use election_file::FileElection;
 use election_nats::{NatsElection, NatsOptions};
+use election_postgres::PostgresOptions;
 use election_sqlite::{SqliteElection, SqliteOptions};
 pub(crate) use election_url::Backend;
 pub(crate) use election_url::BackendUrl as Url;
@@ -31,7 +35,8 @@ pub(crate) struct Timing {
 fn bad(url: &str, reason: impl std::fmt::Display) -> Failure {
     let url = election_url::redact(url);
     Failure::config(format!("bad backend URL {url:?}: {reason}")).hint(
-        "use file:///dir, sqlite:///path/to/db or nats://host:port?bucket=name (see elect --help); \
+        "use file:///dir, sqlite:///path/to/db, nats://host:port?bucket=name or \
+         postgres://user@host:port/db (see elect --help); \
          write %XX for a '%', '?', '#' or '&' inside a path or value",
     )
 }
@@ -53,6 +58,13 @@ pub(crate) fn shown_url(url: &Url) -> String {
             let mut s = n.server_urls().join(",");
             if let Some(b) = &n.bucket {
                 s.push_str(&format!("?bucket={b}"));
+            }
+            s
+        }
+        Url::Postgres(p) => {
+            let mut s = format!("postgres://{}", p.place());
+            if let Some(schema) = &p.schema {
+                s.push_str(&format!("?schema={schema}"));
             }
             s
         }
@@ -123,6 +135,7 @@ enum Cause<'a> {
     File(&'a election_file::Error),
     Sqlite(&'a election_sqlite::Error),
     Nats(&'a election_nats::Error),
+    Postgres(&'a election_postgres::Error),
 }
 
 /// `e` itself, or the error inside if `e` is the core's shared
@@ -149,6 +162,9 @@ fn cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<Cause<'a>> 
         if let Some(n) = e.downcast_ref::<election_nats::Error>() {
             return Some(Cause::Nats(n));
         }
+        if let Some(p) = e.downcast_ref::<election_postgres::Error>() {
+            return Some(Cause::Postgres(p));
+        }
         next = e.source();
     }
     None
@@ -162,6 +178,7 @@ pub(crate) fn classify(error: &(dyn std::error::Error + 'static)) -> Option<(u8,
         Cause::File(e) => file_class(e),
         Cause::Sqlite(e) => sqlite_class(e),
         Cause::Nats(e) => nats_class(e),
+        Cause::Postgres(e) => postgres_class(e),
     })
 }
 
@@ -363,6 +380,39 @@ fn nats_class(e: &election_nats::Error) -> (u8, String) {
 
 pub(crate) fn nats_failure(e: election_nats::Error) -> Failure {
     let (code, hint) = nats_class(&e);
+    Failure::new(code, exit::chain(&e)).hint(hint)
+}
+
+fn postgres_class(e: &election_postgres::Error) -> (u8, String) {
+    use election_postgres::Error as E;
+    let config = |hint: &str| (exit::CONFIG, hint.to_owned());
+    match e {
+        E::Unavailable(_) | E::TimedOut { .. } | E::OutcomeUnknown { .. } | E::Database(_) => (
+            exit::UNAVAILABLE,
+            "check that the PostgreSQL server runs and the host and port in the URL are right, \
+             then try again"
+                .to_owned(),
+        ),
+        E::Unusable { .. } => config(
+            "check the URL's user and database, the password (PGPASSWORD, ?passfile=, \
+             PGPASSFILE or ~/.pgpass; never on the command line) and the user's privileges on \
+             the database (CREATE on it for the election schema)",
+        ),
+        E::UnsafeSetting { .. } => config(
+            "set synchronous_commit to on for this role or database (ALTER ROLE ... SET \
+             synchronous_commit = on)",
+        ),
+        E::SchemaTooNew { .. } => config("upgrade elect: a newer version wrote this schema"),
+        E::CorruptRow { .. } => config(
+            "a lease row holds values elect never writes: restore the election schema from a \
+             backup (never delete its epoch records)",
+        ),
+        _ => config("fix the flags or the backend URL"),
+    }
+}
+
+pub(crate) fn postgres_failure(e: election_postgres::Error) -> Failure {
+    let (code, hint) = postgres_class(&e);
     Failure::new(code, exit::chain(&e)).hint(hint)
 }
 
@@ -649,6 +699,47 @@ impl Opened {
                     .await
                     .map(|e| Opened::Ready(Backend::Sqlite(e)))
                     .map_err(sqlite_failure)
+            }
+            Some(Url::Postgres(p)) => {
+                if timing.grace.is_some() {
+                    return Err(Failure::config(
+                        "--grace has no meaning for the postgres backend (a contender waits a full TTL)",
+                    )
+                    .hint("drop --grace"));
+                }
+                let settings = election_url::Settings {
+                    ttl: timing.ttl,
+                    renew: timing.renew,
+                    observer: timing.observer,
+                    ..election_url::Settings::default()
+                };
+                if !timing.observer {
+                    let defaults = PostgresOptions::default();
+                    let ttl = timing.ttl.or(p.ttl).unwrap_or(defaults.ttl());
+                    let renew = timing.renew.or(p.renew).unwrap_or(
+                        if timing.ttl.is_some() || p.ttl.is_some() {
+                            ttl / 3
+                        } else {
+                            defaults.renew_interval()
+                        },
+                    );
+                    check_lease_flags("postgres", &timing, ttl, renew, Duration::from_millis(10))?;
+                }
+                match Url::Postgres(p.clone()).open(&settings).await {
+                    Ok(backend) => Ok(Opened::Ready(backend)),
+                    Err(election_url::Error::Absent { what }) => absent(format!(
+                        "{what} does not exist: no election has run there (check --backend)"
+                    )),
+                    Err(election_url::Error::Config(e)) => Err(flag_failure(&e)),
+                    Err(election_url::Error::Postgres(e)) => Err(postgres_failure(e)),
+                    Err(e @ election_url::Error::Passfile { .. }) => {
+                        Err(Failure::config(exit::chain(&e)).hint(
+                            "make the password file readable by this user only (chmod 0600), \
+                             or give the password in PGPASSWORD",
+                        ))
+                    }
+                    Err(e) => Err(Failure::config(exit::chain(&e))),
+                }
             }
             Some(Url::Nats(n)) => {
                 let defaults = NatsOptions::default();

@@ -14,7 +14,8 @@ const ABOUT: &str = "Leader election from the shell: run a command as a singleto
 const LONG_ABOUT: &str = "\
 Leader election from the shell: run a command on exactly one host (or
 process) at a time, like flock(1), consul lock or etcdctl elect, over a
-directory (one host), a SQLite database or NATS JetStream (many hosts).
+directory (one host), a SQLite database, NATS JetStream or PostgreSQL
+(many hosts).
 
 Backends (--backend URL):
   file:///dir                 one host; a directory on a local filesystem
@@ -22,6 +23,10 @@ Backends (--backend URL):
   nats://host:port[,host:port][?bucket=B&replicas=N&creds=FILE&token=T&single_replica_ok=1]
                               a lease in a NATS JetStream KV bucket;
                               nats://user:password@host:port for passwords
+  postgres://user@host:port/db[?schema=S&ttl=15s&renew=5s&passfile=FILE&sslmode=M]
+                              a lease row in a PostgreSQL database (its own
+                              schema); the password from PGPASSWORD,
+                              ?passfile=, PGPASSFILE or ~/.pgpass
   (none)                      the file backend in $XDG_RUNTIME_DIR/elect
                               (else /tmp/elect-<uid>): zero setup
   Paths and values are percent-decoded (%20 is a space, %3F a '?', %25 a

@@ -38,6 +38,7 @@ pub(crate) async fn current(backend: &Opened, name: &str) -> Result<Option<Leade
             Ok(claim.leader().await?)
         }
         Opened::Ready(Backend::Nats(e)) => e.leader(name).await.map_err(nats_failure),
+        Opened::Ready(Backend::Postgres(e)) => Ok(e.leader(name).await?),
         // No bucket, directory or database: nobody was ever elected there.
         Opened::NatsPending(..) | Opened::Absent(..) => Ok(None),
     }
@@ -161,6 +162,31 @@ pub(crate) async fn observe(
                 opened = b;
                 backend = &opened;
                 break;
+            }
+        }
+    }
+    if let Opened::Ready(Backend::Postgres(e)) = backend {
+        // Woken by the notification each win and release sends, with a
+        // read every `poll` as the backstop.
+        let mut changes = Box::pin(e.observe(name, poll).await?);
+        loop {
+            tokio::select! {
+                r = &mut stop => { r?; return Ok(exit::OK); }
+                change = changes.next() => match change {
+                    Some(Ok(now)) => {
+                        if last.as_ref().is_none_or(|l| !same(l.as_ref(), now.as_ref())) {
+                            print(&line(name, now.as_ref(), json))?;
+                            last = Some(now);
+                        }
+                    }
+                    Some(Err(e)) => return Err(e.into()),
+                    None => {
+                        return Err(Failure::new(
+                            exit::UNAVAILABLE,
+                            "the PostgreSQL observation ended",
+                        ));
+                    }
+                },
             }
         }
     }

@@ -146,6 +146,12 @@ pub(crate) async fn run(
             }
             elected(standby, c, shown, args, waiting, kill, None, report).await
         }
+        Opened::Ready(Backend::Postgres(e)) => {
+            let c = e
+                .candidate(name, identity.as_str())
+                .map_err(crate::backend::postgres_failure)?;
+            elected(standby, c, shown, args, waiting, kill, None, report).await
+        }
         Opened::NatsPending(..) | Opened::Absent(..) => Err(Failure::new(
             exit::INTERNAL,
             "a candidate's backend was opened as an observer's",
@@ -281,6 +287,7 @@ impl KillTiming {
     pub(crate) fn of(backend: &Opened, args: &RunArgs) -> Result<KillTiming, Failure> {
         let bound = match backend {
             Opened::Ready(Backend::Sqlite(e)) => Some(e.options().margin()),
+            Opened::Ready(Backend::Postgres(e)) => Some(e.options().margin()),
             Opened::Ready(Backend::Nats(e)) => Some(e.options().margin() + e.options().grace()),
             Opened::Ready(Backend::File(_)) | Opened::NatsPending(..) | Opened::Absent(..) => None,
         };

@@ -231,6 +231,23 @@ fn resolve_with(
     env: &Env,
     report: Reporter,
 ) -> Result<Option<Url>, Failure> {
+    if let Some(Url::Postgres(p)) = &url {
+        // PGPASSWORD stays in COMMAND's environment (libpq's tools read
+        // it there); elect never shows it, nor a password in the URL.
+        let mut secrets: Vec<String> = std::env::var("PGPASSWORD").into_iter().collect();
+        secrets.extend(p.password.iter().map(|pw| pw.expose().to_owned()));
+        let _ = SECRETS.set(secrets);
+    }
+    if let Some(Url::Postgres(p)) = &url
+        && p.password.is_some()
+    {
+        report.event(
+            "warning",
+            "warning: the PostgreSQL password is in the URL, which other users can read in `ps`; \
+             use PGPASSWORD, ?passfile=FILE, PGPASSFILE or ~/.pgpass instead",
+            serde_json::json!({ "secret_in_url": "password" }),
+        );
+    }
     let Some(Url::Nats(n)) = url else {
         if let Some(flag) = flags.given().first() {
             return Err(Failure::config(format!(

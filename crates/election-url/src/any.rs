@@ -1,4 +1,4 @@
-//! [`Backend`]: any of the three backends, by static dispatch.
+//! [`Backend`]: any of the four backends, by static dispatch.
 
 use std::time::Duration;
 
@@ -8,13 +8,14 @@ use election_core::{
 };
 use election_file::{FileClaim, FileElection};
 use election_nats::{NatsClaim, NatsElection, NatsLeases};
+use election_postgres::{PostgresClaim, PostgresElection, PostgresLeases};
 use election_sqlite::{SqliteClaim, SqliteElection, SqliteLeases};
 use futures::Stream;
 
 use crate::Error;
 
-/// An open backend: one of the three façades. It implements
-/// [`election_core::Election`], so a tool is written once for all three;
+/// An open backend: one of the four façades. It implements
+/// [`election_core::Election`], so a tool is written once for all four;
 /// match on it for what only one backend has (e.g.
 /// [`FileElection::repair_epoch`], [`NatsElection::holder`]).
 #[derive(Clone, Debug)]
@@ -25,6 +26,8 @@ pub enum Backend {
     Sqlite(SqliteElection),
     /// The NATS backend.
     Nats(NatsElection),
+    /// The PostgreSQL backend.
+    Postgres(PostgresElection),
 }
 
 /// The claim of a candidate on any [`Backend`].
@@ -36,6 +39,8 @@ pub enum AnyClaim {
     Sqlite(SqliteClaim),
     /// On the NATS backend.
     Nats(NatsClaim),
+    /// On the PostgreSQL backend.
+    Postgres(PostgresClaim),
 }
 
 /// An attempt of an [`AnyClaim`]: always of the same backend as its claim.
@@ -48,6 +53,8 @@ pub enum AnyAttempt {
     Sqlite(<SqliteClaim as Claim>::Attempt),
     /// On the NATS backend.
     Nats(<NatsClaim as Claim>::Attempt),
+    /// On the PostgreSQL backend.
+    Postgres(<PostgresClaim as Claim>::Attempt),
 }
 
 /// A lease set on any [`Backend`].
@@ -59,6 +66,8 @@ pub enum AnyLeaseSet {
     Sqlite(LeaseSet<SqliteLeases>),
     /// On the NATS backend.
     Nats(LeaseSet<NatsLeases>),
+    /// On the PostgreSQL backend.
+    Postgres(LeaseSet<PostgresLeases>),
 }
 
 /// Runs `$body` with `$c` bound to the claim (and `$a` to the attempt) of
@@ -69,6 +78,7 @@ macro_rules! both {
             (AnyClaim::File($c), AnyAttempt::File($a)) => $body,
             (AnyClaim::Sqlite($c), AnyAttempt::Sqlite($a)) => $body,
             (AnyClaim::Nats($c), AnyAttempt::Nats($a)) => $body,
+            (AnyClaim::Postgres($c), AnyAttempt::Postgres($a)) => $body,
             (claim, _) => Err(mismatch(claim.name())),
         }
     };
@@ -80,6 +90,7 @@ macro_rules! each {
             $ty::File($v) => $body,
             $ty::Sqlite($v) => $body,
             $ty::Nats($v) => $body,
+            $ty::Postgres($v) => $body,
         }
     };
 }
@@ -109,6 +120,7 @@ impl Claim for AnyClaim {
             AnyClaim::File(c) => AnyAttempt::File(Claim::open(c).await?),
             AnyClaim::Sqlite(c) => AnyAttempt::Sqlite(Claim::open(c).await?),
             AnyClaim::Nats(c) => AnyAttempt::Nats(Claim::open(c).await?),
+            AnyClaim::Postgres(c) => AnyAttempt::Postgres(Claim::open(c).await?),
         })
     }
 
@@ -146,6 +158,7 @@ impl Claim for AnyClaim {
             (AnyClaim::File(c), AnyAttempt::File(a)) => Claim::close(c, a, end),
             (AnyClaim::Sqlite(c), AnyAttempt::Sqlite(a)) => Claim::close(c, a, end),
             (AnyClaim::Nats(c), AnyAttempt::Nats(a)) => Claim::close(c, a, end),
+            (AnyClaim::Postgres(c), AnyAttempt::Postgres(a)) => Claim::close(c, a, end),
             // Cannot happen (see `mismatch`); the attempt is dropped.
             _ => {}
         }
@@ -212,19 +225,20 @@ impl AnyLeaseSet {
 }
 
 impl Backend {
-    /// The scheme of the backend: `file`, `sqlite` or `nats`.
+    /// The scheme of the backend: `file`, `sqlite`, `nats` or `postgres`.
     pub fn kind(&self) -> &'static str {
         match self {
             Backend::File(_) => "file",
             Backend::Sqlite(_) => "sqlite",
             Backend::Nats(_) => "nats",
+            Backend::Postgres(_) => "postgres",
         }
     }
 
     /// A lease set of `identity`, with `poll` (if given) as the interval
     /// at which keys held elsewhere are tried again: each key's campaign
     /// poll interval on the file backend, the set's poll interval on
-    /// SQLite; NATS watches its keys and has no such interval (`poll` is
+    /// SQLite and PostgreSQL; NATS watches its keys and has no such interval (`poll` is
     /// refused there with [`Error::Config`]).
     ///
     /// Must be called inside a tokio runtime. Cancel safety: cancel safe.
@@ -259,6 +273,14 @@ impl Backend {
                     SqliteLeases::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
                 Ok(AnyLeaseSet::Sqlite(LeaseSet::new(leases)))
             }
+            Backend::Postgres(e) => {
+                let Some(poll) = poll else {
+                    return Ok(AnyLeaseSet::Postgres(e.lease_set(identity)?));
+                };
+                let leases =
+                    PostgresLeases::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
+                Ok(AnyLeaseSet::Postgres(LeaseSet::new(leases)))
+            }
             Backend::Nats(e) => {
                 if poll.is_some() {
                     return Err(ConfigError::BadSetting {
@@ -283,6 +305,7 @@ impl election_core::Election for Backend {
             Backend::File(e) => AnyClaim::File(e.claim(name, identity)?),
             Backend::Sqlite(e) => AnyClaim::Sqlite(e.claim(name, identity)?),
             Backend::Nats(e) => AnyClaim::Nats(e.claim(name, identity)?),
+            Backend::Postgres(e) => AnyClaim::Postgres(e.claim(name, identity)?),
         })
     }
 
@@ -305,6 +328,9 @@ impl election_core::Election for Backend {
                 .await?
                 .boxed(),
             Backend::Nats(e) => election_core::Election::observe(e, name, every)
+                .await?
+                .boxed(),
+            Backend::Postgres(e) => election_core::Election::observe(e, name, every)
                 .await?
                 .boxed(),
         })

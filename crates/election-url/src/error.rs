@@ -5,10 +5,11 @@
 #[non_exhaustive]
 pub enum ParseError {
     /// No `scheme://`.
-    #[error("no scheme (file://, sqlite:// or nats://)")]
+    #[error("no scheme (file://, sqlite://, nats:// or postgres://)")]
     NoScheme,
-    /// A scheme other than `file`, `sqlite` and `nats`.
-    #[error("unknown scheme {scheme:?} (file, sqlite or nats)")]
+    /// A scheme other than `file`, `sqlite`, `nats`, `postgres` and
+    /// `postgresql`.
+    #[error("unknown scheme {scheme:?} (file, sqlite, nats or postgres)")]
     UnknownScheme {
         /// The scheme given.
         scheme: String,
@@ -87,6 +88,15 @@ pub enum Error {
         /// What is missing.
         what: String,
     },
+    /// Fix the password file named by `?passfile=`: it cannot be read, or
+    /// others than its owner may read it (libpq refuses such a file too).
+    #[error("cannot use the password file {}: {reason}", path.display())]
+    Passfile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why (never a password).
+        reason: String,
+    },
     /// The file backend failed (its error says whether to fix or retry).
     #[error("the file backend")]
     File(#[from] election_file::Error),
@@ -96,4 +106,9 @@ pub enum Error {
     /// The NATS backend failed.
     #[error("the NATS backend")]
     Nats(#[from] election_nats::Error),
+    /// The PostgreSQL backend failed (its error says whether to fix or
+    /// retry: `Unavailable` and `TimedOut` for a server that cannot be
+    /// reached, `Unusable` for a refused password or a missing database).
+    #[error("the PostgreSQL backend")]
+    Postgres(#[from] election_postgres::Error),
 }

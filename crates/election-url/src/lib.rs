@@ -14,7 +14,16 @@
 //! nats://[user:password@]host:port[,host:port...][?option=value&...]
 //!     options: bucket=NAME  replicas=N  creds=FILE  token=T
 //!              single_replica_ok=1|0
+//! postgres://[user[:password]@]host[:port][/database][?option=value&...]
+//!     (postgresql:// is the same; printed as postgres://)
+//!     options: schema=NAME  ttl=DURATION  renew=DURATION
+//!              passfile=/ABSOLUTE/PATH  sslmode=MODE
+//!     DURATION: whole milliseconds as 500ms, 15s, 2m or 1h
 //! ```
+//!
+//! A PostgreSQL password need never be on a command line: without one in
+//! the URL it comes from `PGPASSWORD`, then the `?passfile=` file, then
+//! `PGPASSFILE` or `~/.pgpass`, as libpq looks for it.
 //!
 //! - `file` and `sqlite` take an absolute path (three slashes: the
 //!   authority is empty) and no options.
@@ -38,7 +47,7 @@
 //!
 //! [`BackendUrl::open`] opens the backend with [`Settings`] (lease timing,
 //! observer); the [`Backend`] it returns implements
-//! [`election_core::Election`] over any of the three, by static dispatch:
+//! [`election_core::Election`] over any of the four, by static dispatch:
 //! its claim is [`AnyClaim`], its lease set [`AnyLeaseSet`].
 //!
 //! ```no_run
@@ -65,7 +74,10 @@ mod url;
 pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend};
 pub use error::{Error, ParseError};
 pub use open::Settings;
-pub use url::{BackendUrl, NATS_OPTIONS, NatsUrl, REDACTED, Secret, WithSecrets, redact};
+pub use url::{
+    BackendUrl, NATS_OPTIONS, NatsUrl, POSTGRES_OPTIONS, PostgresUrl, REDACTED, Secret,
+    WithSecrets, redact,
+};
 
 /// The README's examples, compiled as doctests here: the one crate that
 /// sees every backend (the backends never depend on each other).

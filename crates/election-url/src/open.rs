@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use election_file::FileElection;
 use election_nats::{NatsElection, NatsOptions};
+use election_postgres::{PostgresElection, PostgresOptions};
 use election_sqlite::{SqliteElection, SqliteOptions};
 
-use crate::{Backend, BackendUrl, Error, NatsUrl};
+use crate::{Backend, BackendUrl, Error, NatsUrl, PostgresUrl, Secret};
 
 /// How to open a backend: lease timing (`None` keeps the backend's
 /// default) and whether only to read.
@@ -47,7 +48,7 @@ impl Settings {
                 given
                     && match url {
                         BackendUrl::File(_) => true,
-                        BackendUrl::Sqlite(_) => name == "grace",
+                        BackendUrl::Sqlite(_) | BackendUrl::Postgres(_) => name == "grace",
                         BackendUrl::Nats(_) => false,
                     }
             })
@@ -63,6 +64,35 @@ impl Settings {
             (Some(ttl), None) => SqliteOptions::new(ttl, ttl / 3)?,
             (None, Some(renew)) => SqliteOptions::new(election_sqlite::DEFAULT_TTL, renew)?,
             (Some(ttl), Some(renew)) => SqliteOptions::new(ttl, renew)?,
+        })
+    }
+
+    /// The PostgreSQL options these settings and the URL's options
+    /// (`?ttl=`, `?renew=`, `?schema=`) give: the backend's defaults, a
+    /// renew interval of a third of a given TTL. A TTL or renew interval
+    /// given both here and in the URL, with different values, is
+    /// [`Error::Config`].
+    pub fn postgres_options(&self, url: &PostgresUrl) -> Result<PostgresOptions, Error> {
+        let pick = |setting: &'static str, ours: Option<Duration>, theirs: Option<Duration>| match (
+            ours, theirs,
+        ) {
+            (Some(a), Some(b)) if a != b => Err(election_core::ConfigError::BadSetting {
+                setting,
+                reason: format!("{a:?} is given, and {b:?} in the URL"),
+            }),
+            (a, b) => Ok(a.or(b)),
+        };
+        let ttl = pick("ttl", self.ttl, url.ttl)?;
+        let renew = pick("renew", self.renew, url.renew)?;
+        let options = match (ttl, renew) {
+            (None, None) => PostgresOptions::default(),
+            (Some(ttl), None) => PostgresOptions::new(ttl, ttl / 3)?,
+            (None, Some(renew)) => PostgresOptions::new(election_postgres::DEFAULT_TTL, renew)?,
+            (Some(ttl), Some(renew)) => PostgresOptions::new(ttl, renew)?,
+        };
+        Ok(match &url.schema {
+            Some(schema) => options.with_schema(schema)?,
+            None => options,
         })
     }
 
@@ -161,8 +191,12 @@ impl BackendUrl {
     /// Cancel safety: cancel safe (a connection being made is dropped).
     /// Failure model: [`Error::Config`] for settings the backend refuses;
     /// the backend's error (as [`Error::File`], [`Error::Sqlite`] or
-    /// [`Error::Nats`]) when it cannot be opened; [`Error::Connect`] and
-    /// [`Error::Credentials`] for NATS.
+    /// [`Error::Nats`], [`Error::Postgres`]) when it cannot be opened;
+    /// [`Error::Connect`] and [`Error::Credentials`] for NATS;
+    /// [`Error::Passfile`] for a PostgreSQL password file that cannot be
+    /// used. An unreachable PostgreSQL server is
+    /// [`Error::Postgres`]`(Unavailable | TimedOut)` after at most four
+    /// request timeouts.
     pub async fn open(&self, settings: &Settings) -> Result<Backend, Error> {
         let missing = |what: &str, path: &Path| {
             if settings.observer && std::fs::symlink_metadata(path).is_err() {
@@ -190,6 +224,18 @@ impl BackendUrl {
                     };
                 }
                 Ok(Backend::Sqlite(SqliteElection::open(path, options).await?))
+            }
+            BackendUrl::Postgres(p) => {
+                let options = settings.postgres_options(p)?;
+                let url = p.connect_url()?;
+                if settings.observer && !p.schema_exists(&url, &options).await? {
+                    return Err(Error::Absent {
+                        what: format!("the schema {} in {}", options.schema(), p.place()),
+                    });
+                }
+                Ok(Backend::Postgres(
+                    PostgresElection::connect(url.expose(), options).await?,
+                ))
             }
             BackendUrl::Nats(n) => {
                 let options = settings.nats_options(n)?;
@@ -224,5 +270,179 @@ impl NatsUrl {
         let options = settings.nats_options(self)?;
         let client = connect(self, &options, settings.connect_timeout).await?;
         Ok((client, options))
+    }
+}
+
+/// The user's name as libpq defaults it (`$PGUSER`, else `$USER`).
+fn default_user() -> Option<String> {
+    std::env::var("PGUSER")
+        .or_else(|_| std::env::var("USER"))
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+/// One field of a password file line, split at unescaped `:` (`\:` is a
+/// colon, `\\` a backslash).
+fn passfile_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    fields.last_mut().expect("one field").push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut().expect("one field").push(c),
+        }
+    }
+    fields
+}
+
+/// The password for (`host`, `port`, `database`, `user`) in the text of a
+/// password file (libpq's format: `host:port:database:user:password` a
+/// line, `*` matching anything, the first matching line winning).
+fn passfile_lookup(text: &str, wanted: [&str; 4]) -> Option<String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
+        .map(passfile_fields)
+        .filter(|f| f.len() == 5)
+        .find(|f| {
+            f[..4]
+                .iter()
+                .zip(wanted)
+                .all(|(field, want)| field == "*" || field == want)
+        })
+        .map(|f| f[4].clone())
+}
+
+impl PostgresUrl {
+    /// Where the server is, for messages: `host:port/database` (never the
+    /// user or password).
+    pub fn place(&self) -> String {
+        format!(
+            "{}:{}/{}",
+            self.host,
+            self.port.unwrap_or(5432),
+            self.database.as_deref().unwrap_or("")
+        )
+    }
+
+    /// The URL to hand to the driver, with the password filled in (a
+    /// [`Secret`]: not to be shown). The password is the URL's own, else
+    /// `PGPASSWORD` (left to the driver), else the `?passfile=` file's
+    /// matching line; without any of these the driver looks in
+    /// `PGPASSFILE` or `~/.pgpass` itself.
+    ///
+    /// Failure model: [`Error::Passfile`] when the `?passfile=` file cannot
+    /// be read or others than its owner may read it (libpq ignores such a
+    /// file; refusing says why the password is missing).
+    pub fn connect_url(&self) -> Result<Secret, Error> {
+        let mut password = self.password.clone();
+        if password.is_none()
+            && std::env::var_os("PGPASSWORD").is_none()
+            && let Some(path) = &self.passfile
+        {
+            password = self.password_in_passfile(path)?.map(Secret::new);
+        }
+        let mut whole = self.clone();
+        whole.schema = None;
+        whole.ttl = None;
+        whole.renew = None;
+        whole.passfile = None;
+        if password.is_some() && whole.user.is_none() {
+            whole.user = default_user();
+        }
+        whole.password = if whole.user.is_some() { password } else { None };
+        Ok(Secret::new(
+            BackendUrl::Postgres(whole).with_secrets().to_string(),
+        ))
+    }
+
+    fn password_in_passfile(&self, path: &Path) -> Result<Option<String>, Error> {
+        use std::os::unix::fs::PermissionsExt;
+        let refuse = |reason: String| Error::Passfile {
+            path: path.to_owned(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| refuse(e.to_string()))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(refuse(
+                "group or others may read it (chmod 0600 it, as libpq requires)".into(),
+            ));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| refuse(e.to_string()))?;
+        let user = self.user.clone().or_else(default_user).unwrap_or_default();
+        let host = if self.host.starts_with('/') {
+            "localhost".to_owned()
+        } else {
+            self.host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned()
+        };
+        let port = self.port.unwrap_or(5432).to_string();
+        let database = self.database.clone().unwrap_or_else(|| user.clone());
+        Ok(passfile_lookup(&text, [&host, &port, &database, &user]))
+    }
+
+    /// Whether the election schema exists (an observer's check: nothing is
+    /// created). Cancel safe; bounded by four request timeouts.
+    async fn schema_exists(&self, url: &Secret, options: &PostgresOptions) -> Result<bool, Error> {
+        use sqlx::{ConnectOptions, Connection};
+        use std::str::FromStr;
+        let unusable = |reason: &str, source| {
+            Error::Postgres(election_postgres::Error::Unusable {
+                reason: reason.to_owned(),
+                source,
+            })
+        };
+        let connect = sqlx::postgres::PgConnectOptions::from_str(url.expose())
+            .map_err(|e| unusable("the URL is not a valid postgres:// URL", e))?;
+        let bound = options.request_timeout() * 4;
+        let check = async {
+            let mut conn = connect.connect().await?;
+            let found: Option<i32> =
+                sqlx::query_scalar("SELECT 1 FROM pg_namespace WHERE nspname = $1")
+                    .bind(options.schema())
+                    .fetch_optional(&mut conn)
+                    .await?;
+            let _ = conn.close().await;
+            Ok::<_, sqlx::Error>(found.is_some())
+        };
+        match tokio::time::timeout(bound, check).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(e @ sqlx::Error::Database(_))) => Err(unusable(
+                "the server refused the connection or the check",
+                e,
+            )),
+            Ok(Err(e)) => Err(Error::Postgres(election_postgres::Error::Unavailable(e))),
+            Err(_) => Err(Error::Postgres(election_postgres::Error::TimedOut {
+                after: bound,
+            })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passfile_lines_match_as_libpq_reads_them() {
+        let text = "# comment\n\
+                    other:5432:db:u:no\n\
+                    db.internal:5432:app:u:p\\:w\\\\x\n\
+                    *:*:*:u:fallback\n";
+        assert_eq!(
+            passfile_lookup(text, ["db.internal", "5432", "app", "u"]).as_deref(),
+            Some("p:w\\x")
+        );
+        assert_eq!(
+            passfile_lookup(text, ["h", "1", "d", "u"]).as_deref(),
+            Some("fallback")
+        );
+        assert_eq!(passfile_lookup(text, ["h", "1", "d", "v"]), None);
     }
 }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::ParseError;
 
@@ -31,6 +32,102 @@ pub enum BackendUrl {
     Sqlite(PathBuf),
     /// `nats://...`: a NATS JetStream KV bucket.
     Nats(NatsUrl),
+    /// `postgres://...` (or `postgresql://`): a lease row per name in a
+    /// PostgreSQL database.
+    Postgres(PostgresUrl),
+}
+
+/// A parsed `postgres://` (or `postgresql://`) URL:
+/// `postgres://[user[:password]@]host[:port][/database][?option=value&...]`.
+///
+/// The host is a name, an IPv4 address, an IPv6 address in brackets, or
+/// (percent-encoded, starting with `%2F`) the directory of the server's
+/// unix socket. Without a password in the URL, the password comes from
+/// `PGPASSWORD`, then the `?passfile=` file, then `PGPASSFILE` or
+/// `~/.pgpass` (libpq's order): it never has to be on a command line.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_url::BackendUrl;
+///
+/// let url: BackendUrl = "postgresql://app:pw@db:5433/jobs?schema=jobs_election&ttl=9s&renew=3s".parse()?;
+/// let BackendUrl::Postgres(pg) = &url else { unreachable!() };
+/// assert_eq!((pg.host.as_str(), pg.port, pg.database.as_deref()), ("db", Some(5433), Some("jobs")));
+/// assert_eq!(pg.ttl, Some(Duration::from_secs(9)));
+/// assert_eq!(url.to_string(), "postgres://app:REDACTED@db:5433/jobs?schema=jobs_election&ttl=9s&renew=3s");
+/// # Ok::<(), election_url::ParseError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PostgresUrl {
+    /// The user (the server's default, the OS user, if `None`).
+    pub user: Option<String>,
+    /// The password given in the URL (better: `PGPASSWORD` or a passfile).
+    pub password: Option<Secret>,
+    /// The host name or address (an IPv6 address keeps its brackets), or
+    /// the directory of the server's unix socket (an absolute path).
+    pub host: String,
+    /// The port (5432 if `None`).
+    pub port: Option<u16>,
+    /// The database (the server's default, the user's name, if `None`).
+    pub database: Option<String>,
+    /// `?schema=`: the schema of the election tables (the backend's
+    /// default if `None`).
+    pub schema: Option<String>,
+    /// `?ttl=`: the lease TTL (`500ms`, `15s`, `2m`, `1h`).
+    pub ttl: Option<Duration>,
+    /// `?renew=`: the renew interval.
+    pub renew: Option<Duration>,
+    /// `?passfile=`: a password file in `~/.pgpass`'s format.
+    pub passfile: Option<PathBuf>,
+    /// `?sslmode=`: `disable`, `allow`, `prefer`, `require`, `verify-ca`
+    /// or `verify-full` (libpq's meanings).
+    pub sslmode: Option<String>,
+}
+
+/// The options `postgres://` knows, in the order they are printed.
+pub const POSTGRES_OPTIONS: &[&str] = &["schema", "ttl", "renew", "passfile", "sslmode"];
+
+const SSL_MODES: &[&str] = &[
+    "disable",
+    "allow",
+    "prefer",
+    "require",
+    "verify-ca",
+    "verify-full",
+];
+
+/// Parses `500ms`, `15s`, `2m`, `1h`: whole milliseconds, at least 1 ms.
+fn parse_duration(text: &str) -> Result<Duration, &'static str> {
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (n, unit) = text.split_at(digits);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| "not a number with a unit (ms, s, m, h)")?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => return Err("not a number with a unit (ms, s, m, h)"),
+    }
+    .ok_or("too long")?;
+    if ms == 0 {
+        return Err("zero");
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// Prints a duration as [`parse_duration`] reads it (whole milliseconds).
+fn print_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1_000) {
+        format!("{}s", ms / 1_000)
+    } else {
+        format!("{ms}ms")
+    }
 }
 
 /// A parsed `nats://` URL.
@@ -278,18 +375,20 @@ impl BackendUrl {
             "file" => Ok(BackendUrl::File(absolute("file", rest)?)),
             "sqlite" => Ok(BackendUrl::Sqlite(absolute("sqlite", rest)?)),
             "nats" => parse_nats(rest).map(BackendUrl::Nats),
+            "postgres" | "postgresql" => parse_postgres(rest).map(BackendUrl::Postgres),
             other => Err(ParseError::UnknownScheme {
                 scheme: other.to_owned(),
             }),
         }
     }
 
-    /// The scheme: `file`, `sqlite` or `nats`.
+    /// The scheme: `file`, `sqlite`, `nats` or `postgres`.
     pub fn scheme(&self) -> &'static str {
         match self {
             BackendUrl::File(_) => "file",
             BackendUrl::Sqlite(_) => "sqlite",
             BackendUrl::Nats(_) => "nats",
+            BackendUrl::Postgres(_) => "postgres",
         }
     }
 
@@ -340,7 +439,169 @@ impl BackendUrl {
                 }
                 Ok(())
             }
+            BackendUrl::Postgres(p) => p.write(f, secrets),
         }
+    }
+}
+
+fn parse_postgres(rest: &str) -> Result<PostgresUrl, ParseError> {
+    let (before, q) = split_query(rest)?;
+    let (authority, database) = match before.split_once('/') {
+        Some((a, d)) => (a, Some(d)),
+        None => (before, None),
+    };
+    let mut p = PostgresUrl::default();
+    let hostport = match authority.rsplit_once('@') {
+        Some((userinfo, hostport)) => {
+            let (user, password) = match userinfo.split_once(':') {
+                Some((u, pw)) => (u, Some(pw)),
+                None => (userinfo, None),
+            };
+            if user.is_empty() {
+                return Err(malformed("an empty user before '@'"));
+            }
+            p.user = Some(decode_text(user, "the user")?);
+            p.password = password
+                .map(|pw| decode_text(pw, "the password").map(Secret))
+                .transpose()?;
+            hostport
+        }
+        None => authority,
+    };
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (addr, after) = v6
+            .split_once(']')
+            .ok_or_else(|| malformed("an IPv6 address without its ']'"))?;
+        if addr.is_empty()
+            || !addr
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
+            return Err(malformed("not an IPv6 address in brackets"));
+        }
+        match after {
+            "" => (format!("[{addr}]"), None),
+            _ => match after.strip_prefix(':') {
+                Some(port) => (format!("[{addr}]"), Some(port)),
+                None => return Err(malformed("after an IPv6 address: ':port' or nothing")),
+            },
+        }
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, port)) => (decode_text(h, "the host")?, Some(port)),
+            None => (decode_text(hostport, "the host")?, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(malformed("no host (postgres://host[:port]/database)"));
+    }
+    if !host.starts_with('/')
+        && !host.starts_with('[')
+        && !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_')
+    {
+        return Err(malformed(
+            "the host is a name, an address, or a socket directory (%2F...)",
+        ));
+    }
+    p.host = host;
+    p.port = port
+        .map(|port| {
+            port.parse::<u16>()
+                .ok()
+                .filter(|&n| n != 0)
+                .ok_or_else(|| malformed("the port is not a number from 1 to 65535"))
+        })
+        .transpose()?;
+    p.database = match database {
+        None | Some("") => None,
+        Some(d) => Some(decode_text(d, "the database")?),
+    };
+    for (k, v) in query("postgres", q, POSTGRES_OPTIONS)? {
+        let bad = |reason: &str| ParseError::BadValue {
+            option: k.clone(),
+            reason: reason.to_owned(),
+        };
+        match k.as_str() {
+            "schema" => {
+                if let Err(e) = election_postgres::PostgresOptions::default().with_schema(&v) {
+                    let reason = match e {
+                        election_core::ConfigError::BadName { reason, .. } => reason.to_string(),
+                        _ => "not a schema name".to_owned(),
+                    };
+                    return Err(bad(&format!("not a schema name: it {reason}")));
+                }
+                p.schema = Some(v)
+            }
+            "ttl" => p.ttl = Some(parse_duration(&v).map_err(bad)?),
+            "renew" => p.renew = Some(parse_duration(&v).map_err(bad)?),
+            "passfile" => {
+                if !v.starts_with('/') {
+                    return Err(bad("not an absolute path"));
+                }
+                p.passfile = Some(PathBuf::from(v))
+            }
+            _ => {
+                if !SSL_MODES.contains(&v.as_str()) {
+                    return Err(bad(
+                        "not one of disable, allow, prefer, require, verify-ca, verify-full",
+                    ));
+                }
+                p.sslmode = Some(v)
+            }
+        }
+    }
+    Ok(p)
+}
+
+impl PostgresUrl {
+    fn write(&self, f: &mut fmt::Formatter<'_>, secrets: bool) -> fmt::Result {
+        f.write_str("postgres://")?;
+        if let Some(user) = &self.user {
+            f.write_str(&encode(user.as_bytes(), false))?;
+            if let Some(pw) = &self.password {
+                if secrets {
+                    write!(f, ":{}", encode(pw.0.as_bytes(), false))?;
+                } else {
+                    write!(f, ":{REDACTED}")?;
+                }
+            }
+            f.write_str("@")?;
+        }
+        if self.host.starts_with('[') {
+            f.write_str(&self.host)?;
+        } else {
+            f.write_str(&encode(self.host.as_bytes(), false))?;
+        }
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        if let Some(db) = &self.database {
+            write!(f, "/{}", encode(db.as_bytes(), false))?;
+        }
+        let mut sep = '?';
+        let mut option = |f: &mut fmt::Formatter<'_>, k: &str, v: String| {
+            let r = write!(f, "{sep}{k}={v}");
+            sep = '&';
+            r
+        };
+        if let Some(s) = &self.schema {
+            option(f, "schema", s.clone())?;
+        }
+        if let Some(t) = self.ttl {
+            option(f, "ttl", print_duration(t))?;
+        }
+        if let Some(r) = self.renew {
+            option(f, "renew", print_duration(r))?;
+        }
+        if let Some(pf) = &self.passfile {
+            option(f, "passfile", encode(pf.as_os_str().as_bytes(), true))?;
+        }
+        if let Some(m) = &self.sslmode {
+            option(f, "sslmode", m.clone())?;
+        }
+        Ok(())
     }
 }
 
@@ -493,6 +754,101 @@ mod tests {
         assert_eq!(n.user, Some(("us@r".into(), Secret::new("p:w&"))));
         assert_eq!(n.token.as_ref().map(Secret::expose), Some("a&b"));
         assert_eq!(n.creds, Some(PathBuf::from("/c d")));
+    }
+
+    fn pg(url: &str) -> PostgresUrl {
+        match BackendUrl::parse(url) {
+            Ok(BackendUrl::Postgres(p)) => p,
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn postgres_urls_parse_or_say_why_not() {
+        let p = pg(
+            "postgres://app:s3%3Acret@db.internal:5433/jobs?schema=jobs_election&ttl=9s&renew=1500ms&passfile=/etc/pgpass&sslmode=require",
+        );
+        assert_eq!(p.user.as_deref(), Some("app"));
+        assert_eq!(p.password, Some(Secret::new("s3:cret")));
+        assert_eq!((p.host.as_str(), p.port), ("db.internal", Some(5433)));
+        assert_eq!(p.database.as_deref(), Some("jobs"));
+        assert_eq!(p.schema.as_deref(), Some("jobs_election"));
+        assert_eq!(p.ttl, Some(Duration::from_secs(9)));
+        assert_eq!(p.renew, Some(Duration::from_millis(1500)));
+        assert_eq!(p.passfile, Some(PathBuf::from("/etc/pgpass")));
+        assert_eq!(p.sslmode.as_deref(), Some("require"));
+        // `postgresql://` is the same URL; printed as `postgres://`.
+        assert_eq!(
+            BackendUrl::parse("postgresql://h/db").unwrap(),
+            BackendUrl::parse("postgres://h/db").unwrap()
+        );
+        let p = pg("postgres://h");
+        assert_eq!((p.user, p.port, p.database), (None, None, None));
+        let p = pg("postgres://u@[::1]:5432/");
+        assert_eq!((p.host.as_str(), p.port), ("[::1]", Some(5432)));
+        assert_eq!(p.database, None);
+        let p = pg("postgres://u@%2Frun%2Fpostgresql/app?ttl=2m");
+        assert_eq!(p.host, "/run/postgresql");
+        assert_eq!(p.ttl, Some(Duration::from_secs(120)));
+        assert_eq!(
+            BackendUrl::Postgres(p).to_string(),
+            "postgres://u@%2Frun%2Fpostgresql/app?ttl=120s"
+        );
+        for bad in [
+            "postgres://",
+            "postgres:///db",
+            "postgres://h:0/db",
+            "postgres://h:65536/db",
+            "postgres://h:x/db",
+            "postgres://:pw@h/db",
+            "postgres://h/db?colour=red",
+            "postgres://h/db?ttl=10",
+            "postgres://h/db?ttl=0s",
+            "postgres://h/db?ttl=1.5s",
+            "postgres://h/db?renew=-1s",
+            "postgres://h/db?schema=Bad",
+            "postgres://h/db?schema=pg_x",
+            "postgres://h/db?passfile=relative",
+            "postgres://h/db?sslmode=sometimes",
+            "postgres://h/db?schema=a&schema=b",
+            "postgres://h/db#x",
+            "postgres://h%20x/db",
+            "postgres://[::1/db",
+            "postgres://[zz]/db",
+            "postgres://[::1]x/db",
+        ] {
+            assert!(BackendUrl::parse(bad).is_err(), "{bad} parsed");
+        }
+        assert_eq!(
+            BackendUrl::parse("postgres://h/db?pasword=x"),
+            Err(ParseError::UnknownOption {
+                scheme: "postgres",
+                option: "pasword".into(),
+                known: POSTGRES_OPTIONS,
+            })
+        );
+    }
+
+    #[test]
+    fn postgres_passwords_are_never_shown() {
+        let url = BackendUrl::parse("postgres://app:s3cret@h:1/db?schema=s").unwrap();
+        let shown = format!("{url} {url:?} {:?}", url.with_secrets());
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert_eq!(url.to_string(), "postgres://app:REDACTED@h:1/db?schema=s");
+        assert!(url.with_secrets().to_string().contains("s3cret"));
+        assert_eq!(
+            redact("postgresql://app:s3cret@h:1/db?colour=red"),
+            "postgresql://app:REDACTED@h:1/db?colour=red"
+        );
+        for bad in [
+            "postgres://app:s3cret@h:1/db?colour=red",
+            "postgres://app:s3cret@h:x/db",
+            "postgres://app:s3cret@h:1/db?ttl=s3cret",
+            "postgres://app:s3%ZZcret@h:1/db",
+        ] {
+            let e = BackendUrl::parse(bad).unwrap_err();
+            assert!(!format!("{e} {e:?}").contains("s3cret"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -88,6 +88,7 @@ async fn settings_a_backend_has_no_use_for_are_named() {
     assert_eq!(s.unused_by(&url("file:///d")), ["ttl", "grace"]);
     assert_eq!(s.unused_by(&url("sqlite:///d.db")), ["grace"]);
     assert!(s.unused_by(&url("nats://h:1")).is_empty());
+    assert_eq!(s.unused_by(&url("postgres://h/db")), ["grace"]);
     // Settings the backend refuses are a configuration error.
     let short = Settings {
         ttl: Some(Duration::from_millis(1)),
@@ -151,4 +152,118 @@ fn nats_options_accept_a_short_renewal_and_a_grace_above_the_default_renewal() {
     };
     let o = s.nats_options(&url).unwrap();
     assert_eq!((o.renew_every(), o.grace()), (ms(6_500), ms(6_000)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_opens_from_its_url() {
+    let server = postgres_testkit::Server::start().expect("a PostgreSQL server");
+    let url = BackendUrl::parse(&format!("{}?schema=url_test&ttl=3s", server.url())).unwrap();
+    // An observer creates nothing.
+    let observer = Settings {
+        observer: true,
+        ..Settings::default()
+    };
+    let e = url.open(&observer).await.unwrap_err();
+    assert!(matches!(e, Error::Absent { .. }), "{e:?}");
+    assert_eq!(
+        server
+            .sql("SELECT count(*) FROM pg_namespace WHERE nspname = 'url_test'")
+            .unwrap()
+            .trim(),
+        "0"
+    );
+    let backend = url.open(&Settings::default()).await.unwrap();
+    assert_eq!(backend.kind(), "postgres");
+    let election_url::Backend::Postgres(e) = &backend else {
+        unreachable!()
+    };
+    assert_eq!(e.options().ttl(), Duration::from_secs(3));
+    assert_eq!(e.options().schema(), "url_test");
+    one_term(&backend).await;
+    // Now the observer finds the schema.
+    let watcher = url.open(&observer).await.unwrap();
+    assert!(watcher.leader("jobs").await.unwrap().is_none());
+    // A TTL given twice, differently, is refused.
+    let twice = Settings {
+        ttl: Some(Duration::from_secs(4)),
+        ..Settings::default()
+    };
+    assert!(matches!(url.open(&twice).await, Err(Error::Config(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_passwords_come_from_the_url_or_a_passfile() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = postgres_testkit::Server::start_with_password("pa:ss@w%rd").expect("a server");
+    let settings = Settings::default();
+    // In the URL (percent-encoded by the kit).
+    let url = BackendUrl::parse(&server.url()).unwrap();
+    assert!(!url.to_string().contains("pa:ss"));
+    one_term(&url.open(&settings).await.unwrap()).await;
+    // From a passfile (libpq's format, `:` escaped), never in the URL.
+    let tmp = tempfile::tempdir().unwrap();
+    let passfile = tmp.path().join("pgpass");
+    std::fs::write(
+        &passfile,
+        format!(
+            "# a comment\n127.0.0.1:{}:postgres:postgres:pa\\:ss@w%rd\n",
+            server.port()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let bare = format!(
+        "{}?passfile={}",
+        server.url_without_password(),
+        passfile.display()
+    );
+    let url = BackendUrl::parse(&bare).unwrap();
+    let backend = url.open(&settings).await.unwrap();
+    assert!(backend.leader("jobs").await.unwrap().is_none());
+    // A passfile others may read is refused, saying why.
+    std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = url.open(&settings).await.unwrap_err();
+    assert!(matches!(e, Error::Passfile { .. }), "{e:?}");
+    // A wrong password: the database cannot be used (fix, not retry), and
+    // the error does not show the password.
+    let wrong = format!(
+        "postgres://postgres:wr0ngpw@127.0.0.1:{}/postgres",
+        server.port()
+    );
+    let e = BackendUrl::parse(&wrong)
+        .unwrap()
+        .open(&settings)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Postgres(election_postgres::Error::Unusable { .. })
+        ),
+        "{e:?}"
+    );
+    let shown = format!("{e} {e:?}");
+    assert!(!shown.contains("wr0ngpw"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_postgres_server_is_unavailable() {
+    // A port nothing listens on: a free port from a listener just closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = BackendUrl::parse(&format!("postgres://u@127.0.0.1:{port}/db")).unwrap();
+    let e = url.open(&Settings::default()).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Postgres(
+                election_postgres::Error::Unavailable(_)
+                    | election_postgres::Error::TimedOut { .. }
+            )
+        ),
+        "{e:?}"
+    );
 }

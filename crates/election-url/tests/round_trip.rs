@@ -4,7 +4,9 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
-use election_url::{BackendUrl, NatsUrl, REDACTED, Secret};
+use std::time::Duration;
+
+use election_url::{BackendUrl, NatsUrl, PostgresUrl, REDACTED, Secret};
 use proptest::prelude::*;
 
 /// Any absolute path without NUL bytes.
@@ -52,11 +54,68 @@ fn nats() -> impl Strategy<Value = NatsUrl> {
         })
 }
 
+fn duration() -> impl Strategy<Value = Duration> {
+    (1u64..100_000_000).prop_map(Duration::from_millis)
+}
+
+fn pg_host() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z0-9][a-z0-9._-]{0,10}",
+        Just("[::1]".to_owned()),
+        // A unix socket directory.
+        path().prop_map(|p| format!("/{}", p.to_string_lossy().trim_start_matches('/'))),
+    ]
+}
+
+fn postgres() -> impl Strategy<Value = PostgresUrl> {
+    (
+        (
+            prop::option::of(("[^\u{0}]{1,12}", prop::option::of(text()))),
+            pg_host(),
+            prop::option::of(1u16..),
+            prop::option::of("[^\u{0}]{1,12}"),
+        ),
+        (
+            prop::option::of("[a-z_][a-z0-9_]{0,20}"),
+            prop::option::of(duration()),
+            prop::option::of(duration()),
+            prop::option::of(path()),
+            prop::option::of(prop::sample::select(vec![
+                "disable",
+                "require",
+                "verify-full",
+            ])),
+        ),
+    )
+        .prop_filter("not a pg_ schema", |(_, (s, ..))| {
+            s.as_deref().is_none_or(|s| !s.starts_with("pg_"))
+        })
+        .prop_map(
+            |((user, host, port, database), (schema, ttl, renew, passfile, sslmode))| {
+                let mut p = PostgresUrl::default();
+                if let Some((u, pw)) = user {
+                    p.user = Some(u);
+                    p.password = pw.map(Secret::new);
+                }
+                p.host = host;
+                p.port = port;
+                p.database = database;
+                p.schema = schema;
+                p.ttl = ttl;
+                p.renew = renew;
+                p.passfile = passfile.map(|c| PathBuf::from(c.to_string_lossy().into_owned()));
+                p.sslmode = sslmode.map(str::to_owned);
+                p
+            },
+        )
+}
+
 fn url() -> impl Strategy<Value = BackendUrl> {
     prop_oneof![
         path().prop_map(BackendUrl::File),
         path().prop_map(BackendUrl::Sqlite),
         nats().prop_map(BackendUrl::Nats),
+        postgres().prop_map(BackendUrl::Postgres),
     ]
 }
 
@@ -78,10 +137,21 @@ proptest! {
                     prop_assert!(!shown.contains(secret.expose()), "{}", shown);
                 }
             }
-            let Ok(BackendUrl::Nats(p)) = parsed else { unreachable!() };
-            prop_assert_eq!(p.servers, n.servers.clone());
-            prop_assert_eq!(p.bucket, n.bucket.clone());
+            let Ok(BackendUrl::Nats(p)) = &parsed else { unreachable!() };
+            prop_assert_eq!(&p.servers, &n.servers);
+            prop_assert_eq!(&p.bucket, &n.bucket);
             prop_assert!(p.token.iter().all(|t| t.expose() == REDACTED));
+        }
+        if let BackendUrl::Postgres(pg) = &url {
+            if let Some(secret) = &pg.password
+                && secret.expose().len() > REDACTED.len()
+            {
+                prop_assert!(!shown.contains(secret.expose()), "{}", shown);
+            }
+            let Ok(BackendUrl::Postgres(p)) = &parsed else { unreachable!() };
+            prop_assert_eq!(&p.host, &pg.host);
+            prop_assert_eq!(&p.database, &pg.database);
+            prop_assert!(p.password.iter().all(|t| t.expose() == REDACTED));
         }
     }
 

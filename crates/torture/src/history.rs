@@ -360,7 +360,7 @@ pub enum FaultKind {
     Stop,
     /// `resign`: a resign storm.
     Resign,
-    /// `server`: the NATS server killed, restarted.
+    /// `server`: the NATS (or PostgreSQL) server killed, restarted.
     Server,
     /// `node`: one cluster node killed, restarted.
     Node,
@@ -370,7 +370,8 @@ pub enum FaultKind {
     Blackhole,
     /// `drop`: the proxy drops the leader's NATS connection.
     Drop,
-    /// `clock`: a candidate's injected wall clock jumps (SQLite).
+    /// `clock`: a candidate's injected wall clock jumps (SQLite,
+    /// PostgreSQL).
     Clock,
     /// `cancel`: the leader's work is cancelled mid-write: its `lead()`
     /// future is dropped while a task of the term is in a synchronous
@@ -382,7 +383,7 @@ pub enum FaultKind {
     /// `unguarded`: a candidate makes one write with an
     /// `election_core::unguarded` token.
     Unguarded,
-    /// `rowdel`: the election's lease row deleted by hand (SQLite).
+    /// `rowdel`: the election's lease row deleted by hand (SQLite, PostgreSQL).
     RowDelete,
     /// `recreate`: the NATS bucket deleted and recreated with the same
     /// configuration.
@@ -397,11 +398,17 @@ pub enum FaultKind {
     /// killed, its store replaced by a copy taken seconds earlier,
     /// restarted.
     Rollback,
+    /// `pgterm`: `pg_terminate_backend` of every candidate's PostgreSQL
+    /// connection (the holder's among them).
+    PgTerminate,
+    /// `pgstop`: the PostgreSQL server SIGSTOPped past the TTL, then
+    /// SIGCONT.
+    PgStop,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -419,6 +426,8 @@ impl FaultKind {
         FaultKind::Recreate,
         FaultKind::MaxAge,
         FaultKind::Rollback,
+        FaultKind::PgTerminate,
+        FaultKind::PgStop,
     ];
 
     /// The kind's word in a history line.
@@ -441,6 +450,8 @@ impl FaultKind {
             FaultKind::Recreate => "recreate",
             FaultKind::MaxAge => "maxage",
             FaultKind::Rollback => "rollback",
+            FaultKind::PgTerminate => "pgterm",
+            FaultKind::PgStop => "pgstop",
         }
     }
 }

@@ -110,9 +110,12 @@ async fn fenced_write(
     identity: &str,
 ) -> Result<(), BoxError> {
     use sqlx::Connection;
+    if let Backend::Postgres(election) = backend {
+        return postgres_write(election, resource, token, identity).await;
+    }
     let Backend::Sqlite(election) = backend else {
         say(Event::Error(format!(
-            "write: the {} backend has no resource here (sqlite only)",
+            "write: the {} backend has no resource here (sqlite and postgres only)",
             backend.kind()
         )));
         return Ok(());
@@ -123,6 +126,39 @@ async fn fenced_write(
     match election_sqlite::SqliteFence::advance_in(&mut tx, &resource, token).await {
         Ok(_) => {
             sqlx::query("INSERT INTO candidate_writes (epoch, identity) VALUES (?1, ?2)")
+                .bind(i64::try_from(token.epoch().get())?)
+                .bind(identity)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            say(Event::Wrote(token.epoch().get()));
+        }
+        Err(fencing::Error::Stale {
+            presented,
+            high_water_mark,
+            ..
+        }) => say(Event::Refused {
+            presented: presented.epoch().get(),
+            mark: high_water_mark.epoch().get(),
+        }),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+/// A fenced write on PostgreSQL: an insert into `candidate_writes`, checked
+/// by the election's fence in the same transaction.
+async fn postgres_write(
+    election: &election_postgres::PostgresElection,
+    resource: &str,
+    token: Token,
+    identity: &str,
+) -> Result<(), BoxError> {
+    let resource = ResourceName::new(resource)?;
+    let mut tx = election.pool().begin().await?;
+    match election.fence().advance_in(&mut tx, &resource, token).await {
+        Ok(_) => {
+            sqlx::query("INSERT INTO candidate_writes (epoch, identity) VALUES ($1, $2)")
                 .bind(i64::try_from(token.epoch().get())?)
                 .bind(identity)
                 .execute(&mut *tx)
@@ -226,6 +262,11 @@ async fn run() -> Result<ExitCode, BoxError> {
             .execute(election.pool())
             .await?;
     }
+    if let Backend::Postgres(election) = &backend {
+        sqlx::query("CREATE TABLE IF NOT EXISTS candidate_writes (epoch BIGINT NOT NULL, identity TEXT NOT NULL, at BIGSERIAL)")
+            .execute(election.pool())
+            .await?;
+    }
     if let Some(n) = args.many {
         return many(&args, &backend, n).await;
     }
@@ -262,6 +303,14 @@ async fn run() -> Result<ExitCode, BoxError> {
                 lost = true;
             }
             line = lines.next_line() => {
+                // Before acting: a validity that ran out while this process
+                // was stopped is a loss now (`is_lost` checks the deadline
+                // itself; a fresh `lost()` timer may not have fired yet
+                // when the runtime resumes), reported before anything else.
+                if !lost && term.is_lost() {
+                    say(Event::Lost(term.lost().await.reason.to_string()));
+                    lost = true;
+                }
                 let command = match line? {
                     None if lost => return Ok(ExitCode::from(EXIT_LOST)),
                     None => Command::Resign,

@@ -1,7 +1,7 @@
 //! `torture`: the orchestrator and the checker of the torture suite.
 //!
 //! ```text
-//! torture run --backend file|sqlite|nats|nats-cluster [--seed N] [--duration 60s]
+//! torture run --backend file|sqlite|nats|nats-cluster|postgres [--seed N] [--duration 60s]
 //!     [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
 //!     [--faults kill,stop,...] [--out DIR] [--unsafe] [--candidate-bin PATH]
 //! torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
@@ -23,7 +23,7 @@ use torture::resource::{ResourceSpec, read_records};
 
 const USAGE: &str = "\
 usage:
-  torture run --backend file|sqlite|nats|nats-cluster [--seed N] [--duration 60s]
+  torture run --backend file|sqlite|nats|nats-cluster|postgres [--seed N] [--duration 60s]
       [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
       [--faults kill,stop,resign,cancel,unguarded,clock,rowdel,fdrop,server,blackhole,drop,
                 recreate,maxage,rollback,node,meta]

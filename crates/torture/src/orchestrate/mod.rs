@@ -34,18 +34,21 @@ pub enum Target {
     Nats,
     /// `election-nats` on a 3-node cluster with R3 buckets.
     NatsCluster,
+    /// `election-postgres` on one PostgreSQL server (postgres-testkit).
+    Postgres,
 }
 
 impl Target {
-    /// Parses `file`, `sqlite`, `nats`, `nats-cluster`.
+    /// Parses `file`, `sqlite`, `nats`, `nats-cluster`, `postgres`.
     pub fn parse(s: &str) -> Result<Target, String> {
         match s {
             "file" => Ok(Target::File),
             "sqlite" => Ok(Target::Sqlite),
             "nats" => Ok(Target::Nats),
             "nats-cluster" => Ok(Target::NatsCluster),
+            "postgres" => Ok(Target::Postgres),
             other => Err(format!(
-                "unknown backend {other:?} (file, sqlite, nats, nats-cluster)"
+                "unknown backend {other:?} (file, sqlite, nats, nats-cluster, postgres)"
             )),
         }
     }
@@ -71,6 +74,19 @@ impl Target {
                 Kill, Stop, Resign, Node, Meta, Cancel, Close, Unguarded, Recreate, MaxAge,
                 Rollback,
             ],
+            Target::Postgres => vec![
+                Kill,
+                Stop,
+                Resign,
+                Clock,
+                Server,
+                PgTerminate,
+                PgStop,
+                Cancel,
+                Close,
+                Unguarded,
+                RowDelete,
+            ],
         }
     }
 
@@ -79,8 +95,12 @@ impl Target {
         use Fault::*;
         match fault {
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
-            Clock | RowDelete | FenceDrop => self == Target::Sqlite,
-            Server | Blackhole | Drop => self == Target::Nats,
+            Clock => matches!(self, Target::Sqlite | Target::Postgres),
+            RowDelete => matches!(self, Target::Sqlite | Target::Postgres),
+            FenceDrop => self == Target::Sqlite,
+            Server => matches!(self, Target::Nats | Target::Postgres),
+            Blackhole | Drop => self == Target::Nats,
+            PgTerminate | PgStop => self == Target::Postgres,
             Node | Meta => self == Target::NatsCluster,
             Recreate | MaxAge | Rollback => matches!(self, Target::Nats | Target::NatsCluster),
         }
@@ -94,6 +114,7 @@ impl fmt::Display for Target {
             Target::Sqlite => "sqlite",
             Target::Nats => "nats",
             Target::NatsCluster => "nats-cluster",
+            Target::Postgres => "postgres",
         })
     }
 }
@@ -138,6 +159,11 @@ impl Plan {
         match self.backend {
             Target::File => slack,
             Target::Sqlite => self.ttl + self.renew + 2 * self.poll + slack,
+            // A restarted server's crash recovery, and the pools'
+            // reconnection, before the TTL is counted.
+            Target::Postgres => {
+                self.ttl + self.renew + 2 * self.poll + slack + Duration::from_secs(5)
+            }
             Target::Nats => self.ttl + self.grace + self.poll + slack,
             // A restarted node, a new meta leader (the server's own ~6 s).
             Target::NatsCluster => {
@@ -195,6 +221,10 @@ pub enum Error {
     /// nats-server could not be started or restarted.
     #[error("nats-server: {0}")]
     Nats(#[from] nats_testkit::Error),
+    /// The PostgreSQL server could not be started, restarted, paused or
+    /// asked to terminate connections.
+    #[error("postgres: {0}")]
+    Postgres(#[from] postgres_testkit::Error),
     /// A fault on the backend's own state (a lease row, a bucket) could not
     /// be injected or healed.
     #[error("{what}: {reason}")]
@@ -221,6 +251,7 @@ enum Servers {
     None,
     One(Box<nats_testkit::Server>, Vec<Proxy>),
     Cluster(nats_testkit::Cluster),
+    Postgres(Box<postgres_testkit::Server>),
 }
 
 /// Counts of what a run did, for the summary.
@@ -313,6 +344,15 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             ]);
             Servers::Cluster(cluster)
         }
+        Target::Postgres => {
+            let server = blocking(postgres_testkit::Server::start)?;
+            common.extend(["--backend".into(), server.url()]);
+            common.extend([
+                "--resource".into(),
+                format!("file:{}", out.join("resource").display()),
+            ]);
+            Servers::Postgres(Box::new(server))
+        }
     };
     let mut servers = servers;
     let mut candidates = Candidates::new(&plan.candidate_bin, out, common, extra);
@@ -403,6 +443,39 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     blocking(|| server.restart())?;
                     log(FaultEvent::fault_or_heal(false, fault, "nats", ""));
                 }
+                if let Servers::Postgres(server) = &mut servers {
+                    log(FaultEvent::fault_or_heal(true, fault, "postgres", ""));
+                    blocking(|| server.kill())?;
+                    tokio::time::sleep(Duration::from_millis(
+                        rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
+                    ))
+                    .await;
+                    blocking(|| server.restart())?;
+                    log(FaultEvent::fault_or_heal(false, fault, "postgres", ""));
+                }
+            }
+            Fault::PgTerminate => {
+                if let Servers::Postgres(server) = &servers {
+                    // Every candidate's connection, the holder's among
+                    // them (pool and listener alike).
+                    log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
+                    blocking(|| {
+                        server.sql(
+                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                             WHERE application_name = 'election-postgres' AND pid <> pg_backend_pid()",
+                        )
+                    })?;
+                    log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+                }
+            }
+            Fault::PgStop => {
+                if let Servers::Postgres(server) = &mut servers {
+                    log(FaultEvent::fault_or_heal(true, fault, "postgres", ""));
+                    blocking(|| server.pause())?;
+                    tokio::time::sleep(stop_for).await;
+                    blocking(|| server.resume())?;
+                    log(FaultEvent::fault_or_heal(false, fault, "postgres", ""));
+                }
             }
             Fault::Blackhole | Fault::Drop => {
                 if let Servers::One(_, proxies) = &servers {
@@ -481,6 +554,16 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         &record,
                     ));
                 }
+                if let Servers::Postgres(server) = &servers {
+                    log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
+                    blocking(|| {
+                        server.sql(&format!(
+                            "DELETE FROM {}.leases WHERE name = '{ELECTION}'",
+                            election_postgres::DEFAULT_SCHEMA
+                        ))
+                    })?;
+                    log(FaultEvent::fault_or_heal(false, fault, "lease-row", ""));
+                }
             }
             Fault::FenceDrop => {
                 // Deterministic: the leader freezes in the middle of a
@@ -512,7 +595,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 let urls = match &servers {
                     Servers::One(server, _) => server.url(),
                     Servers::Cluster(cluster) => cluster.urls().join(","),
-                    Servers::None => String::new(),
+                    Servers::None | Servers::Postgres(_) => String::new(),
                 };
                 if !urls.is_empty() {
                     log(FaultEvent::fault_or_heal(true, fault, "bucket", ""));
@@ -537,7 +620,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 let server = match &mut servers {
                     Servers::One(server, _) => Some(&mut **server),
                     Servers::Cluster(cluster) => Some(cluster.node_mut(node)),
-                    Servers::None => None,
+                    Servers::None | Servers::Postgres(_) => None,
                 };
                 if let Some(server) = server {
                     let name = server.name().to_owned();
@@ -611,11 +694,12 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
 mod tests {
     use super::*;
 
-    const ALL_BACKENDS: [Target; 4] = [
+    const ALL_BACKENDS: [Target; 5] = [
         Target::File,
         Target::Sqlite,
         Target::Nats,
         Target::NatsCluster,
+        Target::Postgres,
     ];
 
     /// Every default mix is allowed on its backend, and every fault kind
