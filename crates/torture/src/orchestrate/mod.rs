@@ -556,13 +556,31 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 }
                 if let Servers::Postgres(server) = &servers {
                     log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
+                    let schema = election_postgres::DEFAULT_SCHEMA;
                     blocking(|| {
                         server.sql(&format!(
-                            "DELETE FROM {}.leases WHERE name = '{ELECTION}'",
-                            election_postgres::DEFAULT_SCHEMA
+                            "DELETE FROM {schema}.leases WHERE name = '{ELECTION}'"
                         ))
                     })?;
-                    log(FaultEvent::fault_or_heal(false, fault, "lease-row", ""));
+                    // Then the epoch record too, as an operator might: the
+                    // backend's triggers must refuse it (ADR 0039).
+                    let record = match blocking(|| {
+                        server.sql(&format!(
+                            "DELETE FROM {schema}.epochs WHERE name = '{ELECTION}'"
+                        ))
+                    }) {
+                        Ok(out) => format!("epoch-record-deleted={}", out.replace(' ', "_")),
+                        Err(e) if e.to_string().contains("refused") => {
+                            "epoch-record-refused".to_owned()
+                        }
+                        Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
+                    };
+                    log(FaultEvent::fault_or_heal(
+                        false,
+                        fault,
+                        "lease-row",
+                        &record,
+                    ));
                 }
             }
             Fault::FenceDrop => {
