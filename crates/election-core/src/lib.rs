@@ -67,6 +67,7 @@ mod key_state;
 mod lead;
 mod leader;
 mod lease;
+pub mod lease_row;
 mod lease_set;
 mod name;
 mod nonce;

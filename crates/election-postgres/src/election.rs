@@ -272,7 +272,7 @@ async fn read_leader(
         .await
         .map_err(|e| e.into_core(name))?;
     match seen.lease {
-        Some(row) => row.leader().map_err(|e| e.into_core(name)),
+        Some(row) => row.leader().map_err(|e| Error::from(e).into_core(name)),
         None => Ok(None),
     }
 }

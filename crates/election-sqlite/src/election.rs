@@ -669,7 +669,7 @@ impl Claim for SqliteClaim {
             .await
             .map_err(|e| self.core(e))?;
         match row {
-            Some(row) => row.leader().map_err(|e| self.core(e)),
+            Some(row) => row.leader().map_err(|e| self.core(Error::from(e))),
             None => Ok(None),
         }
     }
