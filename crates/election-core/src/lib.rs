@@ -58,6 +58,7 @@
 
 mod campaign;
 mod claim;
+mod clock;
 mod config_error;
 mod election;
 mod engine;
@@ -79,6 +80,7 @@ mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, WatchGuard, Won};
+pub use clock::{Clock, SystemClock};
 pub use config_error::{ConfigError, Source};
 pub use election::Election;
 pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};

@@ -12,7 +12,7 @@ use futures::Stream;
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 
-use crate::clock::Clock;
+use crate::Clock;
 use crate::context::Context;
 use crate::error::Error;
 use crate::notify::{self, Wake};

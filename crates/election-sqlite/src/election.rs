@@ -11,7 +11,7 @@ use election_core::{
 use sqlx::SqlitePool;
 use tokio::sync::oneshot;
 
-use crate::clock::Clock;
+use crate::Clock;
 use crate::context::Context;
 use crate::error::Error;
 use crate::host_lock;
