@@ -1,6 +1,7 @@
 //! The lease row of the SQL backends (`election-sqlite`,
-//! `election-postgres`) as pure data, and the contender's one decision
-//! over it: when it may take a row over. No I/O: each backend reads and
+//! `election-postgres`) as pure data, the contender's one decision over
+//! it (when it may take a row over), and the lease-time option checks both
+//! backends share ([`check_times`], [`margin`], [`validity`]). No I/O: each backend reads and
 //! writes its rows its own way and maps what it read into these types.
 //!
 //! Both backends keep one lease row per name (holder, epoch, renewal
@@ -36,6 +37,73 @@ use std::time::{Duration, UNIX_EPOCH};
 use tokio::time::Instant;
 
 use crate::{ConfigError, Epoch, Identity, Leader};
+
+/// The safety margin of a lease of `ttl`: a tenth of it. A holder counts
+/// its lease valid for `ttl - margin` ([`validity`]) from before each
+/// claim or renewal it sends.
+pub fn margin(ttl: Duration) -> Duration {
+    ttl / 10
+}
+
+/// How long after the instant before a successful claim or renewal was
+/// sent the holder counts a lease of `ttl` as valid: `ttl - margin`.
+pub fn validity(ttl: Duration) -> Duration {
+    ttl - margin(ttl)
+}
+
+/// `ttl` in milliseconds as stored, saturating at `i64::MAX`.
+pub fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The option checks the SQL backends share, in this order: `ttl`,
+/// `renew_interval` and the backend's request bound `timeout` (named
+/// `timeout_setting`, e.g. `"busy_timeout"`) each at least 1 ms; `ttl`
+/// at most `i64::MAX` milliseconds (stored as such); twice
+/// `renew_interval` within the [`validity`]; `timeout` at most
+/// `renew_interval` (a renewal that timed out can be retried before the
+/// validity ends).
+///
+/// # Errors
+///
+/// [`ConfigError::BadSetting`] naming the first setting that fails.
+pub fn check_times(
+    ttl: Duration,
+    renew_interval: Duration,
+    timeout_setting: &'static str,
+    timeout: Duration,
+) -> Result<(), ConfigError> {
+    let bad = |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
+    let ms = Duration::from_millis(1);
+    if ttl < ms || renew_interval < ms || timeout < ms {
+        return Err(bad(
+            "ttl",
+            format!(
+                "ttl {ttl:?}, renew_interval {renew_interval:?} and {timeout_setting} {timeout:?} must each be at least 1ms"
+            ),
+        ));
+    }
+    if i64::try_from(ttl.as_millis()).is_err() {
+        return Err(bad("ttl", format!("{ttl:?} is too long")));
+    }
+    if renew_interval * 2 > validity(ttl) {
+        return Err(bad(
+            "ttl",
+            format!(
+                "ttl {ttl:?} must exceed twice the renew_interval {renew_interval:?} plus a margin of a tenth of the ttl"
+            ),
+        ));
+    }
+    if timeout > renew_interval {
+        return Err(bad(
+            timeout_setting,
+            format!(
+                "{timeout_setting} {timeout:?} must not exceed renew_interval {renew_interval:?}"
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// A lease row as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -332,6 +400,30 @@ mod tests {
         let mut seen = None;
         assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
         assert!(may_claim(&mut seen, &Found::Vacant, ttl, at(1)));
+    }
+
+    #[test]
+    fn times_need_two_renewals_within_the_validity() {
+        let s = Duration::from_secs;
+        let ok = |ttl, renew, timeout| check_times(ttl, renew, "busy_timeout", timeout).is_ok();
+        assert!(ok(s(10), s(4), s(1)));
+        assert_eq!(margin(s(15)), Duration::from_millis(1500));
+        assert_eq!(validity(s(10)), s(9));
+        assert!(!ok(s(10), s(5), s(1)), "10 s less a tenth is below 2 x 5 s");
+        assert!(!ok(s(10), s(10), s(1)));
+        assert!(!ok(Duration::ZERO, s(1), s(1)));
+        assert!(!ok(s(10), Duration::ZERO, s(1)));
+        assert!(!ok(s(10), s(4), Duration::ZERO));
+        assert!(!ok(Duration::MAX, s(4), s(1)));
+        assert!(matches!(
+            check_times(s(10), s(4), "busy_timeout", s(5)),
+            Err(ConfigError::BadSetting {
+                setting: "busy_timeout",
+                ..
+            })
+        ));
+        assert_eq!(ttl_ms(s(3)), 3000);
+        assert_eq!(ttl_ms(Duration::MAX), i64::MAX);
     }
 
     #[test]
