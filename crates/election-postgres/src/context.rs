@@ -13,12 +13,12 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::notify::Notifier;
 use crate::options::PostgresOptions;
 use crate::row::{self, Hold, Seen, Take};
 use crate::schema::{self, Sql};
+use crate::{Clock, SystemClock};
 
 /// The least time an open (connect, check, migrate) may take.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);

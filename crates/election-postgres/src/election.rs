@@ -12,7 +12,7 @@ use futures::Stream;
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 
-use crate::clock::Clock;
+use crate::Clock;
 use crate::context::Context;
 use crate::error::Error;
 use crate::notify::{self, Wake};
@@ -272,7 +272,7 @@ async fn read_leader(
         .await
         .map_err(|e| e.into_core(name))?;
     match seen.lease {
-        Some(row) => row.leader().map_err(|e| e.into_core(name)),
+        Some(row) => row.leader().map_err(|e| Error::from(e).into_core(name)),
         None => Ok(None),
     }
 }

@@ -112,7 +112,6 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
-mod clock;
 mod context;
 mod election;
 mod error;
@@ -124,8 +123,8 @@ mod renewal;
 mod row;
 pub mod schema;
 
-pub use clock::{Clock, SystemClock};
 pub use election::{PostgresAttempt, PostgresClaim, PostgresElection};
+pub use election_core::{Clock, SystemClock};
 pub use election_core::{LeaseSet, WriteToken};
 pub use error::Error;
 pub use fence::PostgresFence;

@@ -134,41 +134,20 @@ impl PostgresOptions {
     }
 
     fn validated(self) -> Result<Self, ConfigError> {
-        let bad =
-            |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
-        let ms = Duration::from_millis(1);
-        if self.ttl < ms || self.renew_interval < ms || self.request_timeout < ms {
-            return Err(bad(
-                "ttl",
-                format!(
-                    "ttl {:?}, renew_interval {:?} and request_timeout {:?} must each be at least 1ms",
-                    self.ttl, self.renew_interval, self.request_timeout
-                ),
-            ));
-        }
-        if i64::try_from(self.ttl.as_millis()).is_err() || self.ttl > Duration::from_secs(86_400) {
-            return Err(bad("ttl", format!("{:?} is longer than a day", self.ttl)));
-        }
-        if self.renew_interval * 2 > self.ttl - self.margin() {
-            return Err(bad(
-                "ttl",
-                format!(
-                    "ttl {:?} must exceed twice the renew_interval {:?} plus a margin of a tenth of the ttl",
-                    self.ttl, self.renew_interval
-                ),
-            ));
+        election_core::lease_row::check_times(
+            self.ttl,
+            self.renew_interval,
+            "request_timeout",
+            self.request_timeout,
+        )?;
+        if self.ttl > Duration::from_secs(86_400) {
+            return Err(ConfigError::BadSetting {
+                setting: "ttl",
+                reason: format!("{:?} is longer than a day", self.ttl),
+            });
         }
         // The core's renewal machine must accept them too.
         election_core::RenewalPolicy::new(self.validity(), self.renew_interval)?;
-        if self.request_timeout > self.renew_interval {
-            return Err(bad(
-                "request_timeout",
-                format!(
-                    "request_timeout {:?} must not exceed renew_interval {:?}",
-                    self.request_timeout, self.renew_interval
-                ),
-            ));
-        }
         Ok(self)
     }
 
@@ -194,17 +173,17 @@ impl PostgresOptions {
 
     /// The safety margin: a tenth of the TTL.
     pub fn margin(&self) -> Duration {
-        self.ttl / 10
+        election_core::lease_row::margin(self.ttl)
     }
 
     /// How long after the instant before a successful claim or renewal was
     /// sent the holder counts its lease as valid: `ttl - margin`.
     pub fn validity(&self) -> Duration {
-        self.ttl - self.margin()
+        election_core::lease_row::validity(self.ttl)
     }
 
     pub(crate) fn ttl_ms(&self) -> i64 {
-        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
+        election_core::lease_row::ttl_ms(self.ttl)
     }
 }
 

@@ -1,70 +1,28 @@
 //! The lease rows and epoch records: every read and write of `leases` and
 //! `epochs`, each write one statement (one transaction) however many keys
-//! it covers, and the contender's decision when to take a row over.
+//! it covers. The contender's decision when to take a row over is
+//! [`election_core::lease_row`]'s.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, UNIX_EPOCH};
 
-use election_core::{ConfigError, Epoch, Identity, Leader};
+use election_core::{ConfigError, Epoch};
 use sqlx::{AssertSqlSafe, PgPool};
-use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::schema::Sql;
 
-/// A lease row as read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Row {
-    pub(crate) holder: Option<String>,
-    pub(crate) epoch: i64,
-    pub(crate) version: i64,
-    pub(crate) ttl_ms: i64,
-    /// The winner's wall clock (Unix ms) when it won the current term;
-    /// display only.
-    pub(crate) acquired_unix_ms: Option<i64>,
-}
+pub(crate) use election_core::lease_row::{Found, Observed, Recorded, Row, may_claim};
 
-impl Row {
-    /// The holder this row shows, decoded: `None` for a released row or an
-    /// epoch outside the range handed out.
-    pub(crate) fn leader(&self) -> Result<Option<Leader>, Error> {
-        let (Some(holder), Some(epoch)) = (
-            self.holder.as_deref(),
-            u64::try_from(self.epoch).ok().and_then(Epoch::new),
-        ) else {
-            return Ok(None);
-        };
-        let since = self
-            .acquired_unix_ms
-            .and_then(|ms| u64::try_from(ms).ok())
-            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
-        Ok(Some(Leader {
-            identity: Identity::new(holder)?,
-            epoch,
-            since,
-        }))
-    }
-}
-
-/// An epoch as stored (`bigint`), decoded: one outside
+/// An epoch as stored (`bigint`), decoded
+/// ([`decode_epoch`](election_core::lease_row::decode_epoch)): one outside
 /// [`Epoch::FIRST`]..=[`Epoch::MAX`] is a corrupt row of `name`.
 pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
-    u64::try_from(epoch)
-        .ok()
-        .and_then(Epoch::new)
+    election_core::lease_row::decode_epoch(epoch)
         .filter(|e| e.is_term())
         .ok_or_else(|| Error::CorruptRow {
             name: name.to_owned(),
             detail: format!("epoch {epoch}"),
         })
-}
-
-/// The epoch record of a name: the highest epoch handed out for it and
-/// the TTL of the term that got it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Recorded {
-    pub(crate) epoch: i64,
-    pub(crate) ttl_ms: i64,
 }
 
 /// What a contender read of one name.
@@ -94,112 +52,7 @@ impl Seen {
 
     /// What this says for the contender's decision.
     pub(crate) fn found(&self) -> Found {
-        match (&self.lease, self.recorded) {
-            (
-                Some(Row {
-                    holder: Some(holder),
-                    epoch,
-                    version,
-                    ttl_ms,
-                    ..
-                }),
-                _,
-            ) => Found::Held {
-                holder: holder.clone(),
-                epoch: *epoch,
-                version: *version,
-                ttl_ms: *ttl_ms,
-            },
-            (Some(_), _) => Found::Vacant,
-            (None, Some(r)) => Found::Vanished {
-                epoch: r.epoch,
-                ttl_ms: r.ttl_ms,
-            },
-            (None, None) => Found::Fresh,
-        }
-    }
-}
-
-/// What a contender found for a name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Found {
-    /// Never held: no lease row and no epoch record.
-    Fresh,
-    /// Released: the row shows no holder.
-    Vacant,
-    /// Someone holds it in term `epoch` at renewal `version`.
-    Held {
-        holder: String,
-        epoch: i64,
-        version: i64,
-        ttl_ms: i64,
-    },
-    /// The lease row is gone although an epoch was recorded: deleted by
-    /// hand. Its holder may still believe it leads, so this counts as held
-    /// (by nobody known) for a full TTL.
-    Vanished { epoch: i64, ttl_ms: i64 },
-}
-
-/// What a contender has seen of a lease held elsewhere (`holder` `None`: a
-/// row that vanished), and since when on its own monotonic clock.
-#[derive(Clone, Debug)]
-pub(crate) struct Observed {
-    holder: Option<String>,
-    epoch: i64,
-    version: i64,
-    ttl_ms: i64,
-    since: Instant,
-}
-
-/// The observation key of a vanished row.
-const GONE: i64 = i64::MIN;
-
-/// Whether a contender may claim a name now, given what it `found` and
-/// what it `observed` before (updated here):
-///
-/// - released: yes;
-/// - never held and nothing observed before: yes;
-/// - held: only once this contender has seen the same holder, term and
-///   renewal version for a full TTL (the longer of its own and the
-///   holder's) on its own monotonic clock;
-/// - vanished (no row, but an epoch recorded; or no trace at all after
-///   this contender saw a holder): the same, counted from when it first saw
-///   the row gone with that recorded epoch.
-pub(crate) fn may_claim(
-    observed: &mut Option<Observed>,
-    found: &Found,
-    ttl: Duration,
-    now: Instant,
-) -> bool {
-    let (holder, epoch, version, ttl_ms) = match found {
-        Found::Vacant => return true,
-        Found::Fresh => match observed {
-            None => return true,
-            Some(o) => (None, GONE, GONE, o.ttl_ms),
-        },
-        Found::Held {
-            holder,
-            epoch,
-            version,
-            ttl_ms,
-        } => (Some(holder.as_str()), *epoch, *version, *ttl_ms),
-        Found::Vanished { epoch, ttl_ms } => (None, *epoch, GONE, *ttl_ms),
-    };
-    match observed {
-        Some(o) if o.holder.as_deref() == holder && o.epoch == epoch && o.version == version => {
-            let theirs = Duration::from_millis(u64::try_from(o.ttl_ms).unwrap_or(0));
-            now.saturating_duration_since(o.since) >= ttl.max(theirs)
-        }
-        _ => {
-            *observed = Some(Observed {
-                holder: holder.map(str::to_owned),
-                epoch,
-                version,
-                ttl_ms,
-                since: now,
-            });
-            false
-        }
+        Found::of(self.lease.as_ref(), self.recorded)
     }
 }
 
@@ -397,72 +250,6 @@ pub(crate) async fn claim_many(
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn held(version: i64) -> Found {
-        Found::Held {
-            holder: "a".into(),
-            epoch: 2,
-            version,
-            ttl_ms: 3000,
-        }
-    }
-
-    #[test]
-    fn takeover_needs_the_same_term_and_version_for_a_full_ttl() {
-        let ttl = Duration::from_secs(3);
-        let t0 = Instant::now();
-        let at = |ms| t0 + Duration::from_millis(ms);
-        let mut seen = None;
-        assert!(!may_claim(&mut seen, &held(7), ttl, at(0)), "first sight");
-        assert!(!may_claim(&mut seen, &held(7), ttl, at(2999)));
-        assert!(may_claim(&mut seen, &held(7), ttl, at(3000)));
-        assert!(!may_claim(&mut seen, &held(8), ttl, at(3001)), "renewed");
-        assert!(!may_claim(&mut seen, &held(8), ttl, at(6000)));
-        assert!(may_claim(&mut seen, &held(8), ttl, at(6001)));
-        // The longer of the two TTLs counts.
-        let long = Found::Held {
-            holder: "a".into(),
-            epoch: 2,
-            version: 1,
-            ttl_ms: 10_000,
-        };
-        let mut seen = None;
-        assert!(!may_claim(&mut seen, &long, ttl, at(0)));
-        assert!(!may_claim(&mut seen, &long, ttl, at(9999)));
-        assert!(may_claim(&mut seen, &long, ttl, at(10_000)));
-    }
-
-    #[test]
-    fn a_vanished_row_counts_as_held_for_a_full_ttl() {
-        let ttl = Duration::from_secs(3);
-        let t0 = Instant::now();
-        let at = |ms| t0 + Duration::from_millis(ms);
-        assert!(may_claim(&mut None, &Found::Fresh, ttl, at(0)));
-        assert!(may_claim(&mut None, &Found::Vacant, ttl, at(0)));
-        let gone = |epoch| Found::Vanished {
-            epoch,
-            ttl_ms: 5000,
-        };
-        let mut seen = None;
-        assert!(!may_claim(&mut seen, &gone(3), ttl, at(0)));
-        assert!(!may_claim(&mut seen, &gone(3), ttl, at(4999)));
-        assert!(may_claim(&mut seen, &gone(3), ttl, at(5000)));
-        // A term won in between whose row vanished too starts it again.
-        let mut seen = None;
-        assert!(!may_claim(&mut seen, &gone(3), ttl, at(0)));
-        assert!(!may_claim(&mut seen, &gone(4), ttl, at(5000)));
-        assert!(may_claim(&mut seen, &gone(4), ttl, at(10_000)));
-        // A holder seen, then no trace at all: a full TTL from then.
-        let mut seen = None;
-        assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
-        assert!(!may_claim(&mut seen, &Found::Fresh, ttl, at(1)));
-        assert!(!may_claim(&mut seen, &Found::Fresh, ttl, at(3000)));
-        assert!(may_claim(&mut seen, &Found::Fresh, ttl, at(3001)));
-        // A release is taken at once.
-        let mut seen = None;
-        assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
-        assert!(may_claim(&mut seen, &Found::Vacant, ttl, at(1)));
-    }
 
     fn seen(row_epoch: Option<i64>, recorded: Option<i64>) -> Seen {
         Seen {

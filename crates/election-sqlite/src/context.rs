@@ -12,12 +12,12 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::host_lock::HostLocks;
 use crate::options::SqliteOptions;
 use crate::row::{self, Hold};
 use crate::schema;
+use crate::{Clock, SystemClock};
 
 /// The database file a holder checks is still in place: its path and
 /// inode, as the pool opened it.

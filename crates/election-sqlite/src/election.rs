@@ -11,7 +11,7 @@ use election_core::{
 use sqlx::SqlitePool;
 use tokio::sync::oneshot;
 
-use crate::clock::Clock;
+use crate::Clock;
 use crate::context::Context;
 use crate::error::Error;
 use crate::host_lock;
@@ -669,7 +669,7 @@ impl Claim for SqliteClaim {
             .await
             .map_err(|e| self.core(e))?;
         match row {
-            Some(row) => row.leader().map_err(|e| self.core(e)),
+            Some(row) => row.leader().map_err(|e| self.core(Error::from(e))),
             None => Ok(None),
         }
     }

@@ -108,7 +108,6 @@
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
-mod clock;
 mod context;
 mod election;
 mod error;
@@ -120,8 +119,8 @@ mod renewal;
 mod row;
 pub mod schema;
 
-pub use clock::{Clock, SystemClock};
 pub use election::{SqliteAttempt, SqliteClaim, SqliteElection};
+pub use election_core::{Clock, SystemClock};
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 pub use error::Error;
 pub use fence::SqliteFence;

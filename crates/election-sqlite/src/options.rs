@@ -74,39 +74,12 @@ impl SqliteOptions {
     }
 
     fn validated(self) -> Result<Self, ConfigError> {
-        let bad =
-            |setting: &'static str, reason: String| ConfigError::BadSetting { setting, reason };
-        let ms = Duration::from_millis(1);
-        if self.ttl < ms || self.renew_interval < ms || self.busy_timeout < ms {
-            return Err(bad(
-                "ttl",
-                format!(
-                    "ttl {:?}, renew_interval {:?} and busy_timeout {:?} must each be at least 1ms",
-                    self.ttl, self.renew_interval, self.busy_timeout
-                ),
-            ));
-        }
-        if self.renew_interval * 2 > self.ttl - self.margin() {
-            return Err(bad(
-                "ttl",
-                format!(
-                    "ttl {:?} must exceed twice the renew_interval {:?} plus a margin of a tenth of the ttl",
-                    self.ttl, self.renew_interval
-                ),
-            ));
-        }
-        if self.busy_timeout > self.renew_interval {
-            return Err(bad(
-                "busy_timeout",
-                format!(
-                    "busy_timeout {:?} must not exceed renew_interval {:?}",
-                    self.busy_timeout, self.renew_interval
-                ),
-            ));
-        }
-        if i64::try_from(self.ttl.as_millis()).is_err() {
-            return Err(bad("ttl", format!("{:?} is too long", self.ttl)));
-        }
+        election_core::lease_row::check_times(
+            self.ttl,
+            self.renew_interval,
+            "busy_timeout",
+            self.busy_timeout,
+        )?;
         Ok(self)
     }
 
@@ -127,17 +100,17 @@ impl SqliteOptions {
 
     /// The safety margin: a tenth of the TTL.
     pub fn margin(&self) -> Duration {
-        self.ttl / 10
+        election_core::lease_row::margin(self.ttl)
     }
 
     /// How long after the instant before a successful claim or renewal was
     /// sent the holder counts its lease as valid: `ttl - margin`.
     pub fn validity(&self) -> Duration {
-        self.ttl - self.margin()
+        election_core::lease_row::validity(self.ttl)
     }
 
     pub(crate) fn ttl_ms(&self) -> i64 {
-        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
+        election_core::lease_row::ttl_ms(self.ttl)
     }
 }
 
