@@ -455,6 +455,32 @@ pub(crate) fn parse_statements(out: &str) -> Result<Vec<StatementStats>> {
         .collect()
 }
 
+/// The statements `pg_stat_statements` counted since its last reset, most
+/// called first, the bench's own reads left out.
+fn read_statements(server: &Server) -> Result<Vec<StatementStats>> {
+    parse_statements(&server.sql(&format!(
+        "SELECT calls, COALESCE(wal_bytes, 0)::bigint, \
+         left(regexp_replace(query, '\\s+', ' ', 'g'), 60) \
+         FROM pg_stat_statements WHERE {OWN_QUERIES} ORDER BY calls DESC"
+    ))?)
+}
+
+/// The `top` most called of `stats` as `N × `text``, per `per` rounds.
+fn top_statements(stats: &[StatementStats], top: usize, per: f64) -> String {
+    stats
+        .iter()
+        .take(top)
+        .map(|q| {
+            format!(
+                "{:.1} × `{}`",
+                q.calls as f64 / per,
+                q.query.replace('`', "'")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Loads `pg_stat_statements` (a restart with it preloaded, then the
 /// extension). `Err` if the server lacks it; the figures then fall back to
 /// `xact_commit`.
@@ -507,6 +533,7 @@ fn lease_set_notes(
     let election = rt.block_on(PostgresElection::connect(&server.url(), options))?;
     let keys: Vec<String> = (0..counts.keys).map(|i| format!("store-{i:05}")).collect();
     let postmaster = server.pid().ok_or("the server is not running")?;
+    let mut reset = true;
     let lease_counts = super::leases::Counts {
         keys: counts.keys,
         window: counts.window,
@@ -521,16 +548,13 @@ fn lease_set_notes(
         &keys,
         lease_counts,
         || {
-            if statements {
+            // Reset at the window's start only: the second call reads it.
+            if statements && std::mem::take(&mut reset) {
                 server.sql("SELECT pg_stat_statements_reset()")?;
             }
             let counters = parse_counters(&server.sql(COUNTERS)?)?;
             let stmts = if statements {
-                parse_statements(&server.sql(&format!(
-                    "SELECT calls, COALESCE(wal_bytes, 0)::bigint, \
-                     left(regexp_replace(query, '\\s+', ' ', 'g'), 60) \
-                     FROM pg_stat_statements WHERE {OWN_QUERIES} ORDER BY calls DESC"
-                ))?)?
+                read_statements(server)?
             } else {
                 Vec::new()
             };
@@ -550,17 +574,11 @@ fn lease_set_notes(
     let statements_text = if statements {
         let calls: u64 = after.1.iter().map(|q| q.calls).sum();
         let wal_bytes: u64 = after.1.iter().map(|q| q.wal_bytes).sum();
-        let top: Vec<String> = after
-            .1
-            .iter()
-            .take(4)
-            .map(|q| format!("{} × `{}`", q.calls, q.query.replace('`', "'")))
-            .collect();
         format!(
-            "{:.2} statements per renew interval by `pg_stat_statements` ({calls} in the window: \
-             {}), which wrote {:.1} KiB of WAL per interval;",
+            "{:.2} statements per renew interval by `pg_stat_statements` ({calls} in the window; \
+             per interval: {}), which wrote {:.1} KiB of WAL per interval;",
             calls as f64 / intervals,
-            top.join(", "),
+            top_statements(&after.1, 4, intervals),
             wal_bytes as f64 / intervals / 1024.0,
         )
     } else {
@@ -648,7 +666,23 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     });
 
     // Clean handover between processes, beside two floors back to back.
+    if statements {
+        server.sql("SELECT pg_stat_statements_reset()")?;
+    }
     let handover = cross(s, &url, Exit::Resign, c.handovers)?;
+    let handover_statements = if statements {
+        let rounds = (c.handovers + c.cross_warm) as f64;
+        let stats = read_statements(&server)?;
+        format!(
+            " Statements on the server per handover (`pg_stat_statements` over the chain, \
+             divided by its {rounds} handovers, so each process's connect, schema check and \
+             renewals included): {:.1} in all, most called: {}.",
+            stats.iter().map(|q| q.calls).sum::<u64>() as f64 / rounds,
+            top_statements(&stats, 6, rounds)
+        )
+    } else {
+        String::new()
+    };
     let what = format!(
         "PostgreSQL: clean handover: resign in A → elected in B (processes; woken by NOTIFY, \
          poll = TTL = {} ms, a backstop)",
@@ -666,7 +700,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     notes.push(format!(
         "PostgreSQL clean handover: A's release commits and notifies, the server delivers the \
          NOTIFY to B's listener, and B claims in one statement. Median {} (min {}, max {}) \
-         against {} for two bare transactions back to back: {:.2}× the floor (target ≤ 2×: {}).",
+         against {} for two bare transactions back to back: {:.2}× the floor (target ≤ 2×: {}).{}",
         ms(measured.median_ns),
         ms(measured.min_ns),
         ms(measured.max_ns),
@@ -677,6 +711,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         } else {
             "missed"
         },
+        handover_statements,
     ));
     rows.push(handover_row);
 
@@ -770,6 +805,14 @@ mod tests {
         );
         assert!(parse_counters("0/100").is_err());
         assert!(parse_counters("0/100|x").is_err());
+        assert_eq!(
+            top_statements(
+                &parse_statements("4|0|SELECT `a`\n2|0|UPDATE b").unwrap(),
+                1,
+                2.0
+            ),
+            "2.0 × `SELECT 'a'`"
+        );
         let rows = parse_statements("3|120|UPDATE election.leases SET a = $1|b\n\n1|0|SELECT 1\n")
             .unwrap();
         assert_eq!(rows.len(), 2);
