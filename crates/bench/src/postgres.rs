@@ -325,6 +325,56 @@ pub(crate) fn in_process(url: &str, n: usize, warmup: usize) -> Result<InProcess
     })
 }
 
+/// `n` clean handovers (after `warmup`) between two elections in this
+/// process, each with its own pool and listener connection (HANDOVER
+/// timings; the poll, a backstop, is the TTL): A holds, B's campaign runs
+/// in a task and is given [`PG_SETTLE`] to wait, then the sample runs from
+/// just before A's `resign()` to B's campaign returning. A and B swap
+/// roles every round. Each epoch must exceed the last.
+pub(crate) fn in_process_handover(url: &str, n: usize, warmup: usize) -> Result<Vec<u64>> {
+    let options = HANDOVER.postgres_options()?;
+    let poll = Duration::from_millis(HANDOVER.poll_ms);
+    runtime()?.block_on(async {
+        let a = PostgresElection::connect(url, options.clone()).await?;
+        let b = PostgresElection::connect(url, options).await?;
+        let name = "handover-in-process";
+        let candidates = [
+            std::sync::Arc::new(a.candidate(name, "bench/a")?.with_poll_interval(poll)?),
+            std::sync::Arc::new(b.candidate(name, "bench/b")?.with_poll_interval(poll)?),
+        ];
+        let mut leader = candidates[0].campaign().await?;
+        let mut epoch = leader.epoch().get();
+        let mut samples = Vec::with_capacity(n);
+        for round in 0..warmup + n {
+            let next = candidates[(round + 1) % 2].clone();
+            let waiting = tokio::spawn(async move {
+                let term = next.campaign().await;
+                (term, Instant::now())
+            });
+            tokio::time::sleep(PG_SETTLE).await;
+            if waiting.is_finished() {
+                return Err("the waiting candidate was elected while the leader held".into());
+            }
+            let t0 = Instant::now();
+            leader.resign().await?;
+            let (term, t1) = waiting.await?;
+            let term = term?;
+            if term.epoch().get() <= epoch {
+                return Err(format!("epoch {} after {epoch}: not increasing", term.epoch()).into());
+            }
+            epoch = term.epoch().get();
+            if round >= warmup {
+                samples.push(ns(t1.saturating_duration_since(t0)));
+            }
+            leader = term;
+        }
+        leader.resign().await?;
+        a.close().await;
+        b.close().await;
+        Ok(samples)
+    })
+}
+
 /// `election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS`: a
 /// candidate of `election-postgres` that speaks the candidate line
 /// protocol (`campaigning`, `elected <epoch> <mono_ns>`, then on `resign`
@@ -715,6 +765,19 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     ));
     rows.push(handover_row);
 
+    let local = step("election-postgres handover within one process", || {
+        in_process_handover(&url, c.handovers, c.cross_warm)
+    })?;
+    let what = "PostgreSQL: clean handover within one process: `resign()` of A → B's campaign \
+                returns (two elections, each with its own pool and listener connection)";
+    rows.push(Row {
+        what: what.into(),
+        measured: summary(&local, what)?,
+        floor: "two bare `UPDATE` transactions back to back (same server)".into(),
+        floor_measured: two,
+        ops_per_s: None,
+    });
+
     // Crash failover, beside the TTL it costs by design.
     let failover = cross(s, &url, Exit::Kill, c.failovers)?;
     let what = format!(
@@ -857,5 +920,6 @@ mod tests {
         assert_eq!((m.fenced.len(), m.unfenced.len()), (3, 3));
         assert_eq!(m.two_floors.len(), 3);
         assert!(m.rates.0 > 0.0 && m.rates.1 > 0.0);
+        assert_eq!(in_process_handover(&server.url(), 2, 1).unwrap().len(), 2);
     }
 }

@@ -310,7 +310,10 @@ has it). Every floor is measured on the same server in the same run:
   to round), so its listener is up; A's release commits a `NOTIFY`, B's
   listener wakes its campaign, and B claims in one statement. Floor: two
   bare `UPDATE` transactions back to back on the same server (the release
-  and the claim; target ≤ 2×).
+  and the claim; target ≤ 2×). *Within one process*: the same handover
+  between two `PostgresElection`s of this process (each its own pool and
+  listener connection, same timings), from just before A's `resign()` to
+  B's campaign returning: no process wake-up or pipe in the path.
 - *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
   to B's `elected` stamp (TTL 1000 ms, renew 300 ms, poll 100 ms), against
   the TTL. A dropped connection does not prove its holder gone, so B takes
