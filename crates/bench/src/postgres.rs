@@ -400,8 +400,14 @@ pub(crate) fn helper(args: &[String]) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", Event::Campaigning)?;
     out.flush()?;
-    let term = rt.block_on(candidate.campaign())?;
-    let at = mono_ns();
+    // The campaign runs as a task on the runtime's worker thread, where the
+    // listener and the pool's I/O run too, and stamps the moment it
+    // returns there.
+    let (term, at) = rt.block_on(rt.spawn(async move {
+        let term = candidate.campaign().await;
+        (term, mono_ns())
+    }))?;
+    let term = term?;
     writeln!(
         out,
         "{}",
