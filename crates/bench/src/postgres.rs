@@ -16,7 +16,8 @@
 //!   handover beside two bare `UPDATE` transactions back to back (the release
 //!   and the claim it cannot avoid), and a crash failover (SIGKILL) beside
 //!   the configured TTL, which it costs by design (a dropped connection does
-//!   not prove a holder gone);
+//!   not prove a holder gone); and the same clean handover between two
+//!   elections within this process, beside the same floor;
 //! - one process holding [`LEASE_KEYS`](super::LEASE_KEYS) keys in one
 //!   lease set at the default TTL: CPU share of this process and of the
 //!   server's processes, statements and WAL bytes per renewal interval
@@ -755,7 +756,8 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     };
     notes.push(format!(
         "PostgreSQL clean handover: A's release commits and notifies, the server delivers the \
-         NOTIFY to B's listener, and B claims in one statement. Median {} (min {}, max {}) \
+         NOTIFY to B's listener, and B reads the row and claims it (one read, one committed \
+         statement). Median {} (min {}, max {}) \
          against {} for two bare transactions back to back: {:.2}× the floor (target ≤ 2×: {}).{}",
         ms(measured.median_ns),
         ms(measured.min_ns),

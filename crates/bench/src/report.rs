@@ -308,7 +308,8 @@ has it). Every floor is measured on the same server in the same run:
   (both `CLOCK_MONOTONIC`). B has waited in its campaign for at least
   100 ms (plus a share of one renew interval that varies evenly from round
   to round), so its listener is up; A's release commits a `NOTIFY`, B's
-  listener wakes its campaign, and B claims in one statement. Floor: two
+  listener wakes its campaign, and B reads the row and claims it (one
+  read, one committed statement). Floor: two
   bare `UPDATE` transactions back to back on the same server (the release
   and the claim; target ≤ 2×). *Within one process*: the same handover
   between two `PostgresElection`s of this process (each its own pool and
