@@ -40,10 +40,11 @@ tasks:
                           --quick: a tenth of the iterations
                           --only: comma-separated subset of
                                   campaign,handover,failover,fencing,sqlite,nats,
-                                  leases,cli
+                                  leases,cli,postgres
                                   (the first three are the file backend's; nats
                                   starts nats-servers with nats-testkit; cli
-                                  times `elect run` beside flock(1))
+                                  times `elect run` beside flock(1); postgres
+                                  starts a server with postgres-testkit)
   torture [--ci | ARGS]    the torture suite: candidate processes, injected faults,
                           a fenced resource and a checker (crates/torture);
                           --ci: each backend for CI's fixed budget and seeds

@@ -1,7 +1,7 @@
 //! The cross-process rows: clean handover (resign in A to elected in B) and
 //! crash failover (SIGKILL of A to elected in B), for the election-file
 //! candidate, the bare OFD lock helper (its floor), the election-sqlite
-//! candidate and the election-nats candidate.
+//! candidate, the election-nats candidate and the election-postgres helper.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -67,6 +67,17 @@ pub(crate) enum Kind {
         /// How often a waiting contender polls (a backstop to its watch),
         /// in milliseconds.
         poll_ms: u64,
+    },
+    /// `election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS`.
+    PostgresHelper {
+        /// The election-bench binary (this one).
+        exe: PathBuf,
+        /// The server's URL.
+        url: String,
+        /// The election name.
+        name: String,
+        /// The lease timings every process of the chain is given.
+        timings: LeaseTimings,
     },
     /// `election-bench helper lock PATH`.
     LockHelper {
@@ -180,6 +191,19 @@ impl Chain {
                 ]);
                 cmd
             }
+            Kind::PostgresHelper {
+                exe,
+                url,
+                name,
+                timings,
+            } => {
+                let mut cmd = Command::new(exe);
+                cmd.args(["helper", "postgres", url, name])
+                    .arg(timings.ttl_ms.to_string())
+                    .arg(timings.renew_ms.to_string())
+                    .arg(timings.poll_ms.to_string());
+                cmd
+            }
             Kind::LockHelper { exe, path } => {
                 let mut cmd = Command::new(exe);
                 cmd.args(["helper", "lock"]).arg(path);
@@ -198,7 +222,10 @@ impl Chain {
     fn checks_epochs(&self) -> bool {
         matches!(
             self.kind,
-            Kind::Candidate { .. } | Kind::SqliteCandidate { .. } | Kind::NatsCandidate { .. }
+            Kind::Candidate { .. }
+                | Kind::SqliteCandidate { .. }
+                | Kind::NatsCandidate { .. }
+                | Kind::PostgresHelper { .. }
         )
     }
 

@@ -7,6 +7,9 @@
 //! EOF) prints `resigning <mono_ns>`, unlocks, prints `resigned <mono_ns>`
 //! and exits 0; `exit` exits at once, leaving the kernel to free the lock.
 //!
+//! `election-bench helper postgres ...` is the PostgreSQL group's candidate
+//! (see [`super::postgres::helper`]).
+//!
 //! `election-bench helper print` is the CLI rows' child: it prints its
 //! `CLOCK_MONOTONIC` stamp and waits for a signal (see [`super::cli`]).
 
@@ -23,7 +26,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let path = match args {
         [mode, path] if mode == "lock" => Path::new(path),
         [mode] if mode == "print" => return super::cli::print_child(),
-        _ => return Err("usage: election-bench helper (lock <path> | print)".into()),
+        [mode, rest @ ..] if mode == "postgres" => return super::postgres::helper(rest),
+        _ => return Err("usage: election-bench helper (lock <path> | print | postgres URL NAME TTL_MS RENEW_MS POLL_MS)".into()),
     };
     let lock = OfdFile::open(path)?;
     let mut out = std::io::stdout().lock();

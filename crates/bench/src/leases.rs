@@ -36,7 +36,7 @@ pub(crate) struct Counts {
 }
 
 /// utime + stime of process `pid` ("self" for this one), in seconds.
-fn cpu_seconds(pid: &str) -> Result<f64> {
+pub(crate) fn cpu_seconds(pid: &str) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command (which may contain spaces) in parentheses.
     let rest = stat
@@ -97,11 +97,11 @@ fn held_rate<K: election_core::KeyedClaims>(
 
 /// What one lease set did: how fast it won its keys, what it cost in the
 /// steady-state window, and how fast `held` answers.
-struct Steady {
-    won_all: Duration,
+pub(crate) struct Steady {
+    pub(crate) won_all: Duration,
     rss_delta: u64,
-    wall: f64,
-    cpu: f64,
+    pub(crate) wall: f64,
+    pub(crate) cpu: f64,
     one: f64,
     all: f64,
     threads: usize,
@@ -110,7 +110,7 @@ struct Steady {
 /// Makes a set with `make`, asks every key, waits until all are held,
 /// then runs `window` (measuring around it: CPU of this process, and
 /// whatever `around` measures before and after) and the `held` rates.
-fn steady<K: election_core::KeyedClaims, T>(
+pub(crate) fn steady<K: election_core::KeyedClaims, T>(
     rt: &tokio::runtime::Runtime,
     make: impl FnOnce() -> Result<election_core::LeaseSet<K>>,
     keys: &[String],
@@ -170,7 +170,7 @@ fn steady<K: election_core::KeyedClaims, T>(
 
 impl Steady {
     /// The memory and `held` notes, for the backend `what`.
-    fn notes(&self, what: &str, keys: usize, notes: &mut Vec<String>) {
+    pub(crate) fn notes(&self, what: &str, keys: usize, notes: &mut Vec<String>) {
         notes.push(format!(
             "Lease set memory ({what}): resident set grew by {:.1} MiB while making the set and \
              winning {keys} keys: {:.0} B per key (RSS delta over keys, allocator slack included).",
@@ -187,7 +187,7 @@ impl Steady {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

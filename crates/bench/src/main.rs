@@ -1,4 +1,4 @@
-//! `election-bench`: latency of the file, SQLite and NATS backends and of
+//! `election-bench`: latency of the file, SQLite, NATS and PostgreSQL backends and of
 //! fencing, each against a floor measured in the same run, written to
 //! `docs/benchmarks.md`.
 //!
@@ -20,6 +20,7 @@ mod host;
 mod leases;
 mod nats;
 mod ofd;
+mod postgres;
 mod report;
 mod sqlite;
 mod stats;
@@ -65,6 +66,10 @@ const NATS_BYTE_BATCH: usize = 200;
 const NATS_FAILOVERS: usize = 10;
 /// NATS crash failovers per topology with `--quick`.
 const NATS_FAILOVERS_QUICK: usize = 3;
+/// Default PostgreSQL crash failovers: each takes about a TTL.
+const PG_FAILOVERS: usize = 20;
+/// PostgreSQL crash failovers with `--quick`.
+const PG_FAILOVERS_QUICK: usize = 5;
 /// Keys the lease-set figures hold in one process (issue 5's scale).
 const LEASE_KEYS: usize = 10_000;
 /// The lease-set steady-state window: several renew intervals (5 s).
@@ -89,8 +94,8 @@ const BUILD: [&str; 9] = [
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 8] = [
-    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "cli",
+const GROUPS: [&str; 9] = [
+    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "cli", "postgres",
 ];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
@@ -279,6 +284,24 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         failover_warm: 1,
     };
 
+    let pg_counts = postgres::Counts {
+        in_process,
+        warm,
+        handovers: cross,
+        failovers: if o.quick {
+            PG_FAILOVERS_QUICK
+        } else {
+            PG_FAILOVERS
+        },
+        cross_warm,
+        keys: LEASE_KEYS,
+        window: if o.quick {
+            LEASE_WINDOW_QUICK
+        } else {
+            LEASE_WINDOW
+        },
+    };
+
     let cli_counts = cli::Counts {
         rounds: o.scale(CLI_ROUNDS),
         lease_failovers: if o.quick {
@@ -359,6 +382,15 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         leases::sqlite_notes(counts, dir, &mut notes)?;
     }
 
+    if o.wants("postgres") {
+        let setup = postgres::Setup {
+            exe: &exe,
+            log: &log,
+            counts: pg_counts,
+        };
+        postgres::rows(&setup, &mut rows, &mut notes)?;
+    }
+
     if o.wants("cli") {
         let setup = cli::Setup {
             dir,
@@ -379,7 +411,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             "{in_process} in-process campaigns, lock floors and file-fence ops \
              (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
              each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
-             (+{warm} warm-up){}{}{}{}",
+             (+{warm} warm-up){}{}{}{}{}",
             if o.wants("sqlite") {
                 format!(
                     "; SQLite: {in_process} in-process campaigns, renewals and fenced \
@@ -421,6 +453,24 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     cli_counts.warm,
                     cli_counts.lease_failovers,
                     cli::SETTLE.as_millis()
+                )
+            } else {
+                String::new()
+            },
+            if o.wants("postgres") {
+                let p = pg_counts;
+                format!(
+                    "; PostgreSQL (one local server): {} in-process campaigns, renewals, \
+                     double floor transactions and fenced writes, each interleaved with its \
+                     floor (+{} warm-up), {} handovers and {} failovers (+{} warm-up each), \
+                     {} keys in one lease set for a {} s window",
+                    p.in_process,
+                    p.warm,
+                    p.handovers,
+                    p.failovers,
+                    p.cross_warm,
+                    p.keys,
+                    p.window.as_secs()
                 )
             } else {
                 String::new()
@@ -631,6 +681,9 @@ mod tests {
         assert!(Options::parse(&args(&[])).unwrap().wants("nats"));
         let o = Options::parse(&args(&["--quick", "--only", "cli"])).unwrap();
         assert!(o.wants("cli") && !o.wants("nats") && o.scale(CLI_ROUNDS) == 10);
+        let o = Options::parse(&args(&["--quick", "--only", "postgres"])).unwrap();
+        assert!(o.wants("postgres") && !o.wants("sqlite") && !o.wants("leases"));
+        assert!(Options::parse(&args(&[])).unwrap().wants("postgres"));
         assert!(Options::parse(&args(&["--out"])).is_err());
         // `--via` is taken only first, by `main`: anywhere else it is unknown.
         assert!(Options::parse(&args(&["--quick", "--via", "c"])).is_err());

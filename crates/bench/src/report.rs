@@ -277,6 +277,61 @@ given all three URLs, connected to one of them). Every floor is a bare
   renewals), on R3 also between the servers; the traffic per term-minute
   at the default renew interval is worked out below the table.
 
+PostgreSQL backend (`election-postgres`), on one real server that
+`postgres-testkit` starts (Debian's PostgreSQL 15, `fsync = on`, TCP on
+127.0.0.1, `pg_stat_statements` preloaded by a restart when the server
+has it). Every floor is measured on the same server in the same run:
+
+- floor of the in-process rows: a bare `UPDATE bench_floor SET v = v + 1
+  WHERE id = 1`, its own (autocommit) transaction, through the election's
+  own pool (`election.pool()`): one round trip and one durable commit,
+  which a claim, a renewal and a release each cannot avoid. Interleaved
+  round by round with each row (which goes first alternates).
+- *uncontested campaign*: `Candidate::campaign()` of a `PostgresClaim`
+  nobody else contests (TTL 600 s, renew 240 s, so a term's renewal loop
+  never runs during it; every campaign must win a higher epoch than the
+  last); *+ resign* adds `Term::resign()`, the release statement.
+- *lease renewal*: `Term::confirm` on a live term won by a real campaign:
+  the commit-point check, which runs the renewal statement (the one the
+  renewal loop runs for every held key at once) for the one key: a
+  conditional `UPDATE` that bumps the renewal version, so it renews the
+  lease.
+- *fenced write*: `BEGIN`, `PostgresFence::advance_in` with a live term's
+  token (the same token every time, as one term's writes carry), `INSERT
+  INTO bench_data (v) VALUES ($1)`, `COMMIT`; the floor is the same
+  transaction without `advance_in`, interleaved (target ≤ 1.15×). ops/s is
+  from a separate batch of the same size of each.
+- *clean handover*: separate `election-bench helper postgres` processes (a
+  candidate of the bench's own on `election-postgres` that speaks the
+  candidate line protocol; TTL 2000 ms, renew 500 ms, poll 2000 ms: the
+  TTL, only a backstop); from A's `resigning` stamp to B's `elected` stamp
+  (both `CLOCK_MONOTONIC`). B has waited in its campaign for at least
+  100 ms (plus a share of one renew interval that varies evenly from round
+  to round), so its listener is up; A's release commits a `NOTIFY`, B's
+  listener wakes its campaign, and B reads the row and claims it (one
+  read, one committed statement). Floor: two
+  bare `UPDATE` transactions back to back on the same server (the release
+  and the claim; target ≤ 2×). *Within one process*: the same handover
+  between two `PostgresElection`s of this process (each its own pool and
+  listener connection, same timings), from just before A's `resign()` to
+  B's campaign returning: no process wake-up or pipe in the path.
+- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
+  to B's `elected` stamp (TTL 1000 ms, renew 300 ms, poll 100 ms), against
+  the TTL. A dropped connection does not prove its holder gone, so B takes
+  the row over only after it has itself seen the row unrenewed for a full
+  TTL on its own monotonic clock: expect between TTL − renew interval and
+  TTL + poll interval. The pause before the kill (20 ms plus a share of one
+  renew interval) makes the kill land at every phase of A's renewals.
+- *lease set* (below the table): one process holds 10,000 keys in one
+  `PostgresLeases` set at the default options (TTL 15 s, renew every 5 s)
+  and is left alone for a window (60 s, 15 s with `--quick`): CPU of this
+  process and of the server's processes from `/proc/<pid>/stat`, the
+  statements and the WAL bytes they wrote from `pg_stat_statements` (reset
+  at the window's start; the bench's own reads excluded), the database's
+  committed transactions from `pg_stat_database.xact_commit` (which
+  backends flush lazily) and the WAL the server wrote from
+  `pg_current_wal_lsn()`.
+
 Fencing:
 
 - *fence advance*: `Fence::advance` with a higher token every call (every

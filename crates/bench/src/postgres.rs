@@ -1,0 +1,933 @@
+//! The PostgreSQL group (`--only postgres`): every row on one real server
+//! started by `postgres-testkit` (Debian's PostgreSQL, `fsync = on`, TCP on
+//! 127.0.0.1), each beside a floor measured in the same run on the same
+//! server:
+//!
+//! - in process, each interleaved round by round with its floor (which of
+//!   the two goes first alternates): an uncontested campaign (and the
+//!   campaign followed by a resign) and one lease renewal (the commit-point
+//!   check [`Term::confirm`](election_core::Term::confirm), which runs the
+//!   renewal statement for the one key), beside a bare `UPDATE` of one row in
+//!   its own transaction on the election's pool; and a fenced write
+//!   ([`PostgresFence::advance_in`] and an `INSERT` in one transaction)
+//!   beside the same transaction without the fence;
+//! - across processes (`election-bench helper postgres`, a candidate of
+//!   this crate's own that speaks the candidate line protocol): a clean
+//!   handover beside two bare `UPDATE` transactions back to back (the release
+//!   and the claim it cannot avoid), and a crash failover (SIGKILL) beside
+//!   the configured TTL, which it costs by design (a dropped connection does
+//!   not prove a holder gone); and the same clean handover between two
+//!   elections within this process, beside the same floor;
+//! - one process holding [`LEASE_KEYS`](super::LEASE_KEYS) keys in one
+//!   lease set at the default TTL: CPU share of this process and of the
+//!   server's processes, statements and WAL bytes per renewal interval
+//!   (from `pg_stat_statements`, loaded at the server's restart, else from
+//!   `pg_stat_database.xact_commit`), and WAL written (`pg_current_wal_lsn`).
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use candidate_testkit::protocol::{Command, Event};
+use election_postgres::{PostgresElection, PostgresFence, PostgresOptions};
+use fencing::{ResourceName, Token};
+use postgres_testkit::Server;
+use sqlx::PgPool;
+
+use super::handover::{Chain, Exit, Kind, LeaseTimings};
+use super::ofd::mono_ns;
+use super::report::Row;
+use super::stats::ns;
+use super::{SETTLE, step, summary};
+use crate::Result;
+
+/// The lease timings of the handover chain: a waiting contender is woken by
+/// the release's `NOTIFY`; the poll interval is the TTL, only a backstop,
+/// so no poll setting is involved in a clean handover.
+pub(crate) const HANDOVER: LeaseTimings = LeaseTimings {
+    ttl_ms: 2000,
+    renew_ms: 500,
+    poll_ms: 2000,
+};
+
+/// The lease timings of the failover chain: a killed holder's row is taken
+/// over only after the contender has seen it unrenewed for a full TTL on its
+/// own clock, checked at every poll: expect TTL plus up to a poll interval.
+pub(crate) const FAILOVER: LeaseTimings = LeaseTimings {
+    ttl_ms: 1000,
+    renew_ms: 300,
+    poll_ms: 100,
+};
+
+/// How long a new waiter is given to block in its campaign (and to start
+/// listening) before the leader resigns: longer than [`SETTLE`], since the
+/// helper connects and `LISTEN`s on a connection of its own.
+const PG_SETTLE: Duration = Duration::from_millis(100);
+
+/// The statement of the floor, on a one-row table of the bench's own.
+const FLOOR_UPDATE: &str = "UPDATE bench_floor SET v = v + 1 WHERE id = 1";
+
+/// The write of the fenced-write rows.
+const WRITE: &str = "INSERT INTO bench_data (v) VALUES ($1)";
+
+/// The floor's name in the table.
+const FLOOR: &str =
+    "bare `UPDATE bench_floor …` in its own transaction (same server and pool, interleaved)";
+
+/// The iteration counts of the PostgreSQL group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counts {
+    /// In-process rounds (each with its floor).
+    pub(crate) in_process: usize,
+    /// Their warm-up rounds.
+    pub(crate) warm: usize,
+    /// Cross-process handovers.
+    pub(crate) handovers: usize,
+    /// Crash failovers: each costs about a TTL.
+    pub(crate) failovers: usize,
+    /// Warm-up rounds of each chain.
+    pub(crate) cross_warm: usize,
+    /// Keys in the lease set.
+    pub(crate) keys: usize,
+    /// The lease set's steady-state window.
+    pub(crate) window: Duration,
+}
+
+/// Where the group runs and with what.
+#[derive(Debug)]
+pub(crate) struct Setup<'a> {
+    /// `election-bench` itself, for the candidate helper.
+    pub(crate) exe: &'a Path,
+    /// Where the children's stderr goes.
+    pub(crate) log: &'a Path,
+    /// How many of each.
+    pub(crate) counts: Counts,
+}
+
+/// The in-process rows' options: a renewal interval longer than the run,
+/// so a term's own renewal loop never competes with the timed statements.
+fn in_process_options() -> Result<PostgresOptions> {
+    Ok(PostgresOptions::new(
+        Duration::from_secs(600),
+        Duration::from_secs(240),
+    )?)
+}
+
+impl LeaseTimings {
+    fn postgres_options(&self) -> Result<PostgresOptions> {
+        Ok(PostgresOptions::new(
+            Duration::from_millis(self.ttl_ms),
+            Duration::from_millis(self.renew_ms),
+        )?)
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?)
+}
+
+/// Connects an election at `url` with `options` and creates the bench's
+/// own tables (outside the election's schema, as an application's).
+async fn open(url: &str, options: PostgresOptions) -> Result<PostgresElection> {
+    let election = PostgresElection::connect(url, options).await?;
+    let pool = election.pool();
+    for sql in [
+        "CREATE TABLE IF NOT EXISTS bench_floor (id int PRIMARY KEY, v bigint NOT NULL)",
+        "INSERT INTO bench_floor (id, v) VALUES (1, 0) ON CONFLICT DO NOTHING",
+        "CREATE TABLE IF NOT EXISTS bench_data (id bigserial PRIMARY KEY, v bigint NOT NULL)",
+    ] {
+        sqlx::query(sql).execute(pool).await?;
+    }
+    Ok(election)
+}
+
+/// The floor: one `UPDATE` of one row, its own (autocommit) transaction.
+async fn bare_transaction(pool: &PgPool) -> Result<()> {
+    let done = sqlx::query(FLOOR_UPDATE).execute(pool).await?;
+    if done.rows_affected() != 1 {
+        return Err("the floor's UPDATE matched no row".into());
+    }
+    Ok(())
+}
+
+async fn timed(op: impl Future<Output = Result<()>>) -> Result<u64> {
+    let t0 = Instant::now();
+    op.await?;
+    Ok(ns(t0.elapsed()))
+}
+
+/// Runs `warmup + n` rounds of `floor(i)` and `measured(i)`, alternating
+/// which goes first, and times each: `(floor, measured)` of the last `n`.
+async fn paired(
+    n: usize,
+    warmup: usize,
+    mut floor: impl AsyncFnMut(usize) -> Result<()>,
+    mut measured: impl AsyncFnMut(usize) -> Result<()>,
+) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut floors = Vec::with_capacity(n);
+    let mut measures = Vec::with_capacity(n);
+    for round in 0..warmup + n {
+        let (f, m) = if round % 2 == 0 {
+            let f = timed(floor(round)).await?;
+            (f, timed(measured(round)).await?)
+        } else {
+            let m = timed(measured(round)).await?;
+            (timed(floor(round)).await?, m)
+        };
+        if round >= warmup {
+            floors.push(f);
+            measures.push(m);
+        }
+    }
+    Ok((floors, measures))
+}
+
+/// Samples of the in-process rows.
+#[derive(Debug, Default)]
+pub(crate) struct InProcess {
+    /// The floor interleaved with the campaigns.
+    pub(crate) campaign_floor: Vec<u64>,
+    /// `candidate.campaign()` alone.
+    pub(crate) campaign: Vec<u64>,
+    /// `candidate.campaign()` then `term.resign()`.
+    pub(crate) campaign_resign: Vec<u64>,
+    /// The floor interleaved with the renewals.
+    pub(crate) renewal_floor: Vec<u64>,
+    /// `term.confirm()`: one conditional renewal.
+    pub(crate) renewal: Vec<u64>,
+    /// Two floor transactions back to back (the handover's floor).
+    pub(crate) two_floors: Vec<u64>,
+    /// `BEGIN; advance_in; INSERT; COMMIT`.
+    pub(crate) fenced: Vec<u64>,
+    /// `BEGIN; INSERT; COMMIT`.
+    pub(crate) unfenced: Vec<u64>,
+    /// Fenced and unfenced writes per second, in batches of `n`.
+    pub(crate) rates: (f64, f64),
+}
+
+/// The guarded write: one `INSERT` in a transaction, after
+/// `PostgresFence::advance_in` with `token` if there is one.
+async fn write(
+    pool: &PgPool,
+    fence: Option<(&PostgresFence, &ResourceName, Token)>,
+    v: usize,
+) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    if let Some((fence, resource, token)) = fence {
+        fence.advance_in(&mut tx, resource, token).await?;
+    }
+    sqlx::query(WRITE)
+        .bind(i64::try_from(v)?)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Writes per second over `n` [`write`]s in a row.
+async fn rate(
+    pool: &PgPool,
+    fence: Option<(&PostgresFence, &ResourceName, Token)>,
+    n: usize,
+) -> Result<f64> {
+    let t0 = Instant::now();
+    for i in 0..n {
+        write(pool, fence, i).await?;
+    }
+    Ok(n as f64 / t0.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// The in-process rows on the server at `url`: campaigns (each checked to
+/// win a higher epoch than the last), renewals of a real term, two floors
+/// back to back, fenced and unfenced writes.
+pub(crate) fn in_process(url: &str, n: usize, warmup: usize) -> Result<InProcess> {
+    let options = in_process_options()?;
+    runtime()?.block_on(async {
+        let election = open(url, options).await?;
+        let pool = election.pool();
+        let mut out = InProcess::default();
+
+        let candidate = election.candidate("campaign", "bench/a")?;
+        let mut last_epoch = 0;
+        let campaign = &mut out.campaign;
+        let (floor, both) = paired(
+            n,
+            warmup,
+            async |_| bare_transaction(pool).await,
+            async |round| {
+                let t0 = Instant::now();
+                let term = candidate.campaign().await?;
+                let t1 = Instant::now();
+                term.resign().await?;
+                let epoch = term.epoch().get();
+                if epoch <= last_epoch {
+                    return Err(format!("epoch {epoch} after {last_epoch}: not increasing").into());
+                }
+                last_epoch = epoch;
+                if round >= warmup {
+                    campaign.push(ns(t1 - t0));
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        out.campaign_floor = floor;
+        out.campaign_resign = both;
+
+        let term = election.candidate("renewal", "bench/a")?.campaign().await?;
+        let (floor, renewal) = paired(
+            n,
+            warmup,
+            async |_| bare_transaction(pool).await,
+            async |_| Ok(term.confirm().await?),
+        )
+        .await?;
+        if term.is_lost() {
+            return Err("the term was lost during the renewals".into());
+        }
+        term.resign().await?;
+        out.renewal_floor = floor;
+        out.renewal = renewal;
+
+        for round in 0..warmup + n {
+            let t = timed(async {
+                bare_transaction(pool).await?;
+                bare_transaction(pool).await
+            })
+            .await?;
+            if round >= warmup {
+                out.two_floors.push(t);
+            }
+        }
+
+        let term = election.candidate("writer", "bench/a")?.campaign().await?;
+        let token = Token::issue(&term)?;
+        let resource = ResourceName::new("bench_data")?;
+        let fence = election.fence();
+        let fenced = Some((&fence, &resource, token));
+        let (unfenced, fenced_samples) = paired(
+            n,
+            warmup,
+            async |i| write(pool, None, i).await,
+            async |i| write(pool, fenced, i).await,
+        )
+        .await?;
+        out.fenced = fenced_samples;
+        out.unfenced = unfenced;
+        let fenced_rate = rate(pool, fenced, n).await?;
+        let unfenced_rate = rate(pool, None, n).await?;
+        out.rates = (fenced_rate, unfenced_rate);
+        term.resign().await?;
+        election.close().await;
+        Ok(out)
+    })
+}
+
+/// `n` clean handovers (after `warmup`) between two elections in this
+/// process, each with its own pool and listener connection (HANDOVER
+/// timings; the poll, a backstop, is the TTL): A holds, B's campaign runs
+/// in a task and is given [`PG_SETTLE`] to wait, then the sample runs from
+/// just before A's `resign()` to B's campaign returning. A and B swap
+/// roles every round. Each epoch must exceed the last.
+pub(crate) fn in_process_handover(url: &str, n: usize, warmup: usize) -> Result<Vec<u64>> {
+    let options = HANDOVER.postgres_options()?;
+    let poll = Duration::from_millis(HANDOVER.poll_ms);
+    runtime()?.block_on(async {
+        let a = PostgresElection::connect(url, options.clone()).await?;
+        let b = PostgresElection::connect(url, options).await?;
+        let name = "handover-in-process";
+        let candidates = [
+            std::sync::Arc::new(a.candidate(name, "bench/a")?.with_poll_interval(poll)?),
+            std::sync::Arc::new(b.candidate(name, "bench/b")?.with_poll_interval(poll)?),
+        ];
+        let mut leader = candidates[0].campaign().await?;
+        let mut epoch = leader.epoch().get();
+        let mut samples = Vec::with_capacity(n);
+        for round in 0..warmup + n {
+            let next = candidates[(round + 1) % 2].clone();
+            let waiting = tokio::spawn(async move {
+                let term = next.campaign().await;
+                (term, Instant::now())
+            });
+            tokio::time::sleep(PG_SETTLE).await;
+            if waiting.is_finished() {
+                return Err("the waiting candidate was elected while the leader held".into());
+            }
+            let t0 = Instant::now();
+            leader.resign().await?;
+            let (term, t1) = waiting.await?;
+            let term = term?;
+            if term.epoch().get() <= epoch {
+                return Err(format!("epoch {} after {epoch}: not increasing", term.epoch()).into());
+            }
+            epoch = term.epoch().get();
+            if round >= warmup {
+                samples.push(ns(t1.saturating_duration_since(t0)));
+            }
+            leader = term;
+        }
+        leader.resign().await?;
+        a.close().await;
+        b.close().await;
+        Ok(samples)
+    })
+}
+
+/// `election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS`: a
+/// candidate of `election-postgres` that speaks the candidate line
+/// protocol (`campaigning`, `elected <epoch> <mono_ns>`, then on `resign`
+/// or EOF `resigning <mono_ns>`, the release, `resigned <mono_ns>`; `exit`
+/// exits at once). Its identity is `bench/<pid>`.
+pub(crate) fn helper(args: &[String]) -> Result<()> {
+    let [url, name, ttl, renew, poll] = args else {
+        return Err(
+            "usage: election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS".into(),
+        );
+    };
+    let timings = LeaseTimings {
+        ttl_ms: ttl.parse()?,
+        renew_ms: renew.parse()?,
+        poll_ms: poll.parse()?,
+    };
+    let rt = runtime()?;
+    let election = rt.block_on(PostgresElection::connect(url, timings.postgres_options()?))?;
+    let identity = format!("bench/{}", std::process::id());
+    let candidate = election
+        .candidate(name, &identity)?
+        .with_poll_interval(Duration::from_millis(timings.poll_ms))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", Event::Campaigning)?;
+    out.flush()?;
+    // The campaign runs as a task on the runtime's worker thread, where the
+    // listener and the pool's I/O run too, and stamps the moment it
+    // returns there.
+    let (term, at) = rt.block_on(rt.spawn(async move {
+        let term = candidate.campaign().await;
+        (term, mono_ns())
+    }))?;
+    let term = term?;
+    writeln!(
+        out,
+        "{}",
+        Event::Elected {
+            epoch: term.epoch().get(),
+            at
+        }
+    )?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        match line.trim().parse::<Command>() {
+            Ok(Command::Resign) => break,
+            Ok(Command::Exit) => std::process::exit(0),
+            _ if line.trim().is_empty() => {}
+            _ => return Err(format!("election-bench helper: unknown command {line:?}").into()),
+        }
+    }
+    writeln!(out, "{}", Event::Resigning(mono_ns()))?;
+    out.flush()?;
+    rt.block_on(term.resign())?;
+    writeln!(out, "{}", Event::Resigned(mono_ns()))?;
+    out.flush()?;
+    rt.block_on(election.close());
+    Ok(())
+}
+
+/// A position in the WAL (`pg_current_wal_lsn()`, `X/Y` in hex) in bytes.
+pub(crate) fn parse_lsn(lsn: &str) -> Result<u64> {
+    let (hi, lo) = lsn
+        .trim()
+        .split_once('/')
+        .ok_or_else(|| format!("not an LSN: {lsn:?}"))?;
+    let hi = u64::from_str_radix(hi, 16).map_err(|e| format!("LSN {lsn:?}: {e}"))?;
+    let lo = u64::from_str_radix(lo, 16).map_err(|e| format!("LSN {lsn:?}: {e}"))?;
+    if hi > u64::from(u32::MAX) || lo > u64::from(u32::MAX) {
+        return Err(format!("LSN {lsn:?} out of range").into());
+    }
+    Ok((hi << 32) | lo)
+}
+
+/// What the server says at one moment: the WAL position and the database's
+/// committed transactions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ServerCounters {
+    /// `pg_current_wal_lsn()` in bytes.
+    pub(crate) wal: u64,
+    /// `pg_stat_database.xact_commit` of the bench's database.
+    pub(crate) commits: u64,
+}
+
+/// The query whose output [`parse_counters`] reads.
+const COUNTERS: &str = "SELECT pg_current_wal_lsn(), xact_commit FROM pg_stat_database \
+     WHERE datname = current_database()";
+
+/// Parses `psql -At` output of [`COUNTERS`]: `LSN|COMMITS`.
+pub(crate) fn parse_counters(out: &str) -> Result<ServerCounters> {
+    let (lsn, commits) = out
+        .trim()
+        .split_once('|')
+        .ok_or_else(|| format!("unexpected counters {out:?}"))?;
+    Ok(ServerCounters {
+        wal: parse_lsn(lsn)?,
+        commits: commits
+            .trim()
+            .parse()
+            .map_err(|e| format!("xact_commit {commits:?}: {e}"))?,
+    })
+}
+
+/// One statement's share of the window, from `pg_stat_statements`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StatementStats {
+    /// Times it ran.
+    pub(crate) calls: u64,
+    /// WAL bytes it wrote.
+    pub(crate) wal_bytes: u64,
+    /// Its normalised text, shortened.
+    pub(crate) query: String,
+}
+
+/// The statements the bench's own measuring runs mention one of these.
+const OWN_QUERIES: &str = "query NOT LIKE '%pg_stat%' AND query NOT LIKE '%pg_current_wal%'";
+
+/// Parses `psql -At` rows `CALLS|WAL_BYTES|QUERY`.
+pub(crate) fn parse_statements(out: &str) -> Result<Vec<StatementStats>> {
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut parts = l.splitn(3, '|');
+            let (Some(calls), Some(wal), Some(query)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(format!("unexpected pg_stat_statements row {l:?}").into());
+            };
+            Ok(StatementStats {
+                calls: calls.trim().parse()?,
+                wal_bytes: wal.trim().parse()?,
+                query: query.trim().to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The statements `pg_stat_statements` counted since its last reset, most
+/// called first, the bench's own reads left out.
+fn read_statements(server: &Server) -> Result<Vec<StatementStats>> {
+    parse_statements(&server.sql(&format!(
+        "SELECT calls, COALESCE(wal_bytes, 0)::bigint, \
+         left(regexp_replace(query, '\\s+', ' ', 'g'), 60) \
+         FROM pg_stat_statements WHERE {OWN_QUERIES} ORDER BY calls DESC"
+    ))?)
+}
+
+/// The `top` most called of `stats` as `N × `text``, per `per` rounds.
+fn top_statements(stats: &[StatementStats], top: usize, per: f64) -> String {
+    stats
+        .iter()
+        .take(top)
+        .map(|q| {
+            format!(
+                "{:.1} × `{}`",
+                q.calls as f64 / per,
+                q.query.replace('`', "'")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Loads `pg_stat_statements` (a restart with it preloaded, then the
+/// extension). `Err` if the server lacks it; the figures then fall back to
+/// `xact_commit`.
+fn enable_statements(server: &mut Server) -> Result<()> {
+    server.sql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")?;
+    server.restart()?;
+    server.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
+    Ok(())
+}
+
+/// utime + stime, in seconds, of every child of the postmaster `pid` alive
+/// now, by child pid.
+fn server_cpu(pid: u32) -> Result<std::collections::HashMap<u32, f64>> {
+    let mut out = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Some(child) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if (ppid == Some(pid) || child == pid)
+            && let Ok(cpu) = super::leases::cpu_seconds(&child.to_string())
+        {
+            out.insert(child, cpu);
+        }
+    }
+    Ok(out)
+}
+
+/// The lease-set figures on `server`: one process holds `counts.keys` keys
+/// at the default options for `counts.window`.
+fn lease_set_notes(
+    server: &Server,
+    statements: bool,
+    counts: Counts,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let rt = super::leases::runtime()?;
+    let options = PostgresOptions::default();
+    let (ttl, renew) = (options.ttl(), options.renew_interval());
+    let election = rt.block_on(PostgresElection::connect(&server.url(), options))?;
+    let keys: Vec<String> = (0..counts.keys).map(|i| format!("store-{i:05}")).collect();
+    let postmaster = server.pid().ok_or("the server is not running")?;
+    let mut reset = true;
+    let lease_counts = super::leases::Counts {
+        keys: counts.keys,
+        window: counts.window,
+        held_run: Duration::from_millis(500),
+    };
+    let (s, before, after) = super::leases::steady(
+        &rt,
+        || {
+            let _in_runtime = rt.enter();
+            Ok(election.lease_set("bench-node/1")?)
+        },
+        &keys,
+        lease_counts,
+        || {
+            // Reset at the window's start only: the second call reads it.
+            if statements && std::mem::take(&mut reset) {
+                server.sql("SELECT pg_stat_statements_reset()")?;
+            }
+            let counters = parse_counters(&server.sql(COUNTERS)?)?;
+            let stmts = if statements {
+                read_statements(server)?
+            } else {
+                Vec::new()
+            };
+            Ok((counters, stmts, server_cpu(postmaster)?))
+        },
+    )?;
+    rt.block_on(election.close());
+    let intervals = s.wall / renew.as_secs_f64();
+    let wal = (after.0.wal - before.0.wal) as f64 / intervals;
+    let commits = (after.0.commits.saturating_sub(before.0.commits)) as f64 / intervals;
+    let server_cpu: f64 = after
+        .2
+        .iter()
+        .filter_map(|(pid, cpu)| before.2.get(pid).map(|b| cpu - b))
+        .sum();
+    let share = 100.0 * s.cpu / s.wall;
+    let statements_text = if statements {
+        let calls: u64 = after.1.iter().map(|q| q.calls).sum();
+        let wal_bytes: u64 = after.1.iter().map(|q| q.wal_bytes).sum();
+        format!(
+            "{:.2} statements per renew interval by `pg_stat_statements` ({calls} in the window; \
+             per interval: {}), which wrote {:.1} KiB of WAL per interval;",
+            calls as f64 / intervals,
+            top_statements(&after.1, 4, intervals),
+            wal_bytes as f64 / intervals / 1024.0,
+        )
+    } else {
+        "(`pg_stat_statements` could not be loaded: statements not counted);".to_owned()
+    };
+    notes.push(format!(
+        "Lease set on PostgreSQL (one local server, TTL {ttl:?}, renew every {renew:?}), {} keys \
+         held by one process: won all in {:.2} s from a standing start; over a {:.0} s \
+         steady-state window ({intervals:.1} renew intervals) the process used {share:.2}% of one \
+         core (CPU {:.3} s; goal under 1%: {}) and the server's processes {:.2}%; {statements_text} \
+         the server committed {commits:.1} transactions per interval (`pg_stat_database.xact_commit`, \
+         flushed lazily by the backends, the bench's own reads included) and its WAL moved \
+         {:.1} KiB per interval (`pg_current_wal_lsn`, everything the server wrote).",
+        keys.len(),
+        s.won_all.as_secs_f64(),
+        s.wall,
+        s.cpu,
+        if share < 1.0 { "met" } else { "missed" },
+        100.0 * server_cpu / s.wall,
+        wal / 1024.0,
+    ));
+    s.notes("PostgreSQL", keys.len(), notes);
+    Ok(())
+}
+
+/// Nanoseconds as milliseconds, to 10 µs below 10 ms.
+fn ms(ns: u64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms < 10.0 {
+        format!("{ms:.2} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// Measures the PostgreSQL group: starts a server, pushes its rows, and the
+/// figures derived from them to `notes`.
+pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()> {
+    let c = s.counts;
+    let mut server = step("start a PostgreSQL server", || Ok(Server::start()?))?;
+    let statements = match enable_statements(&mut server) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("bench: warning: pg_stat_statements unavailable ({e}); counting commits");
+            false
+        }
+    };
+    let url = server.url();
+
+    let m = step("PostgreSQL in-process rows, each with its floor", || {
+        in_process(&url, c.in_process, c.warm)
+    })?;
+    for (what, samples, floor) in [
+        (
+            "PostgreSQL: uncontested campaign (in-process)",
+            &m.campaign,
+            &m.campaign_floor,
+        ),
+        (
+            "PostgreSQL: uncontested campaign + resign (in-process)",
+            &m.campaign_resign,
+            &m.campaign_floor,
+        ),
+        (
+            "PostgreSQL: lease renewal, one statement (`Term::confirm`, in-process)",
+            &m.renewal,
+            &m.renewal_floor,
+        ),
+    ] {
+        rows.push(Row {
+            what: what.into(),
+            measured: summary(samples, what)?,
+            floor: FLOOR.into(),
+            floor_measured: summary(floor, "bare transaction")?,
+            ops_per_s: None,
+        });
+    }
+    let what = "PostgreSQL: fenced write: `advance_in` + INSERT in one transaction";
+    rows.push(Row {
+        what: what.into(),
+        measured: summary(&m.fenced, what)?,
+        floor: "the same INSERT transaction without the fence (interleaved)".into(),
+        floor_measured: summary(&m.unfenced, "unfenced write")?,
+        ops_per_s: Some(m.rates),
+    });
+
+    // Clean handover between processes, beside two floors back to back.
+    if statements {
+        server.sql("SELECT pg_stat_statements_reset()")?;
+    }
+    let handover = cross(s, &url, Exit::Resign, c.handovers)?;
+    let handover_statements = if statements {
+        let rounds = (c.handovers + c.cross_warm) as f64;
+        let stats = read_statements(&server)?;
+        format!(
+            " Statements on the server per handover (`pg_stat_statements` over the chain, \
+             divided by its {rounds} handovers, so each process's connect, schema check and \
+             renewals included): {:.1} in all, most called: {}.",
+            stats.iter().map(|q| q.calls).sum::<u64>() as f64 / rounds,
+            top_statements(&stats, 6, rounds)
+        )
+    } else {
+        String::new()
+    };
+    let what = format!(
+        "PostgreSQL: clean handover: resign in A → elected in B (processes; woken by NOTIFY, \
+         poll = TTL = {} ms, a backstop)",
+        HANDOVER.poll_ms
+    );
+    let two = summary(&m.two_floors, "two bare transactions")?;
+    let measured = summary(&handover, &what)?;
+    let handover_row = Row {
+        what,
+        measured,
+        floor: "two bare `UPDATE` transactions back to back (same server)".into(),
+        floor_measured: two,
+        ops_per_s: None,
+    };
+    notes.push(format!(
+        "PostgreSQL clean handover: A's release commits and notifies, the server delivers the \
+         NOTIFY to B's listener, and B reads the row and claims it (one read, one committed \
+         statement). Median {} (min {}, max {}) \
+         against {} for two bare transactions back to back: {:.2}× the floor (target ≤ 2×: {}).{}",
+        ms(measured.median_ns),
+        ms(measured.min_ns),
+        ms(measured.max_ns),
+        ms(two.median_ns),
+        handover_row.ratio(),
+        if handover_row.ratio() <= 2.0 {
+            "met"
+        } else {
+            "missed"
+        },
+        handover_statements,
+    ));
+    rows.push(handover_row);
+
+    let local = step("election-postgres handover within one process", || {
+        in_process_handover(&url, c.handovers, c.cross_warm)
+    })?;
+    let what = "PostgreSQL: clean handover within one process: `resign()` of A → B's campaign \
+                returns (two elections, each with its own pool and listener connection)";
+    rows.push(Row {
+        what: what.into(),
+        measured: summary(&local, what)?,
+        floor: "two bare `UPDATE` transactions back to back (same server)".into(),
+        floor_measured: two,
+        ops_per_s: None,
+    });
+
+    // Crash failover, beside the TTL it costs by design.
+    let failover = cross(s, &url, Exit::Kill, c.failovers)?;
+    let what = format!(
+        "PostgreSQL: crash failover: SIGKILL of A → elected in B (processes; TTL {} ms, renew {} \
+         ms, poll {} ms)",
+        FAILOVER.ttl_ms, FAILOVER.renew_ms, FAILOVER.poll_ms
+    );
+    let measured = summary(&failover, &what)?;
+    notes.push(format!(
+        "PostgreSQL crash failover of a killed holder: min {}, median {}, max {} against a TTL of \
+         {} (poll {}): by design. A contender takes a row over only after it has seen the row \
+         unrenewed for a full TTL on its own monotonic clock, and a dropped connection does not \
+         prove its holder gone, so a dead holder costs its TTL plus up to a poll interval \
+         (and, since the contender's TTL count starts at the first poll that saw the last \
+         renewal, up to a renewal interval less).",
+        ms(measured.min_ns),
+        ms(measured.median_ns),
+        ms(measured.max_ns),
+        ms(FAILOVER.ttl_ms * 1_000_000),
+        ms(FAILOVER.poll_ms * 1_000_000),
+    ));
+    rows.push(Row {
+        what,
+        measured,
+        floor: format!("the configured TTL, {} ms", FAILOVER.ttl_ms),
+        floor_measured: summary(&[FAILOVER.ttl_ms * 1_000_000], "TTL")?,
+        ops_per_s: None,
+    });
+
+    step(&format!("PostgreSQL lease set of {} keys", c.keys), || {
+        lease_set_notes(&server, statements, c, notes)
+    })?;
+    drop(server);
+    Ok(())
+}
+
+/// `n` handovers or failovers (after the warm-up) between helper
+/// candidates on `url`.
+fn cross(s: &Setup<'_>, url: &str, exit: Exit, n: usize) -> Result<Vec<u64>> {
+    let (tag, timings, settle) = match exit {
+        Exit::Resign => ("handover", HANDOVER, PG_SETTLE),
+        Exit::Kill => ("failover", FAILOVER, SETTLE),
+    };
+    let mut chain = Chain::new(
+        Kind::PostgresHelper {
+            exe: s.exe.to_path_buf(),
+            url: url.to_owned(),
+            name: format!("bench-{tag}"),
+            timings,
+        },
+        s.log.to_path_buf(),
+    );
+    step(&format!("election-postgres {tag}"), || {
+        // The leave lands at every phase of A's renewals.
+        chain.measure(
+            exit,
+            n,
+            s.counts.cross_warm,
+            settle,
+            Duration::from_millis(timings.renew_ms),
+        )
+    })
+    .map_err(|e| super::with_log_tail(e, s.log))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lsns() {
+        assert_eq!(parse_lsn("0/16B3748").unwrap(), 0x16B_3748);
+        assert_eq!(parse_lsn("1/0").unwrap(), 1 << 32);
+        assert_eq!(parse_lsn(" A/FF\n").unwrap(), (10 << 32) | 0xFF);
+        assert!(parse_lsn("16B3748").is_err());
+        assert!(parse_lsn("x/1").is_err());
+        assert!(parse_lsn("1FFFFFFFF/0").is_err());
+    }
+
+    #[test]
+    fn parses_counters_and_statements() {
+        assert_eq!(
+            parse_counters("0/100|42\n").unwrap(),
+            ServerCounters {
+                wal: 0x100,
+                commits: 42
+            }
+        );
+        assert!(parse_counters("0/100").is_err());
+        assert!(parse_counters("0/100|x").is_err());
+        assert_eq!(
+            top_statements(
+                &parse_statements("4|0|SELECT `a`\n2|0|UPDATE b").unwrap(),
+                1,
+                2.0
+            ),
+            "2.0 × `SELECT 'a'`"
+        );
+        let rows = parse_statements("3|120|UPDATE election.leases SET a = $1|b\n\n1|0|SELECT 1\n")
+            .unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0],
+            StatementStats {
+                calls: 3,
+                wal_bytes: 120,
+                query: "UPDATE election.leases SET a = $1|b".into()
+            }
+        );
+        assert!(parse_statements("3|x|q").is_err());
+        assert!(parse_statements("3|1").is_err());
+        assert!(parse_statements("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn timings_are_valid_options() {
+        assert!(HANDOVER.postgres_options().is_ok());
+        assert!(FAILOVER.postgres_options().is_ok());
+        assert!(in_process_options().is_ok());
+    }
+
+    #[test]
+    fn helper_rejects_bad_arguments() {
+        assert!(helper(&[]).is_err());
+        let args: Vec<String> = ["postgres://x@127.0.0.1:1/db", "n", "ttl", "1", "1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(helper(&args).is_err());
+    }
+
+    /// The in-process rows on a real server (postgres-testkit): a handful
+    /// of each, every sample present.
+    #[test]
+    fn in_process_rows_run() {
+        let server = Server::start().expect("PostgreSQL for the bench's test");
+        let m = in_process(&server.url(), 3, 1).unwrap();
+        assert_eq!((m.campaign.len(), m.campaign_resign.len()), (3, 3));
+        assert_eq!((m.renewal.len(), m.renewal_floor.len()), (3, 3));
+        assert_eq!((m.fenced.len(), m.unfenced.len()), (3, 3));
+        assert_eq!(m.two_floors.len(), 3);
+        assert!(m.rates.0 > 0.0 && m.rates.1 > 0.0);
+        assert_eq!(in_process_handover(&server.url(), 2, 1).unwrap().len(), 2);
+    }
+}
