@@ -297,57 +297,6 @@ mod tests {
             }
         }
 
-        /// Expiry on the contender's own clock, over any sequence of
-        /// reads: a held or vanished lease may be taken exactly when the
-        /// contender has read that same holder, term and renewal version
-        /// (or the same vanished row) without a break for the longer of
-        /// its own TTL and the holder's; no trace at all after a holder was
-        /// seen waits as long (the holder's TTL as last read). (After a take the contender starts
-        /// afresh, as after a win.)
-        #[test]
-        fn takeover_exactly_after_an_unbroken_ttl(
-            steps in proptest::collection::vec((0u8..4, 0i64..3, 0u64..2000), 1..60),
-        ) {
-            let ttl = Duration::from_secs(3);
-            let mut now = Instant::now();
-            let mut observed = None;
-            // The run of identical reads so far, and when it began.
-            let mut run: Option<(Found, Instant)> = None;
-            // The holder's TTL last read, once a holder or a vanished row
-            // was read.
-            let mut seen_held: Option<u64> = None;
-            for (kind, v, dt) in steps {
-                now += Duration::from_millis(dt);
-                let found = match kind {
-                    0 => Found::Held { holder: "a".into(), epoch: 2, version: v, ttl_ms: 2500 },
-                    1 => Found::Vanished { epoch: 2 + v, ttl_ms: 4000 },
-                    2 => Found::Fresh,
-                    _ => Found::Vacant,
-                };
-                if run.as_ref().is_none_or(|(f, _)| *f != found) {
-                    run = Some((found.clone(), now));
-                }
-                let since = run.as_ref().map_or(now, |(_, t)| *t);
-                let may = may_claim(&mut observed, &found, ttl, now);
-                match &found {
-                    Found::Held { ttl_ms, .. } | Found::Vanished { ttl_ms, .. } => {
-                        seen_held = Some(*ttl_ms as u64);
-                        let need = ttl.max(Duration::from_millis(*ttl_ms as u64));
-                        prop_assert_eq!(may, now - since >= need, "{:?} read since {:?}", found, now - since);
-                    }
-                    Found::Fresh if seen_held.is_some() => {
-                        let need = ttl.max(Duration::from_millis(seen_held.unwrap_or(0)));
-                        prop_assert_eq!(may, now - since >= need);
-                    }
-                    Found::Fresh | Found::Vacant => prop_assert!(may),
-                }
-                if may {
-                    observed = None;
-                    run = None;
-                    seen_held = None;
-                }
-            }
-        }
 
         /// The floor is above both epochs shown, never below FIRST.
         #[test]

@@ -232,21 +232,9 @@ impl ShiftedClock {
     }
 }
 
+/// One impl serves both SQLite and PostgreSQL: their `Clock` is
+/// `election_core::Clock` (the wall clock is written for display only).
 impl Clock for ShiftedClock {
-    fn now(&self) -> tokio::time::Instant {
-        SystemClock.now()
-    }
-
-    fn wall_unix_ms(&self) -> i64 {
-        SystemClock
-            .wall_unix_ms()
-            .saturating_add(self.offset_ms.load(Ordering::Relaxed))
-    }
-}
-
-/// The same clocks for the PostgreSQL backend (the wall clock is only
-/// written to the lease row for display there too).
-impl election_postgres::Clock for ShiftedClock {
     fn now(&self) -> tokio::time::Instant {
         SystemClock.now()
     }
