@@ -89,6 +89,8 @@ pub(crate) struct Field {
     child: Vec<OsString>,
     log: PathBuf,
     started: usize,
+    /// The first index of the current run (`start` or `chain`).
+    current: usize,
     lines: (Sender<Line>, Receiver<Line>),
 }
 
@@ -102,6 +104,7 @@ impl Field {
             child,
             log: log.to_path_buf(),
             started: 0,
+            current: 0,
             lines: channel(),
         }
     }
@@ -151,16 +154,27 @@ impl Field {
         Ok(Running { child, index })
     }
 
+    /// The next line of a contender of the current run. A line of a
+    /// contender of an earlier run (one that won at the moment that run's
+    /// contenders were all killed, its line read late) is skipped.
     fn next_line(&self) -> Result<(usize, u64)> {
-        self.lines
-            .1
-            .recv_timeout(TIMEOUT)
-            .map_err(|_| format!("no contender printed its line within {TIMEOUT:?}").into())
+        loop {
+            let (i, stamp) = self
+                .lines
+                .1
+                .recv_timeout(TIMEOUT)
+                .map_err(|_| format!("no contender printed its line within {TIMEOUT:?}"))?;
+            if i >= self.current {
+                return Ok((i, stamp));
+            }
+        }
     }
 
-    /// Fails if a contender printed a line while it should still wait.
+    /// Fails if a contender of the current run printed a line while it
+    /// should still wait (late lines of earlier runs are skipped).
     fn none_printed(&self) -> Result<()> {
         match self.lines.1.try_recv() {
+            Ok((i, _)) if i < self.current => self.none_printed(),
             Ok((i, _)) => Err(format!("contender {i} printed while another led").into()),
             Err(_) => Ok(()),
         }
@@ -169,6 +183,7 @@ impl Field {
     /// Uncontested start, `n` rounds after `warmup`: spawn → child's line,
     /// then SIGINT to the group. Samples in nanoseconds.
     pub(crate) fn start(&mut self, n: usize, warmup: usize) -> Result<Vec<u64>> {
+        self.current = self.started;
         let mut samples = Vec::with_capacity(n);
         for round in 0..warmup + n {
             let t0 = mono_ns();
@@ -195,6 +210,7 @@ impl Field {
         n: usize,
         warmup: usize,
     ) -> Result<Vec<u64>> {
+        self.current = self.started;
         let mut running = vec![self.spawn()?];
         let (first, _) = self.next_line()?;
         let mut leader = first;

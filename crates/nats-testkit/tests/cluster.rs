@@ -61,7 +61,9 @@ async fn r3_bucket_survives_losing_the_meta_leader() {
         })
         .await
         .expect("create R3 bucket");
-    let first = kv.put("k", "one".into()).await.expect("put");
+    // A new R3 stream elects its own leader after it is created: until
+    // then a put finds no responder (async-nats: StreamNotFound).
+    let first = eventually("the first put", || kv.put("k", "one".into())).await;
 
     cluster.kill(leader_i).expect("kill meta leader");
     let new_leader = cluster.wait_for_meta_leader().expect("new meta leader");
