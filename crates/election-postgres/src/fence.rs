@@ -43,6 +43,13 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// Concurrent advances of one resource serialise on its mark row: the
 /// second waits for the first's transaction to end, then sees its mark.
 ///
+/// A writer that stops inside such a transaction (a frozen or deposed
+/// leader) keeps the mark row locked until the server ends its session,
+/// so the next leader's write waits for it: delayed, never wrong. Set
+/// `idle_in_transaction_session_timeout` (for example `1s` more than your
+/// longest fenced transaction) for the role that writes, so such a
+/// session is ended instead of holding the lock.
+///
 /// ```no_run
 /// use election_postgres::{PostgresElection, PostgresOptions};
 /// use fencing::{ResourceName, Token};
