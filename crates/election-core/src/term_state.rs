@@ -212,6 +212,11 @@ impl TermState {
     async fn wait_for_loss(&self, pick: fn(&Status) -> Option<LeaseLost>) -> LeaseLost {
         let mut rx = self.status.subscribe();
         loop {
+            // Read the clock before trusting the timer: after a freeze
+            // (SIGSTOP, a suspended VM) the timer driver has not yet seen the
+            // time pass, and a fresh sleep would stay pending until its next
+            // turn, letting a `select!` pick other work on a lapsed term.
+            self.check_deadline();
             let (picked, live, deadline) = {
                 let s = rx.borrow_and_update();
                 (pick(&s), matches!(s.phase, Phase::Live), s.valid_until)
@@ -291,5 +296,59 @@ impl TermReporter {
     /// The epoch of the watched term.
     pub fn epoch(&self) -> Epoch {
         self.state.epoch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::FutureExt;
+
+    use super::*;
+
+    fn term(valid_for: Duration) -> Arc<TermState> {
+        TermState::new(
+            ElectionName::new("freeze").expect("a valid name"),
+            Identity::new("a").expect("a valid identity"),
+            Epoch::new(1).expect("a valid epoch"),
+            Some(Instant::now() + valid_for),
+        )
+    }
+
+    /// A process frozen (SIGSTOP) past its term's deadline resumes with a
+    /// timer driver that has not yet seen the time pass. A `lost()` made
+    /// then must resolve on its first poll, so a `select!` between it and a
+    /// queued command cannot pick the command; it must not wait for the
+    /// driver's next turn.
+    #[test]
+    fn lost_resolves_on_its_first_poll_after_a_freeze_past_the_deadline() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let state = term(Duration::from_millis(5));
+            // The freeze: this thread does not run, and the runtime does
+            // not park, while the deadline passes.
+            std::thread::sleep(Duration::from_millis(30));
+            let lost = state.lost().now_or_never();
+            let lost = lost.expect("lost() pending on its first poll after the deadline passed");
+            assert!(matches!(lost.reason, LossReason::Expired), "{lost:?}");
+            assert!(state.backend_lost().now_or_never().is_some());
+        });
+    }
+
+    #[test]
+    fn lost_stays_pending_while_the_term_is_valid() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let state = term(Duration::from_secs(3600));
+            assert!(state.lost().now_or_never().is_none());
+            assert!(!state.is_lost());
+        });
     }
 }
