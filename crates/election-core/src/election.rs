@@ -156,7 +156,8 @@ pub trait Election: Send + Sync {
     /// /// Sets up this node's lease set on any backend (inside a tokio runtime).
     /// async fn shards<E: Election>(election: &E) -> Result<E::LeaseSet, E::Error> {
     ///     let set = election.lease_set("node-a").await?;
-    ///     // Each backend's lease set is a `LeaseSet`: `ask`, `held`, `guard`, `close`.
+    ///     // A backend's lease set is its `LeaseSet` (`ask`, `held`, `guard`,
+    ///     // `close`); generic code hands it on to code that knows the backend.
     ///     Ok(set)
     /// }
     /// ```
