@@ -334,6 +334,7 @@ def main(argv):
         if summary:
             print(f'{d.name}: {len(total) - len(missing)} of {len(total)} public fns have an example')
         any_missing |= bool(missing)
+    sys.stdout.flush()
     if any_missing:
         print('public fns above have no example in their doc comment (a ``` block)', file=sys.stderr)
         return 1

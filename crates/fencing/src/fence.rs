@@ -285,6 +285,22 @@ impl Advance {
 
     /// True if the mark went up (from none, or from a lower token): the
     /// store must persist the new mark.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Advance, ResourceName, Token};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let resource = ResourceName::new("ledger")?;
+    /// let stored = Some(Token::from_epoch(Epoch::FIRST)); // read under the store's lock
+    /// let presented: Token = "3".parse()?;
+    /// let advance = Advance::decide(&resource, stored, presented)?;
+    /// if advance.raised() {
+    ///     // persist `advance.current` durably before running the write
+    /// }
+    /// assert!(advance.raised());
+    /// # Ok(()) }
+    /// ```
     pub fn raised(&self) -> bool {
         self.previous != Some(self.current)
     }
