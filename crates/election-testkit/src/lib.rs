@@ -116,9 +116,22 @@
 //! // In `tests/conformance.rs`, this line runs the whole suite:
 //! election_testkit::conformance_tests!(Locks::default());
 //!
-//! # #[tokio::main(flavor = "current_thread")]
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Error> {
-//! # use election_testkit::conformance::Backend;
+//! # use election_testkit::conformance::{self as suite, Backend};
+//! # // A doctest compiles the macro's #[tokio::test] cases but does not run
+//! # // them: run every case of the suite here, so this backend really passes.
+//! # suite::uncontested_win(&Locks::default()).await;
+//! # suite::second_candidate_waits(&Locks::default()).await;
+//! # suite::resign_hands_over(&Locks::default()).await;
+//! # suite::drop_hands_over(&Locks::default()).await;
+//! # suite::epochs_strictly_increase(&Locks::default()).await;
+//! # suite::cancellation_at_every_step_leaves_nothing_held(&Locks::default()).await;
+//! # suite::lost_fires_when_taken_away(&Locks::default()).await;
+//! # suite::leader_matches_holder(&Locks::default()).await;
+//! # suite::bad_configuration_is_refused(&Locks::default()).await;
+//! # suite::an_ended_terms_lease_reads_lost(&Locks::default()).await;
+//! # suite::dropped_lead_holds_the_claim_until_its_tasks_stopped(&Locks::default()).await;
 //! let locks = Locks::default();
 //! let term = Candidate::new(locks.candidate("jobs", "a").await?).campaign().await?;
 //! let other = Candidate::new(locks.candidate("jobs", "b").await?);
