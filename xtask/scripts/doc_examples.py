@@ -15,7 +15,10 @@ items, and function bodies are skipped. An example is a fenced code block
 without one and exits 1 if there is any; exits 0 otherwise.
 
 Pragmatic, not a Rust parser: names are matched without paths, so a private
-type sharing a re-exported name counts as public. Standard library only.
+type sharing a re-exported name counts as public; a `pub use m::*` makes
+every pub item of a module file named `m` public; inline modules count as
+public if declared `pub`, items of private inline modules are skipped.
+Standard library only.
 """
 import pathlib
 import re
@@ -273,14 +276,21 @@ def rs_files(src):
 
 
 def exported_names(files):
-    """Every name listed in a `pub use` of the crate."""
-    names = set()
+    """Every name listed in a `pub use` of the crate, and the modules
+    re-exported whole (`pub use module::*`)."""
+    names, globbed = set(), set()
     for path in files:
         for kind, rest, _, _, _, _ in scan_items(path.read_text()):
             if kind == 'use':
                 for name in re.findall(r'[A-Za-z_][A-Za-z0-9_]*', rest):
                     names.add(name)
-    return names
+                for module in re.findall(r'([A-Za-z_][A-Za-z0-9_]*)\s*::\s*\*', rest):
+                    globbed.add(module)
+    return names, globbed
+
+
+def module_name(path):
+    return path.parent.name if path.name == 'mod.rs' else path.stem
 
 
 def has_example(docs):
@@ -291,7 +301,8 @@ def check_crate(crate_dir):
     """Returns (total, missing): the public fns and those without an example."""
     src = crate_dir / 'src'
     files = rs_files(src)
-    exported = exported_names(files)
+    exported, globbed = exported_names(files)
+    files = {p: public or module_name(p) in globbed for p, public in files.items()}
     public_types = set()
     for path, public in files.items():
         for kind, name, vis, _, _, cur in scan_items(path.read_text()):
@@ -315,7 +326,8 @@ def check_crate(crate_dir):
                 reachable = False
             if not reachable:
                 continue
-            where = f'{path.relative_to(ROOT)}:{line}: {label}'
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            where = f'{shown}:{line}: {label}'
             total.append(where)
             if not has_example(docs):
                 missing.append(where)
