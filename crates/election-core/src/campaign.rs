@@ -239,7 +239,7 @@ impl<C: Claim> Candidate<C> {
     /// let a = Candidate::new(backend.claim("jobs", "a")?);
     /// assert!(a.leader().await?.is_none());
     /// let term = a.campaign().await?;
-    /// assert_eq!(a.leader().await?.unwrap().epoch, term.epoch());
+    /// assert_eq!(a.leader().await?.map(|l| l.epoch), Some(term.epoch()));
     /// # Ok(()) }
     /// ```
     pub async fn leader(&self) -> Result<Option<Leader>, Error> {

@@ -24,11 +24,11 @@ use crate::{ElectionName, Epoch, Identity, LeaseLost};
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let backend = MemoryBackend::new();
-/// let term = Candidate::new(backend.claim("jobs", "a").unwrap()).campaign().await.unwrap();
-/// guarded_write(&term).await.unwrap();
-/// # }
+/// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+/// guarded_write(&term).await?;
+/// # Ok(()) }
 /// ```
 pub trait Lease: Send + Sync {
     /// The election.

@@ -187,7 +187,8 @@ pub enum Loss {
 /// use election_core::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
 /// use tokio::time::Instant;
 ///
-/// let policy = RenewalPolicy::new(Duration::from_secs(8), Duration::from_secs(2)).unwrap();
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// let policy = RenewalPolicy::new(Duration::from_secs(8), Duration::from_secs(2))?;
 /// let t0 = Instant::now();
 /// let mut r = Renewal::new(policy, t0 + Duration::from_secs(8));
 /// assert_eq!(r.decide(Input::Due, t0), Next::SleepUntil(t0 + Duration::from_secs(2)));
@@ -197,6 +198,7 @@ pub enum Loss {
 /// r.decide(Input::TimedOut, t0 + Duration::from_secs(3));
 /// assert_eq!(r.deadline(), t0 + Duration::from_secs(8));
 /// assert_eq!(r.decide(Input::Due, t0 + Duration::from_secs(8)), Next::Lose(Loss::Expired));
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Renewal {

@@ -17,7 +17,7 @@
 //! conformance suite against it from an integration test:
 //!
 //! ```
-//! use std::sync::{Arc, Mutex};
+//! use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 //! use election_core::{
 //!     Candidate, Claim, ElectionName, End, Epoch, Error, Identity, Leader, TermReporter, WatchGuard,
 //!     Won,
@@ -37,9 +37,14 @@
 //! }
 //!
 //! impl LockClaim {
+//!     /// The store, also after a panic elsewhere (its state stays consistent).
+//!     fn lock(&self) -> MutexGuard<'_, Store> {
+//!         self.store.lock().unwrap_or_else(PoisonError::into_inner)
+//!     }
+//!
 //!     /// Gives the claim up, if this candidate holds it.
 //!     fn free(&self) {
-//!         let mut s = self.store.lock().unwrap();
+//!         let mut s = self.lock();
 //!         if s.holder.as_ref().is_some_and(|(who, _)| *who == self.identity) {
 //!             s.holder = None;
 //!         }
@@ -59,7 +64,7 @@
 //!     }
 //!     async fn try_claim(&self, _: &mut ()) -> Result<Option<Won>, Error> {
 //!         // Rule 1: the epoch is decided under the same lock hold as the win.
-//!         let mut s = self.store.lock().unwrap();
+//!         let mut s = self.lock();
 //!         if s.holder.is_some() {
 //!             return Ok(None);
 //!         }
@@ -83,7 +88,7 @@
 //!         }
 //!     }
 //!     async fn leader(&self) -> Result<Option<Leader>, Error> {
-//!         let s = self.store.lock().unwrap();
+//!         let s = self.lock();
 //!         Ok(s.holder.as_ref().map(|(identity, epoch)| Leader {
 //!             identity: identity.clone(),
 //!             epoch: *epoch,

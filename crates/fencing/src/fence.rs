@@ -39,13 +39,13 @@ use crate::{Error, ResourceName, Token};
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
+/// # async fn main() -> Result<(), Error> {
 /// let fence = MemoryFence::new();
-/// let t = |n| Token::from_epoch(Epoch::new(n).unwrap());
-/// assert_eq!(save(&fence, t(2), "new leader").await.unwrap(), 10);
-/// assert_eq!(save(&fence, t(2), "same term").await.unwrap(), 9);
+/// let t = |n| Token::from_epoch(Epoch::new(n).unwrap_or(Epoch::MAX));
+/// assert_eq!(save(&fence, t(2), "new leader").await?, 10);
+/// assert_eq!(save(&fence, t(2), "same term").await?, 9);
 /// assert!(matches!(save(&fence, t(1), "deposed").await, Err(Error::Stale { .. })));
-/// # }
+/// # Ok(()) }
 /// ```
 pub trait Fence: Send + Sync {
     /// Checks `token` against the high-water mark of `resource` and raises
