@@ -71,16 +71,25 @@ impl WatchGuard {
     /// A watch that stops when `guard` is dropped.
     ///
     /// ```
-    /// use election_core::{Error, TermReporter, WatchGuard, Won};
-    /// use tokio::sync::oneshot;
+    /// use election_core::{Error, LossReason, TermReporter, WatchGuard, Won};
+    /// use tokio::sync::{oneshot, watch};
     ///
-    /// /// `Claim::watch` of a backend that stops its watcher with a channel:
-    /// /// dropping the guard drops the sender, which the watcher sees as "stop".
-    /// fn watch(_won: Won, reporter: TermReporter) -> Result<WatchGuard, Error> {
+    /// /// `Claim::watch` of a backend whose store pushes "still ours?" to
+    /// /// `ours`: dropping the guard drops `stop`, which ends the watcher.
+    /// fn watch(
+    ///     _won: Won,
+    ///     reporter: TermReporter,
+    ///     mut ours: watch::Receiver<bool>,
+    /// ) -> Result<WatchGuard, Error> {
     ///     let (stop, stopped) = oneshot::channel::<()>();
-    ///     std::thread::spawn(move || {
-    ///         // ... poll the store until `stopped` fires, call `reporter.lose(..)` on a loss
-    ///         let _ = (stopped, reporter);
+    ///     tokio::spawn(async move {
+    ///         tokio::select! {
+    ///             _ = stopped => {} // the term ended
+    ///             _ = ours.wait_for(|ours| !*ours) => {
+    ///                 let detail = "the store shows another holder".into();
+    ///                 reporter.lose(LossReason::Revoked { detail });
+    ///             }
+    ///         }
     ///     });
     ///     Ok(WatchGuard::new(stop))
     /// }
@@ -95,17 +104,32 @@ impl WatchGuard {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use election_core::{Error, TermReporter, WatchGuard, Won};
+    /// use election_core::{Epoch, Error, LossReason, TermReporter, WatchGuard, Won};
+    /// use tokio::time::Instant;
     ///
-    /// /// `Claim::watch` of a lease backend: a task renews until the term ends
-    /// /// (the core drops the guard, which aborts the task).
+    /// /// How long a landed renewal holds the claim (the TTL minus a margin).
+    /// const VALIDITY: Duration = Duration::from_secs(9);
+    /// # /// The store's conditional renewal: `Ok(false)` if another term holds it.
+    /// # async fn renew_row(_epoch: Epoch) -> Result<bool, Error> { Ok(true) }
+    ///
+    /// /// `Claim::watch` of a lease backend: a task renews every 3 s until the
+    /// /// term ends (the core drops the guard, which aborts the task). Real
+    /// /// backends run `renewal::renew_until_lost`, which also reports the
+    /// /// loss at the deadline; here the term's own deadline check does.
     /// fn watch(won: Won, reporter: TermReporter) -> Result<WatchGuard, Error> {
     ///     let task = tokio::spawn(async move {
     ///         loop {
-    ///             tokio::time::sleep(Duration::from_secs(1)).await;
-    ///             // ... renew; on success `reporter.renewed(deadline)`, on a loss
-    ///             // `reporter.lose(reason)` and return
-    ///             let _ = (&won, &reporter);
+    ///             tokio::time::sleep(Duration::from_secs(3)).await;
+    ///             let sent = Instant::now(); // before the request (rule 2)
+    ///             match renew_row(won.epoch).await {
+    ///                 Ok(true) => reporter.renewed(sent + VALIDITY),
+    ///                 Ok(false) => {
+    ///                     let detail = "the row shows another term".into();
+    ///                     reporter.lose(LossReason::Revoked { detail });
+    ///                     return;
+    ///                 }
+    ///                 Err(e) => eprintln!("renewal failed, retrying: {e}"), // never extends
+    ///             }
     ///         }
     ///     });
     ///     Ok(WatchGuard::task(task))

@@ -259,15 +259,15 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// default sleeps [`DEFAULT_POLL_INTERVAL`]. Must be cancel safe.
     ///
     /// ```
-    /// use std::time::Duration;
     /// use election_core::KeyedClaims;
     /// use election_testkit::memory::MemoryBackend;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// let keys = MemoryBackend::new().keys("node-a")?;
-    /// // The engine waits between claim steps, and drops the wait when asked to stop:
-    /// let _ = tokio::time::timeout(Duration::from_secs(1), keys.wait()).await;
+    /// // The engine waits between two claim steps of the keys not held (and
+    /// // may drop the wait at any await point):
+    /// keys.wait().await;
     /// # Ok(()) }
     /// ```
     fn wait(&self) -> impl Future<Output = ()> + Send {
@@ -285,7 +285,9 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// # async fn main() -> Result<(), election_core::Error> {
     /// let backend = MemoryBackend::new();
     /// let keys = backend.keys("node-a")?;
-    /// let _ = keys.claim(&[ElectionName::new("shard-1")?]).await;
+    /// for answer in keys.claim(&[ElectionName::new("shard-1")?]).await {
+    ///     answer?;
+    /// }
     /// keys.close().await; // last, once: gives up whatever is still held
     /// assert!(backend.holder("shard-1").is_none());
     /// # Ok(()) }

@@ -351,7 +351,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     /// nothing is known yet; [`Error::NotHeld`] once the set is closed.
     ///
     /// ```
-    /// # use election_core::{LeaseSet, PerKeyClaims, Identity};
+    /// # use election_core::{LeaseSet, PerKeyClaims};
     /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {

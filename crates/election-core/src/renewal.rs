@@ -343,19 +343,27 @@ pub enum Renewed {
 /// ```
 /// use std::time::Duration;
 /// use election_core::renewal::{RenewalPolicy, Renewed, renew_until_lost};
-/// use election_core::{Error, TermReporter, WatchGuard, Won};
+/// use election_core::{Epoch, Error, LossReason, TermReporter, WatchGuard, Won};
 ///
+/// # /// The store's conditional renewal: `Ok(false)` if another term holds it.
+/// # async fn renew_row(_epoch: Epoch) -> Result<bool, Error> { Ok(true) }
 /// /// `Claim::watch` of a lease backend: renew in a task until the term is lost.
 /// fn watch(won: Won, reporter: TermReporter) -> Result<WatchGuard, Error> {
 ///     let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?;
 ///     let Some(valid_until) = won.valid_until else {
 ///         return Ok(WatchGuard::none()); // a claim that does not expire
 ///     };
+///     let epoch = won.epoch;
 ///     let task = tokio::spawn(async move {
-///         let reason = renew_until_lost(policy, valid_until, &reporter, |budget| async move {
-///             // Send one conditional renewal within `budget`; say how it went.
-///             let _ = budget;
-///             Renewed::Landed
+///         // One conditional renewal per call; the driver cuts it off at `_budget`.
+///         let reason = renew_until_lost(policy, valid_until, &reporter, |_budget| async move {
+///             match renew_row(epoch).await {
+///                 Ok(true) => Renewed::Landed,
+///                 Ok(false) => Renewed::Refused(LossReason::Revoked {
+///                     detail: "the row shows another term".into(),
+///                 }),
+///                 Err(e) => Renewed::Failed(e), // retried; never extends the deadline
+///             }
 ///         })
 ///         .await;
 ///         if let Some(reason) = reason {

@@ -416,7 +416,7 @@ impl MemoryBackend {
     /// and campaign is gone).
     ///
     /// ```
-    /// use election_core::Candidate;
+    /// use election_core::{Candidate, Error};
     /// use election_testkit::memory::MemoryBackend;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -426,7 +426,8 @@ impl MemoryBackend {
     ///     let candidate = Candidate::new(backend.claim("jobs", "a")?);
     ///     let term = candidate.campaign().await?;
     ///     backend.revoke("jobs");
-    ///     let _ = term.resign().await; // Err(Lost): not released (rule 3), only closed
+    ///     // Not released after the loss (rule 3), only closed:
+    ///     assert!(matches!(term.resign().await, Err(Error::Lost(_))));
     /// }
     /// backend.check_rules(true)?; // every attempt closed, last; no release after a loss
     /// # Ok(()) }

@@ -88,7 +88,7 @@ impl From<Epoch> for Token {
 /// with [`Error::Stale`](crate::Error::Stale), also during the key's first term.
 ///
 /// ```
-/// use election_core::{unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
+/// use election_core::{unguarded, Identity, LeaseSet, PerKeyClaims};
 /// use election_testkit::memory::MemoryBackend;
 /// use fencing::{Error, Fence, MemoryFence, ResourceName, Token};
 ///
