@@ -63,6 +63,19 @@ impl std::fmt::Debug for RetryReport {
 impl<C: Claim> Candidate<C> {
     /// A candidate for `claim`, with the default poll interval
     /// ([`DEFAULT_POLL_INTERVAL`]).
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("nightly-report", "worker-1")?);
+    /// let term = candidate.campaign().await?;
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(claim: C) -> Self {
         Candidate {
             claim: Arc::new(claim),
@@ -77,6 +90,21 @@ impl<C: Claim> Candidate<C> {
     /// campaign is not progressing (a full disk, a server down) instead of
     /// waiting silently. `report` runs on the campaign's task and must not
     /// block. Errors that end the campaign are returned, not reported here.
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::{MemoryBackend, Step};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// backend.fail(Step::TryClaim, 1); // the first try finds the backend down
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?)
+    ///     .on_retry(|e| eprintln!("campaign still waiting: {e}"));
+    /// let term = candidate.campaign().await?; // reports once, then wins
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn on_retry(mut self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
         self.on_retry = Some(RetryReport(Arc::new(report)));
         self
@@ -84,6 +112,20 @@ impl<C: Claim> Candidate<C> {
 
     /// Sets the time between two tries on backends without a wake-up (and
     /// the backstop on those with one). Must be between 1 ms and 1 hour.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let candidate =
+    ///     Candidate::new(backend.claim("jobs", "a")?).with_poll_interval(Duration::from_secs(1))?;
+    /// # let _ = candidate;
+    /// assert!(Candidate::new(backend.claim("jobs", "b")?).with_poll_interval(Duration::ZERO).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, ConfigError> {
         self.poll_interval = check_poll_interval(poll_interval)?;
         Ok(self)
@@ -96,6 +138,16 @@ impl<C: Claim> Candidate<C> {
     }
 
     /// The claim this candidate campaigns with.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Claim};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let candidate = Candidate::new(MemoryBackend::new().claim("jobs", "worker-1")?);
+    /// println!("{} campaigns in {}", candidate.claim().identity(), candidate.claim().name());
+    /// # Ok(()) }
+    /// ```
     pub fn claim(&self) -> &C {
         &self.claim
     }
@@ -187,7 +239,7 @@ impl<C: Claim> Candidate<C> {
     /// let a = Candidate::new(backend.claim("jobs", "a")?);
     /// assert!(a.leader().await?.is_none());
     /// let term = a.campaign().await?;
-    /// assert_eq!(a.leader().await?.unwrap().epoch, term.epoch());
+    /// assert_eq!(a.leader().await?.map(|l| l.epoch), Some(term.epoch()));
     /// # Ok(()) }
     /// ```
     pub async fn leader(&self) -> Result<Option<Leader>, Error> {

@@ -54,11 +54,46 @@ pub struct WatchGuard {
 
 impl WatchGuard {
     /// A watch with nothing to stop (for claims nothing can take away).
+    ///
+    /// ```
+    /// use election_core::{Error, TermReporter, WatchGuard, Won};
+    ///
+    /// /// `Claim::watch` of a backend whose claim nothing can take away (an
+    /// /// in-process lock): nothing to run, nothing to stop.
+    /// fn watch(_won: Won, _reporter: TermReporter) -> Result<WatchGuard, Error> {
+    ///     Ok(WatchGuard::none())
+    /// }
+    /// ```
     pub fn none() -> Self {
         WatchGuard { _guard: None }
     }
 
     /// A watch that stops when `guard` is dropped.
+    ///
+    /// ```
+    /// use election_core::{Error, LossReason, TermReporter, WatchGuard, Won};
+    /// use tokio::sync::{oneshot, watch};
+    ///
+    /// /// `Claim::watch` of a backend whose store pushes "still ours?" to
+    /// /// `ours`: dropping the guard drops `stop`, which ends the watcher.
+    /// fn watch(
+    ///     _won: Won,
+    ///     reporter: TermReporter,
+    ///     mut ours: watch::Receiver<bool>,
+    /// ) -> Result<WatchGuard, Error> {
+    ///     let (stop, stopped) = oneshot::channel::<()>();
+    ///     tokio::spawn(async move {
+    ///         tokio::select! {
+    ///             _ = stopped => {} // the term ended
+    ///             _ = ours.wait_for(|ours| !*ours) => {
+    ///                 let detail = "the store shows another holder".into();
+    ///                 reporter.lose(LossReason::Revoked { detail });
+    ///             }
+    ///         }
+    ///     });
+    ///     Ok(WatchGuard::new(stop))
+    /// }
+    /// ```
     pub fn new(guard: impl Send + Sync + 'static) -> Self {
         WatchGuard {
             _guard: Some(Box::new(guard)),
@@ -66,6 +101,40 @@ impl WatchGuard {
     }
 
     /// A watch run by a tokio task, aborted when the watch is dropped.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{Epoch, Error, LossReason, TermReporter, WatchGuard, Won};
+    /// use tokio::time::Instant;
+    ///
+    /// /// How long a landed renewal holds the claim (the TTL minus a margin).
+    /// const VALIDITY: Duration = Duration::from_secs(9);
+    /// # /// The store's conditional renewal: `Ok(false)` if another term holds it.
+    /// # async fn renew_row(_epoch: Epoch) -> Result<bool, Error> { Ok(true) }
+    ///
+    /// /// `Claim::watch` of a lease backend: a task renews every 3 s until the
+    /// /// term ends (the core drops the guard, which aborts the task). Real
+    /// /// backends run `renewal::renew_until_lost`, which also reports the
+    /// /// loss at the deadline; here the term's own deadline check does.
+    /// fn watch(won: Won, reporter: TermReporter) -> Result<WatchGuard, Error> {
+    ///     let task = tokio::spawn(async move {
+    ///         loop {
+    ///             tokio::time::sleep(Duration::from_secs(3)).await;
+    ///             let sent = Instant::now(); // before the request (rule 2)
+    ///             match renew_row(won.epoch).await {
+    ///                 Ok(true) => reporter.renewed(sent + VALIDITY),
+    ///                 Ok(false) => {
+    ///                     let detail = "the row shows another term".into();
+    ///                     reporter.lose(LossReason::Revoked { detail });
+    ///                     return;
+    ///                 }
+    ///                 Err(e) => eprintln!("renewal failed, retrying: {e}"), // never extends
+    ///             }
+    ///         }
+    ///     });
+    ///     Ok(WatchGuard::task(task))
+    /// }
+    /// ```
     pub fn task(handle: tokio::task::JoinHandle<()>) -> Self {
         struct AbortOnDrop(tokio::task::JoinHandle<()>);
         impl Drop for AbortOnDrop {
@@ -130,16 +199,76 @@ pub trait Claim: Send + Sync + 'static {
     type Attempt: Send + 'static;
 
     /// The election this claim competes in.
+    ///
+    /// ```
+    /// use election_core::Claim;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let claim = MemoryBackend::new().claim("jobs", "worker-1")?;
+    /// assert_eq!(claim.name().as_str(), "jobs");
+    /// # Ok(()) }
+    /// ```
     fn name(&self) -> &ElectionName;
 
     /// The identity of the candidate.
+    ///
+    /// ```
+    /// use election_core::Claim;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let claim = MemoryBackend::new().claim("jobs", "worker-1")?;
+    /// assert_eq!(claim.identity().as_str(), "worker-1");
+    /// # Ok(()) }
+    /// ```
     fn identity(&self) -> &Identity;
 
     /// Prepares one attempt.
+    ///
+    /// ```
+    /// use election_core::{Claim, End};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let claim = MemoryBackend::new().claim("jobs", "a")?;
+    /// // The steps as a campaign runs them (a backend's own tests drive them so):
+    /// let mut attempt = claim.open().await?;
+    /// let won = claim.try_claim(&mut attempt).await;
+    /// // Rule 4: every opened attempt is closed, whatever happened.
+    /// claim.close(attempt, if matches!(won, Ok(Some(_))) { End::Dropped } else { End::NeverWon });
+    /// # won?;
+    /// # Ok(()) }
+    /// ```
     fn open(&self) -> impl Future<Output = Result<Self::Attempt, Error>> + Send;
 
     /// Tries the claim once: `Ok(Some(won))` with the epoch of the new term
     /// (rule 1), or `Ok(None)` while another candidate holds it.
+    ///
+    /// ```
+    /// use election_core::{Claim, End};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let claim = MemoryBackend::new().claim("jobs", "a")?;
+    /// let mut attempt = claim.open().await?;
+    /// match claim.try_claim(&mut attempt).await {
+    ///     Ok(Some(won)) => {
+    ///         println!("won term {}", won.epoch);
+    ///         let released = claim.release(&mut attempt).await;
+    ///         claim.close(attempt, if released.is_ok() { End::Resigned } else { End::Failed });
+    ///         released?;
+    ///     }
+    ///     Ok(None) => claim.close(attempt, End::NeverWon), // another candidate holds it
+    ///     Err(e) => {
+    ///         claim.close(attempt, End::Failed);
+    ///         return Err(e);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn try_claim(
         &self,
         attempt: &mut Self::Attempt,
@@ -150,6 +279,30 @@ pub trait Claim: Send + Sync + 'static {
     /// sleeps for `poll_interval`. It may return early (spurious wake-ups
     /// are fine); it must not wait past the moment the claim became free
     /// by more than `poll_interval`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{Claim, End, Won};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let claim = MemoryBackend::new().claim("jobs", "a")?;
+    /// let mut attempt = claim.open().await?;
+    /// // Try, wait for the backend's wake-up (or the poll interval), try again.
+    /// let won: Result<Won, election_core::Error> = async {
+    ///     loop {
+    ///         if let Some(won) = claim.try_claim(&mut attempt).await? {
+    ///             return Ok(won);
+    ///         }
+    ///         claim.wait(&mut attempt, Duration::from_millis(250)).await?;
+    ///     }
+    /// }
+    /// .await;
+    /// claim.close(attempt, if won.is_ok() { End::Dropped } else { End::Failed });
+    /// println!("won term {}", won?.epoch);
+    /// # Ok(()) }
+    /// ```
     fn wait(
         &self,
         attempt: &mut Self::Attempt,
@@ -166,6 +319,20 @@ pub trait Claim: Send + Sync + 'static {
     /// loss through `reporter` (rule 2) and each renewal through
     /// [`TermReporter::renewed`]. The returned [`WatchGuard`] is dropped when the
     /// term ends.
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// // The core starts the watch when a campaign wins; its reports reach the term:
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// backend.revoke("jobs"); // the memory backend's watch reports the loss
+    /// assert_eq!(term.lost().await.epoch, term.epoch());
+    /// # Ok(()) }
+    /// ```
     fn watch(
         &self,
         attempt: &mut Self::Attempt,
@@ -185,6 +352,24 @@ pub trait Claim: Send + Sync + 'static {
     /// file backend's OS lock can be, by replacing its file: it checks.)
     /// Backends with leases override it with one exact round trip (a
     /// conditional renewal).
+    ///
+    /// ```
+    /// use election_core::{Claim, End, Error};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let backend = MemoryBackend::new();
+    /// let claim = backend.claim("jobs", "a")?;
+    /// let mut attempt = claim.open().await?;
+    /// let won = claim.try_claim(&mut attempt).await?;
+    /// assert!(won.is_some());
+    /// assert!(claim.confirm(&mut attempt).await.is_ok()); // held: write now
+    /// backend.steal("jobs", "b")?; // the backend moved on without a word
+    /// assert!(matches!(claim.confirm(&mut attempt).await, Err(Error::NotHeld { .. })));
+    /// claim.close(attempt, End::Failed);
+    /// # Ok(()) }
+    /// ```
     fn confirm(
         &self,
         attempt: &mut Self::Attempt,
@@ -194,6 +379,27 @@ pub trait Claim: Send + Sync + 'static {
     }
 
     /// Gives a won claim up on resign. Never called after a loss (rule 3).
+    ///
+    /// ```
+    /// use election_core::{Claim, End};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let claim = backend.claim("jobs", "a")?;
+    /// let mut attempt = claim.open().await?;
+    /// if claim.try_claim(&mut attempt).await?.is_some() {
+    ///     let released = claim.release(&mut attempt).await;
+    ///     // A failed release leaves the claim in doubt: close gives it up.
+    ///     claim.close(attempt, if released.is_ok() { End::Resigned } else { End::Failed });
+    ///     released?;
+    /// } else {
+    ///     claim.close(attempt, End::NeverWon);
+    /// }
+    /// assert!(backend.holder("jobs").is_none());
+    /// # Ok(()) }
+    /// ```
     fn release(
         &self,
         attempt: &mut Self::Attempt,
@@ -204,9 +410,43 @@ pub trait Claim: Send + Sync + 'static {
     /// `end` is not [`End::Resigned`] or [`End::Lost`], the attempt may still
     /// hold a claim and `close` must give it up (e.g. by closing the locked
     /// file, or by starting a conditional release in the background).
+    ///
+    /// ```
+    /// use election_core::{Claim, End};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let claim = backend.claim("jobs", "a")?;
+    /// let mut attempt = claim.open().await?;
+    /// let won = claim.try_claim(&mut attempt).await?;
+    /// assert!(won.is_some());
+    /// // Dropped without a release: close gives the claim up.
+    /// claim.close(attempt, End::Dropped);
+    /// assert!(backend.holder("jobs").is_none());
+    /// # Ok(()) }
+    /// ```
     fn close(&self, attempt: Self::Attempt, end: End);
 
     /// Who leads now, or `Ok(None)` when nobody does. Backends that cannot
     /// tell return `Ok(None)` and say so in their docs.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Claim};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let observer = backend.claim("jobs", "observer")?;
+    /// assert!(observer.leader().await?.is_none());
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// if let Some(leader) = observer.leader().await? {
+    ///     println!("{} leads in term {}", leader.identity, leader.epoch);
+    ///     assert_eq!(leader.epoch, term.epoch());
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn leader(&self) -> impl Future<Output = Result<Option<Leader>, Error>> + Send;
 }

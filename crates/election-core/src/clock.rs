@@ -16,9 +16,29 @@ use tokio::time::Instant;
 /// leads. Tests inject clocks to show it.
 pub trait Clock: Send + Sync + Debug + 'static {
     /// The monotonic now.
+    ///
+    /// ```
+    /// use election_core::{Clock, SystemClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let clock = SystemClock;
+    /// let renewed_at = clock.now();
+    /// // ... later: how long since the last renewal, on the monotonic clock
+    /// let since = clock.now() - renewed_at;
+    /// # let _ = since;
+    /// # }
+    /// ```
     fn now(&self) -> Instant;
     /// Milliseconds since the Unix epoch, for display only (negative
     /// before 1970, saturating at the ends of `i64`).
+    ///
+    /// ```
+    /// use election_core::{Clock, SystemClock};
+    ///
+    /// let acquired_unix_ms = SystemClock.wall_unix_ms(); // for people to read, never to decide
+    /// assert!(acquired_unix_ms > 1_577_836_800_000); // after 2020
+    /// ```
     fn wall_unix_ms(&self) -> i64;
 }
 

@@ -40,9 +40,38 @@ pub trait Election: Send + Sync {
     ///
     /// Fails with the backend's configuration error for an invalid name or
     /// identity.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Election};
+    ///
+    /// /// Runs one term of the nightly report on any backend.
+    /// async fn nightly<E: Election>(election: &E) -> Result<(), Box<dyn std::error::Error>> {
+    ///     let claim = election.claim("nightly-report", "host-a/4711")?;
+    ///     let term = Candidate::new(claim).campaign().await?;
+    ///     /* the job */
+    ///     term.resign().await?;
+    ///     Ok(())
+    /// }
+    /// ```
     fn claim(&self, name: &str, identity: &str) -> Result<Self::Claim, Self::Error>;
 
     /// A [`Candidate`] campaigning with [`claim`](Election::claim).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Election;
+    ///
+    /// /// Leads `name` if nobody else does within a minute, on any backend.
+    /// async fn try_lead<E: Election>(election: &E, name: &str) -> Result<bool, Box<dyn std::error::Error>> {
+    ///     let candidate = election.candidate(name, "host-a/4711")?;
+    ///     let Some(term) = candidate.campaign_timeout(Duration::from_secs(60)).await? else {
+    ///         return Ok(false); // another candidate still leads
+    ///     };
+    ///     /* the job */
+    ///     term.resign().await?;
+    ///     Ok(true)
+    /// }
+    /// ```
     fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<Self::Claim>, Self::Error> {
         Ok(Candidate::new(self.claim(name, identity)?))
     }
@@ -54,6 +83,19 @@ pub trait Election: Send + Sync {
     /// [`Error::Config`] for an invalid name, [`Error::Unavailable`] (or
     /// [`Error::Corrupt`]) when the backend cannot be read; never
     /// `Ok(None)` for "could not tell" unless the backend documents so.
+    ///
+    /// ```
+    /// use election_core::{Election, Error};
+    ///
+    /// /// Prints who leads `name`, on any backend.
+    /// async fn show<E: Election>(election: &E, name: &str) -> Result<(), Error> {
+    ///     match election.leader(name).await? {
+    ///         Some(leader) => println!("{} leads in term {}", leader.identity, leader.epoch),
+    ///         None => println!("nobody leads {name}"),
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
     fn leader(&self, name: &str) -> impl Future<Output = Result<Option<Leader>, Error>> + Send;
 
     /// Every change of leadership of election `name`: the current state
@@ -69,6 +111,26 @@ pub trait Election: Send + Sync {
     /// Cancel safety: dropping the stream stops it. Failure model: a
     /// failed read is reported as one `Err` item and the stream goes on
     /// (polling) or ends (a backend's push watch, as it documents).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{Election, Error};
+    /// use futures::StreamExt;
+    ///
+    /// /// Prints every change of leadership of `name`, on any backend.
+    /// async fn follow<E: Election>(election: &E, name: &str) -> Result<(), Error> {
+    ///     let changes = election.observe(name, Duration::from_secs(1)).await?;
+    ///     let mut changes = std::pin::pin!(changes);
+    ///     while let Some(change) = changes.next().await {
+    ///         match change {
+    ///             Ok(Some(leader)) => println!("{} leads in term {}", leader.identity, leader.epoch),
+    ///             Ok(None) => println!("nobody leads {name}"),
+    ///             Err(e) => eprintln!("cannot read the leader: {e}"),
+    ///         }
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
     fn observe(
         &self,
         name: &str,
@@ -87,6 +149,18 @@ pub trait Election: Send + Sync {
     /// configuration error for an invalid identity, or its error when the
     /// backend cannot be set up. Cancel safety: cancel safe (nothing is
     /// held before it returns).
+    ///
+    /// ```
+    /// use election_core::Election;
+    ///
+    /// /// Sets up this node's lease set on any backend (inside a tokio runtime).
+    /// async fn shards<E: Election>(election: &E) -> Result<E::LeaseSet, E::Error> {
+    ///     let set = election.lease_set("node-a").await?;
+    ///     // A backend's lease set is its `LeaseSet` (`ask`, `held`, `guard`,
+    ///     // `close`); generic code hands it on to code that knows the backend.
+    ///     Ok(set)
+    /// }
+    /// ```
     fn lease_set(
         &self,
         identity: &str,

@@ -62,10 +62,34 @@ pub type HeldKey = (ElectionName, Epoch);
 /// the renewal is not counted).
 pub trait KeyedClaims: Send + Sync + 'static {
     /// The identity of this process in every key's election.
+    ///
+    /// ```
+    /// use election_core::KeyedClaims;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let keys = MemoryBackend::new().keys("node-a")?;
+    /// assert_eq!(keys.identity().as_str(), "node-a");
+    /// # Ok(()) }
+    /// ```
     fn identity(&self) -> &Identity;
 
     /// How held keys are renewed, or `None` (the default) when holds do not
     /// expire or renew themselves (locks, [`PerKeyClaims`](crate::PerKeyClaims)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::KeyedClaims;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// assert_eq!(backend.keys("node-a")?.renewal(), None); // holds that do not expire
+    /// backend.set_lease(Some(Duration::from_secs(9)));
+    /// let policy = backend.keys("node-a")?.renewal();
+    /// assert_eq!(policy.map(|p| p.renew_every()), Some(Duration::from_secs(3)));
+    /// # Ok(()) }
+    /// ```
     fn renewal(&self) -> Option<RenewalPolicy> {
         None
     }
@@ -73,6 +97,37 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// Called once, before any other step, with the reporter for losses
     /// (and renewals) the backend sees outside the steps. The default
     /// drops it.
+    ///
+    /// ```
+    /// use std::sync::{Mutex, PoisonError};
+    /// use election_core::{ElectionName, Epoch, Error, HoldReporter, Identity, KeyedClaims};
+    ///
+    /// /// A backend that keeps the reporter for its watch of the store.
+    /// struct Keys {
+    ///     identity: Identity,
+    ///     reporter: Mutex<Option<HoldReporter>>,
+    /// }
+    ///
+    /// impl KeyedClaims for Keys {
+    ///     fn identity(&self) -> &Identity {
+    ///         &self.identity
+    ///     }
+    ///     fn start(&self, reporter: HoldReporter) {
+    ///         // Called once, first: the watch reports foreign holders through it.
+    ///         *self.reporter.lock().unwrap_or_else(PoisonError::into_inner) = Some(reporter);
+    ///     }
+    ///     async fn claim(&self, keys: &[ElectionName]) -> Vec<Result<election_core::Claimed, Error>> {
+    ///         keys.iter().map(|_| Ok(election_core::Claimed::HeldBy(None))).collect()
+    ///     }
+    ///     async fn confirm(&self, key: &ElectionName, _epoch: Epoch) -> Result<(), Error> {
+    ///         Err(Error::NotHeld { name: key.clone() })
+    ///     }
+    ///     async fn release(&self, _held: &[(ElectionName, Epoch)]) {}
+    /// }
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// # let _ = Keys { identity: Identity::new("node-a")?, reporter: Mutex::new(None) };
+    /// # Ok(()) }
+    /// ```
     fn start(&self, reporter: HoldReporter) {
         let _ = reporter;
     }
@@ -85,6 +140,25 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// A key's error is recorded for it ([`LeaseSet::ask`](crate::LeaseSet::ask)
     /// returns it while nothing else is known); a permanent one
     /// ([`Error::is_permanent`]) stops the tries for that key.
+    ///
+    /// ```
+    /// use election_core::{Claimed, ElectionName, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// // The engine's claim step, as a backend's test drives it:
+    /// let keys = MemoryBackend::new().keys("node-a")?;
+    /// let asked = [ElectionName::new("shard-1")?, ElectionName::new("shard-2")?];
+    /// for (key, answer) in asked.iter().zip(keys.claim(&asked).await) {
+    ///     match answer? {
+    ///         Claimed::Won(won) => println!("{key}: won term {}", won.epoch),
+    ///         Claimed::HeldBy(holder) => println!("{key}: held by {holder:?}"),
+    ///     }
+    /// }
+    /// # keys.close().await;
+    /// # Ok(()) }
+    /// ```
     fn claim(
         &self,
         keys: &[ElectionName],
@@ -97,6 +171,29 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// retried until the deadline. Only called when
     /// [`renewal`](KeyedClaims::renewal) is `Some`; the default refuses
     /// nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{Claimed, ElectionName, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// backend.set_lease(Some(Duration::from_secs(9)));
+    /// let keys = backend.keys("node-a")?;
+    /// let key = ElectionName::new("shard-1")?;
+    /// let won = keys.claim(std::slice::from_ref(&key)).await.remove(0)?;
+    /// let Claimed::Won(won) = won else { return Ok(()) };
+    /// // The engine's renewal step: every held key in one batch.
+    /// let refused = keys.renew(&[(key.clone(), won.epoch)]).await?;
+    /// assert!(refused.is_empty()); // landed for every key
+    /// backend.revoke("shard-1");
+    /// let refused = keys.renew(&[(key.clone(), won.epoch)]).await?;
+    /// assert_eq!(refused.len(), 1); // shard-1 is lost
+    /// # keys.close().await;
+    /// # Ok(()) }
+    /// ```
     fn renew(
         &self,
         held: &[HeldKey],
@@ -111,6 +208,24 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// it is taken (the core then counts the key lost);
     /// [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when the backend
     /// cannot answer.
+    ///
+    /// ```
+    /// use election_core::{Claimed, ElectionName, Error, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let backend = MemoryBackend::new();
+    /// let keys = backend.keys("node-a")?;
+    /// let key = ElectionName::new("shard-1")?;
+    /// if let Claimed::Won(won) = keys.claim(std::slice::from_ref(&key)).await.remove(0)? {
+    ///     keys.confirm(&key, won.epoch).await?; // held now: the guarded write may run
+    ///     backend.steal("shard-1", "node-b")?;
+    ///     assert!(matches!(keys.confirm(&key, won.epoch).await, Err(Error::NotHeld { .. })));
+    /// }
+    /// # keys.close().await;
+    /// # Ok(()) }
+    /// ```
     fn confirm(
         &self,
         key: &ElectionName,
@@ -119,17 +234,64 @@ pub trait KeyedClaims: Send + Sync + 'static {
 
     /// Gives the held keys up when the set closes (never a lost key, rule
     /// 3). Failures are the backend's to log: the keys then age out.
+    ///
+    /// ```
+    /// use election_core::{Claimed, ElectionName, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let keys = backend.keys("node-a")?;
+    /// let key = ElectionName::new("shard-1")?;
+    /// if let Claimed::Won(won) = keys.claim(std::slice::from_ref(&key)).await.remove(0)? {
+    ///     // The engine's last steps when the set closes: release, then close.
+    ///     keys.release(&[(key, won.epoch)]).await;
+    /// }
+    /// keys.close().await;
+    /// assert!(backend.holder("shard-1").is_none());
+    /// # Ok(()) }
+    /// ```
     fn release(&self, held: &[HeldKey]) -> impl Future<Output = ()> + Send;
 
     /// Waits until another [`claim`](KeyedClaims::claim) of the keys not
     /// held is worth making: the backend's wake-up where it has one. The
     /// default sleeps [`DEFAULT_POLL_INTERVAL`]. Must be cancel safe.
+    ///
+    /// ```
+    /// use election_core::KeyedClaims;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let keys = MemoryBackend::new().keys("node-a")?;
+    /// // The engine waits between two claim steps of the keys not held (and
+    /// // may drop the wait at any await point):
+    /// keys.wait().await;
+    /// # Ok(()) }
+    /// ```
     fn wait(&self) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(DEFAULT_POLL_INTERVAL)
     }
 
     /// Ends the set, last, once every held key was released (rule 4). The
     /// default does nothing.
+    ///
+    /// ```
+    /// use election_core::{ElectionName, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let keys = backend.keys("node-a")?;
+    /// for answer in keys.claim(&[ElectionName::new("shard-1")?]).await {
+    ///     answer?;
+    /// }
+    /// keys.close().await; // last, once: gives up whatever is still held
+    /// assert!(backend.holder("shard-1").is_none());
+    /// # Ok(()) }
+    /// ```
     fn close(&self) -> impl Future<Output = ()> + Send {
         async {}
     }
@@ -157,6 +319,21 @@ impl HoldReporter {
     /// that term (the claim step's answer still on its way) counts too: the
     /// win is then not recorded. Returns false if the key was not held in
     /// that term.
+    ///
+    /// ```
+    /// use election_core::{ElectionName, Epoch, HoldReporter, LossReason};
+    ///
+    /// /// A backend's watch of its records saw another node's record for `key`.
+    /// fn on_foreign_record(reporter: &HoldReporter, key: &ElectionName, ours: Epoch, node: &str) {
+    ///     let lost_now = reporter.lose(key, ours, LossReason::Revoked {
+    ///         detail: format!("{node} holds the record now"),
+    ///     });
+    ///     if !lost_now {
+    ///         // The key was not held in that term (any more): nothing changed.
+    ///     }
+    /// }
+    /// # let _ = on_foreign_record;
+    /// ```
     pub fn lose(&self, key: &ElectionName, epoch: Epoch, reason: LossReason) -> bool {
         self.shared
             .upgrade()
@@ -166,6 +343,19 @@ impl HoldReporter {
     /// Reports that `key`, held in term `epoch`, is known held until
     /// `valid_until` (monotonic, counted from before the renewal was sent).
     /// Ignored unless the key is held in that term.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{ElectionName, Epoch, HoldReporter};
+    /// use tokio::time::Instant;
+    ///
+    /// /// A key renewed outside the batch step (e.g. by a term of its own).
+    /// fn on_renewed(reporter: &HoldReporter, key: &ElectionName, epoch: Epoch, sent: Instant) {
+    ///     let validity = Duration::from_secs(9); // the TTL minus its margin
+    ///     reporter.renewed(key, epoch, sent + validity);
+    /// }
+    /// # let _ = on_renewed;
+    /// ```
     pub fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
         if let Some(s) = self.shared.upgrade() {
             s.renewed(key, epoch, valid_until);

@@ -55,6 +55,17 @@ impl Epoch {
 
     /// The epoch `value`, or `None` for zero or a value above
     /// [`Epoch::MAX`].
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    ///
+    /// let stored: u64 = 41; // e.g. read back from a fence store
+    /// match Epoch::new(stored) {
+    ///     Some(epoch) => assert_eq!(epoch.get(), 41),
+    ///     None => unreachable!("0 and values above i64::MAX are no epochs"),
+    /// }
+    /// assert_eq!(Epoch::new(0), None);
+    /// ```
     pub const fn new(value: u64) -> Option<Epoch> {
         if value > Epoch::MAX.get() {
             return None;
@@ -67,16 +78,37 @@ impl Epoch {
 
     /// True if a term may have this epoch: from [`Epoch::FIRST`] to
     /// [`Epoch::MAX`]. [`Epoch::UNGUARDED`] is not a term's epoch.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    ///
+    /// assert!(Epoch::FIRST.is_term());
+    /// assert!(!Epoch::UNGUARDED.is_term()); // an unguarded write token's epoch
+    /// ```
     pub const fn is_term(self) -> bool {
         self.get() >= Epoch::FIRST.get()
     }
 
     /// The epoch as a number.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    ///
+    /// let column: i64 = i64::try_from(Epoch::FIRST.get()).unwrap_or(i64::MAX); // every epoch fits
+    /// assert_eq!(column, 2);
+    /// ```
     pub const fn get(self) -> u64 {
         self.0.get()
     }
 
     /// The epoch after this one, or `None` if this is [`Epoch::MAX`].
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    ///
+    /// assert_eq!(Epoch::FIRST.next(), Epoch::new(3));
+    /// assert_eq!(Epoch::MAX.next(), None);
+    /// ```
     pub const fn next(self) -> Option<Epoch> {
         Epoch::new(self.get().saturating_add(1))
     }
@@ -87,6 +119,20 @@ impl Epoch {
     ///
     /// Backends that store the highest epoch handed out use this to compute
     /// the epoch of the term they are about to win.
+    ///
+    /// ```
+    /// use election_core::{ConfigError, Epoch};
+    ///
+    /// # fn main() -> Result<(), ConfigError> {
+    /// // A backend's winning step: the epoch after the highest one stored.
+    /// let mut highest: Option<Epoch> = None; // a new election
+    /// let first = Epoch::after(highest)?;
+    /// assert_eq!(first, Epoch::FIRST);
+    /// highest = Some(first);
+    /// assert!(Epoch::after(highest)? > first);
+    /// assert!(matches!(Epoch::after(Some(Epoch::MAX)), Err(ConfigError::EpochExhausted)));
+    /// # Ok(()) }
+    /// ```
     pub fn after(previous: Option<Epoch>) -> Result<Epoch, ConfigError> {
         match previous {
             None => Ok(Epoch::FIRST),

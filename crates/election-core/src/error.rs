@@ -42,6 +42,26 @@ impl LossReason {
     /// True when the holder ended the term itself ([`Resigned`](LossReason::Resigned),
     /// [`Dropped`](LossReason::Dropped)), false when the backend took the
     /// claim away or could no longer prove it held it.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Lease};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let lease = term.lease();
+    /// backend.revoke("jobs");
+    /// let lost = lease.lost().await;
+    /// if lost.reason.is_end() {
+    ///     println!("we ended the term ourselves");
+    /// } else {
+    ///     eprintln!("deposed: {}", lost.reason); // another candidate may lead now
+    /// }
+    /// assert!(!lost.reason.is_end());
+    /// # Ok(()) }
+    /// ```
     pub fn is_end(&self) -> bool {
         matches!(self, LossReason::Resigned | LossReason::Dropped)
     }
@@ -142,6 +162,18 @@ pub enum Error {
 
 impl Error {
     /// Wraps a backend failure as [`Error::Unavailable`].
+    ///
+    /// ```
+    /// use election_core::{ElectionName, Error};
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let name = ElectionName::new("jobs")?;
+    /// // In a backend step: the store could not be reached, nothing was won.
+    /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connect");
+    /// let err = Error::unavailable(&name, io);
+    /// assert!(!err.is_permanent()); // the campaign retries it
+    /// # Ok(()) }
+    /// ```
     pub fn unavailable(name: &ElectionName, source: impl StdError + Send + Sync + 'static) -> Self {
         Error::Unavailable {
             name: name.clone(),
@@ -150,6 +182,18 @@ impl Error {
     }
 
     /// Wraps a backend failure as [`Error::OutcomeUnknown`].
+    ///
+    /// ```
+    /// use election_core::{ElectionName, Error};
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let name = ElectionName::new("jobs")?;
+    /// // In a backend step: the write timed out, it may or may not have landed.
+    /// let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply in 2s");
+    /// let err = Error::outcome_unknown(&name, timeout);
+    /// assert!(matches!(err, Error::OutcomeUnknown { .. }));
+    /// # Ok(()) }
+    /// ```
     pub fn outcome_unknown(
         name: &ElectionName,
         source: impl StdError + Send + Sync + 'static,
@@ -161,6 +205,17 @@ impl Error {
     }
 
     /// Wraps damaged stored state as [`Error::Corrupt`].
+    ///
+    /// ```
+    /// use election_core::{ElectionName, Error};
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let name = ElectionName::new("jobs")?;
+    /// // In a backend step: the stored epoch cannot be read; hand out no term.
+    /// let bad = "epoch record".parse::<u64>().map_err(|e| Error::corrupt(&name, e));
+    /// assert!(bad.is_err_and(|e| e.is_permanent()));
+    /// # Ok(()) }
+    /// ```
     pub fn corrupt(name: &ElectionName, source: impl StdError + Send + Sync + 'static) -> Self {
         Error::Corrupt {
             name: name.clone(),
@@ -169,6 +224,22 @@ impl Error {
     }
 
     /// True for errors that retrying cannot fix (configuration, corruption).
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// match candidate.try_campaign().await {
+    ///     Ok(term) => println!("won: {}", term.is_some()),
+    ///     Err(e) if e.is_permanent() => return Err(e), // fix the configuration or the store
+    ///     Err(e) => eprintln!("try again later: {e}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_permanent(&self) -> bool {
         matches!(self, Error::Config(_) | Error::Corrupt { .. })
     }

@@ -31,6 +31,17 @@ impl Default for LeadOptions {
 impl LeadOptions {
     /// How long, after the work returned, to wait for the tasks it spawned
     /// through [`Leadership::spawn`] before aborting them. At most 1 hour.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::LeadOptions;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let options = LeadOptions::default().with_drain_timeout(Duration::from_secs(30))?;
+    /// # let _ = options;
+    /// assert!(LeadOptions::default().with_drain_timeout(Duration::from_secs(7200)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn with_drain_timeout(mut self, drain_timeout: Duration) -> Result<Self, ConfigError> {
         let ok = drain_timeout <= HOUR;
         self.drain_timeout = check_setting("drain_timeout", drain_timeout, ok, "above 1h")?;
@@ -127,6 +138,23 @@ pub struct Leadership {
 impl Leadership {
     /// The lease of the term (epoch, lost signal) for fencing. It reads lost
     /// once the term is lost or has ended (`lead` returned or was dropped).
+    ///
+    /// ```
+    /// use election_core::{Candidate, LeadOptions, Lease};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let epoch = term
+    ///     .lead(LeadOptions::default(), |leadership| async move {
+    ///         // Fence the job's writes with this epoch.
+    ///         leadership.lease().epoch()
+    ///     })
+    ///     .await?;
+    /// println!("the job ran in term {epoch}");
+    /// # Ok(()) }
+    /// ```
     pub fn lease(&self) -> &TermLease {
         &self.lease
     }
@@ -139,6 +167,28 @@ impl Leadership {
     ///
     /// Once the term has ended (`lead` returned, was dropped, or the term was
     /// lost), the task is not run: it is dropped at once, unpolled.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use election_core::{Candidate, LeadOptions};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let flushed = Arc::new(AtomicBool::new(false));
+    /// let flag = flushed.clone();
+    /// term.lead(LeadOptions::default(), |leadership| async move {
+    ///     leadership.spawn(async move {
+    ///         // A background part of the job: aborted if the term is lost.
+    ///         flag.store(true, Ordering::Release);
+    ///     });
+    /// })
+    /// .await?; // returns once the spawned task has stopped, then resigns
+    /// assert!(flushed.load(Ordering::Acquire));
+    /// # Ok(()) }
+    /// ```
     pub fn spawn<F>(&self, task: F)
     where
         F: Future<Output = ()> + Send + 'static,
@@ -160,6 +210,28 @@ impl Leadership {
     /// between steps and return when it turns true.
     ///
     /// Once the term has ended, `work` is not run.
+    ///
+    /// ```
+    /// use election_core::{Candidate, LeadOptions, Lease};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// term.lead(LeadOptions::default(), |leadership| async move {
+    ///     let lease = leadership.lease().clone();
+    ///     leadership.spawn_blocking(move || {
+    ///         for file in ["a.csv", "b.csv"] {
+    ///             if lease.is_lost() {
+    ///                 return; // cannot be aborted: check between steps
+    ///             }
+    ///             println!("compressing {file}");
+    ///         }
+    ///     });
+    /// })
+    /// .await?; // the claim is held until the blocking work returned
+    /// # Ok(()) }
+    /// ```
     pub fn spawn_blocking<F>(&self, work: F)
     where
         F: FnOnce() + Send + 'static,

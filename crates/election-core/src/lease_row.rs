@@ -41,17 +41,43 @@ use crate::{ConfigError, Epoch, Identity, Leader};
 /// The safety margin of a lease of `ttl`: a tenth of it. A holder counts
 /// its lease valid for `ttl - margin` ([`validity`]) from before each
 /// claim or renewal it sends.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::lease_row::margin;
+///
+/// assert_eq!(margin(Duration::from_secs(10)), Duration::from_secs(1));
+/// ```
 pub fn margin(ttl: Duration) -> Duration {
     ttl / 10
 }
 
 /// How long after the instant before a successful claim or renewal was
 /// sent the holder counts a lease of `ttl` as valid: `ttl - margin`.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::lease_row::validity;
+/// use tokio::time::Instant;
+///
+/// let ttl = Duration::from_secs(10);
+/// let sent = Instant::now(); // right before the claim or renewal was sent
+/// let valid_until = sent + validity(ttl); // 9 s later
+/// # let _ = valid_until;
+/// ```
 pub fn validity(ttl: Duration) -> Duration {
     ttl - margin(ttl)
 }
 
 /// `ttl` in milliseconds as stored, saturating at `i64::MAX`.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::lease_row::ttl_ms;
+///
+/// assert_eq!(ttl_ms(Duration::from_secs(10)), 10_000); // the lease row's ttl_ms column
+/// assert_eq!(ttl_ms(Duration::MAX), i64::MAX);
+/// ```
 pub fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
@@ -67,6 +93,18 @@ pub fn ttl_ms(ttl: Duration) -> i64 {
 /// # Errors
 ///
 /// [`ConfigError::BadSetting`] naming the first setting that fails.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::lease_row::check_times;
+///
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// let (ttl, renew, busy) = (Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(1));
+/// check_times(ttl, renew, "busy_timeout", busy)?;
+/// // Twice the renew interval must fit in the validity (9 s here):
+/// assert!(check_times(ttl, Duration::from_secs(5), "busy_timeout", busy).is_err());
+/// # Ok(()) }
+/// ```
 pub fn check_times(
     ttl: Duration,
     renew_interval: Duration,
@@ -130,6 +168,25 @@ impl Row {
     /// # Errors
     ///
     /// An identity the backends would not write (see [`Identity::new`]).
+    ///
+    /// ```
+    /// use election_core::lease_row::Row;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let row = Row {
+    ///     holder: Some("host-a/4711".into()),
+    ///     epoch: 7,
+    ///     version: 12,
+    ///     ttl_ms: 10_000,
+    ///     acquired_unix_ms: Some(1_700_000_000_000),
+    /// };
+    /// if let Some(leader) = row.leader()? {
+    ///     println!("{} leads in term {}", leader.identity, leader.epoch);
+    /// }
+    /// let released = Row { holder: None, ..row };
+    /// assert!(released.leader()?.is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn leader(&self) -> Result<Option<Leader>, ConfigError> {
         let (Some(holder), Some(epoch)) = (self.holder.as_deref(), decode_epoch(self.epoch)) else {
             return Ok(None);
@@ -149,6 +206,17 @@ impl Row {
 /// An epoch as stored (a signed 64-bit integer), decoded: `None` outside
 /// `1..=`[`Epoch::MAX`] (the range [`Epoch::new`] accepts). A backend that
 /// accepts only terms' epochs filters further with [`Epoch::is_term`].
+///
+/// ```
+/// use election_core::lease_row::decode_epoch;
+///
+/// let stored: i64 = 7; // the epoch column as read
+/// match decode_epoch(stored) {
+///     Some(epoch) => println!("term {epoch}"),
+///     None => eprintln!("not an epoch: {stored}"), // never turned into one
+/// }
+/// assert_eq!(decode_epoch(-1), None);
+/// ```
 pub fn decode_epoch(epoch: i64) -> Option<Epoch> {
     u64::try_from(epoch).ok().and_then(Epoch::new)
 }
@@ -197,6 +265,16 @@ pub enum Found {
 impl Found {
     /// What `lease` (the lease row, if any) and `recorded` (the epoch
     /// record, if any) say.
+    ///
+    /// ```
+    /// use election_core::lease_row::{Found, Recorded, Row};
+    ///
+    /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None };
+    /// assert_eq!(Found::of(Some(&row), None), Found::Vacant); // released
+    /// assert_eq!(Found::of(None, None), Found::Fresh); // never held
+    /// let recorded = Recorded { epoch: 7, ttl_ms: 10_000 };
+    /// assert_eq!(Found::of(None, Some(recorded)), Found::Vanished { epoch: 7, ttl_ms: 10_000 });
+    /// ```
     pub fn of(lease: Option<&Row>, recorded: Option<Recorded>) -> Found {
         match (lease, recorded) {
             (
@@ -239,6 +317,17 @@ pub struct Observed {
 impl Observed {
     /// The term (epoch, as stored) of the holder seen, or `None` for a
     /// vanished row.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::lease_row::{Found, may_claim};
+    /// use tokio::time::Instant;
+    ///
+    /// let mut observed = None;
+    /// let found = Found::Held { holder: "host-b/99".into(), epoch: 7, version: 3, ttl_ms: 10_000 };
+    /// may_claim(&mut observed, &found, Duration::from_secs(10), Instant::now());
+    /// assert_eq!(observed.as_ref().and_then(|o| o.held_epoch()), Some(7));
+    /// ```
     pub fn held_epoch(&self) -> Option<i64> {
         self.holder.as_ref().map(|_| self.epoch)
     }
@@ -267,6 +356,22 @@ const VANISHED: i64 = i64::MIN;
 ///
 /// Anything else seen than the observation kept starts a new one at `now`
 /// (and answers no).
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::lease_row::{Found, may_claim};
+/// use tokio::time::Instant;
+///
+/// let ttl = Duration::from_secs(10);
+/// let mut observed = None; // kept between a contender's attempts
+/// let found = Found::Held { holder: "host-b/99".into(), epoch: 7, version: 3, ttl_ms: 10_000 };
+/// let t0 = Instant::now();
+/// assert!(!may_claim(&mut observed, &found, ttl, t0)); // first sight: wait
+/// assert!(!may_claim(&mut observed, &found, ttl, t0 + Duration::from_secs(5)));
+/// // The same holder, term and version, unchanged for a full TTL: take it over.
+/// assert!(may_claim(&mut observed, &found, ttl, t0 + ttl));
+/// assert!(may_claim(&mut observed, &Found::Vacant, ttl, t0)); // released: at once
+/// ```
 pub fn may_claim(
     observed: &mut Option<Observed>,
     found: &Found,

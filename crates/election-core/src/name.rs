@@ -64,6 +64,16 @@ pub struct ElectionName(Arc<str>);
 
 impl ElectionName {
     /// Checks and wraps `name`.
+    ///
+    /// ```
+    /// use election_core::ElectionName;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let name = ElectionName::new("billing-dispatcher")?;
+    /// assert_eq!(name.to_string(), "billing-dispatcher");
+    /// assert!(ElectionName::new("a/b").is_err()); // no path separators
+    /// # Ok(()) }
+    /// ```
     pub fn new(name: impl AsRef<str>) -> Result<Self, ConfigError> {
         let name = name.as_ref();
         check_key_name("election name", name)?;
@@ -71,6 +81,16 @@ impl ElectionName {
     }
 
     /// The name as text.
+    ///
+    /// ```
+    /// use election_core::ElectionName;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let name = ElectionName::new("billing-dispatcher")?;
+    /// let file_name = format!("{}.lock", name.as_str());
+    /// assert_eq!(file_name, "billing-dispatcher.lock");
+    /// # Ok(()) }
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -95,6 +115,16 @@ pub struct Identity(Arc<str>);
 
 impl Identity {
     /// Checks and wraps `identity`.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let pod = Identity::new("orders-7f9c/10.0.3.17")?; // slashes are fine in an identity
+    /// assert_eq!(pod.as_str(), "orders-7f9c/10.0.3.17");
+    /// assert!(Identity::new("").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn new(identity: impl AsRef<str>) -> Result<Self, ConfigError> {
         let identity = identity.as_ref();
         validate("identity", identity, true)?;
@@ -102,6 +132,13 @@ impl Identity {
     }
 
     /// An identity for this process: `<host name>/<process id>`.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    ///
+    /// let me = Identity::for_this_process();
+    /// assert!(me.as_str().ends_with(&format!("/{}", std::process::id())));
+    /// ```
     pub fn for_this_process() -> Self {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
@@ -112,6 +149,15 @@ impl Identity {
     }
 
     /// The identity as text.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let me = Identity::new("host-a/4711")?;
+    /// println!("campaigning as {}", me.as_str());
+    /// # Ok(()) }
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -55,6 +55,22 @@ impl<C: Claim> std::fmt::Debug for PerKeyClaims<C> {
 impl<C: Claim> PerKeyClaims<C> {
     /// Claims made by `make` for each key, all with `identity` (which the
     /// claims should carry too).
+    ///
+    /// ```
+    /// use election_core::{Identity, LeaseSet, PerKeyClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let me = Identity::new("node-a")?;
+    /// // One claim per key, made on demand: any Claim backend runs a lease set so.
+    /// let keys = PerKeyClaims::new(me.clone(), move |key| backend.claim(key.as_str(), me.as_str()));
+    /// let set = LeaseSet::new(keys);
+    /// assert!(set.ask("shard-1").await?);
+    /// set.close().await; // resigns every held term
+    /// # Ok(()) }
+    /// ```
     pub fn new(
         identity: Identity,
         make: impl Fn(&ElectionName) -> Result<C, Error> + Send + Sync + 'static,
@@ -76,6 +92,22 @@ impl<C: Claim> PerKeyClaims<C> {
 
     /// Sets each key's campaign poll interval (see
     /// [`Candidate::with_poll_interval`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{Identity, LeaseSet, PerKeyClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let me = Identity::new("node-a")?;
+    /// let keys = PerKeyClaims::new(me.clone(), move |key| backend.claim(key.as_str(), me.as_str()))
+    ///     .with_poll_interval(Duration::from_secs(1))?;
+    /// let set = LeaseSet::new(keys);
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, ConfigError> {
         self.poll_interval = crate::campaign::check_poll_interval(poll_interval)?;
         Ok(self)

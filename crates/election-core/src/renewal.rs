@@ -27,6 +27,19 @@ impl RenewalPolicy {
     /// one attempt may take until the deadline at most. Change both with
     /// [`with_retry_after`](Self::with_retry_after) and
     /// [`with_attempt_timeout`](Self::with_attempt_timeout).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::RenewalPolicy;
+    /// use election_core::lease_row::validity;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let ttl = Duration::from_secs(10);
+    /// let policy = RenewalPolicy::new(validity(ttl), Duration::from_secs(3))?;
+    /// assert_eq!(policy.validity(), Duration::from_secs(9));
+    /// assert!(RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(9)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn new(validity: Duration, renew_every: Duration) -> Result<Self, ConfigError> {
         if renew_every.is_zero() || renew_every >= validity {
             return Err(ConfigError::BadSetting {
@@ -44,6 +57,17 @@ impl RenewalPolicy {
 
     /// Sets the wait before a failed or timed-out renewal is retried
     /// (above zero).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::RenewalPolicy;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?
+    ///     .with_retry_after(Duration::from_millis(200))?;
+    /// # let _ = policy;
+    /// # Ok(()) }
+    /// ```
     pub fn with_retry_after(mut self, retry_after: Duration) -> Result<Self, ConfigError> {
         let ok = !retry_after.is_zero();
         self.retry_after = check_setting("retry_after", retry_after, ok, "zero")?;
@@ -52,6 +76,18 @@ impl RenewalPolicy {
 
     /// Sets the longest time one renewal may take (above zero); it is cut
     /// to the time left before the deadline in any case.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::RenewalPolicy;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// // One renewal may take 2 s at most (and never past the deadline).
+    /// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?
+    ///     .with_attempt_timeout(Duration::from_secs(2))?;
+    /// # let _ = policy;
+    /// # Ok(()) }
+    /// ```
     pub fn with_attempt_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
         let ok = !timeout.is_zero();
         self.attempt_timeout = check_setting("attempt_timeout", timeout, ok, "zero")?;
@@ -59,11 +95,34 @@ impl RenewalPolicy {
     }
 
     /// How long a renewal holds the claim, counted from before it was sent.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::RenewalPolicy;
+    /// use tokio::time::Instant;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?;
+    /// let sent = Instant::now(); // taken right before the renewal was sent
+    /// let valid_until = sent + policy.validity();
+    /// # let _ = valid_until;
+    /// # Ok(()) }
+    /// ```
     pub fn validity(&self) -> Duration {
         self.validity
     }
 
     /// The renew interval.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::RenewalPolicy;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?;
+    /// println!("renewing every {:?}", policy.renew_every());
+    /// # Ok(()) }
+    /// ```
     pub fn renew_every(&self) -> Duration {
         self.renew_every
     }
@@ -128,7 +187,8 @@ pub enum Loss {
 /// use election_core::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
 /// use tokio::time::Instant;
 ///
-/// let policy = RenewalPolicy::new(Duration::from_secs(8), Duration::from_secs(2)).unwrap();
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// let policy = RenewalPolicy::new(Duration::from_secs(8), Duration::from_secs(2))?;
 /// let t0 = Instant::now();
 /// let mut r = Renewal::new(policy, t0 + Duration::from_secs(8));
 /// assert_eq!(r.decide(Input::Due, t0), Next::SleepUntil(t0 + Duration::from_secs(2)));
@@ -138,6 +198,7 @@ pub enum Loss {
 /// r.decide(Input::TimedOut, t0 + Duration::from_secs(3));
 /// assert_eq!(r.deadline(), t0 + Duration::from_secs(8));
 /// assert_eq!(r.decide(Input::Due, t0 + Duration::from_secs(8)), Next::Lose(Loss::Expired));
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Renewal {
@@ -150,6 +211,19 @@ pub struct Renewal {
 impl Renewal {
     /// A machine for a claim won (or last renewed) with `valid_until`,
     /// counted from before the winning request was sent.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::renewal::{Input, Next, Renewal, RenewalPolicy};
+    /// use tokio::time::Instant;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?;
+    /// let sent = Instant::now(); // before the winning request was sent
+    /// let mut renewal = Renewal::new(policy, sent + policy.validity());
+    /// assert_eq!(renewal.decide(Input::Due, sent), Next::SleepUntil(sent + Duration::from_secs(3)));
+    /// # Ok(()) }
+    /// ```
     pub fn new(policy: RenewalPolicy, valid_until: Instant) -> Self {
         let sent = valid_until
             .checked_sub(policy.validity)
@@ -163,6 +237,21 @@ impl Renewal {
     }
 
     /// The deadline: the claim is known held until then, no longer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::renewal::{Input, Renewal, RenewalPolicy};
+    /// use tokio::time::Instant;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?;
+    /// let t0 = Instant::now();
+    /// let mut renewal = Renewal::new(policy, t0 + Duration::from_secs(9));
+    /// let t3 = t0 + Duration::from_secs(3);
+    /// renewal.decide(Input::Renewed { sent: t3 }, t3 + Duration::from_millis(20));
+    /// assert_eq!(renewal.deadline(), t3 + Duration::from_secs(9)); // held until then, no longer
+    /// # Ok(()) }
+    /// ```
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -172,6 +261,26 @@ impl Renewal {
     /// Once it answered [`Next::Lose`] it answers nothing else: an answer
     /// that comes at or after the deadline cannot revive the claim, even
     /// for a renewal sent before it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::renewal::{Input, Loss, Next, Renewal, RenewalPolicy};
+    /// use tokio::time::Instant;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?;
+    /// let t0 = Instant::now();
+    /// let mut renewal = Renewal::new(policy, t0 + Duration::from_secs(9));
+    /// let t3 = t0 + Duration::from_secs(3);
+    /// match renewal.decide(Input::Due, t3) {
+    ///     Next::Renew { budget } => assert!(budget <= Duration::from_secs(6)), // send one now
+    ///     other => panic!("expected a renewal, got {other:?}"),
+    /// }
+    /// // The store refused it: another holder. Lost at once, and for good.
+    /// assert_eq!(renewal.decide(Input::Refused, t3), Next::Lose(Loss::Refused));
+    /// assert_eq!(renewal.decide(Input::Due, t3), Next::Lose(Loss::Refused));
+    /// # Ok(()) }
+    /// ```
     pub fn decide(&mut self, input: Input, now: Instant) -> Next {
         if self.lost.is_none() && now >= self.deadline {
             self.lost = Some(Loss::Expired);
@@ -230,6 +339,41 @@ pub enum Renewed {
 /// Cancel safety: cancel safe (drop it to stop renewing, e.g. when the
 /// [`WatchGuard`](crate::WatchGuard) is dropped); a renewal cut off mid-flight has an
 /// unknown outcome, which is safe: only landed renewals count.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::renewal::{RenewalPolicy, Renewed, renew_until_lost};
+/// use election_core::{Epoch, Error, LossReason, TermReporter, WatchGuard, Won};
+///
+/// # /// The store's conditional renewal: `Ok(false)` if another term holds it.
+/// # async fn renew_row(_epoch: Epoch) -> Result<bool, Error> { Ok(true) }
+/// /// `Claim::watch` of a lease backend: renew in a task until the term is lost.
+/// fn watch(won: Won, reporter: TermReporter) -> Result<WatchGuard, Error> {
+///     let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3))?;
+///     let Some(valid_until) = won.valid_until else {
+///         return Ok(WatchGuard::none()); // a claim that does not expire
+///     };
+///     let epoch = won.epoch;
+///     let task = tokio::spawn(async move {
+///         // One conditional renewal per call; the driver cuts it off at `_budget`.
+///         let reason = renew_until_lost(policy, valid_until, &reporter, |_budget| async move {
+///             match renew_row(epoch).await {
+///                 Ok(true) => Renewed::Landed,
+///                 Ok(false) => Renewed::Refused(LossReason::Revoked {
+///                     detail: "the row shows another term".into(),
+///                 }),
+///                 Err(e) => Renewed::Failed(e), // retried; never extends the deadline
+///             }
+///         })
+///         .await;
+///         if let Some(reason) = reason {
+///             eprintln!("term {} lost: {reason}", reporter.epoch());
+///         }
+///     });
+///     Ok(WatchGuard::task(task))
+/// }
+/// # let _ = watch;
+/// ```
 pub async fn renew_until_lost<F>(
     policy: RenewalPolicy,
     valid_until: Instant,

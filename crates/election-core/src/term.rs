@@ -159,16 +159,49 @@ impl<C: Claim> Term<C> {
     }
 
     /// The epoch of this term.
+    ///
+    /// ```
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// println!("leading in term {}", term.epoch()); // also the fencing token's value
+    /// # Ok(()) }
+    /// ```
     pub fn epoch(&self) -> Epoch {
         self.state.epoch
     }
 
     /// The identity of the candidate that holds this term.
+    ///
+    /// ```
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "worker-1")?).campaign().await?;
+    /// assert_eq!(term.identity().as_str(), "worker-1");
+    /// # Ok(()) }
+    /// ```
     pub fn identity(&self) -> &Identity {
         &self.state.identity
     }
 
     /// The election.
+    ///
+    /// ```
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "worker-1")?).campaign().await?;
+    /// println!("leading {} in term {}", term.name(), term.epoch());
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &ElectionName {
         &self.state.name
     }
@@ -181,6 +214,24 @@ impl<C: Claim> Term<C> {
     /// true *before* a resign sends its release, so no token is issued from
     /// a term whose release is in flight; [`loss`](Lease::loss) tells which
     /// end it was ([`LossReason::is_end`]).
+    ///
+    /// ```
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// for batch in 0..3 {
+    ///     if term.is_lost() {
+    ///         break; // stop acting for the group
+    ///     }
+    ///     println!("batch {batch} in term {}", term.epoch());
+    /// }
+    /// term.resign().await?;
+    /// assert!(term.is_lost()); // an ended term reads lost too
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.state.is_lost()
     }
@@ -232,6 +283,22 @@ impl<C: Claim> Term<C> {
     }
 
     /// A cloneable view of this term for tasks and fencing.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Lease};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let lease = term.lease();
+    /// let worker = tokio::spawn(async move {
+    ///     lease.lost().await; // stops when the term ends, however it ends
+    /// });
+    /// term.resign().await?;
+    /// worker.await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lease(&self) -> TermLease {
         TermLease {
             state: self.state.clone(),

@@ -275,12 +275,41 @@ impl TermReporter {
     /// Reports that the claim was lost (rule 2: before the backend could
     /// grant it to another candidate). Returns true if this report ended
     /// the term; false if it had already ended or been lost.
+    ///
+    /// ```
+    /// use election_core::{LossReason, TermReporter};
+    ///
+    /// /// A backend's watch, on hearing that the store gave the claim away.
+    /// fn on_taken(reporter: &TermReporter, new_holder: &str) {
+    ///     let ended_it = reporter.lose(LossReason::Revoked {
+    ///         detail: format!("the store shows {new_holder} as the holder"),
+    ///     });
+    ///     if !ended_it {
+    ///         // The term had ended already (resigned, dropped or lost): nothing to do.
+    ///     }
+    /// }
+    /// # let _ = on_taken;
+    /// ```
     pub fn lose(&self, reason: LossReason) -> bool {
         self.state.lose(reason)
     }
 
     /// Reports a renewal: the claim is known to be held until
     /// `valid_until` (monotonic, counted from before the renewal was sent).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::TermReporter;
+    /// use tokio::time::Instant;
+    ///
+    /// /// A backend's renewal, counted from before the request was sent (rule 2).
+    /// async fn renew_once(reporter: &TermReporter, ttl: Duration, margin: Duration) {
+    ///     let sent = Instant::now();
+    ///     // ... send the renewal and wait for the store's yes ...
+    ///     reporter.renewed(sent + ttl - margin);
+    /// }
+    /// # let _ = renew_once;
+    /// ```
     pub fn renewed(&self, valid_until: Instant) {
         self.state.renewed(valid_until)
     }
@@ -289,11 +318,35 @@ impl TermReporter {
     /// validity has run out). A term its holder ended (resign, drop) does
     /// not count here: while a dropped [`lead`](crate::Term::lead) waits for its
     /// tasks, the watch must go on renewing and reporting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::TermReporter;
+    ///
+    /// /// A backend's renewal loop stops once the term is lost.
+    /// async fn renew_loop(reporter: TermReporter) {
+    ///     while !reporter.is_lost() {
+    ///         // ... renew, report with `renewed` or `lose` ...
+    ///         tokio::time::sleep(Duration::from_secs(1)).await;
+    ///     }
+    /// }
+    /// # let _ = renew_loop;
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.state.backend_loss().is_some()
     }
 
     /// The epoch of the watched term.
+    ///
+    /// ```
+    /// use election_core::TermReporter;
+    ///
+    /// /// A backend's watch, checking that the store still shows its term.
+    /// fn still_ours(reporter: &TermReporter, stored_epoch: u64) -> bool {
+    ///     stored_epoch == reporter.epoch().get()
+    /// }
+    /// # let _ = still_ours;
+    /// ```
     pub fn epoch(&self) -> Epoch {
         self.state.epoch
     }

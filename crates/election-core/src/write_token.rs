@@ -66,6 +66,24 @@ impl<'g> WriteToken<'g> {
     }
 
     /// The key the write is guarded for.
+    ///
+    /// ```
+    /// use election_core::{LeaseSet, WriteToken};
+    /// # use election_testkit::memory::MemoryBackend;
+    ///
+    /// fn put(token: &WriteToken<'_>, row: &str) -> String {
+    ///     format!("{}: {row}", token.key()) // the shard the write was guarded for
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// let line = set.guard("shard-1", async |token| put(&token, "hello")).await?;
+    /// assert_eq!(line, "shard-1: hello");
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &ElectionName {
         self.key
     }
@@ -74,17 +92,65 @@ impl<'g> WriteToken<'g> {
     /// [`unguarded`] token it is [`Epoch::UNGUARDED`], lower than every
     /// term's epoch on every backend: a fenced store that has ever seen a
     /// guarded write refuses it.
+    ///
+    /// ```
+    /// use election_core::LeaseSet;
+    /// # use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// // Store the epoch with the write, so the store can refuse older writers.
+    /// let stored_epoch = set.guard("shard-1", async |token| token.epoch().get()).await?;
+    /// assert_eq!(Some(stored_epoch), set.epoch("shard-1").map(|e| e.get()));
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn epoch(&self) -> Epoch {
         self.epoch
     }
 
     /// The identity of the holder (this process); `None` for an
     /// [`unguarded`] token.
+    ///
+    /// ```
+    /// use election_core::{LeaseSet, unguarded};
+    /// # use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// let writer = set
+    ///     .guard("shard-1", async |token| token.identity().map(|i| i.to_string()))
+    ///     .await?;
+    /// assert_eq!(writer.as_deref(), Some("node-a"));
+    /// let nobody = unguarded("shard-1", "migration tool", async |token| token.identity().is_none()).await?;
+    /// assert!(nobody);
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn identity(&self) -> Option<&Identity> {
         self.identity
     }
 
     /// The reason given to [`unguarded`], if this token came from it.
+    ///
+    /// ```
+    /// use election_core::{WriteToken, unguarded};
+    ///
+    /// fn audit(token: &WriteToken<'_>) {
+    ///     if let Some(reason) = token.unguarded_reason() {
+    ///         eprintln!("write to {} without a coordinator: {reason}", token.key());
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// unguarded("tenant-1", "single-node deployment", async |token| audit(&token)).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn unguarded_reason(&self) -> Option<&'static str> {
         self.unguarded
     }

@@ -6,8 +6,13 @@
 //! Each case panics with a message naming what went wrong. Waits are bounded
 //! by [`PATIENCE`], a generous bound for events, not a timing goal.
 //!
-//! ```text
-//! election_testkit::conformance_tests!(my_backend::testing::Factory::new());
+//! A backend crate's `tests/conformance.rs` is one line (here with the
+//! memory backend; [the crate's docs](crate#writing-your-own-backend) show a
+//! complete custom backend that passes the suite):
+//!
+//! ```
+//! election_testkit::conformance_tests!(election_testkit::memory::MemoryBackend::new());
+//! # fn main() {}
 //! ```
 
 use std::future::Future;
@@ -28,6 +33,22 @@ pub trait Backend: Send + Sync {
     /// A candidate for election `name` with `identity`. Each call opens the
     /// backend afresh (a new handle on the same stored state), so epochs
     /// must carry over between candidates made by different calls.
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// // Two calls, two handles on one stored state: the epochs carry over.
+    /// let first = Candidate::new(backend.candidate("jobs", "a").await?).campaign().await?;
+    /// first.resign().await?;
+    /// let second = Candidate::new(backend.candidate("jobs", "a").await?).campaign().await?;
+    /// assert!(second.epoch() > first.epoch());
+    /// # Ok(()) }
+    /// ```
     fn candidate(
         &self,
         name: &str,
@@ -37,10 +58,39 @@ pub trait Backend: Send + Sync {
     /// Takes the claim of `name` away from its holder the way this backend
     /// can lose one. Returns false if the backend has no such way (the case
     /// then only checks that nothing is lost).
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.candidate("jobs", "a").await?).campaign().await?;
+    /// if backend.take_away("jobs").await {
+    ///     let lost = term.lost().await; // the watch reported it
+    ///     assert!(!lost.reason.is_end());
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn take_away(&self, name: &str) -> impl Future<Output = bool> + Send;
 
     /// Builds candidates from bad configurations (empty name, bad location,
     /// bad timings, ...). Every one must fail with a typed error.
+    ///
+    /// ```
+    /// use election_core::Error;
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// for made in MemoryBackend::new().bad_configurations().await {
+    ///     assert!(matches!(made, Err(Error::Config(_))), "a bad configuration was accepted");
+    /// }
+    /// # }
+    /// ```
     fn bad_configurations(&self) -> impl Future<Output = Vec<Result<Self::Claim, Error>>> + Send;
 }
 
@@ -61,6 +111,17 @@ pub(crate) async fn within<F: Future>(what: &str, f: F) -> F::Output {
 }
 
 /// A lone candidate wins at once, and `leader()` shows it.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::uncontested_win(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn uncontested_win<B: Backend>(b: &B) {
     let a = candidate(b, "uncontested", "a").await;
     let term = within("uncontested campaign", a.campaign())
@@ -80,6 +141,17 @@ pub async fn uncontested_win<B: Backend>(b: &B) {
 
 /// While one candidate leads, another's `try_campaign` and bounded campaign
 /// return `None`, and its `campaign` waits until the leader resigns.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::second_candidate_waits(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn second_candidate_waits<B: Backend>(b: &B) {
     let a = candidate(b, "waits", "a").await;
     let bc = candidate(b, "waits", "b").await;
@@ -109,6 +181,17 @@ pub async fn second_candidate_waits<B: Backend>(b: &B) {
 }
 
 /// Resign hands the claim to a waiting candidate, with a higher epoch.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::resign_hands_over(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn resign_hands_over<B: Backend>(b: &B) {
     let a = candidate(b, "resign", "a").await;
     let bc = candidate(b, "resign", "b").await;
@@ -127,6 +210,17 @@ pub async fn resign_hands_over<B: Backend>(b: &B) {
 }
 
 /// Dropping a term without resigning hands the claim over too.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::drop_hands_over(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn drop_hands_over<B: Backend>(b: &B) {
     let a = candidate(b, "drop", "a").await;
     let bc = candidate(b, "drop", "b").await;
@@ -144,6 +238,17 @@ pub async fn drop_hands_over<B: Backend>(b: &B) {
 
 /// Epochs strictly increase: when the same candidate wins again, and across
 /// re-opening the backend.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::epochs_strictly_increase(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn epochs_strictly_increase<B: Backend>(b: &B) {
     let mut last = None;
     for round in 0..3 {
@@ -179,6 +284,28 @@ pub async fn epochs_strictly_increase<B: Backend>(b: &B) {
 /// Polls `future` until it has returned `Pending` `budget` times, then drops
 /// it at that await point: `Some(output)` if it finished first, `None` if it
 /// was cancelled. Tests use it to cancel a future at every await point.
+///
+/// ```
+/// use election_core::Candidate;
+/// use election_testkit::conformance::cancel_after;
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let backend = MemoryBackend::new();
+/// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+/// // Drop the campaign at its 1st, 2nd, ... await point until it finishes.
+/// for budget in 1.. {
+///     match cancel_after(candidate.campaign(), budget).await {
+///         Some(term) => {
+///             term?.resign().await?;
+///             break;
+///         }
+///         None => assert!(backend.holder("jobs").is_none(), "cancelled, yet held"),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn cancel_after<F: Future>(future: F, budget: usize) -> Option<F::Output> {
     CancelAfter {
         inner: Some(Box::pin(future)),
@@ -221,6 +348,17 @@ impl<F: Future> Future for CancelAfter<F> {
 /// Dropping a campaign at every await point leaves nothing held, whether
 /// the claim was free (the campaign may have just won) or held (the
 /// campaign was waiting).
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::cancellation_at_every_step_leaves_nothing_held(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn cancellation_at_every_step_leaves_nothing_held<B: Backend>(b: &B) {
     // Free claim: cancel after 0, 1, 2, ... pendings until the campaign
     // finishes within its budget.
@@ -272,6 +410,17 @@ pub async fn cancellation_at_every_step_leaves_nothing_held<B: Backend>(b: &B) {
 /// When the backend takes the claim away, `lost()` resolves for every
 /// waiter, `is_lost()` turns true, resign reports the loss, and the next
 /// winner gets a higher epoch.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::lost_fires_when_taken_away(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn lost_fires_when_taken_away<B: Backend>(b: &B) {
     let a = candidate(b, "lost", "a").await;
     let term = std::sync::Arc::new(within("a campaign", a.campaign()).await.expect("a wins"));
@@ -307,6 +456,17 @@ pub async fn lost_fires_when_taken_away<B: Backend>(b: &B) {
 
 /// `leader()` matches the holder: nobody, then the winner with its epoch,
 /// then nobody after resign.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::leader_matches_holder(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn leader_matches_holder<B: Backend>(b: &B) {
     let a = candidate(b, "leader", "a").await;
     let observer = candidate(b, "leader", "observer").await;
@@ -330,6 +490,17 @@ pub async fn leader_matches_holder<B: Backend>(b: &B) {
 /// A term's lease reads lost once the term has ended by resign or drop
 /// (with the end as its reason), from before the release is sent and on
 /// into the next term, so no fencing token is issued from it.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::an_ended_terms_lease_reads_lost(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn an_ended_terms_lease_reads_lost<B: Backend>(b: &B) {
     let a = candidate(b, "ended", "a").await;
     let term = within("a campaign", a.campaign()).await.expect("a wins");
@@ -375,6 +546,17 @@ impl Drop for SetOnDrop {
 /// a synchronous section (it cannot see the abort) keeps the claim until the
 /// task has really stopped: another candidate cannot win before, and wins
 /// after with a higher epoch.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::dropped_lead_holds_the_claim_until_its_tasks_stopped(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn dropped_lead_holds_the_claim_until_its_tasks_stopped<B: Backend>(b: &B) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -444,6 +626,17 @@ pub async fn dropped_lead_holds_the_claim_until_its_tasks_stopped<B: Backend>(b:
 }
 
 /// Bad configuration is refused with a typed error, never a panic.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::bad_configuration_is_refused(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn bad_configuration_is_refused<B: Backend>(b: &B) {
     let attempts = b.bad_configurations().await;
     assert!(
@@ -466,6 +659,12 @@ pub async fn bad_configuration_is_refused<B: Backend>(b: &B) {
 
 /// Expands to one `#[tokio::test]` per conformance case, each with a
 /// backend made by `$factory` (an expression evaluated per test).
+///
+/// ```
+/// // tests/conformance.rs (needs tokio with `macros` and `rt-multi-thread`):
+/// election_testkit::conformance_tests!(election_testkit::memory::MemoryBackend::new());
+/// # fn main() {}
+/// ```
 #[macro_export]
 macro_rules! conformance_tests {
     ($factory:expr) => {
@@ -560,6 +759,28 @@ pub(crate) async fn until(what: &str, mut f: impl FnMut() -> bool) {
 ///
 /// Returns the epochs `a` held its half in, for the caller's own check of
 /// the backend's records (`b` must hold them in later terms).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use election_core::LeaseSet;
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let backend = MemoryBackend::new();
+/// let a = Arc::new(LeaseSet::new(backend.keys("node-a")?));
+/// let b = Arc::new(LeaseSet::new(backend.keys("node-b")?));
+/// let keys: Vec<String> = (0..4).map(|i| format!("shard-{i}")).collect();
+/// let a_epochs =
+///     election_testkit::conformance::lease_sets_share_keys(a, b.clone(), &keys, Duration::from_millis(50)).await;
+/// // Now check the backend's own records: b holds a's half in later terms.
+/// for (key, epoch) in keys.iter().zip(a_epochs) {
+///     assert!(b.epoch(key) > epoch);
+/// }
+/// b.close().await;
+/// # Ok(()) }
+/// ```
 pub async fn lease_sets_share_keys<K: election_core::KeyedClaims>(
     a: std::sync::Arc<election_core::LeaseSet<K>>,
     b: std::sync::Arc<election_core::LeaseSet<K>>,
@@ -642,6 +863,23 @@ pub async fn lease_sets_share_keys<K: election_core::KeyedClaims>(
 /// [`Error::HeldElsewhere`] naming `a` in that term, and `b`'s write does
 /// not run. Returns the epoch, for the caller's check of the backend's
 /// records; closes neither set.
+///
+/// ```
+/// use election_core::LeaseSet;
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let backend = MemoryBackend::new();
+/// let a = LeaseSet::new(backend.keys("node-a")?);
+/// let b = LeaseSet::new(backend.keys("node-b")?);
+/// let epoch = election_testkit::conformance::guard_names_the_holder(&a, &b, "shard-1").await;
+/// // The backend's records agree:
+/// assert_eq!(backend.holder("shard-1").map(|l| l.epoch), Some(epoch));
+/// a.close().await;
+/// b.close().await;
+/// # Ok(()) }
+/// ```
 pub async fn guard_names_the_holder<K: election_core::KeyedClaims>(
     a: &election_core::LeaseSet<K>,
     b: &election_core::LeaseSet<K>,

@@ -25,6 +25,20 @@ pub trait KeyedBackend: Send + Sync {
     /// Keyed claims for a set with `identity`. Each call opens the backend
     /// afresh (a new handle on the same stored state), so epochs must carry
     /// over between sets made by different calls.
+    ///
+    /// ```
+    /// use election_core::LeaseSet;
+    /// use election_testkit::keyed::KeyedBackend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(KeyedBackend::keys(&backend, "node-a").await?);
+    /// assert!(set.ask("shard-1").await?);
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
     fn keys(&self, identity: &str) -> impl Future<Output = Result<Self::Keys, Error>> + Send;
 
     /// Takes `key` away from its holder the way this backend loses one
@@ -33,6 +47,23 @@ pub trait KeyedBackend: Send + Sync {
     /// two sets). Returns false if the backend has no such way, e.g. only
     /// a tamper that rule 2 does not cover (the cases then only check that
     /// nothing is lost).
+    ///
+    /// ```
+    /// use election_core::LeaseSet;
+    /// use election_testkit::keyed::KeyedBackend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(KeyedBackend::keys(&backend, "node-a").await?);
+    /// assert!(set.ask("shard-1").await?);
+    /// if backend.take_away("shard-1").await {
+    ///     assert!(!set.held("shard-1")); // reported before anyone else could win it
+    /// }
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
     fn take_away(&self, key: &str) -> impl Future<Output = bool> + Send;
 }
 
@@ -78,6 +109,17 @@ fn checker<K: KeyedClaims>(
 
 /// A lone set wins a key at once with a term's epoch; `holder` and the
 /// guard's token show it.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_win_with_epoch(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_win_with_epoch<B: KeyedBackend>(b: &B) {
     let a = set(b, "node-a").await;
     assert!(
@@ -98,6 +140,17 @@ pub async fn keyed_win_with_epoch<B: KeyedBackend>(b: &B) {
 
 /// Epochs of a key strictly grow, also across reopening the backend over
 /// the same store.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_epochs_grow_across_reopen(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_epochs_grow_across_reopen<B: KeyedBackend>(b: &B) {
     let mut last: Option<Epoch> = None;
     for _ in 0..3 {
@@ -114,6 +167,17 @@ pub async fn keyed_epochs_grow_across_reopen<B: KeyedBackend>(b: &B) {
 
 /// A key taken away reads not held in its old set before another set holds
 /// it (rule 2), and the new holder's epoch is higher.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_loss_before_grant(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_loss_before_grant<B: KeyedBackend>(b: &B) {
     let a = set(b, "node-a").await;
     let c = set(b, "node-b").await;
@@ -141,6 +205,17 @@ pub async fn keyed_loss_before_grant<B: KeyedBackend>(b: &B) {
 
 /// Dropping `ask`, `guard` and `close` at any await point leaves nothing
 /// held once the set is closed: another set then wins the key.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_cancellation_at_any_await(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_cancellation_at_any_await<B: KeyedBackend>(b: &B) {
     let mut budget = 1;
     loop {
@@ -166,6 +241,17 @@ pub async fn keyed_cancellation_at_any_await<B: KeyedBackend>(b: &B) {
 
 /// A set that lost a key does not release it (rule 3): the next holder
 /// keeps it when the old set closes.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_no_release_after_loss(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_no_release_after_loss<B: KeyedBackend>(b: &B) {
     let a = set(b, "node-a").await;
     let first = win(&a, "rule3").await;
@@ -203,6 +289,17 @@ pub async fn keyed_no_release_after_loss<B: KeyedBackend>(b: &B) {
 
 /// Closing gives up every key whatever its end (held, lost, never won),
 /// and dropping a set gives its keys up too (rule 4).
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_close_after_every_end(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_close_after_every_end<B: KeyedBackend>(b: &B) {
     let other = set(b, "node-b").await;
     win(&other, "elsewhere").await;
@@ -225,6 +322,17 @@ pub async fn keyed_close_after_every_end<B: KeyedBackend>(b: &B) {
 
 /// Once a set is closed, every key reads not held: no epoch, no held keys,
 /// `ask` and `guard` refused with [`Error::NotHeld`] and nothing written.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_ended_reads_lost(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_ended_reads_lost<B: KeyedBackend>(b: &B) {
     let a = set(b, "node-a").await;
     win(&a, "ended").await;
@@ -243,6 +351,17 @@ pub async fn keyed_ended_reads_lost<B: KeyedBackend>(b: &B) {
 /// [`Error::HeldElsewhere`] naming the holder while another set holds the
 /// key, and after the key was taken away it either is refused or writes in
 /// a newer term it won.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_guard_at_commit_point(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_guard_at_commit_point<B: KeyedBackend>(b: &B) {
     let a = set(b, "node-a").await;
     let c = set(b, "node-b").await;
@@ -262,6 +381,17 @@ pub async fn keyed_guard_at_commit_point<B: KeyedBackend>(b: &B) {
 /// moves while both want every key, and when one closes the other takes
 /// every key in later terms; no key is ever held by both
 /// ([`lease_sets_share_keys`](crate::conformance::lease_sets_share_keys)).
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (keyed_conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::keyed::keyed_sets_share_keys_and_hand_over_on_close(&MemoryBackend::new()).await;
+/// # }
+/// ```
 pub async fn keyed_sets_share_keys_and_hand_over_on_close<B: KeyedBackend>(b: &B) {
     let (a, c) = (set(b, "node-a").await, set(b, "node-b").await);
     let keys: Vec<String> = (0..4).map(|i| format!("shard-{i}")).collect();
@@ -277,6 +407,12 @@ pub async fn keyed_sets_share_keys_and_hand_over_on_close<B: KeyedBackend>(b: &B
 
 /// Expands to one `#[tokio::test]` per lease-set conformance case, each
 /// with a backend made by `$factory` (an expression evaluated per test).
+///
+/// ```
+/// // tests/keyed_conformance.rs (needs tokio with `macros` and `rt-multi-thread`):
+/// election_testkit::keyed_conformance_tests!(election_testkit::memory::MemoryBackend::new());
+/// # fn main() {}
+/// ```
 #[macro_export]
 macro_rules! keyed_conformance_tests {
     ($factory:expr) => {

@@ -17,7 +17,7 @@
 //! conformance suite against it from an integration test:
 //!
 //! ```
-//! use std::sync::{Arc, Mutex};
+//! use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 //! use election_core::{
 //!     Candidate, Claim, ElectionName, End, Epoch, Error, Identity, Leader, TermReporter, WatchGuard,
 //!     Won,
@@ -37,9 +37,14 @@
 //! }
 //!
 //! impl LockClaim {
+//!     /// The store, also after a panic elsewhere (its state stays consistent).
+//!     fn lock(&self) -> MutexGuard<'_, Store> {
+//!         self.store.lock().unwrap_or_else(PoisonError::into_inner)
+//!     }
+//!
 //!     /// Gives the claim up, if this candidate holds it.
 //!     fn free(&self) {
-//!         let mut s = self.store.lock().unwrap();
+//!         let mut s = self.lock();
 //!         if s.holder.as_ref().is_some_and(|(who, _)| *who == self.identity) {
 //!             s.holder = None;
 //!         }
@@ -59,7 +64,7 @@
 //!     }
 //!     async fn try_claim(&self, _: &mut ()) -> Result<Option<Won>, Error> {
 //!         // Rule 1: the epoch is decided under the same lock hold as the win.
-//!         let mut s = self.store.lock().unwrap();
+//!         let mut s = self.lock();
 //!         if s.holder.is_some() {
 //!             return Ok(None);
 //!         }
@@ -83,7 +88,7 @@
 //!         }
 //!     }
 //!     async fn leader(&self) -> Result<Option<Leader>, Error> {
-//!         let s = self.store.lock().unwrap();
+//!         let s = self.lock();
 //!         Ok(s.holder.as_ref().map(|(identity, epoch)| Leader {
 //!             identity: identity.clone(),
 //!             epoch: *epoch,
@@ -116,9 +121,22 @@
 //! // In `tests/conformance.rs`, this line runs the whole suite:
 //! election_testkit::conformance_tests!(Locks::default());
 //!
-//! # #[tokio::main(flavor = "current_thread")]
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Error> {
-//! # use election_testkit::conformance::Backend;
+//! # use election_testkit::conformance::{self as suite, Backend};
+//! # // A doctest compiles the macro's #[tokio::test] cases but does not run
+//! # // them: run every case of the suite here, so this backend really passes.
+//! # suite::uncontested_win(&Locks::default()).await;
+//! # suite::second_candidate_waits(&Locks::default()).await;
+//! # suite::resign_hands_over(&Locks::default()).await;
+//! # suite::drop_hands_over(&Locks::default()).await;
+//! # suite::epochs_strictly_increase(&Locks::default()).await;
+//! # suite::cancellation_at_every_step_leaves_nothing_held(&Locks::default()).await;
+//! # suite::lost_fires_when_taken_away(&Locks::default()).await;
+//! # suite::leader_matches_holder(&Locks::default()).await;
+//! # suite::bad_configuration_is_refused(&Locks::default()).await;
+//! # suite::an_ended_terms_lease_reads_lost(&Locks::default()).await;
+//! # suite::dropped_lead_holds_the_claim_until_its_tasks_stopped(&Locks::default()).await;
 //! let locks = Locks::default();
 //! let term = Candidate::new(locks.candidate("jobs", "a").await?).campaign().await?;
 //! let other = Candidate::new(locks.candidate("jobs", "b").await?);

@@ -141,6 +141,18 @@ pub struct MemoryAttempt {
 
 impl MemoryBackend {
     /// A new, empty backend.
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new(); // clones share its state
+    /// let term = Candidate::new(backend.clone().claim("jobs", "a")?).campaign().await?;
+    /// assert_eq!(backend.holder("jobs").map(|l| l.epoch), Some(term.epoch()));
+    /// # Ok(()) }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
@@ -150,6 +162,20 @@ impl MemoryBackend {
     }
 
     /// A candidate's claim on election `name` with `identity`.
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let a = Candidate::new(backend.claim("jobs", "a")?);
+    /// let term = a.campaign().await?;
+    /// assert!(backend.claim("a/b", "x").is_err()); // a bad name: Error::Config
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn claim(&self, name: &str, identity: &str) -> Result<MemoryClaim, Error> {
         Ok(MemoryClaim {
             backend: self.clone(),
@@ -161,6 +187,21 @@ impl MemoryBackend {
     /// Takes the claim of `name` away from its holder, the way a backend
     /// loses one: the loss is reported first, then the claim is freed.
     /// Returns false if nobody held it.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Error};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert!(backend.revoke("jobs"));
+    /// term.lost().await; // reported first, then the claim was freed
+    /// assert!(matches!(term.resign().await, Err(Error::Lost(_))));
+    /// assert!(!backend.revoke("jobs")); // nobody holds it now
+    /// # Ok(()) }
+    /// ```
     pub fn revoke(&self, name: &str) -> bool {
         let Ok(name) = ElectionName::new(name) else {
             return false;
@@ -204,6 +245,21 @@ impl MemoryBackend {
     /// to the old holder, as a backend's view can move on before the old
     /// holder's watch hears of it. Only the commit-point check
     /// ([`Claim::confirm`]) finds out. Returns the new epoch.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Error};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let epoch = backend.steal("jobs", "b")?;
+    /// assert!(epoch > term.epoch());
+    /// assert!(!term.is_lost()); // its watch has not heard...
+    /// assert!(matches!(term.confirm().await, Err(Error::Lost(_)))); // ...the commit point finds out
+    /// # Ok(()) }
+    /// ```
     pub fn steal(&self, name: &str, identity: &str) -> Result<Epoch, Error> {
         let name = ElectionName::new(name)?;
         let identity = Identity::new(identity)?;
@@ -230,6 +286,24 @@ impl MemoryBackend {
     /// without a word to the old holder (its own deadline must have ended
     /// its hold already, rule 2). Returns the new epoch, or `None` if the
     /// lease has not run out (or no lease is set, or nobody holds it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// backend.set_lease(Some(Duration::from_secs(10)));
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert_eq!(backend.expire("jobs", "b")?, None); // not run out yet
+    /// tokio::time::advance(Duration::from_secs(10)).await; // paused test time
+    /// assert!(term.is_lost()); // the holder's own deadline ended its term first
+    /// let epoch = backend.expire("jobs", "b")?;
+    /// assert!(epoch > Some(term.epoch()));
+    /// # Ok(()) }
+    /// ```
     pub fn expire(&self, name: &str, identity: &str) -> Result<Option<Epoch>, Error> {
         let key = ElectionName::new(name)?;
         let ran_out = {
@@ -248,6 +322,20 @@ impl MemoryBackend {
 
     /// Makes the next `times` calls of `step` fail with
     /// [`Error::Unavailable`].
+    ///
+    /// ```
+    /// use election_core::{Candidate, Error};
+    /// use election_testkit::memory::{MemoryBackend, Step};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let backend = MemoryBackend::new();
+    /// backend.fail(Step::TryClaim, 1);
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// assert!(matches!(candidate.try_campaign().await, Err(Error::Unavailable { .. })));
+    /// assert!(candidate.try_campaign().await?.is_some()); // the fault is used up
+    /// # Ok(()) }
+    /// ```
     pub fn fail(&self, step: Step, times: u32) {
         self.lock().faults.insert(step, times);
     }
@@ -255,17 +343,61 @@ impl MemoryBackend {
     /// Makes won claims valid for `lease` only (never renewed), so tests can
     /// drive the core's handling of validity deadlines; `None` (the default)
     /// makes claims that do not expire.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{Candidate, Lease};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// backend.set_lease(Some(Duration::from_secs(5))); // never renewed
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert!(term.lease().valid_until().is_some());
+    /// term.lost().await; // at the deadline, on (paused) tokio time
+    /// # Ok(()) }
+    /// ```
     pub fn set_lease(&self, lease: Option<std::time::Duration>) {
         self.lock().lease = lease;
     }
 
     /// Every step recorded so far.
+    ///
+    /// ```
+    /// use election_core::{Candidate, End};
+    /// use election_testkit::memory::{Event, MemoryBackend};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// term.resign().await?;
+    /// let history = backend.history();
+    /// assert!(matches!(history.first(), Some(Event::Open { .. })));
+    /// assert!(matches!(history.last(), Some(Event::Close { end: End::Resigned, .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn history(&self) -> Vec<Event> {
         self.lock().history.clone()
     }
 
     /// The holder of `name`, straight from the backend's state; its
     /// [`since`](Leader::since) is the wall-clock time of the win.
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// assert!(backend.holder("jobs").is_none());
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let holder = backend.holder("jobs");
+    /// assert_eq!(holder.map(|l| (l.identity.to_string(), l.epoch)), Some(("a".into(), term.epoch())));
+    /// # Ok(()) }
+    /// ```
     pub fn holder(&self, name: &str) -> Option<Leader> {
         let name = ElectionName::new(name).ok()?;
         let reg = self.lock();
@@ -282,6 +414,24 @@ impl MemoryBackend {
     /// opened attempt is closed exactly once, and last (rule 4, for attempts
     /// that have ended: pass `all_ended = true` once every candidate, term
     /// and campaign is gone).
+    ///
+    /// ```
+    /// use election_core::{Candidate, Error};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// {
+    ///     let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    ///     let term = candidate.campaign().await?;
+    ///     backend.revoke("jobs");
+    ///     // Not released after the loss (rule 3), only closed:
+    ///     assert!(matches!(term.resign().await, Err(Error::Lost(_))));
+    /// }
+    /// backend.check_rules(true)?; // every attempt closed, last; no release after a loss
+    /// # Ok(()) }
+    /// ```
     pub fn check_rules(&self, all_ended: bool) -> Result<(), String> {
         let (history, names) = {
             let reg = self.lock();
@@ -519,6 +669,20 @@ impl MemoryBackend {
     /// so [`check_rules`](Self::check_rules) checks rules 3 and 4 per key.
     /// With a [`lease`](Self::set_lease) set, holds expire and the core
     /// renews them (every third of the lease).
+    ///
+    /// ```
+    /// use election_core::LeaseSet;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// assert!(set.ask("shard-1").await?);
+    /// set.close().await;
+    /// backend.check_rules(true)?; // per key: released once, closed last
+    /// # Ok(()) }
+    /// ```
     pub fn keys(&self, identity: &str) -> Result<MemoryKeys, Error> {
         Ok(MemoryKeys {
             backend: self.clone(),

@@ -99,6 +99,22 @@ impl Error {
     }
 
     /// Reports a damaged stored mark at `location` as [`Error::Corrupt`].
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Error, Token};
+    ///
+    /// /// A store reading its mark file: damage is `Corrupt`, never "no mark".
+    /// fn parse_mark(path: &str, text: &str) -> Result<Option<Token>, Error> {
+    ///     if text.is_empty() {
+    ///         return Ok(None);
+    ///     }
+    ///     let epoch = text.trim().parse::<Epoch>().map_err(|e| Error::corrupt(path, e.to_string()))?;
+    ///     Ok(Some(Token::from_epoch(epoch)))
+    /// }
+    ///
+    /// assert!(matches!(parse_mark("/srv/fences/a.fence", "x7"), Err(Error::Corrupt { .. })));
+    /// ```
     pub fn corrupt(location: impl Into<String>, detail: impl Into<String>) -> Error {
         Error::Corrupt {
             location: location.into(),
@@ -108,6 +124,23 @@ impl Error {
 
     /// True for errors that retrying cannot fix: a stale token, a lost
     /// lease, corruption, configuration.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Error, Fence, MemoryFence, ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let fence = MemoryFence::new();
+    /// let ledger = ResourceName::new("ledger")?;
+    /// let token = Token::from_epoch(Epoch::FIRST);
+    /// match fence.fenced(&ledger, token, || async { /* the write */ }).await {
+    ///     Ok(()) => {}
+    ///     Err(e) if e.is_permanent() => return Err(e), // stale, lost or corrupt: do not retry
+    ///     Err(e) => eprintln!("fence store down, retry later: {e}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_permanent(&self) -> bool {
         !matches!(self, Error::Unavailable { .. })
     }

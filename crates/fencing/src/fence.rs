@@ -39,13 +39,13 @@ use crate::{Error, ResourceName, Token};
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
+/// # async fn main() -> Result<(), Error> {
 /// let fence = MemoryFence::new();
-/// let t = |n| Token::from_epoch(Epoch::new(n).unwrap());
-/// assert_eq!(save(&fence, t(2), "new leader").await.unwrap(), 10);
-/// assert_eq!(save(&fence, t(2), "same term").await.unwrap(), 9);
+/// let t = |n| Token::from_epoch(Epoch::new(n).unwrap_or(Epoch::MAX));
+/// assert_eq!(save(&fence, t(2), "new leader").await?, 10);
+/// assert_eq!(save(&fence, t(2), "same term").await?, 9);
 /// assert!(matches!(save(&fence, t(1), "deposed").await, Err(Error::Stale { .. })));
-/// # }
+/// # Ok(()) }
 /// ```
 pub trait Fence: Send + Sync {
     /// Checks `token` against the high-water mark of `resource` and raises
@@ -285,6 +285,22 @@ impl Advance {
 
     /// True if the mark went up (from none, or from a lower token): the
     /// store must persist the new mark.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Advance, ResourceName, Token};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let resource = ResourceName::new("ledger")?;
+    /// let stored = Some(Token::from_epoch(Epoch::FIRST)); // read under the store's lock
+    /// let presented: Token = "3".parse()?;
+    /// let advance = Advance::decide(&resource, stored, presented)?;
+    /// if advance.raised() {
+    ///     // persist `advance.current` durably before running the write
+    /// }
+    /// assert!(advance.raised());
+    /// # Ok(()) }
+    /// ```
     pub fn raised(&self) -> bool {
         self.previous != Some(self.current)
     }

@@ -240,6 +240,17 @@ impl FileFence {
     }
 
     /// The directory of the mark files, as an absolute path.
+    ///
+    /// ```
+    /// use fencing::FileFence;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let fence = FileFence::open(tmp.path().join("fences"))?;
+    /// println!("marks live in {}", fence.dir().display());
+    /// assert!(fence.dir().is_absolute());
+    /// # Ok(()) }
+    /// ```
     pub fn dir(&self) -> &Path {
         &self.inner.dir
     }

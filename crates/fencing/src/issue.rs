@@ -22,7 +22,7 @@ impl Token {
     /// generic [`LossReason::Revoked`].
     ///
     /// ```
-    /// use election_core::{Candidate, Lease};
+    /// use election_core::Candidate;
     /// use election_testkit::memory::MemoryBackend;
     /// use fencing::{Error, Token};
     ///

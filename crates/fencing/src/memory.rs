@@ -60,6 +60,19 @@ impl Slot {
 
 impl MemoryFence {
     /// A new fence with no marks.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Fence, MemoryFence, ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencing::Error> {
+    /// let fence = MemoryFence::new(); // shared by the tasks of one process
+    /// let cache = ResourceName::new("cache")?;
+    /// fence.fenced(&cache, Token::from_epoch(Epoch::FIRST), || async { /* the write */ }).await?;
+    /// assert_eq!(fence.high_water_mark(&cache).await?, Some(Token::from_epoch(Epoch::FIRST)));
+    /// # Ok(()) }
+    /// ```
     pub fn new() -> MemoryFence {
         MemoryFence::default()
     }

@@ -31,6 +31,16 @@ impl ResourceName {
     /// Checks and wraps `name`; refuses it with
     /// [`ConfigError::BadName`] (which converts into
     /// [`Error::Config`](crate::Error::Config)).
+    ///
+    /// ```
+    /// use fencing::ResourceName;
+    ///
+    /// # fn main() -> Result<(), fencing::Error> {
+    /// let orders = ResourceName::new("orders.v2")?; // `?` turns a bad name into Error::Config
+    /// assert_eq!(orders.to_string(), "orders.v2");
+    /// assert!(ResourceName::new("a/b").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn new(name: impl AsRef<str>) -> Result<ResourceName, ConfigError> {
         let name = name.as_ref();
         election_core::check_key_name("resource name", name)?;
@@ -54,6 +64,16 @@ impl ResourceName {
     }
 
     /// The name as text.
+    ///
+    /// ```
+    /// use fencing::ResourceName;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let orders = ResourceName::new("orders.v2")?;
+    /// let mark_file = format!("{}.fence", orders.as_str());
+    /// assert_eq!(mark_file, "orders.v2.fence");
+    /// # Ok(()) }
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -31,11 +31,37 @@ pub struct Token(Epoch);
 impl Token {
     /// The token of the term numbered `epoch`, for stores and tools that
     /// read epochs from elsewhere.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::Token;
+    ///
+    /// # fn main() -> Result<(), election_core::ParseEpochError> {
+    /// // An epoch handed over by another process, e.g. elect's $ELECTION_EPOCH:
+    /// let epoch: Epoch = "42".parse()?;
+    /// let token = Token::from_epoch(epoch);
+    /// assert_eq!(token.to_string(), "42");
+    /// # Ok(()) }
+    /// ```
     pub const fn from_epoch(epoch: Epoch) -> Token {
         Token(epoch)
     }
 
     /// The epoch of the term the token was issued for.
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    /// use fencing::Token;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let token = Token::issue(&term)?;
+    /// assert_eq!(token.epoch(), term.epoch());
+    /// # Ok(()) }
+    /// ```
     pub const fn epoch(self) -> Epoch {
         self.0
     }
@@ -62,7 +88,7 @@ impl From<Epoch> for Token {
 /// with [`Error::Stale`](crate::Error::Stale), also during the key's first term.
 ///
 /// ```
-/// use election_core::{unguarded, Candidate, Identity, LeaseSet, PerKeyClaims};
+/// use election_core::{unguarded, Identity, LeaseSet, PerKeyClaims};
 /// use election_testkit::memory::MemoryBackend;
 /// use fencing::{Error, Fence, MemoryFence, ResourceName, Token};
 ///

@@ -21,6 +21,13 @@ use std::time::Instant;
 /// It never fails on Linux (`clock_gettime` fails only for an unknown
 /// clock or a bad pointer); should it ever, it returns 0, which orders as
 /// a stamp from before any run.
+///
+/// ```
+/// let start = mono_stamp::mono_ns();
+/// // ... an event; another process of this host may stamp its own ...
+/// let elapsed_ns = mono_stamp::mono_ns().saturating_sub(start);
+/// println!("took {} µs", elapsed_ns / 1_000);
+/// ```
 pub fn mono_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .ok()
