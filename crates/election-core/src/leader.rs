@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use crate::{Epoch, Identity};
 
-/// Who leads an election now, as [`Claim::leader`] reports it.
+/// Who leads an election now, as [`Claim::leader`](crate::Claim::leader) reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leader {
     /// The identity of the holder.
