@@ -1,7 +1,9 @@
 //! Developer tasks for this workspace, run as `cargo xtask <task>`.
 //!
-//! - `cargo xtask ci`: the checks CI runs (fmt, clippy, tests, doc tests,
-//!   torture).
+//! - `cargo xtask ci`: the checks CI runs (fmt, clippy, packaging, docs,
+//!   tests, doc tests, torture).
+//! - `cargo xtask check-packages`: the packaging check `ci` runs after
+//!   `cargo package --no-verify` (ADR 0042).
 //! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: the
 //!   benchmarks (crates/bench, `election-bench`): measures the election
 //!   (file, SQLite and NATS backends) and fencing paths against floors
@@ -30,8 +32,12 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  ci                      cargo fmt --check, clippy -D warnings, nextest, doc tests,
+  ci                      cargo fmt --check, clippy -D warnings, package --no-verify
+                          (+ check-packages), doc -D warnings, nextest, doc tests,
                           torture --ci (each backend, fixed + random seed)
+  check-packages          ci's check after `cargo package`: every publishable
+                          crate's package holds its README, CHANGELOG, licences,
+                          sources and every file they include, from inside it
   bench [--quick] [--out FILE] [--only GROUPS]
                           build the release binaries (crates/bench and the
                           candidates), measure, print a markdown table
@@ -62,6 +68,7 @@ fn main() -> ExitCode {
     };
     let outcome = match task {
         "ci" if rest.is_empty() => ci::run(),
+        "check-packages" if rest.is_empty() => ci::check_packages(),
         "bench" => bench::run(rest),
         "torture" => torture::run(rest),
         "help" | "-h" | "--help" => {

@@ -130,7 +130,7 @@ pub(crate) fn file(dir: &Path, n: usize, warmup: usize) -> Result<OpSamples> {
     })
 }
 
-/// Floor of [`file`]: OFD lock, pwrite the 8-byte mark at offset 0, fsync,
+/// Floor of [`file`](fn@file): OFD lock, pwrite the 8-byte mark at offset 0, fsync,
 /// unlock, on one open file description.
 pub(crate) fn file_floor(dir: &Path, n: usize, warmup: usize) -> Result<OpSamples> {
     let lock = OfdFile::open(&dir.join("fence-floor.mark"))?;
@@ -143,7 +143,7 @@ pub(crate) fn file_floor(dir: &Path, n: usize, warmup: usize) -> Result<OpSample
     })
 }
 
-/// Second floor of [`file`]: OFD lock + write temp file + fsync + rename +
+/// Second floor of [`file`](fn@file): OFD lock + write temp file + fsync + rename +
 /// fsync dir + unlock ([`DurableWrite`]).
 pub(crate) fn durable_floor(dir: &Path, n: usize, warmup: usize) -> Result<OpSamples> {
     let w = DurableWrite::new(&dir.join("fence-floor-durable"))?;

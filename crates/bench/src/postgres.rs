@@ -227,7 +227,7 @@ async fn write(
     Ok(())
 }
 
-/// Writes per second over `n` [`write`]s in a row.
+/// Writes per second over `n` [`write`](fn@write)s in a row.
 async fn rate(
     pool: &PgPool,
     fence: Option<(&PostgresFence, &ResourceName, Token)>,

@@ -281,7 +281,7 @@ async fn write(pool: &SqlitePool, fence: Option<(&ResourceName, Token)>, v: usiz
     Ok(())
 }
 
-/// Writes per second over `n` [`write`]s in a row.
+/// Writes per second over `n` [`write`](fn@write)s in a row.
 async fn rate(pool: &SqlitePool, fence: Option<(&ResourceName, Token)>, n: usize) -> Result<f64> {
     let t0 = Instant::now();
     for i in 0..n {

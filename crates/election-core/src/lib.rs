@@ -103,3 +103,10 @@ pub use write_token::{WriteToken, unguarded};
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;

@@ -93,3 +93,10 @@ pub use election::{
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 pub use error::Error;
 pub use repair::EpochRepair;
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;

@@ -58,3 +58,10 @@ pub use error::Error;
 pub use fence::NatsFence;
 pub use lease_set::NatsLeases;
 pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions};
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;

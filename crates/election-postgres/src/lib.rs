@@ -133,3 +133,10 @@ pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,
     PostgresOptions,
 };
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;

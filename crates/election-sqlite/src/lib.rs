@@ -126,3 +126,10 @@ pub use error::Error;
 pub use fence::SqliteFence;
 pub use lease_set::SqliteLeases;
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;

@@ -155,3 +155,18 @@
 pub mod conformance;
 pub mod keyed;
 pub mod memory;
+
+/// The workspace README's examples, compiled as doctests (denying
+/// warnings: no unused import, no ignored `Result`). Here because this
+/// crate is not published: a published crate may not include a file from
+/// outside its package.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;
+
+/// docs/recipes.md's examples, compiled as doctests (warnings denied).
+#[doc = include_str!("../../../docs/recipes.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct RecipesDoctests;

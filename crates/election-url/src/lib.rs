@@ -79,8 +79,10 @@ pub use url::{
     WithSecrets, redact,
 };
 
-/// The README's examples, compiled as doctests here: the one crate that
-/// sees every backend (the backends never depend on each other).
-#[doc = include_str!("../../../README.md")]
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot. (The workspace README's
+/// examples are compiled in `election-testkit`, which is not published.)
+#[doc = include_str!("../README.md")]
 #[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
 pub struct ReadmeDoctests;

@@ -62,3 +62,10 @@ pub use file::FileFence;
 pub use memory::MemoryFence;
 pub use resource::{MAX_RESOURCE_LEN, ResourceName};
 pub use token::Token;
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;

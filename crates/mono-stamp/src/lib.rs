@@ -59,3 +59,10 @@ pub fn mono_ns_at(at: Instant) -> u64 {
         raw.saturating_sub(u64::try_from((now - at).as_nanos()).unwrap_or(u64::MAX))
     }
 }
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;
