@@ -40,7 +40,8 @@ impl Step {
 
 /// Runs the checks: fmt, clippy, the packaging of every publishable crate
 /// (and the check that each package holds every file its sources include),
-/// the docs without warnings, (PostgreSQL's binaries installed if
+/// the docs without warnings (and an example on every public function of
+/// the library crates), (PostgreSQL's binaries installed if
 /// missing), the tests (nextest, or `cargo test` when cargo-nextest is
 /// missing), the doc tests, and the torture suite's short budget (`cargo
 /// xtask torture --ci`).
@@ -71,6 +72,7 @@ pub(crate) fn run() -> Result<()> {
     steps.push(package);
     let mut doc = Step::new(&["doc", "--workspace", "--no-deps"]);
     doc.env.push(("RUSTDOCFLAGS", "-D warnings"));
+    doc.then = Some(check_doc_examples);
     steps.push(doc);
     let mut tests = if nextest_available() {
         Step::new(&["nextest", "run", "--workspace", "--no-fail-fast"])
@@ -124,6 +126,36 @@ pub(crate) fn run() -> Result<()> {
         "xtask ci: all {total} steps passed in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Every public function of the library crates has an example in its
+/// docs: `xtask/scripts/doc_examples.py` lists those without one (after
+/// checking itself on a fixture) and fails if there is any.
+fn check_doc_examples() -> Result<()> {
+    let script = repo_root().join("xtask/scripts/doc_examples.py");
+    for args in [&["--self-test"][..], &["--summary"][..]] {
+        let status = Command::new("python3")
+            .arg(&script)
+            .args(args)
+            .current_dir(repo_root())
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| {
+                format!(
+                    "could not start python3 {} (is python3 installed?): {e}",
+                    script.display()
+                )
+            })?;
+        if !status.success() {
+            return Err(format!(
+                "{} {}: {status}: public functions without a doc example (listed above)",
+                script.display(),
+                args.join(" ")
+            )
+            .into());
+        }
+    }
     Ok(())
 }
 
