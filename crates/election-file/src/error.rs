@@ -151,6 +151,24 @@ impl Error {
     }
 
     /// This error as the core's error, grouped by what the caller should do.
+    ///
+    /// ```
+    /// use election_core::ElectionName;
+    /// use election_file::FileElection;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// # std::fs::write(tmp.path().join("jobs.epoch"), "not an epoch record")?;
+    /// let name = ElectionName::new("jobs")?;
+    /// if let Err(e) = election.last_term(name.as_str()) {
+    ///     // A damaged epoch record: `Corrupt`, which no retry fixes.
+    ///     let core = e.into_core(&name);
+    ///     assert!(matches!(core, election_core::Error::Corrupt { .. }));
+    ///     assert!(core.is_permanent());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),
