@@ -161,12 +161,11 @@ impl Error {
     /// let election = FileElection::new(tmp.path())?;
     /// # std::fs::write(tmp.path().join("jobs.epoch"), "not an epoch record")?;
     /// let name = ElectionName::new("jobs")?;
-    /// if let Err(e) = election.last_term(name.as_str()) {
-    ///     // A damaged epoch record: `Corrupt`, which no retry fixes.
-    ///     let core = e.into_core(&name);
-    ///     assert!(matches!(core, election_core::Error::Corrupt { .. }));
-    ///     assert!(core.is_permanent());
-    /// }
+    /// let err = election.last_term(name.as_str()).expect_err("a damaged record");
+    /// // As the core's error: `Corrupt`, which no retry fixes (repair the record).
+    /// let core = err.into_core(&name);
+    /// assert!(matches!(core, election_core::Error::Corrupt { .. }));
+    /// assert!(core.is_permanent());
     /// # Ok(()) }
     /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
