@@ -306,11 +306,35 @@ impl NatsFence {
     }
 
     /// The bucket's name.
+    ///
+    /// ```no_run
+    /// use election_nats::NatsFence;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+    /// let fence = NatsFence::open(client, "fences", 1).await?;
+    /// println!("high-water marks in bucket {}", fence.bucket());
+    /// # Ok(()) }
+    /// ```
     pub fn bucket(&self) -> &str {
         &self.inner.bucket
     }
 
     /// The bound on each KV request.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsFence;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+    /// let fence = NatsFence::open(client, "fences", 1).await?;
+    /// assert_eq!(fence.request_timeout(), Duration::from_secs(5)); // open's default
+    /// # Ok(()) }
+    /// ```
     pub fn request_timeout(&self) -> Duration {
         self.inner.timeout
     }
