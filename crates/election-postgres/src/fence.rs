@@ -77,6 +77,24 @@ pub struct PostgresFence {
 impl PostgresElection {
     /// A fence in this election's schema, on its pool (no I/O: the schema
     /// exists already).
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let fence = election.fence();
+    /// let term = election.candidate("ledger-writer", "host-a/1")?.campaign().await?;
+    /// let ledger = ResourceName::new("ledger")?;
+    /// let mut tx = election.pool().begin().await?;
+    /// fence.advance_in(&mut tx, &ledger, Token::issue(&term)?).await?; // refused if deposed
+    /// sqlx::query("INSERT INTO ledger (entry) VALUES ('paid')").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fence(&self) -> PostgresFence {
         PostgresFence {
             pool: self.inner.pool.clone(),
