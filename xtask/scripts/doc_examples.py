@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Lists the public functions of the library crates whose doc comment has no example.
+
+Usage: doc_examples.py [--summary] [CRATE_DIR ...]   (default: the library crates)
+
+A public function is one a user of the crate can call:
+- a `pub fn` at the top level of a public module, or of a private module
+  whose function is re-exported by name (`pub use`);
+- a `pub fn` in an inherent `impl` of a type that is public (defined `pub`
+  in a public module, or re-exported by name);
+- every `fn` of a `pub trait` that is public the same way.
+`pub(crate)`/`pub(super)`/`pub(in ..)` items, `#[cfg(test)]` modules and
+items, and function bodies are skipped. An example is a fenced code block
+(a doc line starting with ```). Prints `path:line: item` for each function
+without one and exits 1 if there is any; exits 0 otherwise.
+
+Pragmatic, not a Rust parser: names are matched without paths, so a private
+type sharing a re-exported name counts as public. Standard library only.
+"""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LIBRARY_CRATES = [
+    "election-core",
+    "election-file",
+    "election-sqlite",
+    "election-nats",
+    "election-postgres",
+    "election-url",
+    "election-testkit",
+    "fencing",
+    "mono-stamp",
+]
+
+FN_RE = re.compile(
+    r'^(?P<vis>pub(?:\s*\([^)]*\))?\s+)?(?:default\s+)?(?:const\s+)?(?:async\s+)?'
+    r'(?:unsafe\s+)?(?:extern\s+"[^"]*"\s+)?fn\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)'
+)
+MOD_RE = re.compile(r'^(?P<vis>pub(?:\s*\([^)]*\))?\s+)?mod\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)$')
+TYPE_RE = re.compile(
+    r'^(?P<vis>pub(?:\s*\([^)]*\))?\s+)?(?:unsafe\s+)?(?:auto\s+)?'
+    r'(?P<kind>struct|enum|trait|union|type)\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)'
+)
+ATTR_RE = re.compile(r'#!?\[')
+
+
+def strip_attrs(header):
+    """Returns (attributes, rest) of an item header: leading `#[...]`s split off."""
+    attrs = []
+    s = header.strip()
+    while True:
+        m = ATTR_RE.match(s)
+        if not m:
+            return attrs, s
+        depth = 0
+        for i in range(m.end() - 1, len(s)):
+            if s[i] == '[':
+                depth += 1
+            elif s[i] == ']':
+                depth -= 1
+                if depth == 0:
+                    attrs.append(s[: i + 1])
+                    s = s[i + 1 :].strip()
+                    break
+        else:
+            return attrs, s
+
+
+def is_cfg_test(attrs):
+    return any(re.match(r'#\[\s*cfg\s*\(\s*test\s*\)\s*\]', a) for a in attrs)
+
+
+def is_public(vis):
+    return vis is not None and vis.strip() == 'pub'
+
+
+def lex(text):
+    """Yields (line_no, kind, value): kind is 'doc' (an outer doc line's
+    text), 'code' (a run of code, strings blanked) or a delimiter
+    '{', '}', ';'."""
+    i, n, line = 0, len(text), 1
+    code = []
+
+    def flush():
+        if code:
+            s = ''.join(code)
+            code.clear()
+            if s.strip():
+                return [(line, 'code', s)]
+        return []
+
+    while i < n:
+        c = text[i]
+        if c == '\n':
+            line += 1
+            code.append(' ')
+            i += 1
+        elif text.startswith('///', i) and not text.startswith('////', i):
+            j = text.find('\n', i)
+            j = n if j < 0 else j
+            yield from flush()
+            yield (line, 'doc', text[i + 3 : j])
+            i = j
+        elif text.startswith('//', i):
+            j = text.find('\n', i)
+            i = n if j < 0 else j
+        elif text.startswith('/**', i) and not text.startswith('/**/', i):
+            j = text.find('*/', i + 3)
+            j = n if j < 0 else j
+            yield from flush()
+            for k, doc_line in enumerate(text[i + 3 : j].split('\n')):
+                yield (line + k, 'doc', doc_line.lstrip().lstrip('*'))
+            line += text.count('\n', i, j)
+            i = j + 2
+        elif text.startswith('/*', i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith('/*', j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith('*/', j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            line += text.count('\n', i, j)
+            code.append(' ')
+            i = j
+        elif c == 'r' and re.match(r'r#*"', text[i:i + 10]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == '_')):
+            m = re.match(r'r(#*)"', text[i:])
+            end = '"' + m.group(1)
+            j = text.find(end, i + m.end())
+            j = n if j < 0 else j + len(end)
+            line += text.count('\n', i, j)
+            code.append('""')
+            i = j
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == '\\' else 1
+            line += text.count('\n', i, j)
+            code.append('""')
+            i = j + 1
+        elif c == "'":
+            # A char literal ('a', '\n', '{') or a lifetime ('a).
+            m = re.match(r"'(\\.[^']*|[^\\'])'", text[i:])
+            if m:
+                code.append("' '")
+                i += m.end()
+            else:
+                code.append(c)
+                i += 1
+        elif c in '{};':
+            yield from flush()
+            yield (line, c, c)
+            i += 1
+        else:
+            code.append(c)
+            i += 1
+    yield from flush()
+
+
+def impl_self_type(rest):
+    """The type name an `impl` header is for, or None for a trait impl."""
+    s = rest[len('impl'):].strip()
+    if s.startswith('<'):
+        depth = 0
+        for i, ch in enumerate(s):
+            depth += ch == '<'
+            depth -= ch == '>'
+            if depth == 0:
+                s = s[i + 1 :].strip()
+                break
+    s = re.split(r'\bwhere\b', s)[0]
+    # Top-level ` for ` (outside generics) marks a trait impl.
+    depth = 0
+    flat = []
+    for ch in s:
+        if ch == '<':
+            depth += 1
+        elif ch == '>':
+            depth -= 1
+        elif depth == 0:
+            flat.append(ch)
+    flat = ''.join(flat)
+    if re.search(r'\bfor\b', flat):
+        return None
+    names = re.findall(r'[A-Za-z_][A-Za-z0-9_]*', flat)
+    return names[-1] if names else None
+
+
+def scan_items(text):
+    """Yields every item of one file: (kind, name, vis, line, docs, context),
+    where context is the enclosing scope ('module', ('impl', Type),
+    ('trait', Trait, public)) and kind is 'fn', 'mod', 'type' or 'use'."""
+    stack = []  # scopes: 'module', ('impl', T), ('trait', T), 'skip'
+    header, header_line, docs = [], None, []
+
+    def scope():
+        return stack[-1] if stack else 'module'
+
+    for line, kind, value in lex(text):
+        if kind == 'doc':
+            docs.append(value)
+            continue
+        if kind == 'code':
+            if header_line is None:
+                header_line = line
+            header.append(value)
+            continue
+        raw = ' '.join(' '.join(header).split())
+        attrs, rest = strip_attrs(raw)
+        if kind in '{}' and re.match(r'^(pub(\s*\([^)]*\))?\s+)?use\b', rest):
+            header.append(kind)  # a `use` list: part of the statement
+            continue
+        cur = scope()
+        item_line = header_line
+        header, header_line, item_docs, docs = [], None, docs, []
+        if kind == '}':
+            if stack:
+                stack.pop()
+            continue
+        skipping = cur == 'skip' or is_cfg_test(attrs)
+        if not skipping and cur != 'body':
+            m = FN_RE.match(rest)
+            if m:
+                yield ('fn', m.group('name'), m.group('vis'), item_line, item_docs, cur)
+            elif kind == ';' and (m := MOD_RE.match(rest)):
+                yield ('mod', m.group('name'), m.group('vis'), item_line, item_docs, cur)
+            elif (m := TYPE_RE.match(rest)):
+                yield ('type', m.group('name'), m.group('vis'), item_line, item_docs, cur)
+            elif re.match(r'^pub\s+use\b', rest):
+                yield ('use', rest, 'pub', item_line, item_docs, cur)
+        if kind != '{':
+            continue
+        if skipping:
+            stack.append('skip')
+        elif cur == 'body':
+            stack.append('body')
+        elif rest.startswith('impl') and re.match(r'^impl\b', rest):
+            t = impl_self_type(rest)
+            stack.append(('impl', t) if t else 'body')
+        elif (m := TYPE_RE.match(rest)) and m.group('kind') == 'trait':
+            stack.append(('trait', m.group('name'), is_public(m.group('vis'))))
+        elif (m := re.match(r'^(?P<vis>pub(?:\s*\([^)]*\))?\s+)?mod\s+(?P<name>\w+)$', rest)):
+            # An inline module: pragmatically, as public as its file.
+            stack.append('module' if is_public(m.group('vis')) else 'skip')
+        else:
+            stack.append('body')  # fn bodies, struct/enum bodies, macros
+
+
+def rs_files(src):
+    """Maps each file of the crate's module tree to (public, test): public
+    when every `mod` on the way from lib.rs is `pub`."""
+    out = {}
+
+    def visit(path, public, mod_dir):
+        if path in out or not path.exists():
+            return
+        out[path] = public
+        for kind, name, vis, _, _, cur in scan_items(path.read_text()):
+            if kind != 'mod' or cur != 'module':
+                continue
+            for cand in (mod_dir / f'{name}.rs', mod_dir / name / 'mod.rs'):
+                if cand.exists():
+                    sub_dir = cand.parent if cand.name == 'mod.rs' else mod_dir / name
+                    visit(cand, public and is_public(vis), sub_dir)
+                    break
+
+    lib = src / 'lib.rs'
+    visit(lib, True, src)
+    return out
+
+
+def exported_names(files):
+    """Every name listed in a `pub use` of the crate."""
+    names = set()
+    for path in files:
+        for kind, rest, _, _, _, _ in scan_items(path.read_text()):
+            if kind == 'use':
+                for name in re.findall(r'[A-Za-z_][A-Za-z0-9_]*', rest):
+                    names.add(name)
+    return names
+
+
+def has_example(docs):
+    return any(d.strip().startswith('```') for d in docs)
+
+
+def check_crate(crate_dir):
+    """Returns (total, missing): the public fns and those without an example."""
+    src = crate_dir / 'src'
+    files = rs_files(src)
+    exported = exported_names(files)
+    public_types = set()
+    for path, public in files.items():
+        for kind, name, vis, _, _, cur in scan_items(path.read_text()):
+            if kind == 'type' and cur == 'module' and is_public(vis) and (public or name in exported):
+                public_types.add(name)
+    total, missing = [], []
+    for path, public in sorted(files.items()):
+        for kind, name, vis, line, docs, cur in scan_items(path.read_text()):
+            if kind != 'fn':
+                continue
+            if cur == 'module':
+                reachable = is_public(vis) and (public or name in exported)
+                label = name
+            elif cur[0] == 'impl':
+                reachable = is_public(vis) and cur[1] in public_types
+                label = f'{cur[1]}::{name}'
+            elif cur[0] == 'trait':
+                reachable = cur[2] and cur[1] in public_types
+                label = f'{cur[1]}::{name}'
+            else:
+                reachable = False
+            if not reachable:
+                continue
+            where = f'{path.relative_to(ROOT)}:{line}: {label}'
+            total.append(where)
+            if not has_example(docs):
+                missing.append(where)
+    return total, missing
+
+
+def main(argv):
+    summary = '--summary' in argv
+    args = [a for a in argv if a != '--summary']
+    dirs = [pathlib.Path(a).resolve() for a in args] or [ROOT / 'crates' / c for c in LIBRARY_CRATES]
+    any_missing = False
+    for d in dirs:
+        total, missing = check_crate(d)
+        for m in missing:
+            print(m)
+        if summary:
+            print(f'{d.name}: {len(total) - len(missing)} of {len(total)} public fns have an example')
+        any_missing |= bool(missing)
+    sys.stdout.flush()
+    if any_missing:
+        print('public fns above have no example in their doc comment (a ``` block)', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
