@@ -296,10 +296,10 @@ impl FileElection {
     /// assert!(election.candidate("jobs", "a")?.try_campaign().await.is_err()); // corrupt
     ///
     /// // Lower than the epoch the damaged record still shows: refused.
-    /// let low = election.repair_epoch("jobs", Epoch::new(40).unwrap());
+    /// let low = election.repair_epoch("jobs", Epoch::new(40).ok_or("not an epoch")?);
     /// assert!(matches!(low, Err(Error::EpochTooLow { .. })));
-    /// election.repair_epoch("jobs", Epoch::new(1000).unwrap())?;
-    /// let term = election.candidate("jobs", "a")?.try_campaign().await?.unwrap();
+    /// election.repair_epoch("jobs", Epoch::new(1000).ok_or("not an epoch")?)?;
+    /// let term = election.candidate("jobs", "a")?.campaign().await?;
     /// assert_eq!(term.epoch().get(), 1001);
     /// # Ok(()) }
     /// ```
@@ -436,7 +436,7 @@ impl FileElection {
     /// let mut log = Vec::new();
     /// set.guard("shard-7", async |token| log.push((token.key().to_string(), token.epoch())))
     ///     .await?;
-    /// assert_eq!(log[0].1, set.epoch("shard-7").unwrap());
+    /// assert_eq!(Some(log[0].1), set.epoch("shard-7"));
     ///
     /// set.close().await; // unlocks shard-7.lock: another node takes it at once
     /// assert!(!set.held("shard-7"));

@@ -81,10 +81,15 @@ impl NatsElection {
     /// ```no_run
     /// # use election_nats::{NatsElection, NatsOptions, Error};
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let err = NatsElection::connect("nats://127.0.0.1:1", NatsOptions::default()).await.unwrap_err();
-    /// assert!(matches!(err, Error::Connect { .. }));
-    /// # }
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let urls = "nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222";
+    /// let election = NatsElection::connect(urls, NatsOptions::default().replicas(3)?).await?;
+    /// println!("the bucket has {} replicas", election.replicas());
+    ///
+    /// // Nobody listens on port 1:
+    /// let refused = NatsElection::connect("nats://127.0.0.1:1", NatsOptions::default()).await;
+    /// assert!(matches!(refused, Err(Error::Connect { .. })));
+    /// # Ok(()) }
     /// ```
     pub async fn connect(urls: &str, options: NatsOptions) -> Result<Self, Error> {
         let addrs = urls

@@ -42,9 +42,11 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 /// use std::time::Duration;
 /// use election_nats::NatsOptions;
 ///
-/// let o = NatsOptions::new(Duration::from_secs(3)).unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let o = NatsOptions::new(Duration::from_secs(3))?;
 /// assert_eq!(o.renew_every(), Duration::from_secs(1));
 /// assert!(NatsOptions::new(Duration::from_millis(500)).is_err());
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NatsOptions {

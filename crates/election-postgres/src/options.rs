@@ -43,14 +43,14 @@ pub const MAX_SCHEMA_LEN: usize = 40;
 /// use std::time::Duration;
 /// use election_postgres::PostgresOptions;
 ///
-/// let fast = PostgresOptions::new(Duration::from_millis(900), Duration::from_millis(300))
-///     .unwrap()
-///     .with_schema("jobs_election")
-///     .unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let fast = PostgresOptions::new(Duration::from_millis(900), Duration::from_millis(300))?
+///     .with_schema("jobs_election")?;
 /// assert_eq!(fast.margin(), Duration::from_millis(90));
 /// assert_eq!(fast.schema(), "jobs_election");
 /// assert!(PostgresOptions::new(Duration::from_secs(1), Duration::from_secs(1)).is_err());
 /// assert!(PostgresOptions::default().with_schema("Robert'); DROP TABLE x;--").is_err());
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostgresOptions {

@@ -82,11 +82,15 @@ impl SqliteElection {
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// # let tmp = tempfile::tempdir().unwrap();
-    /// let err = SqliteElection::open(tmp.path(), SqliteOptions::default()).await.unwrap_err();
-    /// assert!(matches!(err, Error::NotAFile { .. }));
-    /// # }
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let opened = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// println!("busy timeout {:?}", opened.options().busy_timeout());
+    ///
+    /// // A directory where the database file belongs:
+    /// let refused = SqliteElection::open(tmp.path(), SqliteOptions::default()).await;
+    /// assert!(matches!(refused, Err(Error::NotAFile { .. })));
+    /// # Ok(()) }
     /// ```
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, Error> {
         Ok(Self::of(Context::open(path.as_ref(), options).await?))
@@ -110,13 +114,19 @@ impl SqliteElection {
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// # let tmp = tempfile::tempdir().unwrap();
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
     /// let missing = tmp.path().join("typo.db");
-    /// let err = SqliteElection::open_read_only(&missing, SqliteOptions::default()).await.unwrap_err();
-    /// assert!(matches!(err, Error::NotAFile { .. }));
-    /// assert!(!missing.exists());
-    /// # }
+    /// let refused = SqliteElection::open_read_only(&missing, SqliteOptions::default()).await;
+    /// assert!(matches!(refused, Err(Error::NotAFile { .. })));
+    /// assert!(!missing.exists()); // nothing was created
+    ///
+    /// # let path = tmp.path().join("app.db");
+    /// # SqliteElection::open(&path, SqliteOptions::default()).await?;
+    /// if let Some(election) = SqliteElection::open_read_only(&path, SqliteOptions::default()).await? {
+    ///     println!("leader: {:?}", election.leader("jobs").await?);
+    /// }
+    /// # Ok(()) }
     /// ```
     pub async fn open_read_only(
         path: impl AsRef<Path>,

@@ -30,9 +30,11 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// use std::time::Duration;
 /// use election_sqlite::SqliteOptions;
 ///
-/// let fast = SqliteOptions::new(Duration::from_millis(900), Duration::from_millis(300)).unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let fast = SqliteOptions::new(Duration::from_millis(900), Duration::from_millis(300))?;
 /// assert_eq!(fast.margin(), Duration::from_millis(90));
 /// assert!(SqliteOptions::new(Duration::from_secs(1), Duration::from_secs(1)).is_err());
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SqliteOptions {
