@@ -2,6 +2,7 @@
 """Lists the public functions of the library crates whose doc comment has no example.
 
 Usage: doc_examples.py [--summary] [CRATE_DIR ...]   (default: the library crates)
+       doc_examples.py --self-test                   (checks the checker on a fixture)
 
 A public function is one a user of the crate can call:
 - a `pub fn` at the top level of a public module, or of a private module
@@ -15,7 +16,10 @@ items, and function bodies are skipped. An example is a fenced code block
 without one and exits 1 if there is any; exits 0 otherwise.
 
 Pragmatic, not a Rust parser: names are matched without paths, so a private
-type sharing a re-exported name counts as public. Standard library only.
+type sharing a re-exported name counts as public; a `pub use m::*` makes
+every pub item of a module file named `m` public; inline modules count as
+public if declared `pub`, items of private inline modules are skipped.
+Standard library only.
 """
 import pathlib
 import re
@@ -273,14 +277,21 @@ def rs_files(src):
 
 
 def exported_names(files):
-    """Every name listed in a `pub use` of the crate."""
-    names = set()
+    """Every name listed in a `pub use` of the crate, and the modules
+    re-exported whole (`pub use module::*`)."""
+    names, globbed = set(), set()
     for path in files:
         for kind, rest, _, _, _, _ in scan_items(path.read_text()):
             if kind == 'use':
                 for name in re.findall(r'[A-Za-z_][A-Za-z0-9_]*', rest):
                     names.add(name)
-    return names
+                for module in re.findall(r'([A-Za-z_][A-Za-z0-9_]*)\s*::\s*\*', rest):
+                    globbed.add(module)
+    return names, globbed
+
+
+def module_name(path):
+    return path.parent.name if path.name == 'mod.rs' else path.stem
 
 
 def has_example(docs):
@@ -291,7 +302,8 @@ def check_crate(crate_dir):
     """Returns (total, missing): the public fns and those without an example."""
     src = crate_dir / 'src'
     files = rs_files(src)
-    exported = exported_names(files)
+    exported, globbed = exported_names(files)
+    files = {p: public or module_name(p) in globbed for p, public in files.items()}
     public_types = set()
     for path, public in files.items():
         for kind, name, vis, _, _, cur in scan_items(path.read_text()):
@@ -315,14 +327,117 @@ def check_crate(crate_dir):
                 reachable = False
             if not reachable:
                 continue
-            where = f'{path.relative_to(ROOT)}:{line}: {label}'
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            where = f'{shown}:{line}: {label}'
             total.append(where)
             if not has_example(docs):
                 missing.append(where)
     return total, missing
 
 
+SELF_TEST_FILES = {
+    'lib.rs': """//! A crate.
+mod private;
+pub mod open;
+mod inner;
+#[cfg(test)]
+mod test_support;
+pub use private::{Exported, exported_fn};
+pub use inner::deep::*;
+
+/// Has one.
+///
+/// ```
+/// with_example();
+/// ```
+pub fn with_example() {}
+
+/// None here, and braces in literals: "{", '{', r#"}"#.
+pub fn without_example() {
+    let _ = ("{ not a brace", '{', r#"}}}"#, '\\'');
+}
+
+pub(crate) fn crate_only() {}
+
+#[cfg(test)]
+mod tests {
+    pub fn in_tests() {}
+}
+""",
+    'private.rs': """/// A type.
+pub struct Exported;
+pub struct Hidden;
+impl Exported {
+    /// No example.
+    pub fn method(&self) {}
+    fn private_method(&self) {}
+    pub(crate) fn crate_method(&self) {}
+}
+impl Hidden {
+    pub fn hidden_method(&self) {}
+}
+impl<T: Clone> From<T> for Exported {
+    fn from(_: T) -> Exported { Exported }
+}
+/// Doc.
+pub fn exported_fn<'a>(x: &'a str) -> &'a str { x }
+pub fn not_exported() {}
+pub trait Secret { fn s(&self); }
+""",
+    'open.rs': """/// A public trait.
+pub trait Step {
+    /// Doc.
+    fn run(&self);
+    /// Has one.
+    /// ```
+    /// ```
+    fn done(&self) -> bool { true }
+}
+pub fn open_fn() {}
+pub mod nested {
+    pub fn nested_fn() {}
+}
+""",
+    'inner/mod.rs': "pub mod deep;\n",
+    'inner/deep.rs': "pub struct Deep;\nimpl Deep { pub async fn go(&self) {} }\npub fn globbed() {}\n",
+    'test_support.rs': "pub fn support() {}\n",
+}
+
+SELF_TEST_EXPECTED = [
+    'inner/deep.rs:2: Deep::go',
+    'inner/deep.rs:3: globbed',
+    'lib.rs:18: without_example',
+    'open.rs:4: Step::run',
+    'open.rs:10: open_fn',
+    'open.rs:12: nested_fn',
+    'private.rs:6: Exported::method',
+    'private.rs:17: exported_fn',
+]
+
+
+def self_test():
+    """Checks the checker on a fixture crate: exactly the public fns
+    without an example are listed."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        src = pathlib.Path(tmp) / 'fixture' / 'src'
+        for name, text in SELF_TEST_FILES.items():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_text(text)
+        total, missing = check_crate(src.parent)
+        got = [m.split('/src/', 1)[1] for m in missing]
+    if got != SELF_TEST_EXPECTED or len(total) != 10:
+        print(f'self-test failed: {len(total)} public fns (expected 10), listed:', file=sys.stderr)
+        for g in got:
+            print(f'  {g}', file=sys.stderr)
+        return 1
+    print('self-test passed')
+    return 0
+
+
 def main(argv):
+    if argv == ['--self-test']:
+        return self_test()
     summary = '--summary' in argv
     args = [a for a in argv if a != '--summary']
     dirs = [pathlib.Path(a).resolve() for a in args] or [ROOT / 'crates' / c for c in LIBRARY_CRATES]
