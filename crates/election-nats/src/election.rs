@@ -122,6 +122,7 @@ impl NatsElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
     /// let election = NatsElection::with_client(client, NatsOptions::default()).await?;
+    /// println!("{:?}", election.leader("dispatcher").await?);
     /// # Ok(()) }
     /// ```
     pub async fn with_client(

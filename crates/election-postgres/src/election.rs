@@ -29,6 +29,9 @@ use crate::row::{self, Hold, Observed, Take};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let election = PostgresElection::connect("postgres://app@db.internal/app", PostgresOptions::default()).await?;
+/// let term = election.candidate("billing", "worker-1")?.campaign().await?;
+/// println!("leading in term {}", term.epoch());
+/// term.resign().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -63,6 +66,7 @@ impl PostgresElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let options = PostgresOptions::default().with_schema("billing_election")?;
     /// let election = PostgresElection::connect("postgres://app@db.internal/app", options).await?;
+    /// println!("{:?}", election.leader("billing").await?);
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
@@ -84,6 +88,7 @@ impl PostgresElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let pool = sqlx::PgPool::connect("postgres://app@db.internal/app").await?;
     /// let election = PostgresElection::with_pool(pool, PostgresOptions::default()).await?;
+    /// println!("{:?}", election.leader("billing").await?);
     /// # Ok(()) }
     /// ```
     pub async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {

@@ -53,7 +53,6 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// ```no_run
 /// use election_postgres::{PostgresElection, PostgresOptions};
 /// use fencing::{ResourceName, Token};
-/// use sqlx::Connection;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -116,6 +115,8 @@ impl PostgresFence {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
     /// let fence = PostgresFence::new(pool, "election").await?;
+    /// let orders = fencing::ResourceName::new("orders")?;
+    /// println!("orders fenced at {:?}", fencing::Fence::high_water_mark(&fence, &orders).await?);
     /// # Ok(()) }
     /// ```
     pub async fn new(pool: PgPool, schema: &str) -> Result<Self, Error> {
@@ -157,7 +158,6 @@ impl PostgresFence {
     /// ```no_run
     /// # use election_postgres::{PostgresElection, PostgresOptions};
     /// # use fencing::ResourceName;
-    /// # use sqlx::Connection;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;

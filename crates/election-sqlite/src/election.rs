@@ -151,6 +151,8 @@ impl SqliteElection {
     /// let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", tmp.path().join("app.db").display())).await?;
     /// sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY)").execute(&pool).await?;
     /// let election = SqliteElection::with_pool(pool, SqliteOptions::default()).await?;
+    /// let term = election.candidate("orders-writer", "host-a/1")?.campaign().await?;
+    /// term.resign().await?;
     /// # Ok(()) }
     /// ```
     pub async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {

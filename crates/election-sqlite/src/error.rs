@@ -191,7 +191,7 @@ impl Error {
     /// as retrying helps once space is freed.
     ///
     /// ```
-    /// use election_sqlite::{Error, SqliteElection, SqliteOptions};
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
