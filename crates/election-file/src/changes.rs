@@ -97,6 +97,23 @@ impl Changes {
     /// Failure model: an error reading the inotify instance is
     /// [`Error::Io`]; also when the kernel's event queue overflowed, this
     /// returns `Ok` (something may have changed).
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let mut changes = election.changes("jobs")?;
+    /// assert_eq!(election.leader("jobs").await?, None);
+    ///
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// changes.changed().await?; // woken: read again
+    /// let now = election.leader("jobs").await?;
+    /// assert_eq!(now.map(|l| l.epoch), Some(term.epoch()));
+    /// # Ok(()) }
+    /// ```
     pub async fn changed(&mut self) -> Result<(), Error> {
         loop {
             let mut guard = self

@@ -80,6 +80,18 @@ impl FileOptions {
     /// Accepts a directory on a FUSE filesystem, which is refused by
     /// default because many FUSE filesystems (sshfs, s3fs) are network
     /// ones. Only for local FUSE filesystems whose locks you trust.
+    ///
+    /// ```
+    /// use election_file::{FileElection, FileOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// // A local FUSE filesystem whose locks you trust:
+    /// let options = FileOptions::default().allow_fuse(true);
+    /// let election = FileElection::with_options(tmp.path(), options)?;
+    /// assert_eq!(election.dir(), tmp.path());
+    /// # Ok(()) }
+    /// ```
     pub fn allow_fuse(mut self, allow: bool) -> Self {
         self.allow_fuse = allow;
         self
@@ -88,6 +100,24 @@ impl FileOptions {
     /// Sets how often a leader checks that its claim file is still in
     /// place (between 10 ms and 1 hour; checked by
     /// [`FileElection::with_options`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_file::{Error, FileElection, FileOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let options = FileOptions::default().tamper_check_interval(Duration::from_millis(200));
+    /// let election = FileElection::with_options(tmp.path(), options)?;
+    ///
+    /// // Out of range (below 10 ms): refused when the election is made.
+    /// let too_often = FileOptions::default().tamper_check_interval(Duration::from_millis(1));
+    /// let refused = FileElection::with_options(tmp.path(), too_often);
+    /// assert!(matches!(refused, Err(Error::Config(_))));
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
     pub fn tamper_check_interval(mut self, interval: Duration) -> Self {
         self.tamper_check_interval = interval;
         self
@@ -101,12 +131,42 @@ impl FileElection {
     /// the process may not write, and a directory on a network filesystem
     /// (NFS, SMB/CIFS, 9p, AFS, Ceph, Lustre, FUSE, ...), where OS locks
     /// cannot be trusted.
+    ///
+    /// ```
+    /// use election_file::{Error, FileElection};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path().join("elections"))?; // created if missing
+    /// assert!(election.dir().is_dir());
+    ///
+    /// // A file where the directory belongs is refused:
+    /// std::fs::write(tmp.path().join("plain-file"), "")?;
+    /// let refused = FileElection::new(tmp.path().join("plain-file"));
+    /// assert!(matches!(refused, Err(Error::NotADirectory { .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn new(dir: impl Into<PathBuf>) -> Result<Self, Error> {
         Self::with_options(dir, FileOptions::default())
     }
 
     /// Elections in `dir` with `options`; refuses what [`new`](FileElection::new)
     /// refuses, and out-of-range options.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_file::{FileElection, FileOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let options = FileOptions::default().tamper_check_interval(Duration::from_secs(5));
+    /// let election = FileElection::with_options(tmp.path(), options)?;
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_options(dir: impl Into<PathBuf>, options: FileOptions) -> Result<Self, Error> {
         let dir = dir.into();
         let interval = options.tamper_check_interval;
@@ -147,11 +207,41 @@ impl FileElection {
     }
 
     /// The directory.
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// println!("elections in {}", election.dir().display());
+    /// assert_eq!(election.dir(), tmp.path());
+    /// # Ok(()) }
+    /// ```
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The claim of candidate `identity` in election `name`.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Claim};
+    /// use election_file::{Error, FileElection};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let claim = election.claim("jobs", "host-a/1")?;
+    /// assert_eq!(claim.leader().await?, None); // nobody leads yet
+    /// let candidate = Candidate::new(claim); // what `candidate` does
+    /// let term = candidate.campaign().await?;
+    /// term.resign().await?;
+    ///
+    /// // A name that is not a plain file name is refused:
+    /// assert!(matches!(election.claim("../jobs", "host-a/1"), Err(Error::Config(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn claim(&self, name: &str, identity: &str) -> Result<FileClaim, Error> {
         let name = ElectionName::new(name)?;
         let identity = Identity::new(identity)?;
@@ -206,10 +296,10 @@ impl FileElection {
     /// assert!(election.candidate("jobs", "a")?.try_campaign().await.is_err()); // corrupt
     ///
     /// // Lower than the epoch the damaged record still shows: refused.
-    /// let low = election.repair_epoch("jobs", Epoch::new(40).unwrap());
+    /// let low = election.repair_epoch("jobs", Epoch::new(40).ok_or("not an epoch")?);
     /// assert!(matches!(low, Err(Error::EpochTooLow { .. })));
-    /// election.repair_epoch("jobs", Epoch::new(1000).unwrap())?;
-    /// let term = election.candidate("jobs", "a")?.try_campaign().await?.unwrap();
+    /// election.repair_epoch("jobs", Epoch::new(1000).ok_or("not an epoch")?)?;
+    /// let term = election.candidate("jobs", "a")?.campaign().await?;
     /// assert_eq!(term.epoch().get(), 1001);
     /// # Ok(()) }
     /// ```
@@ -260,6 +350,24 @@ impl FileElection {
     /// Blocking file read (one small file). Fails with
     /// [`Error::CorruptEpoch`] for a damaged record, [`Error::Config`] for
     /// a bad name.
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// assert_eq!(election.last_term("jobs")?, None); // no term yet
+    ///
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// term.resign().await?;
+    /// // Nobody leads now, but the record still tells the last term:
+    /// assert_eq!(election.leader("jobs").await?, None);
+    /// let last = election.last_term("jobs")?;
+    /// assert_eq!(last.map(|t| t.epoch), Some(term.epoch()));
+    /// # Ok(()) }
+    /// ```
     pub fn last_term(&self, name: &str) -> Result<Option<Leader>, Error> {
         let claim = self.claim(name, "observer")?;
         Ok(Record::read_unlocked(&claim.paths.record)?.map(|r| Leader {
@@ -270,6 +378,24 @@ impl FileElection {
     }
 
     /// A [`Candidate`] for [`claim`](FileElection::claim).
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let candidate = election.candidate("jobs", "host-a/1")?;
+    /// match candidate.try_campaign().await? {
+    ///     Some(term) => {
+    ///         println!("leading in term {}", term.epoch());
+    ///         term.resign().await?;
+    ///     }
+    ///     None => println!("someone else leads"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<FileClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))
     }
@@ -310,7 +436,7 @@ impl FileElection {
     /// let mut log = Vec::new();
     /// set.guard("shard-7", async |token| log.push((token.key().to_string(), token.epoch())))
     ///     .await?;
-    /// assert_eq!(log[0].1, set.epoch("shard-7").unwrap());
+    /// assert_eq!(Some(log[0].1), set.epoch("shard-7"));
     ///
     /// set.close().await; // unlocks shard-7.lock: another node takes it at once
     /// assert!(!set.held("shard-7"));
@@ -596,6 +722,23 @@ impl FileElection {
     /// pool). Failure model: [`election_core::Error::Config`] for an
     /// invalid name, `Unavailable` when the files cannot be read, `Corrupt`
     /// for a damaged epoch record.
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// assert_eq!(election.leader("jobs").await?, None);
+    ///
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// if let Some(leader) = election.leader("jobs").await? {
+    ///     println!("{} leads in term {}", leader.identity, leader.epoch);
+    ///     assert_eq!(leader.epoch, term.epoch());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
         let name_ = ElectionName::new(name)?;
         let claim = self

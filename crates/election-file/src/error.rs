@@ -151,6 +151,23 @@ impl Error {
     }
 
     /// This error as the core's error, grouped by what the caller should do.
+    ///
+    /// ```
+    /// use election_core::ElectionName;
+    /// use election_file::FileElection;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// # std::fs::write(tmp.path().join("jobs.epoch"), "not an epoch record")?;
+    /// let name = ElectionName::new("jobs")?;
+    /// let err = election.last_term(name.as_str()).expect_err("a damaged record");
+    /// // As the core's error: `Corrupt`, which no retry fixes (repair the record).
+    /// let core = err.into_core(&name);
+    /// assert!(matches!(core, election_core::Error::Corrupt { .. }));
+    /// assert!(core.is_permanent());
+    /// # Ok(()) }
+    /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),

@@ -81,10 +81,15 @@ impl NatsElection {
     /// ```no_run
     /// # use election_nats::{NatsElection, NatsOptions, Error};
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let err = NatsElection::connect("nats://127.0.0.1:1", NatsOptions::default()).await.unwrap_err();
-    /// assert!(matches!(err, Error::Connect { .. }));
-    /// # }
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let urls = "nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222";
+    /// let election = NatsElection::connect(urls, NatsOptions::default().replicas(3)?).await?;
+    /// println!("the bucket has {} replicas", election.replicas());
+    ///
+    /// // Nobody listens on port 1:
+    /// let refused = NatsElection::connect("nats://127.0.0.1:1", NatsOptions::default()).await;
+    /// assert!(matches!(refused, Err(Error::Connect { .. })));
+    /// # Ok(()) }
     /// ```
     pub async fn connect(urls: &str, options: NatsOptions) -> Result<Self, Error> {
         let addrs = urls
@@ -117,6 +122,7 @@ impl NatsElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
     /// let election = NatsElection::with_client(client, NatsOptions::default()).await?;
+    /// println!("{:?}", election.leader("dispatcher").await?);
     /// # Ok(()) }
     /// ```
     pub async fn with_client(
@@ -129,11 +135,33 @@ impl NatsElection {
     }
 
     /// The client, for the application's own use.
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// // The application's own messages, on the election's connection:
+    /// election.client().publish("jobs.started", "host-a/4711".into()).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &async_nats::Client {
         &self.conn.client
     }
 
     /// The options.
+    ///
+    /// ```no_run
+    /// use election_nats::{DEFAULT_BUCKET, NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// println!("bucket {}, lease TTL {:?}", election.options().bucket_name(), election.options().ttl());
+    /// assert_eq!(election.options().bucket_name(), DEFAULT_BUCKET);
+    /// # Ok(()) }
+    /// ```
     pub fn options(&self) -> &NatsOptions {
         &self.conn.options
     }
@@ -141,11 +169,44 @@ impl NatsElection {
     /// How many replicas the bucket had when it was opened. With one, a
     /// host crash can lose the last acknowledged writes (see
     /// [`NatsOptions::single_replica_ok`]).
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// if election.replicas() == 1 {
+    ///     eprintln!("an R1 bucket: a host crash can lose the last writes (and repeat an epoch)");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn replicas(&self) -> usize {
         self.conn.replicas()
     }
 
     /// The claim of candidate `identity` in election `name`.
+    ///
+    /// ```no_run
+    /// use election_core::{Candidate, Claim};
+    /// use election_nats::{Error, NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "nats://127.0.0.1:4222";
+    /// let election = NatsElection::connect(url, NatsOptions::default()).await?;
+    /// let claim = election.claim("dispatcher", "host-a/4711")?;
+    /// if let Some(leader) = claim.leader().await? {
+    ///     println!("{} leads; waiting", leader.identity);
+    /// }
+    /// let term = Candidate::new(claim).campaign().await?; // what `candidate` does
+    /// term.resign().await?;
+    ///
+    /// // An observer's election makes no claims:
+    /// let observer = NatsElection::connect(url, NatsOptions::default().observer(true)).await?;
+    /// assert!(matches!(observer.claim("dispatcher", "host-b/1"), Err(Error::Config(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn claim(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {
         if self.conn.options.is_observer() {
             return Err(election_core::ConfigError::BadSetting {
@@ -164,6 +225,25 @@ impl NatsElection {
     }
 
     /// A [`Candidate`] for [`claim`](NatsElection::claim).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// let candidate = election.candidate("dispatcher", "host-a/4711")?;
+    /// match candidate.campaign_timeout(Duration::from_secs(30)).await? {
+    ///     Some(term) => {
+    ///         println!("leading in term {}", term.epoch());
+    ///         term.resign().await?;
+    ///     }
+    ///     None => println!("another candidate still leads after 30 s"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<NatsClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))
     }
@@ -175,6 +255,19 @@ impl NatsElection {
     ///
     /// Cancel safety: cancel safe. Failure model: [`Error::Unavailable`]
     /// when the bucket cannot be read.
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// match election.leader("dispatcher").await? {
+    ///     Some(leader) => println!("{} leads in term {}", leader.identity, leader.epoch),
+    ///     None => println!("nobody leads dispatcher"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
         self.conn.leader(&ElectionName::new(name)?).await
     }
@@ -189,6 +282,20 @@ impl NatsElection {
     ///
     /// Cancel safety: cancel safe. Failure model: [`Error::Unavailable`]
     /// when the bucket cannot be read.
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// match election.holder("dispatcher").await? {
+    ///     Some(h) if h.pending => println!("{} won the key, waits out the grace", h.leader.identity),
+    ///     Some(h) => println!("{} leads in term {}", h.leader.identity, h.leader.epoch),
+    ///     None => println!("vacant"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn holder(&self, name: &str) -> Result<Option<Holder>, Error> {
         let name = ElectionName::new(name)?;
         let key = value::key(&name);
@@ -216,6 +323,26 @@ impl NatsElection {
     ///
     /// Cancel safety: dropping the stream stops the watch. Failure model:
     /// a failed watch ends with one `Err`.
+    ///
+    /// ```no_run
+    /// use futures::StreamExt;
+    ///
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// let changes = election.observe("dispatcher").await?;
+    /// let mut changes = std::pin::pin!(changes);
+    /// // The current state first, then every change as it happens:
+    /// while let Some(change) = changes.next().await {
+    ///     match change? {
+    ///         Some(leader) => println!("{} leads in term {}", leader.identity, leader.epoch),
+    ///         None => println!("vacant"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn observe(
         &self,
         name: &str,
@@ -288,6 +415,22 @@ impl NatsElection {
     /// [`lease_set`](Self::lease_set) does.
     ///
     /// Cancel safety and failure model as [`lease_set`](Self::lease_set).
+    ///
+    /// ```no_run
+    /// use election_core::LeaseSet;
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// let keyed = election.keyed_claims("host-a/4711").await?;
+    /// let stores = LeaseSet::new(keyed); // what `lease_set` does
+    /// if stores.ask("store-17").await? {
+    ///     println!("writing store-17 in term {:?}", stores.epoch("store-17"));
+    /// }
+    /// stores.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn keyed_claims(&self, identity: &str) -> Result<NatsLeases, Error> {
         NatsLeases::open(self.conn.clone(), Identity::new(identity)?).await
     }

@@ -84,6 +84,28 @@ impl Error {
     }
 
     /// This error as the core's error, grouped by what the caller should do.
+    ///
+    /// ```no_run
+    /// use election_core::ElectionName;
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// let name = ElectionName::new("dispatcher")?;
+    /// match election.leader(name.as_str()).await {
+    ///     Ok(leader) => println!("leader: {leader:?}"),
+    ///     Err(e) => {
+    ///         // Grouped by what to do: retry what is transient, stop on the rest.
+    ///         let e = e.into_core(&name);
+    ///         if e.is_permanent() {
+    ///             return Err(e.into());
+    ///         }
+    ///         eprintln!("will retry: {e}");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),

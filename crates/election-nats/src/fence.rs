@@ -98,14 +98,14 @@ const MAX_BACKOFF: Duration = Duration::from_millis(50);
 /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
 /// let fence = NatsFence::open(client, "fences", 1).await?;
 /// let orders = ResourceName::new("orders")?;
-/// let token = Token::from_epoch(Epoch::new(7).unwrap());
+/// let token = Token::from_epoch(Epoch::new(7).ok_or("not an epoch")?);
 ///
 /// // A new leader fences the resource off before its first write.
 /// fence.advance(&orders, token).await?;
 /// assert_eq!(fence.high_water_mark(&orders).await?, Some(token));
 ///
 /// // A deposed leader's token is refused.
-/// let old = Token::from_epoch(Epoch::new(6).unwrap());
+/// let old = Token::from_epoch(Epoch::new(6).ok_or("not an epoch")?);
 /// assert!(matches!(
 ///     fence.advance(&orders, old).await,
 ///     Err(fencing::Error::Stale { .. })
@@ -306,11 +306,35 @@ impl NatsFence {
     }
 
     /// The bucket's name.
+    ///
+    /// ```no_run
+    /// use election_nats::NatsFence;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+    /// let fence = NatsFence::open(client, "fences", 1).await?;
+    /// println!("high-water marks in bucket {}", fence.bucket());
+    /// # Ok(()) }
+    /// ```
     pub fn bucket(&self) -> &str {
         &self.inner.bucket
     }
 
     /// The bound on each KV request.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsFence;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+    /// let fence = NatsFence::open(client, "fences", 1).await?;
+    /// assert_eq!(fence.request_timeout(), Duration::from_secs(5)); // open's default
+    /// # Ok(()) }
+    /// ```
     pub fn request_timeout(&self) -> Duration {
         self.inner.timeout
     }
@@ -458,7 +482,7 @@ impl Fence for NatsFence {
     /// # let client = async_nats::connect("nats://127.0.0.1:4222").await?;
     /// let fence = NatsFence::open(client, "fences", 1).await?;
     /// let queue = ResourceName::new("queue")?;
-    /// let token = Token::from_epoch(Epoch::new(5).unwrap());
+    /// let token = Token::from_epoch(Epoch::new(5).ok_or("not an epoch")?);
     /// let first = fence.advance(&queue, token).await?;
     /// assert!(first.previous.is_none_or(|mark| mark <= token));
     /// // The same token again: accepted, the mark stays.
@@ -536,7 +560,7 @@ impl Fence for NatsFence {
     /// # let client = async_nats::connect("nats://127.0.0.1:4222").await?;
     /// let fence = NatsFence::open(client, "fences", 1).await?;
     /// let report = ResourceName::new("report")?;
-    /// let token = Token::from_epoch(Epoch::new(9).unwrap());
+    /// let token = Token::from_epoch(Epoch::new(9).ok_or("not an epoch")?);
     /// let mut ran = false;
     /// match fence.fenced(&report, token, || async { ran = true; "written" }).await {
     ///     Ok(outcome) => assert_eq!(outcome, "written"),

@@ -42,9 +42,11 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 /// use std::time::Duration;
 /// use election_nats::NatsOptions;
 ///
-/// let o = NatsOptions::new(Duration::from_secs(3)).unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let o = NatsOptions::new(Duration::from_secs(3))?;
 /// assert_eq!(o.renew_every(), Duration::from_secs(1));
 /// assert!(NatsOptions::new(Duration::from_millis(500)).is_err());
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NatsOptions {
@@ -67,6 +69,21 @@ impl Default for NatsOptions {
 
 impl NatsOptions {
     /// Options for a lease TTL of `ttl`, every other setting derived from it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = NatsOptions::new(Duration::from_secs(30))?;
+    /// assert_eq!(options.renew_every(), Duration::from_secs(10)); // a third of the TTL
+    /// assert_eq!(options.grace(), Duration::from_secs(10));
+    /// assert_eq!(options.timeout(), Duration::from_secs(2)); // at most 2 s
+    ///
+    /// assert!(NatsOptions::new(Duration::from_millis(500)).is_err()); // below 1 s
+    /// # Ok(()) }
+    /// ```
     pub fn new(ttl: Duration) -> Result<Self, ConfigError> {
         let renew_interval = ttl / 3;
         NatsOptions {
@@ -84,12 +101,39 @@ impl NatsOptions {
     }
 
     /// Sets the bucket name (letters, digits, `-` and `_`).
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = NatsOptions::default().bucket("billing-elections")?;
+    /// assert_eq!(options.bucket_name(), "billing-elections");
+    /// assert!(NatsOptions::default().bucket("no spaces").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn bucket(mut self, bucket: impl Into<String>) -> Result<Self, ConfigError> {
         self.bucket = bucket.into();
         self.validated()
     }
 
     /// Sets the renewal interval.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // The failover grace may not exceed the renew interval: lower it first.
+    /// let options = NatsOptions::default()
+    ///     .failover_grace(Duration::from_secs(4))?
+    ///     .renew_interval(Duration::from_secs(4))?;
+    /// assert_eq!(options.renew_every(), Duration::from_secs(4));
+    ///
+    /// // Two renewals must fit in the validity (15 s - 1.5 s): 7 s does not.
+    /// assert!(NatsOptions::default().renew_interval(Duration::from_secs(7)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn renew_interval(mut self, every: Duration) -> Result<Self, ConfigError> {
         self.renew_interval = every;
         self.request_timeout = self.request_timeout.min(every);
@@ -97,18 +141,57 @@ impl NatsOptions {
     }
 
     /// Sets the bound on one KV request.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = NatsOptions::default().request_timeout(Duration::from_millis(500))?;
+    /// assert_eq!(options.timeout(), Duration::from_millis(500));
+    ///
+    /// // Above the renew interval (5 s): refused.
+    /// assert!(NatsOptions::default().request_timeout(Duration::from_secs(6)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn request_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
         self.request_timeout = timeout;
         self.validated()
     }
 
     /// Sets the failover grace.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = NatsOptions::default().failover_grace(Duration::from_secs(2))?;
+    /// assert_eq!(options.grace(), Duration::from_secs(2));
+    ///
+    /// // Above the renew interval (5 s): refused.
+    /// assert!(NatsOptions::default().failover_grace(Duration::from_secs(6)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn failover_grace(mut self, grace: Duration) -> Result<Self, ConfigError> {
         self.failover_grace = grace;
         self.validated()
     }
 
     /// Sets the bucket's replicas (1 to 5).
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // An R3 bucket, on a cluster of at least three servers:
+    /// let options = NatsOptions::default().replicas(3)?;
+    /// assert_eq!(options.replica_count(), 3);
+    /// assert!(NatsOptions::default().replicas(0).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn replicas(mut self, replicas: usize) -> Result<Self, ConfigError> {
         self.replicas = replicas;
         self.validated()
@@ -116,6 +199,14 @@ impl NatsOptions {
 
     /// Lets a restarted process take over a live key holding its own
     /// identity (with a new, higher epoch).
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// // Each process restarts with the same identity (e.g. a StatefulSet pod name):
+    /// let options = NatsOptions::default().adopt_own(true);
+    /// assert!(options.adopts_own());
+    /// ```
     pub fn adopt_own(mut self, adopt: bool) -> Self {
         self.adopt_own = adopt;
         self
@@ -127,6 +218,14 @@ impl NatsOptions {
     /// Such an election refuses to make claims
     /// ([`NatsElection::claim`](crate::NatsElection::claim) is a
     /// configuration error): its TTL may not be the bucket's.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// // For `leader`/`observe` only: any bucket TTL, never creates the bucket.
+    /// let options = NatsOptions::default().observer(true);
+    /// assert!(options.is_observer());
+    /// ```
     pub fn observer(mut self, observer: bool) -> Self {
         self.observer = observer;
         self
@@ -147,6 +246,14 @@ impl NatsOptions {
     /// bucket on a cluster keeps every acknowledged write while a majority
     /// of its nodes survive. A killed server *process* loses nothing either
     /// way.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// // The server runs with `jetstream { sync_interval: always }`:
+    /// let options = NatsOptions::default().single_replica_ok(true);
+    /// assert!(options.is_single_replica_ok());
+    /// ```
     pub fn single_replica_ok(mut self, ok: bool) -> Self {
         self.single_replica_ok = ok;
         self
@@ -154,12 +261,25 @@ impl NatsOptions {
 
     /// Whether a single-replica bucket was accepted (see
     /// [`single_replica_ok`](NatsOptions::single_replica_ok)).
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// assert!(!NatsOptions::default().is_single_replica_ok()); // warned about by default
+    /// ```
     pub fn is_single_replica_ok(&self) -> bool {
         self.single_replica_ok
     }
 
     /// Whether this is an observer's options (see
     /// [`observer`](NatsOptions::observer)).
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// assert!(!NatsOptions::default().is_observer());
+    /// assert!(NatsOptions::default().observer(true).is_observer());
+    /// ```
     pub fn is_observer(&self) -> bool {
         self.observer
     }
@@ -222,39 +342,101 @@ impl NatsOptions {
     }
 
     /// The bucket name.
+    ///
+    /// ```
+    /// use election_nats::{DEFAULT_BUCKET, NatsOptions};
+    ///
+    /// assert_eq!(NatsOptions::default().bucket_name(), DEFAULT_BUCKET);
+    /// ```
     pub fn bucket_name(&self) -> &str {
         &self.bucket
     }
     /// The lease TTL (the bucket's max age).
+    ///
+    /// ```
+    /// use election_nats::{DEFAULT_TTL, NatsOptions};
+    ///
+    /// assert_eq!(NatsOptions::default().ttl(), DEFAULT_TTL);
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
     /// The renew interval.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// let options = NatsOptions::default();
+    /// assert_eq!(options.renew_every(), options.ttl() / 3);
+    /// ```
     pub fn renew_every(&self) -> Duration {
         self.renew_interval
     }
     /// The request timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsOptions;
+    ///
+    /// assert_eq!(NatsOptions::default().timeout(), Duration::from_secs(2));
+    /// ```
     pub fn timeout(&self) -> Duration {
         self.request_timeout
     }
     /// The failover grace.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// let options = NatsOptions::default();
+    /// assert_eq!(options.grace(), options.ttl() / 3);
+    /// ```
     pub fn grace(&self) -> Duration {
         self.failover_grace
     }
     /// The bucket's replicas.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// assert_eq!(NatsOptions::default().replica_count(), 1);
+    /// ```
     pub fn replica_count(&self) -> usize {
         self.replicas
     }
     /// Whether own identities are adopted.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// assert!(!NatsOptions::default().adopts_own());
+    /// ```
     pub fn adopts_own(&self) -> bool {
         self.adopt_own
     }
     /// The safety margin: a tenth of the TTL.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_nats::NatsOptions;
+    ///
+    /// assert_eq!(NatsOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
+    /// ```
     pub fn margin(&self) -> Duration {
         self.ttl / 10
     }
     /// How long after the instant before a successful claim or renewal was
     /// sent the holder counts its lease valid: `ttl - margin`.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// let options = NatsOptions::default();
+    /// assert_eq!(options.validity(), options.ttl() - options.margin());
+    /// assert!(options.renew_every() * 2 <= options.validity());
+    /// ```
     pub fn validity(&self) -> Duration {
         self.ttl - self.margin()
     }

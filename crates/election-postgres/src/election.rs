@@ -29,6 +29,9 @@ use crate::row::{self, Hold, Observed, Take};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let election = PostgresElection::connect("postgres://app@db.internal/app", PostgresOptions::default()).await?;
+/// let term = election.candidate("billing", "worker-1")?.campaign().await?;
+/// println!("leading in term {}", term.epoch());
+/// term.resign().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -63,6 +66,7 @@ impl PostgresElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let options = PostgresOptions::default().with_schema("billing_election")?;
     /// let election = PostgresElection::connect("postgres://app@db.internal/app", options).await?;
+    /// println!("{:?}", election.leader("billing").await?);
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
@@ -84,6 +88,7 @@ impl PostgresElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let pool = sqlx::PgPool::connect("postgres://app@db.internal/app").await?;
     /// let election = PostgresElection::with_pool(pool, PostgresOptions::default()).await?;
+    /// println!("{:?}", election.leader("billing").await?);
     /// # Ok(()) }
     /// ```
     pub async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
@@ -91,6 +96,35 @@ impl PostgresElection {
     }
 
     /// Uses `clock` instead of the system's clocks (for tests).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    ///
+    /// use election_postgres::{Clock, PostgresElection, PostgresOptions, SystemClock};
+    ///
+    /// /// The system's clocks, with a wall clock a day ahead (display only).
+    /// #[derive(Debug)]
+    /// struct WallClockAhead;
+    ///
+    /// impl Clock for WallClockAhead {
+    ///     fn now(&self) -> tokio::time::Instant {
+    ///         SystemClock.now()
+    ///     }
+    ///     fn wall_unix_ms(&self) -> i64 {
+    ///         SystemClock.wall_unix_ms() + 24 * 3600 * 1000
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let election = election.with_clock(Arc::new(WallClockAhead));
+    /// // Leases count on the monotonic `now`: who leads does not change.
+    /// let term = election.candidate("ledger-writer", "host-a/1")?.campaign().await?;
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
         Self::of(self.inner.with_clock(clock))
     }
@@ -103,11 +137,36 @@ impl PostgresElection {
 
     /// The pool, for the application's own queries and for
     /// [`PostgresFence`](crate::PostgresFence).
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let (orders,): (i64,) = sqlx::query_as("SELECT count(*) FROM orders")
+    ///     .fetch_one(election.pool())
+    ///     .await?;
+    /// println!("{orders} orders");
+    /// # Ok(()) }
+    /// ```
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
     }
 
     /// The settings.
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = PostgresOptions::default().with_schema("billing_election")?;
+    /// let election = PostgresElection::connect("postgres://app@db.internal/app", options).await?;
+    /// assert_eq!(election.options().schema(), "billing_election");
+    /// # Ok(()) }
+    /// ```
     pub fn options(&self) -> &PostgresOptions {
         &self.inner.options
     }
@@ -117,6 +176,25 @@ impl PostgresElection {
     /// The claim of candidate `identity` in election `name` (no I/O).
     ///
     /// Failure model: [`Error::Config`] for an invalid name or identity.
+    ///
+    /// ```no_run
+    /// use election_core::{Candidate, Claim};
+    /// use election_postgres::{Error, PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let claim = election.claim("ledger-writer", "host-a/1")?;
+    /// if let Some(leader) = claim.leader().await? {
+    ///     println!("{} leads; waiting", leader.identity);
+    /// }
+    /// let term = Candidate::new(claim).campaign().await?; // what `candidate` does
+    /// term.resign().await?;
+    ///
+    /// assert!(matches!(election.claim("ledger-writer", ""), Err(Error::Config(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn claim(&self, name: &str, identity: &str) -> Result<PostgresClaim, Error> {
         Ok(PostgresClaim {
             inner: self.inner.clone(),
@@ -126,6 +204,26 @@ impl PostgresElection {
     }
 
     /// A [`Candidate`] for [`claim`](PostgresElection::claim).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let candidate = election.candidate("ledger-writer", "host-a/1")?;
+    /// match candidate.campaign_timeout(Duration::from_secs(30)).await? {
+    ///     Some(term) => {
+    ///         println!("leading in term {}", term.epoch());
+    ///         term.resign().await?;
+    ///     }
+    ///     None => println!("another candidate still leads after 30 s"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<PostgresClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))
     }

@@ -162,6 +162,22 @@ impl From<sqlx::Error> for Error {
 
 impl Error {
     /// This error as the core's error, grouped by what the caller should do.
+    ///
+    /// ```no_run
+    /// use election_core::ElectionName;
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let name = ElectionName::new("ledger-writer")?;
+    /// let claim = election.claim(name.as_str(), "host-a/1");
+    /// // The backend's error as the core's, grouped by what the caller should do:
+    /// let claim = claim.map_err(|e| e.into_core(&name))?;
+    /// println!("{claim:?}");
+    /// # Ok(()) }
+    /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),
@@ -178,6 +194,27 @@ impl Error {
     }
 
     /// True for a server that cannot serve the request now (retry later).
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = loop {
+    ///     match PostgresElection::connect(url, PostgresOptions::default()).await {
+    ///         Ok(election) => break election,
+    ///         // The server cannot answer now: try again.
+    ///         Err(e) if e.is_unavailable() => {
+    ///             eprintln!("{e}; retrying");
+    ///             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    ///         }
+    ///         Err(e) => return Err(e.into()),
+    ///     }
+    /// };
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Unavailable(_) | Error::TimedOut { .. })
     }

@@ -53,7 +53,6 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// ```no_run
 /// use election_postgres::{PostgresElection, PostgresOptions};
 /// use fencing::{ResourceName, Token};
-/// use sqlx::Connection;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -77,6 +76,24 @@ pub struct PostgresFence {
 impl PostgresElection {
     /// A fence in this election's schema, on its pool (no I/O: the schema
     /// exists already).
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let fence = election.fence();
+    /// let term = election.candidate("ledger-writer", "host-a/1")?.campaign().await?;
+    /// let ledger = ResourceName::new("ledger")?;
+    /// let mut tx = election.pool().begin().await?;
+    /// fence.advance_in(&mut tx, &ledger, Token::issue(&term)?).await?; // refused if deposed
+    /// sqlx::query("INSERT INTO ledger (entry) VALUES ('paid')").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fence(&self) -> PostgresFence {
         PostgresFence {
             pool: self.inner.pool.clone(),
@@ -98,6 +115,8 @@ impl PostgresFence {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
     /// let fence = PostgresFence::new(pool, "election").await?;
+    /// let orders = fencing::ResourceName::new("orders")?;
+    /// println!("orders fenced at {:?}", fencing::Fence::high_water_mark(&fence, &orders).await?);
     /// # Ok(()) }
     /// ```
     pub async fn new(pool: PgPool, schema: &str) -> Result<Self, Error> {
@@ -139,7 +158,6 @@ impl PostgresFence {
     /// ```no_run
     /// # use election_postgres::{PostgresElection, PostgresOptions};
     /// # use fencing::ResourceName;
-    /// # use sqlx::Connection;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;

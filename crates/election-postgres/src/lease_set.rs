@@ -104,6 +104,23 @@ impl PostgresLeases {
     /// The keys of process `identity` in `election`'s database, with its
     /// options and the core's
     /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
+    ///
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_postgres::{LeaseSet, PostgresElection, PostgresLeases, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// // What `election.lease_set("node-a")` builds:
+    /// let set = LeaseSet::new(PostgresLeases::new(&election, Identity::new("node-a")?));
+    /// if set.ask("shard-1").await? {
+    ///     println!("writing shard-1 in term {:?}", set.epoch("shard-1"));
+    /// }
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn new(election: &PostgresElection, identity: Identity) -> Self {
         let ctx = election.inner.clone();
         let wakes = ctx.notifier.subscribe();
@@ -120,6 +137,24 @@ impl PostgresLeases {
 
     /// Sets how often the keys not held are looked at (a vacant or expired
     /// one claimed) when no notification comes: between 1 ms and 1 h.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use election_core::Identity;
+    /// use election_postgres::{LeaseSet, PostgresElection, PostgresLeases, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// let leases = PostgresLeases::new(&election, Identity::new("node-a")?)
+    ///     .with_poll_interval(Duration::from_millis(500))?;
+    /// let set = LeaseSet::new(leases);
+    /// set.ask("shard-1").await?;
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
         if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
             return Err(ConfigError::BadSetting {

@@ -43,14 +43,14 @@ pub const MAX_SCHEMA_LEN: usize = 40;
 /// use std::time::Duration;
 /// use election_postgres::PostgresOptions;
 ///
-/// let fast = PostgresOptions::new(Duration::from_millis(900), Duration::from_millis(300))
-///     .unwrap()
-///     .with_schema("jobs_election")
-///     .unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let fast = PostgresOptions::new(Duration::from_millis(900), Duration::from_millis(300))?
+///     .with_schema("jobs_election")?;
 /// assert_eq!(fast.margin(), Duration::from_millis(90));
 /// assert_eq!(fast.schema(), "jobs_election");
 /// assert!(PostgresOptions::new(Duration::from_secs(1), Duration::from_secs(1)).is_err());
 /// assert!(PostgresOptions::default().with_schema("Robert'); DROP TABLE x;--").is_err());
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostgresOptions {
@@ -104,6 +104,21 @@ impl PostgresOptions {
     /// `ttl` and `renew_interval`, with a request timeout of at most
     /// [`DEFAULT_REQUEST_TIMEOUT`] and at most half the renewal interval,
     /// in schema [`DEFAULT_SCHEMA`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_postgres::{DEFAULT_SCHEMA, PostgresOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = PostgresOptions::new(Duration::from_secs(6), Duration::from_secs(2))?;
+    /// assert_eq!(options.request_timeout(), Duration::from_secs(1)); // half the renewal interval
+    /// assert_eq!(options.schema(), DEFAULT_SCHEMA);
+    ///
+    /// // No room to retry a failed renewal before the lease runs out: refused.
+    /// assert!(PostgresOptions::new(Duration::from_secs(6), Duration::from_secs(3)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn new(ttl: Duration, renew_interval: Duration) -> Result<Self, ConfigError> {
         PostgresOptions {
             ttl,
@@ -115,6 +130,21 @@ impl PostgresOptions {
     }
 
     /// Sets the request timeout (validated again).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_postgres::PostgresOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = PostgresOptions::default().with_request_timeout(Duration::from_millis(500))?;
+    /// assert_eq!(options.request_timeout(), Duration::from_millis(500));
+    ///
+    /// // Longer than the renewal interval: refused.
+    /// let too_long = options.renew_interval() * 2;
+    /// assert!(options.with_request_timeout(too_long).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn with_request_timeout(self, request_timeout: Duration) -> Result<Self, ConfigError> {
         PostgresOptions {
             request_timeout,
@@ -125,6 +155,17 @@ impl PostgresOptions {
 
     /// Sets the schema of the election tables ([`ConfigError::BadName`]
     /// for a name that is not a plain lower-case identifier).
+    ///
+    /// ```
+    /// use election_postgres::PostgresOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = PostgresOptions::default().with_schema("billing_election")?;
+    /// assert_eq!(options.schema(), "billing_election");
+    /// assert!(PostgresOptions::default().with_schema("Billing").is_err()); // upper case
+    /// assert!(PostgresOptions::default().with_schema("pg_election").is_err()); // reserved
+    /// # Ok(()) }
+    /// ```
     pub fn with_schema(self, schema: &str) -> Result<Self, ConfigError> {
         check_schema(schema)?;
         Ok(PostgresOptions {
@@ -152,32 +193,72 @@ impl PostgresOptions {
     }
 
     /// The lease TTL.
+    ///
+    /// ```
+    /// use election_postgres::{DEFAULT_TTL, PostgresOptions};
+    ///
+    /// assert_eq!(PostgresOptions::default().ttl(), DEFAULT_TTL);
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
 
     /// The renewal interval.
+    ///
+    /// ```
+    /// use election_postgres::{DEFAULT_RENEW_INTERVAL, PostgresOptions};
+    ///
+    /// assert_eq!(PostgresOptions::default().renew_interval(), DEFAULT_RENEW_INTERVAL);
+    /// ```
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
     }
 
     /// The bound of one request to the server.
+    ///
+    /// ```
+    /// use election_postgres::{DEFAULT_REQUEST_TIMEOUT, PostgresOptions};
+    ///
+    /// assert_eq!(PostgresOptions::default().request_timeout(), DEFAULT_REQUEST_TIMEOUT);
+    /// ```
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
     }
 
     /// The schema of the election tables.
+    ///
+    /// ```
+    /// use election_postgres::{DEFAULT_SCHEMA, PostgresOptions};
+    ///
+    /// assert_eq!(PostgresOptions::default().schema(), DEFAULT_SCHEMA);
+    /// ```
     pub fn schema(&self) -> &str {
         &self.schema
     }
 
     /// The safety margin: a tenth of the TTL.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_postgres::PostgresOptions;
+    ///
+    /// assert_eq!(PostgresOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
+    /// ```
     pub fn margin(&self) -> Duration {
         election_core::lease_row::margin(self.ttl)
     }
 
     /// How long after the instant before a successful claim or renewal was
     /// sent the holder counts its lease as valid: `ttl - margin`.
+    ///
+    /// ```
+    /// use election_postgres::PostgresOptions;
+    ///
+    /// let options = PostgresOptions::default();
+    /// assert_eq!(options.validity(), options.ttl() - options.margin());
+    /// assert!(options.renew_interval() * 2 <= options.validity());
+    /// ```
     pub fn validity(&self) -> Duration {
         election_core::lease_row::validity(self.ttl)
     }

@@ -82,11 +82,15 @@ impl SqliteElection {
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// # let tmp = tempfile::tempdir().unwrap();
-    /// let err = SqliteElection::open(tmp.path(), SqliteOptions::default()).await.unwrap_err();
-    /// assert!(matches!(err, Error::NotAFile { .. }));
-    /// # }
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let opened = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// println!("busy timeout {:?}", opened.options().busy_timeout());
+    ///
+    /// // A directory where the database file belongs:
+    /// let refused = SqliteElection::open(tmp.path(), SqliteOptions::default()).await;
+    /// assert!(matches!(refused, Err(Error::NotAFile { .. })));
+    /// # Ok(()) }
     /// ```
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, Error> {
         Ok(Self::of(Context::open(path.as_ref(), options).await?))
@@ -110,13 +114,19 @@ impl SqliteElection {
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// # let tmp = tempfile::tempdir().unwrap();
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
     /// let missing = tmp.path().join("typo.db");
-    /// let err = SqliteElection::open_read_only(&missing, SqliteOptions::default()).await.unwrap_err();
-    /// assert!(matches!(err, Error::NotAFile { .. }));
-    /// assert!(!missing.exists());
-    /// # }
+    /// let refused = SqliteElection::open_read_only(&missing, SqliteOptions::default()).await;
+    /// assert!(matches!(refused, Err(Error::NotAFile { .. })));
+    /// assert!(!missing.exists()); // nothing was created
+    ///
+    /// # let path = tmp.path().join("app.db");
+    /// # SqliteElection::open(&path, SqliteOptions::default()).await?;
+    /// if let Some(election) = SqliteElection::open_read_only(&path, SqliteOptions::default()).await? {
+    ///     println!("leader: {:?}", election.leader("jobs").await?);
+    /// }
+    /// # Ok(()) }
     /// ```
     pub async fn open_read_only(
         path: impl AsRef<Path>,
@@ -141,6 +151,8 @@ impl SqliteElection {
     /// let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", tmp.path().join("app.db").display())).await?;
     /// sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY)").execute(&pool).await?;
     /// let election = SqliteElection::with_pool(pool, SqliteOptions::default()).await?;
+    /// let term = election.candidate("orders-writer", "host-a/1")?.campaign().await?;
+    /// term.resign().await?;
     /// # Ok(()) }
     /// ```
     pub async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {
@@ -148,6 +160,39 @@ impl SqliteElection {
     }
 
     /// Uses `clock` instead of the system's clocks (for tests).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::SystemTime;
+    ///
+    /// use election_sqlite::{Clock, SqliteElection, SqliteOptions, SystemClock};
+    ///
+    /// /// The system's clocks, with a wall clock a day ahead.
+    /// #[derive(Debug)]
+    /// struct WallClockAhead;
+    ///
+    /// impl Clock for WallClockAhead {
+    ///     fn now(&self) -> tokio::time::Instant {
+    ///         SystemClock.now()
+    ///     }
+    ///     fn wall_unix_ms(&self) -> i64 {
+    ///         SystemClock.wall_unix_ms() + 24 * 3600 * 1000
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default())
+    ///     .await?
+    ///     .with_clock(Arc::new(WallClockAhead));
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// // The wall clock is only written for display: the lease counts on `now`.
+    /// let since = election.leader("jobs").await?.and_then(|l| l.since);
+    /// assert!(since > Some(SystemTime::now()));
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
         Self::of(self.inner.with_clock(clock))
     }
@@ -160,6 +205,23 @@ impl SqliteElection {
 
     /// The pool, for the application's own queries and for
     /// [`SqliteFence`](crate::SqliteFence).
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    ///     .execute(election.pool())
+    ///     .await?;
+    /// let (orders,): (i64,) = sqlx::query_as("SELECT count(*) FROM orders")
+    ///     .fetch_one(election.pool())
+    ///     .await?;
+    /// assert_eq!(orders, 0);
+    /// # Ok(()) }
+    /// ```
     pub fn pool(&self) -> &SqlitePool {
         &self.inner.pool
     }
@@ -172,16 +234,63 @@ impl SqliteElection {
     /// (as `elect run` does) should let them inherit that locked
     /// descriptor, so that a same-host successor can take over at once
     /// only after every process doing the work is gone.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// match election.host_lock_path("jobs") {
+    ///     // In `app.db-election-locks/` beside the database.
+    ///     Some(path) => println!("same-host lock of jobs: {}", path.display()),
+    ///     None => println!("no same-host lock: waiters poll"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn host_lock_path(&self, name: &str) -> Option<std::path::PathBuf> {
         self.inner.host_locks.as_ref().map(|l| l.path(name))
     }
 
     /// The lease timings.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let options = SqliteOptions::new(Duration::from_secs(6), Duration::from_secs(2))?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), options).await?;
+    /// assert_eq!(election.options().ttl(), Duration::from_secs(6));
+    /// # Ok(()) }
+    /// ```
     pub fn options(&self) -> SqliteOptions {
         self.inner.options
     }
 
     /// The claim of candidate `identity` in election `name`.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Claim};
+    /// use election_sqlite::{Error, SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// let claim = election.claim("jobs", "host-a/1")?;
+    /// assert_eq!(claim.leader().await?, None); // nobody leads yet
+    /// let candidate = Candidate::new(claim); // what `candidate` does
+    /// let term = candidate.campaign().await?;
+    /// term.resign().await?;
+    ///
+    /// assert!(matches!(election.claim("", "host-a/1"), Err(Error::Config(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn claim(&self, name: &str, identity: &str) -> Result<SqliteClaim, Error> {
         Ok(SqliteClaim {
             inner: self.inner.clone(),
@@ -191,6 +300,24 @@ impl SqliteElection {
     }
 
     /// A [`Candidate`] for [`claim`](SqliteElection::claim).
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// let candidate = election.candidate("jobs", "host-a/1")?;
+    /// match candidate.try_campaign().await? {
+    ///     Some(term) => {
+    ///         println!("leading in term {}", term.epoch());
+    ///         term.resign().await?;
+    ///     }
+    ///     None => println!("someone else leads"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<SqliteClaim>, Error> {
         Ok(Candidate::new(self.claim(name, identity)?))
     }
@@ -267,6 +394,21 @@ impl SqliteLeases {
     /// The keys of process `identity` in `election`'s database, with its
     /// [options](SqliteElection::options) and the core's
     /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sqlite::{LeaseSet, SqliteElection, SqliteLeases, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// // What `election.lease_set("node-a")` builds:
+    /// let set = LeaseSet::new(SqliteLeases::new(&election, Identity::new("node-a")?));
+    /// assert!(set.ask("shard-1").await?);
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn new(election: &SqliteElection, identity: Identity) -> Self {
         SqliteLeases::over(election.inner.clone(), identity)
     }
@@ -684,6 +826,23 @@ impl SqliteElection {
     /// Cancel safety: cancel safe (one read). Failure model:
     /// [`election_core::Error::Config`] for an invalid name, `Unavailable`
     /// when the database cannot be read, `Corrupt` for a damaged row.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// assert_eq!(election.leader("jobs").await?, None);
+    ///
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// if let Some(leader) = election.leader("jobs").await? {
+    ///     println!("{} leads in term {}", leader.identity, leader.epoch);
+    ///     assert_eq!(leader.epoch, term.epoch());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
         let name_ = ElectionName::new(name)?;
         let claim = self

@@ -153,6 +153,22 @@ impl From<sqlx::Error> for Error {
 
 impl Error {
     /// This error as the core's error, grouped by what the caller should do.
+    ///
+    /// ```
+    /// use election_core::ElectionName;
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// // A directory where the database file belongs:
+    /// let opened = SqliteElection::open(tmp.path(), SqliteOptions::default()).await;
+    /// let err = opened.expect_err("a directory is not a database file");
+    /// // As the core's error: `Config`, which no retry fixes (fix the path).
+    /// let core = err.into_core(&ElectionName::new("jobs")?);
+    /// assert!(matches!(core, election_core::Error::Config(_)));
+    /// # Ok(()) }
+    /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),
@@ -173,6 +189,22 @@ impl Error {
 
     /// True for a database whose disk is full (`SQLITE_FULL`): transient,
     /// as retrying helps once space is freed.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let path = tmp.path().join("app.db");
+    /// match SqliteElection::open(&path, SqliteOptions::default()).await {
+    ///     Ok(election) => println!("opened; options {:?}", election.options()),
+    ///     // Transient: retry once space is freed.
+    ///     Err(e) if e.is_disk_full() => eprintln!("disk full, retrying later: {e}"),
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_disk_full(&self) -> bool {
         match self {
             Error::Database(sqlx::Error::Database(d)) => d
@@ -184,6 +216,29 @@ impl Error {
     }
 
     /// True for a busy or locked database.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    /// use sqlx::Connection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let path = tmp.path().join("app.db");
+    /// let election = SqliteElection::open(&path, SqliteOptions::default()).await?;
+    /// // Another connection holds the database's write lock...
+    /// let mut other = election.pool().acquire().await?;
+    /// let tx = other.begin_with("BEGIN IMMEDIATE").await?;
+    ///
+    /// // ...so a second open, which migrates in a write transaction, times out.
+    /// let options = SqliteOptions::default().with_busy_timeout(Duration::from_millis(20))?;
+    /// let err = SqliteElection::open(&path, options).await.expect_err("the write lock is taken");
+    /// assert!(err.is_busy()); // transient: retry
+    /// tx.rollback().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_busy(&self) -> bool {
         matches!(self, Error::Busy(_))
     }

@@ -85,6 +85,8 @@ impl SqliteFence {
     /// # let tmp = tempfile::tempdir()?;
     /// # let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
     /// let fence = SqliteFence::new(election.pool().clone()).await?;
+    /// let orders = fencing::ResourceName::new("orders")?;
+    /// println!("orders fenced at {:?}", fencing::Fence::high_water_mark(&fence, &orders).await?);
     /// # Ok(()) }
     /// ```
     pub async fn new(pool: SqlitePool) -> Result<Self, Error> {
@@ -113,7 +115,7 @@ impl SqliteFence {
     ///
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
-    /// # use fencing::{ResourceName, Token};
+    /// # use fencing::ResourceName;
     /// # use sqlx::Connection;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

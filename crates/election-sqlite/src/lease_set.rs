@@ -250,6 +250,24 @@ impl SqliteLeases {
 
     /// Sets how often the keys not held are looked at (and a vacant or
     /// expired one claimed): between 1 ms and 1 h.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_core::Identity;
+    /// use election_sqlite::{LeaseSet, SqliteElection, SqliteLeases, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// let leases = SqliteLeases::new(&election, Identity::new("node-a")?)
+    ///     .with_poll_interval(Duration::from_millis(250))?;
+    /// let set = LeaseSet::new(leases);
+    /// assert!(set.ask("shard-1").await?);
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
         if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
             return Err(ConfigError::BadSetting {

@@ -30,9 +30,11 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// use std::time::Duration;
 /// use election_sqlite::SqliteOptions;
 ///
-/// let fast = SqliteOptions::new(Duration::from_millis(900), Duration::from_millis(300)).unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let fast = SqliteOptions::new(Duration::from_millis(900), Duration::from_millis(300))?;
 /// assert_eq!(fast.margin(), Duration::from_millis(90));
 /// assert!(SqliteOptions::new(Duration::from_secs(1), Duration::from_secs(1)).is_err());
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SqliteOptions {
@@ -54,6 +56,20 @@ impl Default for SqliteOptions {
 impl SqliteOptions {
     /// `ttl` and `renew_interval`, with a busy timeout of at most 1 s and
     /// at most half the renewal interval.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_sqlite::SqliteOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = SqliteOptions::new(Duration::from_secs(6), Duration::from_secs(2))?;
+    /// assert_eq!(options.busy_timeout(), Duration::from_secs(1));
+    ///
+    /// // No room to retry a failed renewal before the lease runs out: refused.
+    /// assert!(SqliteOptions::new(Duration::from_secs(6), Duration::from_secs(3)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn new(ttl: Duration, renew_interval: Duration) -> Result<Self, ConfigError> {
         let busy_timeout = DEFAULT_BUSY_TIMEOUT.min(renew_interval / 2);
         SqliteOptions {
@@ -65,6 +81,20 @@ impl SqliteOptions {
     }
 
     /// Sets the busy timeout (validated again).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_sqlite::SqliteOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = SqliteOptions::default().with_busy_timeout(Duration::from_millis(250))?;
+    /// assert_eq!(options.busy_timeout(), Duration::from_millis(250));
+    ///
+    /// // Longer than the renewal interval: refused.
+    /// assert!(options.with_busy_timeout(options.renew_interval() * 2).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn with_busy_timeout(self, busy_timeout: Duration) -> Result<Self, ConfigError> {
         SqliteOptions {
             busy_timeout,
@@ -84,27 +114,62 @@ impl SqliteOptions {
     }
 
     /// The lease TTL.
+    ///
+    /// ```
+    /// use election_sqlite::{DEFAULT_TTL, SqliteOptions};
+    ///
+    /// assert_eq!(SqliteOptions::default().ttl(), DEFAULT_TTL);
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
 
     /// The renewal interval.
+    ///
+    /// ```
+    /// use election_sqlite::{DEFAULT_RENEW_INTERVAL, SqliteOptions};
+    ///
+    /// assert_eq!(SqliteOptions::default().renew_interval(), DEFAULT_RENEW_INTERVAL);
+    /// ```
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
     }
 
     /// The busy timeout.
+    ///
+    /// ```
+    /// use election_sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteOptions};
+    ///
+    /// assert_eq!(SqliteOptions::default().busy_timeout(), DEFAULT_BUSY_TIMEOUT);
+    /// ```
     pub fn busy_timeout(&self) -> Duration {
         self.busy_timeout
     }
 
     /// The safety margin: a tenth of the TTL.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_sqlite::SqliteOptions;
+    ///
+    /// assert_eq!(SqliteOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
+    /// ```
     pub fn margin(&self) -> Duration {
         election_core::lease_row::margin(self.ttl)
     }
 
     /// How long after the instant before a successful claim or renewal was
     /// sent the holder counts its lease as valid: `ttl - margin`.
+    ///
+    /// ```
+    /// use election_sqlite::SqliteOptions;
+    ///
+    /// let options = SqliteOptions::default();
+    /// assert_eq!(options.validity(), options.ttl() - options.margin());
+    /// // Room for one failed renewal and its retry:
+    /// assert!(options.renew_interval() * 2 <= options.validity());
+    /// ```
     pub fn validity(&self) -> Duration {
         election_core::lease_row::validity(self.ttl)
     }

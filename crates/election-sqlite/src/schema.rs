@@ -81,6 +81,23 @@ const EPOCH_GUARD: &[&str] = &[
 /// transaction (a read-only database is refused); commits nothing when
 /// they are up to date. Idempotent; safe to run from many processes at
 /// once.
+///
+/// ```
+/// use sqlx::{Connection, SqliteConnection};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let tmp = tempfile::tempdir()?;
+/// let url = format!("sqlite://{}?mode=rwc", tmp.path().join("app.db").display());
+/// let mut conn = SqliteConnection::connect(&url).await?;
+/// election_sqlite::schema::migrate(&mut conn).await?;
+/// election_sqlite::schema::migrate(&mut conn).await?; // up to date: commits nothing
+/// let (leases,): (i64,) = sqlx::query_as("SELECT count(*) FROM election_leases")
+///     .fetch_one(&mut conn)
+///     .await?;
+/// assert_eq!(leases, 0);
+/// # Ok(()) }
+/// ```
 pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::query(

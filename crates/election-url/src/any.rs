@@ -171,28 +171,108 @@ impl Claim for AnyClaim {
 
 impl AnyLeaseSet {
     /// This process's identity in every key's election.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// assert_eq!(set.identity().as_str(), "node-a");
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn identity(&self) -> &Identity {
         each!(self, AnyLeaseSet, |s| s.identity())
     }
 
     /// [`LeaseSet::held`]: whether this process holds `key` now (no round
     /// trip; asks about the key if it was not asked before).
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// set.ask("shard-7").await?;
+    /// if set.held("shard-7") {
+    ///     println!("this process writes shard-7");
+    /// }
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn held(&self, key: &str) -> bool {
         each!(self, AnyLeaseSet, |s| s.held(key))
     }
 
     /// [`LeaseSet::epoch`]: the epoch of the held term of `key`, `None`
     /// while not held.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// if set.ask("shard-7").await? {
+    ///     let epoch = set.epoch("shard-7");
+    ///     println!("shard-7 held in term {epoch:?}");
+    ///     assert!(epoch.is_some());
+    /// }
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn epoch(&self, key: &str) -> Option<Epoch> {
         each!(self, AnyLeaseSet, |s| s.epoch(key))
     }
 
     /// [`LeaseSet::holder`]: who holds `key`, as last seen.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// set.ask("shard-7").await?;
+    /// match set.holder("shard-7") {
+    ///     Some(leader) => println!("{} holds shard-7 in term {}", leader.identity, leader.epoch),
+    ///     None => println!("shard-7 is vacant, as last seen"),
+    /// }
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn holder(&self, key: &str) -> Option<Leader> {
         each!(self, AnyLeaseSet, |s| s.holder(key))
     }
 
     /// [`LeaseSet::held_keys`]: the keys held now.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// set.ask("shard-1").await?;
+    /// set.ask("shard-2").await?;
+    /// let mut held: Vec<String> = set.held_keys().iter().map(|k| k.to_string()).collect();
+    /// held.sort();
+    /// assert_eq!(held, ["shard-1", "shard-2"]);
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn held_keys(&self) -> Vec<ElectionName> {
         each!(self, AnyLeaseSet, |s| s.held_keys())
     }
@@ -200,6 +280,23 @@ impl AnyLeaseSet {
     /// [`LeaseSet::ask`]: asks about `key` and waits for the first answer.
     ///
     /// Cancel safety and failure model: as [`LeaseSet::ask`].
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// if set.ask("shard-7").await? {
+    ///     println!("won shard-7");
+    /// } else {
+    ///     println!("another process holds shard-7; this set keeps asking");
+    /// }
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn ask(&self, key: &str) -> Result<bool, CoreError> {
         each!(self, AnyLeaseSet, |s| s.ask(key).await)
     }
@@ -208,6 +305,24 @@ impl AnyLeaseSet {
     /// commit-point check.
     ///
     /// Cancel safety and failure model: as [`LeaseSet::guard`].
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// set.ask("shard-7").await?;
+    /// // Checked at the commit point; the token fences the write.
+    /// let written = set
+    ///     .guard("shard-7", async |token| format!("{} written in term {}", token.key(), token.epoch()))
+    ///     .await?;
+    /// println!("{written}");
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn guard<R>(
         &self,
         key: &str,
@@ -219,6 +334,20 @@ impl AnyLeaseSet {
     /// [`LeaseSet::close`]: gives every key up and stops the set.
     ///
     /// Cancel safety and failure model: as [`LeaseSet::close`].
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let set = backend.lease_set_polling("node-a", None).await?;
+    /// set.ask("shard-7").await?;
+    /// set.close().await; // gives shard-7 up: another process can take it
+    /// assert!(set.held_keys().is_empty());
+    /// # Ok(()) }
+    /// ```
     pub async fn close(&self) {
         each!(self, AnyLeaseSet, |s| s.close().await)
     }
@@ -226,6 +355,19 @@ impl AnyLeaseSet {
 
 impl Backend {
     /// The scheme of the backend: `file`, `sqlite`, `nats` or `postgres`.
+    ///
+    /// ```
+    /// use election_url::{BackendUrl, Settings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::Sqlite(tmp.path().join("app.db"));
+    /// let backend = url.open(&Settings::default()).await?;
+    /// println!("opened a {} backend", backend.kind());
+    /// assert_eq!(backend.kind(), url.scheme());
+    /// # Ok(()) }
+    /// ```
     pub fn kind(&self) -> &'static str {
         match self {
             Backend::File(_) => "file",
@@ -244,6 +386,23 @@ impl Backend {
     /// Must be called inside a tokio runtime. Cancel safety: cancel safe.
     /// Failure model: [`Error::Config`] for an invalid identity or poll
     /// interval, the backend's error when it cannot set the set up.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_url::{BackendUrl, Settings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let url = BackendUrl::Sqlite(tmp.path().join("app.db"));
+    /// let backend = url.open(&Settings::default()).await?;
+    /// // Keys held elsewhere are tried again every 200 ms:
+    /// let set = backend.lease_set_polling("node-a", Some(Duration::from_millis(200))).await?;
+    /// assert!(set.ask("shard-1").await?);
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn lease_set_polling(
         &self,
         identity: &str,

@@ -36,6 +36,24 @@ pub struct Settings {
 impl Settings {
     /// The settings given that the backend of `url` has no use for
     /// (`--ttl`-style names: `ttl`, `renew`, `grace`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_url::{BackendUrl, Settings};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let settings = Settings {
+    ///     ttl: Some(Duration::from_secs(9)),
+    ///     ..Settings::default()
+    /// };
+    /// // A lock has no TTL: the file backend ignores it.
+    /// let url: BackendUrl = "file:///run/my-service/elections".parse()?;
+    /// assert_eq!(settings.unused_by(&url), ["ttl"]);
+    /// let url: BackendUrl = "sqlite:///srv/app.db".parse()?;
+    /// assert!(settings.unused_by(&url).is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn unused_by(&self, url: &BackendUrl) -> Vec<&'static str> {
         let given = [
             ("ttl", self.ttl.is_some()),
@@ -58,6 +76,21 @@ impl Settings {
 
     /// The SQLite options these settings give: the backend's defaults, a
     /// renew interval of a third of a given TTL.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_url::Settings;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let settings = Settings {
+    ///     ttl: Some(Duration::from_secs(9)),
+    ///     ..Settings::default()
+    /// };
+    /// let options = settings.sqlite_options()?;
+    /// assert_eq!(options.renew_interval(), Duration::from_secs(3)); // a third of the TTL
+    /// # Ok(()) }
+    /// ```
     pub fn sqlite_options(&self) -> Result<SqliteOptions, Error> {
         Ok(match (self.ttl, self.renew) {
             (None, None) => SqliteOptions::default(),
@@ -72,6 +105,26 @@ impl Settings {
     /// renew interval of a third of a given TTL. A TTL or renew interval
     /// given both here and in the URL, with different values, is
     /// [`Error::Config`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_url::{BackendUrl, Settings};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url: BackendUrl = "postgres://app@db.internal/app?schema=jobs_election&ttl=9s".parse()?;
+    /// let BackendUrl::Postgres(pg) = &url else {
+    ///     return Err("not a postgres:// URL".into());
+    /// };
+    /// let options = Settings::default().postgres_options(pg)?;
+    /// assert_eq!(options.schema(), "jobs_election");
+    /// assert_eq!(options.renew_interval(), Duration::from_secs(3));
+    ///
+    /// // A TTL given twice, differently: refused.
+    /// let twice = Settings { ttl: Some(Duration::from_secs(6)), ..Settings::default() };
+    /// assert!(twice.postgres_options(pg).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn postgres_options(&self, url: &PostgresUrl) -> Result<PostgresOptions, Error> {
         let pick = |setting: &'static str, ours: Option<Duration>, theirs: Option<Duration>| match (
             ours, theirs,
@@ -97,6 +150,26 @@ impl Settings {
     }
 
     /// The NATS options these settings and the URL's options give.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_url::{BackendUrl, Settings};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url: BackendUrl = "nats://n1:4222,n2:4222,n3:4222?bucket=jobs&replicas=3".parse()?;
+    /// let BackendUrl::Nats(nats) = &url else {
+    ///     return Err("not a nats:// URL".into());
+    /// };
+    /// let settings = Settings {
+    ///     renew: Some(Duration::from_secs(2)),
+    ///     ..Settings::default()
+    /// };
+    /// let options = settings.nats_options(nats)?;
+    /// assert_eq!((options.bucket_name(), options.replica_count()), ("jobs", 3));
+    /// assert_eq!(options.grace(), Duration::from_secs(2)); // lowered to the renew interval
+    /// # Ok(()) }
+    /// ```
     pub fn nats_options(&self, url: &NatsUrl) -> Result<NatsOptions, Error> {
         let mut options = match self.ttl {
             Some(ttl) => NatsOptions::new(ttl)?,
@@ -197,6 +270,22 @@ impl BackendUrl {
     /// used. An unreachable PostgreSQL server is
     /// [`Error::Postgres`]`(Unavailable | TimedOut)` after at most four
     /// request timeouts.
+    ///
+    /// ```
+    /// use election_url::{BackendUrl, Error, Settings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let url = BackendUrl::Sqlite(tmp.path().join("app.db")); // or "sqlite:///srv/app.db".parse()?
+    /// // An observer creates nothing: no database yet.
+    /// let observer = Settings { observer: true, ..Settings::default() };
+    /// assert!(matches!(url.open(&observer).await, Err(Error::Absent { .. })));
+    ///
+    /// let backend = url.open(&Settings::default()).await?; // creates the database
+    /// println!("opened {url} ({})", backend.kind());
+    /// # Ok(()) }
+    /// ```
     pub async fn open(&self, settings: &Settings) -> Result<Backend, Error> {
         let missing = |what: &str, path: &Path| {
             if settings.observer && std::fs::symlink_metadata(path).is_err() {
@@ -263,6 +352,22 @@ impl NatsUrl {
     /// Cancel safety and failure model: as
     /// [`BackendUrl::open`]'s connection step ([`Error::Config`],
     /// [`Error::Credentials`], [`Error::Connect`]).
+    ///
+    /// ```no_run
+    /// use election_nats::NatsElection;
+    /// use election_url::{BackendUrl, Settings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url: BackendUrl = "nats://127.0.0.1:4222?bucket=jobs".parse()?;
+    /// let BackendUrl::Nats(nats) = &url else {
+    ///     return Err("not a nats:// URL".into());
+    /// };
+    /// let (client, options) = nats.connect(&Settings::default()).await?;
+    /// let election = NatsElection::with_client(client, options).await?;
+    /// println!("{:?}", election.leader("dispatcher").await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(
         &self,
         settings: &Settings,
@@ -320,6 +425,18 @@ fn passfile_lookup(text: &str, wanted: [&str; 4]) -> Option<String> {
 impl PostgresUrl {
     /// Where the server is, for messages: `host:port/database` (never the
     /// user or password).
+    ///
+    /// ```
+    /// use election_url::BackendUrl;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url: BackendUrl = "postgres://app:pw@db.internal/app".parse()?;
+    /// let BackendUrl::Postgres(pg) = &url else {
+    ///     return Err("not a postgres:// URL".into());
+    /// };
+    /// assert_eq!(pg.place(), "db.internal:5432/app"); // no user, no password
+    /// # Ok(()) }
+    /// ```
     pub fn place(&self) -> String {
         format!(
             "{}:{}/{}",
@@ -338,6 +455,20 @@ impl PostgresUrl {
     /// Failure model: [`Error::Passfile`] when the `?passfile=` file cannot
     /// be read or others than its owner may read it (libpq ignores such a
     /// file; refusing says why the password is missing).
+    ///
+    /// ```
+    /// use election_url::BackendUrl;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url: BackendUrl = "postgres://app:pw@db.internal/app?schema=jobs_election".parse()?;
+    /// let BackendUrl::Postgres(pg) = &url else {
+    ///     return Err("not a postgres:// URL".into());
+    /// };
+    /// let for_driver = pg.connect_url()?;
+    /// println!("connecting with {for_driver}"); // prints REDACTED
+    /// assert_eq!(for_driver.expose(), "postgres://app:pw@db.internal/app"); // our options removed
+    /// # Ok(()) }
+    /// ```
     pub fn connect_url(&self) -> Result<Secret, Error> {
         let mut password = self.password.clone();
         if password.is_none()

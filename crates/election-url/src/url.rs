@@ -162,11 +162,25 @@ pub struct Secret(String);
 
 impl Secret {
     /// Wraps `text`.
+    ///
+    /// ```
+    /// use election_url::Secret;
+    ///
+    /// let token = Secret::new("s3cr3t");
+    /// assert_eq!(format!("{token} {token:?}"), "REDACTED REDACTED");
+    /// ```
     pub fn new(text: impl Into<String>) -> Secret {
         Secret(text.into())
     }
 
     /// The secret itself, to hand to the server.
+    ///
+    /// ```
+    /// use election_url::Secret;
+    ///
+    /// let token = Secret::new("s3cr3t");
+    /// assert_eq!(token.expose(), "s3cr3t"); // for the server only, never a log
+    /// ```
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -369,6 +383,19 @@ impl BackendUrl {
     /// docs). Paths and values are percent-decoded; unknown, repeated and
     /// empty options, and fragments, are refused with a [`ParseError`]
     /// naming what is wrong (never a secret).
+    ///
+    /// ```
+    /// use std::path::Path;
+    ///
+    /// use election_url::{BackendUrl, ParseError};
+    ///
+    /// let url = BackendUrl::parse("sqlite:///srv/my%20app.db")?;
+    /// assert_eq!(url, BackendUrl::Sqlite(Path::new("/srv/my app.db").into()));
+    ///
+    /// let typo = BackendUrl::parse("nats://h:4222?buckets=jobs");
+    /// assert!(matches!(typo, Err(ParseError::UnknownOption { .. })));
+    /// # Ok::<(), ParseError>(())
+    /// ```
     pub fn parse(url: &str) -> Result<BackendUrl, ParseError> {
         let (scheme, rest) = url.split_once("://").ok_or(ParseError::NoScheme)?;
         match scheme {
@@ -383,6 +410,14 @@ impl BackendUrl {
     }
 
     /// The scheme: `file`, `sqlite`, `nats` or `postgres`.
+    ///
+    /// ```
+    /// use election_url::BackendUrl;
+    ///
+    /// let url: BackendUrl = "postgresql://app@db.internal/app".parse()?;
+    /// assert_eq!(url.scheme(), "postgres");
+    /// # Ok::<(), election_url::ParseError>(())
+    /// ```
     pub fn scheme(&self) -> &'static str {
         match self {
             BackendUrl::File(_) => "file",
@@ -394,6 +429,17 @@ impl BackendUrl {
 
     /// The URL with its secrets, for `Display` (to hand to another
     /// process; never to a log).
+    ///
+    /// ```
+    /// use election_url::BackendUrl;
+    ///
+    /// let url: BackendUrl = "nats://h:4222?token=t0k".parse()?;
+    /// assert_eq!(url.to_string(), "nats://h:4222?token=REDACTED"); // for logs
+    /// // For a child process's environment, never a log:
+    /// let whole = url.with_secrets().to_string();
+    /// assert_eq!(whole, "nats://h:4222?token=t0k");
+    /// # Ok::<(), election_url::ParseError>(())
+    /// ```
     pub fn with_secrets(&self) -> WithSecrets<'_> {
         WithSecrets(self)
     }
@@ -607,6 +653,18 @@ impl PostgresUrl {
 
 impl NatsUrl {
     /// The servers as `nats://host:port` each.
+    ///
+    /// ```
+    /// use election_url::BackendUrl;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url: BackendUrl = "nats://n1:4222,nats://n2:4222".parse()?;
+    /// let BackendUrl::Nats(nats) = &url else {
+    ///     return Err("not a nats:// URL".into());
+    /// };
+    /// assert_eq!(nats.server_urls(), ["nats://n1:4222", "nats://n2:4222"]);
+    /// # Ok(()) }
+    /// ```
     pub fn server_urls(&self) -> Vec<String> {
         self.servers.iter().map(|s| format!("nats://{s}")).collect()
     }
