@@ -50,6 +50,8 @@ pub struct Candidate<C: Claim> {
     on_retry: Option<RetryReport>,
     /// The term handed out last, for health checks.
     current: CurrentTerm,
+    /// False for a lease set's per-key candidates: no per-key series.
+    instrumented: bool,
 }
 
 /// What [`Candidate::on_retry`] calls: the transient error a waiting
@@ -72,7 +74,15 @@ impl<C: Claim> Candidate<C> {
             poll_interval: DEFAULT_POLL_INTERVAL,
             on_retry: None,
             current: CurrentTerm::default(),
+            instrumented: true,
         }
+    }
+
+    /// A candidate whose terms record no metrics (a lease set's per-key
+    /// campaign: the set counts its keys, labelled per set, not per key).
+    pub(crate) fn without_metrics(mut self) -> Self {
+        self.instrumented = false;
+        self
     }
 
     /// A liveness probe over every term this candidate wins (from any
@@ -297,11 +307,12 @@ impl<C: Claim> Candidate<C> {
                     }
                     continue;
                 };
-                let state = TermState::new(
+                let state = TermState::with_metrics(
                     claim.name().clone(),
                     claim.identity().clone(),
                     won.epoch,
                     won.valid_until,
+                    self.instrumented,
                 );
                 let watch =
                     match claim.watch(guard.attempt(), won, TermReporter::new(state.clone())) {

@@ -150,8 +150,18 @@ pub(crate) struct RenewalMetrics {
 }
 
 impl RenewalMetrics {
-    /// A term's renewals, labelled with its election's `name`.
-    pub(crate) fn term(name: &ElectionName) -> Self {
+    /// A term's renewals, labelled with its election's `name`; no-op
+    /// handles for a term that is not `instrumented` (a lease set's key).
+    pub(crate) fn term(name: &ElectionName, instrumented: bool) -> Self {
+        if !instrumented {
+            return RenewalMetrics {
+                duration: Histogram::noop(),
+                unknown: Counter::noop(),
+                unavailable: Counter::noop(),
+                refused: Counter::noop(),
+                other: Counter::noop(),
+            };
+        }
         Self::new(RENEWAL_DURATION, RENEWAL_FAILURES, "name", label(name))
     }
 

@@ -241,7 +241,7 @@ where
     F: Future<Output = Renewed>,
 {
     let mut machine = Renewal::new(policy, valid_until);
-    let metrics = RenewalMetrics::term(reporter.name());
+    let metrics = RenewalMetrics::term(reporter.name(), reporter.instrumented());
     let mut input = Input::Due;
     let mut refused = None;
     loop {

@@ -66,6 +66,9 @@ pub(crate) struct TermState {
     /// What the metrics know of this term: [`FRESH`], [`LEADING`] (counted
     /// won, the leader gauge raised) or [`ENDED`].
     accounting: AtomicU8,
+    /// False for a lease set's per-key terms ([`PerKeyClaims`](crate::PerKeyClaims)):
+    /// their election is a key, and the set counts them (label `set`).
+    pub(crate) instrumented: bool,
 }
 
 /// Not handed out yet.
@@ -76,11 +79,23 @@ const LEADING: u8 = 1;
 const ENDED: u8 = 2;
 
 impl TermState {
+    #[cfg(test)]
     pub(crate) fn new(
         name: ElectionName,
         identity: Identity,
         epoch: Epoch,
         valid_until: Option<Instant>,
+    ) -> Arc<Self> {
+        Self::with_metrics(name, identity, epoch, valid_until, true)
+    }
+
+    /// A term's state, recording no metrics when `instrumented` is false.
+    pub(crate) fn with_metrics(
+        name: ElectionName,
+        identity: Identity,
+        epoch: Epoch,
+        valid_until: Option<Instant>,
+        instrumented: bool,
     ) -> Arc<Self> {
         let (status, _) = watch::channel(Status {
             phase: Phase::Live,
@@ -93,7 +108,8 @@ impl TermState {
             identity,
             epoch,
             status,
-            accounting: AtomicU8::new(FRESH),
+            accounting: AtomicU8::new(if instrumented { FRESH } else { ENDED }),
+            instrumented,
         })
     }
 
@@ -359,5 +375,10 @@ impl TermReporter {
 
     pub(crate) fn name(&self) -> &ElectionName {
         &self.state.name
+    }
+
+    /// False for a lease set's per-key terms: no per-key series.
+    pub(crate) fn instrumented(&self) -> bool {
+        self.state.instrumented
     }
 }

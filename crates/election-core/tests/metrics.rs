@@ -11,7 +11,7 @@ use std::time::Duration;
 use election_core::renewal::RenewalPolicy;
 use election_core::{
     Candidate, Claim, ElectionName, End, Error, Health, Identity, Leader, LeaseSet, LossReason,
-    Renewed, TermReporter, WatchGuard, Won, renew_until_lost,
+    PerKeyClaims, Renewed, TermReporter, WatchGuard, Won, renew_until_lost,
 };
 use election_testkit::memory::{MemoryAttempt, MemoryBackend, MemoryClaim, Step};
 use election_testkit::recorder::TestRecorder;
@@ -456,5 +456,41 @@ fn closing_a_set_gives_its_keys_up_in_the_gauge() {
             r.counter(KEYS_LOST, &[("set", "node-b"), ("reason", "revoked")]),
             0
         );
+    });
+}
+
+/// A lease set over per-key campaigns (`PerKeyClaims`, the file backend's
+/// way) runs one term per key: those terms must not record per-key series
+/// (10,000 keys would make 10,000 of each); the set counts them under its
+/// own label.
+#[test]
+fn per_key_campaigns_of_a_lease_set_record_no_per_key_series() {
+    let r = TestRecorder::new();
+    run(&r, || async {
+        let b = MemoryBackend::new();
+        let me = Identity::new("node-c").unwrap();
+        let claims = b.clone();
+        let set = LeaseSet::new(PerKeyClaims::new(me.clone(), move |key| {
+            claims.claim(key.as_str(), me.as_str())
+        }));
+        for key in ["shard-1", "shard-2", "shard-3"] {
+            assert!(set.ask(key).await.unwrap());
+        }
+        b.revoke("shard-2");
+        sleep(secs(1.0)).await;
+        assert_eq!(
+            r.counter(KEYS_WON, &[("set", "node-c")]),
+            4,
+            "{:?}",
+            r.series()
+        );
+        assert_eq!(r.gauge(HELD, &[("set", "node-c")]), Some(3.0));
+        set.close().await;
+        let per_key: Vec<String> = r
+            .series()
+            .into_iter()
+            .filter(|s| s.contains("shard-"))
+            .collect();
+        assert!(per_key.is_empty(), "per-key series: {per_key:?}");
     });
 }
