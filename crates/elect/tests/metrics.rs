@@ -153,3 +153,80 @@ async fn a_busy_metrics_port_fails_before_the_campaign() {
         "{finished:?}"
     );
 }
+
+/// The stuck leader, for real: the NATS server is frozen (SIGSTOP), so
+/// the leader's renewals hang. `/healthz` turns 503 once no renewal has
+/// landed for the bound (halfway from the 2 s renew interval to the 18 s
+/// validity: 10 s), before the term is lost; once the server runs again
+/// the renewals land and it reads 200, still the same term.
+#[tokio::test]
+async fn healthz_fails_while_a_nats_leaders_renewals_hang() {
+    let mut server = nats_testkit::Server::start().expect("nats-server");
+    let b = Setup::nats(
+        &server.url(),
+        &["--ttl", "20s", "--renew", "2s", "--grace", "2s"],
+    );
+    let (run, addr, stop) = leading(&b).await;
+    let (status, body) = get(&addr, "/healthz").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+
+    server.pause().expect("SIGSTOP nats-server");
+    let deadline = Instant::now() + PATIENCE;
+    let body = loop {
+        let (status, body) = get(&addr, "/healthz").await;
+        if status == "HTTP/1.1 503 Service Unavailable" {
+            break body;
+        }
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "still healthy {PATIENCE:?} after the freeze"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        body.starts_with("unhealthy: leading, but no renewal landed for "),
+        "{body}"
+    );
+    let (_, page) = get(&addr, "/metrics").await;
+    assert_eq!(
+        sample(&page, r#"election_leader{name="job"}"#),
+        Some(1.0),
+        "still leading: {page}"
+    );
+    let failures: f64 = page
+        .lines()
+        .filter(|l| l.starts_with("election_renewal_failures_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(failures >= 1.0, "{page}");
+
+    server.resume().expect("SIGCONT nats-server");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (status, body) = get(&addr, "/healthz").await;
+        if status == "HTTP/1.1 200 OK" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still unhealthy {PATIENCE:?} after the resume: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, page) = get(&addr, "/metrics").await;
+    assert_eq!(
+        sample(&page, r#"election_leader{name="job"}"#),
+        Some(1.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(&page, r#"election_terms_won_total{name="job"}"#),
+        Some(1.0),
+        "{page}"
+    );
+
+    std::fs::write(&stop, "").expect("stop file");
+    let finished = run.finish().await;
+    assert_eq!(finished.code, 0, "the term was never lost: {finished:?}");
+}
