@@ -10,6 +10,18 @@ use crate::lock;
 use crate::term_state::{Phase, TermState};
 
 /// What a [`HealthCheck`] found.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::Health;
+///
+/// let stuck = Health::Unhealthy {
+///     since_last_renewal: Duration::from_secs(12),
+///     bound: Duration::from_secs(10),
+/// };
+/// assert!(!stuck.is_healthy());
+/// assert_eq!(stuck.to_string(), "unhealthy: leading, but no renewal landed for 12.000s (bound 10.000s)");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Health {

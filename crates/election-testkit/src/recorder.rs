@@ -80,6 +80,11 @@ fn series_asked(name: &str, labels: &[(&str, &str)]) -> String {
 
 impl TestRecorder {
     /// An empty recorder.
+    ///
+    /// ```
+    /// let recorder = election_testkit::recorder::TestRecorder::new();
+    /// assert!(recorder.series().is_empty());
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
@@ -90,6 +95,15 @@ impl TestRecorder {
 
     /// The counter `name` with exactly `labels` (any order); 0 if never
     /// registered.
+    ///
+    /// ```
+    /// # use election_testkit::recorder::TestRecorder;
+    /// let recorder = TestRecorder::new();
+    /// metrics::with_local_recorder(&recorder, || {
+    ///     metrics::counter!("won_total", "name" => "jobs", "set" => "a").increment(1);
+    /// });
+    /// assert_eq!(recorder.counter("won_total", &[("set", "a"), ("name", "jobs")]), 1);
+    /// ```
     pub fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
         self.lock()
             .counters
@@ -98,6 +112,18 @@ impl TestRecorder {
     }
 
     /// The gauge `name` with exactly `labels`; `None` if never registered.
+    ///
+    /// ```
+    /// # use election_testkit::recorder::TestRecorder;
+    /// let recorder = TestRecorder::new();
+    /// metrics::with_local_recorder(&recorder, || {
+    ///     let leader = metrics::gauge!("leader", "name" => "jobs");
+    ///     leader.increment(1.0);
+    ///     leader.decrement(1.0);
+    /// });
+    /// assert_eq!(recorder.gauge("leader", &[("name", "jobs")]), Some(0.0));
+    /// assert_eq!(recorder.gauge("leader", &[("name", "other")]), None);
+    /// ```
     pub fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         self.lock()
             .gauges
@@ -106,6 +132,15 @@ impl TestRecorder {
     }
 
     /// Every sample of the histogram `name` with exactly `labels`.
+    ///
+    /// ```
+    /// # use election_testkit::recorder::TestRecorder;
+    /// let recorder = TestRecorder::new();
+    /// metrics::with_local_recorder(&recorder, || {
+    ///     metrics::histogram!("wait_seconds").record(0.5);
+    /// });
+    /// assert_eq!(recorder.histogram("wait_seconds", &[]), vec![0.5]);
+    /// ```
     pub fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
         self.lock()
             .histograms
@@ -115,6 +150,15 @@ impl TestRecorder {
     }
 
     /// Every series registered so far (`name{labels}`), for messages.
+    ///
+    /// ```
+    /// # use election_testkit::recorder::TestRecorder;
+    /// let recorder = TestRecorder::new();
+    /// metrics::with_local_recorder(&recorder, || {
+    ///     metrics::counter!("won_total", "name" => "jobs").increment(1);
+    /// });
+    /// assert_eq!(recorder.series(), vec![r#"won_total{name="jobs"}"#.to_owned()]);
+    /// ```
     pub fn series(&self) -> Vec<String> {
         let v = self.lock();
         let mut all: Vec<String> = v
