@@ -23,6 +23,7 @@ mod cli;
 mod command;
 mod duration;
 mod exit;
+mod exporter;
 mod leader;
 mod log;
 mod man;

@@ -111,13 +111,33 @@ pub(crate) async fn run(
     };
     let config = |e: &(dyn std::error::Error + 'static)| Failure::config(exit::chain(e));
     let kill = KillTiming::of(backend, args)?;
+    // Bound before the campaign: a busy port fails at once, not after a
+    // win.
+    let metrics = match args.metrics {
+        Some(addr) => Some((
+            crate::exporter::Exporter::bind(addr).await?,
+            health_bound(backend),
+        )),
+        None => None,
+    };
     match backend {
         Opened::Ready(Backend::File(e)) => {
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
             let lock = e.dir().join(format!("{name}.lock"));
-            elected(standby, c, shown, args, waiting, kill, Some(lock), report).await
+            elected(
+                standby,
+                c,
+                shown,
+                args,
+                waiting,
+                kill,
+                Some(lock),
+                metrics,
+                report,
+            )
+            .await
         }
         Opened::Ready(Backend::Sqlite(e)) => {
             let c = e
@@ -127,7 +147,10 @@ pub(crate) async fn run(
             // successor on this host skips the TTL only once the whole
             // tree is gone, not when `elect` alone is killed.
             let lock = e.host_lock_path(name);
-            elected(standby, c, shown, args, waiting, kill, lock, report).await
+            elected(
+                standby, c, shown, args, waiting, kill, lock, metrics, report,
+            )
+            .await
         }
         Opened::Ready(Backend::Nats(e)) => {
             let c = e
@@ -144,13 +167,19 @@ pub(crate) async fn run(
                     serde_json::json!({ "replicas": e.replicas(), "message": text }),
                 );
             }
-            elected(standby, c, shown, args, waiting, kill, None, report).await
+            elected(
+                standby, c, shown, args, waiting, kill, None, metrics, report,
+            )
+            .await
         }
         Opened::Ready(Backend::Postgres(e)) => {
             let c = e
                 .candidate(name, identity.as_str())
                 .map_err(crate::backend::postgres_failure)?;
-            elected(standby, c, shown, args, waiting, kill, None, report).await
+            elected(
+                standby, c, shown, args, waiting, kill, None, metrics, report,
+            )
+            .await
         }
         Opened::NatsPending(..) | Opened::Absent(..) => Err(Failure::new(
             exit::INTERNAL,
@@ -168,12 +197,24 @@ async fn elected<C: Claim>(
     waiting: Waiting,
     kill: KillTiming,
     lock_path: Option<std::path::PathBuf>,
+    metrics: Option<(crate::exporter::Exporter, Duration)>,
     report: Reporter,
 ) -> Result<u8, Failure> {
     let name = candidate.claim().name().clone();
     let identity = candidate.claim().identity().clone();
     let retries = crate::retry::Retries::new(name.as_str(), report);
     let candidate = candidate.on_retry(retries.reporter());
+    // Served until elect exits (the runtime's end drops the task).
+    if let Some((exporter, bound)) = metrics {
+        let addr = exporter.local_addr();
+        let shown = addr.map_or_else(|| "?".to_owned(), |a| a.to_string());
+        report.event(
+            "metrics",
+            &format!("serving metrics on http://{shown}/metrics and /healthz"),
+            json!({ "address": shown, "health_bound_ms": bound.as_millis() as u64 }),
+        );
+        exporter.serve(candidate.health_check(bound));
+    }
     let mut signals = Signals::install()?;
     report.event(
         "campaigning",
@@ -228,6 +269,33 @@ async fn elected<C: Claim>(
     );
     let lock = lock_path.as_deref().and_then(locked_claim_file);
     lead(standby, &term, args, kill, lock, &mut signals, report).await
+}
+
+/// The health check's bound for `backend`: halfway from the renew
+/// interval to the lease's validity (TTL minus the margin), so one late
+/// renewal is fine and a leader whose renewals stopped reads unhealthy
+/// before its term is lost. The file backend's lock has no renewals
+/// (always healthy while held).
+fn health_bound(backend: &Opened) -> Duration {
+    let (ttl, renew, margin) = match backend {
+        Opened::Ready(Backend::Sqlite(e)) => {
+            let o = e.options();
+            (o.ttl(), o.renew_interval(), o.margin())
+        }
+        Opened::Ready(Backend::Postgres(e)) => {
+            let o = e.options();
+            (o.ttl(), o.renew_interval(), o.margin())
+        }
+        Opened::Ready(Backend::Nats(e)) => {
+            let o = e.options();
+            (o.ttl(), o.renew_every(), o.margin())
+        }
+        Opened::Ready(Backend::File(_)) | Opened::NatsPending(..) | Opened::Absent(..) => {
+            return Duration::from_secs(3600);
+        }
+    };
+    let validity = ttl.saturating_sub(margin);
+    renew + validity.saturating_sub(renew) / 2
 }
 
 /// How long a campaign waited, for messages.

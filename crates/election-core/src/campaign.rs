@@ -7,6 +7,7 @@ use tokio::time::Instant;
 
 use crate::claim::End;
 use crate::config_error::{HOUR, check_setting};
+use crate::health::{CurrentTerm, HealthCheck};
 use crate::term::{AttemptGuard, Held};
 use crate::term_state::TermState;
 use crate::{Claim, ConfigError, Error, Leader, Term, TermReporter};
@@ -47,6 +48,10 @@ pub struct Candidate<C: Claim> {
     claim: Arc<C>,
     poll_interval: Duration,
     on_retry: Option<RetryReport>,
+    /// The term handed out last, for health checks.
+    current: CurrentTerm,
+    /// False for a lease set's per-key candidates: no per-key series.
+    instrumented: bool,
 }
 
 /// What [`Candidate::on_retry`] calls: the transient error a waiting
@@ -81,7 +86,40 @@ impl<C: Claim> Candidate<C> {
             claim: Arc::new(claim),
             poll_interval: DEFAULT_POLL_INTERVAL,
             on_retry: None,
+            current: CurrentTerm::default(),
+            instrumented: true,
         }
+    }
+
+    /// A candidate whose terms record no metrics (a lease set's per-key
+    /// campaign: the set counts its keys, labelled per set, not per key).
+    pub(crate) fn without_metrics(mut self) -> Self {
+        self.instrumented = false;
+        self
+    }
+
+    /// A liveness probe over every term this candidate wins (from any
+    /// campaign, also one begun before this call): unhealthy while a term
+    /// it handed out reads as leading but no renewal of it has landed for
+    /// longer than `bound`. See [`HealthCheck`] for what "leading" means
+    /// and how to pick the bound.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// let health = candidate.health_check(Duration::from_secs(10));
+    /// let _term = candidate.campaign().await?;
+    /// assert!(health.check().is_healthy());
+    /// # Ok(()) }
+    /// ```
+    pub fn health_check(&self, bound: Duration) -> HealthCheck {
+        HealthCheck::candidate(self.current.clone(), bound)
     }
 
     /// Calls `report` with each transient error ([`Error::Unavailable`],
@@ -273,6 +311,7 @@ impl<C: Claim> Candidate<C> {
 
     async fn run(&self, deadline: Option<Instant>, once: bool) -> Result<Option<Term<C>>, Error> {
         let claim = &self.claim;
+        let started = Instant::now();
         tracing::info!(name = %claim.name(), identity = %claim.identity(), "campaign");
         loop {
             let attempt = match claim.open().await {
@@ -320,11 +359,12 @@ impl<C: Claim> Candidate<C> {
                     }
                     continue;
                 };
-                let state = TermState::new(
+                let state = TermState::with_metrics(
                     claim.name().clone(),
                     claim.identity().clone(),
                     won.epoch,
                     won.valid_until,
+                    self.instrumented,
                 );
                 let watch =
                     match claim.watch(guard.attempt(), won, TermReporter::new(state.clone())) {
@@ -353,6 +393,8 @@ impl<C: Claim> Candidate<C> {
                     break;
                 }
                 tracing::info!(name = %claim.name(), identity = %claim.identity(), epoch = won.epoch.get(), "elected");
+                state.begin_leading(started.elapsed());
+                *crate::lock(&self.current) = Arc::downgrade(&state);
                 return Ok(Some(Term::new(held)));
             }
         }

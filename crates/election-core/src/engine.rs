@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::instrument::{RenewalMetrics, SetMetrics};
 use crate::key_state::KeyState;
 use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy, attempt};
 use crate::{
@@ -389,6 +390,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
     mut guards: watch::Receiver<Guards>,
 ) {
     let policy = backend.renewal();
+    let metrics = RenewalMetrics::set(shared.metrics.set.clone());
     let mut machine: Option<Renewal> = None;
     let mut input = Input::Due;
     let mut claim_due = true;
@@ -403,7 +405,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
             match m.decide(input, now) {
                 Next::SleepUntil(at) => renew_at = Some(at),
                 Next::Renew { budget } => {
-                    input = renew(&*backend, &shared, policy, budget).await;
+                    input = renew(&*backend, &shared, policy, budget, &metrics).await;
                     continue;
                 }
                 Next::Lose(Loss::Expired | Loss::Refused) => {
@@ -472,6 +474,7 @@ async fn renew<K: KeyedClaims>(
     shared: &Holds,
     policy: RenewalPolicy,
     budget: Duration,
+    metrics: &RenewalMetrics,
 ) -> Input {
     let held = shared.expiring();
     if held.is_empty() {
@@ -480,8 +483,12 @@ async fn renew<K: KeyedClaims>(
     let what = format!("lease set ({} keys)", held.len());
     let (sent, refused) = match attempt(budget, &what, backend.renew(&held)).await {
         Ok(answer) => answer,
-        Err(input) => return input,
+        Err(failure) => {
+            metrics.failed(failure.kind);
+            return failure.input;
+        }
     };
+    let took = sent.elapsed();
     let refused: HashMap<ElectionName, LossReason> = refused.into_iter().collect();
     let mut landed = false;
     for (key, epoch) in &held {
@@ -496,8 +503,10 @@ async fn renew<K: KeyedClaims>(
         }
     }
     if landed {
+        metrics.landed(took);
         Input::Renewed { sent }
     } else {
+        metrics.failed("refused");
         Input::Refused
     }
 }
@@ -508,10 +517,11 @@ struct Hold {
     epoch: Epoch,
     /// The deadline of its last landed renewal; `None`: it does not expire.
     valid_until: Option<Instant>,
+    /// When the win or its last landed renewal was recorded (health).
+    renewed_at: Instant,
 }
 
 /// The keys a lease set holds, kept by its loop and its reporter.
-#[derive(Default)]
 pub(crate) struct Holds {
     /// Every key asked about (the loop claims those not held); a new key
     /// wakes the loop.
@@ -525,9 +535,32 @@ pub(crate) struct Holds {
     lost_early: Mutex<HashMap<ElectionName, Epoch>>,
     /// Wakes the loop: a loss (try the key again) or a guard's nudge.
     pub(crate) wake: Notify,
+    /// The set's metric handles (label `set`).
+    pub(crate) metrics: SetMetrics,
 }
 
 impl Holds {
+    /// The holds of a set whose metrics carry the label `set`.
+    pub(crate) fn new(set: &str) -> Self {
+        Holds {
+            keys: papaya::HashMap::default(),
+            holds: Mutex::default(),
+            lost_early: Mutex::default(),
+            wake: Notify::new(),
+            metrics: SetMetrics::new(set),
+        }
+    }
+
+    /// When the expiring key renewed longest ago was last renewed (or
+    /// won); `None` if no held key expires.
+    pub(crate) fn oldest_renewal(&self) -> Option<Instant> {
+        lock(&self.holds)
+            .values()
+            .filter(|h| h.valid_until.is_some())
+            .map(|h| h.renewed_at)
+            .min()
+    }
+
     /// Records a win; false (and the key is tried again) if its loss was
     /// already reported.
     fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) -> bool {
@@ -546,8 +579,10 @@ impl Holds {
                 state: state.clone(),
                 epoch: won.epoch,
                 valid_until: won.valid_until,
+                renewed_at: Instant::now(),
             },
         );
+        self.metrics.won();
         state.hold(won.epoch, identity, won.valid_until);
         true
     }
@@ -576,6 +611,7 @@ impl Holds {
         tracing::warn!(key = %key, epoch = %epoch, %reason, "lease-set key lost");
         holds.remove(key);
         drop(holds);
+        self.metrics.ended(Some(reason));
         self.wake.notify_one();
         true
     }
@@ -583,6 +619,7 @@ impl Holds {
     fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
         if let Some(hold) = lock(&self.holds).get_mut(key).filter(|h| h.epoch == epoch) {
             hold.valid_until = Some(valid_until);
+            hold.renewed_at = Instant::now();
             hold.state.renewed(epoch, valid_until);
         }
     }
@@ -624,6 +661,7 @@ impl Holds {
             .drain()
             .map(|(k, h)| {
                 h.state.end_hold();
+                self.metrics.ended(None);
                 (k, h.epoch)
             })
             .collect()

@@ -142,7 +142,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     pub fn new(backend: K) -> Self {
         let backend = Arc::new(backend);
         let shared = Arc::new(Shared {
-            holds: Arc::new(Holds::default()),
+            holds: Arc::new(Holds::new(backend.identity().as_str())),
             closed: AtomicBool::new(false),
             origin: Origin::now(),
             guards: watch::channel(Guards::default()).0,
@@ -182,6 +182,28 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let ok = close_timeout <= HOUR;
         self.close_timeout = check_setting("close_timeout", close_timeout, ok, "above 1h")?;
         Ok(self)
+    }
+
+    /// A liveness probe over every key this set holds: unhealthy while it
+    /// holds an expiring key whose last landed renewal (or win) is older
+    /// than `bound`. See [`HealthCheck`](crate::HealthCheck).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::LeaseSet;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// let health = set.health_check(Duration::from_secs(5));
+    /// assert!(set.ask("store-1").await?);
+    /// assert!(health.check().is_healthy());
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn health_check(&self, bound: Duration) -> crate::HealthCheck {
+        crate::HealthCheck::lease_set(&self.shared.holds, bound)
     }
 
     /// The identity of this process in every key's election.

@@ -36,6 +36,17 @@
 //! renewal known to have landed, counted from before it was sent; a failed
 //! or timed-out renewal never extends it.
 //!
+//! Metrics go through the [`metrics`](https://docs.rs/metrics) facade
+//! (no exporter here; none installed, they cost nothing): terms won, lost
+//! by reason, resigned and dropped, whether this process leads, the
+//! campaign's wait, renewal latency and failures, lease-set keys held, all
+//! labelled per election `name` or lease `set`, never per key. The table
+//! of every metric is `docs/metrics.md` in the repository;
+//! [`describe_metrics`] registers their help texts. [`HealthCheck`]
+//! ([`Candidate::health_check`], [`Term::health_check`],
+//! [`LeaseSet::health_check`]) is a liveness probe: unhealthy while this
+//! process leads but no renewal landed for longer than a bound.
+//!
 //! The in-memory backend and the conformance suites every backend runs
 //! live in the `election-testkit` crate (a dev-dependency).
 //!
@@ -64,6 +75,8 @@ mod election;
 mod engine;
 mod epoch;
 mod error;
+mod health;
+mod instrument;
 mod key_state;
 mod lead;
 mod leader;
@@ -86,6 +99,8 @@ pub use election::Election;
 pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{Error, LeaseLost, LossReason};
+pub use health::{Health, HealthCheck};
+pub use instrument::describe_metrics;
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use leader::Leader;
 pub use lease::Lease;

@@ -119,7 +119,9 @@ impl<C: Claim> PerKeyClaims<C> {
             return Ok(c.clone());
         }
         let c = Arc::new(
-            Candidate::new((self.make)(key)?).with_poll_interval_unchecked(self.poll_interval),
+            Candidate::new((self.make)(key)?)
+                .with_poll_interval_unchecked(self.poll_interval)
+                .without_metrics(),
         );
         candidates.insert(key.clone(), c.clone());
         Ok(c)

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config_error::check_setting;
+use crate::instrument::{RenewalMetrics, failure_kind};
 use crate::{ConfigError, Error, LossReason, TermReporter};
 
 /// How a claim that expires is renewed: the numbers [`Renewal`] decides by.
@@ -384,6 +385,7 @@ where
     F: Future<Output = Renewed>,
 {
     let mut machine = Renewal::new(policy, valid_until);
+    let metrics = RenewalMetrics::term(reporter.name(), reporter.instrumented());
     let mut input = Input::Due;
     let mut refused = None;
     loop {
@@ -412,11 +414,18 @@ where
                 let what = format!("term {}", reporter.epoch());
                 match attempt(budget, &what, renew).await {
                     Ok((_, Renewed::Refused(reason))) => {
+                        metrics.failed("refused");
                         refused = Some(reason);
                         Input::Refused
                     }
-                    Ok((sent, _)) => Input::Renewed { sent },
-                    Err(input) => input,
+                    Ok((sent, _)) => {
+                        metrics.landed(sent.elapsed());
+                        Input::Renewed { sent }
+                    }
+                    Err(failure) => {
+                        metrics.failed(failure.kind);
+                        failure.input
+                    }
                 }
             }
             Next::Lose(loss) => {
@@ -433,6 +442,13 @@ where
     }
 }
 
+/// A renewal attempt that did not land: what the [`Renewal`] machine is
+/// told, and the `kind` its failure is counted as.
+pub(crate) struct Failure {
+    pub(crate) input: Input,
+    pub(crate) kind: &'static str,
+}
+
 /// One renewal attempt of `what`, cut off at `budget` (a timed-out
 /// attempt's outcome is unknown): the instant it was sent (before the
 /// request) and its answer, or what the machine is told of a failed or
@@ -441,17 +457,23 @@ pub(crate) async fn attempt<T>(
     budget: Duration,
     what: &str,
     renew: impl Future<Output = Result<T, Error>>,
-) -> Result<(Instant, T), Input> {
+) -> Result<(Instant, T), Failure> {
     let sent = Instant::now();
     match tokio::time::timeout(budget, renew).await {
         Ok(Ok(answer)) => Ok((sent, answer)),
         Ok(Err(e)) => {
             tracing::warn!(%what, error = %e, "renewal failed; retrying until the deadline");
-            Err(Input::Failed)
+            Err(Failure {
+                input: Input::Failed,
+                kind: failure_kind(&e),
+            })
         }
         Err(_) => {
             tracing::warn!(%what, "renewal timed out (outcome unknown); retrying until the deadline");
-            Err(Input::TimedOut)
+            Err(Failure {
+                input: Input::TimedOut,
+                kind: "unknown",
+            })
         }
     }
 }

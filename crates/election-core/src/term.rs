@@ -282,6 +282,27 @@ impl<C: Claim> Term<C> {
         self.state.ended().await
     }
 
+    /// A liveness probe for this term alone: unhealthy while it reads as
+    /// leading but no renewal has landed for longer than `bound` (see
+    /// [`HealthCheck`](crate::HealthCheck);
+    /// [`Candidate::health_check`](crate::Candidate::health_check) covers
+    /// every term of a candidate).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert!(term.health_check(Duration::from_secs(5)).check().is_healthy());
+    /// # Ok(()) }
+    /// ```
+    pub fn health_check(&self, bound: std::time::Duration) -> crate::HealthCheck {
+        crate::HealthCheck::term(&self.state, bound)
+    }
+
     /// A cloneable view of this term for tasks and fencing.
     ///
     /// ```

@@ -2,6 +2,7 @@
 //! backend's watch uses to report on it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -29,6 +30,9 @@ pub(crate) struct Status {
     /// until its tasks have stopped).
     pub(crate) ended: Option<LeaseLost>,
     pub(crate) valid_until: Option<Instant>,
+    /// When the win or the last renewal was reported: what the health
+    /// check measures from.
+    pub(crate) renewed_at: Instant,
 }
 
 impl Status {
@@ -59,26 +63,80 @@ pub(crate) struct TermState {
     pub(crate) identity: Identity,
     pub(crate) epoch: Epoch,
     status: watch::Sender<Status>,
+    /// What the metrics know of this term: [`FRESH`], [`LEADING`] (counted
+    /// won, the leader gauge raised) or [`ENDED`].
+    accounting: AtomicU8,
+    /// False for a lease set's per-key terms ([`PerKeyClaims`](crate::PerKeyClaims)):
+    /// their election is a key, and the set counts them (label `set`).
+    pub(crate) instrumented: bool,
 }
 
+/// Not handed out yet.
+const FRESH: u8 = 0;
+/// Handed out as a term: counted won, the leader gauge raised.
+const LEADING: u8 = 1;
+/// Its end counted (or it ended before it was handed out).
+const ENDED: u8 = 2;
+
 impl TermState {
+    #[cfg(test)]
     pub(crate) fn new(
         name: ElectionName,
         identity: Identity,
         epoch: Epoch,
         valid_until: Option<Instant>,
     ) -> Arc<Self> {
+        Self::with_metrics(name, identity, epoch, valid_until, true)
+    }
+
+    /// A term's state, recording no metrics when `instrumented` is false.
+    pub(crate) fn with_metrics(
+        name: ElectionName,
+        identity: Identity,
+        epoch: Epoch,
+        valid_until: Option<Instant>,
+        instrumented: bool,
+    ) -> Arc<Self> {
         let (status, _) = watch::channel(Status {
             phase: Phase::Live,
             ended: None,
             valid_until,
+            renewed_at: Instant::now(),
         });
         Arc::new(TermState {
             name,
             identity,
             epoch,
             status,
+            accounting: AtomicU8::new(if instrumented { FRESH } else { ENDED }),
+            instrumented,
         })
+    }
+
+    /// Counts the term won (the campaign hands it out now, after waiting
+    /// `waited`), unless it already ended.
+    pub(crate) fn begin_leading(&self, waited: std::time::Duration) {
+        if self
+            .accounting
+            .compare_exchange(FRESH, LEADING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            crate::instrument::term_won(&self.name, waited);
+        }
+    }
+
+    /// Counts the term's end, once, with the first reason its leases read
+    /// lost.
+    fn note_end(&self, reason: &LossReason) {
+        if self.accounting.swap(ENDED, Ordering::AcqRel) == LEADING {
+            crate::instrument::term_ended(&self.name, reason);
+        }
+    }
+
+    /// The status as it stands, without turning a passed deadline into a
+    /// loss (the health check only reads).
+    pub(crate) fn status(&self) -> Status {
+        self.status.borrow().clone()
     }
 
     fn lost_with(&self, reason: LossReason) -> LeaseLost {
@@ -92,13 +150,18 @@ impl TermState {
 
     /// Marks the term lost; returns true if this call lost it.
     pub(crate) fn lose(&self, reason: LossReason) -> bool {
+        let mut first_end = false;
         let lost_now = self.status.send_if_modified(|s| {
             let live = matches!(s.phase, Phase::Live);
             if live {
                 s.phase = Phase::Lost(self.lost_with(reason.clone()));
+                first_end = s.ended.is_none();
             }
             live
         });
+        if first_end {
+            self.note_end(&reason);
+        }
         if lost_now {
             tracing::warn!(name = %self.name, identity = %self.identity, epoch = self.epoch.get(), %reason, "lost");
         }
@@ -110,6 +173,7 @@ impl TermState {
             let live = matches!(s.phase, Phase::Live);
             if live {
                 s.valid_until = Some(valid_until);
+                s.renewed_at = Instant::now();
             }
             live
         });
@@ -124,14 +188,17 @@ impl TermState {
     /// to a term already lost or ended.
     pub(crate) fn retire(&self, reason: LossReason) {
         self.check_deadline();
-        self.status.send_if_modified(|s| {
+        let retired = self.status.send_if_modified(|s| {
             if s.ended.is_none() && matches!(s.phase, Phase::Live) {
-                s.ended = Some(self.lost_with(reason));
+                s.ended = Some(self.lost_with(reason.clone()));
                 true
             } else {
                 false
             }
         });
+        if retired {
+            self.note_end(&reason);
+        }
     }
 
     /// Moves a live term to `Ending` (its leases read lost with `reason`
@@ -141,11 +208,13 @@ impl TermState {
         // A term whose known validity ran out counts as lost, in doubt.
         self.check_deadline();
         let mut outcome = Ok(());
+        let mut first_end = false;
         self.status.send_if_modified(|s| match &s.phase {
             Phase::Live => {
                 s.phase = Phase::Ending;
                 if s.ended.is_none() {
                     s.ended = Some(self.lost_with(reason.clone()));
+                    first_end = true;
                 }
                 true
             }
@@ -155,6 +224,9 @@ impl TermState {
                 false
             }
         });
+        if first_end {
+            self.note_end(&reason);
+        }
         outcome
     }
 
@@ -257,6 +329,14 @@ impl TermState {
     }
 }
 
+impl Drop for TermState {
+    /// A backstop: a term counted as leading lowers the leader gauge when
+    /// its last handle goes (every end path counts it before this).
+    fn drop(&mut self) {
+        self.note_end(&LossReason::Dropped);
+    }
+}
+
 /// The handle a backend's watch uses to report a loss or a renewal of the
 /// term it watches.
 ///
@@ -349,6 +429,15 @@ impl TermReporter {
     /// ```
     pub fn epoch(&self) -> Epoch {
         self.state.epoch
+    }
+
+    pub(crate) fn name(&self) -> &ElectionName {
+        &self.state.name
+    }
+
+    /// False for a lease set's per-key terms: no per-key series.
+    pub(crate) fn instrumented(&self) -> bool {
+        self.state.instrumented
     }
 }
 

@@ -7,7 +7,8 @@
 //! - [`conformance`]: the suite every [`Claim`](election_core::Claim)
 //!   backend runs against itself ([`conformance_tests!`]);
 //! - [`keyed`]: the suite every [`KeyedClaims`](election_core::KeyedClaims)
-//!   backend runs against itself ([`keyed_conformance_tests!`]).
+//!   backend runs against itself ([`keyed_conformance_tests!`]);
+//! - [`recorder`]: a metrics recorder whose values tests read back.
 //!
 //! # Writing your own backend
 //!
@@ -155,6 +156,7 @@
 pub mod conformance;
 pub mod keyed;
 pub mod memory;
+pub mod recorder;
 
 /// The workspace README's examples, compiled as doctests (denying
 /// warnings: no unused import, no ignored `Result`). Here because this

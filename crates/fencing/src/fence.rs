@@ -237,6 +237,26 @@ mod sealed {
     }
 }
 
+/// Stale tokens refused, by every store ([`Advance::decide`] is the rule
+/// each applies).
+pub(crate) const REFUSALS: &str = "election_fence_refusals_total";
+
+/// Registers the help text of the metric fencing records
+/// (`election_fence_refusals_total`, a counter: stale tokens refused by
+/// any fence of this process) with the installed recorder. Call it once
+/// after installing one; without one it does nothing. The table of every
+/// metric is in the repository's `docs/metrics.md`.
+///
+/// ```
+/// fencing::describe_metrics();
+/// ```
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        REFUSALS,
+        "Stale tokens refused by a fence of this process (any store)."
+    );
+}
+
 /// An accepted token: the high-water mark before and after.
 ///
 /// Made only by [`Advance::decide`], the rule every store applies.
@@ -271,11 +291,14 @@ impl Advance {
         presented: Token,
     ) -> Result<Advance, Error> {
         match stored {
-            Some(mark) if presented < mark => Err(Error::Stale {
-                resource: resource.clone(),
-                presented,
-                high_water_mark: mark,
-            }),
+            Some(mark) if presented < mark => {
+                metrics::counter!(REFUSALS).increment(1);
+                Err(Error::Stale {
+                    resource: resource.clone(),
+                    presented,
+                    high_water_mark: mark,
+                })
+            }
             _ => Ok(Advance {
                 previous: stored,
                 current: presented,

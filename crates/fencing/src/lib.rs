@@ -56,7 +56,7 @@ mod test_support;
 mod token;
 
 pub use error::Error;
-pub use fence::{Advance, Fence, WriteFn};
+pub use fence::{Advance, Fence, WriteFn, describe_metrics};
 #[cfg(target_os = "linux")]
 pub use file::FileFence;
 pub use memory::MemoryFence;

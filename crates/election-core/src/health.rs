@@ -1,0 +1,207 @@
+//! [`HealthCheck`]: a liveness probe for a leader whose renewals stopped.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::engine::Holds;
+use crate::lock;
+use crate::term_state::{Phase, TermState};
+
+/// What a [`HealthCheck`] found.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::Health;
+///
+/// let stuck = Health::Unhealthy {
+///     since_last_renewal: Duration::from_secs(12),
+///     bound: Duration::from_secs(10),
+/// };
+/// assert!(!stuck.is_healthy());
+/// assert_eq!(stuck.to_string(), "unhealthy: leading, but no renewal landed for 12.000s (bound 10.000s)");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Health {
+    /// Not leading, leading on a claim that does not expire (an OS lock),
+    /// or leading with a renewal that landed within the bound.
+    Healthy,
+    /// This process believes it leads (a term or a lease-set key that no
+    /// loss was reported for and its holder did not end), but no renewal
+    /// of it has landed for longer than the bound: a stuck leader that may
+    /// keep everyone else waiting.
+    Unhealthy {
+        /// Time since the win or the last landed renewal (for a lease set,
+        /// of its key renewed longest ago).
+        since_last_renewal: Duration,
+        /// The bound the check was made with.
+        bound: Duration,
+    },
+}
+
+impl Health {
+    /// True for [`Health::Healthy`].
+    ///
+    /// ```
+    /// assert!(election_core::Health::Healthy.is_healthy());
+    /// ```
+    pub fn is_healthy(&self) -> bool {
+        matches!(self, Health::Healthy)
+    }
+}
+
+impl std::fmt::Display for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Health::Healthy => f.write_str("healthy"),
+            Health::Unhealthy {
+                since_last_renewal,
+                bound,
+            } => write!(
+                f,
+                "unhealthy: leading, but no renewal landed for {:.3}s (bound {:.3}s)",
+                since_last_renewal.as_secs_f64(),
+                bound.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// The term a campaign handed out last, as its candidate's health checks
+/// see it.
+pub(crate) type CurrentTerm = Arc<Mutex<Weak<TermState>>>;
+
+#[derive(Clone, Debug)]
+enum Source {
+    Candidate(CurrentTerm),
+    Term(Weak<TermState>),
+    LeaseSet(Weak<Holds>),
+}
+
+/// A liveness probe a service wires to its health endpoint: unhealthy
+/// while this process believes it leads but no renewal has landed for
+/// longer than a bound. Cheap to clone; [`check`](HealthCheck::check)
+/// takes no lock a renewal waits on and makes no round trip.
+///
+/// Made by [`Candidate::health_check`](crate::Candidate::health_check)
+/// (every term the candidate wins from then on),
+/// [`Term::health_check`](crate::Term::health_check) (one term) and
+/// [`LeaseSet::health_check`](crate::LeaseSet::health_check) (every key
+/// the set holds). Time is tokio's monotonic clock, so a paused test clock
+/// drives it.
+///
+/// "Believes it leads" is read without the core's deadline backstop: a
+/// term whose renewal loop stalled without reporting anything reads
+/// unhealthy even past its validity, until its holder ends it. A claim
+/// that does not expire (the file backend's lock) has no renewals and
+/// reads healthy while held. On lease backends the bound must be below the
+/// renewal's validity (TTL minus margin) to catch renewals that fail or
+/// hang: at the validity the renewal loop reports the loss and the check
+/// reads healthy again (not leading).
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::{Candidate, Health};
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), election_core::Error> {
+/// let backend = MemoryBackend::new();
+/// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+/// let health = candidate.health_check(Duration::from_secs(20));
+/// assert_eq!(health.check(), Health::Healthy); // not leading
+/// let term = candidate.campaign().await?;
+/// assert!(health.check().is_healthy()); // just won
+/// term.resign().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct HealthCheck {
+    source: Source,
+    bound: Duration,
+}
+
+impl HealthCheck {
+    pub(crate) fn candidate(current: CurrentTerm, bound: Duration) -> Self {
+        HealthCheck {
+            source: Source::Candidate(current),
+            bound,
+        }
+    }
+
+    pub(crate) fn term(state: &Arc<TermState>, bound: Duration) -> Self {
+        HealthCheck {
+            source: Source::Term(Arc::downgrade(state)),
+            bound,
+        }
+    }
+
+    pub(crate) fn lease_set(holds: &Arc<Holds>, bound: Duration) -> Self {
+        HealthCheck {
+            source: Source::LeaseSet(Arc::downgrade(holds)),
+            bound,
+        }
+    }
+
+    /// The bound this check was made with.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// assert_eq!(candidate.health_check(Duration::from_secs(20)).bound(), Duration::from_secs(20));
+    /// # Ok::<(), election_core::Error>(())
+    /// ```
+    pub fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    /// Checks now: [`Health::Unhealthy`] while this process believes it
+    /// leads and its last landed renewal (or the win) is older than the
+    /// bound; [`Health::Healthy`] otherwise.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{Candidate, Health};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let health = term.health_check(Duration::from_secs(5));
+    /// if let Health::Unhealthy { since_last_renewal, .. } = health.check() {
+    ///     eprintln!("stuck: no renewal for {since_last_renewal:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn check(&self) -> Health {
+        let now = Instant::now();
+        let oldest = match &self.source {
+            Source::Candidate(current) => {
+                let term = lock(current).upgrade();
+                term.and_then(|t| term_renewed_at(&t))
+            }
+            Source::Term(term) => term.upgrade().and_then(|t| term_renewed_at(&t)),
+            Source::LeaseSet(holds) => holds.upgrade().and_then(|h| h.oldest_renewal()),
+        };
+        match oldest.map(|at| now.saturating_duration_since(at)) {
+            Some(since) if since > self.bound => Health::Unhealthy {
+                since_last_renewal: since,
+                bound: self.bound,
+            },
+            _ => Health::Healthy,
+        }
+    }
+}
+
+/// When a term its holder believes it leads was last renewed (or won);
+/// `None` when it is not leading or does not expire.
+fn term_renewed_at(term: &TermState) -> Option<Instant> {
+    let s = term.status();
+    let leading = matches!(s.phase, Phase::Live) && s.ended.is_none();
+    (leading && s.valid_until.is_some()).then_some(s.renewed_at)
+}
