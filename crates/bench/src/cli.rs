@@ -16,6 +16,10 @@
 //! Handover and failover run with two and with three contenders at once
 //! (one leader, one or two waiters); after each round a new waiter is
 //! started so the count stays the same.
+//!
+//! Backends: the file backend, SQLite, one `nats-server` and one
+//! PostgreSQL server (`postgres-testkit`), the last three with a lease TTL
+//! of [`LEASE_TTL`].
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -38,6 +42,10 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a new waiter is given to start and block before the leader
 /// leaves: `elect` starts in a few milliseconds, but the machine is shared.
 pub(crate) const SETTLE: Duration = Duration::from_millis(60);
+
+/// The same on PostgreSQL, where a new `elect` connects, checks the schema
+/// and `LISTEN`s before it blocks (as the PostgreSQL group's helper does).
+pub(crate) const PG_SETTLE: Duration = Duration::from_millis(100);
 
 /// The `election-bench helper print` child: prints its stamp, then waits
 /// for a signal (SIGINT, SIGTERM or SIGKILL end it with their default
@@ -91,6 +99,8 @@ pub(crate) struct Field {
     started: usize,
     /// The first index of the current run (`start` or `chain`).
     current: usize,
+    /// How long a new waiter is given before the leader leaves.
+    settle: Duration,
     lines: (Sender<Line>, Receiver<Line>),
 }
 
@@ -105,8 +115,14 @@ impl Field {
             log: log.to_path_buf(),
             started: 0,
             current: 0,
+            settle: SETTLE,
             lines: channel(),
         }
+    }
+
+    /// The same with `settle` instead of [`SETTLE`] for a new waiter.
+    pub(crate) fn settling(self, settle: Duration) -> Self {
+        Field { settle, ..self }
     }
 
     fn spawn(&mut self) -> Result<Running> {
@@ -220,7 +236,7 @@ impl Field {
         let mut samples = Vec::with_capacity(n);
         let outcome = (|| -> Result<()> {
             for round in 0..warmup + n {
-                std::thread::sleep(SETTLE);
+                std::thread::sleep(self.settle);
                 self.none_printed()?;
                 let at = running
                     .iter()
@@ -288,8 +304,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) counts: Counts,
 }
 
-/// The lease TTL given to `elect run` on SQLite and NATS (as in issue 14's
-/// table; NATS's failover grace follows from it).
+/// The lease TTL given to `elect run` on SQLite, NATS and PostgreSQL (as
+/// in issue 14's table; NATS's failover grace follows from it).
 pub(crate) const LEASE_TTL: &str = "3s";
 
 /// The three rows' measurements of one contender kind.
@@ -321,8 +337,10 @@ fn figures(label: &str, field: &mut Field, counts: Counts, failovers: usize) -> 
     Ok(Figures { start, chains })
 }
 
-/// Measures `flock(1)`, then `elect run` on the file, SQLite and NATS
-/// backends, and adds a row per backend and path beside flock's figure.
+/// Measures `flock(1)`, then `elect run` on the file, SQLite, NATS and
+/// PostgreSQL backends (one `nats-server`, one `postgres-testkit` server
+/// without a password), and adds a row per backend and path beside
+/// flock's figure.
 pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
     let child: Vec<OsString> = vec![
         s.exe.as_os_str().to_owned(),
@@ -338,6 +356,9 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
     std::fs::create_dir_all(&file_dir)?;
     let server = crate::step("cli: start one nats-server", || {
         Ok(nats_testkit::Server::start()?)
+    })?;
+    let pg = crate::step("cli: start one PostgreSQL server", || {
+        Ok(postgres_testkit::Server::start()?)
     })?;
     let lease = |url: String| Contender::Elect {
         bin: s.elect_bin.to_path_buf(),
@@ -360,9 +381,15 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
             s.counts.lease_failovers,
         ),
         ("nats", lease(server.url()), s.counts.lease_failovers),
+        ("postgres", lease(pg.url()), s.counts.lease_failovers),
     ];
     for (backend, contender, failovers) in backends {
-        let mut field = Field::new(contender, child.clone(), s.log);
+        let settle = if backend == "postgres" {
+            PG_SETTLE
+        } else {
+            SETTLE
+        };
+        let mut field = Field::new(contender, child.clone(), s.log).settling(settle);
         let label = format!("elect run, {backend}");
         let m = figures(&label, &mut field, s.counts, failovers)?;
         let ttl = if backend == "file" {
@@ -395,6 +422,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
         }
     }
     drop(server);
+    drop(pg);
     Ok(())
 }
 

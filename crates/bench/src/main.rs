@@ -446,13 +446,15 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             if o.wants("cli") {
                 format!(
                     "; CLI: {} uncontested starts, handovers and file failovers per row \
-                     (+{} warm-up), {} crash failovers per SQLite and NATS row, each beside \
-                     as many of `flock(1)` (a SIGINT or SIGKILL to the leader's process \
-                     group, a new waiter started after each round, {} ms to settle)",
+                     (+{} warm-up), {} crash failovers per SQLite, NATS and PostgreSQL row, \
+                     each beside as many of `flock(1)` (a SIGINT or SIGKILL to the leader's \
+                     process group, a new waiter started after each round, {} ms to settle, \
+                     {} ms on PostgreSQL)",
                     cli_counts.rounds,
                     cli_counts.warm,
                     cli_counts.lease_failovers,
-                    cli::SETTLE.as_millis()
+                    cli::SETTLE.as_millis(),
+                    cli::PG_SETTLE.as_millis()
                 )
             } else {
                 String::new()

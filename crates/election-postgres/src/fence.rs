@@ -131,17 +131,27 @@ impl PostgresFence {
     }
 
     /// Checks `token` against `resource`'s high-water mark and raises the
-    /// mark, inside the caller's open transaction on `conn`: one statement,
-    /// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE mark <= token`. Make
-    /// the guarded write in the same transaction and commit it; if this
+    /// mark, inside the caller's open transaction on `conn`. Make the
+    /// guarded write in the same transaction and commit it; if this
     /// returns an error, roll back (dropping the transaction does; an
     /// error also aborts the transaction on the server).
     ///
-    /// The upsert takes the mark row's lock until the caller's transaction
-    /// ends, so a concurrent advance of the same resource waits for it and
-    /// then compares against the committed mark: two transactions can
-    /// never both commit a write under a lower and a higher token in the
-    /// wrong order. The transaction must commit durably
+    /// Usually one statement (ADR 0041): `SELECT mark .. WHERE mark >=
+    /// token FOR SHARE`. A mark equal to `token` (every write of a term
+    /// after its first) is then share-locked until the caller's
+    /// transaction ends, and nothing is written to the mark row; a higher
+    /// mark is [`fencing::Error::Stale`]. Only when the mark is lower or
+    /// missing does a second statement raise it:
+    /// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE mark <= token`, which
+    /// locks the row exclusively and compares again.
+    ///
+    /// Either lock lasts until the caller's transaction ends, and a raise
+    /// conflicts with both, so an advance to a higher token waits for
+    /// every open transaction that holds the row and then compares against
+    /// the committed mark, and a check waits for an uncommitted raise and
+    /// then sees its mark: two transactions can never both commit a write
+    /// under a lower and a higher token in the wrong order (writes under
+    /// one token do not wait for each other). The transaction must commit durably
     /// (`synchronous_commit` not `off`): a mark lost in a crash after its
     /// write was acknowledged would let a lower token in.
     ///
@@ -153,7 +163,7 @@ impl PostgresFence {
     /// on the server, as after any error); [`fencing::Error::Unavailable`]
     /// for database errors; [`fencing::Error::Corrupt`] for a mark this
     /// crate never writes. The returned [`Advance`]'s `previous` is the
-    /// mark as of the statement's snapshot.
+    /// mark the deciding statement saw (`token` itself when it was held).
     ///
     /// ```no_run
     /// # use election_postgres::{PostgresElection, PostgresOptions};
@@ -177,6 +187,17 @@ impl PostgresFence {
         resource: &ResourceName,
         token: Token,
     ) -> Result<Advance, fencing::Error> {
+        let held: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_hold.clone()))
+            .bind(resource.as_str())
+            .bind(mark_of(token))
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        if let Some(mark) = held {
+            // The mark is at least `token` and share-locked: equal holds
+            // it for this transaction, higher refuses it.
+            return Advance::decide(resource, Some(token_from(resource, mark)?), token);
+        }
         let raised: Option<Option<i64>> =
             sqlx::query_scalar(AssertSqlSafe(self.sql.fence_advance.clone()))
                 .bind(resource.as_str())

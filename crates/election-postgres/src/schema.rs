@@ -53,6 +53,7 @@ pub(crate) struct Sql {
     pub(crate) renew_many: Arc<str>,
     pub(crate) release_many: Arc<str>,
     pub(crate) fence_advance: Arc<str>,
+    pub(crate) fence_hold: Arc<str>,
     pub(crate) fence_read: Arc<str>,
     pub(crate) fence_lock: Arc<str>,
 }
@@ -130,6 +131,8 @@ impl Sql {
              WHERE f.mark <= excluded.mark
              RETURNING (SELECT p.mark FROM {s}.fences p WHERE p.resource = $1) AS previous"
         );
+        let fence_hold =
+            format!("SELECT mark FROM {s}.fences WHERE resource = $1 AND mark >= $2 FOR SHARE");
         let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
         let fence_lock = format!("SELECT mark FROM {s}.fences WHERE resource = $1 FOR SHARE");
         Sql {
@@ -139,6 +142,7 @@ impl Sql {
             renew_many: renew_many.into(),
             release_many: release_many.into(),
             fence_advance: fence_advance.into(),
+            fence_hold: fence_hold.into(),
             fence_read: fence_read.into(),
             fence_lock: fence_lock.into(),
         }

@@ -172,3 +172,96 @@ async fn a_terms_epoch_fences_a_deposed_leader() {
     assert!(fenced_insert(&e, &fence, old, "a-late").await.is_err());
     assert_eq!(entries(&server), "a,b");
 }
+
+/// Waits (bounded) until some session waits for a lock, checking that
+/// `task` has not finished meanwhile.
+async fn until_a_lock_waits<T>(
+    server: &postgres_testkit::Server,
+    task: &tokio::task::JoinHandle<T>,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while server
+        .sql("SELECT count(*) FROM pg_locks WHERE NOT granted")
+        .expect("locks")
+        == "0"
+    {
+        assert!(
+            !task.is_finished(),
+            "the second transaction did not wait for the mark row"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second transaction never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!task.is_finished());
+}
+
+/// ADR 0041: a write under the current mark (the check that writes nothing)
+/// still holds the mark row until its transaction ends, so the next term's
+/// raise waits for it, and the old term's later writes are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raise_waits_for_open_writes_under_the_current_mark() {
+    let (server, e, fence) = setup().await;
+    let r = ResourceName::new("ledger").expect("name");
+    fence.advance(&r, t(5)).await.expect("seed the row");
+    let mut old = e.pool().begin().await.expect("begin");
+    let advance = fence.advance_in(&mut old, &r, t(5)).await.expect("check 5");
+    assert!(!advance.raised() && advance.previous == Some(t(5)));
+    sqlx::query("INSERT INTO public.ledger VALUES ('five')")
+        .execute(&mut *old)
+        .await
+        .expect("insert");
+    let (e2, fence2) = (e.clone(), fence.clone());
+    let raise = tokio::spawn(async move { fenced_insert(&e2, &fence2, t(6), "six").await });
+    until_a_lock_waits(&server, &raise).await;
+    old.commit().await.expect("commit 5");
+    tokio::time::timeout(Duration::from_secs(30), raise)
+        .await
+        .expect("the raise ends")
+        .expect("task")
+        .expect("raise to 6");
+    let late = fenced_insert(&e, &fence, t(5), "five-late").await;
+    assert!(
+        matches!(late, Err(fencing::Error::Stale { .. })),
+        "{late:?}"
+    );
+    assert_eq!(entries(&server), "five,six");
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(6)));
+}
+
+/// ADR 0041: a write under the committed mark waits for an uncommitted
+/// raise of it, then sees the raised mark and is refused with its write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_under_the_current_mark_waits_for_an_uncommitted_raise() {
+    let (server, e, fence) = setup().await;
+    let r = ResourceName::new("ledger").expect("name");
+    fence.advance(&r, t(5)).await.expect("seed the row");
+    let mut high = e.pool().begin().await.expect("begin");
+    fence
+        .advance_in(&mut high, &r, t(7))
+        .await
+        .expect("raise to 7");
+    sqlx::query("INSERT INTO public.ledger VALUES ('seven')")
+        .execute(&mut *high)
+        .await
+        .expect("insert");
+    let (e2, fence2) = (e.clone(), fence.clone());
+    let low = tokio::spawn(async move { fenced_insert(&e2, &fence2, t(5), "five").await });
+    until_a_lock_waits(&server, &low).await;
+    high.commit().await.expect("commit 7");
+    let low = tokio::time::timeout(Duration::from_secs(30), low)
+        .await
+        .expect("the waiting check ends")
+        .expect("task");
+    match low {
+        Err(fencing::Error::Stale {
+            presented,
+            high_water_mark,
+            ..
+        }) => assert_eq!((presented, high_water_mark), (t(5), t(7))),
+        other => panic!("expected stale, got {other:?}"),
+    }
+    assert_eq!(entries(&server), "seven");
+}

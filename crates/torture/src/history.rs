@@ -398,8 +398,10 @@ pub enum FaultKind {
     /// killed, its store replaced by a copy taken seconds earlier,
     /// restarted.
     Rollback,
-    /// `pgterm`: `pg_terminate_backend` of every candidate's PostgreSQL
-    /// connection (the holder's among them).
+    /// `pgterm`: `pg_terminate_backend` of the holder's PostgreSQL
+    /// connections (pool and listener), found by the local ports of its
+    /// process's TCP connections to the server; a random candidate's when
+    /// no one leads.
     PgTerminate,
     /// `pgstop`: the PostgreSQL server SIGSTOPped past the TTL, then
     /// SIGCONT.

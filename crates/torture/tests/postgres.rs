@@ -1,6 +1,6 @@
 //! `torture run --backend postgres`: the orchestrator starts a real
 //! PostgreSQL server (postgres-testkit) and injects its faults (server
-//! killed and restarted, `pg_terminate_backend` of the candidates'
+//! killed and restarted, `pg_terminate_backend` of the holder's
 //! connections, the server SIGSTOPped past the TTL, a holder SIGSTOPped,
 //! wall-clock jumps, the lease row deleted by hand);
 //! the checker finds no violation and leaders are elected.

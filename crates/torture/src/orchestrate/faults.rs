@@ -132,3 +132,73 @@ pub(crate) fn replace_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::remove_dir_all(to)?;
     copy_dir(from, to)
 }
+
+/// The local TCP ports of process `pid`'s connections to `server_port`
+/// (its PostgreSQL sessions, pool and listener alike), read from Linux's
+/// `/proc`: the socket inodes among the process's open files, matched
+/// against `/proc/<pid>/net/tcp` and `tcp6`. Empty if the process is gone.
+pub(crate) fn client_ports(pid: i32, server_port: u16) -> Vec<u16> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let inodes: std::collections::HashSet<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_str()?;
+            Some(link.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        ports.extend(
+            text.lines()
+                .skip(1)
+                .filter_map(|line| socket_of(line, server_port, &inodes)),
+        );
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// One line of `/proc/net/tcp`: `sl local rem st .. uid timeout inode ..`,
+/// addresses as `HEXADDR:HEXPORT`. The local port if the socket's remote
+/// port is `server_port` and its inode is one of `inodes`.
+fn socket_of(
+    line: &str,
+    server_port: u16,
+    inodes: &std::collections::HashSet<String>,
+) -> Option<u16> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next()?, 16).ok();
+    let (local, remote, inode) = (fields.get(1)?, fields.get(2)?, fields.get(9)?);
+    (port(remote)? == server_port && inodes.contains(*inode)).then(|| port(local))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proc_net_tcp_line_gives_the_local_port_of_a_known_socket() {
+        let line = "   3: 0100007F:9C40 0100007F:1538 01 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 20 4 30 10 -1";
+        let inodes = ["4242".to_owned()].into_iter().collect();
+        assert_eq!(socket_of(line, 0x1538, &inodes), Some(0x9C40));
+        assert_eq!(socket_of(line, 5433, &inodes), None);
+        assert_eq!(socket_of(line, 0x1538, &Default::default()), None);
+        assert_eq!(socket_of("garbage", 0x1538, &inodes), None);
+    }
+
+    #[test]
+    fn this_process_s_own_connection_is_found() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let server_port = listener.local_addr().expect("addr").port();
+        let conn = std::net::TcpStream::connect(("127.0.0.1", server_port)).expect("connect");
+        let local = conn.local_addr().expect("local").port();
+        let pid = i32::try_from(std::process::id()).expect("pid");
+        assert_eq!(client_ports(pid, server_port), vec![local]);
+    }
+}

@@ -456,15 +456,44 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             }
             Fault::PgTerminate => {
                 if let Servers::Postgres(server) = &servers {
-                    // Every candidate's connection, the holder's among
-                    // them (pool and listener alike).
-                    log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                    blocking(|| {
-                        server.sql(
-                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                             WHERE application_name = 'election-postgres' AND pid <> pg_backend_pid()",
-                        )
-                    })?;
+                    // The holder's sessions (pool and listener alike), found
+                    // by the local ports of its process's connections to the
+                    // server; a random candidate's when no one leads.
+                    let ports = candidates
+                        .pid(target)
+                        .map(|pid| (pid, faults::client_ports(pid, server.port())));
+                    let (pid, ports) = ports.unwrap_or_default();
+                    let list = ports
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    let ended = if ports.is_empty() {
+                        String::new()
+                    } else {
+                        blocking(|| {
+                            server.sql(&format!(
+                                "SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '') \
+                                 FROM (SELECT pid FROM pg_stat_activity \
+                                 WHERE client_addr = '127.0.0.1' AND client_port IN ({list}) \
+                                 AND pid <> pg_backend_pid() OFFSET 0) s \
+                                 WHERE pg_terminate_backend(pid)"
+                            ))
+                        })?
+                    };
+                    let role = if candidates.leads(target) {
+                        "holder"
+                    } else {
+                        "candidate"
+                    };
+                    log(FaultEvent::fault_or_heal(
+                        true,
+                        fault,
+                        &writer,
+                        format!(
+                            "{role} pid {pid}: terminated backends [{ended}] of its ports [{list}]"
+                        ),
+                    ));
                     log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
                 }
             }
