@@ -88,12 +88,25 @@ impl Context {
             reason: "the URL is not a valid postgres:// URL".into(),
             source: e,
         })?;
+        let sql = Arc::new(Sql::new(options.schema()));
         let pool = PgPoolOptions::new()
             .max_connections(OWN_POOL_CONNECTIONS)
             .min_connections(0)
             // Every request is bounded by the request timeout itself; the
             // pool's own bound only covers opening.
             .acquire_timeout(OPEN_TIMEOUT)
+            // Every new connection is readied for a handover (ADR 0040).
+            // Before the schema exists this fails (the first connection of
+            // a fresh database): the open readies that one after migrating.
+            .after_connect(move |conn, _| {
+                let sql = sql.clone();
+                Box::pin(async move {
+                    if let Err(e) = row::ready(conn, &sql).await {
+                        tracing::debug!(error = %e, "connection not readied for a handover");
+                    }
+                    Ok(())
+                })
+            })
             .connect_lazy_with(connect.application_name("election-postgres"));
         let mut ctx = Self::with_pool(pool, options).await?;
         ctx.owns_pool = true;
@@ -118,7 +131,15 @@ impl Context {
                     value: sync,
                 });
             }
-            schema::migrate(&mut conn, options.schema()).await
+            schema::migrate(&mut conn, options.schema()).await?;
+            // This connection was opened before the schema surely existed:
+            // ready it now (a pool this crate opened readies every later
+            // one as it connects; an application's pool's later ones are
+            // readied by their first use).
+            if let Err(e) = row::ready(&mut conn, &Sql::new(options.schema())).await {
+                tracing::debug!(error = %e, "connection not readied for a handover");
+            }
+            Ok(())
         };
         match tokio::time::timeout(bound, opened).await {
             Ok(r) => r?,
@@ -314,6 +335,48 @@ mod tests {
         assert!(
             !ctx.confirm(hold).await.expect("answers again"),
             "no such term"
+        );
+    }
+
+    /// Readying a connection (at open, and as a pool of this crate opens
+    /// more) prepares the hot statements on it and runs the claim over an
+    /// empty batch: nothing is written, no epoch drawn, no row won, and a
+    /// fresh connection's claim is then already prepared.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readying_prepares_the_claim_and_writes_nothing() {
+        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        // A second connection of the pool, opened while the first is held.
+        let first = ctx.pool.acquire().await.expect("first");
+        let mut second = ctx.pool.acquire().await.expect("second");
+        let prepared: Vec<String> =
+            sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
+                .fetch_all(&mut *second)
+                .await
+                .expect("prepared statements");
+        for statement in [
+            &ctx.sql.read_many,
+            &ctx.sql.claim_many,
+            &ctx.sql.release_many,
+        ] {
+            assert!(
+                prepared.iter().any(|p| p.as_str() == &**statement),
+                "not prepared on a new connection: {statement}"
+            );
+        }
+        row::ready(&mut second, &ctx.sql).await.expect("again");
+        drop((first, second));
+        assert_eq!(
+            server
+                .sql(
+                    "SELECT (SELECT count(*) FROM election.leases), \
+                     (SELECT count(*) FROM election.epochs), \
+                     (SELECT is_called FROM election.epoch_seq)"
+                )
+                .expect("state"),
+            "0|0|f"
         );
     }
 

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use election_core::{ConfigError, Epoch};
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::{AssertSqlSafe, Executor, PgConnection, PgPool, SqlSafeStr};
 
 use crate::error::Error;
 use crate::schema::Sql;
@@ -244,6 +244,51 @@ pub(crate) async fn claim_many(
         .fetch_all(pool)
         .await?;
     Ok(won)
+}
+
+/// Readies `conn` for a handover before one is due: prepares the read,
+/// claim, renewal and release statements (sqlx keeps them in the
+/// connection's statement cache) and runs the claim once over an empty
+/// batch, so that the server backend has parsed and planned them and
+/// loaded the catalog entries of the tables, indexes and sequence they
+/// touch. A fresh backend otherwise does all of that inside the first
+/// claim after a wake-up, on the handover's critical path (ADR 0040).
+///
+/// The empty claim writes nothing, draws no epoch and notifies nobody:
+/// every part of the statement reads from the empty batch.
+///
+/// Failure model: any error of the server (the schema not created yet on
+/// a connection opened before the migration, the connection gone); the
+/// connection stays usable after a statement error, and a caller may
+/// ignore the error: an unready connection is only slower.
+pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Error> {
+    for statement in [
+        &sql.read_many,
+        &sql.claim_many,
+        &sql.renew_many,
+        &sql.release_many,
+    ] {
+        (&mut *conn)
+            .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
+            .await?;
+    }
+    let none_text: Vec<&str> = Vec::new();
+    let none_int: Vec<i64> = Vec::new();
+    let none_opt: Vec<Option<i64>> = Vec::new();
+    sqlx::query(AssertSqlSafe(sql.claim_many.clone()))
+        .bind(&none_text)
+        .bind(&none_int)
+        .bind(&none_opt)
+        .bind(&none_opt)
+        .bind(&none_opt)
+        .bind(&none_int)
+        .bind("")
+        .bind(1_i64)
+        .bind(0_i64)
+        .bind(&*sql.channel)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 #[cfg(test)]

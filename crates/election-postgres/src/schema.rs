@@ -16,8 +16,10 @@
 //!   and never deleted by this crate: a lease row deleted by hand is then
 //!   still known to have had a holder (it counts as held for a full TTL),
 //!   and the next epoch is above it.
-//!   Triggers (`epochs_never_go_back`, `epochs_never_truncated`) refuse a
-//!   `DELETE`, a `TRUNCATE` or a lowering `UPDATE` of it: with the lease
+//!   Triggers (`epochs_never_go_back`, `epochs_never_deleted`,
+//!   `epochs_never_truncated`) refuse a `DELETE`, a `TRUNCATE` or a
+//!   lowering `UPDATE` of it (the `UPDATE` guard calls its function only
+//!   for a write it refuses, ADR 0040): with the lease
 //!   row *and* the epoch record gone, nothing would say the name was held,
 //!   and a contender that never saw the row would be elected at once beside
 //!   the live holder (found by the fault tests, ADR 0039).
@@ -41,7 +43,7 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Every statement of this crate, with the schema name filled in.
 #[derive(Debug)]
@@ -206,6 +208,27 @@ fn v1(s: &str) -> Vec<String> {
     ]
 }
 
+/// The changes of version 2 (ADR 0040), run after [`v1`] in the same
+/// transaction: the guard of the epoch records calls its function only
+/// for a write it refuses. Version 1 called it for every `UPDATE`, so the
+/// first claim on each server backend compiled the PL/pgSQL function, on
+/// a handover's critical path. The two triggers replace the one, in one
+/// transaction: a `DELETE` is refused at every moment.
+fn v2(s: &str) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE OR REPLACE TRIGGER epochs_never_go_back BEFORE UPDATE ON {s}.epochs
+                FOR EACH ROW
+                WHEN (NEW.name IS DISTINCT FROM OLD.name OR NEW.epoch IS NULL OR NEW.epoch < OLD.epoch)
+                EXECUTE FUNCTION {s}.epochs_never_go_back()"
+        ),
+        format!(
+            "CREATE OR REPLACE TRIGGER epochs_never_deleted BEFORE DELETE ON {s}.epochs
+                FOR EACH ROW EXECUTE FUNCTION {s}.epochs_never_go_back()"
+        ),
+    ]
+}
+
 /// The schema version recorded, if the `meta` table exists.
 async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -271,7 +294,7 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(),
         }
         _ => {}
     }
-    for stmt in v1(&s) {
+    for stmt in v1(&s).into_iter().chain(v2(&s)) {
         sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
     }
     sqlx::query(AssertSqlSafe(format!(

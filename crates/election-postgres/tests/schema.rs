@@ -37,7 +37,7 @@ async fn creates_its_own_schema_and_nothing_else() {
         server
             .sql("SELECT value FROM jobs_election.meta")
             .expect("version"),
-        "1"
+        election_postgres::schema::SCHEMA_VERSION.to_string()
     );
     assert_eq!(
         server
@@ -85,7 +85,7 @@ async fn refuses_a_newer_schema() {
             err,
             Error::SchemaTooNew {
                 found: 99,
-                supported: 1
+                supported: election_postgres::schema::SCHEMA_VERSION
             }
         ),
         "{err:?}"
@@ -224,4 +224,68 @@ async fn epoch_records_refuse_to_be_deleted_or_lowered() {
             .expect("count"),
         "1"
     );
+}
+
+/// A version-1 schema (one guard trigger for `UPDATE` and `DELETE`, whose
+/// function ran for every claim) is migrated to version 2 at open: the
+/// guards are replaced in one transaction and still refuse every delete,
+/// truncate and lowering, and a claim still records its epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_schema_is_migrated_and_stays_guarded() {
+    let server = server();
+    let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open");
+    e.close().await;
+    // Back to version 1's objects, as an older release left them.
+    server
+        .sql(
+            "DROP TRIGGER epochs_never_deleted ON election.epochs; \
+             CREATE OR REPLACE TRIGGER epochs_never_go_back BEFORE UPDATE OR DELETE ON election.epochs \
+                 FOR EACH ROW EXECUTE FUNCTION election.epochs_never_go_back(); \
+             UPDATE election.meta SET value = 1",
+        )
+        .expect("version 1");
+    let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open migrates");
+    assert_eq!(
+        server
+            .sql("SELECT value FROM election.meta WHERE key = 'schema_version'")
+            .expect("version"),
+        election_postgres::schema::SCHEMA_VERSION.to_string()
+    );
+    assert_eq!(
+        server
+            .sql(
+                "SELECT string_agg(tgname, ',' ORDER BY tgname) FROM pg_trigger \
+                 WHERE tgrelid = 'election.epochs'::regclass AND NOT tgisinternal"
+            )
+            .expect("triggers"),
+        "epochs_never_deleted,epochs_never_go_back,epochs_never_truncated"
+    );
+    for round in 0..2 {
+        e.candidate("jobs", "a")
+            .expect("candidate")
+            .campaign()
+            .await
+            .unwrap_or_else(|err| panic!("claim {round} records its epoch: {err}"))
+            .resign()
+            .await
+            .expect("resign");
+    }
+    for sql in [
+        "DELETE FROM election.epochs",
+        "TRUNCATE election.epochs",
+        "UPDATE election.epochs SET epoch = epoch - 1",
+        "UPDATE election.epochs SET name = 'other'",
+        "UPDATE election.epochs SET epoch = NULL",
+    ] {
+        let err = server.sql(sql).expect_err(sql);
+        assert!(
+            err.to_string().contains("refused") || err.to_string().contains("null value"),
+            "{sql}: {err}"
+        );
+    }
+    e.close().await;
 }
