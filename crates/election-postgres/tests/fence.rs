@@ -44,6 +44,28 @@ async fn fenced_insert(
     Ok(())
 }
 
+/// Opens a transaction that advances the ledger's fence to `token` and
+/// inserts `entry`, and leaves it open (holding the mark row).
+async fn open_fenced_insert(
+    e: &PostgresElection,
+    fence: &PostgresFence,
+    token: Token,
+    entry: &str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let r = ResourceName::new("ledger").expect("name");
+    let mut tx = e.pool().begin().await.expect("begin");
+    fence
+        .advance_in(&mut tx, &r, token)
+        .await
+        .unwrap_or_else(|err| panic!("advance to {token:?}: {err}"));
+    sqlx::query("INSERT INTO public.ledger VALUES ($1)")
+        .bind(entry)
+        .execute(&mut *tx)
+        .await
+        .expect("insert");
+    tx
+}
+
 fn entries(server: &postgres_testkit::Server) -> String {
     server
         .sql("SELECT coalesce(string_agg(entry, ',' ORDER BY entry), '') FROM public.ledger")
@@ -86,36 +108,12 @@ async fn concurrent_advances_serialise_on_the_mark_row() {
     let r = ResourceName::new("ledger").expect("name");
     fence.advance(&r, t(3)).await.expect("seed the row");
     // The higher token's transaction advances first and stays open.
-    let mut high = e.pool().begin().await.expect("begin");
-    fence
-        .advance_in(&mut high, &r, t(7))
-        .await
-        .expect("raise to 7");
-    sqlx::query("INSERT INTO public.ledger VALUES ('seven')")
-        .execute(&mut *high)
-        .await
-        .expect("insert");
+    let high = open_fenced_insert(&e, &fence, t(7), "seven").await;
     // The lower one waits on the mark row...
     let (e2, fence2) = (e.clone(), fence.clone());
     let low = tokio::spawn(async move { fenced_insert(&e2, &fence2, t(6), "six").await });
     // ... until the higher commits: it is seen waiting for the row lock.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while server
-        .sql("SELECT count(*) FROM pg_locks WHERE NOT granted")
-        .expect("locks")
-        == "0"
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the lower advance never waited"
-        );
-        assert!(
-            !low.is_finished(),
-            "the lower advance did not wait for the row"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(!low.is_finished());
+    until_a_lock_waits(&server, &low).await;
     high.commit().await.expect("commit 7");
     let low = tokio::time::timeout(Duration::from_secs(30), low)
         .await
@@ -238,15 +236,7 @@ async fn a_check_under_the_current_mark_waits_for_an_uncommitted_raise() {
     let (server, e, fence) = setup().await;
     let r = ResourceName::new("ledger").expect("name");
     fence.advance(&r, t(5)).await.expect("seed the row");
-    let mut high = e.pool().begin().await.expect("begin");
-    fence
-        .advance_in(&mut high, &r, t(7))
-        .await
-        .expect("raise to 7");
-    sqlx::query("INSERT INTO public.ledger VALUES ('seven')")
-        .execute(&mut *high)
-        .await
-        .expect("insert");
+    let high = open_fenced_insert(&e, &fence, t(7), "seven").await;
     let (e2, fence2) = (e.clone(), fence.clone());
     let low = tokio::spawn(async move { fenced_insert(&e2, &fence2, t(5), "five").await });
     until_a_lock_waits(&server, &low).await;
