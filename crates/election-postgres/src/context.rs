@@ -26,6 +26,13 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many connections a pool this crate opens itself may use.
 const OWN_POOL_CONNECTIONS: u32 = 8;
 
+/// How many ready connections a pool this crate opens keeps at the least:
+/// sqlx returns a connection in a task of its own (after a ping), so an
+/// attempt's claim, sent right after its read, needs a second one idle or
+/// it opens and readies a new one on the handover's critical path (ADR
+/// 0040).
+const OWN_POOL_READY: u32 = 2;
+
 /// Everything a claim, a renewal or a lease set's step needs of one
 /// database.
 #[derive(Debug)]
@@ -91,7 +98,8 @@ impl Context {
         let sql = Arc::new(Sql::new(options.schema()));
         let pool = PgPoolOptions::new()
             .max_connections(OWN_POOL_CONNECTIONS)
-            .min_connections(0)
+            // Kept up by sqlx when it reaps an idle or old connection.
+            .min_connections(OWN_POOL_READY)
             // Every request is bounded by the request timeout itself; the
             // pool's own bound only covers opening.
             .acquire_timeout(OPEN_TIMEOUT)
@@ -110,6 +118,15 @@ impl Context {
             .connect_lazy_with(connect.application_name("election-postgres"));
         let mut ctx = Self::with_pool(pool, options).await?;
         ctx.owns_pool = true;
+        // Open the ready connections now (a lazy pool opens them only as
+        // they are asked for). A failure here only makes a handover slower;
+        // the next request reports an unreachable server.
+        let ready =
+            futures::future::join_all((0..OWN_POOL_READY).map(|_| ctx.pool.acquire())).await;
+        if let Some(Err(e)) = ready.iter().find(|r| r.is_err()) {
+            tracing::debug!(error = %e, "a ready connection could not be opened");
+        }
+        drop(ready);
         Ok(ctx)
     }
 
@@ -336,6 +353,44 @@ mod tests {
             !ctx.confirm(hold).await.expect("answers again"),
             "no such term"
         );
+    }
+
+    /// An attempt's read returns its connection in a task of sqlx's own
+    /// (after a ping), so the claim sent right after finds no connection
+    /// idle unless the pool keeps a second one: without it, a waiting
+    /// process opened (and readied) a new connection on the handover's
+    /// critical path (ADR 0040, found by `strace` of the bench's waiter).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_own_pool_keeps_a_second_ready_connection_for_the_claim() {
+        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        assert!(
+            ctx.pool.size() >= 2,
+            "an opened election has {} connection(s), not two ready ones",
+            ctx.pool.size()
+        );
+        // Both go back to the pool in sqlx's own tasks.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the ready connections never went idle"
+            );
+            tokio::task::yield_now().await;
+        }
+        let first = ctx.pool.acquire().await.expect("first");
+        let mut second = ctx.pool.acquire().await.expect("second");
+        assert_eq!(ctx.pool.size(), 2, "a third connection was opened");
+        let prepared: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements WHERE statement = $1")
+                .bind(&*ctx.sql.claim_many)
+                .fetch_one(&mut *second)
+                .await
+                .expect("prepared statements");
+        assert_eq!(prepared, 1, "the second connection is not readied");
+        drop((first, second));
     }
 
     /// Readying a connection (at open, and as a pool of this crate opens
