@@ -380,9 +380,12 @@ mod tests {
             );
             tokio::task::yield_now().await;
         }
+        // (The open may have made three: the migrating connection can
+        // still be on its way back when the ready ones are asked for.)
+        let before = ctx.pool.size();
         let first = ctx.pool.acquire().await.expect("first");
         let mut second = ctx.pool.acquire().await.expect("second");
-        assert_eq!(ctx.pool.size(), 2, "a third connection was opened");
+        assert_eq!(ctx.pool.size(), before, "a new connection was opened");
         let prepared: i64 =
             sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements WHERE statement = $1")
                 .bind(&*ctx.sql.claim_many)
