@@ -43,6 +43,20 @@ fn sample(page: &str, series: &str) -> Option<f64> {
         })
 }
 
+/// `page` shows `job` led by this process, in the one term it won.
+fn leads_in_one_term(page: &str) {
+    assert_eq!(
+        sample(page, r#"election_terms_won_total{name="job"}"#),
+        Some(1.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(page, r#"election_leader{name="job"}"#),
+        Some(1.0),
+        "{page}"
+    );
+}
+
 /// Starts `elect run --metrics 127.0.0.1:0` on `b` for election `job`,
 /// running a command that waits for a stop file; returns the process, the
 /// address it serves and the stop file.
@@ -72,16 +86,7 @@ async fn a_leader_on_the_file_backend_serves_its_metrics_and_health() {
 
     let (status, page) = get(&addr, "/metrics").await;
     assert_eq!(status, "HTTP/1.1 200 OK", "{page}");
-    assert_eq!(
-        sample(&page, r#"election_terms_won_total{name="job"}"#),
-        Some(1.0),
-        "{page}"
-    );
-    assert_eq!(
-        sample(&page, r#"election_leader{name="job"}"#),
-        Some(1.0),
-        "{page}"
-    );
+    leads_in_one_term(&page);
     assert!(
         page.contains("# HELP election_leader "),
         "described: {page}"
@@ -119,16 +124,7 @@ async fn a_leader_on_sqlite_shows_its_renewals() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(
-        sample(&page, r#"election_leader{name="job"}"#),
-        Some(1.0),
-        "{page}"
-    );
-    assert_eq!(
-        sample(&page, r#"election_terms_won_total{name="job"}"#),
-        Some(1.0),
-        "{page}"
-    );
+    leads_in_one_term(&page);
     let (status, body) = get(&addr, "/healthz").await;
     assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
 
@@ -215,16 +211,7 @@ async fn healthz_fails_while_a_nats_leaders_renewals_hang() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (_, page) = get(&addr, "/metrics").await;
-    assert_eq!(
-        sample(&page, r#"election_leader{name="job"}"#),
-        Some(1.0),
-        "{page}"
-    );
-    assert_eq!(
-        sample(&page, r#"election_terms_won_total{name="job"}"#),
-        Some(1.0),
-        "{page}"
-    );
+    leads_in_one_term(&page);
 
     std::fs::write(&stop, "").expect("stop file");
     let finished = run.finish().await;

@@ -11,6 +11,15 @@ fn server() -> Server {
     Server::start().expect("PostgreSQL must be installed: apt-get install -y postgresql")
 }
 
+/// What the epoch records' guards refuse: a delete, a truncate, a lowered
+/// epoch, a renamed record.
+const REFUSED_ON_EPOCHS: [&str; 4] = [
+    "DELETE FROM election.epochs",
+    "TRUNCATE election.epochs",
+    "UPDATE election.epochs SET epoch = epoch - 1",
+    "UPDATE election.epochs SET name = 'other'",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_its_own_schema_and_nothing_else() {
     let server = server();
@@ -206,12 +215,7 @@ async fn epoch_records_refuse_to_be_deleted_or_lowered() {
         .resign()
         .await
         .expect("resign");
-    for sql in [
-        "DELETE FROM election.epochs",
-        "TRUNCATE election.epochs",
-        "UPDATE election.epochs SET epoch = epoch - 1",
-        "UPDATE election.epochs SET name = 'other'",
-    ] {
+    for sql in REFUSED_ON_EPOCHS {
         let err = server.sql(sql).expect_err(sql);
         assert!(err.to_string().contains("refused"), "{sql}: {err}");
     }
@@ -274,13 +278,10 @@ async fn a_version_1_schema_is_migrated_and_stays_guarded() {
             .await
             .expect("resign");
     }
-    for sql in [
-        "DELETE FROM election.epochs",
-        "TRUNCATE election.epochs",
-        "UPDATE election.epochs SET epoch = epoch - 1",
-        "UPDATE election.epochs SET name = 'other'",
-        "UPDATE election.epochs SET epoch = NULL",
-    ] {
+    for sql in REFUSED_ON_EPOCHS
+        .into_iter()
+        .chain(["UPDATE election.epochs SET epoch = NULL"])
+    {
         let err = server.sql(sql).expect_err(sql);
         assert!(
             err.to_string().contains("refused") || err.to_string().contains("null value"),
