@@ -245,6 +245,27 @@ impl Context {
         self.write(self.options.request_timeout(), claim).await
     }
 
+    /// A waiter's look at `name` that wins it for attempt `nonce` if it is
+    /// released ([`row::take_released`]), bounded by the request timeout;
+    /// unknown outcome past it.
+    pub(crate) async fn take_released(
+        &self,
+        name: &str,
+        nonce: i64,
+        identity: &str,
+    ) -> Result<(Seen, Option<i64>), Error> {
+        let take = row::take_released(
+            &self.pool,
+            &self.sql,
+            name,
+            nonce,
+            identity,
+            self.options.ttl_ms(),
+            self.clock.wall_unix_ms(),
+        );
+        self.write(self.options.request_timeout(), take).await
+    }
+
     /// One renewal statement over `holds`, given at most `bound`: the names
     /// renewed; [`Error::OutcomeUnknown`] past the bound.
     ///
@@ -436,6 +457,124 @@ mod tests {
                 .expect("state"),
             "0|0|f"
         );
+    }
+
+    /// The statement a woken waiter sends (ADR 0045): a held or missing row
+    /// is only read; a released one is won, with an epoch above the last
+    /// term's, recorded, and notified at commit; then it is held again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_woken_look_takes_only_a_released_row() {
+        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        let (seen, won) = ctx.take_released("jobs", 1, "a").await.expect("look");
+        assert_eq!((seen, won), (Seen::default(), None), "no row: only read");
+        let take = Take::new("jobs", 1, &Seen::default()).expect("take");
+        let first = ctx.claim_many(&[take], "a").await.expect("claim")[0].1;
+        let (seen, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
+        assert_eq!(won, None, "a holds the row");
+        assert_eq!(seen.lease.and_then(|r| r.holder).as_deref(), Some("a"));
+        let mut listener = sqlx::postgres::PgListener::connect_with(&ctx.pool)
+            .await
+            .expect("listener");
+        listener.listen(&ctx.sql.channel).await.expect("listen");
+        assert!(
+            ctx.release_many(&[("jobs", 1)])
+                .await
+                .expect("release")
+                .contains("jobs")
+        );
+        let released = listener.recv().await.expect("release notified");
+        assert_eq!(released.payload(), "jobs");
+        let (seen, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
+        let won = won.expect("a released row is won");
+        assert!(won > first, "epoch {won} after {first}");
+        let row = seen.lease.expect("the row as it was");
+        assert_eq!(
+            (row.holder, row.epoch),
+            (None, first),
+            "read before the win"
+        );
+        let taken = listener.recv().await.expect("win notified");
+        assert_eq!(taken.payload(), "jobs");
+        assert_eq!(
+            server
+                .sql(
+                    "SELECT holder, nonce, epoch FROM election.leases NATURAL JOIN election.epochs"
+                )
+                .expect("state"),
+            format!("b|2|{won}")
+        );
+        let (_, again) = ctx.take_released("jobs", 3, "c").await.expect("look");
+        assert_eq!(again, None, "b holds the row now");
+    }
+
+    /// Several waiters woken by one release: exactly one wins it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_of_many_woken_looks_wins_a_released_row() {
+        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        for round in 0..5_i64 {
+            let base = round * 100;
+            let seen = ctx.read_one("jobs").await.expect("read");
+            let take = Take::new("jobs", base, &seen).expect("take");
+            assert_eq!(ctx.claim_many(&[take], "a").await.expect("claim").len(), 1);
+            ctx.release_many(&[("jobs", base)]).await.expect("release");
+            let looks = (1..=8).map(|i| {
+                let ctx = &ctx;
+                async move { ctx.take_released("jobs", base + i, "w").await }
+            });
+            let wins: Vec<i64> = futures::future::join_all(looks)
+                .await
+                .into_iter()
+                .filter_map(|r| r.expect("answers").1)
+                .collect();
+            assert_eq!(wins.len(), 1, "round {round}: winners {wins:?}");
+            let nonce = server
+                .sql("SELECT nonce FROM election.leases")
+                .expect("nonce");
+            ctx.release_many(&[("jobs", nonce.parse().expect("nonce"))])
+                .await
+                .expect("release the winner");
+        }
+    }
+
+    /// The epoch of a woken look's win is above the record even when the
+    /// sequence was set back by hand (rule 1); a row whose next epoch
+    /// would pass the maximum is only read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_woken_look_stays_above_the_record_and_below_the_max() {
+        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        let take = Take::new("jobs", 1, &Seen::default()).expect("take");
+        ctx.claim_many(&[take], "a").await.expect("claim");
+        ctx.release_many(&[("jobs", 1)]).await.expect("release");
+        server
+            .sql(
+                "ALTER SEQUENCE election.epoch_seq RESTART WITH 2; \
+                 UPDATE election.epochs SET epoch = 1000",
+            )
+            .expect("set back");
+        let (_, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
+        assert_eq!(won, Some(1001), "one above the record");
+        ctx.release_many(&[("jobs", 2)]).await.expect("release");
+        server
+            .sql(
+                "UPDATE election.leases SET epoch = 9223372036854775807; \
+                 UPDATE election.epochs SET epoch = 9223372036854775807",
+            )
+            .expect("to the max");
+        let (seen, won) = ctx.take_released("jobs", 3, "c").await.expect("look");
+        assert_eq!(won, None, "no epoch is left");
+        assert!(matches!(
+            Take::new("jobs", 3, &seen),
+            Err(Error::Config(election_core::ConfigError::EpochExhausted))
+        ));
     }
 
     #[tokio::test]

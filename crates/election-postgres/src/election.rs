@@ -386,6 +386,11 @@ async fn read_leader(
 ///   anything was sent is "not now" (`Ok(None)`); a claim statement that
 ///   failed or timed out after it was sent has an unknown outcome: the
 ///   campaign closes the attempt, which releases it in the background.
+///   After a notification about the name woke the attempt (most often a
+///   release), it looks and takes a released row in one statement instead
+///   (ADR 0045): the read comes back with the epoch won, if any, and a
+///   row that is still held is only read. That statement is a write: if it
+///   fails after it was sent, its outcome is unknown as above.
 /// - The holder renews every renew interval (one conditional `UPDATE`) and
 ///   counts validity (`ttl - margin`) from before each renewal was sent; a
 ///   renewal that fails or times out is retried until that deadline, and
@@ -412,9 +417,28 @@ pub struct PostgresAttempt {
     epoch: Option<i64>,
     /// Wake-ups, subscribed before the first read.
     wakes: Option<broadcast::Receiver<Wake>>,
+    /// Whether a notification about this name (or a missed one) woke the
+    /// last wait: the next look also takes the row if it is released.
+    woken: bool,
 }
 
 impl PostgresClaim {
+    /// The win of `epoch` by `attempt`, whose statement was sent at `sent`.
+    fn won(
+        &self,
+        attempt: &mut PostgresAttempt,
+        sent: tokio::time::Instant,
+        epoch: i64,
+    ) -> Result<Option<Won>, election_core::Error> {
+        attempt.observed = None;
+        attempt.epoch = Some(epoch);
+        let epoch = row::epoch_of(self.name.as_str(), epoch).map_err(|e| self.core(e))?;
+        Ok(Some(Won {
+            epoch,
+            valid_until: Some(sent + self.inner.options.validity()),
+        }))
+    }
+
     fn core(&self, e: Error) -> election_core::Error {
         e.into_core(&self.name)
     }
@@ -444,11 +468,13 @@ impl Claim for PostgresClaim {
             may_hold: false,
             epoch: None,
             wakes: None,
+            woken: false,
         })
     }
 
     /// One read, then (when the name may be taken) one claim statement;
-    /// see [`PostgresClaim`]. A name whose next epoch would be above
+    /// after a wake-up by notification, one statement that reads and
+    /// takes a released row; see [`PostgresClaim`]. A name whose next epoch would be above
     /// [`Epoch::MAX`](election_core::Epoch::MAX) is
     /// [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted)
     /// (nothing written).
@@ -463,13 +489,37 @@ impl Claim for PostgresClaim {
             .get_or_insert_with(|| ctx.notifier.subscribe());
         notify::drain(wakes);
         let sent = ctx.clock.now();
-        let seen = match ctx.read_one(self.name.as_str()).await {
-            Ok(seen) => seen,
-            Err(e) if e.is_unavailable() => {
-                tracing::debug!(name = %self.name, error = %e, "server unavailable; trying again later");
-                return Ok(None);
+        let seen = if std::mem::take(&mut attempt.woken) {
+            // Woken by a notification (most often a release): look and
+            // take a released row in one statement (ADR 0045).
+            attempt.may_hold = true;
+            match ctx
+                .take_released(self.name.as_str(), attempt.nonce, self.identity.as_str())
+                .await
+            {
+                Ok((_, Some(epoch))) => return self.won(attempt, sent, epoch),
+                Ok((seen, None)) => {
+                    attempt.may_hold = false;
+                    seen
+                }
+                // No connection was free: nothing was sent.
+                Err(Error::Unavailable(sqlx::Error::PoolTimedOut)) => {
+                    attempt.may_hold = false;
+                    return Ok(None);
+                }
+                // Sent, and may have won: the campaign closes the attempt,
+                // which releases it in the background.
+                Err(e) => return Err(self.core(e)),
             }
-            Err(e) => return Err(self.core(e)),
+        } else {
+            match ctx.read_one(self.name.as_str()).await {
+                Ok(seen) => seen,
+                Err(e) if e.is_unavailable() => {
+                    tracing::debug!(name = %self.name, error = %e, "server unavailable; trying again later");
+                    return Ok(None);
+                }
+                Err(e) => return Err(self.core(e)),
+            }
         };
         let found = seen.found();
         if !row::may_claim(
@@ -498,13 +548,7 @@ impl Claim for PostgresClaim {
             attempt.observed = None;
             return Ok(None);
         };
-        attempt.observed = None;
-        attempt.epoch = Some(epoch);
-        let epoch = row::epoch_of(self.name.as_str(), epoch).map_err(|e| self.core(e))?;
-        Ok(Some(Won {
-            epoch,
-            valid_until: Some(sent + ctx.options.validity()),
-        }))
+        self.won(attempt, sent, epoch)
     }
 
     /// Waits for a notification that this name's row was released or won
@@ -523,7 +567,9 @@ impl Claim for PostgresClaim {
             .wakes
             .get_or_insert_with(|| ctx.notifier.subscribe());
         let name = self.name.as_str();
-        let _ = tokio::time::timeout(poll_interval, notify::woken(wakes, |n| n == name)).await;
+        attempt.woken = tokio::time::timeout(poll_interval, notify::woken(wakes, |n| n == name))
+            .await
+            .is_ok();
         Ok(())
     }
 

@@ -105,25 +105,81 @@ pub(crate) async fn read_many(
         .fetch_all(pool)
         .await?;
     let mut out = HashMap::with_capacity(raw.len());
-    for (name, holder, epoch, version, ttl_ms, acquired, rec_epoch, rec_ttl) in raw {
-        let lease = match (epoch, version, ttl_ms) {
-            (Some(epoch), Some(version), Some(ttl_ms)) => Some(Row {
-                holder,
-                epoch,
-                version,
-                ttl_ms,
-                acquired_unix_ms: acquired,
-            }),
-            _ => None,
-        };
-        let recorded = rec_epoch
-            .zip(rec_ttl)
-            .map(|(epoch, ttl_ms)| Recorded { epoch, ttl_ms });
-        let seen = check(&name, Seen { lease, recorded })?;
+    for raw in raw {
+        let (name, seen) = seen_of(raw)?;
         out.insert(name, seen);
     }
     Ok(out)
 }
+
+/// One name's row and record as a read returns them, checked.
+fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
+    let (name, holder, epoch, version, ttl_ms, acquired, rec_epoch, rec_ttl) = raw;
+    let lease = match (epoch, version, ttl_ms) {
+        (Some(epoch), Some(version), Some(ttl_ms)) => Some(Row {
+            holder,
+            epoch,
+            version,
+            ttl_ms,
+            acquired_unix_ms: acquired,
+        }),
+        _ => None,
+    };
+    let recorded = rec_epoch
+        .zip(rec_ttl)
+        .map(|(epoch, ttl_ms)| Recorded { epoch, ttl_ms });
+    let seen = check(&name, Seen { lease, recorded })?;
+    Ok((name, seen))
+}
+
+/// A waiter's look at `name` that also wins it when its row is released,
+/// in one statement (one transaction; ADR 0045): the lease row and record
+/// as they were before the statement, and the epoch won, if any. The win
+/// is conditional on the row still being released when the statement
+/// locks it, draws its epoch from the sequence in that statement, above
+/// every epoch the row and record show (rule 1), records it and notifies
+/// the channel at commit. A row that is held, missing, or whose next
+/// epoch would be above [`Epoch::MAX`] is only read.
+///
+/// Failure model: as [`claim_many`]: a statement that failed after it was
+/// sent may or may not have committed a win.
+pub(crate) async fn take_released(
+    pool: &PgPool,
+    sql: &Sql,
+    name: &str,
+    nonce: i64,
+    identity: &str,
+    ttl_ms: i64,
+    wall_ms: i64,
+) -> Result<(Seen, Option<i64>), Error> {
+    let (read, holder, epoch, version, ttl, acquired, rec_epoch, rec_ttl, won): RawTaken =
+        sqlx::query_as(AssertSqlSafe(sql.take_released.clone()))
+            .bind(name)
+            .bind(identity)
+            .bind(nonce)
+            .bind(ttl_ms)
+            .bind(wall_ms)
+            .bind(&*sql.channel)
+            .fetch_one(pool)
+            .await?;
+    let read = read.unwrap_or_else(|| name.to_owned());
+    let (_, seen) = seen_of((
+        read, holder, epoch, version, ttl, acquired, rec_epoch, rec_ttl,
+    ))?;
+    Ok((seen, won))
+}
+
+type RawTaken = (
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
 
 /// One held lease: the name, and its attempt's nonce and epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,6 +321,7 @@ pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Erro
     for statement in [
         &sql.read_many,
         &sql.claim_many,
+        &sql.take_released,
         &sql.renew_many,
         &sql.release_many,
     ] {
@@ -283,6 +340,17 @@ pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Erro
         .bind(&none_opt)
         .bind(&none_int)
         .bind("")
+        .bind(1_i64)
+        .bind(0_i64)
+        .bind(&*sql.channel)
+        .execute(&mut *conn)
+        .await?;
+    // No name is NULL: the look matches no row, writes nothing and
+    // notifies nobody.
+    sqlx::query(AssertSqlSafe(sql.take_released.clone()))
+        .bind(None::<&str>)
+        .bind("")
+        .bind(0_i64)
         .bind(1_i64)
         .bind(0_i64)
         .bind(&*sql.channel)

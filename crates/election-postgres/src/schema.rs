@@ -52,6 +52,7 @@ pub(crate) struct Sql {
     pub(crate) channel: Arc<str>,
     pub(crate) read_many: Arc<str>,
     pub(crate) claim_many: Arc<str>,
+    pub(crate) take_released: Arc<str>,
     pub(crate) renew_many: Arc<str>,
     pub(crate) release_many: Arc<str>,
     pub(crate) fence_advance: Arc<str>,
@@ -112,6 +113,37 @@ impl Sql {
              )
              SELECT won.name, won.epoch FROM won, LATERAL (SELECT pg_notify($10, won.name)) AS n"
         );
+        // A waiter woken by a notification reads the row and, when it is
+        // released, wins it in the same statement (ADR 0045): the released
+        // row is locked and checked again by the UPDATE (so exactly one
+        // waiter wins it), and the epoch is drawn from the sequence in that
+        // very statement, above every epoch the row and its record show
+        // (rule 1). The SELECT reads the snapshot from before the
+        // statement: what the waiter saw, won or not.
+        let take_released = format!(
+            "WITH take AS (
+                UPDATE {s}.leases l
+                SET holder = $2, nonce = $3,
+                    epoch = greatest(nextval('{s}.epoch_seq'), l.epoch + 1,
+                        coalesce((SELECT r.epoch FROM {s}.epochs r WHERE r.name = l.name), 0) + 1),
+                    version = l.version + 1, ttl_ms = $4,
+                    acquired_unix_ms = $5, renewed_unix_ms = $5
+                WHERE l.name = $1 AND l.holder IS NULL AND l.epoch < 9223372036854775807
+                  AND coalesce((SELECT r.epoch FROM {s}.epochs r WHERE r.name = l.name), 0)
+                      < 9223372036854775807
+                RETURNING l.name, l.epoch
+             ),
+             rec AS (
+                INSERT INTO {s}.epochs (name, epoch, ttl_ms) SELECT name, epoch, $4 FROM take
+                ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
+                WHERE excluded.epoch > {s}.epochs.epoch
+             )
+             SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms,
+                    (SELECT w.epoch FROM take w, LATERAL (SELECT pg_notify($6, w.name)) AS n) AS won
+             FROM (VALUES ($1::text)) AS k(name)
+             LEFT JOIN {s}.leases l ON l.name = k.name
+             LEFT JOIN {s}.epochs e ON e.name = k.name"
+        );
         let renew_many = format!(
             "UPDATE {s}.leases l SET version = l.version + 1, renewed_unix_ms = $4
              FROM unnest($1::text[], $2::int8[], $3::int8[]) AS t(name, nonce, epoch)
@@ -141,6 +173,7 @@ impl Sql {
             channel: format!("election:{schema}").into(),
             read_many: read_many.into(),
             claim_many: claim_many.into(),
+            take_released: take_released.into(),
             renew_many: renew_many.into(),
             release_many: release_many.into(),
             fence_advance: fence_advance.into(),
