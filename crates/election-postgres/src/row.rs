@@ -6,7 +6,8 @@
 use std::collections::{HashMap, HashSet};
 
 use election_core::{ConfigError, Epoch};
-use sqlx::{AssertSqlSafe, Executor, PgConnection, PgPool, SqlSafeStr};
+use sqlx::postgres::PgRow;
+use sqlx::{AssertSqlSafe, Executor, PgConnection, PgPool, Row as _, SqlSafeStr};
 
 use crate::error::Error;
 use crate::schema::Sql;
@@ -100,16 +101,31 @@ pub(crate) async fn read_many(
     sql: &Sql,
     names: &[&str],
 ) -> Result<HashMap<String, Seen>, Error> {
-    let raw: Vec<RawSeen> = sqlx::query_as(AssertSqlSafe(sql.read_many.clone()))
+    let rows = sqlx::query(AssertSqlSafe(sql.read_many.clone()))
         .bind(names)
         .fetch_all(pool)
         .await?;
-    let mut out = HashMap::with_capacity(raw.len());
-    for raw in raw {
-        let (name, seen) = seen_of(raw)?;
+    let mut out = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let (name, seen) = seen_of(raw_seen(row)?)?;
         out.insert(name, seen);
     }
     Ok(out)
+}
+
+/// The first eight columns of a read (name, the lease row's columns, the
+/// record's), as stored.
+fn raw_seen(row: &PgRow) -> Result<RawSeen, sqlx::Error> {
+    Ok((
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        row.try_get(5)?,
+        row.try_get(6)?,
+        row.try_get(7)?,
+    ))
 }
 
 /// One name's row and record as a read returns them, checked.
@@ -152,34 +168,19 @@ pub(crate) async fn take_released(
     ttl_ms: i64,
     wall_ms: i64,
 ) -> Result<(Seen, Option<i64>), Error> {
-    let (read, holder, epoch, version, ttl, acquired, rec_epoch, rec_ttl, won): RawTaken =
-        sqlx::query_as(AssertSqlSafe(sql.take_released.clone()))
-            .bind(name)
-            .bind(identity)
-            .bind(nonce)
-            .bind(ttl_ms)
-            .bind(wall_ms)
-            .bind(&*sql.channel)
-            .fetch_one(pool)
-            .await?;
-    let read = read.unwrap_or_else(|| name.to_owned());
-    let (_, seen) = seen_of((
-        read, holder, epoch, version, ttl, acquired, rec_epoch, rec_ttl,
-    ))?;
+    let row = sqlx::query(AssertSqlSafe(sql.take_released.clone()))
+        .bind(name)
+        .bind(identity)
+        .bind(nonce)
+        .bind(ttl_ms)
+        .bind(wall_ms)
+        .bind(&*sql.channel)
+        .fetch_one(pool)
+        .await?;
+    let (_, seen) = seen_of(raw_seen(&row)?)?;
+    let won: Option<i64> = row.try_get(8)?;
     Ok((seen, won))
 }
-
-type RawTaken = (
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-);
 
 /// One held lease: the name, and its attempt's nonce and epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

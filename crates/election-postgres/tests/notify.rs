@@ -34,6 +34,28 @@ async fn waiter(
     tokio::spawn(async move { b.campaign().await.expect("b wins") })
 }
 
+/// Two elections on `server` (two pools, two listeners, as in two
+/// processes): `a` leads `jobs` on the first, `b` waits on the second.
+async fn across(
+    server: &postgres_testkit::Server,
+) -> (
+    PostgresElection,
+    PostgresElection,
+    election_core::Term<election_postgres::PostgresClaim>,
+    tokio::task::JoinHandle<election_core::Term<election_postgres::PostgresClaim>>,
+) {
+    let holder_side = common::open(server, common::fast()).await;
+    let waiter_side = common::open(server, common::fast()).await;
+    let a = holder_side
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    let b = waiter(&waiter_side).await;
+    (holder_side, waiter_side, a, b)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resign_wakes_a_waiter_without_a_poll() {
     let server = common::server();
@@ -76,15 +98,7 @@ async fn a_dropped_term_wakes_a_waiter_without_a_poll() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_in_another_process_are_woken_too() {
     let server = common::server();
-    let holder_side = common::open(&server, common::fast()).await;
-    let waiter_side = common::open(&server, common::fast()).await;
-    let a = holder_side
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a");
-    let b = waiter(&waiter_side).await;
+    let (holder_side, _waiter_side, a, b) = across(&server).await;
     // Another name's release does not hand `jobs` over.
     let other = holder_side
         .candidate("other", "a")
@@ -131,15 +145,7 @@ async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
     server
         .sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         .expect("extension");
-    let holder_side = common::open(&server, common::fast()).await;
-    let waiter_side = common::open(&server, common::fast()).await;
-    let a = holder_side
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a");
-    let b = waiter(&waiter_side).await;
+    let (_holder_side, _waiter_side, a, b) = across(&server).await;
     // b's listener wakes it once when it starts: wait for that look, so
     // that nothing of b's but the handover follows the reset.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
