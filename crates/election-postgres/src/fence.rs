@@ -70,11 +70,14 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
 /// `bigint` holds): every token a term can have fits, in every fence
 /// store of this workspace.
 ///
-/// The strongest use is [`advance_in`](PostgresFence::advance_in): the
-/// application opens its own transaction, checks and advances the mark in
-/// it, makes its write in it, and commits: the write commits atomically
-/// with the check, or not at all. A deposed leader's transaction is refused
-/// with [`fencing::Error::Stale`] and rolls back with its write.
+/// The strongest use is a fenced transaction: the check and advance of the
+/// mark and the application's write in one transaction, committed
+/// together: the write commits atomically with the check, or not at all.
+/// [`begin_fenced`](PostgresFence::begin_fenced) begins such a transaction
+/// with the check in the `BEGIN`'s round trip (ADR 0044);
+/// [`advance_in`](PostgresFence::advance_in) checks inside a transaction
+/// the application began. A deposed leader's transaction is refused with
+/// [`fencing::Error::Stale`] and rolls back with its write.
 /// Concurrent advances of one resource serialise on its mark row: the
 /// second waits for the first's transaction to end, then sees its mark.
 ///
@@ -96,8 +99,7 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
 /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
 /// let ledger = ResourceName::new("ledger")?;
 ///
-/// let mut tx = election.pool().begin().await?;
-/// fence.advance_in(&mut tx, &ledger, Token::issue(&term)?).await?;
+/// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?;
 /// sqlx::query("INSERT INTO ledger (entry) VALUES ('paid')").execute(&mut *tx).await?;
 /// tx.commit().await?;
 /// # Ok(()) }

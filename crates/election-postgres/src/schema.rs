@@ -25,7 +25,9 @@
 //!   the live holder (found by the fault tests, ADR 0039).
 //! - `fences`: one high-water mark per fenced resource.
 //! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
-//!   and raise, in the caller's transaction (see [`FENCE_ENTER`]).
+//!   and raise, in the caller's transaction, so that a fenced transaction
+//!   begins in one round trip
+//!   ([`PostgresFence::begin_fenced`](crate::PostgresFence::begin_fenced)).
 //!
 //! **Never drop the schema, disable those triggers, or move `epoch_seq`
 //! back (`setval`, `ALTER SEQUENCE .. RESTART`) while any candidate, lease
