@@ -479,3 +479,37 @@ async fn begin_fenced_takes_quotes_in_resource_names_literally() {
     );
     assert_eq!(entries(&server), "", "the ledger is still there");
 }
+
+/// Issue 16: a refusal through `fence_enter` still counts in
+/// `election_fence_refusals_total` (Rust decides the refusal with
+/// `Advance::decide` from the stored mark the function reports), through
+/// `begin_fenced` and `advance_in` alike; accepted tokens do not count.
+#[test]
+fn refusals_through_the_function_are_counted() {
+    let recorder = election_testkit::recorder::TestRecorder::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    metrics::with_local_recorder(&recorder, || {
+        rt.block_on(async {
+            let (_server, e, fence) = setup().await;
+            let r = ResourceName::new("ledger").expect("name");
+            for path in [Path::BeginFenced, Path::AdvanceIn] {
+                begin(path, &e, &fence, t(5))
+                    .await
+                    .expect("current")
+                    .commit()
+                    .await
+                    .expect("commit");
+                let stale = begin(path, &e, &fence, t(4)).await;
+                assert!(
+                    matches!(stale, Err(fencing::Error::Stale { .. })),
+                    "{path:?}"
+                );
+            }
+            assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(5)));
+        })
+    });
+    assert_eq!(recorder.counter("election_fence_refusals_total", &[]), 2);
+}
