@@ -262,21 +262,22 @@ impl PostgresFence {
     /// The transaction must commit durably (`synchronous_commit` not
     /// `off`, which [`PostgresElection::connect`] refuses for its own pool).
     ///
-    /// Cancel safety: cancel safe once it returns (dropping the transaction
-    /// rolls it back, as any sqlx transaction). If dropped while the query
-    /// is in flight, the connection goes back to the pool as after a
-    /// dropped [`sqlx::Pool::begin`]: sqlx then does not queue a rollback,
-    /// so the server may keep the transaction (and the mark row's lock)
-    /// open on that connection until it is next used or ended; set
-    /// `idle_in_transaction_session_timeout` as advised on
-    /// [`PostgresFence`].
+    /// Cancel safety: cancel safe. The begin runs in a task of its own
+    /// (`tokio::spawn`: call this inside a tokio runtime), so dropping this
+    /// future lets the query finish, and a transaction it opened is then
+    /// dropped and rolled back before its connection goes back to the pool
+    /// (a dropped `sqlx::Pool::begin` of sqlx 0.9 can instead leave its
+    /// connection inside the transaction: transact-rs/sqlx#4393). A
+    /// returned transaction dropped uncommitted rolls back, as any sqlx
+    /// transaction.
     ///
     /// Failure model: [`fencing::Error::Stale`] with both tokens for an
     /// older token: nothing was written and no transaction is left open
     /// (the error rolled the message's implicit transaction back, so the
     /// connection goes back to the pool clean); [`fencing::Error::Unavailable`]
     /// for database errors (including a pool with no free connection);
-    /// [`fencing::Error::Corrupt`] for a mark this crate never writes.
+    /// [`fencing::Error::Corrupt`] for a mark this crate never writes;
+    /// `Unavailable` also if the runtime shuts down meanwhile.
     ///
     /// ```no_run
     /// use election_postgres::{PostgresElection, PostgresOptions};
@@ -299,12 +300,20 @@ impl PostgresFence {
         resource: &ResourceName,
         token: Token,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        self.pool
-            .begin_with(AssertSqlSafe(
-                self.sql.fence_begin(resource, mark_of(token)),
-            ))
-            .await
-            .map_err(|e| refused(resource, token, e))
+        // The begin runs to its end in a task of its own, so that dropping
+        // this future cannot leave the transaction open on a pooled
+        // connection: sqlx 0.9 counts it only once the reply is read, so a
+        // begin dropped in flight would queue no rollback
+        // (transact-rs/sqlx#4393). Run to the end, a transaction nobody
+        // awaits any more is dropped with the task's output and rolled back.
+        let pool = self.pool.clone();
+        let statement = self.sql.fence_begin(resource, mark_of(token));
+        let begun = tokio::spawn(async move { pool.begin_with(AssertSqlSafe(statement)).await });
+        match begun.await {
+            Ok(begun) => begun.map_err(|e| refused(resource, token, e)),
+            // The task panicked, or the runtime is shutting down.
+            Err(e) => Err(fencing::Error::unavailable(resource.as_str(), e)),
+        }
     }
 
     /// The mark of `resource` as `conn` sees it.

@@ -513,3 +513,45 @@ fn refusals_through_the_function_are_counted() {
     });
     assert_eq!(recorder.counter("election_fence_refusals_total", &[]), 2);
 }
+
+/// A `begin_fenced` whose future is dropped while its query waits on the
+/// server (here for a raise's row lock) must not leave its connection in
+/// the pool inside the transaction the query then opens (holding the mark
+/// row, and swallowing whatever runs next on that connection): sqlx 0.9's
+/// own `begin` counts the transaction only after the reply, so a dropped
+/// begin queues no rollback (transact-rs/sqlx#4393).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_begin_fenced_leaves_no_transaction_behind() {
+    let (server, e, _fence) = setup().await;
+    let (pool, fence) = one_connection_fence(&server).await;
+    let r = ResourceName::new("ledger").expect("name");
+    // An uncommitted raise to 5 holds the mark row.
+    let raise = open_fenced_insert(Path::BeginFenced, &e, &e.fence(), t(5), "five").await;
+    // The begin under 5 waits for it, and is dropped while it waits.
+    let (fence2, r2) = (fence.clone(), r.clone());
+    let waiting = tokio::spawn(async move { fence2.begin_fenced(&r2, t(5)).await.map(drop) });
+    until_a_lock_waits(&server, &waiting).await;
+    waiting.abort();
+    assert!(waiting.await.expect_err("aborted").is_cancelled());
+    // The raise commits: the dropped query now gets the mark and its BEGIN.
+    raise.commit().await.expect("commit 5");
+    // The only connection of the pool: a plain insert on it commits.
+    sqlx::query("INSERT INTO public.ledger VALUES ('plain')")
+        .execute(&pool)
+        .await
+        .expect("plain insert");
+    assert_eq!(entries(&server), "five,plain", "the plain insert committed");
+    // Nothing holds the mark row: a raise gets in at once.
+    let mut tx = fence.begin_fenced(&r, t(6)).await.expect("raise to 6");
+    sqlx::query("INSERT INTO public.ledger VALUES ('six')")
+        .execute(&mut *tx)
+        .await
+        .expect("insert");
+    tx.commit().await.expect("commit 6");
+    assert_eq!(
+        server
+            .sql("SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'")
+            .expect("sessions"),
+        "0"
+    );
+}
