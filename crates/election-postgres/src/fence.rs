@@ -1,7 +1,10 @@
 //! [`PostgresFence`]: high-water marks in the database, checked inside the
 //! application's own transaction.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool};
@@ -59,6 +62,35 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
             }
         }
         _ => fencing::Error::corrupt(resource.as_str(), db.message().to_owned()),
+    }
+}
+
+/// A future that, dropped before it is done, is finished in a task of its
+/// own (on the current tokio runtime, if any) and its output dropped.
+struct FinishOnDrop<T: Send + 'static>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
+
+impl<T: Send + 'static> Future for FinishOnDrop<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(inner) = self.0.as_mut() else {
+            return Poll::Pending; // polled after it was done: never again ready
+        };
+        let out = ready!(inner.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<T: Send + 'static> Drop for FinishOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                drop(inner.await);
+            });
+        }
     }
 }
 
@@ -262,22 +294,20 @@ impl PostgresFence {
     /// The transaction must commit durably (`synchronous_commit` not
     /// `off`, which [`PostgresElection::connect`] refuses for its own pool).
     ///
-    /// Cancel safety: cancel safe. The begin runs in a task of its own
-    /// (`tokio::spawn`: call this inside a tokio runtime), so dropping this
-    /// future lets the query finish, and a transaction it opened is then
-    /// dropped and rolled back before its connection goes back to the pool
-    /// (a dropped `sqlx::Pool::begin` of sqlx 0.9 can instead leave its
-    /// connection inside the transaction: transact-rs/sqlx#4393). A
-    /// returned transaction dropped uncommitted rolls back, as any sqlx
-    /// transaction.
+    /// Cancel safety: cancel safe. Dropped before it returns, the begin is
+    /// finished in a task of its own (`tokio::spawn` on the current
+    /// runtime), and a transaction it opened is then dropped and rolled
+    /// back before its connection goes back to the pool (a dropped
+    /// `sqlx::Pool::begin` of sqlx 0.9 can instead leave its connection
+    /// inside the transaction: transact-rs/sqlx#4393). A returned
+    /// transaction dropped uncommitted rolls back, as any sqlx transaction.
     ///
     /// Failure model: [`fencing::Error::Stale`] with both tokens for an
     /// older token: nothing was written and no transaction is left open
     /// (the error rolled the message's implicit transaction back, so the
     /// connection goes back to the pool clean); [`fencing::Error::Unavailable`]
     /// for database errors (including a pool with no free connection);
-    /// [`fencing::Error::Corrupt`] for a mark this crate never writes;
-    /// `Unavailable` also if the runtime shuts down meanwhile.
+    /// [`fencing::Error::Corrupt`] for a mark this crate never writes.
     ///
     /// ```no_run
     /// use election_postgres::{PostgresElection, PostgresOptions};
@@ -300,20 +330,19 @@ impl PostgresFence {
         resource: &ResourceName,
         token: Token,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        // The begin runs to its end in a task of its own, so that dropping
-        // this future cannot leave the transaction open on a pooled
-        // connection: sqlx 0.9 counts it only once the reply is read, so a
-        // begin dropped in flight would queue no rollback
-        // (transact-rs/sqlx#4393). Run to the end, a transaction nobody
-        // awaits any more is dropped with the task's output and rolled back.
+        // Dropped before its end, the begin is finished in a task of its
+        // own: sqlx 0.9 counts the transaction only once the reply is read,
+        // so a begin dropped in flight would queue no rollback and leave
+        // its pooled connection inside the transaction
+        // (transact-rs/sqlx#4393). Run to the end, the transaction nobody
+        // awaits any more is dropped, which rolls it back.
         let pool = self.pool.clone();
         let statement = self.sql.fence_begin(resource, mark_of(token));
-        let begun = tokio::spawn(async move { pool.begin_with(AssertSqlSafe(statement)).await });
-        match begun.await {
-            Ok(begun) => begun.map_err(|e| refused(resource, token, e)),
-            // The task panicked, or the runtime is shutting down.
-            Err(e) => Err(fencing::Error::unavailable(resource.as_str(), e)),
-        }
+        FinishOnDrop(Some(Box::pin(async move {
+            pool.begin_with(AssertSqlSafe(statement)).await
+        })))
+        .await
+        .map_err(|e| refused(resource, token, e))
     }
 
     /// The mark of `resource` as `conn` sees it.
