@@ -7,7 +7,8 @@
 //! `election-bench ARGS`, which measures, prints and writes the report. A
 //! debug build measures unoptimised library code, so it warns.
 //!
-//! `election-bench [--quick] [--out FILE] [--only GROUPS]`; the hidden
+//! `election-bench [--quick] [--out FILE] [--only GROUPS]` (GROUPS may
+//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone); the hidden
 //! `election-bench helper lock PATH` is the bare OFD lock holder the
 //! cross-process floors start (see [`helper`]).
 
@@ -97,6 +98,9 @@ const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir +
 const GROUPS: [&str; 9] = [
     "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "cli", "postgres",
 ];
+/// Parts of a group, selectable with `--only` but not run by default (their
+/// group runs them): `postgres-fence`, the PostgreSQL fenced-write rows.
+const PARTS: [&str; 1] = ["postgres-fence"];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
 /// Default CLI crash failovers per row on a lease backend: each takes
@@ -138,10 +142,15 @@ impl Options {
                 "--only" => {
                     let list = value("--only")?;
                     o.only = list.split(',').map(|g| g.trim().to_owned()).collect();
-                    if let Some(bad) = o.only.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+                    if let Some(bad) = o
+                        .only
+                        .iter()
+                        .find(|g| !GROUPS.contains(&g.as_str()) && !PARTS.contains(&g.as_str()))
+                    {
                         return Err(format!(
-                            "--only: unknown group {bad:?} (groups: {})",
-                            GROUPS.join(",")
+                            "--only: unknown group {bad:?} (groups: {}; parts: {})",
+                            GROUPS.join(","),
+                            PARTS.join(",")
                         )
                         .into());
                     }
@@ -389,6 +398,8 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             counts: pg_counts,
         };
         postgres::rows(&setup, &mut rows, &mut notes)?;
+    } else if o.wants("postgres-fence") {
+        postgres::fence_rows(pg_counts, &mut rows)?;
     }
 
     if o.wants("cli") {
@@ -459,7 +470,13 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             } else {
                 String::new()
             },
-            if o.wants("postgres") {
+            if !o.wants("postgres") && o.wants("postgres-fence") {
+                format!(
+                    "; PostgreSQL (one local server): {} rounds of the fenced writes, each \
+                     interleaved with their floor (+{} warm-up)",
+                    pg_counts.in_process, pg_counts.warm
+                )
+            } else if o.wants("postgres") {
                 let p = pg_counts;
                 format!(
                     "; PostgreSQL (one local server): {} in-process campaigns, renewals, \
@@ -675,6 +692,9 @@ mod tests {
         assert!(!o.quick && o.wants("fencing") && !o.wants("campaign"));
         assert_eq!(o.out, PathBuf::from("/tmp/y.md"));
         assert!(Options::parse(&args(&["--only", "nope"])).is_err());
+        let o = Options::parse(&args(&["--only", "postgres-fence"])).unwrap();
+        assert!(o.wants("postgres-fence") && !o.wants("postgres"));
+        assert!(!Options::parse(&args(&[])).unwrap().wants("postgres-fence"));
         let o = Options::parse(&args(&["--quick", "--only", "sqlite"])).unwrap();
         assert!(o.wants("sqlite") && !o.wants("handover"));
         assert!(Options::parse(&args(&[])).unwrap().wants("sqlite"));

@@ -8,9 +8,11 @@
 //!   campaign followed by a resign) and one lease renewal (the commit-point
 //!   check [`Term::confirm`](election_core::Term::confirm), which runs the
 //!   renewal statement for the one key), beside a bare `UPDATE` of one row in
-//!   its own transaction on the election's pool; and a fenced write
-//!   ([`PostgresFence::advance_in`] and an `INSERT` in one transaction)
-//!   beside the same transaction without the fence;
+//!   its own transaction on the election's pool; and a fenced write, two
+//!   ways ([`PostgresFence::begin_fenced`], the check in the round trip of
+//!   the `BEGIN`, and [`PostgresFence::advance_in`] in a plain transaction,
+//!   each with an `INSERT`), beside the same transaction without the fence,
+//!   the three interleaved (`--only postgres-fence` runs these rows alone);
 //! - across processes (`election-bench helper postgres`, a candidate of
 //!   this crate's own that speaks the candidate line protocol): a clean
 //!   handover beside two bare `UPDATE` transactions back to back (the release
@@ -200,23 +202,49 @@ pub(crate) struct InProcess {
     pub(crate) renewal: Vec<u64>,
     /// Two floor transactions back to back (the handover's floor).
     pub(crate) two_floors: Vec<u64>,
-    /// `BEGIN; advance_in; INSERT; COMMIT`.
-    pub(crate) fenced: Vec<u64>,
-    /// `BEGIN; INSERT; COMMIT`.
-    pub(crate) unfenced: Vec<u64>,
-    /// Fenced and unfenced writes per second, in batches of `n`.
-    pub(crate) rates: (f64, f64),
+    /// The fenced and unfenced writes.
+    pub(crate) writes: Writes,
 }
 
-/// The guarded write: one `INSERT` in a transaction, after
-/// `PostgresFence::advance_in` with `token` if there is one.
+/// Samples of the fenced-write rows, the three kinds interleaved.
+#[derive(Debug, Default)]
+pub(crate) struct Writes {
+    /// `begin_fenced` (`SELECT fence_enter(..); BEGIN`); `INSERT; COMMIT`.
+    pub(crate) begin_fenced: Vec<u64>,
+    /// `BEGIN; advance_in; INSERT; COMMIT`.
+    pub(crate) advance_in: Vec<u64>,
+    /// `BEGIN; INSERT; COMMIT`.
+    pub(crate) unfenced: Vec<u64>,
+    /// Writes per second of each, in batches of `n`: `begin_fenced`,
+    /// `advance_in`, unfenced.
+    pub(crate) rates: (f64, f64, f64),
+}
+
+/// How a write is fenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fencing {
+    /// Not fenced.
+    None,
+    /// [`PostgresFence::begin_fenced`].
+    BeginFenced,
+    /// [`PostgresFence::advance_in`] after a plain `BEGIN`.
+    AdvanceIn,
+}
+
+/// The guarded write: one `INSERT` in a transaction, fenced by `token`
+/// as `how` says.
 async fn write(
     pool: &PgPool,
-    fence: Option<(&PostgresFence, &ResourceName, Token)>,
+    fence: (&PostgresFence, &ResourceName, Token),
+    how: Fencing,
     v: usize,
 ) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    if let Some((fence, resource, token)) = fence {
+    let (fence, resource, token) = fence;
+    let mut tx = match how {
+        Fencing::BeginFenced => fence.begin_fenced(resource, token).await?,
+        Fencing::None | Fencing::AdvanceIn => pool.begin().await?,
+    };
+    if how == Fencing::AdvanceIn {
         fence.advance_in(&mut tx, resource, token).await?;
     }
     sqlx::query(WRITE)
@@ -230,14 +258,62 @@ async fn write(
 /// Writes per second over `n` [`write`](fn@write)s in a row.
 async fn rate(
     pool: &PgPool,
-    fence: Option<(&PostgresFence, &ResourceName, Token)>,
+    fence: (&PostgresFence, &ResourceName, Token),
+    how: Fencing,
     n: usize,
 ) -> Result<f64> {
     let t0 = Instant::now();
     for i in 0..n {
-        write(pool, fence, i).await?;
+        write(pool, fence, how, i).await?;
     }
     Ok(n as f64 / t0.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// `warmup + n` rounds of the three writes on `election`'s pool with a real
+/// term's token (the same every time, as one term's writes carry), the
+/// order rotating from round to round, then a batch of `n` of each for the
+/// rates.
+async fn writes(election: &PostgresElection, n: usize, warmup: usize) -> Result<Writes> {
+    let pool = election.pool();
+    let term = election.candidate("writer", "bench/a")?.campaign().await?;
+    let token = Token::issue(&term)?;
+    let resource = ResourceName::new("bench_data")?;
+    let fence = election.fence();
+    let fence = (&fence, &resource, token);
+    let mut out = Writes::default();
+    let kinds = [Fencing::None, Fencing::BeginFenced, Fencing::AdvanceIn];
+    for round in 0..warmup + n {
+        for k in 0..kinds.len() {
+            let how = kinds[(round + k) % kinds.len()];
+            let t = timed(write(pool, fence, how, round)).await?;
+            if round >= warmup {
+                match how {
+                    Fencing::None => out.unfenced.push(t),
+                    Fencing::BeginFenced => out.begin_fenced.push(t),
+                    Fencing::AdvanceIn => out.advance_in.push(t),
+                }
+            }
+        }
+    }
+    out.rates = (
+        rate(pool, fence, Fencing::BeginFenced, n).await?,
+        rate(pool, fence, Fencing::AdvanceIn, n).await?,
+        rate(pool, fence, Fencing::None, n).await?,
+    );
+    term.resign().await?;
+    Ok(out)
+}
+
+/// The fenced-write rows alone (`--only postgres-fence`): on the server at
+/// `url`, with the in-process rows' options.
+pub(crate) fn fenced_writes(url: &str, n: usize, warmup: usize) -> Result<Writes> {
+    let options = in_process_options()?;
+    runtime()?.block_on(async {
+        let election = open(url, options).await?;
+        let out = writes(&election, n, warmup).await;
+        election.close().await;
+        out
+    })
 }
 
 /// The in-process rows on the server at `url`: campaigns (each checked to
@@ -303,24 +379,7 @@ pub(crate) fn in_process(url: &str, n: usize, warmup: usize) -> Result<InProcess
             }
         }
 
-        let term = election.candidate("writer", "bench/a")?.campaign().await?;
-        let token = Token::issue(&term)?;
-        let resource = ResourceName::new("bench_data")?;
-        let fence = election.fence();
-        let fenced = Some((&fence, &resource, token));
-        let (unfenced, fenced_samples) = paired(
-            n,
-            warmup,
-            async |i| write(pool, None, i).await,
-            async |i| write(pool, fenced, i).await,
-        )
-        .await?;
-        out.fenced = fenced_samples;
-        out.unfenced = unfenced;
-        let fenced_rate = rate(pool, fenced, n).await?;
-        let unfenced_rate = rate(pool, None, n).await?;
-        out.rates = (fenced_rate, unfenced_rate);
-        term.resign().await?;
+        out.writes = writes(&election, n, warmup).await?;
         election.close().await;
         Ok(out)
     })
@@ -671,6 +730,43 @@ fn ms(ns: u64) -> String {
     }
 }
 
+/// The two fenced-write rows, each beside the same unfenced samples.
+fn push_write_rows(w: &Writes, rows: &mut Vec<Row>) -> Result<()> {
+    let floor = "the same INSERT transaction without the fence (interleaved)";
+    let unfenced = summary(&w.unfenced, "unfenced write")?;
+    for (what, samples, rate) in [
+        (
+            "PostgreSQL: fenced write: `begin_fenced` (the check in the BEGIN's round trip) + INSERT",
+            &w.begin_fenced,
+            w.rates.0,
+        ),
+        (
+            "PostgreSQL: fenced write: `advance_in` + INSERT in one transaction",
+            &w.advance_in,
+            w.rates.1,
+        ),
+    ] {
+        rows.push(Row {
+            what: what.into(),
+            measured: summary(samples, what)?,
+            floor: floor.into(),
+            floor_measured: unfenced,
+            ops_per_s: Some((rate, w.rates.2)),
+        });
+    }
+    Ok(())
+}
+
+/// Measures the fenced-write rows of the PostgreSQL group alone
+/// (`--only postgres-fence`): starts a server and pushes them.
+pub(crate) fn fence_rows(c: Counts, rows: &mut Vec<Row>) -> Result<()> {
+    let server = step("start a PostgreSQL server", || Ok(Server::start()?))?;
+    let w = step("PostgreSQL fenced writes, with their floor", || {
+        fenced_writes(&server.url(), c.in_process, c.warm)
+    })?;
+    push_write_rows(&w, rows)
+}
+
 /// Measures the PostgreSQL group: starts a server, pushes its rows, and the
 /// figures derived from them to `notes`.
 pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()> {
@@ -713,14 +809,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
             ops_per_s: None,
         });
     }
-    let what = "PostgreSQL: fenced write: `advance_in` + INSERT in one transaction";
-    rows.push(Row {
-        what: what.into(),
-        measured: summary(&m.fenced, what)?,
-        floor: "the same INSERT transaction without the fence (interleaved)".into(),
-        floor_measured: summary(&m.unfenced, "unfenced write")?,
-        ops_per_s: Some(m.rates),
-    });
+    push_write_rows(&m.writes, rows)?;
 
     // Clean handover between processes, beside two floors back to back.
     if statements {
@@ -925,9 +1014,17 @@ mod tests {
         let m = in_process(&server.url(), 3, 1).unwrap();
         assert_eq!((m.campaign.len(), m.campaign_resign.len()), (3, 3));
         assert_eq!((m.renewal.len(), m.renewal_floor.len()), (3, 3));
-        assert_eq!((m.fenced.len(), m.unfenced.len()), (3, 3));
+        let w = &m.writes;
+        assert_eq!(
+            (w.begin_fenced.len(), w.advance_in.len(), w.unfenced.len()),
+            (3, 3, 3)
+        );
         assert_eq!(m.two_floors.len(), 3);
-        assert!(m.rates.0 > 0.0 && m.rates.1 > 0.0);
+        assert!(w.rates.0 > 0.0 && w.rates.1 > 0.0 && w.rates.2 > 0.0);
+        assert_eq!(
+            fenced_writes(&server.url(), 2, 1).unwrap().advance_in.len(),
+            2
+        );
         assert_eq!(in_process_handover(&server.url(), 2, 1).unwrap().len(), 2);
     }
 }

@@ -296,11 +296,14 @@ has it). Every floor is measured on the same server in the same run:
   renewal loop runs for every held key at once) for the one key: a
   conditional `UPDATE` that bumps the renewal version, so it renews the
   lease.
-- *fenced write*: `BEGIN`, `PostgresFence::advance_in` with a live term's
-  token (the same token every time, as one term's writes carry), `INSERT
-  INTO bench_data (v) VALUES ($1)`, `COMMIT`; the floor is the same
-  transaction without `advance_in`, interleaved (target ≤ 1.15×). ops/s is
-  from a separate batch of the same size of each.
+- *fenced write*: `PostgresFence::begin_fenced` with a live term's token
+  (the same token every time, as one term's writes carry: one simple query
+  `SELECT fence_enter(..); BEGIN`, one round trip), `INSERT INTO bench_data
+  (v) VALUES ($1)`, `COMMIT`; and the same with `BEGIN` and then
+  `PostgresFence::advance_in` (one more round trip). The floor of both is
+  the same transaction unfenced; the three are interleaved, the order
+  rotating every round (target ≤ 1.15×). ops/s is from a separate batch of
+  the same size of each.
 - *clean handover*: separate `election-bench helper postgres` processes (a
   candidate of the bench's own on `election-postgres` that speaks the
   candidate line protocol; TTL 2000 ms, renew 500 ms, poll 2000 ms: the

@@ -1,7 +1,10 @@
 //! [`PostgresFence`]: high-water marks in the database, checked inside the
 //! application's own transaction.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool};
@@ -27,6 +30,70 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
     fencing::Error::unavailable(resource.as_str(), e.into())
 }
 
+/// The error of a statement that ran `fence_enter`: its refusal
+/// ([`schema::STALE_SQLSTATE`], the stored mark as `DETAIL`) as
+/// [`fencing::Error::Stale`] through [`Advance::decide`] (which counts
+/// it); a mark that refused without being higher as
+/// [`fencing::Error::Corrupt`]; anything else as unavailable.
+fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Error {
+    let Some(db) = e.as_database_error() else {
+        return unavailable(resource, e);
+    };
+    let code = db.code();
+    let code = code.as_deref();
+    if code != Some(schema::STALE_SQLSTATE) && code != Some(schema::CORRUPT_SQLSTATE) {
+        return unavailable(resource, e);
+    }
+    let detail = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .and_then(|pg| pg.detail())
+        .unwrap_or_default();
+    let stored = detail.parse::<i64>().ok();
+    match (code, stored) {
+        (Some(schema::STALE_SQLSTATE), Some(stored)) => {
+            match token_from(resource, stored)
+                .and_then(|stored| Advance::decide(resource, Some(stored), token))
+            {
+                Err(err) => err,
+                Ok(_) => fencing::Error::corrupt(
+                    resource.as_str(),
+                    format!("token {token} was refused below a mark of {stored}"),
+                ),
+            }
+        }
+        _ => fencing::Error::corrupt(resource.as_str(), db.message().to_owned()),
+    }
+}
+
+/// A future that, dropped before it is done, is finished in a task of its
+/// own (on the current tokio runtime, if any) and its output dropped.
+struct FinishOnDrop<T: Send + 'static>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
+
+impl<T: Send + 'static> Future for FinishOnDrop<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(inner) = self.0.as_mut() else {
+            return Poll::Pending; // polled after it was done: never again ready
+        };
+        let out = ready!(inner.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<T: Send + 'static> Drop for FinishOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                drop(inner.await);
+            });
+        }
+    }
+}
+
 /// A fence whose high-water marks live in the `fences` table of the
 /// election schema, next to the data they protect.
 ///
@@ -35,11 +102,14 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// `bigint` holds): every token a term can have fits, in every fence
 /// store of this workspace.
 ///
-/// The strongest use is [`advance_in`](PostgresFence::advance_in): the
-/// application opens its own transaction, checks and advances the mark in
-/// it, makes its write in it, and commits: the write commits atomically
-/// with the check, or not at all. A deposed leader's transaction is refused
-/// with [`fencing::Error::Stale`] and rolls back with its write.
+/// The strongest use is a fenced transaction: the check and advance of the
+/// mark and the application's write in one transaction, committed
+/// together: the write commits atomically with the check, or not at all.
+/// [`begin_fenced`](PostgresFence::begin_fenced) begins such a transaction
+/// with the check in the `BEGIN`'s round trip (ADR 0044);
+/// [`advance_in`](PostgresFence::advance_in) checks inside a transaction
+/// the application began. A deposed leader's transaction is refused with
+/// [`fencing::Error::Stale`] and rolls back with its write.
 /// Concurrent advances of one resource serialise on its mark row: the
 /// second waits for the first's transaction to end, then sees its mark.
 ///
@@ -61,8 +131,7 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
 /// let ledger = ResourceName::new("ledger")?;
 ///
-/// let mut tx = election.pool().begin().await?;
-/// fence.advance_in(&mut tx, &ledger, Token::issue(&term)?).await?;
+/// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?;
 /// sqlx::query("INSERT INTO ledger (entry) VALUES ('paid')").execute(&mut *tx).await?;
 /// tx.commit().await?;
 /// # Ok(()) }
@@ -136,14 +205,17 @@ impl PostgresFence {
     /// returns an error, roll back (dropping the transaction does; an
     /// error also aborts the transaction on the server).
     ///
-    /// Usually one statement (ADR 0041): `SELECT mark .. WHERE mark >=
-    /// token FOR SHARE`. A mark equal to `token` (every write of a term
-    /// after its first) is then share-locked until the caller's
-    /// transaction ends, and nothing is written to the mark row; a higher
-    /// mark is [`fencing::Error::Stale`]. Only when the mark is lower or
-    /// missing does a second statement raise it:
+    /// One statement (ADR 0044): `SELECT <schema>.fence_enter($1, $2)`,
+    /// a function of the election schema that does what ADR 0041 describes.
+    /// It first runs `SELECT mark .. WHERE mark >= token FOR SHARE`: a mark
+    /// equal to `token` (every write of a term after its first) is then
+    /// share-locked until the caller's transaction ends, and nothing is
+    /// written to the mark row; a higher mark is [`fencing::Error::Stale`].
+    /// Only when the mark is lower or missing does it raise it:
     /// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE mark <= token`, which
     /// locks the row exclusively and compares again.
+    /// [`begin_fenced`](PostgresFence::begin_fenced) runs the same function
+    /// in the round trip of the `BEGIN`.
     ///
     /// Either lock lasts until the caller's transaction ends, and a raise
     /// conflicts with both, so an advance to a higher token waits for
@@ -187,47 +259,90 @@ impl PostgresFence {
         resource: &ResourceName,
         token: Token,
     ) -> Result<Advance, fencing::Error> {
-        let held: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_hold.clone()))
+        let previous: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_enter.clone()))
             .bind(resource.as_str())
             .bind(mark_of(token))
-            .fetch_optional(&mut *conn)
+            .fetch_one(&mut *conn)
             .await
-            .map_err(|e| unavailable(resource, e))?;
-        if let Some(mark) = held {
-            // The mark is at least `token` and share-locked: equal holds
-            // it for this transaction, higher refuses it.
-            return Advance::decide(resource, Some(token_from(resource, mark)?), token);
-        }
-        let raised: Option<Option<i64>> =
-            sqlx::query_scalar(AssertSqlSafe(self.sql.fence_advance.clone()))
-                .bind(resource.as_str())
-                .bind(mark_of(token))
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(|e| unavailable(resource, e))?;
-        match raised {
-            Some(previous) => {
-                let previous = previous.map(|p| token_from(resource, p)).transpose()?;
-                // `previous` may be older than the mark the upsert saw (a
-                // concurrent advance that committed after this statement's
-                // snapshot); both are at most `token`.
-                Ok(Advance::decide(
-                    resource,
-                    previous.filter(|p| *p <= token),
-                    token,
-                )?)
-            }
-            None => {
-                let mark = self.read_mark(conn, resource).await?;
-                match Advance::decide(resource, mark, token) {
-                    Err(stale) => Err(stale),
-                    Ok(_) => Err(fencing::Error::corrupt(
-                        resource.as_str(),
-                        format!("token {token} was refused below a mark of {mark:?}"),
-                    )),
-                }
-            }
-        }
+            .map_err(|e| refused(resource, token, e))?;
+        let previous = previous.map(|p| token_from(resource, p)).transpose()?;
+        // `previous` may be older than the mark the upsert saw (a concurrent
+        // advance that committed after the statement's snapshot); both are
+        // at most `token`.
+        Advance::decide(resource, previous.filter(|p| *p <= token), token)
+    }
+
+    /// Begins a transaction on this fence's pool whose first act checks
+    /// `token` against `resource`'s high-water mark and raises it, exactly
+    /// as [`advance_in`](PostgresFence::advance_in) would, **in the same
+    /// round trip as the `BEGIN`** (ADR 0044). Make the guarded write in the
+    /// returned transaction and commit it: it commits atomically with the
+    /// check, or not at all.
+    ///
+    /// The one message to the server is the simple query
+    /// `SELECT <schema>.fence_enter('<resource>', <token>); BEGIN`: the
+    /// function runs in the implicit transaction of that message, which
+    /// the `BEGIN` turns into the returned transaction, so its locks (the
+    /// share lock on an equal mark, or the row lock of a raise) last until
+    /// the transaction ends, as with `advance_in`. The resource name goes
+    /// into the query as an escaped string literal.
+    ///
+    /// Unlike `advance_in`, this does not say what the mark was before
+    /// (sqlx does not hand back the rows of a `BEGIN` statement); use
+    /// `advance_in` when that matters.
+    ///
+    /// The transaction must commit durably (`synchronous_commit` not
+    /// `off`, which [`PostgresElection::connect`] refuses for its own pool).
+    ///
+    /// Cancel safety: cancel safe. Dropped before it returns, the begin is
+    /// finished in a task of its own (`tokio::spawn` on the current
+    /// runtime), and a transaction it opened is then dropped and rolled
+    /// back before its connection goes back to the pool (a dropped
+    /// `sqlx::Pool::begin` of sqlx 0.9 can instead leave its connection
+    /// inside the transaction: transact-rs/sqlx#4393). A returned
+    /// transaction dropped uncommitted rolls back, as any sqlx transaction.
+    ///
+    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
+    /// older token: nothing was written and no transaction is left open
+    /// (the error rolled the message's implicit transaction back, so the
+    /// connection goes back to the pool clean); [`fencing::Error::Unavailable`]
+    /// for database errors (including a pool with no free connection);
+    /// [`fencing::Error::Corrupt`] for a mark this crate never writes.
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
+    /// let fence = election.fence();
+    /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
+    /// let ledger = ResourceName::new("ledger")?;
+    ///
+    /// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?; // refused if deposed
+    /// sqlx::query("INSERT INTO ledger (entry) VALUES ('paid')").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn begin_fenced(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
+        // Dropped before its end, the begin is finished in a task of its
+        // own: sqlx 0.9 counts the transaction only once the reply is read,
+        // so a begin dropped in flight would queue no rollback and leave
+        // its pooled connection inside the transaction
+        // (transact-rs/sqlx#4393). Run to the end, the transaction nobody
+        // awaits any more is dropped, which rolls it back.
+        let pool = self.pool.clone();
+        let statement = self.sql.fence_begin(resource, mark_of(token));
+        FinishOnDrop(Some(Box::pin(async move {
+            pool.begin_with(AssertSqlSafe(statement)).await
+        })))
+        .await
+        .map_err(|e| refused(resource, token, e))
     }
 
     /// The mark of `resource` as `conn` sees it.

@@ -96,8 +96,10 @@
 //!
 //! # Fencing
 //!
-//! [`PostgresFence::advance_in`] checks and raises a resource's high-water
-//! mark inside the application's own transaction, so the guarded write
+//! [`PostgresFence::begin_fenced`] begins a transaction whose first act
+//! checks and raises a resource's high-water mark, in the round trip of the
+//! `BEGIN`; [`PostgresFence::advance_in`] does the same inside a
+//! transaction the application began. Either way the guarded write
 //! commits with the check or not at all; a deposed leader's token is
 //! refused ([`fencing::Error::Stale`]) and its transaction rolls back.
 //!

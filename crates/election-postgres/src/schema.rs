@@ -24,6 +24,10 @@
 //!   and a contender that never saw the row would be elected at once beside
 //!   the live holder (found by the fault tests, ADR 0039).
 //! - `fences`: one high-water mark per fenced resource.
+//! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
+//!   and raise, in the caller's transaction, so that a fenced transaction
+//!   begins in one round trip
+//!   ([`PostgresFence::begin_fenced`](crate::PostgresFence::begin_fenced)).
 //!
 //! **Never drop the schema, disable those triggers, or move `epoch_seq`
 //! back (`setval`, `ALTER SEQUENCE .. RESTART`) while any candidate, lease
@@ -40,10 +44,24 @@ use std::sync::Arc;
 
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
+use fencing::ResourceName;
+
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The `SQLSTATE` with which `fence_enter` refuses a token lower than the
+/// stored mark; the error's `DETAIL` is the stored mark, in decimal.
+pub(crate) const STALE_SQLSTATE: &str = "EL001";
+
+/// The `SQLSTATE` with which `fence_enter` reports a mark that refused a
+/// token without being higher than it (the `fences` table was edited by
+/// hand); the `DETAIL` is the mark read afterwards, or empty if none.
+pub(crate) const CORRUPT_SQLSTATE: &str = "EL002";
+
+/// The name of the fence's function in the election schema.
+pub(crate) const FENCE_ENTER: &str = "fence_enter";
 
 /// Every statement of this crate, with the schema name filled in.
 #[derive(Debug)]
@@ -55,10 +73,11 @@ pub(crate) struct Sql {
     pub(crate) take_released: Arc<str>,
     pub(crate) renew_many: Arc<str>,
     pub(crate) release_many: Arc<str>,
-    pub(crate) fence_advance: Arc<str>,
-    pub(crate) fence_hold: Arc<str>,
+    pub(crate) fence_enter: Arc<str>,
     pub(crate) fence_read: Arc<str>,
     pub(crate) fence_lock: Arc<str>,
+    /// The quoted schema name.
+    schema: Arc<str>,
 }
 
 impl Sql {
@@ -159,14 +178,7 @@ impl Sql {
              )
              SELECT r.name FROM r, LATERAL (SELECT pg_notify($3, r.name)) AS n"
         );
-        let fence_advance = format!(
-            "INSERT INTO {s}.fences AS f (resource, mark) VALUES ($1, $2)
-             ON CONFLICT (resource) DO UPDATE SET mark = excluded.mark
-             WHERE f.mark <= excluded.mark
-             RETURNING (SELECT p.mark FROM {s}.fences p WHERE p.resource = $1) AS previous"
-        );
-        let fence_hold =
-            format!("SELECT mark FROM {s}.fences WHERE resource = $1 AND mark >= $2 FOR SHARE");
+        let fence_enter = format!("SELECT {s}.{FENCE_ENTER}($1, $2)");
         let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
         let fence_lock = format!("SELECT mark FROM {s}.fences WHERE resource = $1 FOR SHARE");
         Sql {
@@ -176,11 +188,28 @@ impl Sql {
             take_released: take_released.into(),
             renew_many: renew_many.into(),
             release_many: release_many.into(),
-            fence_advance: fence_advance.into(),
-            fence_hold: fence_hold.into(),
+            fence_enter: fence_enter.into(),
             fence_read: fence_read.into(),
             fence_lock: fence_lock.into(),
+            schema: s.into(),
         }
+    }
+}
+
+impl Sql {
+    /// The one simple query of
+    /// [`PostgresFence::begin_fenced`](crate::PostgresFence::begin_fenced):
+    /// `fence_enter` in the implicit transaction of the message, which the
+    /// `BEGIN` that follows turns into an open transaction (a refusal rolls
+    /// the implicit one back and skips the `BEGIN`). `resource` goes in as
+    /// an escape string literal (`E'..'`, backslashes and quotes doubled),
+    /// read the same whatever `standard_conforming_strings` is.
+    pub(crate) fn fence_begin(&self, resource: &ResourceName, mark: i64) -> String {
+        let literal = resource.as_str().replace('\\', "\\\\").replace('\'', "''");
+        format!(
+            "SELECT {}.{FENCE_ENTER}(E'{literal}', {mark}); BEGIN",
+            self.schema
+        )
     }
 }
 
@@ -262,6 +291,63 @@ fn v2(s: &str) -> Vec<String> {
     ]
 }
 
+/// The changes of version 3 (ADR 0044): `fence_enter(resource, mark)`,
+/// what [`PostgresFence::advance_in`](crate::PostgresFence::advance_in)
+/// did in up to three statements, as one function that runs in the
+/// caller's transaction, so that a transaction can begin with it in one
+/// round trip ([`PostgresFence::begin_fenced`](crate::PostgresFence::begin_fenced)):
+///
+/// 1. `SELECT mark .. WHERE mark >= $mark FOR SHARE` (ADR 0041): an equal
+///    mark is held (share-locked until the transaction ends) and returned;
+///    a higher one is refused.
+/// 2. Else (the mark is lower or missing) the upsert raises it, which
+///    takes the row lock and compares again (`WHERE mark <= $mark`), and
+///    the mark before is returned (`NULL` if there was none).
+/// 3. An upsert that changed nothing met a higher mark committed meanwhile:
+///    it is read and refused.
+///
+/// A refusal raises [`STALE_SQLSTATE`] with the stored mark as `DETAIL`,
+/// which aborts the caller's transaction; a mark that refused without
+/// being higher raises [`CORRUPT_SQLSTATE`].
+fn v3(s: &str) -> Vec<String> {
+    vec![format!(
+        "CREATE OR REPLACE FUNCTION {s}.{FENCE_ENTER}(fenced_resource text, token bigint) RETURNS bigint
+            LANGUAGE plpgsql VOLATILE AS $$
+         DECLARE
+             stored bigint;
+             previous bigint;
+             changed bigint;
+         BEGIN
+             SELECT f.mark INTO stored FROM {s}.fences f
+                 WHERE f.resource = fenced_resource AND f.mark >= token FOR SHARE;
+             IF FOUND THEN
+                 IF stored = token THEN
+                     RETURN stored;
+                 END IF;
+             ELSE
+                 INSERT INTO {s}.fences AS f (resource, mark) VALUES (fenced_resource, token)
+                     ON CONFLICT (resource) DO UPDATE SET mark = excluded.mark
+                     WHERE f.mark <= excluded.mark
+                     RETURNING (SELECT p.mark FROM {s}.fences p WHERE p.resource = fenced_resource)
+                     INTO previous;
+                 GET DIAGNOSTICS changed = ROW_COUNT;
+                 IF changed = 1 THEN
+                     RETURN previous;
+                 END IF;
+                 SELECT f.mark INTO stored FROM {s}.fences f WHERE f.resource = fenced_resource;
+                 IF stored IS NULL OR stored <= token THEN
+                     RAISE EXCEPTION 'election-postgres: the fence of % refused token % below a mark of %: the fences table was edited',
+                         fenced_resource, token, coalesce(stored::text, 'none')
+                         USING ERRCODE = '{CORRUPT_SQLSTATE}', DETAIL = coalesce(stored::text, '');
+                 END IF;
+             END IF;
+             RAISE EXCEPTION 'election-postgres: the fence of % refused token %: its high-water mark is %',
+                 fenced_resource, token, stored
+                 USING ERRCODE = '{STALE_SQLSTATE}', DETAIL = stored::text;
+         END $$"
+    )]
+}
+
 /// The schema version recorded, if the `meta` table exists.
 async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -327,7 +413,7 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(),
         }
         _ => {}
     }
-    for stmt in v1(&s).into_iter().chain(v2(&s)) {
+    for stmt in v1(&s).into_iter().chain(v2(&s)).chain(v3(&s)) {
         sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
     }
     sqlx::query(AssertSqlSafe(format!(

@@ -290,3 +290,61 @@ async fn a_version_1_schema_is_migrated_and_stays_guarded() {
     }
     e.close().await;
 }
+
+/// A version-2 schema (no `fence_enter`, as the release before ADR 0044
+/// left it, with a mark already stored) is migrated to version 3 at open:
+/// the function is created in one transaction with the version, the
+/// stored mark is kept and checked by it, and an open of the migrated
+/// schema by a crate that only knows version 2 is refused (as
+/// `refuses_a_newer_schema` shows for any newer version).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_2_schema_gets_the_fence_function() {
+    let server = server();
+    let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open");
+    e.close().await;
+    server
+        .sql(
+            "DROP FUNCTION election.fence_enter(text, bigint); \
+             INSERT INTO election.fences VALUES ('ledger', 5); \
+             UPDATE election.meta SET value = 2",
+        )
+        .expect("version 2");
+    let fence_functions = "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+                           WHERE n.nspname = 'election' AND p.proname = 'fence_enter'";
+    assert_eq!(server.sql(fence_functions).expect("functions"), "0");
+    let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
+        .await
+        .expect("open migrates");
+    assert_eq!(
+        server
+            .sql("SELECT value FROM election.meta WHERE key = 'schema_version'")
+            .expect("version"),
+        "3"
+    );
+    assert_eq!(election_postgres::schema::SCHEMA_VERSION, 3);
+    assert_eq!(server.sql(fence_functions).expect("functions"), "1");
+    let fence = e.fence();
+    let r = fencing::ResourceName::new("ledger").expect("name");
+    let t = |n| fencing::Token::from_epoch(election_core::Epoch::new(n).expect("epoch"));
+    let stale = fence.begin_fenced(&r, t(4)).await;
+    assert!(
+        matches!(stale, Err(fencing::Error::Stale { high_water_mark, .. }) if high_water_mark == t(5)),
+        "{stale:?}"
+    );
+    fence
+        .begin_fenced(&r, t(6))
+        .await
+        .expect("raise")
+        .commit()
+        .await
+        .expect("commit");
+    assert_eq!(
+        fencing::Fence::high_water_mark(&fence, &r)
+            .await
+            .expect("mark"),
+        Some(t(6))
+    );
+    e.close().await;
+}
