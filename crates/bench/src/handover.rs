@@ -68,7 +68,8 @@ pub(crate) enum Kind {
         /// in milliseconds.
         poll_ms: u64,
     },
-    /// `election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS`.
+    /// `election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS
+    /// [LINGER_MS]`.
     PostgresHelper {
         /// The election-bench binary (this one).
         exe: PathBuf,
@@ -78,6 +79,9 @@ pub(crate) enum Kind {
         name: String,
         /// The lease timings every process of the chain is given.
         timings: LeaseTimings,
+        /// How long a process that resigned waits before it closes its
+        /// connections and exits.
+        linger_ms: u64,
     },
     /// `election-bench helper lock PATH`.
     LockHelper {
@@ -196,12 +200,14 @@ impl Chain {
                 url,
                 name,
                 timings,
+                linger_ms,
             } => {
                 let mut cmd = Command::new(exe);
                 cmd.args(["helper", "postgres", url, name])
                     .arg(timings.ttl_ms.to_string())
                     .arg(timings.renew_ms.to_string())
-                    .arg(timings.poll_ms.to_string());
+                    .arg(timings.poll_ms.to_string())
+                    .arg(linger_ms.to_string());
                 cmd
             }
             Kind::LockHelper { exe, path } => {

@@ -106,6 +106,10 @@ pub(crate) struct Setup<'a> {
     pub(crate) counts: Counts,
 }
 
+/// How long the resigning process waits before it closes its connections
+/// in the handover row that keeps its exit off B's claim.
+const LINGER_MS: u64 = 200;
+
 /// The in-process rows' options: a renewal interval longer than the run,
 /// so a term's own renewal loop never competes with the timed statements.
 fn in_process_options() -> Result<PostgresOptions> {
@@ -439,13 +443,21 @@ pub(crate) fn in_process_handover(url: &str, n: usize, warmup: usize) -> Result<
 /// candidate of `election-postgres` that speaks the candidate line
 /// protocol (`campaigning`, `elected <epoch> <mono_ns>`, then on `resign`
 /// or EOF `resigning <mono_ns>`, the release, `resigned <mono_ns>`; `exit`
-/// exits at once). Its identity is `bench/<pid>`.
+/// exits at once). Its identity is `bench/<pid>`. After `resigned` it
+/// waits `LINGER_MS` (default 0) before it closes its connections and
+/// exits.
 pub(crate) fn helper(args: &[String]) -> Result<()> {
-    let [url, name, ttl, renew, poll] = args else {
-        return Err(
-            "usage: election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS".into(),
-        );
+    let (url, name, ttl, renew, poll, linger) = match args {
+        [url, name, ttl, renew, poll] => (url, name, ttl, renew, poll, "0"),
+        [url, name, ttl, renew, poll, linger] => (url, name, ttl, renew, poll, linger.as_str()),
+        _ => {
+            return Err(
+                "usage: election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS [LINGER_MS]"
+                    .into(),
+            );
+        }
     };
+    let linger = Duration::from_millis(linger.parse()?);
     let timings = LeaseTimings {
         ttl_ms: ttl.parse()?,
         renew_ms: renew.parse()?,
@@ -491,6 +503,7 @@ pub(crate) fn helper(args: &[String]) -> Result<()> {
     rt.block_on(term.resign())?;
     writeln!(out, "{}", Event::Resigned(mono_ns()))?;
     out.flush()?;
+    std::thread::sleep(linger);
     rt.block_on(election.close());
     Ok(())
 }
@@ -815,7 +828,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     if statements {
         server.sql("SELECT pg_stat_statements_reset()")?;
     }
-    let handover = cross(s, &url, Exit::Resign, c.handovers)?;
+    let handover = cross(s, &url, Exit::Resign, c.handovers, 0)?;
     let handover_statements = if statements {
         let rounds = (c.handovers + c.cross_warm) as f64;
         let stats = read_statements(&server)?;
@@ -845,8 +858,8 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     };
     notes.push(format!(
         "PostgreSQL clean handover: A's release commits and notifies, the server delivers the \
-         NOTIFY to B's listener, and B reads the row and claims it (one read, one committed \
-         statement). Median {} (min {}, max {}) \
+         NOTIFY to B's listener, and B, woken, looks and takes the released row (one \
+         committed statement, ADR 0045). Median {} (min {}, max {}) \
          against {} for two bare transactions back to back: {:.2}× the floor (target ≤ 2×: {}).{}",
         ms(measured.median_ns),
         ms(measured.min_ns),
@@ -862,6 +875,34 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     ));
     rows.push(handover_row);
 
+    // The same, with the resigning process closing its connections (and
+    // exiting) only after B was elected: what the server's backend exits,
+    // on the same cores as B, cost B's claim.
+    let lingering = cross(s, &url, Exit::Resign, c.handovers, LINGER_MS)?;
+    let what = format!(
+        "PostgreSQL: clean handover between processes, A closing its connections {LINGER_MS} ms \
+         after its release (not while B claims)"
+    );
+    let lingered = summary(&lingering, &what)?;
+    notes.push(format!(
+        "PostgreSQL clean handover with A closing its connections {LINGER_MS} ms after its \
+         release: median {} (min {}, max {}) against {} when A closes them at once. The \
+         difference is what the server's backend exits (A's pool and listener connections), \
+         on the same two cores as B and its backend, cost B's claim; a server on another \
+         host does not share it.",
+        ms(lingered.median_ns),
+        ms(lingered.min_ns),
+        ms(lingered.max_ns),
+        ms(measured.median_ns),
+    ));
+    rows.push(Row {
+        what,
+        measured: lingered,
+        floor: "two bare `UPDATE` transactions back to back (same server)".into(),
+        floor_measured: two,
+        ops_per_s: None,
+    });
+
     let local = step("election-postgres handover within one process", || {
         in_process_handover(&url, c.handovers, c.cross_warm)
     })?;
@@ -876,7 +917,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     });
 
     // Crash failover, beside the TTL it costs by design.
-    let failover = cross(s, &url, Exit::Kill, c.failovers)?;
+    let failover = cross(s, &url, Exit::Kill, c.failovers, 0)?;
     let what = format!(
         "PostgreSQL: crash failover: SIGKILL of A → elected in B (processes; TTL {} ms, renew {} \
          ms, poll {} ms)",
@@ -912,11 +953,16 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
 }
 
 /// `n` handovers or failovers (after the warm-up) between helper
-/// candidates on `url`.
-fn cross(s: &Setup<'_>, url: &str, exit: Exit, n: usize) -> Result<Vec<u64>> {
+/// candidates on `url`; each process that resigned waits `linger_ms`
+/// before it closes its connections and exits.
+fn cross(s: &Setup<'_>, url: &str, exit: Exit, n: usize, linger_ms: u64) -> Result<Vec<u64>> {
     let (tag, timings, settle) = match exit {
         Exit::Resign => ("handover", HANDOVER, PG_SETTLE),
         Exit::Kill => ("failover", FAILOVER, SETTLE),
+    };
+    let tag = match linger_ms {
+        0 => tag.to_owned(),
+        ms => format!("{tag}-linger-{ms}"),
     };
     let mut chain = Chain::new(
         Kind::PostgresHelper {
@@ -924,6 +970,7 @@ fn cross(s: &Setup<'_>, url: &str, exit: Exit, n: usize) -> Result<Vec<u64>> {
             url: url.to_owned(),
             name: format!("bench-{tag}"),
             timings,
+            linger_ms,
         },
         s.log.to_path_buf(),
     );
@@ -1004,6 +1051,22 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert!(helper(&args).is_err());
+        let linger: Vec<String> = [
+            "postgres://x@127.0.0.1:1/db",
+            "n",
+            "1000",
+            "100",
+            "100",
+            "soon",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert!(helper(&linger).is_err(), "a linger that is not a number");
+        let mut seven = linger.clone();
+        seven[5] = "0".into();
+        seven.push("extra".into());
+        assert!(helper(&seven).is_err(), "seven arguments");
     }
 
     /// The in-process rows on a real server (postgres-testkit): a handful
