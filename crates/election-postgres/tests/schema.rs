@@ -230,26 +230,23 @@ async fn epoch_records_refuse_to_be_deleted_or_lowered() {
     );
 }
 
-/// A version-1 schema (one guard trigger for `UPDATE` and `DELETE`, whose
-/// function ran for every claim) is migrated to version 2 at open: the
-/// guards are replaced in one transaction and still refuse every delete,
-/// truncate and lowering, and a claim still records its epoch.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_1_schema_is_migrated_and_stays_guarded() {
-    let server = server();
+/// Opens a fresh schema on `server`, sets it back to an older version with
+/// `back` (which must set `meta`'s version), checks that each query of
+/// `before` answers as given, then opens it again: that open must migrate
+/// it to this crate's version. Returns the migrating election.
+async fn migrated_from(
+    server: &postgres_testkit::Server,
+    back: &str,
+    before: &[(&str, &str)],
+) -> PostgresElection {
     let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
         .await
         .expect("open");
     e.close().await;
-    // Back to version 1's objects, as an older release left them.
-    server
-        .sql(
-            "DROP TRIGGER epochs_never_deleted ON election.epochs; \
-             CREATE OR REPLACE TRIGGER epochs_never_go_back BEFORE UPDATE OR DELETE ON election.epochs \
-                 FOR EACH ROW EXECUTE FUNCTION election.epochs_never_go_back(); \
-             UPDATE election.meta SET value = 1",
-        )
-        .expect("version 1");
+    server.sql(back).expect("set back");
+    for (query, answer) in before {
+        assert_eq!(server.sql(query).expect(query), *answer, "{query}");
+    }
     let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
         .await
         .expect("open migrates");
@@ -259,6 +256,26 @@ async fn a_version_1_schema_is_migrated_and_stays_guarded() {
             .expect("version"),
         election_postgres::schema::SCHEMA_VERSION.to_string()
     );
+    e
+}
+
+/// A version-1 schema (one guard trigger for `UPDATE` and `DELETE`, whose
+/// function ran for every claim) is migrated to version 2 at open: the
+/// guards are replaced in one transaction and still refuse every delete,
+/// truncate and lowering, and a claim still records its epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_schema_is_migrated_and_stays_guarded() {
+    let server = server();
+    // Back to version 1's objects, as an older release left them.
+    let e = migrated_from(
+        &server,
+        "DROP TRIGGER epochs_never_deleted ON election.epochs; \
+         CREATE OR REPLACE TRIGGER epochs_never_go_back BEFORE UPDATE OR DELETE ON election.epochs \
+             FOR EACH ROW EXECUTE FUNCTION election.epochs_never_go_back(); \
+         UPDATE election.meta SET value = 1",
+        &[],
+    )
+    .await;
     assert_eq!(
         server
             .sql(
@@ -300,29 +317,16 @@ async fn a_version_1_schema_is_migrated_and_stays_guarded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_2_schema_gets_the_fence_function() {
     let server = server();
-    let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
-        .await
-        .expect("open");
-    e.close().await;
-    server
-        .sql(
-            "DROP FUNCTION election.fence_enter(text, bigint); \
-             INSERT INTO election.fences VALUES ('ledger', 5); \
-             UPDATE election.meta SET value = 2",
-        )
-        .expect("version 2");
     let fence_functions = "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
                            WHERE n.nspname = 'election' AND p.proname = 'fence_enter'";
-    assert_eq!(server.sql(fence_functions).expect("functions"), "0");
-    let e = PostgresElection::connect(&server.url(), PostgresOptions::default())
-        .await
-        .expect("open migrates");
-    assert_eq!(
-        server
-            .sql("SELECT value FROM election.meta WHERE key = 'schema_version'")
-            .expect("version"),
-        "3"
-    );
+    let e = migrated_from(
+        &server,
+        "DROP FUNCTION election.fence_enter(text, bigint); \
+         INSERT INTO election.fences VALUES ('ledger', 5); \
+         UPDATE election.meta SET value = 2",
+        &[(fence_functions, "0")],
+    )
+    .await;
     assert_eq!(election_postgres::schema::SCHEMA_VERSION, 3);
     assert_eq!(server.sql(fence_functions).expect("functions"), "1");
     let fence = e.fence();
