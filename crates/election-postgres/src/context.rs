@@ -319,6 +319,16 @@ impl Context {
 mod tests {
     use super::*;
 
+    /// A fresh server, and a context connected to it with the default
+    /// options.
+    async fn connected() -> (postgres_testkit::Server, Context) {
+        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+            .await
+            .expect("connect");
+        (server, ctx)
+    }
+
     #[test]
     fn the_schema_comes_from_the_url_or_the_options() {
         let d = PostgresOptions::default;
@@ -346,10 +356,7 @@ mod tests {
     /// the server runs.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_to_a_stopped_server_are_bounded() {
-        let mut server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
-        let ctx = Context::connect(&server.url(), PostgresOptions::default())
-            .await
-            .expect("connect");
+        let (mut server, ctx) = connected().await;
         let hold = Hold {
             name: "jobs",
             nonce: 7,
@@ -383,10 +390,7 @@ mod tests {
     /// critical path (ADR 0040, found by `strace` of the bench's waiter).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_own_pool_keeps_a_second_ready_connection_for_the_claim() {
-        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
-        let ctx = Context::connect(&server.url(), PostgresOptions::default())
-            .await
-            .expect("connect");
+        let (_server, ctx) = connected().await;
         assert!(
             ctx.pool.size() >= 2,
             "an opened election has {} connection(s), not two ready ones",
@@ -423,10 +427,7 @@ mod tests {
     /// fresh connection's claim is then already prepared.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn readying_prepares_the_claim_and_writes_nothing() {
-        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
-        let ctx = Context::connect(&server.url(), PostgresOptions::default())
-            .await
-            .expect("connect");
+        let (server, ctx) = connected().await;
         // A second connection of the pool, opened while the first is held.
         let first = ctx.pool.acquire().await.expect("first");
         let mut second = ctx.pool.acquire().await.expect("second");
@@ -464,10 +465,7 @@ mod tests {
     /// term's, recorded, and notified at commit; then it is held again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_woken_look_takes_only_a_released_row() {
-        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
-        let ctx = Context::connect(&server.url(), PostgresOptions::default())
-            .await
-            .expect("connect");
+        let (server, ctx) = connected().await;
         let (seen, won) = ctx.take_released("jobs", 1, "a").await.expect("look");
         assert_eq!((seen, won), (Seen::default(), None), "no row: only read");
         let take = Take::new("jobs", 1, &Seen::default()).expect("take");
@@ -513,10 +511,7 @@ mod tests {
     /// Several waiters woken by one release: exactly one wins it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_of_many_woken_looks_wins_a_released_row() {
-        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
-        let ctx = Context::connect(&server.url(), PostgresOptions::default())
-            .await
-            .expect("connect");
+        let (server, ctx) = connected().await;
         for round in 0..5_i64 {
             let base = round * 100;
             let seen = ctx.read_one("jobs").await.expect("read");
@@ -547,10 +542,7 @@ mod tests {
     /// would pass the maximum is only read.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_woken_look_stays_above_the_record_and_below_the_max() {
-        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
-        let ctx = Context::connect(&server.url(), PostgresOptions::default())
-            .await
-            .expect("connect");
+        let (server, ctx) = connected().await;
         let take = Take::new("jobs", 1, &Seen::default()).expect("take");
         ctx.claim_many(&[take], "a").await.expect("claim");
         ctx.release_many(&[("jobs", 1)]).await.expect("release");

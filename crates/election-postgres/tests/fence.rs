@@ -159,18 +159,7 @@ async fn concurrent_advances_serialise_on_the_mark_row(path: Path) {
     let (server, e, fence) = setup().await;
     let r = ResourceName::new("ledger").expect("name");
     fence.advance(&r, t(3)).await.expect("seed the row");
-    // The higher token's transaction advances first and stays open.
-    let high = open_fenced_insert(path, &e, &fence, t(7), "seven").await;
-    // The lower one waits on the mark row...
-    let (e2, fence2) = (e.clone(), fence.clone());
-    let low = tokio::spawn(async move { fenced_insert(path, &e2, &fence2, t(6), "six").await });
-    // ... until the higher commits: it is seen waiting for the row lock.
-    until_a_lock_waits(&server, &low).await;
-    high.commit().await.expect("commit 7");
-    let low = tokio::time::timeout(Duration::from_secs(30), low)
-        .await
-        .expect("the waiting advance ends")
-        .expect("task");
+    let low = waits_for_seven(path, &server, &e, &fence, t(6), "six").await;
     assert!(matches!(low, Err(fencing::Error::Stale { .. })), "{low:?}");
     assert_eq!(entries(&server), "seven");
     assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(7)));
@@ -227,6 +216,28 @@ async fn a_terms_epoch_fences_a_deposed_leader(path: Path) {
             .is_err()
     );
     assert_eq!(entries(&server), "a,b");
+}
+
+/// Token 7's fenced insert of "seven" advances first and stays open; a
+/// fenced insert of `entry` with the lower `token` is seen waiting on the
+/// mark row; then 7 commits. Returns how the waiting insert ended.
+async fn waits_for_seven(
+    path: Path,
+    server: &postgres_testkit::Server,
+    e: &PostgresElection,
+    fence: &PostgresFence,
+    token: Token,
+    entry: &'static str,
+) -> Result<(), fencing::Error> {
+    let high = open_fenced_insert(path, e, fence, t(7), "seven").await;
+    let (e2, fence2) = (e.clone(), fence.clone());
+    let low = tokio::spawn(async move { fenced_insert(path, &e2, &fence2, token, entry).await });
+    until_a_lock_waits(server, &low).await;
+    high.commit().await.expect("commit 7");
+    tokio::time::timeout(Duration::from_secs(30), low)
+        .await
+        .expect("the waiting insert ends")
+        .expect("task")
 }
 
 /// Waits (bounded) until some session waits for a lock, checking that
@@ -300,15 +311,7 @@ async fn a_check_under_the_current_mark_waits_for_an_uncommitted_raise(path: Pat
     let (server, e, fence) = setup().await;
     let r = ResourceName::new("ledger").expect("name");
     fence.advance(&r, t(5)).await.expect("seed the row");
-    let high = open_fenced_insert(path, &e, &fence, t(7), "seven").await;
-    let (e2, fence2) = (e.clone(), fence.clone());
-    let low = tokio::spawn(async move { fenced_insert(path, &e2, &fence2, t(5), "five").await });
-    until_a_lock_waits(&server, &low).await;
-    high.commit().await.expect("commit 7");
-    let low = tokio::time::timeout(Duration::from_secs(30), low)
-        .await
-        .expect("the waiting check ends")
-        .expect("task");
+    let low = waits_for_seven(path, &server, &e, &fence, t(5), "five").await;
     match low {
         Err(fencing::Error::Stale {
             presented,
