@@ -450,3 +450,29 @@ pub(crate) fn processes_naming(word: &str) -> Vec<i32> {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_and_a_command_line_are_found_in_proc() {
+        let word = format!("torture-test-word-{}", std::process::id());
+        // `sh -c CMD NAME`: NAME is an argument of the shell's own.
+        // `read` is the shell's own: no grandchild outlives the kill.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line", &word])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        let pid = i32::try_from(child.id()).expect("pid");
+        let me = i32::try_from(std::process::id()).expect("pid");
+        let children = children_of(me);
+        let named = processes_naming(&word);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(children.contains(&pid), "{children:?}");
+        assert_eq!(named, vec![pid]);
+        assert!(processes_naming("no-process-has-this-argument").is_empty());
+    }
+}
