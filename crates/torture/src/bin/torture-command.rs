@@ -7,6 +7,7 @@
 //! torture-command --writer ID --history-dir DIR --resource SPEC --end-file PATH
 //!     [--escape] [--ignore-term] [--write-every-ms N (default 20)]
 //! torture-command --unguarded-once --writer ID --history-dir DIR --resource SPEC
+//! torture-command --late-token EPOCH --hold-ms N --writer ID --history-dir DIR --resource SPEC
 //! ```
 //!
 //! It records `start <pid>` and `elected <epoch>` (the moment the term's
@@ -31,6 +32,11 @@
 //! `election_core::unguarded` (history `unguarded`), then exit: the late
 //! writer of the `fencefiles` and `fencerows` faults, whose token is lower
 //! than every term's.
+//!
+//! `--late-token EPOCH --hold-ms N`: one guarded write with that token
+//! (history `write 1 EPOCH`), holding the fence's lock for N ms before the
+//! append, then exit: the writer inside the fence when the `fencefiles`
+//! fault deletes its lock file and a later term writes.
 //!
 //! Errors: `error <message>` on stderr (when it still has one); exit code
 //! 64 for bad usage, 2 for anything else.
@@ -59,6 +65,8 @@ struct Args {
     escape: bool,
     ignore_term: bool,
     unguarded_once: bool,
+    late_token: Option<Token>,
+    hold: Duration,
     every: Duration,
 }
 
@@ -66,6 +74,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let (mut writer, mut dir, mut resource, mut end_file) = (None, None, None, None);
     let (mut escape, mut ignore_term, mut unguarded_once) = (false, false, false);
     let mut every = Duration::from_millis(20);
+    let (mut late_token, mut hold) = (None, Duration::ZERO);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
@@ -84,6 +93,20 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                 every = Duration::from_millis(
                     v.parse()
                         .map_err(|_| format!("--write-every-ms: bad milliseconds {v:?}"))?,
+                )
+            }
+            "--late-token" => {
+                let v = value()?;
+                late_token = Some(
+                    v.parse::<Token>()
+                        .map_err(|e| format!("--late-token {v:?}: {e}"))?,
+                )
+            }
+            "--hold-ms" => {
+                let v = value()?;
+                hold = Duration::from_millis(
+                    v.parse()
+                        .map_err(|_| format!("--hold-ms: bad milliseconds {v:?}"))?,
                 )
             }
             "--escape" => escape = true,
@@ -107,6 +130,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         escape,
         ignore_term,
         unguarded_once,
+        late_token,
+        hold,
         every,
     })
 }
@@ -295,9 +320,29 @@ async fn unguarded_once(args: &Args) -> Result<(), String> {
     written.map_err(|e| format!("cannot write {}: {e}", log.path().display()))
 }
 
+/// One guarded write with `token`, holding the fence for `--hold-ms`.
+async fn late_write(args: &Args, token: Token) -> Result<(), String> {
+    let log = history(args, &args.writer)?;
+    let resource = Resource::open(&args.resource, Mode::Safe)
+        .await
+        .map_err(|e| chain(&e))?;
+    let epoch = token.epoch().get();
+    let io = |e: std::io::Error| format!("cannot write {}: {e}", log.path().display());
+    log.record(&CandidateEvent::Write { seq: 1, epoch })
+        .map_err(io)?;
+    let outcome = resource
+        .write_holding(&args.writer, 1, token, args.hold)
+        .await;
+    log.record(&outcome_event(1, epoch, outcome)).map_err(io)?;
+    Ok(())
+}
+
 fn run(args: Args) -> Result<(), String> {
     if args.unguarded_once {
         return runtime()?.block_on(unguarded_once(&args));
+    }
+    if let Some(token) = args.late_token {
+        return runtime()?.block_on(late_write(&args, token));
     }
     let token: Token = std::env::var("ELECTION_TOKEN")
         .map_err(|_| "ELECTION_TOKEN is not set: run me under `elect run`".to_owned())?

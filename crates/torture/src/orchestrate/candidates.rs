@@ -270,6 +270,12 @@ impl Candidates {
         exited
     }
 
+    /// The epoch of the term the slot's process says it leads.
+    pub(crate) fn epoch(&mut self, slot: usize) -> Option<u64> {
+        self.drain();
+        self.slots[slot].leading
+    }
+
     /// Whether the slot's process says it leads.
     pub(crate) fn leads(&mut self, slot: usize) -> bool {
         self.drain();

@@ -49,13 +49,12 @@ pub(crate) async fn delete_lease_row(db: &Path) -> Result<String, String> {
 }
 
 /// Deletes every row of `election_fences` (the SQLite fence's marks) in
-/// the resource database `db`, as an operator might by hand. Returns what
+/// the resource database `db`, as an operator might by hand, waiting at
+/// most `busy` for the database's write lock. Returns what
 /// happened, for the history: `deleted=N`, `refused` (a guard refused
 /// it) or `error=...`.
-pub(crate) async fn delete_fence_rows(db: &Path) -> String {
-    let options = SqliteConnectOptions::new()
-        .filename(db)
-        .busy_timeout(Duration::from_secs(10));
+pub(crate) async fn delete_fence_rows(db: &Path, busy: Duration) -> String {
+    let options = SqliteConnectOptions::new().filename(db).busy_timeout(busy);
     let pool = match SqlitePoolOptions::new()
         .max_connections(1)
         .connect_with(options)

@@ -532,17 +532,80 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 candidates.signal_group(target, Signal::SIGCONT);
                 log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
             }
+            Fault::FenceFiles if rng.below(2) == 0 && candidates.leader().is_some() => {
+                // The lock file deleted while a writer is inside the
+                // fence: a late writer with the leader's token takes the
+                // lock and holds it; the lock file is deleted; the
+                // leader's `elect` is killed, so the next term's command
+                // opens a new lock file and writes; then the late writer
+                // appends, a term behind.
+                let leader = candidates.leader().unwrap_or(target);
+                let w = candidates.writer(leader);
+                let epoch = candidates.epoch(leader).unwrap_or(0);
+                let lock = out
+                    .join("resource")
+                    .join(format!("{}.fence.lock", crate::resource::RESOURCE_NAME));
+                log(FaultEvent::fault_or_heal(
+                    true,
+                    fault,
+                    &w,
+                    format!("lock-race term {epoch}"),
+                ));
+                late_writers += 1;
+                let hold = 2 * plan.ttl + Duration::from_secs(1);
+                let mut late =
+                    late_command(plan, out, late_writers).map_err(io("start the late writer"))?;
+                late.arg("--late-token")
+                    .arg(epoch.to_string())
+                    .arg("--hold-ms")
+                    .arg(hold.as_millis().to_string());
+                let late = late.status();
+                let waited = async {
+                    // Inside the fence by then (it waits for the leader's
+                    // write under way, a few ms).
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let removed = std::fs::remove_file(&lock)
+                        .map_or_else(|e| e.kind().to_string(), |()| "removed".into());
+                    candidates.kill(leader).await;
+                    let (nw, pid) = candidates.spawn(leader).map_err(io("respawn elect"))?;
+                    log(FaultEvent::Spawn { writer: nw, pid });
+                    Ok::<String, Error>(removed)
+                };
+                let (late, removed) = tokio::join!(
+                    tokio::time::timeout(hold + Duration::from_secs(20), late),
+                    waited
+                );
+                let late = match late {
+                    Ok(Ok(s)) => s.to_string().replace(' ', "_"),
+                    Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
+                    Err(_) => "timed_out".into(),
+                };
+                log(FaultEvent::fault_or_heal(
+                    false,
+                    fault,
+                    &w,
+                    format!("lock={} late-writer={late}", removed?),
+                ));
+            }
             Fault::FenceFiles | Fault::FenceRows => {
                 // The fence's state deleted while writers run, as a
                 // temporary-file cleaner or an operator might; then a
                 // writer whose token is below every term's tries once.
+                // Every process of the candidates is stopped meanwhile
+                // (a few ms), so that no term's write puts a mark back
+                // first.
+                let end_file = out.join(candidates::END_FILE).display().to_string();
+                let frozen = candidates::processes_naming(&end_file);
+                let signal_all = |sig| {
+                    for &pid in &frozen {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+                    }
+                };
+                signal_all(Signal::SIGSTOP);
                 let what = if fault == Fault::FenceFiles {
                     let dir = out.join("resource");
                     let name = crate::resource::RESOURCE_NAME;
-                    let mut files = vec![format!("{name}.fence")];
-                    if rng.below(2) == 0 {
-                        files.push(format!("{name}.fence.lock"));
-                    }
+                    let files = [format!("{name}.fence"), format!("{name}.fence.lock")];
                     log(FaultEvent::fault_or_heal(
                         true,
                         fault,
@@ -564,12 +627,34 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         "fence",
                         "election_fences",
                     ));
-                    faults::delete_fence_rows(&out.join("resource.db")).await
+                    // A stopped writer may hold the database's write lock:
+                    // then everyone is woken and it is tried again.
+                    let mut what = String::new();
+                    for _ in 0..10 {
+                        what = faults::delete_fence_rows(
+                            &out.join("resource.db"),
+                            Duration::from_millis(200),
+                        )
+                        .await;
+                        if !what.contains("locked") {
+                            break;
+                        }
+                        signal_all(Signal::SIGCONT);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        signal_all(Signal::SIGSTOP);
+                    }
+                    what
                 };
                 late_writers += 1;
-                let late = late_writer(plan, out, late_writers)
-                    .await
-                    .map_err(io("run the late writer"))?;
+                let mut late =
+                    late_command(plan, out, late_writers).map_err(io("start the late writer"))?;
+                late.arg("--unguarded-once");
+                let late = match tokio::time::timeout(Duration::from_secs(5), late.status()).await {
+                    Ok(Ok(s)) => s.to_string().replace(' ', "_"),
+                    Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
+                    Err(_) => "timed_out".into(),
+                };
+                signal_all(Signal::SIGCONT);
                 log(FaultEvent::fault_or_heal(
                     false,
                     fault,
@@ -978,15 +1063,21 @@ fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candida
     }
 }
 
-/// Runs `torture-command --unguarded-once` as writer `u<n>`: one write
-/// with a token below every term's. Returns how it exited.
-async fn late_writer(plan: &Plan, out: &std::path::Path, n: u32) -> std::io::Result<String> {
-    let Some(bins) = &plan.elect else {
-        return Ok("none".into());
-    };
-    let status = tokio::process::Command::new(&bins.command)
-        .arg("--unguarded-once")
-        .arg("--writer")
+/// `torture-command` as the late writer `u<n>` of the `fencefiles` and
+/// `fencerows` faults, on the plan's resource; the caller adds what it
+/// writes (`--unguarded-once`, or `--late-token` and `--hold-ms`).
+fn late_command(
+    plan: &Plan,
+    out: &std::path::Path,
+    n: u32,
+) -> std::io::Result<tokio::process::Command> {
+    let bin = plan
+        .elect
+        .as_ref()
+        .map(|b| b.command.clone())
+        .ok_or_else(|| std::io::Error::other("a late writer needs --elect"))?;
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.arg("--writer")
         .arg(format!("u{n}"))
         .arg("--history-dir")
         .arg(out)
@@ -1000,15 +1091,8 @@ async fn late_writer(plan: &Plan, out: &std::path::Path, n: u32) -> std::io::Res
                 .append(true)
                 .open(out.join("candidates.stderr"))?,
         ))
-        .kill_on_drop(true)
-        .status();
-    Ok(
-        match tokio::time::timeout(Duration::from_secs(20), status).await {
-            Ok(Ok(s)) => s.to_string().replace(' ', "_"),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => "timed_out".into(),
-        },
-    )
+        .kill_on_drop(true);
+    Ok(cmd)
 }
 
 #[cfg(test)]
