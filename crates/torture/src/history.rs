@@ -419,8 +419,9 @@ pub enum FaultKind {
     /// what left the group (an escaped daemon) is not stopped.
     GroupStop,
     /// `fencefiles` (`--elect`, a `FileFence` resource): the fence's mark
-    /// file (and, half the time, its lock file) deleted while writers
-    /// run, then one write with a token below every term's.
+    /// file deleted, then one write with a token below every term's; or
+    /// (half the time) its lock file deleted while a late writer with the
+    /// leader's token is inside the fence and the next term writes.
     FenceFiles,
     /// `fencerows` (`--elect`, SQLite): every row of the resource's
     /// `election_fences` deleted by hand, then one write with a token

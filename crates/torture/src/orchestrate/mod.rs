@@ -603,23 +603,16 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 };
                 signal_all(Signal::SIGSTOP);
                 let what = if fault == Fault::FenceFiles {
-                    let dir = out.join("resource");
+                    // The mark file alone: with the lock file deleted too
+                    // nothing is left to tell the resource from a new one
+                    // (documented as not covered).
                     let name = crate::resource::RESOURCE_NAME;
-                    let files = [format!("{name}.fence"), format!("{name}.fence.lock")];
-                    log(FaultEvent::fault_or_heal(
-                        true,
-                        fault,
-                        "fence",
-                        files.join(","),
-                    ));
-                    let removed: Vec<String> = files
-                        .iter()
-                        .map(|f| match std::fs::remove_file(dir.join(f)) {
-                            Ok(()) => format!("{f}=removed"),
-                            Err(e) => format!("{f}={}", e.kind()),
-                        })
-                        .collect();
-                    removed.join(",")
+                    let mark = format!("{name}.fence");
+                    log(FaultEvent::fault_or_heal(true, fault, "fence", &mark));
+                    match std::fs::remove_file(out.join("resource").join(&mark)) {
+                        Ok(()) => format!("{mark}=removed"),
+                        Err(e) => format!("{mark}={}", e.kind()),
+                    }
                 } else {
                     log(FaultEvent::fault_or_heal(
                         true,
