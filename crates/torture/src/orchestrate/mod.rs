@@ -606,12 +606,19 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     // The mark file alone: with the lock file deleted too
                     // nothing is left to tell the resource from a new one
                     // (documented as not covered).
+                    // Nor once an earlier lock race left the lock file
+                    // missing: the mark is then kept.
                     let name = crate::resource::RESOURCE_NAME;
                     let mark = format!("{name}.fence");
+                    let dir = out.join("resource");
                     log(FaultEvent::fault_or_heal(true, fault, "fence", &mark));
-                    match std::fs::remove_file(out.join("resource").join(&mark)) {
-                        Ok(()) => format!("{mark}=removed"),
-                        Err(e) => format!("{mark}={}", e.kind()),
+                    if !dir.join(format!("{mark}.lock")).exists() {
+                        format!("{mark}=kept:no-lock-file")
+                    } else {
+                        match std::fs::remove_file(dir.join(&mark)) {
+                            Ok(()) => format!("{mark}=removed"),
+                            Err(e) => format!("{mark}={}", e.kind().to_string().replace(' ', "-")),
+                        }
                     }
                 } else {
                     log(FaultEvent::fault_or_heal(
