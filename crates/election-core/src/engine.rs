@@ -318,8 +318,11 @@ impl HoldReporter {
     /// at once, the key is never released (rule 3), and the loop tries to
     /// win it again. A loss reported before the engine recorded the win of
     /// that term (the claim step's answer still on its way) counts too: the
-    /// win is then not recorded. Returns false if the key was not held in
-    /// that term.
+    /// win is then not recorded; so does one reported from another thread
+    /// while the engine records the win (it lands wholly before or wholly
+    /// after that record, never in between). A term reported lost is never
+    /// recorded held again. Returns false if the key was not held in that
+    /// term.
     ///
     /// ```
     /// use election_core::{ElectionName, Epoch, HoldReporter, LossReason};
