@@ -201,6 +201,14 @@ async fn assert_nothing_of_a_beside_b(scene: &Scene, daemon_a: i32, what: &str) 
     );
 }
 
+/// Ends B: SIGTERM, forwarded to its command (which dies of it: 143);
+/// its daemon ignores it and gets SIGKILL a kill grace later.
+async fn end_b(bb: Elect) {
+    bb.signal(Signal::SIGTERM);
+    let done = bb.finish().await;
+    assert_eq!(done.code, 128 + Signal::SIGTERM as i32, "{done:?}");
+}
+
 /// Item 6: the supervisor alone is SIGKILLed. `elect` must stop the
 /// tree itself (it is a child subreaper: the tree re-parents to it) before
 /// it gives the term up; with `cgroups` false neither A nor B has a cgroup,
@@ -219,7 +227,7 @@ async fn supervisor_killed_alone(b: &Setup, cgroups: bool) {
     let mut a = run(b, name, "a", grace, env, false, &scene.command("a", "stay"));
     a.err_with("elect: started ").await;
     let daemon_a = scene.daemon("a").await;
-    let mut bb = run(b, name, "b", &[], env, false, &scene.command("b", "stay"));
+    let mut bb = run(b, name, "b", grace, env, false, &scene.command("b", "stay"));
     bb.err_with(&format!("elect: campaigning for {name} as b on "))
         .await;
     kill(supervisor_of(&a), Signal::SIGKILL).expect("kill the supervisor");
@@ -229,9 +237,7 @@ async fn supervisor_killed_alone(b: &Setup, cgroups: bool) {
     if !cgroups {
         done.err_line("warning: the command's processes get no cgroup (ELECT_CGROUP_PARENT=none)");
     }
-    bb.signal(Signal::SIGTERM);
-    let done = bb.finish().await;
-    assert_eq!(done.code, 0, "{done:?}");
+    end_b(bb).await;
 }
 
 #[tokio::test]
@@ -277,7 +283,15 @@ async fn file_a_stopped_supervisor_does_not_keep_the_tree_running_after_a_loss()
     );
     a.err_with("elect: started ").await;
     let daemon_a = scene.daemon("a").await;
-    let mut bb = run(&b, name, "b", &[], &[], false, &scene.command("b", "stay"));
+    let mut bb = run(
+        &b,
+        name,
+        "b",
+        &["--kill-grace", "1s"],
+        &[],
+        false,
+        &scene.command("b", "stay"),
+    );
     bb.err_with(&format!("elect: campaigning for {name} as b on "))
         .await;
     let sup = supervisor_of(&a);
@@ -287,9 +301,7 @@ async fn file_a_stopped_supervisor_does_not_keep_the_tree_running_after_a_loss()
     assert_eq!(done.code, LOST, "{done:?}");
     done.err_line("the supervisor of the command did not stop it by its deadline");
     assert_nothing_of_a_beside_b(&scene, daemon_a, "supervisor stopped, then a loss").await;
-    bb.signal(Signal::SIGTERM);
-    let done = bb.finish().await;
-    assert_eq!(done.code, 0, "{done:?}");
+    end_b(bb).await;
 }
 
 /// Item 8: `elect`, its supervisor and the command stopped together (a
@@ -315,9 +327,7 @@ async fn sqlite_a_stopped_group_leaves_no_escaped_daemon_beside_the_next_term() 
     killpg(group, Signal::SIGCONT).expect("continue A's group");
     let done = a.finish().await;
     assert_eq!(done.code, LOST, "{done:?}");
-    bb.signal(Signal::SIGTERM);
-    let done = bb.finish().await;
-    assert_eq!(done.code, 0, "{done:?}");
+    end_b(bb).await;
 }
 
 /// Item 8, the second half: `elect`, its supervisor and the command
@@ -340,15 +350,21 @@ async fn file_a_killed_group_leaves_no_escaped_daemon_beside_the_next_term() {
     let mut a = a;
     a.err_with("elect: started ").await;
     let daemon_a = scene.daemon("a").await;
-    let mut bb = run(&b, name, "b", &[], &[], false, &scene.command("b", "stay"));
+    let mut bb = run(
+        &b,
+        name,
+        "b",
+        &["--kill-grace", "1s"],
+        &[],
+        false,
+        &scene.command("b", "stay"),
+    );
     bb.err_with(&format!("elect: campaigning for {name} as b on "))
         .await;
     killpg(a.pid(), Signal::SIGKILL).expect("kill A's group");
     assert_eq!(a.killed().await, Signal::SIGKILL as i32);
     assert_nothing_of_a_beside_b(&scene, daemon_a, "group SIGKILLed").await;
-    bb.signal(Signal::SIGTERM);
-    let done = bb.finish().await;
-    assert_eq!(done.code, 0, "{done:?}");
+    end_b(bb).await;
 }
 
 /// Item 9: a command that ignores the forwarded SIGTERM gets SIGKILL
@@ -370,7 +386,15 @@ async fn file_sigterm_to_elect_escalates_to_sigkill_after_the_kill_grace() {
     );
     a.err_with("elect: started ").await;
     let daemon_a = scene.daemon("a").await;
-    let mut bb = run(&b, name, "b", &[], &[], false, &scene.command("b", "stay"));
+    let mut bb = run(
+        &b,
+        name,
+        "b",
+        &["--kill-grace", "1s"],
+        &[],
+        false,
+        &scene.command("b", "stay"),
+    );
     bb.err_with(&format!("elect: campaigning for {name} as b on "))
         .await;
     a.signal(Signal::SIGTERM);
@@ -378,7 +402,5 @@ async fn file_sigterm_to_elect_escalates_to_sigkill_after_the_kill_grace() {
     assert_eq!(done.code, 128 + Signal::SIGKILL as i32, "{done:?}");
     done.err_line("the command did not exit within --kill-grace (1s) of SIGTERM");
     assert_nothing_of_a_beside_b(&scene, daemon_a, "SIGTERM ignored").await;
-    bb.signal(Signal::SIGTERM);
-    let done = bb.finish().await;
-    assert_eq!(done.code, 0, "{done:?}");
+    end_b(bb).await;
 }
