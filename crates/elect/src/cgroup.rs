@@ -151,6 +151,19 @@ impl Election {
                 None => return Err(Unavailable("no cgroup2 file system is mounted".into())),
             },
         };
+        // Nothing is created outside a cgroup2 file system: the nearest
+        // directory of the parent that exists must be on one.
+        let existing = parent.ancestors().find(|a| a.exists());
+        let on_cgroup2 = existing.is_some_and(|a| {
+            nix::sys::statfs::statfs(a)
+                .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+        });
+        if !on_cgroup2 {
+            return Err(Unavailable(format!(
+                "{} is not on a cgroup2 file system",
+                parent.display()
+            )));
+        }
         let dir = parent.join(election_dir_name(backend, name));
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return Err(Unavailable(format!("cannot create {}: {e}", dir.display())));
@@ -169,6 +182,13 @@ impl Election {
     /// The election's directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Removes the election's directory if no term's group is in it (after
+    /// a term): a failure (another term's group is there, or it is gone)
+    /// is fine. A winner recreates it before it creates its term's group.
+    pub(crate) fn remove_if_empty(&self) {
+        let _ = std::fs::remove_dir(&self.dir);
     }
 
     /// The epochs of the term groups that exist now.
@@ -206,14 +226,20 @@ impl Election {
         mut on_leftover: impl FnMut(u64, bool),
     ) -> Result<TermGroup, Begin> {
         let group = self.term(epoch);
-        match std::fs::create_dir(&group.dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                // Left by an earlier run with this very epoch: empty it.
-                group.end().await.map_err(Begin::Io)?;
-                std::fs::create_dir(&group.dir).map_err(Begin::Io)?;
+        // The election's directory may have been removed since `open` by
+        // the end of another term (see `remove_if_empty`): made again.
+        let mut tries = 0;
+        loop {
+            std::fs::create_dir_all(&self.dir).map_err(Begin::Io)?;
+            match std::fs::create_dir(&group.dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 100 => tries += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    // Left by an earlier run with this very epoch: empty it.
+                    group.end().await.map_err(Begin::Io)?;
+                }
+                Err(e) => return Err(Begin::Io(e)),
             }
-            Err(e) => return Err(Begin::Io(e)),
         }
         // Created before the scan: a process of an earlier term that
         // creates its group after this scan finds this one (and does not

@@ -404,3 +404,33 @@ async fn file_sigterm_to_elect_escalates_to_sigkill_after_the_kill_grace() {
     assert_nothing_of_a_beside_b(&scene, daemon_a, "SIGTERM ignored").await;
     end_b(bb).await;
 }
+
+/// Where no cgroup can be used, `elect run` says so (and why) at the start
+/// of its campaign, and runs the command as before.
+#[tokio::test]
+async fn without_a_cgroup_elect_run_warns_at_start() {
+    let b = Setup::file();
+    let r = b.report("a");
+    let parent = b.dir.path().join("not-a-cgroup");
+    let parent = parent.display().to_string();
+    let mut args: Vec<String> = ["run", "--backend", &b.url, "--name", "plain", "--"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    args.extend(r.once());
+    let done = Elect::spawn_with_env(&args, &[("ELECT_CGROUP_PARENT", &parent)], "run")
+        .finish()
+        .await;
+    assert_eq!(done.code, 0, "{done:?}");
+    let warning = done.err_line("elect: warning: the command's processes get no cgroup (");
+    assert!(
+        warning.contains(&format!("{parent} is not on a cgroup2 file system")),
+        "{warning}"
+    );
+    assert!(warning.contains("ELECTION_TOKEN"), "{warning}");
+    assert!(
+        !std::path::Path::new(&parent).exists(),
+        "elect created a directory outside cgroup2"
+    );
+    assert_eq!(r.lines().len(), 1, "the command did not run: {done:?}");
+}
