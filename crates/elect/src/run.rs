@@ -713,6 +713,9 @@ async fn lead<C: Claim>(
         Some(Said::Started(pid)) => pid,
         other => {
             sup.wait();
+            // A supervisor that died between COMMAND's exec and its `P`
+            // may have left processes COMMAND forked (now elect's).
+            take_over(group.as_ref(), 0, &mut None, &report, name, epoch).await;
             if let Some(g) = &group {
                 let _ = g.end().await;
             }

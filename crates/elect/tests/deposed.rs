@@ -370,39 +370,45 @@ async fn file_a_killed_group_leaves_no_escaped_daemon_beside_the_next_term() {
 /// Item 9: a command that ignores the forwarded SIGTERM gets SIGKILL
 /// (with every process it started) a kill grace later, and `elect` gives
 /// the term up: it does not lead forever.
-#[tokio::test]
-async fn file_sigterm_to_elect_escalates_to_sigkill_after_the_kill_grace() {
-    let b = Setup::file();
+async fn sigterm_escalates(b: &Setup) {
     let name = "term-ignored";
-    let scene = Scene::new(&b);
+    let scene = Scene::new(b);
+    let grace: &[&str] = if b.timing.is_empty() {
+        &["--kill-grace", "1s"]
+    } else {
+        &[]
+    };
     let mut a = run(
-        &b,
+        b,
         name,
         "a",
-        &["--kill-grace", "1s"],
+        grace,
         &[],
         false,
         &scene.command("a", "ignore"),
     );
     a.err_with("elect: started ").await;
     let daemon_a = scene.daemon("a").await;
-    let mut bb = run(
-        &b,
-        name,
-        "b",
-        &["--kill-grace", "1s"],
-        &[],
-        false,
-        &scene.command("b", "stay"),
-    );
+    let mut bb = run(b, name, "b", grace, &[], false, &scene.command("b", "stay"));
     bb.err_with(&format!("elect: campaigning for {name} as b on "))
         .await;
     a.signal(Signal::SIGTERM);
     let done = a.finish().await;
     assert_eq!(done.code, 128 + Signal::SIGKILL as i32, "{done:?}");
-    done.err_line("the command did not exit within --kill-grace (1s) of SIGTERM");
+    done.err_line("the command did not exit within --kill-grace (");
+    done.err_line(&format!("elect: resigned {name}, term "));
     assert_nothing_of_a_beside_b(&scene, daemon_a, "SIGTERM ignored").await;
     end_b(bb).await;
+}
+
+#[tokio::test]
+async fn file_sigterm_to_elect_escalates_to_sigkill_after_the_kill_grace() {
+    sigterm_escalates(&Setup::file()).await;
+}
+
+#[tokio::test]
+async fn sqlite_sigterm_to_elect_escalates_to_sigkill_after_the_kill_grace() {
+    sigterm_escalates(&Setup::sqlite()).await;
 }
 
 /// Where no cgroup can be used, `elect run` says so (and why) at the start
