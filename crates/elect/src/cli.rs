@@ -111,7 +111,9 @@ same host kills what is left in an earlier term's cgroup before its
 COMMAND starts: even with elect and its supervisor both killed or stopped
 (kill -9 or SIGSTOP of the process group, Ctrl-Z, the OOM killer, a frozen
 container), nothing of a deposed term runs once the next term's COMMAND
-starts on this host.
+starts on this host. The tree then leaves elect's own cgroup: limits set
+there (a systemd unit's MemoryMax=) do not cover it unless
+ELECT_CGROUP_PARENT points inside it.
 
 Not guaranteed: without a cgroup (elect warns at start, and why), a process
 COMMAND started that left its tree (setsid and a double fork, closing its
