@@ -474,6 +474,9 @@ struct Supervised {
     pid: nix::unistd::Pid,
     ctrl: std::fs::File,
     said: tokio::sync::mpsc::UnboundedReceiver<Said>,
+    /// Lines not yet taken by the socket (a stopped supervisor does not
+    /// read): sent before the next line.
+    unsent: Vec<u8>,
 }
 
 impl Supervised {
@@ -571,7 +574,12 @@ impl Supervised {
                 }
             })
             .map_err(|e| internal("thread", &e))?;
-        Ok(Supervised { pid, ctrl, said })
+        Ok(Supervised {
+            pid,
+            ctrl,
+            said,
+            unsent: Vec::new(),
+        })
     }
 
     /// Waits for the supervisor to exit: after it said the tree is empty
@@ -581,9 +589,48 @@ impl Supervised {
     }
 
     /// Tells the supervisor `line` (short: one write to the socket).
+    /// Never blocks: a supervisor that is stopped (or hung) stops reading,
+    /// and a blocking write would then stop `elect` too once the socket's
+    /// buffer is full. What the socket does not take waits in `unsent`
+    /// (whole lines, in order) and goes first at the next line; `elect`
+    /// acts on its own deadlines meanwhile (see `take_over`).
     fn tell(&mut self, line: &str) {
-        use std::io::Write;
-        let _ = self.ctrl.write_all(format!("{line}\n").as_bytes());
+        self.unsent
+            .extend_from_slice(format!("{line}\n").as_bytes());
+        self.flush();
+    }
+
+    /// A watchdog line (`V`), told only when every line before it was
+    /// taken, so that lines queue up only from the few other messages;
+    /// false: not told (the caller tries again at its next tick).
+    fn tell_watchdog(&mut self, line: &str) -> bool {
+        self.flush();
+        if !self.unsent.is_empty() {
+            return false;
+        }
+        self.tell(line);
+        true
+    }
+
+    /// Sends what the socket takes now of `unsent`.
+    fn flush(&mut self) {
+        use nix::sys::socket::{MsgFlags, send};
+        use std::os::fd::AsRawFd;
+        while !self.unsent.is_empty() {
+            match send(
+                self.ctrl.as_raw_fd(),
+                &self.unsent,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            ) {
+                Ok(n) => {
+                    self.unsent.drain(..n);
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                // Full (EAGAIN), or the supervisor is gone (its end of
+                // file reaches the reader).
+                Err(_) => return,
+            }
+        }
     }
 
     /// The next message; `None` once the supervisor is gone.
@@ -829,12 +876,19 @@ async fn lead<C: Claim>(
             }
             _ = tick.tick(), if lost.is_none() => {
                 let valid = lease.valid_until();
-                if valid != sent && let Some(v) = valid {
-                    let term_ns = supervisor::mono_ns_at(v);
-                    let kill_ns = supervisor::mono_ns_at(v + kill.grace);
-                    sup.tell(&format!("V {term_ns} {kill_ns}"));
+                if valid != sent {
+                    let told = match valid {
+                        Some(v) => {
+                            let term_ns = supervisor::mono_ns_at(v);
+                            let kill_ns = supervisor::mono_ns_at(v + kill.grace);
+                            sup.tell_watchdog(&format!("V {term_ns} {kill_ns}"))
+                        }
+                        None => true,
+                    };
+                    if told {
+                        sent = valid;
+                    }
                 }
-                sent = valid;
             }
         }
     }
