@@ -47,6 +47,17 @@ use std::time::Duration;
 /// election groups, or `none` to use no cgroup.
 pub(crate) const PARENT_ENV: &str = "ELECT_CGROUP_PARENT";
 
+/// The `--help` text on the cgroups (also in the man page).
+pub(crate) const HELP: &str = "\
+The command's cgroup (elect run):
+  ELECT_CGROUP_PARENT=DIR       a cgroup v2 directory for the terms' cgroups
+                                [default: <the cgroup2 mount>/elect]
+  ELECT_CGROUP_PARENT=none      no cgroup (elect warns at start)
+  Each term's command tree runs in DIR/NAME-HASH/term-EPOCH; the next
+  winner on this host kills what is left in an earlier term's group before
+  its command starts. Candidates find each other's groups only under the
+  same DIR. Needs root or a delegated directory; without one, elect warns.";
+
 /// The groups of one election on this host.
 #[derive(Clone, Debug)]
 pub(crate) struct Election {
@@ -167,6 +178,14 @@ impl Election {
         let dir = parent.join(election_dir_name(backend, name));
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return Err(Unavailable(format!("cannot create {}: {e}", dir.display())));
+        }
+        // Made by another user (root) for the same election: usable only
+        // if this process may create the terms' groups in it.
+        if let Err(e) = nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK) {
+            return Err(Unavailable(format!(
+                "{} is not writable: {e}",
+                dir.display()
+            )));
         }
         for file in ["cgroup.procs", "cgroup.kill", "cgroup.events"] {
             if !dir.join(file).exists() {
@@ -373,5 +392,64 @@ mod tests {
         );
         // FNV-1a's published test vector.
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    /// A process in this test's own cgroup2 parent, moved into `group`.
+    fn sleeper_in(group: &TermGroup) -> std::process::Child {
+        let child = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .expect("sleep");
+        std::fs::write(group.dir().join("cgroup.procs"), child.id().to_string())
+            .expect("move into the group");
+        child
+    }
+
+    /// With a real cgroup2 (CI runs as root): the winner of a later term
+    /// kills what is left in an earlier term's group and removes it; an
+    /// earlier term that begins after a later one is told so; a removed
+    /// group takes no process.
+    #[tokio::test]
+    async fn a_later_term_ends_earlier_groups_and_an_earlier_one_does_not_begin() {
+        let mount = cgroup2_mount().expect("a cgroup2 mount (tests run as root)");
+        let parent = mount.join(format!("elect-unit-{}", std::process::id()));
+        let groups =
+            Election::open(Some(parent.as_os_str()), "file:///unit", "job").expect("cgroups");
+        let two = groups
+            .begin(2, |_, _| panic!("no earlier term"))
+            .await
+            .expect("term 2");
+        let mut old = sleeper_in(&two);
+        assert!(two.populated().expect("events"));
+        let mut seen = Vec::new();
+        let three = groups
+            .begin(3, |epoch, populated| seen.push((epoch, populated)))
+            .await
+            .expect("term 3");
+        assert_eq!(seen, [(2, true)]);
+        let status = old.wait().expect("wait");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "{status}"
+        );
+        assert!(!two.dir().exists(), "term 2's group is still there");
+        // A removed group takes no process.
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .open(three.dir().join("cgroup.procs"))
+            .expect("open");
+        match groups.begin(1, |_, _| {}).await {
+            Err(Begin::Later(3)) => {}
+            other => panic!("term 1 began beside term 3: {other:?}"),
+        }
+        three.end().await.expect("end term 3");
+        let moved = std::io::Write::write_all(&mut &opened, b"0");
+        assert_eq!(
+            moved.map_err(|e| e.raw_os_error()),
+            Err(Some(nix::libc::ENODEV))
+        );
+        groups.remove_if_empty();
+        std::fs::remove_dir(&parent).expect("remove the test's parent");
     }
 }

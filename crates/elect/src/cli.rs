@@ -67,7 +67,11 @@ Examples:
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_help = EXAMPLES,
-    after_long_help = format!("{EXAMPLES}\n\n{}", crate::secrets::HELP)
+    after_long_help = format!(
+        "{EXAMPLES}\n\n{}\n\n{}",
+        crate::secrets::HELP,
+        crate::cgroup::HELP
+    )
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
