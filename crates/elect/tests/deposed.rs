@@ -251,6 +251,11 @@ async fn file_a_killed_supervisor_without_cgroups_elect_stops_the_tree_itself() 
 }
 
 #[tokio::test]
+async fn sqlite_a_killed_supervisor_gives_the_term_up_only_after_the_tree_is_gone() {
+    supervisor_killed_alone(&Setup::sqlite(), true).await;
+}
+
+#[tokio::test]
 async fn sqlite_a_killed_supervisor_without_cgroups_elect_stops_the_tree_itself() {
     supervisor_killed_alone(&Setup::sqlite(), false).await;
 }
@@ -331,40 +336,37 @@ async fn sqlite_a_stopped_group_leaves_no_escaped_daemon_beside_the_next_term() 
 }
 
 /// Item 8, the second half: `elect`, its supervisor and the command
-/// SIGKILLed together. The daemon closed its copy of the lock, so B wins
-/// at once; it kills A's cgroup before its command starts.
-#[tokio::test]
-async fn file_a_killed_group_leaves_no_escaped_daemon_beside_the_next_term() {
-    let b = Setup::file();
+/// SIGKILLed together. The daemon closed its copy of the lock (file
+/// backend) and of the same-host lock (SQLite), so B wins at once; it
+/// kills A's cgroup before its command starts.
+async fn group_killed(b: &Setup) {
     let name = "group-killed";
-    let scene = Scene::new(&b);
-    let a = run(
-        &b,
-        name,
-        "a",
-        &["--kill-grace", "1s"],
-        &[],
-        true,
-        &scene.command("a", "stay"),
-    );
-    let mut a = a;
+    let scene = Scene::new(b);
+    let grace: &[&str] = if b.timing.is_empty() {
+        &["--kill-grace", "1s"]
+    } else {
+        &[]
+    };
+    let mut a = run(b, name, "a", grace, &[], true, &scene.command("a", "stay"));
     a.err_with("elect: started ").await;
     let daemon_a = scene.daemon("a").await;
-    let mut bb = run(
-        &b,
-        name,
-        "b",
-        &["--kill-grace", "1s"],
-        &[],
-        false,
-        &scene.command("b", "stay"),
-    );
+    let mut bb = run(b, name, "b", grace, &[], false, &scene.command("b", "stay"));
     bb.err_with(&format!("elect: campaigning for {name} as b on "))
         .await;
     killpg(a.pid(), Signal::SIGKILL).expect("kill A's group");
     assert_eq!(a.killed().await, Signal::SIGKILL as i32);
     assert_nothing_of_a_beside_b(&scene, daemon_a, "group SIGKILLed").await;
     end_b(bb).await;
+}
+
+#[tokio::test]
+async fn file_a_killed_group_leaves_no_escaped_daemon_beside_the_next_term() {
+    group_killed(&Setup::file()).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_killed_group_leaves_no_escaped_daemon_beside_the_next_term() {
+    group_killed(&Setup::sqlite()).await;
 }
 
 /// Item 9: a command that ignores the forwarded SIGTERM gets SIGKILL
