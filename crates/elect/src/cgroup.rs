@@ -58,8 +58,10 @@ The command's cgroup (elect run):
   its command starts. Candidates find each other's groups only under the
   same DIR. Needs root or a delegated directory; without one, elect warns.";
 
-/// The groups of one election on this host.
-#[derive(Clone, Debug)]
+/// The groups of one election on this host. Dropped (when `elect run`
+/// ends, elected or not), its directory is removed if no term's group is
+/// in it.
+#[derive(Debug)]
 pub(crate) struct Election {
     dir: PathBuf,
 }
@@ -203,13 +205,6 @@ impl Election {
         &self.dir
     }
 
-    /// Removes the election's directory if no term's group is in it (after
-    /// a term): a failure (another term's group is there, or it is gone)
-    /// is fine. A winner recreates it before it creates its term's group.
-    pub(crate) fn remove_if_empty(&self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-
     /// The epochs of the term groups that exist now.
     fn terms(&self) -> std::io::Result<Vec<u64>> {
         let mut found = Vec::new();
@@ -246,7 +241,7 @@ impl Election {
     ) -> Result<TermGroup, Begin> {
         let group = self.term(epoch);
         // The election's directory may have been removed since `open` by
-        // the end of another term (see `remove_if_empty`): made again.
+        // the end of another term (see its `Drop`): made again.
         let mut tries = 0;
         loop {
             std::fs::create_dir_all(&self.dir).map_err(Begin::Io)?;
@@ -275,6 +270,15 @@ impl Election {
             }
         }
         Ok(group)
+    }
+}
+
+impl Drop for Election {
+    /// Removes the election's directory if no term's group is in it: a
+    /// failure (another term's group is there, or it is gone) is fine. A
+    /// winner makes it again before it creates its term's group.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
@@ -449,7 +453,7 @@ mod tests {
             moved.map_err(|e| e.raw_os_error()),
             Err(Some(nix::libc::ENODEV))
         );
-        groups.remove_if_empty();
+        drop(groups);
         std::fs::remove_dir(&parent).expect("remove the test's parent");
     }
 }

@@ -927,9 +927,6 @@ async fn lead<C: Claim>(
             json!({ "name": name, "epoch": epoch, "error": e.to_string() }),
         );
     }
-    if let Some(groups) = groups {
-        groups.remove_if_empty();
-    }
     empty = empty || failed.is_some();
     debug_assert!(empty);
     if lost.is_none()
