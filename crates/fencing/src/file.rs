@@ -517,7 +517,9 @@ impl Fence for FileFence {
         Ok(out)
     }
 
-    /// Reads `r.fence` without locking.
+    /// Reads `r.fence` without locking. A missing `r.fence` is "no mark"
+    /// only while `r.fence.lock` records none; else it is
+    /// [`Error::Corrupt`] (the mark file was deleted, ADR 0048).
     ///
     /// Cancel safety: it only reads; a dropped read finishes on its thread.
     ///
