@@ -242,9 +242,11 @@ fn file_class(e: &election_file::Error) -> (u8, String) {
             exit::UNAVAILABLE,
             "stop every process of this election first, then repair".to_owned(),
         ),
-        E::EpochTooLow { .. } => {
-            config("give an epoch at least as high as any token your resources hold".to_owned())
-        }
+        E::EpochTooLow { .. } => config(
+            "give an epoch at least the one named above, and at least as high as any token \
+                 your resources hold"
+                .to_owned(),
+        ),
         _ => config("fix the flags or the backend URL".to_owned()),
     }
 }

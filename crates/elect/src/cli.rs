@@ -167,7 +167,10 @@ the next term gets a higher epoch. Give an epoch at least as high as any
 fencing token (ELECTION_TOKEN) a resource of this election has seen, so the
 next leader's tokens are higher than every earlier one. Refused, changing
 nothing, while a candidate of NAME runs, and when EPOCH is lower than an
-epoch the record (or what is left of it) still shows.
+epoch that may have been handed out: one the record (or what is left of it)
+still shows, or the epoch ceiling (NAME.epoch-ceiling) when the record
+cannot be trusted (after an OS restart, or when it is damaged or missing).
+The error names the lowest EPOCH accepted.
 
 Never delete the record: epochs would start again and fenced resources would
 accept a deposed leader's writes, or refuse the new leader's. elect refuses

@@ -168,7 +168,9 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
     assert_eq!(done.code, 0, "{done:?}");
     let dir = b.url.trim_start_matches("file://").to_owned();
     let record = std::path::Path::new(&dir).join("j.epoch");
-    std::fs::write(&record, "election-file/1\nepoch=40\nidentity=\n").expect("damage");
+    // Damaged, showing an epoch above the ceiling (the floor of a repair
+    // of a damaged record is at least the ceiling, ADR 0048).
+    std::fs::write(&record, "election-file/1\nepoch=4000\nidentity=\n").expect("damage");
 
     let done = b.run_to_end("j", "a", &[], &r.once()).await;
     assert_eq!(done.code, common::CONFIG, "{done:?}");
@@ -189,11 +191,11 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
         "--name",
         "j",
         "--epoch",
-        "39",
+        "3999",
     ])
     .await;
     assert_eq!(low.code, common::CONFIG, "{low:?}");
-    low.err_line("it shows epoch 40");
+    low.err_line("epochs up to 4000 may have been handed out");
     let ok = once(&[
         "repair-epoch",
         "--backend",
@@ -201,15 +203,15 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
         "--name",
         "j",
         "--epoch",
-        "500",
+        "5000",
     ])
     .await;
     assert_eq!(ok.code, 0, "{ok:?}");
-    ok.err_line("now holds epoch 500");
+    ok.err_line("now holds epoch 5000");
 
     let done = b.run_to_end("j", "a", &[], &r.once()).await;
     assert_eq!(done.code, 0, "{done:?}");
-    assert_eq!(common::elected_epoch(&done), 501);
+    assert_eq!(common::elected_epoch(&done), 5001);
     assert_eq!(
         r.lines().len(),
         2,
