@@ -138,6 +138,13 @@ impl SqliteFence {
     ) -> Result<Advance, fencing::Error> {
         let value = token_i64(resource, token)?;
         let stored = read_mark(conn, resource).await?;
+        // A token below the mark read in this transaction is refused
+        // without a write: the mark can only have grown since (the
+        // guards of ADR 0047 refuse an insert below it, which the upsert
+        // would otherwise attempt).
+        if stored.is_some_and(|mark| mark > token) {
+            return Advance::decide(resource, stored, token);
+        }
         let raised = sqlx::query(
             "INSERT INTO election_fences (resource, token) VALUES (?1, ?2)
              ON CONFLICT (resource) DO UPDATE SET token = excluded.token

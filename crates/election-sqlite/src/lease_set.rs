@@ -505,7 +505,8 @@ impl KeyedClaims for SqliteLeases {
     /// Renew many: one `BEGIN IMMEDIATE` transaction renews every key of
     /// `held`, each conditional on its term's nonce and epoch. Refused (lost
     /// at once): every key whose row shows another term or none, and every
-    /// key if the database file was deleted or replaced.
+    /// key if the database file was deleted or replaced or got a second
+    /// name (ADR 0046).
     ///
     /// Cancel safety: cancel safe (the core cuts it off at its budget: an
     /// unknown outcome; a renewal dropped in flight renews this set's own
@@ -515,8 +516,8 @@ impl KeyedClaims for SqliteLeases {
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
         let ctx = &self.ctx;
-        if !ctx.in_place() {
-            let detail = ctx.replaced_detail();
+        if let Err(e) = ctx.in_place() {
+            let detail = e.to_string();
             return Ok(held
                 .iter()
                 .map(|(name, _)| {

@@ -13,18 +13,24 @@
 //!   replace the database file): epochs would then repeat, a fence would
 //!   accept a deposed leader's writes, and with the lease row also gone a
 //!   contender would be elected beside the live holder.
-//! - `election_fences`: one high-water mark per fenced resource.
+//! - `election_fences`: one high-water mark per fenced resource. Since
+//!   version 3 (ADR 0047) triggers refuse to delete, lower or rename a
+//!   mark, and to insert one below the stored mark (`REPLACE`, which
+//!   deletes the old row without firing a delete trigger), as the epoch
+//!   records are guarded: with a mark gone, a fence would accept a deposed
+//!   leader's lower token. **Never drop those triggers or this table.**
 //!
 //! Version 1 databases are migrated in place: `election_epochs` is created
 //! and seeded from every existing lease row's epoch, so epochs keep
-//! growing after the upgrade.
+//! growing after the upgrade. Version 1 and 2 databases get the fence
+//! guards of version 3 in the same transaction as the new version number.
 
 use sqlx::{Connection, SqliteConnection};
 
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const V1: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS election_leases (
@@ -55,6 +61,33 @@ const V2: &[&str] = &[
         SELECT name, epoch, ttl_ms FROM election_leases WHERE true
         ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
         WHERE excluded.epoch > election_epochs.epoch",
+];
+
+/// Version 3 (ADR 0047): triggers that refuse to delete, lower or rename a
+/// high-water mark of `election_fences`, or to insert one below the stored
+/// mark (a `REPLACE` deletes the old row without firing the delete
+/// trigger, unless `recursive_triggers` is on). A fence's own upsert never
+/// meets them: [`SqliteFence::advance_in`](crate::SqliteFence::advance_in)
+/// only writes a token not below the mark it read in the same
+/// transaction.
+const V3: &[&str] = &[
+    "CREATE TRIGGER IF NOT EXISTS election_fences_never_deleted
+        BEFORE DELETE ON election_fences
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: DELETE of election_fences refused: high-water marks are never deleted or lowered (a fence would accept a deposed leader''s lower token)');
+        END",
+    "CREATE TRIGGER IF NOT EXISTS election_fences_never_lowered
+        BEFORE UPDATE ON election_fences
+        WHEN NEW.token < OLD.token OR NEW.resource IS NOT OLD.resource
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: UPDATE of election_fences refused: high-water marks are never deleted or lowered (a fence would accept a deposed leader''s lower token)');
+        END",
+    "CREATE TRIGGER IF NOT EXISTS election_fences_never_replaced_lower
+        BEFORE INSERT ON election_fences
+        WHEN NEW.token < (SELECT f.token FROM election_fences f WHERE f.resource = NEW.resource)
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: INSERT into election_fences below the stored mark refused: high-water marks are never deleted or lowered (a fence would accept a deposed leader''s lower token)');
+        END",
 ];
 
 /// Triggers that refuse to delete, lower or rename a row of
@@ -134,9 +167,11 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
             up_to_date = true;
         }
         _ => {
-            // V1's statements are idempotent: a version 1 database keeps
-            // its tables and rows.
-            for stmt in V1.iter().chain(V2) {
+            // V1's and V2's statements are idempotent: a version 1 or 2
+            // database keeps its tables and rows. The guards of the marks
+            // (V3) commit with the version number: a version 3 database
+            // always has them.
+            for stmt in V1.iter().chain(V2).chain(V3) {
                 sqlx::query(*stmt).execute(&mut *tx).await?;
             }
             sqlx::query(

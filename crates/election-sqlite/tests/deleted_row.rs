@@ -220,7 +220,7 @@ async fn a_version_1_database_is_migrated_and_its_epochs_keep_growing() {
             .await
             .expect("version");
     assert_eq!(version, election_sqlite::schema::SCHEMA_VERSION);
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
 
     // The deleted row's epoch survives in the epoch state.
     delete_row(&e, "jobs").await;
