@@ -102,8 +102,8 @@
 //! # What an operator must never touch
 //!
 //! **Never delete, lower or edit the rows of `election_epochs` or
-//! `election_fences` (triggers refuse a `DELETE` and a lowering `UPDATE`,
-//! and for the marks a lowering `REPLACE`; never drop them), never give
+//! `election_fences` (triggers refuse a `DELETE`, a lowering `UPDATE` and
+//! a lowering `REPLACE`; never drop them), never give
 //! the database file a second name (a hard link, a bind mount of the file:
 //! refused, see above), and never delete, replace or restore an older copy
 //! of the database file while any candidate, lease set or fenced writer

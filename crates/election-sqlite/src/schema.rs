@@ -9,7 +9,8 @@
 //!   epoch ever handed out and the TTL of the term that got it. Written in
 //!   the transaction that wins each term; this crate never deletes a row
 //!   of it, and triggers (added in place to any version) refuse to delete,
-//!   lower or rename one. **Never drop those triggers or this table** (nor
+//!   lower or rename one, or to replace one with a lower one (`REPLACE`).
+//!   **Never drop those triggers or this table** (nor
 //!   replace the database file): epochs would then repeat, a fence would
 //!   accept a deposed leader's writes, and with the lease row also gone a
 //!   contender would be elected beside the live holder.
@@ -58,7 +59,8 @@ const V2: &[&str] = &[
         ttl_ms INTEGER NOT NULL CHECK (ttl_ms > 0)
     )",
     "INSERT INTO election_epochs (name, epoch, ttl_ms)
-        SELECT name, epoch, ttl_ms FROM election_leases WHERE true
+        SELECT l.name, l.epoch, l.ttl_ms FROM election_leases l
+        WHERE NOT EXISTS (SELECT 1 FROM election_epochs r WHERE r.name = l.name AND r.epoch >= l.epoch)
         ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
         WHERE excluded.epoch > election_epochs.epoch",
 ];
@@ -91,7 +93,8 @@ const V3: &[&str] = &[
 ];
 
 /// Triggers that refuse to delete, lower or rename a row of
-/// `election_epochs` (added in place to databases of any version, without
+/// `election_epochs`, or to insert one below the stored record (a lowering
+/// `REPLACE`; issue 23) (added in place to databases of any version, without
 /// a version bump: older versions never delete or lower one). With a
 /// name's lease row *and* its epoch record gone, nothing would say the
 /// name was held, and a contender that never saw the row would be elected
@@ -107,6 +110,16 @@ const EPOCH_GUARD: &[&str] = &[
         WHEN NEW.epoch < OLD.epoch OR NEW.name IS NOT OLD.name
         BEGIN
             SELECT RAISE(ABORT, 'election-sqlite: UPDATE of election_epochs refused: epoch records are never deleted or lowered (a candidate could be elected beside a live holder)');
+        END",
+    // A `REPLACE` deletes the row it conflicts with without firing the
+    // delete trigger (unless `recursive_triggers` is on). A claim only ever
+    // inserts an epoch above the record it read in its transaction, so
+    // this never fires for one.
+    "CREATE TRIGGER IF NOT EXISTS election_epochs_never_replaced_lower
+        BEFORE INSERT ON election_epochs
+        WHEN NEW.epoch < (SELECT r.epoch FROM election_epochs r WHERE r.name = NEW.name)
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: INSERT into election_epochs below the stored record refused: epoch records are never deleted or lowered (a candidate could be elected beside a live holder)');
         END",
 ];
 
@@ -144,7 +157,8 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
         "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0,
                 (SELECT count(*) FROM sqlite_master WHERE type = 'trigger'
-                    AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered')) = 2",
+                    AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered',
+                                 'election_epochs_never_replaced_lower')) = 3",
     )
     .fetch_one(&mut *tx)
     .await?;
