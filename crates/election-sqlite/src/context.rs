@@ -40,6 +40,19 @@ impl DbFile {
         })
     }
 
+    /// The file `conn`'s main database is (`None` for one with no file),
+    /// checked to have one name.
+    pub(crate) async fn of(conn: &mut sqlx::SqliteConnection) -> Result<Option<DbFile>, Error> {
+        let file: Option<String> =
+            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
+                .fetch_optional(&mut *conn)
+                .await?;
+        match file.filter(|f| !f.is_empty()) {
+            Some(f) => Ok(Some(DbFile::at(PathBuf::from(f))?)),
+            None => Ok(None),
+        }
+    }
+
     /// `Ok` while `path` still names the file the pool has open, and by
     /// one name only; else why not: [`Error::FileReplaced`] (deleted or
     /// replaced) or [`Error::SecondName`] (a hard link or a mount of its
@@ -180,17 +193,11 @@ impl Context {
     /// Uses the application's own pool: migrates the election tables and
     /// notes which file the pool has open (if any).
     pub(crate) async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {
-        let mut conn = pool.acquire().await?;
-        let file: Option<String> =
-            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
-                .fetch_optional(&mut *conn)
-                .await?;
         // Before anything is written through it: a second name of the
         // file has a WAL of its own (ADR 0046).
-        let db_file = match file.filter(|f| !f.is_empty()) {
-            Some(f) => Some(DbFile::at(PathBuf::from(f))?),
-            None => None,
-        };
+        names::check_pool(&pool)?;
+        let mut conn = pool.acquire().await?;
+        let db_file = DbFile::of(&mut conn).await?;
         schema::migrate(&mut conn).await?;
         // Back to the pool now, not in a task spawned by its drop: the
         // first claim then finds it idle instead of opening a second

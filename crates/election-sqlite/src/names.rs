@@ -78,6 +78,19 @@ pub(crate) fn one_name(path: &Path) -> Result<Seen, Error> {
     Ok(seen)
 }
 
+/// The file a pool is configured to open, refused if it has a second name
+/// (before any statement runs through it: SQLite may fail to read a
+/// database whose other name has the WAL); `Ok` for a pool with no file or
+/// whose file does not exist yet.
+pub(crate) fn check_pool(pool: &sqlx::SqlitePool) -> Result<(), Error> {
+    let options = pool.connect_options();
+    let path = options.get_filename();
+    if path.as_os_str().is_empty() || !path.exists() {
+        return Ok(());
+    }
+    one_name(path).map(|_| ())
+}
+
 /// `statx(2)` of `path`; `Ok(None)` if the kernel does not report
 /// `STATX_ATTR_MOUNT_ROOT`.
 fn statx(path: &Path) -> io::Result<Option<Seen>> {

@@ -382,3 +382,47 @@ async fn a_version_2_database_gets_guarded_marks() {
     assert!(!guarded_insert(&e, t(4), 40).await, "the mark 5 was kept");
     assert!(guarded_insert(&e, t(5), 50).await);
 }
+
+/// Issue 23, items 1 and 2, for the fence (ADR 0046): marks read and
+/// raised through a second name of the database live in that name's own
+/// WAL, where a fence through the other name does not see them. A fence
+/// refuses to work through a database file with a second name (and, as a
+/// holder does, through a replaced one): `SqliteFence::new` at once, its
+/// writes and reads while the second name lasts. Before, a fence through
+/// a second hard link accepted token 3 after token 7 was committed through
+/// the first name.
+#[tokio::test]
+async fn a_fence_refuses_a_database_with_a_second_name() {
+    let (dir, e) = setup().await;
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    let r = ResourceName::new("data").expect("name");
+    fence.advance(&r, t(7)).await.expect("seven");
+    let link = dir.path().join("link.db");
+    std::fs::hard_link(dir.path().join("app.db"), &link).expect("link");
+    let other = sqlx::SqlitePool::connect(&format!("sqlite://{}", link.display()))
+        .await
+        .expect("connect through the link");
+    let second = SqliteFence::new(other).await;
+    let lower = match &second {
+        Ok(f) => Some(f.advance(&r, t(3)).await),
+        Err(_) => None,
+    };
+    assert!(
+        matches!(second, Err(election_sqlite::Error::SecondName { .. })),
+        "a fence through the second name: {second:?}; its token-3 advance after token 7: {lower:?}"
+    );
+    let mut ran = false;
+    let refused = fence.fenced(&r, t(7), || async { ran = true }).await;
+    assert!(
+        matches!(refused, Err(fencing::Error::Config(_))),
+        "a fenced write through a database with a second name: {refused:?}"
+    );
+    assert!(!ran, "the write ran");
+    assert!(matches!(
+        fence.advance(&r, t(8)).await,
+        Err(fencing::Error::Config(_))
+    ));
+    std::fs::remove_file(&link).expect("unlink");
+    fence.advance(&r, t(8)).await.expect("one name again");
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(8)));
+}
