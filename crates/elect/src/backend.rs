@@ -299,6 +299,18 @@ fn sqlite_class(e: &election_sqlite::Error) -> (u8, String) {
         E::CorruptRow { .. } => config(
             "a lease row holds values elect never writes: restore the database from a backup",
         ),
+        E::SecondName {
+            own_mount: true, ..
+        } => config(
+            "mount the directory that holds the database, not the file itself (docker: -v \
+             /srv/db:/data, not -v /srv/db/app.db:/data/app.db): SQLite names its -wal and -shm \
+             after the path it opens, so two names of one file elect two leaders",
+        ),
+        E::SecondName { .. } => config(
+            "remove the second hard link to the database file and use one name for it: SQLite \
+             names its -wal and -shm after the path it opens, so two names of one file elect \
+             two leaders",
+        ),
         _ => config("fix the flags or the backend URL"),
     }
 }

@@ -230,3 +230,29 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
     .await;
     assert_ne!(sqlite.code, 0, "{sqlite:?}");
 }
+
+/// A SQLite database with a second hard link (issue 23, ADR 0046): `elect`
+/// refuses it with the configuration exit code and a hint that names the
+/// fix, before campaigning, and the command never runs.
+#[tokio::test]
+async fn a_sqlite_database_with_a_second_name_is_a_configuration_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let url = format!("sqlite://{}", db.display());
+    let done = once(&["run", "--backend", &url, "--name", "j", "--", "true"]).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    std::fs::hard_link(&db, dir.path().join("link.db")).expect("link");
+    let ran = dir.path().join("ran");
+    let touch = format!("touch {}", ran.display());
+    for sub in ["run", "leader"] {
+        let mut args = vec![sub, "--backend", &url, "--name", "j"];
+        if sub == "run" {
+            args.extend(["--", "sh", "-c", &touch]);
+        }
+        let done = once(&args).await;
+        assert_eq!(done.code, common::CONFIG, "{sub}: {done:?}");
+        done.err_line("hard links");
+        done.err_line("elect: hint: remove the second hard link");
+    }
+    assert!(!ran.exists(), "the command ran");
+}
