@@ -242,9 +242,11 @@ fn file_class(e: &election_file::Error) -> (u8, String) {
             exit::UNAVAILABLE,
             "stop every process of this election first, then repair".to_owned(),
         ),
-        E::EpochTooLow { .. } => {
-            config("give an epoch at least as high as any token your resources hold".to_owned())
-        }
+        E::EpochTooLow { .. } => config(
+            "give an epoch at least the one named above, and at least as high as any token \
+                 your resources hold"
+                .to_owned(),
+        ),
         _ => config("fix the flags or the backend URL".to_owned()),
     }
 }
@@ -296,6 +298,18 @@ fn sqlite_class(e: &election_sqlite::Error) -> (u8, String) {
         ),
         E::CorruptRow { .. } => config(
             "a lease row holds values elect never writes: restore the database from a backup",
+        ),
+        E::SecondName {
+            own_mount: true, ..
+        } => config(
+            "mount the directory that holds the database, not the file itself (docker: -v \
+             /srv/db:/data, not -v /srv/db/app.db:/data/app.db): SQLite names its -wal and -shm \
+             after the path it opens, so two names of one file elect two leaders",
+        ),
+        E::SecondName { .. } => config(
+            "remove the second hard link to the database file and use one name for it: SQLite \
+             names its -wal and -shm after the path it opens, so two names of one file elect \
+             two leaders",
         ),
         _ => config("fix the flags or the backend URL"),
     }

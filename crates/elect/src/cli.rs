@@ -67,7 +67,11 @@ Examples:
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_help = EXAMPLES,
-    after_long_help = format!("{EXAMPLES}\n\n{}", crate::secrets::HELP)
+    after_long_help = format!(
+        "{EXAMPLES}\n\n{}\n\n{}",
+        crate::secrets::HELP,
+        crate::cgroup::HELP
+    )
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -92,19 +96,34 @@ is won, and becomes a child subreaper) owns COMMAND and every process it starts,
 also those that leave with setsid or a double fork, and stops them all
 (SIGTERM, SIGKILL after --kill-grace) before the term is given up. When
 COMMAND exits, what it left running is stopped, then elect resigns (the
-next candidate is elected at once) and exits with COMMAND's code. If the
-term is lost (the lease could not be renewed), the tree is stopped before a
-successor can lead, and elect exits with 79. If elect is killed, even by
-SIGKILL, the supervisor kills the tree at once; if elect is stopped or hung
-(SIGSTOP, a debugger), the supervisor stops the tree when the lease's known
-validity ends. On the file backend COMMAND's processes also hold the lock,
-as with flock(1): it is freed when the last of them exits.
+next candidate is elected at once) and exits with COMMAND's code. SIGINT or
+SIGTERM to elect: if COMMAND has not exited --kill-grace later, it and every
+process it started get SIGKILL. If the term is lost (the lease could not be
+renewed), the tree is stopped before a successor can lead, and elect exits
+with 79. If elect is killed, even by SIGKILL, the supervisor kills the tree
+at once; if elect is stopped or hung (SIGSTOP, a debugger), the supervisor
+stops the tree when the lease's known validity ends. If the supervisor is
+killed or does not stop the tree by its deadline (stopped), elect kills the
+tree itself before it gives the term up. On the file backend COMMAND's
+processes also hold the lock, as with flock(1): it is freed when the last of
+them exits.
 
-Not guaranteed: if the supervisor is killed too (kill -9 of the whole
-process group, the OOM killer), processes COMMAND started escape; on a
-lease backend such a process (e.g. one that left with setsid and a double
-fork) runs on beside the next leader. Resources that must refuse a deposed
-leader check ELECTION_TOKEN.
+Each term's COMMAND runs in a cgroup v2 of its own (under
+<cgroup2 mount>/elect, or $ELECT_CGROUP_PARENT; needs root or a delegated
+directory; ELECT_CGROUP_PARENT=none for none), and the next winner on the
+same host kills what is left in an earlier term's cgroup before its
+COMMAND starts: even with elect and its supervisor both killed or stopped
+(kill -9 or SIGSTOP of the process group, Ctrl-Z, the OOM killer, a frozen
+container), nothing of a deposed term runs once the next term's COMMAND
+starts on this host. The tree then leaves elect's own cgroup: limits set
+there (a systemd unit's MemoryMax=) do not cover it unless
+ELECT_CGROUP_PARENT points inside it.
+
+Not guaranteed: without a cgroup (elect warns at start, and why), a process
+COMMAND started that left its tree (setsid and a double fork, closing its
+descriptors) runs on if elect and its supervisor are both killed or
+stopped. On other hosts nothing can stop it. Resources that must refuse a
+deposed leader check ELECTION_TOKEN.
 
 While waiting, a backend failure that may pass (a full disk, a server
 down) is retried with a line on stderr saying why; one that cannot (a
@@ -148,7 +167,10 @@ the next term gets a higher epoch. Give an epoch at least as high as any
 fencing token (ELECTION_TOKEN) a resource of this election has seen, so the
 next leader's tokens are higher than every earlier one. Refused, changing
 nothing, while a candidate of NAME runs, and when EPOCH is lower than an
-epoch the record (or what is left of it) still shows.
+epoch that may have been handed out: one the record (or what is left of it)
+still shows, or the epoch ceiling (NAME.epoch-ceiling) when the record
+cannot be trusted (after an OS restart, or when it is damaged or missing).
+The error names the lowest EPOCH accepted.
 
 Never delete the record: epochs would start again and fenced resources would
 accept a deposed leader's writes, or refuse the new leader's. elect refuses
@@ -283,7 +305,8 @@ pub(crate) struct RunArgs {
     pub(crate) timeout: Option<Duration>,
     /// How long COMMAND and the processes it started have between SIGTERM
     /// and SIGKILL when the term ends under them (lost, or COMMAND exited
-    /// and left processes behind) [default: half the time between the end
+    /// and left processes behind), and COMMAND has after a SIGINT or
+    /// SIGTERM forwarded to it [default: half the time between the end
     /// of the lease's known validity and the earliest moment a successor
     /// can lead: TTL/20 on sqlite, TTL/20 + grace/2 on nats; 10s on the
     /// file backend, whose lock COMMAND's processes hold]. A value longer

@@ -19,6 +19,7 @@
 #![warn(rust_2018_idioms)]
 
 mod backend;
+mod cgroup;
 mod cli;
 mod command;
 mod duration;

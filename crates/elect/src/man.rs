@@ -98,6 +98,7 @@ mod tests {
             );
         }
         assert!(top.contains("ELECT_NATS_TOKEN"), "{top}");
+        assert!(top.contains("ELECT_CGROUP_PARENT"), "{top}");
         let run = String::from_utf8(page(Some("run")).unwrap()).unwrap();
         assert!(run.contains(".TH elect-run 1"), "{run}");
         for flag in [

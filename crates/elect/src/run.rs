@@ -9,6 +9,7 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 
 use crate::backend::{Backend, Opened, sqlite_failure};
+use crate::cgroup;
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
 use crate::report::{Reporter, leader_text};
@@ -126,6 +127,8 @@ pub(crate) async fn run(
                 .candidate(name, identity.as_str())
                 .map_err(|e| config(&e))?;
             let lock = e.dir().join(format!("{name}.lock"));
+            let dir = std::fs::canonicalize(e.dir()).unwrap_or_else(|_| e.dir().to_path_buf());
+            let place = format!("file://{}", dir.display());
             elected(
                 standby,
                 c,
@@ -136,6 +139,7 @@ pub(crate) async fn run(
                 Some(lock),
                 metrics,
                 report,
+                &place,
             )
             .await
         }
@@ -147,8 +151,12 @@ pub(crate) async fn run(
             // successor on this host skips the TTL only once the whole
             // tree is gone, not when `elect` alone is killed.
             let lock = e.host_lock_path(name);
+            let place = shown
+                .strip_prefix("sqlite://")
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .map_or_else(|| shown.to_owned(), |p| format!("sqlite://{}", p.display()));
             elected(
-                standby, c, shown, args, waiting, kill, lock, metrics, report,
+                standby, c, shown, args, waiting, kill, lock, metrics, report, &place,
             )
             .await
         }
@@ -168,7 +176,7 @@ pub(crate) async fn run(
                 );
             }
             elected(
-                standby, c, shown, args, waiting, kill, None, metrics, report,
+                standby, c, shown, args, waiting, kill, None, metrics, report, shown,
             )
             .await
         }
@@ -177,7 +185,7 @@ pub(crate) async fn run(
                 .candidate(name, identity.as_str())
                 .map_err(crate::backend::postgres_failure)?;
             elected(
-                standby, c, shown, args, waiting, kill, None, metrics, report,
+                standby, c, shown, args, waiting, kill, None, metrics, report, shown,
             )
             .await
         }
@@ -199,6 +207,7 @@ async fn elected<C: Claim>(
     lock_path: Option<std::path::PathBuf>,
     metrics: Option<(crate::exporter::Exporter, Duration)>,
     report: Reporter,
+    place: &str,
 ) -> Result<u8, Failure> {
     let name = candidate.claim().name().clone();
     let identity = candidate.claim().identity().clone();
@@ -216,6 +225,23 @@ async fn elected<C: Claim>(
         exporter.serve(candidate.health_check(bound));
     }
     let mut signals = Signals::install()?;
+    let groups = match cgroup::Election::open(None, place, name.as_str()) {
+        Ok(groups) => Some(groups),
+        Err(cgroup::Unavailable(why)) => {
+            let text = format!(
+                "warning: the command's processes get no cgroup ({why}): if elect and its \
+                 supervisor are both killed or stopped (kill -9 of the process group, the OOM \
+                 killer, Ctrl-Z, a frozen container), a process the command started that left \
+                 its tree (setsid and a double fork, as daemons do) is not stopped before the \
+                 next term on this host begins; only ELECTION_TOKEN, checked by the resource, \
+                 refuses its writes. Run elect as root, or set {} to a writable cgroup v2 \
+                 directory",
+                cgroup::PARENT_ENV
+            );
+            report.event("warning", &text, json!({ "message": text, "cgroup": null }));
+            None
+        }
+    };
     report.event(
         "campaigning",
         &format!("campaigning for {name} as {identity} on {shown}"),
@@ -268,7 +294,17 @@ async fn elected<C: Claim>(
         json!({ "name": name.as_str(), "identity": identity.as_str(), "epoch": term.epoch().get() }),
     );
     let lock = lock_path.as_deref().and_then(locked_claim_file);
-    lead(standby, &term, args, kill, lock, &mut signals, report).await
+    lead(
+        standby,
+        &term,
+        args,
+        kill,
+        lock,
+        &mut signals,
+        report,
+        groups.as_ref(),
+    )
+    .await
 }
 
 /// The health check's bound for `backend`: halfway from the renew
@@ -400,6 +436,25 @@ impl KillTiming {
         }
         supervisor::mono_ns_at(at)
     }
+
+    /// When `elect` stops the tree itself if the supervisor, told to
+    /// SIGKILL it at `kill_at` (`CLOCK_MONOTONIC` ns), has not said it is
+    /// empty: 500 ms later, but not after the earliest moment a successor
+    /// can lead (unless `--allow-late-kill`).
+    fn backstop(
+        &self,
+        kill_at: u64,
+        valid_until: Option<tokio::time::Instant>,
+    ) -> tokio::time::Instant {
+        let now = tokio::time::Instant::now();
+        let at = now
+            + Duration::from_nanos(kill_at.saturating_sub(supervisor::mono_ns()))
+            + Duration::from_millis(500);
+        match (valid_until, self.bound) {
+            (Some(valid), Some(bound)) if !self.late_ok => at.min((valid + bound).max(now)),
+            _ => at,
+        }
+    }
 }
 
 /// A message from the supervisor.
@@ -419,6 +474,9 @@ struct Supervised {
     pid: nix::unistd::Pid,
     ctrl: std::fs::File,
     said: tokio::sync::mpsc::UnboundedReceiver<Said>,
+    /// Lines not yet taken by the socket (a stopped supervisor does not
+    /// read): sent before the next line.
+    unsent: Vec<u8>,
 }
 
 impl Supervised {
@@ -430,6 +488,7 @@ impl Supervised {
         standby: supervisor::Standby,
         term: &Term<C>,
         lock: Option<&OwnedFd>,
+        group: Option<&cgroup::TermGroup>,
     ) -> Result<Supervised, Failure> {
         use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
         use std::io::Write;
@@ -443,7 +502,14 @@ impl Supervised {
         let token =
             fencing::Token::issue(term).map_err(|e| Failure::new(exit::LOST, exit::chain(&e)))?;
         let (pid, sock) = standby.into_parts();
-        let mut line = String::from("G");
+        let mut line = String::from("G ");
+        match group {
+            Some(g) => {
+                use std::os::unix::ffi::OsStrExt;
+                line.push_str(&supervisor::hex(g.dir().as_os_str().as_bytes()));
+            }
+            None => line.push('-'),
+        }
         for (key, value) in [
             ("ELECTION_NAME", term.name().as_str().to_owned()),
             ("ELECTION_EPOCH", term.epoch().to_string()),
@@ -508,7 +574,12 @@ impl Supervised {
                 }
             })
             .map_err(|e| internal("thread", &e))?;
-        Ok(Supervised { pid, ctrl, said })
+        Ok(Supervised {
+            pid,
+            ctrl,
+            said,
+            unsent: Vec::new(),
+        })
     }
 
     /// Waits for the supervisor to exit: after it said the tree is empty
@@ -518,9 +589,48 @@ impl Supervised {
     }
 
     /// Tells the supervisor `line` (short: one write to the socket).
+    /// Never blocks: a supervisor that is stopped (or hung) stops reading,
+    /// and a blocking write would then stop `elect` too once the socket's
+    /// buffer is full. What the socket does not take waits in `unsent`
+    /// (whole lines, in order) and goes first at the next line; `elect`
+    /// acts on its own deadlines meanwhile (see `take_over`).
     fn tell(&mut self, line: &str) {
-        use std::io::Write;
-        let _ = self.ctrl.write_all(format!("{line}\n").as_bytes());
+        self.unsent
+            .extend_from_slice(format!("{line}\n").as_bytes());
+        self.flush();
+    }
+
+    /// A watchdog line (`V`), told only when every line before it was
+    /// taken, so that lines queue up only from the few other messages;
+    /// false: not told (the caller tries again at its next tick).
+    fn tell_watchdog(&mut self, line: &str) -> bool {
+        self.flush();
+        if !self.unsent.is_empty() {
+            return false;
+        }
+        self.tell(line);
+        true
+    }
+
+    /// Sends what the socket takes now of `unsent`.
+    fn flush(&mut self) {
+        use nix::sys::socket::{MsgFlags, send};
+        use std::os::fd::AsRawFd;
+        while !self.unsent.is_empty() {
+            match send(
+                self.ctrl.as_raw_fd(),
+                &self.unsent,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            ) {
+                Ok(n) => {
+                    self.unsent.drain(..n);
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                // Full (EAGAIN), or the supervisor is gone (its end of
+                // file reaches the reader).
+                Err(_) => return,
+            }
+        }
     }
 
     /// The next message; `None` once the supervisor is gone.
@@ -566,6 +676,7 @@ fn locked_claim_file(path: &std::path::Path) -> Option<OwnedFd> {
 
 /// Runs the command under the term, through the supervisor: COMMAND's
 /// whole tree is stopped before the term is given up, on every path.
+#[allow(clippy::too_many_arguments)]
 async fn lead<C: Claim>(
     standby: supervisor::Standby,
     term: &Term<C>,
@@ -574,13 +685,72 @@ async fn lead<C: Claim>(
     lock: Option<OwnedFd>,
     signals: &mut Signals,
     report: Reporter,
+    groups: Option<&cgroup::Election>,
 ) -> Result<u8, Failure> {
     let name = term.name().as_str();
     let epoch = term.epoch().get();
     let program = &args.command[0];
-    let mut sup = match Supervised::start(standby, term, lock.as_ref()) {
+    // From now on COMMAND's tree becomes elect's if the supervisor dies
+    // (ADR 0049): elect can then stop it itself before giving the term up.
+    if let Err(e) = supervisor::become_subreaper() {
+        let _ = term.resign().await;
+        return Err(Failure::new(
+            exit::INTERNAL,
+            format!("cannot become a child subreaper: {e}"),
+        ));
+    }
+    // Before COMMAND starts: this term's cgroup, and every earlier term's
+    // group on this host ended (its processes killed, also stopped and
+    // escaped ones).
+    let group = match groups {
+        None => None,
+        Some(groups) => {
+            let begun = groups
+                .begin(epoch, |old, populated| {
+                    if populated {
+                        report.event(
+                            "leftover",
+                            &format!("processes of the earlier term {old} of {name} still ran on this host: killed them before starting the command"),
+                            json!({ "name": name, "epoch": epoch, "leftover_epoch": old }),
+                        );
+                    }
+                })
+                .await;
+            match begun {
+                Ok(g) => Some(g),
+                Err(cgroup::Begin::Later(later)) => {
+                    report.event(
+                        "lost",
+                        &format!("lost {name}, term {epoch}: the later term {later} has processes on this host; the command is not started"),
+                        json!({ "name": name, "epoch": epoch, "later_epoch": later }),
+                    );
+                    drop(standby);
+                    return Ok(args.lost_exit_code);
+                }
+                Err(cgroup::Begin::Io(e)) => {
+                    drop(standby);
+                    let _ = term.resign().await;
+                    return Err(Failure::new(
+                        exit::INTERNAL,
+                        format!(
+                            "cannot set up the command's cgroup in {}: {e}",
+                            groups.dir().display()
+                        ),
+                    )
+                    .hint(format!(
+                        "fix the directory's permissions, or set {}=none to run without a cgroup",
+                        cgroup::PARENT_ENV
+                    )));
+                }
+            }
+        }
+    };
+    let mut sup = match Supervised::start(standby, term, lock.as_ref(), group.as_ref()) {
         Ok(s) => s,
         Err(f) => {
+            if let Some(g) = &group {
+                let _ = g.end().await;
+            }
             let _ = term.resign().await;
             return Err(f);
         }
@@ -590,6 +760,12 @@ async fn lead<C: Claim>(
         Some(Said::Started(pid)) => pid,
         other => {
             sup.wait();
+            // A supervisor that died between COMMAND's exec and its `P`
+            // may have left processes COMMAND forked (now elect's).
+            take_over(group.as_ref(), 0, &mut None, &report, name, epoch).await;
+            if let Some(g) = &group {
+                let _ = g.end().await;
+            }
             let _ = term.resign().await;
             return Err(match other {
                 Some(Said::CannotStart(errno)) => {
@@ -618,6 +794,15 @@ async fn lead<C: Claim>(
     let mut lost = None;
     let mut stopping = false;
     let mut empty = false;
+    // SIGINT or SIGTERM to elect: SIGKILL to the tree if COMMAND has not
+    // exited a kill grace later (as `consul lock` does).
+    let mut escalate: Option<(tokio::time::Instant, Signal)> = None;
+    // After a stop request: elect stops the tree itself if the supervisor
+    // has not said it is empty by then (stopped, hung).
+    let mut backstop: Option<tokio::time::Instant> = None;
+    let far = || tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
+    // Why the supervisor's own end did not come: it died, or was late.
+    let mut failed: Option<&'static str> = None;
     loop {
         tokio::select! {
             said = sup.next() => match said {
@@ -627,7 +812,9 @@ async fn lead<C: Claim>(
                     if !stopping {
                         // What it left behind stops before the term ends.
                         stopping = true;
-                        sup.tell(&format!("K {}", kill.kill_at(lease.valid_until(), false)));
+                        let at = kill.kill_at(lease.valid_until(), false);
+                        backstop = Some(kill.backstop(at, lease.valid_until()));
+                        sup.tell(&format!("K {at}"));
                     }
                 }
                 Some(Said::Watchdog) => {
@@ -641,7 +828,7 @@ async fn lead<C: Claim>(
                 }
                 Some(Said::Empty) => { empty = true; break; }
                 Some(_) => {}
-                None => break,
+                None => { failed = Some("died"); break; }
             },
             Received { signal: sig, from_terminal } = signals.next(), if !stopping => {
                 if from_terminal && in_our_group(pid) {
@@ -652,6 +839,25 @@ async fn lead<C: Claim>(
                     report.event("forwarded", &format!("forwarding {sig} to the command"), json!({ "name": name, "signal": sig.as_str() }));
                     sup.tell(&format!("S {}", sig as i32));
                 }
+                if escalate.is_none() && matches!(sig, Signal::SIGINT | Signal::SIGTERM) {
+                    escalate = Some((tokio::time::Instant::now() + kill.grace, sig));
+                }
+            }
+            _ = tokio::time::sleep_until(escalate.map_or_else(far, |(at, _)| at)), if escalate.is_some() && !stopping => {
+                let sig = escalate.map_or(Signal::SIGTERM, |(_, s)| s);
+                report.event(
+                    "killed",
+                    &format!("the command did not exit within --kill-grace ({:?}) of {sig}: SIGKILL to it and every process it started", kill.grace),
+                    json!({ "name": name, "epoch": epoch, "signal": sig.as_str(), "kill_grace_ms": kill.grace.as_millis() as u64 }),
+                );
+                stopping = true;
+                let at = supervisor::mono_ns();
+                backstop = Some(kill.backstop(at, lease.valid_until()));
+                sup.tell(&format!("K {at}"));
+            }
+            _ = tokio::time::sleep_until(backstop.unwrap_or_else(far)), if backstop.is_some() => {
+                failed = Some("late");
+                break;
             }
             l = term.lost(), if lost.is_none() => {
                 let revoked = matches!(l.reason, election_core::LossReason::Revoked { .. });
@@ -664,31 +870,65 @@ async fn lead<C: Claim>(
                 );
                 stopping = true;
                 lost = Some(l);
+                let stop_by = kill.backstop(at, lease.valid_until());
+                backstop = Some(backstop.map_or(stop_by, |b| b.min(stop_by)));
                 sup.tell(&format!("K {at}"));
             }
             _ = tick.tick(), if lost.is_none() => {
                 let valid = lease.valid_until();
-                if valid != sent && let Some(v) = valid {
-                    let term_ns = supervisor::mono_ns_at(v);
-                    let kill_ns = supervisor::mono_ns_at(v + kill.grace);
-                    sup.tell(&format!("V {term_ns} {kill_ns}"));
+                if valid != sent {
+                    let told = match valid {
+                        Some(v) => {
+                            let term_ns = supervisor::mono_ns_at(v);
+                            let kill_ns = supervisor::mono_ns_at(v + kill.grace);
+                            sup.tell_watchdog(&format!("V {term_ns} {kill_ns}"))
+                        }
+                        None => true,
+                    };
+                    if told {
+                        sent = valid;
+                    }
                 }
-                sent = valid;
             }
         }
     }
-    sup.wait();
-    if !empty {
+    if let Some(why) = failed {
+        // The supervisor died (SIGKILL, the OOM killer) or did not stop
+        // the tree by its deadline (stopped, hung): elect stops it itself
+        // before the term is given up (ADR 0049).
+        let text = match why {
+            "died" => {
+                "the supervisor of the command died: elect stops the command and every process it started itself before giving the term up"
+            }
+            _ => {
+                "the supervisor of the command did not stop it by its deadline (stopped?): elect stops the command and every process it started itself before giving the term up"
+            }
+        };
         report.event(
-            "supervisor-died",
-            "the supervisor of the command died: processes the command started may run on",
+            if why == "died" {
+                "supervisor-died"
+            } else {
+                "supervisor-late"
+            },
+            text,
             json!({ "name": name, "epoch": epoch }),
         );
-        return Err(Failure::new(
-            exit::INTERNAL,
-            "the supervisor of the command died; the term is left to end by itself",
-        ));
+        take_over(group.as_ref(), pid, &mut exited, &report, name, epoch).await;
     }
+    sup.wait();
+    if let Some(g) = &group
+        && let Err(e) = g.end().await
+    {
+        // The tree was seen empty (the supervisor's, or elect's own
+        // count of its children); only the group's removal failed.
+        report.event(
+            "cgroup",
+            &format!("cannot remove the term's cgroup {}: {e}", g.dir().display()),
+            json!({ "name": name, "epoch": epoch, "error": e.to_string() }),
+        );
+    }
+    empty = empty || failed.is_some();
+    debug_assert!(empty);
     if lost.is_none()
         && let Some(l) = lease.loss().filter(|l| !l.reason.is_end())
     {
@@ -726,7 +966,58 @@ async fn lead<C: Claim>(
             json!({ "name": name, "epoch": epoch, "error": exit::chain(&e) }),
         ),
     }
+    if failed == Some("died") {
+        return Err(Failure::new(
+            exit::INTERNAL,
+            "the supervisor of the command died; elect stopped the command and every process it started, then gave the term up",
+        ));
+    }
     Ok(code)
+}
+
+/// `elect`'s own end of COMMAND's tree, when the supervisor died or did
+/// not stop the tree by its deadline (ADR 0049): SIGKILL to the term's
+/// cgroup and to every descendant of `elect` (the supervisor included;
+/// `elect` is a child subreaper, so the tree re-parents to it), until
+/// `elect` has no child left and the cgroup is empty. COMMAND's exit code
+/// is kept if `elect` collects it. Waits as long as a process of the tree
+/// lives (one that is another user's: said after 2 s, as the supervisor
+/// does).
+async fn take_over(
+    group: Option<&cgroup::TermGroup>,
+    command: i32,
+    exited: &mut Option<u8>,
+    report: &Reporter,
+    name: &str,
+    epoch: u64,
+) {
+    let began = tokio::time::Instant::now();
+    let mut told = false;
+    loop {
+        if let Some(g) = group {
+            let _ = g.kill();
+        }
+        let (left, no_child) = supervisor::kill_descendants(|pid, code| {
+            if pid == command {
+                *exited = Some(code);
+            }
+        });
+        let group_empty = group.is_none_or(|g| !g.populated().unwrap_or(false));
+        if no_child && group_empty {
+            return;
+        }
+        if !told && began.elapsed() > Duration::from_secs(2) {
+            told = true;
+            let pids: Vec<String> = left.iter().map(|p| p.to_string()).collect();
+            let pids = pids.join(" ");
+            report.event(
+                "unkillable",
+                &format!("processes {pids} of the command do not end on SIGKILL (another user's?); elect waits until they end before it resigns or exits"),
+                json!({ "name": name, "epoch": epoch, "pids": pids }),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[cfg(test)]

@@ -304,6 +304,30 @@ impl Supervisor {
     }
 }
 
+/// One round of `elect`'s own end of the tree (ADR 0049), for when its
+/// supervisor died or did not stop the tree by its deadline (stopped,
+/// hung): `elect` is a child subreaper from the win on, so COMMAND's tree
+/// re-parents to it when the supervisor dies, as it did to the
+/// supervisor. SIGKILL to every descendant of this process (the
+/// supervisor included: one that did not act by its deadline is of no
+/// more use), then every exited child is collected (`on_exit`: pid and
+/// shell-style code). Returns the pids that were still there, and
+/// whether no child is left (the tree is empty).
+pub(crate) fn kill_descendants(on_exit: impl FnMut(i32, u8)) -> (Vec<i32>, bool) {
+    let left = descendants();
+    for &p in &left {
+        send(p, Signal::SIGKILL);
+    }
+    let empty = matches!(reap(on_exit), Reaped::Empty);
+    (left.iter().map(|p| p.pid).collect(), empty)
+}
+
+/// Makes this process (`elect`, once elected) a child subreaper, so that
+/// COMMAND's tree becomes its own if the supervisor dies.
+pub(crate) fn become_subreaper() -> std::io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)
+}
+
 /// `elect`'s end of a supervisor forked before the campaign (see
 /// [`Standby::fork`]): it waits for the term and starts nothing until
 /// `elect` sends it (`G`); dropped unused, it is closed and reaped.
@@ -430,15 +454,29 @@ fn unhex(word: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The term's environment from a `G` line: `G HEX(KEY=VALUE)...`.
-fn go_line(line: &[u8]) -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
+/// The term's cgroup and environment from a `G` line: `G CGROUP
+/// HEX(KEY=VALUE)...`, where CGROUP is the hex of the term's cgroup
+/// directory, or `-` for none.
+#[allow(clippy::type_complexity)]
+fn go_line(
+    line: &[u8],
+) -> Option<(
+    Option<std::path::PathBuf>,
+    Vec<(std::ffi::OsString, std::ffi::OsString)>,
+)> {
     use std::os::unix::ffi::OsStringExt;
     let line = std::str::from_utf8(line).ok()?;
     let mut words = line.split_whitespace();
     if words.next()? != "G" {
         return None;
     }
-    words
+    let cgroup = match words.next()? {
+        "-" => None,
+        hexed => Some(std::path::PathBuf::from(std::ffi::OsString::from_vec(
+            unhex(hexed)?,
+        ))),
+    };
+    let env = words
         .map(|w| {
             let pair = unhex(w)?;
             let eq = pair.iter().position(|&b| b == b'=')?;
@@ -448,12 +486,14 @@ fn go_line(line: &[u8]) -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>
                 std::ffi::OsString::from_vec(v[1..].to_vec()),
             ))
         })
-        .collect()
+        .collect::<Option<Vec<_>>>()?;
+    Some((cgroup, env))
 }
 
-/// What a standby supervisor waits for: the term's environment and the
-/// lock COMMAND's tree inherits.
+/// What a standby supervisor waits for: the term's cgroup, its
+/// environment and the lock COMMAND's tree inherits.
 type Go = (
+    Option<std::path::PathBuf>,
     Vec<(std::ffi::OsString, std::ffi::OsString)>,
     Option<OwnedFd>,
 );
@@ -469,7 +509,7 @@ fn wait_for_term(sock: RawFd, pending: &mut Vec<u8>) -> Option<Go> {
     loop {
         if let Some(end) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
-            return go_line(&line).map(|env| (env, lock));
+            return go_line(&line).map(|(cgroup, env)| (cgroup, env, lock));
         }
         let mut buf = [0u8; 4096];
         let mut space = nix::cmsg_space!([RawFd; 2]);
@@ -524,7 +564,7 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
         return ExitCode::from(crate::exit::USAGE);
     }
     let mut pending = Vec::new();
-    let Some((env, lock)) = wait_for_term(sock.as_raw_fd(), &mut pending) else {
+    let Some((cgroup, env, lock)) = wait_for_term(sock.as_raw_fd(), &mut pending) else {
         return ExitCode::SUCCESS;
     };
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -562,8 +602,26 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]).envs(env);
     let me = nix::unistd::getpid();
-    // SAFETY: between fork and exec the child only calls prctl and
-    // getppid and builds errors from raw codes: no allocation, no locks.
+    // The term's cgroup (see `cgroup`): COMMAND moves itself in before
+    // exec, so every process of its tree is born inside. Opened here: a
+    // group already removed (a later term ended it) fails the write with
+    // ENODEV, and COMMAND does not start.
+    let procs = match cgroup.map(|dir| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+    }) {
+        None => None,
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => {
+            sup.tell(&format!("F {}", e.raw_os_error().unwrap_or(0)));
+            return ExitCode::SUCCESS;
+        }
+    };
+    let procs_fd = procs.as_ref().map(|f| f.as_raw_fd());
+    // SAFETY: between fork and exec the child only calls prctl, getppid
+    // and write(2) and builds errors from raw codes: no allocation, no
+    // locks.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -571,13 +629,21 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
             if nix::unistd::getppid() != me {
                 return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
             }
+            if let Some(fd) = procs_fd {
+                // "0": the writing process itself.
+                if nix::libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
     // COMMAND's tree holds the lock too (flock(1)): it came without
     // FD_CLOEXEC, so COMMAND inherits it, and it stays open here.
     let _lock = lock;
-    match cmd.spawn() {
+    let spawned = cmd.spawn();
+    drop(procs);
+    match spawned {
         Ok(child) => {
             sup.command = Some(child.id() as i32);
             sup.tell(&format!("P {}", child.id()));

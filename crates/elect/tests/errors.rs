@@ -168,7 +168,9 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
     assert_eq!(done.code, 0, "{done:?}");
     let dir = b.url.trim_start_matches("file://").to_owned();
     let record = std::path::Path::new(&dir).join("j.epoch");
-    std::fs::write(&record, "election-file/1\nepoch=40\nidentity=\n").expect("damage");
+    // Damaged, showing an epoch above the ceiling (the floor of a repair
+    // of a damaged record is at least the ceiling, ADR 0048).
+    std::fs::write(&record, "election-file/1\nepoch=4000\nidentity=\n").expect("damage");
 
     let done = b.run_to_end("j", "a", &[], &r.once()).await;
     assert_eq!(done.code, common::CONFIG, "{done:?}");
@@ -189,11 +191,11 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
         "--name",
         "j",
         "--epoch",
-        "39",
+        "3999",
     ])
     .await;
     assert_eq!(low.code, common::CONFIG, "{low:?}");
-    low.err_line("it shows epoch 40");
+    low.err_line("epochs up to 4000 may have been handed out");
     let ok = once(&[
         "repair-epoch",
         "--backend",
@@ -201,15 +203,15 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
         "--name",
         "j",
         "--epoch",
-        "500",
+        "5000",
     ])
     .await;
     assert_eq!(ok.code, 0, "{ok:?}");
-    ok.err_line("now holds epoch 500");
+    ok.err_line("now holds epoch 5000");
 
     let done = b.run_to_end("j", "a", &[], &r.once()).await;
     assert_eq!(done.code, 0, "{done:?}");
-    assert_eq!(common::elected_epoch(&done), 501);
+    assert_eq!(common::elected_epoch(&done), 5001);
     assert_eq!(
         r.lines().len(),
         2,
@@ -227,4 +229,30 @@ async fn a_corrupt_epoch_record_is_repaired_with_repair_epoch_never_by_deleting_
     ])
     .await;
     assert_ne!(sqlite.code, 0, "{sqlite:?}");
+}
+
+/// A SQLite database with a second hard link (issue 23, ADR 0046): `elect`
+/// refuses it with the configuration exit code and a hint that names the
+/// fix, before campaigning, and the command never runs.
+#[tokio::test]
+async fn a_sqlite_database_with_a_second_name_is_a_configuration_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let url = format!("sqlite://{}", db.display());
+    let done = once(&["run", "--backend", &url, "--name", "j", "--", "true"]).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    std::fs::hard_link(&db, dir.path().join("link.db")).expect("link");
+    let ran = dir.path().join("ran");
+    let touch = format!("touch {}", ran.display());
+    for sub in ["run", "leader"] {
+        let mut args = vec![sub, "--backend", &url, "--name", "j"];
+        if sub == "run" {
+            args.extend(["--", "sh", "-c", &touch]);
+        }
+        let done = once(&args).await;
+        assert_eq!(done.code, common::CONFIG, "{sub}: {done:?}");
+        done.err_line("hard links");
+        done.err_line("elect: hint: remove the second hard link");
+    }
+    assert!(!ran.exists(), "the command ran");
 }

@@ -318,8 +318,11 @@ impl HoldReporter {
     /// at once, the key is never released (rule 3), and the loop tries to
     /// win it again. A loss reported before the engine recorded the win of
     /// that term (the claim step's answer still on its way) counts too: the
-    /// win is then not recorded. Returns false if the key was not held in
-    /// that term.
+    /// win is then not recorded; so does one reported from another thread
+    /// while the engine records the win (it lands wholly before or wholly
+    /// after that record, never in between). A term reported lost is never
+    /// recorded held again. Returns false if the key was not held in that
+    /// term.
     ///
     /// ```
     /// use election_core::{ElectionName, Epoch, HoldReporter, LossReason};
@@ -529,14 +532,32 @@ pub(crate) struct Holds {
     /// The keys held now; a key leaves it on its loss or for its release,
     /// never both (rule 3).
     holds: Mutex<HashMap<ElectionName, Hold>>,
-    /// The highest epoch of each key whose loss was reported while the key
-    /// was not held in it (before its win was recorded): such a win does
-    /// not count.
+    /// The highest epoch of each key whose loss was reported (also while
+    /// the key was not held in it, before its win was recorded): a win of
+    /// that term or an earlier one does not count.
     lost_early: Mutex<HashMap<ElectionName, Epoch>>,
     /// Wakes the loop: a loss (try the key again) or a guard's nudge.
     pub(crate) wake: Notify,
     /// The set's metric handles (label `set`).
     pub(crate) metrics: SetMetrics,
+    /// Tests: called at each step of recording a win (with the holds lock
+    /// held).
+    #[cfg(test)]
+    record_hook: Mutex<Option<RecordHook>>,
+}
+
+/// Tests: a hook called at a step of recording a win.
+#[cfg(test)]
+type RecordHook = Arc<dyn Fn(RecordStep) + Send + Sync>;
+
+/// Tests: the steps of recording a win, where a hook can run.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RecordStep {
+    /// The early-loss map was checked.
+    Checked,
+    /// The hold was inserted.
+    Inserted,
 }
 
 impl Holds {
@@ -548,6 +569,17 @@ impl Holds {
             lost_early: Mutex::default(),
             wake: Notify::new(),
             metrics: SetMetrics::new(set),
+            #[cfg(test)]
+            record_hook: Mutex::default(),
+        }
+    }
+
+    /// Tests: runs the record hook at `step`.
+    #[cfg(test)]
+    fn at(&self, step: RecordStep) {
+        let hook = lock(&self.record_hook).clone();
+        if let Some(hook) = hook {
+            hook(step);
         }
     }
 
@@ -563,17 +595,27 @@ impl Holds {
 
     /// Records a win; false (and the key is tried again) if its loss was
     /// already reported.
+    ///
+    /// One decision under the holds lock, which [`lose`](Holds::lose)
+    /// takes first too: the check of the early losses, the insert and the
+    /// marking of the key as held happen with no gap, so a loss reported
+    /// from another thread lands either wholly before (the win does not
+    /// count) or wholly after (it ends the hold just recorded).
     fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) -> bool {
+        let mut holds = lock(&self.holds);
         let lost = lock(&self.lost_early)
             .get(state.name())
             .is_some_and(|e| *e >= won.epoch);
         if lost {
-            tracing::warn!(key = %state.name(), epoch = %won.epoch, "lease-set key lost before its win was recorded");
             state.held_by(None);
+            drop(holds);
+            tracing::warn!(key = %state.name(), epoch = %won.epoch, "lease-set key lost before its win was recorded");
             self.wake.notify_one();
             return false;
         }
-        lock(&self.holds).insert(
+        #[cfg(test)]
+        self.at(RecordStep::Checked);
+        holds.insert(
             state.name().clone(),
             Hold {
                 state: state.clone(),
@@ -582,8 +624,11 @@ impl Holds {
                 renewed_at: Instant::now(),
             },
         );
-        self.metrics.won();
+        #[cfg(test)]
+        self.at(RecordStep::Inserted);
         state.hold(won.epoch, identity, won.valid_until);
+        drop(holds);
+        self.metrics.won();
         true
     }
 
@@ -599,12 +644,14 @@ impl Holds {
 
     pub(crate) fn lose(&self, key: &ElectionName, epoch: Epoch, reason: &LossReason) -> bool {
         let mut holds = lock(&self.holds);
-        let Some(hold) = holds.get(key).filter(|h| h.epoch == epoch) else {
-            // Not (yet) held in that term: a win of it recorded later
-            // must not count.
+        // A win of that term recorded later (its answer still on its way,
+        // or answered again) must not count.
+        {
             let mut early = lock(&self.lost_early);
             let seen = early.entry(key.clone()).or_insert(epoch);
             *seen = (*seen).max(epoch);
+        }
+        let Some(hold) = holds.get(key).filter(|h| h.epoch == epoch) else {
             return false;
         };
         hold.state.end_hold();
@@ -665,5 +712,144 @@ impl Holds {
                 (k, h.epoch)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key_state::Origin;
+    use std::sync::mpsc;
+
+    /// Records a win of term 7 while another thread reports the loss of
+    /// that term at `step` of the recording: the hook waits for the loss
+    /// to be reported, or (the recording holds the lock the loss needs)
+    /// stops waiting after a while, and the loss lands once the recording
+    /// is done. Either way the loss must win: the bound only decides how
+    /// long the test waits, not whether it passes.
+    /// Returns whether the key reads held after both, and what a close
+    /// would release.
+    fn loss_at(step: RecordStep) -> (bool, bool, Vec<HeldKey>) {
+        let holds = Arc::new(Holds::new("loss-race"));
+        let name = ElectionName::new("shard-1").unwrap();
+        let state = Arc::new(KeyState::new(name.clone(), Origin::now()));
+        let epoch = Epoch::new(7).unwrap();
+        let (go, went) = mpsc::channel::<()>();
+        let (reported, done) = mpsc::channel::<bool>();
+        let loser = {
+            let (holds, name) = (holds.clone(), name.clone());
+            std::thread::spawn(move || {
+                went.recv().unwrap();
+                let reason = LossReason::Revoked {
+                    detail: "node-b holds it now".into(),
+                };
+                let _ = reported.send(holds.lose(&name, epoch, &reason));
+            })
+        };
+        let done = Mutex::new(done);
+        *lock(&holds.record_hook) = Some(Arc::new(move |at| {
+            if at == step {
+                go.send(()).unwrap();
+                let _ = lock(&done).recv_timeout(Duration::from_millis(200));
+            }
+        }));
+        let me = Identity::new("node-a").unwrap();
+        let recorded = holds.hold(
+            &state,
+            Won {
+                epoch,
+                valid_until: None,
+            },
+            &me,
+        );
+        loser.join().unwrap();
+        (recorded, state.is_held(), holds.take_holds())
+    }
+
+    #[test]
+    fn a_loss_between_the_check_and_the_insert_is_not_dropped() {
+        let (_, held, released) = loss_at(RecordStep::Checked);
+        assert!(
+            !held && released.is_empty(),
+            "after its loss was reported the key reads held: {held}; a close would release: {released:?}"
+        );
+    }
+
+    #[test]
+    fn a_loss_between_the_insert_and_the_marking_is_not_dropped() {
+        let (_, held, released) = loss_at(RecordStep::Inserted);
+        assert!(
+            !held && released.is_empty(),
+            "after its loss was reported the key reads held: {held}; a close would release: {released:?}"
+        );
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Win(usize, u64),
+        Lose(usize, u64),
+        Renew(usize, u64),
+        Expire,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..3usize, 1..6u64).prop_map(|(k, e)| Op::Win(k, e)),
+            (0..3usize, 1..6u64).prop_map(|(k, e)| Op::Lose(k, e)),
+            (0..3usize, 1..6u64).prop_map(|(k, e)| Op::Renew(k, e)),
+            Just(Op::Expire),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of wins, losses (also reported before the
+        /// win of their term was recorded), renewals and expiries: no key
+        /// reads held in a term whose loss was reported, and the release
+        /// at close never names a lost term (rule 3).
+        #[test]
+        fn no_key_reads_held_after_its_loss_and_none_is_released(
+            ops in proptest::collection::vec(op(), 1..40)
+        ) {
+            let holds = Holds::new("loss-model");
+            let me = Identity::new("node-a").unwrap();
+            let states: Vec<Arc<KeyState>> = (0..3)
+                .map(|i| Arc::new(KeyState::new(ElectionName::new(format!("k{i}")).unwrap(), Origin::now())))
+                .collect();
+            let mut lost = std::collections::HashSet::new();
+            let far = Instant::now() + Duration::from_secs(3600);
+            for op in ops {
+                match op {
+                    Op::Win(k, e) => {
+                        // The engine claims only keys it does not hold.
+                        if !lock(&holds.holds).contains_key(states[k].name()) {
+                            let won = Won { epoch: Epoch::new(e).unwrap(), valid_until: Some(far) };
+                            holds.hold(&states[k], won, &me);
+                        }
+                    }
+                    Op::Lose(k, e) => {
+                        let reason = LossReason::Revoked { detail: "taken".into() };
+                        holds.lose(states[k].name(), Epoch::new(e).unwrap(), &reason);
+                        lost.insert((k, e));
+                    }
+                    Op::Renew(k, e) => holds.renewed(states[k].name(), Epoch::new(e).unwrap(), far),
+                    Op::Expire => { holds.expire(Instant::now()); }
+                }
+                for (k, state) in states.iter().enumerate() {
+                    let held = lock(&holds.holds).get(state.name()).map(|h| h.epoch);
+                    proptest::prop_assert_eq!(state.epoch(), held, "the key's state and the holds agree");
+                    if let Some(e) = held {
+                        proptest::prop_assert!(!lost.contains(&(k, e.get())), "k{} reads held in term {} after its loss", k, e);
+                    }
+                }
+            }
+            for (key, epoch) in holds.take_holds() {
+                let k: usize = key.as_str()[1..].parse().unwrap();
+                proptest::prop_assert!(!lost.contains(&(k, epoch.get())), "released {} in lost term {}", key, epoch);
+            }
+            for state in &states {
+                proptest::prop_assert!(!state.is_held());
+            }
+        }
     }
 }

@@ -270,13 +270,20 @@ impl FileElection {
     /// tokens are higher than every earlier one. Refuses, changing nothing:
     /// - [`Error::ClaimHeld`] while a candidate holds the claim (repair
     ///   with the election's processes stopped);
-    /// - [`Error::EpochTooLow`] when `epoch` is lower than an epoch the
-    ///   record still shows (its own if it parses, else the largest number
-    ///   after an `epoch=` in it or in a leftover temporary record).
+    /// - [`Error::EpochTooLow`] when `epoch` is lower than an epoch that
+    ///   may have been handed out: one the record still shows (its own if
+    ///   it parses, else the largest number after an `epoch=` in it or in a
+    ///   leftover temporary record), or the epoch ceiling (ADR 0025)
+    ///   whenever the record cannot be trusted: the ceiling was written
+    ///   before an OS restart or without a boot id (the record may be
+    ///   stale), or the record is damaged or missing. A damaged ceiling
+    ///   counts with the largest number after a `ceiling=` in it. So a
+    ///   repair never lets an epoch repeat (ADR 0048); after an OS restart
+    ///   the next term's epoch may jump by up to 1024.
     ///
-    /// It also writes the epoch ceiling (ADR 0025) durably: never lower
-    /// than the ceiling it finds, or `epoch` if that is higher or the
-    /// ceiling is damaged.
+    /// It also writes the epoch ceiling durably: never lower than the
+    /// ceiling it finds, or `epoch` if that is higher or the ceiling is
+    /// damaged, with the running kernel's boot id.
     ///
     /// Never delete the record instead: epochs would start again at
     /// [`Epoch::FIRST`], and the library refuses to campaign on a missing

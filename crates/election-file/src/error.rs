@@ -72,17 +72,21 @@ pub enum Error {
         /// The claim file.
         path: PathBuf,
     },
-    /// A repair was refused because the epoch given is lower than one the
-    /// record (or what is left of it) still shows: tokens would go back.
+    /// A repair was refused because the epoch given is lower than one that
+    /// may have been handed out: one the record (or what is left of it)
+    /// still shows, or, when the record cannot be trusted (damaged,
+    /// missing, or written before an OS restart), the epoch ceiling (ADR
+    /// 0048). Tokens would go back, and epochs repeat.
     #[error(
-        "refusing to set {path} to epoch {given}: it shows epoch {highest_seen}; give at least that"
+        "refusing to repair with epoch {given}: {path} shows that epochs up to {highest_seen} \
+         may have been handed out; give at least that"
     )]
     EpochTooLow {
-        /// The epoch record.
+        /// The file that shows it: the epoch record or the epoch ceiling.
         path: PathBuf,
         /// The epoch the operator gave.
         given: Epoch,
-        /// The highest epoch still visible.
+        /// The lowest epoch the repair accepts.
         highest_seen: Epoch,
     },
     /// The filesystem is full (`ENOSPC`) or the user's quota is used up

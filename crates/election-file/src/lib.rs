@@ -39,7 +39,9 @@
 //! way out of a damaged or lost record is
 //! [`FileElection::repair_epoch`] (`elect repair-epoch`), which sets it to
 //! an epoch you give, at least the highest fencing token your resources
-//! hold, and refuses a lower one than it can still see. Deleting the claim
+//! hold, and refuses one lower than any that may have been handed out (what
+//! the record shows, and the epoch ceiling whenever the record cannot be
+//! trusted, as after an OS restart: ADR 0048). Deleting the claim
 //! file while a term runs is noticed by the holder's tamper watch (the term
 //! is lost).
 //!

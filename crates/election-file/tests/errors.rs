@@ -113,7 +113,19 @@ async fn a_deleted_epoch_record_is_refused_not_restarted_at_the_first_epoch() {
         }
         other => panic!("expected Corrupt, got {other:?}"),
     }
-    let repaired = election.repair_epoch("jobs", last).expect("repair");
+    // Within this boot the record was the only account of the epochs
+    // below the ceiling: a repair goes no lower than the ceiling (ADR 0048).
+    let floor = match election.repair_epoch("jobs", last) {
+        Err(Error::EpochTooLow {
+            highest_seen, path, ..
+        }) => {
+            assert!(path.ends_with("jobs.epoch-ceiling"), "{}", path.display());
+            highest_seen
+        }
+        other => panic!("expected EpochTooLow, got {other:?}"),
+    };
+    assert!(floor > last, "{floor}");
+    let repaired = election.repair_epoch("jobs", floor).expect("repair");
     assert_eq!(repaired.highest_seen, None, "nothing was left to see");
     let term = candidate.try_campaign().await.expect("try").expect("wins");
     assert!(term.epoch() > last, "{} after {last}", term.epoch());
@@ -132,12 +144,15 @@ async fn a_repair_refuses_a_lower_epoch_and_a_held_claim() {
     ));
     term.resign().await.expect("resign");
     let record = tmp.path().join("jobs.epoch");
+    // Damaged, showing an epoch above the ceiling (a damaged record's
+    // floor is at least the ceiling, ADR 0048).
+    let shown = epoch.get() + 5000;
     std::fs::write(
         &record,
-        format!("election-file/1\nepoch={}\nidentity=\n", epoch.get() + 5),
+        format!("election-file/1\nepoch={shown}\nidentity=\n"),
     )
     .expect("damage the record, leaving its epoch readable");
-    let too_low = Epoch::new(epoch.get() + 4).unwrap();
+    let too_low = Epoch::new(shown - 1).unwrap();
     match election.repair_epoch("jobs", too_low) {
         Err(Error::EpochTooLow {
             given,
@@ -145,7 +160,7 @@ async fn a_repair_refuses_a_lower_epoch_and_a_held_claim() {
             ..
         }) => {
             assert_eq!(given, too_low);
-            assert_eq!(highest_seen.get(), epoch.get() + 5);
+            assert_eq!(highest_seen.get(), shown);
         }
         other => panic!("expected EpochTooLow, got {other:?}"),
     }
@@ -154,9 +169,98 @@ async fn a_repair_refuses_a_lower_epoch_and_a_held_claim() {
         "still corrupt: nothing changed"
     );
     let repaired = election
-        .repair_epoch("jobs", Epoch::new(epoch.get() + 5).unwrap())
+        .repair_epoch("jobs", Epoch::new(shown).unwrap())
         .expect("repair");
-    assert_eq!(repaired.highest_seen.map(Epoch::get), Some(epoch.get() + 5));
+    assert_eq!(repaired.highest_seen.map(Epoch::get), Some(shown));
     let term = candidate.try_campaign().await.expect("try").expect("wins");
-    assert_eq!(term.epoch().get(), epoch.get() + 6);
+    assert_eq!(term.epoch().get(), shown + 1);
+}
+
+/// The epoch ceiling as a kernel with another boot id wrote it: what an
+/// election directory holds after an OS restart (ADR 0025).
+fn ceiling_from_another_boot(dir: &std::path::Path, name: &str, ceiling: u64) {
+    let other_boot = "0b0b0b0b-1111-4222-8333-444444444444";
+    assert_ne!(
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .unwrap_or_default()
+            .trim(),
+        other_boot
+    );
+    std::fs::write(
+        dir.join(format!("{name}.epoch-ceiling")),
+        format!("election-file-ceiling/1\nceiling={ceiling}\nboot_id={other_boot}\n"),
+    )
+    .expect("write the old boot's ceiling");
+}
+
+/// Issue 23, item 3: epochs 2 to 11 were handed out, then the OS
+/// restarted and the record on disk (written through the page cache) says
+/// 5. A repair with 5 used to be accepted and stamp the ceiling with the
+/// new boot id, so the stale record was then read as exact and the next
+/// term got epoch 6 again. The repair must never let an epoch repeat.
+#[tokio::test]
+async fn a_repair_after_an_os_restart_never_lets_an_epoch_repeat() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let election = FileElection::new(tmp.path()).expect("election");
+    let candidate = election.candidate("jobs", "a").expect("candidate");
+    let mut handed_out = Vec::new();
+    for _ in 0..10 {
+        let term = candidate.campaign().await.expect("term");
+        handed_out.push(term.epoch().get());
+        term.resign().await.expect("resign");
+    }
+    let highest = *handed_out.last().expect("terms");
+    let ceiling = std::fs::read_to_string(tmp.path().join("jobs.epoch-ceiling")).expect("ceiling");
+    let reserved: u64 = ceiling
+        .lines()
+        .find_map(|l| l.strip_prefix("ceiling="))
+        .expect("ceiling=")
+        .parse()
+        .expect("a number");
+    assert!(reserved >= highest, "{ceiling}");
+    // The OS restarts: the ceiling is from the boot before, and the record
+    // on disk is an older version of it.
+    ceiling_from_another_boot(tmp.path(), "jobs", reserved);
+    std::fs::write(
+        tmp.path().join("jobs.epoch"),
+        "election-file/1\nepoch=5\nidentity=a\n",
+    )
+    .expect("the record as the disk kept it");
+
+    match election.repair_epoch("jobs", Epoch::new(5).unwrap()) {
+        Err(Error::EpochTooLow {
+            given,
+            highest_seen,
+            path,
+        }) => {
+            assert_eq!(given.get(), 5);
+            assert_eq!(
+                highest_seen.get(),
+                reserved,
+                "the old boot's ceiling is the floor"
+            );
+            assert!(path.ends_with("jobs.epoch-ceiling"), "{}", path.display());
+        }
+        Ok(repaired) => {
+            // Accepted: then the next term must still be above every epoch
+            // handed out.
+            let term = candidate.try_campaign().await.expect("try").expect("wins");
+            let next = term.epoch().get();
+            assert!(
+                !handed_out.contains(&next),
+                "epoch {next} handed out again after a repair with {} (epochs {handed_out:?} \
+                 were handed out before the restart)",
+                repaired.epoch
+            );
+            panic!("the repair with 5 was accepted below the old boot's ceiling {reserved}");
+        }
+        Err(other) => panic!("expected EpochTooLow, got {other:?}"),
+    }
+    // Refused, nothing changed: the next term still goes past the ceiling.
+    let repaired = election
+        .repair_epoch("jobs", Epoch::new(reserved).unwrap())
+        .expect("a repair at the ceiling");
+    assert_eq!(repaired.highest_seen.map(Epoch::get), Some(5));
+    let term = candidate.try_campaign().await.expect("try").expect("wins");
+    assert_eq!(term.epoch().get(), reserved + 1);
 }

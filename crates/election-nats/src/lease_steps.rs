@@ -321,7 +321,16 @@ impl Steps {
     /// sent; both buckets' stream info is checked after it (a recreated
     /// keys bucket loses every key, a recreated or shortened sessions
     /// bucket the session). Losses found are reported to the core.
+    ///
+    /// The whole renewal (the update, a look at the session key after a
+    /// "wrong last revision", the checks) runs within one budget: the
+    /// core's attempt timeout, counted from the call, so the core never
+    /// cuts it off half-way for lack of time it gave. A session given up
+    /// here while its key may still be live (a late renewal of ours landed)
+    /// is deleted, so it never stays live beside the next one.
     pub(crate) async fn renew_session(&self) -> SessionRenewal {
+        let deadline = Instant::now() + self.timeout();
+        let left = || deadline.saturating_duration_since(Instant::now());
         let options = &self.conn.options;
         let _writes = self.session_writes.lock().await;
         let Some(own) = self.book().own else {
@@ -332,13 +341,15 @@ impl Steps {
             &self.identity,
             own,
             options.validity(),
-            self.timeout(),
+            deadline,
         )
         .await;
         let now = Instant::now();
         match outcome {
-            Ok(Renewal::Renewed(s)) => self.check_renewed(s, now).await,
+            Ok(Renewal::Renewed(s)) => self.check_renewed(s, now, left()).await,
             Ok(Renewal::Gone) => {
+                // The key is gone or carries another record: nothing of
+                // ours to delete.
                 let lost = self.book().lose_session(own.id, now);
                 self.report(lost);
                 SessionRenewal::Lost
@@ -346,17 +357,18 @@ impl Steps {
             Err(e) => {
                 // The update may have landed: learn its revision (a
                 // successful write of ours), without extending validity.
-                let read =
-                    latest::latest(&self.sessions, &session::key(own.id), self.timeout()).await;
+                // Without budget left, the next renewal's look after a
+                // "wrong last revision" learns it.
+                let read = session::read_own(&self.sessions, &self.identity, own.id, left()).await;
                 let mut book = self.book();
                 let gone = match read {
-                    Ok(Some(l)) if l.operation == kv::Operation::Put => {
+                    Ok(Some(revision)) => {
                         if let Some(o) = book.own.as_mut().filter(|o| o.id == own.id) {
-                            o.revision = l.revision;
+                            o.revision = revision;
                         }
                         false
                     }
-                    Ok(_) => true,
+                    Ok(None) => true,
                     Err(_) => false,
                 };
                 let expired = book
@@ -366,6 +378,9 @@ impl Steps {
                     let lost = book.lose_session(own.id, now);
                     drop(book);
                     self.report(lost);
+                    if !gone {
+                        self.retire(own.id);
+                    }
                     return SessionRenewal::Lost;
                 }
                 SessionRenewal::Failed(e)
@@ -373,14 +388,22 @@ impl Steps {
         }
     }
 
+    /// Deletes session `id`, given up here after its keys' losses were
+    /// reported, in the background (bounded by the request timeout).
+    fn retire(&self, id: u64) {
+        let (store, timeout) = (self.sessions.clone(), self.timeout());
+        tokio::spawn(async move { session::retire(&store, id, timeout).await });
+    }
+
     /// After the session's update landed as `s`: both buckets as the server
-    /// describes them now. A recreated bucket or a max age below the TTL
-    /// ends the session (or the keys' terms) instead of being counted on.
-    async fn check_renewed(&self, s: Session, now: Instant) -> SessionRenewal {
+    /// describes them now (read within `budget`). A recreated bucket or a
+    /// max age below the TTL ends the session (or the keys' terms) instead
+    /// of being counted on.
+    async fn check_renewed(&self, s: Session, now: Instant, budget: Duration) -> SessionRenewal {
         let ttl = self.conn.options.ttl();
         let (sessions_shape, keys_shape) = tokio::join!(
-            bucket::shape(&self.sessions, self.timeout()),
-            bucket::shape(&self.keys, self.timeout())
+            bucket::shape(&self.sessions, budget),
+            bucket::shape(&self.keys, budget)
         );
         let mut book = self.book();
         let (sessions_shape, keys_shape) = match (sessions_shape, keys_shape) {
@@ -416,6 +439,10 @@ impl Steps {
         };
         drop(book);
         self.report(lost);
+        if matches!(renewed, SessionRenewal::Lost) {
+            // Just written, so live: not beside the next session.
+            self.retire(s.id);
+        }
         renewed
     }
 

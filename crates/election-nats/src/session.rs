@@ -71,37 +71,126 @@ pub(crate) async fn start(
     }
 }
 
-/// Renews `session`: an update expecting the revision last written.
+/// How many times one renewal reads the session key after a "wrong last
+/// revision" and tries again with the revision it found (each read and
+/// update within the renewal's budget).
+const ADOPTIONS: usize = 3;
+
+/// Renews `session`: an update expecting the revision last written, the
+/// whole renewal bounded by `deadline` (the budget of the core's attempt).
+///
+/// A "wrong last revision" is not taken as "session gone" without a look:
+/// an earlier renewal of ours that timed out on the client may have landed
+/// since (a server pause), so the session key is read through the stream
+/// leader. If it still holds this process's session record (identity and
+/// session id, a 64-bit nonce only this process writes), its revision is
+/// adopted and the update sent again, the validity counted from before that
+/// update; only a key that is gone (deleted, aged out) or carries another
+/// record ends the session. A read that fails leaves the outcome unknown
+/// (an error, retried by the core until the deadline), never "gone".
 pub(crate) async fn renew(
     store: &kv::Store,
     identity: &Identity,
-    session: Session,
+    mut session: Session,
     validity: Duration,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Result<Renewal, Error> {
-    let sent = Instant::now();
-    let update = store.update(
-        key(session.id),
-        value(identity, session.id),
-        session.revision,
-    );
-    match tokio::time::timeout(timeout, update).await {
-        Ok(Ok(revision)) => Ok(Renewal::Renewed(Session {
-            revision,
-            valid_until: sent + validity,
-            ..session
-        })),
-        Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Renewal::Gone),
-        Ok(Err(e)) => Err(Error::unavailable("renew the lease-set session", e)),
-        Err(_) => Err(Error::OutcomeUnknown { after: timeout }),
+    let left = || deadline.saturating_duration_since(Instant::now());
+    for _ in 0..=ADOPTIONS {
+        let sent = Instant::now();
+        let update = store.update(
+            key(session.id),
+            value(identity, session.id),
+            session.revision,
+        );
+        match tokio::time::timeout(left(), update).await {
+            Ok(Ok(revision)) => {
+                return Ok(Renewal::Renewed(Session {
+                    revision,
+                    valid_until: sent + validity,
+                    ..session
+                }));
+            }
+            Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                match read_own(store, identity, session.id, left()).await? {
+                    Some(revision) => {
+                        tracing::info!(
+                            session = session.id,
+                            stale = session.revision,
+                            revision,
+                            "the session key moved on under our own record (a renewal that timed out landed later): adopting its revision"
+                        );
+                        session.revision = revision;
+                    }
+                    None => return Ok(Renewal::Gone),
+                }
+            }
+            Ok(Err(e)) => return Err(Error::unavailable("renew the lease-set session", e)),
+            Err(_) => {
+                return Err(Error::OutcomeUnknown {
+                    after: sent.elapsed(),
+                });
+            }
+        }
+    }
+    Err(Error::Unavailable {
+        what: "renew the lease-set session (its revision kept moving under our own record)",
+        source: None,
+    })
+}
+
+/// Reads session `id`'s key through the stream leader within `timeout`:
+/// its revision if it still holds this process's record, `None` if it is
+/// gone or carries another record; an error if it could not be read.
+pub(crate) async fn read_own(
+    store: &kv::Store,
+    identity: &Identity,
+    id: u64,
+    timeout: Duration,
+) -> Result<Option<u64>, Error> {
+    if timeout.is_zero() {
+        return Err(Error::OutcomeUnknown {
+            after: Duration::ZERO,
+        });
+    }
+    let key = key(id);
+    let latest = crate::latest::latest(store, &key, timeout).await?;
+    Ok(latest.and_then(|l| {
+        let ours = l.is_sessions(&key, id)
+            && SessionRecord::decode(&key, &l.value).is_ok_and(|r| r.identity == *identity);
+        ours.then_some(l.revision)
+    }))
+}
+
+/// Deletes session `id`'s key (no revision expected: only this process
+/// writes it, and a late renewal of ours landing after the delete finds a
+/// wrong last revision) so that a session given up here is never left live
+/// beside the next one; bounded by `timeout`. A failure is logged: the key
+/// then ages out after the TTL.
+pub(crate) async fn retire(store: &kv::Store, id: u64, timeout: Duration) {
+    match tokio::time::timeout(timeout, store.delete(key(id))).await {
+        Ok(Ok(())) => tracing::info!(
+            session = id,
+            "a lease-set session given up here was deleted"
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(session = id, error = %e, "deleting a session given up here failed; it ages out after the TTL")
+        }
+        Err(_) => tracing::warn!(
+            session = id,
+            "deleting a session given up here timed out; it ages out after the TTL"
+        ),
     }
 }
 
-/// Ends `session` cleanly: a delete expecting its last revision, so
-/// candidates take its keys at once (no failover grace).
+/// Ends `session` cleanly: a delete, so candidates take its keys at once
+/// (no failover grace). It expects no revision: only this process writes
+/// its session key, and the revision known here may be stale (a renewal
+/// that timed out on the client and landed later), which must not leave
+/// the session live after close; a late renewal landing after the delete
+/// finds a wrong last revision.
 pub(crate) async fn end(store: &kv::Store, session: Session, timeout: Duration) {
-    let delete = store.delete_expect_revision(key(session.id), Some(session.revision));
-    match tokio::time::timeout(timeout, delete).await {
+    match tokio::time::timeout(timeout, store.delete(key(session.id))).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(session = session.id, error = %e, "ending the session failed; its keys age out after the TTL")

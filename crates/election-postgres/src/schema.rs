@@ -23,7 +23,13 @@
 //!   row *and* the epoch record gone, nothing would say the name was held,
 //!   and a contender that never saw the row would be elected at once beside
 //!   the live holder (found by the fault tests, ADR 0039).
-//! - `fences`: one high-water mark per fenced resource.
+//! - `fences`: one high-water mark per fenced resource. Since version 4
+//!   (ADR 0047) triggers (`fences_never_go_back`, `fences_never_deleted`,
+//!   `fences_never_truncated`) refuse a `DELETE`, a `TRUNCATE` or a
+//!   lowering (or renaming) `UPDATE` of a mark, as the epoch records are
+//!   guarded: with a mark gone, a fence would accept a deposed leader's
+//!   lower token. The fence's own writes only raise a mark and never call
+//!   the guard's function.
 //! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
 //!   and raise, in the caller's transaction, so that a fenced transaction
 //!   begins in one round trip
@@ -49,7 +55,7 @@ use fencing::ResourceName;
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The `SQLSTATE` with which `fence_enter` refuses a token lower than the
 /// stored mark; the error's `DETAIL` is the stored mark, in decimal.
@@ -348,6 +354,40 @@ fn v3(s: &str) -> Vec<String> {
     )]
 }
 
+/// The changes of version 4 (ADR 0047): the high-water marks of `fences`
+/// guard themselves as the epoch records do. A `DELETE` or `TRUNCATE` is
+/// refused, and so is an `UPDATE` that lowers a mark, renames it or sets
+/// it to `NULL` (the `UPDATE` guard calls its function only for a write it
+/// refuses, as the epoch records' does since version 2: `fence_enter`'s
+/// raise never runs PL/pgSQL for it). Run after [`v3`] in the same
+/// transaction as the version number.
+fn v4(s: &str) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE OR REPLACE FUNCTION {s}.fences_never_go_back() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+             BEGIN
+                 RAISE EXCEPTION 'election-postgres: % of %.fences refused: high-water marks are never deleted or lowered (a fence would accept a deposed leader''s lower token)',
+                     TG_OP, TG_TABLE_SCHEMA USING ERRCODE = 'restrict_violation';
+             END $$"
+        ),
+        format!(
+            "CREATE OR REPLACE TRIGGER fences_never_go_back BEFORE UPDATE ON {s}.fences
+                FOR EACH ROW
+                WHEN (NEW.resource IS DISTINCT FROM OLD.resource OR NEW.mark IS NULL OR NEW.mark < OLD.mark)
+                EXECUTE FUNCTION {s}.fences_never_go_back()"
+        ),
+        format!(
+            "CREATE OR REPLACE TRIGGER fences_never_deleted BEFORE DELETE ON {s}.fences
+                FOR EACH ROW EXECUTE FUNCTION {s}.fences_never_go_back()"
+        ),
+        format!(
+            "CREATE OR REPLACE TRIGGER fences_never_truncated BEFORE TRUNCATE ON {s}.fences
+                FOR EACH STATEMENT EXECUTE FUNCTION {s}.fences_never_go_back()"
+        ),
+    ]
+}
+
 /// The schema version recorded, if the `meta` table exists.
 async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -413,7 +453,7 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(),
         }
         _ => {}
     }
-    for stmt in v1(&s).into_iter().chain(v2(&s)).chain(v3(&s)) {
+    for stmt in v1(&s).into_iter().chain(v2(&s)).chain(v3(&s)).chain(v4(&s)) {
         sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
     }
     sqlx::query(AssertSqlSafe(format!(

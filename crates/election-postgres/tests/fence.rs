@@ -558,3 +558,44 @@ async fn a_dropped_begin_fenced_leaves_no_transaction_behind() {
         "0"
     );
 }
+
+/// Issue 23, item 5: the marks guard themselves as the epoch records do
+/// (ADR 0047). An operator's `DELETE`, `TRUNCATE` or lowering `UPDATE` of
+/// `fences` is refused by the database, so a token-3 write is never
+/// committed after a token-7 write (before ADR 0047 the rows went, and the
+/// token-3 write committed after the token-7 write).
+async fn deleting_or_lowering_the_marks_is_refused(path: Path) {
+    let (server, e, fence) = setup().await;
+    fenced_insert(path, &e, &fence, t(7), "seven")
+        .await
+        .expect("seven");
+    let not_refused: Vec<&str> = [
+        "DELETE FROM election.fences",
+        "TRUNCATE election.fences",
+        "UPDATE election.fences SET mark = 3",
+        "UPDATE election.fences SET resource = 'other'",
+        "INSERT INTO election.fences VALUES ('ledger', 3) \
+         ON CONFLICT (resource) DO UPDATE SET mark = excluded.mark",
+    ]
+    .into_iter()
+    .filter(|sql| server.sql(sql).is_ok())
+    .collect();
+    let lower = fenced_insert(path, &e, &fence, t(3), "three").await;
+    assert_eq!(
+        entries(&server),
+        "seven",
+        "a token-3 write committed after a token-7 write (the write: {lower:?}; not refused: {not_refused:?})"
+    );
+    assert!(not_refused.is_empty(), "not refused: {not_refused:?}");
+    assert!(
+        matches!(lower, Err(fencing::Error::Stale { .. })),
+        "{lower:?}"
+    );
+    // Raising stays allowed.
+    server
+        .sql("UPDATE election.fences SET mark = mark + 1")
+        .expect("raising is allowed");
+    let r = ResourceName::new("ledger").expect("name");
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(8)));
+}
+both_paths!(deleting_or_lowering_the_marks_is_refused);

@@ -327,7 +327,7 @@ async fn a_version_2_schema_gets_the_fence_function() {
         &[(fence_functions, "0")],
     )
     .await;
-    assert_eq!(election_postgres::schema::SCHEMA_VERSION, 3);
+    const { assert!(election_postgres::schema::SCHEMA_VERSION >= 3) };
     assert_eq!(server.sql(fence_functions).expect("functions"), "1");
     let fence = e.fence();
     let r = fencing::ResourceName::new("ledger").expect("name");
@@ -337,6 +337,72 @@ async fn a_version_2_schema_gets_the_fence_function() {
         matches!(stale, Err(fencing::Error::Stale { high_water_mark, .. }) if high_water_mark == t(5)),
         "{stale:?}"
     );
+    fence
+        .begin_fenced(&r, t(6))
+        .await
+        .expect("raise")
+        .commit()
+        .await
+        .expect("commit");
+    assert_eq!(
+        fencing::Fence::high_water_mark(&fence, &r)
+            .await
+            .expect("mark"),
+        Some(t(6))
+    );
+    e.close().await;
+}
+
+/// What the marks' guards refuse (ADR 0047): a delete, a truncate, a
+/// lowered mark, a renamed mark, a mark set to `NULL`.
+const REFUSED_ON_FENCES: [&str; 5] = [
+    "DELETE FROM election.fences",
+    "TRUNCATE election.fences",
+    "UPDATE election.fences SET mark = mark - 1",
+    "UPDATE election.fences SET resource = 'other'",
+    "UPDATE election.fences SET mark = NULL",
+];
+
+/// A version-3 schema (marks without guards, as the release before ADR
+/// 0047 left it, with a mark already stored) is migrated to version 4 at
+/// open: the guards are created in one transaction with the version, the
+/// stored mark is kept, and deleting, truncating or lowering it is then
+/// refused while the fence still raises it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_3_schema_gets_guarded_marks() {
+    let server = server();
+    let guards = "SELECT coalesce(string_agg(tgname, ',' ORDER BY tgname), '') FROM pg_trigger \
+                  WHERE tgrelid = 'election.fences'::regclass AND NOT tgisinternal";
+    let e = migrated_from(
+        &server,
+        "DROP TRIGGER fences_never_go_back ON election.fences; \
+         DROP TRIGGER fences_never_deleted ON election.fences; \
+         DROP TRIGGER fences_never_truncated ON election.fences; \
+         DROP FUNCTION election.fences_never_go_back(); \
+         INSERT INTO election.fences VALUES ('ledger', 5); \
+         UPDATE election.meta SET value = 3",
+        &[(guards, "")],
+    )
+    .await;
+    assert_eq!(election_postgres::schema::SCHEMA_VERSION, 4);
+    assert_eq!(
+        server.sql(guards).expect("triggers"),
+        "fences_never_deleted,fences_never_go_back,fences_never_truncated"
+    );
+    for sql in REFUSED_ON_FENCES {
+        let err = server.sql(sql).expect_err(sql);
+        assert!(
+            err.to_string().contains("refused") || err.to_string().contains("null value"),
+            "{sql}: {err}"
+        );
+    }
+    let fence = e.fence();
+    let r = fencing::ResourceName::new("ledger").expect("name");
+    let t = |n| fencing::Token::from_epoch(election_core::Epoch::new(n).expect("epoch"));
+    assert!(matches!(
+        fence.begin_fenced(&r, t(4)).await,
+        Err(fencing::Error::Stale { .. })
+    ));
     fence
         .begin_fenced(&r, t(6))
         .await

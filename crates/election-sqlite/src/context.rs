@@ -4,7 +4,6 @@
 //! ([`SqliteElection`](crate::SqliteElection)), the renewal task and the
 //! lease set's steps are built on it; it imports none of them.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,13 +13,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use crate::error::Error;
 use crate::host_lock::HostLocks;
+use crate::names;
 use crate::options::SqliteOptions;
 use crate::row::{self, Hold};
 use crate::schema;
 use crate::{Clock, SystemClock};
 
-/// The database file a holder checks is still in place: its path and
-/// inode, as the pool opened it.
+/// The database file a holder checks is still in place and still has one
+/// name: its path and inode, as the pool opened it.
 #[derive(Clone, Debug)]
 pub(crate) struct DbFile {
     pub(crate) path: PathBuf,
@@ -29,9 +29,43 @@ pub(crate) struct DbFile {
 }
 
 impl DbFile {
-    /// True while `path` still names the file the pool has open.
-    pub(crate) fn in_place(&self) -> bool {
-        std::fs::metadata(&self.path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    /// The file at `path` as it is now, checked to have one name
+    /// ([`names::one_name`]).
+    pub(crate) fn at(path: PathBuf) -> Result<DbFile, Error> {
+        let seen = names::one_name(&path)?;
+        Ok(DbFile {
+            path,
+            dev: seen.dev,
+            ino: seen.ino,
+        })
+    }
+
+    /// The file `conn`'s main database is (`None` for one with no file),
+    /// checked to have one name.
+    pub(crate) async fn of(conn: &mut sqlx::SqliteConnection) -> Result<Option<DbFile>, Error> {
+        let file: Option<String> =
+            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
+                .fetch_optional(&mut *conn)
+                .await?;
+        match file.filter(|f| !f.is_empty()) {
+            Some(f) => Ok(Some(DbFile::at(PathBuf::from(f))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `Ok` while `path` still names the file the pool has open, and by
+    /// one name only; else why not: [`Error::FileReplaced`] (deleted or
+    /// replaced) or [`Error::SecondName`] (a hard link or a mount of its
+    /// own appeared).
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        match names::look(&self.path) {
+            Ok(seen) if seen.dev == self.dev && seen.ino == self.ino => {
+                names::refuse_second_names(&self.path, &seen)
+            }
+            _ => Err(Error::FileReplaced {
+                path: self.path.clone(),
+            }),
+        }
     }
 }
 
@@ -66,6 +100,11 @@ impl Context {
             && !parent.is_dir()
         {
             return Err(not_a_file(None));
+        }
+        // A file that exists is checked for a second name before SQLite
+        // opens it (and writes a WAL beside this name): ADR 0046.
+        if path.exists() {
+            names::one_name(path)?;
         }
         let connect = SqliteConnectOptions::new()
             .filename(path)
@@ -120,6 +159,7 @@ impl Context {
                 source: None,
             });
         }
+        names::one_name(path)?;
         let connect = SqliteConnectOptions::new()
             .filename(path)
             .read_only(true)
@@ -153,25 +193,17 @@ impl Context {
     /// Uses the application's own pool: migrates the election tables and
     /// notes which file the pool has open (if any).
     pub(crate) async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {
+        // Before anything is written through it: a second name of the
+        // file has a WAL of its own (ADR 0046).
+        names::check_pool(&pool)?;
         let mut conn = pool.acquire().await?;
+        let db_file = DbFile::of(&mut conn).await?;
         schema::migrate(&mut conn).await?;
-        let file: Option<String> =
-            sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
-                .fetch_optional(&mut *conn)
-                .await?;
         // Back to the pool now, not in a task spawned by its drop: the
         // first claim then finds it idle instead of opening a second
         // connection (two files, the shared memory, a worker thread and
         // the pragmas: a measurable share of `elect run`'s start).
         conn.return_to_pool().await;
-        let db_file = file.filter(|f| !f.is_empty()).and_then(|f| {
-            let m = std::fs::metadata(&f).ok()?;
-            Some(DbFile {
-                path: PathBuf::from(f),
-                dev: m.dev(),
-                ino: m.ino(),
-            })
-        });
         let host_locks = match db_file.as_ref() {
             Some(db) => HostLocks::for_database(&db.path)?,
             None => None,
@@ -196,37 +228,23 @@ impl Context {
         }
     }
 
-    /// False once the database file this pool has open is no longer the
-    /// file at its path (deleted or replaced); true for a pool with no file.
-    pub(crate) fn in_place(&self) -> bool {
-        self.db_file.as_ref().is_none_or(DbFile::in_place)
-    }
-
-    /// What a holder reports when [`in_place`](Context::in_place) fails.
-    pub(crate) fn replaced_detail(&self) -> String {
-        let path = self
-            .db_file
-            .as_ref()
-            .map(|db| db.path.display().to_string());
-        format!(
-            "the database file {} was deleted or replaced",
-            path.unwrap_or_default()
-        )
+    /// `Ok` while the database file this pool has open is the file at its
+    /// path and has no other name (always for a pool with no file); else
+    /// [`Error::FileReplaced`] or [`Error::SecondName`] (see
+    /// [`DbFile::check`]).
+    pub(crate) fn in_place(&self) -> Result<(), Error> {
+        self.db_file.as_ref().map_or(Ok(()), DbFile::check)
     }
 
     /// `Err` (and a loud log line) if the database file this pool has open
-    /// is no longer the file at its path: a claim made through it would be
-    /// made in a database nobody else sees.
+    /// is no longer the file at its path, or has a second name: a claim
+    /// made through it would be made in a database (or a WAL) nobody else
+    /// sees.
     pub(crate) fn check_in_place(&self) -> Result<(), Error> {
-        match &self.db_file {
-            Some(db) if !db.in_place() => {
-                tracing::error!(path = %db.path.display(), "the database file was deleted or replaced after it was opened: no claim is made through it; reopen it (epochs in a replaced file can repeat)");
-                Err(Error::FileReplaced {
-                    path: db.path.clone(),
-                })
-            }
-            _ => Ok(()),
-        }
+        self.in_place().inspect_err(|e| {
+            let path = self.db_file.as_ref().map(|db| db.path.display().to_string());
+            tracing::error!(path = path.unwrap_or_default(), error = %e, "no claim is made through this database");
+        })
     }
 
     /// One conditional renewal of the term `hold` (one write transaction,
@@ -252,13 +270,13 @@ impl Context {
 
     /// The commit-point check of a term: `Ok(false)` if the database file
     /// was deleted or replaced (a process opening the path gets another
-    /// database), else one conditional renewal bounded by the lease's
+    /// database) or has a second name (ADR 0046), else one conditional renewal bounded by the lease's
     /// validity ([`renew_within`](Context::renew_within)). The one check
     /// behind `Term::confirm` and a lease set's `guard`.
     ///
     /// Cancel safety: as [`renew_within`](Context::renew_within).
     pub(crate) async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
-        if !self.in_place() {
+        if self.in_place().is_err() {
             return Ok(false);
         }
         self.renew_within(hold, self.options.validity()).await
@@ -307,7 +325,7 @@ mod tests {
             other => panic!("expected an unknown outcome, got {other:?}"),
         }
         tx.rollback().await.expect("unlock");
-        assert!(ctx.in_place());
+        assert!(ctx.in_place().is_ok());
         assert!(!ctx.confirm(hold).await.expect("answers"));
     }
 
@@ -315,10 +333,10 @@ mod tests {
     async fn a_deleted_database_file_is_not_in_place() {
         let (dir, ctx) = opened().await;
         let path = dir.path().join("app.db");
-        assert!(ctx.in_place());
+        assert!(ctx.in_place().is_ok());
         assert!(ctx.check_in_place().is_ok());
         std::fs::remove_file(&path).expect("delete");
-        assert!(!ctx.in_place());
+        assert!(ctx.in_place().is_err());
         assert!(matches!(
             ctx.check_in_place(),
             Err(Error::FileReplaced { .. })
@@ -330,6 +348,7 @@ mod tests {
                 .expect("refused without a round trip"),
             "a holder in a deleted file is not confirmed"
         );
-        assert!(ctx.replaced_detail().contains("app.db"));
+        let detail = ctx.check_in_place().expect_err("replaced").to_string();
+        assert!(detail.contains("app.db"), "{detail}");
     }
 }

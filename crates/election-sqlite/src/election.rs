@@ -77,7 +77,9 @@ impl SqliteElection {
     ///
     /// Failure model: a path that is a directory or whose parent is missing
     /// is [`Error::NotAFile`]; an unwritable file [`Error::ReadOnly`]; a
-    /// busy database [`Error::Busy`] after the busy timeout.
+    /// busy database [`Error::Busy`] after the busy timeout; a file with a
+    /// second name (a second hard link, a mount of the file on its own)
+    /// [`Error::SecondName`], before SQLite opens it (ADR 0046).
     ///
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
@@ -90,6 +92,11 @@ impl SqliteElection {
     /// // A directory where the database file belongs:
     /// let refused = SqliteElection::open(tmp.path(), SqliteOptions::default()).await;
     /// assert!(matches!(refused, Err(Error::NotAFile { .. })));
+    ///
+    /// // A second hard link: SQLite would keep a WAL per name.
+    /// std::fs::hard_link(tmp.path().join("app.db"), tmp.path().join("link.db"))?;
+    /// let refused = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await;
+    /// assert!(matches!(refused, Err(Error::SecondName { hard_links: 2, .. })));
     /// # Ok(()) }
     /// ```
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, Error> {
@@ -109,7 +116,9 @@ impl SqliteElection {
     /// Failure model: a missing file, a directory or a missing parent
     /// directory is [`Error::NotAFile`]; a file that is not an election
     /// database [`Error::Unusable`]; a schema from a newer version
-    /// [`Error::SchemaTooNew`]; a busy database [`Error::Busy`].
+    /// [`Error::SchemaTooNew`]; a busy database [`Error::Busy`]; a file
+    /// with a second name [`Error::SecondName`] (its other name's WAL
+    /// would not be read).
     ///
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteOptions, Error};
@@ -141,7 +150,10 @@ impl SqliteElection {
     /// `synchronous = FULL` as [`open`](SqliteElection::open) sets them, and a
     /// busy timeout). Creates or migrates the election tables.
     ///
-    /// Cancel safety and failure model as [`open`](SqliteElection::open).
+    /// Cancel safety and failure model as [`open`](SqliteElection::open);
+    /// a file with a second name is [`Error::SecondName`] before the
+    /// election tables are touched (the pool itself was opened through
+    /// that name: open the database by its one name instead).
     ///
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteOptions};
@@ -576,7 +588,9 @@ impl Claim for SqliteClaim {
     /// now" (`Ok(None)`); a name whose next epoch would be above
     /// [`Epoch::MAX`](election_core::Epoch::MAX) is [`ConfigError::EpochExhausted`] (nothing written);
     /// a database file deleted or replaced since it was opened is
-    /// [`Error::FileReplaced`] (as a configuration error).
+    /// [`Error::FileReplaced`], one with a second name (a hard link, a
+    /// mount of its own) [`Error::SecondName`] (both as configuration
+    /// errors).
     async fn try_claim(
         &self,
         attempt: &mut SqliteAttempt,
@@ -726,7 +740,8 @@ impl Claim for SqliteClaim {
     /// Failure model: [`election_core::Error::NotHeld`] if the row shows
     /// another holder, a release, a later epoch, or if this attempt never
     /// won, and also when the database file was deleted or replaced (a
-    /// process opening the path gets another database); then the core
+    /// process opening the path gets another database) or got a second
+    /// name (ADR 0046); then the core
     /// marks the term lost. [`election_core::Error::Unavailable`] if the
     /// database cannot answer (busy past the busy timeout, every pooled
     /// connection in use, I/O errors); [`election_core::Error::OutcomeUnknown`]

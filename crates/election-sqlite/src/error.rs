@@ -7,7 +7,7 @@ use election_core::{ConfigError, ElectionName};
 
 /// What can go wrong with the SQLite backend, grouped by what the caller
 /// should do: fix the configuration (`Config`, `ReadOnly`, `SchemaTooNew`,
-/// `NotAFile`, `PathUnresolvable`, `FileReplaced`, `Unusable`; `Config` also carries
+/// `NotAFile`, `PathUnresolvable`, `FileReplaced`, `SecondName`, `Unusable`; `Config` also carries
 /// [`ConfigError::EpochExhausted`] when a name has used every epoch up to
 /// [`Epoch::MAX`](election_core::Epoch::MAX)), repair the stored state (`CorruptRow`), retry later
 /// (`Busy`, `Database`, `Io`), or treat the claim as not held
@@ -74,6 +74,25 @@ pub enum Error {
         /// The path opened.
         path: PathBuf,
     },
+    /// The database file has a second name, through which SQLite would keep
+    /// a `-wal` and `-shm` file of its own (it names them after the path it
+    /// was given): a second hard link, or a mount of the file on its own
+    /// (a bind mount of the file, as `docker run -v
+    /// /srv/app.db:/data/app.db` makes). Candidates on two names of one
+    /// database do not exclude each other and can both be elected, with
+    /// the same epoch (ADR 0046). Refused at open; a holder that finds one
+    /// later loses its term, and no claim is made through the database
+    /// while it lasts. Remove the second hard link; mount the directory,
+    /// not the file.
+    #[error("{path} {}", second_name_fix(*hard_links, *own_mount))]
+    SecondName {
+        /// The path opened.
+        path: PathBuf,
+        /// The file's hard links (`st_nlink`): more than 1 is a second name.
+        hard_links: u64,
+        /// The path is a mount of the file on its own.
+        own_mount: bool,
+    },
     /// A lease row holds values this crate never writes (a negative epoch,
     /// an epoch of 0 with a holder). No term is handed out from it.
     #[error("corrupt lease row for {name}: {detail}")]
@@ -106,6 +125,23 @@ pub enum Error {
     /// A bad name, identity or setting.
     #[error(transparent)]
     Config(#[from] ConfigError),
+}
+
+/// What [`Error::SecondName`] says: what the second name is, why it is
+/// refused and the fix.
+fn second_name_fix(hard_links: u64, own_mount: bool) -> String {
+    let why = "SQLite keeps a -wal and -shm file per name, so candidates on two names of one database do not exclude each other and can both be elected";
+    match (hard_links > 1, own_mount) {
+        (true, true) => format!(
+            "has {hard_links} hard links and is a mount point of its own: {why}; remove the second hard link, and mount the directory, not the file"
+        ),
+        (true, false) => format!(
+            "has {hard_links} hard links: {why}; remove the second hard link (keep one name for the database file)"
+        ),
+        _ => format!(
+            "is a mount point of its own (the file, not its directory, is mounted here, as `docker run -v /srv/app.db:/data/app.db` does): {why}; mount the directory, not the file (e.g. -v /srv/db:/data)"
+        ),
+    }
 }
 
 /// SQLite's primary result codes we tell apart (extended codes are reduced
@@ -177,7 +213,8 @@ impl Error {
             | Error::NotAFile { .. }
             | Error::PathUnresolvable { .. }
             | Error::Unusable(_)
-            | Error::FileReplaced { .. }) => election_core::Error::Config(ConfigError::Location {
+            | Error::FileReplaced { .. }
+            | Error::SecondName { .. }) => election_core::Error::Config(ConfigError::Location {
                 reason: e.to_string(),
                 source: Some(Arc::new(e)),
             }),

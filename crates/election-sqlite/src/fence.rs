@@ -4,6 +4,7 @@
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{SqliteConnection, SqlitePool};
 
+use crate::context::DbFile;
 use crate::error::Error;
 use crate::schema;
 
@@ -67,16 +68,28 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
+///
+/// A fence refuses to work through a database file with a second name (a
+/// second hard link, a mount of the file on its own), whose marks would
+/// live in a WAL of that name's own (ADR 0046), and through a file deleted
+/// or replaced since it was opened: [`SqliteFence::new`] with
+/// [`Error::SecondName`], [`Fence::advance`], [`Fence::fenced`] and
+/// [`Fence::high_water_mark`] with [`fencing::Error::Config`] (the write
+/// not run). [`SqliteFence::advance_in`] works on the caller's connection
+/// and does not look.
 #[derive(Clone, Debug)]
 pub struct SqliteFence {
     pool: SqlitePool,
+    /// The pool's database file, `None` for one with no file.
+    db_file: Option<DbFile>,
 }
 
 impl SqliteFence {
     /// A fence on `pool`'s database; creates or migrates the tables.
     ///
     /// Cancel safety: cancel safe. Failure model: database errors as
-    /// [`Error`].
+    /// [`Error`]; a database file with a second name is
+    /// [`Error::SecondName`], before the tables are touched.
     ///
     /// ```
     /// # use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
@@ -90,10 +103,27 @@ impl SqliteFence {
     /// # Ok(()) }
     /// ```
     pub async fn new(pool: SqlitePool) -> Result<Self, Error> {
+        crate::names::check_pool(&pool)?;
         let mut conn = pool.acquire().await?;
+        let db_file = DbFile::of(&mut conn).await?;
         schema::migrate(&mut conn).await?;
         drop(conn);
-        Ok(SqliteFence { pool })
+        Ok(SqliteFence { pool, db_file })
+    }
+
+    /// `Err(Config)` if the database file got a second name or was
+    /// replaced since the fence was made (ADR 0046).
+    fn check_names(&self, resource: &ResourceName) -> Result<(), fencing::Error> {
+        let Some(db) = &self.db_file else {
+            return Ok(());
+        };
+        db.check().map_err(|e| {
+            tracing::error!(resource = %resource, error = %e, "refusing a fenced write or read");
+            fencing::Error::Config(election_core::ConfigError::Location {
+                reason: e.to_string(),
+                source: Some(std::sync::Arc::new(e)),
+            })
+        })
     }
 
     /// Checks `token` against `resource`'s high-water mark and raises the
@@ -138,6 +168,13 @@ impl SqliteFence {
     ) -> Result<Advance, fencing::Error> {
         let value = token_i64(resource, token)?;
         let stored = read_mark(conn, resource).await?;
+        // A token below the mark read in this transaction is refused
+        // without a write: the mark can only have grown since (the
+        // guards of ADR 0047 refuse an insert below it, which the upsert
+        // would otherwise attempt).
+        if stored.is_some_and(|mark| mark > token) {
+            return Advance::decide(resource, stored, token);
+        }
         let raised = sqlx::query(
             "INSERT INTO election_fences (resource, token) VALUES (?1, ?2)
              ON CONFLICT (resource) DO UPDATE SET token = excluded.token
@@ -223,6 +260,7 @@ impl Fence for SqliteFence {
         resource: &ResourceName,
         token: Token,
     ) -> Result<Advance, fencing::Error> {
+        self.check_names(resource)?;
         let mut tx = self.begin(resource).await?;
         let advance = Self::advance_in(&mut tx, resource, token).await?;
         if advance.raised() {
@@ -274,6 +312,7 @@ impl Fence for SqliteFence {
     where
         W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
     {
+        self.check_names(resource)?;
         let mut tx = self.begin(resource).await?;
         let advance = Self::advance_in(&mut tx, resource, token).await?;
         if advance.raised() {
@@ -308,6 +347,7 @@ impl Fence for SqliteFence {
         &self,
         resource: &ResourceName,
     ) -> Result<Option<Token>, fencing::Error> {
+        self.check_names(resource)?;
         let mut conn = self
             .pool
             .acquire()

@@ -73,7 +73,7 @@ impl KeyLocks {
 /// - Every renewal interval, one `BEGIN IMMEDIATE` transaction renews every
 ///   held key (each conditional on its term's nonce and epoch). A key whose
 ///   row shows another term, or every key when the database file was
-///   deleted or replaced, is lost at once; a key whose renewals fail or
+///   deleted or replaced or got a second name (ADR 0046), is lost at once; a key whose renewals fail or
 ///   time out is lost when its validity (`ttl - margin`, counted from
 ///   before the last renewal that committed) runs out, which
 ///   [`held`](election_core::LeaseSet::held) sees by itself. A failed
@@ -89,8 +89,9 @@ impl KeyLocks {
 ///   [`SqliteClaim`](crate::SqliteClaim), shared code). A key whose next
 ///   epoch would be above [`Epoch::MAX`] fails with
 ///   [`ConfigError::EpochExhausted`], nothing written. A database file
-///   deleted or replaced since it was opened: no key is claimed (a
-///   configuration error, so the set stops asking). A database busy past
+///   deleted or replaced since it was opened, or with a second name (a
+///   hard link, a mount of its own): no key is claimed (a configuration
+///   error, so the set stops asking). A database busy past
 ///   its busy timeout: the keys it was claiming answer `Unavailable`, and
 ///   are claimed again at the next poll.
 /// - [`guard`](election_core::LeaseSet::guard)'s commit-point check is one
@@ -505,7 +506,8 @@ impl KeyedClaims for SqliteLeases {
     /// Renew many: one `BEGIN IMMEDIATE` transaction renews every key of
     /// `held`, each conditional on its term's nonce and epoch. Refused (lost
     /// at once): every key whose row shows another term or none, and every
-    /// key if the database file was deleted or replaced.
+    /// key if the database file was deleted or replaced or got a second
+    /// name (ADR 0046).
     ///
     /// Cancel safety: cancel safe (the core cuts it off at its budget: an
     /// unknown outcome; a renewal dropped in flight renews this set's own
@@ -515,8 +517,8 @@ impl KeyedClaims for SqliteLeases {
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
         let ctx = &self.ctx;
-        if !ctx.in_place() {
-            let detail = ctx.replaced_detail();
+        if let Err(e) = ctx.in_place() {
+            let detail = e.to_string();
             return Ok(held
                 .iter()
                 .map(|(name, _)| {

@@ -78,16 +78,36 @@
 //! next poll or after a TTL (ADR 0029). The lock directory is named after
 //! the database's canonical path (symlinks and `..` resolved), so every
 //! spelling of one path shares it; a path that cannot be resolved is
-//! [`Error::PathUnresolvable`]. Two hard links to one database still get
-//! two directories (no wake-ups or takeovers between them, never a false
-//! one).
+//! [`Error::PathUnresolvable`].
+//!
+//! # One database, one name
+//!
+//! SQLite names a database's `-wal` and `-shm` files after the path it was
+//! given, so two names of one database file would each get a WAL of their
+//! own: candidates on the two names would not exclude each other and could
+//! both be elected, with the same epoch, and the file would be damaged.
+//! A database file with a second hard link, or one that is a mount of its
+//! own (the file, not its directory, bind-mounted, as `docker run -v
+//! /srv/app.db:/data/app.db` does), is refused at open with
+//! [`Error::SecondName`]: remove the second hard link; mount the
+//! directory, not the file. The check runs again before every claim,
+//! renewal and commit-point check, as the replaced-file check does: a
+//! second name that appears during a term ends it as a reported loss, and
+//! nothing is claimed through the database while it lasts (ADR 0046). A
+//! symlink is not a second name (SQLite resolves it). Not detected: a name
+//! this process cannot see, e.g. the host's path of a file bind-mounted
+//! into a container (the process on the mount is refused), so every
+//! process of an election must run a version with this check.
 //!
 //! # What an operator must never touch
 //!
-//! **Never delete, lower or edit the rows of `election_epochs` (triggers
-//! refuse a `DELETE` and a lowering `UPDATE`; never drop them), and never
-//! delete, replace or restore an older copy of the database file while any
-//! candidate, lease set or fenced writer may use it.** That state is the
+//! **Never delete, lower or edit the rows of `election_epochs` or
+//! `election_fences` (triggers refuse a `DELETE`, a lowering `UPDATE` and
+//! a lowering `REPLACE`; never drop them), never give
+//! the database file a second name (a hard link, a bind mount of the file:
+//! refused, see above), and never delete, replace or restore an older copy
+//! of the database file while any candidate, lease set or fenced writer
+//! may use it.** That state is the
 //! only record of which epochs were handed out. Without it, epochs start
 //! again at `Epoch::FIRST`: two terms share an epoch, and a fence accepts a
 //! deposed leader's writes. The library cannot tell a fresh database from a
@@ -96,7 +116,11 @@
 //! ([`Error::FileReplaced`]), and a holder loses its term at its next
 //! renewal or commit-point check. Deleting a lease row (not its epoch
 //! state) is safe, as above; to end a stuck term, prefer letting it age
-//! out.
+//! out. Never "release" a row by hand (`holder` and `nonce` set to
+//! `NULL`): nothing tells that from a real release, so a contender wins
+//! at once while the old holder's `held()` reads true until its next
+//! renewal (its commit-point checks still refuse). See docs/safety.md,
+//! "What an operator must never touch".
 //!
 //! # Limits
 //!
@@ -114,6 +138,7 @@ mod error;
 mod fence;
 mod host_lock;
 mod lease_set;
+mod names;
 mod options;
 mod renewal;
 mod row;

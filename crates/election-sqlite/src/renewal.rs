@@ -15,7 +15,8 @@ use crate::row::Hold;
 /// Renews every renew interval until the term is lost: the core's driver
 /// retries a failed or timed-out renewal until the validity deadline and
 /// reports the loss then, or at once when the row shows another holder or
-/// the database file was deleted or replaced.
+/// the database file was deleted or replaced or got a second name (ADR
+/// 0046).
 pub(crate) async fn renew_term(
     ctx: Arc<Context>,
     name: ElectionName,
@@ -34,9 +35,9 @@ pub(crate) async fn renew_term(
     let renew_once = |budget| {
         let (ctx, name) = (ctx.clone(), name.clone());
         async move {
-            if !ctx.in_place() {
+            if let Err(e) = ctx.in_place() {
                 return Renewed::Refused(LossReason::Revoked {
-                    detail: ctx.replaced_detail(),
+                    detail: e.to_string(),
                 });
             }
             let hold = Hold {

@@ -9,22 +9,29 @@
 //!   epoch ever handed out and the TTL of the term that got it. Written in
 //!   the transaction that wins each term; this crate never deletes a row
 //!   of it, and triggers (added in place to any version) refuse to delete,
-//!   lower or rename one. **Never drop those triggers or this table** (nor
+//!   lower or rename one, or to replace one with a lower one (`REPLACE`).
+//!   **Never drop those triggers or this table** (nor
 //!   replace the database file): epochs would then repeat, a fence would
 //!   accept a deposed leader's writes, and with the lease row also gone a
 //!   contender would be elected beside the live holder.
-//! - `election_fences`: one high-water mark per fenced resource.
+//! - `election_fences`: one high-water mark per fenced resource. Since
+//!   version 3 (ADR 0047) triggers refuse to delete, lower or rename a
+//!   mark, and to insert one below the stored mark (`REPLACE`, which
+//!   deletes the old row without firing a delete trigger), as the epoch
+//!   records are guarded: with a mark gone, a fence would accept a deposed
+//!   leader's lower token. **Never drop those triggers or this table.**
 //!
 //! Version 1 databases are migrated in place: `election_epochs` is created
 //! and seeded from every existing lease row's epoch, so epochs keep
-//! growing after the upgrade.
+//! growing after the upgrade. Version 1 and 2 databases get the fence
+//! guards of version 3 in the same transaction as the new version number.
 
 use sqlx::{Connection, SqliteConnection};
 
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const V1: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS election_leases (
@@ -52,13 +59,42 @@ const V2: &[&str] = &[
         ttl_ms INTEGER NOT NULL CHECK (ttl_ms > 0)
     )",
     "INSERT INTO election_epochs (name, epoch, ttl_ms)
-        SELECT name, epoch, ttl_ms FROM election_leases WHERE true
+        SELECT l.name, l.epoch, l.ttl_ms FROM election_leases l
+        WHERE NOT EXISTS (SELECT 1 FROM election_epochs r WHERE r.name = l.name AND r.epoch >= l.epoch)
         ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
         WHERE excluded.epoch > election_epochs.epoch",
 ];
 
+/// Version 3 (ADR 0047): triggers that refuse to delete, lower or rename a
+/// high-water mark of `election_fences`, or to insert one below the stored
+/// mark (a `REPLACE` deletes the old row without firing the delete
+/// trigger, unless `recursive_triggers` is on). A fence's own upsert never
+/// meets them: [`SqliteFence::advance_in`](crate::SqliteFence::advance_in)
+/// only writes a token not below the mark it read in the same
+/// transaction.
+const V3: &[&str] = &[
+    "CREATE TRIGGER IF NOT EXISTS election_fences_never_deleted
+        BEFORE DELETE ON election_fences
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: DELETE of election_fences refused: high-water marks are never deleted or lowered (a fence would accept a deposed leader''s lower token)');
+        END",
+    "CREATE TRIGGER IF NOT EXISTS election_fences_never_lowered
+        BEFORE UPDATE ON election_fences
+        WHEN NEW.token < OLD.token OR NEW.resource IS NOT OLD.resource
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: UPDATE of election_fences refused: high-water marks are never deleted or lowered (a fence would accept a deposed leader''s lower token)');
+        END",
+    "CREATE TRIGGER IF NOT EXISTS election_fences_never_replaced_lower
+        BEFORE INSERT ON election_fences
+        WHEN NEW.token < (SELECT f.token FROM election_fences f WHERE f.resource = NEW.resource)
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: INSERT into election_fences below the stored mark refused: high-water marks are never deleted or lowered (a fence would accept a deposed leader''s lower token)');
+        END",
+];
+
 /// Triggers that refuse to delete, lower or rename a row of
-/// `election_epochs` (added in place to databases of any version, without
+/// `election_epochs`, or to insert one below the stored record (a lowering
+/// `REPLACE`; issue 23) (added in place to databases of any version, without
 /// a version bump: older versions never delete or lower one). With a
 /// name's lease row *and* its epoch record gone, nothing would say the
 /// name was held, and a contender that never saw the row would be elected
@@ -74,6 +110,16 @@ const EPOCH_GUARD: &[&str] = &[
         WHEN NEW.epoch < OLD.epoch OR NEW.name IS NOT OLD.name
         BEGIN
             SELECT RAISE(ABORT, 'election-sqlite: UPDATE of election_epochs refused: epoch records are never deleted or lowered (a candidate could be elected beside a live holder)');
+        END",
+    // A `REPLACE` deletes the row it conflicts with without firing the
+    // delete trigger (unless `recursive_triggers` is on). A claim only ever
+    // inserts an epoch above the record it read in its transaction, so
+    // this never fires for one.
+    "CREATE TRIGGER IF NOT EXISTS election_epochs_never_replaced_lower
+        BEFORE INSERT ON election_epochs
+        WHEN NEW.epoch < (SELECT r.epoch FROM election_epochs r WHERE r.name = NEW.name)
+        BEGIN
+            SELECT RAISE(ABORT, 'election-sqlite: INSERT into election_epochs below the stored record refused: epoch records are never deleted or lowered (a candidate could be elected beside a live holder)');
         END",
 ];
 
@@ -111,7 +157,8 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
         "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0,
                 (SELECT count(*) FROM sqlite_master WHERE type = 'trigger'
-                    AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered')) = 2",
+                    AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered',
+                                 'election_epochs_never_replaced_lower')) = 3",
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -134,9 +181,11 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
             up_to_date = true;
         }
         _ => {
-            // V1's statements are idempotent: a version 1 database keeps
-            // its tables and rows.
-            for stmt in V1.iter().chain(V2) {
+            // V1's and V2's statements are idempotent: a version 1 or 2
+            // database keeps its tables and rows. The guards of the marks
+            // (V3) commit with the version number: a version 3 database
+            // always has them.
+            for stmt in V1.iter().chain(V2).chain(V3) {
                 sqlx::query(*stmt).execute(&mut *tx).await?;
             }
             sqlx::query(

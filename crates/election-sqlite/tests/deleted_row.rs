@@ -220,7 +220,7 @@ async fn a_version_1_database_is_migrated_and_its_epochs_keep_growing() {
             .await
             .expect("version");
     assert_eq!(version, election_sqlite::schema::SCHEMA_VERSION);
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
 
     // The deleted row's epoch survives in the epoch state.
     delete_row(&e, "jobs").await;
@@ -383,4 +383,39 @@ async fn deleting_the_row_and_epoch_record_under_a_holder_never_elects_a_second_
     assert!(lowered.to_string().contains("refused"), "{lowered}");
     term.confirm().await.expect("a still leads");
     drop(term);
+}
+
+/// Issue 23 (found while guarding the fence marks, ADR 0047): a `REPLACE`
+/// deletes the row it conflicts with without firing delete triggers (unless
+/// `recursive_triggers` is on), so it could lower an epoch record past the
+/// delete and update guards. With the lease row deleted (which is allowed),
+/// the next term then repeated an earlier term's epoch. An insert below the
+/// stored record is now refused too.
+#[tokio::test]
+async fn replacing_an_epoch_record_with_a_lower_one_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let e = common::open_with(&dir, short()).await;
+    let mut last = Epoch::FIRST;
+    for _ in 0..2 {
+        let term = common::elected(&e, "a").await;
+        last = term.epoch();
+        term.resign().await.expect("resign");
+    }
+    sqlx::query("DELETE FROM election_leases WHERE name = 'jobs'")
+        .execute(e.pool())
+        .await
+        .expect("deleting a lease row is allowed");
+    let replaced =
+        sqlx::query("REPLACE INTO election_epochs (name, epoch, ttl_ms) VALUES ('jobs', 1, 1000)")
+            .execute(e.pool())
+            .await;
+    let next = common::elected(&e, "b").await;
+    assert!(
+        next.epoch() > last,
+        "epoch {} after {last}: an earlier term's epoch repeated (the replace: {replaced:?})",
+        next.epoch()
+    );
+    let err = replaced.expect_err("a lowering REPLACE is refused");
+    assert!(err.to_string().contains("refused"), "{err}");
+    next.resign().await.expect("resign");
 }

@@ -293,3 +293,136 @@ async fn a_failed_commit_of_the_mark_never_hides_a_write_that_ran() {
     );
     assert_eq!(fence.high_water_mark(&r).await.expect("mark"), None);
 }
+
+/// Issue 23, item 5: the marks guard themselves as the epoch records do
+/// (ADR 0047). An operator's `DELETE FROM election_fences` (or a lowering
+/// `UPDATE`, or a renamed mark) is refused by the database, so a token-3
+/// write is never committed after a token-7 write (before ADR 0047 the
+/// rows went, and the token-3 write committed after the token-7 write).
+#[tokio::test]
+async fn deleting_or_lowering_the_marks_is_refused_and_a_lower_token_stays_out() {
+    let (_dir, e) = setup().await;
+    assert!(guarded_insert(&e, t(7), 70).await);
+    let mut not_refused = Vec::new();
+    for sql in [
+        "DELETE FROM election_fences",
+        "DELETE FROM election_fences WHERE resource = 'data'",
+        "UPDATE election_fences SET token = 3",
+        "UPDATE election_fences SET resource = 'other'",
+        "REPLACE INTO election_fences (resource, token) VALUES ('data', 3)",
+    ] {
+        let refused = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(e.pool())
+            .await;
+        if refused.is_ok() {
+            not_refused.push(sql);
+        }
+    }
+    let lower = common::fenced_insert(&e, "data", t(3), 30).await;
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM data ORDER BY rowid")
+        .fetch_all(e.pool())
+        .await
+        .expect("select");
+    assert_eq!(
+        rows,
+        [70],
+        "a token-3 write committed after a token-7 write (the write: {lower:?}; not refused: {not_refused:?})"
+    );
+    assert!(not_refused.is_empty(), "not refused: {not_refused:?}");
+    assert!(
+        matches!(lower, Err(fencing::Error::Stale { .. })),
+        "{lower:?}"
+    );
+    // Raising stays allowed, and is how a fence records a newer token.
+    sqlx::query("UPDATE election_fences SET token = token + 1")
+        .execute(e.pool())
+        .await
+        .expect("raising is allowed");
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    let r = ResourceName::new("data").expect("name");
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(8)));
+}
+
+/// A version 2 database (marks without guards, as the release before ADR
+/// 0047 left it, with a mark stored) is migrated to version 3 at open:
+/// the guards come in the transaction that sets the version, the mark is
+/// kept, and deleting it is then refused.
+#[tokio::test]
+async fn a_version_2_database_gets_guarded_marks() {
+    let (dir, e) = setup().await;
+    for stmt in [
+        "DROP TRIGGER election_fences_never_deleted",
+        "DROP TRIGGER election_fences_never_lowered",
+        "DROP TRIGGER election_fences_never_replaced_lower",
+        "INSERT INTO election_fences VALUES ('data', 5)",
+        "UPDATE election_meta SET value = 2 WHERE key = 'schema_version'",
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(stmt))
+            .execute(e.pool())
+            .await
+            .unwrap_or_else(|err| panic!("{stmt}: {err}"));
+    }
+    e.pool().close().await;
+    let e = common::open_with(&dir, SqliteOptions::default()).await;
+    let (version, guards): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
+                (SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'election_fences')",
+    )
+    .fetch_one(e.pool())
+    .await
+    .expect("read");
+    assert_eq!((version, guards), (3, 3));
+    assert_eq!(election_sqlite::schema::SCHEMA_VERSION, 3);
+    assert!(
+        sqlx::query("DELETE FROM election_fences")
+            .execute(e.pool())
+            .await
+            .is_err()
+    );
+    assert!(!guarded_insert(&e, t(4), 40).await, "the mark 5 was kept");
+    assert!(guarded_insert(&e, t(5), 50).await);
+}
+
+/// Issue 23, items 1 and 2, for the fence (ADR 0046): marks read and
+/// raised through a second name of the database live in that name's own
+/// WAL, where a fence through the other name does not see them. A fence
+/// refuses to work through a database file with a second name (and, as a
+/// holder does, through a replaced one): `SqliteFence::new` at once, its
+/// writes and reads while the second name lasts. Before, a fence through
+/// a second hard link accepted token 3 after token 7 was committed through
+/// the first name.
+#[tokio::test]
+async fn a_fence_refuses_a_database_with_a_second_name() {
+    let (dir, e) = setup().await;
+    let fence = SqliteFence::new(e.pool().clone()).await.expect("fence");
+    let r = ResourceName::new("data").expect("name");
+    fence.advance(&r, t(7)).await.expect("seven");
+    let link = dir.path().join("link.db");
+    std::fs::hard_link(dir.path().join("app.db"), &link).expect("link");
+    let other = sqlx::SqlitePool::connect(&format!("sqlite://{}", link.display()))
+        .await
+        .expect("connect through the link");
+    let second = SqliteFence::new(other).await;
+    let lower = match &second {
+        Ok(f) => Some(f.advance(&r, t(3)).await),
+        Err(_) => None,
+    };
+    assert!(
+        matches!(second, Err(election_sqlite::Error::SecondName { .. })),
+        "a fence through the second name: {second:?}; its token-3 advance after token 7: {lower:?}"
+    );
+    let mut ran = false;
+    let refused = fence.fenced(&r, t(7), || async { ran = true }).await;
+    assert!(
+        matches!(refused, Err(fencing::Error::Config(_))),
+        "a fenced write through a database with a second name: {refused:?}"
+    );
+    assert!(!ran, "the write ran");
+    assert!(matches!(
+        fence.advance(&r, t(8)).await,
+        Err(fencing::Error::Config(_))
+    ));
+    std::fs::remove_file(&link).expect("unlink");
+    fence.advance(&r, t(8)).await.expect("one name again");
+    assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(8)));
+}

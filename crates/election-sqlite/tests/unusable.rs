@@ -37,14 +37,21 @@ async fn election_tables_of_another_shape_are_unusable() {
         .await
         .unwrap();
     // Someone else's table under our name, and a schema version that says
-    // it is ours.
+    // it is ours (and up to date).
+    let version = format!(
+        "INSERT INTO election_meta VALUES ('schema_version', {})",
+        election_sqlite::schema::SCHEMA_VERSION
+    );
     for stmt in [
         "CREATE TABLE election_meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)",
-        "INSERT INTO election_meta VALUES ('schema_version', 2)",
+        &version,
         "CREATE TABLE election_leases (name TEXT PRIMARY KEY, colour TEXT)",
         "CREATE TABLE election_epochs (name TEXT PRIMARY KEY, colour TEXT)",
     ] {
-        sqlx::query(stmt).execute(&pool).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(stmt))
+            .execute(&pool)
+            .await
+            .unwrap();
     }
     pool.close().await;
     let election = SqliteElection::open(&path, SqliteOptions::default())

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 
-use election_core::ConfigError;
+use election_core::{ConfigError, Epoch};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, fcntl};
 use tokio::sync::{OwnedMutexGuard, oneshot};
@@ -25,32 +25,52 @@ use crate::{Advance, Error, Fence, ResourceName, Token, WriteFn};
 /// - `r.fence`: the mark, one fixed-size line with a checksum,
 ///   `fencing-mark/1 <token as 20 digits> <FNV-1a 64 of the text before it,
 ///   16 hex digits>` and a newline, rewritten in place. A missing file means
-///   "no mark yet"; a file that does not read as a mark (a line torn by a
-///   power cut during its write, or damaged) is [`Error::Corrupt`], never
-///   "no mark" and never a lower mark. A mark in the older format, the
-///   token's decimal text and a newline (`42\n`), is still read, and
-///   rewritten in the new one at the next raise.
-/// - `r.fence.lock`: an empty file, locked while a writer checks and
-///   writes. It is never deleted; do not delete it while writers run.
+///   "no mark yet" only while the lock file records no mark (below); a
+///   file that does not read as a mark (a line torn by a power cut during
+///   its write, or damaged) is [`Error::Corrupt`], never "no mark" and
+///   never a lower mark. A mark in the older format, the token's decimal
+///   text and a newline (`42\n`), is still read, and rewritten in the new
+///   one at the next raise.
+/// - `r.fence.lock`: the lock file, locked while a writer checks and
+///   writes. Once the resource has a mark it holds one line saying so
+///   (empty before, and in versions before this line), so cleaners of
+///   empty files leave it alone.
+///
+/// Never delete either file, and never put the directory where a cleaner
+/// of temporary files ages files out (`/tmp`, `/var/tmp`). A deleted file
+/// is noticed: a missing lock file beside a mark file, or a missing mark
+/// file beside a lock file that records a mark, is [`Error::Corrupt`] for
+/// every writer (and a missing mark so recorded also for
+/// [`high_water_mark`](Fence::high_water_mark)) until
+/// [`repair`](FileFence::repair) sets the mark again. Both deleted leave
+/// nothing to notice: the resource reads as new (ADR 0048).
 ///
 /// # How a check-and-advance runs
 ///
 /// The writer takes an exclusive open-file-description lock (`fcntl`
-/// `F_OFD_SETLKW`) on the whole of `r.fence.lock`. Such locks conflict
-/// between different opens of the file, in other processes and in this one,
-/// and the kernel drops one when its file is closed, also when the process
-/// dies (even by `SIGKILL`), so a crashed writer never leaves the resource
-/// locked. Under the lock it reads `r.fence`, decides with
+/// `F_OFD_SETLKW`) on the whole of `r.fence.lock`, then on `r.fence`. Such
+/// locks conflict between different opens of the file, in other processes
+/// and in this one, and the kernel drops one when its file is closed, also
+/// when the process dies (even by `SIGKILL`), so a crashed writer never
+/// leaves the resource locked. After locking each file it checks that the
+/// file is still the one at its path (device and inode of the descriptor
+/// and of the path), and starts again if it was replaced. The lock file is
+/// created only for a resource without a mark file, and the mark file
+/// only with `O_EXCL`: a writer that locked a lock file deleted since and
+/// one that locked its successor still take turns on the one mark file,
+/// so two writers are never inside at once (ADR 0048). Under the locks it
+/// reads `r.fence`, decides with
 /// [`Advance::decide`] and, if the mark goes up, writes the new line over
 /// the old one in place (one `pwrite`) and `fdatasync`s it (the first
-/// write of a resource also syncs the directory): one durable write, done
-/// before the write runs (ADR 0025). The mark file is opened with
+/// write of a resource also syncs the directory, and once per resource the
+/// lock file's line is written and synced): one durable write, done before
+/// the write runs (ADR 0025). The mark file is opened with
 /// `O_NOATIME` so that the read does not dirty its inode before the sync;
 /// where that flag is refused (the process neither owns the file nor has
 /// `CAP_FOWNER`) it is opened without it and synced with a full `fsync`
 /// instead (ADR 0034). [`fenced`](Fence::fenced) runs the
-/// write while still holding the lock and unlocks (closes the file) after
-/// it. Readers of the mark need no lock: one that catches a line being
+/// write while still holding the locks and unlocks (closes the files)
+/// after it. Readers of the mark need no lock: one that catches a line being
 /// rewritten sees a checksum mismatch and reads again (a few times, then
 /// it is [`Error::Corrupt`]).
 ///
@@ -125,11 +145,19 @@ impl Paths {
     }
 }
 
-/// A resource's locks, held across a write. Fields drop in order: the file
-/// lock goes first, then the in-process turn.
+/// A resource's locks, held across a write. Fields drop in order: the
+/// mark file's lock, the lock file's, then the in-process turn.
 struct Held {
+    _mark: File,
     _lock: File,
     _turn: OwnedMutexGuard<()>,
+}
+
+/// A resource's files, both locked, and what the check came to.
+struct Entered {
+    lock: File,
+    mark: File,
+    advance: Advance,
 }
 
 /// The filesystems whose locks and durable writes are not reliable enough:
@@ -255,6 +283,113 @@ impl FileFence {
         &self.inner.dir
     }
 
+    /// Repairs the mark of `resource` after its files were deleted or
+    /// damaged (a fence refuses every token with [`Error::Corrupt`] until
+    /// then): durably sets the mark to `mark` and records in the lock file
+    /// that the resource has a mark. Returns the mark that was still
+    /// visible before, if any.
+    ///
+    /// Give a mark at least as high as any token the resource ever
+    /// accepted (the highest epoch its writers' elections handed out will
+    /// do): the fence then refuses every earlier writer. Refuses, changing
+    /// nothing:
+    /// - [`Error::Stale`] when `mark` is lower than the mark the file still
+    ///   shows (its own if it reads, else the digits of its token field);
+    /// - [`Error::Unavailable`] while a writer holds either file's lock:
+    ///   stop every writer of the resource first. (A writer of an earlier
+    ///   version locks only the lock file; if that was deleted, the repair
+    ///   cannot see it: stop them all.)
+    ///
+    /// Never delete the files instead: a resource without them reads as
+    /// new, and the fence would accept any token. Blocking file I/O (three
+    /// fsyncs): call it from a tool or `spawn_blocking`.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::{Error, Fence, FileFence, ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let t = |n| Token::from_epoch(Epoch::new(n).unwrap());
+    /// let fence = FileFence::open(tmp.path())?;
+    /// let r = ResourceName::new("ledger")?;
+    /// fence.advance(&r, t(5)).await?;
+    /// std::fs::remove_file(tmp.path().join("ledger.fence"))?; // never do this
+    /// assert!(matches!(fence.advance(&r, t(3)).await, Err(Error::Corrupt { .. })));
+    ///
+    /// // With every writer stopped: a mark at least as high as any token accepted.
+    /// assert_eq!(fence.repair(&r, t(5))?, None, "nothing was left to see");
+    /// assert!(matches!(fence.advance(&r, t(3)).await, Err(Error::Stale { .. })));
+    /// assert!(matches!(fence.repair(&r, t(4)), Err(Error::Stale { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub fn repair(&self, resource: &ResourceName, mark: Token) -> Result<Option<Token>, Error> {
+        let paths = Paths::new(&self.inner.dir, resource);
+        let busy = |path: &Path| {
+            Error::unavailable(
+                at(path),
+                io::Error::other(
+                    "a writer holds the lock: stop every writer of the resource first",
+                ),
+            )
+        };
+        let replaced = |path: &Path| {
+            Error::unavailable(
+                at(path),
+                io::Error::other("the file was replaced during the repair: try again"),
+            )
+        };
+        let open = |path: &Path| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(unavailable(path))
+        };
+        let mut locked = Vec::new();
+        for path in [&paths.lock, &paths.mark] {
+            let file = open(path)?;
+            if !try_lock_exclusive(&file).map_err(unavailable(path))? {
+                return Err(busy(path));
+            }
+            if !is_at(&file.metadata().map_err(unavailable(path))?, path)? {
+                return Err(replaced(path));
+            }
+            locked.push(file);
+        }
+        let (lock, mark_file) = (&locked[0], &locked[1]);
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut io::Read::take(mark_file, 4096), &mut bytes)
+            .map_err(unavailable(&paths.mark))?;
+        let visible = visible_mark(&bytes);
+        if let Some(seen) = visible
+            && mark < seen
+        {
+            return Err(Error::Stale {
+                resource: resource.clone(),
+                presented: mark,
+                high_water_mark: seen,
+            });
+        }
+        mark_file
+            .write_all_at(mark_line(mark).as_bytes(), 0)
+            .and_then(|()| mark_file.set_len(MARK_LEN as u64))
+            .and_then(|()| mark_file.sync_all())
+            .map_err(unavailable(&paths.mark))?;
+        lock.write_all_at(LOCK_KEPT, 0)
+            .and_then(|()| lock.set_len(LOCK_KEPT.len() as u64))
+            .and_then(|()| lock.sync_all())
+            .map_err(unavailable(&paths.lock))?;
+        self.inner
+            .dir_handle
+            .sync_all()
+            .map_err(unavailable(&self.inner.dir))?;
+        Ok(visible)
+    }
+
     fn turn(&self, resource: &ResourceName) -> Arc<tokio::sync::Mutex<()>> {
         let mut turns = self
             .inner
@@ -283,17 +418,9 @@ impl FileFence {
                 let (wanted, _waiting) = oneshot::channel::<()>();
                 rt.spawn_blocking(move || {
                     let paths = Paths::new(&inner.dir, &resource);
-                    let lock = open_lock(&paths)?;
-                    if !try_lock_exclusive(&lock).map_err(unavailable(&paths.lock))? {
-                        return Ok(None); // held elsewhere: wait on a thread
-                    }
-                    if wanted.is_closed() {
-                        return Err(Error::unavailable(
-                            at(&paths.lock),
-                            io::Error::other("the caller stopped waiting"),
-                        ));
-                    }
-                    check_and_advance(&inner, &paths, &resource, token, lock).map(Some)
+                    // Closed when the caller is gone.
+                    let still_wanted = || !wanted.is_closed();
+                    enter(&inner, &paths, &resource, token, false, &still_wanted)
                 })
                 .await
                 .map_err(|e| {
@@ -302,32 +429,27 @@ impl FileFence {
             }
             Err(_) => None,
         };
-        let (lock, advance) = match quick {
-            Some(locked) => locked,
+        let entered = match quick {
+            Some(entered) => entered,
             None => {
                 let inner = Arc::clone(&self.inner);
                 let resource = resource.clone();
                 off_thread(move |wanted| {
                     let paths = Paths::new(&inner.dir, &resource);
-                    let lock = open_lock(&paths)?;
-                    lock_exclusive(&lock).map_err(unavailable(&paths.lock))?;
-                    if !wanted() {
-                        return Err(Error::unavailable(
-                            at(&paths.lock),
-                            io::Error::other("the caller stopped waiting"),
-                        ));
-                    }
-                    check_and_advance(&inner, &paths, &resource, token, lock)
+                    enter(&inner, &paths, &resource, token, true, wanted)?.ok_or_else(|| {
+                        Error::unavailable(at(&paths.lock), io::Error::other("no lock"))
+                    })
                 })
                 .await?
             }
         };
         Ok((
             Held {
-                _lock: lock,
+                _mark: entered.mark,
+                _lock: entered.lock,
                 _turn: turn,
             },
-            advance,
+            entered.advance,
         ))
     }
 }
@@ -395,7 +517,9 @@ impl Fence for FileFence {
         Ok(out)
     }
 
-    /// Reads `r.fence` without locking.
+    /// Reads `r.fence` without locking. A missing `r.fence` is "no mark"
+    /// only while `r.fence.lock` records none; else it is
+    /// [`Error::Corrupt`] (the mark file was deleted, ADR 0048).
     ///
     /// Cancel safety: it only reads; a dropped read finishes on its thread.
     ///
@@ -410,8 +534,8 @@ impl Fence for FileFence {
     /// # Ok(()) }
     /// ```
     async fn high_water_mark(&self, resource: &ResourceName) -> Result<Option<Token>, Error> {
-        let mark = Paths::new(&self.inner.dir, resource).mark;
-        off_thread(move |_| read_mark_unlocked(&mark)).await
+        let paths = Paths::new(&self.inner.dir, resource);
+        off_thread(move |_| read_mark_unlocked(&paths)).await
     }
 }
 
@@ -439,14 +563,197 @@ async fn off_thread<T: Send + 'static>(
     })
 }
 
-/// Opens (creating if needed) the resource's lock file.
+/// How many times [`enter`] starts again when a file it locked is no longer
+/// the one at its path (replaced under it) before it gives up.
+const ENTER_ROUNDS: usize = 3;
+
+/// The lock file's content once its resource has had a mark (ADR 0048):
+/// written once, after the first mark is durable. From then on a missing
+/// mark file is [`Error::Corrupt`], never "no mark", and the lock file is
+/// never empty, so cleaners of empty files leave it alone. An empty lock
+/// file (a resource without a mark yet, or one of a version before this
+/// line) means nothing.
+const LOCK_KEPT: &[u8] =
+    b"fencing-lock/1 this resource has a high-water mark: never delete this file or its .fence\n";
+
+/// The detail of [`Error::Corrupt`] for a fence whose files were deleted.
+fn deleted(what: &str) -> String {
+    format!(
+        "{what}: the fence's files were deleted (by hand, or by a cleaner of temporary files), \
+         so the mark cannot be trusted; stop every writer of the resource and repair it with \
+         FileFence::repair, giving a mark at least as high as any token it accepted"
+    )
+}
+
+/// True if the file now at `path` is the one `ours` describes (same device
+/// and inode): it was not deleted or replaced since it was opened.
+fn is_at(ours: &fs::Metadata, path: &Path) -> Result<bool, Error> {
+    use std::os::unix::fs::MetadataExt;
+    match fs::metadata(path) {
+        Ok(m) => Ok(m.dev() == ours.dev() && m.ino() == ours.ino()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::unavailable(at(path), e)),
+    }
+}
+
+/// Opens the resource's lock file, creating it only if the resource has no
+/// mark file: a lock file created beside an existing mark would be a second
+/// lock (a writer may still hold the deleted one), so a missing lock file
+/// beside a mark is [`Error::Corrupt`] (ADR 0048).
 fn open_lock(paths: &Paths) -> Result<File, Error> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&paths.lock)
+    let open = |create: bool| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(&paths.lock)
+    };
+    match open(false) {
+        Ok(file) => return Ok(file),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::unavailable(at(&paths.lock), e)),
+    }
+    match fs::symlink_metadata(&paths.mark) {
+        // A writer creates the lock file before the mark file: if the mark
+        // file is there, so is the lock file, unless it was deleted (a
+        // first look may have come before a concurrent first writer made
+        // both).
+        Ok(_) => match open(false) {
+            Ok(file) => Ok(file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::corrupt(
+                at(&paths.lock),
+                deleted("the lock file is missing beside the mark file"),
+            )),
+            Err(e) => Err(Error::unavailable(at(&paths.lock), e)),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            open(true).map_err(unavailable(&paths.lock))
+        }
+        Err(e) => Err(Error::unavailable(at(&paths.mark), e)),
+    }
+}
+
+/// Takes the resource's two locks, checks them and `token`, and persists
+/// the raised mark: `Ok(None)` when `wait` is false and a lock is held
+/// elsewhere. `wanted` says whether the caller still waits; once it does
+/// not, nothing is written.
+///
+/// 1. The lock file is opened (created only for a resource without a mark
+///    file) and locked; it must still be the file at its path (`fstat` of
+///    the descriptor against `stat` of the path: device and inode), else it
+///    was deleted or replaced while this writer waited, and it starts again.
+/// 2. The mark file is opened (created with `O_EXCL` if missing and the
+///    lock file records no mark) and locked too, and checked the same way.
+///    Its lock is what keeps a writer that locked a deleted lock file from
+///    running beside one that locked its successor: both must lock the one
+///    mark file.
+/// 3. The mark is read, decided on and, if it goes up, written durably;
+///    then, once, the lock file records that the resource has a mark.
+fn enter(
+    inner: &Inner,
+    paths: &Paths,
+    resource: &ResourceName,
+    token: Token,
+    wait: bool,
+    wanted: &dyn Fn() -> bool,
+) -> Result<Option<Entered>, Error> {
+    let stopped = || {
+        Error::unavailable(
+            at(&paths.lock),
+            io::Error::other("the caller stopped waiting"),
+        )
+    };
+    for _ in 0..ENTER_ROUNDS {
+        let lock = open_lock(paths)?;
+        if wait {
+            lock_exclusive(&lock).map_err(unavailable(&paths.lock))?;
+        } else if !try_lock_exclusive(&lock).map_err(unavailable(&paths.lock))? {
+            return Ok(None); // held elsewhere: wait on a thread
+        }
+        if !wanted() {
+            return Err(stopped());
+        }
+        let lock_meta = lock.metadata().map_err(unavailable(&paths.lock))?;
+        if !is_at(&lock_meta, &paths.lock)? {
+            continue; // deleted or replaced while we waited: start again
+        }
+        let kept = lock_meta.len() > 0;
+        let (mark, created) = match open_no_atime(&paths.mark, |o| o.read(true).write(true)) {
+            Ok(opened) => (opened, false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if kept {
+                    return Err(Error::corrupt(
+                        at(&paths.mark),
+                        deleted("the mark file is missing, but the lock file records a mark"),
+                    ));
+                }
+                match open_no_atime(&paths.mark, |o| o.read(true).write(true).create_new(true)) {
+                    Ok(opened) => (opened, true),
+                    // Created by a writer that holds another lock file:
+                    // start again (and wait for it on the mark's lock).
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(Error::unavailable(at(&paths.mark), e)),
+                }
+            }
+            Err(e) => return Err(Error::unavailable(at(&paths.mark), e)),
+        };
+        // Once the lock file's lock is taken the check runs to its end,
+        // also for a caller that stopped waiting: a mark file just created
+        // is never left empty for that. Its lock waits only for a writer
+        // that holds another lock file.
+        if wait || created {
+            lock_exclusive(&mark.file).map_err(unavailable(&paths.mark))?;
+        } else if !try_lock_exclusive(&mark.file).map_err(unavailable(&paths.mark))? {
+            return Ok(None);
+        }
+        let mark_meta = mark.file.metadata().map_err(unavailable(&paths.mark))?;
+        if !is_at(&mark_meta, &paths.mark)? {
+            continue;
+        }
+        let current = if created {
+            None
+        } else {
+            Some(read_mark_file(&mark.file, &paths.mark)?)
+        };
+        if !kept && current.is_some() {
+            // A mark left by a version before the lock file recorded it.
+            record_kept(&lock, paths)?;
+        }
+        let advance = Advance::decide(resource, current.map(|(t, _)| t), token)?;
+        if advance.raised() {
+            let len = current.map_or(0, |(_, len)| len);
+            if let Err(e) = write_mark(inner, paths, &mark, len, advance.current, created) {
+                if created && is_at(&mark_meta, &paths.mark).unwrap_or(false) {
+                    // Never leave an empty mark file (it reads as corrupt):
+                    // the resource had no mark, and still has none.
+                    let _ = fs::remove_file(&paths.mark);
+                }
+                return Err(e);
+            }
+            if !kept && created {
+                record_kept(&lock, paths)?;
+            }
+        }
+        return Ok(Some(Entered {
+            lock,
+            mark: mark.file,
+            advance,
+        }));
+    }
+    Err(Error::unavailable(
+        at(&paths.lock),
+        io::Error::other(
+            "the fence's files were replaced again and again while this writer locked them",
+        ),
+    ))
+}
+
+/// Records in the lock file (locked by us) that its resource has a mark:
+/// written once, made durable (ADR 0048).
+fn record_kept(lock: &File, paths: &Paths) -> Result<(), Error> {
+    lock.write_all_at(LOCK_KEPT, 0)
+        .and_then(|()| lock.sync_data())
         .map_err(unavailable(&paths.lock))
 }
 
@@ -490,36 +797,6 @@ fn with_no_atime_fallback(open: impl Fn(bool) -> io::Result<File>) -> io::Result
         }),
         Err(e) => Err(e),
     }
-}
-
-/// Under the resource's file lock (held by `lock`): read, decide, persist.
-/// Returns the locked file. The mark file is opened once, read with
-/// `pread` and, if the mark goes up, rewritten with one `pwrite` and
-/// `fdatasync`ed.
-fn check_and_advance(
-    inner: &Inner,
-    paths: &Paths,
-    resource: &ResourceName,
-    token: Token,
-    lock: File,
-) -> Result<(File, Advance), Error> {
-    let mark = match open_no_atime(&paths.mark, |o| o.read(true).write(true)) {
-        Ok(opened) => Some(opened),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::unavailable(at(&paths.mark), e)),
-    };
-    let (current, len) = match &mark {
-        Some(opened) => {
-            let (token, len) = read_mark_file(&opened.file, &paths.mark)?;
-            (Some(token), len)
-        }
-        None => (None, 0),
-    };
-    let advance = Advance::decide(resource, current, token)?;
-    if advance.raised() {
-        write_mark(inner, paths, mark, len, advance.current)?;
-    }
-    Ok((lock, advance))
 }
 
 /// A write (exclusive) lock on the whole file, for `fcntl`'s OFD locks.
@@ -651,38 +928,65 @@ fn parse_mark_line(text: &[u8]) -> Result<Token, String> {
 
 /// [`read_mark`] without the resource's lock: a line that does not check
 /// out is read again a few times (a writer may be rewriting it in place).
-fn read_mark_unlocked(path: &Path) -> Result<Option<Token>, Error> {
+/// A missing mark file is "no mark" only while the lock file records none
+/// (ADR 0048).
+fn read_mark_unlocked(paths: &Paths) -> Result<Option<Token>, Error> {
     let mut tries = 0;
     loop {
-        match read_mark(path) {
+        match read_mark(&paths.mark) {
             Err(Error::Corrupt { .. }) if tries + 1 < READ_TRIES => {
                 tries += 1;
                 thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(None) => {
+                return match fs::metadata(&paths.lock) {
+                    Ok(m) if m.len() > 0 => Err(Error::corrupt(
+                        at(&paths.mark),
+                        deleted("the mark file is missing, but the lock file records a mark"),
+                    )),
+                    Ok(_) => Ok(None),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(Error::unavailable(at(&paths.lock), e)),
+                };
             }
             other => return other,
         }
     }
 }
 
+/// The highest mark still visible in a mark file's bytes, read or not: the
+/// mark if it reads, else the number in a mark line's token field, or the
+/// leading digits of an older-format mark. A number too long for a `u64`
+/// was never a token and does not count.
+fn visible_mark(bytes: &[u8]) -> Option<Token> {
+    if let Ok(token) = parse_mark(bytes) {
+        return Some(token);
+    }
+    let rest = bytes
+        .strip_prefix(MARK_HEADER.as_bytes())
+        .map_or(bytes, |r| r.strip_prefix(b" ").unwrap_or(r));
+    let digits: String = rest
+        .iter()
+        .map(|b| char::from(*b))
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let value = digits.parse::<u64>().ok()?;
+    Epoch::new(value.min(Epoch::MAX.get())).map(Token::from_epoch)
+}
+
 /// Raises the mark durably: the new line written over the old in place
-/// (`mark`, the open mark file whose read found `len` bytes; `None` if
-/// there was none), then `fdatasync` (`fsync` where `O_NOATIME` was
-/// refused); a new file's directory entry is synced too.
+/// (`mark`, the open and locked mark file, whose read found `len` bytes),
+/// then `fdatasync` (`fsync` where `O_NOATIME` was refused); a new file's
+/// directory entry (`created`) is synced too.
 fn write_mark(
     inner: &Inner,
     paths: &Paths,
-    mark: Option<MarkFile>,
+    mark: &MarkFile,
     len: u64,
     token: Token,
+    created: bool,
 ) -> Result<(), Error> {
-    let (MarkFile { file, no_atime }, created) = match mark {
-        Some(opened) => (opened, false),
-        None => {
-            let opened = open_no_atime(&paths.mark, |o| o.write(true).create(true).truncate(false))
-                .map_err(unavailable(&paths.mark))?;
-            (opened, true)
-        }
-    };
+    let MarkFile { file, no_atime } = mark;
     let line = mark_line(token);
     file.write_all_at(line.as_bytes(), 0)
         .map_err(unavailable(&paths.mark))?;
@@ -695,7 +999,7 @@ fn write_mark(
     // Where reads may have dirtied the access time (no `O_NOATIME`), a
     // full `fsync` measured faster than `fdatasync` (ADR 0034); both make
     // the line durable.
-    if no_atime {
+    if *no_atime {
         file.sync_data()
     } else {
         file.sync_all()
@@ -921,11 +1225,15 @@ mod tests {
         let r = res("r");
         let path = tmp.path().join("r.fence");
         fs::write(&path, "5\n").unwrap();
+        // The empty lock file that version left beside it.
+        let lock = tmp.path().join("r.fence.lock");
+        fs::write(&lock, "").unwrap();
         assert!(matches!(
             fence.advance(&r, t(4)).await,
             Err(Error::Stale { .. })
         ));
         assert_eq!(fs::read_to_string(&path).unwrap(), "5\n");
+        assert_eq!(fs::read(&lock).unwrap(), LOCK_KEPT, "the mark is recorded");
         fence.advance(&r, t(6)).await.unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), mark_line(t(6)));
         assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(6)));
@@ -934,7 +1242,9 @@ mod tests {
     #[tokio::test]
     async fn io_failures_are_unavailable_with_the_io_error() {
         let (tmp, fence) = fresh();
-        // A directory where the mark file should be cannot be read.
+        // A directory where the mark file should be cannot be read (beside
+        // a lock file: without one, a mark file is a deleted lock file).
+        fs::write(tmp.path().join("r.fence.lock"), "").unwrap();
         fs::create_dir(tmp.path().join("r.fence")).unwrap();
         let err = fence.advance(&res("r"), t(1)).await.unwrap_err();
         let Error::Unavailable { location, source } = &err else {
@@ -1107,6 +1417,266 @@ mod tests {
         assert!(fence.dir().is_absolute());
         assert_eq!(fence.dir(), tmp.path().join("x/y").canonicalize().unwrap());
         assert!(format!("{fence:?}").starts_with("FileFence { dir: "));
+    }
+
+    /// Appends `line` to the file at `path`: the protected resource of the
+    /// deletion tests, a real file.
+    fn append(path: &Path, line: &str) {
+        use std::io::Write;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(f, "{line}").unwrap();
+    }
+
+    /// Issue 23, item 4: with the mark file removed, token 3 was accepted
+    /// after mark 5 ("no mark"). A fence that has had a mark never reads
+    /// "no mark" again.
+    #[tokio::test]
+    async fn a_deleted_mark_file_is_corrupt_never_no_mark() {
+        let (tmp, fence) = fresh();
+        let r = res("r");
+        fence.advance(&r, t(5)).await.unwrap();
+        fs::remove_file(tmp.path().join("r.fence")).unwrap();
+        for fence in [fence.clone(), FileFence::open(tmp.path()).unwrap()] {
+            let ran = AtomicBool::new(false);
+            let out = fence
+                .fenced(&r, t(3), || async { ran.store(true, Ordering::SeqCst) })
+                .await;
+            assert!(
+                !ran.load(Ordering::SeqCst),
+                "token 3 accepted after mark 5 with the mark file deleted: {out:?}"
+            );
+            assert!(matches!(out, Err(Error::Corrupt { .. })), "{out:?}");
+            let read = fence.high_water_mark(&r).await;
+            assert!(matches!(read, Err(Error::Corrupt { .. })), "{read:?}");
+            let high = fence.advance(&r, t(9)).await;
+            assert!(matches!(high, Err(Error::Corrupt { .. })), "{high:?}");
+        }
+        assert!(!tmp.path().join("r.fence").exists(), "nothing recreated it");
+    }
+
+    /// Issue 23, item 4: with the lock file removed while a writer runs,
+    /// the next writer locked a fresh inode and ran beside it: a token-3
+    /// write landed after a token-5 write. Two handles (as two processes
+    /// would), two real concurrent writers, one real output file.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_deleted_lock_file_never_lets_a_second_writer_in() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("fences");
+        let out = tmp.path().join("resource.log");
+        let r = res("r");
+        let (first, second) = (
+            FileFence::open(&dir).unwrap(),
+            FileFence::open(&dir).unwrap(),
+        );
+        first.advance(&r, t(2)).await.unwrap();
+        let inside = Arc::new(AtomicUsize::new(0));
+        let (entered_tx, entered_rx) = oneshot::channel();
+        let (go_tx, go_rx) = oneshot::channel::<()>();
+        let slow = {
+            let (r, out, inside) = (r.clone(), out.clone(), Arc::clone(&inside));
+            tokio::spawn(async move {
+                first
+                    .fenced(&r, t(3), || async move {
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two inside");
+                        entered_tx.send(()).unwrap();
+                        go_rx.await.unwrap();
+                        append(&out, "3");
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    })
+                    .await
+            })
+        };
+        entered_rx.await.unwrap();
+        fs::remove_file(dir.join("r.fence.lock")).unwrap();
+        let second_inside = Arc::clone(&inside);
+        let fast = tokio::time::timeout(
+            Duration::from_secs(60),
+            second.fenced(&r, t(5), || async {
+                let others = second_inside.fetch_add(1, Ordering::SeqCst);
+                append(&out, "5");
+                second_inside.fetch_sub(1, Ordering::SeqCst);
+                others
+            }),
+        )
+        .await
+        .expect("the second writer neither entered nor was refused");
+        go_tx.send(()).unwrap();
+        let slow = slow.await.unwrap();
+        let log = fs::read_to_string(&out).unwrap();
+        assert!(
+            log != "5\n3\n",
+            "a token-3 write landed after a token-5 write (lock file deleted while the \
+             token-3 writer ran; the second writer was inside beside it: {fast:?})"
+        );
+        assert!(
+            matches!(fast, Err(Error::Corrupt { .. })),
+            "the second writer was not refused: {fast:?}"
+        );
+        slow.unwrap();
+        assert_eq!(log, "3\n");
+        // Still refused until repaired.
+        let again = FileFence::open(&dir).unwrap().advance(&r, t(6)).await;
+        assert!(matches!(again, Err(Error::Corrupt { .. })), "{again:?}");
+    }
+
+    /// Waits (bounded) until the kernel shows a writer blocked on an OFD
+    /// lock of the file at `path` (`/proc/locks` lists waiters with `->`),
+    /// or until `done` is true: returns whether one was blocked.
+    async fn blocked_on(path: &Path, done: impl Fn() -> bool) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let ino = format!(":{} ", fs::metadata(path).unwrap().ino());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let locks = fs::read_to_string("/proc/locks").unwrap();
+            if locks
+                .lines()
+                .any(|l| l.contains("->") && l.contains("OFDLCK") && l.contains(&ino))
+            {
+                return true;
+            }
+            if done() {
+                return false;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "neither blocked nor done"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// A lock file deleted while a writer runs and then created again (by
+    /// hand, or by an earlier version of this crate): a second writer locks
+    /// the new one, but waits on the mark file's lock until the writer
+    /// inside is done, and then sees its mark.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_writer_on_a_recreated_lock_file_waits_for_the_one_inside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("fences");
+        let out = tmp.path().join("resource.log");
+        let r = res("r");
+        let (first, second) = (
+            FileFence::open(&dir).unwrap(),
+            FileFence::open(&dir).unwrap(),
+        );
+        first.advance(&r, t(2)).await.unwrap();
+        let (entered_tx, entered_rx) = oneshot::channel();
+        let (go_tx, go_rx) = oneshot::channel::<()>();
+        let slow = {
+            let (r, out) = (r.clone(), out.clone());
+            tokio::spawn(async move {
+                first
+                    .fenced(&r, t(3), || async move {
+                        entered_tx.send(()).unwrap();
+                        go_rx.await.unwrap();
+                        append(&out, "3");
+                    })
+                    .await
+            })
+        };
+        entered_rx.await.unwrap();
+        fs::remove_file(dir.join("r.fence.lock")).unwrap();
+        fs::write(dir.join("r.fence.lock"), "").unwrap();
+        let fast = {
+            let (r, out) = (r.clone(), out.clone());
+            tokio::spawn(async move {
+                second
+                    .fenced(&r, t(5), || async move { append(&out, "5") })
+                    .await
+            })
+        };
+        let waited = blocked_on(&dir.join("r.fence"), || fast.is_finished()).await;
+        let early = fs::read_to_string(&out).unwrap_or_default();
+        assert!(
+            waited,
+            "the token-5 writer ran while the token-3 writer was inside (log {early:?})"
+        );
+        go_tx.send(()).unwrap();
+        slow.await.unwrap().unwrap();
+        fast.await.unwrap().unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), "3\n5\n");
+    }
+
+    #[tokio::test]
+    async fn a_repair_sets_the_mark_never_below_what_is_left() {
+        let (tmp, fence) = fresh();
+        let r = res("r");
+        let (lock, mark) = (tmp.path().join("r.fence.lock"), tmp.path().join("r.fence"));
+        fence.advance(&r, t(5)).await.unwrap();
+        assert_eq!(fs::read(&lock).unwrap(), LOCK_KEPT);
+        // A writer holds the lock: refused, nothing changed.
+        let held = try_lock(&lock).unwrap();
+        let busy = fence.repair(&r, t(9));
+        assert!(matches!(busy, Err(Error::Unavailable { .. })), "{busy:?}");
+        drop(held);
+        assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(5)));
+
+        // The lock file deleted: refused until repaired, never below 5.
+        fs::remove_file(&lock).unwrap();
+        let refused = fence.advance(&r, t(6)).await;
+        assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
+        let low = fence.repair(&r, t(4));
+        assert!(
+            matches!(low, Err(Error::Stale { presented, high_water_mark, .. })
+                if presented == t(4) && high_water_mark == t(5)),
+            "{low:?}"
+        );
+        assert_eq!(fence.repair(&r, t(5)).unwrap(), Some(t(5)));
+        assert_eq!(fs::read(&lock).unwrap(), LOCK_KEPT);
+        assert!(matches!(
+            fence.advance(&r, t(4)).await,
+            Err(Error::Stale { .. })
+        ));
+        assert!(fence.advance(&r, t(6)).await.unwrap().raised());
+
+        // A torn mark: the digits left in its token field are the floor.
+        fs::write(&mark, "fencing-mark/1 0000000000000000009").unwrap();
+        assert!(matches!(
+            fence.advance(&r, t(10)).await,
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(matches!(fence.repair(&r, t(8)), Err(Error::Stale { .. })));
+        assert_eq!(fence.repair(&r, t(9)).unwrap(), Some(t(9)), "what was left");
+        assert_eq!(fs::read_to_string(&mark).unwrap(), mark_line(t(9)));
+
+        // The mark file deleted: nothing is left to see; the operator's
+        // mark is taken.
+        fs::remove_file(&mark).unwrap();
+        assert_eq!(fence.repair(&r, t(12)).unwrap(), None);
+        assert!(matches!(
+            fence.advance(&r, t(11)).await,
+            Err(Error::Stale { .. })
+        ));
+        assert_eq!(fence.high_water_mark(&r).await.unwrap(), Some(t(12)));
+    }
+
+    /// Cleaners of temporary files delete empty files: once a resource has
+    /// a mark its lock file is never empty, and deleting every empty file
+    /// of the directory leaves the fence whole.
+    #[tokio::test]
+    async fn an_empty_file_cleaner_leaves_a_fence_with_a_mark_alone() {
+        let (tmp, fence) = fresh();
+        let r = res("r");
+        fence.advance(&r, t(5)).await.unwrap();
+        for entry in fs::read_dir(tmp.path()).unwrap() {
+            let entry = entry.unwrap();
+            if entry.metadata().unwrap().len() == 0 {
+                fs::remove_file(entry.path()).unwrap();
+            }
+        }
+        assert!(
+            tmp.path().join("r.fence.lock").exists(),
+            "the lock file was empty, and deleted"
+        );
+        assert!(matches!(
+            fence.advance(&r, t(3)).await,
+            Err(Error::Stale { .. })
+        ));
+        assert!(fence.advance(&r, t(6)).await.unwrap().raised());
     }
 
     #[test]

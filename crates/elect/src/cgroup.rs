@@ -1,0 +1,459 @@
+//! Each term's command tree in a cgroup v2 of its own, so that nothing of
+//! a deposed term runs beside the next one on the same host (issue 23,
+//! ADR 0049).
+//!
+//! The supervisor (see [`crate::supervisor`]) finds COMMAND's tree as its
+//! descendants, which holds only while it runs. A tree whose supervisor
+//! was killed or stopped together with `elect` (SIGKILL of the process
+//! group, the OOM killer, Ctrl-Z, a frozen container) has nobody left to
+//! stop it, and a process that left as daemons do (fork, `setsid`, fork
+//! again, close every descriptor, ignore SIGTERM) runs on. A cgroup holds
+//! every process forked inside it, whatever it does to its session or its
+//! descriptors, and the kernel can kill all of them at once, also stopped
+//! and frozen ones (`cgroup.kill`, Linux 5.14).
+//!
+//! The layout, under a parent directory on a cgroup2 mount (default
+//! `<the cgroup2 mount>/elect`, found in `/proc/self/mountinfo`; another
+//! with `ELECT_CGROUP_PARENT=DIR`, none with `ELECT_CGROUP_PARENT=none`):
+//! - one directory per election, `<name>-<hash>`: the hash is of the
+//!   backend (its canonical directory or database path, or its URL
+//!   without secrets) and the name, so every `elect run` of one election
+//!   on this host finds the same directory, and no other election's;
+//! - in it one directory per term, `term-<epoch>`, created by the winner
+//!   before COMMAND starts; the supervisor moves COMMAND into it between
+//!   fork and exec (it writes `0` to `cgroup.procs`), so every process of
+//!   the tree is born inside it.
+//!
+//! A term's group ends (`cgroup.kill`, wait until `cgroup.events` says
+//! `populated 0`, `rmdir`, repeated until the directory is gone, since a
+//! process moved in after a kill keeps it busy; a removed cgroup takes no
+//! process: the write fails with `ENODEV`):
+//! - by its own `elect` when the tree has ended (to be sure), when the
+//!   supervisor died and when it did not stop the tree by its deadline;
+//! - by the **next winner on this host, before it starts its command**:
+//!   every group of an earlier term of the election. A group of a later
+//!   term means this term is already over: its command is not started.
+//!
+//! Where no cgroup can be used (no cgroup2 mount, a parent that is not
+//! writable, no `cgroup.kill`), `elect run` says at the start of its
+//! campaign what is then not guaranteed, and works as before.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The environment variable that names the parent directory of the
+/// election groups, or `none` to use no cgroup.
+pub(crate) const PARENT_ENV: &str = "ELECT_CGROUP_PARENT";
+
+/// The `--help` text on the cgroups (also in the man page).
+pub(crate) const HELP: &str = "\
+The command's cgroup (elect run):
+  ELECT_CGROUP_PARENT=DIR       a cgroup v2 directory for the terms' cgroups
+                                [default: <the cgroup2 mount>/elect]
+  ELECT_CGROUP_PARENT=none      no cgroup (elect warns at start)
+  Each term's command tree runs in DIR/NAME-HASH/term-EPOCH; the next
+  winner on this host kills what is left in an earlier term's group before
+  its command starts. Candidates find each other's groups only under the
+  same DIR. Needs root or a delegated directory; without one, elect warns.";
+
+/// The groups of one election on this host. Dropped (when `elect run`
+/// ends, elected or not), its directory is removed if no term's group is
+/// in it.
+#[derive(Debug)]
+pub(crate) struct Election {
+    dir: PathBuf,
+}
+
+/// One term's group.
+#[derive(Clone, Debug)]
+pub(crate) struct TermGroup {
+    dir: PathBuf,
+}
+
+/// Why no cgroup is used.
+#[derive(Debug)]
+pub(crate) struct Unavailable(pub(crate) String);
+
+/// The mount point of the cgroup2 file system (the first one in
+/// `/proc/self/mountinfo`).
+fn cgroup2_mount() -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|line| {
+        // `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
+        let (left, right) = line.split_once(" - ")?;
+        if right.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        left.split_whitespace()
+            .nth(4)
+            .map(|m| PathBuf::from(unescape(m)))
+    })
+}
+
+/// `/proc/self/mountinfo` writes space, tab, newline and backslash in
+/// octal (`\040`).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && let Some(digits) = b.get(i + 1..i + 4)
+            && digits.iter().all(|d| (b'0'..=b'7').contains(d))
+        {
+            let v = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
+            out.push(v as u8);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// FNV-1a, 64 bits: a hash that every `elect` version computes alike.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The directory name of election `name` on backend `backend`.
+fn election_dir_name(backend: &str, name: &str) -> String {
+    let shown: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let key = format!("{backend}\0{name}");
+    format!("{shown}-{:016x}", fnv1a(key.as_bytes()))
+}
+
+impl Election {
+    /// The groups of election `name` on `backend` (a stable description
+    /// of the backend: see the module's docs), under `parent` (from
+    /// [`PARENT_ENV`] if `None`): the election's directory is created if
+    /// missing. `Err`: no cgroup can be used, and why.
+    pub(crate) fn open(
+        parent: Option<&std::ffi::OsStr>,
+        backend: &str,
+        name: &str,
+    ) -> Result<Election, Unavailable> {
+        let parent = match parent
+            .map(ToOwned::to_owned)
+            .or_else(|| std::env::var_os(PARENT_ENV))
+        {
+            Some(p) if p == "none" => {
+                return Err(Unavailable(format!("{PARENT_ENV}=none")));
+            }
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => match cgroup2_mount() {
+                Some(m) => m.join("elect"),
+                None => return Err(Unavailable("no cgroup2 file system is mounted".into())),
+            },
+        };
+        // Nothing is created outside a cgroup2 file system: the nearest
+        // directory of the parent that exists must be on one.
+        let existing = parent.ancestors().find(|a| a.exists());
+        let on_cgroup2 = existing.is_some_and(|a| {
+            nix::sys::statfs::statfs(a)
+                .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+        });
+        if !on_cgroup2 {
+            return Err(Unavailable(format!(
+                "{} is not on a cgroup2 file system",
+                parent.display()
+            )));
+        }
+        let dir = parent.join(election_dir_name(backend, name));
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return Err(Unavailable(format!("cannot create {}: {e}", dir.display())));
+        }
+        // Made by another user (root) for the same election: usable only
+        // if this process may create the terms' groups in it.
+        if let Err(e) = nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK) {
+            return Err(Unavailable(format!(
+                "{} is not writable: {e}",
+                dir.display()
+            )));
+        }
+        for file in ["cgroup.procs", "cgroup.kill", "cgroup.events"] {
+            if !dir.join(file).exists() {
+                return Err(Unavailable(format!(
+                    "{} has no {file} (not a cgroup v2 directory, or Linux before 5.14)",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(Election { dir })
+    }
+
+    /// The election's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The epochs of the term groups that exist now.
+    fn terms(&self) -> std::io::Result<Vec<u64>> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)?.flatten() {
+            if let Some(epoch) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("term-"))
+                .and_then(|e| e.parse().ok())
+            {
+                found.push(epoch);
+            }
+        }
+        found.sort_unstable();
+        Ok(found)
+    }
+
+    /// The group of term `epoch` (not created).
+    pub(crate) fn term(&self, epoch: u64) -> TermGroup {
+        TermGroup {
+            dir: self.dir.join(format!("term-{epoch}")),
+        }
+    }
+
+    /// For the winner of term `epoch`, before its command starts: creates
+    /// the term's group, then ends every group of an earlier term (each
+    /// end is said through `on_leftover` first: epoch and whether
+    /// processes were left in it). `Err(Later(n))`: a group of the later
+    /// term `n` exists, so this term is already over.
+    pub(crate) async fn begin(
+        &self,
+        epoch: u64,
+        mut on_leftover: impl FnMut(u64, bool),
+    ) -> Result<TermGroup, Begin> {
+        let group = self.term(epoch);
+        // The election's directory may have been removed since `open` by
+        // the end of another term (see its `Drop`): made again.
+        let mut tries = 0;
+        loop {
+            std::fs::create_dir_all(&self.dir).map_err(Begin::Io)?;
+            match std::fs::create_dir(&group.dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 100 => tries += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    // Left by an earlier run with this very epoch: empty it.
+                    group.end().await.map_err(Begin::Io)?;
+                }
+                Err(e) => return Err(Begin::Io(e)),
+            }
+        }
+        // Created before the scan: a process of an earlier term that
+        // creates its group after this scan finds this one (and does not
+        // start); one that created it before is found here.
+        for other in self.terms().map_err(Begin::Io)? {
+            if other > epoch {
+                let _ = group.end().await;
+                return Err(Begin::Later(other));
+            }
+            if other < epoch {
+                let old = self.term(other);
+                on_leftover(other, old.populated().unwrap_or(false));
+                old.end().await.map_err(Begin::Io)?;
+            }
+        }
+        Ok(group)
+    }
+}
+
+impl Drop for Election {
+    /// Removes the election's directory if no term's group is in it: a
+    /// failure (another term's group is there, or it is gone) is fine. A
+    /// winner makes it again before it creates its term's group.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Why a term's group could not be begun.
+#[derive(Debug)]
+pub(crate) enum Begin {
+    /// A group of this later term exists on this host.
+    Later(u64),
+    /// The cgroup file system failed.
+    Io(std::io::Error),
+}
+
+impl TermGroup {
+    /// The group's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether a process is in the group (or a group below it).
+    pub(crate) fn populated(&self) -> std::io::Result<bool> {
+        let events = std::fs::read_to_string(self.dir.join("cgroup.events"))?;
+        Ok(events.lines().any(|l| l == "populated 1"))
+    }
+
+    /// SIGKILL to every process of the group and the groups below it,
+    /// stopped and frozen ones included. A group that is gone is fine.
+    pub(crate) fn kill(&self) -> std::io::Result<()> {
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_CLOEXEC)
+            .open(self.dir.join("cgroup.kill"));
+        match opened {
+            Ok(mut f) => match f.write_all(b"1") {
+                Ok(()) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(nix::libc::ENODEV) => Ok(()),
+                Err(e) => Err(e),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Ends the group: kills every process in it, waits until none is
+    /// left, and removes it (and the groups a command made below it), all
+    /// repeated until the directory is gone. Waits as long as a process
+    /// in it lives (one in uninterruptible sleep ends when its I/O does).
+    pub(crate) async fn end(&self) -> std::io::Result<()> {
+        loop {
+            self.kill()?;
+            let populated = match self.populated() {
+                Ok(p) => p,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            if populated {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+            match remove_tree(&self.dir) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                // A process was moved in after the kill: again.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(nix::libc::EBUSY | nix::libc::ENOTEMPTY)
+                    ) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Removes cgroup `dir` and every cgroup below it (deepest first); the
+/// interface files inside go with their directory.
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            match remove_tree(&entry.path()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape(r"/sys/fs/cgroup"), "/sys/fs/cgroup");
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+        assert_eq!(unescape(r"/a\\"), r"/a\\");
+    }
+
+    #[test]
+    fn election_directories_are_stable_and_distinct() {
+        let a = election_dir_name("file:///srv/e", "job");
+        assert_eq!(a, election_dir_name("file:///srv/e", "job"));
+        assert_ne!(a, election_dir_name("file:///srv/f", "job"));
+        assert_ne!(a, election_dir_name("file:///srv/e", "job2"));
+        assert!(a.starts_with("job-"), "{a}");
+        let odd = election_dir_name("x", "a b/ü");
+        assert!(
+            odd.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)),
+            "{odd}"
+        );
+        // FNV-1a's published test vector.
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    /// A process in this test's own cgroup2 parent, moved into `group`.
+    fn sleeper_in(group: &TermGroup) -> std::process::Child {
+        let child = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .expect("sleep");
+        std::fs::write(group.dir().join("cgroup.procs"), child.id().to_string())
+            .expect("move into the group");
+        child
+    }
+
+    /// With a real cgroup2 (CI runs as root): the winner of a later term
+    /// kills what is left in an earlier term's group and removes it; an
+    /// earlier term that begins after a later one is told so; a removed
+    /// group takes no process.
+    #[tokio::test]
+    async fn a_later_term_ends_earlier_groups_and_an_earlier_one_does_not_begin() {
+        let mount = cgroup2_mount().expect("a cgroup2 mount (tests run as root)");
+        let parent = mount.join(format!("elect-unit-{}", std::process::id()));
+        let groups =
+            Election::open(Some(parent.as_os_str()), "file:///unit", "job").expect("cgroups");
+        let two = groups
+            .begin(2, |_, _| panic!("no earlier term"))
+            .await
+            .expect("term 2");
+        let mut old = sleeper_in(&two);
+        assert!(two.populated().expect("events"));
+        let mut seen = Vec::new();
+        let three = groups
+            .begin(3, |epoch, populated| seen.push((epoch, populated)))
+            .await
+            .expect("term 3");
+        assert_eq!(seen, [(2, true)]);
+        let status = old.wait().expect("wait");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "{status}"
+        );
+        assert!(!two.dir().exists(), "term 2's group is still there");
+        // A removed group takes no process.
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .open(three.dir().join("cgroup.procs"))
+            .expect("open");
+        match groups.begin(1, |_, _| {}).await {
+            Err(Begin::Later(3)) => {}
+            other => panic!("term 1 began beside term 3: {other:?}"),
+        }
+        three.end().await.expect("end term 3");
+        let moved = std::io::Write::write_all(&mut &opened, b"0");
+        assert_eq!(
+            moved.map_err(|e| e.raw_os_error()),
+            Err(Some(nix::libc::ENODEV))
+        );
+        drop(groups);
+        std::fs::remove_dir(&parent).expect("remove the test's parent");
+    }
+}
