@@ -12,7 +12,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::instrument::{RenewalMetrics, SetMetrics};
-use crate::key_state::KeyState;
+use crate::keyed::key_state::KeyState;
 use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy, attempt};
 use crate::{
     DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won, lock,
@@ -718,7 +718,7 @@ impl Holds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key_state::Origin;
+    use crate::keyed::key_state::Origin;
     use std::sync::mpsc;
 
     /// Records a win of term 7 while another thread reports the loss of
