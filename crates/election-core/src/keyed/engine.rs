@@ -12,8 +12,9 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::instrument::{RenewalMetrics, SetMetrics};
+use crate::keyed::book::{Book, Command, Lost};
 use crate::keyed::key_state::KeyState;
-use crate::renewal::{Input, Loss, Next, Renewal, RenewalPolicy, attempt};
+use crate::renewal::{RenewalPolicy, attempt};
 use crate::{
     DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity, Leader, LossReason, Won, lock,
 };
@@ -385,157 +386,134 @@ impl Guards {
 
 type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// The set's loop: claims asked keys, renews held ones on one [`Renewal`],
-/// gives them up when the set closes.
+/// The set's loop: executes what the [`Book`] decides — claims asked keys,
+/// renews held ones in one batch, sleeps, gives them up when the set
+/// closes — and feeds the answers back. It decides nothing itself.
 pub(crate) async fn drive<K: KeyedClaims>(
     backend: Arc<K>,
     shared: Arc<Holds>,
     mut guards: watch::Receiver<Guards>,
 ) {
-    let policy = backend.renewal();
+    lock(&shared.holds).set_policy(backend.renewal());
     let metrics = RenewalMetrics::set(shared.metrics.set.clone());
-    let mut machine: Option<Renewal> = None;
-    let mut input = Input::Due;
-    let mut claim_due = true;
     let mut waiting: Option<Waiting> = None;
     loop {
-        if guards.borrow().stop() {
-            break;
-        }
-        let mut renew_at = None;
-        if let (Some(policy), Some(m)) = (policy, machine.as_mut()) {
-            let now = Instant::now();
-            match m.decide(input, now) {
-                Next::SleepUntil(at) => renew_at = Some(at),
-                Next::Renew { budget } => {
-                    input = renew(&*backend, &shared, policy, budget, &metrics).await;
-                    continue;
+        let closing = guards.borrow().stop();
+        match shared.next(Instant::now(), closing) {
+            Command::Claim(keys) => {
+                waiting = None;
+                claim(&*backend, &shared, keys).await;
+            }
+            Command::Renew { keys, budget } => {
+                renew(&*backend, &shared, keys, budget, &metrics).await;
+            }
+            Command::Release(held) => {
+                if !held.is_empty() {
+                    backend.release(&held).await;
                 }
-                Next::Lose(Loss::Expired | Loss::Refused) => {
-                    machine = shared.expire(now).map(|d| Renewal::new(policy, d));
+                break;
+            }
+            Command::Sleep { until, wait } => {
+                if !wait {
+                    waiting = None;
+                } else if waiting.is_none() {
+                    let b = backend.clone();
+                    waiting = Some(Box::pin(async move { b.wait().await }));
+                }
+                tokio::select! {
+                    biased;
+                    _ = guards.wait_for(Guards::stop) => {}
+                    () = shared.wake.notified() => lock(&shared.holds).wake(),
+                    () = async { tokio::time::sleep_until(until.expect("set")).await }, if until.is_some() => {}
+                    () = async { waiting.as_mut().expect("set").await }, if waiting.is_some() => {
+                        waiting = None;
+                        lock(&shared.holds).wake();
+                    }
                 }
             }
-            input = Input::Due;
         }
-        if claim_due {
-            claim_due = false;
-            waiting = None;
-            if claim(&*backend, &shared).await
-                && let Some(policy) = policy
-            {
-                machine = shared.first_deadline().map(|d| match machine {
-                    Some(m) if m.deadline() <= d => m,
-                    _ => Renewal::new(policy, d),
-                });
-            }
-            continue;
-        }
-        if !shared.free().is_empty() && waiting.is_none() {
-            let b = backend.clone();
-            waiting = Some(Box::pin(async move { b.wait().await }));
-        }
-        tokio::select! {
-            biased;
-            _ = guards.wait_for(Guards::stop) => break,
-            () = shared.wake.notified() => claim_due = true,
-            () = async { tokio::time::sleep_until(renew_at.expect("set")).await }, if renew_at.is_some() => {}
-            () = async { waiting.as_mut().expect("set").await }, if waiting.is_some() => claim_due = true,
-        }
-    }
-    let held = shared.take_holds();
-    if !held.is_empty() {
-        backend.release(&held).await;
     }
     backend.close().await;
 }
 
-/// One claim of every asked key not held; true if any was won.
-async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds) -> bool {
-    // A hold whose deadline passed unreported is lost (rule 2's backstop).
-    shared.expire(Instant::now());
-    let free = shared.free();
-    if free.is_empty() {
-        return false;
-    }
-    let names: Vec<ElectionName> = free.iter().map(|k| k.name().clone()).collect();
-    let answers = backend.claim(&names).await;
-    let mut won_any = false;
-    for (state, answer) in free.iter().zip(answers) {
+/// Executes a [`Command::Claim`]: one claim of `keys`, each answer
+/// recorded.
+async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionName>) {
+    let answers = backend.claim(&keys).await;
+    let states = shared.keys.pin();
+    for (key, answer) in keys.iter().zip(answers) {
+        let Some(state) = states.get(key.as_str()) else {
+            continue;
+        };
         match answer {
-            Ok(Claimed::Won(won)) => won_any |= shared.hold(state, won, backend.identity()),
+            Ok(Claimed::Won(won)) => {
+                shared.hold(state, won, backend.identity());
+            }
             Ok(Claimed::HeldBy(holder)) => state.held_by(holder),
-            // A permanent error stops the tries for the key (`free`).
+            // A permanent error stops the tries for the key (`next` is not
+            // given it any more).
             Err(e) => state.failed(e),
         }
     }
-    won_any
 }
 
-/// One renewal of every held key that expires; what the machine is told.
+/// Executes a [`Command::Renew`]: one renewal of `held` within `budget`,
+/// its answer fed back.
 async fn renew<K: KeyedClaims>(
     backend: &K,
     shared: &Holds,
-    policy: RenewalPolicy,
+    held: Vec<HeldKey>,
     budget: Duration,
     metrics: &RenewalMetrics,
-) -> Input {
-    let held = shared.expiring();
-    if held.is_empty() {
-        return Input::Refused;
-    }
+) {
     let what = format!("lease set ({} keys)", held.len());
     let (sent, refused) = match attempt(budget, &what, backend.renew(&held)).await {
         Ok(answer) => answer,
         Err(failure) => {
             metrics.failed(failure.kind);
-            return failure.input;
+            lock(&shared.holds).renew_failed(failure.input);
+            return;
         }
     };
     let took = sent.elapsed();
     let refused: HashMap<ElectionName, LossReason> = refused.into_iter().collect();
-    let mut landed = false;
-    for (key, epoch) in &held {
-        match refused.get(key) {
-            Some(reason) => {
-                shared.lose(key, *epoch, reason);
-            }
-            None => {
-                shared.renewed(key, *epoch, sent + policy.validity());
-                landed = true;
-            }
-        }
-    }
+    let (lost, landed) = {
+        let mut book = lock(&shared.holds);
+        let (lost, landed) = book.renew_landed(
+            &held,
+            sent,
+            &refused,
+            Instant::now(),
+            |state, epoch, until| state.renewed(epoch, until),
+        );
+        end_holds(&lost);
+        (lost, landed)
+    };
+    shared.report_lost(&lost);
     if landed {
         metrics.landed(took);
-        Input::Renewed { sent }
     } else {
         metrics.failed("refused");
-        Input::Refused
     }
 }
 
-/// A key this process holds, as the engine keeps it.
-struct Hold {
-    state: Arc<KeyState>,
-    epoch: Epoch,
-    /// The deadline of its last landed renewal; `None`: it does not expire.
-    valid_until: Option<Instant>,
-    /// When the win or its last landed renewal was recorded (health).
-    renewed_at: Instant,
+/// Ends the holds of keys the book found lost: `held` reads false from
+/// here on. Called with the holds lock held, in the decision that lost
+/// them.
+fn end_holds(lost: &[Lost<Arc<KeyState>>]) {
+    for l in lost {
+        l.state.end_hold();
+    }
 }
 
-/// The keys a lease set holds, kept by its loop and its reporter.
+/// The keys a lease set holds, kept by its loop and its reporter: the
+/// [`Book`] under one lock, and what `held` reads without it.
 pub(crate) struct Holds {
     /// Every key asked about (the loop claims those not held); a new key
     /// wakes the loop.
     pub(crate) keys: papaya::HashMap<Arc<str>, Arc<KeyState>>,
-    /// The keys held now; a key leaves it on its loss or for its release,
-    /// never both (rule 3).
-    holds: Mutex<HashMap<ElectionName, Hold>>,
-    /// The highest epoch of each key whose loss was reported (also while
-    /// the key was not held in it, before its win was recorded): a win of
-    /// that term or an earlier one does not count.
-    lost_early: Mutex<HashMap<ElectionName, Epoch>>,
+    /// The book: every decision about the holds is taken under this lock.
+    holds: Mutex<Book<Arc<KeyState>>>,
     /// Wakes the loop: a loss (try the key again) or a guard's nudge.
     pub(crate) wake: Notify,
     /// The set's metric handles (label `set`).
@@ -566,7 +544,6 @@ impl Holds {
         Holds {
             keys: papaya::HashMap::default(),
             holds: Mutex::default(),
-            lost_early: Mutex::default(),
             wake: Notify::new(),
             metrics: SetMetrics::new(set),
             #[cfg(test)]
@@ -587,10 +564,37 @@ impl Holds {
     /// won); `None` if no held key expires.
     pub(crate) fn oldest_renewal(&self) -> Option<Instant> {
         lock(&self.holds)
-            .values()
+            .holds()
             .filter(|h| h.valid_until.is_some())
             .map(|h| h.renewed_at)
             .min()
+    }
+
+    /// The book's next decision at `now`; the keys lost on the way are
+    /// marked, and released holds ended, before the command is returned.
+    fn next(&self, now: Instant, closing: bool) -> Command {
+        // The asked keys still tried (no permanent error).
+        let asked: Vec<ElectionName> = self
+            .keys
+            .pin()
+            .values()
+            .filter(|k| !k.given_up())
+            .map(|k| k.name().clone())
+            .collect();
+        let decision = {
+            let mut book = lock(&self.holds);
+            let decision = book.next(now, asked, closing);
+            end_holds(&decision.lost);
+            for state in &decision.released {
+                state.end_hold();
+            }
+            decision
+        };
+        for _ in &decision.released {
+            self.metrics.ended(None);
+        }
+        self.report_lost(&decision.lost);
+        decision.command
     }
 
     /// Records a win; false (and the key is tried again) if its loss was
@@ -603,10 +607,7 @@ impl Holds {
     /// count) or wholly after (it ends the hold just recorded).
     fn hold(&self, state: &Arc<KeyState>, won: Won, identity: &Identity) -> bool {
         let mut holds = lock(&self.holds);
-        let lost = lock(&self.lost_early)
-            .get(state.name())
-            .is_some_and(|e| *e >= won.epoch);
-        if lost {
+        if holds.lost_before(state.name(), won.epoch) {
             state.held_by(None);
             drop(holds);
             tracing::warn!(key = %state.name(), epoch = %won.epoch, "lease-set key lost before its win was recorded");
@@ -615,15 +616,7 @@ impl Holds {
         }
         #[cfg(test)]
         self.at(RecordStep::Checked);
-        holds.insert(
-            state.name().clone(),
-            Hold {
-                state: state.clone(),
-                epoch: won.epoch,
-                valid_until: won.valid_until,
-                renewed_at: Instant::now(),
-            },
-        );
+        holds.insert(state.name().clone(), state.clone(), won, Instant::now());
         #[cfg(test)]
         self.at(RecordStep::Inserted);
         state.hold(won.epoch, identity, won.valid_until);
@@ -632,84 +625,63 @@ impl Holds {
         true
     }
 
-    /// The asked keys not held and still tried (no permanent error).
-    fn free(&self) -> Vec<Arc<KeyState>> {
-        let holds = lock(&self.holds);
-        let keys = self.keys.pin();
-        keys.values()
-            .filter(|k| !holds.contains_key(k.name()) && !k.given_up())
-            .cloned()
-            .collect()
-    }
-
+    /// Reports the loss of `key` in term `epoch`; true if it was held in
+    /// that term (its hold ends now).
     pub(crate) fn lose(&self, key: &ElectionName, epoch: Epoch, reason: &LossReason) -> bool {
         let mut holds = lock(&self.holds);
-        // A win of that term recorded later (its answer still on its way,
-        // or answered again) must not count.
-        {
-            let mut early = lock(&self.lost_early);
-            let seen = early.entry(key.clone()).or_insert(epoch);
-            *seen = (*seen).max(epoch);
-        }
-        let Some(hold) = holds.get(key).filter(|h| h.epoch == epoch) else {
+        let Some(lost) = holds.lose(key, epoch, reason) else {
             return false;
         };
-        hold.state.end_hold();
-        tracing::warn!(key = %key, epoch = %epoch, %reason, "lease-set key lost");
-        holds.remove(key);
+        // Marked under the lock: a win recorded after this sees it ended.
+        lost.state.end_hold();
         drop(holds);
-        self.metrics.ended(Some(reason));
-        self.wake.notify_one();
+        self.ended(&lost);
         true
     }
 
-    fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
-        if let Some(hold) = lock(&self.holds).get_mut(key).filter(|h| h.epoch == epoch) {
-            hold.valid_until = Some(valid_until);
-            hold.renewed_at = Instant::now();
-            hold.state.renewed(epoch, valid_until);
+    /// Reports keys the book found lost (their holds already ended, under
+    /// the lock): logged, counted, and the loop tries them again.
+    fn report_lost(&self, lost: &[Lost<Arc<KeyState>>]) {
+        for l in lost {
+            self.ended(l);
         }
     }
 
-    /// The held keys that expire.
-    fn expiring(&self) -> Vec<HeldKey> {
-        let holds = lock(&self.holds);
-        holds
-            .iter()
-            .filter(|(_, h)| h.valid_until.is_some())
-            .map(|(k, h)| (k.clone(), h.epoch))
-            .collect()
+    fn ended(&self, lost: &Lost<Arc<KeyState>>) {
+        tracing::warn!(key = %lost.key, epoch = %lost.epoch, reason = %lost.reason, "lease-set key lost");
+        self.metrics.ended(Some(&lost.reason));
+        self.wake.notify_one();
     }
 
-    fn first_deadline(&self) -> Option<Instant> {
-        lock(&self.holds)
-            .values()
-            .filter_map(|h| h.valid_until)
-            .min()
+    fn renewed(&self, key: &ElectionName, epoch: Epoch, valid_until: Instant) {
+        if let Some(state) = lock(&self.holds).renewed(key, epoch, valid_until, Instant::now()) {
+            state.renewed(epoch, valid_until);
+        }
     }
 
     /// Loses every key whose deadline has come; the next deadline.
+    #[cfg(test)]
     fn expire(&self, now: Instant) -> Option<Instant> {
-        let expired: Vec<HeldKey> = lock(&self.holds)
-            .iter()
-            .filter(|(_, h)| h.valid_until.is_some_and(|d| d <= now))
-            .map(|(k, h)| (k.clone(), h.epoch))
-            .collect();
-        for (key, epoch) in expired {
-            self.lose(&key, epoch, &LossReason::Expired);
-        }
-        self.first_deadline()
+        let mut book = lock(&self.holds);
+        let lost = book.expire(now);
+        end_holds(&lost);
+        let next = book.first_deadline();
+        drop(book);
+        self.report_lost(&lost);
+        next
     }
 
     /// Every key still held, taken for release: a loss reported from here
     /// on finds nothing (the release was already decided).
+    #[cfg(test)]
     fn take_holds(&self) -> Vec<HeldKey> {
-        lock(&self.holds)
-            .drain()
-            .map(|(k, h)| {
-                h.state.end_hold();
+        let taken = lock(&self.holds).take();
+        taken
+            .into_iter()
+            .map(|(held, state)| {
+                state.end_hold();
                 self.metrics.ended(None);
-                (k, h.epoch)
+                held
             })
             .collect()
     }

@@ -9,6 +9,7 @@
 //! - [`per_key`]: [`PerKeyClaims`], a [`KeyedClaims`] over any
 //!   [`Claim`](crate::Claim) (one campaign per key).
 
+pub(crate) mod book;
 pub(crate) mod engine;
 pub(crate) mod key_state;
 pub(crate) mod lease_set;
