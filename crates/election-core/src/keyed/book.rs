@@ -365,3 +365,350 @@ impl<S> Book<S> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn policy() -> RenewalPolicy {
+        RenewalPolicy::new(ms(900), ms(300)).unwrap()
+    }
+
+    fn key(i: usize) -> ElectionName {
+        ElectionName::new(format!("k{i}")).unwrap()
+    }
+
+    fn epoch(e: u64) -> Epoch {
+        Epoch::new(e).unwrap()
+    }
+
+    fn book() -> Book<()> {
+        let mut book = Book::default();
+        book.set_policy(Some(policy()));
+        book
+    }
+
+    /// A win as the engine records it: checked, then inserted.
+    fn win(book: &mut Book<()>, k: usize, e: u64, valid_until: Instant, now: Instant) -> bool {
+        if book.lost_before(&key(k), epoch(e)) {
+            return false;
+        }
+        let won = Won {
+            epoch: epoch(e),
+            valid_until: Some(valid_until),
+        };
+        book.insert(key(k), (), won, now);
+        true
+    }
+
+    #[test]
+    fn the_first_decision_claims_every_asked_key_and_then_sleeps() {
+        let t0 = Instant::now();
+        let mut book = book();
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(d.command, Command::Claim(vec![key(0), key(1)]));
+        // Until woken: the backend's wait runs for the keys not held.
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(
+            d.command,
+            Command::Sleep {
+                until: None,
+                wait: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_held_key_is_renewed_on_time_and_not_claimed() {
+        let t0 = Instant::now();
+        let mut book = book();
+        book.next(t0, [key(0), key(1)], false);
+        assert!(win(&mut book, 0, 1, t0 + ms(900), t0));
+        book.wake();
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(d.command, Command::Claim(vec![key(1)]));
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(
+            d.command,
+            Command::Sleep {
+                until: Some(t0 + ms(300)),
+                wait: true
+            }
+        );
+        match book.next(t0 + ms(300), [key(0), key(1)], false).command {
+            Command::Renew { keys, budget } => {
+                assert_eq!(keys, vec![(key(0), epoch(1))]);
+                assert!(budget <= ms(600));
+            }
+            other => panic!("expected a renewal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_renewal_that_never_lands_loses_the_key_at_its_deadline() {
+        let t0 = Instant::now();
+        let mut book = book();
+        book.next(t0, [key(0)], false);
+        win(&mut book, 0, 4, t0 + ms(900), t0);
+        assert!(matches!(
+            book.next(t0 + ms(300), [key(0)], false).command,
+            Command::Renew { .. }
+        ));
+        book.renew_failed(Input::TimedOut);
+        let d = book.next(t0 + ms(899), [key(0)], false);
+        assert!(d.lost.is_empty(), "held until the deadline");
+        let d = book.next(t0 + ms(900), [key(0)], false);
+        let lost: Vec<_> = d.lost.iter().map(|l| (l.key.clone(), l.epoch)).collect();
+        assert_eq!(lost, vec![(key(0), epoch(4))]);
+        assert!(matches!(d.lost[0].reason, LossReason::Expired));
+        // Lost: claimed again at once, never released.
+        assert_eq!(d.command, Command::Claim(vec![key(0)]));
+        assert_eq!(
+            book.next(t0 + ms(900), [key(0)], false).command,
+            Command::Sleep {
+                until: None,
+                wait: true
+            }
+        );
+        assert_eq!(
+            book.next(t0 + ms(900), [key(0)], true).command,
+            Command::Release(vec![])
+        );
+    }
+
+    #[test]
+    fn a_refused_key_is_lost_and_the_landed_ones_move_their_deadline() {
+        let t0 = Instant::now();
+        let mut book = book();
+        book.next(t0, [key(0), key(1)], false);
+        win(&mut book, 0, 1, t0 + ms(900), t0);
+        win(&mut book, 1, 2, t0 + ms(900), t0);
+        let Command::Renew { keys, .. } = book.next(t0 + ms(300), [key(0), key(1)], false).command
+        else {
+            panic!("expected a renewal");
+        };
+        let sent = t0 + ms(300);
+        let refused = HashMap::from([(key(1), LossReason::Revoked { detail: "b".into() })]);
+        let (lost, landed) = book.renew_landed(&keys, sent, &refused, sent + ms(5), |_, _, _| {});
+        assert!(landed);
+        assert_eq!(lost.len(), 1);
+        assert_eq!((lost[0].key.clone(), lost[0].epoch), (key(1), epoch(2)));
+        assert_eq!(book.get(&key(0)).unwrap().valid_until, Some(sent + ms(900)));
+        assert!(!book.contains_key(&key(1)));
+        assert!(
+            book.next(t0 + ms(1000), [key(0), key(1)], false)
+                .lost
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_loss_reported_before_the_win_is_recorded_wins() {
+        let t0 = Instant::now();
+        let mut book = book();
+        let reason = LossReason::Revoked { detail: "b".into() };
+        assert!(book.lose(&key(0), epoch(3), &reason).is_none());
+        assert!(
+            !win(&mut book, 0, 3, t0 + ms(900), t0),
+            "that term was lost"
+        );
+        assert!(!win(&mut book, 0, 2, t0 + ms(900), t0), "an older term too");
+        assert!(
+            win(&mut book, 0, 4, t0 + ms(900), t0),
+            "a later term counts"
+        );
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A new key is asked.
+        Ask(usize),
+        /// The loop decides (and the set is closing, last, if `true`).
+        Decide,
+        /// The claim step answered a win of key `k` in term `e`, valid for
+        /// this many ms from now.
+        Win(usize, u64, u64),
+        /// A loss of key `k` in term `e` is reported (a watch, a guard).
+        Lose(usize, u64),
+        /// The pending renewal answered: refused for the keys in this bit
+        /// mask, landed for the others.
+        Landed(u8),
+        /// The pending renewal failed.
+        Failed,
+        /// A renewal from outside (a key's own term) for `k` in term `e`.
+        Renewed(usize, u64),
+        /// Time passes by this many ms.
+        Wait(u64),
+        /// A claim is due (woken).
+        Wake,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            1 => (0..4usize).prop_map(Op::Ask),
+            4 => Just(Op::Decide),
+            3 => (0..4usize, 1..6u64, 1..1200u64).prop_map(|(k, e, v)| Op::Win(k, e, v)),
+            2 => (0..4usize, 1..6u64).prop_map(|(k, e)| Op::Lose(k, e)),
+            2 => any::<u8>().prop_map(Op::Landed),
+            1 => Just(Op::Failed),
+            1 => (0..4usize, 1..6u64).prop_map(|(k, e)| Op::Renewed(k, e)),
+            3 => (0..700u64).prop_map(Op::Wait),
+            1 => Just(Op::Wake),
+        ]
+    }
+
+    fn held(book: &Book<()>) -> BTreeMap<String, u64> {
+        book.holds
+            .iter()
+            .map(|(k, h)| (k.as_str().to_owned(), h.epoch.get()))
+            .collect()
+    }
+
+    fn named(keys: &[(ElectionName, Epoch)]) -> BTreeSet<(String, u64)> {
+        keys.iter()
+            .map(|(k, e)| (k.as_str().to_owned(), e.get()))
+            .collect()
+    }
+
+    proptest! {
+        /// The book's invariants on random runs with injected time: it
+        /// never asks to claim a held key; no key is held (nor released) in
+        /// a term whose loss was reported; after a decision at `now` no
+        /// held key's validity has passed; every key that leaves the book
+        /// is reported, once, lost or released.
+        #[test]
+        fn the_book_keeps_its_invariants(ops in proptest::collection::vec(op(), 1..60)) {
+            let t0 = Instant::now();
+            let mut now = t0;
+            let mut book = book();
+            let mut asked: BTreeSet<usize> = BTreeSet::new();
+            // The highest term of each key whose loss was reported to the
+            // book (a win of it or an earlier term does not count), and
+            // every (key, term) reported lost.
+            let mut lost_terms: BTreeMap<String, u64> = BTreeMap::new();
+            let mut lost_exact: BTreeSet<(String, u64)> = BTreeSet::new();
+            let mut pending: Option<(Vec<HeldKey>, Instant)> = None;
+            for op in ops.iter().cloned().chain([Op::Decide]) {
+                let before = held(&book);
+                // What left the book in this step, as the book reported it.
+                let mut reported: Vec<(String, u64)> = Vec::new();
+                let mut decided = false;
+                match op {
+                    Op::Ask(k) => { asked.insert(k); }
+                    Op::Decide => {
+                        decided = true;
+                        let d = book.next(now, asked.iter().map(|&k| key(k)), false);
+                        reported.extend(d.lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
+                        match d.command {
+                            Command::Claim(keys) => {
+                                for k in &keys {
+                                    prop_assert!(!book.contains_key(k), "asked to claim held key {}", k);
+                                }
+                            }
+                            Command::Renew { keys, budget } => {
+                                prop_assert!(budget > Duration::ZERO);
+                                for (k, e) in &keys {
+                                    prop_assert_eq!(book.get(k).map(|h| h.epoch), Some(*e));
+                                }
+                                pending = Some((keys, now));
+                            }
+                            Command::Sleep { until, .. } => {
+                                if let Some(at) = until {
+                                    prop_assert!(at > now, "a sleep into the past");
+                                }
+                            }
+                            Command::Release(_) => prop_assert!(false, "released while not closing"),
+                        }
+                    }
+                    Op::Win(k, e, v) => {
+                        // The engine claims only keys the book does not hold.
+                        if !book.contains_key(&key(k)) {
+                            let recorded = win(&mut book, k, e, now + ms(v), now);
+                            let was_lost = lost_terms.get(&format!("k{k}")).is_some_and(|l| *l >= e);
+                            prop_assert_eq!(recorded, !was_lost, "a win of a lost term recorded");
+                        }
+                    }
+                    Op::Lose(k, e) => {
+                        let reason = LossReason::Revoked { detail: "taken".into() };
+                        if let Some(l) = book.lose(&key(k), epoch(e), &reason) {
+                            reported.push((l.key.as_str().to_owned(), l.epoch.get()));
+                        }
+                        let seen = lost_terms.entry(format!("k{k}")).or_insert(e);
+                        *seen = (*seen).max(e);
+                        lost_exact.insert((format!("k{k}"), e));
+                    }
+                    Op::Landed(mask) => {
+                        if let Some((keys, sent)) = pending.take() {
+                            let refused: HashMap<ElectionName, LossReason> = keys
+                                .iter()
+                                .enumerate()
+                                .filter(|(i, _)| mask & (1 << i) != 0)
+                                .map(|(_, (k, _))| (k.clone(), LossReason::Revoked { detail: "refused".into() }))
+                                .collect();
+                            let (lost, _) = book.renew_landed(&keys, sent, &refused, now, |_, _, _| {});
+                            for l in &lost {
+                                prop_assert!(refused.contains_key(&l.key), "lost {} though not refused", l.key);
+                                let seen = lost_terms.entry(l.key.as_str().to_owned()).or_insert(l.epoch.get());
+                                *seen = (*seen).max(l.epoch.get());
+                            }
+                            reported.extend(lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
+                        }
+                    }
+                    Op::Failed => {
+                        if pending.take().is_some() {
+                            book.renew_failed(Input::Failed);
+                        }
+                    }
+                    Op::Renewed(k, e) => {
+                        book.renewed(&key(k), epoch(e), now + policy().validity(), now);
+                    }
+                    Op::Wait(n) => now += ms(n),
+                    Op::Wake => book.wake(),
+                }
+                for (k, e) in &reported {
+                    let seen = lost_terms.entry(k.clone()).or_insert(*e);
+                    *seen = (*seen).max(*e);
+                    lost_exact.insert((k.clone(), *e));
+                }
+                let after = held(&book);
+                // Every key that left was reported, once; nothing else was.
+                let left: BTreeSet<(String, u64)> = before
+                    .iter()
+                    .filter(|(k, e)| after.get(*k) != Some(*e))
+                    .map(|(k, e)| (k.clone(), *e))
+                    .collect();
+                let mut once = BTreeSet::new();
+                for r in &reported {
+                    prop_assert!(once.insert(r.clone()), "{:?} reported twice", r);
+                }
+                prop_assert_eq!(&left, &once, "left the book vs reported lost");
+                for (k, e) in &after {
+                    prop_assert!(
+                        !lost_exact.contains(&(k.clone(), *e)),
+                        "{} held in term {} after its loss", k, e
+                    );
+                }
+                if decided {
+                    for h in book.holds() {
+                        prop_assert!(h.valid_until.is_none_or(|d| d > now), "a hold past its validity");
+                    }
+                }
+            }
+            // Closing: the release never names a lost term.
+            let d = book.next(now, asked.iter().map(|&k| key(k)), true);
+            let Command::Release(keys) = d.command else {
+                return Err(TestCaseError::fail("closing must release"));
+            };
+            for (k, e) in named(&keys) {
+                prop_assert!(!lost_exact.contains(&(k.clone(), e)), "released {} in lost term {}", k, e);
+            }
+            prop_assert!(book.holds.is_empty(), "nothing held after the release");
+        }
+    }
+}
