@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::renewal::{Input, Next, Renewal, RenewalPolicy};
 use crate::{ElectionName, Epoch, LossReason, Won};
 
-use super::engine::HeldKey;
+use super::claims::HeldKey;
 
 /// A key this process holds, as the book keeps it.
 #[derive(Debug)]
