@@ -50,8 +50,9 @@
 //! The source reads in two halves. The single-election path sits at the
 //! root: `claim` (the steps and rules), `campaign`, `term`, `term_state`,
 //! `lead`, `election`, `leader`. The keyed half is the `keyed` tree:
-//! `lease_set`, `engine` (the steps and the loop that runs them), `book`
-//! (the engine's pure decisions), `key_state`, `per_key`. Both share
+//! `lease_set`, `claims` (the [`KeyedClaims`] steps), `book` (the
+//! engine's decisions, pure), `engine` (the loop that executes them),
+//! `key_state`, `per_key`. Both share
 //! `name`, `epoch`, `nonce`, `error`, `config_error`, `lease`,
 //! `write_token`, `renewal`, `health` and `instrument`.
 //!
