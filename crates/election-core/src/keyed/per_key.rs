@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
+use crate::keyed::claims::{Claimed, HeldKey, KeyedClaims};
+use crate::keyed::engine::HoldReporter;
 use crate::term_state::TermState;
 use crate::{
     Candidate, Claim, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, Error, Identity,

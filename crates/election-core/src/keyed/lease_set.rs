@@ -9,8 +9,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config_error::{HOUR, check_setting};
-use crate::engine::{Guards, HoldReporter, Holds, KeyedClaims, drive};
-use crate::key_state::{KeyState, Origin};
+use crate::keyed::claims::KeyedClaims;
+use crate::keyed::engine::{Guards, HoldReporter, Holds, drive};
+use crate::keyed::key_state::{KeyState, Origin};
 use crate::{
     ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken, lock,
 };
