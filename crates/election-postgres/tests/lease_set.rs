@@ -80,6 +80,11 @@ async fn many_keys_cost_one_statement_per_interval() {
             .parse::<i64>()
             .expect("number")
     };
+    // Counted over a window of renewals only: how many intervals passed
+    // while the 200 keys were asked depends on the machine's load, not on
+    // the statements an interval costs.
+    const RENEWAL: &str = "SET version = l.version + 1, renewed_unix_ms";
+    let before = statements(&server, RENEWAL);
     let start = version();
     within("three renewals", async {
         while version() < start + 3 {
@@ -87,9 +92,15 @@ async fn many_keys_cost_one_statement_per_interval() {
         }
     })
     .await;
-    let renewals = statements(&server, "SET version = l.version + 1, renewed_unix_ms");
-    // Per statement, not per key: a few intervals' worth, never 200.
-    assert!((3..20).contains(&renewals), "{renewals} renewal statements");
+    let rounds = version() - start;
+    let renewals = statements(&server, RENEWAL) - before;
+    // Per statement, not per key: about one statement per round of every
+    // key (a round per key would be 200), with room for a retried round
+    // and the log's lag at either end of the window.
+    assert!(
+        renewals >= 1 && renewals as i64 <= 2 * rounds + 3,
+        "{renewals} renewal statements for {rounds} rounds of 200 keys"
+    );
     // Another set waits for all 200 keys; when `a` closes, it claims them
     // in a handful of claim statements, not one per key.
     let b = set(&e, "b", HOUR);
