@@ -69,7 +69,6 @@
 
 mod campaign;
 mod claim;
-mod clock;
 mod config_error;
 mod election;
 mod engine;
@@ -81,7 +80,6 @@ mod key_state;
 mod lead;
 mod leader;
 mod lease;
-pub mod lease_row;
 mod lease_set;
 mod name;
 mod nonce;
@@ -93,7 +91,6 @@ mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, WatchGuard, Won};
-pub use clock::{Clock, SystemClock};
 pub use config_error::{ConfigError, Source};
 pub use election::Election;
 pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};

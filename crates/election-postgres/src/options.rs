@@ -175,7 +175,7 @@ impl PostgresOptions {
     }
 
     fn validated(self) -> Result<Self, ConfigError> {
-        election_core::lease_row::check_times(
+        election_sql::lease_row::check_times(
             self.ttl,
             self.renew_interval,
             "request_timeout",
@@ -246,7 +246,7 @@ impl PostgresOptions {
     /// assert_eq!(PostgresOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
     /// ```
     pub fn margin(&self) -> Duration {
-        election_core::lease_row::margin(self.ttl)
+        election_sql::lease_row::margin(self.ttl)
     }
 
     /// How long after the instant before a successful claim or renewal was
@@ -260,11 +260,11 @@ impl PostgresOptions {
     /// assert!(options.renew_interval() * 2 <= options.validity());
     /// ```
     pub fn validity(&self) -> Duration {
-        election_core::lease_row::validity(self.ttl)
+        election_sql::lease_row::validity(self.ttl)
     }
 
     pub(crate) fn ttl_ms(&self) -> i64 {
-        election_core::lease_row::ttl_ms(self.ttl)
+        election_sql::lease_row::ttl_ms(self.ttl)
     }
 }
 

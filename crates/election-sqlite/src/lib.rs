@@ -145,8 +145,8 @@ mod row;
 pub mod schema;
 
 pub use election::{SqliteAttempt, SqliteClaim, SqliteElection};
-pub use election_core::{Clock, SystemClock};
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+pub use election_sql::{Clock, SystemClock};
 pub use error::Error;
 pub use fence::SqliteFence;
 pub use lease_set::SqliteLeases;

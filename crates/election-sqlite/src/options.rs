@@ -104,7 +104,7 @@ impl SqliteOptions {
     }
 
     fn validated(self) -> Result<Self, ConfigError> {
-        election_core::lease_row::check_times(
+        election_sql::lease_row::check_times(
             self.ttl,
             self.renew_interval,
             "busy_timeout",
@@ -156,7 +156,7 @@ impl SqliteOptions {
     /// assert_eq!(SqliteOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
     /// ```
     pub fn margin(&self) -> Duration {
-        election_core::lease_row::margin(self.ttl)
+        election_sql::lease_row::margin(self.ttl)
     }
 
     /// How long after the instant before a successful claim or renewal was
@@ -171,11 +171,11 @@ impl SqliteOptions {
     /// assert!(options.renew_interval() * 2 <= options.validity());
     /// ```
     pub fn validity(&self) -> Duration {
-        election_core::lease_row::validity(self.ttl)
+        election_sql::lease_row::validity(self.ttl)
     }
 
     pub(crate) fn ttl_ms(&self) -> i64 {
-        election_core::lease_row::ttl_ms(self.ttl)
+        election_sql::lease_row::ttl_ms(self.ttl)
     }
 }
 
