@@ -315,6 +315,24 @@ impl Context {
     }
 }
 
+/// PostgreSQL's statements under the shared lease-set steps (ADR 0052).
+impl election_sql::LeaseRows for Context {
+    type Error = Error;
+
+    async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
+        self.renew_within(holds, self.options.validity()).await
+    }
+
+    async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+        Context::confirm(self, hold).await
+    }
+
+    async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Error> {
+        let holds: Vec<(&str, i64)> = holds.iter().map(|h| (h.name, h.nonce)).collect();
+        Context::release_many(self, &holds).await.map(drop)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

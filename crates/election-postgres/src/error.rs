@@ -220,6 +220,12 @@ impl Error {
     }
 }
 
+impl election_sql::IntoCore for Error {
+    fn into_core(self, name: &ElectionName) -> election_core::Error {
+        Error::into_core(self, name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -182,13 +182,7 @@ pub(crate) async fn take_released(
     Ok((seen, won))
 }
 
-/// One held lease: the name, and its attempt's nonce and epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Hold<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) nonce: i64,
-    pub(crate) epoch: i64,
-}
+pub(crate) use election_sql::Hold;
 
 /// Renews every lease of `holds` in one statement, each only while its row
 /// still shows its nonce and epoch with a holder: bumps the renewal

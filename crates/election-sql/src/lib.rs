@@ -12,16 +12,25 @@
 //! - [`renew_term`]: a single term's renewal loop, the core's
 //!   [`renew_until_lost`](election_core::renew_until_lost) over one
 //!   conditional renewal of the backend's.
-//! - [`Terms`], [`failed_all`]: the bookkeeping of keyed claims (each
-//!   held key's term, each contended key's observation) and how a batch's
-//!   failure answers every key.
+//! - [`LeaseRows`]: the lease-row statements each backend implements, and
+//!   [`KeyedBook`]: the bookkeeping of keyed claims over them (each held
+//!   key's term, each contended key's observation; renew, confirm and
+//!   release many), with [`failed_all`]: how a batch's failure answers
+//!   every key.
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
 mod clock;
+mod keyed;
 pub mod lease_row;
+mod renewal;
 
 pub use clock::{Clock, SystemClock};
+pub use keyed::{
+    Answer, Hold, IntoCore, KeyedBook, LeaseRows, check_poll_interval, fail_each, failed_all,
+    for_key, lease_set_identity,
+};
+pub use renewal::{RenewOutcome, renew_term};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

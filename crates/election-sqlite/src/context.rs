@@ -4,6 +4,7 @@
 //! ([`SqliteElection`](crate::SqliteElection)), the renewal task and the
 //! lease set's steps are built on it; it imports none of them.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -280,6 +281,23 @@ impl Context {
             return Ok(false);
         }
         self.renew_within(hold, self.options.validity()).await
+    }
+}
+
+/// SQLite's statements under the shared lease-set steps (ADR 0052).
+impl election_sql::LeaseRows for Context {
+    type Error = Error;
+
+    async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
+        row::renew_many(&self.pool, holds, self.clock.wall_unix_ms()).await
+    }
+
+    async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+        Context::confirm(self, hold).await
+    }
+
+    async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Error> {
+        row::release_many(&self.pool, holds).await
     }
 }
 

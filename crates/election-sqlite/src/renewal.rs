@@ -1,16 +1,15 @@
-//! The holder's renewal: the core's renewal driver
-//! ([`election_core::renew_until_lost`], rule 2) with SQLite's step, one
-//! conditional renewal of the term's row.
+//! The holder's renewal: the shared renewal glue
+//! ([`election_sql::renew_term`] over the core's
+//! [`renew_until_lost`](election_core::renew_until_lost), rule 2) with
+//! SQLite's step, one conditional renewal of the term's row.
 
 use std::sync::Arc;
 
-use election_core::{
-    ElectionName, Epoch, LossReason, RenewalPolicy, Renewed, TermReporter, renew_until_lost,
-};
+use election_core::{ElectionName, Epoch, TermReporter};
+use election_sql::RenewOutcome;
 use tokio::time::Instant;
 
 use crate::context::Context;
-use crate::row::Hold;
 
 /// Renews every renew interval until the term is lost: the core's driver
 /// retries a failed or timed-out renewal until the validity deadline and
@@ -25,34 +24,29 @@ pub(crate) async fn renew_term(
     valid_until: Instant,
     reporter: TermReporter,
 ) {
-    let options = ctx.options;
-    let Ok(policy) = RenewalPolicy::new(options.validity(), options.renew_interval()) else {
-        // SqliteOptions keeps the renew interval below the validity.
-        reporter.lose(LossReason::Expired);
-        return;
-    };
-    let epoch = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
-    let renew_once = |budget| {
-        let (ctx, name) = (ctx.clone(), name.clone());
+    let (validity, every) = (ctx.options.validity(), ctx.options.renew_interval());
+    let renew_once = |hold, budget| {
+        let ctx = ctx.clone();
         async move {
             if let Err(e) = ctx.in_place() {
-                return Renewed::Refused(LossReason::Revoked {
-                    detail: e.to_string(),
-                });
+                return Ok(RenewOutcome::Refused(e.to_string()));
             }
-            let hold = Hold {
-                name: name.as_str(),
-                nonce,
-                epoch,
-            };
-            match ctx.renew_within(hold, budget).await {
-                Ok(true) => Renewed::Landed,
-                Ok(false) => Renewed::Refused(LossReason::Revoked {
-                    detail: "the lease row shows another holder".into(),
-                }),
-                Err(e) => Renewed::Failed(e.into_core(&name)),
-            }
+            Ok::<_, crate::Error>(if ctx.renew_within(hold, budget).await? {
+                RenewOutcome::Landed
+            } else {
+                RenewOutcome::Refused("the lease row shows another holder".into())
+            })
         }
     };
-    renew_until_lost(policy, valid_until, &reporter, renew_once).await;
+    election_sql::renew_term(
+        validity,
+        every,
+        &name,
+        nonce,
+        epoch,
+        valid_until,
+        reporter,
+        renew_once,
+    )
+    .await;
 }

@@ -439,13 +439,7 @@ pub(crate) async fn read_many(
     Ok(seen)
 }
 
-/// One held lease of a batch: the key, and the attempt's nonce and epoch.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Hold<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) nonce: i64,
-    pub(crate) epoch: i64,
-}
+pub(crate) use election_sql::Hold;
 
 /// Renews every lease of `holds` in one `BEGIN IMMEDIATE` transaction, each
 /// conditional on its nonce and epoch as [`renew`] is; returns the names

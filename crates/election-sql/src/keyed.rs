@@ -1,0 +1,426 @@
+//! The bookkeeping of keyed claims over lease rows, the same for every SQL
+//! backend: each held key's term ([`KeyedBook::hold`]), each contended
+//! key's observation ([`KeyedBook::may_claim`]), and the renew, confirm and
+//! release steps of the core's [`KeyedClaims`](election_core::KeyedClaims)
+//! run over a backend's [`LeaseRows`]. The backend keeps its statements,
+//! its claim statement and its wake-ups.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use election_core::{
+    Claimed, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, HeldKey, Identity,
+    LossReason, Won,
+};
+use tokio::time::Instant;
+
+use crate::lease_row::{Found, Observed, may_claim};
+
+/// One held lease of a batch: the key, and its attempt's nonce and epoch
+/// as stored.
+///
+/// ```
+/// use election_sql::Hold;
+///
+/// let hold = Hold { name: "shard-1", nonce: 42, epoch: 7 };
+/// assert_eq!(hold.epoch, 7);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hold<'a> {
+    /// The key (election name).
+    pub name: &'a str,
+    /// The nonce of the attempt that won the term.
+    pub nonce: i64,
+    /// The term's epoch, as stored.
+    pub epoch: i64,
+}
+
+/// A backend's error, as the core's error about one name.
+pub trait IntoCore {
+    /// `self`, about `name`.
+    fn into_core(self, name: &ElectionName) -> election_core::Error;
+}
+
+/// The lease-row statements of a SQL backend that the shared steps run
+/// (ADR 0052): each backend implements them over its own statements and
+/// driver.
+pub trait LeaseRows: Send + Sync {
+    /// The backend's error.
+    type Error: IntoCore + Display + Send;
+
+    /// Renews every lease of `holds` in one write, each only while its row
+    /// still shows its nonce and epoch: the names renewed.
+    fn renew_many(
+        &self,
+        holds: &[Hold<'_>],
+    ) -> impl Future<Output = Result<HashSet<String>, Self::Error>> + Send;
+
+    /// The commit-point check of one term: one conditional renewal of its
+    /// row. `Ok(false)`: the row shows another term or none.
+    fn confirm(&self, hold: Hold<'_>) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// Releases every lease of `holds` in one write, each only while its row
+    /// still shows its nonce.
+    fn release_many(
+        &self,
+        holds: &[Hold<'_>],
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// One key's answer to a claim.
+pub type Answer = Result<Claimed, election_core::Error>;
+
+/// `error`, about key `name` (a batch's failure concerns every key of it).
+///
+/// ```
+/// use election_core::{ElectionName, Error};
+/// use election_sql::for_key;
+///
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// let (a, b) = (ElectionName::new("a")?, ElectionName::new("b")?);
+/// let batch = Error::NotHeld { name: a };
+/// assert!(matches!(for_key(&batch, &b), Error::NotHeld { .. }));
+/// # Ok(()) }
+/// ```
+pub fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::Error {
+    use election_core::Error as E;
+    match error.clone() {
+        E::Unavailable { source, .. } => E::Unavailable {
+            name: name.clone(),
+            source,
+        },
+        E::OutcomeUnknown { source, .. } => E::OutcomeUnknown {
+            name: name.clone(),
+            source,
+        },
+        E::Corrupt { source, .. } => E::Corrupt {
+            name: name.clone(),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// `error` as the answer of every key of `keys` (about each of them).
+///
+/// ```
+/// use election_core::{ConfigError, ElectionName};
+/// use election_sql::{IntoCore, failed_all};
+///
+/// struct Down;
+/// impl IntoCore for Down {
+///     fn into_core(self, _: &ElectionName) -> election_core::Error {
+///         election_core::Error::Config(ConfigError::EpochExhausted)
+///     }
+/// }
+/// # fn main() -> Result<(), ConfigError> {
+/// let keys = [ElectionName::new("a")?, ElectionName::new("b")?];
+/// assert!(failed_all(Down, &keys).iter().all(Result::is_err));
+/// # Ok(()) }
+/// ```
+pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
+    let Some(first) = keys.first() else {
+        return Vec::new();
+    };
+    let error = error.into_core(first);
+    keys.iter().map(|key| Err(for_key(&error, key))).collect()
+}
+
+/// `error` as the answer of the keys at `at` (indices in `keys`) in
+/// `answers`: a claim statement that failed for all it covered.
+pub fn fail_each<E: IntoCore>(
+    error: E,
+    keys: &[ElectionName],
+    at: &[usize],
+    answers: &mut [Answer],
+) {
+    let Some(&first) = at.first() else {
+        return;
+    };
+    let error = error.into_core(&keys[first]);
+    for &i in at {
+        answers[i] = Err(for_key(&error, &keys[i]));
+    }
+}
+
+/// Checks a lease set's poll interval: between 1 ms and 1 h.
+///
+/// # Errors
+///
+/// [`ConfigError::BadSetting`] for `poll_interval` outside that range.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_sql::check_poll_interval;
+///
+/// assert!(check_poll_interval(Duration::from_millis(500)).is_ok());
+/// assert!(check_poll_interval(Duration::ZERO).is_err());
+/// ```
+pub fn check_poll_interval(poll_interval: Duration) -> Result<Duration, ConfigError> {
+    if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
+        return Err(ConfigError::BadSetting {
+            setting: "poll_interval",
+            reason: format!("{poll_interval:?} is not between 1ms and 1h"),
+        });
+    }
+    Ok(poll_interval)
+}
+
+/// The identity of a lease set about to start: checked, and refused
+/// outside a tokio runtime (the set's loop is spawned on it).
+///
+/// # Errors
+///
+/// [`ConfigError`] for an invalid identity or no runtime.
+///
+/// ```
+/// use election_sql::lease_set_identity;
+///
+/// assert!(lease_set_identity("node-a").is_err()); // no runtime here
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// assert!(lease_set_identity("node-a").is_ok());
+/// # }
+/// ```
+pub fn lease_set_identity(identity: &str) -> Result<Identity, ConfigError> {
+    let identity = Identity::new(identity)?;
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(ConfigError::BadSetting {
+            setting: "runtime",
+            reason: "a lease set must be started inside a tokio runtime".into(),
+        });
+    }
+    Ok(identity)
+}
+
+/// What a lease set of a SQL backend keeps between the core's calls: its
+/// identity and poll interval, the `(nonce, epoch)` of each held key's
+/// term, and what it has seen of each key held elsewhere (for the full TTL
+/// without renewal a takeover needs, [`may_claim`]).
+#[derive(Debug)]
+pub struct KeyedBook {
+    identity: Identity,
+    poll_interval: Duration,
+    terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
+    observed: Mutex<HashMap<ElectionName, Observed>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl KeyedBook {
+    /// An empty book of `identity`, polling every
+    /// [`DEFAULT_POLL_INTERVAL`].
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::KeyedBook;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let book = KeyedBook::new(Identity::new("node-a")?);
+    /// assert_eq!(book.identity().as_str(), "node-a");
+    /// # Ok(()) }
+    /// ```
+    pub fn new(identity: Identity) -> Self {
+        KeyedBook {
+            identity,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            terms: Mutex::new(HashMap::new()),
+            observed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The set's identity.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// How often the keys not held are looked at.
+    pub fn poll_interval(&self) -> Duration {
+        self.poll_interval
+    }
+
+    /// Sets the poll interval ([`check_poll_interval`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BadSetting`] outside 1 ms ..= 1 h.
+    pub fn set_poll_interval(&mut self, poll_interval: Duration) -> Result<(), ConfigError> {
+        self.poll_interval = check_poll_interval(poll_interval)?;
+        Ok(())
+    }
+
+    /// The term this set holds `key` in, if its epoch is `epoch`.
+    pub fn hold<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
+        let (nonce, stored) = lock(&self.terms).get(key).copied()?;
+        (u64::try_from(stored).ok() == Some(epoch.get())).then_some(Hold {
+            name: key.as_str(),
+            nonce,
+            epoch: stored,
+        })
+    }
+
+    /// The terms this set holds, a copy: `(nonce, epoch)` per key.
+    pub fn terms(&self) -> HashMap<ElectionName, (i64, i64)> {
+        lock(&self.terms).clone()
+    }
+
+    /// Forgets the term of `name` if it is still `(nonce, epoch)` (a newer
+    /// one is kept).
+    pub fn forget(&self, name: &ElectionName, nonce: i64, epoch: i64) {
+        let mut terms = lock(&self.terms);
+        if terms.get(name).copied() == Some((nonce, epoch)) {
+            terms.remove(name);
+        }
+    }
+
+    /// Whether `name` may be claimed now, given what was `found` of it
+    /// ([`may_claim`] over this set's observation of it).
+    pub fn may_claim(
+        &self,
+        name: &ElectionName,
+        found: &Found,
+        ttl: Duration,
+        now: Instant,
+    ) -> bool {
+        let mut observed = lock(&self.observed);
+        let mut before = observed.remove(name);
+        let may = may_claim(&mut before, found, ttl, now);
+        if let Some(o) = before {
+            observed.insert(name.clone(), o);
+        }
+        may
+    }
+
+    /// A claim statement covered `name` (won or not): what was seen of it
+    /// is forgotten, it is looked at afresh.
+    pub fn unobserve(&self, name: &ElectionName) {
+        lock(&self.observed).remove(name);
+    }
+
+    /// Records that this set won `name` in term `epoch` (stored as
+    /// `stored`) with the attempt `nonce`, valid until `valid_until`: the
+    /// answer `Won`.
+    pub fn won(
+        &self,
+        name: &ElectionName,
+        nonce: i64,
+        stored: i64,
+        epoch: Epoch,
+        valid_until: Instant,
+    ) -> Claimed {
+        lock(&self.terms).insert(name.clone(), (nonce, stored));
+        tracing::info!(%name, epoch = stored, identity = %self.identity, "elected");
+        Claimed::Won(Won {
+            epoch,
+            valid_until: Some(valid_until),
+        })
+    }
+
+    /// Renew many over `rows`: one write renews every key of `held` this
+    /// set holds the term of. Refused (lost at once, with `detail`): every
+    /// key whose row shows another term.
+    ///
+    /// # Errors
+    ///
+    /// The write's error, about the first key.
+    pub async fn renew<R: LeaseRows>(
+        &self,
+        rows: &R,
+        held: &[HeldKey],
+        detail: &str,
+    ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
+        let Some((first, _)) = held.first() else {
+            return Ok(Vec::new());
+        };
+        let terms: Vec<Option<Hold<'_>>> = held
+            .iter()
+            .map(|(name, epoch)| self.hold(name, *epoch))
+            .collect();
+        let holds: Vec<Hold<'_>> = terms.iter().flatten().copied().collect();
+        let renewed = rows
+            .renew_many(&holds)
+            .await
+            .map_err(|e| e.into_core(first))?;
+        let mut refused = Vec::new();
+        for ((name, _), term) in held.iter().zip(&terms) {
+            if term.is_some_and(|t| renewed.contains(t.name)) {
+                continue;
+            }
+            if let Some(t) = term {
+                self.forget(name, t.nonce, t.epoch);
+            }
+            tracing::info!(%name, identity = %self.identity, "lost: the lease row shows another term");
+            refused.push((
+                name.clone(),
+                LossReason::Revoked {
+                    detail: detail.to_owned(),
+                },
+            ));
+        }
+        Ok(refused)
+    }
+
+    /// Confirm one over `rows`: one conditional renewal of `key`'s row.
+    ///
+    /// # Errors
+    ///
+    /// [`election_core::Error::NotHeld`] if this set holds no such term or
+    /// the row shows another; the backend's error (about `key`) if it
+    /// cannot answer.
+    pub async fn confirm<R: LeaseRows>(
+        &self,
+        rows: &R,
+        key: &ElectionName,
+        epoch: Epoch,
+    ) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld { name: key.clone() };
+        let Some(term) = self.hold(key, epoch) else {
+            return Err(not_held());
+        };
+        match rows.confirm(term).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.forget(key, term.nonce, term.epoch);
+                Err(not_held())
+            }
+            Err(e) => Err(e.into_core(key)),
+        }
+    }
+
+    /// Release many over `rows`: forgets the terms of `held` and releases
+    /// their rows in one write, given at most `bound`; if that fails the
+    /// rows age out after the TTL.
+    pub async fn release<R: LeaseRows>(&self, rows: &R, held: &[HeldKey], bound: Duration) {
+        let batch: Vec<Hold<'_>> = {
+            let mut terms = lock(&self.terms);
+            held.iter()
+                .filter_map(|(name, _)| {
+                    let (nonce, epoch) = terms.remove(name)?;
+                    Some(Hold {
+                        name: name.as_str(),
+                        nonce,
+                        epoch,
+                    })
+                })
+                .collect()
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let identity = &self.identity;
+        match tokio::time::timeout(bound, rows.release_many(&batch)).await {
+            Ok(Ok(())) => tracing::info!(%identity, keys = batch.len(), "resigned"),
+            Ok(Err(e)) => {
+                tracing::warn!(%identity, error = %e, "release failed; the leases age out after the TTL");
+            }
+            Err(_) => {
+                tracing::warn!(%identity, "release timed out; the leases age out after the TTL");
+            }
+        }
+    }
+}
