@@ -319,6 +319,21 @@ impl Context {
 impl election_sql::LeaseRows for Context {
     type Error = Error;
 
+    fn validity(&self) -> Duration {
+        self.options.validity()
+    }
+
+    fn renew_interval(&self) -> Duration {
+        self.options.renew_interval()
+    }
+
+    async fn renew_one(&self, hold: Hold<'_>, budget: Duration) -> Result<bool, Error> {
+        Ok(self
+            .renew_within(&[hold], budget)
+            .await?
+            .contains(hold.name))
+    }
+
     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
         self.renew_within(holds, self.options.validity()).await
     }

@@ -172,8 +172,7 @@ impl KeyedClaims for PostgresLeases {
 
     /// The lease's validity (`ttl - margin`) and renewal interval.
     fn renewal(&self) -> Option<RenewalPolicy> {
-        let options = &self.ctx.options;
-        RenewalPolicy::new(options.validity(), options.renew_interval()).ok()
+        election_sql::renewal_policy(&*self.ctx)
     }
 
     /// Claim many: one read of the rows and epoch records of `keys`, then
@@ -244,8 +243,7 @@ impl KeyedClaims for PostgresLeases {
         &self,
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        let detail = "the lease row shows another term or none";
-        self.book.renew(&*self.ctx, held, detail).await
+        self.book.renew(&*self.ctx, held).await
     }
 
     /// Confirm one: one conditional renewal of `key`'s row (see
@@ -264,9 +262,7 @@ impl KeyedClaims for PostgresLeases {
     /// conditional on its term's nonce, and notifies waiters; if it fails
     /// the rows age out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
-        // Bounded by the request timeout inside; the validity is a backstop.
-        let bound = self.ctx.options.validity();
-        self.book.release(&*self.ctx, held, bound).await;
+        self.book.release(&*self.ctx, held).await;
     }
 
     /// Waits for a notification naming a key asked and not held (a

@@ -121,7 +121,6 @@ mod fence;
 mod lease_set;
 mod notify;
 mod options;
-mod renewal;
 mod row;
 pub mod schema;
 

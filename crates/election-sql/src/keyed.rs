@@ -51,6 +51,32 @@ pub trait LeaseRows: Send + Sync {
     /// The backend's error.
     type Error: IntoCore + Display + Send;
 
+    /// How long after the instant before a claim or renewal was sent a
+    /// holder counts its lease valid (`ttl - margin`,
+    /// [`validity`](crate::lease_row::validity)).
+    fn validity(&self) -> Duration;
+
+    /// How often a held lease is renewed.
+    fn renew_interval(&self) -> Duration;
+
+    /// The loss detail of a term whose row shows another term or none.
+    const REFUSED: &'static str = "the lease row shows another term or none";
+
+    /// `Err(detail)` when the store these rows were read from is no longer
+    /// the one at its place (e.g. a database file deleted or replaced):
+    /// every term over it is lost at once, nothing is renewed.
+    fn in_place(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// One conditional renewal of the term `hold`, given at most `budget`:
+    /// `Ok(false)` if its row shows another term or none.
+    fn renew_one(
+        &self,
+        hold: Hold<'_>,
+        budget: Duration,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
     /// Renews every lease of `holds` in one write, each only while its row
     /// still shows its nonce and epoch: the names renewed.
     fn renew_many(
@@ -322,8 +348,9 @@ impl KeyedBook {
     }
 
     /// Renew many over `rows`: one write renews every key of `held` this
-    /// set holds the term of. Refused (lost at once, with `detail`): every
-    /// key whose row shows another term.
+    /// set holds the term of. Refused (lost at once): every key whose row
+    /// shows another term or none ([`LeaseRows::REFUSED`]), and every key
+    /// when the store is no longer in place ([`LeaseRows::in_place`]).
     ///
     /// # Errors
     ///
@@ -332,8 +359,16 @@ impl KeyedBook {
         &self,
         rows: &R,
         held: &[HeldKey],
-        detail: &str,
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
+        if let Err(detail) = rows.in_place() {
+            return Ok(held
+                .iter()
+                .map(|(name, _)| {
+                    let detail = detail.clone();
+                    (name.clone(), LossReason::Revoked { detail })
+                })
+                .collect());
+        }
         let Some((first, _)) = held.first() else {
             return Ok(Vec::new());
         };
@@ -358,7 +393,7 @@ impl KeyedBook {
             refused.push((
                 name.clone(),
                 LossReason::Revoked {
-                    detail: detail.to_owned(),
+                    detail: R::REFUSED.to_owned(),
                 },
             ));
         }
@@ -393,9 +428,9 @@ impl KeyedBook {
     }
 
     /// Release many over `rows`: forgets the terms of `held` and releases
-    /// their rows in one write, given at most `bound`; if that fails the
-    /// rows age out after the TTL.
-    pub async fn release<R: LeaseRows>(&self, rows: &R, held: &[HeldKey], bound: Duration) {
+    /// their rows in one write, given at most the lease's validity; if that
+    /// fails the rows age out after the TTL.
+    pub async fn release<R: LeaseRows>(&self, rows: &R, held: &[HeldKey]) {
         let batch: Vec<Hold<'_>> = {
             let mut terms = lock(&self.terms);
             held.iter()
@@ -413,7 +448,7 @@ impl KeyedBook {
             return;
         }
         let identity = &self.identity;
-        match tokio::time::timeout(bound, rows.release_many(&batch)).await {
+        match tokio::time::timeout(rows.validity(), rows.release_many(&batch)).await {
             Ok(Ok(())) => tracing::info!(%identity, keys = batch.len(), "resigned"),
             Ok(Err(e)) => {
                 tracing::warn!(%identity, error = %e, "release failed; the leases age out after the TTL");

@@ -10,8 +10,8 @@
 //! - [`Clock`] (ADR 0053): the monotonic clock every lease decision reads,
 //!   and the wall clock written for people to read only.
 //! - [`renew_term`]: a single term's renewal loop, the core's
-//!   [`renew_until_lost`](election_core::renew_until_lost) over one
-//!   conditional renewal of the backend's.
+//!   [`renew_until_lost`](election_core::renew_until_lost) over
+//!   [`LeaseRows::renew_one`].
 //! - [`LeaseRows`]: the lease-row statements each backend implements, and
 //!   [`KeyedBook`]: the bookkeeping of keyed claims over them (each held
 //!   key's term, each contended key's observation; renew, confirm and
@@ -30,7 +30,7 @@ pub use keyed::{
     Answer, Hold, IntoCore, KeyedBook, LeaseRows, check_poll_interval, fail_each, failed_all,
     for_key, lease_set_identity,
 };
-pub use renewal::{RenewOutcome, renew_term};
+pub use renewal::{renew_term, renewal_policy};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

@@ -2,74 +2,45 @@
 //! ([`renew_until_lost`], rule 2) over one conditional renewal of the
 //! backend's.
 
-use std::future::Future;
-use std::time::Duration;
+use std::sync::Arc;
 
 use election_core::{
     ElectionName, Epoch, LossReason, RenewalPolicy, Renewed, TermReporter, renew_until_lost,
 };
 use tokio::time::Instant;
 
-use crate::keyed::{Hold, IntoCore};
-
-/// What one renewal of a term found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RenewOutcome {
-    /// The row was renewed by this term.
-    Landed,
-    /// The term is over (the row shows another term, or the backend's
-    /// store is no longer the one it was): lost at once, with this detail.
-    Refused(String),
-}
+use crate::keyed::{Hold, IntoCore, LeaseRows};
 
 /// Renews the term `epoch` of `name` (won by the attempt `nonce`, valid
-/// until `valid_until`) every `renew_interval` until it is lost: the core's
-/// driver counts the validity from before each renewal is sent, retries a
-/// failed or timed-out renewal (an unknown outcome, never counted) until
-/// the deadline and reports the loss then, or at once when `renew_once`
-/// answers [`RenewOutcome::Refused`]. `renew_once` gets the term's
-/// [`Hold`] and the attempt's budget.
+/// until `valid_until`) over `rows` every renewal interval until it is
+/// lost ([`renewal_policy`]): the core's driver counts the validity from before each renewal
+/// is sent, retries a failed or timed-out renewal (an unknown outcome,
+/// never counted) until the deadline and reports the loss then, or at once
+/// when the row shows another term or none ([`LeaseRows::REFUSED`]) or the
+/// store is no longer in place ([`LeaseRows::in_place`]).
 ///
-/// Cancel safety: cancel safe (dropped, the term is reported by nothing
-/// more: the caller drops its reporter with it).
+/// Cancel safety: cancel safe (dropped, nothing more is renewed; the
+/// reporter is dropped with it).
 ///
-/// ```
-/// use std::time::Duration;
-/// use election_core::{ElectionName, Epoch};
-/// use election_sql::{Hold, IntoCore, RenewOutcome, renew_term};
+/// ```no_run
+/// use std::sync::Arc;
+/// use election_core::{ElectionName, Epoch, TermReporter};
+/// use election_sql::{LeaseRows, renew_term};
 ///
-/// struct Never;
-/// impl IntoCore for Never {
-///     fn into_core(self, name: &ElectionName) -> election_core::Error {
-///         election_core::Error::NotHeld { name: name.clone() }
-///     }
-/// }
-/// // A backend spawns it with the term's reporter:
-/// async fn renew(name: ElectionName, reporter: election_core::TermReporter) {
-///     let (validity, every) = (Duration::from_secs(9), Duration::from_secs(3));
-///     let until = tokio::time::Instant::now() + validity;
-///     renew_term(validity, every, &name, 42, Epoch::FIRST, until, reporter, |_hold: Hold<'_>, _budget: Duration| async {
-///         Ok::<_, Never>(RenewOutcome::Landed) // one conditional renewal of the row
-///     })
-///     .await;
+/// // A backend spawns it for the term it just won:
+/// fn spawn_renewal<R: LeaseRows + 'static>(rows: Arc<R>, name: ElectionName, reporter: TermReporter) {
+///     let valid_until = tokio::time::Instant::now() + rows.validity();
+///     tokio::spawn(renew_term(rows, name, (42, Epoch::FIRST), valid_until, reporter));
 /// }
 /// ```
-#[allow(clippy::too_many_arguments)]
-pub async fn renew_term<'a, F, Fut, E>(
-    validity: Duration,
-    renew_interval: Duration,
-    name: &'a ElectionName,
-    nonce: i64,
-    epoch: Epoch,
+pub async fn renew_term<R: LeaseRows>(
+    rows: Arc<R>,
+    name: ElectionName,
+    (nonce, epoch): (i64, Epoch),
     valid_until: Instant,
     reporter: TermReporter,
-    renew_once: F,
-) where
-    F: Fn(Hold<'a>, Duration) -> Fut,
-    Fut: Future<Output = Result<RenewOutcome, E>>,
-    E: IntoCore,
-{
-    let Ok(policy) = RenewalPolicy::new(validity, renew_interval) else {
+) {
+    let Some(policy) = renewal_policy(&*rows) else {
         // The backends' options keep the renew interval below the validity.
         reporter.lose(LossReason::Expired);
         return;
@@ -80,17 +51,37 @@ pub async fn renew_term<'a, F, Fut, E>(
         nonce,
         epoch,
     };
-    let renew = |budget| {
-        let attempt = renew_once(hold, budget);
+    let name = &name;
+    let renew_once = |budget| {
+        let rows = rows.clone();
         async move {
-            match attempt.await {
-                Ok(RenewOutcome::Landed) => Renewed::Landed,
-                Ok(RenewOutcome::Refused(detail)) => {
-                    Renewed::Refused(LossReason::Revoked { detail })
-                }
+            if let Err(detail) = rows.in_place() {
+                return Renewed::Refused(LossReason::Revoked { detail });
+            }
+            match rows.renew_one(hold, budget).await {
+                Ok(true) => Renewed::Landed,
+                Ok(false) => Renewed::Refused(LossReason::Revoked {
+                    detail: R::REFUSED.into(),
+                }),
                 Err(e) => Renewed::Failed(e.into_core(name)),
             }
         }
     };
-    renew_until_lost(policy, valid_until, &reporter, renew).await;
+    renew_until_lost(policy, valid_until, &reporter, renew_once).await;
+}
+
+/// The renewal policy of `rows`' leases: their validity, renewed every
+/// renewal interval (`None` if the backend's options allow no renewal
+/// before the validity ends, which their checks rule out).
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::RenewalPolicy;
+///
+/// // What it builds from a backend's times:
+/// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3)).ok();
+/// assert!(policy.is_some());
+/// ```
+pub fn renewal_policy<R: LeaseRows + ?Sized>(rows: &R) -> Option<RenewalPolicy> {
+    RenewalPolicy::new(rows.validity(), rows.renew_interval()).ok()
 }

@@ -288,6 +288,24 @@ impl Context {
 impl election_sql::LeaseRows for Context {
     type Error = Error;
 
+    fn validity(&self) -> Duration {
+        self.options.validity()
+    }
+
+    fn renew_interval(&self) -> Duration {
+        self.options.renew_interval()
+    }
+
+    /// A database file deleted or replaced, or with a second name (ADR
+    /// 0046): every term over it is lost at once.
+    fn in_place(&self) -> Result<(), String> {
+        Context::in_place(self).map_err(|e| e.to_string())
+    }
+
+    async fn renew_one(&self, hold: Hold<'_>, budget: Duration) -> Result<bool, Error> {
+        self.renew_within(hold, budget).await
+    }
+
     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
         row::renew_many(&self.pool, holds, self.clock.wall_unix_ms()).await
     }

@@ -17,7 +17,6 @@ use crate::error::Error;
 use crate::host_lock;
 use crate::lease_set::SqliteLeases;
 use crate::options::SqliteOptions;
-use crate::renewal;
 use crate::row::{self, ClaimWrite, Found, Hold, Observed};
 
 /// Elections among the processes (and tasks) that share one SQLite
@@ -708,14 +707,10 @@ impl Claim for SqliteClaim {
             .ok_or_else(|| election_core::Error::NotHeld {
                 name: self.name.clone(),
             })?;
-        Ok(WatchGuard::task(tokio::spawn(renewal::renew_term(
-            self.inner.clone(),
-            self.name.clone(),
-            attempt.nonce,
-            won.epoch,
-            valid_until,
-            reporter,
-        ))))
+        let (rows, term) = (self.inner.clone(), (attempt.nonce, won.epoch));
+        let renewal =
+            election_sql::renew_term(rows, self.name.clone(), term, valid_until, reporter);
+        Ok(WatchGuard::task(tokio::spawn(renewal)))
     }
 
     /// The commit-point check: one conditional renewal. In one write

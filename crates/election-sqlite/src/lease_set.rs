@@ -324,8 +324,7 @@ impl KeyedClaims for SqliteLeases {
     /// The lease's validity (`ttl - margin`) and renewal interval; a failed
     /// renewal is retried after a quarter of the interval.
     fn renewal(&self) -> Option<RenewalPolicy> {
-        let options = self.ctx.options;
-        RenewalPolicy::new(options.validity(), options.renew_interval()).ok()
+        election_sql::renewal_policy(&*self.ctx)
     }
 
     /// Claim many: one read (no write lock) of the rows and epoch state of
@@ -431,24 +430,7 @@ impl KeyedClaims for SqliteLeases {
         &self,
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        let ctx = &self.ctx;
-        if let Err(e) = ctx.in_place() {
-            let detail = e.to_string();
-            return Ok(held
-                .iter()
-                .map(|(name, _)| {
-                    (
-                        name.clone(),
-                        LossReason::Revoked {
-                            detail: detail.clone(),
-                        },
-                    )
-                })
-                .collect());
-        }
-        self.book
-            .renew(&**ctx, held, "the lease row shows another term")
-            .await
+        self.book.renew(&*self.ctx, held).await
     }
 
     /// Confirm one: the commit-point check of `key`'s term `epoch`, one
@@ -470,8 +452,7 @@ impl KeyedClaims for SqliteLeases {
     /// claim), given at most the lease's validity; if it fails the rows age
     /// out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
-        let bound = self.ctx.options.validity();
-        self.book.release(&*self.ctx, held, bound).await;
+        self.book.release(&*self.ctx, held).await;
     }
 
     /// Waits in the kernel for the same-host lock of each key asked and

@@ -140,7 +140,6 @@ mod host_lock;
 mod lease_set;
 mod names;
 mod options;
-mod renewal;
 mod row;
 pub mod schema;
 
