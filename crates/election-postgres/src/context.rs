@@ -239,7 +239,7 @@ impl Context {
             &self.sql,
             takes,
             identity,
-            self.options.ttl_ms(),
+            self.options.times.ttl_ms(),
             self.clock.wall_unix_ms(),
         );
         self.write(self.options.request_timeout(), claim).await
@@ -260,7 +260,7 @@ impl Context {
             name,
             nonce,
             identity,
-            self.options.ttl_ms(),
+            self.options.times.ttl_ms(),
             self.clock.wall_unix_ms(),
         );
         self.write(self.options.request_timeout(), take).await
@@ -319,12 +319,8 @@ impl Context {
 impl election_sql::LeaseRows for Context {
     type Error = Error;
 
-    fn validity(&self) -> Duration {
-        self.options.validity()
-    }
-
-    fn renew_interval(&self) -> Duration {
-        self.options.renew_interval()
+    fn times(&self) -> election_sql::LeaseTimes {
+        self.options.times
     }
 
     async fn renew_one(&self, hold: Hold<'_>, budget: Duration) -> Result<bool, Error> {

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use election_core::{
@@ -18,6 +18,7 @@ use election_core::{
 use tokio::time::Instant;
 
 use crate::lease_row::{Found, Observed, may_claim};
+use crate::times::LeaseTimes;
 
 /// One held lease of a batch: the key, and its attempt's nonce and epoch
 /// as stored.
@@ -38,10 +39,63 @@ pub struct Hold<'a> {
     pub epoch: i64,
 }
 
-/// A backend's error, as the core's error about one name.
-pub trait IntoCore {
+/// A backend's error as the core groups it, by what the caller should do
+/// ([`IntoCore::classify`]).
+#[derive(Debug)]
+pub enum Classed<E> {
+    /// A configuration error as such: the core's `Config` with it.
+    Config(ConfigError),
+    /// A database that cannot serve at all as configured (read-only, a
+    /// schema too new, a file replaced): the core's `Config`, which no
+    /// retry fixes.
+    Location(E),
+    /// A row that breaks the protocol's invariants: the core's `Corrupt`.
+    Corrupt(E),
+    /// A write whose outcome is not known: the core's `OutcomeUnknown`.
+    OutcomeUnknown(E),
+    /// Anything else: the core's `Unavailable` (retry later).
+    Unavailable(E),
+}
+
+/// A backend's error, as the core's error about one name: the backend
+/// classifies its variants ([`classify`](Self::classify)), the mapping is
+/// the same for every SQL backend ([`into_core`](Self::into_core)).
+pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
+    /// Which group of the core's error this is.
+    fn classify(self) -> Classed<Self>;
+
     /// `self`, about `name`.
-    fn into_core(self, name: &ElectionName) -> election_core::Error;
+    ///
+    /// ```
+    /// use election_core::{ConfigError, ElectionName};
+    /// use election_sql::{Classed, IntoCore};
+    ///
+    /// #[derive(Debug, thiserror::Error)]
+    /// #[error("the server is down")]
+    /// struct Down;
+    /// impl IntoCore for Down {
+    ///     fn classify(self) -> Classed<Self> {
+    ///         Classed::Unavailable(self)
+    ///     }
+    /// }
+    /// # fn main() -> Result<(), ConfigError> {
+    /// let core = Down.into_core(&ElectionName::new("jobs")?);
+    /// assert!(matches!(core, election_core::Error::Unavailable { .. }));
+    /// # Ok(()) }
+    /// ```
+    fn into_core(self, name: &ElectionName) -> election_core::Error {
+        use election_core::Error as E;
+        match self.classify() {
+            Classed::Config(c) => E::Config(c),
+            Classed::Location(e) => E::Config(ConfigError::Location {
+                reason: e.to_string(),
+                source: Some(Arc::new(e)),
+            }),
+            Classed::Corrupt(e) => E::corrupt(name, e),
+            Classed::OutcomeUnknown(e) => E::outcome_unknown(name, e),
+            Classed::Unavailable(e) => E::unavailable(name, e),
+        }
+    }
 }
 
 /// The lease-row statements of a SQL backend that the shared steps run
@@ -51,13 +105,8 @@ pub trait LeaseRows: Send + Sync {
     /// The backend's error.
     type Error: IntoCore + Display + Send;
 
-    /// How long after the instant before a claim or renewal was sent a
-    /// holder counts its lease valid (`ttl - margin`,
-    /// [`validity`](crate::lease_row::validity)).
-    fn validity(&self) -> Duration;
-
-    /// How often a held lease is renewed.
-    fn renew_interval(&self) -> Duration;
+    /// The TTL and renewal interval of these leases.
+    fn times(&self) -> LeaseTimes;
 
     /// The loss detail of a term whose row shows another term or none.
     const REFUSED: &'static str = "the lease row shows another term or none";
@@ -134,12 +183,14 @@ pub fn for_key(error: &election_core::Error, name: &ElectionName) -> election_co
 ///
 /// ```
 /// use election_core::{ConfigError, ElectionName};
-/// use election_sql::{IntoCore, failed_all};
+/// use election_sql::{Classed, IntoCore, failed_all};
 ///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("the server is down")]
 /// struct Down;
 /// impl IntoCore for Down {
-///     fn into_core(self, _: &ElectionName) -> election_core::Error {
-///         election_core::Error::Config(ConfigError::EpochExhausted)
+///     fn classify(self) -> Classed<Self> {
+///         Classed::Unavailable(self)
 ///     }
 /// }
 /// # fn main() -> Result<(), ConfigError> {
@@ -448,7 +499,7 @@ impl KeyedBook {
             return;
         }
         let identity = &self.identity;
-        match tokio::time::timeout(rows.validity(), rows.release_many(&batch)).await {
+        match tokio::time::timeout(rows.times().validity(), rows.release_many(&batch)).await {
             Ok(Ok(())) => tracing::info!(%identity, keys = batch.len(), "resigned"),
             Ok(Err(e)) => {
                 tracing::warn!(%identity, error = %e, "release failed; the leases age out after the TTL");

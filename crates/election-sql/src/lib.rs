@@ -7,6 +7,8 @@
 //! - [`lease_row`]: the lease row as data, the contender's one decision
 //!   over it ([`lease_row::may_claim`]: a takeover only after a full TTL
 //!   unchanged on its own monotonic clock) and the lease-time checks.
+//! - [`LeaseTimes`]: the TTL and renewal interval every backend's options
+//!   hold, with the margin, the validity and their checks.
 //! - [`Clock`] (ADR 0053): the monotonic clock every lease decision reads,
 //!   and the wall clock written for people to read only.
 //! - [`renew_term`]: a single term's renewal loop, the core's
@@ -24,13 +26,15 @@ mod clock;
 mod keyed;
 pub mod lease_row;
 mod renewal;
+mod times;
 
 pub use clock::{Clock, SystemClock};
 pub use keyed::{
-    Answer, Hold, IntoCore, KeyedBook, LeaseRows, check_poll_interval, fail_each, failed_all,
-    for_key, lease_set_identity,
+    Answer, Classed, Hold, IntoCore, KeyedBook, LeaseRows, check_poll_interval, fail_each,
+    failed_all, for_key, lease_set_identity,
 };
 pub use renewal::{renew_term, renewal_policy};
+pub use times::LeaseTimes;
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

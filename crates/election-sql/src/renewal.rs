@@ -29,7 +29,7 @@ use crate::keyed::{Hold, IntoCore, LeaseRows};
 ///
 /// // A backend spawns it for the term it just won:
 /// fn spawn_renewal<R: LeaseRows + 'static>(rows: Arc<R>, name: ElectionName, reporter: TermReporter) {
-///     let valid_until = tokio::time::Instant::now() + rows.validity();
+///     let valid_until = tokio::time::Instant::now() + rows.times().validity();
 ///     tokio::spawn(renew_term(rows, name, (42, Epoch::FIRST), valid_until, reporter));
 /// }
 /// ```
@@ -83,5 +83,6 @@ pub async fn renew_term<R: LeaseRows>(
 /// assert!(policy.is_some());
 /// ```
 pub fn renewal_policy<R: LeaseRows + ?Sized>(rows: &R) -> Option<RenewalPolicy> {
-    RenewalPolicy::new(rows.validity(), rows.renew_interval()).ok()
+    let times = rows.times();
+    RenewalPolicy::new(times.validity(), times.renew_interval()).ok()
 }

@@ -288,12 +288,8 @@ impl Context {
 impl election_sql::LeaseRows for Context {
     type Error = Error;
 
-    fn validity(&self) -> Duration {
-        self.options.validity()
-    }
-
-    fn renew_interval(&self) -> Duration {
-        self.options.renew_interval()
+    fn times(&self) -> election_sql::LeaseTimes {
+        self.options.times
     }
 
     /// A database file deleted or replaced, or with a second name (ADR

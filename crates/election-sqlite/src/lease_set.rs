@@ -254,7 +254,7 @@ impl SqliteLeases {
             &ctx.pool,
             &batch,
             self.book.identity().as_str(),
-            ctx.options.ttl_ms(),
+            ctx.options.times.ttl_ms(),
             ctx.clock.wall_unix_ms(),
             || may_commit = true,
         )
