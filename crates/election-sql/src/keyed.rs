@@ -62,6 +62,67 @@ pub enum Classed<E> {
 /// the same for every SQL backend ([`into_core`](Self::into_core)).
 pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// Which group of the core's error this is.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// // A backend maps each of its variants to a group:
+    /// assert!(matches!(Down.classify(), Classed::Unavailable(Down)));
+    /// # Ok(()) }
+    /// ```
     fn classify(self) -> Classed<Self>;
 
     /// `self`, about `name`.
@@ -106,6 +167,66 @@ pub trait LeaseRows: Send + Sync {
     type Error: IntoCore + Display + Send;
 
     /// The TTL and renewal interval of these leases.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// assert_eq!(rows.times().validity(), Duration::from_millis(13_500));
+    /// # Ok(()) }
+    /// ```
     fn times(&self) -> LeaseTimes;
 
     /// The loss detail of a term whose row shows another term or none.
@@ -114,12 +235,134 @@ pub trait LeaseRows: Send + Sync {
     /// `Err(detail)` when the store these rows were read from is no longer
     /// the one at its place (e.g. a database file deleted or replaced):
     /// every term over it is lost at once, nothing is renewed.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// assert!(rows.in_place().is_ok()); // by default: always in place
+    /// # Ok(()) }
+    /// ```
     fn in_place(&self) -> Result<(), String> {
         Ok(())
     }
 
     /// One conditional renewal of the term `hold`, given at most `budget`:
     /// `Ok(false)` if its row shows another term or none.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// let term = Hold { name: "shard-1", nonce: 42, epoch: first };
+    /// assert!(rows.renew_one(term, Duration::from_secs(1)).await.is_ok_and(|renewed| renewed));
+    /// # Ok(()) }
+    /// ```
     fn renew_one(
         &self,
         hold: Hold<'_>,
@@ -128,6 +371,69 @@ pub trait LeaseRows: Send + Sync {
 
     /// Renews every lease of `holds` in one write, each only while its row
     /// still shows its nonce and epoch: the names renewed.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// let holds = [Hold { name: "shard-1", nonce: 42, epoch: first }, Hold { name: "shard-2", nonce: 7, epoch: 3 }];
+    /// let renewed = rows.renew_many(&holds).await.map_err(|e| e.into_core(&key))?;
+    /// assert!(renewed.contains("shard-1") && !renewed.contains("shard-2"));
+    /// # Ok(()) }
+    /// ```
     fn renew_many(
         &self,
         holds: &[Hold<'_>],
@@ -135,10 +441,134 @@ pub trait LeaseRows: Send + Sync {
 
     /// The commit-point check of one term: one conditional renewal of its
     /// row. `Ok(false)`: the row shows another term or none.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// let stale = Hold { name: "shard-1", nonce: 41, epoch: first };
+    /// assert!(!rows.confirm(stale).await.map_err(|e| e.into_core(&key))?); // another term
+    /// # Ok(()) }
+    /// ```
     fn confirm(&self, hold: Hold<'_>) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
     /// Releases every lease of `holds` in one write, each only while its row
     /// still shows its nonce.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// rows.release_many(&[Hold { name: "shard-1", nonce: 42, epoch: first }]).await.map_err(|e| e.into_core(&key))?;
+    /// assert!(rows.0.lock().unwrap().is_empty());
+    /// # Ok(()) }
+    /// ```
     fn release_many(
         &self,
         holds: &[Hold<'_>],
@@ -208,6 +638,71 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 
 /// `error` as the answer of the keys at `at` (indices in `keys`) in
 /// `answers`: a claim statement that failed for all it covered.
+///
+/// ```
+/// # use std::collections::{HashMap, HashSet};
+/// # use std::sync::Mutex;
+/// # use std::time::Duration;
+/// # use election_core::{ElectionName, Epoch, Identity};
+/// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+/// # #[derive(Debug, thiserror::Error)]
+/// # #[error("down")]
+/// # struct Down;
+/// # impl IntoCore for Down {
+/// #     fn classify(self) -> Classed<Self> {
+/// #         Classed::Unavailable(self)
+/// #     }
+/// # }
+/// # /// A lease table in memory: name -> (nonce, epoch).
+/// # #[derive(Default)]
+/// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+/// # impl LeaseRows for Rows {
+/// #     type Error = Down;
+/// #     fn times(&self) -> LeaseTimes {
+/// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+/// #     }
+/// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+/// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+/// #     }
+/// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+/// #         let rows = self.0.lock().unwrap();
+/// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+/// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+/// #     }
+/// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+/// #         self.renew_one(hold, Duration::ZERO).await
+/// #     }
+/// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+/// #         let mut rows = self.0.lock().unwrap();
+/// #         for h in holds {
+/// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+/// #                 rows.remove(h.name);
+/// #             }
+/// #         }
+/// #         Ok(())
+/// #     }
+/// # }
+/// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+/// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+/// #     let first = Epoch::FIRST.get() as i64;
+/// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+/// #     let until = tokio::time::Instant::now() + rows.times().validity();
+/// #     book.won(name, 42, first, Epoch::FIRST, until);
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let rows = Rows::default();
+/// # let book = KeyedBook::new(Identity::new("node-a")?);
+/// # let key = ElectionName::new("shard-1")?;
+/// # let first = Epoch::FIRST.get() as i64;
+/// use election_sql::fail_each;
+/// let keys = [ElectionName::new("a")?, ElectionName::new("b")?];
+/// let held_by_none = || Ok(election_core::Claimed::HeldBy(None));
+/// let mut answers = vec![held_by_none(), held_by_none()];
+/// fail_each(Down, &keys, &[1], &mut answers); // the claim statement covered "b" only
+/// assert!(answers[0].is_ok() && answers[1].is_err());
+/// # Ok(()) }
+/// ```
 pub fn fail_each<E: IntoCore>(
     error: E,
     keys: &[ElectionName],
@@ -256,10 +751,11 @@ pub fn check_poll_interval(poll_interval: Duration) -> Result<Duration, ConfigEr
 /// ```
 /// use election_sql::lease_set_identity;
 ///
-/// assert!(lease_set_identity("node-a").is_err()); // no runtime here
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
+/// // Inside a tokio runtime:
 /// assert!(lease_set_identity("node-a").is_ok());
+/// assert!(lease_set_identity("").is_err()); // not an identity
 /// # }
 /// ```
 pub fn lease_set_identity(identity: &str) -> Result<Identity, ConfigError> {
@@ -312,11 +808,131 @@ impl KeyedBook {
     }
 
     /// The set's identity.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// assert_eq!(book.identity().as_str(), "node-a");
+    /// # Ok(()) }
+    /// ```
     pub fn identity(&self) -> &Identity {
         &self.identity
     }
 
     /// How often the keys not held are looked at.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// assert_eq!(book.poll_interval(), election_core::DEFAULT_POLL_INTERVAL);
+    /// # Ok(()) }
+    /// ```
     pub fn poll_interval(&self) -> Duration {
         self.poll_interval
     }
@@ -326,12 +942,136 @@ impl KeyedBook {
     /// # Errors
     ///
     /// [`ConfigError::BadSetting`] outside 1 ms ..= 1 h.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// let mut book = book;
+    /// book.set_poll_interval(Duration::from_millis(250))?;
+    /// assert!(book.set_poll_interval(Duration::from_secs(7200)).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn set_poll_interval(&mut self, poll_interval: Duration) -> Result<(), ConfigError> {
         self.poll_interval = check_poll_interval(poll_interval)?;
         Ok(())
     }
 
     /// The term this set holds `key` in, if its epoch is `epoch`.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// assert_eq!(book.hold(&key, Epoch::FIRST), Some(Hold { name: "shard-1", nonce: 42, epoch: first }));
+    /// assert_eq!(book.hold(&key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()), None); // not that term
+    /// # Ok(()) }
+    /// ```
     pub fn hold<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
         let (nonce, stored) = lock(&self.terms).get(key).copied()?;
         (u64::try_from(stored).ok() == Some(epoch.get())).then_some(Hold {
@@ -342,12 +1082,137 @@ impl KeyedBook {
     }
 
     /// The terms this set holds, a copy: `(nonce, epoch)` per key.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// assert_eq!(book.terms().get(&key), Some(&(42, first)));
+    /// # Ok(()) }
+    /// ```
     pub fn terms(&self) -> HashMap<ElectionName, (i64, i64)> {
         lock(&self.terms).clone()
     }
 
     /// Forgets the term of `name` if it is still `(nonce, epoch)` (a newer
     /// one is kept).
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// book.forget(&key, 41, first); // another attempt's term: kept
+    /// assert!(book.hold(&key, Epoch::FIRST).is_some());
+    /// book.forget(&key, 42, first);
+    /// assert!(book.hold(&key, Epoch::FIRST).is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn forget(&self, name: &ElectionName, nonce: i64, epoch: i64) {
         let mut terms = lock(&self.terms);
         if terms.get(name).copied() == Some((nonce, epoch)) {
@@ -357,6 +1222,70 @@ impl KeyedBook {
 
     /// Whether `name` may be claimed now, given what was `found` of it
     /// ([`may_claim`] over this set's observation of it).
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// use election_sql::lease_row::Found;
+    /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 15_000 };
+    /// let (ttl, t0) = (rows.times().ttl(), tokio::time::Instant::now());
+    /// assert!(!book.may_claim(&key, &found, ttl, t0)); // first sight
+    /// assert!(book.may_claim(&key, &found, ttl, t0 + ttl)); // unchanged for a full TTL
+    /// # Ok(()) }
+    /// ```
     pub fn may_claim(
         &self,
         name: &ElectionName,
@@ -375,6 +1304,71 @@ impl KeyedBook {
 
     /// A claim statement covered `name` (won or not): what was seen of it
     /// is forgotten, it is looked at afresh.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// use election_sql::lease_row::Found;
+    /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 15_000 };
+    /// let (ttl, t0) = (rows.times().ttl(), tokio::time::Instant::now());
+    /// assert!(!book.may_claim(&key, &found, ttl, t0));
+    /// book.unobserve(&key); // the wait starts again
+    /// assert!(!book.may_claim(&key, &found, ttl, t0 + ttl));
+    /// # Ok(()) }
+    /// ```
     pub fn unobserve(&self, name: &ElectionName) {
         lock(&self.observed).remove(name);
     }
@@ -382,6 +1376,68 @@ impl KeyedBook {
     /// Records that this set won `name` in term `epoch` (stored as
     /// `stored`) with the attempt `nonce`, valid until `valid_until`: the
     /// answer `Won`.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// let until = tokio::time::Instant::now() + rows.times().validity();
+    /// let answer = book.won(&key, 42, first, Epoch::FIRST, until);
+    /// assert!(matches!(answer, election_core::Claimed::Won(_)));
+    /// # Ok(()) }
+    /// ```
     pub fn won(
         &self,
         name: &ElectionName,
@@ -406,6 +1462,71 @@ impl KeyedBook {
     /// # Errors
     ///
     /// The write's error, about the first key.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// let refused = book.renew(&rows, &[(key.clone(), Epoch::FIRST)]).await?;
+    /// assert!(refused.is_empty()); // renewed
+    /// rows.0.lock().unwrap().clear(); // the row deleted by hand
+    /// let refused = book.renew(&rows, &[(key.clone(), Epoch::FIRST)]).await?;
+    /// assert_eq!(refused.len(), 1); // lost at once
+    /// # Ok(()) }
+    /// ```
     pub async fn renew<R: LeaseRows>(
         &self,
         rows: &R,
@@ -458,6 +1579,68 @@ impl KeyedBook {
     /// [`election_core::Error::NotHeld`] if this set holds no such term or
     /// the row shows another; the backend's error (about `key`) if it
     /// cannot answer.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// book.confirm(&rows, &key, Epoch::FIRST).await?; // the commit point
+    /// assert!(book.confirm(&rows, &key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()).await.is_err()); // not held
+    /// # Ok(()) }
+    /// ```
     pub async fn confirm<R: LeaseRows>(
         &self,
         rows: &R,
@@ -481,6 +1664,68 @@ impl KeyedBook {
     /// Release many over `rows`: forgets the terms of `held` and releases
     /// their rows in one write, given at most the lease's validity; if that
     /// fails the rows age out after the TTL.
+    ///
+    /// ```
+    /// # use std::collections::{HashMap, HashSet};
+    /// # use std::sync::Mutex;
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # #[derive(Debug, thiserror::Error)]
+    /// # #[error("down")]
+    /// # struct Down;
+    /// # impl IntoCore for Down {
+    /// #     fn classify(self) -> Classed<Self> {
+    /// #         Classed::Unavailable(self)
+    /// #     }
+    /// # }
+    /// # /// A lease table in memory: name -> (nonce, epoch).
+    /// # #[derive(Default)]
+    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
+    /// # impl LeaseRows for Rows {
+    /// #     type Error = Down;
+    /// #     fn times(&self) -> LeaseTimes {
+    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+    /// #     }
+    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+    /// #     }
+    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #         let rows = self.0.lock().unwrap();
+    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
+    /// #     }
+    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #         self.renew_one(hold, Duration::ZERO).await
+    /// #     }
+    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #         let mut rows = self.0.lock().unwrap();
+    /// #         for h in holds {
+    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
+    /// #                 rows.remove(h.name);
+    /// #             }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// #     let first = Epoch::FIRST.get() as i64;
+    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
+    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
+    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&book, &rows, &key);
+    /// book.release(&rows, &[(key.clone(), Epoch::FIRST)]).await;
+    /// assert!(book.terms().is_empty() && rows.0.lock().unwrap().is_empty());
+    /// # Ok(()) }
+    /// ```
     pub async fn release<R: LeaseRows>(&self, rows: &R, held: &[HeldKey]) {
         let batch: Vec<Hold<'_>> = {
             let mut terms = lock(&self.terms);

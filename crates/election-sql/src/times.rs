@@ -29,6 +29,14 @@ pub struct LeaseTimes {
 
 impl LeaseTimes {
     /// `ttl` and `renew_interval`, not yet checked ([`check`](Self::check)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_sql::LeaseTimes;
+    ///
+    /// const TIMES: LeaseTimes = LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5));
+    /// assert!(TIMES.check("busy_timeout", Duration::from_secs(1)).is_ok());
+    /// ```
     pub const fn new(ttl: Duration, renew_interval: Duration) -> Self {
         LeaseTimes {
             ttl,
