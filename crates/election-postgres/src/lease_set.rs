@@ -13,7 +13,7 @@ use election_core::{
     Claimed, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LeaseSet, LossReason,
     RenewalPolicy,
 };
-use election_sql::{Answer, KeyedBook, fail_each, failed_all};
+use election_sql::{Answer, KeyedState, fail_each, failed_all};
 use tokio::sync::broadcast;
 
 use crate::context::Context;
@@ -54,7 +54,7 @@ use crate::row::{self, Take};
 pub struct PostgresLeases {
     ctx: Arc<Context>,
     /// Each held key's term, each contended key's observation.
-    book: KeyedBook,
+    book: KeyedState,
     /// The keys asked and not held after the last claim: what a
     /// notification wakes [`KeyedClaims::wait`] for.
     wanted: Arc<Mutex<HashSet<String>>>,
@@ -92,7 +92,7 @@ impl PostgresLeases {
         let wakes = ctx.notifier.subscribe();
         PostgresLeases {
             ctx,
-            book: KeyedBook::new(identity),
+            book: KeyedState::new(identity),
             wanted: Arc::new(Mutex::new(HashSet::new())),
             wakes: tokio::sync::Mutex::new(wakes),
         }

@@ -1,6 +1,6 @@
 //! The bookkeeping of keyed claims over lease rows, the same for every SQL
-//! backend: each held key's term ([`KeyedBook::hold`]), each contended
-//! key's observation ([`KeyedBook::may_claim`]), and the renew, confirm and
+//! backend: each held key's term ([`KeyedState::hold`]), each contended
+//! key's observation ([`KeyedState::may_claim`]), and the renew, confirm and
 //! release steps of the core's [`KeyedClaims`](election_core::KeyedClaims)
 //! run over a backend's [`LeaseRows`]. The backend keeps its statements,
 //! its claim statement and its wake-ups.
@@ -68,7 +68,7 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -107,7 +107,7 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -116,7 +116,7 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// // A backend maps each of its variants to a group:
@@ -173,7 +173,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -212,7 +212,7 @@ pub trait LeaseRows: Send + Sync {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -221,7 +221,7 @@ pub trait LeaseRows: Send + Sync {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// assert_eq!(rows.times().validity(), Duration::from_millis(13_500));
@@ -241,7 +241,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -280,7 +280,7 @@ pub trait LeaseRows: Send + Sync {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -289,7 +289,7 @@ pub trait LeaseRows: Send + Sync {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// assert!(rows.in_place().is_ok()); // by default: always in place
@@ -307,7 +307,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -346,7 +346,7 @@ pub trait LeaseRows: Send + Sync {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -355,7 +355,7 @@ pub trait LeaseRows: Send + Sync {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -377,7 +377,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -416,7 +416,7 @@ pub trait LeaseRows: Send + Sync {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -425,7 +425,7 @@ pub trait LeaseRows: Send + Sync {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -447,7 +447,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -486,7 +486,7 @@ pub trait LeaseRows: Send + Sync {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -495,7 +495,7 @@ pub trait LeaseRows: Send + Sync {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -513,7 +513,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -552,7 +552,7 @@ pub trait LeaseRows: Send + Sync {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -561,7 +561,7 @@ pub trait LeaseRows: Send + Sync {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -644,7 +644,7 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 /// # use std::sync::Mutex;
 /// # use std::time::Duration;
 /// # use election_core::{ElectionName, Epoch, Identity};
-/// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+/// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
 /// # #[derive(Debug, thiserror::Error)]
 /// # #[error("down")]
 /// # struct Down;
@@ -683,7 +683,7 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 /// #     }
 /// # }
 /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-/// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+/// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
 /// #     let first = Epoch::FIRST.get() as i64;
 /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
 /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -692,7 +692,7 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let rows = Rows::default();
-/// # let book = KeyedBook::new(Identity::new("node-a")?);
+/// # let book = KeyedState::new(Identity::new("node-a")?);
 /// # let key = ElectionName::new("shard-1")?;
 /// # let first = Epoch::FIRST.get() as i64;
 /// use election_sql::fail_each;
@@ -774,7 +774,7 @@ pub fn lease_set_identity(identity: &str) -> Result<Identity, ConfigError> {
 /// term, and what it has seen of each key held elsewhere (for the full TTL
 /// without renewal a takeover needs, [`may_claim`]).
 #[derive(Debug)]
-pub struct KeyedBook {
+pub struct KeyedState {
     identity: Identity,
     poll_interval: Duration,
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
@@ -785,21 +785,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl KeyedBook {
+impl KeyedState {
     /// An empty book of `identity`, polling every
     /// [`DEFAULT_POLL_INTERVAL`].
     ///
     /// ```
     /// use election_core::Identity;
-    /// use election_sql::KeyedBook;
+    /// use election_sql::KeyedState;
     ///
     /// # fn main() -> Result<(), election_core::ConfigError> {
-    /// let book = KeyedBook::new(Identity::new("node-a")?);
+    /// let book = KeyedState::new(Identity::new("node-a")?);
     /// assert_eq!(book.identity().as_str(), "node-a");
     /// # Ok(()) }
     /// ```
     pub fn new(identity: Identity) -> Self {
-        KeyedBook {
+        KeyedState {
             identity,
             poll_interval: DEFAULT_POLL_INTERVAL,
             terms: Mutex::new(HashMap::new()),
@@ -814,7 +814,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -853,7 +853,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -862,7 +862,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// assert_eq!(book.identity().as_str(), "node-a");
@@ -879,7 +879,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -918,7 +918,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -927,7 +927,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// assert_eq!(book.poll_interval(), election_core::DEFAULT_POLL_INTERVAL);
@@ -948,7 +948,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -987,7 +987,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -996,7 +996,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// let mut book = book;
@@ -1016,7 +1016,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1055,7 +1055,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1064,7 +1064,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -1088,7 +1088,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1127,7 +1127,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1136,7 +1136,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -1155,7 +1155,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1194,7 +1194,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1203,7 +1203,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -1228,7 +1228,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1267,7 +1267,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1276,7 +1276,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// use election_sql::lease_row::Found;
@@ -1310,7 +1310,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1349,7 +1349,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1358,7 +1358,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// use election_sql::lease_row::Found;
@@ -1382,7 +1382,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1421,7 +1421,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1430,7 +1430,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1468,7 +1468,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1507,7 +1507,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1516,7 +1516,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -1585,7 +1585,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1624,7 +1624,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1633,7 +1633,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);
@@ -1670,7 +1670,7 @@ impl KeyedBook {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedBook, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1709,7 +1709,7 @@ impl KeyedBook {
     /// #     }
     /// # }
     /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedBook, rows: &Rows, name: &ElectionName) {
+    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
@@ -1718,7 +1718,7 @@ impl KeyedBook {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedBook::new(Identity::new("node-a")?);
+    /// # let book = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&book, &rows, &key);

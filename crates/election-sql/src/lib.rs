@@ -15,7 +15,7 @@
 //!   [`renew_until_lost`](election_core::renew_until_lost) over
 //!   [`LeaseRows::renew_one`].
 //! - [`LeaseRows`]: the lease-row statements each backend implements, and
-//!   [`KeyedBook`]: the bookkeeping of keyed claims over them (each held
+//!   [`KeyedState`]: the bookkeeping of keyed claims over them (each held
 //!   key's term, each contended key's observation; renew, confirm and
 //!   release many), with [`failed_all`]: how a batch's failure answers
 //!   every key.
@@ -30,7 +30,7 @@ mod times;
 
 pub use clock::{Clock, SystemClock};
 pub use keyed::{
-    Answer, Classed, Hold, IntoCore, KeyedBook, LeaseRows, check_poll_interval, fail_each,
+    Answer, Classed, Hold, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
     failed_all, for_key, lease_set_identity,
 };
 pub use renewal::{renew_term, renewal_policy};

@@ -16,7 +16,7 @@ use election_core::{
     Claimed, ConfigError, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LossReason,
     RenewalPolicy,
 };
-use election_sql::{Answer, KeyedBook, fail_each, failed_all};
+use election_sql::{Answer, KeyedState, fail_each, failed_all};
 
 use crate::context::Context;
 use crate::error::Error;
@@ -109,7 +109,7 @@ impl KeyLocks {
 pub struct SqliteLeases {
     ctx: Arc<Context>,
     /// Each held key's term, each contended key's observation.
-    book: KeyedBook,
+    book: KeyedState,
     /// The same-host locks of the keys (ADR 0029).
     locks: Arc<KeyLocks>,
 }
@@ -119,7 +119,7 @@ impl SqliteLeases {
     pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
         SqliteLeases {
             ctx,
-            book: KeyedBook::new(identity),
+            book: KeyedState::new(identity),
             locks: Arc::new(KeyLocks::default()),
         }
     }
