@@ -54,7 +54,7 @@ use crate::row::{self, Take};
 pub struct PostgresLeases {
     ctx: Arc<Context>,
     /// Each held key's term, each contended key's observation.
-    book: KeyedState,
+    state: KeyedState,
     /// The keys asked and not held after the last claim: what a
     /// notification wakes [`KeyedClaims::wait`] for.
     wanted: Arc<Mutex<HashSet<String>>>,
@@ -92,7 +92,7 @@ impl PostgresLeases {
         let wakes = ctx.notifier.subscribe();
         PostgresLeases {
             ctx,
-            book: KeyedState::new(identity),
+            state: KeyedState::new(identity),
             wanted: Arc::new(Mutex::new(HashSet::new())),
             wakes: tokio::sync::Mutex::new(wakes),
         }
@@ -119,7 +119,7 @@ impl PostgresLeases {
     /// # Ok(()) }
     /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
-        self.book.set_poll_interval(poll_interval)?;
+        self.state.set_poll_interval(poll_interval)?;
         Ok(self)
     }
 
@@ -134,7 +134,7 @@ impl PostgresLeases {
         let ctx = &self.ctx;
         let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| t.clone()).collect();
         let sent = ctx.clock.now();
-        let won = match ctx.claim_many(&batch, self.book.identity().as_str()).await {
+        let won = match ctx.claim_many(&batch, self.state.identity().as_str()).await {
             Ok(won) => won,
             Err(e) => {
                 if !matches!(e, Error::Unavailable(sqlx::Error::PoolTimedOut)) {
@@ -152,13 +152,13 @@ impl PostgresLeases {
         let won: HashMap<&str, i64> = won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
         for (i, take) in takes {
             let name = &keys[i];
-            self.book.unobserve(name);
+            self.state.unobserve(name);
             // Not won: its row changed since it was read; looked at again.
             let Some(&epoch) = won.get(name.as_str()) else {
                 continue;
             };
             answers[i] = match row::epoch_of(name.as_str(), epoch) {
-                Ok(e) => Ok(self.book.won(name, take.nonce, epoch, e, valid_until)),
+                Ok(e) => Ok(self.state.won(name, take.nonce, epoch, e, valid_until)),
                 Err(e) => Err(e.into_core(name)),
             };
         }
@@ -167,7 +167,7 @@ impl PostgresLeases {
 
 impl KeyedClaims for PostgresLeases {
     fn identity(&self) -> &Identity {
-        self.book.identity()
+        self.state.identity()
     }
 
     /// The lease's validity (`ttl - margin`) and renewal interval.
@@ -205,7 +205,7 @@ impl KeyedClaims for PostgresLeases {
         {
             for (i, name) in keys.iter().enumerate() {
                 let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
-                let may = self.book.may_claim(name, &seen.found(), ttl, now);
+                let may = self.state.may_claim(name, &seen.found(), ttl, now);
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
                 if may {
@@ -243,7 +243,7 @@ impl KeyedClaims for PostgresLeases {
         &self,
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        self.book.renew(&*self.ctx, held).await
+        self.state.renew(&*self.ctx, held).await
     }
 
     /// Confirm one: one conditional renewal of `key`'s row (see
@@ -255,14 +255,14 @@ impl KeyedClaims for PostgresLeases {
     ///
     /// Cancel safety: cancel safe.
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
-        self.book.confirm(&*self.ctx, key, epoch).await
+        self.state.confirm(&*self.ctx, key, epoch).await
     }
 
     /// Release many: one statement releases the rows of `held`, each
     /// conditional on its term's nonce, and notifies waiters; if it fails
     /// the rows age out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
-        self.book.release(&*self.ctx, held).await;
+        self.state.release(&*self.ctx, held).await;
     }
 
     /// Waits for a notification naming a key asked and not held (a
@@ -274,7 +274,7 @@ impl KeyedClaims for PostgresLeases {
         let mut wakes = self.wakes.lock().await;
         let wanted = self.wanted.clone();
         let woken = notify::woken(&mut wakes, |n| lock(&wanted).contains(n));
-        let _ = tokio::time::timeout(self.book.poll_interval(), woken).await;
+        let _ = tokio::time::timeout(self.state.poll_interval(), woken).await;
     }
 }
 

@@ -106,17 +106,17 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// // A backend maps each of its variants to a group:
@@ -211,17 +211,17 @@ pub trait LeaseRows: Send + Sync {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// assert_eq!(rows.times().validity(), Duration::from_millis(13_500));
@@ -279,17 +279,17 @@ pub trait LeaseRows: Send + Sync {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// assert!(rows.in_place().is_ok()); // by default: always in place
@@ -345,20 +345,20 @@ pub trait LeaseRows: Send + Sync {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
+    /// win(&state, &rows, &key);
     /// let term = Hold { name: "shard-1", nonce: 42, epoch: first };
     /// assert!(rows.renew_one(term, Duration::from_secs(1)).await.is_ok_and(|renewed| renewed));
     /// # Ok(()) }
@@ -415,20 +415,20 @@ pub trait LeaseRows: Send + Sync {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
+    /// win(&state, &rows, &key);
     /// let holds = [Hold { name: "shard-1", nonce: 42, epoch: first }, Hold { name: "shard-2", nonce: 7, epoch: 3 }];
     /// let renewed = rows.renew_many(&holds).await.map_err(|e| e.into_core(&key))?;
     /// assert!(renewed.contains("shard-1") && !renewed.contains("shard-2"));
@@ -485,20 +485,20 @@ pub trait LeaseRows: Send + Sync {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
+    /// win(&state, &rows, &key);
     /// let stale = Hold { name: "shard-1", nonce: 41, epoch: first };
     /// assert!(!rows.confirm(stale).await.map_err(|e| e.into_core(&key))?); // another term
     /// # Ok(()) }
@@ -551,20 +551,20 @@ pub trait LeaseRows: Send + Sync {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
+    /// win(&state, &rows, &key);
     /// rows.release_many(&[Hold { name: "shard-1", nonce: 42, epoch: first }]).await.map_err(|e| e.into_core(&key))?;
     /// assert!(rows.0.lock().unwrap().is_empty());
     /// # Ok(()) }
@@ -682,17 +682,17 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 /// #         Ok(())
 /// #     }
 /// # }
-/// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-/// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+/// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+/// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
 /// #     let first = Epoch::FIRST.get() as i64;
 /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
 /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-/// #     book.won(name, 42, first, Epoch::FIRST, until);
+/// #     state.won(name, 42, first, Epoch::FIRST, until);
 /// # }
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let rows = Rows::default();
-/// # let book = KeyedState::new(Identity::new("node-a")?);
+/// # let state = KeyedState::new(Identity::new("node-a")?);
 /// # let key = ElectionName::new("shard-1")?;
 /// # let first = Epoch::FIRST.get() as i64;
 /// use election_sql::fail_each;
@@ -786,7 +786,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl KeyedState {
-    /// An empty book of `identity`, polling every
+    /// An empty state of `identity`, polling every
     /// [`DEFAULT_POLL_INTERVAL`].
     ///
     /// ```
@@ -794,8 +794,8 @@ impl KeyedState {
     /// use election_sql::KeyedState;
     ///
     /// # fn main() -> Result<(), election_core::ConfigError> {
-    /// let book = KeyedState::new(Identity::new("node-a")?);
-    /// assert_eq!(book.identity().as_str(), "node-a");
+    /// let state = KeyedState::new(Identity::new("node-a")?);
+    /// assert_eq!(state.identity().as_str(), "node-a");
     /// # Ok(()) }
     /// ```
     pub fn new(identity: Identity) -> Self {
@@ -852,20 +852,20 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// assert_eq!(book.identity().as_str(), "node-a");
+    /// assert_eq!(state.identity().as_str(), "node-a");
     /// # Ok(()) }
     /// ```
     pub fn identity(&self) -> &Identity {
@@ -917,20 +917,20 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// assert_eq!(book.poll_interval(), election_core::DEFAULT_POLL_INTERVAL);
+    /// assert_eq!(state.poll_interval(), election_core::DEFAULT_POLL_INTERVAL);
     /// # Ok(()) }
     /// ```
     pub fn poll_interval(&self) -> Duration {
@@ -986,22 +986,22 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// let mut book = book;
-    /// book.set_poll_interval(Duration::from_millis(250))?;
-    /// assert!(book.set_poll_interval(Duration::from_secs(7200)).is_err());
+    /// let mut state = state;
+    /// state.set_poll_interval(Duration::from_millis(250))?;
+    /// assert!(state.set_poll_interval(Duration::from_secs(7200)).is_err());
     /// # Ok(()) }
     /// ```
     pub fn set_poll_interval(&mut self, poll_interval: Duration) -> Result<(), ConfigError> {
@@ -1054,22 +1054,22 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
-    /// assert_eq!(book.hold(&key, Epoch::FIRST), Some(Hold { name: "shard-1", nonce: 42, epoch: first }));
-    /// assert_eq!(book.hold(&key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()), None); // not that term
+    /// win(&state, &rows, &key);
+    /// assert_eq!(state.hold(&key, Epoch::FIRST), Some(Hold { name: "shard-1", nonce: 42, epoch: first }));
+    /// assert_eq!(state.hold(&key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()), None); // not that term
     /// # Ok(()) }
     /// ```
     pub fn hold<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
@@ -1126,21 +1126,21 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
-    /// assert_eq!(book.terms().get(&key), Some(&(42, first)));
+    /// win(&state, &rows, &key);
+    /// assert_eq!(state.terms().get(&key), Some(&(42, first)));
     /// # Ok(()) }
     /// ```
     pub fn terms(&self) -> HashMap<ElectionName, (i64, i64)> {
@@ -1193,24 +1193,24 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
-    /// book.forget(&key, 41, first); // another attempt's term: kept
-    /// assert!(book.hold(&key, Epoch::FIRST).is_some());
-    /// book.forget(&key, 42, first);
-    /// assert!(book.hold(&key, Epoch::FIRST).is_none());
+    /// win(&state, &rows, &key);
+    /// state.forget(&key, 41, first); // another attempt's term: kept
+    /// assert!(state.hold(&key, Epoch::FIRST).is_some());
+    /// state.forget(&key, 42, first);
+    /// assert!(state.hold(&key, Epoch::FIRST).is_none());
     /// # Ok(()) }
     /// ```
     pub fn forget(&self, name: &ElectionName, nonce: i64, epoch: i64) {
@@ -1266,24 +1266,24 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// use election_sql::lease_row::Found;
     /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 15_000 };
     /// let (ttl, t0) = (rows.times().ttl(), tokio::time::Instant::now());
-    /// assert!(!book.may_claim(&key, &found, ttl, t0)); // first sight
-    /// assert!(book.may_claim(&key, &found, ttl, t0 + ttl)); // unchanged for a full TTL
+    /// assert!(!state.may_claim(&key, &found, ttl, t0)); // first sight
+    /// assert!(state.may_claim(&key, &found, ttl, t0 + ttl)); // unchanged for a full TTL
     /// # Ok(()) }
     /// ```
     pub fn may_claim(
@@ -1348,25 +1348,25 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// use election_sql::lease_row::Found;
     /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 15_000 };
     /// let (ttl, t0) = (rows.times().ttl(), tokio::time::Instant::now());
-    /// assert!(!book.may_claim(&key, &found, ttl, t0));
-    /// book.unobserve(&key); // the wait starts again
-    /// assert!(!book.may_claim(&key, &found, ttl, t0 + ttl));
+    /// assert!(!state.may_claim(&key, &found, ttl, t0));
+    /// state.unobserve(&key); // the wait starts again
+    /// assert!(!state.may_claim(&key, &found, ttl, t0 + ttl));
     /// # Ok(()) }
     /// ```
     pub fn unobserve(&self, name: &ElectionName) {
@@ -1420,21 +1420,21 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// let until = tokio::time::Instant::now() + rows.times().validity();
-    /// let answer = book.won(&key, 42, first, Epoch::FIRST, until);
+    /// let answer = state.won(&key, 42, first, Epoch::FIRST, until);
     /// assert!(matches!(answer, election_core::Claimed::Won(_)));
     /// # Ok(()) }
     /// ```
@@ -1506,24 +1506,24 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
-    /// let refused = book.renew(&rows, &[(key.clone(), Epoch::FIRST)]).await?;
+    /// win(&state, &rows, &key);
+    /// let refused = state.renew(&rows, &[(key.clone(), Epoch::FIRST)]).await?;
     /// assert!(refused.is_empty()); // renewed
     /// rows.0.lock().unwrap().clear(); // the row deleted by hand
-    /// let refused = book.renew(&rows, &[(key.clone(), Epoch::FIRST)]).await?;
+    /// let refused = state.renew(&rows, &[(key.clone(), Epoch::FIRST)]).await?;
     /// assert_eq!(refused.len(), 1); // lost at once
     /// # Ok(()) }
     /// ```
@@ -1623,22 +1623,22 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
-    /// book.confirm(&rows, &key, Epoch::FIRST).await?; // the commit point
-    /// assert!(book.confirm(&rows, &key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()).await.is_err()); // not held
+    /// win(&state, &rows, &key);
+    /// state.confirm(&rows, &key, Epoch::FIRST).await?; // the commit point
+    /// assert!(state.confirm(&rows, &key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()).await.is_err()); // not held
     /// # Ok(()) }
     /// ```
     pub async fn confirm<R: LeaseRows>(
@@ -1708,22 +1708,22 @@ impl KeyedState {
     /// #         Ok(())
     /// #     }
     /// # }
-    /// # /// `book` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(book: &KeyedState, rows: &Rows, name: &ElectionName) {
+    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
+    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
     /// #     let first = Epoch::FIRST.get() as i64;
     /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
     /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     book.won(name, 42, first, Epoch::FIRST, until);
+    /// #     state.won(name, 42, first, Epoch::FIRST, until);
     /// # }
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
-    /// # let book = KeyedState::new(Identity::new("node-a")?);
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&book, &rows, &key);
-    /// book.release(&rows, &[(key.clone(), Epoch::FIRST)]).await;
-    /// assert!(book.terms().is_empty() && rows.0.lock().unwrap().is_empty());
+    /// win(&state, &rows, &key);
+    /// state.release(&rows, &[(key.clone(), Epoch::FIRST)]).await;
+    /// assert!(state.terms().is_empty() && rows.0.lock().unwrap().is_empty());
     /// # Ok(()) }
     /// ```
     pub async fn release<R: LeaseRows>(&self, rows: &R, held: &[HeldKey]) {

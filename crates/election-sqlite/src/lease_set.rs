@@ -109,7 +109,7 @@ impl KeyLocks {
 pub struct SqliteLeases {
     ctx: Arc<Context>,
     /// Each held key's term, each contended key's observation.
-    book: KeyedState,
+    state: KeyedState,
     /// The same-host locks of the keys (ADR 0029).
     locks: Arc<KeyLocks>,
 }
@@ -119,7 +119,7 @@ impl SqliteLeases {
     pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
         SqliteLeases {
             ctx,
-            book: KeyedState::new(identity),
+            state: KeyedState::new(identity),
             locks: Arc::new(KeyLocks::default()),
         }
     }
@@ -228,14 +228,14 @@ impl SqliteLeases {
     /// # Ok(()) }
     /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
-        self.book.set_poll_interval(poll_interval)?;
+        self.state.set_poll_interval(poll_interval)?;
         Ok(self)
     }
 
     /// The terms held, a copy (for the tests).
     #[cfg(test)]
     fn terms(&self) -> HashMap<ElectionName, (i64, i64)> {
-        self.book.terms()
+        self.state.terms()
     }
 
     /// The claim transaction of a poll: fills in `answers` for the keys of
@@ -253,7 +253,7 @@ impl SqliteLeases {
         let result = row::claim_many(
             &ctx.pool,
             &batch,
-            self.book.identity().as_str(),
+            self.state.identity().as_str(),
             ctx.options.times.ttl_ms(),
             ctx.clock.wall_unix_ms(),
             || may_commit = true,
@@ -263,7 +263,7 @@ impl SqliteLeases {
             Ok(claimed) => claimed,
             Err(e) => {
                 if e.is_busy() && !may_commit {
-                    tracing::debug!(identity = %self.book.identity(), error = %e, "database busy; claiming again at the next poll");
+                    tracing::debug!(identity = %self.state.identity(), error = %e, "database busy; claiming again at the next poll");
                 } else if may_commit {
                     self.release_in_background(&batch);
                 }
@@ -276,7 +276,7 @@ impl SqliteLeases {
         let won: HashMap<&str, i64> = claimed.won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
         for (i, take) in takes {
             let name = &names[i];
-            self.book.unobserve(name);
+            self.state.unobserve(name);
             if claimed.exhausted.iter().any(|n| n == name.as_str()) {
                 tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
                 answers[i] = Err(Error::Config(ConfigError::EpochExhausted).into_core(name));
@@ -288,7 +288,7 @@ impl SqliteLeases {
                 continue;
             };
             answers[i] = match row::epoch_of(name.as_str(), epoch) {
-                Ok(e) => Ok(self.book.won(name, take.nonce, epoch, e, valid_until)),
+                Ok(e) => Ok(self.state.won(name, take.nonce, epoch, e, valid_until)),
                 Err(e) => Err(e.into_core(name)),
             };
         }
@@ -318,7 +318,7 @@ impl SqliteLeases {
 
 impl KeyedClaims for SqliteLeases {
     fn identity(&self) -> &Identity {
-        self.book.identity()
+        self.state.identity()
     }
 
     /// The lease's validity (`ttl - margin`) and renewal interval; a failed
@@ -374,8 +374,8 @@ impl KeyedClaims for SqliteLeases {
                     .lease
                     .as_ref()
                     .and_then(|r| r.holder.as_deref())
-                    .is_some_and(|h| h == self.book.identity().as_str());
-                let may = self.book.may_claim(name, &found, ttl, now)
+                    .is_some_and(|h| h == self.state.identity().as_str());
+                let may = self.state.may_claim(name, &found, ttl, now)
                     || {
                         let gone = !own && seen.holder_gone(lock);
                         if gone {
@@ -430,7 +430,7 @@ impl KeyedClaims for SqliteLeases {
         &self,
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        self.book.renew(&*self.ctx, held).await
+        self.state.renew(&*self.ctx, held).await
     }
 
     /// Confirm one: the commit-point check of `key`'s term `epoch`, one
@@ -444,7 +444,7 @@ impl KeyedClaims for SqliteLeases {
     /// Cancel safety: cancel safe (the row is unchanged or renewed by this
     /// same term).
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
-        self.book.confirm(&*self.ctx, key, epoch).await
+        self.state.confirm(&*self.ctx, key, epoch).await
     }
 
     /// Release many: one `BEGIN IMMEDIATE` transaction releases the rows of
@@ -452,7 +452,7 @@ impl KeyedClaims for SqliteLeases {
     /// claim), given at most the lease's validity; if it fails the rows age
     /// out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
-        self.book.release(&*self.ctx, held).await;
+        self.state.release(&*self.ctx, held).await;
     }
 
     /// Waits in the kernel for the same-host lock of each key asked and
@@ -469,7 +469,7 @@ impl KeyedClaims for SqliteLeases {
         self.start_lock_waits();
         tokio::select! {
             () = self.locks.granted.notified() => {}
-            () = tokio::time::sleep(self.book.poll_interval()) => {}
+            () = tokio::time::sleep(self.state.poll_interval()) => {}
         }
     }
 
