@@ -810,61 +810,17 @@ impl KeyedState {
     /// The set's identity.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
     /// assert_eq!(state.identity().as_str(), "node-a");
     /// # Ok(()) }
     /// ```
@@ -875,61 +831,17 @@ impl KeyedState {
     /// How often the keys not held are looked at.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
     /// assert_eq!(state.poll_interval(), election_core::DEFAULT_POLL_INTERVAL);
     /// # Ok(()) }
     /// ```
@@ -944,61 +856,17 @@ impl KeyedState {
     /// [`ConfigError::BadSetting`] outside 1 ms ..= 1 h.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
     /// let mut state = state;
     /// state.set_poll_interval(Duration::from_millis(250))?;
     /// assert!(state.set_poll_interval(Duration::from_secs(7200)).is_err());
@@ -1012,62 +880,18 @@ impl KeyedState {
     /// The term this set holds `key` in, if its epoch is `epoch`.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&state, &rows, &key);
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
+    /// win(&state, &key);
     /// assert_eq!(state.hold(&key, Epoch::FIRST), Some(Hold { name: "shard-1", nonce: 42, epoch: first }));
     /// assert_eq!(state.hold(&key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()), None); // not that term
     /// # Ok(()) }
@@ -1084,62 +908,18 @@ impl KeyedState {
     /// The terms this set holds, a copy: `(nonce, epoch)` per key.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&state, &rows, &key);
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
+    /// win(&state, &key);
     /// assert_eq!(state.terms().get(&key), Some(&(42, first)));
     /// # Ok(()) }
     /// ```
@@ -1151,62 +931,18 @@ impl KeyedState {
     /// one is kept).
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// win(&state, &rows, &key);
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
+    /// win(&state, &key);
     /// state.forget(&key, 41, first); // another attempt's term: kept
     /// assert!(state.hold(&key, Epoch::FIRST).is_some());
     /// state.forget(&key, 42, first);
@@ -1224,64 +960,20 @@ impl KeyedState {
     /// ([`may_claim`] over this set's observation of it).
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
     /// use election_sql::lease_row::Found;
     /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 15_000 };
-    /// let (ttl, t0) = (rows.times().ttl(), tokio::time::Instant::now());
+    /// let (ttl, t0) = (Duration::from_secs(15), tokio::time::Instant::now());
     /// assert!(!state.may_claim(&key, &found, ttl, t0)); // first sight
     /// assert!(state.may_claim(&key, &found, ttl, t0 + ttl)); // unchanged for a full TTL
     /// # Ok(()) }
@@ -1306,64 +998,20 @@ impl KeyedState {
     /// is forgotten, it is looked at afresh.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
     /// use election_sql::lease_row::Found;
     /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 15_000 };
-    /// let (ttl, t0) = (rows.times().ttl(), tokio::time::Instant::now());
+    /// let (ttl, t0) = (Duration::from_secs(15), tokio::time::Instant::now());
     /// assert!(!state.may_claim(&key, &found, ttl, t0));
     /// state.unobserve(&key); // the wait starts again
     /// assert!(!state.may_claim(&key, &found, ttl, t0 + ttl));
@@ -1378,62 +1026,18 @@ impl KeyedState {
     /// answer `Won`.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let rows = Rows::default();
+    /// # use election_sql::{Hold, KeyedState};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
-    /// let until = tokio::time::Instant::now() + rows.times().validity();
+    /// # // `state` wins `key` in the first term with nonce 42.
+    /// # let win = |state: &KeyedState, key: &ElectionName| {
+    /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
+    /// # };
+    /// let until = tokio::time::Instant::now() + Duration::from_millis(13_500);
     /// let answer = state.won(&key, 42, first, Epoch::FIRST, until);
     /// assert!(matches!(answer, election_core::Claimed::Won(_)));
     /// # Ok(()) }
