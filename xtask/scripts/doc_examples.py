@@ -29,6 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIBRARY_CRATES = [
     "election-core",
     "election-file",
+    "election-sql",
     "election-sqlite",
     "election-nats",
     "election-postgres",

@@ -78,7 +78,6 @@
 
 mod campaign;
 mod claim;
-mod clock;
 mod config_error;
 mod election;
 mod epoch;
@@ -89,7 +88,6 @@ mod keyed;
 mod lead;
 mod leader;
 mod lease;
-pub mod lease_row;
 mod name;
 mod nonce;
 pub mod renewal;
@@ -99,7 +97,6 @@ mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, WatchGuard, Won};
-pub use clock::{Clock, SystemClock};
 pub use config_error::{ConfigError, Source};
 pub use election::Election;
 pub use epoch::{Epoch, ParseEpochError};

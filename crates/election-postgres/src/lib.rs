@@ -121,13 +121,12 @@ mod fence;
 mod lease_set;
 mod notify;
 mod options;
-mod renewal;
 mod row;
 pub mod schema;
 
 pub use election::{PostgresAttempt, PostgresClaim, PostgresElection};
-pub use election_core::{Clock, SystemClock};
 pub use election_core::{LeaseSet, WriteToken};
+pub use election_sql::{Clock, SystemClock};
 pub use error::Error;
 pub use fence::PostgresFence;
 pub use lease_set::PostgresLeases;

@@ -140,13 +140,12 @@ mod host_lock;
 mod lease_set;
 mod names;
 mod options;
-mod renewal;
 mod row;
 pub mod schema;
 
 pub use election::{SqliteAttempt, SqliteClaim, SqliteElection};
-pub use election_core::{Clock, SystemClock};
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+pub use election_sql::{Clock, SystemClock};
 pub use error::Error;
 pub use fence::SqliteFence;
 pub use lease_set::SqliteLeases;

@@ -233,7 +233,7 @@ impl ShiftedClock {
 }
 
 /// One impl serves both SQLite and PostgreSQL: their `Clock` is
-/// `election_core::Clock` (the wall clock is written for display only).
+/// `election_sql::Clock` (the wall clock is written for display only).
 impl Clock for ShiftedClock {
     fn now(&self) -> tokio::time::Instant {
         SystemClock.now()

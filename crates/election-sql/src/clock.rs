@@ -18,7 +18,7 @@ pub trait Clock: Send + Sync + Debug + 'static {
     /// The monotonic now.
     ///
     /// ```
-    /// use election_core::{Clock, SystemClock};
+    /// use election_sql::{Clock, SystemClock};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -34,7 +34,7 @@ pub trait Clock: Send + Sync + Debug + 'static {
     /// before 1970, saturating at the ends of `i64`).
     ///
     /// ```
-    /// use election_core::{Clock, SystemClock};
+    /// use election_sql::{Clock, SystemClock};
     ///
     /// let acquired_unix_ms = SystemClock.wall_unix_ms(); // for people to read, never to decide
     /// assert!(acquired_unix_ms > 1_577_836_800_000); // after 2020

@@ -7,7 +7,7 @@
 //! Both backends keep one lease row per name (holder, epoch, renewal
 //! version, TTL) and one epoch record per name (the highest epoch ever
 //! handed out and the TTL of the term that got it). How this module serves
-//! the [`Claim`](crate::Claim) trait's rules:
+//! the [`Claim`](election_core::Claim) trait's rules:
 //!
 //! - **Rule 1** (the epoch is yielded in the same atomic step that wins the
 //!   claim; epochs only grow, across crashes and restarts): each backend
@@ -36,7 +36,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-use crate::{ConfigError, Epoch, Identity, Leader};
+use election_core::{ConfigError, Epoch, Identity, Leader};
 
 /// The safety margin of a lease of `ttl`: a tenth of it. A holder counts
 /// its lease valid for `ttl - margin` ([`validity`]) from before each
@@ -44,7 +44,7 @@ use crate::{ConfigError, Epoch, Identity, Leader};
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_core::lease_row::margin;
+/// use election_sql::lease_row::margin;
 ///
 /// assert_eq!(margin(Duration::from_secs(10)), Duration::from_secs(1));
 /// ```
@@ -57,7 +57,7 @@ pub fn margin(ttl: Duration) -> Duration {
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_core::lease_row::validity;
+/// use election_sql::lease_row::validity;
 /// use tokio::time::Instant;
 ///
 /// let ttl = Duration::from_secs(10);
@@ -73,7 +73,7 @@ pub fn validity(ttl: Duration) -> Duration {
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_core::lease_row::ttl_ms;
+/// use election_sql::lease_row::ttl_ms;
 ///
 /// assert_eq!(ttl_ms(Duration::from_secs(10)), 10_000); // the lease row's ttl_ms column
 /// assert_eq!(ttl_ms(Duration::MAX), i64::MAX);
@@ -96,7 +96,7 @@ pub fn ttl_ms(ttl: Duration) -> i64 {
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_core::lease_row::check_times;
+/// use election_sql::lease_row::check_times;
 ///
 /// # fn main() -> Result<(), election_core::ConfigError> {
 /// let (ttl, renew, busy) = (Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(1));
@@ -170,7 +170,7 @@ impl Row {
     /// An identity the backends would not write (see [`Identity::new`]).
     ///
     /// ```
-    /// use election_core::lease_row::Row;
+    /// use election_sql::lease_row::Row;
     ///
     /// # fn main() -> Result<(), election_core::ConfigError> {
     /// let row = Row {
@@ -208,7 +208,7 @@ impl Row {
 /// accepts only terms' epochs filters further with [`Epoch::is_term`].
 ///
 /// ```
-/// use election_core::lease_row::decode_epoch;
+/// use election_sql::lease_row::decode_epoch;
 ///
 /// let stored: i64 = 7; // the epoch column as read
 /// match decode_epoch(stored) {
@@ -267,7 +267,7 @@ impl Found {
     /// record, if any) say.
     ///
     /// ```
-    /// use election_core::lease_row::{Found, Recorded, Row};
+    /// use election_sql::lease_row::{Found, Recorded, Row};
     ///
     /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None };
     /// assert_eq!(Found::of(Some(&row), None), Found::Vacant); // released
@@ -320,7 +320,7 @@ impl Observed {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use election_core::lease_row::{Found, may_claim};
+    /// use election_sql::lease_row::{Found, may_claim};
     /// use tokio::time::Instant;
     ///
     /// let mut observed = None;
@@ -359,7 +359,7 @@ const VANISHED: i64 = i64::MIN;
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_core::lease_row::{Found, may_claim};
+/// use election_sql::lease_row::{Found, may_claim};
 /// use tokio::time::Instant;
 ///
 /// let ttl = Duration::from_secs(10);
