@@ -1,5 +1,6 @@
 //! Faults on a backend's own state, injected by the orchestrator with its
-//! own connections: a SQLite lease row deleted by hand, a NATS bucket
+//! own connections: a SQLite lease row deleted by hand, the SQLite fence's
+//! rows deleted by hand, a NATS bucket
 //! deleted and recreated, a NATS bucket's max age shortened in place, a
 //! NATS store directory rolled back to an older copy.
 
@@ -45,6 +46,33 @@ pub(crate) async fn delete_lease_row(db: &Path) -> Result<String, String> {
     };
     pool.close().await;
     deleted.map(|_| record)
+}
+
+/// Deletes every row of `election_fences` (the SQLite fence's marks) in
+/// the resource database `db`, as an operator might by hand, waiting at
+/// most `busy` for the database's write lock. Returns what
+/// happened, for the history: `deleted=N`, `refused` (a guard refused
+/// it) or `error=...`.
+pub(crate) async fn delete_fence_rows(db: &Path, busy: Duration) -> String {
+    let options = SqliteConnectOptions::new().filename(db).busy_timeout(busy);
+    let pool = match SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+    {
+        Ok(pool) => pool,
+        Err(e) => return format!("error={}", e.to_string().replace(' ', "_")),
+    };
+    let what = match sqlx::query("DELETE FROM election_fences")
+        .execute(&pool)
+        .await
+    {
+        Ok(r) => format!("deleted={}", r.rows_affected()),
+        Err(e) if e.to_string().contains("refused") => "refused".to_owned(),
+        Err(e) => format!("error={}", e.to_string().replace(' ', "_")),
+    };
+    pool.close().await;
+    what
 }
 
 /// A JetStream context on `urls` (comma-separated).
