@@ -229,7 +229,9 @@ fn tests_side_by_side(nextest: bool) -> Result<()> {
                 Err(format!("the tests failed ({status})").into())
             };
             if nextest {
-                print_slowest(&target_dir().join("nextest/ci/junit.xml"), 10);
+                // nextest's store is `target/nextest` under the workspace
+                // root, whatever CARGO_TARGET_DIR says.
+                print_slowest(&repo_root().join("target/nextest/ci/junit.xml"), 10);
             }
             let out = Command::new(cargo())
                 .args(["test", "--workspace", "--doc"])
@@ -510,6 +512,17 @@ mod tests {
             .chain(extra)
             .map(|s| s.to_string())
             .collect()
+    }
+
+    #[test]
+    fn the_slowest_tests_come_first() {
+        let xml = r#"<testsuite><testcase name="a" classname="x::t" timestamp="z" time="0.095"/>
+            <testcase name="b &amp; c" classname="y" time="12.5"><failure/></testcase>
+            <testcase name="no time" classname="y"/></testsuite>"#;
+        assert_eq!(
+            slowest(xml),
+            [(12.5, "y b & c".to_string()), (0.095, "x::t a".to_string())]
+        );
     }
 
     #[test]
