@@ -80,8 +80,8 @@ impl Step {
 /// file its sources include); the docs without warnings (and an example on
 /// every public function of the library crates); then the tests and
 /// binaries built once, and (PostgreSQL's binaries installed if missing)
-/// the tests (nextest), the doc tests and the torture suite's short budget
-/// side by side. Prints the slowest tests at the end.
+/// the tests (nextest) beside the torture suite's short budget and the doc
+/// tests. Prints the slowest tests at the end.
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let mut steps = vec![Step::cargo(&["fmt", "--all", "--check"])];
@@ -199,15 +199,23 @@ pub(crate) fn check_shape() -> Result<()> {
 }
 
 /// The test runs, which mostly wait (on timers, servers and child
-/// processes), side by side: the tests (nextest, its output live), then
-/// the doc tests (their output printed whole when they end); beside them
-/// the torture suite's short budget (each run's output printed whole), on
-/// the binaries the build step made. All run to the end; any failure fails
-/// the step. Then the ten slowest tests.
+/// processes), side by side: the tests (nextest, its output live); beside
+/// them the torture suite's short budget (each run's output printed
+/// whole), on the binaries the build step made, then the doc tests (their
+/// output printed whole when they end). Both sides run to the end; any
+/// failure fails the step. Then the ten slowest tests.
 fn tests_side_by_side(nextest: bool) -> Result<()> {
     let bin_dir = target_dir().join("debug");
     let (tests, torture) = std::thread::scope(|scope| {
-        let torture = scope.spawn(|| torture::ci_prebuilt(&bin_dir));
+        let torture = scope.spawn(|| {
+            let torture = torture::ci_prebuilt(&bin_dir);
+            let doc = doc_tests();
+            match (torture, doc) {
+                (Ok(()), doc) => doc,
+                (Err(e), Ok(())) => Err(e),
+                (Err(a), Err(b)) => Err(format!("{a}; {b}").into()),
+            }
+        });
         let tests = (|| -> Result<()> {
             let mut cmd = Command::new(cargo());
             if nextest {
@@ -223,38 +231,19 @@ fn tests_side_by_side(nextest: bool) -> Result<()> {
                 .stdin(Stdio::null())
                 .status()
                 .map_err(|e| format!("could not start the tests: {e}"))?;
-            let tests: Result<()> = if status.success() {
-                Ok(())
-            } else {
-                Err(format!("the tests failed ({status})").into())
-            };
             if nextest {
                 // nextest's store is `target/nextest` under the workspace
                 // root, whatever CARGO_TARGET_DIR says.
                 print_slowest(&repo_root().join("target/nextest/ci/junit.xml"), 10);
             }
-            let out = Command::new(cargo())
-                .args(["test", "--workspace", "--doc"])
-                .current_dir(repo_root())
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("could not start `cargo test --doc`: {e}"))?;
-            {
-                use std::io::Write;
-                let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "xtask ci: cargo test --workspace --doc");
-                let _ = stdout.write_all(&out.stderr);
-                let _ = stdout.write_all(&out.stdout);
-            }
-            tests?;
-            if !out.status.success() {
-                return Err(format!("the doc tests failed ({})", out.status).into());
+            if !status.success() {
+                return Err(format!("the tests failed ({status})").into());
             }
             Ok(())
         })();
         let torture = torture
             .join()
-            .unwrap_or_else(|_| Err("the torture runs panicked".into()));
+            .unwrap_or_else(|_| Err("the torture runs or doc tests panicked".into()));
         (tests, torture)
     });
     match (tests, torture) {
@@ -262,6 +251,28 @@ fn tests_side_by_side(nextest: bool) -> Result<()> {
         (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
         (Err(a), Err(b)) => Err(format!("{a}; torture: {b}").into()),
     }
+}
+
+/// `cargo test --workspace --doc`, its output printed whole when it ends
+/// (it runs beside nextest's live output).
+fn doc_tests() -> Result<()> {
+    let out = Command::new(cargo())
+        .args(["test", "--workspace", "--doc"])
+        .current_dir(repo_root())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("could not start `cargo test --doc`: {e}"))?;
+    {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "xtask ci: cargo test --workspace --doc");
+        let _ = stdout.write_all(&out.stderr);
+        let _ = stdout.write_all(&out.stdout);
+    }
+    if !out.status.success() {
+        return Err(format!("the doc tests failed ({})", out.status).into());
+    }
+    Ok(())
 }
 
 /// Prints the `n` slowest test cases of nextest's JUnit report, with their
