@@ -206,6 +206,40 @@ fn socket_of(
     (port(remote)? == server_port && inodes.contains(*inode)).then(|| port(local))?
 }
 
+/// Repairs the `FileFence` of the resource log in `dir` as an operator
+/// would (`FileFence::repair`, every writer stopped), with the highest
+/// token in the log: at least as high as any token it accepted. Returns
+/// what happened, for the history (`busy` while a writer holds a lock).
+pub(crate) fn repair_file_fence(dir: &Path) -> String {
+    let word = |e: &dyn std::fmt::Display| e.to_string().replace(' ', "_");
+    let records = match crate::resource::FileLog::read(dir) {
+        Ok(r) => r,
+        Err(e) => return format!("repair-error={}", word(&e)),
+    };
+    let Some(highest) = records.iter().map(|r| r.epoch).max() else {
+        return "repair-skipped:no-record".into();
+    };
+    let repaired = (|| {
+        let fence = fencing::FileFence::open(dir)?;
+        let name = fencing::ResourceName::new(crate::resource::RESOURCE_NAME)?;
+        let token: fencing::Token = highest.to_string().parse().map_err(|_| {
+            fencing::Error::from(election_core::ConfigError::BadSetting {
+                setting: "mark",
+                reason: format!("{highest} is not a token"),
+            })
+        })?;
+        fence.repair(&name, token)
+    })();
+    match repaired {
+        Ok(seen) => format!(
+            "repaired={highest}(seen:{})",
+            seen.map_or_else(|| "none".to_owned(), |t| t.to_string())
+        ),
+        Err(fencing::Error::Unavailable { .. }) => "busy".into(),
+        Err(e) => format!("repair-error={}", word(&e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

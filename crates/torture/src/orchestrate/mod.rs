@@ -580,11 +580,12 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
                     Err(_) => "timed_out".into(),
                 };
+                let repaired = repair_file_fence(out).await;
                 log(FaultEvent::fault_or_heal(
                     false,
                     fault,
                     &w,
-                    format!("lock={} late-writer={late}", removed?),
+                    format!("lock={} late-writer={late} {repaired}", removed?),
                 ));
             }
             Fault::FenceFiles | Fault::FenceRows => {
@@ -655,11 +656,16 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     Err(_) => "timed_out".into(),
                 };
                 signal_all(Signal::SIGCONT);
+                let repaired = if fault == Fault::FenceFiles {
+                    repair_file_fence(out).await
+                } else {
+                    String::new()
+                };
                 log(FaultEvent::fault_or_heal(
                     false,
                     fault,
                     "fence",
-                    format!("{what} late-writer={late}"),
+                    format!("{what} late-writer={late} {repaired}"),
                 ));
             }
             Fault::HardLink => {
@@ -1061,6 +1067,32 @@ fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candida
         backend_of: vec![None; plan.candidates],
         rng: Rng::new(plan.seed ^ 0x65_6c65_6374),
     }
+}
+
+/// The heal of `fencefiles`, an operator's repair: every candidate
+/// process stopped, `FileFence::repair` with the highest token in the log,
+/// the processes continued (woken and stopped again while a writer holds
+/// the fence's lock).
+async fn repair_file_fence(out: &std::path::Path) -> String {
+    let end_file = out.join(candidates::END_FILE).display().to_string();
+    let dir = out.join("resource");
+    let mut what = String::new();
+    for _ in 0..20 {
+        let frozen = candidates::processes_naming(&end_file);
+        let signal_all = |sig| {
+            for &pid in &frozen {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+            }
+        };
+        signal_all(Signal::SIGSTOP);
+        what = blocking(|| faults::repair_file_fence(&dir));
+        signal_all(Signal::SIGCONT);
+        if what != "busy" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    what
 }
 
 /// `torture-command` as the late writer `u<n>` of the `fencefiles` and
