@@ -26,8 +26,7 @@
 //! show the fence refusing it); end of input resigns, or exits with code 4
 //! after a loss. `--many N` tries once for each of the elections `e0` ..
 //! `e<N-1>`, prints `won <count>`, and resigns them all on `resign`.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

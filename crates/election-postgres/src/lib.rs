@@ -111,8 +111,7 @@
 //! set or fenced writer may use it.** Epochs would then repeat and a fence
 //! would accept a deposed leader's writes. Deleting a lease row is safe
 //! (above); to end a stuck term, prefer letting it age out.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod context;
 mod election;

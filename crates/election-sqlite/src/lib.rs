@@ -129,8 +129,7 @@
 //! inside a write transaction keeps that lock, so no candidate can renew or
 //! win anything until it runs again or dies. That is safe (every other term
 //! ends as its lease runs out, and nobody wins meanwhile) but not live.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod context;
 mod election;

@@ -36,8 +36,7 @@
 //!
 //! The [`Timeline`] collects these events from several processes and
 //! checks them.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod args;
 mod event;

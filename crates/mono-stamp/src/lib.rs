@@ -11,8 +11,7 @@
 //! let b = mono_stamp::mono_ns();
 //! assert!(a <= b);
 //! ```
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 use std::time::Instant;
 

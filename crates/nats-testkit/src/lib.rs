@@ -53,8 +53,7 @@
 //!
 //! Servers are plain child processes: if the test process itself is killed
 //! with `SIGKILL`, they are left running.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod binary;
 mod cluster;

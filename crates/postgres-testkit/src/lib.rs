@@ -30,8 +30,7 @@
 //! `--no-sync`) and copies the template for every server it starts. The
 //! servers themselves run with `fsync = on`: what a test commits is durable
 //! as in production.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod binaries;
 mod error;

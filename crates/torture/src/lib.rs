@@ -23,8 +23,7 @@
 //!
 //! The unsafe mode (`--unsafe`: no fence, losses ignored) exists only to
 //! prove that the checker can fail.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 pub mod check;
 pub mod history;
