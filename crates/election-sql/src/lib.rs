@@ -19,8 +19,7 @@
 //!   key's term, each contended key's observation; renew, confirm and
 //!   release many), with [`failed_all`]: how a batch's failure answers
 //!   every key.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod clock;
 mod keyed;
