@@ -35,7 +35,6 @@ LIBRARY_CRATES = [
     "election-url",
     "election-testkit",
     "fencing",
-    "mono-stamp",
 ]
 
 FN_RE = re.compile(

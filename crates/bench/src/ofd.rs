@@ -9,7 +9,7 @@ use nix::fcntl::{FcntlArg, fcntl};
 use crate::Result;
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the host.
-pub(crate) use mono_stamp::mono_ns;
+pub(crate) use fencing::mono::mono_ns;
 
 /// A whole-file lock request of `l_type` (`F_WRLCK` or `F_UNLCK`). OFD
 /// locks require `l_pid` to be zero.

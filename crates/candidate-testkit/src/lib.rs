@@ -41,7 +41,7 @@ pub mod protocol;
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock candidates stamp events
 /// with, the same in every process of the host.
-pub use mono_stamp::mono_ns;
+pub use fencing::mono::mono_ns;
 
 /// How long to wait for one line (or an exit) by default before failing.
 pub const PATIENCE: Duration = Duration::from_secs(60);

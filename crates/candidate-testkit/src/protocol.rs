@@ -3,7 +3,7 @@
 //! on stdin). The binary prints with `Display`, the client parses with
 //! `FromStr`: one definition for both sides.
 //!
-//! `<mono_ns>` is `CLOCK_MONOTONIC` in nanoseconds ([`mono_stamp`]), the
+//! `<mono_ns>` is `CLOCK_MONOTONIC` in nanoseconds ([`fencing::mono`]), the
 //! same clock in every process of the host.
 //!
 //! ```

@@ -49,7 +49,7 @@ pub use timeline::{Interval, Timeline, Violation, check_intervals};
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock every event is stamped with,
 /// the same in every process of the host.
-pub use mono_stamp::mono_ns;
+pub use fencing::mono::mono_ns;
 
 /// The name of key number `i`: `key-0000`, `key-0001`, ...
 pub fn key_name(i: usize) -> String {

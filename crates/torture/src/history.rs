@@ -90,7 +90,7 @@ pub fn writer_of(file_name: &str) -> Option<&str> {
 /// so the lines of different processes' files can be ordered (0 should the
 /// clock ever fail, which the checker's ordering shows as a line from
 /// before the run).
-pub use mono_stamp::mono_ns;
+pub use fencing::mono::mono_ns;
 
 /// The wall clock in milliseconds since the Unix epoch (0 before it): for
 /// people reading a history, never for ordering or checking.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use candidate_testkit::protocol::{Command, EXIT_ERROR, EXIT_LOST, EXIT_NOT_ELECTED, Event};
 use election_core::{Candidate, Election};
 use election_url::{AnyClaim, Backend, BackendUrl, Settings};
+use fencing::mono::mono_ns;
 use fencing::{ResourceName, Token};
-use mono_stamp::mono_ns;
 use tokio::io::AsyncBufReadExt;
 
 type BoxError = Box<dyn std::error::Error>;

@@ -1,18 +1,19 @@
 //! `CLOCK_MONOTONIC` stamps in nanoseconds: the one clock every process of
 //! a host shares, so events stamped in different processes (candidates,
-//! lease-set nodes, elect's supervisor, the torture suite's histories)
-//! can be ordered against each other.
+//! lease-set nodes, elect's supervisor, the torture suite's histories) can
+//! be ordered against each other — for instance a deposed leader's last
+//! write against its successor's first.
 //!
 //! Stamps are for ordering and measuring; they are not wall-clock time and
-//! mean nothing on another host.
+//! mean nothing on another host. (This was the `mono-stamp` crate; ADR
+//! 0055 folded it in here, the lowest published crate every user of it
+//! already depends on that already links `nix`.)
 //!
 //! ```
-//! let a = mono_stamp::mono_ns();
-//! let b = mono_stamp::mono_ns();
+//! let a = fencing::mono::mono_ns();
+//! let b = fencing::mono::mono_ns();
 //! assert!(a <= b);
 //! ```
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
 
 use std::time::Instant;
 
@@ -23,9 +24,9 @@ use std::time::Instant;
 /// a stamp from before any run.
 ///
 /// ```
-/// let start = mono_stamp::mono_ns();
+/// let start = fencing::mono::mono_ns();
 /// // ... an event; another process of this host may stamp its own ...
-/// let elapsed_ns = mono_stamp::mono_ns().saturating_sub(start);
+/// let elapsed_ns = fencing::mono::mono_ns().saturating_sub(start);
 /// println!("took {} µs", elapsed_ns / 1_000);
 /// ```
 pub fn mono_ns() -> u64 {
@@ -46,8 +47,8 @@ pub fn mono_ns() -> u64 {
 /// ```
 /// use std::time::{Duration, Instant};
 ///
-/// let before = mono_stamp::mono_ns();
-/// let stamp = mono_stamp::mono_ns_at(Instant::now() + Duration::from_secs(1));
+/// let before = fencing::mono::mono_ns();
+/// let stamp = fencing::mono::mono_ns_at(Instant::now() + Duration::from_secs(1));
 /// assert!(stamp >= before + 900_000_000);
 /// ```
 pub fn mono_ns_at(at: Instant) -> u64 {
@@ -59,10 +60,3 @@ pub fn mono_ns_at(at: Instant) -> u64 {
         raw.saturating_sub(u64::try_from((now - at).as_nanos()).unwrap_or(u64::MAX))
     }
 }
-
-/// This crate's README (its page on crates.io), whose example is compiled
-/// as a doctest here so that it cannot rot.
-#[doc = include_str!("../README.md")]
-#[cfg(doctest)]
-#[doc(test(attr(deny(warnings), allow(dead_code))))]
-pub struct ReadmeDoctests;
