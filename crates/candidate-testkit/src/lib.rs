@@ -26,6 +26,13 @@
 //! show the fence refusing it); end of input resigns, or exits with code 4
 //! after a loss. `--many N` tries once for each of the elections `e0` ..
 //! `e<N-1>`, prints `won <count>`, and resigns them all on `resign`.
+//!
+//! The crate's second binary, `lease-set-node`, runs one lease set in a
+//! process of its own and reports every change of what it holds
+//! ([`lease_set`]), for the multi-process lease-set tests of every backend
+//! (`tests/lease_set_*.rs`). Both binaries, and the torture suite's
+//! `torture-candidate`, parse the flags they share with one parser
+//! ([`args`]).
 #![deny(missing_docs, unreachable_pub)]
 #![warn(rust_2018_idioms)]
 
@@ -37,6 +44,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+pub mod args;
+pub mod lease_set;
 pub mod protocol;
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock candidates stamp events

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use candidate_testkit::args::{ArgParser, Flag, unknown};
 use candidate_testkit::protocol::{Command, EXIT_ERROR, EXIT_LOST, EXIT_NOT_ELECTED, Event};
 use election_core::{Candidate, Election};
 use election_url::{AnyClaim, Backend, BackendUrl, Settings};
@@ -32,52 +33,42 @@ struct Args {
     set: Option<Vec<String>>,
 }
 
+/// The shared flags this binary takes; `--try`, `--many` and `--set` are
+/// its own.
+const TAKES: &[Flag] = &[
+    Flag::Backend,
+    Flag::Name,
+    Flag::Identity,
+    Flag::Ttl,
+    Flag::Renew,
+    Flag::Grace,
+    Flag::Poll,
+];
+
 fn parse() -> Result<Args, BoxError> {
-    let mut args = std::env::args().skip(1);
-    let (mut url, mut name, mut identity, mut poll, mut once, mut many, mut set) =
-        (None, None, None, None, false, None, None);
-    let mut settings = Settings::default();
-    let ms = |flag: &str, v: Option<String>| -> Result<Duration, String> {
-        let v = v.ok_or(format!("{flag} needs milliseconds"))?;
-        v.parse()
-            .map(Duration::from_millis)
-            .map_err(|_| format!("{flag}: bad milliseconds {v:?}"))
-    };
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--backend" => {
-                url = Some(BackendUrl::parse(
-                    &args.next().ok_or("--backend needs a URL")?,
-                )?)
-            }
-            "--name" => name = Some(args.next().ok_or("--name needs a value")?),
-            "--identity" => identity = Some(args.next().ok_or("--identity needs a value")?),
-            "--ttl-ms" => settings.ttl = Some(ms(&arg, args.next())?),
-            "--renew-ms" => settings.renew = Some(ms(&arg, args.next())?),
-            "--grace-ms" => settings.grace = Some(ms(&arg, args.next())?),
-            "--poll-ms" => poll = Some(ms(&arg, args.next())?),
+    let mut parser = ArgParser::new(std::env::args().skip(1), TAKES);
+    let (mut once, mut many, mut set) = (false, None, None);
+    while let Some(flag) = parser.next_flag()? {
+        match flag.as_str() {
             "--try" => once = true,
-            "--many" => {
-                let n = args.next().ok_or("--many needs a count")?;
-                many = Some(n.parse().map_err(|_| format!("bad count {n:?}"))?);
-            }
+            "--many" => many = Some(parser.count(&flag, 1..=usize::MAX)?),
             "--set" => {
-                let keys = args.next().ok_or("--set needs keys (k1,k2,...)")?;
+                let keys = parser.value(&flag, "keys (k1,k2,...)")?;
                 set = Some(keys.split(',').map(str::to_owned).collect());
             }
-            other => return Err(format!("unknown argument {other:?}").into()),
+            _ => return Err(unknown(&flag).into()),
         }
     }
-    if name.is_none() && many.is_none() && set.is_none() {
+    let args = parser.finish()?;
+    if args.name.is_none() && many.is_none() && set.is_none() {
         return Err("--name (or --many, or --set) is required".into());
     }
     Ok(Args {
-        url: url.ok_or("--backend is required")?,
-        name,
-        identity: identity
-            .unwrap_or_else(|| election_core::Identity::for_this_process().to_string()),
-        settings,
-        poll,
+        identity: args.identity_or_default(),
+        settings: args.settings(),
+        url: args.backend,
+        name: args.name,
+        poll: args.poll,
         once,
         many,
         set,

@@ -2,7 +2,7 @@
 //! session ages out after the TTL, and its keys move after the failover
 //! grace.
 
-mod common;
+mod lease_set;
 
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ async fn run(count: usize) {
         GRACE_MS.to_string(),
     );
     let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--grace-ms", &grace];
-    common::share_and_fail_over(&server.url(), &args, count, bound()).await;
+    lease_set::share_and_fail_over(&server.url(), &args, count, bound()).await;
 }
 
 /// A frozen holder's `held` answers false once its session could have run
@@ -39,7 +39,7 @@ async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
     );
     let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--grace-ms", &grace];
     // A frozen NATS client holds nothing the server needs.
-    common::pause_past_the_ttl(&server.url(), &args, bound(), async || true).await;
+    lease_set::pause_past_the_ttl(&server.url(), &args, bound(), async || true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,5 +65,5 @@ async fn two_processes_on_an_r3_cluster_share_a_thousand_keys_and_a_killed_ones_
     );
     let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--grace-ms", &grace];
     let urls = format!("{}?replicas=3", cluster.urls().join(","));
-    common::share_and_fail_over(&urls, &args, 2, bound()).await;
+    lease_set::share_and_fail_over(&urls, &args, 2, bound()).await;
 }

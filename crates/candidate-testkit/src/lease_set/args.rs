@@ -1,8 +1,11 @@
-//! The command line of `lease-set-node`.
+//! The command line of `lease-set-node`: the shared flags through
+//! [`ArgParser`], and its own `--sweep-ms`.
 
 use std::time::Duration;
 
 use election_url::BackendUrl;
+
+use crate::args::{ArgParser, Flag, UsageError, unknown};
 
 /// The parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,60 +33,40 @@ impl Args {
     /// Parses the arguments after the program name.
     ///
     /// ```
-    /// use lease_set_node::Args;
+    /// use candidate_testkit::lease_set::Args;
     ///
     /// let a = Args::parse(["--backend", "nats://127.0.0.1:4222", "--keys", "10"].map(String::from)).unwrap();
     /// assert_eq!(a.keys, 10);
     /// assert!(Args::parse(["--keys", "10"].map(String::from)).is_err()); // no backend
     /// assert!(Args::parse(["--backend"].map(String::from)).is_err());
     /// ```
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-        let mut args = args.into_iter();
-        let mut backend = None;
-        let mut identity = None;
-        let mut keys = 1000;
-        let (mut ttl, mut renew, mut grace, mut poll) = (None, None, None, None);
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, UsageError> {
+        const TAKES: &[Flag] = &[
+            Flag::Backend,
+            Flag::Identity,
+            Flag::Keys,
+            Flag::Ttl,
+            Flag::Renew,
+            Flag::Grace,
+            Flag::Poll,
+        ];
+        let mut parser = ArgParser::new(args, TAKES);
         let mut sweep = Duration::from_millis(1);
-        while let Some(arg) = args.next() {
-            let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
-            let ms = |v: String| -> Result<Duration, String> {
-                match v.parse::<u64>() {
-                    Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
-                    _ => Err(format!("{arg}: bad milliseconds {v:?}")),
-                }
-            };
-            match arg.as_str() {
-                "--backend" => {
-                    backend = Some(
-                        BackendUrl::parse(&value()?)
-                            .map_err(|e| format!("--backend: bad backend URL: {e}"))?,
-                    )
-                }
-                "--identity" => identity = Some(value()?),
-                "--keys" => {
-                    let v = value()?;
-                    keys = match v.parse::<usize>() {
-                        Ok(n) if (1..=100_000).contains(&n) => n,
-                        _ => return Err(format!("--keys: bad count {v:?} (1 to 100000)")),
-                    };
-                }
-                "--ttl-ms" => ttl = Some(ms(value()?)?),
-                "--renew-ms" => renew = Some(ms(value()?)?),
-                "--grace-ms" => grace = Some(ms(value()?)?),
-                "--poll-ms" => poll = Some(ms(value()?)?),
-                "--sweep-ms" => sweep = ms(value()?)?,
-                other => return Err(format!("unknown argument {other:?}")),
+        while let Some(flag) = parser.next_flag()? {
+            match flag.as_str() {
+                "--sweep-ms" => sweep = parser.millis(&flag)?,
+                _ => return Err(unknown(&flag)),
             }
         }
+        let args = parser.finish()?;
         Ok(Args {
-            backend: backend.ok_or("--backend is required")?,
-            identity: identity
-                .unwrap_or_else(|| election_core::Identity::for_this_process().to_string()),
-            keys,
-            ttl,
-            renew,
-            grace,
-            poll,
+            identity: args.identity_or_default(),
+            backend: args.backend,
+            keys: args.keys.unwrap_or(1000),
+            ttl: args.ttl,
+            renew: args.renew,
+            grace: args.grace,
+            poll: args.poll,
             sweep,
         })
     }
@@ -93,7 +76,7 @@ impl Args {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Args, String> {
+    fn parse(args: &[&str]) -> Result<Args, UsageError> {
         Args::parse(args.iter().map(|s| s.to_string()))
     }
 

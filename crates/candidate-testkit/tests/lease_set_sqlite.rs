@@ -1,7 +1,7 @@
 //! Lease-set processes over one SQLite database: a killed process's leases
 //! are taken over once a contender has seen no renewal for a full TTL.
 
-mod common;
+mod lease_set;
 
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ fn bound() -> Duration {
 /// One database for the processes of a test, and the flags every process
 /// gets: (its directory, its path, its URL, the timing flags).
 async fn database() -> (tempfile::TempDir, std::path::PathBuf, String, Vec<String>) {
-    let dir = common::disk_dir();
+    let dir = lease_set::disk_dir();
     let db = dir.path().join("leases.db");
     // Create the schema once, so that the processes do not all migrate at
     // once (they could; these tests are about the leases).
@@ -44,7 +44,8 @@ async fn database() -> (tempfile::TempDir, std::path::PathBuf, String, Vec<Strin
 async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
     let (_dir, db, url, args) = database().await;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    common::pause_past_the_ttl(&url, &args, bound(), async || write_lock_is_free(&db).await).await;
+    lease_set::pause_past_the_ttl(&url, &args, bound(), async || write_lock_is_free(&db).await)
+        .await;
 }
 
 /// Whether a writer can take the database's write lock within two seconds.
@@ -75,7 +76,7 @@ async fn write_lock_is_free(db: &std::path::Path) -> bool {
 async fn run(count: usize) {
     let (_dir, _db, url, args) = database().await;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    common::share_and_fail_over(&url, &args, count, bound()).await;
+    lease_set::share_and_fail_over(&url, &args, count, bound()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
-//! Test support: one [`LeaseSet`](election_core::LeaseSet) in a process of
-//! its own (the `lease-set-node` binary), reporting every change of what it
+//! One [`LeaseSet`](election_core::LeaseSet) in a process of its own (the
+//! `lease-set-node` binary of this crate), reporting every change of what it
 //! holds on stdout, so that tests can run several such processes over one
 //! backend, kill some, and check from the reports that no key ever had two
 //! holders and that a dead process's keys moved to the others in time.
@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `URL` is any backend URL of `election-url`: `file:///abs/dir`,
-//! `sqlite:///abs/path.db` or `nats://host:port[,host:port...][?replicas=3]`. The keys are `key-0000`,
+//! `sqlite:///abs/path.db`, `postgres://user@host:port/db` or
+//! `nats://host:port[,host:port...][?replicas=3]`. The keys are `key-0000`,
 //! `key-0001`, ... (`--keys`, default 1,000). A setting the backend does
 //! not have is ignored (with a `note` line).
 //!
@@ -36,9 +37,6 @@
 //!
 //! The [`Timeline`] collects these events from several processes and
 //! checks them.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
-
 mod args;
 mod event;
 mod timeline;
@@ -46,10 +44,6 @@ mod timeline;
 pub use args::Args;
 pub use event::Event;
 pub use timeline::{Interval, Timeline, Violation, check_intervals};
-
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock every event is stamped with,
-/// the same in every process of the host.
-pub use fencing::mono::mono_ns;
 
 /// The name of key number `i`: `key-0000`, `key-0001`, ...
 pub fn key_name(i: usize) -> String {

@@ -1,7 +1,7 @@
 //! Lease-set processes over the file backend: a killed process's locks are
 //! freed by the kernel at once, so its keys move right away.
 
-mod common;
+mod lease_set;
 
 use std::time::Duration;
 
@@ -15,10 +15,10 @@ fn bound() -> Duration {
 }
 
 async fn run(count: usize) {
-    let dir = common::disk_dir();
+    let dir = lease_set::disk_dir();
     let url = format!("file://{}", dir.path().join("leases").display());
     let poll = POLL_MS.to_string();
-    common::share_and_fail_over(&url, &["--poll-ms", &poll], count, bound()).await;
+    lease_set::share_and_fail_over(&url, &["--poll-ms", &poll], count, bound()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

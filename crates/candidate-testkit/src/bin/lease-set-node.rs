@@ -1,13 +1,14 @@
 //! One lease set in a process of its own, reporting what it holds line by
-//! line; see the crate docs of `lease_set_node` for the protocol.
+//! line; see `candidate_testkit::lease_set` for the protocol.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use candidate_testkit::lease_set::{Args, Event, key_name};
+use candidate_testkit::mono_ns;
 use election_url::{AnyLeaseSet, BackendUrl, Settings};
-use lease_set_node::{Args, Event, key_name, mono_ns};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
@@ -46,7 +47,7 @@ fn main() -> ExitCode {
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {
-            say_event(Event::Error(e));
+            say_event(Event::Error(e.to_string()));
             return ExitCode::from(2);
         }
     };

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use crate::Event;
+use super::Event;
 
 /// One hold of one key by one process: `[from, to)` on `CLOCK_MONOTONIC`,
 /// nanoseconds. `to` is `None` while the hold lasts.
@@ -80,7 +80,7 @@ impl fmt::Display for Violation {
 /// hold lapse and come back when a renewal lands late).
 ///
 /// ```
-/// use lease_set_node::{check_intervals, Interval};
+/// use candidate_testkit::lease_set::{check_intervals, Interval};
 ///
 /// let hold = |node, epoch, from, to| Interval { node, key: "k".into(), epoch, from, to };
 /// assert!(check_intervals(&[hold(0, 1, 0, Some(10)), hold(1, 2, 10, None)]).is_empty());

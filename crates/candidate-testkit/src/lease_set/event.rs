@@ -5,7 +5,7 @@ use std::fmt;
 /// One line of `lease-set-node`'s output.
 ///
 /// ```
-/// use lease_set_node::Event;
+/// use candidate_testkit::lease_set::Event;
 ///
 /// let e = Event::parse("held key-0007 12 345").unwrap();
 /// assert_eq!(e, Event::Held { key: "key-0007".into(), epoch: 12, at: 345 });

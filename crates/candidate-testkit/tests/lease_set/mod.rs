@@ -6,7 +6,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use lease_set_node::{Event, Timeline, key_name, mono_ns};
+use candidate_testkit::lease_set::{Event, Timeline, key_name};
+use candidate_testkit::mono_ns;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
