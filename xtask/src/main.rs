@@ -34,7 +34,8 @@ usage: cargo xtask <task> [options]
 tasks:
   ci                      cargo fmt --check, clippy -D warnings, package --no-verify
                           (+ check-packages), doc -D warnings, nextest, doc tests,
-                          torture --ci (each backend, fixed + random seed)
+                          torture --ci (each backend, fixed + random seed;
+                          elect run on sqlite and file)
   check-packages          ci's check after `cargo package`: every publishable
                           crate's package holds its README, CHANGELOG, licences,
                           sources and every file they include, from inside it
@@ -53,7 +54,9 @@ tasks:
                                   starts a server with postgres-testkit)
   torture [--ci | ARGS]    the torture suite: candidate processes, injected faults,
                           a fenced resource and a checker (crates/torture);
-                          --ci: each backend for CI's fixed budget and seeds
+                          --ci: each backend for CI's fixed budget and seeds,
+                          then `elect run` as the subject (--elect) on sqlite
+                          and file
   help                    this text
 ";
 

@@ -5,10 +5,13 @@
 //!   seed, duration, candidates, TTLs, fault mix).
 //! - `cargo xtask torture --ci`: CI's budget: each backend (file, sqlite,
 //!   nats, postgres) twice, 30 s with the fixed seed 1 and 30 s with a
-//!   random seed, printed, from a debug build (about 75 s a backend). Two
-//!   backends run at a time (their runs mostly wait on timers and
-//!   servers), each backend's two runs one after the other; each run's
-//!   output is printed whole when it ends.
+//!   random seed, printed, from a debug build (about 75 s a backend); then
+//!   `elect run` as the torture subject (`--elect`, ADR 0051): SQLite for
+//!   20 s with the fixed seed, the file backend for 20 s with the random
+//!   seed. Two jobs run at a time (their runs mostly wait on timers and
+//!   servers), each backend's two runs one after the other, the next job
+//!   starting when one ends; each run's output is printed whole when it
+//!   ends.
 
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,11 +21,18 @@ use crate::{Result, repo_root, run_cargo, target_dir};
 const CI_SEED: u64 = 1;
 const CI_SECONDS: u64 = 30;
 const CI_BACKENDS: [&str; 4] = ["file", "nats", "sqlite", "postgres"];
-/// How many backends CI's runs test at a time.
+/// `--elect` runs (ADR 0051): the backend and which of the two seeds.
+const CI_ELECT: [(&str, usize); 2] = [("sqlite", 0), ("file", 1)];
+/// How long each `--elect` run injects faults.
+const CI_ELECT_SECONDS: u64 = 20;
+/// How many jobs CI's runs test at a time.
 const CI_PARALLEL: usize = 2;
 
 fn build(release: bool) -> Result<std::path::PathBuf> {
-    let mut args = vec!["build", "-p", "torture", "--bins"];
+    // `elect` too: the `--elect` mode's candidates.
+    let mut args = vec![
+        "build", "-p", "torture", "--bins", "-p", "elect", "--bin", "elect",
+    ];
     if release {
         args.push("--release");
     }
@@ -74,50 +84,71 @@ fn torture_captured(bin_dir: &std::path::Path, args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// CI's runs: every backend with each seed, two backends at a time.
+/// One job of CI's: a backend's two runs, or one `--elect` run.
+enum Job {
+    Backend(&'static str),
+    Elect(&'static str, usize),
+}
+
+/// CI's runs: every backend with each seed, then the `--elect` runs, two
+/// jobs at a time (a worker takes the next job when its job ends).
 fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
-    let run_backend = |backend: &str| -> Result<()> {
-        for seed in seeds {
-            torture_captured(
-                bin,
-                &[
-                    "run".into(),
-                    "--backend".into(),
-                    backend.into(),
-                    "--seed".into(),
-                    seed.to_string(),
-                    "--duration".into(),
-                    format!("{CI_SECONDS}s"),
-                ],
-            )?;
+    let run = |backend: &str, seed: u64, seconds: u64, elect: bool| -> Result<()> {
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--backend".into(),
+            backend.into(),
+            "--seed".into(),
+            seed.to_string(),
+            "--duration".into(),
+            format!("{seconds}s"),
+        ];
+        if elect {
+            args.push("--elect".into());
         }
-        Ok(())
+        torture_captured(bin, &args)
     };
-    let mut failures = Vec::new();
-    for pair in CI_BACKENDS.chunks(CI_PARALLEL) {
-        let results: Vec<Result<()>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = pair
-                .iter()
-                .map(|backend| scope.spawn(|| run_backend(backend)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a torture thread panicked".into()))
-                })
-                .collect()
-        });
-        failures.extend(results.into_iter().filter_map(|r| r.err()));
-    }
+    let run_job = |job: &Job| -> Result<()> {
+        match *job {
+            Job::Backend(backend) => {
+                for seed in seeds {
+                    run(backend, seed, CI_SECONDS, false)?;
+                }
+                Ok(())
+            }
+            Job::Elect(backend, seed) => run(backend, seeds[seed], CI_ELECT_SECONDS, true),
+        }
+    };
+    let jobs: Vec<Job> = CI_BACKENDS
+        .iter()
+        .map(|b| Job::Backend(b))
+        .chain(CI_ELECT.iter().map(|&(b, s)| Job::Elect(b, s)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..CI_PARALLEL {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { return };
+                    let result =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_job(job)))
+                            .unwrap_or_else(|_| Err("a torture job panicked".into()));
+                    if let Err(e) = result {
+                        failures
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(e.to_string());
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap_or_else(|e| e.into_inner());
     match failures.as_slice() {
         [] => Ok(()),
-        _ => Err(failures
-            .iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
-            .into()),
+        _ => Err(failures.join("; ").into()),
     }
 }
 

@@ -406,11 +406,35 @@ pub enum FaultKind {
     /// `pgstop`: the PostgreSQL server SIGSTOPped past the TTL, then
     /// SIGCONT.
     PgStop,
+    /// `supkill` (`--elect`): SIGKILL of the leader's supervisor alone
+    /// (the child `elect run` forks), not of `elect` or the command.
+    SupKill,
+    /// `supstop` (`--elect`): SIGSTOP of the leader's supervisor alone,
+    /// then a loss (`elect` stopped past the TTL and woken while the
+    /// supervisor is still stopped), SIGCONT of the supervisor a TTL
+    /// later.
+    SupStop,
+    /// `groupstop` (`--elect`): SIGSTOP of the leader's `elect` process
+    /// group (elect, supervisor, command) past the TTL, then SIGCONT;
+    /// what left the group (an escaped daemon) is not stopped.
+    GroupStop,
+    /// `fencefiles` (`--elect`, a `FileFence` resource): the fence's mark
+    /// file deleted, then one write with a token below every term's; or
+    /// (half the time) its lock file deleted while a late writer with the
+    /// leader's token is inside the fence and the next term writes.
+    FenceFiles,
+    /// `fencerows` (`--elect`, SQLite): every row of the resource's
+    /// `election_fences` deleted by hand, then one write with a token
+    /// below every term's.
+    FenceRows,
+    /// `hardlink` (`--elect`, SQLite): a second hard link to the
+    /// election's database; a candidate started on it for 3 TTLs.
+    HardLink,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 19] = [
+    pub const ALL: [FaultKind; 25] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -430,6 +454,12 @@ impl FaultKind {
         FaultKind::Rollback,
         FaultKind::PgTerminate,
         FaultKind::PgStop,
+        FaultKind::SupKill,
+        FaultKind::SupStop,
+        FaultKind::GroupStop,
+        FaultKind::FenceFiles,
+        FaultKind::FenceRows,
+        FaultKind::HardLink,
     ];
 
     /// The kind's word in a history line.
@@ -454,6 +484,12 @@ impl FaultKind {
             FaultKind::Rollback => "rollback",
             FaultKind::PgTerminate => "pgterm",
             FaultKind::PgStop => "pgstop",
+            FaultKind::SupKill => "supkill",
+            FaultKind::SupStop => "supstop",
+            FaultKind::GroupStop => "groupstop",
+            FaultKind::FenceFiles => "fencefiles",
+            FaultKind::FenceRows => "fencerows",
+            FaultKind::HardLink => "hardlink",
         }
     }
 }

@@ -223,8 +223,26 @@ impl FileLog {
     /// Appends `<writer> <seq> <epoch>` with `token`'s epoch, fsynced; in
     /// [`Mode::Safe`] only if the fence accepts `token`, under its lock.
     pub async fn write(&self, writer: &str, seq: u64, token: Token) -> Outcome {
+        self.write_holding(writer, seq, token, Duration::ZERO).await
+    }
+
+    /// [`write`](FileLog::write), holding the fence's lock for `hold`
+    /// before the append (the `fencefiles` fault's writer that is inside
+    /// the fence when its lock file is deleted).
+    pub async fn write_holding(
+        &self,
+        writer: &str,
+        seq: u64,
+        token: Token,
+        hold: Duration,
+    ) -> Outcome {
         let line = format!("{writer} {seq} {}\n", epoch_of(token));
-        let append = || async { append_synced(&self.log, &line) };
+        let append = || async {
+            if !hold.is_zero() {
+                tokio::time::sleep(hold).await;
+            }
+            append_synced(&self.log, &line)
+        };
         let outcome = match self.mode {
             Mode::Unsafe => Ok(append().await),
             Mode::Safe => self.fence.fenced(&self.name, token, append).await,
@@ -477,8 +495,26 @@ impl FencedLog {
     /// Appends `<writer> <seq> <epoch>`, fsynced; in [`Mode::Safe`] inside
     /// [`Fence::fenced`], only if the fence accepts `token`.
     pub async fn write(&self, writer: &str, seq: u64, token: Token) -> Outcome {
+        self.write_holding(writer, seq, token, Duration::ZERO).await
+    }
+
+    /// [`write`](FileLog::write), holding the fence's lock for `hold`
+    /// before the append (the `fencefiles` fault's writer that is inside
+    /// the fence when its lock file is deleted).
+    pub async fn write_holding(
+        &self,
+        writer: &str,
+        seq: u64,
+        token: Token,
+        hold: Duration,
+    ) -> Outcome {
         let line = format!("{writer} {seq} {}\n", epoch_of(token));
-        let append = || async { append_synced(&self.log, &line) };
+        let append = || async {
+            if !hold.is_zero() {
+                tokio::time::sleep(hold).await;
+            }
+            append_synced(&self.log, &line)
+        };
         let outcome = match self.mode {
             Mode::Unsafe => Ok(append().await),
             Mode::Safe => self.fence.fenced(&self.name, token, append).await,
@@ -566,6 +602,22 @@ impl Resource {
     pub async fn write_then_drop(&self, writer: &str, seq: u64, token: Token) -> Outcome {
         match self {
             Resource::SqliteFenced(log) => log.write_then_drop(writer, seq, token).await,
+            other => other.write(writer, seq, token).await,
+        }
+    }
+
+    /// Writes one record holding the fence for `hold` before the write
+    /// ([`FileLog::write_holding`]); on the other resources, a plain
+    /// [`write`](Resource::write).
+    pub async fn write_holding(
+        &self,
+        writer: &str,
+        seq: u64,
+        token: Token,
+        hold: Duration,
+    ) -> Outcome {
+        match self {
+            Resource::File(log) => log.write_holding(writer, seq, token, hold).await,
             other => other.write(writer, seq, token).await,
         }
     }

@@ -4,6 +4,7 @@
 //! torture run --backend file|sqlite|nats|nats-cluster|postgres [--seed N] [--duration 60s]
 //!     [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
 //!     [--faults kill,stop,...] [--out DIR] [--unsafe] [--candidate-bin PATH]
+//!     [--elect [--elect-bin PATH] [--command-bin PATH]]
 //! torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
 //! ```
 //!
@@ -12,6 +13,11 @@
 //! it prints the summary and exits 1 on any violation (2 on bad usage or a
 //! run that could not be carried out). A failing run prints its seed and the
 //! command that reproduces it.
+//!
+//! `--elect` (file, sqlite): the candidates are `elect run` processes whose
+//! command (`torture-command`) writes through the fence; the default mix is
+//! the deployment's faults (`supkill`, `supstop`, `groupstop`, `fencefiles`
+//! or `fencerows` and `hardlink`, with `kill`, `stop`, `resign`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,9 +34,14 @@ usage:
       [--faults kill,stop,resign,cancel,unguarded,clock,rowdel,fdrop,server,blackhole,drop,
                 recreate,maxage,rollback,node,meta]
       [--out DIR] [--unsafe] [--candidate-bin PATH]
+      [--elect [--elect-bin PATH] [--command-bin PATH]]
   torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
 
-Faults default to every kind that applies to the backend. The seed defaults
+--elect (file, sqlite): candidates are `elect run` processes whose command
+writes through the fence; faults supkill, supstop, groupstop, fencefiles
+(file), fencerows and hardlink (sqlite), with kill, stop and resign.
+
+Faults default to every kind that applies to the backend (and mode). The seed defaults
 to a random one (printed). --out defaults to a new directory under
 target/torture/ (<backend>-<seed>-<unix time>).";
 
@@ -45,9 +56,13 @@ fn duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-fn candidate_bin() -> PathBuf {
+fn sibling(name: &str) -> PathBuf {
     let me = std::env::current_exe().unwrap_or_default();
-    me.with_file_name("torture-candidate")
+    me.with_file_name(name)
+}
+
+fn candidate_bin() -> PathBuf {
+    sibling("torture-candidate")
 }
 
 fn parse_run(args: &[String]) -> Result<Plan, String> {
@@ -60,10 +75,17 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     let mut out = None;
     let mut unsafe_mode = false;
     let mut bin = candidate_bin();
+    let mut elect = false;
+    let mut elect_bin = sibling("elect");
+    let mut command_bin = sibling("torture-command");
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         if flag == "--unsafe" {
             unsafe_mode = true;
+            continue;
+        }
+        if flag == "--elect" {
+            elect = true;
             continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -102,6 +124,8 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
             }
             "--out" => out = Some(PathBuf::from(value)),
             "--candidate-bin" => bin = PathBuf::from(value),
+            "--elect-bin" => elect_bin = PathBuf::from(value),
+            "--command-bin" => command_bin = PathBuf::from(value),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -110,12 +134,34 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     let renew = renew.unwrap_or(ttl / 3);
     let grace = grace.unwrap_or(ttl / 3);
     let poll = poll.unwrap_or(Duration::from_millis(100));
-    let faults = faults.unwrap_or_else(|| backend.faults());
+    if elect && !backend.has_elect_mode() {
+        return Err(format!("--elect runs on file and sqlite, not {backend}"));
+    }
+    if elect && unsafe_mode {
+        return Err("--elect and --unsafe do not go together".into());
+    }
+    let faults = faults.unwrap_or_else(|| {
+        if elect {
+            backend.elect_faults()
+        } else {
+            backend.faults()
+        }
+    });
     if faults.is_empty() {
         return Err("--faults is empty".into());
     }
-    if let Some(f) = faults.iter().find(|f| !backend.allows(**f)) {
-        return Err(format!("fault {f} does not apply to the {backend} backend"));
+    let allows = |f: Fault| {
+        if elect {
+            backend.allows_elect(f)
+        } else {
+            backend.allows(f)
+        }
+    };
+    if let Some(f) = faults.iter().find(|f| !allows(**f)) {
+        let mode = if elect { " with --elect" } else { "" };
+        return Err(format!(
+            "fault {f} does not apply to the {backend} backend{mode}"
+        ));
     }
     let seed = seed.unwrap_or_else(|| {
         SystemTime::now()
@@ -126,7 +172,8 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
         let at = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        PathBuf::from("target/torture").join(format!("{backend}-{seed}-{at}"))
+        let mode = if elect { "elect-" } else { "" };
+        PathBuf::from("target/torture").join(format!("{mode}{backend}-{seed}-{at}"))
     });
     if out.exists() {
         return Err(format!("{} exists: pick another --out", out.display()));
@@ -144,14 +191,23 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
         out,
         unsafe_mode,
         candidate_bin: bin,
+        elect: elect.then_some(orchestrate::ElectBins {
+            elect: elect_bin,
+            command: command_bin,
+        }),
     })
 }
 
 async fn run(args: &[String]) -> Result<bool, String> {
     let plan = parse_run(args)?;
     println!(
-        "torture: {} for {:?}, seed {}, {} candidates, TTL {:?}, faults {}; in {}",
+        "torture: {}{} for {:?}, seed {}, {} candidates, TTL {:?}, faults {}; in {}",
         plan.backend,
+        if plan.elect.is_some() {
+            " (elect run)"
+        } else {
+            ""
+        },
         plan.duration,
         plan.seed,
         plan.candidates,

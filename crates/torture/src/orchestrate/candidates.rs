@@ -1,5 +1,7 @@
 //! The candidate processes: spawned, tracked through their stdout,
-//! signalled, restarted with a new incarnation.
+//! signalled, restarted with a new incarnation. A candidate is a
+//! `torture-candidate` process, or in `--elect` mode an `elect run`
+//! process (its own process group) whose command is `torture-command`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -8,6 +10,8 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
+
+use crate::rng::Rng;
 
 /// What a candidate said on stdout, with its slot.
 #[derive(Debug)]
@@ -28,8 +32,31 @@ struct Slot {
     stopped: bool,
 }
 
+/// How `elect run` candidates are started (`--elect` mode).
+pub(crate) struct ElectLaunch {
+    /// The `elect` binary.
+    pub(crate) elect_bin: PathBuf,
+    /// The `torture-command` binary.
+    pub(crate) command_bin: PathBuf,
+    /// The backend URL.
+    pub(crate) backend: String,
+    /// `elect run`'s other flags (name, TTL, kill grace).
+    pub(crate) elect_args: Vec<String>,
+    /// The resource, as `torture-command --resource` takes it.
+    pub(crate) resource: String,
+    /// Per-slot backend URLs that replace `backend` (the `hardlink`
+    /// fault's second name of the database).
+    pub(crate) backend_of: Vec<Option<String>>,
+    /// Draws each incarnation's command: escaping, ignoring SIGTERM.
+    pub(crate) rng: Rng,
+}
+
+/// The file the orchestrator creates when a run ends: commands and their
+/// escaped workers stop writing when it exists.
+pub(crate) const END_FILE: &str = "end";
+
 /// N candidate slots running `torture-candidate` with common arguments
-/// plus per-slot ones.
+/// plus per-slot ones, or `elect run` (`elect` is `Some`).
 pub(crate) struct Candidates {
     bin: PathBuf,
     out: PathBuf,
@@ -37,6 +64,7 @@ pub(crate) struct Candidates {
     /// Per-slot extra arguments (e.g. the slot's proxy URL).
     extra: Vec<Vec<String>>,
     common: Vec<String>,
+    elect: Option<ElectLaunch>,
     tx: mpsc::UnboundedSender<Said>,
     rx: mpsc::UnboundedReceiver<Said>,
 }
@@ -65,9 +93,71 @@ impl Candidates {
             slots,
             extra,
             common,
+            elect: None,
             tx,
             rx,
         }
+    }
+
+    /// `n` slots running `elect run` as `launch` says.
+    pub(crate) fn elect(out: &Path, n: usize, launch: ElectLaunch) -> Self {
+        let mut c = Candidates::new(&launch.elect_bin, out, Vec::new(), vec![Vec::new(); n]);
+        c.elect = Some(launch);
+        c
+    }
+
+    /// Sets (or with `None` clears) the backend URL of `slot`'s next
+    /// incarnations (`--elect` mode).
+    pub(crate) fn set_backend(&mut self, slot: usize, url: Option<String>) {
+        if let Some(e) = self.elect.as_mut() {
+            e.backend_of[slot] = url;
+        }
+    }
+
+    /// The process to start in `slot` as `writer`.
+    fn command(&mut self, slot: usize, writer: &str) -> std::io::Result<Command> {
+        let Some(e) = self.elect.as_mut() else {
+            let history = self.out.join(format!("candidate-{writer}.history"));
+            let mut cmd = Command::new(&self.bin);
+            cmd.args(&self.common)
+                .args(&self.extra[slot])
+                .arg("--writer")
+                .arg(writer)
+                .arg("--history")
+                .arg(&history)
+                .stdin(Stdio::piped());
+            return Ok(cmd);
+        };
+        let backend = e.backend_of[slot].as_ref().unwrap_or(&e.backend);
+        let mut cmd = Command::new(&e.elect_bin);
+        cmd.arg("run")
+            .arg("--backend")
+            .arg(backend)
+            .arg("--identity")
+            .arg(writer)
+            .args(&e.elect_args)
+            .arg("--")
+            .arg(&e.command_bin)
+            .arg("--writer")
+            .arg(writer)
+            .arg("--history-dir")
+            .arg(&self.out)
+            .arg("--resource")
+            .arg(&e.resource)
+            .arg("--end-file")
+            .arg(self.out.join(END_FILE));
+        // A third of the commands leave the way daemons do; a third
+        // ignore SIGTERM (seeded).
+        if e.rng.below(3) == 0 {
+            cmd.arg("--escape");
+        }
+        if e.rng.below(3) == 0 {
+            cmd.arg("--ignore-term");
+        }
+        // Its own process group: `groupstop` stops elect, its supervisor
+        // and the command (not what left the group).
+        cmd.stdin(Stdio::null()).process_group(0);
+        Ok(cmd)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -83,15 +173,8 @@ impl Candidates {
     pub(crate) fn spawn(&mut self, slot: usize) -> std::io::Result<(String, u32)> {
         self.slots[slot].incarnation += 1;
         let writer = self.writer(slot);
-        let history = self.out.join(format!("candidate-{writer}.history"));
-        let mut child = Command::new(&self.bin)
-            .args(&self.common)
-            .args(&self.extra[slot])
-            .arg("--writer")
-            .arg(&writer)
-            .arg("--history")
-            .arg(&history)
-            .stdin(Stdio::piped())
+        let mut child = self
+            .command(slot, &writer)?
             .stdout(Stdio::piped())
             .stderr(Stdio::from(
                 std::fs::OpenOptions::new()
@@ -187,6 +270,12 @@ impl Candidates {
         exited
     }
 
+    /// The epoch of the term the slot's process says it leads.
+    pub(crate) fn epoch(&mut self, slot: usize) -> Option<u64> {
+        self.drain();
+        self.slots[slot].leading
+    }
+
     /// Whether the slot's process says it leads.
     pub(crate) fn leads(&mut self, slot: usize) -> bool {
         self.drain();
@@ -232,8 +321,36 @@ impl Candidates {
         s.stopped = false;
     }
 
-    /// Sends one command line to the slot's process.
+    /// The pid of `slot`'s supervisor (`--elect` mode): the child of its
+    /// `elect` process (elect forks it first, before the campaign).
+    pub(crate) fn supervisor_pid(&self, slot: usize) -> Option<i32> {
+        let elect = self.pid(slot)?;
+        children_of(elect).into_iter().next()
+    }
+
+    /// Sends `sig` to `slot`'s process group (`--elect` mode: `elect`, its
+    /// supervisor, the command and whatever stayed in the group).
+    pub(crate) fn signal_group(&mut self, slot: usize, sig: Signal) {
+        if let Some(pid) = self.pid(slot) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig);
+        }
+        match sig {
+            Signal::SIGSTOP => self.slots[slot].stopped = true,
+            Signal::SIGCONT => self.slots[slot].stopped = false,
+            _ => {}
+        }
+    }
+
+    /// Sends one command line to the slot's process. In `--elect` mode
+    /// only `resign` means something: SIGTERM to `elect`, which forwards
+    /// it to the command.
     pub(crate) async fn send(&mut self, slot: usize, command: &str) {
+        if self.elect.is_some() {
+            if command == "resign" {
+                self.signal(slot, Signal::SIGTERM);
+            }
+            return;
+        }
         if let Some(stdin) = self.slots[slot].stdin.as_mut() {
             let _ = stdin.write_all(format!("{command}\n").as_bytes()).await;
             let _ = stdin.flush().await;
@@ -241,7 +358,18 @@ impl Candidates {
     }
 
     /// Ends every process: `exit` on stdin, then SIGKILL after `patience`.
+    /// In `--elect` mode: the end file first (every command and escaped
+    /// worker stops writing and exits), SIGCONT to each group, SIGTERM to
+    /// each `elect`; after `patience` SIGKILL; then every command process
+    /// of the run still alive is SIGKILLed.
     pub(crate) async fn stop_all(&mut self, patience: std::time::Duration) {
+        if self.elect.is_some() {
+            let _ = std::fs::write(self.out.join(END_FILE), b"");
+            for slot in 0..self.slots.len() {
+                self.signal_group(slot, Signal::SIGCONT);
+                self.signal(slot, Signal::SIGTERM);
+            }
+        }
         for slot in 0..self.slots.len() {
             self.signal(slot, Signal::SIGCONT);
             self.send(slot, "exit").await;
@@ -255,5 +383,102 @@ impl Candidates {
                 let _ = child.wait().await;
             }
         }
+        if self.elect.is_some() {
+            let mark = format!("{}", self.out.join(END_FILE).display());
+            let deadline = std::time::Instant::now() + patience;
+            loop {
+                let left = processes_naming(&mark);
+                if left.is_empty() {
+                    break;
+                }
+                if std::time::Instant::now() >= deadline {
+                    for pid in left {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            Signal::SIGKILL,
+                        );
+                    }
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// The pids whose parent is `parent`, from `/proc`.
+pub(crate) fn children_of(parent: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: split after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+        if ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// The live processes (not zombies) whose command line has `word` as one
+/// argument: a run's commands name its end file.
+pub(crate) fn processes_naming(word: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        // A zombie's command line reads empty.
+        if cmdline.split(|b| *b == 0).any(|arg| arg == word.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_and_a_command_line_are_found_in_proc() {
+        let word = format!("torture-test-word-{}", std::process::id());
+        // `sh -c CMD NAME`: NAME is an argument of the shell's own.
+        // `read` is the shell's own: no grandchild outlives the kill.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line", &word])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        let pid = i32::try_from(child.id()).expect("pid");
+        let me = i32::try_from(std::process::id()).expect("pid");
+        let children = children_of(me);
+        let named = processes_naming(&word);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(children.contains(&pid), "{children:?}");
+        assert_eq!(named, vec![pid]);
+        assert!(processes_naming("no-process-has-this-argument").is_empty());
     }
 }

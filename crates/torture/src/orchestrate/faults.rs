@@ -1,5 +1,6 @@
 //! Faults on a backend's own state, injected by the orchestrator with its
-//! own connections: a SQLite lease row deleted by hand, a NATS bucket
+//! own connections: a SQLite lease row deleted by hand, the SQLite fence's
+//! rows deleted by hand, a NATS bucket
 //! deleted and recreated, a NATS bucket's max age shortened in place, a
 //! NATS store directory rolled back to an older copy.
 
@@ -45,6 +46,33 @@ pub(crate) async fn delete_lease_row(db: &Path) -> Result<String, String> {
     };
     pool.close().await;
     deleted.map(|_| record)
+}
+
+/// Deletes every row of `election_fences` (the SQLite fence's marks) in
+/// the resource database `db`, as an operator might by hand, waiting at
+/// most `busy` for the database's write lock. Returns what
+/// happened, for the history: `deleted=N`, `refused` (a guard refused
+/// it) or `error=...`.
+pub(crate) async fn delete_fence_rows(db: &Path, busy: Duration) -> String {
+    let options = SqliteConnectOptions::new().filename(db).busy_timeout(busy);
+    let pool = match SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+    {
+        Ok(pool) => pool,
+        Err(e) => return format!("error={}", e.to_string().replace(' ', "_")),
+    };
+    let what = match sqlx::query("DELETE FROM election_fences")
+        .execute(&pool)
+        .await
+    {
+        Ok(r) => format!("deleted={}", r.rows_affected()),
+        Err(e) if e.to_string().contains("refused") => "refused".to_owned(),
+        Err(e) => format!("error={}", e.to_string().replace(' ', "_")),
+    };
+    pool.close().await;
+    what
 }
 
 /// A JetStream context on `urls` (comma-separated).
@@ -176,6 +204,40 @@ fn socket_of(
     let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next()?, 16).ok();
     let (local, remote, inode) = (fields.get(1)?, fields.get(2)?, fields.get(9)?);
     (port(remote)? == server_port && inodes.contains(*inode)).then(|| port(local))?
+}
+
+/// Repairs the `FileFence` of the resource log in `dir` as an operator
+/// would (`FileFence::repair`, every writer stopped), with the highest
+/// token in the log: at least as high as any token it accepted. Returns
+/// what happened, for the history (`busy` while a writer holds a lock).
+pub(crate) fn repair_file_fence(dir: &Path) -> String {
+    let word = |e: &dyn std::fmt::Display| e.to_string().replace(' ', "_");
+    let records = match crate::resource::FileLog::read(dir) {
+        Ok(r) => r,
+        Err(e) => return format!("repair-error={}", word(&e)),
+    };
+    let Some(highest) = records.iter().map(|r| r.epoch).max() else {
+        return "repair-skipped:no-record".into();
+    };
+    let repaired = (|| {
+        let fence = fencing::FileFence::open(dir)?;
+        let name = fencing::ResourceName::new(crate::resource::RESOURCE_NAME)?;
+        let token: fencing::Token = highest.to_string().parse().map_err(|_| {
+            fencing::Error::from(election_core::ConfigError::BadSetting {
+                setting: "mark",
+                reason: format!("{highest} is not a token"),
+            })
+        })?;
+        fence.repair(&name, token)
+    })();
+    match repaired {
+        Ok(seen) => format!(
+            "repaired={highest}(seen:{})",
+            seen.map_or_else(|| "none".to_owned(), |t| t.to_string())
+        ),
+        Err(fencing::Error::Unavailable { .. }) => "busy".into(),
+        Err(e) => format!("repair-error={}", word(&e)),
+    }
 }
 
 #[cfg(test)]

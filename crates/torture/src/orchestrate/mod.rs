@@ -1,6 +1,10 @@
 //! The orchestrator: starts the backend and N candidate processes, injects
 //! faults on a seeded schedule, writes `faults.history`, ends the run with
 //! every fault healed, and hands the run directory to the checker.
+//!
+//! In `--elect` mode ([`Plan::elect`]) a candidate is an `elect run`
+//! process whose command (`torture-command`) writes through the fence,
+//! and the mix has the deployment's faults ([`Target::elect_faults`]).
 
 mod candidates;
 mod faults;
@@ -90,10 +94,43 @@ impl Target {
         }
     }
 
+    /// Whether `--elect` mode (candidates are `elect run` processes) runs
+    /// on this backend: file and SQLite.
+    pub fn has_elect_mode(self) -> bool {
+        matches!(self, Target::File | Target::Sqlite)
+    }
+
+    /// The default mix of `--elect` mode: every kind that applies to
+    /// `elect run` on this backend (empty where the mode does not run).
+    pub fn elect_faults(self) -> Vec<Fault> {
+        Fault::ALL
+            .into_iter()
+            .filter(|&f| self.allows_elect(f))
+            .collect()
+    }
+
+    /// Whether `fault` can be injected in `--elect` mode on this backend:
+    /// `kill`, `stop`, `resign` (SIGTERM to `elect`) and the supervisor's
+    /// and the group's faults everywhere it runs; `fencefiles` where the
+    /// resource is guarded by a `FileFence` (file); `fencerows` and
+    /// `hardlink` on SQLite.
+    pub fn allows_elect(self, fault: Fault) -> bool {
+        use Fault::*;
+        self.has_elect_mode()
+            && match fault {
+                Kill | Stop | Resign | SupKill | SupStop | GroupStop => true,
+                FenceFiles => self == Target::File,
+                FenceRows | HardLink => self == Target::Sqlite,
+                _ => false,
+            }
+    }
+
     /// Whether `fault` can be injected on this backend.
     pub fn allows(self, fault: Fault) -> bool {
         use Fault::*;
         match fault {
+            // `--elect` mode only.
+            SupKill | SupStop | GroupStop | FenceFiles | FenceRows | HardLink => false,
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
             Clock => matches!(self, Target::Sqlite | Target::Postgres),
             RowDelete => matches!(self, Target::Sqlite | Target::Postgres),
@@ -149,13 +186,37 @@ pub struct Plan {
     pub unsafe_mode: bool,
     /// `torture-candidate`.
     pub candidate_bin: PathBuf,
+    /// `--elect` mode: candidates are `elect run` processes.
+    pub elect: Option<ElectBins>,
+}
+
+/// The binaries of `--elect` mode.
+#[derive(Clone, Debug)]
+pub struct ElectBins {
+    /// `elect` (crates/elect).
+    pub elect: PathBuf,
+    /// `torture-command`, the command `elect run` starts.
+    pub command: PathBuf,
+}
+
+impl Plan {
+    /// Whether `fault` can be injected in this plan's mode and backend.
+    pub fn allows(&self, fault: Fault) -> bool {
+        if self.elect.is_some() {
+            self.backend.allows_elect(fault)
+        } else {
+            self.backend.allows(fault)
+        }
+    }
 }
 
 impl Plan {
     /// How soon after the last fault healed a leader must exist: the
     /// backend's promise plus slack for a loaded machine.
     pub fn liveness_bound(&self) -> Duration {
-        let slack = Duration::from_secs(5);
+        // `--elect` mode: an exited `elect` is started again between
+        // faults, and then campaigns from its start.
+        let slack = Duration::from_secs(if self.elect.is_some() { 10 } else { 5 });
         match self.backend {
             Target::File => slack,
             Target::Sqlite => self.ttl + self.renew + 2 * self.poll + slack,
@@ -179,6 +240,11 @@ impl Plan {
     pub fn resource(&self) -> crate::resource::ResourceSpec {
         use crate::resource::ResourceSpec;
         match self.backend {
+            // `--elect` mode: a table fenced by `advance_in` (its fence
+            // rows are what `fencerows` deletes).
+            Target::Sqlite if self.elect.is_some() => {
+                ResourceSpec::Sqlite(self.out.join("resource.db"))
+            }
             Target::Sqlite if self.faults.contains(&Fault::FenceDrop) => {
                 ResourceSpec::SqliteFenced(self.out.join("resource"))
             }
@@ -191,7 +257,7 @@ impl Plan {
     pub fn command(&self) -> String {
         let faults: Vec<&str> = self.faults.iter().map(|f| f.name()).collect();
         format!(
-            "cargo xtask torture --backend {} --seed {} --duration {}s --candidates {} --ttl-ms {} --renew-ms {} --grace-ms {} --poll-ms {} --faults {}{}",
+            "cargo xtask torture --backend {} --seed {} --duration {}s --candidates {} --ttl-ms {} --renew-ms {} --grace-ms {} --poll-ms {} --faults {}{}{}",
             self.backend,
             self.seed,
             self.duration.as_secs(),
@@ -201,7 +267,8 @@ impl Plan {
             self.grace.as_millis(),
             self.poll.as_millis(),
             faults.join(","),
-            if self.unsafe_mode { " --unsafe" } else { "" }
+            if self.unsafe_mode { " --unsafe" } else { "" },
+            if self.elect.is_some() { " --elect" } else { "" }
         )
     }
 }
@@ -355,7 +422,10 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         }
     };
     let mut servers = servers;
-    let mut candidates = Candidates::new(&plan.candidate_bin, out, common, extra);
+    let mut candidates = match &plan.elect {
+        None => Candidates::new(&plan.candidate_bin, out, common, extra),
+        Some(bins) => Candidates::elect(out, plan.candidates, elect_launch(plan, out, bins)),
+    };
     for slot in 0..candidates.len() {
         let (writer, pid) = candidates
             .spawn(slot)
@@ -377,6 +447,8 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
     };
     let started = Instant::now();
     let stop_for = plan.ttl + plan.ttl / 2;
+    // The late writers of `fencefiles` and `fencerows` so far.
+    let mut late_writers = 0;
     while started.elapsed() < plan.duration {
         // Let the group settle between faults, reading what they say.
         let pause = Duration::from_millis(rng.range_ms(300, 2000));
@@ -408,6 +480,233 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 tokio::time::sleep(stop_for).await;
                 candidates.signal(target, Signal::SIGCONT);
                 log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+            }
+            Fault::SupKill => {
+                let sup = candidates.supervisor_pid(target);
+                log(FaultEvent::fault_or_heal(
+                    true,
+                    fault,
+                    &writer,
+                    format!("supervisor pid {}", sup.unwrap_or(0)),
+                ));
+                if let Some(sup) = sup {
+                    let _ =
+                        nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), Signal::SIGKILL);
+                }
+                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+            }
+            Fault::SupStop => {
+                // The supervisor stopped alone, then a loss: `elect` is
+                // stopped past the TTL and woken while the supervisor is
+                // still stopped; the supervisor wakes a TTL later.
+                let sup = candidates.supervisor_pid(target);
+                log(FaultEvent::fault_or_heal(
+                    true,
+                    fault,
+                    &writer,
+                    format!("supervisor pid {}", sup.unwrap_or(0)),
+                ));
+                let signal_sup = |sig| {
+                    if let Some(sup) = sup {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), sig);
+                    }
+                };
+                signal_sup(Signal::SIGSTOP);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                candidates.signal(target, Signal::SIGSTOP);
+                tokio::time::sleep(stop_for).await;
+                candidates.signal(target, Signal::SIGCONT);
+                let until = Instant::now() + plan.ttl;
+                while Instant::now() < until {
+                    candidates.next(until - Instant::now()).await;
+                }
+                signal_sup(Signal::SIGCONT);
+                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+            }
+            Fault::GroupStop => {
+                // SIGSTOP of elect's process group (Ctrl-Z, a frozen
+                // container's processes): what left the group runs on.
+                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
+                candidates.signal_group(target, Signal::SIGSTOP);
+                tokio::time::sleep(stop_for).await;
+                candidates.signal_group(target, Signal::SIGCONT);
+                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
+            }
+            Fault::FenceFiles if rng.below(2) == 0 && candidates.leader().is_some() => {
+                // The lock file deleted while a writer is inside the
+                // fence: a late writer with the leader's token takes the
+                // lock and holds it; the lock file is deleted; the
+                // leader's `elect` is killed, so the next term's command
+                // opens a new lock file and writes; then the late writer
+                // appends, a term behind.
+                let leader = candidates.leader().unwrap_or(target);
+                let w = candidates.writer(leader);
+                let epoch = candidates.epoch(leader).unwrap_or(0);
+                let lock = out
+                    .join("resource")
+                    .join(format!("{}.fence.lock", crate::resource::RESOURCE_NAME));
+                log(FaultEvent::fault_or_heal(
+                    true,
+                    fault,
+                    &w,
+                    format!("lock-race term {epoch}"),
+                ));
+                late_writers += 1;
+                let hold = 2 * plan.ttl + Duration::from_secs(1);
+                let mut late =
+                    late_command(plan, out, late_writers).map_err(io("start the late writer"))?;
+                late.arg("--late-token")
+                    .arg(epoch.to_string())
+                    .arg("--hold-ms")
+                    .arg(hold.as_millis().to_string());
+                let late = late.status();
+                let waited = async {
+                    // Inside the fence by then (it waits for the leader's
+                    // write under way, a few ms).
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let removed = std::fs::remove_file(&lock)
+                        .map_or_else(|e| e.kind().to_string(), |()| "removed".into());
+                    candidates.kill(leader).await;
+                    let (nw, pid) = candidates.spawn(leader).map_err(io("respawn elect"))?;
+                    log(FaultEvent::Spawn { writer: nw, pid });
+                    Ok::<String, Error>(removed)
+                };
+                let (late, removed) = tokio::join!(
+                    tokio::time::timeout(hold + Duration::from_secs(20), late),
+                    waited
+                );
+                let late = match late {
+                    Ok(Ok(s)) => s.to_string().replace(' ', "_"),
+                    Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
+                    Err(_) => "timed_out".into(),
+                };
+                let repaired = repair_file_fence(out).await;
+                log(FaultEvent::fault_or_heal(
+                    false,
+                    fault,
+                    &w,
+                    format!("lock={} late-writer={late} {repaired}", removed?),
+                ));
+            }
+            Fault::FenceFiles | Fault::FenceRows => {
+                // The fence's state deleted while writers run, as a
+                // temporary-file cleaner or an operator might; then a
+                // writer whose token is below every term's tries once.
+                // Every process of the candidates is stopped meanwhile
+                // (a few ms), so that no term's write puts a mark back
+                // first.
+                let end_file = out.join(candidates::END_FILE).display().to_string();
+                let frozen = candidates::processes_naming(&end_file);
+                let signal_all = |sig| {
+                    for &pid in &frozen {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+                    }
+                };
+                signal_all(Signal::SIGSTOP);
+                let what = if fault == Fault::FenceFiles {
+                    // The mark file alone: with the lock file deleted too
+                    // nothing is left to tell the resource from a new one
+                    // (documented as not covered).
+                    // Nor once an earlier lock race left the lock file
+                    // missing: the mark is then kept.
+                    let name = crate::resource::RESOURCE_NAME;
+                    let mark = format!("{name}.fence");
+                    let dir = out.join("resource");
+                    log(FaultEvent::fault_or_heal(true, fault, "fence", &mark));
+                    if !dir.join(format!("{mark}.lock")).exists() {
+                        format!("{mark}=kept:no-lock-file")
+                    } else {
+                        match std::fs::remove_file(dir.join(&mark)) {
+                            Ok(()) => format!("{mark}=removed"),
+                            Err(e) => format!("{mark}={}", e.kind().to_string().replace(' ', "-")),
+                        }
+                    }
+                } else {
+                    log(FaultEvent::fault_or_heal(
+                        true,
+                        fault,
+                        "fence",
+                        "election_fences",
+                    ));
+                    // A stopped writer may hold the database's write lock:
+                    // then everyone is woken and it is tried again.
+                    let mut what = String::new();
+                    for _ in 0..10 {
+                        what = faults::delete_fence_rows(
+                            &out.join("resource.db"),
+                            Duration::from_millis(200),
+                        )
+                        .await;
+                        if !what.contains("locked") {
+                            break;
+                        }
+                        signal_all(Signal::SIGCONT);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        signal_all(Signal::SIGSTOP);
+                    }
+                    what
+                };
+                late_writers += 1;
+                let mut late =
+                    late_command(plan, out, late_writers).map_err(io("start the late writer"))?;
+                late.arg("--unguarded-once");
+                let late = match tokio::time::timeout(Duration::from_secs(5), late.status()).await {
+                    Ok(Ok(s)) => s.to_string().replace(' ', "_"),
+                    Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
+                    Err(_) => "timed_out".into(),
+                };
+                signal_all(Signal::SIGCONT);
+                let repaired = if fault == Fault::FenceFiles {
+                    repair_file_fence(out).await
+                } else {
+                    String::new()
+                };
+                log(FaultEvent::fault_or_heal(
+                    false,
+                    fault,
+                    "fence",
+                    format!("{what} late-writer={late} {repaired}"),
+                ));
+            }
+            Fault::HardLink => {
+                // A second name for the election's database: a candidate
+                // (not the leader) started again on it for 3 TTLs.
+                let db = out.join("election.db");
+                let link = out.join("election-second-name.db");
+                let slot = (target + 1 + rng.below(candidates.len() as u64 - 1) as usize)
+                    % candidates.len();
+                let w = candidates.writer(slot);
+                let linked = std::fs::hard_link(&db, &link);
+                log(FaultEvent::fault_or_heal(
+                    true,
+                    fault,
+                    &w,
+                    match &linked {
+                        Ok(()) => format!("{} -> {}", link.display(), db.display()),
+                        Err(e) => format!("link failed: {e}"),
+                    },
+                ));
+                if linked.is_ok() {
+                    candidates.kill(slot).await;
+                    candidates
+                        .set_backend(slot, Some(BackendUrl::Sqlite(link.clone()).to_string()));
+                    let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+                    log(FaultEvent::Spawn { writer: nw, pid });
+                    let until = Instant::now() + 3 * plan.ttl;
+                    while Instant::now() < until {
+                        candidates.next(until - Instant::now()).await;
+                    }
+                    candidates.kill(slot).await;
+                    candidates.set_backend(slot, None);
+                    for suffix in ["", "-wal", "-shm"] {
+                        let mut name = link.clone().into_os_string();
+                        name.push(suffix);
+                        let _ = std::fs::remove_file(name);
+                    }
+                    let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+                    log(FaultEvent::Spawn { writer: nw, pid });
+                }
+                log(FaultEvent::fault_or_heal(false, fault, &w, ""));
             }
             Fault::Resign => {
                 log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
@@ -737,6 +1036,97 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
     Ok(ran)
 }
 
+/// How `--elect` mode starts its candidates: `elect run` on the plan's
+/// backend with its TTL, renew interval and a kill grace.
+fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candidates::ElectLaunch {
+    let ms = |d: Duration| format!("{}ms", d.as_millis());
+    let (backend, mut elect_args) = match plan.backend {
+        Target::Sqlite => (
+            BackendUrl::Sqlite(out.join("election.db")).to_string(),
+            vec![
+                "--ttl".to_owned(),
+                ms(plan.ttl),
+                "--renew".to_owned(),
+                ms(plan.renew),
+            ],
+        ),
+        // The file backend's default kill grace (10 s) would make every
+        // handover after a command that ignores SIGTERM wait 10 s.
+        _ => (
+            BackendUrl::File(out.join("election")).to_string(),
+            vec!["--kill-grace".to_owned(), "500ms".to_owned()],
+        ),
+    };
+    elect_args.extend(["--name".to_owned(), ELECTION.to_owned()]);
+    candidates::ElectLaunch {
+        elect_bin: bins.elect.clone(),
+        command_bin: bins.command.clone(),
+        backend,
+        elect_args,
+        resource: plan.resource().to_string(),
+        backend_of: vec![None; plan.candidates],
+        rng: Rng::new(plan.seed ^ 0x65_6c65_6374),
+    }
+}
+
+/// The heal of `fencefiles`, an operator's repair: every candidate
+/// process stopped, `FileFence::repair` with the highest token in the log,
+/// the processes continued (woken and stopped again while a writer holds
+/// the fence's lock).
+async fn repair_file_fence(out: &std::path::Path) -> String {
+    let end_file = out.join(candidates::END_FILE).display().to_string();
+    let dir = out.join("resource");
+    let mut what = String::new();
+    for _ in 0..20 {
+        let frozen = candidates::processes_naming(&end_file);
+        let signal_all = |sig| {
+            for &pid in &frozen {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+            }
+        };
+        signal_all(Signal::SIGSTOP);
+        what = blocking(|| faults::repair_file_fence(&dir));
+        signal_all(Signal::SIGCONT);
+        if what != "busy" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    what
+}
+
+/// `torture-command` as the late writer `u<n>` of the `fencefiles` and
+/// `fencerows` faults, on the plan's resource; the caller adds what it
+/// writes (`--unguarded-once`, or `--late-token` and `--hold-ms`).
+fn late_command(
+    plan: &Plan,
+    out: &std::path::Path,
+    n: u32,
+) -> std::io::Result<tokio::process::Command> {
+    let bin = plan
+        .elect
+        .as_ref()
+        .map(|b| b.command.clone())
+        .ok_or_else(|| std::io::Error::other("a late writer needs --elect"))?;
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.arg("--writer")
+        .arg(format!("u{n}"))
+        .arg("--history-dir")
+        .arg(out)
+        .arg("--resource")
+        .arg(plan.resource().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(out.join("candidates.stderr"))?,
+        ))
+        .kill_on_drop(true);
+    Ok(cmd)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -764,7 +1154,35 @@ mod tests {
             }
         }
         for kind in Fault::ALL {
-            assert!(ALL_BACKENDS.iter().any(|b| b.allows(kind)), "{kind}");
+            assert!(
+                ALL_BACKENDS
+                    .iter()
+                    .any(|b| b.allows(kind) || b.allows_elect(kind)),
+                "{kind}"
+            );
+        }
+    }
+
+    /// `--elect` mode runs on file and SQLite; its mixes hold the
+    /// deployment's kinds and none of the library's own.
+    #[test]
+    fn elect_mixes_hold_the_deployment_s_kinds() {
+        use Fault::*;
+        assert_eq!(
+            Target::Sqlite.elect_faults(),
+            vec![
+                Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceRows, HardLink
+            ]
+        );
+        assert_eq!(
+            Target::File.elect_faults(),
+            vec![Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceFiles]
+        );
+        for backend in [Target::Nats, Target::NatsCluster, Target::Postgres] {
+            assert!(backend.elect_faults().is_empty(), "{backend}");
+        }
+        for kind in [SupKill, SupStop, GroupStop, FenceFiles, FenceRows, HardLink] {
+            assert!(ALL_BACKENDS.iter().all(|b| !b.allows(kind)), "{kind}");
         }
     }
 }
