@@ -59,6 +59,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use candidate_testkit::args::{ArgParser, Flag, UsageError, unknown};
 use election_core::{
     Candidate, Claim, ConfigError, Identity, KeyedClaims, LeadOptions, LeaseSet, PerKeyClaims,
     Term, TermLease,
@@ -122,76 +123,65 @@ fn usage(message: impl Into<String>) -> CandidateError {
     CandidateError::Usage(message.into())
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
-    let (mut backend, mut writer, mut history, mut resource) = (None, None, None, None);
-    let mut a = Args {
-        backend: BackendUrl::File(PathBuf::from("/")),
-        writer: String::new(),
-        history: PathBuf::new(),
-        resource: ResourceSpec::File(PathBuf::new()),
-        ttl: None,
-        renew: None,
-        grace: None,
-        poll: election_core::DEFAULT_POLL_INTERVAL,
-        write_every: Duration::from_millis(20),
-        hold: None,
-        mode: Mode::Safe,
-    };
-    let ms = |flag: &str, v: Option<String>| -> Result<Duration, CandidateError> {
-        let v = v.ok_or_else(|| usage(format!("{flag} needs milliseconds")))?;
-        v.parse()
-            .map(Duration::from_millis)
-            .map_err(|_| usage(format!("{flag}: bad milliseconds {v:?}")))
-    };
-    while let Some(arg) = args.next() {
-        let mut value = |what: &str| {
-            args.next()
-                .ok_or_else(|| usage(format!("{arg} needs {what}")))
-        };
-        match arg.as_str() {
-            "--backend" => {
-                backend = Some(
-                    BackendUrl::parse(&value("a backend URL")?)
-                        .map_err(|e| usage(format!("--backend: bad backend URL: {e}")))?,
-                )
+/// The shared flags this binary takes (parsed by candidate-testkit's one
+/// parser); `--writer`, `--history`, `--resource`, `--write-every-ms`,
+/// `--hold-ms` and `--unsafe` are its own.
+const TAKES: &[Flag] = &[
+    Flag::Backend,
+    Flag::Ttl,
+    Flag::Renew,
+    Flag::Grace,
+    Flag::Poll,
+];
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
+    let usage_of = |e: UsageError| usage(e.to_string());
+    let mut parser = ArgParser::new(args, TAKES);
+    let (mut writer, mut history, mut resource) = (None, None, None);
+    let (mut write_every, mut hold, mut mode) = (Duration::from_millis(20), None, Mode::Safe);
+    while let Some(flag) = parser.next_flag().map_err(usage_of)? {
+        match flag.as_str() {
+            "--writer" => writer = Some(parser.value(&flag, "an id").map_err(usage_of)?),
+            "--history" => {
+                history = Some(PathBuf::from(
+                    parser.value(&flag, "a path").map_err(usage_of)?,
+                ))
             }
-            "--writer" => writer = Some(value("an id")?),
-            "--history" => history = Some(PathBuf::from(value("a path")?)),
             "--resource" => {
                 resource = Some(
-                    value("file:DIR or sqlite:PATH")?
+                    parser
+                        .value(&flag, "file:DIR or sqlite:PATH")
+                        .map_err(usage_of)?
                         .parse::<ResourceSpec>()
                         .map_err(|e| usage(e.to_string()))?,
                 )
             }
-            "--ttl-ms" => a.ttl = Some(ms("--ttl-ms", args.next())?),
-            "--renew-ms" => a.renew = Some(ms("--renew-ms", args.next())?),
-            "--grace-ms" => a.grace = Some(ms("--grace-ms", args.next())?),
-            "--poll-ms" => a.poll = ms("--poll-ms", args.next())?,
-            "--write-every-ms" => a.write_every = ms("--write-every-ms", args.next())?,
-            "--hold-ms" => a.hold = Some(ms("--hold-ms", args.next())?),
-            "--unsafe" => a.mode = Mode::Unsafe,
-            other => return Err(usage(format!("unknown argument {other:?}"))),
+            "--write-every-ms" => write_every = parser.millis(&flag).map_err(usage_of)?,
+            "--hold-ms" => hold = Some(parser.millis(&flag).map_err(usage_of)?),
+            "--unsafe" => mode = Mode::Unsafe,
+            _ => return Err(usage_of(unknown(&flag))),
         }
     }
-    a.backend = backend.ok_or_else(|| usage("--backend is required"))?;
-    a.writer = writer.ok_or_else(|| usage("--writer is required"))?;
-    a.history = history.ok_or_else(|| usage("--history is required"))?;
-    a.resource = resource.ok_or_else(|| usage("--resource is required"))?;
-    if a.writer.is_empty()
-        || a.writer
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
-    {
+    let shared = parser.finish().map_err(usage_of)?;
+    let writer = writer.ok_or_else(|| usage("--writer is required"))?;
+    if writer.is_empty() || writer.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(usage(format!(
-            "--writer {:?} must be a non-empty word",
-            a.writer
+            "--writer {writer:?} must be a non-empty word"
         )));
     }
-    if a.write_every.is_zero() {
-        return Err(usage("--write-every-ms must be at least 1"));
-    }
-    Ok(a)
+    Ok(Args {
+        backend: shared.backend,
+        writer,
+        history: history.ok_or_else(|| usage("--history is required"))?,
+        resource: resource.ok_or_else(|| usage("--resource is required"))?,
+        ttl: shared.ttl,
+        renew: shared.renew,
+        grace: shared.grace,
+        poll: shared.poll.unwrap_or(election_core::DEFAULT_POLL_INTERVAL),
+        write_every,
+        hold,
+        mode,
+    })
 }
 
 /// An error and its sources, on one line.
