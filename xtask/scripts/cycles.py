@@ -5,7 +5,7 @@
 """Per crate: module -> modules it names via crate:: paths; report pairs that use each other and longer cycles."""
 import re, sys, pathlib, itertools
 root = pathlib.Path(sys.argv[1])
-for src in sorted(root.glob('crates/*/src')) + [root/'xtask/src']:
+for src in sorted(root.glob('crates/*/src')) + sorted(root.glob('testing/*/src')) + [root/'xtask/src']:
     mods = {}
     reexp = {}
     for top in ('lib.rs', 'main.rs'):

@@ -40,13 +40,13 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 /// The result type of the benchmarks.
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The root of the workspace (two levels above `crates/bench`).
+/// The root of the workspace (two levels above `testing/bench`).
 fn repo_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest
         .ancestors()
         .nth(2)
-        .expect("crates/bench lives two levels below the workspace root")
+        .expect("testing/bench lives two levels below the workspace root")
         .to_path_buf()
 }
 
