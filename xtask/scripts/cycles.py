@@ -8,7 +8,7 @@
 import re, sys, pathlib, itertools
 root = pathlib.Path(sys.argv[1])
 dirs = [pathlib.Path(a) for a in sys.argv[2:]]
-srcs = [d/'src' for d in dirs if (d/'src').is_dir()] if dirs else sorted(root.glob('crates/*/src')) + [root/'xtask/src']
+srcs = [d/'src' for d in dirs if (d/'src').is_dir()] if dirs else sorted(root.glob('crates/*/src')) + sorted(root.glob('testing/*/src')) + [root/'xtask/src']
 for src in srcs:
     mods = {}
     reexp = {}

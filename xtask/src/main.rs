@@ -8,10 +8,10 @@
 //! - `cargo xtask check-shape`: `ci`'s checks that build nothing: lints,
 //!   import cycles, drivers, MSRV, licences and duplicates (ADR 0056).
 //! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: the
-//!   benchmarks (crates/bench, `election-bench`): measures the election
+//!   benchmarks (testing/bench, `election-bench`): measures the election
 //!   (file, SQLite and NATS backends) and fencing paths against floors
 //!   measured in the same run and writes `docs/benchmarks.md`.
-//! - `cargo xtask torture [--ci | ARGS]`: the torture suite (crates/torture).
+//! - `cargo xtask torture [--ci | ARGS]`: the torture suite (testing/torture).
 //!
 //! xtask is a task runner: it depends on the standard library only and runs
 //! cargo, so `cargo xtask ci` builds nothing of the workspace before its
@@ -52,7 +52,7 @@ tasks:
                           crate's package holds its README, CHANGELOG, licences,
                           sources and every file they include, from inside it
   bench [--quick] [--out FILE] [--only GROUPS]
-                          build the release binaries (crates/bench and the
+                          build the release binaries (testing/bench and the
                           candidates), measure, print a markdown table
                           and write it to FILE (default docs/benchmarks.md,
                           relative to the repository root)
@@ -65,7 +65,7 @@ tasks:
                                   times `elect run` beside flock(1); postgres
                                   starts a server with postgres-testkit)
   torture [--ci | ARGS]    the torture suite: candidate processes, injected faults,
-                          a fenced resource and a checker (crates/torture);
+                          a fenced resource and a checker (testing/torture);
                           --ci: each backend for CI's fixed budget and seeds,
                           then `elect run` as the subject (--elect) on sqlite
                           and file

@@ -1,4 +1,4 @@
-//! `cargo xtask torture`: the torture suite (crates/torture).
+//! `cargo xtask torture`: the torture suite (testing/torture).
 //!
 //! - `cargo xtask torture [ARGS]`: builds the torture binaries (release) and
 //!   runs `torture run ARGS` (see `torture run --help` for the flags: backend,

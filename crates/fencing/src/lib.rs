@@ -49,6 +49,7 @@ mod fence;
 mod file;
 mod issue;
 mod memory;
+pub mod mono;
 mod resource;
 #[cfg(test)]
 mod test_support;
