@@ -577,7 +577,7 @@ impl Claim for SqliteClaim {
     /// full TTL), with the next epoch written to the lease row and the
     /// epoch state. A database busy past the busy timeout counts as "not
     /// now" (`Ok(None)`); a name whose next epoch would be above
-    /// [`Epoch::MAX`](election_core::Epoch::MAX) is [`ConfigError::EpochExhausted`] (nothing written);
+    /// [`Epoch::MAX`](election_core::Epoch::MAX) is [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted) (nothing written);
     /// a database file deleted or replaced since it was opened is
     /// [`Error::FileReplaced`], one with a second name (a hard link, a
     /// mount of its own) [`Error::SecondName`] (both as configuration
