@@ -543,7 +543,7 @@ mod tests {
     #[test]
     fn a_cycle_is_known_only_inside_a_known_knot() {
         let (new, gone) = judge_cycles(&[
-            "election-core: cycle campaign -> term -> health -> engine -> campaign",
+            "election-core: cycle campaign -> term -> health -> keyed::engine -> campaign",
             "election-core: campaign <-> lease",
         ]);
         assert_eq!(new, ["new import cycle: election-core: campaign <-> lease"]);
