@@ -26,17 +26,19 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Paths from the root: the published libraries under crates/, the test kit
+# the backends' authors use under testing/ (ADR 0055).
 LIBRARY_CRATES = [
     "election-core",
     "election-file",
+    "election-sql",
     "election-sqlite",
     "election-nats",
     "election-postgres",
     "election-url",
-    "election-testkit",
     "fencing",
-    "mono-stamp",
 ]
+LIBRARY_DIRS = [f"crates/{c}" for c in LIBRARY_CRATES] + ["testing/election-testkit"]
 
 FN_RE = re.compile(
     r'^(?P<vis>pub(?:\s*\([^)]*\))?\s+)?(?:default\s+)?(?:const\s+)?(?:async\s+)?'
@@ -440,7 +442,7 @@ def main(argv):
         return self_test()
     summary = '--summary' in argv
     args = [a for a in argv if a != '--summary']
-    dirs = [pathlib.Path(a).resolve() for a in args] or [ROOT / 'crates' / c for c in LIBRARY_CRATES]
+    dirs = [pathlib.Path(a).resolve() for a in args] or [ROOT / d for d in LIBRARY_DIRS]
     any_missing = False
     for d in dirs:
         total, missing = check_crate(d)

@@ -1,116 +1,141 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first
-//! failure.
+//! failure; the test runs at the end go side by side (ADR 0056).
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{Result, cargo, postgres, repo_root};
+use crate::{Result, cargo, policy, postgres, repo_root, rust_files, target_dir, torture};
 
-/// One check: the words after `cargo`, the environment it adds, and a
-/// check of xtask's own that runs after the command succeeded.
+/// What a step runs.
+enum Action {
+    /// `cargo ARGS` with the environment it adds.
+    Cargo {
+        args: Vec<String>,
+        env: Vec<(&'static str, &'static str)>,
+    },
+    /// A check of xtask's own, named.
+    Xtask(&'static str, Check),
+}
+
+/// One check, and a check of xtask's own that runs after it succeeded.
 struct Step {
-    args: Vec<String>,
-    env: Vec<(&'static str, &'static str)>,
+    action: Action,
     then: Option<fn() -> Result<()>>,
-    /// Needs PostgreSQL's binaries (installed first when missing).
-    postgres: bool,
 }
 
 impl Step {
-    fn new(args: &[&str]) -> Self {
+    fn cargo(args: &[&str]) -> Self {
         Step {
-            args: args.iter().map(|a| a.to_string()).collect(),
-            env: Vec::new(),
+            action: Action::Cargo {
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env: Vec::new(),
+            },
             then: None,
-            postgres: false,
+        }
+    }
+
+    fn xtask(name: &'static str, check: fn() -> Result<()>) -> Self {
+        Step {
+            action: Action::Xtask(name, check),
+            then: None,
         }
     }
 
     fn display(&self) -> String {
-        let env: String = self
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{v}\" "))
-            .collect();
-        format!("{env}cargo {}", self.args.join(" "))
+        match &self.action {
+            Action::Cargo { args, env } => {
+                let env: String = env.iter().map(|(k, v)| format!("{k}=\"{v}\" ")).collect();
+                format!("{env}cargo {}", args.join(" "))
+            }
+            Action::Xtask(name, _) => format!("xtask: {name}"),
+        }
+    }
+
+    fn run(&self) -> Result<()> {
+        match &self.action {
+            Action::Cargo { args, env } => {
+                let status = Command::new(cargo())
+                    .args(args)
+                    .envs(env.iter().copied())
+                    .current_dir(repo_root())
+                    .stdin(Stdio::null())
+                    .status()
+                    .map_err(|e| format!("could not start `{}`: {e}", self.display()))?;
+                if !status.success() {
+                    return Err(format!("{status}").into());
+                }
+            }
+            Action::Xtask(_, check) => check()?,
+        }
+        self.then.map_or(Ok(()), |check| check())
     }
 }
 
-/// Runs the checks: fmt, clippy, the packaging of every publishable crate
-/// (and the check that each package holds every file its sources include),
-/// the docs without warnings (and an example on every public function of
-/// the library crates), (PostgreSQL's binaries installed if
-/// missing), the tests (nextest, or `cargo test` when cargo-nextest is
-/// missing), the doc tests, and the torture suite's short budget (`cargo
-/// xtask torture --ci`).
+/// Runs the checks: fmt; the workspace's shape (lints in one place, import
+/// cycles, each published crate's drivers, the MSRV, licences and
+/// duplicate versions); clippy of every crate alone; the packaging of
+/// every publishable crate (and the check that each package holds every
+/// file its sources include); the docs without warnings (and an example on
+/// every public function of the library crates); then the tests and
+/// binaries built once, and (PostgreSQL's binaries installed if missing)
+/// the tests (nextest) beside the torture suite's short budget and the doc
+/// tests. Prints the slowest tests at the end.
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
-    let mut steps = vec![
-        Step::new(&["fmt", "--all", "--check"]),
-        Step::new(&[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    ];
+    let mut steps = vec![Step::cargo(&["fmt", "--all", "--check"])];
+    steps.extend(SHAPE.iter().map(|&(name, check)| Step::xtask(name, check)));
+    steps.extend([
+        // Clippy with -D warnings on every crate alone (`cargo clippy -p X
+        // --all-targets`, one at a time): each crate builds with only the
+        // features its own manifest asks for. This is the workspace-wide
+        // clippy run too: the crates have no features of their own, so
+        // their code is the same under any resolution.
+        Step::xtask("clippy -D warnings, each crate alone", policy::crates_alone),
+    ]);
     // Every publishable crate packages: metadata, versions on internal
     // dependencies, the files a package needs. Without verifying builds
     // (minutes: each package rebuilds its dependencies with its own
     // features), so `check_packages` catches what they would: a file the
     // sources include from outside the package, or missing from it (ADR
     // 0042).
-    let mut package = Step::new(&["package", "--no-verify", "--allow-dirty"]);
-    for (name, _) in publishable_crates()? {
-        package.args.extend(["-p".to_string(), name]);
+    let mut package = Step::cargo(&["package", "--no-verify", "--allow-dirty"]);
+    if let Action::Cargo { args, .. } = &mut package.action {
+        for (name, _) in publishable_crates()? {
+            args.extend(["-p".to_string(), name]);
+        }
     }
     package.then = Some(check_packages);
     steps.push(package);
-    let mut doc = Step::new(&["doc", "--workspace", "--no-deps"]);
-    doc.env.push(("RUSTDOCFLAGS", "-D warnings"));
+    let mut doc = Step::cargo(&["doc", "--workspace", "--no-deps"]);
+    if let Action::Cargo { env, .. } = &mut doc.action {
+        env.push(("RUSTDOCFLAGS", "-D warnings"));
+    }
     doc.then = Some(check_doc_examples);
     steps.push(doc);
-    let mut tests = if nextest_available() {
-        Step::new(&["nextest", "run", "--workspace", "--no-fail-fast"])
-    } else {
+    let nextest = nextest_available();
+    if !nextest {
         println!(
             "xtask ci: `cargo nextest --version` failed (cargo-nextest is not installed?); \
              falling back to `cargo test --workspace`"
         );
-        Step::new(&["test", "--workspace"])
-    };
-    // The tests start real PostgreSQL servers.
-    tests.postgres = true;
-    steps.push(tests);
-    steps.push(Step::new(&["test", "--workspace", "--doc"]));
-    // The torture suite's short budget: each backend, a fixed and a random
-    // seed (printed), about a minute per backend.
-    steps.push(Step::new(&["xtask", "torture", "--ci"]));
+    }
+    // One build of the tests and of every binary they start, torture's and
+    // elect's among them: the torture runs below use these (no second
+    // build with other features).
+    steps.push(if nextest {
+        Step::cargo(&["nextest", "run", "--workspace", "--no-run"])
+    } else {
+        Step::cargo(&["test", "--workspace", "--no-run"])
+    });
 
-    let total = steps.len();
+    let total = steps.len() + 1;
     for (i, step) in steps.iter().enumerate() {
-        if step.postgres {
-            postgres::ensure()?;
-        }
         let shown = step.display();
         println!("xtask ci: [{}/{total}] {shown}", i + 1);
         let t = Instant::now();
-        let status = Command::new(cargo())
-            .args(&step.args)
-            .envs(step.env.iter().copied())
-            .current_dir(repo_root())
-            .stdin(Stdio::null())
-            .status()
-            .map_err(|e| format!("could not start `{shown}`: {e}"))?;
-        let outcome = if status.success() {
-            step.then.map_or(Ok(()), |check| check())
-        } else {
-            Err(format!("{status}").into())
-        };
+        let outcome = step.run();
         let secs = t.elapsed().as_secs_f64();
         if let Err(e) = outcome {
             return Err(format!(
@@ -122,11 +147,177 @@ pub(crate) fn run() -> Result<()> {
         }
         println!("xtask ci: [{}/{total}] {shown}: ok in {secs:.1} s", i + 1);
     }
+    // The tests start real PostgreSQL servers.
+    postgres::ensure()?;
+    println!("xtask ci: [{total}/{total}] side by side: the tests, the doc tests, torture --ci");
+    let t = Instant::now();
+    tests_side_by_side(nextest)
+        .map_err(|e| format!("step {total}/{total} (the tests) failed: {e}"))?;
+    println!(
+        "xtask ci: [{total}/{total}] the tests, doc tests and torture runs: ok in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     println!(
         "xtask ci: all {total} steps passed in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A check of xtask's own.
+type Check = fn() -> Result<()>;
+
+/// The checks of the workspace's shape, which build nothing (ADR 0056).
+const SHAPE: [(&str, Check); 5] = [
+    ("lints in one place", policy::lints_in_one_place),
+    ("import cycles", policy::cycles),
+    ("each backend's driver only", policy::boundaries),
+    ("MSRV", policy::msrv),
+    (
+        "licences and duplicate versions",
+        policy::licences_and_duplicates,
+    ),
+];
+
+/// `cargo xtask check-shape`: the [`SHAPE`] checks, all of them, failing
+/// if any failed.
+pub(crate) fn check_shape() -> Result<()> {
+    let failed: Vec<&str> = SHAPE
+        .iter()
+        .filter(|(name, check)| {
+            println!("xtask check-shape: {name}");
+            check()
+                .map_err(|e| eprintln!("xtask check-shape: {name}: {e}"))
+                .is_err()
+        })
+        .map(|(name, _)| *name)
+        .collect();
+    match failed.as_slice() {
+        [] => Ok(()),
+        _ => Err(format!("failed: {}", failed.join(", ")).into()),
+    }
+}
+
+/// The test runs, which mostly wait (on timers, servers and child
+/// processes), side by side: the tests (nextest, its output live); beside
+/// them the torture suite's short budget (each run's output printed
+/// whole), on the binaries the build step made, then the doc tests (their
+/// output printed whole when they end). Both sides run to the end; any
+/// failure fails the step. Then the ten slowest tests.
+fn tests_side_by_side(nextest: bool) -> Result<()> {
+    let bin_dir = target_dir().join("debug");
+    let (tests, torture) = std::thread::scope(|scope| {
+        let torture = scope.spawn(|| {
+            let torture = torture::ci_prebuilt(&bin_dir);
+            let doc = doc_tests();
+            match (torture, doc) {
+                (Ok(()), doc) => doc,
+                (Err(e), Ok(())) => Err(e),
+                (Err(a), Err(b)) => Err(format!("{a}; {b}").into()),
+            }
+        });
+        let tests = (|| -> Result<()> {
+            let mut cmd = Command::new(cargo());
+            if nextest {
+                // As many test threads as cores (nextest's default): with
+                // twice as many, two SQLite tests with a 900 ms lease lost
+                // their term on a loaded machine (ADR 0056).
+                cmd.args(["nextest", "run", "--workspace", "--profile", "ci"]);
+            } else {
+                cmd.args(["test", "--workspace", "--no-fail-fast"]);
+            }
+            let status = cmd
+                .current_dir(repo_root())
+                .stdin(Stdio::null())
+                .status()
+                .map_err(|e| format!("could not start the tests: {e}"))?;
+            if nextest {
+                // nextest's store is `target/nextest` under the workspace
+                // root, whatever CARGO_TARGET_DIR says.
+                print_slowest(&repo_root().join("target/nextest/ci/junit.xml"), 10);
+            }
+            if !status.success() {
+                return Err(format!("the tests failed ({status})").into());
+            }
+            Ok(())
+        })();
+        let torture = torture
+            .join()
+            .unwrap_or_else(|_| Err("the torture runs or doc tests panicked".into()));
+        (tests, torture)
+    });
+    match (tests, torture) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+        (Err(a), Err(b)) => Err(format!("{a}; torture: {b}").into()),
+    }
+}
+
+/// `cargo test --workspace --doc`, its output printed whole when it ends
+/// (it runs beside nextest's live output).
+fn doc_tests() -> Result<()> {
+    let out = Command::new(cargo())
+        .args(["test", "--workspace", "--doc"])
+        .current_dir(repo_root())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("could not start `cargo test --doc`: {e}"))?;
+    {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "xtask ci: cargo test --workspace --doc");
+        let _ = stdout.write_all(&out.stderr);
+        let _ = stdout.write_all(&out.stdout);
+    }
+    if !out.status.success() {
+        return Err(format!("the doc tests failed ({})", out.status).into());
+    }
+    Ok(())
+}
+
+/// Prints the `n` slowest test cases of nextest's JUnit report, with their
+/// times (nothing if the report cannot be read).
+fn print_slowest(junit: &Path, n: usize) {
+    let Ok(xml) = std::fs::read_to_string(junit) else {
+        println!("xtask ci: no JUnit report at {}", junit.display());
+        return;
+    };
+    let mut cases = slowest(&xml);
+    cases.truncate(n);
+    println!("xtask ci: the {} slowest tests:", cases.len());
+    for (secs, name) in cases {
+        println!("xtask ci: {secs:>8.1} s  {name}");
+    }
+}
+
+/// The test cases of a JUnit report, slowest first: (seconds, `classname
+/// name`).
+fn slowest(xml: &str) -> Vec<(f64, String)> {
+    let attr = |tag: &str, key: &str| -> Option<String> {
+        let at = tag.find(&format!(" {key}=\""))? + key.len() + 3;
+        let end = tag[at..].find('"')?;
+        Some(
+            tag[at..at + end]
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&apos;", "'")
+                .replace("&amp;", "&"),
+        )
+    };
+    let mut cases: Vec<(f64, String)> = xml
+        .split("<testcase")
+        .skip(1)
+        .filter_map(|rest| {
+            let tag = &rest[..rest.find('>')?];
+            let secs = attr(tag, "time")?.parse::<f64>().ok()?;
+            let name = attr(tag, "name")?;
+            let class = attr(tag, "classname").unwrap_or_default();
+            Some((secs, format!("{class} {name}")))
+        })
+        .collect();
+    cases.sort_by(|a, b| b.0.total_cmp(&a.0));
+    cases
 }
 
 /// Every public function of the library crates has an example in its
@@ -160,31 +351,13 @@ fn check_doc_examples() -> Result<()> {
 }
 
 /// The workspace members that may be published (no `publish = false`), as
-/// (package name, directory). The manifests here are written one key per
-/// line, which is all this reads.
+/// (package name, directory).
 fn publishable_crates() -> Result<Vec<(String, PathBuf)>> {
-    let root = repo_root();
-    let workspace = std::fs::read_to_string(root.join("Cargo.toml"))?;
-    let members = workspace
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("members = ["))
-        .ok_or("Cargo.toml: no `members = [...]` line")?;
-    let mut crates = Vec::new();
-    for member in members.split('"').skip(1).step_by(2) {
-        let dir = root.join(member);
-        let manifest = std::fs::read_to_string(dir.join("Cargo.toml"))
-            .map_err(|e| format!("{member}/Cargo.toml: {e}"))?;
-        if manifest.lines().any(|l| l.trim() == "publish = false") {
-            continue;
-        }
-        let name = manifest
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("name = \""))
-            .and_then(|rest| rest.strip_suffix('"'))
-            .ok_or_else(|| format!("{member}/Cargo.toml: no `name = \"...\"` line"))?;
-        crates.push((name.to_string(), dir));
-    }
-    Ok(crates)
+    Ok(policy::members()?
+        .into_iter()
+        .filter(|m| m.published)
+        .map(|m| (m.name, m.dir))
+        .collect())
 }
 
 /// The files every published package carries.
@@ -275,19 +448,6 @@ fn package_problems(dir: &Path, listed: &BTreeSet<String>) -> Result<Vec<String>
     Ok(problems)
 }
 
-/// Every `.rs` file under `dir`, recursively.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            rust_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
 /// The string literals a line of Rust includes by path:
 /// `include_str!("..")`, `include_bytes!("..")`, `#[path = ".."]`.
 fn included_paths(line: &str) -> Vec<String> {
@@ -363,6 +523,17 @@ mod tests {
             .chain(extra)
             .map(|s| s.to_string())
             .collect()
+    }
+
+    #[test]
+    fn the_slowest_tests_come_first() {
+        let xml = r#"<testsuite><testcase name="a" classname="x::t" timestamp="z" time="0.095"/>
+            <testcase name="b &amp; c" classname="y" time="12.5"><failure/></testcase>
+            <testcase name="no time" classname="y"/></testsuite>"#;
+        assert_eq!(
+            slowest(xml),
+            [(12.5, "y b & c".to_string()), (0.095, "x::t a".to_string())]
+        );
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! Developer tasks for this workspace, run as `cargo xtask <task>`.
 //!
-//! - `cargo xtask ci`: the checks CI runs (fmt, clippy, packaging, docs,
-//!   tests, doc tests, torture).
+//! - `cargo xtask ci`: the checks CI runs (fmt, the workspace's shape,
+//!   clippy of each crate alone, packaging, docs, tests, doc tests,
+//!   torture).
 //! - `cargo xtask check-packages`: the packaging check `ci` runs after
 //!   `cargo package --no-verify` (ADR 0042).
+//! - `cargo xtask check-shape`: `ci`'s checks that build nothing: lints,
+//!   import cycles, drivers, MSRV, licences and duplicates (ADR 0056).
 //! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: the
-//!   benchmarks (crates/bench, `election-bench`): measures the election
+//!   benchmarks (testing/bench, `election-bench`): measures the election
 //!   (file, SQLite and NATS backends) and fencing paths against floors
 //!   measured in the same run and writes `docs/benchmarks.md`.
-//! - `cargo xtask torture [--ci | ARGS]`: the torture suite (crates/torture).
+//! - `cargo xtask torture [--ci | ARGS]`: the torture suite (testing/torture).
 //!
 //! xtask is a task runner: it depends on the standard library only and runs
 //! cargo, so `cargo xtask ci` builds nothing of the workspace before its
@@ -17,6 +20,8 @@
 
 mod bench;
 mod ci;
+mod json;
+mod policy;
 mod postgres;
 mod torture;
 
@@ -32,15 +37,22 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  ci                      cargo fmt --check, clippy -D warnings, package --no-verify
-                          (+ check-packages), doc -D warnings, nextest, doc tests,
+  ci                      cargo fmt --check, check-shape, clippy -D warnings of each
+                          crate alone, package --no-verify (+ check-packages),
+                          doc -D warnings, then one build of the tests, and side
+                          by side: nextest (+ the ten slowest tests), doc tests,
                           torture --ci (each backend, fixed + random seed;
                           elect run on sqlite and file)
+  check-shape             ci's checks that build nothing (ADR 0056): lints set in
+                          [workspace.lints] only, import cycles, each published
+                          crate's normal tree holds only its own backend's driver,
+                          the MSRV of every dependency, licences and duplicate
+                          versions (cargo-deny, installed under target/tools)
   check-packages          ci's check after `cargo package`: every publishable
                           crate's package holds its README, CHANGELOG, licences,
                           sources and every file they include, from inside it
   bench [--quick] [--out FILE] [--only GROUPS]
-                          build the release binaries (crates/bench and the
+                          build the release binaries (testing/bench and the
                           candidates), measure, print a markdown table
                           and write it to FILE (default docs/benchmarks.md,
                           relative to the repository root)
@@ -53,7 +65,7 @@ tasks:
                                   times `elect run` beside flock(1); postgres
                                   starts a server with postgres-testkit)
   torture [--ci | ARGS]    the torture suite: candidate processes, injected faults,
-                          a fenced resource and a checker (crates/torture);
+                          a fenced resource and a checker (testing/torture);
                           --ci: each backend for CI's fixed budget and seeds,
                           then `elect run` as the subject (--elect) on sqlite
                           and file
@@ -72,6 +84,7 @@ fn main() -> ExitCode {
     let outcome = match task {
         "ci" if rest.is_empty() => ci::run(),
         "check-packages" if rest.is_empty() => ci::check_packages(),
+        "check-shape" if rest.is_empty() => ci::check_shape(),
         "bench" => bench::run(rest),
         "torture" => torture::run(rest),
         "help" | "-h" | "--help" => {
@@ -128,6 +141,19 @@ pub(crate) fn run_cargo(args: &[&str]) -> Result<()> {
         .map_err(|e| format!("could not start `{shown}`: {e}"))?;
     if !status.success() {
         return Err(format!("`{shown}` failed ({status})").into());
+    }
+    Ok(())
+}
+
+/// Every `.rs` file under `dir`, recursively.
+pub(crate) fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            rust_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Making sure PostgreSQL's binaries are there before the tests run: the
 //! tests of `election-postgres` start real servers from Debian's
-//! `postgresql` package (see `crates/postgres-testkit`).
+//! `postgresql` package (see `testing/postgres-testkit`).
 
 use std::env;
 use std::fs;

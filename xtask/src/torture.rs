@@ -1,4 +1,4 @@
-//! `cargo xtask torture`: the torture suite (crates/torture).
+//! `cargo xtask torture`: the torture suite (testing/torture).
 //!
 //! - `cargo xtask torture [ARGS]`: builds the torture binaries (release) and
 //!   runs `torture run ARGS` (see `torture run --help` for the flags: backend,
@@ -152,17 +152,21 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
     }
 }
 
+/// CI's runs on the debug binaries already in `bin` (`cargo xtask ci`
+/// builds them with the tests: one build, ADR 0056).
+pub(crate) fn ci_prebuilt(bin: &std::path::Path) -> Result<()> {
+    let random = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64)
+        | 1;
+    println!("xtask torture: fixed seed {CI_SEED}, random seed {random}");
+    ci(bin, [CI_SEED, random])
+}
+
 /// Runs the task.
 pub(crate) fn run(args: &[String]) -> Result<()> {
     if args.first().map(String::as_str) == Some("--ci") {
-        let bin = build(false)?;
-        let random = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(7, |d| d.as_nanos() as u64)
-            | 1;
-        println!("xtask torture: fixed seed {CI_SEED}, random seed {random}");
-        ci(&bin, [CI_SEED, random])?;
-        return Ok(());
+        return ci_prebuilt(&build(false)?);
     }
     let bin = build(true)?;
     let mut all = vec!["run".to_owned()];

@@ -16,7 +16,7 @@
 //! the URL (see `secrets`).
 //!
 //! See `elect --help` and the README's `elect` section.
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod backend;
 mod cgroup;

@@ -53,12 +53,12 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock both processes share.
-pub(crate) use mono_stamp::mono_ns;
+pub(crate) use fencing::mono::mono_ns;
 
 /// A tokio instant as `CLOCK_MONOTONIC` nanoseconds (see
-/// [`mono_stamp::mono_ns_at`]).
+/// [`fencing::mono::mono_ns_at`]).
 pub(crate) fn mono_ns_at(at: tokio::time::Instant) -> u64 {
-    mono_stamp::mono_ns_at(at.into_std())
+    fencing::mono::mono_ns_at(at.into_std())
 }
 
 /// One process of the tree: pid and start time (`/proc/PID/stat` field

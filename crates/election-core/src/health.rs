@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::Holds;
+use crate::keyed::engine::Holds;
 use crate::lock;
 use crate::term_state::{Phase, TermState};
 

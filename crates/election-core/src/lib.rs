@@ -47,6 +47,15 @@
 //! [`LeaseSet::health_check`]) is a liveness probe: unhealthy while this
 //! process leads but no renewal landed for longer than a bound.
 //!
+//! The source reads in two halves. The single-election path sits at the
+//! root: `claim` (the steps and rules), `campaign`, `term`, `term_state`,
+//! `lead`, `election`, `leader`. The keyed half is the `keyed` tree:
+//! `lease_set`, `claims` (the [`KeyedClaims`] steps), `book` (the
+//! engine's decisions, pure), `engine` (the loop that executes them),
+//! `key_state`, `per_key`. Both share
+//! `name`, `epoch`, `nonce`, `error`, `config_error`, `lease`,
+//! `write_token`, `renewal`, `health` and `instrument`.
+//!
 //! The in-memory backend and the conformance suites every backend runs
 //! live in the `election-testkit` crate (a dev-dependency).
 //!
@@ -64,28 +73,22 @@
 //! }
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod campaign;
 mod claim;
-mod clock;
 mod config_error;
 mod election;
-mod engine;
 mod epoch;
 mod error;
 mod health;
 mod instrument;
-mod key_state;
+mod keyed;
 mod lead;
 mod leader;
 mod lease;
-pub mod lease_row;
-mod lease_set;
 mod name;
 mod nonce;
-mod per_key;
 pub mod renewal;
 mod term;
 mod term_state;
@@ -93,21 +96,20 @@ mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, WatchGuard, Won};
-pub use clock::{Clock, SystemClock};
 pub use config_error::{ConfigError, Source};
 pub use election::Election;
-pub use engine::{Claimed, HeldKey, HoldReporter, KeyedClaims};
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{Error, LeaseLost, LossReason};
 pub use health::{Health, HealthCheck};
 pub use instrument::describe_metrics;
+pub use keyed::{
+    Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyedClaims, LeaseSet, PerKeyClaims,
+};
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use leader::Leader;
 pub use lease::Lease;
-pub use lease_set::{DEFAULT_CLOSE_TIMEOUT, LeaseSet};
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
-pub use per_key::PerKeyClaims;
 pub use renewal::{RenewalPolicy, Renewed, renew_until_lost};
 pub use term::{Term, TermLease};
 pub use term_state::TermReporter;

@@ -32,11 +32,11 @@ impl RenewalPolicy {
     /// ```
     /// use std::time::Duration;
     /// use election_core::RenewalPolicy;
-    /// use election_core::lease_row::validity;
     ///
     /// # fn main() -> Result<(), election_core::ConfigError> {
     /// let ttl = Duration::from_secs(10);
-    /// let policy = RenewalPolicy::new(validity(ttl), Duration::from_secs(3))?;
+    /// let validity = ttl - ttl / 10; // the TTL less a safety margin
+    /// let policy = RenewalPolicy::new(validity, Duration::from_secs(3))?;
     /// assert_eq!(policy.validity(), Duration::from_secs(9));
     /// assert!(RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(9)).is_err());
     /// # Ok(()) }

@@ -74,8 +74,7 @@
 //! term.resign().await?;
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod ceiling;
 mod changes;

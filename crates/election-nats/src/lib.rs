@@ -35,8 +35,7 @@
 //! a cluster ([`NatsOptions::replicas`]). Opening an R1 bucket logs a
 //! warning unless [`NatsOptions::single_replica_ok`] says the risk is known.
 //! A killed server process loses nothing. See `docs/safety.md`.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod book;
 mod bucket;

@@ -239,7 +239,7 @@ impl Context {
             &self.sql,
             takes,
             identity,
-            self.options.ttl_ms(),
+            self.options.times.ttl_ms(),
             self.clock.wall_unix_ms(),
         );
         self.write(self.options.request_timeout(), claim).await
@@ -260,7 +260,7 @@ impl Context {
             name,
             nonce,
             identity,
-            self.options.ttl_ms(),
+            self.options.times.ttl_ms(),
             self.clock.wall_unix_ms(),
         );
         self.write(self.options.request_timeout(), take).await
@@ -312,6 +312,35 @@ impl Context {
                 tracing::warn!(error = %e, "background release failed; the leases age out after their TTL");
             }
         });
+    }
+}
+
+/// PostgreSQL's statements under the shared lease-set steps (ADR 0052).
+impl election_sql::LeaseRows for Context {
+    type Error = Error;
+
+    fn times(&self) -> election_sql::LeaseTimes {
+        self.options.times
+    }
+
+    async fn renew_one(&self, hold: Hold<'_>, budget: Duration) -> Result<bool, Error> {
+        Ok(self
+            .renew_within(&[hold], budget)
+            .await?
+            .contains(hold.name))
+    }
+
+    async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
+        self.renew_within(holds, self.options.validity()).await
+    }
+
+    async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+        Context::confirm(self, hold).await
+    }
+
+    async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Error> {
+        let holds: Vec<(&str, i64)> = holds.iter().map(|h| (h.name, h.nonce)).collect();
+        Context::release_many(self, &holds).await.map(drop)
     }
 }
 

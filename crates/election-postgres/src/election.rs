@@ -17,7 +17,6 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::notify::{self, Wake};
 use crate::options::PostgresOptions;
-use crate::renewal;
 use crate::row::{self, Hold, Observed, Take};
 
 /// Elections among the processes that share one PostgreSQL database,
@@ -581,14 +580,10 @@ impl Claim for PostgresClaim {
         reporter: TermReporter,
     ) -> Result<WatchGuard, election_core::Error> {
         let valid_until = won.valid_until.ok_or_else(|| self.not_held())?;
-        Ok(WatchGuard::task(tokio::spawn(renewal::renew_term(
-            self.inner.clone(),
-            self.name.clone(),
-            attempt.nonce,
-            won.epoch,
-            valid_until,
-            reporter,
-        ))))
+        let (rows, term) = (self.inner.clone(), (attempt.nonce, won.epoch));
+        let renewal =
+            election_sql::renew_term(rows, self.name.clone(), term, valid_until, reporter);
+        Ok(WatchGuard::task(tokio::spawn(renewal)))
     }
 
     /// The commit-point check: one conditional renewal, which bumps the

@@ -1,8 +1,7 @@
 //! Errors of the PostgreSQL backend.
 
-use std::sync::Arc;
-
 use election_core::{ConfigError, ElectionName};
+use election_sql::{Classed, IntoCore};
 
 /// What can go wrong with the PostgreSQL backend, grouped by what the
 /// caller should do:
@@ -179,18 +178,7 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
-        match self {
-            Error::Config(c) => election_core::Error::Config(c),
-            e @ (Error::Unusable { .. }
-            | Error::UnsafeSetting { .. }
-            | Error::SchemaTooNew { .. }) => election_core::Error::Config(ConfigError::Location {
-                reason: e.to_string(),
-                source: Some(Arc::new(e)),
-            }),
-            e @ Error::CorruptRow { .. } => election_core::Error::corrupt(name, e),
-            e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
-            e => election_core::Error::unavailable(name, e),
-        }
+        IntoCore::into_core(self, name)
     }
 
     /// True for a server that cannot serve the request now (retry later).
@@ -217,6 +205,21 @@ impl Error {
     /// ```
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Unavailable(_) | Error::TimedOut { .. })
+    }
+}
+
+/// The core's group of each error (ADR 0052: the mapping is shared).
+impl IntoCore for Error {
+    fn classify(self) -> Classed<Self> {
+        match self {
+            Error::Config(c) => Classed::Config(c),
+            e @ (Error::Unusable { .. }
+            | Error::UnsafeSetting { .. }
+            | Error::SchemaTooNew { .. }) => Classed::Location(e),
+            e @ Error::CorruptRow { .. } => Classed::Corrupt(e),
+            e @ Error::OutcomeUnknown { .. } => Classed::OutcomeUnknown(e),
+            e => Classed::Unavailable(e),
+        }
     }
 }
 

@@ -10,16 +10,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use election_core::{
-    Claimed, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, HeldKey, Identity,
-    KeyedClaims, LeaseSet, LossReason, RenewalPolicy, Won,
+    Claimed, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LeaseSet, LossReason,
+    RenewalPolicy,
 };
+use election_sql::{Answer, KeyedState, fail_each, failed_all};
 use tokio::sync::broadcast;
 
 use crate::context::Context;
 use crate::election::PostgresElection;
 use crate::error::Error;
 use crate::notify::{self, Wake};
-use crate::row::{self, Hold, Observed, Take};
+use crate::row::{self, Take};
 
 /// A [`LeaseSet`] backend over one PostgreSQL database: one lease row per
 /// key (the same rows, protocol and timings as
@@ -38,7 +39,7 @@ use crate::row::{self, Hold, Observed, Take};
 ///   full TTL on this process's monotonic clock, each only if its row and
 ///   record are still exactly as read, with its epoch drawn from the
 ///   sequence in that statement (rule 1). A key whose next epoch would be
-///   above [`Epoch::MAX`] fails with [`ConfigError::EpochExhausted`].
+///   above [`Epoch::MAX`] fails with [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted).
 ///   A server that cannot be reached: the keys answer `Unavailable` and
 ///   are tried again at the next poll; a claim statement whose outcome is
 ///   unknown is released in the background (conditional on its nonces).
@@ -52,12 +53,8 @@ use crate::row::{self, Hold, Observed, Take};
 #[derive(Debug)]
 pub struct PostgresLeases {
     ctx: Arc<Context>,
-    identity: Identity,
-    poll_interval: Duration,
-    /// `(nonce, epoch)` of each held key's term.
-    terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
-    /// What this set has seen of each key held elsewhere.
-    observed: Mutex<HashMap<ElectionName, Observed>>,
+    /// Each held key's term, each contended key's observation.
+    state: KeyedState,
     /// The keys asked and not held after the last claim: what a
     /// notification wakes [`KeyedClaims::wait`] for.
     wanted: Arc<Mutex<HashSet<String>>>,
@@ -65,39 +62,8 @@ pub struct PostgresLeases {
     wakes: tokio::sync::Mutex<broadcast::Receiver<Wake>>,
 }
 
-type Answer = Result<Claimed, election_core::Error>;
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// `error` as the answer of every key of `keys`.
-fn failed_all(error: Error, keys: &[ElectionName]) -> Vec<Answer> {
-    let Some(first) = keys.first() else {
-        return Vec::new();
-    };
-    let error = error.into_core(first);
-    keys.iter().map(|k| Err(for_key(&error, k))).collect()
-}
-
-/// `error`, about key `name` (a batch failure concerns every key).
-fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::Error {
-    use election_core::Error as E;
-    match error.clone() {
-        E::Unavailable { source, .. } => E::Unavailable {
-            name: name.clone(),
-            source,
-        },
-        E::OutcomeUnknown { source, .. } => E::OutcomeUnknown {
-            name: name.clone(),
-            source,
-        },
-        E::Corrupt { source, .. } => E::Corrupt {
-            name: name.clone(),
-            source,
-        },
-        other => other,
-    }
 }
 
 impl PostgresLeases {
@@ -126,10 +92,7 @@ impl PostgresLeases {
         let wakes = ctx.notifier.subscribe();
         PostgresLeases {
             ctx,
-            identity,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            terms: Mutex::new(HashMap::new()),
-            observed: Mutex::new(HashMap::new()),
+            state: KeyedState::new(identity),
             wanted: Arc::new(Mutex::new(HashSet::new())),
             wakes: tokio::sync::Mutex::new(wakes),
         }
@@ -156,33 +119,8 @@ impl PostgresLeases {
     /// # Ok(()) }
     /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
-        if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "poll_interval",
-                reason: format!("{poll_interval:?} is not between 1ms and 1h"),
-            }
-            .into());
-        }
-        self.poll_interval = poll_interval;
+        self.state.set_poll_interval(poll_interval)?;
         Ok(self)
-    }
-
-    /// The term this set holds `key` in, if its epoch is `epoch`.
-    fn term<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
-        let (nonce, stored) = lock(&self.terms).get(key).copied()?;
-        (u64::try_from(stored).ok() == Some(epoch.get())).then_some(Hold {
-            name: key.as_str(),
-            nonce,
-            epoch: stored,
-        })
-    }
-
-    /// Forgets the term of `name` if it is still `(nonce, epoch)`.
-    fn forget(&self, name: &ElectionName, nonce: i64, epoch: i64) {
-        let mut terms = lock(&self.terms);
-        if terms.get(name).copied() == Some((nonce, epoch)) {
-            terms.remove(name);
-        }
     }
 
     /// The claim statement of a poll: fills in `answers` for `takes`
@@ -196,7 +134,7 @@ impl PostgresLeases {
         let ctx = &self.ctx;
         let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| t.clone()).collect();
         let sent = ctx.clock.now();
-        let won = match ctx.claim_many(&batch, self.identity.as_str()).await {
+        let won = match ctx.claim_many(&batch, self.state.identity().as_str()).await {
             Ok(won) => won,
             Err(e) => {
                 if !matches!(e, Error::Unavailable(sqlx::Error::PoolTimedOut)) {
@@ -205,32 +143,22 @@ impl PostgresLeases {
                         batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect(),
                     );
                 }
-                let error = e.into_core(&keys[takes[0].0]);
-                for (i, _) in &takes {
-                    answers[*i] = Err(for_key(&error, &keys[*i]));
-                }
+                let at: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
+                fail_each(e, keys, &at, answers);
                 return;
             }
         };
         let valid_until = sent + ctx.options.validity();
         let won: HashMap<&str, i64> = won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
-        let mut observed = lock(&self.observed);
         for (i, take) in takes {
             let name = &keys[i];
-            observed.remove(name);
+            self.state.unobserve(name);
             // Not won: its row changed since it was read; looked at again.
             let Some(&epoch) = won.get(name.as_str()) else {
                 continue;
             };
             answers[i] = match row::epoch_of(name.as_str(), epoch) {
-                Ok(e) => {
-                    lock(&self.terms).insert(name.clone(), (take.nonce, epoch));
-                    tracing::info!(%name, epoch, identity = %self.identity, "elected");
-                    Ok(Claimed::Won(Won {
-                        epoch: e,
-                        valid_until: Some(valid_until),
-                    }))
-                }
+                Ok(e) => Ok(self.state.won(name, take.nonce, epoch, e, valid_until)),
                 Err(e) => Err(e.into_core(name)),
             };
         }
@@ -239,13 +167,12 @@ impl PostgresLeases {
 
 impl KeyedClaims for PostgresLeases {
     fn identity(&self) -> &Identity {
-        &self.identity
+        self.state.identity()
     }
 
     /// The lease's validity (`ttl - margin`) and renewal interval.
     fn renewal(&self) -> Option<RenewalPolicy> {
-        let options = &self.ctx.options;
-        RenewalPolicy::new(options.validity(), options.renew_interval()).ok()
+        election_sql::renewal_policy(&*self.ctx)
     }
 
     /// Claim many: one read of the rows and epoch records of `keys`, then
@@ -276,14 +203,9 @@ impl KeyedClaims for PostgresLeases {
         let mut answers: Vec<Answer> = Vec::with_capacity(keys.len());
         let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
         {
-            let mut observed = lock(&self.observed);
             for (i, name) in keys.iter().enumerate() {
                 let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
-                let mut before = observed.remove(name);
-                let may = row::may_claim(&mut before, &seen.found(), ttl, now);
-                if let Some(o) = before {
-                    observed.insert(name.clone(), o);
-                }
+                let may = self.state.may_claim(name, &seen.found(), ttl, now);
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
                 if may {
@@ -321,36 +243,7 @@ impl KeyedClaims for PostgresLeases {
         &self,
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        let Some((first, _)) = held.first() else {
-            return Ok(Vec::new());
-        };
-        let terms: Vec<Option<Hold<'_>>> = held
-            .iter()
-            .map(|(name, epoch)| self.term(name, *epoch))
-            .collect();
-        let holds: Vec<Hold<'_>> = terms.iter().flatten().copied().collect();
-        let renewed = self
-            .ctx
-            .renew_within(&holds, self.ctx.options.validity())
-            .await
-            .map_err(|e| e.into_core(first))?;
-        let mut refused = Vec::new();
-        for ((name, _), term) in held.iter().zip(&terms) {
-            if term.is_some_and(|t| renewed.contains(t.name)) {
-                continue;
-            }
-            if let Some(t) = term {
-                self.forget(name, t.nonce, t.epoch);
-            }
-            tracing::info!(%name, identity = %self.identity, "lost: the lease row shows another term");
-            refused.push((
-                name.clone(),
-                LossReason::Revoked {
-                    detail: "the lease row shows another term or none".into(),
-                },
-            ));
-        }
-        Ok(refused)
+        self.state.renew(&*self.ctx, held).await
     }
 
     /// Confirm one: one conditional renewal of `key`'s row (see
@@ -362,43 +255,14 @@ impl KeyedClaims for PostgresLeases {
     ///
     /// Cancel safety: cancel safe.
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
-        let not_held = || election_core::Error::NotHeld { name: key.clone() };
-        let Some(term) = self.term(key, epoch) else {
-            return Err(not_held());
-        };
-        match self.ctx.confirm(term).await {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                self.forget(key, term.nonce, term.epoch);
-                Err(not_held())
-            }
-            Err(e) => Err(e.into_core(key)),
-        }
+        self.state.confirm(&*self.ctx, key, epoch).await
     }
 
     /// Release many: one statement releases the rows of `held`, each
     /// conditional on its term's nonce, and notifies waiters; if it fails
     /// the rows age out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
-        let batch: Vec<(String, i64)> = {
-            let mut terms = lock(&self.terms);
-            held.iter()
-                .filter_map(|(name, _)| {
-                    let (nonce, _) = terms.remove(name)?;
-                    Some((name.as_str().to_owned(), nonce))
-                })
-                .collect()
-        };
-        if batch.is_empty() {
-            return;
-        }
-        let holds: Vec<(&str, i64)> = batch.iter().map(|(n, x)| (n.as_str(), *x)).collect();
-        match self.ctx.release_many(&holds).await {
-            Ok(_) => tracing::info!(identity = %self.identity, keys = holds.len(), "resigned"),
-            Err(e) => {
-                tracing::warn!(identity = %self.identity, error = %e, "release failed; the leases age out after the TTL");
-            }
-        }
+        self.state.release(&*self.ctx, held).await;
     }
 
     /// Waits for a notification naming a key asked and not held (a
@@ -410,7 +274,7 @@ impl KeyedClaims for PostgresLeases {
         let mut wakes = self.wakes.lock().await;
         let wanted = self.wanted.clone();
         let woken = notify::woken(&mut wakes, |n| lock(&wanted).contains(n));
-        let _ = tokio::time::timeout(self.poll_interval, woken).await;
+        let _ = tokio::time::timeout(self.state.poll_interval(), woken).await;
     }
 }
 
@@ -441,14 +305,7 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
-        let identity = Identity::new(identity)?;
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(ConfigError::BadSetting {
-                setting: "runtime",
-                reason: "a lease set must be started inside a tokio runtime".into(),
-            }
-            .into());
-        }
+        let identity = election_sql::lease_set_identity(identity)?;
         Ok(LeaseSet::new(PostgresLeases::new(self, identity)))
     }
 }

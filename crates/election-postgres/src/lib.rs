@@ -111,8 +111,7 @@
 //! set or fenced writer may use it.** Epochs would then repeat and a fence
 //! would accept a deposed leader's writes. Deleting a lease row is safe
 //! (above); to end a stuck term, prefer letting it age out.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod context;
 mod election;
@@ -121,13 +120,12 @@ mod fence;
 mod lease_set;
 mod notify;
 mod options;
-mod renewal;
 mod row;
 pub mod schema;
 
 pub use election::{PostgresAttempt, PostgresClaim, PostgresElection};
-pub use election_core::{Clock, SystemClock};
 pub use election_core::{LeaseSet, WriteToken};
+pub use election_sql::{Clock, SystemClock};
 pub use error::Error;
 pub use fence::PostgresFence;
 pub use lease_set::PostgresLeases;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::ConfigError;
+use election_sql::LeaseTimes;
 
 /// The default lease TTL: 15 s.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
@@ -54,8 +55,8 @@ pub const MAX_SCHEMA_LEN: usize = 40;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostgresOptions {
-    ttl: Duration,
-    renew_interval: Duration,
+    /// The TTL and renewal interval (shared with every SQL backend).
+    pub(crate) times: LeaseTimes,
     request_timeout: Duration,
     schema: Arc<str>,
 }
@@ -63,8 +64,7 @@ pub struct PostgresOptions {
 impl Default for PostgresOptions {
     fn default() -> Self {
         PostgresOptions {
-            ttl: DEFAULT_TTL,
-            renew_interval: DEFAULT_RENEW_INTERVAL,
+            times: LeaseTimes::new(DEFAULT_TTL, DEFAULT_RENEW_INTERVAL),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             schema: DEFAULT_SCHEMA.into(),
         }
@@ -121,8 +121,7 @@ impl PostgresOptions {
     /// ```
     pub fn new(ttl: Duration, renew_interval: Duration) -> Result<Self, ConfigError> {
         PostgresOptions {
-            ttl,
-            renew_interval,
+            times: LeaseTimes::new(ttl, renew_interval),
             request_timeout: DEFAULT_REQUEST_TIMEOUT.min(renew_interval / 2),
             schema: DEFAULT_SCHEMA.into(),
         }
@@ -175,20 +174,15 @@ impl PostgresOptions {
     }
 
     fn validated(self) -> Result<Self, ConfigError> {
-        election_core::lease_row::check_times(
-            self.ttl,
-            self.renew_interval,
-            "request_timeout",
-            self.request_timeout,
-        )?;
-        if self.ttl > Duration::from_secs(86_400) {
+        self.times.check("request_timeout", self.request_timeout)?;
+        if self.ttl() > Duration::from_secs(86_400) {
             return Err(ConfigError::BadSetting {
                 setting: "ttl",
-                reason: format!("{:?} is longer than a day", self.ttl),
+                reason: format!("{:?} is longer than a day", self.ttl()),
             });
         }
         // The core's renewal machine must accept them too.
-        election_core::RenewalPolicy::new(self.validity(), self.renew_interval)?;
+        election_core::RenewalPolicy::new(self.validity(), self.renew_interval())?;
         Ok(self)
     }
 
@@ -200,7 +194,7 @@ impl PostgresOptions {
     /// assert_eq!(PostgresOptions::default().ttl(), DEFAULT_TTL);
     /// ```
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.times.ttl()
     }
 
     /// The renewal interval.
@@ -211,7 +205,7 @@ impl PostgresOptions {
     /// assert_eq!(PostgresOptions::default().renew_interval(), DEFAULT_RENEW_INTERVAL);
     /// ```
     pub fn renew_interval(&self) -> Duration {
-        self.renew_interval
+        self.times.renew_interval()
     }
 
     /// The bound of one request to the server.
@@ -246,7 +240,7 @@ impl PostgresOptions {
     /// assert_eq!(PostgresOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
     /// ```
     pub fn margin(&self) -> Duration {
-        election_core::lease_row::margin(self.ttl)
+        self.times.margin()
     }
 
     /// How long after the instant before a successful claim or renewal was
@@ -260,11 +254,7 @@ impl PostgresOptions {
     /// assert!(options.renew_interval() * 2 <= options.validity());
     /// ```
     pub fn validity(&self) -> Duration {
-        election_core::lease_row::validity(self.ttl)
-    }
-
-    pub(crate) fn ttl_ms(&self) -> i64 {
-        election_core::lease_row::ttl_ms(self.ttl)
+        self.times.validity()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The lease rows and epoch records: every read and write of `leases` and
 //! `epochs`, each write one statement (one transaction) however many keys
 //! it covers. The contender's decision when to take a row over is
-//! [`election_core::lease_row`]'s.
+//! [`election_sql::lease_row`]'s.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,13 +12,13 @@ use sqlx::{AssertSqlSafe, Executor, PgConnection, PgPool, Row as _, SqlSafeStr};
 use crate::error::Error;
 use crate::schema::Sql;
 
-pub(crate) use election_core::lease_row::{Found, Observed, Recorded, Row, may_claim};
+pub(crate) use election_sql::lease_row::{Found, Observed, Recorded, Row, may_claim};
 
 /// An epoch as stored (`bigint`), decoded
-/// ([`decode_epoch`](election_core::lease_row::decode_epoch)): one outside
+/// ([`decode_epoch`](election_sql::lease_row::decode_epoch)): one outside
 /// [`Epoch::FIRST`]..=[`Epoch::MAX`] is a corrupt row of `name`.
 pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
-    election_core::lease_row::decode_epoch(epoch)
+    election_sql::lease_row::decode_epoch(epoch)
         .filter(|e| e.is_term())
         .ok_or_else(|| Error::CorruptRow {
             name: name.to_owned(),
@@ -182,13 +182,7 @@ pub(crate) async fn take_released(
     Ok((seen, won))
 }
 
-/// One held lease: the name, and its attempt's nonce and epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Hold<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) nonce: i64,
-    pub(crate) epoch: i64,
-}
+pub(crate) use election_sql::Hold;
 
 /// Renews every lease of `holds` in one statement, each only while its row
 /// still shows its nonce and epoch with a holder: bumps the renewal

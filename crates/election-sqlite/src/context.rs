@@ -4,6 +4,7 @@
 //! ([`SqliteElection`](crate::SqliteElection)), the renewal task and the
 //! lease set's steps are built on it; it imports none of them.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -280,6 +281,37 @@ impl Context {
             return Ok(false);
         }
         self.renew_within(hold, self.options.validity()).await
+    }
+}
+
+/// SQLite's statements under the shared lease-set steps (ADR 0052).
+impl election_sql::LeaseRows for Context {
+    type Error = Error;
+
+    fn times(&self) -> election_sql::LeaseTimes {
+        self.options.times
+    }
+
+    /// A database file deleted or replaced, or with a second name (ADR
+    /// 0046): every term over it is lost at once.
+    fn in_place(&self) -> Result<(), String> {
+        Context::in_place(self).map_err(|e| e.to_string())
+    }
+
+    async fn renew_one(&self, hold: Hold<'_>, budget: Duration) -> Result<bool, Error> {
+        self.renew_within(hold, budget).await
+    }
+
+    async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
+        row::renew_many(&self.pool, holds, self.clock.wall_unix_ms()).await
+    }
+
+    async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+        Context::confirm(self, hold).await
+    }
+
+    async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Error> {
+        row::release_many(&self.pool, holds).await
     }
 }
 

@@ -5,8 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use election_core::{
-    Candidate, Claim, ConfigError, ElectionName, End, Identity, Leader, LeaseSet, TermReporter,
-    WatchGuard, Won,
+    Candidate, Claim, ElectionName, End, Identity, Leader, LeaseSet, TermReporter, WatchGuard, Won,
 };
 use sqlx::SqlitePool;
 use tokio::sync::oneshot;
@@ -17,7 +16,6 @@ use crate::error::Error;
 use crate::host_lock;
 use crate::lease_set::SqliteLeases;
 use crate::options::SqliteOptions;
-use crate::renewal;
 use crate::row::{self, ClaimWrite, Found, Hold, Observed};
 
 /// Elections among the processes (and tasks) that share one SQLite
@@ -390,14 +388,7 @@ impl SqliteElection {
     /// # Ok(()) }
     /// ```
     pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteLeases>, Error> {
-        let identity = Identity::new(identity)?;
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(ConfigError::BadSetting {
-                setting: "runtime",
-                reason: "a lease set must be started inside a tokio runtime".into(),
-            }
-            .into());
-        }
+        let identity = election_sql::lease_set_identity(identity)?;
         Ok(LeaseSet::new(SqliteLeases::new(self, identity)))
     }
 }
@@ -586,7 +577,7 @@ impl Claim for SqliteClaim {
     /// full TTL), with the next epoch written to the lease row and the
     /// epoch state. A database busy past the busy timeout counts as "not
     /// now" (`Ok(None)`); a name whose next epoch would be above
-    /// [`Epoch::MAX`](election_core::Epoch::MAX) is [`ConfigError::EpochExhausted`] (nothing written);
+    /// [`Epoch::MAX`](election_core::Epoch::MAX) is [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted) (nothing written);
     /// a database file deleted or replaced since it was opened is
     /// [`Error::FileReplaced`], one with a second name (a hard link, a
     /// mount of its own) [`Error::SecondName`] (both as configuration
@@ -615,7 +606,7 @@ impl Claim for SqliteClaim {
                 name: self.name.as_str(),
                 identity: self.identity.as_str(),
                 nonce: attempt.nonce,
-                ttl_ms: inner.options.ttl_ms(),
+                ttl_ms: inner.options.times.ttl_ms(),
                 wall_ms: inner.clock.wall_unix_ms(),
                 lock: lock.as_deref(),
             },
@@ -708,14 +699,10 @@ impl Claim for SqliteClaim {
             .ok_or_else(|| election_core::Error::NotHeld {
                 name: self.name.clone(),
             })?;
-        Ok(WatchGuard::task(tokio::spawn(renewal::renew_term(
-            self.inner.clone(),
-            self.name.clone(),
-            attempt.nonce,
-            won.epoch,
-            valid_until,
-            reporter,
-        ))))
+        let (rows, term) = (self.inner.clone(), (attempt.nonce, won.epoch));
+        let renewal =
+            election_sql::renew_term(rows, self.name.clone(), term, valid_until, reporter);
+        Ok(WatchGuard::task(tokio::spawn(renewal)))
     }
 
     /// The commit-point check: one conditional renewal. In one write

@@ -1,9 +1,9 @@
 //! Errors of the SQLite backend.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use election_core::{ConfigError, ElectionName};
+use election_sql::{Classed, IntoCore};
 
 /// What can go wrong with the SQLite backend, grouped by what the caller
 /// should do: fix the configuration (`Config`, `ReadOnly`, `SchemaTooNew`,
@@ -206,22 +206,7 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
-        match self {
-            Error::Config(c) => election_core::Error::Config(c),
-            e @ (Error::ReadOnly(_)
-            | Error::SchemaTooNew { .. }
-            | Error::NotAFile { .. }
-            | Error::PathUnresolvable { .. }
-            | Error::Unusable(_)
-            | Error::FileReplaced { .. }
-            | Error::SecondName { .. }) => election_core::Error::Config(ConfigError::Location {
-                reason: e.to_string(),
-                source: Some(Arc::new(e)),
-            }),
-            e @ Error::CorruptRow { .. } => election_core::Error::corrupt(name, e),
-            e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
-            e => election_core::Error::unavailable(name, e),
-        }
+        IntoCore::into_core(self, name)
     }
 
     /// True for a database whose disk is full (`SQLITE_FULL`): transient,
@@ -278,6 +263,25 @@ impl Error {
     /// ```
     pub fn is_busy(&self) -> bool {
         matches!(self, Error::Busy(_))
+    }
+}
+
+/// The core's group of each error (ADR 0052: the mapping is shared).
+impl IntoCore for Error {
+    fn classify(self) -> Classed<Self> {
+        match self {
+            Error::Config(c) => Classed::Config(c),
+            e @ (Error::ReadOnly(_)
+            | Error::SchemaTooNew { .. }
+            | Error::NotAFile { .. }
+            | Error::PathUnresolvable { .. }
+            | Error::Unusable(_)
+            | Error::FileReplaced { .. }
+            | Error::SecondName { .. }) => Classed::Location(e),
+            e @ Error::CorruptRow { .. } => Classed::Corrupt(e),
+            e @ Error::OutcomeUnknown { .. } => Classed::OutcomeUnknown(e),
+            e => Classed::Unavailable(e),
+        }
     }
 }
 

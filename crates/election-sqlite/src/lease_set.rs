@@ -13,14 +13,15 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use election_core::{
-    Claimed, ConfigError, DEFAULT_POLL_INTERVAL, ElectionName, Epoch, HeldKey, Identity,
-    KeyedClaims, LossReason, RenewalPolicy, Won,
+    Claimed, ConfigError, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LossReason,
+    RenewalPolicy,
 };
+use election_sql::{Answer, KeyedState, fail_each, failed_all};
 
 use crate::context::Context;
 use crate::error::Error;
 use crate::host_lock;
-use crate::row::{self, Found, Hold, Observed, Take};
+use crate::row::{self, Found, Hold, Take};
 
 /// At most this many threads of one set wait in the kernel for keys' locks
 /// at a time; the other keys are polled.
@@ -107,50 +108,10 @@ impl KeyLocks {
 #[derive(Debug)]
 pub struct SqliteLeases {
     ctx: Arc<Context>,
-    identity: Identity,
-    poll_interval: Duration,
-    /// `(nonce, epoch)` of each held key's term.
-    terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
-    /// What this set has seen of each key held elsewhere (for the full TTL
-    /// without renewal a takeover needs).
-    observed: Mutex<HashMap<ElectionName, Observed>>,
+    /// Each held key's term, each contended key's observation.
+    state: KeyedState,
     /// The same-host locks of the keys (ADR 0029).
     locks: Arc<KeyLocks>,
-}
-
-/// One key's answer to a claim.
-type Answer = Result<Claimed, election_core::Error>;
-
-/// `error`, about election `name` (a batch failure concerns every key).
-fn for_key(error: &election_core::Error, name: &ElectionName) -> election_core::Error {
-    use election_core::Error as E;
-    match error.clone() {
-        E::Unavailable { source, .. } => E::Unavailable {
-            name: name.clone(),
-            source,
-        },
-        E::OutcomeUnknown { source, .. } => E::OutcomeUnknown {
-            name: name.clone(),
-            source,
-        },
-        E::Corrupt { source, .. } => E::Corrupt {
-            name: name.clone(),
-            source,
-        },
-        other => other,
-    }
-}
-
-/// `error` as the answer of every key of `names` (about the first).
-fn failed_all(error: Error, names: &[ElectionName]) -> Vec<Answer> {
-    let Some(first) = names.first() else {
-        return Vec::new();
-    };
-    let error = error.into_core(first);
-    names
-        .iter()
-        .map(|name| Err(for_key(&error, name)))
-        .collect()
 }
 
 impl SqliteLeases {
@@ -158,10 +119,7 @@ impl SqliteLeases {
     pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
         SqliteLeases {
             ctx,
-            identity,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            terms: Mutex::new(HashMap::new()),
-            observed: Mutex::new(HashMap::new()),
+            state: KeyedState::new(identity),
             locks: Arc::new(KeyLocks::default()),
         }
     }
@@ -270,42 +228,14 @@ impl SqliteLeases {
     /// # Ok(()) }
     /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
-        if poll_interval < Duration::from_millis(1) || poll_interval > Duration::from_secs(3600) {
-            return Err(ConfigError::BadSetting {
-                setting: "poll_interval",
-                reason: format!("{poll_interval:?} is not between 1ms and 1h"),
-            }
-            .into());
-        }
-        self.poll_interval = poll_interval;
+        self.state.set_poll_interval(poll_interval)?;
         Ok(self)
     }
 
-    fn terms(&self) -> MutexGuard<'_, HashMap<ElectionName, (i64, i64)>> {
-        self.terms.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn observed(&self) -> MutexGuard<'_, HashMap<ElectionName, Observed>> {
-        self.observed.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The term this set holds `key` in, if its epoch is `epoch`.
-    fn term<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
-        let (nonce, stored) = self.terms().get(key).copied()?;
-        (u64::try_from(stored).ok() == Some(epoch.get())).then_some(Hold {
-            name: key.as_str(),
-            nonce,
-            epoch: stored,
-        })
-    }
-
-    /// Forgets the term of `name` if it is still `(nonce, epoch)` (a newer
-    /// one is kept).
-    fn forget(&self, name: &ElectionName, nonce: i64, epoch: i64) {
-        let mut terms = self.terms();
-        if terms.get(name).copied() == Some((nonce, epoch)) {
-            terms.remove(name);
-        }
+    /// The terms held, a copy (for the tests).
+    #[cfg(test)]
+    fn terms(&self) -> HashMap<ElectionName, (i64, i64)> {
+        self.state.terms()
     }
 
     /// The claim transaction of a poll: fills in `answers` for the keys of
@@ -323,8 +253,8 @@ impl SqliteLeases {
         let result = row::claim_many(
             &ctx.pool,
             &batch,
-            self.identity.as_str(),
-            ctx.options.ttl_ms(),
+            self.state.identity().as_str(),
+            ctx.options.times.ttl_ms(),
             ctx.clock.wall_unix_ms(),
             || may_commit = true,
         )
@@ -333,23 +263,20 @@ impl SqliteLeases {
             Ok(claimed) => claimed,
             Err(e) => {
                 if e.is_busy() && !may_commit {
-                    tracing::debug!(identity = %self.identity, error = %e, "database busy; claiming again at the next poll");
+                    tracing::debug!(identity = %self.state.identity(), error = %e, "database busy; claiming again at the next poll");
                 } else if may_commit {
                     self.release_in_background(&batch);
                 }
-                let error = e.into_core(&names[takes[0].0]);
-                for (i, _) in &takes {
-                    answers[*i] = Err(for_key(&error, &names[*i]));
-                }
+                let at: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
+                fail_each(e, names, &at, answers);
                 return;
             }
         };
         let valid_until = sent + ctx.options.validity();
         let won: HashMap<&str, i64> = claimed.won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
-        let mut observed = self.observed();
         for (i, take) in takes {
             let name = &names[i];
-            observed.remove(name);
+            self.state.unobserve(name);
             if claimed.exhausted.iter().any(|n| n == name.as_str()) {
                 tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
                 answers[i] = Err(Error::Config(ConfigError::EpochExhausted).into_core(name));
@@ -361,14 +288,7 @@ impl SqliteLeases {
                 continue;
             };
             answers[i] = match row::epoch_of(name.as_str(), epoch) {
-                Ok(e) => {
-                    self.terms().insert(name.clone(), (take.nonce, epoch));
-                    tracing::info!(%name, epoch, identity = %self.identity, "elected");
-                    Ok(Claimed::Won(Won {
-                        epoch: e,
-                        valid_until: Some(valid_until),
-                    }))
-                }
+                Ok(e) => Ok(self.state.won(name, take.nonce, epoch, e, valid_until)),
                 Err(e) => Err(e.into_core(name)),
             };
         }
@@ -398,14 +318,13 @@ impl SqliteLeases {
 
 impl KeyedClaims for SqliteLeases {
     fn identity(&self) -> &Identity {
-        &self.identity
+        self.state.identity()
     }
 
     /// The lease's validity (`ttl - margin`) and renewal interval; a failed
     /// renewal is retried after a quarter of the interval.
     fn renewal(&self) -> Option<RenewalPolicy> {
-        let options = self.ctx.options;
-        RenewalPolicy::new(options.validity(), options.renew_interval()).ok()
+        election_sql::renewal_policy(&*self.ctx)
     }
 
     /// Claim many: one read (no write lock) of the rows and epoch state of
@@ -443,11 +362,9 @@ impl KeyedClaims for SqliteLeases {
         let mut answers: Vec<Answer> = Vec::with_capacity(keys.len());
         let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
         {
-            let mut observed = self.observed();
             for (i, name) in keys.iter().enumerate() {
                 let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
                 let found = Found::of(seen.lease.as_ref(), seen.recorded);
-                let mut seen_before = observed.remove(name);
                 let lock = locks[i].as_deref();
                 // Never the shortcut over this set's own term: a key it lost
                 // (its renewals did not land in time) may still name it in
@@ -457,8 +374,8 @@ impl KeyedClaims for SqliteLeases {
                     .lease
                     .as_ref()
                     .and_then(|r| r.holder.as_deref())
-                    .is_some_and(|h| h == self.identity.as_str());
-                let may = row::may_claim(&mut seen_before, &found, ttl, now)
+                    .is_some_and(|h| h == self.state.identity().as_str());
+                let may = self.state.may_claim(name, &found, ttl, now)
                     || {
                         let gone = !own && seen.holder_gone(lock);
                         if gone {
@@ -466,9 +383,6 @@ impl KeyedClaims for SqliteLeases {
                         }
                         gone
                     };
-                if let Some(o) = seen_before {
-                    observed.insert(name.clone(), o);
-                }
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
                 if may {
@@ -516,50 +430,7 @@ impl KeyedClaims for SqliteLeases {
         &self,
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        let ctx = &self.ctx;
-        if let Err(e) = ctx.in_place() {
-            let detail = e.to_string();
-            return Ok(held
-                .iter()
-                .map(|(name, _)| {
-                    (
-                        name.clone(),
-                        LossReason::Revoked {
-                            detail: detail.clone(),
-                        },
-                    )
-                })
-                .collect());
-        }
-        let Some((first, _)) = held.first() else {
-            return Ok(Vec::new());
-        };
-        let terms: Vec<Option<Hold<'_>>> = held
-            .iter()
-            .map(|(name, epoch)| self.term(name, *epoch))
-            .collect();
-        let holds: Vec<Hold<'_>> = terms.iter().flatten().copied().collect();
-        let renewed = match row::renew_many(&ctx.pool, &holds, ctx.clock.wall_unix_ms()).await {
-            Ok(renewed) => renewed,
-            Err(e) => return Err(e.into_core(first)),
-        };
-        let mut refused = Vec::new();
-        for ((name, _), term) in held.iter().zip(&terms) {
-            if term.is_some_and(|t| renewed.contains(t.name)) {
-                continue;
-            }
-            if let Some(t) = term {
-                self.forget(name, t.nonce, t.epoch);
-            }
-            tracing::info!(%name, identity = %self.identity, "lost: the lease row shows another term");
-            refused.push((
-                name.clone(),
-                LossReason::Revoked {
-                    detail: "the lease row shows another term".into(),
-                },
-            ));
-        }
-        Ok(refused)
+        self.state.renew(&*self.ctx, held).await
     }
 
     /// Confirm one: the commit-point check of `key`'s term `epoch`, one
@@ -573,18 +444,7 @@ impl KeyedClaims for SqliteLeases {
     /// Cancel safety: cancel safe (the row is unchanged or renewed by this
     /// same term).
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
-        let not_held = || election_core::Error::NotHeld { name: key.clone() };
-        let Some(term) = self.term(key, epoch) else {
-            return Err(not_held());
-        };
-        match self.ctx.confirm(term).await {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                self.forget(key, term.nonce, term.epoch);
-                Err(not_held())
-            }
-            Err(e) => Err(e.into_core(key)),
-        }
+        self.state.confirm(&*self.ctx, key, epoch).await
     }
 
     /// Release many: one `BEGIN IMMEDIATE` transaction releases the rows of
@@ -592,34 +452,7 @@ impl KeyedClaims for SqliteLeases {
     /// claim), given at most the lease's validity; if it fails the rows age
     /// out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
-        let batch: Vec<Hold<'_>> = {
-            let mut terms = self.terms();
-            held.iter()
-                .filter_map(|(name, _)| {
-                    let (nonce, epoch) = terms.remove(name)?;
-                    Some(Hold {
-                        name: name.as_str(),
-                        nonce,
-                        epoch,
-                    })
-                })
-                .collect()
-        };
-        if batch.is_empty() {
-            return;
-        }
-        let bound = self.ctx.options.validity();
-        match tokio::time::timeout(bound, row::release_many(&self.ctx.pool, &batch)).await {
-            Ok(Ok(())) => {
-                tracing::info!(identity = %self.identity, keys = batch.len(), "resigned");
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(identity = %self.identity, error = %e, "release failed; the leases age out after the TTL");
-            }
-            Err(_) => {
-                tracing::warn!(identity = %self.identity, "release timed out; the leases age out after the TTL");
-            }
-        }
+        self.state.release(&*self.ctx, held).await;
     }
 
     /// Waits in the kernel for the same-host lock of each key asked and
@@ -636,7 +469,7 @@ impl KeyedClaims for SqliteLeases {
         self.start_lock_waits();
         tokio::select! {
             () = self.locks.granted.notified() => {}
-            () = tokio::time::sleep(self.poll_interval) => {}
+            () = tokio::time::sleep(self.state.poll_interval()) => {}
         }
     }
 

@@ -129,8 +129,7 @@
 //! inside a write transaction keeps that lock, so no candidate can renew or
 //! win anything until it runs again or dies. That is safe (every other term
 //! ends as its lease runs out, and nobody wins meanwhile) but not live.
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod context;
 mod election;
@@ -140,13 +139,12 @@ mod host_lock;
 mod lease_set;
 mod names;
 mod options;
-mod renewal;
 mod row;
 pub mod schema;
 
 pub use election::{SqliteAttempt, SqliteClaim, SqliteElection};
-pub use election_core::{Clock, SystemClock};
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+pub use election_sql::{Clock, SystemClock};
 pub use error::Error;
 pub use fence::SqliteFence;
 pub use lease_set::SqliteLeases;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use election_core::ConfigError;
+use election_sql::LeaseTimes;
 
 /// The default lease TTL: 15 s (see ADR 0006).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
@@ -38,16 +39,15 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SqliteOptions {
-    ttl: Duration,
-    renew_interval: Duration,
+    /// The TTL and renewal interval (shared with every SQL backend).
+    pub(crate) times: LeaseTimes,
     busy_timeout: Duration,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
-            ttl: DEFAULT_TTL,
-            renew_interval: DEFAULT_RENEW_INTERVAL,
+            times: LeaseTimes::new(DEFAULT_TTL, DEFAULT_RENEW_INTERVAL),
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
         }
     }
@@ -73,8 +73,7 @@ impl SqliteOptions {
     pub fn new(ttl: Duration, renew_interval: Duration) -> Result<Self, ConfigError> {
         let busy_timeout = DEFAULT_BUSY_TIMEOUT.min(renew_interval / 2);
         SqliteOptions {
-            ttl,
-            renew_interval,
+            times: LeaseTimes::new(ttl, renew_interval),
             busy_timeout,
         }
         .validated()
@@ -104,12 +103,7 @@ impl SqliteOptions {
     }
 
     fn validated(self) -> Result<Self, ConfigError> {
-        election_core::lease_row::check_times(
-            self.ttl,
-            self.renew_interval,
-            "busy_timeout",
-            self.busy_timeout,
-        )?;
+        self.times.check("busy_timeout", self.busy_timeout)?;
         Ok(self)
     }
 
@@ -121,7 +115,7 @@ impl SqliteOptions {
     /// assert_eq!(SqliteOptions::default().ttl(), DEFAULT_TTL);
     /// ```
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.times.ttl()
     }
 
     /// The renewal interval.
@@ -132,7 +126,7 @@ impl SqliteOptions {
     /// assert_eq!(SqliteOptions::default().renew_interval(), DEFAULT_RENEW_INTERVAL);
     /// ```
     pub fn renew_interval(&self) -> Duration {
-        self.renew_interval
+        self.times.renew_interval()
     }
 
     /// The busy timeout.
@@ -156,7 +150,7 @@ impl SqliteOptions {
     /// assert_eq!(SqliteOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
     /// ```
     pub fn margin(&self) -> Duration {
-        election_core::lease_row::margin(self.ttl)
+        self.times.margin()
     }
 
     /// How long after the instant before a successful claim or renewal was
@@ -171,11 +165,7 @@ impl SqliteOptions {
     /// assert!(options.renew_interval() * 2 <= options.validity());
     /// ```
     pub fn validity(&self) -> Duration {
-        election_core::lease_row::validity(self.ttl)
-    }
-
-    pub(crate) fn ttl_ms(&self) -> i64 {
-        election_core::lease_row::ttl_ms(self.ttl)
+        self.times.validity()
     }
 }
 

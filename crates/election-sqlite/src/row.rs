@@ -8,13 +8,13 @@ use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::error::Error;
 
-pub(crate) use election_core::lease_row::{Found, Observed, Recorded, Row, may_claim};
+pub(crate) use election_sql::lease_row::{Found, Observed, Recorded, Row, may_claim};
 
 /// An epoch as stored (an SQLite `INTEGER`), decoded
-/// ([`decode_epoch`](election_core::lease_row::decode_epoch)): one outside
+/// ([`decode_epoch`](election_sql::lease_row::decode_epoch)): one outside
 /// [`Epoch::UNGUARDED`]..=[`Epoch::MAX`] is a corrupt row of `name`.
 pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
-    election_core::lease_row::decode_epoch(epoch).ok_or_else(|| Error::CorruptRow {
+    election_sql::lease_row::decode_epoch(epoch).ok_or_else(|| Error::CorruptRow {
         name: name.to_owned(),
         detail: format!("epoch {epoch}"),
     })
@@ -439,13 +439,7 @@ pub(crate) async fn read_many(
     Ok(seen)
 }
 
-/// One held lease of a batch: the key, and the attempt's nonce and epoch.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Hold<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) nonce: i64,
-    pub(crate) epoch: i64,
-}
+pub(crate) use election_sql::Hold;
 
 /// Renews every lease of `holds` in one `BEGIN IMMEDIATE` transaction, each
 /// conditional on its nonce and epoch as [`renew`] is; returns the names

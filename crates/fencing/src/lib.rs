@@ -41,8 +41,7 @@
 //! assert_eq!(fence.high_water_mark(&report).await?, Some(token));
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs, unreachable_pub)]
-#![warn(rust_2018_idioms)]
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod error;
 mod fence;
@@ -50,6 +49,7 @@ mod fence;
 mod file;
 mod issue;
 mod memory;
+pub mod mono;
 mod resource;
 #[cfg(test)]
 mod test_support;

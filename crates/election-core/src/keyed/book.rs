@@ -1,0 +1,714 @@
+//! The keyed engine's decisions as one pure book: what a lease set holds,
+//! which terms were reported lost, and what the loop does next — claim
+//! these keys, renew those, release every held key, or sleep until an
+//! instant — as functions of that knowledge and the caller's instant. No
+//! I/O, no clock, no runtime: the loop ([`drive`](super::engine)) asks
+//! [`Book::next`], executes the [`Command`] and feeds the answer back
+//! ([`Book::lost_before`] and [`Book::insert`] for a win,
+//! [`Book::renew_landed`] / [`Book::renew_failed`] for a renewal), in the
+//! manner of [`Renewal::decide`](crate::renewal::Renewal::decide).
+//!
+//! Expiry is judged in three places, no more: [`Book::expire`] (each held
+//! key's own deadline, at every decision), [`Renewal::decide`] (the batch
+//! renewal's deadline) and `KeyState::is_held` (readers of `held`, without
+//! a lock, against the deadline the book last stored).
+//!
+//! Its invariants (property-tested below):
+//! - it never asks to claim a key it holds;
+//! - a key whose term was reported lost is never released in that term,
+//!   and a win of that term (or an earlier one) is not recorded;
+//! - after a decision at `now`, no key whose validity has passed by `now`
+//!   is held;
+//! - every key that leaves the book other than by release is reported
+//!   lost, once.
+//!
+//! The book is generic over what the engine keeps per hold (`S`: the key's
+//! `KeyState`, whose `held` it marks from what the book reports), so the
+//! tests below run it on `()`.
+
+use std::collections::HashMap;
+use std::mem;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::renewal::{Input, Next, Renewal, RenewalPolicy};
+use crate::{ElectionName, Epoch, LossReason, Won};
+
+use super::claims::HeldKey;
+
+/// A key this process holds, as the book keeps it.
+#[derive(Debug)]
+pub(crate) struct Hold<S> {
+    /// What the engine keeps with the hold.
+    pub(crate) state: S,
+    /// The term that holds the key.
+    pub(crate) epoch: Epoch,
+    /// The deadline of its last landed renewal; `None`: it does not expire.
+    pub(crate) valid_until: Option<Instant>,
+    /// When the win or its last landed renewal was recorded (health).
+    pub(crate) renewed_at: Instant,
+}
+
+/// A key the book no longer holds because its term was lost: the engine
+/// ends its hold (`held` reads false), logs and counts it, and never
+/// releases it (rule 3).
+#[derive(Debug)]
+pub(crate) struct Lost<S> {
+    pub(crate) key: ElectionName,
+    pub(crate) epoch: Epoch,
+    pub(crate) state: S,
+    pub(crate) reason: LossReason,
+}
+
+/// What the loop does next.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// Claim these keys (asked, not held, still tried), then feed each
+    /// answer back.
+    Claim(Vec<ElectionName>),
+    /// Renew these held keys in one batch, within `budget`, then feed the
+    /// answer back.
+    Renew {
+        keys: Vec<HeldKey>,
+        budget: Duration,
+    },
+    /// Give these keys up (the set closes; none of them was lost), then
+    /// end the set.
+    Release(Vec<HeldKey>),
+    /// Sleep until `until` (`None`: until woken), while the backend's
+    /// wait runs if `wait` (some asked key is not held).
+    Sleep { until: Option<Instant>, wait: bool },
+}
+
+/// One decision: the command, the keys lost on the way to it (each
+/// reported once; the engine marks them before it executes the command),
+/// and for a [`Command::Release`] what the engine kept with each released
+/// hold (it ends them before the release is sent).
+#[derive(Debug)]
+pub(crate) struct Decision<S> {
+    pub(crate) command: Command,
+    pub(crate) lost: Vec<Lost<S>>,
+    pub(crate) released: Vec<S>,
+}
+
+/// The engine's knowledge of one lease set and its rules (module doc).
+#[derive(Debug)]
+pub(crate) struct Book<S> {
+    /// How held keys are renewed; `None`: holds do not expire.
+    policy: Option<RenewalPolicy>,
+    /// The keys held now; a key leaves on its loss or for its release,
+    /// never both (rule 3).
+    holds: HashMap<ElectionName, Hold<S>>,
+    /// The highest epoch of each key whose loss was reported (also while
+    /// the key was not held in it, before its win was recorded): a win of
+    /// that term or an earlier one does not count.
+    lost: HashMap<ElectionName, Epoch>,
+    /// The batch renewal of every expiring key, while one expires.
+    machine: Option<Renewal>,
+    /// What the machine is told at the next decision.
+    input: Input,
+    /// A claim of the keys not held is due (woken, or never made).
+    claim_due: bool,
+}
+
+impl<S> Default for Book<S> {
+    fn default() -> Self {
+        Book {
+            policy: None,
+            holds: HashMap::new(),
+            lost: HashMap::new(),
+            machine: None,
+            input: Input::Due,
+            claim_due: true,
+        }
+    }
+}
+
+impl<S> Book<S> {
+    /// Sets how held keys are renewed (the backend's
+    /// [`renewal`](super::KeyedClaims::renewal)), before the first win.
+    pub(crate) fn set_policy(&mut self, policy: Option<RenewalPolicy>) {
+        self.policy = policy;
+    }
+
+    /// The hold of `key`, if held.
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &ElectionName) -> Option<&Hold<S>> {
+        self.holds.get(key)
+    }
+
+    /// True if `key` is held (in any term).
+    #[cfg(test)]
+    pub(crate) fn contains_key(&self, key: &ElectionName) -> bool {
+        self.holds.contains_key(key)
+    }
+
+    /// The held keys.
+    pub(crate) fn holds(&self) -> impl Iterator<Item = &Hold<S>> {
+        self.holds.values()
+    }
+
+    /// A claim of the keys not held is due at the next decision (a new key
+    /// was asked, a key was lost, the backend's wait ended, a guard nudged).
+    pub(crate) fn wake(&mut self) {
+        self.claim_due = true;
+    }
+
+    /// What to do next at `now`, given the asked keys still tried
+    /// (`asked`: every asked key without a permanent error) and whether
+    /// the set is `closing` (no guard runs any more).
+    pub(crate) fn next(
+        &mut self,
+        now: Instant,
+        asked: impl IntoIterator<Item = ElectionName>,
+        closing: bool,
+    ) -> Decision<S> {
+        if closing {
+            let (keys, released) = self.take().into_iter().unzip();
+            return Decision {
+                command: Command::Release(keys),
+                lost: Vec::new(),
+                released,
+            };
+        }
+        // Rule 2's backstop: a hold whose deadline passed unreported is lost.
+        let mut lost = self.expire(now);
+        let mut renew_at = None;
+        while let (Some(policy), Some(machine)) = (self.policy, self.machine.as_mut()) {
+            match machine.decide(mem::replace(&mut self.input, Input::Due), now) {
+                Next::SleepUntil(at) => {
+                    renew_at = Some(at);
+                    break;
+                }
+                Next::Renew { budget } => {
+                    let keys = self.expiring();
+                    if keys.is_empty() {
+                        // Nothing expires any more: no renewal to run.
+                        self.machine = None;
+                        break;
+                    }
+                    return Decision {
+                        command: Command::Renew { keys, budget },
+                        lost,
+                        released: Vec::new(),
+                    };
+                }
+                Next::Lose(_) => {
+                    // The batch lost its deadline (or every renewal was
+                    // refused): what expired is lost, the rest runs on.
+                    lost.extend(self.expire(now));
+                    self.machine = self.first_deadline().map(|d| Renewal::new(policy, d));
+                }
+            }
+        }
+        let free: Vec<ElectionName> = asked
+            .into_iter()
+            .filter(|k| !self.holds.contains_key(k))
+            .collect();
+        let command = if mem::take(&mut self.claim_due) && !free.is_empty() {
+            Command::Claim(free)
+        } else {
+            Command::Sleep {
+                until: renew_at,
+                wait: !free.is_empty(),
+            }
+        };
+        Decision {
+            command,
+            lost,
+            released: Vec::new(),
+        }
+    }
+
+    /// True if a loss of `key` in term `epoch` (or a later one) was
+    /// already reported: its win must not be recorded.
+    pub(crate) fn lost_before(&self, key: &ElectionName, epoch: Epoch) -> bool {
+        self.lost.get(key).is_some_and(|e| *e >= epoch)
+    }
+
+    /// Records a win of `key` (whose loss was not reported: check
+    /// [`lost_before`](Book::lost_before) first, in the same decision) at
+    /// `now`, and starts or keeps the batch renewal so it runs by the
+    /// first deadline of all.
+    pub(crate) fn insert(&mut self, key: ElectionName, state: S, won: Won, now: Instant) {
+        self.holds.insert(
+            key,
+            Hold {
+                state,
+                epoch: won.epoch,
+                valid_until: won.valid_until,
+                renewed_at: now,
+            },
+        );
+        if let Some(policy) = self.policy {
+            let machine = self.machine.take();
+            self.machine = self.first_deadline().map(|d| match machine {
+                Some(m) if m.deadline() <= d => m,
+                _ => Renewal::new(policy, d),
+            });
+        }
+    }
+
+    /// Records the loss of `key` in term `epoch`: a later win of that term
+    /// does not count; the hold, if it is of that term, leaves the book
+    /// and is returned (else `None`).
+    pub(crate) fn lose(
+        &mut self,
+        key: &ElectionName,
+        epoch: Epoch,
+        reason: &LossReason,
+    ) -> Option<Lost<S>> {
+        let seen = self.lost.entry(key.clone()).or_insert(epoch);
+        *seen = (*seen).max(epoch);
+        if self.holds.get(key).is_none_or(|h| h.epoch != epoch) {
+            return None;
+        }
+        let (key, hold) = self.holds.remove_entry(key)?;
+        self.claim_due = true;
+        Some(Lost {
+            key,
+            epoch,
+            state: hold.state,
+            reason: reason.clone(),
+        })
+    }
+
+    /// Records that `key`, held in term `epoch`, is known held until
+    /// `valid_until` (from `now`); the hold if it is of that term.
+    pub(crate) fn renewed(
+        &mut self,
+        key: &ElectionName,
+        epoch: Epoch,
+        valid_until: Instant,
+        now: Instant,
+    ) -> Option<&S> {
+        let hold = self.holds.get_mut(key).filter(|h| h.epoch == epoch)?;
+        hold.valid_until = Some(valid_until);
+        hold.renewed_at = now;
+        Some(&hold.state)
+    }
+
+    /// The answer to a [`Command::Renew`] of `keys` sent at `sent`:
+    /// `refused` keys are lost (returned), every other one is held for the
+    /// policy's validity from `sent` (its hold handed to `renewed`).
+    /// True if any landed.
+    pub(crate) fn renew_landed(
+        &mut self,
+        keys: &[HeldKey],
+        sent: Instant,
+        refused: &HashMap<ElectionName, LossReason>,
+        now: Instant,
+        mut renewed: impl FnMut(&S, Epoch, Instant),
+    ) -> (Vec<Lost<S>>, bool) {
+        let validity = self.policy.map_or(Duration::ZERO, |p| p.validity());
+        let mut lost = Vec::new();
+        let mut landed = false;
+        for (key, epoch) in keys {
+            match refused.get(key) {
+                Some(reason) => lost.extend(self.lose(key, *epoch, reason)),
+                None => {
+                    if let Some(state) = self.renewed(key, *epoch, sent + validity, now) {
+                        renewed(state, *epoch, sent + validity);
+                    }
+                    landed = true;
+                }
+            }
+        }
+        self.input = if landed {
+            Input::Renewed { sent }
+        } else {
+            Input::Refused
+        };
+        (lost, landed)
+    }
+
+    /// A [`Command::Renew`] failed or timed out (`input`): nothing counted.
+    pub(crate) fn renew_failed(&mut self, input: Input) {
+        self.input = input;
+    }
+
+    /// Every hold whose deadline has come by `now` leaves the book, lost.
+    pub(crate) fn expire(&mut self, now: Instant) -> Vec<Lost<S>> {
+        let expired: Vec<HeldKey> = self
+            .holds
+            .iter()
+            .filter(|(_, h)| h.valid_until.is_some_and(|d| d <= now))
+            .map(|(k, h)| (k.clone(), h.epoch))
+            .collect();
+        expired
+            .into_iter()
+            .filter_map(|(key, epoch)| self.lose(&key, epoch, &LossReason::Expired))
+            .collect()
+    }
+
+    /// The first deadline of the held keys that expire.
+    pub(crate) fn first_deadline(&self) -> Option<Instant> {
+        self.holds.values().filter_map(|h| h.valid_until).min()
+    }
+
+    /// The held keys that expire.
+    fn expiring(&self) -> Vec<HeldKey> {
+        self.holds
+            .iter()
+            .filter(|(_, h)| h.valid_until.is_some())
+            .map(|(k, h)| (k.clone(), h.epoch))
+            .collect()
+    }
+
+    /// Every key still held, taken for release (with what the engine kept):
+    /// a loss reported from here on finds nothing.
+    pub(crate) fn take(&mut self) -> Vec<(HeldKey, S)> {
+        self.holds
+            .drain()
+            .map(|(k, h)| ((k, h.epoch), h.state))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn policy() -> RenewalPolicy {
+        RenewalPolicy::new(ms(900), ms(300)).unwrap()
+    }
+
+    fn key(i: usize) -> ElectionName {
+        ElectionName::new(format!("k{i}")).unwrap()
+    }
+
+    fn epoch(e: u64) -> Epoch {
+        Epoch::new(e).unwrap()
+    }
+
+    fn book() -> Book<()> {
+        let mut book = Book::default();
+        book.set_policy(Some(policy()));
+        book
+    }
+
+    /// A win as the engine records it: checked, then inserted.
+    fn win(book: &mut Book<()>, k: usize, e: u64, valid_until: Instant, now: Instant) -> bool {
+        if book.lost_before(&key(k), epoch(e)) {
+            return false;
+        }
+        let won = Won {
+            epoch: epoch(e),
+            valid_until: Some(valid_until),
+        };
+        book.insert(key(k), (), won, now);
+        true
+    }
+
+    #[test]
+    fn the_first_decision_claims_every_asked_key_and_then_sleeps() {
+        let t0 = Instant::now();
+        let mut book = book();
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(d.command, Command::Claim(vec![key(0), key(1)]));
+        // Until woken: the backend's wait runs for the keys not held.
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(
+            d.command,
+            Command::Sleep {
+                until: None,
+                wait: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_held_key_is_renewed_on_time_and_not_claimed() {
+        let t0 = Instant::now();
+        let mut book = book();
+        book.next(t0, [key(0), key(1)], false);
+        assert!(win(&mut book, 0, 1, t0 + ms(900), t0));
+        book.wake();
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(d.command, Command::Claim(vec![key(1)]));
+        let d = book.next(t0, [key(0), key(1)], false);
+        assert_eq!(
+            d.command,
+            Command::Sleep {
+                until: Some(t0 + ms(300)),
+                wait: true
+            }
+        );
+        match book.next(t0 + ms(300), [key(0), key(1)], false).command {
+            Command::Renew { keys, budget } => {
+                assert_eq!(keys, vec![(key(0), epoch(1))]);
+                assert!(budget <= ms(600));
+            }
+            other => panic!("expected a renewal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_renewal_that_never_lands_loses_the_key_at_its_deadline() {
+        let t0 = Instant::now();
+        let mut book = book();
+        book.next(t0, [key(0)], false);
+        win(&mut book, 0, 4, t0 + ms(900), t0);
+        assert!(matches!(
+            book.next(t0 + ms(300), [key(0)], false).command,
+            Command::Renew { .. }
+        ));
+        book.renew_failed(Input::TimedOut);
+        let d = book.next(t0 + ms(899), [key(0)], false);
+        assert!(d.lost.is_empty(), "held until the deadline");
+        let d = book.next(t0 + ms(900), [key(0)], false);
+        let lost: Vec<_> = d.lost.iter().map(|l| (l.key.clone(), l.epoch)).collect();
+        assert_eq!(lost, vec![(key(0), epoch(4))]);
+        assert!(matches!(d.lost[0].reason, LossReason::Expired));
+        // Lost: claimed again at once, never released.
+        assert_eq!(d.command, Command::Claim(vec![key(0)]));
+        assert_eq!(
+            book.next(t0 + ms(900), [key(0)], false).command,
+            Command::Sleep {
+                until: None,
+                wait: true
+            }
+        );
+        assert_eq!(
+            book.next(t0 + ms(900), [key(0)], true).command,
+            Command::Release(vec![])
+        );
+    }
+
+    #[test]
+    fn a_refused_key_is_lost_and_the_landed_ones_move_their_deadline() {
+        let t0 = Instant::now();
+        let mut book = book();
+        book.next(t0, [key(0), key(1)], false);
+        win(&mut book, 0, 1, t0 + ms(900), t0);
+        win(&mut book, 1, 2, t0 + ms(900), t0);
+        let Command::Renew { keys, .. } = book.next(t0 + ms(300), [key(0), key(1)], false).command
+        else {
+            panic!("expected a renewal");
+        };
+        let sent = t0 + ms(300);
+        let refused = HashMap::from([(key(1), LossReason::Revoked { detail: "b".into() })]);
+        let (lost, landed) = book.renew_landed(&keys, sent, &refused, sent + ms(5), |_, _, _| {});
+        assert!(landed);
+        assert_eq!(lost.len(), 1);
+        assert_eq!((lost[0].key.clone(), lost[0].epoch), (key(1), epoch(2)));
+        assert_eq!(book.get(&key(0)).unwrap().valid_until, Some(sent + ms(900)));
+        assert!(!book.contains_key(&key(1)));
+        assert!(
+            book.next(t0 + ms(1000), [key(0), key(1)], false)
+                .lost
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_loss_reported_before_the_win_is_recorded_wins() {
+        let t0 = Instant::now();
+        let mut book = book();
+        let reason = LossReason::Revoked { detail: "b".into() };
+        assert!(book.lose(&key(0), epoch(3), &reason).is_none());
+        assert!(
+            !win(&mut book, 0, 3, t0 + ms(900), t0),
+            "that term was lost"
+        );
+        assert!(!win(&mut book, 0, 2, t0 + ms(900), t0), "an older term too");
+        assert!(
+            win(&mut book, 0, 4, t0 + ms(900), t0),
+            "a later term counts"
+        );
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A new key is asked.
+        Ask(usize),
+        /// The loop decides (and the set is closing, last, if `true`).
+        Decide,
+        /// The claim step answered a win of key `k` in term `e`, valid for
+        /// this many ms from now.
+        Win(usize, u64, u64),
+        /// A loss of key `k` in term `e` is reported (a watch, a guard).
+        Lose(usize, u64),
+        /// The pending renewal answered: refused for the keys in this bit
+        /// mask, landed for the others.
+        Landed(u8),
+        /// The pending renewal failed.
+        Failed,
+        /// A renewal from outside (a key's own term) for `k` in term `e`.
+        Renewed(usize, u64),
+        /// Time passes by this many ms.
+        Wait(u64),
+        /// A claim is due (woken).
+        Wake,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            1 => (0..4usize).prop_map(Op::Ask),
+            4 => Just(Op::Decide),
+            3 => (0..4usize, 1..6u64, 1..1200u64).prop_map(|(k, e, v)| Op::Win(k, e, v)),
+            2 => (0..4usize, 1..6u64).prop_map(|(k, e)| Op::Lose(k, e)),
+            2 => any::<u8>().prop_map(Op::Landed),
+            1 => Just(Op::Failed),
+            1 => (0..4usize, 1..6u64).prop_map(|(k, e)| Op::Renewed(k, e)),
+            3 => (0..700u64).prop_map(Op::Wait),
+            1 => Just(Op::Wake),
+        ]
+    }
+
+    fn held(book: &Book<()>) -> BTreeMap<String, u64> {
+        book.holds
+            .iter()
+            .map(|(k, h)| (k.as_str().to_owned(), h.epoch.get()))
+            .collect()
+    }
+
+    fn named(keys: &[(ElectionName, Epoch)]) -> BTreeSet<(String, u64)> {
+        keys.iter()
+            .map(|(k, e)| (k.as_str().to_owned(), e.get()))
+            .collect()
+    }
+
+    proptest! {
+        /// The book's invariants on random runs with injected time: it
+        /// never asks to claim a held key; no key is held (nor released) in
+        /// a term whose loss was reported; after a decision at `now` no
+        /// held key's validity has passed; every key that leaves the book
+        /// is reported, once, lost or released.
+        #[test]
+        fn the_book_keeps_its_invariants(ops in proptest::collection::vec(op(), 1..60)) {
+            let t0 = Instant::now();
+            let mut now = t0;
+            let mut book = book();
+            let mut asked: BTreeSet<usize> = BTreeSet::new();
+            // The highest term of each key whose loss was reported to the
+            // book (a win of it or an earlier term does not count), and
+            // every (key, term) reported lost.
+            let mut lost_terms: BTreeMap<String, u64> = BTreeMap::new();
+            let mut lost_exact: BTreeSet<(String, u64)> = BTreeSet::new();
+            let mut pending: Option<(Vec<HeldKey>, Instant)> = None;
+            for op in ops.iter().cloned().chain([Op::Decide]) {
+                let before = held(&book);
+                // What left the book in this step, as the book reported it.
+                let mut reported: Vec<(String, u64)> = Vec::new();
+                let mut decided = false;
+                match op {
+                    Op::Ask(k) => { asked.insert(k); }
+                    Op::Decide => {
+                        decided = true;
+                        let d = book.next(now, asked.iter().map(|&k| key(k)), false);
+                        reported.extend(d.lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
+                        match d.command {
+                            Command::Claim(keys) => {
+                                for k in &keys {
+                                    prop_assert!(!book.contains_key(k), "asked to claim held key {}", k);
+                                }
+                            }
+                            Command::Renew { keys, budget } => {
+                                prop_assert!(budget > Duration::ZERO);
+                                for (k, e) in &keys {
+                                    prop_assert_eq!(book.get(k).map(|h| h.epoch), Some(*e));
+                                }
+                                pending = Some((keys, now));
+                            }
+                            Command::Sleep { until, .. } => {
+                                if let Some(at) = until {
+                                    prop_assert!(at > now, "a sleep into the past");
+                                }
+                            }
+                            Command::Release(_) => prop_assert!(false, "released while not closing"),
+                        }
+                    }
+                    Op::Win(k, e, v) => {
+                        // The engine claims only keys the book does not hold.
+                        if !book.contains_key(&key(k)) {
+                            let recorded = win(&mut book, k, e, now + ms(v), now);
+                            let was_lost = lost_terms.get(&format!("k{k}")).is_some_and(|l| *l >= e);
+                            prop_assert_eq!(recorded, !was_lost, "a win of a lost term recorded");
+                        }
+                    }
+                    Op::Lose(k, e) => {
+                        let reason = LossReason::Revoked { detail: "taken".into() };
+                        if let Some(l) = book.lose(&key(k), epoch(e), &reason) {
+                            reported.push((l.key.as_str().to_owned(), l.epoch.get()));
+                        }
+                        let seen = lost_terms.entry(format!("k{k}")).or_insert(e);
+                        *seen = (*seen).max(e);
+                        lost_exact.insert((format!("k{k}"), e));
+                    }
+                    Op::Landed(mask) => {
+                        if let Some((keys, sent)) = pending.take() {
+                            let refused: HashMap<ElectionName, LossReason> = keys
+                                .iter()
+                                .enumerate()
+                                .filter(|(i, _)| mask & (1 << i) != 0)
+                                .map(|(_, (k, _))| (k.clone(), LossReason::Revoked { detail: "refused".into() }))
+                                .collect();
+                            let (lost, _) = book.renew_landed(&keys, sent, &refused, now, |_, _, _| {});
+                            for l in &lost {
+                                prop_assert!(refused.contains_key(&l.key), "lost {} though not refused", l.key);
+                                let seen = lost_terms.entry(l.key.as_str().to_owned()).or_insert(l.epoch.get());
+                                *seen = (*seen).max(l.epoch.get());
+                            }
+                            reported.extend(lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
+                        }
+                    }
+                    Op::Failed => {
+                        if pending.take().is_some() {
+                            book.renew_failed(Input::Failed);
+                        }
+                    }
+                    Op::Renewed(k, e) => {
+                        book.renewed(&key(k), epoch(e), now + policy().validity(), now);
+                    }
+                    Op::Wait(n) => now += ms(n),
+                    Op::Wake => book.wake(),
+                }
+                for (k, e) in &reported {
+                    let seen = lost_terms.entry(k.clone()).or_insert(*e);
+                    *seen = (*seen).max(*e);
+                    lost_exact.insert((k.clone(), *e));
+                }
+                let after = held(&book);
+                // Every key that left was reported, once; nothing else was.
+                let left: BTreeSet<(String, u64)> = before
+                    .iter()
+                    .filter(|(k, e)| after.get(*k) != Some(*e))
+                    .map(|(k, e)| (k.clone(), *e))
+                    .collect();
+                let mut once = BTreeSet::new();
+                for r in &reported {
+                    prop_assert!(once.insert(r.clone()), "{:?} reported twice", r);
+                }
+                prop_assert_eq!(&left, &once, "left the book vs reported lost");
+                for (k, e) in &after {
+                    prop_assert!(
+                        !lost_exact.contains(&(k.clone(), *e)),
+                        "{} held in term {} after its loss", k, e
+                    );
+                }
+                if decided {
+                    for h in book.holds() {
+                        prop_assert!(h.valid_until.is_none_or(|d| d > now), "a hold past its validity");
+                    }
+                }
+            }
+            // Closing: the release never names a lost term.
+            let d = book.next(now, asked.iter().map(|&k| key(k)), true);
+            let Command::Release(keys) = d.command else {
+                return Err(TestCaseError::fail("closing must release"));
+            };
+            for (k, e) in named(&keys) {
+                prop_assert!(!lost_exact.contains(&(k.clone(), e)), "released {} in lost term {}", k, e);
+            }
+            prop_assert!(book.holds.is_empty(), "nothing held after the release");
+        }
+    }
+}

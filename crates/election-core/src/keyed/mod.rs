@@ -1,0 +1,27 @@
+//! The keyed half of the core: many keys, one lease each.
+//!
+//! - [`lease_set`]: [`LeaseSet`], what a user holds (`held`, `ask`,
+//!   `guard`, `close`).
+//! - [`claims`]: [`KeyedClaims`], the batch steps a backend implements.
+//! - [`book`]: the engine's decisions, pure: what is held, what was lost,
+//!   and what to do next (claim, renew, release, sleep until). Expiry is
+//!   judged there, in [`Renewal::decide`](crate::renewal::Renewal::decide)
+//!   and in `key_state`, nowhere else.
+//! - [`engine`]: the loop (`drive`) that executes the book's commands,
+//!   the [`Holds`](engine::Holds) it shares with the set, and the
+//!   [`HoldReporter`] a backend reports losses through.
+//! - [`key_state`]: one key as `held` reads it, without a lock.
+//! - [`per_key`]: [`PerKeyClaims`], a [`KeyedClaims`] over any
+//!   [`Claim`](crate::Claim) (one campaign per key).
+
+pub(crate) mod book;
+pub(crate) mod claims;
+pub(crate) mod engine;
+pub(crate) mod key_state;
+pub(crate) mod lease_set;
+pub(crate) mod per_key;
+
+pub use claims::{Claimed, HeldKey, KeyedClaims};
+pub use engine::HoldReporter;
+pub use lease_set::{DEFAULT_CLOSE_TIMEOUT, LeaseSet};
+pub use per_key::PerKeyClaims;

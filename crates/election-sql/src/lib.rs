@@ -1,0 +1,43 @@
+//! The layer the SQL backends share (ADR 0052), in the manner of
+//! `sqlx-core` under its drivers: `election-sqlite` and
+//! `election-postgres` implement [`LeaseRows`] over their own statements;
+//! this crate keeps what is the same for both and depends on no SQL
+//! driver.
+//!
+//! - [`lease_row`]: the lease row as data, the contender's one decision
+//!   over it ([`lease_row::may_claim`]: a takeover only after a full TTL
+//!   unchanged on its own monotonic clock) and the lease-time checks.
+//! - [`LeaseTimes`]: the TTL and renewal interval every backend's options
+//!   hold, with the margin, the validity and their checks.
+//! - [`Clock`] (ADR 0053): the monotonic clock every lease decision reads,
+//!   and the wall clock written for people to read only.
+//! - [`renew_term`]: a single term's renewal loop, the core's
+//!   [`renew_until_lost`](election_core::renew_until_lost) over
+//!   [`LeaseRows::renew_one`].
+//! - [`LeaseRows`]: the lease-row statements each backend implements, and
+//!   [`KeyedState`]: the bookkeeping of keyed claims over them (each held
+//!   key's term, each contended key's observation; renew, confirm and
+//!   release many), with [`failed_all`]: how a batch's failure answers
+//!   every key.
+// Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
+
+mod clock;
+mod keyed;
+pub mod lease_row;
+mod renewal;
+mod times;
+
+pub use clock::{Clock, SystemClock};
+pub use keyed::{
+    Answer, Classed, Hold, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
+    failed_all, for_key, lease_set_identity,
+};
+pub use renewal::{renew_term, renewal_policy};
+pub use times::LeaseTimes;
+
+/// This crate's README (its page on crates.io), whose example is compiled
+/// as a doctest here so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+#[doc(test(attr(deny(warnings), allow(dead_code))))]
+pub struct ReadmeDoctests;

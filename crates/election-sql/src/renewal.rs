@@ -1,0 +1,88 @@
+//! A single term's renewal: the core's renewal driver
+//! ([`renew_until_lost`], rule 2) over one conditional renewal of the
+//! backend's.
+
+use std::sync::Arc;
+
+use election_core::{
+    ElectionName, Epoch, LossReason, RenewalPolicy, Renewed, TermReporter, renew_until_lost,
+};
+use tokio::time::Instant;
+
+use crate::keyed::{Hold, IntoCore, LeaseRows};
+
+/// Renews the term `epoch` of `name` (won by the attempt `nonce`, valid
+/// until `valid_until`) over `rows` every renewal interval until it is
+/// lost ([`renewal_policy`]): the core's driver counts the validity from before each renewal
+/// is sent, retries a failed or timed-out renewal (an unknown outcome,
+/// never counted) until the deadline and reports the loss then, or at once
+/// when the row shows another term or none ([`LeaseRows::REFUSED`]) or the
+/// store is no longer in place ([`LeaseRows::in_place`]).
+///
+/// Cancel safety: cancel safe (dropped, nothing more is renewed; the
+/// reporter is dropped with it).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use election_core::{ElectionName, Epoch, TermReporter};
+/// use election_sql::{LeaseRows, renew_term};
+///
+/// // A backend spawns it for the term it just won:
+/// fn spawn_renewal<R: LeaseRows + 'static>(rows: Arc<R>, name: ElectionName, reporter: TermReporter) {
+///     let valid_until = tokio::time::Instant::now() + rows.times().validity();
+///     tokio::spawn(renew_term(rows, name, (42, Epoch::FIRST), valid_until, reporter));
+/// }
+/// ```
+pub async fn renew_term<R: LeaseRows>(
+    rows: Arc<R>,
+    name: ElectionName,
+    (nonce, epoch): (i64, Epoch),
+    valid_until: Instant,
+    reporter: TermReporter,
+) {
+    let Some(policy) = renewal_policy(&*rows) else {
+        // The backends' options keep the renew interval below the validity.
+        reporter.lose(LossReason::Expired);
+        return;
+    };
+    let epoch = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
+    let hold = Hold {
+        name: name.as_str(),
+        nonce,
+        epoch,
+    };
+    let name = &name;
+    let renew_once = |budget| {
+        let rows = rows.clone();
+        async move {
+            if let Err(detail) = rows.in_place() {
+                return Renewed::Refused(LossReason::Revoked { detail });
+            }
+            match rows.renew_one(hold, budget).await {
+                Ok(true) => Renewed::Landed,
+                Ok(false) => Renewed::Refused(LossReason::Revoked {
+                    detail: R::REFUSED.into(),
+                }),
+                Err(e) => Renewed::Failed(e.into_core(name)),
+            }
+        }
+    };
+    renew_until_lost(policy, valid_until, &reporter, renew_once).await;
+}
+
+/// The renewal policy of `rows`' leases: their validity, renewed every
+/// renewal interval (`None` if the backend's options allow no renewal
+/// before the validity ends, which their checks rule out).
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::RenewalPolicy;
+///
+/// // What it builds from a backend's times:
+/// let policy = RenewalPolicy::new(Duration::from_secs(9), Duration::from_secs(3)).ok();
+/// assert!(policy.is_some());
+/// ```
+pub fn renewal_policy<R: LeaseRows + ?Sized>(rows: &R) -> Option<RenewalPolicy> {
+    let times = rows.times();
+    RenewalPolicy::new(times.validity(), times.renew_interval()).ok()
+}

@@ -1,0 +1,736 @@
+//! `election-bench`: latency of the file, SQLite, NATS and PostgreSQL backends and of
+//! fencing, each against a floor measured in the same run, written to
+//! `docs/benchmarks.md`.
+//!
+//! Run it as `cargo xtask bench [ARGS]`: xtask builds the release binaries
+//! (this one and the three candidates it starts) and runs
+//! `election-bench ARGS`, which measures, prints and writes the report. A
+//! debug build measures unoptimised library code, so it warns.
+//!
+//! `election-bench [--quick] [--out FILE] [--only GROUPS]` (GROUPS may
+//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone); the hidden
+//! `election-bench helper lock PATH` is the bare OFD lock holder the
+//! cross-process floors start (see [`helper`]).
+
+mod cli;
+mod fencing;
+mod file;
+mod handover;
+mod helper;
+mod host;
+mod leases;
+mod nats;
+mod ofd;
+mod postgres;
+mod report;
+mod sqlite;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use self::handover::{Chain, Exit, Kind};
+use self::report::{Header, Row};
+use self::stats::Summary;
+
+/// The error type of the benchmarks: any error, with its message.
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The result type of the benchmarks.
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The root of the workspace (two levels above `testing/bench`).
+fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .expect("testing/bench lives two levels below the workspace root")
+        .to_path_buf()
+}
+
+/// Default in-process iterations (campaigns, floors, file fence ops).
+const IN_PROCESS: usize = 2000;
+/// Default cross-process handovers and failovers.
+const CROSS_PROCESS: usize = 200;
+/// Memory fence ops per in-process iteration: they are cheap.
+const MEMORY_FACTOR: usize = 10;
+/// Unrecorded handovers before the recorded ones.
+const CROSS_WARMUP: usize = 2;
+/// How long a new waiter is given to block in its campaign before the
+/// leader leaves.
+const SETTLE: Duration = Duration::from_millis(20);
+/// Default NATS renewals whose bytes are counted, per topology.
+const NATS_BYTE_BATCH: usize = 200;
+/// Default NATS crash failovers per topology: each takes about TTL + grace.
+const NATS_FAILOVERS: usize = 10;
+/// NATS crash failovers per topology with `--quick`.
+const NATS_FAILOVERS_QUICK: usize = 3;
+/// Default PostgreSQL crash failovers: each takes about a TTL.
+const PG_FAILOVERS: usize = 20;
+/// PostgreSQL crash failovers with `--quick`.
+const PG_FAILOVERS_QUICK: usize = 5;
+/// Keys the lease-set figures hold in one process (issue 5's scale).
+const LEASE_KEYS: usize = 10_000;
+/// The lease-set steady-state window: several renew intervals (5 s).
+const LEASE_WINDOW: Duration = Duration::from_secs(60);
+/// The lease-set window with `--quick`.
+const LEASE_WINDOW_QUICK: Duration = Duration::from_secs(15);
+/// The release build the bench runs from, named in the report (`cargo
+/// xtask bench` runs it: keep in step with `xtask/src/bench.rs`).
+const BUILD: [&str; 9] = [
+    "build",
+    "--release",
+    "-p",
+    "candidate-testkit",
+    "-p",
+    "election-bench",
+    "-p",
+    "elect",
+    "--bins",
+];
+
+/// The name of the lock + durable write floor.
+const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
+
+/// The groups of rows, selectable with `--only`.
+const GROUPS: [&str; 9] = [
+    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "cli", "postgres",
+];
+/// Parts of a group, selectable with `--only` but not run by default (their
+/// group runs them): `postgres-fence`, the PostgreSQL fenced-write rows.
+const PARTS: [&str; 1] = ["postgres-fence"];
+/// Default CLI rounds per row (starts, handovers, file failovers).
+const CLI_ROUNDS: usize = 100;
+/// Default CLI crash failovers per row on a lease backend: each takes
+/// about one TTL (plus NATS's grace).
+const CLI_LEASE_FAILOVERS: usize = 5;
+/// CLI crash failovers per lease row with `--quick`.
+const CLI_LEASE_FAILOVERS_QUICK: usize = 2;
+
+/// The parsed flags.
+#[derive(Debug)]
+struct Options {
+    quick: bool,
+    out: PathBuf,
+    only: Vec<String>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options> {
+        let mut o = Options {
+            quick: false,
+            out: PathBuf::from("docs/benchmarks.md"),
+            only: GROUPS.iter().map(|g| g.to_string()).collect(),
+        };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+                _ => (arg.as_str(), None),
+            };
+            let mut value = |name: &str| {
+                inline
+                    .clone()
+                    .or_else(|| it.next().cloned())
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            match flag {
+                "--quick" if inline.is_none() => o.quick = true,
+                "--out" => o.out = PathBuf::from(value("--out")?),
+                "--only" => {
+                    let list = value("--only")?;
+                    o.only = list.split(',').map(|g| g.trim().to_owned()).collect();
+                    if let Some(bad) = o
+                        .only
+                        .iter()
+                        .find(|g| !GROUPS.contains(&g.as_str()) && !PARTS.contains(&g.as_str()))
+                    {
+                        return Err(format!(
+                            "--only: unknown group {bad:?} (groups: {}; parts: {})",
+                            GROUPS.join(","),
+                            PARTS.join(",")
+                        )
+                        .into());
+                    }
+                }
+                _ => return Err(format!("bench: unknown argument {arg:?}").into()),
+            }
+        }
+        if o.out.is_relative() {
+            o.out = repo_root().join(&o.out);
+        }
+        Ok(o)
+    }
+
+    fn wants(&self, group: &str) -> bool {
+        self.only.iter().any(|g| g == group)
+    }
+
+    fn scale(&self, n: usize) -> usize {
+        if self.quick { (n / 10).max(1) } else { n }
+    }
+}
+
+/// The cargo target directory.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => repo_root().join(dir),
+        None => repo_root().join("target"),
+    }
+}
+
+/// Quotes `arg` for a shell if it needs it.
+fn shell_word(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=,:@+".contains(&b));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// How the bench was started, for the report's header: `--via COMMAND`
+/// first (as `cargo xtask bench` passes it), else `election-bench`, then the
+/// arguments, quoted for a shell.
+fn command_line(via: &str, args: &[String]) -> String {
+    std::iter::once(via.to_owned())
+        .chain(args.iter().map(|a| shell_word(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = match args.as_slice() {
+        // Hidden: a bare OFD lock holder, the floor of the cross-process rows.
+        [helper, rest @ ..] if helper == "helper" => helper::run(rest),
+        [via, command, rest @ ..] if via == "--via" => measure(command, rest),
+        rest => measure("election-bench", rest),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("election-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Times `f`, printing what it does and how long it took on stderr.
+fn step<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    eprint!("bench: {what} ... ");
+    let t = Instant::now();
+    let out = f().map_err(|e| format!("{what}: {e}"))?;
+    eprintln!("{:.1} s", t.elapsed().as_secs_f64());
+    Ok(out)
+}
+
+fn summary(samples: &[u64], what: &str) -> Result<Summary> {
+    Summary::of(samples).ok_or_else(|| format!("{what}: no samples").into())
+}
+
+/// Measures, prints the report and writes it; `via` and `args` name the
+/// command in the report's header.
+fn measure(via: &str, args: &[String]) -> Result<()> {
+    let o = Options::parse(args)?;
+    if cfg!(debug_assertions) {
+        eprintln!("bench: warning: measuring from a debug build; use `cargo xtask bench`");
+    }
+    let command = command_line(via, args);
+    let target = target_dir();
+    // One candidate binary for every backend (`--backend URL`).
+    let candidate_bin = target.join("release").join("election-candidate");
+    let sqlite_bin = candidate_bin.clone();
+    let nats_bin = candidate_bin.clone();
+    let elect_bin = target.join("release").join("elect");
+    for (bin, needed) in [
+        (&elect_bin, o.wants("cli")),
+        (&candidate_bin, o.wants("handover") || o.wants("failover")),
+        (&sqlite_bin, o.wants("sqlite")),
+        (&nats_bin, o.wants("nats")),
+    ] {
+        if needed && !bin.is_file() {
+            return Err(format!(
+                "{} is missing: run `cargo {}` first (or `cargo xtask bench`)",
+                bin.display(),
+                BUILD.join(" ")
+            )
+            .into());
+        }
+    }
+    let exe = std::env::current_exe()?;
+
+    let in_process = o.scale(IN_PROCESS);
+    let cross = o.scale(CROSS_PROCESS);
+    let memory_ops = in_process * MEMORY_FACTOR;
+    let warm = (in_process / 10).max(1);
+    let cross_warm = CROSS_WARMUP;
+    let sqlite_counts = sqlite::Counts {
+        in_process,
+        warm,
+        handovers: cross,
+        // A killed holder is replaced at once (the same-host lock), not
+        // after a TTL: as many failovers as handovers.
+        failovers: cross,
+        cross_warm,
+    };
+    let nats_counts = nats::Counts {
+        in_process,
+        warm,
+        byte_batch: o.scale(NATS_BYTE_BATCH),
+        handovers: cross,
+        handover_warm: cross_warm,
+        failovers: if o.quick {
+            NATS_FAILOVERS_QUICK
+        } else {
+            NATS_FAILOVERS
+        },
+        failover_warm: 1,
+    };
+
+    let pg_counts = postgres::Counts {
+        in_process,
+        warm,
+        handovers: cross,
+        failovers: if o.quick {
+            PG_FAILOVERS_QUICK
+        } else {
+            PG_FAILOVERS
+        },
+        cross_warm,
+        keys: LEASE_KEYS,
+        window: if o.quick {
+            LEASE_WINDOW_QUICK
+        } else {
+            LEASE_WINDOW
+        },
+    };
+
+    let cli_counts = cli::Counts {
+        rounds: o.scale(CLI_ROUNDS),
+        lease_failovers: if o.quick {
+            CLI_LEASE_FAILOVERS_QUICK
+        } else {
+            CLI_LEASE_FAILOVERS
+        },
+        warm: cross_warm,
+    };
+
+    let bench = tempfile::Builder::new()
+        .prefix("election-bench-")
+        .tempdir_in(&target)
+        .map_err(|e| format!("create a bench dir in {}: {e}", target.display()))?;
+    let dir = bench.path();
+    let (filesystem, in_memory) = host::filesystem(dir);
+    if in_memory {
+        eprintln!(
+            "bench: warning: {} is memory-backed ({filesystem}): fsync costs nothing here",
+            dir.display()
+        );
+    }
+    eprintln!("bench: in {} ({filesystem})", dir.display());
+
+    let mut rows = Vec::new();
+    if o.wants("campaign") {
+        campaign_rows(dir, in_process, warm, &mut rows)?;
+    }
+    let log = dir.join("children.stderr");
+    for (group, exit) in [("handover", Exit::Resign), ("failover", Exit::Kill)] {
+        if o.wants(group) {
+            cross_rows(
+                dir,
+                &exe,
+                &candidate_bin,
+                exit,
+                cross,
+                cross_warm,
+                &log,
+                &mut rows,
+            )
+            .map_err(|e| with_log_tail(e, &log))?;
+        }
+    }
+    if o.wants("fencing") {
+        fencing_rows(dir, in_process, memory_ops, warm, &mut rows)?;
+    }
+    let mut notes = Vec::new();
+    if o.wants("sqlite") {
+        let setup = sqlite::Setup {
+            dir,
+            candidate_bin: &sqlite_bin,
+            exe: &exe,
+            log: &log,
+            counts: sqlite_counts,
+        };
+        sqlite::rows(&setup, &mut rows, &mut notes)?;
+    }
+    if o.wants("nats") {
+        let setup = nats::Setup {
+            candidate_bin: &nats_bin,
+            log: &log,
+            counts: nats_counts,
+        };
+        nats::rows(&setup, &mut rows, &mut notes)?;
+    }
+    if o.wants("leases") {
+        let counts = leases::Counts {
+            keys: LEASE_KEYS,
+            window: if o.quick {
+                LEASE_WINDOW_QUICK
+            } else {
+                LEASE_WINDOW
+            },
+            held_run: Duration::from_secs(2),
+        };
+        leases::notes(counts, &mut notes)?;
+        leases::sqlite_notes(counts, dir, &mut notes)?;
+    }
+
+    if o.wants("postgres") {
+        let setup = postgres::Setup {
+            exe: &exe,
+            log: &log,
+            counts: pg_counts,
+        };
+        postgres::rows(&setup, &mut rows, &mut notes)?;
+    } else if o.wants("postgres-fence") {
+        postgres::fence_rows(pg_counts, &mut rows)?;
+    }
+
+    if o.wants("cli") {
+        let setup = cli::Setup {
+            dir,
+            exe: &exe,
+            elect_bin: &elect_bin,
+            log: &log,
+            counts: cli_counts,
+        };
+        cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
+    }
+
+    let header = Header {
+        command,
+        date: host::utc_now(),
+        kernel: host::kernel_release(),
+        filesystem,
+        iterations: format!(
+            "{in_process} in-process campaigns, lock floors and file-fence ops \
+             (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
+             each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
+             (+{warm} warm-up){}{}{}{}{}",
+            if o.wants("sqlite") {
+                format!(
+                    "; SQLite: {in_process} in-process campaigns, renewals and fenced \
+                     writes, each interleaved with as many floor transactions \
+                     (+{warm} warm-up), {cross} handovers (floor: {in_process} \
+                     transactions) and {} failovers (+{cross_warm} warm-up each)",
+                    sqlite_counts.failovers
+                )
+            } else {
+                String::new()
+            },
+            if o.wants("nats") {
+                let n = nats_counts;
+                format!(
+                    "; NATS, on one node and then on an R3 cluster, each: {} in-process \
+                     campaigns and renewals, each interleaved with its floor requests, and \
+                     {} rounds of the handover floors (+{} warm-up each), a batch of {} \
+                     renewals for the bytes, {} handovers (+{} warm-up) and {} failovers \
+                     (+{} warm-up)",
+                    n.in_process,
+                    n.in_process,
+                    n.warm,
+                    n.byte_batch,
+                    n.handovers,
+                    n.handover_warm,
+                    n.failovers,
+                    n.failover_warm
+                )
+            } else {
+                String::new()
+            },
+            if o.wants("cli") {
+                format!(
+                    "; CLI: {} uncontested starts, handovers and file failovers per row \
+                     (+{} warm-up), {} crash failovers per SQLite, NATS and PostgreSQL row, \
+                     each beside as many of `flock(1)` (a SIGINT or SIGKILL to the leader's \
+                     process group, a new waiter started after each round, {} ms to settle, \
+                     {} ms on PostgreSQL)",
+                    cli_counts.rounds,
+                    cli_counts.warm,
+                    cli_counts.lease_failovers,
+                    cli::SETTLE.as_millis(),
+                    cli::PG_SETTLE.as_millis()
+                )
+            } else {
+                String::new()
+            },
+            if !o.wants("postgres") && o.wants("postgres-fence") {
+                format!(
+                    "; PostgreSQL (one local server): {} rounds of the fenced writes, each \
+                     interleaved with their floor (+{} warm-up)",
+                    pg_counts.in_process, pg_counts.warm
+                )
+            } else if o.wants("postgres") {
+                let p = pg_counts;
+                format!(
+                    "; PostgreSQL (one local server): {} in-process campaigns, renewals, \
+                     double floor transactions and fenced writes, each interleaved with its \
+                     floor (+{} warm-up), {} handovers and {} failovers (+{} warm-up each), \
+                     {} keys in one lease set for a {} s window",
+                    p.in_process,
+                    p.warm,
+                    p.handovers,
+                    p.failovers,
+                    p.cross_warm,
+                    p.keys,
+                    p.window.as_secs()
+                )
+            } else {
+                String::new()
+            },
+            if o.quick {
+                format!(
+                    " (--quick: a tenth of the default{})",
+                    if o.wants("nats") {
+                        format!("; NATS failovers: {NATS_FAILOVERS_QUICK}")
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                String::new()
+            }
+        ),
+        build: format!("cargo {}", BUILD.join(" ")),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let doc = report::document(&header, &rows, &notes);
+    print!("{doc}");
+    if let Some(parent) = o.out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&o.out, &doc).map_err(|e| format!("write {}: {e}", o.out.display()))?;
+    eprintln!("bench: wrote {}", o.out.display());
+    Ok(())
+}
+
+/// Adds the last lines the child processes wrote on stderr to `e`.
+fn with_log_tail(e: crate::Error, log: &Path) -> crate::Error {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    if tail.is_empty() {
+        e
+    } else {
+        format!("{e}\nlast lines the child processes wrote on stderr:\n{tail}").into()
+    }
+}
+
+fn campaign_rows(dir: &Path, n: usize, warm: usize, rows: &mut Vec<Row>) -> Result<()> {
+    let lock = step("floor: OFD lock + unlock", || {
+        file::floor_lock(dir, n, warm)
+    })?;
+    let durable = step("floor: OFD lock + durable write + unlock", || {
+        file::floor_durable(dir, n, warm)
+    })?;
+    let c = step("uncontested campaign + resign", || {
+        file::campaign(&dir.join("campaign"), n, warm)
+    })?;
+    let lock = summary(&lock, "lock floor")?;
+    let durable = summary(&durable, "durable floor")?;
+    let campaign = summary(&c.campaign, "campaign")?;
+    let both = summary(&c.campaign_resign, "campaign + resign")?;
+    for (what, measured) in [
+        ("file: uncontested campaign (in-process)", campaign),
+        ("file: uncontested campaign + resign (in-process)", both),
+    ] {
+        for (floor, floor_measured) in [
+            ("OFD lock + unlock", lock),
+            (
+                "OFD lock + write tmp + fsync + rename + fsync dir + unlock",
+                durable,
+            ),
+        ] {
+            rows.push(Row {
+                what: what.into(),
+                measured,
+                floor: floor.into(),
+                floor_measured,
+                ops_per_s: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cross_rows(
+    dir: &Path,
+    exe: &Path,
+    candidate_bin: &Path,
+    exit: Exit,
+    n: usize,
+    warm: usize,
+    log: &Path,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    let (what, floor_what, tag) = match exit {
+        Exit::Resign => (
+            "file: clean handover: resign in A → elected in B (processes)",
+            "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
+            "handover",
+        ),
+        Exit::Kill => (
+            "file: crash failover: SIGKILL of A → elected in B (processes)",
+            "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
+            "failover",
+        ),
+    };
+    let mut floor_chain = Chain::new(
+        Kind::LockHelper {
+            exe: exe.to_path_buf(),
+            path: dir.join(format!("{tag}-floor.lock")),
+        },
+        log.to_path_buf(),
+    );
+    let floor = step(&format!("floor: bare OFD lock {tag}"), || {
+        floor_chain.measure(exit, n, warm, SETTLE, Duration::ZERO)
+    })?;
+    let election_dir = dir.join(format!("{tag}-election"));
+    std::fs::create_dir_all(&election_dir)?;
+    let mut chain = Chain::new(
+        Kind::Candidate {
+            bin: candidate_bin.to_path_buf(),
+            dir: election_dir,
+            name: "bench".into(),
+        },
+        log.to_path_buf(),
+    );
+    let measured = step(&format!("election-file {tag}"), || {
+        chain.measure(exit, n, warm, SETTLE, Duration::ZERO)
+    })?;
+    rows.push(Row {
+        what: what.into(),
+        measured: summary(&measured, what)?,
+        floor: floor_what.into(),
+        floor_measured: summary(&floor, floor_what)?,
+        ops_per_s: None,
+    });
+    Ok(())
+}
+
+fn fencing_rows(
+    dir: &Path,
+    n: usize,
+    memory_ops: usize,
+    warm: usize,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    let memory_floor = step("floor: uncontended std Mutex", || {
+        fencing::memory_floor(memory_ops, warm)
+    })?;
+    let memory = step("MemoryFence::advance", || fencing::memory(memory_ops, warm))?;
+    let file_floor = step("floor: OFD lock + pwrite + fsync + unlock", || {
+        fencing::file_floor(dir, n, warm)
+    })?;
+    let durable_floor = step("floor: OFD lock + durable write + unlock", || {
+        fencing::durable_floor(dir, n, warm)
+    })?;
+    let file = step("FileFence::advance", || fencing::file(dir, n, warm))?;
+    for (what, m, floor_what, f) in [
+        (
+            "fence advance: MemoryFence",
+            &memory,
+            "uncontended std Mutex lock + unlock",
+            &memory_floor,
+        ),
+        (
+            "fence advance: FileFence",
+            &file,
+            "OFD lock + pwrite + fsync + unlock",
+            &file_floor,
+        ),
+        (
+            "fence advance: FileFence",
+            &file,
+            DURABLE_FLOOR,
+            &durable_floor,
+        ),
+    ] {
+        rows.push(Row {
+            what: what.into(),
+            measured: summary(&m.per_op, what)?,
+            floor: floor_what.into(),
+            floor_measured: summary(&f.per_op, floor_what)?,
+            ops_per_s: Some((m.ops_per_s, f.ops_per_s)),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_flags() {
+        let o = Options::parse(&args(&["--quick", "--out", "x.md"])).unwrap();
+        assert!(o.quick);
+        assert_eq!(o.out, repo_root().join("x.md"));
+        assert_eq!(o.scale(2000), 200);
+        let o = Options::parse(&args(&["--out=/tmp/y.md", "--only", "fencing"])).unwrap();
+        assert!(!o.quick && o.wants("fencing") && !o.wants("campaign"));
+        assert_eq!(o.out, PathBuf::from("/tmp/y.md"));
+        assert!(Options::parse(&args(&["--only", "nope"])).is_err());
+        let o = Options::parse(&args(&["--only", "postgres-fence"])).unwrap();
+        assert!(o.wants("postgres-fence") && !o.wants("postgres"));
+        assert!(!Options::parse(&args(&[])).unwrap().wants("postgres-fence"));
+        let o = Options::parse(&args(&["--quick", "--only", "sqlite"])).unwrap();
+        assert!(o.wants("sqlite") && !o.wants("handover"));
+        assert!(Options::parse(&args(&[])).unwrap().wants("sqlite"));
+        let o = Options::parse(&args(&["--only", "nats,sqlite"])).unwrap();
+        assert!(o.wants("nats") && o.wants("sqlite") && !o.wants("campaign"));
+        assert!(Options::parse(&args(&[])).unwrap().wants("nats"));
+        let o = Options::parse(&args(&["--quick", "--only", "cli"])).unwrap();
+        assert!(o.wants("cli") && !o.wants("nats") && o.scale(CLI_ROUNDS) == 10);
+        let o = Options::parse(&args(&["--quick", "--only", "postgres"])).unwrap();
+        assert!(o.wants("postgres") && !o.wants("sqlite") && !o.wants("leases"));
+        assert!(Options::parse(&args(&[])).unwrap().wants("postgres"));
+        assert!(Options::parse(&args(&["--out"])).is_err());
+        // `--via` is taken only first, by `main`: anywhere else it is unknown.
+        assert!(Options::parse(&args(&["--quick", "--via", "c"])).is_err());
+    }
+
+    #[test]
+    fn quotes_shell_words() {
+        assert_eq!(shell_word("--out"), "--out");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(
+            command_line("cargo xtask bench", &args(&["--only", "a b"])),
+            "cargo xtask bench --only 'a b'"
+        );
+    }
+
+    #[test]
+    fn lock_floors_run() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(file::floor_lock(dir.path(), 5, 1).unwrap().len(), 5);
+        assert_eq!(file::floor_durable(dir.path(), 3, 1).unwrap().len(), 3);
+        assert_eq!(
+            fencing::file_floor(dir.path(), 3, 1).unwrap().per_op.len(),
+            3
+        );
+        assert_eq!(fencing::memory_floor(5, 1).unwrap().per_op.len(), 5);
+    }
+}

@@ -1,0 +1,343 @@
+//! One candidate process for every backend, driven over stdin and stdout:
+//! see the crate docs of `candidate_testkit` for the command line and
+//! `candidate_testkit::protocol` for the lines.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use candidate_testkit::args::{ArgParser, Flag, unknown};
+use candidate_testkit::protocol::{Command, EXIT_ERROR, EXIT_LOST, EXIT_NOT_ELECTED, Event};
+use election_core::{Candidate, Election};
+use election_url::{AnyClaim, Backend, BackendUrl, Settings};
+use fencing::mono::mono_ns;
+use fencing::{ResourceName, Token};
+use tokio::io::AsyncBufReadExt;
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn say(event: Event) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{event}");
+    let _ = out.flush();
+}
+
+struct Args {
+    url: BackendUrl,
+    name: Option<String>,
+    identity: String,
+    settings: Settings,
+    poll: Option<Duration>,
+    once: bool,
+    many: Option<usize>,
+    set: Option<Vec<String>>,
+}
+
+/// The shared flags this binary takes; `--try`, `--many` and `--set` are
+/// its own.
+const TAKES: &[Flag] = &[
+    Flag::Backend,
+    Flag::Name,
+    Flag::Identity,
+    Flag::Ttl,
+    Flag::Renew,
+    Flag::Grace,
+    Flag::Poll,
+];
+
+fn parse() -> Result<Args, BoxError> {
+    let mut parser = ArgParser::new(std::env::args().skip(1), TAKES);
+    let (mut once, mut many, mut set) = (false, None, None);
+    while let Some(flag) = parser.next_flag()? {
+        match flag.as_str() {
+            "--try" => once = true,
+            "--many" => many = Some(parser.count(&flag, 1..=usize::MAX)?),
+            "--set" => {
+                let keys = parser.value(&flag, "keys (k1,k2,...)")?;
+                set = Some(keys.split(',').map(str::to_owned).collect());
+            }
+            _ => return Err(unknown(&flag).into()),
+        }
+    }
+    let args = parser.finish()?;
+    if args.name.is_none() && many.is_none() && set.is_none() {
+        return Err("--name (or --many, or --set) is required".into());
+    }
+    Ok(Args {
+        identity: args.identity_or_default(),
+        settings: args.settings(),
+        url: args.backend,
+        name: args.name,
+        poll: args.poll,
+        once,
+        many,
+        set,
+    })
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(code) => code,
+        Err(e) => {
+            let mut msg = e.to_string();
+            let mut src = e.source();
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            say(Event::Error(msg));
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// A fenced write with `token`: on SQLite an insert into
+/// `candidate_writes`, checked by the fence in the same transaction.
+async fn fenced_write(
+    backend: &Backend,
+    resource: &str,
+    token: Token,
+    identity: &str,
+) -> Result<(), BoxError> {
+    use sqlx::Connection;
+    if let Backend::Postgres(election) = backend {
+        return postgres_write(election, resource, token, identity).await;
+    }
+    let Backend::Sqlite(election) = backend else {
+        say(Event::Error(format!(
+            "write: the {} backend has no resource here (sqlite and postgres only)",
+            backend.kind()
+        )));
+        return Ok(());
+    };
+    let resource = ResourceName::new(resource)?;
+    let mut conn = election.pool().acquire().await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    match election_sqlite::SqliteFence::advance_in(&mut tx, &resource, token).await {
+        Ok(_) => {
+            sqlx::query("INSERT INTO candidate_writes (epoch, identity) VALUES (?1, ?2)")
+                .bind(i64::try_from(token.epoch().get())?)
+                .bind(identity)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            say(Event::Wrote(token.epoch().get()));
+        }
+        Err(fencing::Error::Stale {
+            presented,
+            high_water_mark,
+            ..
+        }) => say(Event::Refused {
+            presented: presented.epoch().get(),
+            mark: high_water_mark.epoch().get(),
+        }),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+/// A fenced write on PostgreSQL: an insert into `candidate_writes`, checked
+/// by the election's fence in the same transaction.
+async fn postgres_write(
+    election: &election_postgres::PostgresElection,
+    resource: &str,
+    token: Token,
+    identity: &str,
+) -> Result<(), BoxError> {
+    let resource = ResourceName::new(resource)?;
+    let mut tx = election.pool().begin().await?;
+    match election.fence().advance_in(&mut tx, &resource, token).await {
+        Ok(_) => {
+            sqlx::query("INSERT INTO candidate_writes (epoch, identity) VALUES ($1, $2)")
+                .bind(i64::try_from(token.epoch().get())?)
+                .bind(identity)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            say(Event::Wrote(token.epoch().get()));
+        }
+        Err(fencing::Error::Stale {
+            presented,
+            high_water_mark,
+            ..
+        }) => say(Event::Refused {
+            presented: presented.epoch().get(),
+            mark: high_water_mark.epoch().get(),
+        }),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+fn candidate(args: &Args, backend: &Backend, name: &str) -> Result<Candidate<AnyClaim>, BoxError> {
+    let candidate = backend.candidate(name, &args.identity)?;
+    Ok(match args.poll {
+        Some(poll) => candidate.with_poll_interval(poll)?,
+        None => candidate,
+    })
+}
+
+/// `--many N`: tries each of `e0` .. `e<N-1>` once; resigns them all on
+/// `resign` or at end of input.
+async fn many(args: &Args, backend: &Backend, n: usize) -> Result<ExitCode, BoxError> {
+    let mut terms = Vec::new();
+    for i in 0..n {
+        if let Some(t) = candidate(args, backend, &format!("e{i}"))?
+            .try_campaign()
+            .await?
+        {
+            terms.push(t);
+        }
+    }
+    say(Event::Won(terms.len()));
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        if line.parse() == Ok(Command::Resign) {
+            break;
+        }
+    }
+    for t in &terms {
+        t.resign().await?;
+    }
+    say(Event::Resigned(mono_ns()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--set k1,k2,...`: a lease set asking every key; says `won <n>` each
+/// time the number of keys it holds changes (looked at every millisecond);
+/// closes the set on `resign` or at end of input.
+async fn lease_set(args: &Args, backend: &Backend, keys: &[String]) -> Result<ExitCode, BoxError> {
+    let set = backend.lease_set_polling(&args.identity, args.poll).await?;
+    say(Event::Campaigning);
+    for key in keys {
+        set.ask(key).await?;
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    let mut said = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let held = set.held_keys().len();
+                if said != Some(held) {
+                    say(Event::Won(held));
+                    said = Some(held);
+                }
+            }
+            line = lines.next_line() => match line? {
+                Some(l) if l.parse() == Ok(Command::Exit) => std::process::exit(0),
+                Some(l) if l.parse() != Ok(Command::Resign) => {}
+                _ => break,
+            },
+        }
+    }
+    say(Event::Resigning(mono_ns()));
+    set.close().await;
+    say(Event::Resigned(mono_ns()));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run() -> Result<ExitCode, BoxError> {
+    let args = parse()?;
+    if let Some(unused) = args.settings.unused_by(&args.url).first() {
+        return Err(format!(
+            "--{unused}-ms: the {} backend has no such setting",
+            args.url.scheme()
+        )
+        .into());
+    }
+    let backend = args.url.open(&args.settings).await?;
+    if let Backend::Sqlite(election) = &backend {
+        sqlx::query("CREATE TABLE IF NOT EXISTS candidate_writes (epoch INTEGER NOT NULL, identity TEXT NOT NULL)")
+            .execute(election.pool())
+            .await?;
+    }
+    if let Backend::Postgres(election) = &backend {
+        sqlx::query("CREATE TABLE IF NOT EXISTS candidate_writes (epoch BIGINT NOT NULL, identity TEXT NOT NULL, at BIGSERIAL)")
+            .execute(election.pool())
+            .await?;
+    }
+    if let Some(n) = args.many {
+        return many(&args, &backend, n).await;
+    }
+    if let Some(keys) = &args.set {
+        return lease_set(&args, &backend, keys).await;
+    }
+    let name = args.name.as_deref().unwrap_or_default();
+    let candidate = candidate(&args, &backend, name)?;
+    say(Event::Campaigning);
+    let term = if args.once {
+        match candidate.try_campaign().await? {
+            Some(t) => t,
+            None => {
+                say(Event::NotElected);
+                return Ok(ExitCode::from(EXIT_NOT_ELECTED));
+            }
+        }
+    } else {
+        candidate.campaign().await?
+    };
+    say(Event::Elected {
+        epoch: term.epoch().get(),
+        at: mono_ns(),
+    });
+    // Taken once: a write "in flight" across a pause still carries it.
+    let token = Token::issue(&term)?;
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut lost = false;
+    loop {
+        tokio::select! {
+            biased;
+            l = term.lost(), if !lost => {
+                say(Event::Lost(l.reason.to_string()));
+                lost = true;
+            }
+            line = lines.next_line() => {
+                // Before acting: a validity that ran out while this process
+                // was stopped is a loss now (`is_lost` checks the deadline
+                // itself; a fresh `lost()` timer may not have fired yet
+                // when the runtime resumes), reported before anything else.
+                if !lost && term.is_lost() {
+                    say(Event::Lost(term.lost().await.reason.to_string()));
+                    lost = true;
+                }
+                let command = match line? {
+                    None if lost => return Ok(ExitCode::from(EXIT_LOST)),
+                    None => Command::Resign,
+                    Some(line) => match line.parse::<Command>() {
+                        Ok(c) => c,
+                        Err(e) => {
+                            say(Event::Error(e.to_string()));
+                            continue;
+                        }
+                    },
+                };
+                match command {
+                    Command::Exit => std::process::exit(0),
+                    Command::Epoch => say(Event::Epoch(term.epoch().get())),
+                    Command::Confirm => match term.confirm().await {
+                        Ok(()) => say(Event::Confirmed(term.epoch().get())),
+                        Err(e) => say(Event::NotConfirmed(e.to_string())),
+                    },
+                    Command::Write(resource) => {
+                        fenced_write(&backend, &resource, token, &args.identity).await?
+                    }
+                    Command::Resign => {
+                        say(Event::Resigning(mono_ns()));
+                        match term.resign().await {
+                            Ok(()) => say(Event::Resigned(mono_ns())),
+                            Err(election_core::Error::Lost(l)) => {
+                                say(Event::Lost(l.reason.to_string()));
+                                return Ok(ExitCode::from(EXIT_LOST));
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                    _ => say(Event::Error(format!("unsupported command {command}"))),
+                }
+            }
+        }
+    }
+}

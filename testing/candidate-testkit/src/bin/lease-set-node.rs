@@ -1,0 +1,207 @@
+//! One lease set in a process of its own, reporting what it holds line by
+//! line; see `candidate_testkit::lease_set` for the protocol.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use candidate_testkit::lease_set::{Args, Event, key_name};
+use candidate_testkit::mono_ns;
+use election_url::{AnyLeaseSet, BackendUrl, Settings};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Writes whole lines to stdout at once and flushes them.
+fn say(lines: &str) {
+    if lines.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(lines.as_bytes());
+    let _ = out.flush();
+}
+
+fn say_event(event: Event) {
+    say(&format!("{event}\n"));
+}
+
+fn note(text: String) {
+    say_event(Event::Note(text));
+}
+
+/// The error and its sources, on one line.
+fn message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    msg.replace('\n', " ")
+}
+
+fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            say_event(Event::Error(e.to_string()));
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            say_event(Event::Error(format!("cannot start tokio: {e}")));
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(run(args));
+    // The stdin reader may be blocked in a read: do not wait for it.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            say_event(Event::Error(message(&*e)));
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), BoxError> {
+    let keys: Vec<String> = (0..args.keys).map(key_name).collect();
+    let url = &args.backend;
+    let settings = Settings {
+        ttl: args.ttl,
+        renew: args.renew,
+        grace: args.grace,
+        ..Settings::default()
+    };
+    for setting in settings.unused_by(url) {
+        note(format!(
+            "ignored --{setting}-ms: the {} backend has no such setting",
+            url.scheme()
+        ));
+    }
+    let mut poll = args.poll;
+    if matches!(url, BackendUrl::Nats(_)) && poll.take().is_some() {
+        note("ignored --poll-ms: the nats backend has no such setting".to_owned());
+    }
+    let mut settings = settings;
+    if matches!(url, BackendUrl::File(_)) {
+        settings = Settings::default();
+    } else if matches!(url, BackendUrl::Sqlite(_)) {
+        settings.grace = None;
+    }
+    let backend = url.open(&settings).await?;
+    let set = backend.lease_set_polling(&args.identity, poll).await?;
+    drive(set, &keys, args.sweep).await
+}
+
+/// Lines from stdin; the channel closes at end of input.
+fn commands() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Asks about every key, reports every change of what the set holds, and
+/// closes the set on `close` or at the end of input.
+async fn drive(set: AnyLeaseSet, keys: &[String], sweep: Duration) -> Result<(), BoxError> {
+    let mut commands = commands();
+    for key in keys {
+        set.held(key); // asks about it: every key's campaign starts now
+    }
+    let asks = async {
+        let mut failed = Vec::new();
+        for key in keys {
+            if let Err(e) = set.ask(key).await {
+                failed.push(format!("{key}: {}", message(&e)));
+            }
+        }
+        failed
+    };
+    tokio::pin!(asks);
+    let mut ready = false;
+    let mut seen: Vec<Option<u64>> = vec![None; keys.len()];
+    // Per key: the clock read right after the last call that saw it held.
+    let mut held_until: Vec<u64> = vec![0; keys.len()];
+    let mut out = String::new();
+    loop {
+        for ((key, seen), held_until) in keys.iter().zip(seen.iter_mut()).zip(held_until.iter_mut())
+        {
+            // Read before the call: a change is stamped no later than the
+            // moment it was seen. `epoch` is `Some` exactly while `held` is
+            // true (one lookup instead of two; every key is asked already).
+            let at = mono_ns();
+            let now = set.epoch(key).map(|e| e.get());
+            let after = mono_ns();
+            if now != *seen {
+                if seen.is_some() {
+                    let _ = writeln!(
+                        out,
+                        "{}",
+                        Event::Free {
+                            key: key.clone(),
+                            at,
+                            held_until: *held_until,
+                        }
+                    );
+                }
+                if let Some(epoch) = now {
+                    let event = Event::Held {
+                        key: key.clone(),
+                        epoch,
+                        at,
+                    };
+                    let _ = writeln!(out, "{event}");
+                }
+                *seen = now;
+            }
+            if now.is_some() {
+                *held_until = after;
+            }
+        }
+        say(&out);
+        out.clear();
+        tokio::select! {
+            biased;
+            command = commands.recv() => match command.as_deref() {
+                Some("close") | None => break,
+                Some("") => {}
+                Some(other) => note(format!("unknown command {other:?}")),
+            },
+            failed = &mut asks, if !ready => {
+                ready = true;
+                if !failed.is_empty() {
+                    note(format!(
+                        "the first ask failed for {} keys (the set keeps trying); first: {}",
+                        failed.len(),
+                        failed[0]
+                    ));
+                }
+                say_event(Event::Ready { at: mono_ns() });
+            }
+            () = tokio::time::sleep(sweep) => {}
+        }
+    }
+    // Every hold seen so far was seen before this stamp; `held` is false
+    // from the moment `close` starts.
+    say_event(Event::Closing { at: mono_ns() });
+    set.close().await;
+    say_event(Event::Closed { at: mono_ns() });
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! The command line of `lease-set-node`: the shared flags through
+//! [`ArgParser`], and its own `--sweep-ms`.
+
+use std::time::Duration;
+
+use election_url::BackendUrl;
+
+use crate::args::{ArgParser, Flag, UsageError, unknown};
+
+/// The parsed command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Args {
+    /// `--backend`: any backend URL (`?replicas=3` for R3 NATS buckets).
+    pub backend: BackendUrl,
+    /// `--identity` (default: host/pid).
+    pub identity: String,
+    /// `--keys`: how many keys (default 1,000).
+    pub keys: usize,
+    /// `--ttl-ms`.
+    pub ttl: Option<Duration>,
+    /// `--renew-ms`.
+    pub renew: Option<Duration>,
+    /// `--grace-ms` (NATS failover grace).
+    pub grace: Option<Duration>,
+    /// `--poll-ms`: how often keys held elsewhere are tried (file: each
+    /// key's campaign poll interval; SQLite: the set's poll interval).
+    pub poll: Option<Duration>,
+    /// `--sweep-ms`: time between two sweeps over all keys (default 1 ms).
+    pub sweep: Duration,
+}
+
+impl Args {
+    /// Parses the arguments after the program name.
+    ///
+    /// ```
+    /// use candidate_testkit::lease_set::Args;
+    ///
+    /// let a = Args::parse(["--backend", "nats://127.0.0.1:4222", "--keys", "10"].map(String::from)).unwrap();
+    /// assert_eq!(a.keys, 10);
+    /// assert!(Args::parse(["--keys", "10"].map(String::from)).is_err()); // no backend
+    /// assert!(Args::parse(["--backend"].map(String::from)).is_err());
+    /// ```
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, UsageError> {
+        const TAKES: &[Flag] = &[
+            Flag::Backend,
+            Flag::Identity,
+            Flag::Keys,
+            Flag::Ttl,
+            Flag::Renew,
+            Flag::Grace,
+            Flag::Poll,
+        ];
+        let mut parser = ArgParser::new(args, TAKES);
+        let mut sweep = Duration::from_millis(1);
+        while let Some(flag) = parser.next_flag()? {
+            match flag.as_str() {
+                "--sweep-ms" => sweep = parser.millis(&flag)?,
+                _ => return Err(unknown(&flag)),
+            }
+        }
+        let args = parser.finish()?;
+        Ok(Args {
+            identity: args.identity_or_default(),
+            backend: args.backend,
+            keys: args.keys.unwrap_or(1000),
+            ttl: args.ttl,
+            renew: args.renew,
+            grace: args.grace,
+            poll: args.poll,
+            sweep,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, UsageError> {
+        Args::parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn every_setting_parses() {
+        let a = parse(&[
+            "--backend",
+            "sqlite:///tmp/a.db",
+            "--identity",
+            "n1",
+            "--keys",
+            "7",
+            "--ttl-ms",
+            "3000",
+            "--renew-ms",
+            "1000",
+            "--grace-ms",
+            "500",
+            "--poll-ms",
+            "200",
+            "--sweep-ms",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(a.backend, BackendUrl::Sqlite("/tmp/a.db".into()));
+        assert_eq!(a.identity, "n1");
+        assert_eq!(a.keys, 7);
+        assert_eq!(a.ttl, Some(Duration::from_secs(3)));
+        assert_eq!(a.renew, Some(Duration::from_secs(1)));
+        assert_eq!(a.grace, Some(Duration::from_millis(500)));
+        assert_eq!(a.poll, Some(Duration::from_millis(200)));
+        assert_eq!(a.sweep, Duration::from_millis(2));
+    }
+
+    #[test]
+    fn bad_arguments_are_errors_not_panics() {
+        for bad in [
+            &["--backend", "file://x"][..],
+            &["--backend", "file:///x", "--keys", "0"],
+            &["--backend", "file:///x", "--keys", "many"],
+            &["--backend", "file:///x", "--ttl-ms", "-1"],
+            &["--backend", "file:///x", "--ttl-ms", "0"],
+            &["--backend", "file:///x", "--poll-ms"],
+            &["--backend", "file:///x", "--frobnicate"],
+            &["--backend", "file:///x", "--replicas", "3"],
+            &["--backend", "nats://h:1?replicas=3&colour=red"],
+            &["--identity", "a"],
+            &[],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn nats_urls_keep_every_server() {
+        let a = parse(&[
+            "--backend",
+            "nats://127.0.0.1:1,nats://127.0.0.1:2?replicas=3",
+        ])
+        .unwrap();
+        let BackendUrl::Nats(n) = a.backend else {
+            panic!("not nats");
+        };
+        assert_eq!(n.servers, ["127.0.0.1:1", "127.0.0.1:2"]);
+        assert_eq!(n.replicas, Some(3));
+        assert_eq!(a.keys, 1000);
+    }
+}

@@ -1,0 +1,1047 @@
+//! One candidate process of the torture suite: it campaigns, and while it
+//! leads it writes a numbered record to the fenced resource every few
+//! milliseconds, recording every step in its history file.
+//!
+//! ```text
+//! torture-candidate --backend URL --writer ID --history FILE
+//!     --resource file:DIR|sqlite:PATH [--ttl-ms N] [--renew-ms N] [--grace-ms N]
+//!     [--poll-ms N] [--write-every-ms N (default 20)] [--hold-ms N] [--unsafe]
+//! ```
+//!
+//! `URL` is any backend URL of `election-url` (`file:///dir`,
+//! `sqlite:///path.db`, `nats://host:port,...?replicas=3`). A lease setting
+//! the backend has no use for is ignored.
+//!
+//! The loop: campaign for the election `torture`; once elected, write one
+//! record every `--write-every-ms` (history `write`, then `ok`, `stale` or
+//! `error`); on a loss stop writing at once and campaign again (a lost term
+//! is never released). With `--unsafe` the writes skip the fence and a loss
+//! is recorded but otherwise ignored: the candidate keeps writing with its
+//! old epoch until it ends (only to prove that the checker can fail).
+//!
+//! Stdout, one line each, flushed: `campaigning <mono_ns>`, `elected
+//! <epoch> <mono_ns>`, `lost <epoch> <mono_ns>`, `resigned <epoch>
+//! <mono_ns>` (the same `mono_ns` as the history line).
+//!
+//! Stdin: `resign` (resign the current term if any, then campaign again),
+//! `clock <seconds>` (SQLite, PostgreSQL: shift the injected wall clock by that many
+//! seconds, either sign), `cancel` (if leading: hand the term to
+//! `Term::lead` with a task that writes through a slow synchronous section,
+//! and drop the `lead()` future the moment a write begins; record
+//! `resigned`, campaign again; with `--unsafe`: the old behaviour by hand,
+//! the write in a detached task and the term resigned at once), `close` (if leading: start a lease set
+//! for the election, resign the term, wait until the set wins the key
+//! (`elected`), run a guarded write through the same slow synchronous
+//! section, and close the set the moment the write has begun: `resigned`,
+//! campaign again), `unguarded` (make one write with a token
+//! from `election_core::unguarded`, history `unguarded`), `fdrop <ms>` (for
+//! that long, drop each write's future right after the write ran, before
+//! the fence returned: `Resource::write_then_drop`), `stall` (the next
+//! write waits 300 ms between its `write` line and the resource, so a
+//! SIGSTOP then freezes it mid-write), `exit` or end of input (resign if
+//! leading, exit 0).
+//!
+//! `--hold-ms` sets the synchronous section of those writes (default: a
+//! quarter of the TTL).
+//!
+//! A `write` line is stamped before the writer's last check of its lease
+//! (so the checker sees when it last believed it led).
+//!
+//! Errors: `error <message>` on stderr; exit code 64 for bad usage, 2 for
+//! anything else. Transient backend failures (an unreachable server) are
+//! retried, with a `note` on stderr.
+
+use std::error::Error as StdError;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use candidate_testkit::args::{ArgParser, Flag, UsageError, unknown};
+use election_core::{
+    Candidate, Claim, ConfigError, Identity, KeyedClaims, LeadOptions, LeaseSet, PerKeyClaims,
+    Term, TermLease,
+};
+use election_sqlite::{Clock, SystemClock};
+use election_url::{Backend, BackendUrl, Settings};
+use fencing::Token;
+use tokio::sync::{Notify, mpsc};
+use torture::history::{CandidateEvent, HistoryWriter, mono_ns};
+use torture::resource::{Mode, Outcome, Resource, ResourceError, ResourceSpec};
+
+/// The election every candidate campaigns in.
+use torture::orchestrate::ELECTION;
+/// Exit code for bad usage.
+const USAGE: u8 = 64;
+
+#[derive(Debug)]
+struct Args {
+    backend: BackendUrl,
+    writer: String,
+    history: PathBuf,
+    resource: ResourceSpec,
+    ttl: Option<Duration>,
+    renew: Option<Duration>,
+    grace: Option<Duration>,
+    poll: Duration,
+    write_every: Duration,
+    hold: Option<Duration>,
+    mode: Mode,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum CandidateError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write the history {}", path.display())]
+    History {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the resource")]
+    Resource(#[from] ResourceError),
+    #[error("the file backend")]
+    File(#[from] election_file::Error),
+    #[error("the SQLite backend")]
+    Sqlite(#[from] election_sqlite::Error),
+    #[error("the NATS backend")]
+    Nats(#[from] election_nats::Error),
+    #[error("the PostgreSQL backend")]
+    Postgres(#[from] election_postgres::Error),
+    #[error("opening the backend")]
+    Open(#[from] election_url::Error),
+    #[error("the election")]
+    Election(#[from] election_core::Error),
+    #[error("bad configuration")]
+    Config(#[from] ConfigError),
+}
+
+fn usage(message: impl Into<String>) -> CandidateError {
+    CandidateError::Usage(message.into())
+}
+
+/// The shared flags this binary takes (parsed by candidate-testkit's one
+/// parser); `--writer`, `--history`, `--resource`, `--write-every-ms`,
+/// `--hold-ms` and `--unsafe` are its own.
+const TAKES: &[Flag] = &[
+    Flag::Backend,
+    Flag::Ttl,
+    Flag::Renew,
+    Flag::Grace,
+    Flag::Poll,
+];
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
+    let usage_of = |e: UsageError| usage(e.to_string());
+    let mut parser = ArgParser::new(args, TAKES);
+    let (mut writer, mut history, mut resource) = (None, None, None);
+    let (mut write_every, mut hold, mut mode) = (Duration::from_millis(20), None, Mode::Safe);
+    while let Some(flag) = parser.next_flag().map_err(usage_of)? {
+        match flag.as_str() {
+            "--writer" => writer = Some(parser.value(&flag, "an id").map_err(usage_of)?),
+            "--history" => {
+                history = Some(PathBuf::from(
+                    parser.value(&flag, "a path").map_err(usage_of)?,
+                ))
+            }
+            "--resource" => {
+                resource = Some(
+                    parser
+                        .value(&flag, "file:DIR or sqlite:PATH")
+                        .map_err(usage_of)?
+                        .parse::<ResourceSpec>()
+                        .map_err(|e| usage(e.to_string()))?,
+                )
+            }
+            "--write-every-ms" => write_every = parser.millis(&flag).map_err(usage_of)?,
+            "--hold-ms" => hold = Some(parser.millis(&flag).map_err(usage_of)?),
+            "--unsafe" => mode = Mode::Unsafe,
+            _ => return Err(usage_of(unknown(&flag))),
+        }
+    }
+    let shared = parser.finish().map_err(usage_of)?;
+    let writer = writer.ok_or_else(|| usage("--writer is required"))?;
+    if writer.is_empty() || writer.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(usage(format!(
+            "--writer {writer:?} must be a non-empty word"
+        )));
+    }
+    Ok(Args {
+        backend: shared.backend,
+        writer,
+        history: history.ok_or_else(|| usage("--history is required"))?,
+        resource: resource.ok_or_else(|| usage("--resource is required"))?,
+        ttl: shared.ttl,
+        renew: shared.renew,
+        grace: shared.grace,
+        poll: shared.poll.unwrap_or(election_core::DEFAULT_POLL_INTERVAL),
+        write_every,
+        hold,
+        mode,
+    })
+}
+
+/// An error and its sources, on one line.
+fn chain(e: &dyn StdError) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // The orchestrator may be gone; the history is what counts.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn note(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "note {line}");
+}
+
+/// The system's clocks, with the wall clock shifted by an offset that
+/// `clock <seconds>` changes. The monotonic clock is never shifted.
+#[derive(Debug, Default)]
+struct ShiftedClock {
+    offset_ms: AtomicI64,
+}
+
+impl ShiftedClock {
+    fn shift(&self, seconds: i64) {
+        self.offset_ms
+            .fetch_add(seconds.saturating_mul(1000), Ordering::Relaxed);
+    }
+}
+
+/// One impl serves both SQLite and PostgreSQL: their `Clock` is
+/// `election_sql::Clock` (the wall clock is written for display only).
+impl Clock for ShiftedClock {
+    fn now(&self) -> tokio::time::Instant {
+        SystemClock.now()
+    }
+
+    fn wall_unix_ms(&self) -> i64 {
+        SystemClock
+            .wall_unix_ms()
+            .saturating_add(self.offset_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A line from stdin, understood.
+#[derive(Debug)]
+enum Command {
+    Resign,
+    Clock(i64),
+    Cancel,
+    Close,
+    Unguarded,
+    DropWrites(u64),
+    Stall,
+    /// `exit` or the end of input.
+    Exit,
+    Unknown(String),
+}
+
+fn command(line: Option<String>) -> Command {
+    let Some(line) = line else {
+        return Command::Exit;
+    };
+    let mut words = line.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (Some("resign"), None, _) => Command::Resign,
+        (Some("cancel"), None, _) => Command::Cancel,
+        (Some("close"), None, _) => Command::Close,
+        (Some("unguarded"), None, _) => Command::Unguarded,
+        (Some("stall"), None, _) => Command::Stall,
+        (Some("fdrop"), Some(ms), None) => match ms.parse() {
+            Ok(ms) => Command::DropWrites(ms),
+            Err(_) => Command::Unknown(line),
+        },
+        (Some("exit"), None, _) => Command::Exit,
+        (Some("clock"), Some(secs), None) => match secs.parse() {
+            Ok(s) => Command::Clock(s),
+            Err(_) => Command::Unknown(line),
+        },
+        _ => Command::Unknown(line),
+    }
+}
+
+/// Reads stdin on a thread of its own (so no read blocks the runtime's
+/// shutdown); the channel closes at the end of input.
+fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Starts a lease set for the election on the candidate's backend.
+type MakeSet<'a, K> = dyn Fn() -> Result<LeaseSet<K>, CandidateError> + Send + Sync + 'a;
+
+/// What follows a term.
+enum Next {
+    Campaign,
+    Exit,
+}
+
+/// What a write needs: shared by the candidate's loop and the tasks of a
+/// `lead()` term.
+#[derive(Clone)]
+struct Writes {
+    writer: String,
+    history: Arc<HistoryWriter>,
+    resource: Resource,
+    seq: Arc<AtomicU64>,
+}
+
+/// How the outcome of a write is recorded.
+fn outcome_event(seq: u64, epoch: u64, outcome: Outcome) -> CandidateEvent {
+    match outcome {
+        Outcome::Ok => CandidateEvent::Ok { seq, epoch },
+        Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
+        Outcome::Unknown(e) => CandidateEvent::Error {
+            seq,
+            epoch,
+            text: chain(&e),
+        },
+    }
+}
+
+impl Writes {
+    /// Records `event` (stamped `at` if given); returns its `mono_ns`.
+    fn record_at(&self, at: Option<u64>, event: &CandidateEvent) -> Result<u64, CandidateError> {
+        self.history
+            .record_at(at, event)
+            .map_err(|source| CandidateError::History {
+                path: self.history.path().to_owned(),
+                source,
+            })
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// One write: `write` (stamped `checked`, when the lease was last
+    /// checked), then its outcome.
+    async fn write(&self, token: Token, checked: u64, how: How) -> Result<(), CandidateError> {
+        let (seq, epoch) = (self.next_seq(), token.epoch().get());
+        self.record_at(Some(checked), &CandidateEvent::Write { seq, epoch })?;
+        let outcome = match how {
+            How::Plain => self.resource.write(&self.writer, seq, token).await,
+            How::Stall(d) => {
+                tokio::time::sleep(d).await;
+                self.resource.write(&self.writer, seq, token).await
+            }
+            How::Drop => {
+                self.resource
+                    .write_then_drop(&self.writer, seq, token)
+                    .await
+            }
+        };
+        self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+        Ok(())
+    }
+
+    /// One write with a token from `election_core::unguarded`.
+    async fn unguarded(&self) -> Result<(), CandidateError> {
+        election_core::unguarded(
+            ELECTION,
+            "torture: an unguarded write mixed with guarded ones",
+            async |write_token| {
+                let token = Token::from(&write_token);
+                let (seq, epoch) = (self.next_seq(), token.epoch().get());
+                self.record_at(None, &CandidateEvent::Unguarded { seq, epoch })?;
+                let outcome = self.resource.write(&self.writer, seq, token).await;
+                self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+                Ok(())
+            },
+        )
+        .await?
+    }
+
+    /// The task of a `lead()` term under `cancel`: every `every`, issues a
+    /// token from the lease (stops once that fails) and writes through a
+    /// synchronous section of `hold` (a blocking client: an abort cannot
+    /// stop it). `began` is told when the first write has begun.
+    async fn slow_writes(
+        self,
+        lease: TermLease,
+        every: Duration,
+        hold: Duration,
+        began: Arc<Notify>,
+    ) {
+        self.slow_writes_up_to(lease, every, hold, began, u64::MAX)
+            .await;
+    }
+
+    /// [`slow_writes`](Writes::slow_writes), at most `max` writes.
+    async fn slow_writes_up_to(
+        self,
+        lease: TermLease,
+        every: Duration,
+        hold: Duration,
+        began: Arc<Notify>,
+        max: u64,
+    ) {
+        for _ in 0..max {
+            let checked = mono_ns();
+            let Ok(token) = Token::issue(&lease) else {
+                return;
+            };
+            let (seq, epoch) = (self.next_seq(), token.epoch().get());
+            if self
+                .record_at(Some(checked), &CandidateEvent::Write { seq, epoch })
+                .is_err()
+            {
+                return;
+            }
+            began.notify_one();
+            let handle = tokio::runtime::Handle::current();
+            let outcome = tokio::task::block_in_place(|| {
+                std::thread::sleep(hold);
+                handle.block_on(self.resource.write(&self.writer, seq, token))
+            });
+            if self
+                .record_at(None, &outcome_event(seq, epoch, outcome))
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+}
+
+/// How a write of the candidate's own loop goes.
+#[derive(Clone, Copy, Debug)]
+enum How {
+    Plain,
+    /// Waits this long between its `write` line and the resource.
+    Stall(Duration),
+    /// Its future is dropped right after the write ran.
+    Drop,
+}
+
+/// The wait of a `stall`ed write.
+const STALL: Duration = Duration::from_millis(300);
+
+struct Ctx {
+    writes: Writes,
+    /// `fdrop`: drop each write's future after it ran, until then.
+    drop_until: Option<tokio::time::Instant>,
+    /// `stall`: the next write stalls.
+    stall: bool,
+    mode: Mode,
+    poll: Duration,
+    write_every: Duration,
+    /// The synchronous section of a write under `cancel`.
+    hold: Duration,
+    clock: Arc<ShiftedClock>,
+    stdin: mpsc::UnboundedReceiver<String>,
+}
+
+impl Ctx {
+    /// Records `event` in the history; returns its `mono_ns`.
+    fn record(&self, event: &CandidateEvent) -> Result<u64, CandidateError> {
+        self.writes.record_at(None, event)
+    }
+
+    /// Records `event` and says it on stdout with its `mono_ns`.
+    fn announce(&self, event: CandidateEvent) -> Result<(), CandidateError> {
+        let mono = self.record(&event)?;
+        let line = match event {
+            CandidateEvent::Campaigning => format!("campaigning {mono}"),
+            CandidateEvent::Elected { epoch } => format!("elected {epoch} {mono}"),
+            CandidateEvent::Lost { epoch, .. } => format!("lost {epoch} {mono}"),
+            CandidateEvent::Resigned { epoch } => format!("resigned {epoch} {mono}"),
+            _ => return Ok(()),
+        };
+        say(&line);
+        Ok(())
+    }
+
+    /// Handles a command that needs no term; true for `exit`.
+    async fn idle_command(&mut self, cmd: Command) -> Result<bool, CandidateError> {
+        match cmd {
+            Command::Exit => return Ok(true),
+            Command::Clock(s) => self.clock.shift(s),
+            Command::DropWrites(ms) => {
+                self.drop_until = Some(tokio::time::Instant::now() + Duration::from_millis(ms));
+            }
+            Command::Stall => self.stall = true,
+            Command::Unguarded => self.writes.unguarded().await?,
+            Command::Resign | Command::Cancel | Command::Close => {} // no term
+            Command::Unknown(line) => note(&format!("unknown command {line:?}")),
+        }
+        Ok(false)
+    }
+
+    /// Waits `d` while answering stdin; true if told to exit.
+    async fn pause(&mut self, d: Duration) -> Result<bool, CandidateError> {
+        let sleep = tokio::time::sleep(d);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return Ok(false),
+                line = self.stdin.recv() => if self.idle_command(command(line)).await? {
+                    return Ok(true);
+                },
+            }
+        }
+    }
+
+    /// `close`: hands the election from `term` to a lease set, runs one
+    /// guarded write with a slow synchronous section, and closes the set
+    /// the moment the write has begun.
+    async fn close<C: Claim, K: KeyedClaims>(
+        &mut self,
+        term: Term<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<Next, CandidateError> {
+        let set = Arc::new(sets()?);
+        let _ = set.held(ELECTION); // starts asking for the key
+        self.resign(&term).await?;
+        drop(term);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+        while !set.held(ELECTION) {
+            if tokio::time::Instant::now() >= deadline {
+                set.close().await;
+                return Ok(Next::Campaign);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let Some(epoch) = set.epoch(ELECTION).map(|e| e.get()) else {
+            set.close().await;
+            return Ok(Next::Campaign);
+        };
+        self.announce(CandidateEvent::Elected { epoch })?;
+        let began = Arc::new(Notify::new());
+        let mut guarded = tokio::spawn({
+            let (set, writes, hold, began) =
+                (set.clone(), self.writes.clone(), self.hold, began.clone());
+            async move {
+                let checked = mono_ns();
+                set.guard(ELECTION, async |write_token| {
+                    let token = Token::from(&write_token);
+                    let (seq, epoch) = (writes.next_seq(), token.epoch().get());
+                    let _ = writes.record_at(Some(checked), &CandidateEvent::Write { seq, epoch });
+                    began.notify_one();
+                    let handle = tokio::runtime::Handle::current();
+                    let outcome = tokio::task::block_in_place(|| {
+                        std::thread::sleep(hold);
+                        handle.block_on(writes.resource.write(&writes.writer, seq, token))
+                    });
+                    let _ = writes.record_at(None, &outcome_event(seq, epoch, outcome));
+                })
+                .await
+            }
+        });
+        tokio::select! {
+            () = began.notified() => {
+                // Closed while the guarded write runs.
+                self.announce(CandidateEvent::Resigned { epoch })?;
+            }
+            ended = &mut guarded => {
+                let text = match ended {
+                    Ok(Err(e)) => format!("guard refused: {}", chain(&e)),
+                    _ => "guard ended".to_owned(),
+                };
+                self.announce(CandidateEvent::Lost { epoch, text })?;
+            }
+        }
+        set.close().await;
+        Ok(Next::Campaign)
+    }
+
+    /// `cancel` with `--unsafe`: what a dropped `lead()` did before issue
+    /// 11 (the claim given up while the term's task still ran), done by
+    /// hand: one slow write in a detached task, and the term resigned the
+    /// moment it has begun. Only to prove that check 6 can fail.
+    async fn cancel_unsafe<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+        let began = Arc::new(Notify::new());
+        tokio::spawn(self.writes.clone().slow_writes_up_to(
+            term.lease(),
+            self.write_every,
+            self.hold,
+            began.clone(),
+            1,
+        ));
+        began.notified().await;
+        self.resign(&term).await?;
+        Ok(Next::Campaign)
+    }
+
+    /// `cancel`: leads `term` through `Term::lead` with a task of slow
+    /// writes, and drops the `lead()` future the moment the first write
+    /// has begun (the task is then inside its synchronous section).
+    async fn cancel<C: Claim>(&mut self, term: Term<C>) -> Result<Next, CandidateError> {
+        let epoch = term.epoch().get();
+        let began = Arc::new(Notify::new());
+        let (writes, every, hold) = (self.writes.clone(), self.write_every, self.hold);
+        let task_began = began.clone();
+        let lead = term.lead(LeadOptions::default(), move |leadership| async move {
+            let lease = leadership.lease().clone();
+            leadership.spawn(writes.slow_writes(lease, every, hold, task_began));
+            std::future::pending::<()>().await
+        });
+        tokio::select! {
+            ended = lead => {
+                // Ended before a write began: the term was lost.
+                let text = match ended {
+                    Err(election_core::Error::Lost(lost)) => chain(&lost),
+                    Err(e) => format!("lead failed: {}", chain(&e)),
+                    Ok(()) => "lead returned".to_owned(),
+                };
+                self.announce(CandidateEvent::Lost { epoch, text })?;
+            }
+            () = began.notified() => {
+                // The `lead()` future is dropped here, mid-write.
+                self.announce(CandidateEvent::Resigned { epoch })?;
+            }
+        }
+        Ok(Next::Campaign)
+    }
+
+    /// Resigns `term`; records how it ended.
+    async fn resign<C: Claim>(&self, term: &Term<C>) -> Result<(), CandidateError> {
+        let epoch = term.epoch().get();
+        self.announce(match term.resign().await {
+            Ok(()) => CandidateEvent::Resigned { epoch },
+            Err(election_core::Error::Lost(lost)) => CandidateEvent::Lost {
+                epoch,
+                text: chain(&lost),
+            },
+            // The term is over either way (the attempt was closed).
+            Err(e) => CandidateEvent::Lost {
+                epoch,
+                text: format!("resign failed: {}", chain(&e)),
+            },
+        })
+    }
+
+    /// Campaigns until elected (retrying transient failures); `None` if
+    /// told to exit first.
+    async fn campaign<C: Claim>(
+        &mut self,
+        candidate: &Candidate<C>,
+    ) -> Result<Option<Term<C>>, CandidateError> {
+        loop {
+            self.announce(CandidateEvent::Campaigning)?;
+            let campaign = candidate.campaign();
+            tokio::pin!(campaign);
+            let outcome = loop {
+                tokio::select! {
+                    outcome = &mut campaign => break outcome,
+                    line = self.stdin.recv() => if self.idle_command(command(line)).await? {
+                        return Ok(None);
+                    },
+                }
+            };
+            match outcome {
+                Ok(term) => return Ok(Some(term)),
+                Err(e) if !e.is_permanent() => {
+                    note(&format!("campaign failed, retrying: {}", chain(&e)));
+                    if self.pause(self.poll).await? {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Leads `term` until it ends.
+    async fn lead<C: Claim, K: KeyedClaims>(
+        &mut self,
+        term: Term<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<Next, CandidateError> {
+        let epoch = term.epoch().get();
+        self.announce(CandidateEvent::Elected { epoch })?;
+        // Taken once: every write of the term presents it, also (unsafe
+        // mode) after a loss.
+        let token = Token::from_epoch(term.epoch());
+        let mut ticks = tokio::time::interval(self.write_every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut lost = false;
+        loop {
+            tokio::select! {
+                biased;
+                loss = term.lost(), if !lost => {
+                    self.announce(CandidateEvent::Lost { epoch, text: chain(&loss) })?;
+                    if self.mode == Mode::Safe {
+                        // Dropped without release: a lost claim may be
+                        // another candidate's (the core never releases it).
+                        return Ok(Next::Campaign);
+                    }
+                    lost = true;
+                }
+                line = self.stdin.recv() => match command(line) {
+                    // Unsafe, after a loss: keep writing until the end.
+                    Command::Resign if lost => {}
+                    Command::Resign => {
+                        self.resign(&term).await?;
+                        return Ok(Next::Campaign);
+                    }
+                    Command::Exit => {
+                        if !lost {
+                            self.resign(&term).await?;
+                        }
+                        return Ok(Next::Exit);
+                    }
+                    Command::Cancel if !lost && self.mode == Mode::Safe => {
+                        return self.cancel(term).await;
+                    }
+                    Command::Close if !lost && self.mode == Mode::Safe => {
+                        return self.close(term, sets).await;
+                    }
+                    Command::Cancel if !lost => {
+                        return self.cancel_unsafe(term).await;
+                    }
+                    other => {
+                        self.idle_command(other).await?;
+                    }
+                },
+                _ = ticks.tick() => {
+                    // Safe: not one write once the term's validity ran out
+                    // (the loss is reported on the next turn). The write is
+                    // stamped before this check.
+                    let checked = mono_ns();
+                    if self.mode == Mode::Safe && term.is_lost() {
+                        continue;
+                    }
+                    let how = if std::mem::take(&mut self.stall) {
+                        How::Stall(STALL)
+                    } else if self
+                        .drop_until
+                        .is_some_and(|until| tokio::time::Instant::now() < until)
+                    {
+                        How::Drop
+                    } else {
+                        How::Plain
+                    };
+                    self.writes.write(token, checked, how).await?;
+                }
+            }
+        }
+    }
+
+    /// The whole life of the candidate on one backend.
+    async fn drive<C: Claim, K: KeyedClaims>(
+        &mut self,
+        candidate: Candidate<C>,
+        sets: &MakeSet<'_, K>,
+    ) -> Result<(), CandidateError> {
+        loop {
+            let Some(term) = self.campaign(&candidate).await? else {
+                return Ok(());
+            };
+            match self.lead(term, sets).await? {
+                Next::Campaign => {}
+                Next::Exit => return Ok(()),
+            }
+        }
+    }
+}
+
+/// The lease settings given, less those the backend has no use for
+/// (the orchestrator gives every candidate the same flags).
+fn settings(args: &Args) -> Settings {
+    let mut settings = Settings {
+        ttl: args.ttl,
+        renew: args.renew,
+        grace: args.grace,
+        ..Settings::default()
+    };
+    for unused in settings.unused_by(&args.backend) {
+        match unused {
+            "ttl" => settings.ttl = None,
+            "renew" => settings.renew = None,
+            _ => settings.grace = None,
+        }
+    }
+    settings
+}
+
+/// Whether opening NATS failed in a way worth retrying (the server may
+/// come back).
+fn nats_transient(e: &election_url::Error) -> bool {
+    matches!(
+        e,
+        election_url::Error::Connect { .. }
+            | election_url::Error::Nats(
+                election_nats::Error::Connect { .. }
+                    | election_nats::Error::Unavailable { .. }
+                    | election_nats::Error::OutcomeUnknown { .. }
+            )
+            | election_url::Error::Postgres(
+                election_postgres::Error::Unavailable(_)
+                    | election_postgres::Error::TimedOut { .. }
+            )
+    )
+}
+
+async fn run(args: Args) -> Result<(), CandidateError> {
+    let history =
+        HistoryWriter::create(&args.history).map_err(|source| CandidateError::History {
+            path: args.history.clone(),
+            source,
+        })?;
+    let mut ctx = Ctx {
+        writes: Writes {
+            writer: args.writer.clone(),
+            history: Arc::new(history),
+            resource: Resource::open(&args.resource, args.mode).await?,
+            seq: Arc::new(AtomicU64::new(0)),
+        },
+        drop_until: None,
+        stall: false,
+        mode: args.mode,
+        poll: args.poll,
+        write_every: args.write_every,
+        // A synchronous section long enough for the next term to begin
+        // while it runs (on today's code), short against the TTL.
+        hold: args
+            .hold
+            .unwrap_or_else(|| args.ttl.map_or(Duration::from_millis(400), |ttl| ttl / 4)),
+        clock: Arc::new(ShiftedClock::default()),
+        stdin: stdin_lines(),
+    };
+    ctx.record(&CandidateEvent::Start {
+        pid: std::process::id(),
+    })?;
+    let identity = args.writer.as_str();
+    let settings = settings(&args);
+    let election = loop {
+        match args.backend.open(&settings).await {
+            Ok(election) => break election,
+            Err(e) if nats_transient(&e) => {
+                note(&format!("cannot connect yet, retrying: {}", chain(&e)));
+                if ctx.pause(args.poll.max(Duration::from_millis(100))).await? {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    match election {
+        Backend::File(election) => {
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
+        }
+        Backend::Sqlite(election) => {
+            let election = election.with_clock(ctx.clock.clone());
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
+        }
+        Backend::Postgres(election) => {
+            // The torture clock: `clock` jumps its wall clock; expiry is
+            // judged on the monotonic clock, never shifted.
+            let election = election.with_clock(ctx.clock.clone());
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            let sets = || Ok(election.lease_set(identity)?);
+            ctx.drive(candidate, &sets).await
+        }
+        Backend::Nats(election) => {
+            let candidate = election
+                .candidate(ELECTION, identity)?
+                .with_poll_interval(args.poll)?;
+            // The per-key lease set: NatsLeases keep their keys in buckets
+            // of their own, another election than the candidates'.
+            let poll = args.poll;
+            let sets = || {
+                let election = election.clone();
+                let id = identity.to_owned();
+                let claims = PerKeyClaims::new(Identity::new(identity)?, move |key| {
+                    election
+                        .claim(key.as_str(), &id)
+                        .map_err(|e| e.into_core(key))
+                })
+                .with_poll_interval(poll)?;
+                Ok(LeaseSet::new(claims))
+            };
+            ctx.drive(candidate, &sets).await
+        }
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error {}", chain(&e));
+            return ExitCode::from(USAGE);
+        }
+    };
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error {}", chain(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Args, CandidateError> {
+        parse(list.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn parses_a_full_command_line() {
+        let a = args(&[
+            "--backend",
+            "sqlite:///tmp/e.db",
+            "--writer",
+            "c1.2",
+            "--history",
+            "/tmp/h",
+            "--resource",
+            "sqlite:/tmp/r.db",
+            "--ttl-ms",
+            "1000",
+            "--renew-ms",
+            "300",
+            "--poll-ms",
+            "50",
+            "--unsafe",
+        ])
+        .unwrap();
+        assert_eq!(a.backend, BackendUrl::Sqlite("/tmp/e.db".into()));
+        assert_eq!(a.writer, "c1.2");
+        assert_eq!(a.ttl, Some(Duration::from_millis(1000)));
+        assert_eq!(a.write_every, Duration::from_millis(20));
+        assert_eq!(a.mode, Mode::Unsafe);
+    }
+
+    #[test]
+    fn refuses_bad_command_lines() {
+        let base = ["--writer", "c0.1", "--history", "h", "--resource", "file:r"];
+        assert!(args(&base).is_err(), "--backend is missing");
+        let mut ok = base.to_vec();
+        ok.extend(["--backend", "file:///d"]);
+        assert!(args(&ok).is_ok());
+        for bad in [
+            &["--backend", "zookeeper"][..],
+            &["--backend", "file://relative"],
+            &["--backend", "nats://h:1?colour=red"],
+            &["--dir", "d"],
+            &["--ttl-ms", "soon"],
+            &["--ttl-ms"],
+            &["--write-every-ms", "0"],
+            &["--frobnicate"],
+            &["--resource", "s3:x"],
+            &["--writer", "c 1"],
+        ] {
+            let mut line = ok.clone();
+            line.extend(bad);
+            assert!(
+                matches!(args(&line), Err(CandidateError::Usage(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn settings_a_backend_has_no_use_for_are_dropped() {
+        let line = |backend: &str| {
+            args(&[
+                "--backend",
+                backend,
+                "--writer",
+                "c0.1",
+                "--history",
+                "h",
+                "--resource",
+                "file:r",
+                "--ttl-ms",
+                "3000",
+                "--renew-ms",
+                "500",
+                "--grace-ms",
+                "200",
+            ])
+            .unwrap()
+        };
+        let ms = |n| Some(Duration::from_millis(n));
+        let file = settings(&line("file:///d"));
+        assert_eq!((file.ttl, file.renew, file.grace), (None, None, None));
+        let sqlite = settings(&line("sqlite:///d.db"));
+        assert_eq!(
+            (sqlite.ttl, sqlite.renew, sqlite.grace),
+            (ms(3000), ms(500), None)
+        );
+        let nats = settings(&line("nats://127.0.0.1:4222"));
+        assert_eq!(
+            (nats.ttl, nats.renew, nats.grace),
+            (ms(3000), ms(500), ms(200))
+        );
+    }
+
+    #[test]
+    fn commands() {
+        assert!(matches!(command(None), Command::Exit));
+        assert!(matches!(command(Some("exit".into())), Command::Exit));
+        assert!(matches!(command(Some(" resign ".into())), Command::Resign));
+        assert!(matches!(
+            command(Some("clock -3600".into())),
+            Command::Clock(-3600)
+        ));
+        assert!(matches!(
+            command(Some("clock soon".into())),
+            Command::Unknown(_)
+        ));
+        assert!(matches!(command(Some("cancel".into())), Command::Cancel));
+        assert!(matches!(command(Some("close".into())), Command::Close));
+        assert!(matches!(
+            command(Some("unguarded".into())),
+            Command::Unguarded
+        ));
+        assert!(matches!(command(Some("stall".into())), Command::Stall));
+        assert!(matches!(
+            command(Some("fdrop 4500".into())),
+            Command::DropWrites(4500)
+        ));
+        assert!(matches!(
+            command(Some("fdrop -1".into())),
+            Command::Unknown(_)
+        ));
+    }
+
+    #[test]
+    fn the_clock_shifts_the_wall_only() {
+        let clock = ShiftedClock::default();
+        let before = clock.wall_unix_ms();
+        clock.shift(-7200);
+        let after = clock.wall_unix_ms();
+        assert!(before - after > 7_100_000, "{before} {after}");
+    }
+}
