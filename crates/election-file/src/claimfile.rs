@@ -302,7 +302,7 @@ pub(crate) fn try_claim(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::lock::Kind;
     use proptest::prelude::*;
@@ -313,7 +313,8 @@ mod tests {
         format!("{n:08x}-0000-4000-8000-000000000000")
     }
 
-    fn paths(dir: &Path) -> Paths {
+    /// The files of election `e` in `dir` (also used by `repair`'s tests).
+    pub(crate) fn paths(dir: &Path) -> Paths {
         let file = |ext: &str| dir.join(format!("e.{ext}"));
         Paths {
             dir: dir.to_owned(),

@@ -203,25 +203,13 @@ pub(crate) fn repair_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::claimfile::tests::paths;
     use crate::claimfile::{Locked, claim_locked_with};
     use crate::lock::Kind;
-    use std::path::Path;
 
     const BOOT_A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
     const BOOT_B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
     const BLOCK: u64 = 1024;
-
-    fn paths(dir: &Path) -> Paths {
-        let file = |ext: &str| dir.join(format!("e.{ext}"));
-        Paths {
-            dir: dir.to_owned(),
-            lock: file("lock"),
-            record: file("epoch"),
-            tmp: file("epoch.tmp"),
-            ceiling: file("epoch-ceiling"),
-            ceiling_tmp: file("epoch-ceiling.tmp"),
-        }
-    }
 
     /// Wins one term as the kernel with boot id `boot` would.
     fn term(paths: &Paths, boot: Option<&str>) -> Result<Epoch, Error> {

@@ -93,6 +93,26 @@ pub fn writer_of(file_name: &str) -> Option<&str> {
 pub use fencing::mono::mono_ns;
 
 /// The wall clock in milliseconds since the Unix epoch (0 before it): for
+/// An error and its sources, on one line (`a: b: c`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Prints one protocol line on stdout and flushes it; a closed stdout
+/// (the orchestrator gone) is ignored: the history is what counts.
+pub fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
 /// people reading a history, never for ordering or checking.
 pub fn wall_ms() -> u64 {
     SystemTime::now()

@@ -139,6 +139,23 @@ pub enum Outcome {
     Unknown(ResourceError),
 }
 
+impl Outcome {
+    /// How the outcome of write `seq` in term `epoch` is recorded in a
+    /// candidate's history.
+    pub fn event(self, seq: u64, epoch: u64) -> crate::history::CandidateEvent {
+        use crate::history::{CandidateEvent, error_chain};
+        match self {
+            Outcome::Ok => CandidateEvent::Ok { seq, epoch },
+            Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
+            Outcome::Unknown(e) => CandidateEvent::Error {
+                seq,
+                epoch,
+                text: error_chain(&e),
+            },
+        }
+    }
+}
+
 /// What went wrong with a resource.
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {

@@ -51,7 +51,6 @@
 //! anything else. Transient backend failures (an unreachable server) are
 //! retried, with a `note` on stderr.
 
-use std::error::Error as StdError;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,8 +67,8 @@ use election_sqlite::{Clock, SystemClock};
 use election_url::{Backend, BackendUrl, Settings};
 use fencing::Token;
 use tokio::sync::{Notify, mpsc};
-use torture::history::{CandidateEvent, HistoryWriter, mono_ns};
-use torture::resource::{Mode, Outcome, Resource, ResourceError, ResourceSpec};
+use torture::history::{CandidateEvent, HistoryWriter, error_chain, mono_ns, say};
+use torture::resource::{Mode, Resource, ResourceError, ResourceSpec};
 
 /// The election every candidate campaigns in.
 use torture::orchestrate::ELECTION;
@@ -184,25 +183,6 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
     })
 }
 
-/// An error and its sources, on one line.
-fn chain(e: &dyn StdError) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    // The orchestrator may be gone; the history is what counts.
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
 fn note(line: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "note {line}");
@@ -309,19 +289,6 @@ struct Writes {
     seq: Arc<AtomicU64>,
 }
 
-/// How the outcome of a write is recorded.
-fn outcome_event(seq: u64, epoch: u64, outcome: Outcome) -> CandidateEvent {
-    match outcome {
-        Outcome::Ok => CandidateEvent::Ok { seq, epoch },
-        Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
-        Outcome::Unknown(e) => CandidateEvent::Error {
-            seq,
-            epoch,
-            text: chain(&e),
-        },
-    }
-}
-
 impl Writes {
     /// Records `event` (stamped `at` if given); returns its `mono_ns`.
     fn record_at(&self, at: Option<u64>, event: &CandidateEvent) -> Result<u64, CandidateError> {
@@ -354,7 +321,7 @@ impl Writes {
                     .await
             }
         };
-        self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+        self.record_at(None, &outcome.event(seq, epoch))?;
         Ok(())
     }
 
@@ -368,7 +335,7 @@ impl Writes {
                 let (seq, epoch) = (self.next_seq(), token.epoch().get());
                 self.record_at(None, &CandidateEvent::Unguarded { seq, epoch })?;
                 let outcome = self.resource.write(&self.writer, seq, token).await;
-                self.record_at(None, &outcome_event(seq, epoch, outcome))?;
+                self.record_at(None, &outcome.event(seq, epoch))?;
                 Ok(())
             },
         )
@@ -417,10 +384,7 @@ impl Writes {
                 std::thread::sleep(hold);
                 handle.block_on(self.resource.write(&self.writer, seq, token))
             });
-            if self
-                .record_at(None, &outcome_event(seq, epoch, outcome))
-                .is_err()
-            {
+            if self.record_at(None, &outcome.event(seq, epoch)).is_err() {
                 return;
             }
             tokio::time::sleep(every).await;
@@ -547,7 +511,7 @@ impl Ctx {
                         std::thread::sleep(hold);
                         handle.block_on(writes.resource.write(&writes.writer, seq, token))
                     });
-                    let _ = writes.record_at(None, &outcome_event(seq, epoch, outcome));
+                    let _ = writes.record_at(None, &outcome.event(seq, epoch));
                 })
                 .await
             }
@@ -559,7 +523,7 @@ impl Ctx {
             }
             ended = &mut guarded => {
                 let text = match ended {
-                    Ok(Err(e)) => format!("guard refused: {}", chain(&e)),
+                    Ok(Err(e)) => format!("guard refused: {}", error_chain(&e)),
                     _ => "guard ended".to_owned(),
                 };
                 self.announce(CandidateEvent::Lost { epoch, text })?;
@@ -604,8 +568,8 @@ impl Ctx {
             ended = lead => {
                 // Ended before a write began: the term was lost.
                 let text = match ended {
-                    Err(election_core::Error::Lost(lost)) => chain(&lost),
-                    Err(e) => format!("lead failed: {}", chain(&e)),
+                    Err(election_core::Error::Lost(lost)) => error_chain(&lost),
+                    Err(e) => format!("lead failed: {}", error_chain(&e)),
                     Ok(()) => "lead returned".to_owned(),
                 };
                 self.announce(CandidateEvent::Lost { epoch, text })?;
@@ -625,12 +589,12 @@ impl Ctx {
             Ok(()) => CandidateEvent::Resigned { epoch },
             Err(election_core::Error::Lost(lost)) => CandidateEvent::Lost {
                 epoch,
-                text: chain(&lost),
+                text: error_chain(&lost),
             },
             // The term is over either way (the attempt was closed).
             Err(e) => CandidateEvent::Lost {
                 epoch,
-                text: format!("resign failed: {}", chain(&e)),
+                text: format!("resign failed: {}", error_chain(&e)),
             },
         })
     }
@@ -656,7 +620,7 @@ impl Ctx {
             match outcome {
                 Ok(term) => return Ok(Some(term)),
                 Err(e) if !e.is_permanent() => {
-                    note(&format!("campaign failed, retrying: {}", chain(&e)));
+                    note(&format!("campaign failed, retrying: {}", error_chain(&e)));
                     if self.pause(self.poll).await? {
                         return Ok(None);
                     }
@@ -684,7 +648,7 @@ impl Ctx {
             tokio::select! {
                 biased;
                 loss = term.lost(), if !lost => {
-                    self.announce(CandidateEvent::Lost { epoch, text: chain(&loss) })?;
+                    self.announce(CandidateEvent::Lost { epoch, text: error_chain(&loss) })?;
                     if self.mode == Mode::Safe {
                         // Dropped without release: a lost claim may be
                         // another candidate's (the core never releases it).
@@ -832,7 +796,10 @@ async fn run(args: Args) -> Result<(), CandidateError> {
         match args.backend.open(&settings).await {
             Ok(election) => break election,
             Err(e) if nats_transient(&e) => {
-                note(&format!("cannot connect yet, retrying: {}", chain(&e)));
+                note(&format!(
+                    "cannot connect yet, retrying: {}",
+                    error_chain(&e)
+                ));
                 if ctx.pause(args.poll.max(Duration::from_millis(100))).await? {
                     return Ok(());
                 }
@@ -894,14 +861,14 @@ async fn main() -> ExitCode {
     let args = match parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {
-            eprintln!("error {}", chain(&e));
+            eprintln!("error {}", error_chain(&e));
             return ExitCode::from(USAGE);
         }
     };
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error {}", chain(&e));
+            eprintln!("error {}", error_chain(&e));
             ExitCode::from(2)
         }
     }

@@ -46,9 +46,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use fencing::Token;
-use torture::history::{self, CandidateEvent, HistoryWriter, mono_ns};
+use torture::history::{self, CandidateEvent, HistoryWriter, error_chain, mono_ns, say};
 use torture::orchestrate::ELECTION;
-use torture::resource::{Mode, Outcome, Resource, ResourceSpec};
+use torture::resource::{Mode, Resource, ResourceSpec};
 
 /// Exit code for bad usage.
 const USAGE: u8 = 64;
@@ -134,37 +134,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         hold,
         every,
     })
-}
-
-/// An error and its sources, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-fn say(line: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
-fn outcome_event(seq: u64, epoch: u64, outcome: Outcome) -> CandidateEvent {
-    match outcome {
-        Outcome::Ok => CandidateEvent::Ok { seq, epoch },
-        Outcome::Stale { mark } => CandidateEvent::Stale { seq, epoch, mark },
-        Outcome::Unknown(e) => CandidateEvent::Error {
-            seq,
-            epoch,
-            text: chain(&e),
-        },
-    }
 }
 
 /// SIGTERM ignored from now on (also in processes forked after).
@@ -269,7 +238,7 @@ async fn write_loop(
     }
     let resource = Resource::open(&args.resource, Mode::Safe)
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| error_chain(&e))?;
     let started = Instant::now();
     let mut seq = 0;
     loop {
@@ -280,7 +249,7 @@ async fn write_loop(
         // The attempt's time: before the resource is touched.
         record(Some(mono_ns()), &CandidateEvent::Write { seq, epoch })?;
         let outcome = resource.write(writer, seq, token).await;
-        record(None, &outcome_event(seq, epoch, outcome))?;
+        record(None, &outcome.event(seq, epoch))?;
         let pause = tokio::time::sleep(args.every);
         match term.as_mut() {
             Some(term) => tokio::select! {
@@ -302,7 +271,7 @@ async fn unguarded_once(args: &Args) -> Result<(), String> {
     let log = history(args, &args.writer)?;
     let resource = Resource::open(&args.resource, Mode::Safe)
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| error_chain(&e))?;
     let written = election_core::unguarded(
         ELECTION,
         "torture: a late writer with a token below every term's",
@@ -311,12 +280,12 @@ async fn unguarded_once(args: &Args) -> Result<(), String> {
             let epoch = token.epoch().get();
             log.record(&CandidateEvent::Unguarded { seq: 1, epoch })?;
             let outcome = resource.write(&args.writer, 1, token).await;
-            log.record(&outcome_event(1, epoch, outcome))?;
+            log.record(&outcome.event(1, epoch))?;
             Ok::<(), std::io::Error>(())
         },
     )
     .await
-    .map_err(|e| chain(&e))?;
+    .map_err(|e| error_chain(&e))?;
     written.map_err(|e| format!("cannot write {}: {e}", log.path().display()))
 }
 
@@ -325,7 +294,7 @@ async fn late_write(args: &Args, token: Token) -> Result<(), String> {
     let log = history(args, &args.writer)?;
     let resource = Resource::open(&args.resource, Mode::Safe)
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| error_chain(&e))?;
     let epoch = token.epoch().get();
     let io = |e: std::io::Error| format!("cannot write {}: {e}", log.path().display());
     log.record(&CandidateEvent::Write { seq: 1, epoch })
@@ -333,7 +302,7 @@ async fn late_write(args: &Args, token: Token) -> Result<(), String> {
     let outcome = resource
         .write_holding(&args.writer, 1, token, args.hold)
         .await;
-    log.record(&outcome_event(1, epoch, outcome)).map_err(io)?;
+    log.record(&outcome.event(1, epoch)).map_err(io)?;
     Ok(())
 }
 
