@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{Result, cargo, policy, postgres, repo_root, rust_files, target_dir, torture};
+use crate::{Result, cargo_command, policy, postgres, repo_root, rust_files, target_dir, torture};
 
 /// What a step runs.
 enum Action {
@@ -56,7 +56,7 @@ impl Step {
     fn run(&self) -> Result<()> {
         match &self.action {
             Action::Cargo { args, env } => {
-                let status = Command::new(cargo())
+                let status = cargo_command()
                     .args(args)
                     .envs(env.iter().copied())
                     .current_dir(repo_root())
@@ -217,7 +217,7 @@ fn tests_side_by_side(nextest: bool) -> Result<()> {
             }
         });
         let tests = (|| -> Result<()> {
-            let mut cmd = Command::new(cargo());
+            let mut cmd = cargo_command();
             if nextest {
                 // As many test threads as cores (nextest's default): with
                 // twice as many, two SQLite tests with a 900 ms lease lost
@@ -256,7 +256,7 @@ fn tests_side_by_side(nextest: bool) -> Result<()> {
 /// `cargo test --workspace --doc`, its output printed whole when it ends
 /// (it runs beside nextest's live output).
 fn doc_tests() -> Result<()> {
-    let out = Command::new(cargo())
+    let out = cargo_command()
         .args(["test", "--workspace", "--doc"])
         .current_dir(repo_root())
         .stdin(Stdio::null())
@@ -377,7 +377,7 @@ const REQUIRED: [&str; 5] = [
 pub(crate) fn check_packages() -> Result<()> {
     let mut problems = Vec::new();
     for (name, dir) in publishable_crates()? {
-        let out = Command::new(cargo())
+        let out = cargo_command()
             .args(["package", "--list", "--allow-dirty", "-p", &name])
             .current_dir(repo_root())
             .stdin(Stdio::null())
@@ -492,7 +492,7 @@ fn relative(dir: &Path, path: &Path) -> Option<String> {
 
 /// True if `cargo nextest --version` runs and succeeds.
 fn nextest_available() -> bool {
-    Command::new(cargo())
+    cargo_command()
         .args(["nextest", "--version"])
         .current_dir(repo_root())
         .stdin(Stdio::null())

@@ -120,6 +120,16 @@ pub(crate) fn cargo() -> std::ffi::OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
 
+/// A `cargo` command (the one [`cargo`] names) with incremental
+/// compilation off: xtask's builds are one-shot (CI, a fresh clone), and an
+/// incremental cache of every test binary costs gigabytes of disk and
+/// buys nothing there (ADR 0057).
+pub(crate) fn cargo_command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(cargo());
+    cmd.env("CARGO_INCREMENTAL", "0");
+    cmd
+}
+
 /// The cargo target directory (`CARGO_TARGET_DIR`, relative to the root).
 pub(crate) fn target_dir() -> std::path::PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
@@ -133,7 +143,7 @@ pub(crate) fn target_dir() -> std::path::PathBuf {
 pub(crate) fn run_cargo(args: &[&str]) -> Result<()> {
     let shown = format!("cargo {}", args.join(" "));
     eprintln!("xtask: {shown}");
-    let status = std::process::Command::new(cargo())
+    let status = cargo_command()
         .args(args)
         .current_dir(repo_root())
         .stdin(std::process::Stdio::null())

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{Result, cargo, json, repo_root};
+use crate::{Result, cargo_command, json, repo_root};
 
 /// A workspace member, from `cargo metadata --no-deps`.
 pub(crate) struct Member {
@@ -25,7 +25,7 @@ pub(crate) struct Member {
 /// stderr passes through.
 fn cargo_stdout(args: &[&str]) -> Result<String> {
     let shown = format!("cargo {}", args.join(" "));
-    let out = Command::new(cargo())
+    let out = cargo_command()
         .args(args)
         .current_dir(repo_root())
         .stdin(Stdio::null())
@@ -133,7 +133,7 @@ pub(crate) fn boundaries() -> Result<()> {
 pub(crate) fn crates_alone() -> Result<()> {
     for m in members()? {
         let t = Instant::now();
-        let status = Command::new(cargo())
+        let status = cargo_command()
             .args(["clippy", "--quiet", "--all-targets", "-p", &m.name])
             .args(["--", "-D", "warnings"])
             .current_dir(repo_root())
