@@ -52,6 +52,10 @@ Examples:
   # Many hosts: a lease in NATS, lost after 15 s without renewal
   elect run --backend nats://nats1:4222,nats2:4222 --ttl 15s --name dispatcher -- ./dispatch
 
+  # Many hosts: a lease row in the PostgreSQL database the service already
+  # uses (the password from PGPASSWORD or ~/.pgpass, never argv)
+  elect run --backend postgres://app@db.internal/app --ttl 15s --name mailer -- ./mailer
+
   # Who leads, for people and for scripts
   elect leader --name dispatcher --backend nats://nats1:4222
   elect leader --name dispatcher --backend nats://nats1:4222 --json
@@ -283,11 +287,11 @@ pub(crate) struct RunArgs {
     /// characters) [default: HOST/PID].
     #[arg(long, value_name = "ID", value_parser = identity)]
     pub(crate) identity: Option<String>,
-    /// Lease TTL (sqlite, nats): the term is lost if it cannot be renewed
+    /// Lease TTL (sqlite, postgres, nats): the term is lost if it cannot be renewed
     /// for this long [default: 15s].
     #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) ttl: Option<Duration>,
-    /// Renew interval (sqlite, nats) [default: a third of the TTL].
+    /// Renew interval (sqlite, postgres, nats) [default: a third of the TTL].
     #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) renew: Option<Duration>,
     /// Failover grace (nats): wait this long before leading after a crashed
@@ -308,7 +312,7 @@ pub(crate) struct RunArgs {
     /// and left processes behind), and COMMAND has after a SIGINT or
     /// SIGTERM forwarded to it [default: half the time between the end
     /// of the lease's known validity and the earliest moment a successor
-    /// can lead: TTL/20 on sqlite, TTL/20 + grace/2 on nats; 10s on the
+    /// can lead: TTL/20 on sqlite and postgres, TTL/20 + grace/2 on nats; 10s on the
     /// file backend, whose lock COMMAND's processes hold]. A value longer
     /// than that whole time (twice the default) is refused unless
     /// --allow-late-kill.

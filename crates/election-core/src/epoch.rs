@@ -94,11 +94,47 @@ impl Epoch {
     /// ```
     /// use election_core::Epoch;
     ///
-    /// let column: i64 = i64::try_from(Epoch::FIRST.get()).unwrap_or(i64::MAX); // every epoch fits
-    /// assert_eq!(column, 2);
+    /// assert_eq!(Epoch::FIRST.get(), 2);
+    /// // For a SQL column: `get_i64`, which never fails.
     /// ```
     pub const fn get(self) -> u64 {
         self.0.get()
+    }
+
+    /// The epoch as a signed 64-bit integer, the type of a SQL `BIGINT` /
+    /// `INTEGER` column. Never fails and never wraps: every epoch fits,
+    /// since [`Epoch::MAX`] is `i64::MAX`.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    ///
+    /// let column: i64 = Epoch::FIRST.get_i64(); // bind it as a BIGINT
+    /// assert_eq!(column, 2);
+    /// assert_eq!(Epoch::MAX.get_i64(), i64::MAX);
+    /// assert_eq!(i64::from(Epoch::FIRST), 2);
+    /// ```
+    pub const fn get_i64(self) -> i64 {
+        // Lossless: `new` refuses every value above i64::MAX.
+        self.0.get() as i64
+    }
+
+    /// The epoch read back from a signed 64-bit column, or `None` for zero
+    /// or a negative number (no epoch): the checked way back from
+    /// [`get_i64`](Epoch::get_i64).
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    ///
+    /// let stored: i64 = 41; // e.g. `SELECT epoch FROM ...`
+    /// assert_eq!(Epoch::from_i64(stored), Epoch::new(41));
+    /// assert_eq!(Epoch::from_i64(0), None);
+    /// assert_eq!(Epoch::from_i64(-5), None);
+    /// ```
+    pub const fn from_i64(value: i64) -> Option<Epoch> {
+        if value <= 0 {
+            return None;
+        }
+        Epoch::new(value as u64)
     }
 
     /// The epoch after this one, or `None` if this is [`Epoch::MAX`].
@@ -141,6 +177,13 @@ impl Epoch {
                 .map(|n| n.max(Epoch::FIRST))
                 .ok_or(ConfigError::EpochExhausted),
         }
+    }
+}
+
+impl From<Epoch> for i64 {
+    /// [`Epoch::get_i64`]: every epoch fits.
+    fn from(epoch: Epoch) -> i64 {
+        epoch.get_i64()
     }
 }
 
@@ -224,6 +267,19 @@ mod tests {
         #[test]
         fn order_matches_numbers(a in 1u64..=i64::MAX as u64, b in 1u64..=i64::MAX as u64) {
             prop_assert_eq!(Epoch::new(a).unwrap().cmp(&Epoch::new(b).unwrap()), a.cmp(&b));
+        }
+
+        #[test]
+        fn i64_round_trips_and_keeps_order(v in any::<i64>(), w in any::<i64>()) {
+            // Exactly the positive numbers are epochs, each back unchanged,
+            // and order is kept both ways.
+            let (e, f) = (Epoch::from_i64(v), Epoch::from_i64(w));
+            prop_assert_eq!(e.is_some(), v > 0);
+            if let (Some(e), Some(f)) = (e, f) {
+                prop_assert_eq!(e.get_i64(), v);
+                prop_assert_eq!(i64::from(e), v);
+                prop_assert_eq!(e.cmp(&f), v.cmp(&w));
+            }
         }
 
         #[test]

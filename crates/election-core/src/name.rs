@@ -139,6 +139,19 @@ impl Identity {
     /// let me = Identity::for_this_process();
     /// assert!(me.as_str().ends_with(&format!("/{}", std::process::id())));
     /// ```
+    ///
+    /// A `&Identity` goes wherever a backend takes the identity as `&str`:
+    ///
+    /// ```
+    /// use election_core::{Candidate, Identity};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", &Identity::for_this_process())?);
+    /// # drop(candidate);
+    /// # Ok(()) }
+    /// ```
     pub fn for_this_process() -> Self {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
@@ -177,6 +190,14 @@ macro_rules! text_impls {
         }
         impl AsRef<str> for $t {
             fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+        /// The text, so a `&` of it goes wherever a `&str` is taken (a
+        /// backend's `candidate(name, identity)`).
+        impl std::ops::Deref for $t {
+            type Target = str;
+            fn deref(&self) -> &str {
                 &self.0
             }
         }

@@ -78,6 +78,21 @@ impl PostgresElection {
     /// own tables are never touched. Notifications use a connection of
     /// their own, with the pool's connect options, not one of the pool's.
     ///
+    /// **Size the pool for the election too.** Claims, renewals, lease-set
+    /// batches and fence checks take a connection from this pool like any
+    /// query of the application's. A renewal that waits for a free
+    /// connection longer than the renewal policy allows fails, and a term
+    /// that cannot renew before its validity ends is **lost** (reported:
+    /// [`Term::lost`](election_core::Term::lost), never kept silently). So
+    /// an application that keeps every connection busy for longer than
+    /// the TTL loses the term (the test
+    /// `an_application_pool_exhausted_past_the_ttl_loses_the_term` shows
+    /// it). Give the pool `max_connections` above the application's peak
+    /// by the election's own use (a connection at a time for each term's
+    /// renewal and each lease set's batch), never let the application hold
+    /// connections for a TTL, or use [`connect`](Self::connect), whose
+    /// pool is the election's own.
+    ///
     /// Cancel safety and failure model as [`connect`](Self::connect).
     ///
     /// ```no_run

@@ -1,11 +1,9 @@
 //! [`PostgresFence`]: high-water marks in the database, checked inside the
 //! application's own transaction.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
 
+use election_sql::FinishOnDrop;
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 
@@ -14,14 +12,11 @@ use crate::error::Error;
 use crate::schema::{self, Sql};
 
 fn mark_of(token: Token) -> i64 {
-    // Every token is at most Epoch::MAX = i64::MAX.
-    i64::try_from(token.epoch().get()).unwrap_or(i64::MAX)
+    token.get_i64()
 }
 
 fn token_from(resource: &ResourceName, value: i64) -> Result<Token, fencing::Error> {
-    u64::try_from(value)
-        .ok()
-        .and_then(election_core::Epoch::new)
+    election_core::Epoch::from_i64(value)
         .map(Token::from_epoch)
         .ok_or_else(|| fencing::Error::corrupt(resource.as_str(), format!("stored mark {value}")))
 }
@@ -62,35 +57,6 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
             }
         }
         _ => fencing::Error::corrupt(resource.as_str(), db.message().to_owned()),
-    }
-}
-
-/// A future that, dropped before it is done, is finished in a task of its
-/// own (on the current tokio runtime, if any) and its output dropped.
-struct FinishOnDrop<T: Send + 'static>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
-
-impl<T: Send + 'static> Future for FinishOnDrop<T> {
-    type Output = T;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let Some(inner) = self.0.as_mut() else {
-            return Poll::Pending; // polled after it was done: never again ready
-        };
-        let out = ready!(inner.as_mut().poll(cx));
-        self.0 = None;
-        Poll::Ready(out)
-    }
-}
-
-impl<T: Send + 'static> Drop for FinishOnDrop<T> {
-    fn drop(&mut self) {
-        if let Some(inner) = self.0.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(async move {
-                drop(inner.await);
-            });
-        }
     }
 }
 
@@ -338,11 +304,9 @@ impl PostgresFence {
         // awaits any more is dropped, which rolls it back.
         let pool = self.pool.clone();
         let statement = self.sql.fence_begin(resource, mark_of(token));
-        FinishOnDrop(Some(Box::pin(async move {
-            pool.begin_with(AssertSqlSafe(statement)).await
-        })))
-        .await
-        .map_err(|e| refused(resource, token, e))
+        FinishOnDrop::new(async move { pool.begin_with(AssertSqlSafe(statement)).await })
+            .await
+            .map_err(|e| refused(resource, token, e))
     }
 
     /// The mark of `resource` as `conn` sees it.

@@ -100,3 +100,42 @@ async fn close_ends_an_own_pool_but_not_the_applications() {
         .expect("still open");
     assert_eq!(one, 1);
 }
+
+/// `with_pool`'s warning, shown: the renewal waits for a connection of the
+/// application's pool like any query, so an application that keeps the
+/// pool exhausted for longer than the TTL loses the term. The loss is
+/// reported (never a term silently kept past its lease), and the next
+/// candidate wins a higher epoch once the pool is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_pool_exhausted_past_the_ttl_loses_the_term() {
+    let server = common::server();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&server.url())
+        .await
+        .expect("app pool");
+    let election = election_postgres::PostgresElection::with_pool(pool.clone(), common::fast())
+        .await
+        .expect("with_pool");
+    let candidate = election.candidate("jobs", "app").expect("candidate");
+    let term = within("campaign", candidate.campaign()).await.expect("won");
+    let first = term.epoch();
+    // The application takes every connection of its pool and keeps them.
+    let mut taken = Vec::new();
+    for _ in 0..2 {
+        taken.push(within("acquire", pool.acquire()).await.expect("acquire"));
+    }
+    let lost = within("the loss", term.lost()).await;
+    assert!(
+        !lost.reason.is_end(),
+        "the term ended by its holder, not by the exhausted pool: {lost:?}"
+    );
+    assert!(term.is_lost());
+    drop(taken);
+    let next = within("the next term", candidate.campaign())
+        .await
+        .expect("won again once the pool is free");
+    assert!(next.epoch() > first, "{} after {first}", next.epoch());
+    next.resign().await.expect("resign");
+    election.close().await;
+}

@@ -19,15 +19,19 @@
 //!   key's term, each contended key's observation; renew, confirm and
 //!   release many), with [`failed_all`]: how a batch's failure answers
 //!   every key.
+//! - [`FinishOnDrop`]: how both backends begin a fenced transaction that a
+//!   dropped caller cannot leave open.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod clock;
+mod finish;
 mod keyed;
 pub mod lease_row;
 mod renewal;
 mod times;
 
 pub use clock::{Clock, SystemClock};
+pub use finish::FinishOnDrop;
 pub use keyed::{
     Answer, Classed, Hold, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
     failed_all, for_key, lease_set_identity,

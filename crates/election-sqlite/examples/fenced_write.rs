@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+use election_sqlite::{SqliteElection, SqliteOptions};
 use fencing::{ResourceName, Token};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -38,7 +38,7 @@ async fn write(election: &SqliteElection, token: Token, entry: &str) -> Result<S
     let ledger = ResourceName::new("ledger")?;
     let mut conn = election.pool().acquire().await?;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    match SqliteFence::advance_in(&mut tx, &ledger, token).await {
+    match election.fence().advance_in(&mut tx, &ledger, token).await {
         Ok(_) => {
             sqlx::query("INSERT INTO ledger (entry, epoch) VALUES (?1, ?2)")
                 .bind(entry)

@@ -62,7 +62,7 @@ use crate::row::{self, ClaimWrite, Found, Hold, Observed};
 /// ```
 #[derive(Clone, Debug)]
 pub struct SqliteElection {
-    inner: Arc<Context>,
+    pub(crate) inner: Arc<Context>,
 }
 
 impl SqliteElection {
@@ -358,7 +358,7 @@ impl SqliteElection {
     /// invalid identity.
     ///
     /// ```
-    /// use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
     /// use fencing::{ResourceName, Token};
     /// use sqlx::Connection;
     ///
@@ -376,7 +376,7 @@ impl SqliteElection {
     ///     let mut conn = election.pool().acquire().await?;
     ///     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     ///     let shard = ResourceName::for_key(token.key());
-    ///     SqliteFence::advance_in(&mut tx, &shard, Token::from(&token)).await?;
+    ///     election.fence().advance_in(&mut tx, &shard, Token::from(&token)).await?;
     ///     sqlx::query("INSERT INTO rows VALUES (?1, 1)").bind(token.key().as_str()).execute(&mut *tx).await?;
     ///     tx.commit().await?;
     ///     Ok::<_, Box<dyn std::error::Error>>(())

@@ -1,6 +1,7 @@
 //! [`SqliteFence`]: high-water marks in the database, checked inside the
 //! application's own transaction.
 
+use election_sql::FinishOnDrop;
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{SqliteConnection, SqlitePool};
 
@@ -8,19 +9,8 @@ use crate::context::DbFile;
 use crate::error::Error;
 use crate::schema;
 
-fn token_i64(resource: &ResourceName, token: Token) -> Result<i64, fencing::Error> {
-    i64::try_from(token.epoch().get()).map_err(|_| {
-        fencing::Error::corrupt(
-            resource.as_str(),
-            format!("token {token} does not fit SQLite's INTEGER"),
-        )
-    })
-}
-
 fn token_from(resource: &ResourceName, value: i64) -> Result<Token, fencing::Error> {
-    u64::try_from(value)
-        .ok()
-        .and_then(election_core::Epoch::new)
+    election_core::Epoch::from_i64(value)
         .map(Token::from_epoch)
         .ok_or_else(|| fencing::Error::corrupt(resource.as_str(), format!("stored mark {value}")))
 }
@@ -41,14 +31,17 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// runs), so a write that landed is never followed by a lower token's,
 /// whatever happens to the call afterwards.
 ///
-/// The strongest use is [`SqliteFence::advance_in`]: the application opens
-/// its own transaction, checks and advances the mark in it, makes its
-/// write in it, and commits: the write commits atomically with the check,
-/// or not at all. A deposed leader's transaction is refused with
+/// The strongest use is a fenced transaction, the same shape as
+/// PostgreSQL's: [`SqliteFence::begin_fenced`] begins one whose first act
+/// is the check, or [`SqliteFence::advance_in`] checks and advances the
+/// mark inside a transaction the application opened; the application
+/// makes its write in it and commits: the write commits atomically with
+/// the check, or not at all. Get the fence with
+/// [`SqliteElection::fence`](crate::SqliteElection::fence). A deposed leader's transaction is refused with
 /// [`fencing::Error::Stale`] and rolls back with its write.
 ///
 /// ```
-/// use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+/// use election_sqlite::{SqliteElection, SqliteOptions};
 /// use fencing::{ResourceName, Token};
 /// use sqlx::Connection;
 ///
@@ -63,7 +56,7 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 ///
 /// let mut conn = election.pool().acquire().await?;
 /// let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-/// SqliteFence::advance_in(&mut tx, &orders, token).await?;
+/// election.fence().advance_in(&mut tx, &orders, token).await?;
 /// sqlx::query("INSERT INTO ledger VALUES ('paid')").execute(&mut *tx).await?;
 /// tx.commit().await?;
 /// # Ok(()) }
@@ -144,7 +137,7 @@ impl SqliteFence {
     /// older token; [`fencing::Error::Unavailable`] for database errors.
     ///
     /// ```
-    /// # use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+    /// # use election_sqlite::{SqliteElection, SqliteOptions};
     /// # use fencing::ResourceName;
     /// # use sqlx::Connection;
     /// # #[tokio::main(flavor = "current_thread")]
@@ -154,44 +147,150 @@ impl SqliteFence {
     /// let r = ResourceName::new("orders")?;
     /// let mut conn = election.pool().acquire().await?;
     /// let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    /// SqliteFence::advance_in(&mut tx, &r, "7".parse()?).await?;
+    /// let fence = election.fence();
+    /// fence.advance_in(&mut tx, &r, "7".parse()?).await?;
     /// tx.commit().await?;
     /// let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    /// let stale = SqliteFence::advance_in(&mut tx, &r, "6".parse()?).await;
+    /// let stale = fence.advance_in(&mut tx, &r, "6".parse()?).await;
     /// assert!(matches!(stale, Err(fencing::Error::Stale { .. })));
     /// # Ok(()) }
     /// ```
     pub async fn advance_in(
+        &self,
         conn: &mut SqliteConnection,
         resource: &ResourceName,
         token: Token,
     ) -> Result<Advance, fencing::Error> {
-        let value = token_i64(resource, token)?;
-        let stored = read_mark(conn, resource).await?;
-        // A token below the mark read in this transaction is refused
-        // without a write: the mark can only have grown since (the
-        // guards of ADR 0047 refuse an insert below it, which the upsert
-        // would otherwise attempt).
-        if stored.is_some_and(|mark| mark > token) {
-            return Advance::decide(resource, stored, token);
-        }
-        let raised = sqlx::query(
-            "INSERT INTO election_fences (resource, token) VALUES (?1, ?2)
-             ON CONFLICT (resource) DO UPDATE SET token = excluded.token
-             WHERE excluded.token >= election_fences.token",
-        )
-        .bind(resource.as_str())
-        .bind(value)
-        .execute(&mut *conn)
-        .await
-        .map_err(|e| unavailable(resource, e))?;
-        if raised.rows_affected() == 1 {
-            return Advance::decide(resource, stored, token);
-        }
-        // Refused: read the mark that refused it (the upsert held the lock).
-        let mark = read_mark(conn, resource).await?;
-        Advance::decide(resource, mark, token)
+        advance_in(conn, resource, token).await
     }
+
+    /// Begins a `BEGIN IMMEDIATE` transaction on this fence's pool whose
+    /// first act checks `token` against `resource`'s high-water mark and
+    /// raises it, exactly as [`advance_in`](SqliteFence::advance_in)
+    /// would: the same shape as
+    /// `election_postgres::PostgresFence::begin_fenced`. Make the guarded
+    /// write in the returned transaction and commit it: it commits
+    /// atomically with the check, or not at all.
+    ///
+    /// The transaction holds SQLite's write lock from its `BEGIN
+    /// IMMEDIATE` until it ends: commit or drop it promptly (every other
+    /// writer of the database, the election's renewals among them, waits
+    /// for it).
+    ///
+    /// Cancel safety: cancel safe. Dropped before it returns, the begin
+    /// and the check are finished in a task of their own and the
+    /// transaction is then dropped and rolled back, so no connection is
+    /// left holding the write lock. A returned transaction dropped
+    /// uncommitted rolls back.
+    ///
+    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
+    /// older token (nothing written, the transaction rolled back);
+    /// [`fencing::Error::Config`] for a database file with a second name
+    /// or replaced since the fence was made (ADR 0046), and for a raise on
+    /// a connection whose commits are not durable (`synchronous` below
+    /// FULL); [`fencing::Error::Unavailable`] for database errors
+    /// (including a busy database); [`fencing::Error::Corrupt`] for a mark
+    /// this crate never writes.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// sqlx::query("CREATE TABLE ledger (entry TEXT)").execute(election.pool()).await?;
+    /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
+    /// let ledger = ResourceName::new("ledger")?;
+    ///
+    /// let fence = election.fence();
+    /// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?; // refused if deposed
+    /// sqlx::query("INSERT INTO ledger VALUES ('paid')").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn begin_fenced(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, fencing::Error> {
+        self.check_names(resource)?;
+        let pool = self.pool.clone();
+        let owned = resource.clone();
+        FinishOnDrop::new(async move {
+            let resource = &owned;
+            let mut tx = pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(|e| unavailable(resource, e))?;
+            let advance = advance_in(&mut tx, resource, token).await?;
+            if advance.raised() {
+                require_durable(&mut tx, resource).await?;
+            }
+            Ok(tx)
+        })
+        .await
+    }
+}
+
+impl crate::SqliteElection {
+    /// A fence on this election's database and pool (no I/O: the tables
+    /// exist already): the same as [`SqliteFence::new`] on
+    /// [`pool`](crate::SqliteElection::pool), with the names the election
+    /// checked at open.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    /// use fencing::{Fence, ResourceName};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// let fence = election.fence();
+    /// assert_eq!(fence.high_water_mark(&ResourceName::new("ledger")?).await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn fence(&self) -> SqliteFence {
+        SqliteFence {
+            pool: self.pool().clone(),
+            db_file: self.inner.db_file.clone(),
+        }
+    }
+}
+
+/// [`SqliteFence::advance_in`], for callers without a fence at hand.
+async fn advance_in(
+    conn: &mut SqliteConnection,
+    resource: &ResourceName,
+    token: Token,
+) -> Result<Advance, fencing::Error> {
+    let value = token.get_i64();
+    let stored = read_mark(conn, resource).await?;
+    // A token below the mark read in this transaction is refused
+    // without a write: the mark can only have grown since (the
+    // guards of ADR 0047 refuse an insert below it, which the upsert
+    // would otherwise attempt).
+    if stored.is_some_and(|mark| mark > token) {
+        return Advance::decide(resource, stored, token);
+    }
+    let raised = sqlx::query(
+        "INSERT INTO election_fences (resource, token) VALUES (?1, ?2)
+         ON CONFLICT (resource) DO UPDATE SET token = excluded.token
+         WHERE excluded.token >= election_fences.token",
+    )
+    .bind(resource.as_str())
+    .bind(value)
+    .execute(&mut *conn)
+    .await
+    .map_err(|e| unavailable(resource, e))?;
+    if raised.rows_affected() == 1 {
+        return Advance::decide(resource, stored, token);
+    }
+    // Refused: read the mark that refused it (the upsert held the lock).
+    let mark = read_mark(conn, resource).await?;
+    Advance::decide(resource, mark, token)
 }
 
 /// The mark of `resource` as `conn` sees it.
@@ -262,7 +361,7 @@ impl Fence for SqliteFence {
     ) -> Result<Advance, fencing::Error> {
         self.check_names(resource)?;
         let mut tx = self.begin(resource).await?;
-        let advance = Self::advance_in(&mut tx, resource, token).await?;
+        let advance = advance_in(&mut tx, resource, token).await?;
         if advance.raised() {
             require_durable(&mut tx, resource).await?;
         }
@@ -314,7 +413,7 @@ impl Fence for SqliteFence {
     {
         self.check_names(resource)?;
         let mut tx = self.begin(resource).await?;
-        let advance = Self::advance_in(&mut tx, resource, token).await?;
+        let advance = advance_in(&mut tx, resource, token).await?;
         if advance.raised() {
             require_durable(&mut tx, resource).await?;
             tx.commit().await.map_err(|e| unavailable(resource, e))?;

@@ -214,7 +214,8 @@ async fn the_fence_accepts_every_epoch_up_to_max() {
     let own = ResourceName::new("own").expect("name");
     let mut conn = e.pool().acquire().await.expect("acquire");
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.expect("begin");
-    SqliteFence::advance_in(&mut tx, &own, max)
+    fence
+        .advance_in(&mut tx, &own, max)
         .await
         .expect("MAX in a transaction");
     tx.commit().await.expect("commit");
@@ -425,4 +426,64 @@ async fn a_fence_refuses_a_database_with_a_second_name() {
     std::fs::remove_file(&link).expect("unlink");
     fence.advance(&r, t(8)).await.expect("one name again");
     assert_eq!(fence.high_water_mark(&r).await.expect("mark"), Some(t(8)));
+}
+
+/// `begin_fenced`, the same shape as PostgreSQL's: the check is the
+/// transaction's first act, the write commits with it, a lower token is
+/// refused with nothing written, and a begin dropped at any await point
+/// never leaves a connection holding SQLite's write lock (the next
+/// `BEGIN IMMEDIATE` goes through).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn begin_fenced_commits_with_the_check_and_a_dropped_begin_leaves_no_lock() {
+    let (_dir, e) = setup().await;
+    let fence = e.fence();
+    let data = ResourceName::new("data").expect("name");
+    let mut tx = fence.begin_fenced(&data, t(5)).await.expect("begin 5");
+    sqlx::query("INSERT INTO data (v) VALUES (50)")
+        .execute(&mut *tx)
+        .await
+        .expect("insert");
+    tx.commit().await.expect("commit");
+    match fence.begin_fenced(&data, t(4)).await {
+        Err(fencing::Error::Stale {
+            presented,
+            high_water_mark,
+            ..
+        }) => assert_eq!((presented, high_water_mark), (t(4), t(5))),
+        other => panic!("a lower token began a transaction: {other:?}"),
+    }
+    // Dropped at every point of its run: begin, check, return.
+    for polls in 0..6 {
+        // Boxed, so that `drop` drops the future itself.
+        let mut begin = Box::pin(fence.begin_fenced(&data, t(6)));
+        for _ in 0..polls {
+            let _ = futures::poll!(begin.as_mut());
+            tokio::task::yield_now().await;
+        }
+        drop(begin);
+        // The write lock is free again within a generous bound (a begin
+        // finished in the background holds it for a moment, then rolls
+        // back).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let mut conn = e.pool().acquire().await.expect("acquire");
+            match conn.begin_with("BEGIN IMMEDIATE").await {
+                Ok(tx) => {
+                    drop(tx);
+                    break;
+                }
+                Err(err) if std::time::Instant::now() < deadline => {
+                    eprintln!("after a begin dropped after {polls} polls: {err}; again");
+                }
+                Err(err) => panic!(
+                    "the write lock was still held 30 s after a begin dropped after {polls} polls: {err}"
+                ),
+            }
+        }
+    }
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM data ORDER BY rowid")
+        .fetch_all(e.pool())
+        .await
+        .expect("select");
+    assert_eq!(rows, [50], "only the committed fenced write is there");
 }

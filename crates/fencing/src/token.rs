@@ -65,6 +65,20 @@ impl Token {
     pub const fn epoch(self) -> Epoch {
         self.0
     }
+
+    /// The token as a signed 64-bit integer, for a SQL `BIGINT` column
+    /// ([`Epoch::get_i64`]): never fails, every token fits.
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use fencing::Token;
+    ///
+    /// let token = Token::from_epoch(Epoch::new(42).unwrap());
+    /// assert_eq!(token.get_i64(), 42_i64);
+    /// ```
+    pub const fn get_i64(self) -> i64 {
+        self.0.get_i64()
+    }
 }
 
 impl From<Epoch> for Token {

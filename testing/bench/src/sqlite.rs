@@ -268,10 +268,14 @@ pub(crate) struct FencedSamples {
 
 /// The guarded write: one `INSERT` in a `BEGIN IMMEDIATE` transaction,
 /// after `SqliteFence::advance_in` with `token` if there is one.
-async fn write(pool: &SqlitePool, fence: Option<(&ResourceName, Token)>, v: usize) -> Result<()> {
+async fn write(
+    pool: &SqlitePool,
+    fence: Option<(&SqliteFence, &ResourceName, Token)>,
+    v: usize,
+) -> Result<()> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    if let Some((resource, token)) = fence {
-        SqliteFence::advance_in(&mut tx, resource, token).await?;
+    if let Some((fence, resource, token)) = fence {
+        fence.advance_in(&mut tx, resource, token).await?;
     }
     sqlx::query(WRITE)
         .bind(i64::try_from(v)?)
@@ -282,7 +286,11 @@ async fn write(pool: &SqlitePool, fence: Option<(&ResourceName, Token)>, v: usiz
 }
 
 /// Writes per second over `n` [`write`](fn@write)s in a row.
-async fn rate(pool: &SqlitePool, fence: Option<(&ResourceName, Token)>, n: usize) -> Result<f64> {
+async fn rate(
+    pool: &SqlitePool,
+    fence: Option<(&SqliteFence, &ResourceName, Token)>,
+    n: usize,
+) -> Result<f64> {
     let t0 = Instant::now();
     for i in 0..n {
         write(pool, fence, i).await?;
@@ -302,7 +310,8 @@ pub(crate) fn fenced_write(db: &Path, n: usize, warmup: usize) -> Result<FencedS
         let term = election.candidate("writer", "a")?.campaign().await?;
         let token = Token::issue(&term)?;
         let resource = ResourceName::new("bench_data")?;
-        let fence = Some((&resource, token));
+        let sqlite_fence = election.fence();
+        let fence = Some((&sqlite_fence, &resource, token));
         let (unfenced, fenced) = paired(
             n,
             warmup,

@@ -351,6 +351,7 @@ fn parse_record(line: &str) -> Option<Record> {
 #[derive(Clone, Debug)]
 pub struct SqlTable {
     pool: SqlitePool,
+    fence: election_sqlite::SqliteFence,
     name: ResourceName,
     mode: Mode,
 }
@@ -386,9 +387,10 @@ impl SqlTable {
         let pool = pool(path.as_ref(), true).await?;
         sqlx::query(CREATE_TABLE).execute(&pool).await?;
         // Creates (or migrates) the fence's table.
-        election_sqlite::SqliteFence::new(pool.clone()).await?;
+        let fence = election_sqlite::SqliteFence::new(pool.clone()).await?;
         Ok(SqlTable {
             pool,
+            fence,
             name: resource_name()?,
             mode,
         })
@@ -422,7 +424,7 @@ impl SqlTable {
         let mut conn = self.pool.acquire().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         if self.mode == Mode::Safe {
-            election_sqlite::SqliteFence::advance_in(&mut tx, &self.name, token).await?;
+            self.fence.advance_in(&mut tx, &self.name, token).await?;
         }
         sqlx::query("INSERT INTO torture_log (writer, seq, epoch) VALUES (?1, ?2, ?3)")
             .bind(writer)

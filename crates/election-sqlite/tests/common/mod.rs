@@ -1,7 +1,7 @@
 //! Helpers the SQLite backend's test files share (each uses a part).
 #![allow(dead_code)]
 
-use election_sqlite::{SqliteClaim, SqliteElection, SqliteFence, SqliteOptions};
+use election_sqlite::{SqliteClaim, SqliteElection, SqliteOptions};
 use fencing::{ResourceName, Token};
 use sqlx::Connection;
 
@@ -47,7 +47,7 @@ pub(crate) async fn fenced_insert(
         .execute(&mut *tx)
         .await
         .expect("insert");
-    SqliteFence::advance_in(&mut tx, &resource, token).await?;
+    e.fence().advance_in(&mut tx, &resource, token).await?;
     tx.commit().await.expect("commit");
     Ok(())
 }

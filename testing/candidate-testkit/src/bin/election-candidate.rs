@@ -114,7 +114,7 @@ async fn fenced_write(
     let resource = ResourceName::new(resource)?;
     let mut conn = election.pool().acquire().await?;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    match election_sqlite::SqliteFence::advance_in(&mut tx, &resource, token).await {
+    match election.fence().advance_in(&mut tx, &resource, token).await {
         Ok(_) => {
             sqlx::query("INSERT INTO candidate_writes (epoch, identity) VALUES (?1, ?2)")
                 .bind(i64::try_from(token.epoch().get())?)
