@@ -160,6 +160,44 @@ impl HealthCheck {
         self.bound
     }
 
+    /// Whether this process leads now, for a readiness probe or a
+    /// leader-only route (`elect run --metrics` serves it at `/leader`):
+    /// true while a term the source handed out (for a lease set: any key)
+    /// is live, was not ended by its holder, had no loss reported, and
+    /// its validity has not passed on the monotonic clock. Unlike
+    /// [`check`](HealthCheck::check) it applies the deadline: a term whose
+    /// renewals stopped reads not leading from its deadline on, even
+    /// before the renewal loop reports the loss (unsure means not held).
+    /// No lock a renewal waits on, no round trip.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// let probe = candidate.health_check(Duration::from_secs(5));
+    /// assert!(!probe.is_leading()); // waiting: not ready for leader-only work
+    /// let term = candidate.campaign().await?;
+    /// assert!(probe.is_leading());
+    /// term.resign().await?;
+    /// assert!(!probe.is_leading());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_leading(&self) -> bool {
+        let now = Instant::now();
+        match &self.source {
+            Source::Candidate(current) => {
+                let term = lock(current).upgrade();
+                term.is_some_and(|t| term_leads(&t, now))
+            }
+            Source::Term(term) => term.upgrade().is_some_and(|t| term_leads(&t, now)),
+            Source::LeaseSet(holds) => holds.upgrade().is_some_and(|h| h.holds_any(now)),
+        }
+    }
+
     /// Checks now: [`Health::Unhealthy`] while this process believes it
     /// leads and its last landed renewal (or the win) is older than the
     /// bound; [`Health::Healthy`] otherwise.
@@ -196,6 +234,13 @@ impl HealthCheck {
             _ => Health::Healthy,
         }
     }
+}
+
+/// Whether `term` leads now: live, not ended by its holder, and its
+/// validity (if it has one) not passed on the monotonic clock `now`.
+fn term_leads(term: &TermState, now: Instant) -> bool {
+    let s = term.status();
+    matches!(s.phase, Phase::Live) && s.ended.is_none() && s.valid_until.is_none_or(|v| v > now)
 }
 
 /// When a term its holder believes it leads was last renewed (or won);

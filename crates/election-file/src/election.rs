@@ -379,6 +379,8 @@ impl FileElection {
         let claim = self.claim(name, "observer")?;
         Ok(Record::read_unlocked(&claim.paths.record)?.map(|r| Leader {
             since: r.since(),
+            renewed: None,
+            ttl: None,
             identity: r.identity,
             epoch: r.epoch,
         }))
@@ -518,6 +520,10 @@ impl Claim for FileClaim {
 
     fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        "file"
     }
 
     /// Opens (creating if needed) the claim file: one `open`, on the
@@ -712,6 +718,8 @@ impl Claim for FileClaim {
             }
             Ok(Record::read_unlocked(&p.record)?.map(|r| Leader {
                 since: r.since(),
+                renewed: None,
+                ttl: None,
                 identity: r.identity,
                 epoch: r.epoch,
             }))
