@@ -48,7 +48,10 @@ async fn server_errors_name_the_cause_without_the_servers_source_line() {
     );
     assert!(err.source().is_none(), "{text}");
 
-    let no_db = server.url().replace("/postgres", "/no_such_db");
+    let no_db = format!(
+        "{}/no_such_db",
+        server.url().rsplit_once('/').expect("a path").0
+    );
     let err = PostgresElection::connect(&no_db, fast())
         .await
         .expect_err("no database");
