@@ -706,6 +706,9 @@ impl Claim for FileClaim {
     /// is reserved) it may still name the previous holder.
     /// `since` is the record's `since_unix_ms`: the winner's wall clock in
     /// the lock hold that won the term (`None` if the record has none).
+    /// A holder that dies loses its lock with its last process, so a dead
+    /// holder is never shown: no renewal time is kept (`renewed` and `ttl`
+    /// are `None`, never presumed dead).
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         self.blocking(|p| {
             let file = match File::open(&p.lock) {

@@ -2,7 +2,6 @@
 //! happened and why in its `Display`; a chain printer shows each message
 //! once.
 
-use std::error::Error as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
