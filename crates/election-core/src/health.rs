@@ -250,3 +250,51 @@ fn term_renewed_at(term: &TermState) -> Option<Instant> {
     let leading = matches!(s.phase, Phase::Live) && s.ended.is_none();
     (leading && s.valid_until.is_some()).then_some(s.renewed_at)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{ElectionName, Epoch, Identity, LossReason};
+
+    fn term(valid_until: Option<Instant>) -> Arc<TermState> {
+        TermState::new(
+            ElectionName::new("jobs").unwrap(),
+            Identity::new("a").unwrap(),
+            Epoch::new(1).unwrap(),
+            valid_until,
+        )
+    }
+
+    /// `/leader`'s answer (issue 26 item 5): leading only while the term
+    /// is live, not ended, and within its validity; the deadline applies
+    /// even though nothing reported the loss, while `check()` (liveness)
+    /// reads the same term unhealthy, not healthy.
+    #[tokio::test(start_paused = true)]
+    async fn leading_ends_at_the_deadline_a_loss_or_an_end() {
+        let now = Instant::now();
+        let live = term(Some(now + Duration::from_secs(9)));
+        let probe = HealthCheck::term(&live, Duration::from_secs(5));
+        assert!(probe.is_leading());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(
+            !probe.is_leading(),
+            "at the deadline: unsure means not held"
+        );
+        assert!(!probe.check().is_healthy(), "stalled past the bound");
+
+        let lost = term(Some(Instant::now() + Duration::from_secs(9)));
+        let probe = HealthCheck::term(&lost, Duration::from_secs(5));
+        lost.lose(LossReason::Expired);
+        assert!(!probe.is_leading());
+
+        let ended = term(None); // a lock: no deadline
+        let probe = HealthCheck::term(&ended, Duration::from_secs(5));
+        assert!(probe.is_leading());
+        ended.retire(LossReason::Resigned);
+        assert!(!probe.is_leading());
+        drop(ended);
+        assert!(!probe.is_leading(), "a term gone reads not leading");
+    }
+}

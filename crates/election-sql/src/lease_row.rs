@@ -676,6 +676,36 @@ mod tests {
             }
         }
 
+        /// A holder read from a row is presumed dead exactly when a
+        /// reader's wall clock is past its last renewal plus its TTL, and
+        /// stays so at every later reading (issue 26: display only).
+        #[test]
+        fn presumed_dead_exactly_past_the_last_renewal_plus_the_ttl(
+            renewed_ms in 0..4_000_000_000_000i64,
+            ttl_ms in 1..600_000i64,
+            at_ms in 0..4_000_000_000_000u64,
+            later_ms in 0..10_000_000u64,
+        ) {
+            let row = Row {
+                holder: Some("a".into()),
+                epoch: 3,
+                version: 1,
+                ttl_ms,
+                acquired_unix_ms: Some(renewed_ms),
+                renewed_unix_ms: Some(renewed_ms),
+            };
+            let leader = row.leader().unwrap().unwrap();
+            let at = UNIX_EPOCH + Duration::from_millis(at_ms);
+            let dead = leader.presumed_dead_at(at);
+            prop_assert_eq!(dead, at_ms as i64 > renewed_ms + ttl_ms);
+            if dead {
+                prop_assert!(leader.presumed_dead_at(at + Duration::from_millis(later_ms)));
+            }
+            // No renewal time kept: never presumed dead.
+            let unknown = Row { renewed_unix_ms: None, ..row }.leader().unwrap().unwrap();
+            prop_assert!(!unknown.presumed_dead_at(at));
+        }
+
         /// Epoch decoding: exactly 1..=MAX decodes, and it round-trips.
         #[test]
         fn epochs_decode_only_in_range(v in any::<i64>()) {
