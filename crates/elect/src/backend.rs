@@ -150,6 +150,33 @@ fn unwrapped<'a>(
     }
 }
 
+/// The error below `e` in its chain, the backend's error included: the
+/// core's errors name their backend error in their message and go on with
+/// its source (ADR 0063), so the backend's error is taken from the field.
+fn below<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    let cause = if let Some(core) = e.downcast_ref::<election_core::Error>() {
+        core.backend_error()
+    } else if let Some(lost) = e.downcast_ref::<election_core::LeaseLost>() {
+        lost.reason.backend_error()
+    } else if let Some(reason) = e.downcast_ref::<election_core::LossReason>() {
+        reason.backend_error()
+    } else if let Some(election_core::ConfigError::Location {
+        source: Some(source),
+        ..
+    }) = e.downcast_ref::<election_core::ConfigError>()
+    {
+        Some(&**source)
+    } else {
+        return e.source();
+    };
+    match cause {
+        Some(c) => Some(c),
+        None => e.source(),
+    }
+}
+
 fn cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<Cause<'a>> {
     let mut next = Some(error);
     while let Some(e) = next.map(unwrapped) {
@@ -165,7 +192,7 @@ fn cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<Cause<'a>> 
         if let Some(p) = e.downcast_ref::<election_postgres::Error>() {
             return Some(Cause::Postgres(p));
         }
-        next = e.source();
+        next = below(e);
     }
     None
 }
@@ -180,17 +207,6 @@ pub(crate) fn classify(error: &(dyn std::error::Error + 'static)) -> Option<(u8,
         Cause::Nats(e) => nats_class(e),
         Cause::Postgres(e) => postgres_class(e),
     })
-}
-
-fn os_error(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
-    let mut next = Some(e);
-    while let Some(e) = next.map(unwrapped) {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return io.raw_os_error();
-        }
-        next = e.source();
-    }
-    None
 }
 
 const REPAIR_HINT: &str = "the stored election state is damaged; never delete it (epochs would \
@@ -212,15 +228,19 @@ fn file_class(e: &election_file::Error) -> (u8, String) {
             exit::UNAVAILABLE,
             "an I/O error on the election directory: check the disk, then try again".to_owned(),
         ),
-        E::Unusable { path, .. } if os_error(e) == Some(nix::libc::EFBIG) => config(format!(
-            "writing {} went past the file size limit: raise it (ulimit -f) in the shell that starts elect",
-            path.display()
-        )),
-        E::Unusable { path, .. } if os_error(e) == Some(nix::libc::EISDIR) => config(format!(
-            "{} is a directory where elect keeps a file: move it out of the way (an .epoch record \
+        E::Unusable { path, source, .. } if source.raw_os_error() == Some(nix::libc::EFBIG) => {
+            config(format!(
+                "writing {} went past the file size limit: raise it (ulimit -f) in the shell that starts elect",
+                path.display()
+            ))
+        }
+        E::Unusable { path, source, .. } if source.raw_os_error() == Some(nix::libc::EISDIR) => {
+            config(format!(
+                "{} is a directory where elect keeps a file: move it out of the way (an .epoch record \
              must never be deleted: if one is lost, use elect repair-epoch)",
-            path.display()
-        )),
+                path.display()
+            ))
+        }
         E::Unusable { path, .. } => config(format!(
             "elect cannot use {}: fix the path (a symlink loop or a name too long)",
             path.display()

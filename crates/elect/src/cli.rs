@@ -323,10 +323,11 @@ pub(crate) struct RunArgs {
     #[arg(long, requires = "kill_grace")]
     pub(crate) allow_late_kill: bool,
     /// Serve metrics in the Prometheus text format at
-    /// http://ADDR/metrics, and /healthz (200, or 503 while this process
-    /// leads but its renewals have not landed for longer than halfway
-    /// from the renew interval to the lease's validity), from the start
-    /// of the campaign until elect exits. Port 0 picks a free port; the
+    /// http://ADDR/metrics, /healthz (liveness: 200, or 503 while this
+    /// process leads but its renewals have not landed for longer than
+    /// halfway from the renew interval to the lease's validity) and
+    /// /leader (readiness: 200 while this process leads, 503 otherwise),
+    /// from the start of the campaign until elect exits. Port 0 picks a free port; the
     /// address is said on stderr.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<std::net::SocketAddr>,

@@ -1,9 +1,11 @@
 //! `elect run --metrics ADDR`: the libraries' metrics in the Prometheus
-//! text format at `/metrics`, and the leader's health at `/healthz`.
+//! text format at `/metrics`, the leader's health at `/healthz` (liveness)
+//! and whether this process leads at `/leader` (readiness of leader-only
+//! work: 200 while it leads, 503 otherwise).
 //!
 //! metrics-exporter-prometheus renders the page; its own HTTP listener is
 //! left out (it brings hyper and cannot serve `/healthz`), so this module
-//! answers the two GETs a scraper and a probe make itself: HTTP/1.0-style,
+//! answers the GETs a scraper and a probe make itself: HTTP/1.0-style,
 //! one request per connection, on the runtime elect already runs.
 
 use std::net::SocketAddr;
@@ -129,10 +131,22 @@ async fn answer(
                 format!("{unhealthy}\n"),
             ),
         },
+        // Leader-only readiness: the deadline applies (a term whose
+        // renewals stopped reads not leading from its deadline on).
+        ("GET", "/leader") if health.is_leading() => (
+            "200 OK",
+            "text/plain; charset=utf-8",
+            "leading\n".to_owned(),
+        ),
+        ("GET", "/leader") => (
+            "503 Service Unavailable",
+            "text/plain; charset=utf-8",
+            "not leading\n".to_owned(),
+        ),
         ("GET", _) => (
             "404 Not Found",
             "text/plain; charset=utf-8",
-            "try /metrics or /healthz\n".to_owned(),
+            "try /metrics, /healthz or /leader\n".to_owned(),
         ),
         _ => (
             "405 Method Not Allowed",

@@ -241,7 +241,8 @@ pub(crate) async fn observe(
     // File: a look at each change of the election's files (inotify), and
     // every `poll` as a backstop; a term that ended before the look is
     // named by the epoch record. SQLite: a look every `poll`; a term that
-    // begins and ends between two looks is not seen. Epochs grow by one per
+    // begins and ends between two looks is not seen; a holder whose lease
+    // ran out is a vacancy from the first look after it did. Epochs grow by one per
     // term on both, so a jump says how many were missed, on stderr.
     let mut changes = match backend {
         Opened::Ready(Backend::File(e)) => match e.changes(name) {
@@ -274,7 +275,9 @@ pub(crate) async fn observe(
             }
             _ => None,
         };
-        let now = current(backend, name).await?;
+        // A holder whose lease ran out with no renewal (SQLite: killed)
+        // is a vacancy, as NATS shows one (display only).
+        let now = election_core::vacant_if_presumed_dead(current(backend, name).await?);
         let mut seen = Vec::with_capacity(2);
         if first {
             // Terms before observe began are history, not changes.

@@ -52,9 +52,15 @@ pub(crate) fn utc(t: SystemTime) -> String {
     )
 }
 
-/// A leader as JSON: `{"identity", "epoch", "since_unix_ms"}` (`since`
-/// only when the backend knows it), or `null`.
+/// A leader as JSON: `{"identity", "epoch", "since_unix_ms", "since"}`
+/// (`since` only when the backend knows it), with `"renewed_unix_ms"`,
+/// `"renewed"`, `"ttl_ms"` and `"presumed_dead"` where the backend keeps
+/// the holder's last renewal (SQLite, PostgreSQL); or `null`.
 pub(crate) fn leader_json(leader: Option<&Leader>) -> Value {
+    leader_json_at(leader, SystemTime::now())
+}
+
+fn leader_json_at(leader: Option<&Leader>, now: SystemTime) -> Value {
     match leader {
         None => Value::Null,
         Some(l) => {
@@ -63,19 +69,49 @@ pub(crate) fn leader_json(leader: Option<&Leader>) -> Value {
                 v["since_unix_ms"] = json!(unix_ms(since));
                 v["since"] = json!(utc(since));
             }
+            if let Some(renewed) = l.renewed {
+                v["renewed_unix_ms"] = json!(unix_ms(renewed));
+                v["renewed"] = json!(utc(renewed));
+                if let Some(ttl) = l.ttl {
+                    v["ttl_ms"] = json!(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+                }
+                v["presumed_dead"] = json!(l.presumed_dead_at(now));
+            }
             v
         }
     }
 }
 
-/// A leader for people: `led by ID in term N (since ...)` or `no leader`.
+/// A leader for people: `led by ID in term N (since ..., last renewed
+/// ...)`, with `; presumed dead: ...` once its lease ran out by this
+/// host's clock, or `no leader`.
 pub(crate) fn leader_text(leader: Option<&Leader>) -> String {
+    leader_text_at(leader, SystemTime::now())
+}
+
+fn leader_text_at(leader: Option<&Leader>, now: SystemTime) -> String {
     match leader {
         None => "no leader".to_owned(),
         Some(l) => {
             let mut s = format!("led by {} in term {}", l.identity, l.epoch);
+            let mut times = Vec::new();
             if let Some(since) = l.since {
-                s.push_str(&format!(" (since {})", utc(since)));
+                times.push(format!("since {}", utc(since)));
+            }
+            if let Some(renewed) = l.renewed {
+                times.push(format!("last renewed {}", utc(renewed)));
+            }
+            if !times.is_empty() {
+                s.push_str(&format!(" ({})", times.join(", ")));
+            }
+            if l.presumed_dead_at(now)
+                && let Some(expires) = l.expires()
+            {
+                s.push_str(&format!(
+                    "; presumed dead: its lease ran out at {} (by this host's clock) with no \
+                     renewal; the next candidate takes over",
+                    utc(expires)
+                ));
             }
             s
         }
@@ -132,6 +168,52 @@ impl Reporter {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_holder_past_its_lease_reads_presumed_dead() {
+        let at = |ms| UNIX_EPOCH + Duration::from_millis(ms);
+        let leader = Leader {
+            identity: election_core::Identity::new("host-a/1").unwrap(),
+            epoch: election_core::Epoch::new(3).unwrap(),
+            since: Some(at(1_000)),
+            renewed: Some(at(5_000)),
+            ttl: Some(Duration::from_secs(2)),
+        };
+        let live = leader_text_at(Some(&leader), at(6_000));
+        assert_eq!(
+            live,
+            "led by host-a/1 in term 3 (since 1970-01-01T00:00:01.000Z, \
+             last renewed 1970-01-01T00:00:05.000Z)"
+        );
+        let dead = leader_text_at(Some(&leader), at(7_001));
+        assert!(
+            dead.ends_with(
+                "; presumed dead: its lease ran out at 1970-01-01T00:00:07.000Z (by this \
+                 host's clock) with no renewal; the next candidate takes over"
+            ),
+            "{dead}"
+        );
+        let v = leader_json_at(Some(&leader), at(7_001));
+        assert_eq!(v["presumed_dead"], json!(true));
+        assert_eq!(v["renewed_unix_ms"], json!(5_000));
+        assert_eq!(v["ttl_ms"], json!(2_000));
+        assert_eq!(
+            leader_json_at(Some(&leader), at(6_000))["presumed_dead"],
+            json!(false)
+        );
+        // No renewal kept (file, NATS): never presumed dead, no fields.
+        let file = Leader {
+            renewed: None,
+            ttl: None,
+            ..leader
+        };
+        assert!(
+            leader_json_at(Some(&file), at(u64::MAX / 2))
+                .get("presumed_dead")
+                .is_none()
+        );
+        assert!(!leader_text_at(Some(&file), at(u64::MAX / 2)).contains("presumed"));
+    }
 
     #[test]
     fn utc_formats_known_instants() {

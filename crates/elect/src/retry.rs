@@ -143,6 +143,8 @@ mod tests {
             identity: election_core::Identity::new("a").unwrap(),
             epoch: election_core::Epoch::FIRST,
             since: None,
+            renewed: None,
+            ttl: None,
         }));
         assert!(r.gave_up(None, &leads).is_none());
         // The look itself fails: that is the cause.

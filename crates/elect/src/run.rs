@@ -219,7 +219,7 @@ async fn elected<C: Claim>(
         let shown = addr.map_or_else(|| "?".to_owned(), |a| a.to_string());
         report.event(
             "metrics",
-            &format!("serving metrics on http://{shown}/metrics and /healthz"),
+            &format!("serving metrics on http://{shown}/metrics, /healthz and /leader"),
             json!({ "address": shown, "health_bound_ms": bound.as_millis() as u64 }),
         );
         exporter.serve(candidate.health_check(bound));

@@ -43,31 +43,38 @@ fn sample(page: &str, series: &str) -> Option<f64> {
         })
 }
 
-/// `page` shows `job` led by this process, in the one term it won.
-fn leads_in_one_term(page: &str) {
+/// The series `metric` of election `job` on `backend`, as the page
+/// prints it.
+fn series(metric: &str, backend: &str) -> String {
+    format!(r#"{metric}{{name="job",backend="{backend}"}}"#)
+}
+
+/// `page` shows `job` led by this process on `backend`, in the one term
+/// it won.
+fn leads_in_one_term(page: &str, backend: &str) {
     assert_eq!(
-        sample(page, r#"election_terms_won_total{name="job"}"#),
+        sample(page, &series("election_terms_won_total", backend)),
         Some(1.0),
         "{page}"
     );
     assert_eq!(
-        sample(page, r#"election_leader{name="job"}"#),
+        sample(page, &series("election_leader", backend)),
         Some(1.0),
         "{page}"
     );
 }
 
-/// Starts `elect run --metrics 127.0.0.1:0` on `b` for election `job`,
-/// running a command that waits for a stop file; returns the process, the
-/// address it serves and the stop file.
-async fn leading(b: &Setup) -> (common::Elect, String, std::path::PathBuf) {
-    let stop = b.dir.path().join("stop");
+/// Starts `elect run --metrics 127.0.0.1:0` on `b` for election `job` as
+/// `identity`, running a command that says `ready` and then waits for the
+/// file `stop`; returns the process and the address it serves, as soon as
+/// it serves (elected or not).
+async fn serving(b: &Setup, identity: &str, stop: &std::path::Path) -> (common::Elect, String) {
     let script = format!(
         "echo ready; while [ ! -e \"{}\" ]; do sleep 0.05; done",
         stop.display()
     );
     let command = vec!["sh".to_owned(), "-c".to_owned(), script];
-    let mut run = b.run("job", "host-a", &["--metrics", "127.0.0.1:0"], &command);
+    let mut run = b.run("job", identity, &["--metrics", "127.0.0.1:0"], &command);
     let line = run.err_with("serving metrics on http://").await;
     let addr = line
         .split("http://")
@@ -75,8 +82,35 @@ async fn leading(b: &Setup) -> (common::Elect, String, std::path::PathBuf) {
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
+    (run, addr)
+}
+
+/// Starts `elect run --metrics 127.0.0.1:0` on `b` for election `job`,
+/// running a command that waits for a stop file; returns the process, the
+/// address it serves and the stop file, once the command runs.
+async fn leading(b: &Setup) -> (common::Elect, String, std::path::PathBuf) {
+    let stop = b.dir.path().join("stop");
+    let (mut run, addr) = serving(b, "host-a", &stop).await;
     assert_eq!(run.out_line().await, "ready");
     (run, addr, stop)
+}
+
+/// Scrapes `addr`'s `/metrics` until `done` holds for the page (within
+/// the patience).
+async fn page_until(addr: &str, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (status, page) = get(addr, "/metrics").await;
+        assert_eq!(status, "HTTP/1.1 200 OK", "{page}");
+        if done(&page) {
+            return page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {PATIENCE:?}: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -86,7 +120,7 @@ async fn a_leader_on_the_file_backend_serves_its_metrics_and_health() {
 
     let (status, page) = get(&addr, "/metrics").await;
     assert_eq!(status, "HTTP/1.1 200 OK", "{page}");
-    leads_in_one_term(&page);
+    leads_in_one_term(&page, "file");
     assert!(
         page.contains("# HELP election_leader "),
         "described: {page}"
@@ -110,7 +144,8 @@ async fn a_leader_on_the_file_backend_serves_its_metrics_and_health() {
 async fn a_leader_on_sqlite_shows_its_renewals() {
     let b = Setup::sqlite(); // TTL 3 s: renewed every second
     let (run, addr, stop) = leading(&b).await;
-    let count = r#"election_renewal_duration_seconds_count{name="job"}"#;
+    let count = series("election_renewal_duration_seconds_count", "sqlite");
+    let count = count.as_str();
     let deadline = Instant::now() + PATIENCE;
     let page = loop {
         let (status, page) = get(&addr, "/metrics").await;
@@ -124,7 +159,7 @@ async fn a_leader_on_sqlite_shows_its_renewals() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    leads_in_one_term(&page);
+    leads_in_one_term(&page, "sqlite");
     let (status, body) = get(&addr, "/healthz").await;
     assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
 
@@ -186,7 +221,7 @@ async fn healthz_fails_while_a_nats_leaders_renewals_hang() {
     );
     let (_, page) = get(&addr, "/metrics").await;
     assert_eq!(
-        sample(&page, r#"election_leader{name="job"}"#),
+        sample(&page, &series("election_leader", "nats")),
         Some(1.0),
         "still leading: {page}"
     );
@@ -211,9 +246,59 @@ async fn healthz_fails_while_a_nats_leaders_renewals_hang() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (_, page) = get(&addr, "/metrics").await;
-    leads_in_one_term(&page);
+    leads_in_one_term(&page, "nats");
 
     std::fs::write(&stop, "").expect("stop file");
     let finished = run.finish().await;
     assert_eq!(finished.code, 0, "the term was never lost: {finished:?}");
+}
+
+/// Issue 26 items 4 and 5: a waiting candidate exports its state from the
+/// start of its campaign (`election_leader` 0, with the `backend` label),
+/// so "nobody leads" can be alerted on after a restart; `/leader` answers
+/// 503 while it waits and 200 once it leads, while `/healthz` (liveness)
+/// is 200 in both states. Two real `elect run` processes on the file
+/// backend.
+#[tokio::test]
+async fn a_waiting_candidate_exports_its_state_and_leader_answers_503() {
+    let b = Setup::file();
+    let (first, first_addr, stop_first) = leading(&b).await;
+    let (status, body) = get(&first_addr, "/leader").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    assert_eq!(body, "leading\n");
+
+    let stop_second = b.dir.path().join("stop-second");
+    let (mut second, addr) = serving(&b, "host-b", &stop_second).await;
+    let leader = series("election_leader", "file");
+    let page = page_until(&addr, "the waiting candidate's gauge", |p| {
+        sample(p, &leader).is_some()
+    })
+    .await;
+    assert_eq!(sample(&page, &leader), Some(0.0), "waiting: {page}");
+    assert_eq!(
+        sample(&page, &series("election_terms_won_total", "file")),
+        None
+    );
+    let (status, body) = get(&addr, "/leader").await;
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable", "{body}");
+    assert_eq!(body, "not leading\n");
+    let (status, body) = get(&addr, "/healthz").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "liveness while waiting: {body}");
+
+    // The first ends its term: the second leads, and says so.
+    std::fs::write(&stop_first, "").expect("stop file");
+    let finished = first.finish().await;
+    assert_eq!(finished.code, 0, "{finished:?}");
+    assert_eq!(second.out_line().await, "ready");
+    let page = page_until(&addr, "the second's term", |p| {
+        sample(p, &leader) == Some(1.0)
+    })
+    .await;
+    leads_in_one_term(&page, "file");
+    let (status, body) = get(&addr, "/leader").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+
+    std::fs::write(&stop_second, "").expect("stop file");
+    let finished = second.finish().await;
+    assert_eq!(finished.code, 0, "{finished:?}");
 }

@@ -42,6 +42,11 @@ async fn leader_prints_text_and_json() {
 }
 
 #[tokio::test]
+async fn a_killed_holder_reads_presumed_dead_and_observe_shows_the_vacancy() {
+    common::a_killed_holder_reads_presumed_dead(&pg().setup).await;
+}
+
+#[tokio::test]
 async fn observe_prints_each_change_in_order() {
     common::observe_output(&pg().setup, true).await;
 }

@@ -313,6 +313,11 @@ impl<C: Claim> Candidate<C> {
         let claim = &self.claim;
         let started = Instant::now();
         tracing::info!(name = %claim.name(), identity = %claim.identity(), "campaign");
+        if self.instrumented {
+            // From the first second: a waiting candidate shows 0, so
+            // "nobody leads" can be alerted on after a restart.
+            crate::instrument::campaigning(claim.name(), claim.backend());
+        }
         loop {
             let attempt = match claim.open().await {
                 Ok(a) => a,
@@ -364,6 +369,7 @@ impl<C: Claim> Candidate<C> {
                     claim.identity().clone(),
                     won.epoch,
                     won.valid_until,
+                    claim.backend(),
                     self.instrumented,
                 );
                 let watch =

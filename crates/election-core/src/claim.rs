@@ -224,6 +224,24 @@ pub trait Claim: Send + Sync + 'static {
     /// ```
     fn identity(&self) -> &Identity;
 
+    /// A short name of the backend (`"file"`, `"sqlite"`, `"postgres"`,
+    /// `"nats"`), the `backend` label of every metric the core records for
+    /// this claim's campaigns and terms. The default, `"custom"`, is for
+    /// backends outside this workspace that do not name themselves.
+    ///
+    /// ```
+    /// use election_core::Claim;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let claim = MemoryBackend::new().claim("jobs", "worker-1")?;
+    /// assert_eq!(claim.backend(), "memory");
+    /// # Ok(()) }
+    /// ```
+    fn backend(&self) -> &'static str {
+        "custom"
+    }
+
     /// Prepares one attempt.
     ///
     /// ```

@@ -8,11 +8,14 @@ use std::time::Duration;
 pub type Source = Arc<dyn StdError + Send + Sync + 'static>;
 
 /// Bad configuration: fix the configuration; retrying will not help.
-#[derive(Clone, Debug, thiserror::Error)]
+///
+/// A [`Location`](ConfigError::Location) with a `source` shows the
+/// source's message as its `reason` and goes on with the source's own
+/// source, so a chain printer shows each message once (ADR 0063).
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// A name or identity cannot be used.
-    #[error("bad {what} {value:?}: {reason}")]
     BadName {
         /// What was named: `"election name"`, `"identity"`, ...
         what: &'static str,
@@ -22,7 +25,6 @@ pub enum ConfigError {
         reason: &'static str,
     },
     /// A duration or count is out of range.
-    #[error("bad setting {setting}: {reason}")]
     BadSetting {
         /// The setting, e.g. `"poll_interval"`.
         setting: &'static str,
@@ -31,18 +33,51 @@ pub enum ConfigError {
     },
     /// The backend refuses the place it was pointed at (a network
     /// filesystem, a path that is not a directory, ...).
-    #[error("unusable location: {reason}")]
     Location {
-        /// What is wrong and what to do.
+        /// What is wrong and what to do (the `source`'s message, when
+        /// there is one).
         reason: String,
-        /// The underlying error, if any.
-        #[source]
+        /// The underlying error, if any (its message is the `reason`;
+        /// `source()` goes on below it).
         source: Option<Source>,
     },
     /// Every epoch up to [`Epoch::MAX`](crate::Epoch::MAX) (`i64::MAX`) has
     /// been handed out, or the backend produced one above it.
-    #[error("the epoch counter is exhausted")]
     EpochExhausted,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::BadName {
+                what,
+                value,
+                reason,
+            } => write!(f, "bad {what} {value:?}: {reason}"),
+            ConfigError::BadSetting { setting, reason } => {
+                write!(f, "bad setting {setting}: {reason}")
+            }
+            ConfigError::Location { reason, .. } => write!(f, "unusable location: {reason}"),
+            ConfigError::EpochExhausted => write!(
+                f,
+                "the epoch counter is exhausted: every epoch up to {} was handed out, so no new \
+                 term can begin",
+                crate::Epoch::MAX
+            ),
+        }
+    }
+}
+
+impl StdError for ConfigError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            ConfigError::Location {
+                source: Some(source),
+                ..
+            } => source.source(),
+            _ => None,
+        }
+    }
 }
 
 /// One hour: the bound of the core's waits and intervals.

@@ -77,7 +77,10 @@ pub trait Election: Send + Sync {
     }
 
     /// Who leads election `name` now, or `None` when nobody does (as the
-    /// backend's [`Claim::leader`] reads it).
+    /// backend's [`Claim::leader`] reads it). A holder whose lease ran out
+    /// is still returned, with its last renewal ([`Leader::renewed`]) where
+    /// the backend keeps one: [`Leader::presumed_dead_at`] tells, for
+    /// display.
     ///
     /// Cancel safety: cancel safe (a read). Failure model:
     /// [`Error::Config`] for an invalid name, [`Error::Unavailable`] (or
@@ -101,7 +104,11 @@ pub trait Election: Send + Sync {
     /// Every change of leadership of election `name`: the current state
     /// first, then each change (a new term: `Some`; a vacancy: `None`).
     /// Repeats of the same term (same identity and epoch) are not
-    /// reported.
+    /// reported. A holder whose lease ran out without a renewal
+    /// ([`Leader::presumed_dead_at`] this process's wall clock; a
+    /// SIGKILLed holder on SQLite or PostgreSQL) is reported as a vacancy,
+    /// as NATS reports a key that aged out: display only (see
+    /// [`vacant_if_presumed_dead`]).
     ///
     /// The default reads [`leader`](Election::leader) every `every`, so a
     /// term shorter than that may go unseen; a backend that can push
@@ -188,6 +195,7 @@ fn poll_leader<E: Election + ?Sized>(
                 match election.leader(&name).await {
                     Err(e) => return Some((Err(e), (last, false))),
                     Ok(now) => {
+                        let now = vacant_if_presumed_dead(now);
                         let same = last.as_ref().is_some_and(|l| term_of(l) == term_of(&now));
                         if !same {
                             last = Some(now.clone());
@@ -198,6 +206,27 @@ fn poll_leader<E: Election + ?Sized>(
             }
         }
     })
+}
+
+/// What an observer reports for a holder read now: a holder presumed
+/// dead ([`Leader::presumed_dead_at`] the reader's wall clock) as a
+/// vacancy (`None`). For display only: claims never read it.
+///
+/// ```
+/// use election_core::{Election, vacant_if_presumed_dead};
+///
+/// /// Prints whether anybody leads `name`, a dead holder as nobody.
+/// async fn show<E: Election>(election: &E, name: &str) -> Result<(), election_core::Error> {
+///     match vacant_if_presumed_dead(election.leader(name).await?) {
+///         Some(l) => println!("{} leads in term {}", l.identity, l.epoch),
+///         None => println!("nobody leads {name}"),
+///     }
+///     Ok(())
+/// }
+/// ```
+pub fn vacant_if_presumed_dead(leader: Option<Leader>) -> Option<Leader> {
+    let now = std::time::SystemTime::now();
+    leader.filter(|l| !l.presumed_dead_at(now))
 }
 
 /// Who leads in which term: what tells two reads of the leader apart.

@@ -160,6 +160,44 @@ impl HealthCheck {
         self.bound
     }
 
+    /// Whether this process leads now, for a readiness probe or a
+    /// leader-only route (`elect run --metrics` serves it at `/leader`):
+    /// true while a term the source handed out (for a lease set: any key)
+    /// is live, was not ended by its holder, had no loss reported, and
+    /// its validity has not passed on the monotonic clock. Unlike
+    /// [`check`](HealthCheck::check) it applies the deadline: a term whose
+    /// renewals stopped reads not leading from its deadline on, even
+    /// before the renewal loop reports the loss (unsure means not held).
+    /// No lock a renewal waits on, no round trip.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// let probe = candidate.health_check(Duration::from_secs(5));
+    /// assert!(!probe.is_leading()); // waiting: not ready for leader-only work
+    /// let term = candidate.campaign().await?;
+    /// assert!(probe.is_leading());
+    /// term.resign().await?;
+    /// assert!(!probe.is_leading());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_leading(&self) -> bool {
+        let now = Instant::now();
+        match &self.source {
+            Source::Candidate(current) => {
+                let term = lock(current).upgrade();
+                term.is_some_and(|t| term_leads(&t, now))
+            }
+            Source::Term(term) => term.upgrade().is_some_and(|t| term_leads(&t, now)),
+            Source::LeaseSet(holds) => holds.upgrade().is_some_and(|h| h.holds_any(now)),
+        }
+    }
+
     /// Checks now: [`Health::Unhealthy`] while this process believes it
     /// leads and its last landed renewal (or the win) is older than the
     /// bound; [`Health::Healthy`] otherwise.
@@ -198,10 +236,65 @@ impl HealthCheck {
     }
 }
 
+/// Whether `term` leads now: live, not ended by its holder, and its
+/// validity (if it has one) not passed on the monotonic clock `now`.
+fn term_leads(term: &TermState, now: Instant) -> bool {
+    let s = term.status();
+    matches!(s.phase, Phase::Live) && s.ended.is_none() && s.valid_until.is_none_or(|v| v > now)
+}
+
 /// When a term its holder believes it leads was last renewed (or won);
 /// `None` when it is not leading or does not expire.
 fn term_renewed_at(term: &TermState) -> Option<Instant> {
     let s = term.status();
     let leading = matches!(s.phase, Phase::Live) && s.ended.is_none();
     (leading && s.valid_until.is_some()).then_some(s.renewed_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{ElectionName, Epoch, Identity, LossReason};
+
+    fn term(valid_until: Option<Instant>) -> Arc<TermState> {
+        TermState::new(
+            ElectionName::new("jobs").unwrap(),
+            Identity::new("a").unwrap(),
+            Epoch::new(1).unwrap(),
+            valid_until,
+        )
+    }
+
+    /// `/leader`'s answer (issue 26 item 5): leading only while the term
+    /// is live, not ended, and within its validity; the deadline applies
+    /// even though nothing reported the loss, while `check()` (liveness)
+    /// reads the same term unhealthy, not healthy.
+    #[tokio::test(start_paused = true)]
+    async fn leading_ends_at_the_deadline_a_loss_or_an_end() {
+        let now = Instant::now();
+        let live = term(Some(now + Duration::from_secs(9)));
+        let probe = HealthCheck::term(&live, Duration::from_secs(5));
+        assert!(probe.is_leading());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(
+            !probe.is_leading(),
+            "at the deadline: unsure means not held"
+        );
+        assert!(!probe.check().is_healthy(), "stalled past the bound");
+
+        let lost = term(Some(Instant::now() + Duration::from_secs(9)));
+        let probe = HealthCheck::term(&lost, Duration::from_secs(5));
+        lost.lose(LossReason::Expired);
+        assert!(!probe.is_leading());
+
+        let ended = term(None); // a lock: no deadline
+        let probe = HealthCheck::term(&ended, Duration::from_secs(5));
+        assert!(probe.is_leading());
+        ended.retire(LossReason::Resigned);
+        assert!(!probe.is_leading());
+        drop(ended);
+        assert!(!probe.is_leading(), "a term gone reads not leading");
+    }
 }

@@ -118,26 +118,38 @@ fn label(name: &ElectionName) -> SharedString {
     SharedString::from(name.as_str().to_owned())
 }
 
+/// Shows `name` on `backend` in the leader gauge from the start of a
+/// campaign: 0 while waiting (a series that exists), 1 once a term is won.
+pub(crate) fn campaigning(name: &ElectionName, backend: &'static str) {
+    metrics::gauge!(LEADER, "name" => label(name), "backend" => backend).increment(0.0);
+}
+
 /// Counts the end of a term of `name` that this process led.
-pub(crate) fn term_ended(name: &ElectionName, reason: &LossReason) {
+pub(crate) fn term_ended(name: &ElectionName, backend: &'static str, reason: &LossReason) {
     let name = label(name);
-    metrics::gauge!(LEADER, "name" => name.clone()).decrement(1.0);
+    metrics::gauge!(LEADER, "name" => name.clone(), "backend" => backend).decrement(1.0);
     match reason {
-        LossReason::Resigned => metrics::counter!(TERMS_RESIGNED, "name" => name).increment(1),
-        LossReason::Dropped => metrics::counter!(TERMS_DROPPED, "name" => name).increment(1),
+        LossReason::Resigned => {
+            metrics::counter!(TERMS_RESIGNED, "name" => name, "backend" => backend).increment(1)
+        }
+        LossReason::Dropped => {
+            metrics::counter!(TERMS_DROPPED, "name" => name, "backend" => backend).increment(1)
+        }
         other => {
             let reason = loss_label(other).unwrap_or("failed");
-            metrics::counter!(TERMS_LOST, "name" => name, "reason" => reason).increment(1);
+            metrics::counter!(TERMS_LOST, "name" => name, "backend" => backend, "reason" => reason)
+                .increment(1);
         }
     }
 }
 
 /// Counts a won term of `name` and the campaign's wait for it.
-pub(crate) fn term_won(name: &ElectionName, waited: std::time::Duration) {
+pub(crate) fn term_won(name: &ElectionName, backend: &'static str, waited: std::time::Duration) {
     let name = label(name);
-    metrics::counter!(TERMS_WON, "name" => name.clone()).increment(1);
-    metrics::gauge!(LEADER, "name" => name.clone()).increment(1.0);
-    metrics::histogram!(CAMPAIGN_WAIT, "name" => name).record(waited.as_secs_f64());
+    metrics::counter!(TERMS_WON, "name" => name.clone(), "backend" => backend).increment(1);
+    metrics::gauge!(LEADER, "name" => name.clone(), "backend" => backend).increment(1.0);
+    metrics::histogram!(CAMPAIGN_WAIT, "name" => name, "backend" => backend)
+        .record(waited.as_secs_f64());
 }
 
 /// The handles of one renewal loop (a term's, or a lease set's).
@@ -152,7 +164,7 @@ pub(crate) struct RenewalMetrics {
 impl RenewalMetrics {
     /// A term's renewals, labelled with its election's `name`; no-op
     /// handles for a term that is not `instrumented` (a lease set's key).
-    pub(crate) fn term(name: &ElectionName, instrumented: bool) -> Self {
+    pub(crate) fn term(name: &ElectionName, backend: &'static str, instrumented: bool) -> Self {
         if !instrumented {
             return RenewalMetrics {
                 duration: Histogram::noop(),
@@ -162,7 +174,15 @@ impl RenewalMetrics {
                 other: Counter::noop(),
             };
         }
-        Self::new(RENEWAL_DURATION, RENEWAL_FAILURES, "name", label(name))
+        let name = label(name);
+        let failure = |kind: &'static str| metrics::counter!(RENEWAL_FAILURES, "name" => name.clone(), "backend" => backend, "kind" => kind);
+        RenewalMetrics {
+            duration: metrics::histogram!(RENEWAL_DURATION, "name" => name.clone(), "backend" => backend),
+            unknown: failure("unknown"),
+            unavailable: failure("unavailable"),
+            refused: failure("refused"),
+            other: failure("other"),
+        }
     }
 
     /// A lease set's batch renewals, labelled with its `set`.

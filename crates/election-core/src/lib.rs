@@ -97,7 +97,7 @@ mod write_token;
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
 pub use claim::{Claim, End, WatchGuard, Won};
 pub use config_error::{ConfigError, Source};
-pub use election::Election;
+pub use election::{Election, vacant_if_presumed_dead};
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{Error, LeaseLost, LossReason};
 pub use health::{Health, HealthCheck};

@@ -385,7 +385,8 @@ where
     F: Future<Output = Renewed>,
 {
     let mut machine = Renewal::new(policy, valid_until);
-    let metrics = RenewalMetrics::term(reporter.name(), reporter.instrumented());
+    let metrics =
+        RenewalMetrics::term(reporter.name(), reporter.backend(), reporter.instrumented());
     let mut input = Input::Due;
     let mut refused = None;
     loop {

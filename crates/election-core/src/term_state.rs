@@ -62,6 +62,8 @@ pub(crate) struct TermState {
     pub(crate) name: ElectionName,
     pub(crate) identity: Identity,
     pub(crate) epoch: Epoch,
+    /// The `backend` label of its metrics ([`Claim::backend`](crate::Claim::backend)).
+    pub(crate) backend: &'static str,
     status: watch::Sender<Status>,
     /// What the metrics know of this term: [`FRESH`], [`LEADING`] (counted
     /// won, the leader gauge raised) or [`ENDED`].
@@ -86,7 +88,7 @@ impl TermState {
         epoch: Epoch,
         valid_until: Option<Instant>,
     ) -> Arc<Self> {
-        Self::with_metrics(name, identity, epoch, valid_until, true)
+        Self::with_metrics(name, identity, epoch, valid_until, "test", true)
     }
 
     /// A term's state, recording no metrics when `instrumented` is false.
@@ -95,6 +97,7 @@ impl TermState {
         identity: Identity,
         epoch: Epoch,
         valid_until: Option<Instant>,
+        backend: &'static str,
         instrumented: bool,
     ) -> Arc<Self> {
         let (status, _) = watch::channel(Status {
@@ -107,6 +110,7 @@ impl TermState {
             name,
             identity,
             epoch,
+            backend,
             status,
             accounting: AtomicU8::new(if instrumented { FRESH } else { ENDED }),
             instrumented,
@@ -121,7 +125,7 @@ impl TermState {
             .compare_exchange(FRESH, LEADING, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            crate::instrument::term_won(&self.name, waited);
+            crate::instrument::term_won(&self.name, self.backend, waited);
         }
     }
 
@@ -129,7 +133,7 @@ impl TermState {
     /// lost.
     fn note_end(&self, reason: &LossReason) {
         if self.accounting.swap(ENDED, Ordering::AcqRel) == LEADING {
-            crate::instrument::term_ended(&self.name, reason);
+            crate::instrument::term_ended(&self.name, self.backend, reason);
         }
     }
 
@@ -433,6 +437,11 @@ impl TermReporter {
 
     pub(crate) fn name(&self) -> &ElectionName {
         &self.state.name
+    }
+
+    /// The `backend` label of the term's metrics.
+    pub(crate) fn backend(&self) -> &'static str {
+        self.state.backend
     }
 
     /// False for a lease set's per-key terms: no per-key series.

@@ -173,6 +173,8 @@ async fn round(keys: usize) -> (Vec<ElectionName>, Vec<ElectionName>, usize) {
             identity: Identity::new("node-b").expect("identity"),
             epoch: Epoch::new(2).expect("epoch"),
             since: None,
+            renewed: None,
+            ttl: None,
         },
         reporter: OnceLock::new(),
         seen: seen.clone(),

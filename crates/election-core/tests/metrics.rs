@@ -47,30 +47,77 @@ fn won_resigned_dropped_and_the_leader_gauge() {
     run(&r, || async {
         let b = MemoryBackend::new();
         let a = Candidate::new(b.claim("jobs", "a").unwrap());
-        assert_eq!(r.counter(WON, &[("name", "jobs")]), 0);
+        assert_eq!(
+            r.counter(WON, &[("name", "jobs"), ("backend", "memory")]),
+            0
+        );
         let term = a.campaign().await.unwrap();
-        assert_eq!(r.counter(WON, &[("name", "jobs")]), 1);
-        assert_eq!(r.gauge(LEADER, &[("name", "jobs")]), Some(1.0));
-        assert_eq!(r.histogram(WAIT, &[("name", "jobs")]).len(), 1);
+        assert_eq!(
+            r.counter(WON, &[("name", "jobs"), ("backend", "memory")]),
+            1
+        );
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            r.histogram(WAIT, &[("name", "jobs"), ("backend", "memory")])
+                .len(),
+            1
+        );
         term.resign().await.unwrap();
-        assert_eq!(r.counter(RESIGNED, &[("name", "jobs")]), 1);
-        assert_eq!(r.gauge(LEADER, &[("name", "jobs")]), Some(0.0));
+        assert_eq!(
+            r.counter(RESIGNED, &[("name", "jobs"), ("backend", "memory")]),
+            1
+        );
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
+            Some(0.0)
+        );
         term.resign().await.unwrap(); // idempotent: counted once
-        assert_eq!(r.counter(RESIGNED, &[("name", "jobs")]), 1);
+        assert_eq!(
+            r.counter(RESIGNED, &[("name", "jobs"), ("backend", "memory")]),
+            1
+        );
 
         let term = a.campaign().await.unwrap();
-        assert_eq!(r.gauge(LEADER, &[("name", "jobs")]), Some(1.0));
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
+            Some(1.0)
+        );
         drop(term);
-        assert_eq!(r.counter(DROPPED, &[("name", "jobs")]), 1);
-        assert_eq!(r.counter(WON, &[("name", "jobs")]), 2);
-        assert_eq!(r.gauge(LEADER, &[("name", "jobs")]), Some(0.0));
+        assert_eq!(
+            r.counter(DROPPED, &[("name", "jobs"), ("backend", "memory")]),
+            1
+        );
+        assert_eq!(
+            r.counter(WON, &[("name", "jobs"), ("backend", "memory")]),
+            2
+        );
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
+            Some(0.0)
+        );
         // Another election has its own series.
         let other = Candidate::new(b.claim("reports", "a").unwrap());
         let _t = other.campaign().await.unwrap();
-        assert_eq!(r.gauge(LEADER, &[("name", "reports")]), Some(1.0));
-        assert_eq!(r.gauge(LEADER, &[("name", "jobs")]), Some(0.0));
         assert_eq!(
-            r.counter(LOST, &[("name", "jobs"), ("reason", "revoked")]),
+            r.gauge(LEADER, &[("name", "reports"), ("backend", "memory")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            r.counter(
+                LOST,
+                &[
+                    ("name", "jobs"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
             0
         );
     });
@@ -86,13 +133,26 @@ fn losses_are_counted_by_reason() {
         b.revoke("jobs");
         term.lost().await;
         assert_eq!(
-            r.counter(LOST, &[("name", "jobs"), ("reason", "revoked")]),
+            r.counter(
+                LOST,
+                &[
+                    ("name", "jobs"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
             1
         );
-        assert_eq!(r.gauge(LEADER, &[("name", "jobs")]), Some(0.0));
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
+            Some(0.0)
+        );
         // A resign after the loss is not a resign.
         assert!(term.resign().await.is_err());
-        assert_eq!(r.counter(RESIGNED, &[("name", "jobs")]), 0);
+        assert_eq!(
+            r.counter(RESIGNED, &[("name", "jobs"), ("backend", "memory")]),
+            0
+        );
         drop(term);
 
         b.set_lease(Some(secs(1.0)));
@@ -100,17 +160,30 @@ fn losses_are_counted_by_reason() {
         sleep(secs(1.5)).await; // never renewed: the validity runs out
         assert!(term.is_lost());
         assert_eq!(
-            r.counter(LOST, &[("name", "jobs"), ("reason", "expired")]),
+            r.counter(
+                LOST,
+                &[
+                    ("name", "jobs"),
+                    ("backend", "memory"),
+                    ("reason", "expired")
+                ]
+            ),
             1
         );
-        assert_eq!(r.gauge(LEADER, &[("name", "jobs")]), Some(0.0));
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
+            Some(0.0)
+        );
         drop(term);
         assert_eq!(
-            r.counter(DROPPED, &[("name", "jobs")]),
+            r.counter(DROPPED, &[("name", "jobs"), ("backend", "memory")]),
             0,
             "a lost term is not dropped"
         );
-        assert_eq!(r.counter(WON, &[("name", "jobs")]), 2);
+        assert_eq!(
+            r.counter(WON, &[("name", "jobs"), ("backend", "memory")]),
+            2
+        );
     });
 }
 
@@ -130,7 +203,7 @@ fn the_campaign_wait_is_the_time_to_the_win() {
         };
         let (second, ()) = tokio::join!(waiter.campaign(), resign);
         let _second = second.unwrap();
-        let waits = r.histogram(WAIT, &[("name", "jobs")]);
+        let waits = r.histogram(WAIT, &[("name", "jobs"), ("backend", "memory")]);
         assert_eq!(waits.len(), 2, "{waits:?}");
         assert!(waits[0] < 0.1, "uncontested: {waits:?}");
         assert!(
@@ -181,6 +254,10 @@ impl Claim for Renewing {
 
     fn identity(&self) -> &Identity {
         self.inner.identity()
+    }
+
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
     }
 
     async fn open(&self) -> Result<MemoryAttempt, Error> {
@@ -242,8 +319,13 @@ fn renewals_are_timed_and_failures_counted_by_kind() {
         let b = MemoryBackend::new();
         let (claim, mode) = Renewing::new(&b, "jobs", "a");
         let term = Candidate::new(claim).campaign().await.unwrap();
-        let jobs = [("name", "jobs")];
-        let kind = |k| r.counter(FAILURES, &[("name", "jobs"), ("kind", k)]);
+        let jobs = [("name", "jobs"), ("backend", "memory")];
+        let kind = |k| {
+            r.counter(
+                FAILURES,
+                &[("name", "jobs"), ("backend", "memory"), ("kind", k)],
+            )
+        };
         sleep(secs(3.5)).await; // the renewal at 3 s landed
         assert_eq!(r.histogram(RENEWAL, &jobs).len(), 1);
         assert_eq!(kind("unavailable"), 0);
@@ -258,7 +340,14 @@ fn renewals_are_timed_and_failures_counted_by_kind() {
         assert!(kind("unknown") >= 1, "{:?}", r.series());
         assert!(term.is_lost());
         assert_eq!(
-            r.counter(LOST, &[("name", "jobs"), ("reason", "expired")]),
+            r.counter(
+                LOST,
+                &[
+                    ("name", "jobs"),
+                    ("backend", "memory"),
+                    ("reason", "expired")
+                ]
+            ),
             1
         );
         assert_eq!(kind("refused"), 0);
@@ -270,7 +359,14 @@ fn renewals_are_timed_and_failures_counted_by_kind() {
         term.lost().await;
         assert_eq!(kind("refused"), 1);
         assert_eq!(
-            r.counter(LOST, &[("name", "jobs"), ("reason", "revoked")]),
+            r.counter(
+                LOST,
+                &[
+                    ("name", "jobs"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
             1
         );
         assert_eq!(r.gauge(LEADER, &jobs), Some(0.0));
@@ -492,5 +588,75 @@ fn per_key_campaigns_of_a_lease_set_record_no_per_key_series() {
             .filter(|s| s.contains("shard-"))
             .collect();
         assert!(per_key.is_empty(), "per-key series: {per_key:?}");
+    });
+}
+
+/// Issue 26 item 4: a candidate shows up in the leader gauge (0) from the
+/// start of its campaign, before any win, labelled with its backend; a
+/// claim that does not name its backend is labelled `custom`.
+#[test]
+fn a_waiting_candidate_reads_zero_from_the_start_of_its_campaign() {
+    let r = TestRecorder::new();
+    run(&r, || async {
+        let b = MemoryBackend::new();
+        let a = Candidate::new(b.claim("jobs", "a").unwrap());
+        let waiting = Candidate::new(b.claim("jobs", "b").unwrap());
+        let labels = [("name", "jobs"), ("backend", "memory")];
+        assert_eq!(r.gauge(LEADER, &labels), None, "nothing before a campaign");
+        let term = a.campaign().await.unwrap();
+        assert_eq!(r.gauge(LEADER, &labels), Some(1.0));
+        // Another process's view: only the waiting candidate's series.
+        let r2 = TestRecorder::new();
+        metrics::with_local_recorder(&r2, || {
+            let mut campaign = std::pin::pin!(waiting.campaign());
+            let polled = futures::FutureExt::now_or_never(&mut campaign);
+            assert!(polled.is_none(), "held by a: b waits");
+        });
+        assert_eq!(r2.gauge(LEADER, &labels), Some(0.0), "{:?}", r2.series());
+        assert_eq!(r2.counter(WON, &labels), 0);
+        term.resign().await.unwrap();
+        // A claim of a backend that does not name itself.
+        struct Unnamed(MemoryClaim);
+        impl Claim for Unnamed {
+            type Attempt = MemoryAttempt;
+            fn name(&self) -> &ElectionName {
+                self.0.name()
+            }
+            fn identity(&self) -> &Identity {
+                self.0.identity()
+            }
+            async fn open(&self) -> Result<MemoryAttempt, Error> {
+                self.0.open().await
+            }
+            async fn try_claim(&self, a: &mut MemoryAttempt) -> Result<Option<Won>, Error> {
+                self.0.try_claim(a).await
+            }
+            fn watch(
+                &self,
+                a: &mut MemoryAttempt,
+                won: Won,
+                reporter: TermReporter,
+            ) -> Result<WatchGuard, Error> {
+                self.0.watch(a, won, reporter)
+            }
+            async fn release(&self, a: &mut MemoryAttempt) -> Result<(), Error> {
+                self.0.release(a).await
+            }
+            fn close(&self, a: MemoryAttempt, end: End) {
+                self.0.close(a, end)
+            }
+            async fn leader(&self) -> Result<Option<Leader>, Error> {
+                self.0.leader().await
+            }
+        }
+        let t = Candidate::new(Unnamed(b.claim("reports", "c").unwrap()))
+            .campaign()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.gauge(LEADER, &[("name", "reports"), ("backend", "custom")]),
+            Some(1.0)
+        );
+        t.resign().await.unwrap();
     });
 }

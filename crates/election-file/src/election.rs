@@ -379,6 +379,8 @@ impl FileElection {
         let claim = self.claim(name, "observer")?;
         Ok(Record::read_unlocked(&claim.paths.record)?.map(|r| Leader {
             since: r.since(),
+            renewed: None,
+            ttl: None,
             identity: r.identity,
             epoch: r.epoch,
         }))
@@ -518,6 +520,10 @@ impl Claim for FileClaim {
 
     fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        "file"
     }
 
     /// Opens (creating if needed) the claim file: one `open`, on the
@@ -700,6 +706,9 @@ impl Claim for FileClaim {
     /// is reserved) it may still name the previous holder.
     /// `since` is the record's `since_unix_ms`: the winner's wall clock in
     /// the lock hold that won the term (`None` if the record has none).
+    /// A holder that dies loses its lock with its last process, so a dead
+    /// holder is never shown: no renewal time is kept (`renewed` and `ttl`
+    /// are `None`, never presumed dead).
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         self.blocking(|p| {
             let file = match File::open(&p.lock) {
@@ -712,6 +721,8 @@ impl Claim for FileClaim {
             }
             Ok(Record::read_unlocked(&p.record)?.map(|r| Leader {
                 since: r.since(),
+                renewed: None,
+                ttl: None,
                 identity: r.identity,
                 epoch: r.epoch,
             }))

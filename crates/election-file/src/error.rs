@@ -17,14 +17,11 @@ use election_core::{ConfigError, ElectionName, Epoch};
 /// Inside a campaign these reach the caller as the `source` of an
 /// [`election_core::Error`]: `Config` for the first group, `Corrupt` for
 /// the second, `Unavailable` for the third.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// The directory is on a network filesystem, where OS locks are not
     /// reliable. Use a local directory.
-    #[error(
-        "{path} is on a network filesystem ({fs_name}, type {fs_type:#x}); use a local directory"
-    )]
     NetworkFilesystem {
         /// The directory.
         path: PathBuf,
@@ -34,18 +31,15 @@ pub enum Error {
         fs_type: u64,
     },
     /// The path exists but is not a directory.
-    #[error("{path} is not a directory")]
     NotADirectory {
         /// The path.
         path: PathBuf,
     },
     /// The process may not create, read or write a file it needs.
-    #[error("permission denied: {path}; give this process read and write access")]
     PermissionDenied {
         /// The file or directory.
         path: PathBuf,
         /// The OS error.
-        #[source]
         source: io::Error,
     },
     /// The epoch record cannot be read, or it is missing although the claim
@@ -55,10 +49,6 @@ pub enum Error {
     /// (`elect repair-epoch`), to an epoch at least as high as any fencing
     /// token a resource of this election has seen. Never delete the record:
     /// epochs would start again at 2 and tokens would go backwards.
-    #[error(
-        "corrupt epoch record {path}: {detail}; do not delete it: set it with `elect repair-epoch` \
-         (FileElection::repair_epoch) to an epoch at least as high as any token your resources hold"
-    )]
     CorruptEpoch {
         /// The epoch file.
         path: PathBuf,
@@ -67,7 +57,6 @@ pub enum Error {
     },
     /// A repair was refused because a candidate holds the claim: repair
     /// only while no process of this election runs.
-    #[error("{path} is locked by a running candidate; stop it before repairing the epoch record")]
     ClaimHeld {
         /// The claim file.
         path: PathBuf,
@@ -77,10 +66,6 @@ pub enum Error {
     /// still shows, or, when the record cannot be trusted (damaged,
     /// missing, or written before an OS restart), the epoch ceiling (ADR
     /// 0048). Tokens would go back, and epochs repeat.
-    #[error(
-        "refusing to repair with epoch {given}: {path} shows that epochs up to {highest_seen} \
-         may have been handed out; give at least that"
-    )]
     EpochTooLow {
         /// The file that shows it: the epoch record or the epoch ceiling.
         path: PathBuf,
@@ -92,44 +77,117 @@ pub enum Error {
     /// The filesystem is full (`ENOSPC`) or the user's quota is used up
     /// (`EDQUOT`). Retrying helps once space is freed; nothing was won (a
     /// temporary file written before the failure is removed).
-    #[error("{op} {path} failed: no space left (the filesystem or the quota is full)")]
     NoSpace {
         /// What was being done.
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The OS error.
-        #[source]
         source: io::Error,
     },
     /// A file of the election cannot be used, and retrying will not change
     /// that: a directory where a file belongs (`EISDIR`), a write past the
     /// process's file size limit (`EFBIG`, `ulimit -f`), a symlink loop or
     /// a name too long. Fix the path or the limit.
-    #[error("{op} {path} failed; retrying will not help")]
     Unusable {
         /// What was being done.
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The OS error.
-        #[source]
         source: io::Error,
     },
     /// Another I/O error; retrying may help.
-    #[error("{op} {path} failed")]
     Io {
         /// What was being done.
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The OS error.
-        #[source]
         source: io::Error,
     },
     /// A bad name, identity or setting.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NetworkFilesystem {
+                path,
+                fs_name,
+                fs_type,
+            } => write!(
+                f,
+                "{} is on a network filesystem ({fs_name}, type {fs_type:#x}); use a local directory",
+                path.display()
+            ),
+            Error::NotADirectory { path } => write!(f, "{} is not a directory", path.display()),
+            Error::PermissionDenied { path, .. } => write!(
+                f,
+                "permission denied: {}; give this process read and write access",
+                path.display()
+            ),
+            Error::CorruptEpoch { path, detail } => write!(
+                f,
+                "corrupt epoch record {}: {detail}; do not delete it: set it with `elect repair-epoch` \
+                 (FileElection::repair_epoch) to an epoch at least as high as any token your resources hold",
+                path.display()
+            ),
+            Error::ClaimHeld { path } => write!(
+                f,
+                "{} is locked by a running candidate; stop it before repairing the epoch record",
+                path.display()
+            ),
+            Error::EpochTooLow {
+                path,
+                given,
+                highest_seen,
+            } => write!(
+                f,
+                "refusing to repair with epoch {given}: {} shows that epochs up to {highest_seen} \
+                 may have been handed out; give at least that",
+                path.display()
+            ),
+            Error::NoSpace { op, path, .. } => write!(
+                f,
+                "{op} {} failed: no space left (the filesystem or the quota is full)",
+                path.display()
+            ),
+            Error::Unusable { op, path, source } => write!(
+                f,
+                "{op} {} failed: {source}; retrying will not help",
+                path.display()
+            ),
+            Error::Io { op, path, source } => write!(f, "{op} {} failed: {source}", path.display()),
+            Error::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The OS error is a `source` where the message names the failure in its
+/// own words (`PermissionDenied`, `NoSpace`); where the message quotes it
+/// (`Io`, `Unusable`), `source()` goes on below it, so a chain printer
+/// shows each message once (ADR 0063). The OS error stays in the field.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::PermissionDenied { source, .. } | Error::NoSpace { source, .. } => Some(source),
+            Error::Unusable { source, .. } | Error::Io { source, .. } => source.source(),
+            Error::Config(e) => e.source(),
+            Error::NetworkFilesystem { .. }
+            | Error::NotADirectory { .. }
+            | Error::CorruptEpoch { .. }
+            | Error::ClaimHeld { .. }
+            | Error::EpochTooLow { .. } => None,
+        }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::Config(e)
+    }
 }
 
 impl Error {

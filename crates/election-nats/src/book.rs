@@ -153,6 +153,8 @@ impl Book {
                 epoch: self.epoch_of(*revision).unwrap_or(Epoch::FIRST),
                 // Lease-set keys carry no start time.
                 since: None,
+                renewed: None,
+                ttl: None,
             }),
             _ => None,
         }

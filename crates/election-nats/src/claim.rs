@@ -557,6 +557,10 @@ impl Claim for NatsClaim {
         &self.identity
     }
 
+    fn backend(&self) -> &'static str {
+        "nats"
+    }
+
     async fn open(&self) -> Result<NatsAttempt, election_core::Error> {
         Ok(NatsAttempt {
             nonce: election_core::attempt_nonce(),

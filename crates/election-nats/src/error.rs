@@ -14,39 +14,33 @@ use election_core::{ConfigError, ElectionName};
 /// [`election_core::Error`]: `Config`, `Unavailable`, `OutcomeUnknown` or
 /// `Corrupt`. "Another node holds it" is never an error here: it is
 /// `Ok(None)` from `try_campaign`, or [`election_core::Error::NotHeld`].
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// No NATS server could be reached at the given address.
-    #[error("cannot connect to NATS at {url}")]
     Connect {
         /// The address given.
         url: String,
         /// What the client said.
-        #[source]
         source: async_nats::ConnectError,
     },
     /// The coordinator did not answer (no JetStream, no responders, a
     /// request that failed); nothing was won or changed. Writes must be
     /// refused rather than made uncoordinated.
-    #[error("the NATS coordinator is unavailable: {what}")]
     Unavailable {
         /// What was being done.
         what: &'static str,
         /// What failed.
-        #[source]
         source: Option<async_nats::Error>,
     },
     /// A write did not answer within its bound; it may still land. The
     /// claim counts as not held.
-    #[error("a NATS request timed out after {after:?}; its outcome is unknown")]
     OutcomeUnknown {
         /// The bound that ran out.
         after: Duration,
     },
     /// The bucket exists with settings this election cannot use (its max
     /// age is the lease TTL).
-    #[error("bucket {bucket} exists with {found}, but this election needs {wanted}")]
     BucketMismatch {
         /// The bucket.
         bucket: String,
@@ -57,13 +51,11 @@ pub enum Error {
     },
     /// An observer found no bucket: nothing was ever elected there (an
     /// observer does not create it; candidates do).
-    #[error("bucket {bucket} does not exist (yet): no election has run in it")]
     NoBucket {
         /// The bucket.
         bucket: String,
     },
     /// A value in the bucket is not one this crate wrote.
-    #[error("unreadable lease value for {key}: {detail}")]
     CorruptValue {
         /// The key.
         key: String,
@@ -71,8 +63,67 @@ pub enum Error {
         detail: String,
     },
     /// A bad name, identity or setting.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Connect { url, source } => {
+                write!(f, "cannot connect to NATS at {url}: {source}")
+            }
+            Error::Unavailable { what, source } => {
+                write!(f, "the NATS coordinator is unavailable: {what}")?;
+                match source {
+                    Some(source) => write!(f, ": {source}"),
+                    None => Ok(()),
+                }
+            }
+            Error::OutcomeUnknown { after } => write!(
+                f,
+                "a NATS request timed out after {after:?}; its outcome is unknown"
+            ),
+            Error::BucketMismatch {
+                bucket,
+                found,
+                wanted,
+            } => write!(
+                f,
+                "bucket {bucket} exists with {found}, but this election needs {wanted}"
+            ),
+            Error::NoBucket { bucket } => write!(
+                f,
+                "bucket {bucket} does not exist (yet): no election has run in it"
+            ),
+            Error::CorruptValue { key, detail } => {
+                write!(f, "unreadable lease value for {key}: {detail}")
+            }
+            Error::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The client's error is named in the message (`Connect`, `Unavailable`):
+/// `source()` goes on below it, so a chain printer shows each message
+/// once (ADR 0063). The client's error stays in the field.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Connect { source, .. } => source.source(),
+            Error::Unavailable {
+                source: Some(source),
+                ..
+            } => source.source(),
+            Error::Config(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::Config(e)
+    }
 }
 
 impl Error {

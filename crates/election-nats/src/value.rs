@@ -262,6 +262,10 @@ pub(crate) fn leader_of(
         identity: v.identity,
         epoch,
         since,
+        // The server ages a dead holder's key out by itself (max_age):
+        // no renewal time to show.
+        renewed: None,
+        ttl: None,
     }))
 }
 

@@ -340,9 +340,7 @@ async fn marks_survive_reconnects_and_a_killed_server() {
     );
     assert!(!err.is_permanent());
     assert!(
-        std::error::Error::source(&err)
-            .and_then(|s| s.downcast_ref::<election_nats::Error>())
-            .is_some(),
+        matches!(&err, Error::Unavailable { source, .. } if source.downcast_ref::<election_nats::Error>().is_some()),
         "the source is an election_nats::Error: {err:?}"
     );
     blocking(|| server.restart()).expect("restart");

@@ -275,8 +275,11 @@ impl PostgresElection {
     /// Woken by the notification every win and release sends (the first
     /// call starts this process's listener), and reads the row at least
     /// every `every` as a backstop. What it may miss: a term that began
-    /// and ended between two reads; a lease that ran out is not a change
-    /// (nobody writes then) until a contender takes it over.
+    /// and ended between two reads. A holder whose lease ran out with no
+    /// renewal (a SIGKILLed process) is reported as a vacancy (`None`) by
+    /// the first read after its last renewal plus its TTL has passed on
+    /// this process's wall clock ([`Leader::presumed_dead_at`]; display
+    /// only, a clock that is off moves it).
     ///
     /// Cancel safety: dropping the stream stops it. Failure model:
     /// `Config` for an invalid name or an `every` outside 1 ms..=1 h; a
@@ -333,6 +336,10 @@ impl PostgresElection {
                     match read_leader(&ctx, &name).await {
                         Err(e) => return Some((Err(e), (ctx, name, wakes, last, false))),
                         Ok(now) => {
+                            // A holder whose lease ran out (SIGKILLed): a
+                            // vacancy, seen by the backstop read at the
+                            // latest (display only).
+                            let now = election_core::vacant_if_presumed_dead(now);
                             let term = |l: &Option<Leader>| {
                                 l.as_ref().map(|l| (l.identity.clone(), l.epoch))
                             };
@@ -473,6 +480,10 @@ impl Claim for PostgresClaim {
 
     fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        "postgres"
     }
 
     async fn open(&self) -> Result<PostgresAttempt, election_core::Error> {

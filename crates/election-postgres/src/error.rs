@@ -21,25 +21,23 @@ use election_sql::{Classed, IntoCore};
 /// Inside a campaign these reach the caller as the `source` of an
 /// [`election_core::Error`]: `Config`, `Corrupt`, `Unavailable` or
 /// `OutcomeUnknown` respectively ([`Error::into_core`]).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// The server cannot serve the request now: the connection failed or
     /// dropped, the pool had no free connection in time, the server is
     /// shutting down, starting or recovering, out of resources, or a lock
     /// or statement timed out on the server. Retry later.
-    #[error("the PostgreSQL server is unavailable")]
-    Unavailable(#[source] sqlx::Error),
+    Unavailable(sqlx::Error),
     /// The database, its privileges or its election tables cannot serve
     /// this crate, and retrying will not change that: a bad URL or
     /// password, no such database, no privilege to create or use the
     /// schema, or election tables of another shape.
-    #[error("the database cannot be used for elections: {reason}")]
     Unusable {
         /// What is wrong.
         reason: String,
-        /// What sqlx said.
-        #[source]
+        /// What sqlx said (named in the message, without the server's
+        /// source line).
         source: sqlx::Error,
     },
     /// The session would acknowledge commits before they are durable. With
@@ -48,9 +46,6 @@ pub enum Error {
     /// took, so the same epoch could be handed out twice (ADR 0033). Set
     /// `synchronous_commit` to `on` (or `local`, `remote_write`,
     /// `remote_apply`) for the role, the database or the pool's sessions.
-    #[error(
-        "{setting} is {value} in this session: a claim acknowledged but lost in a crash could hand the same epoch out twice; set it to on"
-    )]
     UnsafeSetting {
         /// The setting (`synchronous_commit`).
         setting: &'static str,
@@ -58,9 +53,6 @@ pub enum Error {
         value: String,
     },
     /// The election schema was written by a newer version of this crate.
-    #[error(
-        "the election schema is version {found}, newer than the {supported} this version supports; upgrade"
-    )]
     SchemaTooNew {
         /// The version found in the database.
         found: i64,
@@ -69,7 +61,6 @@ pub enum Error {
     },
     /// A lease row or epoch record holds values this crate never writes (a
     /// negative epoch, a TTL of 0). No term is handed out from it.
-    #[error("corrupt lease row for {name}: {detail}")]
     CorruptRow {
         /// The election.
         name: String,
@@ -78,25 +69,94 @@ pub enum Error {
     },
     /// A request did not answer within its bound; it may or may not have
     /// committed. The claim counts as not held.
-    #[error("a request to PostgreSQL did not answer within {after:?}; its outcome is unknown")]
     OutcomeUnknown {
         /// The bound that ran out.
         after: std::time::Duration,
     },
     /// A read did not answer within its bound (nothing was written). Retry
     /// later.
-    #[error("a read from PostgreSQL did not answer within {after:?}")]
     TimedOut {
         /// The bound that ran out.
         after: std::time::Duration,
     },
     /// Another database error; retrying may help.
-    #[error("database error")]
-    Database(#[source] sqlx::Error),
+    Database(sqlx::Error),
     /// A bad name, identity, schema name or setting; or every epoch was
     /// handed out.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Unavailable(e) => {
+                write!(f, "the PostgreSQL server is unavailable: {}", driver(e))
+            }
+            Error::Unusable { reason, source } => write!(
+                f,
+                "the database cannot be used for elections: {reason}: {}",
+                driver(source)
+            ),
+            Error::UnsafeSetting { setting, value } => write!(
+                f,
+                "{setting} is {value} in this session: a claim acknowledged but lost in a crash could hand the same epoch out twice; set it to on"
+            ),
+            Error::SchemaTooNew { found, supported } => write!(
+                f,
+                "the election schema is version {found}, newer than the {supported} this version supports; upgrade"
+            ),
+            Error::CorruptRow { name, detail } => {
+                write!(f, "corrupt lease row for {name}: {detail}")
+            }
+            Error::OutcomeUnknown { after } => write!(
+                f,
+                "a request to PostgreSQL did not answer within {after:?}; its outcome is unknown"
+            ),
+            Error::TimedOut { after } => {
+                write!(f, "a read from PostgreSQL did not answer within {after:?}")
+            }
+            Error::Database(e) => write!(f, "a PostgreSQL statement failed: {}", driver(e)),
+            Error::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Not a `source` for sqlx's errors: their text is in the message (sqlx's
+/// own `Display` already holds what is below it, and a server error's
+/// ends in the server's C source line, which says nothing to a user).
+/// The sqlx error stays in the variant's field, to inspect.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Config(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::Config(e)
+    }
+}
+
+/// What sqlx said, for a message: a server error as its message, its
+/// detail and its SQLSTATE (never sqlx's `at line N`, the line of the
+/// server's C source that raised it); anything else as sqlx says it.
+pub(crate) fn driver(e: &sqlx::Error) -> String {
+    let sqlx::Error::Database(db) = e else {
+        return e.to_string();
+    };
+    let mut text = db.message().to_owned();
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        if let Some(detail) = pg.detail() {
+            text.push_str(&format!(" ({detail})"));
+        }
+        text.push_str(&format!(" [SQLSTATE {}]", pg.code()));
+    } else if let Some(code) = db.code() {
+        text.push_str(&format!(" [SQLSTATE {code}]"));
+    }
+    text
 }
 
 /// SQLSTATE classes and codes that retrying later may fix.

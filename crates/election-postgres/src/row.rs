@@ -107,7 +107,12 @@ pub(crate) async fn read_many(
         .await?;
     let mut out = HashMap::with_capacity(rows.len());
     for row in &rows {
-        let (name, seen) = seen_of(raw_seen(row)?)?;
+        let (name, mut seen) = seen_of(raw_seen(row)?)?;
+        // The ninth column: the holder's last renewal, for display.
+        let renewed: Option<i64> = row.try_get(8)?;
+        if let Some(lease) = &mut seen.lease {
+            lease.renewed_unix_ms = renewed;
+        }
         out.insert(name, seen);
     }
     Ok(out)
@@ -138,6 +143,7 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
             version,
             ttl_ms,
             acquired_unix_ms: acquired,
+            renewed_unix_ms: None,
         }),
         _ => None,
     };
@@ -367,6 +373,7 @@ mod tests {
                 version: 1,
                 ttl_ms: 1000,
                 acquired_unix_ms: None,
+                renewed_unix_ms: None,
             }),
             recorded: recorded.map(|epoch| Recorded {
                 epoch,

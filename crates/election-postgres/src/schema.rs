@@ -92,7 +92,8 @@ impl Sql {
     pub(crate) fn new(schema: &str) -> Self {
         let s = format!("\"{schema}\"");
         let read_many = format!(
-            "SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms
+            "SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms,
+                    l.renewed_unix_ms
              FROM unnest($1::text[]) AS k(name)
              LEFT JOIN {s}.leases l ON l.name = k.name
              LEFT JOIN {s}.epochs e ON e.name = k.name

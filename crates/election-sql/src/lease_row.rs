@@ -157,13 +157,20 @@ pub struct Row {
     /// The wall-clock time (Unix ms) of the claim that won the current
     /// term, as the winner's clock read it; display only.
     pub acquired_unix_ms: Option<i64>,
+    /// The wall-clock time (Unix ms) of the holder's last renewal (or its
+    /// win), as its clock read it; display only. `None` where a read did
+    /// not fetch it (a contender's reads).
+    pub renewed_unix_ms: Option<i64>,
 }
 
 impl Row {
     /// The holder this row shows, decoded: `None` if it shows none (a
     /// released row, or an epoch outside the range [`decode_epoch`]
     /// accepts). `since` is `acquired_unix_ms`, the winner's wall clock in
-    /// the transaction that won the term.
+    /// the transaction that won the term; `renewed` is `renewed_unix_ms`
+    /// (the holder's wall clock at its last renewal) and `ttl` the row's
+    /// `ttl_ms`, from which a reader judges a holder presumed dead for
+    /// display ([`Leader::presumed_dead_at`]).
     ///
     /// # Errors
     ///
@@ -179,6 +186,7 @@ impl Row {
     ///     version: 12,
     ///     ttl_ms: 10_000,
     ///     acquired_unix_ms: Some(1_700_000_000_000),
+    ///     renewed_unix_ms: Some(1_700_000_003_000),
     /// };
     /// if let Some(leader) = row.leader()? {
     ///     println!("{} leads in term {}", leader.identity, leader.epoch);
@@ -191,14 +199,18 @@ impl Row {
         let (Some(holder), Some(epoch)) = (self.holder.as_deref(), decode_epoch(self.epoch)) else {
             return Ok(None);
         };
-        let since = self
-            .acquired_unix_ms
-            .and_then(|ms| u64::try_from(ms).ok())
-            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+        let wall = |ms: Option<i64>| {
+            ms.and_then(|ms| u64::try_from(ms).ok())
+                .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)))
+        };
+        let renewed = wall(self.renewed_unix_ms);
+        let ttl = u64::try_from(self.ttl_ms).ok().map(Duration::from_millis);
         Ok(Some(Leader {
             identity: Identity::new(holder)?,
             epoch,
-            since,
+            since: wall(self.acquired_unix_ms),
+            ttl: renewed.and(ttl),
+            renewed,
         }))
     }
 }
@@ -269,7 +281,7 @@ impl Found {
     /// ```
     /// use election_sql::lease_row::{Found, Recorded, Row};
     ///
-    /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None };
+    /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None, renewed_unix_ms: None };
     /// assert_eq!(Found::of(Some(&row), None), Found::Vacant); // released
     /// assert_eq!(Found::of(None, None), Found::Fresh); // never held
     /// let recorded = Recorded { epoch: 7, ttl_ms: 10_000 };
@@ -539,6 +551,7 @@ mod tests {
             version: 9,
             ttl_ms: 1000,
             acquired_unix_ms: None,
+            renewed_unix_ms: None,
         };
         let rec = Recorded {
             epoch: 6,
@@ -567,6 +580,7 @@ mod tests {
             version: 1,
             ttl_ms: 1000,
             acquired_unix_ms: Some(1500),
+            renewed_unix_ms: Some(2500),
         };
         assert_eq!(row(None, 3).leader().unwrap(), None);
         assert_eq!(row(Some("a"), 0).leader().unwrap(), None);
@@ -578,6 +592,15 @@ mod tests {
             leader.since,
             UNIX_EPOCH.checked_add(Duration::from_millis(1500))
         );
+        // The last renewal and the TTL: presumed dead (for display) once a
+        // reader's wall clock is past 2.5 s + 1 s.
+        assert_eq!(
+            leader.renewed,
+            UNIX_EPOCH.checked_add(Duration::from_millis(2500))
+        );
+        assert_eq!(leader.ttl, Some(Duration::from_millis(1000)));
+        assert!(!leader.presumed_dead_at(UNIX_EPOCH + Duration::from_millis(3500)));
+        assert!(leader.presumed_dead_at(UNIX_EPOCH + Duration::from_millis(3501)));
         assert!(row(Some(""), 3).leader().is_err());
     }
 
@@ -651,6 +674,36 @@ mod tests {
                     }
                 }
             }
+        }
+
+        /// A holder read from a row is presumed dead exactly when a
+        /// reader's wall clock is past its last renewal plus its TTL, and
+        /// stays so at every later reading (issue 26: display only).
+        #[test]
+        fn presumed_dead_exactly_past_the_last_renewal_plus_the_ttl(
+            renewed_ms in 0..4_000_000_000_000i64,
+            ttl_ms in 1..600_000i64,
+            at_ms in 0..4_000_000_000_000u64,
+            later_ms in 0..10_000_000u64,
+        ) {
+            let row = Row {
+                holder: Some("a".into()),
+                epoch: 3,
+                version: 1,
+                ttl_ms,
+                acquired_unix_ms: Some(renewed_ms),
+                renewed_unix_ms: Some(renewed_ms),
+            };
+            let leader = row.leader().unwrap().unwrap();
+            let at = UNIX_EPOCH + Duration::from_millis(at_ms);
+            let dead = leader.presumed_dead_at(at);
+            prop_assert_eq!(dead, at_ms as i64 > renewed_ms + ttl_ms);
+            if dead {
+                prop_assert!(leader.presumed_dead_at(at + Duration::from_millis(later_ms)));
+            }
+            // No renewal time kept: never presumed dead.
+            let unknown = Row { renewed_unix_ms: None, ..row }.leader().unwrap().unwrap();
+            prop_assert!(!unknown.presumed_dead_at(at));
         }
 
         /// Epoch decoding: exactly 1..=MAX decodes, and it round-trips.

@@ -558,6 +558,10 @@ impl Claim for SqliteClaim {
         &self.identity
     }
 
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
     async fn open(&self) -> Result<SqliteAttempt, election_core::Error> {
         Ok(SqliteAttempt {
             nonce: election_core::attempt_nonce() as i64,
@@ -805,9 +809,11 @@ impl Claim for SqliteClaim {
     }
 
     /// The holder and epoch as the row records them. A holder that died
-    /// shows until a contender takes its lease over (one TTL). `since` is
-    /// the row's `acquired_unix_ms`: the winner's wall clock (its
-    /// [`Clock`]) in the transaction that won the term.
+    /// shows until a contender takes its lease over (one TTL), with
+    /// `renewed` (the row's `renewed_unix_ms`) and `ttl`, so a reader can
+    /// tell it presumed dead ([`Leader::presumed_dead_at`], display only).
+    /// `since` is the row's `acquired_unix_ms`: the winner's wall clock
+    /// (its [`Clock`]) in the transaction that won the term.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         let row = row::read(&self.inner.pool, self.name.as_str())
             .await
@@ -823,7 +829,8 @@ impl SqliteElection {
     /// Who leads election `name` now (the holder of its lease row), or
     /// `None`: the same read as [`Claim::leader`] on any candidate's claim,
     /// without one. A row whose lease ran out but was not taken over yet
-    /// still names its holder (a contender waits a full TTL first).
+    /// still names its holder (a contender waits a full TTL first), with
+    /// its last renewal: [`Leader::presumed_dead_at`] tells, for display.
     ///
     /// Cancel safety: cancel safe (one read). Failure model:
     /// [`election_core::Error::Config`] for an invalid name, `Unavailable`

@@ -113,8 +113,8 @@ pub enum Error {
     Unusable(#[source] sqlx::Error),
     /// Another database error (a full disk, an I/O error, ...); retrying
     /// may help.
-    #[error("database error")]
-    Database(#[source] sqlx::Error),
+    #[error("a database statement failed: {0}")]
+    Database(sqlx::Error),
     /// A statement did not finish within its bound; it may or may not have
     /// committed. The claim counts as not held.
     #[error("a database statement timed out after {after:?}; its outcome is unknown")]

@@ -105,18 +105,19 @@ fn check(name: &str, row: Row) -> Result<Row, Error> {
     Ok(row)
 }
 
-type RawRow = (Option<String>, i64, i64, i64, Option<i64>);
+type RawRow = (Option<String>, i64, i64, i64, Option<i64>, Option<i64>);
 
-const SELECT: &str = "SELECT holder, epoch, version, ttl_ms, acquired_unix_ms
+const SELECT: &str = "SELECT holder, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms
                       FROM election_leases WHERE name = ?1";
 
-fn row((holder, epoch, version, ttl_ms, acquired_unix_ms): RawRow) -> Row {
+fn row((holder, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms): RawRow) -> Row {
     Row {
         holder,
         epoch,
         version,
         ttl_ms,
         acquired_unix_ms,
+        renewed_unix_ms,
     }
 }
 
@@ -262,7 +263,7 @@ pub(crate) async fn claim(
         };
         Some(check(
             w.name,
-            row((holder, epoch, version, ttl_ms, acquired)),
+            row((holder, epoch, version, ttl_ms, acquired, None)),
         )?)
     } else {
         None
@@ -414,7 +415,7 @@ pub(crate) async fn read_many(
         for (name, holder, epoch, version, ttl_ms, acquired, nonce, lock_id) in
             query.fetch_all(&mut *tx).await?
         {
-            let found = check(&name, row((holder, epoch, version, ttl_ms, acquired)))?;
+            let found = check(&name, row((holder, epoch, version, ttl_ms, acquired, None)))?;
             let entry = seen.entry(name).or_default();
             entry.lease = Some(found);
             entry.lock = nonce.zip(lock_id);

@@ -408,11 +408,18 @@ async fn leader_says_since_when_the_term_leads_and_renewals_keep_it() {
     .await
     .expect("two renewals");
     assert!(!term.is_lost());
+    let now = observer.leader().await.expect("leader").expect("a leads");
     assert_eq!(
-        observer.leader().await.expect("leader"),
-        Some(seen),
+        (&now.identity, now.epoch, now.since),
+        (&seen.identity, seen.epoch, seen.since),
         "renewals do not move since"
     );
+    // They move `renewed` (issue 26 item 6: shown with the holder).
+    assert!(
+        now.renewed > seen.renewed && seen.renewed >= seen.since,
+        "{seen:?} then {now:?}"
+    );
+    assert_eq!(now.ttl, seen.ttl);
     term.resign().await.expect("resign");
 }
 

@@ -115,6 +115,10 @@ impl Claim for AnyClaim {
         each!(self, AnyClaim, |c| c.identity())
     }
 
+    fn backend(&self) -> &'static str {
+        each!(self, AnyClaim, |c| c.backend())
+    }
+
     async fn open(&self) -> Result<AnyAttempt, CoreError> {
         Ok(match self {
             AnyClaim::File(c) => AnyAttempt::File(Claim::open(c).await?),

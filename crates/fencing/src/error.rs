@@ -35,14 +35,11 @@ type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// A newer term has written to the resource: this writer is fenced off.
     /// Stop acting as leader; retrying with the same token will not help.
-    #[error(
-        "resource {resource}: token {presented} is older than the high-water mark {high_water_mark}"
-    )]
     Stale {
         /// The resource.
         resource: ResourceName,
@@ -54,23 +51,20 @@ pub enum Error {
     /// The lease was already lost, or its term had ended by resign or drop
     /// ([`LossReason::is_end`](election_core::LossReason::is_end)), when a
     /// token was asked for: stop acting as leader.
-    #[error("the lease is lost; no token was issued")]
-    Lost(#[source] LeaseLost),
+    Lost(LeaseLost),
     /// The store could not be read or written (I/O, a lost connection):
     /// nothing was written. Retry later; the high-water mark may or may not
     /// have been raised, which never lets an older token in.
-    #[error("the fence store failed at {location}")]
     Unavailable {
         /// Where it failed: a path, a database, a key.
         location: String,
-        /// What failed.
-        #[source]
+        /// What failed (named in the message; `source()` goes on below
+        /// it).
         source: BoxError,
     },
     /// A stored high-water mark cannot be read as a token. An operator must
     /// repair it: it is never taken as "no mark", which would let any token
     /// in.
-    #[error("the fence store is corrupt at {location}: {detail}")]
     Corrupt {
         /// Where: a path, a database, a key.
         location: String,
@@ -79,8 +73,50 @@ pub enum Error {
     },
     /// A resource name, a directory or another setting cannot be used: fix
     /// the configuration; retrying will not help.
-    #[error("bad fencing configuration")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Stale {
+                resource,
+                presented,
+                high_water_mark,
+            } => write!(
+                f,
+                "resource {resource}: token {presented} is older than the high-water mark {high_water_mark}"
+            ),
+            Error::Lost(lost) => write!(f, "no token was issued: {lost}"),
+            Error::Unavailable { location, source } => {
+                write!(f, "the fence store failed at {location}: {source}")
+            }
+            Error::Corrupt { location, detail } => {
+                write!(f, "the fence store is corrupt at {location}: {detail}")
+            }
+            Error::Config(e) => write!(f, "bad fencing configuration: {e}"),
+        }
+    }
+}
+
+/// Each inner error's message is in ours: `source()` goes on below it,
+/// so a chain printer shows each message once (ADR 0063). The inner
+/// error stays in the variant's field.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Lost(lost) => lost.source(),
+            Error::Unavailable { source, .. } => source.source(),
+            Error::Config(e) => e.source(),
+            Error::Stale { .. } | Error::Corrupt { .. } => None,
+        }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::Config(e)
+    }
 }
 
 impl Error {
@@ -89,7 +125,7 @@ impl Error {
     /// ```
     /// let io = std::io::Error::other("disk on fire");
     /// let err = fencing::Error::unavailable("/srv/fences/a.fence", io);
-    /// assert_eq!(err.to_string(), "the fence store failed at /srv/fences/a.fence");
+    /// assert_eq!(err.to_string(), "the fence store failed at /srv/fences/a.fence: disk on fire");
     /// ```
     pub fn unavailable(location: impl Into<String>, source: impl Into<BoxError>) -> Error {
         Error::Unavailable {
@@ -155,10 +191,18 @@ mod tests {
     fn source_chain_is_kept_not_repeated() {
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
         let err = Error::unavailable("/x/a.fence", io);
-        assert_eq!(err.to_string(), "the fence store failed at /x/a.fence");
-        let src = err.source().expect("source kept");
-        assert_eq!(src.to_string(), "denied");
-        let io = src.downcast_ref::<std::io::Error>().expect("an io::Error");
+        assert_eq!(
+            err.to_string(),
+            "the fence store failed at /x/a.fence: denied"
+        );
+        // Named in the message, so not again as the source; kept in the field.
+        assert!(err.source().is_none());
+        let Error::Unavailable { source, .. } = &err else {
+            panic!("{err:?}");
+        };
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("an io::Error");
         assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
         assert!(!err.is_permanent());
     }
@@ -183,7 +227,11 @@ mod tests {
     fn bad_names_convert_into_config_errors_with_their_source() {
         let err = Error::from(ResourceName::new("").unwrap_err());
         assert!(matches!(err, Error::Config(ConfigError::BadName { .. })));
-        assert_eq!(err.to_string(), "bad fencing configuration");
-        assert!(err.source().unwrap().to_string().contains("it is empty"));
+        assert!(
+            err.to_string()
+                .starts_with("bad fencing configuration: bad resource name \"\": "),
+            "{err}"
+        );
+        assert!(err.to_string().contains("it is empty"), "{err}");
     }
 }

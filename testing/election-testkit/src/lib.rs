@@ -94,6 +94,8 @@
 //!             identity: identity.clone(),
 //!             epoch: *epoch,
 //!             since: None,
+//!             renewed: None,
+//!             ttl: None,
 //!         }))
 //!     }
 //! }

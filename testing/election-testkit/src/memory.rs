@@ -406,6 +406,8 @@ impl MemoryBackend {
             identity: h.identity.clone(),
             epoch: h.epoch,
             since: Some(h.since),
+            renewed: None,
+            ttl: None,
         })
     }
 
@@ -519,6 +521,10 @@ impl Claim for MemoryClaim {
 
     fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        "memory"
     }
 
     async fn open(&self) -> Result<MemoryAttempt, Error> {
@@ -718,6 +724,8 @@ impl MemoryKeys {
                 identity: h.identity.clone(),
                 epoch: h.epoch,
                 since: Some(h.since),
+                renewed: None,
+                ttl: None,
             })));
         }
         let epoch = Epoch::after(slot.last_epoch)?;

@@ -1101,3 +1101,61 @@ pub(crate) async fn whole_tree(b: &Setup, ending: Ending) {
     let done = bb.finish().await;
     assert_eq!(done.code, 0, "{done:?}");
 }
+
+/// Issue 26 item 6: a holder SIGKILLed with nobody to take over (SQLite,
+/// PostgreSQL: its lease row stays). `elect leader` names it with its last
+/// renewal, and once its TTL has passed with no renewal marks it presumed
+/// dead (text and JSON); `elect observe`, started while it led, reports
+/// the vacancy (`no leader`), as it does on NATS when the key ages out.
+pub(crate) async fn a_killed_holder_reads_presumed_dead(b: &Setup) {
+    let name = "dead-holder";
+    let ra = b.report("a");
+    let (a, sa) = lead(b, name, "a", &ra).await;
+    let mut watcher = b.observe(name, false);
+    let first = watcher.out_line().await;
+    assert_led_by(&first, name, "a", sa.epoch);
+    let live = b.leader_text(name).await;
+    assert_led_by(&live, name, "a", sa.epoch);
+    assert!(live.contains(", last renewed "), "{live}");
+    assert!(!live.contains("presumed dead"), "{live}");
+    let v = b.leader_json(name).await;
+    assert_eq!(v["leader"]["presumed_dead"], false, "{v}");
+    assert!(v["leader"]["renewed_unix_ms"].is_u64(), "{v}");
+
+    a.signal(Signal::SIGKILL);
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+    wait_gone(sa.pid).await;
+
+    // Nobody campaigns: the row names A until a reader finds its lease
+    // ran out (one TTL after its last renewal).
+    let deadline = Instant::now() + PATIENCE;
+    let dead = loop {
+        let line = b.leader_text(name).await;
+        if line.contains("presumed dead") {
+            break line;
+        }
+        assert_led_by(&line, name, "a", sa.epoch);
+        assert!(
+            Instant::now() < deadline,
+            "not presumed dead {PATIENCE:?} after the kill: {line}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let head = format!("{name}: led by a in term {} (since ", sa.epoch);
+    assert!(dead.starts_with(&head), "{dead}");
+    assert!(
+        dead.contains("; presumed dead: its lease ran out at "),
+        "{dead}"
+    );
+    let v = b.leader_json(name).await;
+    assert_eq!(v["leader"]["identity"], "a", "{v}");
+    assert_eq!(v["leader"]["presumed_dead"], true, "{v}");
+    let renewed = v["leader"]["renewed_unix_ms"].as_u64().expect("renewed");
+    let ttl = v["leader"]["ttl_ms"].as_u64().expect("ttl_ms");
+    assert!(renewed + ttl < now_ms(), "{v}");
+
+    assert_eq!(watcher.out_line().await, format!("{name}: no leader"));
+    watcher.signal(Signal::SIGINT);
+    let done = watcher.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+}

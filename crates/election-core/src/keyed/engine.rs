@@ -283,6 +283,12 @@ impl Holds {
 
     /// When the expiring key renewed longest ago was last renewed (or
     /// won); `None` if no held key expires.
+    pub(crate) fn holds_any(&self, now: Instant) -> bool {
+        lock(&self.holds)
+            .holds()
+            .any(|h| h.valid_until.is_none_or(|v| v > now))
+    }
+
     pub(crate) fn oldest_renewal(&self) -> Option<Instant> {
         lock(&self.holds)
             .holds()

@@ -95,6 +95,8 @@ impl KeyState {
             identity,
             epoch,
             since: None,
+            renewed: None,
+            ttl: None,
         }));
         self.store_deadline(valid_until);
         self.resolve();
@@ -261,6 +263,8 @@ mod tests {
             identity: Identity::new("other").unwrap(),
             epoch: Epoch::new(7).unwrap(),
             since: Some(std::time::SystemTime::UNIX_EPOCH),
+            renewed: None,
+            ttl: None,
         };
         s.held_by(Some(leader.clone()));
         match s.not_held_error() {
