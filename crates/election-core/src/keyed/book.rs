@@ -23,9 +23,9 @@
 //!   lost, once;
 //! - a claim round asks for every asked key not held at most once, in
 //!   batches of at most [`MAX_CLAIM_BATCH`] keys; after a claim that did
-//!   not get through (a transient error: the request failed or timed
-//!   out) the next asks for at most half as many keys, and none in that
-//!   round as many again (ADR 0058).
+//!   not get through (a write timed out, or the request failed for every
+//!   key) the next asks for at most half as many keys, none in that round
+//!   as many again, and its keys come last in later rounds (ADR 0058).
 //!
 //! The book is generic over what the engine keeps per hold (`S`: the key's
 //! `KeyState`, whose `held` it marks from what the book reports), so the
