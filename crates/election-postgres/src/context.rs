@@ -300,6 +300,13 @@ impl Context {
 
     /// Releases `holds` in the background (after a claim whose outcome is
     /// in doubt, or a dropped term); if that cannot run, they age out.
+    ///
+    /// A claim statement the client stopped waiting for keeps running on
+    /// the server and may commit after a first release ran (which does not
+    /// see the rows it inserts before they commit): the holds not released
+    /// are tried again every request timeout for a TTL (ADR 0058), each
+    /// release conditional on its nonce, so the keys come back at once
+    /// instead of aging out.
     pub(crate) fn release_in_background(self: &Arc<Self>, holds: Vec<(String, i64)>) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             tracing::warn!("no runtime to release on; the leases age out after their TTL");
@@ -307,9 +314,27 @@ impl Context {
         };
         let ctx = self.clone();
         rt.spawn(async move {
-            let holds: Vec<(&str, i64)> = holds.iter().map(|(n, x)| (n.as_str(), *x)).collect();
-            if let Err(e) = ctx.release_many(&holds).await {
-                tracing::warn!(error = %e, "background release failed; the leases age out after their TTL");
+            let every = ctx.options.request_timeout();
+            let give_up = tokio::time::Instant::now() + ctx.options.ttl();
+            let mut left = holds;
+            loop {
+                let batch: Vec<(&str, i64)> = left.iter().map(|(n, x)| (n.as_str(), *x)).collect();
+                match ctx.release_many(&batch).await {
+                    Ok(released) => left.retain(|(n, _)| !released.contains(n)),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "background release failed; trying again");
+                    }
+                }
+                if left.is_empty() || tokio::time::Instant::now() + every >= give_up {
+                    break;
+                }
+                tokio::time::sleep(every).await;
+            }
+            if !left.is_empty() {
+                tracing::debug!(
+                    leases = left.len(),
+                    "background release: not released (never claimed, or not known); they age out after their TTL"
+                );
             }
         });
     }

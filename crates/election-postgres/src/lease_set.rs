@@ -43,6 +43,10 @@ use crate::row::{self, Take};
 ///   A server that cannot be reached: the keys answer `Unavailable` and
 ///   are tried again at the next poll; a claim statement whose outcome is
 ///   unknown is released in the background (conditional on its nonces).
+///   The core hands the keys over in batches of at most 512, each batch a
+///   read and a claim statement, and halves the batch after one that
+///   failed or timed out (ADR 0058): a server too slow to claim every key
+///   within the request timeout still hands them out.
 /// - [`guard`](LeaseSet::guard)'s commit-point check is one conditional
 ///   renewal of the key's row, as [`PostgresClaim`](crate::PostgresClaim)'s
 ///   `confirm`.
@@ -55,7 +59,7 @@ pub struct PostgresLeases {
     ctx: Arc<Context>,
     /// Each held key's term, each contended key's observation.
     state: KeyedState,
-    /// The keys asked and not held after the last claim: what a
+    /// The keys asked and not won by the last claim of each: what a
     /// notification wakes [`KeyedClaims::wait`] for.
     wanted: Arc<Mutex<HashSet<String>>>,
     /// Wake-ups, subscribed when the set is made.
@@ -223,12 +227,17 @@ impl KeyedClaims for PostgresLeases {
         if !takes.is_empty() {
             self.take(keys, takes, &mut answers).await;
         }
-        *lock(&self.wanted) = keys
-            .iter()
-            .zip(&answers)
-            .filter(|(_, a)| !matches!(a, Ok(Claimed::Won(_))))
-            .map(|(k, _)| k.as_str().to_owned())
-            .collect();
+        // The core claims in batches (ADR 0058): each batch updates its
+        // own keys, and the keys of the other batches stay wanted.
+        let mut wanted = lock(&self.wanted);
+        for (key, answer) in keys.iter().zip(&answers) {
+            if matches!(answer, Ok(Claimed::Won(_))) {
+                wanted.remove(key.as_str());
+            } else {
+                wanted.insert(key.as_str().to_owned());
+            }
+        }
+        drop(wanted);
         answers
     }
 
@@ -284,7 +293,8 @@ impl PostgresElection {
     /// core's [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
     /// as the backstop of notifications. See [`PostgresLeases`] for what
     /// each step costs (one statement per renewal interval for all held
-    /// keys, one read and at most one claim statement per poll). For
+    /// keys, one read and at most one claim statement per poll and batch
+    /// of up to 512 keys). For
     /// another poll interval, build the set from
     /// [`PostgresLeases::with_poll_interval`] and [`LeaseSet::new`].
     ///

@@ -402,10 +402,12 @@ impl KeyedClaims for SqliteLeases {
         if !takes.is_empty() {
             self.take(keys, takes, &mut answers).await;
         }
-        // What `wait` waits for: the locks of the keys still not won.
+        // What `wait` waits for: the locks of the keys still not won (the
+        // core claims in batches, ADR 0058: each batch updates its own
+        // keys, and the keys of the other batches stay wanted).
         {
             let mut state = self.locks.state();
-            state.wanted = keys
+            let still: Vec<ElectionName> = keys
                 .iter()
                 .zip(&answers)
                 .filter(|(key, answer)| {
@@ -413,6 +415,9 @@ impl KeyedClaims for SqliteLeases {
                 })
                 .map(|(key, _)| key.clone())
                 .collect();
+            let batch: HashSet<&ElectionName> = keys.iter().collect();
+            state.wanted.retain(|key| !batch.contains(key));
+            state.wanted.extend(still);
         }
         answers
     }

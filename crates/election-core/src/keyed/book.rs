@@ -20,13 +20,18 @@
 //! - after a decision at `now`, no key whose validity has passed by `now`
 //!   is held;
 //! - every key that leaves the book other than by release is reported
-//!   lost, once.
+//!   lost, once;
+//! - a claim round asks for every asked key not held at most once, in
+//!   batches of at most [`MAX_CLAIM_BATCH`] keys; after a claim that did
+//!   not get through (a write timed out, or the request failed for every
+//!   key) the next asks for at most half as many keys, none in that round
+//!   as many again, and its keys come last in later rounds (ADR 0058).
 //!
 //! The book is generic over what the engine keeps per hold (`S`: the key's
 //! `KeyState`, whose `held` it marks from what the book reports), so the
 //! tests below run it on `()`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::mem;
 use std::time::Duration;
 
@@ -36,6 +41,13 @@ use crate::renewal::{Input, Next, Renewal, RenewalPolicy};
 use crate::{ElectionName, Epoch, LossReason, Won};
 
 use super::claims::HeldKey;
+
+/// The most keys one [`Command::Claim`] asks for (ADR 0058): a backend's
+/// claim of a batch is one request (or one statement) whose cost grows
+/// with the batch, bounded by a request timeout that does not; the batch
+/// starts here, halves after a claim that did not get through and doubles
+/// after one that did, so a slow server still wins keys.
+pub(crate) const MAX_CLAIM_BATCH: usize = 512;
 
 /// A key this process holds, as the book keeps it.
 #[derive(Debug)]
@@ -110,6 +122,22 @@ pub(crate) struct Book<S> {
     input: Input,
     /// A claim of the keys not held is due (woken, or never made).
     claim_due: bool,
+    /// The claim round running: the keys it already asked for (`None`: no
+    /// round runs; the next wake starts one).
+    round: Option<HashSet<ElectionName>>,
+    /// How many keys the next claim asks for at most (1 to
+    /// [`MAX_CLAIM_BATCH`]).
+    batch: usize,
+    /// The smallest claim of the running round that did not get through
+    /// (`usize::MAX`: none): the batch grows back only below it.
+    failed_at: usize,
+    /// The keys of claims that did not get through, since, each with the
+    /// number of the claim that failed last: each round asks for them
+    /// after every other key, the longest failed first, so a key that
+    /// fails every time (a row locked on the server) stops no other.
+    failed: HashMap<ElectionName, u64>,
+    /// Claims that did not get through, so far.
+    failures: u64,
 }
 
 impl<S> Default for Book<S> {
@@ -121,6 +149,11 @@ impl<S> Default for Book<S> {
             machine: None,
             input: Input::Due,
             claim_due: true,
+            round: None,
+            batch: MAX_CLAIM_BATCH,
+            failed_at: usize::MAX,
+            failed: HashMap::new(),
+            failures: 0,
         }
     }
 }
@@ -206,18 +239,99 @@ impl<S> Book<S> {
             .into_iter()
             .filter(|k| !self.holds.contains_key(k))
             .collect();
-        let command = if mem::take(&mut self.claim_due) && !free.is_empty() {
-            Command::Claim(free)
-        } else {
-            Command::Sleep {
+        let command = match self.claim_batch(&free) {
+            Some(keys) => Command::Claim(keys),
+            None => Command::Sleep {
                 until: renew_at,
                 wait: !free.is_empty(),
-            }
+            },
         };
         Decision {
             command,
             lost,
             released: Vec::new(),
+        }
+    }
+
+    /// The next batch of the claim round (a wake starts one): at most
+    /// `batch` of the `free` keys this round has not asked for yet; `None`
+    /// when no round runs or it has asked for every free key (it ends).
+    fn claim_batch(&mut self, free: &[ElectionName]) -> Option<Vec<ElectionName>> {
+        loop {
+            if self.round.is_none() {
+                if !mem::take(&mut self.claim_due) {
+                    return None;
+                }
+                self.round = Some(HashSet::new());
+                self.failed_at = usize::MAX;
+                if !self.failed.is_empty() {
+                    // Only keys still asked and not held.
+                    let free: HashSet<&ElectionName> = free.iter().collect();
+                    self.failed.retain(|k, _| free.contains(k));
+                }
+            }
+            let tried = self.round.as_ref()?;
+            let untried = free.iter().filter(|k| !tried.contains(*k));
+            let mut keys: Vec<ElectionName> = untried
+                .clone()
+                .filter(|k| !self.failed.contains_key(*k))
+                .take(self.batch)
+                .cloned()
+                .collect();
+            if keys.len() < self.batch {
+                let mut failed: Vec<(u64, &ElectionName)> = untried
+                    .filter_map(|k| self.failed.get(k).map(|n| (*n, k)))
+                    .collect();
+                failed.sort_unstable();
+                let room = self.batch - keys.len();
+                keys.extend(failed.into_iter().take(room).map(|(_, k)| k.clone()));
+            }
+            let tried = self.round.as_mut()?;
+            if keys.is_empty() {
+                // Every free key was asked for once: the round ends (and
+                // a wake that came meanwhile starts the next one).
+                self.round = None;
+                continue;
+            }
+            tried.extend(keys.iter().cloned());
+            return Some(keys);
+        }
+    }
+
+    /// The answer to a [`Command::Claim`] of `keys`: `through` if it got
+    /// through (see `engine.rs::claim`). A full batch that
+    /// got through lets the next be twice as large (up to
+    /// [`MAX_CLAIM_BATCH`], and in this round below any size that did not
+    /// get through). One that did not makes the next at most half as
+    /// large; the round goes on with the keys it has not asked for yet
+    /// (not the failed ones: a timed-out request may still hold their rows
+    /// on the server), and ends when even one key did not get through (a
+    /// store that is down is not asked key by key; the rest wait for the
+    /// backend's wait, as the keys of a failed claim always did); its keys
+    /// come last in the rounds that follow, until a claim of them gets
+    /// through. A failed claim's keys are not held, whatever it may have
+    /// written: the backend releases or ages out what it may have won.
+    pub(crate) fn claimed(&mut self, keys: &[ElectionName], through: bool) {
+        let asked = keys.len();
+        if through {
+            if !self.failed.is_empty() {
+                for key in keys {
+                    self.failed.remove(key);
+                }
+            }
+            let grown = self.batch.saturating_mul(2).min(MAX_CLAIM_BATCH);
+            if asked >= self.batch && grown < self.failed_at {
+                self.batch = grown;
+            }
+        } else {
+            self.failures += 1;
+            let n = self.failures;
+            self.failed.extend(keys.iter().map(|k| (k.clone(), n)));
+            self.failed_at = self.failed_at.min(asked);
+            self.batch = (asked / 2).clamp(1, MAX_CLAIM_BATCH);
+            if asked <= 1 {
+                self.round = None;
+            }
         }
     }
 
@@ -525,6 +639,167 @@ mod tests {
         );
     }
 
+    fn keys(n: usize) -> Vec<ElectionName> {
+        (0..n).map(key).collect()
+    }
+
+    /// Runs claim rounds against a store where a claim of more than
+    /// `limit` keys does not get through (and the backend's wait ends at
+    /// once): the size of every claim, until every key is held (at most
+    /// 1,000 decisions).
+    fn claim_all(book: &mut Book<()>, asked: &[ElectionName], limit: usize) -> Vec<usize> {
+        let t0 = Instant::now();
+        let mut sizes = Vec::new();
+        for _ in 0..1000 {
+            match book.next(t0, asked.iter().cloned(), false).command {
+                Command::Claim(batch) => {
+                    sizes.push(batch.len());
+                    let through = batch.len() <= limit;
+                    book.claimed(&batch, through);
+                    if through {
+                        for k in batch {
+                            let won = Won {
+                                epoch: epoch(1),
+                                valid_until: None,
+                            };
+                            book.insert(k, (), won, t0);
+                        }
+                    }
+                }
+                // The backend's wait ended: the next round.
+                Command::Sleep { wait: true, .. } => book.wake(),
+                Command::Sleep { wait: false, .. } => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        sizes
+    }
+
+    #[test]
+    fn a_round_claims_every_free_key_once_in_batches() {
+        let t0 = Instant::now();
+        let mut book = book();
+        let asked = keys(1200);
+        let mut seen = std::collections::HashSet::new();
+        let mut sizes = Vec::new();
+        // Every key held by another: the round asks for each once, then
+        // sleeps until the backend's wait ends.
+        loop {
+            match book.next(t0, asked.clone(), false).command {
+                Command::Claim(batch) => {
+                    sizes.push(batch.len());
+                    for k in &batch {
+                        assert!(seen.insert(k.clone()), "{k} asked twice in one round");
+                    }
+                    book.claimed(&batch, true);
+                }
+                Command::Sleep {
+                    until: None,
+                    wait: true,
+                } => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(
+            sizes,
+            vec![MAX_CLAIM_BATCH, MAX_CLAIM_BATCH, 1200 - 2 * MAX_CLAIM_BATCH]
+        );
+        assert_eq!(seen.len(), 1200);
+        book.wake();
+        assert_eq!(
+            book.next(t0, asked.clone(), false).command,
+            Command::Claim(asked[..MAX_CLAIM_BATCH].to_vec()),
+            "a wake starts the next round"
+        );
+    }
+
+    /// The regression of ADR 0058: a batch whose claim times out is not
+    /// asked again at the same size.
+    #[test]
+    fn a_claim_that_does_not_get_through_is_asked_again_at_half_its_size() {
+        let mut book = book();
+        let asked = keys(1000);
+        let sizes = claim_all(&mut book, &asked, 100);
+        assert!(
+            asked.iter().all(|k| book.contains_key(k)),
+            "not every key held: {sizes:?}"
+        );
+        // 512 and 256 time out; 128 too; 64 gets through, and the round
+        // goes on at 64 (never 128 again in it).
+        assert_eq!(&sizes[..4], &[512, 256, 128, 64]);
+        for pair in sizes.windows(2) {
+            if pair[0] > 100 {
+                assert!(pair[1] <= pair[0] / 2, "{sizes:?}");
+            }
+        }
+        let failures = sizes.iter().filter(|&&n| n > 100).count();
+        assert!(failures <= 4, "{failures} claims timed out: {sizes:?}");
+    }
+
+    #[test]
+    fn a_key_that_always_fails_does_not_stop_the_others() {
+        // Every claim with k0 in it times out (its row locked on the
+        // server); k0 comes first in the asked order.
+        let t0 = Instant::now();
+        let mut book = book();
+        let asked = keys(1000);
+        let mut claims = 0;
+        for _ in 0..200 {
+            match book.next(t0, asked.iter().cloned(), false).command {
+                Command::Claim(batch) => {
+                    claims += 1;
+                    let through = !batch.contains(&key(0));
+                    book.claimed(&batch, through);
+                    if through {
+                        for k in batch {
+                            let won = Won {
+                                epoch: epoch(1),
+                                valid_until: None,
+                            };
+                            book.insert(k, (), won, t0);
+                        }
+                    }
+                }
+                Command::Sleep { wait: true, .. } => book.wake(),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let held = asked.iter().filter(|k| book.contains_key(k)).count();
+        assert_eq!(held, 999, "after {claims} claims");
+    }
+
+    #[test]
+    fn a_store_that_is_down_is_not_asked_key_by_key() {
+        let mut book = book();
+        let asked = keys(2000);
+        let t0 = Instant::now();
+        let mut sizes = Vec::new();
+        while let Command::Claim(batch) = book.next(t0, asked.iter().cloned(), false).command {
+            sizes.push(batch.len());
+            book.claimed(&batch, false);
+        }
+        // Halved down to one key, then the round ends.
+        assert_eq!(sizes, vec![512, 256, 128, 64, 32, 16, 8, 4, 2, 1]);
+        let failed: std::collections::HashSet<ElectionName> = asked[..sizes.iter().sum::<usize>()]
+            .iter()
+            .cloned()
+            .collect();
+        book.wake();
+        let Command::Claim(batch) = book.next(t0, asked.iter().cloned(), false).command else {
+            panic!("a wake starts a round");
+        };
+        assert_eq!(batch.len(), 1, "one key until one gets through");
+        assert!(
+            !failed.contains(&batch[0]),
+            "a key not tried before comes first"
+        );
+        book.claimed(&batch, true);
+        let Command::Claim(batch) = book.next(t0, asked.iter().cloned(), false).command else {
+            panic!("the round goes on");
+        };
+        assert_eq!(batch.len(), 2, "then twice as many");
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         /// A new key is asked.
@@ -545,6 +820,8 @@ mod tests {
         Renewed(usize, u64),
         /// Time passes by this many ms.
         Wait(u64),
+        /// The pending claim answered: it got through, or not.
+        Claimed(bool),
         /// A claim is due (woken).
         Wake,
     }
@@ -560,6 +837,7 @@ mod tests {
             1 => (0..4usize, 1..6u64).prop_map(|(k, e)| Op::Renewed(k, e)),
             3 => (0..700u64).prop_map(Op::Wait),
             1 => Just(Op::Wake),
+            2 => any::<bool>().prop_map(Op::Claimed),
         ]
     }
 
@@ -594,6 +872,10 @@ mod tests {
             let mut lost_terms: BTreeMap<String, u64> = BTreeMap::new();
             let mut lost_exact: BTreeSet<(String, u64)> = BTreeSet::new();
             let mut pending: Option<(Vec<HeldKey>, Instant)> = None;
+            // The claim asked last and not answered yet; the size of the
+            // last one that did not get through, until the next claim.
+            let mut claiming: Option<Vec<ElectionName>> = None;
+            let mut failed: Option<usize> = None;
             for op in ops.iter().cloned().chain([Op::Decide]) {
                 let before = held(&book);
                 // What left the book in this step, as the book reported it.
@@ -610,6 +892,13 @@ mod tests {
                                 for k in &keys {
                                     prop_assert!(!book.contains_key(k), "asked to claim held key {}", k);
                                 }
+                                prop_assert!(!keys.is_empty() && keys.len() <= MAX_CLAIM_BATCH);
+                                let distinct: BTreeSet<&ElectionName> = keys.iter().collect();
+                                prop_assert_eq!(distinct.len(), keys.len(), "a key asked twice in one claim");
+                                if let Some(f) = failed.take() {
+                                    prop_assert!(keys.len() <= (f / 2).max(1), "{} keys asked after a claim of {} did not get through", keys.len(), f);
+                                }
+                                claiming = Some(keys);
                             }
                             Command::Renew { keys, budget } => {
                                 prop_assert!(budget > Duration::ZERO);
@@ -669,6 +958,12 @@ mod tests {
                         book.renewed(&key(k), epoch(e), now + policy().validity(), now);
                     }
                     Op::Wait(n) => now += ms(n),
+                    Op::Claimed(through) => {
+                        if let Some(keys) = claiming.take() {
+                            book.claimed(&keys, through);
+                            failed = (!through).then_some(keys.len());
+                        }
+                    }
                     Op::Wake => book.wake(),
                 }
                 for (k, e) in &reported {

@@ -127,13 +127,22 @@ pub trait KeyedClaims: Send + Sync + 'static {
     }
 
     /// Tries to win each of `keys` once: one answer per key, in order.
-    /// The loop calls it with every asked key not held, after each wait:
-    /// answer [`Claimed::HeldBy`] from what the backend already knows (a
+    /// After each wait the loop calls it for every asked key not held, in
+    /// batches of at most 512 keys, one call after another: a call may
+    /// cover only some of the keys the backend waits for. Answer
+    /// [`Claimed::HeldBy`] from what the backend already knows (a
     /// watch of its records) without a round trip where it can, so the
     /// cost follows the keys that changed, not the keys asked.
     /// A key's error is recorded for it ([`LeaseSet::ask`](crate::LeaseSet::ask)
     /// returns it while nothing else is known); a permanent one
-    /// ([`Error::is_permanent`]) stops the tries for that key.
+    /// ([`Error::is_permanent`]) stops the tries for that key. A batch
+    /// with a key answering [`Error::OutcomeUnknown`] (a write timed out),
+    /// or with every key answering it or [`Error::Unavailable`] (the
+    /// request failed), did not get through: the next batch is at most
+    /// half as large, and its keys come last in the next rounds (ADR 0058),
+    /// so a claim whose cost grows with its keys still fits the backend's
+    /// request timeout on a slow store. Such keys are not held; what the
+    /// request may have written is the backend's to release or age out.
     ///
     /// ```
     /// use election_core::{Claimed, ElectionName, KeyedClaims};

@@ -18,7 +18,7 @@ use crate::keyed::book::{Book, Command, Lost};
 use crate::keyed::claims::{Claimed, HeldKey, KeyedClaims};
 use crate::keyed::key_state::KeyState;
 use crate::renewal::attempt;
-use crate::{ElectionName, Epoch, Identity, LossReason, Won, lock};
+use crate::{ElectionName, Epoch, Error, Identity, LossReason, Won, lock};
 
 /// Reports what a backend learns about held keys outside the steps (a
 /// foreign record seen, a session gone; renewals a key's own term made):
@@ -158,9 +158,25 @@ pub(crate) async fn drive<K: KeyedClaims>(
 }
 
 /// Executes a [`Command::Claim`]: one claim of `keys`, each answer
-/// recorded.
+/// recorded, and whether it got through told to the book (the size of the
+/// next batch, ADR 0058).
 async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionName>) {
     let answers = backend.claim(&keys).await;
+    // Did not get through: a write timed out (its outcome unknown: the
+    // backend releases or ages out what it may have won; nothing is held
+    // here), or the request failed for every key. A key or two the
+    // backend could not answer among others it did is not the batch's
+    // size (ADR 0058).
+    let failed = |a: &Result<Claimed, Error>| {
+        matches!(
+            a,
+            Err(Error::Unavailable { .. } | Error::OutcomeUnknown { .. })
+        )
+    };
+    let unknown = |a: &Result<Claimed, Error>| matches!(a, Err(Error::OutcomeUnknown { .. }));
+    let through =
+        !(answers.iter().any(unknown) || (!answers.is_empty() && answers.iter().all(failed)));
+    lock(&shared.holds).claimed(&keys, through);
     let states = shared.keys.pin();
     for (key, answer) in keys.iter().zip(answers) {
         let Some(state) = states.get(key.as_str()) else {
