@@ -98,6 +98,18 @@ impl Backend for Nats {
             .map_err(core)
     }
 
+    /// One connection for all of a slot candidate's claims.
+    async fn claims(&self, names: &[&str], identity: &str) -> Result<Vec<NatsClaim>, Error> {
+        let election = self
+            .election(options(self.replicas()))
+            .await
+            .map_err(core)?;
+        names
+            .iter()
+            .map(|n| election.claim(n, identity).map_err(core))
+            .collect()
+    }
+
     /// Another node overwrites the key, as after a partition.
     async fn take_away(&self, name: &str) -> bool {
         let intruder = "election-nats/1\nidentity=intruder\nnonce=1\n";
