@@ -27,6 +27,10 @@ use crate::{Candidate, Claim, ConfigError, ElectionName, Error, Leader, MAX_NAME
 /// its count: a bound keeps both small.
 pub const MAX_SLOTS: u32 = 64;
 
+/// How many reads of holders run at once (a SQL backend's pool has few
+/// connections; its reads time out while queued for one).
+const READS_AT_ONCE: usize = 2;
+
 /// What separates a name from its slot number in a slot's election name.
 const SLOT_MARK: &str = "#slot-";
 
@@ -445,8 +449,8 @@ impl<C: Claim> SlotCandidate<C> {
     /// # Ok(()) }
     /// ```
     pub async fn holders(&self) -> Result<Vec<Option<Leader>>, Error> {
-        let reads = self.candidates.iter().map(|c| c.leader());
-        futures::future::join_all(reads).await.into_iter().collect()
+        let claims: Vec<&C> = self.candidates.iter().map(Candidate::claim).collect();
+        read_holders(&claims).await
     }
 
     /// Reads [`Slots::probe_names`] and judges them ([`Slots::judge`]):
@@ -470,11 +474,8 @@ impl<C: Claim> SlotCandidate<C> {
     /// # Ok(()) }
     /// ```
     pub async fn check(&self) -> Result<(), Error> {
-        let reads = self.probes.iter().map(|c| c.leader());
-        let seen = futures::future::join_all(reads)
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, Error>>()?;
+        let probes: Vec<&C> = self.probes.iter().collect();
+        let seen = read_holders(&probes).await?;
         Ok(self.slots.judge(&seen)?)
     }
 
@@ -603,6 +604,19 @@ impl<C: Claim> SlotCandidate<C> {
             term,
         }
     }
+}
+
+/// Who holds each of `claims`' elections, [`READS_AT_ONCE`] reads at a
+/// time.
+async fn read_holders<C: Claim>(claims: &[&C]) -> Result<Vec<Option<Leader>>, Error> {
+    let mut seen = Vec::with_capacity(claims.len());
+    for chunk in claims.chunks(READS_AT_ONCE) {
+        let reads = futures::future::join_all(chunk.iter().map(|c| c.leader())).await;
+        for read in reads {
+            seen.push(read?);
+        }
+    }
+    Ok(seen)
 }
 
 /// One slot of a name with slots, held: the slot's number and its
