@@ -248,3 +248,61 @@ async fn sqlite_three_holders_of_two_slots() {
 async fn file_bad_slots_are_refused() {
     bad_slots(&Setup::file()).await;
 }
+
+#[tokio::test]
+async fn nats_three_holders_of_two_slots() {
+    let server = nats_testkit::Server::start().expect("nats-server");
+    let setup = Setup::nats(&server.url(), &["--ttl", "3s", "--grace", "1s"]);
+    three_holders_of_two_slots(&setup).await;
+}
+
+#[tokio::test]
+async fn postgres_three_holders_of_two_slots() {
+    let server = postgres_testkit::Server::start()
+        .expect("a PostgreSQL server (apt-get install -y postgresql)");
+    let setup = Setup {
+        url: format!("{}?schema=elect_slots", server.url()),
+        timing: vec!["--ttl".into(), "3s".into()],
+        hold_window: Duration::from_secs(4),
+        dir: common::temp_dir(),
+    };
+    three_holders_of_two_slots(&setup).await;
+}
+
+/// `elect observe --slots 2`: every slot's state first, then each change
+/// of a slot as it happens, with the slot's number.
+#[tokio::test]
+async fn file_observe_shows_each_slot() {
+    let b = Setup::file();
+    let dir = b.dir.path().join("observed");
+    std::fs::create_dir_all(dir.join("running")).expect("dir");
+    let mut observe = common::Elect::spawn(
+        &[
+            "observe",
+            "--backend",
+            &b.url,
+            "--name",
+            "seen",
+            "--slots",
+            "2",
+            "--poll",
+            "100ms",
+        ],
+        "observe --slots 2",
+    );
+    let mut first = vec![observe.out_line().await, observe.out_line().await];
+    first.sort();
+    assert_eq!(first, ["seen: slot 0: free", "seen: slot 1: free"]);
+    let hold: Vec<String> = ["sh", "-c", HOLDER, "sh", dir.to_str().expect("utf-8"), "2"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let holder = b.run("seen", "a", &["--slots", "2"], &hold);
+    let started = until_starts(&dir, 1).await;
+    let line = observe.out_line().await;
+    let held = format!("seen: slot 0: held by a in term {}", started[0].epoch);
+    assert!(line.starts_with(&held), "{line}");
+    std::fs::write(dir.join("stop"), "").expect("stop");
+    assert_eq!(holder.finish().await.code, 0);
+    assert_eq!(observe.out_line().await, "seen: slot 0: free");
+}
