@@ -285,6 +285,8 @@ pub(crate) async fn observe(
     };
     let opened;
     let mut backend = backend;
+    // What was printed last per slot (`None`: nothing yet).
+    let mut last: Vec<Option<Option<Leader>>> = vec![None; count as usize];
     if backend.is_pending() {
         if let Opened::Absent(absent) = backend {
             report.event(
@@ -295,6 +297,7 @@ pub(crate) async fn observe(
         }
         for slot in 0..count {
             print(&show(slot, None))?;
+            last[slot as usize] = Some(None);
         }
         loop {
             tokio::select! {
@@ -317,7 +320,6 @@ pub(crate) async fn observe(
         streams.push(Box::pin(changes.map(move |c| (slot, c))));
     }
     let mut all = futures::stream::select_all(streams);
-    let mut last: Vec<Option<Option<Leader>>> = vec![None; count as usize];
     loop {
         tokio::select! {
             () = &mut stop => return Ok(exit::OK),
