@@ -281,7 +281,6 @@ pub(crate) fn try_order(start: u32, count: u32) -> impl Iterator<Item = u32> {
 /// assert_eq!(tc.slot(), 0);
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct SlotCandidate<C: Claim> {
     slots: Slots,
     candidates: Vec<Candidate<C>>,
@@ -289,6 +288,19 @@ pub struct SlotCandidate<C: Claim> {
     probes: Vec<C>,
     /// The term handed out last, of any slot, for health checks.
     current: CurrentTerm,
+    /// Between two reads of a check the backend failed.
+    poll_interval: Duration,
+    /// [`on_retry`](SlotCandidate::on_retry)'s report, for a failed check.
+    on_retry: Option<Arc<dyn Fn(&Error) + Send + Sync>>,
+}
+
+impl<C: Claim> std::fmt::Debug for SlotCandidate<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotCandidate")
+            .field("slots", &self.slots)
+            .field("poll_interval", &self.poll_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<C: Claim> SlotCandidate<C> {
@@ -327,6 +339,8 @@ impl<C: Claim> SlotCandidate<C> {
             candidates,
             probes,
             current,
+            poll_interval: crate::DEFAULT_POLL_INTERVAL,
+            on_retry: None,
         })
     }
 
@@ -381,6 +395,7 @@ impl<C: Claim> SlotCandidate<C> {
             .into_iter()
             .map(|c| c.with_poll_interval(poll_interval))
             .collect::<Result<_, _>>()?;
+        self.poll_interval = poll_interval;
         Ok(self)
     }
 
@@ -398,7 +413,8 @@ impl<C: Claim> SlotCandidate<C> {
     /// # Ok(()) }
     /// ```
     pub fn on_retry(mut self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
-        let report = Arc::new(report);
+        let report: Arc<dyn Fn(&Error) + Send + Sync> = Arc::new(report);
+        self.on_retry = Some(report.clone());
         self.candidates = self
             .candidates
             .into_iter()
@@ -485,9 +501,10 @@ impl<C: Claim> SlotCandidate<C> {
     /// a won slot held (each slot's campaign is [`Candidate::campaign`]).
     ///
     /// Failure model: as [`Candidate::campaign`] per slot (transient
-    /// failures are ridden out); [`Error::Config`] with
-    /// [`ConfigError::SlotsMismatch`] from [`check`](SlotCandidate::check)
-    /// before anything is tried.
+    /// failures are ridden out, also those of the first
+    /// [`check`](SlotCandidate::check), read again every poll interval);
+    /// [`Error::Config`] with [`ConfigError::SlotsMismatch`] from the
+    /// check before anything is tried.
     ///
     /// ```
     /// # use election_core::{SlotCandidate, Slots};
@@ -557,7 +574,32 @@ impl<C: Claim> SlotCandidate<C> {
         deadline: Option<Instant>,
         once: bool,
     ) -> Result<Option<SlotTerm<C>>, Error> {
-        self.check().await?;
+        // The shape check; a waiting campaign rides out a backend that
+        // cannot be read (as each slot's campaign does), not past the
+        // deadline.
+        loop {
+            match self.check().await {
+                Ok(()) => break,
+                Err(e)
+                    if !once
+                        && matches!(
+                            e,
+                            Error::Unavailable { .. } | Error::OutcomeUnknown { .. }
+                        ) =>
+                {
+                    tracing::warn!(name = %self.slots.name, error = %e, "cannot read the slots' holders; campaign retries");
+                    if let Some(report) = &self.on_retry {
+                        report(&e);
+                    }
+                    let until = Instant::now() + self.poll_interval;
+                    tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
         // One pass, slot by slot: a free slot is won without waiting on
         // (and briefly winning) the others.
         let mut failed = None;
