@@ -247,6 +247,9 @@ pub(crate) fn try_order(start: u32, count: u32) -> impl Iterator<Item = u32> {
     (0..count).map(move |k| (start % count + k) % count)
 }
 
+/// What [`SlotCandidate::on_retry`] calls.
+type Report = Arc<dyn Fn(&Error) + Send + Sync>;
+
 /// A candidate for any one slot of a name with slots: a [`Candidate`] per
 /// slot, campaigned for together; the term it hands out is one slot's
 /// ([`SlotTerm`]).
@@ -291,7 +294,7 @@ pub struct SlotCandidate<C: Claim> {
     /// Between two reads of a check the backend failed.
     poll_interval: Duration,
     /// [`on_retry`](SlotCandidate::on_retry)'s report, for a failed check.
-    on_retry: Option<Arc<dyn Fn(&Error) + Send + Sync>>,
+    on_retry: Option<Report>,
 }
 
 impl<C: Claim> std::fmt::Debug for SlotCandidate<C> {
@@ -413,7 +416,7 @@ impl<C: Claim> SlotCandidate<C> {
     /// # Ok(()) }
     /// ```
     pub fn on_retry(mut self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
-        let report: Arc<dyn Fn(&Error) + Send + Sync> = Arc::new(report);
+        let report: Report = Arc::new(report);
         self.on_retry = Some(report.clone());
         self.candidates = self
             .candidates
