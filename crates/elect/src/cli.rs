@@ -134,6 +134,16 @@ down) is retried with a line on stderr saying why; one that cannot (a
 directory where a file belongs, a file that is not a database) ends elect
 with 78 and a hint.
 
+With --slots N, elect holds any one of N slots of NAME instead (a
+semaphore: at most N commands run at once, across every backend's hosts).
+Each slot is an election of its own, NAME#slot-I, with its own epochs, loss
+and cgroup: COMMAND gets ELECTION_SLOT=I too, ELECTION_NAME stays NAME, and
+ELECTION_EPOCH/ELECTION_TOKEN are the slot's (a fenced resource keeps a
+high-water mark per slot; tokens of two slots are not comparable). All of
+the rules above hold per slot. Every candidate of NAME must give the same N:
+a name seen held without slots, or a slot at or above N held, is refused
+with 78 (a use holding nothing at that moment is not seen).
+
 The file backend locks NAME.lock with an open file description lock
 (fcntl F_OFD_SETLK), which does not conflict with flock(1) or flock(2)
 on the same file: `flock DIR/NAME.lock cmd` does not exclude elect, nor
@@ -146,6 +156,7 @@ Examples:
   elect run --backend sqlite:///srv/app.db --ttl 30s --name mailer -- ./mailer
   elect run --backend nats://n1:4222,n2:4222?replicas=3 --name dispatcher -- ./dispatch
   elect run --name nightly -c './extract && ./load'          # a shell string, like flock -c
+  elect run --slots 3 --name encoders -- ./encode.sh         # at most 3 at once; ELECTION_SLOT=0..2
   elect run -v --nats-token-file /run/secrets/nats --backend nats://n1:4222 --name x -- ./x"
     )]
     Run(RunArgs),
@@ -153,13 +164,15 @@ Examples:
     #[command(after_help = "\
 Examples:
   elect leader --name nightly-report
-  elect leader --name dispatcher --backend nats://n1:4222 --json")]
+  elect leader --name dispatcher --backend nats://n1:4222 --json
+  elect leader --name encoders --slots 3                     # one line per slot")]
     Leader(LeaderArgs),
     /// Print each change of leadership of NAME as it happens, vacancy included.
     #[command(after_help = "\
 Examples:
   elect observe --name dispatcher --backend nats://n1:4222
-  elect observe --name nightly-report --json | jq .")]
+  elect observe --name nightly-report --json | jq .
+  elect observe --name encoders --slots 3                    # changes of every slot")]
     Observe(ObserveArgs),
     /// Set a damaged or lost epoch record (file backend) to EPOCH: the safe
     /// way out of "corrupt epoch record". Never delete the record instead.
@@ -271,6 +284,16 @@ fn election_name(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `--slots`: 1 to election_core::MAX_SLOTS; else a usage error (64).
+fn slots(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of slots"))?;
+    election_core::Slots::new("x", n)
+        .map(|_| n)
+        .map_err(|e| e.to_string())
+}
+
 /// `--identity`: a bad identity is a usage error (64), said by clap.
 fn identity(s: &str) -> Result<String, String> {
     election_core::Identity::new(s)
@@ -331,6 +354,15 @@ pub(crate) struct RunArgs {
     /// address is said on stderr.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<std::net::SocketAddr>,
+    /// Hold any one of N slots of NAME instead of NAME itself (a
+    /// semaphore: at most N commands run at once, 1 to 64). Each slot is
+    /// an election of its own (NAME#slot-I) with its own epochs: COMMAND
+    /// also gets ELECTION_SLOT (the slot, 0 to N-1), and ELECTION_TOKEN
+    /// fences the slot's resource only (keep a high-water mark per slot).
+    /// Every candidate of NAME must give the same N; a name seen held
+    /// without slots, or a slot at or above N held, is refused (78).
+    #[arg(long, value_name = "N", value_parser = slots)]
+    pub(crate) slots: Option<u32>,
     /// Exit code when not elected (--no-wait, --timeout).
     #[arg(long, short = 'E', value_name = "N", default_value_t = crate::exit::NOT_ELECTED)]
     pub(crate) conflict_exit_code: u8,
@@ -374,6 +406,9 @@ impl RunArgs {
 pub(crate) struct LeaderArgs {
     #[command(flatten)]
     pub(crate) common: Common,
+    /// NAME has N slots (`elect run --slots N`): print each slot's holder.
+    #[arg(long, value_name = "N", value_parser = slots)]
+    pub(crate) slots: Option<u32>,
 }
 
 /// `elect observe`.
@@ -388,6 +423,10 @@ pub(crate) struct ObserveArgs {
     /// on stderr instead.
     #[arg(long, value_name = "DUR", value_parser = poll, default_value = "250ms", allow_hyphen_values = true)]
     pub(crate) poll: Duration,
+    /// NAME has N slots (`elect run --slots N`): print each change of any
+    /// slot's holder.
+    #[arg(long, value_name = "N", value_parser = slots)]
+    pub(crate) slots: Option<u32>,
 }
 
 /// `elect repair-epoch`.

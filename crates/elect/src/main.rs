@@ -32,6 +32,7 @@ mod report;
 mod retry;
 mod run;
 mod secrets;
+mod slots;
 mod supervisor;
 
 use std::process::ExitCode;
@@ -81,18 +82,40 @@ async fn dispatch(
         }
         Command::Leader(args) => {
             let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
-            leader::leader(&backend, &args.common.name, args.common.json, reporter).await
+            match args.slots {
+                Some(n) => {
+                    slots::leader(&backend, &args.common.name, n, args.common.json, reporter).await
+                }
+                None => {
+                    leader::leader(&backend, &args.common.name, args.common.json, reporter).await
+                }
+            }
         }
         Command::Observe(args) => {
             let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
-            leader::observe(
-                &backend,
-                &args.common.name,
-                args.common.json,
-                args.poll,
-                reporter,
-            )
-            .await
+            match args.slots {
+                Some(n) => {
+                    slots::observe(
+                        &backend,
+                        &args.common.name,
+                        n,
+                        args.common.json,
+                        args.poll,
+                        reporter,
+                    )
+                    .await
+                }
+                None => {
+                    leader::observe(
+                        &backend,
+                        &args.common.name,
+                        args.common.json,
+                        args.poll,
+                        reporter,
+                    )
+                    .await
+                }
+            }
         }
         Command::Man(args) => crate::man::man(args),
         Command::Completions(args) => crate::man::completions(args),

@@ -106,6 +106,8 @@ mod tests {
             "\\-\\-verbose",
             "\\-\\-nats\\-token\\-file",
             "ELECTION_TOKEN",
+            "ELECTION_SLOT",
+            "\\-\\-slots",
         ] {
             assert!(run.contains(flag), "no {flag}: {run}");
         }

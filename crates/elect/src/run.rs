@@ -4,7 +4,7 @@
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use election_core::{Candidate, Claim, Identity, Lease, Term};
+use election_core::{Claim, ElectionName, Identity, Lease, Term};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
@@ -13,6 +13,7 @@ use crate::cgroup;
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
 use crate::report::{Reporter, leader_text};
+use crate::slots::Campaigner;
 use crate::supervisor;
 
 /// How the campaign waits.
@@ -123,34 +124,33 @@ pub(crate) async fn run(
     };
     match backend {
         Opened::Ready(Backend::File(e)) => {
-            let c = e
-                .candidate(name, identity.as_str())
-                .map_err(|e| config(&e))?;
-            let lock = e.dir().join(format!("{name}.lock"));
+            let c = Campaigner::new(
+                name,
+                args.slots,
+                |n| e.claim(n, identity.as_str()),
+                |e| config(&e),
+                |e| config(&e),
+            )?;
+            let lock = |n: &str| Some(e.dir().join(format!("{n}.lock")));
             let dir = std::fs::canonicalize(e.dir()).unwrap_or_else(|_| e.dir().to_path_buf());
             let place = format!("file://{}", dir.display());
             elected(
-                standby,
-                c,
-                shown,
-                args,
-                waiting,
-                kill,
-                Some(lock),
-                metrics,
-                report,
-                &place,
+                standby, c, shown, args, waiting, kill, lock, metrics, report, &place,
             )
             .await
         }
         Opened::Ready(Backend::Sqlite(e)) => {
-            let c = e
-                .candidate(name, identity.as_str())
-                .map_err(sqlite_failure)?;
+            let c = Campaigner::new(
+                name,
+                args.slots,
+                |n| e.claim(n, identity.as_str()),
+                |e| config(&e),
+                sqlite_failure,
+            )?;
             // The same-host lock (ADR 0026): the tree inherits it, so a
             // successor on this host skips the TTL only once the whole
             // tree is gone, not when `elect` alone is killed.
-            let lock = e.host_lock_path(name);
+            let lock = |n: &str| e.host_lock_path(n);
             let place = shown
                 .strip_prefix("sqlite://")
                 .and_then(|p| std::fs::canonicalize(p).ok())
@@ -161,9 +161,13 @@ pub(crate) async fn run(
             .await
         }
         Opened::Ready(Backend::Nats(e)) => {
-            let c = e
-                .candidate(name, identity.as_str())
-                .map_err(|e| config(&e))?;
+            let c = Campaigner::new(
+                name,
+                args.slots,
+                |n| e.claim(n, identity.as_str()),
+                |e| config(&e),
+                |e| config(&e),
+            )?;
             if e.replicas() < 2 && !e.options().is_single_replica_ok() {
                 let text = "warning: the NATS bucket has a single replica: a host crash or power \
                             loss can lose its last writes, and a later term can then reuse an \
@@ -176,16 +180,38 @@ pub(crate) async fn run(
                 );
             }
             elected(
-                standby, c, shown, args, waiting, kill, None, metrics, report, shown,
+                standby,
+                c,
+                shown,
+                args,
+                waiting,
+                kill,
+                |_: &str| None,
+                metrics,
+                report,
+                shown,
             )
             .await
         }
         Opened::Ready(Backend::Postgres(e)) => {
-            let c = e
-                .candidate(name, identity.as_str())
-                .map_err(crate::backend::postgres_failure)?;
+            let c = Campaigner::new(
+                name,
+                args.slots,
+                |n| e.claim(n, identity.as_str()),
+                |e| config(&e),
+                crate::backend::postgres_failure,
+            )?;
             elected(
-                standby, c, shown, args, waiting, kill, None, metrics, report, shown,
+                standby,
+                c,
+                shown,
+                args,
+                waiting,
+                kill,
+                |_: &str| None,
+                metrics,
+                report,
+                shown,
             )
             .await
         }
@@ -199,18 +225,18 @@ pub(crate) async fn run(
 #[allow(clippy::too_many_arguments)]
 async fn elected<C: Claim>(
     standby: supervisor::Standby,
-    candidate: Candidate<C>,
+    candidate: Campaigner<C>,
     shown: &str,
     args: &RunArgs,
     waiting: Waiting,
     kill: KillTiming,
-    lock_path: Option<std::path::PathBuf>,
+    lock_path: impl Fn(&str) -> Option<std::path::PathBuf>,
     metrics: Option<(crate::exporter::Exporter, Duration)>,
     report: Reporter,
     place: &str,
 ) -> Result<u8, Failure> {
-    let name = candidate.claim().name().clone();
-    let identity = candidate.claim().identity().clone();
+    let name = candidate.name();
+    let identity = candidate.identity();
     let retries = crate::retry::Retries::new(name.as_str(), report);
     let candidate = candidate.on_retry(retries.reporter());
     // Served until elect exits (the runtime's end drops the task).
@@ -225,7 +251,19 @@ async fn elected<C: Claim>(
         exporter.serve(candidate.health_check(bound));
     }
     let mut signals = Signals::install()?;
-    let groups = match cgroup::Election::open(None, place, name.as_str()) {
+    // With slots, a cgroup place per slot: each slot's terms end only
+    // that slot's earlier terms on this host.
+    let group_names = match candidate.slots() {
+        None => vec![name.clone()],
+        Some(n) => election_core::Slots::new(name.as_str(), n)
+            .map(|s| s.slot_names())
+            .unwrap_or_default(),
+    };
+    let groups = match group_names
+        .iter()
+        .map(|n| cgroup::Election::open(None, place, n.as_str()))
+        .collect::<Result<Vec<_>, _>>()
+    {
         Ok(groups) => Some(groups),
         Err(cgroup::Unavailable(why)) => {
             let text = format!(
@@ -249,9 +287,9 @@ async fn elected<C: Claim>(
     );
     let campaign = async {
         match waiting {
-            Waiting::Forever => candidate.campaign().await.map(Some),
-            Waiting::No => candidate.try_campaign().await,
-            Waiting::AtMost(d) => candidate.campaign_timeout(d).await,
+            Waiting::Forever => candidate.campaign(false, None).await,
+            Waiting::No => candidate.campaign(true, None).await,
+            Waiting::AtMost(d) => candidate.campaign(false, Some(d)).await,
         }
     };
     let term = tokio::select! {
@@ -261,7 +299,7 @@ async fn elected<C: Claim>(
                 // A failed step may have left a claim that the backend
                 // gives up in the background.
                 given_up(&candidate, &report).await;
-                return Err(e.into());
+                return Err(crate::slots::failure(e));
             }
         },
         Received { signal: sig, .. } = signals.next() => {
@@ -273,14 +311,27 @@ async fn elected<C: Claim>(
             return Ok(128 + sig as u8);
         }
     };
-    let Some(term) = term else {
+    let Some(won) = term else {
         given_up(&candidate, &report).await;
-        let read = candidate.leader().await;
-        if let Some(failure) = retries.gave_up(waiting_for(waiting), &read) {
+        let read = candidate.holders().await;
+        let first = read
+            .as_ref()
+            .map(|h| h.first().cloned().flatten())
+            .map_err(Clone::clone);
+        if let Some(failure) = retries.gave_up(waiting_for(waiting), &first) {
             // The backend kept failing until --timeout ran out: say why.
             return Err(failure);
         }
-        let leader = read.ok().flatten();
+        if let Some(n) = candidate.slots() {
+            let held = read.as_ref().map_or(0, |h| h.iter().flatten().count());
+            report.event(
+                "not-elected",
+                &format!("not elected: {held} of the {n} slots of {name} are held"),
+                json!({ "name": name.as_str(), "slots": n, "held": held }),
+            );
+            return Ok(args.conflict_exit_code);
+        }
+        let leader = first.ok().flatten();
         report.event(
             "not-elected",
             &format!("not elected: {name} is {}", leader_text(leader.as_ref())),
@@ -288,21 +339,34 @@ async fn elected<C: Claim>(
         );
         return Ok(args.conflict_exit_code);
     };
-    report.event(
-        "elected",
-        &format!("elected: {name}, term {} as {identity}", term.epoch()),
-        json!({ "name": name.as_str(), "identity": identity.as_str(), "epoch": term.epoch().get() }),
-    );
-    let lock = lock_path.as_deref().and_then(locked_claim_file);
+    let term = won.term;
+    let slot = won.slot.map(|s| (name.clone(), s));
+    match won.slot {
+        None => report.event(
+            "elected",
+            &format!("elected: {name}, term {} as {identity}", term.epoch()),
+            json!({ "name": name.as_str(), "identity": identity.as_str(), "epoch": term.epoch().get() }),
+        ),
+        Some(s) => report.event(
+            "elected",
+            &format!("elected: {name}, slot {s} ({}), term {} as {identity}", term.name(), term.epoch()),
+            json!({ "name": name.as_str(), "slot": s, "identity": identity.as_str(), "epoch": term.epoch().get() }),
+        ),
+    }
+    let lock = lock_path(term.name().as_str()).and_then(|p| locked_claim_file(&p));
+    let group = groups
+        .as_ref()
+        .and_then(|g| g.get(won.slot.unwrap_or(0) as usize));
     lead(
         standby,
         &term,
+        slot.as_ref(),
         args,
         kill,
         lock,
         &mut signals,
         report,
-        groups.as_ref(),
+        group,
     )
     .await
 }
@@ -347,26 +411,28 @@ fn waiting_for(waiting: Waiting) -> Option<Duration> {
 /// shows this candidate holding the claim, so that a claim won an instant
 /// before (and given up by the backend's `close`, in the background) is
 /// free before `elect` exits.
-async fn given_up<C: Claim>(candidate: &Candidate<C>, report: &Reporter) {
-    let me = candidate.claim().identity().clone();
+async fn given_up<C: Claim>(candidate: &Campaigner<C>, report: &Reporter) {
+    let me = candidate.identity();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match candidate.leader().await {
-            Ok(Some(l)) if l.identity == me => {}
-            Ok(_) => return,
-            // The backend cannot answer: nothing to wait for that can be
-            // seen (a claim left behind ends with its lease).
-            Err(_) => return,
+    for one in candidate.candidates() {
+        loop {
+            match one.leader().await {
+                Ok(Some(l)) if l.identity == me => {}
+                Ok(_) => break,
+                // The backend cannot answer: nothing to wait for that can be
+                // seen (a claim left behind ends with its lease).
+                Err(_) => break,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                report.event(
+                    "not-given-up",
+                    "could not see the claim given up; it ends by itself after the lease's TTL",
+                    json!({ "name": one.claim().name().as_str() }),
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        if tokio::time::Instant::now() >= deadline {
-            report.event(
-                "not-given-up",
-                "could not see the claim given up; it ends by itself after the lease's TTL",
-                json!({ "name": candidate.claim().name().as_str() }),
-            );
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -487,6 +553,7 @@ impl Supervised {
     fn start<C: Claim>(
         standby: supervisor::Standby,
         term: &Term<C>,
+        slot: Option<&(ElectionName, u32)>,
         lock: Option<&OwnedFd>,
         group: Option<&cgroup::TermGroup>,
     ) -> Result<Supervised, Failure> {
@@ -510,12 +577,19 @@ impl Supervised {
             }
             None => line.push('-'),
         }
+        // With slots: the name given, and the slot held (the epoch and
+        // token are the slot's election's).
+        let shown_name = slot.map_or(term.name(), |(n, _)| n);
+        let slot_var = slot.map(|(_, s)| ("ELECTION_SLOT", s.to_string()));
         for (key, value) in [
-            ("ELECTION_NAME", term.name().as_str().to_owned()),
+            ("ELECTION_NAME", shown_name.as_str().to_owned()),
             ("ELECTION_EPOCH", term.epoch().to_string()),
             ("ELECTION_IDENTITY", term.identity().as_str().to_owned()),
             ("ELECTION_TOKEN", token.to_string()),
-        ] {
+        ]
+        .into_iter()
+        .chain(slot_var)
+        {
             line.push(' ');
             line.push_str(&supervisor::hex(format!("{key}={value}").as_bytes()));
         }
@@ -680,6 +754,7 @@ fn locked_claim_file(path: &std::path::Path) -> Option<OwnedFd> {
 async fn lead<C: Claim>(
     standby: supervisor::Standby,
     term: &Term<C>,
+    slot: Option<&(ElectionName, u32)>,
     args: &RunArgs,
     kill: KillTiming,
     lock: Option<OwnedFd>,
@@ -687,6 +762,8 @@ async fn lead<C: Claim>(
     report: Reporter,
     groups: Option<&cgroup::Election>,
 ) -> Result<u8, Failure> {
+    // With slots, the slot's election (`NAME#slot-I`): its terms, its
+    // cgroups.
     let name = term.name().as_str();
     let epoch = term.epoch().get();
     let program = &args.command[0];
@@ -745,7 +822,7 @@ async fn lead<C: Claim>(
             }
         }
     };
-    let mut sup = match Supervised::start(standby, term, lock.as_ref(), group.as_ref()) {
+    let mut sup = match Supervised::start(standby, term, slot, lock.as_ref(), group.as_ref()) {
         Ok(s) => s,
         Err(f) => {
             if let Some(g) = &group {

@@ -169,6 +169,14 @@ impl<C: Claim> Candidate<C> {
         Ok(self)
     }
 
+    /// A candidate whose terms are recorded in `current` (shared by a
+    /// [`SlotCandidate`](crate::SlotCandidate)'s slots, for one health
+    /// check over all of them).
+    pub(crate) fn sharing_current(mut self, current: CurrentTerm) -> Self {
+        self.current = current;
+        self
+    }
+
     /// Sets an interval the caller has already validated.
     pub(crate) fn with_poll_interval_unchecked(mut self, poll_interval: Duration) -> Self {
         self.poll_interval = poll_interval;

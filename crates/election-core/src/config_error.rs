@@ -44,6 +44,19 @@ pub enum ConfigError {
     /// Every epoch up to [`Epoch::MAX`](crate::Epoch::MAX) (`i64::MAX`) has
     /// been handed out, or the backend produced one above it.
     EpochExhausted,
+    /// A name is used in another shape than asked: without slots while
+    /// slots were asked for (or the other way round), or with more slots
+    /// ([`Slots`](crate::Slots), ADR 0062). Detected by reading who holds
+    /// the name and its slots, so only while the other use holds one.
+    #[error("election {name} is used otherwise than {}: {seen}", match asked { Some(n) => format!("with {n} slots"), None => "without slots".to_owned() })]
+    SlotsMismatch {
+        /// The name.
+        name: String,
+        /// The number of slots asked for; `None`: asked without slots.
+        asked: Option<u32>,
+        /// What was seen held, and by whom.
+        seen: String,
+    },
 }
 
 impl std::fmt::Display for ConfigError {

@@ -19,6 +19,10 @@
 //! gives no key up while a guarded write under it runs; only a loss ends a
 //! term sooner, and then the fence at the resource is the protection.
 //!
+//! [`SlotCandidate`] holds any one of a name's N slots ([`Slots`]: a
+//! semaphore of N holders), each slot an election of its own with its own
+//! epochs, loss and fencing token; [`SlotTerm`] is one slot held.
+//!
 //! [`LeaseSet`] holds many keys at once (one writer per shard or store):
 //! `held` without a round trip, `guard` runs a write only at a confirmed
 //! commit point and hands it a [`WriteToken`] that cannot leave the call.
@@ -49,7 +53,8 @@
 //!
 //! The source reads in two halves. The single-election path sits at the
 //! root: `claim` (the steps and rules), `campaign`, `term`, `term_state`,
-//! `lead`, `election`, `leader`. The keyed half is the `keyed` tree:
+//! `lead`, `election`, `leader`, `slots` (N holders over N
+//! elections). The keyed half is the `keyed` tree:
 //! `lease_set`, `claims` (the [`KeyedClaims`] steps), `book` (the
 //! engine's decisions, pure), `engine` (the loop that executes them),
 //! `key_state`, `per_key`. Both share
@@ -90,6 +95,7 @@ mod lease;
 mod name;
 mod nonce;
 pub mod renewal;
+mod slots;
 mod term;
 mod term_state;
 mod write_token;
@@ -111,6 +117,7 @@ pub use lease::Lease;
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;
 pub use renewal::{RenewalPolicy, Renewed, renew_until_lost};
+pub use slots::{MAX_SLOTS, SlotCandidate, SlotTerm, Slots};
 pub use term::{Term, TermLease};
 pub use term_state::TermReporter;
 pub use write_token::{WriteToken, unguarded};

@@ -83,6 +83,17 @@ impl Nats {
     }
 }
 
+/// The KV key of election `name`: each byte outside `[A-Za-z0-9_-]` as
+/// `=XX`, as the backend writes it (a slot's name has a `#`).
+fn kv_key(name: &str) -> String {
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' => (b as char).to_string(),
+            _ => format!("={b:02X}"),
+        })
+        .collect()
+}
+
 fn core(e: election_nats::Error) -> Error {
     e.into_core(&election_core::ElectionName::new("conformance").expect("name"))
 }
@@ -98,10 +109,22 @@ impl Backend for Nats {
             .map_err(core)
     }
 
+    /// One connection for all of a slot candidate's claims.
+    async fn claims(&self, names: &[&str], identity: &str) -> Result<Vec<NatsClaim>, Error> {
+        let election = self
+            .election(options(self.replicas()))
+            .await
+            .map_err(core)?;
+        names
+            .iter()
+            .map(|n| election.claim(n, identity).map_err(core))
+            .collect()
+    }
+
     /// Another node overwrites the key, as after a partition.
     async fn take_away(&self, name: &str) -> bool {
         let intruder = "election-nats/1\nidentity=intruder\nnonce=1\n";
-        self.intrude("elections", name, intruder).await;
+        self.intrude("elections", &kv_key(name), intruder).await;
         true
     }
 

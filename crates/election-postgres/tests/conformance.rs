@@ -39,6 +39,15 @@ impl Backend for Db {
         self.election().await.claim(name, identity).map_err(core)
     }
 
+    /// One opened election for all of a slot candidate's claims.
+    async fn claims(&self, names: &[&str], identity: &str) -> Result<Vec<PostgresClaim>, Error> {
+        let election = self.election().await;
+        names
+            .iter()
+            .map(|n| election.claim(n, identity).map_err(core))
+            .collect()
+    }
+
     async fn take_away(&self, name: &str) -> bool {
         common::intrude(&self.server, name)
     }

@@ -92,6 +92,37 @@ pub trait Backend: Send + Sync {
     /// # }
     /// ```
     fn bad_configurations(&self) -> impl Future<Output = Vec<Result<Self::Claim, Error>>> + Send;
+
+    /// Claims of `identity` for each of `names`, in order, on one opened
+    /// backend (the slot cases make a claim per slot and per name a slot
+    /// candidate reads: up to 65 at once). The default calls
+    /// [`candidate`](Backend::candidate) per name; a backend whose
+    /// `candidate` opens a connection or pool overrides it to open one.
+    ///
+    /// ```
+    /// use election_core::Claim;
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let claims = MemoryBackend::new().claims(&["w#slot-0", "w#slot-1"], "a").await?;
+    /// assert_eq!(claims[1].name().as_str(), "w#slot-1");
+    /// # Ok(()) }
+    /// ```
+    fn claims(
+        &self,
+        names: &[&str],
+        identity: &str,
+    ) -> impl Future<Output = Result<Vec<Self::Claim>, Error>> + Send {
+        async move {
+            let mut claims = Vec::with_capacity(names.len());
+            for name in names {
+                claims.push(self.candidate(name, identity).await?);
+            }
+            Ok(claims)
+        }
+    }
 }
 
 async fn candidate<B: Backend>(b: &B, name: &str, id: &str) -> Candidate<B::Claim> {
@@ -684,6 +715,11 @@ macro_rules! conformance_tests {
     };
     (@case $factory:expr; $($case:ident),*) => {
         $crate::__cases!(conformance, $factory; $($case),*);
+        $crate::__cases!(slots, $factory;
+            slots_n_candidates_all_hold,
+            slots_one_more_waits_for_a_freed_slot,
+            slots_bad_input_is_refused
+        );
     };
 }
 

@@ -8,6 +8,8 @@
 //!   backend runs against itself ([`conformance_tests!`]);
 //! - [`keyed`]: the suite every [`KeyedClaims`](election_core::KeyedClaims)
 //!   backend runs against itself ([`keyed_conformance_tests!`]);
+//! - [`slots`]: the cases of names with N slots ([`SlotCandidate`](election_core::SlotCandidate)),
+//!   run by [`conformance_tests!`] on every backend;
 //! - [`recorder`]: a metrics recorder whose values tests read back.
 //!
 //! # Writing your own backend
@@ -159,6 +161,7 @@ pub mod conformance;
 pub mod keyed;
 pub mod memory;
 pub mod recorder;
+pub mod slots;
 
 /// The workspace README's examples, compiled as doctests (denying
 /// warnings: no unused import, no ignored `Result`). Here because this
