@@ -352,6 +352,8 @@ mod tests {
             identity: Identity::new("h/1").unwrap(),
             epoch: election_core::Epoch::new(7).unwrap(),
             since: None,
+            renewed: None,
+            ttl: None,
         };
         assert_eq!(slot_text(0, Some(&l)), "slot 0: held by h/1 in term 7");
         let j = slot_json("w", 0, 2, Some(&l));

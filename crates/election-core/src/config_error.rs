@@ -48,7 +48,6 @@ pub enum ConfigError {
     /// slots were asked for (or the other way round), or with more slots
     /// ([`Slots`](crate::Slots), ADR 0062). Detected by reading who holds
     /// the name and its slots, so only while the other use holds one.
-    #[error("election {name} is used otherwise than {}: {seen}", match asked { Some(n) => format!("with {n} slots"), None => "without slots".to_owned() })]
     SlotsMismatch {
         /// The name.
         name: String,
@@ -77,6 +76,16 @@ impl std::fmt::Display for ConfigError {
                  term can begin",
                 crate::Epoch::MAX
             ),
+            ConfigError::SlotsMismatch { name, asked, seen } => match asked {
+                Some(n) => write!(
+                    f,
+                    "election {name} is used otherwise than with {n} slots: {seen}"
+                ),
+                None => write!(
+                    f,
+                    "election {name} is used otherwise than without slots: {seen}"
+                ),
+            },
         }
     }
 }

@@ -189,7 +189,7 @@ impl Slots {
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let slots = Slots::new("w", 63)?;
-    /// let holder = Leader { identity: Identity::new("b")?, epoch: Epoch::new(7).expect("above 0"), since: None };
+    /// let holder = Leader { identity: Identity::new("b")?, epoch: Epoch::new(7).expect("above 0"), since: None, renewed: None, ttl: None };
     /// assert!(slots.judge(&[None, None]).is_ok());
     /// assert!(matches!(slots.judge(&[None, Some(holder)]), Err(ConfigError::SlotsMismatch { .. })));
     /// # Ok(()) }
@@ -807,6 +807,8 @@ mod tests {
                 identity: crate::Identity::new("x").unwrap(),
                 epoch: crate::Epoch::new(3).unwrap(),
                 since: None,
+                renewed: None,
+                ttl: None,
             };
             let probes = slots.probe_names().len();
             let seen: Vec<Option<Leader>> =
