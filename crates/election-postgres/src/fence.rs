@@ -11,7 +11,7 @@ use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 
 use crate::election::PostgresElection;
 use crate::error::Error;
-use crate::schema::{self, Sql};
+use crate::store::schema::{self, Sql};
 
 fn mark_of(token: Token) -> i64 {
     // Every token is at most Epoch::MAX = i64::MAX.

@@ -29,7 +29,7 @@ mod times;
 
 pub use clock::{Clock, SystemClock};
 pub use keyed::{
-    Answer, Classed, Hold, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
+    Answer, Classed, HeldRow, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
     failed_all, for_key, lease_set_identity,
 };
 pub use renewal::{renew_term, renewal_policy};

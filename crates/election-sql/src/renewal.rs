@@ -9,7 +9,7 @@ use election_core::{
 };
 use tokio::time::Instant;
 
-use crate::keyed::{Hold, IntoCore, LeaseRows};
+use crate::keyed::{HeldRow, IntoCore, LeaseRows};
 
 /// Renews the term `epoch` of `name` (won by the attempt `nonce`, valid
 /// until `valid_until`) over `rows` every renewal interval until it is
@@ -46,7 +46,7 @@ pub async fn renew_term<R: LeaseRows>(
         return;
     };
     let epoch = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
-    let hold = Hold {
+    let hold = HeldRow {
         name: name.as_str(),
         nonce,
         epoch,

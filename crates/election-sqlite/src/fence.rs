@@ -4,9 +4,9 @@
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{SqliteConnection, SqlitePool};
 
-use crate::context::DbFile;
 use crate::error::Error;
-use crate::schema;
+use crate::store::context::DbFile;
+use crate::store::schema;
 
 fn token_i64(resource: &ResourceName, token: Token) -> Result<i64, fencing::Error> {
     i64::try_from(token.epoch().get()).map_err(|_| {
@@ -103,7 +103,7 @@ impl SqliteFence {
     /// # Ok(()) }
     /// ```
     pub async fn new(pool: SqlitePool) -> Result<Self, Error> {
-        crate::names::check_pool(&pool)?;
+        crate::store::names::check_pool(&pool)?;
         let mut conn = pool.acquire().await?;
         let db_file = DbFile::of(&mut conn).await?;
         schema::migrate(&mut conn).await?;
