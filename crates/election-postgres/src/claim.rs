@@ -219,11 +219,7 @@ impl Claim for PostgresClaim {
         won: Won,
         reporter: TermReporter,
     ) -> Result<WatchGuard, election_core::Error> {
-        let valid_until = won.valid_until.ok_or_else(|| self.not_held())?;
-        let (rows, term) = (self.inner.clone(), (attempt.nonce, won.epoch));
-        let renewal =
-            election_sql::renew_term(rows, self.name.clone(), term, valid_until, reporter);
-        Ok(WatchGuard::task(tokio::spawn(renewal)))
+        election_sql::watch_term(self.inner.clone(), &self.name, attempt.nonce, won, reporter)
     }
 
     /// The commit-point check: one conditional renewal, which bumps the

@@ -161,6 +161,62 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     }
 }
 
+/// Implements [`IntoCore`] for a SQL backend's error enum `$error`, the
+/// same way for every SQL backend: `Config(ConfigError)` is the core's
+/// `Config` as such; the variants `location` lists (a database that cannot
+/// serve as configured) are [`Classed::Location`]; `CorruptRow { .. }` is
+/// [`Classed::Corrupt`]; `OutcomeUnknown { .. }` is
+/// [`Classed::OutcomeUnknown`]; every other variant is
+/// [`Classed::Unavailable`] (retry later). The enum must have those three
+/// variants.
+///
+/// ```
+/// use election_core::{ConfigError, ElectionName};
+/// use election_sql::IntoCore;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum Error {
+///     #[error(transparent)]
+///     Config(#[from] ConfigError),
+///     #[error("read-only")]
+///     ReadOnly,
+///     #[error("corrupt row of {name}")]
+///     CorruptRow { name: String },
+///     #[error("outcome unknown")]
+///     OutcomeUnknown { after: std::time::Duration },
+///     #[error("busy")]
+///     Busy,
+/// }
+/// election_sql::impl_into_core!(Error { location: Error::ReadOnly });
+///
+/// # fn main() -> Result<(), ConfigError> {
+/// let name = ElectionName::new("jobs")?;
+/// use election_core::Error as Core;
+/// assert!(matches!(Error::ReadOnly.into_core(&name), Core::Config(ConfigError::Location { .. })));
+/// assert!(matches!(Error::CorruptRow { name: "jobs".into() }.into_core(&name), Core::Corrupt { .. }));
+/// let unknown = Error::OutcomeUnknown { after: std::time::Duration::from_secs(1) };
+/// assert!(matches!(unknown.into_core(&name), Core::OutcomeUnknown { .. }));
+/// assert!(matches!(Error::Busy.into_core(&name), Core::Unavailable { .. }));
+/// # Ok(()) }
+/// ```
+#[macro_export]
+macro_rules! impl_into_core {
+    ($error:ident { location: $location:pat $(,)? }) => {
+        /// The core's group of each error (ADR 0052: the mapping is shared).
+        impl $crate::IntoCore for $error {
+            fn classify(self) -> $crate::Classed<Self> {
+                match self {
+                    $error::Config(c) => $crate::Classed::Config(c),
+                    e @ ($location) => $crate::Classed::Location(e),
+                    e @ $error::CorruptRow { .. } => $crate::Classed::Corrupt(e),
+                    e @ $error::OutcomeUnknown { .. } => $crate::Classed::OutcomeUnknown(e),
+                    e => $crate::Classed::Unavailable(e),
+                }
+            }
+        }
+    };
+}
+
 /// The lease-row statements of a SQL backend that the shared steps run
 /// (ADR 0052): each backend implements them over its own statements and
 /// driver.

@@ -290,15 +290,7 @@ impl Claim for SqliteClaim {
         won: Won,
         reporter: TermReporter,
     ) -> Result<WatchGuard, election_core::Error> {
-        let valid_until = won
-            .valid_until
-            .ok_or_else(|| election_core::Error::NotHeld {
-                name: self.name.clone(),
-            })?;
-        let (rows, term) = (self.inner.clone(), (attempt.nonce, won.epoch));
-        let renewal =
-            election_sql::renew_term(rows, self.name.clone(), term, valid_until, reporter);
-        Ok(WatchGuard::task(tokio::spawn(renewal)))
+        election_sql::watch_term(self.inner.clone(), &self.name, attempt.nonce, won, reporter)
     }
 
     /// The commit-point check: one conditional renewal. In one write

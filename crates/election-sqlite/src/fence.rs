@@ -8,23 +8,6 @@ use crate::error::Error;
 use crate::store::context::DbFile;
 use crate::store::schema;
 
-fn token_i64(resource: &ResourceName, token: Token) -> Result<i64, fencing::Error> {
-    i64::try_from(token.epoch().get()).map_err(|_| {
-        fencing::Error::corrupt(
-            resource.as_str(),
-            format!("token {token} does not fit SQLite's INTEGER"),
-        )
-    })
-}
-
-fn token_from(resource: &ResourceName, value: i64) -> Result<Token, fencing::Error> {
-    u64::try_from(value)
-        .ok()
-        .and_then(election_core::Epoch::new)
-        .map(Token::from_epoch)
-        .ok_or_else(|| fencing::Error::corrupt(resource.as_str(), format!("stored mark {value}")))
-}
-
 fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
     fencing::Error::unavailable(resource.as_str(), e.into())
 }
@@ -166,7 +149,7 @@ impl SqliteFence {
         resource: &ResourceName,
         token: Token,
     ) -> Result<Advance, fencing::Error> {
-        let value = token_i64(resource, token)?;
+        let value = election_sql::mark_of(token);
         let stored = read_mark(conn, resource).await?;
         // A token below the mark read in this transaction is refused
         // without a write: the mark can only have grown since (the
@@ -205,7 +188,8 @@ async fn read_mark(
             .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable(resource, e))?;
-    mark.map(|m| token_from(resource, m)).transpose()
+    mark.map(|m| election_sql::token_from_mark(resource, m))
+        .transpose()
 }
 
 /// SQLite's `synchronous` levels: FULL and EXTRA sync every commit.
@@ -320,19 +304,7 @@ impl Fence for SqliteFence {
             tx.commit().await.map_err(|e| unavailable(resource, e))?;
             tx = self.begin(resource).await?;
             let mark = read_mark(&mut tx, resource).await?;
-            if mark != Some(token) {
-                let stale = Advance::decide(resource, mark, token);
-                return Err(match stale {
-                    Err(stale) => stale,
-                    Ok(_) => fencing::Error::corrupt(
-                        resource.as_str(),
-                        format!(
-                            "the mark is {} right after token {token} was committed: election_fences was edited",
-                            mark.map_or_else(|| "gone".to_owned(), |m| m.to_string())
-                        ),
-                    ),
-                });
-            }
+            election_sql::check_committed_mark(resource, mark, token, "election_fences")?;
         }
         let outcome = write().await;
         // The transaction wrote nothing that matters (the mark is `token`
