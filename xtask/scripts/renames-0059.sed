@@ -28,7 +28,7 @@ s/\blatest::latest\b/exact_read::read_exact/g
 s/\blatest::operation\b/exact_read::operation/g
 s/\bvalue::(key|key_of|leader_of|is_pending|PENDING)\b/record::\1/g
 s/\bRenewal::Gone\b/Renewal::Lost/g
-# NOT safe workspace-wide, apply by hand in the named crates only:
+# NOT safe workspace-wide; renames-0059.sh applies these in the named crates only:
 #   election-sqlite, election-postgres, election-sql: \bHold\b -> HeldRow
 #   election-sqlite/src: crate::(context|row|host_lock|names|schema) -> crate::store::\1
 #   election-postgres/src: crate::(context|row|notify|schema) -> crate::store::\1
