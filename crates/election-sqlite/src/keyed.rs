@@ -1,5 +1,5 @@
 //! [`SqliteKeyedClaims`]: the keys of a lease set in one SQLite database, as
-//! the core's batch steps ([`KeyedClaims`]) over the bottom layer: claim
+//! the core's batch steps ([`KeyedClaims`]) over the store layer: claim
 //! many, renew many, release many, confirm one, each one transaction
 //! however many keys it covers. The core's keyed engine decides when to
 //! call them; the steps keep what the database needs between calls (each

@@ -1,4 +1,4 @@
-//! The bottom layer: the connection context every part of the crate works
+//! The base of the store layer: the connection context every part of the crate works
 //! through (client, JetStream context, the elections bucket, options, the
 //! bucket incarnation last seen) and the exact reads and bucket checks
 //! built on it.

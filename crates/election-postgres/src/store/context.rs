@@ -1,4 +1,4 @@
-//! The bottom layer under the façade: the connection context (pool,
+//! The base of the store layer: the connection context (pool,
 //! schema and its statements, clock, options, the notification listener)
 //! and the bounded requests every layer above uses. The façade
 //! ([`PostgresElection`](crate::PostgresElection)), the renewal task and

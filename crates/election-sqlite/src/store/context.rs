@@ -1,4 +1,4 @@
-//! The bottom layer under the façade: the connection context (pool, clock,
+//! The base of the store layer: the connection context (pool, clock,
 //! database-file identity, options) and the one step every holder's check
 //! uses, one conditional renewal of a term's row. The façade
 //! ([`SqliteElection`](crate::SqliteElection)), the renewal task and the
