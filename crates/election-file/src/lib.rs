@@ -76,24 +76,27 @@
 //! ```
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
-mod ceiling;
+// The one layout of every backend (ADR 0059): the façade, the claim,
+// options, errors, and the store layer underneath; beside them this
+// backend's own public parts (`changes`, `repair`). No keyed claims of its
+// own (a lease set is the core's `PerKeyClaims` over `FileClaim`), no
+// renewal (an OS lock has no deadline), no fence (`fencing::FileFence`).
 mod changes;
-mod claimfile;
+mod claim;
 mod election;
 mod error;
-mod fstype;
-mod lock;
-mod record;
+mod options;
 mod repair;
-mod waiter;
+mod store;
 
 pub use changes::Changes;
-pub use election::{
-    DEFAULT_TAMPER_CHECK_INTERVAL, FileAttempt, FileClaim, FileElection, FileOptions,
-};
-pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+pub use claim::{FileAttempt, FileClaim};
+pub use election::FileElection;
 pub use error::Error;
+pub use options::{DEFAULT_TAMPER_CHECK_INTERVAL, FileOptions};
 pub use repair::EpochRepair;
+
+pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

@@ -12,10 +12,10 @@ use std::io::Read;
 use election_core::{Epoch, Identity};
 
 use crate::Error;
-use crate::ceiling::Ceiling;
-use crate::claimfile::{Paths, open_claim_file};
-use crate::lock::{self, Kind};
-use crate::record::Record;
+use crate::store::ceiling::Ceiling;
+use crate::store::claim_file::{Paths, open_claim_file};
+use crate::store::lock::{self, Kind};
+use crate::store::record::Record;
 
 /// What [`FileElection::repair_epoch`](crate::FileElection::repair_epoch)
 /// did.
@@ -127,7 +127,7 @@ fn read_all(path: &std::path::Path) -> Result<Option<Vec<u8>>, Error> {
 /// `epoch`, refusing an epoch lower than any visible one or than any that
 /// may have been handed out (see [`ceiling_floor`]).
 pub(crate) fn repair(paths: &Paths, epoch: Epoch) -> Result<EpochRepair, Error> {
-    repair_with(paths, epoch, crate::ceiling::boot_id())
+    repair_with(paths, epoch, crate::store::ceiling::boot_id())
 }
 
 /// [`repair`] as the kernel with boot id `boot` would run it (tests
@@ -192,7 +192,7 @@ pub(crate) fn repair_with(
         .metadata()
         .map_err(|e| Error::io("stat", &paths.lock, e))?
         .len();
-    crate::claimfile::mark_used(&file, &paths.lock, len)?;
+    crate::store::claim_file::mark_used(&file, &paths.lock, len)?;
     // Closing `file` frees the lock.
     Ok(EpochRepair {
         epoch,
@@ -203,9 +203,9 @@ pub(crate) fn repair_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::claimfile::tests::paths;
-    use crate::claimfile::{Locked, claim_locked_with};
-    use crate::lock::Kind;
+    use crate::store::claim_file::tests::paths;
+    use crate::store::claim_file::{Locked, claim_locked_with};
+    use crate::store::lock::Kind;
 
     const BOOT_A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
     const BOOT_B: &str = "bbbbbbbb-0000-4000-8000-000000000002";

@@ -1,51 +1,22 @@
-//! The [`NatsClaim`] of one candidate: winning, renewing, releasing.
+//! [`NatsClaim`]: the claim of one candidate, and its [`NatsAttempt`]:
+//! winning, waiting (a watch of the key, or the poll), confirming,
+//! releasing; the renewal loop is in `renewal.rs`.
 
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
-use election_core::{
-    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, RenewalPolicy, Renewed,
-    TermReporter, WatchGuard, Won, renew_until_lost,
-};
+use election_core::{Claim, ElectionName, End, Identity, Leader, TermReporter, WatchGuard, Won};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::bucket;
-use crate::connection::Connection;
-use crate::error::Error;
-use crate::latest::{self, Latest};
-use crate::value::{self, Value};
-
-/// The term an attempt holds: its epoch and the revision last written.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Holding {
-    pub(crate) epoch: Epoch,
-    pub(crate) revision: u64,
-    pub(crate) nonce: u64,
-    /// The creation time (µs) of the bucket incarnation the term was won
-    /// in: the base of its epoch.
-    pub(crate) base: u64,
-    /// The wall-clock time of the term's first write (the winning create),
-    /// carried unchanged by every later write of the term.
-    pub(crate) since_unix_ms: Option<u64>,
-}
-
-impl Holding {
-    /// The value every write after the win carries: the epoch, and the
-    /// term's start time (not the time of this write).
-    fn value(&self, identity: &Identity) -> bytes::Bytes {
-        Value {
-            identity: identity.clone(),
-            nonce: self.nonce,
-            epoch: Some(self.epoch),
-            since_unix_ms: self.since_unix_ms,
-            base: Some(self.base),
-        }
-        .encode()
-    }
-}
+use crate::error::{Error, is_kind};
+use crate::renewal::{HeldTerm, Renewal, Shared};
+use crate::store::bucket;
+use crate::store::connection::Connection;
+use crate::store::exact_read::{self, ExactEntry};
+use crate::store::record::{self, ClaimRecord};
 
 /// A vacancy of the key an attempt saw: a delete or purge marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,8 +48,6 @@ struct Landed {
     revision: u64,
     value: bytes::Bytes,
 }
-
-type Shared = Arc<Mutex<Option<Holding>>>;
 
 /// The claim of one candidate in a [`NatsElection`](crate::NatsElection).
 ///
@@ -156,7 +125,7 @@ impl KeyWatch {
                 // A status (e.g. a heartbeat): not an entry.
                 continue;
             }
-            let operation = latest::operation(message.headers.as_ref());
+            let operation = exact_read::operation(message.headers.as_ref());
             let message = async_nats::jetstream::Message {
                 message,
                 context: self.js.clone(),
@@ -204,17 +173,10 @@ fn unix_ms() -> Option<u64> {
         .and_then(|d| u64::try_from(d.as_millis()).ok())
 }
 
-fn is_kind<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display>(
-    e: &async_nats::error::Error<K>,
-    kind: K,
-) -> bool {
-    e.kind() == kind
-}
-
 impl NatsClaim {
     pub(crate) fn new(conn: Arc<Connection>, name: ElectionName, identity: Identity) -> Self {
         NatsClaim {
-            key: value::key(&name),
+            key: record::key(&name),
             conn,
             name,
             identity,
@@ -229,7 +191,7 @@ impl NatsClaim {
     /// A value of this claim; `since_unix_ms` is the term's start (the
     /// time of its first write), never the time of a renewal.
     /// With `pending`, the value says its writer waits out the failover
-    /// grace before its term begins ([`value::PENDING`]).
+    /// grace before its term begins ([`record::PENDING`]).
     fn value(
         &self,
         nonce: u64,
@@ -237,7 +199,7 @@ impl NatsClaim {
         since_unix_ms: Option<u64>,
         pending: bool,
     ) -> bytes::Bytes {
-        let encoded = Value {
+        let encoded = ClaimRecord {
             identity: self.identity.clone(),
             nonce,
             epoch: None,
@@ -249,7 +211,7 @@ impl NatsClaim {
             return encoded;
         }
         let mut bytes = encoded.to_vec();
-        bytes.extend_from_slice(value::PENDING.as_bytes());
+        bytes.extend_from_slice(record::PENDING.as_bytes());
         bytes.into()
     }
 
@@ -378,8 +340,8 @@ impl NatsClaim {
     }
 
     /// Reads the key's latest entry through the stream leader (bounded).
-    async fn latest(&self) -> Result<Option<Latest>, Error> {
-        self.conn.latest(&self.key).await
+    async fn read_exact(&self) -> Result<Option<ExactEntry>, Error> {
+        self.conn.read_exact(&self.key).await
     }
 
     /// Won at `revision` in the incarnation `base` (the epoch is
@@ -415,7 +377,7 @@ impl NatsClaim {
             tokio::time::sleep(grace).await;
             refresh = true;
         }
-        let holding = Holding {
+        let holding = HeldTerm {
             epoch,
             revision,
             nonce: attempt.nonce,
@@ -481,7 +443,7 @@ impl NatsClaim {
                 Err(e) => Err(self.core(e)),
             };
         }
-        *attempt.holding.lock().await = Some(Holding {
+        *attempt.holding.lock().await = Some(HeldTerm {
             revision,
             ..holding
         });
@@ -492,7 +454,7 @@ impl NatsClaim {
         }))
     }
 
-    /// An earlier write of this attempt (`latest`, carrying its nonce)
+    /// An earlier write of this attempt (`entry`, carrying its nonce)
     /// landed although its answer was lost: adopt it, but only after a
     /// refresh, counting validity from the refresh's send instant (the
     /// server ages the key from when it stored it, which may be long
@@ -501,10 +463,10 @@ impl NatsClaim {
     async fn adopt_landed(
         &self,
         attempt: &mut NatsAttempt,
-        latest: &Latest,
+        entry: &ExactEntry,
         sent: Instant,
     ) -> Result<Option<Won>, election_core::Error> {
-        let v = Value::decode(&self.key, &latest.value).map_err(|e| self.core(e))?;
+        let v = ClaimRecord::decode(&self.key, &entry.value).map_err(|e| self.core(e))?;
         let base = v.base.unwrap_or_else(|| self.conn.base());
         let begin = Begin {
             grace: true,
@@ -514,8 +476,8 @@ impl NatsClaim {
         self.won(
             attempt,
             Landed {
-                revision: latest.revision,
-                value: latest.value.clone(),
+                revision: entry.revision,
+                value: entry.value.clone(),
             },
             base,
             sent,
@@ -531,7 +493,7 @@ impl NatsClaim {
         attempt: &mut NatsAttempt,
         sent: Instant,
     ) -> Result<Option<Won>, election_core::Error> {
-        match self.latest().await {
+        match self.read_exact().await {
             Ok(Some(e)) if e.is_attempts(&self.key, attempt.nonce) => {
                 self.adopt_landed(attempt, &e, sent).await
             }
@@ -648,7 +610,7 @@ impl Claim for NatsClaim {
                 Ok(Err(_)) | Err(_) => return self.resolve_unknown(attempt, sent).await,
             }
             // Someone wrote since: read the key through the stream leader.
-            let latest = self.latest().await.map_err(|e| self.core(e))?;
+            let latest = self.read_exact().await.map_err(|e| self.core(e))?;
             attempt.adopting = None;
             match latest {
                 None => {
@@ -665,7 +627,7 @@ impl Claim for NatsClaim {
                     expected = l.revision;
                 }
                 Some(l) => {
-                    let v = Value::decode(&self.key, &l.value).map_err(|e| self.core(e))?;
+                    let v = ClaimRecord::decode(&self.key, &l.value).map_err(|e| self.core(e))?;
                     if v.nonce == attempt.nonce {
                         let won = self.adopt_landed(attempt, &l, sent).await?;
                         if won.is_none() && attempt.retry {
@@ -853,7 +815,7 @@ impl Claim for NatsClaim {
             let known = holding.lock().await.map(|h| h.revision);
             let revision = match known {
                 Some(r) => Some(r),
-                None => match latest::latest(&kv, &key, timeout).await {
+                None => match exact_read::read_exact(&kv, &key, timeout).await {
                     Ok(Some(e)) if e.is_attempts(&key, nonce) => Some(e.revision),
                     _ => None,
                 },
@@ -869,111 +831,6 @@ impl Claim for NatsClaim {
     /// The holder and epoch as the bucket shows them.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         self.conn.leader(&self.name).await.map_err(|e| self.core(e))
-    }
-}
-
-/// The holder's renewal loop.
-struct Renewal {
-    conn: Arc<Connection>,
-    name: ElectionName,
-    key: String,
-    identity: Identity,
-    nonce: u64,
-    holding: Shared,
-}
-
-impl Renewal {
-    /// One renewal: an update expecting the revision last written (the
-    /// same value every time: the term's epoch and start time), then a
-    /// check that the bucket is still the term's incarnation with a max
-    /// age not below the TTL. A refusal whose cause may be an earlier
-    /// update of ours that landed unanswered (the key still carries this
-    /// attempt's nonce) catches up on its revision and updates again.
-    ///
-    /// Cancel safety: if dropped, the update may or may not land; the next
-    /// renewal catches up on it by the nonce.
-    async fn renew_once(&self) -> Renewed {
-        let core = |e: Error| Renewed::Failed(e.into_core(&self.name));
-        let mut holding = self.holding.lock().await;
-        let Some(h) = holding.as_mut() else {
-            // Released or closed meanwhile: the term is over here.
-            return Renewed::Refused(LossReason::Revoked {
-                detail: "the term has ended".into(),
-            });
-        };
-        for _ in 0..2 {
-            let update = self
-                .conn
-                .kv
-                .update(&self.key, h.value(&self.identity), h.revision)
-                .await;
-            match update {
-                Ok(rev) => {
-                    h.revision = rev;
-                    // A bucket recreated or reconfigured while held could
-                    // expire the key before the validity counted here.
-                    return match self.conn.check_incarnation(h.base).await {
-                        Ok(None) => Renewed::Landed,
-                        Ok(Some(why)) => Renewed::Refused(LossReason::Revoked { detail: why }),
-                        // The renewal landed, unchecked: not counted.
-                        Err(e) => core(e),
-                    };
-                }
-                Err(e) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
-                    match self.conn.latest(&self.key).await {
-                        Ok(Some(l)) if l.is_attempts(&self.key, self.nonce) => {
-                            h.revision = l.revision;
-                        }
-                        Ok(_) => {
-                            return Renewed::Refused(LossReason::Revoked {
-                                detail: "the bucket shows another holder, or none".into(),
-                            });
-                        }
-                        Err(e) => return core(e),
-                    }
-                }
-                Err(e) => return core(Error::unavailable("renew the lease", e)),
-            }
-        }
-        core(Error::Unavailable {
-            what: "renew the lease (the key kept moving under this term's own writes)",
-            source: None,
-        })
-    }
-
-    /// Renews on the core's renewal driver (rule 2: the loss at, never
-    /// after, the deadline of the last renewal known to have landed);
-    /// a refusal takes the holding before the loss is reported.
-    async fn run(self, valid_until: Instant, reporter: TermReporter) {
-        let options = &self.conn.options;
-        let policy = RenewalPolicy::new(options.validity(), options.renew_every())
-            .and_then(|p| {
-                p.with_retry_after((options.renew_every() / 4).max(Duration::from_millis(10)))
-            })
-            .and_then(|p| p.with_attempt_timeout(options.timeout()));
-        let policy = match policy {
-            Ok(p) => p,
-            Err(e) => {
-                // NatsOptions refuses such settings; never renew blindly.
-                tracing::error!(name = %self.name, error = %e, "no renewal policy");
-                reporter.lose(LossReason::Failed(Arc::new(e)));
-                return;
-            }
-        };
-        let this = &self;
-        let lost = renew_until_lost(policy, valid_until, &reporter, |_budget| async move {
-            let renewed = this.renew_once().await;
-            if let Renewed::Refused(_) = &renewed {
-                // Not held from here on, before anyone hears of it.
-                this.holding.lock().await.take();
-            }
-            renewed
-        })
-        .await;
-        if let Some(reason) = lost {
-            tracing::warn!(name = %self.name, %reason, "the term is lost");
-        }
-        self.holding.lock().await.take();
     }
 }
 
@@ -1089,7 +946,7 @@ mod tests {
             .await
             .expect("try_claim")
             .expect("the landed orphan is this attempt's");
-        let latest = latest::latest(&conn.kv, "jobs", Duration::from_secs(5))
+        let latest = exact_read::read_exact(&conn.kv, "jobs", Duration::from_secs(5))
             .await
             .expect("read")
             .expect("an entry");

@@ -7,11 +7,11 @@ use election_core::{Candidate, ElectionName, Identity, Leader, LeaseSet};
 use futures::{Stream, StreamExt};
 
 use crate::claim::NatsClaim;
-use crate::connection::Connection;
 use crate::error::Error;
-use crate::lease_set::NatsLeases;
+use crate::keyed::NatsKeyedClaims;
 use crate::options::NatsOptions;
-use crate::value;
+use crate::store::connection::Connection;
+use crate::store::record;
 
 /// Elections in a NATS JetStream key-value bucket: one key per election,
 /// on one server or a clustered (R3) bucket.
@@ -298,12 +298,12 @@ impl NatsElection {
     /// ```
     pub async fn holder(&self, name: &str) -> Result<Option<Holder>, Error> {
         let name = ElectionName::new(name)?;
-        let key = value::key(&name);
-        match self.conn.latest(&key).await? {
+        let key = record::key(&name);
+        match self.conn.read_exact(&key).await? {
             Some(l) => Ok(
-                value::leader_of(&key, l.operation, &l.value, l.revision)?.map(|leader| Holder {
+                record::leader_of(&key, l.operation, &l.value, l.revision)?.map(|leader| Holder {
                     leader,
-                    pending: value::is_pending(&l.value),
+                    pending: record::is_pending(&l.value),
                 }),
             ),
             None => Ok(None),
@@ -348,7 +348,7 @@ impl NatsElection {
         name: &str,
     ) -> Result<impl Stream<Item = Result<Option<Leader>, Error>> + Send + use<>, Error> {
         let name = ElectionName::new(name)?;
-        let key = value::key(&name);
+        let key = record::key(&name);
         // The watch first (new changes only), then the current state read
         // exactly: a change between the two shows up in both, and the
         // same-term filter drops the repeat.
@@ -364,7 +364,7 @@ impl NatsElection {
         Ok(first.chain(watch.filter_map(move |entry| {
             let out = match entry {
                 Err(e) => Some(Err(Error::unavailable("watch", e))),
-                Ok(e) => match value::leader_of(&key, e.operation, &e.value, e.revision) {
+                Ok(e) => match record::leader_of(&key, e.operation, &e.value, e.revision) {
                     Err(e) => Some(Err(e)),
                     Ok(now) if last.as_ref().is_some_and(|l| same_term(l, &now)) => None,
                     Ok(now) => {
@@ -379,7 +379,7 @@ impl NatsElection {
 
     /// A [`LeaseSet`] of this process (`identity`) over this election's
     /// server(s) and options (TTL, renew interval, failover grace, request
-    /// timeout, replicas); see [`NatsLeases`] for how it works.
+    /// timeout, replicas); see [`NatsKeyedClaims`] for how it works.
     ///
     /// Opens (or creates) the buckets `<bucket>-sessions` and
     /// `<bucket>-keys` and starts this process's session before it returns.
@@ -405,7 +405,7 @@ impl NatsElection {
     /// stores.close().await;
     /// # Ok(()) }
     /// ```
-    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<NatsLeases>, Error> {
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<NatsKeyedClaims>, Error> {
         Ok(LeaseSet::new(self.keyed_claims(identity).await?))
     }
 
@@ -431,8 +431,8 @@ impl NatsElection {
     /// stores.close().await;
     /// # Ok(()) }
     /// ```
-    pub async fn keyed_claims(&self, identity: &str) -> Result<NatsLeases, Error> {
-        NatsLeases::open(self.conn.clone(), Identity::new(identity)?).await
+    pub async fn keyed_claims(&self, identity: &str) -> Result<NatsKeyedClaims, Error> {
+        NatsKeyedClaims::open(self.conn.clone(), Identity::new(identity)?).await
     }
 }
 
@@ -461,7 +461,7 @@ fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
 
 impl election_core::Election for NatsElection {
     type Claim = NatsClaim;
-    type LeaseSet = election_core::LeaseSet<crate::NatsLeases>;
+    type LeaseSet = election_core::LeaseSet<crate::NatsKeyedClaims>;
     type Error = Error;
 
     fn claim(&self, name: &str, identity: &str) -> Result<NatsClaim, Error> {
@@ -494,7 +494,7 @@ impl election_core::Election for NatsElection {
     async fn lease_set(
         &self,
         identity: &str,
-    ) -> Result<election_core::LeaseSet<crate::NatsLeases>, Error> {
+    ) -> Result<election_core::LeaseSet<crate::NatsKeyedClaims>, Error> {
         NatsElection::lease_set(self, identity).await
     }
 }

@@ -172,3 +172,11 @@ impl Error {
         }
     }
 }
+
+/// Whether the NATS client's error `e` is of `kind`.
+pub(crate) fn is_kind<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display>(
+    e: &async_nats::error::Error<K>,
+    kind: K,
+) -> bool {
+    e.kind() == kind
+}

@@ -126,7 +126,7 @@ struct Inner {
 
 /// The key of `resource`: the same encoding as election keys.
 fn key_of(resource: &ResourceName) -> String {
-    crate::value::key_of(resource.as_str())
+    crate::store::record::key_of(resource.as_str())
 }
 
 /// The mark as read.
@@ -254,7 +254,7 @@ impl NatsFence {
         let mut js = jetstream::new(client.clone());
         js.set_timeout(timeout);
         let no_answer = |what| Error::Unavailable { what, source: None };
-        let spec = crate::bucket::Spec {
+        let spec = crate::store::bucket::Spec {
             name: bucket,
             description: "fencing high-water marks (election-nats); never expire",
             max_age: Duration::ZERO,
@@ -264,7 +264,7 @@ impl NatsFence {
             create: true,
             what: "open or create the fence bucket (is JetStream enabled?)",
         };
-        let kv = tokio::time::timeout(timeout, crate::bucket::open(&js, &client, &spec))
+        let kv = tokio::time::timeout(timeout, crate::store::bucket::open(&js, &client, &spec))
             .await
             .map_err(|_| no_answer("open the fence bucket (no answer in time)"))??;
         let status = tokio::time::timeout(timeout, kv.status())
@@ -654,7 +654,11 @@ mod tests {
         ] {
             let resource = ResourceName::new(name).unwrap();
             let election = ElectionName::new(name).unwrap();
-            assert_eq!(key_of(&resource), crate::value::key(&election), "{name}");
+            assert_eq!(
+                key_of(&resource),
+                crate::store::record::key(&election),
+                "{name}"
+            );
         }
         assert_eq!(
             key_of(&ResourceName::new("orders.v2").unwrap()),

@@ -37,26 +37,26 @@
 //! A killed server process loses nothing. See `docs/safety.md`.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
-mod book;
-mod bucket;
+// The one layout of every backend (ADR 0059): the façade, the claim, the
+// keyed claims, renewal, fence, options, errors, and the store layer
+// underneath.
 mod claim;
-mod connection;
 mod election;
 mod error;
 mod fence;
-mod latest;
-mod lease_set;
-mod lease_steps;
+mod keyed;
 mod options;
-mod session;
-mod value;
+mod renewal;
+mod store;
 
 pub use claim::{NatsAttempt, NatsClaim};
 pub use election::{Holder, NatsElection};
 pub use error::Error;
 pub use fence::NatsFence;
-pub use lease_set::NatsLeases;
+pub use keyed::NatsKeyedClaims;
 pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions};
+
+pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

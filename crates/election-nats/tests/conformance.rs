@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use election_core::Error;
-use election_nats::{NatsClaim, NatsElection, NatsLeases, NatsOptions};
+use election_nats::{NatsClaim, NatsElection, NatsKeyedClaims, NatsOptions};
 use election_testkit::conformance::Backend;
 use nats_testkit::{Cluster, Server};
 
@@ -159,9 +159,9 @@ impl Backend for Nats {
 }
 
 impl election_testkit::keyed::KeyedBackend for Nats {
-    type Keys = NatsLeases;
+    type Keys = NatsKeyedClaims;
 
-    async fn keys(&self, identity: &str) -> Result<NatsLeases, Error> {
+    async fn keys(&self, identity: &str) -> Result<NatsKeyedClaims, Error> {
         let election = self
             .election(options(self.replicas()))
             .await

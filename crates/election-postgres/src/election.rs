@@ -1,23 +1,22 @@
-//! [`PostgresElection`]: elections in one PostgreSQL database, and the
-//! [`PostgresClaim`] of one candidate.
+//! [`PostgresElection`], the façade: elections in one PostgreSQL database
+//! (connecting, candidates and claims, the leader, observing, lease sets).
+//! The claim of one candidate is in `claim.rs`, the keyed claims in
+//! `keyed.rs`, the store underneath in `store/`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use election_core::{
-    Candidate, Claim, ConfigError, ElectionName, End, Identity, Leader, TermReporter, WatchGuard,
-    Won,
-};
+use election_core::{Candidate, ConfigError, ElectionName, Identity, Leader, LeaseSet};
 use futures::Stream;
 use sqlx::PgPool;
-use tokio::sync::broadcast;
 
 use crate::Clock;
-use crate::context::Context;
+use crate::claim::PostgresClaim;
 use crate::error::Error;
-use crate::notify::{self, Wake};
+use crate::keyed::PostgresKeyedClaims;
 use crate::options::PostgresOptions;
-use crate::row::{self, Hold, Observed, Take};
+use crate::store::context::Context;
+use crate::store::notify;
 
 /// Elections among the processes that share one PostgreSQL database,
 /// usually the application's own.
@@ -45,7 +44,7 @@ impl PostgresElection {
     /// file, so it need never be on a command line) with a pool of its own (at most 8
     /// connections, plus one for notifications once something waits),
     /// checks that the session commits durably and creates or migrates the
-    /// election schema ([`schema`](crate::schema)).
+    /// election schema ([`schema`](crate::store::schema)).
     ///
     /// Cancel safety: cancel safe; nothing is held if dropped (a migration
     /// in flight commits whole or not at all).
@@ -263,7 +262,7 @@ impl PostgresElection {
     /// ```
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
         let name = ElectionName::new(name)?;
-        read_leader(&self.inner, &name).await
+        self.inner.read_leader(&name).await
     }
 }
 
@@ -333,7 +332,7 @@ impl PostgresElection {
                             .await;
                     }
                     first = false;
-                    match read_leader(&ctx, &name).await {
+                    match ctx.read_leader(&name).await {
                         Err(e) => return Some((Err(e), (ctx, name, wakes, last, false))),
                         Ok(now) => {
                             // A holder whose lease ran out (SIGKILLed): a
@@ -381,304 +380,97 @@ impl PostgresElection {
     }
 }
 
-/// The holder the row of `name` names, or `None`.
-async fn read_leader(
-    ctx: &Context,
-    name: &ElectionName,
-) -> Result<Option<Leader>, election_core::Error> {
-    let seen = ctx
-        .read_one(name.as_str())
-        .await
-        .map_err(|e| e.into_core(name))?;
-    match seen.lease {
-        Some(row) => row.leader().map_err(|e| Error::from(e).into_core(name)),
-        None => Ok(None),
+impl PostgresElection {
+    /// A [`LeaseSet`] of this process (`identity`) over this database: many
+    /// keys, one lease row each, with this election's options and the
+    /// core's [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
+    /// as the backstop of notifications. See [`PostgresKeyedClaims`] for what
+    /// each step costs (one statement per renewal interval for all held
+    /// keys, one read and at most one claim statement per poll and batch
+    /// of up to 512 keys). For
+    /// another poll interval, build the set from
+    /// [`PostgresKeyedClaims::with_poll_interval`] and [`LeaseSet::new`].
+    ///
+    /// Must be called inside a tokio runtime (the set's loop is spawned on
+    /// it); outside one this returns [`Error::Config`], as it does for an
+    /// invalid identity.
+    ///
+    /// ```no_run
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
+    /// let set = election.lease_set("node-a")?;
+    /// if set.ask("shard-7").await? {
+    ///     set.guard("shard-7", async |_token| { /* write shard 7 */ }).await?;
+    /// }
+    /// set.close().await; // releases the rows: other nodes take them at once
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresKeyedClaims>, Error> {
+        let identity = election_sql::lease_set_identity(identity)?;
+        Ok(LeaseSet::new(PostgresKeyedClaims::new(self, identity)))
     }
 }
 
-/// The claim of one candidate in a [`PostgresElection`].
-///
-/// - `try_claim` reads the name's lease row and epoch record (one
-///   statement) and, when the name is released, never held, or held by a
-///   term this attempt has seen unchanged (same holder, epoch and renewal
-///   version) for a full TTL on its own monotonic clock, wins it with one
-///   conditional statement that draws the epoch from the sequence in that
-///   very statement (rule 1). A server that cannot be reached before
-///   anything was sent is "not now" (`Ok(None)`); a claim statement that
-///   failed or timed out after it was sent has an unknown outcome: the
-///   campaign closes the attempt, which releases it in the background.
-///   After a notification about the name woke the attempt (most often a
-///   release), it looks and takes a released row in one statement instead
-///   (ADR 0045): the read comes back with the epoch won, if any, and a
-///   row that is still held is only read. That statement is a write: if it
-///   fails after it was sent, its outcome is unknown as above.
-/// - The holder renews every renew interval (one conditional `UPDATE`) and
-///   counts validity (`ttl - margin`) from before each renewal was sent; a
-///   renewal that fails or times out is retried until that deadline, and
-///   the term is lost then (rule 2), or at once when the row shows another
-///   term or none.
-/// - Resign releases the row (conditional on this attempt's nonce) and
-///   notifies waiters; a drop does the same in the background; if that
-///   cannot run, the lease ages out after its TTL.
-#[derive(Debug)]
-pub struct PostgresClaim {
-    inner: Arc<Context>,
-    name: ElectionName,
-    identity: Identity,
-}
+impl election_core::Election for PostgresElection {
+    type Claim = crate::PostgresClaim;
+    type LeaseSet = LeaseSet<PostgresKeyedClaims>;
+    type Error = Error;
 
-/// One attempt of a [`PostgresClaim`].
-#[derive(Debug)]
-pub struct PostgresAttempt {
-    nonce: i64,
-    observed: Option<Observed>,
-    /// Set once a claim statement was sent (its outcome may be a win).
-    may_hold: bool,
-    /// The epoch this attempt won, for the commit-point check.
-    epoch: Option<i64>,
-    /// Wake-ups, subscribed before the first read.
-    wakes: Option<broadcast::Receiver<Wake>>,
-    /// Whether a notification about this name (or a missed one) woke the
-    /// last wait: the next look also takes the row if it is released.
-    woken: bool,
-}
+    fn claim(&self, name: &str, identity: &str) -> Result<crate::PostgresClaim, Error> {
+        PostgresElection::claim(self, name, identity)
+    }
 
-impl PostgresClaim {
-    /// The win of `epoch` by `attempt`, whose statement was sent at `sent`.
-    fn won(
+    async fn leader(
         &self,
-        attempt: &mut PostgresAttempt,
-        sent: tokio::time::Instant,
-        epoch: i64,
-    ) -> Result<Option<Won>, election_core::Error> {
-        attempt.observed = None;
-        attempt.epoch = Some(epoch);
-        let epoch = row::epoch_of(self.name.as_str(), epoch).map_err(|e| self.core(e))?;
-        Ok(Some(Won {
-            epoch,
-            valid_until: Some(sent + self.inner.options.validity()),
-        }))
+        name: &str,
+    ) -> Result<Option<election_core::Leader>, election_core::Error> {
+        PostgresElection::leader(self, name).await
     }
 
-    fn core(&self, e: Error) -> election_core::Error {
-        e.into_core(&self.name)
+    /// Woken by notifications, with `every` as the poll backstop: see
+    /// [`PostgresElection::observe`].
+    async fn observe(
+        &self,
+        name: &str,
+        every: Duration,
+    ) -> Result<
+        impl futures::Stream<Item = Result<Option<election_core::Leader>, election_core::Error>>
+        + Send
+        + '_,
+        election_core::Error,
+    > {
+        PostgresElection::observe(self, name, every).await
     }
 
-    fn not_held(&self) -> election_core::Error {
-        election_core::Error::NotHeld {
-            name: self.name.clone(),
-        }
+    async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresKeyedClaims>, Error> {
+        PostgresElection::lease_set(self, identity)
     }
 }
 
-impl Claim for PostgresClaim {
-    type Attempt = PostgresAttempt;
-
-    fn name(&self) -> &ElectionName {
-        &self.name
-    }
-
-    fn identity(&self) -> &Identity {
-        &self.identity
-    }
-
-    fn backend(&self) -> &'static str {
-        "postgres"
-    }
-
-    async fn open(&self) -> Result<PostgresAttempt, election_core::Error> {
-        Ok(PostgresAttempt {
-            nonce: election_core::attempt_nonce() as i64,
-            observed: None,
-            may_hold: false,
-            epoch: None,
-            wakes: None,
-            woken: false,
-        })
-    }
-
-    /// One read, then (when the name may be taken) one claim statement;
-    /// after a wake-up by notification, one statement that reads and
-    /// takes a released row; see [`PostgresClaim`]. A name whose next epoch would be above
-    /// [`Epoch::MAX`](election_core::Epoch::MAX) is
-    /// [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted)
-    /// (nothing written).
-    async fn try_claim(
-        &self,
-        attempt: &mut PostgresAttempt,
-    ) -> Result<Option<Won>, election_core::Error> {
-        let ctx = &self.inner;
-        // Wake-ups from here on concern what the read below may miss.
-        let wakes = attempt
-            .wakes
-            .get_or_insert_with(|| ctx.notifier.subscribe());
-        notify::drain(wakes);
-        let sent = ctx.clock.now();
-        let seen = if std::mem::take(&mut attempt.woken) {
-            // Woken by a notification (most often a release): look and
-            // take a released row in one statement (ADR 0045).
-            attempt.may_hold = true;
-            match ctx
-                .take_released(self.name.as_str(), attempt.nonce, self.identity.as_str())
-                .await
-            {
-                Ok((_, Some(epoch))) => return self.won(attempt, sent, epoch),
-                Ok((seen, None)) => {
-                    attempt.may_hold = false;
-                    seen
-                }
-                // No connection was free: nothing was sent.
-                Err(Error::Unavailable(sqlx::Error::PoolTimedOut)) => {
-                    attempt.may_hold = false;
-                    return Ok(None);
-                }
-                // Sent, and may have won: the campaign closes the attempt,
-                // which releases it in the background.
-                Err(e) => return Err(self.core(e)),
-            }
-        } else {
-            match ctx.read_one(self.name.as_str()).await {
-                Ok(seen) => seen,
-                Err(e) if e.is_unavailable() => {
-                    tracing::debug!(name = %self.name, error = %e, "server unavailable; trying again later");
-                    return Ok(None);
-                }
-                Err(e) => return Err(self.core(e)),
-            }
-        };
-        let found = seen.found();
-        if !row::may_claim(
-            &mut attempt.observed,
-            &found,
-            ctx.options.ttl(),
-            ctx.clock.now(),
-        ) {
-            return Ok(None);
-        }
-        let take = Take::new(self.name.as_str(), attempt.nonce, &seen).map_err(|e| self.core(e))?;
-        attempt.may_hold = true;
-        let won = match ctx.claim_many(&[take], self.identity.as_str()).await {
-            Ok(won) => won,
-            // No connection was free: nothing was sent.
-            Err(Error::Unavailable(sqlx::Error::PoolTimedOut)) => {
-                attempt.may_hold = false;
-                return Ok(None);
-            }
-            Err(e) => return Err(self.core(e)),
-        };
-        let Some(&(_, epoch)) = won.first() else {
-            // The statement committed and won nothing: the row changed
-            // since it was read.
-            attempt.may_hold = false;
-            attempt.observed = None;
-            return Ok(None);
-        };
-        self.won(attempt, sent, epoch)
-    }
-
-    /// Waits for a notification that this name's row was released or won
-    /// (`LISTEN`, see the [crate docs](crate)), at most `poll_interval`.
-    /// The first wait of a process starts its listener.
+impl PostgresKeyedClaims {
+    /// The keys of process `identity` in `election`'s database, with its
+    /// options and the core's
+    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
     ///
-    /// Cancel safety: cancel safe.
-    async fn wait(
-        &self,
-        attempt: &mut PostgresAttempt,
-        poll_interval: std::time::Duration,
-    ) -> Result<(), election_core::Error> {
-        let ctx = &self.inner;
-        ctx.notifier.start();
-        let wakes = attempt
-            .wakes
-            .get_or_insert_with(|| ctx.notifier.subscribe());
-        let name = self.name.as_str();
-        attempt.woken = tokio::time::timeout(poll_interval, notify::woken(wakes, |n| n == name))
-            .await
-            .is_ok();
-        Ok(())
-    }
-
-    /// Starts the renewal task (see [`PostgresClaim`]).
-    fn watch(
-        &self,
-        attempt: &mut PostgresAttempt,
-        won: Won,
-        reporter: TermReporter,
-    ) -> Result<WatchGuard, election_core::Error> {
-        let valid_until = won.valid_until.ok_or_else(|| self.not_held())?;
-        let (rows, term) = (self.inner.clone(), (attempt.nonce, won.epoch));
-        let renewal =
-            election_sql::renew_term(rows, self.name.clone(), term, valid_until, reporter);
-        Ok(WatchGuard::task(tokio::spawn(renewal)))
-    }
-
-    /// The commit-point check: one conditional renewal, which bumps the
-    /// row's renewal version only while the row still shows this attempt's
-    /// nonce and won epoch with a holder, and commits before this returns
-    /// `Ok(())`.
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_postgres::{LeaseSet, PostgresElection, PostgresKeyedClaims, PostgresOptions};
     ///
-    /// What a success proves: no other candidate held the row when the
-    /// statement committed, and because it moved the renewal version,
-    /// every contender restarts its count of a full TTL from a moment
-    /// after that commit: the write that follows has at least the lease's
-    /// validity (`ttl - margin`, counted from before the check was sent)
-    /// before anyone else can win the row.
-    ///
-    /// Failure model: [`election_core::Error::NotHeld`] if the row shows
-    /// another term, a release, or none, or if this attempt never won;
-    /// `Unavailable` if the server cannot answer; `OutcomeUnknown` if it
-    /// did not answer within the lease's validity. In each the claim is in
-    /// doubt for this write (do not write); the renewal task decides about
-    /// the term.
-    ///
-    /// Cancel safety: cancel safe: the row is unchanged or renewed by this
-    /// same term.
-    async fn confirm(&self, attempt: &mut PostgresAttempt) -> Result<(), election_core::Error> {
-        let Some(epoch) = attempt.epoch else {
-            return Err(self.not_held());
-        };
-        let hold = Hold {
-            name: self.name.as_str(),
-            nonce: attempt.nonce,
-            epoch,
-        };
-        match self.inner.confirm(hold).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(self.not_held()),
-            Err(e) => Err(self.core(e)),
-        }
-    }
-
-    /// Releases the row (conditional on this attempt's nonce) and notifies
-    /// waiters, in one statement.
-    async fn release(&self, attempt: &mut PostgresAttempt) -> Result<(), election_core::Error> {
-        let released = self
-            .inner
-            .release_many(&[(self.name.as_str(), attempt.nonce)])
-            .await
-            .map_err(|e| self.core(e))?;
-        attempt.may_hold = false;
-        if released.contains(self.name.as_str()) {
-            Ok(())
-        } else {
-            Err(self.not_held())
-        }
-    }
-
-    /// After a drop, a cancelled or a failed step that may have committed a
-    /// claim: releases it in the background (conditional on the nonce).
-    fn close(&self, attempt: PostgresAttempt, end: End) {
-        let gives_up = matches!(end, End::Dropped | End::Cancelled | End::Failed);
-        if attempt.may_hold && gives_up {
-            self.inner
-                .release_in_background(vec![(self.name.as_str().to_owned(), attempt.nonce)]);
-        }
-    }
-
-    /// The holder and epoch as the row records them. A holder that died
-    /// shows until a contender takes its lease over (one TTL). `since` is
-    /// the winner's wall clock (its [`Clock`]) when it won the term.
-    async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
-        read_leader(&self.inner, &self.name).await
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "postgres://app@db.internal/app";
+    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+    /// // What `election.lease_set("node-a")` builds:
+    /// let set = LeaseSet::new(PostgresKeyedClaims::new(&election, Identity::new("node-a")?));
+    /// if set.ask("shard-1").await? {
+    ///     println!("writing shard-1 in term {:?}", set.epoch("shard-1"));
+    /// }
+    /// set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn new(election: &PostgresElection, identity: Identity) -> Self {
+        PostgresKeyedClaims::over(election.inner.clone(), identity)
     }
 }

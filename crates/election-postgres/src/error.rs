@@ -1,7 +1,7 @@
 //! Errors of the PostgreSQL backend.
 
 use election_core::{ConfigError, ElectionName};
-use election_sql::{Classed, IntoCore};
+use election_sql::IntoCore;
 
 /// What can go wrong with the PostgreSQL backend, grouped by what the
 /// caller should do:
@@ -268,20 +268,9 @@ impl Error {
     }
 }
 
-/// The core's group of each error (ADR 0052: the mapping is shared).
-impl IntoCore for Error {
-    fn classify(self) -> Classed<Self> {
-        match self {
-            Error::Config(c) => Classed::Config(c),
-            e @ (Error::Unusable { .. }
-            | Error::UnsafeSetting { .. }
-            | Error::SchemaTooNew { .. }) => Classed::Location(e),
-            e @ Error::CorruptRow { .. } => Classed::Corrupt(e),
-            e @ Error::OutcomeUnknown { .. } => Classed::OutcomeUnknown(e),
-            e => Classed::Unavailable(e),
-        }
-    }
-}
+election_sql::impl_into_core!(Error {
+    location: Error::Unusable { .. } | Error::UnsafeSetting { .. } | Error::SchemaTooNew { .. },
+});
 
 #[cfg(test)]
 mod tests {
@@ -299,21 +288,8 @@ mod tests {
             setting: "synchronous_commit",
             value: "off".into()
         }));
-        assert!(matches!(
-            Error::CorruptRow {
-                name: "n".into(),
-                detail: "x".into()
-            }
-            .into_core(&name),
-            election_core::Error::Corrupt { .. }
-        ));
-        assert!(matches!(
-            Error::OutcomeUnknown {
-                after: std::time::Duration::from_secs(1)
-            }
-            .into_core(&name),
-            election_core::Error::OutcomeUnknown { .. }
-        ));
+        // Corrupt rows and unknown outcomes: the shared mapping
+        // (election_sql::impl_into_core!, tested there).
         assert!(Error::from(sqlx::Error::PoolTimedOut).is_unavailable());
         assert!(matches!(
             Error::from(sqlx::Error::PoolClosed).into_core(&name),

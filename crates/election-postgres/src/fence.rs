@@ -9,17 +9,7 @@ use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 
 use crate::election::PostgresElection;
 use crate::error::Error;
-use crate::schema::{self, Sql};
-
-fn mark_of(token: Token) -> i64 {
-    token.get_i64()
-}
-
-fn token_from(resource: &ResourceName, value: i64) -> Result<Token, fencing::Error> {
-    election_core::Epoch::from_i64(value)
-        .map(Token::from_epoch)
-        .ok_or_else(|| fencing::Error::corrupt(resource.as_str(), format!("stored mark {value}")))
-}
+use crate::store::schema::{self, Sql};
 
 fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
     fencing::Error::unavailable(resource.as_str(), e.into())
@@ -46,7 +36,7 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
     let stored = detail.parse::<i64>().ok();
     match (code, stored) {
         (Some(schema::STALE_SQLSTATE), Some(stored)) => {
-            match token_from(resource, stored)
+            match election_sql::token_from_mark(resource, stored)
                 .and_then(|stored| Advance::decide(resource, Some(stored), token))
             {
                 Err(err) => err,
@@ -227,11 +217,13 @@ impl PostgresFence {
     ) -> Result<Advance, fencing::Error> {
         let previous: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_enter.clone()))
             .bind(resource.as_str())
-            .bind(mark_of(token))
+            .bind(election_sql::mark_of(token))
             .fetch_one(&mut *conn)
             .await
             .map_err(|e| refused(resource, token, e))?;
-        let previous = previous.map(|p| token_from(resource, p)).transpose()?;
+        let previous = previous
+            .map(|p| election_sql::token_from_mark(resource, p))
+            .transpose()?;
         // `previous` may be older than the mark the upsert saw (a concurrent
         // advance that committed after the statement's snapshot); both are
         // at most `token`.
@@ -303,7 +295,7 @@ impl PostgresFence {
         // (transact-rs/sqlx#4393). Run to the end, the transaction nobody
         // awaits any more is dropped, which rolls it back.
         let pool = self.pool.clone();
-        let statement = self.sql.fence_begin(resource, mark_of(token));
+        let statement = self.sql.fence_begin(resource, election_sql::mark_of(token));
         FinishOnDrop::new(async move { pool.begin_with(AssertSqlSafe(statement)).await })
             .await
             .map_err(|e| refused(resource, token, e))
@@ -320,7 +312,8 @@ impl PostgresFence {
             .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable(resource, e))?;
-        mark.map(|m| token_from(resource, m)).transpose()
+        mark.map(|m| election_sql::token_from_mark(resource, m))
+            .transpose()
     }
 
     /// A transaction of this fence's own that commits durably whatever the
@@ -396,19 +389,10 @@ impl Fence for PostgresFence {
             .fetch_optional(&mut *tx)
             .await
             .map_err(|e| unavailable(resource, e))?;
-        let mark = mark.map(|m| token_from(resource, m)).transpose()?;
-        if mark != Some(token) {
-            return Err(match Advance::decide(resource, mark, token) {
-                Err(stale) => stale,
-                Ok(_) => fencing::Error::corrupt(
-                    resource.as_str(),
-                    format!(
-                        "the mark is {} right after token {token} was committed: the fences table was edited",
-                        mark.map_or_else(|| "gone".to_owned(), |m| m.to_string())
-                    ),
-                ),
-            });
-        }
+        let mark = mark
+            .map(|m| election_sql::token_from_mark(resource, m))
+            .transpose()?;
+        election_sql::check_committed_mark(resource, mark, token, "the fences table")?;
         let outcome = write().await;
         if let Err(e) = tx.rollback().await {
             tracing::debug!(resource = %resource, error = %e, "releasing the fence's lock failed; the connection is dropped");

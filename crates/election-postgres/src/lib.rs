@@ -113,26 +113,30 @@
 //! (above); to end a stuck term, prefer letting it age out.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
-mod context;
+// The one layout of every backend (ADR 0059): the façade, the claim, the
+// keyed claims, fence, options, errors, and the store layer underneath
+// (renewal: the shared SQL layer's, `election_sql::renew_term`).
+mod claim;
 mod election;
 mod error;
 mod fence;
-mod lease_set;
-mod notify;
+mod keyed;
 mod options;
-mod row;
-pub mod schema;
+mod store;
 
-pub use election::{PostgresAttempt, PostgresClaim, PostgresElection};
-pub use election_core::{LeaseSet, WriteToken};
-pub use election_sql::{Clock, SystemClock};
+pub use claim::{PostgresAttempt, PostgresClaim};
+pub use election::PostgresElection;
 pub use error::Error;
 pub use fence::PostgresFence;
-pub use lease_set::PostgresLeases;
+pub use keyed::PostgresKeyedClaims;
 pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,
     PostgresOptions,
 };
+pub use store::schema;
+
+pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+pub use election_sql::{Clock, SystemClock};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

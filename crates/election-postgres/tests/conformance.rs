@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use election_core::Error;
-use election_postgres::{PostgresClaim, PostgresElection, PostgresLeases, PostgresOptions};
+use election_postgres::{PostgresClaim, PostgresElection, PostgresKeyedClaims, PostgresOptions};
 use election_testkit::conformance::Backend;
 use election_testkit::keyed::KeyedBackend;
 use postgres_testkit::Server;
@@ -85,12 +85,12 @@ impl Backend for Db {
 }
 
 impl KeyedBackend for Db {
-    type Keys = PostgresLeases;
+    type Keys = PostgresKeyedClaims;
 
     /// A set over the server connected afresh, polling every 20 ms.
-    async fn keys(&self, identity: &str) -> Result<PostgresLeases, Error> {
+    async fn keys(&self, identity: &str) -> Result<PostgresKeyedClaims, Error> {
         let identity = election_core::Identity::new(identity)?;
-        PostgresLeases::new(&self.election().await, identity)
+        PostgresKeyedClaims::new(&self.election().await, identity)
             .with_poll_interval(Duration::from_millis(20))
             .map_err(core)
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{Identity, LeaseSet};
-use election_postgres::{PostgresElection, PostgresLeases};
+use election_postgres::{PostgresElection, PostgresKeyedClaims};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -19,15 +19,15 @@ async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
         .unwrap_or_else(|_| panic!("{what}: not within 60s"))
 }
 
-fn set(e: &PostgresElection, identity: &str, poll: Duration) -> Arc<LeaseSet<PostgresLeases>> {
-    let keys = PostgresLeases::new(e, Identity::new(identity).expect("identity"))
+fn set(e: &PostgresElection, identity: &str, poll: Duration) -> Arc<LeaseSet<PostgresKeyedClaims>> {
+    let keys = PostgresKeyedClaims::new(e, Identity::new(identity).expect("identity"))
         .with_poll_interval(poll)
         .expect("poll");
     Arc::new(LeaseSet::new(keys))
 }
 
 /// `set.ask(key)`, asked again after transient errors (a busy machine).
-async fn ask(set: &LeaseSet<PostgresLeases>, key: &str) -> bool {
+async fn ask(set: &LeaseSet<PostgresKeyedClaims>, key: &str) -> bool {
     within("an answer", async {
         loop {
             match set.ask(key).await {
@@ -44,7 +44,7 @@ async fn ask(set: &LeaseSet<PostgresLeases>, key: &str) -> bool {
 }
 
 /// Waits until `set` holds every key of `keys`.
-async fn holds_all(set: &LeaseSet<PostgresLeases>, keys: &[String]) {
+async fn holds_all(set: &LeaseSet<PostgresKeyedClaims>, keys: &[String]) {
     within("the set holds every key", async {
         while !keys.iter().all(|k| set.held(k)) {
             tokio::time::sleep(Duration::from_millis(10)).await;

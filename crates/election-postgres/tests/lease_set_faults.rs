@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use election_core::{Epoch, Identity, LeaseSet};
-use election_postgres::{PostgresElection, PostgresLeases, PostgresOptions};
+use election_postgres::{PostgresElection, PostgresKeyedClaims, PostgresOptions};
 use postgres_testkit::{Proxy, Server};
 use tokio::time::Instant;
 
@@ -28,8 +28,8 @@ fn options() -> PostgresOptions {
         .expect("options")
 }
 
-fn set(e: &PostgresElection, identity: &str) -> Arc<LeaseSet<PostgresLeases>> {
-    let keys = PostgresLeases::new(e, Identity::new(identity).expect("identity"))
+fn set(e: &PostgresElection, identity: &str) -> Arc<LeaseSet<PostgresKeyedClaims>> {
+    let keys = PostgresKeyedClaims::new(e, Identity::new(identity).expect("identity"))
         .with_poll_interval(Duration::from_millis(50))
         .expect("poll");
     Arc::new(LeaseSet::new(keys))
@@ -52,8 +52,8 @@ struct Sampled {
 
 /// Samples `held` of both sets every 2 ms until `stop`.
 fn sampler(
-    a: Arc<LeaseSet<PostgresLeases>>,
-    b: Arc<LeaseSet<PostgresLeases>>,
+    a: Arc<LeaseSet<PostgresKeyedClaims>>,
+    b: Arc<LeaseSet<PostgresKeyedClaims>>,
     a_done: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 ) -> (Arc<Mutex<Sampled>>, tokio::task::JoinHandle<()>) {
@@ -115,8 +115,8 @@ async fn renewed_past(server: &Server, holder: &str, version: i64, bound: Durati
 
 struct Setup {
     server: Server,
-    a: Arc<LeaseSet<PostgresLeases>>,
-    b: Arc<LeaseSet<PostgresLeases>>,
+    a: Arc<LeaseSet<PostgresKeyedClaims>>,
+    b: Arc<LeaseSet<PostgresKeyedClaims>>,
     epochs: HashMap<String, Epoch>,
     /// The wall clocks of `a` and `b` (jumped by the tests).
     walls: [Arc<race::JumpingWall>; 2],

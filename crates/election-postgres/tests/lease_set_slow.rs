@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use election_core::{Identity, LeaseSet};
-use election_postgres::{PostgresLeases, PostgresOptions};
+use election_postgres::{PostgresKeyedClaims, PostgresOptions};
 
 const KEYS: usize = 1000;
 
@@ -36,7 +36,7 @@ async fn a_claim_too_slow_for_the_request_timeout_shrinks_until_every_key_is_hel
     let server = common::server();
     let e = common::open(&server, options()).await;
     server.sql(SLOW).expect("slow down the epoch records");
-    let keys = PostgresLeases::new(&e, Identity::new("a").expect("identity"))
+    let keys = PostgresKeyedClaims::new(&e, Identity::new("a").expect("identity"))
         .with_poll_interval(Duration::from_millis(200))
         .expect("poll");
     let set = LeaseSet::new(keys);

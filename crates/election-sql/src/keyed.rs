@@ -20,17 +20,19 @@ use tokio::time::Instant;
 use crate::lease_row::{Found, Observed, may_claim};
 use crate::times::LeaseTimes;
 
-/// One held lease of a batch: the key, and its attempt's nonce and epoch
-/// as stored.
+/// A lease row this process holds, as its conditional writes name it: the
+/// key, and the nonce and epoch of the attempt that won it, as stored. A
+/// renewal, confirmation or release applies only while the row still shows
+/// this term.
 ///
 /// ```
-/// use election_sql::Hold;
+/// use election_sql::HeldRow;
 ///
-/// let hold = Hold { name: "shard-1", nonce: 42, epoch: 7 };
+/// let hold = HeldRow { name: "shard-1", nonce: 42, epoch: 7 };
 /// assert_eq!(hold.epoch, 7);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Hold<'a> {
+pub struct HeldRow<'a> {
     /// The key (election name).
     pub name: &'a str,
     /// The nonce of the attempt that won the term.
@@ -68,7 +70,7 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -85,18 +87,18 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -159,6 +161,62 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     }
 }
 
+/// Implements [`IntoCore`] for a SQL backend's error enum `$error`, the
+/// same way for every SQL backend: `Config(ConfigError)` is the core's
+/// `Config` as such; the variants `location` lists (a database that cannot
+/// serve as configured) are [`Classed::Location`]; `CorruptRow { .. }` is
+/// [`Classed::Corrupt`]; `OutcomeUnknown { .. }` is
+/// [`Classed::OutcomeUnknown`]; every other variant is
+/// [`Classed::Unavailable`] (retry later). The enum must have those three
+/// variants.
+///
+/// ```
+/// use election_core::{ConfigError, ElectionName};
+/// use election_sql::IntoCore;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum Error {
+///     #[error(transparent)]
+///     Config(#[from] ConfigError),
+///     #[error("read-only")]
+///     ReadOnly,
+///     #[error("corrupt row of {name}")]
+///     CorruptRow { name: String },
+///     #[error("outcome unknown")]
+///     OutcomeUnknown { after: std::time::Duration },
+///     #[error("busy")]
+///     Busy,
+/// }
+/// election_sql::impl_into_core!(Error { location: Error::ReadOnly });
+///
+/// # fn main() -> Result<(), ConfigError> {
+/// let name = ElectionName::new("jobs")?;
+/// use election_core::Error as Core;
+/// assert!(matches!(Error::ReadOnly.into_core(&name), Core::Config(ConfigError::Location { .. })));
+/// assert!(matches!(Error::CorruptRow { name: "jobs".into() }.into_core(&name), Core::Corrupt { .. }));
+/// let unknown = Error::OutcomeUnknown { after: std::time::Duration::from_secs(1) };
+/// assert!(matches!(unknown.into_core(&name), Core::OutcomeUnknown { .. }));
+/// assert!(matches!(Error::Busy.into_core(&name), Core::Unavailable { .. }));
+/// # Ok(()) }
+/// ```
+#[macro_export]
+macro_rules! impl_into_core {
+    ($error:ident { location: $location:pat $(,)? }) => {
+        /// The core's group of each error (ADR 0052: the mapping is shared).
+        impl $crate::IntoCore for $error {
+            fn classify(self) -> $crate::Classed<Self> {
+                match self {
+                    $error::Config(c) => $crate::Classed::Config(c),
+                    e @ ($location) => $crate::Classed::Location(e),
+                    e @ $error::CorruptRow { .. } => $crate::Classed::Corrupt(e),
+                    e @ $error::OutcomeUnknown { .. } => $crate::Classed::OutcomeUnknown(e),
+                    e => $crate::Classed::Unavailable(e),
+                }
+            }
+        }
+    };
+}
+
 /// The lease-row statements of a SQL backend that the shared steps run
 /// (ADR 0052): each backend implements them over its own statements and
 /// driver.
@@ -173,7 +231,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -190,18 +248,18 @@ pub trait LeaseRows: Send + Sync {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -241,7 +299,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -258,18 +316,18 @@ pub trait LeaseRows: Send + Sync {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -307,7 +365,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -324,18 +382,18 @@ pub trait LeaseRows: Send + Sync {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -359,13 +417,13 @@ pub trait LeaseRows: Send + Sync {
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&state, &rows, &key);
-    /// let term = Hold { name: "shard-1", nonce: 42, epoch: first };
+    /// let term = HeldRow { name: "shard-1", nonce: 42, epoch: first };
     /// assert!(rows.renew_one(term, Duration::from_secs(1)).await.is_ok_and(|renewed| renewed));
     /// # Ok(()) }
     /// ```
     fn renew_one(
         &self,
-        hold: Hold<'_>,
+        hold: HeldRow<'_>,
         budget: Duration,
     ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
@@ -377,7 +435,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -394,18 +452,18 @@ pub trait LeaseRows: Send + Sync {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -429,14 +487,14 @@ pub trait LeaseRows: Send + Sync {
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&state, &rows, &key);
-    /// let holds = [Hold { name: "shard-1", nonce: 42, epoch: first }, Hold { name: "shard-2", nonce: 7, epoch: 3 }];
+    /// let holds = [HeldRow { name: "shard-1", nonce: 42, epoch: first }, HeldRow { name: "shard-2", nonce: 7, epoch: 3 }];
     /// let renewed = rows.renew_many(&holds).await.map_err(|e| e.into_core(&key))?;
     /// assert!(renewed.contains("shard-1") && !renewed.contains("shard-2"));
     /// # Ok(()) }
     /// ```
     fn renew_many(
         &self,
-        holds: &[Hold<'_>],
+        holds: &[HeldRow<'_>],
     ) -> impl Future<Output = Result<HashSet<String>, Self::Error>> + Send;
 
     /// The commit-point check of one term: one conditional renewal of its
@@ -447,7 +505,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -464,18 +522,18 @@ pub trait LeaseRows: Send + Sync {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -499,11 +557,11 @@ pub trait LeaseRows: Send + Sync {
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&state, &rows, &key);
-    /// let stale = Hold { name: "shard-1", nonce: 41, epoch: first };
+    /// let stale = HeldRow { name: "shard-1", nonce: 41, epoch: first };
     /// assert!(!rows.confirm(stale).await.map_err(|e| e.into_core(&key))?); // another term
     /// # Ok(()) }
     /// ```
-    fn confirm(&self, hold: Hold<'_>) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+    fn confirm(&self, hold: HeldRow<'_>) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
     /// Releases every lease of `holds` in one write, each only while its row
     /// still shows its nonce.
@@ -513,7 +571,7 @@ pub trait LeaseRows: Send + Sync {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -530,18 +588,18 @@ pub trait LeaseRows: Send + Sync {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -565,13 +623,13 @@ pub trait LeaseRows: Send + Sync {
     /// # let key = ElectionName::new("shard-1")?;
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&state, &rows, &key);
-    /// rows.release_many(&[Hold { name: "shard-1", nonce: 42, epoch: first }]).await.map_err(|e| e.into_core(&key))?;
+    /// rows.release_many(&[HeldRow { name: "shard-1", nonce: 42, epoch: first }]).await.map_err(|e| e.into_core(&key))?;
     /// assert!(rows.0.lock().unwrap().is_empty());
     /// # Ok(()) }
     /// ```
     fn release_many(
         &self,
-        holds: &[Hold<'_>],
+        holds: &[HeldRow<'_>],
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
@@ -644,7 +702,7 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 /// # use std::sync::Mutex;
 /// # use std::time::Duration;
 /// # use election_core::{ElectionName, Epoch, Identity};
-/// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+/// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
 /// # #[derive(Debug, thiserror::Error)]
 /// # #[error("down")]
 /// # struct Down;
@@ -661,18 +719,18 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 /// #     fn times(&self) -> LeaseTimes {
 /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
 /// #     }
-/// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+/// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
 /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
 /// #     }
-/// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+/// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
 /// #         let rows = self.0.lock().unwrap();
-/// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+/// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
 /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
 /// #     }
-/// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+/// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
 /// #         self.renew_one(hold, Duration::ZERO).await
 /// #     }
-/// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+/// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
 /// #         let mut rows = self.0.lock().unwrap();
 /// #         for h in holds {
 /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -812,7 +870,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -833,7 +891,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -858,7 +916,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -882,7 +940,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -892,13 +950,13 @@ impl KeyedState {
     /// #     state.won(key, 42, first, Epoch::FIRST, tokio::time::Instant::now());
     /// # };
     /// win(&state, &key);
-    /// assert_eq!(state.hold(&key, Epoch::FIRST), Some(Hold { name: "shard-1", nonce: 42, epoch: first }));
+    /// assert_eq!(state.hold(&key, Epoch::FIRST), Some(HeldRow { name: "shard-1", nonce: 42, epoch: first }));
     /// assert_eq!(state.hold(&key, Epoch::new(Epoch::FIRST.get() + 1).unwrap()), None); // not that term
     /// # Ok(()) }
     /// ```
-    pub fn hold<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<Hold<'k>> {
+    pub fn hold<'k>(&self, key: &'k ElectionName, epoch: Epoch) -> Option<HeldRow<'k>> {
         let (nonce, stored) = lock(&self.terms).get(key).copied()?;
-        (u64::try_from(stored).ok() == Some(epoch.get())).then_some(Hold {
+        (u64::try_from(stored).ok() == Some(epoch.get())).then_some(HeldRow {
             name: key.as_str(),
             nonce,
             epoch: stored,
@@ -910,7 +968,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -933,7 +991,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -962,7 +1020,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -1000,7 +1058,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -1028,7 +1086,7 @@ impl KeyedState {
     /// ```
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Hold, KeyedState};
+    /// # use election_sql::{HeldRow, KeyedState};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
@@ -1072,7 +1130,7 @@ impl KeyedState {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1089,18 +1147,18 @@ impl KeyedState {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -1148,11 +1206,11 @@ impl KeyedState {
         let Some((first, _)) = held.first() else {
             return Ok(Vec::new());
         };
-        let terms: Vec<Option<Hold<'_>>> = held
+        let terms: Vec<Option<HeldRow<'_>>> = held
             .iter()
             .map(|(name, epoch)| self.hold(name, *epoch))
             .collect();
-        let holds: Vec<Hold<'_>> = terms.iter().flatten().copied().collect();
+        let holds: Vec<HeldRow<'_>> = terms.iter().flatten().copied().collect();
         let renewed = rows
             .renew_many(&holds)
             .await
@@ -1189,7 +1247,7 @@ impl KeyedState {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1206,18 +1264,18 @@ impl KeyedState {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -1274,7 +1332,7 @@ impl KeyedState {
     /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
-    /// # use election_sql::{Classed, Hold, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
     /// # #[derive(Debug, thiserror::Error)]
     /// # #[error("down")]
     /// # struct Down;
@@ -1291,18 +1349,18 @@ impl KeyedState {
     /// #     fn times(&self) -> LeaseTimes {
     /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
     /// #     }
-    /// #     async fn renew_one(&self, hold: Hold<'_>, _budget: Duration) -> Result<bool, Down> {
+    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
     /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
     /// #     }
-    /// #     async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Down> {
+    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
     /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&Hold<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
+    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
     /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
     /// #     }
-    /// #     async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Down> {
+    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
     /// #         self.renew_one(hold, Duration::ZERO).await
     /// #     }
-    /// #     async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Down> {
+    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
     /// #         let mut rows = self.0.lock().unwrap();
     /// #         for h in holds {
     /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
@@ -1331,12 +1389,12 @@ impl KeyedState {
     /// # Ok(()) }
     /// ```
     pub async fn release<R: LeaseRows>(&self, rows: &R, held: &[HeldKey]) {
-        let batch: Vec<Hold<'_>> = {
+        let batch: Vec<HeldRow<'_>> = {
             let mut terms = lock(&self.terms);
             held.iter()
                 .filter_map(|(name, _)| {
                     let (nonce, epoch) = terms.remove(name)?;
-                    Some(Hold {
+                    Some(HeldRow {
                         name: name.as_str(),
                         nonce,
                         epoch,

@@ -21,9 +21,16 @@
 //!   every key.
 //! - [`FinishOnDrop`]: how both backends begin a fenced transaction that a
 //!   dropped caller cannot leave open.
+//! - [`watch_term`]: a SQL claim's `watch`, spawning [`renew_term`];
+//!   [`impl_into_core!`]: a backend error's groups, the same for both
+//!   backends ([`IntoCore`]).
+//! - [`mark_of`], [`token_from_mark`], [`check_committed_mark`]: a fence's
+//!   high-water mark as both backends store it, and the check after a
+//!   mark is committed.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod clock;
+mod fence_mark;
 mod finish;
 mod keyed;
 pub mod lease_row;
@@ -31,12 +38,13 @@ mod renewal;
 mod times;
 
 pub use clock::{Clock, SystemClock};
+pub use fence_mark::{check_committed_mark, mark_of, token_from_mark};
 pub use finish::FinishOnDrop;
 pub use keyed::{
-    Answer, Classed, Hold, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
+    Answer, Classed, HeldRow, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
     failed_all, for_key, lease_set_identity,
 };
-pub use renewal::{renew_term, renewal_policy};
+pub use renewal::{renew_term, renewal_policy, watch_term};
 pub use times::LeaseTimes;
 
 /// This crate's README (its page on crates.io), whose example is compiled

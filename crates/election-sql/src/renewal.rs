@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use election_core::{
-    ElectionName, Epoch, LossReason, RenewalPolicy, Renewed, TermReporter, renew_until_lost,
+    ElectionName, Epoch, LossReason, RenewalPolicy, Renewed, TermReporter, WatchGuard, Won,
+    renew_until_lost,
 };
 use tokio::time::Instant;
 
-use crate::keyed::{Hold, IntoCore, LeaseRows};
+use crate::keyed::{HeldRow, IntoCore, LeaseRows};
 
 /// Renews the term `epoch` of `name` (won by the attempt `nonce`, valid
 /// until `valid_until`) over `rows` every renewal interval until it is
@@ -46,7 +47,7 @@ pub async fn renew_term<R: LeaseRows>(
         return;
     };
     let epoch = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
-    let hold = Hold {
+    let hold = HeldRow {
         name: name.as_str(),
         nonce,
         epoch,
@@ -68,6 +69,51 @@ pub async fn renew_term<R: LeaseRows>(
         }
     };
     renew_until_lost(policy, valid_until, &reporter, renew_once).await;
+}
+
+/// A SQL claim's `watch` (the core's [`Claim::watch`](election_core::Claim::watch)):
+/// spawns [`renew_term`] for the term `won` of `name`, won by the attempt
+/// `nonce`, on the current tokio runtime; the guard stops it. A win
+/// without a validity is refused ([`election_core::Error::NotHeld`]): a
+/// lease row always expires.
+///
+/// Cancel safety: not async; the renewal runs until the guard is dropped
+/// or the term is lost. Failure model: `NotHeld` as above, nothing else.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use election_core::{ElectionName, TermReporter, WatchGuard, Won};
+/// use election_sql::{LeaseRows, watch_term};
+///
+/// // A backend's `Claim::watch`, for the attempt `nonce` that won `won`:
+/// fn watch<R: LeaseRows + 'static>(
+///     rows: Arc<R>,
+///     name: &ElectionName,
+///     nonce: i64,
+///     won: Won,
+///     reporter: TermReporter,
+/// ) -> Result<WatchGuard, election_core::Error> {
+///     watch_term(rows, name, nonce, won, reporter)
+/// }
+/// ```
+pub fn watch_term<R: LeaseRows + 'static>(
+    rows: Arc<R>,
+    name: &ElectionName,
+    nonce: i64,
+    won: Won,
+    reporter: TermReporter,
+) -> Result<WatchGuard, election_core::Error> {
+    let valid_until = won
+        .valid_until
+        .ok_or_else(|| election_core::Error::NotHeld { name: name.clone() })?;
+    let renewal = renew_term(
+        rows,
+        name.clone(),
+        (nonce, won.epoch),
+        valid_until,
+        reporter,
+    );
+    Ok(WatchGuard::task(tokio::spawn(renewal)))
 }
 
 /// The renewal policy of `rows`' leases: their validity, renewed every

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use election_core::{ConfigError, ElectionName};
-use election_sql::{Classed, IntoCore};
+use election_sql::IntoCore;
 
 /// What can go wrong with the SQLite backend, grouped by what the caller
 /// should do: fix the configuration (`Config`, `ReadOnly`, `SchemaTooNew`,
@@ -266,24 +266,15 @@ impl Error {
     }
 }
 
-/// The core's group of each error (ADR 0052: the mapping is shared).
-impl IntoCore for Error {
-    fn classify(self) -> Classed<Self> {
-        match self {
-            Error::Config(c) => Classed::Config(c),
-            e @ (Error::ReadOnly(_)
-            | Error::SchemaTooNew { .. }
-            | Error::NotAFile { .. }
-            | Error::PathUnresolvable { .. }
-            | Error::Unusable(_)
-            | Error::FileReplaced { .. }
-            | Error::SecondName { .. }) => Classed::Location(e),
-            e @ Error::CorruptRow { .. } => Classed::Corrupt(e),
-            e @ Error::OutcomeUnknown { .. } => Classed::OutcomeUnknown(e),
-            e => Classed::Unavailable(e),
-        }
-    }
-}
+election_sql::impl_into_core!(Error {
+    location: Error::ReadOnly(_)
+        | Error::SchemaTooNew { .. }
+        | Error::NotAFile { .. }
+        | Error::PathUnresolvable { .. }
+        | Error::Unusable(_)
+        | Error::FileReplaced { .. }
+        | Error::SecondName { .. },
+});
 
 #[cfg(test)]
 mod tests {
@@ -300,21 +291,8 @@ mod tests {
             .into_core(&name),
             election_core::Error::Config(_)
         ));
-        assert!(matches!(
-            Error::CorruptRow {
-                name: "n".into(),
-                detail: "x".into()
-            }
-            .into_core(&name),
-            election_core::Error::Corrupt { .. }
-        ));
-        assert!(matches!(
-            Error::OutcomeUnknown {
-                after: std::time::Duration::from_secs(1)
-            }
-            .into_core(&name),
-            election_core::Error::OutcomeUnknown { .. }
-        ));
+        // Corrupt rows and unknown outcomes: the shared mapping
+        // (election_sql::impl_into_core!, tested there).
         assert!(matches!(
             Error::Database(sqlx::Error::PoolClosed).into_core(&name),
             election_core::Error::Unavailable { .. }

@@ -5,15 +5,9 @@ use election_sql::FinishOnDrop;
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 use sqlx::{SqliteConnection, SqlitePool};
 
-use crate::context::DbFile;
 use crate::error::Error;
-use crate::schema;
-
-fn token_from(resource: &ResourceName, value: i64) -> Result<Token, fencing::Error> {
-    election_core::Epoch::from_i64(value)
-        .map(Token::from_epoch)
-        .ok_or_else(|| fencing::Error::corrupt(resource.as_str(), format!("stored mark {value}")))
-}
+use crate::store::context::DbFile;
+use crate::store::schema;
 
 fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
     fencing::Error::unavailable(resource.as_str(), e.into())
@@ -96,7 +90,7 @@ impl SqliteFence {
     /// # Ok(()) }
     /// ```
     pub async fn new(pool: SqlitePool) -> Result<Self, Error> {
-        crate::names::check_pool(&pool)?;
+        crate::store::names::check_pool(&pool)?;
         let mut conn = pool.acquire().await?;
         let db_file = DbFile::of(&mut conn).await?;
         schema::migrate(&mut conn).await?;
@@ -304,7 +298,8 @@ async fn read_mark(
             .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable(resource, e))?;
-    mark.map(|m| token_from(resource, m)).transpose()
+    mark.map(|m| election_sql::token_from_mark(resource, m))
+        .transpose()
 }
 
 /// SQLite's `synchronous` levels: FULL and EXTRA sync every commit.
@@ -419,19 +414,7 @@ impl Fence for SqliteFence {
             tx.commit().await.map_err(|e| unavailable(resource, e))?;
             tx = self.begin(resource).await?;
             let mark = read_mark(&mut tx, resource).await?;
-            if mark != Some(token) {
-                let stale = Advance::decide(resource, mark, token);
-                return Err(match stale {
-                    Err(stale) => stale,
-                    Ok(_) => fencing::Error::corrupt(
-                        resource.as_str(),
-                        format!(
-                            "the mark is {} right after token {token} was committed: election_fences was edited",
-                            mark.map_or_else(|| "gone".to_owned(), |m| m.to_string())
-                        ),
-                    ),
-                });
-            }
+            election_sql::check_committed_mark(resource, mark, token, "election_fences")?;
         }
         let outcome = write().await;
         // The transaction wrote nothing that matters (the mark is `token`

@@ -63,7 +63,7 @@
 //! poll every poll interval and a dead holder is taken over after a full
 //! TTL.
 //!
-//! Lease sets ([`SqliteLeases`]) use the same lock files, one per key (a
+//! Lease sets ([`SqliteKeyedClaims`]) use the same lock files, one per key (a
 //! set and a single candidate contending for one name share its file): a
 //! set takes a key's lock before the claim transaction that can win the
 //! key and keeps it until the set closes, after its keys were released
@@ -131,24 +131,27 @@
 //! ends as its lease runs out, and nobody wins meanwhile) but not live.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
-mod context;
+// The one layout of every backend (ADR 0059): the façade, the claim, the
+// keyed claims, fence, options, errors, and the store layer underneath
+// (renewal: the shared SQL layer's, `election_sql::renew_term`).
+mod claim;
 mod election;
 mod error;
 mod fence;
-mod host_lock;
-mod lease_set;
-mod names;
+mod keyed;
 mod options;
-mod row;
-pub mod schema;
+mod store;
 
-pub use election::{SqliteAttempt, SqliteClaim, SqliteElection};
-pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
-pub use election_sql::{Clock, SystemClock};
+pub use claim::{SqliteAttempt, SqliteClaim};
+pub use election::SqliteElection;
 pub use error::Error;
 pub use fence::SqliteFence;
-pub use lease_set::SqliteLeases;
+pub use keyed::SqliteKeyedClaims;
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};
+pub use store::schema;
+
+pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+pub use election_sql::{Clock, SystemClock};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

@@ -231,7 +231,7 @@ async fn a_busy_database_delays_a_campaign_but_does_not_break_it() {
         .expect("poll");
     let started = Instant::now();
     let campaign = tokio::spawn(async move { candidate.campaign().await });
-    // Hold the write lock for longer than the busy timeout (75 ms here).
+    // HeldRow the write lock for longer than the busy timeout (75 ms here).
     let hold = e.options().busy_timeout() * 4;
     tokio::time::sleep(hold).await;
     assert!(!campaign.is_finished(), "won while the database was locked");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use election_core::Error;
-use election_sqlite::{SqliteClaim, SqliteElection, SqliteLeases, SqliteOptions};
+use election_sqlite::{SqliteClaim, SqliteElection, SqliteKeyedClaims, SqliteOptions};
 use election_testkit::conformance::Backend;
 use election_testkit::keyed::KeyedBackend;
 
@@ -94,12 +94,12 @@ impl Backend for Db {
 }
 
 impl KeyedBackend for Db {
-    type Keys = SqliteLeases;
+    type Keys = SqliteKeyedClaims;
 
     /// A set over the database opened afresh, polling every 20 ms.
-    async fn keys(&self, identity: &str) -> Result<SqliteLeases, Error> {
+    async fn keys(&self, identity: &str) -> Result<SqliteKeyedClaims, Error> {
         let identity = election_core::Identity::new(identity)?;
-        SqliteLeases::new(&self.election().await, identity)
+        SqliteKeyedClaims::new(&self.election().await, identity)
             .with_poll_interval(Duration::from_millis(20))
             .map_err(core)
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{Epoch, Error, unguarded};
-use election_sqlite::{LeaseSet, SqliteElection, SqliteLeases, SqliteOptions};
+use election_sqlite::{LeaseSet, SqliteElection, SqliteKeyedClaims, SqliteOptions};
 use fencing::{ResourceName, Token};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -171,7 +171,7 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     // A fenced insert of `v` in the key's own resource, in `set`'s term
     // of k; the token it used outlives the guard, as a delayed write's
     // would.
-    let guarded_insert = async |set: &LeaseSet<SqliteLeases>, v| -> Token {
+    let guarded_insert = async |set: &LeaseSet<SqliteKeyedClaims>, v| -> Token {
         set.guard("k", async |t| {
             assert_eq!(ResourceName::for_key(t.key()).as_str(), "k");
             let token = Token::from(&t);

@@ -7,9 +7,9 @@ use election_core::{
     PerKeyClaims, TermReporter, WatchGuard, Won, WriteToken,
 };
 use election_file::{FileClaim, FileElection};
-use election_nats::{NatsClaim, NatsElection, NatsLeases};
-use election_postgres::{PostgresClaim, PostgresElection, PostgresLeases};
-use election_sqlite::{SqliteClaim, SqliteElection, SqliteLeases};
+use election_nats::{NatsClaim, NatsElection, NatsKeyedClaims};
+use election_postgres::{PostgresClaim, PostgresElection, PostgresKeyedClaims};
+use election_sqlite::{SqliteClaim, SqliteElection, SqliteKeyedClaims};
 use futures::Stream;
 
 use crate::Error;
@@ -63,11 +63,11 @@ pub enum AnyLeaseSet {
     /// On the file backend.
     File(LeaseSet<PerKeyClaims<FileClaim>>),
     /// On the SQLite backend.
-    Sqlite(LeaseSet<SqliteLeases>),
+    Sqlite(LeaseSet<SqliteKeyedClaims>),
     /// On the NATS backend.
-    Nats(LeaseSet<NatsLeases>),
+    Nats(LeaseSet<NatsKeyedClaims>),
     /// On the PostgreSQL backend.
-    Postgres(LeaseSet<PostgresLeases>),
+    Postgres(LeaseSet<PostgresKeyedClaims>),
 }
 
 /// Runs `$body` with `$c` bound to the claim (and `$a` to the attempt) of
@@ -433,15 +433,15 @@ impl Backend {
                     return Ok(AnyLeaseSet::Sqlite(e.lease_set(identity)?));
                 };
                 let leases =
-                    SqliteLeases::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
+                    SqliteKeyedClaims::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
                 Ok(AnyLeaseSet::Sqlite(LeaseSet::new(leases)))
             }
             Backend::Postgres(e) => {
                 let Some(poll) = poll else {
                     return Ok(AnyLeaseSet::Postgres(e.lease_set(identity)?));
                 };
-                let leases =
-                    PostgresLeases::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
+                let leases = PostgresKeyedClaims::new(e, Identity::new(identity)?)
+                    .with_poll_interval(poll)?;
                 Ok(AnyLeaseSet::Postgres(LeaseSet::new(leases)))
             }
             Backend::Nats(e) => {

@@ -202,7 +202,7 @@ directory opened with `SqliteElection::open` (WAL journal,
   one renew interval that varies evenly from round to round) makes the
   kill land at every phase of A's renewals.
 - *lease set, crash failover of a killed process*: `election-candidate
-  --set k0,…,k9` processes (a `SqliteLeases` set asking 10 keys; same
+  --set k0,…,k9` processes (a `SqliteKeyedClaims` set asking 10 keys; same
   timings as the crash failover); set A holds the 10 keys, set B waits for
   them in the kernel (one thread per key), A is killed; from the bench's
   stamp just before the kill to the moment the bench reads B's `won 10`.
@@ -326,7 +326,7 @@ has it). Every floor is measured on the same server in the same run:
   TTL + poll interval. The pause before the kill (20 ms plus a share of one
   renew interval) makes the kill land at every phase of A's renewals.
 - *lease set* (below the table): one process holds 10,000 keys in one
-  `PostgresLeases` set at the default options (TTL 15 s, renew every 5 s)
+  `PostgresKeyedClaims` set at the default options (TTL 15 s, renew every 5 s)
   and is left alone for a window (60 s, 15 s with `--quick`): CPU of this
   process and of the server's processes from `/proc/<pid>/stat`, the
   statements and the WAL bytes they wrote from `pg_stat_statements` (reset

@@ -712,7 +712,7 @@ mod tests {
 
     #[test]
     fn the_renewal_statement_is_the_crates() {
-        let row = include_str!("../../../crates/election-sqlite/src/row.rs");
+        let row = include_str!("../../../crates/election-sqlite/src/store/row.rs");
         assert!(
             words(row).contains(&words(RENEW)),
             "election-sqlite's renewal statement changed: update RENEW"

@@ -837,7 +837,7 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            // The per-key lease set: NatsLeases keep their keys in buckets
+            // The per-key lease set: NatsKeyedClaims keep their keys in buckets
             // of their own, another election than the candidates'.
             let poll = args.poll;
             let sets = || {

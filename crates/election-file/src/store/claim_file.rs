@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use election_core::{Epoch, Identity};
 
 use crate::Error;
-use crate::ceiling::{self, Ceiling};
-use crate::lock::{self, Kind};
-use crate::record::Record;
+use crate::store::ceiling::{self, Ceiling};
+use crate::store::lock::{self, Kind};
+use crate::store::record::Record;
 
 /// The files of one election.
 #[derive(Debug)]
@@ -304,7 +304,7 @@ pub(crate) fn try_claim(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::lock::Kind;
+    use crate::store::lock::Kind;
     use proptest::prelude::*;
 
     const BOOT_A: &str = "aaaaaaaa-0000-4000-8000-000000000001";

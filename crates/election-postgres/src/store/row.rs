@@ -10,7 +10,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Executor, PgConnection, PgPool, Row as _, SqlSafeStr};
 
 use crate::error::Error;
-use crate::schema::Sql;
+use crate::store::schema::Sql;
 
 pub(crate) use election_sql::lease_row::{Found, Observed, Recorded, Row, may_claim};
 
@@ -188,7 +188,7 @@ pub(crate) async fn take_released(
     Ok((seen, won))
 }
 
-pub(crate) use election_sql::Hold;
+pub(crate) use election_sql::HeldRow;
 
 /// Renews every lease of `holds` in one statement, each only while its row
 /// still shows its nonce and epoch with a holder: bumps the renewal
@@ -196,7 +196,7 @@ pub(crate) use election_sql::Hold;
 pub(crate) async fn renew_many(
     pool: &PgPool,
     sql: &Sql,
-    holds: &[Hold<'_>],
+    holds: &[HeldRow<'_>],
     wall_ms: i64,
 ) -> Result<HashSet<String>, Error> {
     let names: Vec<&str> = holds.iter().map(|h| h.name).collect();

@@ -1,8 +1,8 @@
-//! The decision table of a lease set ([`NatsLeases`](crate::NatsLeases)):
+//! The key table of a lease set ([`NatsKeyedClaims`](crate::NatsKeyedClaims)):
 //! what this process knows about each asked key and each session, and what
 //! to do next about a key, as pure functions of that knowledge and the
-//! caller's instant. No I/O: the steps (`lease_steps`) feed it what the
-//! server answered and the watches delivered, and act on what it says.
+//! caller's instant. No I/O: the steps (`steps`) feed it what the server
+//! answered and the watches delivered, and act on what it says.
 //!
 //! Its invariants (property-tested below):
 //! - a key held by another session is claimed only once that session is
@@ -21,9 +21,9 @@ use async_nats::jetstream::kv;
 use election_core::{ElectionName, Epoch, Identity, Leader, LossReason};
 use tokio::time::Instant;
 
-use crate::bucket;
-use crate::session::Session;
-use crate::value::SessionRecord;
+use crate::store::bucket;
+use crate::store::record::SessionRecord;
+use crate::store::session::Session;
 
 /// The latest record of a key, as this process last saw it.
 #[derive(Clone, Debug)]
@@ -55,7 +55,7 @@ pub(crate) enum Liveness {
 }
 
 /// A key this process held and lost: the core must hear of it at once.
-pub(crate) type Loss = (ElectionName, Epoch, LossReason);
+pub(crate) type LostKey = (ElectionName, Epoch, LossReason);
 
 #[derive(Debug)]
 pub(crate) struct Entry {
@@ -68,7 +68,7 @@ pub(crate) struct Entry {
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct Book {
+pub(crate) struct KeyTable {
     /// Asked keys, by KV key.
     pub(crate) entries: HashMap<String, Entry>,
     pub(crate) sessions: HashMap<u64, Liveness>,
@@ -93,15 +93,15 @@ pub(crate) enum Next {
     At(Instant),
 }
 
-impl Book {
-    /// A book with this process's first session `own`, the keys bucket's
+impl KeyTable {
+    /// A table with this process's first session `own`, the keys bucket's
     /// incarnation `keys_base` and the sessions bucket's `sessions_base`.
-    pub(crate) fn new(own: Session, keys_base: u64, sessions_base: u64) -> Book {
-        Book {
+    pub(crate) fn new(own: Session, keys_base: u64, sessions_base: u64) -> KeyTable {
+        KeyTable {
             own: Some(own),
             keys_base,
             sessions_base,
-            ..Book::default()
+            ..KeyTable::default()
         }
     }
 
@@ -225,7 +225,7 @@ impl Book {
     }
 
     /// Every key held here is lost for `why`: their losses.
-    fn lose_all(&mut self, why: &str) -> Vec<Loss> {
+    fn lose_all(&mut self, why: &str) -> Vec<LostKey> {
         let keys_base = self.keys_base;
         self.entries
             .values_mut()
@@ -249,7 +249,7 @@ impl Book {
     /// The keys bucket was deleted and recreated (its creation time is now
     /// `base`): every key held here is lost (its record is gone, and its
     /// epoch belonged to the old incarnation), and every key is read again.
-    pub(crate) fn keys_recreated(&mut self, base: u64) -> Vec<Loss> {
+    pub(crate) fn keys_recreated(&mut self, base: u64) -> Vec<LostKey> {
         tracing::warn!(
             old = self.keys_base,
             new = base,
@@ -326,7 +326,7 @@ impl Book {
 
     /// Records the latest record of `kv_key`; a change under a key this
     /// process holds is a loss (returned).
-    pub(crate) fn saw_key(&mut self, kv_key: &str, seen: Seen, now: Instant) -> Option<Loss> {
+    pub(crate) fn saw_key(&mut self, kv_key: &str, seen: Seen, now: Instant) -> Option<LostKey> {
         let own = self.own;
         let keys_base = self.keys_base;
         let sessions = &self.sessions;
@@ -378,7 +378,7 @@ impl Book {
 
     /// The session `id` is over: every key it held is lost here
     /// (returned, if it was this process's session).
-    pub(crate) fn lose_session(&mut self, id: u64, now: Instant) -> Vec<Loss> {
+    pub(crate) fn lose_session(&mut self, id: u64, now: Instant) -> Vec<LostKey> {
         self.set_session(
             id,
             Liveness::Dead {
@@ -435,14 +435,14 @@ mod tests {
         }
     }
 
-    /// A book whose own session (id 9) is valid for a TTL from `now`.
-    fn with_own(now: Instant) -> Book {
+    /// A table whose own session (id 9) is valid for a TTL from `now`.
+    fn with_own(now: Instant) -> KeyTable {
         let own = Session {
             id: 9,
             revision: 1,
             valid_until: now + TTL,
         };
-        Book::new(own, 1_000_000, 1_000_000)
+        KeyTable::new(own, 1_000_000, 1_000_000)
     }
 
     /// An entry held here, won at `revision`.
@@ -463,27 +463,27 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_key_is_taken_over_only_from_a_dead_session() {
         let now = Instant::now();
-        let mut book = Book::default();
+        let mut table = KeyTable::default();
         assert_eq!(
-            book.next(&entry(Seen::Unknown), now, TTL, GRACE),
+            table.next(&entry(Seen::Unknown), now, TTL, GRACE),
             Next::Read
         );
         assert_eq!(
-            book.next(&entry(Seen::Vacant { revision: 4 }), now, TTL, GRACE),
+            table.next(&entry(Seen::Vacant { revision: 4 }), now, TTL, GRACE),
             Next::Claim { revision: 4 }
         );
         // A live session: nothing until it could have been missed.
-        book.set_session(1, Liveness::Alive { seen: now });
+        table.set_session(1, Liveness::Alive { seen: now });
         assert_eq!(
-            book.next(&entry(held_by(1)), now, TTL, GRACE),
+            table.next(&entry(held_by(1)), now, TTL, GRACE),
             Next::At(now + TTL + GRACE)
         );
         assert_eq!(
-            book.next(&entry(held_by(1)), now + TTL + GRACE, TTL, GRACE),
+            table.next(&entry(held_by(1)), now + TTL + GRACE, TTL, GRACE),
             Next::Read
         );
         // Aged out: the grace first.
-        book.set_session(
+        table.set_session(
             1,
             Liveness::Dead {
                 since: now,
@@ -491,18 +491,21 @@ mod tests {
             },
         );
         assert_eq!(
-            book.next(&entry(held_by(1)), now, TTL, GRACE),
+            table.next(&entry(held_by(1)), now, TTL, GRACE),
             Next::At(now + GRACE)
         );
         assert_eq!(
-            book.next(&entry(held_by(1)), now + GRACE, TTL, GRACE),
+            table.next(&entry(held_by(1)), now + GRACE, TTL, GRACE),
             Next::Claim { revision: 7 }
         );
         // Dead is final.
-        book.set_session(1, Liveness::Alive { seen: now });
-        assert!(matches!(book.sessions.get(&1), Some(Liveness::Dead { .. })));
+        table.set_session(1, Liveness::Alive { seen: now });
+        assert!(matches!(
+            table.sessions.get(&1),
+            Some(Liveness::Dead { .. })
+        ));
         // Deleted cleanly: no grace.
-        book.set_session(
+        table.set_session(
             2,
             Liveness::Dead {
                 since: now,
@@ -510,14 +513,14 @@ mod tests {
             },
         );
         assert_eq!(
-            book.next(&entry(held_by(2)), now, TTL, GRACE),
+            table.next(&entry(held_by(2)), now, TTL, GRACE),
             Next::Claim { revision: 7 }
         );
         // Never seen: a full TTL (+ grace) of doubt, then an exact read.
         let mut unknown = entry(held_by(3));
         unknown.unknown_since = Some(now);
         assert_eq!(
-            book.next(&unknown, now, TTL, GRACE),
+            table.next(&unknown, now, TTL, GRACE),
             Next::At(now + TTL + GRACE)
         );
     }
@@ -525,14 +528,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_foreign_record_under_a_held_key_is_a_loss() {
         let now = Instant::now();
-        let mut book = with_own(now);
-        book.entries.insert("k".into(), held_here(5));
-        assert_eq!(book.held().len(), 1);
-        let lost = book.saw_key("k", held_by(1), now);
+        let mut table = with_own(now);
+        table.entries.insert("k".into(), held_here(5));
+        assert_eq!(table.held().len(), 1);
+        let lost = table.saw_key("k", held_by(1), now);
         let (name, epoch, _) = lost.expect("another session's record under our key");
         assert_eq!((name.as_str(), epoch.get()), ("k", 1_000_005));
-        assert_eq!(book.entries["k"].mine, None);
-        assert!(book.held().is_empty());
+        assert_eq!(table.entries["k"].mine, None);
+        assert!(table.held().is_empty());
     }
 
     /// A record of our own session seen on the watch (or by a read) is not
@@ -541,12 +544,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_own_record_is_refreshed_not_adopted() {
         let now = Instant::now();
-        let mut book = with_own(now);
-        book.entries.insert("k".into(), entry(Seen::Unknown));
-        assert!(book.saw_key("k", held_by(9), now).is_none());
-        assert_eq!(book.entries["k"].mine, None, "adopted without a refresh");
+        let mut table = with_own(now);
+        table.entries.insert("k".into(), entry(Seen::Unknown));
+        assert!(table.saw_key("k", held_by(9), now).is_none());
+        assert_eq!(table.entries["k"].mine, None, "adopted without a refresh");
         assert_eq!(
-            book.next(&book.entries["k"], now, TTL, GRACE),
+            table.next(&table.entries["k"], now, TTL, GRACE),
             Next::Claim { revision: 7 }
         );
     }
@@ -554,25 +557,25 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn losing_the_session_loses_every_key() {
         let now = Instant::now();
-        let mut book = with_own(now);
+        let mut table = with_own(now);
         for (i, k) in ["a", "b"].into_iter().enumerate() {
             let mut e = held_here(i as u64 + 1);
             e.name = ElectionName::new(k).unwrap();
-            book.entries.insert(k.into(), e);
+            table.entries.insert(k.into(), e);
         }
-        assert!(book.lose_session(1, now).is_empty(), "another's session");
-        let mut lost: Vec<_> = book
+        assert!(table.lose_session(1, now).is_empty(), "another's session");
+        let mut lost: Vec<_> = table
             .lose_session(9, now)
             .into_iter()
             .map(|l| l.0.as_str().to_owned())
             .collect();
         lost.sort();
         assert_eq!(lost, ["a", "b"]);
-        assert!(book.held().is_empty());
-        assert!(book.own.is_none());
+        assert!(table.held().is_empty());
+        assert!(table.own.is_none());
     }
 
-    /// One thing that can happen to a book with one asked key `k`, held
+    /// One thing that can happen to a table with one asked key `k`, held
     /// at first by nobody; sessions 1 and 2 are other processes', 9 this
     /// process's own.
     #[derive(Clone, Debug)]
@@ -582,7 +585,7 @@ mod tests {
         Dead(u64, bool),
         SawHeld(u64, u64),
         SawVacant(u64),
-        /// A claim as [`Book::next`] says, if it says so: won one revision
+        /// A claim as [`KeyTable::next`] says, if it says so: won one revision
         /// above the highest seen.
         Win,
         LoseOwn,
@@ -621,12 +624,12 @@ mod tests {
             let start = Instant::now();
             let mut now = start;
             let me = Identity::new("me").unwrap();
-            let mut book = Book::new(
+            let mut table = KeyTable::new(
                 Session { id: OWN, revision: 1, valid_until: start + Duration::from_secs(3600) },
                 BASE,
                 BASE,
             );
-            book.ask("k", &ElectionName::new("k").unwrap());
+            table.ask("k", &ElectionName::new("k").unwrap());
             // The model: each session's first death (dead is final).
             let mut deaths: HashMap<u64, (Instant, bool)> = HashMap::new();
             // What each revision of the key is (a revision is one write:
@@ -644,25 +647,25 @@ mod tests {
                     },
                     other => other,
                 };
-                let before = book.entries["k"].seen.clone();
-                let mine_before = book.entries["k"].mine;
+                let before = table.entries["k"].seen.clone();
+                let mine_before = table.entries["k"].mine;
                 let mut lost = Vec::new();
                 match op.clone() {
                     Op::Advance(ms) => now += Duration::from_millis(ms),
-                    Op::Alive(s) => book.set_session(s, Liveness::Alive { seen: now }),
+                    Op::Alive(s) => table.set_session(s, Liveness::Alive { seen: now }),
                     Op::Dead(s, clean) => {
                         deaths.entry(s).or_insert((now, clean));
-                        book.set_session(s, Liveness::Dead { since: now, clean });
+                        table.set_session(s, Liveness::Dead { since: now, clean });
                     }
                     Op::SawHeld(revision, session) => {
                         let identity = Identity::new(if session == OWN { "me" } else { "other" }).unwrap();
-                        lost.extend(book.saw_key("k", Seen::Held { revision, session, identity }, now));
+                        lost.extend(table.saw_key("k", Seen::Held { revision, session, identity }, now));
                     }
-                    Op::SawVacant(revision) => lost.extend(book.saw_key("k", Seen::Vacant { revision }, now)),
+                    Op::SawVacant(revision) => lost.extend(table.saw_key("k", Seen::Vacant { revision }, now)),
                     Op::Win => {
-                        let e = &book.entries["k"];
+                        let e = &table.entries["k"];
                         if e.mine.is_none()
-                            && let Next::Claim { revision } = book.next(e, now, TTL, GRACE)
+                            && let Next::Claim { revision } = table.next(e, now, TTL, GRACE)
                         {
                             // The takeover rule, checked where it is used.
                             if let Seen::Held { session, .. } = &e.seen
@@ -676,13 +679,13 @@ mod tests {
                             let won = revision.max(writes.keys().copied().max().unwrap_or(0)) + 1;
                             writes.insert(won, Some(OWN));
                             // Held only with a live own session.
-                            let held = book.won("k", BASE, won, OWN, &me).is_some();
-                            prop_assert_eq!(held, book.own.is_some());
+                            let held = table.won("k", BASE, won, OWN, &me).is_some();
+                            prop_assert_eq!(held, table.own.is_some());
                         }
                     }
-                    Op::LoseOwn => lost = book.lose_session(OWN, now),
+                    Op::LoseOwn => lost = table.lose_session(OWN, now),
                 }
-                let e = &book.entries["k"];
+                let e = &table.entries["k"];
                 // A key held here stops being held only with a loss
                 // notice for its term, and a notice only for a key held.
                 let ended = mine_before.filter(|_| e.mine.is_none());
@@ -690,12 +693,12 @@ mod tests {
                 let expected: Vec<_> = ended.map(|m| ("k", BASE + m)).into_iter().collect();
                 prop_assert_eq!(noticed, expected);
                 // No session: nothing held, nothing won.
-                if book.own.is_none() {
+                if table.own.is_none() {
                     prop_assert!(e.mine.is_none());
                 }
                 // Dead is final, from its first death.
                 for (s, (since, clean)) in &deaths {
-                    match book.sessions.get(s) {
+                    match table.sessions.get(s) {
                         Some(Liveness::Dead { since: d, clean: c }) => {
                             prop_assert_eq!((d, c), (since, clean));
                         }
@@ -721,7 +724,7 @@ mod tests {
                 if e.mine.is_none()
                     && let Seen::Held { session, .. } = &e.seen
                     && *session != OWN
-                    && let Next::Claim { .. } = book.next(e, now, TTL, GRACE)
+                    && let Next::Claim { .. } = table.next(e, now, TTL, GRACE)
                 {
                     let (since, clean) = deaths[session];
                     let ready = if clean { since } else { since + GRACE };

@@ -1,5 +1,5 @@
-//! [`SqliteLeases`]: the keys of a lease set in one SQLite database, as
-//! the core's batch steps ([`KeyedClaims`]) over the bottom layer: claim
+//! [`SqliteKeyedClaims`]: the keys of a lease set in one SQLite database, as
+//! the core's batch steps ([`KeyedClaims`]) over the store layer: claim
 //! many, renew many, release many, confirm one, each one transaction
 //! however many keys it covers. The core's keyed engine decides when to
 //! call them; the steps keep what the database needs between calls (each
@@ -18,10 +18,10 @@ use election_core::{
 };
 use election_sql::{Answer, KeyedState, fail_each, failed_all};
 
-use crate::context::Context;
 use crate::error::Error;
-use crate::host_lock;
-use crate::row::{self, Found, Hold, Take};
+use crate::store::context::Context;
+use crate::store::host_lock;
+use crate::store::row::{self, Found, HeldRow, Take};
 
 /// At most this many threads of one set wait in the kernel for keys' locks
 /// at a time; the other keys are polled.
@@ -104,9 +104,9 @@ impl KeyLocks {
 ///   for a full TTL. A process that dies leaves the same.
 ///
 /// Made by [`SqliteElection::lease_set`](crate::SqliteElection::lease_set) or
-/// [`SqliteLeases::new`].
+/// [`SqliteKeyedClaims::new`].
 #[derive(Debug)]
-pub struct SqliteLeases {
+pub struct SqliteKeyedClaims {
     ctx: Arc<Context>,
     /// Each held key's term, each contended key's observation.
     state: KeyedState,
@@ -114,10 +114,10 @@ pub struct SqliteLeases {
     locks: Arc<KeyLocks>,
 }
 
-impl SqliteLeases {
+impl SqliteKeyedClaims {
     /// The keys of process `identity` over the database of `ctx`.
     pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
-        SqliteLeases {
+        SqliteKeyedClaims {
             ctx,
             state: KeyedState::new(identity),
             locks: Arc::new(KeyLocks::default()),
@@ -214,13 +214,13 @@ impl SqliteLeases {
     /// use std::time::Duration;
     ///
     /// use election_core::Identity;
-    /// use election_sqlite::{LeaseSet, SqliteElection, SqliteLeases, SqliteOptions};
+    /// use election_sqlite::{LeaseSet, SqliteElection, SqliteKeyedClaims, SqliteOptions};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
     /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// let leases = SqliteLeases::new(&election, Identity::new("node-a")?)
+    /// let leases = SqliteKeyedClaims::new(&election, Identity::new("node-a")?)
     ///     .with_poll_interval(Duration::from_millis(250))?;
     /// let set = LeaseSet::new(leases);
     /// assert!(set.ask("shard-1").await?);
@@ -301,9 +301,9 @@ impl SqliteLeases {
         let holds: Vec<(String, i64)> =
             batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect();
         tokio::spawn(async move {
-            let holds: Vec<Hold<'_>> = holds
+            let holds: Vec<HeldRow<'_>> = holds
                 .iter()
-                .map(|(name, nonce)| Hold {
+                .map(|(name, nonce)| HeldRow {
                     name,
                     nonce: *nonce,
                     epoch: 0,
@@ -316,7 +316,7 @@ impl SqliteLeases {
     }
 }
 
-impl KeyedClaims for SqliteLeases {
+impl KeyedClaims for SqliteKeyedClaims {
     fn identity(&self) -> &Identity {
         self.state.identity()
     }
@@ -505,8 +505,8 @@ mod tests {
         (dir, Arc::new(ctx))
     }
 
-    fn set(ctx: &Arc<Context>, identity: &str) -> SqliteLeases {
-        SqliteLeases::over(ctx.clone(), Identity::new(identity).expect("identity"))
+    fn set(ctx: &Arc<Context>, identity: &str) -> SqliteKeyedClaims {
+        SqliteKeyedClaims::over(ctx.clone(), Identity::new(identity).expect("identity"))
     }
 
     fn key(name: &str) -> ElectionName {

@@ -1,4 +1,4 @@
-//! [`PostgresLeases`]: the keys of a lease set in one PostgreSQL database,
+//! [`PostgresKeyedClaims`]: the keys of a lease set in one PostgreSQL database,
 //! as the core's batch steps ([`KeyedClaims`]): claim many, renew many,
 //! release many, confirm one, each one statement however many keys it
 //! covers. The core's keyed engine decides when to call them; the steps
@@ -10,19 +10,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use election_core::{
-    Claimed, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LeaseSet, LossReason,
-    RenewalPolicy,
+    Claimed, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LossReason, RenewalPolicy,
 };
 use election_sql::{Answer, KeyedState, fail_each, failed_all};
 use tokio::sync::broadcast;
 
-use crate::context::Context;
-use crate::election::PostgresElection;
 use crate::error::Error;
-use crate::notify::{self, Wake};
-use crate::row::{self, Take};
+use crate::store::context::Context;
+use crate::store::notify::{self, Wake};
+use crate::store::row::{self, Take};
 
-/// A [`LeaseSet`] backend over one PostgreSQL database: one lease row per
+/// A [`LeaseSet`](crate::LeaseSet) backend over one PostgreSQL database: one lease row per
 /// key (the same rows, protocol and timings as
 /// [`PostgresClaim`](crate::PostgresClaim), so sets and single candidates
 /// contend for the same keys).
@@ -47,7 +45,7 @@ use crate::row::{self, Take};
 ///   read and a claim statement, and halves the batch after one that
 ///   failed or timed out (ADR 0058): a server too slow to claim every key
 ///   within the request timeout still hands them out.
-/// - [`guard`](LeaseSet::guard)'s commit-point check is one conditional
+/// - [`guard`](crate::LeaseSet::guard)'s commit-point check is one conditional
 ///   renewal of the key's row, as [`PostgresClaim`](crate::PostgresClaim)'s
 ///   `confirm`.
 /// - On close, one statement releases every held row (conditional on its
@@ -55,7 +53,7 @@ use crate::row::{self, Take};
 ///   process that dies leaves its rows to age out: another candidate takes
 ///   each over once it has seen no renewal for a full TTL.
 #[derive(Debug)]
-pub struct PostgresLeases {
+pub struct PostgresKeyedClaims {
     ctx: Arc<Context>,
     /// Each held key's term, each contended key's observation.
     state: KeyedState,
@@ -70,31 +68,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl PostgresLeases {
-    /// The keys of process `identity` in `election`'s database, with its
-    /// options and the core's
-    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
-    ///
-    /// ```no_run
-    /// use election_core::Identity;
-    /// use election_postgres::{LeaseSet, PostgresElection, PostgresLeases, PostgresOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let url = "postgres://app@db.internal/app";
-    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
-    /// // What `election.lease_set("node-a")` builds:
-    /// let set = LeaseSet::new(PostgresLeases::new(&election, Identity::new("node-a")?));
-    /// if set.ask("shard-1").await? {
-    ///     println!("writing shard-1 in term {:?}", set.epoch("shard-1"));
-    /// }
-    /// set.close().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn new(election: &PostgresElection, identity: Identity) -> Self {
-        let ctx = election.inner.clone();
+impl PostgresKeyedClaims {
+    /// The keys of process `identity` over the context `ctx` (what
+    /// [`new`](PostgresKeyedClaims::new) builds from a façade).
+    pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
         let wakes = ctx.notifier.subscribe();
-        PostgresLeases {
+        PostgresKeyedClaims {
             ctx,
             state: KeyedState::new(identity),
             wanted: Arc::new(Mutex::new(HashSet::new())),
@@ -109,13 +88,13 @@ impl PostgresLeases {
     /// use std::time::Duration;
     ///
     /// use election_core::Identity;
-    /// use election_postgres::{LeaseSet, PostgresElection, PostgresLeases, PostgresOptions};
+    /// use election_postgres::{LeaseSet, PostgresElection, PostgresKeyedClaims, PostgresOptions};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let url = "postgres://app@db.internal/app";
     /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
-    /// let leases = PostgresLeases::new(&election, Identity::new("node-a")?)
+    /// let leases = PostgresKeyedClaims::new(&election, Identity::new("node-a")?)
     ///     .with_poll_interval(Duration::from_millis(500))?;
     /// let set = LeaseSet::new(leases);
     /// set.ask("shard-1").await?;
@@ -169,7 +148,7 @@ impl PostgresLeases {
     }
 }
 
-impl KeyedClaims for PostgresLeases {
+impl KeyedClaims for PostgresKeyedClaims {
     fn identity(&self) -> &Identity {
         self.state.identity()
     }
@@ -181,7 +160,7 @@ impl KeyedClaims for PostgresLeases {
 
     /// Claim many: one read of the rows and epoch records of `keys`, then
     /// one claim statement for every key that may be taken (see
-    /// [`PostgresLeases`]). Answers: `Won` with the epoch the statement
+    /// [`PostgresKeyedClaims`]). Answers: `Won` with the epoch the statement
     /// drew; `HeldBy` the holder read (also for a key whose row changed
     /// between the read and the claim: looked at again at the next poll);
     /// `Err(Config)` for exhausted epochs; `Err(Unavailable)` /
@@ -284,74 +263,5 @@ impl KeyedClaims for PostgresLeases {
         let wanted = self.wanted.clone();
         let woken = notify::woken(&mut wakes, |n| lock(&wanted).contains(n));
         let _ = tokio::time::timeout(self.state.poll_interval(), woken).await;
-    }
-}
-
-impl PostgresElection {
-    /// A [`LeaseSet`] of this process (`identity`) over this database: many
-    /// keys, one lease row each, with this election's options and the
-    /// core's [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)
-    /// as the backstop of notifications. See [`PostgresLeases`] for what
-    /// each step costs (one statement per renewal interval for all held
-    /// keys, one read and at most one claim statement per poll and batch
-    /// of up to 512 keys). For
-    /// another poll interval, build the set from
-    /// [`PostgresLeases::with_poll_interval`] and [`LeaseSet::new`].
-    ///
-    /// Must be called inside a tokio runtime (the set's loop is spawned on
-    /// it); outside one this returns [`Error::Config`], as it does for an
-    /// invalid identity.
-    ///
-    /// ```no_run
-    /// # use election_postgres::{PostgresElection, PostgresOptions};
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
-    /// let set = election.lease_set("node-a")?;
-    /// if set.ask("shard-7").await? {
-    ///     set.guard("shard-7", async |_token| { /* write shard 7 */ }).await?;
-    /// }
-    /// set.close().await; // releases the rows: other nodes take them at once
-    /// # Ok(()) }
-    /// ```
-    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
-        let identity = election_sql::lease_set_identity(identity)?;
-        Ok(LeaseSet::new(PostgresLeases::new(self, identity)))
-    }
-}
-
-impl election_core::Election for PostgresElection {
-    type Claim = crate::PostgresClaim;
-    type LeaseSet = LeaseSet<PostgresLeases>;
-    type Error = Error;
-
-    fn claim(&self, name: &str, identity: &str) -> Result<crate::PostgresClaim, Error> {
-        PostgresElection::claim(self, name, identity)
-    }
-
-    async fn leader(
-        &self,
-        name: &str,
-    ) -> Result<Option<election_core::Leader>, election_core::Error> {
-        PostgresElection::leader(self, name).await
-    }
-
-    /// Woken by notifications, with `every` as the poll backstop: see
-    /// [`PostgresElection::observe`].
-    async fn observe(
-        &self,
-        name: &str,
-        every: Duration,
-    ) -> Result<
-        impl futures::Stream<Item = Result<Option<election_core::Leader>, election_core::Error>>
-        + Send
-        + '_,
-        election_core::Error,
-    > {
-        PostgresElection::observe(self, name, every).await
-    }
-
-    async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
-        PostgresElection::lease_set(self, identity)
     }
 }

@@ -1,4 +1,4 @@
-//! The bottom layer under the façade: the connection context (pool,
+//! The base of the store layer: the connection context (pool,
 //! schema and its statements, clock, options, the notification listener)
 //! and the bounded requests every layer above uses. The façade
 //! ([`PostgresElection`](crate::PostgresElection)), the renewal task and
@@ -10,14 +10,15 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use election_core::{ElectionName, Leader};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::error::Error;
-use crate::notify::Notifier;
 use crate::options::PostgresOptions;
-use crate::row::{self, Hold, Seen, Take};
-use crate::schema::{self, Sql};
+use crate::store::notify::Notifier;
+use crate::store::row::{self, HeldRow, Seen, Take};
+use crate::store::schema::{self, Sql};
 use crate::{Clock, SystemClock};
 
 /// The least time an open (connect, check, migrate) may take.
@@ -227,6 +228,21 @@ impl Context {
             .unwrap_or_default())
     }
 
+    /// The holder the row of `name` names, or `None`.
+    pub(crate) async fn read_leader(
+        &self,
+        name: &ElectionName,
+    ) -> Result<Option<Leader>, election_core::Error> {
+        let seen = self
+            .read_one(name.as_str())
+            .await
+            .map_err(|e| e.into_core(name))?;
+        match seen.lease {
+            Some(row) => row.leader().map_err(|e| Error::from(e).into_core(name)),
+            None => Ok(None),
+        }
+    }
+
     /// One claim statement over `takes` (bounded by the request timeout;
     /// unknown outcome past it).
     pub(crate) async fn claim_many(
@@ -273,7 +289,7 @@ impl Context {
     /// renewed by its own term.
     pub(crate) async fn renew_within(
         &self,
-        holds: &[Hold<'_>],
+        holds: &[HeldRow<'_>],
         bound: Duration,
     ) -> Result<HashSet<String>, Error> {
         let renew = row::renew_many(&self.pool, &self.sql, holds, self.clock.wall_unix_ms());
@@ -283,7 +299,7 @@ impl Context {
     /// The commit-point check of a term: one conditional renewal of its
     /// row, given at most the lease's validity. `Ok(false)`: the row shows
     /// another term or none.
-    pub(crate) async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+    pub(crate) async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Error> {
         let renewed = self.renew_within(&[hold], self.options.validity()).await?;
         Ok(renewed.contains(hold.name))
     }
@@ -348,22 +364,22 @@ impl election_sql::LeaseRows for Context {
         self.options.times
     }
 
-    async fn renew_one(&self, hold: Hold<'_>, budget: Duration) -> Result<bool, Error> {
+    async fn renew_one(&self, hold: HeldRow<'_>, budget: Duration) -> Result<bool, Error> {
         Ok(self
             .renew_within(&[hold], budget)
             .await?
             .contains(hold.name))
     }
 
-    async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
+    async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Error> {
         self.renew_within(holds, self.options.validity()).await
     }
 
-    async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+    async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Error> {
         Context::confirm(self, hold).await
     }
 
-    async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Error> {
+    async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Error> {
         let holds: Vec<(&str, i64)> = holds.iter().map(|h| (h.name, h.nonce)).collect();
         Context::release_many(self, &holds).await.map(drop)
     }
@@ -411,7 +427,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_to_a_stopped_server_are_bounded() {
         let (mut server, ctx) = connected().await;
-        let hold = Hold {
+        let hold = HeldRow {
             name: "jobs",
             nonce: 7,
             epoch: 2,

@@ -1,9 +1,9 @@
 //! The plain steps of a NATS lease set, one I/O operation (or a few in
-//! parallel) each, over the [`Book`] of what this process knows; the
-//! core's keyed engine drives them through `KeyedClaims` (`lease_set`):
+//! parallel) each, over the [`KeyTable`] of what this process knows; the
+//! core's keyed engine drives them through `KeyedClaims` (`keyed`):
 //!
 //! - open: the two buckets and this process's first session;
-//! - claim many ([`Steps::claim_keys`]): read or claim each key as the book
+//! - claim many ([`Steps::claim_keys`]): read or claim each key as the key table
 //!   says (a key in a failover grace answers "held by");
 //! - renew many ([`Steps::renew_session`]): one write of the session renews
 //!   every key it holds;
@@ -26,13 +26,13 @@ use futures::StreamExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::book::{Book, Liveness, Loss, Next, Seen, seen_of};
-use crate::bucket;
-use crate::connection::Connection;
 use crate::error::Error;
-use crate::latest::{self, Latest};
-use crate::session::{self, Renewal, Session};
-use crate::value::{self, SessionRecord};
+use crate::keyed::key_table::{KeyTable, Liveness, LostKey, Next, Seen, seen_of};
+use crate::store::bucket;
+use crate::store::connection::Connection;
+use crate::store::exact_read::{self, ExactEntry};
+use crate::store::record::{self, SessionRecord};
+use crate::store::session::{self, Renewal, Session};
 
 /// How many key reads or claims run at once.
 const CONCURRENCY: usize = 64;
@@ -49,13 +49,13 @@ pub(crate) enum SessionRenewal {
     Failed(Error),
 }
 
-/// A lease set's connection, buckets and book, with the steps on them.
+/// A lease set's connection, buckets and table, with the steps on them.
 pub(crate) struct Steps {
     conn: Arc<Connection>,
     pub(crate) identity: Identity,
     sessions: kv::Store,
     keys: kv::Store,
-    book: Mutex<Book>,
+    table: Mutex<KeyTable>,
     /// Serializes writes of the own session (renewals, restarts).
     session_writes: tokio::sync::Mutex<()>,
     /// Rung when another claim is worth making: a key was freed, or its
@@ -133,7 +133,7 @@ impl Steps {
             identity,
             sessions,
             keys,
-            book: Mutex::new(Book::new(
+            table: Mutex::new(KeyTable::new(
                 own,
                 keys_shape.created_us,
                 sessions_shape.created_us,
@@ -151,7 +151,7 @@ impl Steps {
     }
 
     /// Tells the core of `losses` at once (rule 2).
-    fn report(&self, losses: impl IntoIterator<Item = Loss>) {
+    fn report(&self, losses: impl IntoIterator<Item = LostKey>) {
         let reporter = self.reporter.lock().unwrap_or_else(|p| p.into_inner());
         for (key, epoch, reason) in losses {
             if let Some(r) = reporter.as_ref() {
@@ -164,8 +164,8 @@ impl Steps {
     /// is (after a renewal made by a step other than `renew`).
     fn report_renewed(&self) {
         let (held, own) = {
-            let book = self.book();
-            (book.held(), book.own)
+            let table = self.table();
+            (table.held(), table.own)
         };
         let reporter = self.reporter.lock().unwrap_or_else(|p| p.into_inner());
         if let (Some(r), Some(own)) = (reporter.as_ref(), own) {
@@ -184,15 +184,15 @@ impl Steps {
         &self,
         names: &[ElectionName],
     ) -> Vec<Result<Claimed, election_core::Error>> {
-        let kv_keys: Vec<String> = names.iter().map(value::key).collect();
+        let kv_keys: Vec<String> = names.iter().map(record::key).collect();
         {
-            let mut book = self.book();
+            let mut table = self.table();
             for (kv_key, name) in kv_keys.iter().zip(names) {
-                book.ask(kv_key, name);
+                table.ask(kv_key, name);
                 // The core asks only for keys it does not hold: one the
-                // book still counts (expired at the core's deadline) is
+                // table still counts (expired at the core's deadline) is
                 // claimed afresh, never answered with its old term.
-                book.forget(kv_key);
+                table.forget(kv_key);
             }
         }
         let session = self.fresh_session().await;
@@ -209,15 +209,15 @@ impl Steps {
             }
             Err(_) => kv_keys.iter().map(|_| Ok(())).collect(),
         };
-        let book = self.book();
+        let table = self.table();
         kv_keys
             .iter()
             .zip(names)
             .zip(outcomes)
             .map(|((kv_key, name), outcome)| {
                 outcome.map_err(|e| e.into_core(name))?;
-                let entry = book.entries.get(kv_key).ok_or_else(|| not_held(name))?;
-                match (entry.mine.and_then(|m| book.epoch_of(m)), book.own) {
+                let entry = table.entries.get(kv_key).ok_or_else(|| not_held(name))?;
+                match (entry.mine.and_then(|m| table.epoch_of(m)), table.own) {
                     (Some(epoch), Some(own)) => Ok(Claimed::Won(Won {
                         epoch,
                         valid_until: Some(own.valid_until),
@@ -225,7 +225,7 @@ impl Steps {
                     _ => match (&entry.seen, &session) {
                         // Free, but no live session to claim it with.
                         (Seen::Vacant { .. }, Err(_)) => Err(no_session().into_core(name)),
-                        _ => Ok(Claimed::HeldBy(book.holder(entry))),
+                        _ => Ok(Claimed::HeldBy(table.holder(entry))),
                     },
                 }
             })
@@ -238,7 +238,7 @@ impl Steps {
     pub(crate) async fn wait(&self) {
         let o = &self.conn.options;
         let due = self
-            .book()
+            .table()
             .due(Instant::now(), o.ttl(), o.grace(), o.renew_every());
         tokio::select! {
             () = self.wake.notified() => {}
@@ -249,7 +249,7 @@ impl Steps {
     /// Release many: nothing is held from here on, then the session ends,
     /// which frees every key it held (at once: no failover grace).
     pub(crate) async fn release_all(&self) {
-        let own = self.book().release_all();
+        let own = self.table().release_all();
         let _writes = self.session_writes.lock().await;
         if let Some(own) = own {
             session::end(&self.sessions, own, self.timeout()).await;
@@ -260,7 +260,7 @@ impl Steps {
     /// started for it if need be.
     async fn fresh_session(&self) -> Result<Session, Error> {
         let now = Instant::now();
-        let own = self.book().own;
+        let own = self.table().own;
         let stale =
             |o: Session| o.valid_until.saturating_duration_since(now) < self.policy.validity() / 2;
         if let Some(o) = own
@@ -269,10 +269,10 @@ impl Steps {
         {
             self.report_renewed();
         }
-        if self.book().own.is_none() {
+        if self.table().own.is_none() {
             self.start_session().await?;
         }
-        self.book()
+        self.table()
             .own
             .filter(|o| Instant::now() < o.valid_until)
             .ok_or_else(no_session)
@@ -284,7 +284,7 @@ impl Steps {
     async fn start_session(&self) -> Result<(), Error> {
         let options = &self.conn.options;
         let _writes = self.session_writes.lock().await;
-        if self.book().own.is_some() {
+        if self.table().own.is_some() {
             return Ok(()); // started meanwhile
         }
         let shape = bucket::shape(&self.sessions, self.timeout()).await?;
@@ -304,12 +304,12 @@ impl Steps {
         )
         .await?;
         tracing::info!(identity = %self.identity, session = s.id, "new lease-set session");
-        self.book().own = Some(s);
+        self.table().own = Some(s);
         Ok(())
     }
 
-    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
-        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    fn table(&self) -> std::sync::MutexGuard<'_, KeyTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn timeout(&self) -> Duration {
@@ -333,7 +333,7 @@ impl Steps {
         let left = || deadline.saturating_duration_since(Instant::now());
         let options = &self.conn.options;
         let _writes = self.session_writes.lock().await;
-        let Some(own) = self.book().own else {
+        let Some(own) = self.table().own else {
             return SessionRenewal::Lost;
         };
         let outcome = session::renew(
@@ -347,10 +347,10 @@ impl Steps {
         let now = Instant::now();
         match outcome {
             Ok(Renewal::Renewed(s)) => self.check_renewed(s, now, left()).await,
-            Ok(Renewal::Gone) => {
+            Ok(Renewal::Lost) => {
                 // The key is gone or carries another record: nothing of
                 // ours to delete.
-                let lost = self.book().lose_session(own.id, now);
+                let lost = self.table().lose_session(own.id, now);
                 self.report(lost);
                 SessionRenewal::Lost
             }
@@ -360,10 +360,10 @@ impl Steps {
                 // Without budget left, the next renewal's look after a
                 // "wrong last revision" learns it.
                 let read = session::read_own(&self.sessions, &self.identity, own.id, left()).await;
-                let mut book = self.book();
+                let mut table = self.table();
                 let gone = match read {
                     Ok(Some(revision)) => {
-                        if let Some(o) = book.own.as_mut().filter(|o| o.id == own.id) {
+                        if let Some(o) = table.own.as_mut().filter(|o| o.id == own.id) {
                             o.revision = revision;
                         }
                         false
@@ -371,12 +371,12 @@ impl Steps {
                     Ok(None) => true,
                     Err(_) => false,
                 };
-                let expired = book
+                let expired = table
                     .own
                     .is_some_and(|o| o.id == own.id && now >= o.valid_until);
                 if gone || expired {
-                    let lost = book.lose_session(own.id, now);
-                    drop(book);
+                    let lost = table.lose_session(own.id, now);
+                    drop(table);
                     self.report(lost);
                     if !gone {
                         self.retire(own.id);
@@ -405,39 +405,39 @@ impl Steps {
             bucket::shape(&self.sessions, budget),
             bucket::shape(&self.keys, budget)
         );
-        let mut book = self.book();
+        let mut table = self.table();
         let (sessions_shape, keys_shape) = match (sessions_shape, keys_shape) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => {
                 // Landed but unchecked: learn the revision, keep the old
                 // validity.
-                if let Some(o) = book.own.as_mut().filter(|o| o.id == s.id) {
+                if let Some(o) = table.own.as_mut().filter(|o| o.id == s.id) {
                     o.revision = s.revision;
                 }
                 return SessionRenewal::Failed(e);
             }
         };
         let mut lost = Vec::new();
-        if keys_shape.created_us != book.keys_base {
-            lost = book.keys_recreated(keys_shape.created_us);
+        if keys_shape.created_us != table.keys_base {
+            lost = table.keys_recreated(keys_shape.created_us);
         }
         let shorter = bucket::max_age_below(&sessions_shape, ttl);
-        let renewed = if sessions_shape.created_us != book.sessions_base || shorter.is_some() {
+        let renewed = if sessions_shape.created_us != table.sessions_base || shorter.is_some() {
             tracing::warn!(
                 session = s.id,
                 max_age = ?sessions_shape.max_age,
                 ?ttl,
                 "the sessions bucket was recreated or its max age shortened"
             );
-            book.sessions_base = sessions_shape.created_us;
-            lost.extend(book.lose_session(s.id, now));
+            table.sessions_base = sessions_shape.created_us;
+            lost.extend(table.lose_session(s.id, now));
             SessionRenewal::Lost
-        } else if book.renewed(s) {
+        } else if table.renewed(s) {
             SessionRenewal::Renewed
         } else {
             SessionRenewal::Lost
         };
-        drop(book);
+        drop(table);
         self.report(lost);
         if matches!(renewed, SessionRenewal::Lost) {
             // Just written, so live: not beside the next session.
@@ -448,7 +448,7 @@ impl Steps {
 
     /// The keys held here now, with their epochs.
     pub(crate) fn held(&self) -> Vec<(ElectionName, Epoch)> {
-        self.book().held()
+        self.table().held()
     }
 
     /// Follows the keys bucket (until dropped): a key freed wakes
@@ -489,7 +489,7 @@ impl Steps {
     fn apply_key(&self, entry: kv::Entry) {
         let seen = seen_of(&entry.key, entry.operation, entry.revision, &entry.value);
         let vacant = matches!(seen, Seen::Vacant { .. });
-        let lost = self.book().saw_key(&entry.key, seen, Instant::now());
+        let lost = self.table().saw_key(&entry.key, seen, Instant::now());
         self.report(lost);
         if vacant {
             self.wake.notify_one();
@@ -501,18 +501,18 @@ impl Steps {
             return;
         };
         let now = Instant::now();
-        let mut book = self.book();
+        let mut table = self.table();
         match entry.operation {
-            kv::Operation::Put => book.set_session(id, Liveness::Alive { seen: now }),
+            kv::Operation::Put => table.set_session(id, Liveness::Alive { seen: now }),
             op => {
                 let mut lost = Vec::new();
-                if book.own.is_some_and(|o| o.id == id) {
-                    lost = book.lose_session(id, now);
+                if table.own.is_some_and(|o| o.id == id) {
+                    lost = table.lose_session(id, now);
                 } else {
                     let clean = op == kv::Operation::Delete;
-                    book.set_session(id, Liveness::Dead { since: now, clean });
+                    table.set_session(id, Liveness::Dead { since: now, clean });
                 }
-                drop(book);
+                drop(table);
                 self.report(lost);
                 self.wake.notify_one();
             }
@@ -521,10 +521,10 @@ impl Steps {
 
     /// Reads `kv_key` exactly, and its holder's session if in doubt.
     async fn read(&self, kv_key: &str) -> Result<(), Error> {
-        let latest = latest::latest(&self.keys, kv_key, self.timeout()).await?;
+        let latest = exact_read::read_exact(&self.keys, kv_key, self.timeout()).await?;
         let seen = match latest {
             None => Seen::Vacant { revision: 0 },
-            Some(Latest {
+            Some(ExactEntry {
                 revision,
                 operation,
                 value,
@@ -532,12 +532,13 @@ impl Steps {
         };
         if let Seen::Held { session: id, .. } = &seen {
             let doubt = {
-                let book = self.book();
-                !matches!(book.sessions.get(id), Some(Liveness::Dead { .. }))
-                    && book.own.is_none_or(|o| o.id != *id)
+                let table = self.table();
+                !matches!(table.sessions.get(id), Some(Liveness::Dead { .. }))
+                    && table.own.is_none_or(|o| o.id != *id)
             };
             if doubt {
-                let s = latest::latest(&self.sessions, &session::key(*id), self.timeout()).await?;
+                let s = exact_read::read_exact(&self.sessions, &session::key(*id), self.timeout())
+                    .await?;
                 let now = Instant::now();
                 let liveness = match s {
                     Some(l) if l.operation == kv::Operation::Put => Liveness::Alive { seen: now },
@@ -550,31 +551,31 @@ impl Steps {
                         clean: false,
                     },
                 };
-                self.book().set_session(*id, liveness);
+                self.table().set_session(*id, liveness);
             }
         }
-        let mut book = self.book();
-        if let Some(entry) = book.entries.get_mut(kv_key)
+        let mut table = self.table();
+        if let Some(entry) = table.entries.get_mut(kv_key)
             && matches!(seen, Seen::Vacant { revision: 0 })
         {
             // An exact read replaces whatever the watch said.
             entry.seen = Seen::Unknown;
         }
-        let lost = book.saw_key(kv_key, seen, Instant::now());
-        drop(book);
+        let lost = table.saw_key(kv_key, seen, Instant::now());
+        drop(table);
         self.report(lost);
         Ok(())
     }
 
     /// Claims `kv_key` with an update expecting `revision`.
     async fn claim(&self, kv_key: &str, revision: u64) -> Result<(), Error> {
-        let Some(own) = self.book().own.filter(|o| Instant::now() < o.valid_until) else {
+        let Some(own) = self.table().own.filter(|o| Instant::now() < o.valid_until) else {
             return Err(Error::Unavailable {
                 what: "claim a key (no live lease-set session)",
                 source: None,
             });
         };
-        let base = self.book().keys_base;
+        let base = self.table().keys_base;
         let record = SessionRecord {
             identity: self.identity.clone(),
             session: own.id,
@@ -591,7 +592,7 @@ impl Steps {
             Ok(Err(e)) => return Err(Error::unavailable("claim a lease-set key", e)),
             Err(_) => {
                 // It may have landed: the record names our session if so.
-                match latest::latest(&self.keys, kv_key, self.timeout()).await? {
+                match exact_read::read_exact(&self.keys, kv_key, self.timeout()).await? {
                     Some(l) if l.is_sessions(kv_key, own.id) => l.revision,
                     _ => return self.read(kv_key).await,
                 }
@@ -612,9 +613,9 @@ impl Steps {
             let delete = self.keys.delete_expect_revision(kv_key, Some(won));
             let _ = tokio::time::timeout(self.timeout(), delete).await;
             let lost = {
-                let mut book = self.book();
-                if book.keys_base == base {
-                    book.keys_recreated(shape.created_us)
+                let mut table = self.table();
+                if table.keys_base == base {
+                    table.keys_recreated(shape.created_us)
                 } else {
                     Vec::new()
                 }
@@ -623,7 +624,7 @@ impl Steps {
             return Ok(());
         }
         bucket::epoch_at(base, won)?;
-        self.book().won(kv_key, base, won, own.id, &self.identity);
+        self.table().won(kv_key, base, won, own.id, &self.identity);
         Ok(())
     }
 
@@ -640,19 +641,19 @@ impl Steps {
 
     /// Reads and claims `kv_key` as far as it can now (never waiting out a
     /// failover grace: the key answers "held by" until it ends); returns
-    /// with the book updated either way.
+    /// with the key table updated either way.
     async fn acquire(&self, kv_key: &str) -> Result<(), Error> {
         for _ in 0..3 {
             let next = {
-                let book = self.book();
-                let Some(entry) = book.entries.get(kv_key) else {
+                let table = self.table();
+                let Some(entry) = table.entries.get(kv_key) else {
                     return Ok(());
                 };
                 if entry.mine.is_some() {
                     return Ok(());
                 }
                 let o = &self.conn.options;
-                book.next(entry, Instant::now(), o.ttl(), o.grace())
+                table.next(entry, Instant::now(), o.ttl(), o.grace())
             };
             match next {
                 Next::Claim { revision } => self.claim(kv_key, revision).await?,
@@ -669,7 +670,7 @@ impl Steps {
     /// stream leader (concurrently: one round trip). The key must still
     /// carry term `epoch` of this session, and the session must live.
     ///
-    /// Failure model: [`election_core::Error::NotHeld`] if the book holds no
+    /// Failure model: [`election_core::Error::NotHeld`] if the key table holds no
     /// such term; [`election_core::Error::Lost`] if the check finds the key
     /// or the session gone (the other keys of a gone session are reported
     /// lost at once); `Unavailable` if a read fails.
@@ -678,32 +679,35 @@ impl Steps {
         name: &ElectionName,
         epoch: Epoch,
     ) -> Result<(), election_core::Error> {
-        let kv_key = value::key(name);
+        let kv_key = record::key(name);
         let core = |e: Error| e.into_core(name);
-        let stale = self.book().own.is_some_and(|o| {
+        let stale = self.table().own.is_some_and(|o| {
             o.valid_until.saturating_duration_since(Instant::now()) < self.policy.validity() / 2
         });
         if stale && matches!(self.renew_session().await, SessionRenewal::Renewed) {
             self.report_renewed();
         }
         let (mine, own) = {
-            let book = self.book();
-            let mine = book.entries.get(&kv_key).and_then(|e| e.mine);
-            (mine.filter(|&m| book.epoch_of(m) == Some(epoch)), book.own)
+            let table = self.table();
+            let mine = table.entries.get(&kv_key).and_then(|e| e.mine);
+            (
+                mine.filter(|&m| table.epoch_of(m) == Some(epoch)),
+                table.own,
+            )
         };
         let (Some(mine), Some(own)) = (mine, own) else {
             return Err(not_held(name));
         };
         let session_key = session::key(own.id);
         let (key_now, session_now) = tokio::join!(
-            latest::latest(&self.keys, &kv_key, self.timeout()),
-            latest::latest(&self.sessions, &session_key, self.timeout()),
+            exact_read::read_exact(&self.keys, &kv_key, self.timeout()),
+            exact_read::read_exact(&self.sessions, &session_key, self.timeout()),
         );
         let key_now = key_now.map_err(core)?;
         let session_now = session_now.map_err(core)?;
         let now = Instant::now();
         if !session_now.is_some_and(|l| l.is_sessions(&session_key, own.id)) {
-            let lost = self.book().lose_session(own.id, now);
+            let lost = self.table().lose_session(own.id, now);
             self.report(lost);
             return Err(self.lost(name, epoch, "the lease-set session is gone"));
         }
@@ -715,9 +719,9 @@ impl Steps {
                     None => Seen::Vacant { revision: 0 },
                 };
                 let lost = {
-                    let mut book = self.book();
-                    book.forget(&kv_key);
-                    book.saw_key(&kv_key, seen, now)
+                    let mut table = self.table();
+                    table.forget(&kv_key);
+                    table.saw_key(&kv_key, seen, now)
                 };
                 self.report(lost);
                 Err(self.lost(name, epoch, "the key carries another term"))

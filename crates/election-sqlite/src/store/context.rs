@@ -1,4 +1,4 @@
-//! The bottom layer under the façade: the connection context (pool, clock,
+//! The base of the store layer: the connection context (pool, clock,
 //! database-file identity, options) and the one step every holder's check
 //! uses, one conditional renewal of a term's row. The façade
 //! ([`SqliteElection`](crate::SqliteElection)), the renewal task and the
@@ -13,11 +13,11 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use crate::error::Error;
-use crate::host_lock::HostLocks;
-use crate::names;
 use crate::options::SqliteOptions;
-use crate::row::{self, Hold};
-use crate::schema;
+use crate::store::host_lock::HostLocks;
+use crate::store::names;
+use crate::store::row::{self, HeldRow};
+use crate::store::schema;
 use crate::{Clock, SystemClock};
 
 /// The database file a holder checks is still in place and still has one
@@ -259,7 +259,7 @@ impl Context {
     /// renewed by this same term.
     pub(crate) async fn renew_within(
         &self,
-        hold: Hold<'_>,
+        hold: HeldRow<'_>,
         bound: Duration,
     ) -> Result<bool, Error> {
         let renewal = row::renew(&self.pool, hold, self.clock.wall_unix_ms());
@@ -276,7 +276,7 @@ impl Context {
     /// behind `Term::confirm` and a lease set's `guard`.
     ///
     /// Cancel safety: as [`renew_within`](Context::renew_within).
-    pub(crate) async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+    pub(crate) async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Error> {
         if self.in_place().is_err() {
             return Ok(false);
         }
@@ -298,19 +298,19 @@ impl election_sql::LeaseRows for Context {
         Context::in_place(self).map_err(|e| e.to_string())
     }
 
-    async fn renew_one(&self, hold: Hold<'_>, budget: Duration) -> Result<bool, Error> {
+    async fn renew_one(&self, hold: HeldRow<'_>, budget: Duration) -> Result<bool, Error> {
         self.renew_within(hold, budget).await
     }
 
-    async fn renew_many(&self, holds: &[Hold<'_>]) -> Result<HashSet<String>, Error> {
+    async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Error> {
         row::renew_many(&self.pool, holds, self.clock.wall_unix_ms()).await
     }
 
-    async fn confirm(&self, hold: Hold<'_>) -> Result<bool, Error> {
+    async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Error> {
         Context::confirm(self, hold).await
     }
 
-    async fn release_many(&self, holds: &[Hold<'_>]) -> Result<(), Error> {
+    async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Error> {
         row::release_many(&self.pool, holds).await
     }
 }
@@ -320,7 +320,7 @@ mod tests {
     use super::*;
     use sqlx::Connection;
 
-    const HOLD: Hold<'static> = Hold {
+    const HOLD: HeldRow<'static> = HeldRow {
         name: "jobs",
         nonce: 7,
         epoch: 2,

@@ -27,8 +27,8 @@ use election_core::{Epoch, Identity};
 use tokio::sync::oneshot;
 
 use crate::Error;
-use crate::claimfile::{self, Locked, Paths};
-use crate::lock::{self, Kind};
+use crate::store::claim_file::{self, Locked, Paths};
+use crate::store::lock::{self, Kind};
 
 /// A claim won for a waiting candidate: the locked claim file and the epoch.
 pub(crate) type Claimed = Result<(File, Epoch), Error>;
@@ -108,7 +108,7 @@ fn run(waiter: &Waiter) {
                 return;
             }
         }
-        let file = claimfile::open_claim_file(&waiter.paths.lock).and_then(|f| {
+        let file = claim_file::open_claim_file(&waiter.paths.lock).and_then(|f| {
             lock::lock_blocking(&f, Kind::Exclusive)
                 .map(|()| f)
                 .map_err(|e| Error::io("lock", &waiter.paths.lock, e))
@@ -129,7 +129,7 @@ fn run(waiter: &Waiter) {
         };
         // Nobody waits any more: dropping `file` frees the lock at once.
         let Some(sub) = next else { continue };
-        match claimfile::claim_locked(&waiter.paths, &sub.identity, &file, true) {
+        match claim_file::claim_locked(&waiter.paths, &sub.identity, &file, true) {
             // If the candidate went away meanwhile, the value is dropped
             // with the channel, which closes the file and frees the lock.
             Ok(Locked::Won(epoch)) => drop(sub.tx.send(Ok((file, epoch)))),

@@ -9,7 +9,7 @@ use election_core::{Identity, attempt_nonce};
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::value::SessionRecord;
+use crate::store::record::SessionRecord;
 
 /// The sessions bucket's key of session `id`.
 pub(crate) fn key(id: u64) -> String {
@@ -37,7 +37,7 @@ pub(crate) struct Session {
 pub(crate) enum Renewal {
     Renewed(Session),
     /// The session key moved on (aged out, deleted): the session is over.
-    Gone,
+    Lost,
 }
 
 fn value(identity: &Identity, id: u64) -> bytes::Bytes {
@@ -122,7 +122,7 @@ pub(crate) async fn renew(
                         );
                         session.revision = revision;
                     }
-                    None => return Ok(Renewal::Gone),
+                    None => return Ok(Renewal::Lost),
                 }
             }
             Ok(Err(e)) => return Err(Error::unavailable("renew the lease-set session", e)),
@@ -154,7 +154,7 @@ pub(crate) async fn read_own(
         });
     }
     let key = key(id);
-    let latest = crate::latest::latest(store, &key, timeout).await?;
+    let latest = crate::store::exact_read::read_exact(store, &key, timeout).await?;
     Ok(latest.and_then(|l| {
         let ours = l.is_sessions(&key, id)
             && SessionRecord::decode(&key, &l.value).is_ok_and(|r| r.identity == *identity);

@@ -15,7 +15,7 @@
 //! without an fsync. A reader without the lock that catches a rewrite sees
 //! a checksum mismatch and reads again. What makes this safe across an OS
 //! crash or a power cut is the durable epoch ceiling beside it
-//! ([`crate::ceiling`], ADR 0025). A repair writes it durably (temporary
+//! ([`crate::store::ceiling`], ADR 0025). A repair writes it durably (temporary
 //! file, fsync, rename). Older versions ignore the `pad` and `check` keys;
 //! a record without `check` (older versions, or written by hand) is read
 //! as before.

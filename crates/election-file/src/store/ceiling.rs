@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use election_core::Epoch;
 
 use crate::Error;
-use crate::record::replace_durably;
+use crate::store::record::replace_durably;
 
 const HEADER: &str = "election-file-ceiling/1";
 const MAX_LEN: u64 = 4096;

@@ -1,6 +1,11 @@
-//! [`NatsLeases`]: a lease set in two KV buckets, with one renewal per
-//! process instead of one per key. The core's keyed engine drives it; the
-//! steps are in `lease_steps`, the decisions in `book`.
+//! [`NatsKeyedClaims`]: the keyed claims of a lease set in two KV buckets,
+//! with one renewal per process instead of one per key. The core's keyed
+//! engine drives it; the steps (one I/O operation each) are in `steps`,
+//! the table of what this process knows about each key and session, and
+//! the pure decisions over it, in `key_table`.
+
+pub(crate) mod key_table;
+pub(crate) mod steps;
 
 use std::sync::{Arc, Mutex};
 
@@ -10,9 +15,9 @@ use election_core::{
 };
 use tokio::task::JoinHandle;
 
-use crate::connection::Connection;
 use crate::error::Error;
-use crate::lease_steps::{SessionRenewal, Steps};
+use crate::keyed::steps::{SessionRenewal, Steps};
+use crate::store::connection::Connection;
 
 /// A [`LeaseSet`](election_core::LeaseSet) backend in NATS KV for many keys per process: one
 /// *session* key per process, renewed every renew interval, and one key per
@@ -54,30 +59,30 @@ use crate::lease_steps::{SessionRenewal, Steps};
 ///
 /// Buckets: `<bucket>-sessions` (max age = TTL, with TTL markers) and
 /// `<bucket>-keys` (no max age). Identities must be unique per process.
-pub struct NatsLeases {
+pub struct NatsKeyedClaims {
     steps: Arc<Steps>,
     /// The two watch tasks (started by `start`), stopped by `close` or a
     /// drop.
     watches: Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl std::fmt::Debug for NatsLeases {
+impl std::fmt::Debug for NatsKeyedClaims {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NatsLeases")
+        f.debug_struct("NatsKeyedClaims")
             .field("identity", &self.steps.identity)
             .finish_non_exhaustive()
     }
 }
 
-impl NatsLeases {
+impl NatsKeyedClaims {
     /// Opens (or creates) the buckets `<bucket>-sessions` and
     /// `<bucket>-keys` and starts this process's session (see
     /// [`NatsElection::lease_set`](crate::NatsElection::lease_set)).
     pub(crate) async fn open(
         conn: Arc<Connection>,
         identity: Identity,
-    ) -> Result<NatsLeases, Error> {
-        Ok(NatsLeases {
+    ) -> Result<NatsKeyedClaims, Error> {
+        Ok(NatsKeyedClaims {
             steps: Arc::new(Steps::open(conn, identity).await?),
             watches: Mutex::new(Vec::new()),
         })
@@ -95,13 +100,13 @@ impl NatsLeases {
     }
 }
 
-impl Drop for NatsLeases {
+impl Drop for NatsKeyedClaims {
     fn drop(&mut self) {
         self.stop_watches();
     }
 }
 
-impl KeyedClaims for NatsLeases {
+impl KeyedClaims for NatsKeyedClaims {
     fn identity(&self) -> &Identity {
         &self.steps.identity
     }

@@ -1,11 +1,11 @@
-//! The bottom layer: the connection context every part of the crate works
+//! The base of the store layer: the connection context every part of the crate works
 //! through (client, JetStream context, the elections bucket, options, the
 //! bucket incarnation last seen) and the exact reads and bucket checks
 //! built on it.
 //!
 //! The façade ([`NatsElection`](crate::NatsElection)), the claims and the
 //! lease sets use this module; it uses only the modules below it
-//! (`bucket`, `latest`, `value`, `options`, `error`).
+//! (`bucket`, `exact_read`, `record`, `options`, `error`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,11 +13,11 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use election_core::{ElectionName, Leader};
 
-use crate::bucket;
 use crate::error::Error;
-use crate::latest::{self, Latest};
 use crate::options::NatsOptions;
-use crate::value;
+use crate::store::bucket;
+use crate::store::exact_read::{self, ExactEntry};
+use crate::store::record;
 
 /// A connection to the server(s) and the elections bucket, shared by the
 /// façade and every claim and lease set opened from it.
@@ -102,15 +102,15 @@ impl Connection {
 
     /// Reads `key`'s latest entry in the elections bucket through the
     /// stream leader (bounded by the request timeout).
-    pub(crate) async fn latest(&self, key: &str) -> Result<Option<Latest>, Error> {
-        latest::latest(&self.kv, key, self.timeout()).await
+    pub(crate) async fn read_exact(&self, key: &str) -> Result<Option<ExactEntry>, Error> {
+        exact_read::read_exact(&self.kv, key, self.timeout()).await
     }
 
     /// Who holds election `name` now, read exactly, or `None`.
     pub(crate) async fn leader(&self, name: &ElectionName) -> Result<Option<Leader>, Error> {
-        let key = value::key(name);
-        match self.latest(&key).await? {
-            Some(l) => value::leader_of(&key, l.operation, &l.value, l.revision),
+        let key = record::key(name);
+        match self.read_exact(&key).await? {
+            Some(l) => record::leader_of(&key, l.operation, &l.value, l.revision),
             None => Ok(None),
         }
     }
@@ -145,7 +145,7 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::{SessionRecord, Value};
+    use crate::store::record::{ClaimRecord, SessionRecord};
     use election_core::Identity;
 
     /// The bottom layer against a real server: exact reads of the holder,
@@ -173,7 +173,7 @@ mod tests {
         assert_eq!(conn.base(), base, "the incarnation seen is unchanged");
 
         let identity = Identity::new("svc-1").unwrap();
-        let value = Value {
+        let value = ClaimRecord {
             identity: identity.clone(),
             nonce: 7,
             epoch: None,
@@ -189,7 +189,7 @@ mod tests {
         assert_eq!(leader.identity, identity);
         assert_eq!(leader.epoch, bucket::epoch_at(base, revision).unwrap());
         assert!(
-            conn.latest("jobs")
+            conn.read_exact("jobs")
                 .await
                 .expect("read")
                 .is_some_and(|l| l.is_attempts("jobs", 7))

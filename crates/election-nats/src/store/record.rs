@@ -1,7 +1,8 @@
-//! Keys and values in the bucket.
+//! The records stored in the buckets, and their keys: a claim's
+//! ([`ClaimRecord`]) and a lease-set session's ([`SessionRecord`]).
 //!
 //! A key is the election name, with every byte outside `[A-Za-z0-9_-]`
-//! written as `=XX` (hex), so any election name is a valid KV key. A value:
+//! written as `=XX` (hex), so any election name is a valid KV key. A claim's record:
 //!
 //! ```text
 //! election-nats/1
@@ -49,7 +50,7 @@ pub(crate) fn key_of(name: &str) -> String {
 
 /// An election key's value: the holder of one term.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Value {
+pub(crate) struct ClaimRecord {
     pub(crate) identity: Identity,
     /// The random nonce of the attempt that wrote it.
     pub(crate) nonce: u64,
@@ -154,7 +155,7 @@ impl Fields {
     }
 }
 
-impl Value {
+impl ClaimRecord {
     pub(crate) fn encode(&self) -> bytes::Bytes {
         let mut s = format!(
             "{HEADER}\nidentity={}\nnonce={}\n",
@@ -174,12 +175,12 @@ impl Value {
 
     /// Decodes an election key's value; a lease-set record (it names a
     /// session) is refused.
-    pub(crate) fn decode(key: &str, bytes: &[u8]) -> Result<Value, Error> {
+    pub(crate) fn decode(key: &str, bytes: &[u8]) -> Result<ClaimRecord, Error> {
         let f = Fields::parse(key, bytes)?;
         if f.session.is_some() {
             return Err(wrong_kind(key, "a lease-set record (it names a session)"));
         }
-        Ok(Value {
+        Ok(ClaimRecord {
             identity: f.identity(key)?,
             nonce: f.nonce.ok_or_else(|| corrupt(key, "no nonce".into()))?,
             epoch: f.epoch,
@@ -196,7 +197,7 @@ impl Value {
             return Ok(e);
         }
         match self.base {
-            Some(base) => crate::bucket::epoch_at(base, revision),
+            Some(base) => crate::store::bucket::epoch_at(base, revision),
             None => Epoch::new(revision).ok_or_else(|| corrupt(key, "revision 0".into())),
         }
     }
@@ -243,7 +244,7 @@ impl SessionRecord {
 
 /// The holder an election key's entry shows: `None` for a delete or purge
 /// marker, else the value's identity, its term's epoch (see
-/// [`Value::epoch_at`]) and start time.
+/// [`ClaimRecord::epoch_at`]) and start time.
 pub(crate) fn leader_of(
     key: &str,
     operation: kv::Operation,
@@ -253,7 +254,7 @@ pub(crate) fn leader_of(
     if operation != kv::Operation::Put {
         return Ok(None);
     }
-    let v = Value::decode(key, value)?;
+    let v = ClaimRecord::decode(key, value)?;
     let epoch = v.epoch_at(key, revision)?;
     let since = v
         .since_unix_ms
@@ -287,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_pending_value_says_so_and_decodes_as_before() {
-        let v = Value {
+        let v = ClaimRecord {
             identity: Identity::new("host/1").unwrap(),
             nonce: 7,
             epoch: None,
@@ -299,7 +300,7 @@ mod tests {
         pending.extend_from_slice(PENDING.as_bytes());
         assert!(!is_pending(&plain));
         assert!(is_pending(&pending));
-        assert_eq!(Value::decode("k", &pending).unwrap(), v);
+        assert_eq!(ClaimRecord::decode("k", &pending).unwrap(), v);
     }
 
     #[test]
@@ -320,8 +321,8 @@ mod tests {
 
         #[test]
         fn values_round_trip(nonce in any::<u64>(), epoch in proptest::option::of(1u64..), since in proptest::option::of(any::<u64>()), base in proptest::option::of(any::<u64>())) {
-            let v = Value { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since, base };
-            prop_assert_eq!(Value::decode("k", &v.encode()).unwrap(), v);
+            let v = ClaimRecord { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since, base };
+            prop_assert_eq!(ClaimRecord::decode("k", &v.encode()).unwrap(), v);
         }
 
         #[test]
@@ -364,10 +365,10 @@ mod tests {
             base: None,
         };
         assert!(matches!(
-            Value::decode("k", &record.encode()),
+            ClaimRecord::decode("k", &record.encode()),
             Err(Error::CorruptValue { .. })
         ));
-        assert!(Value::decode("k", b"election-nats/2\nidentity=h\nnonce=1\n").is_err());
-        assert!(Value::decode("k", b"election-nats/1\nidentity=h\nnonce=x\n").is_err());
+        assert!(ClaimRecord::decode("k", b"election-nats/2\nidentity=h\nnonce=1\n").is_err());
+        assert!(ClaimRecord::decode("k", b"election-nats/1\nidentity=h\nnonce=x\n").is_err());
     }
 }

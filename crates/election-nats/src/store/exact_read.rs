@@ -11,21 +11,21 @@ use async_nats::jetstream::kv;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 
 use crate::error::Error;
-use crate::value::{SessionRecord, Value};
+use crate::store::record::{ClaimRecord, SessionRecord};
 
 /// The latest entry of a key, as the stream leader has it.
 #[derive(Clone, Debug)]
-pub(crate) struct Latest {
+pub(crate) struct ExactEntry {
     pub(crate) revision: u64,
     pub(crate) operation: kv::Operation,
     pub(crate) value: bytes::Bytes,
 }
 
-impl Latest {
+impl ExactEntry {
     /// Whether this is a live lease written by the attempt `nonce`.
     pub(crate) fn is_attempts(&self, key: &str, nonce: u64) -> bool {
         self.operation == kv::Operation::Put
-            && Value::decode(key, &self.value).is_ok_and(|v| v.nonce == nonce)
+            && ClaimRecord::decode(key, &self.value).is_ok_and(|v| v.nonce == nonce)
     }
 
     /// Whether this is a live lease-set record (a session key's value, or
@@ -38,11 +38,11 @@ impl Latest {
 
 /// Reads the latest entry of `key`, bounded by `timeout`; `None` if the
 /// key has no entry at all.
-pub(crate) async fn latest(
+pub(crate) async fn read_exact(
     store: &kv::Store,
     key: &str,
     timeout: Duration,
-) -> Result<Option<Latest>, Error> {
+) -> Result<Option<ExactEntry>, Error> {
     let subject = format!("{}{}", store.prefix, key);
     let read = store.stream.get_last_raw_message_by_subject(&subject);
     let message = match tokio::time::timeout(timeout, read).await {
@@ -61,7 +61,7 @@ pub(crate) async fn latest(
         }
         Ok(Ok(m)) => m,
     };
-    Ok(Some(Latest {
+    Ok(Some(ExactEntry {
         revision: message.sequence,
         operation: operation(Some(&message.headers)),
         value: message.payload,

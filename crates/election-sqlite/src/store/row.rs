@@ -324,7 +324,11 @@ async fn holder_gone(
 
 /// Renews the lease of the term `hold` (its nonce and epoch): bumps the
 /// renewal version. `Ok(false)` if the row no longer shows this term.
-pub(crate) async fn renew(pool: &SqlitePool, hold: Hold<'_>, wall_ms: i64) -> Result<bool, Error> {
+pub(crate) async fn renew(
+    pool: &SqlitePool,
+    hold: HeldRow<'_>,
+    wall_ms: i64,
+) -> Result<bool, Error> {
     let renew = sqlx::query(
         "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?4
          WHERE name = ?1 AND nonce = ?2 AND epoch = ?3 AND holder IS NOT NULL",
@@ -440,14 +444,14 @@ pub(crate) async fn read_many(
     Ok(seen)
 }
 
-pub(crate) use election_sql::Hold;
+pub(crate) use election_sql::HeldRow;
 
 /// Renews every lease of `holds` in one `BEGIN IMMEDIATE` transaction, each
 /// conditional on its nonce and epoch as [`renew`] is; returns the names
 /// renewed (the others no longer show their term).
 pub(crate) async fn renew_many(
     pool: &SqlitePool,
-    holds: &[Hold<'_>],
+    holds: &[HeldRow<'_>],
     wall_ms: i64,
 ) -> Result<std::collections::HashSet<String>, Error> {
     let mut renewed = std::collections::HashSet::with_capacity(holds.len());
@@ -471,7 +475,7 @@ pub(crate) async fn renew_many(
 
 /// Releases every lease of `holds` in one `BEGIN IMMEDIATE` transaction,
 /// each conditional on its nonce as [`release`] is.
-pub(crate) async fn release_many(pool: &SqlitePool, holds: &[Hold<'_>]) -> Result<(), Error> {
+pub(crate) async fn release_many(pool: &SqlitePool, holds: &[HeldRow<'_>]) -> Result<(), Error> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     for chunk in holds.chunks(CHUNK) {
         let sql = format!(
@@ -600,7 +604,7 @@ mod tests {
     #[tokio::test]
     async fn only_the_holders_own_lock_lets_a_contender_skip_the_ttl() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = crate::context::Context::open(
+        let ctx = crate::store::context::Context::open(
             &dir.path().join("app.db"),
             crate::options::SqliteOptions::default(),
         )

@@ -1,0 +1,281 @@
+//! [`FileClaim`]: the claim of one candidate in a
+//! [`FileElection`](crate::FileElection), and its [`FileAttempt`] (the open
+//! claim file): winning the lock and the epoch, waiting (the kernel wakes
+//! the waiter), watching the claim file in place, confirming, releasing.
+//! No renewal: an OS lock has no deadline.
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use election_core::{
+    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, TermReporter, WatchGuard, Won,
+};
+
+use crate::Error;
+use crate::store::claim_file::{self, Paths, Tried};
+use crate::store::lock;
+use crate::store::record::Record;
+use crate::store::waiter;
+
+/// The claim of one candidate in a [`FileElection`](crate::FileElection).
+///
+/// How a term ends:
+/// - resign unlocks the claim file, then closes it;
+/// - dropping the term (or cancelling a campaign, or a failed step) closes
+///   the claim file, which frees the lock at once;
+/// - the process dying frees the lock too (the kernel closes its files).
+///
+/// A waiting candidate wakes as soon as the lock is freed, by any of these.
+#[derive(Debug)]
+pub struct FileClaim {
+    pub(crate) paths: Arc<Paths>,
+    pub(crate) name: ElectionName,
+    pub(crate) identity: Identity,
+    pub(crate) tamper_check_interval: Duration,
+}
+
+/// One attempt of a [`FileClaim`]: the open claim file.
+#[derive(Debug)]
+pub struct FileAttempt {
+    file: Option<File>,
+    won_while_waiting: Option<(File, Epoch)>,
+}
+
+impl FileClaim {
+    fn core(&self, e: Error) -> election_core::Error {
+        e.into_core(&self.name)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Paths) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, election_core::Error> {
+        let paths = self.paths.clone();
+        tokio::task::spawn_blocking(move || f(&paths))
+            .await
+            .map_err(|e| election_core::Error::unavailable(&self.name, std::io::Error::other(e)))?
+            .map_err(|e| self.core(e))
+    }
+}
+
+impl Claim for FileClaim {
+    type Attempt = FileAttempt;
+
+    fn name(&self) -> &ElectionName {
+        &self.name
+    }
+
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        "file"
+    }
+
+    /// Opens (creating if needed) the claim file: one `open`, on the
+    /// calling task (page-cache work, no wait for the disk).
+    async fn open(&self) -> Result<FileAttempt, election_core::Error> {
+        let file = claim_file::open_claim_file(&self.paths.lock).map_err(|e| self.core(e))?;
+        Ok(FileAttempt {
+            file: Some(file),
+            won_while_waiting: None,
+        })
+    }
+
+    /// Takes the lock without waiting; while holding it, reads the epoch
+    /// record and writes the next epoch, above every earlier one also after
+    /// a power cut (rule 1; ADR 0025). A corrupt record
+    /// is [`election_core::Error::Corrupt`] and nothing is won.
+    ///
+    /// Runs on the calling task while it only needs the page cache (the
+    /// lock, the reads, the record rewritten in place: a few system calls,
+    /// ADR 0028); the rare try that must write durably (a new block of
+    /// epochs, after an OS restart, or an election's first term) continues
+    /// on tokio's blocking pool with the lock held.
+    ///
+    /// Cancel safety: the blocking part owns the claim file; if this future
+    /// is dropped, the file is closed when that part ends, which frees a
+    /// lock it may have won.
+    async fn try_claim(
+        &self,
+        attempt: &mut FileAttempt,
+    ) -> Result<Option<Won>, election_core::Error> {
+        let won = |epoch| {
+            Some(Won {
+                epoch,
+                valid_until: None,
+            })
+        };
+        if let Some((file, epoch)) = attempt.won_while_waiting.take() {
+            attempt.file = Some(file);
+            return Ok(won(epoch));
+        }
+        let quick = claim_file::try_claim(&self.paths, &self.identity, &mut attempt.file, false);
+        match quick.map_err(|e| self.core(e))? {
+            Tried::Won(epoch) => return Ok(won(epoch)),
+            Tried::Held => return Ok(None),
+            Tried::NeedsDurable => {}
+        }
+        // Locked by this attempt's file: finish off the runtime.
+        let mut file = attempt.file.take();
+        let identity = self.identity.clone();
+        let (file, tried) = self
+            .blocking(move |p| {
+                let tried = claim_file::try_claim(p, &identity, &mut file, true);
+                Ok((file, tried))
+            })
+            .await?;
+        attempt.file = file;
+        match tried.map_err(|e| self.core(e))? {
+            Tried::Won(epoch) => Ok(won(epoch)),
+            Tried::Held | Tried::NeedsDurable => Ok(None),
+        }
+    }
+
+    /// Waits in the kernel for the lock to be freed; a thread of this
+    /// process wins the claim for this attempt the moment it is (see
+    /// [`FileClaim`]). `poll_interval` is only a backstop.
+    ///
+    /// Cancel safety: a claim won for a cancelled wait is dropped, which
+    /// frees the lock at once.
+    async fn wait(
+        &self,
+        attempt: &mut FileAttempt,
+        poll_interval: Duration,
+    ) -> Result<(), election_core::Error> {
+        let won = waiter::wait_for_claim(&self.paths, &self.identity);
+        tokio::select! {
+            won = won => match won {
+                Ok(Ok(claimed)) => attempt.won_while_waiting = Some(claimed),
+                Ok(Err(e)) => return Err(self.core(e)),
+                Err(_) => {} // the waiter gave up: try again
+            },
+            () = tokio::time::sleep(poll_interval) => {}
+        }
+        Ok(())
+    }
+
+    /// An OS lock cannot expire, so the only way to lose it is tampering:
+    /// the watch checks every tamper check interval that the claim file is
+    /// still the locked one and that no higher epoch was recorded.
+    fn watch(
+        &self,
+        attempt: &mut FileAttempt,
+        won: Won,
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, election_core::Error> {
+        let file = attempt
+            .file
+            .as_ref()
+            .ok_or_else(|| election_core::Error::NotHeld {
+                name: self.name.clone(),
+            })?;
+        let ours = file
+            .metadata()
+            .map_err(|e| self.core(Error::io("stat", &self.paths.lock, e)))?;
+        let (dev, ino) = (ours.dev(), ours.ino());
+        let paths = self.paths.clone();
+        let interval = self.tamper_check_interval;
+        Ok(WatchGuard::task(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let detail = match std::fs::metadata(&paths.lock) {
+                    Ok(m) if m.dev() == dev && m.ino() == ino => {
+                        // Only this term's holder writes the record, so
+                        // no retry: a record that does not read is ignored.
+                        match Record::read(&paths.record) {
+                            Ok(Some(r)) if r.epoch > won.epoch => {
+                                Some(format!("the epoch record shows a later term {}", r.epoch))
+                            }
+                            _ => None,
+                        }
+                    }
+                    Ok(_) => Some("the claim file was replaced".to_owned()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        Some("the claim file was deleted".to_owned())
+                    }
+                    Err(_) => None,
+                };
+                if let Some(detail) = detail {
+                    reporter.lose(LossReason::Revoked { detail });
+                    return;
+                }
+            }
+        })))
+    }
+
+    /// The commit-point check: the claim file at the election's path is
+    /// still the file this attempt locked (two `stat`s, no I/O to the
+    /// disk). An OS lock cannot expire or be taken away, so that is the
+    /// only way another candidate can hold the claim: by locking a file
+    /// that replaced this one (deleted, or renamed over). The tamper watch
+    /// finds the same within its check interval; this finds it at once.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] if the file was
+    /// deleted or replaced, or if this attempt holds no claim file; then
+    /// the core marks the term lost. [`election_core::Error::Unavailable`]
+    /// if the path cannot be examined (an I/O error other than "not
+    /// found").
+    ///
+    /// Cancel safety: cancel safe; it changes nothing.
+    async fn confirm(&self, attempt: &mut FileAttempt) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
+        let file = attempt.file.as_ref().ok_or_else(not_held)?;
+        match claim_file::same_file(file, &self.paths.lock) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(not_held()),
+            Err(e) => Err(self.core(e)),
+        }
+    }
+
+    /// Unlocks the claim file.
+    async fn release(&self, attempt: &mut FileAttempt) -> Result<(), election_core::Error> {
+        if let Some(f) = &attempt.file {
+            lock::unlock(f).map_err(|e| self.core(Error::io("unlock", &self.paths.lock, e)))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the claim file; the kernel frees any lock on it at once.
+    fn close(&self, attempt: FileAttempt, end: End) {
+        tracing::trace!(name = %self.name, identity = %self.identity, ?end, "close");
+        drop(attempt);
+    }
+
+    /// Reads who holds the lock (`F_OFD_GETLK`) and, if someone does, the
+    /// epoch record. During a handover (between a winner's lock and its
+    /// record write, a `pwrite` long, or two fsyncs when a new block of epochs
+    /// is reserved) it may still name the previous holder.
+    /// `since` is the record's `since_unix_ms`: the winner's wall clock in
+    /// the lock hold that won the term (`None` if the record has none).
+    /// A holder that dies loses its lock with its last process, so a dead
+    /// holder is never shown: no renewal time is kept (`renewed` and `ttl`
+    /// are `None`, never presumed dead).
+    async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
+        self.blocking(|p| {
+            let file = match File::open(&p.lock) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(Error::io("open", &p.lock, e)),
+            };
+            if !lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))? {
+                return Ok(None);
+            }
+            Ok(Record::read_unlocked(&p.record)?.map(|r| Leader {
+                since: r.since(),
+                renewed: None,
+                ttl: None,
+                identity: r.identity,
+                epoch: r.epoch,
+            }))
+        })
+        .await
+    }
+}

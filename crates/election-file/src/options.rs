@@ -1,0 +1,72 @@
+//! Settings of the file backend: [`FileOptions`], checked when the
+//! election is made ([`FileElection::with_options`](crate::FileElection::with_options)).
+
+use std::time::Duration;
+
+/// The default time between two checks that the claim file is still the
+/// one the leader locked.
+pub const DEFAULT_TAMPER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Settings of a [`FileElection`](crate::FileElection), for [`FileElection::with_options`](crate::FileElection::with_options).
+#[derive(Clone, Debug)]
+pub struct FileOptions {
+    pub(crate) allow_fuse: bool,
+    pub(crate) tamper_check_interval: Duration,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            allow_fuse: false,
+            tamper_check_interval: DEFAULT_TAMPER_CHECK_INTERVAL,
+        }
+    }
+}
+
+impl FileOptions {
+    /// Accepts a directory on a FUSE filesystem, which is refused by
+    /// default because many FUSE filesystems (sshfs, s3fs) are network
+    /// ones. Only for local FUSE filesystems whose locks you trust.
+    ///
+    /// ```
+    /// use election_file::{FileElection, FileOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// // A local FUSE filesystem whose locks you trust:
+    /// let options = FileOptions::default().allow_fuse(true);
+    /// let election = FileElection::with_options(tmp.path(), options)?;
+    /// assert_eq!(election.dir(), tmp.path());
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_fuse(mut self, allow: bool) -> Self {
+        self.allow_fuse = allow;
+        self
+    }
+
+    /// Sets how often a leader checks that its claim file is still in
+    /// place (between 10 ms and 1 hour; checked by
+    /// [`FileElection::with_options`](crate::FileElection::with_options)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use election_file::{Error, FileElection, FileOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let options = FileOptions::default().tamper_check_interval(Duration::from_millis(200));
+    /// let election = FileElection::with_options(tmp.path(), options)?;
+    ///
+    /// // Out of range (below 10 ms): refused when the election is made.
+    /// let too_often = FileOptions::default().tamper_check_interval(Duration::from_millis(1));
+    /// let refused = FileElection::with_options(tmp.path(), too_often);
+    /// assert!(matches!(refused, Err(Error::Config(_))));
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
+    pub fn tamper_check_interval(mut self, interval: Duration) -> Self {
+        self.tamper_check_interval = interval;
+        self
+    }
+}

@@ -1,0 +1,12 @@
+//! The store layer under the façade, the claim and the keyed claims: the
+//! connection context every part works through (`connection`), opening
+//! and checking the KV buckets (`bucket`), exact reads of a key through
+//! the stream leader (`exact_read`), the records stored under the keys
+//! (`record`: a claim's, a session's), and a lease set's session key
+//! (`session`).
+
+pub(crate) mod bucket;
+pub(crate) mod connection;
+pub(crate) mod exact_read;
+pub(crate) mod record;
+pub(crate) mod session;

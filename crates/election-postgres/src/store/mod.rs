@@ -1,0 +1,10 @@
+//! The store layer under the façade, the claim and the keyed claims: the
+//! connection context (`context`), every read and write of the lease rows
+//! and epoch records (`row`, the statements), the wake-ups by
+//! `LISTEN`/`NOTIFY` (`notify`), and the schema's objects and migrations
+//! (`schema`, public).
+
+pub(crate) mod context;
+pub(crate) mod notify;
+pub(crate) mod row;
+pub mod schema;
