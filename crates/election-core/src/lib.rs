@@ -103,7 +103,8 @@ pub use error::{Error, LeaseLost, LossReason};
 pub use health::{Health, HealthCheck};
 pub use instrument::describe_metrics;
 pub use keyed::{
-    Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyedClaims, LeaseSet, PerKeyClaims,
+    Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyEvent, KeyEvents, KeyedClaims,
+    LeaseSet, PerKeyClaims,
 };
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use leader::Leader;

@@ -20,7 +20,11 @@
 //! - after a decision at `now`, no key whose validity has passed by `now`
 //!   is held;
 //! - every key that leaves the book other than by release is reported
-//!   lost, once.
+//!   lost, once;
+//! - a key is given back (released while the set runs) only when it was
+//!   released by the user and no guard runs under it;
+//! - its events, per key, alternate: won in a term, then lost or released
+//!   in that term; never won in a term whose loss was reported.
 //!
 //! The book is generic over what the engine keeps per hold (`S`: the key's
 //! `KeyState`, whose `held` it marks from what the book reports), so the
@@ -36,6 +40,29 @@ use crate::renewal::{Input, Next, Renewal, RenewalPolicy};
 use crate::{ElectionName, Epoch, LossReason, Won};
 
 use super::claims::HeldKey;
+use super::events::KeyEvent;
+
+/// An asked key as the engine hands it to [`Book::next`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Asked {
+    /// The key.
+    pub(crate) key: ElectionName,
+    /// False once [`release`](crate::LeaseSet::release)d (and not asked
+    /// again): not claimed, and given back once no guard runs under it.
+    pub(crate) wanted: bool,
+    /// A guard runs under the key: it is not given back now.
+    pub(crate) busy: bool,
+}
+
+impl From<ElectionName> for Asked {
+    fn from(key: ElectionName) -> Self {
+        Asked {
+            key,
+            wanted: true,
+            busy: false,
+        }
+    }
+}
 
 /// A key this process holds, as the book keeps it.
 #[derive(Debug)]
@@ -76,6 +103,9 @@ pub(crate) enum Command {
     /// Give these keys up (the set closes; none of them was lost), then
     /// end the set.
     Release(Vec<HeldKey>),
+    /// Give these keys back (released, no guard runs under them; none of
+    /// them was lost), and go on.
+    Give(Vec<HeldKey>),
     /// Sleep until `until` (`None`: until woken), while the backend's
     /// wait runs if `wait` (some asked key is not held).
     Sleep { until: Option<Instant>, wait: bool },
@@ -83,8 +113,8 @@ pub(crate) enum Command {
 
 /// One decision: the command, the keys lost on the way to it (each
 /// reported once; the engine marks them before it executes the command),
-/// and for a [`Command::Release`] what the engine kept with each released
-/// hold (it ends them before the release is sent).
+/// and for a [`Command::Release`] or [`Command::Give`] what the engine
+/// kept with each released hold (it ends them before the release is sent).
 #[derive(Debug)]
 pub(crate) struct Decision<S> {
     pub(crate) command: Command,
@@ -110,6 +140,8 @@ pub(crate) struct Book<S> {
     input: Input,
     /// A claim of the keys not held is due (woken, or never made).
     claim_due: bool,
+    /// The events of the changes made since they were last taken.
+    events: Vec<KeyEvent>,
 }
 
 impl<S> Default for Book<S> {
@@ -121,6 +153,7 @@ impl<S> Default for Book<S> {
             machine: None,
             input: Input::Due,
             claim_due: true,
+            events: Vec::new(),
         }
     }
 }
@@ -149,6 +182,24 @@ impl<S> Book<S> {
         self.holds.values()
     }
 
+    /// The events of the changes made since the last call, in order
+    /// (taken with the change's lock still held, so every subscriber sees
+    /// the book's order).
+    pub(crate) fn take_events(&mut self) -> Vec<KeyEvent> {
+        mem::take(&mut self.events)
+    }
+
+    /// A `Won` event for each key held now (a new subscriber's start).
+    pub(crate) fn held_events(&self) -> Vec<KeyEvent> {
+        self.holds
+            .iter()
+            .map(|(key, h)| KeyEvent::Won {
+                key: key.clone(),
+                epoch: h.epoch,
+            })
+            .collect()
+    }
+
     /// A claim of the keys not held is due at the next decision (a new key
     /// was asked, a key was lost, the backend's wait ended, a guard nudged).
     pub(crate) fn wake(&mut self) {
@@ -158,10 +209,10 @@ impl<S> Book<S> {
     /// What to do next at `now`, given the asked keys still tried
     /// (`asked`: every asked key without a permanent error) and whether
     /// the set is `closing` (no guard runs any more).
-    pub(crate) fn next(
+    pub(crate) fn next<A: Into<Asked>>(
         &mut self,
         now: Instant,
-        asked: impl IntoIterator<Item = ElectionName>,
+        asked: impl IntoIterator<Item = A>,
         closing: bool,
     ) -> Decision<S> {
         if closing {
@@ -172,8 +223,24 @@ impl<S> Book<S> {
                 released,
             };
         }
+        let asked: Vec<Asked> = asked.into_iter().map(Into::into).collect();
         // Rule 2's backstop: a hold whose deadline passed unreported is lost.
         let mut lost = self.expire(now);
+        // Released keys no guard runs under: given back (never a lost one:
+        // what expired left the book above).
+        let give: Vec<ElectionName> = asked
+            .iter()
+            .filter(|a| !a.wanted && !a.busy && self.holds.contains_key(&a.key))
+            .map(|a| a.key.clone())
+            .collect();
+        if !give.is_empty() {
+            let (keys, released) = self.give(give).into_iter().unzip();
+            return Decision {
+                command: Command::Give(keys),
+                lost,
+                released,
+            };
+        }
         let mut renew_at = None;
         while let (Some(policy), Some(machine)) = (self.policy, self.machine.as_mut()) {
             match machine.decide(mem::replace(&mut self.input, Input::Due), now) {
@@ -204,7 +271,8 @@ impl<S> Book<S> {
         }
         let free: Vec<ElectionName> = asked
             .into_iter()
-            .filter(|k| !self.holds.contains_key(k))
+            .filter(|a| a.wanted && !self.holds.contains_key(&a.key))
+            .map(|a| a.key)
             .collect();
         let command = if mem::take(&mut self.claim_due) && !free.is_empty() {
             Command::Claim(free)
@@ -232,6 +300,10 @@ impl<S> Book<S> {
     /// `now`, and starts or keeps the batch renewal so it runs by the
     /// first deadline of all.
     pub(crate) fn insert(&mut self, key: ElectionName, state: S, won: Won, now: Instant) {
+        self.events.push(KeyEvent::Won {
+            key: key.clone(),
+            epoch: won.epoch,
+        });
         self.holds.insert(
             key,
             Hold {
@@ -266,6 +338,11 @@ impl<S> Book<S> {
         }
         let (key, hold) = self.holds.remove_entry(key)?;
         self.claim_due = true;
+        self.events.push(KeyEvent::Lost {
+            key: key.clone(),
+            epoch,
+            reason: reason.clone(),
+        });
         Some(Lost {
             key,
             epoch,
@@ -359,10 +436,34 @@ impl<S> Book<S> {
     /// Every key still held, taken for release (with what the engine kept):
     /// a loss reported from here on finds nothing.
     pub(crate) fn take(&mut self) -> Vec<(HeldKey, S)> {
-        self.holds
-            .drain()
+        let keys: Vec<ElectionName> = self.holds.keys().cloned().collect();
+        self.give(keys)
+    }
+
+    /// The holds of `keys` (those held), taken for release, each reported
+    /// released: a loss reported from here on finds nothing.
+    fn give(&mut self, keys: Vec<ElectionName>) -> Vec<(HeldKey, S)> {
+        let given: Vec<(HeldKey, S)> = keys
+            .into_iter()
+            .filter_map(|k| self.holds.remove_entry(&k))
             .map(|(k, h)| ((k, h.epoch), h.state))
-            .collect()
+            .collect();
+        self.events
+            .extend(given.iter().map(|((key, epoch), _)| KeyEvent::Released {
+                key: key.clone(),
+                epoch: *epoch,
+            }));
+        if let Some(policy) = self.policy
+            && self.machine.is_some()
+        {
+            // The batch renewal runs by the first deadline of what is left.
+            let machine = self.machine.take();
+            self.machine = self.first_deadline().map(|d| match machine {
+                Some(m) if m.deadline() <= d => m,
+                _ => Renewal::new(policy, d),
+            });
+        }
+        given
     }
 }
 
@@ -547,6 +648,10 @@ mod tests {
         Wait(u64),
         /// A claim is due (woken).
         Wake,
+        /// The user releases key `k` (or asks it again, if `false`).
+        Release(usize, bool),
+        /// A guard starts (`true`) or ends under key `k`.
+        Busy(usize, bool),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -560,6 +665,8 @@ mod tests {
             1 => (0..4usize, 1..6u64).prop_map(|(k, e)| Op::Renewed(k, e)),
             3 => (0..700u64).prop_map(Op::Wait),
             1 => Just(Op::Wake),
+            2 => (0..4usize, any::<bool>()).prop_map(|(k, r)| Op::Release(k, r)),
+            1 => (0..4usize, any::<bool>()).prop_map(|(k, b)| Op::Busy(k, b)),
         ]
     }
 
@@ -588,6 +695,18 @@ mod tests {
             let mut now = t0;
             let mut book = book();
             let mut asked: BTreeSet<usize> = BTreeSet::new();
+            // Keys the user released (not asked again), keys a guard runs
+            // under.
+            let mut released: BTreeSet<usize> = BTreeSet::new();
+            let mut busy: BTreeSet<usize> = BTreeSet::new();
+            let ask = |asked: &BTreeSet<usize>, released: &BTreeSet<usize>, busy: &BTreeSet<usize>| -> Vec<Asked> {
+                asked
+                    .iter()
+                    .map(|&k| Asked { key: key(k), wanted: !released.contains(&k), busy: busy.contains(&k) })
+                    .collect()
+            };
+            // Per key, the term its events say is held now (events model).
+            let mut by_events: BTreeMap<String, u64> = BTreeMap::new();
             // The highest term of each key whose loss was reported to the
             // book (a win of it or an earlier term does not count), and
             // every (key, term) reported lost.
@@ -596,19 +715,29 @@ mod tests {
             let mut pending: Option<(Vec<HeldKey>, Instant)> = None;
             for op in ops.iter().cloned().chain([Op::Decide]) {
                 let before = held(&book);
-                // What left the book in this step, as the book reported it.
+                // What left the book in this step, as the book reported it:
+                // lost, or given back.
                 let mut reported: Vec<(String, u64)> = Vec::new();
+                let mut gone: Vec<(String, u64)> = Vec::new();
                 let mut decided = false;
                 match op {
-                    Op::Ask(k) => { asked.insert(k); }
+                    Op::Ask(k) => { asked.insert(k); released.remove(&k); }
+                    Op::Release(k, r) => {
+                        if r { released.insert(k); } else { released.remove(&k); }
+                    }
+                    Op::Busy(k, b) => {
+                        if b { busy.insert(k); } else { busy.remove(&k); }
+                    }
                     Op::Decide => {
                         decided = true;
-                        let d = book.next(now, asked.iter().map(|&k| key(k)), false);
+                        let d = book.next(now, ask(&asked, &released, &busy), false);
                         reported.extend(d.lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
                         match d.command {
                             Command::Claim(keys) => {
                                 for k in &keys {
                                     prop_assert!(!book.contains_key(k), "asked to claim held key {}", k);
+                                    let i: usize = k.as_str()[1..].parse().unwrap();
+                                    prop_assert!(!released.contains(&i), "claimed released key {}", k);
                                 }
                             }
                             Command::Renew { keys, budget } => {
@@ -624,6 +753,15 @@ mod tests {
                                 }
                             }
                             Command::Release(_) => prop_assert!(false, "released while not closing"),
+                            Command::Give(keys) => {
+                                for (k, e) in &keys {
+                                    let i: usize = k.as_str()[1..].parse().unwrap();
+                                    prop_assert!(released.contains(&i), "gave back {} not released", k);
+                                    prop_assert!(!busy.contains(&i), "gave back {} under a running guard", k);
+                                    prop_assert!(!lost_exact.contains(&(k.as_str().to_owned(), e.get())), "gave back {} in lost term {}", k, e);
+                                    gone.push((k.as_str().to_owned(), e.get()));
+                                }
+                            }
                         }
                     }
                     Op::Win(k, e, v) => {
@@ -684,9 +822,25 @@ mod tests {
                     .map(|(k, e)| (k.clone(), *e))
                     .collect();
                 let mut once = BTreeSet::new();
-                for r in &reported {
+                for r in reported.iter().chain(&gone) {
                     prop_assert!(once.insert(r.clone()), "{:?} reported twice", r);
                 }
+                // The events: per key, won, then lost or released in that
+                // term; never won in a lost term; every change reported.
+                for event in book.take_events() {
+                    let (k, e) = (event.key().as_str().to_owned(), event.epoch().get());
+                    match event {
+                        KeyEvent::Won { .. } => {
+                            prop_assert!(!by_events.contains_key(&k), "won {} twice without an end", k);
+                            prop_assert!(!lost_exact.contains(&(k.clone(), e)), "won {} in lost term {}", k, e);
+                            by_events.insert(k, e);
+                        }
+                        KeyEvent::Lost { .. } | KeyEvent::Released { .. } => {
+                            prop_assert_eq!(by_events.remove(&k), Some(e), "an end of {} in a term not won", k);
+                        }
+                    }
+                }
+                prop_assert_eq!(&by_events, &held(&book), "the events vs the holds");
                 prop_assert_eq!(&left, &once, "left the book vs reported lost");
                 for (k, e) in &after {
                     prop_assert!(
@@ -701,7 +855,7 @@ mod tests {
                 }
             }
             // Closing: the release never names a lost term.
-            let d = book.next(now, asked.iter().map(|&k| key(k)), true);
+            let d = book.next(now, ask(&asked, &released, &busy), true);
             let Command::Release(keys) = d.command else {
                 return Err(TestCaseError::fail("closing must release"));
             };

@@ -14,8 +14,9 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::instrument::{RenewalMetrics, SetMetrics};
-use crate::keyed::book::{Book, Command, Lost};
+use crate::keyed::book::{Asked, Book, Command, Lost};
 use crate::keyed::claims::{Claimed, HeldKey, KeyedClaims};
+use crate::keyed::events::{KeyEvents, Subscribers};
 use crate::keyed::key_state::KeyState;
 use crate::renewal::attempt;
 use crate::{ElectionName, Epoch, Identity, LossReason, Won, lock};
@@ -120,7 +121,8 @@ pub(crate) async fn drive<K: KeyedClaims>(
     let mut waiting: Option<Waiting> = None;
     loop {
         let closing = guards.borrow().stop();
-        match shared.next(Instant::now(), closing) {
+        let (command, given) = shared.next(Instant::now(), closing);
+        match command {
             Command::Claim(keys) => {
                 waiting = None;
                 claim(&*backend, &shared, keys).await;
@@ -133,6 +135,12 @@ pub(crate) async fn drive<K: KeyedClaims>(
                     backend.release(&held).await;
                 }
                 break;
+            }
+            Command::Give(held) => {
+                backend.give(&held).await;
+                for state in given {
+                    state.set_giving(false);
+                }
             }
             Command::Sleep { until, wait } => {
                 if !wait {
@@ -155,6 +163,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
         }
     }
     backend.close().await;
+    shared.events.end();
 }
 
 /// Executes a [`Command::Claim`]: one claim of `keys`, each answer
@@ -208,6 +217,7 @@ async fn renew<K: KeyedClaims>(
             |state, epoch, until| state.renewed(epoch, until),
         );
         end_holds(&lost);
+        shared.publish(&mut book);
         (lost, landed)
     };
     shared.report_lost(&lost);
@@ -239,6 +249,8 @@ pub(crate) struct Holds {
     pub(crate) wake: Notify,
     /// The set's metric handles (label `set`).
     pub(crate) metrics: SetMetrics,
+    /// Who reads the set's events; published to under the holds lock.
+    events: Subscribers,
     /// Tests: called at each step of recording a win (with the holds lock
     /// held).
     #[cfg(test)]
@@ -267,6 +279,7 @@ impl Holds {
             holds: Mutex::default(),
             wake: Notify::new(),
             metrics: SetMetrics::new(set),
+            events: Subscribers::new(),
             #[cfg(test)]
             record_hook: Mutex::default(),
         }
@@ -291,31 +304,69 @@ impl Holds {
             .min()
     }
 
+    /// A stream of the set's events, first a `Won` for each key held now.
+    pub(crate) fn events(&self) -> KeyEvents {
+        let book = lock(&self.holds);
+        self.events.subscribe(book.held_events())
+    }
+
+    /// Sends the book's events; call with the holds lock held.
+    fn publish(&self, book: &mut Book<Arc<KeyState>>) {
+        self.events.publish(book.take_events());
+    }
+
     /// The book's next decision at `now`; the keys lost on the way are
-    /// marked, and released holds ended, before the command is returned.
-    fn next(&self, now: Instant, closing: bool) -> Command {
-        // The asked keys still tried (no permanent error).
-        let asked: Vec<ElectionName> = self
-            .keys
-            .pin()
-            .values()
-            .filter(|k| !k.given_up())
-            .map(|k| k.name().clone())
-            .collect();
+    /// marked, and released holds ended, before the command is returned
+    /// with the states of the holds it gives back.
+    fn next(&self, now: Instant, closing: bool) -> (Command, Vec<Arc<KeyState>>) {
         let decision = {
             let mut book = lock(&self.holds);
+            // The asked keys still tried (no permanent error), read under
+            // the lock: a guard enters under it too, so a key is given back
+            // only if no guard entered before this decision.
+            let asked: Vec<Asked> = self
+                .keys
+                .pin()
+                .values()
+                .filter(|k| !k.given_up())
+                .map(|k| Asked {
+                    key: k.name().clone(),
+                    wanted: k.wanted(),
+                    busy: k.busy(),
+                })
+                .collect();
             let decision = book.next(now, asked, closing);
             end_holds(&decision.lost);
             for state in &decision.released {
+                state.set_giving(true);
                 state.end_hold();
             }
+            self.publish(&mut book);
             decision
         };
         for _ in &decision.released {
             self.metrics.ended(None);
         }
         self.report_lost(&decision.lost);
-        decision.command
+        (decision.command, decision.released)
+    }
+
+    /// A guard starts under `state`'s key: asks it again (a released key
+    /// is wanted again) and counts the guard, under the holds lock.
+    pub(crate) fn enter_guard(&self, state: &KeyState) {
+        let _book = lock(&self.holds);
+        state.set_wanted(true);
+        state.enter_guard();
+    }
+
+    /// The key of `state` is released (`wanted` false) or asked again;
+    /// the loop is woken.
+    pub(crate) fn want(&self, state: &KeyState, wanted: bool) {
+        {
+            let _book = lock(&self.holds);
+            state.set_wanted(wanted);
+        }
+        self.wake.notify_one();
     }
 
     /// Records a win; false (and the key is tried again) if its loss was
@@ -341,7 +392,12 @@ impl Holds {
         #[cfg(test)]
         self.at(RecordStep::Inserted);
         state.hold(won.epoch, identity, won.valid_until);
+        self.publish(&mut holds);
         drop(holds);
+        if !state.wanted() {
+            // Released while the claim was on its way: given back next.
+            self.wake.notify_one();
+        }
         self.metrics.won();
         true
     }
@@ -355,6 +411,7 @@ impl Holds {
         };
         // Marked under the lock: a win recorded after this sees it ended.
         lost.state.end_hold();
+        self.publish(&mut holds);
         drop(holds);
         self.ended(&lost);
         true
@@ -386,6 +443,7 @@ impl Holds {
         let mut book = lock(&self.holds);
         let lost = book.expire(now);
         end_holds(&lost);
+        self.publish(&mut book);
         let next = book.first_deadline();
         drop(book);
         self.report_lost(&lost);
@@ -396,7 +454,12 @@ impl Holds {
     /// on finds nothing (the release was already decided).
     #[cfg(test)]
     fn take_holds(&self) -> Vec<HeldKey> {
-        let taken = lock(&self.holds).take();
+        let taken = {
+            let mut book = lock(&self.holds);
+            let taken = book.take();
+            self.publish(&mut book);
+            taken
+        };
         taken
             .into_iter()
             .map(|(held, state)| {

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 use crate::config_error::{HOUR, check_setting};
 use crate::keyed::claims::KeyedClaims;
 use crate::keyed::engine::{Guards, HoldReporter, Holds, drive};
+use crate::keyed::events::KeyEvents;
 use crate::keyed::key_state::{KeyState, Origin};
 use crate::{
     ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken, lock,
@@ -54,6 +55,32 @@ impl Shared {
 
 /// A running guard; dropped when its write finished or was dropped.
 struct GuardPass(Arc<Shared>);
+
+/// A guard running under one key: the key is not given back meanwhile.
+struct KeyPass<'a> {
+    holds: &'a Holds,
+    state: Arc<KeyState>,
+}
+
+impl<'a> KeyPass<'a> {
+    fn enter(holds: &'a Holds, state: &Arc<KeyState>) -> Self {
+        holds.enter_guard(state);
+        KeyPass {
+            holds,
+            state: state.clone(),
+        }
+    }
+}
+
+impl Drop for KeyPass<'_> {
+    fn drop(&mut self) {
+        self.state.leave_guard();
+        if !self.state.wanted() {
+            // Released meanwhile: given back now that no guard runs.
+            self.holds.wake.notify_one();
+        }
+    }
+}
 
 impl Drop for GuardPass {
     fn drop(&mut self) {
@@ -390,6 +417,10 @@ impl<K: KeyedClaims> LeaseSet<K> {
     pub async fn ask(&self, key: &str) -> Result<bool, Error> {
         self.refuse_if_closed(key)?;
         let state = self.key(key)?;
+        if !state.wanted() {
+            // Released before: asked again.
+            self.shared.holds.want(&state, true);
+        }
         self.resolved_after(&state, 0).await?;
         if state.is_held() && !self.is_closed() {
             return Ok(true);
@@ -484,6 +515,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let Some(_pass) = self.shared.admit() else {
             return Err(not_held());
         };
+        // Entered under the holds lock: the key is not given back while
+        // this guard runs (and a released key is asked again).
+        let _key_pass = KeyPass::enter(&self.shared.holds, &state);
         self.resolved_after(&state, 0).await?;
         // Counted before the check: a win of the loop's in between is then
         // a later answer, not one the nudged claim (which skips held keys)
@@ -515,6 +549,95 @@ impl<K: KeyedClaims> LeaseSet<K> {
         }
         let token = WriteToken::guarded(state.name(), self.backend.identity(), epoch);
         Ok(write(token).await)
+    }
+
+    /// Gives `key` back: stops asking for it (until it is asked again by
+    /// [`ask`](LeaseSet::ask) or [`guard`](LeaseSet::guard); `held` does
+    /// not ask a released key again), waits for the guards running under
+    /// it to finish, and then the loop releases it as at
+    /// [`close`](LeaseSet::close) (a [`KeyEvent::Released`](crate::KeyEvent::Released)),
+    /// so another process can win it. Returns once the backend's release
+    /// returned, or the key was not held, or it was asked again.
+    ///
+    /// The wait is bounded by the close timeout
+    /// ([`with_close_timeout`](LeaseSet::with_close_timeout)): past it,
+    /// `release` logs a warning and returns, and the key is given back in
+    /// the background once its last guard finished, never before. A claim
+    /// of the key already on its way may still win it: it is then given
+    /// back at once (`Won`, then `Released`). A key lost meanwhile is not
+    /// released (rule 3).
+    ///
+    /// Cancel safety: the key is released from the first poll on;
+    /// dropping the future only stops waiting.
+    ///
+    /// Failure model: [`Error::Config`] for an invalid key;
+    /// [`Error::NotHeld`] once the set is closed. A key never asked about
+    /// is `Ok` (nothing to give back).
+    ///
+    /// ```
+    /// # use election_core::LeaseSet;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// assert!(set.ask("shard-1").await?);
+    /// set.release("shard-1").await?;
+    /// assert!(!set.held("shard-1")); // and not asked again by `held`
+    /// assert!(backend.holder("shard-1").is_none()); // given back
+    /// assert!(set.ask("shard-1").await?); // asked again: won again
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, key: &str) -> Result<(), Error> {
+        self.refuse_if_closed(key)?;
+        let name = ElectionName::new(key)?;
+        let Some(state) = self.shared.holds.keys.pin().get(name.as_str()).cloned() else {
+            return Ok(());
+        };
+        self.shared.holds.want(&state, false);
+        if tokio::time::timeout(self.close_timeout, state.given_back())
+            .await
+            .is_err()
+        {
+            tracing::warn!(identity = %self.identity(), key = %name, close_timeout = ?self.close_timeout, "lease-set key released: guarded writes still run past the close timeout; the key stays held until they finish");
+        }
+        Ok(())
+    }
+
+    /// A stream of this set's [`KeyEvent`](crate::KeyEvent)s: first a
+    /// `Won` for each key held now, then every key won, lost or given back,
+    /// in order, with its epoch; it ends once the set has closed and given
+    /// its keys up. Start a key's worker on `Won`, stop it on `Lost` (at
+    /// once: the key may already be another's) or `Released`. Every loss is
+    /// reported; a term is never reported won after its loss. Nothing is
+    /// dropped: each stream queues without bound until read.
+    ///
+    /// ```
+    /// use election_core::{KeyEvent, LeaseSet};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// let mut events = set.events();
+    /// set.ask("shard-1").await?;
+    /// set.release("shard-1").await?;
+    /// let mut seen = Vec::new();
+    /// while let Some(event) = events.try_next() {
+    ///     match &event {
+    ///         KeyEvent::Won { key, epoch } => println!("start {key} in term {epoch}"),
+    ///         KeyEvent::Lost { key, .. } | KeyEvent::Released { key, .. } => println!("stop {key}"),
+    ///         _ => {}
+    ///     }
+    ///     seen.push(event);
+    /// }
+    /// assert!(matches!(seen[..], [KeyEvent::Won { .. }, KeyEvent::Released { .. }]));
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> KeyEvents {
+        self.shared.holds.events()
     }
 
     fn begin_close(&self) {

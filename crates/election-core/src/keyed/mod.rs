@@ -10,6 +10,8 @@
 //! - [`engine`]: the loop (`drive`) that executes the book's commands,
 //!   the [`Holds`](engine::Holds) it shares with the set, and the
 //!   [`HoldReporter`] a backend reports losses through.
+//! - [`events`]: [`KeyEvent`], [`KeyEvents`]: what the set won, lost and
+//!   gave back, per key and term.
 //! - [`key_state`]: one key as `held` reads it, without a lock.
 //! - [`per_key`]: [`PerKeyClaims`], a [`KeyedClaims`] over any
 //!   [`Claim`](crate::Claim) (one campaign per key).
@@ -17,11 +19,13 @@
 pub(crate) mod book;
 pub(crate) mod claims;
 pub(crate) mod engine;
+pub(crate) mod events;
 pub(crate) mod key_state;
 pub(crate) mod lease_set;
 pub(crate) mod per_key;
 
 pub use claims::{Claimed, HeldKey, KeyedClaims};
 pub use engine::HoldReporter;
+pub use events::{KeyEvent, KeyEvents};
 pub use lease_set::{DEFAULT_CLOSE_TIMEOUT, LeaseSet};
 pub use per_key::PerKeyClaims;

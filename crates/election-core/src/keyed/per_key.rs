@@ -252,8 +252,16 @@ impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
 
     /// Resigns each held key's term, so its claim is released at once.
     async fn release(&self, held: &[HeldKey]) {
-        let terms: Vec<_> = held.iter().filter_map(|(k, e)| self.term(k, *e)).collect();
-        lock(&self.terms).clear();
+        let terms: Vec<_> = {
+            let mut terms = lock(&self.terms);
+            held.iter()
+                .filter_map(|(k, e)| {
+                    let term = terms.get(k).filter(|t| t.epoch() == *e).cloned()?;
+                    terms.remove(k);
+                    Some(term)
+                })
+                .collect()
+        };
         futures::future::join_all(terms.iter().map(|t| t.resign())).await;
     }
 
