@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use election_core::{Epoch, Error, KeyedClaims, LeaseSet};
+use election_core::{Epoch, Error, KeyEvent, KeyEvents, KeyedClaims, LeaseSet};
 
 use crate::conformance::{cancel_after, until, within};
 
@@ -405,6 +405,228 @@ pub async fn keyed_sets_share_keys_and_hand_over_on_close<B: KeyedBackend>(b: &B
     c.close().await;
 }
 
+/// Reads the events queued now, checking the rules of a set's events as it
+/// goes: per key, `Won` in a term, then `Lost` or `Released` in that term,
+/// then `Won` in a higher one. `open` carries each key's term won and not
+/// yet ended across calls.
+fn drain_events(
+    events: &mut KeyEvents,
+    open: &mut std::collections::HashMap<String, Epoch>,
+    last: &mut std::collections::HashMap<String, Epoch>,
+) -> Vec<KeyEvent> {
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_next() {
+        let key = event.key().as_str().to_owned();
+        match &event {
+            KeyEvent::Won { epoch, .. } => {
+                assert!(
+                    !open.contains_key(&key),
+                    "{key} won in {epoch} while held in {:?}",
+                    open.get(&key)
+                );
+                assert!(
+                    last.get(&key).is_none_or(|l| epoch > l),
+                    "{key} won in {epoch}, not after its last term {:?}",
+                    last.get(&key)
+                );
+                open.insert(key.clone(), *epoch);
+                last.insert(key, *epoch);
+            }
+            KeyEvent::Lost { epoch, .. } | KeyEvent::Released { epoch, .. } => {
+                assert_eq!(
+                    open.remove(&key),
+                    Some(*epoch),
+                    "{key}: an end of a term not won ({event:?})"
+                );
+            }
+            other => panic!("an unknown event {other:?}"),
+        }
+        seen.push(event);
+    }
+    seen
+}
+
+/// `release(key)` gives one held key back while the set runs: the key
+/// reads not held, is won by another set in a higher term, and the set
+/// keeps its other keys; `held` does not ask a released key again, `ask`
+/// does. The events say `Won` and then `Released` in the same term.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_release_gives_one_key_back(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_release_gives_one_key_back<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let mut events = a.events();
+    let first = win(&a, "given").await;
+    let kept = win(&a, "kept").await;
+    let c = set(b, "node-b").await;
+    assert!(!within("b asks", c.ask("given")).await.expect("ask"));
+    let (stop, task) = checker(&a, &c, &["given", "kept"]);
+    within("release", a.release("given"))
+        .await
+        .expect("release");
+    assert!(!a.held("given"), "held after its release");
+    let taken = win(&c, "given").await;
+    assert!(taken > first, "epoch {taken} after {first}");
+    assert_eq!(a.epoch("kept"), Some(kept), "the other key moved");
+    assert!(!a.held("given"), "held asks a released key again");
+    stop.store(true, Ordering::Release);
+    task.await.expect("no key was held by both sets");
+    let (mut open, mut last) = Default::default();
+    let seen = drain_events(&mut events, &mut open, &mut last);
+    let given: Vec<_> = seen
+        .iter()
+        .filter(|e| e.key().as_str() == "given")
+        .cloned()
+        .collect();
+    assert!(
+        matches!(&given[..], [KeyEvent::Won { epoch: w, .. }, KeyEvent::Released { epoch: r, .. }] if *w == first && *r == first),
+        "events of the given key: {given:?}"
+    );
+    // Asked again: b holds it now.
+    assert!(!within("a asks again", a.ask("given")).await.expect("ask"));
+    c.close().await;
+    let again = win(&a, "given").await;
+    assert!(again > taken, "epoch {again} after {taken}");
+    a.close().await;
+}
+
+/// `release(key)` waits for the guards running under the key: no other
+/// set wins it while a guarded write runs; once the write finished the key
+/// is given back and another set wins it.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_release_waits_for_running_guards(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_release_waits_for_running_guards<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let first = win(&a, "busy").await;
+    let c = set(b, "node-b").await;
+    assert!(!within("b asks", c.ask("busy")).await.expect("ask"));
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let (finish_tx, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let writer = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            a.guard("busy", async |t| {
+                let _ = started_tx.send(());
+                let _ = finish_rx.await;
+                t.epoch()
+            })
+            .await
+        })
+    };
+    within("the write starts", started_rx)
+        .await
+        .expect("started");
+    let release = {
+        let a = a.clone();
+        tokio::spawn(async move { a.release("busy").await })
+    };
+    // While the write runs the key is not given back.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            !release.is_finished(),
+            "release returned under a running guard"
+        );
+        assert!(!c.held("busy"), "won elsewhere under a running guard");
+    }
+    let _ = finish_tx.send(());
+    let wrote = within("the write", writer)
+        .await
+        .expect("join")
+        .expect("guard");
+    assert_eq!(wrote, first);
+    within("release", release)
+        .await
+        .expect("join")
+        .expect("release");
+    assert!(!a.held("busy"));
+    let taken = win(&c, "busy").await;
+    assert!(taken > first);
+    a.close().await;
+    c.close().await;
+}
+
+/// The events report every loss, in the term lost, before any later win
+/// of the key; never a win of a lost term; on close a `Released` for each
+/// key still held, and then the stream ends.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_events_report_every_loss(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_events_report_every_loss<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let (mut open, mut last) = Default::default();
+    win(&a, "before").await;
+    // A late subscriber first hears of what is held.
+    let mut events = a.events();
+    let seen = drain_events(&mut events, &mut open, &mut last);
+    assert!(
+        matches!(&seen[..], [KeyEvent::Won { key, .. }] if key.as_str() == "before"),
+        "{seen:?}"
+    );
+    let first = win(&a, "lossy").await;
+    if b.take_away("lossy").await {
+        // a tries again at once: a loss of `first`, then maybe a new win.
+        until("the loss of lossy reported", || {
+            for e in drain_events(&mut events, &mut open, &mut last) {
+                if let KeyEvent::Lost { key, epoch, .. } = &e
+                    && key.as_str() == "lossy"
+                {
+                    assert_eq!(*epoch, first);
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+    }
+    drain_events(&mut events, &mut open, &mut last);
+    let held: Vec<String> = open.keys().cloned().collect();
+    a.close().await;
+    let rest = within("the stream ends", async {
+        let mut rest = Vec::new();
+        while let Some(e) = events.next().await {
+            rest.push(e);
+        }
+        rest
+    })
+    .await;
+    for e in &rest {
+        let key = e.key().as_str().to_owned();
+        match e {
+            KeyEvent::Released { epoch, .. } | KeyEvent::Lost { epoch, .. } => {
+                assert_eq!(open.remove(&key), Some(*epoch), "{e:?}");
+            }
+            KeyEvent::Won { epoch, .. } => {
+                assert!(open.insert(key, *epoch).is_none(), "{e:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        open.is_empty(),
+        "held at the end without an end event: {open:?} (held before close: {held:?})"
+    );
+}
+
 /// Expands to one `#[tokio::test]` per lease-set conformance case, each
 /// with a backend made by `$factory` (an expression evaluated per test).
 ///
@@ -425,7 +647,10 @@ macro_rules! keyed_conformance_tests {
             keyed_close_after_every_end,
             keyed_ended_reads_lost,
             keyed_guard_at_commit_point,
-            keyed_sets_share_keys_and_hand_over_on_close
+            keyed_sets_share_keys_and_hand_over_on_close,
+            keyed_release_gives_one_key_back,
+            keyed_release_waits_for_running_guards,
+            keyed_events_report_every_loss
         );
     };
     (@case $factory:expr; $($case:ident),*) => {
