@@ -79,7 +79,7 @@ impl PostgresLeases {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let url = "postgres://app@db.internal/app";
     /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
-    /// // What `election.lease_set("node-a")` builds:
+    /// // What `election.lease_set("node-a").await` builds:
     /// let set = LeaseSet::new(PostgresLeases::new(&election, Identity::new("node-a")?));
     /// if set.ask("shard-1").await? {
     ///     println!("writing shard-1 in term {:?}", set.epoch("shard-1"));
@@ -297,14 +297,14 @@ impl PostgresElection {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
-    /// let set = election.lease_set("node-a")?;
+    /// let set = election.lease_set("node-a").await?;
     /// if set.ask("shard-7").await? {
     ///     set.guard("shard-7", async |_token| { /* write shard 7 */ }).await?;
     /// }
     /// set.close().await; // releases the rows: other nodes take them at once
     /// # Ok(()) }
     /// ```
-    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
         let identity = election_sql::lease_set_identity(identity)?;
         Ok(LeaseSet::new(PostgresLeases::new(self, identity)))
     }
@@ -342,6 +342,6 @@ impl election_core::Election for PostgresElection {
     }
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresLeases>, Error> {
-        PostgresElection::lease_set(self, identity)
+        PostgresElection::lease_set(self, identity).await
     }
 }

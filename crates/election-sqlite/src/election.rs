@@ -367,7 +367,7 @@ impl SqliteElection {
     /// # let tmp = tempfile::tempdir()?;
     /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
     /// sqlx::query("CREATE TABLE rows (shard TEXT, v INTEGER)").execute(election.pool()).await?;
-    /// let set = election.lease_set("node-a")?;
+    /// let set = election.lease_set("node-a").await?;
     /// assert!(set.ask("shard-7").await?); // won: this process writes shard-7
     /// assert!(set.held("shard-7")); // no round trip
     ///
@@ -387,7 +387,7 @@ impl SqliteElection {
     /// assert!(!set.held("shard-7"));
     /// # Ok(()) }
     /// ```
-    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteLeases>, Error> {
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteLeases>, Error> {
         let identity = election_sql::lease_set_identity(identity)?;
         Ok(LeaseSet::new(SqliteLeases::new(self, identity)))
     }
@@ -406,7 +406,7 @@ impl SqliteLeases {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
     /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// // What `election.lease_set("node-a")` builds:
+    /// // What `election.lease_set("node-a").await` builds:
     /// let set = LeaseSet::new(SqliteLeases::new(&election, Identity::new("node-a")?));
     /// assert!(set.ask("shard-1").await?);
     /// set.close().await;
@@ -868,6 +868,6 @@ impl election_core::Election for SqliteElection {
     }
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteLeases>, Error> {
-        SqliteElection::lease_set(self, identity)
+        SqliteElection::lease_set(self, identity).await
     }
 }

@@ -411,7 +411,7 @@ impl Backend {
         match self {
             Backend::File(e) => {
                 let Some(poll) = poll else {
-                    return Ok(AnyLeaseSet::File(e.lease_set(identity)?));
+                    return Ok(AnyLeaseSet::File(e.lease_set(identity).await?));
                 };
                 let id = Identity::new(identity)?;
                 let election = e.clone();
@@ -426,7 +426,7 @@ impl Backend {
             }
             Backend::Sqlite(e) => {
                 let Some(poll) = poll else {
-                    return Ok(AnyLeaseSet::Sqlite(e.lease_set(identity)?));
+                    return Ok(AnyLeaseSet::Sqlite(e.lease_set(identity).await?));
                 };
                 let leases =
                     SqliteLeases::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
@@ -434,7 +434,7 @@ impl Backend {
             }
             Backend::Postgres(e) => {
                 let Some(poll) = poll else {
-                    return Ok(AnyLeaseSet::Postgres(e.lease_set(identity)?));
+                    return Ok(AnyLeaseSet::Postgres(e.lease_set(identity).await?));
                 };
                 let leases =
                     PostgresLeases::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
