@@ -103,8 +103,8 @@ pub use error::{Error, LeaseLost, LossReason};
 pub use health::{Health, HealthCheck};
 pub use instrument::describe_metrics;
 pub use keyed::{
-    Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyEvent, KeyEvents, KeyedClaims,
-    LeaseSet, PerKeyClaims,
+    Balance, Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyEvent, KeyEvents,
+    KeyedClaims, LeaseSet, PerKeyClaims, SetMember,
 };
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use leader::Leader;

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use election_core::{Epoch, Error, KeyEvent, KeyEvents, KeyedClaims, LeaseSet};
+use election_core::{
+    Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet, SetMember,
+};
 
 use crate::conformance::{cancel_after, until, within};
 
@@ -627,6 +629,120 @@ pub async fn keyed_events_report_every_loss<B: KeyedBackend>(b: &B) {
     );
 }
 
+/// Waits until each of `sets` holds exactly its share in `shares` of
+/// `keys` and every key is held by one of them.
+async fn shares<K: KeyedClaims>(
+    what: &str,
+    sets: &[&Arc<LeaseSet<K>>],
+    keys: &[String],
+    shares: &[usize],
+) {
+    until(what, || {
+        let counts: Vec<usize> = sets
+            .iter()
+            .map(|s| keys.iter().filter(|k| s.held(k)).count())
+            .collect();
+        counts == shares
+    })
+    .await;
+}
+
+/// The view every member is given: these identities, each offering `n`
+/// keys.
+fn view(ids: &[&str], n: usize) -> Vec<SetMember> {
+    ids.iter()
+        .map(|id| SetMember::new(Identity::new(*id).expect("identity"), n))
+        .collect()
+}
+
+/// Balanced sets share their keys fairly (⌊K/P⌋ or ⌈K/P⌉ each), and when
+/// one leaves only its keys move, each won in a higher term; a member
+/// that joins takes its share from the others, which give keys back
+/// (`Released` events); no key is ever held by two sets.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_balance_fair_shares(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_balance_fair_shares<B: KeyedBackend>(b: &B) {
+    let keys: Vec<String> = (0..12).map(|i| format!("bal-{i}")).collect();
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (a, c, d) = (
+        set(b, "node-a").await,
+        set(b, "node-b").await,
+        set(b, "node-c").await,
+    );
+    let three = view(&["node-a", "node-b", "node-c"], keys.len());
+    for s in [&a, &c, &d] {
+        s.balance_among(&three);
+        for k in &keys {
+            s.held(k);
+        }
+    }
+    let (stop, task) = checker(&a, &c, &names);
+    let (stop2, task2) = checker(&c, &d, &names);
+    let (stop3, task3) = checker(&a, &d, &names);
+    shares("shares of 12 over 3", &[&a, &c, &d], &keys, &[4, 4, 4]).await;
+    let before: Vec<(String, Epoch)> = keys
+        .iter()
+        .filter_map(|k| a.epoch(k).or(c.epoch(k)).map(|e| (k.clone(), e)))
+        .collect();
+    // node-c leaves cleanly: only its keys move.
+    let leaving: Vec<String> = keys.iter().filter(|k| d.held(k)).cloned().collect();
+    stop2.store(true, Ordering::Release);
+    stop3.store(true, Ordering::Release);
+    task2.await.expect("no key held by b and c");
+    task3.await.expect("no key held by a and c");
+    d.close().await;
+    let two = view(&["node-a", "node-b"], keys.len());
+    a.balance_among(&two);
+    c.balance_among(&two);
+    shares("shares of 12 over 2", &[&a, &c], &keys, &[6, 6]).await;
+    for (k, e) in &before {
+        assert_eq!(
+            a.epoch(k).or(c.epoch(k)),
+            Some(*e),
+            "{k} moved though its holder stayed"
+        );
+    }
+    for k in &leaving {
+        assert!(a.held(k) || c.held(k), "{k} not taken over");
+    }
+    // node-d joins: a and b give keys back to it.
+    let mut a_events = a.events();
+    let e = set(b, "node-d").await;
+    let joined = view(&["node-a", "node-b", "node-d"], keys.len());
+    e.balance_among(&joined);
+    for k in &keys {
+        e.held(k);
+    }
+    a.balance_among(&joined);
+    c.balance_among(&joined);
+    shares(
+        "shares of 12 over 3 after a join",
+        &[&a, &c, &e],
+        &keys,
+        &[4, 4, 4],
+    )
+    .await;
+    let (mut open, mut last) = Default::default();
+    let seen = drain_events(&mut a_events, &mut open, &mut last);
+    let given = seen
+        .iter()
+        .filter(|e| matches!(e, KeyEvent::Released { .. }))
+        .count();
+    assert_eq!(given, 2, "a gave back 2 keys: {seen:?}");
+    stop.store(true, Ordering::Release);
+    task.await.expect("no key held by a and b");
+    for s in [&a, &c, &e] {
+        s.close().await;
+    }
+}
+
 /// Expands to one `#[tokio::test]` per lease-set conformance case, each
 /// with a backend made by `$factory` (an expression evaluated per test).
 ///
@@ -650,7 +766,8 @@ macro_rules! keyed_conformance_tests {
             keyed_sets_share_keys_and_hand_over_on_close,
             keyed_release_gives_one_key_back,
             keyed_release_waits_for_running_guards,
-            keyed_events_report_every_loss
+            keyed_events_report_every_loss,
+            keyed_balance_fair_shares
         );
     };
     (@case $factory:expr; $($case:ident),*) => {

@@ -39,6 +39,7 @@ use tokio::time::Instant;
 use crate::renewal::{Input, Next, Renewal, RenewalPolicy};
 use crate::{ElectionName, Epoch, LossReason, Won};
 
+use super::balance;
 use super::claims::HeldKey;
 use super::events::KeyEvent;
 
@@ -52,6 +53,9 @@ pub(crate) struct Asked {
     pub(crate) wanted: bool,
     /// A guard runs under the key: it is not given back now.
     pub(crate) busy: bool,
+    /// The last claim found it held by another: a balanced set tries the
+    /// keys not known held elsewhere first.
+    pub(crate) elsewhere: bool,
 }
 
 impl From<ElectionName> for Asked {
@@ -60,6 +64,7 @@ impl From<ElectionName> for Asked {
             key,
             wanted: true,
             busy: false,
+            elsewhere: false,
         }
     }
 }
@@ -94,6 +99,13 @@ pub(crate) enum Command {
     /// Claim these keys (asked, not held, still tried), then feed each
     /// answer back.
     Claim(Vec<ElectionName>),
+    /// Balanced: win at most `at_most` of these keys, tried in this order
+    /// (chunks of what is still lacking, so no claim wins more), then feed
+    /// each answer back.
+    ClaimSome {
+        keys: Vec<ElectionName>,
+        at_most: usize,
+    },
     /// Renew these held keys in one batch, within `budget`, then feed the
     /// answer back.
     Renew {
@@ -120,6 +132,9 @@ pub(crate) struct Decision<S> {
     pub(crate) command: Command,
     pub(crate) lost: Vec<Lost<S>>,
     pub(crate) released: Vec<S>,
+    /// Asked keys the set does not claim now (its share is full): the
+    /// engine tells a first `ask` of one that it is not held.
+    pub(crate) deferred: Vec<ElectionName>,
 }
 
 /// The engine's knowledge of one lease set and its rules (module doc).
@@ -142,6 +157,8 @@ pub(crate) struct Book<S> {
     claim_due: bool,
     /// The events of the changes made since they were last taken.
     events: Vec<KeyEvent>,
+    /// Balanced: this member's identity and fair share (ADR 0061).
+    share: Option<(String, usize)>,
 }
 
 impl<S> Default for Book<S> {
@@ -154,6 +171,7 @@ impl<S> Default for Book<S> {
             input: Input::Due,
             claim_due: true,
             events: Vec::new(),
+            share: None,
         }
     }
 }
@@ -163,6 +181,16 @@ impl<S> Book<S> {
     /// [`renewal`](super::KeyedClaims::renewal)), before the first win.
     pub(crate) fn set_policy(&mut self, policy: Option<RenewalPolicy>) {
         self.policy = policy;
+    }
+
+    /// Balances the set: this member (`me`) aims at holding `share` of
+    /// its asked keys, claiming the free ones it ranks highest and giving
+    /// back the ones it ranks lowest (`None`: every asked key is claimed).
+    pub(crate) fn set_share(&mut self, share: Option<(String, usize)>) {
+        if self.share != share {
+            self.share = share;
+            self.claim_due = true;
+        }
     }
 
     /// The hold of `key`, if held.
@@ -221,6 +249,7 @@ impl<S> Book<S> {
                 command: Command::Release(keys),
                 lost: Vec::new(),
                 released,
+                deferred: Vec::new(),
             };
         }
         let asked: Vec<Asked> = asked.into_iter().map(Into::into).collect();
@@ -228,17 +257,30 @@ impl<S> Book<S> {
         let mut lost = self.expire(now);
         // Released keys no guard runs under: given back (never a lost one:
         // what expired left the book above).
-        let give: Vec<ElectionName> = asked
+        let mut give: Vec<ElectionName> = asked
             .iter()
             .filter(|a| !a.wanted && !a.busy && self.holds.contains_key(&a.key))
             .map(|a| a.key.clone())
             .collect();
+        if let Some((me, share)) = &self.share {
+            // Over its share: the idle keys it ranks lowest go back.
+            let kept = self.holds.len() - give.len();
+            if kept > *share {
+                let mut spare: Vec<&Asked> = asked
+                    .iter()
+                    .filter(|a| a.wanted && !a.busy && self.holds.contains_key(&a.key))
+                    .collect();
+                spare.sort_by_key(|a| balance::rank(a.key.as_str(), me));
+                give.extend(spare.iter().take(kept - share).map(|a| a.key.clone()));
+            }
+        }
         if !give.is_empty() {
             let (keys, released) = self.give(give).into_iter().unzip();
             return Decision {
                 command: Command::Give(keys),
                 lost,
                 released,
+                deferred: Vec::new(),
             };
         }
         let mut renew_at = None;
@@ -259,6 +301,7 @@ impl<S> Book<S> {
                         command: Command::Renew { keys, budget },
                         lost,
                         released: Vec::new(),
+                        deferred: Vec::new(),
                     };
                 }
                 Next::Lose(_) => {
@@ -269,13 +312,42 @@ impl<S> Book<S> {
                 }
             }
         }
-        let free: Vec<ElectionName> = asked
+        let mut free: Vec<Asked> = asked
             .into_iter()
             .filter(|a| a.wanted && !self.holds.contains_key(&a.key))
-            .map(|a| a.key)
             .collect();
+        let mut deferred = Vec::new();
+        let mut at_most = None;
+        if let Some((me, share)) = &self.share {
+            // Under its share: as many keys as it lacks, those not known
+            // held elsewhere first, each group highest ranked first.
+            let room = share.saturating_sub(self.holds.len());
+            free.sort_by_key(|a| {
+                (
+                    a.elsewhere,
+                    std::cmp::Reverse(balance::rank(a.key.as_str(), me)),
+                )
+            });
+            if room == 0 {
+                deferred = free.drain(..).map(|a| a.key).collect();
+            } else {
+                // Those past the first `room` are tried only if these fail.
+                deferred = free[room.min(free.len())..]
+                    .iter()
+                    .map(|a| a.key.clone())
+                    .collect();
+                at_most = Some(room);
+            }
+        }
+        let free: Vec<ElectionName> = free.into_iter().map(|a| a.key).collect();
         let command = if mem::take(&mut self.claim_due) && !free.is_empty() {
-            Command::Claim(free)
+            match at_most {
+                Some(at_most) => Command::ClaimSome {
+                    keys: free,
+                    at_most,
+                },
+                None => Command::Claim(free),
+            }
         } else {
             Command::Sleep {
                 until: renew_at,
@@ -286,6 +358,7 @@ impl<S> Book<S> {
             command,
             lost,
             released: Vec::new(),
+            deferred,
         }
     }
 
@@ -470,6 +543,7 @@ impl<S> Book<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Identity, SetMember};
     use proptest::prelude::*;
     use std::collections::{BTreeMap, BTreeSet};
 
@@ -702,7 +776,7 @@ mod tests {
             let ask = |asked: &BTreeSet<usize>, released: &BTreeSet<usize>, busy: &BTreeSet<usize>| -> Vec<Asked> {
                 asked
                     .iter()
-                    .map(|&k| Asked { key: key(k), wanted: !released.contains(&k), busy: busy.contains(&k) })
+                    .map(|&k| Asked { key: key(k), wanted: !released.contains(&k), busy: busy.contains(&k), elsewhere: false })
                     .collect()
             };
             // Per key, the term its events say is held now (events model).
@@ -753,6 +827,7 @@ mod tests {
                                 }
                             }
                             Command::Release(_) => prop_assert!(false, "released while not closing"),
+                            Command::ClaimSome { .. } => prop_assert!(false, "balanced while not asked to"),
                             Command::Give(keys) => {
                                 for (k, e) in &keys {
                                     let i: usize = k.as_str()[1..].parse().unwrap();
@@ -864,5 +939,290 @@ mod tests {
             }
             prop_assert!(book.holds.is_empty(), "nothing held after the release");
         }
+    }
+
+    /// A simulated store of `keys` keys balanced over members, each with
+    /// its own book (holds that do not expire: a crashed member's keys are
+    /// freed by the simulation at its "TTL"). Every round each live member
+    /// decides once and its command runs against the store.
+    struct Sim {
+        keys: usize,
+        /// key -> (member, epoch) holding it.
+        store: BTreeMap<usize, (usize, u64)>,
+        epoch: u64,
+        books: BTreeMap<usize, Book<()>>,
+        /// Per member, the keys its last claim found held by another.
+        elsewhere: BTreeMap<usize, BTreeSet<usize>>,
+        /// Members crashed, their keys still in the store.
+        crashed: BTreeSet<usize>,
+        /// Keys that changed holder (a give, then a win elsewhere).
+        moves: usize,
+    }
+
+    impl Sim {
+        fn new(keys: usize) -> Sim {
+            Sim {
+                keys,
+                store: BTreeMap::new(),
+                epoch: 0,
+                books: BTreeMap::new(),
+                elsewhere: BTreeMap::new(),
+                crashed: BTreeSet::new(),
+                moves: 0,
+            }
+        }
+
+        fn member(i: usize) -> Identity {
+            Identity::new(format!("node-{i}")).unwrap()
+        }
+
+        /// Every live member learns the view (the membership records).
+        fn view(&mut self, caps: &BTreeMap<usize, usize>) {
+            let members: Vec<SetMember> = self
+                .books
+                .keys()
+                .map(|&i| {
+                    SetMember::new(Self::member(i), self.keys).with_max_keys(caps.get(&i).copied())
+                })
+                .collect();
+            for (&i, book) in &mut self.books {
+                let me = Self::member(i);
+                let share = balance::target(&me, &members).unwrap();
+                book.set_share(Some((me.as_str().to_owned(), share)));
+            }
+        }
+
+        /// One round; true if anything changed hands.
+        fn round(&mut self, now: Instant) -> Result<bool, TestCaseError> {
+            let mut changed = false;
+            let ids: Vec<usize> = self.books.keys().copied().collect();
+            for i in ids {
+                let book = self.books.get_mut(&i).unwrap();
+                book.wake();
+                let seen = self.elsewhere.entry(i).or_default();
+                let asked: Vec<Asked> = (0..self.keys)
+                    .map(|n| Asked {
+                        key: key(n),
+                        wanted: true,
+                        busy: false,
+                        elsewhere: seen.contains(&n),
+                    })
+                    .collect();
+                let d = book.next(now, asked, false);
+                match d.command {
+                    Command::ClaimSome { keys, mut at_most } => {
+                        for k in keys {
+                            if at_most == 0 {
+                                break;
+                            }
+                            let n: usize = k.as_str()[1..].parse().unwrap();
+                            if self.store.contains_key(&n) {
+                                seen.insert(n);
+                                continue;
+                            }
+                            seen.remove(&n);
+                            self.epoch += 1;
+                            self.store.insert(n, (i, self.epoch));
+                            let won = Won {
+                                epoch: epoch(self.epoch),
+                                valid_until: None,
+                            };
+                            book.insert(k, (), won, now);
+                            changed = true;
+                            at_most -= 1;
+                        }
+                    }
+                    Command::Give(keys) => {
+                        for (k, e) in keys {
+                            let n: usize = k.as_str()[1..].parse().unwrap();
+                            prop_assert_eq!(
+                                self.store.remove(&n),
+                                Some((i, e.get())),
+                                "gave back a key not its own"
+                            );
+                            self.moves += 1;
+                            changed = true;
+                        }
+                    }
+                    Command::Sleep { .. } => {}
+                    other => return Err(TestCaseError::fail(format!("{other:?}"))),
+                }
+                book.take_events();
+            }
+            // One writer per key: the store and the books agree.
+            for (n, (m, e)) in &self.store {
+                if let Some(book) = self.books.get(m) {
+                    prop_assert_eq!(book.get(&key(*n)).map(|h| h.epoch.get()), Some(*e));
+                }
+            }
+            for (m, book) in &self.books {
+                for h in book.holds.iter() {
+                    let n: usize = h.0.as_str()[1..].parse().unwrap();
+                    prop_assert_eq!(self.store.get(&n).map(|x| x.0), Some(*m), "held by two");
+                }
+            }
+            Ok(changed)
+        }
+
+        /// Rounds until nothing changes hands; how many.
+        fn settle(&mut self, now: Instant) -> Result<usize, TestCaseError> {
+            for n in 1..1000 {
+                if !self.round(now)? {
+                    return Ok(n);
+                }
+            }
+            Err(TestCaseError::fail("did not settle"))
+        }
+
+        fn counts(&self) -> BTreeMap<usize, usize> {
+            let mut c: BTreeMap<usize, usize> = self.books.keys().map(|&i| (i, 0)).collect();
+            for (m, _) in self.store.values() {
+                if let Some(n) = c.get_mut(m) {
+                    *n += 1;
+                }
+            }
+            c
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Change {
+        Join,
+        Leave(usize),
+        Crash(usize),
+    }
+
+    proptest! {
+        /// Balanced members over a simulated store: after every join,
+        /// clean leave or crash (its keys freed at its TTL) the shares are
+        /// fair (⌊K/P⌋..⌈K/P⌉) once the rounds settle; a leave or crash
+        /// moves only the leaver's keys; a join moves at most the minimum
+        /// plus one key per member (which members take the extra key is
+        /// fixed by identity); no key is ever held by two members.
+        #[test]
+        fn balanced_members_reach_fair_shares_moving_few_keys(
+            keys in 1..120usize,
+            changes in proptest::collection::vec(
+                prop_oneof![2 => Just(Change::Join), 1 => (0..8usize).prop_map(Change::Leave), 1 => (0..8usize).prop_map(Change::Crash)],
+                1..10,
+            ),
+        ) {
+            let t0 = Instant::now();
+            let mut sim = Sim::new(keys);
+            let caps = BTreeMap::new();
+            let mut next_id = 0;
+            for change in changes.into_iter() {
+                let before = sim.counts();
+                let before_store = sim.store.clone();
+                let mut leaver_keys = None;
+                match change {
+                    Change::Join => {
+                        sim.books.insert(next_id, book_without_expiry());
+                        next_id += 1;
+                    }
+                    Change::Leave(i) | Change::Crash(i) => {
+                        let Some(&m) = sim.books.keys().nth(i % sim.books.len().max(1)) else { continue };
+                        let mut book = sim.books.remove(&m).unwrap();
+                        leaver_keys = Some(before[&m]);
+                        if matches!(change, Change::Leave(_)) {
+                            let d = book.next(t0, (0..keys).map(key), true);
+                            let Command::Release(given) = d.command else { return Err(TestCaseError::fail("close")) };
+                            for (k, _) in given {
+                                sim.store.remove(&k.as_str()[1..].parse().unwrap());
+                            }
+                        } else {
+                            // Crashed: its keys stay until its TTL, then are free.
+                            sim.crashed.insert(m);
+                            sim.round(t0)?;
+                            sim.store.retain(|_, (h, _)| *h != m);
+                        }
+                    }
+                }
+                sim.view(&caps);
+                let moves_before = sim.moves;
+                sim.settle(t0)?;
+                let after = sim.counts();
+                let p = sim.books.len();
+                if p == 0 { continue; }
+                for (m, n) in &after {
+                    prop_assert!(*n == keys / p || *n == keys.div_ceil(p), "member {} holds {} of {} keys over {}: {:?}", m, n, keys, p, after);
+                }
+                prop_assert_eq!(sim.store.len(), keys, "every key held");
+                // Keys that changed hands among the members that stayed.
+                let moved = before_store.iter().filter(|(n, (h, _))| sim.books.contains_key(h) && sim.store.get(n).map(|x| x.0) != Some(*h)).count();
+                let gives = sim.moves - moves_before;
+                prop_assert_eq!(moved, gives, "a key moved without being given back");
+                match leaver_keys {
+                    Some(_) => prop_assert_eq!(moved, 0, "a leave moved a survivor's key"),
+                    None => {
+                        let targets: BTreeMap<usize, usize> = after.clone();
+                        let minimum: usize = before.iter().map(|(m, n)| n.saturating_sub(targets[m])).sum();
+                        prop_assert!(moved <= minimum + p, "a join moved {} keys, minimum {}", moved, minimum);
+                    }
+                }
+            }
+        }
+    }
+
+    fn book_without_expiry() -> Book<()> {
+        Book::default()
+    }
+
+    #[test]
+    fn a_capped_member_keeps_its_cap_and_a_released_key_is_not_reclaimed() {
+        let t0 = Instant::now();
+        let mut book = book_without_expiry();
+        book.set_share(Some(("node-0".into(), 2)));
+        let d = book.next(t0, (0..5).map(key), false);
+        let Command::ClaimSome { keys, at_most } = d.command else {
+            panic!("claim")
+        };
+        assert_eq!(at_most, 2, "claims only its share");
+        assert_eq!(d.deferred.len(), 3);
+        let keys: Vec<ElectionName> = keys.into_iter().take(2).collect();
+        for (i, k) in keys.iter().enumerate() {
+            book.insert(
+                k.clone(),
+                (),
+                Won {
+                    epoch: epoch(i as u64 + 1),
+                    valid_until: None,
+                },
+                t0,
+            );
+        }
+        // Share drops to 1: the lowest-ranked idle key goes back.
+        book.set_share(Some(("node-0".into(), 1)));
+        let asked: Vec<Asked> = (0..5)
+            .map(|i| Asked {
+                key: key(i),
+                wanted: true,
+                busy: keys.contains(&key(i)),
+                elsewhere: false,
+            })
+            .collect();
+        let d = book.next(t0, asked.clone(), false);
+        assert!(
+            !matches!(d.command, Command::Give(_)),
+            "both busy: nothing given"
+        );
+        let asked: Vec<Asked> = (0..5)
+            .map(|i| Asked {
+                key: key(i),
+                wanted: true,
+                busy: false,
+                elsewhere: false,
+            })
+            .collect();
+        let d = book.next(t0, asked, false);
+        let Command::Give(given) = d.command else {
+            panic!("give, got {:?}", d.command)
+        };
+        assert_eq!(given.len(), 1);
+        let low = keys
+            .iter()
+            .min_by_key(|k| balance::rank(k.as_str(), "node-0"))
+            .unwrap();
+        assert_eq!(&given[0].0, low);
     }
 }

@@ -14,6 +14,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::instrument::{RenewalMetrics, SetMetrics};
+use crate::keyed::balance::{SetMember, target};
 use crate::keyed::book::{Asked, Book, Command, Lost};
 use crate::keyed::claims::{Claimed, HeldKey, KeyedClaims};
 use crate::keyed::events::{KeyEvents, Subscribers};
@@ -127,6 +128,16 @@ pub(crate) async fn drive<K: KeyedClaims>(
                 waiting = None;
                 claim(&*backend, &shared, keys).await;
             }
+            Command::ClaimSome { keys, at_most } => {
+                waiting = None;
+                // In chunks of what is still lacking: no claim wins more.
+                let (mut left, mut rest) = (at_most, &keys[..]);
+                while left > 0 && !rest.is_empty() {
+                    let (chunk, after) = rest.split_at(left.min(rest.len()));
+                    left -= claim(&*backend, &shared, chunk.to_vec()).await;
+                    rest = after;
+                }
+            }
             Command::Renew { keys, budget } => {
                 renew(&*backend, &shared, keys, budget, &metrics).await;
             }
@@ -167,17 +178,20 @@ pub(crate) async fn drive<K: KeyedClaims>(
 }
 
 /// Executes a [`Command::Claim`]: one claim of `keys`, each answer
-/// recorded.
-async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionName>) {
+/// recorded; how many were won and recorded.
+async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionName>) -> usize {
     let answers = backend.claim(&keys).await;
+    let mut won = 0;
     let states = shared.keys.pin();
     for (key, answer) in keys.iter().zip(answers) {
         let Some(state) = states.get(key.as_str()) else {
             continue;
         };
         match answer {
-            Ok(Claimed::Won(won)) => {
-                shared.hold(state, won, backend.identity());
+            Ok(Claimed::Won(w)) => {
+                if shared.hold(state, w, backend.identity()) {
+                    won += 1;
+                }
             }
             Ok(Claimed::HeldBy(holder)) => state.held_by(holder),
             // A permanent error stops the tries for the key (`next` is not
@@ -185,6 +199,7 @@ async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionNa
             Err(e) => state.failed(e),
         }
     }
+    won
 }
 
 /// Executes a [`Command::Renew`]: one renewal of `held` within `budget`,
@@ -333,9 +348,16 @@ impl Holds {
                     key: k.name().clone(),
                     wanted: k.wanted(),
                     busy: k.busy(),
+                    elsewhere: k.elsewhere(),
                 })
                 .collect();
             let decision = book.next(now, asked, closing);
+            let keys = self.keys.pin();
+            for key in &decision.deferred {
+                if let Some(state) = keys.get(key.as_str()) {
+                    state.defer();
+                }
+            }
             end_holds(&decision.lost);
             for state in &decision.released {
                 state.set_giving(true);
@@ -349,6 +371,36 @@ impl Holds {
         }
         self.report_lost(&decision.lost);
         (decision.command, decision.released)
+    }
+
+    /// Balances the set among `members` (this member, `me`, with
+    /// `max_keys`, among them or added): its fair share of the keys it
+    /// asks (ADR 0061); an empty view ends balancing. The loop is woken.
+    pub(crate) fn balance_among(
+        &self,
+        me: &Identity,
+        max_keys: Option<usize>,
+        members: &[SetMember],
+    ) {
+        // This member offers what it asks, or what the view says if more
+        // (its keys may not all be asked yet).
+        let offered = members
+            .iter()
+            .filter(|m| m.identity == *me)
+            .map(|m| m.offered)
+            .fold(self.keys.len(), usize::max);
+        let mut view: Vec<SetMember> = members
+            .iter()
+            .filter(|m| m.identity != *me)
+            .cloned()
+            .collect();
+        let share = (!members.is_empty()).then(|| {
+            view.push(SetMember::new(me.clone(), offered).with_max_keys(max_keys));
+            let share = target(me, &view).unwrap_or(0);
+            (me.as_str().to_owned(), share)
+        });
+        lock(&self.holds).set_share(share);
+        self.wake.notify_one();
     }
 
     /// A guard starts under `state`'s key: asks it again (a released key

@@ -214,6 +214,19 @@ impl KeyState {
         self.resolve();
     }
 
+    /// True if the latest news is that another candidate holds the key.
+    pub(crate) fn elsewhere(&self) -> bool {
+        !self.is_held() && self.resolutions() > 0 && lock(&self.known).error.is_none()
+    }
+
+    /// The set does not claim the key now (a balanced set's share is
+    /// full): a first `ask` of it hears "not held", holder unknown.
+    pub(crate) fn defer(&self) {
+        if self.resolutions() == 0 {
+            self.held_by(None);
+        }
+    }
+
     /// Records that the backend could not tell who holds the key. A hold
     /// the key had stays until its deadline (the loop reports a loss with
     /// [`end_hold`](KeyState::end_hold)).

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config_error::{HOUR, check_setting};
+use crate::keyed::balance::{Balance, SetMember};
 use crate::keyed::claims::KeyedClaims;
 use crate::keyed::engine::{Guards, HoldReporter, Holds, drive};
 use crate::keyed::events::KeyEvents;
@@ -133,6 +134,7 @@ pub struct LeaseSet<K: KeyedClaims> {
     backend: Arc<K>,
     runner: Mutex<Option<JoinHandle<()>>>,
     close_timeout: Duration,
+    balance: Balance,
 }
 
 impl<K: KeyedClaims> std::fmt::Debug for LeaseSet<K> {
@@ -186,6 +188,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
             backend,
             runner: Mutex::new(Some(runner)),
             close_timeout: DEFAULT_CLOSE_TIMEOUT,
+            balance: Balance::default(),
         }
     }
 
@@ -603,6 +606,91 @@ impl<K: KeyedClaims> LeaseSet<K> {
             tracing::warn!(identity = %self.identity(), key = %name, close_timeout = ?self.close_timeout, "lease-set key released: guarded writes still run past the close timeout; the key stays held until they finish");
         }
         Ok(())
+    }
+
+    /// Sets how this member takes part when balanced
+    /// ([`balance_among`](LeaseSet::balance_among)): its cap.
+    ///
+    /// ```
+    /// use election_core::{Balance, LeaseSet};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?)
+    ///     .with_balance(Balance::default().with_max_keys(Some(40))?);
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_balance(mut self, balance: Balance) -> Self {
+        self.balance = balance;
+        self
+    }
+
+    /// This member as its membership record says it: identity, the number
+    /// of keys asked, and its cap ([`with_balance`](LeaseSet::with_balance)).
+    ///
+    /// ```
+    /// # use election_core::LeaseSet;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// set.held("shard-1");
+    /// assert_eq!(set.member().offered, 1);
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn member(&self) -> SetMember {
+        SetMember::new(self.identity().clone(), self.shared.holds.keys.len())
+            .with_max_keys(self.balance.max_keys())
+    }
+
+    /// Balances this set's keys among the live `members` (every member of
+    /// the set, as their membership records say; this one is counted even
+    /// if missing): from now on the set aims at its fair share of the keys
+    /// it asks — with K keys and P members ⌊K/P⌋ or ⌈K/P⌉, less if capped
+    /// (ADR 0061). It claims free keys only while under its share, those
+    /// it ranks highest (rendezvous hashing), and gives back the ones it
+    /// ranks lowest while over it, each only once no guard runs under it,
+    /// as [`release`](LeaseSet::release) does; the taker wins them with a
+    /// higher epoch. Call it again whenever the view changes; an empty
+    /// view ends balancing (every asked key is claimed again).
+    ///
+    /// Keys that only some members ask go only to those members (a
+    /// member claims only what it asks); shares are computed as if every
+    /// member offered the most keys any member offers.
+    ///
+    /// ```
+    /// use election_core::{LeaseSet, SetMember};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let (a, b) = (LeaseSet::new(backend.keys("node-a")?), LeaseSet::new(backend.keys("node-b")?));
+    /// for k in 0..4 {
+    ///     a.held(&format!("shard-{k}"));
+    ///     b.held(&format!("shard-{k}"));
+    /// }
+    /// let view = [a.member(), b.member()];
+    /// a.balance_among(&view);
+    /// b.balance_among(&view);
+    /// // Soon each holds two of the four keys.
+    /// # set_wait(&a, &b).await;
+    /// # a.close().await; b.close().await;
+    /// # async fn set_wait<K: election_core::KeyedClaims>(a: &LeaseSet<K>, b: &LeaseSet<K>) {
+    /// #     while a.held_keys().len() != 2 || b.held_keys().len() != 2 {
+    /// #         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    /// #     }
+    /// # }
+    /// # Ok(()) }
+    /// ```
+    pub fn balance_among(&self, members: &[SetMember]) {
+        self.shared
+            .holds
+            .balance_among(self.identity(), self.balance.max_keys(), members);
     }
 
     /// A stream of this set's [`KeyEvent`](crate::KeyEvent)s: first a

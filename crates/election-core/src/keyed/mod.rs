@@ -3,6 +3,8 @@
 //! - [`lease_set`]: [`LeaseSet`], what a user holds (`held`, `ask`,
 //!   `guard`, `close`).
 //! - [`claims`]: [`KeyedClaims`], the batch steps a backend implements.
+//! - [`balance`]: fair shares and rendezvous ranks of a balanced set
+//!   ([`Balance`], [`SetMember`]), pure.
 //! - [`book`]: the engine's decisions, pure: what is held, what was lost,
 //!   and what to do next (claim, renew, release, sleep until). Expiry is
 //!   judged there, in [`Renewal::decide`](crate::renewal::Renewal::decide)
@@ -16,6 +18,7 @@
 //! - [`per_key`]: [`PerKeyClaims`], a [`KeyedClaims`] over any
 //!   [`Claim`](crate::Claim) (one campaign per key).
 
+pub(crate) mod balance;
 pub(crate) mod book;
 pub(crate) mod claims;
 pub(crate) mod engine;
@@ -24,6 +27,7 @@ pub(crate) mod key_state;
 pub(crate) mod lease_set;
 pub(crate) mod per_key;
 
+pub use balance::{Balance, SetMember};
 pub use claims::{Claimed, HeldKey, KeyedClaims};
 pub use engine::HoldReporter;
 pub use events::{KeyEvent, KeyEvents};
