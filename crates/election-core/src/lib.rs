@@ -104,7 +104,7 @@ pub use health::{Health, HealthCheck};
 pub use instrument::describe_metrics;
 pub use keyed::{
     Balance, Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyEvent, KeyEvents,
-    KeyedClaims, LeaseSet, PerKeyClaims, SetMember,
+    KeyedClaims, LeaseSet, MAX_MEMBERS, Membership, PerKeyClaims, SetMember,
 };
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use leader::Leader;

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use election_core::{
-    Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet, SetMember,
+    Election, Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet, Membership,
+    SetMember,
 };
 
 use crate::conformance::{cancel_after, until, within};
@@ -743,6 +744,101 @@ pub async fn keyed_balance_fair_shares<B: KeyedBackend>(b: &B) {
     }
 }
 
+/// A backend whose [`Election`] keeps the membership records of balanced
+/// sets ([`Membership`]): the membership cases run over it.
+pub trait MembershipBackend: KeyedBackend {
+    /// The backend's election façade.
+    type Election: Election + 'static;
+
+    /// The backend's election over the same store as
+    /// [`keys`](KeyedBackend::keys).
+    ///
+    /// ```
+    /// use election_testkit::keyed::MembershipBackend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let backend = MemoryBackend::new();
+    /// let _election = MembershipBackend::election(&backend).await;
+    /// # }
+    /// ```
+    fn election(&self) -> impl Future<Output = Self::Election> + Send;
+}
+
+/// Balanced sets that keep membership records ([`Membership`]) share the
+/// keys fairly; when a member leaves (its membership stopped, its set
+/// closed) the others take only its keys, each in a higher term; a new
+/// member gets its share. No key is ever held by two sets.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_membership_rebalances(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_membership_rebalances<B: MembershipBackend>(b: &B) {
+    let every = Duration::from_millis(50);
+    let keys: Vec<String> = (0..9).map(|i| format!("mem-{i}")).collect();
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (a, c) = (set(b, "node-a").await, set(b, "node-b").await);
+    let mut members = Vec::new();
+    for s in [&a, &c] {
+        for k in &keys {
+            s.held(k);
+        }
+        members.push(Membership::start(b.election().await, "mem", s.clone(), every).expect("join"));
+    }
+    let (stop, task) = checker(&a, &c, &names);
+    shares("shares of 9 over 2", &[&a, &c], &keys, &[5, 4]).await;
+    // node-c joins.
+    let d = set(b, "node-c").await;
+    for k in &keys {
+        d.held(k);
+    }
+    let joined = Membership::start(b.election().await, "mem", d.clone(), every).expect("join");
+    shares("shares of 9 over 3", &[&a, &c, &d], &keys, &[3, 3, 3]).await;
+    let before: Vec<(String, Epoch)> = keys
+        .iter()
+        .filter_map(|k| a.epoch(k).or(c.epoch(k)).map(|e| (k.clone(), e)))
+        .collect();
+    // node-c leaves: only its keys move.
+    joined.stop().await;
+    d.close().await;
+    shares("shares of 9 over 2 again", &[&a, &c], &keys, &[5, 4]).await;
+    for (k, e) in &before {
+        assert_eq!(
+            a.epoch(k).or(c.epoch(k)),
+            Some(*e),
+            "{k} moved though its holder stayed"
+        );
+    }
+    stop.store(true, Ordering::Release);
+    task.await.expect("no key held by a and b");
+    for m in &members {
+        m.stop().await;
+    }
+    a.close().await;
+    c.close().await;
+}
+
+/// Expands to one `#[tokio::test]` per membership case
+/// ([`MembershipBackend`]), each with a backend made by `$factory`.
+///
+/// ```
+/// // tests/keyed_conformance.rs (needs tokio with `macros` and `rt-multi-thread`):
+/// election_testkit::keyed_membership_tests!(election_testkit::memory::MemoryBackend::new());
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! keyed_membership_tests {
+    ($factory:expr) => {
+        $crate::__cases!(keyed, $factory; keyed_membership_rebalances);
+    };
+}
+
 /// Expands to one `#[tokio::test]` per lease-set conformance case, each
 /// with a backend made by `$factory` (an expression evaluated per test).
 ///
@@ -785,5 +881,14 @@ impl KeyedBackend for crate::memory::MemoryBackend {
 
     async fn take_away(&self, key: &str) -> bool {
         self.revoke(key)
+    }
+}
+
+/// The memory backend, as a [`MembershipBackend`].
+impl MembershipBackend for crate::memory::MemoryBackend {
+    type Election = crate::memory::MemoryBackend;
+
+    async fn election(&self) -> Self::Election {
+        self.clone()
     }
 }

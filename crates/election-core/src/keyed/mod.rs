@@ -15,6 +15,8 @@
 //! - [`events`]: [`KeyEvent`], [`KeyEvents`]: what the set won, lost and
 //!   gave back, per key and term.
 //! - [`key_state`]: one key as `held` reads it, without a lock.
+//! - [`membership`]: [`Membership`], a balanced set's record and view of
+//!   the live members, over any [`Election`](crate::Election).
 //! - [`per_key`]: [`PerKeyClaims`], a [`KeyedClaims`] over any
 //!   [`Claim`](crate::Claim) (one campaign per key).
 
@@ -25,6 +27,7 @@ pub(crate) mod engine;
 pub(crate) mod events;
 pub(crate) mod key_state;
 pub(crate) mod lease_set;
+pub(crate) mod membership;
 pub(crate) mod per_key;
 
 pub use balance::{Balance, SetMember};
@@ -32,4 +35,5 @@ pub use claims::{Claimed, HeldKey, KeyedClaims};
 pub use engine::HoldReporter;
 pub use events::{KeyEvent, KeyEvents};
 pub use lease_set::{DEFAULT_CLOSE_TIMEOUT, LeaseSet};
+pub use membership::{MAX_MEMBERS, Membership};
 pub use per_key::PerKeyClaims;
