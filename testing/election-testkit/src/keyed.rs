@@ -630,6 +630,42 @@ pub async fn keyed_events_report_every_loss<B: KeyedBackend>(b: &B) {
     );
 }
 
+/// A task asserting, over and over until stopped, that no key of `keys` is
+/// held by two of `sets` at once, whichever way keys move: a set that reads
+/// held in the same term before and after another set reads held held it
+/// throughout (a term that ended never reads held again), so both held it
+/// at that moment.
+fn balance_checker<K: KeyedClaims>(
+    sets: &[&Arc<LeaseSet<K>>],
+    keys: &[&str],
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let sets: Vec<Arc<LeaseSet<K>>> = sets.iter().map(|s| (*s).clone()).collect();
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let task = tokio::spawn(async move {
+        while !s.load(Ordering::Acquire) {
+            for k in &keys {
+                for (i, x) in sets.iter().enumerate() {
+                    for y in &sets[i + 1..] {
+                        let before = x.epoch(k);
+                        let other = y.epoch(k);
+                        let after = x.epoch(k);
+                        assert!(
+                            !(before.is_some() && before == after && other.is_some()),
+                            "{k} is held by {} (term {before:?}) and {} (term {other:?}) at once",
+                            x.identity(),
+                            y.identity()
+                        );
+                    }
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    (stop, task)
+}
+
 /// Waits until each of `sets` holds exactly its share in `shares` of
 /// `keys` and every key is held by one of them.
 async fn shares<K: KeyedClaims>(
@@ -684,9 +720,8 @@ pub async fn keyed_balance_fair_shares<B: KeyedBackend>(b: &B) {
             s.held(k);
         }
     }
-    let (stop, task) = checker(&a, &c, &names);
-    let (stop2, task2) = checker(&c, &d, &names);
-    let (stop3, task3) = checker(&a, &d, &names);
+    let (stop, task) = balance_checker(&[&a, &c], &names);
+    let (stop2, task2) = balance_checker(&[&a, &c, &d], &names);
     shares("shares of 12 over 3", &[&a, &c, &d], &keys, &[4, 4, 4]).await;
     let before: Vec<(String, Epoch)> = keys
         .iter()
@@ -695,9 +730,7 @@ pub async fn keyed_balance_fair_shares<B: KeyedBackend>(b: &B) {
     // node-c leaves cleanly: only its keys move.
     let leaving: Vec<String> = keys.iter().filter(|k| d.held(k)).cloned().collect();
     stop2.store(true, Ordering::Release);
-    stop3.store(true, Ordering::Release);
-    task2.await.expect("no key held by b and c");
-    task3.await.expect("no key held by a and c");
+    task2.await.expect("no key held by two sets");
     d.close().await;
     let two = view(&["node-a", "node-b"], keys.len());
     a.balance_among(&two);
@@ -716,6 +749,7 @@ pub async fn keyed_balance_fair_shares<B: KeyedBackend>(b: &B) {
     // node-d joins: a and b give keys back to it.
     let mut a_events = a.events();
     let e = set(b, "node-d").await;
+    let (stop3, task3) = balance_checker(&[&a, &c, &e], &names);
     let joined = view(&["node-a", "node-b", "node-d"], keys.len());
     e.balance_among(&joined);
     for k in &keys {
@@ -739,6 +773,8 @@ pub async fn keyed_balance_fair_shares<B: KeyedBackend>(b: &B) {
     assert_eq!(given, 2, "a gave back 2 keys: {seen:?}");
     stop.store(true, Ordering::Release);
     task.await.expect("no key held by a and b");
+    stop3.store(true, Ordering::Release);
+    task3.await.expect("no key held by two sets");
     for s in [&a, &c, &e] {
         s.close().await;
     }
@@ -791,13 +827,14 @@ pub async fn keyed_membership_rebalances<B: MembershipBackend>(b: &B) {
         }
         members.push(Membership::start(b.election().await, "mem", s.clone(), every).expect("join"));
     }
-    let (stop, task) = checker(&a, &c, &names);
+    let (stop, task) = balance_checker(&[&a, &c], &names);
     shares("shares of 9 over 2", &[&a, &c], &keys, &[5, 4]).await;
     // node-c joins.
     let d = set(b, "node-c").await;
     for k in &keys {
         d.held(k);
     }
+    let (stop3, task3) = balance_checker(&[&a, &c, &d], &names);
     let joined = Membership::start(b.election().await, "mem", d.clone(), every).expect("join");
     shares("shares of 9 over 3", &[&a, &c, &d], &keys, &[3, 3, 3]).await;
     let before: Vec<(String, Epoch)> = keys
@@ -805,6 +842,8 @@ pub async fn keyed_membership_rebalances<B: MembershipBackend>(b: &B) {
         .filter_map(|k| a.epoch(k).or(c.epoch(k)).map(|e| (k.clone(), e)))
         .collect();
     // node-c leaves: only its keys move.
+    stop3.store(true, Ordering::Release);
+    task3.await.expect("no key held by two sets");
     joined.stop().await;
     d.close().await;
     shares("shares of 9 over 2 again", &[&a, &c], &keys, &[5, 4]).await;

@@ -132,8 +132,10 @@ pub(crate) struct Decision<S> {
     pub(crate) command: Command,
     pub(crate) lost: Vec<Lost<S>>,
     pub(crate) released: Vec<S>,
-    /// Asked keys the set does not claim now (its share is full): the
-    /// engine tells a first `ask` of one that it is not held.
+    /// Asked keys the set does not claim now (released, or a balanced
+    /// set's share is full) and does not hold: the engine tells a first
+    /// `ask` of one that it is not held, and the backend to stop waiting
+    /// for it ([`KeyedClaims::pass`](super::KeyedClaims::pass)).
     pub(crate) deferred: Vec<ElectionName>,
 }
 
@@ -312,11 +314,16 @@ impl<S> Book<S> {
                 }
             }
         }
+        // Released keys not held are not claimed: passed.
+        let mut deferred: Vec<ElectionName> = asked
+            .iter()
+            .filter(|a| !a.wanted && !self.holds.contains_key(&a.key))
+            .map(|a| a.key.clone())
+            .collect();
         let mut free: Vec<Asked> = asked
             .into_iter()
             .filter(|a| a.wanted && !self.holds.contains_key(&a.key))
             .collect();
-        let mut deferred = Vec::new();
         let mut at_most = None;
         if let Some((me, share)) = &self.share {
             // Under its share: as many keys as it lacks, those not known
@@ -329,13 +336,8 @@ impl<S> Book<S> {
                 )
             });
             if room == 0 {
-                deferred = free.drain(..).map(|a| a.key).collect();
+                deferred.extend(free.drain(..).map(|a| a.key));
             } else {
-                // Those past the first `room` are tried only if these fail.
-                deferred = free[room.min(free.len())..]
-                    .iter()
-                    .map(|a| a.key.clone())
-                    .collect();
                 at_most = Some(room);
             }
         }
@@ -1178,7 +1180,7 @@ mod tests {
             panic!("claim")
         };
         assert_eq!(at_most, 2, "claims only its share");
-        assert_eq!(d.deferred.len(), 3);
+        assert!(d.deferred.is_empty(), "tried in order until two are won");
         let keys: Vec<ElectionName> = keys.into_iter().take(2).collect();
         for (i, k) in keys.iter().enumerate() {
             book.insert(

@@ -276,6 +276,28 @@ pub trait KeyedClaims: Send + Sync + 'static {
         self.release(held)
     }
 
+    /// The set does not claim `keys` now (released, or past a balanced
+    /// set's share) and holds none of them: stop any wait or background
+    /// campaign for them, and give up whatever such a wait won meanwhile.
+    /// Called at the decisions that leave them out of a claim; the default
+    /// does nothing.
+    ///
+    /// ```
+    /// use election_core::{ElectionName, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let keys = MemoryBackend::new().keys("node-a")?;
+    /// keys.pass(&[ElectionName::new("shard-9")?]).await; // not claimed now
+    /// # keys.close().await;
+    /// # Ok(()) }
+    /// ```
+    fn pass(&self, keys: &[ElectionName]) -> impl Future<Output = ()> + Send {
+        let _ = keys;
+        async {}
+    }
+
     /// Waits until another [`claim`](KeyedClaims::claim) of the keys not
     /// held is worth making: the backend's wake-up where it has one. The
     /// default sleeps [`DEFAULT_POLL_INTERVAL`]. Must be cancel safe.

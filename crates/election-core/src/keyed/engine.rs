@@ -122,7 +122,10 @@ pub(crate) async fn drive<K: KeyedClaims>(
     let mut waiting: Option<Waiting> = None;
     loop {
         let closing = guards.borrow().stop();
-        let (command, given) = shared.next(Instant::now(), closing);
+        let (command, given, passed) = shared.next(Instant::now(), closing);
+        if !passed.is_empty() {
+            backend.pass(&passed).await;
+        }
         match command {
             Command::Claim(keys) => {
                 waiting = None;
@@ -333,7 +336,11 @@ impl Holds {
     /// The book's next decision at `now`; the keys lost on the way are
     /// marked, and released holds ended, before the command is returned
     /// with the states of the holds it gives back.
-    fn next(&self, now: Instant, closing: bool) -> (Command, Vec<Arc<KeyState>>) {
+    fn next(
+        &self,
+        now: Instant,
+        closing: bool,
+    ) -> (Command, Vec<Arc<KeyState>>, Vec<ElectionName>) {
         let decision = {
             let mut book = lock(&self.holds);
             // The asked keys still tried (no permanent error), read under
@@ -370,7 +377,7 @@ impl Holds {
             self.metrics.ended(None);
         }
         self.report_lost(&decision.lost);
-        (decision.command, decision.released)
+        (decision.command, decision.released, decision.deferred)
     }
 
     /// Balances the set among `members` (this member, `me`, with

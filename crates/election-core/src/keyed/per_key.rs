@@ -265,6 +265,29 @@ impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
         futures::future::join_all(terms.iter().map(|t| t.resign())).await;
     }
 
+    /// Stops the background campaigns of `keys` and resigns the terms
+    /// they won and the set never took (their claims are released).
+    async fn pass(&self, keys: &[ElectionName]) {
+        let mut stopped = Vec::new();
+        {
+            let mut campaigns = lock(&self.waiting.campaigns);
+            for key in keys {
+                if let Some(task) = campaigns.remove(key) {
+                    task.abort();
+                    stopped.push(task);
+                }
+            }
+        }
+        for task in stopped {
+            let _ = task.await;
+        }
+        let won: Vec<_> = {
+            let mut won = lock(&self.waiting.won);
+            keys.iter().filter_map(|k| won.remove(k)).collect()
+        };
+        futures::future::join_all(won.iter().map(|t| t.resign())).await;
+    }
+
     /// Until a background campaign won its key (the backend's wake-up,
     /// e.g. a freed lock), or one poll interval.
     async fn wait(&self) {
