@@ -103,7 +103,7 @@ pub use error::{Error, LeaseLost, LossReason};
 pub use health::{Health, HealthCheck};
 pub use instrument::describe_metrics;
 pub use keyed::{
-    Balance, Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyEvent, KeyEvents,
+    Balance, Balanced, Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyEvent, KeyEvents,
     KeyedClaims, LeaseSet, MAX_MEMBERS, Membership, PerKeyClaims, SetMember,
 };
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};

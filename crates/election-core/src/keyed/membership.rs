@@ -19,6 +19,50 @@ use tokio::task::JoinHandle;
 use crate::keyed::balance::SetMember;
 use crate::{Candidate, ConfigError, Election, Identity, KeyedClaims, LeaseSet, Term, lock};
 
+/// A set [`Membership`] balances: what its record says, and where the view
+/// goes. [`LeaseSet`] implements it; so can a wrapper over one.
+pub trait Balanced: Send + Sync + 'static {
+    /// This member as its record says it ([`LeaseSet::member`]).
+    ///
+    /// ```
+    /// use election_core::{Balanced, LeaseSet};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// assert_eq!(Balanced::member(&set).identity.as_str(), "node-a");
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    fn member(&self) -> SetMember;
+
+    /// Balances over `members` ([`LeaseSet::balance_among`]).
+    ///
+    /// ```
+    /// use election_core::{Balanced, LeaseSet};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// Balanced::balance_among(&set, &[]); // no view: every asked key is claimed
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    fn balance_among(&self, members: &[SetMember]);
+}
+
+impl<K: KeyedClaims> Balanced for LeaseSet<K> {
+    fn member(&self) -> SetMember {
+        LeaseSet::member(self)
+    }
+
+    fn balance_among(&self, members: &[SetMember]) {
+        LeaseSet::balance_among(self, members);
+    }
+}
+
 /// The most members a group has (slots read every round).
 pub const MAX_MEMBERS: usize = 32;
 
@@ -89,15 +133,15 @@ impl Membership {
     /// set.close().await;
     /// # Ok(()) }
     /// ```
-    pub fn start<E, K>(
+    pub fn start<E, S>(
         election: E,
         group: &str,
-        set: Arc<LeaseSet<K>>,
+        set: Arc<S>,
         every: Duration,
     ) -> Result<Membership, ConfigError>
     where
         E: Election + 'static,
-        K: KeyedClaims,
+        S: Balanced + ?Sized,
     {
         crate::check_key_name("group", &slot(group, MAX_MEMBERS))?;
         if every.is_zero() || every > crate::config_error::HOUR {
@@ -154,35 +198,72 @@ impl Drop for Membership {
 }
 
 /// The membership task: keep a slot, read the view, balance the set.
-async fn run<E: Election, K: KeyedClaims>(
+///
+/// Each round reads every slot's holder. A slot held by another member is
+/// also tried (`try_campaign`, with a candidate kept across rounds, so the
+/// backend's judgement of a silent holder spans them): a member that
+/// crashed loses its slot to the first member whose try finds its lease
+/// run out, which gives the slot up at once, so the crashed member leaves
+/// every view (some backends go on naming a dead holder until someone
+/// takes over). A free slot is tried only while this member has none.
+async fn run<E: Election, S: Balanced + ?Sized>(
     election: E,
     group: String,
-    set: Arc<LeaseSet<K>>,
+    set: Arc<S>,
     every: Duration,
     stop: Arc<Notify>,
 ) {
-    let mut held: Option<(Candidate<E::Claim>, Term<E::Claim>, usize)> = None;
+    let mut candidates: Vec<Option<Candidate<E::Claim>>> = (0..MAX_MEMBERS).map(|_| None).collect();
+    let mut mine: Option<(usize, Term<E::Claim>)> = None;
     loop {
         let me = set.member();
-        if held.as_ref().is_some_and(|(_, t, _)| t.is_lost()) {
-            held = None;
-        }
-        if held.is_none() {
-            held = take_slot(&election, &group, &record(&me)).await;
+        if mine.as_ref().is_some_and(|(_, t)| t.is_lost()) {
+            mine = None;
         }
         let mut view = vec![me.clone()];
-        for i in 0..MAX_MEMBERS {
-            let name = slot(&group, i);
-            if held.as_ref().is_some_and(|(_, _, s)| *s == i) {
+        for (i, candidate) in candidates.iter_mut().enumerate() {
+            if mine.as_ref().is_some_and(|(s, _)| *s == i) {
                 continue;
             }
-            match election.leader(&name).await {
-                Ok(Some(leader)) => view.extend(
-                    parse(&leader.identity, me.offered).filter(|m| m.identity != me.identity),
-                ),
-                Ok(None) => {}
+            if candidate.is_none() {
+                match election.candidate(&slot(&group, i), &record(&me)) {
+                    Ok(c) => *candidate = Some(c),
+                    Err(e) => {
+                        tracing::warn!(%group, error = %e, "membership slot cannot be made");
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = candidate.as_ref() else {
+                continue;
+            };
+            let holder = match c.leader().await {
+                Ok(holder) => holder,
                 Err(e) => {
-                    tracing::debug!(slot = %name, error = %e, "membership slot unreadable; left out of this round's view");
+                    tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; left out of this round's view");
+                    continue;
+                }
+            };
+            if holder.is_none() && mine.is_some() {
+                continue; // free, and this member has its slot
+            }
+            match c.try_campaign().await {
+                Ok(Some(term)) if mine.is_none() => mine = Some((i, term)),
+                Ok(Some(term)) => {
+                    // A crashed member's slot (its lease ran out): freed.
+                    tracing::info!(%group, slot = i, holder = ?holder.as_ref().map(|l| l.identity.to_string()), "membership slot of a silent member taken over and freed");
+                    let _ = term.resign().await;
+                }
+                Ok(None) => {
+                    if let Some(leader) = holder {
+                        view.extend(
+                            parse(&leader.identity, me.offered)
+                                .filter(|m| m.identity != me.identity),
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(%group, slot = i, error = %e, "membership slot could not be tried");
                 }
             }
         }
@@ -192,33 +273,9 @@ async fn run<E: Election, K: KeyedClaims>(
             () = tokio::time::sleep(every) => {}
         }
     }
-    if let Some((_, term, _)) = held {
+    if let Some((_, term)) = mine {
         let _ = term.resign().await;
     }
-}
-
-/// The first free slot of `group`, won as `record`; `None` if none is free
-/// (or the backend did not answer): tried again next round.
-async fn take_slot<E: Election>(
-    election: &E,
-    group: &str,
-    record: &str,
-) -> Option<(Candidate<E::Claim>, Term<E::Claim>, usize)> {
-    for i in 0..MAX_MEMBERS {
-        let Ok(candidate) = election.candidate(&slot(group, i), record) else {
-            return None;
-        };
-        match candidate.try_campaign().await {
-            Ok(Some(term)) => return Some((candidate, term, i)),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(%group, error = %e, "membership slot could not be tried");
-                return None;
-            }
-        }
-    }
-    tracing::warn!(%group, "every membership slot is taken: balancing over the others without a record");
-    None
 }
 
 #[cfg(test)]

@@ -35,5 +35,5 @@ pub use claims::{Claimed, HeldKey, KeyedClaims};
 pub use engine::HoldReporter;
 pub use events::{KeyEvent, KeyEvents};
 pub use lease_set::{DEFAULT_CLOSE_TIMEOUT, LeaseSet};
-pub use membership::{MAX_MEMBERS, Membership};
+pub use membership::{Balanced, MAX_MEMBERS, Membership};
 pub use per_key::PerKeyClaims;
