@@ -199,71 +199,57 @@ impl Drop for Membership {
 
 /// The membership task: keep a slot, read the view, balance the set.
 ///
-/// Each round reads every slot's holder. A slot held by another member is
-/// also tried (`try_campaign`, with a candidate kept across rounds, so the
-/// backend's judgement of a silent holder spans them): a member that
-/// crashed loses its slot to the first member whose try finds its lease
-/// run out, which gives the slot up at once, so the crashed member leaves
-/// every view (some backends go on naming a dead holder until someone
-/// takes over). A free slot is tried only while this member has none.
-async fn run<E: Election, S: Balanced + ?Sized>(
+/// Each round reads every slot's holder. For each slot held by another
+/// member a *reaper* campaigns in the background (one campaign, so the
+/// backend judges a silent holder across its polls): a member that crashed
+/// loses its slot to the first reaper that finds its lease run out, which
+/// gives the slot up at once, so the crashed member leaves every view
+/// (SQL backends go on naming a dead holder until someone takes over). A
+/// free slot is tried only while this member has none.
+async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     election: E,
     group: String,
     set: Arc<S>,
     every: Duration,
     stop: Arc<Notify>,
 ) {
-    let mut candidates: Vec<Option<Candidate<E::Claim>>> = (0..MAX_MEMBERS).map(|_| None).collect();
-    let mut mine: Option<(usize, Term<E::Claim>)> = None;
+    let election = Arc::new(election);
+    let mut reapers: Vec<Option<JoinHandle<()>>> = (0..MAX_MEMBERS).map(|_| None).collect();
+    let mut mine: Option<(usize, Candidate<E::Claim>, Term<E::Claim>)> = None;
     loop {
         let me = set.member();
-        if mine.as_ref().is_some_and(|(_, t)| t.is_lost()) {
+        if mine.as_ref().is_some_and(|(_, _, t)| t.is_lost()) {
             mine = None;
         }
         let mut view = vec![me.clone()];
-        for (i, candidate) in candidates.iter_mut().enumerate() {
-            if mine.as_ref().is_some_and(|(s, _)| *s == i) {
+        for (i, reaper) in reapers.iter_mut().enumerate() {
+            if mine.as_ref().is_some_and(|(s, _, _)| *s == i) {
                 continue;
             }
-            if candidate.is_none() {
-                match election.candidate(&slot(&group, i), &record(&me)) {
-                    Ok(c) => *candidate = Some(c),
-                    Err(e) => {
-                        tracing::warn!(%group, error = %e, "membership slot cannot be made");
-                        continue;
-                    }
-                }
-            }
-            let Some(c) = candidate.as_ref() else {
-                continue;
-            };
-            let holder = match c.leader().await {
+            let name = slot(&group, i);
+            let holder = match election.leader(&name).await {
                 Ok(holder) => holder,
                 Err(e) => {
                     tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; left out of this round's view");
                     continue;
                 }
             };
-            if holder.is_none() && mine.is_some() {
-                continue; // free, and this member has its slot
-            }
-            match c.try_campaign().await {
-                Ok(Some(term)) if mine.is_none() => mine = Some((i, term)),
-                Ok(Some(term)) => {
-                    // A crashed member's slot (its lease ran out): freed.
-                    tracing::info!(%group, slot = i, holder = ?holder.as_ref().map(|l| l.identity.to_string()), "membership slot of a silent member taken over and freed");
-                    let _ = term.resign().await;
-                }
-                Ok(None) => {
-                    if let Some(leader) = holder {
-                        view.extend(
-                            parse(&leader.identity, me.offered)
-                                .filter(|m| m.identity != me.identity),
-                        );
+            match holder {
+                None if mine.is_none() => {
+                    if let Ok(c) = election.candidate(&name, &record(&me))
+                        && let Ok(Some(term)) = c.try_campaign().await
+                    {
+                        mine = Some((i, c, term));
                     }
                 }
-                Err(e) => {
-                    tracing::debug!(%group, slot = i, error = %e, "membership slot could not be tried");
+                None => {}
+                Some(leader) => {
+                    view.extend(
+                        parse(&leader.identity, me.offered).filter(|m| m.identity != me.identity),
+                    );
+                    if reaper.as_ref().is_none_or(JoinHandle::is_finished) {
+                        *reaper = Some(tokio::spawn(reap(election.clone(), name, record(&me))));
+                    }
                 }
             }
         }
@@ -273,7 +259,23 @@ async fn run<E: Election, S: Balanced + ?Sized>(
             () = tokio::time::sleep(every) => {}
         }
     }
-    if let Some((_, term)) = mine {
+    for reaper in reapers.into_iter().flatten() {
+        reaper.abort();
+        let _ = reaper.await;
+    }
+    if let Some((_, _, term)) = mine {
+        let _ = term.resign().await;
+    }
+}
+
+/// Campaigns for another member's slot `name` until it is won (its holder
+/// left or its lease ran out), then gives it up at once.
+async fn reap<E: Election>(election: Arc<E>, name: String, record: String) {
+    let Ok(candidate) = election.candidate(&name, &record) else {
+        return;
+    };
+    if let Ok(term) = candidate.campaign().await {
+        tracing::info!(slot = %name, "membership slot of a member gone taken over and freed");
         let _ = term.resign().await;
     }
 }
