@@ -215,7 +215,7 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
 ) {
     let election = Arc::new(election);
     let mut reapers: Vec<Option<JoinHandle<()>>> = (0..MAX_MEMBERS).map(|_| None).collect();
-    let mut mine: Option<(usize, Candidate<E::Claim>, Term<E::Claim>)> = None;
+    let mut mine: Option<Slot<E::Claim>> = None;
     loop {
         let me = set.member();
         if mine.as_ref().is_some_and(|(_, _, t)| t.is_lost()) {
@@ -267,6 +267,9 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
         let _ = term.resign().await;
     }
 }
+
+/// This member's slot: its index, candidate and term.
+type Slot<C> = (usize, Candidate<C>, Term<C>);
 
 /// Campaigns for another member's slot `name` until it is won (its holder
 /// left or its lease ran out), then gives it up at once.
