@@ -62,6 +62,9 @@ pub(crate) struct KeyState {
     /// False once released and not asked again (changed under the holds
     /// lock).
     wanted: AtomicBool,
+    /// Asked again after a release, and not resolved since: the next
+    /// answer (a claim's, or a deferral's) is awaited.
+    asked_again: AtomicBool,
     /// Guards running under the key (entered under the holds lock).
     guards: watch::Sender<usize>,
     /// The hold ended to be given back, and the backend's release has not
@@ -83,6 +86,7 @@ impl KeyState {
             resolved: watch::channel(0).0,
             wanted: AtomicBool::new(true),
             giving: AtomicBool::new(false),
+            asked_again: AtomicBool::new(false),
             guards: watch::channel(0).0,
             ends: watch::channel(0).0,
         }
@@ -96,6 +100,9 @@ impl KeyState {
     /// Released (`false`) or asked again (`true`); call with the holds
     /// lock held.
     pub(crate) fn set_wanted(&self, wanted: bool) {
+        if wanted && !self.wanted.load(Ordering::Acquire) {
+            self.asked_again.store(true, Ordering::Release);
+        }
         self.wanted.store(wanted, Ordering::Release);
         self.ends.send_modify(|n| *n += 1);
     }
@@ -148,6 +155,7 @@ impl KeyState {
     }
 
     fn resolve(&self) {
+        self.asked_again.store(false, Ordering::Release);
         self.resolved.send_modify(|n| *n += 1);
     }
 
@@ -222,7 +230,7 @@ impl KeyState {
     /// The set does not claim the key now (a balanced set's share is
     /// full): a first `ask` of it hears "not held", holder unknown.
     pub(crate) fn defer(&self) {
-        if self.resolutions() == 0 {
+        if self.resolutions() == 0 || self.asked_again.load(Ordering::Acquire) {
             self.held_by(None);
         }
     }

@@ -395,7 +395,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
 
     /// Asks about `key` and waits for the first answer: `Ok(true)` if this
     /// process holds it, `Ok(false)` if another does (the loop keeps
-    /// trying). Later calls answer from the loop's state at once.
+    /// trying). Later calls answer from the loop's state at once, except
+    /// the first after a [`release`](LeaseSet::release), which asks the
+    /// key again and waits for the next answer.
     ///
     /// Cancel safety: cancel safe; the key stays asked about.
     ///
@@ -420,11 +422,14 @@ impl<K: KeyedClaims> LeaseSet<K> {
     pub async fn ask(&self, key: &str) -> Result<bool, Error> {
         self.refuse_if_closed(key)?;
         let state = self.key(key)?;
+        let mut seen = 0;
         if !state.wanted() {
-            // Released before: asked again.
+            // Released before: asked again, and answered by the next claim
+            // (or deferral) of it.
+            seen = state.resolutions();
             self.shared.holds.want(&state, true);
         }
-        self.resolved_after(&state, 0).await?;
+        self.resolved_after(&state, seen).await?;
         if state.is_held() && !self.is_closed() {
             return Ok(true);
         }
