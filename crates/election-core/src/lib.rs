@@ -109,7 +109,8 @@ pub use error::{Error, LeaseLost, LossReason};
 pub use health::{Health, HealthCheck};
 pub use instrument::describe_metrics;
 pub use keyed::{
-    Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyedClaims, LeaseSet, PerKeyClaims,
+    Balance, Balanced, Claimed, DEFAULT_CLOSE_TIMEOUT, HeldKey, HoldReporter, KeyEvent, KeyEvents,
+    KeyedClaims, LeaseSet, MAX_MEMBERS, Membership, PerKeyClaims, SetMember,
 };
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
 pub use leader::Leader;

@@ -372,7 +372,7 @@ impl FileElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
     /// let election = FileElection::new(tmp.path().join("shards"))?;
-    /// let set = election.lease_set("node-a")?;
+    /// let set = election.lease_set("node-a").await?;
     /// assert!(set.ask("shard-7").await?); // won: this process writes shard-7
     /// assert!(set.held("shard-7")); // no round trip
     ///
@@ -385,7 +385,10 @@ impl FileElection {
     /// assert!(!set.held("shard-7"));
     /// # Ok(()) }
     /// ```
-    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PerKeyClaims<FileClaim>>, Error> {
+    pub async fn lease_set(
+        &self,
+        identity: &str,
+    ) -> Result<LeaseSet<PerKeyClaims<FileClaim>>, Error> {
         let identity = Identity::new(identity)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::BadSetting {
@@ -453,6 +456,6 @@ impl election_core::Election for FileElection {
     }
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PerKeyClaims<FileClaim>>, Error> {
-        FileElection::lease_set(self, identity)
+        FileElection::lease_set(self, identity).await
     }
 }

@@ -91,3 +91,15 @@ impl election_testkit::keyed::KeyedBackend for Files {
 mod keyed {
     election_testkit::keyed_conformance_tests!(super::Files::new());
 }
+
+impl election_testkit::keyed::MembershipBackend for Files {
+    type Election = FileElection;
+
+    async fn election(&self) -> FileElection {
+        Files::election(self)
+    }
+}
+
+mod membership {
+    election_testkit::keyed_membership_tests!(super::Files::new());
+}

@@ -53,8 +53,8 @@ async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other()
     let dir = tempfile::tempdir().expect("dir");
     let e = election(&dir);
     // Two openings of one directory, as two services of one process would.
-    let a = Arc::new(election(&dir).lease_set("node-a").expect("a"));
-    let b = Arc::new(election(&dir).lease_set("node-b").expect("b"));
+    let a = Arc::new(election(&dir).lease_set("node-a").await.expect("a"));
+    let b = Arc::new(election(&dir).lease_set("node-b").await.expect("b"));
     let keys: Vec<String> = (0..50).map(|i| format!("shard-{i:02}")).collect();
     // A second of both sets waiting for every key.
     let held_before = election_testkit::conformance::lease_sets_share_keys(
@@ -93,8 +93,8 @@ async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere
     let dir = tempfile::tempdir().expect("dir");
     let e = election(&dir);
     earlier_term(&e, "k").await;
-    let a = e.lease_set("node-a").expect("a");
-    let b = e.lease_set("node-b").expect("b");
+    let a = e.lease_set("node-a").await.expect("a");
+    let b = e.lease_set("node-b").await.expect("b");
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
@@ -115,8 +115,8 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
         let log = &log;
         move || async move { log.lock().unwrap().push(who) }
     };
-    let a = e.lease_set("node-a").expect("a");
-    let b = e.lease_set("node-b").expect("b");
+    let a = e.lease_set("node-a").await.expect("a");
+    let b = e.lease_set("node-b").await.expect("b");
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
@@ -185,6 +185,16 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     b.close().await;
 }
 
+/// Polls `future` once with a waker that does nothing.
+fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
 #[test]
 fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
     let dir = tempfile::tempdir().expect("dir");
@@ -193,12 +203,15 @@ fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
         .enable_all()
         .build()
         .expect("runtime");
-    let bad = rt.block_on(async { e.lease_set("line\nbreak").map(|_| ()) });
+    let bad = rt.block_on(async { e.lease_set("line\nbreak").await.map(|_| ()) });
     assert!(
         matches!(bad, Err(election_file::Error::Config(_))),
         "{bad:?}"
     );
-    let outside = e.lease_set("node-a").map(|_| ());
+    // Outside a runtime (polled once, by hand: it decides before any await).
+    let outside = poll_once(e.lease_set("node-a"))
+        .expect("answers at once")
+        .map(|_| ());
     assert!(
         matches!(outside, Err(election_file::Error::Config(_))),
         "{outside:?}"
@@ -215,7 +228,7 @@ async fn a_guard_whose_claim_file_was_replaced_is_refused() {
     let options =
         election_file::FileOptions::default().tamper_check_interval(Duration::from_secs(3600));
     let e = FileElection::with_options(&elections, options).expect("election");
-    let set = e.lease_set("node-a").expect("set");
+    let set = e.lease_set("node-a").await.expect("set");
     assert!(set.ask("k").await.expect("ask"));
     let before = set
         .guard("k", async |t| t.epoch())

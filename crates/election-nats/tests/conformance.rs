@@ -211,3 +211,18 @@ mod keyed_cluster {
     use super::*;
     election_testkit::keyed_conformance_tests!(Nats::cluster());
 }
+
+impl election_testkit::keyed::MembershipBackend for Nats {
+    type Election = NatsElection;
+
+    async fn election(&self) -> NatsElection {
+        Nats::election(self, options(self.replicas()))
+            .await
+            .expect("election")
+    }
+}
+
+mod membership_single {
+    use super::*;
+    election_testkit::keyed_membership_tests!(Nats::single());
+}

@@ -400,14 +400,14 @@ impl PostgresElection {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let election = PostgresElection::connect("postgres://app@db/app", PostgresOptions::default()).await?;
-    /// let set = election.lease_set("node-a")?;
+    /// let set = election.lease_set("node-a").await?;
     /// if set.ask("shard-7").await? {
     ///     set.guard("shard-7", async |_token| { /* write shard 7 */ }).await?;
     /// }
     /// set.close().await; // releases the rows: other nodes take them at once
     /// # Ok(()) }
     /// ```
-    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresKeyedClaims>, Error> {
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresKeyedClaims>, Error> {
         let identity = election_sql::lease_set_identity(identity)?;
         Ok(LeaseSet::new(PostgresKeyedClaims::new(self, identity)))
     }
@@ -445,7 +445,7 @@ impl election_core::Election for PostgresElection {
     }
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresKeyedClaims>, Error> {
-        PostgresElection::lease_set(self, identity)
+        PostgresElection::lease_set(self, identity).await
     }
 }
 

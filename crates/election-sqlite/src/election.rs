@@ -365,7 +365,7 @@ impl SqliteElection {
     /// # let tmp = tempfile::tempdir()?;
     /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
     /// sqlx::query("CREATE TABLE rows (shard TEXT, v INTEGER)").execute(election.pool()).await?;
-    /// let set = election.lease_set("node-a")?;
+    /// let set = election.lease_set("node-a").await?;
     /// assert!(set.ask("shard-7").await?); // won: this process writes shard-7
     /// assert!(set.held("shard-7")); // no round trip
     ///
@@ -385,7 +385,7 @@ impl SqliteElection {
     /// assert!(!set.held("shard-7"));
     /// # Ok(()) }
     /// ```
-    pub fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteKeyedClaims>, Error> {
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteKeyedClaims>, Error> {
         let identity = election_sql::lease_set_identity(identity)?;
         Ok(LeaseSet::new(SqliteKeyedClaims::new(self, identity)))
     }
@@ -441,7 +441,7 @@ impl election_core::Election for SqliteElection {
     }
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteKeyedClaims>, Error> {
-        SqliteElection::lease_set(self, identity)
+        SqliteElection::lease_set(self, identity).await
     }
 }
 

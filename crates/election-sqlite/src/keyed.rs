@@ -458,6 +458,12 @@ impl KeyedClaims for SqliteKeyedClaims {
     /// out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
         self.state.release(&*self.ctx, held).await;
+        // A key given back while the set runs: its same-host lock goes
+        // too, waking a waiter on this host (at close, `close` frees all).
+        let mut state = self.locks.state();
+        for (key, _) in held {
+            state.held.remove(key);
+        }
     }
 
     /// Waits in the kernel for the same-host lock of each key asked and

@@ -114,3 +114,15 @@ election_testkit::conformance_tests!(Db::new());
 mod keyed {
     election_testkit::keyed_conformance_tests!(super::Db::new());
 }
+
+impl election_testkit::keyed::MembershipBackend for Db {
+    type Election = SqliteElection;
+
+    async fn election(&self) -> SqliteElection {
+        Db::election(self).await
+    }
+}
+
+mod membership {
+    election_testkit::keyed_membership_tests!(super::Db::new());
+}

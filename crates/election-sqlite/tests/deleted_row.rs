@@ -145,13 +145,14 @@ async fn a_lease_set_waits_a_full_ttl_after_a_deleted_row_and_its_holder_loses()
     let a = common::open_with(&dir, short())
         .await
         .lease_set("node-a")
+        .await
         .expect("a");
     assert!(a.ask("k").await.expect("ask"));
     let held = a.epoch("k").expect("held");
 
     let deleted_at = Instant::now();
     delete_row(&e, "k").await;
-    let b = e.lease_set("node-b").expect("b");
+    let b = e.lease_set("node-b").await.expect("b");
     let won_at_once = b.ask("k").await.expect("ask");
     assert!(
         !won_at_once,
@@ -298,7 +299,7 @@ async fn the_epoch_after_max_is_refused_and_nothing_is_written() {
     assert_eq!(before.1, i64::MAX);
 
     // A lease set reports it for the key, too.
-    let set = e.lease_set("node-b").expect("set");
+    let set = e.lease_set("node-b").await.expect("set");
     let asked = set.ask("jobs").await;
     assert!(
         matches!(asked, Err(CoreError::Config(ConfigError::EpochExhausted))),
@@ -329,7 +330,7 @@ async fn a_contender_on_a_deleted_file_claims_nothing() {
         ),
         "{refused:?}"
     );
-    let set = e.lease_set("node-b").expect("set");
+    let set = e.lease_set("node-b").await.expect("set");
     let asked = set.ask("k").await;
     assert!(
         matches!(asked, Err(CoreError::Config(ConfigError::Location { .. }))),

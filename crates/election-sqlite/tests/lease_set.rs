@@ -67,12 +67,14 @@ async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other()
         common::open_with(&dir, steady())
             .await
             .lease_set("node-a")
+            .await
             .expect("a"),
     );
     let b = Arc::new(
         common::open_with(&dir, steady())
             .await
             .lease_set("node-b")
+            .await
             .expect("b"),
     );
     let keys: Vec<String> = (0..50).map(|i| format!("shard-{i:02}")).collect();
@@ -107,8 +109,8 @@ async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere
     let dir = tempfile::tempdir().expect("dir");
     let e = common::open_with(&dir, steady()).await;
     earlier_term(&e, "k").await;
-    let a = e.lease_set("node-a").expect("a");
-    let b = e.lease_set("node-b").expect("b");
+    let a = e.lease_set("node-a").await.expect("a");
+    let b = e.lease_set("node-b").await.expect("b");
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
@@ -123,7 +125,7 @@ async fn guard_runs_the_write_in_the_holders_term_and_names_the_holder_elsewhere
 async fn a_guard_whose_row_was_taken_before_the_commit_point_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let e = common::open_with(&dir, slow()).await;
-    let a = e.lease_set("node-a").expect("a");
+    let a = e.lease_set("node-a").await.expect("a");
     assert!(a.ask("k").await.expect("ask"));
     assert!(
         a.guard("k", async |_t| ()).await.is_ok(),
@@ -163,8 +165,8 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     let dir = tempfile::tempdir().expect("dir");
     let e = common::open_with(&dir, steady()).await;
     common::create_data_table(&e).await;
-    let a = e.lease_set("node-a").expect("a");
-    let b = e.lease_set("node-b").expect("b");
+    let a = e.lease_set("node-a").await.expect("a");
+    let b = e.lease_set("node-b").await.expect("b");
     assert!(a.ask("k").await.expect("ask"));
     assert!(!b.ask("k").await.expect("ask"));
 
@@ -223,6 +225,16 @@ async fn guarded_writes_pass_the_fence_and_a_deposed_holders_token_does_not() {
     b.close().await;
 }
 
+/// Polls `future` once with a waker that does nothing.
+fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
 #[test]
 fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
     let dir = tempfile::tempdir().expect("dir");
@@ -231,12 +243,15 @@ fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
         .build()
         .expect("runtime");
     let e = rt.block_on(common::open_with(&dir, steady()));
-    let bad = rt.block_on(async { e.lease_set("line\nbreak").map(|_| ()) });
+    let bad = rt.block_on(async { e.lease_set("line\nbreak").await.map(|_| ()) });
     assert!(
         matches!(bad, Err(election_sqlite::Error::Config(_))),
         "{bad:?}"
     );
-    let outside = e.lease_set("node-a").map(|_| ());
+    // Outside a runtime (polled once, by hand: it decides before any await).
+    let outside = poll_once(e.lease_set("node-a"))
+        .expect("answers at once")
+        .map(|_| ());
     assert!(
         matches!(outside, Err(election_sqlite::Error::Config(_))),
         "{outside:?}"
@@ -264,7 +279,7 @@ async fn one_transaction_claims_and_one_renews_every_held_key() {
     let e = common::open_with(&dir, steady())
         .await
         .with_clock(Arc::new(CountingClock::default()));
-    let set = e.lease_set("node-a").expect("set");
+    let set = e.lease_set("node-a").await.expect("set");
     let keys: Vec<String> = (0..200).map(|i| format!("store-{i:03}")).collect();
     // Asked together: the set's loop takes them in one go.
     let asks = futures::future::join_all(keys.iter().map(|k| set.ask(k))).await;
@@ -327,7 +342,7 @@ async fn one_transaction_claims_and_one_renews_every_held_key() {
 async fn a_deleted_database_file_loses_every_key_and_refuses_guards() {
     let dir = tempfile::tempdir().expect("dir");
     let e = common::open_with(&dir, steady()).await;
-    let set = e.lease_set("node-a").expect("set");
+    let set = e.lease_set("node-a").await.expect("set");
     for k in ["a", "b", "c"] {
         assert!(set.ask(k).await.expect("ask"), "{k} won");
     }

@@ -214,6 +214,33 @@ impl AnyLeaseSet {
         each!(self, AnyLeaseSet, |s| s.held(key))
     }
 
+    /// [`LeaseSet::events`]: won, lost and released per key, with the epoch.
+    ///
+    /// ```
+    /// # async fn example(set: election_url::AnyLeaseSet) {
+    /// let mut events = set.events();
+    /// while let Some(event) = events.next().await {
+    ///     println!("{event:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn events(&self) -> election_core::KeyEvents {
+        each!(self, AnyLeaseSet, |s| s.events())
+    }
+
+    /// [`LeaseSet::release`]: gives one key back after its running guards.
+    ///
+    /// Cancel safety and failure model: as [`LeaseSet::release`].
+    ///
+    /// ```
+    /// # async fn example(set: election_url::AnyLeaseSet) -> Result<(), election_core::Error> {
+    /// set.release("shard-7").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, key: &str) -> Result<(), CoreError> {
+        each!(self, AnyLeaseSet, |s| s.release(key).await)
+    }
+
     /// [`LeaseSet::epoch`]: the epoch of the held term of `key`, `None`
     /// while not held.
     ///
@@ -415,7 +442,7 @@ impl Backend {
         match self {
             Backend::File(e) => {
                 let Some(poll) = poll else {
-                    return Ok(AnyLeaseSet::File(e.lease_set(identity)?));
+                    return Ok(AnyLeaseSet::File(e.lease_set(identity).await?));
                 };
                 let id = Identity::new(identity)?;
                 let election = e.clone();
@@ -430,7 +457,7 @@ impl Backend {
             }
             Backend::Sqlite(e) => {
                 let Some(poll) = poll else {
-                    return Ok(AnyLeaseSet::Sqlite(e.lease_set(identity)?));
+                    return Ok(AnyLeaseSet::Sqlite(e.lease_set(identity).await?));
                 };
                 let leases =
                     SqliteKeyedClaims::new(e, Identity::new(identity)?).with_poll_interval(poll)?;
@@ -438,7 +465,7 @@ impl Backend {
             }
             Backend::Postgres(e) => {
                 let Some(poll) = poll else {
-                    return Ok(AnyLeaseSet::Postgres(e.lease_set(identity)?));
+                    return Ok(AnyLeaseSet::Postgres(e.lease_set(identity).await?));
                 };
                 let leases = PostgresKeyedClaims::new(e, Identity::new(identity)?)
                     .with_poll_interval(poll)?;
@@ -501,5 +528,16 @@ impl election_core::Election for Backend {
 
     async fn lease_set(&self, identity: &str) -> Result<AnyLeaseSet, Error> {
         self.lease_set_polling(identity, None).await
+    }
+}
+
+/// A balanced set over any backend ([`election_core::Membership`]).
+impl election_core::Balanced for AnyLeaseSet {
+    fn member(&self) -> election_core::SetMember {
+        each!(self, AnyLeaseSet, |s| s.member())
+    }
+
+    fn balance_among(&self, members: &[election_core::SetMember]) {
+        each!(self, AnyLeaseSet, |s| s.balance_among(members))
     }
 }

@@ -275,10 +275,7 @@ pub(crate) fn sqlite_notes(
     };
     let (s, before, after) = steady(
         &rt,
-        || {
-            let _in_runtime = rt.enter();
-            Ok(election.lease_set("bench-node/1")?)
-        },
+        || Ok(rt.block_on(election.lease_set("bench-node/1"))?),
         &keys,
         counts,
         || Ok((write_bytes()?, version()?)),

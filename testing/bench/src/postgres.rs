@@ -670,10 +670,7 @@ fn lease_set_notes(
     };
     let (s, before, after) = super::leases::steady(
         &rt,
-        || {
-            let _in_runtime = rt.enter();
-            Ok(election.lease_set("bench-node/1")?)
-        },
+        || Ok(rt.block_on(election.lease_set("bench-node/1"))?),
         &keys,
         lease_counts,
         || {

@@ -67,3 +67,18 @@ async fn two_processes_on_an_r3_cluster_share_a_thousand_keys_and_a_killed_ones_
     let urls = format!("{}?replicas=3", cluster.urls().join(","));
     lease_set::share_and_fail_over(&urls, &args, 2, bound()).await;
 }
+
+/// Three balanced processes share the keys fairly; a killed one's keys
+/// (and only those) go to the survivors, fairly, within the bound; a
+/// newcomer gets its share from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_processes_share_fairly_and_take_over_a_killed_ones_keys() {
+    let server = nats_testkit::Server::start().expect("nats-server");
+    let (ttl, renew, grace) = (
+        TTL_MS.to_string(),
+        RENEW_MS.to_string(),
+        GRACE_MS.to_string(),
+    );
+    let args = ["--ttl-ms", &ttl, "--renew-ms", &renew, "--grace-ms", &grace];
+    lease_set::balance_and_fail_over(&server.url(), &args, bound()).await;
+}

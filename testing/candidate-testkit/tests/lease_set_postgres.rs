@@ -85,3 +85,13 @@ async fn two_processes_share_a_thousand_keys_and_a_killed_ones_keys_move() {
 async fn three_processes_share_a_thousand_keys_and_two_are_killed_in_turn() {
     run(3).await;
 }
+
+/// Three balanced processes share the keys fairly; a killed one's keys
+/// (and only those) go to the survivors, fairly, within the bound; a
+/// newcomer gets its share from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_processes_share_fairly_and_take_over_a_killed_ones_keys() {
+    let (_server, url, args) = database().await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    lease_set::balance_and_fail_over(&url, &args, bound()).await;
+}

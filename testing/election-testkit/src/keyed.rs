@@ -13,7 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use election_core::{Epoch, Error, KeyedClaims, LeaseSet};
+use election_core::{
+    Election, Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet, Membership,
+    SetMember,
+};
 
 use crate::conformance::{cancel_after, until, within};
 
@@ -405,6 +408,476 @@ pub async fn keyed_sets_share_keys_and_hand_over_on_close<B: KeyedBackend>(b: &B
     c.close().await;
 }
 
+/// Reads the events queued now, checking the rules of a set's events as it
+/// goes: per key, `Won` in a term, then `Lost` or `Released` in that term,
+/// then `Won` in a higher one. `open` carries each key's term won and not
+/// yet ended across calls.
+fn drain_events(
+    events: &mut KeyEvents,
+    open: &mut std::collections::HashMap<String, Epoch>,
+    last: &mut std::collections::HashMap<String, Epoch>,
+) -> Vec<KeyEvent> {
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_next() {
+        let key = event.key().as_str().to_owned();
+        match &event {
+            KeyEvent::Won { epoch, .. } => {
+                assert!(
+                    !open.contains_key(&key),
+                    "{key} won in {epoch} while held in {:?}",
+                    open.get(&key)
+                );
+                assert!(
+                    last.get(&key).is_none_or(|l| epoch > l),
+                    "{key} won in {epoch}, not after its last term {:?}",
+                    last.get(&key)
+                );
+                open.insert(key.clone(), *epoch);
+                last.insert(key, *epoch);
+            }
+            KeyEvent::Lost { epoch, .. } | KeyEvent::Released { epoch, .. } => {
+                assert_eq!(
+                    open.remove(&key),
+                    Some(*epoch),
+                    "{key}: an end of a term not won ({event:?})"
+                );
+            }
+            other => panic!("an unknown event {other:?}"),
+        }
+        seen.push(event);
+    }
+    seen
+}
+
+/// `release(key)` gives one held key back while the set runs: the key
+/// reads not held, is won by another set in a higher term, and the set
+/// keeps its other keys; `held` does not ask a released key again, `ask`
+/// does. The events say `Won` and then `Released` in the same term.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_release_gives_one_key_back(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_release_gives_one_key_back<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let mut events = a.events();
+    let first = win(&a, "given").await;
+    let kept = win(&a, "kept").await;
+    let c = set(b, "node-b").await;
+    assert!(!within("b asks", c.ask("given")).await.expect("ask"));
+    let (stop, task) = checker(&a, &c, &["given", "kept"]);
+    within("release", a.release("given"))
+        .await
+        .expect("release");
+    assert!(!a.held("given"), "held after its release");
+    let taken = win(&c, "given").await;
+    assert!(taken > first, "epoch {taken} after {first}");
+    assert_eq!(a.epoch("kept"), Some(kept), "the other key moved");
+    assert!(!a.held("given"), "held asks a released key again");
+    stop.store(true, Ordering::Release);
+    task.await.expect("no key was held by both sets");
+    let (mut open, mut last) = Default::default();
+    let seen = drain_events(&mut events, &mut open, &mut last);
+    let given: Vec<_> = seen
+        .iter()
+        .filter(|e| e.key().as_str() == "given")
+        .cloned()
+        .collect();
+    assert!(
+        matches!(&given[..], [KeyEvent::Won { epoch: w, .. }, KeyEvent::Released { epoch: r, .. }] if *w == first && *r == first),
+        "events of the given key: {given:?}"
+    );
+    // Asked again: b holds it now.
+    assert!(!within("a asks again", a.ask("given")).await.expect("ask"));
+    c.close().await;
+    let again = win(&a, "given").await;
+    assert!(again > taken, "epoch {again} after {taken}");
+    a.close().await;
+}
+
+/// `release(key)` waits for the guards running under the key: no other
+/// set wins it while a guarded write runs; once the write finished the key
+/// is given back and another set wins it.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_release_waits_for_running_guards(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_release_waits_for_running_guards<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let first = win(&a, "busy").await;
+    let c = set(b, "node-b").await;
+    assert!(!within("b asks", c.ask("busy")).await.expect("ask"));
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let (finish_tx, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let writer = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            a.guard("busy", async |t| {
+                let _ = started_tx.send(());
+                let _ = finish_rx.await;
+                t.epoch()
+            })
+            .await
+        })
+    };
+    within("the write starts", started_rx)
+        .await
+        .expect("started");
+    let release = {
+        let a = a.clone();
+        tokio::spawn(async move { a.release("busy").await })
+    };
+    // While the write runs the key is not given back.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            !release.is_finished(),
+            "release returned under a running guard"
+        );
+        assert!(!c.held("busy"), "won elsewhere under a running guard");
+    }
+    let _ = finish_tx.send(());
+    let wrote = within("the write", writer)
+        .await
+        .expect("join")
+        .expect("guard");
+    assert_eq!(wrote, first);
+    within("release", release)
+        .await
+        .expect("join")
+        .expect("release");
+    assert!(!a.held("busy"));
+    let taken = win(&c, "busy").await;
+    assert!(taken > first);
+    a.close().await;
+    c.close().await;
+}
+
+/// The events report every loss, in the term lost, before any later win
+/// of the key; never a win of a lost term; on close a `Released` for each
+/// key still held, and then the stream ends.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_events_report_every_loss(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_events_report_every_loss<B: KeyedBackend>(b: &B) {
+    let a = set(b, "node-a").await;
+    let (mut open, mut last) = Default::default();
+    win(&a, "before").await;
+    // A late subscriber first hears of what is held.
+    let mut events = a.events();
+    let seen = drain_events(&mut events, &mut open, &mut last);
+    assert!(
+        matches!(&seen[..], [KeyEvent::Won { key, .. }] if key.as_str() == "before"),
+        "{seen:?}"
+    );
+    let first = win(&a, "lossy").await;
+    if b.take_away("lossy").await {
+        // a tries again at once: a loss of `first`, then maybe a new win.
+        until("the loss of lossy reported", || {
+            for e in drain_events(&mut events, &mut open, &mut last) {
+                if let KeyEvent::Lost { key, epoch, .. } = &e
+                    && key.as_str() == "lossy"
+                {
+                    assert_eq!(*epoch, first);
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+    }
+    drain_events(&mut events, &mut open, &mut last);
+    let held: Vec<String> = open.keys().cloned().collect();
+    a.close().await;
+    let rest = within("the stream ends", async {
+        let mut rest = Vec::new();
+        while let Some(e) = events.next().await {
+            rest.push(e);
+        }
+        rest
+    })
+    .await;
+    for e in &rest {
+        let key = e.key().as_str().to_owned();
+        match e {
+            KeyEvent::Released { epoch, .. } | KeyEvent::Lost { epoch, .. } => {
+                assert_eq!(open.remove(&key), Some(*epoch), "{e:?}");
+            }
+            KeyEvent::Won { epoch, .. } => {
+                assert!(open.insert(key, *epoch).is_none(), "{e:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        open.is_empty(),
+        "held at the end without an end event: {open:?} (held before close: {held:?})"
+    );
+}
+
+/// A task asserting, over and over until stopped, that no key of `keys` is
+/// held by two of `sets` at once, whichever way keys move: a set that reads
+/// held in the same term before and after another set reads held held it
+/// throughout (a term that ended never reads held again), so both held it
+/// at that moment.
+fn balance_checker<K: KeyedClaims>(
+    sets: &[&Arc<LeaseSet<K>>],
+    keys: &[&str],
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let sets: Vec<Arc<LeaseSet<K>>> = sets.iter().map(|s| (*s).clone()).collect();
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let task = tokio::spawn(async move {
+        while !s.load(Ordering::Acquire) {
+            for k in &keys {
+                for (i, x) in sets.iter().enumerate() {
+                    for y in &sets[i + 1..] {
+                        let before = x.epoch(k);
+                        let other = y.epoch(k);
+                        let after = x.epoch(k);
+                        assert!(
+                            !(before.is_some() && before == after && other.is_some()),
+                            "{k} is held by {} (term {before:?}) and {} (term {other:?}) at once",
+                            x.identity(),
+                            y.identity()
+                        );
+                    }
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    (stop, task)
+}
+
+/// Waits until each of `sets` holds exactly its share in `shares` of
+/// `keys` and every key is held by one of them.
+async fn shares<K: KeyedClaims>(
+    what: &str,
+    sets: &[&Arc<LeaseSet<K>>],
+    keys: &[String],
+    shares: &[usize],
+) {
+    until(what, || {
+        let counts: Vec<usize> = sets
+            .iter()
+            .map(|s| keys.iter().filter(|k| s.held(k)).count())
+            .collect();
+        counts == shares
+    })
+    .await;
+}
+
+/// The view every member is given: these identities, each offering `n`
+/// keys.
+fn view(ids: &[&str], n: usize) -> Vec<SetMember> {
+    ids.iter()
+        .map(|id| SetMember::new(Identity::new(*id).expect("identity"), n))
+        .collect()
+}
+
+/// Balanced sets share their keys fairly (⌊K/P⌋ or ⌈K/P⌉ each), and when
+/// one leaves only its keys move, each won in a higher term; a member
+/// that joins takes its share from the others, which give keys back
+/// (`Released` events); no key is ever held by two sets.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_balance_fair_shares(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_balance_fair_shares<B: KeyedBackend>(b: &B) {
+    let keys: Vec<String> = (0..12).map(|i| format!("bal-{i}")).collect();
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (a, c, d) = (
+        set(b, "node-a").await,
+        set(b, "node-b").await,
+        set(b, "node-c").await,
+    );
+    let three = view(&["node-a", "node-b", "node-c"], keys.len());
+    for s in [&a, &c, &d] {
+        s.balance_among(&three);
+        for k in &keys {
+            s.held(k);
+        }
+    }
+    let (stop, task) = balance_checker(&[&a, &c], &names);
+    let (stop2, task2) = balance_checker(&[&a, &c, &d], &names);
+    shares("shares of 12 over 3", &[&a, &c, &d], &keys, &[4, 4, 4]).await;
+    let before: Vec<(String, Epoch)> = keys
+        .iter()
+        .filter_map(|k| a.epoch(k).or(c.epoch(k)).map(|e| (k.clone(), e)))
+        .collect();
+    // node-c leaves cleanly: only its keys move.
+    let leaving: Vec<String> = keys.iter().filter(|k| d.held(k)).cloned().collect();
+    stop2.store(true, Ordering::Release);
+    task2.await.expect("no key held by two sets");
+    d.close().await;
+    let two = view(&["node-a", "node-b"], keys.len());
+    a.balance_among(&two);
+    c.balance_among(&two);
+    shares("shares of 12 over 2", &[&a, &c], &keys, &[6, 6]).await;
+    for (k, e) in &before {
+        assert_eq!(
+            a.epoch(k).or(c.epoch(k)),
+            Some(*e),
+            "{k} moved though its holder stayed"
+        );
+    }
+    for k in &leaving {
+        assert!(a.held(k) || c.held(k), "{k} not taken over");
+    }
+    // node-d joins: a and b give keys back to it.
+    let mut a_events = a.events();
+    let e = set(b, "node-d").await;
+    let (stop3, task3) = balance_checker(&[&a, &c, &e], &names);
+    let joined = view(&["node-a", "node-b", "node-d"], keys.len());
+    e.balance_among(&joined);
+    for k in &keys {
+        e.held(k);
+    }
+    a.balance_among(&joined);
+    c.balance_among(&joined);
+    shares(
+        "shares of 12 over 3 after a join",
+        &[&a, &c, &e],
+        &keys,
+        &[4, 4, 4],
+    )
+    .await;
+    let (mut open, mut last) = Default::default();
+    let seen = drain_events(&mut a_events, &mut open, &mut last);
+    let given = seen
+        .iter()
+        .filter(|e| matches!(e, KeyEvent::Released { .. }))
+        .count();
+    assert_eq!(given, 2, "a gave back 2 keys: {seen:?}");
+    stop.store(true, Ordering::Release);
+    task.await.expect("no key held by a and b");
+    stop3.store(true, Ordering::Release);
+    task3.await.expect("no key held by two sets");
+    for s in [&a, &c, &e] {
+        s.close().await;
+    }
+}
+
+/// A backend whose [`Election`] keeps the membership records of balanced
+/// sets ([`Membership`]): the membership cases run over it.
+pub trait MembershipBackend: KeyedBackend {
+    /// The backend's election façade.
+    type Election: Election + 'static;
+
+    /// The backend's election over the same store as
+    /// [`keys`](KeyedBackend::keys).
+    ///
+    /// ```
+    /// use election_testkit::keyed::MembershipBackend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let backend = MemoryBackend::new();
+    /// let _election = MembershipBackend::election(&backend).await;
+    /// # }
+    /// ```
+    fn election(&self) -> impl Future<Output = Self::Election> + Send;
+}
+
+/// Balanced sets that keep membership records ([`Membership`]) share the
+/// keys fairly; when a member leaves (its membership stopped, its set
+/// closed) the others take only its keys, each in a higher term; a new
+/// member gets its share. No key is ever held by two sets.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_membership_rebalances(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_membership_rebalances<B: MembershipBackend>(b: &B) {
+    let every = Duration::from_millis(50);
+    let keys: Vec<String> = (0..9).map(|i| format!("mem-{i}")).collect();
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (a, c) = (set(b, "node-a").await, set(b, "node-b").await);
+    let mut members = Vec::new();
+    for s in [&a, &c] {
+        for k in &keys {
+            s.held(k);
+        }
+        members.push(Membership::start(b.election().await, "mem", s.clone(), every).expect("join"));
+    }
+    let (stop, task) = balance_checker(&[&a, &c], &names);
+    shares("shares of 9 over 2", &[&a, &c], &keys, &[5, 4]).await;
+    // node-c joins.
+    let d = set(b, "node-c").await;
+    for k in &keys {
+        d.held(k);
+    }
+    let (stop3, task3) = balance_checker(&[&a, &c, &d], &names);
+    let joined = Membership::start(b.election().await, "mem", d.clone(), every).expect("join");
+    shares("shares of 9 over 3", &[&a, &c, &d], &keys, &[3, 3, 3]).await;
+    let before: Vec<(String, Epoch)> = keys
+        .iter()
+        .filter_map(|k| a.epoch(k).or(c.epoch(k)).map(|e| (k.clone(), e)))
+        .collect();
+    // node-c leaves: only its keys move.
+    stop3.store(true, Ordering::Release);
+    task3.await.expect("no key held by two sets");
+    joined.stop().await;
+    d.close().await;
+    shares("shares of 9 over 2 again", &[&a, &c], &keys, &[5, 4]).await;
+    for (k, e) in &before {
+        assert_eq!(
+            a.epoch(k).or(c.epoch(k)),
+            Some(*e),
+            "{k} moved though its holder stayed"
+        );
+    }
+    stop.store(true, Ordering::Release);
+    task.await.expect("no key held by a and b");
+    for m in &members {
+        m.stop().await;
+    }
+    a.close().await;
+    c.close().await;
+}
+
+/// Expands to one `#[tokio::test]` per membership case
+/// ([`MembershipBackend`]), each with a backend made by `$factory`.
+///
+/// ```
+/// // tests/keyed_conformance.rs (needs tokio with `macros` and `rt-multi-thread`):
+/// election_testkit::keyed_membership_tests!(election_testkit::memory::MemoryBackend::new());
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! keyed_membership_tests {
+    ($factory:expr) => {
+        $crate::__cases!(keyed, $factory; keyed_membership_rebalances);
+    };
+}
+
 /// Expands to one `#[tokio::test]` per lease-set conformance case, each
 /// with a backend made by `$factory` (an expression evaluated per test).
 ///
@@ -425,7 +898,11 @@ macro_rules! keyed_conformance_tests {
             keyed_close_after_every_end,
             keyed_ended_reads_lost,
             keyed_guard_at_commit_point,
-            keyed_sets_share_keys_and_hand_over_on_close
+            keyed_sets_share_keys_and_hand_over_on_close,
+            keyed_release_gives_one_key_back,
+            keyed_release_waits_for_running_guards,
+            keyed_events_report_every_loss,
+            keyed_balance_fair_shares
         );
     };
     (@case $factory:expr; $($case:ident),*) => {
@@ -443,5 +920,14 @@ impl KeyedBackend for crate::memory::MemoryBackend {
 
     async fn take_away(&self, key: &str) -> bool {
         self.revoke(key)
+    }
+}
+
+/// The memory backend, as a [`MembershipBackend`].
+impl MembershipBackend for crate::memory::MemoryBackend {
+    type Election = crate::memory::MemoryBackend;
+
+    async fn election(&self) -> Self::Election {
+        self.clone()
     }
 }

@@ -888,3 +888,26 @@ fn vacate(reg: &mut Registry, key: &ElectionName, attempt: u64) {
         slot.vacated.notify_waiters();
     }
 }
+
+/// The memory backend as an [`Election`](election_core::Election): claims,
+/// the holder as `leader`, lease sets over [`MemoryKeys`].
+impl election_core::Election for MemoryBackend {
+    type Claim = MemoryClaim;
+    type LeaseSet = election_core::LeaseSet<MemoryKeys>;
+    type Error = Error;
+
+    fn claim(&self, name: &str, identity: &str) -> Result<MemoryClaim, Error> {
+        MemoryBackend::claim(self, name, identity)
+    }
+
+    async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
+        Ok(self.holder(name))
+    }
+
+    async fn lease_set(
+        &self,
+        identity: &str,
+    ) -> Result<election_core::LeaseSet<MemoryKeys>, Error> {
+        Ok(election_core::LeaseSet::new(self.keys(identity)?))
+    }
+}

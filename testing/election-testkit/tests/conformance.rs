@@ -43,3 +43,8 @@ async fn keyed_rules_three_and_four_hold_per_key() {
         );
     }
 }
+
+/// Balanced sets keeping membership records over the memory backend.
+mod membership {
+    election_testkit::keyed_membership_tests!(election_testkit::memory::MemoryBackend::new());
+}

@@ -26,6 +26,10 @@
 //!   not get through (a write timed out, or the request failed for every
 //!   key) the next asks for at most half as many keys, none in that round
 //!   as many again, and its keys come last in later rounds (ADR 0058).
+//! - a key is given back (released while the set runs) only when it was
+//!   released by the user and no guard runs under it;
+//! - its events, per key, alternate: won in a term, then lost or released
+//!   in that term; never won in a term whose loss was reported.
 //!
 //! The book is generic over what the engine keeps per hold (`S`: the key's
 //! `KeyState`, whose `held` it marks from what the book reports), so the
@@ -40,7 +44,35 @@ use tokio::time::Instant;
 use crate::renewal::{Input, Next, Renewal, RenewalPolicy};
 use crate::{ElectionName, Epoch, LossReason, Won};
 
+use super::balance;
 use super::claims::HeldKey;
+use super::events::KeyEvent;
+
+/// An asked key as the engine hands it to [`Book::next`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Asked {
+    /// The key.
+    pub(crate) key: ElectionName,
+    /// False once [`release`](crate::LeaseSet::release)d (and not asked
+    /// again): not claimed, and given back once no guard runs under it.
+    pub(crate) wanted: bool,
+    /// A guard runs under the key: it is not given back now.
+    pub(crate) busy: bool,
+    /// The last claim found it held by another: a balanced set tries the
+    /// keys not known held elsewhere first.
+    pub(crate) elsewhere: bool,
+}
+
+impl From<ElectionName> for Asked {
+    fn from(key: ElectionName) -> Self {
+        Asked {
+            key,
+            wanted: true,
+            busy: false,
+            elsewhere: false,
+        }
+    }
+}
 
 /// The most keys one [`Command::Claim`] asks for (ADR 0058): a backend's
 /// claim of a batch is one request (or one statement) whose cost grows
@@ -79,6 +111,13 @@ pub(crate) enum Command {
     /// Claim these keys (asked, not held, still tried), then feed each
     /// answer back.
     Claim(Vec<ElectionName>),
+    /// Balanced: win at most `at_most` of these keys, tried in this order
+    /// (chunks of what is still lacking, so no claim wins more), then feed
+    /// each answer back.
+    ClaimSome {
+        keys: Vec<ElectionName>,
+        at_most: usize,
+    },
     /// Renew these held keys in one batch, within `budget`, then feed the
     /// answer back.
     Renew {
@@ -88,6 +127,9 @@ pub(crate) enum Command {
     /// Give these keys up (the set closes; none of them was lost), then
     /// end the set.
     Release(Vec<HeldKey>),
+    /// Give these keys back (released, no guard runs under them; none of
+    /// them was lost), and go on.
+    Give(Vec<HeldKey>),
     /// Sleep until `until` (`None`: until woken), while the backend's
     /// wait runs if `wait` (some asked key is not held).
     Sleep { until: Option<Instant>, wait: bool },
@@ -95,13 +137,18 @@ pub(crate) enum Command {
 
 /// One decision: the command, the keys lost on the way to it (each
 /// reported once; the engine marks them before it executes the command),
-/// and for a [`Command::Release`] what the engine kept with each released
-/// hold (it ends them before the release is sent).
+/// and for a [`Command::Release`] or [`Command::Give`] what the engine
+/// kept with each released hold (it ends them before the release is sent).
 #[derive(Debug)]
 pub(crate) struct Decision<S> {
     pub(crate) command: Command,
     pub(crate) lost: Vec<Lost<S>>,
     pub(crate) released: Vec<S>,
+    /// Asked keys the set does not claim now (released, or a balanced
+    /// set's share is full) and does not hold: the engine tells a first
+    /// `ask` of one that it is not held, and the backend to stop waiting
+    /// for it ([`KeyedClaims::pass`](super::KeyedClaims::pass)).
+    pub(crate) deferred: Vec<ElectionName>,
 }
 
 /// The engine's knowledge of one lease set and its rules (module doc).
@@ -138,6 +185,10 @@ pub(crate) struct Book<S> {
     failed: HashMap<ElectionName, u64>,
     /// Claims that did not get through, so far.
     failures: u64,
+    /// The events of the changes made since they were last taken.
+    events: Vec<KeyEvent>,
+    /// Balanced: this member's identity and fair share (ADR 0061).
+    share: Option<(String, usize)>,
 }
 
 impl<S> Default for Book<S> {
@@ -154,6 +205,8 @@ impl<S> Default for Book<S> {
             failed_at: usize::MAX,
             failed: HashMap::new(),
             failures: 0,
+            events: Vec::new(),
+            share: None,
         }
     }
 }
@@ -163,6 +216,16 @@ impl<S> Book<S> {
     /// [`renewal`](super::KeyedClaims::renewal)), before the first win.
     pub(crate) fn set_policy(&mut self, policy: Option<RenewalPolicy>) {
         self.policy = policy;
+    }
+
+    /// Balances the set: this member (`me`) aims at holding `share` of
+    /// its asked keys, claiming the free ones it ranks highest and giving
+    /// back the ones it ranks lowest (`None`: every asked key is claimed).
+    pub(crate) fn set_share(&mut self, share: Option<(String, usize)>) {
+        if self.share != share {
+            self.share = share;
+            self.claim_due = true;
+        }
     }
 
     /// The hold of `key`, if held.
@@ -182,6 +245,24 @@ impl<S> Book<S> {
         self.holds.values()
     }
 
+    /// The events of the changes made since the last call, in order
+    /// (taken with the change's lock still held, so every subscriber sees
+    /// the book's order).
+    pub(crate) fn take_events(&mut self) -> Vec<KeyEvent> {
+        mem::take(&mut self.events)
+    }
+
+    /// A `Won` event for each key held now (a new subscriber's start).
+    pub(crate) fn held_events(&self) -> Vec<KeyEvent> {
+        self.holds
+            .iter()
+            .map(|(key, h)| KeyEvent::Won {
+                key: key.clone(),
+                epoch: h.epoch,
+            })
+            .collect()
+    }
+
     /// A claim of the keys not held is due at the next decision (a new key
     /// was asked, a key was lost, the backend's wait ended, a guard nudged).
     pub(crate) fn wake(&mut self) {
@@ -191,10 +272,10 @@ impl<S> Book<S> {
     /// What to do next at `now`, given the asked keys still tried
     /// (`asked`: every asked key without a permanent error) and whether
     /// the set is `closing` (no guard runs any more).
-    pub(crate) fn next(
+    pub(crate) fn next<A: Into<Asked>>(
         &mut self,
         now: Instant,
-        asked: impl IntoIterator<Item = ElectionName>,
+        asked: impl IntoIterator<Item = A>,
         closing: bool,
     ) -> Decision<S> {
         if closing {
@@ -203,10 +284,40 @@ impl<S> Book<S> {
                 command: Command::Release(keys),
                 lost: Vec::new(),
                 released,
+                deferred: Vec::new(),
             };
         }
+        let asked: Vec<Asked> = asked.into_iter().map(Into::into).collect();
         // Rule 2's backstop: a hold whose deadline passed unreported is lost.
         let mut lost = self.expire(now);
+        // Released keys no guard runs under: given back (never a lost one:
+        // what expired left the book above).
+        let mut give: Vec<ElectionName> = asked
+            .iter()
+            .filter(|a| !a.wanted && !a.busy && self.holds.contains_key(&a.key))
+            .map(|a| a.key.clone())
+            .collect();
+        if let Some((me, share)) = &self.share {
+            // Over its share: the idle keys it ranks lowest go back.
+            let kept = self.holds.len() - give.len();
+            if kept > *share {
+                let mut spare: Vec<&Asked> = asked
+                    .iter()
+                    .filter(|a| a.wanted && !a.busy && self.holds.contains_key(&a.key))
+                    .collect();
+                spare.sort_by_key(|a| balance::rank(a.key.as_str(), me));
+                give.extend(spare.iter().take(kept - share).map(|a| a.key.clone()));
+            }
+        }
+        if !give.is_empty() {
+            let (keys, released) = self.give(give).into_iter().unzip();
+            return Decision {
+                command: Command::Give(keys),
+                lost,
+                released,
+                deferred: Vec::new(),
+            };
+        }
         let mut renew_at = None;
         while let (Some(policy), Some(machine)) = (self.policy, self.machine.as_mut()) {
             match machine.decide(mem::replace(&mut self.input, Input::Due), now) {
@@ -225,6 +336,7 @@ impl<S> Book<S> {
                         command: Command::Renew { keys, budget },
                         lost,
                         released: Vec::new(),
+                        deferred: Vec::new(),
                     };
                 }
                 Next::Lose(_) => {
@@ -235,21 +347,60 @@ impl<S> Book<S> {
                 }
             }
         }
-        let free: Vec<ElectionName> = asked
-            .into_iter()
-            .filter(|k| !self.holds.contains_key(k))
+        // Released keys not held are not claimed: passed.
+        let mut deferred: Vec<ElectionName> = asked
+            .iter()
+            .filter(|a| !a.wanted && !self.holds.contains_key(&a.key))
+            .map(|a| a.key.clone())
             .collect();
-        let command = match self.claim_batch(&free) {
-            Some(keys) => Command::Claim(keys),
-            None => Command::Sleep {
-                until: renew_at,
-                wait: !free.is_empty(),
+        let mut free: Vec<Asked> = asked
+            .into_iter()
+            .filter(|a| a.wanted && !self.holds.contains_key(&a.key))
+            .collect();
+        let mut at_most = None;
+        if let Some((me, share)) = &self.share {
+            // Under its share: as many keys as it lacks, those not known
+            // held elsewhere first, each group highest ranked first.
+            let room = share.saturating_sub(self.holds.len());
+            free.sort_by_key(|a| {
+                (
+                    a.elsewhere,
+                    std::cmp::Reverse(balance::rank(a.key.as_str(), me)),
+                )
+            });
+            if room == 0 {
+                deferred.extend(free.drain(..).map(|a| a.key));
+            } else {
+                at_most = Some(room);
+            }
+        }
+        let free: Vec<ElectionName> = free.into_iter().map(|a| a.key).collect();
+        let sleep = Command::Sleep {
+            until: renew_at,
+            wait: !free.is_empty(),
+        };
+        let command = match at_most {
+            // Balanced and under its share: claims until it has its share
+            // (each claim of a chunk no larger than the share, ADR 0061).
+            Some(at_most) if mem::take(&mut self.claim_due) && !free.is_empty() => {
+                Command::ClaimSome {
+                    keys: free,
+                    at_most,
+                }
+            }
+            Some(_) => sleep,
+            // Otherwise a round of batches that shrink after a claim that
+            // did not get through (ADR 0058).
+            None => match self.claim_batch(&free) {
+                Some(keys) => Command::Claim(keys),
+                None => sleep,
             },
         };
         Decision {
             command,
             lost,
             released: Vec::new(),
+            deferred,
         }
     }
 
@@ -346,6 +497,10 @@ impl<S> Book<S> {
     /// `now`, and starts or keeps the batch renewal so it runs by the
     /// first deadline of all.
     pub(crate) fn insert(&mut self, key: ElectionName, state: S, won: Won, now: Instant) {
+        self.events.push(KeyEvent::Won {
+            key: key.clone(),
+            epoch: won.epoch,
+        });
         self.holds.insert(
             key,
             Hold {
@@ -380,6 +535,11 @@ impl<S> Book<S> {
         }
         let (key, hold) = self.holds.remove_entry(key)?;
         self.claim_due = true;
+        self.events.push(KeyEvent::Lost {
+            key: key.clone(),
+            epoch,
+            reason: reason.clone(),
+        });
         Some(Lost {
             key,
             epoch,
@@ -473,16 +633,41 @@ impl<S> Book<S> {
     /// Every key still held, taken for release (with what the engine kept):
     /// a loss reported from here on finds nothing.
     pub(crate) fn take(&mut self) -> Vec<(HeldKey, S)> {
-        self.holds
-            .drain()
+        let keys: Vec<ElectionName> = self.holds.keys().cloned().collect();
+        self.give(keys)
+    }
+
+    /// The holds of `keys` (those held), taken for release, each reported
+    /// released: a loss reported from here on finds nothing.
+    fn give(&mut self, keys: Vec<ElectionName>) -> Vec<(HeldKey, S)> {
+        let given: Vec<(HeldKey, S)> = keys
+            .into_iter()
+            .filter_map(|k| self.holds.remove_entry(&k))
             .map(|(k, h)| ((k, h.epoch), h.state))
-            .collect()
+            .collect();
+        self.events
+            .extend(given.iter().map(|((key, epoch), _)| KeyEvent::Released {
+                key: key.clone(),
+                epoch: *epoch,
+            }));
+        if let Some(policy) = self.policy
+            && self.machine.is_some()
+        {
+            // The batch renewal runs by the first deadline of what is left.
+            let machine = self.machine.take();
+            self.machine = self.first_deadline().map(|d| match machine {
+                Some(m) if m.deadline() <= d => m,
+                _ => Renewal::new(policy, d),
+            });
+        }
+        given
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Identity, SetMember};
     use proptest::prelude::*;
     use std::collections::{BTreeMap, BTreeSet};
 
@@ -824,6 +1009,10 @@ mod tests {
         Claimed(bool),
         /// A claim is due (woken).
         Wake,
+        /// The user releases key `k` (or asks it again, if `false`).
+        Release(usize, bool),
+        /// A guard starts (`true`) or ends under key `k`.
+        Busy(usize, bool),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -838,6 +1027,8 @@ mod tests {
             3 => (0..700u64).prop_map(Op::Wait),
             1 => Just(Op::Wake),
             2 => any::<bool>().prop_map(Op::Claimed),
+            2 => (0..4usize, any::<bool>()).prop_map(|(k, r)| Op::Release(k, r)),
+            1 => (0..4usize, any::<bool>()).prop_map(|(k, b)| Op::Busy(k, b)),
         ]
     }
 
@@ -866,6 +1057,18 @@ mod tests {
             let mut now = t0;
             let mut book = book();
             let mut asked: BTreeSet<usize> = BTreeSet::new();
+            // Keys the user released (not asked again), keys a guard runs
+            // under.
+            let mut released: BTreeSet<usize> = BTreeSet::new();
+            let mut busy: BTreeSet<usize> = BTreeSet::new();
+            let ask = |asked: &BTreeSet<usize>, released: &BTreeSet<usize>, busy: &BTreeSet<usize>| -> Vec<Asked> {
+                asked
+                    .iter()
+                    .map(|&k| Asked { key: key(k), wanted: !released.contains(&k), busy: busy.contains(&k), elsewhere: false })
+                    .collect()
+            };
+            // Per key, the term its events say is held now (events model).
+            let mut by_events: BTreeMap<String, u64> = BTreeMap::new();
             // The highest term of each key whose loss was reported to the
             // book (a win of it or an earlier term does not count), and
             // every (key, term) reported lost.
@@ -878,19 +1081,29 @@ mod tests {
             let mut failed: Option<usize> = None;
             for op in ops.iter().cloned().chain([Op::Decide]) {
                 let before = held(&book);
-                // What left the book in this step, as the book reported it.
+                // What left the book in this step, as the book reported it:
+                // lost, or given back.
                 let mut reported: Vec<(String, u64)> = Vec::new();
+                let mut gone: Vec<(String, u64)> = Vec::new();
                 let mut decided = false;
                 match op {
-                    Op::Ask(k) => { asked.insert(k); }
+                    Op::Ask(k) => { asked.insert(k); released.remove(&k); }
+                    Op::Release(k, r) => {
+                        if r { released.insert(k); } else { released.remove(&k); }
+                    }
+                    Op::Busy(k, b) => {
+                        if b { busy.insert(k); } else { busy.remove(&k); }
+                    }
                     Op::Decide => {
                         decided = true;
-                        let d = book.next(now, asked.iter().map(|&k| key(k)), false);
+                        let d = book.next(now, ask(&asked, &released, &busy), false);
                         reported.extend(d.lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
                         match d.command {
                             Command::Claim(keys) => {
                                 for k in &keys {
                                     prop_assert!(!book.contains_key(k), "asked to claim held key {}", k);
+                                    let i: usize = k.as_str()[1..].parse().unwrap();
+                                    prop_assert!(!released.contains(&i), "claimed released key {}", k);
                                 }
                                 prop_assert!(!keys.is_empty() && keys.len() <= MAX_CLAIM_BATCH);
                                 let distinct: BTreeSet<&ElectionName> = keys.iter().collect();
@@ -913,6 +1126,16 @@ mod tests {
                                 }
                             }
                             Command::Release(_) => prop_assert!(false, "released while not closing"),
+                            Command::ClaimSome { .. } => prop_assert!(false, "balanced while not asked to"),
+                            Command::Give(keys) => {
+                                for (k, e) in &keys {
+                                    let i: usize = k.as_str()[1..].parse().unwrap();
+                                    prop_assert!(released.contains(&i), "gave back {} not released", k);
+                                    prop_assert!(!busy.contains(&i), "gave back {} under a running guard", k);
+                                    prop_assert!(!lost_exact.contains(&(k.as_str().to_owned(), e.get())), "gave back {} in lost term {}", k, e);
+                                    gone.push((k.as_str().to_owned(), e.get()));
+                                }
+                            }
                         }
                     }
                     Op::Win(k, e, v) => {
@@ -979,9 +1202,25 @@ mod tests {
                     .map(|(k, e)| (k.clone(), *e))
                     .collect();
                 let mut once = BTreeSet::new();
-                for r in &reported {
+                for r in reported.iter().chain(&gone) {
                     prop_assert!(once.insert(r.clone()), "{:?} reported twice", r);
                 }
+                // The events: per key, won, then lost or released in that
+                // term; never won in a lost term; every change reported.
+                for event in book.take_events() {
+                    let (k, e) = (event.key().as_str().to_owned(), event.epoch().get());
+                    match event {
+                        KeyEvent::Won { .. } => {
+                            prop_assert!(!by_events.contains_key(&k), "won {} twice without an end", k);
+                            prop_assert!(!lost_exact.contains(&(k.clone(), e)), "won {} in lost term {}", k, e);
+                            by_events.insert(k, e);
+                        }
+                        KeyEvent::Lost { .. } | KeyEvent::Released { .. } => {
+                            prop_assert_eq!(by_events.remove(&k), Some(e), "an end of {} in a term not won", k);
+                        }
+                    }
+                }
+                prop_assert_eq!(&by_events, &held(&book), "the events vs the holds");
                 prop_assert_eq!(&left, &once, "left the book vs reported lost");
                 for (k, e) in &after {
                     prop_assert!(
@@ -996,7 +1235,7 @@ mod tests {
                 }
             }
             // Closing: the release never names a lost term.
-            let d = book.next(now, asked.iter().map(|&k| key(k)), true);
+            let d = book.next(now, ask(&asked, &released, &busy), true);
             let Command::Release(keys) = d.command else {
                 return Err(TestCaseError::fail("closing must release"));
             };
@@ -1005,5 +1244,290 @@ mod tests {
             }
             prop_assert!(book.holds.is_empty(), "nothing held after the release");
         }
+    }
+
+    /// A simulated store of `keys` keys balanced over members, each with
+    /// its own book (holds that do not expire: a crashed member's keys are
+    /// freed by the simulation at its "TTL"). Every round each live member
+    /// decides once and its command runs against the store.
+    struct Sim {
+        keys: usize,
+        /// key -> (member, epoch) holding it.
+        store: BTreeMap<usize, (usize, u64)>,
+        epoch: u64,
+        books: BTreeMap<usize, Book<()>>,
+        /// Per member, the keys its last claim found held by another.
+        elsewhere: BTreeMap<usize, BTreeSet<usize>>,
+        /// Members crashed, their keys still in the store.
+        crashed: BTreeSet<usize>,
+        /// Keys that changed holder (a give, then a win elsewhere).
+        moves: usize,
+    }
+
+    impl Sim {
+        fn new(keys: usize) -> Sim {
+            Sim {
+                keys,
+                store: BTreeMap::new(),
+                epoch: 0,
+                books: BTreeMap::new(),
+                elsewhere: BTreeMap::new(),
+                crashed: BTreeSet::new(),
+                moves: 0,
+            }
+        }
+
+        fn member(i: usize) -> Identity {
+            Identity::new(format!("node-{i}")).unwrap()
+        }
+
+        /// Every live member learns the view (the membership records).
+        fn view(&mut self, caps: &BTreeMap<usize, usize>) {
+            let members: Vec<SetMember> = self
+                .books
+                .keys()
+                .map(|&i| {
+                    SetMember::new(Self::member(i), self.keys).with_max_keys(caps.get(&i).copied())
+                })
+                .collect();
+            for (&i, book) in &mut self.books {
+                let me = Self::member(i);
+                let share = balance::target(&me, &members).unwrap();
+                book.set_share(Some((me.as_str().to_owned(), share)));
+            }
+        }
+
+        /// One round; true if anything changed hands.
+        fn round(&mut self, now: Instant) -> Result<bool, TestCaseError> {
+            let mut changed = false;
+            let ids: Vec<usize> = self.books.keys().copied().collect();
+            for i in ids {
+                let book = self.books.get_mut(&i).unwrap();
+                book.wake();
+                let seen = self.elsewhere.entry(i).or_default();
+                let asked: Vec<Asked> = (0..self.keys)
+                    .map(|n| Asked {
+                        key: key(n),
+                        wanted: true,
+                        busy: false,
+                        elsewhere: seen.contains(&n),
+                    })
+                    .collect();
+                let d = book.next(now, asked, false);
+                match d.command {
+                    Command::ClaimSome { keys, mut at_most } => {
+                        for k in keys {
+                            if at_most == 0 {
+                                break;
+                            }
+                            let n: usize = k.as_str()[1..].parse().unwrap();
+                            if self.store.contains_key(&n) {
+                                seen.insert(n);
+                                continue;
+                            }
+                            seen.remove(&n);
+                            self.epoch += 1;
+                            self.store.insert(n, (i, self.epoch));
+                            let won = Won {
+                                epoch: epoch(self.epoch),
+                                valid_until: None,
+                            };
+                            book.insert(k, (), won, now);
+                            changed = true;
+                            at_most -= 1;
+                        }
+                    }
+                    Command::Give(keys) => {
+                        for (k, e) in keys {
+                            let n: usize = k.as_str()[1..].parse().unwrap();
+                            prop_assert_eq!(
+                                self.store.remove(&n),
+                                Some((i, e.get())),
+                                "gave back a key not its own"
+                            );
+                            self.moves += 1;
+                            changed = true;
+                        }
+                    }
+                    Command::Sleep { .. } => {}
+                    other => return Err(TestCaseError::fail(format!("{other:?}"))),
+                }
+                book.take_events();
+            }
+            // One writer per key: the store and the books agree.
+            for (n, (m, e)) in &self.store {
+                if let Some(book) = self.books.get(m) {
+                    prop_assert_eq!(book.get(&key(*n)).map(|h| h.epoch.get()), Some(*e));
+                }
+            }
+            for (m, book) in &self.books {
+                for h in book.holds.iter() {
+                    let n: usize = h.0.as_str()[1..].parse().unwrap();
+                    prop_assert_eq!(self.store.get(&n).map(|x| x.0), Some(*m), "held by two");
+                }
+            }
+            Ok(changed)
+        }
+
+        /// Rounds until nothing changes hands; how many.
+        fn settle(&mut self, now: Instant) -> Result<usize, TestCaseError> {
+            for n in 1..1000 {
+                if !self.round(now)? {
+                    return Ok(n);
+                }
+            }
+            Err(TestCaseError::fail("did not settle"))
+        }
+
+        fn counts(&self) -> BTreeMap<usize, usize> {
+            let mut c: BTreeMap<usize, usize> = self.books.keys().map(|&i| (i, 0)).collect();
+            for (m, _) in self.store.values() {
+                if let Some(n) = c.get_mut(m) {
+                    *n += 1;
+                }
+            }
+            c
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Change {
+        Join,
+        Leave(usize),
+        Crash(usize),
+    }
+
+    proptest! {
+        /// Balanced members over a simulated store: after every join,
+        /// clean leave or crash (its keys freed at its TTL) the shares are
+        /// fair (⌊K/P⌋..⌈K/P⌉) once the rounds settle; a leave or crash
+        /// moves only the leaver's keys; a join moves at most the minimum
+        /// plus one key per member (which members take the extra key is
+        /// fixed by identity); no key is ever held by two members.
+        #[test]
+        fn balanced_members_reach_fair_shares_moving_few_keys(
+            keys in 1..120usize,
+            changes in proptest::collection::vec(
+                prop_oneof![2 => Just(Change::Join), 1 => (0..8usize).prop_map(Change::Leave), 1 => (0..8usize).prop_map(Change::Crash)],
+                1..10,
+            ),
+        ) {
+            let t0 = Instant::now();
+            let mut sim = Sim::new(keys);
+            let caps = BTreeMap::new();
+            let mut next_id = 0;
+            for change in changes.into_iter() {
+                let before = sim.counts();
+                let before_store = sim.store.clone();
+                let mut leaver_keys = None;
+                match change {
+                    Change::Join => {
+                        sim.books.insert(next_id, book_without_expiry());
+                        next_id += 1;
+                    }
+                    Change::Leave(i) | Change::Crash(i) => {
+                        let Some(&m) = sim.books.keys().nth(i % sim.books.len().max(1)) else { continue };
+                        let mut book = sim.books.remove(&m).unwrap();
+                        leaver_keys = Some(before[&m]);
+                        if matches!(change, Change::Leave(_)) {
+                            let d = book.next(t0, (0..keys).map(key), true);
+                            let Command::Release(given) = d.command else { return Err(TestCaseError::fail("close")) };
+                            for (k, _) in given {
+                                sim.store.remove(&k.as_str()[1..].parse().unwrap());
+                            }
+                        } else {
+                            // Crashed: its keys stay until its TTL, then are free.
+                            sim.crashed.insert(m);
+                            sim.round(t0)?;
+                            sim.store.retain(|_, (h, _)| *h != m);
+                        }
+                    }
+                }
+                sim.view(&caps);
+                let moves_before = sim.moves;
+                sim.settle(t0)?;
+                let after = sim.counts();
+                let p = sim.books.len();
+                if p == 0 { continue; }
+                for (m, n) in &after {
+                    prop_assert!(*n == keys / p || *n == keys.div_ceil(p), "member {} holds {} of {} keys over {}: {:?}", m, n, keys, p, after);
+                }
+                prop_assert_eq!(sim.store.len(), keys, "every key held");
+                // Keys that changed hands among the members that stayed.
+                let moved = before_store.iter().filter(|(n, (h, _))| sim.books.contains_key(h) && sim.store.get(n).map(|x| x.0) != Some(*h)).count();
+                let gives = sim.moves - moves_before;
+                prop_assert_eq!(moved, gives, "a key moved without being given back");
+                match leaver_keys {
+                    Some(_) => prop_assert_eq!(moved, 0, "a leave moved a survivor's key"),
+                    None => {
+                        let targets: BTreeMap<usize, usize> = after.clone();
+                        let minimum: usize = before.iter().map(|(m, n)| n.saturating_sub(targets[m])).sum();
+                        prop_assert!(moved <= minimum + p, "a join moved {} keys, minimum {}", moved, minimum);
+                    }
+                }
+            }
+        }
+    }
+
+    fn book_without_expiry() -> Book<()> {
+        Book::default()
+    }
+
+    #[test]
+    fn a_capped_member_keeps_its_cap_and_a_released_key_is_not_reclaimed() {
+        let t0 = Instant::now();
+        let mut book = book_without_expiry();
+        book.set_share(Some(("node-0".into(), 2)));
+        let d = book.next(t0, (0..5).map(key), false);
+        let Command::ClaimSome { keys, at_most } = d.command else {
+            panic!("claim")
+        };
+        assert_eq!(at_most, 2, "claims only its share");
+        assert!(d.deferred.is_empty(), "tried in order until two are won");
+        let keys: Vec<ElectionName> = keys.into_iter().take(2).collect();
+        for (i, k) in keys.iter().enumerate() {
+            book.insert(
+                k.clone(),
+                (),
+                Won {
+                    epoch: epoch(i as u64 + 1),
+                    valid_until: None,
+                },
+                t0,
+            );
+        }
+        // Share drops to 1: the lowest-ranked idle key goes back.
+        book.set_share(Some(("node-0".into(), 1)));
+        let asked: Vec<Asked> = (0..5)
+            .map(|i| Asked {
+                key: key(i),
+                wanted: true,
+                busy: keys.contains(&key(i)),
+                elsewhere: false,
+            })
+            .collect();
+        let d = book.next(t0, asked.clone(), false);
+        assert!(
+            !matches!(d.command, Command::Give(_)),
+            "both busy: nothing given"
+        );
+        let asked: Vec<Asked> = (0..5)
+            .map(|i| Asked {
+                key: key(i),
+                wanted: true,
+                busy: false,
+                elsewhere: false,
+            })
+            .collect();
+        let d = book.next(t0, asked, false);
+        let Command::Give(given) = d.command else {
+            panic!("give, got {:?}", d.command)
+        };
+        assert_eq!(given.len(), 1);
+        let low = keys
+            .iter()
+            .min_by_key(|k| balance::rank(k.as_str(), "node-0"))
+            .unwrap();
+        assert_eq!(&given[0].0, low);
     }
 }

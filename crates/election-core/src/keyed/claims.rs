@@ -257,6 +257,56 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// ```
     fn release(&self, held: &[HeldKey]) -> impl Future<Output = ()> + Send;
 
+    /// Gives some held keys back while the set runs on
+    /// ([`LeaseSet::release`](crate::LeaseSet::release), balancing): never
+    /// a lost key (rule 3), never a successor's claim; each given key must
+    /// be winnable by another candidate at once (no failover grace). The
+    /// default is [`release`](KeyedClaims::release); a backend whose
+    /// `release` ends more than the keys it names (a session) overrides it.
+    /// Failures are the backend's to log.
+    ///
+    /// ```
+    /// use election_core::{Claimed, ElectionName, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let keys = backend.keys("node-a")?;
+    /// let key = ElectionName::new("shard-1")?;
+    /// if let Claimed::Won(won) = keys.claim(std::slice::from_ref(&key)).await.remove(0)? {
+    ///     keys.give(&[(key, won.epoch)]).await; // one key back; the set runs on
+    /// }
+    /// assert!(backend.holder("shard-1").is_none());
+    /// # keys.close().await;
+    /// # Ok(()) }
+    /// ```
+    fn give(&self, held: &[HeldKey]) -> impl Future<Output = ()> + Send {
+        self.release(held)
+    }
+
+    /// The set does not claim `keys` now (released, or past a balanced
+    /// set's share) and holds none of them: stop any wait or background
+    /// campaign for them, and give up whatever such a wait won meanwhile.
+    /// Called at the decisions that leave them out of a claim; the default
+    /// does nothing.
+    ///
+    /// ```
+    /// use election_core::{ElectionName, KeyedClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let keys = MemoryBackend::new().keys("node-a")?;
+    /// keys.pass(&[ElectionName::new("shard-9")?]).await; // not claimed now
+    /// # keys.close().await;
+    /// # Ok(()) }
+    /// ```
+    fn pass(&self, keys: &[ElectionName]) -> impl Future<Output = ()> + Send {
+        let _ = keys;
+        async {}
+    }
+
     /// Waits until another [`claim`](KeyedClaims::claim) of the keys not
     /// held is worth making: the backend's wake-up where it has one. The
     /// default sleeps [`DEFAULT_POLL_INTERVAL`]. Must be cancel safe.

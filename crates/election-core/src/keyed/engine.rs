@@ -14,8 +14,10 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::instrument::{RenewalMetrics, SetMetrics};
-use crate::keyed::book::{Book, Command, Lost};
+use crate::keyed::balance::{SetMember, target};
+use crate::keyed::book::{Asked, Book, Command, Lost};
 use crate::keyed::claims::{Claimed, HeldKey, KeyedClaims};
+use crate::keyed::events::{KeyEvents, Subscribers};
 use crate::keyed::key_state::KeyState;
 use crate::renewal::attempt;
 use crate::{ElectionName, Epoch, Error, Identity, LossReason, Won, lock};
@@ -120,10 +122,24 @@ pub(crate) async fn drive<K: KeyedClaims>(
     let mut waiting: Option<Waiting> = None;
     loop {
         let closing = guards.borrow().stop();
-        match shared.next(Instant::now(), closing) {
+        let (command, given, passed) = shared.next(Instant::now(), closing);
+        if !passed.is_empty() {
+            backend.pass(&passed).await;
+        }
+        match command {
             Command::Claim(keys) => {
                 waiting = None;
                 claim(&*backend, &shared, keys).await;
+            }
+            Command::ClaimSome { keys, at_most } => {
+                waiting = None;
+                // In chunks of what is still lacking: no claim wins more.
+                let (mut left, mut rest) = (at_most, &keys[..]);
+                while left > 0 && !rest.is_empty() {
+                    let (chunk, after) = rest.split_at(left.min(rest.len()));
+                    left -= claim(&*backend, &shared, chunk.to_vec()).await;
+                    rest = after;
+                }
             }
             Command::Renew { keys, budget } => {
                 renew(&*backend, &shared, keys, budget, &metrics).await;
@@ -133,6 +149,12 @@ pub(crate) async fn drive<K: KeyedClaims>(
                     backend.release(&held).await;
                 }
                 break;
+            }
+            Command::Give(held) => {
+                backend.give(&held).await;
+                for state in given {
+                    state.set_giving(false);
+                }
             }
             Command::Sleep { until, wait } => {
                 if !wait {
@@ -155,12 +177,13 @@ pub(crate) async fn drive<K: KeyedClaims>(
         }
     }
     backend.close().await;
+    shared.events.end();
 }
 
 /// Executes a [`Command::Claim`]: one claim of `keys`, each answer
 /// recorded, and whether it got through told to the book (the size of the
-/// next batch, ADR 0058).
-async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionName>) {
+/// next batch, ADR 0058); how many were won and recorded.
+async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionName>) -> usize {
     let answers = backend.claim(&keys).await;
     // Did not get through: a write timed out (its outcome unknown: the
     // backend releases or ages out what it may have won; nothing is held
@@ -177,14 +200,17 @@ async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionNa
     let through =
         !(answers.iter().any(unknown) || (!answers.is_empty() && answers.iter().all(failed)));
     lock(&shared.holds).claimed(&keys, through);
+    let mut won = 0;
     let states = shared.keys.pin();
     for (key, answer) in keys.iter().zip(answers) {
         let Some(state) = states.get(key.as_str()) else {
             continue;
         };
         match answer {
-            Ok(Claimed::Won(won)) => {
-                shared.hold(state, won, backend.identity());
+            Ok(Claimed::Won(w)) => {
+                if shared.hold(state, w, backend.identity()) {
+                    won += 1;
+                }
             }
             Ok(Claimed::HeldBy(holder)) => state.held_by(holder),
             // A permanent error stops the tries for the key (`next` is not
@@ -192,6 +218,7 @@ async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionNa
             Err(e) => state.failed(e),
         }
     }
+    won
 }
 
 /// Executes a [`Command::Renew`]: one renewal of `held` within `budget`,
@@ -224,6 +251,7 @@ async fn renew<K: KeyedClaims>(
             |state, epoch, until| state.renewed(epoch, until),
         );
         end_holds(&lost);
+        shared.publish(&mut book);
         (lost, landed)
     };
     shared.report_lost(&lost);
@@ -255,6 +283,8 @@ pub(crate) struct Holds {
     pub(crate) wake: Notify,
     /// The set's metric handles (label `set`).
     pub(crate) metrics: SetMetrics,
+    /// Who reads the set's events; published to under the holds lock.
+    events: Subscribers,
     /// Tests: called at each step of recording a win (with the holds lock
     /// held).
     #[cfg(test)]
@@ -283,6 +313,7 @@ impl Holds {
             holds: Mutex::default(),
             wake: Notify::new(),
             metrics: SetMetrics::new(set),
+            events: Subscribers::new(),
             #[cfg(test)]
             record_hook: Mutex::default(),
         }
@@ -313,31 +344,110 @@ impl Holds {
             .min()
     }
 
+    /// A stream of the set's events, first a `Won` for each key held now.
+    pub(crate) fn events(&self) -> KeyEvents {
+        let book = lock(&self.holds);
+        self.events.subscribe(book.held_events())
+    }
+
+    /// Sends the book's events; call with the holds lock held.
+    fn publish(&self, book: &mut Book<Arc<KeyState>>) {
+        self.events.publish(book.take_events());
+    }
+
     /// The book's next decision at `now`; the keys lost on the way are
-    /// marked, and released holds ended, before the command is returned.
-    fn next(&self, now: Instant, closing: bool) -> Command {
-        // The asked keys still tried (no permanent error).
-        let asked: Vec<ElectionName> = self
-            .keys
-            .pin()
-            .values()
-            .filter(|k| !k.given_up())
-            .map(|k| k.name().clone())
-            .collect();
+    /// marked, and released holds ended, before the command is returned
+    /// with the states of the holds it gives back.
+    fn next(
+        &self,
+        now: Instant,
+        closing: bool,
+    ) -> (Command, Vec<Arc<KeyState>>, Vec<ElectionName>) {
         let decision = {
             let mut book = lock(&self.holds);
+            // The asked keys still tried (no permanent error), read under
+            // the lock: a guard enters under it too, so a key is given back
+            // only if no guard entered before this decision.
+            let asked: Vec<Asked> = self
+                .keys
+                .pin()
+                .values()
+                .filter(|k| !k.given_up())
+                .map(|k| Asked {
+                    key: k.name().clone(),
+                    wanted: k.wanted(),
+                    busy: k.busy(),
+                    elsewhere: k.elsewhere(),
+                })
+                .collect();
             let decision = book.next(now, asked, closing);
+            let keys = self.keys.pin();
+            for key in &decision.deferred {
+                if let Some(state) = keys.get(key.as_str()) {
+                    state.defer();
+                }
+            }
             end_holds(&decision.lost);
             for state in &decision.released {
+                state.set_giving(true);
                 state.end_hold();
             }
+            self.publish(&mut book);
             decision
         };
         for _ in &decision.released {
             self.metrics.ended(None);
         }
         self.report_lost(&decision.lost);
-        decision.command
+        (decision.command, decision.released, decision.deferred)
+    }
+
+    /// Balances the set among `members` (this member, `me`, with
+    /// `max_keys`, among them or added): its fair share of the keys it
+    /// asks (ADR 0061); an empty view ends balancing. The loop is woken.
+    pub(crate) fn balance_among(
+        &self,
+        me: &Identity,
+        max_keys: Option<usize>,
+        members: &[SetMember],
+    ) {
+        // This member offers what it asks, or what the view says if more
+        // (its keys may not all be asked yet).
+        let offered = members
+            .iter()
+            .filter(|m| m.identity == *me)
+            .map(|m| m.offered)
+            .fold(self.keys.len(), usize::max);
+        let mut view: Vec<SetMember> = members
+            .iter()
+            .filter(|m| m.identity != *me)
+            .cloned()
+            .collect();
+        let share = (!members.is_empty()).then(|| {
+            view.push(SetMember::new(me.clone(), offered).with_max_keys(max_keys));
+            let share = target(me, &view).unwrap_or(0);
+            (me.as_str().to_owned(), share)
+        });
+        lock(&self.holds).set_share(share);
+        self.wake.notify_one();
+    }
+
+    /// A guard starts under `state`'s key: asks it again (a released key
+    /// is wanted again) and counts the guard, under the holds lock.
+    pub(crate) fn enter_guard(&self, state: &KeyState) {
+        let _book = lock(&self.holds);
+        state.set_wanted(true);
+        state.enter_guard();
+    }
+
+    /// The key of `state` is released (`wanted` false) or asked again;
+    /// the loop is woken.
+    pub(crate) fn want(&self, state: &KeyState, wanted: bool) {
+        {
+            let _book = lock(&self.holds);
+            state.set_wanted(wanted);
+        }
+        self.wake.notify_one();
     }
 
     /// Records a win; false (and the key is tried again) if its loss was
@@ -363,7 +473,12 @@ impl Holds {
         #[cfg(test)]
         self.at(RecordStep::Inserted);
         state.hold(won.epoch, identity, won.valid_until);
+        self.publish(&mut holds);
         drop(holds);
+        if !state.wanted() {
+            // Released while the claim was on its way: given back next.
+            self.wake.notify_one();
+        }
         self.metrics.won();
         true
     }
@@ -377,6 +492,7 @@ impl Holds {
         };
         // Marked under the lock: a win recorded after this sees it ended.
         lost.state.end_hold();
+        self.publish(&mut holds);
         drop(holds);
         self.ended(&lost);
         true
@@ -408,6 +524,7 @@ impl Holds {
         let mut book = lock(&self.holds);
         let lost = book.expire(now);
         end_holds(&lost);
+        self.publish(&mut book);
         let next = book.first_deadline();
         drop(book);
         self.report_lost(&lost);
@@ -418,7 +535,12 @@ impl Holds {
     /// on finds nothing (the release was already decided).
     #[cfg(test)]
     fn take_holds(&self) -> Vec<HeldKey> {
-        let taken = lock(&self.holds).take();
+        let taken = {
+            let mut book = lock(&self.holds);
+            let taken = book.take();
+            self.publish(&mut book);
+            taken
+        };
         taken
             .into_iter()
             .map(|(held, state)| {

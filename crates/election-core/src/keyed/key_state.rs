@@ -3,7 +3,7 @@
 //! without a lock or a round trip.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -59,6 +59,20 @@ pub(crate) struct KeyState {
     known: Mutex<Known>,
     /// Counts resolutions (win, holder seen, failure), for waiters.
     resolved: watch::Sender<u64>,
+    /// False once released and not asked again (changed under the holds
+    /// lock).
+    wanted: AtomicBool,
+    /// Asked again after a release, and not resolved since: the next
+    /// answer (a claim's, or a deferral's) is awaited.
+    asked_again: AtomicBool,
+    /// Guards running under the key (entered under the holds lock).
+    guards: watch::Sender<usize>,
+    /// The hold ended to be given back, and the backend's release has not
+    /// returned yet.
+    giving: AtomicBool,
+    /// Counts the ends of holds, for [`release`](crate::LeaseSet::release)'s
+    /// wait.
+    ends: watch::Sender<u64>,
 }
 
 impl KeyState {
@@ -70,6 +84,68 @@ impl KeyState {
             epoch: AtomicU64::new(0),
             known: Mutex::new(Known::default()),
             resolved: watch::channel(0).0,
+            wanted: AtomicBool::new(true),
+            giving: AtomicBool::new(false),
+            asked_again: AtomicBool::new(false),
+            guards: watch::channel(0).0,
+            ends: watch::channel(0).0,
+        }
+    }
+
+    /// False once released and not asked again.
+    pub(crate) fn wanted(&self) -> bool {
+        self.wanted.load(Ordering::Acquire)
+    }
+
+    /// Released (`false`) or asked again (`true`); call with the holds
+    /// lock held.
+    pub(crate) fn set_wanted(&self, wanted: bool) {
+        if wanted && !self.wanted.load(Ordering::Acquire) {
+            self.asked_again.store(true, Ordering::Release);
+        }
+        self.wanted.store(wanted, Ordering::Release);
+        self.ends.send_modify(|n| *n += 1);
+    }
+
+    /// The hold is being given back (`true`, before it ends), or the
+    /// backend's release returned (`false`).
+    pub(crate) fn set_giving(&self, giving: bool) {
+        self.giving.store(giving, Ordering::Release);
+        self.ends.send_modify(|n| *n += 1);
+    }
+
+    /// True while a guard runs under the key.
+    pub(crate) fn busy(&self) -> bool {
+        *self.guards.borrow() > 0
+    }
+
+    /// A guard starts under the key; call with the holds lock held (a
+    /// decision to give the key back sees it, or the guard sees the hold
+    /// ended).
+    pub(crate) fn enter_guard(&self) {
+        self.guards.send_modify(|n| *n += 1);
+    }
+
+    /// A guard under the key finished (or was dropped).
+    pub(crate) fn leave_guard(&self) {
+        self.guards.send_modify(|n| *n -= 1);
+    }
+
+    /// Resolves once no guard runs under the key and it is not held (or it
+    /// was asked again): what [`release`](crate::LeaseSet::release) waits for.
+    pub(crate) async fn given_back(&self) {
+        let mut guards = self.guards.subscribe();
+        let mut ends = self.ends.subscribe();
+        loop {
+            ends.borrow_and_update();
+            let gone = !self.is_held() && !self.giving.load(Ordering::Acquire);
+            if *guards.borrow_and_update() == 0 && (gone || self.wanted()) {
+                return;
+            }
+            tokio::select! {
+                _ = guards.changed() => {}
+                _ = ends.changed() => {}
+            }
         }
     }
 
@@ -79,6 +155,7 @@ impl KeyState {
     }
 
     fn resolve(&self) {
+        self.asked_again.store(false, Ordering::Release);
         self.resolved.send_modify(|n| *n += 1);
     }
 
@@ -136,6 +213,7 @@ impl KeyState {
         // This process was the holder last seen; who holds it now is not
         // known until the backend sees it.
         lock(&self.known).holder = None;
+        self.ends.send_modify(|n| *n += 1);
     }
 
     /// Records that another candidate holds the key (`None`: someone does,
@@ -144,6 +222,19 @@ impl KeyState {
         self.end_hold();
         self.learn(holder);
         self.resolve();
+    }
+
+    /// True if the latest news is that another candidate holds the key.
+    pub(crate) fn elsewhere(&self) -> bool {
+        !self.is_held() && self.resolutions() > 0 && lock(&self.known).error.is_none()
+    }
+
+    /// The set does not claim the key now (a balanced set's share is
+    /// full): a first `ask` of it hears "not held", holder unknown.
+    pub(crate) fn defer(&self) {
+        if self.resolutions() == 0 || self.asked_again.load(Ordering::Acquire) {
+            self.held_by(None);
+        }
     }
 
     /// Records that the backend could not tell who holds the key. A hold

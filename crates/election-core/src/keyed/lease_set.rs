@@ -9,8 +9,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config_error::{HOUR, check_setting};
+use crate::keyed::balance::{Balance, SetMember};
 use crate::keyed::claims::KeyedClaims;
 use crate::keyed::engine::{Guards, HoldReporter, Holds, drive};
+use crate::keyed::events::KeyEvents;
 use crate::keyed::key_state::{KeyState, Origin};
 use crate::{
     ConfigError, ElectionName, Epoch, Error, Identity, Leader, LossReason, WriteToken, lock,
@@ -54,6 +56,32 @@ impl Shared {
 
 /// A running guard; dropped when its write finished or was dropped.
 struct GuardPass(Arc<Shared>);
+
+/// A guard running under one key: the key is not given back meanwhile.
+struct KeyPass<'a> {
+    holds: &'a Holds,
+    state: Arc<KeyState>,
+}
+
+impl<'a> KeyPass<'a> {
+    fn enter(holds: &'a Holds, state: &Arc<KeyState>) -> Self {
+        holds.enter_guard(state);
+        KeyPass {
+            holds,
+            state: state.clone(),
+        }
+    }
+}
+
+impl Drop for KeyPass<'_> {
+    fn drop(&mut self) {
+        self.state.leave_guard();
+        if !self.state.wanted() {
+            // Released meanwhile: given back now that no guard runs.
+            self.holds.wake.notify_one();
+        }
+    }
+}
 
 impl Drop for GuardPass {
     fn drop(&mut self) {
@@ -106,6 +134,7 @@ pub struct LeaseSet<K: KeyedClaims> {
     backend: Arc<K>,
     runner: Mutex<Option<JoinHandle<()>>>,
     close_timeout: Duration,
+    balance: Balance,
 }
 
 impl<K: KeyedClaims> std::fmt::Debug for LeaseSet<K> {
@@ -159,6 +188,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
             backend,
             runner: Mutex::new(Some(runner)),
             close_timeout: DEFAULT_CLOSE_TIMEOUT,
+            balance: Balance::default(),
         }
     }
 
@@ -365,7 +395,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
 
     /// Asks about `key` and waits for the first answer: `Ok(true)` if this
     /// process holds it, `Ok(false)` if another does (the loop keeps
-    /// trying). Later calls answer from the loop's state at once.
+    /// trying). Later calls answer from the loop's state at once, except
+    /// the first after a [`release`](LeaseSet::release), which asks the
+    /// key again and waits for the next answer.
     ///
     /// Cancel safety: cancel safe; the key stays asked about.
     ///
@@ -390,7 +422,14 @@ impl<K: KeyedClaims> LeaseSet<K> {
     pub async fn ask(&self, key: &str) -> Result<bool, Error> {
         self.refuse_if_closed(key)?;
         let state = self.key(key)?;
-        self.resolved_after(&state, 0).await?;
+        let mut seen = 0;
+        if !state.wanted() {
+            // Released before: asked again, and answered by the next claim
+            // (or deferral) of it.
+            seen = state.resolutions();
+            self.shared.holds.want(&state, true);
+        }
+        self.resolved_after(&state, seen).await?;
         if state.is_held() && !self.is_closed() {
             return Ok(true);
         }
@@ -484,6 +523,9 @@ impl<K: KeyedClaims> LeaseSet<K> {
         let Some(_pass) = self.shared.admit() else {
             return Err(not_held());
         };
+        // Entered under the holds lock: the key is not given back while
+        // this guard runs (and a released key is asked again).
+        let _key_pass = KeyPass::enter(&self.shared.holds, &state);
         self.resolved_after(&state, 0).await?;
         // Counted before the check: a win of the loop's in between is then
         // a later answer, not one the nudged claim (which skips held keys)
@@ -515,6 +557,180 @@ impl<K: KeyedClaims> LeaseSet<K> {
         }
         let token = WriteToken::guarded(state.name(), self.backend.identity(), epoch);
         Ok(write(token).await)
+    }
+
+    /// Gives `key` back: stops asking for it (until it is asked again by
+    /// [`ask`](LeaseSet::ask) or [`guard`](LeaseSet::guard); `held` does
+    /// not ask a released key again), waits for the guards running under
+    /// it to finish, and then the loop releases it as at
+    /// [`close`](LeaseSet::close) (a [`KeyEvent::Released`](crate::KeyEvent::Released)),
+    /// so another process can win it. Returns once the backend's release
+    /// returned, or the key was not held, or it was asked again.
+    ///
+    /// The wait is bounded by the close timeout
+    /// ([`with_close_timeout`](LeaseSet::with_close_timeout)): past it,
+    /// `release` logs a warning and returns, and the key is given back in
+    /// the background once its last guard finished, never before. A claim
+    /// of the key already on its way may still win it: it is then given
+    /// back at once (`Won`, then `Released`). A key lost meanwhile is not
+    /// released (rule 3).
+    ///
+    /// Cancel safety: the key is released from the first poll on;
+    /// dropping the future only stops waiting.
+    ///
+    /// Failure model: [`Error::Config`] for an invalid key;
+    /// [`Error::NotHeld`] once the set is closed. A key never asked about
+    /// is `Ok` (nothing to give back).
+    ///
+    /// ```
+    /// # use election_core::LeaseSet;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// assert!(set.ask("shard-1").await?);
+    /// set.release("shard-1").await?;
+    /// assert!(!set.held("shard-1")); // and not asked again by `held`
+    /// assert!(backend.holder("shard-1").is_none()); // given back
+    /// assert!(set.ask("shard-1").await?); // asked again: won again
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, key: &str) -> Result<(), Error> {
+        self.refuse_if_closed(key)?;
+        let name = ElectionName::new(key)?;
+        let Some(state) = self.shared.holds.keys.pin().get(name.as_str()).cloned() else {
+            return Ok(());
+        };
+        self.shared.holds.want(&state, false);
+        if tokio::time::timeout(self.close_timeout, state.given_back())
+            .await
+            .is_err()
+        {
+            tracing::warn!(identity = %self.identity(), key = %name, close_timeout = ?self.close_timeout, "lease-set key released: guarded writes still run past the close timeout; the key stays held until they finish");
+        }
+        Ok(())
+    }
+
+    /// Sets how this member takes part when balanced
+    /// ([`balance_among`](LeaseSet::balance_among)): its cap.
+    ///
+    /// ```
+    /// use election_core::{Balance, LeaseSet};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?)
+    ///     .with_balance(Balance::default().with_max_keys(Some(40))?);
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_balance(mut self, balance: Balance) -> Self {
+        self.balance = balance;
+        self
+    }
+
+    /// This member as its membership record says it: identity, the number
+    /// of keys asked, and its cap ([`with_balance`](LeaseSet::with_balance)).
+    ///
+    /// ```
+    /// # use election_core::LeaseSet;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// set.held("shard-1");
+    /// assert_eq!(set.member().offered, 1);
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn member(&self) -> SetMember {
+        SetMember::new(self.identity().clone(), self.shared.holds.keys.len())
+            .with_max_keys(self.balance.max_keys())
+    }
+
+    /// Balances this set's keys among the live `members` (every member of
+    /// the set, as their membership records say; this one is counted even
+    /// if missing): from now on the set aims at its fair share of the keys
+    /// it asks — with K keys and P members ⌊K/P⌋ or ⌈K/P⌉, less if capped
+    /// (ADR 0061). It claims free keys only while under its share, those
+    /// it ranks highest (rendezvous hashing), and gives back the ones it
+    /// ranks lowest while over it, each only once no guard runs under it,
+    /// as [`release`](LeaseSet::release) does; the taker wins them with a
+    /// higher epoch. Call it again whenever the view changes; an empty
+    /// view ends balancing (every asked key is claimed again).
+    ///
+    /// Keys that only some members ask go only to those members (a
+    /// member claims only what it asks); shares are computed as if every
+    /// member offered the most keys any member offers.
+    ///
+    /// ```
+    /// use election_core::{LeaseSet, SetMember};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let (a, b) = (LeaseSet::new(backend.keys("node-a")?), LeaseSet::new(backend.keys("node-b")?));
+    /// for k in 0..4 {
+    ///     a.held(&format!("shard-{k}"));
+    ///     b.held(&format!("shard-{k}"));
+    /// }
+    /// let view = [a.member(), b.member()];
+    /// a.balance_among(&view);
+    /// b.balance_among(&view);
+    /// // Soon each holds two of the four keys.
+    /// # set_wait(&a, &b).await;
+    /// # a.close().await; b.close().await;
+    /// # async fn set_wait<K: election_core::KeyedClaims>(a: &LeaseSet<K>, b: &LeaseSet<K>) {
+    /// #     while a.held_keys().len() != 2 || b.held_keys().len() != 2 {
+    /// #         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    /// #     }
+    /// # }
+    /// # Ok(()) }
+    /// ```
+    pub fn balance_among(&self, members: &[SetMember]) {
+        self.shared
+            .holds
+            .balance_among(self.identity(), self.balance.max_keys(), members);
+    }
+
+    /// A stream of this set's [`KeyEvent`](crate::KeyEvent)s: first a
+    /// `Won` for each key held now, then every key won, lost or given back,
+    /// in order, with its epoch; it ends once the set has closed and given
+    /// its keys up. Start a key's worker on `Won`, stop it on `Lost` (at
+    /// once: the key may already be another's) or `Released`. Every loss is
+    /// reported; a term is never reported won after its loss. Nothing is
+    /// dropped: each stream queues without bound until read.
+    ///
+    /// ```
+    /// use election_core::{KeyEvent, LeaseSet};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let set = LeaseSet::new(backend.keys("node-a")?);
+    /// let mut events = set.events();
+    /// set.ask("shard-1").await?;
+    /// set.release("shard-1").await?;
+    /// let mut seen = Vec::new();
+    /// while let Some(event) = events.try_next() {
+    ///     match &event {
+    ///         KeyEvent::Won { key, epoch } => println!("start {key} in term {epoch}"),
+    ///         KeyEvent::Lost { key, .. } | KeyEvent::Released { key, .. } => println!("stop {key}"),
+    ///         _ => {}
+    ///     }
+    ///     seen.push(event);
+    /// }
+    /// assert!(matches!(seen[..], [KeyEvent::Won { .. }, KeyEvent::Released { .. }]));
+    /// # set.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> KeyEvents {
+        self.shared.holds.events()
     }
 
     fn begin_close(&self) {

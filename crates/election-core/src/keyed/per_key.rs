@@ -252,9 +252,40 @@ impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
 
     /// Resigns each held key's term, so its claim is released at once.
     async fn release(&self, held: &[HeldKey]) {
-        let terms: Vec<_> = held.iter().filter_map(|(k, e)| self.term(k, *e)).collect();
-        lock(&self.terms).clear();
+        let terms: Vec<_> = {
+            let mut terms = lock(&self.terms);
+            held.iter()
+                .filter_map(|(k, e)| {
+                    let term = terms.get(k).filter(|t| t.epoch() == *e).cloned()?;
+                    terms.remove(k);
+                    Some(term)
+                })
+                .collect()
+        };
         futures::future::join_all(terms.iter().map(|t| t.resign())).await;
+    }
+
+    /// Stops the background campaigns of `keys` and resigns the terms
+    /// they won and the set never took (their claims are released).
+    async fn pass(&self, keys: &[ElectionName]) {
+        let mut stopped = Vec::new();
+        {
+            let mut campaigns = lock(&self.waiting.campaigns);
+            for key in keys {
+                if let Some(task) = campaigns.remove(key) {
+                    task.abort();
+                    stopped.push(task);
+                }
+            }
+        }
+        for task in stopped {
+            let _ = task.await;
+        }
+        let won: Vec<_> = {
+            let mut won = lock(&self.waiting.won);
+            keys.iter().filter_map(|k| won.remove(k)).collect()
+        };
+        futures::future::join_all(won.iter().map(|t| t.resign())).await;
     }
 
     /// Until a background campaign won its key (the backend's wake-up,

@@ -168,6 +168,13 @@ impl KeyedClaims for NatsKeyedClaims {
         self.steps.release_all().await;
     }
 
+    /// Deletes each given key's record, expecting the revision of its
+    /// term (never a successor's): free for others at once (a delete: no
+    /// failover grace); the session and the other keys run on.
+    async fn give(&self, held: &[HeldKey]) {
+        self.steps.release_keys(held).await;
+    }
+
     async fn wait(&self) {
         self.steps.wait().await;
     }

@@ -256,6 +256,42 @@ impl Steps {
         }
     }
 
+    /// Release some: each of `held` this session still holds in that term
+    /// is not held here from now on, and its record is deleted expecting
+    /// the revision of that term (never a successor's record). A delete
+    /// that fails leaves the key named by this live session: it is free
+    /// when the session ends (logged).
+    pub(crate) async fn release_keys(&self, held: &[(ElectionName, Epoch)]) {
+        let deletes: Vec<(String, u64)> = {
+            let mut table = self.table();
+            let keys_base = table.keys_base;
+            held.iter()
+                .filter_map(|(name, epoch)| {
+                    let kv_key = record::key(name);
+                    let entry = table.entries.get_mut(&kv_key)?;
+                    let mine = entry.mine?;
+                    if bucket::epoch_at(keys_base, mine).ok() != Some(*epoch) {
+                        return None;
+                    }
+                    entry.mine = None;
+                    Some((kv_key, mine))
+                })
+                .collect()
+        };
+        for (kv_key, revision) in deletes {
+            let delete = self.keys.delete_expect_revision(&kv_key, Some(revision));
+            match tokio::time::timeout(self.timeout(), delete).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(key = %kv_key, error = %e, "giving a lease-set key back failed; it is free when the session ends");
+                }
+                Err(_) => {
+                    tracing::warn!(key = %kv_key, "giving a lease-set key back timed out; it is free when the session ends");
+                }
+            }
+        }
+    }
+
     /// A live session with at least half its validity left, renewed or
     /// started for it if need be.
     async fn fresh_session(&self) -> Result<Session, Error> {

@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use candidate_testkit::lease_set::{Args, Event, key_name};
 use candidate_testkit::mono_ns;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use election_core::{Balanced as _, KeyEvent, KeyEvents, Membership};
 use election_url::{AnyLeaseSet, BackendUrl, Settings};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
@@ -100,8 +104,63 @@ async fn run(args: Args) -> Result<(), BoxError> {
         settings.grace = None;
     }
     let backend = url.open(&settings).await?;
-    let set = backend.lease_set_polling(&args.identity, poll).await?;
-    drive(set, &keys, args.sweep).await
+    let set = Arc::new(backend.lease_set_polling(&args.identity, poll).await?);
+    let workers = tokio::spawn(workers(set.events()));
+    let membership = match &args.balance {
+        Some(group) => {
+            // Nothing is claimed before the first view of the group (else
+            // the first process up would take every key, then give most
+            // back): a share of zero until the membership's first round.
+            let me = election_core::Identity::new(&args.identity)?;
+            set.balance_among(&[election_core::SetMember::new(me, 0)]);
+            for key in &keys {
+                set.held(key); // asked before the first view: counted as offered
+            }
+            Some(Membership::start(
+                backend.clone(),
+                group,
+                set.clone(),
+                args.every,
+            )?)
+        }
+        None => None,
+    };
+    let result = drive(&set, &keys, args.sweep, membership).await;
+    let _ = workers.await;
+    result
+}
+
+/// One worker per held key, started on `Won` and stopped on `Lost` or
+/// `Released` (a sharded service's shape: no polling of `held`). Each
+/// says when it starts and stops; the stream ends once the set closed.
+async fn workers(mut events: KeyEvents) {
+    let mut running: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    while let Some(event) = events.next().await {
+        let key = event.key().as_str().to_owned();
+        match event {
+            KeyEvent::Won { epoch, .. } => {
+                let worker = tokio::spawn(async move {
+                    // The shard's work would run here, its writes fenced
+                    // with `epoch`.
+                    std::future::pending::<()>().await;
+                });
+                if let Some(old) = running.insert(key.clone(), worker) {
+                    old.abort();
+                }
+                note(format!("worker {key} started in term {epoch}"));
+            }
+            KeyEvent::Lost { epoch, .. } | KeyEvent::Released { epoch, .. } => {
+                if let Some(worker) = running.remove(&key) {
+                    worker.abort();
+                }
+                note(format!("worker {key} stopped (term {epoch})"));
+            }
+            _ => {}
+        }
+    }
+    for (_, worker) in running {
+        worker.abort();
+    }
 }
 
 /// Lines from stdin; the channel closes at end of input.
@@ -120,7 +179,12 @@ fn commands() -> mpsc::UnboundedReceiver<String> {
 
 /// Asks about every key, reports every change of what the set holds, and
 /// closes the set on `close` or at the end of input.
-async fn drive(set: AnyLeaseSet, keys: &[String], sweep: Duration) -> Result<(), BoxError> {
+async fn drive(
+    set: &AnyLeaseSet,
+    keys: &[String],
+    sweep: Duration,
+    membership: Option<Membership>,
+) -> Result<(), BoxError> {
     let mut commands = commands();
     for key in keys {
         set.held(key); // asks about it: every key's campaign starts now
@@ -201,6 +265,9 @@ async fn drive(set: AnyLeaseSet, keys: &[String], sweep: Duration) -> Result<(),
     // Every hold seen so far was seen before this stamp; `held` is false
     // from the moment `close` starts.
     say_event(Event::Closing { at: mono_ns() });
+    if let Some(membership) = membership {
+        membership.stop().await; // the others see this member leave
+    }
     set.close().await;
     say_event(Event::Closed { at: mono_ns() });
     Ok(())

@@ -27,6 +27,12 @@ pub struct Args {
     pub poll: Option<Duration>,
     /// `--sweep-ms`: time between two sweeps over all keys (default 1 ms).
     pub sweep: Duration,
+    /// `--balance GROUP`: balance the keys with the other members of the
+    /// group (membership records over the same backend).
+    pub balance: Option<String>,
+    /// `--every-ms`: how often a balanced member rereads the group
+    /// (default 500 ms).
+    pub every: Duration,
 }
 
 impl Args {
@@ -52,9 +58,13 @@ impl Args {
         ];
         let mut parser = ArgParser::new(args, TAKES);
         let mut sweep = Duration::from_millis(1);
+        let mut balance = None;
+        let mut every = Duration::from_millis(500);
         while let Some(flag) = parser.next_flag()? {
             match flag.as_str() {
                 "--sweep-ms" => sweep = parser.millis(&flag)?,
+                "--balance" => balance = Some(parser.value(&flag, "a group name")?),
+                "--every-ms" => every = parser.millis(&flag)?,
                 _ => return Err(unknown(&flag)),
             }
         }
@@ -68,6 +78,8 @@ impl Args {
             grace: args.grace,
             poll: args.poll,
             sweep,
+            balance,
+            every,
         })
     }
 }

@@ -465,3 +465,100 @@ pub(crate) async fn pause_past_the_ttl(
         Duration::from_nanos(resumed - paused)
     );
 }
+
+/// The balance scenario: three processes over `backend` in one balanced
+/// group (`--balance`, membership reread every 200 ms) share [`KEYS`] keys
+/// fairly (⌊K/3⌋ or ⌈K/3⌉ each); one is killed (`SIGKILL`) and the two
+/// survivors reach ⌊K/2⌋..⌈K/2⌉ within `bound`, keeping every key they
+/// held (only the victim's keys move); a fourth joins and the three reach
+/// fair shares again. No key ever has two holders.
+#[allow(dead_code)] // not every backend's test runs it
+pub(crate) async fn balance_and_fail_over(backend: &str, args: &[&str], bound: Duration) {
+    let _turn = one_at_a_time().await;
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--balance", "shards", "--every-ms", "200"]);
+    let mut nodes = Nodes::new(backend, &all);
+    let fair = |s: &Nodes, p: usize| {
+        let alive = s.alive();
+        alive.len() == p
+            && s.every_key_held_once()
+            && alive.iter().all(|&n| {
+                let held = s.timeline().held_by(n).len();
+                held == KEYS / p || held == KEYS.div_ceil(p)
+            })
+    };
+    let started = Instant::now();
+    for _ in 0..3 {
+        nodes.start();
+    }
+    nodes
+        .until("fair shares over 3", STARTUP, |s| fair(s, 3))
+        .await;
+    nodes.assert_no_violation();
+    let mut report = format!(
+        "{backend}: 3 balanced processes fair after {:?}",
+        started.elapsed()
+    );
+    let victim = 0;
+    let kept: Vec<(usize, Vec<String>)> = [1, 2]
+        .iter()
+        .map(|&n| (n, nodes.timeline().held_by(n)))
+        .collect();
+    let moved = nodes.timeline().held_by(victim).len();
+    let killed = nodes.kill(victim).await;
+    nodes
+        .until(
+            "fair shares over 2 after a kill",
+            bound + Duration::from_secs(30),
+            |s| fair(s, 2),
+        )
+        .await;
+    let took = Duration::from_nanos(mono_ns().saturating_sub(killed));
+    assert!(
+        took <= bound,
+        "fair again {took:?} after the kill, later than {bound:?}"
+    );
+    for (n, keys) in &kept {
+        for k in keys {
+            assert_eq!(
+                nodes.timeline().holders(k),
+                vec![*n],
+                "{k} moved from a survivor"
+            );
+        }
+    }
+    nodes.assert_no_violation();
+    report.push_str(&format!(
+        "; killed one holding {moved} keys: fair over 2 after {took:?}"
+    ));
+    let before: Vec<(usize, Vec<String>)> = [1, 2]
+        .iter()
+        .map(|&n| (n, nodes.timeline().held_by(n)))
+        .collect();
+    let joined_at = Instant::now();
+    let newcomer = nodes.start();
+    nodes
+        .until("fair shares over 3 after a join", STARTUP, |s| fair(s, 3))
+        .await;
+    let gained = nodes.timeline().held_by(newcomer).len();
+    let lost_by_survivors: usize = before
+        .iter()
+        .map(|(n, keys)| {
+            keys.iter()
+                .filter(|k| !nodes.timeline().holders(k).contains(n))
+                .count()
+        })
+        .sum();
+    assert_eq!(
+        lost_by_survivors, gained,
+        "keys moved other than to the newcomer"
+    );
+    report.push_str(&format!(
+        "; a join: fair over 3 after {:?}, {gained} keys moved (minimum {})",
+        joined_at.elapsed(),
+        KEYS / 3
+    ));
+    nodes.close_all().await;
+    nodes.assert_no_violation();
+    eprintln!("{report}");
+}

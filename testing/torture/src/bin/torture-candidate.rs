@@ -812,7 +812,20 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            let sets = || Ok(election.lease_set(identity)?);
+            // What `lease_set` builds (it is async; `drive` takes a plain
+            // maker).
+            let sets = || {
+                let election = election.clone();
+                let id = identity.to_owned();
+                Ok(LeaseSet::new(PerKeyClaims::new(
+                    Identity::new(identity)?,
+                    move |key| {
+                        election
+                            .claim(key.as_str(), &id)
+                            .map_err(|e| e.into_core(key))
+                    },
+                )))
+            };
             ctx.drive(candidate, &sets).await
         }
         Backend::Sqlite(election) => {
@@ -820,7 +833,12 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            let sets = || Ok(election.lease_set(identity)?);
+            let sets = || {
+                Ok(LeaseSet::new(election_sqlite::SqliteKeyedClaims::new(
+                    &election,
+                    Identity::new(identity)?,
+                )))
+            };
             ctx.drive(candidate, &sets).await
         }
         Backend::Postgres(election) => {
@@ -830,7 +848,12 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             let candidate = election
                 .candidate(ELECTION, identity)?
                 .with_poll_interval(args.poll)?;
-            let sets = || Ok(election.lease_set(identity)?);
+            let sets = || {
+                Ok(LeaseSet::new(election_postgres::PostgresKeyedClaims::new(
+                    &election,
+                    Identity::new(identity)?,
+                )))
+            };
             ctx.drive(candidate, &sets).await
         }
         Backend::Nats(election) => {
