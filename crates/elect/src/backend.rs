@@ -388,6 +388,33 @@ fn nats_class(e: &election_nats::Error) -> (u8, String) {
             "the bucket holds a value elect never writes: use another ?bucket= (never delete a \
              bucket in use: epochs would restart)",
         ),
+        E::BucketMismatch {
+            bucket,
+            found,
+            wanted,
+        } => match (
+            found.strip_prefix("max age "),
+            wanted.strip_prefix("max age "),
+        ) {
+            // A bucket's max age is the TTL of every election in it.
+            (Some(age), Some(ttl)) => (
+                exit::CONFIG,
+                format!(
+                    "the elections in bucket {bucket} use a TTL of {age} (its max age), this one \
+                     {ttl}: give --ttl {age} to join that bucket's elections, or leave ?bucket= \
+                     out of the URL (elect then keeps a bucket for each TTL: elections-ttl-{ttl} \
+                     for this one), or name a bucket of this TTL's own with ?bucket=NEW-NAME; \
+                     never delete or edit a bucket in use"
+                ),
+            ),
+            _ => (
+                exit::CONFIG,
+                format!(
+                    "bucket {bucket} was made with {found}; this election needs {wanted}: name \
+                     another bucket with ?bucket=NEW-NAME (never delete or edit a bucket in use)"
+                ),
+            ),
+        },
         _ => config("check the URL's options and the bucket's settings"),
     }
 }
@@ -605,6 +632,10 @@ impl Opened {
     /// How the backend is shown in progress lines (no secrets).
     pub(crate) fn shown(&self, url: Option<&Url>) -> String {
         match (url, self) {
+            // The bucket the TTL picked, when the URL names none.
+            (Some(u @ Url::Nats(n)), Opened::Ready(Backend::Nats(e))) if n.bucket.is_none() => {
+                format!("{}?bucket={}", shown_url(u), e.options().bucket_name())
+            }
             (Some(u), _) => shown_url(u),
             (None, Opened::Ready(Backend::File(e))) => format!("file://{}", e.dir().display()),
             (None, _) => String::new(),

@@ -369,6 +369,11 @@ impl RunArgs {
 pub(crate) struct LeaderArgs {
     #[command(flatten)]
     pub(crate) common: Common,
+    /// NATS: the lease TTL the election's candidates run with (their
+    /// `elect run --ttl`); without ?bucket= it names their bucket, one per
+    /// TTL [default: 15s].
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
+    pub(crate) ttl: Option<Duration>,
 }
 
 /// `elect observe`.
@@ -376,6 +381,11 @@ pub(crate) struct LeaderArgs {
 pub(crate) struct ObserveArgs {
     #[command(flatten)]
     pub(crate) common: Common,
+    /// NATS: the lease TTL the election's candidates run with (their
+    /// `elect run --ttl`); without ?bucket= it names their bucket, one per
+    /// TTL [default: 15s].
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
+    pub(crate) ttl: Option<Duration>,
     /// How often to look (at least 10ms). NATS and file: every change
     /// wakes observe (a file term that ended before the look is still
     /// printed), this is only a backstop. SQLite: a term that begins and

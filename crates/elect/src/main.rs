@@ -51,6 +51,12 @@ fn observer() -> backend::Timing {
     }
 }
 
+/// A read-only command's timing: only the TTL that names a NATS
+/// election's bucket (see [`election_nats::bucket_for_ttl`]).
+fn observer_with_ttl(ttl: Option<std::time::Duration>) -> backend::Timing {
+    backend::Timing { ttl, ..observer() }
+}
+
 async fn dispatch(
     cli: &Cli,
     standby: Option<supervisor::Standby>,
@@ -65,12 +71,23 @@ async fn dispatch(
             // Before anything is opened or created: a command that cannot
             // run must not cost a campaign (127, 126).
             command::check(&args.command)?;
-            let backend = Opened::open(url.as_ref(), args.timing(), Some(reporter)).await?;
+            // --timeout bounds the whole wait: for the server, then for
+            // the term.
+            let deadline = args.timeout.map(|d| tokio::time::Instant::now() + d);
+            let backend = crate::retry::open_waiting(
+                url.as_ref(),
+                args.timing(),
+                reporter,
+                args.no_wait,
+                deadline,
+            )
+            .await?;
             let code = run::run(
                 standby,
                 &backend,
                 &backend.shown(url.as_ref()),
                 args,
+                deadline,
                 reporter,
             )
             .await;
@@ -80,11 +97,13 @@ async fn dispatch(
             code
         }
         Command::Leader(args) => {
-            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let timing = observer_with_ttl(args.ttl);
+            let backend = Opened::open(args.common.url()?.as_ref(), timing, None).await?;
             leader::leader(&backend, &args.common.name, args.common.json, reporter).await
         }
         Command::Observe(args) => {
-            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let timing = observer_with_ttl(args.ttl);
+            let backend = Opened::open(args.common.url()?.as_ref(), timing, None).await?;
             leader::observe(
                 &backend,
                 &args.common.name,

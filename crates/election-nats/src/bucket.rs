@@ -146,6 +146,48 @@ pub(crate) struct Spec<'a> {
     pub(crate) what: &'static str,
 }
 
+/// The max age of the bucket `name`; `None` if it does not exist.
+async fn max_age_of(js: &jetstream::Context, name: &str) -> Result<Option<Duration>, Error> {
+    match js.get_stream(format!("KV_{name}")).await {
+        Ok(stream) => Ok(Some(stream.cached_info().config.max_age)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                jetstream::context::GetStreamErrorKind::JetStream(js)
+                    if js.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(Error::unavailable("look up the elections bucket", e)),
+    }
+}
+
+/// The bucket of elections with lease TTL `ttl` when none is named (ADR
+/// 0064; [`crate::bucket_for_ttl`]): the default bucket if it exists with
+/// that max age (a bucket created before TTLs had buckets of their own),
+/// or if it does not exist and `ttl` is the default; else the TTL's own,
+/// `elections-ttl-<ttl>`. An observer (which may not know the candidates'
+/// TTL) takes the TTL's own bucket if it exists, else the default one.
+pub(crate) async fn for_ttl(
+    js: &jetstream::Context,
+    ttl: Duration,
+    observer: bool,
+) -> Result<String, Error> {
+    let own = crate::options::ttl_bucket(ttl);
+    if observer {
+        return Ok(match max_age_of(js, &own).await? {
+            Some(_) => own,
+            None => crate::DEFAULT_BUCKET.to_owned(),
+        });
+    }
+    Ok(match max_age_of(js, crate::DEFAULT_BUCKET).await? {
+        Some(age) if age == ttl => crate::DEFAULT_BUCKET.to_owned(),
+        None if ttl == crate::DEFAULT_TTL => crate::DEFAULT_BUCKET.to_owned(),
+        _ => own,
+    })
+}
+
 /// Whether the server writes TTL markers (2.11 and later).
 pub(crate) fn server_has_markers(client: &async_nats::Client) -> bool {
     let version = client.server_info().version;

@@ -611,9 +611,14 @@ impl Claim for NatsClaim {
             let create = self.conn.kv.update(&self.key, value.clone(), expected);
             match tokio::time::timeout(self.timeout(), create).await {
                 Ok(Ok(revision)) => {
+                    // The bucket incarnation's first write ever (revision 1
+                    // over no entry): no term of this incarnation can have
+                    // existed, so there is no holder for the grace to wait
+                    // out (ADR 0064). Its pending mark is refreshed away.
+                    let first = expected == 0 && revision == 1;
                     let begin = Begin {
-                        grace: !clean,
-                        refresh: false,
+                        grace: !clean && !first,
+                        refresh: pending && first,
                     };
                     let won = self
                         .won(

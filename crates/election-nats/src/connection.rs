@@ -45,6 +45,12 @@ impl Connection {
     ) -> Result<Connection, Error> {
         let mut js = jetstream::new(client.clone());
         js.set_timeout(options.timeout().max(Duration::from_secs(1)));
+        let options = if options.is_bucket_named() {
+            options
+        } else {
+            let name = bucket::for_ttl(&js, options.ttl(), options.is_observer()).await?;
+            options.resolved(name)
+        };
         let kv = bucket::open(
             &js,
             &client,

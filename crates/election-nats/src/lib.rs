@@ -56,7 +56,7 @@ pub use election::{Holder, NatsElection};
 pub use error::Error;
 pub use fence::NatsFence;
 pub use lease_set::NatsLeases;
-pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions};
+pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions, bucket_for_ttl};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

@@ -4,8 +4,47 @@ use std::time::Duration;
 
 use election_core::ConfigError;
 
-/// The default bucket name.
+/// The default bucket name: the bucket of elections with the default TTL,
+/// and of every election whose TTL it was created with (see
+/// [`bucket_for_ttl`]).
 pub const DEFAULT_BUCKET: &str = "elections";
+
+/// The bucket of an election with lease TTL `ttl` when no bucket is named
+/// ([`NatsOptions::bucket`] not called; `elect` without `?bucket=`): a
+/// bucket's max age is the TTL of every lease in it, so each TTL gets a
+/// bucket of its own and elections with different TTLs coexist on one
+/// server (ADR 0064). [`DEFAULT_BUCKET`] for the default TTL,
+/// `elections-ttl-<ttl>` for any other. One exception, for buckets
+/// created before: an existing [`DEFAULT_BUCKET`] whose max age is `ttl`
+/// is used for that TTL (its elections keep their bucket), and then the
+/// default TTL's elections use `elections-ttl-15s`. Every candidate of one
+/// election must use the same TTL, as the same bucket and name.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_nats::{DEFAULT_TTL, bucket_for_ttl};
+///
+/// assert_eq!(bucket_for_ttl(DEFAULT_TTL), "elections");
+/// assert_eq!(bucket_for_ttl(Duration::from_secs(3)), "elections-ttl-3s");
+/// assert_eq!(bucket_for_ttl(Duration::from_millis(1500)), "elections-ttl-1500ms");
+/// ```
+pub fn bucket_for_ttl(ttl: Duration) -> String {
+    if ttl == DEFAULT_TTL {
+        DEFAULT_BUCKET.to_owned()
+    } else {
+        ttl_bucket(ttl)
+    }
+}
+
+/// `elections-ttl-<ttl>`, whatever the TTL (the default's too).
+pub(crate) fn ttl_bucket(ttl: Duration) -> String {
+    let ms = ttl.as_millis();
+    if ms % 1000 == 0 {
+        format!("{DEFAULT_BUCKET}-ttl-{}s", ms / 1000)
+    } else {
+        format!("{DEFAULT_BUCKET}-ttl-{ms}ms")
+    }
+}
 /// The default lease TTL (the bucket's max age): 15 s.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 
@@ -51,6 +90,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NatsOptions {
     bucket: String,
+    /// The bucket was named ([`NatsOptions::bucket`]); else it is the
+    /// TTL's ([`bucket_for_ttl`]).
+    bucket_named: bool,
     ttl: Duration,
     renew_interval: Duration,
     request_timeout: Duration,
@@ -87,7 +129,8 @@ impl NatsOptions {
     pub fn new(ttl: Duration) -> Result<Self, ConfigError> {
         let renew_interval = ttl / 3;
         NatsOptions {
-            bucket: DEFAULT_BUCKET.to_owned(),
+            bucket: bucket_for_ttl(ttl),
+            bucket_named: false,
             ttl,
             renew_interval,
             request_timeout: (renew_interval / 2).min(Duration::from_secs(2)),
@@ -113,7 +156,30 @@ impl NatsOptions {
     /// ```
     pub fn bucket(mut self, bucket: impl Into<String>) -> Result<Self, ConfigError> {
         self.bucket = bucket.into();
+        self.bucket_named = true;
         self.validated()
+    }
+
+    /// Whether the bucket was named ([`NatsOptions::bucket`]); if not, it
+    /// is the TTL's ([`bucket_for_ttl`]), resolved when the election opens.
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// assert!(!NatsOptions::default().is_bucket_named());
+    /// assert!(NatsOptions::default().bucket("billing")?.is_bucket_named());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_bucket_named(&self) -> bool {
+        self.bucket_named
+    }
+
+    /// The bucket as resolved on opening (an unnamed one: see
+    /// [`bucket_for_ttl`]).
+    pub(crate) fn resolved(mut self, bucket: String) -> Self {
+        self.bucket = bucket;
+        self
     }
 
     /// Sets the renewal interval.

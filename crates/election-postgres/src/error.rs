@@ -83,6 +83,17 @@ pub enum Error {
         /// The bound that ran out.
         after: std::time::Duration,
     },
+    /// Every connection of the pool stayed in use for `after` while the
+    /// server itself answered a new connection: the application keeps its
+    /// pool busy (size it for the election's requests too). Nothing was
+    /// sent. Retry later.
+    #[error(
+        "no connection of the pool came free within {after:?} (the server answers: every connection stayed in use)"
+    )]
+    PoolExhausted {
+        /// The bound that ran out.
+        after: std::time::Duration,
+    },
     /// A read did not answer within its bound (nothing was written). Retry
     /// later.
     #[error("a read from PostgreSQL did not answer within {after:?}")]
@@ -204,7 +215,10 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::Unavailable(_) | Error::TimedOut { .. })
+        matches!(
+            self,
+            Error::Unavailable(_) | Error::TimedOut { .. } | Error::PoolExhausted { .. }
+        )
     }
 }
 

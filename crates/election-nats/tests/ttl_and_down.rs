@@ -1,0 +1,211 @@
+//! Per-election TTLs and a server that is down (issue 26, items 1 and 3),
+//! against a real nats-server: elections with different TTLs on one
+//! server, each in the bucket of its TTL; a bucket made by an earlier
+//! version keeps its elections; the first election in a fresh bucket
+//! begins without a failover grace, a later one still waits it; a
+//! campaign waits for a server that is down, and a term whose server
+//! stops is lost and won again once it is back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use election_core::Error as CoreError;
+use election_nats::{DEFAULT_BUCKET, NatsElection, NatsOptions, bucket_for_ttl};
+use nats_testkit::Server;
+use tokio::time::Instant;
+
+/// The bound on anything that should happen within a few TTLs.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn ttl(secs: u64) -> NatsOptions {
+    NatsOptions::new(Duration::from_secs(secs))
+        .expect("options")
+        .single_replica_ok(true)
+}
+
+#[tokio::test]
+async fn elections_with_different_ttls_coexist_on_one_server() {
+    let server = Server::start().expect("nats-server");
+    // The order of the report: a 3 s election first, then one with the
+    // default TTL (which exited 78 for good before).
+    let short = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect("a 3 s election");
+    let default = NatsElection::connect(
+        &server.url(),
+        NatsOptions::default().single_replica_ok(true),
+    )
+    .await
+    .expect("a default-TTL election on the same server");
+    assert_eq!(short.options().bucket_name(), "elections-ttl-3s");
+    assert_eq!(default.options().bucket_name(), DEFAULT_BUCKET);
+    let a = short.candidate("a", "node-1").expect("candidate");
+    let b = default.candidate("b", "node-1").expect("candidate");
+    let ta = tokio::time::timeout(PATIENCE, a.campaign())
+        .await
+        .expect("in time")
+        .expect("elected with 3 s");
+    let tb = tokio::time::timeout(PATIENCE, b.campaign())
+        .await
+        .expect("in time")
+        .expect("elected with 15 s");
+    // Each lease lives as long as its own TTL: the 3 s one renews on.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!ta.is_lost() && !tb.is_lost());
+    // A third TTL, and the 3 s one again from another process: same
+    // bucket, same election.
+    let other = NatsElection::connect(&server.url(), ttl(6))
+        .await
+        .expect("a 6 s election");
+    assert_eq!(
+        other.options().bucket_name(),
+        bucket_for_ttl(Duration::from_secs(6))
+    );
+    let again = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect("3 s again");
+    let contender = again.candidate("a", "node-2").expect("candidate");
+    assert!(
+        contender.try_campaign().await.expect("try").is_none(),
+        "a leads"
+    );
+    ta.resign().await.expect("resign");
+    tb.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn a_bucket_of_an_earlier_version_keeps_its_elections() {
+    let server = Server::start().expect("nats-server");
+    // Before: `elect run --ttl 3s` made the default bucket with max age 3 s.
+    let legacy = NatsElection::connect(
+        &server.url(),
+        ttl(3).bucket(DEFAULT_BUCKET).expect("bucket"),
+    )
+    .await
+    .expect("the old bucket");
+    let holder = legacy.candidate("jobs", "old").expect("candidate");
+    let term = holder.campaign().await.expect("elected");
+    // Now: a 3 s election without a bucket named joins it (same election,
+    // one leader) ...
+    let three = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect("3 s");
+    assert_eq!(three.options().bucket_name(), DEFAULT_BUCKET);
+    let contender = three.candidate("jobs", "new").expect("candidate");
+    assert!(contender.try_campaign().await.expect("try").is_none());
+    // ... and the default TTL gets a bucket of its own.
+    let fifteen = NatsElection::connect(
+        &server.url(),
+        NatsOptions::default().single_replica_ok(true),
+    )
+    .await
+    .expect("the default TTL is not refused");
+    assert_eq!(fifteen.options().bucket_name(), "elections-ttl-15s");
+    let other = fifteen.candidate("reports", "new").expect("candidate");
+    let t = other.campaign().await.expect("elected");
+    t.resign().await.expect("resign");
+    term.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn the_first_election_in_a_fresh_bucket_skips_the_grace_a_later_one_waits_it() {
+    let server = Server::start().expect("nats-server");
+    // TTL 30 s: renewals every 10 s, a grace of 10 s.
+    let options = ttl(30).bucket("fresh").expect("bucket");
+    let grace = options.grace();
+    assert_eq!(grace, Duration::from_secs(10));
+    let election = NatsElection::connect(&server.url(), options)
+        .await
+        .expect("connect");
+    // The bucket's first write ever: nobody can have held the key.
+    let started = Instant::now();
+    let first = election
+        .candidate("first", "a")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("elected");
+    let took = started.elapsed();
+    assert!(took < grace, "the first election waited {took:?}");
+    // A key never written, but in a bucket written before: a holder of it
+    // is not excluded by anything this process saw, so the grace stays.
+    let started = Instant::now();
+    let second = election
+        .candidate("second", "a")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("elected");
+    let took = started.elapsed();
+    assert!(took >= grace, "the second election waited only {took:?}");
+    first.resign().await.expect("resign");
+    second.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn a_campaign_waits_for_a_server_that_went_down_and_wins_once_it_is_back() {
+    let mut server = Server::start().expect("nats-server");
+    let election = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect("connect");
+    server.stop().expect("stop");
+    let candidate = Arc::new(
+        election
+            .candidate("jobs", "a")
+            .expect("candidate")
+            .with_poll_interval(Duration::from_millis(50))
+            .expect("poll"),
+    );
+    let campaign = tokio::spawn({
+        let candidate = candidate.clone();
+        async move { candidate.campaign().await }
+    });
+    let deadline = Instant::now() + PATIENCE;
+    let retries = loop {
+        let r = candidate.retries();
+        if r.in_a_row >= 2 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no retries counted: {r:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        matches!(
+            retries.last_error,
+            Some(CoreError::Unavailable { .. } | CoreError::OutcomeUnknown { .. })
+        ),
+        "{retries:?}"
+    );
+    server.restart().expect("restart");
+    let term = tokio::time::timeout(PATIENCE, campaign)
+        .await
+        .expect("elected once the server is back")
+        .expect("task")
+        .expect("term");
+    term.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn a_server_stopped_mid_term_loses_the_term_then_the_candidate_is_elected_again() {
+    let mut server = Server::start().expect("nats-server");
+    let election = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect("connect");
+    let candidate = election
+        .candidate("jobs", "a")
+        .expect("candidate")
+        .with_poll_interval(Duration::from_millis(50))
+        .expect("poll");
+    let first = candidate.campaign().await.expect("term");
+    server.stop().expect("stop");
+    tokio::time::timeout(PATIENCE, first.lost())
+        .await
+        .expect("the loss is reported");
+    server.restart().expect("restart");
+    let second = tokio::time::timeout(PATIENCE, candidate.campaign())
+        .await
+        .expect("elected again")
+        .expect("term");
+    assert!(second.epoch() > first.epoch());
+    second.resign().await.expect("resign");
+}
