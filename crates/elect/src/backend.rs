@@ -402,9 +402,9 @@ fn nats_class(e: &election_nats::Error) -> (u8, String) {
                 format!(
                     "the elections in bucket {bucket} use a TTL of {age} (its max age), this one \
                      {ttl}: give --ttl {age} to join that bucket's elections, or leave ?bucket= \
-                     out of the URL (elect then keeps a bucket for each TTL: elections-ttl-{ttl} \
-                     for this one), or name a bucket of this TTL's own with ?bucket=NEW-NAME; \
-                     never delete or edit a bucket in use"
+                     out of the URL (elect then picks a bucket of this TTL's own, \
+                     elections-ttl-{ttl}, when the default one has another), or name a new \
+                     bucket with ?bucket=NEW-NAME; never delete or edit a bucket in use"
                 ),
             ),
             _ => (

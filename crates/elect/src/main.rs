@@ -79,7 +79,7 @@ async fn dispatch(
                 args.timing(),
                 reporter,
                 args.no_wait,
-                deadline,
+                deadline.zip(args.timeout),
             )
             .await?;
             let code = run::run(

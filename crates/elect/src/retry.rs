@@ -125,10 +125,10 @@ pub(crate) async fn open_waiting(
     timing: crate::backend::Timing,
     report: Reporter,
     no_wait: bool,
-    deadline: Option<tokio::time::Instant>,
+    timeout: Option<(tokio::time::Instant, Duration)>,
 ) -> Result<crate::backend::Opened, Failure> {
     use crate::exit;
-    let started = tokio::time::Instant::now();
+    let deadline = timeout.map(|(at, _)| at);
     let passed = || deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
     let mut attempts: u32 = 0;
     let mut last: Option<Failure> = None;
@@ -152,6 +152,10 @@ pub(crate) async fn open_waiting(
             Err(f) => f,
         };
         let pause = election_core::retry_pause(election_core::DEFAULT_POLL_INTERVAL, attempts);
+        // Not past --timeout.
+        let pause = deadline.map_or(pause, |d| {
+            pause.min(d.saturating_duration_since(tokio::time::Instant::now()))
+        });
         if !passed() {
             let hint = failure.hint.as_deref().unwrap_or("");
             report.event(
@@ -167,11 +171,10 @@ pub(crate) async fn open_waiting(
                     "next_in_ms": pause.as_millis() as u64,
                 }),
             );
-            let wake = tokio::time::Instant::now() + pause;
-            tokio::time::sleep_until(deadline.map_or(wake, |d| wake.min(d))).await;
+            tokio::time::sleep(pause).await;
         }
         if passed() {
-            let waited = deadline.map_or(Duration::ZERO, |d| d - started);
+            let waited = timeout.map_or(Duration::ZERO, |(_, d)| d);
             let mut f = Failure::new(
                 failure.code,
                 format!(

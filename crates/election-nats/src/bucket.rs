@@ -164,9 +164,8 @@ async fn max_age_of(js: &jetstream::Context, name: &str) -> Result<Option<Durati
 }
 
 /// The bucket of elections with lease TTL `ttl` when none is named (ADR
-/// 0064; [`crate::bucket_for_ttl`]): the default bucket if it exists with
-/// that max age (a bucket created before TTLs had buckets of their own),
-/// or if it does not exist and `ttl` is the default; else the TTL's own,
+/// 0064; [`crate::bucket_for_ttl`]): the default bucket if it does not
+/// exist yet or exists with that max age, else the TTL's own,
 /// `elections-ttl-<ttl>`. An observer (which may not know the candidates'
 /// TTL) takes the TTL's own bucket if it exists, else the default one.
 pub(crate) async fn for_ttl(
@@ -174,7 +173,7 @@ pub(crate) async fn for_ttl(
     ttl: Duration,
     observer: bool,
 ) -> Result<String, Error> {
-    let own = crate::options::ttl_bucket(ttl);
+    let own = crate::bucket_for_ttl(ttl);
     if observer {
         return Ok(match max_age_of(js, &own).await? {
             Some(_) => own,
@@ -182,9 +181,9 @@ pub(crate) async fn for_ttl(
         });
     }
     Ok(match max_age_of(js, crate::DEFAULT_BUCKET).await? {
+        None => crate::DEFAULT_BUCKET.to_owned(),
         Some(age) if age == ttl => crate::DEFAULT_BUCKET.to_owned(),
-        None if ttl == crate::DEFAULT_TTL => crate::DEFAULT_BUCKET.to_owned(),
-        _ => own,
+        Some(_) => own,
     })
 }
 

@@ -45,16 +45,8 @@ impl Connection {
     ) -> Result<Connection, Error> {
         let mut js = jetstream::new(client.clone());
         js.set_timeout(options.timeout().max(Duration::from_secs(1)));
-        let options = if options.is_bucket_named() {
-            options
-        } else {
-            let name = bucket::for_ttl(&js, options.ttl(), options.is_observer()).await?;
-            options.resolved(name)
-        };
-        let kv = bucket::open(
-            &js,
-            &client,
-            &bucket::Spec {
+        fn spec(options: &NatsOptions) -> bucket::Spec<'_> {
+            bucket::Spec {
                 name: options.bucket_name(),
                 description: "leader elections (election-nats); max age = the lease TTL",
                 max_age: options.ttl(),
@@ -63,9 +55,24 @@ impl Connection {
                 check_max_age: !options.is_observer(),
                 create: !options.is_observer(),
                 what: "open or create the bucket (is JetStream enabled?)",
-            },
-        )
-        .await?;
+            }
+        }
+        let (kv, options) = if options.is_bucket_named() {
+            (bucket::open(&js, &client, &spec(&options)).await?, options)
+        } else {
+            // The bucket of this TTL (ADR 0064); looked up again once if
+            // the default bucket was created with another TTL meanwhile.
+            let mut again = true;
+            loop {
+                let name = bucket::for_ttl(&js, options.ttl(), options.is_observer()).await?;
+                let resolved = options.clone().resolved(name);
+                match bucket::open(&js, &client, &spec(&resolved)).await {
+                    Ok(kv) => break (kv, resolved),
+                    Err(Error::BucketMismatch { .. }) if again => again = false,
+                    Err(e) => return Err(e),
+                }
+            }
+        };
         // The incarnation as opening the bucket read it (one stream info
         // request for the whole opening).
         let shape = bucket::opened_shape(&kv)?;

@@ -4,40 +4,28 @@ use std::time::Duration;
 
 use election_core::ConfigError;
 
-/// The default bucket name: the bucket of elections with the default TTL,
-/// and of every election whose TTL it was created with (see
-/// [`bucket_for_ttl`]).
+/// The default bucket name: the bucket of every election that names none,
+/// unless it holds elections of another TTL (see [`bucket_for_ttl`]).
 pub const DEFAULT_BUCKET: &str = "elections";
 
-/// The bucket of an election with lease TTL `ttl` when no bucket is named
-/// ([`NatsOptions::bucket`] not called; `elect` without `?bucket=`): a
-/// bucket's max age is the TTL of every lease in it, so each TTL gets a
-/// bucket of its own and elections with different TTLs coexist on one
-/// server (ADR 0064). [`DEFAULT_BUCKET`] for the default TTL,
-/// `elections-ttl-<ttl>` for any other. One exception, for buckets
-/// created before: an existing [`DEFAULT_BUCKET`] whose max age is `ttl`
-/// is used for that TTL (its elections keep their bucket), and then the
-/// default TTL's elections use `elections-ttl-15s`. Every candidate of one
-/// election must use the same TTL, as the same bucket and name.
+/// The bucket of an election with lease TTL `ttl` that names none
+/// ([`NatsOptions::bucket`] not called; `elect` without `?bucket=`) when
+/// [`DEFAULT_BUCKET`] exists with another max age: `elections-ttl-<ttl>`.
+/// A bucket's max age is the TTL of every lease in it, so each TTL needs a
+/// bucket of its own; this way elections with different TTLs coexist on
+/// one server without naming buckets (ADR 0064). When the election opens:
+/// [`DEFAULT_BUCKET`] if it does not exist yet (it is created with this
+/// TTL) or exists with this TTL as its max age, else this bucket. Every
+/// candidate of one election must use the same TTL, as the same name.
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_nats::{DEFAULT_TTL, bucket_for_ttl};
+/// use election_nats::bucket_for_ttl;
 ///
-/// assert_eq!(bucket_for_ttl(DEFAULT_TTL), "elections");
 /// assert_eq!(bucket_for_ttl(Duration::from_secs(3)), "elections-ttl-3s");
 /// assert_eq!(bucket_for_ttl(Duration::from_millis(1500)), "elections-ttl-1500ms");
 /// ```
 pub fn bucket_for_ttl(ttl: Duration) -> String {
-    if ttl == DEFAULT_TTL {
-        DEFAULT_BUCKET.to_owned()
-    } else {
-        ttl_bucket(ttl)
-    }
-}
-
-/// `elections-ttl-<ttl>`, whatever the TTL (the default's too).
-pub(crate) fn ttl_bucket(ttl: Duration) -> String {
     let ms = ttl.as_millis();
     if ms % 1000 == 0 {
         format!("{DEFAULT_BUCKET}-ttl-{}s", ms / 1000)
@@ -129,7 +117,7 @@ impl NatsOptions {
     pub fn new(ttl: Duration) -> Result<Self, ConfigError> {
         let renew_interval = ttl / 3;
         NatsOptions {
-            bucket: bucket_for_ttl(ttl),
+            bucket: DEFAULT_BUCKET.to_owned(),
             bucket_named: false,
             ttl,
             renew_interval,
@@ -161,7 +149,8 @@ impl NatsOptions {
     }
 
     /// Whether the bucket was named ([`NatsOptions::bucket`]); if not, it
-    /// is the TTL's ([`bucket_for_ttl`]), resolved when the election opens.
+    /// is resolved when the election opens: [`DEFAULT_BUCKET`], or the
+    /// TTL's own if that one holds another TTL ([`bucket_for_ttl`]).
     ///
     /// ```
     /// use election_nats::NatsOptions;
@@ -176,7 +165,7 @@ impl NatsOptions {
     }
 
     /// The bucket as resolved on opening (an unnamed one: see
-    /// [`bucket_for_ttl`]).
+    /// [`bucket_for_ttl`]); still not named.
     pub(crate) fn resolved(mut self, bucket: String) -> Self {
         self.bucket = bucket;
         self

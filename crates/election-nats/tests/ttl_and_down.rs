@@ -1,7 +1,7 @@
 //! Per-election TTLs and a server that is down (issue 26, items 1 and 3),
 //! against a real nats-server: elections with different TTLs on one
-//! server, each in the bucket of its TTL; a bucket made by an earlier
-//! version keeps its elections; the first election in a fresh bucket
+//! server, each in a bucket of its TTL; the default bucket keeps the
+//! elections of its TTL; the first election in a fresh bucket
 //! begins without a failover grace, a later one still waits it; a
 //! campaign waits for a server that is down, and a term whose server
 //! stops is lost and won again once it is back.
@@ -26,8 +26,9 @@ fn ttl(secs: u64) -> NatsOptions {
 #[tokio::test]
 async fn elections_with_different_ttls_coexist_on_one_server() {
     let server = Server::start().expect("nats-server");
-    // The order of the report: a 3 s election first, then one with the
-    // default TTL (which exited 78 for good before).
+    // The order of the report: a 3 s election first (it makes the default
+    // bucket, with max age 3 s), then one with the default TTL (which
+    // exited 78 for good before).
     let short = NatsElection::connect(&server.url(), ttl(3))
         .await
         .expect("a 3 s election");
@@ -37,8 +38,9 @@ async fn elections_with_different_ttls_coexist_on_one_server() {
     )
     .await
     .expect("a default-TTL election on the same server");
-    assert_eq!(short.options().bucket_name(), "elections-ttl-3s");
-    assert_eq!(default.options().bucket_name(), DEFAULT_BUCKET);
+    assert_eq!(short.options().bucket_name(), DEFAULT_BUCKET);
+    assert_eq!(default.options().bucket_name(), "elections-ttl-15s");
+    assert!(!default.options().is_bucket_named());
     let a = short.candidate("a", "node-1").expect("candidate");
     let b = default.candidate("b", "node-1").expect("candidate");
     let ta = tokio::time::timeout(PATIENCE, a.campaign())
@@ -52,8 +54,8 @@ async fn elections_with_different_ttls_coexist_on_one_server() {
     // Each lease lives as long as its own TTL: the 3 s one renews on.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(!ta.is_lost() && !tb.is_lost());
-    // A third TTL, and the 3 s one again from another process: same
-    // bucket, same election.
+    // A third TTL, and each of the two again from another process: the
+    // same bucket, the same election.
     let other = NatsElection::connect(&server.url(), ttl(6))
         .await
         .expect("a 6 s election");
@@ -61,48 +63,65 @@ async fn elections_with_different_ttls_coexist_on_one_server() {
         other.options().bucket_name(),
         bucket_for_ttl(Duration::from_secs(6))
     );
-    let again = NatsElection::connect(&server.url(), ttl(3))
+    for (options, name) in [(ttl(3), "a"), (NatsOptions::default(), "b")] {
+        let again = NatsElection::connect(&server.url(), options)
+            .await
+            .expect("again");
+        let contender = again.candidate(name, "node-2").expect("candidate");
+        assert!(
+            contender.try_campaign().await.expect("try").is_none(),
+            "{name} is led"
+        );
+    }
+    // An observer finds each by its TTL.
+    let seen = NatsElection::connect(&server.url(), NatsOptions::default().observer(true))
         .await
-        .expect("3 s again");
-    let contender = again.candidate("a", "node-2").expect("candidate");
-    assert!(
-        contender.try_campaign().await.expect("try").is_none(),
-        "a leads"
+        .expect("observer");
+    assert_eq!(
+        seen.leader("b").await.expect("leader").map(|l| l.epoch),
+        Some(tb.epoch())
     );
     ta.resign().await.expect("resign");
     tb.resign().await.expect("resign");
 }
 
 #[tokio::test]
-async fn a_bucket_of_an_earlier_version_keeps_its_elections() {
+async fn the_default_bucket_keeps_the_elections_of_its_ttl() {
     let server = Server::start().expect("nats-server");
-    // Before: `elect run --ttl 3s` made the default bucket with max age 3 s.
-    let legacy = NatsElection::connect(
-        &server.url(),
-        ttl(3).bucket(DEFAULT_BUCKET).expect("bucket"),
-    )
-    .await
-    .expect("the old bucket");
-    let holder = legacy.candidate("jobs", "old").expect("candidate");
-    let term = holder.campaign().await.expect("elected");
-    // Now: a 3 s election without a bucket named joins it (same election,
-    // one leader) ...
-    let three = NatsElection::connect(&server.url(), ttl(3))
-        .await
-        .expect("3 s");
-    assert_eq!(three.options().bucket_name(), DEFAULT_BUCKET);
-    let contender = three.candidate("jobs", "new").expect("candidate");
-    assert!(contender.try_campaign().await.expect("try").is_none());
-    // ... and the default TTL gets a bucket of its own.
-    let fifteen = NatsElection::connect(
+    // Made by an earlier version (or by the first election): the default
+    // bucket with the default TTL.
+    let first = NatsElection::connect(
         &server.url(),
         NatsOptions::default().single_replica_ok(true),
     )
     .await
-    .expect("the default TTL is not refused");
-    assert_eq!(fifteen.options().bucket_name(), "elections-ttl-15s");
-    let other = fifteen.candidate("reports", "new").expect("candidate");
-    let t = other.campaign().await.expect("elected");
+    .expect("the default bucket");
+    assert_eq!(first.options().bucket_name(), DEFAULT_BUCKET);
+    let holder = first.candidate("jobs", "old").expect("candidate");
+    let term = holder.campaign().await.expect("elected");
+    // Named explicitly (as an earlier version's `?bucket=elections`): the
+    // same bucket, the same election.
+    let named = NatsElection::connect(
+        &server.url(),
+        NatsOptions::default()
+            .bucket(DEFAULT_BUCKET)
+            .expect("bucket"),
+    )
+    .await
+    .expect("named");
+    let contender = named.candidate("jobs", "new").expect("candidate");
+    assert!(contender.try_campaign().await.expect("try").is_none());
+    // Another TTL gets a bucket of its own.
+    let three = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect("3 s is not refused");
+    assert_eq!(three.options().bucket_name(), "elections-ttl-3s");
+    let t = three
+        .candidate("reports", "new")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("elected");
     t.resign().await.expect("resign");
     term.resign().await.expect("resign");
 }
