@@ -38,15 +38,17 @@ const OWN_POOL_CONNECTIONS: u32 = 8;
 const OWN_POOL_READY: u32 = 2;
 
 /// A connection of `pool` within `bound`. The pool itself hides why it
-/// has none (sqlx retries a refused connection silently until its own
-/// acquire timeout, then says only "pool timed out"): when none came within
-/// half the bound, one connection is opened directly with the pool's
-/// settings meanwhile, and its error is the answer at once —
-/// [`Error::Unavailable`] with "connection refused" or an unknown host as
-/// its source, [`Error::Unusable`] for refused credentials. If the server
-/// does answer it, the pool's connections are all in use:
-/// [`Error::PoolExhausted`] once `bound` has passed. A server that answers
-/// nothing: [`Error::Unavailable`] at `bound`. Never longer than `bound`.
+/// has none: sqlx retries a *refused* connection silently until its own
+/// acquire timeout, then says only "pool timed out" (other failures, an
+/// unknown host or refused credentials, it returns at once, and so does
+/// this). So when none came within half the bound, the server's address
+/// is probed meanwhile with a bare TCP (or unix socket) connect, which
+/// starts no server process: refused is the answer at once
+/// ([`Error::Unavailable`] with "connection refused" as its source). If
+/// something listens there, the pool's connections are all in use or slow
+/// to open: [`Error::PoolExhausted`] at `bound`; if the probe gets no
+/// answer either, [`Error::Unavailable`] at `bound`. Never longer than
+/// `bound`.
 ///
 /// Cancel safety: cancel safe (a connection had is given back).
 pub(crate) async fn acquire(
@@ -65,7 +67,7 @@ pub(crate) async fn acquire(
         };
     }
     let options = pool.connect_options();
-    let probe = tokio::time::timeout_at(deadline, options.connect());
+    let probe = tokio::time::timeout_at(deadline, listening(&options));
     tokio::pin!(probe);
     let mut probed = false;
     let mut answers = false;
@@ -79,11 +81,8 @@ pub(crate) async fn acquire(
             p = &mut probe, if !probed => {
                 probed = true;
                 match p {
-                    Ok(Err(e)) => return Err(e.into()),
-                    Ok(Ok(conn)) => {
-                        answers = true;
-                        close_in_background(conn);
-                    }
+                    Ok(Err(e)) => return Err(Error::Unavailable(sqlx::Error::Io(e))),
+                    Ok(Ok(())) => answers = true,
                     Err(_) => {}
                 }
             }
@@ -98,27 +97,32 @@ pub(crate) async fn acquire(
     }
 }
 
-/// Closes a probe's connection without waiting for it.
-fn close_in_background(conn: PgConnection) {
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        rt.spawn(async move {
-            let _ = sqlx::Connection::close(conn).await;
-        });
+/// Whether something listens where `options` point: a bare TCP (or unix
+/// socket) connect, closed at once; no PostgreSQL session.
+async fn listening(options: &PgConnectOptions) -> std::io::Result<()> {
+    let port = options.get_port();
+    let socket = match options.get_socket() {
+        Some(dir) => Some(format!("{}/.s.PGSQL.{port}", dir.display())),
+        None if options.get_host().starts_with('/') => {
+            Some(format!("{}/.s.PGSQL.{port}", options.get_host()))
+        }
+        None => None,
+    };
+    match socket {
+        Some(path) => tokio::net::UnixStream::connect(path).await.map(drop),
+        None => tokio::net::TcpStream::connect((options.get_host(), port))
+            .await
+            .map(drop),
     }
 }
 
-/// Why `pool` has no connection: one opened directly with its settings,
-/// until `deadline` (see [`acquire`]).
-pub(crate) async fn why_no_connection(pool: &PgPool, deadline: Instant) -> Error {
+/// Why `pool` has no connection, until `deadline` (see [`acquire`]).
+async fn why_no_connection(pool: &PgPool, deadline: Instant) -> Error {
     let options = pool.connect_options();
     let bound = deadline.saturating_duration_since(Instant::now());
-    match tokio::time::timeout_at(deadline, options.connect()).await {
-        Ok(Err(e)) => e.into(),
-        Ok(Ok(conn)) => {
-            // The server answers: the pool's connections are all in use.
-            close_in_background(conn);
-            Error::PoolExhausted { after: bound }
-        }
+    match tokio::time::timeout_at(deadline, listening(&options)).await {
+        Ok(Err(e)) => Error::Unavailable(sqlx::Error::Io(e)),
+        Ok(Ok(())) => Error::PoolExhausted { after: bound },
         Err(_) => no_answer(bound),
     }
 }

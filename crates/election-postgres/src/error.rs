@@ -83,12 +83,13 @@ pub enum Error {
         /// The bound that ran out.
         after: std::time::Duration,
     },
-    /// Every connection of the pool stayed in use for `after` while the
-    /// server itself answered a new connection: the application keeps its
-    /// pool busy (size it for the election's requests too). Nothing was
-    /// sent. Retry later.
+    /// No connection of the pool came within `after` while the server
+    /// accepts connections: the pool's connections stayed in use (an
+    /// application that keeps a shared pool busy: size it for the
+    /// election's requests too) or were slow to open (a loaded server).
+    /// Nothing was sent. Retry later.
     #[error(
-        "no connection of the pool came free within {after:?} (the server answers: every connection stayed in use)"
+        "no connection of the pool within {after:?}, though the server accepts connections: the pool's connections stayed in use or were slow to open"
     )]
     PoolExhausted {
         /// The bound that ran out.
