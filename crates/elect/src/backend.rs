@@ -396,6 +396,19 @@ fn nats_class(e: &election_nats::Error) -> (u8, String) {
             found.strip_prefix("max age "),
             wanted.strip_prefix("max age "),
         ) {
+            // The same election runs there with another TTL.
+            (Some(age), Some(ttl)) if age.contains(", where ") => {
+                let age = age.split(',').next().unwrap_or(age);
+                (
+                    exit::CONFIG,
+                    format!(
+                        "this election runs in bucket {bucket} with --ttl {age}, and every \
+                         candidate of an election must use the same TTL: give --ttl {age} \
+                         (this one asked for {ttl}); to change its TTL, stop every candidate \
+                         first"
+                    ),
+                )
+            }
             // A bucket's max age is the TTL of every election in it.
             (Some(age), Some(ttl)) => (
                 exit::CONFIG,

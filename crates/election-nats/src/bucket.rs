@@ -187,6 +187,37 @@ pub(crate) async fn for_ttl(
     })
 }
 
+/// The elections buckets of the server other than `own` (the default one
+/// and every `elections-ttl-*`), each with its max age (ADR 0064).
+pub(crate) async fn others(
+    js: &jetstream::Context,
+    own: &str,
+) -> Result<Vec<(kv::Store, Duration)>, Error> {
+    use futures::TryStreamExt;
+    let prefix = format!("KV_{}-ttl-", crate::DEFAULT_BUCKET);
+    let default = format!("KV_{}", crate::DEFAULT_BUCKET);
+    let names: Vec<String> = js
+        .stream_names()
+        .try_collect()
+        .await
+        .map_err(|e| Error::unavailable("list the elections buckets", e))?;
+    let mut out = Vec::new();
+    for stream in names {
+        let Some(bucket) = stream.strip_prefix("KV_") else {
+            continue;
+        };
+        if bucket == own || !(stream == default || stream.starts_with(&prefix)) {
+            continue;
+        }
+        // Deleted meanwhile: nothing lives there.
+        if let Ok(kv) = js.get_key_value(bucket).await {
+            let age = kv.stream.cached_info().config.max_age;
+            out.push((kv, age));
+        }
+    }
+    Ok(out)
+}
+
 /// Whether the server writes TTL markers (2.11 and later).
 pub(crate) fn server_has_markers(client: &async_nats::Client) -> bool {
     let version = client.server_info().version;

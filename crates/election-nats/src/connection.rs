@@ -33,6 +33,11 @@ pub(crate) struct Connection {
     base: AtomicU64,
     /// The bucket's replicas when it was opened.
     replicas: usize,
+    /// With no bucket named: the other elections buckets of the server
+    /// (the default one and the other TTLs' own, as opening found them),
+    /// each with its max age. A claim refuses a name that is live in one
+    /// of them: the same election run with another TTL (ADR 0064).
+    pub(crate) others: Vec<(kv::Store, Duration)>,
 }
 
 impl Connection {
@@ -73,6 +78,11 @@ impl Connection {
                 }
             }
         };
+        let others = if options.is_bucket_named() || options.is_observer() {
+            Vec::new()
+        } else {
+            bucket::others(&js, options.bucket_name()).await?
+        };
         // The incarnation as opening the bucket read it (one stream info
         // request for the whole opening).
         let shape = bucket::opened_shape(&kv)?;
@@ -90,6 +100,7 @@ impl Connection {
             options,
             base: AtomicU64::new(shape.created_us),
             replicas: shape.replicas,
+            others,
         })
     }
 

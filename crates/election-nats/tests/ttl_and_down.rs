@@ -228,3 +228,61 @@ async fn a_server_stopped_mid_term_loses_the_term_then_the_candidate_is_elected_
     assert!(second.epoch() > first.epoch());
     second.resign().await.expect("resign");
 }
+
+#[tokio::test]
+async fn the_same_election_with_another_ttl_is_refused_while_it_is_held() {
+    let server = Server::start().expect("nats-server");
+    let fifteen = NatsElection::connect(
+        &server.url(),
+        NatsOptions::default().single_replica_ok(true),
+    )
+    .await
+    .expect("15 s");
+    let held = fifteen
+        .candidate("jobs", "a")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("elected");
+    // Another TTL lands in another bucket: its claim of the same name is
+    // refused while the name is held in the default one.
+    let three = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect("3 s");
+    assert_eq!(three.options().bucket_name(), "elections-ttl-3s");
+    let refused = three
+        .candidate("jobs", "b")
+        .expect("candidate")
+        .try_campaign()
+        .await;
+    assert!(matches!(refused, Err(CoreError::Config(_))), "{refused:?}");
+    // And the other way round: held with 3 s, refused with 15 s.
+    let t3 = three
+        .candidate("reports", "b")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("elected");
+    let again = NatsElection::connect(
+        &server.url(),
+        NatsOptions::default().single_replica_ok(true),
+    )
+    .await
+    .expect("15 s again");
+    let refused = again
+        .candidate("reports", "c")
+        .expect("candidate")
+        .try_campaign()
+        .await;
+    assert!(matches!(refused, Err(CoreError::Config(_))), "{refused:?}");
+    t3.resign().await.expect("resign");
+    held.resign().await.expect("resign");
+    // Free in the other bucket: no refusal.
+    let t = three
+        .candidate("jobs", "b")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("elected once the name is free");
+    t.resign().await.expect("resign");
+}
