@@ -377,7 +377,7 @@ pub(crate) struct LeaderArgs {
     pub(crate) common: Common,
     /// NATS: the lease TTL the election's candidates run with (their
     /// `elect run --ttl`); without ?bucket= it finds their bucket
-    /// (elections-ttl-<TTL> if it exists, else elections) [default: 15s].
+    /// (elections-ttl-TTL if it exists, else elections) [default: 15s].
     #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) ttl: Option<Duration>,
 }
@@ -389,7 +389,7 @@ pub(crate) struct ObserveArgs {
     pub(crate) common: Common,
     /// NATS: the lease TTL the election's candidates run with (their
     /// `elect run --ttl`); without ?bucket= it finds their bucket
-    /// (elections-ttl-<TTL> if it exists, else elections) [default: 15s].
+    /// (elections-ttl-TTL if it exists, else elections) [default: 15s].
     #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) ttl: Option<Duration>,
     /// How often to look (at least 10ms). NATS and file: every change

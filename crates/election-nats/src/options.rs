@@ -27,7 +27,7 @@ pub const DEFAULT_BUCKET: &str = "elections";
 /// ```
 pub fn bucket_for_ttl(ttl: Duration) -> String {
     let ms = ttl.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{DEFAULT_BUCKET}-ttl-{}s", ms / 1000)
     } else {
         format!("{DEFAULT_BUCKET}-ttl-{ms}ms")
