@@ -408,6 +408,46 @@ fn nats_class(e: &election_nats::Error) -> (u8, String) {
             "the bucket holds a value elect never writes: use another ?bucket= (never delete a \
              bucket in use: epochs would restart)",
         ),
+        E::BucketMismatch {
+            bucket,
+            found,
+            wanted,
+        } => match (
+            found.strip_prefix("max age "),
+            wanted.strip_prefix("max age "),
+        ) {
+            // The same election runs there with another TTL.
+            (Some(age), Some(ttl)) if age.contains(", where ") => {
+                let age = age.split(',').next().unwrap_or(age);
+                (
+                    exit::CONFIG,
+                    format!(
+                        "this election runs in bucket {bucket} with --ttl {age}, and every \
+                         candidate of an election must use the same TTL: give --ttl {age} \
+                         (this one asked for {ttl}); to change its TTL, stop every candidate \
+                         first"
+                    ),
+                )
+            }
+            // A bucket's max age is the TTL of every election in it.
+            (Some(age), Some(ttl)) => (
+                exit::CONFIG,
+                format!(
+                    "the elections in bucket {bucket} use a TTL of {age} (its max age), this one \
+                     {ttl}: give --ttl {age} to join that bucket's elections, or leave ?bucket= \
+                     out of the URL (elect then picks a bucket of this TTL's own, \
+                     elections-ttl-{ttl}, when the default one has another), or name a new \
+                     bucket with ?bucket=NEW-NAME; never delete or edit a bucket in use"
+                ),
+            ),
+            _ => (
+                exit::CONFIG,
+                format!(
+                    "bucket {bucket} was made with {found}; this election needs {wanted}: name \
+                     another bucket with ?bucket=NEW-NAME (never delete or edit a bucket in use)"
+                ),
+            ),
+        },
         _ => config("check the URL's options and the bucket's settings"),
     }
 }
@@ -625,6 +665,10 @@ impl Opened {
     /// How the backend is shown in progress lines (no secrets).
     pub(crate) fn shown(&self, url: Option<&Url>) -> String {
         match (url, self) {
+            // The bucket the TTL picked, when the URL names none.
+            (Some(u @ Url::Nats(n)), Opened::Ready(Backend::Nats(e))) if n.bucket.is_none() => {
+                format!("{}?bucket={}", shown_url(u), e.options().bucket_name())
+            }
             (Some(u), _) => shown_url(u),
             (None, Opened::Ready(Backend::File(e))) => format!("file://{}", e.dir().display()),
             (None, _) => String::new(),

@@ -21,7 +21,9 @@ Backends (--backend URL):
   file:///dir                 one host; a directory on a local filesystem
   sqlite:///path/to/app.db    a lease row in a SQLite database
   nats://host:port[,host:port][?bucket=B&replicas=N&creds=FILE&token=T&single_replica_ok=1]
-                              a lease in a NATS JetStream KV bucket;
+                              a lease in a NATS JetStream KV bucket
+                              (without ?bucket=: elections, or for a TTL
+                              other than its own, elections-ttl-3s, ...);
                               nats://user:password@host:port for passwords
   postgres://user@host:port/db[?schema=S&ttl=15s&renew=5s&passfile=FILE&sslmode=M]
                               a lease row in a PostgreSQL database (its own
@@ -33,6 +35,10 @@ Backends (--backend URL):
   '%'); an unknown or repeated option, or any option on file:// and
   sqlite://, is refused. `leader`, `observe` and `repair-epoch` never
   create a directory, database or bucket.
+
+A server that cannot be reached (also at start) is waited for, a line on
+stderr per attempt with the cause; --timeout bounds the wait, --no-wait
+tries once.
 
 Exit codes: the command's own (128+N if killed by signal N); 64 usage;
 69 backend unavailable, transient: try again later (server down, disk
@@ -409,6 +415,11 @@ pub(crate) struct LeaderArgs {
     /// NAME has N slots (`elect run --slots N`): print each slot's holder.
     #[arg(long, value_name = "N", value_parser = slots)]
     pub(crate) slots: Option<u32>,
+    /// NATS: the lease TTL the election's candidates run with (their
+    /// `elect run --ttl`); without ?bucket= it finds their bucket
+    /// (elections-ttl-TTL if it exists, else elections) [default: 15s].
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
+    pub(crate) ttl: Option<Duration>,
 }
 
 /// `elect observe`.
@@ -416,6 +427,11 @@ pub(crate) struct LeaderArgs {
 pub(crate) struct ObserveArgs {
     #[command(flatten)]
     pub(crate) common: Common,
+    /// NATS: the lease TTL the election's candidates run with (their
+    /// `elect run --ttl`); without ?bucket= it finds their bucket
+    /// (elections-ttl-TTL if it exists, else elections) [default: 15s].
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
+    pub(crate) ttl: Option<Duration>,
     /// How often to look (at least 10ms). NATS and file: every change
     /// wakes observe (a file term that ended before the look is still
     /// printed), this is only a backstop. SQLite: a term that begins and

@@ -52,6 +52,12 @@ fn observer() -> backend::Timing {
     }
 }
 
+/// A read-only command's timing: only the TTL that names a NATS
+/// election's bucket (see [`election_nats::bucket_for_ttl`]).
+fn observer_with_ttl(ttl: Option<std::time::Duration>) -> backend::Timing {
+    backend::Timing { ttl, ..observer() }
+}
+
 async fn dispatch(
     cli: &Cli,
     standby: Option<supervisor::Standby>,
@@ -66,12 +72,23 @@ async fn dispatch(
             // Before anything is opened or created: a command that cannot
             // run must not cost a campaign (127, 126).
             command::check(&args.command)?;
-            let backend = Opened::open(url.as_ref(), args.timing(), Some(reporter)).await?;
+            // --timeout bounds the whole wait: for the server, then for
+            // the term.
+            let deadline = args.timeout.map(|d| tokio::time::Instant::now() + d);
+            let backend = crate::retry::open_waiting(
+                url.as_ref(),
+                args.timing(),
+                reporter,
+                args.no_wait,
+                deadline.zip(args.timeout),
+            )
+            .await?;
             let code = run::run(
                 standby,
                 &backend,
                 &backend.shown(url.as_ref()),
                 args,
+                deadline,
                 reporter,
             )
             .await;
@@ -81,7 +98,8 @@ async fn dispatch(
             code
         }
         Command::Leader(args) => {
-            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let timing = observer_with_ttl(args.ttl);
+            let backend = Opened::open(args.common.url()?.as_ref(), timing, None).await?;
             match args.slots {
                 Some(n) => {
                     slots::leader(&backend, &args.common.name, n, args.common.json, reporter).await
@@ -92,7 +110,8 @@ async fn dispatch(
             }
         }
         Command::Observe(args) => {
-            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let timing = observer_with_ttl(args.ttl);
+            let backend = Opened::open(args.common.url()?.as_ref(), timing, None).await?;
             match args.slots {
                 Some(n) => {
                     slots::observe(

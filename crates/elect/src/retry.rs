@@ -1,6 +1,7 @@
 //! Progress lines for a campaign that rides out transient backend errors
 //! (a full disk, a server down), instead of waiting silently; and the
-//! cause when `--timeout` runs out meanwhile.
+//! cause when `--timeout` runs out meanwhile. Opening the backend waits
+//! for a server that is down the same way ([`open_waiting`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -9,9 +10,6 @@ use serde_json::json;
 
 use crate::exit::Failure;
 use crate::report::Reporter;
-
-/// How often an unchanged failure is said again.
-const REPEAT: Duration = Duration::from_secs(30);
 
 /// A failure this recent means the backend was still failing when a
 /// bounded campaign gave up (a failing attempt takes at most a request
@@ -24,8 +22,6 @@ struct State {
     last: Option<Failure>,
     /// Retries so far.
     count: u64,
-    /// When a line was last written.
-    said: Option<Instant>,
     /// When the last failure came.
     at: Option<Instant>,
 }
@@ -47,8 +43,9 @@ impl Retries {
         }
     }
 
-    /// For [`election_core::Candidate::on_retry`]: a line for the first
-    /// failure, for each change of cause, and every 30 s while it lasts.
+    /// For [`election_core::Candidate::on_retry`]: a line for each failed
+    /// attempt (the campaign backs off, so at most one every
+    /// [`election_core::MAX_RETRY_PAUSE`] while a failure lasts).
     pub(crate) fn reporter(&self) -> impl Fn(&election_core::Error) + Send + Sync + 'static {
         let this = self.clone();
         move |e| this.failed(e)
@@ -58,28 +55,20 @@ impl Retries {
         let failure = Failure::from(e.clone());
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.count += 1;
-        let changed = state
-            .last
-            .as_ref()
-            .is_none_or(|l| l.message != failure.message);
-        let due = state.said.is_none_or(|t| t.elapsed() >= REPEAT);
-        if changed || due {
-            let hint = failure.hint.as_deref().unwrap_or("");
-            self.report.event(
-                "retrying",
-                &format!(
-                    "the backend failed, retrying (attempt {}): {} ({hint})",
-                    state.count, failure.message
-                ),
-                json!({
-                    "name": self.name,
-                    "error": failure.message,
-                    "hint": failure.hint,
-                    "retries": state.count,
-                }),
-            );
-            state.said = Some(Instant::now());
-        }
+        let hint = failure.hint.as_deref().unwrap_or("");
+        self.report.event(
+            "retrying",
+            &format!(
+                "the backend failed, retrying (attempt {}): {} ({hint})",
+                state.count, failure.message
+            ),
+            json!({
+                "name": self.name,
+                "error": failure.message,
+                "hint": failure.hint,
+                "retries": state.count,
+            }),
+        );
         state.last = Some(failure);
         state.at = Some(Instant::now());
     }
@@ -117,6 +106,87 @@ impl Retries {
         );
         f.hint = cause.hint;
         Some(f)
+    }
+}
+
+/// Opens the backend, waiting for a server that cannot be reached (a
+/// transient failure, 69) as a campaign waits for one: a line on stderr
+/// for each failed attempt, the next one after a backoff
+/// ([`election_core::retry_pause`] of the default poll interval: 250 ms,
+/// doubling, at most 5 s). `no_wait`: one attempt, its failure at once.
+/// `deadline` (`--timeout`): the last attempt is cut off there, and the
+/// failure says how long it waited and why. A permanent failure (78: bad
+/// configuration, credentials refused) is returned at once: retrying
+/// cannot fix it.
+///
+/// Cancel safety: cancel safe (nothing is held before the campaign).
+pub(crate) async fn open_waiting(
+    url: Option<&crate::backend::Url>,
+    timing: crate::backend::Timing,
+    report: Reporter,
+    no_wait: bool,
+    timeout: Option<(tokio::time::Instant, Duration)>,
+) -> Result<crate::backend::Opened, Failure> {
+    use crate::exit;
+    let deadline = timeout.map(|(at, _)| at);
+    let passed = || deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
+    let mut attempts: u32 = 0;
+    let mut last: Option<Failure> = None;
+    loop {
+        attempts += 1;
+        let opening = crate::backend::Opened::open(url, timing, Some(report));
+        let opened = match deadline {
+            None => opening.await,
+            Some(d) => match tokio::time::timeout_at(d, opening).await {
+                Ok(r) => r,
+                // Cut off at --timeout: the last attempt's cause, if any.
+                Err(_) => Err(last.take().unwrap_or_else(|| {
+                    Failure::new(exit::UNAVAILABLE, "the backend did not answer")
+                        .hint("check that the server runs and the URL's host and port are right")
+                })),
+            },
+        };
+        let failure = match opened {
+            Ok(opened) => return Ok(opened),
+            Err(f) if f.code != exit::UNAVAILABLE || no_wait => return Err(f),
+            Err(f) => f,
+        };
+        let pause = election_core::retry_pause(election_core::DEFAULT_POLL_INTERVAL, attempts);
+        // Not past --timeout.
+        let pause = deadline.map_or(pause, |d| {
+            pause.min(d.saturating_duration_since(tokio::time::Instant::now()))
+        });
+        if !passed() {
+            let hint = failure.hint.as_deref().unwrap_or("");
+            report.event(
+                "retrying",
+                &format!(
+                    "cannot reach the backend (attempt {attempts}, next in {pause:?}): {} ({hint})",
+                    failure.message
+                ),
+                json!({
+                    "error": failure.message,
+                    "hint": failure.hint,
+                    "attempt": attempts,
+                    "next_in_ms": pause.as_millis() as u64,
+                }),
+            );
+            tokio::time::sleep(pause).await;
+        }
+        if passed() {
+            let waited = timeout.map_or(Duration::ZERO, |(_, d)| d);
+            let mut f = Failure::new(
+                failure.code,
+                format!(
+                    "not elected within {waited:?}: the backend could not be reached \
+                     ({attempts} attempts): {}",
+                    failure.message
+                ),
+            );
+            f.hint = failure.hint;
+            return Err(f);
+        }
+        last = Some(failure);
     }
 }
 

@@ -96,6 +96,7 @@ pub(crate) async fn run(
     backend: &Opened,
     shown: &str,
     args: &RunArgs,
+    deadline: Option<tokio::time::Instant>,
     report: Reporter,
 ) -> Result<u8, Failure> {
     let identity = match &args.identity {
@@ -108,7 +109,10 @@ pub(crate) async fn run(
     let name = args.common.name.as_str();
     let waiting = match (args.no_wait, args.timeout) {
         (true, _) => Waiting::No,
-        (false, Some(d)) => Waiting::AtMost(d),
+        // What is left of --timeout after the backend was opened.
+        (false, Some(d)) => Waiting::AtMost(deadline.map_or(d, |at| {
+            at.saturating_duration_since(tokio::time::Instant::now())
+        })),
         (false, None) => Waiting::Forever,
     };
     let config = |e: &(dyn std::error::Error + 'static)| Failure::config(exit::chain(e));
@@ -318,7 +322,7 @@ async fn elected<C: Claim>(
             .as_ref()
             .map(|h| h.first().cloned().flatten())
             .map_err(Clone::clone);
-        if let Some(failure) = retries.gave_up(waiting_for(waiting), &first) {
+        if let Some(failure) = retries.gave_up(waiting_for(waiting).and(args.timeout), &first) {
             // The backend kept failing until --timeout ran out: say why.
             return Err(failure);
         }

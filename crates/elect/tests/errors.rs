@@ -50,7 +50,8 @@ async fn json_errors_are_one_object_with_the_exit_code() {
         for sub in ["run", "leader"] {
             let mut args = vec![sub, "--backend", url, "--name", "j", "--json"];
             if sub == "run" {
-                args.extend(["--", "true"]);
+                // Without --no-wait, a server down is waited for (ADR 0064).
+                args.extend(["--no-wait", "--", "true"]);
             }
             let done = once(&args).await;
             assert_eq!(done.code, code, "{done:?}");
@@ -71,7 +72,9 @@ async fn an_unreachable_nats_server_is_unavailable() {
     for sub in ["run", "leader", "observe"] {
         let mut args = vec![sub, "--backend", &url, "--name", "j"];
         if sub == "run" {
-            args.extend(["--", "true"]);
+            // Without --no-wait, a server down is waited for (ADR 0064;
+            // tests/server_down.rs).
+            args.extend(["--no-wait", "--", "true"]);
         }
         let done = once(&args).await;
         assert_eq!(done.code, common::UNAVAILABLE, "{sub}: {done:?}");

@@ -15,6 +15,55 @@ use crate::{Claim, ConfigError, Error, Leader, Term, TermReporter};
 /// The default time between two tries on backends without a wake-up.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
+/// The longest pause a waiting campaign makes between two tries while the
+/// backend keeps failing (see [`retry_pause`]).
+pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
+
+/// The pause a waiting campaign makes after `failures` transient errors in
+/// a row ([`Error::Unavailable`], [`Error::OutcomeUnknown`]) before it tries
+/// again: the poll interval, doubled with each further failure, at most
+/// [`MAX_RETRY_PAUSE`] (never below the poll interval). A server that is
+/// down is asked again soon at first, then every few seconds, not every
+/// poll interval for as long as it stays down.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::{MAX_RETRY_PAUSE, retry_pause};
+///
+/// let poll = Duration::from_millis(250);
+/// assert_eq!(retry_pause(poll, 1), poll);
+/// assert_eq!(retry_pause(poll, 2), poll * 2);
+/// assert_eq!(retry_pause(poll, 3), poll * 4);
+/// assert_eq!(retry_pause(poll, 50), MAX_RETRY_PAUSE);
+/// ```
+pub fn retry_pause(poll_interval: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(32);
+    poll_interval
+        .checked_mul(1u32 << doublings.min(31))
+        .unwrap_or(MAX_RETRY_PAUSE)
+        .min(MAX_RETRY_PAUSE)
+        .max(poll_interval)
+}
+
+/// What a campaign's retries look like now ([`Candidate::retries`]): how
+/// many tries failed with a transient error, in a row and in all, and the
+/// last such error.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct RetryState {
+    /// Transient errors in a row, since the last try that reached the
+    /// backend (0 while it answers).
+    pub in_a_row: u32,
+    /// Transient errors in all, over every campaign of this candidate.
+    pub total: u64,
+    /// The last transient error, kept also after the backend answered
+    /// again.
+    pub last_error: Option<Error>,
+    /// The pause before the next try, while `in_a_row > 0`
+    /// ([`retry_pause`]).
+    pub next_pause: Option<Duration>,
+}
+
 /// A candidate: runs campaigns for one [`Claim`] and hands the winner a
 /// [`Term`].
 ///
@@ -48,6 +97,8 @@ pub struct Candidate<C: Claim> {
     claim: Arc<C>,
     poll_interval: Duration,
     on_retry: Option<RetryReport>,
+    /// The retries so far ([`Candidate::retries`]).
+    retries: Arc<std::sync::Mutex<RetryState>>,
     /// The term handed out last, for health checks.
     current: CurrentTerm,
     /// False for a lease set's per-key candidates: no per-key series.
@@ -86,6 +137,7 @@ impl<C: Claim> Candidate<C> {
             claim: Arc::new(claim),
             poll_interval: DEFAULT_POLL_INTERVAL,
             on_retry: None,
+            retries: Arc::default(),
             current: CurrentTerm::default(),
             instrumented: true,
         }
@@ -122,9 +174,36 @@ impl<C: Claim> Candidate<C> {
         HealthCheck::candidate(self.current.clone(), bound)
     }
 
+    /// How the campaign's tries fare: transient errors in a row and in all,
+    /// the last one and the pause before the next try. A program can show
+    /// it (a status page, a readiness probe) or act on it (give up after
+    /// N failures by dropping the campaign).
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::{MemoryBackend, Step};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// backend.fail(Step::TryClaim, 2); // the first two tries find the backend down
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// let term = candidate.campaign().await?;
+    /// let retries = candidate.retries();
+    /// assert_eq!((retries.in_a_row, retries.total), (0, 2));
+    /// assert!(retries.last_error.is_some());
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn retries(&self) -> RetryState {
+        crate::lock(&self.retries).clone()
+    }
+
     /// Calls `report` with each transient error ([`Error::Unavailable`],
     /// [`Error::OutcomeUnknown`]) a waiting campaign rides out, before it
-    /// pauses one poll interval and tries again: a program can say why its
+    /// pauses ([`retry_pause`]: the poll interval, doubled with each
+    /// failure in a row, at most [`MAX_RETRY_PAUSE`]) and tries again;
+    /// [`Candidate::retries`] then counts it: a program can say why its
     /// campaign is not progressing (a full disk, a server down) instead of
     /// waiting silently. `report` runs on the campaign's task and must not
     /// block. Errors that end the campaign are returned, not reported here.
@@ -299,20 +378,42 @@ impl<C: Claim> Candidate<C> {
         matches!(e, Error::Unavailable { .. } | Error::OutcomeUnknown { .. })
     }
 
-    /// Waits one poll interval (not past `deadline`) after a transient
-    /// error; false if the deadline has passed.
+    /// Counts a transient error and waits the backoff's pause (not past
+    /// `deadline`); false if the deadline has passed.
     async fn pause_after(&self, e: &Error, deadline: Option<Instant>) -> bool {
-        tracing::warn!(name = %self.claim.name(), identity = %self.claim.identity(), error = %e, "backend unavailable; campaign retries");
+        let pause = {
+            let mut retries = crate::lock(&self.retries);
+            retries.in_a_row = retries.in_a_row.saturating_add(1);
+            retries.total = retries.total.saturating_add(1);
+            retries.last_error = Some(e.clone());
+            let pause = retry_pause(self.poll_interval, retries.in_a_row);
+            retries.next_pause = Some(pause);
+            pause
+        };
+        tracing::warn!(name = %self.claim.name(), identity = %self.claim.identity(), error = %e, ?pause, "backend unavailable; campaign retries");
         if let Some(report) = &self.on_retry {
             (report.0)(e);
         }
-        self.pause_until(deadline).await
+        self.pause_for(pause, deadline).await
+    }
+
+    /// The backend answered: no failures in a row.
+    fn answered(&self) {
+        let mut retries = crate::lock(&self.retries);
+        retries.in_a_row = 0;
+        retries.next_pause = None;
     }
 
     /// Waits one poll interval, not past `deadline`; false if the deadline
     /// has passed.
     async fn pause_until(&self, deadline: Option<Instant>) -> bool {
-        let until = Instant::now() + self.poll_interval;
+        self.pause_for(self.poll_interval, deadline).await
+    }
+
+    /// Waits `pause`, not past `deadline`; false if the deadline has
+    /// passed.
+    async fn pause_for(&self, pause: Duration, deadline: Option<Instant>) -> bool {
+        let until = Instant::now() + pause;
         tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
         !passed(deadline)
     }
@@ -343,7 +444,10 @@ impl<C: Claim> Candidate<C> {
             };
             loop {
                 let won = match claim.try_claim(guard.attempt()).await {
-                    Ok(won) => won,
+                    Ok(won) => {
+                        self.answered();
+                        won
+                    }
                     Err(e) if !once && Self::transient(&e) => {
                         guard.close(End::Failed);
                         if !self.pause_after(&e, deadline).await {

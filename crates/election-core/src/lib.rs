@@ -100,7 +100,7 @@ mod term;
 mod term_state;
 mod write_token;
 
-pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL};
+pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL, MAX_RETRY_PAUSE, RetryState, retry_pause};
 pub use claim::{Claim, End, WatchGuard, Won};
 pub use config_error::{ConfigError, Source};
 pub use election::{Election, vacant_if_presumed_dead};

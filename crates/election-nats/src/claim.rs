@@ -344,6 +344,29 @@ impl NatsClaim {
         self.conn.read_exact(&self.key).await
     }
 
+    /// With no bucket named: refuses a name whose key is live in another
+    /// elections bucket of the server, i.e. the same election run with
+    /// another TTL (ADR 0064). Best effort: two candidates with different
+    /// TTLs that both find the name free at once are not caught.
+    async fn live_elsewhere(&self) -> Result<(), Error> {
+        for (other, age) in &self.conn.others {
+            let entry = tokio::time::timeout(self.timeout(), other.entry(self.key.as_str()))
+                .await
+                .map_err(|_| Error::OutcomeUnknown {
+                    after: self.timeout(),
+                })?
+                .map_err(|e| Error::unavailable("read another elections bucket", e))?;
+            if entry.is_some_and(|e| e.operation == kv::Operation::Put) {
+                return Err(Error::BucketMismatch {
+                    bucket: other.name.clone(),
+                    found: format!("max age {age:?}, where {} is held now", self.name),
+                    wanted: format!("max age {:?}", self.conn.options.ttl()),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Won at `revision` in the incarnation `base` (the epoch is
     /// `base + revision`) by a write carrying `since_unix_ms` (the term's
     /// start, kept by every later write), sent at `sent`.
@@ -552,6 +575,7 @@ impl Claim for NatsClaim {
         &self,
         attempt: &mut NatsAttempt,
     ) -> Result<Option<Won>, election_core::Error> {
+        self.live_elsewhere().await.map_err(|e| self.core(e))?;
         let sent = Instant::now();
         // Expect the revision of the last vacancy seen (0: no entry at all).
         // The server checks it: no read of a possibly stale replica decides.
@@ -577,9 +601,14 @@ impl Claim for NatsClaim {
             let create = self.conn.kv.update(&self.key, value.clone(), expected);
             match tokio::time::timeout(self.timeout(), create).await {
                 Ok(Ok(revision)) => {
+                    // The bucket incarnation's first write ever (revision 1
+                    // over no entry): no term of this incarnation can have
+                    // existed, so there is no holder for the grace to wait
+                    // out (ADR 0064). Its pending mark is refreshed away.
+                    let first = expected == 0 && revision == 1;
                     let begin = Begin {
-                        grace: !clean,
-                        refresh: false,
+                        grace: !clean && !first,
+                        refresh: pending && first,
                     };
                     let won = self
                         .won(

@@ -74,9 +74,18 @@ impl NatsElection {
     /// permission on the bucket's subjects, as every claim does.
     ///
     /// Cancel safety: cancel safe. Failure model: a malformed URL is
-    /// [`Error::Config`]; an unreachable server is [`Error::Connect`]; a bucket with another TTL
-    /// [`Error::BucketMismatch`]; no JetStream, or a stream not reachable
-    /// within 10 s, [`Error::Unavailable`].
+    /// [`Error::Config`]; an unreachable server is [`Error::Connect`] at
+    /// once, with the cause as its source (connection refused, unknown
+    /// host); a named bucket with another TTL [`Error::BucketMismatch`]; no
+    /// JetStream, or a stream not reachable within 10 s,
+    /// [`Error::Unavailable`]. Opening is one attempt: to wait for a server
+    /// that is down at start, retry on [`Error::Connect`] with a backoff
+    /// (e.g. [`election_core::retry_pause`]); once open, the client
+    /// reconnects by itself and a campaign rides out the outage, counting
+    /// its tries ([`Candidate::retries`](election_core::Candidate::retries)).
+    ///
+    /// Without a named bucket ([`NatsOptions::bucket`]), the bucket is the
+    /// TTL's ([`bucket_for_ttl`](crate::bucket_for_ttl)), resolved here.
     ///
     /// ```no_run
     /// # use election_nats::{NatsElection, NatsOptions, Error};

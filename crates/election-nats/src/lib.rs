@@ -54,7 +54,7 @@ pub use election::{Holder, NatsElection};
 pub use error::Error;
 pub use fence::NatsFence;
 pub use keyed::NatsKeyedClaims;
-pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions};
+pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions, bucket_for_ttl};
 
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 

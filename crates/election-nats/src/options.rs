@@ -4,8 +4,35 @@ use std::time::Duration;
 
 use election_core::ConfigError;
 
-/// The default bucket name.
+/// The default bucket name: the bucket of every election that names none,
+/// unless it holds elections of another TTL (see [`bucket_for_ttl`]).
 pub const DEFAULT_BUCKET: &str = "elections";
+
+/// The bucket of an election with lease TTL `ttl` that names none
+/// ([`NatsOptions::bucket`] not called; `elect` without `?bucket=`) when
+/// [`DEFAULT_BUCKET`] exists with another max age: `elections-ttl-<ttl>`.
+/// A bucket's max age is the TTL of every lease in it, so each TTL needs a
+/// bucket of its own; this way elections with different TTLs coexist on
+/// one server without naming buckets (ADR 0064). When the election opens:
+/// [`DEFAULT_BUCKET`] if it does not exist yet (it is created with this
+/// TTL) or exists with this TTL as its max age, else this bucket. Every
+/// candidate of one election must use the same TTL, as the same name.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_nats::bucket_for_ttl;
+///
+/// assert_eq!(bucket_for_ttl(Duration::from_secs(3)), "elections-ttl-3s");
+/// assert_eq!(bucket_for_ttl(Duration::from_millis(1500)), "elections-ttl-1500ms");
+/// ```
+pub fn bucket_for_ttl(ttl: Duration) -> String {
+    let ms = ttl.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{DEFAULT_BUCKET}-ttl-{}s", ms / 1000)
+    } else {
+        format!("{DEFAULT_BUCKET}-ttl-{ms}ms")
+    }
+}
 /// The default lease TTL (the bucket's max age): 15 s.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 
@@ -51,6 +78,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NatsOptions {
     bucket: String,
+    /// The bucket was named ([`NatsOptions::bucket`]); else it is the
+    /// TTL's ([`bucket_for_ttl`]).
+    bucket_named: bool,
     ttl: Duration,
     renew_interval: Duration,
     request_timeout: Duration,
@@ -88,6 +118,7 @@ impl NatsOptions {
         let renew_interval = ttl / 3;
         NatsOptions {
             bucket: DEFAULT_BUCKET.to_owned(),
+            bucket_named: false,
             ttl,
             renew_interval,
             request_timeout: (renew_interval / 2).min(Duration::from_secs(2)),
@@ -113,7 +144,31 @@ impl NatsOptions {
     /// ```
     pub fn bucket(mut self, bucket: impl Into<String>) -> Result<Self, ConfigError> {
         self.bucket = bucket.into();
+        self.bucket_named = true;
         self.validated()
+    }
+
+    /// Whether the bucket was named ([`NatsOptions::bucket`]); if not, it
+    /// is resolved when the election opens: [`DEFAULT_BUCKET`], or the
+    /// TTL's own if that one holds another TTL ([`bucket_for_ttl`]).
+    ///
+    /// ```
+    /// use election_nats::NatsOptions;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// assert!(!NatsOptions::default().is_bucket_named());
+    /// assert!(NatsOptions::default().bucket("billing")?.is_bucket_named());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_bucket_named(&self) -> bool {
+        self.bucket_named
+    }
+
+    /// The bucket as resolved on opening (an unnamed one: see
+    /// [`bucket_for_ttl`]); still not named.
+    pub(crate) fn resolved(mut self, bucket: String) -> Self {
+        self.bucket = bucket;
+        self
     }
 
     /// Sets the renewal interval.

@@ -143,10 +143,12 @@ impl Backend for Nats {
                 .map(|_| unreachable!())
                 .map_err(Error::from),
         ];
-        // The bucket exists with a 3 s max age; a 6 s TTL cannot share it.
+        // The bucket exists with a 3 s max age; a 6 s TTL that names it
+        // cannot share it (unnamed, it gets a bucket of its own: ADR 0064).
         let _ = self.election(options(self.replicas())).await.map_err(core);
         let other_ttl = NatsOptions::new(s(6))
             .and_then(|o| o.replicas(self.replicas()))
+            .and_then(|o| o.bucket(election_nats::DEFAULT_BUCKET))
             .expect("options");
         out.push(
             self.election(other_ttl)

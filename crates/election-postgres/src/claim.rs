@@ -145,24 +145,19 @@ impl Claim for PostgresClaim {
                     attempt.may_hold = false;
                     seen
                 }
-                // No connection was free: nothing was sent.
-                Err(Error::Unavailable(sqlx::Error::PoolTimedOut)) => {
-                    attempt.may_hold = false;
-                    return Ok(None);
-                }
-                // Sent, and may have won: the campaign closes the attempt,
-                // which releases it in the background.
+                // Maybe sent, and may have won: the campaign closes the
+                // attempt, which releases it in the background (a server
+                // down or no connection in time is Unavailable with the
+                // cause, which a waiting campaign rides out and reports).
                 Err(e) => return Err(self.core(e)),
             }
         } else {
-            match ctx.read_one(self.name.as_str()).await {
-                Ok(seen) => seen,
-                Err(e) if e.is_unavailable() => {
-                    tracing::debug!(name = %self.name, error = %e, "server unavailable; trying again later");
-                    return Ok(None);
-                }
-                Err(e) => return Err(self.core(e)),
-            }
+            // A server down is Unavailable with the cause: a waiting
+            // campaign reports it and tries again after a backoff; a single
+            // try returns it (never "held by another").
+            ctx.read_one(self.name.as_str())
+                .await
+                .map_err(|e| self.core(e))?
         };
         let found = seen.found();
         if !row::may_claim(
@@ -175,15 +170,10 @@ impl Claim for PostgresClaim {
         }
         let take = Take::new(self.name.as_str(), attempt.nonce, &seen).map_err(|e| self.core(e))?;
         attempt.may_hold = true;
-        let won = match ctx.claim_many(&[take], self.identity.as_str()).await {
-            Ok(won) => won,
-            // No connection was free: nothing was sent.
-            Err(Error::Unavailable(sqlx::Error::PoolTimedOut)) => {
-                attempt.may_hold = false;
-                return Ok(None);
-            }
-            Err(e) => return Err(self.core(e)),
-        };
+        let won = ctx
+            .claim_many(&[take], self.identity.as_str())
+            .await
+            .map_err(|e| self.core(e))?;
         let Some(&(_, epoch)) = won.first() else {
             // The statement committed and won nothing: the row changed
             // since it was read.

@@ -53,9 +53,17 @@ impl PostgresElection {
     /// missing database or a missing privilege is [`Error::Unusable`]; a
     /// bad or conflicting `schema` parameter [`Error::Config`];
     /// `synchronous_commit = off` is [`Error::UnsafeSetting`]; a schema
-    /// written by a newer version [`Error::SchemaTooNew`]; an unreachable
-    /// server [`Error::Unavailable`] or [`Error::TimedOut`] (after 10 s or
-    /// four request timeouts, whichever is longer).
+    /// written by a newer version [`Error::SchemaTooNew`]; a server that
+    /// cannot be reached [`Error::Unavailable`] at once, with the cause as
+    /// its source (connection refused, unknown host: one connection is
+    /// opened directly first, so the pool's silent retries never hide it),
+    /// or [`Error::TimedOut`] for a server that answers too slowly (after
+    /// 10 s or four request timeouts, whichever is longer). Opening is one
+    /// attempt: to wait for a server that is down at start, retry while
+    /// [`Error::is_unavailable`] (with a backoff, e.g.
+    /// [`election_core::retry_pause`]); once open, a campaign rides out a
+    /// server that goes down by itself, counting its tries
+    /// ([`Candidate::retries`](election_core::Candidate::retries)).
     ///
     /// ```no_run
     /// use election_postgres::{PostgresElection, PostgresOptions};

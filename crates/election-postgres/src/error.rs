@@ -73,6 +73,15 @@ pub enum Error {
         /// The bound that ran out.
         after: std::time::Duration,
     },
+    /// No connection of the pool came within `after` while the server
+    /// accepts connections: the pool's connections stayed in use (an
+    /// application that keeps a shared pool busy: size it for the
+    /// election's requests too) or were slow to open (a loaded server).
+    /// Nothing was sent. Retry later.
+    PoolExhausted {
+        /// The bound that ran out.
+        after: std::time::Duration,
+    },
     /// A read did not answer within its bound (nothing was written). Retry
     /// later.
     TimedOut {
@@ -111,6 +120,10 @@ impl std::fmt::Display for Error {
             Error::OutcomeUnknown { after } => write!(
                 f,
                 "a request to PostgreSQL did not answer within {after:?}; its outcome is unknown"
+            ),
+            Error::PoolExhausted { after } => write!(
+                f,
+                "no connection of the pool within {after:?}, though the server accepts connections: the pool's connections stayed in use or were slow to open"
             ),
             Error::TimedOut { after } => {
                 write!(f, "a read from PostgreSQL did not answer within {after:?}")
@@ -264,7 +277,10 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::Unavailable(_) | Error::TimedOut { .. })
+        matches!(
+            self,
+            Error::Unavailable(_) | Error::TimedOut { .. } | Error::PoolExhausted { .. }
+        )
     }
 }
 

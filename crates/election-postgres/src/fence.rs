@@ -2,10 +2,11 @@
 //! application's own transaction.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use election_sql::FinishOnDrop;
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
-use sqlx::{AssertSqlSafe, PgConnection, PgPool};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool, SqlSafeStr as _};
 
 use crate::election::PostgresElection;
 use crate::error::Error;
@@ -96,6 +97,8 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
 pub struct PostgresFence {
     pool: PgPool,
     sql: Arc<Sql>,
+    /// How long a wait for one of the pool's connections may take.
+    request_timeout: Duration,
 }
 
 impl PostgresElection {
@@ -123,6 +126,7 @@ impl PostgresElection {
         PostgresFence {
             pool: self.inner.pool.clone(),
             sql: self.inner.sql.clone(),
+            request_timeout: self.inner.options.request_timeout(),
         }
     }
 }
@@ -146,12 +150,14 @@ impl PostgresFence {
     /// ```
     pub async fn new(pool: PgPool, schema: &str) -> Result<Self, Error> {
         crate::options::check_schema(schema)?;
-        let mut conn = pool.acquire().await?;
+        let mut conn =
+            crate::store::context::acquire(&pool, crate::options::DEFAULT_REQUEST_TIMEOUT).await?;
         schema::migrate(&mut conn, schema).await?;
         drop(conn);
         Ok(PostgresFence {
             pool,
             sql: Arc::new(Sql::new(schema)),
+            request_timeout: crate::options::DEFAULT_REQUEST_TIMEOUT,
         })
     }
 
@@ -264,7 +270,12 @@ impl PostgresFence {
     /// older token: nothing was written and no transaction is left open
     /// (the error rolled the message's implicit transaction back, so the
     /// connection goes back to the pool clean); [`fencing::Error::Unavailable`]
-    /// for database errors (including a pool with no free connection);
+    /// for database errors, and when no connection of the pool comes within
+    /// the request timeout (the election's, or
+    /// [`DEFAULT_REQUEST_TIMEOUT`](crate::DEFAULT_REQUEST_TIMEOUT) for
+    /// [`PostgresFence::new`]), with the cause as its source (the server
+    /// refused the connection, an unknown host, or
+    /// [`Error::PoolExhausted`]); a server down never makes it wait longer;
     /// [`fencing::Error::Corrupt`] for a mark this crate never writes.
     ///
     /// ```no_run
@@ -294,11 +305,20 @@ impl PostgresFence {
         // its pooled connection inside the transaction
         // (transact-rs/sqlx#4393). Run to the end, the transaction nobody
         // awaits any more is dropped, which rolls it back.
-        let pool = self.pool.clone();
-        let statement = self.sql.fence_begin(resource, election_sql::mark_of(token));
-        FinishOnDrop::new(async move { pool.begin_with(AssertSqlSafe(statement)).await })
+        //
+        // The wait for a connection is bounded by the request timeout (a
+        // server down answers at once with the cause, not after the pool's
+        // own acquire timeout); the `BEGIN` itself may wait for another
+        // writer's transaction on the mark row, as long as that takes.
+        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
             .await
-            .map_err(|e| refused(resource, token, e))
+            .map_err(|e| unavailable(resource, e))?;
+        let statement = self.sql.fence_begin(resource, election_sql::mark_of(token));
+        FinishOnDrop::new(async move {
+            sqlx::Transaction::begin(conn, Some(AssertSqlSafe(statement).into_sql_str())).await
+        })
+        .await
+        .map_err(|e| refused(resource, token, e))
     }
 
     /// The mark of `resource` as `conn` sees it.
@@ -322,9 +342,10 @@ impl PostgresFence {
         &self,
         resource: &ResourceName,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        let mut tx = self
-            .pool
-            .begin()
+        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        let mut tx = sqlx::Transaction::begin(conn, None)
             .await
             .map_err(|e| unavailable(resource, e))?;
         sqlx::query("SET LOCAL synchronous_commit = on")
@@ -379,9 +400,10 @@ impl Fence for PostgresFence {
         W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
     {
         self.advance(resource, token).await?;
-        let mut tx = self
-            .pool
-            .begin()
+        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        let mut tx = sqlx::Transaction::begin(conn, None)
             .await
             .map_err(|e| unavailable(resource, e))?;
         let mark: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_lock.clone()))
@@ -404,9 +426,7 @@ impl Fence for PostgresFence {
         &self,
         resource: &ResourceName,
     ) -> Result<Option<Token>, fencing::Error> {
-        let mut conn = self
-            .pool
-            .acquire()
+        let mut conn = crate::store::context::acquire(&self.pool, self.request_timeout)
             .await
             .map_err(|e| unavailable(resource, e))?;
         self.read_mark(&mut conn, resource).await

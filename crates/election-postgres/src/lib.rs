@@ -86,11 +86,14 @@
 //!
 //! # Busy and unreachable servers
 //!
-//! A campaign that cannot reach the server tries again later ("not now"):
-//! `try_claim` answers `Ok(None)` when nothing was sent, and a claim
-//! statement that failed or did not answer after it was sent is an
-//! unknown outcome, released in the background (conditional on the
-//! attempt's nonce) as the campaign starts a new attempt. A guard or
+//! A campaign that cannot reach the server tries again later: `try_claim`
+//! answers `Unavailable` with the cause (connection refused, unknown host;
+//! a wait for a pooled connection is bounded by the request timeout, ADR
+//! 0064), which a waiting campaign reports and rides out with a backoff
+//! and `try_campaign` returns; a claim statement that failed or did not
+//! answer after it was sent is an unknown outcome, released in the
+//! background (conditional on the attempt's nonce) as the campaign starts
+//! a new attempt. A guard or
 //! `confirm` answers `Unavailable` (or `OutcomeUnknown` past the lease's
 //! validity): do not write then. Someone else holding is `NotHeld`.
 //!

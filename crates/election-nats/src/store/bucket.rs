@@ -146,6 +146,78 @@ pub(crate) struct Spec<'a> {
     pub(crate) what: &'static str,
 }
 
+/// The max age of the bucket `name`; `None` if it does not exist.
+async fn max_age_of(js: &jetstream::Context, name: &str) -> Result<Option<Duration>, Error> {
+    match js.get_stream(format!("KV_{name}")).await {
+        Ok(stream) => Ok(Some(stream.cached_info().config.max_age)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                jetstream::context::GetStreamErrorKind::JetStream(js)
+                    if js.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(Error::unavailable("look up the elections bucket", e)),
+    }
+}
+
+/// The bucket of elections with lease TTL `ttl` when none is named (ADR
+/// 0064; [`crate::bucket_for_ttl`]): the default bucket if it does not
+/// exist yet or exists with that max age, else the TTL's own,
+/// `elections-ttl-<ttl>`. An observer (which may not know the candidates'
+/// TTL) takes the TTL's own bucket if it exists, else the default one.
+pub(crate) async fn for_ttl(
+    js: &jetstream::Context,
+    ttl: Duration,
+    observer: bool,
+) -> Result<String, Error> {
+    let own = crate::bucket_for_ttl(ttl);
+    if observer {
+        return Ok(match max_age_of(js, &own).await? {
+            Some(_) => own,
+            None => crate::DEFAULT_BUCKET.to_owned(),
+        });
+    }
+    Ok(match max_age_of(js, crate::DEFAULT_BUCKET).await? {
+        None => crate::DEFAULT_BUCKET.to_owned(),
+        Some(age) if age == ttl => crate::DEFAULT_BUCKET.to_owned(),
+        Some(_) => own,
+    })
+}
+
+/// The elections buckets of the server other than `own` (the default one
+/// and every `elections-ttl-*`), each with its max age (ADR 0064).
+pub(crate) async fn others(
+    js: &jetstream::Context,
+    own: &str,
+) -> Result<Vec<(kv::Store, Duration)>, Error> {
+    use futures::TryStreamExt;
+    let prefix = format!("KV_{}-ttl-", crate::DEFAULT_BUCKET);
+    let default = format!("KV_{}", crate::DEFAULT_BUCKET);
+    let names: Vec<String> = js
+        .stream_names()
+        .try_collect()
+        .await
+        .map_err(|e| Error::unavailable("list the elections buckets", e))?;
+    let mut out = Vec::new();
+    for stream in names {
+        let Some(bucket) = stream.strip_prefix("KV_") else {
+            continue;
+        };
+        if bucket == own || !(stream == default || stream.starts_with(&prefix)) {
+            continue;
+        }
+        // Deleted meanwhile: nothing lives there.
+        if let Ok(kv) = js.get_key_value(bucket).await {
+            let age = kv.stream.cached_info().config.max_age;
+            out.push((kv, age));
+        }
+    }
+    Ok(out)
+}
+
 /// Whether the server writes TTL markers (2.11 and later).
 pub(crate) fn server_has_markers(client: &async_nats::Client) -> bool {
     let version = client.server_info().version;

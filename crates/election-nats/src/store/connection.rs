@@ -33,6 +33,11 @@ pub(crate) struct Connection {
     base: AtomicU64,
     /// The bucket's replicas when it was opened.
     replicas: usize,
+    /// With no bucket named: the other elections buckets of the server
+    /// (the default one and the other TTLs' own, as opening found them),
+    /// each with its max age. A claim refuses a name that is live in one
+    /// of them: the same election run with another TTL (ADR 0064).
+    pub(crate) others: Vec<(kv::Store, Duration)>,
 }
 
 impl Connection {
@@ -45,10 +50,8 @@ impl Connection {
     ) -> Result<Connection, Error> {
         let mut js = jetstream::new(client.clone());
         js.set_timeout(options.timeout().max(Duration::from_secs(1)));
-        let kv = bucket::open(
-            &js,
-            &client,
-            &bucket::Spec {
+        fn spec(options: &NatsOptions) -> bucket::Spec<'_> {
+            bucket::Spec {
                 name: options.bucket_name(),
                 description: "leader elections (election-nats); max age = the lease TTL",
                 max_age: options.ttl(),
@@ -57,9 +60,29 @@ impl Connection {
                 check_max_age: !options.is_observer(),
                 create: !options.is_observer(),
                 what: "open or create the bucket (is JetStream enabled?)",
-            },
-        )
-        .await?;
+            }
+        }
+        let (kv, options) = if options.is_bucket_named() {
+            (bucket::open(&js, &client, &spec(&options)).await?, options)
+        } else {
+            // The bucket of this TTL (ADR 0064); looked up again once if
+            // the default bucket was created with another TTL meanwhile.
+            let mut again = true;
+            loop {
+                let name = bucket::for_ttl(&js, options.ttl(), options.is_observer()).await?;
+                let resolved = options.clone().resolved(name);
+                match bucket::open(&js, &client, &spec(&resolved)).await {
+                    Ok(kv) => break (kv, resolved),
+                    Err(Error::BucketMismatch { .. }) if again => again = false,
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let others = if options.is_bucket_named() || options.is_observer() {
+            Vec::new()
+        } else {
+            bucket::others(&js, options.bucket_name()).await?
+        };
         // The incarnation as opening the bucket read it (one stream info
         // request for the whole opening).
         let shape = bucket::opened_shape(&kv)?;
@@ -77,6 +100,7 @@ impl Connection {
             options,
             base: AtomicU64::new(shape.created_us),
             replicas: shape.replicas,
+            others,
         })
     }
 

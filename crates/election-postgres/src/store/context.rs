@@ -5,14 +5,15 @@
 //! the lease set's steps are built on it; it imports none of them.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{ElectionName, Leader};
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions as _, PgConnection, PgPool, Postgres};
+use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::options::PostgresOptions;
@@ -24,6 +25,9 @@ use crate::{Clock, SystemClock};
 /// The least time an open (connect, check, migrate) may take.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The least time the first connection of an open may take.
+const MIN_PROBE: Duration = Duration::from_secs(2);
+
 /// How many connections a pool this crate opens itself may use.
 const OWN_POOL_CONNECTIONS: u32 = 8;
 
@@ -33,6 +37,120 @@ const OWN_POOL_CONNECTIONS: u32 = 8;
 /// it opens and readies a new one on the handover's critical path (ADR
 /// 0040).
 const OWN_POOL_READY: u32 = 2;
+
+/// A connection of `pool` within `bound`. The pool itself hides why it
+/// has none: sqlx retries a *refused* connection silently until its own
+/// acquire timeout, then says only "pool timed out" (other failures, an
+/// unknown host or refused credentials, it returns at once, and so does
+/// this). So when none came within half the bound, the server's address
+/// is probed meanwhile with a bare TCP (or unix socket) connect, which
+/// starts no server process: refused is the answer at once
+/// ([`Error::Unavailable`] with "connection refused" as its source). If
+/// something listens there, the pool's connections are all in use or slow
+/// to open: [`Error::PoolExhausted`] at `bound`; if the probe gets no
+/// answer either, [`Error::Unavailable`] at `bound`. Never longer than
+/// `bound`.
+///
+/// Cancel safety: cancel safe (a connection had is given back).
+pub(crate) async fn acquire(
+    pool: &PgPool,
+    bound: Duration,
+) -> Result<PoolConnection<Postgres>, Error> {
+    let deadline = Instant::now() + bound;
+    let acquire = pool.acquire();
+    tokio::pin!(acquire);
+    // Most acquires finish at once; a slow one is looked into meanwhile.
+    if let Ok(r) = tokio::time::timeout(bound / 2, &mut acquire).await {
+        return match r {
+            Ok(conn) => Ok(conn),
+            Err(sqlx::Error::PoolTimedOut) => Err(why_no_connection(pool, deadline).await),
+            Err(e) => Err(e.into()),
+        };
+    }
+    let options = pool.connect_options();
+    let probe = tokio::time::timeout_at(deadline, listening(&options));
+    tokio::pin!(probe);
+    let mut probed = false;
+    let mut answers = false;
+    loop {
+        tokio::select! {
+            r = &mut acquire => return match r {
+                Ok(conn) => Ok(conn),
+                Err(sqlx::Error::PoolTimedOut) => Err(why_no_connection(pool, deadline).await),
+                Err(e) => Err(e.into()),
+            },
+            p = &mut probe, if !probed => {
+                probed = true;
+                match p {
+                    Ok(Err(e)) => return Err(Error::Unavailable(sqlx::Error::Io(e))),
+                    Ok(Ok(())) => answers = true,
+                    Err(_) => {}
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(if answers {
+                    Error::PoolExhausted { after: bound }
+                } else {
+                    no_answer(bound)
+                });
+            }
+        }
+    }
+}
+
+/// Whether something listens where `options` point: a bare TCP (or unix
+/// socket) connect, closed at once; no PostgreSQL session.
+async fn listening(options: &PgConnectOptions) -> std::io::Result<()> {
+    let port = options.get_port();
+    let socket = match options.get_socket() {
+        Some(dir) => Some(format!("{}/.s.PGSQL.{port}", dir.display())),
+        None if options.get_host().starts_with('/') => {
+            Some(format!("{}/.s.PGSQL.{port}", options.get_host()))
+        }
+        None => None,
+    };
+    match socket {
+        Some(path) => tokio::net::UnixStream::connect(path).await.map(drop),
+        None => tokio::net::TcpStream::connect((options.get_host(), port))
+            .await
+            .map(drop),
+    }
+}
+
+/// Why `pool` has no connection, until `deadline` (see [`acquire`]).
+async fn why_no_connection(pool: &PgPool, deadline: Instant) -> Error {
+    let options = pool.connect_options();
+    let bound = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout_at(deadline, listening(&options)).await {
+        Ok(Err(e)) => Error::Unavailable(sqlx::Error::Io(e)),
+        Ok(Ok(())) => Error::PoolExhausted { after: bound },
+        Err(_) => no_answer(bound),
+    }
+}
+
+/// A new connection that did not answer within `bound`.
+fn no_answer(bound: Duration) -> Error {
+    Error::Unavailable(sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("the server did not answer a new connection within {bound:?}"),
+    )))
+}
+
+/// Opens one connection directly with `pool`'s settings within `bound`
+/// and closes it: the server is there and takes the credentials. The
+/// pool's own first connection would retry a refused connection silently
+/// until its acquire timeout; this answers at once with the cause.
+async fn probe(pool: &PgPool, bound: Duration) -> Result<(), Error> {
+    let options = pool.connect_options();
+    match tokio::time::timeout(bound, options.connect()).await {
+        Ok(Ok(conn)) => {
+            let _ = tokio::time::timeout(bound, sqlx::Connection::close(conn)).await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(no_answer(bound)),
+    }
+}
 
 /// Everything a claim, a renewal or a lease set's step needs of one
 /// database.
@@ -136,7 +254,10 @@ impl Context {
     pub(crate) async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
         let bound = OPEN_TIMEOUT.max(options.request_timeout() * 4);
         let opened = async {
-            let mut conn = pool.acquire().await?;
+            // The server first, directly: down, unknown or refusing the
+            // credentials is said at once, with the cause.
+            probe(&pool, options.request_timeout().max(MIN_PROBE)).await?;
+            let mut conn = acquire(&pool, bound).await?;
             let sync: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
                 .fetch_one(&mut *conn)
                 .await?;
@@ -187,27 +308,48 @@ impl Context {
         }
     }
 
-    /// `request`, given at most the request timeout: a read that does not
-    /// answer is [`Error::TimedOut`] (nothing was written).
+    /// A connection of the pool within `bound`, and what is left of the
+    /// bound (see [`acquire`]).
+    async fn conn_within(
+        &self,
+        bound: Duration,
+    ) -> Result<(PoolConnection<Postgres>, Duration), Error> {
+        let started = Instant::now();
+        let conn = acquire(&self.pool, bound).await?;
+        Ok((conn, bound.saturating_sub(started.elapsed())))
+    }
+
+    /// A read, given at most the request timeout in all (the wait for a
+    /// connection included): one that does not answer is
+    /// [`Error::TimedOut`] (nothing was written); no connection in time is
+    /// [`Error::Unavailable`] with the cause.
     pub(crate) async fn read<T>(
         &self,
-        request: impl Future<Output = Result<T, Error>>,
+        request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let bound = self.options.request_timeout();
-        match tokio::time::timeout(bound, request).await {
+        let (mut conn, left) = self.conn_within(bound).await?;
+        match tokio::time::timeout(left, request(&mut conn)).await {
             Ok(r) => r,
             Err(_) => Err(Error::TimedOut { after: bound }),
         }
     }
 
-    /// `request`, a write, given at most `bound`: one that does not answer
-    /// has an unknown outcome ([`Error::OutcomeUnknown`]).
+    /// A write, given at most `bound` in all: the wait for a connection
+    /// is bounded by the request timeout too, and one not had in time is
+    /// [`Error::Unavailable`] with the cause (nothing was sent); a write
+    /// sent that does not answer has an unknown outcome
+    /// ([`Error::OutcomeUnknown`]).
     pub(crate) async fn write<T>(
         &self,
         bound: Duration,
-        request: impl Future<Output = Result<T, Error>>,
+        request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        match tokio::time::timeout(bound, request).await {
+        let (mut conn, left) = self
+            .conn_within(bound.min(self.options.request_timeout()))
+            .await?;
+        let left = left.max(bound.saturating_sub(self.options.request_timeout()));
+        match tokio::time::timeout(left, request(&mut conn)).await {
             Ok(r) => r,
             Err(_) => Err(Error::OutcomeUnknown { after: bound }),
         }
@@ -215,7 +357,7 @@ impl Context {
 
     /// Reads the rows and records of `names` (bounded).
     pub(crate) async fn read_many(&self, names: &[&str]) -> Result<HashMap<String, Seen>, Error> {
-        self.read(row::read_many(&self.pool, &self.sql, names))
+        self.read(async |conn| row::read_many(conn, &self.sql, names).await)
             .await
     }
 
@@ -250,15 +392,11 @@ impl Context {
         takes: &[Take<'_>],
         identity: &str,
     ) -> Result<Vec<(String, i64)>, Error> {
-        let claim = row::claim_many(
-            &self.pool,
-            &self.sql,
-            takes,
-            identity,
-            self.options.times.ttl_ms(),
-            self.clock.wall_unix_ms(),
-        );
-        self.write(self.options.request_timeout(), claim).await
+        let (ttl_ms, wall_ms) = (self.options.times.ttl_ms(), self.clock.wall_unix_ms());
+        self.write(self.options.request_timeout(), async |conn| {
+            row::claim_many(conn, &self.sql, takes, identity, ttl_ms, wall_ms).await
+        })
+        .await
     }
 
     /// A waiter's look at `name` that wins it for attempt `nonce` if it is
@@ -270,16 +408,11 @@ impl Context {
         nonce: i64,
         identity: &str,
     ) -> Result<(Seen, Option<i64>), Error> {
-        let take = row::take_released(
-            &self.pool,
-            &self.sql,
-            name,
-            nonce,
-            identity,
-            self.options.times.ttl_ms(),
-            self.clock.wall_unix_ms(),
-        );
-        self.write(self.options.request_timeout(), take).await
+        let (ttl_ms, wall_ms) = (self.options.times.ttl_ms(), self.clock.wall_unix_ms());
+        self.write(self.options.request_timeout(), async |conn| {
+            row::take_released(conn, &self.sql, name, nonce, identity, ttl_ms, wall_ms).await
+        })
+        .await
     }
 
     /// One renewal statement over `holds`, given at most `bound`: the names
@@ -292,8 +425,11 @@ impl Context {
         holds: &[HeldRow<'_>],
         bound: Duration,
     ) -> Result<HashSet<String>, Error> {
-        let renew = row::renew_many(&self.pool, &self.sql, holds, self.clock.wall_unix_ms());
-        self.write(bound, renew).await
+        let wall_ms = self.clock.wall_unix_ms();
+        self.write(bound, async |conn| {
+            row::renew_many(conn, &self.sql, holds, wall_ms).await
+        })
+        .await
     }
 
     /// The commit-point check of a term: one conditional renewal of its
@@ -310,8 +446,10 @@ impl Context {
         &self,
         holds: &[(&str, i64)],
     ) -> Result<HashSet<String>, Error> {
-        let release = row::release_many(&self.pool, &self.sql, holds);
-        self.write(self.options.request_timeout(), release).await
+        self.write(self.options.request_timeout(), async |conn| {
+            row::release_many(conn, &self.sql, holds).await
+        })
+        .await
     }
 
     /// Releases `holds` in the background (after a claim whose outcome is
@@ -440,8 +578,11 @@ mod tests {
                 .is_empty()
         );
         server.pause().expect("pause");
+        // Bounded: an unknown outcome, or (no connection answered the
+        // pool's check in time, so nothing was sent) unavailable.
         match ctx.renew_within(&[hold], bound).await {
             Err(Error::OutcomeUnknown { after }) => assert_eq!(after, bound),
+            Err(e) if e.is_unavailable() => {}
             other => panic!("expected an unknown outcome, got {other:?}"),
         }
         let read = ctx.read_one("jobs").await;

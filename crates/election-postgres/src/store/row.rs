@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use election_core::{ConfigError, Epoch};
 use sqlx::postgres::PgRow;
-use sqlx::{AssertSqlSafe, Executor, PgConnection, PgPool, Row as _, SqlSafeStr};
+use sqlx::{AssertSqlSafe, Executor, PgConnection, Row as _, SqlSafeStr};
 
 use crate::error::Error;
 use crate::store::schema::Sql;
@@ -97,13 +97,13 @@ type RawSeen = (
 /// Reads the lease rows and epoch records of `names` in one statement
 /// (names with neither are absent from the result).
 pub(crate) async fn read_many(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     sql: &Sql,
     names: &[&str],
 ) -> Result<HashMap<String, Seen>, Error> {
     let rows = sqlx::query(AssertSqlSafe(sql.read_many.clone()))
         .bind(names)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?;
     let mut out = HashMap::with_capacity(rows.len());
     for row in &rows {
@@ -166,7 +166,7 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
 /// Failure model: as [`claim_many`]: a statement that failed after it was
 /// sent may or may not have committed a win.
 pub(crate) async fn take_released(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     sql: &Sql,
     name: &str,
     nonce: i64,
@@ -181,7 +181,7 @@ pub(crate) async fn take_released(
         .bind(ttl_ms)
         .bind(wall_ms)
         .bind(&*sql.channel)
-        .fetch_one(pool)
+        .fetch_one(&mut *conn)
         .await?;
     let (_, seen) = seen_of(raw_seen(&row)?)?;
     let won: Option<i64> = row.try_get(8)?;
@@ -194,7 +194,7 @@ pub(crate) use election_sql::HeldRow;
 /// still shows its nonce and epoch with a holder: bumps the renewal
 /// version. Returns the names renewed.
 pub(crate) async fn renew_many(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     sql: &Sql,
     holds: &[HeldRow<'_>],
     wall_ms: i64,
@@ -207,7 +207,7 @@ pub(crate) async fn renew_many(
         .bind(nonces)
         .bind(epochs)
         .bind(wall_ms)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?;
     Ok(renewed.into_iter().collect())
 }
@@ -216,7 +216,7 @@ pub(crate) async fn renew_many(
 /// row still shows its nonce (a successor's claim is never undone), and
 /// notifies the channel of each. Returns the names released.
 pub(crate) async fn release_many(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     sql: &Sql,
     holds: &[(&str, i64)],
 ) -> Result<HashSet<String>, Error> {
@@ -226,7 +226,7 @@ pub(crate) async fn release_many(
         .bind(names)
         .bind(nonces)
         .bind(&*sql.channel)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?;
     Ok(released.into_iter().collect())
 }
@@ -274,7 +274,7 @@ impl<'a> Take<'a> {
 /// [`Error`]: the statement may or may not have committed if it failed
 /// after it was sent.
 pub(crate) async fn claim_many(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     sql: &Sql,
     takes: &[Take<'_>],
     identity: &str,
@@ -298,7 +298,7 @@ pub(crate) async fn claim_many(
         .bind(ttl_ms)
         .bind(wall_ms)
         .bind(&*sql.channel)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?;
     Ok(won)
 }
