@@ -74,7 +74,7 @@ impl std::fmt::Display for ConfigError {
                 f,
                 "the epoch counter is exhausted: every epoch up to {} was handed out, so no new \
                  term can begin",
-                crate::Epoch::MAX
+                i64::MAX
             ),
             ConfigError::SlotsMismatch { name, asked, seen } => match asked {
                 Some(n) => write!(
