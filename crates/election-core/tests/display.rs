@@ -9,17 +9,7 @@ use std::time::Duration;
 use election_core::{
     ConfigError, ElectionName, Epoch, Error, Identity, Leader, LeaseLost, LossReason,
 };
-
-/// `e` and its sources joined with `: `, as a chain printer shows it.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        parts.push(s.to_string());
-        next = s.source();
-    }
-    parts.join(": ")
-}
+use election_testkit::display::chain;
 
 /// An OS error below a backend error, as the backends have them.
 #[derive(Debug, thiserror::Error)]

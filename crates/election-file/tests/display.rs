@@ -7,16 +7,7 @@ use std::path::PathBuf;
 
 use election_core::{ConfigError, Epoch};
 use election_file::Error;
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        parts.push(s.to_string());
-        next = s.source();
-    }
-    parts.join(": ")
-}
+use election_testkit::display::assert_chains;
 
 #[test]
 fn every_error_kind_says_what_and_why() {
@@ -102,7 +93,5 @@ fn every_error_kind_says_what_and_why() {
             "bad setting poll_interval: 0ns is not between 1ms and 1h",
         ),
     ];
-    for (e, want) in cases {
-        assert_eq!(chain(&e), want, "{e:?}");
-    }
+    assert_chains(cases);
 }

@@ -6,16 +6,7 @@ use std::time::Duration;
 
 use election_core::ConfigError;
 use election_nats::Error;
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        parts.push(s.to_string());
-        next = s.source();
-    }
-    parts.join(": ")
-}
+use election_testkit::display::{assert_chains, chain};
 
 #[test]
 fn every_error_kind_says_what_and_why() {
@@ -69,9 +60,7 @@ fn every_error_kind_says_what_and_why() {
             "bad setting grace: 0ns is below 1ms",
         ),
     ];
-    for (e, want) in cases {
-        assert_eq!(chain(&e), want, "{e:?}");
-    }
+    assert_chains(cases);
 }
 
 /// A connection refused names the cause, from a real attempt (nothing

@@ -8,18 +8,8 @@ use std::time::Duration;
 
 use election_core::ConfigError;
 use election_postgres::{Error, PostgresElection, PostgresOptions};
+use election_testkit::display::{assert_chains, chain};
 use postgres_testkit::Server;
-
-/// `e` and its sources joined with `: `, as a chain printer shows it.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        parts.push(s.to_string());
-        next = s.source();
-    }
-    parts.join(": ")
-}
 
 fn fast() -> PostgresOptions {
     PostgresOptions::new(Duration::from_millis(900), Duration::from_millis(300)).expect("options")
@@ -145,7 +135,5 @@ fn every_other_error_kind_says_what_and_why() {
             "bad setting every: 0ns is not between 1ms and 1h",
         ),
     ];
-    for (e, want) in cases {
-        assert_eq!(chain(&e), want, "{e:?}");
-    }
+    assert_chains(cases);
 }

@@ -7,16 +7,7 @@ use std::time::Duration;
 
 use election_core::ConfigError;
 use election_sqlite::Error;
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        parts.push(s.to_string());
-        next = s.source();
-    }
-    parts.join(": ")
-}
+use election_testkit::display::assert_chains;
 
 #[test]
 fn every_error_kind_says_what_and_why() {
@@ -91,9 +82,7 @@ fn every_error_kind_says_what_and_why() {
             "bad setting busy_timeout: 0ns is below 1ms",
         ),
     ];
-    for (e, want) in cases {
-        assert_eq!(chain(&e), want, "{e:?}");
-    }
+    assert_chains(cases);
     let second = Error::SecondName {
         path: PathBuf::from("/data/app.db"),
         hard_links: 2,

@@ -3,17 +3,8 @@
 
 use std::path::PathBuf;
 
+use election_testkit::display::{assert_chains, chain};
 use election_url::{Error, ParseError};
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        parts.push(s.to_string());
-        next = s.source();
-    }
-    parts.join(": ")
-}
 
 #[test]
 fn every_parse_error_kind_says_what_and_why() {
@@ -65,9 +56,7 @@ fn every_parse_error_kind_says_what_and_why() {
             "a relative path",
         ),
     ];
-    for (e, want) in cases {
-        assert_eq!(chain(&e), want, "{e:?}");
-    }
+    assert_chains(cases);
 }
 
 #[test]
@@ -131,9 +120,7 @@ fn every_error_kind_says_what_and_why() {
             "the PostgreSQL backend: a read from PostgreSQL did not answer within 2s",
         ),
     ];
-    for (e, want) in cases {
-        assert_eq!(chain(&e), want, "{e:?}");
-    }
+    assert_chains(cases);
     // A backend error with a source below it: named once.
     let e = Error::File(election_file::Error::PermissionDenied {
         path: PathBuf::from("/srv/e"),

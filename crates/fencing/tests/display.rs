@@ -2,17 +2,8 @@
 //! why in its `Display`; a chain printer shows each message once.
 
 use election_core::{ConfigError, ElectionName, Epoch, Identity, LeaseLost, LossReason};
+use election_testkit::display::assert_chains;
 use fencing::{Error, ResourceName, Token};
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        parts.push(s.to_string());
-        next = s.source();
-    }
-    parts.join(": ")
-}
 
 #[test]
 fn every_error_kind_says_what_and_why() {
@@ -55,7 +46,5 @@ fn every_error_kind_says_what_and_why() {
             "bad fencing configuration: unusable location: /srv/fences is not a directory",
         ),
     ];
-    for (e, want) in cases {
-        assert_eq!(chain(&e), want, "{e:?}");
-    }
+    assert_chains(cases);
 }

@@ -158,6 +158,7 @@
 //! sets from [`PerKeyClaims`](election_core::PerKeyClaims).
 
 pub mod conformance;
+pub mod display;
 pub mod keyed;
 pub mod memory;
 pub mod recorder;
