@@ -73,20 +73,47 @@ impl Step {
     }
 }
 
-/// Runs the checks (ADR 0056, 0057): fmt and the workspace's shape
-/// (lints in one place, import cycles, each published crate's drivers,
-/// the MSRV, licences and duplicate versions), which build nothing; then
-/// the tests and binaries built once; then, side by side, three lanes:
-/// the tests (nextest), the torture suite's short budget followed by the
-/// doc tests, and the checks that only build ([`build_checks`]: clippy of
-/// every crate alone, packaging, docs), those at the lowest CPU priority
-/// in a target directory of their own, so that they take only the CPU the
-/// tests, which mostly wait on timers, servers and child processes, leave
-/// idle. Any failure fails CI. Prints the slowest tests at the end.
+/// Runs the checks: fmt; the workspace's shape (lints in one place, import
+/// cycles, each published crate's drivers, the MSRV, licences and
+/// duplicate versions); clippy of every crate alone; the packaging of
+/// every publishable crate (and the check that each package holds every
+/// file its sources include); the docs without warnings (and an example on
+/// every public function of the library crates); then the tests and
+/// binaries built once, and (PostgreSQL's binaries installed if missing)
+/// the tests (nextest) beside the torture suite's short budget and the doc
+/// tests. Prints the slowest tests at the end.
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let mut steps = vec![Step::cargo(&["fmt", "--all", "--check"])];
     steps.extend(SHAPE.iter().map(|&(name, check)| Step::xtask(name, check)));
+    steps.extend([
+        // Clippy with -D warnings on every crate alone (`cargo clippy -p X
+        // --all-targets`, one at a time): each crate builds with only the
+        // features its own manifest asks for. This is the workspace-wide
+        // clippy run too: the crates have no features of their own, so
+        // their code is the same under any resolution.
+        Step::xtask("clippy -D warnings, each crate alone", policy::crates_alone),
+    ]);
+    // Every publishable crate packages: metadata, versions on internal
+    // dependencies, the files a package needs. Without verifying builds
+    // (minutes: each package rebuilds its dependencies with its own
+    // features), so `check_packages` catches what they would: a file the
+    // sources include from outside the package, or missing from it (ADR
+    // 0042).
+    let mut package = Step::cargo(&["package", "--no-verify", "--allow-dirty"]);
+    if let Action::Cargo { args, .. } = &mut package.action {
+        for (name, _) in publishable_crates()? {
+            args.extend(["-p".to_string(), name]);
+        }
+    }
+    package.then = Some(check_packages);
+    steps.push(package);
+    let mut doc = Step::cargo(&["doc", "--workspace", "--no-deps"]);
+    if let Action::Cargo { env, .. } = &mut doc.action {
+        env.push(("RUSTDOCFLAGS", "-D warnings"));
+    }
+    doc.then = Some(check_doc_examples);
+    steps.push(doc);
     let nextest = nextest_available();
     if !nextest {
         println!(
@@ -102,31 +129,8 @@ pub(crate) fn run() -> Result<()> {
     } else {
         Step::cargo(&["test", "--workspace", "--no-run"])
     });
-    let total = steps.len() + 1;
-    run_steps(&steps, total)?;
-    // The tests start real PostgreSQL servers.
-    postgres::ensure()?;
-    println!(
-        "xtask ci: [{total}/{total}] side by side: the tests; torture --ci, then the doc \
-         tests; the build checks (clippy of each crate alone, packages, docs) at low priority"
-    );
-    let t = Instant::now();
-    tests_side_by_side(nextest)
-        .map_err(|e| format!("step {total}/{total} (side by side) failed: {e}"))?;
-    println!(
-        "xtask ci: [{total}/{total}] the tests, doc tests, torture runs and build checks: ok in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    println!(
-        "xtask ci: all {total} steps passed in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
 
-/// Runs `steps` in order, numbered out of `total`, stopping at the first
-/// failure.
-fn run_steps(steps: &[Step], total: usize) -> Result<()> {
+    let total = steps.len() + 1;
     for (i, step) in steps.iter().enumerate() {
         let shown = step.display();
         println!("xtask ci: [{}/{total}] {shown}", i + 1);
@@ -143,75 +147,20 @@ fn run_steps(steps: &[Step], total: usize) -> Result<()> {
         }
         println!("xtask ci: [{}/{total}] {shown}: ok in {secs:.1} s", i + 1);
     }
-    Ok(())
-}
-
-/// `cargo xtask build-checks`: the checks that only build, in order,
-/// stopping at the first failure: clippy with -D warnings of every crate
-/// alone (`cargo clippy -p X --all-targets`, one at a time: each crate
-/// builds with only the features its own manifest asks for; the crates
-/// have no features of their own, so this is the workspace-wide clippy
-/// run too); the packaging of every publishable crate (without verifying
-/// builds, which would rebuild every dependency per package:
-/// [`check_packages`] catches what they would, ADR 0042); the docs
-/// without warnings, and an example on every public function of the
-/// library crates. CI runs it beside the tests (see [`run`]).
-pub(crate) fn build_checks() -> Result<()> {
-    let mut steps = vec![Step::xtask(
-        "clippy -D warnings, each crate alone",
-        policy::crates_alone,
-    )];
-    let mut package = Step::cargo(&["package", "--no-verify", "--allow-dirty"]);
-    if let Action::Cargo { args, .. } = &mut package.action {
-        for (name, _) in publishable_crates()? {
-            args.extend(["-p".to_string(), name]);
-        }
-    }
-    package.then = Some(check_packages);
-    steps.push(package);
-    let mut doc = Step::cargo(&["doc", "--workspace", "--no-deps"]);
-    if let Action::Cargo { env, .. } = &mut doc.action {
-        env.push(("RUSTDOCFLAGS", "-D warnings"));
-    }
-    doc.then = Some(check_doc_examples);
-    steps.push(doc);
-    let total = steps.len();
-    run_steps(&steps, total)
-}
-
-/// The build checks ([`build_checks`]) as CI runs them beside the tests:
-/// this program again (`build-checks`) under `nice -n 19`, with a target
-/// directory of its own (`<target>/checks`: the tests' directory stays
-/// unlocked for the doc tests), its output printed whole when it ends.
-fn build_checks_beside() -> Result<()> {
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find this program to run the build checks: {e}"))?;
-    let mut cmd = Command::new("nice");
-    cmd.args(["-n", "19"]).arg(&exe).arg("build-checks");
-    cmd.env("CARGO_TARGET_DIR", target_dir().join("checks"))
-        .current_dir(repo_root())
-        .stdin(Stdio::null());
+    // The tests start real PostgreSQL servers.
+    postgres::ensure()?;
+    println!("xtask ci: [{total}/{total}] side by side: the tests, the doc tests, torture --ci");
     let t = Instant::now();
-    let out = cmd.output().map_err(|e| {
-        format!(
-            "could not start `nice -n 19 {} build-checks`: {e}",
-            exe.display()
-        )
-    })?;
-    {
-        use std::io::Write;
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(
-            stdout,
-            "xtask ci: the build checks (nice -n 19 xtask build-checks), {:.1} s:",
-            t.elapsed().as_secs_f64()
-        );
-        let _ = stdout.write_all(&out.stdout);
-        let _ = stdout.write_all(&out.stderr);
-    }
-    if !out.status.success() {
-        return Err(format!("the build checks failed ({})", out.status).into());
-    }
+    tests_side_by_side(nextest)
+        .map_err(|e| format!("step {total}/{total} (the tests) failed: {e}"))?;
+    println!(
+        "xtask ci: [{total}/{total}] the tests, doc tests and torture runs: ok in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    println!(
+        "xtask ci: all {total} steps passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -253,13 +202,11 @@ pub(crate) fn check_shape() -> Result<()> {
 /// processes), side by side: the tests (nextest, its output live); beside
 /// them the torture suite's short budget (each run's output printed
 /// whole), on the binaries the build step made, then the doc tests (their
-/// output printed whole when they end); and the build checks at low
-/// priority ([`build_checks_beside`]). Every lane runs to its end; any
+/// output printed whole when they end). Both sides run to the end; any
 /// failure fails the step. Then the ten slowest tests.
 fn tests_side_by_side(nextest: bool) -> Result<()> {
     let bin_dir = target_dir().join("debug");
     let (tests, torture) = std::thread::scope(|scope| {
-        let checks = scope.spawn(build_checks_beside);
         let torture = scope.spawn(|| {
             let torture = torture::ci_prebuilt(&bin_dir);
             let doc = doc_tests();
@@ -297,14 +244,6 @@ fn tests_side_by_side(nextest: bool) -> Result<()> {
         let torture = torture
             .join()
             .unwrap_or_else(|_| Err("the torture runs or doc tests panicked".into()));
-        let checks = checks
-            .join()
-            .unwrap_or_else(|_| Err("the build checks panicked".into()));
-        let torture = match (torture, checks) {
-            (Ok(()), checks) => checks,
-            (Err(e), Ok(())) => Err(e),
-            (Err(a), Err(b)) => Err(format!("{a}; {b}").into()),
-        };
         (tests, torture)
     });
     match (tests, torture) {
