@@ -177,7 +177,14 @@ pub async fn slots_one_more_waits_for_a_freed_slot<B: Backend>(b: &B) {
     };
     let (a_slot, a_epoch) = (ta.slot(), ta.term().epoch());
     holders.left();
-    ta.into_term().resign().await.expect("a resigns");
+    // A store that is busy past its timeout may answer the resign with
+    // `Unavailable` (SQLite: "database is locked", with many slot
+    // campaigns on one file): the term has ended all the same, and its
+    // claim is released in the background or ages out, after which c wins.
+    match ta.into_term().resign().await {
+        Ok(()) | Err(Error::Unavailable { .. }) => {}
+        Err(e) => panic!("a resigns: {e:?}"),
+    }
     let tc = within("c to win the freed slot", c_won)
         .await
         .expect("join");
