@@ -117,22 +117,14 @@ async fn fenced_write(
     match election.fence().advance_in(&mut tx, &resource, token).await {
         Ok(_) => {
             sqlx::query("INSERT INTO candidate_writes (epoch, identity) VALUES (?1, ?2)")
-                .bind(i64::try_from(token.epoch().get())?)
+                .bind(token.get_i64())
                 .bind(identity)
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
             say(Event::Wrote(token.epoch().get()));
         }
-        Err(fencing::Error::Stale {
-            presented,
-            high_water_mark,
-            ..
-        }) => say(Event::Refused {
-            presented: presented.epoch().get(),
-            mark: high_water_mark.epoch().get(),
-        }),
-        Err(e) => return Err(e.into()),
+        Err(e) => refused(e)?,
     }
     Ok(())
 }
@@ -150,24 +142,35 @@ async fn postgres_write(
     match election.fence().advance_in(&mut tx, &resource, token).await {
         Ok(_) => {
             sqlx::query("INSERT INTO candidate_writes (epoch, identity) VALUES ($1, $2)")
-                .bind(i64::try_from(token.epoch().get())?)
+                .bind(token.get_i64())
                 .bind(identity)
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
             say(Event::Wrote(token.epoch().get()));
         }
-        Err(fencing::Error::Stale {
+        Err(e) => refused(e)?,
+    }
+    Ok(())
+}
+
+/// A fence's refusal of a write: said as `Refused`; any other error is
+/// the caller's.
+fn refused(e: fencing::Error) -> Result<(), BoxError> {
+    match e {
+        fencing::Error::Stale {
             presented,
             high_water_mark,
             ..
-        }) => say(Event::Refused {
-            presented: presented.epoch().get(),
-            mark: high_water_mark.epoch().get(),
-        }),
-        Err(e) => return Err(e.into()),
+        } => {
+            say(Event::Refused {
+                presented: presented.epoch().get(),
+                mark: high_water_mark.epoch().get(),
+            });
+            Ok(())
+        }
+        e => Err(e.into()),
     }
-    Ok(())
 }
 
 fn candidate(args: &Args, backend: &Backend, name: &str) -> Result<Candidate<AnyClaim>, BoxError> {
