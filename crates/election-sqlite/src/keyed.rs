@@ -399,8 +399,21 @@ impl KeyedClaims for SqliteKeyedClaims {
                 }
             }
         }
+        let tried: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
         if !takes.is_empty() {
             self.take(keys, takes, &mut answers).await;
+        }
+        // A take that did not win found its row changed since the read
+        // (most often: the holder released it and freed its same-host
+        // lock, which this set then took). With the lock in hand no lock
+        // wait will wake the set again, so look again at once instead of
+        // at the next poll (at most once per such change: a take fails
+        // only when another writer changed the row in between).
+        if tried
+            .iter()
+            .any(|i| !matches!(answers[*i], Ok(Claimed::Won(_))))
+        {
+            self.locks.granted.notify_one();
         }
         // What `wait` waits for: the locks of the keys still not won (the
         // core claims in batches, ADR 0058: each batch updates its own
