@@ -71,6 +71,11 @@ impl Server {
                 .arg("-a")
                 .arg(&template)
                 .arg(dir.path().join("data")))?;
+            // The template may not belong to the server user (a target
+            // directory copied with `cp -r` by root: the server then
+            // failed with "could not access the server configuration
+            // file ... Permission denied"), so the copy is handed over whole.
+            as_server_user::hand_over_tree(&dir.path().join("data"))?;
             if password.is_some() {
                 let hba = "local all all trust\n\
                            host all all 127.0.0.1/32 scram-sha-256\n\
@@ -459,6 +464,20 @@ pub(crate) mod as_server_user {
                 context: format!("chown {} to postgres", dir.display()),
                 source: e.into(),
             })?;
+        }
+        Ok(())
+    }
+
+    /// Gives `dir` and everything below it to the server user
+    /// (`chown -R`).
+    pub(crate) fn hand_over_tree(dir: &Path) -> Result<(), Error> {
+        if let Some(user) = user()? {
+            super::run(
+                Command::new("chown")
+                    .arg("-R")
+                    .arg(format!("{}:{}", user.uid, user.gid))
+                    .arg(dir),
+            )?;
         }
         Ok(())
     }
