@@ -47,6 +47,111 @@ use crate::{ConfigError, ElectionName, Epoch, Error, Identity};
 /// assert_eq!(store.rows, [("hello".to_owned(), 1)]); // Epoch::UNGUARDED
 /// # Ok(()) }
 /// ```
+///
+/// # What the compiler refuses
+///
+/// Each promise above is a doc test that must fail to compile (with the
+/// error code where rustc gives one). Their common setup compiles and runs
+/// as it is: a guarded call that uses its token inside the call.
+///
+/// ```
+/// use election_core::{Identity, LeaseSet, PerKeyClaims};
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let backend = MemoryBackend::new();
+/// let set = LeaseSet::new(PerKeyClaims::new(Identity::new("a").unwrap(), move |k| {
+///     backend.claim(k.as_str(), "a")
+/// }));
+/// let epoch = set.guard("shard-1", async |token| token.epoch()).await.unwrap();
+/// assert!(epoch.get() >= 1);
+/// # }
+/// ```
+///
+/// Returning the token from the guarded call:
+///
+/// ```compile_fail
+/// # use election_core::{Identity, LeaseSet, PerKeyClaims};
+/// # use election_testkit::memory::MemoryBackend;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// # let backend = MemoryBackend::new();
+/// # let set = LeaseSet::new(PerKeyClaims::new(Identity::new("a").unwrap(), move |k| {
+/// #     backend.claim(k.as_str(), "a")
+/// # }));
+/// let token = set.guard("shard-1", async |token| token).await.unwrap();
+/// # }
+/// ```
+///
+/// Keeping it in a place that outlives the call:
+///
+/// ```compile_fail
+/// # use election_core::{Identity, LeaseSet, PerKeyClaims, WriteToken};
+/// # use election_testkit::memory::MemoryBackend;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// # let backend = MemoryBackend::new();
+/// # let set = LeaseSet::new(PerKeyClaims::new(Identity::new("a").unwrap(), move |k| {
+/// #     backend.claim(k.as_str(), "a")
+/// # }));
+/// let mut kept: Vec<WriteToken<'_>> = Vec::new();
+/// set.guard("shard-1", async |token| kept.push(token)).await.unwrap();
+/// # }
+/// ```
+///
+/// Sending it to a spawned task, which may outlive the call:
+///
+/// ```compile_fail,E0521
+/// # use election_core::{Identity, LeaseSet, PerKeyClaims};
+/// # use election_testkit::memory::MemoryBackend;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// # let backend = MemoryBackend::new();
+/// # let set = LeaseSet::new(PerKeyClaims::new(Identity::new("a").unwrap(), move |k| {
+/// #     backend.claim(k.as_str(), "a")
+/// # }));
+/// set.guard("shard-1", async |token| {
+///     tokio::spawn(async move { println!("{}", token.epoch()) });
+/// })
+/// .await
+/// .unwrap();
+/// # }
+/// ```
+///
+/// Forging one: no `Default`, no `Clone`, no struct literal (private
+/// fields).
+///
+/// ```compile_fail,E0599
+/// let _default = election_core::WriteToken::default();
+/// ```
+///
+/// ```compile_fail,E0277
+/// use election_core::WriteToken;
+/// let _copy = |t: &WriteToken<'_>| WriteToken::clone(t);
+/// ```
+///
+/// ```compile_fail
+/// let _literal = election_core::WriteToken { epoch: election_core::Epoch::FIRST };
+/// ```
+///
+/// Calling a write that takes a token without one:
+///
+/// ```compile_fail,E0061
+/// use election_core::WriteToken;
+///
+/// struct Store { rows: Vec<u64> }
+///
+/// impl Store {
+///     fn append(&mut self, token: &WriteToken<'_>, row: u64) {
+///         let _ = token.epoch();
+///         self.rows.push(row);
+///     }
+/// }
+///
+/// let mut store = Store { rows: Vec::new() };
+/// store.append(42);
+/// ```
 #[derive(Debug)]
 pub struct WriteToken<'g> {
     key: &'g ElectionName,
