@@ -73,33 +73,124 @@ impl Step {
     }
 }
 
-/// Runs the checks: fmt; the workspace's shape (lints in one place, import
-/// cycles, each published crate's drivers, the MSRV, licences and
-/// duplicate versions); clippy of every crate alone; the packaging of
-/// every publishable crate (and the check that each package holds every
-/// file its sources include); the docs without warnings (and an example on
-/// every public function of the library crates); then the tests and
-/// binaries built once, and (PostgreSQL's binaries installed if missing)
-/// the tests (nextest) beside the torture suite's short budget and the doc
-/// tests. Prints the slowest tests at the end.
+/// Runs the checks (ADR 0056, 0057, 0069). First, in order: fmt and the
+/// workspace's shape (lints in one place, import cycles, each published
+/// crate's drivers, the MSRV, licences and duplicate versions), which
+/// build nothing. Then two lanes at once:
+///
+/// - the build checks ([`build_checks`]: clippy of every crate alone, the
+///   packaging of every publishable crate, the docs), as a child process
+///   of their own at the idle CPU priority (`SCHED_IDLE`) with their
+///   target directory in memory ([`BuildChecks`]), so that they use only
+///   the CPU the other lane leaves idle and write nothing to the disk the
+///   tests' fsyncs wait on;
+/// - the tests and binaries built once, then (PostgreSQL's binaries
+///   installed if missing) the tests (nextest) beside the torture suite's
+///   short budget and the doc tests.
+///
+/// Any failure fails CI; a failure of the second lane stops the first.
+/// Prints the slowest tests at the end.
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let mut steps = vec![Step::cargo(&["fmt", "--all", "--check"])];
     steps.extend(SHAPE.iter().map(|&(name, check)| Step::xtask(name, check)));
-    steps.extend([
-        // Clippy with -D warnings on every crate alone (`cargo clippy -p X
-        // --all-targets`, one at a time): each crate builds with only the
-        // features its own manifest asks for. This is the workspace-wide
-        // clippy run too: the crates have no features of their own, so
-        // their code is the same under any resolution.
-        Step::xtask("clippy -D warnings, each crate alone", policy::crates_alone),
-    ]);
-    // Every publishable crate packages: metadata, versions on internal
-    // dependencies, the files a package needs. Without verifying builds
-    // (minutes: each package rebuilds its dependencies with its own
-    // features), so `check_packages` catches what they would: a file the
-    // sources include from outside the package, or missing from it (ADR
-    // 0042).
+    let nextest = nextest_available();
+    if !nextest {
+        println!(
+            "xtask ci: `cargo nextest --version` failed (cargo-nextest is not installed?); \
+             falling back to `cargo test --workspace`"
+        );
+    }
+    // One build of the tests and of every binary they start, torture's and
+    // elect's among them: the torture runs below use these (no second
+    // build with other features).
+    let build = if nextest {
+        Step::cargo(&["nextest", "run", "--workspace", "--no-run"])
+    } else {
+        Step::cargo(&["test", "--workspace", "--no-run"])
+    };
+    // The shape steps, the build checks, the test build, the tests.
+    let total = steps.len() + 3;
+    run_steps(&steps, 1, total)?;
+    let checks_step = steps.len() + 1;
+    println!(
+        "xtask ci: [{checks_step}/{total}] the build checks (clippy of each crate alone, \
+         packages, docs), beside the next steps at idle priority"
+    );
+    let checks = BuildChecks::start()?;
+    let tests = (|| -> Result<()> {
+        run_steps(std::slice::from_ref(&build), checks_step + 1, total)?;
+        // The tests start real PostgreSQL servers.
+        postgres::ensure()?;
+        println!(
+            "xtask ci: [{total}/{total}] side by side: the tests, the doc tests, torture --ci"
+        );
+        let t = Instant::now();
+        tests_side_by_side(nextest)
+            .map_err(|e| format!("step {total}/{total} (the tests) failed: {e}"))?;
+        println!(
+            "xtask ci: [{total}/{total}] the tests, doc tests and torture runs: ok in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        Ok(())
+    })();
+    let checks = match &tests {
+        Ok(()) => checks.finish(),
+        Err(_) => checks.stop(),
+    }
+    .map_err(|e| format!("step {checks_step}/{total} (the build checks) failed: {e}"));
+    match (tests, checks) {
+        (Ok(()), Ok(())) => {}
+        (Err(e), Ok(())) => return Err(e),
+        (Ok(()), Err(e)) => return Err(e.into()),
+        (Err(a), Err(b)) => return Err(format!("{a}; {b}").into()),
+    }
+    println!(
+        "xtask ci: all {total} steps passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Runs `steps` in order, numbered from `first` out of `total`, stopping at
+/// the first failure.
+fn run_steps(steps: &[Step], first: usize, total: usize) -> Result<()> {
+    for (i, step) in steps.iter().enumerate() {
+        let n = first + i;
+        let shown = step.display();
+        println!("xtask ci: [{n}/{total}] {shown}");
+        let t = Instant::now();
+        let outcome = step.run();
+        let secs = t.elapsed().as_secs_f64();
+        if let Err(e) = outcome {
+            return Err(format!(
+                "step {n}/{total} `{shown}` failed ({e}) after {secs:.1} s; \
+                 later steps were not run"
+            )
+            .into());
+        }
+        println!("xtask ci: [{n}/{total}] {shown}: ok in {secs:.1} s");
+    }
+    Ok(())
+}
+
+/// `cargo xtask build-checks`: the checks that only build, in order,
+/// stopping at the first failure: clippy with -D warnings of every crate
+/// alone (`cargo clippy -p X --all-targets`, one at a time: each crate
+/// builds with only the features its own manifest asks for; the crates
+/// have no features of their own, so this is the workspace-wide clippy
+/// run too); the packaging of every publishable crate (metadata, versions
+/// on internal dependencies, the files a package needs; without verifying
+/// builds, which would rebuild every dependency per package:
+/// [`check_packages`] catches what they would, ADR 0042); the docs
+/// without warnings, and an example on every public function of the
+/// library crates. CI runs it beside the test build and the tests (see
+/// [`run`]).
+pub(crate) fn build_checks() -> Result<()> {
+    let mut steps = vec![Step::xtask(
+        "clippy -D warnings, each crate alone",
+        policy::crates_alone,
+    )];
     let mut package = Step::cargo(&["package", "--no-verify", "--allow-dirty"]);
     if let Action::Cargo { args, .. } = &mut package.action {
         for (name, _) in publishable_crates()? {
@@ -114,54 +205,137 @@ pub(crate) fn run() -> Result<()> {
     }
     doc.then = Some(check_doc_examples);
     steps.push(doc);
-    let nextest = nextest_available();
-    if !nextest {
-        println!(
-            "xtask ci: `cargo nextest --version` failed (cargo-nextest is not installed?); \
-             falling back to `cargo test --workspace`"
-        );
-    }
-    // One build of the tests and of every binary they start, torture's and
-    // elect's among them: the torture runs below use these (no second
-    // build with other features).
-    steps.push(if nextest {
-        Step::cargo(&["nextest", "run", "--workspace", "--no-run"])
-    } else {
-        Step::cargo(&["test", "--workspace", "--no-run"])
-    });
+    run_steps(&steps, 1, steps.len())
+}
 
-    let total = steps.len() + 1;
-    for (i, step) in steps.iter().enumerate() {
-        let shown = step.display();
-        println!("xtask ci: [{}/{total}] {shown}", i + 1);
-        let t = Instant::now();
-        let outcome = step.run();
-        let secs = t.elapsed().as_secs_f64();
-        if let Err(e) = outcome {
-            return Err(format!(
-                "step {}/{total} `{shown}` failed ({e}) after {secs:.1} s; \
-                 later steps were not run",
-                i + 1
+/// The build checks ([`build_checks`]) as CI runs them beside the test
+/// build and the tests: this program again (`build-checks`), in a process
+/// group of its own, under `chrt --idle 0` (`SCHED_IDLE`: it runs only on
+/// a CPU nothing else wants; `nice -n 19` where `chrt` is missing), with
+/// its own target directory, in `/dev/shm` where that exists (ADR 0069:
+/// on disk, its writes slowed the SQLite tests' fsyncs until short leases
+/// expired) and `<target>/checks` elsewhere or when `XTASK_CHECKS_TARGET`
+/// names one. Its output goes to a file and is printed when it ends.
+struct BuildChecks {
+    child: std::process::Child,
+    log: PathBuf,
+    dir: PathBuf,
+    in_memory: bool,
+    started: Instant,
+}
+
+impl BuildChecks {
+    fn start() -> Result<Self> {
+        use std::os::unix::process::CommandExt as _;
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find this program to run the build checks: {e}"))?;
+        let shm = Path::new("/dev/shm");
+        let (dir, in_memory) = match std::env::var_os("XTASK_CHECKS_TARGET") {
+            Some(dir) => (PathBuf::from(dir), false),
+            None if shm.is_dir() => (
+                shm.join(format!("election-ci-checks-{}", std::process::id())),
+                true,
+            ),
+            None => (target_dir().join("checks"), false),
+        };
+        std::fs::create_dir_all(target_dir())
+            .map_err(|e| format!("mkdir -p {}: {e}", target_dir().display()))?;
+        let log = target_dir().join("ci-build-checks.log");
+        let out = std::fs::File::create(&log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("cannot open {} twice: {e}", log.display()))?;
+        let idle = Command::new("chrt")
+            .args(["--idle", "0", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut cmd = if idle {
+            let mut cmd = Command::new("chrt");
+            cmd.args(["--idle", "0"]);
+            cmd
+        } else {
+            let mut cmd = Command::new("nice");
+            cmd.args(["-n", "19"]);
+            cmd
+        };
+        cmd.arg(&exe)
+            .arg("build-checks")
+            .env("CARGO_TARGET_DIR", &dir)
+            .current_dir(repo_root())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        let child = cmd.spawn().map_err(|e| {
+            format!(
+                "could not start the build checks ({} build-checks): {e}",
+                exe.display()
             )
-            .into());
-        }
-        println!("xtask ci: [{}/{total}] {shown}: ok in {secs:.1} s", i + 1);
+        })?;
+        println!(
+            "xtask ci: the build checks run as process group {} ({}), target {}, output in {}",
+            child.id(),
+            if idle { "SCHED_IDLE" } else { "nice 19" },
+            dir.display(),
+            log.display()
+        );
+        Ok(BuildChecks {
+            child,
+            log,
+            dir,
+            in_memory,
+            started: Instant::now(),
+        })
     }
-    // The tests start real PostgreSQL servers.
-    postgres::ensure()?;
-    println!("xtask ci: [{total}/{total}] side by side: the tests, the doc tests, torture --ci");
-    let t = Instant::now();
-    tests_side_by_side(nextest)
-        .map_err(|e| format!("step {total}/{total} (the tests) failed: {e}"))?;
-    println!(
-        "xtask ci: [{total}/{total}] the tests, doc tests and torture runs: ok in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    println!(
-        "xtask ci: all {total} steps passed in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+
+    /// Waits for the build checks to end, prints their output, and removes
+    /// a target directory kept in memory.
+    fn finish(mut self) -> Result<()> {
+        let status = self.child.wait();
+        self.report(status)
+    }
+
+    /// Stops the build checks (the other lane failed: CI fails anyway).
+    fn stop(mut self) -> Result<()> {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stdin(Stdio::null())
+            .status();
+        let _ = self.child.wait();
+        self.cleanup();
+        println!("xtask ci: the build checks were stopped");
+        Ok(())
+    }
+
+    fn report(&mut self, status: std::io::Result<std::process::ExitStatus>) -> Result<()> {
+        let secs = self.started.elapsed().as_secs_f64();
+        {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(
+                stdout,
+                "xtask ci: the build checks ended after {secs:.1} s; their output:"
+            );
+            let _ = stdout.write_all(&std::fs::read(&self.log).unwrap_or_default());
+        }
+        self.cleanup();
+        let status = status.map_err(|e| format!("waiting for the build checks: {e}"))?;
+        if !status.success() {
+            return Err(format!("the build checks failed ({status})").into());
+        }
+        println!("xtask ci: the build checks: ok in {secs:.1} s");
+        Ok(())
+    }
+
+    fn cleanup(&self) {
+        if self.in_memory {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
 }
 
 /// A check of xtask's own.

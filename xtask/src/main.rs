@@ -37,12 +37,14 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  ci                      cargo fmt --check, check-shape, clippy -D warnings of each
+  ci                      cargo fmt --check, check-shape; then build-checks at idle
+                          CPU priority (target in /dev/shm) beside one build of
+                          the tests and, side by side: nextest (+ the ten
+                          slowest tests), doc tests, torture --ci (each backend,
+                          fixed + random seed; elect run on sqlite and file)
+  build-checks            ci's checks that only build: clippy -D warnings of each
                           crate alone, package --no-verify (+ check-packages),
-                          doc -D warnings, then one build of the tests, and side
-                          by side: nextest (+ the ten slowest tests), doc tests,
-                          torture --ci (each backend, fixed + random seed;
-                          elect run on sqlite and file)
+                          doc -D warnings (+ an example on every public fn)
   check-shape             ci's checks that build nothing (ADR 0056): lints set in
                           [workspace.lints] only, import cycles, each published
                           crate's normal tree holds only its own backend's driver,
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
         "ci" if rest.is_empty() => ci::run(),
         "check-packages" if rest.is_empty() => ci::check_packages(),
         "check-shape" if rest.is_empty() => ci::check_shape(),
+        "build-checks" if rest.is_empty() => ci::build_checks(),
         "bench" => bench::run(rest),
         "torture" => torture::run(rest),
         "help" | "-h" | "--help" => {
