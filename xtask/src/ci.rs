@@ -75,11 +75,12 @@ impl Step {
 
 /// Runs the checks (ADR 0056, 0057, 0069). First, in order: fmt and the
 /// workspace's shape (lints in one place, import cycles, each published
-/// crate's drivers, the MSRV, licences and duplicate versions), which
-/// build nothing. Then two lanes at once:
+/// crate's drivers, the MSRV), which build nothing. Then two lanes at
+/// once:
 ///
-/// - the build checks ([`build_checks`]: clippy of every crate alone, the
-///   packaging of every publishable crate, the docs), as a child process
+/// - the build checks ([`build_checks`]: licences and duplicate versions,
+///   clippy of every crate alone, the packaging of every publishable
+///   crate, the docs), as a child process
 ///   of their own at the idle CPU priority (`SCHED_IDLE`) with their
 ///   target directory in memory ([`BuildChecks`]), so that they use only
 ///   the CPU the other lane leaves idle and write nothing to the disk the
@@ -93,7 +94,12 @@ impl Step {
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let mut steps = vec![Step::cargo(&["fmt", "--all", "--check"])];
-    steps.extend(SHAPE.iter().map(|&(name, check)| Step::xtask(name, check)));
+    steps.extend(
+        SHAPE
+            .iter()
+            .filter(|(name, _)| *name != LICENCES.0)
+            .map(|&(name, check)| Step::xtask(name, check)),
+    );
     let nextest = nextest_available();
     if !nextest {
         println!(
@@ -174,8 +180,9 @@ fn run_steps(steps: &[Step], first: usize, total: usize) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask build-checks`: the checks that only build, in order,
-/// stopping at the first failure: clippy with -D warnings of every crate
+/// `cargo xtask build-checks`: the checks that only build (and the
+/// licences and duplicates check, the slowest of the shape checks), in
+/// order, stopping at the first failure: cargo-deny; clippy with -D warnings of every crate
 /// alone (`cargo clippy -p X --all-targets`, one at a time: each crate
 /// builds with only the features its own manifest asks for; the crates
 /// have no features of their own, so this is the workspace-wide clippy
@@ -187,10 +194,10 @@ fn run_steps(steps: &[Step], first: usize, total: usize) -> Result<()> {
 /// library crates. CI runs it beside the test build and the tests (see
 /// [`run`]).
 pub(crate) fn build_checks() -> Result<()> {
-    let mut steps = vec![Step::xtask(
-        "clippy -D warnings, each crate alone",
-        policy::crates_alone,
-    )];
+    let mut steps = vec![
+        Step::xtask(LICENCES.0, LICENCES.1),
+        Step::xtask("clippy -D warnings, each crate alone", policy::crates_alone),
+    ];
     let mut package = Step::cargo(&["package", "--no-verify", "--allow-dirty"]);
     if let Action::Cargo { args, .. } = &mut package.action {
         for (name, _) in publishable_crates()? {
@@ -265,6 +272,7 @@ impl BuildChecks {
         cmd.arg(&exe)
             .arg("build-checks")
             .env("CARGO_TARGET_DIR", &dir)
+            .env("XTASK_TOOLS_DIR", target_dir().join("tools"))
             .current_dir(repo_root())
             .stdin(Stdio::null())
             .stdout(out)
@@ -347,11 +355,16 @@ const SHAPE: [(&str, Check); 5] = [
     ("import cycles", policy::cycles),
     ("each backend's driver only", policy::boundaries),
     ("MSRV", policy::msrv),
-    (
-        "licences and duplicate versions",
-        policy::licences_and_duplicates,
-    ),
+    LICENCES,
 ];
+
+/// The shape check that takes longest (cargo-deny, installed on first
+/// use): `cargo xtask ci` runs it with the build checks, off the critical
+/// path.
+const LICENCES: (&str, Check) = (
+    "licences and duplicate versions",
+    policy::licences_and_duplicates,
+);
 
 /// `cargo xtask check-shape`: the [`SHAPE`] checks, all of them, failing
 /// if any failed.

@@ -42,9 +42,10 @@ tasks:
                           the tests and, side by side: nextest (+ the ten
                           slowest tests), doc tests, torture --ci (each backend,
                           fixed + random seed; elect run on sqlite and file)
-  build-checks            ci's checks that only build: clippy -D warnings of each
-                          crate alone, package --no-verify (+ check-packages),
-                          doc -D warnings (+ an example on every public fn)
+  build-checks            ci's checks that build (and cargo-deny's licences and
+                          duplicates): clippy -D warnings of each crate alone,
+                          package --no-verify (+ check-packages), doc -D
+                          warnings (+ an example on every public fn)
   check-shape             ci's checks that build nothing (ADR 0056): lints set in
                           [workspace.lints] only, import cycles, each published
                           crate's normal tree holds only its own backend's driver,

