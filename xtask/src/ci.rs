@@ -216,9 +216,10 @@ pub(crate) fn build_checks() -> Result<()> {
 }
 
 /// The build checks ([`build_checks`]) as CI runs them beside the test
-/// build and the tests: this program again (`build-checks`), in a process
-/// group of its own, under `chrt --idle 0` (`SCHED_IDLE`: it runs only on
-/// a CPU nothing else wants; `nice -n 19` where `chrt` is missing), with
+/// build and the tests: this program again (`build-checks`) in the same
+/// process group (a Ctrl-C reaches it too), under `chrt --idle 0`
+/// (`SCHED_IDLE`: it runs only on a CPU nothing else wants; `nice -n 19`
+/// where `chrt` is missing), with
 /// its own target directory, in `/dev/shm` where that exists (ADR 0069:
 /// on disk, its writes slowed the SQLite tests' fsyncs until short leases
 /// expired) and `<target>/checks` elsewhere or when `XTASK_CHECKS_TARGET`
@@ -231,9 +232,39 @@ struct BuildChecks {
     started: Instant,
 }
 
+/// Kills `pid` and every process below it (children first found through
+/// `/proc/PID/task/TID/children`), so that no cargo or rustc of a stopped
+/// lane runs on.
+fn kill_tree(pid: u32) {
+    let mut stack = vec![pid];
+    let mut all = Vec::new();
+    while let Some(p) = stack.pop() {
+        all.push(p);
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            stack.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    // Parents first, so that none of them starts another child meanwhile.
+    for p in all {
+        let _ = Command::new("kill")
+            .args(["-KILL", &p.to_string()])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 impl BuildChecks {
     fn start() -> Result<Self> {
-        use std::os::unix::process::CommandExt as _;
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find this program to run the build checks: {e}"))?;
         let shm = Path::new("/dev/shm");
@@ -276,8 +307,7 @@ impl BuildChecks {
             .current_dir(repo_root())
             .stdin(Stdio::null())
             .stdout(out)
-            .stderr(err)
-            .process_group(0);
+            .stderr(err);
         let child = cmd.spawn().map_err(|e| {
             format!(
                 "could not start the build checks ({} build-checks): {e}",
@@ -285,7 +315,7 @@ impl BuildChecks {
             )
         })?;
         println!(
-            "xtask ci: the build checks run as process group {} ({}), target {}, output in {}",
+            "xtask ci: the build checks run as process {} ({}), target {}, output in {}",
             child.id(),
             if idle { "SCHED_IDLE" } else { "nice 19" },
             dir.display(),
@@ -309,10 +339,7 @@ impl BuildChecks {
 
     /// Stops the build checks (the other lane failed: CI fails anyway).
     fn stop(mut self) -> Result<()> {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stdin(Stdio::null())
-            .status();
+        kill_tree(self.child.id());
         let _ = self.child.wait();
         self.cleanup();
         println!("xtask ci: the build checks were stopped");
