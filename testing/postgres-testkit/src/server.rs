@@ -121,6 +121,11 @@ impl Server {
             .args(["-c", "listen_addresses=127.0.0.1"])
             .args(["-c", "fsync=on", "-c", "max_connections=300"])
             .args(["-c", "shared_buffers=32MB", "-c", "logging_collector=off"])
+            // Dynamic shared memory in files under the data directory, not
+            // in /dev/shm: a server killed with SIGKILL (every drop, and
+            // the fault tests) left its segment there, in RAM, for good
+            // (3,728 segments, 2.0 GB, on this project's machine).
+            .args(["-c", "dynamic_shared_memory_type=mmap"])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

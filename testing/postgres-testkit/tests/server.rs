@@ -126,3 +126,21 @@ async fn the_proxy_forwards_black_holes_and_heals() {
     let err = sqlx::query("SELECT 3").execute(&mut conn).await;
     assert!(err.is_err(), "a cut connection still answered");
 }
+
+/// A test server keeps its dynamic shared memory in its data directory
+/// (removed with it), not in /dev/shm, where every server killed with
+/// SIGKILL (each drop) left a segment in RAM for good.
+#[tokio::test]
+async fn dynamic_shared_memory_lives_in_the_data_directory() {
+    let server = Server::start().expect("PostgreSQL must be available");
+    let pid = server.pid().expect("running");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let in_shm: Vec<&str> = maps.lines().filter(|l| l.contains("/dev/shm/")).collect();
+    assert!(
+        in_shm.is_empty(),
+        "the postmaster maps /dev/shm: {in_shm:?}"
+    );
+    let dir = server.data_dir().join("pg_dynshmem");
+    let segments = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+    assert!(segments > 0, "no segment in {}", dir.display());
+}
