@@ -6,7 +6,7 @@
 //! the first.
 //!
 //! ```text
-//! PGPASSWORD=... cargo run -p election-postgres --example singleton -- \
+//! PGPASSWORD=... cargo run -p election-postgres --example postgres_singleton -- \
 //!     [--url postgres://app@127.0.0.1:5432/app] [--name NAME] [--ticks N]
 //! ```
 //!
