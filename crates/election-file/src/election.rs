@@ -403,7 +403,8 @@ impl FileElection {
             election
                 .claim(key.as_str(), id.as_str())
                 .map_err(|e| e.into_core(key))
-        })))
+        })
+        .with_backend("file")))
     }
 }
 
