@@ -493,7 +493,14 @@ fn lease_set_keys_renewals_and_health() {
         assert!(!set.held("store-3"));
         assert_eq!(r.gauge(HELD, &node), Some(2.0));
         assert_eq!(
-            r.counter(KEYS_LOST, &[("set", "node-a"), ("backend", "memory"), ("reason", "revoked")]),
+            r.counter(
+                KEYS_LOST,
+                &[
+                    ("set", "node-a"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
             1
         );
 
@@ -514,7 +521,14 @@ fn lease_set_keys_renewals_and_health() {
         let failed_at = Instant::now();
         sleep(secs(1.7)).await;
         assert!(
-            r.counter(SET_FAILURES, &[("set", "node-a"), ("backend", "memory"), ("kind", "unavailable")]) >= 1,
+            r.counter(
+                SET_FAILURES,
+                &[
+                    ("set", "node-a"),
+                    ("backend", "memory"),
+                    ("kind", "unavailable")
+                ]
+            ) >= 1,
             "{:?}",
             r.series()
         );
@@ -527,7 +541,14 @@ fn lease_set_keys_renewals_and_health() {
         assert!(!set.held("store-1"));
         assert_eq!(r.gauge(HELD, &node), Some(0.0));
         assert_eq!(
-            r.counter(KEYS_LOST, &[("set", "node-a"), ("backend", "memory"), ("reason", "expired")]),
+            r.counter(
+                KEYS_LOST,
+                &[
+                    ("set", "node-a"),
+                    ("backend", "memory"),
+                    ("reason", "expired")
+                ]
+            ),
             3
         );
         assert!(health.check().is_healthy(), "nothing held");
@@ -545,11 +566,24 @@ fn closing_a_set_gives_its_keys_up_in_the_gauge() {
         for key in ["a", "b"] {
             assert!(set.ask(key).await.unwrap());
         }
-        assert_eq!(r.gauge(HELD, &[("set", "node-b"), ("backend", "memory")]), Some(2.0));
-        set.close().await;
-        assert_eq!(r.gauge(HELD, &[("set", "node-b"), ("backend", "memory")]), Some(0.0));
         assert_eq!(
-            r.counter(KEYS_LOST, &[("set", "node-b"), ("backend", "memory"), ("reason", "revoked")]),
+            r.gauge(HELD, &[("set", "node-b"), ("backend", "memory")]),
+            Some(2.0)
+        );
+        set.close().await;
+        assert_eq!(
+            r.gauge(HELD, &[("set", "node-b"), ("backend", "memory")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            r.counter(
+                KEYS_LOST,
+                &[
+                    ("set", "node-b"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
             0
         );
     });
@@ -583,7 +617,10 @@ fn per_key_campaigns_of_a_lease_set_record_no_per_key_series() {
             "{:?}",
             r.series()
         );
-        assert_eq!(r.gauge(HELD, &[("set", "node-c"), ("backend", "memory")]), Some(3.0));
+        assert_eq!(
+            r.gauge(HELD, &[("set", "node-c"), ("backend", "memory")]),
+            Some(3.0)
+        );
         set.close().await;
         let per_key: Vec<String> = r
             .series()
@@ -684,11 +721,19 @@ fn lease_set_series_carry_the_backend_label_from_the_start() {
         assert_eq!(
             r.counter(
                 KEYS_LOST,
-                &[("set", "node-d"), ("backend", "memory"), ("reason", "revoked")]
+                &[
+                    ("set", "node-d"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
             ),
             1
         );
-        assert!(!r.histogram(SET_RENEWAL, &labels).is_empty(), "{:?}", r.series());
+        assert!(
+            !r.histogram(SET_RENEWAL, &labels).is_empty(),
+            "{:?}",
+            r.series()
+        );
         let unlabelled: Vec<String> = r
             .series()
             .into_iter()
