@@ -359,7 +359,7 @@ fn moved(changes: &[Change]) -> String {
     let m: usize = changes.iter().map(|c| c.moved).sum();
     let min: usize = changes.iter().map(|c| c.minimum).sum();
     let n = changes.len().max(1);
-    format!("{} keys moved per change (minimum {})", m / n, min / n)
+    format!("{} keys moved per change, minimum {}", m / n, min / n)
 }
 
 /// The convergence figures on one backend: `rounds` of join, leave,

@@ -151,6 +151,15 @@ enum Server {
 /// Runs `plan` in `--lease-sets` mode: returns what it injected; the
 /// histories and resources are under `plan.out` for
 /// [`crate::check::check_keys`].
+///
+/// Cancel safety: dropping the future kills every member (their
+/// processes are killed on drop) and stops the server; the run directory
+/// keeps what was recorded.
+///
+/// Failure model: [`Error::Io`] if the run directory, a member or its log
+/// cannot be made; [`Error::Nats`] / [`Error::Postgres`] if the server does
+/// not start. A member that exits by itself is dropped from the group (its
+/// slot is free for a `join`); its stderr is in `members.stderr`.
 pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
     std::fs::create_dir_all(&plan.out).map_err(io(format!("create {}", plan.out.display())))?;
     let out =
