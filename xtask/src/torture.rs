@@ -8,7 +8,10 @@
 //!   random seed, printed, from a debug build (about 75 s a backend); then
 //!   `elect run` as the torture subject (`--elect`, ADR 0051): SQLite for
 //!   20 s with the fixed seed, the file backend for 20 s with the random
-//!   seed. Two jobs run at a time (their runs mostly wait on timers and
+//!   seed; then the lease-set mode (`--lease-sets`: balanced members join,
+//!   leave, are killed and stopped while each key is written through its
+//!   fence; checked per key) on SQLite for 15 s with the random seed. Two
+//!   jobs run at a time (their runs mostly wait on timers and
 //!   servers), each backend's two runs one after the other, the next job
 //!   starting when one ends; each run's output is printed whole when it
 //!   ends.
@@ -25,6 +28,13 @@ const CI_BACKENDS: [&str; 4] = ["file", "nats", "sqlite", "postgres"];
 const CI_ELECT: [(&str, usize); 2] = [("sqlite", 0), ("file", 1)];
 /// How long each `--elect` run injects faults.
 const CI_ELECT_SECONDS: u64 = 20;
+/// `--lease-sets` runs: the backend and which of the two seeds. SQLite:
+/// the cheapest backend whose leases expire, so a stopped member's keys
+/// move and its frozen writes reach the fences deposed (the file
+/// backend's OS locks stay held by a stopped process).
+const CI_LEASE_SETS: [(&str, usize); 1] = [("sqlite", 1)];
+/// How long each `--lease-sets` run injects faults.
+const CI_LEASE_SETS_SECONDS: u64 = 15;
 /// How many jobs CI's runs test at a time.
 const CI_PARALLEL: usize = 2;
 
@@ -88,12 +98,13 @@ fn torture_captured(bin_dir: &std::path::Path, args: &[String]) -> Result<()> {
 enum Job {
     Backend(&'static str),
     Elect(&'static str, usize),
+    LeaseSets(&'static str, usize),
 }
 
 /// CI's runs: every backend with each seed, then the `--elect` runs, two
 /// jobs at a time (a worker takes the next job when its job ends).
 fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
-    let run = |backend: &str, seed: u64, seconds: u64, elect: bool| -> Result<()> {
+    let run = |backend: &str, seed: u64, seconds: u64, mode: &str| -> Result<()> {
         let mut args: Vec<String> = vec![
             "run".into(),
             "--backend".into(),
@@ -103,8 +114,8 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
             "--duration".into(),
             format!("{seconds}s"),
         ];
-        if elect {
-            args.push("--elect".into());
+        if !mode.is_empty() {
+            args.push(mode.into());
         }
         torture_captured(bin, &args)
     };
@@ -112,17 +123,21 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
         match *job {
             Job::Backend(backend) => {
                 for seed in seeds {
-                    run(backend, seed, CI_SECONDS, false)?;
+                    run(backend, seed, CI_SECONDS, "")?;
                 }
                 Ok(())
             }
-            Job::Elect(backend, seed) => run(backend, seeds[seed], CI_ELECT_SECONDS, true),
+            Job::Elect(backend, seed) => run(backend, seeds[seed], CI_ELECT_SECONDS, "--elect"),
+            Job::LeaseSets(backend, seed) => {
+                run(backend, seeds[seed], CI_LEASE_SETS_SECONDS, "--lease-sets")
+            }
         }
     };
     let jobs: Vec<Job> = CI_BACKENDS
         .iter()
         .map(|b| Job::Backend(b))
         .chain(CI_ELECT.iter().map(|&(b, s)| Job::Elect(b, s)))
+        .chain(CI_LEASE_SETS.iter().map(|&(b, s)| Job::LeaseSets(b, s)))
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::new());

@@ -185,21 +185,11 @@ impl RenewalMetrics {
         }
     }
 
-    /// A lease set's batch renewals, labelled with its `set`.
-    pub(crate) fn set(set: SharedString) -> Self {
-        Self::new(SET_RENEWAL_DURATION, SET_RENEWAL_FAILURES, "set", set)
-    }
-
-    fn new(
-        duration: &'static str,
-        failures: &'static str,
-        key: &'static str,
-        value: SharedString,
-    ) -> Self {
-        let failure =
-            |kind: &'static str| metrics::counter!(failures, key => value.clone(), "kind" => kind);
+    /// A lease set's batch renewals, labelled with its `set` and `backend`.
+    pub(crate) fn set(set: SharedString, backend: &'static str) -> Self {
+        let failure = |kind: &'static str| metrics::counter!(SET_RENEWAL_FAILURES, "set" => set.clone(), "backend" => backend, "kind" => kind);
         RenewalMetrics {
-            duration: metrics::histogram!(duration, key => value.clone()),
+            duration: metrics::histogram!(SET_RENEWAL_DURATION, "set" => set.clone(), "backend" => backend),
             unknown: failure("unknown"),
             unavailable: failure("unavailable"),
             refused: failure("refused"),
@@ -227,17 +217,26 @@ impl RenewalMetrics {
 /// The handles of one lease set's keys.
 pub(crate) struct SetMetrics {
     pub(crate) set: SharedString,
+    pub(crate) backend: &'static str,
     held: Gauge,
     won: Counter,
 }
 
 impl SetMetrics {
-    pub(crate) fn new(set: &str) -> Self {
+    /// The set's series, labelled `set` and `backend`, registered at once
+    /// (the held gauge reads 0 and the won counter 0 from the set's start,
+    /// as a campaign's leader gauge does, ADR 0063).
+    pub(crate) fn new(set: &str, backend: &'static str) -> Self {
         let set = SharedString::from(set.to_owned());
+        let held = metrics::gauge!(SET_KEYS_HELD, "set" => set.clone(), "backend" => backend);
+        held.increment(0.0);
+        let won = metrics::counter!(SET_KEYS_WON, "set" => set.clone(), "backend" => backend);
+        won.increment(0);
         SetMetrics {
-            held: metrics::gauge!(SET_KEYS_HELD, "set" => set.clone()),
-            won: metrics::counter!(SET_KEYS_WON, "set" => set.clone()),
+            held,
+            won,
             set,
+            backend,
         }
     }
 
@@ -250,7 +249,7 @@ impl SetMetrics {
     pub(crate) fn ended(&self, reason: Option<&LossReason>) {
         self.held.decrement(1.0);
         if let Some(reason) = reason.and_then(loss_label) {
-            metrics::counter!(SET_KEYS_LOST, "set" => self.set.clone(), "reason" => reason)
+            metrics::counter!(SET_KEYS_LOST, "set" => self.set.clone(), "backend" => self.backend, "reason" => reason)
                 .increment(1);
         }
     }
@@ -260,6 +259,7 @@ impl std::fmt::Debug for SetMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SetMetrics")
             .field("set", &self.set)
+            .field("backend", &self.backend)
             .finish()
     }
 }

@@ -481,7 +481,7 @@ fn lease_set_keys_renewals_and_health() {
         let b = MemoryBackend::new();
         b.set_lease(Some(secs(3.0))); // renewed every second
         let set = LeaseSet::new(b.keys("node-a").unwrap());
-        let node = [("set", "node-a")];
+        let node = [("set", "node-a"), ("backend", "memory")];
         let health = set.health_check(secs(1.5));
         assert!(set.ask("store-1").await.unwrap());
         assert!(set.ask("store-2").await.unwrap());
@@ -493,7 +493,14 @@ fn lease_set_keys_renewals_and_health() {
         assert!(!set.held("store-3"));
         assert_eq!(r.gauge(HELD, &node), Some(2.0));
         assert_eq!(
-            r.counter(KEYS_LOST, &[("set", "node-a"), ("reason", "revoked")]),
+            r.counter(
+                KEYS_LOST,
+                &[
+                    ("set", "node-a"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
             1
         );
 
@@ -514,7 +521,14 @@ fn lease_set_keys_renewals_and_health() {
         let failed_at = Instant::now();
         sleep(secs(1.7)).await;
         assert!(
-            r.counter(SET_FAILURES, &[("set", "node-a"), ("kind", "unavailable")]) >= 1,
+            r.counter(
+                SET_FAILURES,
+                &[
+                    ("set", "node-a"),
+                    ("backend", "memory"),
+                    ("kind", "unavailable")
+                ]
+            ) >= 1,
             "{:?}",
             r.series()
         );
@@ -527,7 +541,14 @@ fn lease_set_keys_renewals_and_health() {
         assert!(!set.held("store-1"));
         assert_eq!(r.gauge(HELD, &node), Some(0.0));
         assert_eq!(
-            r.counter(KEYS_LOST, &[("set", "node-a"), ("reason", "expired")]),
+            r.counter(
+                KEYS_LOST,
+                &[
+                    ("set", "node-a"),
+                    ("backend", "memory"),
+                    ("reason", "expired")
+                ]
+            ),
             3
         );
         assert!(health.check().is_healthy(), "nothing held");
@@ -545,11 +566,24 @@ fn closing_a_set_gives_its_keys_up_in_the_gauge() {
         for key in ["a", "b"] {
             assert!(set.ask(key).await.unwrap());
         }
-        assert_eq!(r.gauge(HELD, &[("set", "node-b")]), Some(2.0));
-        set.close().await;
-        assert_eq!(r.gauge(HELD, &[("set", "node-b")]), Some(0.0));
         assert_eq!(
-            r.counter(KEYS_LOST, &[("set", "node-b"), ("reason", "revoked")]),
+            r.gauge(HELD, &[("set", "node-b"), ("backend", "memory")]),
+            Some(2.0)
+        );
+        set.close().await;
+        assert_eq!(
+            r.gauge(HELD, &[("set", "node-b"), ("backend", "memory")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            r.counter(
+                KEYS_LOST,
+                &[
+                    ("set", "node-b"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
             0
         );
     });
@@ -566,21 +600,27 @@ fn per_key_campaigns_of_a_lease_set_record_no_per_key_series() {
         let b = MemoryBackend::new();
         let me = Identity::new("node-c").unwrap();
         let claims = b.clone();
-        let set = LeaseSet::new(PerKeyClaims::new(me.clone(), move |key| {
-            claims.claim(key.as_str(), me.as_str())
-        }));
+        let set = LeaseSet::new(
+            PerKeyClaims::new(me.clone(), move |key| {
+                claims.claim(key.as_str(), me.as_str())
+            })
+            .with_backend("memory"),
+        );
         for key in ["shard-1", "shard-2", "shard-3"] {
             assert!(set.ask(key).await.unwrap());
         }
         b.revoke("shard-2");
         sleep(secs(1.0)).await;
         assert_eq!(
-            r.counter(KEYS_WON, &[("set", "node-c")]),
+            r.counter(KEYS_WON, &[("set", "node-c"), ("backend", "memory")]),
             4,
             "{:?}",
             r.series()
         );
-        assert_eq!(r.gauge(HELD, &[("set", "node-c")]), Some(3.0));
+        assert_eq!(
+            r.gauge(HELD, &[("set", "node-c"), ("backend", "memory")]),
+            Some(3.0)
+        );
         set.close().await;
         let per_key: Vec<String> = r
             .series()
@@ -658,5 +698,61 @@ fn a_waiting_candidate_reads_zero_from_the_start_of_its_campaign() {
             Some(1.0)
         );
         t.resign().await.unwrap();
+    });
+}
+
+/// Issue 25 (ADR 0063 for lease sets): a lease set's series carry the
+/// `backend` label its claims name, and exist (0 held, 0 won) from the
+/// set's start, before any key is asked; per-key campaigns that do not
+/// name their backend are labelled `custom`.
+#[test]
+fn lease_set_series_carry_the_backend_label_from_the_start() {
+    let r = TestRecorder::new();
+    run(&r, || async {
+        let b = MemoryBackend::new();
+        b.set_lease(Some(secs(3.0)));
+        let set = LeaseSet::new(b.keys("node-d").unwrap());
+        let labels = [("set", "node-d"), ("backend", "memory")];
+        assert_eq!(r.gauge(HELD, &labels), Some(0.0), "{:?}", r.series());
+        assert_eq!(r.counter(KEYS_WON, &labels), 0);
+        assert!(set.ask("shard-1").await.unwrap());
+        b.revoke("shard-1");
+        sleep(secs(1.5)).await;
+        assert_eq!(
+            r.counter(
+                KEYS_LOST,
+                &[
+                    ("set", "node-d"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
+            1
+        );
+        assert!(
+            !r.histogram(SET_RENEWAL, &labels).is_empty(),
+            "{:?}",
+            r.series()
+        );
+        let unlabelled: Vec<String> = r
+            .series()
+            .into_iter()
+            .filter(|s| s.starts_with("election_lease_set") && !s.contains("backend=\"memory\""))
+            .collect();
+        assert!(unlabelled.is_empty(), "without the backend: {unlabelled:?}");
+        set.close().await;
+
+        let me = Identity::new("node-e").unwrap();
+        let claims = b.clone();
+        let custom = LeaseSet::new(PerKeyClaims::new(me.clone(), move |key| {
+            claims.claim(key.as_str(), me.as_str())
+        }));
+        assert_eq!(
+            r.gauge(HELD, &[("set", "node-e"), ("backend", "custom")]),
+            Some(0.0),
+            "{:?}",
+            r.series()
+        );
+        custom.close().await;
     });
 }

@@ -399,11 +399,14 @@ impl FileElection {
         }
         let election = self.clone();
         let id = identity.clone();
-        Ok(LeaseSet::new(PerKeyClaims::new(identity, move |key| {
-            election
-                .claim(key.as_str(), id.as_str())
-                .map_err(|e| e.into_core(key))
-        })))
+        Ok(LeaseSet::new(
+            PerKeyClaims::new(identity, move |key| {
+                election
+                    .claim(key.as_str(), id.as_str())
+                    .map_err(|e| e.into_core(key))
+            })
+            .with_backend("file"),
+        ))
     }
 }
 

@@ -153,6 +153,10 @@ impl KeyedClaims for PostgresKeyedClaims {
         self.state.identity()
     }
 
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
     /// The lease's validity (`ttl - margin`) and renewal interval.
     fn renewal(&self) -> Option<RenewalPolicy> {
         election_sql::renewal_policy(&*self.ctx)

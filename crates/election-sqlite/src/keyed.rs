@@ -321,6 +321,10 @@ impl KeyedClaims for SqliteKeyedClaims {
         self.state.identity()
     }
 
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
     /// The lease's validity (`ttl - margin`) and renewal interval; a failed
     /// renewal is retried after a quarter of the interval.
     fn renewal(&self) -> Option<RenewalPolicy> {

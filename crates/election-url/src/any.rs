@@ -452,6 +452,7 @@ impl Backend {
                         .claim(key.as_str(), who.as_str())
                         .map_err(|e| e.into_core(key))
                 })
+                .with_backend("file")
                 .with_poll_interval(poll)?;
                 Ok(AnyLeaseSet::File(LeaseSet::new(claims)))
             }

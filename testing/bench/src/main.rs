@@ -12,6 +12,7 @@
 //! `election-bench helper lock PATH` is the bare OFD lock holder the
 //! cross-process floors start (see [`helper`]).
 
+mod balance;
 mod cli;
 mod fencing;
 mod file;
@@ -95,9 +96,16 @@ const BUILD: [&str; 9] = [
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 9] = [
-    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "cli", "postgres",
+const GROUPS: [&str; 10] = [
+    "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "balance", "cli",
+    "postgres",
 ];
+/// Keys of the balanced-set convergence figures (issue 25).
+const BALANCE_KEYS: usize = 1000;
+/// Rounds of join, leave, join, crash per backend.
+const BALANCE_ROUNDS: usize = 3;
+/// Rounds with `--quick`.
+const BALANCE_ROUNDS_QUICK: usize = 1;
 /// Parts of a group, selectable with `--only` but not run by default (their
 /// group runs them): `postgres-fence`, the PostgreSQL fenced-write rows.
 const PARTS: [&str; 1] = ["postgres-fence"];
@@ -390,6 +398,33 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         leases::notes(counts, &mut notes)?;
         leases::sqlite_notes(counts, dir, &mut notes)?;
     }
+    if o.wants("balance") {
+        let node_bin = target.join("release").join("lease-set-node");
+        if !node_bin.is_file() {
+            return Err(format!(
+                "{} is missing: run `cargo {}` first (or `cargo xtask bench`)",
+                node_bin.display(),
+                BUILD.join(" ")
+            )
+            .into());
+        }
+        let counts = balance::Counts {
+            keys: BALANCE_KEYS,
+            rounds: if o.quick {
+                BALANCE_ROUNDS_QUICK
+            } else {
+                BALANCE_ROUNDS
+            },
+            cpu_keys: LEASE_KEYS,
+            window: if o.quick {
+                LEASE_WINDOW_QUICK
+            } else {
+                LEASE_WINDOW
+            },
+        };
+        balance::notes(dir, &node_bin, &log, counts, &mut notes)
+            .map_err(|e| with_log_tail(e, &log))?;
+    }
 
     if o.wants("postgres") {
         let setup = postgres::Setup {
@@ -422,7 +457,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             "{in_process} in-process campaigns, lock floors and file-fence ops \
              (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
              each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
-             (+{warm} warm-up){}{}{}{}{}",
+             (+{warm} warm-up){}{}{}{}{}{}",
             if o.wants("sqlite") {
                 format!(
                     "; SQLite: {in_process} in-process campaigns, renewals and fenced \
@@ -450,6 +485,35 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     n.handover_warm,
                     n.failovers,
                     n.failover_warm
+                )
+            } else {
+                String::new()
+            },
+            if o.wants("balance") {
+                format!(
+                    "; balanced lease sets, each backend: {} round(s) of join, clean leave, \
+                     join, SIGKILL with {BALANCE_KEYS} keys and up to 4 members, then \
+                     {LEASE_KEYS} keys over 4 members for a {} s CPU window{}",
+                    if o.quick {
+                        BALANCE_ROUNDS_QUICK
+                    } else {
+                        BALANCE_ROUNDS
+                    },
+                    if o.quick {
+                        LEASE_WINDOW_QUICK
+                    } else {
+                        LEASE_WINDOW
+                    }
+                    .as_secs(),
+                    if o.quick {
+                        format!(
+                            " (--quick: {BALANCE_ROUNDS_QUICK} round instead of {BALANCE_ROUNDS}, a {} s window instead of {} s)",
+                            LEASE_WINDOW_QUICK.as_secs(),
+                            LEASE_WINDOW.as_secs()
+                        )
+                    } else {
+                        String::new()
+                    }
                 )
             } else {
                 String::new()

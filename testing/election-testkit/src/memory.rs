@@ -779,6 +779,10 @@ impl KeyedClaims for MemoryKeys {
         &self.identity
     }
 
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
     fn renewal(&self) -> Option<RenewalPolicy> {
         let lease = self.backend.lock().lease?;
         RenewalPolicy::new(lease, lease / 3).ok()

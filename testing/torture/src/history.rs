@@ -450,11 +450,16 @@ pub enum FaultKind {
     /// `hardlink` (`--elect`, SQLite): a second hard link to the
     /// election's database; a candidate started on it for 3 TTLs.
     HardLink,
+    /// `join` (`--lease-sets`): a new member joins the balanced group.
+    Join,
+    /// `leave` (`--lease-sets`): a member leaves the group cleanly (stops
+    /// its membership, closes its set, exits).
+    Leave,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 25] = [
+    pub const ALL: [FaultKind; 27] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -480,6 +485,8 @@ impl FaultKind {
         FaultKind::FenceFiles,
         FaultKind::FenceRows,
         FaultKind::HardLink,
+        FaultKind::Join,
+        FaultKind::Leave,
     ];
 
     /// The kind's word in a history line.
@@ -510,6 +517,8 @@ impl FaultKind {
             FaultKind::FenceFiles => "fencefiles",
             FaultKind::FenceRows => "fencerows",
             FaultKind::HardLink => "hardlink",
+            FaultKind::Join => "join",
+            FaultKind::Leave => "leave",
         }
     }
 }

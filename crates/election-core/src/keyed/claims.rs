@@ -68,6 +68,23 @@ pub trait KeyedClaims: Send + Sync + 'static {
     /// ```
     fn identity(&self) -> &Identity;
 
+    /// A short name of the backend (`"file"`, `"sqlite"`, `"postgres"`,
+    /// `"nats"`, `"memory"`), the `backend` label of every metric the
+    /// core records for a lease set over these claims (as
+    /// [`Claim::backend`](crate::Claim::backend) for a term); `"custom"`
+    /// by default.
+    ///
+    /// ```
+    /// use election_core::KeyedClaims;
+    /// use election_testkit::memory::MemoryBackend;
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// assert_eq!(MemoryBackend::new().keys("node-a")?.backend(), "memory");
+    /// # Ok(()) }
+    /// ```
+    fn backend(&self) -> &'static str {
+        "custom"
+    }
+
     /// How held keys are renewed, or `None` (the default) when holds do not
     /// expire or renew themselves (locks, [`PerKeyClaims`](crate::PerKeyClaims)).
     ///

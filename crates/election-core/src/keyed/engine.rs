@@ -118,7 +118,7 @@ pub(crate) async fn drive<K: KeyedClaims>(
     mut guards: watch::Receiver<Guards>,
 ) {
     lock(&shared.holds).set_policy(backend.renewal());
-    let metrics = RenewalMetrics::set(shared.metrics.set.clone());
+    let metrics = RenewalMetrics::set(shared.metrics.set.clone(), shared.metrics.backend);
     let mut waiting: Option<Waiting> = None;
     loop {
         let closing = guards.borrow().stop();
@@ -306,13 +306,14 @@ enum RecordStep {
 }
 
 impl Holds {
-    /// The holds of a set whose metrics carry the label `set`.
-    pub(crate) fn new(set: &str) -> Self {
+    /// The holds of a set whose metrics carry the labels `set` and
+    /// `backend`.
+    pub(crate) fn new(set: &str, backend: &'static str) -> Self {
         Holds {
             keys: papaya::HashMap::default(),
             holds: Mutex::default(),
             wake: Notify::new(),
-            metrics: SetMetrics::new(set),
+            metrics: SetMetrics::new(set, backend),
             events: Subscribers::new(),
             #[cfg(test)]
             record_hook: Mutex::default(),
@@ -567,7 +568,7 @@ mod tests {
     /// Returns whether the key reads held after both, and what a close
     /// would release.
     fn loss_at(step: RecordStep) -> (bool, bool, Vec<HeldKey>) {
-        let holds = Arc::new(Holds::new("loss-race"));
+        let holds = Arc::new(Holds::new("loss-race", "memory"));
         let name = ElectionName::new("shard-1").unwrap();
         let state = Arc::new(KeyState::new(name.clone(), Origin::now()));
         let epoch = Epoch::new(7).unwrap();
@@ -648,7 +649,7 @@ mod tests {
         fn no_key_reads_held_after_its_loss_and_none_is_released(
             ops in proptest::collection::vec(op(), 1..40)
         ) {
-            let holds = Holds::new("loss-model");
+            let holds = Holds::new("loss-model", "memory");
             let me = Identity::new("node-a").unwrap();
             let states: Vec<Arc<KeyState>> = (0..3)
                 .map(|i| Arc::new(KeyState::new(ElectionName::new(format!("k{i}")).unwrap(), Origin::now())))

@@ -172,7 +172,7 @@ impl<K: KeyedClaims> LeaseSet<K> {
     pub fn new(backend: K) -> Self {
         let backend = Arc::new(backend);
         let shared = Arc::new(Shared {
-            holds: Arc::new(Holds::new(backend.identity().as_str())),
+            holds: Arc::new(Holds::new(backend.identity().as_str(), backend.backend())),
             closed: AtomicBool::new(false),
             origin: Origin::now(),
             guards: watch::channel(Guards::default()).0,

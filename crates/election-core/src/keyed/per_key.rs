@@ -27,6 +27,7 @@ type MakeClaim<C> = Box<dyn Fn(&ElectionName) -> Result<C, Error> + Send + Sync>
 /// [`KeyedClaims`].
 pub struct PerKeyClaims<C: Claim> {
     identity: Identity,
+    backend: &'static str,
     make: MakeClaim<C>,
     poll_interval: Duration,
     candidates: Mutex<HashMap<ElectionName, Arc<Candidate<C>>>>,
@@ -78,6 +79,7 @@ impl<C: Claim> PerKeyClaims<C> {
     ) -> Self {
         PerKeyClaims {
             identity,
+            backend: "custom",
             make: Box::new(make),
             poll_interval: DEFAULT_POLL_INTERVAL,
             candidates: Mutex::new(HashMap::new()),
@@ -89,6 +91,28 @@ impl<C: Claim> PerKeyClaims<C> {
                 woken: tokio::sync::Notify::new(),
             }),
         }
+    }
+
+    /// Names the backend whose claims `make` makes (`"file"`, ...): the
+    /// `backend` label of the lease set's metrics
+    /// ([`KeyedClaims::backend`]); `"custom"` if not named.
+    ///
+    /// ```
+    /// use election_core::{Identity, KeyedClaims, PerKeyClaims};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let me = Identity::new("node-a")?;
+    /// let keys = PerKeyClaims::new(me.clone(), move |key| backend.claim(key.as_str(), me.as_str()))
+    ///     .with_backend("memory");
+    /// assert_eq!(keys.backend(), "memory");
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_backend(mut self, backend: &'static str) -> Self {
+        self.backend = backend;
+        self
     }
 
     /// Sets each key's campaign poll interval (see
@@ -220,6 +244,10 @@ async fn mirror(state: &TermState, key: &ElectionName, reporter: HoldReporter) {
 impl<C: Claim> KeyedClaims for PerKeyClaims<C> {
     fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        self.backend
     }
 
     fn start(&self, reporter: HoldReporter) {

@@ -111,6 +111,10 @@ impl KeyedClaims for NatsKeyedClaims {
         &self.steps.identity
     }
 
+    fn backend(&self) -> &'static str {
+        "nats"
+    }
+
     /// The session's: one renewal (of the session) for every key held.
     fn renewal(&self) -> Option<RenewalPolicy> {
         Some(self.steps.policy)

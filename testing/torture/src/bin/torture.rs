@@ -5,6 +5,7 @@
 //!     [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
 //!     [--faults kill,stop,...] [--out DIR] [--unsafe] [--candidate-bin PATH]
 //!     [--elect [--elect-bin PATH] [--command-bin PATH]]
+//!     [--lease-sets [--keys 16] [--every-ms 200] [--write-every-ms 50] [--member-bin PATH]]
 //! torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
 //! ```
 //!
@@ -18,12 +19,18 @@
 //! command (`torture-command`) writes through the fence; the default mix is
 //! the deployment's faults (`supkill`, `supstop`, `groupstop`, `fencefiles`
 //! or `fencerows` and `hardlink`, with `kill`, `stop`, `resign`).
+//!
+//! `--lease-sets` (every backend): the candidates are balanced lease-set
+//! members (`torture-member`, at most `--candidates`, one fewer at the
+//! start) offering `--keys` keys, each key written through its own fence;
+//! the faults are `join`, `leave` (clean), `kill` and `stop`; the checker
+//! runs per key (`torture::check::check_keys`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use torture::check::{CheckOptions, check_dir};
+use torture::check::{CheckOptions, check_dir, check_keys};
 use torture::orchestrate::{self, Fault, Plan, Target};
 use torture::resource::{ResourceSpec, read_records};
 
@@ -35,11 +42,17 @@ usage:
                 recreate,maxage,rollback,node,meta]
       [--out DIR] [--unsafe] [--candidate-bin PATH]
       [--elect [--elect-bin PATH] [--command-bin PATH]]
+      [--lease-sets [--keys 16] [--every-ms 200] [--write-every-ms 50] [--member-bin PATH]]
   torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
 
 --elect (file, sqlite): candidates are `elect run` processes whose command
 writes through the fence; faults supkill, supstop, groupstop, fencefiles
 (file), fencerows and hardlink (sqlite), with kill, stop and resign.
+
+--lease-sets (every backend): candidates are balanced lease-set members
+(torture-member) that join, leave, are killed and stopped (faults join,
+leave, kill, stop) while every key is written through its own fence; the
+checker runs per key.
 
 Faults default to every kind that applies to the backend (and mode). The seed defaults
 to a random one (printed). --out defaults to a new directory under
@@ -78,6 +91,11 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     let mut elect = false;
     let mut elect_bin = sibling("elect");
     let mut command_bin = sibling("torture-command");
+    let mut lease_sets = false;
+    let mut keys = 16;
+    let mut every = Duration::from_millis(200);
+    let mut write_every = Duration::from_millis(50);
+    let mut member_bin = sibling("torture-member");
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         if flag == "--unsafe" {
@@ -86,6 +104,10 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
         }
         if flag == "--elect" {
             elect = true;
+            continue;
+        }
+        if flag == "--lease-sets" {
+            lease_sets = true;
             continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -126,6 +148,15 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
             "--candidate-bin" => bin = PathBuf::from(value),
             "--elect-bin" => elect_bin = PathBuf::from(value),
             "--command-bin" => command_bin = PathBuf::from(value),
+            "--member-bin" => member_bin = PathBuf::from(value),
+            "--keys" => {
+                keys = value.parse().map_err(|_| format!("bad count {value:?}"))?;
+                if !(1..=1000).contains(&keys) {
+                    return Err("--keys must be 1 to 1000".into());
+                }
+            }
+            "--every-ms" => every = ms(value)?,
+            "--write-every-ms" => write_every = ms(value)?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -137,11 +168,19 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     if elect && !backend.has_elect_mode() {
         return Err(format!("--elect runs on file and sqlite, not {backend}"));
     }
+    if elect && lease_sets {
+        return Err("--elect and --lease-sets do not go together".into());
+    }
+    if lease_sets && candidates < 3 {
+        return Err("--lease-sets needs --candidates 3 or more (two stay alive, one joins)".into());
+    }
     if elect && unsafe_mode {
         return Err("--elect and --unsafe do not go together".into());
     }
     let faults = faults.unwrap_or_else(|| {
-        if elect {
+        if lease_sets {
+            backend.lease_set_faults()
+        } else if elect {
             backend.elect_faults()
         } else {
             backend.faults()
@@ -151,14 +190,22 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
         return Err("--faults is empty".into());
     }
     let allows = |f: Fault| {
-        if elect {
+        if lease_sets {
+            backend.allows_lease_sets(f)
+        } else if elect {
             backend.allows_elect(f)
         } else {
             backend.allows(f)
         }
     };
     if let Some(f) = faults.iter().find(|f| !allows(**f)) {
-        let mode = if elect { " with --elect" } else { "" };
+        let mode = if lease_sets {
+            " with --lease-sets"
+        } else if elect {
+            " with --elect"
+        } else {
+            ""
+        };
         return Err(format!(
             "fault {f} does not apply to the {backend} backend{mode}"
         ));
@@ -172,7 +219,13 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
         let at = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let mode = if elect { "elect-" } else { "" };
+        let mode = if lease_sets {
+            "sets-"
+        } else if elect {
+            "elect-"
+        } else {
+            ""
+        };
         PathBuf::from("target/torture").join(format!("{mode}{backend}-{seed}-{at}"))
     });
     if out.exists() {
@@ -195,11 +248,20 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
             elect: elect_bin,
             command: command_bin,
         }),
+        lease_sets: lease_sets.then_some(orchestrate::LeaseSets {
+            keys,
+            every,
+            write_every,
+            member_bin,
+        }),
     })
 }
 
 async fn run(args: &[String]) -> Result<bool, String> {
     let plan = parse_run(args)?;
+    if let Some(sets) = &plan.lease_sets {
+        return run_lease_sets(&plan, sets).await;
+    }
     println!(
         "torture: {}{} for {:?}, seed {}, {} candidates, TTL {:?}, faults {}; in {}",
         plan.backend,
@@ -230,6 +292,56 @@ async fn run(args: &[String]) -> Result<bool, String> {
     options.command = Some(plan.command());
     let report = check_dir(&plan.out, &records, &options)
         .map_err(|e| format!("reading the histories: {e}"))?;
+    println!("{report}");
+    println!(
+        "torture: faults injected: {}",
+        ran.faults
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if !report.is_safe() {
+        println!("torture: FAILED; reproduce with: {}", plan.command());
+    }
+    Ok(report.is_safe())
+}
+
+/// `--lease-sets`: the run, then the checker per key.
+async fn run_lease_sets(plan: &Plan, sets: &orchestrate::LeaseSets) -> Result<bool, String> {
+    println!(
+        "torture: lease sets on {} for {:?}, seed {}, up to {} members, {} keys, TTL {:?}, every {:?}, faults {}; in {}",
+        plan.backend,
+        plan.duration,
+        plan.seed,
+        plan.candidates,
+        sets.keys,
+        plan.ttl,
+        sets.every,
+        plan.faults
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        plan.out.display()
+    );
+    let ran = orchestrate::lease_sets::run(plan, sets)
+        .await
+        .map_err(|e| format!("the run failed: {e}"))?;
+    let out = std::path::absolute(&plan.out).map_err(|e| e.to_string())?;
+    let mut records = std::collections::BTreeMap::new();
+    for key in orchestrate::lease_sets::key_names(sets.keys) {
+        let spec = orchestrate::lease_sets::key_resource(&out, &key);
+        let read = read_records(&spec)
+            .await
+            .map_err(|e| format!("reading the resource of {key}: {e}"))?;
+        records.insert(key, read);
+    }
+    let mut options = CheckOptions::new(plan.liveness_bound());
+    options.seed = Some(plan.seed);
+    options.command = Some(plan.command());
+    let report =
+        check_keys(&out, &records, &options).map_err(|e| format!("reading the histories: {e}"))?;
     println!("{report}");
     println!(
         "torture: faults injected: {}",

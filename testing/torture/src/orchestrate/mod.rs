@@ -8,6 +8,7 @@
 
 mod candidates;
 mod faults;
+pub mod lease_sets;
 pub mod proxy;
 
 use std::fmt;
@@ -125,12 +126,30 @@ impl Target {
             }
     }
 
+    /// Whether `fault` can be injected in `--lease-sets` mode (every
+    /// backend): members join, leave cleanly, are killed (SIGKILL) or
+    /// stopped past the TTL (SIGSTOP).
+    pub fn allows_lease_sets(self, fault: Fault) -> bool {
+        use Fault::*;
+        matches!(fault, Join | Leave | Kill | Stop)
+    }
+
+    /// The default mix of `--lease-sets` mode.
+    pub fn lease_set_faults(self) -> Vec<Fault> {
+        Fault::ALL
+            .into_iter()
+            .filter(|&f| self.allows_lease_sets(f))
+            .collect()
+    }
+
     /// Whether `fault` can be injected on this backend.
     pub fn allows(self, fault: Fault) -> bool {
         use Fault::*;
         match fault {
             // `--elect` mode only.
             SupKill | SupStop | GroupStop | FenceFiles | FenceRows | HardLink => false,
+            // `--lease-sets` mode only.
+            Join | Leave => false,
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
             Clock => matches!(self, Target::Sqlite | Target::Postgres),
             RowDelete => matches!(self, Target::Sqlite | Target::Postgres),
@@ -188,6 +207,22 @@ pub struct Plan {
     pub candidate_bin: PathBuf,
     /// `--elect` mode: candidates are `elect run` processes.
     pub elect: Option<ElectBins>,
+    /// `--lease-sets` mode: candidates are balanced lease-set members.
+    pub lease_sets: Option<LeaseSets>,
+}
+
+/// The settings of `--lease-sets` mode: `candidates` is the most members
+/// at once; the run starts with one fewer, so one can join.
+#[derive(Clone, Debug)]
+pub struct LeaseSets {
+    /// How many keys every member offers.
+    pub keys: usize,
+    /// How often a member rereads the group.
+    pub every: Duration,
+    /// How often a member writes each key it holds.
+    pub write_every: Duration,
+    /// `torture-member`.
+    pub member_bin: PathBuf,
 }
 
 /// The binaries of `--elect` mode.
@@ -202,7 +237,9 @@ pub struct ElectBins {
 impl Plan {
     /// Whether `fault` can be injected in this plan's mode and backend.
     pub fn allows(&self, fault: Fault) -> bool {
-        if self.elect.is_some() {
+        if self.lease_sets.is_some() {
+            self.backend.allows_lease_sets(fault)
+        } else if self.elect.is_some() {
             self.backend.allows_elect(fault)
         } else {
             self.backend.allows(fault)
@@ -217,6 +254,13 @@ impl Plan {
         // `--elect` mode: an exited `elect` is started again between
         // faults, and then campaigns from its start.
         let slack = Duration::from_secs(if self.elect.is_some() { 10 } else { 5 });
+        // `--lease-sets`: a crashed member's keys move once its membership
+        // slot is reaped (its lease judged run out: a TTL and more) and
+        // the others see it (`every`), then claim.
+        let slack = match &self.lease_sets {
+            Some(sets) => slack + 2 * self.ttl + sets.every,
+            None => slack,
+        };
         match self.backend {
             Target::File => slack,
             Target::Sqlite => self.ttl + self.renew + 2 * self.poll + slack,
@@ -269,7 +313,15 @@ impl Plan {
             faults.join(","),
             if self.unsafe_mode { " --unsafe" } else { "" },
             if self.elect.is_some() { " --elect" } else { "" }
-        )
+        ) + &match &self.lease_sets {
+            Some(sets) => format!(
+                " --lease-sets --keys {} --every-ms {} --write-every-ms {}",
+                sets.keys,
+                sets.every.as_millis(),
+                sets.write_every.as_millis()
+            ),
+            None => String::new(),
+        }
     }
 }
 
@@ -991,6 +1043,8 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     log(FaultEvent::fault_or_heal(false, fault, &name, ""));
                 }
             }
+            // `--lease-sets` mode's (`lease_sets::run`); never drawn here.
+            Fault::Join | Fault::Leave => {}
             Fault::Node | Fault::Meta => {
                 if let Servers::Cluster(cluster) = &mut servers {
                     let node = if fault == Fault::Meta {
@@ -1157,7 +1211,7 @@ mod tests {
             assert!(
                 ALL_BACKENDS
                     .iter()
-                    .any(|b| b.allows(kind) || b.allows_elect(kind)),
+                    .any(|b| b.allows(kind) || b.allows_elect(kind) || b.allows_lease_sets(kind)),
                 "{kind}"
             );
         }
@@ -1183,6 +1237,18 @@ mod tests {
         }
         for kind in [SupKill, SupStop, GroupStop, FenceFiles, FenceRows, HardLink] {
             assert!(ALL_BACKENDS.iter().all(|b| !b.allows(kind)), "{kind}");
+        }
+    }
+
+    /// `--lease-sets` mode: members join, leave, are killed and stopped,
+    /// on every backend; its kinds are no other mode's.
+    #[test]
+    fn lease_set_mixes_hold_join_leave_kill_stop() {
+        use Fault::*;
+        for backend in ALL_BACKENDS {
+            assert_eq!(backend.lease_set_faults(), vec![Kill, Stop, Join, Leave]);
+            assert!(!backend.allows(Join) && !backend.allows(Leave), "{backend}");
+            assert!(!backend.allows_elect(Join) && !backend.allows_elect(Leave));
         }
     }
 }
