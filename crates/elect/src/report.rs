@@ -178,6 +178,7 @@ mod tests {
             since: Some(at(1_000)),
             renewed: Some(at(5_000)),
             ttl: Some(Duration::from_secs(2)),
+            value: None,
         };
         let live = leader_text_at(Some(&leader), at(6_000));
         assert_eq!(

@@ -267,6 +267,7 @@ pub(crate) fn leader_of(
         // no renewal time to show.
         renewed: None,
         ttl: None,
+        value: None,
     }))
 }
 

@@ -144,6 +144,7 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
             ttl_ms,
             acquired_unix_ms: acquired,
             renewed_unix_ms: None,
+            value: None,
         }),
         _ => None,
     };
@@ -374,6 +375,7 @@ mod tests {
                 ttl_ms: 1000,
                 acquired_unix_ms: None,
                 renewed_unix_ms: None,
+                value: None,
             }),
             recorded: recorded.map(|epoch| Recorded {
                 epoch,
