@@ -107,6 +107,17 @@ fn check(name: &str, row: Row) -> Result<Row, Error> {
 
 type RawRow = (Option<String>, i64, i64, i64, Option<i64>, Option<i64>);
 
+/// A read of the leader as stored: [`RawRow`] and the value.
+type LeaderRow = (
+    Option<String>,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
+
 /// A read of the leader: the row and the value of its current term
 /// (ADR 0068).
 const SELECT: &str = "SELECT holder, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms,
@@ -143,15 +154,7 @@ pub(crate) async fn read(
     } else {
         SELECT_WITHOUT_VALUES
     };
-    let raw: Option<(
-        Option<String>,
-        i64,
-        i64,
-        i64,
-        Option<i64>,
-        Option<i64>,
-        Option<String>,
-    )> = sqlx::query_as(select)
+    let raw: Option<LeaderRow> = sqlx::query_as(select)
         .bind(name)
         .fetch_optional(pool)
         .await?;
