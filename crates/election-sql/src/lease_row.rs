@@ -292,7 +292,7 @@ impl Found {
     /// ```
     /// use election_sql::lease_row::{Found, Recorded, Row};
     ///
-    /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None, renewed_unix_ms: None };
+    /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None, renewed_unix_ms: None, value: None };
     /// assert_eq!(Found::of(Some(&row), None), Found::Vacant); // released
     /// assert_eq!(Found::of(None, None), Found::Fresh); // never held
     /// let recorded = Recorded { epoch: 7, ttl_ms: 10_000 };
