@@ -300,6 +300,14 @@ fn slots(s: &str) -> Result<u32, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `--value`: a value too long or with a control character is a usage
+/// error (64), said by clap.
+fn leader_value(s: &str) -> Result<String, String> {
+    election_core::LeaderValue::new(s)
+        .map(|v| v.as_str().to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// `--identity`: a bad identity is a usage error (64), said by clap.
 fn identity(s: &str) -> Result<String, String> {
     election_core::Identity::new(s)
@@ -369,6 +377,13 @@ pub(crate) struct RunArgs {
     /// without slots, or a slot at or above N held, is refused (78).
     #[arg(long, value_name = "N", value_parser = slots)]
     pub(crate) slots: Option<u32>,
+    /// Publish VALUE with the term once elected, before COMMAND starts
+    /// (its address, a config version): `elect leader` and `elect
+    /// observe` show it with the term, and a new term begins without it.
+    /// One line of text, at most 1024 bytes. To change it while leading,
+    /// use the library (`Term::proclaim`).
+    #[arg(long, value_name = "VALUE", value_parser = leader_value)]
+    pub(crate) value: Option<String>,
     /// Exit code when not elected (--no-wait, --timeout).
     #[arg(long, short = 'E', value_name = "N", default_value_t = crate::exit::NOT_ELECTED)]
     pub(crate) conflict_exit_code: u8,

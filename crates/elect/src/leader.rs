@@ -115,7 +115,7 @@ fn pending_line(name: &str, l: &Leader, json: bool) -> String {
 fn same(a: Option<&Leader>, b: Option<&Leader>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => a.identity == b.identity && a.epoch == b.epoch,
+        (Some(a), Some(b)) => a.shows_same(b),
         _ => false,
     }
 }

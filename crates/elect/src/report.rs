@@ -65,6 +65,9 @@ fn leader_json_at(leader: Option<&Leader>, now: SystemTime) -> Value {
         None => Value::Null,
         Some(l) => {
             let mut v = json!({ "identity": l.identity.as_str(), "epoch": l.epoch.get() });
+            if let Some(value) = &l.value {
+                v["value"] = json!(value.as_str());
+            }
             if let Some(since) = l.since {
                 v["since_unix_ms"] = json!(unix_ms(since));
                 v["since"] = json!(utc(since));
@@ -82,7 +85,7 @@ fn leader_json_at(leader: Option<&Leader>, now: SystemTime) -> Value {
     }
 }
 
-/// A leader for people: `led by ID in term N (since ..., last renewed
+/// A leader for people: `led by ID in term N[, value "V"] (since ..., last renewed
 /// ...)`, with `; presumed dead: ...` once its lease ran out by this
 /// host's clock, or `no leader`.
 pub(crate) fn leader_text(leader: Option<&Leader>) -> String {
@@ -94,6 +97,9 @@ fn leader_text_at(leader: Option<&Leader>, now: SystemTime) -> String {
         None => "no leader".to_owned(),
         Some(l) => {
             let mut s = format!("led by {} in term {}", l.identity, l.epoch);
+            if let Some(value) = &l.value {
+                s.push_str(&format!(", value {:?}", value.as_str()));
+            }
             let mut times = Vec::new();
             if let Some(since) = l.since {
                 times.push(format!("since {}", utc(since)));
@@ -178,6 +184,7 @@ mod tests {
             since: Some(at(1_000)),
             renewed: Some(at(5_000)),
             ttl: Some(Duration::from_secs(2)),
+            value: None,
         };
         let live = leader_text_at(Some(&leader), at(6_000));
         assert_eq!(

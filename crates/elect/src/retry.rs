@@ -215,6 +215,7 @@ mod tests {
             since: None,
             renewed: None,
             ttl: None,
+            value: None,
         }));
         assert!(r.gave_up(None, &leads).is_none());
         // The look itself fails: that is the cause.

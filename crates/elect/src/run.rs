@@ -357,6 +357,18 @@ async fn elected<C: Claim>(
             json!({ "name": name.as_str(), "slot": s, "identity": identity.as_str(), "epoch": term.epoch().get() }),
         ),
     }
+    if let Some(value) = &args.value {
+        // Published before COMMAND starts, conditional on the term (ADR
+        // 0068); a term that cannot publish it is given up (dropped).
+        if let Err(e) = term.proclaim(value).await {
+            return Err(crate::slots::failure(e));
+        }
+        report.event(
+            "proclaimed",
+            &format!("proclaimed: {name}, term {}, value {value:?}", term.epoch()),
+            json!({ "name": name.as_str(), "epoch": term.epoch().get(), "value": value }),
+        );
+    }
     let lock = lock_path(term.name().as_str()).and_then(|p| locked_claim_file(&p));
     let group = groups
         .as_ref()

@@ -354,6 +354,7 @@ mod tests {
             since: None,
             renewed: None,
             ttl: None,
+            value: None,
         };
         assert_eq!(slot_text(0, Some(&l)), "slot 0: held by h/1 in term 7");
         let j = slot_json("w", 0, 2, Some(&l));

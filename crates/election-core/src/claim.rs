@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{ElectionName, Epoch, Error, Identity, Leader, TermReporter};
+use crate::{ConfigError, ElectionName, Epoch, Error, Identity, Leader, LeaderValue, TermReporter};
 
 /// A claim won by [`Claim::try_claim`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -394,6 +394,55 @@ pub trait Claim: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let _ = attempt;
         async { Ok(()) }
+    }
+
+    /// Publishes `value` for the term this attempt won
+    /// ([`Term::proclaim`](crate::Term::proclaim)), so that
+    /// [`leader`](Claim::leader) and every observer show it, without a new
+    /// term (ADR 0068). Called only while the term is live, never after a
+    /// loss or an end.
+    ///
+    /// Must be conditional on this attempt still holding the term it won,
+    /// with that epoch, in one atomic step of the backend: a proclaim of a
+    /// deposed holder (its lease expired and taken over, its claim file
+    /// replaced) must never show, least of all over the new holder's value.
+    /// A term begins without a value: a value never outlives its term.
+    ///
+    /// Failure model: [`Error::NotHeld`] (or [`Error::HeldElsewhere`]) when
+    /// the backend shows the term taken or ended (the core then marks the
+    /// term lost); [`Error::Unavailable`] / [`Error::OutcomeUnknown`] when
+    /// it cannot tell (the value may or may not show). The default answers
+    /// [`ConfigError::Unsupported`]: a custom backend without a place for
+    /// a value.
+    ///
+    /// ```
+    /// use election_core::{Candidate, LeaderValue};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// let term = candidate.campaign().await?;
+    /// term.proclaim("10.0.3.17:8443").await?; // calls Claim::proclaim
+    /// let leader = candidate.leader().await?.ok_or("nobody leads")?;
+    /// assert_eq!(leader.value, Some(LeaderValue::new("10.0.3.17:8443")?));
+    /// term.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    fn proclaim(
+        &self,
+        attempt: &mut Self::Attempt,
+        value: &LeaderValue,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (attempt, value);
+        let backend = self.backend();
+        async move {
+            Err(Error::Config(ConfigError::Unsupported {
+                what: "proclaim (publishing a value of the term)",
+                backend,
+            }))
+        }
     }
 
     /// Gives a won claim up on resign. Never called after a loss (rule 3).

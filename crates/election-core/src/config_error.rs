@@ -56,6 +56,22 @@ pub enum ConfigError {
         /// What was seen held, and by whom.
         seen: String,
     },
+    /// A leader value ([`LeaderValue`](crate::LeaderValue)) longer than
+    /// the bound.
+    ValueTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The bound, [`LeaderValue::MAX_LEN`](crate::LeaderValue::MAX_LEN).
+        max: usize,
+    },
+    /// The backend does not offer this operation (a custom backend that
+    /// does not implement it).
+    Unsupported {
+        /// The operation, e.g. `"proclaim"`.
+        what: &'static str,
+        /// The backend ([`Claim::backend`](crate::Claim::backend)).
+        backend: &'static str,
+    },
 }
 
 impl std::fmt::Display for ConfigError {
@@ -86,6 +102,13 @@ impl std::fmt::Display for ConfigError {
                     "election {name} is used otherwise than without slots: {seen}"
                 ),
             },
+            ConfigError::ValueTooLong { len, max } => write!(
+                f,
+                "the leader value is {len} bytes long, more than the {max} a term may publish"
+            ),
+            ConfigError::Unsupported { what, backend } => {
+                write!(f, "the {backend} backend does not support {what}")
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use futures::Stream;
 
 #[cfg(doc)]
 use crate::LeaseSet;
-use crate::{Candidate, Claim, Epoch, Error, Identity, Leader};
+use crate::{Candidate, Claim, Error, Leader};
 
 /// What every backend's façade (`FileElection`, `SqliteElection`,
 /// `NatsElection`) offers, so a tool can be written once for any backend:
@@ -102,9 +102,10 @@ pub trait Election: Send + Sync {
     fn leader(&self, name: &str) -> impl Future<Output = Result<Option<Leader>, Error>> + Send;
 
     /// Every change of leadership of election `name`: the current state
-    /// first, then each change (a new term: `Some`; a vacancy: `None`).
-    /// Repeats of the same term (same identity and epoch) are not
-    /// reported. A holder whose lease ran out without a renewal
+    /// first, then each change (a new term or a new
+    /// [`value`](Leader::value) of the term: `Some`; a vacancy: `None`).
+    /// Repeats (same identity, epoch and value: [`Leader::shows_same`])
+    /// are not reported. A holder whose lease ran out without a renewal
     /// ([`Leader::presumed_dead_at`] this process's wall clock; a
     /// SIGKILLed holder on SQLite or PostgreSQL) is reported as a vacancy,
     /// as NATS reports a key that aged out: display only (see
@@ -196,7 +197,7 @@ fn poll_leader<E: Election + ?Sized>(
                     Err(e) => return Some((Err(e), (last, false))),
                     Ok(now) => {
                         let now = vacant_if_presumed_dead(now);
-                        let same = last.as_ref().is_some_and(|l| term_of(l) == term_of(&now));
+                        let same = last.as_ref().is_some_and(|l| shows_same(l, &now));
                         if !same {
                             last = Some(now.clone());
                             return Some((Ok(now), (last, false)));
@@ -229,7 +230,12 @@ pub fn vacant_if_presumed_dead(leader: Option<Leader>) -> Option<Leader> {
     leader.filter(|l| !l.presumed_dead_at(now))
 }
 
-/// Who leads in which term: what tells two reads of the leader apart.
-fn term_of(leader: &Option<Leader>) -> Option<(&Identity, Epoch)> {
-    leader.as_ref().map(|l| (&l.identity, l.epoch))
+/// Whether two reads of the leader show the same ([`Leader::shows_same`],
+/// or both nobody): what tells them apart for an observer.
+fn shows_same(a: &Option<Leader>, b: &Option<Leader>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.shows_same(b),
+        _ => false,
+    }
 }

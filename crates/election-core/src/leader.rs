@@ -1,8 +1,101 @@
-//! [`Leader`]: who leads an election now.
+//! [`Leader`]: who leads an election now, and [`LeaderValue`], what a
+//! term publishes ([`Term::proclaim`](crate::Term::proclaim)).
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::{Epoch, Identity};
+use crate::{ConfigError, Epoch, Identity};
+
+/// What a term publishes while it leads (its address, a configuration
+/// version), set by [`Term::proclaim`](crate::Term::proclaim) and shown by
+/// every reader of the leader ([`Leader::value`]): one line of UTF-8 text
+/// of at most [`LeaderValue::MAX_LEN`] bytes, without control characters
+/// (ADR 0068). The empty string is a value (distinct from none).
+///
+/// ```
+/// use election_core::{ConfigError, LeaderValue};
+///
+/// # fn main() -> Result<(), ConfigError> {
+/// let value = LeaderValue::new("10.0.3.17:8443")?;
+/// assert_eq!(value.as_str(), "10.0.3.17:8443");
+/// assert!(matches!(
+///     LeaderValue::new("x".repeat(LeaderValue::MAX_LEN + 1)),
+///     Err(ConfigError::ValueTooLong { len: 1025, max: 1024 })
+/// ));
+/// assert!(LeaderValue::new("two\nlines").is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LeaderValue(Arc<str>);
+
+impl LeaderValue {
+    /// The largest value, in bytes of UTF-8: 1 KiB, enough for an address
+    /// or a version and small enough for every backend's record (a NATS KV
+    /// value, a file record, an SQL column) and for a renewal to carry it.
+    pub const MAX_LEN: usize = 1024;
+
+    /// Checks and wraps `value`: [`ConfigError::ValueTooLong`] above
+    /// [`MAX_LEN`](LeaderValue::MAX_LEN) bytes, [`ConfigError::BadName`]
+    /// (what: `"leader value"`) for a control character (a line break, a
+    /// NUL, ...).
+    ///
+    /// ```
+    /// use election_core::LeaderValue;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let v = LeaderValue::new("config v42")?;
+    /// assert_eq!(v.to_string(), "config v42");
+    /// # Ok(()) }
+    /// ```
+    pub fn new(value: impl AsRef<str>) -> Result<Self, ConfigError> {
+        let value = value.as_ref();
+        if value.len() > Self::MAX_LEN {
+            return Err(ConfigError::ValueTooLong {
+                len: value.len(),
+                max: Self::MAX_LEN,
+            });
+        }
+        if value.chars().any(char::is_control) {
+            return Err(ConfigError::BadName {
+                what: "leader value",
+                value: value.chars().take(64).collect(),
+                reason: "contains a control character (a value is one line of text)",
+            });
+        }
+        Ok(LeaderValue(value.into()))
+    }
+
+    /// The value as text.
+    ///
+    /// ```
+    /// use election_core::LeaderValue;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// assert_eq!(LeaderValue::new("v1")?.as_str(), "v1");
+    /// # Ok(()) }
+    /// ```
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for LeaderValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for LeaderValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl AsRef<str> for LeaderValue {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
 
 /// Who leads an election now, as [`Claim::leader`](crate::Claim::leader) reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +122,11 @@ pub struct Leader {
     /// lease has run out and a contender takes it over. `None` where
     /// [`renewed`](Leader::renewed) is `None`.
     pub ttl: Option<Duration>,
+    /// The value the term published last
+    /// ([`Term::proclaim`](crate::Term::proclaim)), or `None` if it
+    /// published none (a term begins without one: a value never outlives
+    /// the term that published it).
+    pub value: Option<LeaderValue>,
 }
 
 impl Leader {
@@ -48,6 +146,7 @@ impl Leader {
     ///     since: None,
     ///     renewed: Some(renewed),
     ///     ttl: Some(Duration::from_secs(10)),
+    ///     value: None,
     /// };
     /// assert_eq!(leader.expires(), Some(renewed + Duration::from_secs(10)));
     /// # Ok(()) }
@@ -78,6 +177,7 @@ impl Leader {
     ///     since: None,
     ///     renewed: Some(renewed),
     ///     ttl: Some(Duration::from_secs(10)),
+    ///     value: None,
     /// };
     /// assert!(!leader.presumed_dead_at(renewed + Duration::from_secs(9)));
     /// assert!(leader.presumed_dead_at(renewed + Duration::from_secs(11)));
@@ -86,5 +186,31 @@ impl Leader {
     /// ```
     pub fn presumed_dead_at(&self, now: SystemTime) -> bool {
         self.expires().is_some_and(|expires| expires < now)
+    }
+
+    /// Whether `other` shows what `self` shows to an observer: the same
+    /// holder in the same term with the same [`value`](Leader::value).
+    /// Renewals (and the display times) are not a change; a new term or a
+    /// new value is. What every `observe` compares.
+    ///
+    /// ```
+    /// use election_core::{Epoch, Identity, Leader, LeaderValue};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let a = Leader {
+    ///     identity: Identity::new("host-a/4711")?,
+    ///     epoch: Epoch::new(7).ok_or("epoch")?,
+    ///     since: None,
+    ///     renewed: None,
+    ///     ttl: None,
+    ///     value: None,
+    /// };
+    /// let proclaimed = Leader { value: Some(LeaderValue::new("10.0.3.17:8443")?), ..a.clone() };
+    /// assert!(a.shows_same(&a.clone()));
+    /// assert!(!a.shows_same(&proclaimed));
+    /// # Ok(()) }
+    /// ```
+    pub fn shows_same(&self, other: &Leader) -> bool {
+        self.identity == other.identity && self.epoch == other.epoch && self.value == other.value
     }
 }

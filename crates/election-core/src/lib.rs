@@ -113,7 +113,7 @@ pub use keyed::{
     KeyedClaims, LeaseSet, MAX_MEMBERS, Membership, PerKeyClaims, SetMember,
 };
 pub use lead::{DEFAULT_DRAIN_TIMEOUT, LeadOptions, Leadership};
-pub use leader::Leader;
+pub use leader::{Leader, LeaderValue};
 pub use lease::Lease;
 pub use name::{ElectionName, Identity, MAX_NAME_LEN, check_key_name};
 pub use nonce::attempt_nonce;

@@ -189,7 +189,7 @@ impl Slots {
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let slots = Slots::new("w", 63)?;
-    /// let holder = Leader { identity: Identity::new("b")?, epoch: Epoch::new(7).expect("above 0"), since: None, renewed: None, ttl: None };
+    /// let holder = Leader { identity: Identity::new("b")?, epoch: Epoch::new(7).expect("above 0"), since: None, renewed: None, ttl: None, value: None };
     /// assert!(slots.judge(&[None, None]).is_ok());
     /// assert!(matches!(slots.judge(&[None, Some(holder)]), Err(ConfigError::SlotsMismatch { .. })));
     /// # Ok(()) }
@@ -809,6 +809,7 @@ mod tests {
                 since: None,
                 renewed: None,
                 ttl: None,
+                value: None,
             };
             let probes = slots.probe_names().len();
             let seen: Vec<Option<Leader>> =

@@ -6,7 +6,9 @@ use tokio::time::Instant;
 
 use crate::claim::{End, WatchGuard};
 use crate::term_state::TermState;
-use crate::{Claim, ElectionName, Epoch, Error, Identity, Lease, LeaseLost, LossReason};
+use crate::{
+    Claim, ElectionName, Epoch, Error, Identity, LeaderValue, Lease, LeaseLost, LossReason,
+};
 
 /// A cheap, cloneable view of a term: its epoch and lost signal, without
 /// the power to resign. Hand it to tasks and to fencing.
@@ -453,6 +455,86 @@ impl<C: Claim> Term<C> {
             Err(Error::NotHeld { .. }) | Err(Error::HeldElsewhere { .. }) => {
                 self.state.lose(LossReason::Revoked {
                     detail: "the commit-point check found the claim taken".into(),
+                });
+                Err(refused().unwrap_or_else(not_held))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Publishes `value` while this term leads (its address, a
+    /// configuration version): [`Candidate::leader`](crate::Candidate::leader),
+    /// every backend's `leader` and `observe`, and `elect leader` /
+    /// `elect observe` show it with this term, without a new term. Each
+    /// call replaces the value before it; a new term begins without one.
+    /// One line of text, at most [`LeaderValue::MAX_LEN`] bytes (ADR 0068).
+    ///
+    /// The backend writes it only if this attempt still holds the term with
+    /// its epoch, in one atomic step ([`Claim::proclaim`]): a deposed
+    /// leader's value never shows, and never over its successor's.
+    ///
+    /// Cancel safety: cancel safe; a dropped call may or may not have
+    /// published the value (as with [`Error::OutcomeUnknown`]); the term is
+    /// unaffected.
+    ///
+    /// Failure model: [`Error::Config`] for a value too long
+    /// ([`ConfigError::ValueTooLong`](crate::ConfigError::ValueTooLong)) or
+    /// with a control character, before any I/O; [`Error::Lost`] if the
+    /// term is lost, or if the backend shows it taken (the term is then
+    /// marked lost); [`Error::NotHeld`] once the term ended by resign or
+    /// drop; [`Error::Unavailable`] / [`Error::OutcomeUnknown`] if the
+    /// backend cannot answer: the term goes on, the value may or may not
+    /// show (call again).
+    ///
+    /// ```
+    /// # use election_core::{Candidate, ConfigError, Error, LeaderValue};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "a")?);
+    /// let term = candidate.campaign().await?;
+    /// term.proclaim("10.0.3.17:8443").await?;
+    /// let shown = candidate.leader().await?.and_then(|l| l.value);
+    /// assert_eq!(shown, Some(LeaderValue::new("10.0.3.17:8443")?));
+    /// let too_long = "x".repeat(LeaderValue::MAX_LEN + 1);
+    /// assert!(matches!(
+    ///     term.proclaim(&too_long).await,
+    ///     Err(Error::Config(ConfigError::ValueTooLong { .. }))
+    /// ));
+    /// backend.revoke("jobs");
+    /// assert!(matches!(term.proclaim("late").await, Err(Error::Lost(_))));
+    /// # Ok(()) }
+    /// ```
+    pub async fn proclaim(&self, value: impl AsRef<str>) -> Result<(), Error> {
+        let value = LeaderValue::new(value)?;
+        let not_held = || Error::NotHeld {
+            name: self.state.name.clone(),
+        };
+        let refused = || match self.state.backend_loss() {
+            Some(lost) => Some(Error::Lost(lost)),
+            None => self.state.is_lost().then(not_held),
+        };
+        if let Some(e) = refused() {
+            return Err(e);
+        }
+        let mut slot = self.held.lock().await;
+        let Some(held) = slot.as_mut() else {
+            return Err(not_held());
+        };
+        if !self.state.is_live() {
+            return Err(refused().unwrap_or_else(not_held));
+        }
+        let claim = held.guard.claim.clone();
+        let attempt = held.guard.attempt.as_mut().ok_or_else(not_held)?;
+        match claim.proclaim(attempt, &value).await {
+            Ok(()) => {
+                tracing::debug!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), %value, "proclaimed");
+                Ok(())
+            }
+            Err(Error::NotHeld { .. }) | Err(Error::HeldElsewhere { .. }) => {
+                self.state.lose(LossReason::Revoked {
+                    detail: "a proclaim found the claim taken".into(),
                 });
                 Err(refused().unwrap_or_else(not_held))
             }

@@ -60,6 +60,7 @@ fn every_error_kind_of_the_core_says_what_and_why() {
                     since: None,
                     renewed: None,
                     ttl: None,
+                    value: None,
                 }),
             }),
             "election jobs: held by host-b/1 in term 12",

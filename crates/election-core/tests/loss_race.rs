@@ -175,6 +175,7 @@ async fn round(keys: usize) -> (Vec<ElectionName>, Vec<ElectionName>, usize) {
             since: None,
             renewed: None,
             ttl: None,
+            value: None,
         },
         reporter: OnceLock::new(),
         seen: seen.clone(),

@@ -10,13 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{
-    Claim, ElectionName, End, Epoch, Identity, Leader, LossReason, TermReporter, WatchGuard, Won,
+    Claim, ElectionName, End, Epoch, Identity, Leader, LeaderValue, LossReason, TermReporter,
+    WatchGuard, Won,
 };
 
 use crate::Error;
 use crate::store::claim_file::{self, Paths, Tried};
 use crate::store::lock;
 use crate::store::record::Record;
+use crate::store::value;
 use crate::store::waiter;
 
 /// The claim of one candidate in a [`FileElection`](crate::FileElection).
@@ -41,6 +43,8 @@ pub struct FileClaim {
 pub struct FileAttempt {
     file: Option<File>,
     won_while_waiting: Option<(File, Epoch)>,
+    /// The epoch this attempt won, once it won.
+    epoch: Option<Epoch>,
 }
 
 impl FileClaim {
@@ -58,48 +62,9 @@ impl FileClaim {
             .map_err(|e| election_core::Error::unavailable(&self.name, std::io::Error::other(e)))?
             .map_err(|e| self.core(e))
     }
-}
 
-impl Claim for FileClaim {
-    type Attempt = FileAttempt;
-
-    fn name(&self) -> &ElectionName {
-        &self.name
-    }
-
-    fn identity(&self) -> &Identity {
-        &self.identity
-    }
-
-    fn backend(&self) -> &'static str {
-        "file"
-    }
-
-    /// Opens (creating if needed) the claim file: one `open`, on the
-    /// calling task (page-cache work, no wait for the disk).
-    async fn open(&self) -> Result<FileAttempt, election_core::Error> {
-        let file = claim_file::open_claim_file(&self.paths.lock).map_err(|e| self.core(e))?;
-        Ok(FileAttempt {
-            file: Some(file),
-            won_while_waiting: None,
-        })
-    }
-
-    /// Takes the lock without waiting; while holding it, reads the epoch
-    /// record and writes the next epoch, above every earlier one also after
-    /// a power cut (rule 1; ADR 0025). A corrupt record
-    /// is [`election_core::Error::Corrupt`] and nothing is won.
-    ///
-    /// Runs on the calling task while it only needs the page cache (the
-    /// lock, the reads, the record rewritten in place: a few system calls,
-    /// ADR 0028); the rare try that must write durably (a new block of
-    /// epochs, after an OS restart, or an election's first term) continues
-    /// on tokio's blocking pool with the lock held.
-    ///
-    /// Cancel safety: the blocking part owns the claim file; if this future
-    /// is dropped, the file is closed when that part ends, which frees a
-    /// lock it may have won.
-    async fn try_claim(
+    /// One try of [`Claim::try_claim`].
+    async fn claim_once(
         &self,
         attempt: &mut FileAttempt,
     ) -> Result<Option<Won>, election_core::Error> {
@@ -133,6 +98,58 @@ impl Claim for FileClaim {
             Tried::Won(epoch) => Ok(won(epoch)),
             Tried::Held | Tried::NeedsDurable => Ok(None),
         }
+    }
+}
+
+impl Claim for FileClaim {
+    type Attempt = FileAttempt;
+
+    fn name(&self) -> &ElectionName {
+        &self.name
+    }
+
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        "file"
+    }
+
+    /// Opens (creating if needed) the claim file: one `open`, on the
+    /// calling task (page-cache work, no wait for the disk).
+    async fn open(&self) -> Result<FileAttempt, election_core::Error> {
+        let file = claim_file::open_claim_file(&self.paths.lock).map_err(|e| self.core(e))?;
+        Ok(FileAttempt {
+            file: Some(file),
+            won_while_waiting: None,
+            epoch: None,
+        })
+    }
+
+    /// Takes the lock without waiting; while holding it, reads the epoch
+    /// record and writes the next epoch, above every earlier one also after
+    /// a power cut (rule 1; ADR 0025). A corrupt record
+    /// is [`election_core::Error::Corrupt`] and nothing is won.
+    ///
+    /// Runs on the calling task while it only needs the page cache (the
+    /// lock, the reads, the record rewritten in place: a few system calls,
+    /// ADR 0028); the rare try that must write durably (a new block of
+    /// epochs, after an OS restart, or an election's first term) continues
+    /// on tokio's blocking pool with the lock held.
+    ///
+    /// Cancel safety: the blocking part owns the claim file; if this future
+    /// is dropped, the file is closed when that part ends, which frees a
+    /// lock it may have won.
+    async fn try_claim(
+        &self,
+        attempt: &mut FileAttempt,
+    ) -> Result<Option<Won>, election_core::Error> {
+        let won = self.claim_once(attempt).await?;
+        if let Some(w) = won {
+            attempt.epoch = Some(w.epoch);
+        }
+        Ok(won)
     }
 
     /// Waits in the kernel for the lock to be freed; a thread of this
@@ -235,6 +252,32 @@ impl Claim for FileClaim {
         }
     }
 
+    /// Writes the value file (`store::value`) if this attempt's locked claim
+    /// file is still the one at the path and the epoch record still shows
+    /// its term: both checked under the value file's lock, so a deposed
+    /// holder's value never shows (ADR 0068). [`election_core::Error::NotHeld`]
+    /// when either check fails.
+    async fn proclaim(
+        &self,
+        attempt: &mut FileAttempt,
+        value: &LeaderValue,
+    ) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
+        let (Some(file), Some(epoch)) = (attempt.file.as_ref(), attempt.epoch) else {
+            return Err(not_held());
+        };
+        let file = file
+            .try_clone()
+            .map_err(|e| self.core(Error::io("dup", &self.paths.lock, e)))?;
+        let value = value.clone();
+        let written = self
+            .blocking(move |p| value::proclaim(p, &file, epoch, &value))
+            .await?;
+        if written { Ok(()) } else { Err(not_held()) }
+    }
+
     /// Unlocks the claim file.
     async fn release(&self, attempt: &mut FileAttempt) -> Result<(), election_core::Error> {
         if let Some(f) = &attempt.file {
@@ -257,7 +300,8 @@ impl Claim for FileClaim {
     /// the lock hold that won the term (`None` if the record has none).
     /// A holder that dies loses its lock with its last process, so a dead
     /// holder is never shown: no renewal time is kept (`renewed` and `ttl`
-    /// are `None`, never presumed dead).
+    /// are `None`, never presumed dead). `value` is the value file's, if it
+    /// belongs to the record's term (ADR 0068).
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
         self.blocking(|p| {
             let file = match File::open(&p.lock) {
@@ -268,10 +312,14 @@ impl Claim for FileClaim {
             if !lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))? {
                 return Ok(None);
             }
-            Ok(Record::read_unlocked(&p.record)?.map(|r| Leader {
+            let Some(r) = Record::read_unlocked(&p.record)? else {
+                return Ok(None);
+            };
+            Ok(Some(Leader {
                 since: r.since(),
                 renewed: None,
                 ttl: None,
+                value: value::read(&p.value, r.epoch)?,
                 identity: r.identity,
                 epoch: r.epoch,
             }))

@@ -18,6 +18,7 @@ use crate::options::FileOptions;
 use crate::store::claim_file::Paths;
 use crate::store::fstype;
 use crate::store::record::Record;
+use crate::store::value;
 
 /// Elections among the processes of one host that share a directory.
 ///
@@ -34,6 +35,9 @@ use crate::store::record::Record;
 ///   (temp file, fsync, rename, fsync of the directory) once per block of
 ///   1024 epochs and after each restart of the OS, so epochs strictly grow
 ///   across power loss (see the crate docs and ADR 0025).
+/// - `jobs.value`, the value the current term published
+///   ([`Term::proclaim`](election_core::Term::proclaim)) with its epoch,
+///   shown only with the term of that epoch (ADR 0068).
 ///
 /// Never delete or replace these files while candidates run. A leader
 /// notices a replaced or deleted claim file within the tamper check
@@ -188,6 +192,7 @@ impl FileElection {
                 tmp: file("epoch.tmp"),
                 ceiling: file("epoch-ceiling"),
                 ceiling_tmp: file("epoch-ceiling.tmp"),
+                value: file("value"),
             }),
             name,
             identity,
@@ -311,10 +316,14 @@ impl FileElection {
     /// ```
     pub fn last_term(&self, name: &str) -> Result<Option<Leader>, Error> {
         let claim = self.claim(name, "observer")?;
-        Ok(Record::read_unlocked(&claim.paths.record)?.map(|r| Leader {
+        let Some(r) = Record::read_unlocked(&claim.paths.record)? else {
+            return Ok(None);
+        };
+        Ok(Some(Leader {
             since: r.since(),
             renewed: None,
             ttl: None,
+            value: value::read(&claim.paths.value, r.epoch)?,
             identity: r.identity,
             epoch: r.epoch,
         }))

@@ -2,7 +2,7 @@
 
 use election_core::Error;
 use election_file::{FileClaim, FileElection, FileOptions};
-use election_testkit::conformance::Backend;
+use election_testkit::conformance::{Backend, Observed, observe_election};
 use std::time::Duration;
 
 /// A fresh directory per test; every candidate opens the backend afresh.
@@ -39,6 +39,14 @@ impl Backend for Files {
         let path = self.dir.path().join(format!("{name}.lock"));
         std::fs::rename(&path, self.dir.path().join(format!("{name}.lock.old"))).expect("rename");
         true
+    }
+
+    async fn observe(&self, name: &str) -> Option<Observed> {
+        Some(observe_election(
+            self.election(),
+            name,
+            Duration::from_millis(20),
+        ))
     }
 
     async fn bad_configurations(&self) -> Vec<Result<FileClaim, Error>> {

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
-use election_core::{Claim, ElectionName, End, Identity, Leader, TermReporter, WatchGuard, Won};
+use election_core::{
+    Claim, ElectionName, End, Identity, Leader, LeaderValue, TermReporter, WatchGuard, Won,
+};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -205,6 +207,7 @@ impl NatsClaim {
             epoch: None,
             since_unix_ms,
             base: Some(base),
+            value: None,
         }
         .encode();
         if !pending {
@@ -406,6 +409,7 @@ impl NatsClaim {
             nonce: attempt.nonce,
             base,
             since_unix_ms,
+            value: None,
         };
         if refresh {
             let refreshed = Instant::now();
@@ -795,6 +799,37 @@ impl Claim for NatsClaim {
         }
     }
 
+    /// Publishes `value` (ADR 0068): the term's record with the value, as
+    /// an update expecting the revision last written (a compare-and-set,
+    /// as [`confirm`](Claim::confirm) writes it, with the same check of the
+    /// bucket incarnation after it), so a deposed holder's value is never
+    /// written. Every later write of the term (renewals, checks) carries
+    /// the value; a new term's record begins without one. The update also
+    /// renews the key's age, like any write of the holder.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] if the key moved on
+    /// (another holder, a delete, a recreated bucket);
+    /// [`election_core::Error::Unavailable`] /
+    /// [`election_core::Error::OutcomeUnknown`] otherwise, after which the
+    /// value may still show (the term's next renewal writes it).
+    /// Cancel safety: cancel safe, as `confirm`.
+    async fn proclaim(
+        &self,
+        attempt: &mut NatsAttempt,
+        value: &LeaderValue,
+    ) -> Result<(), election_core::Error> {
+        {
+            let mut holding = attempt.holding.lock().await;
+            let Some(h) = holding.as_mut() else {
+                return Err(election_core::Error::NotHeld {
+                    name: self.name.clone(),
+                });
+            };
+            h.value = Some(value.clone());
+        }
+        self.confirm(attempt).await
+    }
+
     /// Deletes the key, expecting the revision last written.
     async fn release(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
         let held = attempt.holding.lock().await.take();
@@ -841,7 +876,7 @@ impl Claim for NatsClaim {
         );
         let (nonce, holding) = (attempt.nonce, attempt.holding.clone());
         rt.spawn(async move {
-            let known = holding.lock().await.map(|h| h.revision);
+            let known = holding.lock().await.as_ref().map(|h| h.revision);
             let revision = match known {
                 Some(r) => Some(r),
                 None => match exact_read::read_exact(&kv, &key, timeout).await {
@@ -989,7 +1024,7 @@ mod tests {
         let valid_until = won.valid_until.expect("a validity");
         assert!(valid_until > before, "validity counted from the refresh");
         assert_eq!(
-            attempt.holding.lock().await.map(|h| h.revision),
+            attempt.holding.lock().await.as_ref().map(|h| h.revision),
             Some(latest.revision),
             "the term holds the refreshed revision"
         );

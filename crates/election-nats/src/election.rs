@@ -457,13 +457,14 @@ pub struct Holder {
     pub pending: bool,
 }
 
-/// Whether two observations show the same term (or both nobody): the
-/// identity and epoch decide, so a renewal is never a change, also from a
-/// writer whose renewals rewrite `since`.
+/// Whether two observations show the same term with the same value (or
+/// both nobody): the identity, epoch and value decide
+/// ([`Leader::shows_same`]), so a renewal is never a change, also from a
+/// writer whose renewals rewrite `since`; a proclaimed value is.
 fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => a.identity == b.identity && a.epoch == b.epoch,
+        (Some(a), Some(b)) => a.shows_same(b),
         _ => false,
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use election_core::{
-    ElectionName, Epoch, Identity, LossReason, RenewalPolicy, Renewed, TermReporter,
+    ElectionName, Epoch, Identity, LeaderValue, LossReason, RenewalPolicy, Renewed, TermReporter,
     renew_until_lost,
 };
 use tokio::sync::Mutex;
@@ -20,7 +20,7 @@ use crate::store::connection::Connection;
 use crate::store::record::ClaimRecord;
 
 /// The term an attempt holds: its epoch and the revision last written.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct HeldTerm {
     pub(crate) epoch: Epoch,
     pub(crate) revision: u64,
@@ -31,6 +31,9 @@ pub(crate) struct HeldTerm {
     /// The wall-clock time of the term's first write (the winning create),
     /// carried unchanged by every later write of the term.
     pub(crate) since_unix_ms: Option<u64>,
+    /// The value the term published last (ADR 0068), carried by every
+    /// later write of the term.
+    pub(crate) value: Option<LeaderValue>,
 }
 
 impl HeldTerm {
@@ -43,6 +46,7 @@ impl HeldTerm {
             epoch: Some(self.epoch),
             since_unix_ms: self.since_unix_ms,
             base: Some(self.base),
+            value: self.value.clone(),
         }
         .encode()
     }

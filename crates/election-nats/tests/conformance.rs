@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use election_core::Error;
 use election_nats::{NatsClaim, NatsElection, NatsKeyedClaims, NatsOptions};
-use election_testkit::conformance::Backend;
+use election_testkit::conformance::{Backend, Observed, observe_election};
 use nats_testkit::{Cluster, Server};
 
 /// Short timings so the cases run quickly: TTL 3 s, renewal every 1 s.
@@ -126,6 +126,11 @@ impl Backend for Nats {
         let intruder = "election-nats/1\nidentity=intruder\nnonce=1\n";
         self.intrude("elections", &kv_key(name), intruder).await;
         true
+    }
+
+    async fn observe(&self, name: &str) -> Option<Observed> {
+        let election = self.election(options(self.replicas())).await.ok()?;
+        Some(observe_election(election, name, Duration::from_millis(20)))
     }
 
     async fn bad_configurations(&self) -> Vec<Result<NatsClaim, Error>> {

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use election_core::{Claim, ElectionName, End, Identity, Leader, TermReporter, WatchGuard, Won};
+use election_core::{
+    Claim, ElectionName, End, Identity, Leader, LeaderValue, TermReporter, WatchGuard, Won,
+};
 use tokio::sync::broadcast;
 
 use crate::error::Error;
@@ -247,6 +249,39 @@ impl Claim for PostgresClaim {
             epoch,
         };
         match self.inner.confirm(hold).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.not_held()),
+            Err(e) => Err(self.core(e)),
+        }
+    }
+
+    /// Publishes `value` (ADR 0068): one statement updates the row's
+    /// `value` and `value_epoch` only if it still shows this attempt's
+    /// nonce and won epoch with a holder, and notifies observers at commit.
+    /// A deposed holder's value is never written; a read shows a value only
+    /// with the epoch it was written in, so a value never outlives its
+    /// term. Moves neither the renewal version nor the renewal time.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] if the row shows
+    /// another holder, a release or a later epoch;
+    /// [`election_core::Error::Unavailable`] /
+    /// [`election_core::Error::OutcomeUnknown`] (bounded by the lease's
+    /// validity) as [`confirm`](Claim::confirm). Cancel safety: cancel
+    /// safe (the value is written or not; nothing else changes).
+    async fn proclaim(
+        &self,
+        attempt: &mut PostgresAttempt,
+        value: &LeaderValue,
+    ) -> Result<(), election_core::Error> {
+        let Some(epoch) = attempt.epoch else {
+            return Err(self.not_held());
+        };
+        let hold = HeldRow {
+            name: self.name.as_str(),
+            nonce: attempt.nonce,
+            epoch,
+        };
+        match self.inner.proclaim(hold, value.as_str()).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(self.not_held()),
             Err(e) => Err(self.core(e)),

@@ -347,10 +347,13 @@ impl PostgresElection {
                             // vacancy, seen by the backstop read at the
                             // latest (display only).
                             let now = election_core::vacant_if_presumed_dead(now);
-                            let term = |l: &Option<Leader>| {
-                                l.as_ref().map(|l| (l.identity.clone(), l.epoch))
+                            // A new term or a new value (ADR 0068).
+                            let same = |a: &Option<Leader>, b: &Option<Leader>| match (a, b) {
+                                (None, None) => true,
+                                (Some(a), Some(b)) => a.shows_same(b),
+                                _ => false,
                             };
-                            if last.as_ref().is_none_or(|l| term(l) != term(&now)) {
+                            if last.as_ref().is_none_or(|l| !same(l, &now)) {
                                 last = Some(now.clone());
                                 return Some((Ok(now), (ctx, name, wakes, last, false)));
                             }

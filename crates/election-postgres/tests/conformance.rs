@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use election_core::Error;
 use election_postgres::{PostgresClaim, PostgresElection, PostgresKeyedClaims, PostgresOptions};
-use election_testkit::conformance::Backend;
+use election_testkit::conformance::{Backend, Observed, observe_election};
 use election_testkit::keyed::KeyedBackend;
 use postgres_testkit::Server;
 
@@ -50,6 +50,14 @@ impl Backend for Db {
 
     async fn take_away(&self, name: &str) -> bool {
         common::intrude(&self.server, name)
+    }
+
+    async fn observe(&self, name: &str) -> Option<Observed> {
+        Some(observe_election(
+            self.election().await,
+            name,
+            Duration::from_millis(20),
+        ))
     }
 
     async fn bad_configurations(&self) -> Vec<Result<PostgresClaim, Error>> {

@@ -384,7 +384,7 @@ async fn a_version_3_schema_gets_guarded_marks() {
         &[(guards, "")],
     )
     .await;
-    assert_eq!(election_postgres::schema::SCHEMA_VERSION, 4);
+    const { assert!(election_postgres::schema::SCHEMA_VERSION >= 4) };
     assert_eq!(
         server.sql(guards).expect("triggers"),
         "fences_never_deleted,fences_never_go_back,fences_never_truncated"
@@ -416,5 +416,48 @@ async fn a_version_3_schema_gets_guarded_marks() {
             .expect("mark"),
         Some(t(6))
     );
+    e.close().await;
+}
+
+/// A version-4 schema (no value columns) is migrated to version 5 at open
+/// (ADR 0068): a term held across the migration shows no value, then
+/// publishes one; a value left in the row by another term never shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_4_schema_gets_the_value_columns() {
+    let server = server();
+    let columns = "SELECT count(*) FROM information_schema.columns \
+                   WHERE table_schema = 'election' AND table_name = 'leases' \
+                   AND column_name IN ('value', 'value_epoch')";
+    let e = migrated_from(
+        &server,
+        "ALTER TABLE election.leases DROP COLUMN value, DROP COLUMN value_epoch; \
+         UPDATE election.meta SET value = 4",
+        &[(columns, "0")],
+    )
+    .await;
+    assert_eq!(server.sql(columns).expect("columns"), "2");
+    let candidate = e.candidate("jobs", "a").expect("candidate");
+    let term = candidate.campaign().await.expect("campaign");
+    let shown = || async {
+        candidate
+            .leader()
+            .await
+            .expect("leader")
+            .expect("a leads")
+            .value
+    };
+    assert_eq!(shown().await, None);
+    term.proclaim("10.0.3.17:8443").await.expect("proclaim");
+    assert_eq!(
+        shown().await.as_ref().map(|v| v.as_str()),
+        Some("10.0.3.17:8443")
+    );
+    // A value of another epoch (a later term's row, or an older writer's)
+    // is never shown with this term.
+    server
+        .sql("UPDATE election.leases SET value_epoch = value_epoch - 1")
+        .expect("age the value");
+    assert_eq!(shown().await, None);
+    term.resign().await.expect("resign");
     e.close().await;
 }

@@ -36,7 +36,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-use election_core::{ConfigError, Epoch, Identity, Leader};
+use election_core::{ConfigError, Epoch, Identity, Leader, LeaderValue};
 
 /// The safety margin of a lease of `ttl`: a tenth of it. A holder counts
 /// its lease valid for `ttl - margin` ([`validity`]) from before each
@@ -161,6 +161,13 @@ pub struct Row {
     /// win), as its clock read it; display only. `None` where a read did
     /// not fetch it (a contender's reads).
     pub renewed_unix_ms: Option<i64>,
+    /// The value the current term published
+    /// ([`Term::proclaim`](election_core::Term::proclaim)), as a read of
+    /// the leader fetched it: only a value written in the row's current
+    /// epoch (the backends store the epoch beside it and read it as
+    /// `CASE WHEN value_epoch = epoch THEN value END`, ADR 0068); `None`
+    /// where a read did not fetch it.
+    pub value: Option<String>,
 }
 
 impl Row {
@@ -170,7 +177,9 @@ impl Row {
     /// the transaction that won the term; `renewed` is `renewed_unix_ms`
     /// (the holder's wall clock at its last renewal) and `ttl` the row's
     /// `ttl_ms`, from which a reader judges a holder presumed dead for
-    /// display ([`Leader::presumed_dead_at`]).
+    /// display ([`Leader::presumed_dead_at`]); `value` is the row's
+    /// [`value`](Row::value) (a stored value that is not a
+    /// [`LeaderValue`] — edited by hand — is not shown).
     ///
     /// # Errors
     ///
@@ -187,6 +196,7 @@ impl Row {
     ///     ttl_ms: 10_000,
     ///     acquired_unix_ms: Some(1_700_000_000_000),
     ///     renewed_unix_ms: Some(1_700_000_003_000),
+    ///     value: Some("10.0.3.17:8443".into()),
     /// };
     /// if let Some(leader) = row.leader()? {
     ///     println!("{} leads in term {}", leader.identity, leader.epoch);
@@ -211,6 +221,7 @@ impl Row {
             since: wall(self.acquired_unix_ms),
             ttl: renewed.and(ttl),
             renewed,
+            value: self.value.as_deref().and_then(|v| LeaderValue::new(v).ok()),
         }))
     }
 }
@@ -281,7 +292,7 @@ impl Found {
     /// ```
     /// use election_sql::lease_row::{Found, Recorded, Row};
     ///
-    /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None, renewed_unix_ms: None };
+    /// let row = Row { holder: None, epoch: 7, version: 13, ttl_ms: 10_000, acquired_unix_ms: None, renewed_unix_ms: None, value: None };
     /// assert_eq!(Found::of(Some(&row), None), Found::Vacant); // released
     /// assert_eq!(Found::of(None, None), Found::Fresh); // never held
     /// let recorded = Recorded { epoch: 7, ttl_ms: 10_000 };
@@ -552,6 +563,7 @@ mod tests {
             ttl_ms: 1000,
             acquired_unix_ms: None,
             renewed_unix_ms: None,
+            value: None,
         };
         let rec = Recorded {
             epoch: 6,
@@ -581,6 +593,7 @@ mod tests {
             ttl_ms: 1000,
             acquired_unix_ms: Some(1500),
             renewed_unix_ms: Some(2500),
+            value: None,
         };
         assert_eq!(row(None, 3).leader().unwrap(), None);
         assert_eq!(row(Some("a"), 0).leader().unwrap(), None);
@@ -693,6 +706,7 @@ mod tests {
                 ttl_ms,
                 acquired_unix_ms: Some(renewed_ms),
                 renewed_unix_ms: Some(renewed_ms),
+                value: None,
             };
             let leader = row.leader().unwrap().unwrap();
             let at = UNIX_EPOCH + Duration::from_millis(at_ms);

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use election_core::{Claim, ElectionName, End, Identity, Leader, TermReporter, WatchGuard, Won};
+use election_core::{
+    Claim, ElectionName, End, Identity, Leader, LeaderValue, TermReporter, WatchGuard, Won,
+};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
@@ -352,6 +354,40 @@ impl Claim for SqliteClaim {
         }
     }
 
+    /// Publishes `value` (ADR 0068): one autocommit `UPDATE` of the row's
+    /// `value` and `value_epoch`, only if the row still shows this
+    /// attempt's nonce and won epoch with a holder, so a deposed holder's
+    /// value is never written; a reader shows a value only with the epoch
+    /// it was written in, so a value never outlives its term. Moves
+    /// neither the renewal version nor the renewal time.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] if the row shows
+    /// another holder, a release or a later epoch, or the database file
+    /// was deleted, replaced or got a second name; otherwise as
+    /// [`confirm`](Claim::confirm). Cancel safety: cancel safe.
+    async fn proclaim(
+        &self,
+        attempt: &mut SqliteAttempt,
+        value: &LeaderValue,
+    ) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
+        let Some(epoch) = attempt.epoch else {
+            return Err(not_held());
+        };
+        let hold = HeldRow {
+            name: self.name.as_str(),
+            nonce: attempt.nonce,
+            epoch,
+        };
+        match self.inner.proclaim(hold, value.as_str()).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(not_held()),
+            Err(e) => Err(self.core(e)),
+        }
+    }
+
     /// Releases the row, conditional on this attempt's nonce.
     async fn release(&self, attempt: &mut SqliteAttempt) -> Result<(), election_core::Error> {
         let released = row::release(&self.inner.pool, self.name.as_str(), attempt.nonce)
@@ -403,7 +439,7 @@ impl Claim for SqliteClaim {
     /// `since` is the row's `acquired_unix_ms`: the winner's wall clock
     /// (its [`Clock`](crate::Clock)) in the transaction that won the term.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
-        let row = row::read(&self.inner.pool, self.name.as_str())
+        let row = row::read(&self.inner.pool, self.name.as_str(), self.inner.values)
             .await
             .map_err(|e| self.core(e))?;
         match row {

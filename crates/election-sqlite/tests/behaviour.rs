@@ -512,3 +512,50 @@ async fn a_waiter_that_lost_the_row_with_the_lock_in_hand_is_woken_by_the_next_r
     b.release(&mut waiting_b).await.expect("release");
     b.close(waiting_b, End::Resigned);
 }
+
+/// A database whose lease table has no value columns (as every version
+/// before ADR 0068 left it) reads without a value when opened read-only,
+/// gets the columns at the next open, and then a term publishes a value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_without_value_columns_gets_them_at_open() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let e = open(&dir).await;
+    let term = election_core::Candidate::new(e.claim("jobs", "a").expect("claim"))
+        .campaign()
+        .await
+        .expect("campaign");
+    let mut conn = connect(&dir).await;
+    for stmt in [
+        "ALTER TABLE election_leases DROP COLUMN value",
+        "ALTER TABLE election_leases DROP COLUMN value_epoch",
+    ] {
+        sqlx::query(stmt).execute(&mut conn).await.expect(stmt);
+    }
+    let read_only = SqliteElection::open_read_only(dir.path().join("app.db"), fast())
+        .await
+        .expect("open read-only")
+        .expect("election tables");
+    let seen = election_core::Election::leader(&read_only, "jobs")
+        .await
+        .expect("leader")
+        .expect("a leads");
+    assert_eq!((seen.epoch, seen.value), (term.epoch(), None));
+    let again = open(&dir).await;
+    let columns: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pragma_table_info('election_leases') WHERE name IN ('value', 'value_epoch')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("columns");
+    assert_eq!(columns, 2, "the open added the value columns");
+    term.proclaim("10.0.3.17:8443").await.expect("proclaim");
+    let seen = election_core::Election::leader(&again, "jobs")
+        .await
+        .expect("leader")
+        .expect("a leads");
+    assert_eq!(
+        seen.value.as_ref().map(|v| v.as_str()),
+        Some("10.0.3.17:8443")
+    );
+    term.resign().await.expect("resign");
+}

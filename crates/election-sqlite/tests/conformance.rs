@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use election_core::Error;
 use election_sqlite::{SqliteClaim, SqliteElection, SqliteKeyedClaims, SqliteOptions};
-use election_testkit::conformance::Backend;
+use election_testkit::conformance::{Backend, Observed, observe_election};
 use election_testkit::keyed::KeyedBackend;
 
 /// A fresh database file per test; every candidate opens it afresh.
@@ -66,6 +66,14 @@ impl Backend for Db {
 
     async fn take_away(&self, name: &str) -> bool {
         self.intrude(name).await
+    }
+
+    async fn observe(&self, name: &str) -> Option<Observed> {
+        Some(observe_election(
+            self.election().await,
+            name,
+            Duration::from_millis(20),
+        ))
     }
 
     async fn bad_configurations(&self) -> Vec<Result<SqliteClaim, Error>> {

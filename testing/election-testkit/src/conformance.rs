@@ -20,7 +20,54 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use election_core::{Candidate, Claim, Error, Lease};
+use election_core::{Candidate, Claim, ConfigError, End, Error, Leader, LeaderValue, Lease};
+
+/// What [`Backend::observe`] hands the cases: the items of a backend's
+/// `Election::observe`, forwarded by a task that owns the election
+/// ([`observe_election`]).
+pub type Observed = tokio::sync::mpsc::UnboundedReceiver<Result<Option<Leader>, Error>>;
+
+/// Runs `election.observe(name, every)` on a task that owns `election`
+/// and forwards every item: how a [`Backend`] implements
+/// [`observe`](Backend::observe) in one line. The task ends when the
+/// receiver is dropped (at its next item) or the stream ends.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_testkit::conformance::observe_election;
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let mut changes = observe_election(MemoryBackend::new(), "jobs", Duration::from_millis(20));
+/// assert_eq!(changes.recv().await.map(|c| c.ok()), Some(Some(None))); // nobody leads
+/// # }
+/// ```
+pub fn observe_election<E: election_core::Election + 'static>(
+    election: E,
+    name: &str,
+    every: Duration,
+) -> Observed {
+    use futures::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let name = name.to_owned();
+    tokio::spawn(async move {
+        match election.observe(&name, every).await {
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+            Ok(changes) => {
+                let mut changes = std::pin::pin!(changes);
+                while let Some(change) = changes.next().await {
+                    if tx.send(change).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
 
 /// How long a case waits for an event (a handover, a loss) before failing.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -92,6 +139,28 @@ pub trait Backend: Send + Sync {
     /// # }
     /// ```
     fn bad_configurations(&self) -> impl Future<Output = Vec<Result<Self::Claim, Error>>> + Send;
+
+    /// Every change of leadership of `name` as the backend's
+    /// `Election::observe` reports it (a fresh handle on the stored
+    /// state), or `None` if the backend offers no observer (the observing
+    /// case then checks `leader()` only). Implement it with
+    /// [`observe_election`].
+    ///
+    /// ```
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut changes = MemoryBackend::new().observe("jobs").await.expect("the memory backend observes");
+    /// let first = changes.recv().await.expect("the current state first");
+    /// assert!(first.expect("read").is_none(), "nobody leads yet");
+    /// # }
+    /// ```
+    fn observe(&self, name: &str) -> impl Future<Output = Option<Observed>> + Send {
+        let _ = name;
+        async { None }
+    }
 
     /// Claims of `identity` for each of `names`, in order, on one opened
     /// backend (the slot cases make a claim per slot and per name a slot
@@ -656,6 +725,210 @@ pub async fn dropped_lead_holds_the_claim_until_its_tasks_stopped<B: Backend>(b:
     next.resign().await.expect("resign");
 }
 
+/// A term publishes a value ([`Term::proclaim`](election_core::Term::proclaim))
+/// that `leader()` shows with the same term, each proclaim replacing the
+/// last; a value too long or with a line break is refused with a typed
+/// error and changes nothing; the next term begins without a value (a
+/// value never outlives its term).
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::proclaim_shows_with_the_term(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn proclaim_shows_with_the_term<B: Backend>(b: &B) {
+    let a = candidate(b, "proclaim", "a").await;
+    let observer = candidate(b, "proclaim", "observer").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let shown = |l: Option<Leader>| l.map(|l| (l.identity.to_string(), l.epoch, l.value));
+    let value = |v: &str| Some(LeaderValue::new(v).expect("a valid value"));
+    assert_eq!(
+        shown(observer.leader().await.expect("leader")),
+        Some(("a".into(), term.epoch(), None)),
+        "a term begins without a value"
+    );
+    term.proclaim("10.0.3.17:8443").await.expect("proclaim");
+    assert_eq!(
+        shown(observer.leader().await.expect("leader")),
+        Some(("a".into(), term.epoch(), value("10.0.3.17:8443"))),
+        "the proclaimed value, in the same term"
+    );
+    term.proclaim("config v2 \u{2713}")
+        .await
+        .expect("proclaim again");
+    let too_long = "x".repeat(LeaderValue::MAX_LEN + 1);
+    match term.proclaim(&too_long).await {
+        Err(Error::Config(ConfigError::ValueTooLong { len, max })) => {
+            assert_eq!((len, max), (LeaderValue::MAX_LEN + 1, LeaderValue::MAX_LEN));
+        }
+        other => panic!("a value above the bound: {other:?}"),
+    }
+    let longest = "y".repeat(LeaderValue::MAX_LEN);
+    assert!(
+        matches!(term.proclaim("two\nlines").await, Err(Error::Config(_))),
+        "a line break was accepted"
+    );
+    assert_eq!(
+        shown(observer.leader().await.expect("leader")),
+        Some(("a".into(), term.epoch(), value("config v2 \u{2713}"))),
+        "refused values changed nothing"
+    );
+    term.proclaim(&longest)
+        .await
+        .expect("a value of MAX_LEN bytes");
+    assert_eq!(
+        shown(observer.leader().await.expect("leader")).and_then(|l| l.2),
+        value(&longest)
+    );
+    assert!(!term.is_lost(), "proclaims do not end the term");
+    term.resign().await.expect("resign");
+    assert!(
+        matches!(term.proclaim("after").await, Err(Error::NotHeld { .. })),
+        "a proclaim after resign"
+    );
+    let bc = candidate(b, "proclaim", "b").await;
+    let next = within("b campaign", bc.campaign()).await.expect("b wins");
+    assert_eq!(
+        shown(observer.leader().await.expect("leader")),
+        Some(("b".into(), next.epoch(), None)),
+        "the next term shows the last term's value"
+    );
+    next.resign().await.expect("resign");
+}
+
+/// A proclaim of a deposed holder is refused by the backend itself (not
+/// only by the core's check of the term) and never shows: the claim of
+/// `a` wins and proclaims at the [`Claim`] level (no term, so nothing but
+/// the backend decides); its claim is taken away
+/// ([`Backend::take_away`]); `a`'s next proclaim is refused and not shown;
+/// `b` wins the next term and proclaims; `a`'s proclaim after that is
+/// refused again and `leader()` still shows `b`'s value. Backends that
+/// cannot take a claim away check the first half only.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::a_deposed_holders_proclaim_is_refused(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn a_deposed_holders_proclaim_is_refused<B: Backend>(b: &B) {
+    let name = "stale-proclaim";
+    let claim = b.candidate(name, "a").await.expect("claim of a");
+    let mut attempt = claim.open().await.expect("open");
+    let won = within("a wins", async {
+        loop {
+            if let Some(won) = claim.try_claim(&mut attempt).await.expect("try_claim") {
+                return won;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let value = |v: &str| LeaderValue::new(v).expect("a valid value");
+    claim
+        .proclaim(&mut attempt, &value("a-1"))
+        .await
+        .expect("a proclaims while it holds the claim");
+    let seen = claim.leader().await.expect("leader").expect("a leads");
+    assert_eq!((seen.epoch, seen.value), (won.epoch, Some(value("a-1"))));
+    if !b.take_away(name).await {
+        claim.close(attempt, End::Resigned);
+        return;
+    }
+    let refused = |r: Result<(), Error>, when: &str| match r {
+        Err(Error::NotHeld { .. } | Error::HeldElsewhere { .. } | Error::Lost(_)) => {}
+        other => panic!("a deposed holder's proclaim {when}: {other:?}"),
+    };
+    refused(
+        claim.proclaim(&mut attempt, &value("stale-1")).await,
+        "after its claim was taken",
+    );
+    if let Some(l) = claim.leader().await.expect("leader") {
+        assert!(
+            l.epoch != won.epoch && l.value != Some(value("stale-1")),
+            "a deposed holder's value shows: {l:?}"
+        );
+    }
+    let bc = candidate(b, name, "b").await;
+    let next = within("b campaign", bc.campaign()).await.expect("b wins");
+    assert!(next.epoch() > won.epoch);
+    next.proclaim("b-1").await.expect("b proclaims");
+    refused(
+        claim.proclaim(&mut attempt, &value("stale-2")).await,
+        "after the next term began",
+    );
+    let seen = claim.leader().await.expect("leader").expect("b leads");
+    assert_eq!(
+        (seen.identity.as_str(), seen.epoch, seen.value),
+        ("b", next.epoch(), Some(value("b-1"))),
+        "a stale proclaim overwrote the new leader's value"
+    );
+    claim.close(attempt, End::Lost);
+    next.resign().await.expect("resign");
+}
+
+/// Observers see a proclaimed value: the backend's `observe` (where
+/// [`Backend::observe`] offers it) reports the term with each new value,
+/// then the vacancy after resign.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // One case by hand (conformance_tests! runs every case as a #[tokio::test]);
+/// // it panics with a message naming what went wrong.
+/// election_testkit::conformance::observers_see_a_proclaimed_value(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn observers_see_a_proclaimed_value<B: Backend>(b: &B) {
+    let name = "observed-value";
+    let Some(mut changes) = b.observe(name).await else {
+        return;
+    };
+    let a = candidate(b, name, "a").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let epoch = term.epoch();
+    let with = |v: Option<&'static str>| {
+        move |l: &Option<Leader>| {
+            l.as_ref()
+                .is_some_and(|l| l.epoch == epoch && l.value.as_ref().map(LeaderValue::as_str) == v)
+        }
+    };
+    observed(&mut changes, "the term without a value", with(None)).await;
+    term.proclaim("v1").await.expect("proclaim");
+    observed(&mut changes, "the term with v1", with(Some("v1"))).await;
+    term.proclaim("v2").await.expect("proclaim");
+    observed(&mut changes, "the term with v2", with(Some("v2"))).await;
+    term.resign().await.expect("resign");
+    observed(&mut changes, "the vacancy", |l: &Option<Leader>| {
+        l.is_none()
+    })
+    .await;
+}
+
+/// Reads `changes` until one is `want`ed; panics after [`PATIENCE`].
+async fn observed(changes: &mut Observed, what: &str, want: impl Fn(&Option<Leader>) -> bool) {
+    within(what, async {
+        loop {
+            let change = changes.recv().await.expect("the observer ended");
+            if want(&change.expect("an observed change")) {
+                return;
+            }
+        }
+    })
+    .await
+}
+
 /// Bad configuration is refused with a typed error, never a panic.
 ///
 /// ```
@@ -710,7 +983,10 @@ macro_rules! conformance_tests {
             leader_matches_holder,
             bad_configuration_is_refused,
             an_ended_terms_lease_reads_lost,
-            dropped_lead_holds_the_claim_until_its_tasks_stopped
+            dropped_lead_holds_the_claim_until_its_tasks_stopped,
+            proclaim_shows_with_the_term,
+            a_deposed_holders_proclaim_is_refused,
+            observers_see_a_proclaimed_value
         );
     };
     (@case $factory:expr; $($case:ident),*) => {
@@ -748,6 +1024,14 @@ impl Backend for crate::memory::MemoryBackend {
 
     async fn take_away(&self, name: &str) -> bool {
         self.revoke(name)
+    }
+
+    async fn observe(&self, name: &str) -> Option<Observed> {
+        Some(observe_election(
+            self.clone(),
+            name,
+            Duration::from_millis(20),
+        ))
     }
 
     async fn bad_configurations(&self) -> Vec<Result<Self::Claim, Error>> {

@@ -98,6 +98,7 @@
 //!             since: None,
 //!             renewed: None,
 //!             ttl: None,
+//!             value: None,
 //!         }))
 //!     }
 //! }

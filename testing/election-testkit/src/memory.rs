@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use election_core::{
     Claim, Claimed, ElectionName, End, Epoch, Error, HeldKey, HoldReporter, Identity, KeyedClaims,
-    Leader, LossReason, RenewalPolicy, TermReporter, WatchGuard, Won,
+    Leader, LeaderValue, LossReason, RenewalPolicy, TermReporter, WatchGuard, Won,
 };
 
 /// A step of the [`Claim`] trait, as recorded and as faults are injected.
@@ -83,6 +83,8 @@ struct Holding {
     /// out a full lease after it.
     landed: tokio::time::Instant,
     reporter: Option<Reporter>,
+    /// The value the term published last (`Term::proclaim`).
+    value: Option<LeaderValue>,
 }
 
 /// Who hears of a holding's loss.
@@ -276,6 +278,7 @@ impl MemoryBackend {
             since: SystemTime::now(),
             landed: tokio::time::Instant::now(),
             reporter: None,
+            value: None,
         });
         Ok(epoch)
     }
@@ -408,6 +411,7 @@ impl MemoryBackend {
             since: Some(h.since),
             renewed: None,
             ttl: None,
+            value: h.value.clone(),
         })
     }
 
@@ -563,6 +567,7 @@ impl Claim for MemoryClaim {
             since: SystemTime::now(),
             landed: tokio::time::Instant::now(),
             reporter: None,
+            value: None,
         });
         history.push(Event::Won {
             attempt: attempt.id,
@@ -622,6 +627,29 @@ impl Claim for MemoryClaim {
             Err(Error::NotHeld {
                 name: self.name.clone(),
             })
+        }
+    }
+
+    /// Sets the holding's value if this attempt still holds the claim.
+    async fn proclaim(
+        &self,
+        attempt: &mut MemoryAttempt,
+        value: &LeaderValue,
+    ) -> Result<(), Error> {
+        tokio::task::yield_now().await;
+        let mut reg = self.backend.lock();
+        match reg
+            .slots
+            .get_mut(&self.name)
+            .and_then(|s| s.holder.as_mut())
+        {
+            Some(h) if h.attempt == attempt.id => {
+                h.value = Some(value.clone());
+                Ok(())
+            }
+            _ => Err(Error::NotHeld {
+                name: self.name.clone(),
+            }),
         }
     }
 
@@ -726,6 +754,7 @@ impl MemoryKeys {
                 since: Some(h.since),
                 renewed: None,
                 ttl: None,
+                value: None,
             })));
         }
         let epoch = Epoch::after(slot.last_epoch)?;
@@ -742,6 +771,7 @@ impl MemoryKeys {
             since: SystemTime::now(),
             landed: tokio::time::Instant::now(),
             reporter,
+            value: None,
         });
         reg.history.push(Event::Open { attempt });
         reg.names.insert(attempt, key.clone());

@@ -174,6 +174,7 @@ impl KeyState {
             since: None,
             renewed: None,
             ttl: None,
+            value: None,
         }));
         self.store_deadline(valid_until);
         self.resolve();
@@ -356,6 +357,7 @@ mod tests {
             since: Some(std::time::SystemTime::UNIX_EPOCH),
             renewed: None,
             ttl: None,
+            value: None,
         };
         s.held_by(Some(leader.clone()));
         match s.not_held_error() {

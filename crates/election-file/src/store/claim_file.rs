@@ -21,6 +21,8 @@ pub(crate) struct Paths {
     /// The epoch ceiling (ADR 0025) and its temporary file.
     pub(crate) ceiling: PathBuf,
     pub(crate) ceiling_tmp: PathBuf,
+    /// The leader value of the current term (ADR 0068, `store::value`).
+    pub(crate) value: PathBuf,
 }
 
 /// Opens the claim file for locking, creating it if needed.
@@ -323,6 +325,7 @@ pub(crate) mod tests {
             tmp: file("epoch.tmp"),
             ceiling: file("epoch-ceiling"),
             ceiling_tmp: file("epoch-ceiling.tmp"),
+            value: file("value"),
         }
     }
 

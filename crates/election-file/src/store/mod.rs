@@ -1,7 +1,7 @@
 //! The store layer under the façade and the claim: the claim file and the
 //! epoch record beside it, winning the claim (`claim_file`), the epoch
 //! record (`record`), the epoch ceiling (`ceiling`), open file description
-//! locks (`lock`), waiting for a lock without polling (`waiter`), and
+//! locks (`lock`), the leader value (`value`), waiting for a lock without polling (`waiter`), and
 //! refusing network filesystems (`fstype`).
 
 pub(crate) mod ceiling;
@@ -9,4 +9,5 @@ pub(crate) mod claim_file;
 pub(crate) mod fstype;
 pub(crate) mod lock;
 pub(crate) mod record;
+pub(crate) mod value;
 pub(crate) mod waiter;

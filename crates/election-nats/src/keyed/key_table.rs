@@ -155,6 +155,7 @@ impl KeyTable {
                 since: None,
                 renewed: None,
                 ttl: None,
+                value: None,
             }),
             _ => None,
         }

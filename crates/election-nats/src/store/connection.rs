@@ -203,6 +203,7 @@ mod tests {
             epoch: None,
             since_unix_ms: None,
             base: Some(base),
+            value: None,
         };
         let revision = conn
             .kv

@@ -11,6 +11,7 @@
 //! base=1796000000000000
 //! epoch=1796000000000042  (from the first write after the win on)
 //! since_unix_ms=1796000000000
+//! value=10.0.3.17:8443  (once the term proclaimed one, ADR 0068)
 //! ```
 //!
 //! `base` is the creation time (µs since the Unix epoch) of the bucket
@@ -26,7 +27,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use async_nats::jetstream::kv;
-use election_core::{ElectionName, Epoch, Identity, Leader};
+use election_core::{ElectionName, Epoch, Identity, Leader, LeaderValue};
 
 use crate::error::Error;
 
@@ -58,6 +59,9 @@ pub(crate) struct ClaimRecord {
     pub(crate) since_unix_ms: Option<u64>,
     /// The bucket incarnation's creation time the writer used (µs).
     pub(crate) base: Option<u64>,
+    /// The value the term published (ADR 0068); every later write of the
+    /// term (renewals, commit-point checks) carries it.
+    pub(crate) value: Option<LeaderValue>,
 }
 
 /// A lease-set record: the value of a session key (in the sessions
@@ -99,6 +103,7 @@ struct Fields {
     epoch: Option<Epoch>,
     since_unix_ms: Option<u64>,
     base: Option<u64>,
+    value: Option<LeaderValue>,
 }
 
 /// The error for a value of `key` that cannot be read.
@@ -148,6 +153,7 @@ impl Fields {
                 "epoch" => f.epoch = Some(v.parse().map_err(|e| bad(format!("{e}")))?),
                 "since_unix_ms" => f.since_unix_ms = v.parse().ok(),
                 "base" => f.base = Some(number(k, v)?),
+                "value" => f.value = Some(LeaderValue::new(v).map_err(|e| bad(e.to_string()))?),
                 _ => {}
             }
         }
@@ -170,6 +176,9 @@ impl ClaimRecord {
         if let Some(ms) = self.since_unix_ms {
             s.push_str(&format!("since_unix_ms={ms}\n"));
         }
+        if let Some(v) = &self.value {
+            s.push_str(&format!("value={v}\n"));
+        }
         s.into()
     }
 
@@ -186,6 +195,7 @@ impl ClaimRecord {
             epoch: f.epoch,
             since_unix_ms: f.since_unix_ms,
             base: f.base,
+            value: f.value,
         })
     }
 
@@ -256,6 +266,7 @@ pub(crate) fn leader_of(
     }
     let v = ClaimRecord::decode(key, value)?;
     let epoch = v.epoch_at(key, revision)?;
+    let value = v.value.clone();
     let since = v
         .since_unix_ms
         .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
@@ -267,6 +278,7 @@ pub(crate) fn leader_of(
         // no renewal time to show.
         renewed: None,
         ttl: None,
+        value,
     }))
 }
 
@@ -294,6 +306,7 @@ mod tests {
             epoch: None,
             since_unix_ms: Some(5),
             base: Some(9),
+            value: None,
         };
         let plain = v.encode();
         let mut pending = plain.to_vec();
@@ -320,8 +333,9 @@ mod tests {
         }
 
         #[test]
-        fn values_round_trip(nonce in any::<u64>(), epoch in proptest::option::of(1u64..), since in proptest::option::of(any::<u64>()), base in proptest::option::of(any::<u64>())) {
-            let v = ClaimRecord { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since, base };
+        fn values_round_trip(nonce in any::<u64>(), epoch in proptest::option::of(1u64..), since in proptest::option::of(any::<u64>()), base in proptest::option::of(any::<u64>()), value in proptest::option::of("[^\\p{Cc}]{0,40}")) {
+            let value = value.map(|v| LeaderValue::new(v).unwrap());
+            let v = ClaimRecord { identity: Identity::new("host/1").unwrap(), nonce, epoch: epoch.and_then(Epoch::new), since_unix_ms: since, base, value };
             prop_assert_eq!(ClaimRecord::decode("k", &v.encode()).unwrap(), v);
         }
 

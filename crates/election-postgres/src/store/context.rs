@@ -440,6 +440,16 @@ impl Context {
         Ok(renewed.contains(hold.name))
     }
 
+    /// Publishes `value` for the term `hold` (ADR 0068), bounded by the
+    /// lease's validity (unknown outcome past it): `Ok(false)` if the row
+    /// no longer shows the term.
+    pub(crate) async fn proclaim(&self, hold: HeldRow<'_>, value: &str) -> Result<bool, Error> {
+        self.write(self.options.validity(), async |conn| {
+            row::proclaim(conn, &self.sql, hold, value).await
+        })
+        .await
+    }
+
     /// One release statement over `holds` (`(name, nonce)`), bounded by the
     /// request timeout: the names released.
     pub(crate) async fn release_many(

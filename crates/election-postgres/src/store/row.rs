@@ -108,10 +108,13 @@ pub(crate) async fn read_many(
     let mut out = HashMap::with_capacity(rows.len());
     for row in &rows {
         let (name, mut seen) = seen_of(raw_seen(row)?)?;
-        // The ninth column: the holder's last renewal, for display.
+        // The ninth column: the holder's last renewal, for display; the
+        // tenth: the value of the row's current term (ADR 0068).
         let renewed: Option<i64> = row.try_get(8)?;
+        let value: Option<String> = row.try_get(9)?;
         if let Some(lease) = &mut seen.lease {
             lease.renewed_unix_ms = renewed;
+            lease.value = value;
         }
         out.insert(name, seen);
     }
@@ -144,6 +147,7 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
             ttl_ms,
             acquired_unix_ms: acquired,
             renewed_unix_ms: None,
+            value: None,
         }),
         _ => None,
     };
@@ -229,6 +233,27 @@ pub(crate) async fn release_many(
         .fetch_all(&mut *conn)
         .await?;
     Ok(released.into_iter().collect())
+}
+
+/// Publishes `value` for the term `hold` (ADR 0068) and notifies
+/// observers, in one statement, only if the row still shows the attempt's
+/// nonce and epoch with a holder: `Ok(false)` if it does not (nothing was
+/// written).
+pub(crate) async fn proclaim(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    hold: HeldRow<'_>,
+    value: &str,
+) -> Result<bool, Error> {
+    let written: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql.proclaim.clone()))
+        .bind(hold.name)
+        .bind(hold.nonce)
+        .bind(hold.epoch)
+        .bind(value)
+        .bind(&*sql.channel)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(written.is_some())
 }
 
 /// One claim of a batch: the name, the new attempt's nonce, and what the
@@ -374,6 +399,7 @@ mod tests {
                 ttl_ms: 1000,
                 acquired_unix_ms: None,
                 renewed_unix_ms: None,
+                value: None,
             }),
             recorded: recorded.map(|epoch| Recorded {
                 epoch,

@@ -30,6 +30,11 @@
 //!   guarded: with a mark gone, a fence would accept a deposed leader's
 //!   lower token. The fence's own writes only raise a mark and never call
 //!   the guard's function.
+//! - `leases.value` and `leases.value_epoch` (version 5, ADR 0068): the
+//!   value a term published ([`Term::proclaim`](election_core::Term::proclaim))
+//!   and the epoch it published it in. A read of the leader shows the
+//!   value only with the row's epoch, so a value never outlives its term
+//!   and no claim statement has to clear it.
 //! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
 //!   and raise, in the caller's transaction, so that a fenced transaction
 //!   begins in one round trip
@@ -55,7 +60,7 @@ use fencing::ResourceName;
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The `SQLSTATE` with which `fence_enter` refuses a token lower than the
 /// stored mark; the error's `DETAIL` is the stored mark, in decimal.
@@ -79,6 +84,7 @@ pub(crate) struct Sql {
     pub(crate) take_released: Arc<str>,
     pub(crate) renew_many: Arc<str>,
     pub(crate) release_many: Arc<str>,
+    pub(crate) proclaim: Arc<str>,
     pub(crate) fence_enter: Arc<str>,
     pub(crate) fence_read: Arc<str>,
     pub(crate) fence_lock: Arc<str>,
@@ -93,7 +99,7 @@ impl Sql {
         let s = format!("\"{schema}\"");
         let read_many = format!(
             "SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms,
-                    l.renewed_unix_ms
+                    l.renewed_unix_ms, CASE WHEN l.value_epoch = l.epoch THEN l.value END
              FROM unnest($1::text[]) AS k(name)
              LEFT JOIN {s}.leases l ON l.name = k.name
              LEFT JOIN {s}.epochs e ON e.name = k.name
@@ -185,6 +191,17 @@ impl Sql {
              )
              SELECT r.name FROM r, LATERAL (SELECT pg_notify($3, r.name)) AS n"
         );
+        // A term publishes its value (ADR 0068) only while the row shows
+        // its attempt's nonce and epoch with a holder, and wakes observers
+        // on the channel at commit.
+        let proclaim = format!(
+            "WITH p AS (
+                UPDATE {s}.leases l SET value = $4, value_epoch = $3
+                WHERE l.name = $1 AND l.nonce = $2 AND l.epoch = $3 AND l.holder IS NOT NULL
+                RETURNING l.name
+             )
+             SELECT p.name FROM p, LATERAL (SELECT pg_notify($5, p.name)) AS n"
+        );
         let fence_enter = format!("SELECT {s}.{FENCE_ENTER}($1, $2)");
         let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
         let fence_lock = format!("SELECT mark FROM {s}.fences WHERE resource = $1 FOR SHARE");
@@ -195,6 +212,7 @@ impl Sql {
             take_released: take_released.into(),
             renew_many: renew_many.into(),
             release_many: release_many.into(),
+            proclaim: proclaim.into(),
             fence_enter: fence_enter.into(),
             fence_read: fence_read.into(),
             fence_lock: fence_lock.into(),
@@ -389,6 +407,17 @@ fn v4(s: &str) -> Vec<String> {
     ]
 }
 
+/// The changes of version 5 (ADR 0068): the value a term publishes and the
+/// epoch it was published in, beside the lease row. A version 4 row gets
+/// `NULL`s (no value). Run after [`v4`] in the same transaction as the
+/// version number.
+fn v5(s: &str) -> Vec<String> {
+    vec![format!(
+        "ALTER TABLE {s}.leases ADD COLUMN IF NOT EXISTS value text,
+                               ADD COLUMN IF NOT EXISTS value_epoch bigint"
+    )]
+}
+
 /// The schema version recorded, if the `meta` table exists.
 async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -454,7 +483,13 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(),
         }
         _ => {}
     }
-    for stmt in v1(&s).into_iter().chain(v2(&s)).chain(v3(&s)).chain(v4(&s)) {
+    for stmt in v1(&s)
+        .into_iter()
+        .chain(v2(&s))
+        .chain(v3(&s))
+        .chain(v4(&s))
+        .chain(v5(&s))
+    {
         sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
     }
     sqlx::query(AssertSqlSafe(format!(

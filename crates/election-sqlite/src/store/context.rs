@@ -83,6 +83,9 @@ pub(crate) struct Context {
     /// The same-host lock files (ADR 0026); `None` where they cannot be
     /// trusted (no file, a filesystem shared between hosts).
     pub(crate) host_locks: Option<HostLocks>,
+    /// Whether `election_leases` has the value columns (ADR 0068): always
+    /// after a migration; a database opened read-only may lack them.
+    pub(crate) values: bool,
 }
 
 impl Context {
@@ -182,12 +185,14 @@ impl Context {
         if !schema::readable(&pool).await? {
             return Ok(None);
         }
+        let values = schema::has_values(&pool).await?;
         Ok(Some(Context {
             pool,
             options,
             clock: Arc::new(SystemClock),
             db_file: None,
             host_locks: None,
+            values,
         }))
     }
 
@@ -215,6 +220,7 @@ impl Context {
             clock: Arc::new(SystemClock),
             db_file,
             host_locks,
+            values: true,
         })
     }
 
@@ -226,6 +232,7 @@ impl Context {
             clock,
             db_file: self.db_file.clone(),
             host_locks: self.host_locks.clone(),
+            values: self.values,
         }
     }
 
@@ -281,6 +288,30 @@ impl Context {
             return Ok(false);
         }
         self.renew_within(hold, self.options.validity()).await
+    }
+}
+
+impl Context {
+    /// Publishes `value` for the term `hold` (ADR 0068): one autocommit
+    /// `UPDATE` of the row's value and its epoch, only if the row still
+    /// shows this attempt's nonce and won epoch with a holder (as a
+    /// renewal is conditional; it moves neither the renewal version nor
+    /// the renewal time). `Ok(false)` if it does not, or if the database
+    /// file was deleted, replaced or got a second name; bounded by the
+    /// lease's validity ([`Error::OutcomeUnknown`] after it: the value
+    /// may or may not show).
+    ///
+    /// Cancel safety: cancel safe; dropped, the value is either written or
+    /// not, and nothing else changes.
+    pub(crate) async fn proclaim(&self, hold: HeldRow<'_>, value: &str) -> Result<bool, Error> {
+        if self.in_place().is_err() {
+            return Ok(false);
+        }
+        let bound = self.options.validity();
+        match tokio::time::timeout(bound, row::proclaim(&self.pool, hold, value)).await {
+            Ok(written) => written,
+            Err(_) => Err(Error::OutcomeUnknown { after: bound }),
+        }
     }
 }
 

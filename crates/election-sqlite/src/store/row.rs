@@ -107,8 +107,28 @@ fn check(name: &str, row: Row) -> Result<Row, Error> {
 
 type RawRow = (Option<String>, i64, i64, i64, Option<i64>, Option<i64>);
 
-const SELECT: &str = "SELECT holder, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms
+/// A read of the leader as stored: [`RawRow`] and the value.
+type LeaderRow = (
+    Option<String>,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
+
+/// A read of the leader: the row and the value of its current term
+/// (ADR 0068).
+const SELECT: &str = "SELECT holder, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms,
+                             CASE WHEN value_epoch = epoch THEN value END
                       FROM election_leases WHERE name = ?1";
+
+/// [`SELECT`] for a database without the value columns (opened read-only,
+/// never opened by a version that adds them).
+const SELECT_WITHOUT_VALUES: &str = "SELECT holder, epoch, version, ttl_ms, acquired_unix_ms,
+                                            renewed_unix_ms, NULL
+                                     FROM election_leases WHERE name = ?1";
 
 fn row((holder, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms): RawRow) -> Row {
     Row {
@@ -118,16 +138,34 @@ fn row((holder, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms): RawR
         ttl_ms,
         acquired_unix_ms,
         renewed_unix_ms,
+        value: None,
     }
 }
 
 /// Reads the row of `name`.
-pub(crate) async fn read(pool: &SqlitePool, name: &str) -> Result<Option<Row>, Error> {
-    let raw: Option<RawRow> = sqlx::query_as(SELECT)
+/// `values`: whether the table has the value columns.
+pub(crate) async fn read(
+    pool: &SqlitePool,
+    name: &str,
+    values: bool,
+) -> Result<Option<Row>, Error> {
+    let select = if values {
+        SELECT
+    } else {
+        SELECT_WITHOUT_VALUES
+    };
+    let raw: Option<LeaderRow> = sqlx::query_as(select)
         .bind(name)
         .fetch_optional(pool)
         .await?;
-    raw.map(row).map(|r| check(name, r)).transpose()
+    raw.map(
+        |(holder, epoch, version, ttl_ms, acquired, renewed, value)| Row {
+            value,
+            ..row((holder, epoch, version, ttl_ms, acquired, renewed))
+        },
+    )
+    .map(|r| check(name, r))
+    .transpose()
 }
 
 /// Reads the epoch state of `name`.
@@ -338,6 +376,26 @@ pub(crate) async fn renew(
     .bind(hold.epoch)
     .bind(wall_ms);
     changes_one_row(pool, renew).await
+}
+
+/// Publishes `value` for the term `hold` (ADR 0068): the row's value and
+/// the epoch it belongs to, only if the row still shows the attempt's nonce
+/// and epoch with a holder (one autocommit statement). `Ok(false)`: it
+/// does not; nothing was written.
+pub(crate) async fn proclaim(
+    pool: &SqlitePool,
+    hold: HeldRow<'_>,
+    value: &str,
+) -> Result<bool, Error> {
+    let proclaim = sqlx::query(
+        "UPDATE election_leases SET value = ?4, value_epoch = ?3
+         WHERE name = ?1 AND nonce = ?2 AND epoch = ?3 AND holder IS NOT NULL",
+    )
+    .bind(hold.name)
+    .bind(hold.nonce)
+    .bind(hold.epoch)
+    .bind(value);
+    changes_one_row(pool, proclaim).await
 }
 
 /// Releases the lease of the attempt `nonce`, and only that one: a

@@ -4,7 +4,11 @@
 //! - `election_meta(key, value)`: the schema version.
 //! - `election_leases`: one row per election name. Its column `lock_id`
 //!   (the same-host lock its term's winner holds, ADR 0026) is added in
-//!   place to databases of any version.
+//!   place to databases of any version, as are `value` and
+//!   `value_epoch` (ADR 0068): the value a term published and the epoch it
+//!   published it in. A reader shows the value only with the row's epoch,
+//!   so a value never outlives its term, and the claims of versions that
+//!   never write these columns need not clear them.
 //! - `election_epochs` (since version 2): per election name, the highest
 //!   epoch ever handed out and the TTL of the term that got it. Written in
 //!   the transaction that wins each term; this crate never deletes a row
@@ -153,9 +157,10 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     .await?;
     // The version and whether `lock_id` is there, in one statement (one
     // round trip to the connection's worker thread at every open).
-    let (found, has_lock_id, has_guard): (Option<i64>, bool, bool) = sqlx::query_as(
+    let (found, has_lock_id, has_value, has_guard): (Option<i64>, bool, bool, bool) = sqlx::query_as(
         "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0,
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'value_epoch') > 0,
                 (SELECT count(*) FROM sqlite_master WHERE type = 'trigger'
                     AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered',
                                  'election_epochs_never_replaced_lower')) = 3",
@@ -204,6 +209,12 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     } else {
         add_lock_id(&mut tx).await?
     };
+    let valued = if up_to_date && has_value {
+        false
+    } else {
+        add_value_columns(&mut tx).await?
+    };
+    let added = added || valued;
     let guarded = if up_to_date && has_guard {
         false
     } else {
@@ -240,6 +251,41 @@ async fn add_lock_id(conn: &mut SqliteConnection) -> Result<bool, Error> {
         return Ok(true);
     }
     Ok(false)
+}
+
+/// Adds `election_leases.value` and `value_epoch` (ADR 0068) if missing.
+/// In place, without a version bump (as `lock_id`): older versions never
+/// read them, and what they leave behind is never shown, since a reader
+/// shows a value only with the epoch it was published in. True if it
+/// added them.
+async fn add_value_columns(conn: &mut SqliteConnection) -> Result<bool, Error> {
+    let (tables, columns): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_leases'),
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'value_epoch')",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if tables == 1 && columns == 0 {
+        for stmt in [
+            "ALTER TABLE election_leases ADD COLUMN value TEXT",
+            "ALTER TABLE election_leases ADD COLUMN value_epoch INTEGER",
+        ] {
+            sqlx::query(stmt).execute(&mut *conn).await?;
+        }
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Whether `election_leases` has the value columns (ADR 0068): a database
+/// opened read-only may be one no version with them has opened yet.
+pub(crate) async fn has_values(pool: &sqlx::SqlitePool) -> Result<bool, Error> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'value_epoch'",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(n > 0)
 }
 
 /// Whether a database opened read-only holds election tables this crate
