@@ -13,6 +13,7 @@
 //! cross-process floors start (see [`helper`]).
 
 mod cli;
+mod etcd;
 mod fencing;
 mod file;
 mod handover;
@@ -410,7 +411,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             log: &log,
             counts: cli_counts,
         };
-        cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
+        cli::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
     }
 
     let header = Header {
@@ -466,7 +467,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     cli_counts.lease_failovers,
                     cli::SETTLE.as_millis(),
                     cli::PG_SETTLE.as_millis()
-                )
+                ) + &etcd::header()
             } else {
                 String::new()
             },
