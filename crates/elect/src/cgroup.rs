@@ -78,7 +78,7 @@ pub(crate) struct Unavailable(pub(crate) String);
 
 /// The mount point of the cgroup2 file system (the first one in
 /// `/proc/self/mountinfo`).
-fn cgroup2_mount() -> Option<PathBuf> {
+pub(crate) fn cgroup2_mount() -> Option<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(|line| {
         // `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
