@@ -20,9 +20,10 @@
 //!   without secrets) and the name, so every `elect run` of one election
 //!   on this host finds the same directory, and no other election's;
 //! - in it one directory per term, `term-<epoch>`, created by the winner
-//!   before COMMAND starts; the supervisor moves COMMAND into it between
-//!   fork and exec (it writes `0` to `cgroup.procs`), so every process of
-//!   the tree is born inside it.
+//!   before COMMAND starts; the supervisor creates COMMAND inside it
+//!   (`clone3` with `CLONE_INTO_CGROUP`; on kernels before 5.7 the child
+//!   writes `0` to `cgroup.procs` between fork and exec, ADR 0066), so
+//!   every process of the tree is born inside it.
 //!
 //! A term's group ends (`cgroup.kill`, wait until `cgroup.events` says
 //! `populated 0`, `rmdir`, repeated until the directory is gone, since a
