@@ -20,9 +20,10 @@
 //!   without secrets) and the name, so every `elect run` of one election
 //!   on this host finds the same directory, and no other election's;
 //! - in it one directory per term, `term-<epoch>`, created by the winner
-//!   before COMMAND starts; the supervisor moves COMMAND into it between
-//!   fork and exec (it writes `0` to `cgroup.procs`), so every process of
-//!   the tree is born inside it.
+//!   before COMMAND starts; the supervisor creates COMMAND inside it
+//!   (`clone3` with `CLONE_INTO_CGROUP`; on kernels before 5.7 the child
+//!   writes `0` to `cgroup.procs` between fork and exec, ADR 0066), so
+//!   every process of the tree is born inside it.
 //!
 //! A term's group ends (`cgroup.kill`, wait until `cgroup.events` says
 //! `populated 0`, `rmdir`, repeated until the directory is gone, since a
@@ -78,7 +79,7 @@ pub(crate) struct Unavailable(pub(crate) String);
 
 /// The mount point of the cgroup2 file system (the first one in
 /// `/proc/self/mountinfo`).
-fn cgroup2_mount() -> Option<PathBuf> {
+pub(crate) fn cgroup2_mount() -> Option<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(|line| {
         // `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`

@@ -546,6 +546,169 @@ fn wait_for_term(sock: RawFd, pending: &mut Vec<u8>) -> Option<Go> {
     }
 }
 
+/// How [`born_in_cgroup`] went.
+#[derive(Debug, PartialEq, Eq)]
+enum Born {
+    /// COMMAND was executed, inside the group: its pid.
+    Started(i32),
+    /// It could not be started (an errno: the group is gone, ENODEV; the
+    /// program is missing, ENOENT; ...).
+    Failed(i32),
+    /// The kernel has no `clone3` or no `CLONE_INTO_CGROUP` (before 5.7).
+    Unsupported,
+}
+
+/// `struct clone_args` of `clone3(2)` up to `cgroup` (version 2, 88
+/// bytes), which the `libc` crate does not define.
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// A C string of `bytes`, or EINVAL for an inner NUL.
+fn c_string(bytes: &[u8]) -> Result<std::ffi::CString, i32> {
+    std::ffi::CString::new(bytes).map_err(|_| nix::libc::EINVAL)
+}
+
+/// Starts COMMAND (with this process's environment plus `env`) as a
+/// child born inside the cgroup `dir`: `clone3` with `CLONE_INTO_CGROUP`,
+/// then in the child what `std::process::Command` and the fallback's
+/// `pre_exec` do (an empty signal mask, SIGPIPE at its default,
+/// PR_SET_PDEATHSIG SIGKILL, a check that the parent is still `me`) and
+/// `execvpe`. An exec failure comes back through a close-on-exec pipe.
+///
+/// The supervisor is single-threaded (forked from `elect` before its
+/// runtime starts, no threads of its own), so the child of this raw clone
+/// may call what a child of `fork` may; it calls only async-signal-safe
+/// functions, everything is allocated before the clone.
+#[allow(unsafe_code)]
+fn born_in_cgroup(
+    command: &[String],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    dir: &std::path::Path,
+    me: Pid,
+) -> Born {
+    use nix::libc;
+    use std::os::unix::ffi::OsStrExt;
+    let prepared = (|| -> Result<_, i32> {
+        let program = c_string(command[0].as_bytes())?;
+        let argv = command
+            .iter()
+            .map(|a| c_string(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+            .filter(|(k, _)| !env.iter().any(|(e, _)| e == k))
+            .collect();
+        vars.extend(env.iter().cloned());
+        let envp = vars
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                c_string(&kv)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((program, argv, envp))
+    })();
+    let (program, argv, envp) = match prepared {
+        Ok(p) => p,
+        Err(errno) => return Born::Failed(errno),
+    };
+    let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    envp_p.push(std::ptr::null());
+    let group = match std::fs::File::open(dir) {
+        Ok(f) => f,
+        Err(e) => return Born::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
+    };
+    let (rx, tx) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return Born::Failed(e as i32),
+    };
+    let args = CloneArgs {
+        flags: CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: group.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    };
+    let tx_fd = tx.as_raw_fd();
+    // SAFETY: clone3 without CLONE_VM is a fork: the child gets a copy of
+    // this single-threaded process. It runs only the block below, which
+    // calls async-signal-safe functions on memory prepared above, and
+    // ends in execvpe or _exit.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            std::ptr::from_ref(&args),
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if pid == 0 {
+        // SAFETY: in the child; see above.
+        unsafe {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            let errno = if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                *libc::__errno_location()
+            } else if libc::getppid() != me.as_raw() {
+                libc::ESRCH
+            } else {
+                libc::execvpe(program.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr());
+                *libc::__errno_location()
+            };
+            let bytes = errno.to_ne_bytes();
+            libc::write(tx_fd, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(127);
+        }
+    }
+    drop(tx);
+    drop(group);
+    if pid < 0 {
+        let errno = nix::errno::Errno::last_raw();
+        return match errno {
+            libc::ENOSYS | libc::E2BIG | libc::EINVAL => Born::Unsupported,
+            _ => Born::Failed(errno),
+        };
+    }
+    let pid = pid as i32;
+    // Closed at exec (nothing read) or one errno from the child.
+    let mut rx = std::fs::File::from(rx);
+    let mut buf = [0u8; 4];
+    let mut got = 0;
+    while got < buf.len() {
+        match rx.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    if got == buf.len() {
+        // It exited without exec: reaped here, so the loop never sees it.
+        let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
+        return Born::Failed(i32::from_ne_bytes(buf));
+    }
+    Born::Started(pid)
+}
+
 /// The supervisor, forked by [`Standby::fork`] with the group's signals
 /// blocked (`mask` is the mask to restore): waits for the term, starts
 /// COMMAND, supervises its tree.
@@ -568,7 +731,7 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
         return ExitCode::SUCCESS;
     };
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let mut ctrl = std::fs::File::from(sock);
+    let ctrl = std::fs::File::from(sock);
     let report = match ctrl.try_clone() {
         Ok(r) => r,
         Err(e) => {
@@ -599,9 +762,32 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
         return ExitCode::from(crate::exit::INTERNAL);
     }
 
+    let me = nix::unistd::getpid();
+    // COMMAND's tree holds the lock too (flock(1)): it came without
+    // FD_CLOEXEC, so COMMAND inherits it, and it stays open here.
+    let _lock = lock;
+    // Born in the term's cgroup (clone3 with CLONE_INTO_CGROUP, Linux
+    // 5.7): no migration of a running process into the group, whose
+    // write to `cgroup.procs` waits for an RCU grace period (5-70 ms on a
+    // loaded 2-core machine; ADR 0066). A group already removed fails the
+    // clone with ENODEV, and COMMAND does not start.
+    if let Some(dir) = &cgroup {
+        match born_in_cgroup(command, &env, dir, me) {
+            Born::Started(pid) => {
+                sup.command = Some(pid);
+                sup.tell(&format!("P {pid}"));
+                return supervise(sup, ctrl, pending);
+            }
+            Born::Failed(errno) => {
+                sup.tell(&format!("F {errno}"));
+                return ExitCode::SUCCESS;
+            }
+            // An older kernel: the child moves itself in (below).
+            Born::Unsupported => {}
+        }
+    }
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]).envs(env);
-    let me = nix::unistd::getpid();
     // The term's cgroup (see `cgroup`): COMMAND moves itself in before
     // exec, so every process of its tree is born inside. Opened here: a
     // group already removed (a later term ended it) fails the write with
@@ -638,9 +824,6 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
             Ok(())
         });
     }
-    // COMMAND's tree holds the lock too (flock(1)): it came without
-    // FD_CLOEXEC, so COMMAND inherits it, and it stays open here.
-    let _lock = lock;
     let spawned = cmd.spawn();
     drop(procs);
     match spawned {
@@ -653,7 +836,12 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
             return ExitCode::SUCCESS;
         }
     }
+    supervise(sup, ctrl, pending)
+}
 
+/// The supervisor's loop once COMMAND runs: messages from `elect`,
+/// SIGCHLD, the watchdog and kill deadlines, until the tree is empty.
+fn supervise(mut sup: Supervisor, mut ctrl: std::fs::File, mut pending: Vec<u8>) -> ExitCode {
     let mut ctrl_open = true;
     // Lines that came with the `G` line.
     while let Some(end) = pending.iter().position(|&b| b == b'\n') {
@@ -716,6 +904,59 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With a real cgroup2 (tests run as root): COMMAND is born inside
+    /// the term's group (its `/proc/PID/cgroup` names it from its first
+    /// instruction, no migration); a missing program and a removed group
+    /// start nothing and say why.
+    #[test]
+    fn a_command_is_born_in_the_terms_cgroup() {
+        let mount = crate::cgroup::cgroup2_mount().expect("a cgroup2 mount (tests run as root)");
+        let group = mount.join(format!("elect-born-{}", std::process::id()));
+        std::fs::create_dir(&group).expect("create the group");
+        let me = nix::unistd::getpid();
+        let env = [("ELECTION_EPOCH".into(), "7".into())];
+        let sh = [
+            "sh",
+            "-c",
+            "test \"$ELECTION_EPOCH\" = 7 && exec sleep 1000",
+        ]
+        .map(String::from);
+        let pid = match born_in_cgroup(&sh, &env, &group, me) {
+            Born::Started(pid) => pid,
+            other => panic!("not started: {other:?}"),
+        };
+        let procs = std::fs::read_to_string(group.join("cgroup.procs")).expect("procs");
+        assert_eq!(procs.trim(), pid.to_string(), "not in the group");
+        // The shell found the variable and became `sleep` (a shell that
+        // exited stays `sh` until reaped).
+        let comm = format!("/proc/{pid}/comm");
+        let started = std::time::Instant::now();
+        while std::fs::read_to_string(&comm).map_or(true, |c| c.trim() != "sleep") {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the command never became `sleep`: $ELECTION_EPOCH was not 7"
+            );
+            std::thread::yield_now();
+        }
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let status = nix::sys::wait::waitpid(Pid::from_raw(pid), None).expect("wait");
+        assert_eq!(
+            status,
+            nix::sys::wait::WaitStatus::Signaled(Pid::from_raw(pid), Signal::SIGKILL, false),
+            "it did not run until killed (the variable was not set?)"
+        );
+        let missing = ["/nonexistent/elect-test"].map(String::from);
+        assert_eq!(
+            born_in_cgroup(&missing, &env, &group, me),
+            Born::Failed(nix::libc::ENOENT)
+        );
+        std::fs::remove_dir(&group).expect("remove the group");
+        assert!(matches!(
+            born_in_cgroup(&sh, &env, &group, me),
+            Born::Failed(nix::libc::ENOENT | nix::libc::ENODEV)
+        ));
+    }
 
     #[test]
     fn stat_reads_parent_and_start_time() {

@@ -79,6 +79,15 @@ pub(crate) enum Contender {
         /// Extra `elect run` flags (`--ttl 3s`).
         extra: Vec<String>,
     },
+    /// `etcdctl --endpoints=URL lock --ttl=TTL cli CHILD` (see `etcd`).
+    Etcdctl {
+        /// The `etcdctl` binary.
+        bin: PathBuf,
+        /// The etcd member's client URL.
+        endpoint: String,
+        /// The session TTL in seconds.
+        ttl: u32,
+    },
 }
 
 /// A contender's first line: its index and the stamp it printed.
@@ -139,6 +148,13 @@ impl Field {
                 cmd.args(["run", "--backend", url, "--name", "cli"])
                     .args(extra)
                     .arg("--");
+                cmd
+            }
+            Contender::Etcdctl { bin, endpoint, ttl } => {
+                let mut cmd = Command::new(bin);
+                cmd.env("ETCDCTL_API", "3")
+                    .arg(format!("--endpoints={endpoint}"))
+                    .args(["lock", &format!("--ttl={ttl}"), "cli"]);
                 cmd
             }
         };
@@ -309,10 +325,11 @@ pub(crate) struct Setup<'a> {
 pub(crate) const LEASE_TTL: &str = "3s";
 
 /// The three rows' measurements of one contender kind.
-struct Figures {
-    start: Vec<u64>,
+pub(crate) struct Figures {
+    /// Uncontested starts.
+    pub(crate) start: Vec<u64>,
     /// `(signal, contenders, samples)`.
-    chains: Vec<(Signal, usize, Vec<u64>)>,
+    pub(crate) chains: Vec<(Signal, usize, Vec<u64>)>,
 }
 
 fn figures(label: &str, field: &mut Field, counts: Counts, failovers: usize) -> Result<Figures> {
@@ -340,8 +357,13 @@ fn figures(label: &str, field: &mut Field, counts: Counts, failovers: usize) -> 
 /// Measures `flock(1)`, then `elect run` on the file, SQLite, NATS and
 /// PostgreSQL backends (one `nats-server`, one `postgres-testkit` server
 /// without a password), and adds a row per backend and path beside
-/// flock's figure.
-pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
+/// flock's figure; then `etcdctl lock` beside them (`etcd`: a note when etcd
+/// is not installed).
+pub(crate) fn rows(
+    s: &Setup<'_>,
+    rows: &mut Vec<crate::Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     let child: Vec<OsString> = vec![
         s.exe.as_os_str().to_owned(),
         "helper".into(),
@@ -383,6 +405,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
         ("nats", lease(server.url()), s.counts.lease_failovers),
         ("postgres", lease(pg.url()), s.counts.lease_failovers),
     ];
+    let mut measured = Vec::new();
     for (backend, contender, failovers) in backends {
         let settle = if backend == "postgres" {
             PG_SETTLE
@@ -420,13 +443,20 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
                 floor_samples,
             )?);
         }
+        measured.push((format!("`elect run` ({backend}{ttl})"), m));
     }
     drop(server);
     drop(pg);
-    Ok(())
+    super::etcd::rows(s, &child, &floor, &measured, rows, notes)
 }
 
-fn row(what: String, measured: &[u64], floor: &str, floor_measured: &[u64]) -> Result<crate::Row> {
+/// A row of `measured` beside `floor_measured`.
+pub(crate) fn row(
+    what: String,
+    measured: &[u64],
+    floor: &str,
+    floor_measured: &[u64],
+) -> Result<crate::Row> {
     Ok(crate::Row {
         measured: crate::summary(measured, &what)?,
         what,

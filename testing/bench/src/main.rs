@@ -14,6 +14,7 @@
 
 mod balance;
 mod cli;
+mod etcd;
 mod fencing;
 mod file;
 mod handover;
@@ -445,7 +446,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             log: &log,
             counts: cli_counts,
         };
-        cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
+        cli::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
     }
 
     let header = Header {
@@ -530,7 +531,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     cli_counts.lease_failovers,
                     cli::SETTLE.as_millis(),
                     cli::PG_SETTLE.as_millis()
-                )
+                ) + &etcd::header()
             } else {
                 String::new()
             },
