@@ -70,6 +70,14 @@ pub(crate) enum Contender {
         /// The directory locked.
         dir: PathBuf,
     },
+    /// `PROGRAM ARGS... CHILD`: a floor of the bench's own
+    /// (`election-bench helper pg-start URL`, PostgreSQL's start floor).
+    Command {
+        /// The program.
+        program: PathBuf,
+        /// Its arguments before CHILD.
+        args: Vec<OsString>,
+    },
     /// `elect run --backend URL --name cli [EXTRA...] -- CHILD`.
     Elect {
         /// The `elect` binary.
@@ -132,6 +140,11 @@ impl Field {
             Contender::Flock { dir } => {
                 let mut cmd = Command::new("flock");
                 cmd.arg(dir);
+                cmd
+            }
+            Contender::Command { program, args } => {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
                 cmd
             }
             Contender::Elect { bin, url, extra } => {
@@ -397,11 +410,16 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
         } else {
             format!(", TTL {LEASE_TTL}")
         };
+        let start_floor = if backend == "postgres" {
+            pg_start_floor(s, &pg, &child)?
+        } else {
+            ("`flock DIR` (same child)".to_owned(), floor.start.clone())
+        };
         rows.push(row(
             format!("cli: `elect run` ({backend}{ttl}): uncontested start → child's line"),
             &m.start,
-            "`flock DIR` (same child)",
-            &floor.start,
+            &start_floor.0,
+            &start_floor.1,
         )?);
         for ((signal, contenders, samples), (_, _, floor_samples)) in
             m.chains.iter().zip(&floor.chains)
@@ -424,6 +442,32 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<()> {
     drop(server);
     drop(pg);
     Ok(())
+}
+
+/// PostgreSQL's start floor: `election-bench helper pg-start URL CHILD`
+/// (one connection, one committed `UPDATE`, then `exec` of the same
+/// child; [`crate::postgres::start_floor`]), as many rounds as the rows.
+fn pg_start_floor(
+    s: &Setup<'_>,
+    pg: &postgres_testkit::Server,
+    child: &[OsString],
+) -> Result<(String, Vec<u64>)> {
+    crate::postgres::create_start_floor(pg)?;
+    let contender = Contender::Command {
+        program: s.exe.to_path_buf(),
+        args: vec!["helper".into(), "pg-start".into(), pg.url().into()],
+    };
+    let mut field = Field::new(contender, child.to_vec(), s.log);
+    let samples = crate::step(
+        "cli: PostgreSQL start floor (connect, one UPDATE, exec)",
+        || field.start(s.counts.rounds, s.counts.warm),
+    )?;
+    Ok((
+        "a process that connects (sqlx), commits one `UPDATE`, then execs the same child \
+         (same server)"
+            .to_owned(),
+        samples,
+    ))
 }
 
 fn row(what: String, measured: &[u64], floor: &str, floor_measured: &[u64]) -> Result<crate::Row> {
