@@ -42,10 +42,6 @@ const OWN_POOL_CONNECTIONS: u32 = 8;
 /// background by the first wait, not at open (ADR 0065).
 const OWN_POOL_READY: u32 = 2;
 
-/// How many statements a readied connection has in sqlx's cache at the
-/// least ([`row::ready`] prepares five).
-const READIED_STATEMENTS: usize = 5;
-
 /// A connection of `pool` within `bound`. The pool itself hides why it
 /// has none: sqlx retries a *refused* connection silently until its own
 /// acquire timeout, then says only "pool timed out" (other failures, an
@@ -168,10 +164,18 @@ fn connection_gone(e: &Error) -> bool {
     }
 }
 
-/// Readies `count` connections of `pool` (opening the missing ones), each
-/// not yet readied, within `bound`; failures are logged and ignored (an
+/// Readies `count` connections of `pool`, or all it has if more (opening
+/// the missing ones), within `bound`; failures are logged and ignored (an
 /// unready connection is only slower).
 pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Duration) {
+    // First let the connections in use come back (sqlx returns each in a
+    // task of its own, after a ping): one still on its way would not be
+    // handed out, and stay unreadied while new ones are opened instead.
+    let deadline = Instant::now() + bound.min(Duration::from_secs(1));
+    while pool.num_idle() < pool.size() as usize && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let count = count.max(pool.size());
     let conns = futures::future::join_all((0..count).map(|_| acquire(pool, bound))).await;
     let readying = conns.into_iter().filter_map(|c| match c {
         Ok(c) => Some(c),
@@ -180,11 +184,10 @@ pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Dura
             None
         }
     });
+    // Each again (one opened by the pool since the open was readied as it
+    // connected; readying twice costs a few round trips, off every path).
     futures::future::join_all(readying.map(|mut conn| async move {
-        use sqlx::Connection as _;
-        if conn.cached_statements_size() < READIED_STATEMENTS
-            && let Err(e) = row::ready(&mut conn, sql).await
-        {
+        if let Err(e) = row::ready(&mut conn, sql).await {
             tracing::debug!(error = %e, "connection not readied for a handover");
         }
     }))
@@ -676,6 +679,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_to_a_stopped_server_are_bounded() {
         let (mut server, ctx) = connected().await;
+        // The renewal prepared, as a waiter's pool has it (the bound below
+        // is for the request, not for preparing it on a loaded machine).
+        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10)).await;
         let hold = HeldRow {
             name: "jobs",
             nonce: 7,
@@ -738,7 +744,12 @@ mod tests {
             .fetch_one(&mut **conn)
             .await
             .expect("prepared statements");
-            assert_eq!(prepared, 1, "a connection is not readied");
+            let all: Vec<String> =
+                sqlx::query_scalar("SELECT left(statement, 30) FROM pg_prepared_statements")
+                    .fetch_all(&mut **conn)
+                    .await
+                    .expect("prepared statements");
+            assert_eq!(prepared, 1, "a connection is not readied: {all:?}");
         }
         drop((first, second));
     }
@@ -762,8 +773,9 @@ mod tests {
             epoch,
         };
         assert!(ctx.confirm(hold).await.expect("answers"), "held");
-        let end_all = "SELECT count(*) FROM pg_stat_activity \
-             WHERE application_name = 'election-postgres' AND pg_terminate_backend(pid, 10000)";
+        // (OFFSET 0: the filter runs before any backend is ended.)
+        let end_all = "SELECT count(pg_terminate_backend(pid, 10000)) FROM (SELECT pid \
+             FROM pg_stat_activity WHERE application_name = 'election-postgres' OFFSET 0) s";
         let ended: i64 = server.sql(end_all).expect("end").parse().expect("count");
         assert!(ended >= 1, "no connection of the pool was ended");
         // Another term's now (by hand, as a successor would write it).
@@ -927,7 +939,7 @@ mod tests {
                 .collect();
             assert_eq!(wins.len(), 1, "round {round}: winners {wins:?}");
             let nonce = server
-                .sql("SELECT nonce FROM election.leases")
+                .sql("SELECT nonce FROM election.leases WHERE name = 'jobs'")
                 .expect("nonce");
             ctx.release_many(&[("jobs", nonce.parse().expect("nonce"))])
                 .await
