@@ -168,30 +168,41 @@ fn connection_gone(e: &Error) -> bool {
 /// the missing ones), within `bound`; failures are logged and ignored (an
 /// unready connection is only slower).
 pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Duration) {
-    // First let the connections in use come back (sqlx returns each in a
-    // task of its own, after a ping): one still on its way would not be
-    // handed out, and stay unreadied while new ones are opened instead.
-    let deadline = Instant::now() + bound.min(Duration::from_secs(1));
-    while pool.num_idle() < pool.size() as usize && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    let deadline = Instant::now() + bound;
+    // Again while the pool grew meanwhile (a connection whose opening had
+    // not begun yet): every connection it has ends up readied.
+    for _ in 0..3 {
+        // First let the connections in use or opening come back (sqlx
+        // returns each in a task of its own, after a ping): one on its way
+        // would not be handed out, and stay unreadied while new ones are
+        // opened instead.
+        let settle = Instant::now() + Duration::from_secs(1);
+        while pool.num_idle() < pool.size() as usize && Instant::now() < settle.min(deadline) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let n = count.max(pool.size());
+        let left = deadline.saturating_duration_since(Instant::now());
+        let conns = futures::future::join_all((0..n).map(|_| acquire(pool, left))).await;
+        let readying = conns.into_iter().filter_map(|c| match c {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::debug!(error = %e, "a ready connection could not be opened");
+                None
+            }
+        });
+        // Each again (one opened by the pool since the open was readied as
+        // it connected; readying twice costs a few round trips, off every
+        // path).
+        futures::future::join_all(readying.map(|mut conn| async move {
+            if let Err(e) = row::ready(&mut conn, sql).await {
+                tracing::debug!(error = %e, "connection not readied for a handover");
+            }
+        }))
+        .await;
+        if pool.size() <= n {
+            return;
+        }
     }
-    let count = count.max(pool.size());
-    let conns = futures::future::join_all((0..count).map(|_| acquire(pool, bound))).await;
-    let readying = conns.into_iter().filter_map(|c| match c {
-        Ok(c) => Some(c),
-        Err(e) => {
-            tracing::debug!(error = %e, "a ready connection could not be opened");
-            None
-        }
-    });
-    // Each again (one opened by the pool since the open was readied as it
-    // connected; readying twice costs a few round trips, off every path).
-    futures::future::join_all(readying.map(|mut conn| async move {
-        if let Err(e) = row::ready(&mut conn, sql).await {
-            tracing::debug!(error = %e, "connection not readied for a handover");
-        }
-    }))
-    .await;
 }
 
 /// Everything a claim, a renewal or a lease set's step needs of one
@@ -695,6 +706,12 @@ mod tests {
         // The renewal prepared, as a waiter's pool has it (the bound below
         // is for the request, not for preparing it on a loaded machine).
         ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < ctx.pool.size() as usize
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let hold = HeldRow {
             name: "jobs",
             nonce: 7,
@@ -739,7 +756,8 @@ mod tests {
             ctx.pool.size() <= 2,
             "an open makes two connections at most"
         );
-        ctx.ready_soon();
+        // What the first wait's `ready_soon` spawns, awaited here.
+        ready_pool(&ctx.pool, &ctx.sql, OWN_POOL_READY, Duration::from_secs(10)).await;
         // Both go back to the pool in sqlx's own tasks once readied.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < 2 {
@@ -766,7 +784,12 @@ mod tests {
                     .fetch_all(&mut **conn)
                     .await
                     .expect("prepared statements");
-            assert_eq!(prepared, 1, "a connection is not readied: {all:?}");
+            assert_eq!(
+                prepared,
+                1,
+                "a connection is not readied: {all:?}; size {before}, {}",
+                ctx.pool.size()
+            );
         }
         drop((first, second));
     }
