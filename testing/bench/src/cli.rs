@@ -20,6 +20,11 @@
 //! Backends: the file backend, SQLite, one `nats-server` and one
 //! PostgreSQL server (`postgres-testkit`), the last three with a lease TTL
 //! of [`LEASE_TTL`].
+//!
+//! Floors: `flock DIR` beside every row, except PostgreSQL's uncontested
+//! start, whose floor is what any tool on PostgreSQL does before its
+//! command runs: `election-bench helper pg-start URL CHILD` connects (sqlx),
+//! commits one `UPDATE` of one row and execs the same child (ADR 0065).
 
 use std::ffi::OsString;
 use std::fs::File;

@@ -190,9 +190,8 @@ pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Dura
                 None
             }
         });
-        // Each again (one opened by the pool since the open was readied as
-        // it connected; readying twice costs a few round trips, off every
-        // path).
+        // Each (one readied before is readied again: a few round trips,
+        // off every path).
         futures::future::join_all(readying.map(|mut conn| async move {
             if let Err(e) = row::ready(&mut conn, sql).await {
                 tracing::debug!(error = %e, "connection not readied for a handover");
@@ -276,12 +275,10 @@ impl Context {
             reason: "the URL is not a valid postgres:// URL".into(),
             source: e,
         })?;
-        let sql = Arc::new(Sql::new(options.schema()));
-        // Connections opened once the election is open are readied as they
-        // connect (ADR 0040); the first one, opened before the schema
-        // surely exists, by `ready_soon`.
-        let ready_new = Arc::new(AtomicBool::new(false));
-        let ready_on_connect = ready_new.clone();
+        // No readying as a connection connects (ADR 0040 did): it made a
+        // connection the pool opens on a request's path (after a server
+        // restart, say) a dozen round trips slower; the first wait readies
+        // the pool instead, and again after a connection was found gone.
         let pool = PgPoolOptions::new()
             .max_connections(OWN_POOL_CONNECTIONS)
             // Kept up by sqlx when it reaps an idle or old one.
@@ -295,16 +292,6 @@ impl Context {
             // Every request is bounded by the request timeout itself; the
             // pool's own bound only covers opening.
             .acquire_timeout(OPEN_TIMEOUT)
-            .after_connect(move |conn, _| {
-                let sql = sql.clone();
-                let ready = ready_on_connect.load(Ordering::Acquire);
-                Box::pin(async move {
-                    if ready && let Err(e) = row::ready(conn, &sql).await {
-                        tracing::debug!(error = %e, "connection not readied for a handover");
-                    }
-                    Ok(())
-                })
-            })
             .connect_lazy_with(connect.application_name("election-postgres"));
         // The second connection is opened beside the first, in a task of
         // its own, not awaited and not readied: requests sent back to back
@@ -320,7 +307,6 @@ impl Context {
         }
         let mut ctx = Self::open(pool, options).await?;
         ctx.owns_pool = true;
-        ready_new.store(true, Ordering::Release);
         Ok(ctx)
     }
 
@@ -386,7 +372,7 @@ impl Context {
     }
 
     /// Readies the pool for a handover in the background, once (later
-    /// calls do nothing): for a pool of this crate, [`OWN_POOL_READY`]
+    /// calls do nothing, until a connection is found gone): for a pool of this crate, [`OWN_POOL_READY`]
     /// connections (opening the missing ones), else one; each that is not
     /// readied yet is readied ([`row::ready`], ADR 0040). Called by the
     /// first wait: off the path of a first claim, on the path of nothing.
@@ -433,6 +419,7 @@ impl Context {
             Ok(Err(e)) => {
                 if connection_gone(&e) {
                     conn.close_on_drop();
+                    self.readied.store(false, Ordering::Release);
                 }
                 Err(e)
             }
@@ -462,6 +449,7 @@ impl Context {
             Ok(Err(e)) => {
                 if connection_gone(&e) {
                     conn.close_on_drop();
+                    self.readied.store(false, Ordering::Release);
                 }
                 Err(e)
             }
@@ -850,8 +838,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn readying_prepares_the_claim_and_writes_nothing() {
         let (server, ctx) = connected().await;
-        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10)).await;
-        // A second connection of the pool, opened while the first is held.
+        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The pool's second connection, while the first is held.
         let first = ctx.pool.acquire().await.expect("first");
         let mut second = ctx.pool.acquire().await.expect("second");
         let prepared: Vec<String> =
