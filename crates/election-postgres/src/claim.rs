@@ -215,13 +215,16 @@ impl Claim for PostgresClaim {
         Ok(())
     }
 
-    /// Starts the renewal task (see [`PostgresClaim`]).
+    /// Starts the renewal task (see [`PostgresClaim`]), and readies the
+    /// pool for the term's release in the background if no wait did
+    /// (ADR 0065).
     fn watch(
         &self,
         attempt: &mut PostgresAttempt,
         won: Won,
         reporter: TermReporter,
     ) -> Result<WatchGuard, election_core::Error> {
+        self.inner.ready_soon();
         election_sql::watch_term(self.inner.clone(), &self.name, attempt.nonce, won, reporter)
     }
 
