@@ -27,11 +27,13 @@ use crate::store::row::{self, HeldRow, Observed, Take};
 ///   anything was sent is "not now" (`Ok(None)`); a claim statement that
 ///   failed or timed out after it was sent has an unknown outcome: the
 ///   campaign closes the attempt, which releases it in the background.
-///   After a notification about the name woke the attempt (most often a
-///   release), it looks and takes a released row in one statement instead
-///   (ADR 0045): the read comes back with the epoch won, if any, and a
-///   row that is still held is only read. That statement is a write: if it
-///   fails after it was sent, its outcome is unknown as above.
+///   An attempt's first look, and its look after a notification about the
+///   name woke it (most often a release), read and take a released or
+///   never-held name in one statement instead (ADR 0045, ADR 0065): the
+///   read comes back with the epoch won, if any, and a row that is held
+///   (or a name whose row was deleted but whose epoch record remains) is
+///   only read. That statement is a write: if it fails after it was sent,
+///   its outcome is unknown as above.
 /// - The holder renews every renew interval (one conditional `UPDATE`) and
 ///   counts validity (`ttl - margin`) from before each renewal was sent; a
 ///   renewal that fails or times out is retried until that deadline, and
@@ -58,8 +60,9 @@ pub struct PostgresAttempt {
     epoch: Option<i64>,
     /// Wake-ups, subscribed before the first read.
     wakes: Option<broadcast::Receiver<Wake>>,
-    /// Whether a notification about this name (or a missed one) woke the
-    /// last wait: the next look also takes the row if it is released.
+    /// Whether the next look also takes the row if it is released (or the
+    /// name was never held): the attempt's first look, and the look after
+    /// a notification about this name (or a missed one) woke the last wait.
     woken: bool,
 }
 
@@ -113,13 +116,15 @@ impl Claim for PostgresClaim {
             may_hold: false,
             epoch: None,
             wakes: None,
-            woken: false,
+            // The first look takes a free name in one statement (ADR 0065).
+            woken: true,
         })
     }
 
     /// One read, then (when the name may be taken) one claim statement;
-    /// after a wake-up by notification, one statement that reads and
-    /// takes a released row; see [`PostgresClaim`]. A name whose next epoch would be above
+    /// at an attempt's first look and after a wake-up by notification, one
+    /// statement that reads and takes a released or never-held name; see
+    /// [`PostgresClaim`]. A name whose next epoch would be above
     /// [`Epoch::MAX`](election_core::Epoch::MAX) is
     /// [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted)
     /// (nothing written).
@@ -135,8 +140,9 @@ impl Claim for PostgresClaim {
         notify::drain(wakes);
         let sent = ctx.clock.now();
         let seen = if std::mem::take(&mut attempt.woken) {
-            // Woken by a notification (most often a release): look and
-            // take a released row in one statement (ADR 0045).
+            // The first look, or woken by a notification (most often a
+            // release): look and take a released or never-held name in one
+            // statement (ADR 0045, ADR 0065).
             attempt.may_hold = true;
             match ctx
                 .take_released(self.name.as_str(), attempt.nonce, self.identity.as_str())
@@ -188,7 +194,9 @@ impl Claim for PostgresClaim {
 
     /// Waits for a notification that this name's row was released or won
     /// (`LISTEN`, see the [crate docs](crate)), at most `poll_interval`.
-    /// The first wait of a process starts its listener.
+    /// The first wait of a process starts its listener and readies the
+    /// pool's connections for the handover in the background (ADR 0040,
+    /// ADR 0065).
     ///
     /// Cancel safety: cancel safe.
     async fn wait(
@@ -198,6 +206,7 @@ impl Claim for PostgresClaim {
     ) -> Result<(), election_core::Error> {
         let ctx = &self.inner;
         ctx.notifier.start();
+        ctx.ready_soon();
         let wakes = attempt
             .wakes
             .get_or_insert_with(|| ctx.notifier.subscribe());
@@ -208,13 +217,16 @@ impl Claim for PostgresClaim {
         Ok(())
     }
 
-    /// Starts the renewal task (see [`PostgresClaim`]).
+    /// Starts the renewal task (see [`PostgresClaim`]), and readies the
+    /// pool for the term's release in the background if no wait did
+    /// (ADR 0065).
     fn watch(
         &self,
         attempt: &mut PostgresAttempt,
         won: Won,
         reporter: TermReporter,
     ) -> Result<WatchGuard, election_core::Error> {
+        self.inner.ready_soon();
         election_sql::watch_term(self.inner.clone(), &self.name, attempt.nonce, won, reporter)
     }
 

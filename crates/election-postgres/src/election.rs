@@ -44,7 +44,12 @@ impl PostgresElection {
     /// file, so it need never be on a command line) with a pool of its own (at most 8
     /// connections, plus one for notifications once something waits),
     /// checks that the session commits durably and creates or migrates the
-    /// election schema ([`schema`](crate::store::schema)).
+    /// election schema ([`schema`](crate::store::schema)). The open makes
+    /// one connection and checks in one round trip; a second connection
+    /// and the statements a handover needs are readied when something
+    /// first waits (ADR 0065). The pool does not ping a connection before
+    /// each request: a connection the server ended fails the request sent
+    /// on it (a read is tried again on another) and is closed.
     ///
     /// Cancel safety: cancel safe; nothing is held if dropped (a migration
     /// in flight commits whole or not at all).
@@ -55,8 +60,10 @@ impl PostgresElection {
     /// `synchronous_commit = off` is [`Error::UnsafeSetting`]; a schema
     /// written by a newer version [`Error::SchemaTooNew`]; a server that
     /// cannot be reached [`Error::Unavailable`] at once, with the cause as
-    /// its source (connection refused, unknown host: one connection is
-    /// opened directly first, so the pool's silent retries never hide it),
+    /// its source (connection refused, unknown host: a first connection
+    /// that has not come within 20 ms is looked into with a bare connect to
+    /// the server's address, so the pool's silent retries never hide a
+    /// refusal),
     /// or [`Error::TimedOut`] for a server that answers too slowly (after
     /// 10 s or four request timeouts, whichever is longer). Opening is one
     /// attempt: to wait for a server that is down at start, retry while

@@ -20,6 +20,11 @@
 //! Backends: the file backend, SQLite, one `nats-server` and one
 //! PostgreSQL server (`postgres-testkit`), the last three with a lease TTL
 //! of [`LEASE_TTL`].
+//!
+//! Floors: `flock DIR` beside every row, except PostgreSQL's uncontested
+//! start, whose floor is what any tool on PostgreSQL does before its
+//! command runs: `election-bench helper pg-start URL CHILD` connects (sqlx),
+//! commits one `UPDATE` of one row and execs the same child (ADR 0065).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -69,6 +74,14 @@ pub(crate) enum Contender {
     Flock {
         /// The directory locked.
         dir: PathBuf,
+    },
+    /// `PROGRAM ARGS... CHILD`: a floor of the bench's own
+    /// (`election-bench helper pg-start URL`, PostgreSQL's start floor).
+    Command {
+        /// The program.
+        program: PathBuf,
+        /// Its arguments before CHILD.
+        args: Vec<OsString>,
     },
     /// `elect run --backend URL --name cli [EXTRA...] -- CHILD`.
     Elect {
@@ -141,6 +154,11 @@ impl Field {
             Contender::Flock { dir } => {
                 let mut cmd = Command::new("flock");
                 cmd.arg(dir);
+                cmd
+            }
+            Contender::Command { program, args } => {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
                 cmd
             }
             Contender::Elect { bin, url, extra } => {
@@ -420,11 +438,16 @@ pub(crate) fn rows(
         } else {
             format!(", TTL {LEASE_TTL}")
         };
+        let start_floor = if backend == "postgres" {
+            pg_start_floor(s, &pg, &child)?
+        } else {
+            ("`flock DIR` (same child)".to_owned(), floor.start.clone())
+        };
         rows.push(row(
             format!("cli: `elect run` ({backend}{ttl}): uncontested start → child's line"),
             &m.start,
-            "`flock DIR` (same child)",
-            &floor.start,
+            &start_floor.0,
+            &start_floor.1,
         )?);
         for ((signal, contenders, samples), (_, _, floor_samples)) in
             m.chains.iter().zip(&floor.chains)
@@ -448,6 +471,32 @@ pub(crate) fn rows(
     drop(server);
     drop(pg);
     super::etcd::rows(s, &child, &floor, &measured, rows, notes)
+}
+
+/// PostgreSQL's start floor: `election-bench helper pg-start URL CHILD`
+/// (one connection, one committed `UPDATE`, then `exec` of the same
+/// child; [`crate::postgres::start_floor`]), as many rounds as the rows.
+fn pg_start_floor(
+    s: &Setup<'_>,
+    pg: &postgres_testkit::Server,
+    child: &[OsString],
+) -> Result<(String, Vec<u64>)> {
+    crate::postgres::create_start_floor(pg)?;
+    let contender = Contender::Command {
+        program: s.exe.to_path_buf(),
+        args: vec!["helper".into(), "pg-start".into(), pg.url().into()],
+    };
+    let mut field = Field::new(contender, child.to_vec(), s.log);
+    let samples = crate::step(
+        "cli: PostgreSQL start floor (connect, one UPDATE, exec)",
+        || field.start(s.counts.rounds, s.counts.warm),
+    )?;
+    Ok((
+        "a process that connects (sqlx), commits one `UPDATE`, then execs the same child \
+         (same server)"
+            .to_owned(),
+        samples,
+    ))
 }
 
 /// A row of `measured` beside `floor_measured`.

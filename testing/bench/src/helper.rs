@@ -10,6 +10,9 @@
 //! `election-bench helper postgres ...` is the PostgreSQL group's candidate
 //! (see [`super::postgres::helper`]).
 //!
+//! `election-bench helper pg-start URL CHILD...` is the floor of the CLI
+//! rows' PostgreSQL start (see [`super::postgres::start_floor`]).
+//!
 //! `election-bench helper print` is the CLI rows' child: it prints its
 //! `CLOCK_MONOTONIC` stamp and waits for a signal (see [`super::cli`]).
 
@@ -27,7 +30,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         [mode, path] if mode == "lock" => Path::new(path),
         [mode] if mode == "print" => return super::cli::print_child(),
         [mode, rest @ ..] if mode == "postgres" => return super::postgres::helper(rest),
-        _ => return Err("usage: election-bench helper (lock <path> | print | postgres URL NAME TTL_MS RENEW_MS POLL_MS)".into()),
+        [mode, rest @ ..] if mode == "pg-start" => return super::postgres::start_floor(rest),
+        _ => return Err("usage: election-bench helper (lock <path> | print | postgres URL NAME TTL_MS RENEW_MS POLL_MS | pg-start URL CHILD...)".into()),
     };
     let lock = OfdFile::open(path)?;
     let mut out = std::io::stdout().lock();

@@ -508,6 +508,53 @@ pub(crate) fn helper(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The table of the CLI rows' PostgreSQL floor ([`start_floor`]), created
+/// by [`create_start_floor`].
+const START_FLOOR_TABLE: &str = "cli_floor";
+
+/// Creates the one-row table [`start_floor`] updates, on `server`.
+pub(crate) fn create_start_floor(server: &Server) -> Result<()> {
+    server.sql(&format!(
+        "CREATE TABLE IF NOT EXISTS {START_FLOOR_TABLE} (id int PRIMARY KEY, v bigint NOT NULL); \
+         INSERT INTO {START_FLOOR_TABLE} VALUES (1, 0) ON CONFLICT DO NOTHING"
+    ))?;
+    Ok(())
+}
+
+/// `election-bench helper pg-start URL CHILD...`: the floor of `elect
+/// run`'s uncontested start on PostgreSQL (the CLI rows): a fresh process
+/// that opens one connection (sqlx, as `elect` does, on a current-thread
+/// runtime), commits one `UPDATE` of one row, and then becomes CHILD
+/// (`exec`). What any tool must do before its command runs, with no
+/// election.
+pub(crate) fn start_floor(args: &[String]) -> Result<()> {
+    use sqlx::Connection as _;
+    use std::os::unix::process::CommandExt;
+    let [url, child, child_args @ ..] = args else {
+        return Err("usage: election-bench helper pg-start URL CHILD [ARGS...]".into());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        let done = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "UPDATE {START_FLOOR_TABLE} SET v = v + 1 WHERE id = 1"
+        )))
+        .execute(&mut conn)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Err::<(), crate::Error>("the floor's UPDATE matched no row".into());
+        }
+        // Like a process that exits: the server sees the socket close.
+        drop(conn);
+        Ok(())
+    })?;
+    drop(rt);
+    let e = std::process::Command::new(child).args(child_args).exec();
+    Err(format!("exec {child}: {e}").into())
+}
+
 /// A position in the WAL (`pg_current_wal_lsn()`, `X/Y` in hex) in bytes.
 pub(crate) fn parse_lsn(lsn: &str) -> Result<u64> {
     let (hi, lo) = lsn

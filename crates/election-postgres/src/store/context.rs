@@ -7,12 +7,13 @@
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use election_core::{ElectionName, Leader};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions as _, PgConnection, PgPool, Postgres};
+use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -25,17 +26,20 @@ use crate::{Clock, SystemClock};
 /// The least time an open (connect, check, migrate) may take.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The least time the first connection of an open may take.
-const MIN_PROBE: Duration = Duration::from_secs(2);
+/// How long the first connection of an open may take before the server's
+/// address is probed with a bare connect (a refused connection, which
+/// sqlx's pool retries silently, is then said at once). A probe costs the
+/// server a process, so a quick open makes none.
+const PROBE_AFTER: Duration = Duration::from_millis(20);
 
 /// How many connections a pool this crate opens itself may use.
 const OWN_POOL_CONNECTIONS: u32 = 8;
 
-/// How many ready connections a pool this crate opens keeps at the least:
-/// sqlx returns a connection in a task of its own (after a ping), so an
-/// attempt's claim, sent right after its read, needs a second one idle or
-/// it opens and readies a new one on the handover's critical path (ADR
-/// 0040).
+/// How many ready connections a pool this crate opens keeps once something
+/// waits: sqlx returns a connection in a task of its own (after a ping), so
+/// a claim sent right after a read (a takeover after a TTL) needs a second
+/// one idle or it opens and readies a new one (ADR 0040). Opened in the
+/// background by the first wait, not at open (ADR 0065).
 const OWN_POOL_READY: u32 = 2;
 
 /// A connection of `pool` within `bound`. The pool itself hides why it
@@ -56,11 +60,22 @@ pub(crate) async fn acquire(
     pool: &PgPool,
     bound: Duration,
 ) -> Result<PoolConnection<Postgres>, Error> {
+    acquire_probing(pool, bound, bound / 2).await
+}
+
+/// [`acquire`], probing the server's address after `probe_after` instead
+/// of half the bound (an open probes early: a refused first connection is
+/// said at once, without a connection of its own first).
+async fn acquire_probing(
+    pool: &PgPool,
+    bound: Duration,
+    probe_after: Duration,
+) -> Result<PoolConnection<Postgres>, Error> {
     let deadline = Instant::now() + bound;
     let acquire = pool.acquire();
     tokio::pin!(acquire);
     // Most acquires finish at once; a slow one is looked into meanwhile.
-    if let Ok(r) = tokio::time::timeout(bound / 2, &mut acquire).await {
+    if let Ok(r) = tokio::time::timeout(probe_after.min(bound), &mut acquire).await {
         return match r {
             Ok(conn) => Ok(conn),
             Err(sqlx::Error::PoolTimedOut) => Err(why_no_connection(pool, deadline).await),
@@ -136,19 +151,56 @@ fn no_answer(bound: Duration) -> Error {
     )))
 }
 
-/// Opens one connection directly with `pool`'s settings within `bound`
-/// and closes it: the server is there and takes the credentials. The
-/// pool's own first connection would retry a refused connection silently
-/// until its acquire timeout; this answers at once with the cause.
-async fn probe(pool: &PgPool, bound: Duration) -> Result<(), Error> {
-    let options = pool.connect_options();
-    match tokio::time::timeout(bound, options.connect()).await {
-        Ok(Ok(conn)) => {
-            let _ = tokio::time::timeout(bound, sqlx::Connection::close(conn)).await;
-            Ok(())
+/// Whether `e` says the connection itself is gone: the socket failed, or
+/// the server ended the session (SQLSTATE class 08, or 57P: terminated by
+/// an administrator, shut down, restarting).
+fn connection_gone(e: &Error) -> bool {
+    match e {
+        Error::Unavailable(sqlx::Error::Io(_) | sqlx::Error::Protocol(_)) => true,
+        Error::Unavailable(sqlx::Error::Database(d)) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+        _ => false,
+    }
+}
+
+/// Readies `count` connections of `pool`, or all it has if more (opening
+/// the missing ones), within `bound`; failures are logged and ignored (an
+/// unready connection is only slower).
+pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Duration) {
+    let deadline = Instant::now() + bound;
+    // Again while the pool grew meanwhile (a connection whose opening had
+    // not begun yet): every connection it has ends up readied.
+    for _ in 0..3 {
+        // First let the connections in use or opening come back (sqlx
+        // returns each in a task of its own, after a ping): one on its way
+        // would not be handed out, and stay unreadied while new ones are
+        // opened instead.
+        let settle = Instant::now() + Duration::from_secs(1);
+        while pool.num_idle() < pool.size() as usize && Instant::now() < settle.min(deadline) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        Ok(Err(e)) => Err(e.into()),
-        Err(_) => Err(no_answer(bound)),
+        let n = count.max(pool.size());
+        let left = deadline.saturating_duration_since(Instant::now());
+        let conns = futures::future::join_all((0..n).map(|_| acquire(pool, left))).await;
+        let readying = conns.into_iter().filter_map(|c| match c {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::debug!(error = %e, "a ready connection could not be opened");
+                None
+            }
+        });
+        // Each (one readied before is readied again: a few round trips,
+        // off every path).
+        futures::future::join_all(readying.map(|mut conn| async move {
+            if let Err(e) = row::ready(&mut conn, sql).await {
+                tracing::debug!(error = %e, "connection not readied for a handover");
+            }
+        }))
+        .await;
+        if pool.size() <= n {
+            return;
+        }
     }
 }
 
@@ -163,6 +215,9 @@ pub(crate) struct Context {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) sql: Arc<Sql>,
     pub(crate) notifier: Arc<Notifier>,
+    /// Whether the pool's connections were readied for a handover, or are
+    /// being readied ([`Context::ready_soon`]).
+    readied: Arc<AtomicBool>,
 }
 
 /// Takes a `schema=<name>` query parameter out of `url` (sqlx does not know
@@ -208,59 +263,69 @@ pub(crate) fn schema_from_url(
 impl Context {
     /// Connects to `url` with a pool of its own; see
     /// [`PostgresElection::connect`](crate::PostgresElection::connect).
+    ///
+    /// Opens one connection and checks the session and the schema in one
+    /// round trip on it (ADR 0065): a first claim needs nothing more. A
+    /// second connection is opened beside it, not awaited; readying the
+    /// statements for a handover waits for the first wait
+    /// ([`Context::ready_soon`]).
     pub(crate) async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
         let (url, options) = schema_from_url(url, options)?;
         let connect = PgConnectOptions::from_str(&url).map_err(|e| Error::Unusable {
             reason: "the URL is not a valid postgres:// URL".into(),
             source: e,
         })?;
-        let sql = Arc::new(Sql::new(options.schema()));
+        // No readying as a connection connects (ADR 0040 did): it made a
+        // connection the pool opens on a request's path (after a server
+        // restart, say) a dozen round trips slower; the first wait readies
+        // the pool instead, and again after a connection was found gone.
         let pool = PgPoolOptions::new()
             .max_connections(OWN_POOL_CONNECTIONS)
-            // Kept up by sqlx when it reaps an idle or old connection.
+            // Kept up by sqlx when it reaps an idle or old one.
             .min_connections(OWN_POOL_READY)
+            // No ping before each acquire (a round trip on every request,
+            // a claim's included): a connection the server ended answers
+            // its first request with an error, a read is then retried on
+            // another connection, and sqlx's ping when a connection comes
+            // back drops it (ADR 0065).
+            .test_before_acquire(false)
             // Every request is bounded by the request timeout itself; the
             // pool's own bound only covers opening.
             .acquire_timeout(OPEN_TIMEOUT)
-            // Every new connection is readied for a handover (ADR 0040).
-            // Before the schema exists this fails (the first connection of
-            // a fresh database): the open readies that one after migrating.
-            .after_connect(move |conn, _| {
-                let sql = sql.clone();
-                Box::pin(async move {
-                    if let Err(e) = row::ready(conn, &sql).await {
-                        tracing::debug!(error = %e, "connection not readied for a handover");
-                    }
-                    Ok(())
-                })
-            })
             .connect_lazy_with(connect.application_name("election-postgres"));
-        let mut ctx = Self::with_pool(pool, options).await?;
-        ctx.owns_pool = true;
-        // Open the ready connections now (a lazy pool opens them only as
-        // they are asked for). A failure here only makes a handover slower;
-        // the next request reports an unreachable server.
-        let ready =
-            futures::future::join_all((0..OWN_POOL_READY).map(|_| ctx.pool.acquire())).await;
-        if let Some(Err(e)) = ready.iter().find(|r| r.is_err()) {
-            tracing::debug!(error = %e, "a ready connection could not be opened");
+        // The second connection is opened beside the first, in a task of
+        // its own, not awaited and not readied: requests sent back to back
+        // (a resign right after a win) find one idle while sqlx returns the
+        // other after its ping, instead of opening one on their path.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let second = pool.clone();
+            rt.spawn(async move {
+                if let Err(e) = second.acquire().await {
+                    tracing::debug!(error = %e, "a second connection could not be opened");
+                }
+            });
         }
-        drop(ready);
+        let mut ctx = Self::open(pool, options).await?;
+        ctx.owns_pool = true;
         Ok(ctx)
     }
 
     /// Uses the application's pool: checks that its sessions commit
     /// durably and migrates the election schema.
     pub(crate) async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
+        Self::open(pool, options).await
+    }
+
+    /// Checks `pool`'s session and the election schema on one connection,
+    /// migrating the schema when it is missing or older.
+    async fn open(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
         let bound = OPEN_TIMEOUT.max(options.request_timeout() * 4);
         let opened = async {
-            // The server first, directly: down, unknown or refusing the
-            // credentials is said at once, with the cause.
-            probe(&pool, options.request_timeout().max(MIN_PROBE)).await?;
-            let mut conn = acquire(&pool, bound).await?;
-            let sync: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-                .fetch_one(&mut *conn)
-                .await?;
+            // A server that is down or unknown, or refuses the credentials,
+            // is said at once, with the cause (a refused connection by the
+            // probe after PROBE_AFTER).
+            let mut conn = acquire_probing(&pool, bound, PROBE_AFTER).await?;
+            let (sync, version) = schema::session_and_version(&mut conn, options.schema()).await?;
             if sync == "off" {
                 tracing::error!(
                     "refusing a session with synchronous_commit = off: a claim acknowledged but lost in a crash could hand the same epoch out twice"
@@ -270,15 +335,11 @@ impl Context {
                     value: sync,
                 });
             }
-            schema::migrate(&mut conn, options.schema()).await?;
-            // This connection was opened before the schema surely existed:
-            // ready it now (a pool this crate opened readies every later
-            // one as it connects; an application's pool's later ones are
-            // readied by their first use).
-            if let Err(e) = row::ready(&mut conn, &Sql::new(options.schema())).await {
-                tracing::debug!(error = %e, "connection not readied for a handover");
+            match version {
+                Some(v) if v > schema::SCHEMA_VERSION => Err(schema::too_new(v)),
+                Some(v) if v == schema::SCHEMA_VERSION => Ok(()),
+                _ => schema::migrate(&mut conn, options.schema()).await,
             }
-            Ok(())
         };
         match tokio::time::timeout(bound, opened).await {
             Ok(r) => r?,
@@ -293,6 +354,7 @@ impl Context {
             clock: Arc::new(SystemClock),
             sql,
             notifier,
+            readied: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -305,7 +367,30 @@ impl Context {
             clock,
             sql: self.sql.clone(),
             notifier: self.notifier.clone(),
+            readied: self.readied.clone(),
         }
+    }
+
+    /// Readies the pool for a handover in the background, once (later
+    /// calls do nothing, until a connection is found gone): for a pool of this crate, [`OWN_POOL_READY`]
+    /// connections (opening the missing ones), else one; each that is not
+    /// readied yet is readied ([`row::ready`], ADR 0040). Called by the
+    /// first wait: off the path of a first claim, on the path of nothing.
+    /// Without a runtime it does nothing (the statements are prepared at
+    /// their first use).
+    pub(crate) fn ready_soon(&self) {
+        if self.readied.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (pool, sql) = (self.pool.clone(), self.sql.clone());
+        let count = if self.owns_pool { OWN_POOL_READY } else { 1 };
+        let bound = self.options.request_timeout().max(OPEN_TIMEOUT);
+        rt.spawn(async move {
+            ready_pool(&pool, &sql, count, bound).await;
+        });
     }
 
     /// A connection of the pool within `bound`, and what is left of the
@@ -319,17 +404,25 @@ impl Context {
         Ok((conn, bound.saturating_sub(started.elapsed())))
     }
 
-    /// A read, given at most the request timeout in all (the wait for a
-    /// connection included): one that does not answer is
-    /// [`Error::TimedOut`] (nothing was written); no connection in time is
-    /// [`Error::Unavailable`] with the cause.
-    pub(crate) async fn read<T>(
+    /// A read, given at most `bound` in all (the wait for a connection
+    /// included): one that does not answer is [`Error::TimedOut`] (nothing
+    /// was written); no connection in time is [`Error::Unavailable`] with
+    /// the cause. A connection found gone is closed (see
+    /// [`Context::read_many`], which tries again on another).
+    async fn read_within<T>(
         &self,
+        bound: Duration,
         request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let bound = self.options.request_timeout();
         let (mut conn, left) = self.conn_within(bound).await?;
         match tokio::time::timeout(left, request(&mut conn)).await {
+            Ok(Err(e)) => {
+                if connection_gone(&e) {
+                    conn.close_on_drop();
+                    self.readied.store(false, Ordering::Release);
+                }
+                Err(e)
+            }
             Ok(r) => r,
             Err(_) => Err(Error::TimedOut { after: bound }),
         }
@@ -339,7 +432,10 @@ impl Context {
     /// is bounded by the request timeout too, and one not had in time is
     /// [`Error::Unavailable`] with the cause (nothing was sent); a write
     /// sent that does not answer has an unknown outcome
-    /// ([`Error::OutcomeUnknown`]).
+    /// ([`Error::OutcomeUnknown`]). A write that finds its connection gone
+    /// is never tried again (whether it ran cannot be told): its error is
+    /// returned, as any failure after it was sent, and the connection is
+    /// closed.
     pub(crate) async fn write<T>(
         &self,
         bound: Duration,
@@ -350,15 +446,45 @@ impl Context {
             .await?;
         let left = left.max(bound.saturating_sub(self.options.request_timeout()));
         match tokio::time::timeout(left, request(&mut conn)).await {
+            Ok(Err(e)) => {
+                if connection_gone(&e) {
+                    conn.close_on_drop();
+                    self.readied.store(false, Ordering::Release);
+                }
+                Err(e)
+            }
             Ok(r) => r,
             Err(_) => Err(Error::OutcomeUnknown { after: bound }),
         }
     }
 
-    /// Reads the rows and records of `names` (bounded).
+    /// Reads the rows and records of `names`, given at most the request
+    /// timeout in all. A connection found gone (the server ended its
+    /// session while it was idle: the pool hands connections out without
+    /// a ping, ADR 0065) is closed and the read tried again on another,
+    /// within the same bound.
     pub(crate) async fn read_many(&self, names: &[&str]) -> Result<HashMap<String, Seen>, Error> {
-        self.read(async |conn| row::read_many(conn, &self.sql, names).await)
-            .await
+        let bound = self.options.request_timeout();
+        let deadline = Instant::now() + bound;
+        let mut tries = 0;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self
+                .read_within(left, async |conn| {
+                    row::read_many(conn, &self.sql, names).await
+                })
+                .await
+            {
+                Err(e) if connection_gone(&e) => {
+                    tries += 1;
+                    if tries > self.pool.options().get_max_connections() {
+                        return Err(e);
+                    }
+                }
+                Err(Error::TimedOut { .. }) => return Err(Error::TimedOut { after: bound }),
+                r => return r,
+            }
+        }
     }
 
     /// Reads the row and record of `name` (bounded).
@@ -575,6 +701,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_to_a_stopped_server_are_bounded() {
         let (mut server, ctx) = connected().await;
+        // The renewal prepared, as a waiter's pool has it (the bound below
+        // is for the request, not for preparing it on a loaded machine).
+        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < ctx.pool.size() as usize
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let hold = HeldRow {
             name: "jobs",
             nonce: 7,
@@ -604,42 +739,106 @@ mod tests {
         );
     }
 
-    /// An attempt's read returns its connection in a task of sqlx's own
-    /// (after a ping), so the claim sent right after finds no connection
-    /// idle unless the pool keeps a second one: without it, a waiting
-    /// process opened (and readied) a new connection on the handover's
-    /// critical path (ADR 0040, found by `strace` of the bench's waiter).
+    /// An open makes two connections at most (the second beside the first,
+    /// not awaited) and readies nothing (ADR 0065); the first wait readies
+    /// the pool in the background: two connections,
+    /// each with the handover's statements prepared. A claim sent right
+    /// after a read (a takeover after a TTL) then finds the second one
+    /// idle instead of opening a new one: sqlx returns a connection in a
+    /// task of its own, after a ping (ADR 0040, found by `strace` of the
+    /// bench's waiter).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_own_pool_keeps_a_second_ready_connection_for_the_claim() {
+    async fn the_first_wait_readies_a_second_connection_for_the_claim() {
         let (_server, ctx) = connected().await;
         assert!(
-            ctx.pool.size() >= 2,
-            "an opened election has {} connection(s), not two ready ones",
-            ctx.pool.size()
+            ctx.pool.size() <= 2,
+            "an open makes two connections at most"
         );
-        // Both go back to the pool in sqlx's own tasks.
+        // What the first wait's `ready_soon` spawns, awaited here.
+        ready_pool(&ctx.pool, &ctx.sql, OWN_POOL_READY, Duration::from_secs(10)).await;
+        // Both go back to the pool in sqlx's own tasks once readied.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < 2 {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "the ready connections never went idle"
             );
-            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // (The open may have made three: the migrating connection can
-        // still be on its way back when the ready ones are asked for.)
         let before = ctx.pool.size();
-        let first = ctx.pool.acquire().await.expect("first");
+        let mut first = ctx.pool.acquire().await.expect("first");
         let mut second = ctx.pool.acquire().await.expect("second");
         assert_eq!(ctx.pool.size(), before, "a new connection was opened");
-        let prepared: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements WHERE statement = $1")
-                .bind(&*ctx.sql.claim_many)
-                .fetch_one(&mut *second)
-                .await
-                .expect("prepared statements");
-        assert_eq!(prepared, 1, "the second connection is not readied");
+        for conn in [&mut first, &mut second] {
+            let prepared: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1",
+            )
+            .bind(&*ctx.sql.take_released)
+            .fetch_one(&mut **conn)
+            .await
+            .expect("prepared statements");
+            let all: Vec<String> =
+                sqlx::query_scalar("SELECT left(statement, 30) FROM pg_prepared_statements")
+                    .fetch_all(&mut **conn)
+                    .await
+                    .expect("prepared statements");
+            assert_eq!(
+                prepared,
+                1,
+                "a connection is not readied: {all:?}; size {before}, {}",
+                ctx.pool.size()
+            );
+        }
         drop((first, second));
+    }
+
+    /// The pool hands connections out without a ping (ADR 0065). A
+    /// connection the server ended while it was idle fails the first
+    /// request sent on it and never answers for a term: a read is tried
+    /// again on another connection and answers; the commit-point check (a
+    /// write, never tried again) fails, and the next one, on a new
+    /// connection, sees the row as it is now: another term's, so the term
+    /// is not held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connections_the_server_ended_never_report_a_term_held() {
+        let (server, ctx) = connected().await;
+        ctx.ready_soon();
+        let take = Take::new("jobs", 1, &Seen::default()).expect("take");
+        let epoch = ctx.claim_many(&[take], "a").await.expect("claim")[0].1;
+        let hold = HeldRow {
+            name: "jobs",
+            nonce: 1,
+            epoch,
+        };
+        assert!(ctx.confirm(hold).await.expect("answers"), "held");
+        // (OFFSET 0: the filter runs before any backend is ended.)
+        let end_all = "SELECT count(pg_terminate_backend(pid, 10000)) FROM (SELECT pid \
+             FROM pg_stat_activity WHERE application_name = 'election-postgres' OFFSET 0) s";
+        let ended: i64 = server.sql(end_all).expect("end").parse().expect("count");
+        assert!(ended >= 1, "no connection of the pool was ended");
+        // Another term's now (by hand, as a successor would write it).
+        server
+            .sql(
+                "UPDATE election.leases SET holder = 'b', nonce = 2, version = version + 1; \
+                 UPDATE election.epochs SET epoch = epoch + 1",
+            )
+            .expect("another term");
+        let seen = ctx.read_one("jobs").await.expect("the read is tried again");
+        assert_eq!(seen.lease.and_then(|r| r.holder).as_deref(), Some("b"));
+        server.sql(end_all).expect("end again");
+        let mut failed = 0;
+        loop {
+            match ctx.confirm(hold).await {
+                Ok(true) => panic!("a term reported held after the server ended its connection"),
+                Ok(false) => break,
+                Err(e) => {
+                    assert!(connection_gone(&e), "{e:?}");
+                    failed += 1;
+                    assert!(failed <= 8, "the pool never replaced its ended connections");
+                }
+            }
+        }
+        assert!(failed >= 1, "no check was sent on an ended connection");
     }
 
     /// Readying a connection (at open, and as a pool of this crate opens
@@ -649,7 +848,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn readying_prepares_the_claim_and_writes_nothing() {
         let (server, ctx) = connected().await;
-        // A second connection of the pool, opened while the first is held.
+        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The pool's second connection, while the first is held.
         let first = ctx.pool.acquire().await.expect("first");
         let mut second = ctx.pool.acquire().await.expect("second");
         let prepared: Vec<String> =
@@ -660,6 +864,7 @@ mod tests {
         for statement in [
             &ctx.sql.read_many,
             &ctx.sql.claim_many,
+            &ctx.sql.take_released,
             &ctx.sql.release_many,
         ] {
             assert!(
@@ -681,16 +886,17 @@ mod tests {
         );
     }
 
-    /// The statement a woken waiter sends (ADR 0045): a held or missing row
-    /// is only read; a released one is won, with an epoch above the last
-    /// term's, recorded, and notified at commit; then it is held again.
+    /// The statement of a first look and of a woken waiter (ADR 0045, ADR
+    /// 0065): a never-held name is won; a held row, or a missing row whose
+    /// epoch record remains (deleted by hand: held for a TTL), is only
+    /// read; a released one is won, with an epoch above the last term's,
+    /// recorded, and notified at commit; then it is held again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_woken_look_takes_only_a_released_row() {
+    async fn a_look_takes_only_a_released_or_never_held_name() {
         let (server, ctx) = connected().await;
-        let (seen, won) = ctx.take_released("jobs", 1, "a").await.expect("look");
-        assert_eq!((seen, won), (Seen::default(), None), "no row: only read");
-        let take = Take::new("jobs", 1, &Seen::default()).expect("take");
-        let first = ctx.claim_many(&[take], "a").await.expect("claim")[0].1;
+        let (seen, first) = ctx.take_released("jobs", 1, "a").await.expect("look");
+        assert_eq!(seen, Seen::default(), "read before the win: nothing");
+        let first = first.expect("a never-held name is won");
         let (seen, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
         assert_eq!(won, None, "a holds the row");
         assert_eq!(seen.lease.and_then(|r| r.holder).as_deref(), Some("a"));
@@ -727,12 +933,37 @@ mod tests {
         );
         let (_, again) = ctx.take_released("jobs", 3, "c").await.expect("look");
         assert_eq!(again, None, "b holds the row now");
+        server
+            .sql("DELETE FROM election.leases")
+            .expect("the row deleted by hand");
+        let (seen, again) = ctx.take_released("jobs", 4, "d").await.expect("look");
+        assert_eq!(again, None, "a deleted row with its record counts as held");
+        assert_eq!(seen.recorded.map(|r| r.epoch), Some(won));
+        assert_eq!(
+            server
+                .sql("SELECT count(*) FROM election.leases")
+                .expect("rows"),
+            "0",
+            "nothing inserted"
+        );
     }
 
-    /// Several waiters woken by one release: exactly one wins it.
+    /// Several waiters woken by one release, or first looks at a name never
+    /// held: exactly one wins it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_of_many_woken_looks_wins_a_released_row() {
         let (server, ctx) = connected().await;
+        // First looks at a name never held: exactly one inserts its row.
+        let looks = (1..=8).map(|i| {
+            let ctx = &ctx;
+            async move { ctx.take_released("fresh", i, "w").await }
+        });
+        let wins: Vec<i64> = futures::future::join_all(looks)
+            .await
+            .into_iter()
+            .filter_map(|r| r.expect("answers").1)
+            .collect();
+        assert_eq!(wins.len(), 1, "never held: winners {wins:?}");
         for round in 0..5_i64 {
             let base = round * 100;
             let seen = ctx.read_one("jobs").await.expect("read");
@@ -750,7 +981,7 @@ mod tests {
                 .collect();
             assert_eq!(wins.len(), 1, "round {round}: winners {wins:?}");
             let nonce = server
-                .sql("SELECT nonce FROM election.leases")
+                .sql("SELECT nonce FROM election.leases WHERE name = 'jobs'")
                 .expect("nonce");
             ctx.release_many(&[("jobs", nonce.parse().expect("nonce"))])
                 .await

@@ -53,7 +53,7 @@
 
 use std::sync::Arc;
 
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Row as _};
 
 use fencing::ResourceName;
 
@@ -145,13 +145,18 @@ impl Sql {
              )
              SELECT won.name, won.epoch FROM won, LATERAL (SELECT pg_notify($10, won.name)) AS n"
         );
-        // A waiter woken by a notification reads the row and, when it is
-        // released, wins it in the same statement (ADR 0045): the released
-        // row is locked and checked again by the UPDATE (so exactly one
-        // waiter wins it), and the epoch is drawn from the sequence in that
-        // very statement, above every epoch the row and its record show
-        // (rule 1). The SELECT reads the snapshot from before the
-        // statement: what the waiter saw, won or not.
+        // An attempt's first look, and a waiter's look after a
+        // notification, read the row and, when it is released, win it in
+        // the same statement (ADR 0045); a name never held (no row and no
+        // epoch record) is won the same way, by inserting its row (ADR
+        // 0065). A released row is locked and checked again by the UPDATE,
+        // and a concurrent insert of the same name conflicts and does
+        // nothing, so exactly one look wins; the epoch is drawn from the
+        // sequence in this very statement, above every epoch the row and
+        // its record show (rule 1). A name with a record but no row (its
+        // row deleted by hand) is only read: it counts as held for a TTL.
+        // The SELECT reads the snapshot from before the statement: what
+        // the look saw, won or not.
         let take_released = format!(
             "WITH take AS (
                 UPDATE {s}.leases l
@@ -165,13 +170,24 @@ impl Sql {
                       < 9223372036854775807
                 RETURNING l.name, l.epoch
              ),
+             ins AS (
+                INSERT INTO {s}.leases
+                  (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
+                SELECT $1, $2, $3, nextval('{s}.epoch_seq'), 1, $4, $5, $5
+                WHERE $1::text IS NOT NULL
+                  AND NOT EXISTS (SELECT 1 FROM {s}.leases x WHERE x.name = $1)
+                  AND NOT EXISTS (SELECT 1 FROM {s}.epochs r WHERE r.name = $1)
+                ON CONFLICT (name) DO NOTHING
+                RETURNING name, epoch
+             ),
+             won AS (SELECT name, epoch FROM take UNION ALL SELECT name, epoch FROM ins),
              rec AS (
-                INSERT INTO {s}.epochs (name, epoch, ttl_ms) SELECT name, epoch, $4 FROM take
+                INSERT INTO {s}.epochs (name, epoch, ttl_ms) SELECT name, epoch, $4 FROM won
                 ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
                 WHERE excluded.epoch > {s}.epochs.epoch
              )
              SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms,
-                    (SELECT w.epoch FROM take w, LATERAL (SELECT pg_notify($6, w.name)) AS n) AS won
+                    (SELECT w.epoch FROM won w, LATERAL (SELECT pg_notify($6, w.name)) AS n) AS won
              FROM (VALUES ($1::text)) AS k(name)
              LEFT JOIN {s}.leases l ON l.name = k.name
              LEFT JOIN {s}.epochs e ON e.name = k.name"
@@ -433,7 +449,40 @@ async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, E
         .await?)
 }
 
-fn too_new(found: i64) -> Error {
+/// The session's `synchronous_commit` and the schema version recorded in
+/// `schema`, in one round trip (one simple-protocol statement, nothing to
+/// prepare; ADR 0065); the version is `None` when the schema or its `meta`
+/// table does not exist yet ([`migrate`] creates them).
+///
+/// Failure model: the server's errors ([`Error::Unusable`] without the
+/// privilege to read the schema, [`Error::Unavailable`] for a connection
+/// that failed).
+pub(crate) async fn session_and_version(
+    conn: &mut PgConnection,
+    schema: &str,
+) -> Result<(String, Option<i64>), Error> {
+    let sql = format!(
+        "SELECT current_setting('synchronous_commit'), \
+         (SELECT value FROM \"{schema}\".meta WHERE key = 'schema_version')"
+    );
+    match sqlx::raw_sql(AssertSqlSafe(sql))
+        .fetch_one(&mut *conn)
+        .await
+    {
+        Ok(row) => Ok((row.try_get(0)?, row.try_get(1)?)),
+        // undefined_table, invalid_schema_name: not created yet.
+        Err(sqlx::Error::Database(e)) if matches!(e.code().as_deref(), Some("42P01" | "3F000")) => {
+            let sync = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+                .fetch_one(&mut *conn)
+                .await?;
+            Ok((sync, None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`Error::SchemaTooNew`] for a schema of version `found`.
+pub(crate) fn too_new(found: i64) -> Error {
     Error::SchemaTooNew {
         found,
         supported: SCHEMA_VERSION,
