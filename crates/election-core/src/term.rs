@@ -427,39 +427,7 @@ impl<C: Claim> Term<C> {
     /// # Ok(()) }
     /// ```
     pub async fn confirm(&self) -> Result<(), Error> {
-        let not_held = || Error::NotHeld {
-            name: self.state.name.clone(),
-        };
-        // The backend's loss, else NotHeld if the holder ended the term.
-        let refused = || match self.state.backend_loss() {
-            Some(lost) => Some(Error::Lost(lost)),
-            None => self.state.is_lost().then(not_held),
-        };
-        if let Some(e) = refused() {
-            return Err(e);
-        }
-        let mut slot = self.held.lock().await;
-        let Some(held) = slot.as_mut() else {
-            return Err(not_held());
-        };
-        if !self.state.is_live() {
-            return Err(refused().unwrap_or_else(not_held));
-        }
-        let claim = held.guard.claim.clone();
-        let attempt = held.guard.attempt.as_mut().ok_or_else(not_held)?;
-        match claim.confirm(attempt).await {
-            Ok(()) => match refused() {
-                Some(e) => Err(e),
-                None => Ok(()),
-            },
-            Err(Error::NotHeld { .. }) | Err(Error::HeldElsewhere { .. }) => {
-                self.state.lose(LossReason::Revoked {
-                    detail: "the commit-point check found the claim taken".into(),
-                });
-                Err(refused().unwrap_or_else(not_held))
-            }
-            Err(e) => Err(e),
-        }
+        self.on_the_attempt(Call::Confirm).await
     }
 
     /// Publishes `value` while this term leads (its address, a
@@ -508,9 +476,21 @@ impl<C: Claim> Term<C> {
     /// ```
     pub async fn proclaim(&self, value: impl AsRef<str>) -> Result<(), Error> {
         let value = LeaderValue::new(value)?;
+        self.on_the_attempt(Call::Proclaim(&value)).await?;
+        tracing::debug!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), %value, "proclaimed");
+        Ok(())
+    }
+
+    /// What [`confirm`](Self::confirm) and [`proclaim`](Self::proclaim)
+    /// share: refused at once if the term is lost or ended; else `call` on
+    /// the held attempt (under the term's lock, so never beside a release),
+    /// and a backend that finds the claim taken ends the term (`Revoked`).
+    /// A success is reported only if the term was not lost meanwhile.
+    async fn on_the_attempt(&self, call: Call<'_>) -> Result<(), Error> {
         let not_held = || Error::NotHeld {
             name: self.state.name.clone(),
         };
+        // The backend's loss, else NotHeld if the holder ended the term.
         let refused = || match self.state.backend_loss() {
             Some(lost) => Some(Error::Lost(lost)),
             None => self.state.is_lost().then(not_held),
@@ -527,14 +507,22 @@ impl<C: Claim> Term<C> {
         }
         let claim = held.guard.claim.clone();
         let attempt = held.guard.attempt.as_mut().ok_or_else(not_held)?;
-        match claim.proclaim(attempt, &value).await {
-            Ok(()) => {
-                tracing::debug!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), %value, "proclaimed");
-                Ok(())
-            }
+        let outcome = match call {
+            Call::Confirm => claim.confirm(attempt).await,
+            Call::Proclaim(value) => claim.proclaim(attempt, value).await,
+        };
+        match outcome {
+            Ok(()) => match refused() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            },
             Err(Error::NotHeld { .. }) | Err(Error::HeldElsewhere { .. }) => {
                 self.state.lose(LossReason::Revoked {
-                    detail: "a proclaim found the claim taken".into(),
+                    detail: match call {
+                        Call::Confirm => "the commit-point check found the claim taken",
+                        Call::Proclaim(_) => "a proclaim found the claim taken",
+                    }
+                    .into(),
                 });
                 Err(refused().unwrap_or_else(not_held))
             }
@@ -545,4 +533,12 @@ impl<C: Claim> Term<C> {
     pub(crate) fn state(&self) -> &Arc<TermState> {
         &self.state
     }
+}
+
+/// The calls a term makes on its held attempt ([`Term::confirm`],
+/// [`Term::proclaim`]).
+#[derive(Clone, Copy)]
+enum Call<'v> {
+    Confirm,
+    Proclaim(&'v LeaderValue),
 }

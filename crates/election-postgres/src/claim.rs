@@ -252,13 +252,8 @@ impl Claim for PostgresClaim {
     /// Cancel safety: cancel safe: the row is unchanged or renewed by this
     /// same term.
     async fn confirm(&self, attempt: &mut PostgresAttempt) -> Result<(), election_core::Error> {
-        let Some(epoch) = attempt.epoch else {
+        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
             return Err(self.not_held());
-        };
-        let hold = HeldRow {
-            name: self.name.as_str(),
-            nonce: attempt.nonce,
-            epoch,
         };
         match self.inner.confirm(hold).await {
             Ok(true) => Ok(()),
@@ -285,13 +280,8 @@ impl Claim for PostgresClaim {
         attempt: &mut PostgresAttempt,
         value: &LeaderValue,
     ) -> Result<(), election_core::Error> {
-        let Some(epoch) = attempt.epoch else {
+        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
             return Err(self.not_held());
-        };
-        let hold = HeldRow {
-            name: self.name.as_str(),
-            nonce: attempt.nonce,
-            epoch,
         };
         match self.inner.proclaim(hold, value.as_str()).await {
             Ok(true) => Ok(()),

@@ -41,6 +41,23 @@ pub struct HeldRow<'a> {
     pub epoch: i64,
 }
 
+impl<'a> HeldRow<'a> {
+    /// The row `name` as the attempt with `nonce` won it in `epoch`, or
+    /// `None` if that attempt never won (no epoch): it holds nothing, so a
+    /// check or a write on its behalf is answered "not held".
+    ///
+    /// ```
+    /// use election_sql::HeldRow;
+    ///
+    /// assert_eq!(HeldRow::won("jobs", 42, None), None);
+    /// let hold = HeldRow::won("jobs", 42, Some(7)).unwrap();
+    /// assert_eq!((hold.name, hold.nonce, hold.epoch), ("jobs", 42, 7));
+    /// ```
+    pub fn won(name: &'a str, nonce: i64, epoch: Option<i64>) -> Option<Self> {
+        epoch.map(|epoch| HeldRow { name, nonce, epoch })
+    }
+}
+
 /// A backend's error as the core groups it, by what the caller should do
 /// ([`IntoCore::classify`]).
 #[derive(Debug)]

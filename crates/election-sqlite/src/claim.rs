@@ -339,13 +339,8 @@ impl Claim for SqliteClaim {
         let not_held = || election_core::Error::NotHeld {
             name: self.name.clone(),
         };
-        let Some(epoch) = attempt.epoch else {
+        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
             return Err(not_held());
-        };
-        let hold = HeldRow {
-            name: self.name.as_str(),
-            nonce: attempt.nonce,
-            epoch,
         };
         match self.inner.confirm(hold).await {
             Ok(true) => Ok(()),
@@ -373,13 +368,8 @@ impl Claim for SqliteClaim {
         let not_held = || election_core::Error::NotHeld {
             name: self.name.clone(),
         };
-        let Some(epoch) = attempt.epoch else {
+        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
             return Err(not_held());
-        };
-        let hold = HeldRow {
-            name: self.name.as_str(),
-            nonce: attempt.nonce,
-            epoch,
         };
         match self.inner.proclaim(hold, value.as_str()).await {
             Ok(true) => Ok(()),
