@@ -362,15 +362,16 @@ impl<S> Book<S> {
             // Under its share: as many keys as it lacks, those not known
             // held elsewhere first, each group highest ranked first.
             let room = share.saturating_sub(self.holds.len());
-            free.sort_by_key(|a| {
-                (
-                    a.elsewhere,
-                    std::cmp::Reverse(balance::rank(a.key.as_str(), me)),
-                )
-            });
             if room == 0 {
                 deferred.extend(free.drain(..).map(|a| a.key));
             } else {
+                // Ranked once per key (a round decides once per batch).
+                free.sort_by_cached_key(|a| {
+                    (
+                        a.elsewhere,
+                        std::cmp::Reverse(balance::rank(a.key.as_str(), me)),
+                    )
+                });
                 at_most = Some(room);
             }
         }
