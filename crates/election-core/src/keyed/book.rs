@@ -1522,8 +1522,9 @@ mod tests {
                 break;
             }
             match d.command {
-                // As engine.rs executes it: claims of at most what is
-                // still lacking, one after another.
+                // Claims of at most what is still lacking, one after
+                // another, as engine.rs executed a ClaimSome before this
+                // fix (now the book hands out one such claim at a time).
                 Command::ClaimSome { keys, at_most } => {
                     for chunk in keys.chunks(at_most) {
                         assert!(chunk.len() <= at_most);
