@@ -111,9 +111,9 @@ pub(crate) enum Command {
     /// Claim these keys (asked, not held, still tried), then feed each
     /// answer back.
     Claim(Vec<ElectionName>),
-    /// Balanced: win at most `at_most` of these keys, tried in this order
-    /// (chunks of what is still lacking, so no claim wins more), then feed
-    /// each answer back.
+    /// Balanced: claim these keys (at most `at_most`, what the set still
+    /// lacks, so the claim cannot win more; the next ones of a round in
+    /// the set's order), then feed each answer back.
     ClaimSome {
         keys: Vec<ElectionName>,
         at_most: usize,
@@ -362,15 +362,16 @@ impl<S> Book<S> {
             // Under its share: as many keys as it lacks, those not known
             // held elsewhere first, each group highest ranked first.
             let room = share.saturating_sub(self.holds.len());
-            free.sort_by_key(|a| {
-                (
-                    a.elsewhere,
-                    std::cmp::Reverse(balance::rank(a.key.as_str(), me)),
-                )
-            });
             if room == 0 {
                 deferred.extend(free.drain(..).map(|a| a.key));
             } else {
+                // Ranked once per key (a round decides once per batch).
+                free.sort_by_cached_key(|a| {
+                    (
+                        a.elsewhere,
+                        std::cmp::Reverse(balance::rank(a.key.as_str(), me)),
+                    )
+                });
                 at_most = Some(room);
             }
         }
@@ -380,18 +381,22 @@ impl<S> Book<S> {
             wait: !free.is_empty(),
         };
         let command = match at_most {
-            // Balanced and under its share: claims until it has its share
-            // (each claim of a chunk no larger than the share, ADR 0061).
-            Some(at_most) if mem::take(&mut self.claim_due) && !free.is_empty() => {
-                Command::ClaimSome {
-                    keys: free,
-                    at_most,
-                }
-            }
-            Some(_) => sleep,
+            // Balanced and under its share: a round over the free keys in
+            // that order, one claim per decision of at most what the set
+            // lacks (and at most the batch, ADR 0058), so renewals run
+            // between the claims (ADR 0061). One command claiming its way
+            // through every free key outlasted the lease when few keys
+            // were lacking and many were held elsewhere (issue 25).
+            Some(room) => match self.claim_batch(&free, room) {
+                Some(keys) => Command::ClaimSome {
+                    keys,
+                    at_most: room,
+                },
+                None => sleep,
+            },
             // Otherwise a round of batches that shrink after a claim that
             // did not get through (ADR 0058).
-            None => match self.claim_batch(&free) {
+            None => match self.claim_batch(&free, usize::MAX) {
                 Some(keys) => Command::Claim(keys),
                 None => sleep,
             },
@@ -405,9 +410,11 @@ impl<S> Book<S> {
     }
 
     /// The next batch of the claim round (a wake starts one): at most
-    /// `batch` of the `free` keys this round has not asked for yet; `None`
-    /// when no round runs or it has asked for every free key (it ends).
-    fn claim_batch(&mut self, free: &[ElectionName]) -> Option<Vec<ElectionName>> {
+    /// `batch` (and at most `limit`) of the `free` keys this round has not
+    /// asked for yet, in their order; `None` when no round runs or it has
+    /// asked for every free key (it ends).
+    fn claim_batch(&mut self, free: &[ElectionName], limit: usize) -> Option<Vec<ElectionName>> {
+        let size = self.batch.min(limit);
         loop {
             if self.round.is_none() {
                 if !mem::take(&mut self.claim_due) {
@@ -426,15 +433,15 @@ impl<S> Book<S> {
             let mut keys: Vec<ElectionName> = untried
                 .clone()
                 .filter(|k| !self.failed.contains_key(*k))
-                .take(self.batch)
+                .take(size)
                 .cloned()
                 .collect();
-            if keys.len() < self.batch {
+            if keys.len() < size {
                 let mut failed: Vec<(u64, &ElectionName)> = untried
                     .filter_map(|k| self.failed.get(k).map(|n| (*n, k)))
                     .collect();
                 failed.sort_unstable();
-                let room = self.batch - keys.len();
+                let room = size - keys.len();
                 keys.extend(failed.into_iter().take(room).map(|(_, k)| k.clone()));
             }
             let tried = self.round.as_mut()?;
@@ -1305,52 +1312,56 @@ mod tests {
                 let book = self.books.get_mut(&i).unwrap();
                 book.wake();
                 let seen = self.elsewhere.entry(i).or_default();
-                let asked: Vec<Asked> = (0..self.keys)
-                    .map(|n| Asked {
-                        key: key(n),
-                        wanted: true,
-                        busy: false,
-                        elsewhere: seen.contains(&n),
-                    })
-                    .collect();
-                let d = book.next(now, asked, false);
-                match d.command {
-                    Command::ClaimSome { keys, mut at_most } => {
-                        for k in keys {
-                            if at_most == 0 {
-                                break;
-                            }
-                            let n: usize = k.as_str()[1..].parse().unwrap();
-                            if self.store.contains_key(&n) {
-                                seen.insert(n);
-                                continue;
-                            }
-                            seen.remove(&n);
-                            self.epoch += 1;
-                            self.store.insert(n, (i, self.epoch));
-                            let won = Won {
-                                epoch: epoch(self.epoch),
-                                valid_until: None,
-                            };
-                            book.insert(k, (), won, now);
-                            changed = true;
-                            at_most -= 1;
-                        }
-                    }
-                    Command::Give(keys) => {
-                        for (k, e) in keys {
-                            let n: usize = k.as_str()[1..].parse().unwrap();
-                            prop_assert_eq!(
-                                self.store.remove(&n),
-                                Some((i, e.get())),
-                                "gave back a key not its own"
+                // As the engine does: decisions until it sleeps (a round
+                // of claims is one batch per decision).
+                for _ in 0..=self.keys + 1 {
+                    let asked: Vec<Asked> = (0..self.keys)
+                        .map(|n| Asked {
+                            key: key(n),
+                            wanted: true,
+                            busy: false,
+                            elsewhere: seen.contains(&n),
+                        })
+                        .collect();
+                    let d = book.next(now, asked, false);
+                    match d.command {
+                        Command::ClaimSome { keys, at_most } => {
+                            prop_assert!(
+                                keys.len() <= at_most,
+                                "a claim could win more than lacking"
                             );
-                            self.moves += 1;
-                            changed = true;
+                            for k in keys {
+                                let n: usize = k.as_str()[1..].parse().unwrap();
+                                if self.store.contains_key(&n) {
+                                    seen.insert(n);
+                                    continue;
+                                }
+                                seen.remove(&n);
+                                self.epoch += 1;
+                                self.store.insert(n, (i, self.epoch));
+                                let won = Won {
+                                    epoch: epoch(self.epoch),
+                                    valid_until: None,
+                                };
+                                book.insert(k, (), won, now);
+                                changed = true;
+                            }
                         }
+                        Command::Give(keys) => {
+                            for (k, e) in keys {
+                                let n: usize = k.as_str()[1..].parse().unwrap();
+                                prop_assert_eq!(
+                                    self.store.remove(&n),
+                                    Some((i, e.get())),
+                                    "gave back a key not its own"
+                                );
+                                self.moves += 1;
+                                changed = true;
+                            }
+                        }
+                        Command::Sleep { .. } => break,
+                        other => return Err(TestCaseError::fail(format!("{other:?}"))),
                     }
-                    Command::Sleep { .. } => {}
-                    other => return Err(TestCaseError::fail(format!("{other:?}"))),
                 }
                 book.take_events();
             }
@@ -1467,6 +1478,79 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Issue 25 (PostgreSQL balanced sets not fair within minutes): a
+    /// member one key under its share, whose other asked keys are all held
+    /// elsewhere, ran one `ClaimSome` over every free key, one claim per
+    /// key (chunks of what it still lacked), without a renewal in between:
+    /// with hundreds of keys on a loaded server the pass outlasted the
+    /// lease and the member lost the keys it held, so the shares never
+    /// settled. Executed as the engine executes commands (each claim
+    /// taking 20 ms, every key found held elsewhere), no held key may be
+    /// lost, and each claim asks no more than the member lacks.
+    #[test]
+    fn a_balanced_claim_round_lets_renewals_run_between_its_claims() {
+        let t0 = Instant::now();
+        let mut now = t0;
+        let mut book = book();
+        let asked = |held: &BTreeSet<usize>| -> Vec<Asked> {
+            (0..1000)
+                .map(|k| Asked {
+                    key: key(k),
+                    wanted: true,
+                    busy: false,
+                    elsewhere: !held.contains(&k),
+                })
+                .collect()
+        };
+        let held: BTreeSet<usize> = (0..100).collect();
+        for &k in &held {
+            assert!(win(&mut book, k, 1, t0 + ms(900), t0));
+        }
+        book.set_share(Some(("node-0".into(), 101)));
+        let (mut claims, mut renewals) = (0, 0);
+        loop {
+            let d = book.next(now, asked(&held), false);
+            assert!(
+                d.lost.is_empty(),
+                "lost {} held keys after {:?} ({claims} claims, {renewals} renewals so far)",
+                d.lost.len(),
+                now - t0
+            );
+            if now >= t0 + Duration::from_secs(5) {
+                break;
+            }
+            match d.command {
+                // Claims of at most what is still lacking, one after
+                // another, as engine.rs executed a ClaimSome before this
+                // fix (now the book hands out one such claim at a time).
+                Command::ClaimSome { keys, at_most } => {
+                    for chunk in keys.chunks(at_most) {
+                        assert!(chunk.len() <= at_most);
+                        now += ms(20);
+                        claims += 1;
+                        book.claimed(chunk, true);
+                    }
+                }
+                Command::Renew { keys, .. } => {
+                    renewals += 1;
+                    let sent = now;
+                    now += ms(20);
+                    let (lost, landed) =
+                        book.renew_landed(&keys, sent, &HashMap::new(), now, |_, _, _| {});
+                    assert!(lost.is_empty() && landed);
+                }
+                Command::Sleep { until, .. } => {
+                    // The backend's wait ends after a poll: a new round.
+                    now = until.map_or(now + ms(200), |u| u.min(now + ms(200)));
+                    book.wake();
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(claims > 100, "claims went on: {claims} claims");
+        assert!(renewals >= 10, "renewed on time: {renewals} renewals");
     }
 
     fn book_without_expiry() -> Book<()> {

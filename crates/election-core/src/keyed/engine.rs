@@ -133,13 +133,11 @@ pub(crate) async fn drive<K: KeyedClaims>(
             }
             Command::ClaimSome { keys, at_most } => {
                 waiting = None;
-                // In chunks of what is still lacking: no claim wins more.
-                let (mut left, mut rest) = (at_most, &keys[..]);
-                while left > 0 && !rest.is_empty() {
-                    let (chunk, after) = rest.split_at(left.min(rest.len()));
-                    left -= claim(&*backend, &shared, chunk.to_vec()).await;
-                    rest = after;
-                }
+                // One claim of at most what is lacking (no claim wins
+                // more); the round's next batch comes at the next
+                // decision, after any renewal due (issue 25).
+                debug_assert!(keys.len() <= at_most);
+                claim(&*backend, &shared, keys).await;
             }
             Command::Renew { keys, budget } => {
                 renew(&*backend, &shared, keys, budget, &metrics).await;
