@@ -375,13 +375,9 @@ fn figures(label: &str, field: &mut Field, counts: Counts, failovers: usize) -> 
 /// Measures `flock(1)`, then `elect run` on the file, SQLite, NATS and
 /// PostgreSQL backends (one `nats-server`, one `postgres-testkit` server
 /// without a password), and adds a row per backend and path beside
-/// flock's figure; then `etcdctl lock` beside them (`etcd`: a note when etcd
-/// is not installed).
-pub(crate) fn rows(
-    s: &Setup<'_>,
-    rows: &mut Vec<crate::Row>,
-    notes: &mut Vec<String>,
-) -> Result<()> {
+/// flock's figure. Returns what the `etcdctl lock` rows are measured
+/// beside (the caller adds them: `etcd::rows`).
+pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured> {
     let child: Vec<OsString> = vec![
         s.exe.as_os_str().to_owned(),
         "helper".into(),
@@ -470,7 +466,21 @@ pub(crate) fn rows(
     }
     drop(server);
     drop(pg);
-    super::etcd::rows(s, &child, &floor, &measured, rows, notes)
+    Ok(Measured {
+        child,
+        floor,
+        elect: measured,
+    })
+}
+
+/// What [`rows`] measured, for the rows beside `etcdctl lock`.
+pub(crate) struct Measured {
+    /// The child every contender runs.
+    pub(crate) child: Vec<OsString>,
+    /// `flock(1)`'s figures.
+    pub(crate) floor: Figures,
+    /// Each `elect run` backend's figures, named.
+    pub(crate) elect: Vec<(String, Figures)>,
 }
 
 /// PostgreSQL's start floor: `election-bench helper pg-start URL CHILD`

@@ -446,7 +446,16 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             log: &log,
             counts: cli_counts,
         };
-        cli::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
+        let measured = cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
+        etcd::rows(
+            &setup,
+            &measured.child,
+            &measured.floor,
+            &measured.elect,
+            &mut rows,
+            &mut notes,
+        )
+        .map_err(|e| with_log_tail(e, &log))?;
     }
 
     let header = Header {
