@@ -192,17 +192,7 @@ impl Record {
     /// Reads the record from the open `file` (at `path`, for errors) with
     /// `pread`s from offset 0: the record and the file's length.
     pub(crate) fn read_file(file: &File, path: &Path) -> Result<(Record, u64), Error> {
-        let mut bytes = vec![0; MAX_LEN as usize + 1];
-        let mut len = 0;
-        while len < bytes.len() {
-            match file.read_at(&mut bytes[len..], len as u64) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io("read", path, e)),
-            }
-        }
-        bytes.truncate(len);
+        let bytes = read_prefix(file, path, MAX_LEN as usize + 1)?;
         if bytes.len() as u64 > MAX_LEN {
             return Err(Error::CorruptEpoch {
                 path: path.to_owned(),
@@ -214,7 +204,7 @@ impl Record {
             detail: "not UTF-8".into(),
         })?;
         Record::parse(&text)
-            .map(|r| (r, len as u64))
+            .map(|r| (r, text.len() as u64))
             .map_err(|detail| Error::CorruptEpoch {
                 path: path.to_owned(),
                 detail,
@@ -280,6 +270,25 @@ pub(crate) fn replace_durably(
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io("fsync", dir, e))
+}
+
+/// The first `limit` bytes of `file` (at `path`, for errors), or all of it
+/// if it is shorter, read with `pread`s from offset 0 (an interrupted read
+/// is retried). Reading `limit` = the largest valid size + 1 tells a file
+/// that is too long.
+pub(crate) fn read_prefix(file: &File, path: &Path, limit: usize) -> Result<Vec<u8>, Error> {
+    let mut bytes = vec![0; limit];
+    let mut len = 0;
+    while len < bytes.len() {
+        match file.read_at(&mut bytes[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("read", path, e)),
+        }
+    }
+    bytes.truncate(len);
+    Ok(bytes)
 }
 
 #[cfg(test)]

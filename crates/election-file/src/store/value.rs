@@ -89,17 +89,7 @@ pub(crate) fn read(path: &Path, epoch: Epoch) -> Result<Option<LeaderValue>, Err
         Err(e) => return Err(Error::io("open", path, e)),
     };
     lock::lock_blocking(&file, Kind::Shared).map_err(|e| Error::io("lock", path, e))?;
-    let mut bytes = vec![0; MAX_LEN as usize + 1];
-    let mut len = 0;
-    while len < bytes.len() {
-        match file.read_at(&mut bytes[len..], len as u64) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io("read", path, e)),
-        }
-    }
-    bytes.truncate(len);
+    let bytes = super::record::read_prefix(&file, path, MAX_LEN as usize + 1)?;
     let shown = std::str::from_utf8(&bytes)
         .ok()
         .and_then(parse)

@@ -292,19 +292,7 @@ async fn run(args: &[String]) -> Result<bool, String> {
     options.command = Some(plan.command());
     let report = check_dir(&plan.out, &records, &options)
         .map_err(|e| format!("reading the histories: {e}"))?;
-    println!("{report}");
-    println!(
-        "torture: faults injected: {}",
-        ran.faults
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if !report.is_safe() {
-        println!("torture: FAILED; reproduce with: {}", plan.command());
-    }
-    Ok(report.is_safe())
+    Ok(finish(&plan, &report, report.is_safe(), &ran.faults))
 }
 
 /// `--lease-sets`: the run, then the checker per key.
@@ -342,19 +330,31 @@ async fn run_lease_sets(plan: &Plan, sets: &orchestrate::LeaseSets) -> Result<bo
     options.command = Some(plan.command());
     let report =
         check_keys(&out, &records, &options).map_err(|e| format!("reading the histories: {e}"))?;
+    Ok(finish(plan, &report, report.is_safe(), &ran.faults))
+}
+
+/// Prints the checker's `report` and the faults a run injected, and how
+/// to reproduce the run if it broke a promise (`safe` false); returns
+/// `safe`.
+fn finish(
+    plan: &Plan,
+    report: &impl std::fmt::Display,
+    safe: bool,
+    faults: &std::collections::BTreeMap<&'static str, usize>,
+) -> bool {
     println!("{report}");
     println!(
         "torture: faults injected: {}",
-        ran.faults
+        faults
             .iter()
             .map(|(k, n)| format!("{k} {n}"))
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if !report.is_safe() {
+    if !safe {
         println!("torture: FAILED; reproduce with: {}", plan.command());
     }
-    Ok(report.is_safe())
+    safe
 }
 
 async fn check(args: &[String]) -> Result<bool, String> {
