@@ -1173,8 +1173,18 @@ mod tests {
                             let (lost, _) = book.renew_landed(&keys, sent, &refused, now, |_, _, _| {});
                             for l in &lost {
                                 prop_assert!(refused.contains_key(&l.key), "lost {} though not refused", l.key);
-                                let seen = lost_terms.entry(l.key.as_str().to_owned()).or_insert(l.epoch.get());
-                                *seen = (*seen).max(l.epoch.get());
+                            }
+                            // Every refusal is a loss told to the book, as
+                            // `Lose` is, whether the key is still held (it
+                            // leaves, reported) or was given back meanwhile
+                            // (nothing to report, but a later win of that
+                            // term or an earlier one is stale all the same).
+                            for (k, e) in &keys {
+                                if refused.contains_key(k) {
+                                    let seen = lost_terms.entry(k.as_str().to_owned()).or_insert(e.get());
+                                    *seen = (*seen).max(e.get());
+                                    lost_exact.insert((k.as_str().to_owned(), e.get()));
+                                }
                             }
                             reported.extend(lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
                         }
