@@ -164,7 +164,12 @@ async fn the_contender_waits_for_the_holders_longer_ttl() {
 #[tokio::test]
 async fn wall_clock_jumps_during_a_term_never_make_two_leaders() {
     let dir = tempfile::tempdir().expect("dir");
-    let e = open(&dir).await;
+    // A lease of 3 s (renewed every 0.5 s), not the suite's 0.6 s: the
+    // jumps (an hour) dwarf either, and a loaded CI machine held a 0.6 s
+    // lease's renewals up past its deadline (a loss by load, not by clock).
+    let options =
+        SqliteOptions::new(Duration::from_secs(3), Duration::from_millis(500)).expect("options");
+    let e = common::open_with(&dir, options).await;
     let (holder_clock, contender_clock) = (TestClock::real(), TestClock::real());
     let holder = e
         .clone()
@@ -201,7 +206,8 @@ async fn wall_clock_jumps_during_a_term_never_make_two_leaders() {
         );
         assert!(
             !term.is_lost(),
-            "the holder lost its term to a wall-clock jump"
+            "the holder lost its term to a wall-clock jump: {:?}",
+            term.loss()
         );
     }
     // The jumps reached the row: the injected clock is the one used.
