@@ -1,0 +1,208 @@
+//! `elect` end to end on a real PostgreSQL server (postgres-testkit, TTL
+//! 3 s): takeover after a SIGKILL, a handover after SIGINT, `leader` and
+//! `observe`, and a password from `PGPASSWORD` or a passfile that never
+//! shows in argv or in elect's output.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{Elect, Setup, proc_strings};
+use nix::sys::signal::Signal;
+use postgres_testkit::Server;
+
+/// A server and the `Setup` the shared scenarios use on it.
+struct Pg {
+    setup: Setup,
+    _server: Server,
+}
+
+fn pg() -> Pg {
+    let server = Server::start().expect("a PostgreSQL server (apt-get install -y postgresql)");
+    let setup = Setup {
+        url: format!("{}?schema=elect_test", server.url()),
+        timing: vec!["--ttl".into(), "3s".into()],
+        hold_window: Duration::from_secs(4),
+        dir: common::temp_dir(),
+    };
+    Pg {
+        setup,
+        _server: server,
+    }
+}
+
+#[tokio::test]
+async fn a_killed_leader_is_replaced_with_a_higher_epoch() {
+    common::takeover(&pg().setup).await;
+}
+
+#[tokio::test]
+async fn leader_prints_text_and_json() {
+    common::leader_output(&pg().setup).await;
+}
+
+#[tokio::test]
+async fn a_killed_holder_reads_presumed_dead_and_observe_shows_the_vacancy() {
+    common::a_killed_holder_reads_presumed_dead(&pg().setup).await;
+}
+
+#[tokio::test]
+async fn observe_prints_each_change_in_order() {
+    common::observe_output(&pg().setup, true).await;
+}
+
+#[tokio::test]
+async fn no_wait_and_timeout_give_the_conflict_exit_code() {
+    common::no_wait(&pg().setup).await;
+}
+
+#[tokio::test]
+async fn the_command_exit_code_is_elects_and_the_term_is_resigned() {
+    common::exit_code(&pg().setup).await;
+}
+
+/// A command that records its start (as `Report::once`) and then sleeps
+/// until a signal ends it.
+fn sleeper(report: &common::Report) -> Vec<String> {
+    let mut cmd = report.once();
+    cmd[2] = format!("{}; exec sleep 1000", cmd[2]);
+    cmd
+}
+
+/// Two `elect run`: B waits while A leads; SIGINT to A (forwarded, its
+/// command dies of it) ends A's term, and B runs with a higher epoch;
+/// `elect leader` names each holder in turn.
+#[tokio::test]
+async fn sigint_hands_the_election_to_the_next_run() {
+    let pg = pg();
+    let b = &pg.setup;
+    let name = "handover";
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let mut a = b.run(name, "a", &[], &sleeper(&ra));
+    let sa = ra.started().await;
+    a.err_with(&format!("elect: elected: {name}, term {} as a", sa.epoch))
+        .await;
+    common::assert_led_by(&b.leader_text(name).await, name, "a", sa.epoch);
+    let mut bb = b.run(name, "b", &[], &sleeper(&rb));
+    bb.err_with(&format!("elect: campaigning for {name} as b on "))
+        .await;
+    assert!(rb.lines().is_empty(), "B ran while A leads");
+    a.signal(Signal::SIGINT);
+    let done = a.finish().await;
+    assert_eq!(done.code, 128 + Signal::SIGINT as i32, "{done:?}");
+    let sb = rb.started().await;
+    assert!(
+        sb.epoch > sa.epoch,
+        "B's epoch {} after A's {}",
+        sb.epoch,
+        sa.epoch
+    );
+    bb.err_with(&format!("elect: elected: {name}, term {} as b", sb.epoch))
+        .await;
+    common::assert_led_by(&b.leader_text(name).await, name, "b", sb.epoch);
+    bb.signal(Signal::SIGTERM);
+    let done = bb.finish().await;
+    assert_eq!(done.code, 128 + Signal::SIGTERM as i32, "{done:?}");
+}
+
+const PASSWORD: &str = "pg-s3cr3t-4711";
+
+/// A server that wants a password: `elect` gets it from PGPASSWORD or
+/// from a passfile; the password is never in elect's argv
+/// (/proc/PID/cmdline) nor in its output; without it, a clear
+/// configuration error (78).
+#[tokio::test]
+async fn the_password_comes_from_pgpassword_or_a_passfile_never_argv() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = Server::start_with_password(PASSWORD).expect("a PostgreSQL server");
+    let url = server.url_without_password();
+    let dir = common::temp_dir();
+    let report = dir.path().join("a.out");
+    let cmd = format!(
+        r#"echo "start $$ $ELECTION_NAME $ELECTION_EPOCH $ELECTION_IDENTITY $ELECTION_TOKEN" >> {}; exec sleep 1000"#,
+        report.display()
+    );
+    let passfile = dir.path().join("pgpass");
+    std::fs::write(
+        &passfile,
+        format!("127.0.0.1:{}:*:postgres:{PASSWORD}\n", server.port()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let with_passfile = format!("{url}?passfile={}", passfile.display());
+
+    // Without a password: refused by the server, exit 78, a hint.
+    let done = common::once(&["leader", "--backend", &url, "--name", "pw"]).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    done.err_line("PGPASSWORD");
+
+    // In the URL it works, with a warning, and is never printed.
+    let whole = server.url();
+    let done = common::once(&["leader", "--backend", &whole, "--name", "pw"]).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line("warning: the PostgreSQL password is in the URL");
+    for line in done.stdout.iter().chain(&done.stderr) {
+        assert!(!line.contains(PASSWORD), "password printed: {line:?}");
+    }
+
+    for (i, (backend, env)) in [
+        (url.as_str(), vec![("PGPASSWORD", PASSWORD)]),
+        (with_passfile.as_str(), vec![]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("pw{i}");
+        let _ = std::fs::remove_file(&report);
+        let args = [
+            "run",
+            "--backend",
+            backend,
+            "--name",
+            &name,
+            "--identity",
+            "a",
+            "--ttl",
+            "3s",
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ];
+        let mut run = Elect::spawn_with_env(&args, &env, "run");
+        run.err_with(&format!("elect: elected: {name}, term "))
+            .await;
+        let argv = proc_strings(run.pid().as_raw(), "cmdline");
+        assert!(argv.iter().any(|a| a == "run"), "{argv:?}");
+        assert!(!argv.iter().any(|a| a.contains(PASSWORD)), "{argv:?}");
+        let leader = common::once(&["leader", "--backend", &with_passfile, "--name", &name]).await;
+        assert_eq!(leader.code, 0, "{leader:?}");
+        assert!(leader.stdout[0].contains(" a "), "{leader:?}");
+        run.signal(Signal::SIGTERM);
+        let done = run.finish().await;
+        for line in done.stdout.iter().chain(&done.stderr) {
+            assert!(!line.contains(PASSWORD), "password printed: {line:?}");
+        }
+    }
+}
+
+/// An unreachable server: exit 69 (try again later) with a hint, fast.
+#[tokio::test]
+async fn an_unreachable_server_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    for sub in [&["leader"][..], &["run", "--no-wait"][..]] {
+        let mut args: Vec<&str> = sub.to_vec();
+        args.extend(["--backend", &url, "--name", "x"]);
+        if sub[0] == "run" {
+            args.extend(["--", "true"]);
+        }
+        let done = common::once(&args).await;
+        assert_eq!(done.code, common::UNAVAILABLE, "{done:?}");
+        done.err_line("PostgreSQL");
+    }
+}

@@ -1,0 +1,9 @@
+//! The integration tests of `election-file`, one test binary (ADR 0073): a
+//! module per concern, each with its own doc.
+
+mod changes;
+mod conformance;
+mod display;
+mod errors;
+mod leader;
+mod lease_set;

@@ -1,0 +1,176 @@
+//! Wake-ups by LISTEN/NOTIFY: a clean handover (resign or drop) reaches a
+//! waiter whose poll interval is an hour, so only the notification can
+//! have woken it; a notification for another name does not hand anything
+//! over.
+
+use crate::common;
+
+use std::time::Duration;
+
+use election_postgres::PostgresElection;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within 30s"))
+}
+
+/// A waiting candidate `b` for `jobs`, polling once an hour, behind `a`'s
+/// term; returns once `b` is known to be waiting (its first try failed).
+async fn waiter(
+    e: &PostgresElection,
+) -> tokio::task::JoinHandle<election_core::Term<election_postgres::PostgresClaim>> {
+    let b = e
+        .candidate("jobs", "b")
+        .expect("b")
+        .with_poll_interval(HOUR)
+        .expect("poll");
+    assert!(
+        b.try_campaign().await.expect("answers").is_none(),
+        "a holds jobs"
+    );
+    tokio::spawn(async move { b.campaign().await.expect("b wins") })
+}
+
+/// Two elections on `server` (two pools, two listeners, as in two
+/// processes): `a` leads `jobs` on the first, `b` waits on the second.
+async fn across(
+    server: &postgres_testkit::Server,
+) -> (
+    PostgresElection,
+    PostgresElection,
+    election_core::Term<election_postgres::PostgresClaim>,
+    tokio::task::JoinHandle<election_core::Term<election_postgres::PostgresClaim>>,
+) {
+    let holder_side = common::open(server, common::fast()).await;
+    let waiter_side = common::open(server, common::fast()).await;
+    let a = holder_side
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    let b = waiter(&waiter_side).await;
+    (holder_side, waiter_side, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resign_wakes_a_waiter_without_a_poll() {
+    let server = common::server();
+    let e = common::open(&server, common::fast()).await;
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    let b = waiter(&e).await;
+    // Let b's listener start (it wakes b once when it does).
+    tokio::task::yield_now().await;
+    a.resign().await.expect("resign");
+    let term = within("b woken by the release", b).await.expect("task");
+    assert!(term.epoch() > a.epoch());
+    term.resign().await.expect("resign");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_term_wakes_a_waiter_without_a_poll() {
+    let server = common::server();
+    let e = common::open(&server, common::fast()).await;
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    let epoch = a.epoch();
+    let b = waiter(&e).await;
+    drop(a);
+    let term = within("b woken by the background release", b)
+        .await
+        .expect("task");
+    assert!(term.epoch() > epoch);
+    term.resign().await.expect("resign");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_in_another_process_are_woken_too() {
+    let server = common::server();
+    let (holder_side, _waiter_side, a, b) = across(&server).await;
+    // Another name's release does not hand `jobs` over.
+    let other = holder_side
+        .candidate("other", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("other");
+    other.resign().await.expect("resign other");
+    assert!(!b.is_finished() || a.is_lost());
+    a.resign().await.expect("resign");
+    let term = within("b woken across connections", b).await.expect("task");
+    term.resign().await.expect("resign");
+}
+
+/// How many times the statements whose text starts with `starts` ran
+/// since the last reset (`pg_stat_statements`).
+fn calls(server: &postgres_testkit::Server, starts: &str) -> i64 {
+    stat(server, "calls", starts)
+}
+
+/// The sum of column `what` of `pg_stat_statements` over the statements
+/// whose text starts with `starts`.
+fn stat(server: &postgres_testkit::Server, what: &str, starts: &str) -> i64 {
+    let like = starts.replace('\'', "''");
+    server
+        .sql(&format!(
+            "SELECT coalesce(sum({what}), 0) FROM pg_stat_statements WHERE query LIKE '{like}%'"
+        ))
+        .expect("pg_stat_statements")
+        .parse()
+        .expect("a count")
+}
+
+/// A waiter woken by a release wins the row with the one statement that
+/// looks and takes (ADR 0045): no read, no separate claim statement on
+/// the handover's path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
+    let mut server = common::server();
+    server
+        .sql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        .expect("preload");
+    server.restart().expect("restart");
+    server
+        .sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .expect("extension");
+    let (_holder_side, _waiter_side, a, b) = across(&server).await;
+    // b's listener wakes it once when it starts: wait for that look, so
+    // that nothing of b's but the handover follows the reset.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while calls(&server, "WITH take AS") == 0 {
+        assert!(std::time::Instant::now() < deadline, "b never looked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server
+        .sql("SELECT pg_stat_statements_reset()")
+        .expect("reset");
+    a.resign().await.expect("resign");
+    let term = within("b woken by the release", b).await.expect("task");
+    assert!(term.epoch() > a.epoch());
+    // A connection the pools open meanwhile is readied: it runs the claim
+    // over an empty batch (no row) and a look at no name (one call each).
+    let (reads, claimed, looks) = (
+        calls(&server, "SELECT k.name, l.holder"),
+        stat(&server, "rows", "WITH t AS"),
+        calls(&server, "WITH take AS"),
+    );
+    assert_eq!(
+        (reads, claimed),
+        (0, 0),
+        "on the handover's path: reads, keys won by a claim statement"
+    );
+    assert!(looks >= 1, "b took the row without a look");
+    term.resign().await.expect("resign");
+}

@@ -1,0 +1,13 @@
+//! The integration tests of `election-sqlite`, one test binary (ADR 0073): a
+//! module per concern, each with its own doc.
+
+mod common;
+
+mod behaviour;
+mod confirm;
+mod conformance;
+mod deleted_row;
+mod display;
+mod fence;
+mod lease_set;
+mod unusable;
