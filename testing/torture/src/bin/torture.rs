@@ -274,11 +274,7 @@ async fn run(args: &[String]) -> Result<bool, String> {
         plan.seed,
         plan.candidates,
         plan.ttl,
-        plan.faults
-            .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(","),
+        plan.fault_names(),
         plan.out.display()
     );
     let ran = orchestrate::run(&plan)
@@ -287,9 +283,7 @@ async fn run(args: &[String]) -> Result<bool, String> {
     let records = read_records(&plan.resource())
         .await
         .map_err(|e| format!("reading the resource: {e}"))?;
-    let mut options = CheckOptions::new(plan.liveness_bound());
-    options.seed = Some(plan.seed);
-    options.command = Some(plan.command());
+    let options = check_options(&plan);
     let report = check_dir(&plan.out, &records, &options)
         .map_err(|e| format!("reading the histories: {e}"))?;
     Ok(finish(&plan, &report, report.is_safe(), &ran.faults))
@@ -306,11 +300,7 @@ async fn run_lease_sets(plan: &Plan, sets: &orchestrate::LeaseSets) -> Result<bo
         sets.keys,
         plan.ttl,
         sets.every,
-        plan.faults
-            .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(","),
+        plan.fault_names(),
         plan.out.display()
     );
     let ran = orchestrate::lease_sets::run(plan, sets)
@@ -325,12 +315,19 @@ async fn run_lease_sets(plan: &Plan, sets: &orchestrate::LeaseSets) -> Result<bo
             .map_err(|e| format!("reading the resource of {key}: {e}"))?;
         records.insert(key, read);
     }
-    let mut options = CheckOptions::new(plan.liveness_bound());
-    options.seed = Some(plan.seed);
-    options.command = Some(plan.command());
+    let options = check_options(plan);
     let report =
         check_keys(&out, &records, &options).map_err(|e| format!("reading the histories: {e}"))?;
     Ok(finish(plan, &report, report.is_safe(), &ran.faults))
+}
+
+/// The checker's options for `plan`: its liveness bound, and its seed and
+/// command for the report's "reproduce with" line.
+fn check_options(plan: &Plan) -> CheckOptions {
+    let mut options = CheckOptions::new(plan.liveness_bound());
+    options.seed = Some(plan.seed);
+    options.command = Some(plan.command());
+    options
 }
 
 /// Prints the checker's `report` and the faults a run injected, and how

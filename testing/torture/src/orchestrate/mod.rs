@@ -235,6 +235,16 @@ pub struct ElectBins {
 }
 
 impl Plan {
+    /// The names of the faults the run may inject, comma-separated, as the
+    /// run's first line prints them.
+    pub fn fault_names(&self) -> String {
+        self.faults
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Whether `fault` can be injected in this plan's mode and backend.
     pub fn allows(&self, fault: Fault) -> bool {
         if self.lease_sets.is_some() {
