@@ -126,19 +126,10 @@ impl<C: Claim> Campaigner<C> {
     ) -> Result<Option<Won<C>>, Error> {
         match self {
             Campaigner::One { candidate, probe } => {
-                let campaign = async {
-                    let term = match (once, timeout) {
-                        (true, _) => candidate.try_campaign().await?,
-                        (false, Some(d)) => candidate.campaign_timeout(d).await?,
-                        (false, None) => Some(candidate.campaign().await?),
-                    };
-                    Ok(term.map(|term| Won { term, slot: None }))
-                };
-                let Some(probe) = probe else {
-                    return campaign.await;
-                };
-                let mismatch = |l: &Leader| -> Error {
-                    ConfigError::SlotsMismatch {
+                if let Some(probe) = probe
+                    && let Ok(Some(l)) = probe.leader().await
+                {
+                    return Err(ConfigError::SlotsMismatch {
                         name: candidate.claim().name().as_str().to_owned(),
                         asked: None,
                         seen: format!(
@@ -148,50 +139,14 @@ impl<C: Claim> Campaigner<C> {
                             l.epoch
                         ),
                     }
-                    .into()
+                    .into());
+                }
+                let term = match (once, timeout) {
+                    (true, _) => candidate.try_campaign().await?,
+                    (false, Some(d)) => candidate.campaign_timeout(d).await?,
+                    (false, None) => Some(candidate.campaign().await?),
                 };
-                if !beside(probe.backend()) {
-                    // An in-process read (file, SQLite): first, on the
-                    // connection the claim then uses.
-                    if let Ok(Some(l)) = probe.leader().await {
-                        return Err(mismatch(&l));
-                    }
-                    return campaign.await;
-                }
-                // A network round trip (PostgreSQL, NATS): the probe's
-                // read goes out beside the first claim, not before it
-                // (ADR 0072). COMMAND starts only after both answered; a
-                // term won meanwhile is resigned if the probe refuses.
-                let mut probing = std::pin::pin!(probe.leader());
-                let mut campaigning = std::pin::pin!(campaign);
-                let mut probed = false;
-                let mut won: Option<Option<Won<C>>> = None;
-                loop {
-                    tokio::select! {
-                        found = &mut probing, if !probed => {
-                            probed = true;
-                            if let Ok(Some(l)) = found {
-                                if let Some(Some(w)) = won.take() {
-                                    let _ = w.term.resign().await;
-                                }
-                                // A campaign still under way is dropped:
-                                // the caller waits until a claim it may
-                                // have won is given up.
-                                return Err(mismatch(&l));
-                            }
-                            if let Some(w) = won.take() {
-                                return Ok(w);
-                            }
-                        }
-                        term = &mut campaigning, if won.is_none() => {
-                            let term = term?;
-                            if probed {
-                                return Ok(term);
-                            }
-                            won = Some(term);
-                        }
-                    }
-                }
+                Ok(term.map(|term| Won { term, slot: None }))
             }
             Campaigner::Slots(s) => {
                 let held = match (once, timeout) {
@@ -228,14 +183,6 @@ pub(crate) fn failure(e: Error) -> Failure {
         );
     }
     failure
-}
-
-/// Whether `elect run`'s slot probe of `backend` goes out beside the
-/// first claim (a network round trip) rather than before it (a read in
-/// this process: file, SQLite, whose claim then finds the same
-/// connection idle).
-fn beside(backend: &str) -> bool {
-    matches!(backend, "postgres" | "nats")
 }
 
 /// The text after `NAME: ` for one slot.

@@ -269,43 +269,6 @@ async fn postgres_three_holders_of_two_slots() {
     three_holders_of_two_slots(&setup).await;
 }
 
-/// On PostgreSQL (a network backend) the probe of slot 0 goes out beside
-/// the first claim, not before it (ADR 0072): a name used with slots is
-/// still refused (78), its command never runs, and the name is left
-/// free (a term won while the probe was under way is resigned; a claim
-/// still under way is given up before `elect` exits).
-#[tokio::test]
-async fn postgres_a_name_used_with_slots_is_refused_and_left_free() {
-    let server = postgres_testkit::Server::start()
-        .expect("a PostgreSQL server (apt-get install -y postgresql)");
-    let b = Setup {
-        url: format!("{}?schema=elect_probe", server.url()),
-        timing: vec!["--ttl".into(), "3s".into()],
-        hold_window: Duration::from_secs(4),
-        dir: common::temp_dir(),
-    };
-    let dir = b.dir.path().join("probe");
-    std::fs::create_dir_all(dir.join("running")).expect("dir");
-    let hold: Vec<String> = ["sh", "-c", HOLDER, "sh", dir.to_str().expect("utf-8"), "1"]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-    let mut slotted = b.run("probe", "s", &["--slots", "1"], &hold);
-    slotted.err_with("started").await;
-    let report = b.report("refused");
-    let done = b.run_to_end("probe", "c", &[], &report.once()).await;
-    assert_eq!(done.code, CONFIG, "{done:?}");
-    done.err_line("used with --slots");
-    assert!(
-        report.lines().is_empty(),
-        "the command ran: {:?}",
-        report.lines()
-    );
-    common::assert_json_no_leader(&b.leader_json("probe").await, "probe");
-    std::fs::write(dir.join("stop"), "").expect("stop");
-    assert_eq!(slotted.finish().await.code, 0);
-}
-
 /// `elect observe --slots 2`: every slot's state first, then each change
 /// of a slot as it happens, with the slot's number.
 #[tokio::test]
