@@ -380,9 +380,15 @@ impl Claim for SqliteClaim {
 
     /// Releases the row, conditional on this attempt's nonce.
     async fn release(&self, attempt: &mut SqliteAttempt) -> Result<(), election_core::Error> {
-        let released = row::release(&self.inner.pool, self.name.as_str(), attempt.nonce)
-            .await
-            .map_err(|e| self.core(e))?;
+        let inner = &self.inner;
+        let released = row::release(
+            &inner.pool,
+            self.name.as_str(),
+            attempt.nonce,
+            inner.release_sync,
+        )
+        .await
+        .map_err(|e| self.core(e))?;
         attempt.may_hold = false;
         if released {
             Ok(())
@@ -402,11 +408,15 @@ impl Claim for SqliteClaim {
             // any) has ended and its row was released or lost.
             return;
         }
-        let (pool, name) = (self.inner.pool.clone(), self.name.clone());
+        let (pool, name, sync) = (
+            self.inner.pool.clone(),
+            self.name.clone(),
+            self.inner.release_sync,
+        );
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move {
-                    if let Err(e) = row::release(&pool, name.as_str(), attempt.nonce).await {
+                    if let Err(e) = row::release(&pool, name.as_str(), attempt.nonce, sync).await {
                         tracing::warn!(%name, error = %e, "background release failed; the lease ages out after its TTL");
                     }
                     // Freed after the release, so a waiter it wakes finds

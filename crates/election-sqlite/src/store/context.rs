@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::options::SqliteOptions;
 use crate::store::host_lock::HostLocks;
 use crate::store::names;
-use crate::store::row::{self, HeldRow};
+use crate::store::row::{self, HeldRow, ReleaseSync};
 use crate::store::schema;
 use crate::{Clock, SystemClock};
 
@@ -86,6 +86,9 @@ pub(crate) struct Context {
     /// Whether `election_leases` has the value columns (ADR 0068): always
     /// after a migration; a database opened read-only may lack them.
     pub(crate) values: bool,
+    /// How a release commits: relaxed only on a pool this crate opened
+    /// with `synchronous = FULL` (ADR 0072).
+    pub(crate) release_sync: ReleaseSync,
 }
 
 impl Context {
@@ -138,7 +141,9 @@ impl Context {
                         Error::NotAFile { source, .. } => not_a_file(source),
                         other => other,
                     })?;
-                Self::with_pool(pool, options).await
+                let mut ctx = Self::with_pool(pool, options).await?;
+                ctx.release_sync = ReleaseSync::Relaxed;
+                Ok::<_, Error>(ctx)
             }
             .await;
             match opened {
@@ -193,6 +198,7 @@ impl Context {
             db_file: None,
             host_locks: None,
             values,
+            release_sync: ReleaseSync::AsConnected,
         }))
     }
 
@@ -221,6 +227,7 @@ impl Context {
             db_file,
             host_locks,
             values: true,
+            release_sync: ReleaseSync::AsConnected,
         })
     }
 
@@ -233,6 +240,7 @@ impl Context {
             db_file: self.db_file.clone(),
             host_locks: self.host_locks.clone(),
             values: self.values,
+            release_sync: self.release_sync,
         }
     }
 

@@ -154,10 +154,16 @@ pub(crate) async fn read(
     } else {
         SELECT_WITHOUT_VALUES
     };
+    // On a connection given back to the pool before this returns (not
+    // from a task spawned by its drop): a claim right after the read (as
+    // `elect run`'s, after its probe) finds it idle instead of opening a
+    // second connection (ADR 0072).
+    let mut conn = pool.acquire().await?;
     let raw: Option<LeaderRow> = sqlx::query_as(select)
         .bind(name)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *conn)
         .await?;
+    conn.return_to_pool().await;
     raw.map(
         |(holder, epoch, version, ttl_ms, acquired, renewed, value)| Row {
             value,
@@ -398,16 +404,86 @@ pub(crate) async fn proclaim(
     changes_one_row(pool, proclaim).await
 }
 
+/// How a release commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReleaseSync {
+    /// With the connection's own `synchronous` setting (an application's
+    /// pool: its setting is its own).
+    AsConnected,
+    /// With `synchronous = NORMAL` for that one commit, then `FULL` again
+    /// (a pool this crate opened with `FULL`, ADR 0072): the release is
+    /// not waited on to reach the disk. A release lost in a power loss
+    /// leaves the row held, and the lease then ages out as a crashed
+    /// holder's does; a later `FULL` commit (the next claim) makes it
+    /// durable with itself, since the WAL is synced in order. No epoch is
+    /// written by a release, so none can be handed out twice.
+    Relaxed,
+}
+
 /// Releases the lease of the attempt `nonce`, and only that one: a
 /// successor's claim is never undone. `Ok(false)` if it no longer held it.
-pub(crate) async fn release(pool: &SqlitePool, name: &str, nonce: i64) -> Result<bool, Error> {
+/// `sync`: see [`ReleaseSync`].
+pub(crate) async fn release(
+    pool: &SqlitePool,
+    name: &str,
+    nonce: i64,
+    sync: ReleaseSync,
+) -> Result<bool, Error> {
     let release = sqlx::query(
         "UPDATE election_leases SET holder = NULL, nonce = NULL, version = version + 1
          WHERE name = ?1 AND nonce = ?2 AND holder IS NOT NULL",
     )
     .bind(name)
     .bind(nonce);
-    changes_one_row(pool, release).await
+    if sync == ReleaseSync::AsConnected {
+        return changes_one_row(pool, release).await;
+    }
+    let mut conn = Relaxed::acquire(pool).await?;
+    let done = release.execute(conn.relaxed().await?).await?;
+    conn.restore().await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A pooled connection switched to `synchronous = NORMAL` for one
+/// statement. Unless [`restore`](Relaxed::restore) set it back to `FULL`
+/// (an error, a cancelled future), the connection is closed instead of
+/// going back to the pool: no later claim, renewal or fence commit can
+/// run on a connection that does not wait for the disk.
+struct Relaxed {
+    conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
+}
+
+impl Relaxed {
+    async fn acquire(pool: &SqlitePool) -> Result<Relaxed, Error> {
+        let mut conn = pool.acquire().await?;
+        // Set before anything is sent: dropped at any point until
+        // `restore` cleared it, the connection is closed.
+        conn.close_on_drop();
+        Ok(Relaxed { conn })
+    }
+
+    /// The connection, switched to `synchronous = NORMAL`.
+    async fn relaxed(&mut self) -> Result<&mut SqliteConnection, Error> {
+        sqlx::query("PRAGMA synchronous = NORMAL")
+            .execute(&mut *self.conn)
+            .await?;
+        Ok(&mut self.conn)
+    }
+
+    /// Sets `synchronous = FULL` again and gives the connection back to
+    /// the pool (at once, not from a task spawned by its drop).
+    async fn restore(mut self) -> Result<(), Error> {
+        sqlx::query("PRAGMA synchronous = FULL")
+            .execute(&mut *self.conn)
+            .await?;
+        let full: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut *self.conn)
+            .await?;
+        if full == 2 {
+            self.conn.return_to_pool().await;
+        }
+        Ok(())
+    }
 }
 
 /// How many keys one batch statement covers (three bound values each, well
@@ -708,5 +784,74 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(id.as_deref(), Some("8/boot/1/2"));
+    }
+
+    /// Every connection of `pool` (as many as it may hold) reports
+    /// `synchronous = FULL` (2).
+    async fn every_connection_is_full(pool: &SqlitePool) {
+        let mut held = Vec::new();
+        for _ in 0..pool.options().get_max_connections() {
+            let mut conn = pool.acquire().await.unwrap();
+            let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(sync, 2, "a pooled connection with synchronous = {sync}");
+            held.push(conn);
+        }
+    }
+
+    /// A relaxed release (ADR 0072) releases as before, and leaves no
+    /// connection in the pool with `synchronous = NORMAL`: not after it
+    /// finished, and not after it was cut off between its two pragmas
+    /// (the connection is closed instead of going back).
+    #[tokio::test]
+    async fn a_relaxed_release_leaves_every_pooled_connection_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = crate::store::context::Context::open(
+            &dir.path().join("app.db"),
+            crate::options::SqliteOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ctx.release_sync, ReleaseSync::Relaxed);
+        let write = ClaimWrite {
+            name: "jobs",
+            identity: "a",
+            nonce: 7,
+            ttl_ms: 30_000,
+            wall_ms: 0,
+            lock: None,
+        };
+        claim(&ctx.pool, write, |_| true, || {})
+            .await
+            .unwrap()
+            .expect("won");
+        assert!(
+            !release(&ctx.pool, "jobs", 8, ReleaseSync::Relaxed)
+                .await
+                .unwrap()
+        );
+        assert!(
+            release(&ctx.pool, "jobs", 7, ReleaseSync::Relaxed)
+                .await
+                .unwrap()
+        );
+        let holder: Option<String> = sqlx::query_scalar("SELECT holder FROM election_leases")
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap();
+        assert_eq!(holder, None);
+        every_connection_is_full(&ctx.pool).await;
+        // Cut off after the switch to NORMAL, before it was set back.
+        {
+            let mut cut = Relaxed::acquire(&ctx.pool).await.unwrap();
+            cut.relaxed().await.unwrap();
+        }
+        // The close runs in a task of its own: let it.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        every_connection_is_full(&ctx.pool).await;
     }
 }
