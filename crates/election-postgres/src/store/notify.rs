@@ -54,8 +54,11 @@ pub(crate) struct Notifier {
     channel: Arc<str>,
     /// `None` once stopped for good: no listener starts again. The task,
     /// and the one-connection pool it listens on.
-    task: Mutex<Option<Option<(JoinHandle<()>, PgPool)>>>,
+    task: Mutex<Option<Option<Listening>>>,
 }
+
+/// A running listener: its task, and the one-connection pool it listens on.
+type Listening = (JoinHandle<()>, PgPool);
 
 impl Notifier {
     pub(crate) fn new(pool: PgPool, channel: Arc<str>) -> Self {
@@ -130,7 +133,7 @@ impl Notifier {
 /// Ends a listener task and closes its connection (in the background, on
 /// the current runtime if there is one; else the connection closes when
 /// its pool is dropped).
-fn shut((task, pool): (JoinHandle<()>, PgPool)) {
+fn shut((task, pool): Listening) {
     task.abort();
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(async move { pool.close().await });
