@@ -205,11 +205,12 @@ impl Claim for PostgresClaim {
         poll_interval: std::time::Duration,
     ) -> Result<(), election_core::Error> {
         let ctx = &self.inner;
-        ctx.notifier.start();
-        ctx.ready_soon();
+        // Subscribed before the listener starts (see `pause_if_unused`).
         let wakes = attempt
             .wakes
             .get_or_insert_with(|| ctx.notifier.subscribe());
+        ctx.notifier.start();
+        ctx.ready_soon();
         let name = self.name.as_str();
         attempt.woken = tokio::time::timeout(poll_interval, notify::woken(wakes, |n| n == name))
             .await
@@ -227,6 +228,11 @@ impl Claim for PostgresClaim {
         reporter: TermReporter,
     ) -> Result<WatchGuard, election_core::Error> {
         self.inner.ready_soon();
+        // A term waits for nothing: with no one else of this process
+        // subscribed, its listener closes now, not at the handover that
+        // ends the term (ADR 0071).
+        attempt.wakes = None;
+        self.inner.notifier.pause_if_unused();
         election_sql::watch_term(self.inner.clone(), &self.name, attempt.nonce, won, reporter)
     }
 

@@ -333,8 +333,9 @@ impl PostgresElection {
             .into());
         }
         let ctx = self.inner.clone();
-        ctx.notifier.start();
+        // Subscribed before the listener starts (ADR 0071).
         let wakes = ctx.notifier.subscribe();
+        ctx.notifier.start();
         let state = (ctx, name, wakes, None::<Option<Leader>>, true);
         Ok(futures::stream::unfold(
             state,

@@ -46,7 +46,11 @@
 //! and then lose it, and the sequence value with it, in a crash, so the
 //! same epoch could be handed out twice. A failover to an asynchronous
 //! replica can lose acknowledged commits the same way: where the database
-//! fails over, use synchronous replication (ADR 0033).
+//! fails over, use synchronous replication (ADR 0033). Only a release
+//! commits without waiting for its flush (for its own transaction; ADR
+//! 0071): a release lost in a crash leaves the name held by a term that
+//! stopped acting, which ages out after its TTL, and a win after a release
+//! flushes the release with it.
 //!
 //! # Expiry without trusting any wall clock (rule 2)
 //!

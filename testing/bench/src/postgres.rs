@@ -901,9 +901,10 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         ops_per_s: None,
     };
     notes.push(format!(
-        "PostgreSQL clean handover: A's release commits and notifies, the server delivers the \
-         NOTIFY to B's listener, and B, woken, looks and takes the released row (one \
-         committed statement, ADR 0045). Median {} (min {}, max {}) \
+        "PostgreSQL clean handover: A's release commits without waiting for its WAL flush and \
+         notifies (ADR 0071), the server delivers the NOTIFY to B's listener, and B, woken, \
+         looks and takes the released row (one durably committed statement, ADR 0045). \
+         Median {} (min {}, max {}) \
          against {} for two bare transactions back to back: {:.2}× the floor (target ≤ 2×: {}).{}",
         ms(measured.median_ns),
         ms(measured.min_ns),
@@ -931,7 +932,8 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     notes.push(format!(
         "PostgreSQL clean handover with A closing its connections {LINGER_MS} ms after its \
          release: median {} (min {}, max {}) against {} when A closes them at once. The \
-         difference is what the server's backend exits (A's pool and listener connections), \
+         difference is what the server's backend exits (A's pool connections; A's listener \
+         closed when A won, ADR 0071), \
          on the same two cores as B and its backend, cost B's claim; a server on another \
          host does not share it.",
         ms(lingered.median_ns),

@@ -886,6 +886,52 @@ mod tests {
         );
     }
 
+    /// A release commits without waiting for its WAL flush, and only the
+    /// release (ADR 0071): a deferred trigger records `synchronous_commit`
+    /// as each write of a lease row commits. On one connection, a win, a
+    /// renewal, the release, and the next win after it: only the release
+    /// is `off`; the setting never outlives the release's transaction, so
+    /// every claim and renewal stays durable (rule 1's epoch is never
+    /// acknowledged before it is on disk).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_release_commits_without_waiting_for_the_flush() {
+        let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&server.url())
+            .await
+            .expect("pool");
+        let ctx = Context::with_pool(pool, PostgresOptions::default())
+            .await
+            .expect("open");
+        server
+            .sql(
+                "CREATE TABLE commit_log (n serial PRIMARY KEY, holder text, sync text); \
+                 CREATE FUNCTION log_commit() RETURNS trigger LANGUAGE plpgsql AS $f$ \
+                 BEGIN INSERT INTO commit_log (holder, sync) \
+                 VALUES (coalesce(NEW.holder, '-'), current_setting('synchronous_commit')); \
+                 RETURN NULL; END $f$; \
+                 CREATE CONSTRAINT TRIGGER log_commit AFTER INSERT OR UPDATE ON election.leases \
+                 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION log_commit()",
+            )
+            .expect("the commit log");
+        let (_, won) = ctx.take_released("jobs", 1, "a").await.expect("look");
+        let epoch = won.expect("a never-held name is won");
+        let hold = HeldRow::won("jobs", 1, Some(epoch)).expect("held");
+        assert!(ctx.confirm(hold).await.expect("renewal"), "a renews");
+        let released = ctx.release_many(&[("jobs", 1)]).await.expect("release");
+        assert!(released.contains("jobs"), "a released jobs");
+        let (_, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
+        assert!(won.expect("b wins the released row") > epoch);
+        assert_eq!(
+            server
+                .sql("SELECT string_agg(holder || ':' || sync, ' ' ORDER BY n) FROM commit_log")
+                .expect("the log"),
+            "a:on a:on -:off b:on",
+            "synchronous_commit at each commit: win, renewal, release, next win"
+        );
+    }
+
     /// The statement of a first look and of a woken waiter (ADR 0045, ADR
     /// 0065): a never-held name is won; a held row, or a missing row whose
     /// epoch record remains (deleted by hand: held for a TTL), is only

@@ -52,9 +52,13 @@ pub(crate) struct Notifier {
     tx: broadcast::Sender<Wake>,
     pool: PgPool,
     channel: Arc<str>,
-    /// `None` once stopped for good: no listener starts again.
-    task: Mutex<Option<Option<JoinHandle<()>>>>,
+    /// `None` once stopped for good: no listener starts again. The task,
+    /// and the one-connection pool it listens on.
+    task: Mutex<Option<Option<Listening>>>,
 }
+
+/// A running listener: its task, and the one-connection pool it listens on.
+type Listening = (JoinHandle<()>, PgPool);
 
 impl Notifier {
     pub(crate) fn new(pool: PgPool, channel: Arc<str>) -> Self {
@@ -79,7 +83,7 @@ impl Notifier {
         let Some(task) = slot.as_mut() else {
             return;
         };
-        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+        if task.as_ref().is_some_and(|(t, _)| !t.is_finished()) {
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -87,22 +91,52 @@ impl Notifier {
         };
         let options = (*self.pool.connect_options()).clone();
         let (tx, channel) = (self.tx.clone(), self.channel.clone());
-        *task = Some(rt.spawn(async move {
-            let pool = PgPoolOptions::new()
-                .max_connections(1)
-                .min_connections(0)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .connect_lazy_with(options);
-            listen(pool, &channel, &tx).await;
-        }));
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_lazy_with(options);
+        let listening = pool.clone();
+        *task = Some((
+            rt.spawn(async move { listen(listening, &channel, &tx).await }),
+            pool,
+        ));
+    }
+
+    /// Stops the listener while nobody in this process subscribes (ADR
+    /// 0071): a process that won and waits for nothing else closes its
+    /// listener connection during its term, so that the exit of that
+    /// connection's server process is not on the path of the handover
+    /// that ends the term. The next [`start`](Self::start) listens again
+    /// (and wakes every subscriber once it does). Every user subscribes
+    /// before it starts the listener, so a subscriber that comes while
+    /// this runs finds the listener running or starts it again.
+    pub(crate) fn pause_if_unused(&self) {
+        let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if self.tx.receiver_count() > 0 {
+            return;
+        }
+        if let Some(task) = slot.as_mut().and_then(Option::take) {
+            shut(task);
+        }
     }
 
     /// Stops the listener task for good (waiters poll from then on).
     pub(crate) fn stop(&self) {
         if let Some(Some(task)) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            task.abort();
+            shut(task);
         }
+    }
+}
+
+/// Ends a listener task and closes its connection (in the background, on
+/// the current runtime if there is one; else the connection closes when
+/// its pool is dropped).
+fn shut((task, pool): Listening) {
+    task.abort();
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move { pool.close().await });
     }
 }
 

@@ -198,6 +198,12 @@ impl Sql {
              WHERE l.name = t.name AND l.nonce = t.nonce AND l.epoch = t.epoch AND l.holder IS NOT NULL
              RETURNING l.name"
         );
+        // A release commits without waiting for its WAL flush (ADR 0071):
+        // `set_config(.., true)` turns `synchronous_commit` off for this
+        // statement's own transaction only. A release lost in a server
+        // crash leaves the row held by a term that stopped acting, which
+        // ages out after its TTL; every claim that sees the release
+        // commits durably, and its flush covers the release's earlier WAL.
         let release_many = format!(
             "WITH r AS (
                 UPDATE {s}.leases l SET holder = NULL, nonce = NULL, version = l.version + 1
@@ -205,7 +211,9 @@ impl Sql {
                 WHERE l.name = t.name AND l.nonce = t.nonce AND l.holder IS NOT NULL
                 RETURNING l.name
              )
-             SELECT r.name FROM r, LATERAL (SELECT pg_notify($3, r.name)) AS n"
+             SELECT r.name FROM r, LATERAL (
+                SELECT pg_notify($3, r.name), set_config('synchronous_commit', 'off', true)
+             ) AS n"
         );
         // A term publishes its value (ADR 0068) only while the row shows
         // its attempt's nonce and epoch with a holder, and wakes observers

@@ -174,3 +174,55 @@ async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
     assert!(looks >= 1, "b took the row without a look");
     term.resign().await.expect("resign");
 }
+
+/// How many sessions on `server` listen (their last statement a `LISTEN`).
+fn listeners(server: &postgres_testkit::Server) -> i64 {
+    server
+        .sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'")
+        .expect("pg_stat_activity")
+        .parse()
+        .expect("a count")
+}
+
+/// Waits (bounded) until `server` has `n` listening sessions.
+async fn until_listeners(server: &postgres_testkit::Server, n: i64, why: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while listeners(server) != n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{why}: {} listening sessions, not {n}",
+            listeners(server)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A process that won and waits for nothing else closes its listener
+/// connection during its term (ADR 0071), so that connection's server
+/// process does not exit on the path of the handover that ends the term;
+/// its next wait listens again and is woken by a release, not by its
+/// hour-long poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_closes_its_listener_and_a_later_wait_listens_again() {
+    let server = common::server();
+    let (holder_side, _waiter_side, a, b) = across(&server).await;
+    until_listeners(&server, 1, "b waits").await;
+    a.resign().await.expect("resign");
+    let b = within("b woken by the release", b).await.expect("task");
+    until_listeners(&server, 0, "b leads and nothing else waits").await;
+    let c = holder_side
+        .candidate("jobs", "c")
+        .expect("c")
+        .with_poll_interval(HOUR)
+        .expect("poll");
+    assert!(
+        c.try_campaign().await.expect("answers").is_none(),
+        "b holds jobs"
+    );
+    let c = tokio::spawn(async move { c.campaign().await.expect("c wins") });
+    until_listeners(&server, 1, "c waits").await;
+    b.resign().await.expect("resign");
+    let c = within("c woken by the release", c).await.expect("task");
+    assert!(c.epoch() > b.epoch());
+    c.resign().await.expect("resign");
+}
