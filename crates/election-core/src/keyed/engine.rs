@@ -367,19 +367,21 @@ impl Holds {
             // The asked keys still tried (no permanent error), read under
             // the lock: a guard enters under it too, so a key is given back
             // only if no guard entered before this decision.
-            let asked: Vec<Asked> = self
-                .keys
-                .pin()
-                .values()
-                .filter(|k| !k.given_up())
-                .map(|k| Asked {
-                    key: k.name().clone(),
-                    wanted: k.wanted(),
-                    busy: k.busy(),
-                    elsewhere: k.elsewhere(),
-                })
-                .collect();
-            let decision = book.next(now, asked, closing);
+            // Read only when the decision depends on them (ADR 0070).
+            let asked = || -> Vec<Asked> {
+                self.keys
+                    .pin()
+                    .values()
+                    .filter(|k| !k.given_up())
+                    .map(|k| Asked {
+                        key: k.name().clone(),
+                        wanted: k.wanted(),
+                        busy: k.busy(),
+                        elsewhere: k.elsewhere(),
+                    })
+                    .collect()
+            };
+            let decision = book.next_lazy(now, asked, closing);
             let keys = self.keys.pin();
             for key in &decision.deferred {
                 if let Some(state) = keys.get(key.as_str()) {
@@ -427,8 +429,11 @@ impl Holds {
             let share = target(me, &view).unwrap_or(0);
             (me.as_str().to_owned(), share)
         });
-        lock(&self.holds).set_share(share);
-        self.wake.notify_one();
+        // A member at its unchanged share has nothing to decide: not woken
+        // (ADR 0070); a loss, a release or a new key wakes it as always.
+        if lock(&self.holds).set_share(share) {
+            self.wake.notify_one();
+        }
     }
 
     /// A guard starts under `state`'s key: asks it again (a released key
