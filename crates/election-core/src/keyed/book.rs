@@ -111,12 +111,16 @@ pub(crate) enum Command {
     /// Claim these keys (asked, not held, still tried), then feed each
     /// answer back.
     Claim(Vec<ElectionName>),
-    /// Balanced: claim these keys (at most `at_most`, what the set still
-    /// lacks, so the claim cannot win more; the next ones of a round in
-    /// the set's order), then feed each answer back.
+    /// Balanced: claim `keys` in this order (the round's keys not tried
+    /// yet), at most `at_most` per claim (what the set still lacks, and
+    /// at most the batch, so no claim wins more), one claim after another
+    /// with each answer fed back; back to the book after a claim that won
+    /// a key or did not get through, once `until` has come (a renewal is
+    /// due), when the set closes, or when every key was tried (ADR 0070).
     ClaimSome {
         keys: Vec<ElectionName>,
         at_most: usize,
+        until: Option<Instant>,
     },
     /// Renew these held keys in one batch, within `budget`, then feed the
     /// answer back.
@@ -464,16 +468,24 @@ impl<S> Book<S> {
             // between the claims (ADR 0061). One command claiming its way
             // through every free key outlasted the lease when few keys
             // were lacking and many were held elsewhere (issue 25).
-            Some(room) => match self.claim_batch(&free, room) {
+            //
+            // The engine runs the claims of one command in a row, marking
+            // keys tried as each claim is answered (`claimed`), and comes
+            // back after a win, a failure or at the next renewal (ADR
+            // 0070): a member a few keys short of its share among
+            // thousands held elsewhere no longer pays a decision over
+            // every key per one-key claim.
+            Some(room) => match self.claim_batch(&free, usize::MAX, false) {
                 Some(keys) => Command::ClaimSome {
                     keys,
-                    at_most: room,
+                    at_most: room.min(self.batch),
+                    until: renew_at,
                 },
                 None => sleep,
             },
             // Otherwise a round of batches that shrink after a claim that
             // did not get through (ADR 0058).
-            None => match self.claim_batch(&free, usize::MAX) {
+            None => match self.claim_batch(&free, usize::MAX, true) {
                 Some(keys) => Command::Claim(keys),
                 None => sleep,
             },
@@ -490,7 +502,14 @@ impl<S> Book<S> {
     /// `batch` (and at most `limit`) of the `free` keys this round has not
     /// asked for yet, in their order; `None` when no round runs or it has
     /// asked for every free key (it ends).
-    fn claim_batch(&mut self, free: &[ElectionName], limit: usize) -> Option<Vec<ElectionName>> {
+    /// Marks them tried now if `mark`, else as each claim of them is
+    /// answered ([`claimed`](Book::claimed)).
+    fn claim_batch(
+        &mut self,
+        free: &[ElectionName],
+        limit: usize,
+        mark: bool,
+    ) -> Option<Vec<ElectionName>> {
         let size = self.batch.min(limit);
         loop {
             if self.round.is_none() {
@@ -528,7 +547,9 @@ impl<S> Book<S> {
                 self.round = None;
                 continue;
             }
-            tried.extend(keys.iter().cloned());
+            if mark {
+                tried.extend(keys.iter().cloned());
+            }
             return Some(keys);
         }
     }
@@ -548,6 +569,9 @@ impl<S> Book<S> {
     /// written: the backend releases or ages out what it may have won.
     pub(crate) fn claimed(&mut self, keys: &[ElectionName], through: bool) {
         self.read_due = true;
+        if let Some(tried) = self.round.as_mut() {
+            tried.extend(keys.iter().cloned());
+        }
         let asked = keys.len();
         if through {
             if !self.failed.is_empty() {
@@ -806,9 +830,16 @@ mod tests {
         assert!(book.set_share(Some((me.clone(), 2))), "a new share wakes");
         let asked = || keys(4);
         let d = book.next_lazy(t0, || asked().into_iter().map(Asked::from).collect(), false);
-        let Command::ClaimSome { keys: first, .. } = d.command else {
+        let Command::ClaimSome {
+            keys: first,
+            at_most,
+            ..
+        } = d.command
+        else {
             panic!("expected a claim, got {:?}", d.command);
         };
+        assert_eq!(at_most, 2);
+        let first = first[..2].to_vec();
         book.claimed(&first, true);
         for k in &first {
             let k: usize = k.as_str()[1..].parse().unwrap();
@@ -1506,26 +1537,36 @@ mod tests {
                     // The engine's decision (ADR 0070).
                     let d = book.next_lazy(now, asked, false);
                     match d.command {
-                        Command::ClaimSome { keys, at_most } => {
-                            prop_assert!(
-                                keys.len() <= at_most,
-                                "a claim could win more than lacking"
-                            );
-                            for k in keys {
-                                let n: usize = k.as_str()[1..].parse().unwrap();
-                                if self.store.contains_key(&n) {
-                                    seen.insert(n);
-                                    continue;
+                        Command::ClaimSome { keys, at_most, .. } => {
+                            // As the engine: claims of at most `at_most`,
+                            // back to the book after one that won.
+                            for chunk in keys.chunks(at_most.max(1)) {
+                                prop_assert!(
+                                    chunk.len() <= at_most,
+                                    "a claim could win more than lacking"
+                                );
+                                let mut won_any = false;
+                                for k in chunk {
+                                    let n: usize = k.as_str()[1..].parse().unwrap();
+                                    if self.store.contains_key(&n) {
+                                        seen.insert(n);
+                                        continue;
+                                    }
+                                    seen.remove(&n);
+                                    self.epoch += 1;
+                                    self.store.insert(n, (i, self.epoch));
+                                    let won = Won {
+                                        epoch: epoch(self.epoch),
+                                        valid_until: None,
+                                    };
+                                    book.insert(k.clone(), (), won, now);
+                                    changed = true;
+                                    won_any = true;
                                 }
-                                seen.remove(&n);
-                                self.epoch += 1;
-                                self.store.insert(n, (i, self.epoch));
-                                let won = Won {
-                                    epoch: epoch(self.epoch),
-                                    valid_until: None,
-                                };
-                                book.insert(k, (), won, now);
-                                changed = true;
+                                book.claimed(chunk, true);
+                                if won_any {
+                                    break;
+                                }
                             }
                         }
                         Command::Give(keys) => {
@@ -1706,12 +1747,21 @@ mod tests {
                 // Claims of at most what is still lacking, one after
                 // another, as engine.rs executed a ClaimSome before this
                 // fix (now the book hands out one such claim at a time).
-                Command::ClaimSome { keys, at_most } => {
+                Command::ClaimSome {
+                    keys,
+                    at_most,
+                    until,
+                } => {
+                    // As the engine: one claim after another, back to the
+                    // book once the renewal is due.
                     for chunk in keys.chunks(at_most) {
                         assert!(chunk.len() <= at_most);
                         now += ms(20);
                         claims += 1;
                         book.claimed(chunk, true);
+                        if until.is_some_and(|u| now >= u) {
+                            break;
+                        }
                     }
                 }
                 Command::Renew { keys, .. } => {
@@ -1744,7 +1794,7 @@ mod tests {
         let mut book = book_without_expiry();
         book.set_share(Some(("node-0".into(), 2)));
         let d = book.next(t0, (0..5).map(key), false);
-        let Command::ClaimSome { keys, at_most } = d.command else {
+        let Command::ClaimSome { keys, at_most, .. } = d.command else {
             panic!("claim")
         };
         assert_eq!(at_most, 2, "claims only its share");
