@@ -82,7 +82,7 @@ impl From<ElectionName> for Asked {
 pub(crate) const MAX_CLAIM_BATCH: usize = 512;
 
 /// A key this process holds, as the book keeps it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Hold<S> {
     /// What the engine keeps with the hold.
     pub(crate) state: S,
@@ -111,12 +111,16 @@ pub(crate) enum Command {
     /// Claim these keys (asked, not held, still tried), then feed each
     /// answer back.
     Claim(Vec<ElectionName>),
-    /// Balanced: claim these keys (at most `at_most`, what the set still
-    /// lacks, so the claim cannot win more; the next ones of a round in
-    /// the set's order), then feed each answer back.
+    /// Balanced: claim `keys` in this order (the round's keys not tried
+    /// yet), at most `at_most` per claim (what the set still lacks, and
+    /// at most the batch, so no claim wins more), one claim after another
+    /// with each answer fed back; back to the book after a claim that won
+    /// a key or did not get through, once `until` has come (a renewal is
+    /// due), when the set closes, or when every key was tried (ADR 0070).
     ClaimSome {
         keys: Vec<ElectionName>,
         at_most: usize,
+        until: Option<Instant>,
     },
     /// Renew these held keys in one batch, within `budget`, then feed the
     /// answer back.
@@ -152,7 +156,7 @@ pub(crate) struct Decision<S> {
 }
 
 /// The engine's knowledge of one lease set and its rules (module doc).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Book<S> {
     /// How held keys are renewed; `None`: holds do not expire.
     policy: Option<RenewalPolicy>,
@@ -189,6 +193,14 @@ pub(crate) struct Book<S> {
     events: Vec<KeyEvent>,
     /// Balanced: this member's identity and fair share (ADR 0061).
     share: Option<(String, usize)>,
+    /// Whether the last decision that read the asked keys left some of
+    /// them to claim (the backend's wait runs while it sleeps): what a
+    /// quiet decision, which does not read them, sleeps with (ADR 0070).
+    wait: bool,
+    /// The next decision reads the asked keys: the book changed other than
+    /// by a renewal since the last decision that read them (a win, a loss,
+    /// a give, a claim's answer, a wake, a new share).
+    read_due: bool,
 }
 
 impl<S> Default for Book<S> {
@@ -207,6 +219,8 @@ impl<S> Default for Book<S> {
             failures: 0,
             events: Vec::new(),
             share: None,
+            wait: false,
+            read_due: true,
         }
     }
 }
@@ -221,11 +235,27 @@ impl<S> Book<S> {
     /// Balances the set: this member (`me`) aims at holding `share` of
     /// its asked keys, claiming the free ones it ranks highest and giving
     /// back the ones it ranks lowest (`None`: every asked key is claimed).
-    pub(crate) fn set_share(&mut self, share: Option<(String, usize)>) {
+    ///
+    /// Returns whether the loop must be woken for it (ADR 0070): the share
+    /// changed, or the set holds more or fewer keys than it (a member at
+    /// its share with an unchanged view has nothing to decide).
+    pub(crate) fn set_share(&mut self, share: Option<(String, usize)>) -> bool {
         if self.share != share {
             self.share = share;
             self.claim_due = true;
+            self.read_due = true;
+            return true;
         }
+        self.share
+            .as_ref()
+            .is_none_or(|(_, s)| *s != self.holds.len())
+    }
+
+    /// True while a balanced set holds more than its share.
+    fn over_share(&self) -> bool {
+        self.share
+            .as_ref()
+            .is_some_and(|(_, s)| self.holds.len() > *s)
     }
 
     /// The hold of `key`, if held.
@@ -267,16 +297,56 @@ impl<S> Book<S> {
     /// was asked, a key was lost, the backend's wait ended, a guard nudged).
     pub(crate) fn wake(&mut self) {
         self.claim_due = true;
+        self.read_due = true;
     }
 
     /// What to do next at `now`, given the asked keys still tried
     /// (`asked`: every asked key without a permanent error) and whether
     /// the set is `closing` (no guard runs any more).
+    ///
+    /// Reads every asked key; the engine decides through
+    /// [`next_lazy`](Book::next_lazy), which gives the same decisions.
+    #[cfg(test)]
     pub(crate) fn next<A: Into<Asked>>(
         &mut self,
         now: Instant,
         asked: impl IntoIterator<Item = A>,
         closing: bool,
+    ) -> Decision<S> {
+        self.decide(
+            now,
+            || asked.into_iter().map(Into::into).collect(),
+            closing,
+            false,
+        )
+    }
+
+    /// What to do next at `now`, as [`next`](Book::next), reading the
+    /// asked keys (`asked`, O(keys)) only when the decision depends on
+    /// them (ADR 0070): a claim is due or a round runs, or a balanced set
+    /// holds more than its share. Otherwise nothing about the asked keys
+    /// changed since the last decision that read them (every change the
+    /// engine makes to them wakes the book: a key asked, released or asked
+    /// again, a guard leaving a released key, a loss, a new share), and
+    /// the decision is the same without them: no key to give back, the
+    /// renewal as due, and the sleep of that last decision (nothing
+    /// deferred again: those keys were deferred then). Holds are still
+    /// expired at every decision (rule 2), in O(held keys).
+    pub(crate) fn next_lazy(
+        &mut self,
+        now: Instant,
+        asked: impl FnOnce() -> Vec<Asked>,
+        closing: bool,
+    ) -> Decision<S> {
+        self.decide(now, asked, closing, true)
+    }
+
+    fn decide(
+        &mut self,
+        now: Instant,
+        asked: impl FnOnce() -> Vec<Asked>,
+        closing: bool,
+        lazy: bool,
     ) -> Decision<S> {
         if closing {
             let (keys, released) = self.take().into_iter().unzip();
@@ -287,9 +357,17 @@ impl<S> Book<S> {
                 deferred: Vec::new(),
             };
         }
-        let asked: Vec<Asked> = asked.into_iter().map(Into::into).collect();
         // Rule 2's backstop: a hold whose deadline passed unreported is lost.
         let mut lost = self.expire(now);
+        // Quiet: nothing this decision does depends on the asked keys.
+        let quiet =
+            lazy && !self.read_due && !self.claim_due && self.round.is_none() && !self.over_share();
+        let asked: Vec<Asked> = if quiet {
+            Vec::new()
+        } else {
+            self.read_due = false;
+            asked()
+        };
         // Released keys no guard runs under: given back (never a lost one:
         // what expired left the book above).
         let mut give: Vec<ElectionName> = asked
@@ -376,9 +454,12 @@ impl<S> Book<S> {
             }
         }
         let free: Vec<ElectionName> = free.into_iter().map(|a| a.key).collect();
+        if !quiet {
+            self.wait = !free.is_empty();
+        }
         let sleep = Command::Sleep {
             until: renew_at,
-            wait: !free.is_empty(),
+            wait: self.wait,
         };
         let command = match at_most {
             // Balanced and under its share: a round over the free keys in
@@ -387,16 +468,24 @@ impl<S> Book<S> {
             // between the claims (ADR 0061). One command claiming its way
             // through every free key outlasted the lease when few keys
             // were lacking and many were held elsewhere (issue 25).
-            Some(room) => match self.claim_batch(&free, room) {
+            //
+            // The engine runs the claims of one command in a row, marking
+            // keys tried as each claim is answered (`claimed`), and comes
+            // back after a win, a failure or at the next renewal (ADR
+            // 0070): a member a few keys short of its share among
+            // thousands held elsewhere no longer pays a decision over
+            // every key per one-key claim.
+            Some(room) => match self.claim_batch(&free, usize::MAX, false) {
                 Some(keys) => Command::ClaimSome {
                     keys,
-                    at_most: room,
+                    at_most: room.min(self.batch),
+                    until: renew_at,
                 },
                 None => sleep,
             },
             // Otherwise a round of batches that shrink after a claim that
             // did not get through (ADR 0058).
-            None => match self.claim_batch(&free, usize::MAX) {
+            None => match self.claim_batch(&free, usize::MAX, true) {
                 Some(keys) => Command::Claim(keys),
                 None => sleep,
             },
@@ -413,7 +502,14 @@ impl<S> Book<S> {
     /// `batch` (and at most `limit`) of the `free` keys this round has not
     /// asked for yet, in their order; `None` when no round runs or it has
     /// asked for every free key (it ends).
-    fn claim_batch(&mut self, free: &[ElectionName], limit: usize) -> Option<Vec<ElectionName>> {
+    /// Marks them tried now if `mark`, else as each claim of them is
+    /// answered ([`claimed`](Book::claimed)).
+    fn claim_batch(
+        &mut self,
+        free: &[ElectionName],
+        limit: usize,
+        mark: bool,
+    ) -> Option<Vec<ElectionName>> {
         let size = self.batch.min(limit);
         loop {
             if self.round.is_none() {
@@ -451,7 +547,9 @@ impl<S> Book<S> {
                 self.round = None;
                 continue;
             }
-            tried.extend(keys.iter().cloned());
+            if mark {
+                tried.extend(keys.iter().cloned());
+            }
             return Some(keys);
         }
     }
@@ -470,6 +568,10 @@ impl<S> Book<S> {
     /// through. A failed claim's keys are not held, whatever it may have
     /// written: the backend releases or ages out what it may have won.
     pub(crate) fn claimed(&mut self, keys: &[ElectionName], through: bool) {
+        self.read_due = true;
+        if let Some(tried) = self.round.as_mut() {
+            tried.extend(keys.iter().cloned());
+        }
         let asked = keys.len();
         if through {
             if !self.failed.is_empty() {
@@ -504,6 +606,7 @@ impl<S> Book<S> {
     /// `now`, and starts or keeps the batch renewal so it runs by the
     /// first deadline of all.
     pub(crate) fn insert(&mut self, key: ElectionName, state: S, won: Won, now: Instant) {
+        self.read_due = true;
         self.events.push(KeyEvent::Won {
             key: key.clone(),
             epoch: won.epoch,
@@ -542,6 +645,7 @@ impl<S> Book<S> {
         }
         let (key, hold) = self.holds.remove_entry(key)?;
         self.claim_due = true;
+        self.read_due = true;
         self.events.push(KeyEvent::Lost {
             key: key.clone(),
             epoch,
@@ -647,6 +751,7 @@ impl<S> Book<S> {
     /// The holds of `keys` (those held), taken for release, each reported
     /// released: a loss reported from here on finds nothing.
     fn give(&mut self, keys: Vec<ElectionName>) -> Vec<(HeldKey, S)> {
+        self.read_due = true;
         let given: Vec<(HeldKey, S)> = keys
             .into_iter()
             .filter_map(|k| self.holds.remove_entry(&k))
@@ -711,6 +816,97 @@ mod tests {
         };
         book.insert(key(k), (), won, now);
         true
+    }
+
+    /// ADR 0070: a balanced member at its share whose view did not change
+    /// decides without reading its keys (the decision that cost 10,000
+    /// keys' reads twice a second), still renews on time and still loses
+    /// a key at its deadline; a wake or a loss makes it read them again.
+    #[test]
+    fn a_member_at_its_share_renews_without_reading_its_keys() {
+        let t0 = Instant::now();
+        let mut book = book();
+        let me = "node-a".to_owned();
+        assert!(book.set_share(Some((me.clone(), 2))), "a new share wakes");
+        let asked = || keys(4);
+        let d = book.next_lazy(t0, || asked().into_iter().map(Asked::from).collect(), false);
+        let Command::ClaimSome {
+            keys: first,
+            at_most,
+            ..
+        } = d.command
+        else {
+            panic!("expected a claim, got {:?}", d.command);
+        };
+        assert_eq!(at_most, 2);
+        let first = first[..2].to_vec();
+        book.claimed(&first, true);
+        for k in &first {
+            let k: usize = k.as_str()[1..].parse().unwrap();
+            assert!(win(&mut book, k, 1, t0 + ms(900), t0));
+        }
+        // The round ends (reads the keys), then it sleeps until the renewal.
+        let mut reads = 0;
+        let decide = |book: &mut Book<()>, at: Instant, reads: &mut usize| {
+            book.next_lazy(
+                at,
+                || {
+                    *reads += 1;
+                    asked().into_iter().map(Asked::from).collect()
+                },
+                false,
+            )
+        };
+        let d = decide(&mut book, t0, &mut reads);
+        assert!(
+            matches!(d.command, Command::Sleep { wait: false, .. }),
+            "{:?}",
+            d.command
+        );
+        assert_eq!(reads, 1);
+        // The same view again: nothing to wake for.
+        assert!(
+            !book.set_share(Some((me.clone(), 2))),
+            "an unchanged share at the share woke the loop"
+        );
+        let d = decide(&mut book, t0 + ms(300), &mut reads);
+        let Command::Renew { keys: renewing, .. } = d.command else {
+            panic!("expected the renewal at 300 ms, got {:?}", d.command);
+        };
+        assert_eq!(renewing.len(), 2);
+        assert_eq!(reads, 1, "a renewal at the share read every key");
+        let (lost, _) = book.renew_landed(
+            &renewing,
+            t0 + ms(300),
+            &HashMap::new(),
+            t0 + ms(310),
+            |_, _, _| {},
+        );
+        assert!(lost.is_empty());
+        let d = decide(&mut book, t0 + ms(310), &mut reads);
+        assert!(
+            matches!(d.command, Command::Sleep { wait: false, .. }),
+            "{:?}",
+            d.command
+        );
+        assert_eq!(reads, 1, "a sleep at the share read every key");
+        // No renewal after that one: both keys are lost at their deadline
+        // (rule 2, read or not), and that decision reads the keys again
+        // (to claim what the member now lacks).
+        let d = decide(&mut book, t0 + ms(1200), &mut reads);
+        assert_eq!(d.lost.len(), 2, "keys outlived their deadline");
+        assert!(book.holds().next().is_none());
+        assert_eq!(reads, 2, "a loss did not make the book read its keys again");
+        assert!(
+            matches!(d.command, Command::ClaimSome { .. }),
+            "{:?}",
+            d.command
+        );
+        // A wake reads them too.
+        let before = reads;
+        book.wake();
+        decide(&mut book, t0 + ms(1201), &mut reads);
+        assert_eq!(reads, before + 1, "a wake did not read the keys");
     }
 
     #[test]
@@ -1094,16 +1290,29 @@ mod tests {
                 let mut gone: Vec<(String, u64)> = Vec::new();
                 let mut decided = false;
                 match op {
-                    Op::Ask(k) => { asked.insert(k); released.remove(&k); }
+                    // The engine wakes the book when a key is asked, released
+                    // or asked again, and when a guard leaves a released key.
+                    Op::Ask(k) => { asked.insert(k); released.remove(&k); book.wake(); }
                     Op::Release(k, r) => {
                         if r { released.insert(k); } else { released.remove(&k); }
+                        book.wake();
                     }
                     Op::Busy(k, b) => {
                         if b { busy.insert(k); } else { busy.remove(&k); }
+                        if !b && released.contains(&k) { book.wake(); }
                     }
                     Op::Decide => {
                         decided = true;
-                        let d = book.next(now, ask(&asked, &released, &busy), false);
+                        // The engine's lazy decision is the one that reads
+                        // every key, whether or not it reads them (ADR 0070).
+                        let mut eager = book.clone();
+                        let e = eager.next(now, ask(&asked, &released, &busy), false);
+                        let d = book.next_lazy(now, || ask(&asked, &released, &busy), false);
+                        prop_assert_eq!(&d.command, &e.command, "a lazy decision differs from the eager one");
+                        prop_assert_eq!(
+                            d.lost.iter().map(|l| (l.key.clone(), l.epoch)).collect::<Vec<_>>(),
+                            e.lost.iter().map(|l| (l.key.clone(), l.epoch)).collect::<Vec<_>>()
+                        );
                         reported.extend(d.lost.iter().map(|l| (l.key.as_str().to_owned(), l.epoch.get())));
                         match d.command {
                             Command::Claim(keys) => {
@@ -1325,36 +1534,49 @@ mod tests {
                 // As the engine does: decisions until it sleeps (a round
                 // of claims is one batch per decision).
                 for _ in 0..=self.keys + 1 {
-                    let asked: Vec<Asked> = (0..self.keys)
-                        .map(|n| Asked {
-                            key: key(n),
-                            wanted: true,
-                            busy: false,
-                            elsewhere: seen.contains(&n),
-                        })
-                        .collect();
-                    let d = book.next(now, asked, false);
+                    let asked = || -> Vec<Asked> {
+                        (0..self.keys)
+                            .map(|n| Asked {
+                                key: key(n),
+                                wanted: true,
+                                busy: false,
+                                elsewhere: seen.contains(&n),
+                            })
+                            .collect()
+                    };
+                    // The engine's decision (ADR 0070).
+                    let d = book.next_lazy(now, asked, false);
                     match d.command {
-                        Command::ClaimSome { keys, at_most } => {
-                            prop_assert!(
-                                keys.len() <= at_most,
-                                "a claim could win more than lacking"
-                            );
-                            for k in keys {
-                                let n: usize = k.as_str()[1..].parse().unwrap();
-                                if self.store.contains_key(&n) {
-                                    seen.insert(n);
-                                    continue;
+                        Command::ClaimSome { keys, at_most, .. } => {
+                            // As the engine: claims of at most `at_most`,
+                            // back to the book after one that won.
+                            for chunk in keys.chunks(at_most.max(1)) {
+                                prop_assert!(
+                                    chunk.len() <= at_most,
+                                    "a claim could win more than lacking"
+                                );
+                                let mut won_any = false;
+                                for k in chunk {
+                                    let n: usize = k.as_str()[1..].parse().unwrap();
+                                    if self.store.contains_key(&n) {
+                                        seen.insert(n);
+                                        continue;
+                                    }
+                                    seen.remove(&n);
+                                    self.epoch += 1;
+                                    self.store.insert(n, (i, self.epoch));
+                                    let won = Won {
+                                        epoch: epoch(self.epoch),
+                                        valid_until: None,
+                                    };
+                                    book.insert(k.clone(), (), won, now);
+                                    changed = true;
+                                    won_any = true;
                                 }
-                                seen.remove(&n);
-                                self.epoch += 1;
-                                self.store.insert(n, (i, self.epoch));
-                                let won = Won {
-                                    epoch: epoch(self.epoch),
-                                    valid_until: None,
-                                };
-                                book.insert(k, (), won, now);
-                                changed = true;
+                                book.claimed(chunk, true);
+                                if won_any {
+                                    break;
+                                }
                             }
                         }
                         Command::Give(keys) => {
@@ -1535,12 +1757,21 @@ mod tests {
                 // Claims of at most what is still lacking, one after
                 // another, as engine.rs executed a ClaimSome before this
                 // fix (now the book hands out one such claim at a time).
-                Command::ClaimSome { keys, at_most } => {
+                Command::ClaimSome {
+                    keys,
+                    at_most,
+                    until,
+                } => {
+                    // As the engine: one claim after another, back to the
+                    // book once the renewal is due.
                     for chunk in keys.chunks(at_most) {
                         assert!(chunk.len() <= at_most);
                         now += ms(20);
                         claims += 1;
                         book.claimed(chunk, true);
+                        if until.is_some_and(|u| now >= u) {
+                            break;
+                        }
                     }
                 }
                 Command::Renew { keys, .. } => {
@@ -1573,7 +1804,7 @@ mod tests {
         let mut book = book_without_expiry();
         book.set_share(Some(("node-0".into(), 2)));
         let d = book.next(t0, (0..5).map(key), false);
-        let Command::ClaimSome { keys, at_most } = d.command else {
+        let Command::ClaimSome { keys, at_most, .. } = d.command else {
             panic!("claim")
         };
         assert_eq!(at_most, 2, "claims only its share");

@@ -131,13 +131,26 @@ pub(crate) async fn drive<K: KeyedClaims>(
                 waiting = None;
                 claim(&*backend, &shared, keys).await;
             }
-            Command::ClaimSome { keys, at_most } => {
+            Command::ClaimSome {
+                keys,
+                at_most,
+                until,
+            } => {
                 waiting = None;
-                // One claim of at most what is lacking (no claim wins
-                // more); the round's next batch comes at the next
-                // decision, after any renewal due (issue 25).
-                debug_assert!(keys.len() <= at_most);
-                claim(&*backend, &shared, keys).await;
+                // Claims of at most what is lacking (no claim wins more),
+                // one after another, back to the book after a win, a claim
+                // that did not get through, at the next renewal or when
+                // the set closes (ADR 0070).
+                for chunk in keys.chunks(at_most.max(1)) {
+                    let (won, through) = claim(&*backend, &shared, chunk.to_vec()).await;
+                    if won > 0
+                        || !through
+                        || until.is_some_and(|u| Instant::now() >= u)
+                        || guards.borrow().stop()
+                    {
+                        break;
+                    }
+                }
             }
             Command::Renew { keys, budget } => {
                 renew(&*backend, &shared, keys, budget, &metrics).await;
@@ -180,8 +193,13 @@ pub(crate) async fn drive<K: KeyedClaims>(
 
 /// Executes a [`Command::Claim`]: one claim of `keys`, each answer
 /// recorded, and whether it got through told to the book (the size of the
-/// next batch, ADR 0058); how many were won and recorded.
-async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionName>) -> usize {
+/// next batch, ADR 0058); how many were won and recorded, and whether it
+/// got through.
+async fn claim<K: KeyedClaims>(
+    backend: &K,
+    shared: &Holds,
+    keys: Vec<ElectionName>,
+) -> (usize, bool) {
     let answers = backend.claim(&keys).await;
     // Did not get through: a write timed out (its outcome unknown: the
     // backend releases or ages out what it may have won; nothing is held
@@ -216,7 +234,7 @@ async fn claim<K: KeyedClaims>(backend: &K, shared: &Holds, keys: Vec<ElectionNa
             Err(e) => state.failed(e),
         }
     }
-    won
+    (won, through)
 }
 
 /// Executes a [`Command::Renew`]: one renewal of `held` within `budget`,
@@ -367,19 +385,21 @@ impl Holds {
             // The asked keys still tried (no permanent error), read under
             // the lock: a guard enters under it too, so a key is given back
             // only if no guard entered before this decision.
-            let asked: Vec<Asked> = self
-                .keys
-                .pin()
-                .values()
-                .filter(|k| !k.given_up())
-                .map(|k| Asked {
-                    key: k.name().clone(),
-                    wanted: k.wanted(),
-                    busy: k.busy(),
-                    elsewhere: k.elsewhere(),
-                })
-                .collect();
-            let decision = book.next(now, asked, closing);
+            // Read only when the decision depends on them (ADR 0070).
+            let asked = || -> Vec<Asked> {
+                self.keys
+                    .pin()
+                    .values()
+                    .filter(|k| !k.given_up())
+                    .map(|k| Asked {
+                        key: k.name().clone(),
+                        wanted: k.wanted(),
+                        busy: k.busy(),
+                        elsewhere: k.elsewhere(),
+                    })
+                    .collect()
+            };
+            let decision = book.next_lazy(now, asked, closing);
             let keys = self.keys.pin();
             for key in &decision.deferred {
                 if let Some(state) = keys.get(key.as_str()) {
@@ -427,8 +447,11 @@ impl Holds {
             let share = target(me, &view).unwrap_or(0);
             (me.as_str().to_owned(), share)
         });
-        lock(&self.holds).set_share(share);
-        self.wake.notify_one();
+        // A member at its unchanged share has nothing to decide: not woken
+        // (ADR 0070); a loss, a release or a new key wakes it as always.
+        if lock(&self.holds).set_share(share) {
+            self.wake.notify_one();
+        }
     }
 
     /// A guard starts under `state`'s key: asks it again (a released key
