@@ -362,12 +362,10 @@ impl<S> Book<S> {
         // Quiet: nothing this decision does depends on the asked keys.
         let quiet =
             lazy && !self.read_due && !self.claim_due && self.round.is_none() && !self.over_share();
-        let asked: Vec<Asked> = if quiet {
-            Vec::new()
-        } else {
-            self.read_due = false;
-            asked()
-        };
+        // The read stays due until a decision gets as far as judging the
+        // keys not held (`wait` below): a renewal or a give-back returned
+        // first would otherwise leave `wait` judged on an older read.
+        let asked: Vec<Asked> = if quiet { Vec::new() } else { asked() };
         // Released keys no guard runs under: given back (never a lost one:
         // what expired left the book above).
         let mut give: Vec<ElectionName> = asked
@@ -456,6 +454,7 @@ impl<S> Book<S> {
         let free: Vec<ElectionName> = free.into_iter().map(|a| a.key).collect();
         if !quiet {
             self.wait = !free.is_empty();
+            self.read_due = false;
         }
         let sleep = Command::Sleep {
             until: renew_at,
