@@ -474,7 +474,14 @@ mod tests {
         let pid = i32::try_from(child.id()).expect("pid");
         let me = i32::try_from(std::process::id()).expect("pid");
         let children = children_of(me);
-        let named = processes_naming(&word);
+        // Until the child has exec'd `sh`, its command line is still this
+        // test binary's: wait for the exec (CI once read it in between).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut named = processes_naming(&word);
+        while named.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            named = processes_naming(&word);
+        }
         let _ = child.kill();
         let _ = child.wait();
         assert!(children.contains(&pid), "{children:?}");
