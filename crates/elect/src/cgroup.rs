@@ -40,6 +40,8 @@
 //! campaign what is then not guaranteed, and works as before.
 
 use std::io::Write;
+
+use nix::fcntl::{Flock, FlockArg};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -61,10 +63,16 @@ The command's cgroup (elect run):
 
 /// The groups of one election on this host. Dropped (when `elect run`
 /// ends, elected or not), its directory is removed if no term's group is
-/// in it.
+/// in it and no other `elect run` of the election on this host has it
+/// open (ADR 0076: a waiting candidate keeps it, so a handover makes no
+/// cgroup directory and removes none).
 #[derive(Debug)]
 pub(crate) struct Election {
     dir: PathBuf,
+    /// The directory, open with a shared `flock` for as long as this
+    /// `elect` runs: a candidate's presence. Whoever leaves last (its
+    /// exclusive `flock` succeeds) removes the directory.
+    presence: Option<Flock<std::fs::File>>,
 }
 
 /// One term's group.
@@ -198,7 +206,8 @@ impl Election {
                 )));
             }
         }
-        Ok(Election { dir })
+        let presence = present(&dir);
+        Ok(Election { dir, presence })
     }
 
     /// The election's directory.
@@ -274,12 +283,58 @@ impl Election {
     }
 }
 
+/// Opens the election's directory `dir` (made again if it was removed
+/// meanwhile) and takes a shared `flock` on it: this `elect run`'s
+/// presence. `None` if that fails; this process then never removes the
+/// directory.
+fn present(dir: &Path) -> Option<Flock<std::fs::File>> {
+    for _ in 0..100 {
+        let _ = std::fs::create_dir_all(dir);
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+            .open(dir)
+            .ok()?;
+        // Waits only while a leaving candidate removes the directory.
+        let locked = Flock::lock(opened, FlockArg::LockShared).ok()?;
+        // Removed between the open and the lock: the lock is on a
+        // directory that is gone; again, on the new one.
+        if same_dir(&locked, dir) {
+            return Some(locked);
+        }
+    }
+    None
+}
+
+/// Whether `held` is the directory at `dir` now.
+fn same_dir(held: &std::fs::File, dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (held.metadata(), std::fs::metadata(dir)) {
+        (Ok(held), Ok(now)) => held.ino() == now.ino() && held.dev() == now.dev(),
+        _ => false,
+    }
+}
+
 impl Drop for Election {
-    /// Removes the election's directory if no term's group is in it: a
-    /// failure (another term's group is there, or it is gone) is fine. A
-    /// winner makes it again before it creates its term's group.
+    /// Removes the election's directory if no term's group is in it and
+    /// no other `elect run` of the election on this host has it open
+    /// (this one's exclusive `flock` succeeds beside no shared one): a
+    /// failure (a term's group is there, or it is gone) is fine. A winner
+    /// makes it again before it creates its term's group.
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
+        let Some(presence) = self.presence.take() else {
+            return;
+        };
+        // Only the directory this lock is on: one removed from under it
+        // (by an `elect` before ADR 0076) and made again belongs to the
+        // candidates that hold the new one.
+        if presence.relock(FlockArg::LockExclusiveNonblock).is_ok()
+            && same_dir(&presence, &self.dir)
+        {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+        // The lock goes with the descriptor.
+        drop(presence);
     }
 }
 
@@ -408,6 +463,36 @@ mod tests {
         std::fs::write(group.dir().join("cgroup.procs"), child.id().to_string())
             .expect("move into the group");
         child
+    }
+
+    /// With a real cgroup2 (tests run as root): the election's directory
+    /// stays while another `elect run` of the election has it open (a
+    /// waiting candidate: a handover then makes and removes no cgroup
+    /// directory, ADR 0076), and the last one to leave removes it; one
+    /// that opens it while it is being removed gets the new one.
+    #[test]
+    fn the_last_candidate_to_leave_removes_the_election_directory() {
+        let mount = cgroup2_mount().expect("a cgroup2 mount (tests run as root)");
+        let parent = mount.join(format!("elect-unit-presence-{}", std::process::id()));
+        let open = || Election::open(Some(parent.as_os_str()), "file:///unit", "job");
+        let a = open().expect("cgroups");
+        let b = open().expect("cgroups");
+        let dir = a.dir().to_path_buf();
+        drop(a);
+        assert!(dir.is_dir(), "removed while another candidate had it open");
+        drop(b);
+        assert!(!dir.exists(), "the last candidate left it behind");
+        // Removed from under a holder by something else (an older elect):
+        // a new candidate still gets a directory it holds, and removes it.
+        let c = open().expect("cgroups");
+        std::fs::remove_dir(&dir).expect("remove");
+        let d = open().expect("cgroups");
+        assert!(dir.is_dir());
+        drop(c);
+        assert!(dir.is_dir(), "removed by a candidate holding the old one");
+        drop(d);
+        assert!(!dir.exists());
+        std::fs::remove_dir(&parent).expect("remove the test's parent");
     }
 
     /// With a real cgroup2 (CI runs as root): the winner of a later term
