@@ -726,10 +726,10 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
     if command.is_empty() {
         return ExitCode::from(crate::exit::USAGE);
     }
-    let mut pending = Vec::new();
-    let Some((cgroup, env, lock)) = wait_for_term(sock.as_raw_fd(), &mut pending) else {
-        return ExitCode::SUCCESS;
-    };
+    // Everything that does not depend on the term is made ready while
+    // `elect` campaigns, not after it won (ADR 0076): the subreaper flag,
+    // the SIGCHLD pipe and its handler, the reporting socket. With no
+    // child before the term, none of them acts until COMMAND starts.
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let ctrl = std::fs::File::from(sock);
     let report = match ctrl.try_clone() {
@@ -757,7 +757,12 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
         termed: false,
         kill_at: None,
     };
-    if signal_hook::low_level::pipe::register(Signal::SIGCHLD as i32, tx).is_err() {
+    let registered = signal_hook::low_level::pipe::register(Signal::SIGCHLD as i32, tx).is_ok();
+    let mut pending = Vec::new();
+    let Some((cgroup, env, lock)) = wait_for_term(ctrl.as_raw_fd(), &mut pending) else {
+        return ExitCode::SUCCESS;
+    };
+    if !registered {
         sup.tell("F 0");
         return ExitCode::from(crate::exit::INTERNAL);
     }
