@@ -285,8 +285,8 @@ impl Election {
 
 /// Opens the election's directory `dir` (made again if it was removed
 /// meanwhile) and takes a shared `flock` on it: this `elect run`'s
-/// presence. `None` if that fails; this process then never removes the
-/// directory.
+/// presence. `None` if that fails (or stays refused for about 100 ms);
+/// this process then never removes the directory.
 fn present(dir: &Path) -> Option<Flock<std::fs::File>> {
     for _ in 0..100 {
         let _ = std::fs::create_dir_all(dir);
@@ -295,8 +295,18 @@ fn present(dir: &Path) -> Option<Flock<std::fs::File>> {
             .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
             .open(dir)
             .ok()?;
-        // Waits only while a leaving candidate removes the directory.
-        let locked = Flock::lock(opened, FlockArg::LockShared).ok()?;
+        // Refused only while a leaving candidate removes the directory
+        // (its exclusive lock): never waited on, so a candidate stopped
+        // there (Ctrl-Z) cannot hold up this one, which then just keeps
+        // no presence.
+        let locked = match Flock::lock(opened, FlockArg::LockSharedNonblock) {
+            Ok(l) => l,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            Err(_) => return None,
+        };
         // Removed between the open and the lock: the lock is on a
         // directory that is gone; again, on the new one.
         if same_dir(&locked, dir) {
@@ -492,6 +502,18 @@ mod tests {
         assert!(dir.is_dir(), "removed by a candidate holding the old one");
         drop(d);
         assert!(!dir.exists());
+        // A candidate stopped while it removes the directory (holding the
+        // exclusive lock) does not hold up a new one: it runs without a
+        // presence, and leaves the directory to the others.
+        std::fs::create_dir(&dir).expect("mkdir");
+        let remover = std::fs::File::open(&dir).expect("open");
+        let remover = Flock::lock(remover, FlockArg::LockExclusive).expect("lock");
+        let e = open().expect("cgroups");
+        assert!(e.presence.is_none());
+        drop(e);
+        assert!(dir.is_dir(), "removed without a presence");
+        drop(remover);
+        std::fs::remove_dir(&dir).expect("remove");
         std::fs::remove_dir(&parent).expect("remove the test's parent");
     }
 
