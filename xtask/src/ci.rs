@@ -437,6 +437,7 @@ fn tests_side_by_side(nextest: bool) -> Result<()> {
                 // twice as many, two SQLite tests with a 900 ms lease lost
                 // their term on a loaded machine (ADR 0056).
                 cmd.args(["nextest", "run", "--workspace", "--profile", "ci"]);
+                cmd.args(["--test-threads", &test_threads().to_string()]);
             } else {
                 cmd.args(["test", "--workspace", "--no-fail-fast"]);
             }
@@ -714,6 +715,15 @@ fn nextest_available() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// CI's test threads: one and a half per core (three on CI's two). The
+/// tests mostly wait on leases, processes and servers, so one per core left
+/// the cores idle (ADR 0077); twice that made tests with short leases lose
+/// their terms on a loaded machine (ADR 0056).
+fn test_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cores * 3).div_ceil(2)
 }
 
 #[cfg(test)]

@@ -268,6 +268,19 @@ impl NatsClaim {
         self.conn.options.timeout()
     }
 
+    /// The revision of the key's latest entry if that entry is the record
+    /// of the attempt with `nonce` (a write of its own, perhaps one that
+    /// landed unanswered); `None` if it is anything else (another holder, a
+    /// delete, an expiry, no entry). Read through the stream leader.
+    async fn own_latest(&self, nonce: u64) -> Result<Option<u64>, Error> {
+        Ok(self
+            .conn
+            .read_exact(&self.key)
+            .await?
+            .filter(|l| l.is_attempts(&self.key, nonce))
+            .map(|l| l.revision))
+    }
+
     /// Opens a [`KeyWatch`] of the key: subscribes an inbox, creates a push
     /// consumer of the key's new entries delivering to it, then reads the
     /// bucket's incarnation: if it is the one read before the consumer was
@@ -763,6 +776,9 @@ impl Claim for NatsClaim {
     /// The update resets the key's age on the server (the holder's own
     /// validity is extended only by the renewal loop). If dropped, the
     /// update may or may not land; the renewal loop resolves its revision.
+    /// A refusal while the key's latest entry is still this term's record
+    /// (a write of its own that landed unanswered) catches up on that
+    /// entry's revision and updates again, as a renewal does.
     async fn confirm(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
         let not_held = || election_core::Error::NotHeld {
             name: self.name.clone(),
@@ -771,31 +787,50 @@ impl Claim for NatsClaim {
         let Some(h) = holding.as_mut() else {
             return Err(not_held());
         };
-        let update = self
-            .conn
-            .kv
-            .update(&self.key, h.value(&self.identity), h.revision);
-        match tokio::time::timeout(self.timeout(), update).await {
-            Ok(Ok(rev)) => {
-                h.revision = rev;
-                let base = h.base;
-                drop(holding);
-                // The write proves the term only in its own incarnation,
-                // with the TTL it counts with.
-                match self.conn.check_incarnation(base).await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(why)) => {
-                        tracing::warn!(name = %self.name, %why, "the commit-point check failed");
-                        Err(not_held())
+        // A refusal caused by a write of the term's own that landed
+        // unanswered (a renewal cut off by its attempt timeout, an earlier
+        // confirm that timed out) catches up on its revision, once.
+        let mut caught_up = false;
+        loop {
+            let update = self
+                .conn
+                .kv
+                .update(&self.key, h.value(&self.identity), h.revision);
+            return match tokio::time::timeout(self.timeout(), update).await {
+                Ok(Ok(rev)) => {
+                    h.revision = rev;
+                    let base = h.base;
+                    drop(holding);
+                    // The write proves the term only in its own incarnation,
+                    // with the TTL it counts with.
+                    match self.conn.check_incarnation(base).await {
+                        Ok(None) => Ok(()),
+                        Ok(Some(why)) => {
+                            tracing::warn!(name = %self.name, %why, "the commit-point check failed");
+                            Err(not_held())
+                        }
+                        Err(e) => Err(self.core(e)),
                     }
-                    Err(e) => Err(self.core(e)),
                 }
-            }
-            Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Err(not_held()),
-            Ok(Err(e)) => Err(self.core(Error::unavailable("confirm the lease", e))),
-            Err(_) => Err(self.core(Error::OutcomeUnknown {
-                after: self.timeout(),
-            })),
+                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                    if caught_up {
+                        return Err(not_held());
+                    }
+                    match self.own_latest(h.nonce).await {
+                        Ok(Some(revision)) => {
+                            h.revision = revision;
+                            caught_up = true;
+                            continue;
+                        }
+                        Ok(None) => Err(not_held()),
+                        Err(e) => Err(self.core(e)),
+                    }
+                }
+                Ok(Err(e)) => Err(self.core(Error::unavailable("confirm the lease", e))),
+                Err(_) => Err(self.core(Error::OutcomeUnknown {
+                    after: self.timeout(),
+                })),
+            };
         }
     }
 
@@ -830,15 +865,31 @@ impl Claim for NatsClaim {
         self.confirm(attempt).await
     }
 
-    /// Deletes the key, expecting the revision last written.
+    /// Deletes the key, expecting the revision last written; refused, and
+    /// the key's latest entry is still this term's record (a write of its
+    /// own that landed unanswered), it deletes expecting that entry's
+    /// revision instead. `NotHeld` only when the key moved on.
     async fn release(&self, attempt: &mut NatsAttempt) -> Result<(), election_core::Error> {
         let held = attempt.holding.lock().await.take();
-        let Some(h) = held else {
+        let Some(mut h) = held else {
             return Err(election_core::Error::NotHeld {
                 name: self.name.clone(),
             });
         };
-        match self.delete_marker(h.revision, false).await {
+        let mut deleted = self.delete_marker(h.revision, false).await;
+        if let Ok(None) = deleted {
+            // Refused: if by a write of the term's own that landed
+            // unanswered, delete expecting that write's revision (once).
+            match self.own_latest(h.nonce).await {
+                Ok(Some(revision)) => {
+                    h.revision = revision;
+                    deleted = self.delete_marker(h.revision, false).await;
+                }
+                Ok(None) => {}
+                Err(e) => deleted = Err(e),
+            }
+        }
+        match deleted {
             Ok(Some(marker)) => {
                 attempt.may_hold = false;
                 *self.last_release.lock().unwrap_or_else(|p| p.into_inner()) = Some(marker);

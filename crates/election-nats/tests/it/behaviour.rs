@@ -336,3 +336,43 @@ async fn observe_does_not_report_a_renewal_that_rewrites_since() {
         "the renewal was not a change"
     );
 }
+
+/// A write of the term's own that landed unanswered (a renewal cut off by
+/// its attempt timeout on a loaded machine, a `confirm` that timed out)
+/// moves the key's revision past the one the term last saw. The term still
+/// holds the key (its latest entry carries the term's record): `confirm`
+/// proves it and `resign` deletes it, catching up by the record's nonce, as
+/// a renewal does; neither answers "not held". (CI failed
+/// `a_restarted_process_does_not_adopt_its_key_unless_configured_to` once
+/// this way: the adopter's `confirm` passed, its `resign` then answered
+/// `NotHeld`.)
+#[tokio::test]
+async fn a_terms_own_unanswered_write_does_not_make_it_not_held() {
+    let server = Server::start().expect("nats-server");
+    let election = connect(&server).await;
+    let kv = bucket(&election).await;
+    let term = election
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a wins");
+    for step in ["confirm", "resign"] {
+        // The term's own record written again: what an update of the term
+        // the client stopped waiting for does on the server.
+        let entry = kv.entry("jobs").await.expect("read").expect("an entry");
+        kv.update("jobs", entry.value.clone(), entry.revision)
+            .await
+            .expect("the term's own write lands");
+        let done = match step {
+            "confirm" => term.confirm().await,
+            _ => term.resign().await,
+        };
+        done.unwrap_or_else(|e| panic!("{step} after the term's own write: {e:?}"));
+    }
+    let after = kv.entry("jobs").await.expect("read");
+    assert!(
+        after.is_some_and(|e| e.operation != async_nats::jetstream::kv::Operation::Put),
+        "resign deleted the key"
+    );
+}

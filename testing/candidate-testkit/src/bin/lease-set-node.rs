@@ -103,8 +103,8 @@ async fn run(args: Args) -> Result<(), BoxError> {
     } else if matches!(url, BackendUrl::Sqlite(_)) {
         settings.grace = None;
     }
-    let backend = url.open(&settings).await?;
-    let set = Arc::new(backend.lease_set_polling(&args.identity, poll).await?);
+    let (backend, set) = open_waiting(url, &settings, &args.identity, poll).await?;
+    let set = Arc::new(set);
     let workers = tokio::spawn(workers(set.events()));
     let membership = match &args.balance {
         Some(group) => {
@@ -128,6 +128,51 @@ async fn run(args: Args) -> Result<(), BoxError> {
     let result = drive(&set, &keys, args.sweep, membership).await;
     let _ = workers.await;
     result
+}
+
+/// Whether opening may succeed if tried again: the server could not be
+/// reached or did not answer in time (a freshly started cluster still
+/// electing its JetStream meta leader, a loaded machine).
+fn transient(e: &election_url::Error) -> bool {
+    use election_url::Error as E;
+    match e {
+        E::Connect { .. } => true,
+        E::Nats(e) => matches!(e, election_nats::Error::Unavailable { .. }),
+        E::Postgres(e) => e.is_unavailable(),
+        _ => false,
+    }
+}
+
+/// Opens the backend and the lease set, waiting for a server that cannot
+/// be reached as `elect` and a service do (a note per failed attempt,
+/// backing off), for at most a minute; any other failure at once.
+async fn open_waiting(
+    url: &BackendUrl,
+    settings: &Settings,
+    identity: &str,
+    poll: Option<Duration>,
+) -> Result<(election_url::Backend, AnyLeaseSet), BoxError> {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut attempt: u32 = 0;
+    loop {
+        attempt += 1;
+        let opened = match url.open(settings).await {
+            Ok(backend) => match backend.lease_set_polling(identity, poll).await {
+                Ok(set) => return Ok((backend, set)),
+                Err(e) => e,
+            },
+            Err(e) => e,
+        };
+        if !transient(&opened) || tokio::time::Instant::now() >= give_up {
+            return Err(opened.into());
+        }
+        let pause = election_core::retry_pause(election_core::DEFAULT_POLL_INTERVAL, attempt);
+        note(format!(
+            "cannot open the backend (attempt {attempt}, next in {pause:?}): {}",
+            message(&opened)
+        ));
+        tokio::time::sleep(pause).await;
+    }
 }
 
 /// One worker per held key, started on `Won` and stopped on `Lost` or
