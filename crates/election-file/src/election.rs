@@ -19,6 +19,7 @@ use crate::store::claim_file::Paths;
 use crate::store::fstype;
 use crate::store::record::Record;
 use crate::store::value;
+use crate::tamper::TamperWatch;
 
 /// Elections among the processes of one host that share a directory.
 ///
@@ -60,6 +61,8 @@ use crate::store::value;
 pub struct FileElection {
     dir: PathBuf,
     tamper_check_interval: Duration,
+    /// The tamper watch of the terms its claims hold (ADR 0074).
+    tamper: TamperWatch,
 }
 
 impl FileElection {
@@ -139,6 +142,7 @@ impl FileElection {
         // Read (and cached) now, not in the first claim's lock hold.
         let _ = crate::store::ceiling::boot_id();
         Ok(FileElection {
+            tamper: TamperWatch::new(dir.clone(), interval),
             dir,
             tamper_check_interval: interval,
         })
@@ -197,6 +201,7 @@ impl FileElection {
             name,
             identity,
             tamper_check_interval: self.tamper_check_interval,
+            tamper: self.tamper.clone(),
         })
     }
 
