@@ -182,7 +182,8 @@ impl Claim for FileClaim {
     /// when the directory's inotify events name either file, every tamper
     /// check interval for the directory itself, and each term at least
     /// once every 60 intervals. Without inotify (the per-user limit of
-    /// instances), this term checks both every interval on its own.
+    /// instances, or an election that accepts FUSE), this term checks both
+    /// every interval on its own.
     fn watch(
         &self,
         attempt: &mut FileAttempt,

@@ -41,9 +41,11 @@ use crate::tamper::TamperWatch;
 ///   shown only with the term of that epoch (ADR 0068).
 ///
 /// Never delete or replace these files while candidates run. A leader
-/// notices a replaced or deleted claim file within the tamper check
-/// interval and reports its term lost, but by then another candidate may
-/// already lead.
+/// notices a claim file deleted or renamed over in the directory as soon
+/// as the directory's inotify event is read (ADR 0074), the directory
+/// itself replaced at its path within the tamper check interval, and
+/// anything else (a mount over one file) within 60 intervals; it then
+/// reports its term lost, but by then another candidate may already lead.
 ///
 /// ```
 /// use election_file::FileElection;
@@ -142,7 +144,7 @@ impl FileElection {
         // Read (and cached) now, not in the first claim's lock hold.
         let _ = crate::store::ceiling::boot_id();
         Ok(FileElection {
-            tamper: TamperWatch::new(dir.clone(), interval),
+            tamper: TamperWatch::new(dir.clone(), interval, !options.allow_fuse),
             dir,
             tamper_check_interval: interval,
         })

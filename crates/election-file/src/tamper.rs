@@ -22,8 +22,10 @@
 //! directory is watched: a change between the win and the watch is found
 //! there, every later one by its event.
 //!
-//! If inotify cannot be started (the per-user limit of instances), the
-//! term gets the old per-term poll ([`poll`]).
+//! If inotify cannot be started (the per-user limit of instances), or
+//! the election accepts FUSE (`allow_fuse`: a FUSE filesystem's own
+//! changes reach no inotify watch), the term gets the old per-term poll
+//! ([`poll`]).
 //!
 //! [`FileElection`]: crate::FileElection
 
@@ -108,6 +110,8 @@ impl std::fmt::Debug for TamperWatch {
 
 struct Shared {
     dir: PathBuf,
+    /// False: every term polls on its own ([`poll`]).
+    events: bool,
     interval: Duration,
     state: Mutex<State>,
 }
@@ -157,10 +161,12 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 impl TamperWatch {
     /// The watch of the terms held in `dir`; nothing runs until a term is
     /// watched.
-    pub(crate) fn new(dir: PathBuf, interval: Duration) -> Self {
+    /// Without `events` (an election that accepts FUSE), every term polls.
+    pub(crate) fn new(dir: PathBuf, interval: Duration, events: bool) -> Self {
         TamperWatch {
             shared: Arc::new(Shared {
                 dir,
+                events,
                 interval,
                 state: Mutex::new(State::default()),
             }),
@@ -188,6 +194,11 @@ impl TamperWatch {
         };
         let id = {
             let mut st = self.shared.lock();
+            if !self.shared.events {
+                return Err(std::io::Error::other(
+                    "the election accepts FUSE: every term polls",
+                ));
+            }
             if !st.running {
                 let (fd, dir) = self.shared.start()?;
                 st.task += 1;
