@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{
-    Claim, ElectionName, End, Epoch, Identity, Leader, LeaderValue, LossReason, TermReporter,
-    WatchGuard, Won,
+    Claim, ElectionName, End, Epoch, Identity, Leader, LeaderValue, TermReporter, WatchGuard, Won,
 };
 
 use crate::Error;
@@ -20,6 +19,7 @@ use crate::store::lock;
 use crate::store::record::Record;
 use crate::store::value;
 use crate::store::waiter;
+use crate::tamper::{self, TamperWatch};
 
 /// The claim of one candidate in a [`FileElection`](crate::FileElection).
 ///
@@ -36,6 +36,7 @@ pub struct FileClaim {
     pub(crate) name: ElectionName,
     pub(crate) identity: Identity,
     pub(crate) tamper_check_interval: Duration,
+    pub(crate) tamper: TamperWatch,
 }
 
 /// One attempt of a [`FileClaim`]: the open claim file.
@@ -176,8 +177,13 @@ impl Claim for FileClaim {
     }
 
     /// An OS lock cannot expire, so the only way to lose it is tampering:
-    /// the watch checks every tamper check interval that the claim file is
-    /// still the locked one and that no higher epoch was recorded.
+    /// the election's tamper watch (ADR 0074) checks that the claim file is
+    /// still the locked one and that no higher epoch was recorded: at once
+    /// when the directory's inotify events name either file, every tamper
+    /// check interval for the directory itself, and each term at least
+    /// once every 60 intervals. Without inotify (the per-user limit of
+    /// instances, or an election that accepts FUSE), this term checks both
+    /// every interval on its own.
     fn watch(
         &self,
         attempt: &mut FileAttempt,
@@ -194,36 +200,19 @@ impl Claim for FileClaim {
             .metadata()
             .map_err(|e| self.core(Error::io("stat", &self.paths.lock, e)))?;
         let (dev, ino) = (ours.dev(), ours.ino());
-        let paths = self.paths.clone();
-        let interval = self.tamper_check_interval;
-        Ok(WatchGuard::task(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let detail = match std::fs::metadata(&paths.lock) {
-                    Ok(m) if m.dev() == dev && m.ino() == ino => {
-                        // Only this term's holder writes the record, so
-                        // no retry: a record that does not read is ignored.
-                        match Record::read(&paths.record) {
-                            Ok(Some(r)) if r.epoch > won.epoch => {
-                                Some(format!("the epoch record shows a later term {}", r.epoch))
-                            }
-                            _ => None,
-                        }
-                    }
-                    Ok(_) => Some("the claim file was replaced".to_owned()),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        Some("the claim file was deleted".to_owned())
-                    }
-                    Err(_) => None,
-                };
-                if let Some(detail) = detail {
-                    reporter.lose(LossReason::Revoked { detail });
-                    return;
-                }
+        let (paths, epoch) = (self.paths.clone(), won.epoch);
+        match self
+            .tamper
+            .watch(paths.clone(), dev, ino, epoch, reporter.clone())
+        {
+            Ok(guard) => Ok(guard),
+            Err(e) => {
+                tracing::debug!(name = %self.name, error = %e,
+                    "tamper watch: no inotify; this term polls its claim file");
+                let interval = self.tamper_check_interval;
+                Ok(tamper::poll(paths, dev, ino, epoch, interval, reporter))
             }
-        })))
+        }
     }
 
     /// The commit-point check: the claim file at the election's path is

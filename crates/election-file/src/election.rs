@@ -19,6 +19,7 @@ use crate::store::claim_file::Paths;
 use crate::store::fstype;
 use crate::store::record::Record;
 use crate::store::value;
+use crate::tamper::TamperWatch;
 
 /// Elections among the processes of one host that share a directory.
 ///
@@ -40,9 +41,11 @@ use crate::store::value;
 ///   shown only with the term of that epoch (ADR 0068).
 ///
 /// Never delete or replace these files while candidates run. A leader
-/// notices a replaced or deleted claim file within the tamper check
-/// interval and reports its term lost, but by then another candidate may
-/// already lead.
+/// notices a claim file deleted or renamed over in the directory as soon
+/// as the directory's inotify event is read (ADR 0074), the directory
+/// itself replaced at its path within the tamper check interval, and
+/// anything else (a mount over one file) within 60 intervals; it then
+/// reports its term lost, but by then another candidate may already lead.
 ///
 /// ```
 /// use election_file::FileElection;
@@ -60,6 +63,8 @@ use crate::store::value;
 pub struct FileElection {
     dir: PathBuf,
     tamper_check_interval: Duration,
+    /// The tamper watch of the terms its claims hold (ADR 0074).
+    tamper: TamperWatch,
 }
 
 impl FileElection {
@@ -139,6 +144,7 @@ impl FileElection {
         // Read (and cached) now, not in the first claim's lock hold.
         let _ = crate::store::ceiling::boot_id();
         Ok(FileElection {
+            tamper: TamperWatch::new(dir.clone(), interval, !options.allow_fuse),
             dir,
             tamper_check_interval: interval,
         })
@@ -197,6 +203,7 @@ impl FileElection {
             name,
             identity,
             tamper_check_interval: self.tamper_check_interval,
+            tamper: self.tamper.clone(),
         })
     }
 

@@ -88,6 +88,7 @@ mod error;
 mod options;
 mod repair;
 mod store;
+mod tamper;
 
 pub use changes::Changes;
 pub use claim::{FileAttempt, FileClaim};

@@ -26,7 +26,10 @@ impl Default for FileOptions {
 impl FileOptions {
     /// Accepts a directory on a FUSE filesystem, which is refused by
     /// default because many FUSE filesystems (sshfs, s3fs) are network
-    /// ones. Only for local FUSE filesystems whose locks you trust.
+    /// ones. Only for local FUSE filesystems whose locks you trust. Such
+    /// an election's leaders check their claim files every tamper check
+    /// interval each (changes made by a FUSE daemon reach no inotify
+    /// watch), not by the directory's events (ADR 0074).
     ///
     /// ```
     /// use election_file::{FileElection, FileOptions};
@@ -44,8 +47,11 @@ impl FileOptions {
         self
     }
 
-    /// Sets how often a leader checks that its claim file is still in
-    /// place (between 10 ms and 1 hour; checked by
+    /// Sets how often a leader checks that its election directory is
+    /// still the one at its path (ADR 0074: a deleted or replaced claim
+    /// file is seen at once by the directory's events; each claim file is
+    /// also checked on its own every 60 intervals; between 10 ms and 1
+    /// hour; checked by
     /// [`FileElection::with_options`](crate::FileElection::with_options)).
     ///
     /// ```

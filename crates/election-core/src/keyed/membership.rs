@@ -9,9 +9,21 @@
 //! ([`LeaseSet::balance_among`]), and campaigns again if its slot's term
 //! was lost. A member that crashed drops out of every view once its slot's
 //! lease has run out (its backend's TTL, plus a grace where it has one).
+//!
+//! Before that, a member whose slot shows no renewal for half its TTL
+//! plus `every` (on backends whose `leader` reports the renewal and the
+//! TTL: SQLite and PostgreSQL) is left out of this member's view as
+//! *suspected* (ADR 0074): the others start claiming its keys then, so a
+//! backend that judges expiry by watching a row unchanged for a full TTL
+//! (PostgreSQL) has watched the keys' rows since then, not only since the
+//! slot ran out. The keys still move only through each key's own rules:
+//! a suspect that is alive keeps them by renewing, and is back in the view
+//! at its next renewal.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -216,6 +228,7 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     let election = Arc::new(election);
     let mut reapers: Vec<Option<JoinHandle<()>>> = (0..MAX_MEMBERS).map(|_| None).collect();
     let mut mine: Option<Slot<E::Claim>> = None;
+    let mut sightings: Vec<Option<Sighting>> = (0..MAX_MEMBERS).map(|_| None).collect();
     loop {
         let me = set.member();
         if mine.as_ref().is_some_and(|(_, _, t)| t.is_lost()) {
@@ -230,23 +243,33 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
             let holder = match election.leader(&name).await {
                 Ok(holder) => holder,
                 Err(e) => {
+                    sightings[i] = None;
                     tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; left out of this round's view");
                     continue;
                 }
             };
             match holder {
                 None if mine.is_none() => {
+                    sightings[i] = None;
                     if let Ok(c) = election.candidate(&name, &record(&me))
                         && let Ok(Some(term)) = c.try_campaign().await
                     {
                         mine = Some((i, c, term));
                     }
                 }
-                None => {}
+                None => sightings[i] = None,
                 Some(leader) => {
-                    view.extend(
-                        parse(&leader.identity, me.offered).filter(|m| m.identity != me.identity),
-                    );
+                    let now = Instant::now();
+                    let seen = Sighting::see(&mut sightings[i], &leader, now);
+                    if seen.suspected(now, leader.ttl, every) {
+                        tracing::debug!(%group, slot = i, holder = %leader.identity,
+                            "membership slot not renewed for half its TTL: its member is left out of the view");
+                    } else {
+                        view.extend(
+                            parse(&leader.identity, me.offered)
+                                .filter(|m| m.identity != me.identity),
+                        );
+                    }
                     if reaper.as_ref().is_none_or(JoinHandle::is_finished) {
                         *reaper = Some(tokio::spawn(reap(election.clone(), name, record(&me))));
                     }
@@ -271,6 +294,41 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
 /// This member's slot: its index, candidate and term.
 type Slot<C> = (usize, Candidate<C>, Term<C>);
 
+/// What this member last saw of one slot's term: its epoch and renewal,
+/// and when it first saw them (this process's monotonic clock).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sighting {
+    epoch: crate::Epoch,
+    renewed: Option<SystemTime>,
+    since: Instant,
+}
+
+impl Sighting {
+    /// Records a read of the slot's holder at `now`; the sighting kept
+    /// (`since` moves only when the term or its renewal changed).
+    fn see(slot: &mut Option<Sighting>, leader: &crate::Leader, now: Instant) -> Sighting {
+        match slot {
+            Some(s) if s.epoch == leader.epoch && s.renewed == leader.renewed => *s,
+            _ => *slot.insert(Sighting {
+                epoch: leader.epoch,
+                renewed: leader.renewed,
+                since: now,
+            }),
+        }
+    }
+
+    /// True if the holder has shown no renewal for half of `ttl` plus
+    /// `every` (the slack of seeing a renewal only at a round): it missed
+    /// a renewal, since every backend renews more often than half its TTL.
+    /// Never for a backend that reports no renewal or no TTL.
+    fn suspected(&self, now: Instant, ttl: Option<Duration>, every: Duration) -> bool {
+        match (self.renewed, ttl) {
+            (Some(_), Some(ttl)) => now.saturating_duration_since(self.since) > ttl / 2 + every,
+            _ => false,
+        }
+    }
+}
+
 /// Campaigns for another member's slot `name` until it is won (its holder
 /// left or its lease ran out), then gives it up at once.
 async fn reap<E: Election>(election: Arc<E>, name: String, record: String) {
@@ -286,6 +344,81 @@ async fn reap<E: Election>(election: Arc<E>, name: String, record: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn leader(epoch: u64, renewed_ms: u64) -> crate::Leader {
+        crate::Leader {
+            identity: Identity::new("b").unwrap(),
+            epoch: crate::Epoch::new(epoch).unwrap(),
+            since: None,
+            renewed: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(renewed_ms)),
+            ttl: Some(Duration::from_secs(3)),
+            value: None,
+        }
+    }
+
+    proptest::proptest! {
+        /// A holder that renews at least every `renew ≤ ttl / 2`, read at
+        /// rounds at most `every` apart, is never suspected; once it stops
+        /// renewing, it is suspected by the first round after
+        /// `ttl / 2 + 2 × every`.
+        #[test]
+        fn only_a_slot_that_stopped_renewing_is_suspected(
+            ttl_ms in 100u64..20_000,
+            every_ms in 1u64..2_000,
+            gaps in proptest::collection::vec((0.0f64..=1.0, 0.0f64..=1.0), 1..60),
+            stop_after in 0usize..60,
+        ) {
+            let ttl = Duration::from_millis(ttl_ms);
+            let every = Duration::from_millis(every_ms);
+            let renew = ttl / 2;
+            let t0 = Instant::now();
+            // The holder's renewals (ms after t0), until it stops.
+            let mut renewals = vec![0u64];
+            for (g, _) in gaps.iter().take(stop_after) {
+                let last = *renewals.last().unwrap();
+                renewals.push(last + 1 + (g * (renew.as_millis() as f64 - 1.0)) as u64);
+            }
+            let stopped = *renewals.last().unwrap();
+            let mut slot = None;
+            let mut at = 0u64;
+            let mut rounds = gaps.iter().map(|(_, r)| r).cycle();
+            let end = stopped + (ttl / 2 + every * 2).as_millis() as u64 + 1;
+            let mut suspected_at = None;
+            while at <= end + every_ms {
+                let shown = *renewals.iter().rev().find(|&&r| r <= at).unwrap();
+                let now = t0 + Duration::from_millis(at);
+                let seen = Sighting::see(&mut slot, &leader(3, shown), now);
+                if seen.suspected(now, Some(ttl), every) {
+                    proptest::prop_assert!(at > stopped + renew.as_millis() as u64,
+                        "suspected at {at} ms, last renewal {shown} ms, stopped {stopped} ms");
+                    suspected_at.get_or_insert(at);
+                }
+                at += 1 + (rounds.next().unwrap() * (every_ms as f64 - 1.0)) as u64;
+            }
+            proptest::prop_assert!(suspected_at.is_some_and(|s| s <= end + every_ms),
+                "not suspected by {} ms after it stopped at {stopped} ms", end + every_ms);
+        }
+    }
+
+    #[test]
+    fn no_renewal_or_no_ttl_is_never_suspected() {
+        let t0 = Instant::now();
+        let mut slot = None;
+        let mut l = leader(3, 0);
+        l.renewed = None;
+        let seen = Sighting::see(&mut slot, &l, t0);
+        assert!(!seen.suspected(
+            t0 + Duration::from_secs(3600),
+            l.ttl,
+            Duration::from_millis(1)
+        ));
+        let seen = Sighting::see(&mut slot, &leader(3, 0), t0);
+        assert!(!seen.suspected(
+            t0 + Duration::from_secs(3600),
+            None,
+            Duration::from_millis(1)
+        ));
+    }
 
     #[test]
     fn a_record_carries_the_cap() {

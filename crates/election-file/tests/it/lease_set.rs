@@ -220,7 +220,8 @@ fn lease_set_refuses_a_bad_identity_and_a_missing_runtime() {
 
 /// A claim file replaced behind the holder's back (renamed over): another
 /// candidate could lock the new file, so the commit point refuses at once,
-/// without waiting for the tamper watch (set to an hour here).
+/// whether or not the tamper watch (its interval an hour here; its
+/// directory event may come first, ADR 0074) has reported the loss yet.
 #[tokio::test]
 async fn a_guard_whose_claim_file_was_replaced_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
@@ -238,7 +239,6 @@ async fn a_guard_whose_claim_file_was_replaced_is_refused() {
     let fresh = elections.join("k.lock.new");
     std::fs::write(&fresh, b"").expect("write");
     std::fs::rename(&fresh, elections.join("k.lock")).expect("rename over");
-    assert!(set.held("k"), "the watch has not looked (an hour away)");
 
     let mut ran = false;
     let refused = set.guard("k", async |_t| ran = true).await;

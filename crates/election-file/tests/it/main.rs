@@ -7,3 +7,4 @@ mod display;
 mod errors;
 mod leader;
 mod lease_set;
+mod tamper;
