@@ -886,6 +886,70 @@ mod tests {
         );
     }
 
+    /// Readying runs the waiter's look-and-take and the release until the
+    /// server keeps a generic plan of each (ADR 0075), so a handover plans
+    /// neither, and leaves no trace: a released row of another name is
+    /// neither taken nor changed, no epoch is drawn from the sequence (the
+    /// next win is one above the last), the stand-in row is gone, and the
+    /// first notification a listener gets is the next real win's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readying_keeps_generic_plans_of_the_look_and_the_release() {
+        let (server, ctx) = connected().await;
+        let (_, won) = ctx.take_released("jobs", 1, "a").await.expect("take");
+        let first = won.expect("a never-held name is won");
+        let released = ctx.release_many(&[("jobs", 1)]).await.expect("release");
+        assert!(released.contains("jobs"));
+        let state = "SELECT (SELECT string_agg(name || ':' || coalesce(holder, '-') || ':' \
+             || version, ',') FROM election.leases), \
+             (SELECT string_agg(name || ':' || epoch, ',') FROM election.epochs), \
+             (SELECT last_value FROM election.epoch_seq)";
+        let before = server.sql(state).expect("state");
+        let mut listener = sqlx::postgres::PgListener::connect(&server.url())
+            .await
+            .expect("listener");
+        listener.listen(&ctx.sql.channel).await.expect("listen");
+
+        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut conns = vec![
+            ctx.pool.acquire().await.expect("first"),
+            ctx.pool.acquire().await.expect("second"),
+        ];
+        for conn in &mut conns {
+            for statement in [&ctx.sql.take_released, &ctx.sql.release_many] {
+                let generic: i64 = sqlx::query_scalar(
+                    "SELECT generic_plans FROM pg_prepared_statements WHERE statement = $1",
+                )
+                .bind(&**statement)
+                .fetch_one(&mut **conn)
+                .await
+                .expect("prepared");
+                assert!(
+                    generic >= 1,
+                    "a readied connection has no generic plan of {}: {generic}",
+                    &statement[..40]
+                );
+            }
+        }
+        drop(conns);
+        assert_eq!(
+            server.sql(state).expect("state"),
+            before,
+            "readying left a trace"
+        );
+
+        let (_, won) = ctx.take_released("jobs", 2, "b").await.expect("take");
+        assert_eq!(won, Some(first + 1), "readying drew an epoch");
+        let n = tokio::time::timeout(Duration::from_secs(30), listener.recv())
+            .await
+            .expect("a notification")
+            .expect("listener");
+        assert_eq!(n.payload(), "jobs", "readying notified");
+    }
+
     /// A release commits without waiting for its WAL flush, and only the
     /// release (ADR 0071): a deferred trigger records `synchronous_commit`
     /// as each write of a lease row commits. On one connection, a win, a

@@ -330,6 +330,14 @@ pub(crate) async fn claim_many(
     Ok(won)
 }
 
+/// How many times the readying runs the waiter's look-and-take and the
+/// release: PostgreSQL plans a prepared statement anew (a custom plan) at
+/// each of its first five runs on a session, and at the sixth compares a
+/// generic plan with them and keeps it if it costs no more; the sixth run
+/// here builds it, so a handover's look and release are planned by none
+/// of their own runs (ADR 0075).
+pub(crate) const PLAN_RUNS: usize = 6;
+
 /// Readies `conn` for a handover before one is due: prepares the read,
 /// claim, renewal and release statements (sqlx keeps them in the
 /// connection's statement cache) and runs the claim once over an empty
@@ -338,13 +346,24 @@ pub(crate) async fn claim_many(
 /// touch. A fresh backend otherwise does all of that inside the first
 /// claim after a wake-up, on the handover's critical path (ADR 0040).
 ///
+/// Then it runs the waiter's look-and-take and the release [`PLAN_RUNS`]
+/// times each, so that the server keeps a generic plan of both and plans
+/// neither again at a handover (ADR 0075): inside one transaction that is
+/// always rolled back, over a stand-in row named `''` (a name no election
+/// can have) that the transaction inserts as held, with a nonce the
+/// release's runs do not name. So the look finds it held (it takes
+/// nothing, draws no epoch from the sequence and notifies nobody) and the
+/// release matches nothing; and nothing the transaction did is ever seen
+/// by another session.
+///
 /// The empty claim writes nothing, draws no epoch and notifies nobody:
 /// every part of the statement reads from the empty batch.
 ///
 /// Failure model: any error of the server (the schema not created yet on
 /// a connection opened before the migration, the connection gone); the
-/// connection stays usable after a statement error, and a caller may
-/// ignore the error: an unready connection is only slower.
+/// connection stays usable after a statement error (the transaction is
+/// rolled back when dropped), and a caller may ignore the error: an
+/// unready connection is only slower.
 pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Error> {
     for statement in [
         &sql.read_many,
@@ -373,17 +392,30 @@ pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Erro
         .bind(&*sql.channel)
         .execute(&mut *conn)
         .await?;
-    // No name is NULL: the look matches no row, writes nothing and
-    // notifies nobody.
-    sqlx::query(AssertSqlSafe(sql.take_released.clone()))
-        .bind(None::<&str>)
-        .bind("")
-        .bind(0_i64)
-        .bind(1_i64)
-        .bind(0_i64)
-        .bind(&*sql.channel)
-        .execute(&mut *conn)
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    sqlx::query(AssertSqlSafe(sql.ready_row.clone()))
+        .execute(&mut *tx)
         .await?;
+    for _ in 0..PLAN_RUNS {
+        // The stand-in row is held: the look only reads it.
+        sqlx::query(AssertSqlSafe(sql.take_released.clone()))
+            .bind("")
+            .bind("")
+            .bind(0_i64)
+            .bind(1_i64)
+            .bind(0_i64)
+            .bind(&*sql.channel)
+            .execute(&mut *tx)
+            .await?;
+        // Its nonce is 0, not 1: the release matches nothing.
+        sqlx::query(AssertSqlSafe(sql.release_many.clone()))
+            .bind(vec![""])
+            .bind(vec![1_i64])
+            .bind(&*sql.channel)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.rollback().await?;
     Ok(())
 }
 
