@@ -392,29 +392,39 @@ pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Erro
         .bind(&*sql.channel)
         .execute(&mut *conn)
         .await?;
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    sqlx::query(AssertSqlSafe(sql.ready_row.clone()))
-        .execute(&mut *tx)
-        .await?;
+    // The server's names of sqlx's prepared statements (sqlx names them
+    // itself): the runs below go in one simple query of `EXECUTE`s, one
+    // round trip instead of one per run, so a connection is busy readying
+    // for as short a time as it can be.
+    let named: Vec<(String, String)> = sqlx::query_as(
+        "SELECT name, statement FROM pg_prepared_statements WHERE statement IN ($1, $2)",
+    )
+    .bind(&*sql.take_released)
+    .bind(&*sql.release_many)
+    .fetch_all(&mut *conn)
+    .await?;
+    let name_of = |statement: &str| {
+        named
+            .iter()
+            .find(|(_, s)| s == statement)
+            .map(|(n, _)| n.replace('"', "\"\""))
+    };
+    let (Some(take), Some(release)) = (name_of(&sql.take_released), name_of(&sql.release_many))
+    else {
+        return Ok(());
+    };
+    let channel = sql.channel.replace('\'', "''");
+    let mut runs = format!("{};", sql.ready_row);
     for _ in 0..PLAN_RUNS {
-        // The stand-in row is held: the look only reads it.
-        sqlx::query(AssertSqlSafe(sql.take_released.clone()))
-            .bind("")
-            .bind("")
-            .bind(0_i64)
-            .bind(1_i64)
-            .bind(0_i64)
-            .bind(&*sql.channel)
-            .execute(&mut *tx)
-            .await?;
-        // Its nonce is 0, not 1: the release matches nothing.
-        sqlx::query(AssertSqlSafe(sql.release_many.clone()))
-            .bind(vec![""])
-            .bind(vec![1_i64])
-            .bind(&*sql.channel)
-            .execute(&mut *tx)
-            .await?;
+        // The stand-in row is held: the look only reads it. Its nonce is
+        // 0, not 1: the release matches nothing.
+        runs.push_str(&format!(
+            " EXECUTE \"{take}\"('', '', 0, 1, 0, '{channel}');\
+             EXECUTE \"{release}\"('{{\"\"}}', '{{1}}', '{channel}');"
+        ));
     }
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    sqlx::raw_sql(AssertSqlSafe(runs)).execute(&mut *tx).await?;
     tx.rollback().await?;
     Ok(())
 }
