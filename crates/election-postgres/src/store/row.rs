@@ -349,8 +349,9 @@ pub(crate) const PLAN_RUNS: usize = 6;
 /// Then it runs the waiter's look-and-take and the release [`PLAN_RUNS`]
 /// times each, so that the server keeps a generic plan of both and plans
 /// neither again at a handover (ADR 0075): inside one transaction that is
-/// always rolled back, over a stand-in row named `''` (a name no election
-/// can have) that the transaction inserts as held, with a nonce the
+/// always rolled back, over a stand-in row that the transaction inserts
+/// as held (its name begins with a control character, which no election
+/// name or key may hold, and is new at each readying), with a nonce the
 /// release's runs do not name. So the look finds it held (it takes
 /// nothing, draws no epoch from the sequence and notifies nobody) and the
 /// release matches nothing; and nothing the transaction did is ever seen
@@ -414,13 +415,17 @@ pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Erro
         return Ok(());
     };
     let channel = sql.channel.replace('\'', "''");
-    let mut runs = format!("{};", sql.ready_row);
+    // The stand-in's name: a control character first, which no election
+    // name or key may hold, then a number of this readying's own, so two
+    // connections readying at once never wait for each other's row.
+    let stand_in = format!("E'\\001ready-{:x}'", election_core::attempt_nonce());
+    let mut runs = format!("{};", sql.ready_row(&stand_in));
     for _ in 0..PLAN_RUNS {
         // The stand-in row is held: the look only reads it. Its nonce is
         // 0, not 1: the release matches nothing.
         runs.push_str(&format!(
-            " EXECUTE \"{take}\"('', '', 0, 1, 0, '{channel}');\
-             EXECUTE \"{release}\"('{{\"\"}}', '{{1}}', '{channel}');"
+            " EXECUTE \"{take}\"({stand_in}, '', 0, 1, 0, '{channel}');\
+             EXECUTE \"{release}\"(ARRAY[{stand_in}], '{{1}}', '{channel}');"
         ));
     }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;

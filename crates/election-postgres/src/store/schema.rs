@@ -88,10 +88,6 @@ pub(crate) struct Sql {
     pub(crate) fence_enter: Arc<str>,
     pub(crate) fence_read: Arc<str>,
     pub(crate) fence_lock: Arc<str>,
-    /// The readying's stand-in row ([`crate::store::row::ready`], ADR
-    /// 0075): a held lease row named `''` (a name no election can have),
-    /// inserted only inside a transaction that is rolled back.
-    pub(crate) ready_row: Arc<str>,
     /// The quoted schema name.
     schema: Arc<str>,
 }
@@ -233,10 +229,6 @@ impl Sql {
         let fence_enter = format!("SELECT {s}.{FENCE_ENTER}($1, $2)");
         let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
         let fence_lock = format!("SELECT mark FROM {s}.fences WHERE resource = $1 FOR SHARE");
-        let ready_row = format!(
-            "INSERT INTO {s}.leases (name, holder, nonce, epoch, version, ttl_ms)
-             VALUES ('', '', 0, 0, 1, 1)"
-        );
         Sql {
             channel: format!("election:{schema}").into(),
             read_many: read_many.into(),
@@ -248,13 +240,24 @@ impl Sql {
             fence_enter: fence_enter.into(),
             fence_read: fence_read.into(),
             fence_lock: fence_lock.into(),
-            ready_row: ready_row.into(),
             schema: s.into(),
         }
     }
 }
 
 impl Sql {
+    /// The readying's stand-in row ([`crate::store::row::ready`], ADR
+    /// 0075): a held lease row named `name` (an SQL string literal naming
+    /// what no election can be named), inserted only inside a
+    /// transaction that is rolled back.
+    pub(crate) fn ready_row(&self, name: &str) -> String {
+        format!(
+            "INSERT INTO {}.leases (name, holder, nonce, epoch, version, ttl_ms)
+             VALUES ({name}, '', 0, 0, 1, 1)",
+            self.schema
+        )
+    }
+
     /// The one simple query of
     /// [`PostgresFence::begin_fenced`](crate::PostgresFence::begin_fenced):
     /// `fence_enter` in the implicit transaction of the message, which the
