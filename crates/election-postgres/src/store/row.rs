@@ -355,7 +355,8 @@ pub(crate) const PLAN_RUNS: usize = 6;
 /// release's runs do not name. So the look finds it held (it takes
 /// nothing, draws no epoch from the sequence and notifies nobody) and the
 /// release matches nothing; and nothing the transaction did is ever seen
-/// by another session.
+/// by another session. Skipped when `warm_plans` answers false (the
+/// election was dropped while its connections were being readied).
 ///
 /// The empty claim writes nothing, draws no epoch and notifies nobody:
 /// every part of the statement reads from the empty batch.
@@ -365,7 +366,11 @@ pub(crate) const PLAN_RUNS: usize = 6;
 /// connection stays usable after a statement error (the transaction is
 /// rolled back when dropped), and a caller may ignore the error: an
 /// unready connection is only slower.
-pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Error> {
+pub(crate) async fn ready(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    warm_plans: &(dyn Fn() -> bool + Sync),
+) -> Result<(), Error> {
     for statement in [
         &sql.read_many,
         &sql.claim_many,
@@ -393,6 +398,12 @@ pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Erro
         .bind(&*sql.channel)
         .execute(&mut *conn)
         .await?;
+    // An election dropped meanwhile (a waiter given up at once) has no
+    // handover to plan for: its plans are not warmed, sparing the server
+    // twelve runs.
+    if !warm_plans() {
+        return Ok(());
+    }
     // The server's names of sqlx's prepared statements (sqlx names them
     // itself): the runs below go in one simple query of `EXECUTE`s, one
     // round trip instead of one per run, so a connection is busy readying
