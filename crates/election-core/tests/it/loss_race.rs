@@ -134,8 +134,19 @@ fn loser(
                 if let Some(b) = beacon {
                     // An event, not a time: the beacon is won and kept,
                     // so it reads held once the engine recorded it.
+                    // Spins a little (the loss lands right as the win
+                    // is recorded), then yields the core each time: on a
+                    // loaded machine a pure spin starved the engine's
+                    // workers, and the test once ran past nextest's 300 s
+                    // limit (CI, three test threads; ADR 0077).
+                    let mut spins = 0u32;
                     while !set.held(b.as_str()) {
-                        std::hint::spin_loop();
+                        if spins < 1_000 {
+                            spins += 1;
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::yield_now();
+                        }
                     }
                 }
                 let reason = LossReason::Revoked {
