@@ -231,7 +231,7 @@ async fn round(keys: usize) -> (Vec<ElectionName>, Vec<ElectionName>, usize) {
     (still, released_lost, taken.len())
 }
 
-/// Stress on real threads: 3 × 20,000 keys, half of them lost just as
+/// Stress on real threads: 3 × 5,000 keys, half of them lost just as
 /// their win is recorded. Fails if any lost key reads held after its loss
 /// was reported (and the engine finished recording it), or if a set
 /// releases a lost key at close.
@@ -239,7 +239,11 @@ async fn round(keys: usize) -> (Vec<ElectionName>, Vec<ElectionName>, usize) {
 async fn a_loss_racing_the_recording_of_its_win_is_never_dropped() {
     let (mut still, mut released, mut lost) = (Vec::new(), Vec::new(), 0);
     for _ in 0..3 {
-        let (s, r, l) = round(20_000).await;
+        // 5,000, not 20,000: each loss wakes the engine, whose next
+        // decision reads every asked key (O(keys), ADR 0070), so a round
+        // costs O(keys²) when the engine decides between single losses;
+        // at 20,000 keys a loaded CI machine ran past nextest's 300 s.
+        let (s, r, l) = round(5_000).await;
         still.extend(s);
         released.extend(r);
         lost += l;
