@@ -258,6 +258,53 @@ fn hourly_set(db: &std::path::Path, identity: &str, keys: &str) -> Proc {
 
 /// Reads `p`'s lines until it says it holds `n` keys (each line must be a
 /// `won` count); panics after its patience.
+/// How long after `since` `p` said it holds `n` keys, if it did within
+/// `within` (its lines polled; each must be a `won` line).
+async fn won_all(
+    p: &mut Proc,
+    n: usize,
+    since: std::time::Instant,
+    within: Duration,
+) -> Option<Duration> {
+    let want = format!("won {n}");
+    while since.elapsed() < within {
+        match p.try_line() {
+            Some(line) => {
+                assert!(line.starts_with("won "), "{}: {line:?}", p.label());
+                if line == want {
+                    return Some(since.elapsed());
+                }
+            }
+            None => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+    None
+}
+
+/// Whether a process holds the database's write lock now (a `BEGIN
+/// IMMEDIATE` that may not wait is refused).
+async fn write_locked(db: &std::path::Path) -> bool {
+    use sqlx::Connection as _;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .busy_timeout(Duration::ZERO);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .expect("open the database");
+    let locked = sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut conn)
+        .await
+        .is_err();
+    if !locked {
+        sqlx::query("ROLLBACK")
+            .execute(&mut conn)
+            .await
+            .expect("rollback");
+    }
+    let _ = conn.close().await;
+    locked
+}
+
 fn holds(p: &mut Proc, n: usize) {
     let want = format!("won {n}");
     loop {
@@ -334,11 +381,35 @@ async fn a_stopped_lease_set_keeps_its_keys_for_a_ttl() {
     let mut b = set("b");
     b.expect("campaigning");
     holds(&mut b, 0);
-    // A stopped process keeps its locks: no shortcut.
-    let stopped = std::time::Instant::now();
-    a.signal(Signal::SIGSTOP);
-    holds(&mut b, 2);
-    let waited = stopped.elapsed();
+    // A stopped process keeps its locks: no shortcut. A stop that lands
+    // inside one of a's write transactions (a renewal every 150 ms) keeps
+    // SQLite's write lock too, and then nobody can write until a runs
+    // again: CI once saw b silent for 60 s. Such a stop is undone (SIGCONT,
+    // a finishes its transaction) and made again.
+    let mut retries = 0;
+    let waited = loop {
+        let stopped = std::time::Instant::now();
+        a.signal(Signal::SIGSTOP);
+        if let Some(waited) = won_all(&mut b, 2, stopped, Duration::from_millis(TTL_MS * 20)).await
+        {
+            break waited;
+        }
+        assert!(
+            write_locked(&db).await,
+            "b took nothing for 20 TTLs while the database was free"
+        );
+        retries += 1;
+        assert!(
+            retries < 5,
+            "a was stopped inside a transaction {retries} times"
+        );
+        a.signal(Signal::SIGCONT);
+        let free = tokio::time::Instant::now() + Duration::from_secs(30);
+        while write_locked(&db).await {
+            assert!(tokio::time::Instant::now() < free, "a kept the write lock");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
     a.signal(Signal::SIGKILL);
     assert!(
         waited >= Duration::from_millis(TTL_MS - RENEW_MS),
