@@ -301,7 +301,23 @@ impl Claim for FileClaim {
             if !lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))? {
                 return Ok(None);
             }
-            let Some(r) = Record::read_unlocked(&p.record)? else {
+            // Read without the lock: a holder's in-place write of its
+            // record (a `pwrite` at offset 0, or the first write into a
+            // record it just created) may be read half done. A reader then
+            // reads again a few times before it calls the record corrupt
+            // (CI once saw "the first line is not \"election-file/1\"" from
+            // a winner's first write); a damaged record stays damaged.
+            let mut tries = 0;
+            let read = loop {
+                match Record::read_unlocked(&p.record) {
+                    Err(Error::CorruptEpoch { .. }) if tries < 5 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    other => break other,
+                }
+            };
+            let Some(r) = read? else {
                 return Ok(None);
             };
             Ok(Some(Leader {
