@@ -70,12 +70,23 @@ pub trait KeyedBackend: Send + Sync {
     fn take_away(&self, key: &str) -> impl Future<Output = bool> + Send;
 }
 
+/// The keyed claims of `identity`, waiting for a server that does not
+/// answer yet (`Unavailable`: a freshly started NATS cluster on a loaded
+/// machine timed out looking up its bucket in CI) for up to a minute, as a
+/// service does; any other error fails the test.
 async fn set<B: KeyedBackend>(b: &B, identity: &str) -> Arc<LeaseSet<B::Keys>> {
-    let keys = b
-        .keys(identity)
-        .await
-        .unwrap_or_else(|e| panic!("keyed claims for {identity}: {e:?}"));
-    Arc::new(LeaseSet::new(keys))
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match b.keys(identity).await {
+            Ok(keys) => return Arc::new(LeaseSet::new(keys)),
+            Err(election_core::Error::Unavailable { .. })
+                if tokio::time::Instant::now() < give_up =>
+            {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("keyed claims for {identity}: {e:?}"),
+        }
+    }
 }
 
 /// Waits until `set` holds `key` (it keeps asking); its epoch.
