@@ -390,6 +390,10 @@ pub enum FaultKind {
     Blackhole,
     /// `drop`: the proxy drops the leader's NATS connection.
     Drop,
+    /// `deafen`: the proxy passes the leader's bytes to the NATS server
+    /// and discards the server's for 1.5 × TTL: its requests (renewals,
+    /// confirms) land, their answers never arrive.
+    Deafen,
     /// `clock`: a candidate's injected wall clock jumps (SQLite,
     /// PostgreSQL).
     Clock,
@@ -459,7 +463,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 27] = [
+    pub const ALL: [FaultKind; 28] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -468,6 +472,7 @@ impl FaultKind {
         FaultKind::Meta,
         FaultKind::Blackhole,
         FaultKind::Drop,
+        FaultKind::Deafen,
         FaultKind::Clock,
         FaultKind::Cancel,
         FaultKind::Close,
@@ -500,6 +505,7 @@ impl FaultKind {
             FaultKind::Meta => "meta",
             FaultKind::Blackhole => "blackhole",
             FaultKind::Drop => "drop",
+            FaultKind::Deafen => "deafen",
             FaultKind::Clock => "clock",
             FaultKind::Cancel => "cancel",
             FaultKind::Close => "close",

@@ -38,7 +38,7 @@ const USAGE: &str = "\
 usage:
   torture run --backend file|sqlite|nats|nats-cluster|postgres [--seed N] [--duration 60s]
       [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
-      [--faults kill,stop,resign,cancel,unguarded,clock,rowdel,fdrop,server,blackhole,drop,
+      [--faults kill,stop,resign,cancel,unguarded,clock,rowdel,fdrop,server,blackhole,drop,deafen,
                 recreate,maxage,rollback,node,meta]
       [--out DIR] [--unsafe] [--candidate-bin PATH]
       [--elect [--elect-bin PATH] [--command-bin PATH]]

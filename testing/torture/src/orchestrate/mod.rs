@@ -72,8 +72,8 @@ impl Target {
             // documented as not covered (election-nats warns on an R1
             // bucket); `--faults rollback` shows what it does.
             Target::Nats => vec![
-                Kill, Stop, Resign, Server, Blackhole, Drop, Cancel, Close, Unguarded, Recreate,
-                MaxAge,
+                Kill, Stop, Resign, Server, Blackhole, Drop, Deafen, Cancel, Close, Unguarded,
+                Recreate, MaxAge,
             ],
             Target::NatsCluster => vec![
                 Kill, Stop, Resign, Node, Meta, Cancel, Close, Unguarded, Recreate, MaxAge,
@@ -155,7 +155,7 @@ impl Target {
             RowDelete => matches!(self, Target::Sqlite | Target::Postgres),
             FenceDrop => self == Target::Sqlite,
             Server => matches!(self, Target::Nats | Target::Postgres),
-            Blackhole | Drop => self == Target::Nats,
+            Blackhole | Drop | Deafen => self == Target::Nats,
             PgTerminate | PgStop => self == Target::Postgres,
             Node | Meta => self == Target::NatsCluster,
             Recreate | MaxAge | Rollback => matches!(self, Target::Nats | Target::NatsCluster),
@@ -867,15 +867,20 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     log(FaultEvent::fault_or_heal(false, fault, "postgres", ""));
                 }
             }
-            Fault::Blackhole | Fault::Drop => {
+            Fault::Blackhole | Fault::Drop | Fault::Deafen => {
                 if let Servers::One(_, proxies) = &servers {
                     log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                    if fault == Fault::Blackhole {
-                        proxies[target].set(Mode::Blackhole);
+                    if fault == Fault::Drop {
+                        proxies[target].drop_connections();
+                    } else {
+                        let mode = if fault == Fault::Blackhole {
+                            Mode::Blackhole
+                        } else {
+                            Mode::Deafen
+                        };
+                        proxies[target].set(mode);
                         tokio::time::sleep(stop_for).await;
                         proxies[target].set(Mode::Pass);
-                    } else {
-                        proxies[target].drop_connections();
                     }
                     log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
                 }

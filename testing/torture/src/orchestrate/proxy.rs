@@ -1,6 +1,7 @@
 //! A TCP proxy the suite controls, between one candidate and the NATS
 //! server: it passes bytes, black-holes them (the connection stays open,
-//! nothing arrives either way, like a silent partition), or drops every
+//! nothing arrives either way, like a silent partition), passes only the
+//! client's (its requests land, the answers are lost), or drops every
 //! connection at once (the client sees a reset and reconnects).
 
 use std::net::SocketAddr;
@@ -17,6 +18,20 @@ pub enum Mode {
     Pass,
     /// Read and discard them, both ways; connections stay open.
     Blackhole,
+    /// Forward the client's bytes to the server; read and discard the
+    /// server's (a request lands, its answer never arrives).
+    Deafen,
+}
+
+impl Mode {
+    /// Whether bytes going to the server (`to_server`) or from it pass.
+    fn passes(self, to_server: bool) -> bool {
+        match self {
+            Mode::Pass => true,
+            Mode::Blackhole => false,
+            Mode::Deafen => to_server,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +62,7 @@ async fn pump(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut state: watch::Receiver<State>,
     generation: u64,
+    to_server: bool,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -61,7 +77,8 @@ async fn pump(
                 if state.borrow().generation != generation {
                     return;
                 }
-                if state.borrow().mode == Mode::Pass && to.write_all(&buf[..n]).await.is_err() {
+                let passes = state.borrow().mode.passes(to_server);
+                if passes && to.write_all(&buf[..n]).await.is_err() {
                     return;
                 }
             }
@@ -80,8 +97,8 @@ async fn serve(client: TcpStream, upstream: SocketAddr, state: watch::Receiver<S
     let (sr, sw) = server.into_split();
     // When either direction ends, both sockets close (their halves drop).
     tokio::select! {
-        () = pump(cr, sw, state.clone(), generation) => {}
-        () = pump(sr, cw, state, generation) => {}
+        () = pump(cr, sw, state.clone(), generation, true) => {}
+        () = pump(sr, cw, state, generation, false) => {}
     }
 }
 
@@ -169,5 +186,42 @@ mod tests {
         );
         let mut again = TcpStream::connect(addr).await.unwrap();
         assert_eq!(round_trip(&mut again).await.as_deref(), Some(&b"ping"[..]));
+    }
+
+    /// In `Deafen` the server gets the client's bytes and the client gets
+    /// nothing back.
+    #[tokio::test]
+    async fn deafen_passes_requests_and_loses_answers() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = l.local_addr().unwrap();
+        let (got, mut received) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let got = got.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        let _ = got.send(buf[..n].to_vec());
+                        if s.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let proxy = Proxy::start(upstream).await.unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", proxy.port).parse().unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        proxy.set(Mode::Deafen);
+        assert_eq!(round_trip(&mut s).await, None, "the answer was lost");
+        let landed = tokio::time::timeout(Duration::from_secs(5), received.recv()).await;
+        assert_eq!(
+            landed.ok().flatten().as_deref(),
+            Some(&b"ping"[..]),
+            "the request landed"
+        );
     }
 }
