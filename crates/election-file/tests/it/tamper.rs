@@ -23,21 +23,41 @@ fn revoked(reason: &LossReason) -> String {
     }
 }
 
-#[tokio::test]
-async fn a_deleted_claim_file_is_lost_without_waiting_for_the_interval() {
-    let tmp = tempfile::tempdir().expect("dir");
-    let e = election(tmp.path(), HOUR);
+/// Wins `name` in `e`, deletes its claim file in `dir` and returns the
+/// detail of the loss the term reports, which must come by the
+/// directory's event (within `PATIENCE`, not the hour): `waiting` names
+/// what the test expects to report it.
+async fn won_then_claim_file_deleted(
+    e: &FileElection,
+    dir: &std::path::Path,
+    name: &str,
+    waiting: &str,
+) -> String {
     let term = e
-        .candidate("jobs", "a")
+        .candidate(name, "a")
         .expect("candidate")
         .campaign()
         .await
         .expect("won");
-    std::fs::remove_file(tmp.path().join("jobs.lock")).expect("delete");
+    std::fs::remove_file(dir.join(format!("{name}.lock"))).expect("delete");
     let lost = tokio::time::timeout(PATIENCE, term.lost())
         .await
-        .expect("the loss is reported by the directory's event, not after the hour");
-    assert_eq!(revoked(&lost.reason), "the claim file was deleted");
+        .expect(waiting);
+    revoked(&lost.reason)
+}
+
+#[tokio::test]
+async fn a_deleted_claim_file_is_lost_without_waiting_for_the_interval() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let e = election(tmp.path(), HOUR);
+    let detail = won_then_claim_file_deleted(
+        &e,
+        tmp.path(),
+        "jobs",
+        "the loss is reported by the directory's event, not after the hour",
+    )
+    .await;
+    assert_eq!(detail, "the claim file was deleted");
 }
 
 #[tokio::test]
@@ -108,17 +128,11 @@ fn a_term_in_a_second_runtime_is_watched_after_the_first_one_ended() {
         let term = e.candidate("one", "a").expect("candidate").campaign().await;
         term.expect("won").resign().await.expect("resign");
     });
-    runtime().block_on(async {
-        let term = e
-            .candidate("two", "a")
-            .expect("candidate")
-            .campaign()
-            .await
-            .expect("won");
-        std::fs::remove_file(tmp.path().join("two.lock")).expect("delete");
-        let lost = tokio::time::timeout(PATIENCE, term.lost())
-            .await
-            .expect("watched by a task of this runtime");
-        assert_eq!(revoked(&lost.reason), "the claim file was deleted");
-    });
+    let detail = runtime().block_on(won_then_claim_file_deleted(
+        &e,
+        tmp.path(),
+        "two",
+        "watched by a task of this runtime",
+    ));
+    assert_eq!(detail, "the claim file was deleted");
 }
