@@ -301,22 +301,9 @@ impl Claim for FileClaim {
             if !lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))? {
                 return Ok(None);
             }
-            // Read without the lock: a holder's in-place write of its
-            // record (a `pwrite` at offset 0, or the first write into a
-            // record it just created) may be read half done. A reader then
-            // reads again a few times before it calls the record corrupt
-            // (CI once saw "the first line is not \"election-file/1\"" from
-            // a winner's first write); a damaged record stays damaged.
-            let mut tries = 0;
-            let read = loop {
-                match Record::read_unlocked(&p.record) {
-                    Err(Error::CorruptEpoch { .. }) if tries < 5 => {
-                        tries += 1;
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                    }
-                    other => break other,
-                }
-            };
+            // Read without the lock: `read_unlocked` reads a record caught
+            // half written again (backing off) before it calls it corrupt.
+            let read = Record::read_unlocked(&p.record);
             let Some(r) = read? else {
                 return Ok(None);
             };

@@ -37,9 +37,14 @@ const MAX_LEN: u64 = 4096;
 /// the text is longer), so a term's rewrite covers the whole file and never
 /// shortens it.
 const PADDED_LEN: usize = 256;
-/// How many times a reader without the lock reads a record whose checksum
-/// does not match before calling it corrupt (it may have caught a rewrite).
-const READ_TRIES: usize = 5;
+/// How many times a reader without the lock reads a record that does not
+/// read (a checksum that does not match, or a record its winner has
+/// created and not yet written) before calling it corrupt: it may have
+/// caught a rewrite. The waits between reads double from 1 ms (63 ms in
+/// all over six waits), so a writer descheduled in the middle of
+/// its write on a busy machine finishes first: CI once saw a 5 × 1 ms
+/// reader call a winner's first record corrupt.
+const READ_TRIES: u32 = 7;
 
 /// FNV-1a, 64 bits: the record's checksum.
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -181,8 +186,8 @@ impl Record {
         loop {
             match Record::read(path) {
                 Err(Error::CorruptEpoch { .. }) if tries + 1 < READ_TRIES => {
+                    std::thread::sleep(Duration::from_millis(1 << tries));
                     tries += 1;
-                    std::thread::sleep(Duration::from_millis(1));
                 }
                 other => return other,
             }
