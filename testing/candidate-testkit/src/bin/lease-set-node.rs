@@ -55,6 +55,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The library's own diagnostics (a membership round leaving a
+    // suspected member out of the view, a slot it could not read), on
+    // stderr, when RUST_LOG asks for them.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -194,11 +204,19 @@ async fn workers(mut events: KeyEvents) {
                 }
                 note(format!("worker {key} started in term {epoch}"));
             }
-            KeyEvent::Lost { epoch, .. } | KeyEvent::Released { epoch, .. } => {
+            KeyEvent::Lost { epoch, reason, .. } => {
                 if let Some(worker) = running.remove(&key) {
                     worker.abort();
                 }
-                note(format!("worker {key} stopped (term {epoch})"));
+                note(format!(
+                    "worker {key} stopped (term {epoch}, lost: {reason})"
+                ));
+            }
+            KeyEvent::Released { epoch, .. } => {
+                if let Some(worker) = running.remove(&key) {
+                    worker.abort();
+                }
+                note(format!("worker {key} stopped (term {epoch}, released)"));
             }
             _ => {}
         }

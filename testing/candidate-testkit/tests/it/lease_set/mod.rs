@@ -84,16 +84,28 @@ impl Nodes {
     pub(crate) fn start(&mut self) -> usize {
         let name = format!("node-{}", self.nodes.len());
         let index = self.timeline.add_node(&name);
+        // Membership's diagnostics (who left whom out of its view as
+        // suspected), so a failure shows why keys moved.
         let mut child = Command::new(BIN)
             .args(&self.args)
             .args(["--identity", &name])
+            .env("RUST_LOG", "election_core::keyed::membership=debug")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let prefix = name.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{prefix} stderr: {line}");
+            }
+        });
         let tx = self.tx.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
@@ -556,10 +568,21 @@ pub(crate) async fn balance_and_fail_over(backend: &str, args: &[&str], bound: D
                 .count()
         })
         .sum();
-    assert_eq!(
-        lost_by_survivors, gained,
-        "keys moved other than to the newcomer"
-    );
+    if lost_by_survivors != gained {
+        let astray: Vec<String> = before
+            .iter()
+            .flat_map(|(n, keys)| keys.iter().map(move |k| (*n, k)))
+            .filter(|(n, k)| {
+                let now = nodes.timeline().holders(k);
+                !now.contains(n) && !now.contains(&newcomer)
+            })
+            .map(|(n, k)| format!("{k}: node-{n} -> {:?}", nodes.timeline().holders(k)))
+            .collect();
+        panic!(
+            "keys moved other than to the newcomer: survivors gave up {lost_by_survivors}, \
+             the newcomer took {gained}; moved elsewhere: {astray:?}"
+        );
+    }
     report.push_str(&format!(
         "; a join: fair over 3 after {:?}, {gained} keys moved (minimum {})",
         joined_at.elapsed(),
