@@ -77,14 +77,14 @@ pub fn stored_token(
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let orders = ResourceName::new("orders")?;
-/// let mut unlocked = false;
+/// let unlocked = std::cell::Cell::new(false);
 /// let rollback = || async {
-///     unlocked = true;
+///     unlocked.set(true);
 ///     Ok::<(), std::io::Error>(())
 /// };
 /// let rows = election_sql::write_locked(&orders, async { 3 }, rollback).await;
 /// assert_eq!(rows, 3);
-/// assert!(unlocked);
+/// assert!(unlocked.get());
 /// # Ok(()) }
 /// ```
 pub async fn write_locked<T, E: Display, F: Future<Output = Result<(), E>>>(
