@@ -268,17 +268,46 @@ impl NatsClaim {
         self.conn.options.timeout()
     }
 
-    /// The revision of the key's latest entry if that entry is the record
-    /// of the attempt with `nonce` (a write of its own, perhaps one that
-    /// landed unanswered); `None` if it is anything else (another holder, a
-    /// delete, an expiry, no entry). Read through the stream leader.
-    async fn own_latest(&self, nonce: u64) -> Result<Option<u64>, Error> {
-        Ok(self
-            .conn
-            .read_exact(&self.key)
-            .await?
-            .filter(|l| l.is_attempts(&self.key, nonce))
-            .map(|l| l.revision))
+    /// Runs `write` (a compare-and-set of the term `h`'s key expecting a
+    /// revision: `Ok(Some(_))` done, `Ok(None)` refused) expecting the
+    /// revision last written. If refused while the key's latest entry is
+    /// still the term's own record (a write of its own that landed
+    /// unanswered: a renewal cut off by its attempt timeout, an earlier
+    /// confirm that timed out), catches up on that entry's revision and
+    /// runs `write` once more. `Ok(None)`: refused, the key moved on.
+    async fn catching_up<T, F>(
+        &self,
+        h: &mut HeldTerm,
+        write: impl Fn(u64) -> F,
+    ) -> Result<Option<T>, Error>
+    where
+        F: Future<Output = Result<Option<T>, Error>>,
+    {
+        if let Some(done) = write(h.revision).await? {
+            return Ok(Some(done));
+        }
+        match self.conn.own_revision(&self.key, h.nonce).await? {
+            Some(revision) => {
+                h.revision = revision;
+                write(revision).await
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// One update of the term's record `value` expecting `revision`,
+    /// bounded by the request timeout: `Ok(Some(revision written))`, or
+    /// `Ok(None)` if the key's latest entry is at another revision.
+    async fn update(&self, value: bytes::Bytes, revision: u64) -> Result<Option<u64>, Error> {
+        let update = self.conn.kv.update(&self.key, value, revision);
+        match tokio::time::timeout(self.timeout(), update).await {
+            Ok(Ok(rev)) => Ok(Some(rev)),
+            Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Ok(None),
+            Ok(Err(e)) => Err(Error::unavailable("confirm the lease", e)),
+            Err(_) => Err(Error::OutcomeUnknown {
+                after: self.timeout(),
+            }),
+        }
     }
 
     /// Opens a [`KeyWatch`] of the key: subscribes an inbox, creates a push
@@ -787,50 +816,26 @@ impl Claim for NatsClaim {
         let Some(h) = holding.as_mut() else {
             return Err(not_held());
         };
-        // A refusal caused by a write of the term's own that landed
-        // unanswered (a renewal cut off by its attempt timeout, an earlier
-        // confirm that timed out) catches up on its revision, once.
-        let mut caught_up = false;
-        loop {
-            let update = self
-                .conn
-                .kv
-                .update(&self.key, h.value(&self.identity), h.revision);
-            return match tokio::time::timeout(self.timeout(), update).await {
-                Ok(Ok(rev)) => {
-                    h.revision = rev;
-                    let base = h.base;
-                    drop(holding);
-                    // The write proves the term only in its own incarnation,
-                    // with the TTL it counts with.
-                    match self.conn.check_incarnation(base).await {
-                        Ok(None) => Ok(()),
-                        Ok(Some(why)) => {
-                            tracing::warn!(name = %self.name, %why, "the commit-point check failed");
-                            Err(not_held())
-                        }
-                        Err(e) => Err(self.core(e)),
-                    }
-                }
-                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
-                    if caught_up {
-                        return Err(not_held());
-                    }
-                    match self.own_latest(h.nonce).await {
-                        Ok(Some(revision)) => {
-                            h.revision = revision;
-                            caught_up = true;
-                            continue;
-                        }
-                        Ok(None) => Err(not_held()),
-                        Err(e) => Err(self.core(e)),
-                    }
-                }
-                Ok(Err(e)) => Err(self.core(Error::unavailable("confirm the lease", e))),
-                Err(_) => Err(self.core(Error::OutcomeUnknown {
-                    after: self.timeout(),
-                })),
-            };
+        let value = h.value(&self.identity);
+        let updated = self
+            .catching_up(h, |revision| self.update(value.clone(), revision))
+            .await;
+        let base = h.base;
+        match updated {
+            Ok(Some(revision)) => h.revision = revision,
+            Ok(None) => return Err(not_held()),
+            Err(e) => return Err(self.core(e)),
+        }
+        drop(holding);
+        // The write proves the term only in its own incarnation, with the
+        // TTL it counts with.
+        match self.conn.check_incarnation(base).await {
+            Ok(None) => Ok(()),
+            Ok(Some(why)) => {
+                tracing::warn!(name = %self.name, %why, "the commit-point check failed");
+                Err(not_held())
+            }
+            Err(e) => Err(self.core(e)),
         }
     }
 
@@ -876,19 +881,9 @@ impl Claim for NatsClaim {
                 name: self.name.clone(),
             });
         };
-        let mut deleted = self.delete_marker(h.revision, false).await;
-        if let Ok(None) = deleted {
-            // Refused: if by a write of the term's own that landed
-            // unanswered, delete expecting that write's revision (once).
-            match self.own_latest(h.nonce).await {
-                Ok(Some(revision)) => {
-                    h.revision = revision;
-                    deleted = self.delete_marker(h.revision, false).await;
-                }
-                Ok(None) => {}
-                Err(e) => deleted = Err(e),
-            }
-        }
+        let deleted = self
+            .catching_up(&mut h, |revision| self.delete_marker(revision, false))
+            .await;
         match deleted {
             Ok(Some(marker)) => {
                 attempt.may_hold = false;
@@ -919,24 +914,16 @@ impl Claim for NatsClaim {
             tracing::warn!(name = %self.name, "no runtime to release on; the lease ages out after its TTL");
             return;
         };
-        let (kv, key, name, timeout) = (
-            self.conn.kv.clone(),
-            self.key.clone(),
-            self.name.clone(),
-            self.timeout(),
-        );
+        let (conn, key, name) = (self.conn.clone(), self.key.clone(), self.name.clone());
         let (nonce, holding) = (attempt.nonce, attempt.holding.clone());
         rt.spawn(async move {
             let known = holding.lock().await.as_ref().map(|h| h.revision);
             let revision = match known {
                 Some(r) => Some(r),
-                None => match exact_read::read_exact(&kv, &key, timeout).await {
-                    Ok(Some(e)) if e.is_attempts(&key, nonce) => Some(e.revision),
-                    _ => None,
-                },
+                None => conn.own_revision(&key, nonce).await.ok().flatten(),
             };
             if let Some(rev) = revision
-                && let Err(e) = kv.delete_expect_revision(&key, Some(rev)).await
+                && let Err(e) = conn.kv.delete_expect_revision(&key, Some(rev)).await
             {
                 tracing::warn!(%name, error = %e, "background release failed; the lease ages out after its TTL");
             }

@@ -103,11 +103,9 @@ impl Renewal {
                     };
                 }
                 Err(e) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
-                    match self.conn.read_exact(&self.key).await {
-                        Ok(Some(l)) if l.is_attempts(&self.key, self.nonce) => {
-                            h.revision = l.revision;
-                        }
-                        Ok(_) => {
+                    match self.conn.own_revision(&self.key, self.nonce).await {
+                        Ok(Some(revision)) => h.revision = revision,
+                        Ok(None) => {
                             return Renewed::Refused(LossReason::Revoked {
                                 detail: "the bucket shows another holder, or none".into(),
                             });

@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 use crate::error::Error;
 use crate::store::context::Context;
 use crate::store::notify::{self, Wake};
-use crate::store::row::{self, HeldRow, Observed, Take};
+use crate::store::row::{self, Observed, Take};
 
 /// The claim of one candidate in a [`PostgresElection`](crate::PostgresElection).
 ///
@@ -258,14 +258,8 @@ impl Claim for PostgresClaim {
     /// Cancel safety: cancel safe: the row is unchanged or renewed by this
     /// same term.
     async fn confirm(&self, attempt: &mut PostgresAttempt) -> Result<(), election_core::Error> {
-        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
-            return Err(self.not_held());
-        };
-        match self.inner.confirm(hold).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(self.not_held()),
-            Err(e) => Err(self.core(e)),
-        }
+        let (nonce, epoch) = (attempt.nonce, attempt.epoch);
+        election_sql::write_term(&self.name, nonce, epoch, |hold| self.inner.confirm(hold)).await
     }
 
     /// Publishes `value` (ADR 0068): one statement updates the row's
@@ -286,14 +280,11 @@ impl Claim for PostgresClaim {
         attempt: &mut PostgresAttempt,
         value: &LeaderValue,
     ) -> Result<(), election_core::Error> {
-        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
-            return Err(self.not_held());
-        };
-        match self.inner.proclaim(hold, value.as_str()).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(self.not_held()),
-            Err(e) => Err(self.core(e)),
-        }
+        let (nonce, epoch, value) = (attempt.nonce, attempt.epoch, value.as_str());
+        election_sql::write_term(&self.name, nonce, epoch, |hold| {
+            self.inner.proclaim(hold, value)
+        })
+        .await
     }
 
     /// Releases the row (conditional on this attempt's nonce) and notifies

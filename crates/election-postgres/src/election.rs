@@ -123,32 +123,22 @@ impl PostgresElection {
         Ok(Self::of(Context::with_pool(pool, options).await?))
     }
 
-    /// Uses `clock` instead of the system's clocks (for tests).
+    /// Uses `clock` instead of the system's clocks (for tests; [`Clock`]
+    /// shows one with a wall clock a day ahead). Leases count on its
+    /// monotonic `now`; its wall clock is only written for display, and no
+    /// server's clock is read.
     ///
     /// ```no_run
     /// use std::sync::Arc;
     ///
-    /// use election_postgres::{Clock, PostgresElection, PostgresOptions, SystemClock};
-    ///
-    /// /// The system's clocks, with a wall clock a day ahead (display only).
-    /// #[derive(Debug)]
-    /// struct WallClockAhead;
-    ///
-    /// impl Clock for WallClockAhead {
-    ///     fn now(&self) -> tokio::time::Instant {
-    ///         SystemClock.now()
-    ///     }
-    ///     fn wall_unix_ms(&self) -> i64 {
-    ///         SystemClock.wall_unix_ms() + 24 * 3600 * 1000
-    ///     }
-    /// }
+    /// use election_postgres::{PostgresElection, PostgresOptions, SystemClock};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let url = "postgres://app@db.internal/app";
-    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
-    /// let election = election.with_clock(Arc::new(WallClockAhead));
-    /// // Leases count on the monotonic `now`: who leads does not change.
+    /// let election = PostgresElection::connect(url, PostgresOptions::default())
+    ///     .await?
+    ///     .with_clock(Arc::new(SystemClock));
     /// let term = election.candidate("ledger-writer", "host-a/1")?.campaign().await?;
     /// term.resign().await?;
     /// # Ok(()) }

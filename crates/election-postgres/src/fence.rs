@@ -332,8 +332,20 @@ impl PostgresFence {
             .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable(resource, e))?;
-        mark.map(|m| election_sql::token_from_mark(resource, m))
-            .transpose()
+        election_sql::stored_token(resource, mark)
+    }
+
+    /// A transaction of this fence's own.
+    async fn transaction(
+        &self,
+        resource: &ResourceName,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
+        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        sqlx::Transaction::begin(conn, None)
+            .await
+            .map_err(|e| unavailable(resource, e))
     }
 
     /// A transaction of this fence's own that commits durably whatever the
@@ -342,12 +354,7 @@ impl PostgresFence {
         &self,
         resource: &ResourceName,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
-        let mut tx = sqlx::Transaction::begin(conn, None)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
+        let mut tx = self.transaction(resource).await?;
         sqlx::query("SET LOCAL synchronous_commit = on")
             .execute(&mut *tx)
             .await
@@ -384,10 +391,6 @@ impl Fence for PostgresFence {
     /// 3. `write` runs; then the second transaction, which wrote nothing,
     ///    is rolled back, which releases the lock.
     ///
-    /// So `write` runs only after its mark is committed: a write that lands
-    /// is never followed by a lower token's, even if this future is
-    /// dropped, the process dies or a commit fails afterwards.
-    ///
     /// For writes *to this database*, use [`PostgresFence::advance_in`] in
     /// your own transaction instead (one transaction, one lock).
     async fn fenced<W>(
@@ -400,26 +403,15 @@ impl Fence for PostgresFence {
         W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
     {
         self.advance(resource, token).await?;
-        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
-        let mut tx = sqlx::Transaction::begin(conn, None)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
+        let mut tx = self.transaction(resource).await?;
         let mark: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_lock.clone()))
             .bind(resource.as_str())
             .fetch_optional(&mut *tx)
             .await
             .map_err(|e| unavailable(resource, e))?;
-        let mark = mark
-            .map(|m| election_sql::token_from_mark(resource, m))
-            .transpose()?;
+        let mark = election_sql::stored_token(resource, mark)?;
         election_sql::check_committed_mark(resource, mark, token, "the fences table")?;
-        let outcome = write().await;
-        if let Err(e) = tx.rollback().await {
-            tracing::debug!(resource = %resource, error = %e, "releasing the fence's lock failed; the connection is dropped");
-        }
-        Ok(outcome)
+        Ok(election_sql::write_locked(resource, write(), || tx.rollback()).await)
     }
 
     async fn high_water_mark(

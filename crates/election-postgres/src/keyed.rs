@@ -52,6 +52,10 @@ use crate::store::row::{self, Take};
 ///   term's nonce) and notifies waiters; if it fails the rows age out. A
 ///   process that dies leaves its rows to age out: another candidate takes
 ///   each over once it has seen no renewal for a full TTL.
+/// - Cancel safety of the steps: renew, confirm and release are cancel
+///   safe (dropped in flight, each has renewed or released this set's own
+///   terms or nothing; the core cuts a renewal off at its budget, an
+///   unknown outcome); claim runs to completion (see its own docs).
 #[derive(Debug)]
 pub struct PostgresKeyedClaims {
     ctx: Arc<Context>,
@@ -157,7 +161,6 @@ impl KeyedClaims for PostgresKeyedClaims {
         "postgres"
     }
 
-    /// The lease's validity (`ttl - margin`) and renewal interval.
     fn renewal(&self) -> Option<RenewalPolicy> {
         election_sql::renewal_policy(&*self.ctx)
     }
@@ -224,13 +227,6 @@ impl KeyedClaims for PostgresKeyedClaims {
         answers
     }
 
-    /// Renew many: one statement renews every key of `held`, each
-    /// conditional on its term's nonce and epoch. Refused (lost at once):
-    /// every key whose row shows another term or none.
-    ///
-    /// Cancel safety: cancel safe (the core cuts it off at its budget: an
-    /// unknown outcome; a renewal dropped in flight renews this set's own
-    /// terms or nothing).
     async fn renew(
         &self,
         held: &[HeldKey],
@@ -238,21 +234,10 @@ impl KeyedClaims for PostgresKeyedClaims {
         self.state.renew(&*self.ctx, held).await
     }
 
-    /// Confirm one: one conditional renewal of `key`'s row (see
-    /// [`PostgresClaim`](crate::PostgresClaim)'s `confirm` for what a
-    /// success proves). [`election_core::Error::NotHeld`] if this set holds
-    /// no such term or the row shows another; `Unavailable` /
-    /// `OutcomeUnknown` if the server cannot answer within the lease's
-    /// validity.
-    ///
-    /// Cancel safety: cancel safe.
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
         self.state.confirm(&*self.ctx, key, epoch).await
     }
 
-    /// Release many: one statement releases the rows of `held`, each
-    /// conditional on its term's nonce, and notifies waiters; if it fails
-    /// the rows age out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
         self.state.release(&*self.ctx, held).await;
     }

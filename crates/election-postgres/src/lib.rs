@@ -143,7 +143,7 @@ pub use options::{
 pub use store::schema;
 
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
-pub use election_sql::{Clock, SystemClock};
+pub use election_sql::{Clock, LeaseTimes, SystemClock};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

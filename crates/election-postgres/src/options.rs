@@ -1,6 +1,7 @@
 //! Settings of the PostgreSQL backend, validated: the lease timings and the
 //! schema the election tables live in.
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,9 @@ pub const MAX_SCHEMA_LEN: usize = 40;
 /// and be retried before the lease runs out), `request_timeout ≤
 /// renew_interval`, all are at least 1 ms, the TTL at most a day, and the
 /// core's [`RenewalPolicy`](election_core::RenewalPolicy) accepts them.
+/// The lease times (`ttl()`, `renew_interval()`, `margin()`, `validity()`)
+/// are the shared SQL layer's [`LeaseTimes`], which the options
+/// dereference to.
 ///
 /// ```
 /// use std::time::Duration;
@@ -186,28 +190,6 @@ impl PostgresOptions {
         Ok(self)
     }
 
-    /// The lease TTL.
-    ///
-    /// ```
-    /// use election_postgres::{DEFAULT_TTL, PostgresOptions};
-    ///
-    /// assert_eq!(PostgresOptions::default().ttl(), DEFAULT_TTL);
-    /// ```
-    pub fn ttl(&self) -> Duration {
-        self.times.ttl()
-    }
-
-    /// The renewal interval.
-    ///
-    /// ```
-    /// use election_postgres::{DEFAULT_RENEW_INTERVAL, PostgresOptions};
-    ///
-    /// assert_eq!(PostgresOptions::default().renew_interval(), DEFAULT_RENEW_INTERVAL);
-    /// ```
-    pub fn renew_interval(&self) -> Duration {
-        self.times.renew_interval()
-    }
-
     /// The bound of one request to the server.
     ///
     /// ```
@@ -229,32 +211,23 @@ impl PostgresOptions {
     pub fn schema(&self) -> &str {
         &self.schema
     }
+}
 
-    /// The safety margin: a tenth of the TTL.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// use election_postgres::PostgresOptions;
-    ///
-    /// assert_eq!(PostgresOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
-    /// ```
-    pub fn margin(&self) -> Duration {
-        self.times.margin()
-    }
+impl Deref for PostgresOptions {
+    type Target = LeaseTimes;
 
-    /// How long after the instant before a successful claim or renewal was
-    /// sent the holder counts its lease as valid: `ttl - margin`.
+    /// The TTL and renewal interval, with their margin and validity.
     ///
     /// ```
-    /// use election_postgres::PostgresOptions;
+    /// use election_postgres::{DEFAULT_RENEW_INTERVAL, PostgresOptions};
     ///
     /// let options = PostgresOptions::default();
-    /// assert_eq!(options.validity(), options.ttl() - options.margin());
+    /// assert_eq!(options.renew_interval(), DEFAULT_RENEW_INTERVAL);
+    /// // Room for one failed renewal and its retry:
     /// assert!(options.renew_interval() * 2 <= options.validity());
     /// ```
-    pub fn validity(&self) -> Duration {
-        self.times.validity()
+    fn deref(&self) -> &LeaseTimes {
+        &self.times
     }
 }
 
@@ -263,31 +236,24 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The times' own checks are `LeaseTimes::check`'s (tested in
+    /// `election-sql`); here, the request bound, the longest TTL and the
+    /// default schema.
     #[test]
-    fn defaults_are_valid() {
+    fn the_times_are_checked_with_the_request_timeout() {
+        let s = Duration::from_secs;
         let d = PostgresOptions::default();
         assert!(d.clone().validated().is_ok());
-        assert_eq!(d.margin(), Duration::from_millis(1500));
         assert_eq!(d.schema(), "election");
-    }
-
-    #[test]
-    fn refuses_a_ttl_not_above_the_renew_interval() {
-        let s = Duration::from_secs;
-        assert!(PostgresOptions::new(s(10), s(10)).is_err());
         assert!(
-            PostgresOptions::new(s(10), s(5)).is_err(),
-            "no room for a margin"
+            PostgresOptions::new(s(100_000), s(4)).is_err(),
+            "over a day"
         );
-        assert!(PostgresOptions::new(s(10), s(4)).is_ok());
-        assert!(PostgresOptions::new(Duration::ZERO, s(1)).is_err());
-        assert!(PostgresOptions::new(s(10), Duration::ZERO).is_err());
-        assert!(PostgresOptions::new(s(100_000), s(4)).is_err());
+        let options = PostgresOptions::new(s(10), s(4)).unwrap();
+        assert_eq!(options.request_timeout(), DEFAULT_REQUEST_TIMEOUT);
         assert!(
-            PostgresOptions::new(s(10), s(4))
-                .unwrap()
-                .with_request_timeout(s(5))
-                .is_err()
+            options.with_request_timeout(s(5)).is_err(),
+            "above the renewal interval"
         );
     }
 
@@ -318,15 +284,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn accepted_options_leave_room_for_one_retry(ttl_ms in 1u64..100_000, renew_ms in 1u64..100_000) {
-            if let Ok(o) = PostgresOptions::new(Duration::from_millis(ttl_ms), Duration::from_millis(renew_ms)) {
-                prop_assert!(o.renew_interval() * 2 <= o.validity());
-                prop_assert!(o.request_timeout() <= o.renew_interval());
-                prop_assert!(o.validity() < o.ttl());
-            }
-        }
-
         #[test]
         fn accepted_schema_names_need_no_quoting(s in "\\PC{0,50}") {
             if check_schema(&s).is_ok() {

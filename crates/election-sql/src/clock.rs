@@ -14,6 +14,33 @@ use tokio::time::Instant;
 /// for people to read (`acquired_unix_ms`, `renewed_unix_ms`), and no
 /// server's clock is read: a jump of any wall clock cannot change who
 /// leads. Tests inject clocks to show it.
+///
+/// A clock for a test: the system's, with a wall clock a day ahead. Given
+/// to a backend's façade (`SqliteElection::with_clock`,
+/// `PostgresElection::with_clock`), it moves the times shown for people
+/// (a leader's `since`), never who leads.
+///
+/// ```
+/// use election_sql::{Clock, SystemClock};
+///
+/// /// The system's clocks, with a wall clock a day ahead (display only).
+/// #[derive(Debug)]
+/// struct WallClockAhead;
+///
+/// impl Clock for WallClockAhead {
+///     fn now(&self) -> tokio::time::Instant {
+///         SystemClock.now()
+///     }
+///     fn wall_unix_ms(&self) -> i64 {
+///         SystemClock.wall_unix_ms() + 24 * 3600 * 1000
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// assert!(WallClockAhead.wall_unix_ms() > SystemClock.wall_unix_ms());
+/// # }
+/// ```
 pub trait Clock: Send + Sync + Debug + 'static {
     /// The monotonic now.
     ///

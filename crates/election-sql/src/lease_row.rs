@@ -143,6 +143,29 @@ pub fn check_times(
     Ok(())
 }
 
+/// The columns a read of one name's lease row and epoch record returns,
+/// as both SQL backends select them: a first column `K` (the name, or
+/// whether a lease row exists), then the lease row's `holder`, `epoch`,
+/// `version`, `ttl_ms`, `acquired_unix_ms`, then the epoch record's
+/// `epoch` and `ttl_ms` (each NULL where the row or the record is absent).
+///
+/// ```
+/// use election_sql::lease_row::LeaseColumns;
+///
+/// let never_held: LeaseColumns<bool> = (false, None, None, None, None, None, None, None);
+/// assert_eq!(never_held.1, None); // no holder
+/// ```
+pub type LeaseColumns<K> = (
+    K,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
 /// A lease row as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {

@@ -22,11 +22,13 @@
 //! - [`FinishOnDrop`]: how both backends begin a fenced transaction that a
 //!   dropped caller cannot leave open.
 //! - [`watch_term`]: a SQL claim's `watch`, spawning [`renew_term`];
+//!   [`write_term`]: its `confirm` and `proclaim`, one conditional write;
 //!   [`impl_into_core!`]: a backend error's groups, the same for both
 //!   backends ([`IntoCore`]).
-//! - [`mark_of`], [`token_from_mark`], [`check_committed_mark`]: a fence's
-//!   high-water mark as both backends store it, and the check after a
-//!   mark is committed.
+//! - [`mark_of`], [`token_from_mark`], [`stored_token`],
+//!   [`check_committed_mark`], [`write_locked`]: a fence's high-water mark
+//!   as both backends store it, the check after a mark is committed, and
+//!   the fenced write under the backend's lock.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod clock;
@@ -38,13 +40,13 @@ mod renewal;
 mod times;
 
 pub use clock::{Clock, SystemClock};
-pub use fence_mark::{check_committed_mark, mark_of, token_from_mark};
+pub use fence_mark::{check_committed_mark, mark_of, stored_token, token_from_mark, write_locked};
 pub use finish::FinishOnDrop;
 pub use keyed::{
     Answer, Classed, HeldRow, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
     failed_all, for_key, lease_set_identity,
 };
-pub use renewal::{renew_term, renewal_policy, watch_term};
+pub use renewal::{renew_term, renewal_policy, watch_term, write_term};
 pub use times::LeaseTimes;
 
 /// This crate's README (its page on crates.io), whose example is compiled

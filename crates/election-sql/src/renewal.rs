@@ -2,6 +2,7 @@
 //! ([`renew_until_lost`], rule 2) over one conditional renewal of the
 //! backend's.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use election_core::{
@@ -114,6 +115,64 @@ pub fn watch_term<R: LeaseRows + 'static>(
         reporter,
     );
     Ok(WatchGuard::task(tokio::spawn(renewal)))
+}
+
+/// One conditional write of a SQL claim's term (the core's
+/// [`Claim::confirm`](election_core::Claim::confirm) and
+/// [`Claim::proclaim`](election_core::Claim::proclaim)): `write` applies to
+/// the row of `name` only while it shows the attempt `nonce` and its won
+/// `epoch` with a holder, and answers whether it did.
+/// [`election_core::Error::NotHeld`] if the attempt never won (`epoch` is
+/// `None`; nothing is written) or the row shows another term or none; the
+/// backend's error about `name` ([`IntoCore`]) otherwise.
+///
+/// Cancel safety: as `write`'s (the backends' are cancel safe: the row is
+/// unchanged or written by this same term).
+///
+/// ```
+/// # use election_core::ElectionName;
+/// # use election_sql::{Classed, HeldRow, IntoCore, write_term};
+/// # #[derive(Debug, thiserror::Error)]
+/// # #[error("down")]
+/// # struct Down;
+/// # impl IntoCore for Down {
+/// #     fn classify(self) -> Classed<Self> {
+/// #         Classed::Unavailable(self)
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let jobs = ElectionName::new("jobs")?;
+/// // The row shows the term (nonce 42, epoch 7): the write applies.
+/// let shows = |hold: HeldRow<'_>| async move { Ok::<_, Down>(hold.nonce == 42 && hold.epoch == 7) };
+/// assert!(write_term(&jobs, 42, Some(7), shows).await.is_ok());
+/// // Another term's row, or an attempt that never won: not held.
+/// let refused = write_term(&jobs, 41, Some(7), shows).await;
+/// assert!(matches!(refused, Err(election_core::Error::NotHeld { .. })));
+/// let never_won = write_term(&jobs, 42, None, shows).await;
+/// assert!(matches!(never_won, Err(election_core::Error::NotHeld { .. })));
+/// // The backend cannot answer: its error, as the core groups it.
+/// let down = write_term(&jobs, 42, Some(7), |_| async { Err::<bool, _>(Down) }).await;
+/// assert!(matches!(down, Err(election_core::Error::Unavailable { .. })));
+/// # Ok(()) }
+/// ```
+pub async fn write_term<'a, E, F>(
+    name: &'a ElectionName,
+    nonce: i64,
+    epoch: Option<i64>,
+    write: impl FnOnce(HeldRow<'a>) -> F,
+) -> Result<(), election_core::Error>
+where
+    E: IntoCore,
+    F: Future<Output = Result<bool, E>>,
+{
+    let not_held = || election_core::Error::NotHeld { name: name.clone() };
+    let hold = HeldRow::won(name.as_str(), nonce, epoch).ok_or_else(not_held)?;
+    match write(hold).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(not_held()),
+        Err(e) => Err(e.into_core(name)),
+    }
 }
 
 /// The renewal policy of `rows`' leases: their validity, renewed every

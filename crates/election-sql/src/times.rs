@@ -136,3 +136,30 @@ impl LeaseTimes {
         ttl_ms(self.ttl)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Times accepted with a request bound leave room for one failed
+        /// renewal and its retry within the validity, the bound fits in a
+        /// renewal interval, and the margin is never zero: every SQL
+        /// backend's options are checked with these.
+        #[test]
+        fn accepted_times_leave_room_for_one_retry(
+            ttl_ms in 1u64..100_000,
+            renew_ms in 1u64..100_000,
+            timeout_ms in 1u64..100_000,
+        ) {
+            let times = LeaseTimes::new(Duration::from_millis(ttl_ms), Duration::from_millis(renew_ms));
+            let timeout = Duration::from_millis(timeout_ms);
+            if times.check("request_timeout", timeout).is_ok() {
+                prop_assert!(times.renew_interval() * 2 <= times.validity());
+                prop_assert!(timeout <= times.renew_interval());
+                prop_assert!(times.validity() < times.ttl());
+            }
+        }
+    }
+}

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use crate::error::Error;
 use crate::store::context::Context;
 use crate::store::host_lock;
-use crate::store::row::{self, ClaimWrite, Found, HeldRow, Observed};
+use crate::store::row::{self, ClaimWrite, Found, Observed};
 
 /// The claim of one candidate in a [`SqliteElection`](crate::SqliteElection).
 ///
@@ -336,17 +336,8 @@ impl Claim for SqliteClaim {
     /// unchanged or renewed by this same holder. Neither changes the
     /// holder, nonce or epoch.
     async fn confirm(&self, attempt: &mut SqliteAttempt) -> Result<(), election_core::Error> {
-        let not_held = || election_core::Error::NotHeld {
-            name: self.name.clone(),
-        };
-        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
-            return Err(not_held());
-        };
-        match self.inner.confirm(hold).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(not_held()),
-            Err(e) => Err(self.core(e)),
-        }
+        let (nonce, epoch) = (attempt.nonce, attempt.epoch);
+        election_sql::write_term(&self.name, nonce, epoch, |hold| self.inner.confirm(hold)).await
     }
 
     /// Publishes `value` (ADR 0068): one autocommit `UPDATE` of the row's
@@ -365,17 +356,11 @@ impl Claim for SqliteClaim {
         attempt: &mut SqliteAttempt,
         value: &LeaderValue,
     ) -> Result<(), election_core::Error> {
-        let not_held = || election_core::Error::NotHeld {
-            name: self.name.clone(),
-        };
-        let Some(hold) = HeldRow::won(self.name.as_str(), attempt.nonce, attempt.epoch) else {
-            return Err(not_held());
-        };
-        match self.inner.proclaim(hold, value.as_str()).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(not_held()),
-            Err(e) => Err(self.core(e)),
-        }
+        let (nonce, epoch, value) = (attempt.nonce, attempt.epoch, value.as_str());
+        election_sql::write_term(&self.name, nonce, epoch, |hold| {
+            self.inner.proclaim(hold, value)
+        })
+        .await
     }
 
     /// Releases the row, conditional on this attempt's nonce.

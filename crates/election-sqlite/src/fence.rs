@@ -298,8 +298,7 @@ async fn read_mark(
             .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable(resource, e))?;
-    mark.map(|m| election_sql::token_from_mark(resource, m))
-        .transpose()
+    election_sql::stored_token(resource, mark)
 }
 
 /// SQLite's `synchronous` levels: FULL and EXTRA sync every commit.
@@ -340,6 +339,24 @@ impl SqliteFence {
             .await
             .map_err(|e| unavailable(resource, e))
     }
+
+    /// The first step of [`advance`](Fence::advance) and
+    /// [`fenced`](Fence::fenced): one `BEGIN IMMEDIATE` transaction with
+    /// [`SqliteFence::advance_in`], refusing a raised mark on a connection
+    /// whose commits are not durable. Not committed.
+    async fn begin_advance(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<(sqlx::Transaction<'static, sqlx::Sqlite>, Advance), fencing::Error> {
+        self.check_names(resource)?;
+        let mut tx = self.begin(resource).await?;
+        let advance = advance_in(&mut tx, resource, token).await?;
+        if advance.raised() {
+            require_durable(&mut tx, resource).await?;
+        }
+        Ok((tx, advance))
+    }
 }
 
 impl Fence for SqliteFence {
@@ -354,12 +371,7 @@ impl Fence for SqliteFence {
         resource: &ResourceName,
         token: Token,
     ) -> Result<Advance, fencing::Error> {
-        self.check_names(resource)?;
-        let mut tx = self.begin(resource).await?;
-        let advance = advance_in(&mut tx, resource, token).await?;
-        if advance.raised() {
-            require_durable(&mut tx, resource).await?;
-        }
+        let (tx, advance) = self.begin_advance(resource, token).await?;
         tx.commit().await.map_err(|e| unavailable(resource, e))?;
         Ok(advance)
     }
@@ -384,10 +396,6 @@ impl Fence for SqliteFence {
     ///    it ends); then the transaction, which wrote nothing, is rolled
     ///    back.
     ///
-    /// So `write` runs only after its mark is committed: a write that
-    /// lands is never followed by a lower token's, even if this future is
-    /// dropped, the process dies or a commit fails afterwards.
-    ///
     /// Failure model and cancel safety: the [`Fence::fenced`] contract (the
     /// lock released is SQLite's write lock). Here
     /// [`fencing::Error::Corrupt`] also means the mark went below a token
@@ -406,23 +414,16 @@ impl Fence for SqliteFence {
     where
         W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
     {
-        self.check_names(resource)?;
-        let mut tx = self.begin(resource).await?;
-        let advance = advance_in(&mut tx, resource, token).await?;
+        let (mut tx, advance) = self.begin_advance(resource, token).await?;
         if advance.raised() {
-            require_durable(&mut tx, resource).await?;
             tx.commit().await.map_err(|e| unavailable(resource, e))?;
             tx = self.begin(resource).await?;
             let mark = read_mark(&mut tx, resource).await?;
             election_sql::check_committed_mark(resource, mark, token, "election_fences")?;
         }
-        let outcome = write().await;
         // The transaction wrote nothing that matters (the mark is `token`
-        // either way); rolling back only releases the lock.
-        if let Err(e) = tx.rollback().await {
-            tracing::debug!(resource = %resource, error = %e, "releasing the fence's lock failed; the connection is dropped");
-        }
-        Ok(outcome)
+        // either way): rolling it back only releases the lock.
+        Ok(election_sql::write_locked(resource, write(), || tx.rollback()).await)
     }
 
     async fn high_water_mark(

@@ -99,9 +99,14 @@ impl KeyLocks {
 ///   conditional renewal of the key's row, as
 ///   [`SqliteClaim`](crate::SqliteClaim)'s `confirm`.
 /// - On close, one transaction releases every held row (conditional on its
-///   term's nonce, never a successor's claim). If it fails, the rows age
+///   term's nonce, never a successor's claim), given at most the lease's
+///   validity. If it fails, the rows age
 ///   out: other candidates take them over once they have seen no renewal
 ///   for a full TTL. A process that dies leaves the same.
+/// - Cancel safety of the steps: renew, confirm and release are cancel
+///   safe (dropped in flight, each has renewed or released this set's own
+///   terms or nothing; the core cuts a renewal off at its budget, an
+///   unknown outcome); claim runs to completion (see its own docs).
 ///
 /// Made by [`SqliteElection::lease_set`](crate::SqliteElection::lease_set) or
 /// [`SqliteKeyedClaims::new`].
@@ -325,8 +330,6 @@ impl KeyedClaims for SqliteKeyedClaims {
         "sqlite"
     }
 
-    /// The lease's validity (`ttl - margin`) and renewal interval; a failed
-    /// renewal is retried after a quarter of the interval.
     fn renewal(&self) -> Option<RenewalPolicy> {
         election_sql::renewal_policy(&*self.ctx)
     }
@@ -439,15 +442,6 @@ impl KeyedClaims for SqliteKeyedClaims {
         answers
     }
 
-    /// Renew many: one `BEGIN IMMEDIATE` transaction renews every key of
-    /// `held`, each conditional on its term's nonce and epoch. Refused (lost
-    /// at once): every key whose row shows another term or none, and every
-    /// key if the database file was deleted or replaced or got a second
-    /// name (ADR 0046).
-    ///
-    /// Cancel safety: cancel safe (the core cuts it off at its budget: an
-    /// unknown outcome; a renewal dropped in flight renews this set's own
-    /// terms or nothing).
     async fn renew(
         &self,
         held: &[HeldKey],
@@ -455,24 +449,10 @@ impl KeyedClaims for SqliteKeyedClaims {
         self.state.renew(&*self.ctx, held).await
     }
 
-    /// Confirm one: the commit-point check of `key`'s term `epoch`, one
-    /// conditional renewal of its row (see
-    /// [`SqliteClaim`](crate::SqliteClaim)'s `confirm` for what a success
-    /// proves). [`election_core::Error::NotHeld`] if this set holds no such
-    /// term, the row shows another, or the database file was deleted or
-    /// replaced; `Unavailable` / `OutcomeUnknown` if the database cannot
-    /// answer (within the lease's validity).
-    ///
-    /// Cancel safety: cancel safe (the row is unchanged or renewed by this
-    /// same term).
     async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
         self.state.confirm(&*self.ctx, key, epoch).await
     }
 
-    /// Release many: one `BEGIN IMMEDIATE` transaction releases the rows of
-    /// `held`, each conditional on its term's nonce (never a successor's
-    /// claim), given at most the lease's validity; if it fails the rows age
-    /// out after the TTL.
     async fn release(&self, held: &[HeldKey]) {
         self.state.release(&*self.ctx, held).await;
         // A key given back while the set runs: its same-host lock goes

@@ -1,5 +1,6 @@
 //! Timing settings of the SQLite backend, validated.
 
+use std::ops::Deref;
 use std::time::Duration;
 
 use election_core::ConfigError;
@@ -26,6 +27,9 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Valid when `2 × renew_interval ≤ ttl − margin` (a renewal can fail once
 /// and be retried before the lease runs out), `busy_timeout ≤
 /// renew_interval`, and all are at least 1 ms. Sub-second values work.
+/// The lease times (`ttl()`, `renew_interval()`, `margin()`, `validity()`)
+/// are the shared SQL layer's [`LeaseTimes`], which the options
+/// dereference to.
 ///
 /// ```
 /// use std::time::Duration;
@@ -107,28 +111,6 @@ impl SqliteOptions {
         Ok(self)
     }
 
-    /// The lease TTL.
-    ///
-    /// ```
-    /// use election_sqlite::{DEFAULT_TTL, SqliteOptions};
-    ///
-    /// assert_eq!(SqliteOptions::default().ttl(), DEFAULT_TTL);
-    /// ```
-    pub fn ttl(&self) -> Duration {
-        self.times.ttl()
-    }
-
-    /// The renewal interval.
-    ///
-    /// ```
-    /// use election_sqlite::{DEFAULT_RENEW_INTERVAL, SqliteOptions};
-    ///
-    /// assert_eq!(SqliteOptions::default().renew_interval(), DEFAULT_RENEW_INTERVAL);
-    /// ```
-    pub fn renew_interval(&self) -> Duration {
-        self.times.renew_interval()
-    }
-
     /// The busy timeout.
     ///
     /// ```
@@ -139,33 +121,25 @@ impl SqliteOptions {
     pub fn busy_timeout(&self) -> Duration {
         self.busy_timeout
     }
+}
 
-    /// The safety margin: a tenth of the TTL.
+impl Deref for SqliteOptions {
+    type Target = LeaseTimes;
+
+    /// The TTL and renewal interval, with their margin and validity.
     ///
     /// ```
     /// use std::time::Duration;
     ///
-    /// use election_sqlite::SqliteOptions;
-    ///
-    /// assert_eq!(SqliteOptions::default().margin(), Duration::from_millis(1500)); // of 15 s
-    /// ```
-    pub fn margin(&self) -> Duration {
-        self.times.margin()
-    }
-
-    /// How long after the instant before a successful claim or renewal was
-    /// sent the holder counts its lease as valid: `ttl - margin`.
-    ///
-    /// ```
-    /// use election_sqlite::SqliteOptions;
+    /// use election_sqlite::{DEFAULT_TTL, SqliteOptions};
     ///
     /// let options = SqliteOptions::default();
+    /// assert_eq!(options.ttl(), DEFAULT_TTL);
+    /// assert_eq!(options.margin(), Duration::from_millis(1500)); // a tenth of the TTL
     /// assert_eq!(options.validity(), options.ttl() - options.margin());
-    /// // Room for one failed renewal and its retry:
-    /// assert!(options.renew_interval() * 2 <= options.validity());
     /// ```
-    pub fn validity(&self) -> Duration {
-        self.times.validity()
+    fn deref(&self) -> &LeaseTimes {
+        &self.times
     }
 }
 
@@ -174,40 +148,36 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The times' own checks are `LeaseTimes::check`'s (tested in
+    /// `election-sql`); here, that the options run them with the busy
+    /// timeout as the request bound.
     #[test]
-    fn defaults_are_valid() {
-        let d = SqliteOptions::default();
-        assert!(d.validated().is_ok());
-        assert_eq!(d.margin(), Duration::from_millis(1500));
-    }
-
-    #[test]
-    fn refuses_a_ttl_not_above_the_renew_interval() {
+    fn the_times_are_checked_with_the_busy_timeout() {
         let s = Duration::from_secs;
-        assert!(SqliteOptions::new(s(10), s(10)).is_err());
+        assert!(SqliteOptions::default().validated().is_ok());
         assert!(
             SqliteOptions::new(s(10), s(5)).is_err(),
             "no room for a margin"
         );
-        assert!(SqliteOptions::new(s(10), s(4)).is_ok());
-        assert!(SqliteOptions::new(Duration::ZERO, s(1)).is_err());
-        assert!(SqliteOptions::new(s(10), Duration::ZERO).is_err());
+        let options = SqliteOptions::new(s(10), s(4)).unwrap();
+        assert_eq!(options.busy_timeout(), DEFAULT_BUSY_TIMEOUT);
         assert!(
-            SqliteOptions::new(s(10), s(4))
-                .unwrap()
-                .with_busy_timeout(s(5))
-                .is_err()
+            options.with_busy_timeout(s(5)).is_err(),
+            "above the renewal interval"
         );
     }
 
     proptest! {
+        /// `new` picks a busy timeout the times accept whenever they
+        /// accept a bound of at most half the renewal interval.
         #[test]
-        fn accepted_options_leave_room_for_one_retry(ttl_ms in 1u64..100_000, renew_ms in 1u64..100_000) {
-            if let Ok(o) = SqliteOptions::new(Duration::from_millis(ttl_ms), Duration::from_millis(renew_ms)) {
-                prop_assert!(o.renew_interval() * 2 <= o.validity());
-                prop_assert!(o.busy_timeout() <= o.renew_interval());
-                prop_assert!(o.validity() < o.ttl());
-            }
+        fn new_picks_an_accepted_busy_timeout(ttl_ms in 1u64..100_000, renew_ms in 2u64..100_000) {
+            let times = LeaseTimes::new(Duration::from_millis(ttl_ms), Duration::from_millis(renew_ms));
+            let half = times.renew_interval() / 2;
+            prop_assert_eq!(
+                SqliteOptions::new(times.ttl(), times.renew_interval()).is_ok(),
+                times.check("busy_timeout", half.min(DEFAULT_BUSY_TIMEOUT)).is_ok()
+            );
         }
     }
 }

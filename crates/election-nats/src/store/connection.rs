@@ -130,6 +130,20 @@ impl Connection {
         exact_read::read_exact(&self.kv, key, self.timeout()).await
     }
 
+    /// The revision of `key`'s latest entry if that entry is the record of
+    /// the attempt `nonce` (a write of its own, perhaps one that landed
+    /// unanswered); `None` if it is anything else (another holder, a
+    /// delete, an expiry, no entry). Read through the stream leader: the
+    /// catch-up read of a term's compare-and-set writes after a refusal
+    /// (renewal, confirm, release).
+    pub(crate) async fn own_revision(&self, key: &str, nonce: u64) -> Result<Option<u64>, Error> {
+        Ok(self
+            .read_exact(key)
+            .await?
+            .filter(|l| l.is_attempts(key, nonce))
+            .map(|l| l.revision))
+    }
+
     /// Who holds election `name` now, read exactly, or `None`.
     pub(crate) async fn leader(&self, name: &ElectionName) -> Result<Option<Leader>, Error> {
         let key = record::key(name);

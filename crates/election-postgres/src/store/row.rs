@@ -83,16 +83,7 @@ fn check(name: &str, seen: Seen) -> Result<Seen, Error> {
     Ok(seen)
 }
 
-type RawSeen = (
-    String,
-    Option<String>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-);
+type RawSeen = election_sql::lease_row::LeaseColumns<String>;
 
 /// Reads the lease rows and epoch records of `names` in one statement
 /// (names with neither are absent from the result).

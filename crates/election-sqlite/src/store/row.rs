@@ -277,16 +277,7 @@ pub(crate) async fn claim(
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     // The lease row and the epoch state in one statement (one round trip
     // to the connection's worker thread instead of two).
-    type Both = (
-        bool,
-        Option<String>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-    );
+    type Both = election_sql::lease_row::LeaseColumns<bool>;
     let (has_lease, holder, epoch, version, ttl_ms, acquired, rec_epoch, rec_ttl): Both =
         sqlx::query_as(
             "SELECT l.name IS NOT NULL, l.holder, l.epoch, l.version, l.ttl_ms,
@@ -707,6 +698,30 @@ pub(crate) async fn claim_many(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::context::Context;
+
+    /// A fresh database with the default options (the directory keeps it).
+    async fn context() -> (tempfile::TempDir, Context) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::options::SqliteOptions::default();
+        let ctx = Context::open(&dir.path().join("app.db"), options)
+            .await
+            .unwrap();
+        (dir, ctx)
+    }
+
+    /// A claim of `jobs` by `a` as the attempt `nonce`, holding `lock`.
+    fn write(nonce: i64, lock: Option<&str>) -> ClaimWrite<'_> {
+        ClaimWrite {
+            name: "jobs",
+            identity: "a",
+            nonce,
+            ttl_ms: 30_000,
+            wall_ms: 0,
+            lock,
+        }
+    }
+
     #[test]
     fn next_epoch_counts_from_first_to_max_from_the_larger_record() {
         let rec = |epoch| {
@@ -737,21 +752,7 @@ mod tests {
     /// contender holds; anything else waits for the full TTL.
     #[tokio::test]
     async fn only_the_holders_own_lock_lets_a_contender_skip_the_ttl() {
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = crate::store::context::Context::open(
-            &dir.path().join("app.db"),
-            crate::options::SqliteOptions::default(),
-        )
-        .await
-        .unwrap();
-        let write = |nonce, lock| ClaimWrite {
-            name: "jobs",
-            identity: "a",
-            nonce,
-            ttl_ms: 30_000,
-            wall_ms: 0,
-            lock,
-        };
+        let (_dir, ctx) = context().await;
         let never = |_: &Found| false;
         let won = claim(&ctx.pool, write(7, Some("boot/1/2")), |_| true, || {})
             .await
@@ -763,17 +764,16 @@ mod tests {
         }
         // An older version (or a lease set) wins the row: new nonce, the
         // old lock_id left behind. It names no lock any more.
-        sqlx::query("UPDATE election_leases SET nonce = 9, version = version + 1")
-            .execute(&ctx.pool)
-            .await
-            .unwrap();
-        let got = claim(&ctx.pool, write(8, Some("boot/1/2")), never, || {}).await;
+        let by_lock = |sql: &'static str| {
+            let pool = ctx.pool.clone();
+            async move {
+                sqlx::query(sql).execute(&pool).await.unwrap();
+                claim(&pool, write(8, Some("boot/1/2")), never, || {}).await
+            }
+        };
+        let got = by_lock("UPDATE election_leases SET nonce = 9, version = version + 1").await;
         assert_eq!(got.unwrap(), None, "a stale lock_id let a contender in");
-        sqlx::query("UPDATE election_leases SET nonce = 7")
-            .execute(&ctx.pool)
-            .await
-            .unwrap();
-        let got = claim(&ctx.pool, write(8, Some("boot/1/2")), never, || {}).await;
+        let got = by_lock("UPDATE election_leases SET nonce = 7").await;
         assert!(
             got.unwrap().is_some_and(|e| e > first),
             "the holder's own lock"
@@ -807,23 +807,9 @@ mod tests {
     /// (the connection is closed instead of going back).
     #[tokio::test]
     async fn a_relaxed_release_leaves_every_pooled_connection_full() {
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = crate::store::context::Context::open(
-            &dir.path().join("app.db"),
-            crate::options::SqliteOptions::default(),
-        )
-        .await
-        .unwrap();
+        let (_dir, ctx) = context().await;
         assert_eq!(ctx.release_sync, ReleaseSync::Relaxed);
-        let write = ClaimWrite {
-            name: "jobs",
-            identity: "a",
-            nonce: 7,
-            ttl_ms: 30_000,
-            wall_ms: 0,
-            lock: None,
-        };
-        claim(&ctx.pool, write, |_| true, || {})
+        claim(&ctx.pool, write(7, None), |_| true, || {})
             .await
             .unwrap()
             .expect("won");
