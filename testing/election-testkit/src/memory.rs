@@ -29,6 +29,10 @@ pub enum Step {
     Confirm,
     /// [`KeyedClaims::renew`] (a keyed set's renewal).
     Renew,
+    /// [`Election::leader`](election_core::Election::leader) and
+    /// [`Claim::leader`]: reading who holds a name (faults only; reads are
+    /// not recorded).
+    Leader,
 }
 
 /// One recorded step, in the order the backend saw them.
@@ -677,6 +681,7 @@ impl Claim for MemoryClaim {
 
     async fn leader(&self) -> Result<Option<Leader>, Error> {
         tokio::task::yield_now().await;
+        self.backend.fault(Step::Leader, &self.name)?;
         Ok(self.backend.holder(self.name.as_str()))
     }
 }
@@ -935,6 +940,7 @@ impl election_core::Election for MemoryBackend {
     }
 
     async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
+        self.fault(Step::Leader, &ElectionName::new(name)?)?;
         Ok(self.holder(name))
     }
 

@@ -19,6 +19,13 @@
 //! slot ran out. The keys still move only through each key's own rules:
 //! a suspect that is alive keeps them by renewing, and is back in the view
 //! at its next renewal.
+//!
+//! A slot whose read fails (a timed-out request on a busy server) stays
+//! in the view as its last good read showed it for up to three rounds in
+//! a row, then its member is left out until a read succeeds: a view that
+//! dropped a live member for one failed read raised the others' shares,
+//! and they took free keys meant for it (keys moved other than to a
+//! newcomer).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -229,6 +236,12 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     let mut reapers: Vec<Option<JoinHandle<()>>> = (0..MAX_MEMBERS).map(|_| None).collect();
     let mut mine: Option<Slot<E::Claim>> = None;
     let mut sightings: Vec<Option<Sighting>> = (0..MAX_MEMBERS).map(|_| None).collect();
+    // What each slot's last good read put in the view, and how many reads
+    // of it have failed since: a slot that does not answer for a round or
+    // two (a busy server, a timed-out request) stays in the view as last
+    // seen, so its member's share is not taken for free keys meanwhile.
+    let mut last_seen: Vec<(Vec<SetMember>, u32)> =
+        (0..MAX_MEMBERS).map(|_| (Vec::new(), 0)).collect();
     loop {
         let me = set.member();
         if mine.as_ref().is_some_and(|(_, _, t)| t.is_lost()) {
@@ -243,32 +256,48 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
             let holder = match election.leader(&name).await {
                 Ok(holder) => holder,
                 Err(e) => {
-                    sightings[i] = None;
-                    tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; left out of this round's view");
+                    let (members, failed) = &mut last_seen[i];
+                    *failed += 1;
+                    if *failed <= UNREAD_ROUNDS_KEPT {
+                        tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; kept in this round's view as last seen");
+                        view.extend(members.iter().cloned());
+                    } else {
+                        sightings[i] = None;
+                        members.clear();
+                        tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; left out of this round's view");
+                    }
                     continue;
                 }
             };
+            last_seen[i].1 = 0;
             match holder {
                 None if mine.is_none() => {
                     sightings[i] = None;
+                    last_seen[i].0.clear();
                     if let Ok(c) = election.candidate(&name, &record(&me))
                         && let Ok(Some(term)) = c.try_campaign().await
                     {
                         mine = Some((i, c, term));
                     }
                 }
-                None => sightings[i] = None,
+                None => {
+                    sightings[i] = None;
+                    last_seen[i].0.clear();
+                }
                 Some(leader) => {
                     let now = Instant::now();
                     let seen = Sighting::see(&mut sightings[i], &leader, now);
+                    let members = &mut last_seen[i].0;
+                    members.clear();
                     if seen.suspected(now, leader.ttl, every) {
                         tracing::debug!(%group, slot = i, holder = %leader.identity,
                             "membership slot not renewed for half its TTL: its member is left out of the view");
                     } else {
-                        view.extend(
+                        members.extend(
                             parse(&leader.identity, me.offered)
                                 .filter(|m| m.identity != me.identity),
                         );
+                        view.extend(members.iter().cloned());
                     }
                     if reaper.as_ref().is_none_or(JoinHandle::is_finished) {
                         *reaper = Some(tokio::spawn(reap(election.clone(), name, record(&me))));
@@ -290,6 +319,11 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
         let _ = term.resign().await;
     }
 }
+
+/// How many rounds in a row a slot whose read fails stays in the view as
+/// its last good read showed it; after that its member is left out until a
+/// read succeeds.
+const UNREAD_ROUNDS_KEPT: u32 = 3;
 
 /// This member's slot: its index, candidate and term.
 type Slot<C> = (usize, Candidate<C>, Term<C>);

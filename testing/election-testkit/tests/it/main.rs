@@ -4,3 +4,4 @@
 mod conformance;
 mod keyed_engine;
 mod keyed_time;
+mod membership;
