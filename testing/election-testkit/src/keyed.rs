@@ -487,7 +487,14 @@ pub async fn keyed_release_gives_one_key_back<B: KeyedBackend>(b: &B) {
     assert!(!a.held("given"), "held after its release");
     let taken = win(&c, "given").await;
     assert!(taken > first, "epoch {taken} after {first}");
-    assert_eq!(a.epoch("kept"), Some(kept), "the other key moved");
+    // The other key stays in its term, unless its own renewal failed (a
+    // machine too busy for the backend's short test timings): then the
+    // set must have reported it lost, never released (checked below).
+    let kept_now = a.epoch("kept");
+    assert!(
+        kept_now.is_none_or(|e| e == kept),
+        "the other key moved: {kept_now:?} after {kept}"
+    );
     assert!(!a.held("given"), "held asks a released key again");
     stop.store(true, Ordering::Release);
     task.await.expect("no key was held by both sets");
@@ -502,6 +509,12 @@ pub async fn keyed_release_gives_one_key_back<B: KeyedBackend>(b: &B) {
         matches!(&given[..], [KeyEvent::Won { epoch: w, .. }, KeyEvent::Released { epoch: r, .. }] if *w == first && *r == first),
         "events of the given key: {given:?}"
     );
+    if kept_now.is_none() {
+        assert!(
+            seen.iter().any(|e| matches!(e, KeyEvent::Lost { key, epoch, .. } if key.as_str() == "kept" && *epoch == kept)),
+            "the other key ended without a loss reported: {seen:?}"
+        );
+    }
     // Asked again: b holds it now.
     assert!(!within("a asks again", a.ask("given")).await.expect("ask"));
     c.close().await;
