@@ -12,9 +12,29 @@ use tokio::net::TcpStream;
 
 /// One `GET path` to `addr`: the status line and the body.
 async fn get(addr: &str, path: &str) -> (String, String) {
-    let mut stream = TcpStream::connect(addr)
+    let stream = TcpStream::connect(addr)
         .await
         .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    get_on(stream, addr, path).await
+}
+
+/// [`get`] from `run`'s server: if it no longer accepts connections,
+/// the failure says how `run` ended and what it printed.
+async fn get_from(run: common::Elect, addr: &str, path: &str) -> (common::Elect, String, String) {
+    match TcpStream::connect(addr).await {
+        Ok(stream) => {
+            let (status, body) = get_on(stream, addr, path).await;
+            (run, status, body)
+        }
+        Err(e) => {
+            let finished = run.finish().await;
+            panic!("connect {addr}: {e}; elect ended: {finished:?}");
+        }
+    }
+}
+
+/// One `GET path` over `stream` (to `addr`).
+async fn get_on(mut stream: TcpStream, addr: &str, path: &str) -> (String, String) {
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("send");
     let mut response = String::new();
@@ -143,12 +163,13 @@ async fn a_leader_on_the_file_backend_serves_its_metrics_and_health() {
 #[tokio::test]
 async fn a_leader_on_sqlite_shows_its_renewals() {
     let b = Setup::sqlite(); // TTL 3 s: renewed every second
-    let (run, addr, stop) = leading(&b).await;
+    let (mut run, addr, stop) = leading(&b).await;
     let count = series("election_renewal_duration_seconds_count", "sqlite");
     let count = count.as_str();
     let deadline = Instant::now() + PATIENCE;
     let page = loop {
-        let (status, page) = get(&addr, "/metrics").await;
+        let (status, page);
+        (run, status, page) = get_from(run, &addr, "/metrics").await;
         assert_eq!(status, "HTTP/1.1 200 OK");
         if sample(&page, count).is_some_and(|n| n >= 2.0) {
             break page;
