@@ -209,15 +209,39 @@ impl Drop for Membership {
     }
 }
 
+/// Slots read past the highest one seen held each round (ADR 0079): a
+/// member that joins takes the first free slot, so one or two joining at
+/// once are found at the next round.
+pub(crate) const SPARE_SLOTS: usize = 2;
+/// Every this many rounds (and at the first) all [`MAX_MEMBERS`] slots
+/// are read (ADR 0079): the backstop for more members joining at once
+/// than [`SPARE_SLOTS`].
+pub(crate) const FULL_READ_ROUNDS: u32 = 10;
+
+/// The slots a round reads, `0..bound` (ADR 0079): all of them at the
+/// first round, every [`FULL_READ_ROUNDS`]th round, and while this member
+/// has no slot; else up to [`SPARE_SLOTS`] past the highest slot the last
+/// round saw held or could not read, and past this member's own.
+pub(crate) fn slots_to_read(round: u32, highest: Option<usize>, mine: Option<usize>) -> usize {
+    if round.is_multiple_of(FULL_READ_ROUNDS) || mine.is_none() {
+        return MAX_MEMBERS;
+    }
+    let top = highest.max(mine).map_or(0, |h| h + 1);
+    (top + SPARE_SLOTS).min(MAX_MEMBERS)
+}
+
 /// The membership task: keep a slot, read the view, balance the set.
 ///
-/// Each round reads every slot's holder. For each slot held by another
-/// member a *reaper* campaigns in the background (one campaign, so the
-/// backend judges a silent holder across its polls): a member that crashed
-/// loses its slot to the first reaper that finds its lease run out, which
-/// gives the slot up at once, so the crashed member leaves every view
-/// (SQL backends go on naming a dead holder until someone takes over). A
-/// free slot is tried only while this member has none.
+/// Each round reads the holders of the slots [`slots_to_read`] names. For
+/// each slot held by another member that is suspected (or whose backend
+/// reports no renewal, so that it can never be), a *reaper* campaigns in
+/// the background (one campaign, so the backend judges a silent holder
+/// across its polls): a member that crashed loses its slot to the first
+/// reaper that finds its lease run out, which gives the slot up at once,
+/// so the crashed member leaves every view (SQL backends go on naming a
+/// dead holder until someone takes over). A member that renews its slot
+/// is not reaped (ADR 0079: a reaper per other member polled its slot all
+/// along). A free slot is tried only while this member has none.
 async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     election: E,
     group: String,
@@ -229,14 +253,24 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     let mut reapers: Vec<Option<JoinHandle<()>>> = (0..MAX_MEMBERS).map(|_| None).collect();
     let mut mine: Option<Slot<E::Claim>> = None;
     let mut sightings: Vec<Option<Sighting>> = (0..MAX_MEMBERS).map(|_| None).collect();
+    let mut highest: Option<usize> = None;
+    let mut round: u32 = 0;
     loop {
         let me = set.member();
         if mine.as_ref().is_some_and(|(_, _, t)| t.is_lost()) {
             mine = None;
         }
+        let bound = slots_to_read(round, highest, mine.as_ref().map(|(s, _, _)| *s));
+        round = round.wrapping_add(1);
+        highest = None;
         let mut view = vec![me.clone()];
         for (i, reaper) in reapers.iter_mut().enumerate() {
             if mine.as_ref().is_some_and(|(s, _, _)| *s == i) {
+                continue;
+            }
+            if i >= bound {
+                // Not read this round: its sighting starts again when it is.
+                sightings[i] = None;
                 continue;
             }
             let name = slot(&group, i);
@@ -244,6 +278,7 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                 Ok(holder) => holder,
                 Err(e) => {
                     sightings[i] = None;
+                    highest = Some(i);
                     tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; left out of this round's view");
                     continue;
                 }
@@ -259,9 +294,11 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                 }
                 None => sightings[i] = None,
                 Some(leader) => {
+                    highest = Some(i);
                     let now = Instant::now();
                     let seen = Sighting::see(&mut sightings[i], &leader, now);
-                    if seen.suspected(now, leader.ttl, every) {
+                    let suspected = seen.suspected(now, leader.ttl, every);
+                    if suspected {
                         tracing::debug!(%group, slot = i, holder = %leader.identity,
                             "membership slot not renewed for half its TTL: its member is left out of the view");
                     } else {
@@ -270,7 +307,8 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                                 .filter(|m| m.identity != me.identity),
                         );
                     }
-                    if reaper.as_ref().is_none_or(JoinHandle::is_finished) {
+                    let reapable = suspected || !seen.suspectable(leader.ttl);
+                    if reapable && reaper.as_ref().is_none_or(JoinHandle::is_finished) {
                         *reaper = Some(tokio::spawn(reap(election.clone(), name, record(&me))));
                     }
                 }
@@ -326,6 +364,13 @@ impl Sighting {
             (Some(_), Some(ttl)) => now.saturating_duration_since(self.since) > ttl / 2 + every,
             _ => false,
         }
+    }
+
+    /// True if the backend reports what [`suspected`](Sighting::suspected)
+    /// judges by (the renewal and the TTL); a slot that cannot be
+    /// suspected is reaped all along.
+    fn suspectable(&self, ttl: Option<Duration>) -> bool {
+        self.renewed.is_some() && ttl.is_some()
     }
 }
 
@@ -398,6 +443,51 @@ mod tests {
             proptest::prop_assert!(suspected_at.is_some_and(|s| s <= end + every_ms),
                 "not suspected by {} ms after it stopped at {stopped} ms", end + every_ms);
         }
+    }
+
+    proptest::proptest! {
+        /// Members join by taking the first free slots: up to
+        /// [`SPARE_SLOTS`] joining at once are read at every round after
+        /// the round that saw the slots before (ADR 0079); any slot is read
+        /// at least once every [`FULL_READ_ROUNDS`] rounds; a member
+        /// without a slot reads them all.
+        #[test]
+        fn a_round_reads_every_slot_a_joiner_can_take(
+            held in proptest::collection::btree_set(0usize..MAX_MEMBERS, 1..MAX_MEMBERS),
+            mine_at in 0usize..MAX_MEMBERS,
+            joining in 0usize..=SPARE_SLOTS,
+            round in 0u32..1_000,
+        ) {
+            let held: Vec<usize> = held.into_iter().collect();
+            let mine = held[mine_at % held.len()];
+            // What the last round saw: every held slot but this member's.
+            let highest = held.iter().copied().filter(|&s| s != mine).max();
+            let bound = slots_to_read(round, highest, Some(mine));
+            for s in &held {
+                proptest::prop_assert!(*s < bound || *s == mine, "held slot {} not read (bound {})", s, bound);
+            }
+            let joined: Vec<usize> = (0..MAX_MEMBERS).filter(|s| !held.contains(s)).take(joining).collect();
+            for s in joined {
+                proptest::prop_assert!(s < bound, "a joiner's slot {} not read (bound {})", s, bound);
+            }
+            let full = (round..round + FULL_READ_ROUNDS)
+                .any(|r| slots_to_read(r, highest, Some(mine)) == MAX_MEMBERS);
+            proptest::prop_assert!(full, "no full read within {} rounds of {}", FULL_READ_ROUNDS, round);
+            proptest::prop_assert_eq!(slots_to_read(round, highest, None), MAX_MEMBERS);
+        }
+    }
+
+    #[test]
+    fn a_slot_with_no_renewal_or_no_ttl_is_reaped_all_along() {
+        let t0 = Instant::now();
+        let mut slot = None;
+        let seen = Sighting::see(&mut slot, &leader(3, 0), t0);
+        assert!(seen.suspectable(Some(Duration::from_secs(3))));
+        assert!(!seen.suspectable(None));
+        let mut l = leader(3, 0);
+        l.renewed = None;
+        let mut slot = None;
+        assert!(!Sighting::see(&mut slot, &l, t0).suspectable(l.ttl));
     }
 
     #[test]
