@@ -5,7 +5,9 @@
 //! `<group>~member-<i>` (the first free of [`MAX_MEMBERS`]), a term with
 //! its own lease, whose holder identity is the member's record (its
 //! identity, and its cap as `#max=<n>`). Every `every` it reads the
-//! holders of all slots (`Election::leader`), hands the view to its set
+//! holders of the slots a member can be in (`Election::leader`; up to two
+//! past the highest held, all of them every tenth round: ADR 0079), hands
+//! the view to its set
 //! ([`LeaseSet::balance_among`]), and campaigns again if its slot's term
 //! was lost. A member that crashed drops out of every view once its slot's
 //! lease has run out (its backend's TTL, plus a grace where it has one).
