@@ -311,7 +311,12 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                     }
                     let reapable = suspected || !seen.suspectable(leader.ttl);
                     if reapable && reaper.as_ref().is_none_or(JoinHandle::is_finished) {
-                        *reaper = Some(tokio::spawn(reap(election.clone(), name, record(&me))));
+                        *reaper = Some(tokio::spawn(reap(
+                            election.clone(),
+                            name,
+                            record(&me),
+                            every,
+                        )));
                     }
                 }
             }
@@ -377,11 +382,15 @@ impl Sighting {
 }
 
 /// Campaigns for another member's slot `name` until it is won (its holder
-/// left or its lease ran out), then gives it up at once.
-async fn reap<E: Election>(election: Arc<E>, name: String, record: String) {
+/// left or its lease ran out), then gives it up at once. It polls no more
+/// often than the rounds read the slots (`every`, ADR 0079): a win between
+/// two rounds is seen at the next one either way.
+async fn reap<E: Election>(election: Arc<E>, name: String, record: String, every: Duration) {
     let Ok(candidate) = election.candidate(&name, &record) else {
         return;
     };
+    let poll = candidate.poll_interval().max(every);
+    let candidate = candidate.with_poll_interval_unchecked(poll);
     if let Ok(term) = candidate.campaign().await {
         tracing::info!(slot = %name, "membership slot of a member gone taken over and freed");
         let _ = term.resign().await;
