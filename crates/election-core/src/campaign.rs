@@ -262,6 +262,11 @@ impl<C: Claim> Candidate<C> {
         self
     }
 
+    /// The interval between attempts while another holds the claim.
+    pub(crate) fn poll_interval(&self) -> Duration {
+        self.poll_interval
+    }
+
     /// The claim this candidate campaigns with.
     ///
     /// ```

@@ -102,6 +102,8 @@ struct Registry {
     slots: HashMap<ElectionName, Slot>,
     history: Vec<Event>,
     faults: HashMap<Step, u32>,
+    /// Faults of one step on one name only ([`MemoryBackend::fail_on`]).
+    named_faults: HashMap<(Step, String), u32>,
     next_attempt: u64,
     lease: Option<std::time::Duration>,
     /// The election (or key) of each attempt, for per-name epoch checks.
@@ -347,6 +349,29 @@ impl MemoryBackend {
         self.lock().faults.insert(step, times);
     }
 
+    /// [`fail`](MemoryBackend::fail) for the calls of `step` on the name
+    /// `name` only.
+    ///
+    /// ```
+    /// use election_core::{Candidate, Error};
+    /// use election_testkit::memory::{MemoryBackend, Step};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let backend = MemoryBackend::new();
+    /// backend.fail_on(Step::TryClaim, "jobs", 1);
+    /// let other = Candidate::new(backend.claim("other", "a")?);
+    /// assert!(other.try_campaign().await?.is_some()); // another name: no fault
+    /// let jobs = Candidate::new(backend.claim("jobs", "a")?);
+    /// assert!(matches!(jobs.try_campaign().await, Err(Error::Unavailable { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub fn fail_on(&self, step: Step, name: &str, times: u32) {
+        self.lock()
+            .named_faults
+            .insert((step, name.to_owned()), times);
+    }
+
     /// Makes won claims valid for `lease` only (never renewed), so tests can
     /// drive the core's handling of validity deadlines; `None` (the default)
     /// makes claims that do not expire.
@@ -495,7 +520,12 @@ impl MemoryBackend {
 
     fn fault(&self, step: Step, name: &ElectionName) -> Result<(), Error> {
         let mut reg = self.lock();
-        if let Some(n) = reg.faults.get_mut(&step)
+        let named = (step, name.as_str().to_owned());
+        let left = match reg.named_faults.get_mut(&named) {
+            Some(n) if *n > 0 => Some(n),
+            _ => reg.faults.get_mut(&step),
+        };
+        if let Some(n) = left
             && *n > 0
         {
             *n -= 1;

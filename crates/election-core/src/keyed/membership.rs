@@ -5,7 +5,9 @@
 //! `<group>~member-<i>` (the first free of [`MAX_MEMBERS`]), a term with
 //! its own lease, whose holder identity is the member's record (its
 //! identity, and its cap as `#max=<n>`). Every `every` it reads the
-//! holders of all slots (`Election::leader`), hands the view to its set
+//! holders of the slots a member can be in (`Election::leader`; up to two
+//! past the highest held, all of them every tenth round: ADR 0079), hands
+//! the view to its set
 //! ([`LeaseSet::balance_among`]), and campaigns again if its slot's term
 //! was lost. A member that crashed drops out of every view once its slot's
 //! lease has run out (its backend's TTL, plus a grace where it has one).
@@ -216,15 +218,39 @@ impl Drop for Membership {
     }
 }
 
+/// Slots read past the highest one seen held each round (ADR 0079): a
+/// member that joins takes the first free slot, so one or two joining at
+/// once are found at the next round.
+pub(crate) const SPARE_SLOTS: usize = 2;
+/// Every this many rounds (and at the first) all [`MAX_MEMBERS`] slots
+/// are read (ADR 0079): the backstop for more members joining at once
+/// than [`SPARE_SLOTS`].
+pub(crate) const FULL_READ_ROUNDS: u32 = 10;
+
+/// The slots a round reads, `0..bound` (ADR 0079): all of them at the
+/// first round, every [`FULL_READ_ROUNDS`]th round, and while this member
+/// has no slot; else up to [`SPARE_SLOTS`] past the highest slot the last
+/// round saw held or could not read, and past this member's own.
+pub(crate) fn slots_to_read(round: u32, highest: Option<usize>, mine: Option<usize>) -> usize {
+    if round.is_multiple_of(FULL_READ_ROUNDS) || mine.is_none() {
+        return MAX_MEMBERS;
+    }
+    let top = highest.max(mine).map_or(0, |h| h + 1);
+    (top + SPARE_SLOTS).min(MAX_MEMBERS)
+}
+
 /// The membership task: keep a slot, read the view, balance the set.
 ///
-/// Each round reads every slot's holder. For each slot held by another
-/// member a *reaper* campaigns in the background (one campaign, so the
-/// backend judges a silent holder across its polls): a member that crashed
-/// loses its slot to the first reaper that finds its lease run out, which
-/// gives the slot up at once, so the crashed member leaves every view
-/// (SQL backends go on naming a dead holder until someone takes over). A
-/// free slot is tried only while this member has none.
+/// Each round reads the holders of the slots [`slots_to_read`] names. For
+/// each slot held by another member that is suspected (or whose backend
+/// reports no renewal, so that it can never be), a *reaper* campaigns in
+/// the background (one campaign, so the backend judges a silent holder
+/// across its polls): a member that crashed loses its slot to the first
+/// reaper that finds its lease run out, which gives the slot up at once,
+/// so the crashed member leaves every view (SQL backends go on naming a
+/// dead holder until someone takes over). A member that renews its slot
+/// is not reaped (ADR 0079: a reaper per other member polled its slot all
+/// along). A free slot is tried only while this member has none.
 async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     election: E,
     group: String,
@@ -242,20 +268,31 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     // seen, so its member's share is not taken for free keys meanwhile.
     let mut last_seen: Vec<(Vec<SetMember>, u32)> =
         (0..MAX_MEMBERS).map(|_| (Vec::new(), 0)).collect();
+    let mut highest: Option<usize> = None;
+    let mut round: u32 = 0;
     loop {
         let me = set.member();
         if mine.as_ref().is_some_and(|(_, _, t)| t.is_lost()) {
             mine = None;
         }
+        let bound = slots_to_read(round, highest, mine.as_ref().map(|(s, _, _)| *s));
+        round = round.wrapping_add(1);
+        highest = None;
         let mut view = vec![me.clone()];
         for (i, reaper) in reapers.iter_mut().enumerate() {
             if mine.as_ref().is_some_and(|(s, _, _)| *s == i) {
+                continue;
+            }
+            if i >= bound {
+                // Not read this round: its sighting starts again when it is.
+                sightings[i] = None;
                 continue;
             }
             let name = slot(&group, i);
             let holder = match election.leader(&name).await {
                 Ok(holder) => holder,
                 Err(e) => {
+                    highest = Some(i);
                     let (members, failed) = &mut last_seen[i];
                     *failed += 1;
                     if *failed <= UNREAD_ROUNDS_KEPT {
@@ -285,11 +322,13 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                     last_seen[i].0.clear();
                 }
                 Some(leader) => {
+                    highest = Some(i);
                     let now = Instant::now();
                     let seen = Sighting::see(&mut sightings[i], &leader, now);
                     let members = &mut last_seen[i].0;
                     members.clear();
-                    if seen.suspected(now, leader.ttl, every) {
+                    let suspected = seen.suspected(now, leader.ttl, every);
+                    if suspected {
                         tracing::debug!(%group, slot = i, holder = %leader.identity,
                             "membership slot not renewed for half its TTL: its member is left out of the view");
                     } else {
@@ -299,8 +338,14 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                         );
                         view.extend(members.iter().cloned());
                     }
-                    if reaper.as_ref().is_none_or(JoinHandle::is_finished) {
-                        *reaper = Some(tokio::spawn(reap(election.clone(), name, record(&me))));
+                    let reapable = suspected || !seen.suspectable(leader.ttl);
+                    if reapable && reaper.as_ref().is_none_or(JoinHandle::is_finished) {
+                        *reaper = Some(tokio::spawn(reap(
+                            election.clone(),
+                            name,
+                            record(&me),
+                            every,
+                        )));
                     }
                 }
             }
@@ -361,14 +406,25 @@ impl Sighting {
             _ => false,
         }
     }
+
+    /// True if the backend reports what [`suspected`](Sighting::suspected)
+    /// judges by (the renewal and the TTL); a slot that cannot be
+    /// suspected is reaped all along.
+    fn suspectable(&self, ttl: Option<Duration>) -> bool {
+        self.renewed.is_some() && ttl.is_some()
+    }
 }
 
 /// Campaigns for another member's slot `name` until it is won (its holder
-/// left or its lease ran out), then gives it up at once.
-async fn reap<E: Election>(election: Arc<E>, name: String, record: String) {
+/// left or its lease ran out), then gives it up at once. It polls no more
+/// often than the rounds read the slots (`every`, ADR 0079): a win between
+/// two rounds is seen at the next one either way.
+async fn reap<E: Election>(election: Arc<E>, name: String, record: String, every: Duration) {
     let Ok(candidate) = election.candidate(&name, &record) else {
         return;
     };
+    let poll = candidate.poll_interval().max(every);
+    let candidate = candidate.with_poll_interval_unchecked(poll);
     if let Ok(term) = candidate.campaign().await {
         tracing::info!(slot = %name, "membership slot of a member gone taken over and freed");
         let _ = term.resign().await;
@@ -432,6 +488,51 @@ mod tests {
             proptest::prop_assert!(suspected_at.is_some_and(|s| s <= end + every_ms),
                 "not suspected by {} ms after it stopped at {stopped} ms", end + every_ms);
         }
+    }
+
+    proptest::proptest! {
+        /// Members join by taking the first free slots: up to
+        /// [`SPARE_SLOTS`] joining at once are read at every round after
+        /// the round that saw the slots before (ADR 0079); any slot is read
+        /// at least once every [`FULL_READ_ROUNDS`] rounds; a member
+        /// without a slot reads them all.
+        #[test]
+        fn a_round_reads_every_slot_a_joiner_can_take(
+            held in proptest::collection::btree_set(0usize..MAX_MEMBERS, 1..MAX_MEMBERS),
+            mine_at in 0usize..MAX_MEMBERS,
+            joining in 0usize..=SPARE_SLOTS,
+            round in 0u32..1_000,
+        ) {
+            let held: Vec<usize> = held.into_iter().collect();
+            let mine = held[mine_at % held.len()];
+            // What the last round saw: every held slot but this member's.
+            let highest = held.iter().copied().filter(|&s| s != mine).max();
+            let bound = slots_to_read(round, highest, Some(mine));
+            for s in &held {
+                proptest::prop_assert!(*s < bound || *s == mine, "held slot {} not read (bound {})", s, bound);
+            }
+            let joined: Vec<usize> = (0..MAX_MEMBERS).filter(|s| !held.contains(s)).take(joining).collect();
+            for s in joined {
+                proptest::prop_assert!(s < bound, "a joiner's slot {} not read (bound {})", s, bound);
+            }
+            let full = (round..round + FULL_READ_ROUNDS)
+                .any(|r| slots_to_read(r, highest, Some(mine)) == MAX_MEMBERS);
+            proptest::prop_assert!(full, "no full read within {} rounds of {}", FULL_READ_ROUNDS, round);
+            proptest::prop_assert_eq!(slots_to_read(round, highest, None), MAX_MEMBERS);
+        }
+    }
+
+    #[test]
+    fn a_slot_with_no_renewal_or_no_ttl_is_reaped_all_along() {
+        let t0 = Instant::now();
+        let mut slot = None;
+        let seen = Sighting::see(&mut slot, &leader(3, 0), t0);
+        assert!(seen.suspectable(Some(Duration::from_secs(3))));
+        assert!(!seen.suspectable(None));
+        let mut l = leader(3, 0);
+        l.renewed = None;
+        let mut slot = None;
+        assert!(!Sighting::see(&mut slot, &l, t0).suspectable(l.ttl));
     }
 
     #[test]

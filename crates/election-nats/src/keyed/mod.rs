@@ -143,7 +143,9 @@ impl KeyedClaims for NatsKeyedClaims {
         held: &[HeldKey],
     ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
         let outcome = self.steps.renew_session().await;
-        let still = self.steps.held();
+        // A set: `held` has every key this set holds (thousands), and a
+        // scan of a list per key made each renewal quadratic (ADR 0079).
+        let still: std::collections::HashSet<HeldKey> = self.steps.held().into_iter().collect();
         let refused = |detail: &str| {
             held.iter()
                 .filter(|k| !still.contains(k))

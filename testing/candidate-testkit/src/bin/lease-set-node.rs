@@ -268,14 +268,17 @@ async fn drive(
     let mut held_until: Vec<u64> = vec![0; keys.len()];
     let mut out = String::new();
     loop {
+        // One clock read per key (ADR 0079): the read after a key's call is
+        // also the read before the next key's.
+        let mut after = mono_ns();
         for ((key, seen), held_until) in keys.iter().zip(seen.iter_mut()).zip(held_until.iter_mut())
         {
             // Read before the call: a change is stamped no later than the
             // moment it was seen. `epoch` is `Some` exactly while `held` is
             // true (one lookup instead of two; every key is asked already).
-            let at = mono_ns();
+            let at = after;
             let now = set.epoch(key).map(|e| e.get());
-            let after = mono_ns();
+            after = mono_ns();
             if now != *seen {
                 if seen.is_some() {
                     let _ = writeln!(
