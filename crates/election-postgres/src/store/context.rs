@@ -167,7 +167,13 @@ fn connection_gone(e: &Error) -> bool {
 /// Readies `count` connections of `pool`, or all it has if more (opening
 /// the missing ones), within `bound`; failures are logged and ignored (an
 /// unready connection is only slower).
-pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Duration) {
+pub(crate) async fn ready_pool(
+    pool: &PgPool,
+    sql: &Sql,
+    count: u32,
+    bound: Duration,
+    warm_plans: &(dyn Fn() -> bool + Sync),
+) {
     let deadline = Instant::now() + bound;
     // Again while the pool grew meanwhile (a connection whose opening had
     // not begun yet): every connection it has ends up readied.
@@ -193,7 +199,7 @@ pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Dura
         // Each (one readied before is readied again: a few round trips,
         // off every path).
         futures::future::join_all(readying.map(|mut conn| async move {
-            if let Err(e) = row::ready(&mut conn, sql).await {
+            if let Err(e) = row::ready(&mut conn, sql, warm_plans).await {
                 tracing::debug!(error = %e, "connection not readied for a handover");
             }
         }))
@@ -388,8 +394,11 @@ impl Context {
         let (pool, sql) = (self.pool.clone(), self.sql.clone());
         let count = if self.owns_pool { OWN_POOL_READY } else { 1 };
         let bound = self.options.request_timeout().max(OPEN_TIMEOUT);
+        // Held by every context of this election, not by the task: gone
+        // once the election is dropped (ADR 0075).
+        let alive = Arc::downgrade(&self.readied);
         rt.spawn(async move {
-            ready_pool(&pool, &sql, count, bound).await;
+            ready_pool(&pool, &sql, count, bound, &move || alive.strong_count() > 0).await;
         });
     }
 
@@ -703,7 +712,7 @@ mod tests {
         let (mut server, ctx) = connected().await;
         // The renewal prepared, as a waiter's pool has it (the bound below
         // is for the request, not for preparing it on a loaded machine).
-        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10)).await;
+        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10), &|| true).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < ctx.pool.size() as usize
             && tokio::time::Instant::now() < deadline
@@ -755,7 +764,14 @@ mod tests {
             "an open makes two connections at most"
         );
         // What the first wait's `ready_soon` spawns, awaited here.
-        ready_pool(&ctx.pool, &ctx.sql, OWN_POOL_READY, Duration::from_secs(10)).await;
+        ready_pool(
+            &ctx.pool,
+            &ctx.sql,
+            OWN_POOL_READY,
+            Duration::from_secs(10),
+            &|| true,
+        )
+        .await;
         // Both go back to the pool in sqlx's own tasks once readied.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < 2 {
@@ -848,7 +864,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn readying_prepares_the_claim_and_writes_nothing() {
         let (server, ctx) = connected().await;
-        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10)).await;
+        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10), &|| true).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -872,7 +888,9 @@ mod tests {
                 "not prepared on a new connection: {statement}"
             );
         }
-        row::ready(&mut second, &ctx.sql).await.expect("again");
+        row::ready(&mut second, &ctx.sql, &|| true)
+            .await
+            .expect("again");
         drop((first, second));
         assert_eq!(
             server
@@ -884,6 +902,70 @@ mod tests {
                 .expect("state"),
             "0|0|f"
         );
+    }
+
+    /// Readying runs the waiter's look-and-take and the release until the
+    /// server keeps a generic plan of each (ADR 0075), so a handover plans
+    /// neither, and leaves no trace: a released row of another name is
+    /// neither taken nor changed, no epoch is drawn from the sequence (the
+    /// next win is one above the last), the stand-in row is gone, and the
+    /// first notification a listener gets is the next real win's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readying_keeps_generic_plans_of_the_look_and_the_release() {
+        let (server, ctx) = connected().await;
+        let (_, won) = ctx.take_released("jobs", 1, "a").await.expect("take");
+        let first = won.expect("a never-held name is won");
+        let released = ctx.release_many(&[("jobs", 1)]).await.expect("release");
+        assert!(released.contains("jobs"));
+        let state = "SELECT (SELECT string_agg(name || ':' || coalesce(holder, '-') || ':' \
+             || version, ',') FROM election.leases), \
+             (SELECT string_agg(name || ':' || epoch, ',') FROM election.epochs), \
+             (SELECT last_value FROM election.epoch_seq)";
+        let before = server.sql(state).expect("state");
+        let mut listener = sqlx::postgres::PgListener::connect(&server.url())
+            .await
+            .expect("listener");
+        listener.listen(&ctx.sql.channel).await.expect("listen");
+
+        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10), &|| true).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut conns = vec![
+            ctx.pool.acquire().await.expect("first"),
+            ctx.pool.acquire().await.expect("second"),
+        ];
+        for conn in &mut conns {
+            for statement in [&ctx.sql.take_released, &ctx.sql.release_many] {
+                let generic: i64 = sqlx::query_scalar(
+                    "SELECT generic_plans FROM pg_prepared_statements WHERE statement = $1",
+                )
+                .bind(&**statement)
+                .fetch_one(&mut **conn)
+                .await
+                .expect("prepared");
+                assert!(
+                    generic >= 1,
+                    "a readied connection has no generic plan of {}: {generic}",
+                    &statement[..40]
+                );
+            }
+        }
+        drop(conns);
+        assert_eq!(
+            server.sql(state).expect("state"),
+            before,
+            "readying left a trace"
+        );
+
+        let (_, won) = ctx.take_released("jobs", 2, "b").await.expect("take");
+        assert_eq!(won, Some(first + 1), "readying drew an epoch");
+        let n = tokio::time::timeout(Duration::from_secs(30), listener.recv())
+            .await
+            .expect("a notification")
+            .expect("listener");
+        assert_eq!(n.payload(), "jobs", "readying notified");
     }
 
     /// A release commits without waiting for its WAL flush, and only the
