@@ -164,9 +164,17 @@ fn connection_gone(e: &Error) -> bool {
     }
 }
 
-/// Readies `count` connections of `pool`, or all it has if more (opening
-/// the missing ones), within `bound`; failures are logged and ignored (an
-/// unready connection is only slower).
+/// Readies `count` connections of `pool`, or all it has if more, within
+/// `bound`; failures are logged and ignored (an unready connection is only
+/// slower).
+///
+/// One connection at a time, each taken only while another is idle (or
+/// once a second has passed without one): a request that comes while a
+/// connection is being readied finds an idle one instead of opening a
+/// connection on its path, which under load cost a claim or a release its
+/// request timeout (ADR 0075). A connection is readied again when it comes
+/// back first (a few round trips, off every path); sqlx's idle queue is
+/// first in, first out, so each is taken in turn.
 pub(crate) async fn ready_pool(
     pool: &PgPool,
     sql: &Sql,
@@ -175,38 +183,30 @@ pub(crate) async fn ready_pool(
     warm_plans: &(dyn Fn() -> bool + Sync),
 ) {
     let deadline = Instant::now() + bound;
-    // Again while the pool grew meanwhile (a connection whose opening had
-    // not begun yet): every connection it has ends up readied.
-    for _ in 0..3 {
-        // First let the connections in use or opening come back (sqlx
-        // returns each in a task of its own, after a ping): one on its way
-        // would not be handed out, and stay unreadied while new ones are
-        // opened instead.
-        let settle = Instant::now() + Duration::from_secs(1);
-        while pool.num_idle() < pool.size() as usize && Instant::now() < settle.min(deadline) {
+    let mut done = 0;
+    // The pool may grow meanwhile (a connection whose opening had not
+    // begun yet): every connection it has ends up readied.
+    while done < count.max(pool.size()) && Instant::now() < deadline {
+        // Let the connections in use or on their way back come back first
+        // (sqlx returns each in a task of its own, after a ping), and
+        // leave one idle for requests.
+        let settle = (Instant::now() + Duration::from_secs(1)).min(deadline);
+        while pool.num_idle() < 2 && Instant::now() < settle {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        let n = count.max(pool.size());
         let left = deadline.saturating_duration_since(Instant::now());
-        let conns = futures::future::join_all((0..n).map(|_| acquire(pool, left))).await;
-        let readying = conns.into_iter().filter_map(|c| match c {
-            Ok(c) => Some(c),
+        match acquire(pool, left).await {
+            Ok(mut conn) => {
+                if let Err(e) = row::ready(&mut conn, sql, warm_plans).await {
+                    tracing::debug!(error = %e, "connection not readied for a handover");
+                }
+            }
             Err(e) => {
-                tracing::debug!(error = %e, "a ready connection could not be opened");
-                None
+                tracing::debug!(error = %e, "a ready connection could not be had");
+                return;
             }
-        });
-        // Each (one readied before is readied again: a few round trips,
-        // off every path).
-        futures::future::join_all(readying.map(|mut conn| async move {
-            if let Err(e) = row::ready(&mut conn, sql, warm_plans).await {
-                tracing::debug!(error = %e, "connection not readied for a handover");
-            }
-        }))
-        .await;
-        if pool.size() <= n {
-            return;
         }
+        done += 1;
     }
 }
 
@@ -902,6 +902,43 @@ mod tests {
                 .expect("state"),
             "0|0|f"
         );
+    }
+
+    /// Readying holds one connection at a time and takes one only while
+    /// another is idle (ADR 0075): a waiter woken while its pool is being
+    /// readied finds an idle connection for its look instead of opening one
+    /// on its path (which under load cost the look its request timeout and
+    /// the handover a poll interval). Sampled while two connections are
+    /// readied: the pool never shows none idle.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readying_leaves_a_connection_idle_for_a_request() {
+        let (_server, ctx) = connected().await;
+        // Two connections, both idle, as after an open.
+        let (a, b) = (
+            ctx.pool.acquire().await.expect("first"),
+            ctx.pool.acquire().await.expect("second"),
+        );
+        drop((a, b));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 {
+            assert!(tokio::time::Instant::now() < deadline, "never idle");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let (pool, sql) = (ctx.pool.clone(), ctx.sql.clone());
+        let readying = tokio::spawn(async move {
+            ready_pool(&pool, &sql, 2, Duration::from_secs(10), &|| true).await;
+        });
+        let mut samples = 0;
+        while !readying.is_finished() {
+            assert!(
+                ctx.pool.num_idle() >= 1,
+                "readying held every idle connection of the pool (after {samples} samples; size {})",
+                ctx.pool.size()
+            );
+            samples += 1;
+            tokio::task::yield_now().await;
+        }
+        readying.await.expect("readying");
     }
 
     /// Readying runs the waiter's look-and-take and the release until the
