@@ -25,7 +25,9 @@
 //!   batches of at most [`MAX_CLAIM_BATCH`] keys; after a claim that did
 //!   not get through (a write timed out, or the request failed for every
 //!   key) the next asks for at most half as many keys, none in that round
-//!   as many again, and its keys come last in later rounds (ADR 0058).
+//!   as many again, and its keys come last in later rounds (ADR 0058);
+//!   the batch grows back only after a claim that won as many keys as the
+//!   batch holds (ADR 0075).
 //! - a key is given back (released while the set runs) only when it was
 //!   released by the user and no guard runs under it;
 //! - its events, per key, alternate: won in a term, then lost or released
@@ -78,7 +80,8 @@ impl From<ElectionName> for Asked {
 /// claim of a batch is one request (or one statement) whose cost grows
 /// with the batch, bounded by a request timeout that does not; the batch
 /// starts here, halves after a claim that did not get through and doubles
-/// after one that did, so a slow server still wins keys.
+/// after one that did and won a full batch (ADR 0075), so a slow server
+/// still wins keys.
 pub(crate) const MAX_CLAIM_BATCH: usize = 512;
 
 /// A key this process holds, as the book keeps it.
@@ -554,8 +557,9 @@ impl<S> Book<S> {
     }
 
     /// The answer to a [`Command::Claim`] of `keys`: `through` if it got
-    /// through (see `engine.rs::claim`). A full batch that
-    /// got through lets the next be twice as large (up to
+    /// through (see `engine.rs::claim`), of which `won` keys were won. A
+    /// full batch that got through and won a key for each place in the
+    /// batch lets the next be twice as large (up to
     /// [`MAX_CLAIM_BATCH`], and in this round below any size that did not
     /// get through). One that did not makes the next at most half as
     /// large; the round goes on with the keys it has not asked for yet
@@ -566,7 +570,15 @@ impl<S> Book<S> {
     /// come last in the rounds that follow, until a claim of them gets
     /// through. A failed claim's keys are not held, whatever it may have
     /// written: the backend releases or ages out what it may have won.
-    pub(crate) fn claimed(&mut self, keys: &[ElectionName], through: bool) {
+    ///
+    /// Only a claim that won a full batch grows it: a claim whose keys were
+    /// found held or changed (the rows a timed-out claim of this very set
+    /// is still writing, say) sends few writes or none, gets through
+    /// whatever the batch, and proves nothing about how large a claim fits
+    /// in the request timeout. Counting it as a full batch doubled the
+    /// batch back to the size that had just timed out, every round, so the
+    /// last keys of a slow server were never won (ADR 0075).
+    pub(crate) fn claimed_won(&mut self, keys: &[ElectionName], through: bool, won: usize) {
         self.read_due = true;
         if let Some(tried) = self.round.as_mut() {
             tried.extend(keys.iter().cloned());
@@ -579,7 +591,7 @@ impl<S> Book<S> {
                 }
             }
             let grown = self.batch.saturating_mul(2).min(MAX_CLAIM_BATCH);
-            if asked >= self.batch && grown < self.failed_at {
+            if asked >= self.batch && won >= self.batch && grown < self.failed_at {
                 self.batch = grown;
             }
         } else {
@@ -592,6 +604,13 @@ impl<S> Book<S> {
                 self.round = None;
             }
         }
+    }
+
+    /// [`claimed_won`](Book::claimed_won) of a claim that won every key it
+    /// got through with.
+    #[cfg(test)]
+    pub(crate) fn claimed(&mut self, keys: &[ElectionName], through: bool) {
+        self.claimed_won(keys, through, if through { keys.len() } else { 0 });
     }
 
     /// True if a loss of `key` in term `epoch` (or a later one) was
@@ -1121,6 +1140,60 @@ mod tests {
         }
         let failures = sizes.iter().filter(|&&n| n > 100).count();
         assert!(failures <= 4, "{failures} claims timed out: {sizes:?}");
+    }
+
+    /// The regression of ADR 0075's lease-set failure: a claim of more
+    /// than 100 keys times out; the keys of a timed-out claim then read as
+    /// held for the whole next round (the server is still writing them and
+    /// their release is not done yet), so the claims of that round win
+    /// nothing though they get through. Such a claim must not grow the
+    /// batch: it grew back to the size that had just timed out, every
+    /// round, and the last 116 keys were never won.
+    #[test]
+    fn a_claim_that_wins_nothing_does_not_grow_the_batch() {
+        let t0 = Instant::now();
+        let mut book = book();
+        let asked = keys(116);
+        // The keys of the last timed-out claim, and the wakes left before
+        // they can be won again.
+        let mut busy: (HashSet<ElectionName>, u8) = (HashSet::new(), 0);
+        let mut sizes = Vec::new();
+        for _ in 0..100 {
+            match book.next(t0, asked.iter().cloned(), false).command {
+                Command::Claim(batch) => {
+                    sizes.push(batch.len());
+                    if batch.len() > 100 {
+                        book.claimed_won(&batch, false, 0);
+                        busy = (batch.into_iter().collect(), 2);
+                        continue;
+                    }
+                    let free: Vec<ElectionName> = batch
+                        .iter()
+                        .filter(|k| !busy.0.contains(*k))
+                        .cloned()
+                        .collect();
+                    book.claimed_won(&batch, true, free.len());
+                    for k in free {
+                        let won = Won {
+                            epoch: epoch(1),
+                            valid_until: None,
+                        };
+                        book.insert(k, (), won, t0);
+                    }
+                }
+                Command::Sleep { wait: true, .. } => {
+                    busy.1 = busy.1.saturating_sub(1);
+                    if busy.1 == 0 {
+                        busy.0.clear();
+                    }
+                    book.wake();
+                }
+                Command::Sleep { wait: false, .. } => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let held = asked.iter().filter(|k| book.contains_key(k)).count();
+        assert_eq!(held, asked.len(), "claims asked for {sizes:?}");
     }
 
     #[test]

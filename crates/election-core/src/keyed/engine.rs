@@ -215,7 +215,11 @@ async fn claim<K: KeyedClaims>(
     let unknown = |a: &Result<Claimed, Error>| matches!(a, Err(Error::OutcomeUnknown { .. }));
     let through =
         !(answers.iter().any(unknown) || (!answers.is_empty() && answers.iter().all(failed)));
-    lock(&shared.holds).claimed(&keys, through);
+    let winning = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(Claimed::Won(_))))
+        .count();
+    lock(&shared.holds).claimed_won(&keys, through, winning);
     let mut won = 0;
     let states = shared.keys.pin();
     for (key, answer) in keys.iter().zip(answers) {

@@ -164,43 +164,49 @@ fn connection_gone(e: &Error) -> bool {
     }
 }
 
-/// Readies `count` connections of `pool`, or all it has if more (opening
-/// the missing ones), within `bound`; failures are logged and ignored (an
-/// unready connection is only slower).
-pub(crate) async fn ready_pool(pool: &PgPool, sql: &Sql, count: u32, bound: Duration) {
+/// Readies `count` connections of `pool`, or all it has if more, within
+/// `bound`; failures are logged and ignored (an unready connection is only
+/// slower).
+///
+/// One connection at a time, each taken only while another is idle (or
+/// once a second has passed without one): a request that comes while a
+/// connection is being readied finds an idle one instead of opening a
+/// connection on its path, which under load cost a claim or a release its
+/// request timeout (ADR 0075). A connection is readied again when it comes
+/// back first (a few round trips, off every path); sqlx's idle queue is
+/// first in, first out, so each is taken in turn.
+pub(crate) async fn ready_pool(
+    pool: &PgPool,
+    sql: &Sql,
+    count: u32,
+    bound: Duration,
+    warm_plans: &(dyn Fn() -> bool + Sync),
+) {
     let deadline = Instant::now() + bound;
-    // Again while the pool grew meanwhile (a connection whose opening had
-    // not begun yet): every connection it has ends up readied.
-    for _ in 0..3 {
-        // First let the connections in use or opening come back (sqlx
-        // returns each in a task of its own, after a ping): one on its way
-        // would not be handed out, and stay unreadied while new ones are
-        // opened instead.
-        let settle = Instant::now() + Duration::from_secs(1);
-        while pool.num_idle() < pool.size() as usize && Instant::now() < settle.min(deadline) {
+    let mut done = 0;
+    // The pool may grow meanwhile (a connection whose opening had not
+    // begun yet): every connection it has ends up readied.
+    while done < count.max(pool.size()) && Instant::now() < deadline {
+        // Let the connections in use or on their way back come back first
+        // (sqlx returns each in a task of its own, after a ping), and
+        // leave one idle for requests.
+        let settle = (Instant::now() + Duration::from_secs(1)).min(deadline);
+        while pool.num_idle() < 2 && Instant::now() < settle {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        let n = count.max(pool.size());
         let left = deadline.saturating_duration_since(Instant::now());
-        let conns = futures::future::join_all((0..n).map(|_| acquire(pool, left))).await;
-        let readying = conns.into_iter().filter_map(|c| match c {
-            Ok(c) => Some(c),
+        match acquire(pool, left).await {
+            Ok(mut conn) => {
+                if let Err(e) = row::ready(&mut conn, sql, warm_plans).await {
+                    tracing::debug!(error = %e, "connection not readied for a handover");
+                }
+            }
             Err(e) => {
-                tracing::debug!(error = %e, "a ready connection could not be opened");
-                None
+                tracing::debug!(error = %e, "a ready connection could not be had");
+                return;
             }
-        });
-        // Each (one readied before is readied again: a few round trips,
-        // off every path).
-        futures::future::join_all(readying.map(|mut conn| async move {
-            if let Err(e) = row::ready(&mut conn, sql).await {
-                tracing::debug!(error = %e, "connection not readied for a handover");
-            }
-        }))
-        .await;
-        if pool.size() <= n {
-            return;
         }
+        done += 1;
     }
 }
 
@@ -388,8 +394,11 @@ impl Context {
         let (pool, sql) = (self.pool.clone(), self.sql.clone());
         let count = if self.owns_pool { OWN_POOL_READY } else { 1 };
         let bound = self.options.request_timeout().max(OPEN_TIMEOUT);
+        // Held by every context of this election, not by the task: gone
+        // once the election is dropped (ADR 0075).
+        let alive = Arc::downgrade(&self.readied);
         rt.spawn(async move {
-            ready_pool(&pool, &sql, count, bound).await;
+            ready_pool(&pool, &sql, count, bound, &move || alive.strong_count() > 0).await;
         });
     }
 
@@ -703,7 +712,7 @@ mod tests {
         let (mut server, ctx) = connected().await;
         // The renewal prepared, as a waiter's pool has it (the bound below
         // is for the request, not for preparing it on a loaded machine).
-        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10)).await;
+        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10), &|| true).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < ctx.pool.size() as usize
             && tokio::time::Instant::now() < deadline
@@ -755,7 +764,14 @@ mod tests {
             "an open makes two connections at most"
         );
         // What the first wait's `ready_soon` spawns, awaited here.
-        ready_pool(&ctx.pool, &ctx.sql, OWN_POOL_READY, Duration::from_secs(10)).await;
+        ready_pool(
+            &ctx.pool,
+            &ctx.sql,
+            OWN_POOL_READY,
+            Duration::from_secs(10),
+            &|| true,
+        )
+        .await;
         // Both go back to the pool in sqlx's own tasks once readied.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < 2 {
@@ -848,7 +864,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn readying_prepares_the_claim_and_writes_nothing() {
         let (server, ctx) = connected().await;
-        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10)).await;
+        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10), &|| true).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -872,7 +888,9 @@ mod tests {
                 "not prepared on a new connection: {statement}"
             );
         }
-        row::ready(&mut second, &ctx.sql).await.expect("again");
+        row::ready(&mut second, &ctx.sql, &|| true)
+            .await
+            .expect("again");
         drop((first, second));
         assert_eq!(
             server
@@ -884,6 +902,107 @@ mod tests {
                 .expect("state"),
             "0|0|f"
         );
+    }
+
+    /// Readying holds one connection at a time and takes one only while
+    /// another is idle (ADR 0075): a waiter woken while its pool is being
+    /// readied finds an idle connection for its look instead of opening one
+    /// on its path (which under load cost the look its request timeout and
+    /// the handover a poll interval). Sampled while two connections are
+    /// readied: the pool never shows none idle.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readying_leaves_a_connection_idle_for_a_request() {
+        let (_server, ctx) = connected().await;
+        // Two connections, both idle, as after an open.
+        let (a, b) = (
+            ctx.pool.acquire().await.expect("first"),
+            ctx.pool.acquire().await.expect("second"),
+        );
+        drop((a, b));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 {
+            assert!(tokio::time::Instant::now() < deadline, "never idle");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let (pool, sql) = (ctx.pool.clone(), ctx.sql.clone());
+        let readying = tokio::spawn(async move {
+            ready_pool(&pool, &sql, 2, Duration::from_secs(10), &|| true).await;
+        });
+        let mut samples = 0;
+        while !readying.is_finished() {
+            assert!(
+                ctx.pool.num_idle() >= 1,
+                "readying held every idle connection of the pool (after {samples} samples; size {})",
+                ctx.pool.size()
+            );
+            samples += 1;
+            tokio::task::yield_now().await;
+        }
+        readying.await.expect("readying");
+    }
+
+    /// Readying runs the waiter's look-and-take and the release until the
+    /// server keeps a generic plan of each (ADR 0075), so a handover plans
+    /// neither, and leaves no trace: a released row of another name is
+    /// neither taken nor changed, no epoch is drawn from the sequence (the
+    /// next win is one above the last), the stand-in row is gone, and the
+    /// first notification a listener gets is the next real win's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readying_keeps_generic_plans_of_the_look_and_the_release() {
+        let (server, ctx) = connected().await;
+        let (_, won) = ctx.take_released("jobs", 1, "a").await.expect("take");
+        let first = won.expect("a never-held name is won");
+        let released = ctx.release_many(&[("jobs", 1)]).await.expect("release");
+        assert!(released.contains("jobs"));
+        let state = "SELECT (SELECT string_agg(name || ':' || coalesce(holder, '-') || ':' \
+             || version, ',') FROM election.leases), \
+             (SELECT string_agg(name || ':' || epoch, ',') FROM election.epochs), \
+             (SELECT last_value FROM election.epoch_seq)";
+        let before = server.sql(state).expect("state");
+        let mut listener = sqlx::postgres::PgListener::connect(&server.url())
+            .await
+            .expect("listener");
+        listener.listen(&ctx.sql.channel).await.expect("listen");
+
+        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10), &|| true).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut conns = vec![
+            ctx.pool.acquire().await.expect("first"),
+            ctx.pool.acquire().await.expect("second"),
+        ];
+        for conn in &mut conns {
+            for statement in [&ctx.sql.take_released, &ctx.sql.release_many] {
+                let generic: i64 = sqlx::query_scalar(
+                    "SELECT generic_plans FROM pg_prepared_statements WHERE statement = $1",
+                )
+                .bind(&**statement)
+                .fetch_one(&mut **conn)
+                .await
+                .expect("prepared");
+                assert!(
+                    generic >= 1,
+                    "a readied connection has no generic plan of {}: {generic}",
+                    &statement[..40]
+                );
+            }
+        }
+        drop(conns);
+        assert_eq!(
+            server.sql(state).expect("state"),
+            before,
+            "readying left a trace"
+        );
+
+        let (_, won) = ctx.take_released("jobs", 2, "b").await.expect("take");
+        assert_eq!(won, Some(first + 1), "readying drew an epoch");
+        let n = tokio::time::timeout(Duration::from_secs(30), listener.recv())
+            .await
+            .expect("a notification")
+            .expect("listener");
+        assert_eq!(n.payload(), "jobs", "readying notified");
     }
 
     /// A release commits without waiting for its WAL flush, and only the

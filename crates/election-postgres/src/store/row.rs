@@ -321,6 +321,14 @@ pub(crate) async fn claim_many(
     Ok(won)
 }
 
+/// How many times the readying runs the waiter's look-and-take and the
+/// release: PostgreSQL plans a prepared statement anew (a custom plan) at
+/// each of its first five runs on a session, and at the sixth compares a
+/// generic plan with them and keeps it if it costs no more; the sixth run
+/// here builds it, so a handover's look and release are planned by none
+/// of their own runs (ADR 0075).
+pub(crate) const PLAN_RUNS: usize = 6;
+
 /// Readies `conn` for a handover before one is due: prepares the read,
 /// claim, renewal and release statements (sqlx keeps them in the
 /// connection's statement cache) and runs the claim once over an empty
@@ -329,14 +337,31 @@ pub(crate) async fn claim_many(
 /// touch. A fresh backend otherwise does all of that inside the first
 /// claim after a wake-up, on the handover's critical path (ADR 0040).
 ///
+/// Then it runs the waiter's look-and-take and the release [`PLAN_RUNS`]
+/// times each, so that the server keeps a generic plan of both and plans
+/// neither again at a handover (ADR 0075): inside one transaction that is
+/// always rolled back, over a stand-in row that the transaction inserts
+/// as held (its name begins with a control character, which no election
+/// name or key may hold, and is new at each readying), with a nonce the
+/// release's runs do not name. So the look finds it held (it takes
+/// nothing, draws no epoch from the sequence and notifies nobody) and the
+/// release matches nothing; and nothing the transaction did is ever seen
+/// by another session. Skipped when `warm_plans` answers false (the
+/// election was dropped while its connections were being readied).
+///
 /// The empty claim writes nothing, draws no epoch and notifies nobody:
 /// every part of the statement reads from the empty batch.
 ///
 /// Failure model: any error of the server (the schema not created yet on
 /// a connection opened before the migration, the connection gone); the
-/// connection stays usable after a statement error, and a caller may
-/// ignore the error: an unready connection is only slower.
-pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Error> {
+/// connection stays usable after a statement error (the transaction is
+/// rolled back when dropped), and a caller may ignore the error: an
+/// unready connection is only slower.
+pub(crate) async fn ready(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    warm_plans: &(dyn Fn() -> bool + Sync),
+) -> Result<(), Error> {
     for statement in [
         &sql.read_many,
         &sql.claim_many,
@@ -364,17 +389,50 @@ pub(crate) async fn ready(conn: &mut PgConnection, sql: &Sql) -> Result<(), Erro
         .bind(&*sql.channel)
         .execute(&mut *conn)
         .await?;
-    // No name is NULL: the look matches no row, writes nothing and
-    // notifies nobody.
-    sqlx::query(AssertSqlSafe(sql.take_released.clone()))
-        .bind(None::<&str>)
-        .bind("")
-        .bind(0_i64)
-        .bind(1_i64)
-        .bind(0_i64)
-        .bind(&*sql.channel)
-        .execute(&mut *conn)
-        .await?;
+    // An election dropped meanwhile (a waiter given up at once) has no
+    // handover to plan for: its plans are not warmed, sparing the server
+    // twelve runs.
+    if !warm_plans() {
+        return Ok(());
+    }
+    // The server's names of sqlx's prepared statements (sqlx names them
+    // itself): the runs below go in one simple query of `EXECUTE`s, one
+    // round trip instead of one per run, so a connection is busy readying
+    // for as short a time as it can be.
+    let named: Vec<(String, String)> = sqlx::query_as(
+        "SELECT name, statement FROM pg_prepared_statements WHERE statement IN ($1, $2)",
+    )
+    .bind(&*sql.take_released)
+    .bind(&*sql.release_many)
+    .fetch_all(&mut *conn)
+    .await?;
+    let name_of = |statement: &str| {
+        named
+            .iter()
+            .find(|(_, s)| s == statement)
+            .map(|(n, _)| n.replace('"', "\"\""))
+    };
+    let (Some(take), Some(release)) = (name_of(&sql.take_released), name_of(&sql.release_many))
+    else {
+        return Ok(());
+    };
+    let channel = sql.channel.replace('\'', "''");
+    // The stand-in's name: a control character first, which no election
+    // name or key may hold, then a number of this readying's own, so two
+    // connections readying at once never wait for each other's row.
+    let stand_in = format!("E'\\001ready-{:x}'", election_core::attempt_nonce());
+    let mut runs = format!("{};", sql.ready_row(&stand_in));
+    for _ in 0..PLAN_RUNS {
+        // The stand-in row is held: the look only reads it. Its nonce is
+        // 0, not 1: the release matches nothing.
+        runs.push_str(&format!(
+            " EXECUTE \"{take}\"({stand_in}, '', 0, 1, 0, '{channel}');\
+             EXECUTE \"{release}\"(ARRAY[{stand_in}], '{{1}}', '{channel}');"
+        ));
+    }
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    sqlx::raw_sql(AssertSqlSafe(runs)).execute(&mut *tx).await?;
+    tx.rollback().await?;
     Ok(())
 }
 

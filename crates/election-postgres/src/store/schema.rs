@@ -246,6 +246,18 @@ impl Sql {
 }
 
 impl Sql {
+    /// The readying's stand-in row ([`crate::store::row::ready`], ADR
+    /// 0075): a held lease row named `name` (an SQL string literal naming
+    /// what no election can be named), inserted only inside a
+    /// transaction that is rolled back.
+    pub(crate) fn ready_row(&self, name: &str) -> String {
+        format!(
+            "INSERT INTO {}.leases (name, holder, nonce, epoch, version, ttl_ms)
+             VALUES ({name}, '', 0, 0, 1, 1)",
+            self.schema
+        )
+    }
+
     /// The one simple query of
     /// [`PostgresFence::begin_fenced`](crate::PostgresFence::begin_fenced):
     /// `fence_enter` in the implicit transaction of the message, which the
