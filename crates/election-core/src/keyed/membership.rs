@@ -261,13 +261,7 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     let election = Arc::new(election);
     let mut reapers: Vec<Option<JoinHandle<()>>> = (0..MAX_MEMBERS).map(|_| None).collect();
     let mut mine: Option<Slot<E::Claim>> = None;
-    let mut sightings: Vec<Option<Sighting>> = (0..MAX_MEMBERS).map(|_| None).collect();
-    // What each slot's last good read put in the view, and how many reads
-    // of it have failed since: a slot that does not answer for a round or
-    // two (a busy server, a timed-out request) stays in the view as last
-    // seen, so its member's share is not taken for free keys meanwhile.
-    let mut last_seen: Vec<(Vec<SetMember>, u32)> =
-        (0..MAX_MEMBERS).map(|_| (Vec::new(), 0)).collect();
+    let mut seen: Vec<SlotSeen> = (0..MAX_MEMBERS).map(|_| SlotSeen::default()).collect();
     let mut highest: Option<usize> = None;
     let mut round: u32 = 0;
     loop {
@@ -284,8 +278,8 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                 continue;
             }
             if i >= bound {
-                // Not read this round: its sighting starts again when it is.
-                sightings[i] = None;
+                // Not read this round: what it showed starts again when it is.
+                seen[i].forget();
                 continue;
             }
             let name = slot(&group, i);
@@ -293,41 +287,37 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                 Ok(holder) => holder,
                 Err(e) => {
                     highest = Some(i);
-                    let (members, failed) = &mut last_seen[i];
-                    *failed += 1;
-                    if *failed <= UNREAD_ROUNDS_KEPT {
+                    let state = &mut seen[i];
+                    state.failed += 1;
+                    if state.failed <= UNREAD_ROUNDS_KEPT {
                         tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; kept in this round's view as last seen");
-                        view.extend(members.iter().cloned());
+                        view.extend(state.members.iter().cloned());
                     } else {
-                        sightings[i] = None;
-                        members.clear();
+                        state.forget();
                         tracing::debug!(%group, slot = i, error = %e, "membership slot unreadable; left out of this round's view");
                     }
                     continue;
                 }
             };
-            last_seen[i].1 = 0;
+            let state = &mut seen[i];
+            state.failed = 0;
             match holder {
                 None if mine.is_none() => {
-                    sightings[i] = None;
-                    last_seen[i].0.clear();
+                    state.forget();
                     if let Ok(c) = election.candidate(&name, &record(&me))
                         && let Ok(Some(term)) = c.try_campaign().await
                     {
                         mine = Some((i, c, term));
                     }
                 }
-                None => {
-                    sightings[i] = None;
-                    last_seen[i].0.clear();
-                }
+                None => state.forget(),
                 Some(leader) => {
                     highest = Some(i);
                     let now = Instant::now();
-                    let seen = Sighting::see(&mut sightings[i], &leader, now);
-                    let members = &mut last_seen[i].0;
+                    let sighting = Sighting::see(&mut state.sighting, &leader, now);
+                    let members = &mut state.members;
                     members.clear();
-                    let suspected = seen.suspected(now, leader.ttl, every);
+                    let suspected = sighting.suspected(now, leader.ttl, every);
                     if suspected {
                         tracing::debug!(%group, slot = i, holder = %leader.identity,
                             "membership slot not renewed for half its TTL: its member is left out of the view");
@@ -338,7 +328,7 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                         );
                         view.extend(members.iter().cloned());
                     }
-                    let reapable = suspected || !seen.suspectable(leader.ttl);
+                    let reapable = suspected || !sighting.suspectable(leader.ttl);
                     if reapable && reaper.as_ref().is_none_or(JoinHandle::is_finished) {
                         *reaper = Some(tokio::spawn(reap(
                             election.clone(),
@@ -369,6 +359,28 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
 /// its last good read showed it; after that its member is left out until a
 /// read succeeds.
 const UNREAD_ROUNDS_KEPT: u32 = 3;
+
+/// What the rounds last saw of another member's slot: its term's
+/// sighting, the members its last good read put in the view (kept there
+/// while reads fail, up to [`UNREAD_ROUNDS_KEPT`] rounds: a slot that does
+/// not answer for a round or two, a busy server, a timed-out request,
+/// keeps its member's share from being taken for free keys), and how many
+/// reads in a row have failed.
+#[derive(Default)]
+struct SlotSeen {
+    sighting: Option<Sighting>,
+    members: Vec<SetMember>,
+    failed: u32,
+}
+
+impl SlotSeen {
+    /// Nothing seen: the slot is free, not read this round, or unreadable
+    /// for too long.
+    fn forget(&mut self) {
+        self.sighting = None;
+        self.members.clear();
+    }
+}
 
 /// This member's slot: its index, candidate and term.
 type Slot<C> = (usize, Candidate<C>, Term<C>);
