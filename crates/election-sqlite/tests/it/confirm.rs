@@ -67,16 +67,23 @@ async fn confirms_never_make_the_holders_own_renewals_fail() {
     let (nonce, epoch, _) = row(&e).await;
     // Confirms interleaved with a dozen renewals (two TTLs).
     let until = tokio::time::Instant::now() + options.ttl() * 2;
-    let mut confirms = 0;
+    let (mut confirms, mut busy) = (0, 0);
     while tokio::time::Instant::now() < until {
-        term.confirm().await.expect("still held");
-        confirms += 1;
+        // A confirm that meets the write lock past the busy timeout (a
+        // loaded machine's fsync stall) answers `Unavailable`, as its docs
+        // say: in doubt for this write, the term goes on. Any other error
+        // fails the test.
+        match term.confirm().await {
+            Ok(()) => confirms += 1,
+            Err(Error::Unavailable { .. }) => busy += 1,
+            Err(e) => panic!("still held: {e:?} (after {confirms} confirms)"),
+        }
         assert!(
             contender.try_campaign().await.expect("try").is_none(),
             "a contender won while the holder confirmed"
         );
     }
-    assert!(confirms > 10, "{confirms} confirms");
+    assert!(confirms > 10, "{confirms} confirms ({busy} unavailable)");
     // Then renewals alone keep the term for another two TTLs.
     let renewed_from = term.valid_until().expect("validity");
     let lost = tokio::time::timeout(options.ttl() * 2, term.lost()).await;

@@ -25,9 +25,21 @@ impl Db {
     }
 
     async fn election(&self) -> SqliteElection {
-        SqliteElection::open(self.dir.path().join("app.db"), fast())
-            .await
-            .expect("open")
+        // Opening the file a second time meets a holder's renewal holding
+        // the write lock; past the 75 ms busy timeout (fsync stalls on a
+        // loaded machine) the opening answers `Busy`, which a service
+        // retries: so does the kit, a bounded number of times.
+        let mut busy = 0;
+        loop {
+            match SqliteElection::open(self.dir.path().join("app.db"), fast()).await {
+                Ok(e) => return e,
+                Err(election_sqlite::Error::Busy(_)) if busy < 50 => {
+                    busy += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("open (after {busy} busy answers): {e:?}"),
+            }
+        }
     }
 
     /// Another node takes the row over, as after a partition.
