@@ -16,7 +16,7 @@ use election_sql::{Answer, KeyedState, fail_each, failed_all};
 use tokio::sync::broadcast;
 
 use crate::error::Error;
-use crate::store::context::Context;
+use crate::store::context::PostgresStore;
 use crate::store::notify::{self, Wake};
 use crate::store::row::{self, Take};
 
@@ -58,7 +58,7 @@ use crate::store::row::{self, Take};
 ///   unknown outcome); claim runs to completion (see its own docs).
 #[derive(Debug)]
 pub struct PostgresKeyedClaims {
-    ctx: Arc<Context>,
+    ctx: Arc<PostgresStore>,
     /// Each held key's term, each contended key's observation.
     state: KeyedState,
     /// The keys asked and not won by the last claim of each: what a
@@ -75,7 +75,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl PostgresKeyedClaims {
     /// The keys of process `identity` over the context `ctx` (what
     /// [`new`](PostgresKeyedClaims::new) builds from a façade).
-    pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
+    pub(crate) fn over(ctx: Arc<PostgresStore>, identity: Identity) -> Self {
         let wakes = ctx.notifier.subscribe();
         PostgresKeyedClaims {
             ctx,

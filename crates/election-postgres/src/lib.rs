@@ -131,7 +131,7 @@ mod keyed;
 mod options;
 mod store;
 
-pub use claim::{PostgresAttempt, PostgresClaim};
+pub use claim::{PostgresAttempt, PostgresClaim, WakeWait};
 pub use election::PostgresElection;
 pub use error::Error;
 pub use fence::PostgresFence;
@@ -140,6 +140,7 @@ pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,
     PostgresOptions,
 };
+pub use store::context::PostgresStore;
 pub use store::schema;
 
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};

@@ -19,6 +19,10 @@
 //!   key's term, each contended key's observation; renew, confirm and
 //!   release many), with [`failed_all`]: how a batch's failure answers
 //!   every key.
+//! - [`SqlClaim`] and [`SqlAttempt`]: the claim of one candidate, the
+//!   core's [`Claim`](election_core::Claim) written once over [`ClaimRows`],
+//!   the claim steps each backend implements with what truly differs
+//!   (ADR 0081); the backends name them `SqliteClaim`, `PostgresClaim`.
 //! - [`FinishOnDrop`]: how both backends begin a fenced transaction that a
 //!   dropped caller cannot leave open.
 //! - [`watch_term`]: a SQL claim's `watch`, spawning [`renew_term`];
@@ -31,6 +35,7 @@
 //!   the fenced write under the backend's lock.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
+mod claim;
 mod clock;
 mod fence_mark;
 mod finish;
@@ -39,6 +44,7 @@ pub mod lease_row;
 mod renewal;
 mod times;
 
+pub use claim::{AttemptState, ClaimRows, SqlAttempt, SqlClaim};
 pub use clock::{Clock, SystemClock};
 pub use fence_mark::{check_committed_mark, mark_of, stored_token, token_from_mark, write_locked};
 pub use finish::FinishOnDrop;

@@ -19,7 +19,7 @@ use election_core::{
 use election_sql::{Answer, KeyedState, fail_each, failed_all};
 
 use crate::error::Error;
-use crate::store::context::Context;
+use crate::store::context::SqliteStore;
 use crate::store::host_lock;
 use crate::store::row::{self, Found, HeldRow, Take};
 
@@ -112,7 +112,7 @@ impl KeyLocks {
 /// [`SqliteKeyedClaims::new`].
 #[derive(Debug)]
 pub struct SqliteKeyedClaims {
-    ctx: Arc<Context>,
+    ctx: Arc<SqliteStore>,
     /// Each held key's term, each contended key's observation.
     state: KeyedState,
     /// The same-host locks of the keys (ADR 0029).
@@ -121,7 +121,7 @@ pub struct SqliteKeyedClaims {
 
 impl SqliteKeyedClaims {
     /// The keys of process `identity` over the database of `ctx`.
-    pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
+    pub(crate) fn over(ctx: Arc<SqliteStore>, identity: Identity) -> Self {
         SqliteKeyedClaims {
             ctx,
             state: KeyedState::new(identity),
@@ -496,19 +496,19 @@ mod tests {
     use super::*;
     use crate::options::SqliteOptions;
 
-    async fn context() -> (tempfile::TempDir, Arc<Context>) {
+    async fn context() -> (tempfile::TempDir, Arc<SqliteStore>) {
         let dir = tempfile::tempdir().expect("dir");
         // The renewal interval is never waited for here: every step is
         // called by hand.
         let options =
             SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options");
-        let ctx = Context::open(&dir.path().join("app.db"), options)
+        let ctx = SqliteStore::open(&dir.path().join("app.db"), options)
             .await
             .expect("open");
         (dir, Arc::new(ctx))
     }
 
-    fn set(ctx: &Arc<Context>, identity: &str) -> SqliteKeyedClaims {
+    fn set(ctx: &Arc<SqliteStore>, identity: &str) -> SqliteKeyedClaims {
         SqliteKeyedClaims::over(ctx.clone(), Identity::new(identity).expect("identity"))
     }
 
@@ -517,7 +517,7 @@ mod tests {
     }
 
     /// `(holder, epoch, version)` of `name`'s row.
-    async fn row(ctx: &Context, name: &str) -> (Option<String>, i64, i64) {
+    async fn row(ctx: &SqliteStore, name: &str) -> (Option<String>, i64, i64) {
         sqlx::query_as("SELECT holder, epoch, version FROM election_leases WHERE name = ?1")
             .bind(name)
             .fetch_one(&ctx.pool)
@@ -639,7 +639,7 @@ mod tests {
         let options = SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10))
             .and_then(|o| o.with_busy_timeout(Duration::from_millis(50)))
             .expect("options");
-        let ctx = Arc::new(Context::open(&path, options).await.expect("open"));
+        let ctx = Arc::new(SqliteStore::open(&path, options).await.expect("open"));
         let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
         let (k1, k2) = (key("k1"), key("k2"));
         a.claim(std::slice::from_ref(&k1)).await;
