@@ -455,28 +455,8 @@ impl election_core::Election for PostgresElection {
     }
 }
 
-impl PostgresKeyedClaims {
-    /// The keys of process `identity` in `election`'s database, with its
-    /// options and the core's
-    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
-    ///
-    /// ```no_run
-    /// use election_core::Identity;
-    /// use election_postgres::{LeaseSet, PostgresElection, PostgresKeyedClaims, PostgresOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let url = "postgres://app@db.internal/app";
-    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
-    /// // What `election.lease_set("node-a")` builds:
-    /// let set = LeaseSet::new(PostgresKeyedClaims::new(&election, Identity::new("node-a")?));
-    /// if set.ask("shard-1").await? {
-    ///     println!("writing shard-1 in term {:?}", set.epoch("shard-1"));
-    /// }
-    /// set.close().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn new(election: &PostgresElection, identity: Identity) -> Self {
-        PostgresKeyedClaims::over(election.inner.clone(), identity)
+impl election_sql::ElectionStore<PostgresStore> for PostgresElection {
+    fn store(&self) -> &Arc<PostgresStore> {
+        &self.inner
     }
 }

@@ -93,6 +93,14 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
     ) -> impl Future<Output = Result<Option<Leader>, election_core::Error>> + Send;
 }
 
+/// A SQL backend's façade (`SqliteElection`, `PostgresElection`): the
+/// store its claims and keyed claims work through, so that the generic
+/// constructors take the façade (`SqliteKeyedClaims::new(&election, ..)`).
+pub trait ElectionStore<S> {
+    /// The façade's store.
+    fn store(&self) -> &Arc<S>;
+}
+
 /// The state of one attempt that a backend's [`ClaimRows`] steps read and
 /// write: the same for every SQL backend, with the backend's own part in
 /// `waiting`.

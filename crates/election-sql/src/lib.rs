@@ -23,6 +23,10 @@
 //!   core's [`Claim`](election_core::Claim) written once over [`ClaimRows`],
 //!   the claim steps each backend implements with what truly differs
 //!   (ADR 0081); the backends name them `SqliteClaim`, `PostgresClaim`.
+//! - [`SqlKeyedClaims`]: the keys of a lease set, the core's
+//!   [`KeyedClaims`](election_core::KeyedClaims) written once over
+//!   [`KeyedRows`] (ADR 0081); the backends name it `SqliteKeyedClaims`,
+//!   `PostgresKeyedClaims`.
 //! - [`FinishOnDrop`]: how both backends begin a fenced transaction that a
 //!   dropped caller cannot leave open.
 //! - [`watch_term`]: a SQL claim's `watch`, spawning [`renew_term`];
@@ -40,11 +44,12 @@ mod clock;
 mod fence_mark;
 mod finish;
 mod keyed;
+mod keyed_claims;
 pub mod lease_row;
 mod renewal;
 mod times;
 
-pub use claim::{AttemptState, ClaimRows, SqlAttempt, SqlClaim};
+pub use claim::{AttemptState, ClaimRows, ElectionStore, SqlAttempt, SqlClaim};
 pub use clock::{Clock, SystemClock};
 pub use fence_mark::{check_committed_mark, mark_of, stored_token, token_from_mark, write_locked};
 pub use finish::FinishOnDrop;
@@ -52,6 +57,7 @@ pub use keyed::{
     Answer, Classed, HeldRow, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
     failed_all, for_key, lease_set_identity,
 };
+pub use keyed_claims::{KeyedRows, SqlKeyedClaims};
 pub use renewal::{renew_term, renewal_policy, watch_term, write_term};
 pub use times::LeaseTimes;
 

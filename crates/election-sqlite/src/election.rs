@@ -427,26 +427,8 @@ impl election_core::Election for SqliteElection {
     }
 }
 
-impl SqliteKeyedClaims {
-    /// The keys of process `identity` in `election`'s database, with its
-    /// [options](SqliteElection::options) and the core's
-    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
-    ///
-    /// ```
-    /// use election_core::Identity;
-    /// use election_sqlite::{LeaseSet, SqliteElection, SqliteKeyedClaims, SqliteOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let tmp = tempfile::tempdir()?;
-    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// // What `election.lease_set("node-a")` builds:
-    /// let set = LeaseSet::new(SqliteKeyedClaims::new(&election, Identity::new("node-a")?));
-    /// assert!(set.ask("shard-1").await?);
-    /// set.close().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn new(election: &SqliteElection, identity: Identity) -> Self {
-        SqliteKeyedClaims::over(election.inner.clone(), identity)
+impl election_sql::ElectionStore<SqliteStore> for SqliteElection {
+    fn store(&self) -> &Arc<SqliteStore> {
+        &self.inner
     }
 }

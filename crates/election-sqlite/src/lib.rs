@@ -146,7 +146,7 @@ pub use claim::{HostLockWait, SqliteAttempt, SqliteClaim};
 pub use election::SqliteElection;
 pub use error::Error;
 pub use fence::SqliteFence;
-pub use keyed::SqliteKeyedClaims;
+pub use keyed::{KeyLocks, SqliteKeyedClaims};
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};
 pub use store::context::SqliteStore;
 pub use store::schema;
