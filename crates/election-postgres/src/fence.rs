@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use election_sql::FinishOnDrop;
-use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
+use election_sql::{FenceRows, FinishOnDrop, SqlFence};
+use fencing::{Advance, ResourceName, Token};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, SqlSafeStr as _};
 
 use crate::election::PostgresElection;
@@ -62,9 +62,9 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
 /// The strongest use is a fenced transaction: the check and advance of the
 /// mark and the application's write in one transaction, committed
 /// together: the write commits atomically with the check, or not at all.
-/// [`begin_fenced`](PostgresFence::begin_fenced) begins such a transaction
+/// [`begin_fenced`](SqlFence::begin_fenced) begins such a transaction
 /// with the check in the `BEGIN`'s round trip (ADR 0044);
-/// [`advance_in`](PostgresFence::advance_in) checks inside a transaction
+/// [`advance_in`](SqlFence::advance_in) checks inside a transaction
 /// the application began. A deposed leader's transaction is refused with
 /// [`fencing::Error::Stale`] and rolls back with its write.
 /// Concurrent advances of one resource serialise on its mark row: the
@@ -93,8 +93,15 @@ fn refused(resource: &ResourceName, token: Token, e: sqlx::Error) -> fencing::Er
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
+///
+/// [`new`](SqlFence::new) takes the pool and the schema as one pair:
+/// `PostgresFence::new((pool, "election"))`.
+pub type PostgresFence = SqlFence<PostgresMarks>;
+
+/// The high-water marks of a [`PostgresFence`]: the `fences` table of the
+/// election schema, with its statements ([`FenceRows`]).
 #[derive(Clone, Debug)]
-pub struct PostgresFence {
+pub struct PostgresMarks {
     pool: PgPool,
     sql: Arc<Sql>,
     /// How long a wait for one of the pool's connections may take.
@@ -123,15 +130,15 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub fn fence(&self) -> PostgresFence {
-        PostgresFence {
+        SqlFence::from_marks(PostgresMarks {
             pool: self.inner.pool.clone(),
             sql: self.inner.sql.clone(),
             request_timeout: self.inner.options.request_timeout(),
-        }
+        })
     }
 }
 
-impl PostgresFence {
+impl PostgresMarks {
     /// A fence on `pool`'s database, in schema `schema` (created or
     /// migrated as [`PostgresElection::with_pool`] does).
     ///
@@ -143,18 +150,18 @@ impl PostgresFence {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
-    /// let fence = PostgresFence::new(pool, "election").await?;
+    /// let fence = PostgresFence::new((pool, "election")).await?;
     /// let orders = fencing::ResourceName::new("orders")?;
     /// println!("orders fenced at {:?}", fencing::Fence::high_water_mark(&fence, &orders).await?);
     /// # Ok(()) }
     /// ```
-    pub async fn new(pool: PgPool, schema: &str) -> Result<Self, Error> {
+    async fn new(pool: PgPool, schema: &str) -> Result<Self, Error> {
         crate::options::check_schema(schema)?;
         let mut conn =
             crate::store::context::acquire(&pool, crate::options::DEFAULT_REQUEST_TIMEOUT).await?;
         schema::migrate(&mut conn, schema).await?;
         drop(conn);
-        Ok(PostgresFence {
+        Ok(PostgresMarks {
             pool,
             sql: Arc::new(Sql::new(schema)),
             request_timeout: crate::options::DEFAULT_REQUEST_TIMEOUT,
@@ -176,7 +183,7 @@ impl PostgresFence {
     /// Only when the mark is lower or missing does it raise it:
     /// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE mark <= token`, which
     /// locks the row exclusively and compares again.
-    /// [`begin_fenced`](PostgresFence::begin_fenced) runs the same function
+    /// [`begin_fenced`](SqlFence::begin_fenced) runs the same function
     /// in the round trip of the `BEGIN`.
     ///
     /// Either lock lasts until the caller's transaction ends, and a raise
@@ -215,7 +222,7 @@ impl PostgresFence {
     /// assert!(matches!(stale, Err(fencing::Error::Stale { .. })));
     /// # Ok(()) }
     /// ```
-    pub async fn advance_in(
+    async fn advance_in(
         &self,
         conn: &mut PgConnection,
         resource: &ResourceName,
@@ -238,7 +245,7 @@ impl PostgresFence {
 
     /// Begins a transaction on this fence's pool whose first act checks
     /// `token` against `resource`'s high-water mark and raises it, exactly
-    /// as [`advance_in`](PostgresFence::advance_in) would, **in the same
+    /// as [`advance_in`](SqlFence::advance_in) would, **in the same
     /// round trip as the `BEGIN`** (ADR 0044). Make the guarded write in the
     /// returned transaction and commit it: it commits atomically with the
     /// check, or not at all.
@@ -273,7 +280,7 @@ impl PostgresFence {
     /// for database errors, and when no connection of the pool comes within
     /// the request timeout (the election's, or
     /// [`DEFAULT_REQUEST_TIMEOUT`](crate::DEFAULT_REQUEST_TIMEOUT) for
-    /// [`PostgresFence::new`]), with the cause as its source (the server
+    /// [`new`](SqlFence::new)), with the cause as its source (the server
     /// refused the connection, an unknown host, or
     /// [`Error::PoolExhausted`]); a server down never makes it wait longer;
     /// [`fencing::Error::Corrupt`] for a mark this crate never writes.
@@ -294,7 +301,7 @@ impl PostgresFence {
     /// tx.commit().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn begin_fenced(
+    async fn begin_fenced(
         &self,
         resource: &ResourceName,
         token: Token,
@@ -363,9 +370,37 @@ impl PostgresFence {
     }
 }
 
-impl Fence for PostgresFence {
+impl FenceRows for PostgresMarks {
+    type Open<'a> = (PgPool, &'a str);
+    type OpenError = Error;
+    type Connection = PgConnection;
+    type Transaction = sqlx::Transaction<'static, sqlx::Postgres>;
+    type UnlockError = sqlx::Error;
+
+    /// A fence on the pool's database in the schema (see [`PostgresFence`]).
+    async fn open((pool, schema): Self::Open<'_>) -> Result<Self, Error> {
+        PostgresMarks::new(pool, schema).await
+    }
+
+    async fn advance_in(
+        &self,
+        conn: &mut PgConnection,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<Advance, fencing::Error> {
+        PostgresMarks::advance_in(self, conn, resource, token).await
+    }
+
+    async fn begin_fenced(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
+        PostgresMarks::begin_fenced(self, resource, token).await
+    }
+
     /// One transaction of its own (committing durably) with
-    /// [`PostgresFence::advance_in`], committed before this returns `Ok`.
+    /// [`advance_in`](SqlFence::advance_in), committed before this returns `Ok`.
     /// If the commit fails: [`fencing::Error::Unavailable`], the mark may
     /// or may not be raised.
     async fn advance(
@@ -374,16 +409,16 @@ impl Fence for PostgresFence {
         token: Token,
     ) -> Result<Advance, fencing::Error> {
         let mut tx = self.begin(resource).await?;
-        let advance = self.advance_in(&mut tx, resource, token).await?;
+        let advance = PostgresMarks::advance_in(self, &mut tx, resource, token).await?;
         tx.commit().await.map_err(|e| unavailable(resource, e))?;
         Ok(advance)
     }
 
     /// Runs `write` once `token`'s mark is committed, while holding a
-    /// share lock on the mark row, as the [`Fence`] contract asks:
+    /// share lock on the mark row, as the [`Fence`](fencing::Fence) contract asks:
     ///
     /// 1. One transaction (committing durably) checks and raises the mark
-    ///    ([`PostgresFence::advance_in`]) and commits.
+    ///    ([`advance_in`](SqlFence::advance_in)) and commits.
     /// 2. A second transaction takes a share lock on the mark row
     ///    (`SELECT .. FOR SHARE`: no advance of this resource gets in until
     ///    it ends) and reads it: if a higher token got in between the two,
@@ -391,18 +426,14 @@ impl Fence for PostgresFence {
     /// 3. `write` runs; then the second transaction, which wrote nothing,
     ///    is rolled back, which releases the lock.
     ///
-    /// For writes *to this database*, use [`PostgresFence::advance_in`] in
+    /// For writes *to this database*, use [`advance_in`](SqlFence::advance_in) in
     /// your own transaction instead (one transaction, one lock).
-    async fn fenced<W>(
+    async fn lock_at(
         &self,
         resource: &ResourceName,
         token: Token,
-        write: W,
-    ) -> Result<W::Outcome, fencing::Error>
-    where
-        W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
-    {
-        self.advance(resource, token).await?;
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
+        FenceRows::advance(self, resource, token).await?;
         let mut tx = self.transaction(resource).await?;
         let mark: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_lock.clone()))
             .bind(resource.as_str())
@@ -411,7 +442,11 @@ impl Fence for PostgresFence {
             .map_err(|e| unavailable(resource, e))?;
         let mark = election_sql::stored_token(resource, mark)?;
         election_sql::check_committed_mark(resource, mark, token, "the fences table")?;
-        Ok(election_sql::write_locked(resource, write(), || tx.rollback()).await)
+        Ok(tx)
+    }
+
+    async fn unlock(locked: sqlx::Transaction<'static, sqlx::Postgres>) -> Result<(), sqlx::Error> {
+        locked.rollback().await
     }
 
     async fn high_water_mark(

@@ -27,6 +27,9 @@
 //!   [`KeyedClaims`](election_core::KeyedClaims) written once over
 //!   [`KeyedRows`] (ADR 0081); the backends name it `SqliteKeyedClaims`,
 //!   `PostgresKeyedClaims`.
+//! - [`SqlFence`]: a fence whose marks live in the database, the `fencing`
+//!   crate's [`Fence`](fencing::Fence) written once over [`FenceRows`]
+//!   (ADR 0081); the backends name it `SqliteFence`, `PostgresFence`.
 //! - [`FinishOnDrop`]: how both backends begin a fenced transaction that a
 //!   dropped caller cannot leave open.
 //! - [`watch_term`]: a SQL claim's `watch`, spawning [`renew_term`];
@@ -41,6 +44,7 @@
 
 mod claim;
 mod clock;
+mod fence;
 mod fence_mark;
 mod finish;
 mod keyed;
@@ -51,6 +55,7 @@ mod times;
 
 pub use claim::{AttemptState, ClaimRows, ElectionStore, SqlAttempt, SqlClaim};
 pub use clock::{Clock, SystemClock};
+pub use fence::{FenceRows, SqlFence};
 pub use fence_mark::{check_committed_mark, mark_of, stored_token, token_from_mark, write_locked};
 pub use finish::FinishOnDrop;
 pub use keyed::{
