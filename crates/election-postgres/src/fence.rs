@@ -168,6 +168,60 @@ impl PostgresMarks {
         })
     }
 
+    /// The mark of `resource` as `conn` sees it.
+    async fn read_mark(
+        &self,
+        conn: &mut PgConnection,
+        resource: &ResourceName,
+    ) -> Result<Option<Token>, fencing::Error> {
+        let mark: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_read.clone()))
+            .bind(resource.as_str())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        election_sql::stored_token(resource, mark)
+    }
+
+    /// A transaction of this fence's own.
+    async fn transaction(
+        &self,
+        resource: &ResourceName,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
+        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        sqlx::Transaction::begin(conn, None)
+            .await
+            .map_err(|e| unavailable(resource, e))
+    }
+
+    /// A transaction of this fence's own that commits durably whatever the
+    /// session's `synchronous_commit`.
+    async fn begin(
+        &self,
+        resource: &ResourceName,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
+        let mut tx = self.transaction(resource).await?;
+        sqlx::query("SET LOCAL synchronous_commit = on")
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| unavailable(resource, e))?;
+        Ok(tx)
+    }
+}
+
+impl FenceRows for PostgresMarks {
+    type Open<'a> = (PgPool, &'a str);
+    type OpenError = Error;
+    type Connection = PgConnection;
+    type Transaction = sqlx::Transaction<'static, sqlx::Postgres>;
+    type UnlockError = sqlx::Error;
+
+    /// A fence on the pool's database in the schema (see [`PostgresFence`]).
+    async fn open((pool, schema): Self::Open<'_>) -> Result<Self, Error> {
+        PostgresMarks::new(pool, schema).await
+    }
+
     /// Checks `token` against `resource`'s high-water mark and raises the
     /// mark, inside the caller's open transaction on `conn`. Make the
     /// guarded write in the same transaction and commit it; if this
@@ -328,77 +382,6 @@ impl PostgresMarks {
         .map_err(|e| refused(resource, token, e))
     }
 
-    /// The mark of `resource` as `conn` sees it.
-    async fn read_mark(
-        &self,
-        conn: &mut PgConnection,
-        resource: &ResourceName,
-    ) -> Result<Option<Token>, fencing::Error> {
-        let mark: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.fence_read.clone()))
-            .bind(resource.as_str())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
-        election_sql::stored_token(resource, mark)
-    }
-
-    /// A transaction of this fence's own.
-    async fn transaction(
-        &self,
-        resource: &ResourceName,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
-        sqlx::Transaction::begin(conn, None)
-            .await
-            .map_err(|e| unavailable(resource, e))
-    }
-
-    /// A transaction of this fence's own that commits durably whatever the
-    /// session's `synchronous_commit`.
-    async fn begin(
-        &self,
-        resource: &ResourceName,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        let mut tx = self.transaction(resource).await?;
-        sqlx::query("SET LOCAL synchronous_commit = on")
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| unavailable(resource, e))?;
-        Ok(tx)
-    }
-}
-
-impl FenceRows for PostgresMarks {
-    type Open<'a> = (PgPool, &'a str);
-    type OpenError = Error;
-    type Connection = PgConnection;
-    type Transaction = sqlx::Transaction<'static, sqlx::Postgres>;
-    type UnlockError = sqlx::Error;
-
-    /// A fence on the pool's database in the schema (see [`PostgresFence`]).
-    async fn open((pool, schema): Self::Open<'_>) -> Result<Self, Error> {
-        PostgresMarks::new(pool, schema).await
-    }
-
-    async fn advance_in(
-        &self,
-        conn: &mut PgConnection,
-        resource: &ResourceName,
-        token: Token,
-    ) -> Result<Advance, fencing::Error> {
-        PostgresMarks::advance_in(self, conn, resource, token).await
-    }
-
-    async fn begin_fenced(
-        &self,
-        resource: &ResourceName,
-        token: Token,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        PostgresMarks::begin_fenced(self, resource, token).await
-    }
-
     /// One transaction of its own (committing durably) with
     /// [`advance_in`](SqlFence::advance_in), committed before this returns `Ok`.
     /// If the commit fails: [`fencing::Error::Unavailable`], the mark may
@@ -409,7 +392,7 @@ impl FenceRows for PostgresMarks {
         token: Token,
     ) -> Result<Advance, fencing::Error> {
         let mut tx = self.begin(resource).await?;
-        let advance = PostgresMarks::advance_in(self, &mut tx, resource, token).await?;
+        let advance = FenceRows::advance_in(self, &mut tx, resource, token).await?;
         tx.commit().await.map_err(|e| unavailable(resource, e))?;
         Ok(advance)
     }

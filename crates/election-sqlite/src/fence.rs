@@ -116,75 +116,6 @@ impl SqliteMarks {
             })
         })
     }
-
-    /// Begins a `BEGIN IMMEDIATE` transaction on this fence's pool whose
-    /// first act checks `token` against `resource`'s high-water mark and
-    /// raises it, exactly as [`advance_in`](SqlFence::advance_in)
-    /// would: the same shape as
-    /// `election_postgres::PostgresFence::begin_fenced`. Make the guarded
-    /// write in the returned transaction and commit it: it commits
-    /// atomically with the check, or not at all.
-    ///
-    /// The transaction holds SQLite's write lock from its `BEGIN
-    /// IMMEDIATE` until it ends: commit or drop it promptly (every other
-    /// writer of the database, the election's renewals among them, waits
-    /// for it).
-    ///
-    /// Cancel safety: cancel safe. Dropped before it returns, the begin
-    /// and the check are finished in a task of their own and the
-    /// transaction is then dropped and rolled back, so no connection is
-    /// left holding the write lock. A returned transaction dropped
-    /// uncommitted rolls back.
-    ///
-    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
-    /// older token (nothing written, the transaction rolled back);
-    /// [`fencing::Error::Config`] for a database file with a second name
-    /// or replaced since the fence was made (ADR 0046), and for a raise on
-    /// a connection whose commits are not durable (`synchronous` below
-    /// FULL); [`fencing::Error::Unavailable`] for database errors
-    /// (including a busy database); [`fencing::Error::Corrupt`] for a mark
-    /// this crate never writes.
-    ///
-    /// ```
-    /// use election_sqlite::{SqliteElection, SqliteOptions};
-    /// use fencing::{ResourceName, Token};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let tmp = tempfile::tempdir()?;
-    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// sqlx::query("CREATE TABLE ledger (entry TEXT)").execute(election.pool()).await?;
-    /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
-    /// let ledger = ResourceName::new("ledger")?;
-    ///
-    /// let fence = election.fence();
-    /// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?; // refused if deposed
-    /// sqlx::query("INSERT INTO ledger VALUES ('paid')").execute(&mut *tx).await?;
-    /// tx.commit().await?;
-    /// # Ok(()) }
-    /// ```
-    async fn begin_fenced(
-        &self,
-        resource: &ResourceName,
-        token: Token,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, fencing::Error> {
-        self.check_names(resource)?;
-        let pool = self.pool.clone();
-        let owned = resource.clone();
-        FinishOnDrop::new(async move {
-            let resource = &owned;
-            let mut tx = pool
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map_err(|e| unavailable(resource, e))?;
-            let advance = advance_in(&mut tx, resource, token).await?;
-            if advance.raised() {
-                require_durable(&mut tx, resource).await?;
-            }
-            Ok(tx)
-        })
-        .await
-    }
 }
 
 impl crate::SqliteElection {
@@ -376,12 +307,73 @@ impl FenceRows for SqliteMarks {
         advance_in(conn, resource, token).await
     }
 
+    /// Begins a `BEGIN IMMEDIATE` transaction on this fence's pool whose
+    /// first act checks `token` against `resource`'s high-water mark and
+    /// raises it, exactly as [`advance_in`](SqlFence::advance_in)
+    /// would: the same shape as
+    /// `election_postgres::PostgresFence::begin_fenced`. Make the guarded
+    /// write in the returned transaction and commit it: it commits
+    /// atomically with the check, or not at all.
+    ///
+    /// The transaction holds SQLite's write lock from its `BEGIN
+    /// IMMEDIATE` until it ends: commit or drop it promptly (every other
+    /// writer of the database, the election's renewals among them, waits
+    /// for it).
+    ///
+    /// Cancel safety: cancel safe. Dropped before it returns, the begin
+    /// and the check are finished in a task of their own and the
+    /// transaction is then dropped and rolled back, so no connection is
+    /// left holding the write lock. A returned transaction dropped
+    /// uncommitted rolls back.
+    ///
+    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
+    /// older token (nothing written, the transaction rolled back);
+    /// [`fencing::Error::Config`] for a database file with a second name
+    /// or replaced since the fence was made (ADR 0046), and for a raise on
+    /// a connection whose commits are not durable (`synchronous` below
+    /// FULL); [`fencing::Error::Unavailable`] for database errors
+    /// (including a busy database); [`fencing::Error::Corrupt`] for a mark
+    /// this crate never writes.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// sqlx::query("CREATE TABLE ledger (entry TEXT)").execute(election.pool()).await?;
+    /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
+    /// let ledger = ResourceName::new("ledger")?;
+    ///
+    /// let fence = election.fence();
+    /// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?; // refused if deposed
+    /// sqlx::query("INSERT INTO ledger VALUES ('paid')").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
     async fn begin_fenced(
         &self,
         resource: &ResourceName,
         token: Token,
     ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, fencing::Error> {
-        SqliteMarks::begin_fenced(self, resource, token).await
+        self.check_names(resource)?;
+        let pool = self.pool.clone();
+        let owned = resource.clone();
+        FinishOnDrop::new(async move {
+            let resource = &owned;
+            let mut tx = pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(|e| unavailable(resource, e))?;
+            let advance = advance_in(&mut tx, resource, token).await?;
+            if advance.raised() {
+                require_durable(&mut tx, resource).await?;
+            }
+            Ok(tx)
+        })
+        .await
     }
 
     /// One `BEGIN IMMEDIATE` transaction with [`advance_in`](SqlFence::advance_in),
