@@ -34,7 +34,7 @@ use crate::store::row::{self, Take};
 ///   full TTL on this process's monotonic clock, each only if its row and
 ///   record are still exactly as read, with its epoch drawn from the
 ///   sequence in that statement (rule 1). A key whose next epoch would be
-///   above [`Epoch::MAX`] fails with [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted).
+///   above [`Epoch::MAX`](election_core::Epoch::MAX) fails with [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted).
 ///   A server that cannot be reached: the keys answer `Unavailable` and
 ///   are tried again at the next poll; a claim statement whose outcome is
 ///   unknown is released in the background (conditional on its nonces).

@@ -134,7 +134,7 @@ mod store;
 pub use claim::{PostgresAttempt, PostgresClaim, WakeWait};
 pub use election::PostgresElection;
 pub use error::Error;
-pub use fence::PostgresFence;
+pub use fence::{PostgresFence, PostgresMarks};
 pub use keyed::{KeyWakes, PostgresKeyedClaims};
 pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,

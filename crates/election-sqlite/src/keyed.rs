@@ -85,7 +85,7 @@ impl KeyLocks {
 ///   as read. Each claim writes its epoch to the row and to the epoch state
 ///   in that transaction (the same rule as
 ///   [`SqliteClaim`](crate::SqliteClaim), shared code). A key whose next
-///   epoch would be above [`Epoch::MAX`] fails with
+///   epoch would be above [`Epoch::MAX`](election_core::Epoch::MAX) fails with
 ///   [`ConfigError::EpochExhausted`], nothing written. A database file
 ///   deleted or replaced since it was opened, or with a second name (a
 ///   hard link, a mount of its own): no key is claimed (a configuration

@@ -145,7 +145,7 @@ mod store;
 pub use claim::{HostLockWait, SqliteAttempt, SqliteClaim};
 pub use election::SqliteElection;
 pub use error::Error;
-pub use fence::SqliteFence;
+pub use fence::{SqliteFence, SqliteMarks};
 pub use keyed::{KeyLocks, SqliteKeyedClaims};
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};
 pub use store::context::SqliteStore;
