@@ -274,3 +274,180 @@ impl<S: ClaimRows> Claim for SqlClaim<S> {
         self.store.leader(&self.name).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::Mutex;
+
+    use election_core::{Epoch, Error};
+
+    use super::*;
+    use crate::keyed::Classed;
+    use crate::times::LeaseTimes;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("down")]
+    struct Down;
+
+    impl IntoCore for Down {
+        fn classify(self) -> Classed<Self> {
+            Classed::Unavailable(self)
+        }
+    }
+
+    /// A lease table in memory (name -> nonce, epoch) whose claim takes a
+    /// free row, and the releases a closed attempt asked for.
+    #[derive(Debug, Default)]
+    struct Rows {
+        rows: Mutex<HashMap<String, (i64, i64)>>,
+        released_later: Mutex<Vec<(String, i64)>>,
+    }
+
+    impl LeaseRows for Rows {
+        type Error = Down;
+        fn times(&self) -> LeaseTimes {
+            LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
+        }
+        async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
+            self.confirm(hold).await
+        }
+        async fn renew_many(&self, _holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
+            Ok(HashSet::new())
+        }
+        async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
+            let rows = self.rows.lock().unwrap();
+            Ok(rows.get(hold.name) == Some(&(hold.nonce, hold.epoch)))
+        }
+        async fn release_many(&self, _holds: &[HeldRow<'_>]) -> Result<(), Down> {
+            Ok(())
+        }
+    }
+
+    impl ClaimRows for Rows {
+        const BACKEND: &'static str = "memory";
+        type Waiting = ();
+        fn waiting(&self) {}
+        async fn try_claim(
+            claim: &SqlClaim<Self>,
+            attempt: &mut AttemptState<()>,
+        ) -> Result<Option<Won>, election_core::Error> {
+            let mut rows = claim.store().rows.lock().unwrap();
+            let name = claim.name().as_str().to_owned();
+            if rows.contains_key(&name) {
+                return Ok(None);
+            }
+            attempt.may_hold = true;
+            rows.insert(name, (attempt.nonce, 1));
+            attempt.epoch = Some(1);
+            Ok(Some(Won {
+                epoch: Epoch::FIRST,
+                valid_until: None,
+            }))
+        }
+        async fn wait(
+            _claim: &SqlClaim<Self>,
+            _attempt: &mut AttemptState<()>,
+            _poll: Duration,
+        ) -> Result<(), election_core::Error> {
+            Ok(())
+        }
+        async fn proclaim(&self, hold: HeldRow<'_>, _value: &str) -> Result<bool, Down> {
+            self.confirm(hold).await
+        }
+        async fn release(&self, name: &str, nonce: i64) -> Result<bool, Down> {
+            let mut rows = self.rows.lock().unwrap();
+            let mine = rows.get(name).is_some_and(|(n, _)| *n == nonce);
+            if mine {
+                rows.remove(name);
+            }
+            Ok(mine)
+        }
+        fn release_later(self: &Arc<Self>, name: &ElectionName, attempt: AttemptState<()>) {
+            let mut later = self.released_later.lock().unwrap();
+            later.push((name.as_str().to_owned(), attempt.nonce));
+        }
+        async fn leader(&self, _name: &ElectionName) -> Result<Option<Leader>, Error> {
+            Ok(None)
+        }
+    }
+
+    fn claim(rows: &Arc<Rows>, name: &str) -> SqlClaim<Rows> {
+        let name = ElectionName::new(name).expect("name");
+        SqlClaim::new(rows.clone(), name, Identity::new("a").expect("identity"))
+    }
+
+    fn not_held<T>(r: Result<T, Error>) -> bool {
+        matches!(r, Err(Error::NotHeld { .. }))
+    }
+
+    /// The shared steps answer from the attempt's won term: a commit-point
+    /// check or a value before a win is `NotHeld` (nothing written), after
+    /// it `Ok`, and once the row shows another term `NotHeld` again.
+    #[tokio::test]
+    async fn confirm_and_proclaim_hold_only_for_the_won_term() {
+        let rows = Arc::new(Rows::default());
+        let c = claim(&rows, "jobs");
+        let mut attempt = c.open().await.expect("open");
+        let value = LeaderValue::new("v").expect("value");
+        assert!(not_held(c.confirm(&mut attempt).await), "never won");
+        assert!(not_held(c.proclaim(&mut attempt, &value).await));
+        assert!(c.try_claim(&mut attempt).await.expect("claim").is_some());
+        c.confirm(&mut attempt).await.expect("won: held");
+        c.proclaim(&mut attempt, &value).await.expect("won: held");
+        rows.rows.lock().unwrap().insert("jobs".into(), (-1, 2));
+        assert!(not_held(c.confirm(&mut attempt).await), "another term");
+        assert_eq!(c.backend(), "memory");
+    }
+
+    /// A release answers whether the row showed this attempt; after it the
+    /// attempt holds nothing, so a close releases nothing more.
+    #[tokio::test]
+    async fn release_then_close_releases_once() {
+        let rows = Arc::new(Rows::default());
+        let c = claim(&rows, "jobs");
+        let mut attempt = c.open().await.expect("open");
+        assert!(c.try_claim(&mut attempt).await.expect("claim").is_some());
+        c.release(&mut attempt).await.expect("released");
+        assert!(not_held(c.release(&mut attempt).await), "released already");
+        c.close(attempt, End::Dropped);
+        assert!(rows.released_later.lock().unwrap().is_empty());
+    }
+
+    /// A closed attempt that may hold a claim is released in the background
+    /// only when it gives up (dropped, cancelled, failed), never after it
+    /// resigned, lost or never won.
+    #[tokio::test]
+    async fn close_releases_in_the_background_only_what_a_given_up_attempt_may_hold() {
+        for (end, released) in [
+            (End::Dropped, true),
+            (End::Cancelled, true),
+            (End::Failed, true),
+            (End::Resigned, false),
+            (End::Lost, false),
+            (End::NeverWon, false),
+        ] {
+            let rows = Arc::new(Rows::default());
+            let c = claim(&rows, "jobs");
+            let mut attempt = c.open().await.expect("open");
+            assert!(c.try_claim(&mut attempt).await.expect("claim").is_some());
+            let nonce = attempt.0.nonce;
+            c.close(attempt, end);
+            let later = rows.released_later.lock().unwrap().clone();
+            let expected = if released {
+                vec![("jobs".to_owned(), nonce)]
+            } else {
+                vec![]
+            };
+            assert_eq!(later, expected, "{end:?}");
+        }
+        // Never a claim that may commit: nothing to release.
+        let rows = Arc::new(Rows::default());
+        let c = claim(&rows, "jobs");
+        rows.rows.lock().unwrap().insert("jobs".into(), (-1, 1));
+        let mut attempt = c.open().await.expect("open");
+        assert!(c.try_claim(&mut attempt).await.expect("claim").is_none());
+        c.close(attempt, End::Dropped);
+        assert!(rows.released_later.lock().unwrap().is_empty());
+    }
+}
