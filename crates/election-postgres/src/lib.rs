@@ -143,8 +143,7 @@ pub use options::{
 pub use store::context::PostgresStore;
 pub use store::schema;
 
-pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
-pub use election_sql::{Clock, LeaseTimes, SystemClock};
+pub use election_sql::reexports::*;
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

@@ -66,6 +66,23 @@ pub use keyed_claims::{KeyedRows, SqlKeyedClaims};
 pub use renewal::{renew_term, renewal_policy, watch_term, write_term};
 pub use times::LeaseTimes;
 
+/// The names both SQL backends re-export beside their own (one list, ADR
+/// 0081): the core's lease set, its per-key adapter and a write's token,
+/// and this layer's clock and lease times. A backend's `lib.rs` has
+/// `pub use election_sql::reexports::*;`.
+///
+/// ```
+/// use election_sql::reexports::{Clock, LeaseTimes, SystemClock};
+///
+/// let times = LeaseTimes::new(std::time::Duration::from_secs(15), std::time::Duration::from_secs(5));
+/// assert!(times.validity() < times.ttl());
+/// let _now = SystemClock.now();
+/// ```
+pub mod reexports {
+    pub use crate::{Clock, LeaseTimes, SystemClock};
+    pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+}
+
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.
 #[doc = include_str!("../README.md")]

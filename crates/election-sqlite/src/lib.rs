@@ -151,8 +151,7 @@ pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, Sql
 pub use store::context::SqliteStore;
 pub use store::schema;
 
-pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
-pub use election_sql::{Clock, LeaseTimes, SystemClock};
+pub use election_sql::reexports::*;
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.
