@@ -15,7 +15,7 @@ use crate::claim::PostgresClaim;
 use crate::error::Error;
 use crate::keyed::PostgresKeyedClaims;
 use crate::options::PostgresOptions;
-use crate::store::context::Context;
+use crate::store::context::PostgresStore;
 use crate::store::notify;
 
 /// Elections among the processes that share one PostgreSQL database,
@@ -34,7 +34,7 @@ use crate::store::notify;
 /// ```
 #[derive(Clone, Debug)]
 pub struct PostgresElection {
-    pub(crate) inner: Arc<Context>,
+    pub(crate) inner: Arc<PostgresStore>,
 }
 
 impl PostgresElection {
@@ -83,7 +83,7 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
-        Ok(Self::of(Context::connect(url, options).await?))
+        Ok(Self::of(PostgresStore::connect(url, options).await?))
     }
 
     /// Uses the application's own pool (its sessions must not turn
@@ -120,7 +120,7 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
-        Ok(Self::of(Context::with_pool(pool, options).await?))
+        Ok(Self::of(PostgresStore::with_pool(pool, options).await?))
     }
 
     /// Uses `clock` instead of the system's clocks (for tests; [`Clock`]
@@ -147,7 +147,7 @@ impl PostgresElection {
         Self::of(self.inner.with_clock(clock))
     }
 
-    fn of(context: Context) -> Self {
+    fn of(context: PostgresStore) -> Self {
         PostgresElection {
             inner: Arc::new(context),
         }
@@ -214,11 +214,8 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub fn claim(&self, name: &str, identity: &str) -> Result<PostgresClaim, Error> {
-        Ok(PostgresClaim {
-            inner: self.inner.clone(),
-            name: ElectionName::new(name)?,
-            identity: Identity::new(identity)?,
-        })
+        let (name, identity) = (ElectionName::new(name)?, Identity::new(identity)?);
+        Ok(PostgresClaim::new(self.inner.clone(), name, identity))
     }
 
     /// A [`Candidate`] for [`claim`](PostgresElection::claim).
@@ -458,28 +455,8 @@ impl election_core::Election for PostgresElection {
     }
 }
 
-impl PostgresKeyedClaims {
-    /// The keys of process `identity` in `election`'s database, with its
-    /// options and the core's
-    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
-    ///
-    /// ```no_run
-    /// use election_core::Identity;
-    /// use election_postgres::{LeaseSet, PostgresElection, PostgresKeyedClaims, PostgresOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let url = "postgres://app@db.internal/app";
-    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
-    /// // What `election.lease_set("node-a")` builds:
-    /// let set = LeaseSet::new(PostgresKeyedClaims::new(&election, Identity::new("node-a")?));
-    /// if set.ask("shard-1").await? {
-    ///     println!("writing shard-1 in term {:?}", set.epoch("shard-1"));
-    /// }
-    /// set.close().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn new(election: &PostgresElection, identity: Identity) -> Self {
-        PostgresKeyedClaims::over(election.inner.clone(), identity)
+impl election_sql::ElectionStore<PostgresStore> for PostgresElection {
+    fn store(&self) -> &Arc<PostgresStore> {
+        &self.inner
     }
 }

@@ -1,5 +1,5 @@
 //! [`PostgresKeyedClaims`]: the keys of a lease set in one PostgreSQL database,
-//! as the core's batch steps ([`KeyedClaims`]): claim many, renew many,
+//! as the core's batch steps ([`KeyedClaims`](election_core::KeyedClaims)): claim many, renew many,
 //! release many, confirm one, each one statement however many keys it
 //! covers. The core's keyed engine decides when to call them; the steps
 //! keep what the database needs between calls (each held key's term, each
@@ -7,16 +7,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use election_core::{
-    Claimed, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LossReason, RenewalPolicy,
-};
-use election_sql::{Answer, KeyedState, fail_each, failed_all};
+use election_core::{Claimed, ElectionName};
+use election_sql::{Answer, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
 use tokio::sync::broadcast;
 
 use crate::error::Error;
-use crate::store::context::Context;
+use crate::store::context::PostgresStore;
 use crate::store::notify::{self, Wake};
 use crate::store::row::{self, Take};
 
@@ -37,7 +34,7 @@ use crate::store::row::{self, Take};
 ///   full TTL on this process's monotonic clock, each only if its row and
 ///   record are still exactly as read, with its epoch drawn from the
 ///   sequence in that statement (rule 1). A key whose next epoch would be
-///   above [`Epoch::MAX`] fails with [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted).
+///   above [`Epoch::MAX`](election_core::Epoch::MAX) fails with [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted).
 ///   A server that cannot be reached: the keys answer `Unavailable` and
 ///   are tried again at the next poll; a claim statement whose outcome is
 ///   unknown is released in the background (conditional on its nonces).
@@ -56,13 +53,40 @@ use crate::store::row::{self, Take};
 ///   safe (dropped in flight, each has renewed or released this set's own
 ///   terms or nothing; the core cuts a renewal off at its budget, an
 ///   unknown outcome); claim runs to completion (see its own docs).
+///
+/// Made by [`PostgresElection::lease_set`](crate::PostgresElection::lease_set)
+/// or [`new`](SqlKeyedClaims::new) (the keys of a process in `election`'s
+/// database, with its options and the core's
+/// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)), and
+/// [`with_poll_interval`](SqlKeyedClaims::with_poll_interval) (how often the
+/// keys not held are looked at when no notification comes: between 1 ms
+/// and 1 h).
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use election_core::Identity;
+/// use election_postgres::{LeaseSet, PostgresElection, PostgresKeyedClaims, PostgresOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let url = "postgres://app@db.internal/app";
+/// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
+/// let leases = PostgresKeyedClaims::new(&election, Identity::new("node-a")?)
+///     .with_poll_interval(Duration::from_millis(500))?;
+/// let set = LeaseSet::new(leases);
+/// set.ask("shard-1").await?;
+/// set.close().await;
+/// # Ok(()) }
+/// ```
+pub type PostgresKeyedClaims = SqlKeyedClaims<PostgresStore>;
+
+/// What a [`PostgresKeyedClaims`] keeps of PostgreSQL's own (its
+/// [`KeyedRows::KeyedWaiting`]): its wake-ups and the keys they concern.
 #[derive(Debug)]
-pub struct PostgresKeyedClaims {
-    ctx: Arc<Context>,
-    /// Each held key's term, each contended key's observation.
-    state: KeyedState,
+pub struct KeyWakes {
     /// The keys asked and not won by the last claim of each: what a
-    /// notification wakes [`KeyedClaims::wait`] for.
+    /// notification wakes [`KeyedClaims::wait`](election_core::KeyedClaims::wait) for.
     wanted: Arc<Mutex<HashSet<String>>>,
     /// Wake-ups, subscribed when the set is made.
     wakes: tokio::sync::Mutex<broadcast::Receiver<Wake>>,
@@ -72,97 +96,60 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl PostgresKeyedClaims {
-    /// The keys of process `identity` over the context `ctx` (what
-    /// [`new`](PostgresKeyedClaims::new) builds from a façade).
-    pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
-        let wakes = ctx.notifier.subscribe();
-        PostgresKeyedClaims {
-            ctx,
-            state: KeyedState::new(identity),
-            wanted: Arc::new(Mutex::new(HashSet::new())),
-            wakes: tokio::sync::Mutex::new(wakes),
-        }
-    }
-
-    /// Sets how often the keys not held are looked at (a vacant or expired
-    /// one claimed) when no notification comes: between 1 ms and 1 h.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    ///
-    /// use election_core::Identity;
-    /// use election_postgres::{LeaseSet, PostgresElection, PostgresKeyedClaims, PostgresOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let url = "postgres://app@db.internal/app";
-    /// let election = PostgresElection::connect(url, PostgresOptions::default()).await?;
-    /// let leases = PostgresKeyedClaims::new(&election, Identity::new("node-a")?)
-    ///     .with_poll_interval(Duration::from_millis(500))?;
-    /// let set = LeaseSet::new(leases);
-    /// set.ask("shard-1").await?;
-    /// set.close().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
-        self.state.set_poll_interval(poll_interval)?;
-        Ok(self)
-    }
-
-    /// The claim statement of a poll: fills in `answers` for `takes`
-    /// (each `(index in keys, take)`).
-    async fn take(
-        &self,
-        keys: &[ElectionName],
-        takes: Vec<(usize, Take<'_>)>,
-        answers: &mut [Answer],
-    ) {
-        let ctx = &self.ctx;
-        let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| t.clone()).collect();
-        let sent = ctx.clock.now();
-        let won = match ctx.claim_many(&batch, self.state.identity().as_str()).await {
-            Ok(won) => won,
-            Err(e) => {
-                if !matches!(e, Error::Unavailable(sqlx::Error::PoolTimedOut)) {
-                    // Sent: it may have committed.
-                    ctx.release_in_background(
-                        batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect(),
-                    );
-                }
-                let at: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
-                fail_each(e, keys, &at, answers);
-                return;
+/// The claim statement of a poll: fills in `answers` for `takes`
+/// (each `(index in keys, take)`).
+async fn take(
+    set: &PostgresKeyedClaims,
+    keys: &[ElectionName],
+    takes: Vec<(usize, Take<'_>)>,
+    answers: &mut [Answer],
+) {
+    let ctx = set.store();
+    let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| t.clone()).collect();
+    let sent = ctx.clock.now();
+    let won = match ctx
+        .claim_many(&batch, set.state().identity().as_str())
+        .await
+    {
+        Ok(won) => won,
+        Err(e) => {
+            if !matches!(e, Error::Unavailable(sqlx::Error::PoolTimedOut)) {
+                // Sent: it may have committed.
+                ctx.release_in_background(
+                    batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect(),
+                );
             }
-        };
-        let valid_until = sent + ctx.options.validity();
-        let won: HashMap<&str, i64> = won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
-        for (i, take) in takes {
-            let name = &keys[i];
-            self.state.unobserve(name);
-            // Not won: its row changed since it was read; looked at again.
-            let Some(&epoch) = won.get(name.as_str()) else {
-                continue;
-            };
-            answers[i] = match row::epoch_of(name.as_str(), epoch) {
-                Ok(e) => Ok(self.state.won(name, take.nonce, epoch, e, valid_until)),
-                Err(e) => Err(e.into_core(name)),
-            };
+            let at: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
+            fail_each(e, keys, &at, answers);
+            return;
         }
+    };
+    let valid_until = sent + ctx.options.validity();
+    let won: HashMap<&str, i64> = won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+    for (i, take) in takes {
+        let name = &keys[i];
+        set.state().unobserve(name);
+        // Not won: its row changed since it was read; looked at again.
+        let Some(&epoch) = won.get(name.as_str()) else {
+            continue;
+        };
+        answers[i] = match row::epoch_of(name.as_str(), epoch) {
+            Ok(e) => Ok(set.state().won(name, take.nonce, epoch, e, valid_until)),
+            Err(e) => Err(e.into_core(name)),
+        };
     }
 }
 
-impl KeyedClaims for PostgresKeyedClaims {
-    fn identity(&self) -> &Identity {
-        self.state.identity()
-    }
+/// The claim statement of a poll (see `take` below) and the rest of
+/// PostgreSQL's keyed steps.
+impl KeyedRows for PostgresStore {
+    type KeyedWaiting = KeyWakes;
 
-    fn backend(&self) -> &'static str {
-        "postgres"
-    }
-
-    fn renewal(&self) -> Option<RenewalPolicy> {
-        election_sql::renewal_policy(&*self.ctx)
+    fn keyed_waiting(&self) -> KeyWakes {
+        KeyWakes {
+            wanted: Arc::new(Mutex::new(HashSet::new())),
+            wakes: tokio::sync::Mutex::new(self.notifier.subscribe()),
+        }
     }
 
     /// Claim many: one read of the rows and epoch records of `keys`, then
@@ -176,26 +163,23 @@ impl KeyedClaims for PostgresKeyedClaims {
     /// Cancel safety: run to completion (the core does); dropped after the
     /// claim statement was sent, a claim may commit unrecorded and then
     /// ages out.
-    async fn claim(&self, keys: &[ElectionName]) -> Vec<Answer> {
-        if keys.is_empty() {
-            return Vec::new();
-        }
-        if let Ok(mut wakes) = self.wakes.try_lock() {
+    async fn claim_keys(set: &PostgresKeyedClaims, keys: &[ElectionName]) -> Vec<Answer> {
+        if let Ok(mut wakes) = set.waiting().wakes.try_lock() {
             notify::drain(&mut wakes);
         }
         let names: Vec<&str> = keys.iter().map(ElectionName::as_str).collect();
-        let rows = match self.ctx.read_many(&names).await {
+        let rows = match set.store().read_many(&names).await {
             Ok(rows) => rows,
             Err(e) => return failed_all(e, keys),
         };
-        let now = self.ctx.clock.now();
-        let ttl = self.ctx.options.ttl();
+        let now = set.store().clock.now();
+        let ttl = set.store().options.ttl();
         let mut answers: Vec<Answer> = Vec::with_capacity(keys.len());
         let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
         {
             for (i, name) in keys.iter().enumerate() {
                 let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
-                let may = self.state.may_claim(name, &seen.found(), ttl, now);
+                let may = set.state().may_claim(name, &seen.found(), ttl, now);
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
                 if may {
@@ -211,11 +195,11 @@ impl KeyedClaims for PostgresKeyedClaims {
             }
         }
         if !takes.is_empty() {
-            self.take(keys, takes, &mut answers).await;
+            take(set, keys, takes, &mut answers).await;
         }
         // The core claims in batches (ADR 0058): each batch updates its
         // own keys, and the keys of the other batches stay wanted.
-        let mut wanted = lock(&self.wanted);
+        let mut wanted = lock(&set.waiting().wanted);
         for (key, answer) in keys.iter().zip(&answers) {
             if matches!(answer, Ok(Claimed::Won(_))) {
                 wanted.remove(key.as_str());
@@ -227,30 +211,15 @@ impl KeyedClaims for PostgresKeyedClaims {
         answers
     }
 
-    async fn renew(
-        &self,
-        held: &[HeldKey],
-    ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        self.state.renew(&*self.ctx, held).await
-    }
-
-    async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
-        self.state.confirm(&*self.ctx, key, epoch).await
-    }
-
-    async fn release(&self, held: &[HeldKey]) {
-        self.state.release(&*self.ctx, held).await;
-    }
-
     /// Waits for a notification naming a key asked and not held (a
     /// release or a win elsewhere), at most the poll interval.
     ///
     /// Cancel safety: cancel safe.
-    async fn wait(&self) {
-        self.ctx.notifier.start();
-        let mut wakes = self.wakes.lock().await;
-        let wanted = self.wanted.clone();
+    async fn wait_keys(set: &PostgresKeyedClaims) {
+        set.store().notifier.start();
+        let mut wakes = set.waiting().wakes.lock().await;
+        let wanted = set.waiting().wanted.clone();
         let woken = notify::woken(&mut wakes, |n| lock(&wanted).contains(n));
-        let _ = tokio::time::timeout(self.state.poll_interval(), woken).await;
+        let _ = tokio::time::timeout(set.state().poll_interval(), woken).await;
     }
 }

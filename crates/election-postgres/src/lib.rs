@@ -131,19 +131,19 @@ mod keyed;
 mod options;
 mod store;
 
-pub use claim::{PostgresAttempt, PostgresClaim};
+pub use claim::{PostgresAttempt, PostgresClaim, WakeWait};
 pub use election::PostgresElection;
 pub use error::Error;
-pub use fence::PostgresFence;
-pub use keyed::PostgresKeyedClaims;
+pub use fence::{PostgresFence, PostgresMarks};
+pub use keyed::{KeyWakes, PostgresKeyedClaims};
 pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,
     PostgresOptions,
 };
+pub use store::context::PostgresStore;
 pub use store::schema;
 
-pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
-pub use election_sql::{Clock, LeaseTimes, SystemClock};
+pub use election_sql::reexports::*;
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

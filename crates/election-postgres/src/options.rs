@@ -57,12 +57,31 @@ pub const MAX_SCHEMA_LEN: usize = 40;
 /// assert!(PostgresOptions::default().with_schema("Robert'); DROP TABLE x;--").is_err());
 /// # Ok(()) }
 /// ```
+///
+/// The lease times, through the options (ADR 0080):
+///
+/// ```
+/// use election_postgres::{DEFAULT_RENEW_INTERVAL, PostgresOptions};
+///
+/// let options = PostgresOptions::default();
+/// assert_eq!(options.renew_interval(), DEFAULT_RENEW_INTERVAL);
+/// // Room for one failed renewal and its retry:
+/// assert!(options.renew_interval() * 2 <= options.validity());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostgresOptions {
     /// The TTL and renewal interval (shared with every SQL backend).
     pub(crate) times: LeaseTimes,
     request_timeout: Duration,
     schema: Arc<str>,
+}
+
+impl Deref for PostgresOptions {
+    type Target = LeaseTimes;
+
+    fn deref(&self) -> &LeaseTimes {
+        &self.times
+    }
 }
 
 impl Default for PostgresOptions {
@@ -210,24 +229,6 @@ impl PostgresOptions {
     /// ```
     pub fn schema(&self) -> &str {
         &self.schema
-    }
-}
-
-impl Deref for PostgresOptions {
-    type Target = LeaseTimes;
-
-    /// The TTL and renewal interval, with their margin and validity.
-    ///
-    /// ```
-    /// use election_postgres::{DEFAULT_RENEW_INTERVAL, PostgresOptions};
-    ///
-    /// let options = PostgresOptions::default();
-    /// assert_eq!(options.renew_interval(), DEFAULT_RENEW_INTERVAL);
-    /// // Room for one failed renewal and its retry:
-    /// assert!(options.renew_interval() * 2 <= options.validity());
-    /// ```
-    fn deref(&self) -> &LeaseTimes {
-        &self.times
     }
 }
 

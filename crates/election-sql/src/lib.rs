@@ -19,6 +19,17 @@
 //!   key's term, each contended key's observation; renew, confirm and
 //!   release many), with [`failed_all`]: how a batch's failure answers
 //!   every key.
+//! - [`SqlClaim`] and [`SqlAttempt`]: the claim of one candidate, the
+//!   core's [`Claim`](election_core::Claim) written once over [`ClaimRows`],
+//!   the claim steps each backend implements with what truly differs
+//!   (ADR 0081); the backends name them `SqliteClaim`, `PostgresClaim`.
+//! - [`SqlKeyedClaims`]: the keys of a lease set, the core's
+//!   [`KeyedClaims`](election_core::KeyedClaims) written once over
+//!   [`KeyedRows`] (ADR 0081); the backends name it `SqliteKeyedClaims`,
+//!   `PostgresKeyedClaims`.
+//! - [`SqlFence`]: a fence whose marks live in the database, the `fencing`
+//!   crate's [`Fence`](fencing::Fence) written once over [`FenceRows`]
+//!   (ADR 0081); the backends name it `SqliteFence`, `PostgresFence`.
 //! - [`FinishOnDrop`]: how both backends begin a fenced transaction that a
 //!   dropped caller cannot leave open.
 //! - [`watch_term`]: a SQL claim's `watch`, spawning [`renew_term`];
@@ -31,23 +42,46 @@
 //!   the fenced write under the backend's lock.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
+mod claim;
 mod clock;
+mod fence;
 mod fence_mark;
 mod finish;
 mod keyed;
+mod keyed_claims;
 pub mod lease_row;
 mod renewal;
 mod times;
 
+pub use claim::{AttemptState, ClaimRows, ElectionStore, SqlAttempt, SqlClaim};
 pub use clock::{Clock, SystemClock};
+pub use fence::{FenceRows, SqlFence};
 pub use fence_mark::{check_committed_mark, mark_of, stored_token, token_from_mark, write_locked};
 pub use finish::FinishOnDrop;
 pub use keyed::{
     Answer, Classed, HeldRow, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
     failed_all, for_key, lease_set_identity,
 };
+pub use keyed_claims::{KeyedRows, SqlKeyedClaims};
 pub use renewal::{renew_term, renewal_policy, watch_term, write_term};
 pub use times::LeaseTimes;
+
+/// The names both SQL backends re-export beside their own (one list, ADR
+/// 0081): the core's lease set, its per-key adapter and a write's token,
+/// and this layer's clock and lease times. A backend's `lib.rs` has
+/// `pub use election_sql::reexports::*;`.
+///
+/// ```
+/// use election_sql::reexports::{Clock, LeaseTimes, SystemClock};
+///
+/// let times = LeaseTimes::new(std::time::Duration::from_secs(15), std::time::Duration::from_secs(5));
+/// assert!(times.validity() < times.ttl());
+/// let _now = SystemClock.now();
+/// ```
+pub mod reexports {
+    pub use crate::{Clock, LeaseTimes, SystemClock};
+    pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
+}
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

@@ -14,7 +14,7 @@ use crate::claim::SqliteClaim;
 use crate::error::Error;
 use crate::keyed::SqliteKeyedClaims;
 use crate::options::SqliteOptions;
-use crate::store::context::Context;
+use crate::store::context::SqliteStore;
 
 /// Elections among the processes (and tasks) that share one SQLite
 /// database, often the application's own.
@@ -60,7 +60,7 @@ use crate::store::context::Context;
 /// ```
 #[derive(Clone, Debug)]
 pub struct SqliteElection {
-    pub(crate) inner: Arc<Context>,
+    pub(crate) inner: Arc<SqliteStore>,
 }
 
 impl SqliteElection {
@@ -96,7 +96,7 @@ impl SqliteElection {
     /// # Ok(()) }
     /// ```
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, Error> {
-        Ok(Self::of(Context::open(path.as_ref(), options).await?))
+        Ok(Self::of(SqliteStore::open(path.as_ref(), options).await?))
     }
 
     /// Opens the database at `path` only to read who leads (for tools like
@@ -137,7 +137,7 @@ impl SqliteElection {
         path: impl AsRef<Path>,
         options: SqliteOptions,
     ) -> Result<Option<Self>, Error> {
-        Ok(Context::open_read_only(path.as_ref(), options)
+        Ok(SqliteStore::open_read_only(path.as_ref(), options)
             .await?
             .map(Self::of))
     }
@@ -164,7 +164,7 @@ impl SqliteElection {
     /// # Ok(()) }
     /// ```
     pub async fn with_pool(pool: SqlitePool, options: SqliteOptions) -> Result<Self, Error> {
-        Ok(Self::of(Context::with_pool(pool, options).await?))
+        Ok(Self::of(SqliteStore::with_pool(pool, options).await?))
     }
 
     /// Uses `clock` instead of the system's clocks (for tests; [`Clock`]
@@ -190,7 +190,7 @@ impl SqliteElection {
         Self::of(self.inner.with_clock(clock))
     }
 
-    fn of(context: Context) -> Self {
+    fn of(context: SqliteStore) -> Self {
         SqliteElection {
             inner: Arc::new(context),
         }
@@ -285,11 +285,8 @@ impl SqliteElection {
     /// # Ok(()) }
     /// ```
     pub fn claim(&self, name: &str, identity: &str) -> Result<SqliteClaim, Error> {
-        Ok(SqliteClaim {
-            inner: self.inner.clone(),
-            name: ElectionName::new(name)?,
-            identity: Identity::new(identity)?,
-        })
+        let (name, identity) = (ElectionName::new(name)?, Identity::new(identity)?);
+        Ok(SqliteClaim::new(self.inner.clone(), name, identity))
     }
 
     /// A [`Candidate`] for [`claim`](SqliteElection::claim).
@@ -430,26 +427,8 @@ impl election_core::Election for SqliteElection {
     }
 }
 
-impl SqliteKeyedClaims {
-    /// The keys of process `identity` in `election`'s database, with its
-    /// [options](SqliteElection::options) and the core's
-    /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL).
-    ///
-    /// ```
-    /// use election_core::Identity;
-    /// use election_sqlite::{LeaseSet, SqliteElection, SqliteKeyedClaims, SqliteOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let tmp = tempfile::tempdir()?;
-    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// // What `election.lease_set("node-a")` builds:
-    /// let set = LeaseSet::new(SqliteKeyedClaims::new(&election, Identity::new("node-a")?));
-    /// assert!(set.ask("shard-1").await?);
-    /// set.close().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn new(election: &SqliteElection, identity: Identity) -> Self {
-        SqliteKeyedClaims::over(election.inner.clone(), identity)
+impl election_sql::ElectionStore<SqliteStore> for SqliteElection {
+    fn store(&self) -> &Arc<SqliteStore> {
+        &self.inner
     }
 }

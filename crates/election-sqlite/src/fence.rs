@@ -1,8 +1,8 @@
 //! [`SqliteFence`]: high-water marks in the database, checked inside the
 //! application's own transaction.
 
-use election_sql::FinishOnDrop;
-use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
+use election_sql::{FenceRows, FinishOnDrop, SqlFence};
+use fencing::{Advance, ResourceName, Token};
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::error::Error;
@@ -20,14 +20,14 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// to [`Epoch::MAX`](election_core::Epoch::MAX) (`i64::MAX`): every token
 /// a term can have fits.
 ///
-/// For a write to another store, [`Fence::fenced`] commits the raised mark
+/// For a write to another store, [`Fence::fenced`](fencing::Fence::fenced) commits the raised mark
 /// before it runs the write (and holds SQLite's write lock while the write
 /// runs), so a write that landed is never followed by a lower token's,
 /// whatever happens to the call afterwards.
 ///
 /// The strongest use is a fenced transaction, the same shape as
-/// PostgreSQL's: [`SqliteFence::begin_fenced`] begins one whose first act
-/// is the check, or [`SqliteFence::advance_in`] checks and advances the
+/// PostgreSQL's: [`begin_fenced`](SqlFence::begin_fenced) begins one whose first act
+/// is the check, or [`advance_in`](SqlFence::advance_in) checks and advances the
 /// mark inside a transaction the application opened; the application
 /// makes its write in it and commits: the write commits atomically with
 /// the check, or not at all. Get the fence with
@@ -59,19 +59,23 @@ fn unavailable(resource: &ResourceName, e: impl Into<Error>) -> fencing::Error {
 /// A fence refuses to work through a database file with a second name (a
 /// second hard link, a mount of the file on its own), whose marks would
 /// live in a WAL of that name's own (ADR 0046), and through a file deleted
-/// or replaced since it was opened: [`SqliteFence::new`] with
-/// [`Error::SecondName`], [`Fence::advance`], [`Fence::fenced`] and
-/// [`Fence::high_water_mark`] with [`fencing::Error::Config`] (the write
-/// not run). [`SqliteFence::advance_in`] works on the caller's connection
+/// or replaced since it was opened: [`new`](SqlFence::new) with
+/// [`Error::SecondName`], [`Fence::advance`](fencing::Fence::advance), [`Fence::fenced`](fencing::Fence::fenced) and
+/// [`Fence::high_water_mark`](fencing::Fence::high_water_mark) with [`fencing::Error::Config`] (the write
+/// not run). [`advance_in`](SqlFence::advance_in) works on the caller's connection
 /// and does not look.
+pub type SqliteFence = SqlFence<SqliteMarks>;
+
+/// The high-water marks of a [`SqliteFence`]: the `election_fences` table
+/// of one SQLite database, with its statements ([`FenceRows`]).
 #[derive(Clone, Debug)]
-pub struct SqliteFence {
+pub struct SqliteMarks {
     pool: SqlitePool,
     /// The pool's database file, `None` for one with no file.
     db_file: Option<DbFile>,
 }
 
-impl SqliteFence {
+impl SqliteMarks {
     /// A fence on `pool`'s database; creates or migrates the tables.
     ///
     /// Cancel safety: cancel safe. Failure model: database errors as
@@ -89,13 +93,13 @@ impl SqliteFence {
     /// println!("orders fenced at {:?}", fencing::Fence::high_water_mark(&fence, &orders).await?);
     /// # Ok(()) }
     /// ```
-    pub async fn new(pool: SqlitePool) -> Result<Self, Error> {
+    async fn new(pool: SqlitePool) -> Result<Self, Error> {
         crate::store::names::check_pool(&pool)?;
         let mut conn = pool.acquire().await?;
         let db_file = DbFile::of(&mut conn).await?;
         schema::migrate(&mut conn).await?;
         drop(conn);
-        Ok(SqliteFence { pool, db_file })
+        Ok(SqliteMarks { pool, db_file })
     }
 
     /// `Err(Config)` if the database file got a second name or was
@@ -112,125 +116,11 @@ impl SqliteFence {
             })
         })
     }
-
-    /// Checks `token` against `resource`'s high-water mark and raises the
-    /// mark, inside the caller's open transaction on `conn`. Make the
-    /// guarded write in the same transaction and commit it; if this returns
-    /// an error, roll back (dropping the transaction does).
-    ///
-    /// The raise is one upsert that only writes a token not below the
-    /// mark, so even a racing writer cannot lower it. Open the transaction
-    /// with `BEGIN IMMEDIATE`: in a deferred one, a concurrent writer makes
-    /// this fail with [`fencing::Error::Unavailable`] (SQLite's busy
-    /// snapshot), which is safe but needless.
-    ///
-    /// Cancel safety: if dropped, the caller's transaction decides: it
-    /// rolls back when dropped uncommitted.
-    ///
-    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
-    /// older token; [`fencing::Error::Unavailable`] for database errors.
-    ///
-    /// ```
-    /// # use election_sqlite::{SqliteElection, SqliteOptions};
-    /// # use fencing::ResourceName;
-    /// # use sqlx::Connection;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let tmp = tempfile::tempdir()?;
-    /// # let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// let r = ResourceName::new("orders")?;
-    /// let mut conn = election.pool().acquire().await?;
-    /// let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    /// let fence = election.fence();
-    /// fence.advance_in(&mut tx, &r, "7".parse()?).await?;
-    /// tx.commit().await?;
-    /// let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    /// let stale = fence.advance_in(&mut tx, &r, "6".parse()?).await;
-    /// assert!(matches!(stale, Err(fencing::Error::Stale { .. })));
-    /// # Ok(()) }
-    /// ```
-    pub async fn advance_in(
-        &self,
-        conn: &mut SqliteConnection,
-        resource: &ResourceName,
-        token: Token,
-    ) -> Result<Advance, fencing::Error> {
-        advance_in(conn, resource, token).await
-    }
-
-    /// Begins a `BEGIN IMMEDIATE` transaction on this fence's pool whose
-    /// first act checks `token` against `resource`'s high-water mark and
-    /// raises it, exactly as [`advance_in`](SqliteFence::advance_in)
-    /// would: the same shape as
-    /// `election_postgres::PostgresFence::begin_fenced`. Make the guarded
-    /// write in the returned transaction and commit it: it commits
-    /// atomically with the check, or not at all.
-    ///
-    /// The transaction holds SQLite's write lock from its `BEGIN
-    /// IMMEDIATE` until it ends: commit or drop it promptly (every other
-    /// writer of the database, the election's renewals among them, waits
-    /// for it).
-    ///
-    /// Cancel safety: cancel safe. Dropped before it returns, the begin
-    /// and the check are finished in a task of their own and the
-    /// transaction is then dropped and rolled back, so no connection is
-    /// left holding the write lock. A returned transaction dropped
-    /// uncommitted rolls back.
-    ///
-    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
-    /// older token (nothing written, the transaction rolled back);
-    /// [`fencing::Error::Config`] for a database file with a second name
-    /// or replaced since the fence was made (ADR 0046), and for a raise on
-    /// a connection whose commits are not durable (`synchronous` below
-    /// FULL); [`fencing::Error::Unavailable`] for database errors
-    /// (including a busy database); [`fencing::Error::Corrupt`] for a mark
-    /// this crate never writes.
-    ///
-    /// ```
-    /// use election_sqlite::{SqliteElection, SqliteOptions};
-    /// use fencing::{ResourceName, Token};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let tmp = tempfile::tempdir()?;
-    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// sqlx::query("CREATE TABLE ledger (entry TEXT)").execute(election.pool()).await?;
-    /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
-    /// let ledger = ResourceName::new("ledger")?;
-    ///
-    /// let fence = election.fence();
-    /// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?; // refused if deposed
-    /// sqlx::query("INSERT INTO ledger VALUES ('paid')").execute(&mut *tx).await?;
-    /// tx.commit().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn begin_fenced(
-        &self,
-        resource: &ResourceName,
-        token: Token,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, fencing::Error> {
-        self.check_names(resource)?;
-        let pool = self.pool.clone();
-        let owned = resource.clone();
-        FinishOnDrop::new(async move {
-            let resource = &owned;
-            let mut tx = pool
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map_err(|e| unavailable(resource, e))?;
-            let advance = advance_in(&mut tx, resource, token).await?;
-            if advance.raised() {
-                require_durable(&mut tx, resource).await?;
-            }
-            Ok(tx)
-        })
-        .await
-    }
 }
 
 impl crate::SqliteElection {
     /// A fence on this election's database and pool (no I/O: the tables
-    /// exist already): the same as [`SqliteFence::new`] on
+    /// exist already): the same as [`SqliteFence::new`](SqlFence::new) on
     /// [`pool`](crate::SqliteElection::pool), with the names the election
     /// checked at open.
     ///
@@ -247,14 +137,14 @@ impl crate::SqliteElection {
     /// # Ok(()) }
     /// ```
     pub fn fence(&self) -> SqliteFence {
-        SqliteFence {
+        SqlFence::from_marks(SqliteMarks {
             pool: self.pool().clone(),
             db_file: self.inner.db_file.clone(),
-        }
+        })
     }
 }
 
-/// [`SqliteFence::advance_in`], for callers without a fence at hand.
+/// [`advance_in`](SqlFence::advance_in), for callers without a fence at hand.
 async fn advance_in(
     conn: &mut SqliteConnection,
     resource: &ResourceName,
@@ -329,7 +219,7 @@ async fn require_durable(
     Ok(())
 }
 
-impl SqliteFence {
+impl SqliteMarks {
     async fn begin(
         &self,
         resource: &ResourceName,
@@ -340,9 +230,9 @@ impl SqliteFence {
             .map_err(|e| unavailable(resource, e))
     }
 
-    /// The first step of [`advance`](Fence::advance) and
-    /// [`fenced`](Fence::fenced): one `BEGIN IMMEDIATE` transaction with
-    /// [`SqliteFence::advance_in`], refusing a raised mark on a connection
+    /// The first step of [`advance`](fencing::Fence::advance) and
+    /// [`fenced`](fencing::Fence::fenced): one `BEGIN IMMEDIATE` transaction with
+    /// [`advance_in`](SqlFence::advance_in), refusing a raised mark on a connection
     /// whose commits are not durable. Not committed.
     async fn begin_advance(
         &self,
@@ -359,12 +249,138 @@ impl SqliteFence {
     }
 }
 
-impl Fence for SqliteFence {
-    /// One `BEGIN IMMEDIATE` transaction with [`SqliteFence::advance_in`],
+impl FenceRows for SqliteMarks {
+    type Open<'a> = SqlitePool;
+    type OpenError = Error;
+    type Connection = SqliteConnection;
+    type Transaction = sqlx::Transaction<'static, sqlx::Sqlite>;
+    type UnlockError = sqlx::Error;
+
+    /// A fence on `pool`'s database; creates or migrates the tables
+    /// (see [`SqliteFence`]).
+    async fn open(pool: Self::Open<'_>) -> Result<Self, Error> {
+        SqliteMarks::new(pool).await
+    }
+
+    /// Checks `token` against `resource`'s high-water mark and raises the
+    /// mark, inside the caller's open transaction on `conn`. Make the
+    /// guarded write in the same transaction and commit it; if this returns
+    /// an error, roll back (dropping the transaction does).
+    ///
+    /// The raise is one upsert that only writes a token not below the
+    /// mark, so even a racing writer cannot lower it. Open the transaction
+    /// with `BEGIN IMMEDIATE`: in a deferred one, a concurrent writer makes
+    /// this fail with [`fencing::Error::Unavailable`] (SQLite's busy
+    /// snapshot), which is safe but needless.
+    ///
+    /// Cancel safety: if dropped, the caller's transaction decides: it
+    /// rolls back when dropped uncommitted.
+    ///
+    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
+    /// older token; [`fencing::Error::Unavailable`] for database errors.
+    ///
+    /// ```
+    /// # use election_sqlite::{SqliteElection, SqliteOptions};
+    /// # use fencing::ResourceName;
+    /// # use sqlx::Connection;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// let r = ResourceName::new("orders")?;
+    /// let mut conn = election.pool().acquire().await?;
+    /// let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    /// let fence = election.fence();
+    /// fence.advance_in(&mut tx, &r, "7".parse()?).await?;
+    /// tx.commit().await?;
+    /// let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    /// let stale = fence.advance_in(&mut tx, &r, "6".parse()?).await;
+    /// assert!(matches!(stale, Err(fencing::Error::Stale { .. })));
+    /// # Ok(()) }
+    /// ```
+    async fn advance_in(
+        &self,
+        conn: &mut SqliteConnection,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<Advance, fencing::Error> {
+        advance_in(conn, resource, token).await
+    }
+
+    /// Begins a `BEGIN IMMEDIATE` transaction on this fence's pool whose
+    /// first act checks `token` against `resource`'s high-water mark and
+    /// raises it, exactly as [`advance_in`](SqlFence::advance_in)
+    /// would: the same shape as
+    /// `election_postgres::PostgresFence::begin_fenced`. Make the guarded
+    /// write in the returned transaction and commit it: it commits
+    /// atomically with the check, or not at all.
+    ///
+    /// The transaction holds SQLite's write lock from its `BEGIN
+    /// IMMEDIATE` until it ends: commit or drop it promptly (every other
+    /// writer of the database, the election's renewals among them, waits
+    /// for it).
+    ///
+    /// Cancel safety: cancel safe. Dropped before it returns, the begin
+    /// and the check are finished in a task of their own and the
+    /// transaction is then dropped and rolled back, so no connection is
+    /// left holding the write lock. A returned transaction dropped
+    /// uncommitted rolls back.
+    ///
+    /// Failure model: [`fencing::Error::Stale`] with both tokens for an
+    /// older token (nothing written, the transaction rolled back);
+    /// [`fencing::Error::Config`] for a database file with a second name
+    /// or replaced since the fence was made (ADR 0046), and for a raise on
+    /// a connection whose commits are not durable (`synchronous` below
+    /// FULL); [`fencing::Error::Unavailable`] for database errors
+    /// (including a busy database); [`fencing::Error::Corrupt`] for a mark
+    /// this crate never writes.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// sqlx::query("CREATE TABLE ledger (entry TEXT)").execute(election.pool()).await?;
+    /// let term = election.candidate("ledger-writer", "a")?.campaign().await?;
+    /// let ledger = ResourceName::new("ledger")?;
+    ///
+    /// let fence = election.fence();
+    /// let mut tx = fence.begin_fenced(&ledger, Token::issue(&term)?).await?; // refused if deposed
+    /// sqlx::query("INSERT INTO ledger VALUES ('paid')").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    async fn begin_fenced(
+        &self,
+        resource: &ResourceName,
+        token: Token,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, fencing::Error> {
+        self.check_names(resource)?;
+        let pool = self.pool.clone();
+        let owned = resource.clone();
+        FinishOnDrop::new(async move {
+            let resource = &owned;
+            let mut tx = pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(|e| unavailable(resource, e))?;
+            let advance = advance_in(&mut tx, resource, token).await?;
+            if advance.raised() {
+                require_durable(&mut tx, resource).await?;
+            }
+            Ok(tx)
+        })
+        .await
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction with [`advance_in`](SqlFence::advance_in),
     /// committed before this returns `Ok`. A raised mark is refused with
     /// [`fencing::Error::Config`] (nothing written) on a connection whose
     /// commits are not durable (`synchronous` below FULL), as in
-    /// [`fenced`](Fence::fenced). If the commit fails:
+    /// [`fenced`](fencing::Fence::fenced). If the commit fails:
     /// [`fencing::Error::Unavailable`], the mark may or may not be raised.
     async fn advance(
         &self,
@@ -377,10 +393,10 @@ impl Fence for SqliteFence {
     }
 
     /// Runs `write` once `token`'s mark is committed, while holding
-    /// SQLite's write lock, as the [`Fence`] contract asks:
+    /// SQLite's write lock, as the [`Fence`](fencing::Fence) contract asks:
     ///
     /// 1. One `BEGIN IMMEDIATE` transaction checks `token` against the mark
-    ///    ([`SqliteFence::advance_in`]). If the mark is already `token`,
+    ///    ([`advance_in`](SqlFence::advance_in)). If the mark is already `token`,
     ///    the write runs in it at once (step 3).
     /// 2. Otherwise it raises the mark and **commits** (durable: the
     ///    connection must use `synchronous = FULL` or `EXTRA`, as
@@ -392,28 +408,24 @@ impl Fence for SqliteFence {
     ///    never runs.
     /// 3. `write` runs while that transaction holds the write lock (no
     ///    other writer of this database, so no other `fenced` or
-    ///    [`advance`](Fence::advance) of any resource here, gets in until
+    ///    [`advance`](fencing::Fence::advance) of any resource here, gets in until
     ///    it ends); then the transaction, which wrote nothing, is rolled
     ///    back.
     ///
-    /// Failure model and cancel safety: the [`Fence::fenced`] contract (the
+    /// Failure model and cancel safety: the [`Fence::fenced`](fencing::Fence::fenced) contract (the
     /// lock released is SQLite's write lock). Here
     /// [`fencing::Error::Corrupt`] also means the mark went below a token
     /// this call had committed (someone edited `election_fences` by hand);
     /// `write` did not run.
     ///
-    /// For writes *to this database*, use [`SqliteFence::advance_in`] in
+    /// For writes *to this database*, use [`advance_in`](SqlFence::advance_in) in
     /// your own transaction instead: a write through another connection
     /// would wait for this lock.
-    async fn fenced<W>(
+    async fn lock_at(
         &self,
         resource: &ResourceName,
         token: Token,
-        write: W,
-    ) -> Result<W::Outcome, fencing::Error>
-    where
-        W: WriteFn + FnOnce() -> <W as WriteFn>::Future,
-    {
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, fencing::Error> {
         let (mut tx, advance) = self.begin_advance(resource, token).await?;
         if advance.raised() {
             tx.commit().await.map_err(|e| unavailable(resource, e))?;
@@ -423,7 +435,11 @@ impl Fence for SqliteFence {
         }
         // The transaction wrote nothing that matters (the mark is `token`
         // either way): rolling it back only releases the lock.
-        Ok(election_sql::write_locked(resource, write(), || tx.rollback()).await)
+        Ok(tx)
+    }
+
+    async fn unlock(locked: sqlx::Transaction<'static, sqlx::Sqlite>) -> Result<(), sqlx::Error> {
+        locked.rollback().await
     }
 
     async fn high_water_mark(

@@ -1,5 +1,5 @@
 //! [`SqliteKeyedClaims`]: the keys of a lease set in one SQLite database, as
-//! the core's batch steps ([`KeyedClaims`]) over the store layer: claim
+//! the core's batch steps ([`KeyedClaims`](election_core::KeyedClaims)) over the store layer: claim
 //! many, renew many, release many, confirm one, each one transaction
 //! however many keys it covers. The core's keyed engine decides when to
 //! call them; the steps keep what the database needs between calls (each
@@ -8,18 +8,14 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use election_core::{
-    Claimed, ConfigError, ElectionName, Epoch, HeldKey, Identity, KeyedClaims, LossReason,
-    RenewalPolicy,
-};
-use election_sql::{Answer, KeyedState, fail_each, failed_all};
+use election_core::{Claimed, ConfigError, ElectionName, HeldKey};
+use election_sql::{Answer, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
 
 use crate::error::Error;
-use crate::store::context::Context;
+use crate::store::context::SqliteStore;
 use crate::store::host_lock;
 use crate::store::row::{self, Found, HeldRow, Take};
 
@@ -34,9 +30,10 @@ const MAX_LOCK_WAITS: usize = 64;
 const MAX_KEY_LOCKS: usize = 256;
 
 /// The same-host locks of a set's keys (ADR 0029), shared with the threads
-/// that wait for them.
+/// that wait for them: what a [`SqliteKeyedClaims`] keeps of SQLite's own
+/// (its [`KeyedRows::KeyedWaiting`]).
 #[derive(Debug, Default)]
-struct KeyLocks {
+pub struct KeyLocks {
     state: Mutex<LockState>,
     /// Told each time a waiting thread gets a key's lock.
     granted: Notify,
@@ -68,7 +65,7 @@ impl KeyLocks {
 /// database: one lease row per key (the same rows, protocol and timings as
 /// [`SqliteClaim`](crate::SqliteClaim), so sets and single candidates can
 /// contend for the same keys). It implements the core's batch steps
-/// ([`KeyedClaims`]); the core's keyed engine drives them for all keys at
+/// ([`KeyedClaims`](election_core::KeyedClaims)); the core's keyed engine drives them for all keys at
 /// once.
 ///
 /// - Every renewal interval, one `BEGIN IMMEDIATE` transaction renews every
@@ -88,7 +85,7 @@ impl KeyLocks {
 ///   as read. Each claim writes its epoch to the row and to the epoch state
 ///   in that transaction (the same rule as
 ///   [`SqliteClaim`](crate::SqliteClaim), shared code). A key whose next
-///   epoch would be above [`Epoch::MAX`] fails with
+///   epoch would be above [`Epoch::MAX`](election_core::Epoch::MAX) fails with
 ///   [`ConfigError::EpochExhausted`], nothing written. A database file
 ///   deleted or replaced since it was opened, or with a second name (a
 ///   hard link, a mount of its own): no key is claimed (a configuration
@@ -109,229 +106,196 @@ impl KeyLocks {
 ///   unknown outcome); claim runs to completion (see its own docs).
 ///
 /// Made by [`SqliteElection::lease_set`](crate::SqliteElection::lease_set) or
-/// [`SqliteKeyedClaims::new`].
-#[derive(Debug)]
-pub struct SqliteKeyedClaims {
-    ctx: Arc<Context>,
-    /// Each held key's term, each contended key's observation.
-    state: KeyedState,
-    /// The same-host locks of the keys (ADR 0029).
-    locks: Arc<KeyLocks>,
+/// [`new`](SqlKeyedClaims::new) (the keys of a process
+/// in `election`'s database, with its options and the core's
+/// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL)), and
+/// [`with_poll_interval`](SqlKeyedClaims::with_poll_interval) (between 1 ms
+/// and 1 h).
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use election_core::Identity;
+/// use election_sqlite::{LeaseSet, SqliteElection, SqliteKeyedClaims, SqliteOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let tmp = tempfile::tempdir()?;
+/// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+/// // What `election.lease_set("node-a")` builds, with another poll interval:
+/// let leases = SqliteKeyedClaims::new(&election, Identity::new("node-a")?)
+///     .with_poll_interval(Duration::from_millis(250))?;
+/// let set = LeaseSet::new(leases);
+/// assert!(set.ask("shard-1").await?);
+/// set.close().await;
+/// # Ok(()) }
+/// ```
+pub type SqliteKeyedClaims = SqlKeyedClaims<SqliteStore>;
+
+/// The same-host lock of each of `keys` (ADR 0029), as its identity
+/// for `lock_id` (`None`: not held): takes the ones that are free and
+/// no thread of this set waits for; the others stay as they are.
+fn take_locks(set: &SqliteKeyedClaims, keys: &[ElectionName]) -> Vec<Option<String>> {
+    let Some(host) = set.store().host_locks.as_ref() else {
+        return vec![None; keys.len()];
+    };
+    let mut state = set.waiting().state();
+    if state.closed {
+        return vec![None; keys.len()];
+    }
+    keys.iter()
+        .map(|key| {
+            if !state.held.contains_key(key)
+                && !state.waiting.contains(key)
+                && state.held.len() + state.waiting.len() < MAX_KEY_LOCKS
+            {
+                match host_lock::try_take(&host.path(key.as_str())) {
+                    Ok(Some(file)) => {
+                        state.held.insert(key.clone(), file);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(%key, error = %e, "same-host lock failed; polling");
+                    }
+                }
+            }
+            state.held.get(key).and_then(|f| host.lock_identity(f))
+        })
+        .collect()
 }
 
-impl SqliteKeyedClaims {
-    /// The keys of process `identity` over the database of `ctx`.
-    pub(crate) fn over(ctx: Arc<Context>, identity: Identity) -> Self {
-        SqliteKeyedClaims {
-            ctx,
-            state: KeyedState::new(identity),
-            locks: Arc::new(KeyLocks::default()),
+/// Starts a thread waiting in the kernel for the lock of each key asked
+/// and not held (up to [`MAX_LOCK_WAITS`] at a time). Each lock a
+/// thread gets becomes the set's, and tells [`KeyLocks::granted`].
+fn start_lock_waits(set: &SqliteKeyedClaims) {
+    let Some(host) = set.store().host_locks.as_ref() else {
+        return;
+    };
+    let mut state = set.waiting().state();
+    if state.closed || state.failed {
+        return;
+    }
+    let wanted = std::mem::take(&mut state.wanted);
+    for key in wanted {
+        if state.waiting.len() >= MAX_LOCK_WAITS
+            || state.held.len() + state.waiting.len() >= MAX_KEY_LOCKS
+        {
+            break;
         }
-    }
-
-    /// The same-host lock of each of `keys` (ADR 0029), as its identity
-    /// for `lock_id` (`None`: not held): takes the ones that are free and
-    /// no thread of this set waits for; the others stay as they are.
-    fn take_locks(&self, keys: &[ElectionName]) -> Vec<Option<String>> {
-        let Some(host) = self.ctx.host_locks.as_ref() else {
-            return vec![None; keys.len()];
-        };
-        let mut state = self.locks.state();
-        if state.closed {
-            return vec![None; keys.len()];
+        if state.held.contains_key(&key) || !state.waiting.insert(key.clone()) {
+            continue;
         }
-        keys.iter()
-            .map(|key| {
-                if !state.held.contains_key(key)
-                    && !state.waiting.contains(key)
-                    && state.held.len() + state.waiting.len() < MAX_KEY_LOCKS
-                {
-                    match host_lock::try_take(&host.path(key.as_str())) {
-                        Ok(Some(file)) => {
-                            state.held.insert(key.clone(), file);
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::debug!(%key, error = %e, "same-host lock failed; polling");
-                        }
-                    }
-                }
-                state.held.get(key).and_then(|f| host.lock_identity(f))
-            })
-            .collect()
-    }
-
-    /// Starts a thread waiting in the kernel for the lock of each key asked
-    /// and not held (up to [`MAX_LOCK_WAITS`] at a time). Each lock a
-    /// thread gets becomes the set's, and tells [`KeyLocks::granted`].
-    fn start_lock_waits(&self) {
-        let Some(host) = self.ctx.host_locks.as_ref() else {
-            return;
-        };
-        let mut state = self.locks.state();
-        if state.closed || state.failed {
-            return;
-        }
-        let wanted = std::mem::take(&mut state.wanted);
-        for key in wanted {
-            if state.waiting.len() >= MAX_LOCK_WAITS
-                || state.held.len() + state.waiting.len() >= MAX_KEY_LOCKS
-            {
-                break;
-            }
-            if state.held.contains_key(&key) || !state.waiting.insert(key.clone()) {
-                continue;
-            }
-            let locks: Weak<KeyLocks> = Arc::downgrade(&self.locks);
-            let for_key = key.clone();
-            let started = host_lock::wait_then(host.path(key.as_str()), move |taken| {
-                // The set is gone: the file drops here and the lock with it.
-                let Some(locks) = locks.upgrade() else {
-                    return;
-                };
-                let mut state = locks.state();
-                state.waiting.remove(&for_key);
-                match taken {
-                    Ok(file) if !state.closed => {
-                        state.held.insert(for_key, file);
-                        drop(state);
-                        locks.granted.notify_one();
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::debug!(key = %for_key, error = %e, "same-host lock wait failed; polling");
-                        state.failed = true;
-                    }
-                }
-            });
-            if !started {
-                state.waiting.remove(&key);
-                state.failed = true;
-                break;
-            }
-        }
-    }
-
-    /// Sets how often the keys not held are looked at (and a vacant or
-    /// expired one claimed): between 1 ms and 1 h.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// use election_core::Identity;
-    /// use election_sqlite::{LeaseSet, SqliteElection, SqliteKeyedClaims, SqliteOptions};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let tmp = tempfile::tempdir()?;
-    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
-    /// let leases = SqliteKeyedClaims::new(&election, Identity::new("node-a")?)
-    ///     .with_poll_interval(Duration::from_millis(250))?;
-    /// let set = LeaseSet::new(leases);
-    /// assert!(set.ask("shard-1").await?);
-    /// set.close().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, Error> {
-        self.state.set_poll_interval(poll_interval)?;
-        Ok(self)
-    }
-
-    /// The terms held, a copy (for the tests).
-    #[cfg(test)]
-    fn terms(&self) -> HashMap<ElectionName, (i64, i64)> {
-        self.state.terms()
-    }
-
-    /// The claim transaction of a poll: fills in `answers` for the keys of
-    /// `takes` (each `(index in names, take)`).
-    async fn take(
-        &self,
-        names: &[ElectionName],
-        takes: Vec<(usize, Take<'_>)>,
-        answers: &mut [Answer],
-    ) {
-        let ctx = &self.ctx;
-        let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| *t).collect();
-        let sent = ctx.clock.now();
-        let mut may_commit = false;
-        let result = row::claim_many(
-            &ctx.pool,
-            &batch,
-            self.state.identity().as_str(),
-            ctx.options.times.ttl_ms(),
-            ctx.clock.wall_unix_ms(),
-            || may_commit = true,
-        )
-        .await;
-        let claimed = match result {
-            Ok(claimed) => claimed,
-            Err(e) => {
-                if e.is_busy() && !may_commit {
-                    tracing::debug!(identity = %self.state.identity(), error = %e, "database busy; claiming again at the next poll");
-                } else if may_commit {
-                    self.release_in_background(&batch);
-                }
-                let at: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
-                fail_each(e, names, &at, answers);
+        let locks: Weak<KeyLocks> = Arc::downgrade(set.waiting());
+        let for_key = key.clone();
+        let started = host_lock::wait_then(host.path(key.as_str()), move |taken| {
+            // The set is gone: the file drops here and the lock with it.
+            let Some(locks) = locks.upgrade() else {
                 return;
-            }
-        };
-        let valid_until = sent + ctx.options.validity();
-        let won: HashMap<&str, i64> = claimed.won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
-        for (i, take) in takes {
-            let name = &names[i];
-            self.state.unobserve(name);
-            if claimed.exhausted.iter().any(|n| n == name.as_str()) {
-                tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
-                answers[i] = Err(Error::Config(ConfigError::EpochExhausted).into_core(name));
-                continue;
-            }
-            // Not won: its row changed since it was read (someone else
-            // claimed, renewed or released it); looked at again next poll.
-            let Some(&epoch) = won.get(name.as_str()) else {
-                continue;
             };
-            answers[i] = match row::epoch_of(name.as_str(), epoch) {
-                Ok(e) => Ok(self.state.won(name, take.nonce, epoch, e, valid_until)),
-                Err(e) => Err(e.into_core(name)),
-            };
-        }
-    }
-
-    /// Releases claims whose commit is in doubt, conditional on their
-    /// nonces, in the background; if that fails they age out.
-    fn release_in_background(&self, batch: &[Take<'_>]) {
-        let pool = self.ctx.pool.clone();
-        let holds: Vec<(String, i64)> =
-            batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect();
-        tokio::spawn(async move {
-            let holds: Vec<HeldRow<'_>> = holds
-                .iter()
-                .map(|(name, nonce)| HeldRow {
-                    name,
-                    nonce: *nonce,
-                    epoch: 0,
-                })
-                .collect();
-            if let Err(e) = row::release_many(&pool, &holds).await {
-                tracing::warn!(error = %e, "releasing claims in doubt failed; they age out after the TTL");
+            let mut state = locks.state();
+            state.waiting.remove(&for_key);
+            match taken {
+                Ok(file) if !state.closed => {
+                    state.held.insert(for_key, file);
+                    drop(state);
+                    locks.granted.notify_one();
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(key = %for_key, error = %e, "same-host lock wait failed; polling");
+                    state.failed = true;
+                }
             }
         });
+        if !started {
+            state.waiting.remove(&key);
+            state.failed = true;
+            break;
+        }
     }
 }
 
-impl KeyedClaims for SqliteKeyedClaims {
-    fn identity(&self) -> &Identity {
-        self.state.identity()
+/// The claim transaction of a poll: fills in `answers` for the keys of
+/// `takes` (each `(index in names, take)`).
+async fn take(
+    set: &SqliteKeyedClaims,
+    names: &[ElectionName],
+    takes: Vec<(usize, Take<'_>)>,
+    answers: &mut [Answer],
+) {
+    let ctx = &set.store();
+    let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| *t).collect();
+    let sent = ctx.clock.now();
+    let mut may_commit = false;
+    let result = row::claim_many(
+        &ctx.pool,
+        &batch,
+        set.state().identity().as_str(),
+        ctx.options.times.ttl_ms(),
+        ctx.clock.wall_unix_ms(),
+        || may_commit = true,
+    )
+    .await;
+    let claimed = match result {
+        Ok(claimed) => claimed,
+        Err(e) => {
+            if e.is_busy() && !may_commit {
+                tracing::debug!(identity = %set.state().identity(), error = %e, "database busy; claiming again at the next poll");
+            } else if may_commit {
+                release_in_background(set, &batch);
+            }
+            let at: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
+            fail_each(e, names, &at, answers);
+            return;
+        }
+    };
+    let valid_until = sent + ctx.options.validity();
+    let won: HashMap<&str, i64> = claimed.won.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+    for (i, take) in takes {
+        let name = &names[i];
+        set.state().unobserve(name);
+        if claimed.exhausted.iter().any(|n| n == name.as_str()) {
+            tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
+            answers[i] = Err(Error::Config(ConfigError::EpochExhausted).into_core(name));
+            continue;
+        }
+        // Not won: its row changed since it was read (someone else
+        // claimed, renewed or released it); looked at again next poll.
+        let Some(&epoch) = won.get(name.as_str()) else {
+            continue;
+        };
+        answers[i] = match row::epoch_of(name.as_str(), epoch) {
+            Ok(e) => Ok(set.state().won(name, take.nonce, epoch, e, valid_until)),
+            Err(e) => Err(e.into_core(name)),
+        };
     }
+}
 
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
+/// Releases claims whose commit is in doubt, conditional on their
+/// nonces, in the background; if that fails they age out.
+fn release_in_background(set: &SqliteKeyedClaims, batch: &[Take<'_>]) {
+    let pool = set.store().pool.clone();
+    let holds: Vec<(String, i64)> = batch.iter().map(|t| (t.name.to_owned(), t.nonce)).collect();
+    tokio::spawn(async move {
+        let holds: Vec<HeldRow<'_>> = holds
+            .iter()
+            .map(|(name, nonce)| HeldRow {
+                name,
+                nonce: *nonce,
+                epoch: 0,
+            })
+            .collect();
+        if let Err(e) = row::release_many(&pool, &holds).await {
+            tracing::warn!(error = %e, "releasing claims in doubt failed; they age out after the TTL");
+        }
+    });
+}
 
-    fn renewal(&self) -> Option<RenewalPolicy> {
-        election_sql::renewal_policy(&*self.ctx)
+impl KeyedRows for SqliteStore {
+    type KeyedWaiting = Arc<KeyLocks>;
+
+    fn keyed_waiting(&self) -> Arc<KeyLocks> {
+        Arc::new(KeyLocks::default())
     }
 
     /// Claim many: one read (no write lock) of the rows and epoch state of
@@ -351,21 +315,18 @@ impl KeyedClaims for SqliteKeyedClaims {
     ///
     /// Cancel safety: run to completion (the core does); dropped after the
     /// writes, a claim may commit unrecorded and then ages out.
-    async fn claim(&self, keys: &[ElectionName]) -> Vec<Answer> {
-        if keys.is_empty() {
-            return Vec::new();
-        }
-        if let Err(e) = self.ctx.check_in_place() {
+    async fn claim_keys(set: &SqliteKeyedClaims, keys: &[ElectionName]) -> Vec<Answer> {
+        if let Err(e) = set.store().check_in_place() {
             return failed_all(e, keys);
         }
         let strs: Vec<&str> = keys.iter().map(ElectionName::as_str).collect();
-        let rows = match row::read_many(&self.ctx.pool, &strs).await {
+        let rows = match row::read_many(&set.store().pool, &strs).await {
             Ok(rows) => rows,
             Err(e) => return failed_all(e, keys),
         };
-        let now = self.ctx.clock.now();
-        let ttl = self.ctx.options.ttl();
-        let locks = self.take_locks(keys);
+        let now = set.store().clock.now();
+        let ttl = set.store().options.ttl();
+        let locks = take_locks(set, keys);
         let mut answers: Vec<Answer> = Vec::with_capacity(keys.len());
         let mut takes: Vec<(usize, Take<'_>)> = Vec::new();
         {
@@ -381,8 +342,8 @@ impl KeyedClaims for SqliteKeyedClaims {
                     .lease
                     .as_ref()
                     .and_then(|r| r.holder.as_deref())
-                    .is_some_and(|h| h == self.state.identity().as_str());
-                let may = self.state.may_claim(name, &found, ttl, now)
+                    .is_some_and(|h| h == set.state().identity().as_str());
+                let may = set.state().may_claim(name, &found, ttl, now)
                     || {
                         let gone = !own && seen.holder_gone(lock);
                         if gone {
@@ -408,7 +369,7 @@ impl KeyedClaims for SqliteKeyedClaims {
         }
         let tried: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
         if !takes.is_empty() {
-            self.take(keys, takes, &mut answers).await;
+            take(set, keys, takes, &mut answers).await;
         }
         // A take that did not win found its row changed since the read
         // (most often: the holder released it and freed its same-host
@@ -420,13 +381,13 @@ impl KeyedClaims for SqliteKeyedClaims {
             .iter()
             .any(|i| !matches!(answers[*i], Ok(Claimed::Won(_))))
         {
-            self.locks.granted.notify_one();
+            set.waiting().granted.notify_one();
         }
         // What `wait` waits for: the locks of the keys still not won (the
         // core claims in batches, ADR 0058: each batch updates its own
         // keys, and the keys of the other batches stay wanted).
         {
-            let mut state = self.locks.state();
+            let mut state = set.waiting().state();
             let still: Vec<ElectionName> = keys
                 .iter()
                 .zip(&answers)
@@ -442,22 +403,10 @@ impl KeyedClaims for SqliteKeyedClaims {
         answers
     }
 
-    async fn renew(
-        &self,
-        held: &[HeldKey],
-    ) -> Result<Vec<(ElectionName, LossReason)>, election_core::Error> {
-        self.state.renew(&*self.ctx, held).await
-    }
-
-    async fn confirm(&self, key: &ElectionName, epoch: Epoch) -> Result<(), election_core::Error> {
-        self.state.confirm(&*self.ctx, key, epoch).await
-    }
-
-    async fn release(&self, held: &[HeldKey]) {
-        self.state.release(&*self.ctx, held).await;
-        // A key given back while the set runs: its same-host lock goes
-        // too, waking a waiter on this host (at close, `close` frees all).
-        let mut state = self.locks.state();
+    /// A key given back while the set runs: its same-host lock goes too,
+    /// waking a waiter on this host (at close, `close` frees all).
+    fn released(set: &SqliteKeyedClaims, held: &[HeldKey]) {
+        let mut state = set.waiting().state();
         for (key, _) in held {
             state.held.remove(key);
         }
@@ -473,18 +422,18 @@ impl KeyedClaims for SqliteKeyedClaims {
     /// Cancel safety: cancel safe; a thread that gets a lock after the
     /// wait was dropped keeps it for the set (and the next wait returns at
     /// once).
-    async fn wait(&self) {
-        self.start_lock_waits();
+    async fn wait_keys(set: &SqliteKeyedClaims) {
+        start_lock_waits(set);
         tokio::select! {
-            () = self.locks.granted.notified() => {}
-            () = tokio::time::sleep(self.state.poll_interval()) => {}
+            () = set.waiting().granted.notified() => {}
+            () = tokio::time::sleep(set.state().poll_interval()) => {}
         }
     }
 
     /// Frees every same-host lock of the set, after its keys were released
     /// (the waiters it wakes find the rows released).
-    async fn close(&self) {
-        let mut state = self.locks.state();
+    async fn close_keys(set: &SqliteKeyedClaims) {
+        let mut state = set.waiting().state();
         state.closed = true;
         state.held.clear();
         state.wanted.clear();
@@ -493,22 +442,26 @@ impl KeyedClaims for SqliteKeyedClaims {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use election_core::{Epoch, Identity, KeyedClaims};
+
     use super::*;
     use crate::options::SqliteOptions;
 
-    async fn context() -> (tempfile::TempDir, Arc<Context>) {
+    async fn context() -> (tempfile::TempDir, Arc<SqliteStore>) {
         let dir = tempfile::tempdir().expect("dir");
         // The renewal interval is never waited for here: every step is
         // called by hand.
         let options =
             SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10)).expect("options");
-        let ctx = Context::open(&dir.path().join("app.db"), options)
+        let ctx = SqliteStore::open(&dir.path().join("app.db"), options)
             .await
             .expect("open");
         (dir, Arc::new(ctx))
     }
 
-    fn set(ctx: &Arc<Context>, identity: &str) -> SqliteKeyedClaims {
+    fn set(ctx: &Arc<SqliteStore>, identity: &str) -> SqliteKeyedClaims {
         SqliteKeyedClaims::over(ctx.clone(), Identity::new(identity).expect("identity"))
     }
 
@@ -517,7 +470,7 @@ mod tests {
     }
 
     /// `(holder, epoch, version)` of `name`'s row.
-    async fn row(ctx: &Context, name: &str) -> (Option<String>, i64, i64) {
+    async fn row(ctx: &SqliteStore, name: &str) -> (Option<String>, i64, i64) {
         sqlx::query_as("SELECT holder, epoch, version FROM election_leases WHERE name = ?1")
             .bind(name)
             .fetch_one(&ctx.pool)
@@ -581,7 +534,7 @@ mod tests {
             .await
             .expect("take k1");
         assert!(not_held(a.confirm(&k1, first).await));
-        assert_eq!(a.terms().len(), 0, "both terms forgotten");
+        assert_eq!(a.state().terms().len(), 0, "both terms forgotten");
     }
 
     /// A key the set still names in its row (a term the engine counted
@@ -639,7 +592,7 @@ mod tests {
         let options = SqliteOptions::new(Duration::from_secs(30), Duration::from_secs(10))
             .and_then(|o| o.with_busy_timeout(Duration::from_millis(50)))
             .expect("options");
-        let ctx = Arc::new(Context::open(&path, options).await.expect("open"));
+        let ctx = Arc::new(SqliteStore::open(&path, options).await.expect("open"));
         let (a, b) = (set(&ctx, "a"), set(&ctx, "b"));
         let (k1, k2) = (key("k1"), key("k2"));
         a.claim(std::slice::from_ref(&k1)).await;

@@ -142,16 +142,16 @@ mod keyed;
 mod options;
 mod store;
 
-pub use claim::{SqliteAttempt, SqliteClaim};
+pub use claim::{HostLockWait, SqliteAttempt, SqliteClaim};
 pub use election::SqliteElection;
 pub use error::Error;
-pub use fence::SqliteFence;
-pub use keyed::SqliteKeyedClaims;
+pub use fence::{SqliteFence, SqliteMarks};
+pub use keyed::{KeyLocks, SqliteKeyedClaims};
 pub use options::{DEFAULT_BUSY_TIMEOUT, DEFAULT_RENEW_INTERVAL, DEFAULT_TTL, SqliteOptions};
+pub use store::context::SqliteStore;
 pub use store::schema;
 
-pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
-pub use election_sql::{Clock, LeaseTimes, SystemClock};
+pub use election_sql::reexports::*;
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot.

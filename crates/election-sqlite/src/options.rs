@@ -41,11 +41,32 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// assert!(SqliteOptions::new(Duration::from_secs(1), Duration::from_secs(1)).is_err());
 /// # Ok(()) }
 /// ```
+///
+/// The lease times, through the options (ADR 0080):
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use election_sqlite::{DEFAULT_TTL, SqliteOptions};
+///
+/// let options = SqliteOptions::default();
+/// assert_eq!(options.ttl(), DEFAULT_TTL);
+/// assert_eq!(options.margin(), Duration::from_millis(1500)); // a tenth of the TTL
+/// assert_eq!(options.validity(), options.ttl() - options.margin());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SqliteOptions {
     /// The TTL and renewal interval (shared with every SQL backend).
     pub(crate) times: LeaseTimes,
     busy_timeout: Duration,
+}
+
+impl Deref for SqliteOptions {
+    type Target = LeaseTimes;
+
+    fn deref(&self) -> &LeaseTimes {
+        &self.times
+    }
 }
 
 impl Default for SqliteOptions {
@@ -120,26 +141,6 @@ impl SqliteOptions {
     /// ```
     pub fn busy_timeout(&self) -> Duration {
         self.busy_timeout
-    }
-}
-
-impl Deref for SqliteOptions {
-    type Target = LeaseTimes;
-
-    /// The TTL and renewal interval, with their margin and validity.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// use election_sqlite::{DEFAULT_TTL, SqliteOptions};
-    ///
-    /// let options = SqliteOptions::default();
-    /// assert_eq!(options.ttl(), DEFAULT_TTL);
-    /// assert_eq!(options.margin(), Duration::from_millis(1500)); // a tenth of the TTL
-    /// assert_eq!(options.validity(), options.ttl() - options.margin());
-    /// ```
-    fn deref(&self) -> &LeaseTimes {
-        &self.times
     }
 }
 

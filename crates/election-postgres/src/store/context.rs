@@ -211,9 +211,13 @@ pub(crate) async fn ready_pool(
 }
 
 /// Everything a claim, a renewal or a lease set's step needs of one
-/// database.
+/// database. Opaque: a [`PostgresElection`](crate::PostgresElection) holds
+/// one, and the shared SQL layer's generic types run over it
+/// ([`PostgresClaim`](crate::PostgresClaim) is `SqlClaim<PostgresStore>`,
+/// ADR 0081) through the traits it implements with PostgreSQL's
+/// statements.
 #[derive(Debug)]
-pub(crate) struct Context {
+pub struct PostgresStore {
     pub(crate) pool: PgPool,
     /// Whether this crate opened the pool (and closes it on `close`).
     pub(crate) owns_pool: bool,
@@ -222,7 +226,7 @@ pub(crate) struct Context {
     pub(crate) sql: Arc<Sql>,
     pub(crate) notifier: Arc<Notifier>,
     /// Whether the pool's connections were readied for a handover, or are
-    /// being readied ([`Context::ready_soon`]).
+    /// being readied ([`PostgresStore::ready_soon`]).
     readied: Arc<AtomicBool>,
 }
 
@@ -266,7 +270,7 @@ pub(crate) fn schema_from_url(
     Ok((url, from_url))
 }
 
-impl Context {
+impl PostgresStore {
     /// Connects to `url` with a pool of its own; see
     /// [`PostgresElection::connect`](crate::PostgresElection::connect).
     ///
@@ -274,7 +278,7 @@ impl Context {
     /// round trip on it (ADR 0065): a first claim needs nothing more. A
     /// second connection is opened beside it, not awaited; readying the
     /// statements for a handover waits for the first wait
-    /// ([`Context::ready_soon`]).
+    /// ([`PostgresStore::ready_soon`]).
     pub(crate) async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
         let (url, options) = schema_from_url(url, options)?;
         let connect = PgConnectOptions::from_str(&url).map_err(|e| Error::Unusable {
@@ -353,7 +357,7 @@ impl Context {
         }
         let sql = Arc::new(Sql::new(options.schema()));
         let notifier = Arc::new(Notifier::new(pool.clone(), sql.channel.clone()));
-        Ok(Context {
+        Ok(PostgresStore {
             pool,
             owns_pool: false,
             options,
@@ -366,7 +370,7 @@ impl Context {
 
     /// The same database with `clock` instead.
     pub(crate) fn with_clock(&self, clock: Arc<dyn Clock>) -> Self {
-        Context {
+        PostgresStore {
             pool: self.pool.clone(),
             owns_pool: self.owns_pool,
             options: self.options.clone(),
@@ -417,7 +421,7 @@ impl Context {
     /// included): one that does not answer is [`Error::TimedOut`] (nothing
     /// was written); no connection in time is [`Error::Unavailable`] with
     /// the cause. A connection found gone is closed (see
-    /// [`Context::read_many`], which tries again on another).
+    /// [`PostgresStore::read_many`], which tries again on another).
     async fn read_within<T>(
         &self,
         bound: Duration,
@@ -640,7 +644,7 @@ impl Context {
 }
 
 /// PostgreSQL's statements under the shared lease-set steps (ADR 0052).
-impl election_sql::LeaseRows for Context {
+impl election_sql::LeaseRows for PostgresStore {
     type Error = Error;
 
     fn times(&self) -> election_sql::LeaseTimes {
@@ -659,12 +663,12 @@ impl election_sql::LeaseRows for Context {
     }
 
     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Error> {
-        Context::confirm(self, hold).await
+        PostgresStore::confirm(self, hold).await
     }
 
     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Error> {
         let holds: Vec<(&str, i64)> = holds.iter().map(|h| (h.name, h.nonce)).collect();
-        Context::release_many(self, &holds).await.map(drop)
+        PostgresStore::release_many(self, &holds).await.map(drop)
     }
 }
 
@@ -674,9 +678,9 @@ mod tests {
 
     /// A fresh server, and a context connected to it with the default
     /// options.
-    async fn connected() -> (postgres_testkit::Server, Context) {
+    async fn connected() -> (postgres_testkit::Server, PostgresStore) {
         let server = postgres_testkit::Server::start().expect("PostgreSQL must be installed");
-        let ctx = Context::connect(&server.url(), PostgresOptions::default())
+        let ctx = PostgresStore::connect(&server.url(), PostgresOptions::default())
             .await
             .expect("connect");
         (server, ctx)
@@ -1020,7 +1024,7 @@ mod tests {
             .connect(&server.url())
             .await
             .expect("pool");
-        let ctx = Context::with_pool(pool, PostgresOptions::default())
+        let ctx = PostgresStore::with_pool(pool, PostgresOptions::default())
             .await
             .expect("open");
         server
@@ -1188,7 +1192,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_bad_url_is_unusable() {
-        let err = Context::connect("postgres://a@b:notaport/c", PostgresOptions::default())
+        let err = PostgresStore::connect("postgres://a@b:notaport/c", PostgresOptions::default())
             .await
             .expect_err("not postgres");
         assert!(matches!(err, Error::Unusable { .. }), "{err:?}");

@@ -1,7 +1,7 @@
 //! Wake-ups by `LISTEN`/`NOTIFY`: every statement that wins or releases a
 //! lease row calls `pg_notify('election:<schema>', <name>)`, which the
 //! server delivers at commit to every session listening on the channel.
-//! One listener task per [`Context`](crate::store::context::Context) fans the
+//! One listener task per [`PostgresStore`](crate::store::context::PostgresStore) fans the
 //! names out to the waiters of this process (candidates, lease sets,
 //! observers). Notifications only wake a waiter early: every waiter also
 //! polls, and a lost notification (the listener's connection dropped, the

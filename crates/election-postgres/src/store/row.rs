@@ -12,7 +12,7 @@ use sqlx::{AssertSqlSafe, Executor, PgConnection, Row as _, SqlSafeStr};
 use crate::error::Error;
 use crate::store::schema::Sql;
 
-pub(crate) use election_sql::lease_row::{Found, Observed, Recorded, Row, may_claim};
+pub(crate) use election_sql::lease_row::{Found, Recorded, Row, may_claim};
 
 /// An epoch as stored (`bigint`), decoded
 /// ([`decode_epoch`](election_sql::lease_row::decode_epoch)): one outside

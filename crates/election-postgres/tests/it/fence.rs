@@ -331,7 +331,7 @@ async fn one_connection_fence(server: &postgres_testkit::Server) -> (sqlx::PgPoo
         .connect(&server.url())
         .await
         .expect("pool");
-    let fence = PostgresFence::new(pool.clone(), "election")
+    let fence = PostgresFence::new((pool.clone(), "election"))
         .await
         .expect("fence");
     (pool, fence)

@@ -72,9 +72,12 @@ impl DbFile {
 
 /// Everything a claim, a renewal or a lease set's step needs of one
 /// database: the pool, the lease timings, the clocks and the identity of
-/// the database file.
+/// the database file. Opaque: a [`SqliteElection`](crate::SqliteElection)
+/// holds one, and the shared SQL layer's generic types run over it
+/// ([`SqliteClaim`](crate::SqliteClaim) is `SqlClaim<SqliteStore>`, ADR
+/// 0081) through the traits it implements with SQLite's statements.
 #[derive(Debug)]
-pub(crate) struct Context {
+pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     pub(crate) options: SqliteOptions,
     pub(crate) clock: Arc<dyn Clock>,
@@ -91,7 +94,7 @@ pub(crate) struct Context {
     pub(crate) release_sync: ReleaseSync,
 }
 
-impl Context {
+impl SqliteStore {
     /// Opens (creating if missing) the database at `path` with WAL,
     /// `synchronous = FULL` and the options' busy timeout, and migrates the
     /// election tables; see [`SqliteElection::open`](crate::SqliteElection::open).
@@ -191,7 +194,7 @@ impl Context {
             return Ok(None);
         }
         let values = schema::has_values(&pool).await?;
-        Ok(Some(Context {
+        Ok(Some(SqliteStore {
             pool,
             options,
             clock: Arc::new(SystemClock),
@@ -220,7 +223,7 @@ impl Context {
             Some(db) => HostLocks::for_database(&db.path)?,
             None => None,
         };
-        Ok(Context {
+        Ok(SqliteStore {
             pool,
             options,
             clock: Arc::new(SystemClock),
@@ -233,7 +236,7 @@ impl Context {
 
     /// The same database with `clock` instead.
     pub(crate) fn with_clock(&self, clock: Arc<dyn Clock>) -> Self {
-        Context {
+        SqliteStore {
             pool: self.pool.clone(),
             options: self.options,
             clock,
@@ -287,10 +290,10 @@ impl Context {
     /// The commit-point check of a term: `Ok(false)` if the database file
     /// was deleted or replaced (a process opening the path gets another
     /// database) or has a second name (ADR 0046), else one conditional renewal bounded by the lease's
-    /// validity ([`renew_within`](Context::renew_within)). The one check
+    /// validity ([`renew_within`](SqliteStore::renew_within)). The one check
     /// behind `Term::confirm` and a lease set's `guard`.
     ///
-    /// Cancel safety: as [`renew_within`](Context::renew_within).
+    /// Cancel safety: as [`renew_within`](SqliteStore::renew_within).
     pub(crate) async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Error> {
         if self.in_place().is_err() {
             return Ok(false);
@@ -299,7 +302,7 @@ impl Context {
     }
 }
 
-impl Context {
+impl SqliteStore {
     /// Publishes `value` for the term `hold` (ADR 0068): one autocommit
     /// `UPDATE` of the row's value and its epoch, only if the row still
     /// shows this attempt's nonce and won epoch with a holder (as a
@@ -324,7 +327,7 @@ impl Context {
 }
 
 /// SQLite's statements under the shared lease-set steps (ADR 0052).
-impl election_sql::LeaseRows for Context {
+impl election_sql::LeaseRows for SqliteStore {
     type Error = Error;
 
     fn times(&self) -> election_sql::LeaseTimes {
@@ -334,7 +337,7 @@ impl election_sql::LeaseRows for Context {
     /// A database file deleted or replaced, or with a second name (ADR
     /// 0046): every term over it is lost at once.
     fn in_place(&self) -> Result<(), String> {
-        Context::in_place(self).map_err(|e| e.to_string())
+        SqliteStore::in_place(self).map_err(|e| e.to_string())
     }
 
     async fn renew_one(&self, hold: HeldRow<'_>, budget: Duration) -> Result<bool, Error> {
@@ -346,7 +349,7 @@ impl election_sql::LeaseRows for Context {
     }
 
     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Error> {
-        Context::confirm(self, hold).await
+        SqliteStore::confirm(self, hold).await
     }
 
     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Error> {
@@ -365,9 +368,9 @@ mod tests {
         epoch: 2,
     };
 
-    async fn opened() -> (tempfile::TempDir, Context) {
+    async fn opened() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().expect("dir");
-        let ctx = Context::open(&dir.path().join("app.db"), SqliteOptions::default())
+        let ctx = SqliteStore::open(&dir.path().join("app.db"), SqliteOptions::default())
             .await
             .expect("open");
         (dir, ctx)

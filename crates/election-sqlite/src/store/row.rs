@@ -698,13 +698,13 @@ pub(crate) async fn claim_many(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::context::Context;
+    use crate::store::context::SqliteStore;
 
     /// A fresh database with the default options (the directory keeps it).
-    async fn context() -> (tempfile::TempDir, Context) {
+    async fn context() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
         let options = crate::options::SqliteOptions::default();
-        let ctx = Context::open(&dir.path().join("app.db"), options)
+        let ctx = SqliteStore::open(&dir.path().join("app.db"), options)
             .await
             .unwrap();
         (dir, ctx)

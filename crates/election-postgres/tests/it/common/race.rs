@@ -91,7 +91,7 @@ impl Resource {
 
     /// The resource on `pool`.
     pub(crate) async fn with_pool(pool: PgPool) -> Resource {
-        let fence = PostgresFence::new(pool.clone(), "election")
+        let fence = PostgresFence::new((pool.clone(), "election"))
             .await
             .expect("fence");
         Resource { pool, fence }
