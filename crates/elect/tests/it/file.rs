@@ -243,3 +243,19 @@ async fn a_waiters_supervisor_starts_nothing_and_ends_with_elect() {
     assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
     assert!(rc.lines().is_empty(), "C's command ran: {:?}", rc.lines());
 }
+
+/// The `elect` binary is linked position-dependent on Linux with glibc
+/// (ADR 0083, `build.rs`): the dynamic loader has no relative relocations
+/// to apply at each start. ELF's `e_type` (bytes 16-17) is `ET_EXEC` (2),
+/// not a PIE's `ET_DYN` (3); a build with `ELECT_PIE=1` keeps the PIE.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn the_binary_is_not_a_pie() {
+    if option_env!("ELECT_PIE") == Some("1") {
+        return;
+    }
+    let bytes = std::fs::read(crate::common::BIN).expect("read the elect binary");
+    assert_eq!(&bytes[..4], b"\x7fELF", "an ELF file");
+    let e_type = u16::from_le_bytes([bytes[16], bytes[17]]);
+    assert_eq!(e_type, 2, "ET_EXEC (2), not a PIE's ET_DYN (3)");
+}
