@@ -291,16 +291,26 @@ impl Claim for FileClaim {
     /// holder is never shown: no renewal time is kept (`renewed` and `ttl`
     /// are `None`, never presumed dead). `value` is the value file's, if it
     /// belongs to the record's term (ADR 0068).
+    ///
+    /// Whether anyone holds the lock (an `open` and an `F_OFD_GETLK`, both
+    /// page-cache work) is read on the calling task; only a held claim's
+    /// record, which a read may retry with a backoff, is read on tokio's
+    /// blocking pool. So asking about a name nobody holds (`elect run`'s
+    /// slot-0 check before every campaign, ADR 0083) starts no thread.
     async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
-        self.blocking(|p| {
+        let held = || -> Result<bool, Error> {
+            let p = &self.paths;
             let file = match File::open(&p.lock) {
                 Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
                 Err(e) => return Err(Error::io("open", &p.lock, e)),
             };
-            if !lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))? {
-                return Ok(None);
-            }
+            lock::exclusively_held(&file).map_err(|e| Error::io("lock", &p.lock, e))
+        };
+        if !held().map_err(|e| self.core(e))? {
+            return Ok(None);
+        }
+        self.blocking(|p| {
             // Read without the lock: `read_unlocked` reads a record caught
             // half written again (backing off) before it calls it corrupt.
             let read = Record::read_unlocked(&p.record);

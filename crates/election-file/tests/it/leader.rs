@@ -56,3 +56,46 @@ async fn leader_says_since_when_each_term_leads() {
     t2.resign().await.expect("resign");
     assert_eq!(observer.leader().await.expect("leader"), None);
 }
+
+/// Asking who leads a name nobody holds answers on the calling task (ADR
+/// 0083): it needs no thread of tokio's blocking pool, so `elect run`'s
+/// check of a name's slot 0 before its campaign starts no thread. Here the
+/// pool's only thread is kept busy until the answer came; before, the read
+/// queued behind it and the answer never came (the timeout's error).
+#[test]
+fn leader_of_a_free_name_needs_no_blocking_thread() {
+    let dir = tempfile::tempdir().expect("dir");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let election = FileElection::new(dir.path()).expect("election");
+        let never = election.candidate("never", "a").expect("never");
+        let free = election.candidate("free", "a").expect("free");
+        let held = election.candidate("free", "b").expect("held");
+        held.campaign()
+            .await
+            .expect("b wins")
+            .resign()
+            .await
+            .expect("resign");
+        // The pool's one thread, busy until the answers came.
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let busy = tokio::task::spawn_blocking(move || wait.recv());
+        let answers = async {
+            let never = never.leader().await.expect("leader");
+            let free = free.leader().await.expect("leader");
+            (never, free)
+        };
+        let answers = tokio::time::timeout(Duration::from_secs(30), answers).await;
+        done.send(()).expect("the blocking task waits");
+        busy.await.expect("joined").expect("released");
+        assert_eq!(
+            answers.expect("answered while the blocking pool was busy"),
+            (None, None),
+            "a name never claimed and one resigned: nobody leads"
+        );
+    });
+}
