@@ -42,6 +42,14 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
     type Waiting: Debug + Send + 'static;
 
     /// The backend's part of a new attempt.
+    ///
+    /// ```
+    /// use election_sql::ClaimRows;
+    ///
+    /// fn part<S: ClaimRows>(store: &S) -> S::Waiting {
+    ///     store.waiting()
+    /// }
+    /// ```
     fn waiting(&self) -> Self::Waiting;
 
     /// [`Claim::try_claim`] for `claim`'s name and identity: `Ok(Some)`
@@ -49,12 +57,36 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
     /// `Ok(None)` when the name is held or not yet free to take. Sets
     /// `attempt.may_hold` before anything that may commit a claim, and
     /// `attempt.epoch` to the epoch won.
+    ///
+    /// ```
+    /// use election_core::Won;
+    /// use election_sql::{AttemptState, ClaimRows, SqlClaim};
+    ///
+    /// async fn try_once<S: ClaimRows>(
+    ///     claim: &SqlClaim<S>,
+    ///     attempt: &mut AttemptState<S::Waiting>,
+    /// ) -> Result<Option<Won>, election_core::Error> {
+    ///     S::try_claim(claim, attempt).await
+    /// }
+    /// ```
     fn try_claim(
         claim: &SqlClaim<Self>,
         attempt: &mut AttemptState<Self::Waiting>,
     ) -> impl Future<Output = Result<Option<Won>, election_core::Error>> + Send;
 
     /// [`Claim::wait`]: until the name may be free, at most `poll`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_sql::{AttemptState, ClaimRows, SqlClaim};
+    ///
+    /// async fn until_free<S: ClaimRows>(
+    ///     claim: &SqlClaim<S>,
+    ///     attempt: &mut AttemptState<S::Waiting>,
+    /// ) -> Result<(), election_core::Error> {
+    ///     S::wait(claim, attempt, Duration::from_secs(1)).await
+    /// }
+    /// ```
     fn wait(
         claim: &SqlClaim<Self>,
         attempt: &mut AttemptState<Self::Waiting>,
@@ -63,10 +95,26 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
 
     /// What a won term readies before its renewal starts (nothing by
     /// default).
+    ///
+    /// ```
+    /// use election_sql::{AttemptState, ClaimRows};
+    ///
+    /// fn ready<S: ClaimRows>(store: &S, attempt: &mut AttemptState<S::Waiting>) {
+    ///     store.on_watch(attempt)
+    /// }
+    /// ```
     fn on_watch(&self, _attempt: &mut AttemptState<Self::Waiting>) {}
 
     /// Writes `value` into the row only while it shows `hold`'s term;
     /// whether it did.
+    ///
+    /// ```
+    /// use election_sql::{ClaimRows, HeldRow};
+    ///
+    /// async fn publish<S: ClaimRows>(store: &S, hold: HeldRow<'_>) -> Result<bool, S::Error> {
+    ///     store.proclaim(hold, "10.0.0.7:8080").await
+    /// }
+    /// ```
     fn proclaim(
         &self,
         hold: HeldRow<'_>,
@@ -75,6 +123,14 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
 
     /// Releases the row `name` only while it shows the attempt `nonce`;
     /// whether it did.
+    ///
+    /// ```
+    /// use election_sql::ClaimRows;
+    ///
+    /// async fn give_back<S: ClaimRows>(store: &S, nonce: i64) -> Result<bool, S::Error> {
+    ///     store.release("jobs", nonce).await
+    /// }
+    /// ```
     fn release(
         &self,
         name: &str,
@@ -84,9 +140,32 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
     /// Releases, in the background, the row of a closed `attempt` that may
     /// have won it (conditional on its nonce); if that cannot run, the
     /// lease ages out after its TTL.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use election_core::ElectionName;
+    /// use election_sql::{AttemptState, ClaimRows};
+    ///
+    /// // What `SqlClaim`'s close does with an attempt given up after a claim
+    /// // may have committed:
+    /// fn give_up<S: ClaimRows>(store: &Arc<S>, name: &ElectionName, attempt: AttemptState<S::Waiting>) {
+    ///     if attempt.may_hold {
+    ///         store.release_later(name, attempt);
+    ///     }
+    /// }
+    /// ```
     fn release_later(self: &Arc<Self>, name: &ElectionName, attempt: AttemptState<Self::Waiting>);
 
     /// The holder and epoch of `name` as its row records them.
+    ///
+    /// ```
+    /// use election_core::{ElectionName, Leader};
+    /// use election_sql::ClaimRows;
+    ///
+    /// async fn holder<S: ClaimRows>(store: &S, name: &ElectionName) -> Result<Option<Leader>, election_core::Error> {
+    ///     store.leader(name).await
+    /// }
+    /// ```
     fn leader(
         &self,
         name: &ElectionName,
@@ -98,6 +177,16 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
 /// constructors take the façade (`SqliteKeyedClaims::new(&election, ..)`).
 pub trait ElectionStore<S> {
     /// The façade's store.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use election_sql::{ClaimRows, ElectionStore};
+    ///
+    /// // The generic constructors reach a façade's store through it:
+    /// fn store_of<S: ClaimRows>(election: &impl ElectionStore<S>) -> Arc<S> {
+    ///     election.store().clone()
+    /// }
+    /// ```
     fn store(&self) -> &Arc<S>;
 }
 
@@ -139,6 +228,16 @@ impl<S: ClaimRows> SqlClaim<S> {
     /// The claim of `identity` in election `name` over `store` (no I/O):
     /// what the backends' façades build (`SqliteElection::claim`,
     /// `PostgresElection::claim`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use election_core::{ElectionName, Identity};
+    /// use election_sql::{ClaimRows, SqlClaim};
+    ///
+    /// fn claim_of<S: ClaimRows>(store: Arc<S>) -> Result<SqlClaim<S>, Box<dyn std::error::Error>> {
+    ///     Ok(SqlClaim::new(store, ElectionName::new("jobs")?, Identity::new("node-a")?))
+    /// }
+    /// ```
     pub fn new(store: Arc<S>, name: ElectionName, identity: Identity) -> Self {
         SqlClaim {
             store,
@@ -148,16 +247,44 @@ impl<S: ClaimRows> SqlClaim<S> {
     }
 
     /// The store this claim works through.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use election_sql::{ClaimRows, SqlClaim};
+    ///
+    /// fn same_database<S: ClaimRows>(a: &SqlClaim<S>, b: &SqlClaim<S>) -> bool {
+    ///     Arc::ptr_eq(a.store(), b.store())
+    /// }
+    /// ```
     pub fn store(&self) -> &Arc<S> {
         &self.store
     }
 
     /// The backend's error `e`, as the core's error about this claim's name.
+    ///
+    /// ```
+    /// use election_sql::{ClaimRows, SqlClaim};
+    ///
+    /// // A backend's step maps its own error to the core's, about this name:
+    /// fn as_core<S: ClaimRows>(claim: &SqlClaim<S>, e: S::Error) -> election_core::Error {
+    ///     claim.core(e)
+    /// }
+    /// ```
     pub fn core(&self, e: S::Error) -> election_core::Error {
         e.into_core(&self.name)
     }
 
     /// [`election_core::Error::NotHeld`] about this claim's name.
+    ///
+    /// ```
+    /// use election_sql::{ClaimRows, SqlClaim};
+    ///
+    /// fn refuse<S: ClaimRows>(claim: &SqlClaim<S>) -> election_core::Error {
+    ///     let e = claim.not_held();
+    ///     assert!(matches!(e, election_core::Error::NotHeld { .. }));
+    ///     e
+    /// }
+    /// ```
     pub fn not_held(&self) -> election_core::Error {
         election_core::Error::NotHeld {
             name: self.name.clone(),

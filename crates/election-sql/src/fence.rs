@@ -30,10 +30,32 @@ pub trait FenceRows: Clone + Debug + Send + Sync + Sized + 'static {
     type UnlockError: Display;
 
     /// Makes the marks from `open` (creating or migrating their table).
+    ///
+    /// ```
+    /// use election_sql::FenceRows;
+    ///
+    /// async fn marks<F: FenceRows>(open: F::Open<'_>) -> Result<F, F::OpenError> {
+    ///     F::open(open).await
+    /// }
+    /// ```
     fn open(open: Self::Open<'_>) -> impl Future<Output = Result<Self, Self::OpenError>> + Send;
 
     /// Checks `token` against `resource`'s mark and raises it, inside the
     /// caller's open transaction on `conn`.
+    ///
+    /// ```
+    /// use election_sql::FenceRows;
+    /// use fencing::{Advance, ResourceName, Token};
+    ///
+    /// async fn check_in<F: FenceRows>(
+    ///     marks: &F,
+    ///     conn: &mut F::Connection,
+    ///     resource: &ResourceName,
+    ///     token: Token,
+    /// ) -> Result<Advance, fencing::Error> {
+    ///     marks.advance_in(conn, resource, token).await
+    /// }
+    /// ```
     fn advance_in(
         &self,
         conn: &mut Self::Connection,
@@ -42,6 +64,15 @@ pub trait FenceRows: Clone + Debug + Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Advance, fencing::Error>> + Send;
 
     /// Begins a transaction whose first act is [`advance_in`](Self::advance_in).
+    ///
+    /// ```
+    /// use election_sql::FenceRows;
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// async fn begin<F: FenceRows>(marks: &F, resource: &ResourceName, token: Token) -> Result<F::Transaction, fencing::Error> {
+    ///     marks.begin_fenced(resource, token).await
+    /// }
+    /// ```
     fn begin_fenced(
         &self,
         resource: &ResourceName,
@@ -49,6 +80,15 @@ pub trait FenceRows: Clone + Debug + Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Self::Transaction, fencing::Error>> + Send;
 
     /// [`Fence::advance`]: the check and raise, committed.
+    ///
+    /// ```
+    /// use election_sql::FenceRows;
+    /// use fencing::{Advance, ResourceName, Token};
+    ///
+    /// async fn raise<F: FenceRows>(marks: &F, resource: &ResourceName, token: Token) -> Result<Advance, fencing::Error> {
+    ///     marks.advance(resource, token).await
+    /// }
+    /// ```
     fn advance(
         &self,
         resource: &ResourceName,
@@ -59,6 +99,16 @@ pub trait FenceRows: Clone + Debug + Send + Sync + Sized + 'static {
     /// a transaction that holds the backend's lock on it, with the mark
     /// read again under that lock and found to be `token`
     /// ([`check_committed_mark`](crate::check_committed_mark)).
+    ///
+    /// ```
+    /// use election_sql::FenceRows;
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// // The mark committed and locked; the write runs while `locked` lives:
+    /// async fn locked<F: FenceRows>(marks: &F, resource: &ResourceName, token: Token) -> Result<F::Transaction, fencing::Error> {
+    ///     marks.lock_at(resource, token).await
+    /// }
+    /// ```
     fn lock_at(
         &self,
         resource: &ResourceName,
@@ -67,11 +117,28 @@ pub trait FenceRows: Clone + Debug + Send + Sync + Sized + 'static {
 
     /// Ends `locked` (which wrote nothing that matters): rolls it back,
     /// which releases the lock.
+    ///
+    /// ```
+    /// use election_sql::FenceRows;
+    ///
+    /// async fn end<F: FenceRows>(locked: F::Transaction) -> Result<(), F::UnlockError> {
+    ///     F::unlock(locked).await
+    /// }
+    /// ```
     fn unlock(
         locked: Self::Transaction,
     ) -> impl Future<Output = Result<(), Self::UnlockError>> + Send;
 
     /// [`Fence::high_water_mark`].
+    ///
+    /// ```
+    /// use election_sql::FenceRows;
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// async fn mark<F: FenceRows>(marks: &F, resource: &ResourceName) -> Result<Option<Token>, fencing::Error> {
+    ///     marks.high_water_mark(resource).await
+    /// }
+    /// ```
     fn high_water_mark(
         &self,
         resource: &ResourceName,
@@ -88,11 +155,28 @@ impl<F: FenceRows> SqlFence<F> {
     /// A fence from `open` (SQLite: the pool; PostgreSQL: the pool and the
     /// schema); creates or migrates the marks' table. Failure model: the
     /// backend's error.
+    ///
+    /// ```
+    /// use election_sql::{FenceRows, SqlFence};
+    ///
+    /// // `SqliteFence::new(pool)` and `PostgresFence::new((pool, schema))` are this:
+    /// async fn fence<F: FenceRows>(open: F::Open<'_>) -> Result<SqlFence<F>, F::OpenError> {
+    ///     SqlFence::new(open).await
+    /// }
+    /// ```
     pub async fn new(open: F::Open<'_>) -> Result<Self, F::OpenError> {
         Ok(SqlFence(F::open(open).await?))
     }
 
     /// The fence over `marks` (what the façades' `fence()` builds).
+    ///
+    /// ```
+    /// use election_sql::{FenceRows, SqlFence};
+    ///
+    /// fn fence_over<F: FenceRows>(marks: F) -> SqlFence<F> {
+    ///     SqlFence::from_marks(marks)
+    /// }
+    /// ```
     pub fn from_marks(marks: F) -> Self {
         SqlFence(marks)
     }
@@ -102,6 +186,21 @@ impl<F: FenceRows> SqlFence<F> {
     /// guarded write in the same transaction and commit it; if this returns
     /// an error, roll back (dropping the transaction does).
     /// [`fencing::Error::Stale`] with both tokens for an older token.
+    ///
+    /// ```
+    /// use election_sql::{FenceRows, SqlFence};
+    /// use fencing::{Advance, ResourceName, Token};
+    ///
+    /// // In the caller's own transaction on `conn`, before its guarded write:
+    /// async fn guard<F: FenceRows>(
+    ///     fence: &SqlFence<F>,
+    ///     conn: &mut F::Connection,
+    ///     resource: &ResourceName,
+    ///     token: Token,
+    /// ) -> Result<Advance, fencing::Error> {
+    ///     fence.advance_in(conn, resource, token).await
+    /// }
+    /// ```
     pub async fn advance_in(
         &self,
         conn: &mut F::Connection,
@@ -117,6 +216,16 @@ impl<F: FenceRows> SqlFence<F> {
     /// returned transaction and commit it: it commits atomically with the
     /// check, or not at all. A deposed leader's token is refused
     /// ([`fencing::Error::Stale`]) and the transaction rolled back.
+    ///
+    /// ```
+    /// use election_sql::{FenceRows, SqlFence};
+    /// use fencing::{ResourceName, Token};
+    ///
+    /// // The guarded write goes into the returned transaction, then commit it:
+    /// async fn begin<F: FenceRows>(fence: &SqlFence<F>, resource: &ResourceName, token: Token) -> Result<F::Transaction, fencing::Error> {
+    ///     fence.begin_fenced(resource, token).await
+    /// }
+    /// ```
     pub async fn begin_fenced(
         &self,
         resource: &ResourceName,

@@ -29,9 +29,26 @@ pub trait KeyedRows: ClaimRows<Error: From<ConfigError>> {
     type KeyedWaiting: Debug + Send + Sync + 'static;
 
     /// The backend's part of a new set.
+    ///
+    /// ```
+    /// use election_sql::KeyedRows;
+    ///
+    /// fn part<S: KeyedRows>(store: &S) -> S::KeyedWaiting {
+    ///     store.keyed_waiting()
+    /// }
+    /// ```
     fn keyed_waiting(&self) -> Self::KeyedWaiting;
 
     /// [`KeyedClaims::claim`]: an answer for each of `keys`, in order.
+    ///
+    /// ```
+    /// use election_core::ElectionName;
+    /// use election_sql::{Answer, KeyedRows, SqlKeyedClaims};
+    ///
+    /// async fn claim<S: KeyedRows>(set: &SqlKeyedClaims<S>, keys: &[ElectionName]) -> Vec<Answer> {
+    ///     S::claim_keys(set, keys).await
+    /// }
+    /// ```
     fn claim_keys(
         set: &SqlKeyedClaims<Self>,
         keys: &[ElectionName],
@@ -39,14 +56,39 @@ pub trait KeyedRows: ClaimRows<Error: From<ConfigError>> {
 
     /// [`KeyedClaims::wait`]: until a key asked may be free, at most the
     /// set's poll interval.
+    ///
+    /// ```
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// async fn wait<S: KeyedRows>(set: &SqlKeyedClaims<S>) {
+    ///     S::wait_keys(set).await
+    /// }
+    /// ```
     fn wait_keys(set: &SqlKeyedClaims<Self>) -> impl Future<Output = ()> + Send;
 
     /// What the backend frees of `held` after their rows were released
     /// (nothing by default).
+    ///
+    /// ```
+    /// use election_core::HeldKey;
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// fn freed<S: KeyedRows>(set: &SqlKeyedClaims<S>, held: &[HeldKey]) {
+    ///     S::released(set, held)
+    /// }
+    /// ```
     fn released(_set: &SqlKeyedClaims<Self>, _held: &[HeldKey]) {}
 
     /// [`KeyedClaims::close`]: what the backend frees when the set closes
     /// (nothing by default).
+    ///
+    /// ```
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// async fn closed<S: KeyedRows>(set: &SqlKeyedClaims<S>) {
+    ///     S::close_keys(set).await
+    /// }
+    /// ```
     fn close_keys(_set: &SqlKeyedClaims<Self>) -> impl Future<Output = ()> + Send {
         async {}
     }
@@ -71,11 +113,31 @@ impl<S: KeyedRows> SqlKeyedClaims<S> {
     /// backend's façade), with its options and the core's
     /// [`DEFAULT_POLL_INTERVAL`](election_core::DEFAULT_POLL_INTERVAL):
     /// what the façade's `lease_set` builds.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::{ElectionStore, KeyedRows, SqlKeyedClaims};
+    ///
+    /// // `SqliteKeyedClaims::new(&election, identity)` is this:
+    /// fn keys<S: KeyedRows>(election: &impl ElectionStore<S>) -> Result<SqlKeyedClaims<S>, Box<dyn std::error::Error>> {
+    ///     Ok(SqlKeyedClaims::new(election, Identity::new("node-a")?))
+    /// }
+    /// ```
     pub fn new(election: &impl ElectionStore<S>, identity: Identity) -> Self {
         Self::over(election.store().clone(), identity)
     }
 
     /// The keys of process `identity` over `store`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use election_core::Identity;
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// fn keys<S: KeyedRows>(store: Arc<S>) -> Result<SqlKeyedClaims<S>, Box<dyn std::error::Error>> {
+    ///     Ok(SqlKeyedClaims::over(store, Identity::new("node-a")?))
+    /// }
+    /// ```
     pub fn over(store: Arc<S>, identity: Identity) -> Self {
         let waiting = store.keyed_waiting();
         SqlKeyedClaims {
@@ -88,23 +150,58 @@ impl<S: KeyedRows> SqlKeyedClaims<S> {
     /// Sets how often the keys not held are looked at (a vacant or expired
     /// one claimed) when nothing wakes the set earlier: between 1 ms and
     /// 1 h; the backend's `Config` error otherwise.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// fn slower<S: KeyedRows>(set: SqlKeyedClaims<S>) -> Result<SqlKeyedClaims<S>, S::Error> {
+    ///     set.with_poll_interval(Duration::from_secs(2))
+    /// }
+    /// ```
     pub fn with_poll_interval(mut self, poll_interval: Duration) -> Result<Self, S::Error> {
         self.state.set_poll_interval(poll_interval)?;
         Ok(self)
     }
 
     /// The store these keys work through.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// fn same_database<S: KeyedRows>(a: &SqlKeyedClaims<S>, b: &SqlKeyedClaims<S>) -> bool {
+    ///     Arc::ptr_eq(a.store(), b.store())
+    /// }
+    /// ```
     pub fn store(&self) -> &Arc<S> {
         &self.store
     }
 
     /// The bookkeeping of the keys: each held key's term, each contended
     /// key's observation, the poll interval.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// fn identity_of<S: KeyedRows>(set: &SqlKeyedClaims<S>) -> &Identity {
+    ///     set.state().identity()
+    /// }
+    /// ```
     pub fn state(&self) -> &KeyedState {
         &self.state
     }
 
     /// The backend's own part ([`KeyedRows::KeyedWaiting`]).
+    ///
+    /// ```
+    /// use election_sql::{KeyedRows, SqlKeyedClaims};
+    ///
+    /// fn part<S: KeyedRows>(set: &SqlKeyedClaims<S>) -> &S::KeyedWaiting {
+    ///     set.waiting()
+    /// }
+    /// ```
     pub fn waiting(&self) -> &S::KeyedWaiting {
         &self.waiting
     }
