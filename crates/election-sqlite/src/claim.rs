@@ -104,6 +104,23 @@ pub struct HostLockWait {
     handed_over: Option<(i64, u32)>,
 }
 
+impl HostLockWait {
+    /// Takes what the same-host lock's waiting thread answered: the lock,
+    /// or (its error, or `None` when the thread is gone) polling from now
+    /// on. Either way the wait is over.
+    fn settle(&mut self, name: &str, got: Option<std::io::Result<std::fs::File>>) {
+        self.lock_wait = None;
+        match got {
+            Some(Ok(file)) => self.host_lock = Some(file),
+            Some(Err(e)) => {
+                tracing::debug!(%name, error = %e, "same-host lock failed; polling");
+                self.lock_failed = true;
+            }
+            None => self.lock_failed = true,
+        }
+    }
+}
+
 type Attempt = AttemptState<HostLockWait>;
 
 /// How many times a waiter gives the same-host lock up to one holder's
@@ -124,20 +141,9 @@ fn take_host_lock(attempt: &mut Attempt, ctx: &SqliteStore, name: &str) {
     }
     if let Some(rx) = attempt.waiting.lock_wait.as_mut() {
         match rx.try_recv() {
-            Ok(Ok(file)) => {
-                attempt.waiting.host_lock = Some(file);
-                attempt.waiting.lock_wait = None;
-            }
-            Ok(Err(e)) => {
-                tracing::debug!(%name, error = %e, "same-host lock failed; polling");
-                attempt.waiting.lock_wait = None;
-                attempt.waiting.lock_failed = true;
-            }
+            Ok(got) => attempt.waiting.settle(name, Some(got)),
             Err(oneshot::error::TryRecvError::Empty) => {}
-            Err(oneshot::error::TryRecvError::Closed) => {
-                attempt.waiting.lock_wait = None;
-                attempt.waiting.lock_failed = true;
-            }
+            Err(oneshot::error::TryRecvError::Closed) => attempt.waiting.settle(name, None),
         }
         return;
     }
@@ -283,17 +289,7 @@ impl ClaimRows for SqliteStore {
             .lock_wait
             .get_or_insert_with(|| host_lock::wait_for(locks.path(name.as_str())));
         tokio::select! {
-            got = rx => {
-                waiting.lock_wait = None;
-                match got {
-                    Ok(Ok(file)) => waiting.host_lock = Some(file),
-                    Ok(Err(e)) => {
-                        tracing::debug!(%name, error = %e, "same-host lock failed; polling");
-                        waiting.lock_failed = true;
-                    }
-                    Err(_) => waiting.lock_failed = true,
-                }
-            }
+            got = rx => waiting.settle(name.as_str(), got.ok()),
             () = sleep => {}
         }
         Ok(())
