@@ -21,10 +21,12 @@ pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 /// The pause a waiting campaign makes after `failures` transient errors in
 /// a row ([`Error::Unavailable`], [`Error::OutcomeUnknown`]) before it tries
-/// again: the poll interval, doubled with each further failure, at most
-/// [`MAX_RETRY_PAUSE`] (never below the poll interval). A server that is
-/// down is asked again soon at first, then every few seconds, not every
-/// poll interval for as long as it stays down.
+/// again: the poll interval, doubled with each further failure, never
+/// above [`MAX_RETRY_PAUSE`], also when the poll interval is longer (ADR
+/// 0084). A server that is down is asked again soon at first, then every
+/// few seconds; a backend with a wake-up and a long poll interval (an
+/// hourly poll behind PostgreSQL's notifications, say) is not left an hour
+/// without a leader by one failed request.
 ///
 /// ```
 /// use std::time::Duration;
@@ -35,14 +37,14 @@ pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
 /// assert_eq!(retry_pause(poll, 2), poll * 2);
 /// assert_eq!(retry_pause(poll, 3), poll * 4);
 /// assert_eq!(retry_pause(poll, 50), MAX_RETRY_PAUSE);
+/// assert_eq!(retry_pause(Duration::from_secs(3600), 1), MAX_RETRY_PAUSE);
 /// ```
 pub fn retry_pause(poll_interval: Duration, failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(32);
+    let doublings = failures.saturating_sub(1).min(31);
     poll_interval
-        .checked_mul(1u32 << doublings.min(31))
+        .checked_mul(1u32 << doublings)
         .unwrap_or(MAX_RETRY_PAUSE)
         .min(MAX_RETRY_PAUSE)
-        .max(poll_interval)
 }
 
 /// What a campaign's retries look like now ([`Candidate::retries`]): how
@@ -409,10 +411,11 @@ impl<C: Claim> Candidate<C> {
         retries.next_pause = None;
     }
 
-    /// Waits one poll interval, not past `deadline`; false if the deadline
-    /// has passed.
+    /// Waits one poll interval, at most [`MAX_RETRY_PAUSE`] (ADR 0084), not
+    /// past `deadline`; false if the deadline has passed.
     async fn pause_until(&self, deadline: Option<Instant>) -> bool {
-        self.pause_for(self.poll_interval, deadline).await
+        self.pause_for(self.poll_interval.min(MAX_RETRY_PAUSE), deadline)
+            .await
     }
 
     /// Waits `pause`, not past `deadline`; false if the deadline has

@@ -57,9 +57,7 @@ impl Cluster {
                 .collect::<Result<Vec<_>, _>>()?;
             let mut cluster = Self { nodes };
             let deadline = Instant::now() + READY_TIMEOUT;
-            for node in &mut cluster.nodes {
-                node.wait_ready(deadline)?;
-            }
+            cluster.wait_all_ready(deadline)?;
             cluster.wait_settled(deadline)?;
             Ok(cluster)
         })
@@ -152,6 +150,32 @@ impl Cluster {
         })
     }
 
+    /// Waits until every node is ready, looking at all of them each round:
+    /// a node that exits (its ports taken between picking and binding
+    /// them, say) fails the start at once, with its log, rather than after
+    /// another node waited out the deadline for a peer that is gone. A
+    /// timeout names every node that was not ready, and why.
+    fn wait_all_ready(&mut self, deadline: Instant) -> Result<(), Error> {
+        loop {
+            let mut waiting = Vec::new();
+            for (i, node) in self.nodes.iter_mut().enumerate() {
+                if let Some(why) = node.readiness()? {
+                    waiting.push((i, format!("{}: {why}", node.name())));
+                }
+            }
+            let Some(&(first, _)) = waiting.first() else {
+                return Ok(());
+            };
+            if Instant::now() >= deadline {
+                let why: Vec<String> = waiting.into_iter().map(|(_, w)| w).collect();
+                return Err(
+                    self.nodes[first].not_ready_error(format!("last probes: {}", why.join("; ")))
+                );
+            }
+            thread::sleep(POLL_INTERVAL);
+        }
+    }
+
     /// Waits until every running node has routes to every other one, then
     /// for an agreed meta leader, then (when every node runs) until a
     /// stream with one replica per node can be placed.
@@ -230,5 +254,53 @@ fn poll<T>(
             }
             Err(_) => thread::sleep(POLL_INTERVAL),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A node whose route port another process took between picking and
+    /// binding exits; the start must say so (a port clash, which the start
+    /// retries with fresh ports) instead of the first node waiting out its
+    /// deadline for a peer that is gone ("not ready in time", which no
+    /// retry follows: seen in CI under load).
+    #[test]
+    fn a_node_that_cannot_bind_its_route_port_fails_the_start_as_a_clash() {
+        let bin = nats_server_bin().expect("nats-server");
+        let taken = TcpListener::bind("127.0.0.1:0").expect("a port");
+        let ports = ports::free(8).expect("free ports");
+        let taken_port = taken.local_addr().expect("its port").port();
+        let routes = vec![ports[6], ports[7], taken_port];
+        let nodes = (0..3)
+            .map(|i| {
+                Server::spawn(
+                    bin.clone(),
+                    NodeConfig {
+                        name: format!("n{}", i + 1),
+                        client_port: ports[i],
+                        monitor_port: ports[3 + i],
+                        cluster: Some(ClusterConfig {
+                            name: CLUSTER_NAME.to_owned(),
+                            port: routes[i],
+                            routes: routes.clone(),
+                        }),
+                        auth: None,
+                    },
+                )
+                .expect("spawned")
+            })
+            .collect();
+        let mut cluster = Cluster { nodes };
+        let started = Instant::now();
+        let e = cluster
+            .wait_all_ready(started + Duration::from_secs(30))
+            .expect_err("n3 cannot listen for routes");
+        assert!(e.is_port_clash(), "{e}");
+        drop(taken);
     }
 }

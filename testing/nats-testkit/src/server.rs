@@ -222,18 +222,7 @@ impl Server {
     /// clustered); fails early if the process exits.
     pub(crate) fn wait_ready(&mut self, deadline: Instant) -> Result<(), Error> {
         loop {
-            let Some(child) = self.child.as_mut() else {
-                return Err(self.start_error("it is not running (killed or stopped)".to_owned()));
-            };
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    self.child = None;
-                    return Err(self.start_error(format!("it exited with {status}")));
-                }
-                Ok(None) => {}
-                Err(e) => return Err(self.start_error(format!("waiting for it failed: {e}"))),
-            }
-            let Err(last) = self.probe() else {
+            let Some(last) = self.readiness()? else {
                 return Ok(());
             };
             if Instant::now() >= deadline {
@@ -241,6 +230,30 @@ impl Server {
             }
             thread::sleep(POLL_INTERVAL);
         }
+    }
+
+    /// One look: `Ok(None)` if the server is ready, `Ok(Some(why not))`
+    /// if it runs and is not ready yet, an error (with its log) if it is
+    /// not running, exited among them (a port taken meanwhile shows there).
+    pub(crate) fn readiness(&mut self) -> Result<Option<String>, Error> {
+        let Some(child) = self.child.as_mut() else {
+            return Err(self.start_error("it is not running (killed or stopped)".to_owned()));
+        };
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                self.child = None;
+                return Err(self.start_error(format!("it exited with {status}")));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(self.start_error(format!("waiting for it failed: {e}"))),
+        }
+        Ok(self.probe().err())
+    }
+
+    /// [`start_error`](Self::start_error) for a server that did not get
+    /// ready before its deadline, with `why` it was not.
+    pub(crate) fn not_ready_error(&self, why: String) -> Error {
+        self.start_error(format!("not ready in time; {why}"))
     }
 
     fn probe(&self) -> Result<(), String> {

@@ -174,7 +174,12 @@ fn refused(e: fencing::Error) -> Result<(), BoxError> {
 }
 
 fn candidate(args: &Args, backend: &Backend, name: &str) -> Result<Candidate<AnyClaim>, BoxError> {
-    let candidate = backend.candidate(name, &args.identity)?;
+    // On stderr (the test's output): a candidate silent after
+    // "campaigning" says why (ADR 0084).
+    let identity = args.identity.clone();
+    let candidate = backend
+        .candidate(name, &args.identity)?
+        .on_retry(move |e| eprintln!("{identity}: campaign retries after: {e}"));
     Ok(match args.poll {
         Some(poll) => candidate.with_poll_interval(poll)?,
         None => candidate,
