@@ -10,6 +10,11 @@ use std::sync::OnceLock;
 use crate::server::{as_server_user, run};
 use crate::{Binaries, Error};
 
+/// The template's WAL segment size in MB (`initdb --wal-segsize`), also in
+/// its directory's name, so a template made with another size is not
+/// reused.
+const WAL_SEGMENT_MB: u32 = 1;
+
 /// The template's data directory, made on first use (under an exclusive
 /// lock on `<template>.lock`, so parallel test processes make it once).
 pub(crate) fn template(bins: &Binaries) -> Result<PathBuf, Error> {
@@ -20,8 +25,10 @@ pub(crate) fn template(bins: &Binaries) -> Result<PathBuf, Error> {
     let version = version_of(bins)?;
     let tools = target_dir().join("tools");
     fs::create_dir_all(&tools).map_err(Error::io(format!("mkdir -p {}", tools.display())))?;
-    let dir = tools.join(format!("postgres-template-{version}"));
-    let lock_path = tools.join(format!("postgres-template-{version}.lock"));
+    let dir = tools.join(format!("postgres-template-{version}-wal{WAL_SEGMENT_MB}"));
+    let lock_path = tools.join(format!(
+        "postgres-template-{version}-wal{WAL_SEGMENT_MB}.lock"
+    ));
     let lock = File::options()
         .create(true)
         .truncate(false)
@@ -51,7 +58,12 @@ fn make(bins: &Binaries, dir: &Path) -> Result<(), Error> {
         .arg("-D")
         .arg(&data)
         .args(["-U", "postgres", "--auth=trust", "--no-sync"])
-        .args(["--encoding=UTF8", "--locale=C"]);
+        .args(["--encoding=UTF8", "--locale=C"])
+        // 1 MB WAL segments, not 16: every server starts from a copy of
+        // this directory, and the one preallocated segment was 16 of its
+        // 39 MB. The copies took a third of the test run's CPU (`cp`,
+        // process accounting of CI's test run; ADR 0085).
+        .arg(format!("--wal-segsize={WAL_SEGMENT_MB}"));
     as_server_user::apply(&mut initdb);
     run(&mut initdb)?;
     if dir.exists() {
