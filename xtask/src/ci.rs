@@ -79,8 +79,8 @@ impl Step {
 /// once:
 ///
 /// - the build checks ([`build_checks`]: licences and duplicate versions,
-///   clippy of the workspace and of every published crate alone, the
-///   packaging of every publishable
+///   clippy of the workspace, of every crate alone and of every published
+///   library alone, the packaging of every publishable
 ///   crate, the docs), as a child process
 ///   of their own at the idle CPU priority (`SCHED_IDLE`) with their
 ///   target directory in memory ([`BuildChecks`]), so that they use only
@@ -122,7 +122,7 @@ pub(crate) fn run() -> Result<()> {
     let checks_step = steps.len() + 1;
     println!(
         "xtask ci: [{checks_step}/{total}] the build checks (clippy of the workspace and \
-         of each published crate alone, packages, docs), beside the next steps at idle priority"
+         of each crate alone, packages, docs), beside the next steps at idle priority"
     );
     let checks = BuildChecks::start()?;
     let tests = (|| -> Result<()> {
@@ -184,9 +184,9 @@ fn run_steps(steps: &[Step], first: usize, total: usize) -> Result<()> {
 /// `cargo xtask build-checks`: the checks that only build (and the
 /// licences and duplicates check, the slowest of the shape checks), in
 /// order, stopping at the first failure: cargo-deny; clippy with -D
-/// warnings of the workspace, then of every published crate alone
-/// ([`policy::crates_alone`]: each builds with only the features its own
-/// manifest asks for, ADR 0085); the packaging of every publishable crate (metadata, versions
+/// warnings of the workspace, of every crate alone and of every published
+/// library alone ([`policy::crates_alone`]: each builds with only the
+/// features its own manifest asks for, ADR 0085); the packaging of every publishable crate (metadata, versions
 /// on internal dependencies, the files a package needs; without verifying
 /// builds, which would rebuild every dependency per package:
 /// [`check_packages`] catches what they would, ADR 0042); the docs
@@ -197,7 +197,7 @@ pub(crate) fn build_checks() -> Result<()> {
     let mut steps = vec![
         Step::xtask(LICENCES.0, LICENCES.1),
         Step::xtask(
-            "clippy -D warnings: the workspace, then each published crate alone",
+            "clippy -D warnings: the workspace, each crate alone, each published library alone",
             policy::crates_alone,
         ),
     ];

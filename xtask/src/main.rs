@@ -1,8 +1,8 @@
 //! Developer tasks for this workspace, run as `cargo xtask <task>`.
 //!
 //! - `cargo xtask ci`: the checks CI runs (fmt, the workspace's shape,
-//!   clippy of the workspace and of each published crate alone,
-//!   packaging, docs, tests, doc tests,
+//!   clippy of the workspace and of each crate alone, packaging, docs,
+//!   tests, doc tests,
 //!   torture).
 //! - `cargo xtask check-packages`: the packaging check `ci` runs after
 //!   `cargo package --no-verify` (ADR 0042).
@@ -45,7 +45,7 @@ tasks:
                           fixed + random seed; elect run on sqlite and file)
   build-checks            ci's checks that build (and cargo-deny's licences and
                           duplicates): clippy -D warnings of the workspace and
-                          of each published crate alone,
+                          of each crate alone,
                           package --no-verify (+ check-packages), doc -D
                           warnings (+ an example on every public fn)
   check-shape             ci's checks that build nothing (ADR 0056): lints set in

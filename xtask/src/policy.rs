@@ -126,19 +126,26 @@ pub(crate) fn boundaries() -> Result<()> {
     )
 }
 
-/// Clippy with `-D warnings` (ADR 0085): once over the whole workspace
-/// (`cargo clippy --workspace --all-targets`: every target of every
-/// member, linted), then every published crate alone (`cargo clippy -p X
-/// --all-targets`, one at a time), so that a feature a published crate
-/// uses but does not ask for (another member's manifest asked for it, and
-/// features unify across a workspace build) fails here. The members that
-/// are never published (the test kits, torture, the bench, xtask) are
-/// only ever built inside the workspace, and are linted in its run.
+/// Clippy with `-D warnings` (ADR 0056, 0085), stopping at the first
+/// failure:
+///
+/// 1. once over the workspace (`cargo clippy --workspace --all-targets`:
+///    every target of every member, linted);
+/// 2. every member alone with all its targets (`cargo clippy -p X
+///    --all-targets`, one at a time): a feature a crate's code or tests use
+///    without asking for it (another member's manifest asked for it, and
+///    features unify across a workspace build) fails here. The members
+///    that are never published depend on `workspace-hack`, so alone they
+///    resolve what the workspace does, and their checks reuse its units;
+/// 3. every published crate's library and binaries alone (`cargo clippy
+///    -p X`), as a user's build resolves them: normal dependencies only.
+///    Step 2 cannot see this: a dev-dependency's features (a test kit's,
+///    `workspace-hack`'s through it) unify into the library's there.
 pub(crate) fn crates_alone() -> Result<()> {
     let clippy = |args: &[&str], what: &str| -> Result<()> {
         let t = Instant::now();
         let status = cargo_command()
-            .args(["clippy", "--quiet", "--all-targets"])
+            .args(["clippy", "--quiet"])
             .args(args)
             .args(["--", "-D", "warnings"])
             .current_dir(repo_root())
@@ -147,22 +154,31 @@ pub(crate) fn crates_alone() -> Result<()> {
             .map_err(|e| format!("could not start `cargo clippy {}`: {e}", args.join(" ")))?;
         if !status.success() {
             return Err(format!(
-                "`cargo clippy {} --all-targets -- -D warnings` failed ({status}): a lint, \
-                 or {what} does not build (a feature it uses comes from another crate's \
-                 manifest?)",
+                "`cargo clippy {} -- -D warnings` failed ({status}): a lint, or {what} does \
+                 not build (a feature it uses comes from another crate's manifest?)",
                 args.join(" ")
             )
             .into());
         }
         println!(
-            "xtask ci: {what} builds, lints clean ({:.1} s)",
+            "xtask ci: {what}: builds, lints clean ({:.1} s)",
             t.elapsed().as_secs_f64()
         );
         Ok(())
     };
-    clippy(&["--workspace"], "the workspace")?;
-    for m in members()?.into_iter().filter(|m| m.published) {
-        clippy(&["-p", &m.name], &format!("{} alone", m.name))?;
+    clippy(&["--workspace", "--all-targets"], "the workspace")?;
+    let members = members()?;
+    for m in &members {
+        clippy(
+            &["-p", &m.name, "--all-targets"],
+            &format!("{} alone, all targets", m.name),
+        )?;
+    }
+    for m in members.iter().filter(|m| m.published) {
+        clippy(
+            &["-p", &m.name],
+            &format!("{} alone, as a user builds it", m.name),
+        )?;
     }
     Ok(())
 }
