@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::thread;
 use std::time::Instant;
 
-use crate::server::{ClusterConfig, NodeConfig, POLL_INTERVAL, READY_TIMEOUT};
+use crate::server::{self, ClusterConfig, NodeConfig, POLL_INTERVAL, READY_TIMEOUT};
 use crate::{Error, Server, monitor, nats_server_bin, placement, ports};
 
 /// The `cluster.name` of every cluster this crate starts.
@@ -57,7 +57,7 @@ impl Cluster {
                 .collect::<Result<Vec<_>, _>>()?;
             let mut cluster = Self { nodes };
             let deadline = Instant::now() + READY_TIMEOUT;
-            cluster.wait_all_ready(deadline)?;
+            server::wait_all_ready(&mut cluster.nodes, deadline)?;
             cluster.wait_settled(deadline)?;
             Ok(cluster)
         })
@@ -148,32 +148,6 @@ impl Cluster {
         poll(deadline, "a JetStream meta leader", || {
             self.meta_leader().map_err(|e| e.to_string())
         })
-    }
-
-    /// Waits until every node is ready, looking at all of them each round:
-    /// a node that exits (its ports taken between picking and binding
-    /// them, say) fails the start at once, with its log, rather than after
-    /// another node waited out the deadline for a peer that is gone. A
-    /// timeout names every node that was not ready, and why.
-    fn wait_all_ready(&mut self, deadline: Instant) -> Result<(), Error> {
-        loop {
-            let mut waiting = Vec::new();
-            for (i, node) in self.nodes.iter_mut().enumerate() {
-                if let Some(why) = node.readiness()? {
-                    waiting.push((i, format!("{}: {why}", node.name())));
-                }
-            }
-            let Some(&(first, _)) = waiting.first() else {
-                return Ok(());
-            };
-            if Instant::now() >= deadline {
-                let why: Vec<String> = waiting.into_iter().map(|(_, w)| w).collect();
-                return Err(
-                    self.nodes[first].not_ready_error(format!("last probes: {}", why.join("; ")))
-                );
-            }
-            thread::sleep(POLL_INTERVAL);
-        }
     }
 
     /// Waits until every running node has routes to every other one, then
@@ -297,8 +271,7 @@ mod tests {
             .collect();
         let mut cluster = Cluster { nodes };
         let started = Instant::now();
-        let e = cluster
-            .wait_all_ready(started + Duration::from_secs(30))
+        let e = server::wait_all_ready(&mut cluster.nodes, started + Duration::from_secs(30))
             .expect_err("n3 cannot listen for routes");
         assert!(e.is_port_clash(), "{e}");
         drop(taken);

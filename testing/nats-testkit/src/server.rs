@@ -60,6 +60,40 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+/// Polls until every server in `nodes` greets clients and `/healthz`
+/// answers 200, looking at all of them each round: one that exits (its
+/// ports taken between picking and binding them, say) fails the wait at
+/// once, with its log, rather than after another waited out the deadline
+/// for a peer that is gone (ADR 0084). A timeout names every server that
+/// was not ready, and why.
+pub(crate) fn wait_all_ready(nodes: &mut [Server], deadline: Instant) -> Result<(), Error> {
+    loop {
+        let mut waiting = Vec::new();
+        for (i, node) in nodes.iter_mut().enumerate() {
+            if let Some(why) = node.readiness()? {
+                waiting.push((i, why));
+            }
+        }
+        let Some(&(first, _)) = waiting.first() else {
+            return Ok(());
+        };
+        if Instant::now() >= deadline {
+            let why = match nodes {
+                [_] => format!("last probe: {}", waiting[0].1),
+                _ => {
+                    let each: Vec<String> = waiting
+                        .iter()
+                        .map(|(i, why)| format!("{}: {why}", nodes[*i].name()))
+                        .collect();
+                    format!("last probes: {}", each.join("; "))
+                }
+            };
+            return Err(nodes[first].start_error(format!("not ready in time; {why}")));
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
 /// `text` as a double-quoted string of the server's configuration format.
 fn quoted(text: &str) -> String {
     let mut q = String::with_capacity(text.len() + 2);
@@ -221,21 +255,13 @@ impl Server {
     /// (which covers JetStream, and contact with a meta leader when
     /// clustered); fails early if the process exits.
     pub(crate) fn wait_ready(&mut self, deadline: Instant) -> Result<(), Error> {
-        loop {
-            let Some(last) = self.readiness()? else {
-                return Ok(());
-            };
-            if Instant::now() >= deadline {
-                return Err(self.start_error(format!("not ready in time; last probe: {last}")));
-            }
-            thread::sleep(POLL_INTERVAL);
-        }
+        wait_all_ready(std::slice::from_mut(self), deadline)
     }
 
     /// One look: `Ok(None)` if the server is ready, `Ok(Some(why not))`
     /// if it runs and is not ready yet, an error (with its log) if it is
     /// not running, exited among them (a port taken meanwhile shows there).
-    pub(crate) fn readiness(&mut self) -> Result<Option<String>, Error> {
+    fn readiness(&mut self) -> Result<Option<String>, Error> {
         let Some(child) = self.child.as_mut() else {
             return Err(self.start_error("it is not running (killed or stopped)".to_owned()));
         };
@@ -248,12 +274,6 @@ impl Server {
             Err(e) => return Err(self.start_error(format!("waiting for it failed: {e}"))),
         }
         Ok(self.probe().err())
-    }
-
-    /// [`start_error`](Self::start_error) for a server that did not get
-    /// ready before its deadline, with `why` it was not.
-    pub(crate) fn not_ready_error(&self, why: String) -> Error {
-        self.start_error(format!("not ready in time; {why}"))
     }
 
     fn probe(&self) -> Result<(), String> {
