@@ -93,7 +93,9 @@ async fn dispatch(
             )
             .await;
             // The term has ended (or was never won): close the backend so
-            // the next start does not replay this process's WAL.
+            // the next start does not replay this process's WAL (SQLite),
+            // and so the server's processes of this one's connections end
+            // after a successor's take, not during it (PostgreSQL, ADR 0086).
             backend.close(std::time::Duration::from_secs(2)).await;
             code
         }

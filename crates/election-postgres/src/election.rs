@@ -365,8 +365,17 @@ impl PostgresElection {
     /// close lease sets first: a term still held afterwards cannot renew
     /// and is lost when its validity runs out (its lease then ages out).
     ///
-    /// Cancel safety: cancel safe; the listener is stopped at once, the
-    /// pool closes in the background if dropped. Failure model: none.
+    /// Within [`CLOSE_GRACE`](crate::CLOSE_GRACE) (10 ms) of this
+    /// election's last release (a resign, a lease set's close), this waits
+    /// until the grace has passed before it closes anything: the server runs
+    /// a process per connection, and those processes ending while the
+    /// successor, woken by the release, takes the row cost that take
+    /// several milliseconds of the server's CPU (ADR 0086). Otherwise it
+    /// closes at once.
+    ///
+    /// Cancel safety: cancel safe; cancelled during the grace, nothing is
+    /// closed yet; after it, the listener is stopped at once and the pool
+    /// closes in the background if dropped. Failure model: none.
     ///
     /// ```no_run
     /// # use election_postgres::{PostgresElection, PostgresOptions};
@@ -379,6 +388,7 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) {
+        self.inner.last_release.wait().await;
         self.inner.notifier.stop();
         if self.inner.owns_pool {
             self.inner.pool.close().await;

@@ -140,6 +140,7 @@ pub use options::{
     DEFAULT_RENEW_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TTL, MAX_SCHEMA_LEN,
     PostgresOptions,
 };
+pub use store::close::CLOSE_GRACE;
 pub use store::context::PostgresStore;
 pub use store::schema;
 

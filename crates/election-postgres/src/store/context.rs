@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::options::PostgresOptions;
+use crate::store::close::LastRelease;
 use crate::store::notify::Notifier;
 use crate::store::row::{self, HeldRow, Seen, Take};
 use crate::store::schema::{self, Sql};
@@ -228,6 +229,9 @@ pub struct PostgresStore {
     /// Whether the pool's connections were readied for a handover, or are
     /// being readied ([`PostgresStore::ready_soon`]).
     readied: Arc<AtomicBool>,
+    /// When this process's last release was answered: a close of the pool
+    /// waits the grace after it (ADR 0086).
+    pub(crate) last_release: Arc<LastRelease>,
 }
 
 /// Takes a `schema=<name>` query parameter out of `url` (sqlx does not know
@@ -365,6 +369,7 @@ impl PostgresStore {
             sql,
             notifier,
             readied: Arc::new(AtomicBool::new(false)),
+            last_release: Arc::default(),
         })
     }
 
@@ -378,6 +383,7 @@ impl PostgresStore {
             sql: self.sql.clone(),
             notifier: self.notifier.clone(),
             readied: self.readied.clone(),
+            last_release: self.last_release.clone(),
         }
     }
 
@@ -595,10 +601,17 @@ impl PostgresStore {
         &self,
         holds: &[(&str, i64)],
     ) -> Result<HashSet<String>, Error> {
-        self.write(self.options.request_timeout(), async |conn| {
-            row::release_many(conn, &self.sql, holds).await
-        })
-        .await
+        let released = self
+            .write(self.options.request_timeout(), async |conn| {
+                row::release_many(conn, &self.sql, holds).await
+            })
+            .await?;
+        if !released.is_empty() {
+            // A successor may be taking a row now: a close waits the grace
+            // (ADR 0086).
+            self.last_release.mark(Instant::now());
+        }
+        Ok(released)
     }
 
     /// Releases `holds` in the background (after a claim whose outcome is

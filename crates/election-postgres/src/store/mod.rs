@@ -1,9 +1,11 @@
 //! The store layer under the façade, the claim and the keyed claims: the
 //! connection context (`context`), every read and write of the lease rows
 //! and epoch records (`row`, the statements), the wake-ups by
-//! `LISTEN`/`NOTIFY` (`notify`), and the schema's objects and migrations
-//! (`schema`, public).
+//! `LISTEN`/`NOTIFY` (`notify`), the schema's objects and migrations
+//! (`schema`, public), and the grace before a close after a release
+//! (`close`, ADR 0086).
 
+pub(crate) mod close;
 pub(crate) mod context;
 pub(crate) mod notify;
 pub(crate) mod row;

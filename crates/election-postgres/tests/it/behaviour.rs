@@ -259,3 +259,41 @@ async fn terminated_connections_do_not_hand_a_live_term_over() {
         }
     }
 }
+
+/// A close right after a resign keeps the pool open for the grace (ADR
+/// 0086): the server's processes of this pool end after a successor's take
+/// of the released row, not during it. Then the pool is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_right_after_a_resign_waits_the_grace() {
+    let server = common::server();
+    let e = common::open(&server, common::fast()).await;
+    let a = e.candidate("grace", "a").expect("candidate");
+    let term = within("elected", a.campaign()).await.expect("elected");
+    let before = Instant::now();
+    within("resign", term.resign()).await.expect("resign");
+    within("close", e.close()).await;
+    assert!(
+        before.elapsed() >= election_postgres::CLOSE_GRACE,
+        "closed {:?} after the resign began",
+        before.elapsed()
+    );
+    assert!(e.pool().is_closed(), "the pool is closed after the grace");
+}
+
+/// The same after a lease set's close, which releases its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_right_after_a_lease_set_released_waits_the_grace() {
+    let server = common::server();
+    let e = common::open(&server, common::fast()).await;
+    let set = e.lease_set("node-a").await.expect("lease set");
+    assert!(within("ask", set.ask("shard-1")).await.expect("ask"));
+    let before = Instant::now();
+    within("set closed", set.close()).await;
+    within("close", e.close()).await;
+    assert!(
+        before.elapsed() >= election_postgres::CLOSE_GRACE,
+        "closed {:?} after the lease set's close began",
+        before.elapsed()
+    );
+    assert!(e.pool().is_closed(), "the pool is closed after the grace");
+}
