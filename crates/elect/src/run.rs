@@ -814,7 +814,7 @@ async fn lead<C: Claim>(
                 Err(cgroup::Begin::Later(later)) => {
                     report.event(
                         "lost",
-                        &format!("lost {name}, term {epoch}: the later term {later} has processes on this host; the command is not started"),
+                        &format!("lost {name}, term {epoch}: the later term {later} of {name} began on this host (its cgroup exists), so this term is already over; the command is not started. If nothing runs term {later}, the election's epochs went back (its state deleted, or restored from a backup): on the file backend, `elect repair-epoch` above {later} ends this"),
                         json!({ "name": name, "epoch": epoch, "later_epoch": later }),
                     );
                     drop(standby);
@@ -1008,7 +1008,12 @@ async fn lead<C: Claim>(
         );
         take_over(group.as_ref(), pid, &mut exited, &report, name, epoch).await;
     }
-    sup.wait();
+    // The supervisor is reaped after the release, not before: it said the
+    // tree is empty (or elect ended the tree itself above) and exits by
+    // itself; it acts for no one, and the file backend's release unlocks
+    // the lock it shares explicitly. Its exit (a fork of elect tearing
+    // its memory down) is then beside the successor's start, not before
+    // the release (ADR 0087).
     if let Some(g) = &group
         && let Err(e) = g.end().await
     {
@@ -1035,6 +1040,7 @@ async fn lead<C: Claim>(
         lost = Some(l);
     }
     if let Some(_lost) = lost {
+        sup.wait();
         let code = exited.unwrap_or(exit::INTERNAL);
         report.event(
             "stopped",
@@ -1059,6 +1065,7 @@ async fn lead<C: Claim>(
             json!({ "name": name, "epoch": epoch, "error": exit::chain(&e) }),
         ),
     }
+    sup.wait();
     if failed == Some("died") {
         return Err(Failure::new(
             exit::INTERNAL,
