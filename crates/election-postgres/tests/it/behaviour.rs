@@ -260,6 +260,19 @@ async fn terminated_connections_do_not_hand_a_live_term_over() {
     }
 }
 
+/// Closes `e` and checks that the close came no sooner than the grace
+/// after `released_from` (when the release began: `what`), and closed the
+/// pool.
+async fn close_after_the_grace(e: &PostgresElection, released_from: Instant, what: &str) {
+    within("close", e.close()).await;
+    let closed = released_from.elapsed();
+    assert!(
+        closed >= election_postgres::CLOSE_GRACE,
+        "closed {closed:?} after {what} began"
+    );
+    assert!(e.pool().is_closed(), "the pool is closed after the grace");
+}
+
 /// A close right after a resign keeps the pool open for the grace (ADR
 /// 0086): the server's processes of this pool end after a successor's take
 /// of the released row, not during it. Then the pool is closed.
@@ -271,13 +284,7 @@ async fn a_close_right_after_a_resign_waits_the_grace() {
     let term = within("elected", a.campaign()).await.expect("elected");
     let before = Instant::now();
     within("resign", term.resign()).await.expect("resign");
-    within("close", e.close()).await;
-    assert!(
-        before.elapsed() >= election_postgres::CLOSE_GRACE,
-        "closed {:?} after the resign began",
-        before.elapsed()
-    );
-    assert!(e.pool().is_closed(), "the pool is closed after the grace");
+    close_after_the_grace(&e, before, "the resign").await;
 }
 
 /// The same after a lease set's close, which releases its rows.
@@ -289,11 +296,5 @@ async fn a_close_right_after_a_lease_set_released_waits_the_grace() {
     assert!(within("ask", set.ask("shard-1")).await.expect("ask"));
     let before = Instant::now();
     within("set closed", set.close()).await;
-    within("close", e.close()).await;
-    assert!(
-        before.elapsed() >= election_postgres::CLOSE_GRACE,
-        "closed {:?} after the lease set's close began",
-        before.elapsed()
-    );
-    assert!(e.pool().is_closed(), "the pool is closed after the grace");
+    close_after_the_grace(&e, before, "the lease set's close").await;
 }
