@@ -25,6 +25,9 @@
 //! start, whose floor is what any tool on PostgreSQL does before its
 //! command runs: `election-bench helper pg-start URL CHILD` connects (sqlx),
 //! commits one `UPDATE` of one row and execs the same child (ADR 0065).
+//! `flock(1)` is measured again right before each backend's rows (and
+//! before `etcdctl lock`'s, [`crate::etcd`]), so a row and its floor are
+//! seconds apart, not minutes: the machine's speed drifts that much.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -350,7 +353,12 @@ pub(crate) struct Figures {
     pub(crate) chains: Vec<(Signal, usize, Vec<u64>)>,
 }
 
-fn figures(label: &str, field: &mut Field, counts: Counts, failovers: usize) -> Result<Figures> {
+pub(crate) fn figures(
+    label: &str,
+    field: &mut Field,
+    counts: Counts,
+    failovers: usize,
+) -> Result<Figures> {
     let start = crate::step(&format!("cli: {label}: uncontested start"), || {
         field.start(counts.rounds, counts.warm)
     })?;
@@ -386,7 +394,6 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
     let flock_dir = s.dir.join("cli-flock");
     std::fs::create_dir_all(&flock_dir)?;
     let mut flock = Field::new(Contender::Flock { dir: flock_dir }, child.clone(), s.log);
-    let floor = figures("flock(1)", &mut flock, s.counts, s.counts.rounds)?;
 
     let file_dir = s.dir.join("cli-file");
     std::fs::create_dir_all(&file_dir)?;
@@ -426,6 +433,12 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
         } else {
             SETTLE
         };
+        let floor = figures(
+            &format!("flock(1), beside {backend}"),
+            &mut flock,
+            s.counts,
+            s.counts.rounds,
+        )?;
         let mut field = Field::new(contender, child.clone(), s.log).settling(settle);
         let label = format!("elect run, {backend}");
         let m = figures(&label, &mut field, s.counts, failovers)?;
@@ -468,7 +481,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
     drop(pg);
     Ok(Measured {
         child,
-        floor,
+        flock,
         elect: measured,
     })
 }
@@ -477,8 +490,8 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
 pub(crate) struct Measured {
     /// The child every contender runs.
     pub(crate) child: Vec<OsString>,
-    /// `flock(1)`'s figures.
-    pub(crate) floor: Figures,
+    /// The `flock(1)` contenders, measured again beside `etcdctl lock`.
+    pub(crate) flock: Field,
     /// Each `elect run` backend's figures, named.
     pub(crate) elect: Vec<(String, Figures)>,
 }

@@ -198,13 +198,14 @@ fn measure(field: &mut Field, counts: Counts) -> Result<Figures> {
 }
 
 /// Measures `etcdctl lock` (when etcd is installed) and adds its rows beside
-/// `flock(1)`'s (`floor`), then each `elect run` backend's start and clean
-/// handovers (`elect`: label as in the CLI rows, figures) beside
-/// `etcdctl lock`'s. Without etcd: a note, no rows.
+/// `flock(1)`'s (`flock`, measured again right before it), then each
+/// `elect run` backend's start and clean handovers (`elect`: label as in
+/// the CLI rows, figures) beside `etcdctl lock`'s. Without etcd: a note, no
+/// rows.
 pub(crate) fn rows(
     s: &Setup<'_>,
     child: &[OsString],
-    floor: &Figures,
+    flock: &mut Field,
     elect: &[(String, Figures)],
     rows: &mut Vec<crate::Row>,
     notes: &mut Vec<String>,
@@ -218,6 +219,7 @@ pub(crate) fn rows(
         }
     };
     let version = bins.version();
+    let floor = &super::cli::figures("flock(1), beside etcd", flock, s.counts, s.counts.rounds)?;
     let server = crate::step("cli: start one etcd member", || Server::start(&bins, s.log))?;
     let mut field = Field::new(
         Contender::Etcdctl {

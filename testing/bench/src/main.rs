@@ -446,11 +446,11 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             log: &log,
             counts: cli_counts,
         };
-        let measured = cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
+        let mut measured = cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
         etcd::rows(
             &setup,
             &measured.child,
-            &measured.floor,
+            &mut measured.flock,
             &measured.elect,
             &mut rows,
             &mut notes,
@@ -532,7 +532,8 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                 format!(
                     "; CLI: {} uncontested starts, handovers and file failovers per row \
                      (+{} warm-up), {} crash failovers per SQLite, NATS and PostgreSQL row, \
-                     each beside as many of `flock(1)` (a SIGINT or SIGKILL to the leader's \
+                     each beside as many of `flock(1)`, measured again right before each \
+                     backend's rows (a SIGINT or SIGKILL to the leader's \
                      process group, a new waiter started after each round, {} ms to settle, \
                      {} ms on PostgreSQL)",
                     cli_counts.rounds,
