@@ -1,5 +1,6 @@
-//! The close grace (ADR 0086): a pool this crate opened is closed no sooner
-//! than [`CLOSE_GRACE`] after this process's last release was answered.
+//! The close grace (ADR 0086): an election's connections (its listener's,
+//! and its pool's when this crate opened it) are closed no sooner than
+//! [`CLOSE_GRACE`] after this process's last release was answered.
 //!
 //! The server runs one process per connection, and a server process that
 //! ends costs the server's host CPU: measured on this project's 2-core
@@ -24,8 +25,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How long after this process's last release (a resign, a dropped term's
-/// or a lease set's release) [`PostgresElection::close`] keeps a pool it
-/// opened before closing it: long enough for a successor, woken by the
+/// or a lease set's release) [`PostgresElection::close`] waits before it
+/// ends the election's connections (its listener's, and its pool's when it
+/// opened the pool): long enough for a successor, woken by the
 /// release's notification, to have taken the released row (one round trip
 /// and one WAL flush; 1–3 ms measured on an idle 2-core machine) before the
 /// server's processes of this pool end (ADR 0086).
