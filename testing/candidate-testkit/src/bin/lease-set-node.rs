@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use candidate_testkit::lease_set::{Args, Event, key_name};
+use candidate_testkit::lease_set::{Args, Event, Sweep, key_name};
 use candidate_testkit::mono_ns;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -263,47 +263,22 @@ async fn drive(
     };
     tokio::pin!(asks);
     let mut ready = false;
-    let mut seen: Vec<Option<u64>> = vec![None; keys.len()];
-    // Per key: the clock read right after the last call that saw it held.
-    let mut held_until: Vec<u64> = vec![0; keys.len()];
+    let mut seen = Sweep::new(keys.len());
+    let mut events = Vec::new();
     let mut out = String::new();
     loop {
-        // One clock read per key (ADR 0079): the read after a key's call is
-        // also the read before the next key's.
-        let mut after = mono_ns();
-        for ((key, seen), held_until) in keys.iter().zip(seen.iter_mut()).zip(held_until.iter_mut())
-        {
-            // Read before the call: a change is stamped no later than the
-            // moment it was seen. `epoch` is `Some` exactly while `held` is
-            // true (one lookup instead of two; every key is asked already).
-            let at = after;
-            let now = set.epoch(key).map(|e| e.get());
-            after = mono_ns();
-            if now != *seen {
-                if seen.is_some() {
-                    let _ = writeln!(
-                        out,
-                        "{}",
-                        Event::Free {
-                            key: key.clone(),
-                            at,
-                            held_until: *held_until,
-                        }
-                    );
-                }
-                if let Some(epoch) = now {
-                    let event = Event::Held {
-                        key: key.clone(),
-                        epoch,
-                        at,
-                    };
-                    let _ = writeln!(out, "{event}");
-                }
-                *seen = now;
-            }
-            if now.is_some() {
-                *held_until = after;
-            }
+        // `epoch` is `Some` exactly while `held` is true (one lookup
+        // instead of two; every key is asked already). One clock read per
+        // answer (ADR 0079), and an answer asked again if the process was
+        // stopped between it and the read after it.
+        seen.run(
+            keys,
+            mono_ns,
+            |key| set.epoch(key).map(|e| e.get()),
+            &mut events,
+        );
+        for event in events.drain(..) {
+            let _ = writeln!(out, "{event}");
         }
         say(&out);
         out.clear();

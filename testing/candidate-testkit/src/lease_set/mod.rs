@@ -30,8 +30,10 @@
 //! - `error <message>`: the process could not run; it exits with code 2.
 //!
 //! A change is stamped with the clock read right before the `held` call
-//! that saw it, so the interval `[held stamp, free stamp)` of a hold
-//! contains every moment this process was seen holding the key.
+//! that saw it, and a `free` line carries the read right after the last
+//! call that saw the key held, so a hold's interval contains every moment
+//! this process was seen holding the key. A call whose two reads are more
+//! than a millisecond apart is made again ([`Sweep`]).
 //!
 //! Commands on stdin: `close` (or end of input) closes the set and exits.
 //!
@@ -39,10 +41,12 @@
 //! checks them.
 mod args;
 mod event;
+mod sweep;
 mod timeline;
 
 pub use args::Args;
 pub use event::Event;
+pub use sweep::{MAX_ASKS, Sweep, TIGHT_NS};
 pub use timeline::{Interval, Timeline, Violation, check_intervals};
 
 /// The name of key number `i`: `key-0000`, `key-0001`, ...

@@ -442,6 +442,10 @@ pub(crate) async fn pause_past_the_ttl(
         )
         .await;
     let resumed = nodes.signal(victim, Signal::SIGCONT);
+    eprintln!(
+        "{backend}: froze {} at {paused}, resumed it at {resumed}",
+        nodes.timeline().name(victim)
+    );
     nodes
         .until(
             "the resumed process to see its keys gone",
