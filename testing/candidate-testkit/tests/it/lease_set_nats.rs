@@ -13,7 +13,7 @@ const GRACE_MS: u64 = 1000;
 fn bound() -> Duration {
     // The last session renewal was before the kill: it ages out within a
     // TTL, then the grace runs.
-    Duration::from_millis(TTL_MS + GRACE_MS) + Duration::from_secs(5)
+    Duration::from_millis(TTL_MS + GRACE_MS) + lease_set::SLACK
 }
 
 async fn run(count: usize) {

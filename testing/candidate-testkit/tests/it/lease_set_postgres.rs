@@ -17,12 +17,8 @@ const POLL_MS: u64 = 200;
 fn bound() -> Duration {
     // The last renewal was at most a renew interval before the kill; a
     // contender notices it within a poll, waits a full TTL, and claims at
-    // its next poll. The slack is for a loaded machine: in CI, beside the
-    // build checks, requests to the server went past their 500 ms timeout
-    // and were retried, and one key was taken over 9.9 s after the kill
-    // (2026-12-02), past a slack of 5 s. How quickly keys move is the
-    // bench's to measure; this test checks that they move, to one holder.
-    Duration::from_millis(TTL_MS + RENEW_MS + 2 * POLL_MS) + Duration::from_secs(15)
+    // its next poll.
+    Duration::from_millis(TTL_MS + RENEW_MS + 2 * POLL_MS) + lease_set::SLACK
 }
 
 /// A server for the processes of a test, its URL, and the flags every

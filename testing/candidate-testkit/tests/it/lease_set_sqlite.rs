@@ -13,7 +13,7 @@ fn bound() -> Duration {
     // The last renewal was at most a renew interval before the kill; a
     // contender notices it within a poll, waits a full TTL, and claims at
     // its next poll.
-    Duration::from_millis(TTL_MS + RENEW_MS + 2 * POLL_MS) + Duration::from_secs(5)
+    Duration::from_millis(TTL_MS + RENEW_MS + 2 * POLL_MS) + lease_set::SLACK
 }
 
 /// One database for the processes of a test, and the flags every process

@@ -22,6 +22,14 @@ pub(crate) const KEYS: usize = 1000;
 /// take.
 const STARTUP: Duration = Duration::from_secs(60);
 
+/// What a lease backend's takeover bound allows beyond its protocol's own
+/// time (TTL, renew interval, polls): a loaded machine. In CI, beside the
+/// build checks, requests to a PostgreSQL server went past their 500 ms
+/// timeout and were retried, and one key was taken over 9.9 s after the
+/// kill (2026-12-02), past a slack of 5 s. How quickly keys move is the
+/// bench's to measure; these tests check that they move, to one holder.
+pub(crate) const SLACK: Duration = Duration::from_secs(15);
+
 /// A directory on the build's own disk (`CARGO_TARGET_TMPDIR`): real
 /// files, real fsync.
 #[allow(dead_code)] // the NATS tests keep no files
