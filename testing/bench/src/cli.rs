@@ -25,9 +25,12 @@
 //! start, whose floor is what any tool on PostgreSQL does before its
 //! command runs: `election-bench helper pg-start URL CHILD` connects (sqlx),
 //! commits one `UPDATE` of one row and execs the same child (ADR 0065).
-//! `flock(1)` is measured again right before each backend's rows (and
-//! before `etcdctl lock`'s, [`crate::etcd`]), so a row and its floor are
-//! seconds apart, not minutes: the machine's speed drifts that much.
+//! Each backend is measured in a [`race`] beside `flock(1)` (and
+//! `etcdctl lock` when etcd is installed, [`crate::etcd`], and on
+//! PostgreSQL its start floor): one round of each contender kind in turn,
+//! so a row and its floor are paired round by round, milliseconds apart.
+//! This VM's speed drifts within a minute by as much as a change measured
+//! here (`flock(1)`'s start took 1.4–4.2 ms across one day's runs).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -233,73 +236,111 @@ impl Field {
         }
     }
 
-    /// Uncontested start, `n` rounds after `warmup`: spawn → child's line,
-    /// then SIGINT to the group. Samples in nanoseconds.
-    pub(crate) fn start(&mut self, n: usize, warmup: usize) -> Result<Vec<u64>> {
+    /// One uncontested start: spawn → the child's line (nanoseconds), then
+    /// SIGINT to the group.
+    fn start_once(&mut self) -> Result<u64> {
         self.current = self.started;
+        let t0 = mono_ns();
+        let mut r = self.spawn()?;
+        let (i, t1) = self.next_line()?;
+        if i != r.index {
+            return Err(format!("contender {i} printed, {} expected", r.index).into());
+        }
+        leave(&mut r, Signal::SIGINT)?;
+        Ok(t1.saturating_sub(t0))
+    }
+
+    /// Uncontested starts, `n` rounds after `warmup`. Samples in
+    /// nanoseconds.
+    #[cfg(test)]
+    fn start(&mut self, n: usize, warmup: usize) -> Result<Vec<u64>> {
         let mut samples = Vec::with_capacity(n);
         for round in 0..warmup + n {
-            let t0 = mono_ns();
-            let mut r = self.spawn()?;
-            let (i, t1) = self.next_line()?;
-            if i != r.index {
-                return Err(format!("contender {i} printed, {} expected", r.index).into());
-            }
+            let sample = self.start_once()?;
             if round >= warmup {
-                samples.push(t1.saturating_sub(t0));
+                samples.push(sample);
             }
-            leave(&mut r, Signal::SIGINT)?;
         }
         Ok(samples)
     }
 
+    /// `contenders` processes at once: the first has printed its line
+    /// (leads), the others were started after it (wait).
+    fn begin_chain(&mut self, contenders: usize) -> Result<Chain> {
+        self.current = self.started;
+        let mut chain = Chain {
+            running: vec![self.spawn()?],
+            leader: 0,
+        };
+        let (first, _) = self.next_line()?;
+        chain.leader = first;
+        while chain.running.len() < contenders {
+            chain.running.push(self.spawn()?);
+        }
+        Ok(chain)
+    }
+
+    /// One round of `chain`: after the settle, the leader's group gets
+    /// `signal` (SIGINT: a handover; SIGKILL: a failover) and the sample
+    /// (nanoseconds) ends at the next leader's line; a new waiter is
+    /// started so the count stays the same.
+    fn chain_round(&mut self, chain: &mut Chain, signal: Signal) -> Result<u64> {
+        std::thread::sleep(self.settle);
+        self.none_printed()?;
+        let at = chain
+            .running
+            .iter()
+            .position(|r| r.index == chain.leader)
+            .ok_or("the leader is not running")?;
+        let mut old = chain.running.remove(at);
+        let t0 = mono_ns();
+        signal_group(&old, signal)?;
+        let (next, t1) = self.next_line()?;
+        if !chain.running.iter().any(|r| r.index == next) {
+            return Err(format!("contender {next} printed but was not waiting").into());
+        }
+        old.child.wait()?;
+        chain.leader = next;
+        chain.running.push(self.spawn()?);
+        Ok(t1.saturating_sub(t0))
+    }
+
     /// Handovers (`signal` SIGINT) or failovers (SIGKILL) with `contenders`
-    /// processes at once, `n` rounds after `warmup`: the leader's group is
-    /// signalled and the sample ends at the next leader's line.
-    pub(crate) fn chain(
+    /// processes at once, `n` rounds after `warmup`.
+    #[cfg(test)]
+    fn chain(
         &mut self,
         signal: Signal,
         contenders: usize,
         n: usize,
         warmup: usize,
     ) -> Result<Vec<u64>> {
-        self.current = self.started;
-        let mut running = vec![self.spawn()?];
-        let (first, _) = self.next_line()?;
-        let mut leader = first;
-        while running.len() < contenders {
-            running.push(self.spawn()?);
-        }
+        let mut chain = self.begin_chain(contenders)?;
         let mut samples = Vec::with_capacity(n);
-        let outcome = (|| -> Result<()> {
-            for round in 0..warmup + n {
-                std::thread::sleep(self.settle);
-                self.none_printed()?;
-                let at = running
-                    .iter()
-                    .position(|r| r.index == leader)
-                    .ok_or("the leader is not running")?;
-                let mut old = running.remove(at);
-                let t0 = mono_ns();
-                signal_group(&old, signal)?;
-                let (next, t1) = self.next_line()?;
-                if !running.iter().any(|r| r.index == next) {
-                    return Err(format!("contender {next} printed but was not waiting").into());
-                }
-                old.child.wait()?;
-                if round >= warmup {
-                    samples.push(t1.saturating_sub(t0));
-                }
-                leader = next;
-                running.push(self.spawn()?);
+        for round in 0..warmup + n {
+            let sample = self.chain_round(&mut chain, signal)?;
+            if round >= warmup {
+                samples.push(sample);
             }
-            Ok(())
-        })();
-        for mut r in running {
-            let _ = signal_group(&r, Signal::SIGKILL);
+        }
+        Ok(samples)
+    }
+}
+
+/// The processes of one field's handovers or failovers; every one is
+/// killed (its whole group) when this is dropped.
+struct Chain {
+    running: Vec<Running>,
+    /// The index of the contender that leads.
+    leader: usize,
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        for r in &mut self.running {
+            let _ = signal_group(r, Signal::SIGKILL);
             let _ = r.child.wait();
         }
-        outcome.map(|()| samples)
     }
 }
 
@@ -346,6 +387,7 @@ pub(crate) struct Setup<'a> {
 pub(crate) const LEASE_TTL: &str = "3s";
 
 /// The three rows' measurements of one contender kind.
+#[derive(Debug, Default)]
 pub(crate) struct Figures {
     /// Uncontested starts.
     pub(crate) start: Vec<u64>,
@@ -353,39 +395,116 @@ pub(crate) struct Figures {
     pub(crate) chains: Vec<(Signal, usize, Vec<u64>)>,
 }
 
-pub(crate) fn figures(
-    label: &str,
-    field: &mut Field,
-    counts: Counts,
-    failovers: usize,
-) -> Result<Figures> {
-    let start = crate::step(&format!("cli: {label}: uncontested start"), || {
-        field.start(counts.rounds, counts.warm)
-    })?;
-    let mut chains = Vec::new();
-    for signal in [Signal::SIGINT, Signal::SIGKILL] {
-        let n = if signal == Signal::SIGKILL {
-            failovers
-        } else {
-            counts.rounds
-        };
-        for contenders in [2, 3] {
-            let samples = crate::step(
-                &format!("cli: {label}: kill -{signal} of the leader, {contenders} processes"),
-                || field.chain(signal, contenders, n, counts.warm.min(1)),
-            )?;
-            chains.push((signal, contenders, samples));
-        }
+impl Figures {
+    /// The samples of the chain of `signal` with `contenders` processes.
+    pub(crate) fn chain(&self, signal: Signal, contenders: usize) -> Result<&[u64]> {
+        self.chains
+            .iter()
+            .find(|(sig, c, _)| *sig == signal && *c == contenders)
+            .map(|(_, _, samples)| samples.as_slice())
+            .ok_or_else(|| format!("no kill -{signal} with {contenders} processes measured").into())
     }
-    Ok(Figures { start, chains })
 }
 
-/// Measures `flock(1)`, then `elect run` on the file, SQLite, NATS and
-/// PostgreSQL backends (one `nats-server`, one `postgres-testkit` server
-/// without a password), and adds a row per backend and path beside
-/// flock's figure. Returns what the `etcdctl lock` rows are measured
-/// beside (the caller adds them: `etcd::rows`).
-pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured> {
+/// One kind of contender in a [`race`]: its field and the paths it is
+/// measured on (every entrant on uncontested starts).
+pub(crate) struct Entrant {
+    /// The field.
+    pub(crate) field: Field,
+    /// Whether it is measured on clean handovers.
+    pub(crate) handovers: bool,
+    /// Crash failovers per process count (0: none).
+    pub(crate) failovers: usize,
+}
+
+/// Measures `entrants` round by round in turn: one start of each, then
+/// the next round (the first entrant of a round moves along each round,
+/// so none is always first); then the handovers and failovers with two
+/// and three processes, every entrant's processes running at once and
+/// each round one round of each entrant. A row and its floor are then
+/// milliseconds apart, not seconds: this VM's speed drifts within a
+/// minute by as much as any change measured here. Returns each entrant's
+/// figures, in order.
+pub(crate) fn race(what: &str, entrants: &mut [Entrant], counts: Counts) -> Result<Vec<Figures>> {
+    let k = entrants.len();
+    let mut figures: Vec<Figures> = (0..k).map(|_| Figures::default()).collect();
+    crate::step(&format!("cli: {what}: uncontested starts"), || {
+        for round in 0..counts.warm + counts.rounds {
+            for j in 0..k {
+                let e = (round + j) % k;
+                let sample = entrants[e].field.start_once()?;
+                if round >= counts.warm {
+                    figures[e].start.push(sample);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let warm = counts.warm.min(1);
+    for signal in [Signal::SIGINT, Signal::SIGKILL] {
+        for contenders in [2, 3] {
+            let rounds = |e: &Entrant| match signal {
+                Signal::SIGINT if e.handovers => counts.rounds,
+                Signal::SIGKILL => e.failovers,
+                _ => 0,
+            };
+            let taking: Vec<usize> = (0..k).filter(|&e| rounds(&entrants[e]) > 0).collect();
+            if taking.is_empty() {
+                continue;
+            }
+            let most = taking
+                .iter()
+                .map(|&e| rounds(&entrants[e]))
+                .max()
+                .unwrap_or(0);
+            crate::step(
+                &format!("cli: {what}: kill -{signal} of the leader, {contenders} processes"),
+                || {
+                    let mut chains = Vec::with_capacity(taking.len());
+                    for &e in &taking {
+                        chains.push((e, entrants[e].field.begin_chain(contenders)?));
+                    }
+                    let mut samples: Vec<Vec<u64>> = vec![Vec::new(); k];
+                    let n = chains.len();
+                    for round in 0..warm + most {
+                        for j in 0..n {
+                            let (e, chain) = &mut chains[(round + j) % n];
+                            if round >= warm + rounds(&entrants[*e]) {
+                                continue;
+                            }
+                            let sample = entrants[*e].field.chain_round(chain, signal)?;
+                            if round >= warm {
+                                samples[*e].push(sample);
+                            }
+                        }
+                    }
+                    for &e in &taking {
+                        figures[e].chains.push((
+                            signal,
+                            contenders,
+                            std::mem::take(&mut samples[e]),
+                        ));
+                    }
+                    Ok(())
+                },
+            )?;
+        }
+    }
+    Ok(figures)
+}
+
+/// Measures `elect run` on the file, SQLite, NATS and PostgreSQL backends
+/// (one `nats-server`, one `postgres-testkit` server without a password),
+/// each in a [`race`] with `flock(1)` and, when etcd is installed, with
+/// `etcdctl lock` (and on PostgreSQL with its start floor), and adds a row
+/// per backend and path beside `flock(1)`'s figure and beside `etcdctl
+/// lock`'s; `etcdctl lock`'s own rows beside `flock(1)` come from the
+/// file backend's race. Without etcd: a note in `notes`, no such rows.
+pub(crate) fn rows(
+    s: &Setup<'_>,
+    rows: &mut Vec<crate::Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     let child: Vec<OsString> = vec![
         s.exe.as_os_str().to_owned(),
         "helper".into(),
@@ -393,8 +512,6 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
     ];
     let flock_dir = s.dir.join("cli-flock");
     std::fs::create_dir_all(&flock_dir)?;
-    let mut flock = Field::new(Contender::Flock { dir: flock_dir }, child.clone(), s.log);
-
     let file_dir = s.dir.join("cli-file");
     std::fs::create_dir_all(&file_dir)?;
     let server = crate::step("cli: start one nats-server", || {
@@ -403,6 +520,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
     let pg = crate::step("cli: start one PostgreSQL server", || {
         Ok(postgres_testkit::Server::start()?)
     })?;
+    let etcd = crate::etcd::Etcd::start(s.log, notes)?;
     let lease = |url: String| Contender::Elect {
         bin: s.elect_bin.to_path_buf(),
         url,
@@ -426,41 +544,64 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
         ("nats", lease(server.url()), s.counts.lease_failovers),
         ("postgres", lease(pg.url()), s.counts.lease_failovers),
     ];
-    let mut measured = Vec::new();
     for (backend, contender, failovers) in backends {
         let settle = if backend == "postgres" {
             PG_SETTLE
         } else {
             SETTLE
         };
-        let floor = figures(
-            &format!("flock(1), beside {backend}"),
-            &mut flock,
-            s.counts,
-            s.counts.rounds,
-        )?;
-        let mut field = Field::new(contender, child.clone(), s.log).settling(settle);
-        let label = format!("elect run, {backend}");
-        let m = figures(&label, &mut field, s.counts, failovers)?;
+        let mut entrants = vec![
+            Entrant {
+                field: Field::new(
+                    Contender::Flock {
+                        dir: flock_dir.clone(),
+                    },
+                    child.clone(),
+                    s.log,
+                ),
+                handovers: true,
+                failovers,
+            },
+            Entrant {
+                field: Field::new(contender, child.clone(), s.log).settling(settle),
+                handovers: true,
+                failovers,
+            },
+        ];
+        if let Some(etcd) = &etcd {
+            entrants.push(Entrant {
+                field: etcd.field(&child, s.log),
+                handovers: true,
+                failovers: 0,
+            });
+        }
+        let pg_floor = (backend == "postgres").then_some(entrants.len());
+        if pg_floor.is_some() {
+            entrants.push(Entrant {
+                field: pg_start_floor(s, &pg, &child)?,
+                handovers: false,
+                failovers: 0,
+            });
+        }
+        let mut figures = race(&format!("elect run, {backend}"), &mut entrants, s.counts)?;
+        let floor = std::mem::take(&mut figures[0]);
+        let m = std::mem::take(&mut figures[1]);
         let ttl = if backend == "file" {
             String::new()
         } else {
             format!(", TTL {LEASE_TTL}")
         };
-        let start_floor = if backend == "postgres" {
-            pg_start_floor(s, &pg, &child)?
-        } else {
-            ("`flock DIR` (same child)".to_owned(), floor.start.clone())
+        let (start_floor, start_floor_samples) = match pg_floor {
+            Some(i) => (PG_START_FLOOR, &figures[i].start),
+            None => ("`flock DIR` (same child)", &floor.start),
         };
         rows.push(row(
             format!("cli: `elect run` ({backend}{ttl}): uncontested start → child's line"),
             &m.start,
-            &start_floor.0,
-            &start_floor.1,
+            start_floor,
+            start_floor_samples,
         )?);
-        for ((signal, contenders, samples), (_, _, floor_samples)) in
-            m.chains.iter().zip(&floor.chains)
-        {
+        for (signal, contenders, samples) in &m.chains {
             let what = match signal {
                 Signal::SIGINT => "clean handover: SIGINT to the leader's group",
                 _ => "crash failover: SIGKILL of the leader's group",
@@ -472,54 +613,46 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<crate::Row>) -> Result<Measured
                 ),
                 samples,
                 &format!("`flock DIR`, {contenders} processes"),
-                floor_samples,
+                floor.chain(*signal, *contenders)?,
             )?);
         }
-        measured.push((format!("`elect run` ({backend}{ttl})"), m));
+        if let Some(etcd) = &etcd {
+            let etcd_figures = &figures[2];
+            if backend == "file" {
+                etcd.rows(etcd_figures, &floor, rows)?;
+            }
+            etcd.beside(
+                &format!("`elect run` ({backend}{ttl})"),
+                &m,
+                etcd_figures,
+                rows,
+            )?;
+        }
     }
+    drop(etcd);
     drop(server);
     drop(pg);
-    Ok(Measured {
-        child,
-        flock,
-        elect: measured,
-    })
+    Ok(())
 }
 
-/// What [`rows`] measured, for the rows beside `etcdctl lock`.
-pub(crate) struct Measured {
-    /// The child every contender runs.
-    pub(crate) child: Vec<OsString>,
-    /// The `flock(1)` contenders, measured again beside `etcdctl lock`.
-    pub(crate) flock: Field,
-    /// Each `elect run` backend's figures, named.
-    pub(crate) elect: Vec<(String, Figures)>,
-}
+/// What PostgreSQL's start floor is, in its rows.
+const PG_START_FLOOR: &str = "a process that connects (sqlx), commits one `UPDATE`, then execs \
+                              the same child (same server)";
 
 /// PostgreSQL's start floor: `election-bench helper pg-start URL CHILD`
 /// (one connection, one committed `UPDATE`, then `exec` of the same
-/// child; [`crate::postgres::start_floor`]), as many rounds as the rows.
+/// child; [`crate::postgres::start_floor`]).
 fn pg_start_floor(
     s: &Setup<'_>,
     pg: &postgres_testkit::Server,
     child: &[OsString],
-) -> Result<(String, Vec<u64>)> {
+) -> Result<Field> {
     crate::postgres::create_start_floor(pg)?;
     let contender = Contender::Command {
         program: s.exe.to_path_buf(),
         args: vec!["helper".into(), "pg-start".into(), pg.url().into()],
     };
-    let mut field = Field::new(contender, child.to_vec(), s.log);
-    let samples = crate::step(
-        "cli: PostgreSQL start floor (connect, one UPDATE, exec)",
-        || field.start(s.counts.rounds, s.counts.warm),
-    )?;
-    Ok((
-        "a process that connects (sqlx), commits one `UPDATE`, then execs the same child \
-         (same server)"
-            .to_owned(),
-        samples,
-    ))
+    Ok(Field::new(contender, child.to_vec(), s.log))
 }
 
 /// A row of `measured` beside `floor_measured`.
@@ -566,5 +699,65 @@ mod tests {
                 assert_eq!(field.chain(signal, contenders, 2, 1).unwrap().len(), 2);
             }
         }
+    }
+
+    /// A race of three `flock(1)` fields on three directories: each is
+    /// measured on exactly the paths it takes, as many rounds as asked.
+    #[test]
+    fn a_race_measures_each_entrant_on_its_own_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let child = ["sh", "-c", "echo 1; exec sleep 1000"]
+            .map(OsString::from)
+            .to_vec();
+        let entrant = |name: &str, handovers: bool, failovers: usize| {
+            let lock = dir.path().join(name);
+            std::fs::create_dir(&lock).unwrap();
+            Entrant {
+                field: Field::new(
+                    Contender::Flock { dir: lock },
+                    child.clone(),
+                    &dir.path().join("log"),
+                ),
+                handovers,
+                failovers,
+            }
+        };
+        let mut entrants = vec![
+            entrant("a", true, 3),
+            entrant("b", true, 1),
+            entrant("c", false, 0),
+        ];
+        let counts = Counts {
+            rounds: 2,
+            lease_failovers: 1,
+            warm: 1,
+        };
+        let figures = race("test", &mut entrants, counts).unwrap();
+        let paths = |f: &Figures| -> Vec<(Signal, usize, usize)> {
+            f.chains.iter().map(|(s, c, v)| (*s, *c, v.len())).collect()
+        };
+        assert!(figures.iter().all(|f| f.start.len() == 2));
+        use Signal::{SIGINT, SIGKILL};
+        assert_eq!(
+            paths(&figures[0]),
+            [
+                (SIGINT, 2, 2),
+                (SIGINT, 3, 2),
+                (SIGKILL, 2, 3),
+                (SIGKILL, 3, 3)
+            ]
+        );
+        assert_eq!(
+            paths(&figures[1]),
+            [
+                (SIGINT, 2, 2),
+                (SIGINT, 3, 2),
+                (SIGKILL, 2, 1),
+                (SIGKILL, 3, 1)
+            ]
+        );
+        assert!(figures[2].chains.is_empty());
+        assert_eq!(figures[1].chain(SIGKILL, 3).unwrap().len(), 1);
+        assert!(figures[2].chain(SIGINT, 2).is_err());
     }
 }

@@ -13,7 +13,9 @@
 //! Rows: `etcdctl lock` beside `flock(1)` (what etcd itself costs over the
 //! local floor), then each `elect run` backend's start and clean handover
 //! beside `etcdctl lock`'s (issue 27: on its own ground, a networked store
-//! and a shell command, `elect` should be the quicker choice).
+//! and a shell command, `elect` should be the quicker choice). `etcdctl
+//! lock` runs in every backend's race ([`crate::cli::race`]), so each
+//! backend's rows beside it are paired round by round.
 
 use std::ffi::OsString;
 use std::net::TcpListener;
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::cli::{Contender, Counts, Field, Figures, Setup};
+use super::cli::{Contender, Field, Figures};
 use crate::Result;
 
 /// The session TTL given to `etcdctl lock` (seconds; its default is 60).
@@ -172,98 +174,93 @@ pub(crate) fn header() -> String {
     )
 }
 
-/// The rows `etcdctl lock` measures: its uncontested start and its clean
-/// handovers with two and three processes.
-fn measure(field: &mut Field, counts: Counts) -> Result<Figures> {
-    let label = "etcdctl lock";
-    let start = crate::step(&format!("cli: {label}: uncontested start"), || {
-        field.start(counts.rounds, counts.warm)
-    })?;
-    let mut chains = Vec::new();
-    for contenders in [2, 3] {
-        let samples = crate::step(
-            &format!("cli: {label}: kill -SIGINT of the leader, {contenders} processes"),
-            || {
-                field.chain(
-                    Signal::SIGINT,
-                    contenders,
-                    counts.rounds,
-                    counts.warm.min(1),
-                )
-            },
-        )?;
-        chains.push((Signal::SIGINT, contenders, samples));
-    }
-    Ok(Figures { start, chains })
+/// The bench's etcd member and what runs `etcdctl lock` against it.
+pub(crate) struct Etcd {
+    bins: Binaries,
+    version: String,
+    server: Server,
 }
 
-/// Measures `etcdctl lock` (when etcd is installed) and adds its rows beside
-/// `flock(1)`'s (`flock`, measured again right before it), then each
-/// `elect run` backend's start and clean handovers (`elect`: label as in
-/// the CLI rows, figures) beside `etcdctl lock`'s. Without etcd: a note, no
-/// rows.
-pub(crate) fn rows(
-    s: &Setup<'_>,
-    child: &[OsString],
-    flock: &mut Field,
-    elect: &[(String, Figures)],
-    rows: &mut Vec<crate::Row>,
-    notes: &mut Vec<String>,
-) -> Result<()> {
-    let bins = match Binaries::find() {
-        Ok(bins) => bins,
-        Err(note) => {
-            eprintln!("bench: {note}");
-            notes.push(note);
-            return Ok(());
-        }
-    };
-    let version = bins.version();
-    let floor = &super::cli::figures("flock(1), beside etcd", flock, s.counts, s.counts.rounds)?;
-    let server = crate::step("cli: start one etcd member", || Server::start(&bins, s.log))?;
-    let mut field = Field::new(
-        Contender::Etcdctl {
-            bin: bins.etcdctl.clone(),
-            endpoint: server.endpoint.clone(),
-            ttl: ETCD_TTL,
-        },
-        child.to_vec(),
-        s.log,
-    )
-    .settling(ETCD_SETTLE);
-    let etcd = measure(&mut field, s.counts)?;
-    drop(server);
-
-    let us = format!("`etcdctl lock --ttl={ETCD_TTL}` (etcd {version}, one local member)");
-    rows.push(super::cli::row(
-        format!("cli: {us}: uncontested start → child's line"),
-        &etcd.start,
-        "`flock DIR` (same child)",
-        &floor.start,
-    )?);
-    let sigint = |f: &Figures, n: usize| {
-        f.chains
-            .iter()
-            .find(|(sig, c, _)| *sig == Signal::SIGINT && *c == n)
-            .map(|(_, _, samples)| samples.clone())
-            .ok_or_else(|| format!("no clean handover with {n} processes measured"))
-    };
-    for n in [2, 3] {
-        rows.push(super::cli::row(
-            format!(
-                "cli: {us}: clean handover: SIGINT to the leader's group → next child's line, \
-                 {n} processes"
-            ),
-            &sigint(&etcd, n)?,
-            &format!("`flock DIR`, {n} processes"),
-            &sigint(floor, n)?,
-        )?);
+impl Etcd {
+    /// Starts one etcd member when etcd is installed; without it, a note
+    /// in `notes` and `None`, never a failure.
+    pub(crate) fn start(log: &Path, notes: &mut Vec<String>) -> Result<Option<Etcd>> {
+        let bins = match Binaries::find() {
+            Ok(bins) => bins,
+            Err(note) => {
+                eprintln!("bench: {note}");
+                notes.push(note);
+                return Ok(None);
+            }
+        };
+        let version = bins.version();
+        let server = crate::step("cli: start one etcd member", || Server::start(&bins, log))?;
+        Ok(Some(Etcd {
+            bins,
+            version,
+            server,
+        }))
     }
-    let beside = format!("`etcdctl lock --ttl={ETCD_TTL}`");
-    for (label, m) in elect {
+
+    /// `etcdctl lock` contenders on this member, each running `child`.
+    pub(crate) fn field(&self, child: &[OsString], log: &Path) -> Field {
+        Field::new(
+            Contender::Etcdctl {
+                bin: self.bins.etcdctl.clone(),
+                endpoint: self.server.endpoint.clone(),
+                ttl: ETCD_TTL,
+            },
+            child.to_vec(),
+            log,
+        )
+        .settling(ETCD_SETTLE)
+    }
+
+    /// `etcdctl lock`'s own rows: its start and clean handovers (`etcd`)
+    /// beside `flock(1)`'s (`floor`, measured in the same race).
+    pub(crate) fn rows(
+        &self,
+        etcd: &Figures,
+        floor: &Figures,
+        rows: &mut Vec<crate::Row>,
+    ) -> Result<()> {
+        let us = format!(
+            "`etcdctl lock --ttl={ETCD_TTL}` (etcd {}, one local member)",
+            self.version
+        );
+        rows.push(super::cli::row(
+            format!("cli: {us}: uncontested start → child's line"),
+            &etcd.start,
+            "`flock DIR` (same child)",
+            &floor.start,
+        )?);
+        for n in [2, 3] {
+            rows.push(super::cli::row(
+                format!(
+                    "cli: {us}: clean handover: SIGINT to the leader's group → next child's \
+                     line, {n} processes"
+                ),
+                etcd.chain(Signal::SIGINT, n)?,
+                &format!("`flock DIR`, {n} processes"),
+                floor.chain(Signal::SIGINT, n)?,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// The start and clean handovers of `elect` (`label`: as in the CLI
+    /// rows) beside `etcdctl lock`'s (`etcd`, measured in the same race).
+    pub(crate) fn beside(
+        &self,
+        label: &str,
+        elect: &Figures,
+        etcd: &Figures,
+        rows: &mut Vec<crate::Row>,
+    ) -> Result<()> {
+        let beside = format!("`etcdctl lock --ttl={ETCD_TTL}`");
         rows.push(super::cli::row(
             format!("cli: {label}: uncontested start → child's line, beside etcd"),
-            &m.start,
+            &elect.start,
             &format!("{beside} (same child)"),
             &etcd.start,
         )?);
@@ -273,13 +270,13 @@ pub(crate) fn rows(
                     "cli: {label}: clean handover: SIGINT to the leader's group → next \
                      child's line, {n} processes, beside etcd"
                 ),
-                &sigint(m, n)?,
+                elect.chain(Signal::SIGINT, n)?,
                 &format!("{beside}, {n} processes"),
-                &sigint(&etcd, n)?,
+                etcd.chain(Signal::SIGINT, n)?,
             )?);
         }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

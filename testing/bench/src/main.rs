@@ -446,16 +446,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             log: &log,
             counts: cli_counts,
         };
-        let mut measured = cli::rows(&setup, &mut rows).map_err(|e| with_log_tail(e, &log))?;
-        etcd::rows(
-            &setup,
-            &measured.child,
-            &mut measured.flock,
-            &measured.elect,
-            &mut rows,
-            &mut notes,
-        )
-        .map_err(|e| with_log_tail(e, &log))?;
+        cli::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
     }
 
     let header = Header {
@@ -532,10 +523,10 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                 format!(
                     "; CLI: {} uncontested starts, handovers and file failovers per row \
                      (+{} warm-up), {} crash failovers per SQLite, NATS and PostgreSQL row, \
-                     each beside as many of `flock(1)`, measured again right before each \
-                     backend's rows (a SIGINT or SIGKILL to the leader's \
-                     process group, a new waiter started after each round, {} ms to settle, \
-                     {} ms on PostgreSQL)",
+                     each round of `elect run` beside a round of `flock(1)` (and of \
+                     `etcdctl lock`, and of PostgreSQL's start floor), in turn (a SIGINT or \
+                     SIGKILL to the leader's process group, a new waiter started after each \
+                     round, {} ms to settle, {} ms on PostgreSQL)",
                     cli_counts.rounds,
                     cli_counts.warm,
                     cli_counts.lease_failovers,
