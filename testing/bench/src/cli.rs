@@ -738,24 +738,16 @@ mod tests {
         };
         assert!(figures.iter().all(|f| f.start.len() == 2));
         use Signal::{SIGINT, SIGKILL};
-        assert_eq!(
-            paths(&figures[0]),
-            [
-                (SIGINT, 2, 2),
-                (SIGINT, 3, 2),
-                (SIGKILL, 2, 3),
-                (SIGKILL, 3, 3)
-            ]
-        );
-        assert_eq!(
-            paths(&figures[1]),
-            [
-                (SIGINT, 2, 2),
-                (SIGINT, 3, 2),
-                (SIGKILL, 2, 1),
-                (SIGKILL, 3, 1)
-            ]
-        );
+        // Two handovers each with 2 and 3 processes, then `kills` failovers.
+        let every = |kills: usize| {
+            [2, 3]
+                .map(|c| (SIGINT, c, 2))
+                .into_iter()
+                .chain([2, 3].map(|c| (SIGKILL, c, kills)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(paths(&figures[0]), every(3));
+        assert_eq!(paths(&figures[1]), every(1));
         assert!(figures[2].chains.is_empty());
         assert_eq!(figures[1].chain(SIGKILL, 3).unwrap().len(), 1);
         assert!(figures[2].chain(SIGINT, 2).is_err());
