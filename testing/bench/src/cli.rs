@@ -44,6 +44,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use super::etcd::{ETCD_SETTLE, ETCD_TTL};
 use super::ofd::mono_ns;
 use crate::Result;
 
@@ -569,8 +570,13 @@ pub(crate) fn rows(
             },
         ];
         if let Some(etcd) = &etcd {
+            let contender = Contender::Etcdctl {
+                bin: etcd.etcdctl().to_path_buf(),
+                endpoint: etcd.endpoint().to_owned(),
+                ttl: ETCD_TTL,
+            };
             entrants.push(Entrant {
-                field: etcd.field(&child, s.log),
+                field: Field::new(contender, child.clone(), s.log).settling(ETCD_SETTLE),
                 handovers: true,
                 failovers: 0,
             });
@@ -619,9 +625,9 @@ pub(crate) fn rows(
         if let Some(etcd) = &etcd {
             let etcd_figures = &figures[2];
             if backend == "file" {
-                etcd.rows(etcd_figures, &floor, rows)?;
+                etcd_rows(etcd.version(), etcd_figures, &floor, rows)?;
             }
-            etcd.beside(
+            beside_etcd(
                 &format!("`elect run` ({backend}{ttl})"),
                 &m,
                 etcd_figures,
@@ -632,6 +638,64 @@ pub(crate) fn rows(
     drop(etcd);
     drop(server);
     drop(pg);
+    Ok(())
+}
+
+/// `etcdctl lock`'s own rows (etcd `version`): its start and clean
+/// handovers (`etcd`) beside `flock(1)`'s (`floor`, the same race).
+fn etcd_rows(
+    version: &str,
+    etcd: &Figures,
+    floor: &Figures,
+    rows: &mut Vec<crate::Row>,
+) -> Result<()> {
+    let us = format!("`etcdctl lock --ttl={ETCD_TTL}` (etcd {version}, one local member)");
+    rows.push(row(
+        format!("cli: {us}: uncontested start → child's line"),
+        &etcd.start,
+        "`flock DIR` (same child)",
+        &floor.start,
+    )?);
+    for n in [2, 3] {
+        rows.push(row(
+            format!(
+                "cli: {us}: clean handover: SIGINT to the leader's group → next child's line, \
+                 {n} processes"
+            ),
+            etcd.chain(Signal::SIGINT, n)?,
+            &format!("`flock DIR`, {n} processes"),
+            floor.chain(Signal::SIGINT, n)?,
+        )?);
+    }
+    Ok(())
+}
+
+/// The start and clean handovers of `elect` (`label`: as in its rows)
+/// beside `etcdctl lock`'s (`etcd`, the same race).
+fn beside_etcd(
+    label: &str,
+    elect: &Figures,
+    etcd: &Figures,
+    rows: &mut Vec<crate::Row>,
+) -> Result<()> {
+    let beside = format!("`etcdctl lock --ttl={ETCD_TTL}`");
+    rows.push(row(
+        format!("cli: {label}: uncontested start → child's line, beside etcd"),
+        &elect.start,
+        &format!("{beside} (same child)"),
+        &etcd.start,
+    )?);
+    for n in [2, 3] {
+        rows.push(row(
+            format!(
+                "cli: {label}: clean handover: SIGINT to the leader's group → next child's \
+                 line, {n} processes, beside etcd"
+            ),
+            elect.chain(Signal::SIGINT, n)?,
+            &format!("{beside}, {n} processes"),
+            etcd.chain(Signal::SIGINT, n)?,
+        )?);
+    }
     Ok(())
 }
 

@@ -14,18 +14,14 @@
 //! local floor), then each `elect run` backend's start and clean handover
 //! beside `etcdctl lock`'s (issue 27: on its own ground, a networked store
 //! and a shell command, `elect` should be the quicker choice). `etcdctl
-//! lock` runs in every backend's race ([`crate::cli::race`]), so each
-//! backend's rows beside it are paired round by round.
+//! lock` runs in every backend's race (`cli::race`, which also builds
+//! these rows), so each backend's rows beside it are paired round by round.
 
-use std::ffi::OsString;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
-
-use super::cli::{Contender, Field, Figures};
 use crate::Result;
 
 /// The session TTL given to `etcdctl lock` (seconds; its default is 60).
@@ -33,7 +29,7 @@ pub(crate) const ETCD_TTL: u32 = 2;
 
 /// How long a new `etcdctl` waiter is given to connect and block before
 /// the leader leaves (a Go binary that dials gRPC first).
-const ETCD_SETTLE: Duration = Duration::from_millis(100);
+pub(crate) const ETCD_SETTLE: Duration = Duration::from_millis(100);
 
 /// How long etcd may take to answer its first request.
 const READY: Duration = Duration::from_secs(30);
@@ -202,80 +198,19 @@ impl Etcd {
         }))
     }
 
-    /// `etcdctl lock` contenders on this member, each running `child`.
-    pub(crate) fn field(&self, child: &[OsString], log: &Path) -> Field {
-        Field::new(
-            Contender::Etcdctl {
-                bin: self.bins.etcdctl.clone(),
-                endpoint: self.server.endpoint.clone(),
-                ttl: ETCD_TTL,
-            },
-            child.to_vec(),
-            log,
-        )
-        .settling(ETCD_SETTLE)
+    /// The `etcdctl` binary.
+    pub(crate) fn etcdctl(&self) -> &Path {
+        &self.bins.etcdctl
     }
 
-    /// `etcdctl lock`'s own rows: its start and clean handovers (`etcd`)
-    /// beside `flock(1)`'s (`floor`, measured in the same race).
-    pub(crate) fn rows(
-        &self,
-        etcd: &Figures,
-        floor: &Figures,
-        rows: &mut Vec<crate::Row>,
-    ) -> Result<()> {
-        let us = format!(
-            "`etcdctl lock --ttl={ETCD_TTL}` (etcd {}, one local member)",
-            self.version
-        );
-        rows.push(super::cli::row(
-            format!("cli: {us}: uncontested start → child's line"),
-            &etcd.start,
-            "`flock DIR` (same child)",
-            &floor.start,
-        )?);
-        for n in [2, 3] {
-            rows.push(super::cli::row(
-                format!(
-                    "cli: {us}: clean handover: SIGINT to the leader's group → next child's \
-                     line, {n} processes"
-                ),
-                etcd.chain(Signal::SIGINT, n)?,
-                &format!("`flock DIR`, {n} processes"),
-                floor.chain(Signal::SIGINT, n)?,
-            )?);
-        }
-        Ok(())
+    /// The member's client URL.
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.server.endpoint
     }
 
-    /// The start and clean handovers of `elect` (`label`: as in the CLI
-    /// rows) beside `etcdctl lock`'s (`etcd`, measured in the same race).
-    pub(crate) fn beside(
-        &self,
-        label: &str,
-        elect: &Figures,
-        etcd: &Figures,
-        rows: &mut Vec<crate::Row>,
-    ) -> Result<()> {
-        let beside = format!("`etcdctl lock --ttl={ETCD_TTL}`");
-        rows.push(super::cli::row(
-            format!("cli: {label}: uncontested start → child's line, beside etcd"),
-            &elect.start,
-            &format!("{beside} (same child)"),
-            &etcd.start,
-        )?);
-        for n in [2, 3] {
-            rows.push(super::cli::row(
-                format!(
-                    "cli: {label}: clean handover: SIGINT to the leader's group → next \
-                     child's line, {n} processes, beside etcd"
-                ),
-                elect.chain(Signal::SIGINT, n)?,
-                &format!("{beside}, {n} processes"),
-                etcd.chain(Signal::SIGINT, n)?,
-            )?);
-        }
-        Ok(())
+    /// `etcd --version`'s version (`3.4.23`), or `?`.
+    pub(crate) fn version(&self) -> &str {
+        &self.version
     }
 }
 
