@@ -624,12 +624,16 @@ pub(crate) fn rows(
         }
         if let Some(etcd) = &etcd {
             let etcd_figures = &figures[2];
+            let etcdctl = format!("`etcdctl lock --ttl={ETCD_TTL}`");
             if backend == "file" {
-                etcd_rows(etcd.version(), etcd_figures, &floor, rows)?;
+                let us = format!("{etcdctl} (etcd {}, one local member)", etcd.version());
+                start_and_handover_rows(&us, "", etcd_figures, "`flock DIR`", &floor, rows)?;
             }
-            beside_etcd(
+            start_and_handover_rows(
                 &format!("`elect run` ({backend}{ttl})"),
+                ", beside etcd",
                 &m,
+                &etcdctl,
                 etcd_figures,
                 rows,
             )?;
@@ -641,59 +645,33 @@ pub(crate) fn rows(
     Ok(())
 }
 
-/// `etcdctl lock`'s own rows (etcd `version`): its start and clean
-/// handovers (`etcd`) beside `flock(1)`'s (`floor`, the same race).
-fn etcd_rows(
-    version: &str,
-    etcd: &Figures,
-    floor: &Figures,
+/// The start row and the two clean-handover rows of `what` (its rows'
+/// name; `suffix` ends each) beside `floor` (`floor_figures`, the same
+/// race): `etcdctl lock`'s own rows beside `flock(1)`, and each `elect
+/// run` backend's beside `etcdctl lock`.
+fn start_and_handover_rows(
+    what: &str,
+    suffix: &str,
+    measured: &Figures,
+    floor: &str,
+    floor_figures: &Figures,
     rows: &mut Vec<crate::Row>,
 ) -> Result<()> {
-    let us = format!("`etcdctl lock --ttl={ETCD_TTL}` (etcd {version}, one local member)");
     rows.push(row(
-        format!("cli: {us}: uncontested start → child's line"),
-        &etcd.start,
-        "`flock DIR` (same child)",
-        &floor.start,
+        format!("cli: {what}: uncontested start → child's line{suffix}"),
+        &measured.start,
+        &format!("{floor} (same child)"),
+        &floor_figures.start,
     )?);
     for n in [2, 3] {
         rows.push(row(
             format!(
-                "cli: {us}: clean handover: SIGINT to the leader's group → next child's line, \
-                 {n} processes"
+                "cli: {what}: clean handover: SIGINT to the leader's group → next child's \
+                 line, {n} processes{suffix}"
             ),
-            etcd.chain(Signal::SIGINT, n)?,
-            &format!("`flock DIR`, {n} processes"),
-            floor.chain(Signal::SIGINT, n)?,
-        )?);
-    }
-    Ok(())
-}
-
-/// The start and clean handovers of `elect` (`label`: as in its rows)
-/// beside `etcdctl lock`'s (`etcd`, the same race).
-fn beside_etcd(
-    label: &str,
-    elect: &Figures,
-    etcd: &Figures,
-    rows: &mut Vec<crate::Row>,
-) -> Result<()> {
-    let beside = format!("`etcdctl lock --ttl={ETCD_TTL}`");
-    rows.push(row(
-        format!("cli: {label}: uncontested start → child's line, beside etcd"),
-        &elect.start,
-        &format!("{beside} (same child)"),
-        &etcd.start,
-    )?);
-    for n in [2, 3] {
-        rows.push(row(
-            format!(
-                "cli: {label}: clean handover: SIGINT to the leader's group → next child's \
-                 line, {n} processes, beside etcd"
-            ),
-            elect.chain(Signal::SIGINT, n)?,
-            &format!("{beside}, {n} processes"),
-            etcd.chain(Signal::SIGINT, n)?,
+            measured.chain(Signal::SIGINT, n)?,
+            &format!("{floor}, {n} processes"),
+            floor_figures.chain(Signal::SIGINT, n)?,
         )?);
     }
     Ok(())
