@@ -126,7 +126,7 @@ pub(crate) struct Field {
     child: Vec<OsString>,
     log: PathBuf,
     started: usize,
-    /// The first index of the current run (`start` or `chain`).
+    /// The first index of the current run (a start or a chain).
     current: usize,
     /// How long a new waiter is given before the leader leaves.
     settle: Duration,
@@ -251,20 +251,6 @@ impl Field {
         Ok(t1.saturating_sub(t0))
     }
 
-    /// Uncontested starts, `n` rounds after `warmup`. Samples in
-    /// nanoseconds.
-    #[cfg(test)]
-    fn start(&mut self, n: usize, warmup: usize) -> Result<Vec<u64>> {
-        let mut samples = Vec::with_capacity(n);
-        for round in 0..warmup + n {
-            let sample = self.start_once()?;
-            if round >= warmup {
-                samples.push(sample);
-            }
-        }
-        Ok(samples)
-    }
-
     /// `contenders` processes at once: the first has printed its line
     /// (leads), the others were started after it (wait).
     fn begin_chain(&mut self, contenders: usize) -> Result<Chain> {
@@ -304,27 +290,6 @@ impl Field {
         chain.leader = next;
         chain.running.push(self.spawn()?);
         Ok(t1.saturating_sub(t0))
-    }
-
-    /// Handovers (`signal` SIGINT) or failovers (SIGKILL) with `contenders`
-    /// processes at once, `n` rounds after `warmup`.
-    #[cfg(test)]
-    fn chain(
-        &mut self,
-        signal: Signal,
-        contenders: usize,
-        n: usize,
-        warmup: usize,
-    ) -> Result<Vec<u64>> {
-        let mut chain = self.begin_chain(contenders)?;
-        let mut samples = Vec::with_capacity(n);
-        for round in 0..warmup + n {
-            let sample = self.chain_round(&mut chain, signal)?;
-            if round >= warmup {
-                samples.push(sample);
-            }
-        }
-        Ok(samples)
     }
 }
 
@@ -569,7 +534,7 @@ pub(crate) fn rows(
                 failovers,
             },
         ];
-        if let Some(etcd) = &etcd {
+        let etcd_at = etcd.as_ref().map(|etcd| {
             let contender = Contender::Etcdctl {
                 bin: etcd.etcdctl().to_path_buf(),
                 endpoint: etcd.endpoint().to_owned(),
@@ -580,15 +545,18 @@ pub(crate) fn rows(
                 handovers: true,
                 failovers: 0,
             });
-        }
-        let pg_floor = (backend == "postgres").then_some(entrants.len());
-        if pg_floor.is_some() {
+            entrants.len() - 1
+        });
+        let pg_floor = if backend == "postgres" {
             entrants.push(Entrant {
                 field: pg_start_floor(s, &pg, &child)?,
                 handovers: false,
                 failovers: 0,
             });
-        }
+            Some(entrants.len() - 1)
+        } else {
+            None
+        };
         let mut figures = race(&format!("elect run, {backend}"), &mut entrants, s.counts)?;
         let floor = std::mem::take(&mut figures[0]);
         let m = std::mem::take(&mut figures[1]);
@@ -622,8 +590,8 @@ pub(crate) fn rows(
                 floor.chain(*signal, *contenders)?,
             )?);
         }
-        if let Some(etcd) = &etcd {
-            let etcd_figures = &figures[2];
+        if let (Some(etcd), Some(at)) = (&etcd, etcd_at) {
+            let etcd_figures = &figures[at];
             let etcdctl = format!("`etcdctl lock --ttl={ETCD_TTL}`");
             if backend == "file" {
                 let us = format!("{etcdctl} (etcd {}, one local member)", etcd.version());
@@ -730,15 +698,26 @@ mod tests {
         let child = ["sh", "-c", "echo 1; exec sleep 1000"]
             .map(OsString::from)
             .to_vec();
-        let mut field = Field::new(
+        let field = Field::new(
             Contender::Flock { dir: lock },
             child,
             &dir.path().join("log"),
         );
-        assert_eq!(field.start(2, 1).unwrap().len(), 2);
+        let counts = Counts {
+            rounds: 2,
+            lease_failovers: 2,
+            warm: 1,
+        };
+        let mut alone = [Entrant {
+            field,
+            handovers: true,
+            failovers: 2,
+        }];
+        let figures = race("test", &mut alone, counts).unwrap();
+        assert_eq!(figures[0].start.len(), 2);
         for signal in [Signal::SIGINT, Signal::SIGKILL] {
             for contenders in [2, 3] {
-                assert_eq!(field.chain(signal, contenders, 2, 1).unwrap().len(), 2);
+                assert_eq!(figures[0].chain(signal, contenders).unwrap().len(), 2);
             }
         }
     }
