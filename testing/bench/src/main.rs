@@ -20,6 +20,7 @@ mod file;
 mod handover;
 mod helper;
 mod host;
+mod idle;
 mod leases;
 mod nats;
 mod ofd;

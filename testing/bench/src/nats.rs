@@ -27,7 +27,8 @@ use election_nats::{NatsElection, NatsOptions};
 use nats_testkit::{Cluster, Server};
 
 use super::handover::{Chain, Exit, Kind};
-use super::report::Row;
+use super::idle::after_idle;
+use super::report::{Row, met_2x};
 use super::stats::{Summary, ns};
 use super::{step, summary, with_log_tail};
 use crate::Result;
@@ -452,17 +453,22 @@ pub(crate) struct HandoverFloor {
     /// `kv.delete_expect_revision` of a live key, then `kv.create` of it
     /// over that delete marker, back to back.
     pub(crate) release_create: Vec<u64>,
-    /// How many of those creates found the key still there first.
+    /// The same delete and create, each pair after [`SETTLE`] with nothing
+    /// sent, as a handover starts (ADR 0090).
+    pub(crate) release_create_settled: Vec<u64>,
+    /// How many of all those creates found the key still there first.
     pub(crate) stale: usize,
 }
 
 /// The handover's floors, `warmup + n` rounds of each interleaved, on the
-/// chains' bucket (opened with the chains' options).
+/// chains' bucket (opened with the chains' options); then `settled.1 +
+/// settled.0` rounds of the delete and create after idleness.
 pub(crate) fn handover_floor(
     urls: &str,
     replicas: usize,
     n: usize,
     warmup: usize,
+    settled: (usize, usize),
 ) -> Result<HandoverFloor> {
     let options = chain_options(replicas)?;
     runtime()?.block_on(async {
@@ -488,11 +494,21 @@ pub(crate) fn handover_floor(
             },
         )
         .await?;
+        let mut stale: usize = release_create.iter().map(|r| r.1).sum();
+        let release_create_settled = after_idle(settled.0, settled.1, SETTLE, async |_| {
+            kv.delete_expect_revision(key, Some(rev)).await?;
+            let (new_rev, found) = create_over_marker(&kv, key).await?;
+            rev = new_rev;
+            stale += found;
+            Ok(())
+        })
+        .await?;
         kv.delete_expect_revision(key, Some(rev)).await?;
         Ok(HandoverFloor {
             create,
-            stale: release_create.iter().map(|r| r.1).sum(),
+            stale,
             release_create: release_create.iter().map(|r| r.0).collect(),
+            release_create_settled,
         })
     })
 }
@@ -663,7 +679,15 @@ fn topology(
     let failover = chain(s, t, Exit::Kill)?;
     let floor = step(
         &format!("{label}: floor: raw KV requests of a handover"),
-        || handover_floor(&t.urls, t.replicas, c.in_process, c.warm),
+        || {
+            handover_floor(
+                &t.urls,
+                t.replicas,
+                c.in_process,
+                c.warm,
+                (c.handovers, c.handover_warm),
+            )
+        },
     )?;
 
     let what = format!(
@@ -673,6 +697,10 @@ fn topology(
     let handover_summary = summary(&handover, &what)?;
     let create = summary(&floor.create, "raw create")?;
     let release_create = summary(&floor.release_create, "delete + create")?;
+    let settled = summary(
+        &floor.release_create_settled,
+        "delete + create after idleness",
+    )?;
     for (floor_what, floor_measured) in [
         (
             "raw KV `create` of a fresh key (same bucket, one round trip)".to_owned(),
@@ -683,6 +711,14 @@ fn topology(
              back to back (same bucket: A's release and B's create, without the watch push)"
                 .to_owned(),
             release_create,
+        ),
+        (
+            format!(
+                "the same `delete` and `create`, each pair after {} ms of idleness (as a \
+                 handover starts; ADR 0090)",
+                SETTLE.as_millis()
+            ),
+            settled,
         ),
     ] {
         rows.push(Row {
@@ -703,10 +739,12 @@ fn topology(
          the key with one update expecting that revision. The floor's requests (delete, \
          then async-nats' create over the marker, three requests) back to \
          back take {} (median; one fresh create {}); the handover took {} (min {}, max {}), \
-         so the watch push and the two processes' wake-ups add about {}. {by_poll} of {} \
-         handovers took over half the poll interval (a wake-up by poll, not by the watch). \
-         In the floor, the create over the fresh marker found the key still there, and \
-         tried again, {} times in {} rounds.",
+         so the watch push and the two processes' wake-ups add about {}: {:.2}× that floor \
+         (target ≤ 2×: {}). The same requests, each pair after {} ms of idleness as each \
+         handover starts (ADR 0090), take {}: the handover is {:.2}× them ({}). \
+         {by_poll} of {} handovers took over half the poll interval (a wake-up by poll, not \
+         by the watch). In the floors, the create over the fresh marker found the key still \
+         there, and tried again, {} times in {} rounds.",
         ms(release_create.median_ns),
         ms(create.median_ns),
         ms(handover_summary.median_ns),
@@ -715,9 +753,15 @@ fn topology(
         ms(handover_summary
             .median_ns
             .saturating_sub(release_create.median_ns)),
+        handover_summary.over(&release_create),
+        met_2x(handover_summary.over(&release_create)),
+        SETTLE.as_millis(),
+        ms(settled.median_ns),
+        handover_summary.over(&settled),
+        met_2x(handover_summary.over(&settled)),
         handover.len(),
         floor.stale,
-        floor.release_create.len(),
+        floor.release_create.len() + floor.release_create_settled.len(),
     ));
 
     let ttl_grace = (CHAIN_TTL_MS + CHAIN_GRACE_MS) * 1_000_000;
@@ -882,8 +926,9 @@ mod tests {
         assert!(r.bytes.value > IDENTITY.len() && r.bytes.out > r.bytes.value as f64);
         assert_eq!(r.bytes.routes, None);
         open_chain_bucket(&url, 1).unwrap();
-        let f = handover_floor(&url, 1, 3, 1).unwrap();
+        let f = handover_floor(&url, 1, 3, 1, (2, 1)).unwrap();
         assert_eq!((f.create.len(), f.release_create.len()), (3, 3));
+        assert_eq!(f.release_create_settled.len(), 2);
     }
 
     #[test]

@@ -23,8 +23,14 @@ pub(crate) struct Row {
 impl Row {
     /// The median over the floor's median.
     pub(crate) fn ratio(&self) -> f64 {
-        self.measured.median_ns as f64 / (self.floor_measured.median_ns.max(1)) as f64
+        self.measured.over(&self.floor_measured)
     }
+}
+
+/// Whether `ratio` is within a handover's target of at most 2× its floor
+/// (issue 27), in words: "met" or "missed".
+pub(crate) fn met_2x(ratio: f64) -> &'static str {
+    if ratio <= 2.0 { "met" } else { "missed" }
 }
 
 /// The facts of the run that the header states.

@@ -31,6 +31,11 @@ impl Summary {
         })
     }
 
+    /// This median over `floor`'s median.
+    pub(crate) fn over(&self, floor: &Summary) -> f64 {
+        self.median_ns as f64 / floor.median_ns.max(1) as f64
+    }
+
     /// The median in microseconds.
     pub(crate) fn median_us(&self) -> f64 {
         self.median_ns as f64 / 1e3
