@@ -259,7 +259,10 @@ given all three URLs, connected to one of them). Every floor is a bare
   above); no failover grace after a clean release. Floors, measured on
   the chains' bucket after the chains: one `create` of a fresh key, and
   the handover's own requests back to back without the watch push: a
-  `delete` expecting the revision, then a `create` over that marker. B
+  `delete` expecting the revision, then a `create` over that marker,
+  once in a loop and once with each pair after 50 ms of idleness, as each
+  handover starts (ADR 0090: on this machine a request after idleness
+  costs several times one in a loop). B
   is given 50 ms after it says `campaigning` to try once and set up its
   watch; the derived figures below count handovers slow enough to have
   been woken by a poll instead.
@@ -320,7 +323,8 @@ has it). Every floor is measured on the same server in the same run:
   listener wakes its campaign, and B reads the row and claims it (one
   read, one committed statement). Floor: two
   bare `UPDATE` transactions back to back on the same server (the release
-  and the claim; target ≤ 2×). *Within one process*: the same handover
+  and the claim; target ≤ 2×), once in a loop and once with each pair
+  after 100 ms of idleness, as each handover starts (ADR 0090). *Within one process*: the same handover
   between two `PostgresElection`s of this process (each its own pool and
   listener connection, same timings), from just before A's `resign()` to
   B's campaign returning: no process wake-up or pipe in the path.
