@@ -461,8 +461,9 @@ pub(crate) struct HandoverFloor {
 }
 
 /// The handover's floors, `warmup + n` rounds of each interleaved, on the
-/// chains' bucket (opened with the chains' options); then `settled.1 +
-/// settled.0` rounds of the delete and create after idleness.
+/// chains' bucket (opened with the chains' options); then, `settled`
+/// being `(n, warmup)`, `warmup + n` rounds of the delete and create after
+/// idleness.
 pub(crate) fn handover_floor(
     urls: &str,
     replicas: usize,
@@ -495,11 +496,14 @@ pub(crate) fn handover_floor(
         )
         .await?;
         let mut stale: usize = release_create.iter().map(|r| r.1).sum();
-        let release_create_settled = after_idle(settled.0, settled.1, SETTLE, async |_| {
+        let release_create_settled = after_idle(settled.0, settled.1, SETTLE, async |round| {
             kv.delete_expect_revision(key, Some(rev)).await?;
             let (new_rev, found) = create_over_marker(&kv, key).await?;
             rev = new_rev;
-            stale += found;
+            // Counted as the samples are: not in the warm-up.
+            if round >= settled.1 {
+                stale += found;
+            }
             Ok(())
         })
         .await?;
