@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::stats::ns;
 use crate::Result;
 
 /// Runs `warmup + n` rounds of `op` (given the round), each after `settle`
@@ -26,9 +27,9 @@ pub(crate) async fn after_idle(
         tokio::time::sleep(settle).await;
         let t0 = Instant::now();
         op(round).await?;
-        let took = t0.elapsed();
+        let took = ns(t0.elapsed());
         if round >= warmup {
-            samples.push(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
+            samples.push(took);
         }
     }
     Ok(samples)

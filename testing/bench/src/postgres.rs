@@ -40,7 +40,7 @@ use super::handover::{Chain, Exit, Kind, LeaseTimings};
 use super::idle::after_idle;
 use super::ofd::mono_ns;
 use super::report::{Row, met_2x};
-use super::stats::ns;
+use super::stats::{Summary, ns};
 use super::{SETTLE, step, summary};
 use crate::Result;
 
@@ -928,20 +928,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
     })?;
     let settled = summary(&settled, "two bare transactions after idleness")?;
     let measured = summary(&handover, &what)?;
-    let handover_row = Row {
-        what: what.clone(),
-        measured,
-        floor: TWO_FLOORS.into(),
-        floor_measured: two,
-        ops_per_s: None,
-    };
-    let settled_row = Row {
-        what,
-        measured,
-        floor: settled_floor_label(),
-        floor_measured: settled,
-        ops_per_s: None,
-    };
+    let (in_loop, after_idle) = (measured.over(&two), measured.over(&settled));
     notes.push(format!(
         "PostgreSQL clean handover: A's release commits without waiting for its WAL flush and \
          notifies (ADR 0071), the server delivers the NOTIFY to B's listener, and B, woken, \
@@ -954,16 +941,27 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         ms(measured.min_ns),
         ms(measured.max_ns),
         ms(two.median_ns),
-        handover_row.ratio(),
-        met_2x(handover_row.ratio()),
+        in_loop,
+        met_2x(in_loop),
         ms(settled.median_ns),
         PG_SETTLE.as_millis(),
-        settled_row.ratio(),
-        met_2x(settled_row.ratio()),
+        after_idle,
+        met_2x(after_idle),
         handover_statements,
     ));
-    rows.push(handover_row);
-    rows.push(settled_row);
+    let beside_both_floors = |rows: &mut Vec<Row>, what: &str, measured: Summary| {
+        for (floor, floor_measured) in [(TWO_FLOORS.into(), two), (settled_floor_label(), settled)]
+        {
+            rows.push(Row {
+                what: what.into(),
+                measured,
+                floor,
+                floor_measured,
+                ops_per_s: None,
+            });
+        }
+    };
+    beside_both_floors(rows, &what, measured);
 
     // The same, with the resigning process closing its connections (and
     // exiting) only after B was elected: what the server's backend exits,
@@ -986,31 +984,14 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         ms(lingered.max_ns),
         ms(measured.median_ns),
     ));
-    for (floor, floor_measured) in [(TWO_FLOORS.into(), two), (settled_floor_label(), settled)] {
-        rows.push(Row {
-            what: what.clone(),
-            measured: lingered,
-            floor,
-            floor_measured,
-            ops_per_s: None,
-        });
-    }
+    beside_both_floors(rows, &what, lingered);
 
     let local = step("election-postgres handover within one process", || {
         in_process_handover(&url, c.handovers, c.cross_warm)
     })?;
     let what = "PostgreSQL: clean handover within one process: `resign()` of A → B's campaign \
                 returns (two elections, each with its own pool and listener connection)";
-    let local = summary(&local, what)?;
-    for (floor, floor_measured) in [(TWO_FLOORS.into(), two), (settled_floor_label(), settled)] {
-        rows.push(Row {
-            what: what.into(),
-            measured: local,
-            floor,
-            floor_measured,
-            ops_per_s: None,
-        });
-    }
+    beside_both_floors(rows, what, summary(&local, what)?);
 
     // Crash failover, beside the TTL it costs by design.
     let failover = cross(s, &url, Exit::Kill, c.failovers, 0)?;
