@@ -731,18 +731,23 @@ impl Supervised {
 
 /// The claim file's locked descriptor of this process (file backend): the
 /// descriptor open on `path` that holds an OFD write lock, duplicated.
+///
+/// The backend locks the whole file, so at most one open file description
+/// holds that write lock, and every descriptor of it will do. They are
+/// looked at from the highest number down: the claim file was opened
+/// last, so this usually stats one or two descriptors, not all of them
+/// (ADR 0091).
 fn locked_claim_file(path: &std::path::Path) -> Option<OwnedFd> {
     use std::os::unix::fs::MetadataExt;
     let want = std::fs::metadata(path).ok()?;
-    for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
-        let Some(fd) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let same = std::fs::metadata(entry.path())
+    let mut fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect();
+    fds.sort_unstable_by(|a, b| b.cmp(a));
+    for fd in fds {
+        let same = std::fs::metadata(format!("/proc/self/fd/{fd}"))
             .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino());
         if !same {
             continue;
@@ -1123,6 +1128,65 @@ async fn take_over(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A whole-file OFD lock, as the file backend takes its claim.
+    fn ofd_lock(file: &std::fs::File, kind: nix::libc::c_int) -> bool {
+        let lock = nix::libc::flock {
+            l_type: kind as nix::libc::c_short,
+            l_whence: nix::libc::SEEK_SET as nix::libc::c_short,
+            l_start: 0,
+            l_len: 0,
+            l_pid: 0,
+        };
+        nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)).is_ok()
+    }
+
+    /// `locked_claim_file` finds the one description that holds the write
+    /// lock whatever its descriptor's number: not an unlocked open of the
+    /// same file above or below it, not another file's locked open. The
+    /// duplicate it returns keeps the lock once the original is closed.
+    #[test]
+    fn the_locked_claim_file_is_the_locked_description_whatever_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.lock");
+        let other = dir.path().join("other.lock");
+        let open = |p: &std::path::Path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(p)
+                .unwrap()
+        };
+        assert!(locked_claim_file(&path).is_none(), "no file yet");
+        for locked_at in 0..3 {
+            let mut opens: Vec<std::fs::File> = (0..3).map(|_| open(&path)).collect();
+            let elsewhere = open(&other);
+            assert!(ofd_lock(&elsewhere, nix::libc::F_WRLCK));
+            assert!(locked_claim_file(&path).is_none(), "nothing locked yet");
+            assert!(ofd_lock(&opens[locked_at], nix::libc::F_WRLCK));
+            let found = locked_claim_file(&path).expect("the locked description");
+            let info = std::fs::read_to_string(format!(
+                "/proc/self/fdinfo/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&found)
+            ))
+            .unwrap();
+            assert!(info.contains("OFDLCK") && info.contains("WRITE"), "{info}");
+            let original = opens.remove(locked_at);
+            drop(original);
+            let probe = open(&path);
+            assert!(
+                !ofd_lock(&probe, nix::libc::F_WRLCK),
+                "the duplicate still holds the lock (locked open {locked_at} of 3)"
+            );
+            drop(found);
+            assert!(
+                ofd_lock(&probe, nix::libc::F_WRLCK),
+                "the lock went with the last descriptor"
+            );
+        }
+    }
 
     #[test]
     fn instants_become_monotonic_nanoseconds_of_the_kernel_clock() {
