@@ -366,3 +366,84 @@ pub async fn slots_bad_input_is_refused<B: Backend>(b: &B) {
     .await;
     won.into_term().resign().await.expect("resign");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{MemoryBackend, MemoryClaim};
+
+    /// The memory backend, whose first `unavailable` calls of `claims`
+    /// fail with `Unavailable` (a server that does not answer yet), then
+    /// one with `config` if set.
+    struct NotYet {
+        inner: MemoryBackend,
+        unavailable: AtomicU32,
+        config: bool,
+    }
+
+    impl Backend for NotYet {
+        type Claim = MemoryClaim;
+
+        async fn candidate(&self, name: &str, identity: &str) -> Result<MemoryClaim, Error> {
+            self.inner.candidate(name, identity).await
+        }
+
+        async fn take_away(&self, name: &str) -> bool {
+            self.inner.take_away(name).await
+        }
+
+        async fn bad_configurations(&self) -> Vec<Result<MemoryClaim, Error>> {
+            self.inner.bad_configurations().await
+        }
+
+        async fn claims(&self, names: &[&str], identity: &str) -> Result<Vec<MemoryClaim>, Error> {
+            let name = election_core::ElectionName::new("not-yet").expect("name");
+            let left = self.unavailable.load(Ordering::SeqCst);
+            if left > 0 {
+                self.unavailable.store(left - 1, Ordering::SeqCst);
+                return Err(Error::unavailable(
+                    &name,
+                    std::io::Error::other("timed out"),
+                ));
+            }
+            if self.config {
+                return Err(election_core::ElectionName::new("").unwrap_err().into());
+            }
+            self.inner.claims(names, identity).await
+        }
+    }
+
+    /// A backend that is unavailable for the first tries still gives a slot
+    /// candidate, which then wins (CI: an R3 NATS cluster timed out its
+    /// bucket lookup while the claims were made).
+    #[tokio::test]
+    async fn a_slot_candidate_waits_for_a_backend_that_answers_later() {
+        let b = NotYet {
+            inner: MemoryBackend::new(),
+            unavailable: AtomicU32::new(2),
+            config: false,
+        };
+        let slots = Slots::new("jobs", 2).expect("slots");
+        let candidate = slot_candidate(&b, &slots, "a").await;
+        assert_eq!(
+            b.unavailable.load(Ordering::SeqCst),
+            0,
+            "both failures were met"
+        );
+        let held = candidate.try_campaign().await.expect("campaign");
+        assert!(held.is_some(), "a free slot is won");
+    }
+
+    /// Any other error still fails the test at once.
+    #[tokio::test]
+    #[should_panic(expected = "claims of a for jobs")]
+    async fn a_slot_candidate_fails_on_any_other_error() {
+        let b = NotYet {
+            inner: MemoryBackend::new(),
+            unavailable: AtomicU32::new(1),
+            config: true,
+        };
+        let slots = Slots::new("jobs", 2).expect("slots");
+        slot_candidate(&b, &slots, "a").await;
+    }
+}
