@@ -381,6 +381,21 @@ mod tests {
         config: bool,
     }
 
+    impl NotYet {
+        fn new(unavailable: u32, config: bool) -> Self {
+            NotYet {
+                inner: MemoryBackend::new(),
+                unavailable: AtomicU32::new(unavailable),
+                config,
+            }
+        }
+    }
+
+    /// Two slots of `jobs`.
+    fn jobs() -> Slots {
+        Slots::new("jobs", 2).expect("slots")
+    }
+
     impl Backend for NotYet {
         type Claim = MemoryClaim;
 
@@ -418,13 +433,8 @@ mod tests {
     /// bucket lookup while the claims were made).
     #[tokio::test]
     async fn a_slot_candidate_waits_for_a_backend_that_answers_later() {
-        let b = NotYet {
-            inner: MemoryBackend::new(),
-            unavailable: AtomicU32::new(2),
-            config: false,
-        };
-        let slots = Slots::new("jobs", 2).expect("slots");
-        let candidate = slot_candidate(&b, &slots, "a").await;
+        let b = NotYet::new(2, false);
+        let candidate = slot_candidate(&b, &jobs(), "a").await;
         assert_eq!(
             b.unavailable.load(Ordering::SeqCst),
             0,
@@ -438,12 +448,6 @@ mod tests {
     #[tokio::test]
     #[should_panic(expected = "claims of a for jobs")]
     async fn a_slot_candidate_fails_on_any_other_error() {
-        let b = NotYet {
-            inner: MemoryBackend::new(),
-            unavailable: AtomicU32::new(1),
-            config: true,
-        };
-        let slots = Slots::new("jobs", 2).expect("slots");
-        slot_candidate(&b, &slots, "a").await;
+        slot_candidate(&NotYet::new(1, true), &jobs(), "a").await;
     }
 }
