@@ -204,6 +204,26 @@ async fn candidate<B: Backend>(b: &B, name: &str, id: &str) -> Candidate<B::Clai
     .expect("valid poll interval")
 }
 
+/// `op`'s answer, asking again every 250 ms for up to a minute while the
+/// backend does not answer yet (`Unavailable`: in CI a freshly started or
+/// loaded NATS cluster timed out looking up its bucket), as a service
+/// does; any other error panics with `what`.
+pub(crate) async fn answered<T, Fut>(what: &str, mut op: impl FnMut() -> Fut) -> T
+where
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match op().await {
+            Ok(answer) => return answer,
+            Err(Error::Unavailable { .. }) if tokio::time::Instant::now() < give_up => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("{what}: {e:?}"),
+        }
+    }
+}
+
 pub(crate) async fn within<F: Future>(what: &str, f: F) -> F::Output {
     tokio::time::timeout(PATIENCE, f)
         .await

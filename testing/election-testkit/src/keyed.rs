@@ -18,7 +18,7 @@ use election_core::{
     SetMember,
 };
 
-use crate::conformance::{cancel_after, until, within};
+use crate::conformance::{answered, cancel_after, until, within};
 
 /// A backend under test: makes lease sets for the cases.
 pub trait KeyedBackend: Send + Sync {
@@ -71,22 +71,10 @@ pub trait KeyedBackend: Send + Sync {
 }
 
 /// The keyed claims of `identity`, waiting for a server that does not
-/// answer yet (`Unavailable`: a freshly started NATS cluster on a loaded
-/// machine timed out looking up its bucket in CI) for up to a minute, as a
-/// service does; any other error fails the test.
+/// answer yet ([`answered`]); any other error fails the test.
 async fn set<B: KeyedBackend>(b: &B, identity: &str) -> Arc<LeaseSet<B::Keys>> {
-    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match b.keys(identity).await {
-            Ok(keys) => return Arc::new(LeaseSet::new(keys)),
-            Err(election_core::Error::Unavailable { .. })
-                if tokio::time::Instant::now() < give_up =>
-            {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(e) => panic!("keyed claims for {identity}: {e:?}"),
-        }
-    }
+    let keys = answered(&format!("keyed claims for {identity}"), || b.keys(identity)).await;
+    Arc::new(LeaseSet::new(keys))
 }
 
 /// Waits until `set` holds `key` (it keeps asking); its epoch.

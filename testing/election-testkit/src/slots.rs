@@ -12,14 +12,13 @@ use std::time::Duration;
 
 use election_core::{ConfigError, Epoch, Error, SlotCandidate, SlotTerm, Slots};
 
-use crate::conformance::{Backend, within};
+use crate::conformance::{Backend, answered, within};
 
 /// A slot candidate of `identity` for `slots` on `b`, polling every 20 ms.
 ///
-/// Waits for a backend that does not answer yet (`Unavailable`: in CI a
+/// Waits for a backend that does not answer yet ([`answered`]: in CI a
 /// NATS R3 cluster, beside the torture runs, timed out looking up its
-/// bucket while the claims were made) for up to a minute, as a service
-/// does and as the keyed cases' `set` does; any other error fails the test.
+/// bucket while the claims were made); any other error fails the test.
 async fn slot_candidate<B: Backend>(
     b: &B,
     slots: &Slots,
@@ -32,16 +31,8 @@ async fn slot_candidate<B: Backend>(
         .chain(slots.probe_names())
         .collect();
     let texts: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
-    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
-    let claims = loop {
-        match b.claims(&texts, identity).await {
-            Ok(claims) => break claims,
-            Err(Error::Unavailable { .. }) if tokio::time::Instant::now() < give_up => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(e) => panic!("claims of {identity} for {}: {e:?}", slots.name()),
-        }
-    };
+    let what = format!("claims of {identity} for {}", slots.name());
+    let claims = answered(&what, || b.claims(&texts, identity)).await;
     let mut by_name: HashMap<_, _> = claims.into_iter().map(|c| (c.name().clone(), c)).collect();
     SlotCandidate::new(slots.clone(), |n| by_name.remove(n).ok_or(n.clone()))
         .unwrap_or_else(|n| panic!("no claim made for {n}"))
