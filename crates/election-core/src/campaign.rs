@@ -21,27 +21,34 @@ pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 /// The pause a waiting campaign makes after `failures` transient errors in
 /// a row ([`Error::Unavailable`], [`Error::OutcomeUnknown`]) before it tries
-/// again: the poll interval, doubled with each further failure, never
-/// above [`MAX_RETRY_PAUSE`], also when the poll interval is longer (ADR
-/// 0084). A server that is down is asked again soon at first, then every
-/// few seconds; a backend with a wake-up and a long poll interval (an
-/// hourly poll behind PostgreSQL's notifications, say) is not left an hour
-/// without a leader by one failed request.
+/// again: the poll interval or [`DEFAULT_POLL_INTERVAL`], whichever is
+/// shorter, doubled with each further failure, never above
+/// [`MAX_RETRY_PAUSE`] (ADR 0084, 0092). A server that is down is asked
+/// again soon at first, then every few seconds. A backend with a wake-up
+/// and a long poll interval (an hourly poll behind PostgreSQL's
+/// notifications, say) is asked again within [`DEFAULT_POLL_INTERVAL`] of
+/// one failed request: it is not left without a leader for the poll
+/// interval, nor for [`MAX_RETRY_PAUSE`], while its waiter sleeps through
+/// a release's wake-up.
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_core::{MAX_RETRY_PAUSE, retry_pause};
+/// use election_core::{DEFAULT_POLL_INTERVAL, MAX_RETRY_PAUSE, retry_pause};
 ///
-/// let poll = Duration::from_millis(250);
+/// let poll = Duration::from_millis(100);
 /// assert_eq!(retry_pause(poll, 1), poll);
 /// assert_eq!(retry_pause(poll, 2), poll * 2);
 /// assert_eq!(retry_pause(poll, 3), poll * 4);
 /// assert_eq!(retry_pause(poll, 50), MAX_RETRY_PAUSE);
-/// assert_eq!(retry_pause(Duration::from_secs(3600), 1), MAX_RETRY_PAUSE);
+/// let hourly = Duration::from_secs(3600);
+/// assert_eq!(retry_pause(hourly, 1), DEFAULT_POLL_INTERVAL);
+/// assert_eq!(retry_pause(hourly, 2), DEFAULT_POLL_INTERVAL * 2);
+/// assert_eq!(retry_pause(hourly, 50), MAX_RETRY_PAUSE);
 /// ```
 pub fn retry_pause(poll_interval: Duration, failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(31);
     poll_interval
+        .min(DEFAULT_POLL_INTERVAL)
         .checked_mul(1u32 << doublings)
         .unwrap_or(MAX_RETRY_PAUSE)
         .min(MAX_RETRY_PAUSE)
@@ -203,8 +210,9 @@ impl<C: Claim> Candidate<C> {
 
     /// Calls `report` with each transient error ([`Error::Unavailable`],
     /// [`Error::OutcomeUnknown`]) a waiting campaign rides out, before it
-    /// pauses ([`retry_pause`]: the poll interval, doubled with each
-    /// failure in a row, at most [`MAX_RETRY_PAUSE`]) and tries again;
+    /// pauses ([`retry_pause`]: the poll interval, at most
+    /// [`DEFAULT_POLL_INTERVAL`], doubled with each failure in a row, at
+    /// most [`MAX_RETRY_PAUSE`]) and tries again;
     /// [`Candidate::retries`] then counts it: a program can say why its
     /// campaign is not progressing (a full disk, a server down) instead of
     /// waiting silently. `report` runs on the campaign's task and must not
@@ -411,10 +419,11 @@ impl<C: Claim> Candidate<C> {
         retries.next_pause = None;
     }
 
-    /// Waits one poll interval, at most [`MAX_RETRY_PAUSE`] (ADR 0084), not
-    /// past `deadline`; false if the deadline has passed.
+    /// Waits one poll interval, at most [`DEFAULT_POLL_INTERVAL`] (the
+    /// first [`retry_pause`]; ADR 0084, 0092), not past `deadline`; false if
+    /// the deadline has passed.
     async fn pause_until(&self, deadline: Option<Instant>) -> bool {
-        self.pause_for(self.poll_interval.min(MAX_RETRY_PAUSE), deadline)
+        self.pause_for(retry_pause(self.poll_interval, 1), deadline)
             .await
     }
 
