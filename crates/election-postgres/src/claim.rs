@@ -152,6 +152,18 @@ impl ClaimRows for PostgresStore {
                 .await
             {
                 Ok((_, Some(epoch))) => return won(claim, attempt, sent, epoch),
+                Ok((seen, None)) if seen.was_takeable() => {
+                    // The statement's snapshot showed the name released
+                    // (or never held) and its take still won nothing: a
+                    // concurrent winner changed the row after the snapshot
+                    // (the take locks and checks the row again). A claim
+                    // on what the snapshot showed would fail the same way,
+                    // so none is sent; the winner's notification (or the
+                    // poll) brings the next look (ADR 0093).
+                    attempt.may_hold = false;
+                    attempt.observed = None;
+                    return Ok(None);
+                }
                 Ok((seen, None)) => {
                     attempt.may_hold = false;
                     seen

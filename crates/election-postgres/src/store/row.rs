@@ -51,6 +51,15 @@ impl Seen {
             .map(|f| f.max(Epoch::FIRST.get() as i64))
     }
 
+    /// Whether a look that takes a released or never-held name
+    /// ([`take_released`]) would take the name as seen here: released or
+    /// never held, its next epoch not above [`Epoch::MAX`]. Such a look
+    /// that won nothing lost a race: another statement changed the row
+    /// after the look's snapshot.
+    pub(crate) fn was_takeable(&self) -> bool {
+        matches!(self.found(), Found::Vacant | Found::Fresh) && self.floor().is_some()
+    }
+
     /// What this says for the contender's decision.
     pub(crate) fn found(&self) -> Found {
         Found::of(self.lease.as_ref(), self.recorded)
@@ -472,6 +481,31 @@ mod tests {
             Take::new("n", 1, &seen(Some(i64::MAX), None)),
             Err(Error::Config(ConfigError::EpochExhausted))
         ));
+    }
+
+    /// Exactly what `take_released` takes: a released row or a name never
+    /// held, with an epoch left above what the row and record show.
+    #[test]
+    fn takeable_is_released_or_never_held_with_an_epoch_left() {
+        assert!(seen(None, None).was_takeable(), "never held");
+        assert!(seen(Some(5), Some(5)).was_takeable(), "released");
+        assert!(
+            !seen(Some(5), Some(i64::MAX)).was_takeable(),
+            "epochs exhausted by the record"
+        );
+        assert!(
+            !seen(Some(i64::MAX), None).was_takeable(),
+            "epochs exhausted by the row"
+        );
+        assert!(
+            !seen(None, Some(5)).was_takeable(),
+            "a row deleted by hand counts as held"
+        );
+        let mut held = seen(Some(5), Some(5));
+        if let Some(row) = held.lease.as_mut() {
+            row.holder = Some("a".into());
+        }
+        assert!(!held.was_takeable(), "held");
     }
 
     proptest! {

@@ -132,11 +132,8 @@ fn stat(server: &postgres_testkit::Server, what: &str, starts: &str) -> i64 {
         .expect("a count")
 }
 
-/// A waiter woken by a release wins the row with the one statement that
-/// looks and takes (ADR 0045): no read, no separate claim statement on
-/// the handover's path.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
+/// A server that counts its statements (`pg_stat_statements`).
+fn counting_server() -> postgres_testkit::Server {
     let mut server = common::server();
     server
         .sql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
@@ -145,6 +142,15 @@ async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
     server
         .sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         .expect("extension");
+    server
+}
+
+/// A waiter woken by a release wins the row with the one statement that
+/// looks and takes (ADR 0045): no read, no separate claim statement on
+/// the handover's path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
+    let server = counting_server();
     let (_holder_side, _waiter_side, a, b) = across(&server).await;
     // b's listener wakes it once when it starts: wait for that look, so
     // that nothing of b's but the handover follows the reset.
@@ -173,6 +179,92 @@ async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
     );
     assert!(looks >= 1, "b took the row without a look");
     term.resign().await.expect("resign");
+}
+
+/// A look that loses the race for a released (or never-held) name to
+/// another winner sends no claim on what its snapshot showed (ADR 0093):
+/// the look's snapshot shows the name free, its take waits for the
+/// winner's lock and then takes nothing, and a claim conditional on that
+/// snapshot could only fail. In a 3-process handover that claim was the
+/// loser's second statement, and its pool opened a connection for the
+/// third (the look after the winner's notification) on the winner's path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
+    use election_core::{Claim, End};
+    use sqlx::Connection;
+    let server = counting_server();
+    // Requests bounded by 2.5 s: the look waits for the other session's
+    // lock meanwhile.
+    let options =
+        election_postgres::PostgresOptions::new(Duration::from_secs(30), Duration::from_secs(5))
+            .expect("options");
+    let e = common::open(&server, options).await;
+    server
+        .sql(
+            "INSERT INTO election.leases (name, holder, nonce, epoch, version, ttl_ms)
+               VALUES ('released', NULL, NULL, 5, 3, 1000);
+             INSERT INTO election.epochs (name, epoch, ttl_ms) VALUES ('released', 5, 1000)",
+        )
+        .expect("a released row");
+    for (name, win) in [
+        (
+            "released",
+            "UPDATE election.leases SET holder = 'intruder', nonce = 0,
+               epoch = nextval('election.epoch_seq'), version = version + 1
+             WHERE name = 'released'",
+        ),
+        (
+            "fresh",
+            "INSERT INTO election.leases (name, holder, nonce, epoch, version, ttl_ms)
+               VALUES ('fresh', 'intruder', 0, nextval('election.epoch_seq'), 1, 1000)",
+        ),
+    ] {
+        // Another session wins the name and holds its lock, uncommitted.
+        let mut other = sqlx::PgConnection::connect(&server.url())
+            .await
+            .expect("a session");
+        sqlx::query("BEGIN")
+            .execute(&mut other)
+            .await
+            .expect("begin");
+        sqlx::query(win).execute(&mut other).await.expect("the win");
+        server
+            .sql("SELECT pg_stat_statements_reset()")
+            .expect("reset");
+        let claim = e.claim(name, "c").expect("c");
+        let look = tokio::spawn(async move {
+            let mut attempt = claim.open().await.expect("open");
+            let looked = claim.try_claim(&mut attempt).await;
+            claim.close(attempt, End::NeverWon);
+            looked
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while server
+            .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            .expect("pg_stat_activity")
+            != "1"
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: the look never waited for the winner's lock"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        sqlx::query("COMMIT")
+            .execute(&mut other)
+            .await
+            .expect("commit");
+        let looked = within("the look", look).await.expect("task");
+        assert!(
+            matches!(looked, Ok(None)),
+            "{name}: the look after another's win: {looked:?}"
+        );
+        assert_eq!(
+            (calls(&server, "WITH take AS"), calls(&server, "WITH t AS")),
+            (1, 0),
+            "{name}: looks and claims sent"
+        );
+    }
 }
 
 /// How many sessions on `server` listen (their last statement a `LISTEN`).
