@@ -45,7 +45,8 @@ use crate::store::row::{self, Take};
 ///   ADR 0065). Cancel safe.
 /// - `watch` starts the renewal task, and readies the pool for the term's
 ///   release in the background if no wait did (ADR 0065); with no one
-///   else of this process subscribed, the listener closes then (ADR 0071).
+///   else of this process subscribed, the listener closes 100 ms later
+///   (ADR 0071, 0094).
 ///   The holder renews every renew interval (one conditional `UPDATE`) and
 ///   counts validity (`ttl - margin`) from before each renewal was sent; a
 ///   renewal that fails or times out is retried until that deadline, and
@@ -232,8 +233,9 @@ impl ClaimRows for PostgresStore {
     fn on_watch(&self, attempt: &mut Attempt) {
         self.ready_soon();
         // A term waits for nothing: with no one else of this process
-        // subscribed, its listener closes now, not at the handover that
-        // ends the term (ADR 0071).
+        // subscribed, its listener closes during the term, neither at the
+        // handover that ends it (ADR 0071) nor on its own start's path
+        // (after `UNUSED_GRACE`, ADR 0094).
         attempt.waiting.wakes = None;
         self.notifier.pause_if_unused();
     }

@@ -45,6 +45,13 @@ impl Wake {
 const CAPACITY: usize = 1024;
 /// The pause before the listener connects again after a failure.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// How long a listener that nobody of this process subscribes to any more
+/// stays open before it closes (ADR 0094): past the start of the term
+/// whose win left it unused (its command starts within a few
+/// milliseconds), so that the exit of its connection's server process is
+/// not on that start's path either; long before a term of any length
+/// ends.
+pub(crate) const UNUSED_GRACE: Duration = Duration::from_millis(100);
 
 /// The listener of one database's channel, and its subscribers.
 #[derive(Debug)]
@@ -53,8 +60,9 @@ pub(crate) struct Notifier {
     pool: PgPool,
     channel: Arc<str>,
     /// `None` once stopped for good: no listener starts again. The task,
-    /// and the one-connection pool it listens on.
-    task: Mutex<Option<Option<Listening>>>,
+    /// and the one-connection pool it listens on. Shared with the task
+    /// that closes an unused listener after [`UNUSED_GRACE`].
+    task: Arc<Mutex<Option<Option<Listening>>>>,
 }
 
 /// A running listener: its task, and the one-connection pool it listens on.
@@ -66,7 +74,7 @@ impl Notifier {
             tx: broadcast::channel(CAPACITY).0,
             pool,
             channel,
-            task: Mutex::new(Some(None)),
+            task: Arc::new(Mutex::new(Some(None))),
         }
     }
 
@@ -108,18 +116,43 @@ impl Notifier {
     /// 0071): a process that won and waits for nothing else closes its
     /// listener connection during its term, so that the exit of that
     /// connection's server process is not on the path of the handover
-    /// that ends the term. The next [`start`](Self::start) listens again
-    /// (and wakes every subscriber once it does). Every user subscribes
-    /// before it starts the listener, so a subscriber that comes while
-    /// this runs finds the listener running or starts it again.
+    /// that ends the term. It closes [`UNUSED_GRACE`] from now, not at
+    /// once, so that the exit is not on the path of the term's start
+    /// either (ADR 0094), and only if nobody subscribed meanwhile (such a
+    /// subscriber keeps the running listener). The next
+    /// [`start`](Self::start) listens again (and wakes every subscriber
+    /// once it does). Every user subscribes before it starts the listener,
+    /// so a subscriber that comes while this runs finds the listener
+    /// running or starts it again. Without a runtime it closes at once.
     pub(crate) fn pause_if_unused(&self) {
         let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
         if self.tx.receiver_count() > 0 {
             return;
         }
-        if let Some(task) = slot.as_mut().and_then(Option::take) {
-            shut(task);
-        }
+        let Some(Some((running, _))) = slot.as_ref() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            if let Some(task) = slot.as_mut().and_then(Option::take) {
+                shut(task);
+            }
+            return;
+        };
+        let (id, later, tx) = (running.id(), Arc::clone(&self.task), self.tx.clone());
+        rt.spawn(async move {
+            tokio::time::sleep(UNUSED_GRACE).await;
+            let mut slot = later.lock().unwrap_or_else(|p| p.into_inner());
+            if tx.receiver_count() > 0 {
+                return;
+            }
+            // The same listener: not one started again since, nor stopped.
+            if let Some(listening) = slot.as_mut()
+                && listening.as_ref().is_some_and(|(t, _)| t.id() == id)
+                && let Some(task) = listening.take()
+            {
+                shut(task);
+            }
+        });
     }
 
     /// Stops the listener task for good (waiters poll from then on).
@@ -205,5 +238,70 @@ pub(crate) async fn woken(rx: &mut broadcast::Receiver<Wake>, wanted: impl Fn(&s
             Err(broadcast::error::RecvError::Lagged(_)) => return,
             Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A notifier whose listener runs (it cannot connect: nothing listens
+    /// on port 1, so it keeps trying).
+    fn listening() -> Notifier {
+        let pool = PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("a lazy pool");
+        let notifier = Notifier::new(pool, "election:test".into());
+        notifier.start();
+        notifier
+    }
+
+    fn runs(notifier: &Notifier) -> bool {
+        notifier
+            .task
+            .lock()
+            .expect("lock")
+            .as_ref()
+            .is_some_and(|t| t.as_ref().is_some_and(|(t, _)| !t.is_finished()))
+    }
+
+    /// An unused listener closes after the grace, not at once (ADR 0094):
+    /// its connection's end is off the path of the term that left it
+    /// unused. Before, `pause_if_unused` emptied the slot at once.
+    #[tokio::test(start_paused = true)]
+    async fn an_unused_listener_closes_after_the_grace_not_at_once() {
+        let notifier = listening();
+        assert!(runs(&notifier), "started");
+        notifier.pause_if_unused();
+        assert!(runs(&notifier), "closed at once, within the term's start");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while runs(&notifier) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "still listening 30 s after the grace"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The next wait listens again.
+        let _wakes = notifier.subscribe();
+        notifier.start();
+        assert!(runs(&notifier), "listening again");
+    }
+
+    /// A subscriber that comes within the grace keeps the listener, and a
+    /// listener still subscribed to is not paused at all.
+    #[tokio::test(start_paused = true)]
+    async fn a_subscriber_within_the_grace_keeps_the_listener() {
+        let notifier = listening();
+        notifier.pause_if_unused();
+        let wakes = notifier.subscribe();
+        tokio::time::sleep(UNUSED_GRACE * 3).await;
+        assert!(runs(&notifier), "closed under a subscriber");
+        notifier.pause_if_unused();
+        tokio::time::sleep(UNUSED_GRACE * 3).await;
+        assert!(runs(&notifier), "paused while subscribed to");
+        drop(wakes);
+        notifier.stop();
+        assert!(!runs(&notifier), "stopped for good");
     }
 }
