@@ -193,10 +193,12 @@ async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
     use election_core::{Claim, End};
     use sqlx::Connection;
     let server = counting_server();
-    // Requests bounded by 2.5 s: the look waits for the other session's
-    // lock meanwhile.
+    // Requests bounded by 20 s: the look waits for the other session's
+    // lock while this test sees it wait (a `psql` per look, slow on a
+    // loaded machine) and commits.
     let options =
-        election_postgres::PostgresOptions::new(Duration::from_secs(30), Duration::from_secs(5))
+        election_postgres::PostgresOptions::new(Duration::from_secs(60), Duration::from_secs(20))
+            .and_then(|o| o.with_request_timeout(Duration::from_secs(20)))
             .expect("options");
     let e = common::open(&server, options).await;
     server
