@@ -73,13 +73,13 @@ impl Step {
     }
 }
 
-/// Runs the checks (ADR 0056, 0057, 0069). First, in order: fmt and the
-/// workspace's shape (lints in one place, import cycles, each published
-/// crate's drivers, the MSRV), which build nothing. Then two lanes at
-/// once:
+/// Runs the checks (ADR 0056, 0057, 0069, 0095). First, in order: fmt and
+/// the workspace's shape (lints in one place, import cycles, each
+/// published crate's drivers, the MSRV, licences and duplicate versions),
+/// which build nothing. Then two lanes at once:
 ///
-/// - the build checks ([`build_checks`]: licences and duplicate versions,
-///   clippy of the workspace, of every crate alone and of every published
+/// - the build checks ([`build_checks`]: clippy of the workspace, of every
+///   crate alone and of every published
 ///   library alone, the packaging of every publishable
 ///   crate, the docs), as a child process
 ///   of their own at the idle CPU priority (`SCHED_IDLE`) with their
@@ -95,12 +95,7 @@ impl Step {
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let mut steps = vec![Step::cargo(&["fmt", "--all", "--check"])];
-    steps.extend(
-        SHAPE
-            .iter()
-            .filter(|(name, _)| *name != LICENCES.0)
-            .map(|&(name, check)| Step::xtask(name, check)),
-    );
+    steps.extend(SHAPE.iter().map(|&(name, check)| Step::xtask(name, check)));
     let nextest = nextest_available();
     if !nextest {
         println!(
@@ -181,9 +176,8 @@ fn run_steps(steps: &[Step], first: usize, total: usize) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask build-checks`: the checks that only build (and the
-/// licences and duplicates check, the slowest of the shape checks), in
-/// order, stopping at the first failure: cargo-deny; clippy with -D
+/// `cargo xtask build-checks`: the checks that build, in order, stopping
+/// at the first failure: clippy with -D
 /// warnings of the workspace, of every crate alone and of every published
 /// library alone ([`policy::crates_alone`]: each builds with only the
 /// features its own manifest asks for, ADR 0085); the packaging of every publishable crate (metadata, versions
@@ -194,13 +188,10 @@ fn run_steps(steps: &[Step], first: usize, total: usize) -> Result<()> {
 /// library crates. CI runs it beside the test build and the tests (see
 /// [`run`]).
 pub(crate) fn build_checks() -> Result<()> {
-    let mut steps = vec![
-        Step::xtask(LICENCES.0, LICENCES.1),
-        Step::xtask(
-            "clippy -D warnings: the workspace, each crate alone, each published library alone",
-            policy::crates_alone,
-        ),
-    ];
+    let mut steps = vec![Step::xtask(
+        "clippy -D warnings: the workspace, each crate alone, each published library alone",
+        policy::crates_alone,
+    )];
     let mut package = Step::cargo(&["package", "--no-verify", "--allow-dirty"]);
     if let Action::Cargo { args, .. } = &mut package.action {
         for (name, _) in publishable_crates()? {
@@ -380,21 +371,20 @@ impl BuildChecks {
 type Check = fn() -> Result<()>;
 
 /// The checks of the workspace's shape, which build nothing (ADR 0056).
+/// The licences and duplicates check (cargo-deny, installed on first use:
+/// about 8 s) runs here, in the foreground, not in the build checks' lane
+/// at idle priority, where it took 40 s beside the test build and delayed
+/// that lane, CI's longest (ADR 0095).
 const SHAPE: [(&str, Check); 5] = [
     ("lints in one place", policy::lints_in_one_place),
     ("import cycles", policy::cycles),
     ("each backend's driver only", policy::boundaries),
     ("MSRV", policy::msrv),
-    LICENCES,
+    (
+        "licences and duplicate versions",
+        policy::licences_and_duplicates,
+    ),
 ];
-
-/// The shape check that takes longest (cargo-deny, installed on first
-/// use): `cargo xtask ci` runs it with the build checks, off the critical
-/// path.
-const LICENCES: (&str, Check) = (
-    "licences and duplicate versions",
-    policy::licences_and_duplicates,
-);
 
 /// `cargo xtask check-shape`: the [`SHAPE`] checks, all of them, failing
 /// if any failed.

@@ -43,9 +43,8 @@ tasks:
                           the tests and, side by side: nextest (+ the ten
                           slowest tests), doc tests, torture --ci (each backend,
                           fixed + random seed; elect run on sqlite and file)
-  build-checks            ci's checks that build (and cargo-deny's licences and
-                          duplicates): clippy -D warnings of the workspace and
-                          of each crate alone,
+  build-checks            ci's checks that build: clippy -D warnings of the
+                          workspace and of each crate alone,
                           package --no-verify (+ check-packages), doc -D
                           warnings (+ an example on every public fn)
   check-shape             ci's checks that build nothing (ADR 0056): lints set in
