@@ -5,6 +5,7 @@
 //! releasing.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use election_core::{Claim, ElectionName, Leader, Won};
 use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
@@ -42,7 +43,10 @@ use crate::store::row::{self, Take};
 ///   won (`LISTEN`, see the [crate docs](crate)), at most `poll_interval`.
 ///   The first wait of a process starts its listener and readies the
 ///   pool's connections for the handover in the background (ADR 0040,
-///   ADR 0065). Cancel safe.
+///   ADR 0065). After a look that lost the race for a free name to another
+///   winner, the look a notification brings comes no sooner than 20 ms
+///   after that look (still within `poll_interval`), past the winner's
+///   start (ADR 0096). Cancel safe.
 /// - `watch` starts the renewal task, and readies the pool for the term's
 ///   release in the background if no wait did (ADR 0065); with no one
 ///   else of this process subscribed, the listener closes 100 ms later
@@ -92,7 +96,19 @@ pub struct WakeWait {
     /// name was never held): the attempt's first look, and the look after
     /// a notification about this name (or a missed one) woke the last wait.
     woken: bool,
+    /// When this attempt's last look lost the race for a free name to
+    /// another winner (ADR 0093): the look that the next notification
+    /// brings waits until [`LOST_RACE_PAUSE`] after it (ADR 0096).
+    lost_race: Option<tokio::time::Instant>,
 }
+
+/// How long after a look lost the race for a free name the look that a
+/// notification brings waits (ADR 0096). The winner's own notification
+/// arrives as the winner starts its term; a look at once would run beside
+/// that start (on the same host, its CPUs) and find the name held. Only a
+/// release within this time of the win is seen this much later; a
+/// notification that comes later is looked at at once.
+const LOST_RACE_PAUSE: Duration = Duration::from_millis(20);
 
 type Attempt = AttemptState<WakeWait>;
 
@@ -123,6 +139,7 @@ impl ClaimRows for PostgresStore {
             wakes: None,
             // The first look takes a free name in one statement (ADR 0065).
             woken: true,
+            lost_race: None,
         }
     }
 
@@ -142,6 +159,7 @@ impl ClaimRows for PostgresStore {
             .wakes
             .get_or_insert_with(|| ctx.notifier.subscribe());
         notify::drain(wakes);
+        attempt.waiting.lost_race = None;
         let sent = ctx.clock.now();
         let seen = if std::mem::take(&mut attempt.waiting.woken) {
             // The first look, or woken by a notification (most often a
@@ -160,9 +178,11 @@ impl ClaimRows for PostgresStore {
                     // (the take locks and checks the row again). A claim
                     // on what the snapshot showed would fail the same way,
                     // so none is sent; the winner's notification (or the
-                    // poll) brings the next look (ADR 0093).
+                    // poll) brings the next look (ADR 0093), once the
+                    // winner's start is past (ADR 0096).
                     attempt.may_hold = false;
                     attempt.observed = None;
+                    attempt.waiting.lost_race = Some(tokio::time::Instant::now());
                     return Ok(None);
                 }
                 Ok((seen, None)) => {
@@ -211,7 +231,7 @@ impl ClaimRows for PostgresStore {
     async fn wait(
         claim: &PostgresClaim,
         attempt: &mut Attempt,
-        poll: std::time::Duration,
+        poll: Duration,
     ) -> Result<(), election_core::Error> {
         let ctx = claim.store();
         // Subscribed before the listener starts (see `pause_if_unused`).
@@ -222,9 +242,17 @@ impl ClaimRows for PostgresStore {
         ctx.notifier.start();
         ctx.ready_soon();
         let name = claim.name().as_str();
-        attempt.waiting.woken = tokio::time::timeout(poll, notify::woken(wakes, |n| n == name))
+        let lost_race = attempt.waiting.lost_race.take();
+        let deadline = tokio::time::Instant::now() + poll;
+        let woken = tokio::time::timeout_at(deadline, notify::woken(wakes, |n| n == name))
             .await
             .is_ok();
+        if woken && let Some(lost) = lost_race {
+            // Most often the winner's own notification, sent as it starts
+            // its term: look once that start is past (ADR 0096).
+            tokio::time::sleep_until((lost + LOST_RACE_PAUSE).min(deadline)).await;
+        }
+        attempt.waiting.woken = woken;
         Ok(())
     }
 

@@ -269,6 +269,99 @@ async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
     }
 }
 
+/// After a look that lost the race for a free name, the look that the
+/// winner's own notification brings waits until 20 ms after the lost look
+/// (ADR 0096): that notification comes as the winner starts its term, and
+/// a look at once ran beside that start. Before, the wait returned as soon
+/// as the notification came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
+    use election_core::{Claim, End};
+    use sqlx::Connection;
+    let server = common::server();
+    let options =
+        election_postgres::PostgresOptions::new(Duration::from_secs(60), Duration::from_secs(20))
+            .and_then(|o| o.with_request_timeout(Duration::from_secs(20)))
+            .expect("options");
+    let e = common::open(&server, options).await;
+    // The election's listener runs (a waiter of another name), so the
+    // winner's notification reaches the loser while it waits.
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    let b = waiter(&e).await;
+    until_listeners(&server, 1, "b waits").await;
+    server
+        .sql(
+            "INSERT INTO election.leases (name, holder, nonce, epoch, version, ttl_ms)
+               VALUES ('released', NULL, NULL, 5, 3, 1000);
+             INSERT INTO election.epochs (name, epoch, ttl_ms) VALUES ('released', 5, 1000)",
+        )
+        .expect("a released row");
+    // Another session wins the name, announces it as a win does, and
+    // holds its lock, uncommitted.
+    let mut other = sqlx::PgConnection::connect(&server.url())
+        .await
+        .expect("a session");
+    for step in [
+        "BEGIN",
+        "UPDATE election.leases SET holder = 'intruder', nonce = 0,
+           epoch = nextval('election.epoch_seq'), version = version + 1
+         WHERE name = 'released'",
+        "SELECT pg_notify('election:election', 'released')",
+    ] {
+        sqlx::query(step).execute(&mut other).await.expect(step);
+    }
+    let claim = e.claim("released", "c").expect("c");
+    let look = tokio::spawn(async move {
+        let mut attempt = claim.open().await.expect("open");
+        let looked = claim.try_claim(&mut attempt).await;
+        let after = std::time::Instant::now();
+        claim.wait(&mut attempt, HOUR).await.expect("wait");
+        let waited = after.elapsed();
+        claim.close(attempt, End::NeverWon);
+        (looked, waited)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server
+        .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        .expect("pg_stat_activity")
+        != "1"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the look never waited for the winner's lock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    sqlx::query("COMMIT")
+        .execute(&mut other)
+        .await
+        .expect("commit");
+    // Woken by the notification (the poll is an hour), not at once.
+    let (looked, waited) = within("the look and the wait after it", look)
+        .await
+        .expect("task");
+    assert!(
+        matches!(looked, Ok(None)),
+        "the look after another's win: {looked:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(19),
+        "the wait after the lost race returned {waited:?} after the look"
+    );
+    a.resign().await.expect("resign");
+    within("b woken by the release", b)
+        .await
+        .expect("task")
+        .resign()
+        .await
+        .expect("resign");
+}
+
 /// How many sessions on `server` listen (their last statement a `LISTEN`).
 fn listeners(server: &postgres_testkit::Server) -> i64 {
     server
