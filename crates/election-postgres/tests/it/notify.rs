@@ -181,6 +181,64 @@ async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
     term.resign().await.expect("resign");
 }
 
+/// Options of the lost-race tests: requests bounded by 20 s, since the
+/// look waits for the other session's lock while the test sees it wait
+/// (a `psql` per look, slow on a loaded machine) and commits.
+fn patient() -> election_postgres::PostgresOptions {
+    election_postgres::PostgresOptions::new(Duration::from_secs(60), Duration::from_secs(20))
+        .and_then(|o| o.with_request_timeout(Duration::from_secs(20)))
+        .expect("options")
+}
+
+/// A released row of `released` (epoch 5), as a resign leaves it.
+fn released_row(server: &postgres_testkit::Server) {
+    server
+        .sql(
+            "INSERT INTO election.leases (name, holder, nonce, epoch, version, ttl_ms)
+               VALUES ('released', NULL, NULL, 5, 3, 1000);
+             INSERT INTO election.epochs (name, epoch, ttl_ms) VALUES ('released', 5, 1000)",
+        )
+        .expect("a released row");
+}
+
+/// Another session that runs `win` in a transaction it leaves open: it
+/// holds the row's lock until the caller commits.
+async fn winning(server: &postgres_testkit::Server, win: &[&'static str]) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut other = sqlx::PgConnection::connect(&server.url())
+        .await
+        .expect("a session");
+    for step in std::iter::once("BEGIN").chain(win.iter().copied()) {
+        sqlx::query(step).execute(&mut other).await.expect(step);
+    }
+    other
+}
+
+/// Waits (bounded) until a session of `server` waits for a lock (the
+/// look, for the winner's), then commits the winner's transaction.
+async fn commit_once_the_look_waits(
+    server: &postgres_testkit::Server,
+    mut other: sqlx::PgConnection,
+    name: &str,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server
+        .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        .expect("pg_stat_activity")
+        != "1"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name}: the look never waited for the winner's lock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    sqlx::query("COMMIT")
+        .execute(&mut other)
+        .await
+        .expect("commit");
+}
+
 /// A look that loses the race for a released (or never-held) name to
 /// another winner sends no claim on what its snapshot showed (ADR 0093):
 /// the look's snapshot shows the name free, its take waits for the
@@ -191,23 +249,9 @@ async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
     use election_core::{Claim, End};
-    use sqlx::Connection;
     let server = counting_server();
-    // Requests bounded by 20 s: the look waits for the other session's
-    // lock while this test sees it wait (a `psql` per look, slow on a
-    // loaded machine) and commits.
-    let options =
-        election_postgres::PostgresOptions::new(Duration::from_secs(60), Duration::from_secs(20))
-            .and_then(|o| o.with_request_timeout(Duration::from_secs(20)))
-            .expect("options");
-    let e = common::open(&server, options).await;
-    server
-        .sql(
-            "INSERT INTO election.leases (name, holder, nonce, epoch, version, ttl_ms)
-               VALUES ('released', NULL, NULL, 5, 3, 1000);
-             INSERT INTO election.epochs (name, epoch, ttl_ms) VALUES ('released', 5, 1000)",
-        )
-        .expect("a released row");
+    let e = common::open(&server, patient()).await;
+    released_row(&server);
     for (name, win) in [
         (
             "released",
@@ -222,14 +266,7 @@ async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
         ),
     ] {
         // Another session wins the name and holds its lock, uncommitted.
-        let mut other = sqlx::PgConnection::connect(&server.url())
-            .await
-            .expect("a session");
-        sqlx::query("BEGIN")
-            .execute(&mut other)
-            .await
-            .expect("begin");
-        sqlx::query(win).execute(&mut other).await.expect("the win");
+        let other = winning(&server, &[win]).await;
         server
             .sql("SELECT pg_stat_statements_reset()")
             .expect("reset");
@@ -240,22 +277,7 @@ async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
             claim.close(attempt, End::NeverWon);
             looked
         });
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while server
-            .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-            .expect("pg_stat_activity")
-            != "1"
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{name}: the look never waited for the winner's lock"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        sqlx::query("COMMIT")
-            .execute(&mut other)
-            .await
-            .expect("commit");
+        commit_once_the_look_waits(&server, other, name).await;
         let looked = within("the look", look).await.expect("task");
         assert!(
             matches!(looked, Ok(None)),
@@ -277,13 +299,8 @@ async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
     use election_core::{Claim, End};
-    use sqlx::Connection;
     let server = common::server();
-    let options =
-        election_postgres::PostgresOptions::new(Duration::from_secs(60), Duration::from_secs(20))
-            .and_then(|o| o.with_request_timeout(Duration::from_secs(20)))
-            .expect("options");
-    let e = common::open(&server, options).await;
+    let e = common::open(&server, patient()).await;
     // The election's listener runs (a waiter of another name), so the
     // winner's notification reaches the loser while it waits.
     let a = e
@@ -294,27 +311,19 @@ async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
         .expect("a");
     let b = waiter(&e).await;
     until_listeners(&server, 1, "b waits").await;
-    server
-        .sql(
-            "INSERT INTO election.leases (name, holder, nonce, epoch, version, ttl_ms)
-               VALUES ('released', NULL, NULL, 5, 3, 1000);
-             INSERT INTO election.epochs (name, epoch, ttl_ms) VALUES ('released', 5, 1000)",
-        )
-        .expect("a released row");
+    released_row(&server);
     // Another session wins the name, announces it as a win does, and
     // holds its lock, uncommitted.
-    let mut other = sqlx::PgConnection::connect(&server.url())
-        .await
-        .expect("a session");
-    for step in [
-        "BEGIN",
-        "UPDATE election.leases SET holder = 'intruder', nonce = 0,
-           epoch = nextval('election.epoch_seq'), version = version + 1
-         WHERE name = 'released'",
-        "SELECT pg_notify('election:election', 'released')",
-    ] {
-        sqlx::query(step).execute(&mut other).await.expect(step);
-    }
+    let other = winning(
+        &server,
+        &[
+            "UPDATE election.leases SET holder = 'intruder', nonce = 0,
+               epoch = nextval('election.epoch_seq'), version = version + 1
+             WHERE name = 'released'",
+            "SELECT pg_notify('election:election', 'released')",
+        ],
+    )
+    .await;
     let claim = e.claim("released", "c").expect("c");
     let look = tokio::spawn(async move {
         let mut attempt = claim.open().await.expect("open");
@@ -325,22 +334,7 @@ async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
         claim.close(attempt, End::NeverWon);
         (looked, waited)
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while server
-        .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-        .expect("pg_stat_activity")
-        != "1"
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the look never waited for the winner's lock"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    sqlx::query("COMMIT")
-        .execute(&mut other)
-        .await
-        .expect("commit");
+    commit_once_the_look_waits(&server, other, "released").await;
     // Woken by the notification (the poll is an hour), not at once.
     let (looked, waited) = within("the look and the wait after it", look)
         .await
