@@ -79,11 +79,10 @@ impl Step {
 /// which build nothing. Then two lanes at once:
 ///
 /// - the build checks ([`build_checks`]: clippy of the workspace, of every
-///   crate alone and of every published
-///   library alone, the packaging of every publishable
-///   crate, the docs), as a child process
-///   of their own at the idle CPU priority (`SCHED_IDLE`) with their
-///   target directory in memory ([`BuildChecks`]), so that they use only
+///   crate alone and of every published library alone, the packaging of
+///   every publishable crate, the docs), as a child process of their own
+///   at the idle CPU priority (`SCHED_IDLE`) with their target directory
+///   in memory ([`BuildChecks`]), so that they use only
 ///   the CPU the other lane leaves idle and write nothing to the disk the
 ///   tests' fsyncs wait on;
 /// - the tests and binaries built once, then (PostgreSQL's binaries
@@ -177,11 +176,11 @@ fn run_steps(steps: &[Step], first: usize, total: usize) -> Result<()> {
 }
 
 /// `cargo xtask build-checks`: the checks that build, in order, stopping
-/// at the first failure: clippy with -D
-/// warnings of the workspace, of every crate alone and of every published
-/// library alone ([`policy::crates_alone`]: each builds with only the
-/// features its own manifest asks for, ADR 0085); the packaging of every publishable crate (metadata, versions
-/// on internal dependencies, the files a package needs; without verifying
+/// at the first failure: clippy with -D warnings of the workspace, of
+/// every crate alone and of every published library alone
+/// ([`policy::crates_alone`]: each builds with only the features its own
+/// manifest asks for, ADR 0085); the packaging of every publishable crate
+/// (metadata, versions on internal dependencies, the files a package needs; without verifying
 /// builds, which would rebuild every dependency per package:
 /// [`check_packages`] catches what they would, ADR 0042); the docs
 /// without warnings, and an example on every public function of the

@@ -34,6 +34,24 @@ async fn waiter(
     tokio::spawn(async move { b.campaign().await.expect("b wins") })
 }
 
+/// `a` leads `jobs` on `holder`, and `b` waits behind it on `waiting`
+/// (see [`waiter`]).
+async fn behind_a(
+    holder: &PostgresElection,
+    waiting: &PostgresElection,
+) -> (
+    election_core::Term<election_postgres::PostgresClaim>,
+    tokio::task::JoinHandle<election_core::Term<election_postgres::PostgresClaim>>,
+) {
+    let a = holder
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a");
+    (a, waiter(waiting).await)
+}
+
 /// Two elections on `server` (two pools, two listeners, as in two
 /// processes): `a` leads `jobs` on the first, `b` waits on the second.
 async fn across(
@@ -46,13 +64,7 @@ async fn across(
 ) {
     let holder_side = common::open(server, common::fast()).await;
     let waiter_side = common::open(server, common::fast()).await;
-    let a = holder_side
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a");
-    let b = waiter(&waiter_side).await;
+    let (a, b) = behind_a(&holder_side, &waiter_side).await;
     (holder_side, waiter_side, a, b)
 }
 
@@ -60,13 +72,7 @@ async fn across(
 async fn a_resign_wakes_a_waiter_without_a_poll() {
     let server = common::server();
     let e = common::open(&server, common::fast()).await;
-    let a = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a");
-    let b = waiter(&e).await;
+    let (a, b) = behind_a(&e, &e).await;
     // Let b's listener start (it wakes b once when it does).
     tokio::task::yield_now().await;
     a.resign().await.expect("resign");
@@ -79,14 +85,8 @@ async fn a_resign_wakes_a_waiter_without_a_poll() {
 async fn a_dropped_term_wakes_a_waiter_without_a_poll() {
     let server = common::server();
     let e = common::open(&server, common::fast()).await;
-    let a = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a");
+    let (a, b) = behind_a(&e, &e).await;
     let epoch = a.epoch();
-    let b = waiter(&e).await;
     drop(a);
     let term = within("b woken by the background release", b)
         .await
@@ -303,13 +303,7 @@ async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
     let e = common::open(&server, patient()).await;
     // The election's listener runs (a waiter of another name), so the
     // winner's notification reaches the loser while it waits.
-    let a = e
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a");
-    let b = waiter(&e).await;
+    let (a, b) = behind_a(&e, &e).await;
     until_listeners(&server, 1, "b waits").await;
     released_row(&server);
     // Another session wins the name, announces it as a win does, and
