@@ -16,14 +16,27 @@
 //! `<the cgroup2 mount>/elect`, found in `/proc/self/mountinfo`; another
 //! with `ELECT_CGROUP_PARENT=DIR`, none with `ELECT_CGROUP_PARENT=none`):
 //! - one directory per election, `<name>-<hash>`: the hash is of the
-//!   backend (its canonical directory or database path, or its URL
-//!   without secrets) and the name, so every `elect run` of one election
-//!   on this host finds the same directory, and no other election's;
+//!   store that keeps the election, as the backend identifies it
+//!   ([`election_core::StoreId`]: the device and inode of the directory or
+//!   database file, a PostgreSQL server's system identifier, database and
+//!   schema, a NATS bucket's stream), and the name, so every `elect run`
+//!   of one election on this host finds the same directory however it
+//!   reached the backend (a bind mount, `localhost` or `127.0.0.1`, the
+//!   servers in another order), and no other election's;
 //! - in it one directory per term, `term-<epoch>`, created by the winner
 //!   before COMMAND starts; the supervisor creates COMMAND inside it
 //!   (`clone3` with `CLONE_INTO_CGROUP`; on kernels before 5.7 the child
 //!   writes `0` to `cgroup.procs` between fork and exec, ADR 0066), so
 //!   every process of the tree is born inside it.
+//!
+//! - a nested run (an `elect run` started by a term's command, so inside
+//!   that term's group) makes its election's directory inside the
+//!   enclosing term's group, not beside it: the outer term's end (by its
+//!   `elect`, or by the next outer winner) kills the inner job too. Every
+//!   candidate looks for an election's terms in all its directories under
+//!   the parent at the top of the nesting (at the top, and nested in any
+//!   term's group), so a nested and a plain candidate of one election
+//!   still end each other's earlier terms.
 //!
 //! A term's group ends (`cgroup.kill`, wait until `cgroup.events` says
 //! `populated 0`, `rmdir`, repeated until the directory is gone, since a
@@ -56,9 +69,12 @@ The command's cgroup (elect run):
   ELECT_CGROUP_PARENT=DIR       a cgroup v2 directory for the terms' cgroups
                                 [default: <the cgroup2 mount>/elect]
   ELECT_CGROUP_PARENT=none      no cgroup (elect warns at start)
-  Each term's command tree runs in DIR/NAME-HASH/term-EPOCH; the next
-  winner on this host kills what is left in an earlier term's group before
-  its command starts. Candidates find each other's groups only under the
+  Each term's command tree runs in DIR/NAME-HASH/term-EPOCH (HASH: the
+  store that keeps the election, however the backend was written); the
+  next winner on this host kills what is left in an earlier term's group
+  before its command starts. An elect run inside a term's group (started
+  by its command) makes its groups inside that group, so the outer term's
+  end reaches them. Candidates find each other's groups only under the
   same DIR. Needs root or a delegated directory; without one, elect warns.";
 
 /// The groups of one election on this host. Dropped (when `elect run`
@@ -68,7 +84,15 @@ The command's cgroup (elect run):
 /// cgroup directory and removes none).
 #[derive(Debug)]
 pub(crate) struct Election {
+    /// Where this `elect run` makes its terms' groups: `<parent>/<name>-<hash>`,
+    /// or, in a nested run, that directory inside the enclosing term's group.
     dir: PathBuf,
+    /// Where every candidate of the election on this host looks for its
+    /// terms' groups: the parent at the top of the nesting, searched
+    /// through every term's group for nested directories of the election.
+    root: PathBuf,
+    /// The election's directory name (`<name>-<hash>`).
+    dir_name: String,
     /// The directory, open with a shared `flock` for as long as this
     /// `elect` runs: a candidate's presence. Whoever leaves last (its
     /// exclusive `flock` succeeds) removes the directory.
@@ -133,8 +157,10 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-/// The directory name of election `name` on backend `backend`.
-fn election_dir_name(backend: &str, name: &str) -> String {
+/// The directory name of election `name` in the store `store` (its
+/// [`election_core::StoreId`], or the backend as written where the backend
+/// cannot identify its store).
+fn election_dir_name(store: &str, name: &str) -> String {
     let shown: String = name
         .chars()
         .map(|c| {
@@ -146,7 +172,7 @@ fn election_dir_name(backend: &str, name: &str) -> String {
         })
         .take(64)
         .collect();
-    let key = format!("{backend}\0{name}");
+    let key = format!("{store}\0{name}");
     format!("{shown}-{:016x}", fnv1a(key.as_bytes()))
 }
 
@@ -186,7 +212,14 @@ impl Election {
                 parent.display()
             )));
         }
-        let dir = parent.join(election_dir_name(backend, name));
+        let dir_name = election_dir_name(backend, name);
+        // Inside a term's group of an `elect run` (a nested run): this
+        // election's groups go below it, so that the outer term's end
+        // reaches them too.
+        let (dir, root) = match enclosing_term() {
+            Some(term) => (term.dir.join(&dir_name), term.root),
+            None => (parent.join(&dir_name), parent),
+        };
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return Err(Unavailable(format!("cannot create {}: {e}", dir.display())));
         }
@@ -207,7 +240,12 @@ impl Election {
             }
         }
         let presence = present(&dir);
-        Ok(Election { dir, presence })
+        Ok(Election {
+            dir,
+            root,
+            dir_name,
+            presence,
+        })
     }
 
     /// The election's directory.
@@ -215,20 +253,32 @@ impl Election {
         &self.dir
     }
 
-    /// The epochs of the term groups that exist now.
-    fn terms(&self) -> std::io::Result<Vec<u64>> {
+    /// The term groups of the election that exist now on this host, by
+    /// epoch: in this run's directory, and in every other directory of the
+    /// election under the root (at the top, and nested in other elections'
+    /// term groups).
+    fn terms(&self) -> std::io::Result<Vec<(u64, TermGroup)>> {
+        let mut dirs = vec![self.dir.clone()];
+        election_dirs(&self.root, &self.dir_name, 0, &mut dirs);
+        dirs.sort();
+        dirs.dedup();
         let mut found = Vec::new();
-        for entry in std::fs::read_dir(&self.dir)?.flatten() {
-            if let Some(epoch) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.strip_prefix("term-"))
-                .and_then(|e| e.parse().ok())
-            {
-                found.push(epoch);
+        for dir in dirs {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                // Removed meanwhile (its last candidate left), or nested in
+                // a term group that ended: nothing of it is left.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(_) if dir != self.dir => continue,
+                Err(e) => return Err(e),
+            };
+            for entry in entries.flatten() {
+                if let Some(epoch) = term_epoch(&entry.file_name()) {
+                    found.push((epoch, TermGroup { dir: entry.path() }));
+                }
             }
         }
-        found.sort_unstable();
+        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.dir.cmp(&b.1.dir)));
         Ok(found)
     }
 
@@ -268,19 +318,116 @@ impl Election {
         // Created before the scan: a process of an earlier term that
         // creates its group after this scan finds this one (and does not
         // start); one that created it before is found here.
-        for other in self.terms().map_err(Begin::Io)? {
-            if other > epoch {
-                let _ = group.end().await;
-                return Err(Begin::Later(other));
+        let terms = self.terms().map_err(Begin::Io)?;
+        if let Some((later, _)) = terms.iter().rev().find(|(other, _)| *other > epoch) {
+            let _ = group.end().await;
+            return Err(Begin::Later(*later));
+        }
+        for (other, old) in terms {
+            // This term's own group; one of this very epoch elsewhere (a
+            // nested directory) was left by an earlier run: ended too.
+            if other > epoch || old.dir == group.dir {
+                continue;
             }
-            if other < epoch {
-                let old = self.term(other);
-                on_leftover(other, old.populated().unwrap_or(false));
-                old.end().await.map_err(Begin::Io)?;
-            }
+            on_leftover(other, old.populated().unwrap_or(false));
+            old.end().await.map_err(Begin::Io)?;
         }
         Ok(group)
     }
+}
+
+/// The epoch of a term group's directory name (`term-<epoch>`).
+fn term_epoch(name: &std::ffi::OsStr) -> Option<u64> {
+    name.to_str()?.strip_prefix("term-")?.parse().ok()
+}
+
+/// Whether `name` is an election directory's name (`<name>-<16 hex>`).
+fn is_election_dir_name(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .and_then(|n| n.rsplit_once('-'))
+        .is_some_and(|(_, hash)| hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// How deep nested runs are searched (an election inside a term inside an
+/// election ...): far more than anyone nests.
+const MAX_NESTING: usize = 16;
+
+/// Adds to `found` every directory named `dir_name` below `dir`: an
+/// election's directory at the top (`dir` is the root), or nested in a
+/// term group of another election. Only election directories and term
+/// groups are searched; unreadable ones are skipped.
+fn election_dirs(dir: &Path, dir_name: &str, depth: usize, found: &mut Vec<PathBuf>) {
+    if depth > MAX_NESTING {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let name = entry.file_name();
+        if name == dir_name {
+            found.push(entry.path());
+        }
+        // Below an election directory: its term groups; below a term
+        // group: the elections nested in it.
+        let in_election = depth.is_multiple_of(2) && is_election_dir_name(&name);
+        let in_term = !depth.is_multiple_of(2) && term_epoch(&name).is_some();
+        if in_election || in_term {
+            election_dirs(&entry.path(), dir_name, depth + 1, found);
+        }
+    }
+}
+
+/// The term group this process runs in, when it is one of an `elect run`
+/// (a nested run: the command of a term runs `elect run` itself), and the
+/// root of that nesting: where the outermost election's directory is.
+struct Enclosing {
+    /// The innermost term group this process is in.
+    dir: PathBuf,
+    /// The directory holding the outermost election's directory.
+    root: PathBuf,
+}
+
+/// This process's cgroup v2 (`/proc/self/cgroup`'s `0::` line) under the
+/// cgroup2 mount, if it is a term group of `elect run` or a group a command
+/// made below one: `.../<name>-<hash>/term-<epoch>[/...]`.
+fn enclosing_term() -> Option<Enclosing> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let full = cgroup2_mount()?.join(own.trim_start_matches('/'));
+    enclosing_in(&full)
+}
+
+/// [`enclosing_term`] for the cgroup at `full`.
+fn enclosing_in(full: &Path) -> Option<Enclosing> {
+    // The innermost term group among the ancestors.
+    let term = full.ancestors().find(|a| is_term_group(a))?;
+    // The outermost: climb while the election directory's parent is
+    // itself a term group.
+    let mut top = term;
+    while let Some(outer) = top
+        .parent()
+        .and_then(Path::parent)
+        .filter(|p| is_term_group(p))
+    {
+        top = outer;
+    }
+    Some(Enclosing {
+        dir: term.to_path_buf(),
+        root: top.parent()?.parent()?.to_path_buf(),
+    })
+}
+
+/// Whether `dir` is named as a term group in an election directory.
+fn is_term_group(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|n| term_epoch(n).is_some())
+        && dir
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(is_election_dir_name)
 }
 
 /// Opens the election's directory `dir` (made again if it was removed
@@ -462,6 +609,58 @@ mod tests {
         );
         // FNV-1a's published test vector.
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn a_nested_run_finds_its_enclosing_term_and_the_root_of_the_nesting() {
+        let root = Path::new("/cg/elect");
+        let outer = root.join("outer-0123456789abcdef/term-5");
+        // Directly in the outer term's group, or in a group its command made.
+        for own in [outer.clone(), outer.join("worker"), outer.join("a/b")] {
+            let found = enclosing_in(&own).expect("nested");
+            assert_eq!(found.dir, outer, "{}", own.display());
+            assert_eq!(found.root, root);
+        }
+        // Two levels: the innermost term, the outermost's root.
+        let inner = outer.join("inner-fedcba9876543210/term-2");
+        let found = enclosing_in(&inner.join("x")).expect("nested twice");
+        assert_eq!(found.dir, inner);
+        assert_eq!(found.root, root);
+        // Not in a term group: a plain group, a term-like name outside an
+        // election directory, an election directory itself.
+        assert!(enclosing_in(Path::new("/cg/user.slice/term-5")).is_none());
+        assert!(enclosing_in(Path::new("/cg/elect/outer-0123456789abcdef")).is_none());
+        assert!(enclosing_in(Path::new("/cg/elect/outer-xyz/term-5")).is_none());
+        assert!(enclosing_in(Path::new("/")).is_none());
+    }
+
+    #[test]
+    fn every_directory_of_an_election_is_found_at_the_top_and_nested() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let name = election_dir_name("s", "inner");
+        let other = election_dir_name("s", "outer");
+        let mk = |p: &Path| std::fs::create_dir_all(p).unwrap();
+        let top = root.join(&name);
+        let nested = root.join(&other).join("term-3").join(&name);
+        let twice = nested
+            .join("term-1")
+            .join(&other)
+            .join("term-9")
+            .join(&name);
+        for d in [&top, &nested, &twice] {
+            mk(d);
+        }
+        // Not searched: a directory of that name in a group that is not a
+        // term's, or in a term group outside an election directory.
+        mk(&root.join(&other).join("worker").join(&name));
+        mk(&root.join("term-4").join(&name));
+        let mut found = Vec::new();
+        election_dirs(root, &name, 0, &mut found);
+        found.sort();
+        let mut want = vec![top, nested, twice];
+        want.sort();
+        assert_eq!(found, want);
     }
 
     /// A process in this test's own cgroup2 parent, moved into `group`.

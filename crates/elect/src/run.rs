@@ -126,6 +126,7 @@ pub(crate) async fn run(
         )),
         None => None,
     };
+    let place = store_place(backend, shown, &report).await;
     match backend {
         Opened::Ready(Backend::File(e)) => {
             let c = Campaigner::new(
@@ -136,8 +137,6 @@ pub(crate) async fn run(
                 |e| config(&e),
             )?;
             let lock = |n: &str| Some(e.dir().join(format!("{n}.lock")));
-            let dir = std::fs::canonicalize(e.dir()).unwrap_or_else(|_| e.dir().to_path_buf());
-            let place = format!("file://{}", dir.display());
             elected(
                 standby, c, shown, args, waiting, kill, lock, metrics, report, &place,
             )
@@ -155,10 +154,6 @@ pub(crate) async fn run(
             // successor on this host skips the TTL only once the whole
             // tree is gone, not when `elect` alone is killed.
             let lock = |n: &str| e.host_lock_path(n);
-            let place = shown
-                .strip_prefix("sqlite://")
-                .and_then(|p| std::fs::canonicalize(p).ok())
-                .map_or_else(|| shown.to_owned(), |p| format!("sqlite://{}", p.display()));
             elected(
                 standby, c, shown, args, waiting, kill, lock, metrics, report, &place,
             )
@@ -193,7 +188,7 @@ pub(crate) async fn run(
                 |_: &str| None,
                 metrics,
                 report,
-                shown,
+                &place,
             )
             .await
         }
@@ -215,7 +210,7 @@ pub(crate) async fn run(
                 |_: &str| None,
                 metrics,
                 report,
-                shown,
+                &place,
             )
             .await
         }
@@ -223,6 +218,32 @@ pub(crate) async fn run(
             exit::INTERNAL,
             "a candidate's backend was opened as an observer's",
         )),
+    }
+}
+
+/// What keys this election's cgroups on this host: the store that keeps
+/// it, as the backend identifies it ([`election_core::StoreId`]), the same
+/// for every spelling of the backend (a bind mount, `localhost` and
+/// `127.0.0.1`, servers in another order). Where the backend cannot say,
+/// the backend as written, with a warning: candidates that reach the
+/// election another way then do not find this one's groups.
+async fn store_place(backend: &Opened, shown: &str, report: &Reporter) -> String {
+    let Opened::Ready(b) = backend else {
+        return shown.to_owned();
+    };
+    match <election_url::Backend as election_core::Election>::store_id(b).await {
+        Ok(id) => id.to_string(),
+        Err(e) => {
+            let text = format!(
+                "warning: cannot identify the store of {shown} ({}): the command's cgroup is \
+                 keyed by the backend as written, so a candidate that reaches this election \
+                 another way (another path, host name or server order) does not end this \
+                 term's leftover processes",
+                exit::chain(&e)
+            );
+            report.event("warning", &text, json!({ "message": text, "store": null }));
+            shown.to_owned()
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use futures::Stream;
 
 #[cfg(doc)]
 use crate::LeaseSet;
-use crate::{Candidate, Claim, Error, Leader};
+use crate::{Candidate, Claim, Error, Leader, StoreId};
 
 /// What every backend's façade (`FileElection`, `SqliteElection`,
 /// `NatsElection`) offers, so a tool can be written once for any backend:
@@ -149,6 +149,25 @@ pub trait Election: Send + Sync {
         let name = name.to_owned();
         async move { Ok(poll_leader(self, name, every)) }
     }
+
+    /// Which store keeps this backend's elections ([`StoreId`]): the same
+    /// for every way of reaching it (a bind mount, another host name, the
+    /// servers in another order), so that a tool keying per-election state
+    /// on one host by it finds every candidate's.
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model: the backend's
+    /// error when the store cannot be read; never an id made up from how
+    /// the backend was reached.
+    ///
+    /// ```
+    /// use election_core::Election;
+    ///
+    /// /// Whether two opened backends keep their elections in one store.
+    /// async fn same_store<E: Election>(a: &E, b: &E) -> Result<bool, E::Error> {
+    ///     Ok(a.store_id().await? == b.store_id().await?)
+    /// }
+    /// ```
+    fn store_id(&self) -> impl Future<Output = Result<StoreId, Self::Error>> + Send;
 
     /// A lease set ([`LeaseSet`]) of this process (`identity`) over the
     /// backend: many keys, each an election of its own.

@@ -166,6 +166,37 @@ impl FileElection {
         &self.dir
     }
 
+    /// Which store keeps this election's state: the device and inode of
+    /// its directory, the same through every path that reaches it (a bind
+    /// mount, a symlink). A directory deleted and made again is another
+    /// store.
+    ///
+    /// Cancel safety: cancel safe (one `stat`). Failure model: the
+    /// directory's `stat` failing (it was removed) is the I/O error.
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// // The same directory through a symlink: the same store.
+    /// std::os::unix::fs::symlink(tmp.path(), tmp.path().with_extension("link"))?;
+    /// let linked = FileElection::new(tmp.path().with_extension("link"))?;
+    /// assert_eq!(election.store_id()?, linked.store_id()?);
+    /// # std::fs::remove_file(tmp.path().with_extension("link"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&self.dir).map_err(|e| Error::io("stat", &self.dir, e))?;
+        Ok(election_core::StoreId::new(
+            "file",
+            format_args!("dev={:x},ino={}", meta.dev(), meta.ino()),
+        ))
+    }
+
     /// The claim of candidate `identity` in election `name`.
     ///
     /// ```
@@ -476,5 +507,9 @@ impl election_core::Election for FileElection {
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PerKeyClaims<FileClaim>>, Error> {
         FileElection::lease_set(self, identity).await
+    }
+
+    async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        FileElection::store_id(self)
     }
 }

@@ -281,6 +281,37 @@ impl NatsElection {
         self.conn.leader(&ElectionName::new(name)?).await
     }
 
+    /// Which store keeps this election's state: the bucket's name and the
+    /// creation time of its stream (µs), as opening it read them (or as a
+    /// later check saw the bucket recreated). The same however the servers
+    /// are reached (`localhost` or `127.0.0.1`, a cluster's servers in
+    /// any order or any one of them). A deleted and recreated bucket is
+    /// another store, and so is the bucket of another TTL (ADR 0064).
+    ///
+    /// Cancel safety: cancel safe (no request). Failure model: none today;
+    /// `Result` for a backend that must ask.
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let a = NatsElection::connect("nats://localhost:4222", NatsOptions::default()).await?;
+    /// let b = NatsElection::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+    /// assert_eq!(a.store_id()?, b.store_id()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        Ok(election_core::StoreId::new(
+            "nats",
+            format_args!(
+                "bucket={},created_us={}",
+                self.conn.options.bucket_name(),
+                self.conn.base()
+            ),
+        ))
+    }
+
     /// Who holds the key of election `name` now, and whether that holder
     /// is still [`pending`](Holder::pending): it won the key after a
     /// vacancy that was not a clean release and waits out the failover
@@ -506,5 +537,9 @@ impl election_core::Election for NatsElection {
         identity: &str,
     ) -> Result<election_core::LeaseSet<crate::NatsKeyedClaims>, Error> {
         NatsElection::lease_set(self, identity).await
+    }
+
+    async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        NatsElection::store_id(self)
     }
 }

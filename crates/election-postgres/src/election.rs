@@ -266,6 +266,37 @@ impl PostgresElection {
         let name = ElectionName::new(name)?;
         self.inner.read_leader(&name).await
     }
+
+    /// Which store keeps this election's state: the server's system
+    /// identifier (`pg_control_system()`, fixed when the cluster was
+    /// initialised and kept by its physical replicas), the database's OID
+    /// and the schema. The same however the server is reached
+    /// (`localhost`, `127.0.0.1`, a proxy, a socket).
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model: the server
+    /// cannot be reached or refuses the read (`Unavailable`, `Database`).
+    ///
+    /// ```no_run
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let a = PostgresElection::connect("postgres://app@localhost/app", PostgresOptions::default()).await?;
+    /// let b = PostgresElection::connect("postgres://app@127.0.0.1/app", PostgresOptions::default()).await?;
+    /// assert_eq!(a.store_id().await?, b.store_id().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        let (system, db): (String, String) = sqlx::query_as(
+            "SELECT (SELECT system_identifier FROM pg_control_system())::text, \
+             (SELECT oid FROM pg_database WHERE datname = current_database())::text",
+        )
+        .fetch_one(self.pool())
+        .await?;
+        Ok(election_core::StoreId::new(
+            "postgres",
+            format_args!("system={system},db={db},schema={}", self.options().schema()),
+        ))
+    }
 }
 
 impl PostgresElection {
@@ -462,6 +493,10 @@ impl election_core::Election for PostgresElection {
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<PostgresKeyedClaims>, Error> {
         PostgresElection::lease_set(self, identity).await
+    }
+
+    async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        PostgresElection::store_id(self).await
     }
 }
 

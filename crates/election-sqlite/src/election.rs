@@ -246,6 +246,51 @@ impl SqliteElection {
         self.inner.host_locks.as_ref().map(|l| l.path(name))
     }
 
+    /// Which store keeps this election's state: the device and inode of
+    /// the database file, the same through every path that reaches it (a
+    /// bind mount of its directory, a symlink). A database with no file
+    /// (in memory) is its own store, told apart from every other by the
+    /// process and the pool.
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model: the database
+    /// cannot be read, or its file has a second name
+    /// ([`Error::SecondName`]).
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// // The same file through a symlink of its directory: the same store.
+    /// std::os::unix::fs::symlink(tmp.path(), tmp.path().with_extension("link"))?;
+    /// let linked = SqliteElection::open(
+    ///     tmp.path().with_extension("link").join("app.db"),
+    ///     SqliteOptions::default(),
+    /// ).await?;
+    /// assert_eq!(election.store_id().await?, linked.store_id().await?);
+    /// # std::fs::remove_file(tmp.path().with_extension("link"))?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        if let Some(db) = &self.inner.db_file {
+            return Ok(db.store_id());
+        }
+        let mut conn = self.inner.pool.acquire().await?;
+        Ok(match crate::store::context::DbFile::of(&mut conn).await? {
+            Some(db) => db.store_id(),
+            None => election_core::StoreId::new(
+                "sqlite",
+                format_args!(
+                    "memory,pid={},pool={:p}",
+                    std::process::id(),
+                    std::sync::Arc::as_ptr(&self.inner)
+                ),
+            ),
+        })
+    }
+
     /// The lease timings.
     ///
     /// ```
@@ -424,6 +469,10 @@ impl election_core::Election for SqliteElection {
 
     async fn lease_set(&self, identity: &str) -> Result<LeaseSet<SqliteKeyedClaims>, Error> {
         SqliteElection::lease_set(self, identity).await
+    }
+
+    async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        SqliteElection::store_id(self).await
     }
 }
 

@@ -530,6 +530,15 @@ impl election_core::Election for Backend {
     async fn lease_set(&self, identity: &str) -> Result<AnyLeaseSet, Error> {
         self.lease_set_polling(identity, None).await
     }
+
+    async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        Ok(match self {
+            Backend::File(e) => e.store_id()?,
+            Backend::Sqlite(e) => e.store_id().await?,
+            Backend::Nats(e) => e.store_id()?,
+            Backend::Postgres(e) => e.store_id().await?,
+        })
+    }
 }
 
 /// A balanced set over any backend ([`election_core::Membership`]).

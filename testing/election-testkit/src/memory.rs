@@ -980,4 +980,17 @@ impl election_core::Election for MemoryBackend {
     ) -> Result<election_core::LeaseSet<MemoryKeys>, Error> {
         Ok(election_core::LeaseSet::new(self.keys(identity)?))
     }
+
+    /// One store per backend value and its clones: this process and the
+    /// registry's address.
+    async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        Ok(election_core::StoreId::new(
+            "memory",
+            format_args!(
+                "pid={},registry={:p}",
+                std::process::id(),
+                Arc::as_ptr(&self.registry)
+            ),
+        ))
+    }
 }

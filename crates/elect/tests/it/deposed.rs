@@ -149,7 +149,74 @@ fn run(
     own_group: bool,
     command: &[String],
 ) -> Elect {
-    let mut args: Vec<String> = ["run", "--backend", &b.url, "--name", name]
+    run_via(
+        &Reach::of(b),
+        b,
+        name,
+        identity,
+        extra,
+        env,
+        own_group,
+        command,
+    )
+}
+
+/// How a candidate reaches the backend: the URL it is given, and a
+/// command `elect` runs under (e.g. a mount namespace with a bind mount).
+struct Reach {
+    url: String,
+    wrapper: Vec<String>,
+}
+
+impl Reach {
+    /// As `b` says, directly.
+    fn of(b: &Setup) -> Reach {
+        Reach {
+            url: b.url.clone(),
+            wrapper: Vec::new(),
+        }
+    }
+
+    /// With `url`, in a mount namespace of its own where `dir` is bind
+    /// mounted on `at` (made first): one directory under two paths, as a
+    /// container's volume is.
+    fn bind_mounted(url: String, dir: &Path, at: &Path) -> Reach {
+        std::fs::create_dir_all(at).expect("the mount point");
+        let script = format!(
+            "mount --bind '{}' '{}' && exec \"$0\" \"$@\"",
+            dir.display(),
+            at.display()
+        );
+        Reach {
+            url,
+            wrapper: [
+                "unshare",
+                "-m",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                &script,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        }
+    }
+}
+
+/// [`run`], reaching the backend as `reach` says.
+#[allow(clippy::too_many_arguments)]
+fn run_via(
+    reach: &Reach,
+    b: &Setup,
+    name: &str,
+    identity: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    own_group: bool,
+    command: &[String],
+) -> Elect {
+    let mut args: Vec<String> = ["run", "--backend", &reach.url, "--name", name]
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
@@ -158,7 +225,14 @@ fn run(
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     args.push("--".into());
     args.extend(command.iter().cloned());
-    let mut cmd = tokio::process::Command::new(common::BIN);
+    let mut cmd = match reach.wrapper.split_first() {
+        None => tokio::process::Command::new(common::BIN),
+        Some((program, rest)) => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(rest).arg(common::BIN);
+            cmd
+        }
+    };
     cmd.args(&args).stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -340,6 +414,13 @@ async fn sqlite_a_stopped_group_leaves_no_escaped_daemon_beside_the_next_term() 
 /// backend) and of the same-host lock (SQLite), so B wins at once; it
 /// kills A's cgroup before its command starts.
 async fn group_killed(b: &Setup) {
+    group_killed_reached(b, &Reach::of(b), &Reach::of(b)).await;
+}
+
+/// [`group_killed`] with A and B reaching the one election as `reach_a`
+/// and `reach_b` say (issue 40, item 1): B must find A's group however
+/// the backend was written.
+async fn group_killed_reached(b: &Setup, reach_a: &Reach, reach_b: &Reach) {
     let name = "group-killed";
     let scene = Scene::new(b);
     let grace: &[&str] = if b.timing.is_empty() {
@@ -347,16 +428,77 @@ async fn group_killed(b: &Setup) {
     } else {
         &[]
     };
-    let mut a = run(b, name, "a", grace, &[], true, &scene.command("a", "stay"));
+    let a_cmd = scene.command("a", "stay");
+    let mut a = run_via(reach_a, b, name, "a", grace, &[], true, &a_cmd);
     a.err_with("elect: started ").await;
     let daemon_a = scene.daemon("a").await;
-    let mut bb = run(b, name, "b", grace, &[], false, &scene.command("b", "stay"));
+    let b_cmd = scene.command("b", "stay");
+    let mut bb = run_via(reach_b, b, name, "b", grace, &[], false, &b_cmd);
     bb.err_with(&format!("elect: campaigning for {name} as b on "))
         .await;
     killpg(a.pid(), Signal::SIGKILL).expect("kill A's group");
     assert_eq!(a.killed().await, Signal::SIGKILL as i32);
     assert_nothing_of_a_beside_b(&scene, daemon_a, "group SIGKILLed").await;
+    bb.err_with("processes of the earlier term").await;
     end_b(bb).await;
+}
+
+/// The file backend's directory under a second path (a bind mount, in
+/// B's own mount namespace): one election, so B ends A's term's group.
+#[tokio::test]
+async fn file_a_killed_group_is_ended_by_a_successor_through_a_bind_mount() {
+    let b = Setup::file();
+    let dir = b.dir.path().join("elections");
+    std::fs::create_dir_all(&dir).expect("the election directory");
+    let at = b.dir.path().join("mnt");
+    let url = election_url::BackendUrl::File(at.clone()).to_string();
+    let reach_b = Reach::bind_mounted(url, &dir, &at);
+    group_killed_reached(&b, &Reach::of(&b), &reach_b).await;
+}
+
+/// The SQLite database's directory under a second path (a bind mount).
+#[tokio::test]
+async fn sqlite_a_killed_group_is_ended_by_a_successor_through_a_bind_mount() {
+    let b = Setup::sqlite();
+    let db = PathBuf::from(b.url.strip_prefix("sqlite://").expect("a sqlite URL"));
+    let dir = db.parent().expect("the database's directory").to_path_buf();
+    let at = dir.with_extension("mnt");
+    let url =
+        election_url::BackendUrl::Sqlite(at.join(db.file_name().expect("a file"))).to_string();
+    let reach_b = Reach::bind_mounted(url, &dir, &at);
+    group_killed_reached(&b, &Reach::of(&b), &reach_b).await;
+    let _ = std::fs::remove_dir(&at);
+}
+
+/// PostgreSQL as `localhost` for A and `127.0.0.1` for B.
+#[tokio::test]
+async fn postgres_a_killed_group_is_ended_by_a_successor_under_another_host_name() {
+    let server = postgres_testkit::Server::start().expect("a PostgreSQL server");
+    let b = Setup {
+        url: format!("{}?schema=elect_spellings", server.url()),
+        timing: vec!["--ttl".into(), "3s".into()],
+        hold_window: Duration::from_secs(4),
+        dir: common::temp_dir(),
+    };
+    assert!(b.url.contains("@127.0.0.1:"), "{}", b.url);
+    let reach_a = Reach {
+        url: b.url.replace("@127.0.0.1:", "@localhost:"),
+        wrapper: Vec::new(),
+    };
+    group_killed_reached(&b, &reach_a, &Reach::of(&b)).await;
+}
+
+/// NATS as `localhost` for A and `127.0.0.1` for B.
+#[tokio::test]
+async fn nats_a_killed_group_is_ended_by_a_successor_under_another_host_name() {
+    let server = nats_testkit::Server::start().expect("nats-server");
+    let b = Setup::nats(&server.url(), &["--ttl", "3s", "--grace", "1s"]);
+    assert!(b.url.contains("127.0.0.1:"), "{}", b.url);
+    let reach_a = Reach {
+        url: b.url.replace("127.0.0.1:", "localhost:"),
+        wrapper: Vec::new(),
+    };
+    group_killed_reached(&b, &reach_a, &Reach::of(&b)).await;
 }
 
 #[tokio::test]

@@ -54,6 +54,14 @@ impl DbFile {
         }
     }
 
+    /// The store id of this file: its device and inode.
+    pub(crate) fn store_id(&self) -> election_core::StoreId {
+        election_core::StoreId::new(
+            "sqlite",
+            format_args!("dev={:x},ino={}", self.dev, self.ino),
+        )
+    }
+
     /// `Ok` while `path` still names the file the pool has open, and by
     /// one name only; else why not: [`Error::FileReplaced`] (deleted or
     /// replaced) or [`Error::SecondName`] (a hard link or a mount of its
