@@ -443,6 +443,49 @@ async fn group_killed_reached(b: &Setup, reach_a: &Reach, reach_b: &Reach) {
     end_b(bb).await;
 }
 
+/// Issue 40, item 3: A's command guards a sub-job with an `elect run` of
+/// its own (a nested run), whose command starts the escaping daemon. When
+/// A's whole group is SIGKILLed (the outer and the inner `elect`, their
+/// supervisors, the commands), the next outer winner's start must end the
+/// inner job too: it runs inside A's term, not beside it.
+#[tokio::test]
+async fn file_a_killed_group_ends_the_job_of_a_nested_run_too() {
+    let b = Setup::file();
+    let name = "nested-outer";
+    let scene = Scene::new(&b);
+    let grace = ["--kill-grace", "1s"];
+    let mut inner: Vec<String> = [
+        common::BIN,
+        "run",
+        "--backend",
+        &b.url,
+        "--name",
+        "nested-inner",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    inner.extend(["--identity", "a-inner", "--kill-grace", "1s", "--"].map(str::to_owned));
+    inner.extend(scene.command("a", "stay"));
+    let mut a = run(&b, name, "a", &grace, &[], true, &inner);
+    a.err_with("elect: started ").await;
+    let daemon_a = scene.daemon("a").await;
+    let mut bb = run(
+        &b,
+        name,
+        "b",
+        &grace,
+        &[],
+        false,
+        &scene.command("b", "stay"),
+    );
+    bb.err_with(&format!("elect: campaigning for {name} as b on "))
+        .await;
+    killpg(a.pid(), Signal::SIGKILL).expect("kill A's group");
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+    assert_nothing_of_a_beside_b(&scene, daemon_a, "outer group SIGKILLed").await;
+    end_b(bb).await;
+}
+
 /// The file backend's directory under a second path (a bind mount, in
 /// B's own mount namespace): one election, so B ends A's term's group.
 #[tokio::test]
