@@ -18,11 +18,11 @@ use crate::report::{Reporter, leader_json, leader_text};
 /// What `elect run` campaigns with: the name itself, or any one of its
 /// slots.
 pub(crate) enum Campaigner<C: Claim> {
-    /// The name itself; `probe` reads its slot 0, to refuse a name used
-    /// with slots.
+    /// The name itself; `probes` read its every slot
+    /// ([`Slots::plain_probe_names`]), to refuse a name used with slots.
     One {
         candidate: Candidate<C>,
-        probe: Option<C>,
+        probes: Vec<C>,
     },
     /// Any one slot.
     Slots(SlotCandidate<C>),
@@ -48,14 +48,13 @@ impl<C: Claim> Campaigner<C> {
         match slots {
             None => {
                 let candidate = Candidate::new(claim(name).map_err(&failed)?);
-                // Slot 0 of a name that can have slots: a slotted use of
-                // this name holds it whenever it holds anything (slots are
-                // tried from 0), unless slot 0's holder left first.
-                let probe = match Slots::new(name, 1) {
-                    Ok(s) => Some(claim(s.slot_names()[0].as_str()).map_err(&failed)?),
-                    Err(_) => None,
-                };
-                Ok(Campaigner::One { candidate, probe })
+                // Every slot a name can have: slot 0 alone misses a
+                // slotted use whose holder of slot 0 left first.
+                let probes = Slots::plain_probe_names(name)
+                    .iter()
+                    .map(|n| claim(n.as_str()).map_err(&failed))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Campaigner::One { candidate, probes })
             }
             Some(n) => {
                 let slots = Slots::new(name, n).map_err(config)?;
@@ -93,9 +92,9 @@ impl<C: Claim> Campaigner<C> {
     /// [`Candidate::on_retry`], for every slot.
     pub(crate) fn on_retry(self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
         match self {
-            Campaigner::One { candidate, probe } => Campaigner::One {
+            Campaigner::One { candidate, probes } => Campaigner::One {
                 candidate: candidate.on_retry(report),
-                probe,
+                probes,
             },
             Campaigner::Slots(s) => Campaigner::Slots(s.on_retry(report)),
         }
@@ -125,22 +124,8 @@ impl<C: Claim> Campaigner<C> {
         timeout: Option<Duration>,
     ) -> Result<Option<Won<C>>, Error> {
         match self {
-            Campaigner::One { candidate, probe } => {
-                if let Some(probe) = probe
-                    && let Ok(Some(l)) = probe.leader().await
-                {
-                    return Err(ConfigError::SlotsMismatch {
-                        name: candidate.claim().name().as_str().to_owned(),
-                        asked: None,
-                        seen: format!(
-                            "its slot 0 ({}) is held by {} in term {} (it is used with --slots)",
-                            probe.name(),
-                            l.identity,
-                            l.epoch
-                        ),
-                    }
-                    .into());
-                }
+            Campaigner::One { candidate, probes } => {
+                Slots::check_plain(candidate.claim().name().as_str(), probes).await?;
                 let term = match (once, timeout) {
                     (true, _) => candidate.try_campaign().await?,
                     (false, Some(d)) => candidate.campaign_timeout(d).await?,

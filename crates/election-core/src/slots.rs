@@ -218,6 +218,92 @@ impl Slots {
     }
 }
 
+impl Slots {
+    /// The names a campaign for `name` itself (without slots) reads before
+    /// it begins, to find the name in use with slots: every slot a name
+    /// can have, `name#slot-0` up to `name#slot-63` ([`MAX_SLOTS`]). Slot
+    /// 0 alone is not enough: a slotted use's holders may have left slot 0
+    /// first. Empty for a name too long to have slots, or not a name.
+    ///
+    /// ```
+    /// let probes = election_core::Slots::plain_probe_names("w");
+    /// assert_eq!(probes.len(), election_core::MAX_SLOTS as usize);
+    /// assert_eq!(probes[0].as_str(), "w#slot-0");
+    /// assert_eq!(probes[63].as_str(), "w#slot-63");
+    /// ```
+    pub fn plain_probe_names(name: &str) -> Vec<ElectionName> {
+        Slots::new(name, MAX_SLOTS)
+            .map(|s| s.slot_names())
+            .unwrap_or_default()
+    }
+
+    /// Judges what a campaign for `name` itself read of
+    /// [`plain_probe_names`](Slots::plain_probe_names) (in that order):
+    /// `Err` ([`ConfigError::SlotsMismatch`], `asked: None`) if any slot is
+    /// held. Pure.
+    ///
+    /// ```
+    /// use election_core::{ConfigError, Epoch, Identity, Leader, Slots};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let holder = Leader { identity: Identity::new("b")?, epoch: Epoch::new(7).expect("above 0"), since: None, renewed: None, ttl: None, value: None };
+    /// assert!(Slots::judge_plain("w", &[None, None]).is_ok());
+    /// // Slot 0 left, slot 1 still held: the name is in use with slots.
+    /// let seen = [None, Some(holder)];
+    /// assert!(matches!(Slots::judge_plain("w", &seen), Err(ConfigError::SlotsMismatch { asked: None, .. })));
+    /// # Ok(()) }
+    /// ```
+    pub fn judge_plain(name: &str, seen: &[Option<Leader>]) -> Result<(), ConfigError> {
+        match (0u32..)
+            .zip(seen)
+            .find_map(|(slot, h)| h.as_ref().map(|l| (slot, l)))
+        {
+            None => Ok(()),
+            Some((slot, l)) => Err(ConfigError::SlotsMismatch {
+                name: name.to_owned(),
+                asked: None,
+                seen: format!(
+                    "its slot {slot} ({name}{SLOT_MARK}{slot}) is held by {} in term {} (it is used with --slots)",
+                    l.identity, l.epoch
+                ),
+            }),
+        }
+    }
+
+    /// Reads `probes` (the claims of
+    /// [`plain_probe_names`](Slots::plain_probe_names), in that order) a
+    /// few at a time and [judges](Slots::judge_plain) them for `name`. A
+    /// read that fails counts as a free slot: the campaign that follows
+    /// meets the same backend and reports what fails.
+    ///
+    /// Cancel safety: cancel safe (reads).
+    ///
+    /// ```
+    /// # use election_core::{Candidate, ConfigError, Error, SlotCandidate, Slots};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let slot_1 = Candidate::new(backend.claim("w#slot-1", "b")?).campaign().await?;
+    /// let probes = Slots::plain_probe_names("w")
+    ///     .iter()
+    ///     .map(|n| backend.claim(n.as_str(), "a"))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let refused = Slots::check_plain("w", &probes).await;
+    /// assert!(matches!(refused, Err(Error::Config(ConfigError::SlotsMismatch { .. }))));
+    /// # drop(slot_1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_plain<C: Claim>(name: &str, probes: &[C]) -> Result<(), Error> {
+        let mut seen = Vec::with_capacity(probes.len());
+        for chunk in probes.chunks(READS_AT_ONCE) {
+            let reads = futures::future::join_all(chunk.iter().map(|c| c.leader())).await;
+            seen.extend(reads.into_iter().map(|r| r.ok().flatten()));
+        }
+        Ok(Slots::judge_plain(name, &seen)?)
+    }
+}
+
 /// `Ok` for 1 to [`MAX_SLOTS`] slots.
 fn check_count(count: u32) -> Result<(), ConfigError> {
     if (1..=MAX_SLOTS).contains(&count) {
@@ -820,6 +906,32 @@ mod tests {
             if let Err(e) = judged {
                 let mismatch = matches!(e, ConfigError::SlotsMismatch { asked: Some(c), .. } if c == count);
                 prop_assert!(mismatch);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn judge_plain_refuses_exactly_a_held_slot_and_names_the_first(
+            held in proptest::collection::vec(any::<bool>(), MAX_SLOTS as usize),
+        ) {
+            let leader = Leader {
+                identity: crate::Identity::new("x").unwrap(),
+                epoch: crate::Epoch::new(3).unwrap(),
+                since: None,
+                renewed: None,
+                ttl: None,
+                value: None,
+            };
+            prop_assert_eq!(Slots::plain_probe_names("w").len(), held.len());
+            let seen: Vec<Option<Leader>> = held.iter().map(|h| h.then(|| leader.clone())).collect();
+            let judged = Slots::judge_plain("w", &seen);
+            prop_assert_eq!(judged.is_err(), held.contains(&true));
+            if let Err(ConfigError::SlotsMismatch { asked, seen, .. }) = judged {
+                let first = held.iter().position(|h| *h).unwrap();
+                prop_assert_eq!(asked, None);
+                let shown = format!("w#slot-{first})");
+                prop_assert!(seen.contains(&shown));
             }
         }
     }

@@ -225,6 +225,38 @@ async fn bad_slots(b: &Setup) {
     assert_eq!(slotted.finish().await.code, 0);
 }
 
+/// Issue 40, item 4: a run without slots reads every slot, not only slot
+/// 0: with slot 0's holder gone and slot 1 still held, it is refused (78)
+/// rather than starting beside slot 1's holder.
+#[tokio::test]
+async fn file_a_plain_run_is_refused_while_a_slot_above_0_is_held() {
+    let b = Setup::file();
+    let dir = b.dir.path().join("gap");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let until = |stop: &str| -> Vec<String> {
+        let script = format!(r#"while [ ! -e "$1/{stop}" ]; do sleep 0.05; done"#);
+        ["sh", "-c", &script, "sh", dir.to_str().expect("utf-8")]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let mut s0 = b.run("gap", "s0", &["--slots", "2"], &until("stop-0"));
+    s0.err_with("slot 0").await;
+    s0.err_with("started").await;
+    let mut s1 = b.run("gap", "s1", &["--slots", "2"], &until("stop-1"));
+    s1.err_with("slot 1").await;
+    s1.err_with("started").await;
+    std::fs::write(dir.join("stop-0"), "").expect("stop slot 0");
+    assert_eq!(s0.finish().await.code, 0);
+    let report = b.report("gap");
+    let done = b
+        .run_to_end("gap", "plain", &["--no-wait"], &report.once())
+        .await;
+    assert_eq!(done.code, CONFIG, "{done:?}");
+    done.err_line("its slot 1 (gap#slot-1) is held by s1");
+    std::fs::write(dir.join("stop-1"), "").expect("stop slot 1");
+    assert_eq!(s1.finish().await.code, 0);
+}
+
 /// A command holding a name without slots until `$dir/stop` exists.
 fn hold_plain(dir: &Path) -> Vec<String> {
     let script = r#"while [ ! -e "$1/stop" ]; do sleep 0.05; done"#;
