@@ -105,9 +105,54 @@ pub(crate) struct TermGroup {
     dir: PathBuf,
 }
 
-/// Why no cgroup is used.
+/// Why no cgroup is used, and where the election's groups of other
+/// candidates on this host would be, to look at them without one.
 #[derive(Debug)]
-pub(crate) struct Unavailable(pub(crate) String);
+pub(crate) struct Unavailable {
+    /// Why.
+    pub(crate) why: String,
+    /// The election's groups, if a cgroup2 file system is mounted.
+    pub(crate) seen: Option<Seen>,
+}
+
+/// The groups of one election on this host as a candidate sees them that
+/// cannot make or end groups itself (no cgroup of its own: not root,
+/// `ELECT_CGROUP_PARENT=none`): it can still tell whether an earlier
+/// term's processes run, and wait until they are gone.
+#[derive(Clone, Debug)]
+pub(crate) struct Seen {
+    root: PathBuf,
+    dir_name: String,
+}
+
+/// What a candidate without a cgroup sees of other terms' groups when it
+/// wins term `epoch`.
+#[derive(Debug, Default)]
+pub(crate) struct Beside {
+    /// Groups of earlier terms with processes in them.
+    pub(crate) earlier: Vec<(u64, TermGroup)>,
+    /// The latest later term whose group exists: this term is over.
+    pub(crate) later: Option<u64>,
+}
+
+impl Seen {
+    /// Where the election's groups are seen from.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The other terms' groups of the election, as term `epoch` sees them.
+    pub(crate) fn beside(&self, epoch: u64) -> Beside {
+        let terms = terms_in(&self.root, &self.dir_name, None).unwrap_or_default();
+        Beside {
+            later: terms.iter().map(|(e, _)| *e).filter(|e| *e > epoch).max(),
+            earlier: terms
+                .into_iter()
+                .filter(|(e, g)| *e < epoch && g.populated().unwrap_or(false))
+                .collect(),
+        }
+    }
+}
 
 /// The mount point of the cgroup2 file system (the first one in
 /// `/proc/self/mountinfo`).
@@ -186,18 +231,37 @@ impl Election {
         backend: &str,
         name: &str,
     ) -> Result<Election, Unavailable> {
-        let parent = match parent
+        let default = || cgroup2_mount().map(|m| m.join("elect"));
+        let (parent, none) = match parent
             .map(ToOwned::to_owned)
             .or_else(|| std::env::var_os(PARENT_ENV))
         {
-            Some(p) if p == "none" => {
-                return Err(Unavailable(format!("{PARENT_ENV}=none")));
-            }
-            Some(p) if !p.is_empty() => PathBuf::from(p),
-            _ => match cgroup2_mount() {
-                Some(m) => m.join("elect"),
-                None => return Err(Unavailable("no cgroup2 file system is mounted".into())),
-            },
+            Some(p) if p == "none" => (default(), true),
+            Some(p) if !p.is_empty() => (Some(PathBuf::from(p)), false),
+            _ => (default(), false),
+        };
+        let dir_name = election_dir_name(backend, name);
+        // Inside a term's group of an `elect run` (a nested run): this
+        // election's groups go below it, so that the outer term's end
+        // reaches them too.
+        let enclosing = enclosing_term();
+        let seen = enclosing
+            .as_ref()
+            .map(|e| e.root.clone())
+            .or_else(|| parent.clone())
+            .map(|root| Seen {
+                root,
+                dir_name: dir_name.clone(),
+            });
+        let unavailable = |why: String| Unavailable {
+            why,
+            seen: seen.clone(),
+        };
+        if none {
+            return Err(unavailable(format!("{PARENT_ENV}=none")));
+        }
+        let Some(parent) = parent else {
+            return Err(unavailable("no cgroup2 file system is mounted".into()));
         };
         // Nothing is created outside a cgroup2 file system: the nearest
         // directory of the parent that exists must be on one.
@@ -207,33 +271,29 @@ impl Election {
                 .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
         });
         if !on_cgroup2 {
-            return Err(Unavailable(format!(
+            return Err(unavailable(format!(
                 "{} is not on a cgroup2 file system",
                 parent.display()
             )));
         }
-        let dir_name = election_dir_name(backend, name);
-        // Inside a term's group of an `elect run` (a nested run): this
-        // election's groups go below it, so that the outer term's end
-        // reaches them too.
-        let (dir, root) = match enclosing_term() {
+        let (dir, root) = match enclosing {
             Some(term) => (term.dir.join(&dir_name), term.root),
             None => (parent.join(&dir_name), parent),
         };
         if let Err(e) = std::fs::create_dir_all(&dir) {
-            return Err(Unavailable(format!("cannot create {}: {e}", dir.display())));
+            return Err(unavailable(format!("cannot create {}: {e}", dir.display())));
         }
         // Made by another user (root) for the same election: usable only
         // if this process may create the terms' groups in it.
         if let Err(e) = nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK) {
-            return Err(Unavailable(format!(
+            return Err(unavailable(format!(
                 "{} is not writable: {e}",
                 dir.display()
             )));
         }
         for file in ["cgroup.procs", "cgroup.kill", "cgroup.events"] {
             if !dir.join(file).exists() {
-                return Err(Unavailable(format!(
+                return Err(unavailable(format!(
                     "{} has no {file} (not a cgroup v2 directory, or Linux before 5.14)",
                     dir.display()
                 )));
@@ -253,33 +313,18 @@ impl Election {
         &self.dir
     }
 
-    /// The term groups of the election that exist now on this host, by
-    /// epoch: in this run's directory, and in every other directory of the
-    /// election under the root (at the top, and nested in other elections'
-    /// term groups).
-    fn terms(&self) -> std::io::Result<Vec<(u64, TermGroup)>> {
-        let mut dirs = vec![self.dir.clone()];
-        election_dirs(&self.root, &self.dir_name, 0, &mut dirs);
-        dirs.sort();
-        dirs.dedup();
-        let mut found = Vec::new();
-        for dir in dirs {
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                // Removed meanwhile (its last candidate left), or nested in
-                // a term group that ended: nothing of it is left.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(_) if dir != self.dir => continue,
-                Err(e) => return Err(e),
-            };
-            for entry in entries.flatten() {
-                if let Some(epoch) = term_epoch(&entry.file_name()) {
-                    found.push((epoch, TermGroup { dir: entry.path() }));
-                }
-            }
+    /// The election's groups as seen without making or ending any.
+    pub(crate) fn seen(&self) -> Seen {
+        Seen {
+            root: self.root.clone(),
+            dir_name: self.dir_name.clone(),
         }
-        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.dir.cmp(&b.1.dir)));
-        Ok(found)
+    }
+
+    /// The term groups of the election that exist now on this host, by
+    /// epoch ([`terms_in`]).
+    fn terms(&self) -> std::io::Result<Vec<(u64, TermGroup)>> {
+        terms_in(&self.root, &self.dir_name, Some(&self.dir))
     }
 
     /// The group of term `epoch` (not created).
@@ -334,6 +379,40 @@ impl Election {
         }
         Ok(group)
     }
+}
+
+/// The term groups of the election whose directories are named
+/// `dir_name` that exist now on this host, by epoch: in `own` (this run's
+/// directory, whose reading must not fail) and in every directory of the
+/// election under `root` (at the top, and nested in other elections' term
+/// groups).
+fn terms_in(
+    root: &Path,
+    dir_name: &str,
+    own: Option<&Path>,
+) -> std::io::Result<Vec<(u64, TermGroup)>> {
+    let mut dirs: Vec<PathBuf> = own.map(Path::to_path_buf).into_iter().collect();
+    election_dirs(root, dir_name, 0, &mut dirs);
+    dirs.sort();
+    dirs.dedup();
+    let mut found = Vec::new();
+    for dir in dirs {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // Removed meanwhile (its last candidate left), or nested in a
+            // term group that ended: nothing of it is left.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) if Some(dir.as_path()) != own => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries.flatten() {
+            if let Some(epoch) = term_epoch(&entry.file_name()) {
+                found.push((epoch, TermGroup { dir: entry.path() }));
+            }
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.dir.cmp(&b.1.dir)));
+    Ok(found)
 }
 
 /// The epoch of a term group's directory name (`term-<epoch>`).

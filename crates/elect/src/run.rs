@@ -284,13 +284,26 @@ async fn elected<C: Claim>(
             .map(|s| s.slot_names())
             .unwrap_or_default(),
     };
-    let groups = match group_names
-        .iter()
-        .map(|n| cgroup::Election::open(None, place, n.as_str()))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(groups) => Some(groups),
-        Err(cgroup::Unavailable(why)) => {
+    let mut opened = Vec::new();
+    let mut unavailable = None;
+    // Per slot: where the election's groups are, to look at them when
+    // this run has no cgroup of its own.
+    let mut seen = Vec::new();
+    for n in &group_names {
+        match cgroup::Election::open(None, place, n.as_str()) {
+            Ok(g) => {
+                seen.push(Some(g.seen()));
+                opened.push(g);
+            }
+            Err(u) => {
+                seen.push(u.seen);
+                unavailable.get_or_insert(u.why);
+            }
+        }
+    }
+    let groups = match unavailable {
+        None => Some(opened),
+        Some(why) => {
             let text = format!(
                 "warning: the command's processes get no cgroup ({why}): if elect and its \
                  supervisor are both killed or stopped (kill -9 of the process group, the OOM \
@@ -390,10 +403,15 @@ async fn elected<C: Claim>(
             json!({ "name": name.as_str(), "epoch": term.epoch().get(), "value": value }),
         );
     }
+    let slot_index = won.slot.unwrap_or(0) as usize;
+    if groups.is_none()
+        && let Some(Some(seen)) = seen.get(slot_index)
+        && let Some(code) = wait_out_leftovers(seen, &term, args, &report).await
+    {
+        return Ok(code);
+    }
     let lock = lock_path(term.name().as_str()).and_then(|p| locked_claim_file(&p));
-    let group = groups
-        .as_ref()
-        .and_then(|g| g.get(won.slot.unwrap_or(0) as usize));
+    let group = groups.as_ref().and_then(|g| g.get(slot_index));
     lead(
         standby,
         &term,
@@ -406,6 +424,73 @@ async fn elected<C: Claim>(
         group,
     )
     .await
+}
+
+/// For a winner without a cgroup of its own (not root, or
+/// `ELECT_CGROUP_PARENT=none`), before its command starts: the processes
+/// of an earlier term of the election that still run on this host in
+/// that term's group (its `elect` was killed with them out of reach, the
+/// group being another user's or this run having none) cannot be ended by
+/// this run, so the command waits until they are gone, said on stderr
+/// with the fix, rather than starting beside them. `Some(code)`: the term
+/// ended meanwhile (lost, or a later term's group appeared), and elect
+/// exits with it.
+async fn wait_out_leftovers<C: Claim>(
+    seen: &cgroup::Seen,
+    term: &Term<C>,
+    args: &RunArgs,
+    report: &Reporter,
+) -> Option<u8> {
+    let name = term.name().as_str();
+    let epoch = term.epoch().get();
+    let mut told = false;
+    loop {
+        let beside = seen.beside(epoch);
+        if let Some(later) = beside.later {
+            report.event(
+                "lost",
+                &format!("lost {name}, term {epoch}: the later term {later} of {name} began on this host (its cgroup exists under {}), so this term is already over; the command is not started", seen.root().display()),
+                json!({ "name": name, "epoch": epoch, "later_epoch": later }),
+            );
+            return Some(args.lost_exit_code);
+        }
+        let Some((old, group)) = beside.earlier.first() else {
+            if told {
+                report.event(
+                    "leftover-gone",
+                    &format!(
+                        "the processes of the earlier term of {name} are gone: starting the command"
+                    ),
+                    json!({ "name": name, "epoch": epoch }),
+                );
+            }
+            return None;
+        };
+        if !told {
+            told = true;
+            let text = format!(
+                "processes of the earlier term {old} of {name} still run on this host in {},                  which this elect cannot end (it has no cgroup of its own): the command starts                  when they are gone. End them as their owner (echo 1 > {}/cgroup.kill), or run                  every candidate with the same cgroup setup (as root)",
+                group.dir().display(),
+                group.dir().display()
+            );
+            report.event(
+                "leftover-waiting",
+                &text,
+                json!({ "name": name, "epoch": epoch, "leftover_epoch": old, "cgroup": group.dir().display().to_string() }),
+            );
+        }
+        tokio::select! {
+            l = term.lost() => {
+                report.event(
+                    "lost",
+                    &format!("lost {name}, term {epoch}: {} (while waiting for the earlier term's processes); the command was not started", exit::chain(&l)),
+                    json!({ "name": name, "epoch": epoch, "reason": exit::chain(&l) }),
+                );
+                return Some(args.lost_exit_code);
+            }
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
 }
 
 /// The health check's bound for `backend`: halfway from the renew

@@ -486,6 +486,50 @@ async fn file_a_killed_group_ends_the_job_of_a_nested_run_too() {
     end_b(bb).await;
 }
 
+/// Issue 40, item 4: a successor that cannot end the predecessor's group
+/// (it has no cgroup of its own: `ELECT_CGROUP_PARENT=none` here, not
+/// root elsewhere) says so and starts its command only once that group is
+/// empty, never beside it.
+async fn successor_without_a_cgroup_waits_for_the_leftovers(b: &Setup) {
+    let name = "no-cgroup-successor";
+    let scene = Scene::new(b);
+    let grace: &[&str] = if b.timing.is_empty() {
+        &["--kill-grace", "1s"]
+    } else {
+        &[]
+    };
+    let mut a = run(b, name, "a", grace, &[], true, &scene.command("a", "stay"));
+    a.err_with("elect: started ").await;
+    let daemon_a = scene.daemon("a").await;
+    let b_cmd = scene.command("b", "stay");
+    let mut bb = run(b, name, "b", grace, &no_cgroup(), false, &b_cmd);
+    bb.err_with(&format!("elect: campaigning for {name} as b on "))
+        .await;
+    killpg(a.pid(), Signal::SIGKILL).expect("kill A's group");
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+    bb.err_with("which this elect cannot end").await;
+    assert!(
+        !scene.lines().iter().any(|l| l.starts_with("start b ")),
+        "B started beside A's daemon: {:?}",
+        scene.lines().iter().rev().take(3).collect::<Vec<_>>()
+    );
+    assert!(common::alive(daemon_a), "A's daemon ended by itself");
+    kill(Pid::from_raw(daemon_a), Signal::SIGKILL).expect("end A's daemon");
+    assert_nothing_of_a_beside_b(&scene, daemon_a, "successor without a cgroup").await;
+    bb.err_with("are gone: starting the command").await;
+    end_b(bb).await;
+}
+
+#[tokio::test]
+async fn file_a_successor_without_a_cgroup_waits_for_the_leftovers() {
+    successor_without_a_cgroup_waits_for_the_leftovers(&Setup::file()).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_successor_without_a_cgroup_waits_for_the_leftovers() {
+    successor_without_a_cgroup_waits_for_the_leftovers(&Setup::sqlite()).await;
+}
+
 /// The file backend's directory under a second path (a bind mount, in
 /// B's own mount namespace): one election, so B ends A's term's group.
 #[tokio::test]
