@@ -52,7 +52,20 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, Failure> {
 /// credentials.
 pub(crate) fn shown_url(url: &Url) -> String {
     match url {
-        Url::File(p) => format!("file://{}", p.display()),
+        Url::File(p) => {
+            let mut s = format!("file://{}", p.dir.display());
+            let mut sep = '?';
+            for (k, on) in [
+                ("volatile_ok", p.volatile_ok),
+                ("unknown_fs_ok", p.unknown_fs_ok),
+            ] {
+                if on {
+                    s.push_str(&format!("{sep}{k}=1"));
+                    sep = '&';
+                }
+            }
+            s
+        }
         Url::Sqlite(p) => format!("sqlite://{}", p.display()),
         Url::Nats(n) => {
             let mut s = n.server_urls().join(",");
@@ -729,7 +742,8 @@ impl Opened {
                     .map(|e| Opened::Ready(Backend::File(e)))
                     .map_err(file_failure)
             }
-            Some(Url::File(dir)) => {
+            Some(Url::File(file)) => {
+                let dir = &file.dir;
                 refuse_timing("file", &timing)?;
                 if std::fs::symlink_metadata(dir).is_err() {
                     if timing.observer {
@@ -741,7 +755,7 @@ impl Opened {
                     }
                     created("the directory", dir);
                 }
-                FileElection::new(dir.clone())
+                FileElection::with_options(dir.clone(), file.options())
                     .map(|e| Opened::Ready(Backend::File(e)))
                     .map_err(file_failure)
             }
