@@ -7,8 +7,10 @@
 //!   (or `postgresql://`): the password from `PGPASSWORD`, the passfile,
 //!   `PGPASSFILE` or `~/.pgpass`, never needed on the command line.
 //!
-//! No URL: the file backend in a per-user runtime directory
-//! (`$XDG_RUNTIME_DIR/elect`, else `/tmp/elect-<uid>`, mode 0700).
+//! No URL: the file backend in the default directory, on a disk so that
+//! epochs outlive a reboot: `$XDG_STATE_HOME/elect`, else `/var/lib/elect`
+//! for root, else `$HOME/.local/state/elect` (mode 0700; see
+//! [`default_dir`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,7 +54,20 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, Failure> {
 /// credentials.
 pub(crate) fn shown_url(url: &Url) -> String {
     match url {
-        Url::File(p) => format!("file://{}", p.display()),
+        Url::File(p) => {
+            let mut s = format!("file://{}", p.dir.display());
+            let mut sep = '?';
+            for (k, on) in [
+                ("volatile_ok", p.volatile_ok),
+                ("unknown_fs_ok", p.unknown_fs_ok),
+            ] {
+                if on {
+                    s.push_str(&format!("{sep}{k}=1"));
+                    sep = '&';
+                }
+            }
+            s
+        }
         Url::Sqlite(p) => format!("sqlite://{}", p.display()),
         Url::Nats(n) => {
             let mut s = n.server_urls().join(",");
@@ -71,31 +86,67 @@ pub(crate) fn shown_url(url: &Url) -> String {
     }
 }
 
-/// Where the per-user default directory is (see [`default_dir`]).
-fn default_dir_path() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(runtime) => Path::new(&runtime).join("elect"),
-        None => PathBuf::from(format!("/tmp/elect-{}", nix::unistd::getuid())),
+/// An absolute, non-empty path in environment variable `var`.
+fn absolute_env(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// Where the default directory is (see [`default_dir`]), given the
+/// environment's `XDG_STATE_HOME` and `HOME` (each only if absolute) and
+/// whether the user is root. `None`: a user other than root without
+/// either.
+fn default_dir_for(
+    state_home: Option<PathBuf>,
+    home: Option<PathBuf>,
+    root: bool,
+) -> Option<PathBuf> {
+    match (state_home, home) {
+        (Some(state), _) => Some(state.join("elect")),
+        _ if root => Some(PathBuf::from("/var/lib/elect")),
+        (None, Some(home)) => Some(home.join(".local/state/elect")),
+        (None, None) => None,
     }
 }
 
-/// The per-user default directory: `$XDG_RUNTIME_DIR/elect`, else
-/// `/tmp/elect-<uid>`; created with mode 0700 if missing, and refused if
-/// another user owns it.
+/// Where the default directory is (see [`default_dir`]); a user other than
+/// root with neither `XDG_STATE_HOME` nor `HOME` has none.
+fn default_dir_path() -> Result<PathBuf, Failure> {
+    let root = nix::unistd::getuid().is_root();
+    default_dir_for(absolute_env("XDG_STATE_HOME"), absolute_env("HOME"), root).ok_or_else(|| {
+        Failure::config(
+            "no default directory for the file backend: neither XDG_STATE_HOME nor HOME is set \
+             (to an absolute path)",
+        )
+        .hint(
+            "pass --backend file:///some/dir on a disk you can write to, or set XDG_STATE_HOME \
+             or HOME",
+        )
+    })
+}
+
+/// The default directory, where the file backend keeps its elections
+/// without `--backend`: `$XDG_STATE_HOME/elect` if `XDG_STATE_HOME` is an
+/// absolute path; else `/var/lib/elect` for root; else
+/// `$HOME/.local/state/elect`. On a disk, not in a runtime directory: the
+/// epoch records must outlive a reboot (a tmpfs there is refused by the
+/// file backend, ADR 0097). Created with its parents (mode 0700) if
+/// missing, and refused if another user owns it.
 pub(crate) fn default_dir() -> Result<PathBuf, Failure> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let uid = nix::unistd::getuid();
-    let dir = default_dir_path();
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => {
-            return Err(Failure::config(format!(
-                "cannot create the default directory {}: {e}",
-                dir.display()
-            ))
-            .hint("pass --backend file:///some/dir you can write to"));
-        }
+    let dir = default_dir_path()?;
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+    {
+        return Err(Failure::config(format!(
+            "cannot create the default directory {}: {e}",
+            dir.display()
+        ))
+        .hint("pass --backend file:///some/dir you can write to"));
     }
     let meta =
         std::fs::metadata(&dir).map_err(|e| Failure::config(format!("{}: {e}", dir.display())))?;
@@ -257,6 +308,18 @@ fn file_class(e: &election_file::Error) -> (u8, String) {
             "use a directory on a local filesystem; for many hosts use sqlite:// or nats://"
                 .to_owned(),
         ),
+        E::VolatileFilesystem { path, .. } => config(format!(
+            "epochs must outlive a reboot: point --backend (or XDG_STATE_HOME, for the default \
+             directory) at a directory on a disk; only if nothing the tokens fence outlives a \
+             reboot either, ask for this one by name: --backend 'file://{}?volatile_ok=1'",
+            path.display()
+        )),
+        E::UnknownFilesystem { path, .. } => config(format!(
+            "use a directory on a local filesystem (ext4, xfs, btrfs, zfs, ...); only if this \
+             filesystem's locks hold across every host that can reach it, ask for it by name: \
+             --backend 'file://{}?unknown_fs_ok=1'",
+            path.display()
+        )),
         E::CorruptEpoch { .. } => config(REPAIR_HINT.to_owned()),
         E::ClaimHeld { .. } => (
             exit::UNAVAILABLE,
@@ -714,7 +777,7 @@ impl Opened {
             None => {
                 refuse_timing("file", &timing)?;
                 let dir = if timing.observer {
-                    let dir = default_dir_path();
+                    let dir = default_dir_path()?;
                     if !dir.exists() {
                         return absent(format!(
                             "the default directory {} does not exist: no election has run there",
@@ -729,7 +792,8 @@ impl Opened {
                     .map(|e| Opened::Ready(Backend::File(e)))
                     .map_err(file_failure)
             }
-            Some(Url::File(dir)) => {
+            Some(Url::File(file)) => {
+                let dir = &file.dir;
                 refuse_timing("file", &timing)?;
                 if std::fs::symlink_metadata(dir).is_err() {
                     if timing.observer {
@@ -741,7 +805,7 @@ impl Opened {
                     }
                     created("the directory", dir);
                 }
-                FileElection::new(dir.clone())
+                FileElection::with_options(dir.clone(), file.options())
                     .map(|e| Opened::Ready(Backend::File(e)))
                     .map_err(file_failure)
             }
@@ -957,6 +1021,26 @@ mod tests {
             );
             assert!(f.hint.is_some());
         }
+    }
+
+    #[test]
+    fn the_default_directory_is_on_a_disk_and_root_has_its_own() {
+        let p = |s: &str| Some(PathBuf::from(s));
+        // XDG_STATE_HOME wins, for root too (set explicitly).
+        assert_eq!(
+            default_dir_for(p("/st"), p("/home/u"), false),
+            p("/st/elect")
+        );
+        assert_eq!(default_dir_for(p("/st"), p("/root"), true), p("/st/elect"));
+        // Else root's is /var/lib/elect, whatever HOME is.
+        assert_eq!(default_dir_for(None, p("/root"), true), p("/var/lib/elect"));
+        assert_eq!(default_dir_for(None, None, true), p("/var/lib/elect"));
+        // Else $HOME/.local/state/elect; without HOME, none.
+        assert_eq!(
+            default_dir_for(None, p("/home/u"), false),
+            p("/home/u/.local/state/elect")
+        );
+        assert_eq!(default_dir_for(None, None, false), None);
     }
 
     #[test]

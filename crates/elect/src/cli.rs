@@ -18,7 +18,12 @@ directory (one host), a SQLite database, NATS JetStream or PostgreSQL
 (many hosts).
 
 Backends (--backend URL):
-  file:///dir                 one host; a directory on a local filesystem
+  file:///dir[?volatile_ok=1&unknown_fs_ok=1]
+                              one host; a directory on a local disk
+                              (ext4, xfs, btrfs, zfs, ...); volatile_ok=1
+                              accepts tmpfs/ramfs (a reboot empties it and
+                              tokens restart), unknown_fs_ok=1 a filesystem
+                              type elect does not know to be local
   sqlite:///path/to/app.db    a lease row in a SQLite database
   nats://host:port[,host:port][?bucket=B&replicas=N&creds=FILE&token=T&single_replica_ok=1]
                               a lease in a NATS JetStream KV bucket
@@ -29,11 +34,13 @@ Backends (--backend URL):
                               a lease row in a PostgreSQL database (its own
                               schema); the password from PGPASSWORD,
                               ?passfile=, PGPASSFILE or ~/.pgpass
-  (none)                      the file backend in $XDG_RUNTIME_DIR/elect
-                              (else /tmp/elect-<uid>): zero setup
+  (none)                      the file backend in $XDG_STATE_HOME/elect,
+                              else /var/lib/elect for root, else
+                              $HOME/.local/state/elect: zero setup, on a
+                              disk so that epochs outlive a reboot
   Paths and values are percent-decoded (%20 is a space, %3F a '?', %25 a
-  '%'); an unknown or repeated option, or any option on file:// and
-  sqlite://, is refused. `leader`, `observe` and `repair-epoch` never
+  '%'); an unknown or repeated option, or any option on sqlite://, is
+  refused. `leader`, `observe` and `repair-epoch` never
   create a directory, database or bucket.
 
 A server that cannot be reached (also at start) is waited for, a line on

@@ -71,9 +71,13 @@ impl FileElection {
     /// Elections in `dir`, created if missing, with default options.
     ///
     /// Refuses an empty path, a path that is not a directory, a directory
-    /// the process may not write, and a directory on a network filesystem
+    /// the process may not write, a directory on a network filesystem
     /// (NFS, SMB/CIFS, 9p, AFS, Ceph, Lustre, FUSE, ...), where OS locks
-    /// cannot be trusted.
+    /// cannot be trusted, one on a filesystem that a reboot empties (tmpfs,
+    /// ramfs: [`Error::VolatileFilesystem`]), where epochs would start
+    /// again, and one on a filesystem of a type not known to be local
+    /// ([`Error::UnknownFilesystem`]); see [`FileOptions`] for asking for
+    /// the last three by name.
     ///
     /// ```
     /// use election_file::{Error, FileElection};
@@ -135,7 +139,7 @@ impl FileElection {
         if !meta.is_dir() {
             return Err(Error::NotADirectory { path: dir });
         }
-        fstype::check_local(&dir, options.allow_fuse)?;
+        fstype::check_local(&dir, options.allowed())?;
         nix::unistd::access(
             &dir,
             nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use election_core::{ConfigError, ElectionName, Epoch};
 
 /// What can go wrong with the file backend, grouped by what the caller
-/// should do: fix the configuration (`NetworkFilesystem`, `NotADirectory`,
+/// should do: fix the configuration (`NetworkFilesystem`,
+/// `VolatileFilesystem`, `UnknownFilesystem`, `NotADirectory`,
 /// `PermissionDenied`, `Unusable`, `Config`), repair the stored state
 /// (`CorruptEpoch`, with
 /// [`FileElection::repair_epoch`](crate::FileElection::repair_epoch)),
@@ -28,6 +29,34 @@ pub enum Error {
         /// The filesystem's name.
         fs_name: &'static str,
         /// The filesystem's magic number from `statfs`.
+        fs_type: u64,
+    },
+    /// The directory is on a filesystem in memory (tmpfs, ramfs) that a
+    /// reboot empties: the epoch record and its ceiling would go with it,
+    /// epochs would start again at 2 and fencing tokens go backwards. Use a
+    /// directory on a disk, or accept it by name
+    /// ([`FileOptions::allow_volatile`](crate::FileOptions::allow_volatile))
+    /// where nothing fenced outlives a reboot.
+    VolatileFilesystem {
+        /// The directory.
+        path: PathBuf,
+        /// The filesystem's name.
+        fs_name: &'static str,
+        /// The filesystem's magic number from `statfs`.
+        fs_type: u64,
+    },
+    /// The directory is on a filesystem of a type not known to be local:
+    /// the check fails closed, as a filesystem whose locks are
+    /// client-local (BeeGFS by default, for one) lets two hosts both hold
+    /// the lock. Use a directory on a local filesystem, or accept it by
+    /// name
+    /// ([`FileOptions::allow_unknown_filesystem`](crate::FileOptions::allow_unknown_filesystem))
+    /// if its locks hold across every host that can reach it.
+    UnknownFilesystem {
+        /// The directory.
+        path: PathBuf,
+        /// The filesystem's magic number from `statfs` (as in
+        /// `linux/magic.h`; `stat -f -c %t DIR` shows it in hex).
         fs_type: u64,
     },
     /// The path exists but is not a directory.
@@ -122,6 +151,26 @@ impl std::fmt::Display for Error {
                 "{} is on a network filesystem ({fs_name}, type {fs_type:#x}); use a local directory",
                 path.display()
             ),
+            Error::VolatileFilesystem {
+                path,
+                fs_name,
+                fs_type,
+            } => write!(
+                f,
+                "{} is on {fs_name} (type {fs_type:#x}), which a reboot empties: the epoch record \
+                 would go with it and fencing tokens go backwards; use a directory on a disk, or \
+                 accept it by name (allow_volatile) only if nothing fenced outlives a reboot",
+                path.display()
+            ),
+            Error::UnknownFilesystem { path, fs_type } => write!(
+                f,
+                "{} is on a filesystem of type {fs_type:#x}, not known to be local; refused, as \
+                 on one whose locks are client-local (such as BeeGFS by default) two hosts could \
+                 both hold the lock: use a directory on a local filesystem, or accept it by name \
+                 (allow_unknown_filesystem) only if its locks hold across every host that can \
+                 reach it",
+                path.display()
+            ),
             Error::NotADirectory { path } => write!(f, "{} is not a directory", path.display()),
             Error::PermissionDenied { path, .. } => write!(
                 f,
@@ -176,6 +225,8 @@ impl std::error::Error for Error {
             Error::Unusable { source, .. } | Error::Io { source, .. } => source.source(),
             Error::Config(e) => e.source(),
             Error::NetworkFilesystem { .. }
+            | Error::VolatileFilesystem { .. }
+            | Error::UnknownFilesystem { .. }
             | Error::NotADirectory { .. }
             | Error::CorruptEpoch { .. }
             | Error::ClaimHeld { .. }
@@ -234,6 +285,8 @@ impl Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),
             e @ (Error::NetworkFilesystem { .. }
+            | Error::VolatileFilesystem { .. }
+            | Error::UnknownFilesystem { .. }
             | Error::NotADirectory { .. }
             | Error::PermissionDenied { .. }
             | Error::Unusable { .. }) => election_core::Error::Config(ConfigError::Location {
@@ -292,6 +345,21 @@ mod tests {
         assert!(matches!(e, election_core::Error::Corrupt { .. }));
         let e = Error::NotADirectory { path: "/e".into() }.into_core(&name);
         assert!(matches!(e, election_core::Error::Config(_)));
+        for refused in [
+            Error::VolatileFilesystem {
+                path: "/e".into(),
+                fs_name: "tmpfs",
+                fs_type: 0x0102_1994,
+            },
+            Error::UnknownFilesystem {
+                path: "/e".into(),
+                fs_type: 0x1234_5678,
+            },
+        ] {
+            let core = refused.into_core(&name);
+            assert!(matches!(core, election_core::Error::Config(_)), "{core:?}");
+            assert!(core.is_permanent());
+        }
         let e = Error::Io {
             op: "fsync",
             path: "/e".into(),

@@ -11,6 +11,8 @@ pub const DEFAULT_TAMPER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct FileOptions {
     pub(crate) allow_fuse: bool,
+    pub(crate) allow_volatile: bool,
+    pub(crate) allow_unknown_filesystem: bool,
     pub(crate) tamper_check_interval: Duration,
 }
 
@@ -18,6 +20,8 @@ impl Default for FileOptions {
     fn default() -> Self {
         FileOptions {
             allow_fuse: false,
+            allow_volatile: false,
+            allow_unknown_filesystem: false,
             tamper_check_interval: DEFAULT_TAMPER_CHECK_INTERVAL,
         }
     }
@@ -45,6 +49,64 @@ impl FileOptions {
     pub fn allow_fuse(mut self, allow: bool) -> Self {
         self.allow_fuse = allow;
         self
+    }
+
+    /// Accepts a directory on a filesystem that a reboot empties (tmpfs,
+    /// ramfs: `/run`, `/dev/shm`, `$XDG_RUNTIME_DIR`, often `/tmp`), which
+    /// is refused by default ([`Error::VolatileFilesystem`](crate::Error::VolatileFilesystem)):
+    /// the epoch record and its ceiling go with the reboot, so epochs
+    /// start again at 2 and fencing tokens go backwards. Only where nothing
+    /// fenced by this election outlives a reboot of this host either.
+    ///
+    /// ```
+    /// use election_file::{FileElection, FileOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// // Tokens may restart after a reboot: nothing they fence outlives one.
+    /// let options = FileOptions::default().allow_volatile(true);
+    /// let election = FileElection::with_options(tmp.path(), options)?;
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_volatile(mut self, allow: bool) -> Self {
+        self.allow_volatile = allow;
+        self
+    }
+
+    /// Accepts a directory on a filesystem of a type not known to be
+    /// local, which is refused by default
+    /// ([`Error::UnknownFilesystem`](crate::Error::UnknownFilesystem)):
+    /// the check fails closed. Only for a filesystem whose locks you know
+    /// to hold across every host that can reach it: on one whose locks are
+    /// client-local (BeeGFS by default, for one), two hosts can both hold
+    /// the lock, and both lead. Network filesystems the backend knows
+    /// (NFS, SMB, Ceph, ...) stay refused, and so do tmpfs and ramfs
+    /// (see [`allow_volatile`](FileOptions::allow_volatile)).
+    ///
+    /// ```
+    /// use election_file::{FileElection, FileOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// // A local filesystem the backend does not know, whose locks you trust:
+    /// let options = FileOptions::default().allow_unknown_filesystem(true);
+    /// let election = FileElection::with_options(tmp.path(), options)?;
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_unknown_filesystem(mut self, allow: bool) -> Self {
+        self.allow_unknown_filesystem = allow;
+        self
+    }
+
+    /// Which filesystem refusals these options lift.
+    pub(crate) fn allowed(&self) -> crate::store::fstype::Allowed {
+        crate::store::fstype::Allowed {
+            fuse: self.allow_fuse,
+            volatile: self.allow_volatile,
+            unknown: self.allow_unknown_filesystem,
+        }
     }
 
     /// Sets how often a leader checks that its election directory is

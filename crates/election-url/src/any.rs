@@ -181,7 +181,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// assert_eq!(set.identity().as_str(), "node-a");
@@ -200,7 +200,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// set.ask("shard-7").await?;
@@ -249,7 +249,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// if set.ask("shard-7").await? {
@@ -271,7 +271,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// set.ask("shard-7").await?;
@@ -293,7 +293,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// set.ask("shard-1").await?;
@@ -317,7 +317,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// if set.ask("shard-7").await? {
@@ -342,7 +342,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// set.ask("shard-7").await?;
@@ -371,7 +371,7 @@ impl AnyLeaseSet {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let tmp = tempfile::tempdir()?;
-    /// # let url = BackendUrl::File(tmp.path().to_owned());
+    /// # let url = BackendUrl::file(tmp.path());
     /// let backend = url.open(&Settings::default()).await?;
     /// let set = backend.lease_set_polling("node-a", None).await?;
     /// set.ask("shard-7").await?;

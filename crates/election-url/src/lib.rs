@@ -9,7 +9,8 @@
 //! # The grammar
 //!
 //! ```text
-//! file:///dir
+//! file:///dir[?option=value&...]
+//!     options: volatile_ok=1|0  unknown_fs_ok=1|0
 //! sqlite:///path/to/app.db
 //! nats://[user:password@]host:port[,host:port...][?option=value&...]
 //!     options: bucket=NAME  replicas=N  creds=FILE  token=T
@@ -26,7 +27,11 @@
 //! `PGPASSFILE` or `~/.pgpass`, as libpq looks for it.
 //!
 //! - `file` and `sqlite` take an absolute path (three slashes: the
-//!   authority is empty) and no options.
+//!   authority is empty). `sqlite` takes no options; `file` takes two
+//!   that accept, by name, a directory the file backend refuses
+//!   otherwise ([`FileUrl`]): `volatile_ok=1` one on tmpfs or ramfs
+//!   (a reboot empties it, and epochs start again), `unknown_fs_ok=1` one
+//!   on a filesystem of a type not known to be local.
 //! - Paths, the user, the password and option values are percent-decoded
 //!   (`%3F` is `?`, `%25` is `%`); `+` stays `+`. A decoded NUL byte, and
 //!   a `%` not followed by two hex digits, are refused.
@@ -74,8 +79,8 @@ pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend};
 pub use error::{Error, ParseError};
 pub use open::Settings;
 pub use url::{
-    BackendUrl, NATS_OPTIONS, NatsUrl, POSTGRES_OPTIONS, PostgresUrl, REDACTED, Secret,
-    WithSecrets, redact,
+    BackendUrl, FILE_OPTIONS, FileUrl, NATS_OPTIONS, NatsUrl, POSTGRES_OPTIONS, PostgresUrl,
+    REDACTED, Secret, WithSecrets, redact,
 };
 
 /// This crate's README (its page on crates.io), whose example is compiled

@@ -297,9 +297,12 @@ impl BackendUrl {
             }
         };
         match self {
-            BackendUrl::File(dir) => {
-                missing("the directory", dir)?;
-                Ok(Backend::File(FileElection::new(dir.clone())?))
+            BackendUrl::File(file) => {
+                missing("the directory", &file.dir)?;
+                Ok(Backend::File(FileElection::with_options(
+                    file.dir.clone(),
+                    file.options(),
+                )?))
             }
             BackendUrl::Sqlite(path) => {
                 let options = settings.sqlite_options()?;

@@ -25,9 +25,9 @@ use crate::ParseError;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendUrl {
-    /// `file:///dir`: the file backend in a directory on a local
-    /// filesystem.
-    File(PathBuf),
+    /// `file:///dir[?volatile_ok=1&unknown_fs_ok=1]`: the file backend in
+    /// a directory on a local filesystem.
+    File(FileUrl),
     /// `sqlite:///path/to/app.db`: a lease row in a SQLite database file.
     Sqlite(PathBuf),
     /// `nats://...`: a NATS JetStream KV bucket.
@@ -129,6 +129,85 @@ fn print_duration(d: Duration) -> String {
         format!("{ms}ms")
     }
 }
+
+/// A parsed `file://` URL: `file:///dir[?volatile_ok=1&unknown_fs_ok=1]`.
+///
+/// The directory must be on a filesystem known to be local and on a disk;
+/// the options accept, by name, what the file backend refuses otherwise
+/// (see [`FileUrl::options`]).
+///
+/// ```
+/// use election_url::{BackendUrl, FileUrl};
+///
+/// let url: BackendUrl = "file:///run/elect?volatile_ok=1".parse()?;
+/// let BackendUrl::File(file) = &url else { unreachable!() };
+/// assert_eq!(file.dir, std::path::Path::new("/run/elect"));
+/// assert!(file.volatile_ok && !file.unknown_fs_ok);
+/// let mut asked = FileUrl::new("/run/elect");
+/// asked.volatile_ok = true;
+/// assert_eq!(url, BackendUrl::File(asked));
+/// assert_eq!(url.to_string(), "file:///run/elect?volatile_ok=1");
+/// # Ok::<(), election_url::ParseError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FileUrl {
+    /// The directory (absolute).
+    pub dir: PathBuf,
+    /// `?volatile_ok=1`: accept a directory on tmpfs or ramfs, which a
+    /// reboot empties (epochs start again after it):
+    /// [`FileOptions::allow_volatile`](election_file::FileOptions::allow_volatile).
+    pub volatile_ok: bool,
+    /// `?unknown_fs_ok=1`: accept a directory on a filesystem of a type not
+    /// known to be local:
+    /// [`FileOptions::allow_unknown_filesystem`](election_file::FileOptions::allow_unknown_filesystem).
+    pub unknown_fs_ok: bool,
+}
+
+impl FileUrl {
+    /// `file://dir`, without options.
+    ///
+    /// ```
+    /// use election_url::{BackendUrl, FileUrl};
+    ///
+    /// let url = BackendUrl::File(FileUrl::new("/var/lib/elect"));
+    /// assert_eq!(url.to_string(), "file:///var/lib/elect");
+    /// ```
+    pub fn new(dir: impl Into<PathBuf>) -> FileUrl {
+        FileUrl {
+            dir: dir.into(),
+            ..FileUrl::default()
+        }
+    }
+
+    /// The file backend's options this URL gives.
+    ///
+    /// ```
+    /// use election_url::BackendUrl;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let url: BackendUrl = format!("file://{}?volatile_ok=1", tmp.path().display()).parse()?;
+    /// let BackendUrl::File(file) = &url else { unreachable!() };
+    /// let election = election_file::FileElection::with_options(&file.dir, file.options())?;
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
+    pub fn options(&self) -> election_file::FileOptions {
+        election_file::FileOptions::default()
+            .allow_volatile(self.volatile_ok)
+            .allow_unknown_filesystem(self.unknown_fs_ok)
+    }
+}
+
+impl From<PathBuf> for FileUrl {
+    fn from(dir: PathBuf) -> FileUrl {
+        FileUrl::new(dir)
+    }
+}
+
+/// The options `file://` knows, in the order they are printed.
+pub const FILE_OPTIONS: &[&str] = &["volatile_ok", "unknown_fs_ok"];
 
 /// A parsed `nats://` URL.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -310,9 +389,39 @@ fn split_query(rest: &str) -> Result<(&str, Option<&str>), ParseError> {
     })
 }
 
-fn absolute(scheme: &'static str, rest: &str) -> Result<PathBuf, ParseError> {
+/// `1`/`true` or `0`/`false`, the value of a yes-or-no option.
+fn flag(option: &str, value: &str) -> Result<bool, ParseError> {
+    match value {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(ParseError::BadValue {
+            option: option.to_owned(),
+            reason: "not 1 or 0".to_owned(),
+        }),
+    }
+}
+
+fn parse_file(rest: &str) -> Result<FileUrl, ParseError> {
     let (path, q) = split_query(rest)?;
-    query(scheme, q, &[])?;
+    let mut file = FileUrl::new(absolute(path)?);
+    for (k, v) in query("file", q, FILE_OPTIONS)? {
+        let on = flag(&k, &v)?;
+        match k.as_str() {
+            "volatile_ok" => file.volatile_ok = on,
+            _ => file.unknown_fs_ok = on,
+        }
+    }
+    Ok(file)
+}
+
+fn parse_sqlite(rest: &str) -> Result<PathBuf, ParseError> {
+    let (path, q) = split_query(rest)?;
+    query("sqlite", q, &[])?;
+    absolute(path)
+}
+
+/// The absolute path of `scheme://path` (after the query is split off).
+fn absolute(path: &str) -> Result<PathBuf, ParseError> {
     // `file:///dir` → `/dir`; `file://host/dir` is not supported.
     if !path.starts_with('/') {
         return Err(malformed(
@@ -366,13 +475,7 @@ fn parse_nats(rest: &str) -> Result<NatsUrl, ParseError> {
             "replicas" => n.replicas = Some(v.parse().map_err(|_| bad("not a number"))?),
             "creds" => n.creds = Some(PathBuf::from(v)),
             "token" => n.token = Some(Secret(v)),
-            _ => {
-                n.single_replica_ok = match v.as_str() {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => return Err(bad("not 1 or 0")),
-                }
-            }
+            _ => n.single_replica_ok = flag(&k, &v)?,
         }
     }
     Ok(n)
@@ -399,14 +502,25 @@ impl BackendUrl {
     pub fn parse(url: &str) -> Result<BackendUrl, ParseError> {
         let (scheme, rest) = url.split_once("://").ok_or(ParseError::NoScheme)?;
         match scheme {
-            "file" => Ok(BackendUrl::File(absolute("file", rest)?)),
-            "sqlite" => Ok(BackendUrl::Sqlite(absolute("sqlite", rest)?)),
+            "file" => parse_file(rest).map(BackendUrl::File),
+            "sqlite" => parse_sqlite(rest).map(BackendUrl::Sqlite),
             "nats" => parse_nats(rest).map(BackendUrl::Nats),
             "postgres" | "postgresql" => parse_postgres(rest).map(BackendUrl::Postgres),
             other => Err(ParseError::UnknownScheme {
                 scheme: other.to_owned(),
             }),
         }
+    }
+
+    /// `file://dir` without options: the file backend in `dir`.
+    ///
+    /// ```
+    /// use election_url::BackendUrl;
+    ///
+    /// assert_eq!(BackendUrl::file("/srv/elect").to_string(), "file:///srv/elect");
+    /// ```
+    pub fn file(dir: impl Into<PathBuf>) -> BackendUrl {
+        BackendUrl::File(FileUrl::new(dir))
     }
 
     /// The scheme: `file`, `sqlite`, `nats` or `postgres`.
@@ -447,7 +561,20 @@ impl BackendUrl {
     fn write(&self, f: &mut fmt::Formatter<'_>, secrets: bool) -> fmt::Result {
         let path = |p: &Path| encode(p.as_os_str().as_bytes(), true);
         match self {
-            BackendUrl::File(p) => write!(f, "file://{}", path(p)),
+            BackendUrl::File(p) => {
+                write!(f, "file://{}", path(&p.dir))?;
+                let mut sep = '?';
+                for (k, on) in [
+                    ("volatile_ok", p.volatile_ok),
+                    ("unknown_fs_ok", p.unknown_fs_ok),
+                ] {
+                    if on {
+                        write!(f, "{sep}{k}=1")?;
+                        sep = '&';
+                    }
+                }
+                Ok(())
+            }
             BackendUrl::Sqlite(p) => write!(f, "sqlite://{}", path(p)),
             BackendUrl::Nats(n) => {
                 let shown = |s: &Secret| {
@@ -757,8 +884,17 @@ mod tests {
     fn urls_parse_or_say_why_not() {
         assert_eq!(
             BackendUrl::parse("file:///var/lib/x").unwrap(),
-            BackendUrl::File("/var/lib/x".into())
+            BackendUrl::file("/var/lib/x")
         );
+        let file = |url: &str| match BackendUrl::parse(url) {
+            Ok(BackendUrl::File(f)) => f,
+            other => panic!("{url}: {other:?}"),
+        };
+        let f = file("file:///run/elect?volatile_ok=1");
+        assert_eq!((f.volatile_ok, f.unknown_fs_ok), (true, false));
+        let f = file("file:///mnt/x?unknown_fs_ok=true&volatile_ok=0");
+        assert_eq!((f.volatile_ok, f.unknown_fs_ok), (false, true));
+        assert_eq!(f.dir, PathBuf::from("/mnt/x"));
         assert_eq!(
             BackendUrl::parse("sqlite:///srv/app.db").unwrap(),
             BackendUrl::Sqlite("/srv/app.db".into())
@@ -786,6 +922,10 @@ mod tests {
             "nats://h:4222?replicas=three",
             "nats://h:4222?single_replica_ok=yes",
             "file:///d/fb?x=1",
+            "file:///d/fb?volatile_ok=yes",
+            "file:///d/fb?volatile_ok=1&volatile_ok=1",
+            "file:///d/fb?fuse_ok=1",
+            "sqlite:///d/app.db?volatile_ok=1",
             "sqlite:///d/app.db?mode=ro",
             "file:///d/fb?",
             "file:///d/fb#x",
@@ -802,7 +942,7 @@ mod tests {
         }
         assert_eq!(
             BackendUrl::parse("file:///d/f%3Fx%3D1%20%25").unwrap(),
-            BackendUrl::File("/d/f?x=1 %".into())
+            BackendUrl::file("/d/f?x=1 %")
         );
         assert_eq!(
             BackendUrl::parse("sqlite:///srv/a+b%23.db").unwrap(),
@@ -922,7 +1062,12 @@ mod tests {
         let e = BackendUrl::parse("file:///d?x=1").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown option \"x\" (file:// URLs take no options)"
+            "unknown option \"x\" (file:// knows volatile_ok, unknown_fs_ok)"
+        );
+        let e = BackendUrl::parse("sqlite:///d?x=1").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown option \"x\" (sqlite:// URLs take no options)"
         );
         assert_eq!(
             BackendUrl::parse("nats://h:1?bucket=a&bucket=b"),
@@ -978,7 +1123,7 @@ mod tests {
         let path = PathBuf::from(std::ffi::OsString::from_vec(
             b"/a b/%?#&=,@:\xff\x01".to_vec(),
         ));
-        let url = BackendUrl::File(path);
+        let url = BackendUrl::file(path);
         let printed = url.to_string();
         assert_eq!(printed, "file:///a%20b/%25%3F%23%26%3D%2C%40%3A%FF%01");
         assert_eq!(BackendUrl::parse(&printed).unwrap(), url);

@@ -532,11 +532,11 @@ pub(crate) fn notes(
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let file = dir.join("balance-file");
-    let file_url = election_url::BackendUrl::File(file.clone()).to_string();
+    let file_url = election_url::BackendUrl::file(file.clone()).to_string();
     step("balanced lease set: file, join/leave/crash", || {
         convergence("file", &file_url, false, bin, log, c, notes)
     })?;
-    let file_cpu = election_url::BackendUrl::File(dir.join("balance-file-cpu")).to_string();
+    let file_cpu = election_url::BackendUrl::file(dir.join("balance-file-cpu")).to_string();
     step("balanced lease set: file, CPU", || {
         cpu("file", &file_cpu, bin, log, c, notes)
     })?;

@@ -497,7 +497,7 @@ pub(crate) fn rows(
             "file",
             Contender::Elect {
                 bin: s.elect_bin.to_path_buf(),
-                url: election_url::BackendUrl::File(file_dir).to_string(),
+                url: election_url::BackendUrl::file(file_dir).to_string(),
                 extra: Vec::new(),
             },
             s.counts.rounds,

@@ -140,7 +140,7 @@ impl Chain {
             Kind::Candidate { bin, dir, name } => {
                 let mut cmd = Command::new(bin);
                 cmd.arg("--backend")
-                    .arg(BackendUrl::File(dir.clone()).to_string())
+                    .arg(BackendUrl::file(dir.clone()).to_string())
                     .args(["--name", name, "--identity", &id]);
                 cmd
             }

@@ -293,7 +293,7 @@ mod tests {
             &Flag::ALL,
         )
         .unwrap();
-        assert_eq!(a.backend, BackendUrl::File("/d".into()));
+        assert_eq!(a.backend, BackendUrl::file("/d"));
         assert_eq!(a.name.as_deref(), Some("jobs"));
         assert_eq!(a.identity_or_default(), "a");
         let s = a.settings();

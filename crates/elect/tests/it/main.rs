@@ -3,6 +3,7 @@
 
 mod common;
 
+mod default_dir;
 mod deposed;
 mod edges;
 mod errors;

@@ -5,6 +5,7 @@ mod changes;
 mod conformance;
 mod display;
 mod errors;
+mod filesystems;
 mod leader;
 mod lease_set;
 mod tamper;

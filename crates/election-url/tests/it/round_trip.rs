@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use election_url::{BackendUrl, NatsUrl, PostgresUrl, REDACTED, Secret};
+use election_url::{BackendUrl, FileUrl, NatsUrl, PostgresUrl, REDACTED, Secret};
 use proptest::prelude::*;
 
 /// Any absolute path without NUL bytes.
@@ -112,7 +112,12 @@ fn postgres() -> impl Strategy<Value = PostgresUrl> {
 
 fn url() -> impl Strategy<Value = BackendUrl> {
     prop_oneof![
-        path().prop_map(BackendUrl::File),
+        (path(), any::<bool>(), any::<bool>()).prop_map(|(dir, volatile_ok, unknown_fs_ok)| {
+            let mut file = FileUrl::new(dir);
+            file.volatile_ok = volatile_ok;
+            file.unknown_fs_ok = unknown_fs_ok;
+            BackendUrl::File(file)
+        }),
         path().prop_map(BackendUrl::Sqlite),
         nats().prop_map(BackendUrl::Nats),
         postgres().prop_map(BackendUrl::Postgres),

@@ -178,7 +178,7 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
 
     let (url, server) = match plan.backend {
         Target::File => (
-            BackendUrl::File(out.join("election")).to_string(),
+            BackendUrl::file(out.join("election")).to_string(),
             Server::None,
         ),
         Target::Sqlite => (

@@ -428,7 +428,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         Target::File => {
             common.extend([
                 "--backend".into(),
-                BackendUrl::File(out.join("election")).to_string(),
+                BackendUrl::file(out.join("election")).to_string(),
             ]);
             common.extend([
                 "--resource".into(),
@@ -1122,7 +1122,7 @@ fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candida
         // The file backend's default kill grace (10 s) would make every
         // handover after a command that ignores SIGTERM wait 10 s.
         _ => (
-            BackendUrl::File(out.join("election")).to_string(),
+            BackendUrl::file(out.join("election")).to_string(),
             vec!["--kill-grace".to_owned(), "500ms".to_owned()],
         ),
     };

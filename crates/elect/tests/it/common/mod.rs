@@ -48,7 +48,7 @@ impl Setup {
     /// The file backend in a fresh directory.
     pub(crate) fn file() -> Setup {
         let dir = temp_dir();
-        let url = BackendUrl::File(dir.path().join("elections")).to_string();
+        let url = BackendUrl::file(dir.path().join("elections")).to_string();
         Setup {
             url,
             timing: Vec::new(),
