@@ -538,7 +538,7 @@ async fn file_a_killed_group_is_ended_by_a_successor_through_a_bind_mount() {
     let dir = b.dir.path().join("elections");
     std::fs::create_dir_all(&dir).expect("the election directory");
     let at = b.dir.path().join("mnt");
-    let url = election_url::BackendUrl::File(at.clone()).to_string();
+    let url = election_url::BackendUrl::file(at.clone()).to_string();
     let reach_b = Reach::bind_mounted(url, &dir, &at);
     group_killed_reached(&b, &Reach::of(&b), &reach_b).await;
 }
