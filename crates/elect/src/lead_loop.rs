@@ -682,18 +682,17 @@ impl LeadLoop {
                 self.lost = true;
                 self.stop(at, kill, out);
             }
-            Input::Tick { caught_up } if listen.term => {
-                if at.valid_until != self.told_valid {
-                    match at.valid_until {
-                        Some(term) if caught_up => {
-                            let kill = term.saturating_add(nanos(self.timing.grace));
-                            out.push(Command::Tell(Line::Watchdog { term, kill }));
-                            self.told_valid = at.valid_until;
-                        }
-                        // Not caught up: told at a later tick.
-                        Some(_) => {}
-                        None => self.told_valid = None,
+            // The validity moved since the last `V`.
+            Input::Tick { caught_up } if listen.term && at.valid_until != self.told_valid => {
+                match at.valid_until {
+                    Some(term) if caught_up => {
+                        let kill = term.saturating_add(nanos(self.timing.grace));
+                        out.push(Command::Tell(Line::Watchdog { term, kill }));
+                        self.told_valid = at.valid_until;
                     }
+                    // Not caught up: told at a later tick.
+                    Some(_) => {}
+                    None => self.told_valid = None,
                 }
             }
             _ => {}
@@ -793,5 +792,713 @@ impl LeadLoop {
     fn finish(&mut self, finish: Finish, out: &mut Vec<Command>) {
         self.phase = Phase::Done;
         out.push(Command::Finish(finish));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+    /// The run's start on the model's clock (1,000 s after boot).
+    const T0: u64 = 1_000_000 * MS;
+    /// The pid the supervisor says.
+    const PID: i32 = 42;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A 1 s bound, a 500 ms grace.
+    fn timing() -> KillTiming {
+        KillTiming::new(Some(ms(1000)), ms(500), false)
+    }
+
+    fn at(now: u64, valid_until: u64) -> At {
+        At {
+            now,
+            valid_until: Some(valid_until),
+        }
+    }
+
+    /// A machine whose command started at `T0`, the lease valid 2 s.
+    fn started(timing: KillTiming) -> LeadLoop {
+        let mut m = LeadLoop::new(timing, exit::LOST);
+        let out = m.step(at(T0, T0 + 2000 * MS), Input::Said(Said::Started(PID)));
+        assert_eq!(out, [Command::Report(Event::Started { pid: PID })]);
+        assert_eq!(m.command(), Some(PID));
+        m
+    }
+
+    fn has_resign(out: &[Command]) -> bool {
+        out.contains(&Command::Resign)
+    }
+
+    /// A loss: `K` a grace later (within the bound), signals and the term
+    /// no longer listened to; then `E`: the group ended, the loss read,
+    /// the tree reported stopped, the lost exit code; no resign.
+    #[test]
+    fn a_loss_then_empty_exits_lost_without_resigning() {
+        let mut m = started(timing());
+        let now = T0 + 100 * MS;
+        let out = m.step(
+            at(now, T0 + 2000 * MS),
+            Input::Lost {
+                revoked: false,
+                reason: "expired".into(),
+            },
+        );
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::Lost {
+                    reason: "expired".into(),
+                    kill_after: ms(500)
+                }),
+                Command::Tell(Line::Kill(now + 500 * MS)),
+            ]
+        );
+        let listen = m.listen();
+        assert!(!listen.signals && !listen.term);
+        assert_eq!(listen.backstop, Some(now + 1000 * MS));
+        let out = m.step(at(now + MS, T0 + 2000 * MS), Input::Said(Said::Empty));
+        assert_eq!(out, [Command::EndGroup { quiet: false }]);
+        let out = m.step(
+            at(now + 2 * MS, T0 + 2000 * MS),
+            Input::Ended {
+                loss: Some("expired".into()),
+            },
+        );
+        assert!(!has_resign(&out));
+        assert_eq!(
+            out,
+            [
+                Command::WaitSupervisor,
+                Command::Report(Event::Stopped {
+                    code: exit::INTERNAL
+                }),
+                Command::Finish(Finish::Exit(exit::LOST)),
+            ]
+        );
+        assert!(m.step(at(now, now), Input::Said(Said::Empty)).is_empty());
+    }
+
+    /// COMMAND exits: what it left is stopped (`K`); `E`: the group ended,
+    /// the term resigned, COMMAND's exit code.
+    #[test]
+    fn an_exit_stops_the_tree_then_resigns_with_the_commands_code() {
+        let mut m = started(timing());
+        let now = T0 + 10 * MS;
+        let out = m.step(at(now, T0 + 2000 * MS), Input::Said(Said::Exited(3)));
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::Exited { code: 3 }),
+                Command::Tell(Line::Kill(now + 500 * MS)),
+            ]
+        );
+        // Still watching the term (a `V` may follow), no more signals.
+        assert!(m.listen().term && !m.listen().signals);
+        let valid = T0 + 2000 * MS;
+        let out = m.step(at(now, valid), Input::Said(Said::Empty));
+        assert_eq!(out, [Command::EndGroup { quiet: false }]);
+        let out = m.step(at(now, valid), Input::Ended { loss: None });
+        assert_eq!(out, [Command::Resign]);
+        let out = m.step(at(now, valid), Input::Resigned { error: None });
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::Resigned),
+                Command::WaitSupervisor,
+                Command::Finish(Finish::Exit(3)),
+            ]
+        );
+    }
+
+    /// The supervisor dies: `elect` takes over (keeping COMMAND's code if it
+    /// collects it), then resigns, and fails with the internal error.
+    #[test]
+    fn a_dead_supervisor_is_taken_over_then_the_term_resigned_and_elect_fails() {
+        let mut m = started(timing());
+        let v = T0 + 2000 * MS;
+        let out = m.step(at(T0, v), Input::SupervisorGone);
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::SupervisorDied),
+                Command::TakeOver { command: Some(PID) },
+            ]
+        );
+        let out = m.step(at(T0, v), Input::TakenOver { exited: Some(9) });
+        assert_eq!(out, [Command::EndGroup { quiet: false }]);
+        assert_eq!(
+            m.step(at(T0, v), Input::Ended { loss: None }),
+            [Command::Resign]
+        );
+        let out = m.step(
+            at(T0, v),
+            Input::Resigned {
+                error: Some("gone".into()),
+            },
+        );
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::ResignFailed {
+                    error: "gone".into()
+                }),
+                Command::WaitSupervisor,
+                Command::Finish(Finish::SupervisorDied),
+            ]
+        );
+        let failure = Finish::SupervisorDied.into_result("job").unwrap_err();
+        assert_eq!(failure.code, exit::INTERNAL);
+    }
+
+    /// A terminal's signal reached COMMAND too when it is in `elect`'s
+    /// group: not forwarded; from elsewhere, or to another group, it is.
+    #[test]
+    fn a_terminals_signal_to_the_same_group_is_not_forwarded() {
+        let mut m = started(timing());
+        let v = T0 + 2000 * MS;
+        let signal = |from_terminal, same_group| Input::Signal {
+            signal: Signal::SIGHUP,
+            from_terminal,
+            same_group,
+        };
+        assert_eq!(
+            m.step(at(T0, v), signal(true, true)),
+            [Command::Report(Event::NotForwarded {
+                signal: Signal::SIGHUP
+            })]
+        );
+        for (from_terminal, same_group) in [(true, false), (false, true), (false, false)] {
+            let out = m.step(at(T0, v), signal(from_terminal, same_group));
+            assert_eq!(
+                out,
+                [
+                    Command::Report(Event::Forwarded {
+                        signal: Signal::SIGHUP
+                    }),
+                    Command::Tell(Line::Signal(Signal::SIGHUP)),
+                ]
+            );
+        }
+        // SIGHUP does not escalate.
+        assert_eq!(m.listen().escalation, None);
+        assert_eq!(Line::Signal(Signal::SIGTERM).to_string(), "S 15");
+    }
+
+    /// SIGINT: forwarded, and a kill grace later SIGKILL to the tree
+    /// (`K` now) if COMMAND has not exited; later signals wait.
+    #[test]
+    fn sigint_escalates_to_sigkill_after_the_kill_grace() {
+        let mut m = started(timing());
+        let v = T0 + 2000 * MS;
+        let out = m.step(
+            at(T0, v),
+            Input::Signal {
+                signal: Signal::SIGINT,
+                from_terminal: false,
+                same_group: false,
+            },
+        );
+        assert_eq!(out[1], Command::Tell(Line::Signal(Signal::SIGINT)));
+        assert_eq!(m.listen().escalation, Some(T0 + 500 * MS));
+        // A SIGTERM after it does not move the escalation.
+        m.step(
+            at(T0 + 100 * MS, v),
+            Input::Signal {
+                signal: Signal::SIGTERM,
+                from_terminal: false,
+                same_group: false,
+            },
+        );
+        assert_eq!(m.listen().escalation, Some(T0 + 500 * MS));
+        let now = T0 + 500 * MS;
+        let out = m.step(at(now, v), Input::Escalate);
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::Escalated {
+                    signal: Signal::SIGINT,
+                    grace: ms(500)
+                }),
+                Command::Tell(Line::Kill(now)),
+            ]
+        );
+        let listen = m.listen();
+        assert_eq!(listen.escalation, None);
+        assert!(!listen.signals);
+        assert_eq!(listen.backstop, Some(now + 500 * MS));
+    }
+
+    /// A revoked claim: SIGKILL at once. A validity close to its end: the
+    /// kill comes by the earliest moment a successor can lead, unless
+    /// `--allow-late-kill`.
+    #[test]
+    fn the_kill_never_passes_the_successors_earliest_start() {
+        let t = KillTiming::new(Some(ms(1000)), ms(5000), false);
+        assert_eq!(t.kill_at(T0, Some(T0 + 100 * MS), true), T0);
+        assert_eq!(t.kill_at(T0, Some(T0 + 100 * MS), false), T0 + 1100 * MS);
+        assert_eq!(t.kill_at(T0, None, false), T0 + 5000 * MS);
+        let late = KillTiming::new(Some(ms(1000)), ms(5000), true);
+        assert_eq!(late.kill_at(T0, Some(T0 + 100 * MS), false), T0 + 5000 * MS);
+        // The backstop: 500 ms after the kill, but by the successor's start
+        // (or now, if it has passed).
+        assert_eq!(
+            t.backstop(T0, T0 + 1100 * MS, Some(T0 + 100 * MS)),
+            T0 + 1100 * MS
+        );
+        assert_eq!(t.backstop(T0, T0, Some(T0 + 5000 * MS)), T0 + 500 * MS);
+        assert_eq!(t.backstop(T0 + 3000 * MS, T0, Some(T0)), T0 + 3000 * MS);
+
+        let mut m = started(t);
+        let out = m.step(
+            at(T0 + 10 * MS, T0 + 2000 * MS),
+            Input::Lost {
+                revoked: true,
+                reason: "revoked".into(),
+            },
+        );
+        assert_eq!(out[1], Command::Tell(Line::Kill(T0 + 10 * MS)));
+    }
+
+    /// A loss after COMMAND's exit never postpones the `K` told at the exit
+    /// (the lease was renewed meanwhile).
+    #[test]
+    fn a_loss_after_the_exit_does_not_postpone_the_kill() {
+        let mut m = started(timing());
+        m.step(at(T0, T0 + 2000 * MS), Input::Said(Said::Exited(0)));
+        let out = m.step(
+            at(T0 + 400 * MS, T0 + 5000 * MS),
+            Input::Lost {
+                revoked: false,
+                reason: "failed".into(),
+            },
+        );
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::Lost {
+                    reason: "failed".into(),
+                    kill_after: ms(100)
+                }),
+                Command::Tell(Line::Kill(T0 + 500 * MS)),
+            ]
+        );
+        assert_eq!(m.listen().backstop, Some(T0 + 1000 * MS));
+    }
+
+    /// `V` follows the validity: told when it moved and the socket caught
+    /// up, not again for the same validity, none without a lease.
+    #[test]
+    fn watchdog_lines_follow_the_validity() {
+        let mut m = started(timing());
+        let tick = |caught_up| Input::Tick { caught_up };
+        let v1 = T0 + 2000 * MS;
+        assert!(m.step(at(T0, v1), tick(false)).is_empty());
+        let line = Line::Watchdog {
+            term: v1,
+            kill: v1 + 500 * MS,
+        };
+        assert_eq!(m.step(at(T0, v1), tick(true)), [Command::Tell(line)]);
+        assert_eq!(line.to_string(), format!("V {v1} {}", v1 + 500 * MS));
+        assert!(m.step(at(T0 + MS, v1), tick(true)).is_empty());
+        let v2 = v1 + 300 * MS;
+        assert_eq!(m.step(at(T0 + 2 * MS, v2), tick(true)).len(), 1);
+        let none = At {
+            now: T0 + 3 * MS,
+            valid_until: None,
+        };
+        assert!(m.step(none, tick(true)).is_empty());
+    }
+
+    /// Lost while the tree ended (read after the group's end): reported,
+    /// not resigned.
+    #[test]
+    fn a_loss_read_at_the_end_is_reported_and_not_resigned() {
+        let mut m = started(timing());
+        let v = T0 + 2000 * MS;
+        m.step(at(T0, v), Input::Said(Said::Exited(0)));
+        m.step(at(T0, v), Input::Said(Said::Empty));
+        let out = m.step(
+            at(T0, v),
+            Input::Ended {
+                loss: Some("revoked".into()),
+            },
+        );
+        assert_eq!(
+            out,
+            [
+                Command::Report(Event::LostWhileEnding {
+                    reason: "revoked".into()
+                }),
+                Command::WaitSupervisor,
+                Command::Report(Event::Stopped { code: 0 }),
+                Command::Finish(Finish::Exit(exit::LOST)),
+            ]
+        );
+    }
+
+    /// COMMAND cannot be started: the supervisor reaped, whatever it left
+    /// taken over, the group ended quietly, the term resigned; 127.
+    #[test]
+    fn a_command_that_cannot_start_is_cleaned_up_then_fails() {
+        let mut m = LeadLoop::new(timing(), exit::LOST);
+        let v = T0 + 2000 * MS;
+        assert_eq!(
+            m.listen(),
+            Listen {
+                signals: false,
+                term: false,
+                escalation: None,
+                backstop: None
+            }
+        );
+        let out = m.step(at(T0, v), Input::Said(Said::CannotStart(2)));
+        assert_eq!(
+            out,
+            [Command::WaitSupervisor, Command::TakeOver { command: None }]
+        );
+        let out = m.step(at(T0, v), Input::TakenOver { exited: Some(1) });
+        assert_eq!(out, [Command::EndGroup { quiet: true }]);
+        assert_eq!(
+            m.step(at(T0, v), Input::Ended { loss: None }),
+            [Command::Resign]
+        );
+        let out = m.step(at(T0, v), Input::Resigned { error: None });
+        assert_eq!(out, [Command::Finish(Finish::CannotStart(2))]);
+        let failure = Finish::CannotStart(2).into_result("nope").unwrap_err();
+        assert_eq!(failure.code, exit::NOT_FOUND);
+        assert!(
+            failure.message.starts_with("cannot run \"nope\": "),
+            "{}",
+            failure.message
+        );
+    }
+
+    /// The texts are the ones `elect run` has always printed.
+    #[test]
+    fn events_keep_their_texts_and_fields() {
+        let shown = Shown {
+            name: "jobs",
+            epoch: 7,
+            command: "sleep 1",
+        };
+        let (kind, text, fields) = Event::Lost {
+            reason: "r".into(),
+            kill_after: ms(1500),
+        }
+        .render(&shown);
+        assert_eq!(kind, "lost");
+        assert_eq!(
+            text,
+            "lost jobs, term 7: r; stopping the command and every process it started (SIGTERM, SIGKILL after 1.5s)"
+        );
+        assert_eq!(fields["kill_after_ms"], 1500);
+        let (kind, text, _) = Event::Started { pid: 5 }.render(&shown);
+        assert_eq!(
+            (kind, text.as_str()),
+            ("started", "started \"sleep 1\" (pid 5)")
+        );
+        let (_, _, fields) = Event::NotForwarded {
+            signal: Signal::SIGINT,
+        }
+        .render(&shown);
+        assert_eq!(
+            fields,
+            json!({ "name": "jobs", "signal": "SIGINT", "from_terminal": true })
+        );
+    }
+
+    /// One step of a random run: time passes (the lease maybe renewed),
+    /// then something happens (if the machine listens for it; an answer
+    /// due comes first, made from `bits`).
+    #[derive(Clone, Debug)]
+    struct Step {
+        wait_ms: u64,
+        renew_ms: Option<u64>,
+        kind: Kind,
+        bits: u8,
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Kind {
+        Said(u8),
+        Gone,
+        Signal {
+            which: u8,
+            from_terminal: bool,
+            same_group: bool,
+        },
+        Tick(bool),
+        Lost(bool),
+        Escalate,
+        Backstop,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let kind = prop_oneof![
+            4 => (0u8..7).prop_map(Kind::Said),
+            1 => Just(Kind::Gone),
+            3 => (0u8..3, any::<bool>(), any::<bool>()).prop_map(|(which, from_terminal, same_group)| Kind::Signal { which, from_terminal, same_group }),
+            6 => any::<bool>().prop_map(Kind::Tick),
+            2 => any::<bool>().prop_map(Kind::Lost),
+            2 => Just(Kind::Escalate),
+            1 => Just(Kind::Backstop),
+        ];
+        (
+            0u64..800,
+            proptest::option::of(0u64..3000),
+            kind,
+            any::<u8>(),
+        )
+            .prop_map(|(wait_ms, renew_ms, kind, bits)| Step {
+                wait_ms,
+                renew_ms,
+                kind,
+                bits,
+            })
+    }
+
+    /// What the model knows of a run.
+    #[derive(Debug, Default)]
+    struct Model {
+        /// A loss was input (the term's, or read at the end).
+        lost: bool,
+        /// The lease's validity was seen to have run out.
+        expired: bool,
+        /// The supervisor said `E`, or `elect` took the tree over.
+        tree_empty: bool,
+        /// The supervisor said `P`.
+        started: bool,
+        /// A resign was asked for.
+        resigned: bool,
+        /// How many times the machine finished.
+        finishes: usize,
+        /// The answer due.
+        due: Option<&'static str>,
+        /// The earliest `K`, the last `V`'s validity, the last backstop.
+        kill: Option<u64>,
+        told_valid: Option<u64>,
+        backstop: Option<u64>,
+    }
+
+    /// One step: the input fed at `at`, and every property checked on
+    /// what it gave.
+    fn check(
+        m: &mut LeadLoop,
+        model: &mut Model,
+        t: &KillTiming,
+        at: At,
+        input: Input,
+    ) -> Result<(), TestCaseError> {
+        match &input {
+            Input::Lost { .. } | Input::Ended { loss: Some(_) } => model.lost = true,
+            Input::Said(Said::Empty) | Input::TakenOver { .. } => model.tree_empty = true,
+            _ => {}
+        }
+        if at.valid_until.is_some_and(|v| at.now >= v) {
+            model.expired = true;
+        }
+        let running = m.command().is_some();
+        let out = m.step(at, input.clone());
+        model.started = m.command().is_some();
+        if model.finishes > 0 {
+            prop_assert!(out.is_empty(), "{:?} after the finish", out);
+        }
+        let grace = nanos(t.grace);
+        let successor = t.successor_at(at.valid_until);
+        if running && matches!(input, Input::Lost { .. }) && model.finishes == 0 {
+            prop_assert!(
+                out.iter()
+                    .any(|c| matches!(c, Command::Tell(Line::Kill(_)))),
+                "a loss without a K: {:?}",
+                out
+            );
+        }
+        for c in &out {
+            match c {
+                Command::Tell(Line::Kill(k)) => {
+                    prop_assert!(
+                        *k <= at.now + grace,
+                        "K {} past the grace from {}",
+                        k,
+                        at.now
+                    );
+                    // Now at the latest: it cannot be earlier than now.
+                    if let Some(s) = successor {
+                        prop_assert!(
+                            *k <= s.max(at.now),
+                            "K {} past the successor's start {}",
+                            k,
+                            s
+                        );
+                    }
+                    if let Input::Lost { revoked: true, .. } = input {
+                        prop_assert!(*k <= at.now, "K {} not at once after a revoke", k);
+                    }
+                    if let Some(earlier) = model.kill {
+                        prop_assert!(*k <= earlier, "K {} postpones K {}", k, earlier);
+                    }
+                    model.kill = Some(*k);
+                }
+                Command::Tell(Line::Watchdog { term, kill }) => {
+                    prop_assert_eq!(
+                        Some(*term),
+                        at.valid_until,
+                        "a V not of the latest validity"
+                    );
+                    prop_assert_eq!(*kill, *term + grace);
+                    prop_assert!(!model.lost, "a V after the loss");
+                    prop_assert_eq!(&input, &Input::Tick { caught_up: true });
+                    prop_assert_ne!(model.told_valid, Some(*term), "the same V twice");
+                    model.told_valid = Some(*term);
+                }
+                Command::Tell(Line::Signal(s)) => {
+                    let forwardable = matches!(input, Input::Signal { signal, from_terminal, same_group } if signal == *s && !(from_terminal && same_group));
+                    prop_assert!(forwardable, "S {:?} on {:?}", s, input);
+                }
+                Command::Resign => {
+                    prop_assert!(!model.lost, "resigned after a loss");
+                    prop_assert!(!model.expired, "resigned after the validity ran out");
+                    model.resigned = true;
+                    model.due = Some("resigned");
+                }
+                Command::TakeOver { .. } => model.due = Some("taken over"),
+                Command::EndGroup { .. } => model.due = Some("ended"),
+                Command::Finish(f) => {
+                    model.finishes += 1;
+                    prop_assert!(model.tree_empty, "finished before the tree was empty");
+                    // Not resigned (it never is after a loss): lost.
+                    if model.started && !model.resigned {
+                        prop_assert_eq!(*f, Finish::Exit(exit::LOST));
+                    }
+                    if !model.started {
+                        prop_assert!(matches!(f, Finish::CannotStart(_) | Finish::NotStarted));
+                    }
+                }
+                Command::Report(_) | Command::WaitSupervisor => {}
+            }
+        }
+        prop_assert!(model.finishes <= 1, "finished twice");
+        if let Some(b) = m.listen().backstop {
+            if let Some(s) = successor {
+                prop_assert!(
+                    b <= s.max(at.now),
+                    "backstop {} past the successor's start {}",
+                    b,
+                    s
+                );
+            }
+            if let Some(earlier) = model.backstop {
+                prop_assert!(b <= earlier, "the backstop moved later");
+            }
+            model.backstop = Some(b);
+        }
+        Ok(())
+    }
+
+    /// The answer to the command given last, made from `bits`.
+    fn answer(due: &str, bits: u8) -> Input {
+        match due {
+            "taken over" => Input::TakenOver {
+                exited: (bits & 1 == 1).then_some(bits >> 1),
+            },
+            "ended" => Input::Ended {
+                loss: bits.is_multiple_of(3).then(|| "lost".to_owned()),
+            },
+            _ => Input::Resigned {
+                error: bits.is_multiple_of(5).then(|| "failed".to_owned()),
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The CLI's rules 2 and 3 on random runs with random times, fed
+        /// as the executor feeds the machine (only what it listens for; an
+        /// answer right after its command): no resign after a loss or a
+        /// validity seen to run out; every `K` within the grace from now
+        /// and (unless `--allow-late-kill`) by the successor's earliest
+        /// start, at once after a revoke, never postponing an earlier one;
+        /// the backstop likewise, and never later; every `V` of the latest
+        /// validity, never after a loss; one finish, after the tree was
+        /// seen empty, with the lost exit code after a loss.
+        #[test]
+        fn the_lead_loop_keeps_rules_2_and_3(
+            steps in proptest::collection::vec(step(), 1..80),
+            lease in any::<bool>(),
+            late_ok in any::<bool>(),
+            bound_ms in 1u64..3000,
+            grace_ms in 1u64..3000,
+            first_ms in 0u64..3000,
+        ) {
+            let t = KillTiming::new(lease.then(|| ms(bound_ms)), ms(grace_ms), late_ok);
+            let mut m = LeadLoop::new(t, exit::LOST);
+            let mut model = Model::default();
+            let mut now = T0;
+            let mut valid = T0 + first_ms * MS;
+            for s in steps {
+                now += s.wait_ms * MS;
+                // Renewed while live: never after the loss or the deadline.
+                if let Some(r) = s.renew_ms && !model.lost && now < valid {
+                    valid = valid.max(now + r * MS);
+                }
+                let input = if let Some(due) = model.due.take() {
+                    answer(due, s.bits)
+                } else {
+                    let listen = m.listen();
+                    match s.kind {
+                        _ if !model.started && s.bits % 8 != 0 => Input::Said(Said::Started(PID)),
+                        Kind::Said(n) => Input::Said(match n {
+                            0 => Said::Started(PID),
+                            1 => Said::CannotStart(i32::from(s.bits % 20)),
+                            2 => Said::Watchdog,
+                            3 => Said::Killed,
+                            4 => Said::Unkillable("7 8".into()),
+                            5 => Said::Exited(s.bits),
+                            _ => Said::Empty,
+                        }),
+                        Kind::Gone => Input::SupervisorGone,
+                        Kind::Signal { which, from_terminal, same_group } if listen.signals => Input::Signal {
+                            signal: [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP][usize::from(which)],
+                            from_terminal,
+                            same_group,
+                        },
+                        Kind::Tick(caught_up) if listen.term => Input::Tick { caught_up },
+                        Kind::Lost(revoked) if listen.term => Input::Lost { revoked, reason: "lost".into() },
+                        Kind::Escalate => match listen.escalation {
+                            Some(e) => { now = now.max(e); Input::Escalate }
+                            None => continue,
+                        },
+                        Kind::Backstop => match listen.backstop {
+                            Some(b) => { now = now.max(b); Input::Backstop }
+                            None => continue,
+                        },
+                        _ => continue,
+                    }
+                };
+                let at = At { now, valid_until: lease.then_some(valid) };
+                check(&mut m, &mut model, &t, at, input)?;
+            }
+            // The end: the supervisor says `E` (or is gone), and every
+            // answer comes; the run finishes, once.
+            for i in 0..8u8 {
+                if model.finishes > 0 {
+                    break;
+                }
+                let input = match model.due.take() {
+                    Some(due) => answer(due, i),
+                    None => Input::Said(Said::Empty),
+                };
+                let at = At { now, valid_until: lease.then_some(valid) };
+                check(&mut m, &mut model, &t, at, input)?;
+            }
+            prop_assert_eq!(model.finishes, 1, "no finish");
+        }
     }
 }
