@@ -800,12 +800,14 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A millisecond in nanoseconds.
     const MS: u64 = 1_000_000;
     /// The run's start on the model's clock (1,000 s after boot).
     const T0: u64 = 1_000_000 * MS;
     /// The pid the supervisor says.
     const PID: i32 = 42;
 
+    /// `n` milliseconds.
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
@@ -815,6 +817,7 @@ mod tests {
         KillTiming::new(Some(ms(1000)), ms(500), false)
     }
 
+    /// `now`, the lease valid until `valid_until`.
     fn at(now: u64, valid_until: u64) -> At {
         At {
             now,
@@ -831,6 +834,7 @@ mod tests {
         m
     }
 
+    /// Whether `out` asks for a resign.
     fn has_resign(out: &[Command]) -> bool {
         out.contains(&Command::Resign)
     }
@@ -1218,27 +1222,43 @@ mod tests {
     /// due comes first, made from `bits`).
     #[derive(Clone, Debug)]
     struct Step {
+        /// Time passes by this much.
         wait_ms: u64,
+        /// The lease renewed this long from now (while live).
         renew_ms: Option<u64>,
+        /// What happens.
         kind: Kind,
+        /// Random bits: an answer's content, a `Said`'s payload.
         bits: u8,
     }
 
+    /// What happens in a [`Step`] (fed only if the machine listens).
     #[derive(Clone, Copy, Debug)]
     enum Kind {
+        /// A line of the supervisor (which one, by number).
         Said(u8),
+        /// The supervisor's death.
         Gone,
+        /// SIGINT, SIGTERM or SIGHUP (by number).
         Signal {
+            /// Which.
             which: u8,
+            /// From the terminal.
             from_terminal: bool,
+            /// COMMAND in `elect`'s group.
             same_group: bool,
         },
+        /// The watchdog tick (caught up or not).
         Tick(bool),
+        /// The term's loss (revoked or not).
         Lost(bool),
+        /// The escalation deadline, at it.
         Escalate,
+        /// The backstop deadline, at it.
         Backstop,
     }
 
+    /// A random [`Step`].
     fn step() -> impl Strategy<Value = Step> {
         let kind = prop_oneof![
             4 => (0u8..7).prop_map(Kind::Said),
@@ -1280,9 +1300,11 @@ mod tests {
         finishes: usize,
         /// The answer due.
         due: Option<&'static str>,
-        /// The earliest `K`, the last `V`'s validity, the last backstop.
+        /// The earliest `K` told.
         kill: Option<u64>,
+        /// The last `V`'s validity.
         told_valid: Option<u64>,
+        /// The last backstop.
         backstop: Option<u64>,
     }
 

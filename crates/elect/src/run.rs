@@ -905,11 +905,14 @@ async fn next_tick(tick: &mut Option<tokio::time::Interval>) {
 /// monotonic clock; the offset is read kernel clock first, so it errs
 /// earlier, never later (as [`supervisor::mono_ns_at`]).
 struct MonoClock {
+    /// An instant of the run's start.
     origin: tokio::time::Instant,
+    /// `origin` in nanoseconds.
     origin_ns: u64,
 }
 
 impl MonoClock {
+    /// The offset, read now.
     fn new() -> MonoClock {
         let origin = tokio::time::Instant::now();
         MonoClock {
