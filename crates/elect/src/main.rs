@@ -25,6 +25,7 @@ mod command;
 mod duration;
 mod exit;
 mod exporter;
+mod lead_loop;
 mod leader;
 mod log;
 mod man;

@@ -12,6 +12,7 @@ use crate::backend::{Backend, Opened, sqlite_failure};
 use crate::cgroup;
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
+use crate::lead_loop::{At, Command, Event, Input, KillTiming, LeadLoop, Said, Shown};
 use crate::report::{Reporter, leader_text};
 use crate::slots::Campaigner;
 use crate::supervisor;
@@ -558,20 +559,8 @@ async fn given_up<C: Claim>(candidate: &Campaigner<C>, report: &Reporter) {
     }
 }
 
-/// When COMMAND's tree must be stopped, from the backend's timing.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct KillTiming {
-    /// How long after the end of the lease's known validity the earliest
-    /// successor can lead: the safety margin (a tenth of the TTL), plus the
-    /// failover grace on NATS. `None` on the file backend: no lease, the
-    /// lock is held by COMMAND's tree until its last process exits.
-    bound: Option<Duration>,
-    /// SIGTERM to SIGKILL.
-    grace: Duration,
-    /// `--allow-late-kill`: the user accepts a grace past the bound.
-    late_ok: bool,
-}
-
+/// `KillTiming`'s constructor from `elect run`'s arguments (its
+/// arithmetic is the lead loop's, pure: see [`crate::lead_loop`]).
 impl KillTiming {
     /// The kill grace and its bound for `backend`: `--kill-grace` if given
     /// (refused above the bound unless `--allow-late-kill`), else half the
@@ -599,62 +588,8 @@ impl KillTiming {
             (None, Some(b)) => b / 2,
             (None, None) => Duration::from_secs(10),
         };
-        Ok(KillTiming {
-            bound,
-            grace,
-            late_ok: args.allow_late_kill,
-        })
+        Ok(KillTiming::new(bound, grace, args.allow_late_kill))
     }
-
-    /// When the tree gets SIGKILL if it is stopped now: the kill grace
-    /// from now, but never after the earliest moment a successor can lead
-    /// (the lease's known validity plus the bound), unless
-    /// `--allow-late-kill`; at once after a revoked claim (another
-    /// candidate may already lead).
-    fn kill_at(&self, valid_until: Option<tokio::time::Instant>, revoked: bool) -> u64 {
-        let now = tokio::time::Instant::now();
-        if revoked {
-            return supervisor::mono_ns_at(now);
-        }
-        let mut at = now + self.grace;
-        if !self.late_ok
-            && let (Some(valid), Some(bound)) = (valid_until, self.bound)
-        {
-            at = at.min(valid + bound);
-        }
-        supervisor::mono_ns_at(at)
-    }
-
-    /// When `elect` stops the tree itself if the supervisor, told to
-    /// SIGKILL it at `kill_at` (`CLOCK_MONOTONIC` ns), has not said it is
-    /// empty: 500 ms later, but not after the earliest moment a successor
-    /// can lead (unless `--allow-late-kill`).
-    fn backstop(
-        &self,
-        kill_at: u64,
-        valid_until: Option<tokio::time::Instant>,
-    ) -> tokio::time::Instant {
-        let now = tokio::time::Instant::now();
-        let at = now
-            + Duration::from_nanos(kill_at.saturating_sub(supervisor::mono_ns()))
-            + Duration::from_millis(500);
-        match (valid_until, self.bound) {
-            (Some(valid), Some(bound)) if !self.late_ok => at.min((valid + bound).max(now)),
-            _ => at,
-        }
-    }
-}
-
-/// A message from the supervisor.
-#[derive(Debug)]
-enum Said {
-    Started(i32),
-    CannotStart(i32),
-    Watchdog,
-    Killed,
-    Unkillable(String),
-    Exited(u8),
-    Empty,
 }
 
 /// The supervisor process (see [`supervisor`]) and its socket.
@@ -796,16 +731,13 @@ impl Supervised {
         self.flush();
     }
 
-    /// A watchdog line (`V`), told only when every line before it was
-    /// taken, so that lines queue up only from the few other messages;
-    /// false: not told (the caller tries again at its next tick).
-    fn tell_watchdog(&mut self, line: &str) -> bool {
+    /// Whether every line told was taken by the socket (after sending
+    /// what it takes now): a watchdog line (`V`) is told only then, so
+    /// that lines queue up only from the few other messages (the lead
+    /// loop tries again at its next tick).
+    fn caught_up(&mut self) -> bool {
         self.flush();
-        if !self.unsent.is_empty() {
-            return false;
-        }
-        self.tell(line);
-        true
+        self.unsent.is_empty()
     }
 
     /// Sends what the socket takes now of `unsent`.
@@ -960,230 +892,169 @@ async fn lead<C: Claim>(
         }
     };
     drop(lock);
-    let pid = match sup.next().await {
-        Some(Said::Started(pid)) => pid,
-        other => {
-            sup.wait();
-            // A supervisor that died between COMMAND's exec and its `P`
-            // may have left processes COMMAND forked (now elect's).
-            take_over(group.as_ref(), 0, &mut None, &report, name, epoch).await;
-            if let Some(g) = &group {
-                let _ = g.end().await;
-            }
-            let _ = term.resign().await;
-            return Err(match other {
-                Some(Said::CannotStart(errno)) => {
-                    let e = std::io::Error::from_raw_os_error(errno);
-                    let code = match e.kind() {
-                        std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-                        std::io::ErrorKind::PermissionDenied => exit::CANNOT_EXECUTE,
-                        _ => exit::INTERNAL,
-                    };
-                    Failure::new(code, format!("cannot run {program:?}: {e}"))
-                }
-                _ => Failure::new(exit::INTERNAL, "the supervisor did not start the command"),
-            });
-        }
-    };
-    report.event(
-        "started",
-        &format!("started {:?} (pid {pid})", args.command.join(" ")),
-        json!({ "name": name, "epoch": epoch, "pid": pid }),
-    );
+    // The loop decides nothing: the machine does (`lead_loop`); this turns
+    // what happens into its inputs, and carries out its commands.
     let lease = term.lease();
-    let mut sent: Option<tokio::time::Instant> = None;
-    // How often the watchdog's deadline follows the renewals.
-    let mut tick = tokio::time::interval(Duration::from_millis(25));
-    let mut exited: Option<u8> = None;
-    let mut lost = None;
-    let mut stopping = false;
-    let mut empty = false;
-    // SIGINT or SIGTERM to elect: SIGKILL to the tree if COMMAND has not
-    // exited a kill grace later (as `consul lock` does).
-    let mut escalate: Option<(tokio::time::Instant, Signal)> = None;
-    // After a stop request: elect stops the tree itself if the supervisor
-    // has not said it is empty by then (stopped, hung).
-    let mut backstop: Option<tokio::time::Instant> = None;
-    let far = || tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
-    // Why the supervisor's own end did not come: it died, or was late.
-    let mut failed: Option<&'static str> = None;
+    let clock = MonoClock::new();
+    let line = args.command.join(" ");
+    let shown = Shown {
+        name,
+        epoch,
+        command: &line,
+    };
+    let say = |event: &Event| {
+        let (kind, text, fields) = event.render(&shown);
+        report.event(kind, &text, fields);
+    };
+    let mut machine = LeadLoop::new(kill, args.lost_exit_code);
+    // How often the watchdog's deadline follows the renewals (from the
+    // command's start: its first tick is at once).
+    let mut tick: Option<tokio::time::Interval> = None;
+    // The answer to the last command, when it asked for one.
+    let mut answer: Option<(At, Input)> = None;
     loop {
-        tokio::select! {
-            said = sup.next() => match said {
-                Some(Said::Exited(code)) => {
-                    exited = Some(code);
-                    report.event("exited", &format!("the command exited (exit {code})"), json!({ "name": name, "epoch": epoch, "exit_code": code }));
-                    if !stopping {
-                        // What it left behind stops before the term ends.
-                        stopping = true;
-                        let at = kill.kill_at(lease.valid_until(), false);
-                        backstop = Some(kill.backstop(at, lease.valid_until()));
-                        sup.tell(&format!("K {at}"));
-                    }
+        let (at, input) = match answer.take() {
+            Some(answered) => answered,
+            None => {
+                let listen = machine.listen();
+                if listen.term && tick.is_none() {
+                    tick = Some(tokio::time::interval(Duration::from_millis(25)));
                 }
-                Some(Said::Watchdog) => {
-                    report.event("watchdog", "the term's validity ran out while elect did not renew it: the command's processes were sent SIGTERM", json!({ "name": name, "epoch": epoch }));
-                }
-                Some(Said::Killed) => {
-                    report.event("killed", "the command did not exit in time: SIGKILL (to every process it started)", json!({ "name": name, "epoch": epoch }));
-                }
-                Some(Said::Unkillable(pids)) => {
-                    report.event("unkillable", &format!("processes {pids} of the command do not end on SIGKILL (another user's?); elect waits until they end before it resigns or exits"), json!({ "name": name, "epoch": epoch, "pids": pids }));
-                }
-                Some(Said::Empty) => { empty = true; break; }
-                Some(_) => {}
-                None => { failed = Some("died"); break; }
-            },
-            Received { signal: sig, from_terminal } = signals.next(), if !stopping => {
-                if from_terminal && in_our_group(pid) {
-                    // Ctrl-C and friends: the kernel sent it to the command
-                    // too; forwarding it would deliver it twice.
-                    report.event("not-forwarded", &format!("{sig} from the terminal reached the command too (same process group): not forwarding it"), json!({ "name": name, "signal": sig.as_str(), "from_terminal": true }));
-                } else {
-                    report.event("forwarded", &format!("forwarding {sig} to the command"), json!({ "name": name, "signal": sig.as_str() }));
-                    sup.tell(&format!("S {}", sig as i32));
-                }
-                if escalate.is_none() && matches!(sig, Signal::SIGINT | Signal::SIGTERM) {
-                    escalate = Some((tokio::time::Instant::now() + kill.grace, sig));
-                }
-            }
-            _ = tokio::time::sleep_until(escalate.map_or_else(far, |(at, _)| at)), if escalate.is_some() && !stopping => {
-                let sig = escalate.map_or(Signal::SIGTERM, |(_, s)| s);
-                report.event(
-                    "killed",
-                    &format!("the command did not exit within --kill-grace ({:?}) of {sig}: SIGKILL to it and every process it started", kill.grace),
-                    json!({ "name": name, "epoch": epoch, "signal": sig.as_str(), "kill_grace_ms": kill.grace.as_millis() as u64 }),
-                );
-                stopping = true;
-                let at = supervisor::mono_ns();
-                backstop = Some(kill.backstop(at, lease.valid_until()));
-                sup.tell(&format!("K {at}"));
-            }
-            _ = tokio::time::sleep_until(backstop.unwrap_or_else(far)), if backstop.is_some() => {
-                failed = Some("late");
-                break;
-            }
-            l = term.lost(), if lost.is_none() => {
-                let revoked = matches!(l.reason, election_core::LossReason::Revoked { .. });
-                let at = kill.kill_at(lease.valid_until(), revoked);
-                let after = Duration::from_nanos(at.saturating_sub(supervisor::mono_ns()));
-                report.event(
-                    "lost",
-                    &format!("lost {name}, term {epoch}: {}; stopping the command and every process it started (SIGTERM, SIGKILL after {after:?})", exit::chain(&l)),
-                    json!({ "name": name, "epoch": epoch, "reason": exit::chain(&l), "kill_after_ms": after.as_millis() as u64 }),
-                );
-                stopping = true;
-                lost = Some(l);
-                let stop_by = kill.backstop(at, lease.valid_until());
-                backstop = Some(backstop.map_or(stop_by, |b| b.min(stop_by)));
-                sup.tell(&format!("K {at}"));
-            }
-            _ = tick.tick(), if lost.is_none() => {
-                let valid = lease.valid_until();
-                if valid != sent {
-                    let told = match valid {
-                        Some(v) => {
-                            let term_ns = supervisor::mono_ns_at(v);
-                            let kill_ns = supervisor::mono_ns_at(v + kill.grace);
-                            sup.tell_watchdog(&format!("V {term_ns} {kill_ns}"))
-                        }
-                        None => true,
-                    };
-                    if told {
-                        sent = valid;
-                    }
-                }
-            }
-        }
-    }
-    if let Some(why) = failed {
-        // The supervisor died (SIGKILL, the OOM killer) or did not stop
-        // the tree by its deadline (stopped, hung): elect stops it itself
-        // before the term is given up (ADR 0049).
-        let text = match why {
-            "died" => {
-                "the supervisor of the command died: elect stops the command and every process it started itself before giving the term up"
-            }
-            _ => {
-                "the supervisor of the command did not stop it by its deadline (stopped?): elect stops the command and every process it started itself before giving the term up"
+                let far = || tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
+                let escalation = listen.escalation.map_or_else(far, |at| clock.instant(at));
+                let backstop = listen.backstop.map_or_else(far, |at| clock.instant(at));
+                let input = tokio::select! {
+                    said = sup.next() => match said {
+                        Some(said) => Input::Said(said),
+                        None => Input::SupervisorGone,
+                    },
+                    Received { signal, from_terminal } = signals.next(), if listen.signals => Input::Signal {
+                        signal,
+                        from_terminal,
+                        same_group: from_terminal && machine.command().is_some_and(in_our_group),
+                    },
+                    _ = tokio::time::sleep_until(escalation), if listen.escalation.is_some() => Input::Escalate,
+                    _ = tokio::time::sleep_until(backstop), if listen.backstop.is_some() => Input::Backstop,
+                    l = term.lost(), if listen.term => Input::Lost {
+                        revoked: matches!(l.reason, election_core::LossReason::Revoked { .. }),
+                        reason: exit::chain(&l),
+                    },
+                    _ = next_tick(&mut tick), if listen.term => Input::Tick { caught_up: sup.caught_up() },
+                };
+                (clock.at(&lease), input)
             }
         };
-        report.event(
-            if why == "died" {
-                "supervisor-died"
-            } else {
-                "supervisor-late"
-            },
-            text,
-            json!({ "name": name, "epoch": epoch }),
-        );
-        take_over(group.as_ref(), pid, &mut exited, &report, name, epoch).await;
+        for command in machine.step(at, input) {
+            match command {
+                Command::Tell(line) => sup.tell(&line.to_string()),
+                Command::Report(event) => say(&event),
+                Command::WaitSupervisor => sup.wait(),
+                Command::TakeOver { command } => {
+                    let mut exited = None;
+                    take_over(group.as_ref(), command, &mut exited, &say).await;
+                    answer = Some((clock.at(&lease), Input::TakenOver { exited }));
+                }
+                Command::EndGroup { quiet } => {
+                    // The supervisor is reaped after the release, not
+                    // before: it said the tree is empty (or elect ended the
+                    // tree itself) and exits by itself; it acts for no one,
+                    // and the file backend's release unlocks the lock it
+                    // shares explicitly. Its exit (a fork of elect tearing
+                    // its memory down) is then beside the successor's start,
+                    // not before the release (ADR 0087).
+                    if let Some(g) = &group
+                        && let Err(e) = g.end().await
+                        && !quiet
+                    {
+                        // The tree was seen empty (the supervisor's, or
+                        // elect's own count of its children); only the
+                        // group's removal failed.
+                        report.event(
+                            "cgroup",
+                            &format!("cannot remove the term's cgroup {}: {e}", g.dir().display()),
+                            json!({ "name": name, "epoch": epoch, "error": e.to_string() }),
+                        );
+                    }
+                    // The clock before the loss: a validity run out by
+                    // `at.now` reads lost.
+                    let at = clock.at(&lease);
+                    let loss = lease
+                        .loss()
+                        .filter(|l| !l.reason.is_end())
+                        .map(|l| exit::chain(&l));
+                    answer = Some((at, Input::Ended { loss }));
+                }
+                Command::Resign => {
+                    let error = term.resign().await.err().map(|e| exit::chain(&e));
+                    answer = Some((clock.at(&lease), Input::Resigned { error }));
+                }
+                Command::Finish(finish) => return finish.into_result(program),
+            }
+        }
     }
-    // The supervisor is reaped after the release, not before: it said the
-    // tree is empty (or elect ended the tree itself above) and exits by
-    // itself; it acts for no one, and the file backend's release unlocks
-    // the lock it shares explicitly. Its exit (a fork of elect tearing
-    // its memory down) is then beside the successor's start, not before
-    // the release (ADR 0087).
-    if let Some(g) = &group
-        && let Err(e) = g.end().await
-    {
-        // The tree was seen empty (the supervisor's, or elect's own
-        // count of its children); only the group's removal failed.
-        report.event(
-            "cgroup",
-            &format!("cannot remove the term's cgroup {}: {e}", g.dir().display()),
-            json!({ "name": name, "epoch": epoch, "error": e.to_string() }),
-        );
+}
+
+/// The next tick of the watchdog's interval (never, without one).
+async fn next_tick(tick: &mut Option<tokio::time::Interval>) {
+    match tick {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
     }
-    empty = empty || failed.is_some();
-    debug_assert!(empty);
-    if lost.is_none()
-        && let Some(l) = lease.loss().filter(|l| !l.reason.is_end())
-    {
-        // Lost while the tree was ending (the watchdog stopped it while
-        // elect was stopped, and the supervisor's end came first).
-        report.event(
-            "lost",
-            &format!("lost {name}, term {epoch}: {}", exit::chain(&l)),
-            json!({ "name": name, "epoch": epoch, "reason": exit::chain(&l) }),
-        );
-        lost = Some(l);
+}
+
+/// Tokio instants as `CLOCK_MONOTONIC` nanoseconds (the lead loop's time,
+/// and the supervisor's), and back, through one offset read once: the
+/// same instant always gives the same nanoseconds (a validity told as `V`
+/// is told again only when it moved). Both clocks are the kernel's
+/// monotonic clock; the offset is read kernel clock first, so it errs
+/// earlier, never later (as [`supervisor::mono_ns_at`]).
+struct MonoClock {
+    /// An instant of the run's start.
+    origin: tokio::time::Instant,
+    /// `origin` in nanoseconds.
+    origin_ns: u64,
+}
+
+impl MonoClock {
+    /// The offset, read now.
+    fn new() -> MonoClock {
+        let origin = tokio::time::Instant::now();
+        MonoClock {
+            origin,
+            origin_ns: supervisor::mono_ns_at(origin),
+        }
     }
-    if let Some(_lost) = lost {
-        sup.wait();
-        let code = exited.unwrap_or(exit::INTERNAL);
-        report.event(
-            "stopped",
-            &format!("the command stopped (exit {code}), and every process it started"),
-            json!({ "name": name, "epoch": epoch, "exit_code": code }),
-        );
-        return Ok(args.lost_exit_code);
+
+    /// `at` in nanoseconds.
+    fn ns(&self, at: tokio::time::Instant) -> u64 {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        if at >= self.origin {
+            self.origin_ns.saturating_add(nanos(at - self.origin))
+        } else {
+            self.origin_ns.saturating_sub(nanos(self.origin - at))
+        }
     }
-    let code = exited.unwrap_or(exit::INTERNAL);
-    match term.resign().await {
-        Ok(()) => report.event(
-            "resigned",
-            &format!("resigned {name}, term {epoch}"),
-            json!({ "name": name, "epoch": epoch }),
-        ),
-        Err(e) => report.event(
-            "resign-failed",
-            &format!(
-                "resigning failed: {} (the lease ends by itself)",
-                exit::chain(&e)
-            ),
-            json!({ "name": name, "epoch": epoch, "error": exit::chain(&e) }),
-        ),
+
+    /// The instant of `ns` (at the earliest, the start of the run).
+    fn instant(&self, ns: u64) -> tokio::time::Instant {
+        match ns.checked_sub(self.origin_ns) {
+            Some(after) => self.origin + Duration::from_nanos(after),
+            None => self
+                .origin
+                .checked_sub(Duration::from_nanos(self.origin_ns - ns))
+                .unwrap_or(self.origin),
+        }
     }
-    sup.wait();
-    if failed == Some("died") {
-        return Err(Failure::new(
-            exit::INTERNAL,
-            "the supervisor of the command died; elect stopped the command and every process it started, then gave the term up",
-        ));
+
+    /// Now, and the lease's known validity.
+    fn at(&self, lease: &impl Lease) -> At {
+        At {
+            now: self.ns(tokio::time::Instant::now()),
+            valid_until: lease.valid_until().map(|v| self.ns(v)),
+        }
     }
-    Ok(code)
 }
 
 /// `elect`'s own end of COMMAND's tree, when the supervisor died or did
@@ -1196,11 +1067,9 @@ async fn lead<C: Claim>(
 /// does).
 async fn take_over(
     group: Option<&cgroup::TermGroup>,
-    command: i32,
+    command: Option<i32>,
     exited: &mut Option<u8>,
-    report: &Reporter,
-    name: &str,
-    epoch: u64,
+    say: &impl Fn(&Event),
 ) {
     let began = tokio::time::Instant::now();
     let mut told = false;
@@ -1209,7 +1078,7 @@ async fn take_over(
             let _ = g.kill();
         }
         let (left, no_child) = supervisor::kill_descendants(|pid, code| {
-            if pid == command {
+            if Some(pid) == command {
                 *exited = Some(code);
             }
         });
@@ -1220,12 +1089,9 @@ async fn take_over(
         if !told && began.elapsed() > Duration::from_secs(2) {
             told = true;
             let pids: Vec<String> = left.iter().map(|p| p.to_string()).collect();
-            let pids = pids.join(" ");
-            report.event(
-                "unkillable",
-                &format!("processes {pids} of the command do not end on SIGKILL (another user's?); elect waits until they end before it resigns or exits"),
-                json!({ "name": name, "epoch": epoch, "pids": pids }),
-            );
+            say(&Event::Unkillable {
+                pids: pids.join(" "),
+            });
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
