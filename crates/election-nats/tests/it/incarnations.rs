@@ -79,10 +79,24 @@ async fn recreated_bucket(urls: &str, replicas: usize) {
     });
     let highest_old = *old.iter().max().expect("old epochs");
 
+    // One store however the servers are listed (in reverse order, or
+    // `localhost` for `127.0.0.1`): what `elect run` keys its cgroups by
+    // (issue 40).
+    let store = election.store_id().expect("store id");
+    let mut reversed: Vec<&str> = urls.split(',').collect();
+    reversed.reverse();
+    let respelled = reversed.join(",").replace("127.0.0.1", "localhost");
+    let other = NatsElection::connect(&respelled, options.clone())
+        .await
+        .expect("connect with the servers respelled");
+    assert_eq!(other.store_id().expect("store id"), store, "{respelled}");
+
     // An operator deletes the bucket; a new process recreates it.
     let js = async_nats::jetstream::new(election.client().clone());
     js.delete_key_value("elections").await.expect("delete");
-    let _recreated = connect().await.expect("connect");
+    let recreated = connect().await.expect("connect");
+    // Another incarnation, another store (docs/safety.md: not covered).
+    assert_ne!(recreated.store_id().expect("store id"), store);
 
     // The holder learns its loss; the waiter wins in the new bucket.
     let lost = tokio::time::timeout(PATIENCE, holder.lost())
