@@ -889,14 +889,7 @@ mod tests {
             held in proptest::collection::vec(any::<bool>(), (MAX_SLOTS as usize) + 1),
         ) {
             let slots = Slots::new("w", count).unwrap();
-            let leader = Leader {
-                identity: crate::Identity::new("x").unwrap(),
-                epoch: crate::Epoch::new(3).unwrap(),
-                since: None,
-                renewed: None,
-                ttl: None,
-                value: None,
-            };
+            let leader = holder();
             let probes = slots.probe_names().len();
             let seen: Vec<Option<Leader>> =
                 held[..probes].iter().map(|h| h.then(|| leader.clone())).collect();
@@ -910,19 +903,24 @@ mod tests {
         }
     }
 
+    /// A holder of a probed name, as a read shows it.
+    fn holder() -> Leader {
+        Leader {
+            identity: crate::Identity::new("x").unwrap(),
+            epoch: crate::Epoch::new(3).unwrap(),
+            since: None,
+            renewed: None,
+            ttl: None,
+            value: None,
+        }
+    }
+
     proptest! {
         #[test]
         fn judge_plain_refuses_exactly_a_held_slot_and_names_the_first(
             held in proptest::collection::vec(any::<bool>(), MAX_SLOTS as usize),
         ) {
-            let leader = Leader {
-                identity: crate::Identity::new("x").unwrap(),
-                epoch: crate::Epoch::new(3).unwrap(),
-                since: None,
-                renewed: None,
-                ttl: None,
-                value: None,
-            };
+            let leader = holder();
             prop_assert_eq!(Slots::plain_probe_names("w").len(), held.len());
             let seen: Vec<Option<Leader>> = held.iter().map(|h| h.then(|| leader.clone())).collect();
             let judged = Slots::judge_plain("w", &seen);
