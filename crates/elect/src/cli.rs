@@ -132,15 +132,21 @@ same host kills what is left in an earlier term's cgroup before its
 COMMAND starts: even with elect and its supervisor both killed or stopped
 (kill -9 or SIGSTOP of the process group, Ctrl-Z, the OOM killer, a frozen
 container), nothing of a deposed term runs once the next term's COMMAND
-starts on this host. The tree then leaves elect's own cgroup: limits set
-there (a systemd unit's MemoryMax=) do not cover it unless
-ELECT_CGROUP_PARENT points inside it.
+starts on this host. The cgroup belongs to the election however the
+backend is written (a bind mount, localhost or 127.0.0.1, servers in
+another order): it is keyed by the store the backend reports. An elect run
+started by a term's COMMAND keeps its terms inside that term's cgroup, so
+the outer term's end stops the inner job too. The tree then leaves elect's
+own cgroup: limits set there (a systemd unit's MemoryMax=) do not cover it
+unless ELECT_CGROUP_PARENT points inside it.
 
 Not guaranteed: without a cgroup (elect warns at start, and why), a process
 COMMAND started that left its tree (setsid and a double fork, closing its
 descriptors) runs on if elect and its supervisor are both killed or
-stopped. On other hosts nothing can stop it. Resources that must refuse a
-deposed leader check ELECTION_TOKEN.
+stopped. A winner without a cgroup that sees an earlier term's cgroup on
+this host still holding processes it cannot end says so and starts
+COMMAND only once they are gone. On other hosts nothing can stop it.
+Resources that must refuse a deposed leader check ELECTION_TOKEN.
 
 While waiting, a backend failure that may pass (a full disk, a server
 down) is retried with a line on stderr saying why; one that cannot (a
