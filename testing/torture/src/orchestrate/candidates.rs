@@ -569,6 +569,79 @@ pub(crate) fn processes_naming(word: &str) -> Vec<i32> {
 mod tests {
     use super::*;
 
+    fn args(cmd: &Command) -> Vec<String> {
+        let std = cmd.as_std();
+        std::iter::once(std.get_program())
+            .chain(std.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn launch(backend: Option<&str>) -> ElectLaunch {
+        ElectLaunch {
+            elect_bin: "/bin/elect".into(),
+            command_bin: "/bin/torture-command".into(),
+            backend: backend.map(str::to_owned),
+            timing: vec!["--kill-grace".into(), "500ms".into()],
+            env: vec![("XDG_STATE_HOME".into(), "/run/state".into())],
+            resource: "file:/run/resource".into(),
+            launch_of: vec![SlotLaunch::default(); 2],
+            rng: Rng::new(1),
+        }
+    }
+
+    /// The `spellings` and `nested` faults' candidates: `elect run` under
+    /// the bind mount's wrapper with the second URL; an inner `elect run`
+    /// of the slot's own election whose command reads the outer token.
+    /// Without a backend (`reboot`'s runs) no `--backend` is given.
+    #[test]
+    fn a_slot_is_started_through_a_second_path_or_nested() {
+        let out = Path::new("/run");
+        let mut c = Candidates::elect(out, 2, launch(None));
+        let plain = args(&c.command(0, "c0.1").expect("a command"));
+        assert_eq!(plain[..2], ["/bin/elect", "run"]);
+        assert!(!plain.contains(&"--backend".to_owned()), "{plain:?}");
+        let reach = Reach::bind_mounted(
+            "file:///run/second".into(),
+            Path::new("/run/state/elect"),
+            Path::new("/run/second"),
+        );
+        c.set_launch(
+            1,
+            SlotLaunch {
+                reach: Some(reach),
+                nested: false,
+                escape: true,
+            },
+        );
+        let spelled = args(&c.command(1, "c1.1").expect("a command"));
+        assert_eq!(
+            spelled[..5],
+            ["unshare", "-m", "--propagation", "private", "sh"]
+        );
+        assert!(spelled[6].starts_with("mount --bind '/run/state/elect' '/run/second' && exec"));
+        assert_eq!(spelled[7..9], ["/bin/elect", "run"]);
+        assert_eq!(spelled[9..11], ["--backend", "file:///run/second"]);
+        assert!(spelled.contains(&"--escape".to_owned()), "{spelled:?}");
+        c.set_launch(
+            1,
+            SlotLaunch {
+                reach: None,
+                nested: true,
+                escape: false,
+            },
+        );
+        let nested = args(&c.command(1, "c1.2").expect("a command"));
+        let inner = nested
+            .iter()
+            .position(|a| a == "sh")
+            .expect("the nesting shell");
+        assert_eq!(nested[inner + 3..inner + 5], ["/bin/elect", "run"]);
+        assert!(nested[inner + 2].starts_with(&format!("{OUTER_TOKEN}=\"$ELECTION_TOKEN\"")));
+        assert!(nested.contains(&inner_election(1)), "{nested:?}");
+        assert!(nested.windows(2).any(|w| w == ["--token-env", OUTER_TOKEN]));
+    }
+
     #[test]
     fn a_child_and_a_command_line_are_found_in_proc() {
         let word = format!("torture-test-word-{}", std::process::id());
