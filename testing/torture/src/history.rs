@@ -454,6 +454,29 @@ pub enum FaultKind {
     /// `hardlink` (`--elect`, SQLite): a second hard link to the
     /// election's database; a candidate started on it for 3 TTLs.
     HardLink,
+    /// `spellings` (`--elect`): one election reached two ways. Every
+    /// candidate but the leader is started again in a mount namespace of
+    /// its own where the election's directory (the file backend's, the
+    /// SQLite database's) is bind-mounted under a second path, and
+    /// reaches it there; the leader's whole process group is SIGKILLed,
+    /// then the new leader's (whose command's escaped worker runs on),
+    /// so that a term's leftovers must be ended by a successor that
+    /// spells the election the other way.
+    Spellings,
+    /// `nested` (`--elect`): every candidate but the leader is started
+    /// again with a command that is itself an `elect run` (of its own
+    /// inner election, on the same backend) whose command writes with the
+    /// outer term's token and escapes; the leader's whole group is
+    /// SIGKILLed, then the nested leader's: the next outer term must end
+    /// the inner job too.
+    Nested,
+    /// `reboot` (`--elect`, file): a host's reboot. The candidates keep
+    /// the election in the default directory (no `--backend`,
+    /// `XDG_STATE_HOME` and `XDG_RUNTIME_DIR` in the run directory); every
+    /// candidate process (its whole group and what escaped it) is
+    /// SIGKILLed, what a reboot empties is wiped (`XDG_RUNTIME_DIR`'s
+    /// contents, the candidates' `TMPDIR`), and they start again.
+    Reboot,
     /// `join` (`--lease-sets`): a new member joins the balanced group.
     Join,
     /// `leave` (`--lease-sets`): a member leaves the group cleanly (stops
@@ -463,7 +486,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 28] = [
+    pub const ALL: [FaultKind; 31] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -490,6 +513,9 @@ impl FaultKind {
         FaultKind::FenceFiles,
         FaultKind::FenceRows,
         FaultKind::HardLink,
+        FaultKind::Spellings,
+        FaultKind::Nested,
+        FaultKind::Reboot,
         FaultKind::Join,
         FaultKind::Leave,
     ];
@@ -523,6 +549,9 @@ impl FaultKind {
             FaultKind::FenceFiles => "fencefiles",
             FaultKind::FenceRows => "fencerows",
             FaultKind::HardLink => "hardlink",
+            FaultKind::Spellings => "spellings",
+            FaultKind::Nested => "nested",
+            FaultKind::Reboot => "reboot",
             FaultKind::Join => "join",
             FaultKind::Leave => "leave",
         }

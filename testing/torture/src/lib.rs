@@ -5,8 +5,11 @@
 //! orchestrator (`torture run`) injects faults (kills, pauses, resign
 //! storms, server crashes, partitions, clock jumps, a leader's work
 //! cancelled mid-write, unguarded writes, a lease row deleted by hand, a
-//! NATS bucket recreated or its stream's tail lost); every step lands in
-//! history files in the run directory. The checker then proves, from the
+//! NATS bucket recreated or its stream's tail lost; in `--elect` mode, with
+//! `elect run` as each candidate, its supervisor or process group killed
+//! or stopped, the fence's state deleted, the election reached through a
+//! second name or path, nested runs, a reboot that empties the runtime
+//! directory); every step lands in history files in the run directory. The checker then proves, from the
 //! histories and the resource's own records alone, that terms never
 //! overlapped in a way the fence let through, and that no deposed or
 //! resigned leader acted after the next term began:

@@ -6,6 +6,7 @@
 //! ```text
 //! torture-command --writer ID --history-dir DIR --resource SPEC --end-file PATH
 //!     [--escape] [--ignore-term] [--write-every-ms N (default 20)]
+//!     [--token-env VAR (default ELECTION_TOKEN)]
 //! torture-command --unguarded-once --writer ID --history-dir DIR --resource SPEC
 //! torture-command --late-token EPOCH --hold-ms N --writer ID --history-dir DIR --resource SPEC
 //! ```
@@ -18,6 +19,11 @@
 //! SIGTERM it finishes the write under way, records `resigned <epoch>`,
 //! says so and exits 0; with `--ignore-term` it ignores SIGTERM (only
 //! SIGKILL ends it).
+//!
+//! `--token-env VAR`: the term's token is read from `VAR` instead of
+//! `ELECTION_TOKEN`: the `nested` fault's command runs under an inner
+//! `elect run`, which sets `ELECTION_TOKEN` to the inner term's token, and
+//! writes with the outer term's, passed on in `VAR`.
 //!
 //! `--escape`: before anything else it starts a worker that leaves the
 //! way daemons do: fork, `setsid`, fork again, close every descriptor
@@ -68,6 +74,7 @@ struct Args {
     late_token: Option<Token>,
     hold: Duration,
     every: Duration,
+    token_env: String,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -75,6 +82,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let (mut escape, mut ignore_term, mut unguarded_once) = (false, false, false);
     let mut every = Duration::from_millis(20);
     let (mut late_token, mut hold) = (None, Duration::ZERO);
+    let mut token_env = "ELECTION_TOKEN".to_owned();
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
@@ -109,6 +117,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                         .map_err(|_| format!("--hold-ms: bad milliseconds {v:?}"))?,
                 )
             }
+            "--token-env" => token_env = value()?,
             "--escape" => escape = true,
             "--ignore-term" => ignore_term = true,
             "--unguarded-once" => unguarded_once = true,
@@ -133,6 +142,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         late_token,
         hold,
         every,
+        token_env,
     })
 }
 
@@ -313,10 +323,11 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(token) = args.late_token {
         return runtime()?.block_on(late_write(&args, token));
     }
-    let token: Token = std::env::var("ELECTION_TOKEN")
-        .map_err(|_| "ELECTION_TOKEN is not set: run me under `elect run`".to_owned())?
+    let var = &args.token_env;
+    let token: Token = std::env::var(var)
+        .map_err(|_| format!("{var} is not set: run me under `elect run`"))?
         .parse()
-        .map_err(|e| format!("ELECTION_TOKEN: {e}"))?;
+        .map_err(|e| format!("{var}: {e}"))?;
     if args.ignore_term {
         ignore_sigterm();
     }
@@ -372,6 +383,23 @@ mod tests {
         assert!(a.escape && a.ignore_term && !a.unguarded_once);
         assert_eq!(a.writer, "c1.2");
         assert_eq!(a.every, Duration::from_millis(20));
+        assert_eq!(a.token_env, "ELECTION_TOKEN");
+        let b = parse(
+            [
+                "--writer",
+                "c1.2",
+                "--history-dir",
+                "/tmp/run",
+                "--resource",
+                "file:/tmp/run/resource",
+                "--token-env",
+                "OUTER",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        )
+        .unwrap();
+        assert_eq!(b.token_env, "OUTER");
         assert!(parse(["--writer", "a b"].iter().map(|s| s.to_string())).is_err());
         assert!(parse(["--bogus"].iter().map(|s| s.to_string())).is_err());
     }

@@ -17,8 +17,10 @@
 //!
 //! `--elect` (file, sqlite): the candidates are `elect run` processes whose
 //! command (`torture-command`) writes through the fence; the default mix is
-//! the deployment's faults (`supkill`, `supstop`, `groupstop`, `fencefiles`
-//! or `fencerows` and `hardlink`, with `kill`, `stop`, `resign`).
+//! the deployment's faults (`supkill`, `supstop`, `groupstop`, `spellings`,
+//! `nested`, `fencefiles` and `reboot` or `fencerows` and `hardlink`, with
+//! `kill`, `stop`, `resign`). With `reboot` in the mix (file) the candidates
+//! keep the election in the default directory (no `--backend`).
 //!
 //! `--lease-sets` (every backend): the candidates are balanced lease-set
 //! members (`torture-member`, at most `--candidates`, one fewer at the
@@ -46,8 +48,10 @@ usage:
   torture check DIR --resource file:DIR|sqlite:PATH|sqlfence:DIR --bound-ms N
 
 --elect (file, sqlite): candidates are `elect run` processes whose command
-writes through the fence; faults supkill, supstop, groupstop, fencefiles
-(file), fencerows and hardlink (sqlite), with kill, stop and resign.
+writes through the fence; faults supkill, supstop, groupstop, spellings,
+nested, fencefiles and reboot (file), fencerows and hardlink (sqlite), with
+kill, stop and resign. With reboot in the mix the candidates use the default
+directory (no --backend).
 
 --lease-sets (every backend): candidates are balanced lease-set members
 (torture-member) that join, leave, are killed and stopped (faults join,

@@ -38,18 +38,79 @@ pub(crate) struct ElectLaunch {
     pub(crate) elect_bin: PathBuf,
     /// The `torture-command` binary.
     pub(crate) command_bin: PathBuf,
-    /// The backend URL.
-    pub(crate) backend: String,
-    /// `elect run`'s other flags (name, TTL, kill grace).
-    pub(crate) elect_args: Vec<String>,
+    /// The backend URL; `None`: no `--backend`, the default directory
+    /// (the `reboot` fault's runs).
+    pub(crate) backend: Option<String>,
+    /// `elect run`'s timing flags (TTL, renew, kill grace), also the
+    /// inner `elect run`'s of a nested command.
+    pub(crate) timing: Vec<String>,
+    /// The environment of every candidate (`XDG_STATE_HOME`,
+    /// `XDG_RUNTIME_DIR`, `TMPDIR` in the run directory).
+    pub(crate) env: Vec<(String, PathBuf)>,
     /// The resource, as `torture-command --resource` takes it.
     pub(crate) resource: String,
-    /// Per-slot backend URLs that replace `backend` (the `hardlink`
-    /// fault's second name of the database).
-    pub(crate) backend_of: Vec<Option<String>>,
+    /// How each slot's next incarnations are started, where not as
+    /// usual (the `hardlink`, `spellings` and `nested` faults).
+    pub(crate) launch_of: Vec<SlotLaunch>,
     /// Draws each incarnation's command: escaping, ignoring SIGTERM.
     pub(crate) rng: Rng,
 }
+
+/// How a slot reaches the backend, when not as the run's `backend` says:
+/// another URL, and a command `elect` runs under (a mount namespace with
+/// a bind mount).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reach {
+    /// The backend URL.
+    pub(crate) url: String,
+    /// The program and arguments `elect run ...` is appended to (empty:
+    /// `elect` itself).
+    pub(crate) wrapper: Vec<String>,
+}
+
+impl Reach {
+    /// `url` in a mount namespace of the candidate's own where `dir` is
+    /// bind mounted on `at` (which must exist): one directory under two
+    /// paths, as a container's volume is.
+    pub(crate) fn bind_mounted(url: String, dir: &Path, at: &Path) -> Reach {
+        let script = format!(
+            "mount --bind '{}' '{}' && exec \"$0\" \"$@\"",
+            dir.display(),
+            at.display()
+        );
+        Reach {
+            url,
+            wrapper: ["unshare", "-m", "--propagation", "private", "sh", "-c"]
+                .map(str::to_owned)
+                .into_iter()
+                .chain([script])
+                .collect(),
+        }
+    }
+}
+
+/// How one slot's next incarnations are started (`--elect` mode).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SlotLaunch {
+    /// Another way to the backend (`None`: the run's).
+    pub(crate) reach: Option<Reach>,
+    /// The command runs under an inner `elect run` of the slot's own
+    /// election ([`inner_election`]), and writes with the outer term's
+    /// token.
+    pub(crate) nested: bool,
+    /// The command always escapes (not a third of the time).
+    pub(crate) escape: bool,
+}
+
+/// The election of slot `slot`'s inner `elect run` (the `nested` fault):
+/// the slot's own, as a per-host job's would be, so that nothing but the
+/// end of the outer term ends its job.
+pub(crate) fn inner_election(slot: usize) -> String {
+    format!("{}-inner-c{slot}", crate::orchestrate::ELECTION)
+}
+
+/// The variable a nested command finds the outer term's token in.
+const OUTER_TOKEN: &str = "TORTURE_OUTER_TOKEN";
 
 /// The file the orchestrator creates when a run ends: commands and their
 /// escaped workers stop writing when it exists.
@@ -106,11 +167,11 @@ impl Candidates {
         c
     }
 
-    /// Sets (or with `None` clears) the backend URL of `slot`'s next
-    /// incarnations (`--elect` mode).
-    pub(crate) fn set_backend(&mut self, slot: usize, url: Option<String>) {
+    /// Sets how `slot`'s next incarnations are started (`--elect` mode;
+    /// the default: as the run's others).
+    pub(crate) fn set_launch(&mut self, slot: usize, launch: SlotLaunch) {
         if let Some(e) = self.elect.as_mut() {
-            e.backend_of[slot] = url;
+            e.launch_of[slot] = launch;
         }
     }
 
@@ -128,16 +189,49 @@ impl Candidates {
                 .stdin(Stdio::piped());
             return Ok(cmd);
         };
-        let backend = e.backend_of[slot].as_ref().unwrap_or(&e.backend);
-        let mut cmd = Command::new(&e.elect_bin);
-        cmd.arg("run")
-            .arg("--backend")
-            .arg(backend)
-            .arg("--identity")
+        let launch = &e.launch_of[slot];
+        let backend = launch.reach.as_ref().map(|r| &r.url).or(e.backend.as_ref());
+        let wrapper = launch.reach.as_ref().map_or(&[][..], |r| &r.wrapper[..]);
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(&e.elect_bin),
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(&e.elect_bin);
+                cmd
+            }
+        };
+        cmd.arg("run");
+        if let Some(url) = backend {
+            cmd.arg("--backend").arg(url);
+        }
+        cmd.arg("--identity")
             .arg(writer)
-            .args(&e.elect_args)
-            .arg("--")
-            .arg(&e.command_bin)
+            .args(&e.timing)
+            .arg("--name")
+            .arg(crate::orchestrate::ELECTION)
+            .arg("--");
+        if launch.nested {
+            // The outer term's token passed on, then an inner `elect run`
+            // of the slot's own election (it sets `ELECTION_TOKEN` to its
+            // own term's).
+            cmd.arg("sh")
+                .arg("-c")
+                .arg(format!(
+                    "{OUTER_TOKEN}=\"$ELECTION_TOKEN\" exec \"$0\" \"$@\""
+                ))
+                .arg(&e.elect_bin)
+                .arg("run");
+            if let Some(url) = backend {
+                cmd.arg("--backend").arg(url);
+            }
+            cmd.arg("--identity")
+                .arg(format!("{writer}i"))
+                .args(&e.timing)
+                .arg("--name")
+                .arg(inner_election(slot))
+                .arg("--");
+        }
+        cmd.arg(&e.command_bin)
             .arg("--writer")
             .arg(writer)
             .arg("--history-dir")
@@ -146,9 +240,15 @@ impl Candidates {
             .arg(&e.resource)
             .arg("--end-file")
             .arg(self.out.join(END_FILE));
+        if launch.nested {
+            cmd.arg("--token-env").arg(OUTER_TOKEN);
+        }
+        cmd.envs(e.env.iter().map(|(k, v)| (k, v)));
         // A third of the commands leave the way daemons do; a third
-        // ignore SIGTERM (seeded).
-        if e.rng.below(3) == 0 {
+        // ignore SIGTERM (seeded). Both are drawn every time, so that a
+        // forced escape leaves the seeded sequence as it was.
+        let escape = e.rng.below(3) == 0;
+        if escape || launch.escape {
             cmd.arg("--escape");
         }
         if e.rng.below(3) == 0 {
@@ -309,6 +409,14 @@ impl Candidates {
         }
     }
 
+    /// SIGKILLs the slot's whole process group (`--elect` mode: `elect`,
+    /// its supervisor, the command, a nested `elect run` and its command;
+    /// not what escaped the group) and reaps its process.
+    pub(crate) async fn kill_group(&mut self, slot: usize) {
+        self.signal_group(slot, Signal::SIGKILL);
+        self.kill(slot).await;
+    }
+
     /// SIGKILLs the slot's process and reaps it.
     pub(crate) async fn kill(&mut self, slot: usize) {
         self.signal(slot, Signal::SIGKILL);
@@ -460,6 +568,79 @@ pub(crate) fn processes_naming(word: &str) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(cmd: &Command) -> Vec<String> {
+        let std = cmd.as_std();
+        std::iter::once(std.get_program())
+            .chain(std.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn launch(backend: Option<&str>) -> ElectLaunch {
+        ElectLaunch {
+            elect_bin: "/bin/elect".into(),
+            command_bin: "/bin/torture-command".into(),
+            backend: backend.map(str::to_owned),
+            timing: vec!["--kill-grace".into(), "500ms".into()],
+            env: vec![("XDG_STATE_HOME".into(), "/run/state".into())],
+            resource: "file:/run/resource".into(),
+            launch_of: vec![SlotLaunch::default(); 2],
+            rng: Rng::new(1),
+        }
+    }
+
+    /// The `spellings` and `nested` faults' candidates: `elect run` under
+    /// the bind mount's wrapper with the second URL; an inner `elect run`
+    /// of the slot's own election whose command reads the outer token.
+    /// Without a backend (`reboot`'s runs) no `--backend` is given.
+    #[test]
+    fn a_slot_is_started_through_a_second_path_or_nested() {
+        let out = Path::new("/run");
+        let mut c = Candidates::elect(out, 2, launch(None));
+        let plain = args(&c.command(0, "c0.1").expect("a command"));
+        assert_eq!(plain[..2], ["/bin/elect", "run"]);
+        assert!(!plain.contains(&"--backend".to_owned()), "{plain:?}");
+        let reach = Reach::bind_mounted(
+            "file:///run/second".into(),
+            Path::new("/run/state/elect"),
+            Path::new("/run/second"),
+        );
+        c.set_launch(
+            1,
+            SlotLaunch {
+                reach: Some(reach),
+                nested: false,
+                escape: true,
+            },
+        );
+        let spelled = args(&c.command(1, "c1.1").expect("a command"));
+        assert_eq!(
+            spelled[..5],
+            ["unshare", "-m", "--propagation", "private", "sh"]
+        );
+        assert!(spelled[6].starts_with("mount --bind '/run/state/elect' '/run/second' && exec"));
+        assert_eq!(spelled[7..9], ["/bin/elect", "run"]);
+        assert_eq!(spelled[9..11], ["--backend", "file:///run/second"]);
+        assert!(spelled.contains(&"--escape".to_owned()), "{spelled:?}");
+        c.set_launch(
+            1,
+            SlotLaunch {
+                reach: None,
+                nested: true,
+                escape: false,
+            },
+        );
+        let nested = args(&c.command(1, "c1.2").expect("a command"));
+        let inner = nested
+            .iter()
+            .position(|a| a == "sh")
+            .expect("the nesting shell");
+        assert_eq!(nested[inner + 3..inner + 5], ["/bin/elect", "run"]);
+        assert!(nested[inner + 2].starts_with(&format!("{OUTER_TOKEN}=\"$ELECTION_TOKEN\"")));
+        assert!(nested.contains(&inner_election(1)), "{nested:?}");
+        assert!(nested.windows(2).any(|w| w == ["--token-env", OUTER_TOKEN]));
+    }
 
     #[test]
     fn a_child_and_a_command_line_are_found_in_proc() {

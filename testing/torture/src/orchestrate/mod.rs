@@ -111,16 +111,17 @@ impl Target {
     }
 
     /// Whether `fault` can be injected in `--elect` mode on this backend:
-    /// `kill`, `stop`, `resign` (SIGTERM to `elect`) and the supervisor's
-    /// and the group's faults everywhere it runs; `fencefiles` where the
-    /// resource is guarded by a `FileFence` (file); `fencerows` and
-    /// `hardlink` on SQLite.
+    /// `kill`, `stop`, `resign` (SIGTERM to `elect`), the supervisor's and
+    /// the group's faults, `spellings` and `nested` everywhere it runs;
+    /// `fencefiles` where the resource is guarded by a `FileFence` and
+    /// `reboot` (the default directory) on the file backend; `fencerows`
+    /// and `hardlink` on SQLite.
     pub fn allows_elect(self, fault: Fault) -> bool {
         use Fault::*;
         self.has_elect_mode()
             && match fault {
-                Kill | Stop | Resign | SupKill | SupStop | GroupStop => true,
-                FenceFiles => self == Target::File,
+                Kill | Stop | Resign | SupKill | SupStop | GroupStop | Spellings | Nested => true,
+                FenceFiles | Reboot => self == Target::File,
                 FenceRows | HardLink => self == Target::Sqlite,
                 _ => false,
             }
@@ -147,7 +148,8 @@ impl Target {
         use Fault::*;
         match fault {
             // `--elect` mode only.
-            SupKill | SupStop | GroupStop | FenceFiles | FenceRows | HardLink => false,
+            SupKill | SupStop | GroupStop | FenceFiles | FenceRows | HardLink | Spellings
+            | Nested | Reboot => false,
             // `--lease-sets` mode only.
             Join | Leave => false,
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
@@ -243,6 +245,13 @@ impl Plan {
             .map(|f| f.name())
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// Whether the `--elect` candidates keep the election in the file
+    /// backend's default directory (no `--backend`): when the mix has
+    /// `reboot`, which wipes what a reboot empties around it.
+    pub fn uses_default_dir(&self) -> bool {
+        self.elect.is_some() && self.backend == Target::File && self.faults.contains(&Fault::Reboot)
     }
 
     /// Whether `fault` can be injected in this plan's mode and backend.
@@ -484,6 +493,9 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         }
     };
     let mut servers = servers;
+    if plan.elect.is_some() {
+        create_host_dirs(out).map_err(io("create the candidates' host directories"))?;
+    }
     let mut candidates = match &plan.elect {
         None => Candidates::new(&plan.candidate_bin, out, common, extra),
         Some(bins) => Candidates::elect(out, plan.candidates, elect_launch(plan, out, bins)),
@@ -750,8 +762,16 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 ));
                 if linked.is_ok() {
                     candidates.kill(slot).await;
-                    candidates
-                        .set_backend(slot, Some(BackendUrl::Sqlite(link.clone()).to_string()));
+                    candidates.set_launch(
+                        slot,
+                        candidates::SlotLaunch {
+                            reach: Some(candidates::Reach {
+                                url: BackendUrl::Sqlite(link.clone()).to_string(),
+                                wrapper: Vec::new(),
+                            }),
+                            ..Default::default()
+                        },
+                    );
                     let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
                     log(FaultEvent::Spawn { writer: nw, pid });
                     let until = Instant::now() + 3 * plan.ttl;
@@ -759,7 +779,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         candidates.next(until - Instant::now()).await;
                     }
                     candidates.kill(slot).await;
-                    candidates.set_backend(slot, None);
+                    candidates.set_launch(slot, candidates::SlotLaunch::default());
                     for suffix in ["", "-wal", "-shm"] {
                         let mut name = link.clone().into_os_string();
                         name.push(suffix);
@@ -769,6 +789,102 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                     log(FaultEvent::Spawn { writer: nw, pid });
                 }
                 log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+            }
+            Fault::Spellings | Fault::Nested => {
+                // The others started again another way (a second path to
+                // the election; an inner `elect run`), their commands
+                // escaping; the leader's group SIGKILLed, so that one of
+                // them takes over; then it is started again as usual and
+                // every other group is SIGKILLed: it takes over from a
+                // term whose escaped worker runs on, reached the other
+                // way (or nested), and must end it before its command
+                // starts.
+                let other_way = if fault == Fault::Spellings {
+                    candidates::SlotLaunch {
+                        reach: Some(
+                            second_spelling(plan, out).map_err(io("make the mount point"))?,
+                        ),
+                        nested: false,
+                        escape: true,
+                    }
+                } else {
+                    candidates::SlotLaunch {
+                        reach: None,
+                        nested: true,
+                        escape: true,
+                    }
+                };
+                let first = target;
+                log(FaultEvent::fault_or_heal(
+                    true,
+                    fault,
+                    &writer,
+                    match &other_way.reach {
+                        Some(reach) => format!("others-via {}", reach.url),
+                        None => format!("others-nested {ELECTION}-inner-c<slot>"),
+                    },
+                ));
+                let others: Vec<usize> = (0..candidates.len()).filter(|&s| s != first).collect();
+                for &slot in &others {
+                    candidates.kill_group(slot).await;
+                    candidates.set_launch(slot, other_way.clone());
+                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+                    log(FaultEvent::Spawn { writer: w, pid });
+                }
+                let bound = plan.liveness_bound();
+                candidates.kill_group(first).await;
+                let second = wait_for_leader(&mut candidates, bound, |l| l != first).await;
+                let (w, pid) = candidates.spawn(first).map_err(io("respawn elect"))?;
+                log(FaultEvent::Spawn { writer: w, pid });
+                for &slot in &others {
+                    candidates.kill_group(slot).await;
+                }
+                let third = wait_for_leader(&mut candidates, bound, |l| l == first).await;
+                // A few of the new term's writes, beside anything left.
+                let until = Instant::now() + Duration::from_millis(300);
+                while Instant::now() < until {
+                    candidates.next(until - Instant::now()).await;
+                }
+                for &slot in &others {
+                    candidates.set_launch(slot, candidates::SlotLaunch::default());
+                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+                    log(FaultEvent::Spawn { writer: w, pid });
+                }
+                let who =
+                    |l: Option<usize>| l.map_or_else(|| "none".to_owned(), |l| format!("c{l}"));
+                log(FaultEvent::fault_or_heal(
+                    false,
+                    fault,
+                    &writer,
+                    format!("then-led {} then {}", who(second), who(third)),
+                ));
+            }
+            Fault::Reboot => {
+                // Every process of the candidates ended at once, what a
+                // reboot empties wiped, everyone started again.
+                log(FaultEvent::fault_or_heal(true, fault, "host", ""));
+                for slot in 0..candidates.len() {
+                    candidates.kill_group(slot).await;
+                }
+                kill_every_candidate_process(out).await;
+                let dirs = host_dirs(out);
+                let wiped = [&dirs.runtime, &dirs.tmp]
+                    .map(|d| match empty_dir(d) {
+                        Ok(n) => format!("{}:{n}", d.file_name().unwrap_or_default().display()),
+                        Err(e) => format!("{}:{e}", d.display()).replace(' ', "_"),
+                    })
+                    .join(",");
+                tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 500))).await;
+                for slot in 0..candidates.len() {
+                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+                    log(FaultEvent::Spawn { writer: w, pid });
+                }
+                log(FaultEvent::fault_or_heal(
+                    false,
+                    fault,
+                    "host",
+                    format!("wiped {wiped}"),
+                ));
             }
             Fault::Resign => {
                 log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
@@ -1106,12 +1222,14 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
 }
 
 /// How `--elect` mode starts its candidates: `elect run` on the plan's
-/// backend with its TTL, renew interval and a kill grace.
+/// backend with its TTL, renew interval and a kill grace; with the
+/// `reboot` fault in the mix, on the file backend's default directory (no
+/// `--backend`; [`host_dirs`] in the run directory).
 fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candidates::ElectLaunch {
     let ms = |d: Duration| format!("{}ms", d.as_millis());
-    let (backend, mut elect_args) = match plan.backend {
+    let (backend, timing) = match plan.backend {
         Target::Sqlite => (
-            BackendUrl::Sqlite(out.join("election.db")).to_string(),
+            Some(BackendUrl::Sqlite(out.join("election.db")).to_string()),
             vec![
                 "--ttl".to_owned(),
                 ms(plan.ttl),
@@ -1122,20 +1240,138 @@ fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candida
         // The file backend's default kill grace (10 s) would make every
         // handover after a command that ignores SIGTERM wait 10 s.
         _ => (
-            BackendUrl::file(out.join("election")).to_string(),
+            (!plan.uses_default_dir()).then(|| BackendUrl::file(out.join("election")).to_string()),
             vec!["--kill-grace".to_owned(), "500ms".to_owned()],
         ),
     };
-    elect_args.extend(["--name".to_owned(), ELECTION.to_owned()]);
+    let dirs = host_dirs(out);
     candidates::ElectLaunch {
         elect_bin: bins.elect.clone(),
         command_bin: bins.command.clone(),
         backend,
-        elect_args,
+        timing,
+        env: vec![
+            ("XDG_STATE_HOME".to_owned(), dirs.state),
+            ("XDG_RUNTIME_DIR".to_owned(), dirs.runtime),
+            ("TMPDIR".to_owned(), dirs.tmp),
+        ],
         resource: plan.resource().to_string(),
-        backend_of: vec![None; plan.candidates],
+        launch_of: vec![candidates::SlotLaunch::default(); plan.candidates],
         rng: Rng::new(plan.seed ^ 0x65_6c65_6374),
     }
+}
+
+/// The host directories of `--elect` mode's candidates, in the run
+/// directory: what `elect run` is given as `XDG_STATE_HOME` (on a disk: it
+/// outlives a reboot), `XDG_RUNTIME_DIR` and `TMPDIR` (what a reboot
+/// empties, and the `reboot` fault wipes).
+struct HostDirs {
+    state: PathBuf,
+    runtime: PathBuf,
+    tmp: PathBuf,
+}
+
+fn host_dirs(out: &std::path::Path) -> HostDirs {
+    HostDirs {
+        state: out.join("host-state"),
+        runtime: out.join("host-runtime"),
+        tmp: out.join("host-tmp"),
+    }
+}
+
+/// Creates [`host_dirs`] (the runtime directory with mode 0700, as
+/// `XDG_RUNTIME_DIR` must be).
+fn create_host_dirs(out: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dirs = host_dirs(out);
+    for dir in [&dirs.state, &dirs.runtime, &dirs.tmp] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    Ok(())
+}
+
+/// The directory that keeps the election in `--elect` mode: the file
+/// backend's (the default directory, `XDG_STATE_HOME/elect`, when the
+/// candidates use it), the SQLite database's.
+fn election_dir(plan: &Plan, out: &std::path::Path) -> PathBuf {
+    match plan.backend {
+        Target::Sqlite => out.to_path_buf(),
+        _ if plan.uses_default_dir() => host_dirs(out).state.join("elect"),
+        _ => out.join("election"),
+    }
+}
+
+/// The `spellings` fault's second way to the election: its directory
+/// ([`election_dir`]) bind-mounted on `<run>/second-spelling` in the
+/// candidate's own mount namespace, and the backend URL through it.
+fn second_spelling(plan: &Plan, out: &std::path::Path) -> std::io::Result<candidates::Reach> {
+    let at = out.join("second-spelling");
+    std::fs::create_dir_all(&at)?;
+    let url = match plan.backend {
+        Target::Sqlite => BackendUrl::Sqlite(at.join("election.db")).to_string(),
+        _ => BackendUrl::file(at.clone()).to_string(),
+    };
+    Ok(candidates::Reach::bind_mounted(
+        url,
+        &election_dir(plan, out),
+        &at,
+    ))
+}
+
+/// Waits (reading what the candidates say) until a slot that `pred`
+/// accepts leads, at most `bound`; returns it.
+async fn wait_for_leader(
+    candidates: &mut Candidates,
+    bound: Duration,
+    pred: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(l) = candidates.leader().filter(|&l| pred(l)) {
+            return Some(l);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        candidates.next(deadline - Instant::now()).await;
+    }
+}
+
+/// SIGKILLs every process of the run's candidates (`--elect` mode: every
+/// process whose command line names the run's end file, what escaped its
+/// group too), as a host's reboot ends them; waits until they are gone
+/// (at most 10 s).
+async fn kill_every_candidate_process(out: &std::path::Path) {
+    let end_file = out.join(candidates::END_FILE).display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = candidates::processes_naming(&end_file);
+        if left.is_empty() || Instant::now() >= deadline {
+            return;
+        }
+        for pid in left {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Empties the directory `dir` (keeps it).
+fn empty_dir(dir: &std::path::Path) -> std::io::Result<usize> {
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+        removed += 1;
+    }
+    Ok(removed)
 }
 
 /// The heal of `fencefiles`, an operator's repair: every candidate
@@ -1240,17 +1476,23 @@ mod tests {
         assert_eq!(
             Target::Sqlite.elect_faults(),
             vec![
-                Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceRows, HardLink
+                Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceRows, HardLink, Spellings,
+                Nested
             ]
         );
         assert_eq!(
             Target::File.elect_faults(),
-            vec![Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceFiles]
+            vec![
+                Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceFiles, Spellings, Nested,
+                Reboot
+            ]
         );
         for backend in [Target::Nats, Target::NatsCluster, Target::Postgres] {
             assert!(backend.elect_faults().is_empty(), "{backend}");
         }
-        for kind in [SupKill, SupStop, GroupStop, FenceFiles, FenceRows, HardLink] {
+        for kind in [
+            SupKill, SupStop, GroupStop, FenceFiles, FenceRows, HardLink, Spellings, Nested, Reboot,
+        ] {
             assert!(ALL_BACKENDS.iter().all(|b| !b.allows(kind)), "{kind}");
         }
     }
