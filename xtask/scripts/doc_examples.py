@@ -11,7 +11,8 @@ A public function is one a user of the crate can call:
   in a public module, or re-exported by name);
 - every `fn` of a `pub trait` that is public the same way.
 `pub(crate)`/`pub(super)`/`pub(in ..)` items, `#[cfg(test)]` modules and
-items, and function bodies are skipped. An example is a fenced code block
+items, `#[doc(hidden)]` modules (a crate's doctest fixtures, `doc_support`:
+not part of its API, ADR 0101) and function bodies are skipped. An example is a fenced code block
 (a doc line starting with ```). Prints `path:line: item` for each function
 without one and exits 1 if there is any; exits 0 otherwise.
 
@@ -76,6 +77,10 @@ def strip_attrs(header):
 
 def is_cfg_test(attrs):
     return any(re.match(r'#\[\s*cfg\s*\(\s*test\s*\)\s*\]', a) for a in attrs)
+
+
+def is_doc_hidden(attrs):
+    return any(re.match(r'#\[\s*doc\s*\(\s*hidden\s*\)\s*\]', a) for a in attrs)
 
 
 def is_public(vis):
@@ -232,7 +237,8 @@ def scan_items(text):
             if m:
                 yield ('fn', m.group('name'), m.group('vis'), item_line, item_docs, cur)
             elif kind == ';' and (m := MOD_RE.match(rest)):
-                yield ('mod', m.group('name'), m.group('vis'), item_line, item_docs, cur)
+                vis = None if is_doc_hidden(attrs) else m.group('vis')
+                yield ('mod', m.group('name'), vis, item_line, item_docs, cur)
             elif (m := TYPE_RE.match(rest)):
                 yield ('type', m.group('name'), m.group('vis'), item_line, item_docs, cur)
             elif re.match(r'^pub\s+use\b', rest):
@@ -250,7 +256,8 @@ def scan_items(text):
             stack.append(('trait', m.group('name'), is_public(m.group('vis'))))
         elif (m := re.match(r'^(?P<vis>pub(?:\s*\([^)]*\))?\s+)?mod\s+(?P<name>\w+)$', rest)):
             # An inline module: pragmatically, as public as its file.
-            stack.append('module' if is_public(m.group('vis')) else 'skip')
+            public = is_public(m.group('vis')) and not is_doc_hidden(attrs)
+            stack.append('module' if public else 'skip')
         else:
             stack.append('body')  # fn bodies, struct/enum bodies, macros
 
@@ -344,6 +351,8 @@ pub mod open;
 mod inner;
 #[cfg(test)]
 mod test_support;
+#[doc(hidden)]
+pub mod doc_support;
 pub use private::{Exported, exported_fn};
 pub use inner::deep::*;
 
@@ -403,12 +412,13 @@ pub mod nested {
     'inner/mod.rs': "pub mod deep;\n",
     'inner/deep.rs': "pub struct Deep;\nimpl Deep { pub async fn go(&self) {} }\npub fn globbed() {}\n",
     'test_support.rs': "pub fn support() {}\n",
+    'doc_support.rs': "pub fn fixture() {}\n#[doc(hidden)]\npub mod inline { pub fn f() {} }\n",
 }
 
 SELF_TEST_EXPECTED = [
     'inner/deep.rs:2: Deep::go',
     'inner/deep.rs:3: globbed',
-    'lib.rs:18: without_example',
+    'lib.rs:20: without_example',
     'open.rs:4: Step::run',
     'open.rs:10: open_fn',
     'open.rs:12: nested_fn',

@@ -75,7 +75,7 @@ impl Step {
 
 /// Runs the checks (ADR 0056, 0057, 0069, 0095). First, in order: fmt and
 /// the workspace's shape (lints in one place, import cycles, each
-/// published crate's drivers, the MSRV, licences and duplicate versions),
+/// published crate's drivers, the core's tokio features, the MSRV, licences and duplicate versions),
 /// which build nothing. Then two lanes at once:
 ///
 /// - the build checks ([`build_checks`]: clippy of the workspace, of every
@@ -374,10 +374,11 @@ type Check = fn() -> Result<()>;
 /// about 8 s) runs here, in the foreground, not in the build checks' lane
 /// at idle priority, where it took 40 s beside the test build and delayed
 /// that lane, CI's longest (ADR 0095).
-const SHAPE: [(&str, Check); 5] = [
+const SHAPE: [(&str, Check); 6] = [
     ("lints in one place", policy::lints_in_one_place),
     ("import cycles", policy::cycles),
     ("each backend's driver only", policy::boundaries),
+    ("the core without tokio's I/O", policy::core_without_io),
     ("MSRV", policy::msrv),
     (
         "licences and duplicate versions",

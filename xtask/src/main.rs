@@ -7,7 +7,8 @@
 //! - `cargo xtask check-packages`: the packaging check `ci` runs after
 //!   `cargo package --no-verify` (ADR 0042).
 //! - `cargo xtask check-shape`: `ci`'s checks that build nothing: lints,
-//!   import cycles, drivers, MSRV, licences and duplicates (ADR 0056).
+//!   import cycles, drivers, the core's tokio features (ADR 0101), MSRV,
+//!   licences and duplicates (ADR 0056).
 //! - `cargo xtask bench [--quick] [--out FILE] [--only GROUPS]`: the
 //!   benchmarks (testing/bench, `election-bench`): measures the election
 //!   (file, SQLite and NATS backends) and fencing paths against floors
@@ -50,6 +51,7 @@ tasks:
   check-shape             ci's checks that build nothing (ADR 0056): lints set in
                           [workspace.lints] only, import cycles, each published
                           crate's normal tree holds only its own backend's driver,
+                          the core's tokio has no net/process/signal/fs,
                           the MSRV of every dependency, licences and duplicate
                           versions (cargo-deny, installed under target/tools)
   check-packages          ci's check after `cargo package`: every publishable

@@ -1,6 +1,7 @@
 //! The checks of `cargo xtask ci` about the workspace's shape rather than
 //! its code (ADR 0056): which backend's driver each published crate pulls
-//! in, that every crate builds alone, the MSRV, licences and duplicate
+//! in, that the core enables none of tokio's I/O drivers (ADR 0101),
+//! that every crate builds alone, the MSRV, licences and duplicate
 //! versions, import cycles, and lints set in one place.
 
 use std::collections::BTreeSet;
@@ -124,6 +125,48 @@ pub(crate) fn boundaries() -> Result<()> {
         problems,
         "every published crate holds only its own backend's driver",
     )
+}
+
+/// The published crates with no I/O of their own, and the tokio features
+/// their normal dependency tree may not enable (ADR 0101): the drivers of
+/// sockets, child processes, signals and files, which a user of the core
+/// alone would otherwise compile.
+const NO_IO: [&str; 1] = ["election-core"];
+const IO_FEATURES: [&str; 4] = ["net", "process", "signal", "fs"];
+
+/// The features in `features` (the `{f}` of a `cargo tree` line:
+/// comma-separated) that [`IO_FEATURES`] forbids.
+fn io_features(features: &str) -> Vec<&str> {
+    features
+        .split(',')
+        .filter(|f| IO_FEATURES.contains(f))
+        .collect()
+}
+
+/// The normal dependency tree of every crate in [`NO_IO`] (`cargo tree -p X
+/// -e normal`, features resolved for X alone, as a user's build resolves
+/// them) enables none of tokio's I/O drivers (ADR 0101): each published
+/// crate names its own tokio features, and the union lives in the
+/// never-published `workspace-hack` only.
+pub(crate) fn core_without_io() -> Result<()> {
+    let mut problems = Vec::new();
+    for name in NO_IO {
+        let tree = cargo_stdout(&[
+            "tree", "-p", name, "-e", "normal", "--prefix", "none", "--format", "{p}|{f}",
+        ])?;
+        for line in tree.lines().filter(|l| l.starts_with("tokio v")) {
+            let features = line.split('|').nth(1).unwrap_or_default();
+            let io = io_features(features);
+            if !io.is_empty() {
+                problems.push(format!(
+                    "{name}'s normal dependencies enable tokio's {} (see `cargo tree -p {name} \
+                     -e features,normal -i tokio`)",
+                    io.join(", ")
+                ));
+            }
+        }
+    }
+    report(problems, "the core's tokio has no I/O driver")
 }
 
 /// Clippy with `-D warnings` (ADR 0056, 0085), stopping at the first
@@ -570,6 +613,15 @@ mod tests {
         );
         let all = tree(&["async-nats", "sqlx-postgres", "sqlx-sqlite"]);
         assert!(foreign_clients("election-url", &all).is_empty());
+    }
+
+    #[test]
+    fn the_core_may_not_enable_tokio_io() {
+        assert!(io_features("default,macros,rt,sync,time,tokio-macros").is_empty());
+        assert_eq!(
+            io_features("bytes,fs,io-util,net,rt,signal,time"),
+            ["fs", "net", "signal"]
+        );
     }
 
     #[test]

@@ -83,55 +83,10 @@ pub trait IntoCore: std::error::Error + Send + Sync + Sized + 'static {
     /// Which group of the core's error this is.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -244,55 +199,10 @@ pub trait LeaseRows: Send + Sync {
     /// The TTL and renewal interval of these leases.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -312,55 +222,10 @@ pub trait LeaseRows: Send + Sync {
     /// every term over it is lost at once, nothing is renewed.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -378,55 +243,10 @@ pub trait LeaseRows: Send + Sync {
     /// `Ok(false)` if its row shows another term or none.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -448,55 +268,10 @@ pub trait LeaseRows: Send + Sync {
     /// still shows its nonce and epoch: the names renewed.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -518,55 +293,10 @@ pub trait LeaseRows: Send + Sync {
     /// row. `Ok(false)`: the row shows another term or none.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -584,55 +314,10 @@ pub trait LeaseRows: Send + Sync {
     /// still shows its nonce.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -688,16 +373,9 @@ pub fn for_key(error: &election_core::Error, name: &ElectionName) -> election_co
 ///
 /// ```
 /// use election_core::{ConfigError, ElectionName};
-/// use election_sql::{Classed, IntoCore, failed_all};
+/// use election_sql::failed_all;
+/// # use election_sql::doc_support::Down; // the server is down
 ///
-/// #[derive(Debug, thiserror::Error)]
-/// #[error("the server is down")]
-/// struct Down;
-/// impl IntoCore for Down {
-///     fn classify(self) -> Classed<Self> {
-///         Classed::Unavailable(self)
-///     }
-/// }
 /// # fn main() -> Result<(), ConfigError> {
 /// let keys = [ElectionName::new("a")?, ElectionName::new("b")?];
 /// assert!(failed_all(Down, &keys).iter().all(Result::is_err));
@@ -715,55 +393,10 @@ pub fn failed_all<E: IntoCore>(error: E, keys: &[ElectionName]) -> Vec<Answer> {
 /// `answers`: a claim statement that failed for all it covered.
 ///
 /// ```
-/// # use std::collections::{HashMap, HashSet};
-/// # use std::sync::Mutex;
 /// # use std::time::Duration;
 /// # use election_core::{ElectionName, Epoch, Identity};
 /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-/// # #[derive(Debug, thiserror::Error)]
-/// # #[error("down")]
-/// # struct Down;
-/// # impl IntoCore for Down {
-/// #     fn classify(self) -> Classed<Self> {
-/// #         Classed::Unavailable(self)
-/// #     }
-/// # }
-/// # /// A lease table in memory: name -> (nonce, epoch).
-/// # #[derive(Default)]
-/// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-/// # impl LeaseRows for Rows {
-/// #     type Error = Down;
-/// #     fn times(&self) -> LeaseTimes {
-/// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-/// #     }
-/// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-/// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-/// #     }
-/// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-/// #         let rows = self.0.lock().unwrap();
-/// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-/// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-/// #     }
-/// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-/// #         self.renew_one(hold, Duration::ZERO).await
-/// #     }
-/// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-/// #         let mut rows = self.0.lock().unwrap();
-/// #         for h in holds {
-/// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-/// #                 rows.remove(h.name);
-/// #             }
-/// #         }
-/// #         Ok(())
-/// #     }
-/// # }
-/// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-/// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-/// #     let first = Epoch::FIRST.get() as i64;
-/// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-/// #     let until = tokio::time::Instant::now() + rows.times().validity();
-/// #     state.won(name, 42, first, Epoch::FIRST, until);
-/// # }
+/// # use election_sql::doc_support::{Down, Rows, win};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let rows = Rows::default();
@@ -1143,55 +776,10 @@ impl KeyedState {
     /// The write's error, about the first key.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -1260,55 +848,10 @@ impl KeyedState {
     /// cannot answer.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();
@@ -1345,55 +888,10 @@ impl KeyedState {
     /// fails the rows age out after the TTL.
     ///
     /// ```
-    /// # use std::collections::{HashMap, HashSet};
-    /// # use std::sync::Mutex;
     /// # use std::time::Duration;
     /// # use election_core::{ElectionName, Epoch, Identity};
     /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
-    /// # #[derive(Debug, thiserror::Error)]
-    /// # #[error("down")]
-    /// # struct Down;
-    /// # impl IntoCore for Down {
-    /// #     fn classify(self) -> Classed<Self> {
-    /// #         Classed::Unavailable(self)
-    /// #     }
-    /// # }
-    /// # /// A lease table in memory: name -> (nonce, epoch).
-    /// # #[derive(Default)]
-    /// # struct Rows(Mutex<HashMap<String, (i64, i64)>>);
-    /// # impl LeaseRows for Rows {
-    /// #     type Error = Down;
-    /// #     fn times(&self) -> LeaseTimes {
-    /// #         LeaseTimes::new(Duration::from_secs(15), Duration::from_secs(5))
-    /// #     }
-    /// #     async fn renew_one(&self, hold: HeldRow<'_>, _budget: Duration) -> Result<bool, Down> {
-    /// #         Ok(self.0.lock().unwrap().get(hold.name) == Some(&(hold.nonce, hold.epoch)))
-    /// #     }
-    /// #     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Down> {
-    /// #         let rows = self.0.lock().unwrap();
-    /// #         let mine = |h: &&HeldRow<'_>| rows.get(h.name) == Some(&(h.nonce, h.epoch));
-    /// #         Ok(holds.iter().filter(mine).map(|h| h.name.to_owned()).collect())
-    /// #     }
-    /// #     async fn confirm(&self, hold: HeldRow<'_>) -> Result<bool, Down> {
-    /// #         self.renew_one(hold, Duration::ZERO).await
-    /// #     }
-    /// #     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Down> {
-    /// #         let mut rows = self.0.lock().unwrap();
-    /// #         for h in holds {
-    /// #             if rows.get(h.name).is_some_and(|r| r.0 == h.nonce) {
-    /// #                 rows.remove(h.name);
-    /// #             }
-    /// #         }
-    /// #         Ok(())
-    /// #     }
-    /// # }
-    /// # /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
-    /// # fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    /// #     let first = Epoch::FIRST.get() as i64;
-    /// #     rows.0.lock().unwrap().insert(name.as_str().to_owned(), (42, first));
-    /// #     let until = tokio::time::Instant::now() + rows.times().validity();
-    /// #     state.won(name, 42, first, Epoch::FIRST, until);
-    /// # }
+    /// # use election_sql::doc_support::{Down, Rows, win};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let rows = Rows::default();

@@ -4,6 +4,32 @@
 //! this crate keeps what is the same for both and depends on no SQL
 //! driver.
 //!
+//! # What a user may rely on
+//!
+//! Applications depend on a backend, not on this crate. What they may rely
+//! on from here is what a backend shows them, under the semver of that
+//! backend:
+//!
+//! - the names in [`reexports`] ([`Clock`], [`SystemClock`],
+//!   [`LeaseTimes`] and the core's), which every SQL backend re-exports;
+//! - the methods and trait implementations of the types behind the
+//!   backends' own names (`SqliteClaim` is [`SqlClaim`], `SqliteAttempt`
+//!   [`SqlAttempt`], `SqliteKeyedClaims` [`SqlKeyedClaims`], `SqliteFence`
+//!   [`SqlFence`]; the same for `Postgres*`), as the backend documents them.
+//!
+//! **Everything else is exempt from semver**, as `sqlx-core` says of its
+//! own shared layer: the traits a backend implements ([`LeaseRows`],
+//! [`ClaimRows`], [`KeyedRows`], [`FenceRows`], [`ElectionStore`],
+//! [`IntoCore`]), the bookkeeping ([`KeyedState`], [`AttemptState`],
+//! [`HeldRow`], [`Answer`], [`Classed`]), the free functions and
+//! [`impl_into_core!`] are public only so that `election-sqlite` and
+//! `election-postgres` can share them; they may change in any release.
+//! Each backend depends on the exact version of this crate it was built
+//! with (`=0.1.0`), so a change here never reaches a user through a
+//! backend it was not made with. A new SQL backend written outside this
+//! workspace should do the same. `doc_support`, hidden, holds the doc
+//! examples' fixtures (ADR 0101) and is no part of the API at all.
+//!
 //! - [`lease_row`]: the lease row as data, the contender's one decision
 //!   over it ([`lease_row::may_claim`]: a takeover only after a full TTL
 //!   unchanged on its own monotonic clock) and the lease-time checks.
@@ -44,6 +70,8 @@
 
 mod claim;
 mod clock;
+#[doc(hidden)]
+pub mod doc_support;
 mod fence;
 mod fence_mark;
 mod finish;

@@ -131,15 +131,8 @@ pub fn watch_term<R: LeaseRows + 'static>(
 ///
 /// ```
 /// # use election_core::ElectionName;
-/// # use election_sql::{Classed, HeldRow, IntoCore, write_term};
-/// # #[derive(Debug, thiserror::Error)]
-/// # #[error("down")]
-/// # struct Down;
-/// # impl IntoCore for Down {
-/// #     fn classify(self) -> Classed<Self> {
-/// #         Classed::Unavailable(self)
-/// #     }
-/// # }
+/// # use election_sql::{HeldRow, write_term};
+/// # use election_sql::doc_support::Down;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let jobs = ElectionName::new("jobs")?;

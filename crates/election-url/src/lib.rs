@@ -19,7 +19,8 @@
 //!     (postgresql:// is the same; printed as postgres://)
 //!     options: schema=NAME  ttl=DURATION  renew=DURATION
 //!              passfile=/ABSOLUTE/PATH  sslmode=MODE
-//!     DURATION: whole milliseconds as 500ms, 15s, 2m or 1h
+//!     DURATION: a number and a unit as 500ms, 1.5s, 2m or 1h, at least
+//!               1ms (the grammar of `elect`'s flags: [`parse_duration`])
 //! ```
 //!
 //! A PostgreSQL password need never be on a command line: without one in
@@ -71,11 +72,13 @@
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod any;
+mod duration;
 mod error;
 mod open;
 mod url;
 
 pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend};
+pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use error::{Error, ParseError};
 pub use open::Settings;
 pub use url::{

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use percent_encoding::{AsciiSet, CONTROLS};
+
 use crate::ParseError;
 
 /// What a backend URL names (see the crate docs for the grammar).
@@ -97,37 +99,14 @@ const SSL_MODES: &[&str] = &[
     "verify-full",
 ];
 
-/// Parses `500ms`, `15s`, `2m`, `1h`: whole milliseconds, at least 1 ms.
-fn parse_duration(text: &str) -> Result<Duration, &'static str> {
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (n, unit) = text.split_at(digits);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| "not a number with a unit (ms, s, m, h)")?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1_000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => return Err("not a number with a unit (ms, s, m, h)"),
+/// Parses a `ttl` or `renew`: the one duration grammar
+/// ([`crate::parse_duration`]: `500ms`, `1.5s`, `2m`, `1h`), at least 1 ms.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = crate::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < Duration::from_millis(1) {
+        return Err("below 1ms".to_owned());
     }
-    .ok_or("too long")?;
-    if ms == 0 {
-        return Err("zero");
-    }
-    Ok(Duration::from_millis(ms))
-}
-
-/// Prints a duration as [`parse_duration`] reads it (whole milliseconds).
-fn print_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1_000) {
-        format!("{}s", ms / 1_000)
-    } else {
-        format!("{ms}ms")
-    }
+    Ok(d)
 }
 
 /// A parsed `file://` URL: `file:///dir[?volatile_ok=1&unknown_fs_ok=1]`.
@@ -287,29 +266,22 @@ fn malformed(reason: impl Into<String>) -> ParseError {
 }
 
 /// Percent-decodes `text` (`%3F` is `?`); `+` stays `+`. Refuses a `%`
-/// not followed by two hex digits, and a decoded NUL byte.
+/// not followed by two hex digits (which [`percent_encoding`] would keep
+/// as it is), and a decoded NUL byte.
 fn decode(text: &str, what: &str) -> Result<Vec<u8>, ParseError> {
     let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
+    let bad_escape = bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'%'
+            && !bytes
                 .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| {
-                    malformed(format!(
-                        "{what}: '%' must be followed by two hex digits (%25 for '%')"
-                    ))
-                })?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if bad_escape {
+        return Err(malformed(format!(
+            "{what}: '%' must be followed by two hex digits (%25 for '%')"
+        )));
     }
+    let out: Vec<u8> = percent_encoding::percent_decode(bytes).collect();
     if out.contains(&0) {
         return Err(malformed(format!(
             "{what}: a NUL byte (%00) is not allowed"
@@ -324,22 +296,33 @@ fn decode_text(text: &str, what: &str) -> Result<String, ParseError> {
         .map_err(|_| malformed(format!("{what} is not UTF-8 once percent-decoded")))
 }
 
+/// The bytes a path's or a value's printing percent-encodes besides those
+/// above ASCII: control bytes, the space, and those the grammar gives a
+/// meaning (`%`, `?`, `#`, `&`, `=`, `,`, `@`, `:`).
+const MEANINGFUL: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'%')
+    .add(b'?')
+    .add(b'#')
+    .add(b'&')
+    .add(b'=')
+    .add(b',')
+    .add(b'@')
+    .add(b':');
+
+/// [`MEANINGFUL`] and `/`: for a value that is not a path.
+const MEANINGFUL_AND_SLASH: &AsciiSet = &MEANINGFUL.add(b'/');
+
 /// Percent-encodes the bytes of `bytes` that the grammar gives a meaning
 /// (`%`, `?`, `#`, `&`, `=`, `,`, `@`, `:`, `/` where `slash` is false),
 /// spaces, control bytes and every byte above ASCII.
 fn encode(bytes: &[u8], slash: bool) -> String {
-    let mut out = String::with_capacity(bytes.len());
-    for &b in bytes {
-        let plain = b.is_ascii_graphic()
-            && !matches!(b, b'%' | b'?' | b'#' | b'&' | b'=' | b',' | b'@' | b':')
-            && (slash || b != b'/');
-        if plain {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    let set = if slash {
+        MEANINGFUL
+    } else {
+        MEANINGFUL_AND_SLASH
+    };
+    percent_encoding::percent_encode(bytes, set).to_string()
 }
 
 /// The `key=value` pairs of a query, percent-decoded, each key once and
@@ -707,8 +690,8 @@ fn parse_postgres(rest: &str) -> Result<PostgresUrl, ParseError> {
                 }
                 p.schema = Some(v)
             }
-            "ttl" => p.ttl = Some(parse_duration(&v).map_err(bad)?),
-            "renew" => p.renew = Some(parse_duration(&v).map_err(bad)?),
+            "ttl" => p.ttl = Some(parse_duration(&v).map_err(|e| bad(&e))?),
+            "renew" => p.renew = Some(parse_duration(&v).map_err(|e| bad(&e))?),
             "passfile" => {
                 if !v.starts_with('/') {
                     return Err(bad("not an absolute path"));
@@ -763,10 +746,10 @@ impl PostgresUrl {
             option(f, "schema", s.clone())?;
         }
         if let Some(t) = self.ttl {
-            option(f, "ttl", print_duration(t))?;
+            option(f, "ttl", crate::format_duration(t))?;
         }
         if let Some(r) = self.renew {
-            option(f, "renew", print_duration(r))?;
+            option(f, "renew", crate::format_duration(r))?;
         }
         if let Some(pf) = &self.passfile {
             option(f, "passfile", encode(pf.as_os_str().as_bytes(), true))?;
@@ -992,6 +975,11 @@ mod tests {
             BackendUrl::Postgres(p).to_string(),
             "postgres://u@%2Frun%2Fpostgresql/app?ttl=120s"
         );
+        // The command line's grammar (`elect --ttl 1.5s`) is the URL's.
+        assert_eq!(
+            pg("postgres://h/db?ttl=1.5s").ttl,
+            Some(Duration::from_millis(1500))
+        );
         for bad in [
             "postgres://",
             "postgres:///db",
@@ -1002,7 +990,7 @@ mod tests {
             "postgres://h/db?colour=red",
             "postgres://h/db?ttl=10",
             "postgres://h/db?ttl=0s",
-            "postgres://h/db?ttl=1.5s",
+            "postgres://h/db?ttl=0.5ms",
             "postgres://h/db?renew=-1s",
             "postgres://h/db?schema=Bad",
             "postgres://h/db?schema=pg_x",
