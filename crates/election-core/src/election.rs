@@ -7,7 +7,7 @@ use futures::Stream;
 
 #[cfg(doc)]
 use crate::LeaseSet;
-use crate::{Candidate, Claim, Error, Leader, StoreId};
+use crate::{Candidate, Claim, ElectionName, Error, Leader, StoreId};
 
 /// What every backend's façade (`FileElection`, `SqliteElection`,
 /// `NatsElection`) offers, so a tool can be written once for any backend:
@@ -100,6 +100,36 @@ pub trait Election: Send + Sync {
     /// }
     /// ```
     fn leader(&self, name: &str) -> impl Future<Output = Result<Option<Leader>, Error>> + Send;
+
+    /// Who leads each of elections `names` now, in order, as
+    /// [`leader`](Election::leader) reads each. The default reads them one
+    /// after another; a backend that can read many names in one request
+    /// overrides it (PostgreSQL: one statement; NATS: the reads pipelined
+    /// on its connection).
+    ///
+    /// Cancel safety: cancel safe (reads). Failure model: the first failed
+    /// read's error, as [`leader`](Election::leader)'s.
+    ///
+    /// ```
+    /// use election_core::{Election, ElectionName, Error};
+    ///
+    /// /// How many of `names` are held now, on any backend.
+    /// async fn held<E: Election>(election: &E, names: &[ElectionName]) -> Result<usize, Error> {
+    ///     Ok(election.leaders(names).await?.iter().flatten().count())
+    /// }
+    /// ```
+    fn leaders(
+        &self,
+        names: &[ElectionName],
+    ) -> impl Future<Output = Result<Vec<Option<Leader>>, Error>> + Send {
+        async move {
+            let mut seen = Vec::with_capacity(names.len());
+            for name in names {
+                seen.push(self.leader(name.as_str()).await?);
+            }
+            Ok(seen)
+        }
+    }
 
     /// Every change of leadership of election `name`: the current state
     /// first, then each change (a new term or a new

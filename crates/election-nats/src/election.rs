@@ -542,4 +542,24 @@ impl election_core::Election for NatsElection {
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         NatsElection::store_id(self)
     }
+
+    /// The reads pipelined on the one connection, a few at a time.
+    async fn leaders(
+        &self,
+        names: &[ElectionName],
+    ) -> Result<Vec<Option<Leader>>, election_core::Error> {
+        let mut seen = Vec::with_capacity(names.len());
+        for chunk in names.chunks(16) {
+            let reads = futures::future::join_all(
+                chunk
+                    .iter()
+                    .map(|n| async move { self.conn.leader(n).await.map_err(|e| e.into_core(n)) }),
+            )
+            .await;
+            for read in reads {
+                seen.push(read?);
+            }
+        }
+        Ok(seen)
+    }
 }

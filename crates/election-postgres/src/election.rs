@@ -498,6 +498,14 @@ impl election_core::Election for PostgresElection {
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         PostgresElection::store_id(self).await
     }
+
+    /// One statement for every name (`read_many`).
+    async fn leaders(
+        &self,
+        names: &[ElectionName],
+    ) -> Result<Vec<Option<Leader>>, election_core::Error> {
+        self.inner.read_leaders(names).await
+    }
 }
 
 impl election_sql::ElectionStore<PostgresStore> for PostgresElection {

@@ -530,6 +530,30 @@ impl PostgresStore {
         }
     }
 
+    /// The holders the rows of `names` name, in order: one statement.
+    pub(crate) async fn read_leaders(
+        &self,
+        names: &[ElectionName],
+    ) -> Result<Vec<Option<Leader>>, election_core::Error> {
+        let Some(first) = names.first() else {
+            return Ok(Vec::new());
+        };
+        let keys: Vec<&str> = names.iter().map(ElectionName::as_str).collect();
+        let mut seen = self
+            .read_many(&keys)
+            .await
+            .map_err(|e| e.into_core(first))?;
+        names
+            .iter()
+            .map(
+                |name| match seen.remove(name.as_str()).and_then(|s| s.lease) {
+                    Some(row) => row.leader().map_err(|e| Error::from(e).into_core(name)),
+                    None => Ok(None),
+                },
+            )
+            .collect()
+    }
+
     /// One claim statement over `takes` (bounded by the request timeout;
     /// unknown outcome past it).
     pub(crate) async fn claim_many(
