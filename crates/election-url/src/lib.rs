@@ -75,8 +75,8 @@ mod error;
 mod open;
 mod url;
 
-pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend};
-pub use error::{Error, ParseError};
+pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, LeaseTiming, Warning};
+pub use error::{Error, ParseError, classify};
 pub use open::Settings;
 pub use url::{
     BackendUrl, FILE_OPTIONS, FileUrl, NATS_OPTIONS, NatsUrl, POSTGRES_OPTIONS, PostgresUrl,
