@@ -22,6 +22,7 @@ mod backend;
 mod cgroup;
 mod cli;
 mod command;
+mod default_dir;
 mod duration;
 mod exit;
 mod exporter;
@@ -35,6 +36,7 @@ mod run;
 mod secrets;
 mod slots;
 mod supervisor;
+mod timing;
 
 use std::process::ExitCode;
 
