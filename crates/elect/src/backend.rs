@@ -25,7 +25,9 @@ use election_url::Settings;
 use crate::default_dir::{default_dir, default_dir_path};
 use crate::exit::{self, Failure};
 pub(crate) use crate::timing::Timing;
-use crate::timing::{check_lease_flags, dur, flag_failure, refuse_timing};
+use crate::timing::{
+    check_lease_flags, check_nats_flags, flag_failure, refuse_grace, refuse_timing,
+};
 
 fn bad(url: &str, reason: impl std::fmt::Display) -> Failure {
     let url = election_url::redact(url);
@@ -143,54 +145,6 @@ impl Opened {
         matches!(self, Opened::NatsPending(..) | Opened::Absent(..))
     }
 
-    /// `elect repair-epoch`: sets the file backend's epoch record of `name`
-    /// to `epoch`; other backends keep their epochs in state the library
-    /// never deletes and have no such record to repair.
-    pub(crate) fn repair_epoch(
-        &self,
-        name: &str,
-        epoch: election_core::Epoch,
-        reporter: crate::report::Reporter,
-    ) -> Result<u8, Failure> {
-        let election = match self {
-            Opened::Ready(Backend::File(election)) => election,
-            Opened::Absent(absent) => {
-                return Err(
-                    Failure::config(format!("nothing to repair: {}", absent.note)).hint(
-                        "check --backend: repair-epoch repairs an existing election directory \
-                         (if the whole directory was lost, create it first: mkdir -p DIR)",
-                    ),
-                );
-            }
-            _ => {
-                return Err(Failure::config(
-                    "repair-epoch is for the file backend's epoch records only",
-                )
-                .hint("use --backend file:///dir (or no --backend for the default directory)"));
-            }
-        };
-        let repaired = election
-            .repair_epoch(name, epoch)
-            .map_err(|e| exit::failure(&e))?;
-        let seen = repaired
-            .highest_seen
-            .map_or_else(|| "none".to_owned(), |e| e.to_string());
-        reporter.event(
-            "repaired",
-            &format!(
-                "the epoch record of {name} now holds epoch {} (highest seen before: {seen}); \
-                 the next term gets a higher one",
-                repaired.epoch
-            ),
-            serde_json::json!({
-                "name": name,
-                "epoch": repaired.epoch.get(),
-                "highest_seen": repaired.highest_seen.map(|e| e.get()),
-            }),
-        );
-        Ok(exit::OK)
-    }
-
     /// How the backend is shown in progress lines (no secrets).
     pub(crate) fn shown(&self, url: Option<&Url>) -> String {
         match (url, self) {
@@ -223,14 +177,15 @@ impl Opened {
         };
         let missing = |what: &str, path: &Path| {
             let gone = std::fs::symlink_metadata(path).is_err();
-            if gone && !timing.observer {
-                if let Some(report) = &report {
-                    report.event(
-                        "creating",
-                        &format!("{what} {} does not exist: creating it", path.display()),
-                        serde_json::json!({ "created": what, "path": path.display().to_string() }),
-                    );
-                }
+            if gone
+                && !timing.observer
+                && let Some(report) = &report
+            {
+                report.event(
+                    "creating",
+                    &format!("{what} {} does not exist: creating it", path.display()),
+                    serde_json::json!({ "created": what, "path": path.display().to_string() }),
+                );
             }
             gone && timing.observer
         };
@@ -309,19 +264,7 @@ impl Opened {
             }
             Url::Nats(n) => {
                 if !timing.observer {
-                    let ttl = timing.ttl.unwrap_or(NatsOptions::default().ttl());
-                    let renew = timing.renew.unwrap_or(ttl / 3);
-                    check_lease_flags("nats", &timing, ttl, renew, Duration::from_secs(1))?;
-                    let grace = timing.grace.unwrap_or((ttl / 3).min(renew));
-                    if grace > renew {
-                        return Err(Failure::config(format!(
-                            "--grace {} is above the renew interval {} (--renew, by default a \
-                             third of --ttl): a new term must still be valid after its grace",
-                            dur(grace),
-                            dur(renew)
-                        ))
-                        .hint("give a shorter --grace or a longer --renew"));
-                    }
+                    check_nats_flags(&timing)?;
                 }
                 // An observer's missing bucket is opened again later on
                 // the same connection.
@@ -342,17 +285,6 @@ impl Opened {
             )),
             Err(e) => Err(open_failure(e)),
         }
-    }
-}
-
-/// `--grace` given for a backend that has none.
-fn refuse_grace(backend: &str, timing: &Timing) -> Result<(), Failure> {
-    match timing.grace {
-        Some(_) => Err(Failure::config(format!(
-            "--grace has no meaning for the {backend} backend (a contender waits a full TTL)"
-        ))
-        .hint("drop --grace")),
-        None => Ok(()),
     }
 }
 
@@ -426,16 +358,5 @@ mod tests {
         assert!(f.message.contains("colour"), "{}", f.message);
         let shown = shown_url(&parse_url("nats://u:s3cret@h:1?token=t0ken&bucket=b").unwrap());
         assert_eq!(shown, "nats://h:1?bucket=b");
-    }
-
-    #[test]
-    fn errors_map_to_what_the_caller_should_do() {
-        let name = election_core::ElectionName::new("jobs").unwrap();
-        let io = std::io::Error::other("connection refused");
-        let f = Failure::from(election_core::Error::unavailable(&name, io));
-        assert_eq!(f.code, exit::UNAVAILABLE);
-        assert!(f.message.contains("connection refused"), "{}", f.message);
-        let bad = election_core::Error::from(election_core::ConfigError::EpochExhausted);
-        assert_eq!(Failure::from(bad).code, exit::CONFIG);
     }
 }

@@ -110,3 +110,19 @@ pub(crate) fn failure(error: &(dyn StdError + 'static)) -> Failure {
         None => failure,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_what_the_caller_should_do() {
+        let name = election_core::ElectionName::new("jobs").unwrap();
+        let io = std::io::Error::other("connection refused");
+        let f = Failure::from(election_core::Error::unavailable(&name, io));
+        assert_eq!(f.code, UNAVAILABLE);
+        assert!(f.message.contains("connection refused"), "{}", f.message);
+        let bad = election_core::Error::from(election_core::ConfigError::EpochExhausted);
+        assert_eq!(Failure::from(bad).code, CONFIG);
+    }
+}

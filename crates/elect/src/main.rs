@@ -30,6 +30,7 @@ mod lead_loop;
 mod leader;
 mod log;
 mod man;
+mod repair;
 mod report;
 mod retry;
 mod run;

@@ -90,3 +90,36 @@ pub(crate) fn flag_failure(e: &election_core::ConfigError) -> Failure {
         .replace("ttl ", "--ttl ");
     Failure::config(text).hint("fix --ttl, --renew or --grace (see elect run --help)")
 }
+
+/// `--grace` given for a backend that has none.
+pub(crate) fn refuse_grace(backend: &str, timing: &Timing) -> Result<(), Failure> {
+    match timing.grace {
+        Some(_) => Err(Failure::config(format!(
+            "--grace has no meaning for the {backend} backend (a contender waits a full TTL)"
+        ))
+        .hint("drop --grace")),
+        None => Ok(()),
+    }
+}
+
+/// The NATS lease flags: those of every lease, and a failover grace
+/// (`--grace`, by default a third of the TTL or the renew interval) no
+/// longer than the renew interval.
+pub(crate) fn check_nats_flags(timing: &Timing) -> Result<(), Failure> {
+    let ttl = timing
+        .ttl
+        .unwrap_or(election_nats::NatsOptions::default().ttl());
+    let renew = timing.renew.unwrap_or(ttl / 3);
+    check_lease_flags("nats", timing, ttl, renew, Duration::from_secs(1))?;
+    let grace = timing.grace.unwrap_or((ttl / 3).min(renew));
+    if grace > renew {
+        return Err(Failure::config(format!(
+            "--grace {} is above the renew interval {} (--renew, by default a third of --ttl): \
+             a new term must still be valid after its grace",
+            dur(grace),
+            dur(renew)
+        ))
+        .hint("give a shorter --grace or a longer --renew"));
+    }
+    Ok(())
+}
