@@ -153,6 +153,14 @@ impl Claim for AnyClaim {
         both!(self, attempt, |c, a| Claim::confirm(c, a).await)
     }
 
+    async fn proclaim(
+        &self,
+        attempt: &mut AnyAttempt,
+        value: &election_core::LeaderValue,
+    ) -> Result<(), CoreError> {
+        both!(self, attempt, |c, a| Claim::proclaim(c, a, value).await)
+    }
+
     async fn release(&self, attempt: &mut AnyAttempt) -> Result<(), CoreError> {
         both!(self, attempt, |c, a| Claim::release(c, a).await)
     }
