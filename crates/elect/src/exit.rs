@@ -70,3 +70,59 @@ pub(crate) fn chain(error: &(dyn StdError + 'static)) -> String {
     }
     parts.join(": ")
 }
+
+/// The hint for damaged election state, where the backend names no repair
+/// of its own.
+const REPAIR_HINT: &str = "the stored election state is damaged; never delete it (epochs would \
+    restart and tokens go back): on the file backend, stop the election's processes and run \
+    `elect repair-epoch --name NAME --epoch N` with N at least the highest token your resources hold";
+
+/// The failure for `error`, of any backend: the one place a class
+/// ([`election_core::Disposition`], found by [`election_url::classify`]
+/// in the error's chain) becomes an exit code. Permanent and damaged
+/// state exit 78 with a hint naming the fix, transient failures 69 (ADR
+/// 0018), a conflict 75 and a lost term 79 (without a hint); an error
+/// that does not classify itself 70. A class without a hint of its own
+/// gets the disposition's.
+pub(crate) fn failure(error: &(dyn StdError + 'static)) -> Failure {
+    use election_core::Disposition as D;
+    let message = chain(error);
+    let Some(class) = election_url::classify(error) else {
+        return Failure::new(INTERNAL, message);
+    };
+    let (code, default) = match class.disposition {
+        D::Conflict => return Failure::new(NOT_ELECTED, message),
+        D::Lost => return Failure::new(LOST, message),
+        D::Transient | D::OutcomeUnknown => (
+            UNAVAILABLE,
+            Some(
+                "check that the backend is reachable (server running, disk not full), then try \
+                 again",
+            ),
+        ),
+        D::Permanent => (CONFIG, Some("fix the flags or the backend URL")),
+        D::Corrupt => (CONFIG, Some(REPAIR_HINT)),
+        _ => (INTERNAL, None),
+    };
+    let failure = Failure::new(code, message);
+    match class.hint.as_deref().or(default) {
+        Some(hint) => failure.hint(hint),
+        None => failure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_what_the_caller_should_do() {
+        let name = election_core::ElectionName::new("jobs").unwrap();
+        let io = std::io::Error::other("connection refused");
+        let f = Failure::from(election_core::Error::unavailable(&name, io));
+        assert_eq!(f.code, UNAVAILABLE);
+        assert!(f.message.contains("connection refused"), "{}", f.message);
+        let bad = election_core::Error::from(election_core::ConfigError::EpochExhausted);
+        assert_eq!(Failure::from(bad).code, CONFIG);
+    }
+}

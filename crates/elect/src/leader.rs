@@ -7,7 +7,7 @@ use election_core::{Claim, ElectionName, Leader};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::backend::{Backend, Opened, nats_failure};
+use crate::backend::{Backend, Opened};
 use crate::exit::{self, Failure};
 use crate::report::{Reporter, leader_json, leader_text};
 
@@ -32,12 +32,10 @@ pub(crate) async fn current(backend: &Opened, name: &str) -> Result<Option<Leade
             Ok(claim.leader().await?)
         }
         Opened::Ready(Backend::Sqlite(e)) => {
-            let claim = e
-                .claim(name, OBSERVER)
-                .map_err(crate::backend::sqlite_failure)?;
+            let claim = e.claim(name, OBSERVER).map_err(|e| exit::failure(&e))?;
             Ok(claim.leader().await?)
         }
-        Opened::Ready(Backend::Nats(e)) => e.leader(name).await.map_err(nats_failure),
+        Opened::Ready(Backend::Nats(e)) => e.leader(name).await.map_err(|e| exit::failure(&e)),
         Opened::Ready(Backend::Postgres(e)) => Ok(e.leader(name).await?),
         // No bucket, directory or database: nobody was ever elected there.
         Opened::NatsPending(..) | Opened::Absent(..) => Ok(None),
@@ -84,7 +82,7 @@ pub(crate) async fn leader(
     let now = if let Opened::Ready(Backend::Nats(e)) = backend {
         // One read: the holder, and whether it is still pending.
         let _ = self::name(name)?;
-        match e.holder(name).await.map_err(nats_failure)? {
+        match e.holder(name).await.map_err(|e| exit::failure(&e))? {
             Some(h) if h.pending => {
                 print(&pending_line(name, &h.leader, json))?;
                 return Ok(exit::OK);
@@ -191,7 +189,7 @@ pub(crate) async fn observe(
         }
     }
     if let Opened::Ready(Backend::Nats(e)) = backend {
-        let mut changes = Box::pin(e.observe(name).await.map_err(nats_failure)?);
+        let mut changes = Box::pin(e.observe(name).await.map_err(|e| exit::failure(&e))?);
         let mut pending: Option<Option<Leader>> = None;
         loop {
             tokio::select! {
@@ -200,7 +198,7 @@ pub(crate) async fn observe(
                 // write that ends its grace keeps the same identity and
                 // term, so the watch does not report it as a change.
                 () = tokio::time::sleep(poll), if pending.is_some() => {
-                    match e.holder(name).await.map_err(nats_failure)? {
+                    match e.holder(name).await.map_err(|e| exit::failure(&e))? {
                         Some(h) if h.pending => {}
                         h => {
                             let now = h.map(|h| h.leader);
@@ -232,7 +230,7 @@ pub(crate) async fn observe(
                             last = Some(now);
                         }
                     }
-                    Some(Err(e)) => return Err(nats_failure(e)),
+                    Some(Err(e)) => return Err(exit::failure(&e)),
                     None => return Err(Failure::new(exit::UNAVAILABLE, "the NATS watch ended")),
                 },
             }
@@ -270,9 +268,7 @@ pub(crate) async fn observe(
         // The record first: a term it shows that is not the one leading
         // a moment later has ended (see `FileElection::last_term`).
         let recorded = match backend {
-            Opened::Ready(Backend::File(e)) => {
-                e.last_term(name).map_err(crate::backend::file_failure)?
-            }
+            Opened::Ready(Backend::File(e)) => e.last_term(name).map_err(|e| exit::failure(&e))?,
             _ => None,
         };
         // A holder whose lease ran out with no renewal (SQLite: killed)

@@ -22,6 +22,7 @@ mod backend;
 mod cgroup;
 mod cli;
 mod command;
+mod default_dir;
 mod duration;
 mod exit;
 mod exporter;
@@ -29,12 +30,14 @@ mod lead_loop;
 mod leader;
 mod log;
 mod man;
+mod repair;
 mod report;
 mod retry;
 mod run;
 mod secrets;
 mod slots;
 mod supervisor;
+mod timing;
 
 use std::process::ExitCode;
 

@@ -8,7 +8,9 @@ use election_core::{Claim, ElectionName, Identity, Lease, Term};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
-use crate::backend::{Backend, Opened, sqlite_failure};
+use election_core::Election;
+
+use crate::backend::{Backend, Opened};
 use crate::cgroup;
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
@@ -127,99 +129,33 @@ pub(crate) async fn run(
         )),
         None => None,
     };
-    let place = store_place(backend, shown, &report).await;
-    match backend {
-        Opened::Ready(Backend::File(e)) => {
-            let c = Campaigner::new(
-                name,
-                args.slots,
-                |n| e.claim(n, identity.as_str()),
-                |e| config(&e),
-                |e| config(&e),
-            )?;
-            let lock = |n: &str| Some(e.dir().join(format!("{n}.lock")));
-            elected(
-                standby, c, shown, args, waiting, kill, lock, metrics, report, &place,
-            )
-            .await
-        }
-        Opened::Ready(Backend::Sqlite(e)) => {
-            let c = Campaigner::new(
-                name,
-                args.slots,
-                |n| e.claim(n, identity.as_str()),
-                |e| config(&e),
-                sqlite_failure,
-            )?;
-            // The same-host lock (ADR 0026): the tree inherits it, so a
-            // successor on this host skips the TTL only once the whole
-            // tree is gone, not when `elect` alone is killed.
-            let lock = |n: &str| e.host_lock_path(n);
-            elected(
-                standby, c, shown, args, waiting, kill, lock, metrics, report, &place,
-            )
-            .await
-        }
-        Opened::Ready(Backend::Nats(e)) => {
-            let c = Campaigner::new(
-                name,
-                args.slots,
-                |n| e.claim(n, identity.as_str()),
-                |e| config(&e),
-                |e| config(&e),
-            )?;
-            if e.replicas() < 2 && !e.options().is_single_replica_ok() {
-                let text = "warning: the NATS bucket has a single replica: a host crash or power \
-                            loss can lose its last writes, and a later term can then reuse an \
-                            epoch. Use ?replicas=3 on a cluster, or a server with `jetstream { \
-                            sync_interval: always }`, and say ?single_replica_ok=1 to silence this";
-                report.event(
-                    "warning",
-                    text,
-                    serde_json::json!({ "replicas": e.replicas(), "message": text }),
-                );
-            }
-            elected(
-                standby,
-                c,
-                shown,
-                args,
-                waiting,
-                kill,
-                |_: &str| None,
-                metrics,
-                report,
-                &place,
-            )
-            .await
-        }
-        Opened::Ready(Backend::Postgres(e)) => {
-            let c = Campaigner::new(
-                name,
-                args.slots,
-                |n| e.claim(n, identity.as_str()),
-                |e| config(&e),
-                crate::backend::postgres_failure,
-            )?;
-            elected(
-                standby,
-                c,
-                shown,
-                args,
-                waiting,
-                kill,
-                |_: &str| None,
-                metrics,
-                report,
-                &place,
-            )
-            .await
-        }
-        Opened::NatsPending(..) | Opened::Absent(..) => Err(Failure::new(
+    let Opened::Ready(backend) = backend else {
+        return Err(Failure::new(
             exit::INTERNAL,
             "a candidate's backend was opened as an observer's",
-        )),
+        ));
+    };
+    let place = store_place(backend, shown, &report).await;
+    let c = Campaigner::new(
+        name,
+        args.slots,
+        |n| backend.claim(n, identity.as_str()),
+        |e| config(&e),
+        |e| exit::failure(&e),
+    )?;
+    for warning in backend.warnings() {
+        let text = format!("warning: {}", warning.text);
+        let mut fields = serde_json::Map::new();
+        for (key, value) in warning.values {
+            fields.insert(key.to_owned(), json!(value));
+        }
+        fields.insert("message".to_owned(), json!(text));
+        report.event("warning", &text, serde_json::Value::Object(fields));
     }
+    elected(
+        standby, c, shown, args, waiting, kill, backend, metrics, report, &place,
+    )
+    .await
 }
 
 /// What keys this election's cgroups on this host: the store that keeps
@@ -228,11 +164,8 @@ pub(crate) async fn run(
 /// `127.0.0.1`, servers in another order). Where the backend cannot say,
 /// the backend as written, with a warning: candidates that reach the
 /// election another way then do not find this one's groups.
-async fn store_place(backend: &Opened, shown: &str, report: &Reporter) -> String {
-    let Opened::Ready(b) = backend else {
-        return shown.to_owned();
-    };
-    match <election_url::Backend as election_core::Election>::store_id(b).await {
+async fn store_place(backend: &Backend, shown: &str, report: &Reporter) -> String {
+    match backend.store_id().await {
         Ok(id) => id.to_string(),
         Err(e) => {
             let text = format!(
@@ -256,7 +189,7 @@ async fn elected<C: Claim>(
     args: &RunArgs,
     waiting: Waiting,
     kill: KillTiming,
-    lock_path: impl Fn(&str) -> Option<std::path::PathBuf>,
+    backend: &Backend,
     metrics: Option<(crate::exporter::Exporter, Duration)>,
     report: Reporter,
     place: &str,
@@ -326,9 +259,9 @@ async fn elected<C: Claim>(
     );
     let campaign = async {
         match waiting {
-            Waiting::Forever => candidate.campaign(false, None).await,
-            Waiting::No => candidate.campaign(true, None).await,
-            Waiting::AtMost(d) => candidate.campaign(false, Some(d)).await,
+            Waiting::Forever => candidate.campaign(backend, false, None).await,
+            Waiting::No => candidate.campaign(backend, true, None).await,
+            Waiting::AtMost(d) => candidate.campaign(backend, false, Some(d)).await,
         }
     };
     let term = tokio::select! {
@@ -411,7 +344,12 @@ async fn elected<C: Claim>(
     {
         return Ok(code);
     }
-    let lock = lock_path(term.name().as_str()).and_then(|p| locked_claim_file(&p));
+    // The file backend's lock, SQLite's same-host lock (ADR 0026): the
+    // tree inherits it, so a successor on this host skips the TTL only
+    // once the whole tree is gone, not when `elect` alone is killed.
+    let lock = backend
+        .inheritable_lock(term.name().as_str())
+        .and_then(|p| locked_claim_file(&p));
     let group = groups.as_ref().and_then(|g| g.get(slot_index));
     lead(
         standby,
@@ -500,25 +438,15 @@ async fn wait_out_leftovers<C: Claim>(
 /// before its term is lost. The file backend's lock has no renewals
 /// (always healthy while held).
 fn health_bound(backend: &Opened) -> Duration {
-    let (ttl, renew, margin) = match backend {
-        Opened::Ready(Backend::Sqlite(e)) => {
-            let o = e.options();
-            (o.ttl(), o.renew_interval(), o.margin())
-        }
-        Opened::Ready(Backend::Postgres(e)) => {
-            let o = e.options();
-            (o.ttl(), o.renew_interval(), o.margin())
-        }
-        Opened::Ready(Backend::Nats(e)) => {
-            let o = e.options();
-            (o.ttl(), o.renew_every(), o.margin())
-        }
-        Opened::Ready(Backend::File(_)) | Opened::NatsPending(..) | Opened::Absent(..) => {
-            return Duration::from_secs(3600);
-        }
+    let timing = match backend {
+        Opened::Ready(b) => b.lease_timing(),
+        Opened::NatsPending(..) | Opened::Absent(..) => None,
     };
-    let validity = ttl.saturating_sub(margin);
-    renew + validity.saturating_sub(renew) / 2
+    let Some(t) = timing else {
+        return Duration::from_secs(3600);
+    };
+    let validity = t.ttl.saturating_sub(t.margin);
+    t.renew + validity.saturating_sub(t.renew) / 2
 }
 
 /// How long a campaign waited, for messages.
@@ -567,10 +495,8 @@ impl KillTiming {
     /// bound (10 s on the file backend).
     pub(crate) fn of(backend: &Opened, args: &RunArgs) -> Result<KillTiming, Failure> {
         let bound = match backend {
-            Opened::Ready(Backend::Sqlite(e)) => Some(e.options().margin()),
-            Opened::Ready(Backend::Postgres(e)) => Some(e.options().margin()),
-            Opened::Ready(Backend::Nats(e)) => Some(e.options().margin() + e.options().grace()),
-            Opened::Ready(Backend::File(_)) | Opened::NatsPending(..) | Opened::Absent(..) => None,
+            Opened::Ready(b) => b.lease_timing().map(|t| t.overlap_bound()),
+            Opened::NatsPending(..) | Opened::Absent(..) => None,
         };
         let grace = match (args.kill_grace, bound) {
             (Some(g), Some(b)) if g > b && !args.allow_late_kill => {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use election_core::{
-    Candidate, Claim, ConfigError, ElectionName, Error, HealthCheck, Identity, Leader,
+    Candidate, Claim, ConfigError, Election, ElectionName, Error, HealthCheck, Identity, Leader,
     SlotCandidate, Slots, Term,
 };
 use futures::StreamExt;
@@ -18,12 +18,9 @@ use crate::report::{Reporter, leader_json, leader_text};
 /// What `elect run` campaigns with: the name itself, or any one of its
 /// slots.
 pub(crate) enum Campaigner<C: Claim> {
-    /// The name itself; `probes` read its every slot
-    /// ([`Slots::plain_probe_names`]), to refuse a name used with slots.
-    One {
-        candidate: Candidate<C>,
-        probes: Vec<C>,
-    },
+    /// The name itself (its every slot is read first, to refuse a name
+    /// used with slots: [`Slots::check_plain`]).
+    One { candidate: Candidate<C> },
     /// Any one slot.
     Slots(SlotCandidate<C>),
 }
@@ -48,13 +45,7 @@ impl<C: Claim> Campaigner<C> {
         match slots {
             None => {
                 let candidate = Candidate::new(claim(name).map_err(&failed)?);
-                // Every slot a name can have: slot 0 alone misses a
-                // slotted use whose holder of slot 0 left first.
-                let probes = Slots::plain_probe_names(name)
-                    .iter()
-                    .map(|n| claim(n.as_str()).map_err(&failed))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Campaigner::One { candidate, probes })
+                Ok(Campaigner::One { candidate })
             }
             Some(n) => {
                 let slots = Slots::new(name, n).map_err(config)?;
@@ -92,9 +83,8 @@ impl<C: Claim> Campaigner<C> {
     /// [`Candidate::on_retry`], for every slot.
     pub(crate) fn on_retry(self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
         match self {
-            Campaigner::One { candidate, probes } => Campaigner::One {
+            Campaigner::One { candidate } => Campaigner::One {
                 candidate: candidate.on_retry(report),
-                probes,
             },
             Campaigner::Slots(s) => Campaigner::Slots(s.on_retry(report)),
         }
@@ -118,14 +108,18 @@ impl<C: Claim> Campaigner<C> {
 
     /// Campaigns: forever (`None`), once (`Some(ZERO)`... see the caller)
     /// or for at most a time.
-    pub(crate) async fn campaign(
+    /// Without slots, every slot of the name is read first on `election`
+    /// ([`Slots::check_plain`]: slot 0 alone misses a slotted use whose
+    /// holder of slot 0 left first).
+    pub(crate) async fn campaign<E: Election>(
         &self,
+        election: &E,
         once: bool,
         timeout: Option<Duration>,
     ) -> Result<Option<Won<C>>, Error> {
         match self {
-            Campaigner::One { candidate, probes } => {
-                Slots::check_plain(candidate.claim().name().as_str(), probes).await?;
+            Campaigner::One { candidate } => {
+                Slots::check_plain(candidate.claim().name().as_str(), election).await?;
                 let term = match (once, timeout) {
                     (true, _) => candidate.try_campaign().await?,
                     (false, Some(d)) => candidate.campaign_timeout(d).await?,

@@ -58,7 +58,7 @@
 //! `lease_set`, `claims` (the [`KeyedClaims`] steps), `book` (the
 //! engine's decisions, pure), `engine` (the loop that executes them),
 //! `key_state`, `per_key`. Both share
-//! `name`, `epoch`, `nonce`, `error`, `config_error`, `lease`,
+//! `name`, `epoch`, `nonce`, `error`, `config_error`, `disposition`, `lease`,
 //! `write_token`, `renewal`, `health` and `instrument`.
 //!
 //! The in-memory backend and the conformance suites every backend runs
@@ -83,6 +83,7 @@
 mod campaign;
 mod claim;
 mod config_error;
+mod disposition;
 mod election;
 mod epoch;
 mod error;
@@ -104,6 +105,7 @@ mod write_token;
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL, MAX_RETRY_PAUSE, RetryState, retry_pause};
 pub use claim::{Claim, End, WatchGuard, Won};
 pub use config_error::{ConfigError, Source};
+pub use disposition::{Class, Classify, Disposition, Probe, classify, probe};
 pub use election::{Election, vacant_if_presumed_dead};
 pub use epoch::{Epoch, ParseEpochError};
 pub use error::{Error, LeaseLost, LossReason};

@@ -17,7 +17,9 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use crate::health::{CurrentTerm, HealthCheck};
-use crate::{Candidate, Claim, ConfigError, ElectionName, Error, Leader, MAX_NAME_LEN, Term};
+use crate::{
+    Candidate, Claim, ConfigError, Election, ElectionName, Error, Leader, MAX_NAME_LEN, Term,
+};
 
 /// The most slots a name can have.
 ///
@@ -270,36 +272,30 @@ impl Slots {
         }
     }
 
-    /// Reads `probes` (the claims of
-    /// [`plain_probe_names`](Slots::plain_probe_names), in that order) a
-    /// few at a time and [judges](Slots::judge_plain) them for `name`. A
-    /// read that fails counts as a free slot: the campaign that follows
-    /// meets the same backend and reports what fails.
+    /// Reads who holds each of [`plain_probe_names`](Slots::plain_probe_names)
+    /// on `election` ([`Election::leaders`]: one request where the backend
+    /// can) and [judges](Slots::judge_plain) them for `name`. A read that
+    /// fails counts as every slot free: the campaign that follows meets the
+    /// same backend and reports what fails.
     ///
     /// Cancel safety: cancel safe (reads).
     ///
     /// ```
-    /// # use election_core::{Candidate, ConfigError, Error, SlotCandidate, Slots};
+    /// # use election_core::{Candidate, ConfigError, Error, Slots};
     /// # use election_testkit::memory::MemoryBackend;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), election_core::Error> {
     /// let backend = MemoryBackend::new();
+    /// assert!(Slots::check_plain("w", &backend).await.is_ok());
     /// let slot_1 = Candidate::new(backend.claim("w#slot-1", "b")?).campaign().await?;
-    /// let probes = Slots::plain_probe_names("w")
-    ///     .iter()
-    ///     .map(|n| backend.claim(n.as_str(), "a"))
-    ///     .collect::<Result<Vec<_>, _>>()?;
-    /// let refused = Slots::check_plain("w", &probes).await;
+    /// let refused = Slots::check_plain("w", &backend).await;
     /// assert!(matches!(refused, Err(Error::Config(ConfigError::SlotsMismatch { .. }))));
     /// # drop(slot_1);
     /// # Ok(()) }
     /// ```
-    pub async fn check_plain<C: Claim>(name: &str, probes: &[C]) -> Result<(), Error> {
-        let mut seen = Vec::with_capacity(probes.len());
-        for chunk in probes.chunks(READS_AT_ONCE) {
-            let reads = futures::future::join_all(chunk.iter().map(|c| c.leader())).await;
-            seen.extend(reads.into_iter().map(|r| r.ok().flatten()));
-        }
+    pub async fn check_plain<E: Election>(name: &str, election: &E) -> Result<(), Error> {
+        let names = Slots::plain_probe_names(name);
+        let seen = election.leaders(&names).await.unwrap_or_default();
         Ok(Slots::judge_plain(name, &seen)?)
     }
 }

@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use election_core::{ConfigError, ElectionName, Epoch};
+use election_core::{Class, Classify, ConfigError, Disposition, ElectionName, Epoch};
 
 /// What can go wrong with the file backend, grouped by what the caller
 /// should do: fix the configuration (`NetworkFilesystem`,
@@ -238,6 +238,78 @@ impl std::error::Error for Error {
 impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Self {
         Error::Config(e)
+    }
+}
+
+/// What to do, with the fix named in the terms of a backend URL
+/// (`file:///dir?volatile_ok=1`) and of `elect`, this backend's tool.
+/// A damaged epoch record ([`Error::CorruptEpoch`]) is
+/// [`Disposition::Corrupt`] without a hint of its own: the tool names its
+/// repair.
+impl Classify for Error {
+    fn class(&self) -> Class {
+        let permanent = |hint: String| Class::new(Disposition::Permanent).hint(hint);
+        match self {
+            Error::NoSpace { path, .. } => Class::new(Disposition::Transient).hint(format!(
+                "the filesystem of {} is full (or the quota is used up): free space, then try again",
+                path.display()
+            )),
+            Error::Io { .. } => Class::new(Disposition::Transient)
+                .hint("an I/O error on the election directory: check the disk, then try again"),
+            Error::Unusable { path, source, .. } if source.raw_os_error() == Some(libc::EFBIG) => {
+                permanent(format!(
+                    "writing {} went past the file size limit: raise it (ulimit -f) in the shell \
+                     that starts elect",
+                    path.display()
+                ))
+            }
+            Error::Unusable { path, source, .. } if source.raw_os_error() == Some(libc::EISDIR) => {
+                permanent(format!(
+                    "{} is a directory where elect keeps a file: move it out of the way (an \
+                     .epoch record must never be deleted: if one is lost, use elect repair-epoch)",
+                    path.display()
+                ))
+            }
+            Error::Unusable { path, .. } => permanent(format!(
+                "elect cannot use {}: fix the path (a symlink loop or a name too long)",
+                path.display()
+            )),
+            Error::NotADirectory { path } => permanent(format!(
+                "{} is not a directory: point --backend at a directory (file:///dir)",
+                path.display()
+            )),
+            Error::PermissionDenied { path, .. } => permanent(format!(
+                "give this user read and write access to {}, or point --backend at a directory \
+                 it can write",
+                path.display()
+            )),
+            Error::NetworkFilesystem { .. } => permanent(
+                "use a directory on a local filesystem; for many hosts use sqlite:// or nats://"
+                    .to_owned(),
+            ),
+            Error::VolatileFilesystem { path, .. } => permanent(format!(
+                "epochs must outlive a reboot: point --backend (or XDG_STATE_HOME, for the \
+                 default directory) at a directory on a disk; only if nothing the tokens fence \
+                 outlives a reboot either, ask for this one by name: --backend \
+                 'file://{}?volatile_ok=1'",
+                path.display()
+            )),
+            Error::UnknownFilesystem { path, .. } => permanent(format!(
+                "use a directory on a local filesystem (ext4, xfs, btrfs, zfs, ...); only if this \
+                 filesystem's locks hold across every host that can reach it, ask for it by \
+                 name: --backend 'file://{}?unknown_fs_ok=1'",
+                path.display()
+            )),
+            Error::CorruptEpoch { .. } => Class::new(Disposition::Corrupt),
+            Error::ClaimHeld { .. } => Class::new(Disposition::Transient)
+                .hint("stop every process of this election first, then repair"),
+            Error::EpochTooLow { .. } => permanent(
+                "give an epoch at least the one named above, and at least as high as any token \
+                 your resources hold"
+                    .to_owned(),
+            ),
+            Error::Config(_) => Class::new(Disposition::Permanent),
+        }
     }
 }
 

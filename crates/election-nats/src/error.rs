@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use election_core::{ConfigError, ElectionName};
+use election_core::{Class, Classify, ConfigError, Disposition, ElectionName};
 
 /// What can go wrong with the NATS backend, grouped by what the caller
 /// should do: fix the configuration (`Config`, `BucketMismatch`), retry
@@ -169,6 +169,123 @@ impl Error {
             e @ Error::CorruptValue { .. } => election_core::Error::corrupt(name, e),
             e @ Error::OutcomeUnknown { .. } => election_core::Error::outcome_unknown(name, e),
             e => election_core::Error::unavailable(name, e),
+        }
+    }
+}
+
+/// A JetStream error code in `e`'s source chain.
+fn jetstream_code(e: &(dyn std::error::Error + 'static)) -> Option<u64> {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(js) = e.downcast_ref::<async_nats::jetstream::Error>() {
+            return Some(js.error_code().0);
+        }
+        // Creating a bucket keeps the server's error in the kind.
+        if let Some(c) = e.downcast_ref::<async_nats::jetstream::context::CreateStreamError>()
+            && let async_nats::jetstream::context::CreateStreamErrorKind::JetStream(js) = c.kind()
+        {
+            return Some(js.error_code().0);
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// The hint for a bucket whose settings do not fit this election's.
+fn bucket_mismatch_hint(bucket: &str, found: &str, wanted: &str) -> String {
+    match (
+        found.strip_prefix("max age "),
+        wanted.strip_prefix("max age "),
+    ) {
+        // The same election runs there with another TTL.
+        (Some(age), Some(ttl)) if age.contains(", where ") => {
+            let age = age.split(',').next().unwrap_or(age);
+            format!(
+                "this election runs in bucket {bucket} with --ttl {age}, and every candidate of \
+                 an election must use the same TTL: give --ttl {age} (this one asked for {ttl}); \
+                 to change its TTL, stop every candidate first"
+            )
+        }
+        // A bucket's max age is the TTL of every election in it.
+        (Some(age), Some(ttl)) => format!(
+            "the elections in bucket {bucket} use a TTL of {age} (its max age), this one {ttl}: \
+             give --ttl {age} to join that bucket's elections, or leave ?bucket= out of the URL \
+             (elect then picks a bucket of this TTL's own, elections-ttl-{ttl}, when the default \
+             one has another), or name a new bucket with ?bucket=NEW-NAME; never delete or edit \
+             a bucket in use"
+        ),
+        _ => format!(
+            "bucket {bucket} was made with {found}; this election needs {wanted}: name another \
+             bucket with ?bucket=NEW-NAME (never delete or edit a bucket in use)"
+        ),
+    }
+}
+
+/// The hint of [`Error::Connect`] for credentials the server refused (a
+/// tool that connects itself gives the same), in the terms of `elect`.
+pub const CREDENTIALS_HINT: &str = "give the credentials the server expects: \
+    ELECT_NATS_TOKEN or --nats-token-file; ELECT_NATS_USER with ELECT_NATS_PASSWORD or \
+    --nats-password-file; ELECT_NATS_CREDS or --nats-creds";
+
+/// What to do, with the fix named in the terms of a backend URL and of
+/// `elect`, this backend's tool (JetStream's error codes told apart).
+impl Classify for Error {
+    fn class(&self) -> Class {
+        use async_nats::jetstream::ErrorCode as C;
+        let permanent = |hint: &str| Class::new(Disposition::Permanent).hint(hint);
+        let unavailable = || {
+            Class::new(Disposition::Transient).hint(
+                "check that nats-server runs with JetStream enabled (nats-server -js) and is \
+                 reachable",
+            )
+        };
+        match self {
+            Error::Connect { source, .. } => match source.kind() {
+                async_nats::ConnectErrorKind::Authentication
+                | async_nats::ConnectErrorKind::AuthorizationViolation => {
+                    permanent(CREDENTIALS_HINT)
+                }
+                async_nats::ConnectErrorKind::ServerParse => {
+                    permanent("fix the server addresses in the URL (nats://host:port,host:port)")
+                }
+                _ => unavailable(),
+            },
+            Error::Unavailable { .. } => match jetstream_code(self).map(C) {
+                Some(C::STREAM_REPLICAS_NOT_SUPPORTED) => permanent(
+                    "this server runs without a cluster: use ?replicas=1 (with \
+                     ?single_replica_ok=1 once its risk is accepted), or point the URL at a \
+                     cluster of at least that many servers",
+                ),
+                Some(C::JETSTREAM_NOT_ENABLED | C::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT) => permanent(
+                    "enable JetStream on the server (nats-server -js) or for this account",
+                ),
+                Some(
+                    C::STREAM_INVALID_CONFIG
+                    | C::STREAM_NAME_EXIST
+                    | C::CLUSTER_REQUIRED
+                    | C::MAXIMUM_STREAMS_LIMIT
+                    | C::ACCOUNT_RESOURCES_EXCEEDED,
+                ) => permanent(
+                    "the server refuses the bucket's settings: change ?bucket=, ?replicas= or \
+                     the account's limits",
+                ),
+                _ => unavailable(),
+            },
+            Error::OutcomeUnknown { .. } => unavailable(),
+            Error::CorruptValue { .. } => permanent(
+                "the bucket holds a value elect never writes: use another ?bucket= (never delete \
+                 a bucket in use: epochs would restart)",
+            ),
+            Error::BucketMismatch {
+                bucket,
+                found,
+                wanted,
+            } => {
+                Class::new(Disposition::Permanent).hint(bucket_mismatch_hint(bucket, found, wanted))
+            }
+            Error::NoBucket { .. } | Error::Config(_) => {
+                permanent("check the URL's options and the bucket's settings")
+            }
         }
     }
 }

@@ -51,7 +51,7 @@ mod store;
 
 pub use claim::{NatsAttempt, NatsClaim};
 pub use election::{Holder, NatsElection};
-pub use error::Error;
+pub use error::{CREDENTIALS_HINT, Error};
 pub use fence::NatsFence;
 pub use keyed::NatsKeyedClaims;
 pub use options::{DEFAULT_BUCKET, DEFAULT_TTL, NatsOptions, bucket_for_ttl};

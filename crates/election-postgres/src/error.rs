@@ -1,6 +1,6 @@
 //! Errors of the PostgreSQL backend.
 
-use election_core::{ConfigError, ElectionName};
+use election_core::{Class, Classify, ConfigError, Disposition, ElectionName};
 use election_sql::IntoCore;
 
 /// What can go wrong with the PostgreSQL backend, grouped by what the
@@ -143,6 +143,40 @@ impl std::error::Error for Error {
         match self {
             Error::Config(e) => e.source(),
             _ => None,
+        }
+    }
+}
+
+/// What to do, with the fix named in the terms of a backend URL and of
+/// `elect`, this backend's tool.
+impl Classify for Error {
+    fn class(&self) -> Class {
+        let permanent = |hint: &str| Class::new(Disposition::Permanent).hint(hint);
+        match self {
+            Error::Unavailable(_)
+            | Error::TimedOut { .. }
+            | Error::OutcomeUnknown { .. }
+            | Error::Database(_) => Class::new(Disposition::Transient).hint(
+                "check that the PostgreSQL server runs and the host and port in the URL are \
+                 right, then try again",
+            ),
+            Error::Unusable { .. } => permanent(
+                "check the URL's user and database, the password (PGPASSWORD, ?passfile=, \
+                 PGPASSFILE or ~/.pgpass; never on the command line) and the user's privileges \
+                 on the database (CREATE on it for the election schema)",
+            ),
+            Error::UnsafeSetting { .. } => permanent(
+                "set synchronous_commit to on for this role or database (ALTER ROLE ... SET \
+                 synchronous_commit = on)",
+            ),
+            Error::SchemaTooNew { .. } => {
+                permanent("upgrade elect: a newer version wrote this schema")
+            }
+            Error::CorruptRow { .. } => permanent(
+                "a lease row holds values elect never writes: restore the election schema from a \
+                 backup (never delete its epoch records)",
+            ),
+            Error::PoolExhausted { .. } | Error::Config(_) => Class::new(Disposition::Permanent),
         }
     }
 }

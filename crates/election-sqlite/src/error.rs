@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use election_core::{ConfigError, ElectionName};
+use election_core::{Class, Classify, ConfigError, Disposition, ElectionName};
 use election_sql::IntoCore;
 
 /// What can go wrong with the SQLite backend, grouped by what the caller
@@ -141,6 +141,67 @@ fn second_name_fix(hard_links: u64, own_mount: bool) -> String {
         _ => format!(
             "is a mount point of its own (the file, not its directory, is mounted here, as `docker run -v /srv/app.db:/data/app.db` does): {why}; mount the directory, not the file (e.g. -v /srv/db:/data)"
         ),
+    }
+}
+
+/// What to do, with the fix named in the terms of a backend URL and of
+/// `elect`, this backend's tool.
+impl Classify for Error {
+    fn class(&self) -> Class {
+        let permanent = |hint: &str| Class::new(Disposition::Permanent).hint(hint);
+        let transient = |hint: &str| Class::new(Disposition::Transient).hint(hint);
+        match self {
+            Error::Busy(_) => {
+                transient("the database stayed locked by another connection; try again later")
+            }
+            Error::OutcomeUnknown { .. } => {
+                transient("a database statement did not finish in time; try again later")
+            }
+            Error::Database(_) if self.is_disk_full() => {
+                transient("the database's filesystem is full: free space, then try again")
+            }
+            Error::Database(_) => transient("the database failed; check the disk, then try again"),
+            Error::Unusable(_) => permanent(
+                "the file is not an election database elect can use (not SQLite, damaged, or \
+                 election_* tables of another shape): point --backend at another file, or \
+                 restore this one from a backup (never delete its election_epochs table)",
+            ),
+            Error::ReadOnly(_) => permanent(
+                "give this user write access to the database file and its directory (SQLite \
+                 writes -wal and -shm files beside it)",
+            ),
+            Error::NotAFile { .. } => permanent(
+                "point --backend at a database file in an existing directory \
+                 (sqlite:///path/to/app.db)",
+            ),
+            Error::PathUnresolvable { .. } => permanent(
+                "the database path cannot be resolved: check that every directory on it exists \
+                 and can be searched by this user",
+            ),
+            Error::SchemaTooNew { .. } => {
+                permanent("upgrade elect: a newer version wrote this database")
+            }
+            Error::FileReplaced { .. } => permanent(
+                "the database file was replaced while elect ran: never replace it while \
+                 candidates run",
+            ),
+            Error::CorruptRow { .. } => permanent(
+                "a lease row holds values elect never writes: restore the database from a backup",
+            ),
+            Error::SecondName {
+                own_mount: true, ..
+            } => permanent(
+                "mount the directory that holds the database, not the file itself (docker: -v \
+                 /srv/db:/data, not -v /srv/db/app.db:/data/app.db): SQLite names its -wal and \
+                 -shm after the path it opens, so two names of one file elect two leaders",
+            ),
+            Error::SecondName { .. } => permanent(
+                "remove the second hard link to the database file and use one name for it: \
+                 SQLite names its -wal and -shm after the path it opens, so two names of one \
+                 file elect two leaders",
+            ),
+            Error::Config(_) => Class::new(Disposition::Permanent),
+        }
     }
 }
 

@@ -153,6 +153,14 @@ impl Claim for AnyClaim {
         both!(self, attempt, |c, a| Claim::confirm(c, a).await)
     }
 
+    async fn proclaim(
+        &self,
+        attempt: &mut AnyAttempt,
+        value: &election_core::LeaderValue,
+    ) -> Result<(), CoreError> {
+        both!(self, attempt, |c, a| Claim::proclaim(c, a, value).await)
+    }
+
     async fn release(&self, attempt: &mut AnyAttempt) -> Result<(), CoreError> {
         both!(self, attempt, |c, a| Claim::release(c, a).await)
     }
@@ -486,6 +494,196 @@ impl Backend {
     }
 }
 
+/// The lease timing of an open backend whose claim expires (all but the
+/// file backend, whose lock is held until it is freed): what a tool needs
+/// to bound its own waits by the lease's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseTiming {
+    /// How long a lease lasts without renewal.
+    pub ttl: Duration,
+    /// How often the holder renews.
+    pub renew: Duration,
+    /// The part of the TTL the holder gives up for safety: it counts its
+    /// lease valid for `ttl - margin`.
+    pub margin: Duration,
+    /// The failover grace a new term waits before it begins (NATS; zero
+    /// elsewhere).
+    pub grace: Duration,
+}
+
+impl LeaseTiming {
+    /// How long after the end of the holder's known validity another
+    /// candidate can lead at the earliest: the margin, plus the failover
+    /// grace. A holder's work that stops within it never runs beside the
+    /// next leader's.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::Sqlite(tmp.path().join("app.db")).open(&Settings::default()).await?;
+    /// let timing = backend.lease_timing().expect("a lease");
+    /// assert_eq!(timing.overlap_bound(), timing.margin); // no grace on SQLite
+    /// # Ok(()) }
+    /// ```
+    pub fn overlap_bound(&self) -> Duration {
+        self.margin + self.grace
+    }
+}
+
+/// A warning about how a backend was opened: it works, but a risk was
+/// not accepted by name (a NATS bucket with a single replica).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Warning {
+    /// What the risk is and how to end it, for a person.
+    pub text: String,
+    /// The numbers the text names, by name, for a structured log.
+    pub values: Vec<(&'static str, u64)>,
+}
+
+/// What only some backends have, asked of any: a tool is written once
+/// against these (ADR 0100).
+impl Backend {
+    /// The file a command's process tree may inherit, locked, so that the
+    /// claim of election `name` stays recognizably held on this host until
+    /// the whole tree is gone, not only the process that won it: the file
+    /// backend's lock file, SQLite's same-host lock (ADR 0026). `None` on
+    /// the others.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// assert_eq!(backend.inheritable_lock("jobs"), Some(tmp.path().join("jobs.lock")));
+    /// # Ok(()) }
+    /// ```
+    pub fn inheritable_lock(&self, name: &str) -> Option<std::path::PathBuf> {
+        match self {
+            Backend::File(e) => Some(e.dir().join(format!("{name}.lock"))),
+            Backend::Sqlite(e) => e.host_lock_path(name),
+            Backend::Nats(_) | Backend::Postgres(_) => None,
+        }
+    }
+
+    /// The lease timing, for a backend whose claims expire; `None` for the
+    /// file backend's lock.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::Sqlite(tmp.path().join("app.db")).open(&Settings::default()).await?;
+    /// let timing = backend.lease_timing().expect("a lease");
+    /// assert!(timing.renew < timing.ttl);
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_timing(&self) -> Option<LeaseTiming> {
+        match self {
+            Backend::File(_) => None,
+            Backend::Sqlite(e) => {
+                let o = e.options();
+                Some(LeaseTiming {
+                    ttl: o.ttl(),
+                    renew: o.renew_interval(),
+                    margin: o.margin(),
+                    grace: Duration::ZERO,
+                })
+            }
+            Backend::Postgres(e) => {
+                let o = e.options();
+                Some(LeaseTiming {
+                    ttl: o.ttl(),
+                    renew: o.renew_interval(),
+                    margin: o.margin(),
+                    grace: Duration::ZERO,
+                })
+            }
+            Backend::Nats(e) => {
+                let o = e.options();
+                Some(LeaseTiming {
+                    ttl: o.ttl(),
+                    renew: o.renew_every(),
+                    margin: o.margin(),
+                    grace: o.grace(),
+                })
+            }
+        }
+    }
+
+    /// Warnings about how the backend was opened, for a candidate to show
+    /// at start: on NATS, a bucket with a single replica not accepted by
+    /// name (`?single_replica_ok=1`).
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// for w in backend.warnings() {
+    ///     eprintln!("warning: {}", w.text);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn warnings(&self) -> Vec<Warning> {
+        match self {
+            Backend::Nats(e) if e.replicas() < 2 && !e.options().is_single_replica_ok() => {
+                vec![Warning {
+                    text: "the NATS bucket has a single replica: a host crash or power loss can \
+                           lose its last writes, and a later term can then reuse an epoch. Use \
+                           ?replicas=3 on a cluster, or a server with `jetstream { \
+                           sync_interval: always }`, and say ?single_replica_ok=1 to silence \
+                           this"
+                        .to_owned(),
+                    values: vec![("replicas", e.replicas() as u64)],
+                }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Closes the backend's connections, waiting at most `bound`, after
+    /// the last term ended (resigned or lost, its release done or
+    /// abandoned), never before. SQLite: the last connection to close
+    /// checkpoints the WAL into the database and removes it, so the next
+    /// process to open the database does not replay it. PostgreSQL: the
+    /// close waits its close grace after the release (ADR 0086), so the
+    /// server's processes of these connections end after the successor's
+    /// take, not during it. The file and NATS backends have nothing to
+    /// close.
+    ///
+    /// Cancel safety: cancel safe (a pool stays closed). Failure model:
+    /// none; a close that takes longer than `bound` is left to the exit.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::Sqlite(tmp.path().join("app.db")).open(&Settings::default()).await?;
+    /// backend.close_within(Duration::from_secs(1)).await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn close_within(&self, bound: Duration) {
+        match self {
+            Backend::Sqlite(e) => {
+                let _ = tokio::time::timeout(bound, e.pool().close()).await;
+            }
+            Backend::Postgres(e) => {
+                let _ = tokio::time::timeout(bound, e.close()).await;
+            }
+            Backend::File(_) | Backend::Nats(_) => {}
+        }
+    }
+}
+
 impl election_core::Election for Backend {
     type Claim = AnyClaim;
     type LeaseSet = AnyLeaseSet;
@@ -529,6 +727,13 @@ impl election_core::Election for Backend {
 
     async fn lease_set(&self, identity: &str) -> Result<AnyLeaseSet, Error> {
         self.lease_set_polling(identity, None).await
+    }
+
+    async fn leaders(&self, names: &[ElectionName]) -> Result<Vec<Option<Leader>>, CoreError> {
+        each!(self, Backend, |e| election_core::Election::leaders(
+            e, names
+        )
+        .await)
     }
 
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {

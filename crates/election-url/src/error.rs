@@ -1,4 +1,6 @@
-//! The crate's errors.
+//! The crate's errors, and their [`Class`].
+
+use election_core::{Class, Classify, Disposition, probe};
 
 /// Why a text is not a backend URL. Never quotes a password or a token.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -117,6 +119,9 @@ impl std::fmt::Display for Error {
                 "cannot read the NATS credentials file {}: {source}",
                 path.display()
             ),
+            Error::Connect { servers, source } if refused(source) => {
+                write!(f, "NATS at {servers} refused the credentials: {source}")
+            }
             Error::Connect { servers, source } => {
                 write!(f, "cannot connect to NATS at {servers}: {source}")
             }
@@ -169,3 +174,103 @@ from!(
     Nats(election_nats::Error),
     Postgres(election_postgres::Error),
 );
+
+/// Whether the NATS servers refused the credentials (retrying with the
+/// same ones cannot help).
+fn refused(e: &async_nats::ConnectError) -> bool {
+    matches!(
+        e.kind(),
+        async_nats::ConnectErrorKind::Authentication
+            | async_nats::ConnectErrorKind::AuthorizationViolation
+    )
+}
+
+/// What to do: a backend's error classifies itself, the rest here, with
+/// the fix in the terms of the URL (and of `elect`, the tool that takes
+/// one).
+impl Classify for Error {
+    fn class(&self) -> Class {
+        let permanent = Class::new(Disposition::Permanent);
+        match self {
+            Error::Url(_) | Error::Config(_) | Error::Credentials { .. } => permanent,
+            Error::Connect { source, .. } if refused(source) => {
+                permanent.hint(election_nats::CREDENTIALS_HINT)
+            }
+            Error::Connect { .. } => Class::new(Disposition::Transient)
+                .hint("check that nats-server runs (with -js) and the address is right"),
+            // Nobody was ever elected there: not an error to an observer.
+            Error::Absent { .. } => Class::new(Disposition::Other),
+            Error::Passfile { .. } => permanent.hint(
+                "make the password file readable by this user only (chmod 0600), or give the \
+                 password in PGPASSWORD",
+            ),
+            Error::File(e) => e.class(),
+            Error::Sqlite(e) => e.class(),
+            Error::Nats(e) => e.class(),
+            Error::Postgres(e) => e.class(),
+        }
+    }
+}
+
+impl Error {
+    /// The backend's error this error carries (named in its message), for
+    /// a message without the backend's name: `None` for the errors of
+    /// opening itself (a URL, settings, credentials).
+    ///
+    /// ```
+    /// use election_url::{BackendUrl, Settings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// # std::fs::write(tmp.path().join("not-a-dir"), "")?;
+    /// let url = BackendUrl::file(tmp.path().join("not-a-dir"));
+    /// let e = url.open(&Settings::default()).await.expect_err("a file, not a directory");
+    /// let inner = e.backend_error().expect("the file backend's error");
+    /// assert!(e.to_string().ends_with(&inner.to_string()));
+    /// # Ok(()) }
+    /// ```
+    pub fn backend_error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::File(e) => Some(e),
+            Error::Sqlite(e) => Some(e),
+            Error::Nats(e) => Some(e),
+            Error::Postgres(e) => Some(e),
+            Error::Config(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The class of `error` (of any backend, through any of the core's errors
+/// and this crate's: [`election_core::classify`] with every backend's
+/// error recognized), for a tool to answer a failure in one place. `None`:
+/// nothing in the chain classifies itself (not an error of an election).
+///
+/// ```
+/// use election_core::Disposition;
+/// use election_url::{BackendUrl, Settings, classify};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let tmp = tempfile::tempdir()?;
+/// # std::fs::write(tmp.path().join("not-a-dir"), "")?;
+/// let url = BackendUrl::file(tmp.path().join("not-a-dir"));
+/// let e = url.open(&Settings::default()).await.expect_err("not a directory");
+/// let class = classify(&e).expect("an election's error");
+/// assert_eq!(class.disposition, Disposition::Permanent); // retrying will not help
+/// println!("hint: {}", class.hint.unwrap_or_default());
+/// # Ok(()) }
+/// ```
+pub fn classify(error: &(dyn std::error::Error + 'static)) -> Option<Class> {
+    election_core::classify(
+        error,
+        &[
+            probe::<Error>,
+            probe::<election_file::Error>,
+            probe::<election_sqlite::Error>,
+            probe::<election_nats::Error>,
+            probe::<election_postgres::Error>,
+        ],
+    )
+}

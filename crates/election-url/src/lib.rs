@@ -77,9 +77,9 @@ mod error;
 mod open;
 mod url;
 
-pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend};
+pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, LeaseTiming, Warning};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
-pub use error::{Error, ParseError};
+pub use error::{Error, ParseError, classify};
 pub use open::Settings;
 pub use url::{
     BackendUrl, FILE_OPTIONS, FileUrl, NATS_OPTIONS, NatsUrl, POSTGRES_OPTIONS, PostgresUrl,

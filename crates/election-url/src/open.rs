@@ -248,7 +248,7 @@ pub(crate) async fn connect(
         .connect(servers)
         .await
         .map_err(|source| Error::Connect {
-            servers: url.servers.join(","),
+            servers: url.server_urls().join(","),
             source,
         })
 }
