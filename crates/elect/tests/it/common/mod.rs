@@ -933,7 +933,9 @@ if [ "$mode" = exit ]; then
   exit 0
 fi
 trap 'exit 0' TERM
-while :; do sleep 0.1; done"#;
+# `wait` returns at once on the trapped SIGTERM (a foreground `sleep`
+# would hold the trap back until it ends, past a short kill grace).
+while :; do sleep 0.1 & wait $!; done"#;
 
 /// The next leader's command: at its very start, looks for each process of
 /// `procs` (lines `pid starttime`) in `/proc` and records `alive PID` for
@@ -948,7 +950,9 @@ while read -r pid start; do
 done < "$procs"
 echo checked >> "$out"
 trap 'exit 0' TERM
-while :; do sleep 0.1; done"#;
+# `wait` returns at once on the trapped SIGTERM (a foreground `sleep`
+# would hold the trap back until it ends, past a short kill grace).
+while :; do sleep 0.1 & wait $!; done"#;
 
 /// A process and its start time (`/proc/PID/stat` field 22): the pair
 /// names one process even if its pid is reused.
