@@ -45,6 +45,7 @@ use nix::unistd::Pid;
 
 pub mod args;
 pub mod lease_set;
+pub mod open;
 pub mod protocol;
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock candidates stamp events

@@ -91,29 +91,22 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), BoxError> {
     let keys: Vec<String> = (0..args.keys).map(key_name).collect();
     let url = &args.backend;
-    let settings = Settings {
+    // A setting the backend has no use for is noted and left out: the
+    // processes of a driver all get the same flags, whatever the backend.
+    let given = Settings {
         ttl: args.ttl,
         renew: args.renew,
         grace: args.grace,
         ..Settings::default()
     };
-    for setting in settings.unused_by(url) {
+    let (settings, unused) = candidate_testkit::open::usable_settings(url, given);
+    for setting in unused {
         note(format!(
             "ignored --{setting}-ms: the {} backend has no such setting",
             url.scheme()
         ));
     }
-    let mut poll = args.poll;
-    if matches!(url, BackendUrl::Nats(_)) && poll.take().is_some() {
-        note("ignored --poll-ms: the nats backend has no such setting".to_owned());
-    }
-    let mut settings = settings;
-    if matches!(url, BackendUrl::File(_)) {
-        settings = Settings::default();
-    } else if matches!(url, BackendUrl::Sqlite(_)) {
-        settings.grace = None;
-    }
-    let (backend, set) = open_waiting(url, &settings, &args.identity, poll).await?;
+    let (backend, set) = open_waiting(url, &settings, &args.identity, args.poll).await?;
     let set = Arc::new(set);
     let workers = tokio::spawn(workers(set.events()));
     let membership = match &args.balance {
@@ -140,19 +133,6 @@ async fn run(args: Args) -> Result<(), BoxError> {
     result
 }
 
-/// Whether opening may succeed if tried again: the server could not be
-/// reached or did not answer in time (a freshly started cluster still
-/// electing its JetStream meta leader, a loaded machine).
-fn transient(e: &election_url::Error) -> bool {
-    use election_url::Error as E;
-    match e {
-        E::Connect { .. } => true,
-        E::Nats(e) => matches!(e, election_nats::Error::Unavailable { .. }),
-        E::Postgres(e) => e.is_unavailable(),
-        _ => false,
-    }
-}
-
 /// Opens the backend and the lease set, waiting for a server that cannot
 /// be reached as `elect` and a service do (a note per failed attempt,
 /// backing off), for at most a minute; any other failure at once.
@@ -167,13 +147,22 @@ async fn open_waiting(
     loop {
         attempt += 1;
         let opened = match url.open(settings).await {
-            Ok(backend) => match backend.lease_set_polling(identity, poll).await {
-                Ok(set) => return Ok((backend, set)),
+            Ok(backend) => match candidate_testkit::open::lease_set(&backend, identity, poll).await
+            {
+                Ok((set, poll_refused)) => {
+                    if poll_refused {
+                        note(format!(
+                            "ignored --poll-ms: the {} backend has no such setting",
+                            url.scheme()
+                        ));
+                    }
+                    return Ok((backend, set));
+                }
                 Err(e) => e,
             },
             Err(e) => e,
         };
-        if !transient(&opened) || tokio::time::Instant::now() >= give_up {
+        if !candidate_testkit::open::transient(&opened) || tokio::time::Instant::now() >= give_up {
             return Err(opened.into());
         }
         let pause = election_core::retry_pause(election_core::DEFAULT_POLL_INTERVAL, attempt);

@@ -1,11 +1,11 @@
-//! The command line of `lease-set-node`: the shared flags through
-//! [`ArgParser`], and its own `--sweep-ms`.
+//! The command line of `lease-set-node`, through clap.
 
 use std::time::Duration;
 
+use clap::Parser;
 use election_url::BackendUrl;
 
-use crate::args::{ArgParser, Flag, UsageError, unknown};
+use crate::args::UsageError;
 
 /// The parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +35,65 @@ pub struct Args {
     pub every: Duration,
 }
 
+/// One lease set in a process of its own, reporting what it holds line by
+/// line.
+#[derive(Debug, Parser)]
+#[command(name = "lease-set-node")]
+struct Cli {
+    /// Any backend URL of election-url.
+    #[arg(long, value_parser = backend_url)]
+    backend: BackendUrl,
+    /// The identity of this process (default: host/pid).
+    #[arg(long)]
+    identity: Option<String>,
+    /// How many keys (key-0000, key-0001, ...).
+    #[arg(long, default_value_t = 1000, value_parser = keys)]
+    keys: usize,
+    /// The lease TTL, in milliseconds.
+    #[arg(long = "ttl-ms", value_parser = millis)]
+    ttl: Option<Duration>,
+    /// The renew interval, in milliseconds.
+    #[arg(long = "renew-ms", value_parser = millis)]
+    renew: Option<Duration>,
+    /// The failover grace (NATS), in milliseconds.
+    #[arg(long = "grace-ms", value_parser = millis)]
+    grace: Option<Duration>,
+    /// How often keys held elsewhere are tried, in milliseconds.
+    #[arg(long = "poll-ms", value_parser = millis)]
+    poll: Option<Duration>,
+    /// Time between two sweeps over all keys, in milliseconds.
+    #[arg(long = "sweep-ms", value_parser = millis, default_value = "1")]
+    sweep: Duration,
+    /// Balance the keys with the other members of this group.
+    #[arg(long)]
+    balance: Option<String>,
+    /// How often a balanced member rereads the group, in milliseconds.
+    #[arg(long = "every-ms", value_parser = millis, default_value = "500")]
+    every: Duration,
+}
+
+/// A backend URL, as `--backend` takes it.
+fn backend_url(text: &str) -> Result<BackendUrl, String> {
+    BackendUrl::parse(text).map_err(|e| format!("bad backend URL: {e}"))
+}
+
+/// A whole number of milliseconds, at least 1 (no setting means anything
+/// at zero).
+fn millis(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
+        _ => Err(format!("bad milliseconds {text:?}")),
+    }
+}
+
+/// A count of keys, 1 to 100,000.
+fn keys(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+        _ => Err(format!("bad count {text:?} (1 to 100000)")),
+    }
+}
+
 impl Args {
     /// Parses the arguments after the program name.
     ///
@@ -47,39 +106,22 @@ impl Args {
     /// assert!(Args::parse(["--backend"].map(String::from)).is_err());
     /// ```
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, UsageError> {
-        const TAKES: &[Flag] = &[
-            Flag::Backend,
-            Flag::Identity,
-            Flag::Keys,
-            Flag::Ttl,
-            Flag::Renew,
-            Flag::Grace,
-            Flag::Poll,
-        ];
-        let mut parser = ArgParser::new(args, TAKES);
-        let mut sweep = Duration::from_millis(1);
-        let mut balance = None;
-        let mut every = Duration::from_millis(500);
-        while let Some(flag) = parser.next_flag()? {
-            match flag.as_str() {
-                "--sweep-ms" => sweep = parser.millis(&flag)?,
-                "--balance" => balance = Some(parser.value(&flag, "a group name")?),
-                "--every-ms" => every = parser.millis(&flag)?,
-                _ => return Err(unknown(&flag)),
-            }
-        }
-        let args = parser.finish()?;
+        let program = std::iter::once("lease-set-node".to_owned());
+        let cli = Cli::try_parse_from(program.chain(args))
+            .map_err(|e| UsageError::new(e.render().to_string().trim_end().replace('\n', " ")))?;
         Ok(Args {
-            identity: args.identity_or_default(),
-            backend: args.backend,
-            keys: args.keys.unwrap_or(1000),
-            ttl: args.ttl,
-            renew: args.renew,
-            grace: args.grace,
-            poll: args.poll,
-            sweep,
-            balance,
-            every,
+            identity: cli
+                .identity
+                .unwrap_or_else(|| election_core::Identity::for_this_process().to_string()),
+            backend: cli.backend,
+            keys: cli.keys,
+            ttl: cli.ttl,
+            renew: cli.renew,
+            grace: cli.grace,
+            poll: cli.poll,
+            sweep: cli.sweep,
+            balance: cli.balance,
+            every: cli.every,
         })
     }
 }

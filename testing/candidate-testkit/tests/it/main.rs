@@ -4,10 +4,6 @@
 mod lease_set;
 
 mod file;
-mod lease_set_file;
-mod lease_set_nats;
-mod lease_set_postgres;
-mod lease_set_sqlite;
 mod nats;
 mod postgres;
 mod sqlite;

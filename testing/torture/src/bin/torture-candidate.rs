@@ -727,38 +727,16 @@ impl Ctx {
 /// The lease settings given, less those the backend has no use for
 /// (the orchestrator gives every candidate the same flags).
 fn settings(args: &Args) -> Settings {
-    let mut settings = Settings {
-        ttl: args.ttl,
-        renew: args.renew,
-        grace: args.grace,
-        ..Settings::default()
-    };
-    for unused in settings.unused_by(&args.backend) {
-        match unused {
-            "ttl" => settings.ttl = None,
-            "renew" => settings.renew = None,
-            _ => settings.grace = None,
-        }
-    }
-    settings
-}
-
-/// Whether opening NATS failed in a way worth retrying (the server may
-/// come back).
-fn nats_transient(e: &election_url::Error) -> bool {
-    matches!(
-        e,
-        election_url::Error::Connect { .. }
-            | election_url::Error::Nats(
-                election_nats::Error::Connect { .. }
-                    | election_nats::Error::Unavailable { .. }
-                    | election_nats::Error::OutcomeUnknown { .. }
-            )
-            | election_url::Error::Postgres(
-                election_postgres::Error::Unavailable(_)
-                    | election_postgres::Error::TimedOut { .. }
-            )
+    candidate_testkit::open::usable_settings(
+        &args.backend,
+        Settings {
+            ttl: args.ttl,
+            renew: args.renew,
+            grace: args.grace,
+            ..Settings::default()
+        },
     )
+    .0
 }
 
 async fn run(args: Args) -> Result<(), CandidateError> {
@@ -795,7 +773,7 @@ async fn run(args: Args) -> Result<(), CandidateError> {
     let election = loop {
         match args.backend.open(&settings).await {
             Ok(election) => break election,
-            Err(e) if nats_transient(&e) => {
+            Err(e) if candidate_testkit::open::transient(&e) => {
                 note(&format!(
                     "cannot connect yet, retrying: {}",
                     error_chain(&e)

@@ -205,23 +205,17 @@ impl Member {
 
 async fn run(args: Args) -> Result<(), BoxError> {
     let keys: Vec<String> = (0..args.keys).map(key_name).collect();
-    let mut settings = Settings {
+    // The same flags for every backend: what it has no use for is left out.
+    let given = Settings {
         ttl: args.ttl,
         renew: args.renew,
         grace: args.grace,
         ..Settings::default()
     };
-    match &args.backend {
-        BackendUrl::File(_) => settings = Settings::default(),
-        BackendUrl::Sqlite(_) | BackendUrl::Postgres(_) => settings.grace = None,
-        _ => {}
-    }
-    let poll = match &args.backend {
-        BackendUrl::Nats(_) => None,
-        _ => args.poll,
-    };
+    let (settings, _) = candidate_testkit::open::usable_settings(&args.backend, given);
     let backend = args.backend.open(&settings).await?;
-    let set = Arc::new(backend.lease_set_polling(&args.writer, poll).await?);
+    let (set, _) = candidate_testkit::open::lease_set(&backend, &args.writer, args.poll).await?;
+    let set = Arc::new(set);
     let mut histories = HashMap::new();
     let mut resources = HashMap::new();
     for key in &keys {
