@@ -15,14 +15,13 @@
 //!   measured in the same run and writes `docs/benchmarks.md`.
 //! - `cargo xtask torture [--ci | ARGS]`: the torture suite (testing/torture).
 //!
-//! xtask is a task runner: it depends on the standard library only and runs
-//! cargo, so `cargo xtask ci` builds nothing of the workspace before its
-//! first step (`cargo fmt --check`). Argument parsing is by hand: the tasks
+//! xtask is a task runner: it depends on `serde_json` only (to read `cargo
+//! metadata`, ADR 0103) and runs cargo, so `cargo xtask ci` builds nothing
+//! of the workspace before its first step (`cargo fmt --check`). Argument parsing is by hand: the tasks
 //! take few flags.
 
 mod bench;
 mod ci;
-mod json;
 mod policy;
 mod postgres;
 mod torture;

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{Result, cargo_command, json, repo_root};
+use crate::{Result, cargo_command, repo_root};
+use serde_json::Value;
 
 /// A workspace member, from `cargo metadata --no-deps`.
 pub(crate) struct Member {
@@ -41,22 +42,26 @@ fn cargo_stdout(args: &[&str]) -> Result<String> {
 
 /// The workspace members, in `cargo metadata`'s order.
 pub(crate) fn members() -> Result<Vec<Member>> {
-    let meta = json::parse(&cargo_stdout(&[
+    let meta = serde_json::from_str::<Value>(&cargo_stdout(&[
         "metadata",
         "--format-version",
         "1",
         "--no-deps",
     ])?)?;
     let mut members = Vec::new();
-    for p in meta.get("packages").map_or(&[][..], json::Value::items) {
-        let field = |k: &str| p.get(k).and_then(json::Value::as_str);
+    for p in meta
+        .get("packages")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice)
+    {
+        let field = |k: &str| p.get(k).and_then(Value::as_str);
         let name = field("name").ok_or("cargo metadata: a package without a name")?;
         let manifest = PathBuf::from(field("manifest_path").ok_or("no manifest_path")?);
         members.push(Member {
             name: name.to_string(),
             dir: manifest.parent().unwrap_or(&manifest).to_path_buf(),
             // `publish = false` is `"publish": []`; anywhere is `null`.
-            published: !matches!(p.get("publish"), Some(json::Value::Array(a)) if a.is_empty()),
+            published: !matches!(p.get("publish"), Some(Value::Array(a)) if a.is_empty()),
             rust_version: field("rust_version").map(str::to_string),
         });
     }
@@ -278,7 +283,7 @@ pub(crate) fn msrv() -> Result<()> {
         })
         .collect();
     let names: BTreeSet<&str> = members.iter().map(|m| m.name.as_str()).collect();
-    let meta = json::parse(&cargo_stdout(&[
+    let meta = serde_json::from_str::<Value>(&cargo_stdout(&[
         "metadata",
         "--format-version",
         "1",
@@ -286,16 +291,17 @@ pub(crate) fn msrv() -> Result<()> {
         &host()?,
     ])?)?;
     let (mut checked, mut undeclared) = (0, Vec::new());
-    for p in meta.get("packages").map_or(&[][..], json::Value::items) {
-        let name = p.get("name").and_then(json::Value::as_str).unwrap_or("?");
-        let version = p
-            .get("version")
-            .and_then(json::Value::as_str)
-            .unwrap_or("?");
-        if names.contains(name) && p.get("source") == Some(&json::Value::Null) {
+    for p in meta
+        .get("packages")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice)
+    {
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
+        let version = p.get("version").and_then(Value::as_str).unwrap_or("?");
+        if names.contains(name) && p.get("source") == Some(&Value::Null) {
             continue;
         }
-        match p.get("rust_version").and_then(json::Value::as_str) {
+        match p.get("rust_version").and_then(Value::as_str) {
             None => undeclared.push(format!("{name}@{version}")),
             Some(theirs) => {
                 checked += 1;

@@ -194,7 +194,7 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
 pub(crate) fn ci_prebuilt(bin: &std::path::Path) -> Result<()> {
     let random = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos() as u64)
+        .map_or(7, |d| d.as_secs() ^ u64::from(d.subsec_nanos()) << 32)
         | 1;
     println!("xtask torture: fixed seed {CI_SEED}, random seed {random}");
     ci(bin, [CI_SEED, random])

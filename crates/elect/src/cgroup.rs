@@ -182,9 +182,12 @@ fn unescape(s: &str) -> String {
             && digits.iter().all(|d| (b'0'..=b'7').contains(d))
         {
             let v = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
-            out.push(v as u8);
-            i += 4;
-            continue;
+            // `\400` to `\777` name no byte: kept as written.
+            if let Ok(byte) = u8::try_from(v) {
+                out.push(byte);
+                i += 4;
+                continue;
+            }
         }
         out.push(b[i]);
         i += 1;

@@ -414,12 +414,12 @@ impl Event {
             Event::Escalated { signal, grace } => (
                 "killed",
                 format!("the command did not exit within --kill-grace ({grace:?}) of {signal}: SIGKILL to it and every process it started"),
-                json!({ "name": name, "epoch": epoch, "signal": signal.as_str(), "kill_grace_ms": grace.as_millis() as u64 }),
+                json!({ "name": name, "epoch": epoch, "signal": signal.as_str(), "kill_grace_ms": crate::report::duration_ms(*grace) }),
             ),
             Event::Lost { reason, kill_after } => (
                 "lost",
                 format!("lost {name}, term {epoch}: {reason}; stopping the command and every process it started (SIGTERM, SIGKILL after {kill_after:?})"),
-                json!({ "name": name, "epoch": epoch, "reason": reason, "kill_after_ms": kill_after.as_millis() as u64 }),
+                json!({ "name": name, "epoch": epoch, "reason": reason, "kill_after_ms": crate::report::duration_ms(*kill_after) }),
             ),
             Event::LostWhileEnding { reason } => (
                 "lost",

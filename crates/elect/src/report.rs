@@ -2,7 +2,7 @@
 //! for machines (`--json`), or nothing but errors (`--quiet`).
 
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use election_core::Leader;
 use serde_json::{Value, json};
@@ -28,11 +28,18 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// `d` in whole milliseconds, `u64::MAX` for a longer one (584 million
+/// years): what the JSON events show of a duration.
+pub(crate) fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
 pub(crate) fn utc(t: SystemTime) -> String {
     let ms = unix_ms(t);
     let (secs, milli) = (ms / 1000, ms % 1000);
-    let days = (secs / 86_400) as i64;
+    // At most u64::MAX / 86_400_000 < 2^38 days: an i64.
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
     let rem = secs % 86_400;
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -76,7 +83,7 @@ fn leader_json_at(leader: Option<&Leader>, now: SystemTime) -> Value {
                 v["renewed_unix_ms"] = json!(unix_ms(renewed));
                 v["renewed"] = json!(utc(renewed));
                 if let Some(ttl) = l.ttl {
-                    v["ttl_ms"] = json!(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+                    v["ttl_ms"] = json!(duration_ms(ttl));
                 }
                 v["presumed_dead"] = json!(l.presumed_dead_at(now));
             }

@@ -168,7 +168,7 @@ pub(crate) async fn open_waiting(
                     "error": failure.message,
                     "hint": failure.hint,
                     "attempt": attempts,
-                    "next_in_ms": pause.as_millis() as u64,
+                    "next_in_ms": crate::report::duration_ms(pause),
                 }),
             );
             tokio::time::sleep(pause).await;

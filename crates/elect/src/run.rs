@@ -205,7 +205,7 @@ async fn elected<C: Claim>(
         report.event(
             "metrics",
             &format!("serving metrics on http://{shown}/metrics, /healthz and /leader"),
-            json!({ "address": shown, "health_bound_ms": bound.as_millis() as u64 }),
+            json!({ "address": shown, "health_bound_ms": crate::report::duration_ms(bound) }),
         );
         exporter.serve(candidate.health_check(bound));
     }
@@ -621,7 +621,7 @@ impl Supervised {
                         (Some("F"), Some(errno)) => Said::CannotStart(errno),
                         (Some("W"), _) => Said::Watchdog,
                         (Some("Z"), _) => Said::Killed,
-                        (Some("X"), Some(code)) => Said::Exited((code & 0xff) as u8),
+                        (Some("X"), Some(code)) => Said::Exited(code.to_le_bytes()[0]),
                         (Some("E"), _) => Said::Empty,
                         _ => continue,
                     };
@@ -1028,6 +1028,10 @@ mod tests {
     use super::*;
 
     /// A whole-file OFD lock, as the file backend takes its claim.
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "fcntl's lock types and SEEK_SET are 0 to 2, flock's fields c_short"
+    )]
     fn ofd_lock(file: &std::fs::File, kind: nix::libc::c_int) -> bool {
         let lock = nix::libc::flock {
             l_type: kind as nix::libc::c_short,

@@ -84,7 +84,7 @@ fn stat(pid: i32) -> Option<(i32, i32, u64)> {
 
 /// Every descendant of this process, from one scan of `/proc`.
 fn descendants() -> Vec<Proc> {
-    let me = std::process::id() as i32;
+    let me = nix::unistd::getpid().as_raw();
     let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.flatten() {
@@ -125,6 +125,10 @@ fn send(p: Proc, sig: Signal) {
         }
         return;
     }
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "a new fd (not -1 here) is an int, returned in a long"
+    )]
     // SAFETY: fd is a new pidfd this function owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
     if stat(p.pid).is_some_and(|(_, _, start)| start == p.start) {
@@ -155,10 +159,11 @@ fn reap(mut on_exit: impl FnMut(i32, u8)) -> Reaped {
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => on_exit(pid.as_raw(), (code & 0xff) as u8),
-            Ok(WaitStatus::Signaled(pid, sig, _)) => {
-                on_exit(pid.as_raw(), (128 + sig as i32) as u8)
-            }
+            Ok(WaitStatus::Exited(pid, code)) => on_exit(pid.as_raw(), code.to_le_bytes()[0]),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => on_exit(
+                pid.as_raw(),
+                u8::try_from(128 + sig as i32).unwrap_or(u8::MAX),
+            ),
             Ok(WaitStatus::StillAlive) => return Reaped::Running,
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => {}
@@ -289,7 +294,9 @@ impl Supervisor {
             Some("S") => {
                 if let (Some(pid), Some(sig)) = (
                     self.command,
-                    num(words.next()).and_then(|s| Signal::try_from(s as i32).ok()),
+                    num(words.next())
+                        .and_then(|s| i32::try_from(s).ok())
+                        .and_then(|s| Signal::try_from(s).ok()),
                 ) {
                     let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
                 }
@@ -641,6 +648,7 @@ fn born_in_cgroup(
         Ok(p) => p,
         Err(e) => return Born::Failed(e as i32),
     };
+    #[allow(clippy::cast_sign_loss, reason = "an open descriptor is not negative")]
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
@@ -688,6 +696,10 @@ fn born_in_cgroup(
             _ => Born::Failed(errno),
         };
     }
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "clone3 returns a pid_t (not -1 here) in a long"
+    )]
     let pid = pid as i32;
     // Closed at exec (nothing read) or one errno from the child.
     let mut rx = std::fs::File::from(rx);
@@ -833,7 +845,12 @@ fn serve(sock: OwnedFd, command: &[String], mask: nix::sys::signal::SigSet) -> E
     drop(procs);
     match spawned {
         Ok(child) => {
-            sup.command = Some(child.id() as i32);
+            #[allow(
+                clippy::cast_possible_wrap,
+                reason = "a Linux pid is at most PID_MAX_LIMIT, 2^22"
+            )]
+            let pid = child.id() as i32;
+            sup.command = Some(pid);
             sup.tell(&format!("P {}", child.id()));
         }
         Err(e) => {
@@ -965,7 +982,7 @@ mod tests {
 
     #[test]
     fn stat_reads_parent_and_start_time() {
-        let me = std::process::id() as i32;
+        let me = nix::unistd::getpid().as_raw();
         let (pid, ppid, start) = stat(me).expect("own stat");
         assert_eq!(pid, me);
         assert_eq!(ppid, nix::unistd::getppid().as_raw());
@@ -989,7 +1006,10 @@ mod tests {
         let grandchild: i32 = line.trim().parse().expect("pid");
         let found = descendants();
         let pids: Vec<i32> = found.iter().map(|p| p.pid).collect();
-        assert!(pids.contains(&(child.id() as i32)), "{found:?}");
+        assert!(
+            pids.contains(&i32::try_from(child.id()).unwrap()),
+            "{found:?}"
+        );
         assert!(pids.contains(&grandchild), "{found:?}");
         let g = found
             .iter()

@@ -113,8 +113,11 @@ impl Epoch {
     /// assert_eq!(Epoch::MAX.get_i64(), i64::MAX);
     /// assert_eq!(i64::from(Epoch::FIRST), 2);
     /// ```
+    #[allow(
+        clippy::cast_possible_wrap,
+        reason = "lossless: `new` refuses every value above i64::MAX"
+    )]
     pub const fn get_i64(self) -> i64 {
-        // Lossless: `new` refuses every value above i64::MAX.
         self.0.get() as i64
     }
 
@@ -130,6 +133,7 @@ impl Epoch {
     /// assert_eq!(Epoch::from_i64(0), None);
     /// assert_eq!(Epoch::from_i64(-5), None);
     /// ```
+    #[allow(clippy::cast_sign_loss, reason = "lossless: `value` is positive here")]
     pub const fn from_i64(value: i64) -> Option<Epoch> {
         if value <= 0 {
             return None;

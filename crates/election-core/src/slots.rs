@@ -311,6 +311,16 @@ fn check_count(count: u32) -> Result<(), ConfigError> {
     })
 }
 
+/// A slot's number from its index among the candidates.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a `SlotCandidate` has at most `MAX_SLOTS` (64) candidates, one per slot"
+)]
+fn slot_number(index: usize) -> u32 {
+    debug_assert!(index < MAX_SLOTS as usize);
+    index as u32
+}
+
 /// Decimal digits of `n`.
 fn digits(n: u32) -> usize {
     n.to_string().len()
@@ -706,7 +716,7 @@ impl<C: Claim> SlotCandidate<C> {
             .candidates
             .iter()
             .enumerate()
-            .map(|(slot, c)| async move { (slot as u32, c.campaign().await) })
+            .map(|(slot, c)| async move { (slot_number(slot), c.campaign().await) })
             .collect();
         let first = async {
             match racing.next().await {
@@ -856,7 +866,7 @@ mod tests {
             prop_assert_ne!(na.as_str(), base.as_str());
             // The slots and the probes are disjoint, and cover the name and every slot up to the cap.
             let used: Vec<_> = slots.slot_names().into_iter().chain(slots.probe_names()).collect();
-            prop_assert_eq!(used.len() as u32, MAX_SLOTS + 1);
+            prop_assert_eq!(used.len(), MAX_SLOTS as usize + 1);
             let distinct: std::collections::HashSet<_> = used.iter().collect();
             prop_assert_eq!(distinct.len(), used.len());
         }

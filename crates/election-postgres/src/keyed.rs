@@ -183,7 +183,7 @@ impl KeyedRows for PostgresStore {
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
                 if may {
-                    let nonce = election_core::attempt_nonce() as i64;
+                    let nonce = election_core::attempt_nonce().cast_signed();
                     match Take::new(name.as_str(), nonce, &seen) {
                         Ok(take) => takes.push((i, take)),
                         Err(e) => {

@@ -309,7 +309,7 @@ impl<S: ClaimRows> Claim for SqlClaim<S> {
 
     async fn open(&self) -> Result<SqlAttempt<S>, election_core::Error> {
         Ok(SqlAttempt(AttemptState {
-            nonce: election_core::attempt_nonce() as i64,
+            nonce: election_core::attempt_nonce().cast_signed(),
             observed: None,
             may_hold: false,
             epoch: None,

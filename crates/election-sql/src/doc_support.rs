@@ -74,7 +74,7 @@ impl LeaseRows for Rows {
 
 /// `state` wins `name` in term 1 with nonce 42, and the table shows it.
 pub fn win(state: &KeyedState, rows: &Rows, name: &ElectionName) {
-    let first = Epoch::FIRST.get() as i64;
+    let first = Epoch::FIRST.get_i64();
     rows.0
         .lock()
         .unwrap()

@@ -701,7 +701,7 @@ mod tests {
                 };
                 match &run {
                     Some((k, theirs, since)) if *k == key => {
-                        let full = ttl.max(Duration::from_millis(*theirs as u64));
+                        let full = ttl.max(Duration::from_millis(u64::try_from(*theirs).unwrap()));
                         prop_assert_eq!(may, now - *since >= full);
                     }
                     _ => {
@@ -734,7 +734,7 @@ mod tests {
             let leader = row.leader().unwrap().unwrap();
             let at = UNIX_EPOCH + Duration::from_millis(at_ms);
             let dead = leader.presumed_dead_at(at);
-            prop_assert_eq!(dead, at_ms as i64 > renewed_ms + ttl_ms);
+            prop_assert_eq!(dead, i64::try_from(at_ms).unwrap() > renewed_ms + ttl_ms);
             if dead {
                 prop_assert!(leader.presumed_dead_at(at + Duration::from_millis(later_ms)));
             }
@@ -749,7 +749,7 @@ mod tests {
             match decode_epoch(v) {
                 Some(e) => {
                     prop_assert!(v >= 1);
-                    prop_assert_eq!(e.get(), v as u64);
+                    prop_assert_eq!(e.get(), u64::try_from(v).unwrap());
                 }
                 None => prop_assert!(v < 1),
             }

@@ -358,7 +358,7 @@ impl KeyedRows for SqliteStore {
                         i,
                         Take {
                             name: name.as_str(),
-                            nonce: election_core::attempt_nonce() as i64,
+                            nonce: election_core::attempt_nonce().cast_signed(),
                             seen: seen.lease.map(|r| (r.version, r.epoch)),
                             recorded: seen.recorded.map(|r| r.epoch),
                             lock,

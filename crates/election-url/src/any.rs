@@ -57,6 +57,19 @@ pub enum AnyAttempt {
     Postgres(<PostgresClaim as Claim>::Attempt),
 }
 
+impl std::fmt::Debug for AnyAttempt {
+    /// The backend only: an attempt's state is the backend's own.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = match self {
+            AnyAttempt::File(_) => "File",
+            AnyAttempt::Sqlite(_) => "Sqlite",
+            AnyAttempt::Nats(_) => "Nats",
+            AnyAttempt::Postgres(_) => "Postgres",
+        };
+        f.debug_tuple(backend).finish_non_exhaustive()
+    }
+}
+
 /// A lease set on any [`Backend`].
 #[derive(Debug)]
 pub enum AnyLeaseSet {

@@ -177,7 +177,7 @@ fn network_filesystem(magic: u64) -> Option<&'static str> {
 }
 
 /// The longest mark file read, in bytes; a mark line takes [`MARK_LEN`].
-const MAX_MARK_LEN: u64 = 64;
+const MAX_MARK_BYTES: usize = 64;
 
 /// The mark line's first word.
 const MARK_HEADER: &str = "fencing-mark/1";
@@ -246,7 +246,11 @@ impl FileFence {
         }
         let stat = nix::sys::statfs::fstatfs(&dir_handle)
             .map_err(|e| Error::unavailable(at(&dir), io::Error::from(e)))?;
-        #[allow(clippy::unnecessary_cast)] // the field's type differs between targets
+        #[allow(
+            clippy::unnecessary_cast,
+            clippy::cast_sign_loss,
+            reason = "a bit pattern; the field's type differs between targets"
+        )]
         let magic = stat.filesystem_type().0 as u64;
         if let Some(fs) = network_filesystem(magic) {
             return Err(ConfigError::Location {
@@ -800,6 +804,10 @@ fn with_no_atime_fallback(open: impl Fn(bool) -> io::Result<File>) -> io::Result
 }
 
 /// A write (exclusive) lock on the whole file, for `fcntl`'s OFD locks.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "fcntl's lock types and SEEK_SET are 0 to 2, flock's fields c_short"
+)]
 fn whole_file_write_lock() -> libc::flock {
     libc::flock {
         l_type: libc::F_WRLCK as libc::c_short,
@@ -845,7 +853,7 @@ fn read_mark(path: &Path) -> Result<Option<Token>, Error> {
 /// The mark in the open `file` (at `path`), read with `pread` from offset
 /// 0, and the number of bytes read.
 fn read_mark_file(file: &File, path: &Path) -> Result<(Token, u64), Error> {
-    let mut text = [0u8; MAX_MARK_LEN as usize];
+    let mut text = [0u8; MAX_MARK_BYTES];
     let mut len = 0;
     while len < text.len() {
         let want = text.len() - len;

@@ -311,8 +311,11 @@ impl Drop for Chain {
 }
 
 fn signal_group(r: &Running, signal: Signal) -> Result<()> {
-    killpg(Pid::from_raw(r.child.id() as i32), signal)
-        .map_err(|e| format!("kill -{signal} of contender {}'s group: {e}", r.index))?;
+    killpg(
+        Pid::from_raw(i32::try_from(r.child.id()).expect("a pid_t")),
+        signal,
+    )
+    .map_err(|e| format!("kill -{signal} of contender {}'s group: {e}", r.index))?;
     Ok(())
 }
 

@@ -12,7 +12,7 @@ pub(crate) fn utc_now() -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let (y, m, d) = civil_from_days(i64::try_from(secs / 86_400).unwrap_or(i64::MAX));
     let s = secs % 86_400;
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
@@ -31,8 +31,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).expect("a day of the month");
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).expect("a month");
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
 }
@@ -52,6 +52,11 @@ pub(crate) fn kernel_release() -> String {
 /// ext4 from ext2/3, that share a magic number) and the `statfs` magic.
 /// The flag is true for a memory-backed filesystem (tmpfs, ramfs), where
 /// fsync costs nothing and the file rows do not mean what they say.
+#[allow(
+    clippy::unnecessary_cast,
+    clippy::cast_sign_loss,
+    reason = "the magic is a bit pattern; its type differs between targets"
+)]
 pub(crate) fn filesystem(dir: &Path) -> (String, bool) {
     let magic = match statfs(dir) {
         Ok(st) => st.filesystem_type(),

@@ -60,7 +60,7 @@ fn rss_bytes() -> Result<u64> {
         .ok_or("unreadable statm")?
         .parse()?;
     let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)?.ok_or("no page size")?;
-    Ok(pages * page as u64)
+    Ok(pages * u64::try_from(page)?)
 }
 
 /// `held` calls per second over `keys`, from `threads` threads at once.

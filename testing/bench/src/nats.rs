@@ -807,6 +807,11 @@ fn topology(
 /// The renewal traffic of one term at the default renew interval.
 fn renewal_note(label: &str, renewal: Summary, b: &RenewalBytes) -> String {
     let every = NatsOptions::default().renew_every();
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a positive rate of a few thousand at most; `as` saturates"
+    )]
     let per_minute = (60.0 / every.as_secs_f64()).round() as u64;
     let minute = |bytes: f64| format!("{:.1} kB", per_minute as f64 * bytes / 1e3);
     let routes = match b.routes {

@@ -13,6 +13,10 @@ pub(crate) use fencing::mono::mono_ns;
 
 /// A whole-file lock request of `l_type` (`F_WRLCK` or `F_UNLCK`). OFD
 /// locks require `l_pid` to be zero.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "fcntl's lock types and SEEK_SET are 0 to 2, flock's fields c_short"
+)]
 fn whole_file(l_type: libc::c_int) -> libc::flock {
     libc::flock {
         l_type: l_type as libc::c_short,

@@ -1165,7 +1165,7 @@ mod tests {
         assert!(
             settled
                 .iter()
-                .all(|&t| t > 0 && t < PG_SETTLE.as_nanos() as u64 * 50)
+                .all(|&t| t > 0 && t < u64::try_from(PG_SETTLE.as_nanos()).unwrap() * 50)
         );
         assert!(w.rates.0 > 0.0 && w.rates.1 > 0.0 && w.rates.2 > 0.0);
         assert_eq!(

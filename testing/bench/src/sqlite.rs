@@ -502,6 +502,11 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         ops_per_s: None,
     });
     let default_renew = election_sqlite::DEFAULT_RENEW_INTERVAL;
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a positive rate of a few thousand at most; `as` saturates"
+    )]
     let per_minute = (60.0 / default_renew.as_secs_f64()).round() as u64;
     let busy = |each: u64| per_minute * each;
     notes.push(format!(

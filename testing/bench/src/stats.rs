@@ -60,6 +60,11 @@ pub(crate) fn nearest_rank(sorted: &[u64], p: f64) -> Option<u64> {
     }
     // Integer arithmetic in hundredths of a percent: no float rounding
     // surprises at exact ranks (e.g. p50 of 10 samples is rank 5).
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "p is a fraction in 0..=1: 0 to 100 hundredths"
+    )]
     let p_hundredths = (p * 100.0).round() as u128;
     let rank = (p_hundredths * n as u128).div_ceil(10_000).max(1) as usize;
     Some(sorted[rank.min(n) - 1])

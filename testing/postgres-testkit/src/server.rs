@@ -140,7 +140,7 @@ impl Server {
         let start = Instant::now();
         loop {
             let text = fs::read(&log_path).unwrap_or_default();
-            let tail = &text[(from as usize).min(text.len())..];
+            let tail = &text[usize::try_from(from).unwrap_or(usize::MAX).min(text.len())..];
             if String::from_utf8_lossy(tail).contains(READY_LINE) {
                 return Ok(());
             }
@@ -266,7 +266,7 @@ impl Server {
         if self.paused {
             self.resume()?;
         }
-        let pid = Pid::from_raw(pid as i32);
+        let pid = pid_of(pid);
         let _ = signal::kill(pid, Signal::SIGINT);
         let start = Instant::now();
         let Some(child) = &mut self.child else {
@@ -319,10 +319,10 @@ impl Server {
             context: context(),
             source: std::io::Error::other("it is not running"),
         })?;
-        let postmaster = Pid::from_raw(pid as i32);
+        let postmaster = pid_of(pid);
         if sig == Signal::SIGCONT {
             for child in children_of(pid) {
-                let _ = signal::kill(Pid::from_raw(child as i32), sig);
+                let _ = signal::kill(pid_of(child), sig);
             }
             return signal::kill(postmaster, sig).map_err(|e| Error::Io {
                 context: context(),
@@ -334,7 +334,7 @@ impl Server {
             source: e.into(),
         })?;
         for child in children_of(pid) {
-            let _ = signal::kill(Pid::from_raw(child as i32), sig);
+            let _ = signal::kill(pid_of(child), sig);
         }
         if sig != Signal::SIGSTOP {
             let _ = signal::kill(postmaster, sig);
@@ -349,12 +349,12 @@ impl Server {
         if let Some(mut child) = self.child.take() {
             let pid = child.id();
             let segment = sysv_segment(&self.data_dir(), pid);
-            let _ = signal::kill(Pid::from_raw(pid as i32), Signal::SIGSTOP);
+            let _ = signal::kill(pid_of(pid), Signal::SIGSTOP);
             let children = children_of(pid);
             for c in &children {
-                let _ = signal::kill(Pid::from_raw(*c as i32), Signal::SIGKILL);
+                let _ = signal::kill(pid_of(*c), Signal::SIGKILL);
             }
-            let _ = signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let _ = signal::kill(pid_of(pid), Signal::SIGKILL);
             let _ = child.wait();
             let start = Instant::now();
             while children.iter().any(|c| alive(*c)) && start.elapsed() < STOP_TIMEOUT {
@@ -526,4 +526,9 @@ pub(crate) mod as_server_user {
             cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
         }
     }
+}
+
+/// A process id as nix takes it: a Linux pid is at most 2^22.
+fn pid_of(raw: u32) -> Pid {
+    Pid::from_raw(i32::try_from(raw).expect("a pid_t"))
 }

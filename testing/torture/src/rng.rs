@@ -35,6 +35,12 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// An index in `0..len`, uniformly, as [`below`](Rng::below) draws
+    /// it; 0 if `len` is 0.
+    pub fn index(&mut self, len: usize) -> usize {
+        usize::try_from(self.below(len as u64)).expect("below `len`, a usize")
+    }
+
     /// A number in `0..n`, uniformly (no modulo bias); 0 if `n` is 0.
     pub fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
@@ -103,7 +109,7 @@ mod tests {
         let mut seen = [false; 7];
         for _ in 0..2000 {
             let x = r.below(7);
-            seen[x as usize] = true;
+            seen[usize::try_from(x).unwrap()] = true;
             let ms = r.range_ms(20, 25);
             assert!((20..=25).contains(&ms));
             assert_eq!(r.range_ms(5, 5), 5);

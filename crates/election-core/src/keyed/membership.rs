@@ -444,6 +444,11 @@ async fn reap<E: Election>(election: Arc<E>, name: String, record: String, every
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "test schedules: milliseconds of at most a few minutes, fractions in 0..=1"
+)]
 mod tests {
     use super::*;
 

@@ -109,7 +109,12 @@ pub(crate) fn check_local(dir: &Path, allowed: Allowed) -> Result<(), Error> {
     let st = nix::sys::statfs::statfs(dir)
         .map_err(|e| Error::io("statfs", dir, std::io::Error::from(e)))?;
     // The magic number's type differs between libcs; widen it.
-    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    #[allow(
+        clippy::unnecessary_cast,
+        clippy::useless_conversion,
+        clippy::cast_sign_loss,
+        reason = "a bit pattern, kept to its low 32 bits; its type differs between libcs"
+    )]
     let fs_type = (st.filesystem_type().0 as i64 as u64) & 0xFFFF_FFFF;
     let path = dir.to_owned();
     match refusal(fs_type, allowed) {

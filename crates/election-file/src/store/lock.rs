@@ -31,6 +31,10 @@ pub(crate) fn open(path: &std::path::Path) -> io::Result<File> {
         .open(path)
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "fcntl's lock types and SEEK_SET are 0 to 2, flock's fields c_short"
+)]
 fn flock(kind: Option<Kind>) -> libc::flock {
     let l_type = match kind {
         Some(Kind::Shared) => libc::F_RDLCK,
@@ -78,7 +82,7 @@ pub(crate) fn unlock(file: &File) -> io::Result<()> {
 pub(crate) fn exclusively_held(file: &File) -> io::Result<bool> {
     let mut probe = flock(Some(Kind::Shared));
     fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe))?;
-    Ok(probe.l_type != libc::F_UNLCK as libc::c_short)
+    Ok(i32::from(probe.l_type) != libc::F_UNLCK)
 }
 
 #[cfg(test)]

@@ -32,7 +32,9 @@ use crate::Error;
 
 const HEADER: &str = "election-file/1";
 /// Records are small; anything larger is not ours.
-const MAX_LEN: u64 = 4096;
+const MAX_LEN: u64 = MAX_BYTES as u64;
+/// [`MAX_LEN`] as a buffer's length.
+const MAX_BYTES: usize = 4096;
 /// The length a record written in place is padded to (a multiple of it if
 /// the text is longer), so a term's rewrite covers the whole file and never
 /// shortens it.
@@ -197,7 +199,7 @@ impl Record {
     /// Reads the record from the open `file` (at `path`, for errors) with
     /// `pread`s from offset 0: the record and the file's length.
     pub(crate) fn read_file(file: &File, path: &Path) -> Result<(Record, u64), Error> {
-        let bytes = read_prefix(file, path, MAX_LEN as usize + 1)?;
+        let bytes = read_prefix(file, path, MAX_BYTES + 1)?;
         if bytes.len() as u64 > MAX_LEN {
             return Err(Error::CorruptEpoch {
                 path: path.to_owned(),
@@ -233,11 +235,12 @@ impl Record {
             file.set_len(0)
                 .map_err(|e| Error::io("truncate", path, e))?;
         }
-        let text = self.to_padded_text(if old_len > MAX_LEN {
-            0
-        } else {
-            old_len as usize
-        });
+        let text = self.to_padded_text(
+            usize::try_from(old_len)
+                .ok()
+                .filter(|&n| n <= MAX_BYTES)
+                .unwrap_or(0),
+        );
         file.write_all_at(text.as_bytes(), 0)
             .map_err(|e| Error::io("write", path, e))
     }

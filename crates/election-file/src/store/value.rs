@@ -37,7 +37,7 @@ use crate::store::record::Record;
 
 const HEADER: &str = "election-file-value/1";
 /// A value file is small; anything larger is not ours (read as no value).
-const MAX_LEN: u64 = 2 * LeaderValue::MAX_LEN as u64 + 256;
+const MAX_BYTES: usize = 2 * LeaderValue::MAX_LEN + 256;
 
 /// The text of a value file for term `epoch`.
 fn text(epoch: Epoch, value: &LeaderValue) -> String {
@@ -89,7 +89,7 @@ pub(crate) fn read(path: &Path, epoch: Epoch) -> Result<Option<LeaderValue>, Err
         Err(e) => return Err(Error::io("open", path, e)),
     };
     lock::lock_blocking(&file, Kind::Shared).map_err(|e| Error::io("lock", path, e))?;
-    let bytes = super::record::read_prefix(&file, path, MAX_LEN as usize + 1)?;
+    let bytes = super::record::read_prefix(&file, path, MAX_BYTES + 1)?;
     let shown = std::str::from_utf8(&bytes)
         .ok()
         .and_then(parse)

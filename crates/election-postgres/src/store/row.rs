@@ -48,7 +48,7 @@ impl Seen {
             .unwrap_or(0);
         highest
             .checked_add(1)
-            .map(|f| f.max(Epoch::FIRST.get() as i64))
+            .map(|f| f.max(Epoch::FIRST.get_i64()))
     }
 
     /// Whether a look that takes a released or never-held name
@@ -73,7 +73,7 @@ fn check(name: &str, seen: Seen) -> Result<Seen, Error> {
     };
     if let Some(r) = &seen.lease
         && (r.epoch < 0
-            || (r.epoch < Epoch::FIRST.get() as i64 && r.holder.is_some())
+            || (r.epoch < Epoch::FIRST.get_i64() && r.holder.is_some())
             || r.ttl_ms <= 0)
     {
         return Err(corrupt(format!(
@@ -516,7 +516,7 @@ mod tests {
             match epoch_of("n", v) {
                 Ok(e) => {
                     prop_assert!(v >= 2);
-                    prop_assert_eq!(e.get(), v as u64);
+                    prop_assert_eq!(e.get(), u64::try_from(v).unwrap());
                 }
                 Err(Error::CorruptRow { .. }) => prop_assert!(v < 2),
                 Err(other) => prop_assert!(false, "{other:?}"),

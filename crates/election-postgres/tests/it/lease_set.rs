@@ -98,7 +98,7 @@ async fn many_keys_cost_one_statement_per_interval() {
     // key (a round per key would be 200), with room for a retried round
     // and the log's lag at either end of the window.
     assert!(
-        renewals >= 1 && renewals as i64 <= 2 * rounds + 3,
+        renewals >= 1 && i64::try_from(renewals).unwrap() <= 2 * rounds + 3,
         "{renewals} renewal statements for {rounds} rounds of 200 keys"
     );
     // Another set waits for all 200 keys; when `a` closes, it claims them

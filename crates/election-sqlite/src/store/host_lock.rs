@@ -137,6 +137,10 @@ fn open(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "fcntl's lock types and SEEK_SET are 0 to 2, flock's fields c_short"
+)]
 fn exclusive() -> libc::flock {
     libc::flock {
         l_type: libc::F_WRLCK as libc::c_short,

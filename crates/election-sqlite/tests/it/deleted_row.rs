@@ -39,7 +39,8 @@ impl HandClock {
         })
     }
     fn advance(&self, by: Duration) {
-        self.ms.fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+        self.ms
+            .fetch_add(u64::try_from(by.as_millis()).unwrap(), Ordering::SeqCst);
     }
 }
 

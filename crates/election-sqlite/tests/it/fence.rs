@@ -96,12 +96,12 @@ proptest! {
             let (_dir, e) = setup().await;
             let mut highest = 0;
             for (i, &n) in tokens.iter().enumerate() {
-                let committed = guarded_insert(&e, t(n), i as i64).await;
+                let committed = guarded_insert(&e, t(n), i64::try_from(i).unwrap()).await;
                 prop_assert_eq!(committed, n >= highest, "token {} after {}", n, highest);
                 highest = highest.max(n);
             }
             let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM data ORDER BY rowid").fetch_all(e.pool()).await.expect("select");
-            let committed: Vec<u64> = rows.iter().map(|&i| tokens[i as usize]).collect();
+            let committed: Vec<u64> = rows.iter().map(|&i| tokens[usize::try_from(i).unwrap()]).collect();
             prop_assert!(committed.windows(2).all(|w| w[0] <= w[1]), "{:?}", committed);
             Ok(())
         })?;

@@ -92,11 +92,8 @@ async fn two_sets_share_fifty_keys_and_closing_one_hands_its_keys_to_the_other()
     for (k, before) in first.iter().zip(&held_before) {
         let (holder, epoch) = row(&e, k).await;
         assert_eq!(holder.as_deref(), Some("node-b"), "{k}");
-        assert_eq!(b.epoch(k).map(|e| e.get() as i64), Some(epoch));
-        assert!(
-            epoch > before.expect("held").get() as i64,
-            "{k}: a later term"
-        );
+        assert_eq!(b.epoch(k).map(|e| e.get_i64()), Some(epoch));
+        assert!(epoch > before.expect("held").get_i64(), "{k}: a later term");
     }
     b.close().await;
     for k in &keys {

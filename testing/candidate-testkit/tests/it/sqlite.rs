@@ -98,7 +98,10 @@ async fn a_paused_leader_learns_its_loss_first_and_its_fenced_write_is_refused()
             .expect("select");
     assert_eq!(
         writes,
-        [(e1 as i64, "a".to_owned()), (e2 as i64, "b".to_owned())]
+        [
+            (i64::try_from(e1).unwrap(), "a".to_owned()),
+            (i64::try_from(e2).unwrap(), "b".to_owned())
+        ]
     );
 }
 

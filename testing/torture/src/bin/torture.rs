@@ -217,7 +217,7 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
     let seed = seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(7, |d| d.as_nanos() as u64)
+            .map_or(7, |d| d.as_secs() ^ u64::from(d.subsec_nanos()) << 32)
     });
     let out = out.unwrap_or_else(|| {
         let at = SystemTime::now()

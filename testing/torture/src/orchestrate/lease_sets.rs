@@ -108,7 +108,8 @@ impl Members {
         if let Some(Some(m)) = self.slots.get(slot)
             && let Some(pid) = m.child.id()
         {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
+            let _ =
+                nix::sys::signal::kill(Pid::from_raw(i32::try_from(pid).expect("a pid_t")), signal);
         }
     }
 
@@ -243,7 +244,7 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
     let started = Instant::now();
     while started.elapsed() < plan.duration {
         tokio::time::sleep(Duration::from_millis(rng.range_ms(300, 2000))).await;
-        let mut fault = plan.faults[rng.below(plan.faults.len() as u64) as usize];
+        let mut fault = plan.faults[rng.index(plan.faults.len())];
         let live = members.live();
         let free = members.free();
         if fault == Fault::Join && free.is_empty() {
@@ -256,7 +257,7 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
         }
         *ran.faults.entry(fault.name()).or_default() += 1;
         if fault == Fault::Join {
-            let slot = free[rng.below(free.len() as u64) as usize];
+            let slot = free[rng.index(free.len())];
             let (writer, pid) = members.spawn(slot)?;
             log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
             log(FaultEvent::Spawn {
@@ -266,7 +267,7 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
             log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
             continue;
         }
-        let slot = live[rng.below(live.len() as u64) as usize];
+        let slot = live[rng.index(live.len())];
         let writer = members.slots[slot]
             .as_ref()
             .map(|m| m.writer.clone())

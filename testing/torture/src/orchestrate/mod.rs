@@ -531,10 +531,10 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             candidates.next(until - Instant::now()).await;
         }
         restart_exited(&mut candidates)?;
-        let fault = plan.faults[rng.below(plan.faults.len() as u64) as usize];
+        let fault = plan.faults[rng.index(plan.faults.len())];
         let target = candidates
             .leader()
-            .unwrap_or_else(|| rng.below(candidates.len() as u64) as usize);
+            .unwrap_or_else(|| rng.index(candidates.len()));
         let writer = candidates.writer(target);
         *ran.faults.entry(fault.name()).or_default() += 1;
         match fault {
@@ -747,8 +747,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 // (not the leader) started again on it for 3 TTLs.
                 let db = out.join("election.db");
                 let link = out.join("election-second-name.db");
-                let slot = (target + 1 + rng.below(candidates.len() as u64 - 1) as usize)
-                    % candidates.len();
+                let slot = (target + 1 + rng.index(candidates.len() - 1)) % candidates.len();
                 let w = candidates.writer(slot);
                 let linked = std::fs::hard_link(&db, &link);
                 log(FaultEvent::fault_or_heal(
@@ -897,8 +896,9 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
             }
             Fault::Clock => {
-                let secs = rng.range_ms(3600, 7200) as i64 * if rng.below(2) == 0 { 1 } else { -1 };
-                let slot = rng.below(candidates.len() as u64) as usize;
+                let secs = i64::try_from(rng.range_ms(3600, 7200)).expect("at most 7200")
+                    * if rng.below(2) == 0 { 1 } else { -1 };
+                let slot = rng.index(candidates.len());
                 let w = candidates.writer(slot);
                 log(FaultEvent::fault_or_heal(
                     true,
@@ -913,9 +913,10 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 if let Servers::One(server, _) = &mut servers {
                     log(FaultEvent::fault_or_heal(true, fault, "nats", ""));
                     blocking(|| server.kill())?;
-                    tokio::time::sleep(Duration::from_millis(
-                        rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
-                    ))
+                    tokio::time::sleep(Duration::from_millis(rng.range_ms(
+                        200,
+                        2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
+                    )))
                     .await;
                     blocking(|| server.restart())?;
                     log(FaultEvent::fault_or_heal(false, fault, "nats", ""));
@@ -923,9 +924,10 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 if let Servers::Postgres(server) = &mut servers {
                     log(FaultEvent::fault_or_heal(true, fault, "postgres", ""));
                     blocking(|| server.kill())?;
-                    tokio::time::sleep(Duration::from_millis(
-                        rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
-                    ))
+                    tokio::time::sleep(Duration::from_millis(rng.range_ms(
+                        200,
+                        2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
+                    )))
                     .await;
                     blocking(|| server.restart())?;
                     log(FaultEvent::fault_or_heal(false, fault, "postgres", ""));
@@ -1046,7 +1048,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 }
             }
             Fault::Unguarded => {
-                let slot = rng.below(candidates.len() as u64) as usize;
+                let slot = rng.index(candidates.len());
                 let w = candidates.writer(slot);
                 log(FaultEvent::fault_or_heal(true, fault, &w, ""));
                 candidates.send(slot, "unguarded").await;
@@ -1145,7 +1147,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 }
             }
             Fault::Rollback => {
-                let node = rng.below(3) as usize;
+                let node = rng.index(3);
                 let server = match &mut servers {
                     Servers::One(server, _) => Some(&mut **server),
                     Servers::Cluster(cluster) => Some(cluster.node_mut(node)),
@@ -1182,14 +1184,15 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                         let leader = blocking(|| cluster.wait_for_meta_leader())?;
                         cluster.index_of(&leader).unwrap_or(0)
                     } else {
-                        rng.below(3) as usize
+                        rng.index(3)
                     };
                     let name = cluster.node(node).name().to_owned();
                     log(FaultEvent::fault_or_heal(true, fault, &name, ""));
                     blocking(|| cluster.kill(node))?;
-                    tokio::time::sleep(Duration::from_millis(
-                        rng.range_ms(200, 2 * plan.ttl.as_millis() as u64),
-                    ))
+                    tokio::time::sleep(Duration::from_millis(rng.range_ms(
+                        200,
+                        2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
+                    )))
                     .await;
                     blocking(|| cluster.restart(node))?;
                     log(FaultEvent::fault_or_heal(false, fault, &name, ""));

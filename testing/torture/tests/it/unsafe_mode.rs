@@ -164,7 +164,10 @@ impl Drop for Proc {
     fn drop(&mut self) {
         // Never leave a stopped or running process behind a failed test.
         if let Ok(None) = self.child.try_wait() {
-            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
+            let _ = kill(
+                Pid::from_raw(i32::try_from(self.child.id()).expect("a pid_t")),
+                Signal::SIGCONT,
+            );
             let _ = self.child.kill();
             let _ = self.child.wait();
         }

@@ -279,7 +279,7 @@ impl Elect {
     }
 
     pub(crate) fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id().expect("still running") as i32)
+        Pid::from_raw(i32::try_from(self.child.id().expect("still running")).expect("a pid_t"))
     }
 
     pub(crate) fn signal(&self, sig: Signal) {
@@ -526,7 +526,9 @@ pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("after 1970")
-        .as_millis() as u64
+        .as_millis()
+        .try_into()
+        .expect("before the year 584 million")
 }
 
 /// Checks a text `leader` line: `NAME: led by ID in term N` with an
