@@ -93,7 +93,23 @@ impl Class {
 /// assert_eq!(e.class().disposition, Disposition::Permanent);
 /// ```
 pub trait Classify {
-    /// The error's class.
+    /// The error's class: what to do with it, and the fix when known.
+    ///
+    /// ```
+    /// use election_core::{Class, Classify, Disposition};
+    ///
+    /// /// An application's own error, classified for the same tools.
+    /// #[derive(Debug)]
+    /// struct Throttled;
+    ///
+    /// impl Classify for Throttled {
+    ///     fn class(&self) -> Class {
+    ///         Class::new(Disposition::Transient).hint("wait a minute, then try again")
+    ///     }
+    /// }
+    ///
+    /// assert_eq!(Throttled.class().disposition, Disposition::Transient);
+    /// ```
     fn class(&self) -> Class;
 }
 
