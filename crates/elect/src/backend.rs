@@ -305,7 +305,13 @@ fn open_failure(e: election_url::Error) -> Failure {
     if let election_url::Error::Config(c) = &e {
         return Failure::config(exit::chain(c)).hint("fix the URL's options");
     }
-    let mut failure = exit::failure(&e);
+    backend_failure(&e)
+}
+
+/// A failure of an open backend, answered as [`exit::failure`] does, in
+/// the backend's own words (not wrapped in the URL's).
+pub(crate) fn backend_failure(e: &election_url::Error) -> Failure {
+    let mut failure = exit::failure(e);
     if let Some(inner) = e.backend_error() {
         failure.message = exit::chain(inner);
     }

@@ -3,16 +3,13 @@
 use std::io::Write;
 use std::time::Duration;
 
-use election_core::{Claim, ElectionName, Leader};
+use election_core::{Election, ElectionName, Leader};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::backend::{Backend, Opened};
+use crate::backend::{Opened, backend_failure};
 use crate::exit::{self, Failure};
 use crate::report::{Reporter, leader_json, leader_text};
-
-/// The identity `elect` uses for claims it only reads through.
-const OBSERVER: &str = "elect-observer";
 
 fn name(name: &str) -> Result<ElectionName, Failure> {
     ElectionName::new(name).map_err(|e| {
@@ -25,18 +22,7 @@ fn name(name: &str) -> Result<ElectionName, Failure> {
 pub(crate) async fn current(backend: &Opened, name: &str) -> Result<Option<Leader>, Failure> {
     let _ = self::name(name)?;
     match backend {
-        Opened::Ready(Backend::File(e)) => {
-            let claim = e
-                .claim(name, OBSERVER)
-                .map_err(|e| Failure::config(exit::chain(&e)))?;
-            Ok(claim.leader().await?)
-        }
-        Opened::Ready(Backend::Sqlite(e)) => {
-            let claim = e.claim(name, OBSERVER).map_err(|e| exit::failure(&e))?;
-            Ok(claim.leader().await?)
-        }
-        Opened::Ready(Backend::Nats(e)) => e.leader(name).await.map_err(|e| exit::failure(&e)),
-        Opened::Ready(Backend::Postgres(e)) => Ok(e.leader(name).await?),
+        Opened::Ready(b) => Ok(b.leader(name).await?),
         // No bucket, directory or database: nobody was ever elected there.
         Opened::NatsPending(..) | Opened::Absent(..) => Ok(None),
     }
@@ -79,10 +65,10 @@ pub(crate) async fn leader(
     json: bool,
     report: Reporter,
 ) -> Result<u8, Failure> {
-    let now = if let Opened::Ready(Backend::Nats(e)) = backend {
+    let now = if let Opened::Ready(b) = backend {
         // One read: the holder, and whether it is still pending.
         let _ = self::name(name)?;
-        match e.holder(name).await.map_err(|e| exit::failure(&e))? {
+        match b.holder(name).await.map_err(|e| backend_failure(&e))? {
             Some(h) if h.pending => {
                 print(&pending_line(name, &h.leader, json))?;
                 return Ok(exit::OK);
@@ -163,33 +149,12 @@ pub(crate) async fn observe(
             }
         }
     }
-    if let Opened::Ready(Backend::Postgres(e)) = backend {
-        // Woken by the notification each win and release sends, with a
-        // read every `poll` as the backstop.
-        let mut changes = Box::pin(e.observe(name, poll).await?);
-        loop {
-            tokio::select! {
-                r = &mut stop => { r?; return Ok(exit::OK); }
-                change = changes.next() => match change {
-                    Some(Ok(now)) => {
-                        if last.as_ref().is_none_or(|l| !same(l.as_ref(), now.as_ref())) {
-                            print(&line(name, now.as_ref(), json))?;
-                            last = Some(now);
-                        }
-                    }
-                    Some(Err(e)) => return Err(e.into()),
-                    None => {
-                        return Err(Failure::new(
-                            exit::UNAVAILABLE,
-                            "the PostgreSQL observation ended",
-                        ));
-                    }
-                },
-            }
-        }
-    }
-    if let Opened::Ready(Backend::Nats(e)) = backend {
-        let mut changes = Box::pin(e.observe(name).await.map_err(|e| exit::failure(&e))?);
+    // Told of each change by the store (NATS's watch; PostgreSQL's
+    // notifications, with a read every `poll` as the backstop).
+    if let Opened::Ready(e) = backend
+        && let Some(watch) = e.watch(name, poll).await.map_err(|e| backend_failure(&e))?
+    {
+        let mut changes = watch.changes;
         let mut pending: Option<Option<Leader>> = None;
         loop {
             tokio::select! {
@@ -198,7 +163,7 @@ pub(crate) async fn observe(
                 // write that ends its grace keeps the same identity and
                 // term, so the watch does not report it as a change.
                 () = tokio::time::sleep(poll), if pending.is_some() => {
-                    match e.holder(name).await.map_err(|e| exit::failure(&e))? {
+                    match e.holder(name).await.map_err(|e| backend_failure(&e))? {
                         Some(h) if h.pending => {}
                         h => {
                             let now = h.map(|h| h.leader);
@@ -213,6 +178,7 @@ pub(crate) async fn observe(
                         // A holder still in its failover grace is shown as
                         // pending, until a look shows it leading.
                         if now.is_some()
+                            && e.may_be_pending()
                             && let Ok(Some(h)) = e.holder(name).await
                             && h.pending
                         {
@@ -230,8 +196,13 @@ pub(crate) async fn observe(
                             last = Some(now);
                         }
                     }
-                    Some(Err(e)) => return Err(exit::failure(&e)),
-                    None => return Err(Failure::new(exit::UNAVAILABLE, "the NATS watch ended")),
+                    Some(Err(e)) => return Err(backend_failure(&e)),
+                    None => {
+                        return Err(Failure::new(
+                            exit::UNAVAILABLE,
+                            format!("{} ended", watch.what),
+                        ));
+                    }
                 },
             }
         }
@@ -243,19 +214,21 @@ pub(crate) async fn observe(
     // ran out is a vacancy from the first look after it did. Epochs grow by one per
     // term on both, so a jump says how many were missed, on stderr.
     let mut changes = match backend {
-        Opened::Ready(Backend::File(e)) => match e.changes(name) {
-            Ok(c) => Some(c),
-            Err(err) => {
+        Opened::Ready(e) => match e.changes(name) {
+            None => None,
+            Some(Ok(c)) => Some(c),
+            Some(Err(err)) => {
+                let err = err.backend_error().unwrap_or(&err);
                 // No inotify (or its limit reached): poll, and say so.
                 report.event(
                     "note",
                     &format!(
                         "note: cannot watch {} for changes ({}): looking every {poll:?} \
                          instead; a term shorter than that may be missed",
-                        e.dir().display(),
-                        exit::chain(&err)
+                        e.local_path().unwrap_or(std::path::Path::new("")).display(),
+                        exit::chain(err)
                     ),
-                    json!({ "name": name, "note": exit::chain(&err) }),
+                    json!({ "name": name, "note": exit::chain(err) }),
                 );
                 None
             }
@@ -268,7 +241,7 @@ pub(crate) async fn observe(
         // The record first: a term it shows that is not the one leading
         // a moment later has ended (see `FileElection::last_term`).
         let recorded = match backend {
-            Opened::Ready(Backend::File(e)) => e.last_term(name).map_err(|e| exit::failure(&e))?,
+            Opened::Ready(e) => e.last_term(name).map_err(|e| backend_failure(&e))?,
             _ => None,
         };
         // A holder whose lease ran out with no renewal (SQLite: killed)

@@ -769,3 +769,202 @@ impl election_core::Balanced for AnyLeaseSet {
         each!(self, AnyLeaseSet, |s| s.balance_among(members))
     }
 }
+
+/// The holder of an election, as [`Backend::holder`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The holder's identity, epoch and start, as
+    /// [`Election::leader`](election_core::Election::leader) shows them.
+    pub leader: Leader,
+    /// True while the holder waits out a failover grace (NATS): it won
+    /// but its term has not begun, and it may never lead. Always false on
+    /// the backends without a grace.
+    pub pending: bool,
+}
+
+/// The changes of an election, told by the store as they happen
+/// ([`Backend::watch`]).
+#[non_exhaustive]
+pub struct Watch<'a> {
+    /// The current state first, then each change (repeats of one term left
+    /// out); an item's error is the backend's.
+    pub changes: futures::stream::BoxStream<'a, Result<Option<Leader>, Error>>,
+    /// What tells of the changes, for a message when it ends (`the NATS
+    /// watch`, `the PostgreSQL observation`).
+    pub what: &'static str,
+}
+
+impl std::fmt::Debug for Watch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("what", &self.what)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an observer asks of any backend: who holds an election, told
+/// of changes where the store tells them, the record of the last term
+/// where one is kept (ADR 0100).
+impl Backend {
+    /// Who holds election `name` now, and whether that holder is still
+    /// [`pending`](Holder::pending) (NATS: from one read). Errors in the
+    /// backend's words: NATS's own error, the core's elsewhere
+    /// ([`Error::Election`]).
+    ///
+    /// Cancel safety: cancel safe (a read).
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// match backend.holder("jobs").await? {
+    ///     Some(h) if h.pending => println!("{} waits out the grace", h.leader.identity),
+    ///     Some(h) => println!("{} leads in term {}", h.leader.identity, h.leader.epoch),
+    ///     None => println!("vacant"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn holder(&self, name: &str) -> Result<Option<Holder>, Error> {
+        match self {
+            Backend::Nats(e) => Ok(e.holder(name).await?.map(|h| Holder {
+                leader: h.leader,
+                pending: h.pending,
+            })),
+            _ => Ok(election_core::Election::leader(self, name)
+                .await
+                .map_err(Error::Election)?
+                .map(|leader| Holder {
+                    leader,
+                    pending: false,
+                })),
+        }
+    }
+
+    /// Whether a holder can be [`pending`](Holder::pending) on this
+    /// backend (a failover grace: NATS), so that an observer must look
+    /// again after a change; no I/O.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// assert!(!backend.may_be_pending());
+    /// # Ok(()) }
+    /// ```
+    pub fn may_be_pending(&self) -> bool {
+        matches!(self, Backend::Nats(_))
+    }
+
+    /// The changes of election `name` as the store tells them (NATS's
+    /// watch; PostgreSQL's notifications, with a read every `every` as a
+    /// backstop); `None` for a backend an observer reads every `every`
+    /// itself (file, SQLite).
+    ///
+    /// Cancel safety: dropping the stream stops it. Failure model: the
+    /// backend's error when the watch cannot start; a failed watch is an
+    /// `Err` item.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// assert!(backend.watch("jobs", Duration::from_secs(1)).await?.is_none()); // read it every second
+    /// # Ok(()) }
+    /// ```
+    pub async fn watch(&self, name: &str, every: Duration) -> Result<Option<Watch<'_>>, Error> {
+        use futures::StreamExt;
+        Ok(match self {
+            Backend::Nats(e) => Some(Watch {
+                changes: e
+                    .observe(name)
+                    .await?
+                    .map(|c| c.map_err(Error::Nats))
+                    .boxed(),
+                what: "the NATS watch",
+            }),
+            Backend::Postgres(e) => Some(Watch {
+                changes: e
+                    .observe(name, every)
+                    .await
+                    .map_err(Error::Election)?
+                    .map(|c| c.map_err(Error::Election))
+                    .boxed(),
+                what: "the PostgreSQL observation",
+            }),
+            Backend::File(_) | Backend::Sqlite(_) => None,
+        })
+    }
+
+    /// A wake-up at each change of election `name`'s state on this host
+    /// (the file backend's inotify watch), for an observer that reads it
+    /// then; `None` where there is none (the observer reads every so
+    /// often), `Some(Err)` when it cannot be set up (no inotify, or its
+    /// limits reached).
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// if let Some(Ok(mut changes)) = backend.changes("jobs") {
+    ///     # if false {
+    ///     changes.changed().await?; // then read who leads
+    ///     # }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn changes(&self, name: &str) -> Option<Result<election_file::Changes, Error>> {
+        match self {
+            Backend::File(e) => Some(e.changes(name).map_err(Error::File)),
+            _ => None,
+        }
+    }
+
+    /// The last term of election `name` as this host's record keeps it
+    /// (the file backend's epoch record: a term it names that does not
+    /// lead a moment later has ended); `None` on the backends without one.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// assert_eq!(backend.last_term("jobs")?, None); // no term yet
+    /// # Ok(()) }
+    /// ```
+    pub fn last_term(&self, name: &str) -> Result<Option<Leader>, Error> {
+        match self {
+            Backend::File(e) => Ok(e.last_term(name)?),
+            _ => Ok(None),
+        }
+    }
+
+    /// The directory the election is kept in on this host, for a message
+    /// (the file backend's); `None` for the others.
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// assert_eq!(backend.local_path(), Some(tmp.path()));
+    /// # Ok(()) }
+    /// ```
+    pub fn local_path(&self) -> Option<&std::path::Path> {
+        match self {
+            Backend::File(e) => Some(e.dir()),
+            Backend::Sqlite(_) | Backend::Nats(_) | Backend::Postgres(_) => None,
+        }
+    }
+}

@@ -107,6 +107,10 @@ pub enum Error {
     /// retry: `Unavailable` and `TimedOut` for a server that cannot be
     /// reached, `Unusable` for a refused password or a missing database).
     Postgres(election_postgres::Error),
+    /// A read of an open backend failed with the core's error, which
+    /// names the election (e.g. [`Backend::holder`](crate::Backend::holder)
+    /// on a backend whose reads speak the core's errors).
+    Election(election_core::Error),
 }
 
 impl std::fmt::Display for Error {
@@ -135,6 +139,7 @@ impl std::fmt::Display for Error {
             Error::Sqlite(e) => write!(f, "the SQLite backend: {e}"),
             Error::Nats(e) => write!(f, "the NATS backend: {e}"),
             Error::Postgres(e) => write!(f, "the PostgreSQL backend: {e}"),
+            Error::Election(e) => write!(f, "{e}"),
         }
     }
 }
@@ -152,6 +157,7 @@ impl std::error::Error for Error {
             Error::Sqlite(e) => e.source(),
             Error::Nats(e) => e.source(),
             Error::Postgres(e) => e.source(),
+            Error::Election(e) => e.source(),
         }
     }
 }
@@ -173,6 +179,7 @@ from!(
     Sqlite(election_sqlite::Error),
     Nats(election_nats::Error),
     Postgres(election_postgres::Error),
+    Election(election_core::Error),
 );
 
 /// Whether the NATS servers refused the credentials (retrying with the
@@ -208,6 +215,8 @@ impl Classify for Error {
             Error::Sqlite(e) => e.class(),
             Error::Nats(e) => e.class(),
             Error::Postgres(e) => e.class(),
+            // As the chain below it says (a backend's error steps in).
+            Error::Election(e) => classify(e).unwrap_or_else(|| e.class()),
         }
     }
 }
@@ -237,6 +246,7 @@ impl Error {
             Error::Nats(e) => Some(e),
             Error::Postgres(e) => Some(e),
             Error::Config(e) => Some(e),
+            Error::Election(e) => Some(e),
             _ => None,
         }
     }

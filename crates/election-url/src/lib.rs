@@ -77,8 +77,9 @@ mod error;
 mod open;
 mod url;
 
-pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, LeaseTiming, Warning};
+pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, Holder, LeaseTiming, Warning, Watch};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
+pub use election_file::Changes;
 pub use error::{Error, ParseError, classify};
 pub use open::Settings;
 pub use url::{
