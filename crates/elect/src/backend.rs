@@ -25,9 +25,7 @@ use election_url::Settings;
 use crate::default_dir::{default_dir, default_dir_path};
 use crate::exit::{self, Failure};
 pub(crate) use crate::timing::Timing;
-use crate::timing::{
-    check_lease_flags, check_nats_flags, flag_failure, refuse_grace, refuse_timing,
-};
+use crate::timing::{flag_failure, lease_failure, refuse_timing};
 
 fn bad(url: &str, reason: impl std::fmt::Display) -> Failure {
     let url = election_url::redact(url);
@@ -193,7 +191,7 @@ impl Opened {
         let url = match url {
             Some(url) => url,
             None if timing.observer => {
-                refuse_timing("file", &timing)?;
+                refuse_timing(&timing)?;
                 let dir = default_dir_path()?;
                 if !dir.exists() {
                     return absent(format!(
@@ -205,7 +203,7 @@ impl Opened {
                 &default
             }
             None => {
-                refuse_timing("file", &timing)?;
+                refuse_timing(&timing)?;
                 default = Url::file(default_dir()?);
                 &default
             }
@@ -217,9 +215,10 @@ impl Opened {
             observer: timing.observer,
             connect_timeout: Some(Duration::from_secs(3)),
         };
+        // The lease flags, checked by the URL, worded in elect's flags.
+        url.check_lease(&settings).map_err(|e| lease_failure(&e))?;
         match url {
             Url::File(file) => {
-                refuse_timing("file", &timing)?;
                 if missing("the directory", &file.dir) {
                     return absent(format!(
                         "the directory {} does not exist: no election has run there (check \
@@ -229,15 +228,6 @@ impl Opened {
                 }
             }
             Url::Sqlite(path) => {
-                refuse_grace("sqlite", &timing)?;
-                let defaults = election_sqlite::SqliteOptions::default();
-                let ttl = timing.ttl.unwrap_or(defaults.ttl());
-                let renew = timing.renew.unwrap_or(if timing.ttl.is_some() {
-                    ttl / 3
-                } else {
-                    defaults.renew_interval()
-                });
-                check_lease_flags("sqlite", &timing, ttl, renew, Duration::from_millis(10))?;
                 settings.sqlite_options().map_err(open_failure)?;
                 let look = timing.observer || path.parent().is_some_and(Path::is_dir);
                 if look && missing("the database", path) {
@@ -248,24 +238,8 @@ impl Opened {
                     ));
                 }
             }
-            Url::Postgres(p) => {
-                refuse_grace("postgres", &timing)?;
-                if !timing.observer {
-                    let defaults = election_postgres::PostgresOptions::default();
-                    let ttl = timing.ttl.or(p.ttl).unwrap_or(defaults.ttl());
-                    let given = timing.ttl.is_some() || p.ttl.is_some();
-                    let renew = timing.renew.or(p.renew).unwrap_or(if given {
-                        ttl / 3
-                    } else {
-                        defaults.renew_interval()
-                    });
-                    check_lease_flags("postgres", &timing, ttl, renew, Duration::from_millis(10))?;
-                }
-            }
+            Url::Postgres(_) => {}
             Url::Nats(n) => {
-                if !timing.observer {
-                    check_nats_flags(&timing)?;
-                }
                 // An observer's missing bucket is opened again later on
                 // the same connection.
                 let (client, options) = n.connect(&settings).await.map_err(open_failure)?;

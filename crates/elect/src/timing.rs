@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use election_url::LeaseCheck;
+
 use crate::exit::{self, Failure};
 
 /// Lease timing flags; `None` keeps the backend's default.
@@ -15,12 +17,10 @@ pub(crate) struct Timing {
     pub(crate) observer: bool,
 }
 
-pub(crate) fn refuse_timing(backend: &str, timing: &Timing) -> Result<(), Failure> {
+/// The file backend (the default) takes no lease flags.
+pub(crate) fn refuse_timing(timing: &Timing) -> Result<(), Failure> {
     if timing.ttl.is_some() || timing.renew.is_some() || timing.grace.is_some() {
-        return Err(Failure::config(format!(
-            "--ttl, --renew and --grace have no meaning for the {backend} backend"
-        ))
-        .hint("a file lock is held until the process ends or resigns: drop those flags"));
+        return Err(lease_failure(&LeaseCheck::NoLease { scheme: "file" }));
     }
     Ok(())
 }
@@ -34,49 +34,66 @@ pub(crate) fn dur(d: Duration) -> String {
     }
 }
 
-/// Checks the lease flags in the user's own terms (`--ttl`, `--renew`,
-/// `--grace`), before a library names its internal settings. `ttl` and
-/// `renew` are the values in effect (given or derived).
-pub(crate) fn check_lease_flags(
-    backend: &str,
-    timing: &Timing,
-    ttl: Duration,
-    renew: Duration,
-    min_ttl: Duration,
-) -> Result<(), Failure> {
-    let given = |flag: &str, d: Option<Duration>| match d {
-        Some(d) => format!("{flag} {}", dur(d)),
-        None => format!("the default {flag} {}", dur(ttl)),
+/// The URL's refusal of the lease flags ([`election_url::BackendUrl::check_lease`]),
+/// in the user's own terms (`--ttl`, `--renew`, `--grace`), before a
+/// library names its internal settings: the one place they are worded.
+pub(crate) fn lease_failure(e: &LeaseCheck) -> Failure {
+    let ttl_text = |ttl: Duration, given: bool| {
+        if given {
+            format!("--ttl {}", dur(ttl))
+        } else {
+            format!("the default --ttl {}", dur(ttl))
+        }
     };
-    if ttl < min_ttl {
-        return Err(Failure::config(format!(
-            "{} is too short for the {backend} backend: at least {}",
-            given("--ttl", timing.ttl),
-            dur(min_ttl)
+    match *e {
+        LeaseCheck::NoLease { scheme } => Failure::config(format!(
+            "--ttl, --renew and --grace have no meaning for the {scheme} backend"
         ))
-        .hint("give a longer --ttl, e.g. --ttl 15s"));
-    }
-    let min_renew = Duration::from_millis(2);
-    if renew < min_renew {
-        return Err(Failure::config(format!(
+        .hint("a file lock is held until the process ends or resigns: drop those flags"),
+        LeaseCheck::NoGrace { scheme } => Failure::config(format!(
+            "--grace has no meaning for the {scheme} backend (a contender waits a full TTL)"
+        ))
+        .hint("drop --grace"),
+        LeaseCheck::TtlTooShort {
+            scheme,
+            ttl,
+            given,
+            min,
+        } => Failure::config(format!(
+            "{} is too short for the {scheme} backend: at least {}",
+            ttl_text(ttl, given),
+            dur(min)
+        ))
+        .hint("give a longer --ttl, e.g. --ttl 15s"),
+        LeaseCheck::RenewTooShort { renew, min } => Failure::config(format!(
             "--renew {} is too short: at least {}",
             dur(renew),
-            dur(min_renew)
+            dur(min)
         ))
-        .hint("give a longer --renew, or leave it out (a third of --ttl)"));
-    }
-    let max_renew = (ttl - ttl / 10) / 2;
-    if renew > max_renew {
-        return Err(Failure::config(format!(
+        .hint("give a longer --renew, or leave it out (a third of --ttl)"),
+        LeaseCheck::RenewTooLong {
+            renew,
+            ttl,
+            ttl_given,
+            max,
+        } => Failure::config(format!(
             "--renew {} is too long for {}: at most {} (a failed renewal must be retried before \
              the lease runs out: twice --renew plus a tenth of --ttl must fit in --ttl)",
             dur(renew),
-            given("--ttl", timing.ttl),
-            dur(max_renew)
+            ttl_text(ttl, ttl_given),
+            dur(max)
         ))
-        .hint("give a shorter --renew or a longer --ttl; without --renew it is a third of --ttl"));
+        .hint("give a shorter --renew or a longer --ttl; without --renew it is a third of --ttl"),
+        LeaseCheck::GraceAboveRenew { grace, renew } => Failure::config(format!(
+            "--grace {} is above the renew interval {} (--renew, by default a third of --ttl): \
+             a new term must still be valid after its grace",
+            dur(grace),
+            dur(renew)
+        ))
+        .hint("give a shorter --grace or a longer --renew"),
+        _ => Failure::config(exit::chain(e))
+            .hint("fix --ttl, --renew or --grace (see elect run --help)"),
     }
-    Ok(())
 }
 
 /// A library's refusal of lease settings, in the user's flags.
@@ -89,37 +106,4 @@ pub(crate) fn flag_failure(e: &election_core::ConfigError) -> Failure {
         .replace("setting ttl", "--ttl")
         .replace("ttl ", "--ttl ");
     Failure::config(text).hint("fix --ttl, --renew or --grace (see elect run --help)")
-}
-
-/// `--grace` given for a backend that has none.
-pub(crate) fn refuse_grace(backend: &str, timing: &Timing) -> Result<(), Failure> {
-    match timing.grace {
-        Some(_) => Err(Failure::config(format!(
-            "--grace has no meaning for the {backend} backend (a contender waits a full TTL)"
-        ))
-        .hint("drop --grace")),
-        None => Ok(()),
-    }
-}
-
-/// The NATS lease flags: those of every lease, and a failover grace
-/// (`--grace`, by default a third of the TTL or the renew interval) no
-/// longer than the renew interval.
-pub(crate) fn check_nats_flags(timing: &Timing) -> Result<(), Failure> {
-    let ttl = timing
-        .ttl
-        .unwrap_or(election_nats::NatsOptions::default().ttl());
-    let renew = timing.renew.unwrap_or(ttl / 3);
-    check_lease_flags("nats", timing, ttl, renew, Duration::from_secs(1))?;
-    let grace = timing.grace.unwrap_or((ttl / 3).min(renew));
-    if grace > renew {
-        return Err(Failure::config(format!(
-            "--grace {} is above the renew interval {} (--renew, by default a third of --ttl): \
-             a new term must still be valid after its grace",
-            dur(grace),
-            dur(renew)
-        ))
-        .hint("give a shorter --grace or a longer --renew"));
-    }
-    Ok(())
 }

@@ -72,12 +72,14 @@
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod any;
+mod check;
 mod duration;
 mod error;
 mod open;
 mod url;
 
 pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, Holder, LeaseTiming, Warning, Watch};
+pub use check::LeaseCheck;
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use election_file::Changes;
 pub use error::{Error, ParseError, classify};
