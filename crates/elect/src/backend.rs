@@ -14,13 +14,11 @@
 //! ([`election_core::Classify`]), turned into an exit code in one place,
 //! [`exit::failure`] (ADR 0100).
 
-use std::path::Path;
 use std::time::Duration;
 
-use election_nats::{NatsElection, NatsOptions};
 pub(crate) use election_url::Backend;
 pub(crate) use election_url::BackendUrl as Url;
-use election_url::Settings;
+use election_url::{Opening, Settings};
 
 use crate::default_dir::{default_dir, default_dir_path};
 use crate::exit::{self, Failure};
@@ -44,48 +42,19 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, Failure> {
 }
 
 /// How a URL is shown in progress lines: the servers and the bucket, no
-/// credentials.
+/// credentials ([`Url::shown`]).
 pub(crate) fn shown_url(url: &Url) -> String {
-    match url {
-        Url::File(p) => {
-            let mut s = format!("file://{}", p.dir.display());
-            let mut sep = '?';
-            for (k, on) in [
-                ("volatile_ok", p.volatile_ok),
-                ("unknown_fs_ok", p.unknown_fs_ok),
-            ] {
-                if on {
-                    s.push_str(&format!("{sep}{k}=1"));
-                    sep = '&';
-                }
-            }
-            s
-        }
-        Url::Sqlite(p) => format!("sqlite://{}", p.display()),
-        Url::Nats(n) => {
-            let mut s = n.server_urls().join(",");
-            if let Some(b) = &n.bucket {
-                s.push_str(&format!("?bucket={b}"));
-            }
-            s
-        }
-        Url::Postgres(p) => {
-            let mut s = format!("postgres://{}", p.place());
-            if let Some(schema) = &p.schema {
-                s.push_str(&format!("?schema={schema}"));
-            }
-            s
-        }
-    }
+    url.shown()
 }
 
 /// An open backend.
 pub(crate) enum Opened {
     /// The backend, open.
     Ready(Backend),
-    /// NATS for an observer, whose bucket does not exist yet: nobody has
-    /// ever been elected there. Opened again by [`Opened::ready`].
-    NatsPending(Box<(async_nats::Client, NatsOptions)>),
+    /// For an observer, a store that does not exist yet (a NATS bucket):
+    /// nobody has ever been elected there. Opened again by
+    /// [`Opened::ready`], on the same connection.
+    Pending(Box<election_url::Pending>),
     /// A read-only command's directory or database that does not exist
     /// (or has no election tables): nobody was ever elected there, and
     /// nothing is created. Opened again by [`Opened::ready`].
@@ -106,14 +75,11 @@ impl Opened {
     /// directory or database).
     pub(crate) async fn ready(&self) -> Result<Option<Opened>, Failure> {
         match self {
-            Opened::NatsPending(pending) => {
-                let (client, options) = &**pending;
-                match NatsElection::with_client(client.clone(), options.clone()).await {
-                    Ok(e) => Ok(Some(Opened::Ready(Backend::Nats(e)))),
-                    Err(election_nats::Error::NoBucket { .. }) => Ok(None),
-                    Err(e) => Err(exit::failure(&e)),
-                }
-            }
+            Opened::Pending(pending) => Ok(pending
+                .ready()
+                .await
+                .map_err(|e| backend_failure(&e))?
+                .map(Opened::Ready)),
             Opened::Absent(absent) => {
                 let timing = Timing {
                     observer: true,
@@ -140,18 +106,20 @@ impl Opened {
     /// Not there yet (a bucket, a directory or a database): nobody was
     /// ever elected there.
     pub(crate) fn is_pending(&self) -> bool {
-        matches!(self, Opened::NatsPending(..) | Opened::Absent(..))
+        matches!(self, Opened::Pending(..) | Opened::Absent(..))
     }
 
     /// How the backend is shown in progress lines (no secrets).
     pub(crate) fn shown(&self, url: Option<&Url>) -> String {
         match (url, self) {
-            // The bucket the TTL picked, when the URL names none.
-            (Some(u @ Url::Nats(n)), Opened::Ready(Backend::Nats(e))) if n.bucket.is_none() => {
-                format!("{}?bucket={}", shown_url(u), e.options().bucket_name())
-            }
+            // With what the backend picked that the URL does not say.
+            (Some(u), Opened::Ready(b)) => u.shown_opened(b),
             (Some(u), _) => shown_url(u),
-            (None, Opened::Ready(Backend::File(e))) => format!("file://{}", e.dir().display()),
+            // The default directory.
+            (None, Opened::Ready(b)) => b
+                .local_path()
+                .map(|p| format!("{}://{}", b.kind(), p.display()))
+                .unwrap_or_default(),
             (None, _) => String::new(),
         }
     }
@@ -172,20 +140,6 @@ impl Opened {
                 url: url.cloned(),
                 note,
             })))
-        };
-        let missing = |what: &str, path: &Path| {
-            let gone = std::fs::symlink_metadata(path).is_err();
-            if gone
-                && !timing.observer
-                && let Some(report) = &report
-            {
-                report.event(
-                    "creating",
-                    &format!("{what} {} does not exist: creating it", path.display()),
-                    serde_json::json!({ "created": what, "path": path.display().to_string() }),
-                );
-            }
-            gone && timing.observer
         };
         let default;
         let url = match url {
@@ -217,43 +171,25 @@ impl Opened {
         };
         // The lease flags, checked by the URL, worded in elect's flags.
         url.check_lease(&settings).map_err(|e| lease_failure(&e))?;
-        match url {
-            Url::File(file) => {
-                if missing("the directory", &file.dir) {
-                    return absent(format!(
-                        "the directory {} does not exist: no election has run there (check \
-                         --backend)",
-                        file.dir.display()
-                    ));
-                }
-            }
-            Url::Sqlite(path) => {
-                settings.sqlite_options().map_err(open_failure)?;
-                let look = timing.observer || path.parent().is_some_and(Path::is_dir);
-                if look && missing("the database", path) {
-                    return absent(format!(
-                        "the database {} does not exist: no election has run there (check \
-                         --backend)",
-                        path.display()
-                    ));
-                }
-            }
-            Url::Postgres(_) => {}
-            Url::Nats(n) => {
-                // An observer's missing bucket is opened again later on
-                // the same connection.
-                let (client, options) = n.connect(&settings).await.map_err(open_failure)?;
-                return match NatsElection::with_client(client.clone(), options.clone()).await {
-                    Ok(e) => Ok(Opened::Ready(Backend::Nats(e))),
-                    Err(election_nats::Error::NoBucket { .. }) if options.is_observer() => {
-                        Ok(Opened::NatsPending(Box::new((client, options))))
-                    }
-                    Err(e) => Err(exit::failure(&e)),
-                };
-            }
+        url.check_settings(&settings).map_err(open_failure)?;
+        // A candidate's directory or database that does not exist is
+        // created: said on stderr (a typo shows at once).
+        if !timing.observer
+            && let Some(report) = &report
+            && let Some((what, path)) = url.created_on_open()
+            && std::fs::symlink_metadata(path).is_err()
+        {
+            report.event(
+                "creating",
+                &format!("{what} {} does not exist: creating it", path.display()),
+                serde_json::json!({ "created": what, "path": path.display().to_string() }),
+            );
         }
-        match url.open(&settings).await {
-            Ok(backend) => Ok(Opened::Ready(backend)),
+        // An observer's missing bucket is opened again later on the same
+        // connection; its missing directory or database is absent.
+        match url.open_or_pending(&settings).await {
+            Ok(Opening::Ready(backend)) => Ok(Opened::Ready(backend)),
+            Ok(Opening::Pending(pending)) => Ok(Opened::Pending(pending)),
             Err(election_url::Error::Absent { what }) => absent(format!(
                 "{what} does not exist: no election has run there (check --backend)"
             )),

@@ -24,7 +24,7 @@ pub(crate) async fn current(backend: &Opened, name: &str) -> Result<Option<Leade
     match backend {
         Opened::Ready(b) => Ok(b.leader(name).await?),
         // No bucket, directory or database: nobody was ever elected there.
-        Opened::NatsPending(..) | Opened::Absent(..) => Ok(None),
+        Opened::Pending(..) | Opened::Absent(..) => Ok(None),
     }
 }
 

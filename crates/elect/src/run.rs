@@ -440,7 +440,7 @@ async fn wait_out_leftovers<C: Claim>(
 fn health_bound(backend: &Opened) -> Duration {
     let timing = match backend {
         Opened::Ready(b) => b.lease_timing(),
-        Opened::NatsPending(..) | Opened::Absent(..) => None,
+        Opened::Pending(..) | Opened::Absent(..) => None,
     };
     let Some(t) = timing else {
         return Duration::from_secs(3600);
@@ -496,7 +496,7 @@ impl KillTiming {
     pub(crate) fn of(backend: &Opened, args: &RunArgs) -> Result<KillTiming, Failure> {
         let bound = match backend {
             Opened::Ready(b) => b.lease_timing().map(|t| t.overlap_bound()),
-            Opened::NatsPending(..) | Opened::Absent(..) => None,
+            Opened::Pending(..) | Opened::Absent(..) => None,
         };
         let grace = match (args.kill_grace, bound) {
             (Some(g), Some(b)) if g > b && !args.allow_late_kill => {

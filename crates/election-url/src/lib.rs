@@ -76,6 +76,7 @@ mod check;
 mod duration;
 mod error;
 mod open;
+mod opening;
 mod url;
 
 pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, Holder, LeaseTiming, Warning, Watch};
@@ -84,6 +85,7 @@ pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration}
 pub use election_file::Changes;
 pub use error::{Error, ParseError, classify};
 pub use open::Settings;
+pub use opening::{Opening, Pending};
 pub use url::{
     BackendUrl, FILE_OPTIONS, FileUrl, NATS_OPTIONS, NatsUrl, POSTGRES_OPTIONS, PostgresUrl,
     REDACTED, Secret, WithSecrets, redact,
