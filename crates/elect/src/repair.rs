@@ -2,7 +2,7 @@
 //! operator (the other backends keep their epochs in state the library
 //! never deletes, and have no such record to repair).
 
-use crate::backend::{Backend, Opened};
+use crate::backend::{Opened, backend_failure};
 use crate::exit::{self, Failure};
 
 impl Opened {
@@ -15,9 +15,13 @@ impl Opened {
         epoch: election_core::Epoch,
         reporter: crate::report::Reporter,
     ) -> Result<u8, Failure> {
-        let election = match self {
-            Opened::Ready(Backend::File(election)) => election,
-            Opened::Absent(absent) => {
+        let repaired = match self {
+            Opened::Ready(backend) => backend.repair_epoch(name, epoch),
+            Opened::Absent(_) | Opened::Pending(_) => None,
+        };
+        let repaired = match (self, repaired) {
+            (_, Some(repaired)) => repaired.map_err(|e| backend_failure(&e))?,
+            (Opened::Absent(absent), None) => {
                 return Err(
                     Failure::config(format!("nothing to repair: {}", absent.note)).hint(
                         "check --backend: repair-epoch repairs an existing election directory \
@@ -25,16 +29,13 @@ impl Opened {
                     ),
                 );
             }
-            _ => {
+            (_, None) => {
                 return Err(Failure::config(
                     "repair-epoch is for the file backend's epoch records only",
                 )
                 .hint("use --backend file:///dir (or no --backend for the default directory)"));
             }
         };
-        let repaired = election
-            .repair_epoch(name, epoch)
-            .map_err(|e| exit::failure(&e))?;
         let seen = repaired
             .highest_seen
             .map_or_else(|| "none".to_owned(), |e| e.to_string());

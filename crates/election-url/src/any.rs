@@ -968,3 +968,38 @@ impl Backend {
         }
     }
 }
+
+/// What an operator may repair, asked of any backend (ADR 0100).
+impl Backend {
+    /// Sets the epoch record of election `name` to `epoch`, where the
+    /// backend keeps one an operator may have to repair (the file
+    /// backend: [`FileElection::repair_epoch`]); `None` on the backends
+    /// that keep their epochs in state the library never deletes.
+    ///
+    /// Blocking file I/O, as [`FileElection::repair_epoch`]. Failure
+    /// model: the backend's error (an epoch lower than one that may have
+    /// been handed out, a directory that cannot be written).
+    ///
+    /// ```
+    /// # use election_url::{BackendUrl, Settings};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let backend = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// let epoch = election_core::Epoch::new(41).expect("not zero");
+    /// if let Some(repaired) = backend.repair_epoch("jobs", epoch) {
+    ///     println!("the record now holds epoch {}", repaired?.epoch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn repair_epoch(
+        &self,
+        name: &str,
+        epoch: Epoch,
+    ) -> Option<Result<election_file::EpochRepair, Error>> {
+        match self {
+            Backend::File(e) => Some(e.repair_epoch(name, epoch).map_err(Error::File)),
+            Backend::Sqlite(_) | Backend::Nats(_) | Backend::Postgres(_) => None,
+        }
+    }
+}
