@@ -107,3 +107,44 @@ pub(crate) fn flag_failure(e: &election_core::ConfigError) -> Failure {
         .replace("ttl ", "--ttl ");
     Failure::config(text).hint("fix --ttl, --renew or --grace (see elect run --help)")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The URL's refusals, in the user's flags (the texts before they
+    /// moved to `election_url::BackendUrl::check_lease`).
+    #[test]
+    fn lease_refusals_name_the_flags() {
+        let url: election_url::BackendUrl = "sqlite:///d/app.db".parse().unwrap();
+        let refused = |ttl: u64, renew: Option<u64>| {
+            let settings = election_url::Settings {
+                ttl: Some(Duration::from_millis(ttl)),
+                renew: renew.map(Duration::from_millis),
+                ..election_url::Settings::default()
+            };
+            lease_failure(&url.check_lease(&settings).unwrap_err())
+        };
+        let f = refused(5, None);
+        assert_eq!(f.code, exit::CONFIG);
+        assert_eq!(
+            f.message,
+            "--ttl 5ms is too short for the sqlite backend: at least 10ms"
+        );
+        assert_eq!(
+            refused(100, Some(50)).message,
+            "--renew 50ms is too long for --ttl 100ms: at most 45ms (a failed renewal must be \
+             retried before the lease runs out: twice --renew plus a tenth of --ttl must fit in \
+             --ttl)"
+        );
+        let f = refuse_timing(&Timing {
+            grace: Some(Duration::from_secs(1)),
+            ..Timing::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            f.message,
+            "--ttl, --renew and --grace have no meaning for the file backend"
+        );
+    }
+}

@@ -184,3 +184,99 @@ impl BackendUrl {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(ttl: Option<u64>, renew: Option<u64>, grace: Option<u64>) -> Settings {
+        Settings {
+            ttl: ttl.map(Duration::from_millis),
+            renew: renew.map(Duration::from_millis),
+            grace: grace.map(Duration::from_millis),
+            ..Settings::default()
+        }
+    }
+
+    fn url(s: &str) -> BackendUrl {
+        s.parse().expect("a URL")
+    }
+
+    #[test]
+    fn each_backend_takes_the_lease_settings_it_has() {
+        let file = url("file:///d");
+        assert_eq!(file.check_lease(&Settings::default()), Ok(()));
+        assert_eq!(
+            file.check_lease(&settings(None, Some(100), None)),
+            Err(LeaseCheck::NoLease { scheme: "file" })
+        );
+        for u in ["sqlite:///d/app.db", "postgres://app@db:5432/app"] {
+            let u = url(u);
+            assert!(
+                matches!(
+                    u.check_lease(&settings(None, None, Some(1))),
+                    Err(LeaseCheck::NoGrace { .. })
+                ),
+                "{u}"
+            );
+            assert_eq!(
+                u.check_lease(&settings(Some(3000), None, None)),
+                Ok(()),
+                "{u}"
+            );
+        }
+        let nats = url("nats://h:4222");
+        assert_eq!(
+            nats.check_lease(&settings(Some(3000), None, Some(500))),
+            Ok(())
+        );
+        assert_eq!(
+            nats.check_lease(&settings(Some(3000), Some(900), Some(950))),
+            Err(LeaseCheck::GraceAboveRenew {
+                grace: Duration::from_millis(950),
+                renew: Duration::from_millis(900)
+            })
+        );
+    }
+
+    #[test]
+    fn the_values_in_effect_are_named() {
+        let sqlite = url("sqlite:///d/app.db");
+        assert_eq!(
+            sqlite.check_lease(&settings(Some(5), None, None)),
+            Err(LeaseCheck::TtlTooShort {
+                scheme: "sqlite",
+                ttl: Duration::from_millis(5),
+                given: true,
+                min: Duration::from_millis(10)
+            })
+        );
+        assert_eq!(
+            sqlite.check_lease(&settings(Some(100), Some(1), None)),
+            Err(LeaseCheck::RenewTooShort {
+                renew: Duration::from_millis(1),
+                min: Duration::from_millis(2)
+            })
+        );
+        assert_eq!(
+            sqlite.check_lease(&settings(Some(100), Some(50), None)),
+            Err(LeaseCheck::RenewTooLong {
+                renew: Duration::from_millis(50),
+                ttl: Duration::from_millis(100),
+                ttl_given: true,
+                max: Duration::from_millis(45)
+            })
+        );
+        // The NATS TTL is at least a second; an observer's is the bucket's.
+        let nats = url("nats://h:4222");
+        assert!(matches!(
+            nats.check_lease(&settings(Some(500), None, None)),
+            Err(LeaseCheck::TtlTooShort { scheme: "nats", .. })
+        ));
+        let observer = Settings {
+            observer: true,
+            ..settings(Some(500), None, None)
+        };
+        assert_eq!(nats.check_lease(&observer), Ok(()));
+    }
+}
