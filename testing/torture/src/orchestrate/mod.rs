@@ -725,147 +725,13 @@ async fn inject_faults(plan: &Plan, running: &mut Running) -> Result<Ran, Error>
                 ));
             }
             Fault::HardLink => {
-                // A second name for the election's database: a candidate
-                // (not the leader) started again on it for 3 TTLs.
-                let db = out.join("election.db");
-                let link = out.join("election-second-name.db");
-                let slot = (target + 1 + rng.index(candidates.len() - 1)) % candidates.len();
-                let w = candidates.writer(slot);
-                let linked = std::fs::hard_link(&db, &link);
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &w,
-                    match &linked {
-                        Ok(()) => format!("{} -> {}", link.display(), db.display()),
-                        Err(e) => format!("link failed: {e}"),
-                    },
-                ));
-                if linked.is_ok() {
-                    candidates.kill(slot).await;
-                    candidates.set_launch(
-                        slot,
-                        candidates::SlotLaunch {
-                            reach: Some(candidates::Reach {
-                                url: BackendUrl::Sqlite(link.clone()).to_string(),
-                                wrapper: Vec::new(),
-                            }),
-                            ..Default::default()
-                        },
-                    );
-                    let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: nw, pid });
-                    let until = Instant::now() + 3 * plan.ttl;
-                    while Instant::now() < until {
-                        candidates.next(until - Instant::now()).await;
-                    }
-                    candidates.kill(slot).await;
-                    candidates.set_launch(slot, candidates::SlotLaunch::default());
-                    for suffix in ["", "-wal", "-shm"] {
-                        let mut name = link.clone().into_os_string();
-                        name.push(suffix);
-                        let _ = std::fs::remove_file(name);
-                    }
-                    let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: nw, pid });
-                }
-                log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+                hard_link(plan, out, candidates, &log, &mut rng, target, fault).await?;
             }
             Fault::Spellings | Fault::Nested => {
-                // The others started again another way (a second path to
-                // the election; an inner `elect run`), their commands
-                // escaping; the leader's group SIGKILLed, so that one of
-                // them takes over; then it is started again as usual and
-                // every other group is SIGKILLed: it takes over from a
-                // term whose escaped worker runs on, reached the other
-                // way (or nested), and must end it before its command
-                // starts.
-                let other_way = if fault == Fault::Spellings {
-                    candidates::SlotLaunch {
-                        reach: Some(
-                            second_spelling(plan, out).map_err(io("make the mount point"))?,
-                        ),
-                        nested: false,
-                        escape: true,
-                    }
-                } else {
-                    candidates::SlotLaunch {
-                        reach: None,
-                        nested: true,
-                        escape: true,
-                    }
-                };
-                let first = target;
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &writer,
-                    match &other_way.reach {
-                        Some(reach) => format!("others-via {}", reach.url),
-                        None => format!("others-nested {ELECTION}-inner-c<slot>"),
-                    },
-                ));
-                let others: Vec<usize> = (0..candidates.len()).filter(|&s| s != first).collect();
-                for &slot in &others {
-                    candidates.kill_group(slot).await;
-                    candidates.set_launch(slot, other_way.clone());
-                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: w, pid });
-                }
-                let bound = plan.liveness_bound();
-                candidates.kill_group(first).await;
-                let second = wait_for_leader(candidates, bound, |l| l != first).await;
-                let (w, pid) = candidates.spawn(first).map_err(io("respawn elect"))?;
-                log(FaultEvent::Spawn { writer: w, pid });
-                for &slot in &others {
-                    candidates.kill_group(slot).await;
-                }
-                let third = wait_for_leader(candidates, bound, |l| l == first).await;
-                // A few of the new term's writes, beside anything left.
-                let until = Instant::now() + Duration::from_millis(300);
-                while Instant::now() < until {
-                    candidates.next(until - Instant::now()).await;
-                }
-                for &slot in &others {
-                    candidates.set_launch(slot, candidates::SlotLaunch::default());
-                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: w, pid });
-                }
-                let who =
-                    |l: Option<usize>| l.map_or_else(|| "none".to_owned(), |l| format!("c{l}"));
-                log(FaultEvent::fault_or_heal(
-                    false,
-                    fault,
-                    &writer,
-                    format!("then-led {} then {}", who(second), who(third)),
-                ));
+                other_ways(plan, out, candidates, &log, target, &writer, fault).await?;
             }
             Fault::Reboot => {
-                // Every process of the candidates ended at once, what a
-                // reboot empties wiped, everyone started again.
-                log(FaultEvent::fault_or_heal(true, fault, "host", ""));
-                for slot in 0..candidates.len() {
-                    candidates.kill_group(slot).await;
-                }
-                kill_every_candidate_process(out).await;
-                let dirs = host_dirs(out);
-                let wiped = [&dirs.runtime, &dirs.tmp]
-                    .map(|d| match empty_dir(d) {
-                        Ok(n) => format!("{}:{n}", d.file_name().unwrap_or_default().display()),
-                        Err(e) => format!("{}:{e}", d.display()).replace(' ', "_"),
-                    })
-                    .join(",");
-                tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 500))).await;
-                for slot in 0..candidates.len() {
-                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: w, pid });
-                }
-                log(FaultEvent::fault_or_heal(
-                    false,
-                    fault,
-                    "host",
-                    format!("wiped {wiped}"),
-                ));
+                reboot(out, candidates, &log, &mut rng, fault).await?;
             }
             Fault::Resign => {
                 log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
@@ -1153,6 +1019,180 @@ async fn end(plan: &Plan, running: Running) -> Result<(), Error> {
     }
     candidates.stop_all(Duration::from_secs(10)).await;
     drop(store);
+    Ok(())
+}
+
+/// `hardlink` (`--elect` mode, SQLite): a second name for the election's
+/// database.
+async fn hard_link(
+    plan: &Plan,
+    out: &std::path::Path,
+    candidates: &mut Candidates,
+    log: &impl Fn(FaultEvent),
+    rng: &mut Rng,
+    target: usize,
+    fault: Fault,
+) -> Result<(), Error> {
+    // A second name for the election's database: a candidate
+    // (not the leader) started again on it for 3 TTLs.
+    let db = out.join("election.db");
+    let link = out.join("election-second-name.db");
+    let slot = (target + 1 + rng.index(candidates.len() - 1)) % candidates.len();
+    let w = candidates.writer(slot);
+    let linked = std::fs::hard_link(&db, &link);
+    log(FaultEvent::fault_or_heal(
+        true,
+        fault,
+        &w,
+        match &linked {
+            Ok(()) => format!("{} -> {}", link.display(), db.display()),
+            Err(e) => format!("link failed: {e}"),
+        },
+    ));
+    if linked.is_ok() {
+        candidates.kill(slot).await;
+        candidates.set_launch(
+            slot,
+            candidates::SlotLaunch {
+                reach: Some(candidates::Reach {
+                    url: BackendUrl::Sqlite(link.clone()).to_string(),
+                    wrapper: Vec::new(),
+                }),
+                ..Default::default()
+            },
+        );
+        let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: nw, pid });
+        let until = Instant::now() + 3 * plan.ttl;
+        while Instant::now() < until {
+            candidates.next(until - Instant::now()).await;
+        }
+        candidates.kill(slot).await;
+        candidates.set_launch(slot, candidates::SlotLaunch::default());
+        for suffix in ["", "-wal", "-shm"] {
+            let mut name = link.clone().into_os_string();
+            name.push(suffix);
+            let _ = std::fs::remove_file(name);
+        }
+        let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: nw, pid });
+    }
+    log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+    Ok(())
+}
+
+/// `spellings` and `nested` (`--elect` mode): the others reach the
+/// election another way.
+async fn other_ways(
+    plan: &Plan,
+    out: &std::path::Path,
+    candidates: &mut Candidates,
+    log: &impl Fn(FaultEvent),
+    target: usize,
+    writer: &str,
+    fault: Fault,
+) -> Result<(), Error> {
+    // The others started again another way (a second path to
+    // the election; an inner `elect run`), their commands
+    // escaping; the leader's group SIGKILLed, so that one of
+    // them takes over; then it is started again as usual and
+    // every other group is SIGKILLed: it takes over from a
+    // term whose escaped worker runs on, reached the other
+    // way (or nested), and must end it before its command
+    // starts.
+    let other_way = if fault == Fault::Spellings {
+        candidates::SlotLaunch {
+            reach: Some(second_spelling(plan, out).map_err(io("make the mount point"))?),
+            nested: false,
+            escape: true,
+        }
+    } else {
+        candidates::SlotLaunch {
+            reach: None,
+            nested: true,
+            escape: true,
+        }
+    };
+    let first = target;
+    log(FaultEvent::fault_or_heal(
+        true,
+        fault,
+        writer,
+        match &other_way.reach {
+            Some(reach) => format!("others-via {}", reach.url),
+            None => format!("others-nested {ELECTION}-inner-c<slot>"),
+        },
+    ));
+    let others: Vec<usize> = (0..candidates.len()).filter(|&s| s != first).collect();
+    for &slot in &others {
+        candidates.kill_group(slot).await;
+        candidates.set_launch(slot, other_way.clone());
+        let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: w, pid });
+    }
+    let bound = plan.liveness_bound();
+    candidates.kill_group(first).await;
+    let second = wait_for_leader(candidates, bound, |l| l != first).await;
+    let (w, pid) = candidates.spawn(first).map_err(io("respawn elect"))?;
+    log(FaultEvent::Spawn { writer: w, pid });
+    for &slot in &others {
+        candidates.kill_group(slot).await;
+    }
+    let third = wait_for_leader(candidates, bound, |l| l == first).await;
+    // A few of the new term's writes, beside anything left.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        candidates.next(until - Instant::now()).await;
+    }
+    for &slot in &others {
+        candidates.set_launch(slot, candidates::SlotLaunch::default());
+        let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: w, pid });
+    }
+    let who = |l: Option<usize>| l.map_or_else(|| "none".to_owned(), |l| format!("c{l}"));
+    log(FaultEvent::fault_or_heal(
+        false,
+        fault,
+        writer,
+        format!("then-led {} then {}", who(second), who(third)),
+    ));
+    Ok(())
+}
+
+/// `reboot` (`--elect` mode, file): every process of the candidates
+/// ended, what a reboot empties wiped.
+async fn reboot(
+    out: &std::path::Path,
+    candidates: &mut Candidates,
+    log: &impl Fn(FaultEvent),
+    rng: &mut Rng,
+    fault: Fault,
+) -> Result<(), Error> {
+    // Every process of the candidates ended at once, what a
+    // reboot empties wiped, everyone started again.
+    log(FaultEvent::fault_or_heal(true, fault, "host", ""));
+    for slot in 0..candidates.len() {
+        candidates.kill_group(slot).await;
+    }
+    kill_every_candidate_process(out).await;
+    let dirs = host_dirs(out);
+    let wiped = [&dirs.runtime, &dirs.tmp]
+        .map(|d| match empty_dir(d) {
+            Ok(n) => format!("{}:{n}", d.file_name().unwrap_or_default().display()),
+            Err(e) => format!("{}:{e}", d.display()).replace(' ', "_"),
+        })
+        .join(",");
+    tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 500))).await;
+    for slot in 0..candidates.len() {
+        let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: w, pid });
+    }
+    log(FaultEvent::fault_or_heal(
+        false,
+        fault,
+        "host",
+        format!("wiped {wiped}"),
+    ));
     Ok(())
 }
 
