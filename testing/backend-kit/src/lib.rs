@@ -89,6 +89,15 @@ pub enum Error {
     /// The backend could not be opened.
     #[error(transparent)]
     Open(#[from] election_url::Error),
+    /// A fault on the backend's own state (a lease row) could not be
+    /// injected.
+    #[error("{what}: {reason}")]
+    Fault {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
 }
 
 /// Lease timings a driver gives every process (`--ttl-ms`, `--renew-ms`,
@@ -207,6 +216,17 @@ impl Kind {
             what: format!("create a directory in {}", scratch.display()),
             source,
         })?;
+        self.start_at(Dir::Temp(dir))
+    }
+
+    /// As [`start`](Kind::start), its files in `dir` itself (which must
+    /// exist and is kept: a driver's run directory): the file backend's
+    /// elections in `dir/election`, SQLite's database `dir/election.db`.
+    pub fn start_in(self, dir: &Path) -> Result<Store, Error> {
+        self.start_at(Dir::Kept(dir.to_path_buf()))
+    }
+
+    fn start_at(self, dir: Dir) -> Result<Store, Error> {
         let place = match self {
             Kind::File => Place::File(dir.path().join("election")),
             Kind::Sqlite => Place::Sqlite(dir.path().join("election.db")),
@@ -246,12 +266,29 @@ enum Place {
     NatsCluster(nats_testkit::Cluster),
 }
 
+/// The directory of a store: its own (removed with it) or a driver's.
+#[derive(Debug)]
+enum Dir {
+    Temp(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Dir {
+    fn path(&self) -> &Path {
+        match self {
+            Dir::Temp(dir) => dir.path(),
+            Dir::Kept(dir) => dir,
+        }
+    }
+}
+
 /// A started backend: its URL for the processes under test, and its
-/// [`Faults`]. Dropping it stops its servers and removes its directory.
+/// [`Faults`]. Dropping it stops its servers and removes its directory
+/// (unless it was [`Kind::start_in`] a driver's).
 #[derive(Debug)]
 pub struct Store {
     kind: Kind,
-    dir: tempfile::TempDir,
+    dir: Dir,
     place: Place,
 }
 
@@ -292,7 +329,8 @@ impl Store {
 }
 
 /// What only some backends have, injected or checked by a driver through
-/// one trait, implemented per backend by [`Store`].
+/// one trait, implemented per backend by [`Store`]. A fault that does not
+/// apply to a backend does nothing there (and says so: `false`, `None`).
 pub trait Faults {
     /// Whether a client stopped now (`SIGSTOP`) keeps nothing the others
     /// need to take its claims over once they expire: SQLite's write lock
@@ -301,6 +339,93 @@ pub trait Faults {
     /// server holds no lock for a client). Always true where claims do not
     /// expire (the scenario does not apply there).
     fn frozen_client_blocks_nobody(&self) -> impl Future<Output = bool> + Send;
+
+    /// The name of the one server that [`kill_server`](Faults::kill_server)
+    /// kills (`nats`, `postgres`); `None` without one (file, SQLite, and a
+    /// cluster, whose nodes are [`kill_node`](Faults::kill_node)'s).
+    fn server(&self) -> Option<&'static str>;
+
+    /// SIGKILLs the one server (nothing without one). Blocks.
+    fn kill_server(&mut self) -> Result<(), Error>;
+
+    /// Starts the killed server again on its port and data. Blocks.
+    fn restart_server(&mut self) -> Result<(), Error>;
+
+    /// The name of the server that [`pause_server`](Faults::pause_server)
+    /// stops (`postgres`); `None` elsewhere.
+    fn pausable_server(&self) -> Option<&'static str>;
+
+    /// SIGSTOPs the PostgreSQL server (its sessions hang, none ends);
+    /// nothing elsewhere. Blocks.
+    fn pause_server(&mut self) -> Result<(), Error>;
+
+    /// SIGCONTs the paused server. Blocks.
+    fn resume_server(&mut self) -> Result<(), Error>;
+
+    /// The port of the server whose sessions
+    /// [`terminate_sessions`](Faults::terminate_sessions) ends
+    /// (PostgreSQL's); `None` elsewhere.
+    fn session_port(&self) -> Option<u16>;
+
+    /// Ends the server's sessions of the clients connected from the local
+    /// `ports` (`pg_terminate_backend`): the server pids ended, in order,
+    /// comma-separated (empty when `ports` is, or elsewhere). Blocks.
+    fn terminate_sessions(&self, ports: &[u16]) -> Result<String, Error>;
+
+    /// Whether leases are rows of a table an operator could delete
+    /// ([`delete_lease_row`](Faults::delete_lease_row)): SQLite,
+    /// PostgreSQL.
+    fn lease_rows(&self) -> bool;
+
+    /// Deletes `election`'s lease row, as an operator would by hand, then
+    /// tries to delete its epoch record too (a separate statement): the
+    /// backend's triggers must refuse that (ADR 0039). Returns what
+    /// happened to the epoch record (`epoch-record-refused`,
+    /// `epoch-record-deleted=N`, `epoch-record-error=...`), for a history;
+    /// `None` where leases are no rows.
+    fn delete_lease_row(
+        &self,
+        election: &str,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send;
+
+    /// The NATS client port of the one nats-server (a driver's proxies
+    /// forward to it); `None` elsewhere.
+    fn nats_client_port(&self) -> Option<u16>;
+
+    /// The NATS servers' URLs, comma-separated (the one server, or every
+    /// node of the cluster), for a driver's own connections; `None`
+    /// elsewhere.
+    fn nats_urls(&self) -> Option<String>;
+
+    /// The nats-server `node` of the cluster (the one server, whatever
+    /// `node`); `None` elsewhere.
+    fn nats_node_mut(&mut self, node: usize) -> Option<&mut nats_testkit::Server>;
+
+    /// How many nodes the node faults pick from: the cluster's; 0
+    /// elsewhere.
+    fn nodes(&self) -> usize;
+
+    /// The name of node `node` of the cluster.
+    fn node_name(&self, node: usize) -> Option<String>;
+
+    /// The node that is the cluster's meta leader (waiting for one).
+    /// Blocks.
+    fn meta_leader(&self) -> Result<usize, Error>;
+
+    /// SIGKILLs node `node` of the cluster. Blocks.
+    fn kill_node(&mut self, node: usize) -> Result<(), Error>;
+
+    /// Starts node `node` of the cluster again. Blocks.
+    fn restart_node(&mut self, node: usize) -> Result<(), Error>;
+}
+
+/// `f`, letting the runtime move its other tasks off this thread while it
+/// blocks where it can (a multi-thread runtime).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 impl Faults for Store {
@@ -321,6 +446,206 @@ impl Faults for Store {
             Place::File(_) | Place::Nats(_) | Place::NatsCluster(_) => true,
         }
     }
+
+    fn server(&self) -> Option<&'static str> {
+        match &self.place {
+            Place::Nats(_) | Place::Postgres(_) => Some(self.kind.name()),
+            Place::File(_) | Place::Sqlite(_) | Place::NatsCluster(_) => None,
+        }
+    }
+
+    fn kill_server(&mut self) -> Result<(), Error> {
+        match &mut self.place {
+            Place::Nats(server) => server.kill()?,
+            Place::Postgres(server) => server.kill()?,
+            Place::File(_) | Place::Sqlite(_) | Place::NatsCluster(_) => {}
+        }
+        Ok(())
+    }
+
+    fn restart_server(&mut self) -> Result<(), Error> {
+        match &mut self.place {
+            Place::Nats(server) => server.restart()?,
+            Place::Postgres(server) => server.restart()?,
+            Place::File(_) | Place::Sqlite(_) | Place::NatsCluster(_) => {}
+        }
+        Ok(())
+    }
+
+    fn pausable_server(&self) -> Option<&'static str> {
+        matches!(self.place, Place::Postgres(_)).then(|| self.kind.name())
+    }
+
+    fn pause_server(&mut self) -> Result<(), Error> {
+        if let Place::Postgres(server) = &mut self.place {
+            server.pause()?;
+        }
+        Ok(())
+    }
+
+    fn resume_server(&mut self) -> Result<(), Error> {
+        if let Place::Postgres(server) = &mut self.place {
+            server.resume()?;
+        }
+        Ok(())
+    }
+
+    fn session_port(&self) -> Option<u16> {
+        match &self.place {
+            Place::Postgres(server) => Some(server.port()),
+            _ => None,
+        }
+    }
+
+    fn terminate_sessions(&self, ports: &[u16]) -> Result<String, Error> {
+        let Place::Postgres(server) = &self.place else {
+            return Ok(String::new());
+        };
+        if ports.is_empty() {
+            return Ok(String::new());
+        }
+        let list = ports
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(server.sql(&format!(
+            "SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '') \
+             FROM (SELECT pid FROM pg_stat_activity \
+             WHERE client_addr = '127.0.0.1' AND client_port IN ({list}) \
+             AND pid <> pg_backend_pid() OFFSET 0) s \
+             WHERE pg_terminate_backend(pid)"
+        ))?)
+    }
+
+    fn lease_rows(&self) -> bool {
+        matches!(self.place, Place::Sqlite(_) | Place::Postgres(_))
+    }
+
+    async fn delete_lease_row(&self, election: &str) -> Result<Option<String>, Error> {
+        match &self.place {
+            Place::Sqlite(db) => sqlite_delete_lease_row(db, election)
+                .await
+                .map(Some)
+                .map_err(|reason| Error::Fault {
+                    what: "delete the lease row".to_owned(),
+                    reason,
+                }),
+            Place::Postgres(server) => {
+                let schema = election_postgres::DEFAULT_SCHEMA;
+                blocking(|| {
+                    server.sql(&format!(
+                        "DELETE FROM {schema}.leases WHERE name = '{election}'"
+                    ))
+                })?;
+                let record = match blocking(|| {
+                    server.sql(&format!(
+                        "DELETE FROM {schema}.epochs WHERE name = '{election}'"
+                    ))
+                }) {
+                    Ok(out) => format!("epoch-record-deleted={}", out.replace(' ', "_")),
+                    Err(e) if e.to_string().contains("refused") => {
+                        "epoch-record-refused".to_owned()
+                    }
+                    Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
+                };
+                Ok(Some(record))
+            }
+            Place::File(_) | Place::Nats(_) | Place::NatsCluster(_) => Ok(None),
+        }
+    }
+
+    fn nats_client_port(&self) -> Option<u16> {
+        match &self.place {
+            Place::Nats(server) => Some(server.client_port()),
+            _ => None,
+        }
+    }
+
+    fn nats_urls(&self) -> Option<String> {
+        match &self.place {
+            Place::Nats(server) => Some(server.url()),
+            Place::NatsCluster(cluster) => Some(cluster.urls().join(",")),
+            Place::File(_) | Place::Sqlite(_) | Place::Postgres(_) => None,
+        }
+    }
+
+    fn nats_node_mut(&mut self, node: usize) -> Option<&mut nats_testkit::Server> {
+        match &mut self.place {
+            Place::Nats(server) => Some(&mut **server),
+            Place::NatsCluster(cluster) => Some(cluster.node_mut(node)),
+            Place::File(_) | Place::Sqlite(_) | Place::Postgres(_) => None,
+        }
+    }
+
+    fn nodes(&self) -> usize {
+        match &self.place {
+            Place::NatsCluster(cluster) => cluster.nodes().len(),
+            _ => 0,
+        }
+    }
+
+    fn node_name(&self, node: usize) -> Option<String> {
+        match &self.place {
+            Place::NatsCluster(cluster) => Some(cluster.node(node).name().to_owned()),
+            _ => None,
+        }
+    }
+
+    fn meta_leader(&self) -> Result<usize, Error> {
+        match &self.place {
+            Place::NatsCluster(cluster) => {
+                let leader = cluster.wait_for_meta_leader()?;
+                Ok(cluster.index_of(&leader).unwrap_or(0))
+            }
+            _ => Ok(0),
+        }
+    }
+
+    fn kill_node(&mut self, node: usize) -> Result<(), Error> {
+        if let Place::NatsCluster(cluster) = &mut self.place {
+            cluster.kill(node)?;
+        }
+        Ok(())
+    }
+
+    fn restart_node(&mut self, node: usize) -> Result<(), Error> {
+        if let Place::NatsCluster(cluster) = &mut self.place {
+            cluster.restart(node)?;
+        }
+        Ok(())
+    }
+}
+
+/// Deletes `election`'s row from `election_leases` in the SQLite
+/// database `db`, then tries its `election_epochs` record (see
+/// [`Faults::delete_lease_row`]).
+async fn sqlite_delete_lease_row(db: &Path, election: &str) -> Result<String, String> {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    let options = SqliteConnectOptions::new()
+        .filename(db)
+        .busy_timeout(Duration::from_secs(10));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let deleted = sqlx::query("DELETE FROM election_leases WHERE name = ?1")
+        .bind(election)
+        .execute(&pool)
+        .await
+        .map_err(|e| e.to_string());
+    let record = match sqlx::query("DELETE FROM election_epochs WHERE name = ?1")
+        .bind(election)
+        .execute(&pool)
+        .await
+    {
+        Ok(r) => format!("epoch-record-deleted={}", r.rows_affected()),
+        Err(e) if e.to_string().contains("refused") => "epoch-record-refused".to_owned(),
+        Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
+    };
+    pool.close().await;
+    deleted.map(|_| record)
 }
 
 /// Whether a writer can take the database's write lock within two seconds.

@@ -1,35 +1,35 @@
-//! The one command-line parser of the candidate binaries
-//! (`election-candidate`, `lease-set-node`, and the torture suite's
-//! `torture-candidate`): the flags they share — which backend, which
-//! election, who is asking, the backend's timings and the keys — are
-//! parsed here and nowhere else, the same way in each (ADR 0055).
+//! The command line of the candidate binaries (`election-candidate`,
+//! `lease-set-node`, and the torture suite's `torture-candidate` and
+//! `torture-member`), through clap derive: the flags they share — which
+//! backend and its timings — are one struct, [`Common`], flattened into
+//! each binary's own `clap::Parser`, and the values every binary takes
+//! (milliseconds, counts, backend URLs) are parsed by the value parsers
+//! here, the same way in each (ADR 0055).
 //!
-//! A binary names the shared flags it takes ([`Flag`]); [`ArgParser`]
-//! parses those itself and hands every other flag back to the binary,
-//! which parses its own with [`ArgParser::value`], [`ArgParser::millis`]
-//! and [`ArgParser::count`] (so its values follow the same rules) and
-//! refuses what it does not know with [`unknown`]. A shared flag the
-//! binary did not name is handed back too, so it is refused as unknown.
+//! [`parse`] runs a binary's parser over its arguments and turns clap's
+//! errors into a [`UsageError`] (the binary reports it and exits with its
+//! usage code); `--help` prints the help and exits 0.
 //!
 //! ```
-//! use candidate_testkit::args::{ArgParser, Flag, unknown};
+//! use candidate_testkit::args::{Common, parse};
+//!
+//! #[derive(Debug, clap::Parser)]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     common: Common,
+//!     /// Try once.
+//!     #[arg(long = "try")]
+//!     once: bool,
+//! }
 //!
 //! let line = ["--backend", "sqlite:///tmp/e.db", "--ttl-ms", "3000", "--try"];
-//! let mut parser = ArgParser::new(line.map(String::from), &[Flag::Backend, Flag::Ttl]);
-//! let mut once = false;
-//! while let Some(flag) = parser.next_flag()? {
-//!     match flag.as_str() {
-//!         "--try" => once = true,
-//!         _ => return Err(unknown(&flag)),
-//!     }
-//! }
-//! let args = parser.finish()?;
-//! assert!(once);
-//! assert_eq!(args.ttl, Some(std::time::Duration::from_secs(3)));
+//! let cli: Cli = parse("example", line.map(String::from))?;
+//! assert!(cli.once);
+//! assert_eq!(cli.common.ttl, Some(std::time::Duration::from_secs(3)));
+//! assert!(parse::<Cli>("example", ["--try".to_owned()]).is_err()); // no backend
 //! # Ok::<(), candidate_testkit::args::UsageError>(())
 //! ```
 
-use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use election_url::{BackendUrl, Settings};
@@ -48,95 +48,28 @@ impl UsageError {
     }
 }
 
-/// The error for a flag nobody parses.
-pub fn unknown(flag: &str) -> UsageError {
-    UsageError::new(format!("unknown argument {flag:?}"))
-}
-
-/// A flag every candidate binary parses the same way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Flag {
-    /// `--backend URL`: any backend URL of `election-url`.
-    Backend,
-    /// `--name NAME`: the election.
-    Name,
-    /// `--identity ID`: who campaigns (default: host/pid).
-    Identity,
-    /// `--ttl-ms N`: the backend's TTL.
-    Ttl,
-    /// `--renew-ms N`: the backend's renewal interval.
-    Renew,
-    /// `--grace-ms N`: NATS's failover grace.
-    Grace,
-    /// `--poll-ms N`: how often a claim held elsewhere is tried.
-    Poll,
-    /// `--keys N`: how many keys (1 to 100,000).
-    Keys,
-}
-
-impl Flag {
-    /// Every shared flag.
-    pub const ALL: [Flag; 8] = [
-        Flag::Backend,
-        Flag::Name,
-        Flag::Identity,
-        Flag::Ttl,
-        Flag::Renew,
-        Flag::Grace,
-        Flag::Poll,
-        Flag::Keys,
-    ];
-
-    /// The flag as written on the command line.
-    pub fn text(self) -> &'static str {
-        match self {
-            Flag::Backend => "--backend",
-            Flag::Name => "--name",
-            Flag::Identity => "--identity",
-            Flag::Ttl => "--ttl-ms",
-            Flag::Renew => "--renew-ms",
-            Flag::Grace => "--grace-ms",
-            Flag::Poll => "--poll-ms",
-            Flag::Keys => "--keys",
-        }
-    }
-
-    fn of(text: &str) -> Option<Flag> {
-        Flag::ALL.into_iter().find(|f| f.text() == text)
-    }
-}
-
-/// What the shared flags said. `backend` is always given (every candidate
-/// binary needs one); the rest are `None` when not given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CandidateArgs {
-    /// `--backend`.
+/// The flags every candidate binary takes: the backend and its timings.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct Common {
+    /// Any backend URL of election-url (`file:///dir`, `sqlite:///path.db`,
+    /// `nats://host:port?bucket=B&replicas=N`, `postgres://...`).
+    #[arg(long, value_parser = backend_url)]
     pub backend: BackendUrl,
-    /// `--name`.
-    pub name: Option<String>,
-    /// `--identity`.
-    pub identity: Option<String>,
-    /// `--ttl-ms`.
+    /// The backend's lease TTL, in milliseconds.
+    #[arg(long = "ttl-ms", value_parser = millis)]
     pub ttl: Option<Duration>,
-    /// `--renew-ms`.
+    /// The backend's renewal interval, in milliseconds.
+    #[arg(long = "renew-ms", value_parser = millis)]
     pub renew: Option<Duration>,
-    /// `--grace-ms`.
+    /// NATS's failover grace, in milliseconds.
+    #[arg(long = "grace-ms", value_parser = millis)]
     pub grace: Option<Duration>,
-    /// `--poll-ms`.
+    /// How often a claim held elsewhere is tried, in milliseconds.
+    #[arg(long = "poll-ms", value_parser = millis)]
     pub poll: Option<Duration>,
-    /// `--keys`.
-    pub keys: Option<usize>,
 }
 
-impl CandidateArgs {
-    /// `--identity`, or this process's default identity (host/pid).
-    pub fn identity_or_default(&self) -> String {
-        self.identity
-            .clone()
-            .unwrap_or_else(|| election_core::Identity::for_this_process().to_string())
-    }
-
+impl Common {
     /// The backend settings `--ttl-ms`, `--renew-ms` and `--grace-ms`
     /// asked for, as given (see [`Settings::unused_by`] for the ones the
     /// backend has no use for).
@@ -150,110 +83,67 @@ impl CandidateArgs {
     }
 }
 
-/// Parses a candidate binary's command line: the shared flags it takes
-/// here, every other flag by the binary (see the module docs).
-#[derive(Debug)]
-pub struct ArgParser<I> {
-    args: I,
-    takes: &'static [Flag],
-    backend: Option<BackendUrl>,
-    name: Option<String>,
-    identity: Option<String>,
-    ttl: Option<Duration>,
-    renew: Option<Duration>,
-    grace: Option<Duration>,
-    poll: Option<Duration>,
-    keys: Option<usize>,
+/// `--identity`, or this process's default identity (host/pid).
+pub fn identity_or_default(identity: Option<String>) -> String {
+    identity.unwrap_or_else(|| election_core::Identity::for_this_process().to_string())
 }
 
-impl<I: Iterator<Item = String>> ArgParser<I> {
-    /// A parser of `args` (the arguments after the program name) for a
-    /// binary that takes the shared flags `takes`.
-    pub fn new(args: impl IntoIterator<IntoIter = I>, takes: &'static [Flag]) -> ArgParser<I> {
-        ArgParser {
-            args: args.into_iter(),
-            takes,
-            backend: None,
-            name: None,
-            identity: None,
-            ttl: None,
-            renew: None,
-            grace: None,
-            poll: None,
-            keys: None,
+/// Parses `args` (the arguments after the program name) with the binary
+/// `program`'s parser `C`. `--help` (and `--version`) print and exit 0;
+/// every other error of clap is a [`UsageError`] on one line. `C` should
+/// have `#[command(args_override_self = true)]`: the candidate binaries'
+/// callers repeat a flag to override it (the last wins).
+pub fn parse<C: clap::Parser>(
+    program: &str,
+    args: impl IntoIterator<Item = String>,
+) -> Result<C, UsageError> {
+    let line = std::iter::once(program.to_owned()).chain(args);
+    C::try_parse_from(line).map_err(|e| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
+        _ => {
+            let text = e.render().to_string();
+            let text = text.trim_end().trim_start_matches("error: ");
+            UsageError::new(text.replace('\n', " "))
         }
-    }
+    })
+}
 
-    /// Parses shared flags up to the next flag that is not one this
-    /// binary takes, and returns it (`None` at the end of the line).
-    pub fn next_flag(&mut self) -> Result<Option<String>, UsageError> {
-        while let Some(arg) = self.args.next() {
-            let Some(flag) = Flag::of(&arg).filter(|f| self.takes.contains(f)) else {
-                return Ok(Some(arg));
-            };
-            match flag {
-                Flag::Backend => {
-                    let url = self.value(&arg, "a backend URL")?;
-                    self.backend = Some(BackendUrl::parse(&url).map_err(|e| {
-                        UsageError::new(format!("--backend: bad backend URL: {e}"))
-                    })?);
-                }
-                Flag::Name => self.name = Some(self.value(&arg, "a name")?),
-                Flag::Identity => self.identity = Some(self.value(&arg, "an identity")?),
-                Flag::Ttl => self.ttl = Some(self.millis(&arg)?),
-                Flag::Renew => self.renew = Some(self.millis(&arg)?),
-                Flag::Grace => self.grace = Some(self.millis(&arg)?),
-                Flag::Poll => self.poll = Some(self.millis(&arg)?),
-                Flag::Keys => self.keys = Some(self.count(&arg, 1..=100_000)?),
-            }
-        }
-        Ok(None)
-    }
+/// A backend URL, as `--backend` takes it.
+pub fn backend_url(text: &str) -> Result<BackendUrl, String> {
+    BackendUrl::parse(text).map_err(|e| format!("bad backend URL: {e}"))
+}
 
-    /// The value after `flag`, which is described as `what` when missing.
-    pub fn value(&mut self, flag: &str, what: &str) -> Result<String, UsageError> {
-        self.args
-            .next()
-            .ok_or_else(|| UsageError::new(format!("{flag} needs {what}")))
+/// A whole number of milliseconds, at least 1 (no candidate setting
+/// means anything at zero).
+pub fn millis(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
+        _ => Err(format!("bad milliseconds {text:?}")),
     }
+}
 
-    /// The value after `flag` as a whole number of milliseconds, at least
-    /// 1 (no candidate setting means anything at zero).
-    pub fn millis(&mut self, flag: &str) -> Result<Duration, UsageError> {
-        let v = self.value(flag, "milliseconds")?;
-        match v.parse::<u64>() {
-            Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
-            _ => Err(UsageError::new(format!("{flag}: bad milliseconds {v:?}"))),
-        }
+/// A count of keys, as `--keys` takes it: 1 to 100,000.
+pub fn keys(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+        _ => Err(format!("bad count {text:?} (1 to 100000)")),
     }
+}
 
-    /// The value after `flag` as a count within `range`.
-    pub fn count(&mut self, flag: &str, range: RangeInclusive<usize>) -> Result<usize, UsageError> {
-        let v = self.value(flag, "a count")?;
-        match v.parse::<usize>() {
-            Ok(n) if range.contains(&n) => Ok(n),
-            _ => Err(UsageError::new(format!(
-                "{flag}: bad count {v:?} ({} to {})",
-                range.start(),
-                range.end()
-            ))),
-        }
+/// A count of at least 1.
+pub fn positive(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("bad count {text:?} (at least 1)")),
     }
+}
 
-    /// The shared flags given; `--backend` is required.
-    pub fn finish(self) -> Result<CandidateArgs, UsageError> {
-        Ok(CandidateArgs {
-            backend: self
-                .backend
-                .ok_or_else(|| UsageError::new("--backend is required"))?,
-            name: self.name,
-            identity: self.identity,
-            ttl: self.ttl,
-            renew: self.renew,
-            grace: self.grace,
-            poll: self.poll,
-            keys: self.keys,
-        })
+/// A word: not empty, no whitespace or control characters (`--writer`).
+pub fn word(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err(format!("{text:?} must be a non-empty word"))
+    } else {
+        Ok(text.to_owned())
     }
 }
 
@@ -261,42 +151,38 @@ impl<I: Iterator<Item = String>> ArgParser<I> {
 mod tests {
     use super::*;
 
-    fn parse(line: &[&str], takes: &'static [Flag]) -> Result<CandidateArgs, UsageError> {
-        let mut parser = ArgParser::new(line.iter().map(|s| s.to_string()), takes);
-        if let Some(flag) = parser.next_flag()? {
-            return Err(unknown(&flag));
-        }
-        parser.finish()
+    #[derive(Debug, clap::Parser)]
+    #[command(args_override_self = true)]
+    struct Cli {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_parser = keys)]
+        keys: Option<usize>,
+    }
+
+    fn parse_line(line: &[&str]) -> Result<Cli, UsageError> {
+        parse("test", line.iter().map(|s| s.to_string()))
     }
 
     #[test]
-    fn every_shared_flag_parses() {
-        let a = parse(
-            &[
-                "--backend",
-                "file:///d",
-                "--name",
-                "jobs",
-                "--identity",
-                "a",
-                "--ttl-ms",
-                "3000",
-                "--renew-ms",
-                "1000",
-                "--grace-ms",
-                "500",
-                "--poll-ms",
-                "20",
-                "--keys",
-                "7",
-            ],
-            &Flag::ALL,
-        )
+    fn every_common_flag_parses() {
+        let a = parse_line(&[
+            "--backend",
+            "file:///d",
+            "--ttl-ms",
+            "3000",
+            "--renew-ms",
+            "1000",
+            "--grace-ms",
+            "500",
+            "--poll-ms",
+            "20",
+            "--keys",
+            "7",
+        ])
         .unwrap();
-        assert_eq!(a.backend, BackendUrl::file("/d"));
-        assert_eq!(a.name.as_deref(), Some("jobs"));
-        assert_eq!(a.identity_or_default(), "a");
-        let s = a.settings();
+        assert_eq!(a.common.backend, BackendUrl::file("/d"));
+        let s = a.common.settings();
         assert_eq!(
             (s.ttl, s.renew, s.grace),
             (
@@ -305,14 +191,14 @@ mod tests {
                 Some(Duration::from_millis(500))
             )
         );
-        assert_eq!(a.poll, Some(Duration::from_millis(20)));
+        assert_eq!(a.common.poll, Some(Duration::from_millis(20)));
         assert_eq!(a.keys, Some(7));
     }
 
     #[test]
-    fn a_shared_flag_the_binary_does_not_take_is_unknown() {
-        let e = parse(&["--backend", "file:///d", "--keys", "7"], &[Flag::Backend]).unwrap_err();
-        assert_eq!(e, unknown("--keys"));
+    fn the_last_of_a_repeated_flag_wins() {
+        let a = parse_line(&["--backend", "file:///d", "--ttl-ms", "1", "--ttl-ms", "2"]).unwrap();
+        assert_eq!(a.common.ttl, Some(Duration::from_millis(2)));
     }
 
     #[test]
@@ -325,11 +211,20 @@ mod tests {
             &["--backend", "file:///d", "--ttl-ms", "soon"],
             &["--backend", "file:///d", "--keys", "0"],
             &["--backend", "file:///d", "--keys", "100001"],
-            &["--backend", "file:///d", "--name"],
-            &["--name", "jobs"],
+            &["--backend", "file:///d", "--frobnicate"],
+            &["--ttl-ms", "10"],
             &[],
         ] {
-            assert!(parse(bad, &Flag::ALL).is_err(), "{bad:?} was accepted");
+            assert!(parse_line(bad).is_err(), "{bad:?} was accepted");
         }
+    }
+
+    #[test]
+    fn words_and_counts() {
+        assert_eq!(word("c1"), Ok("c1".to_owned()));
+        assert!(word("").is_err());
+        assert!(word("a b").is_err());
+        assert_eq!(positive("3"), Ok(3));
+        assert!(positive("0").is_err());
     }
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use candidate_testkit::args::{ArgParser, Flag, unknown};
+use candidate_testkit::args::{self, Common, positive};
 use candidate_testkit::protocol::{Command, EXIT_ERROR, EXIT_LOST, EXIT_NOT_ELECTED, Event};
 use election_core::{Candidate, Election};
 use election_url::{AnyClaim, Backend, BackendUrl, Settings};
@@ -33,45 +33,45 @@ struct Args {
     set: Option<Vec<String>>,
 }
 
-/// The shared flags this binary takes; `--try`, `--many` and `--set` are
-/// its own.
-const TAKES: &[Flag] = &[
-    Flag::Backend,
-    Flag::Name,
-    Flag::Identity,
-    Flag::Ttl,
-    Flag::Renew,
-    Flag::Grace,
-    Flag::Poll,
-];
+/// One candidate, driven over stdin and stdout (see the crate docs of
+/// candidate_testkit).
+#[derive(Debug, clap::Parser)]
+// The last of a repeated flag wins, as callers expect.
+#[command(name = "election-candidate", args_override_self = true)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    /// The election (or --many, or --set).
+    #[arg(long)]
+    name: Option<String>,
+    /// Who campaigns (default: host/pid).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Try once instead of campaigning.
+    #[arg(long = "try")]
+    once: bool,
+    /// Try once for each of the elections e0 .. e<N-1>.
+    #[arg(long, value_parser = positive)]
+    many: Option<usize>,
+    /// Campaign for these keys (k1,k2,...) as one lease set.
+    #[arg(long, value_delimiter = ',')]
+    set: Option<Vec<String>>,
+}
 
 fn parse() -> Result<Args, BoxError> {
-    let mut parser = ArgParser::new(std::env::args().skip(1), TAKES);
-    let (mut once, mut many, mut set) = (false, None, None);
-    while let Some(flag) = parser.next_flag()? {
-        match flag.as_str() {
-            "--try" => once = true,
-            "--many" => many = Some(parser.count(&flag, 1..=usize::MAX)?),
-            "--set" => {
-                let keys = parser.value(&flag, "keys (k1,k2,...)")?;
-                set = Some(keys.split(',').map(str::to_owned).collect());
-            }
-            _ => return Err(unknown(&flag).into()),
-        }
-    }
-    let args = parser.finish()?;
-    if args.name.is_none() && many.is_none() && set.is_none() {
+    let cli: Cli = args::parse("election-candidate", std::env::args().skip(1))?;
+    if cli.name.is_none() && cli.many.is_none() && cli.set.is_none() {
         return Err("--name (or --many, or --set) is required".into());
     }
     Ok(Args {
-        identity: args.identity_or_default(),
-        settings: args.settings(),
-        url: args.backend,
-        name: args.name,
-        poll: args.poll,
-        once,
-        many,
-        set,
+        identity: args::identity_or_default(cli.identity),
+        settings: cli.common.settings(),
+        url: cli.common.backend,
+        name: cli.name,
+        poll: cli.common.poll,
+        once: cli.once,
+        many: cli.many,
+        set: cli.set,
     })
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::Parser;
 use election_url::BackendUrl;
 
-use crate::args::UsageError;
+use crate::args::{Common, UsageError, identity_or_default, keys, millis, parse};
 
 /// The parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,29 +38,17 @@ pub struct Args {
 /// One lease set in a process of its own, reporting what it holds line by
 /// line.
 #[derive(Debug, Parser)]
-#[command(name = "lease-set-node")]
+// The last of a repeated flag wins, as callers expect.
+#[command(name = "lease-set-node", args_override_self = true)]
 struct Cli {
-    /// Any backend URL of election-url.
-    #[arg(long, value_parser = backend_url)]
-    backend: BackendUrl,
+    #[command(flatten)]
+    common: Common,
     /// The identity of this process (default: host/pid).
     #[arg(long)]
     identity: Option<String>,
     /// How many keys (key-0000, key-0001, ...).
     #[arg(long, default_value_t = 1000, value_parser = keys)]
     keys: usize,
-    /// The lease TTL, in milliseconds.
-    #[arg(long = "ttl-ms", value_parser = millis)]
-    ttl: Option<Duration>,
-    /// The renew interval, in milliseconds.
-    #[arg(long = "renew-ms", value_parser = millis)]
-    renew: Option<Duration>,
-    /// The failover grace (NATS), in milliseconds.
-    #[arg(long = "grace-ms", value_parser = millis)]
-    grace: Option<Duration>,
-    /// How often keys held elsewhere are tried, in milliseconds.
-    #[arg(long = "poll-ms", value_parser = millis)]
-    poll: Option<Duration>,
     /// Time between two sweeps over all keys, in milliseconds.
     #[arg(long = "sweep-ms", value_parser = millis, default_value = "1")]
     sweep: Duration,
@@ -70,28 +58,6 @@ struct Cli {
     /// How often a balanced member rereads the group, in milliseconds.
     #[arg(long = "every-ms", value_parser = millis, default_value = "500")]
     every: Duration,
-}
-
-/// A backend URL, as `--backend` takes it.
-fn backend_url(text: &str) -> Result<BackendUrl, String> {
-    BackendUrl::parse(text).map_err(|e| format!("bad backend URL: {e}"))
-}
-
-/// A whole number of milliseconds, at least 1 (no setting means anything
-/// at zero).
-fn millis(text: &str) -> Result<Duration, String> {
-    match text.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
-        _ => Err(format!("bad milliseconds {text:?}")),
-    }
-}
-
-/// A count of keys, 1 to 100,000.
-fn keys(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
-        _ => Err(format!("bad count {text:?} (1 to 100000)")),
-    }
 }
 
 impl Args {
@@ -106,19 +72,15 @@ impl Args {
     /// assert!(Args::parse(["--backend"].map(String::from)).is_err());
     /// ```
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, UsageError> {
-        let program = std::iter::once("lease-set-node".to_owned());
-        let cli = Cli::try_parse_from(program.chain(args))
-            .map_err(|e| UsageError::new(e.render().to_string().trim_end().replace('\n', " ")))?;
+        let cli: Cli = parse("lease-set-node", args)?;
         Ok(Args {
-            identity: cli
-                .identity
-                .unwrap_or_else(|| election_core::Identity::for_this_process().to_string()),
-            backend: cli.backend,
+            identity: identity_or_default(cli.identity),
+            backend: cli.common.backend,
             keys: cli.keys,
-            ttl: cli.ttl,
-            renew: cli.renew,
-            grace: cli.grace,
-            poll: cli.poll,
+            ttl: cli.common.ttl,
+            renew: cli.common.renew,
+            grace: cli.common.grace,
+            poll: cli.common.poll,
             sweep: cli.sweep,
             balance: cli.balance,
             every: cli.every,

@@ -58,7 +58,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use candidate_testkit::args::{ArgParser, Flag, UsageError, unknown};
+use candidate_testkit::args::{self, Common, millis, word};
 use election_core::{
     Candidate, Claim, ConfigError, Identity, KeyedClaims, LeadOptions, LeaseSet, PerKeyClaims,
     Term, TermLease,
@@ -122,64 +122,60 @@ fn usage(message: impl Into<String>) -> CandidateError {
     CandidateError::Usage(message.into())
 }
 
-/// The shared flags this binary takes (parsed by candidate-testkit's one
-/// parser); `--writer`, `--history`, `--resource`, `--write-every-ms`,
-/// `--hold-ms` and `--unsafe` are its own.
-const TAKES: &[Flag] = &[
-    Flag::Backend,
-    Flag::Ttl,
-    Flag::Renew,
-    Flag::Grace,
-    Flag::Poll,
-];
+/// One candidate of the torture suite (see the module docs).
+#[derive(Debug, clap::Parser)]
+// The last of a repeated flag wins, as callers expect.
+#[command(name = "torture-candidate", args_override_self = true)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    /// This writer's id: a non-empty word.
+    #[arg(long, value_parser = word)]
+    writer: String,
+    /// Where to write the history.
+    #[arg(long)]
+    history: PathBuf,
+    /// The fenced resource: file:DIR or sqlite:PATH.
+    #[arg(long, value_parser = resource_spec)]
+    resource: ResourceSpec,
+    /// Time between two writes, in milliseconds.
+    #[arg(long = "write-every-ms", value_parser = millis, default_value = "20")]
+    write_every: Duration,
+    /// The synchronous section of a write, in milliseconds (default: a
+    /// quarter of the TTL).
+    #[arg(long = "hold-ms", value_parser = millis)]
+    hold: Option<Duration>,
+    /// Write without the guard or the fence (to prove the checker fails).
+    #[arg(long = "unsafe")]
+    unsafe_mode: bool,
+}
+
+/// A resource, as `--resource` takes it.
+fn resource_spec(text: &str) -> Result<ResourceSpec, String> {
+    text.parse::<ResourceSpec>().map_err(|e| e.to_string())
+}
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
-    let usage_of = |e: UsageError| usage(e.to_string());
-    let mut parser = ArgParser::new(args, TAKES);
-    let (mut writer, mut history, mut resource) = (None, None, None);
-    let (mut write_every, mut hold, mut mode) = (Duration::from_millis(20), None, Mode::Safe);
-    while let Some(flag) = parser.next_flag().map_err(usage_of)? {
-        match flag.as_str() {
-            "--writer" => writer = Some(parser.value(&flag, "an id").map_err(usage_of)?),
-            "--history" => {
-                history = Some(PathBuf::from(
-                    parser.value(&flag, "a path").map_err(usage_of)?,
-                ))
-            }
-            "--resource" => {
-                resource = Some(
-                    parser
-                        .value(&flag, "file:DIR or sqlite:PATH")
-                        .map_err(usage_of)?
-                        .parse::<ResourceSpec>()
-                        .map_err(|e| usage(e.to_string()))?,
-                )
-            }
-            "--write-every-ms" => write_every = parser.millis(&flag).map_err(usage_of)?,
-            "--hold-ms" => hold = Some(parser.millis(&flag).map_err(usage_of)?),
-            "--unsafe" => mode = Mode::Unsafe,
-            _ => return Err(usage_of(unknown(&flag))),
-        }
-    }
-    let shared = parser.finish().map_err(usage_of)?;
-    let writer = writer.ok_or_else(|| usage("--writer is required"))?;
-    if writer.is_empty() || writer.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(usage(format!(
-            "--writer {writer:?} must be a non-empty word"
-        )));
-    }
+    let cli: Cli = args::parse("torture-candidate", args).map_err(|e| usage(e.to_string()))?;
     Ok(Args {
-        backend: shared.backend,
-        writer,
-        history: history.ok_or_else(|| usage("--history is required"))?,
-        resource: resource.ok_or_else(|| usage("--resource is required"))?,
-        ttl: shared.ttl,
-        renew: shared.renew,
-        grace: shared.grace,
-        poll: shared.poll.unwrap_or(election_core::DEFAULT_POLL_INTERVAL),
-        write_every,
-        hold,
-        mode,
+        backend: cli.common.backend,
+        writer: cli.writer,
+        history: cli.history,
+        resource: cli.resource,
+        ttl: cli.common.ttl,
+        renew: cli.common.renew,
+        grace: cli.common.grace,
+        poll: cli
+            .common
+            .poll
+            .unwrap_or(election_core::DEFAULT_POLL_INTERVAL),
+        write_every: cli.write_every,
+        hold: cli.hold,
+        mode: if cli.unsafe_mode {
+            Mode::Unsafe
+        } else {
+            Mode::Safe
+        },
     })
 }
 

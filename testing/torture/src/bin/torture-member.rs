@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use candidate_testkit::args::{ArgParser, Flag, UsageError, unknown};
+use candidate_testkit::args::{self, Common, UsageError, keys, millis, word};
 use candidate_testkit::lease_set::key_name;
 use election_core::{KeyEvent, Membership};
 use election_url::{AnyLeaseSet, BackendUrl, Settings};
@@ -76,52 +76,55 @@ struct Args {
     mode: Mode,
 }
 
-const TAKES: &[Flag] = &[
-    Flag::Backend,
-    Flag::Keys,
-    Flag::Ttl,
-    Flag::Renew,
-    Flag::Grace,
-    Flag::Poll,
-];
+/// One member of a balanced lease set (see the module docs).
+#[derive(Debug, clap::Parser)]
+// The last of a repeated flag wins, as callers expect.
+#[command(name = "torture-member", args_override_self = true)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    /// This writer's id: a non-empty word.
+    #[arg(long, value_parser = word)]
+    writer: String,
+    /// The run directory (histories and resources per key).
+    #[arg(long)]
+    out: PathBuf,
+    /// How many keys (key-0000, key-0001, ...).
+    #[arg(long, value_parser = keys, default_value = "16")]
+    keys: usize,
+    /// How often the member rereads the group, in milliseconds.
+    #[arg(long = "every-ms", value_parser = millis, default_value = "200")]
+    every: Duration,
+    /// Time between two writes of a key, in milliseconds.
+    #[arg(long = "write-every-ms", value_parser = millis, default_value = "50")]
+    write_every: Duration,
+    /// The synchronous section of a write, in milliseconds.
+    #[arg(long = "hold-ms", value_parser = millis, default_value = "20")]
+    hold: Duration,
+    /// Write without the guard or the fence (to prove the checker fails).
+    #[arg(long = "unsafe")]
+    unsafe_mode: bool,
+}
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, UsageError> {
-    let mut parser = ArgParser::new(args, TAKES);
-    let (mut writer, mut out) = (None, None);
-    let mut every = Duration::from_millis(200);
-    let mut write_every = Duration::from_millis(50);
-    let mut hold = Duration::from_millis(20);
-    let mut mode = Mode::Safe;
-    while let Some(flag) = parser.next_flag()? {
-        match flag.as_str() {
-            "--writer" => writer = Some(parser.value(&flag, "an id")?),
-            "--out" => out = Some(PathBuf::from(parser.value(&flag, "a directory")?)),
-            "--every-ms" => every = parser.millis(&flag)?,
-            "--write-every-ms" => write_every = parser.millis(&flag)?,
-            "--hold-ms" => hold = parser.millis(&flag)?,
-            "--unsafe" => mode = Mode::Unsafe,
-            _ => return Err(unknown(&flag)),
-        }
-    }
-    let shared = parser.finish()?;
-    let bad = |what: &str| UsageError::new(what);
-    let writer = writer.ok_or_else(|| bad("--writer is required"))?;
-    if writer.is_empty() || writer.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("--writer must be a non-empty word"));
-    }
+    let cli: Cli = args::parse("torture-member", args)?;
     Ok(Args {
-        backend: shared.backend,
-        writer,
-        out: out.ok_or_else(|| bad("--out is required"))?,
-        keys: shared.keys.unwrap_or(16),
-        ttl: shared.ttl,
-        renew: shared.renew,
-        grace: shared.grace,
-        poll: shared.poll,
-        every,
-        write_every,
-        hold,
-        mode,
+        backend: cli.common.backend,
+        writer: cli.writer,
+        out: cli.out,
+        keys: cli.keys,
+        ttl: cli.common.ttl,
+        renew: cli.common.renew,
+        grace: cli.common.grace,
+        poll: cli.common.poll,
+        every: cli.every,
+        write_every: cli.write_every,
+        hold: cli.hold,
+        mode: if cli.unsafe_mode {
+            Mode::Unsafe
+        } else {
+            Mode::Safe
+        },
     })
 }
 

@@ -33,7 +33,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use torture::check::{CheckOptions, check_dir, check_keys};
-use torture::orchestrate::{self, Fault, Plan, Target};
+use torture::orchestrate::{self, Fault, Mix, Plan, Target};
 use torture::resource::{ResourceSpec, read_records};
 
 const USAGE: &str = "\
@@ -121,7 +121,7 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
                 .map_err(|_| format!("{flag}: {v:?} is not a number of milliseconds"))
         };
         match flag.as_str() {
-            "--backend" => backend = Some(Target::parse(value)?),
+            "--backend" => backend = Some(Target::parse(value).map_err(|e| e.to_string())?),
             "--seed" => {
                 seed = Some(
                     value

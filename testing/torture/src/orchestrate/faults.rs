@@ -1,6 +1,6 @@
 //! Faults on a backend's own state, injected by the orchestrator with its
-//! own connections: a SQLite lease row deleted by hand, the SQLite fence's
-//! rows deleted by hand, a NATS bucket
+//! own connections (a deleted lease row is backend-kit's `Faults`): the
+//! SQLite fence's rows deleted by hand, a NATS bucket
 //! deleted and recreated, a NATS bucket's max age shortened in place, a
 //! NATS store directory rolled back to an older copy.
 
@@ -10,43 +10,8 @@ use std::time::Duration;
 use async_nats::jetstream;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
-use crate::orchestrate::ELECTION;
-
 /// The stream behind the candidates' bucket (`election-nats`'s default).
 const STREAM: &str = "KV_elections";
-
-/// Deletes the election's row from `election_leases`, as an operator
-/// would by hand, then tries to delete its `election_epochs` record too
-/// (a separate statement): the backend's triggers must refuse that, or a
-/// contender that never saw the row could be elected beside the live
-/// holder with a repeated epoch (which the checker reports). Returns what
-/// happened to the epoch record, for the history.
-pub(crate) async fn delete_lease_row(db: &Path) -> Result<String, String> {
-    let options = SqliteConnectOptions::new()
-        .filename(db)
-        .busy_timeout(Duration::from_secs(10));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .map_err(|e| e.to_string())?;
-    let deleted = sqlx::query("DELETE FROM election_leases WHERE name = ?1")
-        .bind(ELECTION)
-        .execute(&pool)
-        .await
-        .map_err(|e| e.to_string());
-    let record = match sqlx::query("DELETE FROM election_epochs WHERE name = ?1")
-        .bind(ELECTION)
-        .execute(&pool)
-        .await
-    {
-        Ok(r) => format!("epoch-record-deleted={}", r.rows_affected()),
-        Err(e) if e.to_string().contains("refused") => "epoch-record-refused".to_owned(),
-        Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
-    };
-    pool.close().await;
-    deleted.map(|_| record)
-}
 
 /// Deletes every row of `election_fences` (the SQLite fence's marks) in
 /// the resource database `db`, as an operator might by hand, waiting at

@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use election_url::BackendUrl;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
@@ -141,14 +140,6 @@ impl Members {
     }
 }
 
-/// The backend's server, kept alive for the run (stopped when dropped).
-#[allow(dead_code)] // held only to be dropped at the end
-enum Server {
-    None,
-    Nats(Box<nats_testkit::Server>),
-    Postgres(Box<postgres_testkit::Server>),
-}
-
 /// Runs `plan` in `--lease-sets` mode: returns what it injected; the
 /// histories and resources are under `plan.out` for
 /// [`crate::check::check_keys`].
@@ -158,8 +149,8 @@ enum Server {
 /// keeps what was recorded.
 ///
 /// Failure model: [`Error::Io`] if the run directory, a member or its log
-/// cannot be made; [`Error::Nats`] / [`Error::Postgres`] if the server does
-/// not start. A member that exits by itself is dropped from the group (its
+/// cannot be made; [`Error::Store`] if the backend (its server) does not
+/// start. A member that exits by itself is dropped from the group (its
 /// slot is free for a `join`); its stderr is in `members.stderr`.
 pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
     std::fs::create_dir_all(&plan.out).map_err(io(format!("create {}", plan.out.display())))?;
@@ -177,24 +168,14 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
     let mut rng = Rng::new(plan.seed);
     let mut ran = Ran::default();
 
-    let (url, server) = match plan.backend {
-        Target::File => (
-            BackendUrl::file(out.join("election")).to_string(),
-            Server::None,
-        ),
-        Target::Sqlite => (
-            BackendUrl::Sqlite(out.join("election.db")).to_string(),
-            Server::None,
-        ),
-        Target::Nats | Target::NatsCluster => {
-            let server = blocking(nats_testkit::Server::start)?;
-            (server.url(), Server::Nats(Box::new(server)))
-        }
-        Target::Postgres => {
-            let server = blocking(postgres_testkit::Server::start)?;
-            (server.url(), Server::Postgres(Box::new(server)))
-        }
+    // On `nats-cluster` one server, as this mode always ran (its
+    // replication is the single-election mode's to torture).
+    let kind = match plan.backend {
+        Target::NatsCluster => Target::Nats,
+        kind => kind,
     };
+    let store = blocking(|| kind.start_in(out))?;
+    let url = store.url();
     let ms = |d: Duration| d.as_millis().to_string();
     let mut common: Vec<String> = vec![
         "--backend".into(),
@@ -208,7 +189,7 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
         "--write-every-ms".into(),
         ms(sets.write_every),
     ];
-    if plan.backend != Target::File {
+    if plan.backend.expires() {
         common.extend([
             "--ttl-ms".into(),
             ms(plan.ttl),
@@ -299,7 +280,7 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
     for slot in members.live() {
         members.leave(slot, leave_bound).await;
     }
-    drop(server);
+    drop(store);
     Ok(ran)
 }
 

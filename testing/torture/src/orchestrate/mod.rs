@@ -4,64 +4,73 @@
 //!
 //! In `--elect` mode ([`Plan::elect`]) a candidate is an `elect run`
 //! process whose command (`torture-command`) writes through the fence,
-//! and the mix has the deployment's faults ([`Target::elect_faults`]).
+//! and the mix has the deployment's faults ([`Mix::elect_faults`]).
 
 mod candidates;
 mod faults;
 pub mod lease_sets;
 pub mod proxy;
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use election_url::BackendUrl;
 use nix::sys::signal::Signal;
 
+use backend_kit::{Faults, Store};
+
 use self::candidates::Candidates;
 use self::proxy::{Mode, Proxy};
 use crate::history::{FaultEvent, HistoryWriter};
+use crate::resource::ResourceSpec;
 use crate::rng::Rng;
 
 /// The election every candidate campaigns in (`torture-candidate`'s).
 pub const ELECTION: &str = "torture";
 
-/// What a run tortures: a backend, and for NATS one server or a cluster
-/// (`file`, `sqlite`, `nats`, `nats-cluster`; the candidates get the
-/// backend's URL).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// `election-file` in a directory.
-    File,
-    /// `election-sqlite` in a database file.
-    Sqlite,
-    /// `election-nats` on one server (with a proxy per candidate).
-    Nats,
-    /// `election-nats` on a 3-node cluster with R3 buckets.
-    NatsCluster,
-    /// `election-postgres` on one PostgreSQL server (postgres-testkit).
-    Postgres,
-}
+/// What a run tortures: a backend of backend-kit's one list (`file`,
+/// `sqlite`, `postgres`, `nats`, `nats-cluster`; the candidates get the
+/// backend's URL; on one NATS server each through a proxy of its own).
+pub use backend_kit::Kind as Target;
 
-impl Target {
-    /// Parses `file`, `sqlite`, `nats`, `nats-cluster`, `postgres`.
-    pub fn parse(s: &str) -> Result<Target, String> {
-        match s {
-            "file" => Ok(Target::File),
-            "sqlite" => Ok(Target::Sqlite),
-            "nats" => Ok(Target::Nats),
-            "nats-cluster" => Ok(Target::NatsCluster),
-            "postgres" => Ok(Target::Postgres),
-            other => Err(format!(
-                "unknown backend {other:?} (file, sqlite, nats, nats-cluster, postgres)"
-            )),
-        }
-    }
-
+/// The faults a run may draw on a backend, per mode (a trait because
+/// [`Target`] is backend-kit's `Kind`).
+pub trait Mix: Copy {
     /// The default mix: the faults that apply to this backend, except a
     /// lost stream tail on a single NATS server (not covered by the
     /// library; `--faults rollback` still injects it).
-    pub fn faults(self) -> Vec<Fault> {
+    fn faults(self) -> Vec<Fault>;
+
+    /// Whether `--elect` mode (candidates are `elect run` processes) runs
+    /// on this backend: file and SQLite.
+    fn has_elect_mode(self) -> bool;
+
+    /// The default mix of `--elect` mode: every kind that applies to
+    /// `elect run` on this backend (empty where the mode does not run).
+    fn elect_faults(self) -> Vec<Fault>;
+
+    /// Whether `fault` can be injected in `--elect` mode on this backend:
+    /// `kill`, `stop`, `resign` (SIGTERM to `elect`), the supervisor's and
+    /// the group's faults, `spellings` and `nested` everywhere it runs;
+    /// `fencefiles` where the resource is guarded by a `FileFence` and
+    /// `reboot` (the default directory) on the file backend; `fencerows`
+    /// and `hardlink` on SQLite.
+    fn allows_elect(self, fault: Fault) -> bool;
+
+    /// Whether `fault` can be injected in `--lease-sets` mode (every
+    /// backend): members join, leave cleanly, are killed (SIGKILL) or
+    /// stopped past the TTL (SIGSTOP).
+    fn allows_lease_sets(self, fault: Fault) -> bool;
+
+    /// The default mix of `--lease-sets` mode.
+    fn lease_set_faults(self) -> Vec<Fault>;
+
+    /// Whether `fault` can be injected on this backend.
+    fn allows(self, fault: Fault) -> bool;
+}
+
+impl Mix for Target {
+    fn faults(self) -> Vec<Fault> {
         use Fault::*;
         match self {
             Target::File => vec![Kill, Stop, Resign, Cancel, Close, Unguarded],
@@ -95,28 +104,18 @@ impl Target {
         }
     }
 
-    /// Whether `--elect` mode (candidates are `elect run` processes) runs
-    /// on this backend: file and SQLite.
-    pub fn has_elect_mode(self) -> bool {
+    fn has_elect_mode(self) -> bool {
         matches!(self, Target::File | Target::Sqlite)
     }
 
-    /// The default mix of `--elect` mode: every kind that applies to
-    /// `elect run` on this backend (empty where the mode does not run).
-    pub fn elect_faults(self) -> Vec<Fault> {
+    fn elect_faults(self) -> Vec<Fault> {
         Fault::ALL
             .into_iter()
             .filter(|&f| self.allows_elect(f))
             .collect()
     }
 
-    /// Whether `fault` can be injected in `--elect` mode on this backend:
-    /// `kill`, `stop`, `resign` (SIGTERM to `elect`), the supervisor's and
-    /// the group's faults, `spellings` and `nested` everywhere it runs;
-    /// `fencefiles` where the resource is guarded by a `FileFence` and
-    /// `reboot` (the default directory) on the file backend; `fencerows`
-    /// and `hardlink` on SQLite.
-    pub fn allows_elect(self, fault: Fault) -> bool {
+    fn allows_elect(self, fault: Fault) -> bool {
         use Fault::*;
         self.has_elect_mode()
             && match fault {
@@ -127,24 +126,19 @@ impl Target {
             }
     }
 
-    /// Whether `fault` can be injected in `--lease-sets` mode (every
-    /// backend): members join, leave cleanly, are killed (SIGKILL) or
-    /// stopped past the TTL (SIGSTOP).
-    pub fn allows_lease_sets(self, fault: Fault) -> bool {
+    fn allows_lease_sets(self, fault: Fault) -> bool {
         use Fault::*;
         matches!(fault, Join | Leave | Kill | Stop)
     }
 
-    /// The default mix of `--lease-sets` mode.
-    pub fn lease_set_faults(self) -> Vec<Fault> {
+    fn lease_set_faults(self) -> Vec<Fault> {
         Fault::ALL
             .into_iter()
             .filter(|&f| self.allows_lease_sets(f))
             .collect()
     }
 
-    /// Whether `fault` can be injected on this backend.
-    pub fn allows(self, fault: Fault) -> bool {
+    fn allows(self, fault: Fault) -> bool {
         use Fault::*;
         match fault {
             // `--elect` mode only.
@@ -162,18 +156,6 @@ impl Target {
             Node | Meta => self == Target::NatsCluster,
             Recreate | MaxAge | Rollback => matches!(self, Target::Nats | Target::NatsCluster),
         }
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Target::File => "file",
-            Target::Sqlite => "sqlite",
-            Target::Nats => "nats",
-            Target::NatsCluster => "nats-cluster",
-            Target::Postgres => "postgres",
-        })
     }
 }
 
@@ -363,6 +345,10 @@ pub enum Error {
     /// asked to terminate connections.
     #[error("postgres: {0}")]
     Postgres(#[from] postgres_testkit::Error),
+    /// The backend could not be started, or a fault on it injected or
+    /// healed (backend-kit's `Faults`).
+    #[error("the backend: {0}")]
+    Store(#[from] backend_kit::Error),
     /// A fault on the backend's own state (a lease row, a bucket) could not
     /// be injected or healed.
     #[error("{what}: {reason}")]
@@ -384,14 +370,6 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { what, source }
 }
 
-/// The NATS servers of a run.
-enum Servers {
-    None,
-    One(Box<nats_testkit::Server>, Vec<Proxy>),
-    Cluster(nats_testkit::Cluster),
-    Postgres(Box<postgres_testkit::Server>),
-}
-
 /// Counts of what a run did, for the summary.
 #[derive(Debug, Default)]
 pub struct Ran {
@@ -403,20 +381,38 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
 
+/// A run under way: what [`setup`] started.
+struct Running {
+    /// The run directory, absolute.
+    out: PathBuf,
+    /// `faults.history`.
+    history: HistoryWriter,
+    /// The backend (its servers, and its faults).
+    store: Store,
+    /// On one NATS server: a proxy per candidate slot (its `--backend`).
+    proxies: Vec<Proxy>,
+    /// The candidate processes.
+    candidates: Candidates,
+}
+
 /// Runs the plan: returns what it injected; the histories and the resource
 /// are in `plan.out` for the checker.
 pub async fn run(plan: &Plan) -> Result<Ran, Error> {
+    let mut running = setup(plan).await?;
+    let ran = inject_faults(plan, &mut running).await?;
+    end(plan, running).await?;
+    Ok(ran)
+}
+
+/// Starts the plan's backend ([`Kind::start_in`](backend_kit::Kind::start_in)
+/// the run directory) and its candidates.
+async fn setup(plan: &Plan) -> Result<Running, Error> {
     std::fs::create_dir_all(&plan.out).map_err(io(format!("create {}", plan.out.display())))?;
     // Absolute: the candidates' backend URLs refuse a relative path.
     let out =
-        &std::path::absolute(&plan.out).map_err(io(format!("resolve {}", plan.out.display())))?;
+        std::path::absolute(&plan.out).map_err(io(format!("resolve {}", plan.out.display())))?;
     let path = out.join("faults.history");
-    let log = HistoryWriter::create(&path).map_err(io(format!("create {}", path.display())))?;
-    let log = |event: FaultEvent| {
-        let _ = log.record(&event);
-    };
-    let mut rng = Rng::new(plan.seed);
-    let mut ran = Ran::default();
+    let history = HistoryWriter::create(&path).map_err(io(format!("create {}", path.display())))?;
 
     let ms = |d: Duration| d.as_millis().to_string();
     let mut common: Vec<String> = vec![
@@ -433,92 +429,78 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         common.push("--unsafe".into());
     }
     let mut extra = vec![Vec::new(); plan.candidates];
-    let servers = match plan.backend {
-        Target::File => {
-            common.extend([
-                "--backend".into(),
-                BackendUrl::file(out.join("election")).to_string(),
-            ]);
-            common.extend([
-                "--resource".into(),
-                format!("file:{}", out.join("resource").display()),
-            ]);
-            Servers::None
+    let store = blocking(|| plan.backend.start_in(&out))?;
+    let mut proxies = Vec::new();
+    if let Some(port) = store.nats_client_port() {
+        // One server: each candidate through a proxy of its own.
+        let upstream = format!("127.0.0.1:{port}")
+            .parse()
+            .expect("a socket address");
+        for slot_args in &mut extra {
+            let p = Proxy::start(upstream).await.map_err(io("start a proxy"))?;
+            *slot_args = vec!["--backend".into(), p.url()];
+            proxies.push(p);
         }
-        Target::Sqlite => {
-            common.extend([
-                "--backend".into(),
-                BackendUrl::Sqlite(out.join("election.db")).to_string(),
-            ]);
-            common.extend(["--resource".into(), plan.resource().to_string()]);
-            Servers::None
-        }
-        Target::Nats => {
-            let server = blocking(nats_testkit::Server::start)?;
-            let upstream = format!("127.0.0.1:{}", server.client_port())
-                .parse()
-                .expect("a socket address");
-            let mut proxies = Vec::new();
-            for slot_args in &mut extra {
-                let p = Proxy::start(upstream).await.map_err(io("start a proxy"))?;
-                *slot_args = vec!["--backend".into(), p.url()];
-                proxies.push(p);
-            }
-            common.extend([
-                "--resource".into(),
-                format!("file:{}", out.join("resource").display()),
-            ]);
-            Servers::One(Box::new(server), proxies)
-        }
-        Target::NatsCluster => {
-            let cluster = blocking(|| nats_testkit::Cluster::start(3))?;
-            common.extend([
-                "--backend".into(),
-                format!("{}?replicas=3", cluster.urls().join(",")),
-            ]);
-            common.extend([
-                "--resource".into(),
-                format!("file:{}", out.join("resource").display()),
-            ]);
-            Servers::Cluster(cluster)
-        }
-        Target::Postgres => {
-            let server = blocking(postgres_testkit::Server::start)?;
-            common.extend(["--backend".into(), server.url()]);
-            common.extend([
-                "--resource".into(),
-                format!("file:{}", out.join("resource").display()),
-            ]);
-            Servers::Postgres(Box::new(server))
-        }
+    } else {
+        common.extend(["--backend".into(), store.url()]);
+    }
+    let resource = match plan.resource() {
+        // The run directory's absolute path.
+        ResourceSpec::File(_) => ResourceSpec::File(out.join("resource")),
+        other => other,
     };
-    let mut servers = servers;
+    common.extend(["--resource".into(), resource.to_string()]);
     if plan.elect.is_some() {
-        create_host_dirs(out).map_err(io("create the candidates' host directories"))?;
+        create_host_dirs(&out).map_err(io("create the candidates' host directories"))?;
     }
     let mut candidates = match &plan.elect {
-        None => Candidates::new(&plan.candidate_bin, out, common, extra),
-        Some(bins) => Candidates::elect(out, plan.candidates, elect_launch(plan, out, bins)),
+        None => Candidates::new(&plan.candidate_bin, &out, common, extra),
+        Some(bins) => Candidates::elect(&out, plan.candidates, elect_launch(plan, &out, bins)),
     };
     for slot in 0..candidates.len() {
         let (writer, pid) = candidates
             .spawn(slot)
             .map_err(io("spawn torture-candidate"))?;
+        let _ = history.record(&FaultEvent::Spawn { writer, pid });
+    }
+    Ok(Running {
+        out,
+        history,
+        store,
+        proxies,
+        candidates,
+    })
+}
+
+/// A supervisor's part: a candidate that exited by itself (it refuses to
+/// go on, e.g. with a bucket whose settings changed) is started again.
+fn restart_exited(candidates: &mut Candidates, log: &impl Fn(FaultEvent)) -> Result<(), Error> {
+    for slot in candidates.exited() {
+        let (writer, pid) = candidates
+            .spawn(slot)
+            .map_err(io("restart an exited torture-candidate"))?;
         log(FaultEvent::Spawn { writer, pid });
     }
+    Ok(())
+}
 
-    // A supervisor's part: a candidate that exited by itself (it refuses
-    // to go on, e.g. with a bucket whose settings changed) is started
-    // again.
-    let restart_exited = |candidates: &mut Candidates| -> Result<(), Error> {
-        for slot in candidates.exited() {
-            let (writer, pid) = candidates
-                .spawn(slot)
-                .map_err(io("restart an exited torture-candidate"))?;
-            log(FaultEvent::Spawn { writer, pid });
-        }
-        Ok(())
+/// The fault loop: for `plan.duration`, a pause, then a fault drawn from
+/// the plan's mix (the schedule's RNG seeded with `plan.seed`), injected
+/// and healed.
+async fn inject_faults(plan: &Plan, running: &mut Running) -> Result<Ran, Error> {
+    let Running {
+        out,
+        history,
+        store,
+        proxies,
+        candidates,
+    } = running;
+    let out: &std::path::Path = out;
+    let log = |event: FaultEvent| {
+        let _ = history.record(&event);
     };
+    let mut rng = Rng::new(plan.seed);
+    let mut ran = Ran::default();
     let started = Instant::now();
     let stop_for = plan.ttl + plan.ttl / 2;
     // The late writers of `fencefiles` and `fencerows` so far.
@@ -530,7 +512,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         while Instant::now() < until {
             candidates.next(until - Instant::now()).await;
         }
-        restart_exited(&mut candidates)?;
+        restart_exited(candidates, &log)?;
         let fault = plan.faults[rng.index(plan.faults.len())];
         let target = candidates
             .leader()
@@ -743,147 +725,13 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 ));
             }
             Fault::HardLink => {
-                // A second name for the election's database: a candidate
-                // (not the leader) started again on it for 3 TTLs.
-                let db = out.join("election.db");
-                let link = out.join("election-second-name.db");
-                let slot = (target + 1 + rng.index(candidates.len() - 1)) % candidates.len();
-                let w = candidates.writer(slot);
-                let linked = std::fs::hard_link(&db, &link);
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &w,
-                    match &linked {
-                        Ok(()) => format!("{} -> {}", link.display(), db.display()),
-                        Err(e) => format!("link failed: {e}"),
-                    },
-                ));
-                if linked.is_ok() {
-                    candidates.kill(slot).await;
-                    candidates.set_launch(
-                        slot,
-                        candidates::SlotLaunch {
-                            reach: Some(candidates::Reach {
-                                url: BackendUrl::Sqlite(link.clone()).to_string(),
-                                wrapper: Vec::new(),
-                            }),
-                            ..Default::default()
-                        },
-                    );
-                    let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: nw, pid });
-                    let until = Instant::now() + 3 * plan.ttl;
-                    while Instant::now() < until {
-                        candidates.next(until - Instant::now()).await;
-                    }
-                    candidates.kill(slot).await;
-                    candidates.set_launch(slot, candidates::SlotLaunch::default());
-                    for suffix in ["", "-wal", "-shm"] {
-                        let mut name = link.clone().into_os_string();
-                        name.push(suffix);
-                        let _ = std::fs::remove_file(name);
-                    }
-                    let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: nw, pid });
-                }
-                log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+                hard_link(plan, out, candidates, &log, &mut rng, target, fault).await?;
             }
             Fault::Spellings | Fault::Nested => {
-                // The others started again another way (a second path to
-                // the election; an inner `elect run`), their commands
-                // escaping; the leader's group SIGKILLed, so that one of
-                // them takes over; then it is started again as usual and
-                // every other group is SIGKILLed: it takes over from a
-                // term whose escaped worker runs on, reached the other
-                // way (or nested), and must end it before its command
-                // starts.
-                let other_way = if fault == Fault::Spellings {
-                    candidates::SlotLaunch {
-                        reach: Some(
-                            second_spelling(plan, out).map_err(io("make the mount point"))?,
-                        ),
-                        nested: false,
-                        escape: true,
-                    }
-                } else {
-                    candidates::SlotLaunch {
-                        reach: None,
-                        nested: true,
-                        escape: true,
-                    }
-                };
-                let first = target;
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &writer,
-                    match &other_way.reach {
-                        Some(reach) => format!("others-via {}", reach.url),
-                        None => format!("others-nested {ELECTION}-inner-c<slot>"),
-                    },
-                ));
-                let others: Vec<usize> = (0..candidates.len()).filter(|&s| s != first).collect();
-                for &slot in &others {
-                    candidates.kill_group(slot).await;
-                    candidates.set_launch(slot, other_way.clone());
-                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: w, pid });
-                }
-                let bound = plan.liveness_bound();
-                candidates.kill_group(first).await;
-                let second = wait_for_leader(&mut candidates, bound, |l| l != first).await;
-                let (w, pid) = candidates.spawn(first).map_err(io("respawn elect"))?;
-                log(FaultEvent::Spawn { writer: w, pid });
-                for &slot in &others {
-                    candidates.kill_group(slot).await;
-                }
-                let third = wait_for_leader(&mut candidates, bound, |l| l == first).await;
-                // A few of the new term's writes, beside anything left.
-                let until = Instant::now() + Duration::from_millis(300);
-                while Instant::now() < until {
-                    candidates.next(until - Instant::now()).await;
-                }
-                for &slot in &others {
-                    candidates.set_launch(slot, candidates::SlotLaunch::default());
-                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: w, pid });
-                }
-                let who =
-                    |l: Option<usize>| l.map_or_else(|| "none".to_owned(), |l| format!("c{l}"));
-                log(FaultEvent::fault_or_heal(
-                    false,
-                    fault,
-                    &writer,
-                    format!("then-led {} then {}", who(second), who(third)),
-                ));
+                other_ways(plan, out, candidates, &log, target, &writer, fault).await?;
             }
             Fault::Reboot => {
-                // Every process of the candidates ended at once, what a
-                // reboot empties wiped, everyone started again.
-                log(FaultEvent::fault_or_heal(true, fault, "host", ""));
-                for slot in 0..candidates.len() {
-                    candidates.kill_group(slot).await;
-                }
-                kill_every_candidate_process(out).await;
-                let dirs = host_dirs(out);
-                let wiped = [&dirs.runtime, &dirs.tmp]
-                    .map(|d| match empty_dir(d) {
-                        Ok(n) => format!("{}:{n}", d.file_name().unwrap_or_default().display()),
-                        Err(e) => format!("{}:{e}", d.display()).replace(' ', "_"),
-                    })
-                    .join(",");
-                tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 500))).await;
-                for slot in 0..candidates.len() {
-                    let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: w, pid });
-                }
-                log(FaultEvent::fault_or_heal(
-                    false,
-                    fault,
-                    "host",
-                    format!("wiped {wiped}"),
-                ));
+                reboot(out, candidates, &log, &mut rng, fault).await?;
             }
             Fault::Resign => {
                 log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
@@ -910,56 +758,33 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 log(FaultEvent::fault_or_heal(false, fault, &w, ""));
             }
             Fault::Server => {
-                if let Servers::One(server, _) = &mut servers {
-                    log(FaultEvent::fault_or_heal(true, fault, "nats", ""));
-                    blocking(|| server.kill())?;
+                if let Some(name) = store.server() {
+                    log(FaultEvent::fault_or_heal(true, fault, name, ""));
+                    blocking(|| store.kill_server())?;
                     tokio::time::sleep(Duration::from_millis(rng.range_ms(
                         200,
                         2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
                     )))
                     .await;
-                    blocking(|| server.restart())?;
-                    log(FaultEvent::fault_or_heal(false, fault, "nats", ""));
-                }
-                if let Servers::Postgres(server) = &mut servers {
-                    log(FaultEvent::fault_or_heal(true, fault, "postgres", ""));
-                    blocking(|| server.kill())?;
-                    tokio::time::sleep(Duration::from_millis(rng.range_ms(
-                        200,
-                        2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
-                    )))
-                    .await;
-                    blocking(|| server.restart())?;
-                    log(FaultEvent::fault_or_heal(false, fault, "postgres", ""));
+                    blocking(|| store.restart_server())?;
+                    log(FaultEvent::fault_or_heal(false, fault, name, ""));
                 }
             }
             Fault::PgTerminate => {
-                if let Servers::Postgres(server) = &servers {
+                if let Some(server_port) = store.session_port() {
                     // The holder's sessions (pool and listener alike), found
                     // by the local ports of its process's connections to the
                     // server; a random candidate's when no one leads.
                     let ports = candidates
                         .pid(target)
-                        .map(|pid| (pid, faults::client_ports(pid, server.port())));
+                        .map(|pid| (pid, faults::client_ports(pid, server_port)));
                     let (pid, ports) = ports.unwrap_or_default();
                     let list = ports
                         .iter()
                         .map(u16::to_string)
                         .collect::<Vec<_>>()
                         .join(",");
-                    let ended = if ports.is_empty() {
-                        String::new()
-                    } else {
-                        blocking(|| {
-                            server.sql(&format!(
-                                "SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '') \
-                                 FROM (SELECT pid FROM pg_stat_activity \
-                                 WHERE client_addr = '127.0.0.1' AND client_port IN ({list}) \
-                                 AND pid <> pg_backend_pid() OFFSET 0) s \
-                                 WHERE pg_terminate_backend(pid)"
-                            ))
-                        })?
-                    };
+                    let ended = blocking(|| store.terminate_sessions(&ports))?;
                     let role = if candidates.leads(target) {
                         "holder"
                     } else {
@@ -977,16 +802,16 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 }
             }
             Fault::PgStop => {
-                if let Servers::Postgres(server) = &mut servers {
-                    log(FaultEvent::fault_or_heal(true, fault, "postgres", ""));
-                    blocking(|| server.pause())?;
+                if let Some(name) = store.pausable_server() {
+                    log(FaultEvent::fault_or_heal(true, fault, name, ""));
+                    blocking(|| store.pause_server())?;
                     tokio::time::sleep(stop_for).await;
-                    blocking(|| server.resume())?;
-                    log(FaultEvent::fault_or_heal(false, fault, "postgres", ""));
+                    blocking(|| store.resume_server())?;
+                    log(FaultEvent::fault_or_heal(false, fault, name, ""));
                 }
             }
             Fault::Blackhole | Fault::Drop | Fault::Deafen => {
-                if let Servers::One(_, proxies) = &servers {
+                if !proxies.is_empty() {
                     log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
                     if fault == Fault::Drop {
                         proxies[target].drop_connections();
@@ -1055,44 +880,14 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 log(FaultEvent::fault_or_heal(false, fault, &w, ""));
             }
             Fault::RowDelete => {
-                if plan.backend == Target::Sqlite {
+                if store.lease_rows() {
                     log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
-                    let record = faults::delete_lease_row(&out.join("election.db"))
-                        .await
-                        .map_err(backend_error("delete the lease row"))?;
+                    let record = store.delete_lease_row(ELECTION).await?;
                     log(FaultEvent::fault_or_heal(
                         false,
                         fault,
                         "lease-row",
-                        &record,
-                    ));
-                }
-                if let Servers::Postgres(server) = &servers {
-                    log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
-                    let schema = election_postgres::DEFAULT_SCHEMA;
-                    blocking(|| {
-                        server.sql(&format!(
-                            "DELETE FROM {schema}.leases WHERE name = '{ELECTION}'"
-                        ))
-                    })?;
-                    // Then the epoch record too, as an operator might: the
-                    // backend's triggers must refuse it (ADR 0039).
-                    let record = match blocking(|| {
-                        server.sql(&format!(
-                            "DELETE FROM {schema}.epochs WHERE name = '{ELECTION}'"
-                        ))
-                    }) {
-                        Ok(out) => format!("epoch-record-deleted={}", out.replace(' ', "_")),
-                        Err(e) if e.to_string().contains("refused") => {
-                            "epoch-record-refused".to_owned()
-                        }
-                        Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
-                    };
-                    log(FaultEvent::fault_or_heal(
-                        false,
-                        fault,
-                        "lease-row",
-                        &record,
+                        record.unwrap_or_default(),
                     ));
                 }
             }
@@ -1123,11 +918,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
                 }
             }
             Fault::Recreate | Fault::MaxAge => {
-                let urls = match &servers {
-                    Servers::One(server, _) => server.url(),
-                    Servers::Cluster(cluster) => cluster.urls().join(","),
-                    Servers::None | Servers::Postgres(_) => String::new(),
-                };
+                let urls = store.nats_urls().unwrap_or_default();
                 if !urls.is_empty() {
                     log(FaultEvent::fault_or_heal(true, fault, "bucket", ""));
                     if fault == Fault::Recreate {
@@ -1148,12 +939,7 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             }
             Fault::Rollback => {
                 let node = rng.index(3);
-                let server = match &mut servers {
-                    Servers::One(server, _) => Some(&mut **server),
-                    Servers::Cluster(cluster) => Some(cluster.node_mut(node)),
-                    Servers::None | Servers::Postgres(_) => None,
-                };
-                if let Some(server) = server {
+                if let Some(server) = store.nats_node_mut(node) {
                     let name = server.name().to_owned();
                     log(FaultEvent::fault_or_heal(true, fault, &name, ""));
                     let copy = out.join(format!("store-copy-{}", rng.below(u64::MAX)));
@@ -1179,31 +965,43 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
             // `--lease-sets` mode's (`lease_sets::run`); never drawn here.
             Fault::Join | Fault::Leave => {}
             Fault::Node | Fault::Meta => {
-                if let Servers::Cluster(cluster) = &mut servers {
+                if store.nodes() > 0 {
                     let node = if fault == Fault::Meta {
-                        let leader = blocking(|| cluster.wait_for_meta_leader())?;
-                        cluster.index_of(&leader).unwrap_or(0)
+                        blocking(|| store.meta_leader())?
                     } else {
                         rng.index(3)
                     };
-                    let name = cluster.node(node).name().to_owned();
+                    let name = store.node_name(node).unwrap_or_default();
                     log(FaultEvent::fault_or_heal(true, fault, &name, ""));
-                    blocking(|| cluster.kill(node))?;
+                    blocking(|| store.kill_node(node))?;
                     tokio::time::sleep(Duration::from_millis(rng.range_ms(
                         200,
                         2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
                     )))
                     .await;
-                    blocking(|| cluster.restart(node))?;
+                    blocking(|| store.restart_node(node))?;
                     log(FaultEvent::fault_or_heal(false, fault, &name, ""));
                 }
             }
         }
     }
-    // Everything is healed: give the group the promised time to have a
-    // leader (and a few writes), then end it.
+    Ok(ran)
+}
+
+/// The end, once everything is healed: gives the group the promised time
+/// to have a leader (and a few writes), then ends it and the backend.
+async fn end(plan: &Plan, running: Running) -> Result<(), Error> {
+    let Running {
+        history,
+        store,
+        mut candidates,
+        ..
+    } = running;
+    let log = |event: FaultEvent| {
+        let _ = history.record(&event);
+    };
     log(FaultEvent::End);
-    restart_exited(&mut candidates)?;
+    restart_exited(&mut candidates, &log)?;
     let bound = plan.liveness_bound();
     let until = Instant::now() + bound.min(Duration::from_secs(2) + plan.ttl);
     while Instant::now() < until {
@@ -1217,11 +1015,185 @@ pub async fn run(plan: &Plan) -> Result<Ran, Error> {
         candidates
             .next((deadline - Instant::now()).min(Duration::from_millis(500)))
             .await;
-        restart_exited(&mut candidates)?;
+        restart_exited(&mut candidates, &log)?;
     }
     candidates.stop_all(Duration::from_secs(10)).await;
-    drop(servers);
-    Ok(ran)
+    drop(store);
+    Ok(())
+}
+
+/// `hardlink` (`--elect` mode, SQLite): a second name for the election's
+/// database.
+async fn hard_link(
+    plan: &Plan,
+    out: &std::path::Path,
+    candidates: &mut Candidates,
+    log: &impl Fn(FaultEvent),
+    rng: &mut Rng,
+    target: usize,
+    fault: Fault,
+) -> Result<(), Error> {
+    // A second name for the election's database: a candidate
+    // (not the leader) started again on it for 3 TTLs.
+    let db = out.join("election.db");
+    let link = out.join("election-second-name.db");
+    let slot = (target + 1 + rng.index(candidates.len() - 1)) % candidates.len();
+    let w = candidates.writer(slot);
+    let linked = std::fs::hard_link(&db, &link);
+    log(FaultEvent::fault_or_heal(
+        true,
+        fault,
+        &w,
+        match &linked {
+            Ok(()) => format!("{} -> {}", link.display(), db.display()),
+            Err(e) => format!("link failed: {e}"),
+        },
+    ));
+    if linked.is_ok() {
+        candidates.kill(slot).await;
+        candidates.set_launch(
+            slot,
+            candidates::SlotLaunch {
+                reach: Some(candidates::Reach {
+                    url: BackendUrl::Sqlite(link.clone()).to_string(),
+                    wrapper: Vec::new(),
+                }),
+                ..Default::default()
+            },
+        );
+        let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: nw, pid });
+        let until = Instant::now() + 3 * plan.ttl;
+        while Instant::now() < until {
+            candidates.next(until - Instant::now()).await;
+        }
+        candidates.kill(slot).await;
+        candidates.set_launch(slot, candidates::SlotLaunch::default());
+        for suffix in ["", "-wal", "-shm"] {
+            let mut name = link.clone().into_os_string();
+            name.push(suffix);
+            let _ = std::fs::remove_file(name);
+        }
+        let (nw, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: nw, pid });
+    }
+    log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+    Ok(())
+}
+
+/// `spellings` and `nested` (`--elect` mode): the others reach the
+/// election another way.
+async fn other_ways(
+    plan: &Plan,
+    out: &std::path::Path,
+    candidates: &mut Candidates,
+    log: &impl Fn(FaultEvent),
+    target: usize,
+    writer: &str,
+    fault: Fault,
+) -> Result<(), Error> {
+    // The others started again another way (a second path to
+    // the election; an inner `elect run`), their commands
+    // escaping; the leader's group SIGKILLed, so that one of
+    // them takes over; then it is started again as usual and
+    // every other group is SIGKILLed: it takes over from a
+    // term whose escaped worker runs on, reached the other
+    // way (or nested), and must end it before its command
+    // starts.
+    let other_way = if fault == Fault::Spellings {
+        candidates::SlotLaunch {
+            reach: Some(second_spelling(plan, out).map_err(io("make the mount point"))?),
+            nested: false,
+            escape: true,
+        }
+    } else {
+        candidates::SlotLaunch {
+            reach: None,
+            nested: true,
+            escape: true,
+        }
+    };
+    let first = target;
+    log(FaultEvent::fault_or_heal(
+        true,
+        fault,
+        writer,
+        match &other_way.reach {
+            Some(reach) => format!("others-via {}", reach.url),
+            None => format!("others-nested {ELECTION}-inner-c<slot>"),
+        },
+    ));
+    let others: Vec<usize> = (0..candidates.len()).filter(|&s| s != first).collect();
+    for &slot in &others {
+        candidates.kill_group(slot).await;
+        candidates.set_launch(slot, other_way.clone());
+        let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: w, pid });
+    }
+    let bound = plan.liveness_bound();
+    candidates.kill_group(first).await;
+    let second = wait_for_leader(candidates, bound, |l| l != first).await;
+    let (w, pid) = candidates.spawn(first).map_err(io("respawn elect"))?;
+    log(FaultEvent::Spawn { writer: w, pid });
+    for &slot in &others {
+        candidates.kill_group(slot).await;
+    }
+    let third = wait_for_leader(candidates, bound, |l| l == first).await;
+    // A few of the new term's writes, beside anything left.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        candidates.next(until - Instant::now()).await;
+    }
+    for &slot in &others {
+        candidates.set_launch(slot, candidates::SlotLaunch::default());
+        let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: w, pid });
+    }
+    let who = |l: Option<usize>| l.map_or_else(|| "none".to_owned(), |l| format!("c{l}"));
+    log(FaultEvent::fault_or_heal(
+        false,
+        fault,
+        writer,
+        format!("then-led {} then {}", who(second), who(third)),
+    ));
+    Ok(())
+}
+
+/// `reboot` (`--elect` mode, file): every process of the candidates
+/// ended, what a reboot empties wiped.
+async fn reboot(
+    out: &std::path::Path,
+    candidates: &mut Candidates,
+    log: &impl Fn(FaultEvent),
+    rng: &mut Rng,
+    fault: Fault,
+) -> Result<(), Error> {
+    // Every process of the candidates ended at once, what a
+    // reboot empties wiped, everyone started again.
+    log(FaultEvent::fault_or_heal(true, fault, "host", ""));
+    for slot in 0..candidates.len() {
+        candidates.kill_group(slot).await;
+    }
+    kill_every_candidate_process(out).await;
+    let dirs = host_dirs(out);
+    let wiped = [&dirs.runtime, &dirs.tmp]
+        .map(|d| match empty_dir(d) {
+            Ok(n) => format!("{}:{n}", d.file_name().unwrap_or_default().display()),
+            Err(e) => format!("{}:{e}", d.display()).replace(' ', "_"),
+        })
+        .join(",");
+    tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 500))).await;
+    for slot in 0..candidates.len() {
+        let (w, pid) = candidates.spawn(slot).map_err(io("respawn elect"))?;
+        log(FaultEvent::Spawn { writer: w, pid });
+    }
+    log(FaultEvent::fault_or_heal(
+        false,
+        fault,
+        "host",
+        format!("wiped {wiped}"),
+    ));
+    Ok(())
 }
 
 /// How `--elect` mode starts its candidates: `elect run` on the plan's
