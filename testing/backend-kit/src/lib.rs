@@ -63,6 +63,38 @@ macro_rules! for_each_kind {
     };
 }
 
+/// As [`for_each_kind!`], for the kinds a scenario applies to:
+/// `single_node` (every kind but a replicated deployment of one already
+/// listed: [`Kind::is_replicated`]) or `expiring_single_node` (of those,
+/// the ones whose claims expire: [`Kind::expires`]). A scenario that does
+/// not apply to a kind is then not made for it, rather than made to pass
+/// without checking anything.
+///
+/// ```
+/// let mut kinds = Vec::new();
+/// macro_rules! push {
+///     ($name:ident, $kind:ident) => {
+///         kinds.push(backend_kit::Kind::$kind);
+///     };
+/// }
+/// backend_kit::for_each_kind_where!(expiring_single_node, push);
+/// assert!(kinds.iter().all(|k| k.expires() && !k.is_replicated()));
+/// ```
+#[macro_export]
+macro_rules! for_each_kind_where {
+    (single_node, $mac:ident) => {
+        $mac!(file, File);
+        $mac!(sqlite, Sqlite);
+        $mac!(postgres, Postgres);
+        $mac!(nats, Nats);
+    };
+    (expiring_single_node, $mac:ident) => {
+        $mac!(sqlite, Sqlite);
+        $mac!(postgres, Postgres);
+        $mac!(nats, Nats);
+    };
+}
+
 /// A name [`Kind::parse`] does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown backend {0:?} (file, sqlite, postgres, nats, nats-cluster)")]
@@ -670,5 +702,39 @@ async fn sqlite_write_lock_is_free(db: &Path) -> bool {
         }
         Err(sqlx::Error::Database(e)) if e.message().contains("locked") => false,
         Err(e) => panic!("BEGIN IMMEDIATE: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kind;
+
+    /// The kinds `$mac!` is called with, in order.
+    macro_rules! collect {
+        ($($how:tt)*) => {{
+            let mut kinds = Vec::new();
+            macro_rules! push {
+                ($name:ident, $kind:ident) => {
+                    kinds.push(Kind::$kind);
+                };
+            }
+            $($how)*;
+            kinds
+        }};
+    }
+
+    #[test]
+    fn the_filtered_lists_are_the_kinds_with_those_properties() {
+        let all = collect!(crate::for_each_kind!(push));
+        assert_eq!(all, Kind::ALL);
+        let single = collect!(crate::for_each_kind_where!(single_node, push));
+        let want: Vec<Kind> = Kind::ALL
+            .into_iter()
+            .filter(|k| !k.is_replicated())
+            .collect();
+        assert_eq!(single, want);
+        let expiring = collect!(crate::for_each_kind_where!(expiring_single_node, push));
+        let want: Vec<Kind> = want.into_iter().filter(|k| k.expires()).collect();
+        assert_eq!(expiring, want);
     }
 }

@@ -54,34 +54,32 @@ async fn store(kind: backend_kit::Kind) -> (backend_kit::Store, Vec<String>, Dur
     (store, TIMING.flags(), bound)
 }
 
-/// The scenarios of this module, for one backend: `lease_set_tests!(name,
-/// Kind)` makes the module `name` of tests on `backend_kit::Kind::Kind`.
-/// On a replicated deployment only the failover of two processes runs
-/// (what replication changes), and the pause only where claims expire.
-macro_rules! lease_set_tests {
+/// The failover of two processes, on every backend (replicated
+/// deployments included: what replication changes):
+/// `failover_tests!(name, Kind)` makes the module `name` of tests on
+/// `backend_kit::Kind::Kind`.
+macro_rules! failover_tests {
     ($name:ident, $kind:ident) => {
         mod $name {
-            use backend_kit::{Faults as _, Kind};
-
-            const KIND: Kind = Kind::$kind;
-
-            async fn share(count: usize) {
-                if count > 2 && KIND.is_replicated() {
-                    return eprintln!("skipped on {KIND}: runs on its single-node deployment");
-                }
-                let (store, args, bound) = super::store(KIND).await;
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                super::share_and_fail_over(&store.url(), &args, count, bound).await;
-            }
+            const KIND: backend_kit::Kind = backend_kit::Kind::$kind;
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn two_processes_share_a_thousand_keys_and_a_killed_ones_keys_move() {
-                share(2).await;
+                crate::lease_set::share(KIND, 2).await;
             }
+        }
+    };
+}
+
+/// The scenarios that run on each backend's single-node deployment.
+macro_rules! single_node_tests {
+    ($name:ident, $kind:ident) => {
+        mod $name {
+            const KIND: backend_kit::Kind = backend_kit::Kind::$kind;
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn three_processes_share_a_thousand_keys_and_two_are_killed_in_turn() {
-                share(3).await;
+                crate::lease_set::share(KIND, 3).await;
             }
 
             /// Three balanced processes share the keys fairly; a killed
@@ -89,24 +87,29 @@ macro_rules! lease_set_tests {
             /// within the bound; a newcomer gets its share from them.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn balanced_processes_share_fairly_and_take_over_a_killed_ones_keys() {
-                if KIND.is_replicated() {
-                    return eprintln!("skipped on {KIND}: runs on its single-node deployment");
-                }
-                let (store, args, bound) = super::store(KIND).await;
+                let (store, args, bound) = crate::lease_set::store(KIND).await;
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                super::balance_and_fail_over(&store.url(), &args, bound).await;
+                crate::lease_set::balance_and_fail_over(&store.url(), &args, bound).await;
             }
+        }
+    };
+}
+
+/// The pause past the TTL, where claims expire (single-node).
+macro_rules! expiring_tests {
+    ($name:ident, $kind:ident) => {
+        mod $name {
+            use backend_kit::Faults as _;
+
+            const KIND: backend_kit::Kind = backend_kit::Kind::$kind;
 
             /// A frozen holder's `held` answers false once its claims could
             /// have run out, and its keys move during the freeze.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_frozen_holder_never_answers_held_for_keys_taken_over() {
-                if !KIND.expires() || KIND.is_replicated() {
-                    return eprintln!("skipped on {KIND}: its claims do not expire, or replicated");
-                }
-                let (store, args, bound) = super::store(KIND).await;
+                let (store, args, bound) = crate::lease_set::store(KIND).await;
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                super::pause_past_the_ttl(&store.url(), &args, bound, async || {
+                crate::lease_set::pause_past_the_ttl(&store.url(), &args, bound, async || {
                     store.frozen_client_blocks_nobody().await
                 })
                 .await;
@@ -115,7 +118,27 @@ macro_rules! lease_set_tests {
     };
 }
 
-backend_kit::for_each_kind!(lease_set_tests);
+/// `count` processes share the keys; killed in turn, their keys move.
+async fn share(kind: backend_kit::Kind, count: usize) {
+    let (store, args, bound) = store(kind).await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    share_and_fail_over(&store.url(), &args, count, bound).await;
+}
+
+/// Every backend: the failover of two processes.
+mod everywhere {
+    backend_kit::for_each_kind!(failover_tests);
+}
+
+/// Each backend's single-node deployment.
+mod single_node {
+    backend_kit::for_each_kind_where!(single_node, single_node_tests);
+}
+
+/// Where claims expire.
+mod expiring {
+    backend_kit::for_each_kind_where!(expiring_single_node, expiring_tests);
+}
 
 #[derive(Debug, PartialEq, Eq)]
 enum State {
