@@ -50,7 +50,7 @@ struct Cli {
     /// Try once instead of campaigning.
     #[arg(long = "try")]
     once: bool,
-    /// Try once for each of the elections e0 .. e<N-1>.
+    /// Try once for each of the elections `e0` .. `e<N-1>`.
     #[arg(long, value_parser = positive)]
     many: Option<usize>,
     /// Campaign for these keys (k1,k2,...) as one lease set.
