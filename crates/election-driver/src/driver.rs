@@ -18,6 +18,10 @@ use futures::stream::BoxStream;
 
 use crate::{AnyClaim, AnyKeyedClaims, Error, LeaseCheck, ParseError, Secret, Settings};
 
+/// A stream of a name's leaders ([`Opened::observe`]): each change, the
+/// leader or `None` for a vacancy.
+pub type Leaders<'a> = BoxStream<'a, Result<Option<Leader>, CoreError>>;
+
 /// A backend's entry in the table of schemes (`election-url`): what it
 /// parses, and how its errors are recognized in a chain.
 pub trait Driver: Send + Sync + 'static {
@@ -196,7 +200,10 @@ pub trait Target: Send + Sync + fmt::Debug + 'static {
     /// }
     /// # Ok(()) }
     /// ```
-    fn open_or_pending<'a>(&'a self, settings: &'a Settings) -> BoxFuture<'a, Result<Opening, Error>> {
+    fn open_or_pending<'a>(
+        &'a self,
+        settings: &'a Settings,
+    ) -> BoxFuture<'a, Result<Opening, Error>> {
         self.open(settings).map(|r| r.map(Opening::Ready)).boxed()
     }
 
@@ -514,11 +521,13 @@ pub trait Opened: Send + Sync + fmt::Debug + 'static {
     /// let changes = o.observe("jobs", std::time::Duration::from_secs(1)).await?;
     /// # drop(changes); Ok(()) }
     /// ```
-    fn observe<'a>(
+    fn observe<'a, 'b>(
         &'a self,
-        name: &'a str,
+        name: &'b str,
         every: Duration,
-    ) -> BoxFuture<'a, Result<BoxStream<'a, Result<Option<Leader>, CoreError>>, CoreError>>;
+    ) -> BoxFuture<'b, Result<Leaders<'a>, CoreError>>
+    where
+        'a: 'b;
 
     /// Which store keeps the elections ([`Election::store_id`](election_core::Election::store_id)).
     ///
@@ -633,11 +642,14 @@ pub trait Opened: Send + Sync + fmt::Debug + 'static {
     /// if let Some(w) = o.watch("jobs", std::time::Duration::from_secs(1)).await? { println!("{}", w.what); }
     /// # Ok(()) }
     /// ```
-    fn watch<'a>(
+    fn watch<'a, 'b>(
         &'a self,
-        name: &'a str,
+        name: &'b str,
         every: Duration,
-    ) -> BoxFuture<'a, Result<Option<Watch<'a>>, Error>> {
+    ) -> BoxFuture<'b, Result<Option<Watch<'a>>, Error>>
+    where
+        'a: 'b,
+    {
         let _ = (name, every);
         futures::future::ready(Ok(None)).boxed()
     }

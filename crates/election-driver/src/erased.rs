@@ -12,9 +12,8 @@ use std::fmt;
 use std::time::Duration;
 
 use election_core::{
-    Claim, Claimed, ConfigError, ElectionName, End, Epoch, Error, HeldKey, HoldReporter,
-    Identity, KeyedClaims, Leader, LeaderValue, LossReason, RenewalPolicy, TermReporter,
-    WatchGuard, Won,
+    Claim, Claimed, ConfigError, ElectionName, End, Epoch, Error, HeldKey, HoldReporter, Identity,
+    KeyedClaims, Leader, LeaderValue, LossReason, RenewalPolicy, TermReporter, WatchGuard, Won,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -35,7 +34,11 @@ trait DynClaim: Send + Sync + fmt::Debug + 'static {
     fn backend(&self) -> &'static str;
     fn open(&self) -> BoxFuture<'_, Result<AnyAttempt, Error>>;
     fn try_claim<'a>(&'a self, a: &'a mut AnyAttempt) -> BoxFuture<'a, Result<Option<Won>, Error>>;
-    fn wait<'a>(&'a self, a: &'a mut AnyAttempt, poll: Duration) -> BoxFuture<'a, Result<(), Error>>;
+    fn wait<'a>(
+        &'a self,
+        a: &'a mut AnyAttempt,
+        poll: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>>;
     fn watch(&self, a: &mut AnyAttempt, won: Won, r: TermReporter) -> Result<WatchGuard, Error>;
     fn confirm<'a>(&'a self, a: &'a mut AnyAttempt) -> BoxFuture<'a, Result<(), Error>>;
     fn proclaim<'a>(
@@ -79,7 +82,11 @@ impl<C: Claim + fmt::Debug> DynClaim for C {
         }
         .boxed()
     }
-    fn wait<'a>(&'a self, a: &'a mut AnyAttempt, poll: Duration) -> BoxFuture<'a, Result<(), Error>> {
+    fn wait<'a>(
+        &'a self,
+        a: &'a mut AnyAttempt,
+        poll: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
         async move {
             match a.0.downcast_mut::<C::Attempt>() {
                 Some(a) => Claim::wait(self, a, poll).await,
@@ -229,7 +236,11 @@ trait DynKeyedClaims: Send + Sync + 'static {
         &'a self,
         held: &'a [HeldKey],
     ) -> BoxFuture<'a, Result<Vec<(ElectionName, LossReason)>, Error>>;
-    fn confirm<'a>(&'a self, key: &'a ElectionName, epoch: Epoch) -> BoxFuture<'a, Result<(), Error>>;
+    fn confirm<'a>(
+        &'a self,
+        key: &'a ElectionName,
+        epoch: Epoch,
+    ) -> BoxFuture<'a, Result<(), Error>>;
     fn release<'a>(&'a self, held: &'a [HeldKey]) -> BoxFuture<'a, ()>;
     fn give<'a>(&'a self, held: &'a [HeldKey]) -> BoxFuture<'a, ()>;
     fn pass<'a>(&'a self, keys: &'a [ElectionName]) -> BoxFuture<'a, ()>;
@@ -259,7 +270,11 @@ impl<K: KeyedClaims> DynKeyedClaims for K {
     ) -> BoxFuture<'a, Result<Vec<(ElectionName, LossReason)>, Error>> {
         KeyedClaims::renew(self, held).boxed()
     }
-    fn confirm<'a>(&'a self, key: &'a ElectionName, epoch: Epoch) -> BoxFuture<'a, Result<(), Error>> {
+    fn confirm<'a>(
+        &'a self,
+        key: &'a ElectionName,
+        epoch: Epoch,
+    ) -> BoxFuture<'a, Result<(), Error>> {
         KeyedClaims::confirm(self, key, epoch).boxed()
     }
     fn release<'a>(&'a self, held: &'a [HeldKey]) -> BoxFuture<'a, ()> {

@@ -11,7 +11,6 @@ use std::time::Duration;
 /// freed) has no use for lease timing: `election_url::Settings::unused_by`
 /// names the settings a scheme ignores, for a tool to refuse or note them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct Settings {
     /// The lease TTL.
     pub ttl: Option<Duration>,

@@ -12,8 +12,8 @@ use std::time::Duration;
 use election_core::{ElectionName, Epoch, Error as CoreError, Identity, Leader, PerKeyClaims};
 use election_driver::grammar::{absolute, encode, flag, query, split_query};
 use election_driver::{
-    AnyClaim, AnyKeyedClaims, Changes, Driver, EpochRepair, Error, LeaseCheck, Opened,
-    ParseError, Settings, Target,
+    AnyClaim, AnyKeyedClaims, Changes, Driver, EpochRepair, Error, LeaseCheck, Opened, ParseError,
+    Settings, Target,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -139,7 +139,11 @@ impl Target for FileUrl {
     }
 
     fn write(&self, f: &mut fmt::Formatter<'_>, _whole: bool) -> fmt::Result {
-        write!(f, "file://{}", encode(self.dir.as_os_str().as_bytes(), true))?;
+        write!(
+            f,
+            "file://{}",
+            encode(self.dir.as_os_str().as_bytes(), true)
+        )?;
         for (i, k) in self.given().enumerate() {
             write!(f, "{}{k}=1", if i == 0 { '?' } else { '&' })?;
         }
@@ -221,11 +225,14 @@ impl Opened for FileElection {
         election_core::Election::leaders(self, names).boxed()
     }
 
-    fn observe<'a>(
+    fn observe<'a, 'b>(
         &'a self,
-        name: &'a str,
+        name: &'b str,
         every: Duration,
-    ) -> BoxFuture<'a, Result<BoxStream<'a, Result<Option<Leader>, CoreError>>, CoreError>> {
+    ) -> BoxFuture<'b, Result<BoxStream<'a, Result<Option<Leader>, CoreError>>, CoreError>>
+    where
+        'a: 'b,
+    {
         async move {
             use futures::StreamExt;
             Ok(election_core::Election::observe(self, name, every)
@@ -275,13 +282,17 @@ impl Opened for FileElection {
     }
 
     fn changes(&self, name: &str) -> Option<Result<Changes, Error>> {
-        Some(FileElection::changes(self, name).map_err(Error::from).map(|c| {
-            let stream = futures::stream::unfold(c, |mut c| async move {
-                let r = c.changed().await.map_err(Error::from);
-                Some((r, c))
-            });
-            Changes::new(Box::pin(stream))
-        }))
+        Some(
+            FileElection::changes(self, name)
+                .map_err(Error::from)
+                .map(|c| {
+                    let stream = futures::stream::unfold(c, |mut c| async move {
+                        let r = c.changed().await.map_err(Error::from);
+                        Some((r, c))
+                    });
+                    Changes::new(Box::pin(stream))
+                }),
+        )
     }
 
     fn last_term(&self, name: &str) -> Result<Option<Leader>, Error> {

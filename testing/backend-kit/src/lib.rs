@@ -339,7 +339,9 @@ impl Store {
     pub fn url(&self) -> String {
         match &self.place {
             Place::File(dir) => BackendUrl::file(dir).to_string(),
-            Place::Sqlite(db) => BackendUrl::Sqlite(db.clone()).to_string(),
+            Place::Sqlite(db) => {
+                BackendUrl::new(election_sqlite::SqliteUrl::new(db.clone())).to_string()
+            }
             Place::Postgres(server) => server.url(),
             Place::Nats(server) => server.url(),
             Place::NatsCluster(cluster) => format!("{}?replicas=3", cluster.urls().join(",")),

@@ -540,11 +540,11 @@ pub(crate) fn notes(
     step("balanced lease set: file, CPU", || {
         cpu("file", &file_cpu, bin, log, c, notes)
     })?;
-    let sqlite = election_url::BackendUrl::Sqlite(dir.join("balance.db")).to_string();
+    let sqlite = crate::handover::sqlite_url(&dir.join("balance.db"));
     step("balanced lease set: SQLite, join/leave/crash", || {
         convergence("SQLite", &sqlite, true, bin, log, c, notes)
     })?;
-    let sqlite_cpu = election_url::BackendUrl::Sqlite(dir.join("balance-cpu.db")).to_string();
+    let sqlite_cpu = crate::handover::sqlite_url(&dir.join("balance-cpu.db"));
     step("balanced lease set: SQLite, CPU", || {
         cpu("SQLite", &sqlite_cpu, bin, log, c, notes)
     })?;

@@ -151,20 +151,18 @@ impl Chain {
                 timings,
             } => {
                 let mut cmd = Command::new(bin);
-                cmd.arg("--backend")
-                    .arg(BackendUrl::Sqlite(db.clone()).to_string())
-                    .args([
-                        "--name",
-                        name,
-                        "--identity",
-                        &id,
-                        "--ttl-ms",
-                        &timings.ttl_ms.to_string(),
-                        "--renew-ms",
-                        &timings.renew_ms.to_string(),
-                        "--poll-ms",
-                        &timings.poll_ms.to_string(),
-                    ]);
+                cmd.arg("--backend").arg(sqlite_url(db)).args([
+                    "--name",
+                    name,
+                    "--identity",
+                    &id,
+                    "--ttl-ms",
+                    &timings.ttl_ms.to_string(),
+                    "--renew-ms",
+                    &timings.renew_ms.to_string(),
+                    "--poll-ms",
+                    &timings.poll_ms.to_string(),
+                ]);
                 cmd
             }
             Kind::NatsCandidate {
@@ -175,11 +173,9 @@ impl Chain {
                 replicas,
                 poll_ms,
             } => {
-                let mut url =
-                    BackendUrl::parse(urls).map_err(|e| format!("bad NATS URLs {urls:?}: {e}"))?;
-                if let BackendUrl::Nats(n) = &mut url {
-                    n.replicas = Some(*replicas);
-                }
+                let sep = if urls.contains('?') { '&' } else { '?' };
+                let url = BackendUrl::parse(&format!("{urls}{sep}replicas={replicas}"))
+                    .map_err(|e| format!("bad NATS URLs {urls:?}: {e}"))?;
                 let mut cmd = Command::new(bin);
                 cmd.args([
                     "--backend",
@@ -336,4 +332,9 @@ mod tests {
             "{buckets:?}"
         );
     }
+}
+
+/// The `sqlite://` URL of the database at `db`.
+pub(crate) fn sqlite_url(db: &std::path::Path) -> String {
+    BackendUrl::new(election_sqlite::SqliteUrl::new(db)).to_string()
 }

@@ -1055,7 +1055,10 @@ async fn hard_link(
             slot,
             candidates::SlotLaunch {
                 reach: Some(candidates::Reach {
-                    url: BackendUrl::Sqlite(link.clone()).to_string(),
+                    url: election_url::BackendUrl::new(election_sqlite::SqliteUrl::new(
+                        link.clone(),
+                    ))
+                    .to_string(),
                     wrapper: Vec::new(),
                 }),
                 ..Default::default()
@@ -1204,7 +1207,12 @@ fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candida
     let ms = |d: Duration| format!("{}ms", d.as_millis());
     let (backend, timing) = match plan.backend {
         Target::Sqlite => (
-            Some(BackendUrl::Sqlite(out.join("election.db")).to_string()),
+            Some(
+                election_url::BackendUrl::new(election_sqlite::SqliteUrl::new(
+                    out.join("election.db"),
+                ))
+                .to_string(),
+            ),
             vec![
                 "--ttl".to_owned(),
                 ms(plan.ttl),
@@ -1286,7 +1294,10 @@ fn second_spelling(plan: &Plan, out: &std::path::Path) -> std::io::Result<candid
     let at = out.join("second-spelling");
     std::fs::create_dir_all(&at)?;
     let url = match plan.backend {
-        Target::Sqlite => BackendUrl::Sqlite(at.join("election.db")).to_string(),
+        Target::Sqlite => {
+            election_url::BackendUrl::new(election_sqlite::SqliteUrl::new(at.join("election.db")))
+                .to_string()
+        }
         _ => BackendUrl::file(at.clone()).to_string(),
     };
     Ok(candidates::Reach::bind_mounted(
