@@ -1003,3 +1003,45 @@ impl Backend {
         }
     }
 }
+
+/// A clock injected into any backend, for a test harness (ADR 0053).
+impl Backend {
+    /// This backend with `clock` in place of the system's clocks, where
+    /// the backend takes one (SQLite and PostgreSQL: the wall clock they
+    /// write for people to read, and the monotonic clock their lease
+    /// decisions read); it shares the open backend's connections. The
+    /// file and NATS backends have no injectable wall clock: an
+    /// [`Error::Config`] (`ConfigError::BadSetting`, setting `clock`)
+    /// says so, and a harness goes on with the backend as it is.
+    ///
+    /// Failure model: only that refusal; no I/O.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use election_url::{BackendUrl, Error, Settings, SystemClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let url: BackendUrl = format!("sqlite://{}", tmp.path().join("app.db").display()).parse()?;
+    /// let backend = url.open(&Settings::default()).await?;
+    /// let backend = backend.with_clock(Arc::new(SystemClock))?;
+    /// assert_eq!(backend.kind(), "sqlite");
+    ///
+    /// let file = BackendUrl::file(tmp.path()).open(&Settings::default()).await?;
+    /// assert!(matches!(file.with_clock(Arc::new(SystemClock)), Err(Error::Config(_))));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_clock(&self, clock: std::sync::Arc<dyn crate::Clock>) -> Result<Backend, Error> {
+        match self {
+            Backend::Sqlite(e) => Ok(Backend::Sqlite(e.clone().with_clock(clock))),
+            Backend::Postgres(e) => Ok(Backend::Postgres(e.clone().with_clock(clock))),
+            Backend::File(_) | Backend::Nats(_) => Err(ConfigError::BadSetting {
+                setting: "clock",
+                reason: format!("the {} backend has no injectable wall clock", self.kind()),
+            }
+            .into()),
+        }
+    }
+}

@@ -83,6 +83,9 @@ pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, Holder, LeaseTiming, W
 pub use check::LeaseCheck;
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use election_file::Changes;
+/// The clock [`Backend::with_clock`] takes, and the system's (the SQL
+/// backends' shared `election_sql::Clock`, re-exported by each).
+pub use election_sqlite::{Clock, SystemClock};
 pub use error::{Error, ParseError, classify};
 pub use open::Settings;
 pub use opening::{Opening, Pending};

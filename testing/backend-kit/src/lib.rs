@@ -329,6 +329,20 @@ impl Kind {
         matches!(self, Kind::Nats | Kind::NatsCluster)
     }
 
+    /// Whether a lease set keeps its keys apart from the elections single
+    /// candidates campaign in (NATS: buckets of their own), so that a set
+    /// meant to contend with candidates for one election is made of the
+    /// candidates' own claims (`PerKeyClaims`) instead.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().filter(|k| k.lease_sets_apart()).all(|k| k.has_buckets()));
+    /// ```
+    pub fn lease_sets_apart(self) -> bool {
+        matches!(self, Kind::Nats | Kind::NatsCluster)
+    }
+
     /// What the deployment may add, after a server or node was killed and
     /// started again, before its clients count a TTL: PostgreSQL's crash
     /// recovery and the pools' reconnection (5 s), a cluster's new meta

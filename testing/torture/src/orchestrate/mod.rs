@@ -420,6 +420,10 @@ async fn setup(plan: &Plan) -> Result<Running, Error> {
     if plan.unsafe_mode {
         common.push("--unsafe".into());
     }
+    if plan.backend.lease_sets_apart() {
+        // `close`'s lease set must contend with the candidates.
+        common.push("--set-of-claims".into());
+    }
     let mut extra = vec![Vec::new(); plan.candidates];
     let store = blocking(|| plan.backend.start_in(&out))?;
     let mut proxies = Vec::new();
