@@ -258,15 +258,18 @@ fn resolve_with(
             );
         }
     }
-    let Some(u) = url.filter(|_| takes_credentials) else {
-        if let Some(flag) = flags.given().first() {
-            return Err(Failure::config(format!(
-                "{flag} is for NATS backends only (--backend nats://...)"
-            ))
-            .hint("drop the NATS credential flags, or use a nats:// backend"));
+    let u = match url {
+        Some(u) if takes_credentials => u,
+        url => {
+            if let Some(flag) = flags.given().first() {
+                return Err(Failure::config(format!(
+                    "{flag} is for NATS backends only (--backend nats://...)"
+                ))
+                .hint("drop the NATS credential flags, or use a nats:// backend"));
+            }
+            // The variables may be set for other invocations: ignored here.
+            return Ok(url);
         }
-        // The variables may be set for other invocations: ignored here.
-        return Ok(url);
     };
     let credentials = resolve_nats(u.credentials(), flags, env, report)?;
     Ok(u.with_credentials(credentials))

@@ -87,6 +87,24 @@ impl Error {
         Error::Opening(Box::new(error))
     }
 
+    /// The backend's own error this error carries, if it is a `T`.
+    ///
+    /// ```
+    /// use election_driver::Error;
+    ///
+    /// let inner = election_core::ConfigError::Unsupported { what: "proclaim", backend: "x" };
+    /// let e = Error::backend("the X backend", inner);
+    /// assert!(e.downcast_ref::<election_core::ConfigError>().is_some());
+    /// ```
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            Error::Backend { error, .. } | Error::Opening(error) => {
+                error.as_error().downcast_ref::<T>()
+            }
+            _ => None,
+        }
+    }
+
     /// The error of the backend (or the settings, or the election) this
     /// error wraps, for a message that names only the cause.
     ///

@@ -82,6 +82,8 @@ mod table;
 mod url;
 
 pub use backend::{AnyLeaseSet, Backend, Opening, Pending};
+/// The clock [`Backend::with_clock`] takes, and the system's.
+pub use election_core::{Clock, SystemClock};
 pub use election_driver::{
     AnyAttempt, AnyClaim, Changes, Credentials, DurationError, EpochRepair, Holder, LeaseCheck,
     LeaseTiming, MAX_DURATION, REDACTED, Secret, Settings, Warning, Watch, format_duration,

@@ -6,16 +6,22 @@ use std::path::PathBuf;
 use election_testkit::display::{assert_chains, chain};
 use election_url::{Error, ParseError};
 
+/// The schemes compiled in, in the table's order.
+const SCHEMES: &[&str] = &["file", "sqlite", "nats", "postgres"];
+
 #[test]
 fn every_parse_error_kind_says_what_and_why() {
     let cases: Vec<(ParseError, &str)> = vec![
         (
-            ParseError::NoScheme,
+            ParseError::NoScheme {
+                schemes: SCHEMES.to_vec(),
+            },
             "no scheme (file://, sqlite://, nats:// or postgres://)",
         ),
         (
             ParseError::UnknownScheme {
                 scheme: "redis".into(),
+                schemes: SCHEMES.to_vec(),
             },
             "unknown scheme \"redis\" (file, sqlite, nats or postgres)",
         ),
@@ -63,7 +69,9 @@ fn every_parse_error_kind_says_what_and_why() {
 fn every_error_kind_says_what_and_why() {
     let cases: Vec<(Error, &str)> = vec![
         (
-            Error::Url(ParseError::NoScheme),
+            Error::Url(ParseError::NoScheme {
+                schemes: SCHEMES.to_vec(),
+            }),
             "bad backend URL: no scheme (file://, sqlite://, nats:// or postgres://)",
         ),
         (
@@ -74,10 +82,10 @@ fn every_error_kind_says_what_and_why() {
             "bad settings: bad setting ttl: 0ns is below 1ms",
         ),
         (
-            Error::Credentials {
+            Error::opening(election_nats::ConnectError::Credentials {
                 path: PathBuf::from("/etc/app.creds"),
                 source: std::io::Error::from_raw_os_error(2),
-            },
+            }),
             "cannot read the NATS credentials file /etc/app.creds: No such file or directory \
              (os error 2)",
         ),
@@ -88,33 +96,33 @@ fn every_error_kind_says_what_and_why() {
             "the directory /srv/elections does not exist: no election has run there",
         ),
         (
-            Error::Passfile {
-                path: PathBuf::from("/etc/app.pass"),
-                reason: "others may read it (mode 0644)".into(),
-            },
+            Error::opening(election_postgres::PassfileError::new(
+                "/etc/app.pass",
+                "others may read it (mode 0644)",
+            )),
             "cannot use the password file /etc/app.pass: others may read it (mode 0644)",
         ),
         (
-            Error::File(election_file::Error::NotADirectory {
+            Error::from(election_file::Error::NotADirectory {
                 path: PathBuf::from("/srv/file"),
             }),
             "the file backend: /srv/file is not a directory",
         ),
         (
-            Error::Sqlite(election_sqlite::Error::FileReplaced {
+            Error::from(election_sqlite::Error::FileReplaced {
                 path: PathBuf::from("/srv/app.db"),
             }),
             "the SQLite backend: the database file /srv/app.db was deleted or replaced after it \
              was opened; reopen it (epochs in a replaced file can repeat)",
         ),
         (
-            Error::Nats(election_nats::Error::NoBucket {
+            Error::from(election_nats::Error::NoBucket {
                 bucket: "elections".into(),
             }),
             "the NATS backend: bucket elections does not exist (yet): no election has run in it",
         ),
         (
-            Error::Postgres(election_postgres::Error::TimedOut {
+            Error::from(election_postgres::Error::TimedOut {
                 after: std::time::Duration::from_secs(2),
             }),
             "the PostgreSQL backend: a read from PostgreSQL did not answer within 2s",
@@ -122,7 +130,7 @@ fn every_error_kind_says_what_and_why() {
     ];
     assert_chains(cases);
     // A backend error with a source below it: named once.
-    let e = Error::File(election_file::Error::PermissionDenied {
+    let e = Error::from(election_file::Error::PermissionDenied {
         path: PathBuf::from("/srv/e"),
         source: std::io::Error::from_raw_os_error(13),
     });

@@ -6,7 +6,11 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use election_url::{BackendUrl, FileUrl, NatsUrl, PostgresUrl, REDACTED, Secret};
+use election_file::FileUrl;
+use election_nats::NatsUrl;
+use election_postgres::PostgresUrl;
+use election_sqlite::SqliteUrl;
+use election_url::{BackendUrl, REDACTED, Secret};
 use proptest::prelude::*;
 
 /// Any absolute path without NUL bytes.
@@ -116,11 +120,11 @@ fn url() -> impl Strategy<Value = BackendUrl> {
             let mut file = FileUrl::new(dir);
             file.volatile_ok = volatile_ok;
             file.unknown_fs_ok = unknown_fs_ok;
-            BackendUrl::File(file)
+            BackendUrl::new(file)
         }),
-        path().prop_map(BackendUrl::Sqlite),
-        nats().prop_map(BackendUrl::Nats),
-        postgres().prop_map(BackendUrl::Postgres),
+        path().prop_map(|p| BackendUrl::new(SqliteUrl::new(p))),
+        nats().prop_map(BackendUrl::new),
+        postgres().prop_map(BackendUrl::new),
     ]
 }
 
@@ -136,24 +140,33 @@ proptest! {
         let shown = url.to_string();
         let parsed = BackendUrl::parse(&shown);
         prop_assert!(parsed.is_ok(), "{}", shown);
-        if let BackendUrl::Nats(n) = &url {
+        // Every secret the URL carries is hidden, whatever its backend.
+        let creds = url.credentials();
+        for secret in creds.password.iter().chain(creds.token.iter()) {
+            if secret.expose().len() > REDACTED.len() {
+                prop_assert!(!shown.contains(secret.expose()), "{}", shown);
+            }
+        }
+        let parsed_creds = parsed.as_ref().map(BackendUrl::credentials).unwrap_or_default();
+        prop_assert!(parsed_creds.password.iter().chain(parsed_creds.token.iter()).all(|t| t.expose() == REDACTED));
+        if let Some(n) = url.downcast_ref::<NatsUrl>() {
             for secret in n.user.iter().map(|(_, p)| p).chain(n.token.iter()) {
                 if secret.expose().len() > REDACTED.len() {
                     prop_assert!(!shown.contains(secret.expose()), "{}", shown);
                 }
             }
-            let Ok(BackendUrl::Nats(p)) = &parsed else { unreachable!() };
+            let p = parsed.as_ref().ok().and_then(|p| p.downcast_ref::<NatsUrl>()).expect("a NATS URL");
             prop_assert_eq!(&p.servers, &n.servers);
             prop_assert_eq!(&p.bucket, &n.bucket);
             prop_assert!(p.token.iter().all(|t| t.expose() == REDACTED));
         }
-        if let BackendUrl::Postgres(pg) = &url {
+        if let Some(pg) = url.downcast_ref::<PostgresUrl>() {
             if let Some(secret) = &pg.password
                 && secret.expose().len() > REDACTED.len()
             {
                 prop_assert!(!shown.contains(secret.expose()), "{}", shown);
             }
-            let Ok(BackendUrl::Postgres(p)) = &parsed else { unreachable!() };
+            let p = parsed.as_ref().ok().and_then(|p| p.downcast_ref::<PostgresUrl>()).expect("a PostgreSQL URL");
             prop_assert_eq!(&p.host, &pg.host);
             prop_assert_eq!(&p.database, &pg.database);
             prop_assert!(p.password.iter().all(|t| t.expose() == REDACTED));
