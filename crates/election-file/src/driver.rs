@@ -315,3 +315,50 @@ impl Opened for FileElection {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use election_testkit::display::{assert_chains, chain};
+    use election_testkit::driver::{Printed, absolute_path, round_trip};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn print_then_parse_is_the_same_url(
+            dir in absolute_path(),
+            volatile_ok in any::<bool>(),
+            unknown_fs_ok in any::<bool>(),
+        ) {
+            let mut url = FileUrl::new(dir);
+            url.volatile_ok = volatile_ok;
+            url.unknown_fs_ok = unknown_fs_ok;
+            round_trip(&FileDriver, &url)?;
+            let whole = Printed(&url, true).to_string();
+            let again = FileDriver.parse(&whole["file://".len()..]);
+            let again = again.as_ref().ok().and_then(|t| t.as_any().downcast_ref::<FileUrl>());
+            prop_assert_eq!(again, Some(&url), "{}", whole);
+        }
+    }
+
+    #[test]
+    fn the_file_backends_errors_say_what_and_why() {
+        assert_chains([(
+            Error::from(crate::Error::NotADirectory {
+                path: PathBuf::from("/srv/file"),
+            }),
+            "the file backend: /srv/file is not a directory",
+        )]);
+        // A backend error with a source below it: named once.
+        let e = Error::from(crate::Error::PermissionDenied {
+            path: PathBuf::from("/srv/e"),
+            source: std::io::Error::from_raw_os_error(13),
+        });
+        assert_eq!(
+            chain(&e),
+            "the file backend: permission denied: /srv/e; give this process read and write \
+             access: Permission denied (os error 13)"
+        );
+    }
+}

@@ -692,6 +692,10 @@ impl Opened for NatsElection {
 
 #[cfg(test)]
 mod tests {
+    use election_testkit::display::assert_chains;
+    use election_testkit::driver::{absolute_path, round_trip, text};
+    use proptest::prelude::*;
+
     use super::*;
 
     fn parse(url: &str) -> Result<Box<dyn Target>, ParseError> {
@@ -841,6 +845,74 @@ mod tests {
             Printed(other.as_ref(), true).to_string(),
             "nats://h:1?bucket=b&creds=/etc/app.creds"
         );
+    }
+
+    fn host() -> impl Strategy<Value = String> {
+        ("[a-z0-9][a-z0-9.-]{0,10}", any::<u16>()).prop_map(|(h, p)| format!("{h}:{p}"))
+    }
+
+    /// Any `nats://` URL.
+    fn nats_url() -> impl Strategy<Value = NatsUrl> {
+        (
+            prop::collection::vec(host(), 1..4),
+            prop::option::of((text(), text())),
+            prop::option::of(text()),
+            prop::option::of(0usize..10),
+            prop::option::of(absolute_path()),
+            prop::option::of(text()),
+            any::<bool>(),
+        )
+            .prop_map(|(servers, user, bucket, replicas, creds, token, ok)| {
+                let mut n = NatsUrl::default();
+                n.servers = servers;
+                n.user = user.map(|(u, p)| (u, Secret::new(p)));
+                n.bucket = bucket;
+                n.replicas = replicas;
+                // `?creds=` values are text.
+                n.creds = creds.map(|c| PathBuf::from(c.to_string_lossy().into_owned()));
+                n.token = token.map(Secret::new);
+                n.single_replica_ok = ok;
+                n
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn print_then_parse_is_the_same_url(url in nats_url()) {
+            round_trip(&NatsDriver, &url)?;
+            let whole = Printed(&url, true).to_string();
+            let again = parse(&whole);
+            let again = again.as_ref().ok().and_then(|t| t.as_any().downcast_ref::<NatsUrl>());
+            prop_assert_eq!(again, Some(&url), "{}", whole);
+            // Redacted, the URL still says where: the servers, the bucket.
+            let shown = Printed(&url, false).to_string();
+            let parsed = parse(&shown);
+            let p = parsed.as_ref().ok().and_then(|t| t.as_any().downcast_ref::<NatsUrl>());
+            let p = p.expect("a NATS URL");
+            prop_assert_eq!(&p.servers, &url.servers);
+            prop_assert_eq!(&p.bucket, &url.bucket);
+            prop_assert!(p.token.iter().all(|t| t.expose() == election_driver::REDACTED));
+        }
+    }
+
+    #[test]
+    fn the_nats_backends_errors_say_what_and_why() {
+        assert_chains([
+            (
+                Error::opening(ConnectError::Credentials {
+                    path: PathBuf::from("/etc/app.creds"),
+                    source: std::io::Error::from_raw_os_error(2),
+                }),
+                "cannot read the NATS credentials file /etc/app.creds: No such file or directory \
+                 (os error 2)",
+            ),
+            (
+                Error::from(crate::Error::NoBucket {
+                    bucket: "elections".into(),
+                }),
+                "the NATS backend: bucket elections does not exist (yet): no election has run in it",
+            ),
+        ]);
     }
 
     fn settings(ttl: Option<u64>, renew: Option<u64>, grace: Option<u64>) -> Settings {

@@ -763,8 +763,12 @@ impl Opened for PostgresElection {
 
 #[cfg(test)]
 mod tests {
+    use election_driver::{REDACTED, redact};
+    use election_testkit::display::assert_chains;
+    use election_testkit::driver::{absolute_path, round_trip, text};
+    use proptest::prelude::*;
+
     use super::*;
-    use election_driver::redact;
 
     fn pg(rest: &str) -> PostgresUrl {
         match PostgresDriver.parse(rest) {
@@ -911,6 +915,99 @@ mod tests {
             "postgres://us%40r:p%3Aw@[::1]:5433/d%20b?schema=s&ttl=9s&renew=3s&passfile=/p%20f&sslmode=require"
         );
         assert_eq!(parse(&whole).unwrap(), url);
+    }
+
+    fn duration() -> impl Strategy<Value = Duration> {
+        (1u64..100_000_000).prop_map(Duration::from_millis)
+    }
+
+    fn pg_host() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z0-9][a-z0-9._-]{0,10}",
+            Just("[::1]".to_owned()),
+            // A unix socket directory.
+            absolute_path().prop_map(|p| format!("/{}", p.to_string_lossy().trim_start_matches('/'))),
+        ]
+    }
+
+    /// Any `postgres://` URL.
+    fn postgres() -> impl Strategy<Value = PostgresUrl> {
+        (
+            (
+                prop::option::of(("[^\u{0}]{1,12}", prop::option::of(text()))),
+                pg_host(),
+                prop::option::of(1u16..),
+                prop::option::of("[^\u{0}]{1,12}"),
+            ),
+            (
+                prop::option::of("[a-z_][a-z0-9_]{0,20}"),
+                prop::option::of(duration()),
+                prop::option::of(duration()),
+                prop::option::of(absolute_path()),
+                prop::option::of(prop::sample::select(vec![
+                    "disable",
+                    "require",
+                    "verify-full",
+                ])),
+            ),
+        )
+            .prop_filter("not a pg_ schema", |(_, (s, ..))| {
+                s.as_deref().is_none_or(|s| !s.starts_with("pg_"))
+            })
+            .prop_map(
+                |((user, host, port, database), (schema, ttl, renew, passfile, sslmode))| {
+                    let mut p = PostgresUrl::default();
+                    if let Some((u, pw)) = user {
+                        p.user = Some(u);
+                        p.password = pw.map(Secret::new);
+                    }
+                    p.host = host;
+                    p.port = port;
+                    p.database = database;
+                    p.schema = schema;
+                    p.ttl = ttl;
+                    p.renew = renew;
+                    p.passfile = passfile.map(|c| PathBuf::from(c.to_string_lossy().into_owned()));
+                    p.sslmode = sslmode.map(str::to_owned);
+                    p
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn print_then_parse_is_the_same_url(url in postgres()) {
+            round_trip(&PostgresDriver, &url)?;
+            let whole = Printed(&url, true).to_string();
+            prop_assert_eq!(parse(&whole), Ok(url.clone()), "{}", whole);
+            // Redacted, the URL still says where: the host, the database.
+            let shown = Printed(&url, false).to_string();
+            let p = parse(&shown);
+            prop_assert!(p.is_ok(), "{}", shown);
+            let p = p.expect("a PostgreSQL URL");
+            prop_assert_eq!(&p.host, &url.host);
+            prop_assert_eq!(&p.database, &url.database);
+            prop_assert!(p.password.iter().all(|t| t.expose() == REDACTED));
+        }
+    }
+
+    #[test]
+    fn the_postgres_backends_errors_say_what_and_why() {
+        assert_chains([
+            (
+                Error::opening(PassfileError::new(
+                    "/etc/app.pass",
+                    "others may read it (mode 0644)",
+                )),
+                "cannot use the password file /etc/app.pass: others may read it (mode 0644)",
+            ),
+            (
+                Error::from(crate::Error::TimedOut {
+                    after: Duration::from_secs(2),
+                }),
+                "the PostgreSQL backend: a read from PostgreSQL did not answer within 2s",
+            ),
+        ]);
     }
 
     #[test]

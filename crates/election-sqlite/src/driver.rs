@@ -288,6 +288,10 @@ impl Opened for SqliteElection {
 
 #[cfg(test)]
 mod tests {
+    use election_testkit::display::assert_chains;
+    use election_testkit::driver::{absolute_path, round_trip};
+    use proptest::prelude::*;
+
     use super::*;
 
     fn parse(rest: &str) -> Result<SqliteUrl, ParseError> {
@@ -338,6 +342,27 @@ mod tests {
         assert_eq!(url.shown(), "sqlite:///srv/my app?.db");
         let back = parse(&Printed(&url).to_string()["sqlite://".len()..]).unwrap();
         assert_eq!(back, url);
+    }
+
+    proptest! {
+        #[test]
+        fn print_then_parse_is_the_same_url(path in absolute_path()) {
+            let url = SqliteUrl::new(path);
+            round_trip(&SqliteDriver, &url)?;
+            let whole = Printed(&url).to_string();
+            prop_assert_eq!(parse(&whole["sqlite://".len()..]), Ok(url), "{}", whole);
+        }
+    }
+
+    #[test]
+    fn the_sqlite_backends_errors_say_what_and_why() {
+        assert_chains([(
+            Error::from(crate::Error::FileReplaced {
+                path: PathBuf::from("/srv/app.db"),
+            }),
+            "the SQLite backend: the database file /srv/app.db was deleted or replaced after it \
+             was opened; reopen it (epochs in a replaced file can repeat)",
+        )]);
     }
 
     #[test]
