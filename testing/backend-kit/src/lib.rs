@@ -566,11 +566,17 @@ impl Store {
     /// let scratch = tempfile::tempdir().expect("a directory");
     /// let store = backend_kit::Kind::Sqlite.start_in(scratch.path())?;
     /// assert_eq!(store.url_in("/mnt/other".as_ref()).as_deref(), Some("sqlite:///mnt/other/election.db"));
+    /// let store = backend_kit::Kind::File.start_in(scratch.path())?;
+    /// assert_eq!(store.url_in("/mnt/other".as_ref()).as_deref(), Some("file:///mnt/other"));
     /// # Ok(()) }
     /// ```
     pub fn url_in(&self, dir: &Path) -> Option<String> {
         let local = self.local_path()?;
         let within = local.strip_prefix(self.local_dir()?).ok()?;
+        if within.as_os_str().is_empty() {
+            // The store is the directory itself (no trailing `/`).
+            return self.kind.url_at(dir);
+        }
         self.kind.url_at(&dir.join(within))
     }
 
