@@ -212,7 +212,11 @@ mod tests {
         let vv = filter(2);
         assert!(at(&vv, "election_file::election", Level::TRACE));
         // Every backend's events, whichever backend: by prefix.
-        for backend in ["election_postgres::notify", "election_sql::keyed", "election_nats"] {
+        for backend in [
+            "election_postgres::notify",
+            "election_sql::keyed",
+            "election_nats",
+        ] {
             assert!(at(&v, backend, Level::DEBUG), "{backend}");
         }
         assert!(at(&vv, "async_nats::connector", Level::DEBUG));

@@ -862,18 +862,18 @@ mod tests {
             prop::option::of(text()),
             any::<bool>(),
         )
-            .prop_map(|(servers, user, bucket, replicas, creds, token, ok)| {
-                let mut n = NatsUrl::default();
-                n.servers = servers;
-                n.user = user.map(|(u, p)| (u, Secret::new(p)));
-                n.bucket = bucket;
-                n.replicas = replicas;
-                // `?creds=` values are text.
-                n.creds = creds.map(|c| PathBuf::from(c.to_string_lossy().into_owned()));
-                n.token = token.map(Secret::new);
-                n.single_replica_ok = ok;
-                n
-            })
+            .prop_map(
+                |(servers, user, bucket, replicas, creds, token, ok)| NatsUrl {
+                    servers,
+                    user: user.map(|(u, p)| (u, Secret::new(p))),
+                    bucket,
+                    replicas,
+                    // `?creds=` values are text.
+                    creds: creds.map(|c| PathBuf::from(c.to_string_lossy().into_owned())),
+                    token: token.map(Secret::new),
+                    single_replica_ok: ok,
+                },
+            )
     }
 
     proptest! {

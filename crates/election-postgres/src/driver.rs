@@ -926,7 +926,8 @@ mod tests {
             "[a-z0-9][a-z0-9._-]{0,10}",
             Just("[::1]".to_owned()),
             // A unix socket directory.
-            absolute_path().prop_map(|p| format!("/{}", p.to_string_lossy().trim_start_matches('/'))),
+            absolute_path()
+                .prop_map(|p| format!("/{}", p.to_string_lossy().trim_start_matches('/'))),
         ]
     }
 

@@ -57,6 +57,7 @@ pub fn text() -> impl Strategy<Value = String> {
 /// let url = election_file::FileUrl::new("/srv/my elections");
 /// assert_eq!(Printed(&url, true).to_string(), "file:///srv/my%20elections");
 /// ```
+#[derive(Debug)]
 pub struct Printed<'a>(pub &'a dyn Target, pub bool);
 
 impl fmt::Display for Printed<'_> {
@@ -91,11 +92,7 @@ pub fn round_trip(driver: &dyn Driver, url: &dyn Target) -> Result<(), TestCaseE
     let creds = url.credentials();
     for secret in creds.password.iter().chain(creds.token.iter()) {
         if secret.expose().len() > REDACTED.len() {
-            prop_assert!(
-                !shown.contains(secret.expose()),
-                "{} shows a secret",
-                shown
-            );
+            prop_assert!(!shown.contains(secret.expose()), "{} shows a secret", shown);
         }
     }
     let hidden = parsed.credentials();

@@ -26,7 +26,9 @@ fn urls_parse_or_say_why_not() {
     assert_eq!((f.volatile_ok, f.unknown_fs_ok), (false, true));
     assert_eq!(f.dir, PathBuf::from("/mnt/x"));
     assert_eq!(
-        BackendUrl::parse("sqlite:///srv/app.db").unwrap().to_string(),
+        BackendUrl::parse("sqlite:///srv/app.db")
+            .unwrap()
+            .to_string(),
         "sqlite:///srv/app.db"
     );
     for bad in [
