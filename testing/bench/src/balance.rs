@@ -540,11 +540,11 @@ pub(crate) fn notes(
     step("balanced lease set: file, CPU", || {
         cpu("file", &file_cpu, bin, log, c, notes)
     })?;
-    let sqlite = election_url::BackendUrl::Sqlite(dir.join("balance.db")).to_string();
+    let sqlite = format!("sqlite://{}", dir.join("balance.db").display());
     step("balanced lease set: SQLite, join/leave/crash", || {
         convergence("SQLite", &sqlite, true, bin, log, c, notes)
     })?;
-    let sqlite_cpu = election_url::BackendUrl::Sqlite(dir.join("balance-cpu.db")).to_string();
+    let sqlite_cpu = format!("sqlite://{}", dir.join("balance-cpu.db").display());
     step("balanced lease set: SQLite, CPU", || {
         cpu("SQLite", &sqlite_cpu, bin, log, c, notes)
     })?;

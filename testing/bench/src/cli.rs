@@ -507,7 +507,7 @@ pub(crate) fn rows(
         ),
         (
             "sqlite",
-            lease(election_url::BackendUrl::Sqlite(s.dir.join("cli.db")).to_string()),
+            lease(format!("sqlite://{}", s.dir.join("cli.db").display())),
             s.counts.lease_failovers,
         ),
         ("nats", lease(server.url()), s.counts.lease_failovers),
