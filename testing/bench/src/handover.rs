@@ -29,6 +29,37 @@ pub(crate) enum Exit {
     Kill,
 }
 
+impl Exit {
+    /// The row name of the floor of a chain leaving this way: the bare OFD
+    /// lock handover (or failover) between two helper processes.
+    pub(crate) fn lock_floor(self) -> &'static str {
+        match self {
+            Exit::Resign => "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
+            Exit::Kill => "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
+        }
+    }
+}
+
+/// The floor of a cross-process row: `n` handovers (after `warmup`) as
+/// `exit` says between `election-bench helper lock` processes on the lock
+/// file `path`, each given `settle` to block before the holder leaves.
+pub(crate) fn lock_floor(
+    exe: &Path,
+    path: &Path,
+    log: &Path,
+    exit: Exit,
+    (n, warmup): (usize, usize),
+    settle: Duration,
+) -> Result<Vec<u64>> {
+    Chain::new(Process::lock_helper(exe, path), log.to_path_buf()).measure(
+        exit,
+        n,
+        warmup,
+        settle,
+        Duration::ZERO,
+    )
+}
+
 /// What to start for each process of the chain.
 #[derive(Clone, Debug)]
 pub(crate) enum Process {

@@ -673,24 +673,20 @@ fn cross_rows(
     log: &Path,
     rows: &mut Vec<Row>,
 ) -> Result<()> {
-    let (what, floor_what, tag) = match exit {
+    let (what, tag) = match exit {
         Exit::Resign => (
             "file: clean handover: resign in A → elected in B (processes)",
-            "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
             "handover",
         ),
         Exit::Kill => (
             "file: crash failover: SIGKILL of A → elected in B (processes)",
-            "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
             "failover",
         ),
     };
-    let mut floor_chain = Chain::new(
-        Process::lock_helper(exe, &dir.join(format!("{tag}-floor.lock"))),
-        log.to_path_buf(),
-    );
+    let floor_what = exit.lock_floor();
     let floor = step(&format!("floor: bare OFD lock {tag}"), || {
-        floor_chain.measure(exit, n, warm, SETTLE, Duration::ZERO)
+        let lock = dir.join(format!("{tag}-floor.lock"));
+        handover::lock_floor(exe, &lock, log, exit, (n, warm), SETTLE)
     })?;
     let election_dir = dir.join(format!("{tag}-election"));
     std::fs::create_dir_all(&election_dir)?;

@@ -23,7 +23,7 @@ use fencing::{ResourceName, Token};
 use sqlx::SqlitePool;
 
 use super::fencing::OpSamples;
-use super::handover::{Chain, Exit, LeaseSets, LeaseTimings, Process};
+use super::handover::{Chain, Exit, LeaseSets, LeaseTimings, Process, lock_floor};
 use super::report::Row;
 use super::rounds::{Campaigns, interleaved, ms, paired, rate, runtime, timed};
 use super::stats::Summary;
@@ -455,12 +455,9 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
     let base = s.dir.join("sqlite");
     let db: PathBuf = base.join(format!("{tag}.db"));
     let options = timings.options()?;
-    let mut floor_chain = Chain::new(
-        Process::lock_helper(s.exe, &base.join(format!("{tag}-floor.lock"))),
-        s.log.to_path_buf(),
-    );
     let ofd = step(&format!("floor: bare OFD lock {tag} (SQLite)"), || {
-        floor_chain.measure(exit, n, c.cross_warm, SETTLE, Duration::ZERO)
+        let lock = base.join(format!("{tag}-floor.lock"));
+        lock_floor(s.exe, &lock, s.log, exit, (n, c.cross_warm), SETTLE)
     })?;
     let (what, ofd_what, floor_what, floor_summary) = match exit {
         Exit::Resign => {
@@ -474,7 +471,7 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
                      the same-host lock, poll = TTL = {} ms, a backstop)",
                     timings.poll_ms
                 ),
-                "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
+                exit.lock_floor(),
                 "bare `BEGIN IMMEDIATE; UPDATE bench_floor …; COMMIT` on the same file \
                  (expect ≈ OFD handover + 2 commits)"
                     .to_owned(),
@@ -487,7 +484,7 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
                  (processes; same-host takeover, TTL {} ms, renew {} ms, poll {} ms)",
                 timings.ttl_ms, timings.renew_ms, timings.poll_ms
             ),
-            "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
+            exit.lock_floor(),
             format!("the configured TTL, {} ms", timings.ttl_ms),
             summary(&[timings.ttl_ms * 1_000_000], "TTL")?,
         ),
