@@ -192,6 +192,18 @@ impl Kind {
         }
     }
 
+    /// How a report names it, as a row's or a note's prefix: `file`,
+    /// `SQLite`, `PostgreSQL`, `NATS`, `NATS R3`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Sqlite => "SQLite",
+            Kind::Postgres => "PostgreSQL",
+            Kind::Nats => "NATS",
+            Kind::NatsCluster => "NATS R3",
+        }
+    }
+
     /// The kind of a [`name`](Kind::name).
     pub fn parse(name: &str) -> Result<Kind, UnknownKind> {
         Kind::ALL
