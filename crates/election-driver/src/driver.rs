@@ -472,18 +472,11 @@ impl EpochRepair {
     }
 }
 
-/// An open backend: elections, lease sets, and what only some backends
-/// have, as methods whose default says "not here".
-pub trait Opened: Send + Sync + fmt::Debug + 'static {
-    /// The backend's name, its URL scheme (`file`, `postgres`).
-    ///
-    /// ```
-    /// # fn check(o: &dyn election_driver::Opened) {
-    /// println!("a {} backend", o.kind());
-    /// # }
-    /// ```
-    fn kind(&self) -> &'static str;
-
+/// The steps every backend's façade already has as
+/// [`Election`](election_core::Election), object-safe: implemented for
+/// every `Election` whose error converts into [`Error`], so a backend's
+/// [`Opened`] gets them without a line of its own.
+pub trait ElectionSteps: Send + Sync {
     /// The claim of `identity` in election `name`.
     ///
     /// ```
@@ -537,6 +530,69 @@ pub trait Opened: Send + Sync + fmt::Debug + 'static {
     /// # drop(id); Ok(()) }
     /// ```
     fn store_id(&self) -> BoxFuture<'_, Result<StoreId, Error>>;
+}
+
+impl<E> ElectionSteps for E
+where
+    E: election_core::Election + Send + Sync + 'static,
+    E::Claim: fmt::Debug,
+    E::Error: Into<Error>,
+{
+    fn claim(&self, name: &str, identity: &str) -> Result<AnyClaim, Error> {
+        Ok(AnyClaim::new(
+            election_core::Election::claim(self, name, identity).map_err(Into::into)?,
+        ))
+    }
+
+    fn leader<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Leader>, CoreError>> {
+        election_core::Election::leader(self, name).boxed()
+    }
+
+    fn leaders<'a>(
+        &'a self,
+        names: &'a [ElectionName],
+    ) -> BoxFuture<'a, Result<Vec<Option<Leader>>, CoreError>> {
+        election_core::Election::leaders(self, names).boxed()
+    }
+
+    fn observe<'a, 'b>(
+        &'a self,
+        name: &'b str,
+        every: Duration,
+    ) -> BoxFuture<'b, Result<Leaders<'a>, CoreError>>
+    where
+        'a: 'b,
+    {
+        async move {
+            use futures::StreamExt;
+            Ok(election_core::Election::observe(self, name, every)
+                .await?
+                .boxed())
+        }
+        .boxed()
+    }
+
+    fn store_id(&self) -> BoxFuture<'_, Result<StoreId, Error>> {
+        async move {
+            election_core::Election::store_id(self)
+                .await
+                .map_err(Into::into)
+        }
+        .boxed()
+    }
+}
+
+/// An open backend: its elections ([`ElectionSteps`]), lease sets, and
+/// what only some backends have, as methods whose default says "not here".
+pub trait Opened: ElectionSteps + fmt::Debug + 'static {
+    /// The backend's name, its URL scheme (`file`, `postgres`).
+    ///
+    /// ```
+    /// # fn check(o: &dyn election_driver::Opened) {
+    /// println!("a {} backend", o.kind());
+    /// # }
+    /// ```
+    fn kind(&self) -> &'static str;
 
     /// The claims of a lease set of `identity`, with `poll` (if given) as
     /// the interval at which keys held elsewhere are tried again; a

@@ -31,8 +31,8 @@ pub mod grammar;
 mod settings;
 
 pub use driver::{
-    Changes, Credentials, Driver, EpochRepair, Holder, Leaders, LeaseTiming, Opened, Opening,
-    PendingOpen, Target, Warning, Watch,
+    Changes, Credentials, Driver, ElectionSteps, EpochRepair, Holder, Leaders, LeaseTiming, Opened,
+    Opening, PendingOpen, Target, Warning, Watch,
 };
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use erased::{AnyAttempt, AnyClaim, AnyKeyedClaims};

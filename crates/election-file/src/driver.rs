@@ -9,15 +9,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use election_core::{ElectionName, Epoch, Error as CoreError, Identity, Leader, PerKeyClaims};
+use election_core::{Epoch, Identity, Leader, PerKeyClaims};
 use election_driver::grammar::{absolute, encode, flag, query, split_query};
 use election_driver::{
-    AnyClaim, AnyKeyedClaims, Changes, Driver, EpochRepair, Error, LeaseCheck, Opened, ParseError,
-    Settings, Target,
+    AnyKeyedClaims, Changes, Driver, EpochRepair, Error, LeaseCheck, Opened, ParseError, Settings,
+    Target,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 
 use crate::FileElection;
 
@@ -208,42 +207,6 @@ impl From<crate::Error> for Error {
 impl Opened for FileElection {
     fn kind(&self) -> &'static str {
         "file"
-    }
-
-    fn claim(&self, name: &str, identity: &str) -> Result<AnyClaim, Error> {
-        Ok(AnyClaim::new(FileElection::claim(self, name, identity)?))
-    }
-
-    fn leader<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Leader>, CoreError>> {
-        election_core::Election::leader(self, name).boxed()
-    }
-
-    fn leaders<'a>(
-        &'a self,
-        names: &'a [ElectionName],
-    ) -> BoxFuture<'a, Result<Vec<Option<Leader>>, CoreError>> {
-        election_core::Election::leaders(self, names).boxed()
-    }
-
-    fn observe<'a, 'b>(
-        &'a self,
-        name: &'b str,
-        every: Duration,
-    ) -> BoxFuture<'b, Result<BoxStream<'a, Result<Option<Leader>, CoreError>>, CoreError>>
-    where
-        'a: 'b,
-    {
-        async move {
-            use futures::StreamExt;
-            Ok(election_core::Election::observe(self, name, every)
-                .await?
-                .boxed())
-        }
-        .boxed()
-    }
-
-    fn store_id(&self) -> BoxFuture<'_, Result<election_core::StoreId, Error>> {
-        futures::future::ready(FileElection::store_id(self).map_err(Error::from)).boxed()
     }
 
     fn keyed_claims<'a>(

@@ -11,18 +11,15 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use election_core::{
-    Class, Classify, ConfigError, Disposition, ElectionName, Error as CoreError, Leader,
-};
+use election_core::{Class, Classify, ConfigError, Disposition};
 use election_driver::grammar::{decode_text, encode, flag, malformed, query, split_query};
 use election_driver::{
-    AnyClaim, AnyKeyedClaims, Credentials, Driver, Error, Holder, LeaseCheck, LeaseTiming, Opened,
-    Opening, ParseError, PendingOpen, Secret, Settings, Target, Warning, Watch,
+    AnyKeyedClaims, Credentials, Driver, Error, Holder, LeaseCheck, LeaseTiming, Opened, Opening,
+    ParseError, PendingOpen, Secret, Settings, Target, Warning, Watch,
 };
 use futures::FutureExt;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 
 use crate::{NatsElection, NatsOptions};
 
@@ -570,41 +567,6 @@ impl From<crate::Error> for Error {
 impl Opened for NatsElection {
     fn kind(&self) -> &'static str {
         "nats"
-    }
-
-    fn claim(&self, name: &str, identity: &str) -> Result<AnyClaim, Error> {
-        Ok(AnyClaim::new(NatsElection::claim(self, name, identity)?))
-    }
-
-    fn leader<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Leader>, CoreError>> {
-        election_core::Election::leader(self, name).boxed()
-    }
-
-    fn leaders<'a>(
-        &'a self,
-        names: &'a [ElectionName],
-    ) -> BoxFuture<'a, Result<Vec<Option<Leader>>, CoreError>> {
-        election_core::Election::leaders(self, names).boxed()
-    }
-
-    fn observe<'a, 'b>(
-        &'a self,
-        name: &'b str,
-        every: Duration,
-    ) -> BoxFuture<'b, Result<BoxStream<'a, Result<Option<Leader>, CoreError>>, CoreError>>
-    where
-        'a: 'b,
-    {
-        async move {
-            Ok(election_core::Election::observe(self, name, every)
-                .await?
-                .boxed())
-        }
-        .boxed()
-    }
-
-    fn store_id(&self) -> BoxFuture<'_, Result<election_core::StoreId, Error>> {
-        futures::future::ready(NatsElection::store_id(self).map_err(Error::from)).boxed()
     }
 
     fn keyed_claims<'a>(

@@ -11,19 +11,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use election_core::{
-    Class, Classify, Clock, Disposition, ElectionName, Error as CoreError, Leader,
-};
+use election_core::{Class, Classify, Clock, Disposition};
 use election_driver::grammar::{
     decode_text, duration_value, encode, malformed, query, split_query,
 };
 use election_driver::{
-    AnyClaim, AnyKeyedClaims, Credentials, Driver, Error, LeaseCheck, LeaseTiming, Opened,
-    ParseError, Secret, Settings, Target, Watch, format_duration,
+    AnyKeyedClaims, Credentials, Driver, Error, LeaseCheck, LeaseTiming, Opened, ParseError,
+    Secret, Settings, Target, Watch, format_duration,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 
 use crate::{PostgresElection, PostgresKeyedClaims, PostgresOptions};
 
@@ -657,44 +654,6 @@ impl From<crate::Error> for Error {
 impl Opened for PostgresElection {
     fn kind(&self) -> &'static str {
         "postgres"
-    }
-
-    fn claim(&self, name: &str, identity: &str) -> Result<AnyClaim, Error> {
-        Ok(AnyClaim::new(PostgresElection::claim(
-            self, name, identity,
-        )?))
-    }
-
-    fn leader<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Leader>, CoreError>> {
-        election_core::Election::leader(self, name).boxed()
-    }
-
-    fn leaders<'a>(
-        &'a self,
-        names: &'a [ElectionName],
-    ) -> BoxFuture<'a, Result<Vec<Option<Leader>>, CoreError>> {
-        election_core::Election::leaders(self, names).boxed()
-    }
-
-    fn observe<'a, 'b>(
-        &'a self,
-        name: &'b str,
-        every: Duration,
-    ) -> BoxFuture<'b, Result<BoxStream<'a, Result<Option<Leader>, CoreError>>, CoreError>>
-    where
-        'a: 'b,
-    {
-        async move {
-            use futures::StreamExt;
-            Ok(election_core::Election::observe(self, name, every)
-                .await?
-                .boxed())
-        }
-        .boxed()
-    }
-
-    fn store_id(&self) -> BoxFuture<'_, Result<election_core::StoreId, Error>> {
-        async move { Ok(PostgresElection::store_id(self).await?) }.boxed()
     }
 
     fn keyed_claims<'a>(

@@ -10,15 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use election_core::{Clock, ElectionName, Error as CoreError, Leader};
+use election_core::Clock;
 use election_driver::grammar::{absolute, encode, query, split_query};
 use election_driver::{
-    AnyClaim, AnyKeyedClaims, Driver, Error, LeaseCheck, LeaseTiming, Opened, ParseError, Settings,
-    Target,
+    AnyKeyedClaims, Driver, Error, LeaseCheck, LeaseTiming, Opened, ParseError, Settings, Target,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 
 use crate::{SqliteElection, SqliteKeyedClaims, SqliteOptions};
 
@@ -200,42 +198,6 @@ impl From<crate::Error> for Error {
 impl Opened for SqliteElection {
     fn kind(&self) -> &'static str {
         "sqlite"
-    }
-
-    fn claim(&self, name: &str, identity: &str) -> Result<AnyClaim, Error> {
-        Ok(AnyClaim::new(SqliteElection::claim(self, name, identity)?))
-    }
-
-    fn leader<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Leader>, CoreError>> {
-        election_core::Election::leader(self, name).boxed()
-    }
-
-    fn leaders<'a>(
-        &'a self,
-        names: &'a [ElectionName],
-    ) -> BoxFuture<'a, Result<Vec<Option<Leader>>, CoreError>> {
-        election_core::Election::leaders(self, names).boxed()
-    }
-
-    fn observe<'a, 'b>(
-        &'a self,
-        name: &'b str,
-        every: Duration,
-    ) -> BoxFuture<'b, Result<BoxStream<'a, Result<Option<Leader>, CoreError>>, CoreError>>
-    where
-        'a: 'b,
-    {
-        async move {
-            use futures::StreamExt;
-            Ok(election_core::Election::observe(self, name, every)
-                .await?
-                .boxed())
-        }
-        .boxed()
-    }
-
-    fn store_id(&self) -> BoxFuture<'_, Result<election_core::StoreId, Error>> {
-        async move { Ok(SqliteElection::store_id(self).await?) }.boxed()
     }
 
     fn keyed_claims<'a>(
