@@ -31,6 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # the backends' authors use under testing/ (ADR 0055).
 LIBRARY_CRATES = [
     "election-core",
+    "election-driver",
     "election-file",
     "election-sql",
     "election-sqlite",

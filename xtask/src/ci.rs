@@ -6,7 +6,9 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{Result, cargo_command, policy, postgres, repo_root, rust_files, target_dir, torture};
+use crate::{
+    Result, cargo_command, plugins, policy, postgres, repo_root, rust_files, target_dir, torture,
+};
 
 /// What a step runs.
 enum Action {
@@ -374,8 +376,12 @@ type Check = fn() -> Result<()>;
 /// about 8 s) runs here, in the foreground, not in the build checks' lane
 /// at idle priority, where it took 40 s beside the test build and delayed
 /// that lane, CI's longest (ADR 0095).
-const SHAPE: [(&str, Check); 6] = [
+const SHAPE: [(&str, Check); 7] = [
     ("lints in one place", policy::lints_in_one_place),
+    (
+        "every backend named in two files",
+        plugins::every_backend_named_twice_at_most,
+    ),
     ("import cycles", policy::cycles),
     ("each backend's driver only", policy::boundaries),
     ("the core without tokio's I/O", policy::core_without_io),

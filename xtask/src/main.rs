@@ -22,6 +22,7 @@
 
 mod bench;
 mod ci;
+mod plugins;
 mod policy;
 mod postgres;
 mod torture;

@@ -585,7 +585,7 @@ pub(crate) fn lints_in_one_place() -> Result<()> {
 
 /// Ok with `ok` printed if there are no problems; else each printed and an
 /// error that counts them.
-fn report(problems: Vec<String>, ok: &str) -> Result<()> {
+pub(crate) fn report(problems: Vec<String>, ok: &str) -> Result<()> {
     if problems.is_empty() {
         println!("xtask ci: {ok}");
         return Ok(());

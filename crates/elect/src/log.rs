@@ -26,14 +26,10 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::report::{Style, utc};
 
-/// The crates of this workspace whose events `-v` shows.
-const OURS: [&str; 5] = [
-    "election_core",
-    "election_file",
-    "election_sqlite",
-    "election_nats",
-    "fencing",
-];
+/// The crates of this workspace whose events `-v` shows, as target
+/// prefixes: `election_` is the core, every backend (whichever the URL
+/// table compiles in, a new one included) and the layers between.
+const OURS: [&str; 2] = ["election_", "fencing"];
 
 /// Which events a verbosity shows.
 pub(crate) fn filter(verbose: u8) -> Targets {
@@ -215,6 +211,14 @@ mod tests {
         assert!(!at(&v, "async_nats", Level::ERROR));
         let vv = filter(2);
         assert!(at(&vv, "election_file::election", Level::TRACE));
+        // Every backend's events, whichever backend: by prefix.
+        for backend in [
+            "election_postgres::notify",
+            "election_sql::keyed",
+            "election_nats",
+        ] {
+            assert!(at(&v, backend, Level::DEBUG), "{backend}");
+        }
         assert!(at(&vv, "async_nats::connector", Level::DEBUG));
         assert!(!at(&vv, "async_nats::connection", Level::TRACE));
         assert!(!at(&vv, "tokio", Level::ERROR));

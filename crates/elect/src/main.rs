@@ -57,7 +57,7 @@ fn observer() -> backend::Timing {
 }
 
 /// A read-only command's timing: only the TTL that names a NATS
-/// election's bucket (see [`election_nats::bucket_for_ttl`]).
+/// election's bucket (see `election_nats::bucket_for_ttl`).
 fn observer_with_ttl(ttl: Option<std::time::Duration>) -> backend::Timing {
     backend::Timing { ttl, ..observer() }
 }

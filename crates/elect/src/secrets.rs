@@ -25,7 +25,7 @@ use clap::Args;
 
 use crate::exit::Failure;
 use crate::report::Reporter;
-use election_url::{BackendUrl as Url, NatsUrl, Secret};
+use election_url::{BackendUrl as Url, Credentials, Secret};
 
 /// The token variable.
 pub(crate) const TOKEN_ENV: &str = "ELECT_NATS_TOKEN";
@@ -231,47 +231,61 @@ fn resolve_with(
     env: &Env,
     report: Reporter,
 ) -> Result<Option<Url>, Failure> {
-    if let Some(Url::Postgres(p)) = &url {
+    // A backend that takes no credentials from elect (PostgreSQL: libpq's
+    // PGPASSWORD, passfiles) may still carry a password in its URL.
+    let takes_credentials = url
+        .as_ref()
+        .is_some_and(|u| u.with_credentials(Credentials::default()).is_some());
+    if let Some(u) = &url
+        && !takes_credentials
+    {
         // PGPASSWORD stays in COMMAND's environment (libpq's tools read
         // it there); elect never shows it, nor a password in the URL.
         let mut secrets: Vec<String> = std::env::var("PGPASSWORD").into_iter().collect();
-        secrets.extend(p.password.iter().map(|pw| pw.expose().to_owned()));
-        let _ = SECRETS.set(secrets);
-    }
-    if let Some(Url::Postgres(p)) = &url
-        && p.password.is_some()
-    {
-        report.event(
-            "warning",
-            "warning: the PostgreSQL password is in the URL, which other users can read in `ps`; \
-             use PGPASSWORD, ?passfile=FILE, PGPASSFILE or ~/.pgpass instead",
-            serde_json::json!({ "secret_in_url": "password" }),
+        secrets.extend(
+            u.credentials()
+                .password
+                .iter()
+                .map(|pw| pw.expose().to_owned()),
         );
-    }
-    let Some(Url::Nats(n)) = url else {
-        if let Some(flag) = flags.given().first() {
-            return Err(Failure::config(format!(
-                "{flag} is for NATS backends only (--backend nats://...)"
-            ))
-            .hint("drop the NATS credential flags, or use a nats:// backend"));
+        let _ = SECRETS.set(secrets);
+        if u.credentials().password.is_some() && u.scheme() == "postgres" {
+            report.event(
+                "warning",
+                "warning: the PostgreSQL password is in the URL, which other users can read in \
+                 `ps`; use PGPASSWORD, ?passfile=FILE, PGPASSFILE or ~/.pgpass instead",
+                serde_json::json!({ "secret_in_url": "password" }),
+            );
         }
-        // The variables may be set for other invocations: ignored here.
-        return Ok(url);
+    }
+    let u = match url {
+        Some(u) if takes_credentials => u,
+        url => {
+            if let Some(flag) = flags.given().first() {
+                return Err(Failure::config(format!(
+                    "{flag} is for NATS backends only (--backend nats://...)"
+                ))
+                .hint("drop the NATS credential flags, or use a nats:// backend"));
+            }
+            // The variables may be set for other invocations: ignored here.
+            return Ok(url);
+        }
     };
-    resolve_nats(n, flags, env, report).map(|n| Some(Url::Nats(n)))
+    let credentials = resolve_nats(u.credentials(), flags, env, report)?;
+    Ok(u.with_credentials(credentials))
 }
 
 fn resolve_nats(
-    mut n: NatsUrl,
+    mut n: Credentials,
     flags: &SecretFlags,
     env: &Env,
     report: Reporter,
-) -> Result<NatsUrl, Failure> {
+) -> Result<Credentials, Failure> {
     let in_url = (n.token.is_some(), n.user.is_some());
-    let (url_user, url_password) = match n.user.take() {
-        Some((u, p)) => (Some(u), Some(p.expose().to_owned())),
-        None => (None, None),
-    };
+    let (url_user, url_password) = (
+        n.user.take(),
+        n.password.take().map(|p| p.expose().to_owned()),
+    );
     let token = one(
         "token",
         vec![
@@ -328,7 +342,7 @@ fn resolve_nats(
     let creds = one(
         "credentials file",
         vec![
-            ("the URL (?creds=)".to_owned(), n.creds.take()),
+            ("the URL (?creds=)".to_owned(), n.creds_file.take()),
             (CREDS_ENV.to_owned(), env.creds.as_ref().map(PathBuf::from)),
             ("--nats-creds".to_owned(), flags.nats_creds.clone()),
         ],
@@ -392,8 +406,11 @@ fn resolve_nats(
         );
     }
     n.token = token.map(|(_, t)| Secret::new(t));
-    n.user = user.map(|(u, p)| (u, Secret::new(p)));
-    n.creds = creds.map(|(_, c)| c);
+    (n.user, n.password) = match user {
+        Some((u, p)) => (Some(u), Some(Secret::new(p))),
+        None => (None, None),
+    };
+    n.creds_file = creds.map(|(_, c)| c);
     Ok(n)
 }
 
@@ -406,9 +423,25 @@ mod tests {
         Some(Url::parse(url).expect("url"))
     }
 
-    fn resolved(url: &str, flags: &SecretFlags, env: &Env) -> Result<NatsUrl, Failure> {
+    /// The credentials a resolved NATS URL carries, with the user and
+    /// the password as one pair (`user`).
+    #[derive(Debug)]
+    struct Resolved {
+        token: Option<Secret>,
+        user: Option<(String, Secret)>,
+        creds: Option<PathBuf>,
+    }
+
+    fn resolved(url: &str, flags: &SecretFlags, env: &Env) -> Result<Resolved, Failure> {
         match resolve_with(nats(url), flags, env, Reporter::new(Style::Quiet))? {
-            Some(Url::Nats(n)) => Ok(n),
+            Some(u) if u.scheme() == "nats" => {
+                let c = u.credentials();
+                Ok(Resolved {
+                    token: c.token,
+                    user: c.user.zip(c.password),
+                    creds: c.creds_file,
+                })
+            }
             other => panic!("not nats: {other:?}"),
         }
     }

@@ -82,6 +82,7 @@
 
 mod campaign;
 mod claim;
+mod clock;
 mod config_error;
 mod disposition;
 mod election;
@@ -104,6 +105,7 @@ mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL, MAX_RETRY_PAUSE, RetryState, retry_pause};
 pub use claim::{Claim, End, WatchGuard, Won};
+pub use clock::{Clock, SystemClock};
 pub use config_error::{ConfigError, Source};
 pub use disposition::{Class, Classify, Disposition, Probe, classify, probe};
 pub use election::{Election, vacant_if_presumed_dead};

@@ -83,6 +83,7 @@
 // renewal (an OS lock has no deadline), no fence (`fencing::FileFence`).
 mod changes;
 mod claim;
+mod driver;
 mod election;
 mod error;
 mod options;
@@ -92,6 +93,7 @@ mod tamper;
 
 pub use changes::Changes;
 pub use claim::{FileAttempt, FileClaim};
+pub use driver::{FILE_OPTIONS, FileDriver, FileUrl};
 pub use election::FileElection;
 pub use error::Error;
 pub use options::{DEFAULT_TAMPER_CHECK_INTERVAL, FileOptions};

@@ -41,6 +41,7 @@
 // keyed claims, renewal, fence, options, errors, and the store layer
 // underneath.
 mod claim;
+mod driver;
 mod election;
 mod error;
 mod fence;
@@ -50,6 +51,7 @@ mod renewal;
 mod store;
 
 pub use claim::{NatsAttempt, NatsClaim};
+pub use driver::{ConnectError, NATS_OPTIONS, NatsDriver, NatsUrl, nats_options};
 pub use election::{Holder, NatsElection};
 pub use error::{CREDENTIALS_HINT, Error};
 pub use fence::NatsFence;

@@ -124,6 +124,7 @@
 // keyed claims, fence, options, errors, and the store layer underneath
 // (renewal: the shared SQL layer's, `election_sql::renew_term`).
 mod claim;
+mod driver;
 mod election;
 mod error;
 mod fence;
@@ -132,6 +133,7 @@ mod options;
 mod store;
 
 pub use claim::{PostgresAttempt, PostgresClaim, WakeWait};
+pub use driver::{POSTGRES_OPTIONS, PassfileError, PostgresDriver, PostgresUrl};
 pub use election::PostgresElection;
 pub use error::Error;
 pub use fence::{PostgresFence, PostgresMarks};

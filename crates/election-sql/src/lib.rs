@@ -69,7 +69,6 @@
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 mod claim;
-mod clock;
 #[doc(hidden)]
 pub mod doc_support;
 mod fence;
@@ -82,7 +81,7 @@ mod renewal;
 mod times;
 
 pub use claim::{AttemptState, ClaimRows, ElectionStore, SqlAttempt, SqlClaim};
-pub use clock::{Clock, SystemClock};
+pub use election_core::{Clock, SystemClock};
 pub use fence::{FenceRows, SqlFence};
 pub use fence_mark::{check_committed_mark, mark_of, stored_token, token_from_mark, write_locked};
 pub use finish::FinishOnDrop;

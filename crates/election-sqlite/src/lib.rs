@@ -135,6 +135,7 @@
 // keyed claims, fence, options, errors, and the store layer underneath
 // (renewal: the shared SQL layer's, `election_sql::renew_term`).
 mod claim;
+mod driver;
 mod election;
 mod error;
 mod fence;
@@ -143,6 +144,7 @@ mod options;
 mod store;
 
 pub use claim::{HostLockWait, SqliteAttempt, SqliteClaim};
+pub use driver::{SqliteDriver, SqliteUrl};
 pub use election::SqliteElection;
 pub use error::Error;
 pub use fence::{SqliteFence, SqliteMarks};

@@ -3,8 +3,12 @@
 //!
 //! The tools (`elect`, `lease-set-node`, `torture`, the candidate binary
 //! of `candidate-testkit`, the benchmarks) take a backend as a URL and
-//! depend on this crate; the backends themselves stay independent of each
-//! other (this crate depends on all three, no backend on it).
+//! depend on this crate, and name no backend: each backend implements
+//! [`election_driver`]'s traits in its own crate (its scheme's parsing,
+//! opening, and what only it has), and this crate's table of schemes
+//! (`src/table.rs`) is the one place that lists them, one line and one
+//! cargo feature (`file`, `sqlite`, `nats`, `postgres`; all by default)
+//! each. The backends stay independent of each other and of this crate.
 //!
 //! # The grammar
 //!
@@ -30,7 +34,7 @@
 //! - `file` and `sqlite` take an absolute path (three slashes: the
 //!   authority is empty). `sqlite` takes no options; `file` takes two
 //!   that accept, by name, a directory the file backend refuses
-//!   otherwise ([`FileUrl`]): `volatile_ok=1` one on tmpfs or ramfs
+//!   otherwise (`election_file::FileUrl`): `volatile_ok=1` one on tmpfs or ramfs
 //!   (a reboot empties it, and epochs start again), `unknown_fs_ok=1` one
 //!   on a filesystem of a type not known to be local.
 //! - Paths, the user, the password and option values are percent-decoded
@@ -53,8 +57,9 @@
 //!
 //! [`BackendUrl::open`] opens the backend with [`Settings`] (lease timing,
 //! observer); the [`Backend`] it returns implements
-//! [`election_core::Election`] over any of the four, by static dispatch:
-//! its claim is [`AnyClaim`], its lease set [`AnyLeaseSet`].
+//! [`election_core::Election`] over any backend, each step forwarded to
+//! the backend's own type: its claim is [`AnyClaim`], its lease set
+//! [`AnyLeaseSet`].
 //!
 //! ```no_run
 //! use election_core::Election;
@@ -71,25 +76,21 @@
 //! ```
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
-mod any;
-mod check;
-mod duration;
+mod backend;
 mod error;
-mod open;
-mod opening;
+mod table;
 mod url;
 
-pub use any::{AnyAttempt, AnyClaim, AnyLeaseSet, Backend, Holder, LeaseTiming, Warning, Watch};
-pub use check::LeaseCheck;
-pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
-pub use election_file::Changes;
-pub use error::{Error, ParseError, classify};
-pub use open::Settings;
-pub use opening::{Opening, Pending};
-pub use url::{
-    BackendUrl, FILE_OPTIONS, FileUrl, NATS_OPTIONS, NatsUrl, POSTGRES_OPTIONS, PostgresUrl,
-    REDACTED, Secret, WithSecrets, redact,
+pub use backend::{AnyLeaseSet, Backend, Opening, Pending};
+/// The clock [`Backend::with_clock`] takes, and the system's.
+pub use election_core::{Clock, SystemClock};
+pub use election_driver::{
+    AnyAttempt, AnyClaim, Changes, Credentials, DurationError, EpochRepair, Holder, LeaseCheck,
+    LeaseTiming, MAX_DURATION, REDACTED, Secret, Settings, Warning, Watch, format_duration,
+    parse_duration, redact,
 };
+pub use error::{Error, ParseError, classify};
+pub use url::{BackendUrl, WithSecrets};
 
 /// This crate's README (its page on crates.io), whose example is compiled
 /// as a doctest here so that it cannot rot. (The workspace README's

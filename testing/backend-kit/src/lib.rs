@@ -192,6 +192,18 @@ impl Kind {
         }
     }
 
+    /// How a report names it, as a row's or a note's prefix: `file`,
+    /// `SQLite`, `PostgreSQL`, `NATS`, `NATS R3`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Sqlite => "SQLite",
+            Kind::Postgres => "PostgreSQL",
+            Kind::Nats => "NATS",
+            Kind::NatsCluster => "NATS R3",
+        }
+    }
+
     /// The kind of a [`name`](Kind::name).
     pub fn parse(name: &str) -> Result<Kind, UnknownKind> {
         Kind::ALL
@@ -210,6 +222,158 @@ impl Kind {
     /// list: drivers run their replication scenarios on it, not every one.
     pub fn is_replicated(self) -> bool {
         matches!(self, Kind::NatsCluster)
+    }
+
+    /// Whether the store is a directory of files on this host (the file
+    /// backend: one lock file and one epoch record per election), what
+    /// `elect` keeps its elections in without `--backend`.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// let dirs: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.is_directory()).collect();
+    /// assert_eq!(dirs, [Kind::File]);
+    /// ```
+    pub fn is_directory(self) -> bool {
+        matches!(self, Kind::File)
+    }
+
+    /// Whether the store is one database file on this host (SQLite): a
+    /// driver can give it a second name (a hard link), and fence a
+    /// resource with the same engine's fence in a database beside it.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().all(|k| !(k.is_database_file() && k.is_directory())));
+    /// ```
+    pub fn is_database_file(self) -> bool {
+        matches!(self, Kind::Sqlite)
+    }
+
+    /// Whether the processes write a wall clock into the store (for
+    /// people to read; expiry is judged on the monotonic clock) that a
+    /// driver can shift in each process
+    /// (`election_url::Backend::with_clock`): SQLite, PostgreSQL.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().filter(|k| k.has_wall_clock()).all(|k| k.expires()));
+    /// ```
+    pub fn has_wall_clock(self) -> bool {
+        matches!(self, Kind::Sqlite | Kind::Postgres)
+    }
+
+    /// Whether leases are rows of a table an operator could delete
+    /// ([`Faults::delete_lease_row`]): SQLite, PostgreSQL.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(!Kind::File.has_lease_rows());
+    /// ```
+    pub fn has_lease_rows(self) -> bool {
+        matches!(self, Kind::Sqlite | Kind::Postgres)
+    }
+
+    /// Whether the deployment is one server a driver can kill and start
+    /// again ([`Faults::kill_server`]): one nats-server, PostgreSQL (a
+    /// cluster's are nodes: [`is_replicated`](Kind::is_replicated)).
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().all(|k| !(k.has_server() && k.is_replicated())));
+    /// ```
+    pub fn has_server(self) -> bool {
+        matches!(self, Kind::Nats | Kind::Postgres)
+    }
+
+    /// Whether the server can be paused, its sessions hanging, none
+    /// ended ([`Faults::pause_server`]): PostgreSQL.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().filter(|k| k.has_pausable_server()).all(|k| k.has_server()));
+    /// ```
+    pub fn has_pausable_server(self) -> bool {
+        matches!(self, Kind::Postgres)
+    }
+
+    /// Whether the server keeps a session per client connection that a
+    /// driver can end from the server's side
+    /// ([`Faults::terminate_sessions`]): PostgreSQL.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().filter(|k| k.has_sessions()).all(|k| k.has_server()));
+    /// ```
+    pub fn has_sessions(self) -> bool {
+        matches!(self, Kind::Postgres)
+    }
+
+    /// Whether a driver puts each client behind a TCP proxy of its own,
+    /// to black-hole, drop or deafen its connections (one nats-server:
+    /// [`Faults::nats_client_port`] is what the proxies forward to).
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().filter(|k| k.is_proxied()).all(|k| k.has_server()));
+    /// ```
+    pub fn is_proxied(self) -> bool {
+        matches!(self, Kind::Nats)
+    }
+
+    /// Whether the store is buckets (NATS JetStream key-value) a driver
+    /// can recreate, reconfigure, or roll back on a server's disk
+    /// ([`Faults::nats_urls`], [`Faults::nats_node_mut`]).
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().filter(|k| k.is_replicated()).all(|k| k.has_buckets()));
+    /// ```
+    pub fn has_buckets(self) -> bool {
+        matches!(self, Kind::Nats | Kind::NatsCluster)
+    }
+
+    /// Whether a lease set keeps its keys apart from the elections single
+    /// candidates campaign in (NATS: buckets of their own), so that a set
+    /// meant to contend with candidates for one election is made of the
+    /// candidates' own claims (`PerKeyClaims`) instead.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().filter(|k| k.lease_sets_apart()).all(|k| k.has_buckets()));
+    /// ```
+    pub fn lease_sets_apart(self) -> bool {
+        matches!(self, Kind::Nats | Kind::NatsCluster)
+    }
+
+    /// What the deployment may add, after a server or node was killed and
+    /// started again, before its clients count a TTL: PostgreSQL's crash
+    /// recovery and the pools' reconnection (5 s), a cluster's new meta
+    /// leader (10 s: the server's own ~6 s); nothing elsewhere.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use backend_kit::Kind;
+    ///
+    /// assert_eq!(Kind::File.recovery(), Duration::ZERO);
+    /// assert!(Kind::ALL.iter().filter(|k| k.recovery() > Duration::ZERO).all(|k| k.expires()));
+    /// ```
+    pub fn recovery(self) -> Duration {
+        match self {
+            Kind::Postgres => Duration::from_secs(5),
+            Kind::NatsCluster => Duration::from_secs(10),
+            Kind::File | Kind::Sqlite | Kind::Nats => Duration::ZERO,
+        }
     }
 
     /// How long after a holder died its keys may stay unclaimed by the
@@ -236,6 +400,27 @@ impl Kind {
             Kind::File => 2 * timing.poll,
             Kind::Sqlite | Kind::Postgres => timing.ttl + timing.renew + 2 * timing.poll,
             Kind::Nats | Kind::NatsCluster => timing.ttl + timing.grace,
+        }
+    }
+
+    /// The URL of this kind's store kept at `path` on this host (the file
+    /// backend's directory, SQLite's database file, as
+    /// [`Store::local_path`] gives them): for another name of a store (a
+    /// hard link, a bind mount). `None` for a server's kind.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert_eq!(Kind::File.url_at("/srv/e".as_ref()).as_deref(), Some("file:///srv/e"));
+    /// assert_eq!(Kind::Postgres.url_at("/srv/e".as_ref()), None);
+    /// ```
+    pub fn url_at(self, path: &Path) -> Option<String> {
+        match self {
+            Kind::File => Some(BackendUrl::file(path).to_string()),
+            Kind::Sqlite => Some(
+                BackendUrl::new(election_sqlite::SqliteUrl::new(path.to_path_buf())).to_string(),
+            ),
+            Kind::Postgres | Kind::Nats | Kind::NatsCluster => None,
         }
     }
 
@@ -338,12 +523,73 @@ impl Store {
     /// The backend URL every process under test opens.
     pub fn url(&self) -> String {
         match &self.place {
-            Place::File(dir) => BackendUrl::file(dir).to_string(),
-            Place::Sqlite(db) => BackendUrl::Sqlite(db.clone()).to_string(),
+            Place::File(path) | Place::Sqlite(path) => {
+                self.kind.url_at(path).expect("a store on this host")
+            }
             Place::Postgres(server) => server.url(),
             Place::Nats(server) => server.url(),
             Place::NatsCluster(cluster) => format!("{}?replicas=3", cluster.urls().join(",")),
         }
+    }
+
+    /// What keeps the elections on this host: the file backend's
+    /// directory, SQLite's database file; `None` for a server's store.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), backend_kit::Error> {
+    /// let scratch = tempfile::tempdir().expect("a directory");
+    /// let store = backend_kit::Kind::Sqlite.start_in(scratch.path())?;
+    /// assert_eq!(store.local_path(), Some(scratch.path().join("election.db").as_path()));
+    /// # Ok(()) }
+    /// ```
+    pub fn local_path(&self) -> Option<&Path> {
+        match &self.place {
+            Place::File(path) | Place::Sqlite(path) => Some(path),
+            Place::Postgres(_) | Place::Nats(_) | Place::NatsCluster(_) => None,
+        }
+    }
+
+    /// The directory on this host holding the elections' files (the file
+    /// backend's directory, the directory of SQLite's database), for a
+    /// driver to reach them another way (a bind mount of it, with
+    /// [`url_in`](Store::url_in)); `None` for a server's store.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), backend_kit::Error> {
+    /// let scratch = tempfile::tempdir().expect("a directory");
+    /// let store = backend_kit::Kind::File.start_in(scratch.path())?;
+    /// assert_eq!(store.local_dir(), Some(scratch.path().join("election").as_path()));
+    /// # Ok(()) }
+    /// ```
+    pub fn local_dir(&self) -> Option<&Path> {
+        match &self.place {
+            Place::File(dir) => Some(dir),
+            Place::Sqlite(db) => db.parent(),
+            Place::Postgres(_) | Place::Nats(_) | Place::NatsCluster(_) => None,
+        }
+    }
+
+    /// The URL of this store reached through `dir` standing in for its
+    /// [`local_dir`](Store::local_dir) (the same files under `dir`, e.g.
+    /// a bind mount); `None` for a server's store.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), backend_kit::Error> {
+    /// let scratch = tempfile::tempdir().expect("a directory");
+    /// let store = backend_kit::Kind::Sqlite.start_in(scratch.path())?;
+    /// assert_eq!(store.url_in("/mnt/other".as_ref()).as_deref(), Some("sqlite:///mnt/other/election.db"));
+    /// let store = backend_kit::Kind::File.start_in(scratch.path())?;
+    /// assert_eq!(store.url_in("/mnt/other".as_ref()).as_deref(), Some("file:///mnt/other"));
+    /// # Ok(()) }
+    /// ```
+    pub fn url_in(&self, dir: &Path) -> Option<String> {
+        let local = self.local_path()?;
+        let within = local.strip_prefix(self.local_dir()?).ok()?;
+        if within.as_os_str().is_empty() {
+            // The store is the directory itself (no trailing `/`).
+            return self.kind.url_at(dir);
+        }
+        self.kind.url_at(&dir.join(within))
     }
 
     /// Creates what every process would create at its first open where
@@ -480,10 +726,7 @@ impl Faults for Store {
     }
 
     fn server(&self) -> Option<&'static str> {
-        match &self.place {
-            Place::Nats(_) | Place::Postgres(_) => Some(self.kind.name()),
-            Place::File(_) | Place::Sqlite(_) | Place::NatsCluster(_) => None,
-        }
+        self.kind.has_server().then(|| self.kind.name())
     }
 
     fn kill_server(&mut self) -> Result<(), Error> {
@@ -505,7 +748,7 @@ impl Faults for Store {
     }
 
     fn pausable_server(&self) -> Option<&'static str> {
-        matches!(self.place, Place::Postgres(_)).then(|| self.kind.name())
+        self.kind.has_pausable_server().then(|| self.kind.name())
     }
 
     fn pause_server(&mut self) -> Result<(), Error> {
@@ -551,7 +794,7 @@ impl Faults for Store {
     }
 
     fn lease_rows(&self) -> bool {
-        matches!(self.place, Place::Sqlite(_) | Place::Postgres(_))
+        self.kind.has_lease_rows()
     }
 
     async fn delete_lease_row(&self, election: &str) -> Result<Option<String>, Error> {

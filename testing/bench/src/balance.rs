@@ -30,6 +30,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use backend_kit::Kind;
 use candidate_testkit::lease_set::Event;
 use candidate_testkit::mono_ns;
 
@@ -523,7 +524,10 @@ fn cpu(
     Ok(())
 }
 
-/// Every backend's balance notes.
+/// Every backend's balance notes: for each kind of backend but a
+/// replicated deployment of one already measured, the convergence figures
+/// and then the CPU figure, each on a store of its own (`Kind::start` in
+/// the bench directory: a directory, a database file, a server).
 pub(crate) fn notes(
     dir: &Path,
     bin: &Path,
@@ -531,39 +535,18 @@ pub(crate) fn notes(
     c: Counts,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let file = dir.join("balance-file");
-    let file_url = election_url::BackendUrl::file(file.clone()).to_string();
-    step("balanced lease set: file, join/leave/crash", || {
-        convergence("file", &file_url, false, bin, log, c, notes)
-    })?;
-    let file_cpu = election_url::BackendUrl::file(dir.join("balance-file-cpu")).to_string();
-    step("balanced lease set: file, CPU", || {
-        cpu("file", &file_cpu, bin, log, c, notes)
-    })?;
-    let sqlite = election_url::BackendUrl::Sqlite(dir.join("balance.db")).to_string();
-    step("balanced lease set: SQLite, join/leave/crash", || {
-        convergence("SQLite", &sqlite, true, bin, log, c, notes)
-    })?;
-    let sqlite_cpu = election_url::BackendUrl::Sqlite(dir.join("balance-cpu.db")).to_string();
-    step("balanced lease set: SQLite, CPU", || {
-        cpu("SQLite", &sqlite_cpu, bin, log, c, notes)
-    })?;
-    let pg = step("start a PostgreSQL server", || {
-        Ok(postgres_testkit::Server::start()?)
-    })?;
-    step("balanced lease set: PostgreSQL, join/leave/crash", || {
-        convergence("PostgreSQL", &pg.url(), true, bin, log, c, notes)
-    })?;
-    step("balanced lease set: PostgreSQL, CPU", || {
-        cpu("PostgreSQL", &pg.url(), bin, log, c, notes)
-    })?;
-    drop(pg);
-    let nats = step("start a NATS server", || Ok(nats_testkit::Server::start()?))?;
-    step("balanced lease set: NATS, join/leave/crash", || {
-        convergence("NATS", &nats.url(), true, bin, log, c, notes)
-    })?;
-    step("balanced lease set: NATS, CPU", || {
-        cpu("NATS", &nats.url(), bin, log, c, notes)
-    })?;
+    for kind in Kind::ALL.into_iter().filter(|k| !k.is_replicated()) {
+        let label = kind.label();
+        let store = step(&format!("start a {label} store"), || Ok(kind.start(dir)?))?;
+        step(
+            &format!("balanced lease set: {label}, join/leave/crash"),
+            || convergence(label, &store.url(), kind.expires(), bin, log, c, notes),
+        )?;
+        drop(store);
+        let store = step(&format!("start a {label} store"), || Ok(kind.start(dir)?))?;
+        step(&format!("balanced lease set: {label}, CPU"), || {
+            cpu(label, &store.url(), bin, log, c, notes)
+        })?;
+    }
     Ok(())
 }

@@ -507,7 +507,7 @@ pub(crate) fn rows(
         ),
         (
             "sqlite",
-            lease(election_url::BackendUrl::Sqlite(s.dir.join("cli.db")).to_string()),
+            lease(crate::sqlite::sqlite_url(&s.dir.join("cli.db"))?.to_string()),
             s.counts.lease_failovers,
         ),
         ("nats", lease(server.url()), s.counts.lease_failovers),

@@ -10,10 +10,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use election_core::Candidate;
-use election_file::FileElection;
+use election_url::{BackendUrl, Settings};
 
 use super::ofd::OfdFile;
+use super::rounds::{Campaigns, runtime};
 use super::stats::ns;
 use crate::Result;
 
@@ -27,34 +27,19 @@ pub(crate) struct CampaignSamples {
 }
 
 /// Campaigns `warmup + n` times for an election nobody else contests,
-/// resigning each term, in one process: the file backend's own cost.
+/// resigning each term, in one process, through the backend opened from
+/// its URL: the file backend's own cost.
 pub(crate) fn campaign(dir: &Path, n: usize, warmup: usize) -> Result<CampaignSamples> {
     std::fs::create_dir_all(dir)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let election = FileElection::new(dir)?;
-        let candidate = Candidate::new(election.claim("bench", "a")?);
-        let mut out = CampaignSamples::default();
-        let mut last_epoch = 0;
-        for round in 0..warmup + n {
-            let t0 = Instant::now();
-            let term = candidate.campaign().await?;
-            let t1 = Instant::now();
-            term.resign().await?;
-            let t2 = Instant::now();
-            let epoch = term.epoch().get();
-            if epoch <= last_epoch {
-                return Err(format!("epoch {epoch} after {last_epoch}: not increasing").into());
-            }
-            last_epoch = epoch;
-            if round >= warmup {
-                out.campaign.push(ns(t1 - t0));
-                out.campaign_resign.push(ns(t2 - t0));
-            }
-        }
-        Ok(out)
+    runtime()?.block_on(async {
+        let backend = BackendUrl::file(dir).open(&Settings::default()).await?;
+        let (campaign, campaign_resign) = Campaigns::new(&backend, "bench", "a")?
+            .rounds(n, warmup)
+            .await?;
+        Ok(CampaignSamples {
+            campaign,
+            campaign_resign,
+        })
     })
 }
 
@@ -125,3 +110,24 @@ pub(crate) fn floor_durable(dir: &Path, n: usize, warmup: usize) -> Result<Vec<u
     }
     Ok(samples)
 }
+/// How to read the file backend's rows: its section of the report's notes after
+/// the table (see [`report::document`](super::report::document)).
+pub(crate) const READING: &str = "File backend (`election-file`):
+
+- *uncontested campaign*: `Candidate::campaign()` on a `FileClaim` nobody
+  else contests, in process; *+ resign* adds `Term::resign()`. The campaign
+  takes the OFD lock and rewrites the epoch record in place through the
+  page cache on the calling task (ADR 0028; a durable write of the epoch
+  ceiling only once per 1024 terms, ADR 0025), so the floor to compare
+  with is a bare `F_OFD_SETLK` + `F_UNLCK` on an open file; the same lock
+  around write temp file + fsync + rename + fsync directory is what a term
+  cost before ADR 0025.
+- *clean handover*: separate `election-candidate --backend file://` processes; from A's
+  `resigning` stamp to B's `elected` stamp (both `CLOCK_MONOTONIC`), B
+  having waited in its campaign for at least 20 ms.
+- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
+  to B's `elected` stamp.
+- floor of both: the same handover between two `election-bench helper lock`
+  processes that only hold an OFD lock (B blocked in `F_OFD_SETLKW`).
+
+";

@@ -1,10 +1,13 @@
-//! The cross-process rows: clean handover (resign in A to elected in B) and
-//! crash failover (SIGKILL of A to elected in B), for the election-file
-//! candidate, the bare OFD lock helper (its floor), the election-sqlite
-//! candidate, the election-nats candidate and the election-postgres helper.
+//! The cross-process rows, written once for every backend: chains of
+//! processes that hand an election over from one to the next, by a clean
+//! resign or a SIGKILL ([`Chain`]), and crash failovers of a whole lease set
+//! ([`lease_set_failover`]). A process is a candidate opening a backend URL
+//! (`election-candidate --backend URL`: which backend it is, the chain never
+//! looks at) or a helper of this binary that speaks the same line protocol
+//! (the bare OFD lock holder, the floor; a backend's own candidate).
 
-use std::fs::File;
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -26,70 +29,86 @@ pub(crate) enum Exit {
     Kill,
 }
 
+impl Exit {
+    /// The row name of the floor of a chain leaving this way: the bare OFD
+    /// lock handover (or failover) between two helper processes.
+    pub(crate) fn lock_floor(self) -> &'static str {
+        match self {
+            Exit::Resign => "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
+            Exit::Kill => "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
+        }
+    }
+}
+
+/// The floor of a cross-process row: `n` handovers (after `warmup`) as
+/// `exit` says between `election-bench helper lock` processes on the lock
+/// file `path`, each given `settle` to block before the holder leaves.
+pub(crate) fn lock_floor(
+    exe: &Path,
+    path: &Path,
+    log: &Path,
+    exit: Exit,
+    (n, warmup): (usize, usize),
+    settle: Duration,
+) -> Result<Vec<u64>> {
+    Chain::new(Process::lock_helper(exe, path), log.to_path_buf()).measure(
+        exit,
+        n,
+        warmup,
+        settle,
+        Duration::ZERO,
+    )
+}
+
 /// What to start for each process of the chain.
 #[derive(Clone, Debug)]
-pub(crate) enum Kind {
-    /// `election-candidate --backend file:///DIR --name NAME --identity ID`.
+pub(crate) enum Process {
+    /// `election-candidate --backend URL --name NAME --identity ID FLAGS...`:
+    /// a candidate of any backend, through its URL.
     Candidate {
         /// The binary.
         bin: PathBuf,
-        /// The election directory.
-        dir: PathBuf,
-        /// The election name.
-        name: String,
-    },
-    /// `election-candidate --backend sqlite:///DB --name NAME --identity ID
-    /// --ttl-ms T --renew-ms R --poll-ms P`.
-    SqliteCandidate {
-        /// The binary.
-        bin: PathBuf,
-        /// The database file.
-        db: PathBuf,
-        /// The election name.
-        name: String,
-        /// The lease timings every process of the chain is given.
-        timings: LeaseTimings,
-    },
-    /// `election-candidate --backend nats://URLS?replicas=N --name NAME --identity ID
-    /// --ttl-ms T --poll-ms P` (the default bucket, and the
-    /// failover grace the TTL implies).
-    NatsCandidate {
-        /// The binary.
-        bin: PathBuf,
-        /// The servers' URLs, comma-separated.
-        urls: String,
-        /// The election name.
-        name: String,
-        /// The lease TTL (the bucket's max age), in milliseconds.
-        ttl_ms: u64,
-        /// The bucket's replicas.
-        replicas: usize,
-        /// How often a waiting contender polls (a backstop to its watch),
-        /// in milliseconds.
-        poll_ms: u64,
-    },
-    /// `election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS
-    /// [LINGER_MS]`.
-    PostgresHelper {
-        /// The election-bench binary (this one).
-        exe: PathBuf,
-        /// The server's URL.
+        /// The backend URL, secrets included.
         url: String,
         /// The election name.
         name: String,
-        /// The lease timings every process of the chain is given.
-        timings: LeaseTimings,
-        /// How long a process that resigned waits before it closes its
-        /// connections and exits.
-        linger_ms: u64,
+        /// The flags after the identity (lease timings).
+        flags: Vec<String>,
     },
-    /// `election-bench helper lock PATH`.
-    LockHelper {
+    /// `election-bench helper ARGS...`: a process of this binary that speaks
+    /// the candidate line protocol.
+    Helper {
         /// The election-bench binary (this one).
         exe: PathBuf,
-        /// The lock file.
-        path: PathBuf,
+        /// The arguments after `helper`.
+        args: Vec<OsString>,
+        /// Whether each process wins a higher epoch than the last (a bare
+        /// lock's are all 0).
+        epochs: bool,
     },
+}
+
+impl Process {
+    /// A candidate of the backend at `url` for election `name`, given
+    /// `flags` after its identity.
+    pub(crate) fn candidate(bin: &Path, url: &BackendUrl, name: &str, flags: Vec<String>) -> Self {
+        Process::Candidate {
+            bin: bin.to_path_buf(),
+            url: url.with_secrets().to_string(),
+            name: name.to_owned(),
+            flags,
+        }
+    }
+
+    /// `election-bench helper lock PATH`: a bare OFD lock holder, the floor
+    /// of the cross-process rows.
+    pub(crate) fn lock_helper(exe: &Path, path: &Path) -> Self {
+        Process::Helper {
+            exe: exe.to_path_buf(),
+            args: vec!["lock".into(), path.as_os_str().to_owned()],
+            epochs: false,
+        }
+    }
 }
 
 /// The lease TTL, renewal interval and poll interval of a lease-based
@@ -102,6 +121,20 @@ pub(crate) struct LeaseTimings {
     pub(crate) renew_ms: u64,
     /// How often a waiting contender polls the lease row.
     pub(crate) poll_ms: u64,
+}
+
+impl LeaseTimings {
+    /// `--ttl-ms T --renew-ms R --poll-ms P`.
+    pub(crate) fn flags(&self) -> Vec<String> {
+        [
+            ("--ttl-ms", self.ttl_ms),
+            ("--renew-ms", self.renew_ms),
+            ("--poll-ms", self.poll_ms),
+        ]
+        .into_iter()
+        .flat_map(|(flag, ms)| [flag.to_owned(), ms.to_string()])
+        .collect()
+    }
 }
 
 /// The pause before the leader leaves in round `round`: `settle`, plus a
@@ -118,14 +151,14 @@ pub(crate) fn pause(settle: Duration, spread: Duration, round: usize) -> Duratio
 /// Starts the processes of one chain, each with a fresh identity.
 #[derive(Debug)]
 pub(crate) struct Chain {
-    kind: Kind,
+    kind: Process,
     log: PathBuf,
     started: usize,
 }
 
 impl Chain {
     /// A chain of `kind` whose children write their stderr to `log`.
-    pub(crate) fn new(kind: Kind, log: PathBuf) -> Self {
+    pub(crate) fn new(kind: Process, log: PathBuf) -> Self {
         Chain {
             kind,
             log,
@@ -136,103 +169,32 @@ impl Chain {
     fn spawn(&mut self) -> Result<Proc> {
         let id = format!("p{}", self.started);
         self.started += 1;
-        let mut cmd = match &self.kind {
-            Kind::Candidate { bin, dir, name } => {
-                let mut cmd = Command::new(bin);
-                cmd.arg("--backend")
-                    .arg(BackendUrl::file(dir.clone()).to_string())
-                    .args(["--name", name, "--identity", &id]);
-                cmd
-            }
-            Kind::SqliteCandidate {
+        let cmd = match &self.kind {
+            Process::Candidate {
                 bin,
-                db,
-                name,
-                timings,
-            } => {
-                let mut cmd = Command::new(bin);
-                cmd.arg("--backend")
-                    .arg(BackendUrl::Sqlite(db.clone()).to_string())
-                    .args([
-                        "--name",
-                        name,
-                        "--identity",
-                        &id,
-                        "--ttl-ms",
-                        &timings.ttl_ms.to_string(),
-                        "--renew-ms",
-                        &timings.renew_ms.to_string(),
-                        "--poll-ms",
-                        &timings.poll_ms.to_string(),
-                    ]);
-                cmd
-            }
-            Kind::NatsCandidate {
-                bin,
-                urls,
-                name,
-                ttl_ms,
-                replicas,
-                poll_ms,
-            } => {
-                let mut url =
-                    BackendUrl::parse(urls).map_err(|e| format!("bad NATS URLs {urls:?}: {e}"))?;
-                if let BackendUrl::Nats(n) = &mut url {
-                    n.replicas = Some(*replicas);
-                }
-                let mut cmd = Command::new(bin);
-                cmd.args([
-                    "--backend",
-                    &url.with_secrets().to_string(),
-                    "--name",
-                    name,
-                    "--identity",
-                    &id,
-                    "--ttl-ms",
-                    &ttl_ms.to_string(),
-                    "--poll-ms",
-                    &poll_ms.to_string(),
-                ]);
-                cmd
-            }
-            Kind::PostgresHelper {
-                exe,
                 url,
                 name,
-                timings,
-                linger_ms,
+                flags,
             } => {
-                let mut cmd = Command::new(exe);
-                cmd.args(["helper", "postgres", url, name])
-                    .arg(timings.ttl_ms.to_string())
-                    .arg(timings.renew_ms.to_string())
-                    .arg(timings.poll_ms.to_string())
-                    .arg(linger_ms.to_string());
+                let mut cmd = Command::new(bin);
+                cmd.args(["--backend", url, "--name", name, "--identity", &id])
+                    .args(flags);
                 cmd
             }
-            Kind::LockHelper { exe, path } => {
+            Process::Helper { exe, args, .. } => {
                 let mut cmd = Command::new(exe);
-                cmd.args(["helper", "lock"]).arg(path);
+                cmd.arg("helper").args(args);
                 cmd
             }
         };
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(|e| format!("open {}: {e}", self.log.display()))?;
-        cmd.stderr(log);
-        Ok(Proc::start(format!("process {id}"), cmd)?.with_patience(TIMEOUT))
+        start(format!("process {id}"), cmd, &self.log)
     }
 
     fn checks_epochs(&self) -> bool {
-        matches!(
-            self.kind,
-            Kind::Candidate { .. }
-                | Kind::SqliteCandidate { .. }
-                | Kind::NatsCandidate { .. }
-                | Kind::PostgresHelper { .. }
-        )
+        match &self.kind {
+            Process::Candidate { .. } => true,
+            Process::Helper { epochs, .. } => *epochs,
+        }
     }
 
     /// Measures `n` handovers (after `warmup` unrecorded ones): each new
@@ -312,6 +274,103 @@ impl Chain {
         leader.read_stamp("resigned")?;
         leader.wait_success()?;
         Ok(samples)
+    }
+}
+
+/// Starts `cmd` as `label`, its stderr appended to `log`.
+fn start(label: String, mut cmd: Command, log: &Path) -> Result<Proc> {
+    let file = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("open {}: {e}", log.display()))?;
+    cmd.stderr(file);
+    Ok(Proc::start(label, cmd)?.with_patience(TIMEOUT))
+}
+
+/// A chain of lease-set processes: `election-candidate --backend URL --set
+/// k0,..,kN --identity sI FLAGS...`, any backend, through its URL.
+#[derive(Debug)]
+pub(crate) struct LeaseSets<'a> {
+    /// The candidate binary.
+    pub(crate) bin: &'a Path,
+    /// The backend.
+    pub(crate) url: &'a BackendUrl,
+    /// The keys every set asks.
+    pub(crate) keys: usize,
+    /// The flags after the identity (lease timings).
+    pub(crate) flags: Vec<String>,
+    /// Where the children's stderr goes.
+    pub(crate) log: &'a Path,
+}
+
+impl LeaseSets<'_> {
+    fn spawn(&self, id: &str) -> Result<Proc> {
+        let keys: Vec<String> = (0..self.keys).map(|i| format!("k{i}")).collect();
+        let mut cmd = Command::new(self.bin);
+        cmd.args(["--backend", &self.url.with_secrets().to_string()])
+            .args(["--set", &keys.join(","), "--identity", id])
+            .args(&self.flags);
+        start(format!("set {id}"), cmd, self.log)
+    }
+
+    /// `n` crash failovers of a lease set (after `warmup`): set A holds
+    /// every key, set B asks the same keys, a [`pause`] of `settle` plus
+    /// part of `spread` after B waits A is killed, and the sample runs from
+    /// the bench's stamp just before the kill to the moment the bench reads
+    /// B's `won <keys>` (B looks at its held keys every millisecond, and
+    /// has no stamp of its own: so this includes up to 1 ms of B's sampling
+    /// and a pipe read).
+    pub(crate) fn failover(
+        &self,
+        n: usize,
+        warmup: usize,
+        settle: Duration,
+        spread: Duration,
+    ) -> Result<Vec<u64>> {
+        let mut started = 0;
+        let mut next_id = || {
+            started += 1;
+            format!("s{started}")
+        };
+        let mut leader = self.spawn(&next_id())?;
+        leader.read_expect("campaigning")?;
+        until_holding(&mut leader, self.keys)?;
+        let mut samples = Vec::with_capacity(n);
+        for round in 0..warmup + n {
+            let mut next = self.spawn(&next_id())?;
+            next.read_expect("campaigning")?;
+            until_holding(&mut next, 0)?;
+            std::thread::sleep(pause(settle, spread, round));
+            let t0 = mono_ns();
+            leader.sigkill()?;
+            let t1 = until_holding(&mut next, self.keys)?;
+            leader.wait()?;
+            if round >= warmup {
+                samples.push(t1 - t0);
+            }
+            leader = next;
+        }
+        leader.write_line("resign")?;
+        leader.read_stamp("resigning")?;
+        leader.read_stamp("resigned")?;
+        leader.wait_success()?;
+        Ok(samples)
+    }
+}
+
+/// Reads `p`'s `won <n>` lines until it holds `n` keys; the time it read
+/// that line.
+fn until_holding(p: &mut Proc, n: usize) -> Result<u64> {
+    let want = format!("won {n}");
+    loop {
+        let line = p.read_line()?;
+        if line == want {
+            return Ok(mono_ns());
+        }
+        if !line.starts_with("won ") {
+            return Err(format!("{}: unexpected {line:?}", p.label()).into());
+        }
     }
 }
 

@@ -26,6 +26,7 @@ mod nats;
 mod ofd;
 mod postgres;
 mod report;
+mod rounds;
 mod sqlite;
 mod stats;
 
@@ -33,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use self::handover::{Chain, Exit, Kind};
+use self::handover::{Chain, Exit, Process};
 use self::report::{Header, Row};
 use self::stats::Summary;
 
@@ -118,6 +119,46 @@ const CLI_ROUNDS: usize = 100;
 const CLI_LEASE_FAILOVERS: usize = 5;
 /// CLI crash failovers per lease row with `--quick`.
 const CLI_LEASE_FAILOVERS_QUICK: usize = 2;
+
+/// The iteration counts of a group of rows: every group takes the ones it
+/// has rows for.
+#[derive(Clone, Copy, Debug)]
+struct Counts {
+    /// In-process rounds (each with its floor).
+    in_process: usize,
+    /// Their warm-up rounds.
+    warm: usize,
+    /// Cross-process handovers.
+    handovers: usize,
+    /// Crash failovers.
+    failovers: usize,
+    /// Warm-up rounds of each chain.
+    cross_warm: usize,
+    /// Warm-up rounds of a failover chain where each costs a TTL (NATS).
+    failover_warm: usize,
+    /// Renewals in a batch whose bytes are counted (NATS).
+    byte_batch: usize,
+    /// Keys in a lease set (PostgreSQL).
+    keys: usize,
+    /// A lease set's steady-state window (PostgreSQL).
+    window: Duration,
+}
+
+/// Where a group of rows runs and with what: one for every group.
+#[derive(Debug)]
+struct Setup<'a> {
+    /// The bench directory.
+    dir: &'a Path,
+    /// `election-bench` itself, for its helpers (the bare OFD lock, a
+    /// backend's own candidate).
+    exe: &'a Path,
+    /// `election-candidate`, any backend by `--backend URL`.
+    candidate_bin: &'a Path,
+    /// Where the children's stderr goes.
+    log: &'a Path,
+    /// How many of each.
+    counts: Counts,
+}
 
 /// The parsed flags.
 #[derive(Debug)]
@@ -255,14 +296,15 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     let target = target_dir();
     // One candidate binary for every backend (`--backend URL`).
     let candidate_bin = target.join("release").join("election-candidate");
-    let sqlite_bin = candidate_bin.clone();
-    let nats_bin = candidate_bin.clone();
     let elect_bin = target.join("release").join("elect");
     for (bin, needed) in [
         (&elect_bin, o.wants("cli")),
-        (&candidate_bin, o.wants("handover") || o.wants("failover")),
-        (&sqlite_bin, o.wants("sqlite")),
-        (&nats_bin, o.wants("nats")),
+        (
+            &candidate_bin,
+            ["handover", "failover", "sqlite", "nats"]
+                .iter()
+                .any(|g| o.wants(g)),
+        ),
     ] {
         if needed && !bin.is_file() {
             return Err(format!(
@@ -280,45 +322,41 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     let memory_ops = in_process * MEMORY_FACTOR;
     let warm = (in_process / 10).max(1);
     let cross_warm = CROSS_WARMUP;
-    let sqlite_counts = sqlite::Counts {
+    let window = if o.quick {
+        LEASE_WINDOW_QUICK
+    } else {
+        LEASE_WINDOW
+    };
+    let counts = Counts {
         in_process,
         warm,
         handovers: cross,
-        // A killed holder is replaced at once (the same-host lock), not
-        // after a TTL: as many failovers as handovers.
+        // A killed SQLite or file holder is replaced at once (the same-host
+        // lock), not after a TTL: as many failovers as handovers.
         failovers: cross,
         cross_warm,
-    };
-    let nats_counts = nats::Counts {
-        in_process,
-        warm,
+        failover_warm: cross_warm,
         byte_batch: o.scale(NATS_BYTE_BATCH),
-        handovers: cross,
-        handover_warm: cross_warm,
+        keys: LEASE_KEYS,
+        window,
+    };
+    let sqlite_counts = counts;
+    let nats_counts = Counts {
         failovers: if o.quick {
             NATS_FAILOVERS_QUICK
         } else {
             NATS_FAILOVERS
         },
         failover_warm: 1,
+        ..counts
     };
-
-    let pg_counts = postgres::Counts {
-        in_process,
-        warm,
-        handovers: cross,
+    let pg_counts = Counts {
         failovers: if o.quick {
             PG_FAILOVERS_QUICK
         } else {
             PG_FAILOVERS
         },
-        cross_warm,
-        keys: LEASE_KEYS,
-        window: if o.quick {
-            LEASE_WINDOW_QUICK
-        } else {
-            LEASE_WINDOW
-        },
+        ..counts
     };
 
     let cli_counts = cli::Counts {
@@ -369,32 +407,23 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         fencing_rows(dir, in_process, memory_ops, warm, &mut rows)?;
     }
     let mut notes = Vec::new();
+    let setup = |counts| Setup {
+        dir,
+        exe: &exe,
+        candidate_bin: &candidate_bin,
+        log: &log,
+        counts,
+    };
     if o.wants("sqlite") {
-        let setup = sqlite::Setup {
-            dir,
-            candidate_bin: &sqlite_bin,
-            exe: &exe,
-            log: &log,
-            counts: sqlite_counts,
-        };
-        sqlite::rows(&setup, &mut rows, &mut notes)?;
+        sqlite::rows(&setup(sqlite_counts), &mut rows, &mut notes)?;
     }
     if o.wants("nats") {
-        let setup = nats::Setup {
-            candidate_bin: &nats_bin,
-            log: &log,
-            counts: nats_counts,
-        };
-        nats::rows(&setup, &mut rows, &mut notes)?;
+        nats::rows(&setup(nats_counts), &mut rows, &mut notes)?;
     }
     if o.wants("leases") {
         let counts = leases::Counts {
             keys: LEASE_KEYS,
-            window: if o.quick {
-                LEASE_WINDOW_QUICK
-            } else {
-                LEASE_WINDOW
-            },
+            window,
             held_run: Duration::from_secs(2),
         };
         leases::notes(counts, &mut notes)?;
@@ -418,23 +447,14 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                 BALANCE_ROUNDS
             },
             cpu_keys: LEASE_KEYS,
-            window: if o.quick {
-                LEASE_WINDOW_QUICK
-            } else {
-                LEASE_WINDOW
-            },
+            window,
         };
         balance::notes(dir, &node_bin, &log, counts, &mut notes)
             .map_err(|e| with_log_tail(e, &log))?;
     }
 
     if o.wants("postgres") {
-        let setup = postgres::Setup {
-            exe: &exe,
-            log: &log,
-            counts: pg_counts,
-        };
-        postgres::rows(&setup, &mut rows, &mut notes)?;
+        postgres::rows(&setup(pg_counts), &mut rows, &mut notes)?;
     } else if o.wants("postgres-fence") {
         postgres::fence_rows(pg_counts, &mut rows)?;
     }
@@ -484,7 +504,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     n.warm,
                     n.byte_batch,
                     n.handovers,
-                    n.handover_warm,
+                    n.cross_warm,
                     n.failovers,
                     n.failover_warm
                 )
@@ -577,7 +597,13 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         build: format!("cargo {}", BUILD.join(" ")),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let doc = report::document(&header, &rows, &notes);
+    let reading = [
+        file::READING,
+        sqlite::READING,
+        nats::READING,
+        postgres::READING,
+    ];
+    let doc = report::document(&header, &rows, &notes, &reading);
     print!("{doc}");
     if let Some(parent) = o.out.parent() {
         std::fs::create_dir_all(parent)?;
@@ -647,36 +673,26 @@ fn cross_rows(
     log: &Path,
     rows: &mut Vec<Row>,
 ) -> Result<()> {
-    let (what, floor_what, tag) = match exit {
+    let (what, tag) = match exit {
         Exit::Resign => (
             "file: clean handover: resign in A → elected in B (processes)",
-            "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
             "handover",
         ),
         Exit::Kill => (
             "file: crash failover: SIGKILL of A → elected in B (processes)",
-            "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
             "failover",
         ),
     };
-    let mut floor_chain = Chain::new(
-        Kind::LockHelper {
-            exe: exe.to_path_buf(),
-            path: dir.join(format!("{tag}-floor.lock")),
-        },
-        log.to_path_buf(),
-    );
+    let floor_what = exit.lock_floor();
     let floor = step(&format!("floor: bare OFD lock {tag}"), || {
-        floor_chain.measure(exit, n, warm, SETTLE, Duration::ZERO)
+        let lock = dir.join(format!("{tag}-floor.lock"));
+        handover::lock_floor(exe, &lock, log, exit, (n, warm), SETTLE)
     })?;
     let election_dir = dir.join(format!("{tag}-election"));
     std::fs::create_dir_all(&election_dir)?;
+    let url = election_url::BackendUrl::file(election_dir);
     let mut chain = Chain::new(
-        Kind::Candidate {
-            bin: candidate_bin.to_path_buf(),
-            dir: election_dir,
-            name: "bench".into(),
-        },
+        Process::candidate(candidate_bin, &url, "bench", Vec::new()),
         log.to_path_buf(),
     );
     let measured = step(&format!("election-file {tag}"), || {

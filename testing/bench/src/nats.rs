@@ -18,19 +18,20 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::kv;
 use election_nats::{NatsElection, NatsOptions};
+use election_url::BackendUrl;
 use nats_testkit::{Cluster, Server};
 
-use super::handover::{Chain, Exit, Kind};
+use super::handover::{Chain, Exit, Process};
 use super::idle::after_idle;
 use super::report::{Row, met_2x};
+use super::rounds::{Campaigns, interleaved, ms, runtime};
 use super::stats::{Summary, ns};
-use super::{step, summary, with_log_tail};
+use super::{Setup, step, summary, with_log_tail};
 use crate::Result;
 
 /// The bucket of the in-process rows.
@@ -57,36 +58,6 @@ pub(crate) const CHAIN_POLL_MS: u64 = 1000;
 /// once and set up its watch before the leader leaves.
 pub(crate) const SETTLE: Duration = Duration::from_millis(50);
 
-/// The iteration counts of the NATS group, per topology.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Counts {
-    /// In-process rounds (each with its floor), and handover floor rounds.
-    pub(crate) in_process: usize,
-    /// Their warm-up rounds.
-    pub(crate) warm: usize,
-    /// Renewals in the batch whose bytes are counted.
-    pub(crate) byte_batch: usize,
-    /// Cross-process handovers.
-    pub(crate) handovers: usize,
-    /// Warm-up handovers.
-    pub(crate) handover_warm: usize,
-    /// Crash failovers.
-    pub(crate) failovers: usize,
-    /// Warm-up failovers.
-    pub(crate) failover_warm: usize,
-}
-
-/// Where the NATS group runs and with what.
-#[derive(Debug)]
-pub(crate) struct Setup<'a> {
-    /// `election-candidate --backend nats://`.
-    pub(crate) candidate_bin: &'a Path,
-    /// Where the children's stderr goes.
-    pub(crate) log: &'a Path,
-    /// How many of each.
-    pub(crate) counts: Counts,
-}
-
 /// One set of servers.
 #[derive(Debug)]
 struct Topology {
@@ -98,12 +69,6 @@ struct Topology {
     replicas: usize,
     /// The nodes' monitoring ports (for `/routez`; none on one node).
     monitor_ports: Vec<u16>,
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
 }
 
 /// The in-process rows' options: the long TTL, but the failover grace of
@@ -163,33 +128,6 @@ fn lease_like_value() -> String {
     )
 }
 
-/// Runs `warmup + n` rounds of `floor(i)` and `measured(i)` (`i` the
-/// round), alternating which goes first; each times itself. Returns the
-/// results of the last `n` rounds: `(floor, measured)`.
-async fn interleaved<F, M>(
-    n: usize,
-    warmup: usize,
-    mut floor: impl AsyncFnMut(usize) -> Result<F>,
-    mut measured: impl AsyncFnMut(usize) -> Result<M>,
-) -> Result<(Vec<F>, Vec<M>)> {
-    let mut floors = Vec::with_capacity(n);
-    let mut measures = Vec::with_capacity(n);
-    for round in 0..warmup + n {
-        let (f, m) = if round % 2 == 0 {
-            let f = floor(round).await?;
-            (f, measured(round).await?)
-        } else {
-            let m = measured(round).await?;
-            (floor(round).await?, m)
-        };
-        if round >= warmup {
-            floors.push(f);
-            measures.push(m);
-        }
-    }
-    Ok((floors, measures))
-}
-
 /// Samples of the uncontested campaign and of its interleaved floors.
 #[derive(Debug, Default)]
 pub(crate) struct CampaignSamples {
@@ -224,8 +162,7 @@ pub(crate) fn campaign(
     runtime()?.block_on(async {
         let election = NatsElection::connect(urls, options).await?;
         let kv = bucket(&election).await?;
-        let candidate = election.candidate("campaign", IDENTITY)?;
-        let mut last_epoch = 0;
+        let mut campaigns = Campaigns::new(&election, "campaign", IDENTITY)?;
         let (floors, measured) = interleaved(
             n,
             warmup,
@@ -241,19 +178,7 @@ pub(crate) fn campaign(
                 kv.delete_expect_revision("floor-marker", Some(rev)).await?;
                 Ok((ns(t1 - t0), ns(t2 - t0), ns(t3 - t2), stale))
             },
-            async |_| {
-                let t0 = Instant::now();
-                let term = candidate.campaign().await?;
-                let t1 = Instant::now();
-                term.resign().await?;
-                let t2 = Instant::now();
-                let epoch = term.epoch().get();
-                if epoch <= last_epoch {
-                    return Err(format!("epoch {epoch} after {last_epoch}: not increasing").into());
-                }
-                last_epoch = epoch;
-                Ok((ns(t1 - t0), ns(t2 - t0)))
-            },
+            async |_| campaigns.round().await,
         )
         .await?;
         let server_version = election.client().server_info().version;
@@ -527,16 +452,6 @@ fn open_chain_bucket(urls: &str, replicas: usize) -> Result<()> {
     })
 }
 
-/// Nanoseconds as milliseconds, to 10 µs below 10 ms.
-fn ms(ns: u64) -> String {
-    let ms = ns as f64 / 1e6;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else {
-        format!("{ms:.1} ms")
-    }
-}
-
 /// The floors' names in the table.
 const FRESH_CREATE: &str =
     "raw KV `create` of a fresh key (same bucket and connection, interleaved)";
@@ -689,7 +604,7 @@ fn topology(
                 t.replicas,
                 c.in_process,
                 c.warm,
-                (c.handovers, c.handover_warm),
+                (c.handovers, c.cross_warm),
             )
         },
     )?;
@@ -853,7 +768,7 @@ fn renewal_note(label: &str, renewal: Summary, b: &RenewalBytes) -> String {
 fn chain(s: &Setup<'_>, t: &Topology, exit: Exit) -> Result<Vec<u64>> {
     let c = s.counts;
     let (tag, n, warm, spread) = match exit {
-        Exit::Resign => ("handover", c.handovers, c.handover_warm, Duration::ZERO),
+        Exit::Resign => ("handover", c.handovers, c.cross_warm, Duration::ZERO),
         // The kill lands at every phase of A's renewals.
         Exit::Kill => (
             "failover",
@@ -862,15 +777,15 @@ fn chain(s: &Setup<'_>, t: &Topology, exit: Exit) -> Result<Vec<u64>> {
             Duration::from_millis(CHAIN_RENEW_MS),
         ),
     };
+    let url: BackendUrl = format!("{}?replicas={}", t.urls, t.replicas)
+        .parse()
+        .map_err(|e| format!("bad NATS URLs {:?}: {e}", t.urls))?;
+    let flags = [("--ttl-ms", CHAIN_TTL_MS), ("--poll-ms", CHAIN_POLL_MS)]
+        .into_iter()
+        .flat_map(|(flag, ms)| [flag.to_owned(), ms.to_string()])
+        .collect();
     let mut chain = Chain::new(
-        Kind::NatsCandidate {
-            bin: s.candidate_bin.to_path_buf(),
-            urls: t.urls.clone(),
-            name: tag.into(),
-            ttl_ms: CHAIN_TTL_MS,
-            replicas: t.replicas,
-            poll_ms: CHAIN_POLL_MS,
-        },
+        Process::candidate(s.candidate_bin, &url, tag, flags),
         s.log.to_path_buf(),
     );
     step(&format!("{}: election-nats {tag}", t.label), || {
@@ -878,6 +793,68 @@ fn chain(s: &Setup<'_>, t: &Topology, exit: Exit) -> Result<Vec<u64>> {
     })
     .map_err(|e| with_log_tail(e, s.log))
 }
+
+/// How to read the NATS backend's rows: its section of the report's notes after
+/// the table (see [`report::document`](super::report::document)).
+pub(crate) const READING: &str =
+    "NATS backend (`election-nats`), on real `nats-server` processes that
+`nats-testkit` starts on 127.0.0.1: one node (buckets with one replica),
+then a three-node cluster (*R3*: buckets with three replicas, clients
+given all three URLs, connected to one of them). Every floor is a bare
+`async-nats` KV request on the same server(s) in the same run:
+
+- *uncontested campaign*: `Candidate::campaign()` of a `NatsClaim` nobody
+  else contests, in process (bucket TTL 600 s, so a term's renewal loop
+  never runs during it; failover grace 5 s and poll 250 ms, the
+  defaults); *+ resign* adds `Term::resign()`, one
+  `delete` expecting the term's revision. Floors, on the same bucket and
+  connection, interleaved round by round: a `create` of a fresh key (one
+  round trip: an update expecting revision 0), and a `create` of a key
+  whose last entry is a delete marker. The second is what every campaign
+  after the first one does (the previous resign left a marker), and
+  async-nats makes it three requests: the update expecting revision 0
+  fails, it reads the entry, then updates expecting the marker's
+  revision. That read is a direct get, which on R3 any replica may
+  answer, also one that has not applied the delete yet: the create then
+  reports that the key exists. The floors try again at once and count
+  it; a campaign waits for its next poll (and, if the next read shows
+  the old value too, the failover grace), and the derived figures count
+  the campaigns that did.
+- *clean handover*: separate `election-candidate --backend nats://` processes (TTL
+  3000 ms, poll 1000 ms, only a backstop); from A's `resigning` stamp to
+  B's `elected` stamp. B waits on a KV watch of the key, which delivers
+  A's delete marker, then creates the key over it (three requests, as
+  above); no failover grace after a clean release. Floors, measured on
+  the chains' bucket after the chains: one `create` of a fresh key, and
+  the handover's own requests back to back without the watch push: a
+  `delete` expecting the revision, then a `create` over that marker,
+  once in a loop and once with each pair after 50 ms of idleness, as each
+  handover starts (ADR 0090: on this machine a request after idleness
+  costs several times one in a loop). B
+  is given 50 ms after it says `campaigning` to try once and set up its
+  watch; the derived figures below count handovers slow enough to have
+  been woken by a poll instead.
+- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
+  to B's `elected` stamp (TTL 3000 ms, renew 1000 ms, grace 1000 ms,
+  poll 1000 ms), against TTL + grace as the floor. Nothing deletes the
+  key: it expires a TTL after A's last renewal as the server stored it
+  (the bucket's max age), the server writes a TTL marker, B's watch
+  wakes on it, B creates the key and, because the previous holder did
+  not resign, waits the failover grace before its term begins. So expect
+  TTL − (time from A's last renewal to the kill) + the marker's delay +
+  grace. The pause before the kill (50 ms, plus a share of one renew
+  interval that varies evenly from round to round) makes the kill land
+  at every phase of A's renewals.
+- *lease renewal*: `Term::confirm` on a live term won by a real
+  campaign: the same compare-and-set `update` the renewal loop sends
+  (expecting the revision last written; it renews the lease), against a
+  raw `update` expecting the last revision of another key holding a value
+  of the same size, interleaved. The bytes per renewal are counted on the
+  client's socket (async-nats' byte counters, a separate batch of
+  renewals), on R3 also between the servers; the traffic per term-minute
+  at the default renew interval is worked out below the table.
+
+";
 
 #[cfg(test)]
 mod tests {
@@ -905,7 +882,7 @@ mod tests {
             cpus: 1,
             build: String::new(),
         };
-        let doc = super::super::report::document(&h, &[], &[]);
+        let doc = super::super::report::document(&h, &[], &[], &[READING]);
         let text = doc.split_whitespace().collect::<Vec<_>>().join(" ");
         for expected in [
             format!("(TTL {CHAIN_TTL_MS} ms, poll {CHAIN_POLL_MS} ms,"),

@@ -27,7 +27,6 @@
 //!   `pg_stat_database.xact_commit`), and WAL written (`pg_current_wal_lsn`).
 
 use std::io::{BufRead, Write};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use candidate_testkit::protocol::{Command, Event};
@@ -36,12 +35,13 @@ use fencing::{ResourceName, Token};
 use postgres_testkit::Server;
 use sqlx::PgPool;
 
-use super::handover::{Chain, Exit, Kind, LeaseTimings};
+use super::handover::{Chain, Exit, LeaseTimings, Process};
 use super::idle::after_idle;
 use super::ofd::mono_ns;
 use super::report::{Row, met_2x};
+use super::rounds::{Campaigns, interleaved, ms, paired, rate, timed};
 use super::stats::{Summary, ns};
-use super::{SETTLE, step, summary};
+use super::{Counts, SETTLE, Setup, step, summary};
 use crate::Result;
 
 /// The lease timings of the handover chain: a waiting contender is woken by
@@ -76,36 +76,6 @@ const WRITE: &str = "INSERT INTO bench_data (v) VALUES ($1)";
 /// The floor's name in the table.
 const FLOOR: &str =
     "bare `UPDATE bench_floor …` in its own transaction (same server and pool, interleaved)";
-
-/// The iteration counts of the PostgreSQL group.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Counts {
-    /// In-process rounds (each with its floor).
-    pub(crate) in_process: usize,
-    /// Their warm-up rounds.
-    pub(crate) warm: usize,
-    /// Cross-process handovers.
-    pub(crate) handovers: usize,
-    /// Crash failovers: each costs about a TTL.
-    pub(crate) failovers: usize,
-    /// Warm-up rounds of each chain.
-    pub(crate) cross_warm: usize,
-    /// Keys in the lease set.
-    pub(crate) keys: usize,
-    /// The lease set's steady-state window.
-    pub(crate) window: Duration,
-}
-
-/// Where the group runs and with what.
-#[derive(Debug)]
-pub(crate) struct Setup<'a> {
-    /// `election-bench` itself, for the candidate helper.
-    pub(crate) exe: &'a Path,
-    /// Where the children's stderr goes.
-    pub(crate) log: &'a Path,
-    /// How many of each.
-    pub(crate) counts: Counts,
-}
 
 /// How long the resigning process waits before it closes its connections
 /// in the handover row that keeps its exit off B's claim.
@@ -169,38 +139,6 @@ async fn bare_transaction(pool: &PgPool) -> Result<()> {
         return Err("the floor's UPDATE matched no row".into());
     }
     Ok(())
-}
-
-async fn timed(op: impl Future<Output = Result<()>>) -> Result<u64> {
-    let t0 = Instant::now();
-    op.await?;
-    Ok(ns(t0.elapsed()))
-}
-
-/// Runs `warmup + n` rounds of `floor(i)` and `measured(i)`, alternating
-/// which goes first, and times each: `(floor, measured)` of the last `n`.
-async fn paired(
-    n: usize,
-    warmup: usize,
-    mut floor: impl AsyncFnMut(usize) -> Result<()>,
-    mut measured: impl AsyncFnMut(usize) -> Result<()>,
-) -> Result<(Vec<u64>, Vec<u64>)> {
-    let mut floors = Vec::with_capacity(n);
-    let mut measures = Vec::with_capacity(n);
-    for round in 0..warmup + n {
-        let (f, m) = if round % 2 == 0 {
-            let f = timed(floor(round)).await?;
-            (f, timed(measured(round)).await?)
-        } else {
-            let m = timed(measured(round)).await?;
-            (timed(floor(round)).await?, m)
-        };
-        if round >= warmup {
-            floors.push(f);
-            measures.push(m);
-        }
-    }
-    Ok((floors, measures))
 }
 
 /// Samples of the in-process rows.
@@ -271,20 +209,6 @@ async fn write(
     Ok(())
 }
 
-/// Writes per second over `n` [`write`](fn@write)s in a row.
-async fn rate(
-    pool: &PgPool,
-    fence: (&PostgresFence, &ResourceName, Token),
-    how: Fencing,
-    n: usize,
-) -> Result<f64> {
-    let t0 = Instant::now();
-    for i in 0..n {
-        write(pool, fence, how, i).await?;
-    }
-    Ok(n as f64 / t0.elapsed().as_secs_f64().max(1e-9))
-}
-
 /// `warmup + n` rounds of the three writes on `election`'s pool with a real
 /// term's token (the same every time, as one term's writes carry), the
 /// order rotating from round to round, then a batch of `n` of each for the
@@ -312,9 +236,12 @@ async fn writes(election: &PostgresElection, n: usize, warmup: usize) -> Result<
         }
     }
     out.rates = (
-        rate(pool, fence, Fencing::BeginFenced, n).await?,
-        rate(pool, fence, Fencing::AdvanceIn, n).await?,
-        rate(pool, fence, Fencing::None, n).await?,
+        rate(n, async |i| {
+            write(pool, fence, Fencing::BeginFenced, i).await
+        })
+        .await?,
+        rate(n, async |i| write(pool, fence, Fencing::AdvanceIn, i).await).await?,
+        rate(n, async |i| write(pool, fence, Fencing::None, i).await).await?,
     );
     term.resign().await?;
     Ok(out)
@@ -342,32 +269,17 @@ pub(crate) fn in_process(url: &str, n: usize, warmup: usize) -> Result<InProcess
         let pool = election.pool();
         let mut out = InProcess::default();
 
-        let candidate = election.candidate("campaign", "bench/a")?;
-        let mut last_epoch = 0;
-        let campaign = &mut out.campaign;
-        let (floor, both) = paired(
+        let mut campaigns = Campaigns::new(&election, "campaign", "bench/a")?;
+        let (floor, measured) = interleaved(
             n,
             warmup,
-            async |_| bare_transaction(pool).await,
-            async |round| {
-                let t0 = Instant::now();
-                let term = candidate.campaign().await?;
-                let t1 = Instant::now();
-                term.resign().await?;
-                let epoch = term.epoch().get();
-                if epoch <= last_epoch {
-                    return Err(format!("epoch {epoch} after {last_epoch}: not increasing").into());
-                }
-                last_epoch = epoch;
-                if round >= warmup {
-                    campaign.push(ns(t1 - t0));
-                }
-                Ok(())
-            },
+            async |_| timed(bare_transaction(pool)).await,
+            async |_| campaigns.round().await,
         )
         .await?;
         out.campaign_floor = floor;
-        out.campaign_resign = both;
+        out.campaign = measured.iter().map(|m| m.0).collect();
+        out.campaign_resign = measured.iter().map(|m| m.1).collect();
 
         let term = election.candidate("renewal", "bench/a")?.campaign().await?;
         let (floor, renewal) = paired(
@@ -808,16 +720,6 @@ fn lease_set_notes(
     Ok(())
 }
 
-/// Nanoseconds as milliseconds, to 10 µs below 10 ms.
-fn ms(ns: u64) -> String {
-    let ms = ns as f64 / 1e6;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else {
-        format!("{ms:.1} ms")
-    }
-}
-
 /// The two fenced-write rows, each beside the same unfenced samples.
 fn push_write_rows(w: &Writes, rows: &mut Vec<Row>) -> Result<()> {
     let floor = "the same INSERT transaction without the fence (interleaved)";
@@ -1041,13 +943,21 @@ fn cross(s: &Setup<'_>, url: &str, exit: Exit, n: usize, linger_ms: u64) -> Resu
         0 => tag.to_owned(),
         ms => format!("{tag}-linger-{ms}"),
     };
+    // `election-bench helper postgres URL NAME TTL_MS RENEW_MS POLL_MS
+    // LINGER_MS` (see [`helper`]).
+    let name = format!("bench-{tag}");
+    let numbers = [timings.ttl_ms, timings.renew_ms, timings.poll_ms, linger_ms];
+    let args = ["postgres", url, &name]
+        .into_iter()
+        .map(String::from)
+        .chain(numbers.map(|n| n.to_string()))
+        .map(Into::into)
+        .collect();
     let mut chain = Chain::new(
-        Kind::PostgresHelper {
+        Process::Helper {
             exe: s.exe.to_path_buf(),
-            url: url.to_owned(),
-            name: format!("bench-{tag}"),
-            timings,
-            linger_ms,
+            args,
+            epochs: true,
         },
         s.log.to_path_buf(),
     );
@@ -1063,6 +973,69 @@ fn cross(s: &Setup<'_>, url: &str, exit: Exit, n: usize, linger_ms: u64) -> Resu
     })
     .map_err(|e| super::with_log_tail(e, s.log))
 }
+
+/// How to read the PostgreSQL backend's rows: its section of the report's notes after
+/// the table (see [`report::document`](super::report::document)).
+pub(crate) const READING: &str = "PostgreSQL backend (`election-postgres`), on one real server that
+`postgres-testkit` starts (Debian's PostgreSQL 15, `fsync = on`, TCP on
+127.0.0.1, `pg_stat_statements` preloaded by a restart when the server
+has it). Every floor is measured on the same server in the same run:
+
+- floor of the in-process rows: a bare `UPDATE bench_floor SET v = v + 1
+  WHERE id = 1`, its own (autocommit) transaction, through the election's
+  own pool (`election.pool()`): one round trip and one durable commit,
+  which a claim, a renewal and a release each cannot avoid. Interleaved
+  round by round with each row (which goes first alternates).
+- *uncontested campaign*: `Candidate::campaign()` of a `PostgresClaim`
+  nobody else contests (TTL 600 s, renew 240 s, so a term's renewal loop
+  never runs during it; every campaign must win a higher epoch than the
+  last); *+ resign* adds `Term::resign()`, the release statement.
+- *lease renewal*: `Term::confirm` on a live term won by a real campaign:
+  the commit-point check, which runs the renewal statement (the one the
+  renewal loop runs for every held key at once) for the one key: a
+  conditional `UPDATE` that bumps the renewal version, so it renews the
+  lease.
+- *fenced write*: `PostgresFence::begin_fenced` with a live term's token
+  (the same token every time, as one term's writes carry: one simple query
+  `SELECT fence_enter(..); BEGIN`, one round trip), `INSERT INTO bench_data
+  (v) VALUES ($1)`, `COMMIT`; and the same with `BEGIN` and then
+  `PostgresFence::advance_in` (one more round trip). The floor of both is
+  the same transaction unfenced; the three are interleaved, the order
+  rotating every round (target ≤ 1.15×). ops/s is from a separate batch of
+  the same size of each.
+- *clean handover*: separate `election-bench helper postgres` processes (a
+  candidate of the bench's own on `election-postgres` that speaks the
+  candidate line protocol; TTL 2000 ms, renew 500 ms, poll 2000 ms: the
+  TTL, only a backstop); from A's `resigning` stamp to B's `elected` stamp
+  (both `CLOCK_MONOTONIC`). B has waited in its campaign for at least
+  100 ms (plus a share of one renew interval that varies evenly from round
+  to round), so its listener is up; A's release commits a `NOTIFY`, B's
+  listener wakes its campaign, and B reads the row and claims it (one
+  read, one committed statement). Floor: two
+  bare `UPDATE` transactions back to back on the same server (the release
+  and the claim; target ≤ 2×), once in a loop and once with each pair
+  after 100 ms of idleness, as each handover starts (ADR 0090). *Within one process*: the same handover
+  between two `PostgresElection`s of this process (each its own pool and
+  listener connection, same timings), from just before A's `resign()` to
+  B's campaign returning: no process wake-up or pipe in the path.
+- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
+  to B's `elected` stamp (TTL 1000 ms, renew 300 ms, poll 100 ms), against
+  the TTL. A dropped connection does not prove its holder gone, so B takes
+  the row over only after it has itself seen the row unrenewed for a full
+  TTL on its own monotonic clock: expect between TTL − renew interval and
+  TTL + poll interval. The pause before the kill (20 ms plus a share of one
+  renew interval) makes the kill land at every phase of A's renewals.
+- *lease set* (below the table): one process holds 10,000 keys in one
+  `PostgresKeyedClaims` set at the default options (TTL 15 s, renew every 5 s)
+  and is left alone for a window (60 s, 15 s with `--quick`): CPU of this
+  process and of the server's processes from `/proc/<pid>/stat`, the
+  statements and the WAL bytes they wrote from `pg_stat_statements` (reset
+  at the window's start; the bench's own reads excluded), the database's
+  committed transactions from `pg_stat_database.xact_commit` (which
+  backends flush lazily) and the WAL the server wrote from
+  `pg_current_wal_lsn()`.
+
+";
 
 #[cfg(test)]
 mod tests {

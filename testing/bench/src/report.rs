@@ -106,8 +106,10 @@ fn fmt_rate(ops: f64) -> String {
 }
 
 /// The whole document: title, header, table, figures derived from it
-/// (`notes`, one bullet each) and how to read it.
-pub(crate) fn document(h: &Header, rows: &[Row], notes: &[String]) -> String {
+/// (`notes`, one bullet each) and how to read it: what every row shares,
+/// each backend's own `sections` (in order, as its module words them), and
+/// fencing.
+pub(crate) fn document(h: &Header, rows: &[Row], notes: &[String], sections: &[&str]) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
@@ -149,203 +151,13 @@ measurement cannot avoid, measured in the same run on the same directory
 on top (for the failovers, which wait out a TTL, the ratio is the failover
 in TTLs).
 
-File backend (`election-file`):
-
-- *uncontested campaign*: `Candidate::campaign()` on a `FileClaim` nobody
-  else contests, in process; *+ resign* adds `Term::resign()`. The campaign
-  takes the OFD lock and rewrites the epoch record in place through the
-  page cache on the calling task (ADR 0028; a durable write of the epoch
-  ceiling only once per 1024 terms, ADR 0025), so the floor to compare
-  with is a bare `F_OFD_SETLK` + `F_UNLCK` on an open file; the same lock
-  around write temp file + fsync + rename + fsync directory is what a term
-  cost before ADR 0025.
-- *clean handover*: separate `election-candidate --backend file://` processes; from A's
-  `resigning` stamp to B's `elected` stamp (both `CLOCK_MONOTONIC`), B
-  having waited in its campaign for at least 20 ms.
-- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
-  to B's `elected` stamp.
-- floor of both: the same handover between two `election-bench helper lock`
-  processes that only hold an OFD lock (B blocked in `F_OFD_SETLKW`).
-
-SQLite backend (`election-sqlite`), on a database file in the bench
-directory opened with `SqliteElection::open` (WAL journal,
-`synchronous = FULL`, busy timeout 1 s):
-
-- floor: a bare `BEGIN IMMEDIATE; UPDATE bench_floor SET v = v + 1 WHERE
-  id = 1; COMMIT` through the election's own pool (`election.pool()`), so
-  with the same file and connection settings: the one durable commit (a
-  WAL append and fsync) that a claim, a renewal and a release each make.
-  The in-process rows run round by round interleaved with their own floor
-  samples (which goes first alternates), so the floor figures differ a
-  little from row to row.
-- *uncontested campaign*: `Candidate::campaign()` on a `SqliteClaim` nobody
-  else contests (one `BEGIN IMMEDIATE` transaction that reads the lease
-  row and writes the claim, then the start of the renewal task); *+
-  resign* adds `Term::resign()`, a second transaction (the release), so
-  expect about two floors. The in-process rows use a renewal interval
-  longer than the run, so a term's own renewals never compete with them.
-- *clean handover*: separate `election-candidate --backend sqlite://` processes (TTL
-  2000 ms, renew 500 ms, poll 2000 ms: the TTL, only a backstop); from
-  A's `resigning` stamp to B's `elected` stamp. B waits in the kernel for
-  the same-host lock (ADR 0026), which A frees after its release commits;
-  B then claims in one transaction. No poll setting is involved, so
-  expect the bare OFD handover plus about two commits (A's release and
-  B's claim). Two floors: the bare OFD lock handover between two helper
-  processes on a file in the same directory, and the bare transaction on
-  the same database file. The pause before A resigns (20 ms, plus a share
-  of one renew interval that varies evenly from round to round) makes the
-  release land at every phase of A's renewals.
-- *crash failover of a killed holder*: from the bench's stamp just before
-  `kill(A, SIGKILL)` to B's `elected` stamp (TTL 1000 ms, renew 300 ms,
-  poll 1000 ms, only a backstop). The kernel frees A's same-host lock, B's
-  waiting thread gets it, and B takes over at once because the row's
-  `lock_id` names that very lock (ADR 0026): no TTL wait. Floors: the
-  bare OFD lock failover (SIGKILL of a helper holding the lock → the
-  waiting helper's `F_OFD_SETLKW` returns), and the configured TTL (the
-  ratio is the failover in TTLs, as before the same-host lock). A
-  stopped or hung holder keeps the lock and is replaced after a full TTL;
-  that is not measured. The pause before the kill (20 ms, plus a share of
-  one renew interval that varies evenly from round to round) makes the
-  kill land at every phase of A's renewals.
-- *lease set, crash failover of a killed process*: `election-candidate
-  --set k0,…,k9` processes (a `SqliteKeyedClaims` set asking 10 keys; same
-  timings as the crash failover); set A holds the 10 keys, set B waits for
-  them in the kernel (one thread per key), A is killed; from the bench's
-  stamp just before the kill to the moment the bench reads B's `won 10`.
-  B looks at its held keys every millisecond and its line carries no
-  stamp, so the figure includes up to 1 ms of that sampling and a pipe
-  read. Floor: the configured TTL (what a dead set's keys cost before ADR
-  0029).
-- *lease renewal*: the renewal loop's own statement, `UPDATE
-  election_leases SET version = version + 1, renewed_unix_ms = ? WHERE
-  name = ? AND nonce = ? AND epoch = ? AND holder IS NOT NULL` in `BEGIN
-  IMMEDIATE` … `COMMIT`, run by the bench against the row of a live term
-  won by a real campaign (nonce and epoch read from the row; every
-  renewal must match it). The cost per term-minute at the default renew
-  interval is worked out below the table.
-- *fenced write*: `BEGIN IMMEDIATE`, `SqliteFence::advance_in` with a
-  live term's token (the same token every time, as one term's writes
-  carry), `INSERT INTO bench_data (v) VALUES (?)`, `COMMIT`; the floor is
-  the same transaction without `advance_in`, interleaved. ops/s is from a
-  separate batch of the same size of each.
-
-NATS backend (`election-nats`), on real `nats-server` processes that
-`nats-testkit` starts on 127.0.0.1: one node (buckets with one replica),
-then a three-node cluster (*R3*: buckets with three replicas, clients
-given all three URLs, connected to one of them). Every floor is a bare
-`async-nats` KV request on the same server(s) in the same run:
-
-- *uncontested campaign*: `Candidate::campaign()` of a `NatsClaim` nobody
-  else contests, in process (bucket TTL 600 s, so a term's renewal loop
-  never runs during it; failover grace 5 s and poll 250 ms, the
-  defaults); *+ resign* adds `Term::resign()`, one
-  `delete` expecting the term's revision. Floors, on the same bucket and
-  connection, interleaved round by round: a `create` of a fresh key (one
-  round trip: an update expecting revision 0), and a `create` of a key
-  whose last entry is a delete marker. The second is what every campaign
-  after the first one does (the previous resign left a marker), and
-  async-nats makes it three requests: the update expecting revision 0
-  fails, it reads the entry, then updates expecting the marker's
-  revision. That read is a direct get, which on R3 any replica may
-  answer, also one that has not applied the delete yet: the create then
-  reports that the key exists. The floors try again at once and count
-  it; a campaign waits for its next poll (and, if the next read shows
-  the old value too, the failover grace), and the derived figures count
-  the campaigns that did.
-- *clean handover*: separate `election-candidate --backend nats://` processes (TTL
-  3000 ms, poll 1000 ms, only a backstop); from A's `resigning` stamp to
-  B's `elected` stamp. B waits on a KV watch of the key, which delivers
-  A's delete marker, then creates the key over it (three requests, as
-  above); no failover grace after a clean release. Floors, measured on
-  the chains' bucket after the chains: one `create` of a fresh key, and
-  the handover's own requests back to back without the watch push: a
-  `delete` expecting the revision, then a `create` over that marker,
-  once in a loop and once with each pair after 50 ms of idleness, as each
-  handover starts (ADR 0090: on this machine a request after idleness
-  costs several times one in a loop). B
-  is given 50 ms after it says `campaigning` to try once and set up its
-  watch; the derived figures below count handovers slow enough to have
-  been woken by a poll instead.
-- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
-  to B's `elected` stamp (TTL 3000 ms, renew 1000 ms, grace 1000 ms,
-  poll 1000 ms), against TTL + grace as the floor. Nothing deletes the
-  key: it expires a TTL after A's last renewal as the server stored it
-  (the bucket's max age), the server writes a TTL marker, B's watch
-  wakes on it, B creates the key and, because the previous holder did
-  not resign, waits the failover grace before its term begins. So expect
-  TTL − (time from A's last renewal to the kill) + the marker's delay +
-  grace. The pause before the kill (50 ms, plus a share of one renew
-  interval that varies evenly from round to round) makes the kill land
-  at every phase of A's renewals.
-- *lease renewal*: `Term::confirm` on a live term won by a real
-  campaign: the same compare-and-set `update` the renewal loop sends
-  (expecting the revision last written; it renews the lease), against a
-  raw `update` expecting the last revision of another key holding a value
-  of the same size, interleaved. The bytes per renewal are counted on the
-  client's socket (async-nats' byte counters, a separate batch of
-  renewals), on R3 also between the servers; the traffic per term-minute
-  at the default renew interval is worked out below the table.
-
-PostgreSQL backend (`election-postgres`), on one real server that
-`postgres-testkit` starts (Debian's PostgreSQL 15, `fsync = on`, TCP on
-127.0.0.1, `pg_stat_statements` preloaded by a restart when the server
-has it). Every floor is measured on the same server in the same run:
-
-- floor of the in-process rows: a bare `UPDATE bench_floor SET v = v + 1
-  WHERE id = 1`, its own (autocommit) transaction, through the election's
-  own pool (`election.pool()`): one round trip and one durable commit,
-  which a claim, a renewal and a release each cannot avoid. Interleaved
-  round by round with each row (which goes first alternates).
-- *uncontested campaign*: `Candidate::campaign()` of a `PostgresClaim`
-  nobody else contests (TTL 600 s, renew 240 s, so a term's renewal loop
-  never runs during it; every campaign must win a higher epoch than the
-  last); *+ resign* adds `Term::resign()`, the release statement.
-- *lease renewal*: `Term::confirm` on a live term won by a real campaign:
-  the commit-point check, which runs the renewal statement (the one the
-  renewal loop runs for every held key at once) for the one key: a
-  conditional `UPDATE` that bumps the renewal version, so it renews the
-  lease.
-- *fenced write*: `PostgresFence::begin_fenced` with a live term's token
-  (the same token every time, as one term's writes carry: one simple query
-  `SELECT fence_enter(..); BEGIN`, one round trip), `INSERT INTO bench_data
-  (v) VALUES ($1)`, `COMMIT`; and the same with `BEGIN` and then
-  `PostgresFence::advance_in` (one more round trip). The floor of both is
-  the same transaction unfenced; the three are interleaved, the order
-  rotating every round (target ≤ 1.15×). ops/s is from a separate batch of
-  the same size of each.
-- *clean handover*: separate `election-bench helper postgres` processes (a
-  candidate of the bench's own on `election-postgres` that speaks the
-  candidate line protocol; TTL 2000 ms, renew 500 ms, poll 2000 ms: the
-  TTL, only a backstop); from A's `resigning` stamp to B's `elected` stamp
-  (both `CLOCK_MONOTONIC`). B has waited in its campaign for at least
-  100 ms (plus a share of one renew interval that varies evenly from round
-  to round), so its listener is up; A's release commits a `NOTIFY`, B's
-  listener wakes its campaign, and B reads the row and claims it (one
-  read, one committed statement). Floor: two
-  bare `UPDATE` transactions back to back on the same server (the release
-  and the claim; target ≤ 2×), once in a loop and once with each pair
-  after 100 ms of idleness, as each handover starts (ADR 0090). *Within one process*: the same handover
-  between two `PostgresElection`s of this process (each its own pool and
-  listener connection, same timings), from just before A's `resign()` to
-  B's campaign returning: no process wake-up or pipe in the path.
-- *crash failover*: from the bench's stamp just before `kill(A, SIGKILL)`
-  to B's `elected` stamp (TTL 1000 ms, renew 300 ms, poll 100 ms), against
-  the TTL. A dropped connection does not prove its holder gone, so B takes
-  the row over only after it has itself seen the row unrenewed for a full
-  TTL on its own monotonic clock: expect between TTL − renew interval and
-  TTL + poll interval. The pause before the kill (20 ms plus a share of one
-  renew interval) makes the kill land at every phase of A's renewals.
-- *lease set* (below the table): one process holds 10,000 keys in one
-  `PostgresKeyedClaims` set at the default options (TTL 15 s, renew every 5 s)
-  and is left alone for a window (60 s, 15 s with `--quick`): CPU of this
-  process and of the server's processes from `/proc/<pid>/stat`, the
-  statements and the WAL bytes they wrote from `pg_stat_statements` (reset
-  at the window's start; the bench's own reads excluded), the database's
-  committed transactions from `pg_stat_database.xact_commit` (which
-  backends flush lazily) and the WAL the server wrote from
-  `pg_current_wal_lsn()`.
-
-Fencing:
+",
+    );
+    for section in sections {
+        s.push_str(section);
+    }
+    s.push_str(
+        "Fencing:
 
 - *fence advance*: `Fence::advance` with a higher token every call (every
   call raises the mark); ops/s is from a separate untimed batch of the same

@@ -15,17 +15,19 @@
 //! commit that a claim, a renewal and a release each cannot avoid.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use election_sqlite::{SqliteElection, SqliteFence, SqliteOptions};
+use election_url::BackendUrl;
 use fencing::{ResourceName, Token};
 use sqlx::SqlitePool;
 
 use super::fencing::OpSamples;
-use super::handover::{Chain, Exit, Kind, LeaseTimings};
+use super::handover::{Chain, Exit, LeaseSets, LeaseTimings, Process, lock_floor};
 use super::report::Row;
-use super::stats::{Summary, ns};
-use super::{SETTLE, step, summary};
+use super::rounds::{Campaigns, interleaved, ms, paired, rate, runtime, timed};
+use super::stats::Summary;
+use super::{SETTLE, Setup, step, summary};
 use crate::Result;
 
 /// The lease timings of the handover chain: contenders are woken by the
@@ -77,12 +79,6 @@ fn wall_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
-
 /// Opens the election database at `db` and creates the floor's table.
 async fn open(db: &Path, options: SqliteOptions) -> Result<SqliteElection> {
     let election = SqliteElection::open(db, options).await?;
@@ -115,39 +111,6 @@ async fn bare_transaction(pool: &SqlitePool) -> Result<()> {
     Ok(())
 }
 
-/// Runs `warmup + n` rounds of `floor(i)` and `measured(i)` (`i` the
-/// round), alternating which goes first, and times each. Returns the
-/// samples of the last `n` rounds, in nanoseconds: `(floor, measured)`.
-async fn paired(
-    n: usize,
-    warmup: usize,
-    mut floor: impl AsyncFnMut(usize) -> Result<()>,
-    mut measured: impl AsyncFnMut(usize) -> Result<()>,
-) -> Result<(Vec<u64>, Vec<u64>)> {
-    let mut floors = Vec::with_capacity(n);
-    let mut measures = Vec::with_capacity(n);
-    for round in 0..warmup + n {
-        let (f, m) = if round % 2 == 0 {
-            let f = timed(floor(round)).await?;
-            (f, timed(measured(round)).await?)
-        } else {
-            let m = timed(measured(round)).await?;
-            (timed(floor(round)).await?, m)
-        };
-        if round >= warmup {
-            floors.push(f);
-            measures.push(m);
-        }
-    }
-    Ok((floors, measures))
-}
-
-async fn timed(op: impl Future<Output = Result<()>>) -> Result<u64> {
-    let t0 = Instant::now();
-    op.await?;
-    Ok(ns(t0.elapsed()))
-}
-
 /// Samples of the uncontested campaign and of its interleaved floor.
 #[derive(Debug, Default)]
 pub(crate) struct CampaignSamples {
@@ -166,35 +129,19 @@ pub(crate) fn campaign(db: &Path, n: usize, warmup: usize) -> Result<CampaignSam
     runtime()?.block_on(async {
         let election = open(db, options).await?;
         let pool = election.pool();
-        let candidate = election.candidate("campaign", "a")?;
-        let mut campaign = Vec::with_capacity(n);
-        let mut last_epoch = 0;
-        let (floor, campaign_resign) = paired(
+        let mut campaigns = Campaigns::new(&election, "campaign", "a")?;
+        let (floor, measured) = interleaved(
             n,
             warmup,
-            async |_| bare_transaction(pool).await,
-            async |round| {
-                let t0 = Instant::now();
-                let term = candidate.campaign().await?;
-                let t1 = Instant::now();
-                term.resign().await?;
-                let epoch = term.epoch().get();
-                if epoch <= last_epoch {
-                    return Err(format!("epoch {epoch} after {last_epoch}: not increasing").into());
-                }
-                last_epoch = epoch;
-                if round >= warmup {
-                    campaign.push(ns(t1 - t0));
-                }
-                Ok(())
-            },
+            async |_| timed(bare_transaction(pool)).await,
+            async |_| campaigns.round().await,
         )
         .await?;
         pool.close().await;
         Ok(CampaignSamples {
             floor,
-            campaign,
-            campaign_resign,
+            campaign: measured.iter().map(|m| m.0).collect(),
+            campaign_resign: measured.iter().map(|m| m.1).collect(),
         })
     })
 }
@@ -285,19 +232,6 @@ async fn write(
     Ok(())
 }
 
-/// Writes per second over `n` [`write`](fn@write)s in a row.
-async fn rate(
-    pool: &SqlitePool,
-    fence: Option<(&SqliteFence, &ResourceName, Token)>,
-    n: usize,
-) -> Result<f64> {
-    let t0 = Instant::now();
-    for i in 0..n {
-        write(pool, fence, i).await?;
-    }
-    Ok(n as f64 / t0.elapsed().as_secs_f64().max(1e-9))
-}
-
 /// `warmup + n` fenced writes with a real term's token (the same token
 /// every time, as a leader's writes of one term carry), interleaved with
 /// the same write unfenced; then `n` of each in an untimed-per-op batch
@@ -319,8 +253,8 @@ pub(crate) fn fenced_write(db: &Path, n: usize, warmup: usize) -> Result<FencedS
             async |i| write(pool, fence, i).await,
         )
         .await?;
-        let fenced_rate = rate(pool, fence, n).await?;
-        let unfenced_rate = rate(pool, None, n).await?;
+        let fenced_rate = rate(n, async |i| write(pool, fence, i).await).await?;
+        let unfenced_rate = rate(n, async |i| write(pool, None, i).await).await?;
         term.resign().await?;
         pool.close().await;
         Ok(FencedSamples {
@@ -368,48 +302,8 @@ impl LeaseTimings {
     }
 }
 
-/// The iteration counts of the SQLite group.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Counts {
-    /// In-process rounds (each with its floor).
-    pub(crate) in_process: usize,
-    /// Their warm-up rounds.
-    pub(crate) warm: usize,
-    /// Cross-process handovers.
-    pub(crate) handovers: usize,
-    /// Crash failovers.
-    pub(crate) failovers: usize,
-    /// Warm-up rounds of each chain.
-    pub(crate) cross_warm: usize,
-}
-
-/// Where the SQLite group runs and with what.
-#[derive(Debug)]
-pub(crate) struct Setup<'a> {
-    /// The bench directory.
-    pub(crate) dir: &'a Path,
-    /// `election-candidate --backend sqlite://`.
-    pub(crate) candidate_bin: &'a Path,
-    /// `election-bench` itself, for the bare OFD lock floors.
-    pub(crate) exe: &'a Path,
-    /// Where the children's stderr goes.
-    pub(crate) log: &'a Path,
-    /// How many of each.
-    pub(crate) counts: Counts,
-}
-
 /// The floor's name in the table.
 const FLOOR: &str = "bare `BEGIN IMMEDIATE; UPDATE bench_floor …; COMMIT` (same pool, interleaved)";
-
-/// Nanoseconds as milliseconds, to 10 µs below 10 ms.
-fn ms(ns: u64) -> String {
-    let ms = ns as f64 / 1e6;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else {
-        format!("{ms:.1} ms")
-    }
-}
 
 /// Measures the SQLite group: pushes its rows, and the figures derived
 /// from them to `notes`.
@@ -472,8 +366,18 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         ms(FAILOVER.poll_ms * 1_000_000),
     ));
 
+    let url = sqlite_url(&base.join("lease-set-failover.db"))?;
+    let sets = LeaseSets {
+        bin: s.candidate_bin,
+        url: &url,
+        keys: SET_KEYS,
+        flags: FAILOVER.flags(),
+        log: s.log,
+    };
     let sets = step("SQLite lease set: SIGKILL of a set's process", || {
-        lease_set_failover(s, c.failovers, c.cross_warm)
+        // The kill lands at every phase of A's renewals.
+        let spread = Duration::from_millis(FAILOVER.renew_ms);
+        sets.failover(c.failovers, c.cross_warm, SETTLE, spread)
     })
     .map_err(|e| super::with_log_tail(e, s.log))?;
     let what = format!(
@@ -551,15 +455,9 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
     let base = s.dir.join("sqlite");
     let db: PathBuf = base.join(format!("{tag}.db"));
     let options = timings.options()?;
-    let mut floor_chain = Chain::new(
-        Kind::LockHelper {
-            exe: s.exe.to_path_buf(),
-            path: base.join(format!("{tag}-floor.lock")),
-        },
-        s.log.to_path_buf(),
-    );
     let ofd = step(&format!("floor: bare OFD lock {tag} (SQLite)"), || {
-        floor_chain.measure(exit, n, c.cross_warm, SETTLE, Duration::ZERO)
+        let lock = base.join(format!("{tag}-floor.lock"));
+        lock_floor(s.exe, &lock, s.log, exit, (n, c.cross_warm), SETTLE)
     })?;
     let (what, ofd_what, floor_what, floor_summary) = match exit {
         Exit::Resign => {
@@ -573,7 +471,7 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
                      the same-host lock, poll = TTL = {} ms, a backstop)",
                     timings.poll_ms
                 ),
-                "bare OFD lock handover: unlock in A → F_OFD_SETLKW returns in B",
+                exit.lock_floor(),
                 "bare `BEGIN IMMEDIATE; UPDATE bench_floor …; COMMIT` on the same file \
                  (expect ≈ OFD handover + 2 commits)"
                     .to_owned(),
@@ -586,18 +484,13 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
                  (processes; same-host takeover, TTL {} ms, renew {} ms, poll {} ms)",
                 timings.ttl_ms, timings.renew_ms, timings.poll_ms
             ),
-            "bare OFD lock failover: SIGKILL of A → F_OFD_SETLKW returns in B",
+            exit.lock_floor(),
             format!("the configured TTL, {} ms", timings.ttl_ms),
             summary(&[timings.ttl_ms * 1_000_000], "TTL")?,
         ),
     };
     let mut chain = Chain::new(
-        Kind::SqliteCandidate {
-            bin: s.candidate_bin.to_path_buf(),
-            db,
-            name: "bench".into(),
-            timings,
-        },
+        Process::candidate(s.candidate_bin, &sqlite_url(&db)?, "bench", timings.flags()),
         s.log.to_path_buf(),
     );
     let samples = step(&format!("election-sqlite {tag}"), || {
@@ -631,81 +524,78 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
 /// The keys of the lease-set failover row.
 const SET_KEYS: usize = 10;
 
-/// `election-candidate --set k0,..,k9` on `db` with the failover timings.
-fn set_process(s: &Setup<'_>, db: &Path, id: &str) -> Result<candidate_testkit::Proc> {
-    let keys: Vec<String> = (0..SET_KEYS).map(|i| format!("k{i}")).collect();
-    let mut cmd = std::process::Command::new(s.candidate_bin);
-    cmd.arg("--backend")
-        .arg(format!("sqlite://{}", db.display()))
-        .args(["--set", &keys.join(","), "--identity", id])
-        .args(["--ttl-ms", &FAILOVER.ttl_ms.to_string()])
-        .args(["--renew-ms", &FAILOVER.renew_ms.to_string()])
-        .args(["--poll-ms", &FAILOVER.poll_ms.to_string()]);
-    let log = std::fs::File::options()
-        .create(true)
-        .append(true)
-        .open(s.log)?;
-    cmd.stderr(log);
-    Ok(candidate_testkit::Proc::start(format!("set {id}"), cmd)?
-        .with_patience(Duration::from_secs(20)))
+/// The backend URL of the database file `db` (percent-encoded as the
+/// grammar asks).
+pub(crate) fn sqlite_url(db: &Path) -> Result<BackendUrl> {
+    Ok(BackendUrl::new(election_sqlite::SqliteUrl::new(db)))
 }
 
-/// Reads `p`'s `won <n>` lines until it holds `n` keys; the time it read
-/// that line.
-fn until_holding(p: &mut candidate_testkit::Proc, n: usize) -> Result<u64> {
-    let want = format!("won {n}");
-    loop {
-        let line = p.read_line()?;
-        if line == want {
-            return Ok(super::ofd::mono_ns());
-        }
-        if !line.starts_with("won ") {
-            return Err(format!("{}: unexpected {line:?}", p.label()).into());
-        }
-    }
-}
+/// How to read the SQLite backend's rows: its section of the report's notes after
+/// the table (see [`report::document`](super::report::document)).
+pub(crate) const READING: &str =
+    "SQLite backend (`election-sqlite`), on a database file in the bench
+directory opened with `SqliteElection::open` (WAL journal,
+`synchronous = FULL`, busy timeout 1 s):
 
-/// `n` crash failovers of a lease set (after `warmup`): set A holds
-/// [`SET_KEYS`] keys, set B asks the same keys, A is killed, and the sample
-/// runs from the bench's stamp just before the kill to the moment the
-/// bench reads B's `won 10` (B looks at its held keys every millisecond,
-/// and has no stamp of its own: so this includes up to 1 ms of B's
-/// sampling and a pipe read).
-fn lease_set_failover(s: &Setup<'_>, n: usize, warmup: usize) -> Result<Vec<u64>> {
-    let db = s.dir.join("sqlite").join("lease-set-failover.db");
-    let mut started = 0;
-    let mut next_id = || {
-        started += 1;
-        format!("s{started}")
-    };
-    let mut leader = set_process(s, &db, &next_id())?;
-    leader.read_expect("campaigning")?;
-    until_holding(&mut leader, SET_KEYS)?;
-    let mut samples = Vec::with_capacity(n);
-    for round in 0..warmup + n {
-        let mut next = set_process(s, &db, &next_id())?;
-        next.read_expect("campaigning")?;
-        until_holding(&mut next, 0)?;
-        std::thread::sleep(super::handover::pause(
-            SETTLE,
-            Duration::from_millis(FAILOVER.renew_ms),
-            round,
-        ));
-        let t0 = super::ofd::mono_ns();
-        leader.sigkill()?;
-        let t1 = until_holding(&mut next, SET_KEYS)?;
-        leader.wait()?;
-        if round >= warmup {
-            samples.push(t1 - t0);
-        }
-        leader = next;
-    }
-    leader.write_line("resign")?;
-    leader.read_stamp("resigning")?;
-    leader.read_stamp("resigned")?;
-    leader.wait_success()?;
-    Ok(samples)
-}
+- floor: a bare `BEGIN IMMEDIATE; UPDATE bench_floor SET v = v + 1 WHERE
+  id = 1; COMMIT` through the election's own pool (`election.pool()`), so
+  with the same file and connection settings: the one durable commit (a
+  WAL append and fsync) that a claim, a renewal and a release each make.
+  The in-process rows run round by round interleaved with their own floor
+  samples (which goes first alternates), so the floor figures differ a
+  little from row to row.
+- *uncontested campaign*: `Candidate::campaign()` on a `SqliteClaim` nobody
+  else contests (one `BEGIN IMMEDIATE` transaction that reads the lease
+  row and writes the claim, then the start of the renewal task); *+
+  resign* adds `Term::resign()`, a second transaction (the release), so
+  expect about two floors. The in-process rows use a renewal interval
+  longer than the run, so a term's own renewals never compete with them.
+- *clean handover*: separate `election-candidate --backend sqlite://` processes (TTL
+  2000 ms, renew 500 ms, poll 2000 ms: the TTL, only a backstop); from
+  A's `resigning` stamp to B's `elected` stamp. B waits in the kernel for
+  the same-host lock (ADR 0026), which A frees after its release commits;
+  B then claims in one transaction. No poll setting is involved, so
+  expect the bare OFD handover plus about two commits (A's release and
+  B's claim). Two floors: the bare OFD lock handover between two helper
+  processes on a file in the same directory, and the bare transaction on
+  the same database file. The pause before A resigns (20 ms, plus a share
+  of one renew interval that varies evenly from round to round) makes the
+  release land at every phase of A's renewals.
+- *crash failover of a killed holder*: from the bench's stamp just before
+  `kill(A, SIGKILL)` to B's `elected` stamp (TTL 1000 ms, renew 300 ms,
+  poll 1000 ms, only a backstop). The kernel frees A's same-host lock, B's
+  waiting thread gets it, and B takes over at once because the row's
+  `lock_id` names that very lock (ADR 0026): no TTL wait. Floors: the
+  bare OFD lock failover (SIGKILL of a helper holding the lock → the
+  waiting helper's `F_OFD_SETLKW` returns), and the configured TTL (the
+  ratio is the failover in TTLs, as before the same-host lock). A
+  stopped or hung holder keeps the lock and is replaced after a full TTL;
+  that is not measured. The pause before the kill (20 ms, plus a share of
+  one renew interval that varies evenly from round to round) makes the
+  kill land at every phase of A's renewals.
+- *lease set, crash failover of a killed process*: `election-candidate
+  --set k0,…,k9` processes (a `SqliteKeyedClaims` set asking 10 keys; same
+  timings as the crash failover); set A holds the 10 keys, set B waits for
+  them in the kernel (one thread per key), A is killed; from the bench's
+  stamp just before the kill to the moment the bench reads B's `won 10`.
+  B looks at its held keys every millisecond and its line carries no
+  stamp, so the figure includes up to 1 ms of that sampling and a pipe
+  read. Floor: the configured TTL (what a dead set's keys cost before ADR
+  0029).
+- *lease renewal*: the renewal loop's own statement, `UPDATE
+  election_leases SET version = version + 1, renewed_unix_ms = ? WHERE
+  name = ? AND nonce = ? AND epoch = ? AND holder IS NOT NULL` in `BEGIN
+  IMMEDIATE` … `COMMIT`, run by the bench against the row of a live term
+  won by a real campaign (nonce and epoch read from the row; every
+  renewal must match it). The cost per term-minute at the default renew
+  interval is worked out below the table.
+- *fenced write*: `BEGIN IMMEDIATE`, `SqliteFence::advance_in` with a
+  live term's token (the same token every time, as one term's writes
+  carry), `INSERT INTO bench_data (v) VALUES (?)`, `COMMIT`; the floor is
+  the same transaction without `advance_in`, interleaved. ops/s is from a
+  separate batch of the same size of each.
+
+";
 
 #[cfg(test)]
 mod tests {

@@ -71,7 +71,7 @@ pub struct Common {
 
 impl Common {
     /// The backend settings `--ttl-ms`, `--renew-ms` and `--grace-ms`
-    /// asked for, as given (see [`Settings::unused_by`] for the ones the
+    /// asked for, as given (see [`BackendUrl::unused_settings`](election_url::BackendUrl::unused_settings) for the ones the
     /// backend has no use for).
     pub fn settings(&self) -> Settings {
         Settings {

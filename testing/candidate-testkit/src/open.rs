@@ -24,7 +24,7 @@ use election_url::{AnyLeaseSet, Backend, BackendUrl, Error, Settings};
 /// assert_eq!((settings.ttl, settings.grace), (given.ttl, None));
 /// ```
 pub fn usable_settings(url: &BackendUrl, given: Settings) -> (Settings, Vec<&'static str>) {
-    let unused = given.unused_by(url);
+    let unused = url.unused_settings(&given);
     let mut settings = given;
     for setting in &unused {
         match *setting {

@@ -10,7 +10,9 @@
 //!   backend runs against itself ([`keyed_conformance_tests!`]);
 //! - [`slots`]: the cases of names with N slots ([`SlotCandidate`](election_core::SlotCandidate)),
 //!   run by [`conformance_tests!`] on every backend;
-//! - [`recorder`]: a metrics recorder whose values tests read back.
+//! - [`recorder`]: a metrics recorder whose values tests read back;
+//! - [`driver`]: the check every backend's URL type runs, printed then
+//!   parsed back ([`driver::round_trip`]), and the strategies it is fed.
 //!
 //! # Writing your own backend
 //!
@@ -160,6 +162,7 @@
 
 pub mod conformance;
 pub mod display;
+pub mod driver;
 pub mod keyed;
 pub mod memory;
 pub mod recorder;

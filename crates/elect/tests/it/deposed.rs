@@ -550,8 +550,10 @@ async fn sqlite_a_killed_group_is_ended_by_a_successor_through_a_bind_mount() {
     let db = PathBuf::from(b.url.strip_prefix("sqlite://").expect("a sqlite URL"));
     let dir = db.parent().expect("the database's directory").to_path_buf();
     let at = dir.with_extension("mnt");
-    let url =
-        election_url::BackendUrl::Sqlite(at.join(db.file_name().expect("a file"))).to_string();
+    let url = election_url::BackendUrl::new(election_sqlite::SqliteUrl::new(
+        at.join(db.file_name().expect("a file")),
+    ))
+    .to_string();
     let reach_b = Reach::bind_mounted(url, &dir, &at);
     group_killed_reached(&b, &Reach::of(&b), &reach_b).await;
     let _ = std::fs::remove_dir(&at);

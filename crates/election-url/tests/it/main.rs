@@ -3,4 +3,5 @@
 
 mod display;
 mod open;
+mod parse;
 mod round_trip;

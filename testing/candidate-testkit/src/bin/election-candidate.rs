@@ -101,10 +101,10 @@ async fn fenced_write(
     identity: &str,
 ) -> Result<(), BoxError> {
     use sqlx::Connection;
-    if let Backend::Postgres(election) = backend {
+    if let Some(election) = backend.downcast_ref::<election_postgres::PostgresElection>() {
         return postgres_write(election, resource, token, identity).await;
     }
-    let Backend::Sqlite(election) = backend else {
+    let Some(election) = backend.downcast_ref::<election_sqlite::SqliteElection>() else {
         say(Event::Error(format!(
             "write: the {} backend has no resource here (sqlite and postgres only)",
             backend.kind()
@@ -248,7 +248,7 @@ async fn lease_set(args: &Args, backend: &Backend, keys: &[String]) -> Result<Ex
 
 async fn run() -> Result<ExitCode, BoxError> {
     let args = parse()?;
-    if let Some(unused) = args.settings.unused_by(&args.url).first() {
+    if let Some(unused) = args.url.unused_settings(&args.settings).first() {
         return Err(format!(
             "--{unused}-ms: the {} backend has no such setting",
             args.url.scheme()
@@ -256,12 +256,12 @@ async fn run() -> Result<ExitCode, BoxError> {
         .into());
     }
     let backend = args.url.open(&args.settings).await?;
-    if let Backend::Sqlite(election) = &backend {
+    if let Some(election) = backend.downcast_ref::<election_sqlite::SqliteElection>() {
         sqlx::query("CREATE TABLE IF NOT EXISTS candidate_writes (epoch INTEGER NOT NULL, identity TEXT NOT NULL)")
             .execute(election.pool())
             .await?;
     }
-    if let Backend::Postgres(election) = &backend {
+    if let Some(election) = backend.downcast_ref::<election_postgres::PostgresElection>() {
         sqlx::query("CREATE TABLE IF NOT EXISTS candidate_writes (epoch BIGINT NOT NULL, identity TEXT NOT NULL, at BIGSERIAL)")
             .execute(election.pool())
             .await?;

@@ -11,7 +11,7 @@ use candidate_testkit::mono_ns;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use election_core::{Balanced as _, KeyEvent, KeyEvents, Membership};
+use election_core::{KeyEvent, KeyEvents, Membership};
 use election_url::{AnyLeaseSet, BackendUrl, Settings};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;

@@ -6,6 +6,7 @@
 //! torture-candidate --backend URL --writer ID --history FILE
 //!     --resource file:DIR|sqlite:PATH [--ttl-ms N] [--renew-ms N] [--grace-ms N]
 //!     [--poll-ms N] [--write-every-ms N (default 20)] [--hold-ms N] [--unsafe]
+//!     [--set-of-claims]
 //! ```
 //!
 //! `URL` is any backend URL of `election-url` (`file:///dir`,
@@ -24,8 +25,8 @@
 //! <mono_ns>` (the same `mono_ns` as the history line).
 //!
 //! Stdin: `resign` (resign the current term if any, then campaign again),
-//! `clock <seconds>` (SQLite, PostgreSQL: shift the injected wall clock by that many
-//! seconds, either sign), `cancel` (if leading: hand the term to
+//! `clock <seconds>` (where the backend takes an injected wall clock,
+//! `Backend::with_clock`: shift it by that many seconds, either sign), `cancel` (if leading: hand the term to
 //! `Term::lead` with a task that writes through a slow synchronous section,
 //! and drop the `lead()` future the moment a write begins; record
 //! `resigned`, campaign again; with `--unsafe`: the old behaviour by hand,
@@ -33,7 +34,9 @@
 //! for the election, resign the term, wait until the set wins the key
 //! (`elected`), run a guarded write through the same slow synchronous
 //! section, and close the set the moment the write has begun: `resigned`,
-//! campaign again), `unguarded` (make one write with a token
+//! campaign again; with `--set-of-claims` the set is made of per-key
+//! claims of the candidates' own elections, for a backend whose lease sets
+//! keep their keys apart), `unguarded` (make one write with a token
 //! from `election_core::unguarded`, history `unguarded`), `fdrop <ms>` (for
 //! that long, drop each write's future right after the write ran, before
 //! the fence returned: `Resource::write_then_drop`), `stall` (the next
@@ -60,11 +63,10 @@ use std::time::Duration;
 
 use candidate_testkit::args::{self, Common, millis, word};
 use election_core::{
-    Candidate, Claim, ConfigError, Identity, KeyedClaims, LeadOptions, LeaseSet, PerKeyClaims,
-    Term, TermLease,
+    Candidate, Claim, ConfigError, Disposition, Election, ElectionName, Identity, LeadOptions,
+    LeaseSet, PerKeyClaims, Term, TermLease, WriteToken,
 };
-use election_sqlite::{Clock, SystemClock};
-use election_url::{Backend, BackendUrl, Settings};
+use election_url::{AnyClaim, AnyLeaseSet, Backend, BackendUrl, Clock, Settings, SystemClock};
 use fencing::Token;
 use tokio::sync::{Notify, mpsc};
 use torture::history::{CandidateEvent, HistoryWriter, error_chain, mono_ns, say};
@@ -88,6 +90,7 @@ struct Args {
     write_every: Duration,
     hold: Option<Duration>,
     mode: Mode,
+    set_of_claims: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,16 +105,10 @@ enum CandidateError {
     },
     #[error("the resource")]
     Resource(#[from] ResourceError),
-    #[error("the file backend")]
-    File(#[from] election_file::Error),
-    #[error("the SQLite backend")]
-    Sqlite(#[from] election_sqlite::Error),
-    #[error("the NATS backend")]
-    Nats(#[from] election_nats::Error),
-    #[error("the PostgreSQL backend")]
-    Postgres(#[from] election_postgres::Error),
-    #[error("opening the backend")]
-    Open(#[from] election_url::Error),
+    /// Opening the backend, or a candidate on it (the error names the
+    /// backend).
+    #[error("the backend")]
+    Backend(#[from] election_url::Error),
     #[error("the election")]
     Election(#[from] election_core::Error),
     #[error("bad configuration")]
@@ -148,6 +145,11 @@ struct Cli {
     /// Write without the guard or the fence (to prove the checker fails).
     #[arg(long = "unsafe")]
     unsafe_mode: bool,
+    /// Make the `close` command's lease set of per-key claims of the
+    /// candidates' own elections (for a backend whose lease sets keep
+    /// their keys apart from them).
+    #[arg(long = "set-of-claims")]
+    set_of_claims: bool,
 }
 
 /// A resource, as `--resource` takes it.
@@ -176,6 +178,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, CandidateError> {
         } else {
             Mode::Safe
         },
+        set_of_claims: cli.set_of_claims,
     })
 }
 
@@ -198,8 +201,8 @@ impl ShiftedClock {
     }
 }
 
-/// One impl serves both SQLite and PostgreSQL: their `Clock` is
-/// `election_sql::Clock` (the wall clock is written for display only).
+/// The clock `Backend::with_clock` takes (the wall clock is written for
+/// display only).
 impl Clock for ShiftedClock {
     fn now(&self) -> tokio::time::Instant {
         SystemClock.now()
@@ -266,8 +269,91 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
-/// Starts a lease set for the election on the candidate's backend.
-type MakeSet<'a, K> = dyn Fn() -> Result<LeaseSet<K>, CandidateError> + Send + Sync + 'a;
+/// How the `close` command makes a lease set that contends with the
+/// candidates for the election.
+struct Sets<'a> {
+    backend: &'a Backend,
+    identity: &'a str,
+    poll: Duration,
+    /// Per-key claims of the candidates' own elections, not the
+    /// backend's lease set (`--set-of-claims`).
+    of_claims: bool,
+}
+
+impl Sets<'_> {
+    async fn make(&self) -> Result<CloseSet, CandidateError> {
+        if !self.of_claims {
+            return Ok(CloseSet::Backend(
+                self.backend.lease_set_polling(self.identity, None).await?,
+            ));
+        }
+        let backend = self.backend.clone();
+        let id = self.identity.to_owned();
+        let claims = PerKeyClaims::new(Identity::new(self.identity)?, move |key| {
+            backend
+                .claim(key.as_str(), &id)
+                .map_err(|e| claim_error(key, e))
+        })
+        .with_poll_interval(self.poll)?;
+        Ok(CloseSet::Claims(LeaseSet::new(claims)))
+    }
+}
+
+/// A claim of `key` that could not be made, as the core's error, by what
+/// the backend's error says to do.
+fn claim_error(key: &ElectionName, e: election_url::Error) -> election_core::Error {
+    let disposition = election_url::classify(&e).map(|class| class.disposition);
+    match e {
+        election_url::Error::Config(c) => election_core::Error::Config(c),
+        e if disposition == Some(Disposition::OutcomeUnknown) => {
+            election_core::Error::outcome_unknown(key, e)
+        }
+        e => election_core::Error::unavailable(key, e),
+    }
+}
+
+/// The `close` command's lease set.
+#[derive(Debug)]
+enum CloseSet {
+    /// The backend's own lease set.
+    Backend(AnyLeaseSet),
+    /// Per-key claims of the candidates' elections.
+    Claims(LeaseSet<PerKeyClaims<AnyClaim>>),
+}
+
+impl CloseSet {
+    fn held(&self, key: &str) -> bool {
+        match self {
+            CloseSet::Backend(s) => s.held(key),
+            CloseSet::Claims(s) => s.held(key),
+        }
+    }
+
+    fn epoch(&self, key: &str) -> Option<election_core::Epoch> {
+        match self {
+            CloseSet::Backend(s) => s.epoch(key),
+            CloseSet::Claims(s) => s.epoch(key),
+        }
+    }
+
+    async fn guard<R>(
+        &self,
+        key: &str,
+        write: impl AsyncFnOnce(WriteToken<'_>) -> R,
+    ) -> Result<R, election_core::Error> {
+        match self {
+            CloseSet::Backend(s) => s.guard(key, write).await,
+            CloseSet::Claims(s) => s.guard(key, write).await,
+        }
+    }
+
+    async fn close(&self) {
+        match self {
+            CloseSet::Backend(s) => s.close().await,
+            CloseSet::Claims(s) => s.close().await,
+        }
+    }
+}
 
 /// What follows a term.
 enum Next {
@@ -469,12 +555,12 @@ impl Ctx {
     /// `close`: hands the election from `term` to a lease set, runs one
     /// guarded write with a slow synchronous section, and closes the set
     /// the moment the write has begun.
-    async fn close<C: Claim, K: KeyedClaims>(
+    async fn close<C: Claim>(
         &mut self,
         term: Term<C>,
-        sets: &MakeSet<'_, K>,
+        sets: &Sets<'_>,
     ) -> Result<Next, CandidateError> {
-        let set = Arc::new(sets()?);
+        let set = Arc::new(sets.make().await?);
         let _ = set.held(ELECTION); // starts asking for the key
         self.resign(&term).await?;
         drop(term);
@@ -627,10 +713,10 @@ impl Ctx {
     }
 
     /// Leads `term` until it ends.
-    async fn lead<C: Claim, K: KeyedClaims>(
+    async fn lead<C: Claim>(
         &mut self,
         term: Term<C>,
-        sets: &MakeSet<'_, K>,
+        sets: &Sets<'_>,
     ) -> Result<Next, CandidateError> {
         let epoch = term.epoch().get();
         self.announce(CandidateEvent::Elected { epoch })?;
@@ -703,10 +789,10 @@ impl Ctx {
     }
 
     /// The whole life of the candidate on one backend.
-    async fn drive<C: Claim, K: KeyedClaims>(
+    async fn drive<C: Claim>(
         &mut self,
         candidate: Candidate<C>,
-        sets: &MakeSet<'_, K>,
+        sets: &Sets<'_>,
     ) -> Result<(), CandidateError> {
         loop {
             let Some(term) = self.campaign(&candidate).await? else {
@@ -781,76 +867,25 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             Err(e) => return Err(e.into()),
         }
     };
-    match election {
-        Backend::File(election) => {
-            let candidate = election
-                .candidate(ELECTION, identity)?
-                .with_poll_interval(args.poll)?;
-            // What `lease_set` builds (it is async; `drive` takes a plain
-            // maker).
-            let sets = || {
-                let election = election.clone();
-                let id = identity.to_owned();
-                Ok(LeaseSet::new(PerKeyClaims::new(
-                    Identity::new(identity)?,
-                    move |key| {
-                        election
-                            .claim(key.as_str(), &id)
-                            .map_err(|e| e.into_core(key))
-                    },
-                )))
-            };
-            ctx.drive(candidate, &sets).await
-        }
-        Backend::Sqlite(election) => {
-            let election = election.with_clock(ctx.clock.clone());
-            let candidate = election
-                .candidate(ELECTION, identity)?
-                .with_poll_interval(args.poll)?;
-            let sets = || {
-                Ok(LeaseSet::new(election_sqlite::SqliteKeyedClaims::new(
-                    &election,
-                    Identity::new(identity)?,
-                )))
-            };
-            ctx.drive(candidate, &sets).await
-        }
-        Backend::Postgres(election) => {
-            // The torture clock: `clock` jumps its wall clock; expiry is
-            // judged on the monotonic clock, never shifted.
-            let election = election.with_clock(ctx.clock.clone());
-            let candidate = election
-                .candidate(ELECTION, identity)?
-                .with_poll_interval(args.poll)?;
-            let sets = || {
-                Ok(LeaseSet::new(election_postgres::PostgresKeyedClaims::new(
-                    &election,
-                    Identity::new(identity)?,
-                )))
-            };
-            ctx.drive(candidate, &sets).await
-        }
-        Backend::Nats(election) => {
-            let candidate = election
-                .candidate(ELECTION, identity)?
-                .with_poll_interval(args.poll)?;
-            // The per-key lease set: NatsKeyedClaims keep their keys in buckets
-            // of their own, another election than the candidates'.
-            let poll = args.poll;
-            let sets = || {
-                let election = election.clone();
-                let id = identity.to_owned();
-                let claims = PerKeyClaims::new(Identity::new(identity)?, move |key| {
-                    election
-                        .claim(key.as_str(), &id)
-                        .map_err(|e| e.into_core(key))
-                })
-                .with_poll_interval(poll)?;
-                Ok(LeaseSet::new(claims))
-            };
-            ctx.drive(candidate, &sets).await
-        }
-    }
+    // The torture clock where the backend takes one: `clock` jumps its
+    // wall clock; expiry is judged on the monotonic clock, never shifted.
+    // Elsewhere `clock` shifts nothing (the orchestrator sends it only
+    // where there is one).
+    let election = match election.with_clock(ctx.clock.clone()) {
+        Ok(with_clock) => with_clock,
+        Err(election_url::Error::Config(_)) => election,
+        Err(e) => return Err(e.into()),
+    };
+    let candidate = election
+        .candidate(ELECTION, identity)?
+        .with_poll_interval(args.poll)?;
+    let sets = Sets {
+        backend: &election,
+        identity,
+        poll: args.poll,
+        of_claims: args.set_of_claims,
+    };
+    ctx.drive(candidate, &sets).await
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -899,7 +934,10 @@ mod tests {
             "--unsafe",
         ])
         .unwrap();
-        assert_eq!(a.backend, BackendUrl::Sqlite("/tmp/e.db".into()));
+        assert_eq!(
+            a.backend,
+            "sqlite:///tmp/e.db".parse::<BackendUrl>().unwrap()
+        );
         assert_eq!(a.writer, "c1.2");
         assert_eq!(a.ttl, Some(Duration::from_millis(1000)));
         assert_eq!(a.write_every, Duration::from_millis(20));

@@ -14,7 +14,6 @@ pub mod proxy;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use election_url::BackendUrl;
 use nix::sys::signal::Signal;
 
 use backend_kit::{Faults, Store};
@@ -69,43 +68,50 @@ pub trait Mix: Copy {
     fn allows(self, fault: Fault) -> bool;
 }
 
+/// Every kind of the default mixes, in the order a mix lists them: the
+/// schedule draws a fault by its index in the mix, so this order is part
+/// of what a seed reproduces.
+const MIX_ORDER: [Fault; 20] = {
+    use Fault::*;
+    [
+        Kill,
+        Stop,
+        Resign,
+        Clock,
+        Server,
+        Blackhole,
+        Drop,
+        Deafen,
+        PgTerminate,
+        PgStop,
+        Node,
+        Meta,
+        Cancel,
+        Close,
+        Unguarded,
+        RowDelete,
+        FenceDrop,
+        Recreate,
+        MaxAge,
+        Rollback,
+    ]
+};
+
+/// The mixes, from what the backend has (backend-kit's capabilities of a
+/// [`Target`]); no backend is named here.
 impl Mix for Target {
     fn faults(self) -> Vec<Fault> {
-        use Fault::*;
-        match self {
-            Target::File => vec![Kill, Stop, Resign, Cancel, Close, Unguarded],
-            Target::Sqlite => vec![
-                Kill, Stop, Resign, Clock, Cancel, Close, Unguarded, RowDelete, FenceDrop,
-            ],
-            // Not `rollback` on one server: a lost stream tail there is
-            // documented as not covered (election-nats warns on an R1
-            // bucket); `--faults rollback` shows what it does.
-            Target::Nats => vec![
-                Kill, Stop, Resign, Server, Blackhole, Drop, Deafen, Cancel, Close, Unguarded,
-                Recreate, MaxAge,
-            ],
-            Target::NatsCluster => vec![
-                Kill, Stop, Resign, Node, Meta, Cancel, Close, Unguarded, Recreate, MaxAge,
-                Rollback,
-            ],
-            Target::Postgres => vec![
-                Kill,
-                Stop,
-                Resign,
-                Clock,
-                Server,
-                PgTerminate,
-                PgStop,
-                Cancel,
-                Close,
-                Unguarded,
-                RowDelete,
-            ],
-        }
+        // Not `rollback` on one server: a lost stream tail there is
+        // documented as not covered (the library warns on a bucket with a
+        // single replica); `--faults rollback` shows what it does.
+        MIX_ORDER
+            .into_iter()
+            .filter(|&f| self.allows(f) && (f != Fault::Rollback || self.is_replicated()))
+            .collect()
     }
 
     fn has_elect_mode(self) -> bool {
-        matches!(self, Target::File | Target::Sqlite)
+        self.is_directory() || self.is_database_file()
     }
 
     fn elect_faults(self) -> Vec<Fault> {
@@ -120,8 +126,8 @@ impl Mix for Target {
         self.has_elect_mode()
             && match fault {
                 Kill | Stop | Resign | SupKill | SupStop | GroupStop | Spellings | Nested => true,
-                FenceFiles | Reboot => self == Target::File,
-                FenceRows | HardLink => self == Target::Sqlite,
+                FenceFiles | Reboot => self.is_directory(),
+                FenceRows | HardLink => self.is_database_file(),
                 _ => false,
             }
     }
@@ -147,14 +153,15 @@ impl Mix for Target {
             // `--lease-sets` mode only.
             Join | Leave => false,
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
-            Clock => matches!(self, Target::Sqlite | Target::Postgres),
-            RowDelete => matches!(self, Target::Sqlite | Target::Postgres),
-            FenceDrop => self == Target::Sqlite,
-            Server => matches!(self, Target::Nats | Target::Postgres),
-            Blackhole | Drop | Deafen => self == Target::Nats,
-            PgTerminate | PgStop => self == Target::Postgres,
-            Node | Meta => self == Target::NatsCluster,
-            Recreate | MaxAge | Rollback => matches!(self, Target::Nats | Target::NatsCluster),
+            Clock => self.has_wall_clock(),
+            RowDelete => self.has_lease_rows(),
+            FenceDrop => self.is_database_file(),
+            Server => self.has_server(),
+            Blackhole | Drop | Deafen => self.is_proxied(),
+            PgTerminate => self.has_sessions(),
+            PgStop => self.has_pausable_server(),
+            Node | Meta => self.is_replicated(),
+            Recreate | MaxAge | Rollback => self.has_buckets(),
         }
     }
 }
@@ -233,7 +240,7 @@ impl Plan {
     /// backend's default directory (no `--backend`): when the mix has
     /// `reboot`, which wipes what a reboot empties around it.
     pub fn uses_default_dir(&self) -> bool {
-        self.elect.is_some() && self.backend == Target::File && self.faults.contains(&Fault::Reboot)
+        self.elect.is_some() && self.backend.is_directory() && self.faults.contains(&Fault::Reboot)
     }
 
     /// Whether `fault` can be injected in this plan's mode and backend.
@@ -262,39 +269,31 @@ impl Plan {
             Some(sets) => slack + 2 * self.ttl + sets.every,
             None => slack,
         };
-        match self.backend {
-            Target::File => slack,
-            Target::Sqlite => self.ttl + self.renew + 2 * self.poll + slack,
-            // A restarted server's crash recovery, and the pools'
-            // reconnection, before the TTL is counted.
-            Target::Postgres => {
-                self.ttl + self.renew + 2 * self.poll + slack + Duration::from_secs(5)
-            }
-            Target::Nats => self.ttl + self.grace + self.poll + slack,
-            // A restarted node, a new meta leader (the server's own ~6 s).
-            Target::NatsCluster => {
-                self.ttl + self.grace + self.poll + slack + Duration::from_secs(10)
-            }
-        }
+        // The protocol's bound, noticed within a poll; a restarted server's
+        // or node's recovery before the TTL is counted.
+        let timing = backend_kit::Timing {
+            ttl: self.ttl,
+            renew: self.renew,
+            grace: self.grace,
+            poll: self.poll,
+        };
+        self.backend.takeover_bound(&timing) + self.poll + slack + self.backend.recovery()
     }
 
     /// The fenced resource the candidates write to: a log file guarded by
-    /// a `FileFence` (file, NATS); on SQLite a table with
-    /// `SqliteFence::advance_in`, or, when the mix has `fdrop`, a log file
-    /// guarded by `SqliteFence::fenced`.
-    pub fn resource(&self) -> crate::resource::ResourceSpec {
-        use crate::resource::ResourceSpec;
-        match self.backend {
+    /// a `FileFence`; where the store is a database file, a table of a
+    /// database beside it with the same engine's fence (`advance_in`), or,
+    /// when the mix has `fdrop` (not in `--elect` mode), a log file
+    /// guarded by that engine's `fenced`.
+    pub fn resource(&self) -> ResourceSpec {
+        if !self.backend.is_database_file() {
+            ResourceSpec::File(self.out.join("resource"))
+        } else if self.elect.is_none() && self.faults.contains(&Fault::FenceDrop) {
+            ResourceSpec::SqliteFenced(self.out.join("resource"))
+        } else {
             // `--elect` mode: a table fenced by `advance_in` (its fence
             // rows are what `fencerows` deletes).
-            Target::Sqlite if self.elect.is_some() => {
-                ResourceSpec::Sqlite(self.out.join("resource.db"))
-            }
-            Target::Sqlite if self.faults.contains(&Fault::FenceDrop) => {
-                ResourceSpec::SqliteFenced(self.out.join("resource"))
-            }
-            Target::Sqlite => ResourceSpec::Sqlite(self.out.join("resource.db")),
-            _ => ResourceSpec::File(self.out.join("resource")),
+            ResourceSpec::Sqlite(self.out.join("resource.db"))
         }
     }
 
@@ -338,15 +337,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// nats-server could not be started or restarted.
-    #[error("nats-server: {0}")]
-    Nats(#[from] nats_testkit::Error),
-    /// The PostgreSQL server could not be started, restarted, paused or
-    /// asked to terminate connections.
-    #[error("postgres: {0}")]
-    Postgres(#[from] postgres_testkit::Error),
     /// The backend could not be started, or a fault on it injected or
-    /// healed (backend-kit's `Faults`).
+    /// healed (backend-kit's `Faults`, or a server of its deployment).
     #[error("the backend: {0}")]
     Store(#[from] backend_kit::Error),
     /// A fault on the backend's own state (a lease row, a bucket) could not
@@ -428,6 +420,10 @@ async fn setup(plan: &Plan) -> Result<Running, Error> {
     if plan.unsafe_mode {
         common.push("--unsafe".into());
     }
+    if plan.backend.lease_sets_apart() {
+        // `close`'s lease set must contend with the candidates.
+        common.push("--set-of-claims".into());
+    }
     let mut extra = vec![Vec::new(); plan.candidates];
     let store = blocking(|| plan.backend.start_in(&out))?;
     let mut proxies = Vec::new();
@@ -455,7 +451,11 @@ async fn setup(plan: &Plan) -> Result<Running, Error> {
     }
     let mut candidates = match &plan.elect {
         None => Candidates::new(&plan.candidate_bin, &out, common, extra),
-        Some(bins) => Candidates::elect(&out, plan.candidates, elect_launch(plan, &out, bins)),
+        Some(bins) => Candidates::elect(
+            &out,
+            plan.candidates,
+            elect_launch(plan, &out, bins, &store),
+        ),
     };
     for slot in 0..candidates.len() {
         let (writer, pid) = candidates
@@ -495,497 +495,819 @@ async fn inject_faults(plan: &Plan, running: &mut Running) -> Result<Ran, Error>
         proxies,
         candidates,
     } = running;
-    let out: &std::path::Path = out;
-    let log = |event: FaultEvent| {
-        let _ = history.record(&event);
+    let mut injector = Injector {
+        plan,
+        out,
+        history,
+        store,
+        proxies,
+        candidates,
+        rng: Rng::new(plan.seed),
+        stop_for: plan.ttl + plan.ttl / 2,
+        late_writers: 0,
     };
-    let mut rng = Rng::new(plan.seed);
     let mut ran = Ran::default();
     let started = Instant::now();
-    let stop_for = plan.ttl + plan.ttl / 2;
-    // The late writers of `fencefiles` and `fencerows` so far.
-    let mut late_writers = 0;
     while started.elapsed() < plan.duration {
-        // Let the group settle between faults, reading what they say.
+        let (fault, target, writer) = injector.next_fault().await?;
+        *ran.faults.entry(fault.name()).or_default() += 1;
+        injector.inject(fault, target, &writer).await?;
+    }
+    Ok(ran)
+}
+
+/// What a line of `faults.history` is written with.
+fn logger(history: &HistoryWriter) -> impl Fn(FaultEvent) + '_ {
+    move |event| {
+        let _ = history.record(&event);
+    }
+}
+
+/// The fault loop under way: the run's parts, the schedule's RNG, and
+/// what the faults keep between them.
+struct Injector<'a> {
+    plan: &'a Plan,
+    /// The run directory, absolute.
+    out: &'a std::path::Path,
+    /// `faults.history`.
+    history: &'a HistoryWriter,
+    /// The backend (its servers, and its faults).
+    store: &'a mut Store,
+    /// The proxies of the candidate slots, where the backend has them.
+    proxies: &'a mut [Proxy],
+    candidates: &'a mut Candidates,
+    /// The schedule, seeded with `plan.seed`: the loop draws from it, then
+    /// each fault, always in the same order.
+    rng: Rng,
+    /// How long a stopped process (or group, or server) stays stopped.
+    stop_for: Duration,
+    /// The late writers of `fencefiles` and `fencerows` so far.
+    late_writers: u32,
+}
+
+impl Injector<'_> {
+    /// Lets the group settle (a pause while reading what the candidates
+    /// say), starts again a candidate that exited, and draws the next
+    /// fault and its target (the leader, or a random candidate): the
+    /// fault, the target's slot and its writer id.
+    async fn next_fault(&mut self) -> Result<(Fault, usize, String), Error> {
+        let Injector {
+            plan,
+            history,
+            candidates,
+            rng,
+            ..
+        } = self;
         let pause = Duration::from_millis(rng.range_ms(300, 2000));
         let until = Instant::now() + pause;
         while Instant::now() < until {
             candidates.next(until - Instant::now()).await;
         }
-        restart_exited(candidates, &log)?;
+        restart_exited(candidates, &logger(history))?;
         let fault = plan.faults[rng.index(plan.faults.len())];
         let target = candidates
             .leader()
             .unwrap_or_else(|| rng.index(candidates.len()));
         let writer = candidates.writer(target);
-        *ran.faults.entry(fault.name()).or_default() += 1;
+        Ok((fault, target, writer))
+    }
+
+    /// Injects `fault` on `target` (whose writer id is `writer`) and heals
+    /// it. A fault the backend does not have does nothing.
+    async fn inject(&mut self, fault: Fault, target: usize, writer: &str) -> Result<(), Error> {
         match fault {
-            Fault::Kill => {
-                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                candidates.kill(target).await;
-                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-                tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 1000))).await;
-                let (w, pid) = candidates
-                    .spawn(target)
-                    .map_err(io("respawn torture-candidate"))?;
-                log(FaultEvent::Spawn { writer: w, pid });
+            Fault::Kill => self.kill(fault, target, writer).await?,
+            Fault::Stop => self.stop(fault, target, writer).await?,
+            Fault::SupKill => self.sup_kill(fault, target, writer).await?,
+            Fault::SupStop => self.sup_stop(fault, target, writer).await?,
+            Fault::GroupStop => self.group_stop(fault, target, writer).await?,
+            Fault::FenceFiles if self.rng.below(2) == 0 && self.candidates.leader().is_some() => {
+                self.lock_race(fault, target).await?
             }
-            Fault::Stop => {
-                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                candidates.signal(target, Signal::SIGSTOP);
-                tokio::time::sleep(stop_for).await;
-                candidates.signal(target, Signal::SIGCONT);
-                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-            }
-            Fault::SupKill => {
-                let sup = candidates.supervisor_pid(target);
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &writer,
-                    format!("supervisor pid {}", sup.unwrap_or(0)),
-                ));
-                if let Some(sup) = sup {
-                    let _ =
-                        nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), Signal::SIGKILL);
-                }
-                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-            }
-            Fault::SupStop => {
-                // The supervisor stopped alone, then a loss: `elect` is
-                // stopped past the TTL and woken while the supervisor is
-                // still stopped; the supervisor wakes a TTL later.
-                let sup = candidates.supervisor_pid(target);
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &writer,
-                    format!("supervisor pid {}", sup.unwrap_or(0)),
-                ));
-                let signal_sup = |sig| {
-                    if let Some(sup) = sup {
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), sig);
-                    }
-                };
-                signal_sup(Signal::SIGSTOP);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                candidates.signal(target, Signal::SIGSTOP);
-                tokio::time::sleep(stop_for).await;
-                candidates.signal(target, Signal::SIGCONT);
-                let until = Instant::now() + plan.ttl;
-                while Instant::now() < until {
-                    candidates.next(until - Instant::now()).await;
-                }
-                signal_sup(Signal::SIGCONT);
-                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-            }
-            Fault::GroupStop => {
-                // SIGSTOP of elect's process group (Ctrl-Z, a frozen
-                // container's processes): what left the group runs on.
-                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                candidates.signal_group(target, Signal::SIGSTOP);
-                tokio::time::sleep(stop_for).await;
-                candidates.signal_group(target, Signal::SIGCONT);
-                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-            }
-            Fault::FenceFiles if rng.below(2) == 0 && candidates.leader().is_some() => {
-                // The lock file deleted while a writer is inside the
-                // fence: a late writer with the leader's token takes the
-                // lock and holds it; the lock file is deleted; the
-                // leader's `elect` is killed, so the next term's command
-                // opens a new lock file and writes; then the late writer
-                // appends, a term behind.
-                let leader = candidates.leader().unwrap_or(target);
-                let w = candidates.writer(leader);
-                let epoch = candidates.epoch(leader).unwrap_or(0);
-                let lock = out
-                    .join("resource")
-                    .join(format!("{}.fence.lock", crate::resource::RESOURCE_NAME));
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &w,
-                    format!("lock-race term {epoch}"),
-                ));
-                late_writers += 1;
-                let hold = 2 * plan.ttl + Duration::from_secs(1);
-                let mut late =
-                    late_command(plan, out, late_writers).map_err(io("start the late writer"))?;
-                late.arg("--late-token")
-                    .arg(epoch.to_string())
-                    .arg("--hold-ms")
-                    .arg(hold.as_millis().to_string());
-                let late = late.status();
-                let waited = async {
-                    // Inside the fence by then (it waits for the leader's
-                    // write under way, a few ms).
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    let removed = std::fs::remove_file(&lock)
-                        .map_or_else(|e| e.kind().to_string(), |()| "removed".into());
-                    candidates.kill(leader).await;
-                    let (nw, pid) = candidates.spawn(leader).map_err(io("respawn elect"))?;
-                    log(FaultEvent::Spawn { writer: nw, pid });
-                    Ok::<String, Error>(removed)
-                };
-                let (late, removed) = tokio::join!(
-                    tokio::time::timeout(hold + Duration::from_secs(20), late),
-                    waited
-                );
-                let late = match late {
-                    Ok(Ok(s)) => s.to_string().replace(' ', "_"),
-                    Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
-                    Err(_) => "timed_out".into(),
-                };
-                let repaired = repair_file_fence(out).await;
-                log(FaultEvent::fault_or_heal(
-                    false,
-                    fault,
-                    &w,
-                    format!("lock={} late-writer={late} {repaired}", removed?),
-                ));
-            }
-            Fault::FenceFiles | Fault::FenceRows => {
-                // The fence's state deleted while writers run, as a
-                // temporary-file cleaner or an operator might; then a
-                // writer whose token is below every term's tries once.
-                // Every process of the candidates is stopped meanwhile
-                // (a few ms), so that no term's write puts a mark back
-                // first.
-                let end_file = out.join(candidates::END_FILE).display().to_string();
-                let frozen = candidates::processes_naming(&end_file);
-                let signal_all = |sig| {
-                    for &pid in &frozen {
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
-                    }
-                };
-                signal_all(Signal::SIGSTOP);
-                let what = if fault == Fault::FenceFiles {
-                    // The mark file alone: with the lock file deleted too
-                    // nothing is left to tell the resource from a new one
-                    // (documented as not covered).
-                    // Nor once an earlier lock race left the lock file
-                    // missing: the mark is then kept.
-                    let name = crate::resource::RESOURCE_NAME;
-                    let mark = format!("{name}.fence");
-                    let dir = out.join("resource");
-                    log(FaultEvent::fault_or_heal(true, fault, "fence", &mark));
-                    if !dir.join(format!("{mark}.lock")).exists() {
-                        format!("{mark}=kept:no-lock-file")
-                    } else {
-                        match std::fs::remove_file(dir.join(&mark)) {
-                            Ok(()) => format!("{mark}=removed"),
-                            Err(e) => format!("{mark}={}", e.kind().to_string().replace(' ', "-")),
-                        }
-                    }
-                } else {
-                    log(FaultEvent::fault_or_heal(
-                        true,
-                        fault,
-                        "fence",
-                        "election_fences",
-                    ));
-                    // A stopped writer may hold the database's write lock:
-                    // then everyone is woken and it is tried again.
-                    let mut what = String::new();
-                    for _ in 0..10 {
-                        what = faults::delete_fence_rows(
-                            &out.join("resource.db"),
-                            Duration::from_millis(200),
-                        )
-                        .await;
-                        if !what.contains("locked") {
-                            break;
-                        }
-                        signal_all(Signal::SIGCONT);
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        signal_all(Signal::SIGSTOP);
-                    }
-                    what
-                };
-                late_writers += 1;
-                let mut late =
-                    late_command(plan, out, late_writers).map_err(io("start the late writer"))?;
-                late.arg("--unguarded-once");
-                let late = match tokio::time::timeout(Duration::from_secs(5), late.status()).await {
-                    Ok(Ok(s)) => s.to_string().replace(' ', "_"),
-                    Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
-                    Err(_) => "timed_out".into(),
-                };
-                signal_all(Signal::SIGCONT);
-                let repaired = if fault == Fault::FenceFiles {
-                    repair_file_fence(out).await
-                } else {
-                    String::new()
-                };
-                log(FaultEvent::fault_or_heal(
-                    false,
-                    fault,
-                    "fence",
-                    format!("{what} late-writer={late} {repaired}"),
-                ));
-            }
+            Fault::FenceFiles | Fault::FenceRows => self.fence_state(fault).await?,
             Fault::HardLink => {
-                hard_link(plan, out, candidates, &log, &mut rng, target, fault).await?;
+                let log = logger(self.history);
+                let (store, candidates) = (&*self.store, &mut *self.candidates);
+                hard_link(
+                    self.plan,
+                    store,
+                    candidates,
+                    &log,
+                    &mut self.rng,
+                    target,
+                    fault,
+                )
+                .await?;
             }
             Fault::Spellings | Fault::Nested => {
-                other_ways(plan, out, candidates, &log, target, &writer, fault).await?;
+                let log = logger(self.history);
+                let (store, candidates) = (&*self.store, &mut *self.candidates);
+                other_ways(
+                    self.plan, self.out, store, candidates, &log, target, writer, fault,
+                )
+                .await?;
             }
             Fault::Reboot => {
-                reboot(out, candidates, &log, &mut rng, fault).await?;
+                let log = logger(self.history);
+                reboot(self.out, self.candidates, &log, &mut self.rng, fault).await?;
             }
-            Fault::Resign => {
-                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                for _ in 0..rng.range_ms(3, 8) {
-                    if let Some(leader) = candidates.leader() {
-                        candidates.send(leader, "resign").await;
-                    }
-                    tokio::time::sleep(Duration::from_millis(rng.range_ms(20, 200))).await;
-                }
-                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-            }
-            Fault::Clock => {
-                let secs = i64::try_from(rng.range_ms(3600, 7200)).expect("at most 7200")
-                    * if rng.below(2) == 0 { 1 } else { -1 };
-                let slot = rng.index(candidates.len());
-                let w = candidates.writer(slot);
-                log(FaultEvent::fault_or_heal(
-                    true,
-                    fault,
-                    &w,
-                    format!("{secs}s"),
-                ));
-                candidates.send(slot, &format!("clock {secs}")).await;
-                log(FaultEvent::fault_or_heal(false, fault, &w, ""));
-            }
-            Fault::Server => {
-                if let Some(name) = store.server() {
-                    log(FaultEvent::fault_or_heal(true, fault, name, ""));
-                    blocking(|| store.kill_server())?;
-                    tokio::time::sleep(Duration::from_millis(rng.range_ms(
-                        200,
-                        2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
-                    )))
-                    .await;
-                    blocking(|| store.restart_server())?;
-                    log(FaultEvent::fault_or_heal(false, fault, name, ""));
-                }
-            }
-            Fault::PgTerminate => {
-                if let Some(server_port) = store.session_port() {
-                    // The holder's sessions (pool and listener alike), found
-                    // by the local ports of its process's connections to the
-                    // server; a random candidate's when no one leads.
-                    let ports = candidates
-                        .pid(target)
-                        .map(|pid| (pid, faults::client_ports(pid, server_port)));
-                    let (pid, ports) = ports.unwrap_or_default();
-                    let list = ports
-                        .iter()
-                        .map(u16::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",");
-                    let ended = blocking(|| store.terminate_sessions(&ports))?;
-                    let role = if candidates.leads(target) {
-                        "holder"
-                    } else {
-                        "candidate"
-                    };
-                    log(FaultEvent::fault_or_heal(
-                        true,
-                        fault,
-                        &writer,
-                        format!(
-                            "{role} pid {pid}: terminated backends [{ended}] of its ports [{list}]"
-                        ),
-                    ));
-                    log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-                }
-            }
-            Fault::PgStop => {
-                if let Some(name) = store.pausable_server() {
-                    log(FaultEvent::fault_or_heal(true, fault, name, ""));
-                    blocking(|| store.pause_server())?;
-                    tokio::time::sleep(stop_for).await;
-                    blocking(|| store.resume_server())?;
-                    log(FaultEvent::fault_or_heal(false, fault, name, ""));
-                }
-            }
+            Fault::Resign => self.resign(fault, writer).await?,
+            Fault::Clock => self.clock(fault).await?,
+            Fault::Server => self.server(fault).await?,
+            Fault::PgTerminate => self.terminate_sessions(fault, target, writer).await?,
+            Fault::PgStop => self.pause_server(fault).await?,
             Fault::Blackhole | Fault::Drop | Fault::Deafen => {
-                if !proxies.is_empty() {
-                    log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                    if fault == Fault::Drop {
-                        proxies[target].drop_connections();
-                    } else {
-                        let mode = if fault == Fault::Blackhole {
-                            Mode::Blackhole
-                        } else {
-                            Mode::Deafen
-                        };
-                        proxies[target].set(mode);
-                        tokio::time::sleep(stop_for).await;
-                        proxies[target].set(Mode::Pass);
-                    }
-                    log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-                }
+                self.proxy_fault(fault, target, writer).await?
             }
-            Fault::Cancel => {
-                // The leader's `lead()` is dropped mid-write; the heal waits
-                // out the write's synchronous section (a quarter TTL).
-                log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                candidates.send(target, "cancel").await;
-                let until = Instant::now() + plan.ttl;
-                while Instant::now() < until {
-                    candidates.next(until - Instant::now()).await;
-                }
-                log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-            }
-            Fault::Close => {
-                // The others are frozen while the leader's lease set takes
-                // the key over (else they race it), and woken the moment it
-                // says `elected`: the set is then about to close mid-write.
-                if let Some(leader) = candidates.leader() {
-                    log(FaultEvent::fault_or_heal(true, fault, &writer, ""));
-                    let others: Vec<usize> =
-                        (0..candidates.len()).filter(|&s| s != leader).collect();
-                    for &slot in &others {
-                        candidates.signal(slot, Signal::SIGSTOP);
-                    }
-                    candidates.send(leader, "close").await;
-                    let until = Instant::now() + Duration::from_secs(5);
-                    let mut resigned = false;
-                    while Instant::now() < until {
-                        candidates.next(until - Instant::now()).await;
-                        let leads = candidates.leads(leader);
-                        if !leads {
-                            resigned = true;
-                        } else if resigned {
-                            break;
-                        }
-                    }
-                    for &slot in &others {
-                        candidates.signal(slot, Signal::SIGCONT);
-                    }
-                    let until = Instant::now() + plan.ttl;
-                    while Instant::now() < until {
-                        candidates.next(until - Instant::now()).await;
-                    }
-                    log(FaultEvent::fault_or_heal(false, fault, &writer, ""));
-                }
-            }
-            Fault::Unguarded => {
-                let slot = rng.index(candidates.len());
-                let w = candidates.writer(slot);
-                log(FaultEvent::fault_or_heal(true, fault, &w, ""));
-                candidates.send(slot, "unguarded").await;
-                log(FaultEvent::fault_or_heal(false, fault, &w, ""));
-            }
-            Fault::RowDelete => {
-                if store.lease_rows() {
-                    log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
-                    let record = store.delete_lease_row(ELECTION).await?;
-                    log(FaultEvent::fault_or_heal(
-                        false,
-                        fault,
-                        "lease-row",
-                        record.unwrap_or_default(),
-                    ));
-                }
-            }
-            Fault::FenceDrop => {
-                // Deterministic: the leader freezes in the middle of a
-                // write; every other candidate drops each write's future
-                // right after the write ran, for 3 TTLs; the leader wakes
-                // after the next term has written. The mark must have
-                // been durable before those writes ran.
-                if let Some(leader) = candidates.leader() {
-                    let w = candidates.writer(leader);
-                    log(FaultEvent::fault_or_heal(true, fault, &w, ""));
-                    let drop_ms = 3 * plan.ttl.as_millis();
-                    let dropping_until = Instant::now() + 3 * plan.ttl;
-                    for slot in (0..candidates.len()).filter(|&s| s != leader) {
-                        candidates.send(slot, &format!("fdrop {drop_ms}")).await;
-                    }
-                    candidates.send(leader, "stall").await;
-                    tokio::time::sleep(Duration::from_millis(150)).await;
-                    candidates.signal(leader, Signal::SIGSTOP);
-                    tokio::time::sleep(stop_for).await;
-                    candidates.signal(leader, Signal::SIGCONT);
-                    // Healed once no candidate drops its writes any more.
-                    while Instant::now() < dropping_until {
-                        candidates.next(dropping_until - Instant::now()).await;
-                    }
-                    log(FaultEvent::fault_or_heal(false, fault, &w, ""));
-                }
-            }
-            Fault::Recreate | Fault::MaxAge => {
-                let urls = store.nats_urls().unwrap_or_default();
-                if !urls.is_empty() {
-                    log(FaultEvent::fault_or_heal(true, fault, "bucket", ""));
-                    if fault == Fault::Recreate {
-                        faults::recreate_bucket(&urls)
-                            .await
-                            .map_err(backend_error("recreate the bucket"))?;
-                    } else {
-                        let config = faults::set_max_age(&urls, plan.ttl / 5)
-                            .await
-                            .map_err(backend_error("shorten the bucket's max age"))?;
-                        tokio::time::sleep(2 * plan.ttl).await;
-                        faults::restore_config(&urls, config)
-                            .await
-                            .map_err(backend_error("restore the bucket's max age"))?;
-                    }
-                    log(FaultEvent::fault_or_heal(false, fault, "bucket", ""));
-                }
-            }
-            Fault::Rollback => {
-                let node = rng.index(3);
-                if let Some(server) = store.nats_node_mut(node) {
-                    let name = server.name().to_owned();
-                    log(FaultEvent::fault_or_heal(true, fault, &name, ""));
-                    let copy = out.join(format!("store-copy-{}", rng.below(u64::MAX)));
-                    let store = server.store_dir();
-                    blocking(|| faults::copy_dir(&store, &copy))
-                        .map_err(io("copy the NATS store"))?;
-                    // A new term in the window about to be lost.
-                    if let Some(leader) = candidates.leader() {
-                        candidates.send(leader, "resign").await;
-                    }
-                    let until = Instant::now() + Duration::from_millis(rng.range_ms(1000, 3000));
-                    while Instant::now() < until {
-                        candidates.next(until - Instant::now()).await;
-                    }
-                    blocking(|| server.kill())?;
-                    blocking(|| faults::replace_dir(&copy, &store))
-                        .map_err(io("restore the NATS store"))?;
-                    blocking(|| server.restart())?;
-                    let _ = std::fs::remove_dir_all(&copy);
-                    log(FaultEvent::fault_or_heal(false, fault, &name, ""));
-                }
-            }
+            Fault::Cancel => self.cancel(fault, target, writer).await?,
+            Fault::Close => self.close(fault, writer).await?,
+            Fault::Unguarded => self.unguarded(fault).await?,
+            Fault::RowDelete => self.row_delete(fault).await?,
+            Fault::FenceDrop => self.fence_drop(fault).await?,
+            Fault::Recreate | Fault::MaxAge => self.bucket(fault).await?,
+            Fault::Rollback => self.rollback(fault).await?,
             // `--lease-sets` mode's (`lease_sets::run`); never drawn here.
             Fault::Join | Fault::Leave => {}
-            Fault::Node | Fault::Meta => {
-                if store.nodes() > 0 {
-                    let node = if fault == Fault::Meta {
-                        blocking(|| store.meta_leader())?
-                    } else {
-                        rng.index(3)
-                    };
-                    let name = store.node_name(node).unwrap_or_default();
-                    log(FaultEvent::fault_or_heal(true, fault, &name, ""));
-                    blocking(|| store.kill_node(node))?;
-                    tokio::time::sleep(Duration::from_millis(rng.range_ms(
-                        200,
-                        2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
-                    )))
-                    .await;
-                    blocking(|| store.restart_node(node))?;
-                    log(FaultEvent::fault_or_heal(false, fault, &name, ""));
+            Fault::Node | Fault::Meta => self.node(fault).await?,
+        }
+        Ok(())
+    }
+
+    /// `kill`: the target SIGKILLed, started again after a while.
+    async fn kill(&mut self, fault: Fault, target: usize, writer: &str) -> Result<(), Error> {
+        let Injector {
+            history,
+            candidates,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+        candidates.kill(target).await;
+        log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 1000))).await;
+        let (w, pid) = candidates
+            .spawn(target)
+            .map_err(io("respawn torture-candidate"))?;
+        log(FaultEvent::Spawn { writer: w, pid });
+        Ok(())
+    }
+
+    /// `stop`: the target SIGSTOPped past the TTL, then continued.
+    async fn stop(&mut self, fault: Fault, target: usize, writer: &str) -> Result<(), Error> {
+        let Injector {
+            history,
+            candidates,
+            stop_for,
+            ..
+        } = self;
+        let log = logger(history);
+        log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+        candidates.signal(target, Signal::SIGSTOP);
+        tokio::time::sleep(*stop_for).await;
+        candidates.signal(target, Signal::SIGCONT);
+        log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        Ok(())
+    }
+
+    /// `supkill` (`--elect` mode): the target's supervisor SIGKILLed.
+    async fn sup_kill(&mut self, fault: Fault, target: usize, writer: &str) -> Result<(), Error> {
+        let Injector {
+            history,
+            candidates,
+            ..
+        } = self;
+        let log = logger(history);
+        let sup = candidates.supervisor_pid(target);
+        log(FaultEvent::fault_or_heal(
+            true,
+            fault,
+            writer,
+            format!("supervisor pid {}", sup.unwrap_or(0)),
+        ));
+        if let Some(sup) = sup {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), Signal::SIGKILL);
+        }
+        log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        Ok(())
+    }
+
+    /// `supstop` (`--elect` mode): the supervisor stopped alone, then a
+    /// loss of its `elect`.
+    async fn sup_stop(&mut self, fault: Fault, target: usize, writer: &str) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            candidates,
+            stop_for,
+            ..
+        } = self;
+        let log = logger(history);
+        // The supervisor stopped alone, then a loss: `elect` is
+        // stopped past the TTL and woken while the supervisor is
+        // still stopped; the supervisor wakes a TTL later.
+        let sup = candidates.supervisor_pid(target);
+        log(FaultEvent::fault_or_heal(
+            true,
+            fault,
+            writer,
+            format!("supervisor pid {}", sup.unwrap_or(0)),
+        ));
+        let signal_sup = |sig| {
+            if let Some(sup) = sup {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), sig);
+            }
+        };
+        signal_sup(Signal::SIGSTOP);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        candidates.signal(target, Signal::SIGSTOP);
+        tokio::time::sleep(*stop_for).await;
+        candidates.signal(target, Signal::SIGCONT);
+        let until = Instant::now() + plan.ttl;
+        while Instant::now() < until {
+            candidates.next(until - Instant::now()).await;
+        }
+        signal_sup(Signal::SIGCONT);
+        log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        Ok(())
+    }
+
+    /// `groupstop` (`--elect` mode): `elect`'s process group stopped.
+    async fn group_stop(&mut self, fault: Fault, target: usize, writer: &str) -> Result<(), Error> {
+        let Injector {
+            history,
+            candidates,
+            stop_for,
+            ..
+        } = self;
+        let log = logger(history);
+        // SIGSTOP of elect's process group (Ctrl-Z, a frozen
+        // container's processes): what left the group runs on.
+        log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+        candidates.signal_group(target, Signal::SIGSTOP);
+        tokio::time::sleep(*stop_for).await;
+        candidates.signal_group(target, Signal::SIGCONT);
+        log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        Ok(())
+    }
+
+    /// `fencefiles`, half the time with a leader: the fence's lock file
+    /// deleted while a late writer holds it.
+    async fn lock_race(&mut self, fault: Fault, target: usize) -> Result<(), Error> {
+        let Injector {
+            plan,
+            out,
+            history,
+            candidates,
+            late_writers,
+            ..
+        } = self;
+        let log = logger(history);
+        // The lock file deleted while a writer is inside the
+        // fence: a late writer with the leader's token takes the
+        // lock and holds it; the lock file is deleted; the
+        // leader's `elect` is killed, so the next term's command
+        // opens a new lock file and writes; then the late writer
+        // appends, a term behind.
+        let leader = candidates.leader().unwrap_or(target);
+        let w = candidates.writer(leader);
+        let epoch = candidates.epoch(leader).unwrap_or(0);
+        let lock = out
+            .join("resource")
+            .join(format!("{}.fence.lock", crate::resource::RESOURCE_NAME));
+        log(FaultEvent::fault_or_heal(
+            true,
+            fault,
+            &w,
+            format!("lock-race term {epoch}"),
+        ));
+        *late_writers += 1;
+        let hold = 2 * plan.ttl + Duration::from_secs(1);
+        let mut late =
+            late_command(plan, out, *late_writers).map_err(io("start the late writer"))?;
+        late.arg("--late-token")
+            .arg(epoch.to_string())
+            .arg("--hold-ms")
+            .arg(hold.as_millis().to_string());
+        let late = late.status();
+        let waited = async {
+            // Inside the fence by then (it waits for the leader's
+            // write under way, a few ms).
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let removed = std::fs::remove_file(&lock)
+                .map_or_else(|e| e.kind().to_string(), |()| "removed".into());
+            candidates.kill(leader).await;
+            let (nw, pid) = candidates.spawn(leader).map_err(io("respawn elect"))?;
+            log(FaultEvent::Spawn { writer: nw, pid });
+            Ok::<String, Error>(removed)
+        };
+        let (late, removed) = tokio::join!(
+            tokio::time::timeout(hold + Duration::from_secs(20), late),
+            waited
+        );
+        let late = match late {
+            Ok(Ok(s)) => s.to_string().replace(' ', "_"),
+            Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
+            Err(_) => "timed_out".into(),
+        };
+        let repaired = repair_file_fence(out).await;
+        log(FaultEvent::fault_or_heal(
+            false,
+            fault,
+            &w,
+            format!("lock={} late-writer={late} {repaired}", removed?),
+        ));
+        Ok(())
+    }
+
+    /// `fencefiles` and `fencerows`: the fence's state deleted while
+    /// writers run, then a late writer tries once.
+    async fn fence_state(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            plan,
+            out,
+            history,
+            late_writers,
+            ..
+        } = self;
+        let log = logger(history);
+        // The fence's state deleted while writers run, as a
+        // temporary-file cleaner or an operator might; then a
+        // writer whose token is below every term's tries once.
+        // Every process of the candidates is stopped meanwhile
+        // (a few ms), so that no term's write puts a mark back
+        // first.
+        let end_file = out.join(candidates::END_FILE).display().to_string();
+        let frozen = candidates::processes_naming(&end_file);
+        let signal_all = |sig| {
+            for &pid in &frozen {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+            }
+        };
+        signal_all(Signal::SIGSTOP);
+        let what = if fault == Fault::FenceFiles {
+            // The mark file alone: with the lock file deleted too
+            // nothing is left to tell the resource from a new one
+            // (documented as not covered).
+            // Nor once an earlier lock race left the lock file
+            // missing: the mark is then kept.
+            let name = crate::resource::RESOURCE_NAME;
+            let mark = format!("{name}.fence");
+            let dir = out.join("resource");
+            log(FaultEvent::fault_or_heal(true, fault, "fence", &mark));
+            if !dir.join(format!("{mark}.lock")).exists() {
+                format!("{mark}=kept:no-lock-file")
+            } else {
+                match std::fs::remove_file(dir.join(&mark)) {
+                    Ok(()) => format!("{mark}=removed"),
+                    Err(e) => format!("{mark}={}", e.kind().to_string().replace(' ', "-")),
                 }
             }
-        }
+        } else {
+            log(FaultEvent::fault_or_heal(
+                true,
+                fault,
+                "fence",
+                "election_fences",
+            ));
+            // A stopped writer may hold the database's write lock:
+            // then everyone is woken and it is tried again.
+            let mut what = String::new();
+            for _ in 0..10 {
+                what =
+                    faults::delete_fence_rows(&out.join("resource.db"), Duration::from_millis(200))
+                        .await;
+                if !what.contains("locked") {
+                    break;
+                }
+                signal_all(Signal::SIGCONT);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                signal_all(Signal::SIGSTOP);
+            }
+            what
+        };
+        *late_writers += 1;
+        let mut late =
+            late_command(plan, out, *late_writers).map_err(io("start the late writer"))?;
+        late.arg("--unguarded-once");
+        let late = match tokio::time::timeout(Duration::from_secs(5), late.status()).await {
+            Ok(Ok(s)) => s.to_string().replace(' ', "_"),
+            Ok(Err(e)) => format!("error={}", e.to_string().replace(' ', "_")),
+            Err(_) => "timed_out".into(),
+        };
+        signal_all(Signal::SIGCONT);
+        let repaired = if fault == Fault::FenceFiles {
+            repair_file_fence(out).await
+        } else {
+            String::new()
+        };
+        log(FaultEvent::fault_or_heal(
+            false,
+            fault,
+            "fence",
+            format!("{what} late-writer={late} {repaired}"),
+        ));
+        Ok(())
     }
-    Ok(ran)
+
+    /// `resign`: the leader told to resign a few times in a row.
+    async fn resign(&mut self, fault: Fault, writer: &str) -> Result<(), Error> {
+        let Injector {
+            history,
+            candidates,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+        for _ in 0..rng.range_ms(3, 8) {
+            if let Some(leader) = candidates.leader() {
+                candidates.send(leader, "resign").await;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.range_ms(20, 200))).await;
+        }
+        log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        Ok(())
+    }
+
+    /// `clock`: a random candidate's wall clock shifted by an hour or two.
+    async fn clock(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            history,
+            candidates,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        let secs = i64::try_from(rng.range_ms(3600, 7200)).expect("at most 7200")
+            * if rng.below(2) == 0 { 1 } else { -1 };
+        let slot = rng.index(candidates.len());
+        let w = candidates.writer(slot);
+        log(FaultEvent::fault_or_heal(
+            true,
+            fault,
+            &w,
+            format!("{secs}s"),
+        ));
+        candidates.send(slot, &format!("clock {secs}")).await;
+        log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+        Ok(())
+    }
+
+    /// `server`: the one server killed, started again after a while.
+    async fn server(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            store,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        if let Some(name) = store.server() {
+            log(FaultEvent::fault_or_heal(true, fault, name, ""));
+            blocking(|| store.kill_server())?;
+            tokio::time::sleep(Duration::from_millis(rng.range_ms(
+                200,
+                2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
+            )))
+            .await;
+            blocking(|| store.restart_server())?;
+            log(FaultEvent::fault_or_heal(false, fault, name, ""));
+        }
+        Ok(())
+    }
+
+    /// `pgterm`: the server's sessions of the target ended.
+    async fn terminate_sessions(
+        &mut self,
+        fault: Fault,
+        target: usize,
+        writer: &str,
+    ) -> Result<(), Error> {
+        let Injector {
+            history,
+            store,
+            candidates,
+            ..
+        } = self;
+        let log = logger(history);
+        if let Some(server_port) = store.session_port() {
+            // The holder's sessions (pool and listener alike), found
+            // by the local ports of its process's connections to the
+            // server; a random candidate's when no one leads.
+            let ports = candidates
+                .pid(target)
+                .map(|pid| (pid, faults::client_ports(pid, server_port)));
+            let (pid, ports) = ports.unwrap_or_default();
+            let list = ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let ended = blocking(|| store.terminate_sessions(&ports))?;
+            let role = if candidates.leads(target) {
+                "holder"
+            } else {
+                "candidate"
+            };
+            log(FaultEvent::fault_or_heal(
+                true,
+                fault,
+                writer,
+                format!("{role} pid {pid}: terminated backends [{ended}] of its ports [{list}]"),
+            ));
+            log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        }
+        Ok(())
+    }
+
+    /// `pgstop`: the server paused past the TTL.
+    async fn pause_server(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            history,
+            store,
+            stop_for,
+            ..
+        } = self;
+        let log = logger(history);
+        if let Some(name) = store.pausable_server() {
+            log(FaultEvent::fault_or_heal(true, fault, name, ""));
+            blocking(|| store.pause_server())?;
+            tokio::time::sleep(*stop_for).await;
+            blocking(|| store.resume_server())?;
+            log(FaultEvent::fault_or_heal(false, fault, name, ""));
+        }
+        Ok(())
+    }
+
+    /// `blackhole`, `drop`, `deafen`: the target's proxy stops
+    /// forwarding, drops its connections, or forwards one way only.
+    async fn proxy_fault(
+        &mut self,
+        fault: Fault,
+        target: usize,
+        writer: &str,
+    ) -> Result<(), Error> {
+        let Injector {
+            history,
+            proxies,
+            stop_for,
+            ..
+        } = self;
+        let log = logger(history);
+        if !proxies.is_empty() {
+            log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+            if fault == Fault::Drop {
+                proxies[target].drop_connections();
+            } else {
+                let mode = if fault == Fault::Blackhole {
+                    Mode::Blackhole
+                } else {
+                    Mode::Deafen
+                };
+                proxies[target].set(mode);
+                tokio::time::sleep(*stop_for).await;
+                proxies[target].set(Mode::Pass);
+            }
+            log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        }
+        Ok(())
+    }
+
+    /// `cancel`: the leader's `lead()` dropped mid-write.
+    async fn cancel(&mut self, fault: Fault, target: usize, writer: &str) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            candidates,
+            ..
+        } = self;
+        let log = logger(history);
+        // The leader's `lead()` is dropped mid-write; the heal waits
+        // out the write's synchronous section (a quarter TTL).
+        log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+        candidates.send(target, "cancel").await;
+        let until = Instant::now() + plan.ttl;
+        while Instant::now() < until {
+            candidates.next(until - Instant::now()).await;
+        }
+        log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        Ok(())
+    }
+
+    /// `close`: the leader's lease set closed mid-write.
+    async fn close(&mut self, fault: Fault, writer: &str) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            candidates,
+            ..
+        } = self;
+        let log = logger(history);
+        // The others are frozen while the leader's lease set takes
+        // the key over (else they race it), and woken the moment it
+        // says `elected`: the set is then about to close mid-write.
+        if let Some(leader) = candidates.leader() {
+            log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+            let others: Vec<usize> = (0..candidates.len()).filter(|&s| s != leader).collect();
+            for &slot in &others {
+                candidates.signal(slot, Signal::SIGSTOP);
+            }
+            candidates.send(leader, "close").await;
+            let until = Instant::now() + Duration::from_secs(5);
+            let mut resigned = false;
+            while Instant::now() < until {
+                candidates.next(until - Instant::now()).await;
+                let leads = candidates.leads(leader);
+                if !leads {
+                    resigned = true;
+                } else if resigned {
+                    break;
+                }
+            }
+            for &slot in &others {
+                candidates.signal(slot, Signal::SIGCONT);
+            }
+            let until = Instant::now() + plan.ttl;
+            while Instant::now() < until {
+                candidates.next(until - Instant::now()).await;
+            }
+            log(FaultEvent::fault_or_heal(false, fault, writer, ""));
+        }
+        Ok(())
+    }
+
+    /// `unguarded`: a random candidate writes once without the guard.
+    async fn unguarded(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            history,
+            candidates,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        let slot = rng.index(candidates.len());
+        let w = candidates.writer(slot);
+        log(FaultEvent::fault_or_heal(true, fault, &w, ""));
+        candidates.send(slot, "unguarded").await;
+        log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+        Ok(())
+    }
+
+    /// `rowdel`: the election's lease row deleted by hand.
+    async fn row_delete(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector { history, store, .. } = self;
+        let log = logger(history);
+        if store.lease_rows() {
+            log(FaultEvent::fault_or_heal(true, fault, "lease-row", ""));
+            let record = store.delete_lease_row(ELECTION).await?;
+            log(FaultEvent::fault_or_heal(
+                false,
+                fault,
+                "lease-row",
+                record.unwrap_or_default(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `fdrop`: the leader frozen mid-write while the others drop their
+    /// writes' futures.
+    async fn fence_drop(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            candidates,
+            stop_for,
+            ..
+        } = self;
+        let log = logger(history);
+        // Deterministic: the leader freezes in the middle of a
+        // write; every other candidate drops each write's future
+        // right after the write ran, for 3 TTLs; the leader wakes
+        // after the next term has written. The mark must have
+        // been durable before those writes ran.
+        if let Some(leader) = candidates.leader() {
+            let w = candidates.writer(leader);
+            log(FaultEvent::fault_or_heal(true, fault, &w, ""));
+            let drop_ms = 3 * plan.ttl.as_millis();
+            let dropping_until = Instant::now() + 3 * plan.ttl;
+            for slot in (0..candidates.len()).filter(|&s| s != leader) {
+                candidates.send(slot, &format!("fdrop {drop_ms}")).await;
+            }
+            candidates.send(leader, "stall").await;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            candidates.signal(leader, Signal::SIGSTOP);
+            tokio::time::sleep(*stop_for).await;
+            candidates.signal(leader, Signal::SIGCONT);
+            // Healed once no candidate drops its writes any more.
+            while Instant::now() < dropping_until {
+                candidates.next(dropping_until - Instant::now()).await;
+            }
+            log(FaultEvent::fault_or_heal(false, fault, &w, ""));
+        }
+        Ok(())
+    }
+
+    /// `recreate` and `maxage`: the bucket deleted and made again, or its
+    /// max age shortened for two TTLs.
+    async fn bucket(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            store,
+            ..
+        } = self;
+        let log = logger(history);
+        let urls = store.nats_urls().unwrap_or_default();
+        if !urls.is_empty() {
+            log(FaultEvent::fault_or_heal(true, fault, "bucket", ""));
+            if fault == Fault::Recreate {
+                faults::recreate_bucket(&urls)
+                    .await
+                    .map_err(backend_error("recreate the bucket"))?;
+            } else {
+                let config = faults::set_max_age(&urls, plan.ttl / 5)
+                    .await
+                    .map_err(backend_error("shorten the bucket's max age"))?;
+                tokio::time::sleep(2 * plan.ttl).await;
+                faults::restore_config(&urls, config)
+                    .await
+                    .map_err(backend_error("restore the bucket's max age"))?;
+            }
+            log(FaultEvent::fault_or_heal(false, fault, "bucket", ""));
+        }
+        Ok(())
+    }
+
+    /// `rollback`: a server's store rolled back to a copy taken a moment
+    /// before.
+    async fn rollback(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            out,
+            history,
+            store,
+            candidates,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        let node = rng.index(3);
+        if let Some(server) = store.nats_node_mut(node) {
+            let name = server.name().to_owned();
+            log(FaultEvent::fault_or_heal(true, fault, &name, ""));
+            let copy = out.join(format!("store-copy-{}", rng.below(u64::MAX)));
+            let store = server.store_dir();
+            blocking(|| faults::copy_dir(&store, &copy)).map_err(io("copy the NATS store"))?;
+            // A new term in the window about to be lost.
+            if let Some(leader) = candidates.leader() {
+                candidates.send(leader, "resign").await;
+            }
+            let until = Instant::now() + Duration::from_millis(rng.range_ms(1000, 3000));
+            while Instant::now() < until {
+                candidates.next(until - Instant::now()).await;
+            }
+            blocking(|| server.kill()).map_err(backend_kit::Error::from)?;
+            blocking(|| faults::replace_dir(&copy, &store))
+                .map_err(io("restore the NATS store"))?;
+            blocking(|| server.restart()).map_err(backend_kit::Error::from)?;
+            let _ = std::fs::remove_dir_all(&copy);
+            log(FaultEvent::fault_or_heal(false, fault, &name, ""));
+        }
+        Ok(())
+    }
+
+    /// `node` and `meta`: a node of the cluster (the meta leader for
+    /// `meta`) killed, started again after a while.
+    async fn node(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            store,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        if store.nodes() > 0 {
+            let node = if fault == Fault::Meta {
+                blocking(|| store.meta_leader())?
+            } else {
+                rng.index(3)
+            };
+            let name = store.node_name(node).unwrap_or_default();
+            log(FaultEvent::fault_or_heal(true, fault, &name, ""));
+            blocking(|| store.kill_node(node))?;
+            tokio::time::sleep(Duration::from_millis(rng.range_ms(
+                200,
+                2 * u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 2),
+            )))
+            .await;
+            blocking(|| store.restart_node(node))?;
+            log(FaultEvent::fault_or_heal(false, fault, &name, ""));
+        }
+        Ok(())
+    }
 }
 
 /// The end, once everything is healed: gives the group the promised time
@@ -1022,11 +1344,12 @@ async fn end(plan: &Plan, running: Running) -> Result<(), Error> {
     Ok(())
 }
 
-/// `hardlink` (`--elect` mode, SQLite): a second name for the election's
-/// database.
+/// `hardlink` (`--elect` mode, a store that is a database file): a second
+/// name for the election's database.
+#[allow(clippy::too_many_arguments)]
 async fn hard_link(
     plan: &Plan,
-    out: &std::path::Path,
+    store: &Store,
     candidates: &mut Candidates,
     log: &impl Fn(FaultEvent),
     rng: &mut Rng,
@@ -1035,11 +1358,13 @@ async fn hard_link(
 ) -> Result<(), Error> {
     // A second name for the election's database: a candidate
     // (not the leader) started again on it for 3 TTLs.
-    let db = out.join("election.db");
-    let link = out.join("election-second-name.db");
+    let Some(db) = store.local_path() else {
+        return Ok(());
+    };
+    let link = db.with_file_name("election-second-name.db");
     let slot = (target + 1 + rng.index(candidates.len() - 1)) % candidates.len();
     let w = candidates.writer(slot);
-    let linked = std::fs::hard_link(&db, &link);
+    let linked = std::fs::hard_link(db, &link);
     log(FaultEvent::fault_or_heal(
         true,
         fault,
@@ -1055,7 +1380,7 @@ async fn hard_link(
             slot,
             candidates::SlotLaunch {
                 reach: Some(candidates::Reach {
-                    url: BackendUrl::Sqlite(link.clone()).to_string(),
+                    url: store.kind().url_at(&link).unwrap_or_default(),
                     wrapper: Vec::new(),
                 }),
                 ..Default::default()
@@ -1083,9 +1408,11 @@ async fn hard_link(
 
 /// `spellings` and `nested` (`--elect` mode): the others reach the
 /// election another way.
+#[allow(clippy::too_many_arguments)]
 async fn other_ways(
     plan: &Plan,
     out: &std::path::Path,
+    store: &Store,
     candidates: &mut Candidates,
     log: &impl Fn(FaultEvent),
     target: usize,
@@ -1102,7 +1429,7 @@ async fn other_ways(
     // starts.
     let other_way = if fault == Fault::Spellings {
         candidates::SlotLaunch {
-            reach: Some(second_spelling(plan, out).map_err(io("make the mount point"))?),
+            reach: Some(second_spelling(plan, out, store).map_err(io("make the mount point"))?),
             nested: false,
             escape: true,
         }
@@ -1197,27 +1524,29 @@ async fn reboot(
 }
 
 /// How `--elect` mode starts its candidates: `elect run` on the plan's
-/// backend with its TTL, renew interval and a kill grace; with the
+/// backend (the `store` started in the run directory) with its TTL and
+/// renew interval where claims expire, else a kill grace; with the
 /// `reboot` fault in the mix, on the file backend's default directory (no
 /// `--backend`; [`host_dirs`] in the run directory).
-fn elect_launch(plan: &Plan, out: &std::path::Path, bins: &ElectBins) -> candidates::ElectLaunch {
+fn elect_launch(
+    plan: &Plan,
+    out: &std::path::Path,
+    bins: &ElectBins,
+    store: &Store,
+) -> candidates::ElectLaunch {
     let ms = |d: Duration| format!("{}ms", d.as_millis());
-    let (backend, timing) = match plan.backend {
-        Target::Sqlite => (
-            Some(BackendUrl::Sqlite(out.join("election.db")).to_string()),
-            vec![
-                "--ttl".to_owned(),
-                ms(plan.ttl),
-                "--renew".to_owned(),
-                ms(plan.renew),
-            ],
-        ),
+    let backend = (!plan.uses_default_dir()).then(|| store.url());
+    let timing = if plan.backend.expires() {
+        vec![
+            "--ttl".to_owned(),
+            ms(plan.ttl),
+            "--renew".to_owned(),
+            ms(plan.renew),
+        ]
+    } else {
         // The file backend's default kill grace (10 s) would make every
         // handover after a command that ignores SIGTERM wait 10 s.
-        _ => (
-            (!plan.uses_default_dir()).then(|| BackendUrl::file(out.join("election")).to_string()),
-            vec!["--kill-grace".to_owned(), "500ms".to_owned()],
-        ),
+        vec!["--kill-grace".to_owned(), "500ms".to_owned()]
     };
     let dirs = host_dirs(out);
     candidates::ElectLaunch {
@@ -1269,29 +1598,33 @@ fn create_host_dirs(out: &std::path::Path) -> std::io::Result<()> {
 }
 
 /// The directory that keeps the election in `--elect` mode: the file
-/// backend's (the default directory, `XDG_STATE_HOME/elect`, when the
-/// candidates use it), the SQLite database's.
-fn election_dir(plan: &Plan, out: &std::path::Path) -> PathBuf {
-    match plan.backend {
-        Target::Sqlite => out.to_path_buf(),
-        _ if plan.uses_default_dir() => host_dirs(out).state.join("elect"),
-        _ => out.join("election"),
+/// backend's default directory (`XDG_STATE_HOME/elect`) when the
+/// candidates use it, else the store's [`local_dir`](Store::local_dir)
+/// (the file backend's directory, the database's).
+fn election_dir(plan: &Plan, out: &std::path::Path, store: &Store) -> PathBuf {
+    if plan.uses_default_dir() {
+        host_dirs(out).state.join("elect")
+    } else {
+        store.local_dir().unwrap_or(out).to_path_buf()
     }
 }
 
 /// The `spellings` fault's second way to the election: its directory
 /// ([`election_dir`]) bind-mounted on `<run>/second-spelling` in the
 /// candidate's own mount namespace, and the backend URL through it.
-fn second_spelling(plan: &Plan, out: &std::path::Path) -> std::io::Result<candidates::Reach> {
+fn second_spelling(
+    plan: &Plan,
+    out: &std::path::Path,
+    store: &Store,
+) -> std::io::Result<candidates::Reach> {
     let at = out.join("second-spelling");
     std::fs::create_dir_all(&at)?;
-    let url = match plan.backend {
-        Target::Sqlite => BackendUrl::Sqlite(at.join("election.db")).to_string(),
-        _ => BackendUrl::file(at.clone()).to_string(),
-    };
+    let url = store
+        .url_in(&at)
+        .ok_or_else(|| std::io::Error::other("the store has no files on this host"))?;
     Ok(candidates::Reach::bind_mounted(
         url,
-        &election_dir(plan, out),
+        &election_dir(plan, out, store),
         &at,
     ))
 }
@@ -1411,64 +1744,66 @@ fn late_command(
 mod tests {
     use super::*;
 
-    const ALL_BACKENDS: [Target; 5] = [
-        Target::File,
-        Target::Sqlite,
-        Target::Nats,
-        Target::NatsCluster,
-        Target::Postgres,
-    ];
-
     /// Every default mix is allowed on its backend, and every fault kind
     /// is in the default mix of every backend that allows it.
     #[test]
     fn default_mixes_hold_every_kind_that_applies() {
-        for backend in ALL_BACKENDS {
+        for backend in Target::ALL {
             let mix = backend.faults();
             for kind in Fault::ALL {
                 // The one exception: a single server's lost tail is not
                 // covered by the library (it warns), so not in the mix.
                 let default =
-                    backend.allows(kind) && !(backend == Target::Nats && kind == Fault::Rollback);
+                    backend.allows(kind) && (kind != Fault::Rollback || backend.is_replicated());
                 assert_eq!(mix.contains(&kind), default, "{kind} on {backend}");
             }
+            // In the one order a seed's schedule draws from.
+            let order: Vec<Fault> = MIX_ORDER.into_iter().filter(|f| mix.contains(f)).collect();
+            assert_eq!(mix, order, "{backend}");
         }
         for kind in Fault::ALL {
             assert!(
-                ALL_BACKENDS
+                Target::ALL
                     .iter()
                     .any(|b| b.allows(kind) || b.allows_elect(kind) || b.allows_lease_sets(kind)),
+                "{kind}"
+            );
+            assert_eq!(
+                MIX_ORDER.contains(&kind),
+                Target::ALL.iter().any(|b| b.allows(kind)),
                 "{kind}"
             );
         }
     }
 
-    /// `--elect` mode runs on file and SQLite; its mixes hold the
-    /// deployment's kinds and none of the library's own.
+    /// `--elect` mode runs where the store is files on this host (a
+    /// directory, a database file); its mixes hold the deployment's kinds
+    /// and none of the library's own.
     #[test]
     fn elect_mixes_hold_the_deployment_s_kinds() {
         use Fault::*;
-        assert_eq!(
-            Target::Sqlite.elect_faults(),
-            vec![
-                Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceRows, HardLink, Spellings,
-                Nested
-            ]
-        );
-        assert_eq!(
-            Target::File.elect_faults(),
-            vec![
-                Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceFiles, Spellings, Nested,
-                Reboot
-            ]
-        );
-        for backend in [Target::Nats, Target::NatsCluster, Target::Postgres] {
-            assert!(backend.elect_faults().is_empty(), "{backend}");
+        for backend in Target::ALL {
+            let want = if backend.is_database_file() {
+                vec![
+                    Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceRows, HardLink,
+                    Spellings, Nested,
+                ]
+            } else if backend.is_directory() {
+                vec![
+                    Kill, Stop, Resign, SupKill, SupStop, GroupStop, FenceFiles, Spellings, Nested,
+                    Reboot,
+                ]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(backend.elect_faults(), want, "{backend}");
         }
+        assert!(Target::ALL.iter().any(|b| b.is_database_file()));
+        assert!(Target::ALL.iter().any(|b| b.is_directory()));
         for kind in [
             SupKill, SupStop, GroupStop, FenceFiles, FenceRows, HardLink, Spellings, Nested, Reboot,
         ] {
-            assert!(ALL_BACKENDS.iter().all(|b| !b.allows(kind)), "{kind}");
+            assert!(Target::ALL.iter().all(|b| !b.allows(kind)), "{kind}");
         }
     }
 
@@ -1477,10 +1812,45 @@ mod tests {
     #[test]
     fn lease_set_mixes_hold_join_leave_kill_stop() {
         use Fault::*;
-        for backend in ALL_BACKENDS {
+        for backend in Target::ALL {
             assert_eq!(backend.lease_set_faults(), vec![Kill, Stop, Join, Leave]);
             assert!(!backend.allows(Join) && !backend.allows(Leave), "{backend}");
             assert!(!backend.allows_elect(Join) && !backend.allows_elect(Leave));
+        }
+    }
+
+    /// The liveness bound is the protocol's takeover bound, a poll, the
+    /// slack and the deployment's recovery: never below the takeover.
+    #[test]
+    fn liveness_bounds_cover_the_takeover() {
+        let ms = Duration::from_millis;
+        for backend in Target::ALL {
+            let plan = Plan {
+                backend,
+                seed: 1,
+                duration: ms(1000),
+                candidates: 3,
+                ttl: ms(3000),
+                renew: ms(1000),
+                grace: ms(1000),
+                poll: ms(200),
+                faults: backend.faults(),
+                out: "/tmp/run".into(),
+                unsafe_mode: false,
+                candidate_bin: "torture-candidate".into(),
+                elect: None,
+                lease_sets: None,
+            };
+            let timing = backend_kit::Timing {
+                ttl: plan.ttl,
+                renew: plan.renew,
+                grace: plan.grace,
+                poll: plan.poll,
+            };
+            assert!(
+                plan.liveness_bound() >= backend.takeover_bound(&timing) + Duration::from_secs(5),
+                "{backend}"
+            );
         }
     }
 }

@@ -61,7 +61,10 @@ impl Setup {
     /// A fresh SQLite database, TTL 3 s.
     pub(crate) fn sqlite() -> Setup {
         let dir = temp_dir();
-        let url = BackendUrl::Sqlite(dir.path().join("elect.db")).to_string();
+        let url = election_url::BackendUrl::new(election_sqlite::SqliteUrl::new(
+            dir.path().join("elect.db"),
+        ))
+        .to_string();
         Setup {
             url,
             timing: vec!["--ttl".into(), "3s".into()],

@@ -50,7 +50,7 @@ impl std::error::Error for DurationError {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_url::{DurationError, parse_duration};
+/// use election_driver::{DurationError, parse_duration};
 ///
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
 /// assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
@@ -108,7 +108,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use election_url::format_duration;
+/// use election_driver::format_duration;
 ///
 /// assert_eq!(format_duration(Duration::from_secs(9)), "9s");
 /// assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 ///
 /// Every lease decision uses [`now`](Clock::now), a monotonic clock: the
 /// holder's validity and a contender's "no renewal seen for a full TTL"
-/// ([`lease_row::may_claim`](crate::lease_row::may_claim)). The wall clock
+/// (`election_sql::lease_row::may_claim`). The wall clock
 /// ([`wall_unix_ms`](Clock::wall_unix_ms)) is only written to the lease row
 /// for people to read (`acquired_unix_ms`, `renewed_unix_ms`), and no
 /// server's clock is read: a jump of any wall clock cannot change who
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 /// (a leader's `since`), never who leads.
 ///
 /// ```
-/// use election_sql::{Clock, SystemClock};
+/// use election_core::{Clock, SystemClock};
 ///
 /// /// The system's clocks, with a wall clock a day ahead (display only).
 /// #[derive(Debug)]
@@ -45,7 +45,7 @@ pub trait Clock: Send + Sync + Debug + 'static {
     /// The monotonic now.
     ///
     /// ```
-    /// use election_sql::{Clock, SystemClock};
+    /// use election_core::{Clock, SystemClock};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -61,7 +61,7 @@ pub trait Clock: Send + Sync + Debug + 'static {
     /// before 1970, saturating at the ends of `i64`).
     ///
     /// ```
-    /// use election_sql::{Clock, SystemClock};
+    /// use election_core::{Clock, SystemClock};
     ///
     /// let acquired_unix_ms = SystemClock.wall_unix_ms(); // for people to read, never to decide
     /// assert!(acquired_unix_ms > 1_577_836_800_000); // after 2020
