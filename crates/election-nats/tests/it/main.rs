@@ -3,6 +3,7 @@
 
 mod behaviour;
 mod conformance;
+mod connections;
 mod display;
 mod faults;
 mod fence;

@@ -96,3 +96,22 @@ async fn a_clean_resign_hands_over_without_grace() {
         "handover took {took:?}"
     );
 }
+
+/// Issue 42 (ADR 0106): ten candidate processes, one leading and nine
+/// waiting, hold ten connections, one each (counted from the server's
+/// `/connz`).
+#[tokio::test]
+async fn ten_candidate_processes_make_ten_connections() {
+    let server = Server::start().expect("nats-server");
+    let mut leader = start(&server.url(), "p0");
+    leader.expect("campaigning");
+    leader.elected();
+    let mut waiters: Vec<Proc> = (1..10)
+        .map(|i| start(&server.url(), &format!("p{i}")))
+        .collect();
+    for w in &mut waiters {
+        w.expect("campaigning");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(server.connections().expect("/connz"), 10);
+}
