@@ -8,7 +8,8 @@
 //! debug build measures unoptimised library code, so it warns.
 //!
 //! `election-bench [--quick] [--out FILE] [--only GROUPS]` (GROUPS may
-//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone); the hidden
+//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone, and
+//! `nats-waiters`, the NATS handovers with 2, 10 and 30 candidates); the hidden
 //! `election-bench helper lock PATH` is the bare OFD lock holder the
 //! cross-process floors start (see [`helper`]).
 
@@ -70,6 +71,10 @@ const NATS_BYTE_BATCH: usize = 200;
 const NATS_FAILOVERS: usize = 10;
 /// NATS crash failovers per topology with `--quick`.
 const NATS_FAILOVERS_QUICK: usize = 3;
+/// Handovers per NATS chain with many waiters (`nats-waiters`).
+const NATS_WAITER_HANDOVERS: usize = 20;
+/// The same with `--quick`.
+const NATS_WAITER_HANDOVERS_QUICK: usize = 10;
 /// Default PostgreSQL crash failovers: each takes about a TTL.
 const PG_FAILOVERS: usize = 20;
 /// PostgreSQL crash failovers with `--quick`.
@@ -110,7 +115,8 @@ const BALANCE_ROUNDS: usize = 3;
 const BALANCE_ROUNDS_QUICK: usize = 1;
 /// Parts of a group, selectable with `--only` but not run by default (their
 /// group runs them): `postgres-fence`, the PostgreSQL fenced-write rows.
-const PARTS: [&str; 1] = ["postgres-fence"];
+/// `nats-waiters`, the NATS handover chains with 2, 10 and 30 candidates.
+const PARTS: [&str; 2] = ["postgres-fence", "nats-waiters"];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
 /// Default CLI crash failovers per row on a lease backend: each takes
@@ -262,7 +268,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         (&elect_bin, o.wants("cli")),
         (&candidate_bin, o.wants("handover") || o.wants("failover")),
         (&sqlite_bin, o.wants("sqlite")),
-        (&nats_bin, o.wants("nats")),
+        (&nats_bin, o.wants("nats") || o.wants("nats-waiters")),
     ] {
         if needed && !bin.is_file() {
             return Err(format!(
@@ -386,6 +392,19 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             counts: nats_counts,
         };
         nats::rows(&setup, &mut rows, &mut notes)?;
+    }
+    if o.wants("nats") || o.wants("nats-waiters") {
+        let setup = nats::Setup {
+            candidate_bin: &nats_bin,
+            log: &log,
+            counts: nats_counts,
+        };
+        let n = if o.quick {
+            NATS_WAITER_HANDOVERS_QUICK
+        } else {
+            NATS_WAITER_HANDOVERS
+        };
+        nats::waiter_rows(&setup, n, &mut rows, &mut notes)?;
     }
     if o.wants("leases") {
         let counts = leases::Counts {
