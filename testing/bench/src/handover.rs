@@ -409,6 +409,11 @@ impl Chain {
     }
 }
 
+/// The `sqlite://` URL of the database at `db`.
+pub(crate) fn sqlite_url(db: &std::path::Path) -> String {
+    BackendUrl::new(election_sqlite::SqliteUrl::new(db)).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,9 +435,4 @@ mod tests {
             "{buckets:?}"
         );
     }
-}
-
-/// The `sqlite://` URL of the database at `db`.
-pub(crate) fn sqlite_url(db: &std::path::Path) -> String {
-    BackendUrl::new(election_sqlite::SqliteUrl::new(db)).to_string()
 }

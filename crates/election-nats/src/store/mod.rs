@@ -10,5 +10,6 @@ pub(crate) mod bucket;
 pub(crate) mod clients;
 pub(crate) mod connection;
 pub(crate) mod exact_read;
+pub(crate) mod queue;
 pub(crate) mod record;
 pub(crate) mod session;

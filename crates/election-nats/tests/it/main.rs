@@ -11,3 +11,4 @@ mod incarnations;
 mod lease_set;
 mod lease_set_pause;
 mod ttl_and_down;
+mod waiters;
