@@ -40,9 +40,12 @@ use crate::store::record;
 ///   expiry, no entry at all, a write of unknown origin), a new term
 ///   waits the failover grace, then refreshes the key and counts validity
 ///   from that refresh.
-/// - Waiting candidates watch the key and try again the moment it is
-///   deleted (a resign) or purged (the server's TTL marker, servers 2.11+,
-///   which this crate enables); they also poll every poll interval.
+/// - Waiting candidates queue in the order they first waited (a waiter
+///   key each, ADR 0106); the first watches the key and tries again the
+///   moment it is deleted (a resign) or purged (the server's TTL marker,
+///   servers 2.11+, which this crate enables), and polls every poll
+///   interval; the others watch only the waiter ahead, and look at the
+///   key once a poll interval in case the first does not claim it.
 /// - Dropping a term deletes its key in the background (expecting its last
 ///   revision); if that cannot run, the key ages out after the TTL.
 ///
