@@ -18,6 +18,7 @@ use crate::renewal::{HeldTerm, Renewal, Shared};
 use crate::store::bucket;
 use crate::store::connection::Connection;
 use crate::store::exact_read::{self, ExactEntry};
+use crate::store::queue::{self, Waiter};
 use crate::store::record::{self, ClaimRecord};
 
 /// A vacancy of the key an attempt saw: a delete or purge marker.
@@ -85,6 +86,38 @@ pub struct NatsAttempt {
     /// incarnation): claim again at once.
     retry: bool,
     watch: Option<KeyWatch>,
+    /// This attempt's place in the waiters' queue (ADR 0106), from its
+    /// first wait on: only the head watches the key and claims it.
+    queue: Option<Queued>,
+}
+
+/// A waiting attempt in the queue: its waiter key, and what it watches.
+struct Queued {
+    waiter: Waiter,
+    /// The watch of the waiter key just ahead; `None`: list the queue
+    /// again.
+    ahead: Option<KeyWatch>,
+    /// The place this attempt had when it chose `ahead` (its key created
+    /// again after a pause has another).
+    listed_at: u64,
+    /// First in the queue: watches the election key and claims it.
+    head: bool,
+    /// The election key's vacancy the backstop's last look saw (its
+    /// marker's revision; 0: no entry).
+    backstop: Option<u64>,
+}
+
+/// What waiting in line ended with.
+enum InLine {
+    /// First in the queue now.
+    Head,
+    /// The backstop saw the election key vacant on two looks a poll
+    /// interval apart: the head did not claim it (dead, or cut off).
+    Vacant(Option<Vacancy>),
+    /// Still waiting; nothing to do but look again.
+    Waiting,
+    /// The queue cannot be read now: let a claim find out why.
+    Unreadable,
 }
 
 /// A watch of one key: a push consumer of the key's new entries (no acks),
@@ -164,6 +197,7 @@ impl std::fmt::Debug for NatsAttempt {
             .field("may_hold", &self.may_hold)
             .field("vacancy", &self.vacancy)
             .field("watching", &self.watch.is_some())
+            .field("queued", &self.queue.as_ref().map(|q| &q.waiter.key))
             .finish()
     }
 }
@@ -316,6 +350,12 @@ impl NatsClaim {
     /// created, the consumer belongs to it. `None` if the watch cannot be
     /// made (the claim polls instead).
     async fn key_watch(&self) -> Option<KeyWatch> {
+        self.watch_of(&self.key, true).await
+    }
+
+    /// A [`KeyWatch`] of `key`; with `prove`, it reads the bucket's
+    /// incarnation after the consumer is made (see [`key_watch`](Self::key_watch)).
+    async fn watch_of(&self, key: &str, prove: bool) -> Option<KeyWatch> {
         use async_nats::jetstream::consumer::{self, push};
         let before = self.conn.base();
         let client = &self.conn.client;
@@ -325,7 +365,7 @@ impl NatsClaim {
         let create = kv.stream.create_consumer(push::Config {
             deliver_subject: inbox,
             description: Some("election-nats key watch".into()),
-            filter_subject: format!("{}{}", kv.prefix, self.key),
+            filter_subject: format!("{}{key}", kv.prefix),
             deliver_policy: consumer::DeliverPolicy::New,
             ack_policy: consumer::AckPolicy::None,
             replay_policy: consumer::ReplayPolicy::Instant,
@@ -338,7 +378,11 @@ impl NatsClaim {
             .ok()?
             .ok()?;
         let name = consumer.cached_info().name.clone();
-        let after = bucket::shape(kv, self.timeout()).await.ok();
+        let after = if prove {
+            bucket::shape(kv, self.timeout()).await.ok()
+        } else {
+            None
+        };
         Some(KeyWatch {
             sub,
             consumer: name,
@@ -517,6 +561,10 @@ impl NatsClaim {
             ..holding
         });
         attempt.adopting = None;
+        // Out of the queue: the next waiter moves up.
+        if let Some(q) = attempt.queue.take() {
+            q.waiter.remove();
+        }
         Ok(Some(Won {
             epoch,
             valid_until: Some(valid_from + self.conn.options.validity()),
@@ -575,6 +623,122 @@ impl NatsClaim {
             })),
         }
     }
+
+    /// Whether a delete marker at `revision` is a clean release: not a
+    /// delete this process made of a write it could not use (`known`).
+    fn clean_delete(&self, known: Option<Vacancy>, revision: u64) -> bool {
+        known.is_none_or(|v| v.revision != revision || v.clean)
+    }
+
+    /// Waits behind another waiter (see [`wait`](Claim::wait)) for up to
+    /// `poll_interval`: lists the queue when the waiter ahead is not known,
+    /// watches its key, and at the end of the interval looks at the
+    /// election key once (the backstop).
+    async fn in_line(&self, q: &mut Queued, poll_interval: Duration) -> InLine {
+        let deadline = Instant::now() + poll_interval;
+        loop {
+            let mine = q.waiter.place();
+            if q.ahead.is_none() || q.listed_at != mine {
+                q.ahead = None;
+                let Ok(waiters) = queue::list(&self.conn, &self.key).await else {
+                    return InLine::Unreadable;
+                };
+                let Some(ahead) = queue::predecessor(&waiters, mine) else {
+                    return InLine::Head;
+                };
+                let Some(watch) = self.watch_of(ahead, false).await else {
+                    return InLine::Unreadable;
+                };
+                // The watch first, then one exact read: a key gone before
+                // the watch was made is seen by the read.
+                match self.conn.read_exact(ahead).await {
+                    Ok(Some(l)) if l.operation == kv::Operation::Put => {
+                        q.ahead = Some(watch);
+                        q.listed_at = mine;
+                    }
+                    Ok(_) => continue,
+                    Err(_) => return InLine::Unreadable,
+                }
+            }
+            let Some(watch) = q.ahead.as_mut() else {
+                continue;
+            };
+            tokio::select! {
+                seen = watch.next() => match seen {
+                    // A renewal of the waiter ahead.
+                    Seen::Entry(kv::Operation::Put, ..) => {}
+                    Seen::Entry(..) | Seen::Ended => q.ahead = None,
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    return match self.read_exact().await {
+                        Ok(Some(l)) if l.operation == kv::Operation::Put => {
+                            q.backstop = None;
+                            InLine::Waiting
+                        }
+                        Ok(found) => {
+                            let revision = found.as_ref().map_or(0, |l| l.revision);
+                            if q.backstop == Some(revision) {
+                                q.backstop = None;
+                                InLine::Vacant(found.map(|l| Vacancy {
+                                    revision: l.revision,
+                                    clean: l.operation == kv::Operation::Delete,
+                                }))
+                            } else {
+                                q.backstop = Some(revision);
+                                InLine::Waiting
+                            }
+                        }
+                        Err(_) => InLine::Unreadable,
+                    };
+                }
+            }
+        }
+    }
+
+    /// Watches the election key and returns the moment it is deleted
+    /// (resign) or purged (TTL marker); the poll interval is the backstop,
+    /// also for servers without TTL markers.
+    async fn wait_on_key(
+        &self,
+        attempt: &mut NatsAttempt,
+        poll_interval: Duration,
+    ) -> Result<(), election_core::Error> {
+        if attempt.watch.is_none() {
+            attempt.watch = self.key_watch().await;
+        }
+        let Some(watch) = attempt.watch.as_mut() else {
+            tokio::time::sleep(poll_interval).await;
+            return Ok(());
+        };
+        // A delete this process made of a write it could not use is not
+        // a clean release, also when the watch reports it.
+        let known = attempt.vacancy;
+        let vacancy = async {
+            loop {
+                match watch.next().await {
+                    Seen::Entry(kv::Operation::Delete, revision, _) => {
+                        let clean = known.is_none_or(|v| v.revision != revision || v.clean);
+                        return Some((clean, revision));
+                    }
+                    Seen::Entry(kv::Operation::Purge, revision, _) => {
+                        return Some((false, revision));
+                    }
+                    Seen::Entry(..) => continue,
+                    Seen::Ended => return None,
+                }
+            }
+        };
+        tokio::select! {
+            v = vacancy => match v {
+                Some((clean, revision)) => {
+                    attempt.vacancy = Some(Vacancy { revision, clean });
+                }
+                None => attempt.watch = None,
+            },
+            () = tokio::time::sleep(poll_interval) => {}
+        }
+        Ok(())
+    }
 }
 
 impl Claim for NatsClaim {
@@ -609,6 +773,7 @@ impl Claim for NatsClaim {
             adopting: None,
             retry: false,
             watch: None,
+            queue: None,
         })
     }
 
@@ -727,49 +892,82 @@ impl Claim for NatsClaim {
         Ok(None)
     }
 
-    /// Watches the key and returns the moment it is deleted (resign) or
-    /// purged (TTL marker); the poll interval is the backstop, also for
-    /// servers without TTL markers.
+    /// Waits in the waiters' queue (ADR 0106): the first wait puts the
+    /// attempt in it (a waiter key); an attempt behind another watches
+    /// only that one's waiter key, and moves up when it goes (a win, a
+    /// close, an expiry); the head watches the election key and returns
+    /// the moment it is deleted (resign) or purged (TTL marker). Behind the
+    /// head, the backstop is one exact read of the election key every poll
+    /// interval: a vacancy seen on two looks in a row (the head did not
+    /// claim within a poll interval) returns, so a claim is tried. Without
+    /// a queue (the waiter key could not be written), every attempt waits
+    /// as the head does.
     async fn wait(
         &self,
         attempt: &mut NatsAttempt,
         poll_interval: Duration,
     ) -> Result<(), election_core::Error> {
-        if attempt.watch.is_none() {
-            attempt.watch = self.key_watch().await;
-        }
-        let Some(watch) = attempt.watch.as_mut() else {
-            tokio::time::sleep(poll_interval).await;
-            return Ok(());
-        };
-        // A delete this process made of a write it could not use is not
-        // a clean release, also when the watch reports it.
-        let known = attempt.vacancy;
-        let vacancy = async {
-            loop {
-                match watch.next().await {
-                    Seen::Entry(kv::Operation::Delete, revision, _) => {
-                        let clean = known.is_none_or(|v| v.revision != revision || v.clean);
-                        return Some((clean, revision));
-                    }
-                    Seen::Entry(kv::Operation::Purge, revision, _) => {
-                        return Some((false, revision));
-                    }
-                    Seen::Entry(..) => continue,
-                    Seen::Ended => return None,
+        if attempt.queue.is_none() && attempt.watch.is_none() {
+            match Waiter::enqueue(self.conn.clone(), &self.key, attempt.nonce).await {
+                Ok(waiter) => {
+                    attempt.queue = Some(Queued {
+                        listed_at: waiter.place(),
+                        waiter,
+                        ahead: None,
+                        head: false,
+                        backstop: None,
+                    });
+                }
+                Err(e) => {
+                    tracing::debug!(name = %self.name, error = %e, "no waiter key; waiting on the election key");
                 }
             }
-        };
-        tokio::select! {
-            v = vacancy => match v {
-                Some((clean, revision)) => {
-                    attempt.vacancy = Some(Vacancy { revision, clean });
-                }
-                None => attempt.watch = None,
-            },
-            () = tokio::time::sleep(poll_interval) => {}
         }
-        Ok(())
+        let mut became_head = false;
+        if let Some(q) = attempt.queue.as_mut() {
+            while !q.head {
+                match self.in_line(q, poll_interval).await {
+                    InLine::Head => {
+                        q.head = true;
+                        became_head = true;
+                    }
+                    InLine::Vacant(vacancy) => {
+                        attempt.vacancy = vacancy.map(|v| Vacancy {
+                            clean: v.clean && self.clean_delete(attempt.vacancy, v.revision),
+                            ..v
+                        });
+                        return Ok(());
+                    }
+                    InLine::Waiting => {}
+                    InLine::Unreadable => return Ok(()),
+                }
+            }
+        }
+        if became_head {
+            // The watch first, then one exact read: a vacancy from before
+            // the watch was made is seen by the read.
+            if attempt.watch.is_none() {
+                attempt.watch = self.key_watch().await;
+            }
+            match self.read_exact().await {
+                Ok(Some(l)) if l.operation == kv::Operation::Put => {}
+                Ok(Some(l)) => {
+                    let clean = l.operation == kv::Operation::Delete
+                        && self.clean_delete(attempt.vacancy, l.revision);
+                    attempt.vacancy = Some(Vacancy {
+                        revision: l.revision,
+                        clean,
+                    });
+                    return Ok(());
+                }
+                Ok(None) => {
+                    attempt.vacancy = None;
+                    return Ok(());
+                }
+                Err(_) => return Ok(()),
+            }
+        }
+        self.wait_on_key(attempt, poll_interval).await
     }
 
     /// Starts the renewal task.
@@ -905,7 +1103,10 @@ impl Claim for NatsClaim {
 
     /// After a drop, a cancelled or a failed step that may have won:
     /// deletes the key in the background if it is still this attempt's.
-    fn close(&self, attempt: NatsAttempt, end: End) {
+    fn close(&self, mut attempt: NatsAttempt, end: End) {
+        if let Some(q) = attempt.queue.take() {
+            q.waiter.remove();
+        }
         let gives_up = matches!(end, End::Dropped | End::Cancelled | End::Failed);
         if !(attempt.may_hold && gives_up) {
             return;

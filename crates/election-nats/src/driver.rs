@@ -21,6 +21,9 @@ use futures::FutureExt;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
+use std::sync::Arc;
+
+use crate::store::clients::{self, ClientKey, SharedClient};
 use crate::{NatsElection, NatsOptions};
 
 /// The options `nats://` knows, in the order they are printed.
@@ -258,6 +261,29 @@ pub fn nats_options(settings: &Settings, url: &NatsUrl) -> Result<NatsOptions, E
     url.options(settings)
 }
 
+/// The process's shared client for the servers and credentials of `url`
+/// and the connect options `options` and `timeout` set (ADR 0106): every
+/// election the driver opens to the same servers with the same credentials
+/// shares one connection.
+async fn connect_shared(
+    url: &NatsUrl,
+    options: &NatsOptions,
+    timeout: Option<Duration>,
+) -> Result<(Arc<SharedClient>, async_nats::Client), Error> {
+    let mut key = ClientKey::new(
+        url.server_urls(),
+        timeout.unwrap_or(options.timeout().max(Duration::from_secs(1))),
+        options.renew_every(),
+    );
+    key.user = url
+        .user
+        .as_ref()
+        .map(|(u, p)| (u.clone(), p.expose().to_owned()));
+    key.token = url.token.as_ref().map(|t| t.expose().to_owned());
+    key.creds = url.creds.clone();
+    clients::shared(key, || connect(url, options, timeout)).await
+}
+
 /// Connects to the servers of `url` with its credentials.
 ///
 /// Cancel safety: cancel safe (nothing is kept). Failure model:
@@ -479,8 +505,9 @@ impl Target for NatsUrl {
 
     fn open<'a>(&'a self, settings: &'a Settings) -> BoxFuture<'a, Result<Box<dyn Opened>, Error>> {
         async move {
-            let (client, options) = self.connect(settings).await?;
-            match NatsElection::with_client(client, options.clone()).await {
+            let options = self.options(settings)?;
+            let (shared, client) = connect_shared(self, &options, settings.connect_timeout).await?;
+            match NatsElection::with_shared(shared, client, options.clone()).await {
                 Ok(e) => Ok(Box::new(e) as Box<dyn Opened>),
                 Err(crate::Error::NoBucket { .. }) if options.is_observer() => Err(Error::Absent {
                     what: format!("the bucket {}", options.bucket_name()),
@@ -496,11 +523,16 @@ impl Target for NatsUrl {
         settings: &'a Settings,
     ) -> BoxFuture<'a, Result<Opening, Error>> {
         async move {
-            let (client, options) = self.connect(settings).await?;
-            match NatsElection::with_client(client.clone(), options.clone()).await {
+            let options = self.options(settings)?;
+            let (shared, client) = connect_shared(self, &options, settings.connect_timeout).await?;
+            match NatsElection::with_shared(shared.clone(), client.clone(), options.clone()).await {
                 Ok(e) => Ok(Opening::Ready(Box::new(e))),
                 Err(crate::Error::NoBucket { .. }) if options.is_observer() => {
-                    Ok(Opening::Pending(Box::new(Pending { client, options })))
+                    Ok(Opening::Pending(Box::new(Pending {
+                        shared,
+                        client,
+                        options,
+                    })))
                 }
                 Err(e) => Err(e.into()),
             }
@@ -541,6 +573,8 @@ impl Target for NatsUrl {
 /// kept to open it again.
 #[derive(Debug)]
 struct Pending {
+    /// Keeps the process's shared client (ADR 0106).
+    shared: Arc<SharedClient>,
     client: async_nats::Client,
     options: NatsOptions,
 }
@@ -548,7 +582,8 @@ struct Pending {
 impl PendingOpen for Pending {
     fn ready(&self) -> BoxFuture<'_, Result<Option<Box<dyn Opened>>, Error>> {
         async move {
-            match NatsElection::with_client(self.client.clone(), self.options.clone()).await {
+            let (shared, client) = (self.shared.clone(), self.client.clone());
+            match NatsElection::with_shared(shared, client, self.options.clone()).await {
                 Ok(e) => Ok(Some(Box::new(e) as Box<dyn Opened>)),
                 Err(crate::Error::NoBucket { .. }) => Ok(None),
                 Err(e) => Err(e.into()),

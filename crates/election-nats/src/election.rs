@@ -10,6 +10,7 @@ use crate::claim::NatsClaim;
 use crate::error::Error;
 use crate::keyed::NatsKeyedClaims;
 use crate::options::NatsOptions;
+use crate::store::clients::{self, ClientKey, SharedClient};
 use crate::store::connection::Connection;
 use crate::store::record;
 
@@ -39,9 +40,12 @@ use crate::store::record;
 ///   expiry, no entry at all, a write of unknown origin), a new term
 ///   waits the failover grace, then refreshes the key and counts validity
 ///   from that refresh.
-/// - Waiting candidates watch the key and try again the moment it is
-///   deleted (a resign) or purged (the server's TTL marker, servers 2.11+,
-///   which this crate enables); they also poll every poll interval.
+/// - Waiting candidates queue in the order they first waited (a waiter
+///   key each, ADR 0106); the first watches the key and tries again the
+///   moment it is deleted (a resign) or purged (the server's TTL marker,
+///   servers 2.11+, which this crate enables), and polls every poll
+///   interval; the others watch only the waiter ahead, and look at the
+///   key once a poll interval in case the first does not claim it.
 /// - Dropping a term deletes its key in the background (expecting its last
 ///   revision); if that cannot run, the key ages out after the TTL.
 ///
@@ -66,7 +70,12 @@ pub struct NatsElection {
 
 impl NatsElection {
     /// Connects to the NATS server(s) at `urls` (comma-separated) and opens
-    /// (or creates) the bucket, then waits (up to 10 s) until the server it
+    /// (or creates) the bucket. Every election of the process opened to the
+    /// same servers (in any order) with the same request timeout and renew
+    /// interval (which set the client's connect timeout and ping interval)
+    /// shares one client, and so one connection, while any of them lives
+    /// (ADR 0106); [`with_client`](NatsElection::with_client) uses the
+    /// client given instead. Then it waits (up to 10 s) until the server it
     /// reached routes writes to the bucket's stream: a replicated bucket
     /// created a moment ago may not be reachable from every node yet. The
     /// check is a conditional write the stream always refuses (it expects
@@ -109,16 +118,40 @@ impl NatsElection {
                 setting: "url",
                 reason: format!("{urls:?} is not a list of NATS URLs: {e}"),
             })?;
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(options.timeout().max(Duration::from_secs(1)))
-            .ping_interval(options.renew_every())
-            .connect(addrs)
-            .await
-            .map_err(|source| Error::Connect {
-                url: urls.to_owned(),
-                source,
-            })?;
-        Self::with_client(client, options).await
+        let timeout = options.timeout().max(Duration::from_secs(1));
+        let key = ClientKey::new(
+            urls.split(',').map(str::to_owned),
+            timeout,
+            options.renew_every(),
+        );
+        let connect = || {
+            async_nats::ConnectOptions::new()
+                .connection_timeout(timeout)
+                .ping_interval(options.renew_every())
+                .connect(addrs)
+        };
+        let (shared, client) =
+            clients::shared(key, connect)
+                .await
+                .map_err(|source| Error::Connect {
+                    url: urls.to_owned(),
+                    source,
+                })?;
+        Self::with_shared(shared, client, options).await
+    }
+
+    /// Opens the bucket over the process's shared client `client`, holding
+    /// `shared` (its registry entry) for as long as the election lives.
+    pub(crate) async fn with_shared(
+        shared: Arc<SharedClient>,
+        client: async_nats::Client,
+        options: NatsOptions,
+    ) -> Result<Self, Error> {
+        let mut conn = Connection::open(client, options).await?;
+        conn.shared = Some(shared);
+        Ok(NatsElection {
+            conn: Arc::new(conn),
+        })
     }
 
     /// Uses an existing client; opens (or creates) the bucket.
@@ -143,7 +176,10 @@ impl NatsElection {
         })
     }
 
-    /// The client, for the application's own use.
+    /// The client, for the application's own use. An election opened with
+    /// [`connect`](NatsElection::connect) shares it with every other
+    /// election of the process opened to the same servers (ADR 0106):
+    /// draining or closing it ends their connection too.
     ///
     /// ```no_run
     /// use election_nats::{NatsElection, NatsOptions};

@@ -275,6 +275,104 @@ impl Chain {
         leader.wait_success()?;
         Ok(samples)
     }
+
+    /// Measures `n` clean handovers (after `warmup` unrecorded ones) with
+    /// `k` candidates at once: one leader and `k - 1` waiters. Each round,
+    /// `settle` after the last waiter started, the leader resigns and the
+    /// sample is from its `resigning` stamp to the `elected` stamp of
+    /// whichever waiter wins (read from every waiter's lines); no other
+    /// waiter may print anything. The winner leads the next round and a new
+    /// waiter takes its place, so every round has `k` candidates. Returns
+    /// the samples in nanoseconds.
+    pub(crate) fn measure_waiters(
+        &mut self,
+        k: usize,
+        n: usize,
+        warmup: usize,
+        settle: Duration,
+    ) -> Result<Vec<u64>> {
+        let mut leader = self.spawn()?;
+        leader.read_expect("campaigning")?;
+        let (mut epoch, _) = leader.read_elected()?;
+        let mut waiters = Vec::with_capacity(k);
+        while waiters.len() + 1 < k {
+            let mut w = self.spawn()?;
+            w.read_expect("campaigning")?;
+            waiters.push(w);
+        }
+        let mut samples = Vec::with_capacity(n);
+        for round in 0..warmup + n {
+            std::thread::sleep(settle);
+            for w in &mut waiters {
+                if let Some(line) = w.try_line() {
+                    return Err(format!(
+                        "{} printed {line:?} while {} still led",
+                        w.label(),
+                        leader.label()
+                    )
+                    .into());
+                }
+            }
+            leader.write_line("resign")?;
+            let t0 = leader.read_stamp("resigning")?;
+            let deadline = std::time::Instant::now() + TIMEOUT;
+            let (winner, line) = loop {
+                if let Some(found) = waiters
+                    .iter_mut()
+                    .enumerate()
+                    .find_map(|(i, w)| w.try_line().map(|l| (i, l)))
+                {
+                    break found;
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(format!(
+                        "none of {} waiters was elected within {TIMEOUT:?} of {}'s resign",
+                        waiters.len(),
+                        leader.label()
+                    )
+                    .into());
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            };
+            let (next_epoch, t1) = match line.parse() {
+                Ok(candidate_testkit::protocol::Event::Elected { epoch, at }) => (epoch, at),
+                _ => {
+                    return Err(format!(
+                        "{} printed {line:?}, not `elected`",
+                        waiters[winner].label()
+                    )
+                    .into());
+                }
+            };
+            if t1 < t0 || next_epoch <= epoch {
+                return Err(format!(
+                    "{} elected at {t1} ns in epoch {next_epoch}; {} left at {t0} ns in \
+                     epoch {epoch}",
+                    waiters[winner].label(),
+                    leader.label()
+                )
+                .into());
+            }
+            leader.read_stamp("resigned")?;
+            leader.wait_success()?;
+            if round >= warmup {
+                samples.push(t1 - t0);
+            }
+            leader = waiters.swap_remove(winner);
+            epoch = next_epoch;
+            let mut w = self.spawn()?;
+            w.read_expect("campaigning")?;
+            waiters.push(w);
+        }
+        leader.write_line("resign")?;
+        leader.read_stamp("resigning")?;
+        leader.read_stamp("resigned")?;
+        leader.wait_success()?;
+        for w in &mut waiters {
+            w.close_stdin();
+        }
+        Ok(samples)
+    }
 }
 
 /// Starts `cmd` as `label`, its stderr appended to `log`.

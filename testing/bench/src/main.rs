@@ -8,7 +8,8 @@
 //! debug build measures unoptimised library code, so it warns.
 //!
 //! `election-bench [--quick] [--out FILE] [--only GROUPS]` (GROUPS may
-//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone); the hidden
+//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone, and
+//! `nats-waiters`, the NATS handovers with 2, 10 and 30 candidates); the hidden
 //! `election-bench helper lock PATH` is the bare OFD lock holder the
 //! cross-process floors start (see [`helper`]).
 
@@ -71,6 +72,10 @@ const NATS_BYTE_BATCH: usize = 200;
 const NATS_FAILOVERS: usize = 10;
 /// NATS crash failovers per topology with `--quick`.
 const NATS_FAILOVERS_QUICK: usize = 3;
+/// Handovers per NATS chain with many waiters (`nats-waiters`).
+const NATS_WAITER_HANDOVERS: usize = 20;
+/// The same with `--quick`.
+const NATS_WAITER_HANDOVERS_QUICK: usize = 10;
 /// Default PostgreSQL crash failovers: each takes about a TTL.
 const PG_FAILOVERS: usize = 20;
 /// PostgreSQL crash failovers with `--quick`.
@@ -111,7 +116,8 @@ const BALANCE_ROUNDS: usize = 3;
 const BALANCE_ROUNDS_QUICK: usize = 1;
 /// Parts of a group, selectable with `--only` but not run by default (their
 /// group runs them): `postgres-fence`, the PostgreSQL fenced-write rows.
-const PARTS: [&str; 1] = ["postgres-fence"];
+/// `nats-waiters`, the NATS handover chains with 2, 10 and 30 candidates.
+const PARTS: [&str; 2] = ["postgres-fence", "nats-waiters"];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
 /// Default CLI crash failovers per row on a lease backend: each takes
@@ -301,7 +307,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         (&elect_bin, o.wants("cli")),
         (
             &candidate_bin,
-            ["handover", "failover", "sqlite", "nats"]
+            ["handover", "failover", "sqlite", "nats", "nats-waiters"]
                 .iter()
                 .any(|g| o.wants(g)),
         ),
@@ -419,6 +425,14 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     }
     if o.wants("nats") {
         nats::rows(&setup(nats_counts), &mut rows, &mut notes)?;
+    }
+    if o.wants("nats") || o.wants("nats-waiters") {
+        let n = if o.quick {
+            NATS_WAITER_HANDOVERS_QUICK
+        } else {
+            NATS_WAITER_HANDOVERS
+        };
+        nats::waiter_rows(&setup(nats_counts), n, &mut rows, &mut notes)?;
     }
     if o.wants("leases") {
         let counts = leases::Counts {

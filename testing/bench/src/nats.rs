@@ -719,6 +719,87 @@ fn topology(
     Ok(camp.server_version)
 }
 
+/// The numbers of candidates of the handover chains with many waiters
+/// (issue 42: a handover flat in the number of waiters).
+pub(crate) const WAITER_COUNTS: [usize; 3] = [2, 10, 30];
+/// How long the waiters are given, after the newest says `campaigning`,
+/// before the leader resigns: enough for 30 processes on two cores to have
+/// tried once and made their watches.
+const WAITER_SETTLE: Duration = Duration::from_millis(300);
+
+/// The handover chains with `K` candidates ([`WAITER_COUNTS`]) on one
+/// node (`--only nats-waiters`, and with the NATS group): one row per `K`,
+/// each against the chain with two, and a note with the ratio of the
+/// largest to two (issue 42's goal: within 1.2×).
+pub(crate) fn waiter_rows(
+    s: &Setup<'_>,
+    n: usize,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let server = step("start one nats-server", || Ok(Server::start()?))?;
+    let urls = server.url();
+    step("NATS 1 node: open the chains' bucket", || {
+        open_chain_bucket(&urls, 1)
+    })?;
+    let mut measured = Vec::new();
+    for k in WAITER_COUNTS {
+        let url: BackendUrl = format!("{urls}?replicas=1")
+            .parse()
+            .map_err(|e| format!("bad NATS URLs {urls:?}: {e}"))?;
+        let flags = [("--ttl-ms", CHAIN_TTL_MS), ("--poll-ms", CHAIN_POLL_MS)]
+            .into_iter()
+            .flat_map(|(flag, ms)| [flag.to_owned(), ms.to_string()])
+            .collect();
+        let mut chain = Chain::new(
+            Process::candidate(s.candidate_bin, &url, &format!("waiters-{k}"), flags),
+            s.log.to_path_buf(),
+        );
+        let samples = step(
+            &format!("NATS 1 node: election-nats handover with {k} candidates"),
+            || chain.measure_waiters(k, n, 2, WAITER_SETTLE),
+        )
+        .map_err(|e| with_log_tail(e, s.log))?;
+        measured.push((k, summary(&samples, "handover with waiters")?));
+    }
+    let two = measured[0].1;
+    for (k, m) in &measured {
+        rows.push(Row {
+            what: format!(
+                "NATS 1 node: clean handover with {k} candidates (1 leader, {} waiting; \
+                 processes; TTL {CHAIN_TTL_MS} ms, poll {CHAIN_POLL_MS} ms)",
+                k - 1
+            ),
+            measured: *m,
+            floor: "the same chain with 2 candidates".into(),
+            floor_measured: two,
+            ops_per_s: None,
+        });
+    }
+    let shown: Vec<String> = measured
+        .iter()
+        .map(|(k, m)| {
+            format!(
+                "K = {k}: median {} (min {}, max {}, n = {})",
+                ms(m.median_ns),
+                ms(m.min_ns),
+                ms(m.max_ns),
+                m.n
+            )
+        })
+        .collect();
+    let (largest, last) = measured[measured.len() - 1];
+    let ratio = last.over(&two);
+    notes.push(format!(
+        "NATS 1 node, clean handover with K candidates (one leader, K − 1 waiting, a new \
+         waiter started after each handover; {WAITER_SETTLE:?} before each resign): {}. \
+         K = {largest} is {ratio:.2}× K = 2 (issue 42's goal: within 1.2×, {}).",
+        shown.join("; "),
+        if ratio <= 1.2 { "met" } else { "missed" }
+    ));
+    Ok(())
+}
+
 /// The renewal traffic of one term at the default renew interval.
 fn renewal_note(label: &str, renewal: Summary, b: &RenewalBytes) -> String {
     let every = NatsOptions::default().renew_every();

@@ -327,6 +327,41 @@ impl Server {
         self.config.monitor_port
     }
 
+    /// How many client connections the server has open now, as its
+    /// monitoring endpoint `/connz` counts them (`num_connections`): a
+    /// test's way to see how many connections a process (or several) made.
+    /// Routes between cluster nodes are not client connections.
+    ///
+    /// ```
+    /// use nats_testkit::Server;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = Server::start()?;
+    /// assert_eq!(server.connections()?, 0);
+    /// let client = async_nats::connect(server.url()).await?;
+    /// client.flush().await?;
+    /// assert_eq!(server.connections()?, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn connections(&self) -> Result<usize, Error> {
+        let (status, body) = monitor::get(self.config.monitor_port, "/connz")
+            .map_err(Error::io(format!("GET /connz of {}", self.config.name)))?;
+        let bad = |what: &str| Error::Io {
+            context: format!("GET /connz of {}", self.config.name),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{what}: {status} {}", body.trim()),
+            ),
+        };
+        if status != 200 {
+            return Err(bad("not 200"));
+        }
+        monitor::field(&body, "num_connections")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| bad("no num_connections"))
+    }
+
     /// The server's name (`server_name`).
     pub fn name(&self) -> &str {
         &self.config.name

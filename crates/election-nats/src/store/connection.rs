@@ -7,6 +7,7 @@
 //! lease sets use this module; it uses only the modules below it
 //! (`bucket`, `exact_read`, `record`, `options`, `error`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use election_core::{ElectionName, Leader};
 use crate::error::Error;
 use crate::options::NatsOptions;
 use crate::store::bucket;
+use crate::store::clients::SharedClient;
 use crate::store::exact_read::{self, ExactEntry};
 use crate::store::record;
 
@@ -38,6 +40,10 @@ pub(crate) struct Connection {
     /// each with its max age. A claim refuses a name that is live in one
     /// of them: the same election run with another TTL (ADR 0064).
     pub(crate) others: Vec<(kv::Store, Duration)>,
+    /// The process's shared client this connection works over, if it is
+    /// one (`NatsElection::connect`, the driver): holding it keeps the
+    /// registry's entry alive (ADR 0106). `None`: the user's own client.
+    pub(crate) shared: Option<Arc<SharedClient>>,
 }
 
 impl Connection {
@@ -101,6 +107,7 @@ impl Connection {
             base: AtomicU64::new(shape.created_us),
             replicas: shape.replicas,
             others,
+            shared: None,
         })
     }
 

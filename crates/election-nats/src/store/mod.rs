@@ -1,4 +1,5 @@
-//! The store layer under the façade, the claim and the keyed claims: the
+//! The store layer under the façade, the claim and the keyed claims: one
+//! client per process and servers (`clients`), the
 //! connection context every part works through (`connection`), opening
 //! and checking the KV buckets (`bucket`), exact reads of a key through
 //! the stream leader (`exact_read`), the records stored under the keys
@@ -6,7 +7,9 @@
 //! (`session`).
 
 pub(crate) mod bucket;
+pub(crate) mod clients;
 pub(crate) mod connection;
 pub(crate) mod exact_read;
+pub(crate) mod queue;
 pub(crate) mod record;
 pub(crate) mod session;

@@ -3,6 +3,7 @@
 
 mod behaviour;
 mod conformance;
+mod connections;
 mod display;
 mod faults;
 mod fence;
@@ -10,3 +11,4 @@ mod incarnations;
 mod lease_set;
 mod lease_set_pause;
 mod ttl_and_down;
+mod waiters;

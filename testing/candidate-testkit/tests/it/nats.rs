@@ -96,3 +96,64 @@ async fn a_clean_resign_hands_over_without_grace() {
         "handover took {took:?}"
     );
 }
+
+/// Issue 42 (ADR 0106): ten candidate processes, one leading and nine
+/// waiting, hold ten connections, one each (counted from the server's
+/// `/connz`).
+#[tokio::test]
+async fn ten_candidate_processes_make_ten_connections() {
+    let server = Server::start().expect("nats-server");
+    let mut leader = start(&server.url(), "p0");
+    leader.expect("campaigning");
+    leader.elected();
+    let mut waiters: Vec<Proc> = (1..10)
+        .map(|i| start(&server.url(), &format!("p{i}")))
+        .collect();
+    for w in &mut waiters {
+        w.expect("campaigning");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(server.connections().expect("/connz"), 10);
+}
+
+/// Issue 42 (ADR 0106): the head waiter is killed (SIGKILL: its waiter
+/// key stays until it ages out) just before the leader resigns; a waiter
+/// behind it still takes the name, within the waiter key's TTL and the
+/// usual bound.
+#[tokio::test]
+async fn a_killed_head_waiter_does_not_hold_the_name_up() {
+    let server = Server::start().expect("nats-server");
+    let (mut a, e1, b) = leader_and_contender(&server).await;
+    // b is in line first; c and d behind it.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut others = vec![start(&server.url(), "c"), start(&server.url(), "d")];
+    for w in &mut others {
+        w.expect("campaigning");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    b.signal(Signal::SIGKILL);
+    a.send("resign");
+    let resigning: u64 = a.expect("resigning")[0].parse().expect("ns");
+    let deadline = std::time::Instant::now() + Duration::from_millis(TTL_MS + 5000);
+    let (line, who) = loop {
+        if let Some(found) = others
+            .iter_mut()
+            .find_map(|w| w.try_line().map(|l| (l, w.label().to_owned())))
+        {
+            break found;
+        }
+        assert!(std::time::Instant::now() < deadline, "nobody took the name");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let mut words = line.split(' ');
+    assert_eq!(words.next(), Some("elected"), "{who} printed {line:?}");
+    let e2: u64 = words.next().expect("epoch").parse().expect("epoch");
+    let at: u64 = words.next().expect("stamp").parse().expect("stamp");
+    assert!(e2 > e1);
+    let took = Duration::from_nanos(at - resigning);
+    eprintln!("{who} took the name {took:?} after the resign");
+    assert!(
+        took < Duration::from_millis(TTL_MS + 1000),
+        "{who} took the name {took:?} after the resign: the dead head waiter held it up"
+    );
+}
