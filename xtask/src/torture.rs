@@ -42,6 +42,12 @@ const CI_ELECT_ISSUE_40: (&str, usize, &str, u64) = ("file", 0, "spellings,neste
 const CI_LEASE_SETS: [(&str, usize); 1] = [("sqlite", 1)];
 /// How long each `--lease-sets` run injects faults.
 const CI_LEASE_SETS_SECONDS: u64 = 15;
+/// Runs with a crowd of candidates, one per network backend (issue 42: a
+/// release wakes the next waiter, one shared connection per process, kept
+/// under faults with 30 candidates): backend, which seed, candidates.
+const CI_CROWDS: [(&str, usize, usize); 2] = [("nats", 1, 30), ("postgres", 0, 30)];
+/// How long each crowd run injects faults.
+const CI_CROWD_SECONDS: u64 = 15;
 /// How many jobs CI's runs test at a time.
 const CI_PARALLEL: usize = 2;
 
@@ -108,12 +114,13 @@ enum Job {
     Elect(&'static str, usize),
     ElectMix(&'static str, usize, &'static str, u64),
     LeaseSets(&'static str, usize),
+    Crowd(&'static str, usize, usize),
 }
 
 /// CI's runs: every backend with each seed, then the `--elect` runs, two
 /// jobs at a time (a worker takes the next job when its job ends).
 fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
-    let run_with = |backend: &str, seed: u64, seconds: u64, mode: &str, faults: Option<&str>| {
+    let run_args = |backend: &str, seed: u64, seconds: u64, mode: &str, extra: &[String]| {
         let mut args: Vec<String> = vec![
             "run".into(),
             "--backend".into(),
@@ -126,10 +133,14 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
         if !mode.is_empty() {
             args.push(mode.into());
         }
-        if let Some(faults) = faults {
-            args.extend(["--faults".into(), faults.into()]);
-        }
+        args.extend(extra.iter().cloned());
         torture_captured(bin, &args)
+    };
+    let run_with = |backend: &str, seed: u64, seconds: u64, mode: &str, faults: Option<&str>| {
+        let extra: Vec<String> = faults
+            .map(|f| vec!["--faults".to_owned(), f.to_owned()])
+            .unwrap_or_default();
+        run_args(backend, seed, seconds, mode, &extra)
     };
     let run = |backend: &str, seed: u64, seconds: u64, mode: &str| -> Result<()> {
         run_with(backend, seed, seconds, mode, None)
@@ -149,6 +160,13 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
             Job::LeaseSets(backend, seed) => {
                 run(backend, seeds[seed], CI_LEASE_SETS_SECONDS, "--lease-sets")
             }
+            Job::Crowd(backend, seed, candidates) => run_args(
+                backend,
+                seeds[seed],
+                CI_CROWD_SECONDS,
+                "",
+                &["--candidates".to_owned(), candidates.to_string()],
+            ),
         }
     };
     let jobs: Vec<Job> = CI_BACKENDS
@@ -160,6 +178,7 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
             Job::ElectMix(b, s, faults, seconds)
         }))
         .chain(CI_LEASE_SETS.iter().map(|&(b, s)| Job::LeaseSets(b, s)))
+        .chain(CI_CROWDS.iter().map(|&(b, s, n)| Job::Crowd(b, s, n)))
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::new());

@@ -132,8 +132,8 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
             "--duration" => plan_duration = duration(value)?,
             "--candidates" => {
                 candidates = value.parse().map_err(|_| format!("bad count {value:?}"))?;
-                if !(2..=20).contains(&candidates) {
-                    return Err("--candidates must be 2 to 20".into());
+                if !(2..=32).contains(&candidates) {
+                    return Err("--candidates must be 2 to 32".into());
                 }
             }
             "--ttl-ms" => ttl = Some(ms(value)?),
