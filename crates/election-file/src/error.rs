@@ -284,7 +284,7 @@ impl Classify for Error {
                 path.display()
             )),
             Error::NetworkFilesystem { .. } => permanent(
-                "use a directory on a local filesystem; for many hosts use sqlite:// or nats://"
+                "use a directory on a local filesystem; for many hosts use postgres:// or nats:// (SQLite, like this backend, needs one host's local disk)"
                     .to_owned(),
             ),
             Error::VolatileFilesystem { path, .. } => permanent(format!(
@@ -376,6 +376,23 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 43, item 9: a network filesystem's hint sends many hosts to a
+    /// backend made for them, never to SQLite (one host's disk too).
+    #[test]
+    fn a_network_filesystem_is_pointed_at_a_backend_for_many_hosts() {
+        let e = Error::NetworkFilesystem {
+            path: PathBuf::from("/mnt/nfs"),
+            fs_name: "nfs",
+            fs_type: 0x6969,
+        };
+        let hint = e.class().hint.unwrap_or_default();
+        assert!(
+            hint.contains("postgres://") && hint.contains("nats://"),
+            "{hint}"
+        );
+        assert!(!hint.contains("use sqlite://"), "{hint}");
+    }
 
     #[test]
     fn io_errors_are_classified() {

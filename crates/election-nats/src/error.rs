@@ -191,6 +191,33 @@ fn jetstream_code(e: &(dyn std::error::Error + 'static)) -> Option<u64> {
     None
 }
 
+/// Whether a JetStream request in `e`'s chain found no responder: the
+/// server (or the account) runs without JetStream, a setting, not an
+/// outage (a clustered JetStream that is electing its leader answers
+/// "temporarily unavailable" instead).
+fn no_jetstream(e: &Error) -> bool {
+    use async_nats::jetstream::context::{RequestError, RequestErrorKind};
+    let Error::Unavailable {
+        source: Some(source),
+        ..
+    } = e
+    else {
+        return false;
+    };
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&**source);
+    while let Some(e) = next {
+        if e.downcast_ref::<RequestError>()
+            .is_some_and(|r| r.kind() == RequestErrorKind::NoResponders)
+            || e.downcast_ref::<async_nats::RequestError>()
+                .is_some_and(|r| r.kind() == async_nats::RequestErrorKind::NoResponders)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// The hint for a bucket whose settings do not fit this election's.
 fn bucket_mismatch_hint(bucket: &str, found: &str, wanted: &str) -> String {
     match (
@@ -250,6 +277,11 @@ impl Classify for Error {
                 }
                 _ => unavailable(),
             },
+            Error::Unavailable { .. } if no_jetstream(self) => permanent(
+                "this server runs without JetStream: start nats-server with -js (or a \
+                 `jetstream {}` block in its configuration), or enable JetStream for this \
+                 account",
+            ),
             Error::Unavailable { .. } => match jetstream_code(self).map(C) {
                 Some(C::STREAM_REPLICAS_NOT_SUPPORTED) => permanent(
                     "this server runs without a cluster: use ?replicas=1 (with \

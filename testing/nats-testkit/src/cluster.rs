@@ -51,6 +51,7 @@ impl Cluster {
                             routes: route.to_vec(),
                         }),
                         auth: None,
+                        jetstream: true,
                     };
                     Server::spawn(bin.clone(), config)
                 })
@@ -264,6 +265,7 @@ mod tests {
                             routes: routes.clone(),
                         }),
                         auth: None,
+                        jetstream: true,
                     },
                 )
                 .expect("spawned")

@@ -31,6 +31,9 @@ pub(crate) struct NodeConfig {
     pub(crate) cluster: Option<ClusterConfig>,
     /// Clients must authenticate (single servers only).
     pub(crate) auth: Option<Auth>,
+    /// JetStream is enabled (every server but
+    /// [`Server::start_without_jetstream`]'s).
+    pub(crate) jetstream: bool,
 }
 
 /// How clients must authenticate to a server started with
@@ -140,17 +143,24 @@ impl Server {
     /// Installs the pinned `nats-server` first if needed (see
     /// [`nats_server_bin`]).
     pub fn start() -> Result<Self, Error> {
-        Self::start_single(None)
+        Self::start_single(None, true)
     }
 
     /// Like [`start`](Self::start), but clients must authenticate as
     /// `auth` says; a client without (or with wrong) credentials is refused
     /// with an authorization violation.
     pub fn start_with_auth(auth: Auth) -> Result<Self, Error> {
-        Self::start_single(Some(auth))
+        Self::start_single(Some(auth), true)
     }
 
-    fn start_single(auth: Option<Auth>) -> Result<Self, Error> {
+    /// Like [`start`](Self::start), but without JetStream (a plain
+    /// `nats-server`, as one started without `-js`): every JetStream
+    /// request finds no responder.
+    pub fn start_without_jetstream() -> Result<Self, Error> {
+        Self::start_single(None, false)
+    }
+
+    fn start_single(auth: Option<Auth>, jetstream: bool) -> Result<Self, Error> {
         let bin = nats_server_bin()?;
         ports::retry_on_clash(|| {
             let ports = ports::free(2)?;
@@ -160,6 +170,7 @@ impl Server {
                 monitor_port: ports[1],
                 cluster: None,
                 auth: auth.clone(),
+                jetstream,
             };
             let mut server = Self::spawn(bin.clone(), config)?;
             server.wait_ready(Instant::now() + READY_TIMEOUT)?;
@@ -216,13 +227,18 @@ impl Server {
         let mut conf = format!(
             "server_name: \"{name}\"\n\
              listen: \"127.0.0.1:{client}\"\n\
-             http: \"127.0.0.1:{monitor}\"\n\
-             jetstream {{\n  store_dir: \"{store}\"\n}}\n",
+             http: \"127.0.0.1:{monitor}\"\n",
             name = c.name,
             client = c.client_port,
             monitor = c.monitor_port,
-            store = self.store_dir().display(),
         );
+        if c.jetstream {
+            let _ = writeln!(
+                conf,
+                "jetstream {{\n  store_dir: \"{}\"\n}}",
+                self.store_dir().display()
+            );
+        }
         if let Some(cluster) = &c.cluster {
             let _ = write!(
                 conf,

@@ -286,3 +286,22 @@ async fn the_same_election_with_another_ttl_is_refused_while_it_is_held() {
         .expect("elected once the name is free");
     t.resign().await.expect("resign");
 }
+
+/// Issue 43, item 9: a server without JetStream is a setting to fix, not
+/// an outage to wait out: opening fails at once, classified permanent,
+/// with a hint that names `-js`.
+#[tokio::test]
+async fn a_server_without_jetstream_is_a_setting_not_an_outage() {
+    use election_core::{Classify, Disposition};
+    let server = Server::start_without_jetstream().expect("nats-server");
+    let e = NatsElection::connect(&server.url(), ttl(3))
+        .await
+        .expect_err("no JetStream, no bucket");
+    let class = e.class();
+    assert_eq!(class.disposition, Disposition::Permanent, "{e}");
+    assert!(
+        class.hint.as_deref().is_some_and(|h| h.contains("-js")),
+        "{:?}",
+        class.hint
+    );
+}
