@@ -5,3 +5,4 @@ mod conformance;
 mod keyed_engine;
 mod keyed_time;
 mod membership;
+mod readmes;
