@@ -78,6 +78,16 @@ pub(crate) async fn leader(
     } else {
         current(backend, name).await?
     };
+    if now.is_none()
+        && let Opened::Ready(b) = backend
+    {
+        // A name used with --slots has no leader of its own: saying "no
+        // leader" would hide its slots' holders. Refused as a campaign for
+        // it would be, with the same hint.
+        election_core::Slots::check_plain(name, b)
+            .await
+            .map_err(crate::slots::failure)?;
+    }
     note_absent(backend, name, report);
     print(&line(name, now.as_ref(), json))?;
     Ok(exit::OK)

@@ -197,7 +197,12 @@ async fn elected<C: Claim>(
     let name = candidate.name();
     let identity = candidate.identity();
     let retries = crate::retry::Retries::new(name.as_str(), report);
-    let candidate = candidate.on_retry(retries.reporter());
+    // Said once, when the campaign first finds the name held: whom it waits for.
+    let first_wait = std::sync::Arc::new(tokio::sync::Notify::new());
+    let candidate = candidate.on_retry(retries.reporter()).on_wait({
+        let first_wait = first_wait.clone();
+        move || first_wait.notify_one()
+    });
     // Served until elect exits (the runtime's end drops the task).
     if let Some((exporter, bound)) = metrics {
         let addr = exporter.local_addr();
@@ -264,23 +269,34 @@ async fn elected<C: Claim>(
             Waiting::AtMost(d) => candidate.campaign(backend, false, Some(d)).await,
         }
     };
-    let term = tokio::select! {
-        term = campaign => match term {
-            Ok(term) => term,
-            Err(e) => {
-                // A failed step may have left a claim that the backend
-                // gives up in the background.
-                given_up(&candidate, &report).await;
-                return Err(crate::slots::failure(e));
+    // A run that waits says whom it waits for, once, when the campaign
+    // first finds the name held (as --no-wait says it when it gives up).
+    let mut said_waiting = false;
+    let mut campaign = Box::pin(campaign);
+    let term = loop {
+        tokio::select! {
+            term = &mut campaign => break match term {
+                Ok(term) => term,
+                Err(e) => {
+                    // A failed step may have left a claim that the backend
+                    // gives up in the background.
+                    given_up(&candidate, &report).await;
+                    return Err(crate::slots::failure(e));
+                }
+            },
+            () = first_wait.notified(), if !said_waiting => {
+                said_waiting = true;
+                say_waiting(&candidate, &report).await;
             }
-        },
-        Received { signal: sig, .. } = signals.next() => {
-            report.event("interrupted", &format!("{sig} while campaigning: giving up"), json!({ "name": name.as_str(), "signal": sig.as_str() }));
-            // The campaign is dropped: a claim it may have won (a NATS key
-            // in its failover grace) is given up in the background; wait
-            // for that before exiting, which would cut it off.
-            given_up(&candidate, &report).await;
-            return Ok(128 + sig as u8);
+            Received { signal: sig, .. } = signals.next() => {
+                report.event("interrupted", &format!("{sig} while campaigning: giving up"), json!({ "name": name.as_str(), "signal": sig.as_str() }));
+                // The campaign is dropped: a claim it may have won (a NATS key
+                // in its failover grace) is given up in the background; wait
+                // for that before exiting, which would cut it off.
+                drop(campaign);
+                given_up(&candidate, &report).await;
+                return Ok(128 + sig as u8);
+            }
         }
     };
     let Some(won) = term else {
@@ -454,6 +470,38 @@ fn waiting_for(waiting: Waiting) -> Option<Duration> {
     match waiting {
         Waiting::AtMost(d) => Some(d),
         _ => None,
+    }
+}
+
+/// Says whom a run that waits waits for, as `--no-wait` says it when it
+/// gives up: the holder the backend shows (with `--slots`, how many slots
+/// are held). Nothing if the read fails (the campaign says what fails) or
+/// shows nobody (the name was freed meanwhile: the campaign takes it).
+async fn say_waiting<C: Claim>(candidate: &Campaigner<C>, report: &Reporter) {
+    let name = candidate.name();
+    let Ok(holders) = candidate.holders().await else {
+        return;
+    };
+    match candidate.slots() {
+        Some(n) => {
+            let held = holders.iter().flatten().count();
+            report.event(
+                "waiting",
+                &format!("waiting: {held} of the {n} slots of {name} are held"),
+                json!({ "name": name.as_str(), "slots": n, "held": held }),
+            );
+        }
+        None => {
+            let Some(leader) = holders.first().cloned().flatten() else {
+                return;
+            };
+            let leader = Some(leader);
+            report.event(
+                "waiting",
+                &format!("waiting: {name} is {}", leader_text(leader.as_ref())),
+                json!({ "name": name.as_str(), "leader": crate::report::leader_json(leader.as_ref()) }),
+            );
+        }
     }
 }
 

@@ -90,6 +90,18 @@ impl<C: Claim> Campaigner<C> {
         }
     }
 
+    /// [`Candidate::on_wait`]: `report` when the campaign first waits for
+    /// the name held by another (a run without slots only; with slots the
+    /// holders are said when a run gives up).
+    pub(crate) fn on_wait(self, report: impl Fn() + Send + Sync + 'static) -> Self {
+        match self {
+            Campaigner::One { candidate } => Campaigner::One {
+                candidate: candidate.on_wait(report),
+            },
+            slots @ Campaigner::Slots(_) => slots,
+        }
+    }
+
     /// [`Candidate::health_check`], over every slot.
     pub(crate) fn health_check(&self, bound: Duration) -> HealthCheck {
         match self {

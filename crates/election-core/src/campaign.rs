@@ -106,6 +106,8 @@ pub struct Candidate<C: Claim> {
     claim: Arc<C>,
     poll_interval: Duration,
     on_retry: Option<RetryReport>,
+    /// Called when a campaign first waits ([`Candidate::on_wait`]).
+    on_wait: Option<WaitReport>,
     /// The retries so far ([`Candidate::retries`]).
     retries: Arc<std::sync::Mutex<RetryState>>,
     /// The term handed out last, for health checks.
@@ -122,6 +124,16 @@ struct RetryReport(Arc<dyn Fn(&Error) + Send + Sync>);
 impl std::fmt::Debug for RetryReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("RetryReport")
+    }
+}
+
+/// What [`Candidate::on_wait`] calls when a campaign first waits.
+#[derive(Clone)]
+struct WaitReport(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for WaitReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WaitReport")
     }
 }
 
@@ -146,6 +158,7 @@ impl<C: Claim> Candidate<C> {
             claim: Arc::new(claim),
             poll_interval: DEFAULT_POLL_INTERVAL,
             on_retry: None,
+            on_wait: None,
             retries: Arc::default(),
             current: CurrentTerm::default(),
             instrumented: true,
@@ -234,6 +247,39 @@ impl<C: Claim> Candidate<C> {
     /// ```
     pub fn on_retry(mut self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
         self.on_retry = Some(RetryReport(Arc::new(report)));
+        self
+    }
+
+    /// Calls `report` when a campaign first finds the claim held by
+    /// another candidate and begins to wait: once per call of
+    /// [`campaign`](Candidate::campaign) or
+    /// [`campaign_timeout`](Candidate::campaign_timeout) (never for
+    /// [`try_campaign`](Candidate::try_campaign), which does not wait). A
+    /// tool says there whom it waits for ([`Candidate::leader`]). `report`
+    /// runs on the campaign's task: it must not block.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::time::Duration;
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let held = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// let waits = Arc::new(AtomicUsize::new(0));
+    /// let seen = waits.clone();
+    /// let candidate = Candidate::new(backend.claim("jobs", "b")?)
+    ///     .on_wait(move || { seen.fetch_add(1, Ordering::Relaxed); });
+    /// assert!(candidate.campaign_timeout(Duration::from_millis(50)).await?.is_none());
+    /// assert_eq!(waits.load(Ordering::Relaxed), 1); // once, however many tries
+    /// held.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_wait(mut self, report: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_wait = Some(WaitReport(Arc::new(report)));
         self
     }
 
@@ -444,6 +490,7 @@ impl<C: Claim> Candidate<C> {
             // "nobody leads" can be alerted on after a restart.
             crate::instrument::campaigning(claim.name(), claim.backend());
         }
+        let mut waited_before = false;
         loop {
             let attempt = match claim.open().await {
                 Ok(a) => a,
@@ -481,6 +528,12 @@ impl<C: Claim> Candidate<C> {
                     if once || passed(deadline) {
                         guard.close(End::NeverWon);
                         return Ok(None);
+                    }
+                    if !waited_before {
+                        waited_before = true;
+                        if let Some(WaitReport(report)) = &self.on_wait {
+                            report();
+                        }
                     }
                     let wait = claim.wait(guard.attempt(), self.poll_interval);
                     let waited = match deadline {

@@ -193,6 +193,33 @@ fn children(pid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// Issue 43, item 7: a run that waits says whom it waits for (as
+/// `--no-wait` does when it gives up), then takes over when the holder
+/// ends.
+#[tokio::test]
+async fn a_waiting_run_says_who_holds_the_name() {
+    use nix::sys::signal::Signal;
+    let b = Setup::file();
+    let name = "said";
+    let ra = b.report("a");
+    let (a, sa) = common::lead(&b, name, "a", &ra).await;
+    let rb = b.report("b");
+    let mut bb = b.run(name, "b", &[], &rb.once());
+    bb.err_with(&format!(
+        "elect: waiting: {name} is led by a in term {}",
+        sa.epoch
+    ))
+    .await;
+    a.signal(Signal::SIGTERM);
+    bb.err_with(&format!(
+        "elect: elected: {name}, term {} as b",
+        sa.epoch + 1
+    ))
+    .await;
+    let _ = a.finish().await;
+    let _ = bb.finish().await;
+}
+
 /// ADR 0031: a waiting `elect run` already has its supervisor (forked
 /// before the campaign), which starts nothing while another candidate
 /// leads; it exits when its `elect` is SIGKILLed, and `elect` reaps it

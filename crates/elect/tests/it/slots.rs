@@ -216,6 +216,15 @@ async fn bad_slots(b: &Setup) {
     let done = b.run_to_end("shape", "c", &[], &report.once()).await;
     assert_eq!(done.code, CONFIG, "{done:?}");
     done.err_line("used with --slots");
+    // Issue 43, item 7: `elect leader` without --slots does not say "no
+    // leader" of a name whose slot is held; it is refused as the run is.
+    let seen = once(&["leader", "--backend", &b.url, "--name", "shape"]).await;
+    assert_eq!(seen.code, CONFIG, "{seen:?}");
+    assert!(seen.stdout.is_empty(), "{seen:?}");
+    assert!(
+        seen.stderr.iter().any(|l| l.contains("used with --slots")),
+        "{seen:?}"
+    );
     let done = b
         .run_to_end("shape", "c", &["--slots", "1", "--no-wait"], &report.once())
         .await;
