@@ -272,6 +272,11 @@ async fn elected<C: Claim>(
     // A run that waits says whom it waits for, once, when the campaign
     // first finds the name held (as --no-wait says it when it gives up).
     let mut said_waiting = false;
+    // A backend whose new terms may wait out a failover grace (NATS): once
+    // a second while the campaign runs, a look whether this candidate won
+    // the name and waits out the grace, said once.
+    let mut grace_look = tokio::time::Instant::now() + Duration::from_secs(1);
+    let mut said_grace = !backend.may_be_pending();
     let mut campaign = Box::pin(campaign);
     let term = loop {
         tokio::select! {
@@ -287,6 +292,10 @@ async fn elected<C: Claim>(
             () = first_wait.notified(), if !said_waiting => {
                 said_waiting = true;
                 say_waiting(&candidate, &report).await;
+            }
+            () = tokio::time::sleep_until(grace_look), if !said_grace => {
+                said_grace = say_grace(backend, &name, &identity, &report).await;
+                grace_look += Duration::from_secs(1);
             }
             Received { signal: sig, .. } = signals.next() => {
                 report.event("interrupted", &format!("{sig} while campaigning: giving up"), json!({ "name": name.as_str(), "signal": sig.as_str() }));
@@ -471,6 +480,35 @@ fn waiting_for(waiting: Waiting) -> Option<Duration> {
         Waiting::AtMost(d) => Some(d),
         _ => None,
     }
+}
+
+/// Says that this candidate won `name` but waits out the backend's
+/// failover grace before its term begins (NATS, after a vacancy that was
+/// no clean release: the last holder may still act), if `holder` shows
+/// it so (then `true`). Nothing otherwise, or if the read fails.
+async fn say_grace(
+    backend: &Backend,
+    name: &ElectionName,
+    identity: &Identity,
+    report: &Reporter,
+) -> bool {
+    let Ok(Some(h)) = backend.holder(name.as_str()).await else {
+        return false;
+    };
+    if !h.pending || &h.leader.identity != identity {
+        return false;
+    }
+    let grace = backend.lease_timing().map_or(Duration::ZERO, |t| t.grace);
+    report.event(
+        "grace",
+        &format!(
+            "waiting out the failover grace ({grace:?}) before term {}: {name} had no clean \
+             release, so its last holder may still be acting; the command starts after it",
+            h.leader.epoch
+        ),
+        json!({ "name": name.as_str(), "epoch": h.leader.epoch.get(), "grace_ms": crate::report::duration_ms(grace) }),
+    );
+    true
 }
 
 /// Says whom a run that waits waits for, as `--no-wait` says it when it

@@ -220,12 +220,33 @@ pub(crate) async fn leader(
     let mut held = 0;
     let mut lines = Vec::new();
     for (slot, slot_name) in (0..).zip(slots.slot_names()) {
-        let now = crate::leader::current(backend, slot_name.as_str()).await?;
+        // A NATS holder still in its failover grace is pending, as plain
+        // `elect leader` shows it: it does not hold the slot yet.
+        let (now, pending) = match backend {
+            Opened::Ready(b) if b.may_be_pending() => {
+                match b
+                    .holder(slot_name.as_str())
+                    .await
+                    .map_err(|e| crate::backend::backend_failure(&e))?
+                {
+                    Some(h) if h.pending => (None, Some(h.leader)),
+                    h => (h.map(|h| h.leader), None),
+                }
+            }
+            _ => (
+                crate::leader::current(backend, slot_name.as_str()).await?,
+                None,
+            ),
+        };
         held += u32::from(now.is_some());
-        lines.push(if json {
-            slot_json(name, slot, count, now.as_ref()).to_string()
-        } else {
-            format!("{name}: {}", slot_text(slot, now.as_ref()))
+        lines.push(match (&pending, json) {
+            (Some(p), true) => json!({ "name": name, "slots": count, "slot": slot, "holder": null, "pending": leader_json(Some(p)) }).to_string(),
+            (Some(p), false) => format!(
+                "{name}: slot {slot}: pending: {} in term {} (waiting out the failover grace; not holding yet)",
+                p.identity, p.epoch
+            ),
+            (None, true) => slot_json(name, slot, count, now.as_ref()).to_string(),
+            (None, false) => format!("{name}: {}", slot_text(slot, now.as_ref())),
         });
     }
     if let Opened::Absent(absent) = backend {

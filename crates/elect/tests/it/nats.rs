@@ -288,6 +288,79 @@ async fn sigterm_in_the_failover_grace_gives_the_key_up() {
     common::assert_free(&b, name, sa.epoch).await;
 }
 
+/// Issue 43, item 4: a new name in a bucket that already holds elections
+/// is a vacancy with no clean release, so its first term waits out the
+/// failover grace; `elect run` says so, instead of a silent pause between
+/// "campaigning" and "elected".
+#[tokio::test]
+async fn a_run_says_when_it_waits_out_the_failover_grace() {
+    let s = server();
+    let b = Setup::nats(&s.url(), &["--ttl", "6s", "--grace", "2s"]);
+    let r = b.report("a");
+    // The bucket exists, with another election's record in it.
+    assert_eq!(b.run_to_end("other", "a", &[], &r.once()).await.code, 0);
+    let done = b.run_to_end("fresh", "a", &[], &r.once()).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    let said = done.err_line("elect: waiting out the failover grace (2s) before term ");
+    assert!(said.contains("fresh had no clean release"), "{said}");
+    let at = |what: &str| done.stderr.iter().position(|l| l.contains(what));
+    assert!(
+        at("waiting out the failover grace") < at("elect: elected: fresh"),
+        "{done:?}"
+    );
+}
+
+/// Issue 43, item 4: `elect leader --slots` shows a slot's holder still in
+/// its failover grace as pending, as plain `elect leader` does, never as
+/// holding it.
+#[tokio::test]
+async fn a_slot_in_its_failover_grace_is_shown_pending() {
+    use nix::sys::signal::Signal;
+    let s = server();
+    let b = Setup::nats(&s.url(), &["--ttl", "6s", "--grace", "2s"]);
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let name = "slotgrace";
+    let mut a = b.run(name, "a", &["--slots", "1"], &ra.worker());
+    a.err_with("elect: started ").await;
+    let mut bb = b.run(name, "b", &["--slots", "1"], &rb.worker());
+    bb.err_with(&format!("elect: campaigning for {name} as b on "))
+        .await;
+    a.signal(Signal::SIGKILL);
+    assert_eq!(a.killed().await, Signal::SIGKILL as i32);
+    let args = [
+        "leader",
+        "--backend",
+        &b.url,
+        "--name",
+        name,
+        "--slots",
+        "1",
+    ];
+    let deadline = Instant::now() + common::PATIENCE;
+    let seen = loop {
+        let out = common::once(&args).await;
+        assert_eq!(out.code, 0, "{out:?}");
+        if out.stdout.iter().any(|l| l.contains(" b ")) {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "B never won the slot: {out:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Still in the grace: B's command has not started.
+    assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
+    assert!(
+        seen.stdout[0].starts_with(&format!("{name}: slot 0: pending: b in term ")),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.stdout.last().map(String::as_str),
+        Some(format!("{name}: 0 of 1 slots held").as_str()),
+        "{seen:?}"
+    );
+    bb.signal(Signal::SIGTERM);
+    let _ = bb.finish().await;
+}
+
 /// `replicas=3` on a single server (no cluster): permanent, 78 with a
 /// hint naming the fix, not "unavailable, try again later". Before: 69,
 /// "check that nats-server runs with JetStream enabled".
