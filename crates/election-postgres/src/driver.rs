@@ -291,11 +291,23 @@ impl Classify for PassfileError {
     }
 }
 
-/// The user's name as libpq defaults it (`$PGUSER`, else `$USER`).
+/// The user's name as libpq defaults it (`$PGUSER`, else the effective
+/// uid's name).
 fn default_user() -> Option<String> {
-    std::env::var("PGUSER")
-        .or_else(|_| std::env::var("USER"))
+    let os_user = nix::unistd::User::from_uid(nix::unistd::geteuid())
         .ok()
+        .flatten()
+        .map(|u| u.name);
+    user_as_libpq(std::env::var("PGUSER").ok(), os_user)
+}
+
+/// libpq's default user: `PGUSER` if set and not empty, else the
+/// operating system's user of the effective uid (not `$USER`, which `su`,
+/// `sudo` and containers leave stale or unset).
+fn user_as_libpq(pguser: Option<String>, os_user: Option<String>) -> Option<String> {
+    pguser
+        .filter(|u| !u.is_empty())
+        .or(os_user)
         .filter(|u| !u.is_empty())
 }
 
@@ -996,6 +1008,25 @@ mod tests {
         // An observer's lease settings are the store's.
         s.observer = true;
         assert_eq!(url.check_lease(&s), Ok(()));
+    }
+
+    /// Issue 43, item 5: the default user is libpq's: PGUSER, else the
+    /// operating system's user (never `$USER`).
+    #[test]
+    fn the_default_user_is_libpqs() {
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(user_as_libpq(some("pg"), some("os")), some("pg"));
+        assert_eq!(user_as_libpq(some(""), some("os")), some("os"));
+        assert_eq!(user_as_libpq(None, some("os")), some("os"));
+        assert_eq!(user_as_libpq(None, None), None);
+        // This process's own user, whatever $USER says.
+        let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .ok()
+            .flatten()
+            .map(|u| u.name);
+        if std::env::var_os("PGUSER").is_none() {
+            assert_eq!(default_user(), me);
+        }
     }
 
     #[test]

@@ -160,6 +160,17 @@ impl Classify for Error {
                 "check that the PostgreSQL server runs and the host and port in the URL are \
                  right, then try again",
             ),
+            Error::Unusable {
+                source: sqlx::Error::Database(d),
+                ..
+            } if d.code().as_deref() == Some("42501") => permanent(
+                "grant this role what the election needs (the README's \"Setting PostgreSQL \
+                 up\"): the first run's role needs CREATE on the database (or owns it) to \
+                 create the election schema; every other role, as the schema's owner: GRANT \
+                 USAGE ON SCHEMA election TO it, then GRANT SELECT, INSERT, UPDATE, DELETE ON \
+                 ALL TABLES and GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA election \
+                 (a reader: SELECT only); with ?schema=S, name S instead",
+            ),
             Error::Unusable { .. } => permanent(
                 "check the URL's user and database, the password (PGPASSWORD, ?passfile=, \
                  PGPASSFILE or ~/.pgpass; never on the command line) and the user's privileges \

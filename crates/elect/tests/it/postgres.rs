@@ -206,3 +206,121 @@ async fn an_unreachable_server_is_a_clear_error() {
         done.err_line("PostgreSQL");
     }
 }
+
+/// The `sql` blocks of the README's section on setting PostgreSQL up.
+fn setup_sql() -> Vec<String> {
+    const README: &str = include_str!("../../../../README.md");
+    let start = README
+        .find("### Setting PostgreSQL up")
+        .expect("the README's PostgreSQL setup section");
+    let section = &README[start..];
+    let end = section[4..].find("\n## ").map_or(section.len(), |i| i + 4);
+    let mut blocks = Vec::new();
+    let mut lines = section[..end].lines();
+    while let Some(line) = lines.next() {
+        if line == "```sql" {
+            let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+            blocks.push(body.join("\n"));
+        }
+    }
+    blocks
+}
+
+/// Runs `sql` with psql as `user` in `database` of `server`, stopping at
+/// the first error.
+fn psql(server: &Server, user: &str, database: &str, sql: &str) {
+    use std::io::Write;
+    let bin = postgres_testkit::binaries().expect("PostgreSQL's binaries");
+    let mut child = std::process::Command::new(bin.tool("psql"))
+        .args([
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-X",
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &server.port().to_string(),
+            "-U",
+            user,
+            "-d",
+            database,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .output_piped()
+        .expect("psql starts");
+    child
+        .stdin
+        .take()
+        .expect("psql's stdin")
+        .write_all(sql.as_bytes())
+        .expect("the SQL written");
+    let out = child.wait_with_output().expect("psql ends");
+    assert!(
+        out.status.success(),
+        "psql as {user}: {}\n{sql}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Spawning with stdout and stderr captured.
+trait OutputPiped {
+    fn output_piped(&mut self) -> std::io::Result<std::process::Child>;
+}
+
+impl OutputPiped for std::process::Command {
+    fn output_piped(&mut self) -> std::io::Result<std::process::Child> {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+    }
+}
+
+/// Issue 43, item 5: the README's roles and grants work as written: the
+/// owner's first run creates the schema, a worker role with the grants
+/// runs a candidate, a reader role reads the leader, and a role without
+/// them is refused at once (78) with a hint naming the grants.
+#[tokio::test]
+async fn the_readmes_roles_and_grants_work_as_written() {
+    let server = Server::start().expect("a PostgreSQL server (apt-get install -y postgresql)");
+    let blocks = setup_sql();
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    psql(&server, "postgres", "postgres", &blocks[0]);
+    psql(
+        &server,
+        "postgres",
+        "postgres",
+        "CREATE ROLE app_none LOGIN;",
+    );
+    let url = |user: &str| format!("postgres://{user}@127.0.0.1:{}/app", server.port());
+    let ok = |user: &'static str| {
+        let setup = Setup {
+            url: url(user),
+            timing: vec!["--ttl".into(), "3s".into()],
+            hold_window: Duration::from_secs(4),
+            dir: common::temp_dir(),
+        };
+        async move {
+            let report = setup.report(user);
+            setup.run_to_end("setup", user, &[], &report.once()).await
+        }
+    };
+    let done = ok("app").await;
+    assert_eq!(done.code, 0, "the owner's first run: {done:?}");
+    psql(&server, "app", "app", &blocks[1]);
+    let done = ok("app_worker").await;
+    assert_eq!(
+        done.code, 0,
+        "the worker with the README's grants: {done:?}"
+    );
+    let read = common::once(&["leader", "--backend", &url("app_reader"), "--name", "setup"]).await;
+    assert_eq!(read.code, 0, "the reader: {read:?}");
+    let done = ok("app_none").await;
+    assert_eq!(
+        done.code,
+        common::CONFIG,
+        "a role without the grants: {done:?}"
+    );
+    let hint = done.err_line("elect: hint: ");
+    assert!(hint.contains("GRANT USAGE ON SCHEMA"), "{hint}");
+}
