@@ -14,6 +14,7 @@ use election_core::Clock;
 use election_driver::grammar::{absolute, encode, query, split_query};
 use election_driver::{
     AnyKeyedClaims, Driver, Error, LeaseCheck, LeaseTiming, Opened, ParseError, Settings, Target,
+    Warning,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -196,6 +197,22 @@ impl From<crate::Error> for Error {
 }
 
 impl Opened for SqliteElection {
+    fn warnings(&self) -> Vec<Warning> {
+        match self.without_host_locks() {
+            None => Vec::new(),
+            Some(why) => vec![Warning::new(
+                format!(
+                    "no same-host lock for the SQLite database ({why}): waiters poll for the \
+                     lease, a dead holder is taken over only after a full TTL, and if the \
+                     filesystem is shared with another host SQLite's own locking may not hold. \
+                     Keep the database on a local disk; for many hosts use postgres:// or \
+                     nats://"
+                ),
+                Vec::new(),
+            )],
+        }
+    }
+
     fn kind(&self) -> &'static str {
         "sqlite"
     }
@@ -358,6 +375,33 @@ mod tests {
         s.ttl = Some(ms(3000));
         s.renew = None;
         assert_eq!(url.check_lease(&s), Ok(()));
+    }
+
+    /// Issue 43, item 2: a database without same-host locks (here: a
+    /// file where the lock directory belongs; on a FUSE or network
+    /// filesystem for the same reason) is not accepted silently: the
+    /// opened backend warns, and a tool shows it without `-v`.
+    #[tokio::test]
+    async fn a_database_without_same_host_locks_warns() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("app.db");
+        std::fs::write(dir.path().join("app.db-election-locks"), b"not a directory").unwrap();
+        let election = SqliteElection::open(&db, crate::SqliteOptions::default())
+            .await
+            .unwrap();
+        let warnings = Opened::warnings(&election);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].text.contains("no same-host lock")
+                && warnings[0].text.contains("postgres://"),
+            "{:?}",
+            warnings[0]
+        );
+        let fine =
+            SqliteElection::open(dir.path().join("other.db"), crate::SqliteOptions::default())
+                .await
+                .unwrap();
+        assert!(Opened::warnings(&fine).is_empty());
     }
 
     #[tokio::test]

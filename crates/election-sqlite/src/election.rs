@@ -246,6 +246,28 @@ impl SqliteElection {
         self.inner.host_locks.as_ref().map(|l| l.path(name))
     }
 
+    /// Why this election's database file has no same-host locks, if it has
+    /// none (ADR 0026): a filesystem that may be shared between hosts, one
+    /// whose type cannot be read, or a lock directory that cannot be made.
+    /// Then a waiter polls for the lease, a dead holder is taken over only
+    /// after a full TTL, and on a shared filesystem SQLite's own locking
+    /// may not hold: a tool says so as a warning. `None` with the locks,
+    /// and for a pool with no file.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// assert_eq!(election.without_host_locks(), None); // a local disk
+    /// # Ok(()) }
+    /// ```
+    pub fn without_host_locks(&self) -> Option<&str> {
+        self.inner.no_host_locks.as_deref()
+    }
+
     /// Which store keeps this election's state: the device and inode of
     /// the database file, the same through every path that reaches it (a
     /// bind mount of its directory, a symlink). A database with no file

@@ -94,6 +94,8 @@ pub struct SqliteStore {
     /// The same-host lock files (ADR 0026); `None` where they cannot be
     /// trusted (no file, a filesystem shared between hosts).
     pub(crate) host_locks: Option<HostLocks>,
+    /// Why a database file has no same-host locks, if it has none.
+    pub(crate) no_host_locks: Option<String>,
     /// Whether `election_leases` has the value columns (ADR 0068): always
     /// after a migration; a database opened read-only may lack them.
     pub(crate) values: bool,
@@ -208,6 +210,7 @@ impl SqliteStore {
             clock: Arc::new(SystemClock),
             db_file: None,
             host_locks: None,
+            no_host_locks: None,
             values,
             release_sync: ReleaseSync::AsConnected,
         }))
@@ -227,9 +230,12 @@ impl SqliteStore {
         // connection (two files, the shared memory, a worker thread and
         // the pragmas: a measurable share of `elect run`'s start).
         conn.return_to_pool().await;
-        let host_locks = match db_file.as_ref() {
-            Some(db) => HostLocks::for_database(&db.path)?,
-            None => None,
+        let (host_locks, no_host_locks) = match db_file.as_ref() {
+            Some(db) => match HostLocks::for_database(&db.path)? {
+                Ok(locks) => (Some(locks), None),
+                Err(why) => (None, Some(why)),
+            },
+            None => (None, None),
         };
         Ok(SqliteStore {
             pool,
@@ -237,6 +243,7 @@ impl SqliteStore {
             clock: Arc::new(SystemClock),
             db_file,
             host_locks,
+            no_host_locks,
             values: true,
             release_sync: ReleaseSync::AsConnected,
         })
@@ -250,6 +257,7 @@ impl SqliteStore {
             clock,
             db_file: self.db_file.clone(),
             host_locks: self.host_locks.clone(),
+            no_host_locks: self.no_host_locks.clone(),
             values: self.values,
             release_sync: self.release_sync,
         }

@@ -63,7 +63,7 @@ impl HostLocks {
     ///
     /// Failure model: [`Error::PathUnresolvable`] if `db` cannot be
     /// resolved.
-    pub(crate) fn for_database(db: &Path) -> Result<Option<HostLocks>, Error> {
+    pub(crate) fn for_database(db: &Path) -> Result<Result<HostLocks, String>, Error> {
         let db = std::fs::canonicalize(db).map_err(|source| Error::PathUnresolvable {
             path: db.to_owned(),
             source,
@@ -71,16 +71,20 @@ impl HostLocks {
         Ok(Self::for_canonical(&db))
     }
 
-    fn for_canonical(db: &Path) -> Option<HostLocks> {
+    /// The locks beside `db`, or why there are none (also logged).
+    fn for_canonical(db: &Path) -> Result<HostLocks, String> {
         let mut dir = db.as_os_str().to_owned();
         dir.push("-election-locks");
         let dir = PathBuf::from(dir);
         if let Err(e) = std::fs::create_dir_all(&dir) {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot create the lock directory; candidates poll for the lease");
-            return None;
+            return Err(format!(
+                "cannot create the lock directory {}: {e}",
+                dir.display()
+            ));
         }
         match shared_filesystem(&dir) {
-            Ok(None) => Some(HostLocks {
+            Ok(None) => Ok(HostLocks {
                 dir,
                 boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
                     .ok()
@@ -89,11 +93,16 @@ impl HostLocks {
             }),
             Ok(Some(kind)) => {
                 tracing::warn!(dir = %dir.display(), filesystem = kind, "the database is on a filesystem that may be shared between hosts: no same-host lock, candidates poll for the lease");
-                None
+                Err(format!(
+                    "the database is on {kind}, a filesystem that may be shared between hosts"
+                ))
             }
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot read the filesystem type; candidates poll for the lease");
-                None
+                Err(format!(
+                    "cannot read the filesystem type of {}: {e}",
+                    dir.display()
+                ))
             }
         }
     }
