@@ -286,12 +286,18 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub async fn store_id(&self) -> Result<election_core::StoreId, Error> {
-        let (system, db): (String, String) = sqlx::query_as(
-            "SELECT (SELECT system_identifier FROM pg_control_system())::text, \
-             (SELECT oid FROM pg_database WHERE datname = current_database())::text",
-        )
-        .fetch_one(self.pool())
-        .await?;
+        // On the session (ADR 0105): no pool connection for one read.
+        let (system, db): (String, String) = self
+            .inner
+            .read_on_session(async |conn| {
+                Ok(sqlx::query_as(
+                    "SELECT (SELECT system_identifier FROM pg_control_system())::text, \
+                     (SELECT oid FROM pg_database WHERE datname = current_database())::text",
+                )
+                .fetch_one(conn)
+                .await?)
+            })
+            .await?;
         Ok(election_core::StoreId::new(
             "postgres",
             format_args!("system={system},db={db},schema={}", self.options().schema()),
@@ -420,7 +426,7 @@ impl PostgresElection {
     /// ```
     pub async fn close(&self) {
         self.inner.last_release.wait().await;
-        self.inner.notifier.stop();
+        self.inner.close_session().await;
         if self.inner.owns_pool {
             self.inner.pool.close().await;
         }

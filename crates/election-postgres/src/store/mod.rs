@@ -1,7 +1,8 @@
 //! The store layer under the façade, the claim and the keyed claims: the
 //! connection context (`context`), every read and write of the lease rows
 //! and epoch records (`row`, the statements), the wake-ups by
-//! `LISTEN`/`NOTIFY` (`notify`), the schema's objects and migrations
+//! `LISTEN`/`NOTIFY` (`notify`), the process's one session with a server
+//! that runs them (`session`, ADR 0105), the schema's objects and migrations
 //! (`schema`, public), and the grace before a close after a release
 //! (`close`, ADR 0086).
 
@@ -9,4 +10,5 @@ pub(crate) mod close;
 pub(crate) mod context;
 pub(crate) mod notify;
 pub(crate) mod row;
+pub(crate) mod session;
 pub mod schema;
