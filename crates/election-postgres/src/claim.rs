@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use election_core::{Claim, ElectionName, Leader, Won};
-use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 use crate::error::Error;
 use crate::store::context::PostgresStore;
 use crate::store::notify::{self, Wakes};
 use crate::store::row::{self, Take};
+use election_core::{Claim, ElectionName, Leader, Won};
+use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 
 /// The claim of one candidate in a [`PostgresElection`](crate::PostgresElection):
 /// the shared SQL claim ([`SqlClaim`]) over this crate's [`PostgresStore`],

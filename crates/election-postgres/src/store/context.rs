@@ -20,9 +20,9 @@ use crate::error::Error;
 use crate::options::PostgresOptions;
 use crate::store::close::LastRelease;
 use crate::store::notify::Notifier;
-use crate::store::session::{Lent, Priority, Session, session_for};
 use crate::store::row::{self, HeldRow, Seen, Take};
 use crate::store::schema::{self, Sql};
+use crate::store::session::{Lent, Priority, Session, session_for};
 use crate::{Clock, SystemClock};
 
 /// The least time an open (connect, check, migrate) may take.
@@ -38,9 +38,9 @@ const PROBE_AFTER: Duration = Duration::from_millis(20);
 const OWN_POOL_CONNECTIONS: u32 = 8;
 
 /// Where a request runs: on the process's session with the server (ADR
-/// 0105), in one of its queues, or on a connection of the pool (a lease
-/// set's claims and the background releases, whose statements may run
-/// long: they never hold up the session's renewals).
+/// 0105), in one of its queues, or on the session's one side connection
+/// (a lease set's reads and claims and the background releases, whose
+/// statements may run long: they never hold up the session's renewals).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Via {
     Session(Priority),
@@ -334,9 +334,7 @@ impl PostgresStore {
             // A server that is down or unknown, or refuses the credentials,
             // is said at once, with the cause (a refused connection by the
             // probe after PROBE_AFTER).
-            let mut lent = session
-                .lend(Priority::Normal, bound, PROBE_AFTER)
-                .await?;
+            let mut lent = session.lend(Priority::Normal, bound, PROBE_AFTER).await?;
             let conn = lent.conn().await?;
             let (sync, version) = schema::session_and_version(conn, options.schema()).await?;
             if sync == "off" {
@@ -444,7 +442,7 @@ impl PostgresStore {
     async fn conn_within(&self, via: Via, bound: Duration) -> Result<(Conn, Duration), Error> {
         let started = Instant::now();
         let conn = match via {
-            Via::Pool => Conn::Pool(acquire(&self.pool, bound).await?),
+            Via::Pool => Conn::Pool(acquire(&self.session.side, bound).await?),
             Via::Session(priority) => {
                 Conn::Session(self.session.lend(priority, bound, bound / 2).await?)
             }
@@ -476,7 +474,12 @@ impl PostgresStore {
                 Err(e)
             }
             Ok(r) => r,
-            Err(_) => Err(Error::TimedOut { after: bound }),
+            Err(_) => {
+                if let Conn::Pool(c) = &mut conn {
+                    c.close_on_drop();
+                }
+                Err(Error::TimedOut { after: bound })
+            }
         }
     }
 
@@ -510,7 +513,16 @@ impl PostgresStore {
                 Err(e)
             }
             Ok(r) => r,
-            Err(_) => Err(Error::OutcomeUnknown { after: bound }),
+            Err(_) => {
+                // The statement may run on: the side connection is not
+                // waited for (the next claim opens another); the session's
+                // connection is kept, and reads the rest of the answer
+                // before its next statement.
+                if let Conn::Pool(c) = &mut conn {
+                    c.close_on_drop();
+                }
+                Err(Error::OutcomeUnknown { after: bound })
+            }
         }
     }
 
@@ -530,10 +542,9 @@ impl PostgresStore {
         names: &[&str],
     ) -> Result<HashMap<String, Seen>, Error> {
         let bound = self.options.request_timeout();
-        let most = match via {
-            Via::Pool => self.pool.options().get_max_connections(),
-            Via::Session(_) => 2,
-        };
+        // Each connection found gone is replaced: a second try is on a
+        // new one.
+        let most = 2;
         let deadline = Instant::now() + bound;
         let mut tries = 0;
         loop {

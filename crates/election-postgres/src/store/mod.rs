@@ -10,5 +10,5 @@ pub(crate) mod close;
 pub(crate) mod context;
 pub(crate) mod notify;
 pub(crate) mod row;
-pub(crate) mod session;
 pub mod schema;
+pub(crate) mod session;

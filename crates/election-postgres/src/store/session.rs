@@ -118,6 +118,11 @@ pub(crate) struct Session {
     users: AtomicUsize,
     /// Whether the task was told to shut.
     shut: AtomicBool,
+    /// The one connection beside the session (lazy: opened at its first
+    /// use) for what may run long and must not hold up the session's
+    /// renewals: a lease set's reads and claims of its batches, and the
+    /// background releases (ADR 0105).
+    pub(crate) side: PgPool,
 }
 
 impl std::fmt::Debug for Msg {
@@ -190,8 +195,15 @@ impl Session {
             retry_at: None,
             readied: readied.clone(),
         };
+        let side = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .test_before_acquire(false)
+            .acquire_timeout(LISTEN_CONNECT_TIMEOUT)
+            .connect_lazy_with(task.options.clone());
         tokio::spawn(task.run(normal_rx, urgent_rx));
         Session {
+            side,
             normal,
             urgent,
             heard,
@@ -276,6 +288,7 @@ impl Session {
         if self.urgent.send(Msg::Shut(done)).is_ok() {
             let _ = closed.await;
         }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.side.close()).await;
     }
 }
 
@@ -524,7 +537,9 @@ impl Task {
     async fn drop_connection(&mut self) {
         drop(self.listener.take());
         if let Some(pool) = self.pool.take() {
-            pool.close().await;
+            // Bounded: a server that does not answer keeps its connection
+            // until the socket is closed with the process.
+            let _ = tokio::time::timeout(Duration::from_secs(2), pool.close()).await;
         }
     }
 }

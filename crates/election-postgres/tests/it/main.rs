@@ -7,6 +7,7 @@ mod race;
 
 mod behaviour;
 mod conformance;
+mod connections;
 mod display;
 mod faults;
 mod fence;
