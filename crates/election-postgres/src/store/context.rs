@@ -22,7 +22,7 @@ use crate::store::close::LastRelease;
 use crate::store::notify::Notifier;
 use crate::store::row::{self, HeldRow, Seen, Take};
 use crate::store::schema::{self, Sql};
-use crate::store::session::{Lent, Priority, Session, session_for};
+use crate::store::session::{Lent, Priority, Session, StatementTimeout, session_for};
 use crate::{Clock, SystemClock};
 
 /// The least time an open (connect, check, migrate) may take.
@@ -54,22 +54,29 @@ const URGENT: Via = Via::Session(Priority::Urgent);
 
 /// A connection a request runs on.
 enum Conn {
-    Pool(PoolConnection<Postgres>),
+    /// The side connection, and its `statement_timeout`.
+    Pool(PoolConnection<Postgres>, Arc<StatementTimeout>),
     Session(Lent),
 }
 
 impl Conn {
-    async fn get(&mut self) -> Result<&mut PgConnection, Error> {
+    /// The connection, on which the server ends a statement that takes
+    /// longer than `statement_timeout` (ADR 0105): one that times out on
+    /// the client never holds up the connection's next request longer.
+    async fn get(&mut self, statement_timeout: Duration) -> Result<&mut PgConnection, Error> {
         match self {
-            Conn::Pool(c) => Ok(&mut **c),
-            Conn::Session(lent) => lent.conn().await,
+            Conn::Pool(c, timeout) => {
+                timeout.apply(c, statement_timeout).await?;
+                Ok(&mut **c)
+            }
+            Conn::Session(lent) => lent.conn(statement_timeout).await,
         }
     }
 
     /// The connection was found gone: closed, and replaced.
     fn gone(&mut self) {
         match self {
-            Conn::Pool(c) => c.close_on_drop(),
+            Conn::Pool(c, _) => c.close_on_drop(),
             Conn::Session(lent) => lent.broken(),
         }
     }
@@ -182,6 +189,14 @@ fn no_answer(bound: Duration) -> Error {
         std::io::ErrorKind::TimedOut,
         format!("the server did not answer a new connection within {bound:?}"),
     )))
+}
+
+/// Whether `e` says the server ended the statement: its
+/// `statement_timeout` (the request's bound) passed, or it was cancelled
+/// (SQLSTATE 57014). A write ended so counts as timed out: its outcome is
+/// unknown.
+fn statement_ended(e: &Error) -> bool {
+    matches!(e, Error::Unavailable(sqlx::Error::Database(d)) if d.code().as_deref() == Some("57014"))
 }
 
 /// Whether `e` says the connection itself is gone: the socket failed, or
@@ -335,7 +350,9 @@ impl PostgresStore {
             // is said at once, with the cause (a refused connection by the
             // probe after PROBE_AFTER).
             let mut lent = session.lend(Priority::Normal, bound, PROBE_AFTER).await?;
-            let conn = lent.conn().await?;
+            // The migration waits for another process's (an advisory
+            // lock): the open's bound, not a request's.
+            let conn = lent.conn(bound).await?;
             let (sync, version) = schema::session_and_version(conn, options.schema()).await?;
             if sync == "off" {
                 return Err(unsafe_sync(sync));
@@ -420,13 +437,17 @@ impl PostgresStore {
         }
         let (session, sql) = (self.session.clone(), self.sql.clone());
         let bound = self.options.request_timeout().max(OPEN_TIMEOUT);
+        // Each of its statements is short (no row it touches is anyone
+        // else's): bounded as the requests' are, so that the setting is
+        // not changed for it and back.
+        let statement_timeout = self.options.request_timeout();
         // Held by every copy of this election, not by the task: gone once
         // the election is dropped (ADR 0075).
         let alive = Arc::downgrade(&self.alive);
         rt.spawn(async move {
             let readied = async {
                 let mut lent = session.lend(Priority::Normal, bound, bound / 2).await?;
-                let conn = lent.conn().await?;
+                let conn = lent.conn(statement_timeout).await?;
                 row::ready(conn, &sql, &move || alive.strong_count() > 0).await
             };
             match tokio::time::timeout(bound, readied).await {
@@ -442,7 +463,10 @@ impl PostgresStore {
     async fn conn_within(&self, via: Via, bound: Duration) -> Result<(Conn, Duration), Error> {
         let started = Instant::now();
         let conn = match via {
-            Via::Pool => Conn::Pool(acquire(&self.session.side, bound).await?),
+            Via::Pool => Conn::Pool(
+                acquire(&self.session.side, bound).await?,
+                self.session.side_timeout.clone(),
+            ),
             Via::Session(priority) => {
                 Conn::Session(self.session.lend(priority, bound, bound / 2).await?)
             }
@@ -462,11 +486,13 @@ impl PostgresStore {
         request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let (mut conn, left) = self.conn_within(via, bound).await?;
+        let statement_timeout = self.options.request_timeout();
         let run = async {
-            let c = conn.get().await?;
+            let c = conn.get(statement_timeout).await?;
             request(c).await
         };
         match tokio::time::timeout(left, run).await {
+            Ok(Err(e)) if statement_ended(&e) => Err(Error::TimedOut { after: bound }),
             Ok(Err(e)) => {
                 if connection_gone(&e) {
                     conn.gone();
@@ -475,7 +501,7 @@ impl PostgresStore {
             }
             Ok(r) => r,
             Err(_) => {
-                if let Conn::Pool(c) = &mut conn {
+                if let Conn::Pool(c, _) = &mut conn {
                     c.close_on_drop();
                 }
                 Err(Error::TimedOut { after: bound })
@@ -491,6 +517,12 @@ impl PostgresStore {
     /// is never tried again (whether it ran cannot be told): its error is
     /// returned, as any failure after it was sent, and the connection is
     /// closed.
+    ///
+    /// The server ends the statement at the request timeout (its
+    /// `statement_timeout`, ADR 0105), whatever `bound` is: a write waiting
+    /// for a row lock (an application's fenced transaction, a claim's)
+    /// holds the process's session no longer, and is [`Error::OutcomeUnknown`]
+    /// too.
     pub(crate) async fn write<T>(
         &self,
         via: Via,
@@ -501,11 +533,15 @@ impl PostgresStore {
             .conn_within(via, bound.min(self.options.request_timeout()))
             .await?;
         let left = left.max(bound.saturating_sub(self.options.request_timeout()));
+        let statement_timeout = self.options.request_timeout();
         let run = async {
-            let c = conn.get().await?;
+            let c = conn.get(statement_timeout).await?;
             request(c).await
         };
         match tokio::time::timeout(left, run).await {
+            // Ended by the server at its bound: a timed-out write, never
+            // counted as absent.
+            Ok(Err(e)) if statement_ended(&e) => Err(Error::OutcomeUnknown { after: bound }),
             Ok(Err(e)) => {
                 if connection_gone(&e) {
                     conn.gone();
@@ -514,11 +550,13 @@ impl PostgresStore {
             }
             Ok(r) => r,
             Err(_) => {
-                // The statement may run on: the side connection is not
-                // waited for (the next claim opens another); the session's
+                // The statement may run on, until the server ends it at
+                // the request timeout: the side connection is not waited
+                // for (the next claim opens another); the session's
                 // connection is kept, and reads the rest of the answer
-                // before its next statement.
-                if let Conn::Pool(c) = &mut conn {
+                // (at most the rest of that bound) before its next
+                // statement.
+                if let Conn::Pool(c, _) = &mut conn {
                     c.close_on_drop();
                 }
                 Err(Error::OutcomeUnknown { after: bound })

@@ -11,19 +11,24 @@
 //! `PgListener`) to the first request of its queue, and gets it back when
 //! the request is done with it, or dropped (a cancelled request hands back
 //! a connection in the middle of a statement; sqlx reads what is left of
-//! its answer before the next statement). Renewals, commit-point checks,
-//! proclaims and releases queue ahead of everything else
-//! ([`Priority::Urgent`]), and every request is bounded by its caller's
-//! deadline, the wait in the queue included: a renewal is never queued
-//! behind more than the one statement that runs, and its validity is
-//! counted from before it was queued (its caller takes the instant first).
+//! its answer before the next statement). So that no statement holds the
+//! session longer than its request's bound (one waiting for a row lock
+//! would hold up every election of the process until the lock is
+//! released), the server ends it then: the connection's
+//! `statement_timeout` is the request timeout ([`StatementTimeout`]).
+//! Renewals, commit-point checks, proclaims and releases queue ahead of
+//! everything else ([`Priority::Urgent`]), and every request is bounded by
+//! its caller's deadline, the wait in the queue included: a renewal is
+//! never queued behind more than the one statement that runs (at most a
+//! request timeout), and its validity is counted from before it was
+//! queued (its caller takes the instant first).
 //!
 //! When the connection fails, the task drops it, connects again at the
 //! next request (or, while something listens, after [`RECONNECT_PAUSE`]),
 //! and wakes every subscriber ([`Wake::All`]), as the listener did before.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -42,6 +47,56 @@ pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 /// How long the connect of a session to listen (no request waiting for it)
 /// may take.
 const LISTEN_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The `statement_timeout` of the connection of a one-connection pool,
+/// as this crate last set it: the server ends a statement that runs (or
+/// waits for a lock) longer, so a request that timed out never leaves
+/// its statement holding up the next one on that connection for longer
+/// than its own bound. Set only when a request wants another value than
+/// the connection has (one round trip, at a connection's first request in
+/// a process whose elections share their options); forgotten when the
+/// pool connects again.
+#[derive(Debug, Default)]
+pub(crate) struct StatementTimeout {
+    /// In milliseconds; 0: not set on this connection (the server's
+    /// default) or not known (a `SET` cut off).
+    ms: AtomicU64,
+}
+
+impl StatementTimeout {
+    /// `options` with a hook that forgets the setting at each connect.
+    pub(crate) fn forgotten_at_connect(self: &Arc<Self>, options: PgPoolOptions) -> PgPoolOptions {
+        let cell = self.clone();
+        options.after_connect(move |_, _| {
+            cell.ms.store(0, Ordering::Release);
+            Box::pin(async { Ok(()) })
+        })
+    }
+
+    /// Sets `conn`'s `statement_timeout` to `bound` (at least 1 ms) unless
+    /// it is already.
+    ///
+    /// Cancel safety: cancel safe (cut off, the setting is not known and
+    /// is set again at the next request).
+    pub(crate) async fn apply(
+        &self,
+        conn: &mut PgConnection,
+        bound: Duration,
+    ) -> Result<(), Error> {
+        let ms = u64::try_from(bound.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, i32::MAX as u64);
+        if self.ms.load(Ordering::Acquire) == ms {
+            return Ok(());
+        }
+        self.ms.store(0, Ordering::Release);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SET statement_timeout = {ms}")))
+            .execute(conn)
+            .await?;
+        self.ms.store(ms, Ordering::Release);
+        Ok(())
+    }
+}
 
 /// Which queue a request joins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,13 +134,21 @@ pub(crate) struct Lent {
     listener: Option<PgListener>,
     broken: bool,
     back: Option<oneshot::Sender<(PgListener, bool)>>,
+    timeout: Arc<StatementTimeout>,
 }
 
 impl Lent {
-    /// The connection (connecting again first if the listener lost it).
-    pub(crate) async fn conn(&mut self) -> Result<&mut PgConnection, Error> {
+    /// The connection (connecting again first if the listener lost it),
+    /// on which the server ends a statement that takes longer than
+    /// `statement_timeout` ([`StatementTimeout`]).
+    pub(crate) async fn conn(
+        &mut self,
+        statement_timeout: Duration,
+    ) -> Result<&mut PgConnection, Error> {
         let listener = self.listener.as_mut().expect("a lent session");
-        Ok(listener.acquire().await?)
+        let conn = listener.acquire().await?;
+        self.timeout.apply(&mut *conn, statement_timeout).await?;
+        Ok(conn)
     }
 
     /// Marks the connection gone: the task drops it and connects again.
@@ -123,6 +186,8 @@ pub(crate) struct Session {
     /// renewals: a lease set's reads and claims of its batches, and the
     /// background releases (ADR 0105).
     pub(crate) side: PgPool,
+    /// The `statement_timeout` of the side connection.
+    pub(crate) side_timeout: Arc<StatementTimeout>,
 }
 
 impl std::fmt::Debug for Msg {
@@ -194,8 +259,11 @@ impl Session {
             pause_at: None,
             retry_at: None,
             readied: readied.clone(),
+            timeout: Arc::default(),
         };
-        let side = PgPoolOptions::new()
+        let side_timeout = Arc::<StatementTimeout>::default();
+        let side = side_timeout
+            .forgotten_at_connect(PgPoolOptions::new())
             .max_connections(1)
             .min_connections(0)
             .test_before_acquire(false)
@@ -204,6 +272,7 @@ impl Session {
         tokio::spawn(task.run(normal_rx, urgent_rx));
         Session {
             side,
+            side_timeout,
             normal,
             urgent,
             heard,
@@ -314,6 +383,8 @@ struct Task {
     pause_at: Option<Instant>,
     retry_at: Option<Instant>,
     readied: Arc<Mutex<HashSet<Arc<str>>>>,
+    /// The `statement_timeout` of the connection.
+    timeout: Arc<StatementTimeout>,
 }
 
 /// What woke the task.
@@ -412,7 +483,9 @@ impl Task {
 
     /// Connects, probing the server's address after `probe_after`.
     async fn connect(&mut self, bound: Duration, probe_after: Duration) -> Result<(), Error> {
-        let pool = PgPoolOptions::new()
+        let pool = self
+            .timeout
+            .forgotten_at_connect(PgPoolOptions::new())
             .max_connections(1)
             .min_connections(0)
             .idle_timeout(None)
@@ -466,6 +539,7 @@ impl Task {
             listener: self.listener.take(),
             broken: false,
             back: Some(back),
+            timeout: self.timeout.clone(),
         };
         // Refused (the request gave up meanwhile): the lent connection is
         // dropped, which sends it back at once.

@@ -20,3 +20,4 @@ mod observe;
 mod recipes;
 mod schema;
 mod server_down;
+mod session;
