@@ -310,6 +310,22 @@ impl PostgresElection {
             format_args!("system={system},db={db},schema={}", self.options().schema()),
         ))
     }
+
+    /// The channels this process's session with the server listens on
+    /// (`pg_listening_channels()`, read through the session itself, ADR
+    /// 0105): for tests of when a process listens.
+    #[doc(hidden)]
+    pub async fn listening_channels(&self) -> Result<Vec<String>, Error> {
+        self.inner
+            .read_on_session(async |conn| {
+                Ok(
+                    sqlx::query_scalar("SELECT pg_listening_channels() ORDER BY 1")
+                        .fetch_all(conn)
+                        .await?,
+                )
+            })
+            .await
+    }
 }
 
 impl PostgresElection {
