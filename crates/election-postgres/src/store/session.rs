@@ -118,6 +118,10 @@ enum Msg {
     PauseIfUnused,
     /// Close the connection and end the task.
     Shut(oneshot::Sender<()>),
+    /// Tell the channels subscribers asked for (the task listens on them
+    /// whenever it is connected), sorted.
+    #[cfg(test)]
+    Wanted(oneshot::Sender<Vec<Arc<str>>>),
 }
 
 /// A request's turn: the connection is lent through `give` unless the
@@ -197,6 +201,8 @@ impl std::fmt::Debug for Msg {
             Msg::Listen(_) => "Listen",
             Msg::PauseIfUnused => "PauseIfUnused",
             Msg::Shut(_) => "Shut",
+            #[cfg(test)]
+            Msg::Wanted(_) => "Wanted",
         })
     }
 }
@@ -427,6 +433,12 @@ impl Task {
                     self.wanted.insert(channel);
                     self.listen_wanted().await;
                 }
+                #[cfg(test)]
+                Event::Msg(Some(Msg::Wanted(tell))) => {
+                    let mut wanted: Vec<Arc<str>> = self.wanted.iter().cloned().collect();
+                    wanted.sort();
+                    let _ = tell.send(wanted);
+                }
                 Event::Msg(Some(Msg::PauseIfUnused)) => {
                     if self.heard.receiver_count() == 0 {
                         self.pause_at = Some(Instant::now() + UNUSED_GRACE);
@@ -615,5 +627,100 @@ impl Task {
             // until the socket is closed with the process.
             let _ = tokio::time::timeout(Duration::from_secs(2), pool.close()).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    /// A session whose task runs but cannot connect (nothing listens on
+    /// port 1, so it keeps trying to listen on what it is asked), with one
+    /// user.
+    fn unconnected() -> Session {
+        let options =
+            PgConnectOptions::from_str("postgres://nobody@127.0.0.1:1/none").expect("options");
+        let session = Session::spawn(options);
+        session.users.fetch_add(1, Ordering::AcqRel);
+        session
+    }
+
+    /// The channels the session's task wants to listen on (`None`: the
+    /// task ended).
+    async fn wanted(session: &Session) -> Option<Vec<Arc<str>>> {
+        let (tell, told) = oneshot::channel();
+        session.normal.send(Msg::Wanted(tell)).ok()?;
+        told.await.ok()
+    }
+
+    fn channel() -> Arc<str> {
+        "election:test".into()
+    }
+
+    /// An unused listener stops listening after the grace, not at once
+    /// (ADR 0094, 0105): its `UNLISTEN` is off the path of the term that
+    /// left it unused. Before, `pause_if_unused` stopped it at once.
+    #[tokio::test(start_paused = true)]
+    async fn an_unused_listener_closes_after_the_grace_not_at_once() {
+        let session = unconnected();
+        session.listen(channel());
+        assert_eq!(wanted(&session).await, Some(vec![channel()]), "started");
+        let paused = Instant::now();
+        session.pause_if_unused();
+        assert_eq!(
+            wanted(&session).await,
+            Some(vec![channel()]),
+            "stopped at once, within the term's start"
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while wanted(&session).await != Some(vec![]) {
+            assert!(
+                Instant::now() < deadline,
+                "still listening 60 s after the grace"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            paused.elapsed() >= UNUSED_GRACE,
+            "stopped {:?} after it was unused, within the grace",
+            paused.elapsed()
+        );
+        // The next wait listens again.
+        let _wakes = session.subscribe();
+        session.listen(channel());
+        assert_eq!(
+            wanted(&session).await,
+            Some(vec![channel()]),
+            "listening again"
+        );
+        session.closed_by_one().await;
+    }
+
+    /// A subscriber that comes within the grace keeps the listener, and a
+    /// listener still subscribed to is not paused at all.
+    #[tokio::test(start_paused = true)]
+    async fn a_subscriber_within_the_grace_keeps_the_listener() {
+        let session = unconnected();
+        session.listen(channel());
+        session.pause_if_unused();
+        let wakes = session.subscribe();
+        tokio::time::sleep(UNUSED_GRACE * 3).await;
+        assert_eq!(
+            wanted(&session).await,
+            Some(vec![channel()]),
+            "stopped under a subscriber"
+        );
+        session.pause_if_unused();
+        tokio::time::sleep(UNUSED_GRACE * 3).await;
+        assert_eq!(
+            wanted(&session).await,
+            Some(vec![channel()]),
+            "paused while subscribed to"
+        );
+        drop(wakes);
+        session.closed_by_one().await;
+        assert_eq!(wanted(&session).await, None, "stopped for good");
     }
 }
