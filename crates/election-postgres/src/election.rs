@@ -314,6 +314,16 @@ impl PostgresElection {
     /// The channels this process's session with the server listens on
     /// (`pg_listening_channels()`, read through the session itself, ADR
     /// 0105): for tests of when a process listens.
+    ///
+    /// ```no_run
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let e = PostgresElection::connect("postgres://app@localhost/app", PostgresOptions::default()).await?;
+    /// // Nothing waits yet: the process listens on nothing.
+    /// assert!(e.listening_channels().await?.is_empty());
+    /// # Ok(()) }
+    /// ```
     #[doc(hidden)]
     pub async fn listening_channels(&self) -> Result<Vec<String>, Error> {
         self.inner

@@ -350,8 +350,9 @@ impl PostgresStore {
             // is said at once, with the cause (a refused connection by the
             // probe after PROBE_AFTER).
             let mut lent = session.lend(Priority::Normal, bound, PROBE_AFTER).await?;
-            // The migration waits for another process's (an advisory
-            // lock): the open's bound, not a request's.
+            // The open's bound, not a request's: the migration waits for
+            // another process's (an advisory lock), and the check for a
+            // migration that another process runs.
             let conn = lent.conn(bound).await?;
             let (sync, version) = schema::session_and_version(conn, options.schema()).await?;
             if sync == "off" {
