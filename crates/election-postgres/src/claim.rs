@@ -7,14 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use election_core::{Claim, ElectionName, Leader, Won};
-use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
-use tokio::sync::broadcast;
-
 use crate::error::Error;
 use crate::store::context::PostgresStore;
-use crate::store::notify::{self, Wake};
+use crate::store::notify::{self, Wakes};
 use crate::store::row::{self, Take};
+use election_core::{Claim, ElectionName, Leader, Won};
+use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 
 /// The claim of one candidate in a [`PostgresElection`](crate::PostgresElection):
 /// the shared SQL claim ([`SqlClaim`]) over this crate's [`PostgresStore`],
@@ -91,7 +89,7 @@ pub type PostgresAttempt = SqlAttempt<PostgresStore>;
 #[derive(Debug)]
 pub struct WakeWait {
     /// Wake-ups, subscribed before the first read.
-    wakes: Option<broadcast::Receiver<Wake>>,
+    wakes: Option<Wakes>,
     /// Whether the next look also takes the row if it is released (or the
     /// name was never held): the attempt's first look, and the look after
     /// a notification about this name (or a missed one) woke the last wait.

@@ -41,15 +41,22 @@ impl PostgresElection {
     /// Connects to `url` (`postgres://user@host:port/db`, optionally
     /// `?schema=<name>`, which must agree with a schema set in `options`;
     /// sqlx reads a missing password from `PGPASSWORD` or the `~/.pgpass`
-    /// file, so it need never be on a command line) with a pool of its own (at most 8
-    /// connections, plus one for notifications once something waits),
-    /// checks that the session commits durably and creates or migrates the
-    /// election schema ([`schema`](crate::store::schema)). The open makes
-    /// one connection and checks in one round trip; a second connection
-    /// and the statements a handover needs are readied when something
-    /// first waits (ADR 0065). The pool does not ping a connection before
-    /// each request: a connection the server ended fails the request sent
-    /// on it (a read is tried again on another) and is closed.
+    /// file, so it need never be on a command line), checks that the
+    /// session commits durably and creates or migrates the election schema
+    /// ([`schema`](crate::store::schema)).
+    ///
+    /// Connections (ADR 0105): the election statements and the `LISTEN`
+    /// of every election of this process opened with the same connect
+    /// options (server, database, user, `application_name`, which the URL
+    /// may set; `election-postgres` if it does not) run on **one shared
+    /// session**, a connection the open makes (or finds open) and checks
+    /// in one round trip; the statements a handover needs are readied on
+    /// it when something first waits (ADR 0065, 0075). A lease set's claim
+    /// batches and background releases use one more connection beside it,
+    /// opened when first needed. [`pool`](Self::pool) is a pool of its own
+    /// for the application's queries and fences: lazy (no connection until
+    /// used), at most 8 connections. A connection the server ended fails
+    /// the request sent on it (a read is tried again) and is replaced.
     ///
     /// Cancel safety: cancel safe; nothing is held if dropped (a migration
     /// in flight commits whole or not at all).
@@ -89,23 +96,23 @@ impl PostgresElection {
     /// Uses the application's own pool (its sessions must not turn
     /// `synchronous_commit` off: checked on one session here; see ADR
     /// 0033). Creates or migrates the election schema; the application's
-    /// own tables are never touched. Notifications use a connection of
-    /// their own, with the pool's connect options, not one of the pool's.
+    /// own tables are never touched.
     ///
-    /// **Size the pool for the election too.** Claims, renewals, lease-set
-    /// batches and fence checks take a connection from this pool like any
-    /// query of the application's. A renewal that waits for a free
-    /// connection longer than the renewal policy allows fails, and a term
-    /// that cannot renew before its validity ends is **lost** (reported:
-    /// [`Term::lost`](election_core::Term::lost), never kept silently). So
-    /// an application that keeps every connection busy for longer than
-    /// the TTL loses the term (the test
-    /// `an_application_pool_exhausted_past_the_ttl_loses_the_term` shows
-    /// it). Give the pool `max_connections` above the application's peak
-    /// by the election's own use (a connection at a time for each term's
-    /// renewal and each lease set's batch), never let the application hold
-    /// connections for a TTL, or use [`connect`](Self::connect), whose
-    /// pool is the election's own.
+    /// **The server's budget** (`max_connections`), per process (ADR
+    /// 0105): the election statements (claims, renewals, checks,
+    /// releases, reads) and the `LISTEN` of every election of this process
+    /// with this pool's connect options run on **one session** of their
+    /// own, opened with the pool's connect options, never on a connection
+    /// of this pool: **1** connection for any number of waiting candidates,
+    /// leaders and observers; **2 at most** with lease sets (the session,
+    /// and one side connection for their claim batches and background
+    /// releases). Add them to this pool's `max_connections` for each
+    /// process. Only [`PostgresFence`](crate::PostgresFence)s (their
+    /// transactions are the application's) take connections of this pool.
+    /// So an application that keeps this pool busy does not starve the
+    /// renewals; a term is still lost (reported:
+    /// [`Term::lost`](election_core::Term::lost)) if the session's
+    /// renewals cannot reach the server before its validity ends.
     ///
     /// Cancel safety and failure model as [`connect`](Self::connect).
     ///
@@ -286,16 +293,48 @@ impl PostgresElection {
     /// # Ok(()) }
     /// ```
     pub async fn store_id(&self) -> Result<election_core::StoreId, Error> {
-        let (system, db): (String, String) = sqlx::query_as(
-            "SELECT (SELECT system_identifier FROM pg_control_system())::text, \
-             (SELECT oid FROM pg_database WHERE datname = current_database())::text",
-        )
-        .fetch_one(self.pool())
-        .await?;
+        // On the session (ADR 0105): no pool connection for one read.
+        let (system, db): (String, String) = self
+            .inner
+            .read_on_session(async |conn| {
+                Ok(sqlx::query_as(
+                    "SELECT (SELECT system_identifier FROM pg_control_system())::text, \
+                     (SELECT oid FROM pg_database WHERE datname = current_database())::text",
+                )
+                .fetch_one(conn)
+                .await?)
+            })
+            .await?;
         Ok(election_core::StoreId::new(
             "postgres",
             format_args!("system={system},db={db},schema={}", self.options().schema()),
         ))
+    }
+
+    /// The channels this process's session with the server listens on
+    /// (`pg_listening_channels()`, read through the session itself, ADR
+    /// 0105): for tests of when a process listens.
+    ///
+    /// ```no_run
+    /// # use election_postgres::{PostgresElection, PostgresOptions};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let e = PostgresElection::connect("postgres://app@localhost/app", PostgresOptions::default()).await?;
+    /// // Nothing waits yet: the process listens on nothing.
+    /// assert!(e.listening_channels().await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    #[doc(hidden)]
+    pub async fn listening_channels(&self) -> Result<Vec<String>, Error> {
+        self.inner
+            .read_on_session(async |conn| {
+                Ok(
+                    sqlx::query_scalar("SELECT pg_listening_channels() ORDER BY 1")
+                        .fetch_all(conn)
+                        .await?,
+                )
+            })
+            .await
     }
 }
 
@@ -420,7 +459,7 @@ impl PostgresElection {
     /// ```
     pub async fn close(&self) {
         self.inner.last_release.wait().await;
-        self.inner.notifier.stop();
+        self.inner.close_session().await;
         if self.inner.owns_pool {
             self.inner.pool.close().await;
         }

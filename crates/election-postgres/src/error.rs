@@ -187,7 +187,14 @@ impl Classify for Error {
                 "a lease row holds values elect never writes: restore the election schema from a \
                  backup (never delete its epoch records)",
             ),
-            Error::PoolExhausted { .. } | Error::Config(_) => Class::new(Disposition::Permanent),
+            // Nothing was sent: the process's session (or the application's
+            // pool) stayed busy past the bound; it may pass.
+            Error::PoolExhausted { .. } => Class::new(Disposition::Transient).hint(
+                "the process's PostgreSQL session or the pool stayed busy past the request \
+                 timeout (a long statement or a lock held elsewhere): it is retried; if it \
+                 persists, look for long transactions on the election's rows",
+            ),
+            Error::Config(_) => Class::new(Disposition::Permanent),
         }
     }
 }

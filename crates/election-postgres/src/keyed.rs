@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use election_core::{Claimed, ElectionName};
 use election_sql::{Answer, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
-use tokio::sync::broadcast;
 
 use crate::error::Error;
 use crate::store::context::PostgresStore;
-use crate::store::notify::{self, Wake};
+use crate::store::context::Via;
+use crate::store::notify::{self, Wakes};
 use crate::store::row::{self, Take};
 
 /// A [`LeaseSet`](crate::LeaseSet) backend over one PostgreSQL database: one lease row per
@@ -89,7 +89,7 @@ pub struct KeyWakes {
     /// notification wakes [`KeyedClaims::wait`](election_core::KeyedClaims::wait) for.
     wanted: Arc<Mutex<HashSet<String>>>,
     /// Wake-ups, subscribed when the set is made.
-    wakes: tokio::sync::Mutex<broadcast::Receiver<Wake>>,
+    wakes: tokio::sync::Mutex<Wakes>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -107,8 +107,11 @@ async fn take(
     let ctx = set.store();
     let batch: Vec<Take<'_>> = takes.iter().map(|(_, t)| t.clone()).collect();
     let sent = ctx.clock.now();
+    // On the pool, not the session: a claim of a batch of keys may run
+    // long (and on past its timeout), and must not hold up the renewals
+    // of the process's terms (ADR 0105).
     let won = match ctx
-        .claim_many(&batch, set.state().identity().as_str())
+        .claim_many_via(Via::Pool, &batch, set.state().identity().as_str())
         .await
     {
         Ok(won) => won,
@@ -168,7 +171,7 @@ impl KeyedRows for PostgresStore {
             notify::drain(&mut wakes);
         }
         let names: Vec<&str> = keys.iter().map(ElectionName::as_str).collect();
-        let rows = match set.store().read_many(&names).await {
+        let rows = match set.store().read_many_via(Via::Pool, &names).await {
             Ok(rows) => rows,
             Err(e) => return failed_all(e, keys),
         };

@@ -22,6 +22,7 @@ use crate::store::close::LastRelease;
 use crate::store::notify::Notifier;
 use crate::store::row::{self, HeldRow, Seen, Take};
 use crate::store::schema::{self, Sql};
+use crate::store::session::{Lent, Priority, Session, StatementTimeout, session_for};
 use crate::{Clock, SystemClock};
 
 /// The least time an open (connect, check, migrate) may take.
@@ -36,12 +37,50 @@ const PROBE_AFTER: Duration = Duration::from_millis(20);
 /// How many connections a pool this crate opens itself may use.
 const OWN_POOL_CONNECTIONS: u32 = 8;
 
-/// How many ready connections a pool this crate opens keeps once something
-/// waits: sqlx returns a connection in a task of its own (after a ping), so
-/// a claim sent right after a read (a takeover after a TTL) needs a second
-/// one idle or it opens and readies a new one (ADR 0040). Opened in the
-/// background by the first wait, not at open (ADR 0065).
-const OWN_POOL_READY: u32 = 2;
+/// Where a request runs: on the process's session with the server (ADR
+/// 0105), in one of its queues, or on the session's one side connection
+/// (a lease set's reads and claims and the background releases, whose
+/// statements may run long: they never hold up the session's renewals).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    Session(Priority),
+    Pool,
+}
+
+/// Reads and claims on the session.
+const SESSION: Via = Via::Session(Priority::Normal);
+/// Renewals, checks, proclaims and releases on the session.
+const URGENT: Via = Via::Session(Priority::Urgent);
+
+/// A connection a request runs on.
+enum Conn {
+    /// The side connection, and its `statement_timeout`.
+    Pool(PoolConnection<Postgres>, Arc<StatementTimeout>),
+    Session(Lent),
+}
+
+impl Conn {
+    /// The connection, on which the server ends a statement that takes
+    /// longer than `statement_timeout` (ADR 0105): one that times out on
+    /// the client never holds up the connection's next request longer.
+    async fn get(&mut self, statement_timeout: Duration) -> Result<&mut PgConnection, Error> {
+        match self {
+            Conn::Pool(c, timeout) => {
+                timeout.apply(c, statement_timeout).await?;
+                Ok(&mut **c)
+            }
+            Conn::Session(lent) => lent.conn(statement_timeout).await,
+        }
+    }
+
+    /// The connection was found gone: closed, and replaced.
+    fn gone(&mut self) {
+        match self {
+            Conn::Pool(c, _) => c.close_on_drop(),
+            Conn::Session(lent) => lent.broken(),
+        }
+    }
+}
 
 /// A connection of `pool` within `bound`. The pool itself hides why it
 /// has none: sqlx retries a *refused* connection silently until its own
@@ -67,7 +106,7 @@ pub(crate) async fn acquire(
 /// [`acquire`], probing the server's address after `probe_after` instead
 /// of half the bound (an open probes early: a refused first connection is
 /// said at once, without a connection of its own first).
-async fn acquire_probing(
+pub(crate) async fn acquire_probing(
     pool: &PgPool,
     bound: Duration,
     probe_after: Duration,
@@ -152,6 +191,14 @@ fn no_answer(bound: Duration) -> Error {
     )))
 }
 
+/// Whether `e` says the server ended the statement: its
+/// `statement_timeout` (the request's bound) passed, or it was cancelled
+/// (SQLSTATE 57014). A write ended so counts as timed out: its outcome is
+/// unknown.
+fn statement_ended(e: &Error) -> bool {
+    matches!(e, Error::Unavailable(sqlx::Error::Database(d)) if d.code().as_deref() == Some("57014"))
+}
+
 /// Whether `e` says the connection itself is gone: the socket failed, or
 /// the server ended the session (SQLSTATE class 08, or 57P: terminated by
 /// an administrator, shut down, restarting).
@@ -162,52 +209,6 @@ fn connection_gone(e: &Error) -> bool {
             .code()
             .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
         _ => false,
-    }
-}
-
-/// Readies `count` connections of `pool`, or all it has if more, within
-/// `bound`; failures are logged and ignored (an unready connection is only
-/// slower).
-///
-/// One connection at a time, each taken only while another is idle (or
-/// once a second has passed without one): a request that comes while a
-/// connection is being readied finds an idle one instead of opening a
-/// connection on its path, which under load cost a claim or a release its
-/// request timeout (ADR 0075). A connection is readied again when it comes
-/// back first (a few round trips, off every path); sqlx's idle queue is
-/// first in, first out, so each is taken in turn.
-pub(crate) async fn ready_pool(
-    pool: &PgPool,
-    sql: &Sql,
-    count: u32,
-    bound: Duration,
-    warm_plans: &(dyn Fn() -> bool + Sync),
-) {
-    let deadline = Instant::now() + bound;
-    let mut done = 0;
-    // The pool may grow meanwhile (a connection whose opening had not
-    // begun yet): every connection it has ends up readied.
-    while done < count.max(pool.size()) && Instant::now() < deadline {
-        // Let the connections in use or on their way back come back first
-        // (sqlx returns each in a task of its own, after a ping), and
-        // leave one idle for requests.
-        let settle = (Instant::now() + Duration::from_secs(1)).min(deadline);
-        while pool.num_idle() < 2 && Instant::now() < settle {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        match acquire(pool, left).await {
-            Ok(mut conn) => {
-                if let Err(e) = row::ready(&mut conn, sql, warm_plans).await {
-                    tracing::debug!(error = %e, "connection not readied for a handover");
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "a ready connection could not be had");
-                return;
-            }
-        }
-        done += 1;
     }
 }
 
@@ -226,11 +227,18 @@ pub struct PostgresStore {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) sql: Arc<Sql>,
     pub(crate) notifier: Arc<Notifier>,
-    /// Whether the pool's connections were readied for a handover, or are
-    /// being readied ([`PostgresStore::ready_soon`]).
-    readied: Arc<AtomicBool>,
-    /// When this process's last release was answered: a close of the pool
-    /// waits the grace after it (ADR 0086).
+    /// The process's session with the server (ADR 0105): the election
+    /// statements and the `LISTEN` of every election of this process
+    /// opened with the same connect options.
+    pub(crate) session: Arc<Session>,
+    /// Held by every copy of this election, not by a readying task: a
+    /// readying finds the election gone when only its weak reference is
+    /// left (ADR 0075).
+    alive: Arc<()>,
+    /// Whether this election was closed (its session let go once).
+    closed: Arc<AtomicBool>,
+    /// When this process's last release on the session was answered: a
+    /// close waits the grace after it (ADR 0086).
     pub(crate) last_release: Arc<LastRelease>,
 }
 
@@ -278,89 +286,103 @@ impl PostgresStore {
     /// Connects to `url` with a pool of its own; see
     /// [`PostgresElection::connect`](crate::PostgresElection::connect).
     ///
-    /// Opens one connection and checks the session and the schema in one
-    /// round trip on it (ADR 0065): a first claim needs nothing more. A
-    /// second connection is opened beside it, not awaited; readying the
-    /// statements for a handover waits for the first wait
-    /// ([`PostgresStore::ready_soon`]).
+    /// The election statements run on the process's session with the
+    /// server (ADR 0105): the open connects it, if no election of this
+    /// process with the same connect options did, and checks the session
+    /// and the schema in one round trip on it (ADR 0065). The pool is lazy
+    /// (no connection until something uses it: the application's queries,
+    /// a fence, a lease set's claims).
     pub(crate) async fn connect(url: &str, options: PostgresOptions) -> Result<Self, Error> {
         let (url, options) = schema_from_url(url, options)?;
-        let connect = PgConnectOptions::from_str(&url).map_err(|e| Error::Unusable {
+        let mut connect = PgConnectOptions::from_str(&url).map_err(|e| Error::Unusable {
             reason: "the URL is not a valid postgres:// URL".into(),
             source: e,
         })?;
-        // No readying as a connection connects (ADR 0040 did): it made a
-        // connection the pool opens on a request's path (after a server
-        // restart, say) a dozen round trips slower; the first wait readies
-        // the pool instead, and again after a connection was found gone.
+        // The URL's own `application_name` is kept (it tells one process's
+        // sessions apart in `pg_stat_activity`, and keys the session).
+        if connect.get_application_name().is_none() {
+            connect = connect.application_name("election-postgres");
+        }
         let pool = PgPoolOptions::new()
             .max_connections(OWN_POOL_CONNECTIONS)
-            // Kept up by sqlx when it reaps an idle or old one.
-            .min_connections(OWN_POOL_READY)
-            // No ping before each acquire (a round trip on every request,
-            // a claim's included): a connection the server ended answers
-            // its first request with an error, a read is then retried on
-            // another connection, and sqlx's ping when a connection comes
-            // back drops it (ADR 0065).
+            // Nothing kept open: the election's own statements run on the
+            // session (ADR 0105).
+            .min_connections(0)
+            // No ping before each acquire (a round trip on every request):
+            // a connection the server ended answers its first request with
+            // an error, a read is then retried on another connection, and
+            // sqlx's ping when a connection comes back drops it (ADR 0065).
             .test_before_acquire(false)
             // Every request is bounded by the request timeout itself; the
             // pool's own bound only covers opening.
             .acquire_timeout(OPEN_TIMEOUT)
-            .connect_lazy_with(connect.application_name("election-postgres"));
-        // The second connection is opened beside the first, in a task of
-        // its own, not awaited and not readied: requests sent back to back
-        // (a resign right after a win) find one idle while sqlx returns the
-        // other after its ping, instead of opening one on their path.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let second = pool.clone();
-            rt.spawn(async move {
-                if let Err(e) = second.acquire().await {
-                    tracing::debug!(error = %e, "a second connection could not be opened");
-                }
-            });
-        }
-        let mut ctx = Self::open(pool, options).await?;
+            .connect_lazy_with(connect);
+        let mut ctx = Self::open(pool, options, false).await?;
         ctx.owns_pool = true;
         Ok(ctx)
     }
 
     /// Uses the application's pool: checks that its sessions commit
-    /// durably and migrates the election schema.
+    /// durably and migrates the election schema; the election statements
+    /// run on the process's session with the pool's connect options.
     pub(crate) async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
-        Self::open(pool, options).await
+        Self::open(pool, options, true).await
     }
 
-    /// Checks `pool`'s session and the election schema on one connection,
-    /// migrating the schema when it is missing or older.
-    async fn open(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
+    /// Checks the session's settings and the election schema on the
+    /// process's session, migrating the schema when it is missing or
+    /// older; with `check_pool`, also that a session of `pool` commits
+    /// durably (the application's pool, which fences use).
+    async fn open(pool: PgPool, options: PostgresOptions, check_pool: bool) -> Result<Self, Error> {
         let bound = OPEN_TIMEOUT.max(options.request_timeout() * 4);
+        let session = session_for(&pool.connect_options());
+        let unsafe_sync = |sync: String| {
+            tracing::error!(
+                "refusing a session with synchronous_commit = off: a claim acknowledged but lost in a crash could hand the same epoch out twice"
+            );
+            Error::UnsafeSetting {
+                setting: "synchronous_commit",
+                value: sync,
+            }
+        };
         let opened = async {
             // A server that is down or unknown, or refuses the credentials,
             // is said at once, with the cause (a refused connection by the
             // probe after PROBE_AFTER).
-            let mut conn = acquire_probing(&pool, bound, PROBE_AFTER).await?;
-            let (sync, version) = schema::session_and_version(&mut conn, options.schema()).await?;
+            let mut lent = session.lend(Priority::Normal, bound, PROBE_AFTER).await?;
+            // The open's bound, not a request's: the migration waits for
+            // another process's (an advisory lock), and the check for a
+            // migration that another process runs.
+            let conn = lent.conn(bound).await?;
+            let (sync, version) = schema::session_and_version(conn, options.schema()).await?;
             if sync == "off" {
-                tracing::error!(
-                    "refusing a session with synchronous_commit = off: a claim acknowledged but lost in a crash could hand the same epoch out twice"
-                );
-                return Err(Error::UnsafeSetting {
-                    setting: "synchronous_commit",
-                    value: sync,
-                });
+                return Err(unsafe_sync(sync));
             }
             match version {
-                Some(v) if v > schema::SCHEMA_VERSION => Err(schema::too_new(v)),
-                Some(v) if v == schema::SCHEMA_VERSION => Ok(()),
-                _ => schema::migrate(&mut conn, options.schema()).await,
+                Some(v) if v > schema::SCHEMA_VERSION => return Err(schema::too_new(v)),
+                Some(v) if v == schema::SCHEMA_VERSION => {}
+                _ => schema::migrate(conn, options.schema()).await?,
             }
+            drop(lent);
+            if check_pool {
+                let mut conn = acquire_probing(&pool, bound, PROBE_AFTER).await?;
+                let (sync, _) = schema::session_and_version(&mut conn, options.schema()).await?;
+                if sync == "off" {
+                    return Err(unsafe_sync(sync));
+                }
+            }
+            Ok(())
         };
-        match tokio::time::timeout(bound, opened).await {
-            Ok(r) => r?,
-            Err(_) => return Err(Error::TimedOut { after: bound }),
+        let opened = match tokio::time::timeout(bound, opened).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::TimedOut { after: bound }),
+        };
+        if let Err(e) = opened {
+            session.closed_by_one().await;
+            return Err(e);
         }
         let sql = Arc::new(Sql::new(options.schema()));
-        let notifier = Arc::new(Notifier::new(pool.clone(), sql.channel.clone()));
+        let notifier = Arc::new(Notifier::new(session.clone(), sql.channel.clone()));
         Ok(PostgresStore {
             pool,
             owns_pool: false,
@@ -368,8 +390,10 @@ impl PostgresStore {
             clock: Arc::new(SystemClock),
             sql,
             notifier,
-            readied: Arc::new(AtomicBool::new(false)),
-            last_release: Arc::default(),
+            last_release: session.last_release.clone(),
+            session,
+            alive: Arc::new(()),
+            closed: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -382,44 +406,72 @@ impl PostgresStore {
             clock,
             sql: self.sql.clone(),
             notifier: self.notifier.clone(),
-            readied: self.readied.clone(),
+            session: self.session.clone(),
+            alive: self.alive.clone(),
+            closed: self.closed.clone(),
             last_release: self.last_release.clone(),
         }
     }
 
-    /// Readies the pool for a handover in the background, once (later
-    /// calls do nothing, until a connection is found gone): for a pool of this crate, [`OWN_POOL_READY`]
-    /// connections (opening the missing ones), else one; each that is not
-    /// readied yet is readied ([`row::ready`], ADR 0040). Called by the
-    /// first wait: off the path of a first claim, on the path of nothing.
-    /// Without a runtime it does nothing (the statements are prepared at
-    /// their first use).
-    pub(crate) fn ready_soon(&self) {
-        if self.readied.swap(true, Ordering::AcqRel) {
-            return;
+    /// Lets the session go (once per election, whichever copy closes):
+    /// the last election of the process on it closes its connection.
+    pub(crate) async fn close_session(&self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            self.session.closed_by_one().await;
         }
+    }
+
+    /// Readies the session's connection for a handover in the background,
+    /// once per connection (again after it was replaced): the statements
+    /// prepared and their generic plans kept ([`row::ready`], ADR 0040,
+    /// ADR 0075), as one request of the session. Called by the first wait,
+    /// and by a win: off the path of a first claim, on the path of
+    /// nothing. Without a runtime it does nothing (the statements are
+    /// prepared at their first use).
+    pub(crate) fn ready_soon(&self) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (pool, sql) = (self.pool.clone(), self.sql.clone());
-        let count = if self.owns_pool { OWN_POOL_READY } else { 1 };
+        let schema: Arc<str> = self.options.schema().into();
+        if !self.session.needs_readying(&schema) {
+            return;
+        }
+        let (session, sql) = (self.session.clone(), self.sql.clone());
         let bound = self.options.request_timeout().max(OPEN_TIMEOUT);
-        // Held by every context of this election, not by the task: gone
-        // once the election is dropped (ADR 0075).
-        let alive = Arc::downgrade(&self.readied);
+        // Each of its statements is short (no row it touches is anyone
+        // else's): bounded as the requests' are, so that the setting is
+        // not changed for it and back.
+        let statement_timeout = self.options.request_timeout();
+        // Held by every copy of this election, not by the task: gone once
+        // the election is dropped (ADR 0075).
+        let alive = Arc::downgrade(&self.alive);
         rt.spawn(async move {
-            ready_pool(&pool, &sql, count, bound, &move || alive.strong_count() > 0).await;
+            let readied = async {
+                let mut lent = session.lend(Priority::Normal, bound, bound / 2).await?;
+                let conn = lent.conn(statement_timeout).await?;
+                row::ready(conn, &sql, &move || alive.strong_count() > 0).await
+            };
+            match tokio::time::timeout(bound, readied).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(error = %e, "session not readied for a handover"),
+                Err(_) => tracing::debug!("session not readied for a handover in time"),
+            }
         });
     }
 
-    /// A connection of the pool within `bound`, and what is left of the
-    /// bound (see [`acquire`]).
-    async fn conn_within(
-        &self,
-        bound: Duration,
-    ) -> Result<(PoolConnection<Postgres>, Duration), Error> {
+    /// A connection for a request `via` within `bound`, and what is left
+    /// of the bound (see [`acquire`] and [`Session::lend`]).
+    async fn conn_within(&self, via: Via, bound: Duration) -> Result<(Conn, Duration), Error> {
         let started = Instant::now();
-        let conn = acquire(&self.pool, bound).await?;
+        let conn = match via {
+            Via::Pool => Conn::Pool(
+                acquire(&self.session.side, bound).await?,
+                self.session.side_timeout.clone(),
+            ),
+            Via::Session(priority) => {
+                Conn::Session(self.session.lend(priority, bound, bound / 2).await?)
+            }
+        };
         Ok((conn, bound.saturating_sub(started.elapsed())))
     }
 
@@ -430,20 +482,31 @@ impl PostgresStore {
     /// [`PostgresStore::read_many`], which tries again on another).
     async fn read_within<T>(
         &self,
+        via: Via,
         bound: Duration,
         request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let (mut conn, left) = self.conn_within(bound).await?;
-        match tokio::time::timeout(left, request(&mut conn)).await {
+        let (mut conn, left) = self.conn_within(via, bound).await?;
+        let statement_timeout = self.options.request_timeout();
+        let run = async {
+            let c = conn.get(statement_timeout).await?;
+            request(c).await
+        };
+        match tokio::time::timeout(left, run).await {
+            Ok(Err(e)) if statement_ended(&e) => Err(Error::TimedOut { after: bound }),
             Ok(Err(e)) => {
                 if connection_gone(&e) {
-                    conn.close_on_drop();
-                    self.readied.store(false, Ordering::Release);
+                    conn.gone();
                 }
                 Err(e)
             }
             Ok(r) => r,
-            Err(_) => Err(Error::TimedOut { after: bound }),
+            Err(_) => {
+                if let Conn::Pool(c, _) = &mut conn {
+                    c.close_on_drop();
+                }
+                Err(Error::TimedOut { after: bound })
+            }
         }
     }
 
@@ -455,25 +518,50 @@ impl PostgresStore {
     /// is never tried again (whether it ran cannot be told): its error is
     /// returned, as any failure after it was sent, and the connection is
     /// closed.
+    ///
+    /// The server ends the statement at the request timeout (its
+    /// `statement_timeout`, ADR 0105), whatever `bound` is: a write waiting
+    /// for a row lock (an application's fenced transaction, a claim's)
+    /// holds the process's session no longer, and is [`Error::OutcomeUnknown`]
+    /// too.
     pub(crate) async fn write<T>(
         &self,
+        via: Via,
         bound: Duration,
         request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let (mut conn, left) = self
-            .conn_within(bound.min(self.options.request_timeout()))
+            .conn_within(via, bound.min(self.options.request_timeout()))
             .await?;
         let left = left.max(bound.saturating_sub(self.options.request_timeout()));
-        match tokio::time::timeout(left, request(&mut conn)).await {
+        let statement_timeout = self.options.request_timeout();
+        let run = async {
+            let c = conn.get(statement_timeout).await?;
+            request(c).await
+        };
+        match tokio::time::timeout(left, run).await {
+            // Ended by the server at its bound: a timed-out write, never
+            // counted as absent.
+            Ok(Err(e)) if statement_ended(&e) => Err(Error::OutcomeUnknown { after: bound }),
             Ok(Err(e)) => {
                 if connection_gone(&e) {
-                    conn.close_on_drop();
-                    self.readied.store(false, Ordering::Release);
+                    conn.gone();
                 }
                 Err(e)
             }
             Ok(r) => r,
-            Err(_) => Err(Error::OutcomeUnknown { after: bound }),
+            Err(_) => {
+                // The statement may run on, until the server ends it at
+                // the request timeout: the side connection is not waited
+                // for (the next claim opens another); the session's
+                // connection is kept, and reads the rest of the answer
+                // (at most the rest of that bound) before its next
+                // statement.
+                if let Conn::Pool(c, _) = &mut conn {
+                    c.close_on_drop();
+                }
+                Err(Error::OutcomeUnknown { after: bound })
+            }
         }
     }
 
@@ -483,20 +571,32 @@ impl PostgresStore {
     /// a ping, ADR 0065) is closed and the read tried again on another,
     /// within the same bound.
     pub(crate) async fn read_many(&self, names: &[&str]) -> Result<HashMap<String, Seen>, Error> {
+        self.read_many_via(SESSION, names).await
+    }
+
+    /// [`read_many`](Self::read_many) `via` the session or the pool.
+    pub(crate) async fn read_many_via(
+        &self,
+        via: Via,
+        names: &[&str],
+    ) -> Result<HashMap<String, Seen>, Error> {
         let bound = self.options.request_timeout();
+        // Each connection found gone is replaced: a second try is on a
+        // new one.
+        let most = 2;
         let deadline = Instant::now() + bound;
         let mut tries = 0;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self
-                .read_within(left, async |conn| {
+                .read_within(via, left, async |conn| {
                     row::read_many(conn, &self.sql, names).await
                 })
                 .await
             {
                 Err(e) if connection_gone(&e) => {
                     tries += 1;
-                    if tries > self.pool.options().get_max_connections() {
+                    if tries > most {
                         return Err(e);
                     }
                 }
@@ -504,6 +604,15 @@ impl PostgresStore {
                 r => return r,
             }
         }
+    }
+
+    /// One read on the session, bounded by the request timeout.
+    pub(crate) async fn read_on_session<T>(
+        &self,
+        request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.read_within(SESSION, self.options.request_timeout(), request)
+            .await
     }
 
     /// Reads the row and record of `name` (bounded).
@@ -561,8 +670,18 @@ impl PostgresStore {
         takes: &[Take<'_>],
         identity: &str,
     ) -> Result<Vec<(String, i64)>, Error> {
+        self.claim_many_via(SESSION, takes, identity).await
+    }
+
+    /// [`claim_many`](Self::claim_many) `via` the session or the pool.
+    pub(crate) async fn claim_many_via(
+        &self,
+        via: Via,
+        takes: &[Take<'_>],
+        identity: &str,
+    ) -> Result<Vec<(String, i64)>, Error> {
         let (ttl_ms, wall_ms) = (self.options.times.ttl_ms(), self.clock.wall_unix_ms());
-        self.write(self.options.request_timeout(), async |conn| {
+        self.write(via, self.options.request_timeout(), async |conn| {
             row::claim_many(conn, &self.sql, takes, identity, ttl_ms, wall_ms).await
         })
         .await
@@ -578,7 +697,7 @@ impl PostgresStore {
         identity: &str,
     ) -> Result<(Seen, Option<i64>), Error> {
         let (ttl_ms, wall_ms) = (self.options.times.ttl_ms(), self.clock.wall_unix_ms());
-        self.write(self.options.request_timeout(), async |conn| {
+        self.write(SESSION, self.options.request_timeout(), async |conn| {
             row::take_released(conn, &self.sql, name, nonce, identity, ttl_ms, wall_ms).await
         })
         .await
@@ -595,7 +714,7 @@ impl PostgresStore {
         bound: Duration,
     ) -> Result<HashSet<String>, Error> {
         let wall_ms = self.clock.wall_unix_ms();
-        self.write(bound, async |conn| {
+        self.write(URGENT, bound, async |conn| {
             row::renew_many(conn, &self.sql, holds, wall_ms).await
         })
         .await
@@ -613,7 +732,7 @@ impl PostgresStore {
     /// lease's validity (unknown outcome past it): `Ok(false)` if the row
     /// no longer shows the term.
     pub(crate) async fn proclaim(&self, hold: HeldRow<'_>, value: &str) -> Result<bool, Error> {
-        self.write(self.options.validity(), async |conn| {
+        self.write(URGENT, self.options.validity(), async |conn| {
             row::proclaim(conn, &self.sql, hold, value).await
         })
         .await
@@ -625,8 +744,17 @@ impl PostgresStore {
         &self,
         holds: &[(&str, i64)],
     ) -> Result<HashSet<String>, Error> {
+        self.release_many_via(URGENT, holds).await
+    }
+
+    /// [`release_many`](Self::release_many) `via` the session or the pool.
+    pub(crate) async fn release_many_via(
+        &self,
+        via: Via,
+        holds: &[(&str, i64)],
+    ) -> Result<HashSet<String>, Error> {
         let released = self
-            .write(self.options.request_timeout(), async |conn| {
+            .write(via, self.options.request_timeout(), async |conn| {
                 row::release_many(conn, &self.sql, holds).await
             })
             .await?;
@@ -659,7 +787,10 @@ impl PostgresStore {
             let mut left = holds;
             loop {
                 let batch: Vec<(&str, i64)> = left.iter().map(|(n, x)| (n.as_str(), *x)).collect();
-                match ctx.release_many(&batch).await {
+                // On the pool: a release of rows a timed-out claim is still
+                // writing waits for that claim's locks, which would hold up
+                // the session's renewals (ADR 0105).
+                match ctx.release_many_via(Via::Pool, &batch).await {
                     Ok(released) => left.retain(|(n, _)| !released.contains(n)),
                     Err(e) => {
                         tracing::debug!(error = %e, "background release failed; trying again");
@@ -751,20 +882,17 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_to_a_stopped_server_are_bounded() {
         let (mut server, ctx) = connected().await;
-        // The renewal prepared, as a waiter's pool has it (the bound below
-        // is for the request, not for preparing it on a loaded machine).
-        ready_pool(&ctx.pool, &ctx.sql, 1, Duration::from_secs(10), &|| true).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while ctx.pool.num_idle() < ctx.pool.size() as usize
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
         let hold = HeldRow {
             name: "jobs",
             nonce: 7,
             epoch: 2,
         };
+        // The renewal prepared on the session, as a waiter's session has it
+        // (the bound below is for the request, not for preparing it on a
+        // loaded machine).
+        ctx.renew_within(&[hold], Duration::from_secs(10))
+            .await
+            .expect("prepared");
         let bound = Duration::from_millis(100);
         assert!(
             ctx.renew_within(&[hold], bound)
@@ -789,64 +917,41 @@ mod tests {
         );
     }
 
-    /// An open makes two connections at most (the second beside the first,
-    /// not awaited) and readies nothing (ADR 0065); the first wait readies
-    /// the pool in the background: two connections,
-    /// each with the handover's statements prepared. A claim sent right
-    /// after a read (a takeover after a TTL) then finds the second one
-    /// idle instead of opening a new one: sqlx returns a connection in a
-    /// task of its own, after a ping (ADR 0040, found by `strace` of the
-    /// bench's waiter).
+    /// An open makes one connection, the session's, and nothing of the
+    /// pool (ADR 0105); the first wait readies the session in the
+    /// background: the handover's statements prepared on it (ADR 0040,
+    /// 0075). Before ADR 0105 the open made two pool connections and the
+    /// wait readied both.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_first_wait_readies_a_second_connection_for_the_claim() {
+    async fn the_first_wait_readies_the_session_and_opens_no_pool_connection() {
         let (_server, ctx) = connected().await;
-        assert!(
-            ctx.pool.size() <= 2,
-            "an open makes two connections at most"
-        );
-        // What the first wait's `ready_soon` spawns, awaited here.
-        ready_pool(
-            &ctx.pool,
-            &ctx.sql,
-            OWN_POOL_READY,
-            Duration::from_secs(10),
-            &|| true,
-        )
-        .await;
-        // Both go back to the pool in sqlx's own tasks once readied.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while ctx.pool.num_idle() < 2 {
+        assert_eq!(ctx.pool.size(), 0, "an open makes no pool connection");
+        ctx.ready_soon();
+        // Prepared, with a generic plan of the look kept (ADR 0075).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let prepared: i64 = ctx
+                .read_on_session(async |conn| {
+                    Ok(sqlx::query_scalar(
+                        "SELECT count(*) FROM pg_prepared_statements \
+                         WHERE statement = $1 AND generic_plans >= 1",
+                    )
+                    .bind(&*ctx.sql.take_released)
+                    .fetch_one(conn)
+                    .await?)
+                })
+                .await
+                .expect("prepared statements");
+            if prepared == 1 {
+                break;
+            }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "the ready connections never went idle"
+                "the session was never readied"
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let before = ctx.pool.size();
-        let mut first = ctx.pool.acquire().await.expect("first");
-        let mut second = ctx.pool.acquire().await.expect("second");
-        assert_eq!(ctx.pool.size(), before, "a new connection was opened");
-        for conn in [&mut first, &mut second] {
-            let prepared: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1",
-            )
-            .bind(&*ctx.sql.take_released)
-            .fetch_one(&mut **conn)
-            .await
-            .expect("prepared statements");
-            let all: Vec<String> =
-                sqlx::query_scalar("SELECT left(statement, 30) FROM pg_prepared_statements")
-                    .fetch_all(&mut **conn)
-                    .await
-                    .expect("prepared statements");
-            assert_eq!(
-                prepared,
-                1,
-                "a connection is not readied: {all:?}; size {before}, {}",
-                ctx.pool.size()
-            );
-        }
-        drop((first, second));
+        assert_eq!(ctx.pool.size(), 0, "readying opened a pool connection");
     }
 
     /// The pool hands connections out without a ping (ADR 0065). A
@@ -905,14 +1010,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn readying_prepares_the_claim_and_writes_nothing() {
         let (server, ctx) = connected().await;
-        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10), &|| true).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        // The pool's second connection, while the first is held.
-        let first = ctx.pool.acquire().await.expect("first");
+        // Two connections, each readied.
+        let mut first = ctx.pool.acquire().await.expect("first");
         let mut second = ctx.pool.acquire().await.expect("second");
+        for conn in [&mut first, &mut second] {
+            row::ready(conn, &ctx.sql, &|| true).await.expect("readied");
+        }
         let prepared: Vec<String> =
             sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
                 .fetch_all(&mut *second)
@@ -945,43 +1048,6 @@ mod tests {
         );
     }
 
-    /// Readying holds one connection at a time and takes one only while
-    /// another is idle (ADR 0075): a waiter woken while its pool is being
-    /// readied finds an idle connection for its look instead of opening one
-    /// on its path (which under load cost the look its request timeout and
-    /// the handover a poll interval). Sampled while two connections are
-    /// readied: the pool never shows none idle.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn readying_leaves_a_connection_idle_for_a_request() {
-        let (_server, ctx) = connected().await;
-        // Two connections, both idle, as after an open.
-        let (a, b) = (
-            ctx.pool.acquire().await.expect("first"),
-            ctx.pool.acquire().await.expect("second"),
-        );
-        drop((a, b));
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while ctx.pool.num_idle() < 2 {
-            assert!(tokio::time::Instant::now() < deadline, "never idle");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let (pool, sql) = (ctx.pool.clone(), ctx.sql.clone());
-        let readying = tokio::spawn(async move {
-            ready_pool(&pool, &sql, 2, Duration::from_secs(10), &|| true).await;
-        });
-        let mut samples = 0;
-        while !readying.is_finished() {
-            assert!(
-                ctx.pool.num_idle() >= 1,
-                "readying held every idle connection of the pool (after {samples} samples; size {})",
-                ctx.pool.size()
-            );
-            samples += 1;
-            tokio::task::yield_now().await;
-        }
-        readying.await.expect("readying");
-    }
-
     /// Readying runs the waiter's look-and-take and the release until the
     /// server keeps a generic plan of each (ADR 0075), so a handover plans
     /// neither, and leaves no trace: a released row of another name is
@@ -1005,15 +1071,13 @@ mod tests {
             .expect("listener");
         listener.listen(&ctx.sql.channel).await.expect("listen");
 
-        ready_pool(&ctx.pool, &ctx.sql, 2, Duration::from_secs(10), &|| true).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while ctx.pool.num_idle() < 2 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
         let mut conns = vec![
             ctx.pool.acquire().await.expect("first"),
             ctx.pool.acquire().await.expect("second"),
         ];
+        for conn in &mut conns {
+            row::ready(conn, &ctx.sql, &|| true).await.expect("readied");
+        }
         for conn in &mut conns {
             for statement in [&ctx.sql.take_released, &ctx.sql.release_many] {
                 let generic: i64 = sqlx::query_scalar(

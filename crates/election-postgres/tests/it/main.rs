@@ -7,6 +7,7 @@ mod race;
 
 mod behaviour;
 mod conformance;
+mod connections;
 mod display;
 mod faults;
 mod fence;
@@ -19,3 +20,4 @@ mod observe;
 mod recipes;
 mod schema;
 mod server_down;
+mod session;

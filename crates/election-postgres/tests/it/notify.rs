@@ -304,7 +304,7 @@ async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
     // The election's listener runs (a waiter of another name), so the
     // winner's notification reaches the loser while it waits.
     let (a, b) = behind_a(&e, &e).await;
-    until_listeners(&server, 1, "b waits").await;
+    until_listening(&e, true, "b waits").await;
     released_row(&server);
     // Another session wins the name, announces it as a win does, and
     // holds its lock, uncommitted.
@@ -350,41 +350,50 @@ async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
         .expect("resign");
 }
 
-/// How many sessions on `server` listen (their last statement a `LISTEN`).
-fn listeners(server: &postgres_testkit::Server) -> i64 {
-    server
-        .sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'")
-        .expect("pg_stat_activity")
-        .parse()
-        .expect("a count")
+/// Whether `e`'s process listens on the election channel: the channels
+/// its session with the server listens on, asked through that session
+/// (ADR 0105: the session runs statements between its `LISTEN`s, so
+/// `pg_stat_activity` no longer tells a listening session by its last
+/// statement).
+async fn listening(e: &PostgresElection) -> bool {
+    let channels = e.listening_channels().await.expect("the channels");
+    assert!(
+        channels.iter().all(|c| c == "election:election"),
+        "listens on {channels:?}"
+    );
+    !channels.is_empty()
 }
 
-/// Waits (bounded) until `server` has `n` listening sessions.
-async fn until_listeners(server: &postgres_testkit::Server, n: i64, why: &str) {
+/// Waits (bounded) until `e`'s process listens, or no longer does.
+async fn until_listening(e: &PostgresElection, listens: bool, why: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while listeners(server) != n {
+    while listening(e).await != listens {
         assert!(
             std::time::Instant::now() < deadline,
-            "{why}: {} listening sessions, not {n}",
-            listeners(server)
+            "{why}: the process {} on the election channel",
+            if listens {
+                "never listened"
+            } else {
+                "still listens"
+            }
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
-/// A process that won and waits for nothing else closes its listener
-/// connection during its term (ADR 0071), so that connection's server
-/// process does not exit on the path of the handover that ends the term;
-/// its next wait listens again and is woken by a release, not by its
-/// hour-long poll.
+/// A process that won and waits for nothing else stops listening during
+/// its term (ADR 0071; since ADR 0105 an `UNLISTEN` on its session, which
+/// stays for the term's renewals), so nothing of the listener is on the
+/// path of the handover that ends the term; its next wait listens again
+/// and is woken by a release, not by its hour-long poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_closes_its_listener_and_a_later_wait_listens_again() {
     let server = common::server();
     let (holder_side, _waiter_side, a, b) = across(&server).await;
-    until_listeners(&server, 1, "b waits").await;
+    until_listening(&holder_side, true, "b waits").await;
     a.resign().await.expect("resign");
     let b = within("b woken by the release", b).await.expect("task");
-    until_listeners(&server, 0, "b leads and nothing else waits").await;
+    until_listening(&holder_side, false, "b leads and nothing else waits").await;
     let c = holder_side
         .candidate("jobs", "c")
         .expect("c")
@@ -395,7 +404,7 @@ async fn a_leader_closes_its_listener_and_a_later_wait_listens_again() {
         "b holds jobs"
     );
     let c = tokio::spawn(async move { c.campaign().await.expect("c wins") });
-    until_listeners(&server, 1, "c waits").await;
+    until_listening(&holder_side, true, "c waits").await;
     b.resign().await.expect("resign");
     let c = within("c woken by the release", c).await.expect("task");
     assert!(c.epoch() > b.epoch());
