@@ -317,7 +317,8 @@ impl PostgresStore {
             // pool's own bound only covers opening.
             .acquire_timeout(OPEN_TIMEOUT)
             .connect_lazy_with(connect);
-        let mut ctx = Self::open(pool, options, false).await?;
+        let credential = hash_of(url_password(&url));
+        let mut ctx = Self::open(pool, options, false, credential).await?;
         ctx.owns_pool = true;
         Ok(ctx)
     }
@@ -326,16 +327,24 @@ impl PostgresStore {
     /// durably and migrates the election schema; the election statements
     /// run on the process's session with the pool's connect options.
     pub(crate) async fn with_pool(pool: PgPool, options: PostgresOptions) -> Result<Self, Error> {
-        Self::open(pool, options, true).await
+        // The pool's own options (its password with them): every clone of
+        // one pool shares them, and so one session.
+        let credential = hash_of(std::sync::Arc::as_ptr(&pool.connect_options()));
+        Self::open(pool, options, true, credential).await
     }
 
     /// Checks the session's settings and the election schema on the
     /// process's session, migrating the schema when it is missing or
     /// older; with `check_pool`, also that a session of `pool` commits
     /// durably (the application's pool, which fences use).
-    async fn open(pool: PgPool, options: PostgresOptions, check_pool: bool) -> Result<Self, Error> {
+    async fn open(
+        pool: PgPool,
+        options: PostgresOptions,
+        check_pool: bool,
+        credential: u64,
+    ) -> Result<Self, Error> {
         let bound = OPEN_TIMEOUT.max(options.request_timeout() * 4);
-        let session = session_for(&pool.connect_options());
+        let session = session_for(&pool.connect_options(), credential);
         let unsafe_sync = |sync: String| {
             tracing::error!(
                 "refusing a session with synchronous_commit = off: a claim acknowledged but lost in a crash could hand the same epoch out twice"
@@ -840,9 +849,37 @@ impl election_sql::LeaseRows for PostgresStore {
     }
 }
 
+/// A hash of `value`, to key sessions by a secret without keeping it.
+fn hash_of(value: impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
+
+/// The password of a `postgres://user:password@host/...` URL, as written
+/// (percent-encoded), if it has one.
+fn url_password(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    userinfo.split_once(':').map(|(_, password)| password)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_urls_password_is_found_only_in_its_user_info() {
+        assert_eq!(
+            url_password("postgres://u:p%40w@h:5432/db?x=1"),
+            Some("p%40w")
+        );
+        assert_eq!(url_password("postgres://u@h/db"), None);
+        assert_eq!(url_password("postgres://h/db?passfile=/a:b@c"), None);
+        assert_ne!(hash_of(Some("a")), hash_of(Some("b")));
+    }
 
     /// A fresh server, and a context connected to it with the default
     /// options.

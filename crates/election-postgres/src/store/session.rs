@@ -215,10 +215,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 static SESSIONS: LazyLock<Mutex<HashMap<String, Weak<Session>>>> = LazyLock::new(Mutex::default);
 
 /// What tells two sessions apart: everything of the connect options that
-/// the server sees, but the password.
-fn key_of(options: &PgConnectOptions) -> String {
+/// the server sees, and `credential`, a hash of how the session proves who
+/// it is (the password the URL gives, or the application's pool whose
+/// options it copies): an election opened with a wrong password never
+/// rides on another's session, and fails as it would alone.
+fn key_of(options: &PgConnectOptions, credential: u64) -> String {
     format!(
-        "{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}",
+        "{credential:x}|{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}",
         options.get_host(),
         options.get_port(),
         options.get_socket(),
@@ -233,8 +236,8 @@ fn key_of(options: &PgConnectOptions) -> String {
 /// The process's session for `options`: the one already open, or a new
 /// one (its task spawned on the current runtime; connects at its first
 /// request). Must be called inside a tokio runtime.
-pub(crate) fn session_for(options: &PgConnectOptions) -> Arc<Session> {
-    let key = key_of(options);
+pub(crate) fn session_for(options: &PgConnectOptions, credential: u64) -> Arc<Session> {
+    let key = key_of(options, credential);
     let mut sessions = lock(&SESSIONS);
     sessions.retain(|_, s| s.strong_count() > 0);
     if let Some(session) = sessions.get(&key).and_then(Weak::upgrade)
