@@ -111,6 +111,22 @@ pub(crate) fn failure(error: &(dyn StdError + 'static)) -> Failure {
     }
 }
 
+/// A campaign's error as `elect` reports it: a name used in another
+/// shape (78) names the fix.
+pub(crate) fn campaign_failure(e: election_core::Error) -> Failure {
+    let mismatch = matches!(
+        &e,
+        election_core::Error::Config(election_core::ConfigError::SlotsMismatch { .. })
+    );
+    let failure = Failure::from(e);
+    if mismatch {
+        return failure.hint(
+            "give every candidate of a name the same --slots (or none); `elect leader --slots N` shows the slots' holders",
+        );
+    }
+    failure
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,7 +86,7 @@ pub(crate) async fn leader(
         // it would be, with the same hint.
         election_core::Slots::check_plain(name, b)
             .await
-            .map_err(crate::slots::failure)?;
+            .map_err(crate::exit::campaign_failure)?;
     }
     note_absent(backend, name, report);
     print(&line(name, now.as_ref(), json))?;

@@ -286,7 +286,7 @@ async fn elected<C: Claim>(
                     // A failed step may have left a claim that the backend
                     // gives up in the background.
                     given_up(&candidate, &report).await;
-                    return Err(crate::slots::failure(e));
+                    return Err(crate::exit::campaign_failure(e));
                 }
             },
             () = first_wait.notified(), if !said_waiting => {
@@ -354,7 +354,7 @@ async fn elected<C: Claim>(
         // Published before COMMAND starts, conditional on the term (ADR
         // 0068); a term that cannot publish it is given up (dropped).
         if let Err(e) = term.proclaim(value).await {
-            return Err(crate::slots::failure(e));
+            return Err(crate::exit::campaign_failure(e));
         }
         report.event(
             "proclaimed",

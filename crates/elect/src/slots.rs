@@ -163,19 +163,6 @@ impl<C: Claim> Campaigner<C> {
     }
 }
 
-/// A campaign's error as `elect` reports it: a name used in another
-/// shape (78) names the fix.
-pub(crate) fn failure(e: Error) -> Failure {
-    let mismatch = matches!(&e, Error::Config(ConfigError::SlotsMismatch { .. }));
-    let failure = Failure::from(e);
-    if mismatch {
-        return failure.hint(
-            "give every candidate of a name the same --slots (or none); `elect leader --slots N` shows the slots' holders",
-        );
-    }
-    failure
-}
-
 /// The text after `NAME: ` for one slot.
 fn slot_text(slot: u32, holder: Option<&Leader>) -> String {
     match holder {

@@ -158,7 +158,7 @@ impl PostgresMarks {
     async fn new(pool: PgPool, schema: &str) -> Result<Self, Error> {
         crate::options::check_schema(schema)?;
         let mut conn =
-            crate::store::context::acquire(&pool, crate::options::DEFAULT_REQUEST_TIMEOUT).await?;
+            crate::store::acquire::acquire(&pool, crate::options::DEFAULT_REQUEST_TIMEOUT).await?;
         schema::migrate(&mut conn, schema).await?;
         drop(conn);
         Ok(PostgresMarks {
@@ -187,7 +187,7 @@ impl PostgresMarks {
         &self,
         resource: &ResourceName,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, fencing::Error> {
-        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
+        let conn = crate::store::acquire::acquire(&self.pool, self.request_timeout)
             .await
             .map_err(|e| unavailable(resource, e))?;
         sqlx::Transaction::begin(conn, None)
@@ -371,7 +371,7 @@ impl FenceRows for PostgresMarks {
         // server down answers at once with the cause, not after the pool's
         // own acquire timeout); the `BEGIN` itself may wait for another
         // writer's transaction on the mark row, as long as that takes.
-        let conn = crate::store::context::acquire(&self.pool, self.request_timeout)
+        let conn = crate::store::acquire::acquire(&self.pool, self.request_timeout)
             .await
             .map_err(|e| unavailable(resource, e))?;
         let statement = self.sql.fence_begin(resource, election_sql::mark_of(token));
@@ -436,7 +436,7 @@ impl FenceRows for PostgresMarks {
         &self,
         resource: &ResourceName,
     ) -> Result<Option<Token>, fencing::Error> {
-        let mut conn = crate::store::context::acquire(&self.pool, self.request_timeout)
+        let mut conn = crate::store::acquire::acquire(&self.pool, self.request_timeout)
             .await
             .map_err(|e| unavailable(resource, e))?;
         self.read_mark(&mut conn, resource).await

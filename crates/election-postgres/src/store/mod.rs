@@ -6,9 +6,11 @@
 //! (`schema`, public), and the grace before a close after a release
 //! (`close`, ADR 0086).
 
+pub(crate) mod acquire;
 pub(crate) mod close;
 pub(crate) mod context;
 pub(crate) mod notify;
 pub(crate) mod row;
 pub mod schema;
 pub(crate) mod session;
+pub(crate) mod wake;

@@ -39,7 +39,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::store::close::LastRelease;
-use crate::store::notify::{CAPACITY, Heard, UNUSED_GRACE, Wake};
+use crate::store::wake::{CAPACITY, Heard, UNUSED_GRACE, Wake};
 
 /// The pause before the session connects again to listen after a failure.
 pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
@@ -300,7 +300,7 @@ impl Session {
     /// The connection, lent once the requests queued before this one (at
     /// `priority`) are done with it, connecting first if needed (probing
     /// the server's address after `probe_after`, see
-    /// [`acquire`](crate::store::context::acquire)); within `bound` in all,
+    /// [`acquire`](crate::store::acquire::acquire)); within `bound` in all,
     /// else nothing was sent: [`Error::PoolExhausted`] (the session is
     /// busy) or the connect's failure.
     ///
@@ -511,7 +511,7 @@ impl Task {
         let connected = async {
             // The probing acquire says a refused connection at once (the
             // pool's own retries would hide it until its timeout).
-            drop(crate::store::context::acquire_probing(&pool, bound, probe_after).await?);
+            drop(crate::store::acquire::acquire_probing(&pool, bound, probe_after).await?);
             let mut listener = PgListener::connect_with(&pool).await?;
             listener.ignore_pool_close_event(true);
             Ok::<_, Error>(listener)
