@@ -18,7 +18,7 @@ use futures::stream::BoxStream;
 
 use crate::{AnyClaim, AnyKeyedClaims, Error, LeaseCheck, ParseError, Secret, Settings};
 
-/// A stream of a name's leaders ([`Opened::observe`]): each change, the
+/// A stream of a name's leaders ([`ElectionSteps::observe`]): each change, the
 /// leader or `None` for a vacancy.
 pub type Leaders<'a> = BoxStream<'a, Result<Option<Leader>, CoreError>>;
 
@@ -661,7 +661,7 @@ pub trait Opened: ElectionSteps + fmt::Debug + 'static {
     }
 
     /// Who holds `name`, and whether their term is pending. The default is
-    /// [`leader`](Opened::leader), never pending.
+    /// [`leader`](ElectionSteps::leader), never pending.
     ///
     /// ```
     /// # async fn check(o: &dyn election_driver::Opened) -> Result<(), election_driver::Error> {

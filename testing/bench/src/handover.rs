@@ -1,7 +1,7 @@
 //! The cross-process rows, written once for every backend: chains of
 //! processes that hand an election over from one to the next, by a clean
 //! resign or a SIGKILL ([`Chain`]), and crash failovers of a whole lease set
-//! ([`lease_set_failover`]). A process is a candidate opening a backend URL
+//! ([`LeaseSets::failover`]). A process is a candidate opening a backend URL
 //! (`election-candidate --backend URL`: which backend it is, the chain never
 //! looks at) or a helper of this binary that speaks the same line protocol
 //! (the bare OFD lock holder, the floor; a backend's own candidate).
