@@ -471,10 +471,10 @@ pub(crate) const READING: &str = "Many elections on one server (`--only many`):
 
 - 100 `election-candidate --many 100` processes (3 × 10 with `--quick`),
   each holding 100 names of its own (`p<i>-0` .. `p<i>-99`, won by one
-  try each, all at once, so uncontested) on one PostgreSQL server (`postgres-testkit`,
-  `max_connections` raised to 1000), then on one `nats-server`, each
-  process with one backend (PostgreSQL: its own pool of at most 8
-  connections and a listener; NATS: one connection), at the backend's
+  try each, all at once, so uncontested) on one PostgreSQL server
+  (`postgres-testkit`, `max_connections` raised to 1000), then on one
+  `nats-server`, each process with one backend (PostgreSQL: its own pool
+  of at most 8 connections; NATS: one connection), at the backend's
   default TTL and renewal interval (15 s and 5 s on both). Once every
   name is held and one renew interval has passed, the processes are left
   alone for a window of two TTLs; every second each is asked `held`, which
@@ -488,9 +488,9 @@ pub(crate) const READING: &str = "Many elections on one server (`--only many`):
   `n_tup_upd` (`pg_stat_user_tables`, which a backend flushes at most once
   a second, so a slice can be off by a second's renewals of a few
   connections), NATS's bucket stream's last sequence from JetStream's
-  stream info (every renewal is one KV update, one message). Expect the names over the renew interval
-  (10,000 / 5 s = 2,000/s). No floor: the bare statement's CPU on the
-  server is not measured.
+  stream info (every renewal is one KV update, one message). Expect the
+  names over the renew interval (10,000 / 5 s = 2,000/s). No floor: the
+  bare statement's CPU on the server is not measured.
 - *candidate CPU per held name per second*: each process's user + sys over
   the window, over its names and the window's seconds (µs of CPU per name
   per second; 10 µs is 1% of a core per 1,000 names); the `held` polls are
