@@ -92,15 +92,15 @@ fn ns_of(seconds: f64) -> u64 {
     (seconds * 1e9).round().max(0.0) as u64
 }
 
-/// The group on one backend: starts the processes, waits until every name
-/// is held, lets one renew interval pass, then measures the window with
+/// The group on one backend: starts the processes (each trying `at_once`
+/// of its names at a time), waits until every name is held, lets one renew interval pass, then measures the window with
 /// `snapshot` (the server's CPU and renewal counter) and `connections`.
 fn run(
     s: &Setup<'_>,
     label: &str,
     url: &BackendUrl,
     (ttl, renew): (Duration, Duration),
-    counts: Counts,
+    (counts, at_once): (Counts, usize),
     mut snapshot: impl FnMut() -> Result<Snapshot>,
     connections: impl FnOnce() -> Result<usize>,
 ) -> Result<Figures> {
@@ -117,7 +117,7 @@ fn run(
                 cmd.args(["--backend", &url.with_secrets().to_string()])
                     .args(["--name", &format!("p{p}-"), "--identity", &format!("p{p}")])
                     .args(["--many", &counts.names.to_string()])
-                    .args(["--at-once", &counts.names.to_string()]);
+                    .args(["--at-once", &at_once.to_string()]);
                 procs.push(start(format!("many p{p}"), cmd, s.log)?);
             }
             for p in &mut procs {
@@ -376,7 +376,10 @@ pub(crate) fn rows(
         "PostgreSQL",
         &url,
         pg_timings,
-        counts,
+        // One after another: a claim takes a connection of the process's
+        // pool (8), and 100 at once in each of 100 processes starting
+        // together waited more than the request timeout for one.
+        (counts, 1),
         || {
             let updates = pg.sql(
                 "SELECT COALESCE(sum(n_tup_upd), 0) FROM pg_stat_user_tables \
@@ -419,7 +422,8 @@ pub(crate) fn rows(
         "NATS",
         &url,
         nats_timings,
-        counts,
+        // All at once: a win of a fresh key waits out the failover grace.
+        (counts, counts.names),
         || {
             // Every renewal is one KV update: one message on the stream.
             // A connection of its own each time: nothing runs this
@@ -471,7 +475,7 @@ pub(crate) const READING: &str = "Many elections on one server (`--only many`):
 
 - 100 `election-candidate --many 100` processes (3 × 10 with `--quick`),
   each holding 100 names of its own (`p<i>-0` .. `p<i>-99`, won by one
-  try each, all at once, so uncontested) on one PostgreSQL server
+  try each, so uncontested) on one PostgreSQL server
   (`postgres-testkit`, `max_connections` raised to 1000), then on one
   `nats-server`, each process with one backend (PostgreSQL: its own pool
   of at most 8 connections; NATS: one connection), at the backend's
@@ -496,19 +500,22 @@ pub(crate) const READING: &str = "Many elections on one server (`--only many`):
   per second; 10 µs is 1% of a core per 1,000 names); the `held` polls are
   in it. Below the table: the connections the server held at the window's
   end (PostgreSQL: client backends in `pg_stat_activity`, `psql`'s own
-  left out; the concurrent wins grow each process's pool to its 8; NATS:
-  `/connz`, the bench's stream-info connection possibly among them).
+  left out; NATS: `/connz`, the bench's stream-info connection possibly
+  among them).
 - *oldest renewal age*: each process's answer to every `held`, against the
   configured renew interval: it stays within a renew interval (plus a
   renewal's round trip) while every renewal lands; a missed renewal would
   show as an age near two. Any term lost by the window's end (a `lost`
   line, or fewer held than won) fails the group; the row says how many
   were lost.
-- A process's names are won at the same moment (`--at-once 100`: one
-  NATS win of a fresh key waits out the failover grace, 5 s, so one after
-  another they would take 100 graces), so they renew together: a window
-  counts whole rounds of each process's names, and the renewals per second
-  is exact only to a round of one process's names (1% at full size).
+- On PostgreSQL a process tries its names one after another (a claim
+  takes a connection of its pool of 8: 100 tries at once in each of 100
+  processes starting together waited past the request timeout for one);
+  on NATS all at once (`--at-once 100`: a win of a fresh key waits out
+  the failover grace, 5 s, so one after another they would take 100
+  graces), so a process's names renew together there: a window counts
+  whole rounds of each process's names, and the renewals per second is
+  exact only to a round of one process's names (1% at full size).
 
 ";
 
