@@ -679,7 +679,7 @@ pub(crate) fn row(
         measured: crate::summary(measured, &what)?,
         what,
         floor: floor.to_owned(),
-        floor_measured: crate::summary(floor_measured, floor)?,
+        floor_measured: Some(crate::summary(floor_measured, floor)?),
         ops_per_s: None,
     })
 }

@@ -23,6 +23,7 @@ mod helper;
 mod host;
 mod idle;
 mod leases;
+mod many;
 mod nats;
 mod ofd;
 mod postgres;
@@ -104,10 +105,21 @@ const BUILD: [&str; 9] = [
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 10] = [
+const GROUPS: [&str; 11] = [
     "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "balance", "cli",
-    "postgres",
+    "postgres", "many",
 ];
+/// Many elections on one server (issue 42): candidate processes, each
+/// holding names of its own.
+const MANY: many::Counts = many::Counts {
+    processes: 100,
+    names: 100,
+};
+/// The same with `--quick`.
+const MANY_QUICK: many::Counts = many::Counts {
+    processes: 3,
+    names: 10,
+};
 /// Keys of the balanced-set convergence figures (issue 25).
 const BALANCE_KEYS: usize = 1000;
 /// Rounds of join, leave, join, crash per backend.
@@ -307,9 +319,16 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         (&elect_bin, o.wants("cli")),
         (
             &candidate_bin,
-            ["handover", "failover", "sqlite", "nats", "nats-waiters"]
-                .iter()
-                .any(|g| o.wants(g)),
+            [
+                "handover",
+                "failover",
+                "sqlite",
+                "nats",
+                "nats-waiters",
+                "many",
+            ]
+            .iter()
+            .any(|g| o.wants(g)),
         ),
     ] {
         if needed && !bin.is_file() {
@@ -484,6 +503,11 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         cli::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
     }
 
+    let many_counts = if o.quick { MANY_QUICK } else { MANY };
+    if o.wants("many") {
+        many::rows(&setup(counts), many_counts, &mut rows, &mut notes)?;
+    }
+
     let header = Header {
         command,
         date: host::utc_now(),
@@ -493,7 +517,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             "{in_process} in-process campaigns, lock floors and file-fence ops \
              (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
              each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
-             (+{warm} warm-up){}{}{}{}{}{}",
+             (+{warm} warm-up){}{}{}{}{}{}{}",
             if o.wants("sqlite") {
                 format!(
                     "; SQLite: {in_process} in-process campaigns, renewals and fenced \
@@ -595,6 +619,26 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             } else {
                 String::new()
             },
+            if o.wants("many") {
+                format!(
+                    "; many names: {} `election-candidate --many {}` processes on one \
+                     PostgreSQL server, then on one nats-server, default TTL, a window of {} \
+                     TTLs after all are held and one renew interval{}",
+                    many_counts.processes,
+                    many_counts.names,
+                    many::WINDOW_TTLS,
+                    if o.quick {
+                        format!(
+                            " (--quick: {} × {} instead of {} × {})",
+                            MANY_QUICK.processes, MANY_QUICK.names, MANY.processes, MANY.names
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                String::new()
+            },
             if o.quick {
                 format!(
                     " (--quick: a tenth of the default{})",
@@ -616,6 +660,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         sqlite::READING,
         nats::READING,
         postgres::READING,
+        many::READING,
     ];
     let doc = report::document(&header, &rows, &notes, &reading);
     print!("{doc}");
@@ -668,7 +713,7 @@ fn campaign_rows(dir: &Path, n: usize, warm: usize, rows: &mut Vec<Row>) -> Resu
                 what: what.into(),
                 measured,
                 floor: floor.into(),
-                floor_measured,
+                floor_measured: Some(floor_measured),
                 ops_per_s: None,
             });
         }
@@ -716,7 +761,7 @@ fn cross_rows(
         what: what.into(),
         measured: summary(&measured, what)?,
         floor: floor_what.into(),
-        floor_measured: summary(&floor, floor_what)?,
+        floor_measured: Some(summary(&floor, floor_what)?),
         ops_per_s: None,
     });
     Ok(())
@@ -764,8 +809,8 @@ fn fencing_rows(
             what: what.into(),
             measured: summary(&m.per_op, what)?,
             floor: floor_what.into(),
-            floor_measured: summary(&f.per_op, floor_what)?,
-            ops_per_s: Some((m.ops_per_s, f.ops_per_s)),
+            floor_measured: Some(summary(&f.per_op, floor_what)?),
+            ops_per_s: Some((m.ops_per_s, Some(f.ops_per_s))),
         });
     }
     Ok(())
@@ -803,6 +848,9 @@ mod tests {
         let o = Options::parse(&args(&["--quick", "--only", "postgres"])).unwrap();
         assert!(o.wants("postgres") && !o.wants("sqlite") && !o.wants("leases"));
         assert!(Options::parse(&args(&[])).unwrap().wants("postgres"));
+        let o = Options::parse(&args(&["--quick", "--only", "many"])).unwrap();
+        assert!(o.wants("many") && !o.wants("postgres"));
+        assert!(Options::parse(&args(&[])).unwrap().wants("many"));
         assert!(Options::parse(&args(&["--out"])).is_err());
         // `--via` is taken only first, by `main`: anywhere else it is unknown.
         assert!(Options::parse(&args(&["--quick", "--via", "c"])).is_err());

@@ -524,7 +524,7 @@ fn topology(
             what: campaign_what.clone(),
             measured: campaign_summary,
             floor: floor.into(),
-            floor_measured,
+            floor_measured: Some(floor_measured),
             ops_per_s: None,
         });
     }
@@ -533,7 +533,7 @@ fn topology(
         measured: summary(&camp.campaign_resign, &what)?,
         what,
         floor: FRESH_CREATE_DELETE.into(),
-        floor_measured: fresh_delete,
+        floor_measured: Some(fresh_delete),
         ops_per_s: None,
     });
 
@@ -586,7 +586,7 @@ fn topology(
         what,
         measured: renewal_summary,
         floor: "raw KV `update` expecting the last revision, same value size (interleaved)".into(),
-        floor_measured: summary(&renew.floor, "raw update")?,
+        floor_measured: Some(summary(&renew.floor, "raw update")?),
         ops_per_s: None,
     });
     notes.push(renewal_note(label, renewal_summary, &renew.bytes));
@@ -644,7 +644,7 @@ fn topology(
             what: what.clone(),
             measured: handover_summary,
             floor: floor_what,
-            floor_measured,
+            floor_measured: Some(floor_measured),
             ops_per_s: None,
         });
     }
@@ -693,7 +693,7 @@ fn topology(
         what,
         measured: failover_summary,
         floor: format!("the configured TTL + failover grace, {CHAIN_TTL_MS} + {CHAIN_GRACE_MS} ms"),
-        floor_measured: summary(&[ttl_grace], "TTL + grace")?,
+        floor_measured: Some(summary(&[ttl_grace], "TTL + grace")?),
         ops_per_s: None,
     });
     let ttl = CHAIN_TTL_MS * 1_000_000;
@@ -772,7 +772,7 @@ pub(crate) fn waiter_rows(
             ),
             measured: *m,
             floor: "the same chain with 2 candidates".into(),
-            floor_measured: two,
+            floor_measured: Some(two),
             ops_per_s: None,
         });
     }

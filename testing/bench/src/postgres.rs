@@ -612,7 +612,7 @@ fn enable_statements(server: &mut Server) -> Result<()> {
 
 /// utime + stime, in seconds, of every child of the postmaster `pid` alive
 /// now, by child pid.
-fn server_cpu(pid: u32) -> Result<std::collections::HashMap<u32, f64>> {
+pub(crate) fn server_cpu(pid: u32) -> Result<std::collections::HashMap<u32, f64>> {
     let mut out = std::collections::HashMap::new();
     for entry in std::fs::read_dir("/proc")? {
         let Some(child) = entry?
@@ -740,8 +740,8 @@ fn push_write_rows(w: &Writes, rows: &mut Vec<Row>) -> Result<()> {
             what: what.into(),
             measured: summary(samples, what)?,
             floor: floor.into(),
-            floor_measured: unfenced,
-            ops_per_s: Some((rate, w.rates.2)),
+            floor_measured: Some(unfenced),
+            ops_per_s: Some((rate, Some(w.rates.2))),
         });
     }
     Ok(())
@@ -795,7 +795,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
             what: what.into(),
             measured: summary(samples, what)?,
             floor: FLOOR.into(),
-            floor_measured: summary(floor, "bare transaction")?,
+            floor_measured: Some(summary(floor, "bare transaction")?),
             ops_per_s: None,
         });
     }
@@ -858,7 +858,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
                 what: what.into(),
                 measured,
                 floor,
-                floor_measured,
+                floor_measured: Some(floor_measured),
                 ops_per_s: None,
             });
         }
@@ -920,7 +920,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         what,
         measured,
         floor: format!("the configured TTL, {} ms", FAILOVER.ttl_ms),
-        floor_measured: summary(&[FAILOVER.ttl_ms * 1_000_000], "TTL")?,
+        floor_measured: Some(summary(&[FAILOVER.ttl_ms * 1_000_000], "TTL")?),
         ops_per_s: None,
     });
 

@@ -12,18 +12,23 @@ pub(crate) struct Row {
     pub(crate) what: String,
     /// Its samples.
     pub(crate) measured: Summary,
-    /// What the floor is.
+    /// What the floor is ([`NO_FLOOR`] where there is none).
     pub(crate) floor: String,
-    /// The floor's samples.
-    pub(crate) floor_measured: Summary,
-    /// Throughput of the measurement and of the floor, where it applies.
-    pub(crate) ops_per_s: Option<(f64, f64)>,
+    /// The floor's samples; `None` where there is no floor (the floor
+    /// columns and the ratio then read `—`).
+    pub(crate) floor_measured: Option<Summary>,
+    /// Throughput of the measurement and of the floor (`None`: no
+    /// floor's), where it applies.
+    pub(crate) ops_per_s: Option<(f64, Option<f64>)>,
 }
 
+/// The floor column of a row that has no floor.
+pub(crate) const NO_FLOOR: &str = "none";
+
 impl Row {
-    /// The median over the floor's median.
-    pub(crate) fn ratio(&self) -> f64 {
-        self.measured.over(&self.floor_measured)
+    /// The median over the floor's median; `None` without a floor.
+    pub(crate) fn ratio(&self) -> Option<f64> {
+        self.floor_measured.map(|f| self.measured.over(&f))
     }
 }
 
@@ -61,20 +66,26 @@ pub(crate) fn table(rows: &[Row]) -> String {
     s.push_str("|---|--:|--:|--:|---|--:|--:|--:|--:|\n");
     for r in rows {
         let ops = match r.ops_per_s {
-            Some((m, f)) => format!("{} ({})", fmt_rate(m), fmt_rate(f)),
+            Some((m, Some(f))) => format!("{} ({})", fmt_rate(m), fmt_rate(f)),
+            Some((m, None)) => fmt_rate(m),
             None => "—".into(),
         };
+        let floor =
+            |us: fn(&Summary) -> f64| r.floor_measured.map_or("—".into(), |f| fmt_us(us(&f)));
+        let ratio = r
+            .ratio()
+            .map_or("—".into(), |x| format!("{}×", fmt_ratio(x)));
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {}× | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.what,
             r.measured.n,
             fmt_us(r.measured.median_us()),
             fmt_us(r.measured.p99_us()),
             r.floor,
-            fmt_us(r.floor_measured.median_us()),
-            fmt_us(r.floor_measured.p99_us()),
-            fmt_ratio(r.ratio()),
+            floor(Summary::median_us),
+            floor(Summary::p99_us),
+            ratio,
             ops,
         );
     }
@@ -188,16 +199,29 @@ mod tests {
 
     #[test]
     fn a_row_renders_with_its_ratio() {
-        let rows = [Row {
-            what: "x".into(),
-            measured: summary(3_000),
-            floor: "f".into(),
-            floor_measured: summary(1_000),
-            ops_per_s: Some((1_234.0, 2_000_000.0)),
-        }];
+        let rows = [
+            Row {
+                what: "x".into(),
+                measured: summary(3_000),
+                floor: "f".into(),
+                floor_measured: Some(summary(1_000)),
+                ops_per_s: Some((1_234.0, Some(2_000_000.0))),
+            },
+            Row {
+                what: "y".into(),
+                measured: summary(3_000),
+                floor: NO_FLOOR.into(),
+                floor_measured: None,
+                ops_per_s: Some((2_000.0, None)),
+            },
+        ];
         let t = table(&rows);
         assert!(
             t.contains("| x | 10 | 3.00 | 6.00 | f | 1.00 | 2.00 | 3.00× | 1.2k (2.00M) |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| y | 10 | 3.00 | 6.00 | none | — | — | — | 2.0k |"),
             "{t}"
         );
         assert_eq!(fmt_ratio(557.2), "557");

@@ -329,7 +329,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
             what: what.into(),
             measured: summary(samples, what)?,
             floor: FLOOR.into(),
-            floor_measured: floor_summary,
+            floor_measured: Some(floor_summary),
             ops_per_s: None,
         });
     }
@@ -389,7 +389,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         measured: summary(&sets, &what)?,
         what,
         floor: format!("the configured TTL, {} ms", FAILOVER.ttl_ms),
-        floor_measured: summary(&[FAILOVER.ttl_ms * 1_000_000], "TTL")?,
+        floor_measured: Some(summary(&[FAILOVER.ttl_ms * 1_000_000], "TTL")?),
         ops_per_s: None,
     });
 
@@ -402,7 +402,7 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         what: what.into(),
         measured: renewal_summary,
         floor: FLOOR.into(),
-        floor_measured: summary(&renew.floor, "bare transaction")?,
+        floor_measured: Some(summary(&renew.floor, "bare transaction")?),
         ops_per_s: None,
     });
     let default_renew = election_sqlite::DEFAULT_RENEW_INTERVAL;
@@ -433,8 +433,8 @@ pub(crate) fn rows(s: &Setup<'_>, rows: &mut Vec<Row>, notes: &mut Vec<String>) 
         what: what.into(),
         measured: summary(&fenced.fenced.per_op, what)?,
         floor: "the same INSERT transaction without the fence (interleaved)".into(),
-        floor_measured: summary(&fenced.unfenced.per_op, "unfenced write")?,
-        ops_per_s: Some((fenced.fenced.ops_per_s, fenced.unfenced.ops_per_s)),
+        floor_measured: Some(summary(&fenced.unfenced.per_op, "unfenced write")?),
+        ops_per_s: Some((fenced.fenced.ops_per_s, Some(fenced.unfenced.ops_per_s))),
     });
     Ok(())
 }
@@ -508,14 +508,14 @@ fn cross(s: &Setup<'_>, exit: Exit, rows: &mut Vec<Row>) -> Result<(Summary, Sum
         what: what.clone(),
         measured,
         floor: ofd_what.into(),
-        floor_measured: summary(&ofd, ofd_what)?,
+        floor_measured: Some(summary(&ofd, ofd_what)?),
         ops_per_s: None,
     });
     rows.push(Row {
         what,
         measured,
         floor: floor_what,
-        floor_measured: floor_summary,
+        floor_measured: Some(floor_summary),
         ops_per_s: None,
     });
     Ok((measured, floor_summary))

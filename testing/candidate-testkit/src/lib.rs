@@ -10,8 +10,9 @@
 //! stdin (`resign`, `exit`, ...):
 //!
 //! ```text
-//! election-candidate --backend URL (--name NAME | --many N) [--identity ID]
-//!     [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N] [--try]
+//! election-candidate --backend URL (--name NAME | --many N [--name PREFIX]
+//!     [--at-once K]) [--identity ID] [--ttl-ms N] [--renew-ms N] [--grace-ms N]
+//!     [--poll-ms N] [--try]
 //! ```
 //!
 //! [`Proc`] is the one client: blocking (a thread reads the child's
@@ -25,7 +26,12 @@
 //! not end the process (a deposed leader can still be told to write, to
 //! show the fence refusing it); end of input resigns, or exits with code 4
 //! after a loss. `--many N` tries once for each of the elections `e0` ..
-//! `e<N-1>`, prints `won <count>`, and resigns them all on `resign`.
+//! `e<N-1>` (`--name P --many N`: `P0` .. `P<N-1>`), `K` at a time with
+//! `--at-once K` (default 1), prints `won <count>`,
+//! then `lost <name>: <reason>` for each term it loses, answers `held`
+//! with `held <count> <age_ns>` (the terms still held, and the time since
+//! the oldest renewal among them landed), and resigns them all on
+//! `resign`.
 //!
 //! The crate's second binary, `lease-set-node`, runs one lease set in a
 //! process of its own and reports every change of what it holds

@@ -60,6 +60,16 @@ pub enum Event {
     },
     /// `won <count>`: with `--many`, the elections won.
     Won(usize),
+    /// `held <count> <age_ns>`: with `--many`, the answer to `held`: the
+    /// terms held now (won, no loss reported, not past their validity),
+    /// and the time since the least recently renewed of them was last
+    /// renewed (or won), in nanoseconds (0 when none expires).
+    Held {
+        /// Terms held now.
+        count: usize,
+        /// Time since the oldest landed renewal among them.
+        oldest_ns: u64,
+    },
     /// `resigning <mono_ns>`: a resign starts.
     Resigning(u64),
     /// `resigned <mono_ns>`: the resign returned.
@@ -89,6 +99,7 @@ impl fmt::Display for Event {
             Event::Wrote(t) => write!(f, "wrote {t}"),
             Event::Refused { presented, mark } => write!(f, "refused {presented} {mark}"),
             Event::Won(n) => write!(f, "won {n}"),
+            Event::Held { count, oldest_ns } => write!(f, "held {count} {oldest_ns}"),
             Event::Resigning(at) => write!(f, "resigning {at}"),
             Event::Resigned(at) => write!(f, "resigned {at}"),
             Event::Error(message) => write!(f, "error {message}"),
@@ -126,6 +137,13 @@ impl FromStr for Event {
                 Event::Refused { presented, mark }
             }
             "won" => Event::Won(rest.parse().map_err(|_| bad())?),
+            "held" => {
+                let (count, oldest_ns) = two()?;
+                Event::Held {
+                    count: usize::try_from(count).map_err(|_| bad())?,
+                    oldest_ns,
+                }
+            }
             "resigning" => Event::Resigning(num(rest)?),
             "resigned" => Event::Resigned(num(rest)?),
             "error" => Event::Error(rest.to_owned()),
@@ -154,6 +172,9 @@ pub enum Command {
     /// deposed leader (SQLite: into `candidate_writes`, in the fence's
     /// transaction).
     Write(String),
+    /// `held`: with `--many`, how many terms are held now and how long
+    /// ago the oldest renewal among them landed (answered by `held`).
+    Held,
 }
 
 impl fmt::Display for Command {
@@ -164,6 +185,7 @@ impl fmt::Display for Command {
             Command::Epoch => f.write_str("epoch"),
             Command::Confirm => f.write_str("confirm"),
             Command::Write(resource) => write!(f, "write {resource}"),
+            Command::Held => f.write_str("held"),
         }
     }
 }
@@ -178,6 +200,7 @@ impl FromStr for Command {
             (Some("exit"), None, _) => Command::Exit,
             (Some("epoch"), None, _) => Command::Epoch,
             (Some("confirm"), None, _) => Command::Confirm,
+            (Some("held"), None, _) => Command::Held,
             (Some("write"), resource, None) => {
                 Command::Write(resource.unwrap_or("resource").to_owned())
             }
@@ -210,6 +233,10 @@ mod tests {
                 mark: 7,
             },
             Event::Won(1000),
+            Event::Held {
+                count: 100,
+                oldest_ns: 4_900_000_000,
+            },
             Event::Resigning(1),
             Event::Resigned(2),
             Event::Error("no such file".into()),
@@ -222,6 +249,7 @@ mod tests {
             Command::Epoch,
             Command::Confirm,
             Command::Write("ledger".into()),
+            Command::Held,
         ] {
             assert_eq!(c.to_string().parse::<Command>(), Ok(c.clone()), "{c}");
         }
@@ -231,6 +259,8 @@ mod tests {
             "elected 1",
             "elected x 1",
             "won many",
+            "held 3",
+            "held x 1",
             "hello",
         ] {
             assert!(bad.parse::<Event>().is_err(), "{bad:?}");

@@ -42,4 +42,4 @@ mod template;
 pub use binaries::{Binaries, POSTGRES_BIN_DIR_ENV, binaries};
 pub use error::Error;
 pub use proxy::Proxy;
-pub use server::Server;
+pub use server::{DEFAULT_MAX_CONNECTIONS, Server};

@@ -13,6 +13,9 @@ use tempfile::TempDir;
 
 use crate::{Error, binaries, ports, template};
 
+/// The connections a server accepts unless started with
+/// [`Server::start_with_max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 300;
 /// How long a start or restart may take before it is an error.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a server may take to exit after a fast shutdown request.
@@ -34,6 +37,7 @@ pub struct Server {
     dir: TempDir,
     port: u16,
     password: Option<String>,
+    max_connections: u32,
     child: Option<Child>,
     paused: bool,
 }
@@ -48,17 +52,29 @@ impl Server {
     /// [`Error::Missing`] without PostgreSQL's binaries; [`Error::Start`]
     /// with the log's tail when it does not come up.
     pub fn start() -> Result<Self, Error> {
-        Self::start_inner(None)
+        Self::start_inner(None, DEFAULT_MAX_CONNECTIONS)
+    }
+
+    /// Like [`start`](Self::start), but the server accepts up to
+    /// `max_connections` connections (`max_connections`, kept across
+    /// restarts) instead of [`DEFAULT_MAX_CONNECTIONS`]: for a test or a
+    /// bench with more client processes than that allows.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with_max_connections(max_connections: u32) -> Result<Self, Error> {
+        Self::start_inner(None, max_connections)
     }
 
     /// Like [`start`](Self::start), but clients on 127.0.0.1 must give
     /// `password` for the `postgres` user (SCRAM); the unix socket stays
     /// trusted for [`sql`](Self::sql).
     pub fn start_with_password(password: &str) -> Result<Self, Error> {
-        Self::start_inner(Some(password.to_owned()))
+        Self::start_inner(Some(password.to_owned()), DEFAULT_MAX_CONNECTIONS)
     }
 
-    fn start_inner(password: Option<String>) -> Result<Self, Error> {
+    fn start_inner(password: Option<String>, max_connections: u32) -> Result<Self, Error> {
         let bins = binaries()?;
         let template = template::template(&bins)?;
         ports::retry_on_clash(|| {
@@ -87,6 +103,7 @@ impl Server {
                 dir,
                 port: ports::free()?,
                 password: password.clone(),
+                max_connections,
                 child: None,
                 paused: false,
             };
@@ -119,7 +136,9 @@ impl Server {
             .arg("-k")
             .arg(self.dir.path())
             .args(["-c", "listen_addresses=127.0.0.1"])
-            .args(["-c", "fsync=on", "-c", "max_connections=300"])
+            .args(["-c", "fsync=on"])
+            .arg("-c")
+            .arg(format!("max_connections={}", self.max_connections))
             .args(["-c", "shared_buffers=32MB", "-c", "logging_collector=off"])
             // Dynamic shared memory in files under the data directory, not
             // in /dev/shm: a server killed with SIGKILL (every drop, and

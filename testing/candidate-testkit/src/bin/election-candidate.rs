@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use candidate_testkit::args::{self, Common, positive};
 use candidate_testkit::protocol::{Command, EXIT_ERROR, EXIT_LOST, EXIT_NOT_ELECTED, Event};
-use election_core::{Candidate, Election};
+use election_core::{Candidate, Election, Health, Lease, Term};
 use election_url::{AnyClaim, Backend, BackendUrl, Settings};
 use fencing::mono::mono_ns;
 use fencing::{ResourceName, Token};
@@ -30,6 +30,7 @@ struct Args {
     poll: Option<Duration>,
     once: bool,
     many: Option<usize>,
+    at_once: usize,
     set: Option<Vec<String>>,
 }
 
@@ -41,7 +42,8 @@ struct Args {
 struct Cli {
     #[command(flatten)]
     common: Common,
-    /// The election (or --many, or --set).
+    /// The election (or --many, or --set); with --many, the prefix of
+    /// its names (default `e`).
     #[arg(long)]
     name: Option<String>,
     /// Who campaigns (default: host/pid).
@@ -50,9 +52,14 @@ struct Cli {
     /// Try once instead of campaigning.
     #[arg(long = "try")]
     once: bool,
-    /// Try once for each of the elections `e0` .. `e<N-1>`.
+    /// Try once for each of the elections `e0` .. `e<N-1>` (`--name P`:
+    /// `P0` ..), then hold those won.
     #[arg(long, value_parser = positive)]
     many: Option<usize>,
+    /// With --many: how many of the tries run at once (default 1, one
+    /// after another).
+    #[arg(long = "at-once", value_parser = positive, default_value_t = 1)]
+    at_once: usize,
     /// Campaign for these keys (k1,k2,...) as one lease set.
     #[arg(long, value_delimiter = ',')]
     set: Option<Vec<String>>,
@@ -71,6 +78,7 @@ fn parse() -> Result<Args, BoxError> {
         poll: cli.common.poll,
         once: cli.once,
         many: cli.many,
+        at_once: cli.at_once,
         set: cli.set,
     })
 }
@@ -186,30 +194,81 @@ fn candidate(args: &Args, backend: &Backend, name: &str) -> Result<Candidate<Any
     })
 }
 
-/// `--many N`: tries each of `e0` .. `e<N-1>` once; resigns them all on
-/// `resign` or at end of input.
+/// `--many N`: tries each of `e0` .. `e<N-1>` once (with `--name P`:
+/// `P0` .. `P<N-1>`), `--at-once K` of them at a time (a NATS win of a
+/// fresh key waits out the failover grace: one after another, 100 names
+/// would take 100 graces), and says `won <count>`; then says `lost <name>:
+/// <reason>` for each term it loses, answers `held` with `held <count>
+/// <age_ns>` (see [`held`]), and resigns every term still held on
+/// `resign` or at end of input (a lost one is only closed), then says
+/// `resigned <mono_ns>`.
 async fn many(args: &Args, backend: &Backend, n: usize) -> Result<ExitCode, BoxError> {
+    let prefix = args.name.as_deref().unwrap_or("e");
     let mut terms = Vec::new();
+    let mut tries = tokio::task::JoinSet::new();
     for i in 0..n {
-        if let Some(t) = candidate(args, backend, &format!("e{i}"))?
-            .try_campaign()
-            .await?
-        {
-            terms.push(t);
+        let candidate = candidate(args, backend, &format!("{prefix}{i}"))?;
+        tries.spawn(async move { candidate.try_campaign().await });
+        if tries.len() >= args.at_once || i + 1 == n {
+            while let Some(tried) = tries.join_next().await {
+                terms.extend(tried??);
+            }
         }
     }
     say(Event::Won(terms.len()));
+    // One task per term, each ending with its loss (a resign's too: the
+    // tasks are dropped before the resigns).
+    let mut losses = tokio::task::JoinSet::new();
+    for t in &terms {
+        let lease = t.lease();
+        losses.spawn(async move {
+            let lost = lease.lost().await;
+            format!("{}: {}", lease.name(), lost.reason)
+        });
+    }
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    while let Some(line) = lines.next_line().await? {
-        if line.parse() == Ok(Command::Resign) {
-            break;
+    loop {
+        tokio::select! {
+            Some(Ok(loss)) = losses.join_next() => say(Event::Lost(loss)),
+            line = lines.next_line() => match line? {
+                Some(l) if l.parse() == Ok(Command::Held) => say(held(&terms)),
+                Some(l) if l.parse() == Ok(Command::Exit) => std::process::exit(0),
+                Some(l) if l.parse() != Ok(Command::Resign) => {}
+                _ => break,
+            },
         }
     }
+    losses.abort_all();
     for t in &terms {
-        t.resign().await?;
+        match t.resign().await {
+            Ok(()) | Err(election_core::Error::Lost(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     say(Event::Resigned(mono_ns()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `held <count> <age_ns>`: how many of `terms` are held now (no loss
+/// reported, validity not passed), and the time since the least recently
+/// renewed of them last had a renewal land (or was won; 0 if none
+/// expires).
+fn held(terms: &[Term<AnyClaim>]) -> Event {
+    let live: Vec<&Term<AnyClaim>> = terms.iter().filter(|t| !t.is_lost()).collect();
+    let oldest = live
+        .iter()
+        .filter_map(|t| match t.health_check(Duration::ZERO).check() {
+            Health::Unhealthy {
+                since_last_renewal, ..
+            } => Some(since_last_renewal),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(Duration::ZERO);
+    Event::Held {
+        count: live.len(),
+        oldest_ns: u64::try_from(oldest.as_nanos()).unwrap_or(u64::MAX),
+    }
 }
 
 /// `--set k1,k2,...`: a lease set asking every key; says `won <n>` each
@@ -262,9 +321,17 @@ async fn run() -> Result<ExitCode, BoxError> {
             .await?;
     }
     if let Some(election) = backend.downcast_ref::<election_postgres::PostgresElection>() {
-        sqlx::query("CREATE TABLE IF NOT EXISTS candidate_writes (epoch BIGINT NOT NULL, identity TEXT NOT NULL, at BIGSERIAL)")
-            .execute(election.pool())
+        // Under a transaction-scoped advisory lock: concurrent `CREATE
+        // TABLE IF NOT EXISTS` of one table can fail on PostgreSQL (a
+        // duplicate key in `pg_type`) when many candidates start at once.
+        let mut tx = election.pool().begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('candidate_writes', 0))")
+            .execute(&mut *tx)
             .await?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS candidate_writes (epoch BIGINT NOT NULL, identity TEXT NOT NULL, at BIGSERIAL)")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
     }
     if let Some(n) = args.many {
         return many(&args, &backend, n).await;

@@ -419,3 +419,33 @@ async fn a_stopped_lease_set_keeps_its_keys_for_a_ttl() {
         "took over after {waited:?}"
     );
 }
+
+/// `--many` with `--name` and `--at-once`: the names are the prefix's,
+/// `held` answers with the terms held and a renewal age within the TTL,
+/// and a term whose validity ran out while the process was stopped is
+/// said as `lost <name>: <reason>`, after which `held` counts it out.
+#[tokio::test]
+async fn many_names_report_what_they_hold_and_each_loss() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let many = ["--many", "3", "--name", "x-", "--at-once", "3"];
+    let mut a = start(&db, "a", &many);
+    assert_eq!(a.expect("won"), ["3"]);
+    a.send("held");
+    let held = a.expect("held");
+    assert_eq!(held[0], "3");
+    let age: u64 = held[1].parse().expect("age");
+    assert!(age < TTL_MS * 1_000_000, "oldest renewal {age} ns ago");
+    // Stopped past its TTL: no renewal landed, every term is lost.
+    a.signal(Signal::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(TTL_MS * 2));
+    a.signal(Signal::SIGCONT);
+    let mut lost: Vec<String> = (0..3).map(|_| a.expect("lost")[0].clone()).collect();
+    lost.sort();
+    assert_eq!(lost, ["x-0:", "x-1:", "x-2:"]);
+    a.send("held");
+    assert_eq!(a.expect("held"), ["0", "0"]);
+    a.send("resign");
+    a.expect("resigned");
+    a.wait_success().expect("exit 0");
+}
