@@ -376,14 +376,24 @@ impl Chain {
 }
 
 /// Starts `cmd` as `label`, its stderr appended to `log`.
-fn start(label: String, mut cmd: Command, log: &Path) -> Result<Proc> {
+fn start(label: String, cmd: Command, log: &Path) -> Result<Proc> {
+    start_with_patience(label, cmd, log, TIMEOUT)
+}
+
+/// [`start`], with `patience` for each line awaited from the process.
+pub(crate) fn start_with_patience(
+    label: String,
+    mut cmd: Command,
+    log: &Path,
+    patience: Duration,
+) -> Result<Proc> {
     let file = std::fs::File::options()
         .create(true)
         .append(true)
         .open(log)
         .map_err(|e| format!("open {}: {e}", log.display()))?;
     cmd.stderr(file);
-    Ok(Proc::start(label, cmd)?.with_patience(TIMEOUT))
+    Ok(Proc::start(label, cmd)?.with_patience(patience))
 }
 
 /// A chain of lease-set processes: `election-candidate --backend URL --set

@@ -225,14 +225,8 @@ fn run(
 }
 
 /// Starts `cmd` as `label`, its stderr appended to `log`.
-fn start(label: String, mut cmd: Command, log: &Path) -> Result<Proc> {
-    let file = std::fs::File::options()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| format!("open {}: {e}", log.display()))?;
-    cmd.stderr(file);
-    Ok(Proc::start(label, cmd)?.with_patience(START_PATIENCE))
+fn start(label: String, cmd: Command, log: &Path) -> Result<Proc> {
+    super::handover::start_with_patience(label, cmd, log, START_PATIENCE)
 }
 
 /// Asks every process `held`: pushes each one's oldest renewal age to
