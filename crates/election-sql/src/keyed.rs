@@ -18,6 +18,7 @@ use election_core::{
 use tokio::time::Instant;
 
 use crate::lease_row::{Found, Observed, may_claim};
+use crate::mark::{MarkBook, MarkSeen};
 use crate::times::LeaseTimes;
 
 /// A lease row this process holds, as its conditional writes name it: the
@@ -333,6 +334,99 @@ pub trait LeaseRows: Send + Sync {
         &self,
         holds: &[HeldRow<'_>],
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// [`renew_many`](Self::renew_many) for a lease set whose mark is
+    /// `mark` (ADR 0108): in the same transaction it bumps the mark (a
+    /// missing one is written from a random version) and lists every mark
+    /// as the transaction saw it. By default (a backend without marks):
+    /// `renew_many`, and no marks.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::doc_support::{Down, Rows, win};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&state, &rows, &key);
+    /// let holds = [HeldRow { name: "shard-1", nonce: 42, epoch: first }];
+    /// let (renewed, marks) = rows.renew_marked(&holds, state.mark()).await.map_err(|e| e.into_core(&key))?;
+    /// assert!(renewed.contains("shard-1") && marks.is_empty()); // these rows keep no marks
+    /// # Ok(()) }
+    /// ```
+    fn renew_marked(
+        &self,
+        holds: &[HeldRow<'_>],
+        mark: i64,
+    ) -> impl Future<Output = Result<(HashSet<String>, Vec<MarkSeen>), Self::Error>> + Send {
+        let _ = mark;
+        async move { Ok((self.renew_many(holds).await?, Vec::new())) }
+    }
+
+    /// Deletes the mark `mark` of a lease set that closed (ADR 0108), and
+    /// marks no set has bumped for a day (sets that crashed). By default:
+    /// nothing. A row still naming a deleted mark is taken over by the
+    /// per-row rule.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::doc_support::{Down, Rows, win};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// rows.forget_mark(state.mark()).await.map_err(|e| e.into_core(&key))?;
+    /// # Ok(()) }
+    /// ```
+    fn forget_mark(&self, mark: i64) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = mark;
+        async { Ok(()) }
+    }
+
+    /// The monotonic instant now, on the clock these rows' lease decisions
+    /// read (a test's clock where one was given). By default: tokio's.
+    ///
+    /// ```
+    /// # use election_sql::LeaseRows;
+    /// # use election_sql::doc_support::Rows;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let rows = Rows::default();
+    /// assert!(rows.now() <= tokio::time::Instant::now());
+    /// # }
+    /// ```
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// What a claim of a contended key rests on ([`KeyedState::may_claim_marked`]).
+///
+/// ```
+/// use election_sql::Basis;
+///
+/// let basis = Basis::Mark { version: 4 };
+/// assert_ne!(basis, Basis::AsRead);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// The row as read: free, never held, or seen unchanged for a full TTL
+    /// ([`may_claim`]). The claim is conditional on the row as read.
+    AsRead,
+    /// The holder's mark seen at `version` for a full TTL (ADR 0108). The
+    /// claim is conditional on the row as read *and* on the mark still at
+    /// `version`.
+    Mark {
+        /// The version the mark must still show.
+        version: i64,
+    },
 }
 
 /// One key's answer to a claim.
@@ -487,10 +581,20 @@ pub struct KeyedState {
     poll_interval: Duration,
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
     observed: Mutex<HashMap<ElectionName, Observed>>,
+    /// This set's mark (ADR 0108): random, positive.
+    mark: i64,
+    /// What this set has seen of every mark.
+    marks: Mutex<MarkBook>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A new set's mark: random, positive (never 0).
+fn new_mark() -> i64 {
+    let nonce = election_core::attempt_nonce() & (i64::MAX as u64);
+    nonce.max(1).cast_signed()
 }
 
 impl KeyedState {
@@ -512,7 +616,85 @@ impl KeyedState {
             poll_interval: DEFAULT_POLL_INTERVAL,
             terms: Mutex::new(HashMap::new()),
             observed: Mutex::new(HashMap::new()),
+            mark: new_mark(),
+            marks: Mutex::new(MarkBook::default()),
         }
+    }
+
+    /// This set's mark (ADR 0108): the id its claims write into the rows
+    /// they win, and every statement that extends its terms bumps.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::KeyedState;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let a = KeyedState::new(Identity::new("node-a")?);
+    /// let b = KeyedState::new(Identity::new("node-a")?);
+    /// assert!(a.mark() > 0 && a.mark() != b.mark()); // one per set
+    /// # Ok(()) }
+    /// ```
+    pub fn mark(&self) -> i64 {
+        self.mark
+    }
+
+    /// Takes in a listing of every mark read before `now` ([`MarkBook::see`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{ElectionName, Identity};
+    /// use election_sql::{Basis, KeyedState, MarkSeen};
+    /// use election_sql::lease_row::Found;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let state = KeyedState::new(Identity::new("node-a")?);
+    /// let key = ElectionName::new("shard-1")?;
+    /// let (t0, ttl) = (tokio::time::Instant::now(), Duration::from_secs(3));
+    /// let mark = MarkSeen { id: 17, version: 4 };
+    /// state.see_marks([mark], t0);
+    /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 3_000 };
+    /// // The row is seen for the first time a TTL later: its mark was seen all along.
+    /// assert_eq!(state.may_claim_marked(&key, &found, Some(mark), ttl, t0 + ttl), Some(Basis::Mark { version: 4 }));
+    /// # Ok(()) }
+    /// ```
+    pub fn see_marks(&self, listed: impl IntoIterator<Item = MarkSeen>, now: Instant) {
+        lock(&self.marks).see(listed, now);
+    }
+
+    /// Whether `name`, found as `found` with its term's `mark` (as read
+    /// with the row), may be claimed now, and on what: the per-row rule
+    /// first ([`may_claim`](Self::may_claim)), else the mark's
+    /// ([`MarkBook::may_take`]). `None`: not yet.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{ElectionName, Identity};
+    /// use election_sql::{Basis, KeyedState, MarkSeen};
+    /// use election_sql::lease_row::Found;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let state = KeyedState::new(Identity::new("node-a")?);
+    /// let key = ElectionName::new("shard-1")?;
+    /// let (t0, ttl) = (tokio::time::Instant::now(), Duration::from_secs(3));
+    /// assert_eq!(state.may_claim_marked(&key, &Found::Vacant, None, ttl, t0), Some(Basis::AsRead));
+    /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 3_000 };
+    /// assert_eq!(state.may_claim_marked(&key, &found, None, ttl, t0), None); // first sight, no mark seen
+    /// # Ok(()) }
+    /// ```
+    pub fn may_claim_marked(
+        &self,
+        name: &ElectionName,
+        found: &Found,
+        mark: Option<MarkSeen>,
+        ttl: Duration,
+        now: Instant,
+    ) -> Option<Basis> {
+        if self.may_claim(name, found, ttl, now) {
+            return Some(Basis::AsRead);
+        }
+        lock(&self.marks)
+            .may_take(found, mark, ttl, now)
+            .map(|version| Basis::Mark { version })
     }
 
     /// The set's identity.
@@ -816,10 +998,13 @@ impl KeyedState {
             .map(|(name, epoch)| self.hold(name, *epoch))
             .collect();
         let holds: Vec<HeldRow<'_>> = terms.iter().flatten().copied().collect();
-        let renewed = rows
-            .renew_many(&holds)
+        let (renewed, marks) = rows
+            .renew_marked(&holds, self.mark)
             .await
             .map_err(|e| e.into_core(first))?;
+        // Read before now: a first sight counted from here is late, never
+        // early.
+        self.see_marks(marks, rows.now());
         let mut refused = Vec::new();
         for ((name, _), term) in held.iter().zip(&terms) {
             if term.is_some_and(|t| renewed.contains(t.name)) {

@@ -164,6 +164,7 @@ pub mod conformance;
 pub mod display;
 pub mod driver;
 pub mod keyed;
+pub mod marks;
 pub mod memory;
 pub mod recorder;
 pub mod slots;

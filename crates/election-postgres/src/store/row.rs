@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use election_core::{ConfigError, Epoch};
+use election_sql::MarkSeen;
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Row as _, SqlSafeStr};
 
@@ -31,6 +32,10 @@ pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
 pub(crate) struct Seen {
     pub(crate) lease: Option<Row>,
     pub(crate) recorded: Option<Recorded>,
+    /// The mark the row's term names and its version, in the same read
+    /// (ADR 0108; [`read_many`] only): a mark written with the row's own
+    /// nonce.
+    pub(crate) mark: Option<MarkSeen>,
 }
 
 impl Seen {
@@ -116,6 +121,12 @@ pub(crate) async fn read_many(
             lease.renewed_unix_ms = renewed;
             lease.value = value;
         }
+        // The eleventh and twelfth: the mark the term names, and its
+        // version (ADR 0108).
+        let (mark, version): (Option<i64>, Option<i64>) = (row.try_get(10)?, row.try_get(11)?);
+        seen.mark = mark
+            .zip(version)
+            .map(|(id, version)| MarkSeen { id, version });
         out.insert(name, seen);
     }
     Ok(out)
@@ -154,7 +165,14 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
     let recorded = rec_epoch
         .zip(rec_ttl)
         .map(|(epoch, ttl_ms)| Recorded { epoch, ttl_ms });
-    let seen = check(&name, Seen { lease, recorded })?;
+    let seen = check(
+        &name,
+        Seen {
+            lease,
+            recorded,
+            mark: None,
+        },
+    )?;
     Ok((name, seen))
 }
 
@@ -218,6 +236,59 @@ pub(crate) async fn renew_many(
     Ok(renewed.into_iter().collect())
 }
 
+/// [`renew_many`] for a lease set whose mark is `mark` (ADR 0108), in one
+/// statement: bumps the mark and lists every other mark (as the
+/// statement's snapshot shows them). Returns the names renewed and the
+/// marks.
+pub(crate) async fn renew_marked(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    holds: &[HeldRow<'_>],
+    mark: i64,
+    wall_ms: i64,
+) -> Result<(HashSet<String>, Vec<MarkSeen>), Error> {
+    let names: Vec<&str> = holds.iter().map(|h| h.name).collect();
+    let nonces: Vec<i64> = holds.iter().map(|h| h.nonce).collect();
+    let epochs: Vec<i64> = holds.iter().map(|h| h.epoch).collect();
+    let rows: Vec<(Option<String>, Option<i64>, Option<i64>)> =
+        sqlx::query_as(AssertSqlSafe(sql.renew_marked.clone()))
+            .bind(names)
+            .bind(nonces)
+            .bind(epochs)
+            .bind(wall_ms)
+            .bind(mark)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut renewed = HashSet::with_capacity(holds.len());
+    let mut marks = Vec::new();
+    for (name, id, version) in rows {
+        match (name, id.zip(version)) {
+            (Some(name), _) => {
+                renewed.insert(name);
+            }
+            (None, Some((id, version))) => marks.push(MarkSeen { id, version }),
+            (None, None) => {}
+        }
+    }
+    Ok((renewed, marks))
+}
+
+/// Deletes the mark `id` of a lease set that closed, and every mark not
+/// bumped since `stale_before_ms` (ADR 0108).
+pub(crate) async fn forget_mark(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    id: i64,
+    stale_before_ms: i64,
+) -> Result<(), Error> {
+    sqlx::query(AssertSqlSafe(sql.forget_mark.clone()))
+        .bind(id)
+        .bind(stale_before_ms)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 /// Releases every lease of `holds` in one statement, each only while its
 /// row still shows its nonce (a successor's claim is never undone), and
 /// notifies the channel of each. Returns the names released.
@@ -270,6 +341,9 @@ pub(crate) struct Take<'a> {
     pub(crate) recorded: Option<i64>,
     /// The lowest epoch the term may get ([`Seen::floor`]).
     pub(crate) floor: i64,
+    /// A take by the holder's mark (ADR 0108): the version the mark the
+    /// row names must still show in the claim's statement.
+    pub(crate) by_mark: Option<i64>,
 }
 
 impl<'a> Take<'a> {
@@ -286,6 +360,7 @@ impl<'a> Take<'a> {
             seen: seen.lease.as_ref().map(|r| (r.version, r.epoch)),
             recorded: seen.recorded.map(|r| r.epoch),
             floor,
+            by_mark: None,
         })
     }
 }
@@ -304,10 +379,12 @@ pub(crate) async fn claim_many(
     conn: &mut PgConnection,
     sql: &Sql,
     takes: &[Take<'_>],
-    identity: &str,
+    claimant: (&str, Option<i64>),
     ttl_ms: i64,
     wall_ms: i64,
 ) -> Result<Vec<(String, i64)>, Error> {
+    let (identity, mark) = claimant;
+    let by_mark: Vec<Option<i64>> = takes.iter().map(|t| t.by_mark).collect();
     let names: Vec<&str> = takes.iter().map(|t| t.name).collect();
     let nonces: Vec<i64> = takes.iter().map(|t| t.nonce).collect();
     let versions: Vec<Option<i64>> = takes.iter().map(|t| t.seen.map(|s| s.0)).collect();
@@ -325,6 +402,8 @@ pub(crate) async fn claim_many(
         .bind(ttl_ms)
         .bind(wall_ms)
         .bind(&*sql.channel)
+        .bind(mark)
+        .bind(by_mark)
         .fetch_all(&mut *conn)
         .await?;
     Ok(won)
@@ -396,6 +475,8 @@ pub(crate) async fn ready(
         .bind(1_i64)
         .bind(0_i64)
         .bind(&*sql.channel)
+        .bind(None::<i64>)
+        .bind(&none_opt)
         .execute(&mut *conn)
         .await?;
     // An election dropped meanwhile (a waiter given up at once) has no
@@ -465,6 +546,7 @@ mod tests {
                 epoch,
                 ttl_ms: 1000,
             }),
+            mark: None,
         }
     }
 

@@ -15,6 +15,7 @@ mod holder_process;
 mod lease_set;
 mod lease_set_faults;
 mod lease_set_slow;
+mod marks;
 mod notify;
 mod observe;
 mod recipes;

@@ -371,6 +371,26 @@ impl election_sql::LeaseRows for SqliteStore {
     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Error> {
         row::release_many(&self.pool, holds).await
     }
+
+    async fn renew_marked(
+        &self,
+        holds: &[HeldRow<'_>],
+        mark: i64,
+    ) -> Result<(HashSet<String>, Vec<election_sql::MarkSeen>), Error> {
+        row::renew_marked(&self.pool, holds, mark, self.clock.wall_unix_ms()).await
+    }
+
+    async fn forget_mark(&self, mark: i64) -> Result<(), Error> {
+        let stale = self
+            .clock
+            .wall_unix_ms()
+            .saturating_sub(election_sql::MARK_KEPT_MS);
+        row::forget_mark(&self.pool, mark, stale).await
+    }
+
+    fn now(&self) -> tokio::time::Instant {
+        self.clock.now()
+    }
 }
 
 #[cfg(test)]

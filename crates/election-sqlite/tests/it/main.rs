@@ -10,4 +10,5 @@ mod deleted_row;
 mod display;
 mod fence;
 mod lease_set;
+mod marks;
 mod unusable;

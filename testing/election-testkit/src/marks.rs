@@ -1,0 +1,147 @@
+//! The takeover of a crashed lease set by its mark (ADR 0108), as two
+//! scenarios any backend with marks runs over two keyed-claims instances
+//! `a` and `b` of one store, on one clock moved by hand (`advance`), with
+//! the steps called by hand (nothing renews on its own):
+//!
+//! - `b` holds a key, so it renews and lists the marks all along; `a`
+//!   holds two keys. [`taken_over_a_ttl_after_the_last_mark`]: `a` stops,
+//!   and `b`'s first look at `a`'s rows, a full TTL after it first saw
+//!   `a`'s last mark, takes them at once (a per-row count would wait a TTL
+//!   of its own from that look).
+//! - [`never_taken_over_while_renewing`]: `a` renews in between; `b` takes
+//!   nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use election_core::{Claimed, Clock, ElectionName, Epoch, KeyedClaims, SystemClock};
+use tokio::time::Instant;
+
+/// A monotonic clock moved by hand ([`advance`](HandClock::advance)); the
+/// wall clock is the system's.
+#[derive(Debug)]
+pub struct HandClock {
+    base: Instant,
+    ms: AtomicU64,
+}
+
+impl HandClock {
+    /// A clock at now, shared.
+    pub fn new() -> Arc<Self> {
+        Arc::new(HandClock {
+            base: Instant::now(),
+            ms: AtomicU64::new(0),
+        })
+    }
+
+    /// Moves the clock `by` forward.
+    pub fn advance(&self, by: Duration) {
+        let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.ms.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    /// `advance` as the boxed closure [`MarkCase`] takes.
+    pub fn advancer(self: &Arc<Self>) -> Box<dyn Fn(Duration) + Send + Sync> {
+        let clock = self.clone();
+        Box::new(move |by| clock.advance(by))
+    }
+}
+
+impl Clock for HandClock {
+    fn now(&self) -> Instant {
+        self.base + Duration::from_millis(self.ms.load(Ordering::SeqCst))
+    }
+
+    fn wall_unix_ms(&self) -> i64 {
+        SystemClock.wall_unix_ms()
+    }
+}
+
+/// Two sets over one store, and how to move their clock.
+pub struct MarkCase<K> {
+    /// The set that stops (or renews).
+    pub a: K,
+    /// The set that watches `a`'s mark and takes `a`'s keys.
+    pub b: K,
+    /// Moves both sets' monotonic clock forward.
+    pub advance: Box<dyn Fn(Duration) + Send + Sync>,
+    /// The TTL of both sets.
+    pub ttl: Duration,
+}
+
+impl<K> std::fmt::Debug for MarkCase<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MarkCase")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+fn keys(names: &[&str]) -> Vec<ElectionName> {
+    names
+        .iter()
+        .map(|n| ElectionName::new(*n).expect("a name"))
+        .collect()
+}
+
+/// The keys of `names` `set` won, with their epochs.
+async fn claim<K: KeyedClaims>(set: &K, names: &[&str]) -> Vec<(ElectionName, Epoch)> {
+    let asked = keys(names);
+    let answers = set.claim(&asked).await;
+    asked
+        .into_iter()
+        .zip(answers)
+        .filter_map(|(key, a)| match a.expect("answered") {
+            Claimed::Won(w) => Some((key, w.epoch)),
+            Claimed::HeldBy(_) => None,
+        })
+        .collect()
+}
+
+/// One renewal of `held` by `set`, every key renewed.
+async fn renew<K: KeyedClaims>(set: &K, held: &[(ElectionName, Epoch)]) {
+    let refused = set.renew(held).await.expect("renewed");
+    assert!(refused.is_empty(), "refused: {refused:?}");
+}
+
+/// `a` wins `k1` and `k2`, `b` wins `k0` and renews once (its first
+/// listing of the marks): what each holds.
+async fn set_up<K: KeyedClaims>(
+    c: &MarkCase<K>,
+) -> (Vec<(ElectionName, Epoch)>, Vec<(ElectionName, Epoch)>) {
+    let a = claim(&c.a, &["k1", "k2"]).await;
+    assert_eq!(a.len(), 2, "a won {a:?}");
+    let b = claim(&c.b, &["k0"]).await;
+    assert_eq!(b.len(), 1, "b won {b:?}");
+    renew(&c.b, &b).await;
+    (a, b)
+}
+
+/// `a` stops renewing; `b`, renewing on, takes `a`'s keys at its first
+/// look a TTL after it first saw `a`'s last mark.
+pub async fn taken_over_a_ttl_after_the_last_mark<K: KeyedClaims>(c: MarkCase<K>) {
+    let (_, b) = set_up(&c).await;
+    (c.advance)(c.ttl);
+    renew(&c.b, &b).await;
+    let taken = claim(&c.b, &["k1", "k2"]).await;
+    assert_eq!(
+        taken.len(),
+        2,
+        "b's first look at a's rows came a TTL after a's last mark, and it took {taken:?}: \
+         it waited for a TTL of its own on each row"
+    );
+}
+
+/// `a` renews half a TTL in: its mark moves on, and `b` takes nothing a
+/// TTL after its first sight of the old mark.
+pub async fn never_taken_over_while_renewing<K: KeyedClaims>(c: MarkCase<K>) {
+    let (a, b) = set_up(&c).await;
+    (c.advance)(c.ttl / 2);
+    renew(&c.a, &a).await;
+    renew(&c.b, &b).await;
+    (c.advance)(c.ttl / 2);
+    renew(&c.b, &b).await;
+    let taken = claim(&c.b, &["k1", "k2"]).await;
+    assert!(taken.is_empty(), "b took {taken:?} from a live holder");
+}
