@@ -114,7 +114,10 @@ async fn take(
         .claim_many_via(
             Via::Pool,
             &batch,
-            (set.state().identity().as_str(), Some(set.state().mark())),
+            (
+                set.state().identity().as_str(),
+                Some(set.state().heartbeat()),
+            ),
         )
         .await
     {
@@ -186,9 +189,9 @@ impl KeyedRows for PostgresStore {
         {
             for (i, name) in keys.iter().enumerate() {
                 let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
-                let basis = set
-                    .state()
-                    .may_claim_marked(name, &seen.found(), seen.mark, ttl, now);
+                let basis =
+                    set.state()
+                        .may_claim_basis(name, &seen.found(), seen.heartbeat, ttl, now);
                 let may = basis.is_some();
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
@@ -196,8 +199,8 @@ impl KeyedRows for PostgresStore {
                     let nonce = election_core::attempt_nonce().cast_signed();
                     match Take::new(name.as_str(), nonce, &seen) {
                         Ok(mut take) => {
-                            if let Some(Basis::Mark { version }) = basis {
-                                take.by_mark = Some(version);
+                            if let Some(Basis::Heartbeat { version }) = basis {
+                                take.by_heartbeat = Some(version);
                             }
                             takes.push((i, take));
                         }

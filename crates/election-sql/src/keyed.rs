@@ -17,8 +17,8 @@ use election_core::{
 };
 use tokio::time::Instant;
 
+use crate::heartbeat::{Heartbeat, HeartbeatBook};
 use crate::lease_row::{Found, Observed, may_claim};
-use crate::mark::{MarkBook, MarkSeen};
 use crate::times::LeaseTimes;
 
 /// A lease row this process holds, as its conditional writes name it: the
@@ -335,11 +335,11 @@ pub trait LeaseRows: Send + Sync {
         holds: &[HeldRow<'_>],
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
-    /// [`renew_many`](Self::renew_many) for a lease set whose mark is
-    /// `mark` (ADR 0108): in the same transaction it bumps the mark (a
-    /// missing one is written from a random version) and lists every mark
-    /// as the transaction saw it. By default (a backend without marks):
-    /// `renew_many`, and no marks.
+    /// [`renew_many`](Self::renew_many) for a lease set whose heartbeat is
+    /// `heartbeat` (ADR 0108): in the same transaction it bumps the heartbeat (a
+    /// missing one is written from a random version) and lists every heartbeat
+    /// as the transaction saw it. By default (a backend without heartbeats):
+    /// `renew_many`, and no heartbeats.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -354,22 +354,22 @@ pub trait LeaseRows: Send + Sync {
     /// # let first = Epoch::FIRST.get() as i64;
     /// win(&state, &rows, &key);
     /// let holds = [HeldRow { name: "shard-1", nonce: 42, epoch: first }];
-    /// let (renewed, marks) = rows.renew_marked(&holds, state.mark()).await.map_err(|e| e.into_core(&key))?;
-    /// assert!(renewed.contains("shard-1") && marks.is_empty()); // these rows keep no marks
+    /// let (renewed, heartbeats) = rows.renew_with_heartbeat(&holds, state.heartbeat()).await.map_err(|e| e.into_core(&key))?;
+    /// assert!(renewed.contains("shard-1") && heartbeats.is_empty()); // these rows keep no heartbeats
     /// # Ok(()) }
     /// ```
-    fn renew_marked(
+    fn renew_with_heartbeat(
         &self,
         holds: &[HeldRow<'_>],
-        mark: i64,
-    ) -> impl Future<Output = Result<(HashSet<String>, Vec<MarkSeen>), Self::Error>> + Send {
-        let _ = mark;
+        heartbeat: i64,
+    ) -> impl Future<Output = Result<(HashSet<String>, Vec<Heartbeat>), Self::Error>> + Send {
+        let _ = heartbeat;
         async move { Ok((self.renew_many(holds).await?, Vec::new())) }
     }
 
-    /// Deletes the mark `mark` of a lease set that closed (ADR 0108), and
-    /// marks no set has bumped for a day (sets that crashed). By default:
-    /// nothing. A row still naming a deleted mark is taken over by the
+    /// Deletes the heartbeat `heartbeat` of a lease set that closed (ADR 0108), and
+    /// heartbeats no set has bumped for a day (sets that crashed). By default:
+    /// nothing. A row still naming a deleted heartbeat is taken over by the
     /// per-row rule.
     ///
     /// ```
@@ -382,11 +382,14 @@ pub trait LeaseRows: Send + Sync {
     /// # let rows = Rows::default();
     /// # let state = KeyedState::new(Identity::new("node-a")?);
     /// # let key = ElectionName::new("shard-1")?;
-    /// rows.forget_mark(state.mark()).await.map_err(|e| e.into_core(&key))?;
+    /// rows.stop_heartbeat(state.heartbeat()).await.map_err(|e| e.into_core(&key))?;
     /// # Ok(()) }
     /// ```
-    fn forget_mark(&self, mark: i64) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        let _ = mark;
+    fn stop_heartbeat(
+        &self,
+        heartbeat: i64,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = heartbeat;
         async { Ok(()) }
     }
 
@@ -407,12 +410,12 @@ pub trait LeaseRows: Send + Sync {
     }
 }
 
-/// What a claim of a contended key rests on ([`KeyedState::may_claim_marked`]).
+/// What a claim of a contended key rests on ([`KeyedState::may_claim_basis`]).
 ///
 /// ```
 /// use election_sql::Basis;
 ///
-/// let basis = Basis::Mark { version: 4 };
+/// let basis = Basis::Heartbeat { version: 4 };
 /// assert_ne!(basis, Basis::AsRead);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -420,11 +423,11 @@ pub enum Basis {
     /// The row as read: free, never held, or seen unchanged for a full TTL
     /// ([`may_claim`]). The claim is conditional on the row as read.
     AsRead,
-    /// The holder's mark seen at `version` for a full TTL (ADR 0108). The
-    /// claim is conditional on the row as read *and* on the mark still at
+    /// The holder's heartbeat seen at `version` for a full TTL (ADR 0108). The
+    /// claim is conditional on the row as read *and* on the heartbeat still at
     /// `version`.
-    Mark {
-        /// The version the mark must still show.
+    Heartbeat {
+        /// The version the heartbeat must still show.
         version: i64,
     },
 }
@@ -581,18 +584,18 @@ pub struct KeyedState {
     poll_interval: Duration,
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
     observed: Mutex<HashMap<ElectionName, Observed>>,
-    /// This set's mark (ADR 0108): random, positive.
-    mark: i64,
-    /// What this set has seen of every mark.
-    marks: Mutex<MarkBook>,
+    /// This set's heartbeat (ADR 0108): random, positive.
+    heartbeat: i64,
+    /// What this set has seen of every heartbeat.
+    heartbeats: Mutex<HeartbeatBook>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A new set's mark: random, positive (never 0).
-fn new_mark() -> i64 {
+/// A new set's heartbeat: random, positive (never 0).
+fn new_heartbeat() -> i64 {
     let nonce = election_core::attempt_nonce() & (i64::MAX as u64);
     nonce.max(1).cast_signed()
 }
@@ -616,12 +619,12 @@ impl KeyedState {
             poll_interval: DEFAULT_POLL_INTERVAL,
             terms: Mutex::new(HashMap::new()),
             observed: Mutex::new(HashMap::new()),
-            mark: new_mark(),
-            marks: Mutex::new(MarkBook::default()),
+            heartbeat: new_heartbeat(),
+            heartbeats: Mutex::new(HeartbeatBook::default()),
         }
     }
 
-    /// This set's mark (ADR 0108): the id its claims write into the rows
+    /// This set's heartbeat (ADR 0108): the id its claims write into the rows
     /// they win, and every statement that extends its terms bumps.
     ///
     /// ```
@@ -631,70 +634,70 @@ impl KeyedState {
     /// # fn main() -> Result<(), election_core::ConfigError> {
     /// let a = KeyedState::new(Identity::new("node-a")?);
     /// let b = KeyedState::new(Identity::new("node-a")?);
-    /// assert!(a.mark() > 0 && a.mark() != b.mark()); // one per set
+    /// assert!(a.heartbeat() > 0 && a.heartbeat() != b.heartbeat()); // one per set
     /// # Ok(()) }
     /// ```
-    pub fn mark(&self) -> i64 {
-        self.mark
+    pub fn heartbeat(&self) -> i64 {
+        self.heartbeat
     }
 
-    /// Takes in a listing of every mark read before `now` ([`MarkBook::see`]).
+    /// Takes in a listing of every heartbeat read before `now` ([`HeartbeatBook::see`]).
     ///
     /// ```
     /// use std::time::Duration;
     /// use election_core::{ElectionName, Identity};
-    /// use election_sql::{Basis, KeyedState, MarkSeen};
+    /// use election_sql::{Basis, KeyedState, Heartbeat};
     /// use election_sql::lease_row::Found;
     ///
     /// # fn main() -> Result<(), election_core::ConfigError> {
     /// let state = KeyedState::new(Identity::new("node-a")?);
     /// let key = ElectionName::new("shard-1")?;
     /// let (t0, ttl) = (tokio::time::Instant::now(), Duration::from_secs(3));
-    /// let mark = MarkSeen { id: 17, version: 4 };
-    /// state.see_marks([mark], t0);
+    /// let heartbeat = Heartbeat { id: 17, version: 4 };
+    /// state.see_heartbeats([heartbeat], t0);
     /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 3_000 };
-    /// // The row is seen for the first time a TTL later: its mark was seen all along.
-    /// assert_eq!(state.may_claim_marked(&key, &found, Some(mark), ttl, t0 + ttl), Some(Basis::Mark { version: 4 }));
+    /// // The row is seen for the first time a TTL later: its heartbeat was seen all along.
+    /// assert_eq!(state.may_claim_basis(&key, &found, Some(heartbeat), ttl, t0 + ttl), Some(Basis::Heartbeat { version: 4 }));
     /// # Ok(()) }
     /// ```
-    pub fn see_marks(&self, listed: impl IntoIterator<Item = MarkSeen>, now: Instant) {
-        lock(&self.marks).see(listed, now);
+    pub fn see_heartbeats(&self, listed: impl IntoIterator<Item = Heartbeat>, now: Instant) {
+        lock(&self.heartbeats).see(listed, now);
     }
 
-    /// Whether `name`, found as `found` with its term's `mark` (as read
+    /// Whether `name`, found as `found` with its term's `heartbeat` (as read
     /// with the row), may be claimed now, and on what: the per-row rule
-    /// first ([`may_claim`](Self::may_claim)), else the mark's
-    /// ([`MarkBook::may_take`]). `None`: not yet.
+    /// first ([`may_claim`](Self::may_claim)), else the heartbeat's
+    /// ([`HeartbeatBook::may_take`]). `None`: not yet.
     ///
     /// ```
     /// use std::time::Duration;
     /// use election_core::{ElectionName, Identity};
-    /// use election_sql::{Basis, KeyedState, MarkSeen};
+    /// use election_sql::{Basis, KeyedState, Heartbeat};
     /// use election_sql::lease_row::Found;
     ///
     /// # fn main() -> Result<(), election_core::ConfigError> {
     /// let state = KeyedState::new(Identity::new("node-a")?);
     /// let key = ElectionName::new("shard-1")?;
     /// let (t0, ttl) = (tokio::time::Instant::now(), Duration::from_secs(3));
-    /// assert_eq!(state.may_claim_marked(&key, &Found::Vacant, None, ttl, t0), Some(Basis::AsRead));
+    /// assert_eq!(state.may_claim_basis(&key, &Found::Vacant, None, ttl, t0), Some(Basis::AsRead));
     /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 3_000 };
-    /// assert_eq!(state.may_claim_marked(&key, &found, None, ttl, t0), None); // first sight, no mark seen
+    /// assert_eq!(state.may_claim_basis(&key, &found, None, ttl, t0), None); // first sight, no heartbeat seen
     /// # Ok(()) }
     /// ```
-    pub fn may_claim_marked(
+    pub fn may_claim_basis(
         &self,
         name: &ElectionName,
         found: &Found,
-        mark: Option<MarkSeen>,
+        heartbeat: Option<Heartbeat>,
         ttl: Duration,
         now: Instant,
     ) -> Option<Basis> {
         if self.may_claim(name, found, ttl, now) {
             return Some(Basis::AsRead);
         }
-        lock(&self.marks)
-            .may_take(found, mark, ttl, now)
-            .map(|version| Basis::Mark { version })
+        lock(&self.heartbeats)
+            .may_take(found, heartbeat, ttl, now)
+            .map(|version| Basis::Heartbeat { version })
     }
 
     /// The set's identity.
@@ -998,13 +1001,13 @@ impl KeyedState {
             .map(|(name, epoch)| self.hold(name, *epoch))
             .collect();
         let holds: Vec<HeldRow<'_>> = terms.iter().flatten().copied().collect();
-        let (renewed, marks) = rows
-            .renew_marked(&holds, self.mark)
+        let (renewed, heartbeats) = rows
+            .renew_with_heartbeat(&holds, self.heartbeat)
             .await
             .map_err(|e| e.into_core(first))?;
         // Read before now: a first sight counted from here is late, never
         // early.
-        self.see_marks(marks, rows.now());
+        self.see_heartbeats(heartbeats, rows.now());
         let mut refused = Vec::new();
         for ((name, _), term) in held.iter().zip(&terms) {
             if term.is_some_and(|t| renewed.contains(t.name)) {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::Notify;
 
 use election_core::{Claimed, ConfigError, ElectionName, HeldKey};
-use election_sql::{Answer, Basis, KeyedRows, MarkSeen, SqlKeyedClaims, fail_each, failed_all};
+use election_sql::{Answer, Basis, Heartbeat, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
 
 use crate::error::Error;
 use crate::store::context::SqliteStore;
@@ -230,7 +230,7 @@ async fn take(
     let result = row::claim_many(
         &ctx.pool,
         &batch,
-        (set.state().identity().as_str(), set.state().mark()),
+        (set.state().identity().as_str(), set.state().heartbeat()),
         ctx.options.times.ttl_ms(),
         ctx.clock.wall_unix_ms(),
         || may_commit = true,
@@ -345,7 +345,7 @@ impl KeyedRows for SqliteStore {
                     .is_some_and(|h| h == set.state().identity().as_str());
                 let basis = set
                     .state()
-                    .may_claim_marked(name, &found, seen.mark, ttl, now)
+                    .may_claim_basis(name, &found, seen.heartbeat, ttl, now)
                     .or_else(|| {
                         let gone = !own && seen.holder_gone(lock);
                         if gone {
@@ -365,9 +365,9 @@ impl KeyedRows for SqliteStore {
                             seen: seen.lease.map(|r| (r.version, r.epoch)),
                             recorded: seen.recorded.map(|r| r.epoch),
                             lock,
-                            by_mark: match basis {
-                                Some(Basis::Mark { version }) => {
-                                    seen.mark.map(|m| MarkSeen { id: m.id, version })
+                            by_heartbeat: match basis {
+                                Some(Basis::Heartbeat { version }) => {
+                                    seen.heartbeat.map(|m| Heartbeat { id: m.id, version })
                                 }
                                 _ => None,
                             },

@@ -163,8 +163,8 @@
 pub mod conformance;
 pub mod display;
 pub mod driver;
+pub mod heartbeats;
 pub mod keyed;
-pub mod marks;
 pub mod memory;
 pub mod recorder;
 pub mod slots;

@@ -575,7 +575,7 @@ impl PostgresStore {
     }
 
     /// [`claim_many`](Self::claim_many) `via` the session or the pool, by
-    /// `claimant`: its identity and, for a lease set, its mark (ADR 0108).
+    /// `claimant`: its identity and, for a lease set, its heartbeat (ADR 0108).
     pub(crate) async fn claim_many_via(
         &self,
         via: Via,
@@ -742,26 +742,26 @@ impl election_sql::LeaseRows for PostgresStore {
     }
 
     /// A lease set's renewal, on the session's renewal queue as every
-    /// renewal (ADR 0105), its mark bumped and the marks listed (ADR 0108).
-    async fn renew_marked(
+    /// renewal (ADR 0105), its heartbeat bumped and the heartbeats listed (ADR 0108).
+    async fn renew_with_heartbeat(
         &self,
         holds: &[HeldRow<'_>],
-        mark: i64,
-    ) -> Result<(HashSet<String>, Vec<election_sql::MarkSeen>), Error> {
+        heartbeat: i64,
+    ) -> Result<(HashSet<String>, Vec<election_sql::Heartbeat>), Error> {
         let wall_ms = self.clock.wall_unix_ms();
         self.write(URGENT, self.options.validity(), async |conn| {
-            row::renew_marked(conn, &self.sql, holds, mark, wall_ms).await
+            row::renew_with_heartbeat(conn, &self.sql, holds, heartbeat, wall_ms).await
         })
         .await
     }
 
-    async fn forget_mark(&self, mark: i64) -> Result<(), Error> {
+    async fn stop_heartbeat(&self, heartbeat: i64) -> Result<(), Error> {
         let stale = self
             .clock
             .wall_unix_ms()
-            .saturating_sub(election_sql::MARK_KEPT_MS);
+            .saturating_sub(election_sql::HEARTBEAT_KEPT_MS);
         self.write(SESSION, self.options.request_timeout(), async |conn| {
-            row::forget_mark(conn, &self.sql, mark, stale).await
+            row::stop_heartbeat(conn, &self.sql, heartbeat, stale).await
         })
         .await
     }
@@ -1177,11 +1177,11 @@ mod tests {
         );
     }
 
-    /// A take by mark (ADR 0108) wins only while the mark the row names
+    /// A take by heartbeat (ADR 0108) wins only while the heartbeat the row names
     /// still shows the version the claimant saw: a bump between its read
-    /// and its claim (the holder renewed) or the mark deleted refuses it.
+    /// and its claim (the holder renewed) or the heartbeat deleted refuses it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_take_by_mark_wins_only_while_the_mark_is_unchanged() {
+    async fn a_take_by_heartbeat_wins_only_while_the_heartbeat_is_unchanged() {
         use election_sql::LeaseRows as _;
         let (server, ctx) = connected().await;
         let (a, b) = (101_i64, 202_i64);
@@ -1195,65 +1195,65 @@ mod tests {
             .await;
         let epoch = won.expect("claim")[0].1;
         let seen = read().await;
-        let mark = seen.mark.expect("the row names a's mark");
-        assert_eq!(mark.id, a);
-        // a renews (its mark moves on) after b read the row.
+        let heartbeat = seen.heartbeat.expect("the row names a's heartbeat");
+        assert_eq!(heartbeat.id, a);
+        // a renews (its heartbeat moves on) after b read the row.
         let hold = HeldRow {
             name: "jobs",
             nonce: 7,
             epoch,
         };
-        let (renewed, _) = ctx.renew_marked(&[hold], a).await.expect("renew");
+        let (renewed, _) = ctx.renew_with_heartbeat(&[hold], a).await.expect("renew");
         assert!(renewed.contains("jobs"));
         let mut take = Take::new("jobs", 8, &seen).expect("take");
-        take.by_mark = Some(mark.version);
+        take.by_heartbeat = Some(heartbeat.version);
         let refused = ctx.claim_many_via(Via::Pool, &[take], ("b", Some(b))).await;
         assert!(
             refused.expect("claim").is_empty(),
-            "taken by a mark that moved on"
+            "taken by a heartbeat that moved on"
         );
-        // The row and mark as read again, then the mark deleted by hand.
+        // The row and heartbeat as read again, then the heartbeat deleted by hand.
         let seen = read().await;
-        let now = seen.mark.expect("a's mark");
+        let now = seen.heartbeat.expect("a's heartbeat");
         server
-            .sql(&format!("DELETE FROM election.marks WHERE id = {a}"))
+            .sql(&format!("DELETE FROM election.heartbeats WHERE id = {a}"))
             .expect("delete");
         let mut take = Take::new("jobs", 8, &seen).expect("take");
-        take.by_mark = Some(now.version);
+        take.by_heartbeat = Some(now.version);
         let refused = ctx
             .claim_many_via(Via::Pool, &[take.clone()], ("b", Some(b)))
             .await;
         assert!(
             refused.expect("claim").is_empty(),
-            "taken by a mark deleted by hand"
+            "taken by a heartbeat deleted by hand"
         );
         // Written anew by a's next bump, at a random version: as seen, taken.
-        let (_, listed) = ctx.renew_marked(&[], b).await.expect("renew");
-        ctx.renew_marked(&[], a).await.expect("renew");
+        let (_, listed) = ctx.renew_with_heartbeat(&[], b).await.expect("renew");
+        ctx.renew_with_heartbeat(&[], a).await.expect("renew");
         assert!(
             listed.iter().all(|m| m.id != a),
-            "no mark of a while it was gone"
+            "no heartbeat of a while it was gone"
         );
         let again: i64 = server
             .sql(&format!(
-                "SELECT version FROM election.marks WHERE id = {a}"
+                "SELECT version FROM election.heartbeats WHERE id = {a}"
             ))
             .expect("version")
             .parse()
             .expect("a number");
-        take.by_mark = Some(again);
+        take.by_heartbeat = Some(again);
         let won = ctx.claim_many_via(Via::Pool, &[take], ("b", Some(b))).await;
         assert_eq!(
             won.expect("claim").len(),
             1,
-            "the row as read, the mark as seen"
+            "the row as read, the heartbeat as seen"
         );
         assert_eq!(
             server
-                .sql("SELECT mark || '/' || mark_nonce FROM election.leases WHERE name = 'jobs'")
-                .expect("mark"),
+                .sql("SELECT heartbeat || '/' || heartbeat_nonce FROM election.leases WHERE name = 'jobs'")
+                .expect("heartbeat"),
             format!("{b}/8"),
-            "the winner's mark, with its nonce"
+            "the winner's heartbeat, with its nonce"
         );
     }
 

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use election_core::{ConfigError, Epoch};
-use election_sql::MarkSeen;
+use election_sql::Heartbeat;
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Row as _, SqlSafeStr};
 
@@ -32,10 +32,10 @@ pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
 pub(crate) struct Seen {
     pub(crate) lease: Option<Row>,
     pub(crate) recorded: Option<Recorded>,
-    /// The mark the row's term names and its version, in the same read
-    /// (ADR 0108; [`read_many`] only): a mark written with the row's own
+    /// The heartbeat the row's term names and its version, in the same read
+    /// (ADR 0108; [`read_many`] only): a heartbeat written with the row's own
     /// nonce.
-    pub(crate) mark: Option<MarkSeen>,
+    pub(crate) heartbeat: Option<Heartbeat>,
 }
 
 impl Seen {
@@ -121,12 +121,12 @@ pub(crate) async fn read_many(
             lease.renewed_unix_ms = renewed;
             lease.value = value;
         }
-        // The eleventh and twelfth: the mark the term names, and its
+        // The eleventh and twelfth: the heartbeat the term names, and its
         // version (ADR 0108).
-        let (mark, version): (Option<i64>, Option<i64>) = (row.try_get(10)?, row.try_get(11)?);
-        seen.mark = mark
+        let (heartbeat, version): (Option<i64>, Option<i64>) = (row.try_get(10)?, row.try_get(11)?);
+        seen.heartbeat = heartbeat
             .zip(version)
-            .map(|(id, version)| MarkSeen { id, version });
+            .map(|(id, version)| Heartbeat { id, version });
         out.insert(name, seen);
     }
     Ok(out)
@@ -170,7 +170,7 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
         Seen {
             lease,
             recorded,
-            mark: None,
+            heartbeat: None,
         },
     )?;
     Ok((name, seen))
@@ -236,52 +236,52 @@ pub(crate) async fn renew_many(
     Ok(renewed.into_iter().collect())
 }
 
-/// [`renew_many`] for a lease set whose mark is `mark` (ADR 0108), in one
-/// statement: bumps the mark and lists every other mark (as the
+/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0108), in one
+/// statement: bumps the heartbeat and lists every other heartbeat (as the
 /// statement's snapshot shows them). Returns the names renewed and the
-/// marks.
-pub(crate) async fn renew_marked(
+/// heartbeats.
+pub(crate) async fn renew_with_heartbeat(
     conn: &mut PgConnection,
     sql: &Sql,
     holds: &[HeldRow<'_>],
-    mark: i64,
+    heartbeat: i64,
     wall_ms: i64,
-) -> Result<(HashSet<String>, Vec<MarkSeen>), Error> {
+) -> Result<(HashSet<String>, Vec<Heartbeat>), Error> {
     let names: Vec<&str> = holds.iter().map(|h| h.name).collect();
     let nonces: Vec<i64> = holds.iter().map(|h| h.nonce).collect();
     let epochs: Vec<i64> = holds.iter().map(|h| h.epoch).collect();
     let rows: Vec<(Option<String>, Option<i64>, Option<i64>)> =
-        sqlx::query_as(AssertSqlSafe(sql.renew_marked.clone()))
+        sqlx::query_as(AssertSqlSafe(sql.renew_with_heartbeat.clone()))
             .bind(names)
             .bind(nonces)
             .bind(epochs)
             .bind(wall_ms)
-            .bind(mark)
+            .bind(heartbeat)
             .fetch_all(&mut *conn)
             .await?;
     let mut renewed = HashSet::with_capacity(holds.len());
-    let mut marks = Vec::new();
+    let mut heartbeats = Vec::new();
     for (name, id, version) in rows {
         match (name, id.zip(version)) {
             (Some(name), _) => {
                 renewed.insert(name);
             }
-            (None, Some((id, version))) => marks.push(MarkSeen { id, version }),
+            (None, Some((id, version))) => heartbeats.push(Heartbeat { id, version }),
             (None, None) => {}
         }
     }
-    Ok((renewed, marks))
+    Ok((renewed, heartbeats))
 }
 
-/// Deletes the mark `id` of a lease set that closed, and every mark not
+/// Deletes the heartbeat `id` of a lease set that closed, and every heartbeat not
 /// bumped since `stale_before_ms` (ADR 0108).
-pub(crate) async fn forget_mark(
+pub(crate) async fn stop_heartbeat(
     conn: &mut PgConnection,
     sql: &Sql,
     id: i64,
     stale_before_ms: i64,
 ) -> Result<(), Error> {
-    sqlx::query(AssertSqlSafe(sql.forget_mark.clone()))
+    sqlx::query(AssertSqlSafe(sql.stop_heartbeat.clone()))
         .bind(id)
         .bind(stale_before_ms)
         .execute(&mut *conn)
@@ -341,9 +341,9 @@ pub(crate) struct Take<'a> {
     pub(crate) recorded: Option<i64>,
     /// The lowest epoch the term may get ([`Seen::floor`]).
     pub(crate) floor: i64,
-    /// A take by the holder's mark (ADR 0108): the version the mark the
+    /// A take by the holder's heartbeat (ADR 0108): the version the heartbeat the
     /// row names must still show in the claim's statement.
-    pub(crate) by_mark: Option<i64>,
+    pub(crate) by_heartbeat: Option<i64>,
 }
 
 impl<'a> Take<'a> {
@@ -360,7 +360,7 @@ impl<'a> Take<'a> {
             seen: seen.lease.as_ref().map(|r| (r.version, r.epoch)),
             recorded: seen.recorded.map(|r| r.epoch),
             floor,
-            by_mark: None,
+            by_heartbeat: None,
         })
     }
 }
@@ -383,8 +383,8 @@ pub(crate) async fn claim_many(
     ttl_ms: i64,
     wall_ms: i64,
 ) -> Result<Vec<(String, i64)>, Error> {
-    let (identity, mark) = claimant;
-    let by_mark: Vec<Option<i64>> = takes.iter().map(|t| t.by_mark).collect();
+    let (identity, heartbeat) = claimant;
+    let by_heartbeat: Vec<Option<i64>> = takes.iter().map(|t| t.by_heartbeat).collect();
     let names: Vec<&str> = takes.iter().map(|t| t.name).collect();
     let nonces: Vec<i64> = takes.iter().map(|t| t.nonce).collect();
     let versions: Vec<Option<i64>> = takes.iter().map(|t| t.seen.map(|s| s.0)).collect();
@@ -402,8 +402,8 @@ pub(crate) async fn claim_many(
         .bind(ttl_ms)
         .bind(wall_ms)
         .bind(&*sql.channel)
-        .bind(mark)
-        .bind(by_mark)
+        .bind(heartbeat)
+        .bind(by_heartbeat)
         .fetch_all(&mut *conn)
         .await?;
     Ok(won)
@@ -546,7 +546,7 @@ mod tests {
                 epoch,
                 ttl_ms: 1000,
             }),
-            mark: None,
+            heartbeat: None,
         }
     }
 

@@ -372,20 +372,20 @@ impl election_sql::LeaseRows for SqliteStore {
         row::release_many(&self.pool, holds).await
     }
 
-    async fn renew_marked(
+    async fn renew_with_heartbeat(
         &self,
         holds: &[HeldRow<'_>],
-        mark: i64,
-    ) -> Result<(HashSet<String>, Vec<election_sql::MarkSeen>), Error> {
-        row::renew_marked(&self.pool, holds, mark, self.clock.wall_unix_ms()).await
+        heartbeat: i64,
+    ) -> Result<(HashSet<String>, Vec<election_sql::Heartbeat>), Error> {
+        row::renew_with_heartbeat(&self.pool, holds, heartbeat, self.clock.wall_unix_ms()).await
     }
 
-    async fn forget_mark(&self, mark: i64) -> Result<(), Error> {
+    async fn stop_heartbeat(&self, heartbeat: i64) -> Result<(), Error> {
         let stale = self
             .clock
             .wall_unix_ms()
-            .saturating_sub(election_sql::MARK_KEPT_MS);
-        row::forget_mark(&self.pool, mark, stale).await
+            .saturating_sub(election_sql::HEARTBEAT_KEPT_MS);
+        row::stop_heartbeat(&self.pool, heartbeat, stale).await
     }
 
     fn now(&self) -> tokio::time::Instant {

@@ -4,7 +4,7 @@
 //! autocommit statement (ADR 0035).
 
 use election_core::{ConfigError, Epoch};
-use election_sql::MarkSeen;
+use election_sql::Heartbeat;
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::error::Error;
@@ -50,10 +50,10 @@ pub(crate) struct ClaimWrite<'a> {
     /// The same-host lock this attempt holds now, if any (ADR 0026):
     /// `<boot id>/<st_dev>/<st_ino>` of its locked file.
     pub(crate) lock: Option<&'a str>,
-    /// The mark of the lease set claiming (ADR 0108), written with the
-    /// attempt's nonce as `mark_nonce`; `None` (a single candidate): the
-    /// row names no mark.
-    pub(crate) mark: Option<i64>,
+    /// The heartbeat of the lease set claiming (ADR 0108), written with the
+    /// attempt's nonce as `heartbeat_nonce`; `None` (a single candidate): the
+    /// row names no heartbeat.
+    pub(crate) heartbeat: Option<i64>,
 }
 
 /// A statement of this module, with its bound values so far.
@@ -61,7 +61,7 @@ type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteAr
 
 impl<'a> ClaimWrite<'a> {
     /// Binds `?1` to `?8` of a winning write: name, holder, nonce, `epoch`,
-    /// TTL, wall clock, lock id, mark.
+    /// TTL, wall clock, lock id, heartbeat.
     fn bind(self, query: Statement<'a>, epoch: i64) -> Statement<'a> {
         query
             .bind(self.name)
@@ -71,7 +71,7 @@ impl<'a> ClaimWrite<'a> {
             .bind(self.ttl_ms)
             .bind(self.wall_ms)
             .bind(self.lock.map(|l| lock_id(self.nonce, l)))
-            .bind(self.mark)
+            .bind(self.heartbeat)
     }
 }
 
@@ -238,7 +238,7 @@ async fn win(
             sqlx::query(and_record!(
                 "INSERT INTO election_leases
                    (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms, lock_id,
-                    mark, mark_nonce)
+                    heartbeat, heartbeat_nonce)
                  VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, ?7, ?8, CASE WHEN ?8 IS NULL THEN NULL ELSE ?3 END)
                  ON CONFLICT (name) DO NOTHING"
             )),
@@ -250,7 +250,7 @@ async fn win(
                     "UPDATE election_leases
                      SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
                          ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6, lock_id = ?7,
-                         mark = ?8, mark_nonce = CASE WHEN ?8 IS NULL THEN NULL ELSE ?3 END
+                         heartbeat = ?8, heartbeat_nonce = CASE WHEN ?8 IS NULL THEN NULL ELSE ?3 END
                      WHERE name = ?1 AND version = ?9 AND epoch = ?10"
                 )),
                 epoch,
@@ -502,9 +502,9 @@ pub(crate) struct Seen {
     pub(crate) recorded: Option<Recorded>,
     /// The row's nonce and `lock_id` (ADR 0026), if it has them.
     pub(crate) lock: Option<(i64, String)>,
-    /// The mark the row's term names and its version, in the same read
-    /// (ADR 0108): only a mark written with the row's own nonce.
-    pub(crate) mark: Option<MarkSeen>,
+    /// The heartbeat the row's term names and its version, in the same read
+    /// (ADR 0108): only a heartbeat written with the row's own nonce.
+    pub(crate) heartbeat: Option<Heartbeat>,
 }
 
 impl Seen {
@@ -538,7 +538,7 @@ pub(crate) async fn read_many(
             "SELECT l.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, l.nonce, l.lock_id,
                     m.id, m.version
              FROM election_leases l
-             LEFT JOIN election_marks m ON m.id = l.mark AND l.mark_nonce = l.nonce
+             LEFT JOIN election_heartbeats m ON m.id = l.heartbeat AND l.heartbeat_nonce = l.nonce
              WHERE l.name IN ({marks})"
         );
         type Raw = (
@@ -557,16 +557,26 @@ pub(crate) async fn read_many(
         for name in chunk {
             query = query.bind(*name);
         }
-        for (name, holder, epoch, version, ttl_ms, acquired, nonce, lock_id, mark, mark_version) in
-            query.fetch_all(&mut *tx).await?
+        for (
+            name,
+            holder,
+            epoch,
+            version,
+            ttl_ms,
+            acquired,
+            nonce,
+            lock_id,
+            heartbeat,
+            heartbeat_version,
+        ) in query.fetch_all(&mut *tx).await?
         {
             let found = check(&name, row((holder, epoch, version, ttl_ms, acquired, None)))?;
             let entry = seen.entry(name).or_default();
             entry.lease = Some(found);
             entry.lock = nonce.zip(lock_id);
-            entry.mark = mark
-                .zip(mark_version)
-                .map(|(id, version)| MarkSeen { id, version });
+            entry.heartbeat = heartbeat
+                .zip(heartbeat_version)
+                .map(|(id, version)| Heartbeat { id, version });
         }
         let sql =
             format!("SELECT name, epoch, ttl_ms FROM election_epochs WHERE name IN ({marks})");
@@ -628,14 +638,14 @@ async fn renew_in(
     Ok(())
 }
 
-/// Bumps the mark `id` (ADR 0108), in the caller's transaction: one
+/// Bumps the heartbeat `id` (ADR 0108), in the caller's transaction: one
 /// version up, or written from a random version where it is missing (a
 /// first bump, or deleted by hand).
-async fn bump_mark(conn: &mut SqliteConnection, id: i64, wall_ms: i64) -> Result<(), Error> {
+async fn beat(conn: &mut SqliteConnection, id: i64, wall_ms: i64) -> Result<(), Error> {
     sqlx::query(
-        "INSERT INTO election_marks (id, version, bumped_unix_ms)
+        "INSERT INTO election_heartbeats (id, version, beat_unix_ms)
          VALUES (?1, (random() & 4611686018427387903) + 1, ?2)
-         ON CONFLICT (id) DO UPDATE SET version = version + 1, bumped_unix_ms = excluded.bumped_unix_ms",
+         ON CONFLICT (id) DO UPDATE SET version = version + 1, beat_unix_ms = excluded.beat_unix_ms",
     )
     .bind(id)
     .bind(wall_ms)
@@ -644,36 +654,36 @@ async fn bump_mark(conn: &mut SqliteConnection, id: i64, wall_ms: i64) -> Result
     Ok(())
 }
 
-/// [`renew_many`] for a lease set whose mark is `mark` (ADR 0108): in the
-/// same transaction, bumps the mark and lists every mark.
-pub(crate) async fn renew_marked(
+/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0108): in the
+/// same transaction, bumps the heartbeat and lists every heartbeat.
+pub(crate) async fn renew_with_heartbeat(
     pool: &SqlitePool,
     holds: &[HeldRow<'_>],
-    mark: i64,
+    heartbeat: i64,
     wall_ms: i64,
-) -> Result<(std::collections::HashSet<String>, Vec<MarkSeen>), Error> {
+) -> Result<(std::collections::HashSet<String>, Vec<Heartbeat>), Error> {
     let mut renewed = std::collections::HashSet::with_capacity(holds.len());
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     renew_in(&mut tx, holds, wall_ms, &mut renewed).await?;
-    bump_mark(&mut tx, mark, wall_ms).await?;
-    let marks = sqlx::query_as::<_, (i64, i64)>("SELECT id, version FROM election_marks")
+    beat(&mut tx, heartbeat, wall_ms).await?;
+    let heartbeats = sqlx::query_as::<_, (i64, i64)>("SELECT id, version FROM election_heartbeats")
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
-        .map(|(id, version)| MarkSeen { id, version })
+        .map(|(id, version)| Heartbeat { id, version })
         .collect();
     tx.commit().await?;
-    Ok((renewed, marks))
+    Ok((renewed, heartbeats))
 }
 
-/// Deletes the mark `id` of a lease set that closed, and every mark not
+/// Deletes the heartbeat `id` of a lease set that closed, and every heartbeat not
 /// bumped since `stale_before_ms` (a set that crashed) (ADR 0108).
-pub(crate) async fn forget_mark(
+pub(crate) async fn stop_heartbeat(
     pool: &SqlitePool,
     id: i64,
     stale_before_ms: i64,
 ) -> Result<(), Error> {
-    sqlx::query("DELETE FROM election_marks WHERE id = ?1 OR bumped_unix_ms < ?2")
+    sqlx::query("DELETE FROM election_heartbeats WHERE id = ?1 OR beat_unix_ms < ?2")
         .bind(id)
         .bind(stale_before_ms)
         .execute(pool)
@@ -714,9 +724,9 @@ pub(crate) struct Take<'a> {
     /// The same-host lock the claimant holds on the key's file, if any
     /// (ADR 0026): `<boot id>/<st_dev>/<st_ino>`, written as `lock_id`.
     pub(crate) lock: Option<&'a str>,
-    /// A take by the holder's mark (ADR 0108): the mark and the version it
+    /// A take by the holder's heartbeat (ADR 0108): the heartbeat and the version it
     /// must still show in the claim's transaction.
-    pub(crate) by_mark: Option<MarkSeen>,
+    pub(crate) by_heartbeat: Option<Heartbeat>,
 }
 
 /// What a batch of claims did.
@@ -745,7 +755,7 @@ pub(crate) async fn claim_many(
     wall_ms: i64,
     before_commit: impl FnOnce(),
 ) -> Result<Claimed, Error> {
-    let (identity, mark) = claimant;
+    let (identity, heartbeat) = claimant;
     let mut claimed = Claimed::default();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     for t in takes {
@@ -753,12 +763,12 @@ pub(crate) async fn claim_many(
         if recorded.map(|r| r.epoch) != t.recorded {
             continue;
         }
-        if let Some(m) = t.by_mark {
-            // Taken by mark: only while the mark still shows the version
+        if let Some(m) = t.by_heartbeat {
+            // Taken by heartbeat: only while the heartbeat still shows the version
             // seen unchanged for a full TTL (the row's own version is
             // checked by the write below).
             let now: Option<i64> =
-                sqlx::query_scalar("SELECT version FROM election_marks WHERE id = ?1")
+                sqlx::query_scalar("SELECT version FROM election_heartbeats WHERE id = ?1")
                     .bind(m.id)
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -781,7 +791,7 @@ pub(crate) async fn claim_many(
             ttl_ms,
             wall_ms,
             lock: t.lock,
-            mark: Some(mark),
+            heartbeat: Some(heartbeat),
         };
         if win(&mut tx, w, t.seen, epoch).await? {
             claimed.won.push((t.name.to_owned(), epoch));
@@ -791,9 +801,9 @@ pub(crate) async fn claim_many(
         tx.rollback().await?;
         return Ok(claimed);
     }
-    // The terms won extend the set's validity: they bump its mark in the
+    // The terms won extend the set's validity: they bump its heartbeat in the
     // same transaction (ADR 0108).
-    bump_mark(&mut tx, mark, wall_ms).await?;
+    beat(&mut tx, heartbeat, wall_ms).await?;
     before_commit();
     tx.commit().await?;
     Ok(claimed)
@@ -823,7 +833,7 @@ mod tests {
             ttl_ms: 30_000,
             wall_ms: 0,
             lock,
-            mark: None,
+            heartbeat: None,
         }
     }
 
@@ -891,11 +901,11 @@ mod tests {
         assert_eq!(id.as_deref(), Some("8/boot/1/2"));
     }
 
-    /// A take by mark (ADR 0108) wins only while the mark still shows the
+    /// A take by heartbeat (ADR 0108) wins only while the heartbeat still shows the
     /// version the claimant saw unchanged: a bump between its read and its
-    /// claim (the holder renewed) or the mark deleted refuses it.
+    /// claim (the holder renewed) or the heartbeat deleted refuses it.
     #[tokio::test]
-    async fn a_take_by_mark_wins_only_while_the_mark_is_unchanged() {
+    async fn a_take_by_heartbeat_wins_only_while_the_heartbeat_is_unchanged() {
         let (_dir, ctx) = context().await;
         let (a, b) = (101, 202);
         let fresh = Take {
@@ -904,7 +914,7 @@ mod tests {
             seen: None,
             recorded: None,
             lock: None,
-            by_mark: None,
+            by_heartbeat: None,
         };
         let won = claim_many(&ctx.pool, &[fresh], ("a", a), 30_000, 0, || {})
             .await
@@ -915,8 +925,8 @@ mod tests {
             .unwrap()
             .remove("jobs")
             .unwrap();
-        let mark = seen.mark.expect("the row names a's mark");
-        assert_eq!(mark.id, a);
+        let heartbeat = seen.heartbeat.expect("the row names a's heartbeat");
+        assert_eq!(heartbeat.id, a);
         let row = seen.lease.unwrap();
         let take = |version| Take {
             name: "jobs",
@@ -924,30 +934,39 @@ mod tests {
             seen: Some((row.version, row.epoch)),
             recorded: Some(epoch),
             lock: None,
-            by_mark: Some(MarkSeen { id: a, version }),
+            by_heartbeat: Some(Heartbeat { id: a, version }),
         };
-        // a renews (its mark moves on) after b read the row.
+        // a renews (its heartbeat moves on) after b read the row.
         let hold = HeldRow {
             name: "jobs",
             nonce: 7,
             epoch,
         };
-        let (renewed, _) = renew_marked(&ctx.pool, &[hold], a, 0).await.unwrap();
-        assert!(renewed.contains("jobs"));
-        let refused = claim_many(&ctx.pool, &[take(mark.version)], ("b", b), 30_000, 0, || {})
+        let (renewed, _) = renew_with_heartbeat(&ctx.pool, &[hold], a, 0)
             .await
             .unwrap();
-        assert!(refused.won.is_empty(), "taken by a mark that moved on");
-        // The row as read again, the mark at its new version: taken.
+        assert!(renewed.contains("jobs"));
+        let refused = claim_many(
+            &ctx.pool,
+            &[take(heartbeat.version)],
+            ("b", b),
+            30_000,
+            0,
+            || {},
+        )
+        .await
+        .unwrap();
+        assert!(refused.won.is_empty(), "taken by a heartbeat that moved on");
+        // The row as read again, the heartbeat at its new version: taken.
         let seen = read_many(&ctx.pool, &["jobs"])
             .await
             .unwrap()
             .remove("jobs")
             .unwrap();
-        let (row, now) = (seen.lease.unwrap(), seen.mark.unwrap());
+        let (row, now) = (seen.lease.unwrap(), seen.heartbeat.unwrap());
         let mut at_now = take(now.version);
         at_now.seen = Some((row.version, row.epoch));
-        sqlx::query("DELETE FROM election_marks WHERE id = ?1")
+        sqlx::query("DELETE FROM election_heartbeats WHERE id = ?1")
             .bind(a)
             .execute(&ctx.pool)
             .await
@@ -955,14 +974,18 @@ mod tests {
         let refused = claim_many(&ctx.pool, &[at_now], ("b", b), 30_000, 0, || {})
             .await
             .unwrap();
-        assert!(refused.won.is_empty(), "taken by a mark deleted by hand");
-        renew_marked(&ctx.pool, &[], a, 0).await.unwrap(); // written anew, at a random version
-        let again: i64 = sqlx::query_scalar("SELECT version FROM election_marks WHERE id = ?1")
-            .bind(a)
-            .fetch_one(&ctx.pool)
-            .await
-            .unwrap();
-        at_now.by_mark = Some(MarkSeen {
+        assert!(
+            refused.won.is_empty(),
+            "taken by a heartbeat deleted by hand"
+        );
+        renew_with_heartbeat(&ctx.pool, &[], a, 0).await.unwrap(); // written anew, at a random version
+        let again: i64 =
+            sqlx::query_scalar("SELECT version FROM election_heartbeats WHERE id = ?1")
+                .bind(a)
+                .fetch_one(&ctx.pool)
+                .await
+                .unwrap();
+        at_now.by_heartbeat = Some(Heartbeat {
             id: a,
             version: again,
         });
@@ -972,17 +995,18 @@ mod tests {
         assert_eq!(
             won.won.len(),
             1,
-            "the row as read and the mark as seen: taken"
+            "the row as read and the heartbeat as seen: taken"
         );
-        let named: (Option<i64>, Option<i64>) =
-            sqlx::query_as("SELECT mark, mark_nonce FROM election_leases WHERE name = 'jobs'")
-                .fetch_one(&ctx.pool)
-                .await
-                .unwrap();
+        let named: (Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT heartbeat, heartbeat_nonce FROM election_leases WHERE name = 'jobs'",
+        )
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
         assert_eq!(
             named,
             (Some(b), Some(8)),
-            "the winner's mark, with its nonce"
+            "the winner's heartbeat, with its nonce"
         );
     }
 

@@ -25,14 +25,14 @@
 //!   records are guarded: with a mark gone, a fence would accept a deposed
 //!   leader's lower token. **Never drop those triggers or this table.**
 //!
-//! - `election_marks` (ADR 0108): one row per lease set, its *mark*
-//!   (`id`, `version`, `bumped_unix_ms` for people and for the deletion of
-//!   marks left behind), bumped by every transaction that extends the
-//!   set's terms; `election_leases.mark` and `mark_nonce` name the mark of
+//! - `election_heartbeats` (ADR 0108): one row per lease set, its *heartbeat*
+//!   (`id`, `version`, `beat_unix_ms` for people and for the deletion of
+//!   heartbeats left behind), bumped by every transaction that extends the
+//!   set's terms; `election_leases.heartbeat` and `heartbeat_nonce` name the heartbeat of
 //!   the term a row shows (only with the row's own nonce). Added in place
 //!   to databases of any version, without a version bump, as `lock_id`:
 //!   older versions never read them, and a row they win gets a nonce of
-//!   its own, so a mark they leave behind names nothing.
+//!   its own, so a heartbeat they leave behind names nothing.
 //!
 //! Version 1 databases are migrated in place: `election_epochs` is created
 //! and seeded from every existing lease row's epoch, so epochs keep
@@ -173,8 +173,8 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
                 (SELECT count(*) FROM sqlite_master WHERE type = 'trigger'
                     AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered',
                                  'election_epochs_never_replaced_lower')) = 3,
-                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'mark_nonce') > 0
-                AND (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_marks') > 0",
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'heartbeat_nonce') > 0
+                AND (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_heartbeats') > 0",
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -294,33 +294,33 @@ async fn add_value_columns(conn: &mut SqliteConnection) -> Result<bool, Error> {
     Ok(false)
 }
 
-/// Adds `election_marks` and `election_leases.mark`, `mark_nonce` (ADR
+/// Adds `election_heartbeats` and `election_leases.heartbeat`, `heartbeat_nonce` (ADR
 /// 0108) where missing. In place, without a version bump (as `lock_id`).
 /// True if it added anything.
 async fn add_marks(conn: &mut SqliteConnection) -> Result<bool, Error> {
-    let (tables, columns, marks): (i64, i64, i64) = sqlx::query_as(
+    let (tables, columns, heartbeats): (i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_leases'),
-                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'mark_nonce'),
-                (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_marks')",
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'heartbeat_nonce'),
+                (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_heartbeats')",
     )
     .fetch_one(&mut *conn)
     .await?;
     let mut added = false;
     if tables == 1 && columns == 0 {
         for stmt in [
-            "ALTER TABLE election_leases ADD COLUMN mark INTEGER",
-            "ALTER TABLE election_leases ADD COLUMN mark_nonce INTEGER",
+            "ALTER TABLE election_leases ADD COLUMN heartbeat INTEGER",
+            "ALTER TABLE election_leases ADD COLUMN heartbeat_nonce INTEGER",
         ] {
             sqlx::query(stmt).execute(&mut *conn).await?;
         }
         added = true;
     }
-    if marks == 0 {
+    if heartbeats == 0 {
         sqlx::query(
-            "CREATE TABLE election_marks (
+            "CREATE TABLE election_heartbeats (
                 id INTEGER PRIMARY KEY NOT NULL,
                 version INTEGER NOT NULL,
-                bumped_unix_ms INTEGER NOT NULL
+                beat_unix_ms INTEGER NOT NULL
             )",
         )
         .execute(&mut *conn)

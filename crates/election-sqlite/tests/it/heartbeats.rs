@@ -1,13 +1,13 @@
-//! Holder marks (ADR 0108): a lease set whose holder stopped renewing is
+//! Holder heartbeats (ADR 0108): a lease set whose holder stopped renewing is
 //! taken over a TTL after the contender's first sight of the holder's last
-//! mark, not a TTL after its first look at each key row; never while the
-//! holder still renews, and never by a mark deleted by hand.
+//! heartbeat, not a TTL after its first look at each key row; never while the
+//! holder still renews, and never by a heartbeat deleted by hand.
 
 use std::time::Duration;
 
 use election_core::{Claimed, ElectionName, Identity, KeyedClaims};
 use election_sqlite::{SqliteElection, SqliteKeyedClaims, SqliteOptions};
-use election_testkit::marks::{self, HandClock, MarkCase};
+use election_testkit::heartbeats::{self, HandClock, HeartbeatCase};
 
 const TTL: Duration = Duration::from_secs(3);
 
@@ -16,7 +16,7 @@ const TTL: Duration = Duration::from_secs(3);
 async fn case() -> (
     tempfile::TempDir,
     SqliteElection,
-    MarkCase<SqliteKeyedClaims>,
+    HeartbeatCase<SqliteKeyedClaims>,
 ) {
     let dir = tempfile::tempdir().expect("dir");
     let clock = HandClock::new();
@@ -30,7 +30,7 @@ async fn case() -> (
     }
     let a = SqliteKeyedClaims::new(&opened[0], Identity::new("node-a").unwrap());
     let b = SqliteKeyedClaims::new(&opened[1], Identity::new("node-b").unwrap());
-    let case = MarkCase {
+    let case = HeartbeatCase {
         a,
         b,
         advance: clock.advancer(),
@@ -40,21 +40,21 @@ async fn case() -> (
 }
 
 #[tokio::test]
-async fn a_set_that_stopped_renewing_is_taken_over_a_ttl_after_its_last_mark() {
+async fn a_set_that_stopped_renewing_is_taken_over_a_ttl_after_its_last_heartbeat() {
     let (_dir, _e, case) = case().await;
-    marks::taken_over_a_ttl_after_the_last_mark(case).await;
+    heartbeats::taken_over_a_ttl_after_the_last_heartbeat(case).await;
 }
 
 #[tokio::test]
-async fn a_set_that_renews_is_never_taken_over_by_mark() {
+async fn a_set_that_renews_is_never_taken_over_by_heartbeat() {
     let (_dir, _e, case) = case().await;
-    marks::never_taken_over_while_renewing(case).await;
+    heartbeats::never_taken_over_while_renewing(case).await;
 }
 
-/// The mark deleted between `b`'s last listing and its look: the look
-/// finds no mark, and the rows are held for a full TTL of `b`'s own.
+/// The heartbeat deleted between `b`'s last listing and its look: the look
+/// finds no heartbeat, and the rows are held for a full TTL of `b`'s own.
 #[tokio::test]
-async fn a_mark_deleted_by_hand_takes_nothing_over() {
+async fn a_heartbeat_deleted_by_hand_takes_nothing_over() {
     let (_dir, e, case) = case().await;
     let keys = |names: &[&str]| -> Vec<ElectionName> {
         names
@@ -71,8 +71,8 @@ async fn a_mark_deleted_by_hand_takes_nothing_over() {
     case.b.renew(&held).await.expect("renewed");
     (case.advance)(TTL);
     case.b.renew(&held).await.expect("renewed");
-    sqlx::query("DELETE FROM election_marks WHERE id = ?1")
-        .bind(case.a.state().mark())
+    sqlx::query("DELETE FROM election_heartbeats WHERE id = ?1")
+        .bind(case.a.state().heartbeat())
         .execute(e.pool())
         .await
         .expect("delete");

@@ -1,12 +1,12 @@
-//! The takeover of a crashed lease set by its mark (ADR 0108), as two
-//! scenarios any backend with marks runs over two keyed-claims instances
+//! The takeover of a crashed lease set by its heartbeat (ADR 0108), as two
+//! scenarios any backend with heartbeats runs over two keyed-claims instances
 //! `a` and `b` of one store, on one clock moved by hand (`advance`), with
 //! the steps called by hand (nothing renews on its own):
 //!
-//! - `b` holds a key, so it renews and lists the marks all along; `a`
-//!   holds two keys. [`taken_over_a_ttl_after_the_last_mark`]: `a` stops,
+//! - `b` holds a key, so it renews and lists the heartbeats all along; `a`
+//!   holds two keys. [`taken_over_a_ttl_after_the_last_heartbeat`]: `a` stops,
 //!   and `b`'s first look at `a`'s rows, a full TTL after it first saw
-//!   `a`'s last mark, takes them at once (a per-row count would wait a TTL
+//!   `a`'s last heartbeat, takes them at once (a per-row count would wait a TTL
 //!   of its own from that look).
 //! - [`never_taken_over_while_renewing`]: `a` renews in between; `b` takes
 //!   nothing.
@@ -41,7 +41,7 @@ impl HandClock {
         self.ms.fetch_add(ms, Ordering::SeqCst);
     }
 
-    /// `advance` as the boxed closure [`MarkCase`] takes.
+    /// `advance` as the boxed closure [`HeartbeatCase`] takes.
     pub fn advancer(self: &Arc<Self>) -> Box<dyn Fn(Duration) + Send + Sync> {
         let clock = self.clone();
         Box::new(move |by| clock.advance(by))
@@ -59,10 +59,10 @@ impl Clock for HandClock {
 }
 
 /// Two sets over one store, and how to move their clock.
-pub struct MarkCase<K> {
+pub struct HeartbeatCase<K> {
     /// The set that stops (or renews).
     pub a: K,
-    /// The set that watches `a`'s mark and takes `a`'s keys.
+    /// The set that watches `a`'s heartbeat and takes `a`'s keys.
     pub b: K,
     /// Moves both sets' monotonic clock forward.
     pub advance: Box<dyn Fn(Duration) + Send + Sync>,
@@ -70,9 +70,9 @@ pub struct MarkCase<K> {
     pub ttl: Duration,
 }
 
-impl<K> std::fmt::Debug for MarkCase<K> {
+impl<K> std::fmt::Debug for HeartbeatCase<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MarkCase")
+        f.debug_struct("HeartbeatCase")
             .field("ttl", &self.ttl)
             .finish_non_exhaustive()
     }
@@ -106,9 +106,9 @@ async fn renew<K: KeyedClaims>(set: &K, held: &[(ElectionName, Epoch)]) {
 }
 
 /// `a` wins `k1` and `k2`, `b` wins `k0` and renews once (its first
-/// listing of the marks): what each holds.
+/// listing of the heartbeats): what each holds.
 async fn set_up<K: KeyedClaims>(
-    c: &MarkCase<K>,
+    c: &HeartbeatCase<K>,
 ) -> (Vec<(ElectionName, Epoch)>, Vec<(ElectionName, Epoch)>) {
     let a = claim(&c.a, &["k1", "k2"]).await;
     assert_eq!(a.len(), 2, "a won {a:?}");
@@ -119,8 +119,8 @@ async fn set_up<K: KeyedClaims>(
 }
 
 /// `a` stops renewing; `b`, renewing on, takes `a`'s keys at its first
-/// look a TTL after it first saw `a`'s last mark.
-pub async fn taken_over_a_ttl_after_the_last_mark<K: KeyedClaims>(c: MarkCase<K>) {
+/// look a TTL after it first saw `a`'s last heartbeat.
+pub async fn taken_over_a_ttl_after_the_last_heartbeat<K: KeyedClaims>(c: HeartbeatCase<K>) {
     let (_, b) = set_up(&c).await;
     (c.advance)(c.ttl);
     renew(&c.b, &b).await;
@@ -128,14 +128,14 @@ pub async fn taken_over_a_ttl_after_the_last_mark<K: KeyedClaims>(c: MarkCase<K>
     assert_eq!(
         taken.len(),
         2,
-        "b's first look at a's rows came a TTL after a's last mark, and it took {taken:?}: \
+        "b's first look at a's rows came a TTL after a's last heartbeat, and it took {taken:?}: \
          it waited for a TTL of its own on each row"
     );
 }
 
-/// `a` renews half a TTL in: its mark moves on, and `b` takes nothing a
-/// TTL after its first sight of the old mark.
-pub async fn never_taken_over_while_renewing<K: KeyedClaims>(c: MarkCase<K>) {
+/// `a` renews half a TTL in: its heartbeat moves on, and `b` takes nothing a
+/// TTL after its first sight of the old heartbeat.
+pub async fn never_taken_over_while_renewing<K: KeyedClaims>(c: HeartbeatCase<K>) {
     let (a, b) = set_up(&c).await;
     (c.advance)(c.ttl / 2);
     renew(&c.a, &a).await;

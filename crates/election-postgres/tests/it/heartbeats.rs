@@ -1,7 +1,7 @@
-//! Holder marks (ADR 0108): a lease set whose holder stopped renewing is
+//! Holder heartbeats (ADR 0108): a lease set whose holder stopped renewing is
 //! taken over a TTL after the contender's first sight of the holder's last
-//! mark, not a TTL after its first look at each key row; never while the
-//! holder still renews, and never by a mark deleted by hand.
+//! heartbeat, not a TTL after its first look at each key row; never while the
+//! holder still renews, and never by a heartbeat deleted by hand.
 
 use std::time::Duration;
 
@@ -9,13 +9,13 @@ use crate::common;
 
 use election_core::{Claimed, ElectionName, Identity, KeyedClaims};
 use election_postgres::{PostgresElection, PostgresKeyedClaims, PostgresOptions};
-use election_testkit::marks::{self, HandClock, MarkCase};
+use election_testkit::heartbeats::{self, HandClock, HeartbeatCase};
 use postgres_testkit::Server;
 
 const TTL: Duration = Duration::from_secs(3);
 
 /// Two sets over one server, on one hand-moved clock, and the server.
-async fn case() -> (Server, MarkCase<PostgresKeyedClaims>) {
+async fn case() -> (Server, HeartbeatCase<PostgresKeyedClaims>) {
     let server = common::server();
     let clock = HandClock::new();
     let options = PostgresOptions::new(TTL, Duration::from_secs(1)).expect("options");
@@ -28,7 +28,7 @@ async fn case() -> (Server, MarkCase<PostgresKeyedClaims>) {
     let (ea, eb) = (open().await, open().await);
     let a = PostgresKeyedClaims::new(&ea, Identity::new("node-a").unwrap());
     let b = PostgresKeyedClaims::new(&eb, Identity::new("node-b").unwrap());
-    let case = MarkCase {
+    let case = HeartbeatCase {
         a,
         b,
         advance: clock.advancer(),
@@ -38,21 +38,21 @@ async fn case() -> (Server, MarkCase<PostgresKeyedClaims>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_set_that_stopped_renewing_is_taken_over_a_ttl_after_its_last_mark() {
+async fn a_set_that_stopped_renewing_is_taken_over_a_ttl_after_its_last_heartbeat() {
     let (_server, case) = case().await;
-    marks::taken_over_a_ttl_after_the_last_mark(case).await;
+    heartbeats::taken_over_a_ttl_after_the_last_heartbeat(case).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_set_that_renews_is_never_taken_over_by_mark() {
+async fn a_set_that_renews_is_never_taken_over_by_heartbeat() {
     let (_server, case) = case().await;
-    marks::never_taken_over_while_renewing(case).await;
+    heartbeats::never_taken_over_while_renewing(case).await;
 }
 
-/// The mark deleted between `b`'s last listing and its look: the look
-/// finds no mark, and the rows are held for a full TTL of `b`'s own.
+/// The heartbeat deleted between `b`'s last listing and its look: the look
+/// finds no heartbeat, and the rows are held for a full TTL of `b`'s own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mark_deleted_by_hand_takes_nothing_over() {
+async fn a_heartbeat_deleted_by_hand_takes_nothing_over() {
     let (server, case) = case().await;
     let key = |n: &str| vec![ElectionName::new(n).unwrap()];
     assert!(matches!(
@@ -68,8 +68,8 @@ async fn a_mark_deleted_by_hand_takes_nothing_over() {
     case.b.renew(&held).await.expect("renewed");
     server
         .sql(&format!(
-            "DELETE FROM election.marks WHERE id = {}",
-            case.a.state().mark()
+            "DELETE FROM election.heartbeats WHERE id = {}",
+            case.a.state().heartbeat()
         ))
         .expect("delete");
     let taken = case.b.claim(&key("k1")).await;
