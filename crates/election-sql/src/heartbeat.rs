@@ -1,4 +1,4 @@
-//! Holder heartbeats (ADR 0108): a crashed lease set's keys are taken about one
+//! Holder heartbeats (ADR 0110): a crashed lease set's keys are taken about one
 //! TTL after its last renewal, not one TTL after the others first looked
 //! at each of its keys.
 //!

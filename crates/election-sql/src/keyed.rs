@@ -336,7 +336,7 @@ pub trait LeaseRows: Send + Sync {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// [`renew_many`](Self::renew_many) for a lease set whose heartbeat is
-    /// `heartbeat` (ADR 0108): in the same transaction it bumps the heartbeat (a
+    /// `heartbeat` (ADR 0110): in the same transaction it bumps the heartbeat (a
     /// missing one is written from a random version) and lists every heartbeat
     /// as the transaction saw it. By default (a backend without heartbeats):
     /// `renew_many`, and no heartbeats.
@@ -367,7 +367,7 @@ pub trait LeaseRows: Send + Sync {
         async move { Ok((self.renew_many(holds).await?, Vec::new())) }
     }
 
-    /// Deletes the heartbeat `heartbeat` of a lease set that closed (ADR 0108), and
+    /// Deletes the heartbeat `heartbeat` of a lease set that closed (ADR 0110), and
     /// heartbeats no set has bumped for a day (sets that crashed). By default:
     /// nothing. A row still naming a deleted heartbeat is taken over by the
     /// per-row rule.
@@ -423,7 +423,7 @@ pub enum Basis {
     /// The row as read: free, never held, or seen unchanged for a full TTL
     /// ([`may_claim`]). The claim is conditional on the row as read.
     AsRead,
-    /// The holder's heartbeat seen at `version` for a full TTL (ADR 0108). The
+    /// The holder's heartbeat seen at `version` for a full TTL (ADR 0110). The
     /// claim is conditional on the row as read *and* on the heartbeat still at
     /// `version`.
     Heartbeat {
@@ -584,7 +584,7 @@ pub struct KeyedState {
     poll_interval: Duration,
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
     observed: Mutex<HashMap<ElectionName, Observed>>,
-    /// This set's heartbeat (ADR 0108): random, positive.
+    /// This set's heartbeat (ADR 0110): random, positive.
     heartbeat: i64,
     /// What this set has seen of every heartbeat.
     heartbeats: Mutex<HeartbeatBook>,
@@ -624,7 +624,7 @@ impl KeyedState {
         }
     }
 
-    /// This set's heartbeat (ADR 0108): the id its claims write into the rows
+    /// This set's heartbeat (ADR 0110): the id its claims write into the rows
     /// they win, and every statement that extends its terms bumps.
     ///
     /// ```

@@ -249,7 +249,7 @@ impl<S: KeyedRows> KeyedClaims for SqlKeyedClaims<S> {
 
     async fn close(&self) {
         S::close_keys(self).await;
-        // The set's heartbeat goes with it (ADR 0108); left behind, it is
+        // The set's heartbeat goes with it (ADR 0110); left behind, it is
         // deleted a day later by another set's close.
         let forget = self.store.stop_heartbeat(self.state.heartbeat());
         match tokio::time::timeout(self.store.times().validity(), forget).await {

@@ -33,7 +33,7 @@
 //! - [`lease_row`]: the lease row as data, the contender's one decision
 //!   over it ([`lease_row::may_claim`]: a takeover only after a full TTL
 //!   unchanged on its own monotonic clock) and the lease-time checks.
-//! - [`HeartbeatBook`] (ADR 0108): each lease set's heartbeat, bumped by every
+//! - [`HeartbeatBook`] (ADR 0110): each lease set's heartbeat, bumped by every
 //!   statement that extends its terms, watched by the other sets, so a
 //!   crashed set's keys are taken a TTL after its last renewal.
 //! - [`LeaseTimes`]: the TTL and renewal interval every backend's options

@@ -1,4 +1,4 @@
-//! The takeover of a crashed lease set by its heartbeat (ADR 0108), as two
+//! The takeover of a crashed lease set by its heartbeat (ADR 0110), as two
 //! scenarios any backend with heartbeats runs over two keyed-claims instances
 //! `a` and `b` of one store, on one clock moved by hand (`advance`), with
 //! the steps called by hand (nothing renews on its own):

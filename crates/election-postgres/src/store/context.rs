@@ -575,7 +575,7 @@ impl PostgresStore {
     }
 
     /// [`claim_many`](Self::claim_many) `via` the session or the pool, by
-    /// `claimant`: its identity and, for a lease set, its heartbeat (ADR 0108).
+    /// `claimant`: its identity and, for a lease set, its heartbeat (ADR 0110).
     pub(crate) async fn claim_many_via(
         &self,
         via: Via,
@@ -742,7 +742,7 @@ impl election_sql::LeaseRows for PostgresStore {
     }
 
     /// A lease set's renewal, on the session's renewal queue as every
-    /// renewal (ADR 0105), its heartbeat bumped and the heartbeats listed (ADR 0108).
+    /// renewal (ADR 0105), its heartbeat bumped and the heartbeats listed (ADR 0110).
     async fn renew_with_heartbeat(
         &self,
         holds: &[HeldRow<'_>],
@@ -1177,7 +1177,7 @@ mod tests {
         );
     }
 
-    /// A take by heartbeat (ADR 0108) wins only while the heartbeat the row names
+    /// A take by heartbeat (ADR 0110) wins only while the heartbeat the row names
     /// still shows the version the claimant saw: a bump between its read
     /// and its claim (the holder renewed) or the heartbeat deleted refuses it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

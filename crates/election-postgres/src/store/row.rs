@@ -33,7 +33,7 @@ pub(crate) struct Seen {
     pub(crate) lease: Option<Row>,
     pub(crate) recorded: Option<Recorded>,
     /// The heartbeat the row's term names and its version, in the same read
-    /// (ADR 0108; [`read_many`] only): a heartbeat written with the row's own
+    /// (ADR 0110; [`read_many`] only): a heartbeat written with the row's own
     /// nonce.
     pub(crate) heartbeat: Option<Heartbeat>,
 }
@@ -122,7 +122,7 @@ pub(crate) async fn read_many(
             lease.value = value;
         }
         // The eleventh and twelfth: the heartbeat the term names, and its
-        // version (ADR 0108).
+        // version (ADR 0110).
         let (heartbeat, version): (Option<i64>, Option<i64>) = (row.try_get(10)?, row.try_get(11)?);
         seen.heartbeat = heartbeat
             .zip(version)
@@ -236,7 +236,7 @@ pub(crate) async fn renew_many(
     Ok(renewed.into_iter().collect())
 }
 
-/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0108), in one
+/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0110), in one
 /// statement: bumps the heartbeat and lists every other heartbeat (as the
 /// statement's snapshot shows them). Returns the names renewed and the
 /// heartbeats.
@@ -274,7 +274,7 @@ pub(crate) async fn renew_with_heartbeat(
 }
 
 /// Deletes the heartbeat `id` of a lease set that closed, and every heartbeat not
-/// bumped since `stale_before_ms` (ADR 0108).
+/// bumped since `stale_before_ms` (ADR 0110).
 pub(crate) async fn stop_heartbeat(
     conn: &mut PgConnection,
     sql: &Sql,
@@ -341,7 +341,7 @@ pub(crate) struct Take<'a> {
     pub(crate) recorded: Option<i64>,
     /// The lowest epoch the term may get ([`Seen::floor`]).
     pub(crate) floor: i64,
-    /// A take by the holder's heartbeat (ADR 0108): the version the heartbeat the
+    /// A take by the holder's heartbeat (ADR 0110): the version the heartbeat the
     /// row names must still show in the claim's statement.
     pub(crate) by_heartbeat: Option<i64>,
 }

@@ -36,7 +36,7 @@
 //!   value only with the row's epoch, so a value never outlives its term
 //!   and no claim statement has to clear it.
 //! - `heartbeats(id, version, beat_unix_ms)` and `leases.heartbeat`,
-//!   `leases.heartbeat_nonce` (version 6, ADR 0108): one heartbeat per lease set,
+//!   `leases.heartbeat_nonce` (version 6, ADR 0110): one heartbeat per lease set,
 //!   bumped by every statement that extends the set's terms; a lease row
 //!   names the heartbeat of its term (only with the row's own nonce), so a
 //!   contender that saw the heartbeat unchanged for a full TTL takes the row
@@ -90,7 +90,7 @@ pub(crate) struct Sql {
     pub(crate) claim_many: Arc<str>,
     pub(crate) take_released: Arc<str>,
     pub(crate) renew_many: Arc<str>,
-    /// A lease set's renewal (ADR 0108): `renew_many`, its heartbeat bumped and
+    /// A lease set's renewal (ADR 0110): `renew_many`, its heartbeat bumped and
     /// every other heartbeat listed, in one statement.
     pub(crate) renew_with_heartbeat: Arc<str>,
     /// Deletes a closed set's heartbeat and the heartbeats nobody bumped for a day.
@@ -119,7 +119,7 @@ impl Sql {
              LEFT JOIN {s}.heartbeats m ON m.id = l.heartbeat AND l.heartbeat_nonce = l.nonce
              WHERE l.name IS NOT NULL OR e.name IS NOT NULL"
         );
-        // A heartbeat's bump (ADR 0108): one version up, or written from a
+        // A heartbeat's bump (ADR 0110): one version up, or written from a
         // random version where it is missing (a first bump, or deleted by
         // hand, so that a version is not seen twice by chance).
         let beat = |id: &str, wall: &str, when: &str| {
@@ -142,7 +142,7 @@ impl Sql {
         // recorded in `epochs`, and announced on the channel at commit. A
         // lease set's claim ($11, its heartbeat) names its heartbeat in the rows it
         // wins and bumps it; a take by heartbeat ($12) also needs the heartbeat the
-        // row names still at the version seen (ADR 0108).
+        // row names still at the version seen (ADR 0110).
         let claim_many = format!(
             "WITH t AS (
                 SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], $6::int8[],
@@ -511,7 +511,7 @@ fn v5(s: &str) -> Vec<String> {
     )]
 }
 
-/// Version 6 (ADR 0108): the lease sets' heartbeats, and the heartbeat each lease
+/// Version 6 (ADR 0110): the lease sets' heartbeats, and the heartbeat each lease
 /// row's term names.
 fn v6(s: &str) -> Vec<String> {
     vec![

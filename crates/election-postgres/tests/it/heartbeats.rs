@@ -1,4 +1,4 @@
-//! Holder heartbeats (ADR 0108): a lease set whose holder stopped renewing is
+//! Holder heartbeats (ADR 0110): a lease set whose holder stopped renewing is
 //! taken over a TTL after the contender's first sight of the holder's last
 //! heartbeat, not a TTL after its first look at each key row; never while the
 //! holder still renews, and never by a heartbeat deleted by hand.

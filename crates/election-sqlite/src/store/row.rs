@@ -50,7 +50,7 @@ pub(crate) struct ClaimWrite<'a> {
     /// The same-host lock this attempt holds now, if any (ADR 0026):
     /// `<boot id>/<st_dev>/<st_ino>` of its locked file.
     pub(crate) lock: Option<&'a str>,
-    /// The heartbeat of the lease set claiming (ADR 0108), written with the
+    /// The heartbeat of the lease set claiming (ADR 0110), written with the
     /// attempt's nonce as `heartbeat_nonce`; `None` (a single candidate): the
     /// row names no heartbeat.
     pub(crate) heartbeat: Option<i64>,
@@ -503,7 +503,7 @@ pub(crate) struct Seen {
     /// The row's nonce and `lock_id` (ADR 0026), if it has them.
     pub(crate) lock: Option<(i64, String)>,
     /// The heartbeat the row's term names and its version, in the same read
-    /// (ADR 0108): only a heartbeat written with the row's own nonce.
+    /// (ADR 0110): only a heartbeat written with the row's own nonce.
     pub(crate) heartbeat: Option<Heartbeat>,
 }
 
@@ -638,7 +638,7 @@ async fn renew_in(
     Ok(())
 }
 
-/// Bumps the heartbeat `id` (ADR 0108), in the caller's transaction: one
+/// Bumps the heartbeat `id` (ADR 0110), in the caller's transaction: one
 /// version up, or written from a random version where it is missing (a
 /// first bump, or deleted by hand).
 async fn beat(conn: &mut SqliteConnection, id: i64, wall_ms: i64) -> Result<(), Error> {
@@ -654,7 +654,7 @@ async fn beat(conn: &mut SqliteConnection, id: i64, wall_ms: i64) -> Result<(), 
     Ok(())
 }
 
-/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0108): in the
+/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0110): in the
 /// same transaction, bumps the heartbeat and lists every heartbeat.
 pub(crate) async fn renew_with_heartbeat(
     pool: &SqlitePool,
@@ -677,7 +677,7 @@ pub(crate) async fn renew_with_heartbeat(
 }
 
 /// Deletes the heartbeat `id` of a lease set that closed, and every heartbeat not
-/// bumped since `stale_before_ms` (a set that crashed) (ADR 0108).
+/// bumped since `stale_before_ms` (a set that crashed) (ADR 0110).
 pub(crate) async fn stop_heartbeat(
     pool: &SqlitePool,
     id: i64,
@@ -724,7 +724,7 @@ pub(crate) struct Take<'a> {
     /// The same-host lock the claimant holds on the key's file, if any
     /// (ADR 0026): `<boot id>/<st_dev>/<st_ino>`, written as `lock_id`.
     pub(crate) lock: Option<&'a str>,
-    /// A take by the holder's heartbeat (ADR 0108): the heartbeat and the version it
+    /// A take by the holder's heartbeat (ADR 0110): the heartbeat and the version it
     /// must still show in the claim's transaction.
     pub(crate) by_heartbeat: Option<Heartbeat>,
 }
@@ -802,7 +802,7 @@ pub(crate) async fn claim_many(
         return Ok(claimed);
     }
     // The terms won extend the set's validity: they bump its heartbeat in the
-    // same transaction (ADR 0108).
+    // same transaction (ADR 0110).
     beat(&mut tx, heartbeat, wall_ms).await?;
     before_commit();
     tx.commit().await?;
@@ -901,7 +901,7 @@ mod tests {
         assert_eq!(id.as_deref(), Some("8/boot/1/2"));
     }
 
-    /// A take by heartbeat (ADR 0108) wins only while the heartbeat still shows the
+    /// A take by heartbeat (ADR 0110) wins only while the heartbeat still shows the
     /// version the claimant saw unchanged: a bump between its read and its
     /// claim (the holder renewed) or the heartbeat deleted refuses it.
     #[tokio::test]

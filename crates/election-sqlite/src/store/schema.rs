@@ -25,7 +25,7 @@
 //!   records are guarded: with a mark gone, a fence would accept a deposed
 //!   leader's lower token. **Never drop those triggers or this table.**
 //!
-//! - `election_heartbeats` (ADR 0108): one row per lease set, its *heartbeat*
+//! - `election_heartbeats` (ADR 0110): one row per lease set, its *heartbeat*
 //!   (`id`, `version`, `beat_unix_ms` for people and for the deletion of
 //!   heartbeats left behind), bumped by every transaction that extends the
 //!   set's terms; `election_leases.heartbeat` and `heartbeat_nonce` name the heartbeat of
@@ -295,7 +295,7 @@ async fn add_value_columns(conn: &mut SqliteConnection) -> Result<bool, Error> {
 }
 
 /// Adds `election_heartbeats` and `election_leases.heartbeat`, `heartbeat_nonce` (ADR
-/// 0108) where missing. In place, without a version bump (as `lock_id`).
+/// 0110) where missing. In place, without a version bump (as `lock_id`).
 /// True if it added anything.
 async fn add_marks(conn: &mut SqliteConnection) -> Result<bool, Error> {
     let (tables, columns, heartbeats): (i64, i64, i64) = sqlx::query_as(
