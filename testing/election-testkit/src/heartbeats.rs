@@ -28,6 +28,15 @@ pub struct HandClock {
 
 impl HandClock {
     /// A clock at now, shared.
+    ///
+    /// ```
+    /// use election_core::Clock;
+    /// use election_testkit::heartbeats::HandClock;
+    ///
+    /// let clock = HandClock::new();
+    /// let t0 = clock.now();
+    /// assert_eq!(clock.now(), t0); // still until moved
+    /// ```
     pub fn new() -> Arc<Self> {
         Arc::new(HandClock {
             base: Instant::now(),
@@ -36,12 +45,34 @@ impl HandClock {
     }
 
     /// Moves the clock `by` forward.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Clock;
+    /// use election_testkit::heartbeats::HandClock;
+    ///
+    /// let clock = HandClock::new();
+    /// let t0 = clock.now();
+    /// clock.advance(Duration::from_secs(3));
+    /// assert_eq!(clock.now() - t0, Duration::from_secs(3));
+    /// ```
     pub fn advance(&self, by: Duration) {
         let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
         self.ms.fetch_add(ms, Ordering::SeqCst);
     }
 
     /// `advance` as the boxed closure [`HeartbeatCase`] takes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Clock;
+    /// use election_testkit::heartbeats::HandClock;
+    ///
+    /// let clock = HandClock::new();
+    /// let (t0, advance) = (clock.now(), clock.advancer());
+    /// advance(Duration::from_millis(500));
+    /// assert_eq!(clock.now() - t0, Duration::from_millis(500));
+    /// ```
     pub fn advancer(self: &Arc<Self>) -> Box<dyn Fn(Duration) + Send + Sync> {
         let clock = self.clone();
         Box::new(move |by| clock.advance(by))
@@ -120,6 +151,18 @@ async fn set_up<K: KeyedClaims>(
 
 /// `a` stops renewing; `b`, renewing on, takes `a`'s keys at its first
 /// look a TTL after it first saw `a`'s last heartbeat.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use election_core::KeyedClaims;
+/// use election_testkit::heartbeats::{self, HandClock, HeartbeatCase};
+///
+/// // `a` and `b`: two keyed claims over one store, both on `clock`.
+/// async fn run<K: KeyedClaims>(a: K, b: K, clock: std::sync::Arc<HandClock>) {
+///     let case = HeartbeatCase { a, b, advance: clock.advancer(), ttl: Duration::from_secs(3) };
+///     heartbeats::taken_over_a_ttl_after_the_last_heartbeat(case).await;
+/// }
+/// ```
 pub async fn taken_over_a_ttl_after_the_last_heartbeat<K: KeyedClaims>(c: HeartbeatCase<K>) {
     let (_, b) = set_up(&c).await;
     (c.advance)(c.ttl);
@@ -135,6 +178,18 @@ pub async fn taken_over_a_ttl_after_the_last_heartbeat<K: KeyedClaims>(c: Heartb
 
 /// `a` renews half a TTL in: its heartbeat moves on, and `b` takes nothing a
 /// TTL after its first sight of the old heartbeat.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use election_core::KeyedClaims;
+/// use election_testkit::heartbeats::{self, HandClock, HeartbeatCase};
+///
+/// // `a` and `b`: two keyed claims over one store, both on `clock`.
+/// async fn run<K: KeyedClaims>(a: K, b: K, clock: std::sync::Arc<HandClock>) {
+///     let case = HeartbeatCase { a, b, advance: clock.advancer(), ttl: Duration::from_secs(3) };
+///     heartbeats::never_taken_over_while_renewing(case).await;
+/// }
+/// ```
 pub async fn never_taken_over_while_renewing<K: KeyedClaims>(c: HeartbeatCase<K>) {
     let (a, b) = set_up(&c).await;
     (c.advance)(c.ttl / 2);
