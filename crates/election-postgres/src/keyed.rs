@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use election_core::{Claimed, ElectionName};
-use election_sql::{Answer, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
+use election_sql::{Answer, Basis, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
 
 use crate::error::Error;
 use crate::store::context::PostgresStore;
@@ -111,7 +111,14 @@ async fn take(
     // long (and on past its timeout), and must not hold up the renewals
     // of the process's terms (ADR 0105).
     let won = match ctx
-        .claim_many_via(Via::Pool, &batch, set.state().identity().as_str())
+        .claim_many_via(
+            Via::Pool,
+            &batch,
+            (
+                set.state().identity().as_str(),
+                Some(set.state().heartbeat()),
+            ),
+        )
         .await
     {
         Ok(won) => won,
@@ -182,13 +189,21 @@ impl KeyedRows for PostgresStore {
         {
             for (i, name) in keys.iter().enumerate() {
                 let seen = rows.get(name.as_str()).cloned().unwrap_or_default();
-                let may = set.state().may_claim(name, &seen.found(), ttl, now);
+                let basis =
+                    set.state()
+                        .may_claim_basis(name, &seen.found(), seen.heartbeat, ttl, now);
+                let may = basis.is_some();
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
                 if may {
                     let nonce = election_core::attempt_nonce().cast_signed();
                     match Take::new(name.as_str(), nonce, &seen) {
-                        Ok(take) => takes.push((i, take)),
+                        Ok(mut take) => {
+                            if let Some(Basis::Heartbeat { version }) = basis {
+                                take.by_heartbeat = Some(version);
+                            }
+                            takes.push((i, take));
+                        }
                         Err(e) => {
                             tracing::error!(%name, "every epoch up to Epoch::MAX has been handed out; the key cannot be won again");
                             answers[i] = Err(e.into_core(name));

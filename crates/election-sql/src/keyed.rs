@@ -17,6 +17,7 @@ use election_core::{
 };
 use tokio::time::Instant;
 
+use crate::heartbeat::{Heartbeat, HeartbeatBook};
 use crate::lease_row::{Found, Observed, may_claim};
 use crate::times::LeaseTimes;
 
@@ -333,6 +334,102 @@ pub trait LeaseRows: Send + Sync {
         &self,
         holds: &[HeldRow<'_>],
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// [`renew_many`](Self::renew_many) for a lease set whose heartbeat is
+    /// `heartbeat` (ADR 0110): in the same transaction it bumps the heartbeat (a
+    /// missing one is written from a random version) and lists every heartbeat
+    /// as the transaction saw it. By default (a backend without heartbeats):
+    /// `renew_many`, and no heartbeats.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::doc_support::{Down, Rows, win};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&state, &rows, &key);
+    /// let holds = [HeldRow { name: "shard-1", nonce: 42, epoch: first }];
+    /// let (renewed, heartbeats) = rows.renew_with_heartbeat(&holds, state.heartbeat()).await.map_err(|e| e.into_core(&key))?;
+    /// assert!(renewed.contains("shard-1") && heartbeats.is_empty()); // these rows keep no heartbeats
+    /// # Ok(()) }
+    /// ```
+    fn renew_with_heartbeat(
+        &self,
+        holds: &[HeldRow<'_>],
+        heartbeat: i64,
+    ) -> impl Future<Output = Result<(HashSet<String>, Vec<Heartbeat>), Self::Error>> + Send {
+        let _ = heartbeat;
+        async move { Ok((self.renew_many(holds).await?, Vec::new())) }
+    }
+
+    /// Deletes the heartbeat `heartbeat` of a lease set that closed (ADR 0110), and
+    /// heartbeats no set has bumped for a day (sets that crashed). By default:
+    /// nothing. A row still naming a deleted heartbeat is taken over by the
+    /// per-row rule.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::doc_support::{Down, Rows, win};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// rows.stop_heartbeat(state.heartbeat()).await.map_err(|e| e.into_core(&key))?;
+    /// # Ok(()) }
+    /// ```
+    fn stop_heartbeat(
+        &self,
+        heartbeat: i64,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = heartbeat;
+        async { Ok(()) }
+    }
+
+    /// The monotonic instant now, on the clock these rows' lease decisions
+    /// read (a test's clock where one was given). By default: tokio's.
+    ///
+    /// ```
+    /// # use election_sql::LeaseRows;
+    /// # use election_sql::doc_support::Rows;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let rows = Rows::default();
+    /// assert!(rows.now() <= tokio::time::Instant::now());
+    /// # }
+    /// ```
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// What a claim of a contended key rests on ([`KeyedState::may_claim_basis`]).
+///
+/// ```
+/// use election_sql::Basis;
+///
+/// let basis = Basis::Heartbeat { version: 4 };
+/// assert_ne!(basis, Basis::AsRead);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// The row as read: free, never held, or seen unchanged for a full TTL
+    /// ([`may_claim`]). The claim is conditional on the row as read.
+    AsRead,
+    /// The holder's heartbeat seen at `version` for a full TTL (ADR 0110). The
+    /// claim is conditional on the row as read *and* on the heartbeat still at
+    /// `version`.
+    Heartbeat {
+        /// The version the heartbeat must still show.
+        version: i64,
+    },
 }
 
 /// One key's answer to a claim.
@@ -487,10 +584,20 @@ pub struct KeyedState {
     poll_interval: Duration,
     terms: Mutex<HashMap<ElectionName, (i64, i64)>>,
     observed: Mutex<HashMap<ElectionName, Observed>>,
+    /// This set's heartbeat (ADR 0110): random, positive.
+    heartbeat: i64,
+    /// What this set has seen of every heartbeat.
+    heartbeats: Mutex<HeartbeatBook>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A new set's heartbeat: random, positive (never 0).
+fn new_heartbeat() -> i64 {
+    let nonce = election_core::attempt_nonce() & (i64::MAX as u64);
+    nonce.max(1).cast_signed()
 }
 
 impl KeyedState {
@@ -512,7 +619,85 @@ impl KeyedState {
             poll_interval: DEFAULT_POLL_INTERVAL,
             terms: Mutex::new(HashMap::new()),
             observed: Mutex::new(HashMap::new()),
+            heartbeat: new_heartbeat(),
+            heartbeats: Mutex::new(HeartbeatBook::default()),
         }
+    }
+
+    /// This set's heartbeat (ADR 0110): the id its claims write into the rows
+    /// they win, and every statement that extends its terms bumps.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::KeyedState;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let a = KeyedState::new(Identity::new("node-a")?);
+    /// let b = KeyedState::new(Identity::new("node-a")?);
+    /// assert!(a.heartbeat() > 0 && a.heartbeat() != b.heartbeat()); // one per set
+    /// # Ok(()) }
+    /// ```
+    pub fn heartbeat(&self) -> i64 {
+        self.heartbeat
+    }
+
+    /// Takes in a listing of every heartbeat read before `now` ([`HeartbeatBook::see`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{ElectionName, Identity};
+    /// use election_sql::{Basis, KeyedState, Heartbeat};
+    /// use election_sql::lease_row::Found;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let state = KeyedState::new(Identity::new("node-a")?);
+    /// let key = ElectionName::new("shard-1")?;
+    /// let (t0, ttl) = (tokio::time::Instant::now(), Duration::from_secs(3));
+    /// let heartbeat = Heartbeat { id: 17, version: 4 };
+    /// state.see_heartbeats([heartbeat], t0);
+    /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 3_000 };
+    /// // The row is seen for the first time a TTL later: its heartbeat was seen all along.
+    /// assert_eq!(state.may_claim_basis(&key, &found, Some(heartbeat), ttl, t0 + ttl), Some(Basis::Heartbeat { version: 4 }));
+    /// # Ok(()) }
+    /// ```
+    pub fn see_heartbeats(&self, listed: impl IntoIterator<Item = Heartbeat>, now: Instant) {
+        lock(&self.heartbeats).see(listed, now);
+    }
+
+    /// Whether `name`, found as `found` with its term's `heartbeat` (as read
+    /// with the row), may be claimed now, and on what: the per-row rule
+    /// first ([`may_claim`](Self::may_claim)), else the heartbeat's
+    /// ([`HeartbeatBook::may_take`]). `None`: not yet.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{ElectionName, Identity};
+    /// use election_sql::{Basis, KeyedState, Heartbeat};
+    /// use election_sql::lease_row::Found;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let state = KeyedState::new(Identity::new("node-a")?);
+    /// let key = ElectionName::new("shard-1")?;
+    /// let (t0, ttl) = (tokio::time::Instant::now(), Duration::from_secs(3));
+    /// assert_eq!(state.may_claim_basis(&key, &Found::Vacant, None, ttl, t0), Some(Basis::AsRead));
+    /// let found = Found::Held { holder: "node-b".into(), epoch: 3, version: 9, ttl_ms: 3_000 };
+    /// assert_eq!(state.may_claim_basis(&key, &found, None, ttl, t0), None); // first sight, no heartbeat seen
+    /// # Ok(()) }
+    /// ```
+    pub fn may_claim_basis(
+        &self,
+        name: &ElectionName,
+        found: &Found,
+        heartbeat: Option<Heartbeat>,
+        ttl: Duration,
+        now: Instant,
+    ) -> Option<Basis> {
+        if self.may_claim(name, found, ttl, now) {
+            return Some(Basis::AsRead);
+        }
+        lock(&self.heartbeats)
+            .may_take(found, heartbeat, ttl, now)
+            .map(|version| Basis::Heartbeat { version })
     }
 
     /// The set's identity.
@@ -816,10 +1001,13 @@ impl KeyedState {
             .map(|(name, epoch)| self.hold(name, *epoch))
             .collect();
         let holds: Vec<HeldRow<'_>> = terms.iter().flatten().copied().collect();
-        let renewed = rows
-            .renew_many(&holds)
+        let (renewed, heartbeats) = rows
+            .renew_with_heartbeat(&holds, self.heartbeat)
             .await
             .map_err(|e| e.into_core(first))?;
+        // Read before now: a first sight counted from here is late, never
+        // early.
+        self.see_heartbeats(heartbeats, rows.now());
         let mut refused = Vec::new();
         for ((name, _), term) in held.iter().zip(&terms) {
             if term.is_some_and(|t| renewed.contains(t.name)) {

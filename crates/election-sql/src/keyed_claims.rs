@@ -249,5 +249,13 @@ impl<S: KeyedRows> KeyedClaims for SqlKeyedClaims<S> {
 
     async fn close(&self) {
         S::close_keys(self).await;
+        // The set's heartbeat goes with it (ADR 0110); left behind, it is
+        // deleted a day later by another set's close.
+        let forget = self.store.stop_heartbeat(self.state.heartbeat());
+        match tokio::time::timeout(self.store.times().validity(), forget).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "the lease set's heartbeat was not deleted"),
+            Err(_) => tracing::debug!("the deletion of the lease set's heartbeat timed out"),
+        }
     }
 }

@@ -33,6 +33,9 @@
 //! - [`lease_row`]: the lease row as data, the contender's one decision
 //!   over it ([`lease_row::may_claim`]: a takeover only after a full TTL
 //!   unchanged on its own monotonic clock) and the lease-time checks.
+//! - [`HeartbeatBook`] (ADR 0110): each lease set's heartbeat, bumped by every
+//!   statement that extends its terms, watched by the other sets, so a
+//!   crashed set's keys are taken a TTL after its last renewal.
 //! - [`LeaseTimes`]: the TTL and renewal interval every backend's options
 //!   hold, with the margin, the validity and their checks.
 //! - [`Clock`] (ADR 0053): the monotonic clock every lease decision reads,
@@ -74,6 +77,7 @@ pub mod doc_support;
 mod fence;
 mod fence_mark;
 mod finish;
+mod heartbeat;
 mod keyed;
 mod keyed_claims;
 pub mod lease_row;
@@ -85,9 +89,10 @@ pub use election_core::{Clock, SystemClock};
 pub use fence::{FenceRows, SqlFence};
 pub use fence_mark::{check_committed_mark, mark_of, stored_token, token_from_mark, write_locked};
 pub use finish::FinishOnDrop;
+pub use heartbeat::{HEARTBEAT_KEPT_MS, Heartbeat, HeartbeatBook};
 pub use keyed::{
-    Answer, Classed, HeldRow, IntoCore, KeyedState, LeaseRows, check_poll_interval, fail_each,
-    failed_all, for_key, lease_set_identity,
+    Answer, Basis, Classed, HeldRow, IntoCore, KeyedState, LeaseRows, check_poll_interval,
+    fail_each, failed_all, for_key, lease_set_identity,
 };
 pub use keyed_claims::{KeyedRows, SqlKeyedClaims};
 pub use renewal::{renew_term, renewal_policy, watch_term, write_term};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::Notify;
 
 use election_core::{Claimed, ConfigError, ElectionName, HeldKey};
-use election_sql::{Answer, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
+use election_sql::{Answer, Basis, Heartbeat, KeyedRows, SqlKeyedClaims, fail_each, failed_all};
 
 use crate::error::Error;
 use crate::store::context::SqliteStore;
@@ -230,7 +230,7 @@ async fn take(
     let result = row::claim_many(
         &ctx.pool,
         &batch,
-        set.state().identity().as_str(),
+        (set.state().identity().as_str(), set.state().heartbeat()),
         ctx.options.times.ttl_ms(),
         ctx.clock.wall_unix_ms(),
         || may_commit = true,
@@ -343,14 +343,17 @@ impl KeyedRows for SqliteStore {
                     .as_ref()
                     .and_then(|r| r.holder.as_deref())
                     .is_some_and(|h| h == set.state().identity().as_str());
-                let may = set.state().may_claim(name, &found, ttl, now)
-                    || {
+                let basis = set
+                    .state()
+                    .may_claim_basis(name, &found, seen.heartbeat, ttl, now)
+                    .or_else(|| {
                         let gone = !own && seen.holder_gone(lock);
                         if gone {
                             tracing::info!(%name, ?found, "the holder's same-host lock is free: its term ended or its process died; taking over without waiting out the TTL");
                         }
-                        gone
-                    };
+                        gone.then_some(Basis::AsRead)
+                    });
+                let may = basis.is_some();
                 let leader = seen.lease.as_ref().and_then(|r| r.leader().ok().flatten());
                 answers.push(Ok(Claimed::HeldBy(leader)));
                 if may {
@@ -362,6 +365,12 @@ impl KeyedRows for SqliteStore {
                             seen: seen.lease.map(|r| (r.version, r.epoch)),
                             recorded: seen.recorded.map(|r| r.epoch),
                             lock,
+                            by_heartbeat: match basis {
+                                Some(Basis::Heartbeat { version }) => {
+                                    seen.heartbeat.map(|m| Heartbeat { id: m.id, version })
+                                }
+                                _ => None,
+                            },
                         },
                     ));
                 }

@@ -659,8 +659,9 @@ pub trait Faults {
     /// tries to delete its epoch record too (a separate statement): the
     /// backend's triggers must refuse that (ADR 0039). Returns what
     /// happened to the epoch record (`epoch-record-refused`,
-    /// `epoch-record-deleted=N`, `epoch-record-error=...`), for a history;
-    /// `None` where leases are no rows.
+    /// `epoch-record-deleted=N`, `epoch-record-error=...`) and to the lease
+    /// sets' heartbeats, all deleted too (`heartbeats-deleted=N`, ADR 0110),
+    /// for a history; `None` where leases are no rows.
     fn delete_lease_row(
         &self,
         election: &str,
@@ -824,7 +825,14 @@ impl Faults for Store {
                     }
                     Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
                 };
-                Ok(Some(record))
+                // And every lease set's heartbeat (ADR 0110): takeovers
+                // then wait out the per-row rule until the sets beat again.
+                let beats = blocking(|| {
+                    server.sql(&format!(
+                        "WITH d AS (DELETE FROM {schema}.heartbeats RETURNING 1) SELECT count(*) FROM d"
+                    ))
+                })?;
+                Ok(Some(format!("{record} heartbeats-deleted={beats}")))
             }
             Place::File(_) | Place::Nats(_) | Place::NatsCluster(_) => Ok(None),
         }
@@ -919,8 +927,16 @@ async fn sqlite_delete_lease_row(db: &Path, election: &str) -> Result<String, St
         Err(e) if e.to_string().contains("refused") => "epoch-record-refused".to_owned(),
         Err(e) => format!("epoch-record-error={}", e.to_string().replace(' ', "_")),
     };
+    // And every lease set's heartbeat (ADR 0110).
+    let beats = match sqlx::query("DELETE FROM election_heartbeats")
+        .execute(&pool)
+        .await
+    {
+        Ok(r) => format!("heartbeats-deleted={}", r.rows_affected()),
+        Err(e) => format!("heartbeats-error={}", e.to_string().replace(' ', "_")),
+    };
     pool.close().await;
-    deleted.map(|_| record)
+    deleted.map(|_| format!("{record} {beats}"))
 }
 
 /// Whether a writer can take the database's write lock within two seconds.

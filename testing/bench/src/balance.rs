@@ -12,6 +12,11 @@
 //! - keys moved per change (keys whose holder differs before the change
 //!   and once fair) against the minimum: for a join the newcomer's fair
 //!   share, for a leave or crash the keys the leaver held;
+//! - on the backends whose leases expire, the same crash at the default
+//!   lease (TTL 15 s, renew 5 s, the core's default poll) and the
+//!   recipe's membership interval (1 s): 4 members, one
+//!   SIGKILLed per round, against issue 42's bound of TTL + one renew
+//!   interval + one poll (the 3 s rows state theirs too);
 //! - 10,000 keys in a balanced set of 4 members, left alone: each member's
 //!   CPU (utime + stime from `/proc/<pid>/stat`) over the window, against
 //!   the goal of under 1 % of a core per member.
@@ -62,6 +67,14 @@ const EVERY: Duration = Duration::from_millis(250);
 const POLL: Duration = Duration::from_millis(100);
 /// The convergence rows' sweep: the time resolution of the figures.
 const SWEEP: Duration = Duration::from_millis(10);
+/// The crash row at the backends' default lease (issue 42, goal 4): TTL
+/// 15 s, renew 5 s, the core's default poll interval.
+const DEFAULT_TTL: Duration = Duration::from_secs(15);
+/// Its renew interval.
+const DEFAULT_RENEW: Duration = Duration::from_secs(5);
+/// Its membership interval: the recipe's (docs/recipes.md, "A sharded
+/// service"), so that the recipe quotes figures of its own options.
+const RECIPE_EVERY: Duration = Duration::from_secs(1);
 /// The CPU row's sweep over 10,000 keys.
 const CPU_SWEEP: Duration = Duration::from_secs(1);
 /// The CPU row's membership interval (lease-set-node's default).
@@ -300,7 +313,7 @@ fn node_args(
     group: &str,
     every: Duration,
     sweep: Duration,
-    lease: bool,
+    lease: Option<Lease>,
 ) -> Vec<String> {
     let ms = |d: Duration| d.as_millis().to_string();
     let mut args = vec![
@@ -315,17 +328,56 @@ fn node_args(
         "--sweep-ms".to_owned(),
         ms(sweep),
     ];
-    if lease {
+    if let Some(lease) = lease {
         args.extend([
             "--ttl-ms".to_owned(),
-            ms(TTL),
+            ms(lease.ttl),
             "--renew-ms".to_owned(),
-            ms(RENEW),
+            ms(lease.renew),
             "--poll-ms".to_owned(),
-            ms(POLL),
+            ms(lease.poll),
         ]);
     }
     args
+}
+
+/// The lease of a row on a backend whose leases expire.
+#[derive(Clone, Copy, Debug)]
+struct Lease {
+    ttl: Duration,
+    renew: Duration,
+    poll: Duration,
+}
+
+impl Lease {
+    /// The convergence rows' lease.
+    const SHORT: Lease = Lease {
+        ttl: TTL,
+        renew: RENEW,
+        poll: POLL,
+    };
+    /// The backends' default lease.
+    const DEFAULT: Lease = Lease {
+        ttl: DEFAULT_TTL,
+        renew: DEFAULT_RENEW,
+        poll: election_core::DEFAULT_POLL_INTERVAL,
+    };
+
+    /// Issue 42's bound on a crash failover: TTL + one renew interval +
+    /// one poll.
+    fn bound(self) -> Duration {
+        self.ttl + self.renew + self.poll
+    }
+
+    /// `TTL 3 s, renew 1 s, poll 100 ms, ` for a note.
+    fn shown(self) -> String {
+        format!(
+            "TTL {} s, renew {} s, poll {} ms, ",
+            self.ttl.as_secs(),
+            self.renew.as_secs(),
+            self.poll.as_millis()
+        )
+    }
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -374,6 +426,7 @@ fn convergence(
     c: Counts,
     notes: &mut Vec<String>,
 ) -> Result<()> {
+    let lease = lease.then_some(Lease::SHORT);
     let args = node_args(url, c.keys, "bench-balance", EVERY, SWEEP, lease);
     let mut nodes = Nodes::new(bin, log, c.keys, args);
     let start = mono_ns();
@@ -430,18 +483,9 @@ fn convergence(
          ({}every {} ms, sweep {} ms; {} round(s) of join 3→4, clean leave 4→3, join 3→4, \
          SIGKILL 4→3): fair shares (⌊K/P⌋ or ⌈K/P⌉ each, every key held once) {first:.2} s \
          after 3 members started; after a join {} ({}), after a clean leave {} ({}), after a \
-         crash {} ({})",
+         crash {} ({}){}",
         c.keys,
-        if lease {
-            format!(
-                "TTL {} s, renew {} s, poll {} ms, ",
-                TTL.as_secs(),
-                RENEW.as_secs(),
-                POLL.as_millis()
-            )
-        } else {
-            String::new()
-        },
+        lease.map(Lease::shown).unwrap_or_default(),
         EVERY.as_millis(),
         SWEEP.as_millis(),
         c.rounds,
@@ -451,6 +495,75 @@ fn convergence(
         moved(&leaves),
         times(&crashes),
         moved(&crashes),
+        bound(lease),
+    ));
+    Ok(())
+}
+
+/// `; issue 42's bound on a crash: TTL + renew + poll = 4.10 s` for a
+/// note, where leases expire.
+fn bound(lease: Option<Lease>) -> String {
+    lease.map_or_else(String::new, |l| {
+        format!(
+            "; issue 42's bound on a crash: TTL + renew + poll = {:.2} s",
+            l.bound().as_secs_f64()
+        )
+    })
+}
+
+/// The crash figure at the backend's default lease (issue 42, goal 4):
+/// 4 members with fair shares of `keys`, then `rounds` times: one
+/// SIGKILLed and a new one started; one note.
+fn default_crash(
+    what: &str,
+    url: &str,
+    bin: &Path,
+    log: &Path,
+    c: Counts,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let lease = Lease::DEFAULT;
+    let args = node_args(url, c.keys, "bench-crash", RECIPE_EVERY, SWEEP, Some(lease));
+    let mut nodes = Nodes::new(bin, log, c.keys, args);
+    for _ in 0..MEMBERS {
+        nodes.start()?;
+    }
+    nodes.until_fair().ok_or_else(|| {
+        format!(
+            "{what}: 4 members never held fair shares of {} keys",
+            c.keys
+        )
+    })?;
+    nodes.settle(RECIPE_EVERY * 4);
+    let mut crashes = Vec::new();
+    for round in 0..c.rounds {
+        if round > 0 {
+            nodes.start()?;
+            nodes.until_fair();
+            nodes.settle(RECIPE_EVERY * 4);
+        }
+        let leaver = nodes.live()[0];
+        crashes.push(measure(
+            &mut nodes,
+            |n| n.nodes[leaver].held.len(),
+            |n| {
+                n.kill(leaver);
+                Ok(())
+            },
+        )?);
+    }
+    notes.push(format!(
+        "Balanced lease set, {what}, crash at the default lease, {} keys, real `lease-set-node \
+         --balance` processes ({}every {} ms, sweep {} ms; {} round(s) of SIGKILL 4→3): fair \
+         shares again after a crash {} ({}){}",
+        c.keys,
+        lease.shown(),
+        RECIPE_EVERY.as_millis(),
+        SWEEP.as_millis(),
+        c.rounds,
+        times(&crashes),
+        moved(&crashes),
+        bound(Some(lease)),
     ));
     Ok(())
 }
@@ -465,7 +578,7 @@ fn cpu(
     c: Counts,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let args = node_args(url, c.cpu_keys, "bench-cpu", CPU_EVERY, CPU_SWEEP, false);
+    let args = node_args(url, c.cpu_keys, "bench-cpu", CPU_EVERY, CPU_SWEEP, None);
     let mut nodes = Nodes::new(bin, log, c.cpu_keys, args);
     let start = Instant::now();
     for _ in 0..MEMBERS {
@@ -543,6 +656,13 @@ pub(crate) fn notes(
             || convergence(label, &store.url(), kind.expires(), bin, log, c, notes),
         )?;
         drop(store);
+        if kind.expires() {
+            let store = step(&format!("start a {label} store"), || Ok(kind.start(dir)?))?;
+            step(
+                &format!("balanced lease set: {label}, crash at the default lease"),
+                || default_crash(label, &store.url(), bin, log, c, notes),
+            )?;
+        }
         let store = step(&format!("start a {label} store"), || Ok(kind.start(dir)?))?;
         step(&format!("balanced lease set: {label}, CPU"), || {
             cpu(label, &store.url(), bin, log, c, notes)

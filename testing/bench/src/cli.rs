@@ -394,7 +394,12 @@ pub(crate) struct Entrant {
 /// milliseconds apart, not seconds: this VM's speed drifts within a
 /// minute by as much as any change measured here. Returns each entrant's
 /// figures, in order.
-pub(crate) fn race(what: &str, entrants: &mut [Entrant], counts: Counts) -> Result<Vec<Figures>> {
+pub(crate) fn race(
+    what: &str,
+    entrants: &mut [Entrant],
+    counts: Counts,
+    plan: &[(Signal, usize)],
+) -> Result<Vec<Figures>> {
     let k = entrants.len();
     let mut figures: Vec<Figures> = (0..k).map(|_| Figures::default()).collect();
     crate::step(&format!("cli: {what}: uncontested starts"), || {
@@ -410,8 +415,8 @@ pub(crate) fn race(what: &str, entrants: &mut [Entrant], counts: Counts) -> Resu
         Ok(())
     })?;
     let warm = counts.warm.min(1);
-    for signal in [Signal::SIGINT, Signal::SIGKILL] {
-        for contenders in [2, 3] {
+    for &(signal, contenders) in plan {
+        {
             let rounds = |e: &Entrant| match signal {
                 Signal::SIGINT if e.handovers => counts.rounds,
                 Signal::SIGKILL => e.failovers,
@@ -461,6 +466,19 @@ pub(crate) fn race(what: &str, entrants: &mut [Entrant], counts: Counts) -> Resu
     }
     Ok(figures)
 }
+
+/// The handovers and failovers of the CLI rows: with two and with three
+/// processes.
+pub(crate) const CHAINS: [(Signal, usize); 4] = [
+    (Signal::SIGINT, 2),
+    (Signal::SIGINT, 3),
+    (Signal::SIGKILL, 2),
+    (Signal::SIGKILL, 3),
+];
+
+/// The process counts of the waiters' rows (issue 42, goal 1): K
+/// processes, one leading and K - 1 waiting.
+pub(crate) const WAITERS: [usize; 3] = [2, 10, 30];
 
 /// Measures `elect run` on the file, SQLite, NATS and PostgreSQL backends
 /// (one `nats-server`, one `postgres-testkit` server without a password),
@@ -560,7 +578,12 @@ pub(crate) fn rows(
         } else {
             None
         };
-        let mut figures = race(&format!("elect run, {backend}"), &mut entrants, s.counts)?;
+        let mut figures = race(
+            &format!("elect run, {backend}"),
+            &mut entrants,
+            s.counts,
+            &CHAINS,
+        )?;
         let floor = std::mem::take(&mut figures[0]);
         let m = std::mem::take(&mut figures[1]);
         let ttl = if backend == "file" {
@@ -609,6 +632,150 @@ pub(crate) fn rows(
                 rows,
             )?;
         }
+    }
+    drop(etcd);
+    drop(server);
+    drop(pg);
+    Ok(())
+}
+
+/// The waiters' rows (`--only cli-waiters`, and with the CLI group; issue
+/// 42, goal 1): on each backend, clean handovers of `elect run` with K =
+/// 2, 10 and 30 processes (one leading, the others waiting), raced round
+/// by round beside `flock(1)` and `etcdctl lock` (when etcd is installed)
+/// with as many processes; a row per backend and K beside `etcdctl lock`
+/// (else `flock(1)`), and a note of each contender's medians with the
+/// ratio of K = 30 to K = 2 (the goal: within 1.2×, and at most `etcdctl
+/// lock`'s at every K).
+pub(crate) fn waiter_rows(
+    s: &Setup<'_>,
+    rows: &mut Vec<crate::Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let child: Vec<OsString> = vec![
+        s.exe.as_os_str().to_owned(),
+        "helper".into(),
+        "print".into(),
+    ];
+    let flock_dir = s.dir.join("cli-waiters-flock");
+    std::fs::create_dir_all(&flock_dir)?;
+    let file_dir = s.dir.join("cli-waiters-file");
+    std::fs::create_dir_all(&file_dir)?;
+    let server = crate::step("cli waiters: start one nats-server", || {
+        Ok(nats_testkit::Server::start()?)
+    })?;
+    let pg = crate::step("cli waiters: start one PostgreSQL server", || {
+        Ok(postgres_testkit::Server::start()?)
+    })?;
+    let etcd = crate::etcd::Etcd::start(s.log, notes)?;
+    let elect = |url: String, extra: Vec<String>| Contender::Elect {
+        bin: s.elect_bin.to_path_buf(),
+        url,
+        extra,
+    };
+    let ttl = || vec!["--ttl".into(), LEASE_TTL.into()];
+    let backends = [
+        (
+            "file",
+            elect(
+                election_url::BackendUrl::file(file_dir).to_string(),
+                Vec::new(),
+            ),
+        ),
+        (
+            "sqlite",
+            elect(
+                crate::sqlite::sqlite_url(&s.dir.join("cli-waiters.db"))?.to_string(),
+                ttl(),
+            ),
+        ),
+        ("nats", elect(server.url(), ttl())),
+        ("postgres", elect(pg.url(), ttl())),
+    ];
+    let plan: Vec<(Signal, usize)> = WAITERS.iter().map(|&k| (Signal::SIGINT, k)).collect();
+    let ms = |v: &[u64]| -> Result<f64> {
+        let summary = crate::stats::Summary::of(v).ok_or("no samples")?;
+        Ok(summary.median_us() / 1000.0)
+    };
+    for (backend, contender) in backends {
+        let settle = if backend == "postgres" {
+            PG_SETTLE
+        } else {
+            SETTLE
+        };
+        let handovers = |field| Entrant {
+            field,
+            handovers: true,
+            failovers: 0,
+        };
+        let mut entrants = vec![
+            handovers(Field::new(
+                Contender::Flock {
+                    dir: flock_dir.clone(),
+                },
+                child.clone(),
+                s.log,
+            )),
+            handovers(Field::new(contender, child.clone(), s.log).settling(settle)),
+        ];
+        if let Some(etcd) = &etcd {
+            let contender = Contender::Etcdctl {
+                bin: etcd.etcdctl().to_path_buf(),
+                endpoint: etcd.endpoint().to_owned(),
+                ttl: ETCD_TTL,
+            };
+            entrants.push(handovers(
+                Field::new(contender, child.clone(), s.log).settling(ETCD_SETTLE),
+            ));
+        }
+        let figures = race(
+            &format!("elect run, {backend}, waiters"),
+            &mut entrants,
+            s.counts,
+            &plan,
+        )?;
+        let ttl = if backend == "file" {
+            String::new()
+        } else {
+            format!(", TTL {LEASE_TTL}")
+        };
+        let (peer, peer_figures) = match figures.get(2) {
+            Some(f) => (format!("`etcdctl lock --ttl={ETCD_TTL}`"), f),
+            None => ("`flock DIR`".to_owned(), &figures[0]),
+        };
+        let mut medians = Vec::new();
+        for k in WAITERS {
+            let measured = figures[1].chain(Signal::SIGINT, k)?;
+            rows.push(row(
+                format!(
+                    "cli: `elect run` ({backend}{ttl}): clean handover with {k} processes                      ({} waiting): SIGINT to the leader's group → next child's line",
+                    k - 1
+                ),
+                measured,
+                &format!("{peer}, {k} processes"),
+                peer_figures.chain(Signal::SIGINT, k)?,
+            )?);
+            medians.push((
+                k,
+                ms(measured)?,
+                ms(peer_figures.chain(Signal::SIGINT, k)?)?,
+            ));
+        }
+        let shown: Vec<String> = medians
+            .iter()
+            .map(|(k, m, p)| format!("K = {k}: {m:.2} ms ({peer} {p:.2} ms)"))
+            .collect();
+        let (first, last) = (medians[0], medians[medians.len() - 1]);
+        notes.push(format!(
+            "Waiters, `elect run` ({backend}{ttl}), clean handovers (median of each K): {}; \
+             K = {} is {:.2}× K = {} ({peer}: {:.2}×); issue 42's goal: within 1.2×, and at \
+             most `etcdctl lock`'s at every K.",
+            shown.join(", "),
+            last.0,
+            last.1 / first.1,
+            first.0,
+            last.2 / first.2,
+        ));
     }
     drop(etcd);
     drop(server);
@@ -716,7 +883,7 @@ mod tests {
             handovers: true,
             failovers: 2,
         }];
-        let figures = race("test", &mut alone, counts).unwrap();
+        let figures = race("test", &mut alone, counts, &CHAINS).unwrap();
         assert_eq!(figures[0].start.len(), 2);
         for signal in [Signal::SIGINT, Signal::SIGKILL] {
             for contenders in [2, 3] {
@@ -756,7 +923,7 @@ mod tests {
             lease_failovers: 1,
             warm: 1,
         };
-        let figures = race("test", &mut entrants, counts).unwrap();
+        let figures = race("test", &mut entrants, counts, &CHAINS).unwrap();
         let paths = |f: &Figures| -> Vec<(Signal, usize, usize)> {
             f.chains.iter().map(|(s, c, v)| (*s, *c, v.len())).collect()
         };

@@ -101,6 +101,18 @@ const BUILD: [&str; 9] = [
     "--bins",
 ];
 
+/// What the waiters' rows ran, for the header.
+fn cli_waiters_header(c: cli::Counts) -> String {
+    format!(
+        "; CLI waiters: {} clean handovers (+{} warm-up) per backend and K = {:?} processes \
+         (one leading), each round beside a round of `flock(1)` and of `etcdctl lock` with as \
+         many processes",
+        c.rounds,
+        c.warm.min(1),
+        cli::WAITERS
+    )
+}
+
 /// The name of the lock + durable write floor.
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
@@ -129,7 +141,9 @@ const BALANCE_ROUNDS_QUICK: usize = 1;
 /// Parts of a group, selectable with `--only` but not run by default (their
 /// group runs them): `postgres-fence`, the PostgreSQL fenced-write rows.
 /// `nats-waiters`, the NATS handover chains with 2, 10 and 30 candidates.
-const PARTS: [&str; 2] = ["postgres-fence", "nats-waiters"];
+/// `cli-waiters`, `elect run`'s handovers with 2, 10 and 30 processes on
+/// every backend beside `etcdctl lock`'s.
+const PARTS: [&str; 3] = ["postgres-fence", "nats-waiters", "cli-waiters"];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
 /// Default CLI crash failovers per row on a lease backend: each takes
@@ -316,7 +330,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     let candidate_bin = target.join("release").join("election-candidate");
     let elect_bin = target.join("release").join("elect");
     for (bin, needed) in [
-        (&elect_bin, o.wants("cli")),
+        (&elect_bin, o.wants("cli") || o.wants("cli-waiters")),
         (
             &candidate_bin,
             [
@@ -502,6 +516,16 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         };
         cli::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
     }
+    if o.wants("cli") || o.wants("cli-waiters") {
+        let setup = cli::Setup {
+            dir,
+            exe: &exe,
+            elect_bin: &elect_bin,
+            log: &log,
+            counts: cli_counts,
+        };
+        cli::waiter_rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
+    }
 
     let many_counts = if o.quick { MANY_QUICK } else { MANY };
     if o.wants("many") {
@@ -592,6 +616,9 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     cli::SETTLE.as_millis(),
                     cli::PG_SETTLE.as_millis()
                 ) + &etcd::header()
+                    + &cli_waiters_header(cli_counts)
+            } else if o.wants("cli-waiters") {
+                cli_waiters_header(cli_counts) + &etcd::header()
             } else {
                 String::new()
             },

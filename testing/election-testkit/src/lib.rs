@@ -163,6 +163,7 @@
 pub mod conformance;
 pub mod display;
 pub mod driver;
+pub mod heartbeats;
 pub mod keyed;
 pub mod memory;
 pub mod recorder;

@@ -571,19 +571,20 @@ impl PostgresStore {
         takes: &[Take<'_>],
         identity: &str,
     ) -> Result<Vec<(String, i64)>, Error> {
-        self.claim_many_via(SESSION, takes, identity).await
+        self.claim_many_via(SESSION, takes, (identity, None)).await
     }
 
-    /// [`claim_many`](Self::claim_many) `via` the session or the pool.
+    /// [`claim_many`](Self::claim_many) `via` the session or the pool, by
+    /// `claimant`: its identity and, for a lease set, its heartbeat (ADR 0110).
     pub(crate) async fn claim_many_via(
         &self,
         via: Via,
         takes: &[Take<'_>],
-        identity: &str,
+        claimant: (&str, Option<i64>),
     ) -> Result<Vec<(String, i64)>, Error> {
         let (ttl_ms, wall_ms) = (self.options.times.ttl_ms(), self.clock.wall_unix_ms());
         self.write(via, self.options.request_timeout(), async |conn| {
-            row::claim_many(conn, &self.sql, takes, identity, ttl_ms, wall_ms).await
+            row::claim_many(conn, &self.sql, takes, claimant, ttl_ms, wall_ms).await
         })
         .await
     }
@@ -738,6 +739,35 @@ impl election_sql::LeaseRows for PostgresStore {
     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Error> {
         let holds: Vec<(&str, i64)> = holds.iter().map(|h| (h.name, h.nonce)).collect();
         PostgresStore::release_many(self, &holds).await.map(drop)
+    }
+
+    /// A lease set's renewal, on the session's renewal queue as every
+    /// renewal (ADR 0105), its heartbeat bumped and the heartbeats listed (ADR 0110).
+    async fn renew_with_heartbeat(
+        &self,
+        holds: &[HeldRow<'_>],
+        heartbeat: i64,
+    ) -> Result<(HashSet<String>, Vec<election_sql::Heartbeat>), Error> {
+        let wall_ms = self.clock.wall_unix_ms();
+        self.write(URGENT, self.options.validity(), async |conn| {
+            row::renew_with_heartbeat(conn, &self.sql, holds, heartbeat, wall_ms).await
+        })
+        .await
+    }
+
+    async fn stop_heartbeat(&self, heartbeat: i64) -> Result<(), Error> {
+        let stale = self
+            .clock
+            .wall_unix_ms()
+            .saturating_sub(election_sql::HEARTBEAT_KEPT_MS);
+        self.write(SESSION, self.options.request_timeout(), async |conn| {
+            row::stop_heartbeat(conn, &self.sql, heartbeat, stale).await
+        })
+        .await
+    }
+
+    fn now(&self) -> tokio::time::Instant {
+        self.clock.now()
     }
 }
 
@@ -1144,6 +1174,86 @@ mod tests {
                 .expect("rows"),
             "0",
             "nothing inserted"
+        );
+    }
+
+    /// A take by heartbeat (ADR 0110) wins only while the heartbeat the row names
+    /// still shows the version the claimant saw: a bump between its read
+    /// and its claim (the holder renewed) or the heartbeat deleted refuses it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_take_by_heartbeat_wins_only_while_the_heartbeat_is_unchanged() {
+        use election_sql::LeaseRows as _;
+        let (server, ctx) = connected().await;
+        let (a, b) = (101_i64, 202_i64);
+        let read = async || {
+            let mut rows = ctx.read_many_via(Via::Pool, &["jobs"]).await.expect("read");
+            rows.remove("jobs").expect("the row")
+        };
+        let fresh = Take::new("jobs", 7, &Seen::default()).expect("take");
+        let won = ctx
+            .claim_many_via(Via::Pool, &[fresh], ("a", Some(a)))
+            .await;
+        let epoch = won.expect("claim")[0].1;
+        let seen = read().await;
+        let heartbeat = seen.heartbeat.expect("the row names a's heartbeat");
+        assert_eq!(heartbeat.id, a);
+        // a renews (its heartbeat moves on) after b read the row.
+        let hold = HeldRow {
+            name: "jobs",
+            nonce: 7,
+            epoch,
+        };
+        let (renewed, _) = ctx.renew_with_heartbeat(&[hold], a).await.expect("renew");
+        assert!(renewed.contains("jobs"));
+        let mut take = Take::new("jobs", 8, &seen).expect("take");
+        take.by_heartbeat = Some(heartbeat.version);
+        let refused = ctx.claim_many_via(Via::Pool, &[take], ("b", Some(b))).await;
+        assert!(
+            refused.expect("claim").is_empty(),
+            "taken by a heartbeat that moved on"
+        );
+        // The row and heartbeat as read again, then the heartbeat deleted by hand.
+        let seen = read().await;
+        let now = seen.heartbeat.expect("a's heartbeat");
+        server
+            .sql(&format!("DELETE FROM election.heartbeats WHERE id = {a}"))
+            .expect("delete");
+        let mut take = Take::new("jobs", 8, &seen).expect("take");
+        take.by_heartbeat = Some(now.version);
+        let refused = ctx
+            .claim_many_via(Via::Pool, &[take.clone()], ("b", Some(b)))
+            .await;
+        assert!(
+            refused.expect("claim").is_empty(),
+            "taken by a heartbeat deleted by hand"
+        );
+        // Written anew by a's next bump, at a random version: as seen, taken.
+        let (_, listed) = ctx.renew_with_heartbeat(&[], b).await.expect("renew");
+        ctx.renew_with_heartbeat(&[], a).await.expect("renew");
+        assert!(
+            listed.iter().all(|m| m.id != a),
+            "no heartbeat of a while it was gone"
+        );
+        let again: i64 = server
+            .sql(&format!(
+                "SELECT version FROM election.heartbeats WHERE id = {a}"
+            ))
+            .expect("version")
+            .parse()
+            .expect("a number");
+        take.by_heartbeat = Some(again);
+        let won = ctx.claim_many_via(Via::Pool, &[take], ("b", Some(b))).await;
+        assert_eq!(
+            won.expect("claim").len(),
+            1,
+            "the row as read, the heartbeat as seen"
+        );
+        assert_eq!(
+            server
+                .sql("SELECT heartbeat || '/' || heartbeat_nonce FROM election.leases WHERE name = 'jobs'")
+                .expect("heartbeat"),
+            format!("{b}/8"),
+            "the winner's heartbeat, with its nonce"
         );
     }
 

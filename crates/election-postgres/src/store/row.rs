@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use election_core::{ConfigError, Epoch};
+use election_sql::Heartbeat;
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Row as _, SqlSafeStr};
 
@@ -31,6 +32,10 @@ pub(crate) fn epoch_of(name: &str, epoch: i64) -> Result<Epoch, Error> {
 pub(crate) struct Seen {
     pub(crate) lease: Option<Row>,
     pub(crate) recorded: Option<Recorded>,
+    /// The heartbeat the row's term names and its version, in the same read
+    /// (ADR 0110; [`read_many`] only): a heartbeat written with the row's own
+    /// nonce.
+    pub(crate) heartbeat: Option<Heartbeat>,
 }
 
 impl Seen {
@@ -116,6 +121,12 @@ pub(crate) async fn read_many(
             lease.renewed_unix_ms = renewed;
             lease.value = value;
         }
+        // The eleventh and twelfth: the heartbeat the term names, and its
+        // version (ADR 0110).
+        let (heartbeat, version): (Option<i64>, Option<i64>) = (row.try_get(10)?, row.try_get(11)?);
+        seen.heartbeat = heartbeat
+            .zip(version)
+            .map(|(id, version)| Heartbeat { id, version });
         out.insert(name, seen);
     }
     Ok(out)
@@ -154,7 +165,14 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
     let recorded = rec_epoch
         .zip(rec_ttl)
         .map(|(epoch, ttl_ms)| Recorded { epoch, ttl_ms });
-    let seen = check(&name, Seen { lease, recorded })?;
+    let seen = check(
+        &name,
+        Seen {
+            lease,
+            recorded,
+            heartbeat: None,
+        },
+    )?;
     Ok((name, seen))
 }
 
@@ -218,6 +236,59 @@ pub(crate) async fn renew_many(
     Ok(renewed.into_iter().collect())
 }
 
+/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0110), in one
+/// statement: bumps the heartbeat and lists every other heartbeat (as the
+/// statement's snapshot shows them). Returns the names renewed and the
+/// heartbeats.
+pub(crate) async fn renew_with_heartbeat(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    holds: &[HeldRow<'_>],
+    heartbeat: i64,
+    wall_ms: i64,
+) -> Result<(HashSet<String>, Vec<Heartbeat>), Error> {
+    let names: Vec<&str> = holds.iter().map(|h| h.name).collect();
+    let nonces: Vec<i64> = holds.iter().map(|h| h.nonce).collect();
+    let epochs: Vec<i64> = holds.iter().map(|h| h.epoch).collect();
+    let rows: Vec<(Option<String>, Option<i64>, Option<i64>)> =
+        sqlx::query_as(AssertSqlSafe(sql.renew_with_heartbeat.clone()))
+            .bind(names)
+            .bind(nonces)
+            .bind(epochs)
+            .bind(wall_ms)
+            .bind(heartbeat)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut renewed = HashSet::with_capacity(holds.len());
+    let mut heartbeats = Vec::new();
+    for (name, id, version) in rows {
+        match (name, id.zip(version)) {
+            (Some(name), _) => {
+                renewed.insert(name);
+            }
+            (None, Some((id, version))) => heartbeats.push(Heartbeat { id, version }),
+            (None, None) => {}
+        }
+    }
+    Ok((renewed, heartbeats))
+}
+
+/// Deletes the heartbeat `id` of a lease set that closed, and every heartbeat not
+/// bumped since `stale_before_ms` (ADR 0110).
+pub(crate) async fn stop_heartbeat(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    id: i64,
+    stale_before_ms: i64,
+) -> Result<(), Error> {
+    sqlx::query(AssertSqlSafe(sql.stop_heartbeat.clone()))
+        .bind(id)
+        .bind(stale_before_ms)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 /// Releases every lease of `holds` in one statement, each only while its
 /// row still shows its nonce (a successor's claim is never undone), and
 /// notifies the channel of each. Returns the names released.
@@ -270,6 +341,9 @@ pub(crate) struct Take<'a> {
     pub(crate) recorded: Option<i64>,
     /// The lowest epoch the term may get ([`Seen::floor`]).
     pub(crate) floor: i64,
+    /// A take by the holder's heartbeat (ADR 0110): the version the heartbeat the
+    /// row names must still show in the claim's statement.
+    pub(crate) by_heartbeat: Option<i64>,
 }
 
 impl<'a> Take<'a> {
@@ -286,6 +360,7 @@ impl<'a> Take<'a> {
             seen: seen.lease.as_ref().map(|r| (r.version, r.epoch)),
             recorded: seen.recorded.map(|r| r.epoch),
             floor,
+            by_heartbeat: None,
         })
     }
 }
@@ -304,10 +379,12 @@ pub(crate) async fn claim_many(
     conn: &mut PgConnection,
     sql: &Sql,
     takes: &[Take<'_>],
-    identity: &str,
+    claimant: (&str, Option<i64>),
     ttl_ms: i64,
     wall_ms: i64,
 ) -> Result<Vec<(String, i64)>, Error> {
+    let (identity, heartbeat) = claimant;
+    let by_heartbeat: Vec<Option<i64>> = takes.iter().map(|t| t.by_heartbeat).collect();
     let names: Vec<&str> = takes.iter().map(|t| t.name).collect();
     let nonces: Vec<i64> = takes.iter().map(|t| t.nonce).collect();
     let versions: Vec<Option<i64>> = takes.iter().map(|t| t.seen.map(|s| s.0)).collect();
@@ -325,6 +402,8 @@ pub(crate) async fn claim_many(
         .bind(ttl_ms)
         .bind(wall_ms)
         .bind(&*sql.channel)
+        .bind(heartbeat)
+        .bind(by_heartbeat)
         .fetch_all(&mut *conn)
         .await?;
     Ok(won)
@@ -396,6 +475,8 @@ pub(crate) async fn ready(
         .bind(1_i64)
         .bind(0_i64)
         .bind(&*sql.channel)
+        .bind(None::<i64>)
+        .bind(&none_opt)
         .execute(&mut *conn)
         .await?;
     // An election dropped meanwhile (a waiter given up at once) has no
@@ -465,6 +546,7 @@ mod tests {
                 epoch,
                 ttl_ms: 1000,
             }),
+            heartbeat: None,
         }
     }
 

@@ -35,6 +35,13 @@
 //!   and the epoch it published it in. A read of the leader shows the
 //!   value only with the row's epoch, so a value never outlives its term
 //!   and no claim statement has to clear it.
+//! - `heartbeats(id, version, beat_unix_ms)` and `leases.heartbeat`,
+//!   `leases.heartbeat_nonce` (version 6, ADR 0110): one heartbeat per lease set,
+//!   bumped by every statement that extends the set's terms; a lease row
+//!   names the heartbeat of its term (only with the row's own nonce), so a
+//!   contender that saw the heartbeat unchanged for a full TTL takes the row
+//!   over without having watched it. A heartbeat deleted by hand only makes
+//!   contenders wait out the per-row TTL.
 //! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
 //!   and raise, in the caller's transaction, so that a fenced transaction
 //!   begins in one round trip
@@ -60,7 +67,7 @@ use fencing::ResourceName;
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The `SQLSTATE` with which `fence_enter` refuses a token lower than the
 /// stored mark; the error's `DETAIL` is the stored mark, in decimal.
@@ -83,6 +90,11 @@ pub(crate) struct Sql {
     pub(crate) claim_many: Arc<str>,
     pub(crate) take_released: Arc<str>,
     pub(crate) renew_many: Arc<str>,
+    /// A lease set's renewal (ADR 0110): `renew_many`, its heartbeat bumped and
+    /// every other heartbeat listed, in one statement.
+    pub(crate) renew_with_heartbeat: Arc<str>,
+    /// Deletes a closed set's heartbeat and the heartbeats nobody bumped for a day.
+    pub(crate) stop_heartbeat: Arc<str>,
     pub(crate) release_many: Arc<str>,
     pub(crate) proclaim: Arc<str>,
     pub(crate) fence_enter: Arc<str>,
@@ -99,38 +111,65 @@ impl Sql {
         let s = format!("\"{schema}\"");
         let read_many = format!(
             "SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms,
-                    l.renewed_unix_ms, CASE WHEN l.value_epoch = l.epoch THEN l.value END
+                    l.renewed_unix_ms, CASE WHEN l.value_epoch = l.epoch THEN l.value END,
+                    m.id, m.version
              FROM unnest($1::text[]) AS k(name)
              LEFT JOIN {s}.leases l ON l.name = k.name
              LEFT JOIN {s}.epochs e ON e.name = k.name
+             LEFT JOIN {s}.heartbeats m ON m.id = l.heartbeat AND l.heartbeat_nonce = l.nonce
              WHERE l.name IS NOT NULL OR e.name IS NOT NULL"
+        );
+        // A heartbeat's bump (ADR 0110): one version up, or written from a
+        // random version where it is missing (a first bump, or deleted by
+        // hand, so that a version is not seen twice by chance).
+        let beat = |id: &str, wall: &str, when: &str| {
+            format!(
+                "INSERT INTO {s}.heartbeats (id, version, beat_unix_ms)
+                 SELECT {id}, (random() * 4611686018427387903)::int8 + 1, {wall} WHERE {when}
+                 ON CONFLICT (id) DO UPDATE
+                 SET version = {s}.heartbeats.version + 1, beat_unix_ms = excluded.beat_unix_ms"
+            )
+        };
+        let beat_won = beat(
+            "$11",
+            "$9",
+            "$11::int8 IS NOT NULL AND EXISTS (SELECT 1 FROM won)",
         );
         // One statement wins every key of a batch whose lease row (and
         // epoch record) is still exactly as its claimant read it: the
         // epoch is drawn from the sequence in this very statement (rule 1),
         // never below the floor (one above every epoch the key ever showed),
-        // recorded in `epochs`, and announced on the channel at commit.
+        // recorded in `epochs`, and announced on the channel at commit. A
+        // lease set's claim ($11, its heartbeat) names its heartbeat in the rows it
+        // wins and bumps it; a take by heartbeat ($12) also needs the heartbeat the
+        // row names still at the version seen (ADR 0110).
         let claim_many = format!(
             "WITH t AS (
-                SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
-                  AS t(name, nonce, seen_version, seen_epoch, recorded, floor)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], $6::int8[],
+                                     $12::int8[])
+                  AS t(name, nonce, seen_version, seen_epoch, recorded, floor, beat_seen)
              ),
              upd AS (
                 UPDATE {s}.leases l
                 SET holder = $7, nonce = t.nonce,
                     epoch = greatest(nextval('{s}.epoch_seq'), t.floor),
                     version = l.version + 1, ttl_ms = $8,
-                    acquired_unix_ms = $9, renewed_unix_ms = $9
+                    acquired_unix_ms = $9, renewed_unix_ms = $9,
+                    heartbeat = $11, heartbeat_nonce = CASE WHEN $11::int8 IS NULL THEN NULL ELSE t.nonce END
                 FROM t
                 WHERE t.seen_version IS NOT NULL AND l.name = t.name
                   AND l.version = t.seen_version AND l.epoch = t.seen_epoch
                   AND (SELECT e.epoch FROM {s}.epochs e WHERE e.name = t.name) IS NOT DISTINCT FROM t.recorded
+                  AND (t.beat_seen IS NULL OR t.beat_seen = (
+                        SELECT m.version FROM {s}.heartbeats m WHERE m.id = l.heartbeat AND l.heartbeat_nonce = l.nonce))
                 RETURNING l.name, l.epoch
              ),
              ins AS (
                 INSERT INTO {s}.leases
-                  (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
-                SELECT t.name, $7, t.nonce, greatest(nextval('{s}.epoch_seq'), t.floor), 1, $8, $9, $9
+                  (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms,
+                   heartbeat, heartbeat_nonce)
+                SELECT t.name, $7, t.nonce, greatest(nextval('{s}.epoch_seq'), t.floor), 1, $8, $9, $9,
+                       $11, CASE WHEN $11::int8 IS NULL THEN NULL ELSE t.nonce END
                 FROM t
                 WHERE t.seen_version IS NULL
                   AND (SELECT e.epoch FROM {s}.epochs e WHERE e.name = t.name) IS NOT DISTINCT FROM t.recorded
@@ -142,7 +181,8 @@ impl Sql {
                 INSERT INTO {s}.epochs (name, epoch, ttl_ms) SELECT name, epoch, $8 FROM won
                 ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
                 WHERE excluded.epoch > {s}.epochs.epoch
-             )
+             ),
+             beat AS ({beat_won})
              SELECT won.name, won.epoch FROM won, LATERAL (SELECT pg_notify($10, won.name)) AS n"
         );
         // An attempt's first look, and a waiter's look after a
@@ -192,6 +232,21 @@ impl Sql {
              LEFT JOIN {s}.leases l ON l.name = k.name
              LEFT JOIN {s}.epochs e ON e.name = k.name"
         );
+        let renew_with_heartbeat = format!(
+            "WITH r AS (
+                UPDATE {s}.leases l SET version = l.version + 1, renewed_unix_ms = $4
+                FROM unnest($1::text[], $2::int8[], $3::int8[]) AS t(name, nonce, epoch)
+                WHERE l.name = t.name AND l.nonce = t.nonce AND l.epoch = t.epoch AND l.holder IS NOT NULL
+                RETURNING l.name
+             ),
+             beat AS ({})
+             SELECT r.name, NULL::int8, NULL::int8 FROM r
+             UNION ALL
+             SELECT NULL, m.id, m.version FROM {s}.heartbeats m WHERE m.id <> $5",
+            beat("$5", "$4", "true")
+        );
+        let stop_heartbeat =
+            format!("DELETE FROM {s}.heartbeats WHERE id = $1 OR beat_unix_ms < $2");
         let renew_many = format!(
             "UPDATE {s}.leases l SET version = l.version + 1, renewed_unix_ms = $4
              FROM unnest($1::text[], $2::int8[], $3::int8[]) AS t(name, nonce, epoch)
@@ -235,6 +290,8 @@ impl Sql {
             claim_many: claim_many.into(),
             take_released: take_released.into(),
             renew_many: renew_many.into(),
+            renew_with_heartbeat: renew_with_heartbeat.into(),
+            stop_heartbeat: stop_heartbeat.into(),
             release_many: release_many.into(),
             proclaim: proclaim.into(),
             fence_enter: fence_enter.into(),
@@ -454,6 +511,24 @@ fn v5(s: &str) -> Vec<String> {
     )]
 }
 
+/// Version 6 (ADR 0110): the lease sets' heartbeats, and the heartbeat each lease
+/// row's term names.
+fn v6(s: &str) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {s}.heartbeats (
+                id bigint PRIMARY KEY,
+                version bigint NOT NULL,
+                beat_unix_ms bigint NOT NULL
+            )"
+        ),
+        format!(
+            "ALTER TABLE {s}.leases ADD COLUMN IF NOT EXISTS heartbeat bigint,
+                                   ADD COLUMN IF NOT EXISTS heartbeat_nonce bigint"
+        ),
+    ]
+}
+
 /// The schema version recorded, if the `meta` table exists.
 async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -558,6 +633,7 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(),
         .chain(v3(&s))
         .chain(v4(&s))
         .chain(v5(&s))
+        .chain(v6(&s))
     {
         sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
     }

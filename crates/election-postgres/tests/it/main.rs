@@ -11,6 +11,7 @@ mod connections;
 mod display;
 mod faults;
 mod fence;
+mod heartbeats;
 mod holder_process;
 mod lease_set;
 mod lease_set_faults;

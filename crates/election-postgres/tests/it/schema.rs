@@ -40,7 +40,7 @@ async fn creates_its_own_schema_and_nothing_else() {
         .expect("list");
     assert_eq!(
         tables,
-        "jobs_election.epochs,jobs_election.fences,jobs_election.leases,jobs_election.meta,public.leases,public.meta"
+        "jobs_election.epochs,jobs_election.fences,jobs_election.heartbeats,jobs_election.leases,jobs_election.meta,public.leases,public.meta"
     );
     assert_eq!(
         server

@@ -371,6 +371,26 @@ impl election_sql::LeaseRows for SqliteStore {
     async fn release_many(&self, holds: &[HeldRow<'_>]) -> Result<(), Error> {
         row::release_many(&self.pool, holds).await
     }
+
+    async fn renew_with_heartbeat(
+        &self,
+        holds: &[HeldRow<'_>],
+        heartbeat: i64,
+    ) -> Result<(HashSet<String>, Vec<election_sql::Heartbeat>), Error> {
+        row::renew_with_heartbeat(&self.pool, holds, heartbeat, self.clock.wall_unix_ms()).await
+    }
+
+    async fn stop_heartbeat(&self, heartbeat: i64) -> Result<(), Error> {
+        let stale = self
+            .clock
+            .wall_unix_ms()
+            .saturating_sub(election_sql::HEARTBEAT_KEPT_MS);
+        row::stop_heartbeat(&self.pool, heartbeat, stale).await
+    }
+
+    fn now(&self) -> tokio::time::Instant {
+        self.clock.now()
+    }
 }
 
 #[cfg(test)]

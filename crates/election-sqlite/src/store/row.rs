@@ -4,6 +4,7 @@
 //! autocommit statement (ADR 0035).
 
 use election_core::{ConfigError, Epoch};
+use election_sql::Heartbeat;
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::error::Error;
@@ -49,14 +50,18 @@ pub(crate) struct ClaimWrite<'a> {
     /// The same-host lock this attempt holds now, if any (ADR 0026):
     /// `<boot id>/<st_dev>/<st_ino>` of its locked file.
     pub(crate) lock: Option<&'a str>,
+    /// The heartbeat of the lease set claiming (ADR 0110), written with the
+    /// attempt's nonce as `heartbeat_nonce`; `None` (a single candidate): the
+    /// row names no heartbeat.
+    pub(crate) heartbeat: Option<i64>,
 }
 
 /// A statement of this module, with its bound values so far.
 type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
 impl<'a> ClaimWrite<'a> {
-    /// Binds `?1` to `?7` of a winning write: name, holder, nonce, `epoch`,
-    /// TTL, wall clock, lock id.
+    /// Binds `?1` to `?8` of a winning write: name, holder, nonce, `epoch`,
+    /// TTL, wall clock, lock id, heartbeat.
     fn bind(self, query: Statement<'a>, epoch: i64) -> Statement<'a> {
         query
             .bind(self.name)
@@ -66,6 +71,7 @@ impl<'a> ClaimWrite<'a> {
             .bind(self.ttl_ms)
             .bind(self.wall_ms)
             .bind(self.lock.map(|l| lock_id(self.nonce, l)))
+            .bind(self.heartbeat)
     }
 }
 
@@ -231,8 +237,9 @@ async fn win(
         None => w.bind(
             sqlx::query(and_record!(
                 "INSERT INTO election_leases
-                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms, lock_id)
-                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, ?7)
+                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms, lock_id,
+                    heartbeat, heartbeat_nonce)
+                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, ?7, ?8, CASE WHEN ?8 IS NULL THEN NULL ELSE ?3 END)
                  ON CONFLICT (name) DO NOTHING"
             )),
             epoch,
@@ -242,8 +249,9 @@ async fn win(
                 sqlx::query(and_record!(
                     "UPDATE election_leases
                      SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
-                         ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6, lock_id = ?7
-                     WHERE name = ?1 AND version = ?8 AND epoch = ?9"
+                         ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6, lock_id = ?7,
+                         heartbeat = ?8, heartbeat_nonce = CASE WHEN ?8 IS NULL THEN NULL ELSE ?3 END
+                     WHERE name = ?1 AND version = ?9 AND epoch = ?10"
                 )),
                 epoch,
             )
@@ -494,6 +502,9 @@ pub(crate) struct Seen {
     pub(crate) recorded: Option<Recorded>,
     /// The row's nonce and `lock_id` (ADR 0026), if it has them.
     pub(crate) lock: Option<(i64, String)>,
+    /// The heartbeat the row's term names and its version, in the same read
+    /// (ADR 0110): only a heartbeat written with the row's own nonce.
+    pub(crate) heartbeat: Option<Heartbeat>,
 }
 
 impl Seen {
@@ -524,8 +535,11 @@ pub(crate) async fn read_many(
     for chunk in names.chunks(CHUNK) {
         let marks = vec!["?"; chunk.len()].join(", ");
         let sql = format!(
-            "SELECT name, holder, epoch, version, ttl_ms, acquired_unix_ms, nonce, lock_id
-             FROM election_leases WHERE name IN ({marks})"
+            "SELECT l.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, l.nonce, l.lock_id,
+                    m.id, m.version
+             FROM election_leases l
+             LEFT JOIN election_heartbeats m ON m.id = l.heartbeat AND l.heartbeat_nonce = l.nonce
+             WHERE l.name IN ({marks})"
         );
         type Raw = (
             String,
@@ -536,18 +550,33 @@ pub(crate) async fn read_many(
             Option<i64>,
             Option<i64>,
             Option<String>,
+            Option<i64>,
+            Option<i64>,
         );
         let mut query = sqlx::query_as::<_, Raw>(sqlx::AssertSqlSafe(sql));
         for name in chunk {
             query = query.bind(*name);
         }
-        for (name, holder, epoch, version, ttl_ms, acquired, nonce, lock_id) in
-            query.fetch_all(&mut *tx).await?
+        for (
+            name,
+            holder,
+            epoch,
+            version,
+            ttl_ms,
+            acquired,
+            nonce,
+            lock_id,
+            heartbeat,
+            heartbeat_version,
+        ) in query.fetch_all(&mut *tx).await?
         {
             let found = check(&name, row((holder, epoch, version, ttl_ms, acquired, None)))?;
             let entry = seen.entry(name).or_default();
             entry.lease = Some(found);
             entry.lock = nonce.zip(lock_id);
+            entry.heartbeat = heartbeat
+                .zip(heartbeat_version)
+                .map(|(id, version)| Heartbeat { id, version });
         }
         let sql =
             format!("SELECT name, epoch, ttl_ms FROM election_epochs WHERE name IN ({marks})");
@@ -581,6 +610,18 @@ pub(crate) async fn renew_many(
 ) -> Result<std::collections::HashSet<String>, Error> {
     let mut renewed = std::collections::HashSet::with_capacity(holds.len());
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    renew_in(&mut tx, holds, wall_ms, &mut renewed).await?;
+    tx.commit().await?;
+    Ok(renewed)
+}
+
+/// The renewals of [`renew_many`], in the caller's transaction.
+async fn renew_in(
+    conn: &mut SqliteConnection,
+    holds: &[HeldRow<'_>],
+    wall_ms: i64,
+    renewed: &mut std::collections::HashSet<String>,
+) -> Result<(), Error> {
     for chunk in holds.chunks(CHUNK) {
         let sql = format!(
             "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?
@@ -592,10 +633,62 @@ pub(crate) async fn renew_many(
         for h in chunk {
             query = query.bind(h.name).bind(h.nonce).bind(h.epoch);
         }
-        renewed.extend(query.fetch_all(&mut *tx).await?);
+        renewed.extend(query.fetch_all(&mut *conn).await?);
     }
+    Ok(())
+}
+
+/// Bumps the heartbeat `id` (ADR 0110), in the caller's transaction: one
+/// version up, or written from a random version where it is missing (a
+/// first bump, or deleted by hand).
+async fn beat(conn: &mut SqliteConnection, id: i64, wall_ms: i64) -> Result<(), Error> {
+    sqlx::query(
+        "INSERT INTO election_heartbeats (id, version, beat_unix_ms)
+         VALUES (?1, (random() & 4611686018427387903) + 1, ?2)
+         ON CONFLICT (id) DO UPDATE SET version = version + 1, beat_unix_ms = excluded.beat_unix_ms",
+    )
+    .bind(id)
+    .bind(wall_ms)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0110): in the
+/// same transaction, bumps the heartbeat and lists every heartbeat.
+pub(crate) async fn renew_with_heartbeat(
+    pool: &SqlitePool,
+    holds: &[HeldRow<'_>],
+    heartbeat: i64,
+    wall_ms: i64,
+) -> Result<(std::collections::HashSet<String>, Vec<Heartbeat>), Error> {
+    let mut renewed = std::collections::HashSet::with_capacity(holds.len());
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    renew_in(&mut tx, holds, wall_ms, &mut renewed).await?;
+    beat(&mut tx, heartbeat, wall_ms).await?;
+    let heartbeats = sqlx::query_as::<_, (i64, i64)>("SELECT id, version FROM election_heartbeats")
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(id, version)| Heartbeat { id, version })
+        .collect();
     tx.commit().await?;
-    Ok(renewed)
+    Ok((renewed, heartbeats))
+}
+
+/// Deletes the heartbeat `id` of a lease set that closed, and every heartbeat not
+/// bumped since `stale_before_ms` (a set that crashed) (ADR 0110).
+pub(crate) async fn stop_heartbeat(
+    pool: &SqlitePool,
+    id: i64,
+    stale_before_ms: i64,
+) -> Result<(), Error> {
+    sqlx::query("DELETE FROM election_heartbeats WHERE id = ?1 OR beat_unix_ms < ?2")
+        .bind(id)
+        .bind(stale_before_ms)
+        .execute(pool)
+        .await?;
+    Ok(())
 }
 
 /// Releases every lease of `holds` in one `BEGIN IMMEDIATE` transaction,
@@ -631,6 +724,9 @@ pub(crate) struct Take<'a> {
     /// The same-host lock the claimant holds on the key's file, if any
     /// (ADR 0026): `<boot id>/<st_dev>/<st_ino>`, written as `lock_id`.
     pub(crate) lock: Option<&'a str>,
+    /// A take by the holder's heartbeat (ADR 0110): the heartbeat and the version it
+    /// must still show in the claim's transaction.
+    pub(crate) by_heartbeat: Option<Heartbeat>,
 }
 
 /// What a batch of claims did.
@@ -654,17 +750,31 @@ pub(crate) struct Claimed {
 pub(crate) async fn claim_many(
     pool: &SqlitePool,
     takes: &[Take<'_>],
-    identity: &str,
+    claimant: (&str, i64),
     ttl_ms: i64,
     wall_ms: i64,
     before_commit: impl FnOnce(),
 ) -> Result<Claimed, Error> {
+    let (identity, heartbeat) = claimant;
     let mut claimed = Claimed::default();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     for t in takes {
         let recorded = read_recorded(&mut tx, t.name).await?;
         if recorded.map(|r| r.epoch) != t.recorded {
             continue;
+        }
+        if let Some(m) = t.by_heartbeat {
+            // Taken by heartbeat: only while the heartbeat still shows the version
+            // seen unchanged for a full TTL (the row's own version is
+            // checked by the write below).
+            let now: Option<i64> =
+                sqlx::query_scalar("SELECT version FROM election_heartbeats WHERE id = ?1")
+                    .bind(m.id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if now != Some(m.version) {
+                continue;
+            }
         }
         let epoch = match next_epoch(t.seen.map(|(_, e)| e), recorded) {
             Ok(epoch) => epoch,
@@ -681,6 +791,7 @@ pub(crate) async fn claim_many(
             ttl_ms,
             wall_ms,
             lock: t.lock,
+            heartbeat: Some(heartbeat),
         };
         if win(&mut tx, w, t.seen, epoch).await? {
             claimed.won.push((t.name.to_owned(), epoch));
@@ -690,6 +801,9 @@ pub(crate) async fn claim_many(
         tx.rollback().await?;
         return Ok(claimed);
     }
+    // The terms won extend the set's validity: they bump its heartbeat in the
+    // same transaction (ADR 0110).
+    beat(&mut tx, heartbeat, wall_ms).await?;
     before_commit();
     tx.commit().await?;
     Ok(claimed)
@@ -719,6 +833,7 @@ mod tests {
             ttl_ms: 30_000,
             wall_ms: 0,
             lock,
+            heartbeat: None,
         }
     }
 
@@ -784,6 +899,115 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(id.as_deref(), Some("8/boot/1/2"));
+    }
+
+    /// A take by heartbeat (ADR 0110) wins only while the heartbeat still shows the
+    /// version the claimant saw unchanged: a bump between its read and its
+    /// claim (the holder renewed) or the heartbeat deleted refuses it.
+    #[tokio::test]
+    async fn a_take_by_heartbeat_wins_only_while_the_heartbeat_is_unchanged() {
+        let (_dir, ctx) = context().await;
+        let (a, b) = (101, 202);
+        let fresh = Take {
+            name: "jobs",
+            nonce: 7,
+            seen: None,
+            recorded: None,
+            lock: None,
+            by_heartbeat: None,
+        };
+        let won = claim_many(&ctx.pool, &[fresh], ("a", a), 30_000, 0, || {})
+            .await
+            .unwrap();
+        let epoch = won.won[0].1;
+        let seen = read_many(&ctx.pool, &["jobs"])
+            .await
+            .unwrap()
+            .remove("jobs")
+            .unwrap();
+        let heartbeat = seen.heartbeat.expect("the row names a's heartbeat");
+        assert_eq!(heartbeat.id, a);
+        let row = seen.lease.unwrap();
+        let take = |version| Take {
+            name: "jobs",
+            nonce: 8,
+            seen: Some((row.version, row.epoch)),
+            recorded: Some(epoch),
+            lock: None,
+            by_heartbeat: Some(Heartbeat { id: a, version }),
+        };
+        // a renews (its heartbeat moves on) after b read the row.
+        let hold = HeldRow {
+            name: "jobs",
+            nonce: 7,
+            epoch,
+        };
+        let (renewed, _) = renew_with_heartbeat(&ctx.pool, &[hold], a, 0)
+            .await
+            .unwrap();
+        assert!(renewed.contains("jobs"));
+        let refused = claim_many(
+            &ctx.pool,
+            &[take(heartbeat.version)],
+            ("b", b),
+            30_000,
+            0,
+            || {},
+        )
+        .await
+        .unwrap();
+        assert!(refused.won.is_empty(), "taken by a heartbeat that moved on");
+        // The row as read again, the heartbeat at its new version: taken.
+        let seen = read_many(&ctx.pool, &["jobs"])
+            .await
+            .unwrap()
+            .remove("jobs")
+            .unwrap();
+        let (row, now) = (seen.lease.unwrap(), seen.heartbeat.unwrap());
+        let mut at_now = take(now.version);
+        at_now.seen = Some((row.version, row.epoch));
+        sqlx::query("DELETE FROM election_heartbeats WHERE id = ?1")
+            .bind(a)
+            .execute(&ctx.pool)
+            .await
+            .unwrap();
+        let refused = claim_many(&ctx.pool, &[at_now], ("b", b), 30_000, 0, || {})
+            .await
+            .unwrap();
+        assert!(
+            refused.won.is_empty(),
+            "taken by a heartbeat deleted by hand"
+        );
+        renew_with_heartbeat(&ctx.pool, &[], a, 0).await.unwrap(); // written anew, at a random version
+        let again: i64 =
+            sqlx::query_scalar("SELECT version FROM election_heartbeats WHERE id = ?1")
+                .bind(a)
+                .fetch_one(&ctx.pool)
+                .await
+                .unwrap();
+        at_now.by_heartbeat = Some(Heartbeat {
+            id: a,
+            version: again,
+        });
+        let won = claim_many(&ctx.pool, &[at_now], ("b", b), 30_000, 0, || {})
+            .await
+            .unwrap();
+        assert_eq!(
+            won.won.len(),
+            1,
+            "the row as read and the heartbeat as seen: taken"
+        );
+        let named: (Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT heartbeat, heartbeat_nonce FROM election_leases WHERE name = 'jobs'",
+        )
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            named,
+            (Some(b), Some(8)),
+            "the winner's heartbeat, with its nonce"
+        );
     }
 
     /// Every connection of `pool` (as many as it may hold) reports

@@ -25,6 +25,15 @@
 //!   records are guarded: with a mark gone, a fence would accept a deposed
 //!   leader's lower token. **Never drop those triggers or this table.**
 //!
+//! - `election_heartbeats` (ADR 0110): one row per lease set, its *heartbeat*
+//!   (`id`, `version`, `beat_unix_ms` for people and for the deletion of
+//!   heartbeats left behind), bumped by every transaction that extends the
+//!   set's terms; `election_leases.heartbeat` and `heartbeat_nonce` name the heartbeat of
+//!   the term a row shows (only with the row's own nonce). Added in place
+//!   to databases of any version, without a version bump, as `lock_id`:
+//!   older versions never read them, and a row they win gets a nonce of
+//!   its own, so a heartbeat they leave behind names nothing.
+//!
 //! Version 1 databases are migrated in place: `election_epochs` is created
 //! and seeded from every existing lease row's epoch, so epochs keep
 //! growing after the upgrade. Version 1 and 2 databases get the fence
@@ -157,13 +166,15 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     .await?;
     // The version and whether `lock_id` is there, in one statement (one
     // round trip to the connection's worker thread at every open).
-    let (found, has_lock_id, has_value, has_guard): (Option<i64>, bool, bool, bool) = sqlx::query_as(
+    let (found, has_lock_id, has_value, has_guard, has_marks): (Option<i64>, bool, bool, bool, bool) = sqlx::query_as(
         "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0,
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'value_epoch') > 0,
                 (SELECT count(*) FROM sqlite_master WHERE type = 'trigger'
                     AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered',
-                                 'election_epochs_never_replaced_lower')) = 3",
+                                 'election_epochs_never_replaced_lower')) = 3,
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'heartbeat_nonce') > 0
+                AND (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_heartbeats') > 0",
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -224,6 +235,12 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
         true
     };
     let added = added || guarded;
+    let marked = if up_to_date && has_marks {
+        false
+    } else {
+        add_marks(&mut tx).await?
+    };
+    let added = added || marked;
     if added || !up_to_date {
         tx.commit().await?;
     } else {
@@ -275,6 +292,42 @@ async fn add_value_columns(conn: &mut SqliteConnection) -> Result<bool, Error> {
         return Ok(true);
     }
     Ok(false)
+}
+
+/// Adds `election_heartbeats` and `election_leases.heartbeat`, `heartbeat_nonce` (ADR
+/// 0110) where missing. In place, without a version bump (as `lock_id`).
+/// True if it added anything.
+async fn add_marks(conn: &mut SqliteConnection) -> Result<bool, Error> {
+    let (tables, columns, heartbeats): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_leases'),
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'heartbeat_nonce'),
+                (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_heartbeats')",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut added = false;
+    if tables == 1 && columns == 0 {
+        for stmt in [
+            "ALTER TABLE election_leases ADD COLUMN heartbeat INTEGER",
+            "ALTER TABLE election_leases ADD COLUMN heartbeat_nonce INTEGER",
+        ] {
+            sqlx::query(stmt).execute(&mut *conn).await?;
+        }
+        added = true;
+    }
+    if heartbeats == 0 {
+        sqlx::query(
+            "CREATE TABLE election_heartbeats (
+                id INTEGER PRIMARY KEY NOT NULL,
+                version INTEGER NOT NULL,
+                beat_unix_ms INTEGER NOT NULL
+            )",
+        )
+        .execute(&mut *conn)
+        .await?;
+        added = true;
+    }
+    Ok(added)
 }
 
 /// Whether `election_leases` has the value columns (ADR 0068): a database

@@ -9,5 +9,6 @@ mod conformance;
 mod deleted_row;
 mod display;
 mod fence;
+mod heartbeats;
 mod lease_set;
 mod unusable;
