@@ -111,14 +111,7 @@ async fn take(
     // long (and on past its timeout), and must not hold up the renewals
     // of the process's terms (ADR 0105).
     let won = match ctx
-        .claim_many_via(
-            Via::Pool,
-            &batch,
-            (
-                set.state().identity().as_str(),
-                Some(set.state().heartbeat()),
-            ),
-        )
+        .claim_many_via(Via::Pool, &batch, set.state().identity().as_str())
         .await
     {
         Ok(won) => won,

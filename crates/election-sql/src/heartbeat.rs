@@ -3,12 +3,13 @@
 //! at each of its keys.
 //!
 //! Every lease set of a SQL backend has a *heartbeat*: one row (`id`,
-//! `version`) that every statement extending the set's terms (each claim
-//! it wins, each renewal) bumps in its own transaction. The key rows of its
-//! terms name it (the row's `heartbeat`, with `heartbeat_nonce`, the nonce of the
-//! term that named it: a row whose nonce differs was won by a claim that
-//! named no heartbeat, and the heartbeat says nothing of it). Each renewal of a set
-//! also lists every heartbeat, so a set watches the other sets' heartbeats all along
+//! `version`) that each renewal of the set bumps in its own transaction,
+//! and names in the rows it renews (the row's `heartbeat`, with
+//! `heartbeat_nonce`, the row's nonce then). Every claim clears both, so a
+//! row names a heartbeat only once its holder's first renewal did (a row
+//! whose nonce differs from `heartbeat_nonce` was won since, and the
+//! heartbeat says nothing of it). Each renewal of a set also lists every
+//! heartbeat, so a set watches the other sets' heartbeats all along
 //! ([`HeartbeatBook::see`]), whether or not it wants their keys yet.
 //!
 //! **The rule (rule 2).** A contender may take a key row held in a term
@@ -16,11 +17,13 @@
 //! a full TTL (the longer of its own and the row's) on its own monotonic
 //! clock, counted from the first time it saw that version
 //! ([`HeartbeatBook::may_take`]), and only by a claim conditional on `m` still
-//! showing that version in the claim's own transaction. Every statement
-//! that extended the holder's validity of that key bumped `m` in its
-//! transaction; none committed after the first sight (the version would
-//! differ), so each was sent before it, and the holder's validity
-//! (`ttl - margin` from before sending) ran out before the claim.
+//! showing that version in the claim's own transaction. The row names `m`
+//! only after a renewal that bumped `m`; the claim that won the term came
+//! before that, and every statement that extended the holder's validity
+//! since (its renewals) bumped `m` in its transaction. None committed
+//! after the first sight (the version would differ), so each was sent
+//! before it, and the holder's validity (`ttl - margin` from before
+//! sending) ran out before the claim.
 //!
 //! A heartbeat deleted by hand shows no version: the claim's condition fails,
 //! and the per-row rule ([`may_claim`](crate::lease_row::may_claim)) still

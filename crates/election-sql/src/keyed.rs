@@ -624,8 +624,8 @@ impl KeyedState {
         }
     }
 
-    /// This set's heartbeat (ADR 0110): the id its claims write into the rows
-    /// they win, and every statement that extends its terms bumps.
+    /// This set's heartbeat (ADR 0110): the id its renewals write into the
+    /// rows they renew, and bump.
     ///
     /// ```
     /// use election_core::Identity;

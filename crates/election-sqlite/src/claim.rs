@@ -238,7 +238,6 @@ impl ClaimRows for SqliteStore {
                 ttl_ms: inner.options.times.ttl_ms(),
                 wall_ms: inner.clock.wall_unix_ms(),
                 lock: lock.as_deref(),
-                heartbeat: None,
             },
             decide,
             || *may_hold = true,

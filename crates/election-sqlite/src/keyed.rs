@@ -230,7 +230,7 @@ async fn take(
     let result = row::claim_many(
         &ctx.pool,
         &batch,
-        (set.state().identity().as_str(), set.state().heartbeat()),
+        set.state().identity().as_str(),
         ctx.options.times.ttl_ms(),
         ctx.clock.wall_unix_ms(),
         || may_commit = true,

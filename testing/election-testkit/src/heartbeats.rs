@@ -136,13 +136,16 @@ async fn renew<K: KeyedClaims>(set: &K, held: &[(ElectionName, Epoch)]) {
     assert!(refused.is_empty(), "refused: {refused:?}");
 }
 
-/// `a` wins `k1` and `k2`, `b` wins `k0` and renews once (its first
-/// listing of the heartbeats): what each holds.
+/// `a` wins `k1` and `k2` and renews once (its rows then name its
+/// heartbeat), `b` wins `k0` and renews once (its first listing of the
+/// heartbeats): what each holds.
 async fn set_up<K: KeyedClaims>(
     c: &HeartbeatCase<K>,
 ) -> (Vec<(ElectionName, Epoch)>, Vec<(ElectionName, Epoch)>) {
     let a = claim(&c.a, &["k1", "k2"]).await;
     assert_eq!(a.len(), 2, "a won {a:?}");
+    // Its first renewal names its heartbeat in its rows (a claim names none).
+    renew(&c.a, &a).await;
     let b = claim(&c.b, &["k0"]).await;
     assert_eq!(b.len(), 1, "b won {b:?}");
     renew(&c.b, &b).await;
@@ -199,4 +202,35 @@ pub async fn never_taken_over_while_renewing<K: KeyedClaims>(c: HeartbeatCase<K>
     renew(&c.b, &b).await;
     let taken = claim(&c.b, &["k1", "k2"]).await;
     assert!(taken.is_empty(), "b took {taken:?} from a live holder");
+}
+
+/// `a` stops; its heartbeat is deleted by hand after `b`'s last listing:
+/// `b`'s look finds no heartbeat, and takes nothing (the rows are held
+/// for a full TTL of `b`'s own). `delete` deletes the heartbeat of the id
+/// it is given.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use election_core::KeyedClaims;
+/// use election_testkit::heartbeats::{self, HandClock, HeartbeatCase};
+///
+/// async fn run<K: KeyedClaims>(a: K, b: K, clock: std::sync::Arc<HandClock>) {
+///     let case = HeartbeatCase { a, b, advance: clock.advancer(), ttl: Duration::from_secs(3) };
+///     heartbeats::deleted_by_hand_takes_nothing_over(case, 17, async |_id| { /* DELETE it */ }).await;
+/// }
+/// ```
+pub async fn deleted_by_hand_takes_nothing_over<K: KeyedClaims>(
+    c: HeartbeatCase<K>,
+    a_heartbeat: i64,
+    delete: impl AsyncFnOnce(i64),
+) {
+    let (_, b) = set_up(&c).await;
+    (c.advance)(c.ttl);
+    renew(&c.b, &b).await;
+    delete(a_heartbeat).await;
+    let taken = claim(&c.b, &["k1", "k2"]).await;
+    assert!(
+        taken.is_empty(),
+        "b took {taken:?} by a heartbeat deleted by hand"
+    );
 }

@@ -571,20 +571,19 @@ impl PostgresStore {
         takes: &[Take<'_>],
         identity: &str,
     ) -> Result<Vec<(String, i64)>, Error> {
-        self.claim_many_via(SESSION, takes, (identity, None)).await
+        self.claim_many_via(SESSION, takes, identity).await
     }
 
-    /// [`claim_many`](Self::claim_many) `via` the session or the pool, by
-    /// `claimant`: its identity and, for a lease set, its heartbeat (ADR 0110).
+    /// [`claim_many`](Self::claim_many) `via` the session or the pool.
     pub(crate) async fn claim_many_via(
         &self,
         via: Via,
         takes: &[Take<'_>],
-        claimant: (&str, Option<i64>),
+        identity: &str,
     ) -> Result<Vec<(String, i64)>, Error> {
         let (ttl_ms, wall_ms) = (self.options.times.ttl_ms(), self.clock.wall_unix_ms());
         self.write(via, self.options.request_timeout(), async |conn| {
-            row::claim_many(conn, &self.sql, takes, claimant, ttl_ms, wall_ms).await
+            row::claim_many(conn, &self.sql, takes, identity, ttl_ms, wall_ms).await
         })
         .await
     }
@@ -1189,25 +1188,30 @@ mod tests {
             let mut rows = ctx.read_many_via(Via::Pool, &["jobs"]).await.expect("read");
             rows.remove("jobs").expect("the row")
         };
+        let named = || {
+            server
+                .sql("SELECT coalesce(heartbeat || '/' || heartbeat_nonce, 'none') FROM election.leases WHERE name = 'jobs'")
+                .expect("heartbeat")
+        };
         let fresh = Take::new("jobs", 7, &Seen::default()).expect("take");
-        let won = ctx
-            .claim_many_via(Via::Pool, &[fresh], ("a", Some(a)))
-            .await;
+        let won = ctx.claim_many_via(Via::Pool, &[fresh], "a").await;
         let epoch = won.expect("claim")[0].1;
-        let seen = read().await;
-        let heartbeat = seen.heartbeat.expect("the row names a's heartbeat");
-        assert_eq!(heartbeat.id, a);
-        // a renews (its heartbeat moves on) after b read the row.
+        assert_eq!(named(), "none", "a claim names no heartbeat");
         let hold = HeldRow {
             name: "jobs",
             nonce: 7,
             epoch,
         };
+        ctx.renew_with_heartbeat(&[hold], a).await.expect("renew");
+        let seen = read().await;
+        let heartbeat = seen.heartbeat.expect("a's renewal named its heartbeat");
+        assert_eq!(heartbeat.id, a);
+        // a renews (its heartbeat moves on) after b read the row.
         let (renewed, _) = ctx.renew_with_heartbeat(&[hold], a).await.expect("renew");
         assert!(renewed.contains("jobs"));
         let mut take = Take::new("jobs", 8, &seen).expect("take");
         take.by_heartbeat = Some(heartbeat.version);
-        let refused = ctx.claim_many_via(Via::Pool, &[take], ("b", Some(b))).await;
+        let refused = ctx.claim_many_via(Via::Pool, &[take], "b").await;
         assert!(
             refused.expect("claim").is_empty(),
             "taken by a heartbeat that moved on"
@@ -1220,14 +1224,12 @@ mod tests {
             .expect("delete");
         let mut take = Take::new("jobs", 8, &seen).expect("take");
         take.by_heartbeat = Some(now.version);
-        let refused = ctx
-            .claim_many_via(Via::Pool, &[take.clone()], ("b", Some(b)))
-            .await;
+        let refused = ctx.claim_many_via(Via::Pool, &[take.clone()], "b").await;
         assert!(
             refused.expect("claim").is_empty(),
             "taken by a heartbeat deleted by hand"
         );
-        // Written anew by a's next bump, at a random version: as seen, taken.
+        // Written anew by a's next beat, at a random version: as seen, taken.
         let (_, listed) = ctx.renew_with_heartbeat(&[], b).await.expect("renew");
         ctx.renew_with_heartbeat(&[], a).await.expect("renew");
         assert!(
@@ -1242,18 +1244,20 @@ mod tests {
             .parse()
             .expect("a number");
         take.by_heartbeat = Some(again);
-        let won = ctx.claim_many_via(Via::Pool, &[take], ("b", Some(b))).await;
+        let won = ctx.claim_many_via(Via::Pool, &[take], "b").await;
+        let won = won.expect("claim");
+        assert_eq!(won.len(), 1, "the row as read, the heartbeat as seen");
+        assert_eq!(named(), "none", "b's claim names none yet");
+        let hold = HeldRow {
+            name: "jobs",
+            nonce: 8,
+            epoch: won[0].1,
+        };
+        ctx.renew_with_heartbeat(&[hold], b).await.expect("renew");
         assert_eq!(
-            won.expect("claim").len(),
-            1,
-            "the row as read, the heartbeat as seen"
-        );
-        assert_eq!(
-            server
-                .sql("SELECT heartbeat || '/' || heartbeat_nonce FROM election.leases WHERE name = 'jobs'")
-                .expect("heartbeat"),
+            named(),
             format!("{b}/8"),
-            "the winner's heartbeat, with its nonce"
+            "b's renewal names its heartbeat, with the row's nonce"
         );
     }
 

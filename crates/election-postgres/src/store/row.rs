@@ -379,11 +379,10 @@ pub(crate) async fn claim_many(
     conn: &mut PgConnection,
     sql: &Sql,
     takes: &[Take<'_>],
-    claimant: (&str, Option<i64>),
+    identity: &str,
     ttl_ms: i64,
     wall_ms: i64,
 ) -> Result<Vec<(String, i64)>, Error> {
-    let (identity, heartbeat) = claimant;
     let by_heartbeat: Vec<Option<i64>> = takes.iter().map(|t| t.by_heartbeat).collect();
     let names: Vec<&str> = takes.iter().map(|t| t.name).collect();
     let nonces: Vec<i64> = takes.iter().map(|t| t.nonce).collect();
@@ -402,7 +401,6 @@ pub(crate) async fn claim_many(
         .bind(ttl_ms)
         .bind(wall_ms)
         .bind(&*sql.channel)
-        .bind(heartbeat)
         .bind(by_heartbeat)
         .fetch_all(&mut *conn)
         .await?;
@@ -475,7 +473,6 @@ pub(crate) async fn ready(
         .bind(1_i64)
         .bind(0_i64)
         .bind(&*sql.channel)
-        .bind(None::<i64>)
         .bind(&none_opt)
         .execute(&mut *conn)
         .await?;

@@ -119,34 +119,18 @@ impl Sql {
              LEFT JOIN {s}.heartbeats m ON m.id = l.heartbeat AND l.heartbeat_nonce = l.nonce
              WHERE l.name IS NOT NULL OR e.name IS NOT NULL"
         );
-        // A heartbeat's bump (ADR 0110): one version up, or written from a
-        // random version where it is missing (a first bump, or deleted by
-        // hand, so that a version is not seen twice by chance).
-        let beat = |id: &str, wall: &str, when: &str| {
-            format!(
-                "INSERT INTO {s}.heartbeats (id, version, beat_unix_ms)
-                 SELECT {id}, (random() * 4611686018427387903)::int8 + 1, {wall} WHERE {when}
-                 ON CONFLICT (id) DO UPDATE
-                 SET version = {s}.heartbeats.version + 1, beat_unix_ms = excluded.beat_unix_ms"
-            )
-        };
-        let beat_won = beat(
-            "$11",
-            "$9",
-            "$11::int8 IS NOT NULL AND EXISTS (SELECT 1 FROM won)",
-        );
         // One statement wins every key of a batch whose lease row (and
         // epoch record) is still exactly as its claimant read it: the
         // epoch is drawn from the sequence in this very statement (rule 1),
         // never below the floor (one above every epoch the key ever showed),
         // recorded in `epochs`, and announced on the channel at commit. A
-        // lease set's claim ($11, its heartbeat) names its heartbeat in the rows it
-        // wins and bumps it; a take by heartbeat ($12) also needs the heartbeat the
-        // row names still at the version seen (ADR 0110).
+        // row won names no heartbeat (its holder's first renewal names one);
+        // a take by heartbeat ($11) also needs the heartbeat the row names
+        // still at the version seen (ADR 0110).
         let claim_many = format!(
             "WITH t AS (
                 SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], $6::int8[],
-                                     $12::int8[])
+                                     $11::int8[])
                   AS t(name, nonce, seen_version, seen_epoch, recorded, floor, beat_seen)
              ),
              upd AS (
@@ -155,7 +139,7 @@ impl Sql {
                     epoch = greatest(nextval('{s}.epoch_seq'), t.floor),
                     version = l.version + 1, ttl_ms = $8,
                     acquired_unix_ms = $9, renewed_unix_ms = $9,
-                    heartbeat = $11, heartbeat_nonce = CASE WHEN $11::int8 IS NULL THEN NULL ELSE t.nonce END
+                    heartbeat = NULL, heartbeat_nonce = NULL
                 FROM t
                 WHERE t.seen_version IS NOT NULL AND l.name = t.name
                   AND l.version = t.seen_version AND l.epoch = t.seen_epoch
@@ -166,10 +150,8 @@ impl Sql {
              ),
              ins AS (
                 INSERT INTO {s}.leases
-                  (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms,
-                   heartbeat, heartbeat_nonce)
-                SELECT t.name, $7, t.nonce, greatest(nextval('{s}.epoch_seq'), t.floor), 1, $8, $9, $9,
-                       $11, CASE WHEN $11::int8 IS NULL THEN NULL ELSE t.nonce END
+                  (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms)
+                SELECT t.name, $7, t.nonce, greatest(nextval('{s}.epoch_seq'), t.floor), 1, $8, $9, $9
                 FROM t
                 WHERE t.seen_version IS NULL
                   AND (SELECT e.epoch FROM {s}.epochs e WHERE e.name = t.name) IS NOT DISTINCT FROM t.recorded
@@ -181,8 +163,7 @@ impl Sql {
                 INSERT INTO {s}.epochs (name, epoch, ttl_ms) SELECT name, epoch, $8 FROM won
                 ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
                 WHERE excluded.epoch > {s}.epochs.epoch
-             ),
-             beat AS ({beat_won})
+             )
              SELECT won.name, won.epoch FROM won, LATERAL (SELECT pg_notify($10, won.name)) AS n"
         );
         // An attempt's first look, and a waiter's look after a
@@ -232,18 +213,29 @@ impl Sql {
              LEFT JOIN {s}.leases l ON l.name = k.name
              LEFT JOIN {s}.epochs e ON e.name = k.name"
         );
+        // A lease set's renewal (ADR 0110): the rows renewed name its
+        // heartbeat ($5, with each row's nonce); the heartbeat is bumped,
+        // one version up, or written from a random version where it is
+        // missing (a first beat, or deleted by hand: a version is not seen
+        // twice by chance); every other heartbeat is listed as the
+        // statement's snapshot shows it.
         let renew_with_heartbeat = format!(
             "WITH r AS (
-                UPDATE {s}.leases l SET version = l.version + 1, renewed_unix_ms = $4
+                UPDATE {s}.leases l SET version = l.version + 1, renewed_unix_ms = $4,
+                    heartbeat = $5, heartbeat_nonce = l.nonce
                 FROM unnest($1::text[], $2::int8[], $3::int8[]) AS t(name, nonce, epoch)
                 WHERE l.name = t.name AND l.nonce = t.nonce AND l.epoch = t.epoch AND l.holder IS NOT NULL
                 RETURNING l.name
              ),
-             beat AS ({})
+             beat AS (
+                INSERT INTO {s}.heartbeats (id, version, beat_unix_ms)
+                VALUES ($5, (random() * 4611686018427387903)::int8 + 1, $4)
+                ON CONFLICT (id) DO UPDATE
+                SET version = {s}.heartbeats.version + 1, beat_unix_ms = excluded.beat_unix_ms
+             )
              SELECT r.name, NULL::int8, NULL::int8 FROM r
              UNION ALL
-             SELECT NULL, m.id, m.version FROM {s}.heartbeats m WHERE m.id <> $5",
-            beat("$5", "$4", "true")
+             SELECT NULL, m.id, m.version FROM {s}.heartbeats m WHERE m.id <> $5"
         );
         let stop_heartbeat =
             format!("DELETE FROM {s}.heartbeats WHERE id = $1 OR beat_unix_ms < $2");

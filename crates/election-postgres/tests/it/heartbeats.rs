@@ -1,4 +1,4 @@
-//! Holder heartbeats (ADR 0110): a lease set whose holder stopped renewing is
+//! Lease-set heartbeats (ADR 0110): a lease set whose holder stopped renewing is
 //! taken over a TTL after the contender's first sight of the holder's last
 //! heartbeat, not a TTL after its first look at each key row; never while the
 //! holder still renews, and never by a heartbeat deleted by hand.
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common;
 
-use election_core::{Claimed, ElectionName, Identity, KeyedClaims};
+use election_core::Identity;
 use election_postgres::{PostgresElection, PostgresKeyedClaims, PostgresOptions};
 use election_testkit::heartbeats::{self, HandClock, HeartbeatCase};
 use postgres_testkit::Server;
@@ -49,32 +49,17 @@ async fn a_set_that_renews_is_never_taken_over_by_heartbeat() {
     heartbeats::never_taken_over_while_renewing(case).await;
 }
 
-/// The heartbeat deleted between `b`'s last listing and its look: the look
-/// finds no heartbeat, and the rows are held for a full TTL of `b`'s own.
+/// The heartbeat deleted between `b`'s last listing and its look: the
+/// look finds no heartbeat, and the rows are held for a full TTL of `b`'s
+/// own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_heartbeat_deleted_by_hand_takes_nothing_over() {
     let (server, case) = case().await;
-    let key = |n: &str| vec![ElectionName::new(n).unwrap()];
-    assert!(matches!(
-        case.a.claim(&key("k1")).await[0],
-        Ok(Claimed::Won(_))
-    ));
-    let Ok(Claimed::Won(b0)) = &case.b.claim(&key("k0")).await[0] else {
-        panic!("b won k0");
-    };
-    let held = [(ElectionName::new("k0").unwrap(), b0.epoch)];
-    case.b.renew(&held).await.expect("renewed");
-    (case.advance)(TTL);
-    case.b.renew(&held).await.expect("renewed");
-    server
-        .sql(&format!(
-            "DELETE FROM election.heartbeats WHERE id = {}",
-            case.a.state().heartbeat()
-        ))
-        .expect("delete");
-    let taken = case.b.claim(&key("k1")).await;
-    assert!(
-        matches!(taken[0], Ok(Claimed::HeldBy(_))),
-        "b took k1: {taken:?}"
-    );
+    let id = case.a.state().heartbeat();
+    heartbeats::deleted_by_hand_takes_nothing_over(case, id, async |id| {
+        server
+            .sql(&format!("DELETE FROM election.heartbeats WHERE id = {id}"))
+            .expect("delete");
+    })
+    .await;
 }

@@ -50,18 +50,14 @@ pub(crate) struct ClaimWrite<'a> {
     /// The same-host lock this attempt holds now, if any (ADR 0026):
     /// `<boot id>/<st_dev>/<st_ino>` of its locked file.
     pub(crate) lock: Option<&'a str>,
-    /// The heartbeat of the lease set claiming (ADR 0110), written with the
-    /// attempt's nonce as `heartbeat_nonce`; `None` (a single candidate): the
-    /// row names no heartbeat.
-    pub(crate) heartbeat: Option<i64>,
 }
 
 /// A statement of this module, with its bound values so far.
 type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
 impl<'a> ClaimWrite<'a> {
-    /// Binds `?1` to `?8` of a winning write: name, holder, nonce, `epoch`,
-    /// TTL, wall clock, lock id, heartbeat.
+    /// Binds `?1` to `?7` of a winning write: name, holder, nonce, `epoch`,
+    /// TTL, wall clock, lock id.
     fn bind(self, query: Statement<'a>, epoch: i64) -> Statement<'a> {
         query
             .bind(self.name)
@@ -71,7 +67,6 @@ impl<'a> ClaimWrite<'a> {
             .bind(self.ttl_ms)
             .bind(self.wall_ms)
             .bind(self.lock.map(|l| lock_id(self.nonce, l)))
-            .bind(self.heartbeat)
     }
 }
 
@@ -237,9 +232,8 @@ async fn win(
         None => w.bind(
             sqlx::query(and_record!(
                 "INSERT INTO election_leases
-                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms, lock_id,
-                    heartbeat, heartbeat_nonce)
-                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, ?7, ?8, CASE WHEN ?8 IS NULL THEN NULL ELSE ?3 END)
+                   (name, holder, nonce, epoch, version, ttl_ms, acquired_unix_ms, renewed_unix_ms, lock_id)
+                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, ?7)
                  ON CONFLICT (name) DO NOTHING"
             )),
             epoch,
@@ -250,8 +244,8 @@ async fn win(
                     "UPDATE election_leases
                      SET holder = ?2, nonce = ?3, epoch = ?4, version = version + 1,
                          ttl_ms = ?5, acquired_unix_ms = ?6, renewed_unix_ms = ?6, lock_id = ?7,
-                         heartbeat = ?8, heartbeat_nonce = CASE WHEN ?8 IS NULL THEN NULL ELSE ?3 END
-                     WHERE name = ?1 AND version = ?9 AND epoch = ?10"
+                         heartbeat = NULL, heartbeat_nonce = NULL
+                     WHERE name = ?1 AND version = ?8 AND epoch = ?9"
                 )),
                 epoch,
             )
@@ -610,26 +604,33 @@ pub(crate) async fn renew_many(
 ) -> Result<std::collections::HashSet<String>, Error> {
     let mut renewed = std::collections::HashSet::with_capacity(holds.len());
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    renew_in(&mut tx, holds, wall_ms, &mut renewed).await?;
+    renew_in(&mut tx, holds, (wall_ms, None), &mut renewed).await?;
     tx.commit().await?;
     Ok(renewed)
 }
 
-/// The renewals of [`renew_many`], in the caller's transaction.
+/// The renewals of [`renew_many`], in the caller's transaction; a lease
+/// set's (`heartbeat` given, ADR 0110) also names its heartbeat in each row
+/// renewed, with the row's nonce.
 async fn renew_in(
     conn: &mut SqliteConnection,
     holds: &[HeldRow<'_>],
-    wall_ms: i64,
+    (wall_ms, heartbeat): (i64, Option<i64>),
     renewed: &mut std::collections::HashSet<String>,
 ) -> Result<(), Error> {
     for chunk in holds.chunks(CHUNK) {
         let sql = format!(
-            "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?
+            "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?,
+                    heartbeat = coalesce(?, heartbeat),
+                    heartbeat_nonce = CASE WHEN ? IS NULL THEN heartbeat_nonce ELSE nonce END
              WHERE holder IS NOT NULL AND (name, nonce, epoch) IN (VALUES {})
              RETURNING name",
             tuples(chunk.len(), 3)
         );
-        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(wall_ms);
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+            .bind(wall_ms)
+            .bind(heartbeat)
+            .bind(heartbeat);
         for h in chunk {
             query = query.bind(h.name).bind(h.nonce).bind(h.epoch);
         }
@@ -654,8 +655,10 @@ async fn beat(conn: &mut SqliteConnection, id: i64, wall_ms: i64) -> Result<(), 
     Ok(())
 }
 
-/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0110): in the
-/// same transaction, bumps the heartbeat and lists every heartbeat.
+/// [`renew_many`] for a lease set whose heartbeat is `heartbeat` (ADR 0110):
+/// the rows renewed name it, and in the same transaction it is bumped and
+/// every heartbeat listed. A claim names none: a row is taken by heartbeat
+/// only once a renewal named it, and every renewal since bumped it.
 pub(crate) async fn renew_with_heartbeat(
     pool: &SqlitePool,
     holds: &[HeldRow<'_>],
@@ -664,7 +667,7 @@ pub(crate) async fn renew_with_heartbeat(
 ) -> Result<(std::collections::HashSet<String>, Vec<Heartbeat>), Error> {
     let mut renewed = std::collections::HashSet::with_capacity(holds.len());
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    renew_in(&mut tx, holds, wall_ms, &mut renewed).await?;
+    renew_in(&mut tx, holds, (wall_ms, Some(heartbeat)), &mut renewed).await?;
     beat(&mut tx, heartbeat, wall_ms).await?;
     let heartbeats = sqlx::query_as::<_, (i64, i64)>("SELECT id, version FROM election_heartbeats")
         .fetch_all(&mut *tx)
@@ -750,12 +753,11 @@ pub(crate) struct Claimed {
 pub(crate) async fn claim_many(
     pool: &SqlitePool,
     takes: &[Take<'_>],
-    claimant: (&str, i64),
+    identity: &str,
     ttl_ms: i64,
     wall_ms: i64,
     before_commit: impl FnOnce(),
 ) -> Result<Claimed, Error> {
-    let (identity, heartbeat) = claimant;
     let mut claimed = Claimed::default();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     for t in takes {
@@ -791,7 +793,6 @@ pub(crate) async fn claim_many(
             ttl_ms,
             wall_ms,
             lock: t.lock,
-            heartbeat: Some(heartbeat),
         };
         if win(&mut tx, w, t.seen, epoch).await? {
             claimed.won.push((t.name.to_owned(), epoch));
@@ -801,9 +802,6 @@ pub(crate) async fn claim_many(
         tx.rollback().await?;
         return Ok(claimed);
     }
-    // The terms won extend the set's validity: they bump its heartbeat in the
-    // same transaction (ADR 0110).
-    beat(&mut tx, heartbeat, wall_ms).await?;
     before_commit();
     tx.commit().await?;
     Ok(claimed)
@@ -833,7 +831,6 @@ mod tests {
             ttl_ms: 30_000,
             wall_ms: 0,
             lock,
-            heartbeat: None,
         }
     }
 
@@ -901,13 +898,26 @@ mod tests {
         assert_eq!(id.as_deref(), Some("8/boot/1/2"));
     }
 
-    /// A take by heartbeat (ADR 0110) wins only while the heartbeat still shows the
+    /// A claim names no heartbeat; a set's renewal names its own (ADR 0110).
+    /// A take by heartbeat wins only while the heartbeat still shows the
     /// version the claimant saw unchanged: a bump between its read and its
     /// claim (the holder renewed) or the heartbeat deleted refuses it.
     #[tokio::test]
     async fn a_take_by_heartbeat_wins_only_while_the_heartbeat_is_unchanged() {
         let (_dir, ctx) = context().await;
         let (a, b) = (101, 202);
+        let read = || async {
+            let mut rows = read_many(&ctx.pool, &["jobs"]).await.unwrap();
+            rows.remove("jobs").unwrap()
+        };
+        let named = || async {
+            sqlx::query_as::<_, (Option<i64>, Option<i64>)>(
+                "SELECT heartbeat, heartbeat_nonce FROM election_leases WHERE name = 'jobs'",
+            )
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap()
+        };
         let fresh = Take {
             name: "jobs",
             nonce: 7,
@@ -916,16 +926,21 @@ mod tests {
             lock: None,
             by_heartbeat: None,
         };
-        let won = claim_many(&ctx.pool, &[fresh], ("a", a), 30_000, 0, || {})
+        let won = claim_many(&ctx.pool, &[fresh], "a", 30_000, 0, || {})
             .await
             .unwrap();
         let epoch = won.won[0].1;
-        let seen = read_many(&ctx.pool, &["jobs"])
+        assert_eq!(named().await, (None, None), "a claim names no heartbeat");
+        let hold = HeldRow {
+            name: "jobs",
+            nonce: 7,
+            epoch,
+        };
+        renew_with_heartbeat(&ctx.pool, &[hold], a, 0)
             .await
-            .unwrap()
-            .remove("jobs")
             .unwrap();
-        let heartbeat = seen.heartbeat.expect("the row names a's heartbeat");
+        let seen = read().await;
+        let heartbeat = seen.heartbeat.expect("a's renewal named its heartbeat");
         assert_eq!(heartbeat.id, a);
         let row = seen.lease.unwrap();
         let take = |version| Take {
@@ -937,32 +952,17 @@ mod tests {
             by_heartbeat: Some(Heartbeat { id: a, version }),
         };
         // a renews (its heartbeat moves on) after b read the row.
-        let hold = HeldRow {
-            name: "jobs",
-            nonce: 7,
-            epoch,
-        };
         let (renewed, _) = renew_with_heartbeat(&ctx.pool, &[hold], a, 0)
             .await
             .unwrap();
         assert!(renewed.contains("jobs"));
-        let refused = claim_many(
-            &ctx.pool,
-            &[take(heartbeat.version)],
-            ("b", b),
-            30_000,
-            0,
-            || {},
-        )
-        .await
-        .unwrap();
-        assert!(refused.won.is_empty(), "taken by a heartbeat that moved on");
-        // The row as read again, the heartbeat at its new version: taken.
-        let seen = read_many(&ctx.pool, &["jobs"])
+        let stale = take(heartbeat.version);
+        let refused = claim_many(&ctx.pool, &[stale], "b", 30_000, 0, || {})
             .await
-            .unwrap()
-            .remove("jobs")
             .unwrap();
+        assert!(refused.won.is_empty(), "taken by a heartbeat that moved on");
+        // The row as read again, then the heartbeat deleted by hand.
+        let seen = read().await;
         let (row, now) = (seen.lease.unwrap(), seen.heartbeat.unwrap());
         let mut at_now = take(now.version);
         at_now.seen = Some((row.version, row.epoch));
@@ -971,7 +971,7 @@ mod tests {
             .execute(&ctx.pool)
             .await
             .unwrap();
-        let refused = claim_many(&ctx.pool, &[at_now], ("b", b), 30_000, 0, || {})
+        let refused = claim_many(&ctx.pool, &[at_now], "b", 30_000, 0, || {})
             .await
             .unwrap();
         assert!(
@@ -989,7 +989,7 @@ mod tests {
             id: a,
             version: again,
         });
-        let won = claim_many(&ctx.pool, &[at_now], ("b", b), 30_000, 0, || {})
+        let won = claim_many(&ctx.pool, &[at_now], "b", 30_000, 0, || {})
             .await
             .unwrap();
         assert_eq!(
@@ -997,16 +997,19 @@ mod tests {
             1,
             "the row as read and the heartbeat as seen: taken"
         );
-        let named: (Option<i64>, Option<i64>) = sqlx::query_as(
-            "SELECT heartbeat, heartbeat_nonce FROM election_leases WHERE name = 'jobs'",
-        )
-        .fetch_one(&ctx.pool)
-        .await
-        .unwrap();
+        assert_eq!(named().await, (None, None), "b's claim names none yet");
+        let hold = HeldRow {
+            name: "jobs",
+            nonce: 8,
+            epoch: won.won[0].1,
+        };
+        renew_with_heartbeat(&ctx.pool, &[hold], b, 0)
+            .await
+            .unwrap();
         assert_eq!(
-            named,
+            named().await,
             (Some(b), Some(8)),
-            "the winner's heartbeat, with its nonce"
+            "b's renewal names its heartbeat, with the row's nonce"
         );
     }
 

@@ -1,11 +1,11 @@
-//! Holder heartbeats (ADR 0110): a lease set whose holder stopped renewing is
+//! Lease-set heartbeats (ADR 0110): a lease set whose holder stopped renewing is
 //! taken over a TTL after the contender's first sight of the holder's last
 //! heartbeat, not a TTL after its first look at each key row; never while the
 //! holder still renews, and never by a heartbeat deleted by hand.
 
 use std::time::Duration;
 
-use election_core::{Claimed, ElectionName, Identity, KeyedClaims};
+use election_core::Identity;
 use election_sqlite::{SqliteElection, SqliteKeyedClaims, SqliteOptions};
 use election_testkit::heartbeats::{self, HandClock, HeartbeatCase};
 
@@ -51,34 +51,19 @@ async fn a_set_that_renews_is_never_taken_over_by_heartbeat() {
     heartbeats::never_taken_over_while_renewing(case).await;
 }
 
-/// The heartbeat deleted between `b`'s last listing and its look: the look
-/// finds no heartbeat, and the rows are held for a full TTL of `b`'s own.
+/// The heartbeat deleted between `b`'s last listing and its look: the
+/// look finds no heartbeat, and the rows are held for a full TTL of `b`'s
+/// own.
 #[tokio::test]
 async fn a_heartbeat_deleted_by_hand_takes_nothing_over() {
     let (_dir, e, case) = case().await;
-    let keys = |names: &[&str]| -> Vec<ElectionName> {
-        names
-            .iter()
-            .map(|n| ElectionName::new(*n).unwrap())
-            .collect()
-    };
-    let won = case.a.claim(&keys(&["k1"])).await;
-    assert!(matches!(won[0], Ok(Claimed::Won(_))), "a won k1");
-    let Ok(Claimed::Won(b0)) = &case.b.claim(&keys(&["k0"])).await[0] else {
-        panic!("b won k0");
-    };
-    let held = [(ElectionName::new("k0").unwrap(), b0.epoch)];
-    case.b.renew(&held).await.expect("renewed");
-    (case.advance)(TTL);
-    case.b.renew(&held).await.expect("renewed");
-    sqlx::query("DELETE FROM election_heartbeats WHERE id = ?1")
-        .bind(case.a.state().heartbeat())
-        .execute(e.pool())
-        .await
-        .expect("delete");
-    let taken = case.b.claim(&keys(&["k1"])).await;
-    assert!(
-        matches!(taken[0], Ok(Claimed::HeldBy(_))),
-        "b took k1: {taken:?}"
-    );
+    let id = case.a.state().heartbeat();
+    heartbeats::deleted_by_hand_takes_nothing_over(case, id, async |id| {
+        sqlx::query("DELETE FROM election_heartbeats WHERE id = ?1")
+            .bind(id)
+            .execute(e.pool())
+            .await
+            .expect("delete");
+    })
+    .await;
 }
