@@ -45,10 +45,9 @@ fn line(name: &str, leader: Option<&Leader>, json: bool) -> String {
 
 /// The revocation `r` as JSON.
 fn revocation_json(r: &Revocation) -> serde_json::Value {
-    let at = r
-        .at
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .and_then(|d| u64::try_from(d.as_millis()).ok());
+    let at =
+        r.at.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_millis()).ok());
     json!({ "by": r.by.as_str(), "epoch": r.epoch.get(), "at_unix_ms": at })
 }
 
@@ -76,7 +75,12 @@ fn revoked_line(name: &str, r: &Revocation, json: bool) -> String {
 
 /// The line of `now`, naming the revocation a vacancy was left by, if any
 /// (one more read for a vacancy only).
-async fn line_of(b: &election_url::Backend, name: &str, now: Option<&Leader>, json: bool) -> String {
+async fn line_of(
+    b: &election_url::Backend,
+    name: &str,
+    now: Option<&Leader>,
+    json: bool,
+) -> String {
     if now.is_none()
         && let Ok(Some(r)) = b.revocation(name).await
     {

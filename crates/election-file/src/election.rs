@@ -540,12 +540,11 @@ impl FileElection {
             .map_err(|e| e.into_core(&name_))?;
         let paths = claim.paths.clone();
         let by = by.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            crate::store::claim_file::revoke(&paths, &by)
-        })
-        .await
-        .map_err(|e| election_core::Error::unavailable(&name_, std::io::Error::other(e)))?
-        .map_err(|e| e.into_core(&name_))?;
+        let done =
+            tokio::task::spawn_blocking(move || crate::store::claim_file::revoke(&paths, &by))
+                .await
+                .map_err(|e| election_core::Error::unavailable(&name_, std::io::Error::other(e)))?
+                .map_err(|e| e.into_core(&name_))?;
         Ok(done.map(|d| {
             let deposed = Leader {
                 since: d.deposed.since(),

@@ -605,15 +605,19 @@ impl NatsElection {
             let update = self.conn.kv.update(&key, value.into(), entry.revision);
             let revision = match tokio::time::timeout(timeout, update).await {
                 Ok(Ok(revision)) => revision,
-                Ok(Err(e))
-                    if crate::error::is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) =>
-                {
+                Ok(Err(e)) if crate::error::is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                     continue;
                 }
                 Ok(Err(e)) => return Err(core(Error::unavailable("revoke the lease", e))),
                 Err(_) => return Err(core(Error::OutcomeUnknown { after: timeout })),
             };
-            if self.conn.check_incarnation(base).await.map_err(core)?.is_some() {
+            if self
+                .conn
+                .check_incarnation(base)
+                .await
+                .map_err(core)?
+                .is_some()
+            {
                 return Err(core(Error::OutcomeUnknown { after: timeout }));
             }
             let epoch = crate::store::bucket::epoch_at(base, revision).map_err(core)?;

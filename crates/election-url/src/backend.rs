@@ -374,10 +374,7 @@ impl election_core::Election for Backend {
         self.0.revoke(name, by).await
     }
 
-    async fn revocation(
-        &self,
-        name: &str,
-    ) -> Result<Option<election_core::Revocation>, CoreError> {
+    async fn revocation(&self, name: &str) -> Result<Option<election_core::Revocation>, CoreError> {
         self.0.revocation(name).await
     }
 }

@@ -690,15 +690,21 @@ pub async fn revoke_is_fenced_and_the_next_term_is_above_it<B: Backend>(b: &B) {
         .await
         .expect("a backend that revokes shows revocations")
         .expect("read");
-    assert_eq!(shown.map(|r| (r.by, r.epoch)), Some((by.clone(), revoked.revocation.epoch)));
+    assert_eq!(
+        shown.map(|r| (r.by, r.epoch)),
+        Some((by.clone(), revoked.revocation.epoch))
+    );
     match b.revoke("revoked", &by).await {
         Some(Ok(None)) => {}
         other => panic!("a second revoke of a revoked name: {other:?}"),
     }
     drop(term);
-    let next = within("b after the revoke", candidate(b, "revoked", "b").await.campaign())
-        .await
-        .expect("b wins");
+    let next = within(
+        "b after the revoke",
+        candidate(b, "revoked", "b").await.campaign(),
+    )
+    .await
+    .expect("b wins");
     assert!(
         next.epoch() > revoked.revocation.epoch,
         "the next term {} is not above the revocation {}",
