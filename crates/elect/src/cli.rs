@@ -193,6 +193,28 @@ Examples:
   elect observe --name nightly-report --json | jq .
   elect observe --name encoders --slots 3                    # changes of every slot")]
     Observe(ObserveArgs),
+    /// End the current term of NAME from outside, fenced: the deposed
+    /// holder's COMMAND is stopped and the next candidate leads after it.
+    #[command(
+        long_about = "\
+End the current term of NAME on behalf of --identity (an operator's way to take
+leadership away; ADR 0111). The revocation takes an epoch above the holder's,
+drawn as a winning claim draws one, and is stored in the holder's place: the
+holder's next renewal or check fails and it loses its term (elect run stops
+COMMAND and exits with 79) within its TTL at the latest. Candidates treat the
+revocation as a holder that stopped renewing: the next one leads once the
+deposed holder's lease could have run out (a TTL; on the file backend, once
+the deposed holder closed), with an epoch above the revocation's. Prints the
+revocation's epoch: raise every fenced resource's high-water mark to it (a
+fence's advance) and the deposed holder's next write is refused at once.
+elect leader and elect observe show the revocation until the next term.
+Exits 0 with \"nothing to revoke\" when nobody leads NAME.",
+        after_help = "\
+Examples:
+  elect revoke --name mailer --identity ops/alice
+  elect revoke --backend sqlite:///srv/app.db --name mailer --json"
+    )]
+    Revoke(RevokeArgs),
     /// Set a damaged or lost epoch record (file backend) to EPOCH: the safe
     /// way out of "corrupt epoch record". Never delete the record instead.
     #[command(
@@ -471,6 +493,17 @@ pub(crate) struct ObserveArgs {
     /// slot's holder.
     #[arg(long, value_name = "N", value_parser = slots)]
     pub(crate) slots: Option<u32>,
+}
+
+/// `elect revoke`.
+#[derive(Debug, Args)]
+pub(crate) struct RevokeArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Who asks, as `leader` shows it (1-200 bytes, no control characters)
+    /// [default: HOST/PID].
+    #[arg(long, value_name = "ID", value_parser = identity)]
+    pub(crate) identity: Option<String>,
 }
 
 /// `elect repair-epoch`.

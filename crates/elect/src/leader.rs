@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use election_core::{Election, ElectionName, Leader};
+use election_core::{Election, ElectionName, Identity, Leader, Revocation};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -40,6 +40,98 @@ fn line(name: &str, leader: Option<&Leader>, json: bool) -> String {
         json!({ "name": name, "leader": leader_json(leader) }).to_string()
     } else {
         format!("{name}: {}", leader_text(leader))
+    }
+}
+
+/// The revocation `r` as JSON.
+fn revocation_json(r: &Revocation) -> serde_json::Value {
+    let at =
+        r.at.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_millis()).ok());
+    json!({ "by": r.by.as_str(), "epoch": r.epoch.get(), "at_unix_ms": at })
+}
+
+/// The revocation `r` as text: "revoked by X at T (epoch E)".
+fn revocation_text(r: &Revocation) -> String {
+    match r.at {
+        Some(at) => format!(
+            "revoked by {} at {} (epoch {})",
+            r.by,
+            crate::report::utc(at),
+            r.epoch
+        ),
+        None => format!("revoked by {} (epoch {})", r.by, r.epoch),
+    }
+}
+
+/// The line of a vacancy left by revocation `r`: nobody leads.
+fn revoked_line(name: &str, r: &Revocation, json: bool) -> String {
+    if json {
+        json!({ "name": name, "leader": null, "revoked": revocation_json(r) }).to_string()
+    } else {
+        format!("{name}: {}; {}", leader_text(None), revocation_text(r))
+    }
+}
+
+/// The line of `now`, naming the revocation a vacancy was left by, if any
+/// (one more read for a vacancy only).
+async fn line_of(
+    b: &election_url::Backend,
+    name: &str,
+    now: Option<&Leader>,
+    json: bool,
+) -> String {
+    if now.is_none()
+        && let Ok(Some(r)) = b.revocation(name).await
+    {
+        return revoked_line(name, &r, json);
+    }
+    line(name, now, json)
+}
+
+/// `elect revoke`: ends the current term of `name` on behalf of `by`
+/// (ADR 0111) and prints the revocation, or "nothing to revoke".
+pub(crate) async fn revoke(
+    backend: &Opened,
+    name: &str,
+    by: &Identity,
+    json: bool,
+) -> Result<u8, Failure> {
+    let _ = self::name(name)?;
+    let Opened::Ready(b) = backend else {
+        print(&nothing_to_revoke(name, json))?;
+        return Ok(exit::OK);
+    };
+    match b.revoke(name, by).await? {
+        None => print(&nothing_to_revoke(name, json))?,
+        Some(r) => {
+            let text = if json {
+                json!({
+                    "name": name,
+                    "deposed": leader_json(Some(&r.deposed)),
+                    "revoked": revocation_json(&r.revocation),
+                })
+                .to_string()
+            } else {
+                format!(
+                    "{name}: {} in term {} {}; fence at {}",
+                    r.deposed.identity,
+                    r.deposed.epoch,
+                    revocation_text(&r.revocation),
+                    r.revocation.epoch
+                )
+            };
+            print(&text)?;
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn nothing_to_revoke(name: &str, json: bool) -> String {
+    if json {
+        json!({ "name": name, "deposed": null, "revoked": null }).to_string()
+    } else {
+        format!("{name}: nothing to revoke (no leader)")
     }
 }
 
@@ -89,7 +181,10 @@ pub(crate) async fn leader(
             .map_err(crate::exit::campaign_failure)?;
     }
     note_absent(backend, name, report);
-    print(&line(name, now.as_ref(), json))?;
+    match backend {
+        Opened::Ready(b) => print(&line_of(b, name, now.as_ref(), json).await)?,
+        _ => print(&line(name, now.as_ref(), json))?,
+    }
     Ok(exit::OK)
 }
 
@@ -202,7 +297,7 @@ pub(crate) async fn observe(
                         }
                         pending = None;
                         if last.as_ref().is_none_or(|l| !same(l.as_ref(), now.as_ref())) {
-                            print(&line(name, now.as_ref(), json))?;
+                            print(&line_of(e, name, now.as_ref(), json).await)?;
                             last = Some(now);
                         }
                     }
@@ -292,7 +387,10 @@ pub(crate) async fn observe(
                 }
                 last_epoch = Some(now.epoch.get());
             }
-            print(&line(name, now.as_ref(), json))?;
+            match backend {
+                Opened::Ready(b) => print(&line_of(b, name, now.as_ref(), json).await)?,
+                _ => print(&line(name, now.as_ref(), json))?,
+            }
             last = Some(now);
         }
         let changed = async {

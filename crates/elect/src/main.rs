@@ -144,6 +144,17 @@ async fn dispatch(
         }
         Command::Man(args) => crate::man::man(args),
         Command::Completions(args) => crate::man::completions(args),
+        Command::Revoke(args) => {
+            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
+            let by = match &args.identity {
+                Some(id) => election_core::Identity::new(id)
+                    .map_err(|e| exit::Failure::config(exit::chain(&e)))?,
+                None => election_core::Identity::for_this_process(),
+            };
+            let code = leader::revoke(&backend, &args.common.name, &by, args.common.json).await;
+            backend.close(std::time::Duration::from_secs(2)).await;
+            code
+        }
         Command::RepairEpoch(args) => {
             let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
             backend.repair_epoch(&args.common.name, args.epoch, reporter)
@@ -175,6 +186,7 @@ fn main() -> ExitCode {
         Command::Leader(a) => (a.common.style(), a.common.verbose),
         Command::Observe(a) => (a.common.style(), a.common.verbose),
         Command::RepairEpoch(a) => (a.common.style(), a.common.verbose),
+        Command::Revoke(a) => (a.common.style(), a.common.verbose),
         Command::Man(..) | Command::Completions(..) => (report::Style::Human, 0),
     };
     let reporter = Reporter::new(style);

@@ -7,7 +7,10 @@ use futures::Stream;
 
 #[cfg(doc)]
 use crate::LeaseSet;
-use crate::{Candidate, Claim, ElectionName, Error, Leader, StoreId};
+use crate::{
+    Candidate, Claim, ConfigError, ElectionName, Error, Identity, Leader, Revocation, Revoked,
+    StoreId,
+};
 
 /// What every backend's façade (`FileElection`, `SqliteElection`,
 /// `NatsElection`) offers, so a tool can be written once for any backend:
@@ -198,6 +201,86 @@ pub trait Election: Send + Sync {
     /// }
     /// ```
     fn store_id(&self) -> impl Future<Output = Result<StoreId, Self::Error>> + Send;
+
+    /// Revokes the current term of election `name` on behalf of `by` (an
+    /// operator's way to take leadership away, fenced; ADR 0111): in one
+    /// atomic step the backend moves the name to a new epoch above the
+    /// holder's, drawn as a winning claim draws one, that no candidate
+    /// holds, and records who asked and when ([`Revocation`]). `Ok(None)`:
+    /// nobody held the name (nothing is written).
+    ///
+    /// The deposed holder's renewal or check fails and its watch reports
+    /// the loss (rule 2), at its lease's deadline at the latest; a holder
+    /// that cannot reach the store loses at its validity as always.
+    /// Candidates see the revocation as a holder that stopped renewing:
+    /// the next term begins once the deposed holder's lease could have run
+    /// out (a full TTL on the lease backends; the deposed holder's close on
+    /// the file backend), with an epoch above the revocation's. To make a
+    /// fenced resource refuse the deposed holder at once, raise its fence
+    /// to [`Revocation::epoch`] (`Fence::advance`; `elect revoke --fence`).
+    ///
+    /// Cancel safety: not cancel safe: cancelled after the request was
+    /// sent, the revocation may or may not have been stored (read
+    /// [`revocation`](Election::revocation)). Failure model:
+    /// [`Error::Config`] for an invalid name and
+    /// [`ConfigError::Unsupported`] where the backend cannot revoke (the
+    /// default); [`Error::Unavailable`] or [`Error::OutcomeUnknown`] when
+    /// the store cannot be reached; [`Error::Corrupt`] for a damaged
+    /// record.
+    ///
+    /// ```
+    /// use election_core::{Election, Error, Identity};
+    ///
+    /// /// Takes `name` away from whoever leads it, on any backend.
+    /// async fn depose<E: Election>(election: &E, name: &str) -> Result<(), Error> {
+    ///     let by = Identity::new("ops/alice")?;
+    ///     match election.revoke(name, &by).await? {
+    ///         Some(r) => println!("{} deposed; fence at {}", r.deposed.identity, r.revocation.epoch),
+    ///         None => println!("nobody leads {name}"),
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> impl Future<Output = Result<Option<Revoked>, Error>> + Send {
+        let _ = (name, by);
+        async {
+            Err(Error::Config(ConfigError::Unsupported {
+                what: "revoke",
+                backend: "this backend",
+            }))
+        }
+    }
+
+    /// The revocation of election `name` that no term has followed yet, if
+    /// any: what [`revoke`](Election::revoke) stored, shown by `elect
+    /// leader` and `elect observe` until the next term begins. The default
+    /// (a backend that cannot revoke): `Ok(None)`.
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model: as
+    /// [`leader`](Election::leader)'s.
+    ///
+    /// ```
+    /// use election_core::{Election, Error};
+    ///
+    /// /// Says whether `name` was revoked and not led since.
+    /// async fn show<E: Election>(election: &E, name: &str) -> Result<(), Error> {
+    ///     if let Some(r) = election.revocation(name).await? {
+    ///         println!("{name}: {r}");
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    fn revocation(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Revocation>, Error>> + Send {
+        let _ = name;
+        async { Ok(None) }
+    }
 
     /// A lease set ([`LeaseSet`]) of this process (`identity`) over the
     /// backend: many keys, each an election of its own.

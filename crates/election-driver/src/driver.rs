@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{
-    Clock, ConfigError, ElectionName, Epoch, Error as CoreError, Leader, Probe, StoreId,
+    Clock, ConfigError, ElectionName, Epoch, Error as CoreError, Identity, Leader, Probe,
+    Revocation, Revoked, StoreId,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -530,6 +531,40 @@ pub trait ElectionSteps: Send + Sync {
     /// # drop(id); Ok(()) }
     /// ```
     fn store_id(&self) -> BoxFuture<'_, Result<StoreId, Error>>;
+
+    /// Ends `name`'s current term on behalf of `by`, fenced
+    /// ([`Election::revoke`](election_core::Election::revoke); a backend
+    /// whose `Election` does not override it says
+    /// [`ConfigError::Unsupported`]).
+    ///
+    /// ```
+    /// # async fn check(o: &dyn election_driver::Opened) -> Result<(), Box<dyn std::error::Error>> {
+    /// let by = election_core::Identity::new("ops/alice")?;
+    /// if let Some(r) = o.revoke("jobs", &by).await? {
+    ///     println!("{} deposed in epoch {}", r.deposed.identity, r.revocation.epoch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn revoke<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a Identity,
+    ) -> BoxFuture<'a, Result<Option<Revoked>, CoreError>>;
+
+    /// The revocation of `name` no term has followed yet
+    /// ([`Election::revocation`](election_core::Election::revocation)).
+    ///
+    /// ```
+    /// # async fn check(o: &dyn election_driver::Opened) -> Result<(), election_core::Error> {
+    /// if let Some(r) = o.revocation("jobs").await? {
+    ///     println!("{r}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn revocation<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Revocation>, CoreError>>;
 }
 
 impl<E> ElectionSteps for E
@@ -579,6 +614,21 @@ where
                 .map_err(Into::into)
         }
         .boxed()
+    }
+
+    fn revoke<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a Identity,
+    ) -> BoxFuture<'a, Result<Option<Revoked>, CoreError>> {
+        election_core::Election::revoke(self, name, by).boxed()
+    }
+
+    fn revocation<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Revocation>, CoreError>> {
+        election_core::Election::revocation(self, name).boxed()
     }
 }
 

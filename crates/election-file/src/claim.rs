@@ -317,6 +317,11 @@ impl Claim for FileClaim {
             let Some(r) = read? else {
                 return Ok(None);
             };
+            if r.revoked {
+                // Revoked (ADR 0111): the deposed holder still has the
+                // lock until it closes, but nobody leads.
+                return Ok(None);
+            }
             Ok(Some(Leader {
                 since: r.since(),
                 renewed: None,

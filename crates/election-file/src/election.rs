@@ -496,6 +496,107 @@ impl FileElection {
     }
 }
 
+impl FileElection {
+    /// Revokes the current term of election `name` on behalf of `by`
+    /// ([`Election::revoke`](election_core::Election::revoke), ADR 0111).
+    /// The OS lock cannot be taken from its holder: under the epoch
+    /// record's own lock, with the claim still held, the next epoch after
+    /// the holder's is drawn as a claim draws one (a durable ceiling first
+    /// where needed) and written into the record with `by` and
+    /// `revoked=1`. The holder's tamper watch sees a later term in the
+    /// record at once (an inotify event; the sweep as the backstop) and
+    /// loses the term; the next candidate wins once the holder closed its
+    /// claim (which frees the lock), with an epoch above the revocation's.
+    /// `Ok(None)`: nobody holds the name.
+    ///
+    /// Cancel safety: the work runs on the blocking pool and completes
+    /// even if the future is dropped. Failure model:
+    /// [`election_core::Error::Config`] for a bad name, `Unavailable` for
+    /// an I/O error, `Corrupt` for a record that does not read.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// let revoked = election.revoke("jobs", &Identity::new("ops")?).await?.expect("held");
+    /// assert!(revoked.revocation.epoch > term.epoch());
+    /// let lost = term.lost().await; // the tamper watch saw the later term
+    /// assert_eq!(lost.epoch, revoked.deposed.epoch);
+    /// # Ok(()) }
+    /// ```
+    pub async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let claim = self
+            .claim(name, "observer")
+            .map_err(|e| e.into_core(&name_))?;
+        let paths = claim.paths.clone();
+        let by = by.clone();
+        let done =
+            tokio::task::spawn_blocking(move || crate::store::claim_file::revoke(&paths, &by))
+                .await
+                .map_err(|e| election_core::Error::unavailable(&name_, std::io::Error::other(e)))?
+                .map_err(|e| e.into_core(&name_))?;
+        Ok(done.map(|d| {
+            let deposed = Leader {
+                since: d.deposed.since(),
+                renewed: None,
+                ttl: None,
+                value: None,
+                identity: d.deposed.identity,
+                epoch: d.deposed.epoch,
+            };
+            election_core::Revoked::new(
+                deposed,
+                election_core::Revocation::new(
+                    d.revocation.identity.clone(),
+                    d.revocation.epoch,
+                    d.revocation.since(),
+                ),
+            )
+        }))
+    }
+
+    /// The revocation the epoch record of `name` shows, until the next
+    /// term ([`Election::revocation`](election_core::Election::revocation)).
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model: as
+    /// [`last_term`](Self::last_term)'s, as the core's error.
+    ///
+    /// ```
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// assert_eq!(election.revocation("jobs").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let claim = self
+            .claim(name, "observer")
+            .map_err(|e| e.into_core(&name_))?;
+        let record = Record::read_unlocked(&claim.paths.record).map_err(|e| e.into_core(&name_))?;
+        Ok(record.filter(|r| r.revoked).map(|r| {
+            let at = r.since();
+            election_core::Revocation::new(r.identity, r.epoch, at)
+        }))
+    }
+}
+
 impl election_core::Election for FileElection {
     type Claim = FileClaim;
     type LeaseSet = LeaseSet<PerKeyClaims<FileClaim>>;
@@ -515,5 +616,20 @@ impl election_core::Election for FileElection {
 
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         FileElection::store_id(self)
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        FileElection::revoke(self, name, by).await
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        FileElection::revocation(self, name).await
     }
 }

@@ -172,6 +172,7 @@ pub(crate) fn repair_with(
         identity: Identity::new("repair").expect("a valid identity"),
         pid: Some(std::process::id()),
         since_unix_ms: None,
+        revoked: false,
     }
     .write_durably(&paths.dir, &paths.record, &paths.tmp)?;
     // The ceiling never goes down: it may cover epochs the damaged record

@@ -536,6 +536,130 @@ fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
     }
 }
 
+impl NatsElection {
+    /// Revokes the current term of election `name` on behalf of `by`
+    /// ([`Election::revoke`](election_core::Election::revoke), ADR 0111):
+    /// one KV update of the election's key, expecting the revision of the
+    /// holder's record as read, writes a revocation's record; its epoch is
+    /// the bucket's creation time plus that write's revision (rule 1's
+    /// scheme), so it is above the holder's and below the next term's. The
+    /// holder's next renewal (an update expecting its own last revision)
+    /// is refused and its term is lost; candidates treat the record as
+    /// held until the server ages it out (the TTL), then wait the failover
+    /// grace. `Ok(None)`: no term holds the key.
+    ///
+    /// Cancel safety: cancelled after the update was sent, it may have
+    /// landed or not. Failure model: `Unavailable`, `OutcomeUnknown` (as a
+    /// claim's); a bucket recreated meanwhile is `OutcomeUnknown` (the
+    /// revocation's epoch cannot be told).
+    ///
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://localhost:4222", NatsOptions::default()).await?;
+    /// if let Some(r) = election.revoke("jobs", &Identity::new("ops")?).await? {
+    ///     println!("{} deposed; fence at {}", r.deposed.identity, r.revocation.epoch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        use async_nats::jetstream::kv;
+        let name = ElectionName::new(name)?;
+        let core = |e: Error| e.into_core(&name);
+        let key = record::key(&name);
+        let timeout = self.conn.timeout();
+        for _ in 0..8 {
+            let Some(entry) = self.conn.read_exact(&key).await.map_err(core)? else {
+                return Ok(None);
+            };
+            let Some(deposed) =
+                record::leader_of(&key, entry.operation, &entry.value, entry.revision)
+                    .map_err(core)?
+            else {
+                return Ok(None);
+            };
+            let base = self.conn.base();
+            let at = std::time::SystemTime::now();
+            let since = at
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .and_then(|d| u64::try_from(d.as_millis()).ok());
+            let mut value = record::ClaimRecord {
+                identity: by.clone(),
+                nonce: election_core::attempt_nonce(),
+                epoch: None,
+                since_unix_ms: since,
+                base: Some(base),
+                value: None,
+            }
+            .encode()
+            .to_vec();
+            value.extend_from_slice(record::REVOKED.as_bytes());
+            let update = self.conn.kv.update(&key, value.into(), entry.revision);
+            let revision = match tokio::time::timeout(timeout, update).await {
+                Ok(Ok(revision)) => revision,
+                Ok(Err(e)) if crate::error::is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                    continue;
+                }
+                Ok(Err(e)) => return Err(core(Error::unavailable("revoke the lease", e))),
+                Err(_) => return Err(core(Error::OutcomeUnknown { after: timeout })),
+            };
+            if self
+                .conn
+                .check_incarnation(base)
+                .await
+                .map_err(core)?
+                .is_some()
+            {
+                return Err(core(Error::OutcomeUnknown { after: timeout }));
+            }
+            let epoch = crate::store::bucket::epoch_at(base, revision).map_err(core)?;
+            return Ok(Some(election_core::Revoked::new(
+                deposed,
+                election_core::Revocation::new(by.clone(), epoch, Some(at)),
+            )));
+        }
+        Err(core(Error::OutcomeUnknown { after: timeout }))
+    }
+
+    /// The revocation the key of `name` shows, until the next term
+    /// ([`Election::revocation`](election_core::Election::revocation)).
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model: as
+    /// [`leader`](Self::leader)'s.
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://localhost:4222", NatsOptions::default()).await?;
+    /// if let Some(r) = election.revocation("jobs").await? {
+    ///     println!("jobs: {r}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        let name = ElectionName::new(name)?;
+        let key = record::key(&name);
+        let core = |e: Error| e.into_core(&name);
+        match self.conn.read_exact(&key).await.map_err(core)? {
+            Some(l) => record::revocation_of(&key, l.operation, &l.value, l.revision).map_err(core),
+            None => Ok(None),
+        }
+    }
+}
+
 impl election_core::Election for NatsElection {
     type Claim = NatsClaim;
     type LeaseSet = election_core::LeaseSet<crate::NatsKeyedClaims>;
@@ -577,6 +701,21 @@ impl election_core::Election for NatsElection {
 
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         NatsElection::store_id(self)
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        NatsElection::revoke(self, name, by).await
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        NatsElection::revocation(self, name).await
     }
 
     /// The reads pipelined on the one connection, a few at a time.

@@ -499,6 +499,92 @@ impl PostgresElection {
     }
 }
 
+impl PostgresElection {
+    /// Revokes the current term of election `name` on behalf of `by`
+    /// ([`Election::revoke`](election_core::Election::revoke), ADR 0111):
+    /// one claim statement, conditional on the lease row and epoch record
+    /// as read, writes the row as held by the revocation with an epoch
+    /// drawn from `epoch_seq` in that statement and a nonce no attempt
+    /// has, so the holder's next renewal (on its nonce and epoch) fails
+    /// and its term is lost; contenders wait a full TTL (the longest of
+    /// the row's, the record's and this handle's) before they take it.
+    /// `Ok(None)`: no term holds the name.
+    ///
+    /// Cancel safety: cancelled after the statement was sent, it may have
+    /// committed or not. Failure model: `Unavailable`, `OutcomeUnknown`,
+    /// `Corrupt`, as a claim's.
+    ///
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = PostgresElection::connect("postgres://app@localhost/app", PostgresOptions::default()).await?;
+    /// if let Some(r) = election.revoke("jobs", &Identity::new("ops")?).await? {
+    ///     println!("{} deposed; fence at {}", r.deposed.identity, r.revocation.epoch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let core = |e: Error| e.into_core(&name_);
+        let wall_ms = self.inner.clock.wall_unix_ms();
+        let holder = election_sql::lease_row::revoked_by(by);
+        let Some((deposed, epoch)) = self
+            .inner
+            .revoke(name, &holder, wall_ms)
+            .await
+            .map_err(core)?
+        else {
+            return Ok(None);
+        };
+        election_sql::lease_row::revoked(&deposed, epoch, by, wall_ms)
+            .map_err(|e| core(Error::from(e)))?
+            .map(Some)
+            .ok_or_else(|| {
+                core(Error::CorruptRow {
+                    name: name.to_owned(),
+                    detail: format!("a revoked row of epoch {epoch}"),
+                })
+            })
+    }
+
+    /// The revocation the lease row of `name` shows, until the next term
+    /// ([`Election::revocation`](election_core::Election::revocation)).
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model: as
+    /// [`leader`](Self::leader)'s.
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = PostgresElection::connect("postgres://app@localhost/app", PostgresOptions::default()).await?;
+    /// if let Some(r) = election.revocation("jobs").await? {
+    ///     println!("jobs: {r}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let seen = self
+            .inner
+            .read_one(name)
+            .await
+            .map_err(|e| e.into_core(&name_))?;
+        Ok(seen.lease.and_then(|r| r.revocation()))
+    }
+}
+
 impl election_core::Election for PostgresElection {
     type Claim = crate::PostgresClaim;
     type LeaseSet = LeaseSet<PostgresKeyedClaims>;
@@ -536,6 +622,21 @@ impl election_core::Election for PostgresElection {
 
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         PostgresElection::store_id(self).await
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        PostgresElection::revoke(self, name, by).await
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        PostgresElection::revocation(self, name).await
     }
 
     /// One statement for every name (`read_many`).

@@ -36,7 +36,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-use election_core::{ConfigError, Epoch, Identity, Leader, LeaderValue};
+use election_core::{ConfigError, Epoch, Identity, Leader, LeaderValue, Revocation};
 
 /// The safety margin of a lease of `ttl`: a tenth of it. A holder counts
 /// its lease valid for `ttl - margin` ([`validity`]) from before each
@@ -232,6 +232,10 @@ impl Row {
         let (Some(holder), Some(epoch)) = (self.holder.as_deref(), decode_epoch(self.epoch)) else {
             return Ok(None);
         };
+        if holder.starts_with(REVOKED_BY) {
+            // A revocation: nobody leads (ADR 0111).
+            return Ok(None);
+        }
         let wall = |ms: Option<i64>| {
             ms.and_then(|ms| u64::try_from(ms).ok())
                 .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)))
@@ -247,6 +251,107 @@ impl Row {
             value: self.value.as_deref().and_then(|v| LeaderValue::new(v).ok()),
         }))
     }
+
+    /// The revocation this row shows (ADR 0111), decoded: `None` for a
+    /// term's row, a released row, or a revocation whose identity or epoch
+    /// does not decode. Its `at` is `acquired_unix_ms`, the revoker's wall
+    /// clock in the transaction that revoked.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::lease_row::{Row, revoked_by};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let row = Row {
+    ///     holder: Some(revoked_by(&Identity::new("ops")?)),
+    ///     epoch: 8,
+    ///     version: 13,
+    ///     ttl_ms: 10_000,
+    ///     acquired_unix_ms: Some(1_700_000_000_000),
+    ///     renewed_unix_ms: None,
+    ///     value: None,
+    /// };
+    /// assert_eq!(row.leader()?, None); // nobody leads a revoked name
+    /// assert_eq!(row.revocation().map(|r| r.by.to_string()), Some("ops".into()));
+    /// # Ok(()) }
+    /// ```
+    pub fn revocation(&self) -> Option<Revocation> {
+        let by = self.holder.as_deref()?.strip_prefix(REVOKED_BY)?;
+        let epoch = decode_epoch(self.epoch)?;
+        let at = self
+            .acquired_unix_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+        Some(Revocation::new(Identity::new(by).ok()?, epoch, at))
+    }
+}
+
+/// How a revocation's row names its revoker in the `holder` column (ADR
+/// 0111): a control character, which no [`Identity`] holds, then
+/// `revoked-by ` and the identity. Contenders compare holders as text, so
+/// they treat the row as a holder that stopped renewing (a full TTL, the
+/// longer of theirs and the row's); readers show nobody
+/// ([`Row::leader`]) and the revocation ([`Row::revocation`]).
+pub const REVOKED_BY: &str = "\u{1}revoked-by ";
+
+/// The `holder` a revocation by `by` writes: [`REVOKED_BY`] and `by`.
+///
+/// ```
+/// use election_core::Identity;
+/// use election_sql::lease_row::{REVOKED_BY, revoked_by};
+///
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// assert_eq!(revoked_by(&Identity::new("ops")?), format!("{REVOKED_BY}ops"));
+/// # Ok(()) }
+/// ```
+pub fn revoked_by(by: &Identity) -> String {
+    format!("{REVOKED_BY}{by}")
+}
+
+/// What a revocation by `by` at `wall_ms` (the revoker's wall clock) in
+/// stored epoch `epoch` of the term `deposed` shows, for
+/// [`Election::revoke`](election_core::Election::revoke): `Ok(None)` if
+/// `deposed` shows no term or `epoch` does not decode (the caller reports
+/// a corrupt row).
+///
+/// # Errors
+///
+/// The deposed holder's identity does not decode (see [`Row::leader`]).
+///
+/// ```
+/// use election_core::Identity;
+/// use election_sql::lease_row::{Row, revoked};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let deposed = Row {
+///     holder: Some("host-a/1".into()),
+///     epoch: 7,
+///     version: 3,
+///     ttl_ms: 10_000,
+///     acquired_unix_ms: None,
+///     renewed_unix_ms: None,
+///     value: None,
+/// };
+/// let r = revoked(&deposed, 8, &Identity::new("ops")?, 1_700_000_000_000)?.ok_or("no term")?;
+/// assert_eq!((r.deposed.epoch.get(), r.revocation.epoch.get()), (7, 8));
+/// # Ok(()) }
+/// ```
+pub fn revoked(
+    deposed: &Row,
+    epoch: i64,
+    by: &Identity,
+    wall_ms: i64,
+) -> Result<Option<election_core::Revoked>, ConfigError> {
+    let (Some(leader), Some(epoch)) = (deposed.leader()?, decode_epoch(epoch)) else {
+        return Ok(None);
+    };
+    let at = u64::try_from(wall_ms)
+        .ok()
+        .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+    Ok(Some(election_core::Revoked::new(
+        leader,
+        Revocation::new(by.clone(), epoch, at),
+    )))
 }
 
 /// An epoch as stored (a signed 64-bit integer), decoded: `None` outside

@@ -476,6 +476,102 @@ impl SqliteElection {
     }
 }
 
+impl SqliteElection {
+    /// Revokes the current term of election `name` on behalf of `by`
+    /// ([`Election::revoke`](election_core::Election::revoke), ADR 0111):
+    /// one `BEGIN IMMEDIATE` transaction writes the lease row as held by
+    /// the revocation in the next epoch (recorded in `election_epochs`),
+    /// with a nonce no attempt has, so the holder's next renewal (on its
+    /// nonce and epoch) fails and its term is lost; contenders wait a full
+    /// TTL (the longest of the row's, the record's and this handle's)
+    /// before they take it, as after a holder that stopped renewing. The
+    /// high-water marks of `fences` (this database's `election_fences`,
+    /// [`SqliteFence`](crate::SqliteFence)) are raised to the revocation's
+    /// epoch in the same transaction. `Ok(None)`: no term holds the name.
+    ///
+    /// Cancel safety: cancelled before it returns, the transaction may
+    /// have committed or not. Failure model: as a claim's
+    /// (`Unavailable`, `Corrupt`, [`election_core::ConfigError::EpochExhausted`]).
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// let revoked = election
+    ///     .revoke_fencing("jobs", &Identity::new("ops")?, &["orders"])
+    ///     .await?
+    ///     .expect("a term held it");
+    /// assert_eq!(revoked.deposed.epoch, term.epoch());
+    /// assert!(revoked.revocation.epoch > term.epoch());
+    /// assert_eq!(election.leader("jobs").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn revoke_fencing(
+        &self,
+        name: &str,
+        by: &Identity,
+        fences: &[&str],
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let core = |e: Error| e.into_core(&name_);
+        let inner = &self.inner;
+        inner.check_in_place().map_err(core)?;
+        let wall_ms = inner.clock.wall_unix_ms();
+        let done = crate::store::row::revoke(
+            &inner.pool,
+            name,
+            &election_sql::lease_row::revoked_by(by),
+            inner.options.times.ttl_ms(),
+            wall_ms,
+            fences,
+        )
+        .await
+        .map_err(core)?;
+        let Some(done) = done else { return Ok(None) };
+        election_sql::lease_row::revoked(&done.deposed, done.epoch, by, wall_ms)
+            .map_err(|e| core(Error::from(e)))?
+            .map(Some)
+            .ok_or_else(|| {
+                core(Error::CorruptRow {
+                    name: name.to_owned(),
+                    detail: format!("a revoked row of epoch {}", done.epoch),
+                })
+            })
+    }
+
+    /// The revocation the lease row of `name` shows, until the next term
+    /// ([`Election::revocation`](election_core::Election::revocation)).
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model: as
+    /// [`leader`](Self::leader)'s.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// assert_eq!(election.revocation("jobs").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let row = crate::store::row::read(&self.inner.pool, name, self.inner.values)
+            .await
+            .map_err(|e| e.into_core(&name_))?;
+        Ok(row.and_then(|r| r.revocation()))
+    }
+}
+
 impl election_core::Election for SqliteElection {
     type Claim = SqliteClaim;
     type LeaseSet = LeaseSet<SqliteKeyedClaims>;
@@ -495,6 +591,21 @@ impl election_core::Election for SqliteElection {
 
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         SqliteElection::store_id(self).await
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, election_core::Error> {
+        self.revoke_fencing(name, by, &[]).await
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Revocation>, election_core::Error> {
+        SqliteElection::revocation(self, name).await
     }
 }
 

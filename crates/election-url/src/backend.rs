@@ -365,6 +365,18 @@ impl election_core::Election for Backend {
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         self.0.store_id().await
     }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &election_core::Identity,
+    ) -> Result<Option<election_core::Revoked>, CoreError> {
+        self.0.revoke(name, by).await
+    }
+
+    async fn revocation(&self, name: &str) -> Result<Option<election_core::Revocation>, CoreError> {
+        self.0.revocation(name).await
+    }
 }
 
 /// What [`BackendUrl::open_or_pending`](crate::BackendUrl::open_or_pending)

@@ -162,6 +162,51 @@ pub trait Backend: Send + Sync {
         async { None }
     }
 
+    /// Revokes `name`'s current term on behalf of `by` through the
+    /// backend's `Election::revoke` (a fresh handle), or `None` if the
+    /// backend cannot revoke (the revoke case then checks nothing).
+    ///
+    /// ```
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let by = election_core::Identity::new("ops").expect("identity");
+    /// // The memory backend does not store revocations.
+    /// assert!(Backend::revoke(&MemoryBackend::new(), "jobs", &by).await.is_none());
+    /// # }
+    /// ```
+    fn revoke(
+        &self,
+        name: &str,
+        by: &election_core::Identity,
+    ) -> impl Future<Output = Option<Result<Option<election_core::Revoked>, Error>>> + Send {
+        let _ = (name, by);
+        async { None }
+    }
+
+    /// The revocation of `name` the backend shows
+    /// (`Election::revocation`, a fresh handle); `None` where
+    /// [`revoke`](Backend::revoke) is.
+    ///
+    /// ```
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// assert!(Backend::revocation(&MemoryBackend::new(), "jobs").await.is_none());
+    /// # }
+    /// ```
+    fn revocation(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Option<Result<Option<election_core::Revocation>, Error>>> + Send {
+        let _ = name;
+        async { None }
+    }
+
     /// Claims of `identity` for each of `names`, in order, on one opened
     /// backend (the slot cases make a claim per slot and per name a slot
     /// candidate reads: up to 65 at once). The default calls
@@ -571,6 +616,110 @@ pub async fn lost_fires_when_taken_away<B: Backend>(b: &B) {
         .await
         .expect("b wins");
     assert!(next.epoch() > epoch);
+    next.resign().await.expect("resign");
+}
+
+/// An operator's revoke (ADR 0111) ends the holder's term, fenced: the
+/// revocation's epoch is above the holder's, so a fence raised to it
+/// refuses the deposed holder's next write (with its term's token) before
+/// any new leader wrote; the holder's watch reports the loss; readers show
+/// nobody and the revocation; the next candidate wins with an epoch above
+/// the revocation's, and the revocation is no longer shown. A second
+/// revoke of a revoked name finds nothing to revoke.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// // The memory backend cannot revoke: the case checks nothing there.
+/// election_testkit::conformance::revoke_is_fenced_and_the_next_term_is_above_it(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn revoke_is_fenced_and_the_next_term_is_above_it<B: Backend>(b: &B) {
+    use fencing::{Fence, MemoryFence, ResourceName, Token};
+    let a = candidate(b, "revoked", "a").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let held = term.epoch();
+    // The holder's token, taken while it led: what its next write carries.
+    let token = Token::issue(&term).expect("a token of a live term");
+    let fence = MemoryFence::new();
+    let resource = ResourceName::new("orders").expect("resource");
+    fence
+        .advance(&resource, token)
+        .await
+        .expect("the holder's own write");
+    let by = election_core::Identity::new("ops/alice").expect("identity");
+    let Some(revoked) = b.revoke("revoked", &by).await else {
+        term.resign().await.expect("resign");
+        return;
+    };
+    let revoked = revoked.expect("revoke").expect("a term held the name");
+    assert_eq!(revoked.deposed.identity.as_str(), "a");
+    assert_eq!(revoked.deposed.epoch, held);
+    assert_eq!(revoked.revocation.by, by);
+    assert!(
+        revoked.revocation.epoch > held,
+        "the revocation took no epoch above the holder's: {} after {held}",
+        revoked.revocation.epoch
+    );
+    // A fence that saw the revocation refuses the deposed holder at once.
+    fence
+        .advance(&resource, Token::from_epoch(revoked.revocation.epoch))
+        .await
+        .expect("the revocation's mark");
+    let late = fence
+        .fenced(&resource, token, || async { "the deposed holder's write" })
+        .await;
+    assert!(
+        matches!(late, Err(fencing::Error::Stale { .. })),
+        "a fence at the revocation's epoch accepted the deposed holder's write: {late:?}"
+    );
+    // Rule 2: the holder's watch reports the loss.
+    let lost = within("lost() after the revoke", term.lost()).await;
+    assert_eq!(lost.epoch, held);
+    assert!(!lost.reason.is_end(), "a revoke is a loss, not an end");
+    let observer = candidate(b, "revoked", "observer").await;
+    assert_eq!(
+        observer.leader().await.expect("leader"),
+        None,
+        "a leader shown after the revoke"
+    );
+    let shown = b
+        .revocation("revoked")
+        .await
+        .expect("a backend that revokes shows revocations")
+        .expect("read");
+    assert_eq!(
+        shown.map(|r| (r.by, r.epoch)),
+        Some((by.clone(), revoked.revocation.epoch))
+    );
+    match b.revoke("revoked", &by).await {
+        Some(Ok(None)) => {}
+        other => panic!("a second revoke of a revoked name: {other:?}"),
+    }
+    drop(term);
+    let next = within(
+        "b after the revoke",
+        candidate(b, "revoked", "b").await.campaign(),
+    )
+    .await
+    .expect("b wins");
+    assert!(
+        next.epoch() > revoked.revocation.epoch,
+        "the next term {} is not above the revocation {}",
+        next.epoch(),
+        revoked.revocation.epoch
+    );
+    assert_eq!(
+        b.revocation("revoked").await.map(|r| r.expect("read")),
+        Some(None),
+        "the revocation is still shown in the next term"
+    );
+    fence
+        .fenced(&resource, Token::issue(&next).expect("token"), || async {})
+        .await
+        .expect("the next leader's write passes the fence");
     next.resign().await.expect("resign");
 }
 
@@ -1000,6 +1149,7 @@ macro_rules! conformance_tests {
             epochs_strictly_increase,
             cancellation_at_every_step_leaves_nothing_held,
             lost_fires_when_taken_away,
+            revoke_is_fenced_and_the_next_term_is_above_it,
             leader_matches_holder,
             bad_configuration_is_refused,
             an_ended_terms_lease_reads_lost,

@@ -182,9 +182,25 @@ fn hand_out(
     block: u64,
     durable: bool,
 ) -> Result<Option<Epoch>, Error> {
+    // The record's own lock first, before anything is read: a revocation
+    // (`revoke`, ADR 0111) writes the record without the claim's lock,
+    // under this one, so no epoch is drawn from a record it is rewriting.
+    // Busy (a revocation is writing it now): a quick try says "needs
+    // durable", so the claim is tried again on the blocking pool, which
+    // waits here.
+    let record_file = open_record(&paths.record)?;
+    if let Some(f) = &record_file {
+        let locked = if durable {
+            lock::lock_blocking(f, Kind::Exclusive).map(|()| true)
+        } else {
+            lock::try_lock(f, Kind::Exclusive)
+        };
+        if !locked.map_err(|e| Error::io("lock", &paths.record, e))? {
+            return Ok(None);
+        }
+    }
     let ceiling = Ceiling::read(&paths.ceiling)?;
     let exact = ceiling.as_ref().is_none_or(|c| c.same_boot(boot));
-    let record_file = open_record(&paths.record)?;
     let (record, old_len) = match &record_file {
         None => (Ok(None), 0),
         Some(f) => match Record::read_file(f, &paths.record) {
@@ -256,9 +272,94 @@ fn hand_out(
         identity: identity.clone(),
         pid: Some(std::process::id()),
         since_unix_ms: unix_ms(),
+        revoked: false,
     }
     .write_in_place(&record_file, &paths.record, old_len)?;
     Ok(Some(epoch))
+}
+
+/// What a revocation wrote ([`revoke`]).
+pub(crate) struct Revoked {
+    /// The record of the term it ended.
+    pub(crate) deposed: Record,
+    /// The revocation's record.
+    pub(crate) revocation: Record,
+}
+
+/// Revokes the term that holds the claim of `paths` (ADR 0111), on behalf
+/// of `by`. The OS lock cannot be taken from its holder; instead, under
+/// the epoch record's own lock (which [`hand_out`] takes too, so no claim
+/// draws an epoch meanwhile), with the claim still held: the next epoch
+/// after the record's, drawn as a claim draws one (a new durable ceiling
+/// first if it is above the ceiling or the ceiling is of another boot),
+/// written into the record in place with `revoked=1` and `by` as the
+/// identity. The holder's tamper watch sees a later term in the record
+/// and loses the term; the next claim (once the holder closed and freed
+/// the lock) draws above the revocation's epoch. `Ok(None)`: the claim is
+/// not held, or the record already shows a revocation.
+pub(crate) fn revoke(paths: &Paths, by: &Identity) -> Result<Option<Revoked>, Error> {
+    revoke_with(paths, by, ceiling::boot_id(), ceiling::EPOCH_BLOCK)
+}
+
+/// [`revoke`] with the boot id and block size given.
+pub(crate) fn revoke_with(
+    paths: &Paths,
+    by: &Identity,
+    boot: Option<&str>,
+    block: u64,
+) -> Result<Option<Revoked>, Error> {
+    let claim = match File::open(&paths.lock) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", &paths.lock, e)),
+    };
+    let held = || lock::exclusively_held(&claim).map_err(|e| Error::io("lock", &paths.lock, e));
+    if !held()? {
+        return Ok(None);
+    }
+    let Some(record_file) = open_record(&paths.record)? else {
+        return Ok(None);
+    };
+    lock::lock_blocking(&record_file, Kind::Exclusive)
+        .map_err(|e| Error::io("lock", &paths.record, e))?;
+    let ours = record_file
+        .metadata()
+        .map_err(|e| Error::io("stat", &paths.record, e))?;
+    // Still the record at the path (a repair replaces it, but only with
+    // the claim free), and the claim still held under the record's lock:
+    // no claim can draw an epoch until this returns.
+    if !same_as(&ours, &paths.record)? || !held()? {
+        return Ok(None);
+    }
+    let (deposed, old_len) = Record::read_file(&record_file, &paths.record)?;
+    if deposed.revoked {
+        return Ok(None);
+    }
+    let epoch = Epoch::after(Some(deposed.epoch))?;
+    let ceiling = Ceiling::read(&paths.ceiling)?;
+    let covered = ceiling
+        .as_ref()
+        .is_some_and(|c| c.same_boot(boot) && epoch <= c.ceiling);
+    if !covered {
+        let floor = ceiling.as_ref().map_or(epoch, |c| c.ceiling.max(epoch));
+        ceiling::reserve(floor, block, boot).write_durably(
+            &paths.dir,
+            &paths.ceiling,
+            &paths.ceiling_tmp,
+        )?;
+    }
+    let revocation = Record {
+        epoch,
+        identity: by.clone(),
+        pid: Some(std::process::id()),
+        since_unix_ms: unix_ms(),
+        revoked: true,
+    };
+    revocation.write_in_place(&record_file, &paths.record, old_len)?;
+    Ok(Some(Revoked {
+        deposed,
+        revocation,
+    }))
 }
 
 /// What one try of [`try_claim`] came to.

@@ -69,6 +69,9 @@ pub(crate) struct Record {
     pub(crate) identity: Identity,
     pub(crate) pid: Option<u32>,
     pub(crate) since_unix_ms: Option<u64>,
+    /// A revocation's record (`revoked=1`, ADR 0111): no term holds this
+    /// epoch; `identity` is who revoked. Older versions ignore the key.
+    pub(crate) revoked: bool,
 }
 
 impl Record {
@@ -109,6 +112,9 @@ impl Record {
         if let Some(ms) = self.since_unix_ms {
             s.push_str(&format!("since_unix_ms={ms}\n"));
         }
+        if self.revoked {
+            s.push_str("revoked=1\n");
+        }
         s
     }
 
@@ -131,6 +137,7 @@ impl Record {
             return Err(format!("the first line is not {HEADER:?}"));
         }
         let (mut epoch, mut identity, mut pid, mut since) = (None, None, None, None);
+        let mut revoked = false;
         for line in lines {
             let (key, value) = line
                 .split_once('=')
@@ -157,6 +164,7 @@ impl Record {
                             .map_err(|_| format!("bad since_unix_ms {value:?}"))?,
                     )
                 }
+                "revoked" => revoked = value == "1",
                 // check: verified above; pad: filler; later versions may
                 // add keys.
                 _ => {}
@@ -167,6 +175,7 @@ impl Record {
             identity: identity.ok_or("no identity")?,
             pid,
             since_unix_ms: since,
+            revoked,
         })
     }
 
@@ -310,6 +319,7 @@ mod tests {
             identity: Identity::new("host/1").unwrap(),
             pid: Some(1),
             since_unix_ms: Some(5),
+            revoked: false,
         }
     }
 

@@ -261,7 +261,7 @@ pub(crate) fn leader_of(
     value: &[u8],
     revision: u64,
 ) -> Result<Option<Leader>, Error> {
-    if operation != kv::Operation::Put {
+    if operation != kv::Operation::Put || is_revoked(value) {
         return Ok(None);
     }
     let v = ClaimRecord::decode(key, value)?;
@@ -280,6 +280,37 @@ pub(crate) fn leader_of(
         ttl: None,
         value,
     }))
+}
+
+/// The line a revocation's record carries (ADR 0111): the key holds no
+/// term, but a record that candidates treat as held until the server ages
+/// it out (the bucket's max age, the TTL), so nobody wins before the
+/// deposed holder's lease could have run out. Readers of older versions
+/// ignore the unknown key (and show the revoker as holding the key).
+pub(crate) const REVOKED: &str = "revoked=1\n";
+
+/// Whether `value` is a revocation's record.
+pub(crate) fn is_revoked(value: &[u8]) -> bool {
+    std::str::from_utf8(value).is_ok_and(|t| t.lines().any(|l| l == REVOKED.trim_end()))
+}
+
+/// The revocation the entry (`operation`, `value` at `revision`) of `key`
+/// shows, if it is a revocation's record.
+pub(crate) fn revocation_of(
+    key: &str,
+    operation: kv::Operation,
+    value: &[u8],
+    revision: u64,
+) -> Result<Option<election_core::Revocation>, Error> {
+    if operation != kv::Operation::Put || !is_revoked(value) {
+        return Ok(None);
+    }
+    let v = ClaimRecord::decode(key, value)?;
+    let epoch = v.epoch_at(key, revision)?;
+    let at = v
+        .since_unix_ms
+        .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+    Ok(Some(election_core::Revocation::new(v.identity, epoch, at)))
 }
 
 /// The line a claim's winning write carries while its writer waits out

@@ -128,6 +128,23 @@ impl Backend for Nats {
         true
     }
 
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::Revoked>, Error>> {
+        let election = self.election(options(self.replicas())).await.ok()?;
+        Some(election_core::Election::revoke(&election, name, by).await)
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Option<Result<Option<election_core::Revocation>, Error>> {
+        let election = self.election(options(self.replicas())).await.ok()?;
+        Some(election_core::Election::revocation(&election, name).await)
+    }
+
     async fn observe(&self, name: &str) -> Option<Observed> {
         let election = self.election(options(self.replicas())).await.ok()?;
         Some(observe_election(election, name, Duration::from_millis(20)))

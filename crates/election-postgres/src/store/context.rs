@@ -588,6 +588,54 @@ impl PostgresStore {
         .await
     }
 
+    /// Revokes the term the row of `name` shows (ADR 0111): reads it, and
+    /// if a term holds it, writes it as held by the revocation `holder`
+    /// with a fresh nonce, in one claim statement conditional on the row
+    /// and record as read ([`row::claim_many`]: the epoch drawn from
+    /// `epoch_seq` in that statement, rule 1), with the longest TTL of the
+    /// row's, the record's and this store's. A renewal between the read and
+    /// the statement makes it win nothing: read again, at most 8 times.
+    /// `Ok(None)`: no term holds the row. Returns the deposed row and the
+    /// revocation's epoch.
+    pub(crate) async fn revoke(
+        &self,
+        name: &str,
+        holder: &str,
+        wall_ms: i64,
+    ) -> Result<Option<(election_sql::lease_row::Row, i64)>, Error> {
+        for _ in 0..8 {
+            let seen = self.read_one(name).await?;
+            let Some(row) = seen.lease.clone() else {
+                return Ok(None);
+            };
+            let held = row
+                .holder
+                .as_deref()
+                .is_some_and(|h| !h.starts_with(election_sql::lease_row::REVOKED_BY));
+            if !held {
+                return Ok(None);
+            }
+            let ttl_ms = self
+                .options
+                .times
+                .ttl_ms()
+                .max(row.ttl_ms)
+                .max(seen.recorded.map_or(0, |r| r.ttl_ms));
+            let take = Take::new(name, election_core::attempt_nonce().cast_signed(), &seen)?;
+            let won = self
+                .write(SESSION, self.options.request_timeout(), async |conn| {
+                    row::claim_many(conn, &self.sql, &[take], (holder, None), ttl_ms, wall_ms).await
+                })
+                .await?;
+            if let Some(&(_, epoch)) = won.first() {
+                return Ok(Some((row, epoch)));
+            }
+        }
+        Err(Error::OutcomeUnknown {
+            after: self.options.request_timeout(),
+        })
+    }
+
     /// A waiter's look at `name` that wins it for attempt `nonce` if it is
     /// released ([`row::take_released`]), bounded by the request timeout;
     /// unknown outcome past it.

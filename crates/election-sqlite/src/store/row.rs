@@ -330,6 +330,98 @@ pub(crate) async fn claim(
     Ok(Some(epoch))
 }
 
+/// What a revocation committed: the row it ended and its epoch.
+pub(crate) struct RevokedRow {
+    /// The lease row as it was: the deposed holder's term.
+    pub(crate) deposed: Row,
+    /// The revocation's epoch.
+    pub(crate) epoch: i64,
+}
+
+/// Revokes the term the lease row of `name` shows (ADR 0111), in one
+/// `BEGIN IMMEDIATE` transaction: reads the row and the epoch state, and
+/// if a term holds the row, writes it as held by the revocation `holder`
+/// ([`revoked_by`](election_sql::lease_row::revoked_by)) with a fresh
+/// `nonce` nobody's attempt has, the next epoch ([`next_epoch`]: rule 1's
+/// machinery, recorded in `election_epochs` in the same transaction), the
+/// longest TTL of the row, the record and `ttl_ms`, no same-host lock and
+/// no heartbeat; then raises the high-water mark of every resource of
+/// `fences` in `election_fences` to that epoch, in the same transaction.
+/// `Ok(None)`: no term holds the row (nothing written).
+pub(crate) async fn revoke(
+    pool: &SqlitePool,
+    name: &str,
+    holder: &str,
+    ttl_ms: i64,
+    wall_ms: i64,
+    fences: &[&str],
+) -> Result<Option<RevokedRow>, Error> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    type Both = election_sql::lease_row::LeaseColumns<bool>;
+    let (has_lease, held_by, epoch, version, row_ttl, acquired, rec_epoch, rec_ttl): Both =
+        sqlx::query_as(
+            "SELECT l.name IS NOT NULL, l.holder, l.epoch, l.version, l.ttl_ms,
+                    l.acquired_unix_ms, e.epoch, e.ttl_ms
+             FROM (SELECT ?1 AS name) AS n
+             LEFT JOIN election_leases AS l ON l.name = n.name
+             LEFT JOIN election_epochs AS e ON e.name = n.name",
+        )
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await?;
+    let recorded = recorded(name, rec_epoch.zip(rec_ttl))?;
+    let (true, Some(epoch), Some(version), Some(row_ttl)) = (has_lease, epoch, version, row_ttl)
+    else {
+        tx.rollback().await?;
+        return Ok(None);
+    };
+    let deposed = check(
+        name,
+        row((held_by, epoch, version, row_ttl, acquired, None)),
+    )?;
+    let held = deposed
+        .holder
+        .as_deref()
+        .is_some_and(|h| !h.starts_with(election_sql::lease_row::REVOKED_BY));
+    if !held {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let next = next_epoch(Some(deposed.epoch), recorded)?;
+    let ttl_ms = ttl_ms
+        .max(deposed.ttl_ms)
+        .max(recorded.map_or(0, |r| r.ttl_ms));
+    let w = ClaimWrite {
+        name,
+        identity: holder,
+        nonce: election_core::attempt_nonce().cast_signed(),
+        ttl_ms,
+        wall_ms,
+        lock: None,
+        heartbeat: None,
+    };
+    if !win(&mut tx, w, Some((deposed.version, deposed.epoch)), next).await? {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    for resource in fences {
+        sqlx::query(
+            "INSERT INTO election_fences (resource, token) VALUES (?1, ?2)
+             ON CONFLICT (resource) DO UPDATE SET token = excluded.token
+             WHERE excluded.token > election_fences.token",
+        )
+        .bind(resource)
+        .bind(next)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(Some(RevokedRow {
+        deposed,
+        epoch: next,
+    }))
+}
+
 /// The same-host takeover (ADR 0026): true if `found` shows a holder whose
 /// `lock_id` names the very lock this attempt holds now (`w.lock`), with
 /// the row's current nonce. That holder held the lock from before its win

@@ -80,6 +80,23 @@ impl Backend for Db {
         self.intrude(name).await
     }
 
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::Revoked>, Error>> {
+        let election = self.election().await;
+        Some(election_core::Election::revoke(&election, name, by).await)
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Option<Result<Option<election_core::Revocation>, Error>> {
+        let election = self.election().await;
+        Some(election_core::Election::revocation(&election, name).await)
+    }
+
     async fn observe(&self, name: &str) -> Option<Observed> {
         Some(observe_election(
             self.election().await,
