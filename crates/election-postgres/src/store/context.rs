@@ -624,7 +624,7 @@ impl PostgresStore {
             let take = Take::new(name, election_core::attempt_nonce().cast_signed(), &seen)?;
             let won = self
                 .write(SESSION, self.options.request_timeout(), async |conn| {
-                    row::claim_many(conn, &self.sql, &[take], (holder, None), ttl_ms, wall_ms).await
+                    row::claim_many(conn, &self.sql, &[take], holder, ttl_ms, wall_ms).await
                 })
                 .await?;
             if let Some(&(_, epoch)) = won.first() {

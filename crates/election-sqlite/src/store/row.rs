@@ -398,7 +398,6 @@ pub(crate) async fn revoke(
         ttl_ms,
         wall_ms,
         lock: None,
-        heartbeat: None,
     };
     if !win(&mut tx, w, Some((deposed.version, deposed.epoch)), next).await? {
         tx.rollback().await?;
