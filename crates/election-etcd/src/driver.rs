@@ -410,18 +410,14 @@ impl Target for EtcdUrl {
         async move { Ok(Box::new(self.connect(settings).await?) as Box<dyn Opened>) }.boxed()
     }
 
+    /// What the URL holds (for redaction checks). The password is not
+    /// taken from a tool's flags (`with_credentials` says no): as libpq's,
+    /// it comes from the URL, `ETCDCTL_PASSWORD` or the passfile.
     fn credentials(&self) -> Credentials {
         let mut c = Credentials::default();
         c.user = self.user.clone();
         c.password = self.password.clone();
         c
-    }
-
-    fn with_credentials(&self, credentials: Credentials) -> Option<Box<dyn Target>> {
-        let mut u = self.clone();
-        u.user = credentials.user;
-        u.password = credentials.password;
-        Some(Box::new(u))
     }
 
     fn as_any(&self) -> &dyn Any {

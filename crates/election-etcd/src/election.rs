@@ -95,6 +95,7 @@ impl EtcdElection {
             options.timeout().max(std::time::Duration::from_secs(1)),
             options.renew_every(),
             credentials,
+            format!("{}/", options.key_prefix()).as_bytes(),
         )
         .await?;
         Ok(EtcdElection {

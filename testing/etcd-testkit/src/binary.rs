@@ -6,10 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use crate::Error;
-
-/// The etcd version the kit installs.
-pub const ETCD_VERSION: &str = "3.7.2";
+use crate::{ETCD_VERSION, Error};
 
 /// The crate on crates.io whose `bin/etcd` is that version (linux x86-64).
 const CRATE: &str = "etcd-bin-vendored-linux-amd64";

@@ -35,9 +35,11 @@ pub mod gateway;
 mod member;
 mod ports;
 mod proxy;
+mod version;
 
-pub use binary::{ETCD_BIN_ENV, ETCD_VERSION, etcd_bin};
+pub use binary::{ETCD_BIN_ENV, etcd_bin};
 pub use cluster::Cluster;
 pub use error::Error;
 pub use member::Member;
 pub use proxy::Proxy;
+pub use version::ETCD_VERSION;

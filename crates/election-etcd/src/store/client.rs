@@ -127,6 +127,7 @@ impl Client {
         timeout: Duration,
         keepalive: Duration,
         credentials: Option<Credentials>,
+        probe_key: &[u8],
     ) -> Result<Client, Error> {
         let bad = |reason: String| {
             Error::Config(election_core::ConfigError::BadSetting {
@@ -175,13 +176,17 @@ impl Client {
                 e => e,
             })?;
         }
-        // One read proves the cluster answers and fixes its ID.
-        client.range(b"\0", Kind::Read).await.map_err(|e| match e {
-            Error::Unavailable { source, .. } => {
-                connect(source.unwrap_or_else(|| "no answer".into()))
-            }
-            e => e,
-        })?;
+        // One read (of a key the user may read) proves the cluster answers
+        // and fixes its ID.
+        client
+            .range(probe_key, Kind::Read)
+            .await
+            .map_err(|e| match e {
+                Error::Unavailable { source, .. } => {
+                    connect(source.unwrap_or_else(|| "no answer".into()))
+                }
+                e => e,
+            })?;
         Ok(client)
     }
 
@@ -275,6 +280,7 @@ impl Client {
         let mut retried = false;
         // One bound for the call, whatever the balancer's retries.
         let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut refused_connection = None;
         loop {
             let mut grpc = tonic::client::Grpc::new(self.channel.clone());
             let request = self.request(message.clone());
@@ -291,10 +297,13 @@ impl Client {
             };
             let status = match tokio::time::timeout_at(deadline, call).await {
                 Ok(Ok(r)) => return Ok(r.into_inner()),
+                // Only refused connections: nothing was sent.
+                Err(_) if refused_connection.is_some() => refused_connection.take(),
                 Err(_) => None,
                 Ok(Err(s)) if never_connected(&s) && tokio::time::Instant::now() < deadline => {
                     // A member that is down: nothing was sent; the balancer
                     // may pick another member.
+                    refused_connection = Some(s);
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
@@ -595,7 +604,9 @@ impl Client {
 /// etcd refused the credentials (or needs some): no retry helps.
 fn refused(s: &Status) -> bool {
     matches!(s.code(), Code::PermissionDenied)
-        || (s.code() == Code::InvalidArgument && s.message().contains("authentication failed"))
+        || (s.code() == Code::InvalidArgument
+            && (s.message().contains("authentication failed")
+                || s.message().contains("user name is empty")))
         || (s.code() == Code::FailedPrecondition && s.message().contains("authentication"))
 }
 
