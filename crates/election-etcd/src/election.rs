@@ -2,13 +2,12 @@
 
 use std::sync::Arc;
 
-use election_core::{
-    Candidate, ConfigError, ElectionName, Identity, Leader, LeaseSet, PerKeyClaims,
-};
+use election_core::{Candidate, ConfigError, ElectionName, Identity, Leader, LeaseSet};
 use futures::{Stream, StreamExt};
 
 use crate::claim::EtcdClaim;
 use crate::error::Error;
+use crate::keyed::EtcdKeyedClaims;
 use crate::options::EtcdOptions;
 use crate::store::Store;
 use crate::store::client::{Client, Credentials, Kind, Watched};
@@ -280,8 +279,8 @@ impl EtcdElection {
         Ok(first.chain(changes))
     }
 
-    /// A lease set for `identity`: one election per key, each key's claim
-    /// an [`EtcdClaim`] (the core's [`PerKeyClaims`]).
+    /// A lease set for `identity`: its keys under one session lease
+    /// ([`EtcdKeyedClaims`]).
     ///
     /// ```no_run
     /// use election_etcd::{EtcdElection, EtcdOptions};
@@ -293,14 +292,11 @@ impl EtcdElection {
     /// set.hold("shard-7")?;
     /// # Ok(()) }
     /// ```
-    pub async fn lease_set(
-        &self,
-        identity: &str,
-    ) -> Result<LeaseSet<PerKeyClaims<EtcdClaim>>, Error> {
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<EtcdKeyedClaims>, Error> {
         Ok(LeaseSet::new(self.keyed_claims(identity)?))
     }
 
-    /// The keyed claims a [`LeaseSet`] runs: one [`EtcdClaim`] per key.
+    /// The keyed claims a [`LeaseSet`] runs.
     ///
     /// ```no_run
     /// use election_core::LeaseSet;
@@ -313,7 +309,7 @@ impl EtcdElection {
     /// # drop(set);
     /// # Ok(()) }
     /// ```
-    pub fn keyed_claims(&self, identity: &str) -> Result<PerKeyClaims<EtcdClaim>, Error> {
+    pub fn keyed_claims(&self, identity: &str) -> Result<EtcdKeyedClaims, Error> {
         let identity = Identity::new(identity)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::BadSetting {
@@ -322,14 +318,7 @@ impl EtcdElection {
             }
             .into());
         }
-        let election = self.clone();
-        let id = identity.clone();
-        Ok(PerKeyClaims::new(identity, move |key| {
-            election
-                .claim(key.as_str(), id.as_str())
-                .map_err(|e| e.into_core(key))
-        })
-        .with_backend("etcd"))
+        Ok(EtcdKeyedClaims::new(self.store.clone(), identity))
     }
 }
 
@@ -343,7 +332,7 @@ fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
 
 impl election_core::Election for EtcdElection {
     type Claim = EtcdClaim;
-    type LeaseSet = LeaseSet<PerKeyClaims<EtcdClaim>>;
+    type LeaseSet = LeaseSet<EtcdKeyedClaims>;
     type Error = Error;
 
     fn claim(&self, name: &str, identity: &str) -> Result<EtcdClaim, Error> {

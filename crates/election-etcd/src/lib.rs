@@ -36,13 +36,15 @@
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 // The one layout of every backend (ADR 0059): the façade, the claim,
-// renewal, fence, options, errors, the driver, and the store layer
-// underneath. No keyed claims of its own: the core's `PerKeyClaims`.
+// the keyed claims, renewal, fence, options, errors, the driver, and the
+// store layer
+// underneath.
 mod claim;
 mod driver;
 mod election;
 mod error;
 mod fence;
+mod keyed;
 mod options;
 mod renewal;
 mod store;
@@ -52,6 +54,7 @@ pub use driver::{ETCD_OPTIONS, EtcdDriver, EtcdUrl, PASSWORD_ENV, PassfileError}
 pub use election::EtcdElection;
 pub use error::{CREDENTIALS_HINT, Cause, Error};
 pub use fence::{EtcdFence, MarkCompare};
+pub use keyed::EtcdKeyedClaims;
 pub use options::{DEFAULT_PREFIX, DEFAULT_TTL, EtcdOptions};
 
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};

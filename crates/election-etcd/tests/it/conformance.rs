@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use election_core::{Error, PerKeyClaims};
-use election_etcd::{EtcdClaim, EtcdElection, EtcdOptions};
+use election_core::Error;
+use election_etcd::{EtcdClaim, EtcdElection, EtcdKeyedClaims, EtcdOptions};
 use election_testkit::conformance::{Backend, Observed, observe_election};
 
 use crate::common;
@@ -88,9 +88,9 @@ impl Backend for Etcd {
 }
 
 impl election_testkit::keyed::KeyedBackend for Etcd {
-    type Keys = PerKeyClaims<EtcdClaim>;
+    type Keys = EtcdKeyedClaims;
 
-    async fn keys(&self, identity: &str) -> Result<PerKeyClaims<EtcdClaim>, Error> {
+    async fn keys(&self, identity: &str) -> Result<EtcdKeyedClaims, Error> {
         self.election().await?.keyed_claims(identity).map_err(core)
     }
 
