@@ -289,7 +289,9 @@ impl EtcdElection {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
     /// let set = election.lease_set("worker-1").await?;
-    /// set.hold("shard-7")?;
+    /// if set.ask("shard-7").await? {
+    ///     println!("this process writes shard-7");
+    /// }
     /// # Ok(()) }
     /// ```
     pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<EtcdKeyedClaims>, Error> {
