@@ -341,6 +341,25 @@ impl Kind {
         matches!(self, Kind::Nats)
     }
 
+    /// The shortest lease TTL a driver may give this backend's processes,
+    /// and the step a TTL must be a whole number of: etcd's leases are in
+    /// whole seconds (its smallest lease, with its default election
+    /// timeout, is 2 s); 1 ms elsewhere.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().all(|k| k.ttl_step() <= Duration::from_secs(1)));
+    /// ```
+    pub fn ttl_step(self) -> Duration {
+        match self {
+            Kind::Etcd => Duration::from_secs(1),
+            _ => Duration::from_millis(1),
+        }
+    }
+
     /// Whether the store is buckets (NATS JetStream key-value) a driver
     /// can recreate, reconfigure, or roll back on a server's disk
     /// ([`Faults::nats_urls`], [`Faults::nats_node_mut`]).
