@@ -329,8 +329,9 @@ impl Kind {
     }
 
     /// Whether a driver puts each client behind a TCP proxy of its own,
-    /// to black-hole, drop or deafen its connections (one nats-server:
-    /// [`Faults::nats_client_port`] is what the proxies forward to).
+    /// to black-hole, drop or deafen its connections (one nats-server, one
+    /// etcd member: [`Faults::proxied_port`] is what the proxies forward
+    /// to, [`Faults::url_through`] the URL through one).
     ///
     /// ```
     /// use backend_kit::Kind;
@@ -338,7 +339,7 @@ impl Kind {
     /// assert!(Kind::ALL.iter().filter(|k| k.is_proxied()).all(|k| k.has_server()));
     /// ```
     pub fn is_proxied(self) -> bool {
-        matches!(self, Kind::Nats)
+        matches!(self, Kind::Nats | Kind::Etcd)
     }
 
     /// The shortest lease TTL a driver may give this backend's processes,
@@ -708,6 +709,14 @@ pub trait Faults {
     /// forward to it); `None` elsewhere.
     fn nats_client_port(&self) -> Option<u16>;
 
+    /// The port a driver's per-client proxies forward to (the one
+    /// server's client port: NATS, etcd); `None` elsewhere.
+    fn proxied_port(&self) -> Option<u16>;
+
+    /// This store's URL reached through a proxy on `127.0.0.1:port`
+    /// instead of its server; `None` where clients are not proxied.
+    fn url_through(&self, port: u16) -> Option<String>;
+
     /// The NATS servers' URLs, comma-separated (the one server, or every
     /// node of the cluster), for a driver's own connections; `None`
     /// elsewhere.
@@ -873,6 +882,22 @@ impl Faults for Store {
     fn nats_client_port(&self) -> Option<u16> {
         match &self.place {
             Place::Nats(server) => Some(server.client_port()),
+            _ => None,
+        }
+    }
+
+    fn proxied_port(&self) -> Option<u16> {
+        match &self.place {
+            Place::Nats(server) => Some(server.client_port()),
+            Place::Etcd(member) => Some(member.client_port()),
+            _ => None,
+        }
+    }
+
+    fn url_through(&self, port: u16) -> Option<String> {
+        match &self.place {
+            Place::Nats(_) => Some(format!("nats://127.0.0.1:{port}")),
+            Place::Etcd(_) => Some(format!("etcd://127.0.0.1:{port}/election")),
             _ => None,
         }
     }
