@@ -462,7 +462,7 @@ pub(crate) fn race(what: &str, entrants: &mut [Entrant], counts: Counts) -> Resu
     Ok(figures)
 }
 
-/// Measures `elect run` on the file, SQLite, NATS and PostgreSQL backends
+/// Measures `elect run` on the file, SQLite, NATS, PostgreSQL and etcd backends
 /// (one `nats-server`, one `postgres-testkit` server without a password),
 /// each in a [`race`] with `flock(1)` and, when etcd is installed, with
 /// `etcdctl lock` (and on PostgreSQL with its start floor), and adds a row
@@ -490,6 +490,19 @@ pub(crate) fn rows(
         Ok(postgres_testkit::Server::start()?)
     })?;
     let etcd = crate::etcd::Etcd::start(s.log, notes)?;
+    // elect's etcd backend on the same member as `etcdctl lock` when the
+    // bench runs Debian's etcd; else on one etcd-testkit starts.
+    let own_etcd = match &etcd {
+        Some(_) => None,
+        None => Some(crate::step("cli: start one etcd member", || {
+            Ok(etcd_testkit::Member::start()?)
+        })?),
+    };
+    let etcd_endpoint = match (&etcd, &own_etcd) {
+        (Some(etcd), _) => etcd.endpoint().trim_start_matches("http://").to_owned(),
+        (None, Some(member)) => member.endpoint(),
+        (None, None) => return Err("no etcd member for the etcd rows".into()),
+    };
     let lease = |url: String| Contender::Elect {
         bin: s.elect_bin.to_path_buf(),
         url,
@@ -512,6 +525,11 @@ pub(crate) fn rows(
         ),
         ("nats", lease(server.url()), s.counts.lease_failovers),
         ("postgres", lease(pg.url()), s.counts.lease_failovers),
+        (
+            "etcd",
+            lease(format!("etcd://{etcd_endpoint}/bench-cli")),
+            s.counts.lease_failovers,
+        ),
     ];
     for (backend, contender, failovers) in backends {
         let settle = if backend == "postgres" {
@@ -611,6 +629,7 @@ pub(crate) fn rows(
         }
     }
     drop(etcd);
+    drop(own_etcd);
     drop(server);
     drop(pg);
     Ok(())
