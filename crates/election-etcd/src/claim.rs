@@ -178,14 +178,17 @@ impl Claim for EtcdClaim {
         let sent = attempt.lease_sent.unwrap_or_else(Instant::now);
         attempt.since_unix_ms = record::unix_ms();
         attempt.value = None;
-        let mut success = vec![put_op(&self.key, self.record(attempt), lease)];
-        if attempt.place.is_some() {
-            success.push(delete_op(&record::waiter_key(
+        // The attempt's waiter key goes with the win (if it has one: a
+        // join cut off by its bound may have put it unseen), waking the
+        // next in line.
+        let success = vec![
+            put_op(&self.key, self.record(attempt), lease),
+            delete_op(&record::waiter_key(
                 self.store.options.key_prefix(),
                 &self.name,
                 lease,
-            )));
-        }
+            )),
+        ];
         let r = self
             .store
             .client

@@ -225,10 +225,29 @@ impl EtcdKeyedClaims {
         };
         guard.key = None;
         if !r.succeeded {
-            let holder = first_read(r.responses)
-                .map(|kv| record::leader_of(&kv))
-                .transpose()?;
-            return Ok(Claimed::HeldBy(holder));
+            let Some(kv) = first_read(r.responses) else {
+                return Ok(Claimed::HeldBy(None)); // gone meanwhile
+            };
+            let ours = ClaimRecord::decode(&kv.key, &kv.value).is_ok_and(|r| r.nonce == self.nonce);
+            if ours && kv.lease == lease && !lock(&self.known).held.contains_key(key) {
+                // An earlier claim of this set whose answer never came (cut
+                // off, or timed out): its term was never counted, so it is
+                // given up, never adopted; the delete wakes the next try.
+                self.store
+                    .client
+                    .txn(
+                        "give up a key claimed by a cancelled claim",
+                        Kind::Write,
+                        TxnRequest {
+                            compare: vec![created_at(&k, kv.create_revision), leased_by(&k, lease)],
+                            success: vec![delete_op(&k)],
+                            failure: vec![],
+                        },
+                    )
+                    .await?;
+                return Ok(Claimed::HeldBy(None));
+            }
+            return Ok(Claimed::HeldBy(Some(record::leader_of(&kv)?)));
         }
         let revision = r.header.map_or(0, |h| h.revision);
         let epoch = record::epoch_of(&k, revision)?;
