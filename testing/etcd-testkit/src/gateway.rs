@@ -191,6 +191,61 @@ pub fn status(endpoint: &str) -> Result<(u64, u64), Error> {
     Ok((id("member_id").unwrap_or(0), id("leader").unwrap_or(0)))
 }
 
+/// Turns etcd's authentication on: a `root` user with `root_password`
+/// and the root role, and `user` with `password` allowed to read and write
+/// every key under `prefix`. After it, every request needs a user.
+///
+/// ```no_run
+/// let member = etcd_testkit::Member::start().expect("etcd");
+/// etcd_testkit::gateway::enable_auth(&member.endpoint(), "rootpw", "app", "apppw", b"jobs/")
+///     .expect("auth on");
+/// ```
+pub fn enable_auth(
+    endpoint: &str,
+    root_password: &str,
+    user: &str,
+    password: &str,
+    prefix: &[u8],
+) -> Result<(), Error> {
+    let mut end = prefix.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    let steps = [
+        (
+            "/v3/auth/user/add",
+            format!("{{\"name\":\"root\",\"password\":\"{root_password}\"}}"),
+        ),
+        ("/v3/auth/role/add", "{\"name\":\"root\"}".to_owned()),
+        (
+            "/v3/auth/user/grant",
+            "{\"user\":\"root\",\"role\":\"root\"}".to_owned(),
+        ),
+        (
+            "/v3/auth/user/add",
+            format!("{{\"name\":\"{user}\",\"password\":\"{password}\"}}"),
+        ),
+        ("/v3/auth/role/add", format!("{{\"name\":\"{user}\"}}")),
+        (
+            "/v3/auth/role/grant",
+            format!(
+                "{{\"name\":\"{user}\",\"perm\":{{\"permType\":\"READWRITE\",\"key\":\"{}\",\"range_end\":\"{}\"}}}}",
+                base64(prefix),
+                base64(&end)
+            ),
+        ),
+        (
+            "/v3/auth/user/grant",
+            format!("{{\"user\":\"{user}\",\"role\":\"{user}\"}}"),
+        ),
+        ("/v3/auth/enable", "{}".to_owned()),
+    ];
+    for (path, body) in steps {
+        request(endpoint, "POST", path, &body)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! a module per concern. Every test but the fault tests shares one etcd
 //! member (`common::shared`), each under a prefix of its own.
 
+mod auth;
 mod behaviour;
 mod common;
 mod conformance;
