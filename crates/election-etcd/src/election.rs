@@ -91,7 +91,7 @@ impl EtcdElection {
     ) -> Result<Self, Error> {
         let client = Client::connect(
             endpoints,
-            options.timeout().max(std::time::Duration::from_secs(1)),
+            options.timeout(),
             options.renew_every(),
             credentials,
             format!("{}/", options.key_prefix()).as_bytes(),

@@ -144,7 +144,7 @@ impl Client {
             }
             let endpoint = Endpoint::from_shared(format!("http://{hp}"))
                 .map_err(|e| bad(format!("{hp:?} is not a host:port address: {e}")))?
-                .connect_timeout(timeout)
+                .connect_timeout(timeout.max(Duration::from_secs(1)))
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(keepalive)
                 .keep_alive_timeout(timeout)
