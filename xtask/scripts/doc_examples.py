@@ -37,6 +37,7 @@ LIBRARY_CRATES = [
     "election-sqlite",
     "election-nats",
     "election-postgres",
+    "election-etcd",
     "election-url",
     "fencing",
 ]

@@ -69,23 +69,26 @@ pub(crate) fn members() -> Result<Vec<Member>> {
 }
 
 /// The packages that are one backend's driver or client, and the backend.
-const CLIENTS: [(&str, &str); 4] = [
+const CLIENTS: [(&str, &str); 5] = [
     ("libsqlite3-sys", "sqlite"),
     ("sqlx-sqlite", "sqlite"),
     ("sqlx-postgres", "postgres"),
     ("async-nats", "nats"),
+    // etcd's gRPC client (election-etcd, ADR 0109).
+    ("tonic", "etcd"),
 ];
 
 /// The published crates that may hold a backend's driver or client: the
 /// backend itself, and the crates that open any backend from a URL. Every
 /// other published crate (the core, fencing, the file backend, a new
 /// crate) may hold none.
-const MAY_HOLD: [(&str, &[&str]); 5] = [
+const MAY_HOLD: [(&str, &[&str]); 6] = [
     ("election-sqlite", &["sqlite"]),
     ("election-postgres", &["postgres"]),
     ("election-nats", &["nats"]),
-    ("election-url", &["sqlite", "postgres", "nats"]),
-    ("elect", &["sqlite", "postgres", "nats"]),
+    ("election-etcd", &["etcd"]),
+    ("election-url", &["sqlite", "postgres", "nats", "etcd"]),
+    ("elect", &["sqlite", "postgres", "nats", "etcd"]),
 ];
 
 /// The drivers and clients in `tree` (the package names of a `cargo tree`)

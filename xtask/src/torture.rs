@@ -4,7 +4,7 @@
 //!   runs `torture run ARGS` (see `torture run --help` for the flags: backend,
 //!   seed, duration, candidates, TTLs, fault mix).
 //! - `cargo xtask torture --ci`: CI's budget: each backend (file, sqlite,
-//!   nats, postgres) twice, 30 s with the fixed seed 1 and 30 s with a
+//!   nats, postgres, etcd) twice, 30 s with the fixed seed 1 and 30 s with a
 //!   random seed, printed, from a debug build (about 75 s a backend); then
 //!   `elect run` as the torture subject (`--elect`, ADR 0051): SQLite for
 //!   20 s with the fixed seed, the file backend for 20 s with the random
@@ -26,7 +26,7 @@ use crate::{Result, repo_root, run_cargo, target_dir};
 
 const CI_SEED: u64 = 1;
 const CI_SECONDS: u64 = 30;
-const CI_BACKENDS: [&str; 4] = ["file", "nats", "sqlite", "postgres"];
+const CI_BACKENDS: [&str; 5] = ["file", "nats", "sqlite", "postgres", "etcd"];
 /// `--elect` runs (ADR 0051): the backend and which of the two seeds.
 const CI_ELECT: [(&str, usize); 2] = [("sqlite", 0), ("file", 1)];
 /// How long each `--elect` run injects faults.

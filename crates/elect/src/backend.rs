@@ -28,8 +28,8 @@ use crate::timing::{flag_failure, lease_failure, refuse_timing};
 fn bad(url: &str, reason: impl std::fmt::Display) -> Failure {
     let url = election_url::redact(url);
     Failure::config(format!("bad backend URL {url:?}: {reason}")).hint(
-        "use file:///dir, sqlite:///path/to/db, nats://host:port?bucket=name or \
-         postgres://user@host:port/db (see elect --help); \
+        "use file:///dir, sqlite:///path/to/db, nats://host:port?bucket=name, \
+         postgres://user@host:port/db or etcd://host:port/prefix (see elect --help); \
          write %XX for a '%', '?', '#' or '&' inside a path or value",
     )
 }

@@ -14,8 +14,8 @@ const ABOUT: &str = "Leader election from the shell: run a command as a singleto
 const LONG_ABOUT: &str = "\
 Leader election from the shell: run a command on exactly one host (or
 process) at a time, like flock(1), consul lock or etcdctl elect, over a
-directory (one host), a SQLite database, NATS JetStream or PostgreSQL
-(many hosts).
+directory (one host), a SQLite database, NATS JetStream, PostgreSQL or
+etcd (many hosts).
 
 Backends (--backend URL):
   file:///dir[?volatile_ok=1&unknown_fs_ok=1]
@@ -34,6 +34,11 @@ Backends (--backend URL):
                               a lease row in a PostgreSQL database (its own
                               schema); the password from PGPASSWORD,
                               ?passfile=, PGPASSFILE or ~/.pgpass
+  etcd://[user@]host:port[,host:port][/prefix][?passfile=FILE]
+                              a key with a lease in etcd v3, under the
+                              prefix (default election); the password from
+                              ETCDCTL_PASSWORD or ?passfile= (lines
+                              host:port:user:password)
   (none)                      the file backend in $XDG_STATE_HOME/elect,
                               else /var/lib/elect for root, else
                               $HOME/.local/state/elect: zero setup, on a
@@ -258,7 +263,8 @@ Examples:
 /// Flags every subcommand has.
 #[derive(Debug, Args)]
 pub(crate) struct Common {
-    /// The backend: file:///dir, sqlite:///path/to/db or nats://host:port?bucket=B
+    /// The backend: file:///dir, sqlite:///path/to/db, nats://host:port?bucket=B,
+    /// postgres://user@host/db or etcd://host:port[,host:port]/prefix
     /// [default: the file backend in a per-user runtime directory]
     #[arg(long, value_name = "URL")]
     pub(crate) backend: Option<String>,

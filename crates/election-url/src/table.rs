@@ -15,6 +15,8 @@ pub(crate) const DRIVERS: &[&dyn Driver] = &[
     &election_nats::NatsDriver,
     #[cfg(feature = "postgres")]
     &election_postgres::PostgresDriver,
+    #[cfg(feature = "etcd")]
+    &election_etcd::EtcdDriver,
 ];
 
 /// The driver of `scheme` (any of its spellings).

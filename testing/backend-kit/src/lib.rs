@@ -3,7 +3,8 @@
 //! A test driver (the candidate test kit's lease-set tests, torture, the
 //! bench) takes a [`Kind`], starts what it needs with [`Kind::start`] (a
 //! directory, a PostgreSQL server through `postgres-testkit`, a nats-server
-//! or a cluster through `nats-testkit`), hands the [`Store::url`] to the
+//! or a cluster through `nats-testkit`, an etcd member through
+//! `etcd-testkit`), hands the [`Store::url`] to the
 //! processes it runs (which open it with `election-url` and never look at
 //! which backend it is), and injects what only some backends have through
 //! the [`Faults`] trait, implemented here per backend.
@@ -39,6 +40,8 @@ pub enum Kind {
     Nats,
     /// `election-nats` on a 3-node cluster with R3 buckets.
     NatsCluster,
+    /// `election-etcd` on one etcd member (etcd-testkit).
+    Etcd,
 }
 
 /// Calls `$mac!(module_name, Variant)` once per [`Kind`], for tests written
@@ -60,6 +63,7 @@ macro_rules! for_each_kind {
         $mac!(postgres, Postgres);
         $mac!(nats, Nats);
         $mac!(nats_cluster, NatsCluster);
+        $mac!(etcd, Etcd);
     };
 }
 
@@ -87,17 +91,19 @@ macro_rules! for_each_kind_where {
         $mac!(sqlite, Sqlite);
         $mac!(postgres, Postgres);
         $mac!(nats, Nats);
+        $mac!(etcd, Etcd);
     };
     (expiring_single_node, $mac:ident) => {
         $mac!(sqlite, Sqlite);
         $mac!(postgres, Postgres);
         $mac!(nats, Nats);
+        $mac!(etcd, Etcd);
     };
 }
 
 /// A name [`Kind::parse`] does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend {0:?} (file, sqlite, postgres, nats, nats-cluster)")]
+#[error("unknown backend {0:?} (file, sqlite, postgres, nats, nats-cluster, etcd)")]
 pub struct UnknownKind(pub String);
 
 /// What starting a backend's store failed on.
@@ -118,6 +124,9 @@ pub enum Error {
     /// A PostgreSQL server could not be started or driven.
     #[error(transparent)]
     Postgres(#[from] postgres_testkit::Error),
+    /// An etcd member could not be started or driven.
+    #[error(transparent)]
+    Etcd(#[from] etcd_testkit::Error),
     /// The backend could not be opened.
     #[error(transparent)]
     Open(#[from] election_url::Error),
@@ -172,16 +181,17 @@ impl Timing {
 
 impl Kind {
     /// Every kind, in the order of [`for_each_kind!`].
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::File,
         Kind::Sqlite,
         Kind::Postgres,
         Kind::Nats,
         Kind::NatsCluster,
+        Kind::Etcd,
     ];
 
     /// The name a driver's command line takes: `file`, `sqlite`,
-    /// `postgres`, `nats`, `nats-cluster`.
+    /// `postgres`, `nats`, `nats-cluster`, `etcd`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::File => "file",
@@ -189,11 +199,12 @@ impl Kind {
             Kind::Postgres => "postgres",
             Kind::Nats => "nats",
             Kind::NatsCluster => "nats-cluster",
+            Kind::Etcd => "etcd",
         }
     }
 
     /// How a report names it, as a row's or a note's prefix: `file`,
-    /// `SQLite`, `PostgreSQL`, `NATS`, `NATS R3`.
+    /// `SQLite`, `PostgreSQL`, `NATS`, `NATS R3`, `etcd`.
     pub fn label(self) -> &'static str {
         match self {
             Kind::File => "file",
@@ -201,6 +212,7 @@ impl Kind {
             Kind::Postgres => "PostgreSQL",
             Kind::Nats => "NATS",
             Kind::NatsCluster => "NATS R3",
+            Kind::Etcd => "etcd",
         }
     }
 
@@ -278,7 +290,8 @@ impl Kind {
     }
 
     /// Whether the deployment is one server a driver can kill and start
-    /// again ([`Faults::kill_server`]): one nats-server, PostgreSQL (a
+    /// again ([`Faults::kill_server`]): one nats-server, PostgreSQL, one
+    /// etcd member (a
     /// cluster's are nodes: [`is_replicated`](Kind::is_replicated)).
     ///
     /// ```
@@ -287,7 +300,7 @@ impl Kind {
     /// assert!(Kind::ALL.iter().all(|k| !(k.has_server() && k.is_replicated())));
     /// ```
     pub fn has_server(self) -> bool {
-        matches!(self, Kind::Nats | Kind::Postgres)
+        matches!(self, Kind::Nats | Kind::Postgres | Kind::Etcd)
     }
 
     /// Whether the server can be paused, its sessions hanging, none
@@ -316,8 +329,9 @@ impl Kind {
     }
 
     /// Whether a driver puts each client behind a TCP proxy of its own,
-    /// to black-hole, drop or deafen its connections (one nats-server:
-    /// [`Faults::nats_client_port`] is what the proxies forward to).
+    /// to black-hole, drop or deafen its connections (one nats-server, one
+    /// etcd member: [`Faults::proxied_port`] is what the proxies forward
+    /// to, [`Faults::url_through`] the URL through one).
     ///
     /// ```
     /// use backend_kit::Kind;
@@ -325,7 +339,26 @@ impl Kind {
     /// assert!(Kind::ALL.iter().filter(|k| k.is_proxied()).all(|k| k.has_server()));
     /// ```
     pub fn is_proxied(self) -> bool {
-        matches!(self, Kind::Nats)
+        matches!(self, Kind::Nats | Kind::Etcd)
+    }
+
+    /// The shortest lease TTL a driver may give this backend's processes,
+    /// and the step a TTL must be a whole number of: etcd's leases are in
+    /// whole seconds (its smallest lease, with its default election
+    /// timeout, is 2 s); 1 ms elsewhere.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::ALL.iter().all(|k| k.ttl_step() <= Duration::from_secs(1)));
+    /// ```
+    pub fn ttl_step(self) -> Duration {
+        match self {
+            Kind::Etcd => Duration::from_secs(1),
+            _ => Duration::from_millis(1),
+        }
     }
 
     /// Whether the store is buckets (NATS JetStream key-value) a driver
@@ -372,7 +405,7 @@ impl Kind {
         match self {
             Kind::Postgres => Duration::from_secs(5),
             Kind::NatsCluster => Duration::from_secs(10),
-            Kind::File | Kind::Sqlite | Kind::Nats => Duration::ZERO,
+            Kind::File | Kind::Sqlite | Kind::Nats | Kind::Etcd => Duration::ZERO,
         }
     }
 
@@ -382,7 +415,9 @@ impl Kind {
     /// taken once a contender saw no renewal for a full TTL (the last
     /// renewal at most a renew interval before the death, noticed within
     /// a poll, claimed at the next); a NATS session ages out within a TTL,
-    /// then the failover grace runs.
+    /// then the failover grace runs; etcd deletes a dead holder's key when
+    /// its lease runs out (a TTL after its last keep-alive, plus the
+    /// server's expiry check), then a woken waiter claims.
     ///
     /// ```
     /// use std::time::Duration;
@@ -400,6 +435,7 @@ impl Kind {
             Kind::File => 2 * timing.poll,
             Kind::Sqlite | Kind::Postgres => timing.ttl + timing.renew + 2 * timing.poll,
             Kind::Nats | Kind::NatsCluster => timing.ttl + timing.grace,
+            Kind::Etcd => timing.ttl + timing.renew + 2 * timing.poll,
         }
     }
 
@@ -420,7 +456,7 @@ impl Kind {
             Kind::Sqlite => Some(
                 BackendUrl::new(election_sqlite::SqliteUrl::new(path.to_path_buf())).to_string(),
             ),
-            Kind::Postgres | Kind::Nats | Kind::NatsCluster => None,
+            Kind::Postgres | Kind::Nats | Kind::NatsCluster | Kind::Etcd => None,
         }
     }
 
@@ -450,6 +486,7 @@ impl Kind {
             Kind::Postgres => Place::Postgres(Box::new(postgres_testkit::Server::start()?)),
             Kind::Nats => Place::Nats(Box::new(nats_testkit::Server::start()?)),
             Kind::NatsCluster => Place::NatsCluster(nats_testkit::Cluster::start(3)?),
+            Kind::Etcd => Place::Etcd(Box::new(etcd_testkit::Member::start()?)),
         };
         Ok(Store {
             kind: self,
@@ -481,6 +518,7 @@ enum Place {
     Postgres(Box<postgres_testkit::Server>),
     Nats(Box<nats_testkit::Server>),
     NatsCluster(nats_testkit::Cluster),
+    Etcd(Box<etcd_testkit::Member>),
 }
 
 /// The directory of a store: its own (removed with it) or a driver's.
@@ -529,6 +567,7 @@ impl Store {
             Place::Postgres(server) => server.url(),
             Place::Nats(server) => server.url(),
             Place::NatsCluster(cluster) => format!("{}?replicas=3", cluster.urls().join(",")),
+            Place::Etcd(member) => format!("etcd://{}/election", member.endpoint()),
         }
     }
 
@@ -545,7 +584,7 @@ impl Store {
     pub fn local_path(&self) -> Option<&Path> {
         match &self.place {
             Place::File(path) | Place::Sqlite(path) => Some(path),
-            Place::Postgres(_) | Place::Nats(_) | Place::NatsCluster(_) => None,
+            Place::Postgres(_) | Place::Nats(_) | Place::NatsCluster(_) | Place::Etcd(_) => None,
         }
     }
 
@@ -565,7 +604,7 @@ impl Store {
         match &self.place {
             Place::File(dir) => Some(dir),
             Place::Sqlite(db) => db.parent(),
-            Place::Postgres(_) | Place::Nats(_) | Place::NatsCluster(_) => None,
+            Place::Postgres(_) | Place::Nats(_) | Place::NatsCluster(_) | Place::Etcd(_) => None,
         }
     }
 
@@ -671,6 +710,14 @@ pub trait Faults {
     /// forward to it); `None` elsewhere.
     fn nats_client_port(&self) -> Option<u16>;
 
+    /// The port a driver's per-client proxies forward to (the one
+    /// server's client port: NATS, etcd); `None` elsewhere.
+    fn proxied_port(&self) -> Option<u16>;
+
+    /// This store's URL reached through a proxy on `127.0.0.1:port`
+    /// instead of its server; `None` where clients are not proxied.
+    fn url_through(&self, port: u16) -> Option<String>;
+
     /// The NATS servers' URLs, comma-separated (the one server, or every
     /// node of the cluster), for a driver's own connections; `None`
     /// elsewhere.
@@ -722,7 +769,7 @@ impl Faults for Store {
                     .expect("pg_stat_activity");
                 open == "0"
             }
-            Place::File(_) | Place::Nats(_) | Place::NatsCluster(_) => true,
+            Place::File(_) | Place::Nats(_) | Place::NatsCluster(_) | Place::Etcd(_) => true,
         }
     }
 
@@ -734,6 +781,7 @@ impl Faults for Store {
         match &mut self.place {
             Place::Nats(server) => server.kill()?,
             Place::Postgres(server) => server.kill()?,
+            Place::Etcd(member) => member.kill()?,
             Place::File(_) | Place::Sqlite(_) | Place::NatsCluster(_) => {}
         }
         Ok(())
@@ -743,6 +791,7 @@ impl Faults for Store {
         match &mut self.place {
             Place::Nats(server) => server.restart()?,
             Place::Postgres(server) => server.restart()?,
+            Place::Etcd(member) => member.restart()?,
             Place::File(_) | Place::Sqlite(_) | Place::NatsCluster(_) => {}
         }
         Ok(())
@@ -834,7 +883,7 @@ impl Faults for Store {
                 })?;
                 Ok(Some(format!("{record} heartbeats-deleted={beats}")))
             }
-            Place::File(_) | Place::Nats(_) | Place::NatsCluster(_) => Ok(None),
+            Place::File(_) | Place::Nats(_) | Place::NatsCluster(_) | Place::Etcd(_) => Ok(None),
         }
     }
 
@@ -845,11 +894,27 @@ impl Faults for Store {
         }
     }
 
+    fn proxied_port(&self) -> Option<u16> {
+        match &self.place {
+            Place::Nats(server) => Some(server.client_port()),
+            Place::Etcd(member) => Some(member.client_port()),
+            _ => None,
+        }
+    }
+
+    fn url_through(&self, port: u16) -> Option<String> {
+        match &self.place {
+            Place::Nats(_) => Some(format!("nats://127.0.0.1:{port}")),
+            Place::Etcd(_) => Some(format!("etcd://127.0.0.1:{port}/election")),
+            _ => None,
+        }
+    }
+
     fn nats_urls(&self) -> Option<String> {
         match &self.place {
             Place::Nats(server) => Some(server.url()),
             Place::NatsCluster(cluster) => Some(cluster.urls().join(",")),
-            Place::File(_) | Place::Sqlite(_) | Place::Postgres(_) => None,
+            Place::File(_) | Place::Sqlite(_) | Place::Postgres(_) | Place::Etcd(_) => None,
         }
     }
 
@@ -857,7 +922,7 @@ impl Faults for Store {
         match &mut self.place {
             Place::Nats(server) => Some(&mut **server),
             Place::NatsCluster(cluster) => Some(cluster.node_mut(node)),
-            Place::File(_) | Place::Sqlite(_) | Place::Postgres(_) => None,
+            Place::File(_) | Place::Sqlite(_) | Place::Postgres(_) | Place::Etcd(_) => None,
         }
     }
 

@@ -480,7 +480,7 @@ pub(crate) const CHAINS: [(Signal, usize); 4] = [
 /// processes, one leading and K - 1 waiting.
 pub(crate) const WAITERS: [usize; 3] = [2, 10, 30];
 
-/// Measures `elect run` on the file, SQLite, NATS and PostgreSQL backends
+/// Measures `elect run` on the file, SQLite, NATS, PostgreSQL and etcd backends
 /// (one `nats-server`, one `postgres-testkit` server without a password),
 /// each in a [`race`] with `flock(1)` and, when etcd is installed, with
 /// `etcdctl lock` (and on PostgreSQL with its start floor), and adds a row
@@ -508,6 +508,19 @@ pub(crate) fn rows(
         Ok(postgres_testkit::Server::start()?)
     })?;
     let etcd = crate::etcd::Etcd::start(s.log, notes)?;
+    // elect's etcd backend on the same member as `etcdctl lock` when the
+    // bench runs Debian's etcd; else on one etcd-testkit starts.
+    let own_etcd = match &etcd {
+        Some(_) => None,
+        None => Some(crate::step("cli: start one etcd member", || {
+            Ok(etcd_testkit::Member::start()?)
+        })?),
+    };
+    let etcd_endpoint = match (&etcd, &own_etcd) {
+        (Some(etcd), _) => etcd.endpoint().trim_start_matches("http://").to_owned(),
+        (None, Some(member)) => member.endpoint(),
+        (None, None) => return Err("no etcd member for the etcd rows".into()),
+    };
     let lease = |url: String| Contender::Elect {
         bin: s.elect_bin.to_path_buf(),
         url,
@@ -530,6 +543,11 @@ pub(crate) fn rows(
         ),
         ("nats", lease(server.url()), s.counts.lease_failovers),
         ("postgres", lease(pg.url()), s.counts.lease_failovers),
+        (
+            "etcd",
+            lease(format!("etcd://{etcd_endpoint}/bench-cli")),
+            s.counts.lease_failovers,
+        ),
     ];
     for (backend, contender, failovers) in backends {
         let settle = if backend == "postgres" {
@@ -634,6 +652,7 @@ pub(crate) fn rows(
         }
     }
     drop(etcd);
+    drop(own_etcd);
     drop(server);
     drop(pg);
     Ok(())
@@ -668,6 +687,19 @@ pub(crate) fn waiter_rows(
         Ok(postgres_testkit::Server::start()?)
     })?;
     let etcd = crate::etcd::Etcd::start(s.log, notes)?;
+    // elect's etcd backend on the same member as `etcdctl lock` when the
+    // bench runs Debian's etcd; else on one etcd-testkit starts.
+    let own_etcd = match &etcd {
+        Some(_) => None,
+        None => Some(crate::step("cli waiters: start one etcd member", || {
+            Ok(etcd_testkit::Member::start()?)
+        })?),
+    };
+    let etcd_endpoint = match (&etcd, &own_etcd) {
+        (Some(etcd), _) => etcd.endpoint().trim_start_matches("http://").to_owned(),
+        (None, Some(member)) => member.endpoint(),
+        (None, None) => return Err("no etcd member for the etcd rows".into()),
+    };
     let elect = |url: String, extra: Vec<String>| Contender::Elect {
         bin: s.elect_bin.to_path_buf(),
         url,
@@ -691,6 +723,10 @@ pub(crate) fn waiter_rows(
         ),
         ("nats", elect(server.url(), ttl())),
         ("postgres", elect(pg.url(), ttl())),
+        (
+            "etcd",
+            elect(format!("etcd://{etcd_endpoint}/bench-waiters"), ttl()),
+        ),
     ];
     let plan: Vec<(Signal, usize)> = WAITERS.iter().map(|&k| (Signal::SIGINT, k)).collect();
     let ms = |v: &[u64]| -> Result<f64> {
@@ -778,6 +814,7 @@ pub(crate) fn waiter_rows(
         ));
     }
     drop(etcd);
+    drop(own_etcd);
     drop(server);
     drop(pg);
     Ok(())

@@ -1,7 +1,8 @@
 //! docs/getting-started.md, run: each backend's section (its `sh` blocks,
 //! in order) as one bash script in an empty directory with `elect` on
-//! `PATH`, against a real PostgreSQL (postgres-testkit) and a real
-//! nats-server (nats-testkit) whose URLs replace the page's. Fails when a
+//! `PATH`, against a real PostgreSQL (postgres-testkit), a real
+//! nats-server (nats-testkit) and a real etcd member (etcd-testkit) whose
+//! URLs replace the page's. Fails when a
 //! command fails or a block's stdout no longer matches the `text` block
 //! shown after it (`...` stands for anything within a line).
 
@@ -154,4 +155,16 @@ fn getting_started_postgres() {
 fn getting_started_nats() {
     let server = nats_testkit::Server::start().expect("nats-server");
     run("NATS", Some(("nats://127.0.0.1:4222", &server.url())));
+}
+
+#[test]
+fn getting_started_etcd() {
+    let member = etcd_testkit::Member::start().expect("etcd (see etcd-testkit)");
+    run(
+        "etcd",
+        Some((
+            "etcd://127.0.0.1:2379",
+            &format!("etcd://{}", member.endpoint()),
+        )),
+    );
 }

@@ -6,7 +6,7 @@ use election_testkit::display::assert_chains;
 use election_url::{Error, ParseError};
 
 /// The schemes compiled in, in the table's order.
-const SCHEMES: &[&str] = &["file", "sqlite", "nats", "postgres"];
+const SCHEMES: &[&str] = &["file", "sqlite", "nats", "postgres", "etcd"];
 
 #[test]
 fn every_parse_error_kind_says_what_and_why() {
@@ -15,14 +15,14 @@ fn every_parse_error_kind_says_what_and_why() {
             ParseError::NoScheme {
                 schemes: SCHEMES.to_vec(),
             },
-            "no scheme (file://, sqlite://, nats:// or postgres://)",
+            "no scheme (file://, sqlite://, nats://, postgres:// or etcd://)",
         ),
         (
             ParseError::UnknownScheme {
                 scheme: "redis".into(),
                 schemes: SCHEMES.to_vec(),
             },
-            "unknown scheme \"redis\" (file, sqlite, nats or postgres)",
+            "unknown scheme \"redis\" (file, sqlite, nats, postgres or etcd)",
         ),
         (
             ParseError::UnknownOption {
@@ -71,7 +71,7 @@ fn every_error_kind_says_what_and_why() {
             Error::Url(ParseError::NoScheme {
                 schemes: SCHEMES.to_vec(),
             }),
-            "bad backend URL: no scheme (file://, sqlite://, nats:// or postgres://)",
+            "bad backend URL: no scheme (file://, sqlite://, nats://, postgres:// or etcd://)",
         ),
         (
             Error::Config(election_core::ConfigError::BadSetting {

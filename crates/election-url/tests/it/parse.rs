@@ -74,7 +74,7 @@ fn errors_name_what_is_wrong() {
         e.to_string(),
         "unknown option \"x\" (sqlite:// URLs take no options)"
     );
-    let schemes = vec!["file", "sqlite", "nats", "postgres"];
+    let schemes = vec!["file", "sqlite", "nats", "postgres", "etcd"];
     assert_eq!(
         BackendUrl::parse("redis://h:1"),
         Err(ParseError::UnknownScheme {

@@ -21,6 +21,10 @@ const URLS: &[(&str, &str)] = &[
         "postgres://us%40r:p%3Aw@[::1]:5433/d%20b?schema=s&ttl=9s&renew=3s&passfile=/p%20f&sslmode=require",
         "postgres://us%40r:REDACTED@[::1]:5433/d%20b?schema=s&ttl=9s&renew=3s&passfile=/p%20f&sslmode=require",
     ),
+    (
+        "etcd://us%40r:p%3Aw@e1:2379,e2:2379/apps/j%20k?passfile=/p%20f",
+        "etcd://us%40r:REDACTED@e1:2379,e2:2379/apps/j%20k?passfile=/p%20f",
+    ),
 ];
 
 #[test]

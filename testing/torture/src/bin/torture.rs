@@ -1,7 +1,7 @@
 //! `torture`: the orchestrator and the checker of the torture suite.
 //!
 //! ```text
-//! torture run --backend file|sqlite|nats|nats-cluster|postgres [--seed N] [--duration 60s]
+//! torture run --backend file|sqlite|nats|nats-cluster|postgres|etcd [--seed N] [--duration 60s]
 //!     [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
 //!     [--faults kill,stop,...] [--out DIR] [--unsafe] [--candidate-bin PATH]
 //!     [--elect [--elect-bin PATH] [--command-bin PATH]]
@@ -38,7 +38,7 @@ use torture::resource::{ResourceSpec, read_records};
 
 const USAGE: &str = "\
 usage:
-  torture run --backend file|sqlite|nats|nats-cluster|postgres [--seed N] [--duration 60s]
+  torture run --backend file|sqlite|nats|nats-cluster|postgres|etcd [--seed N] [--duration 60s]
       [--candidates 5] [--ttl-ms N] [--renew-ms N] [--grace-ms N] [--poll-ms N]
       [--faults kill,stop,resign,cancel,unguarded,clock,rowdel,fdrop,server,blackhole,drop,deafen,
                 recreate,maxage,rollback,node,meta]
@@ -165,7 +165,14 @@ fn parse_run(args: &[String]) -> Result<Plan, String> {
         }
     }
     let backend = backend.ok_or("--backend is required")?;
-    let ttl = ttl.unwrap_or(Duration::from_millis(1500));
+    // 1.5 s, or the next whole step up where leases come in steps (2 s on
+    // etcd, whose leases are in seconds).
+    let ttl = ttl.unwrap_or_else(|| {
+        let step = backend.ttl_step();
+        let want = Duration::from_millis(1500);
+        let steps = want.as_nanos().div_ceil(step.as_nanos().max(1));
+        step * u32::try_from(steps).unwrap_or(1)
+    });
     let renew = renew.unwrap_or(ttl / 3);
     let grace = grace.unwrap_or(ttl / 3);
     let poll = poll.unwrap_or(Duration::from_millis(100));

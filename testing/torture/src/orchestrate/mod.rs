@@ -29,7 +29,8 @@ pub const ELECTION: &str = "torture";
 
 /// What a run tortures: a backend of backend-kit's one list (`file`,
 /// `sqlite`, `postgres`, `nats`, `nats-cluster`; the candidates get the
-/// backend's URL; on one NATS server each through a proxy of its own).
+/// backend's URL; on one NATS server or etcd member each through a proxy
+/// of its own).
 pub use backend_kit::Kind as Target;
 
 /// The faults a run may draw on a backend, per mode (a trait because
@@ -427,14 +428,15 @@ async fn setup(plan: &Plan) -> Result<Running, Error> {
     let mut extra = vec![Vec::new(); plan.candidates];
     let store = blocking(|| plan.backend.start_in(&out))?;
     let mut proxies = Vec::new();
-    if let Some(port) = store.nats_client_port() {
+    if let Some(port) = store.proxied_port() {
         // One server: each candidate through a proxy of its own.
         let upstream = format!("127.0.0.1:{port}")
             .parse()
             .expect("a socket address");
         for slot_args in &mut extra {
             let p = Proxy::start(upstream).await.map_err(io("start a proxy"))?;
-            *slot_args = vec!["--backend".into(), p.url()];
+            let url = store.url_through(p.port()).expect("a proxied store's URL");
+            *slot_args = vec!["--backend".into(), url];
             proxies.push(p);
         }
     } else {

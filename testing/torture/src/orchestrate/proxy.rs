@@ -120,9 +120,10 @@ impl Proxy {
         Ok(Proxy { port, state, task })
     }
 
-    /// The URL candidates connect to.
-    pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+    /// The port clients connect to (a store's URL through it:
+    /// `Faults::url_through`).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Sets what the proxy does with bytes from now on.

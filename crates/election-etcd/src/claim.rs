@@ -1,0 +1,408 @@
+//! [`EtcdClaim`]: one candidate's steps in one election, and its attempt
+//! ([`EtcdAttempt`]).
+//!
+//! - **Win** (rule 1): a lease granted (or kept alive) first, the instant
+//!   before it taken on the monotonic clock; then one transaction: if the
+//!   election key does not exist (create revision 0), put it with the
+//!   lease (and delete this attempt's waiter key). The transaction's
+//!   revision is the key's create revision and the term's epoch.
+//! - **Wait**: in the waiters' line (`store/queue.rs`), by a watch; the
+//!   poll interval is only a backstop.
+//! - **Renew** (rule 2): `renewal.rs`.
+//! - **Release** (rule 3): a transaction that deletes the key only if its
+//!   create revision is still the term's epoch; never after a loss.
+//! - **Close** (rule 4): revokes the attempt's lease in the background,
+//!   which deletes every key attached to it: the election key if a
+//!   dropped, cancelled or failed attempt still holds it, and its waiter
+//!   key. A lease is this attempt's alone: revoking it never touches a
+//!   successor's key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use election_core::{
+    Claim, ElectionName, End, Identity, Leader, LeaderValue, TermReporter, WatchGuard, Won,
+    attempt_nonce,
+};
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::renewal::{HeldTerm, Renewal};
+use crate::store::client::{KeptAlive, Kind, Watched};
+use crate::store::proto::{EVENT_DELETE, TxnRequest};
+use crate::store::queue::{self, Ahead};
+use crate::store::record::{self, ClaimRecord};
+use crate::store::{Store, created_at, delete_op, leased_by, put_op, range_op};
+
+/// One candidate in one election on etcd; made by
+/// [`EtcdElection::claim`](crate::EtcdElection::claim) and run by a
+/// [`Candidate`](election_core::Candidate).
+#[derive(Clone, Debug)]
+pub struct EtcdClaim {
+    store: Arc<Store>,
+    name: ElectionName,
+    identity: Identity,
+    key: Vec<u8>,
+}
+
+/// One attempt of an [`EtcdClaim`]: its lease, its place in the waiters'
+/// line and the term it won.
+#[derive(Debug)]
+pub struct EtcdAttempt {
+    nonce: u64,
+    /// The attempt's lease, once granted.
+    lease: Option<i64>,
+    /// The instant before the last grant or keep-alive of `lease` that
+    /// landed.
+    lease_sent: Option<Instant>,
+    /// The create revision of this attempt's waiter key.
+    place: Option<i64>,
+    /// The term won, until released or lost.
+    held: Option<HeldTerm>,
+    /// The value last proclaimed.
+    value: Option<LeaderValue>,
+    since_unix_ms: u64,
+}
+
+impl EtcdClaim {
+    pub(crate) fn new(store: Arc<Store>, name: ElectionName, identity: Identity) -> Self {
+        let key = store.election_key(&name);
+        EtcdClaim {
+            store,
+            name,
+            identity,
+            key,
+        }
+    }
+
+    fn core(&self, e: Error) -> election_core::Error {
+        e.into_core(&self.name)
+    }
+
+    fn record(&self, attempt: &EtcdAttempt) -> Vec<u8> {
+        ClaimRecord {
+            identity: self.identity.clone(),
+            nonce: attempt.nonce,
+            since_unix_ms: attempt.since_unix_ms,
+            value: attempt.value.clone(),
+        }
+        .encode()
+    }
+
+    /// A live lease for the attempt: kept alive if it has one, granted if
+    /// not; `lease_sent` is the instant before the request.
+    async fn live_lease(&self, attempt: &mut EtcdAttempt) -> Result<i64, Error> {
+        let sent = Instant::now();
+        if let Some(lease) = attempt.lease {
+            match self.store.client.keep_alive(lease).await? {
+                KeptAlive::Alive => {
+                    attempt.lease_sent = Some(sent);
+                    return Ok(lease);
+                }
+                KeptAlive::Gone => {
+                    // Its waiter key went with it.
+                    attempt.lease = None;
+                    attempt.place = None;
+                }
+            }
+        }
+        let sent = Instant::now();
+        let lease = self
+            .store
+            .client
+            .grant(self.store.options.ttl_secs())
+            .await?;
+        attempt.lease = Some(lease);
+        attempt.lease_sent = Some(sent);
+        Ok(lease)
+    }
+
+    fn held(&self, attempt: &EtcdAttempt) -> Result<HeldTerm, election_core::Error> {
+        attempt
+            .held
+            .clone()
+            .ok_or_else(|| election_core::Error::NotHeld {
+                name: self.name.clone(),
+            })
+    }
+
+    /// Waits for the watch's key to be deleted (or the watch to end).
+    async fn deleted(key: &[u8], watch: &mut crate::store::client::Watch) -> Result<(), Error> {
+        loop {
+            match watch.next().await? {
+                Watched::Cancelled => return Ok(()),
+                Watched::Events(events) => {
+                    if events.iter().any(|e| {
+                        e.r#type == EVENT_DELETE && e.kv.as_ref().is_some_and(|kv| kv.key == key)
+                    }) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Claim for EtcdClaim {
+    type Attempt = EtcdAttempt;
+
+    fn name(&self) -> &ElectionName {
+        &self.name
+    }
+
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    fn backend(&self) -> &'static str {
+        "etcd"
+    }
+
+    async fn open(&self) -> Result<EtcdAttempt, election_core::Error> {
+        Ok(EtcdAttempt {
+            nonce: attempt_nonce(),
+            lease: None,
+            lease_sent: None,
+            place: None,
+            held: None,
+            value: None,
+            since_unix_ms: 0,
+        })
+    }
+
+    async fn try_claim(
+        &self,
+        attempt: &mut EtcdAttempt,
+    ) -> Result<Option<Won>, election_core::Error> {
+        let lease = self.live_lease(attempt).await.map_err(|e| self.core(e))?;
+        let sent = attempt.lease_sent.unwrap_or_else(Instant::now);
+        attempt.since_unix_ms = record::unix_ms();
+        attempt.value = None;
+        // The attempt's waiter key goes with the win (if it has one: a
+        // join cut off by its bound may have put it unseen), waking the
+        // next in line.
+        let success = vec![
+            put_op(&self.key, self.record(attempt), lease),
+            delete_op(&record::waiter_key(
+                self.store.options.key_prefix(),
+                &self.name,
+                lease,
+            )),
+        ];
+        let r = self
+            .store
+            .client
+            .txn(
+                "claim the election key",
+                Kind::Write,
+                TxnRequest {
+                    compare: vec![created_at(&self.key, 0)],
+                    success,
+                    failure: vec![],
+                },
+            )
+            .await
+            .map_err(|e| self.core(e))?;
+        if !r.succeeded {
+            return Ok(None);
+        }
+        attempt.place = None;
+        let revision = r.header.map_or(0, |h| h.revision);
+        let epoch = record::epoch_of(&self.key, revision).map_err(|e| self.core(e))?;
+        attempt.held = Some(HeldTerm { epoch, lease });
+        Ok(Some(Won {
+            epoch,
+            valid_until: Some(sent + self.store.options.validity()),
+        }))
+    }
+
+    async fn wait(
+        &self,
+        attempt: &mut EtcdAttempt,
+        poll_interval: Duration,
+    ) -> Result<(), election_core::Error> {
+        let deadline = Instant::now() + poll_interval;
+        let Some(lease) = attempt.lease else {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(());
+        };
+        let line = async {
+            let place = match attempt.place {
+                Some(place) => place,
+                None => queue::join(&self.store, &self.name, lease, self.identity.as_str()).await?,
+            };
+            attempt.place = Some(place);
+            queue::ahead(&self.store, &self.name, place).await
+        };
+        let ahead = match tokio::time::timeout_at(deadline, line).await {
+            Err(_) => return Ok(()),
+            Ok(Ok(ahead)) => ahead,
+            Ok(Err(e)) => {
+                // No watch: poll, the backstop.
+                tracing::debug!(name = %self.name, error = %e, "waiting without a watch");
+                tokio::time::sleep_until(deadline).await;
+                return Ok(());
+            }
+        };
+        let Ahead::Watching(key, mut watch) = ahead else {
+            return Ok(());
+        };
+        // Keep the lease (and so the place in line) alive while waiting.
+        let renew_every = self.store.options.renew_every();
+        let mut next_keep_alive = Instant::now() + renew_every;
+        loop {
+            tokio::select! {
+                woken = Self::deleted(&key, &mut watch) => {
+                    if let Err(e) = woken {
+                        tracing::debug!(name = %self.name, error = %e, "the watch broke");
+                        tokio::time::sleep_until(deadline).await;
+                    }
+                    return Ok(());
+                }
+                () = tokio::time::sleep_until(deadline) => return Ok(()),
+                () = tokio::time::sleep_until(next_keep_alive) => {
+                    next_keep_alive = Instant::now() + renew_every;
+                    if let Ok(KeptAlive::Gone) = self.store.client.keep_alive(lease).await {
+                        attempt.lease = None;
+                        attempt.place = None;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    fn watch(
+        &self,
+        attempt: &mut EtcdAttempt,
+        won: Won,
+        reporter: TermReporter,
+    ) -> Result<WatchGuard, election_core::Error> {
+        let held = self.held(attempt)?;
+        let renewal = Renewal {
+            store: self.store.clone(),
+            name: self.name.clone(),
+            key: self.key.clone(),
+            held,
+        };
+        let valid_until = won
+            .valid_until
+            .unwrap_or_else(|| Instant::now() + self.store.options.validity());
+        Ok(WatchGuard::task(tokio::spawn(
+            renewal.run(valid_until, reporter),
+        )))
+    }
+
+    async fn confirm(&self, attempt: &mut EtcdAttempt) -> Result<(), election_core::Error> {
+        let held = self.held(attempt)?;
+        let r = self
+            .store
+            .client
+            .txn(
+                "confirm the term",
+                Kind::Read,
+                TxnRequest {
+                    compare: vec![
+                        created_at(&self.key, held.epoch.get_i64()),
+                        leased_by(&self.key, held.lease),
+                    ],
+                    success: vec![],
+                    failure: vec![],
+                },
+            )
+            .await
+            .map_err(|e| self.core(e))?;
+        if r.succeeded {
+            Ok(())
+        } else {
+            Err(election_core::Error::NotHeld {
+                name: self.name.clone(),
+            })
+        }
+    }
+
+    async fn proclaim(
+        &self,
+        attempt: &mut EtcdAttempt,
+        value: &LeaderValue,
+    ) -> Result<(), election_core::Error> {
+        let held = self.held(attempt)?;
+        let before = attempt.value.replace(value.clone());
+        let r = self
+            .store
+            .client
+            .txn(
+                "proclaim a value",
+                Kind::Write,
+                TxnRequest {
+                    compare: vec![
+                        created_at(&self.key, held.epoch.get_i64()),
+                        leased_by(&self.key, held.lease),
+                    ],
+                    success: vec![put_op(&self.key, self.record(attempt), held.lease)],
+                    failure: vec![],
+                },
+            )
+            .await;
+        match r {
+            Ok(r) if r.succeeded => Ok(()),
+            Ok(_) => {
+                attempt.value = before;
+                Err(election_core::Error::NotHeld {
+                    name: self.name.clone(),
+                })
+            }
+            Err(e) => {
+                attempt.value = before;
+                Err(self.core(e))
+            }
+        }
+    }
+
+    async fn release(&self, attempt: &mut EtcdAttempt) -> Result<(), election_core::Error> {
+        let Some(held) = attempt.held.take() else {
+            return Ok(());
+        };
+        self.store
+            .client
+            .txn(
+                "release the election key",
+                Kind::Write,
+                TxnRequest {
+                    compare: vec![created_at(&self.key, held.epoch.get_i64())],
+                    success: vec![delete_op(&self.key)],
+                    failure: vec![range_op(&self.key)],
+                },
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| self.core(e))
+    }
+
+    fn close(&self, attempt: EtcdAttempt, end: End) {
+        let Some(lease) = attempt.lease else {
+            return;
+        };
+        // Every end: the lease is this attempt's alone, so revoking it gives
+        // up exactly what the attempt may hold (its key after a drop, a
+        // cancel or a failure; its waiter key) and never a successor's. A
+        // lost term's lease is gone already or holds no key of the term.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime: the lease runs out by itself
+        };
+        let store = self.store.clone();
+        let name = self.name.clone();
+        runtime.spawn(async move {
+            if let Err(e) = store.client.revoke(lease).await {
+                tracing::debug!(%name, ?end, error = %e, "the lease was not revoked; it runs out");
+            }
+        });
+    }
+
+    async fn leader(&self) -> Result<Option<Leader>, election_core::Error> {
+        self.store
+            .leader(&self.name)
+            .await
+            .map_err(|e| self.core(e))
+    }
+}

@@ -1,0 +1,373 @@
+//! [`EtcdElection`]: elections under one key prefix of an etcd cluster.
+
+use std::sync::Arc;
+
+use election_core::{Candidate, ConfigError, ElectionName, Identity, Leader, LeaseSet};
+use futures::{Stream, StreamExt};
+
+use crate::claim::EtcdClaim;
+use crate::error::Error;
+use crate::keyed::EtcdKeyedClaims;
+use crate::options::EtcdOptions;
+use crate::store::Store;
+use crate::store::client::{Client, Credentials, Kind, Watched};
+use crate::store::proto::EVENT_DELETE;
+use crate::store::record;
+
+/// Elections under one key prefix of an etcd v3 cluster (one member, or
+/// three or five).
+///
+/// A claim is one transaction: the election key is put with the
+/// candidate's lease only if it does not exist; the transaction's revision
+/// is the term's epoch (rule 1). The holder keeps its lease alive every
+/// renew interval and counts it valid from before each keep-alive on its
+/// monotonic clock (rule 2); etcd deletes the key when the lease runs out,
+/// and waiting candidates, in line by their waiter keys, wake by a watch:
+/// only the first in line (ADR 0109).
+///
+/// ```no_run
+/// use election_etcd::{EtcdElection, EtcdOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let election = EtcdElection::connect("10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379", EtcdOptions::default()).await?;
+/// let term = election.candidate("dispatcher", "host-a/4711")?.campaign().await?;
+/// term.confirm().await?; // commit point: still ours
+/// println!("leading in term {}", term.epoch());
+/// term.resign().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct EtcdElection {
+    store: Arc<Store>,
+}
+
+impl EtcdElection {
+    /// Connects to the etcd members at `endpoints` (`host:port`,
+    /// comma-separated) and checks that the cluster answers.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(endpoints: &str, options: EtcdOptions) -> Result<Self, Error> {
+        Self::open(endpoints, options, None).await
+    }
+
+    /// Connects as `user` with `password` (etcd's authentication on).
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let password = std::env::var("ETCD_PASSWORD")?;
+    /// let election = EtcdElection::connect_as("127.0.0.1:2379", "elect", &password, EtcdOptions::default()).await?;
+    /// # drop(election);
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_as(
+        endpoints: &str,
+        user: &str,
+        password: &str,
+        options: EtcdOptions,
+    ) -> Result<Self, Error> {
+        let credentials = Credentials {
+            user: user.to_owned(),
+            password: password.to_owned(),
+        };
+        Self::open(endpoints, options, Some(credentials)).await
+    }
+
+    async fn open(
+        endpoints: &str,
+        options: EtcdOptions,
+        credentials: Option<Credentials>,
+    ) -> Result<Self, Error> {
+        let client = Client::connect(
+            endpoints,
+            options.timeout(),
+            options.renew_every(),
+            credentials,
+            format!("{}/", options.key_prefix()).as_bytes(),
+        )
+        .await?;
+        Ok(EtcdElection {
+            store: Arc::new(Store { client, options }),
+        })
+    }
+
+    /// The options.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// assert_eq!(election.options().key_prefix(), "election");
+    /// # Ok(()) }
+    /// ```
+    pub fn options(&self) -> &EtcdOptions {
+        &self.store.options
+    }
+
+    /// The etcd cluster's ID, as its first answer gave it.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// println!("cluster {:x}", election.cluster_id());
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster_id(&self) -> u64 {
+        self.store.client.cluster_id()
+    }
+
+    pub(crate) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// A claim for `identity` in the election `name`.
+    ///
+    /// ```no_run
+    /// use election_core::Candidate;
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// let term = Candidate::new(election.claim("dispatcher", "host-a")?).campaign().await?;
+    /// # drop(term);
+    /// # Ok(()) }
+    /// ```
+    pub fn claim(&self, name: &str, identity: &str) -> Result<EtcdClaim, Error> {
+        Ok(EtcdClaim::new(
+            self.store.clone(),
+            ElectionName::new(name)?,
+            Identity::new(identity)?,
+        ))
+    }
+
+    /// A candidate for `identity` in the election `name`.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// if let Some(term) = election.candidate("dispatcher", "host-a")?.try_campaign().await? {
+    ///     println!("leading in term {}", term.epoch());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn candidate(&self, name: &str, identity: &str) -> Result<Candidate<EtcdClaim>, Error> {
+        Ok(Candidate::new(self.claim(name, identity)?))
+    }
+
+    /// Who leads `name` now (a linearizable read), or `None`.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// match election.leader("dispatcher").await? {
+    ///     Some(l) => println!("{} leads in term {}", l.identity, l.epoch),
+    ///     None => println!("vacant"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
+        self.store.leader(&ElectionName::new(name)?).await
+    }
+
+    /// The store's identity: the cluster ID and the prefix.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// assert!(election.store_id().as_str().starts_with("etcd:"));
+    /// # Ok(()) }
+    /// ```
+    pub fn store_id(&self) -> election_core::StoreId {
+        election_core::StoreId::new(
+            "etcd",
+            format_args!(
+                "cluster={:x},prefix={}",
+                self.store.client.cluster_id(),
+                self.store.options.key_prefix()
+            ),
+        )
+    }
+
+    /// Who leads `name`, now and at every change: a watch of its key
+    /// (no polling). The first item is the state now.
+    ///
+    /// ```no_run
+    /// use futures::StreamExt;
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// let mut changes = Box::pin(election.observe("dispatcher").await?);
+    /// while let Some(leader) = changes.next().await {
+    ///     println!("{:?}", leader?.map(|l| l.identity));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn observe(
+        &self,
+        name: &str,
+    ) -> Result<impl Stream<Item = Result<Option<Leader>, Error>> + Send + use<>, Error> {
+        let name = ElectionName::new(name)?;
+        let key = self.store.election_key(&name);
+        let (revision, kv) = self.store.client.range(&key, Kind::Read).await?;
+        let now = kv.map(|kv| record::leader_of(&kv)).transpose()?;
+        let watch = self.store.client.watch(&key, &[], revision + 1).await?;
+        let store = self.store.clone();
+        let state = (watch, key, Some(now.clone()), store);
+        let first = futures::stream::once(std::future::ready(Ok(now)));
+        let changes =
+            futures::stream::unfold(state, |(mut watch, key, mut last, store)| async move {
+                loop {
+                    let now = match watch.next().await {
+                        Err(e) => return Some((Err(e), (watch, key, last, store))),
+                        Ok(Watched::Cancelled) => {
+                            // Compacted past the watch: read again, watch anew.
+                            let read = store.client.range(&key, Kind::Read).await;
+                            let (revision, kv) = match read {
+                                Ok(r) => r,
+                                Err(e) => return Some((Err(e), (watch, key, last, store))),
+                            };
+                            match store.client.watch(&key, &[], revision + 1).await {
+                                Ok(w) => watch = w,
+                                Err(e) => return Some((Err(e), (watch, key, last, store))),
+                            }
+                            kv.map(|kv| record::leader_of(&kv)).transpose()
+                        }
+                        Ok(Watched::Events(events)) => match events.into_iter().last() {
+                            Some(e) if e.r#type == EVENT_DELETE => Ok(None),
+                            Some(e) => record::leader_of(&e.kv.unwrap_or_default()).map(Some),
+                            None => continue,
+                        },
+                    };
+                    match now {
+                        Err(e) => return Some((Err(e), (watch, key, last, store))),
+                        Ok(now) if last.as_ref().is_some_and(|l| same_term(l, &now)) => {}
+                        Ok(now) => {
+                            last = Some(now.clone());
+                            return Some((Ok(now), (watch, key, last, store)));
+                        }
+                    }
+                }
+            });
+        Ok(first.chain(changes))
+    }
+
+    /// A lease set for `identity`: its keys under one session lease
+    /// ([`EtcdKeyedClaims`]).
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// let set = election.lease_set("worker-1").await?;
+    /// if set.ask("shard-7").await? {
+    ///     println!("this process writes shard-7");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lease_set(&self, identity: &str) -> Result<LeaseSet<EtcdKeyedClaims>, Error> {
+        Ok(LeaseSet::new(self.keyed_claims(identity)?))
+    }
+
+    /// The keyed claims a [`LeaseSet`] runs.
+    ///
+    /// ```no_run
+    /// use election_core::LeaseSet;
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// let set = LeaseSet::new(election.keyed_claims("worker-1")?);
+    /// # drop(set);
+    /// # Ok(()) }
+    /// ```
+    pub fn keyed_claims(&self, identity: &str) -> Result<EtcdKeyedClaims, Error> {
+        let identity = Identity::new(identity)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ConfigError::BadSetting {
+                setting: "runtime",
+                reason: "a lease set must be started inside a tokio runtime".into(),
+            }
+            .into());
+        }
+        Ok(EtcdKeyedClaims::new(self.store.clone(), identity))
+    }
+}
+
+fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.shows_same(b),
+        _ => false,
+    }
+}
+
+impl election_core::Election for EtcdElection {
+    type Claim = EtcdClaim;
+    type LeaseSet = LeaseSet<EtcdKeyedClaims>;
+    type Error = Error;
+
+    fn claim(&self, name: &str, identity: &str) -> Result<EtcdClaim, Error> {
+        EtcdElection::claim(self, name, identity)
+    }
+
+    async fn leader(&self, name: &str) -> Result<Option<Leader>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        EtcdElection::leader(self, name)
+            .await
+            .map_err(|e| e.into_core(&name_))
+    }
+
+    async fn observe(
+        &self,
+        name: &str,
+        _every: std::time::Duration,
+    ) -> Result<
+        impl Stream<Item = Result<Option<Leader>, election_core::Error>> + Send + '_,
+        election_core::Error,
+    > {
+        let name_ = ElectionName::new(name)?;
+        let changes = EtcdElection::observe(self, name)
+            .await
+            .map_err(|e| e.into_core(&name_))?;
+        Ok(changes.map(move |c| c.map_err(|e| e.into_core(&name_))))
+    }
+
+    async fn lease_set(&self, identity: &str) -> Result<Self::LeaseSet, Error> {
+        EtcdElection::lease_set(self, identity).await
+    }
+
+    async fn store_id(&self) -> Result<election_core::StoreId, Error> {
+        Ok(EtcdElection::store_id(self))
+    }
+}

@@ -1,0 +1,136 @@
+//! The renewal of a term ([`EtcdClaim`](crate::EtcdClaim)) on the core's
+//! renewal driver (rule 2): a keep-alive of the attempt's lease, its
+//! validity counted from the monotonic instant before the keep-alive was
+//! sent (`renew_until_lost` takes it), never from the TTL etcd reports;
+//! then a read of the election key, which must still be this term's. A
+//! watch of the key beside it reports a delete (by hand, or a revoked
+//! lease) at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use election_core::{
+    ElectionName, Epoch, LossReason, RenewalPolicy, Renewed, TermReporter, renew_until_lost,
+};
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::store::Store;
+use crate::store::client::{KeptAlive, Kind, Watched};
+use crate::store::proto::EVENT_DELETE;
+
+/// The term an attempt holds.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldTerm {
+    pub(crate) epoch: Epoch,
+    pub(crate) lease: i64,
+}
+
+/// What renews one term.
+pub(crate) struct Renewal {
+    pub(crate) store: Arc<Store>,
+    pub(crate) name: ElectionName,
+    pub(crate) key: Vec<u8>,
+    pub(crate) held: HeldTerm,
+}
+
+fn revoked(detail: &str) -> Renewed {
+    Renewed::Refused(LossReason::Revoked {
+        detail: detail.into(),
+    })
+}
+
+impl Renewal {
+    fn failed(&self, e: Error) -> Renewed {
+        match e {
+            e @ Error::ClusterChanged { .. } => Renewed::Refused(LossReason::Revoked {
+                detail: e.to_string(),
+            }),
+            e => Renewed::Failed(e.into_core(&self.name)),
+        }
+    }
+
+    async fn renew_once(&self) -> Renewed {
+        match self.store.client.keep_alive(self.held.lease).await {
+            Ok(KeptAlive::Alive) => {}
+            Ok(KeptAlive::Gone) => return revoked("the term's etcd lease expired or was revoked"),
+            Err(e) => return self.failed(e),
+        }
+        match self.store.client.range(&self.key, Kind::Read).await {
+            Ok((_, Some(kv)))
+                if kv.create_revision == self.held.epoch.get_i64()
+                    && kv.lease == self.held.lease =>
+            {
+                Renewed::Landed
+            }
+            Ok(_) => revoked("the election key shows another term, or none"),
+            Err(e) => self.failed(e),
+        }
+    }
+
+    /// Watches the election key; returns the reason when it shows the
+    /// term gone. A broken watch is set up again after a read.
+    async fn watch_key(&self) -> LossReason {
+        let epoch = self.held.epoch.get_i64();
+        let mut from = epoch + 1;
+        loop {
+            if let Ok(mut watch) = self.store.client.watch(&self.key, &[], from).await {
+                while let Ok(Watched::Events(events)) = watch.next().await {
+                    for e in events {
+                        let kv = e.kv.unwrap_or_default();
+                        if e.r#type == EVENT_DELETE || kv.create_revision != epoch {
+                            return LossReason::Revoked {
+                                detail: "the election key was deleted".into(),
+                            };
+                        }
+                        from = from.max(kv.mod_revision + 1);
+                    }
+                }
+            }
+            // Broken or compacted: the renewals still guard the term; look
+            // again after a while, from the key as it is now.
+            tokio::time::sleep(self.store.options.renew_every() / 2).await;
+            match self.store.client.range(&self.key, Kind::Read).await {
+                Ok((revision, Some(kv))) if kv.create_revision == epoch => from = revision + 1,
+                Ok(_) => {
+                    return LossReason::Revoked {
+                        detail: "the election key shows another term, or none".into(),
+                    };
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    pub(crate) async fn run(self, valid_until: Instant, reporter: TermReporter) {
+        let options = &self.store.options;
+        let policy = RenewalPolicy::new(options.validity(), options.renew_every())
+            .and_then(|p| {
+                p.with_retry_after((options.renew_every() / 4).max(Duration::from_millis(10)))
+            })
+            .and_then(|p| p.with_attempt_timeout(options.timeout()));
+        let policy = match policy {
+            Ok(p) => p,
+            Err(e) => {
+                // EtcdOptions refuses such settings; never renew blindly.
+                reporter.lose(LossReason::Failed(Arc::new(e)));
+                return;
+            }
+        };
+        let this = &self;
+        let renewals = renew_until_lost(policy, valid_until, &reporter, |_budget| async move {
+            this.renew_once().await
+        });
+        tokio::select! {
+            lost = renewals => {
+                if let Some(reason) = lost {
+                    tracing::warn!(epoch = %self.held.epoch, %reason, "the term is lost");
+                }
+            }
+            reason = self.watch_key() => {
+                tracing::warn!(epoch = %self.held.epoch, %reason, "the term is lost");
+                reporter.lose(reason);
+            }
+        }
+    }
+}

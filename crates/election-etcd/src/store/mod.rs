@@ -1,0 +1,98 @@
+//! The store layer: the gRPC messages (`proto.rs`), the client over one
+//! channel (`client.rs`), the keys and values (`record.rs`), the waiters'
+//! line (`queue.rs`), and [`Store`], what every election, claim and fence
+//! of one [`EtcdElection`](crate::EtcdElection) share.
+
+pub(crate) mod client;
+pub(crate) mod proto;
+pub(crate) mod queue;
+pub(crate) mod record;
+
+use election_core::{ElectionName, Leader};
+
+use crate::error::Error;
+use crate::options::EtcdOptions;
+use client::{Client, Kind};
+use proto::{Compare, RequestOp, Target};
+
+/// One client and the options it serves.
+#[derive(Debug)]
+pub(crate) struct Store {
+    pub(crate) client: Client,
+    pub(crate) options: EtcdOptions,
+}
+
+impl Store {
+    /// A key under this store's prefix.
+    pub(crate) fn election_key(&self, name: &ElectionName) -> Vec<u8> {
+        record::election_key(self.options.key_prefix(), name)
+    }
+
+    /// Who holds `name` now, read linearizably.
+    pub(crate) async fn leader(&self, name: &ElectionName) -> Result<Option<Leader>, Error> {
+        let (_, kv) = self
+            .client
+            .range(&self.election_key(name), Kind::Read)
+            .await?;
+        kv.map(|kv| record::leader_of(&kv)).transpose()
+    }
+}
+
+/// `key`'s create revision is `revision` (0: the key does not exist).
+pub(crate) fn created_at(key: &[u8], revision: i64) -> Compare {
+    Compare {
+        result: proto::CMP_EQUAL,
+        target: 1, // CREATE
+        key: key.to_vec(),
+        target_union: Some(Target::CreateRevision(revision)),
+    }
+}
+
+/// `key` is attached to `lease`.
+pub(crate) fn leased_by(key: &[u8], lease: i64) -> Compare {
+    Compare {
+        result: proto::CMP_EQUAL,
+        target: 4, // LEASE
+        key: key.to_vec(),
+        target_union: Some(Target::Lease(lease)),
+    }
+}
+
+/// A put as a transaction's step.
+pub(crate) fn put_op(key: &[u8], value: Vec<u8>, lease: i64) -> RequestOp {
+    RequestOp {
+        request: Some(proto::Request::Put(proto::PutRequest {
+            key: key.to_vec(),
+            value,
+            lease,
+        })),
+    }
+}
+
+/// A delete of one key as a transaction's step.
+pub(crate) fn delete_op(key: &[u8]) -> RequestOp {
+    RequestOp {
+        request: Some(proto::Request::Delete(proto::DeleteRangeRequest {
+            key: key.to_vec(),
+            range_end: Vec::new(),
+        })),
+    }
+}
+
+/// A read of one key as a transaction's step.
+pub(crate) fn range_op(key: &[u8]) -> RequestOp {
+    RequestOp {
+        request: Some(proto::Request::Range(proto::RangeRequest {
+            key: key.to_vec(),
+            ..Default::default()
+        })),
+    }
+}
+
+/// The first key a transaction's responses read (its first range step).
+pub(crate) fn first_read(responses: Vec<proto::ResponseOp>) -> Option<proto::KeyValue> {
+    responses.into_iter().find_map(|r| match r.response {
+        Some(proto::Response::Range(r)) => r.kvs.into_iter().next(),
+        _ => None,
+    })
+}

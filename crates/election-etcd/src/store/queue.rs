@@ -1,0 +1,81 @@
+//! The waiters' line of one election (ADR 0109), as etcd's own lock
+//! keeps it: each waiting attempt puts `<prefix>/w/<name>/<lease>` with
+//! its lease and watches the waiter just ahead of it (the greatest create
+//! revision below its own); the head of the line watches the election
+//! key. A release or an expiry wakes the head only; the head's win deletes
+//! its waiter key in the same transaction, which wakes the next one.
+
+use election_core::ElectionName;
+
+use crate::error::Error;
+use crate::store::client::{Kind, Watch};
+use crate::store::proto::{self, RangeRequest, TxnRequest};
+use crate::store::{Store, created_at, first_read, put_op, range_op, record};
+
+/// What a waiter watches.
+#[derive(Debug)]
+pub(crate) enum Ahead {
+    /// The election key is free now: claim at once.
+    Free,
+    /// A watch of the key to wait for (the waiter ahead, or the election
+    /// key for the head), and the key.
+    Watching(Vec<u8>, Box<Watch>),
+}
+
+/// Puts this attempt's waiter key (if not there) and returns its create
+/// revision.
+pub(crate) async fn join(
+    store: &Store,
+    name: &ElectionName,
+    lease: i64,
+    identity: &str,
+) -> Result<i64, Error> {
+    let key = record::waiter_key(store.options.key_prefix(), name, lease);
+    let r = store
+        .client
+        .txn(
+            "join the waiters",
+            Kind::Write,
+            TxnRequest {
+                compare: vec![created_at(&key, 0)],
+                success: vec![put_op(&key, identity.as_bytes().to_vec(), lease)],
+                failure: vec![range_op(&key)],
+            },
+        )
+        .await?;
+    if r.succeeded {
+        return Ok(r.header.map_or(0, |h| h.revision));
+    }
+    Ok(first_read(r.responses).map_or(0, |kv| kv.create_revision))
+}
+
+/// What the waiter whose key was created at `place` waits for.
+pub(crate) async fn ahead(store: &Store, name: &ElectionName, place: i64) -> Result<Ahead, Error> {
+    let prefix = record::waiters_prefix(store.options.key_prefix(), name);
+    let (revision, kvs) = store
+        .client
+        .range_with(RangeRequest {
+            range_end: record::prefix_end(&prefix),
+            key: prefix,
+            limit: 1,
+            sort_order: proto::SORT_DESCEND,
+            sort_target: proto::SORT_BY_CREATE,
+            max_create_revision: (place - 1).max(1),
+        })
+        .await?;
+    if let Some(kv) = kvs
+        .into_iter()
+        .next()
+        .filter(|kv| kv.create_revision < place)
+    {
+        let watch = store.client.watch(&kv.key, &[], revision + 1).await?;
+        return Ok(Ahead::Watching(kv.key, Box::new(watch)));
+    }
+    let key = store.election_key(name);
+    let (revision, kv) = store.client.range(&key, Kind::Read).await?;
+    if kv.is_none() {
+        return Ok(Ahead::Free);
+    }
+    let watch = store.client.watch(&key, &[], revision + 1).await?;
+    Ok(Ahead::Watching(key, Box::new(watch)))
+}

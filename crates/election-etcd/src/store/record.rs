@@ -1,0 +1,218 @@
+//! The keys this crate writes under its prefix, and the value of an
+//! election key ([`ClaimRecord`]).
+//!
+//! - `<prefix>/e/<name>`: the election key, put with the holder's lease;
+//!   its create revision is the term's epoch.
+//! - `<prefix>/w/<name>/<lease>`: a waiting candidate's place in line,
+//!   put with its lease; ordered by create revision.
+//! - `<prefix>/f/<resource>`: a fence's mark ([`EtcdFence`](crate::EtcdFence)).
+//!
+//! Names never contain `/` (`ElectionName`), so one name's keys never
+//! share a prefix with another's.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use election_core::{ElectionName, Epoch, Identity, Leader, LeaderValue};
+
+use crate::error::Error;
+use crate::store::proto::KeyValue;
+
+/// The first bytes of every value this crate writes at an election key.
+const MAGIC: &str = "election-etcd/1";
+
+/// The election key of `name`.
+pub(crate) fn election_key(prefix: &str, name: &ElectionName) -> Vec<u8> {
+    format!("{prefix}/e/{}", name.as_str()).into_bytes()
+}
+
+/// The prefix of `name`'s waiters' keys.
+pub(crate) fn waiters_prefix(prefix: &str, name: &ElectionName) -> Vec<u8> {
+    format!("{prefix}/w/{}/", name.as_str()).into_bytes()
+}
+
+/// A waiter's key: its lease, in hex, under the name's waiters' prefix.
+pub(crate) fn waiter_key(prefix: &str, name: &ElectionName, lease: i64) -> Vec<u8> {
+    let mut key = waiters_prefix(prefix, name);
+    key.extend_from_slice(format!("{lease:016x}").as_bytes());
+    key
+}
+
+/// A fence mark's key.
+pub(crate) fn fence_key(prefix: &str, resource: &str) -> Vec<u8> {
+    format!("{prefix}/f/{resource}").into_bytes()
+}
+
+/// The end of the range of every key that begins with `prefix` (etcd's
+/// `range_end`: the prefix with its last byte plus one).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+/// What a holder writes at its election key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ClaimRecord {
+    pub(crate) identity: Identity,
+    /// The attempt's nonce: tells two attempts of one identity apart.
+    pub(crate) nonce: u64,
+    /// The wall-clock time of the win (display only).
+    pub(crate) since_unix_ms: u64,
+    /// The value proclaimed, if any.
+    pub(crate) value: Option<LeaderValue>,
+}
+
+impl ClaimRecord {
+    /// `MAGIC nonce since_ms identity_len value_len|-\n` then the identity
+    /// and the value.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let value_len = self
+            .value
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |v| v.as_str().len().to_string());
+        let mut out = format!(
+            "{MAGIC} {} {} {} {value_len}\n",
+            self.nonce,
+            self.since_unix_ms,
+            self.identity.as_str().len()
+        )
+        .into_bytes();
+        out.extend_from_slice(self.identity.as_str().as_bytes());
+        if let Some(v) = &self.value {
+            out.extend_from_slice(v.as_str().as_bytes());
+        }
+        out
+    }
+
+    pub(crate) fn decode(key: &[u8], bytes: &[u8]) -> Result<ClaimRecord, Error> {
+        let corrupt = |detail: &str| Error::CorruptValue {
+            key: String::from_utf8_lossy(key).into_owned(),
+            detail: detail.to_owned(),
+        };
+        let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
+        let (head, rest) = text
+            .split_once('\n')
+            .ok_or_else(|| corrupt("no header line"))?;
+        let mut fields = head.split(' ');
+        if fields.next() != Some(MAGIC) {
+            return Err(corrupt("not a value election-etcd wrote"));
+        }
+        let mut number = |what: &str| {
+            fields
+                .next()
+                .and_then(|f| f.parse::<u64>().ok())
+                .ok_or_else(|| corrupt(what))
+        };
+        let nonce = number("no nonce")?;
+        let since_unix_ms = number("no time")?;
+        let identity_len =
+            usize::try_from(number("no identity length")?).map_err(|_| corrupt("too long"))?;
+        let value_len = match fields.next() {
+            Some("-") => None,
+            Some(n) => Some(
+                n.parse::<usize>()
+                    .map_err(|_| corrupt("bad value length"))?,
+            ),
+            None => return Err(corrupt("no value length")),
+        };
+        let identity = rest
+            .get(..identity_len)
+            .ok_or_else(|| corrupt("short identity"))?;
+        let identity = Identity::new(identity).map_err(|_| corrupt("bad identity"))?;
+        let value = match value_len {
+            None => None,
+            Some(n) => {
+                let v = rest
+                    .get(identity_len..identity_len + n)
+                    .ok_or_else(|| corrupt("short value"))?;
+                Some(LeaderValue::new(v).map_err(|_| corrupt("bad value"))?)
+            }
+        };
+        Ok(ClaimRecord {
+            identity,
+            nonce,
+            since_unix_ms,
+            value,
+        })
+    }
+}
+
+/// The wall clock in ms since the Unix epoch (display only).
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_millis()).ok())
+        .unwrap_or(0)
+}
+
+/// The epoch of a term: its key's create revision (the revision of the
+/// transaction that won it).
+pub(crate) fn epoch_of(key: &[u8], revision: i64) -> Result<Epoch, Error> {
+    Epoch::from_i64(revision)
+        .filter(|e| e.is_term())
+        .ok_or_else(|| Error::CorruptValue {
+            key: String::from_utf8_lossy(key).into_owned(),
+            detail: format!("create revision {revision} is no term's epoch"),
+        })
+}
+
+/// The leader an election key shows.
+pub(crate) fn leader_of(kv: &KeyValue) -> Result<Leader, Error> {
+    let record = ClaimRecord::decode(&kv.key, &kv.value)?;
+    let since = (record.since_unix_ms > 0)
+        .then(|| UNIX_EPOCH + Duration::from_millis(record.since_unix_ms));
+    Ok(Leader {
+        identity: record.identity,
+        epoch: epoch_of(&kv.key, kv.create_revision)?,
+        since,
+        renewed: None,
+        ttl: None,
+        value: record.value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_record_reads_back_as_written(
+            identity in "[a-z0-9/\\- ]{1,40}",
+            value in proptest::option::of("[^\\p{Cc}]{0,40}"),
+            nonce: u64,
+            since in 0u64..u64::MAX,
+        ) {
+            let record = ClaimRecord {
+                identity: Identity::new(&identity).unwrap(),
+                nonce,
+                since_unix_ms: since,
+                value: value.map(|v| LeaderValue::new(v).unwrap()),
+            };
+            prop_assert_eq!(ClaimRecord::decode(b"k", &record.encode()).unwrap(), record);
+        }
+    }
+
+    #[test]
+    fn foreign_values_are_corrupt_not_a_panic() {
+        for bad in [&b""[..], b"x", b"election-etcd/1 1 2 99 -\nab", b"\xff\xfe"] {
+            assert!(matches!(
+                ClaimRecord::decode(b"k", bad),
+                Err(Error::CorruptValue { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_prefix_range_ends_after_every_key_under_it() {
+        assert_eq!(prefix_end(b"a/w/x/"), b"a/w/x0".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+    }
+}

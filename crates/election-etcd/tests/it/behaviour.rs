@@ -1,0 +1,132 @@
+//! The etcd backend's own behaviour: epochs are the winning revision, a
+//! release wakes a waiter at once, a key deleted by hand ends the term,
+//! compaction under a waiter, URLs through the driver.
+
+use std::time::Duration;
+
+use election_core::Candidate;
+
+use crate::common::{self, within};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_epoch_is_the_winning_revision_and_grows_across_deletes() {
+    let endpoint = common::shared();
+    let prefix = common::prefix("epochs");
+    let election = common::open(&endpoint, &prefix).await;
+    let first = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let e1 = first.epoch();
+    let leader = election.leader("jobs").await.unwrap().expect("a leader");
+    assert_eq!((leader.identity.as_str(), leader.epoch), ("a", e1));
+    // Deleted by hand: the holder hears of it, and the next term is higher.
+    let key = format!("{prefix}/e/jobs");
+    etcd_testkit::gateway::delete(&endpoint, key.as_bytes()).unwrap();
+    within("the loss", first.lost()).await;
+    let second = election
+        .candidate("jobs", "b")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    assert!(second.epoch() > e1);
+    // The revision moved on with every write in between.
+    assert!(etcd_testkit::gateway::revision(&endpoint).unwrap() >= second.epoch().get_i64());
+    second.resign().await.unwrap();
+    assert_eq!(election.leader("jobs").await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_long_before_its_poll() {
+    let endpoint = common::shared();
+    let election = common::open(&endpoint, &common::prefix("wake")).await;
+    let held = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    // The waiter polls once a minute: only the watch can wake it in time.
+    let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
+        .with_poll_interval(Duration::from_secs(60))
+        .unwrap();
+    let waiting = tokio::spawn(async move { waiter.campaign().await });
+    // In line (its waiter key written) before the release.
+    let waiters = format!("{}/w/jobs/", election.options().key_prefix());
+    within("the waiter in line", async {
+        while etcd_testkit::gateway::count(&endpoint, waiters.as_bytes()).unwrap() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let epoch = held.epoch();
+    held.resign().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("woken by the release, not the poll")
+        .unwrap()
+        .unwrap();
+    assert!(next.epoch() > epoch);
+    // Its waiter key went in the transaction that won.
+    assert_eq!(
+        etcd_testkit::gateway::count(&endpoint, waiters.as_bytes()).unwrap(),
+        0
+    );
+    next.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_history_under_a_waiter_only_wakes_it() {
+    let endpoint = common::shared();
+    let election = common::open(&endpoint, &common::prefix("compact")).await;
+    let held = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
+        .with_poll_interval(Duration::from_secs(60))
+        .unwrap();
+    let waiting = tokio::spawn(async move { waiter.campaign().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = etcd_testkit::gateway::revision(&endpoint).unwrap();
+    etcd_testkit::gateway::compact(&endpoint, now).unwrap();
+    // The holder keeps its term; the waiter wins after the release.
+    held.confirm().await.unwrap();
+    held.resign().await.unwrap();
+    let next = within("the waiter", waiting).await.unwrap().unwrap();
+    next.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_opens_through_the_driver() {
+    use election_driver::{Driver, Settings};
+    let endpoint = common::shared();
+    let prefix = common::prefix("url");
+    let url = election_etcd::EtcdDriver
+        .parse(&format!("{endpoint}/{prefix}"))
+        .unwrap();
+    assert_eq!(url.shown(), format!("etcd://{endpoint}/{prefix}"));
+    let settings = Settings {
+        ttl: Some(Duration::from_secs(3)),
+        ..Settings::default()
+    };
+    let opened = url.open(&settings).await.unwrap();
+    assert_eq!(opened.kind(), "etcd");
+    let claim = opened.claim("jobs", "a").unwrap();
+    let term = Candidate::new(claim).campaign().await.unwrap();
+    let leader = opened.leader("jobs").await.unwrap().expect("a leader");
+    assert_eq!(leader.epoch, term.epoch());
+    assert!(opened.store_id().await.unwrap().as_str().contains(&prefix));
+    term.resign().await.unwrap();
+    // Nothing listens on port 1: a typed error that says to retry.
+    let down = election_etcd::EtcdDriver.parse("127.0.0.1:1/x").unwrap();
+    let e = down.open(&settings).await.unwrap_err();
+    assert!(e.to_string().contains("etcd"), "{e}");
+    use election_core::Classify;
+    assert_eq!(e.class().disposition, election_core::Disposition::Transient);
+}

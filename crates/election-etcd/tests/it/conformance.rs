@@ -1,0 +1,124 @@
+//! The core's conformance suites against real etcd: single claims (with
+//! slots), lease sets and balanced membership, all on the shared member,
+//! each case under its own prefix.
+
+use std::time::Duration;
+
+use election_core::Error;
+use election_etcd::{EtcdClaim, EtcdElection, EtcdKeyedClaims, EtcdOptions};
+use election_testkit::conformance::{Backend, Observed, observe_election};
+
+use crate::common;
+
+struct Etcd {
+    endpoint: String,
+    prefix: String,
+}
+
+impl Etcd {
+    fn shared() -> Self {
+        Etcd {
+            endpoint: common::shared(),
+            prefix: common::prefix("conformance"),
+        }
+    }
+
+    async fn election(&self) -> Result<EtcdElection, Error> {
+        EtcdElection::connect(&self.endpoint, common::fast(&self.prefix))
+            .await
+            .map_err(core)
+    }
+}
+
+fn core(e: election_etcd::Error) -> Error {
+    e.into_core(&election_core::ElectionName::new("conformance").expect("name"))
+}
+
+impl Backend for Etcd {
+    type Claim = EtcdClaim;
+
+    async fn candidate(&self, name: &str, identity: &str) -> Result<EtcdClaim, Error> {
+        self.election().await?.claim(name, identity).map_err(core)
+    }
+
+    async fn claims(&self, names: &[&str], identity: &str) -> Result<Vec<EtcdClaim>, Error> {
+        let election = self.election().await?;
+        names
+            .iter()
+            .map(|n| election.claim(n, identity).map_err(core))
+            .collect()
+    }
+
+    /// The key deleted by hand: the holder's watch of its key reports it.
+    async fn take_away(&self, name: &str) -> bool {
+        let key = format!("{}/e/{name}", self.prefix);
+        etcd_testkit::gateway::delete(&self.endpoint, key.as_bytes()).expect("a delete") == 1
+    }
+
+    async fn observe(&self, name: &str) -> Option<Observed> {
+        let election = self.election().await.ok()?;
+        Some(observe_election(election, name, Duration::from_millis(20)))
+    }
+
+    async fn bad_configurations(&self) -> Vec<Result<EtcdClaim, Error>> {
+        let s = Duration::from_secs;
+        let refused = |o: Result<EtcdOptions, election_core::ConfigError>| {
+            o.map(|_| unreachable!("accepted")).map_err(Error::from)
+        };
+        let mut out = vec![
+            refused(EtcdOptions::new(Duration::from_millis(500))),
+            refused(EtcdOptions::new(Duration::from_millis(2500))),
+            refused(EtcdOptions::new(s(3)).and_then(|o| o.renew_interval(s(2)))),
+            refused(EtcdOptions::default().prefix("")),
+        ];
+        // No port: refused before anything is sent.
+        out.push(
+            EtcdElection::connect("127.0.0.1", common::fast("x"))
+                .await
+                .map(|_| unreachable!("connected"))
+                .map_err(core),
+        );
+        out.push(
+            self.election()
+                .await
+                .and_then(|e| e.claim("", "a").map_err(core)),
+        );
+        out
+    }
+}
+
+impl election_testkit::keyed::KeyedBackend for Etcd {
+    type Keys = EtcdKeyedClaims;
+
+    async fn keys(&self, identity: &str) -> Result<EtcdKeyedClaims, Error> {
+        self.election().await?.keyed_claims(identity).map_err(core)
+    }
+
+    async fn take_away(&self, key: &str) -> bool {
+        let key = format!("{}/e/{key}", self.prefix);
+        etcd_testkit::gateway::delete(&self.endpoint, key.as_bytes()).expect("a delete") == 1
+    }
+}
+
+impl election_testkit::keyed::MembershipBackend for Etcd {
+    type Election = EtcdElection;
+
+    async fn election(&self) -> EtcdElection {
+        Etcd::election(self).await.expect("election")
+    }
+}
+
+mod single {
+    use super::*;
+    election_testkit::conformance_tests!(Etcd::shared());
+}
+
+mod keyed {
+    use super::*;
+    election_testkit::keyed_conformance_tests!(Etcd::shared());
+}
+
+mod membership {
+    use super::*;
+    election_testkit::keyed_membership_tests!(Etcd::shared());
+}

@@ -1,0 +1,11 @@
+//! The integration tests of `election-etcd`, one test binary (ADR 0073):
+//! a module per concern. Every test but the fault tests shares one etcd
+//! member (`common::shared`), each under a prefix of its own.
+
+mod auth;
+mod behaviour;
+mod common;
+mod conformance;
+mod faults;
+mod fence;
+mod waiters;
