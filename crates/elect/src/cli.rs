@@ -459,6 +459,7 @@ impl RunArgs {
             renew: self.renew,
             grace: self.grace,
             observer: false,
+            operator: false,
         }
     }
 }

@@ -145,7 +145,13 @@ async fn dispatch(
         Command::Man(args) => crate::man::man(args),
         Command::Completions(args) => crate::man::completions(args),
         Command::Revoke(args) => {
-            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
+            // Nothing is created (no store: nothing to revoke), but the
+            // store found is written to.
+            let timing = backend::Timing {
+                operator: true,
+                ..observer()
+            };
+            let backend = Opened::open(args.common.url()?.as_ref(), timing, None).await?;
             let by = match &args.identity {
                 Some(id) => election_core::Identity::new(id)
                     .map_err(|e| exit::Failure::config(exit::chain(&e)))?,

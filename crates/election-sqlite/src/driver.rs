@@ -172,12 +172,17 @@ impl Target for SqliteUrl {
                         what: format!("the database {}", self.path.display()),
                     });
                 }
-                return match SqliteElection::open_read_only(&self.path, options).await? {
-                    Some(e) => Ok(Box::new(e) as Box<dyn Opened>),
-                    None => Err(Error::Absent {
+                let Some(reader) = SqliteElection::open_read_only(&self.path, options).await?
+                else {
+                    return Err(Error::Absent {
                         what: format!("the election tables of {}", self.path.display()),
-                    }),
+                    });
                 };
+                if !settings.operator {
+                    return Ok(Box::new(reader) as Box<dyn Opened>);
+                }
+                // An operator (a revoke) writes to the tables it found.
+                reader.pool().close().await;
             }
             let election = SqliteElection::open(&self.path, options).await?;
             Ok(Box::new(election) as Box<dyn Opened>)

@@ -270,3 +270,9 @@ async fn a_waiters_supervisor_starts_nothing_and_ends_with_elect() {
     assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
     assert!(rc.lines().is_empty(), "C's command ran: {:?}", rc.lines());
 }
+
+/// `elect revoke` from another process deposes a running leader (ADR 0111).
+#[tokio::test]
+async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
+    common::revoke(&Setup::file()).await;
+}

@@ -188,3 +188,9 @@ async fn a_same_host_successor_waits_for_the_whole_tree_not_for_elect() {
     bb.signal(Signal::SIGTERM);
     assert_eq!(bb.finish().await.code, 0);
 }
+
+/// `elect revoke` from another process deposes a running leader (ADR 0111).
+#[tokio::test]
+async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
+    common::revoke(&Setup::sqlite()).await;
+}
