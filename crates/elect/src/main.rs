@@ -157,7 +157,14 @@ async fn dispatch(
                     .map_err(|e| exit::Failure::config(exit::chain(&e)))?,
                 None => election_core::Identity::for_this_process(),
             };
-            let code = leader::revoke(&backend, &args.common.name, &by, args.common.json).await;
+            let code = leader::revoke(
+                &backend,
+                &args.common.name,
+                &by,
+                &args.fence,
+                args.common.json,
+            )
+            .await;
             backend.close(std::time::Duration::from_secs(2)).await;
             code
         }

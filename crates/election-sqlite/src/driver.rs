@@ -202,6 +202,17 @@ impl From<crate::Error> for Error {
 }
 
 impl Opened for SqliteElection {
+    /// The revocation and the marks in `election_fences` in one
+    /// transaction ([`SqliteElection::revoke_fencing`]).
+    fn revoke_fencing<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a election_core::Identity,
+        resources: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<election_core::Revoked>, Error>> {
+        async move { Ok(SqliteElection::revoke_fencing(self, name, by, resources).await?) }.boxed()
+    }
+
     fn warnings(&self) -> Vec<Warning> {
         match self.without_host_locks() {
             None => Vec::new(),
