@@ -167,6 +167,7 @@ impl Opened {
             renew: timing.renew,
             grace: timing.grace,
             observer: timing.observer,
+            operator: timing.operator,
             connect_timeout: Some(Duration::from_secs(3)),
         };
         // The lease flags, checked by the URL, worded in elect's flags.

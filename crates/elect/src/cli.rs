@@ -217,7 +217,8 @@ Exits 0 with \"nothing to revoke\" when nobody leads NAME.",
         after_help = "\
 Examples:
   elect revoke --name mailer --identity ops/alice
-  elect revoke --backend sqlite:///srv/app.db --name mailer --json"
+  elect revoke --backend sqlite:///srv/app.db --name mailer --json
+  elect revoke --backend sqlite:///srv/app.db --name mailer --fence orders"
     )]
     Revoke(RevokeArgs),
     /// Set a damaged or lost epoch record (file backend) to EPOCH: the safe
@@ -459,6 +460,7 @@ impl RunArgs {
             renew: self.renew,
             grace: self.grace,
             observer: false,
+            operator: false,
         }
     }
 }
@@ -510,6 +512,11 @@ pub(crate) struct RevokeArgs {
     /// [default: HOST/PID].
     #[arg(long, value_name = "ID", value_parser = identity)]
     pub(crate) identity: Option<String>,
+    /// Also raise these fenced resources' high-water marks to the
+    /// revocation's epoch, in the backend's own fence store (SQLite,
+    /// PostgreSQL): each refuses the deposed holder's tokens from then on.
+    #[arg(long, value_name = "RESOURCE", num_args = 1..)]
+    pub(crate) fence: Vec<String>,
 }
 
 /// `elect repair-epoch`.

@@ -90,11 +90,13 @@ async fn line_of(
 }
 
 /// `elect revoke`: ends the current term of `name` on behalf of `by`
-/// (ADR 0111) and prints the revocation, or "nothing to revoke".
+/// (ADR 0111), raising the marks of the fenced resources `fences` to the
+/// revocation's epoch, and prints the revocation, or "nothing to revoke".
 pub(crate) async fn revoke(
     backend: &Opened,
     name: &str,
     by: &Identity,
+    fences: &[String],
     json: bool,
 ) -> Result<u8, Failure> {
     let _ = self::name(name)?;
@@ -102,7 +104,15 @@ pub(crate) async fn revoke(
         print(&nothing_to_revoke(name, json))?;
         return Ok(exit::OK);
     };
-    match b.revoke(name, by).await? {
+    let revoked = if fences.is_empty() {
+        b.revoke(name, by).await?
+    } else {
+        let resources: Vec<&str> = fences.iter().map(String::as_str).collect();
+        b.revoke_fencing(name, by, &resources)
+            .await
+            .map_err(|e| fence_failure(&e, b.kind()))?
+    };
+    match revoked {
         None => print(&nothing_to_revoke(name, json))?,
         Some(r) => {
             let text = if json {
@@ -110,9 +120,10 @@ pub(crate) async fn revoke(
                     "name": name,
                     "deposed": leader_json(Some(&r.deposed)),
                     "revoked": revocation_json(&r.revocation),
+                    "fenced": fences,
                 })
                 .to_string()
-            } else {
+            } else if fences.is_empty() {
                 format!(
                     "{name}: {} in term {} {}; fence at {}",
                     r.deposed.identity,
@@ -120,11 +131,36 @@ pub(crate) async fn revoke(
                     revocation_text(&r.revocation),
                     r.revocation.epoch
                 )
+            } else {
+                format!(
+                    "{name}: {} in term {} {}; fenced {} at {}",
+                    r.deposed.identity,
+                    r.deposed.epoch,
+                    revocation_text(&r.revocation),
+                    fences.join(", "),
+                    r.revocation.epoch
+                )
             };
             print(&text)?;
         }
     }
     Ok(exit::OK)
+}
+
+/// Why `elect revoke --fence` failed; where the backend keeps no fences
+/// in its store, what to do instead.
+fn fence_failure(e: &election_url::Error, kind: &str) -> Failure {
+    let failure = backend_failure(e);
+    if matches!(
+        e.backend_error()
+            .and_then(|e| e.downcast_ref::<election_core::ConfigError>()),
+        Some(election_core::ConfigError::Unsupported { .. })
+    ) {
+        return failure.hint(format!(
+            "the {kind} backend's fences are not in its store: revoke without --fence and raise each fence to the printed epoch"
+        ));
+    }
+    failure
 }
 
 fn nothing_to_revoke(name: &str, json: bool) -> String {

@@ -145,13 +145,26 @@ async fn dispatch(
         Command::Man(args) => crate::man::man(args),
         Command::Completions(args) => crate::man::completions(args),
         Command::Revoke(args) => {
-            let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
+            // Nothing is created (no store: nothing to revoke), but the
+            // store found is written to.
+            let timing = backend::Timing {
+                operator: true,
+                ..observer()
+            };
+            let backend = Opened::open(args.common.url()?.as_ref(), timing, None).await?;
             let by = match &args.identity {
                 Some(id) => election_core::Identity::new(id)
                     .map_err(|e| exit::Failure::config(exit::chain(&e)))?,
                 None => election_core::Identity::for_this_process(),
             };
-            let code = leader::revoke(&backend, &args.common.name, &by, args.common.json).await;
+            let code = leader::revoke(
+                &backend,
+                &args.common.name,
+                &by,
+                &args.fence,
+                args.common.json,
+            )
+            .await;
             backend.close(std::time::Duration::from_secs(2)).await;
             code
         }

@@ -15,6 +15,9 @@ pub(crate) struct Timing {
     pub(crate) grace: Option<Duration>,
     /// Only reads (`leader`, `observe`): accept the bucket's own TTL.
     pub(crate) observer: bool,
+    /// With `observer`: an operator's command (`revoke`) that writes to
+    /// the store it finds, creating nothing.
+    pub(crate) operator: bool,
 }
 
 /// The file backend (the default) takes no lease flags.

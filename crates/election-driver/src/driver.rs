@@ -813,6 +813,40 @@ pub trait Opened: ElectionSteps + fmt::Debug + 'static {
         None
     }
 
+    /// Ends `name`'s current term on behalf of `by`, as
+    /// [`revoke`](ElectionSteps::revoke) does, and raises the high-water
+    /// mark of each fenced resource in `resources` to the revocation's
+    /// epoch, where the backend keeps fences in its own store (ADR 0111):
+    /// every token of the deposed term is refused by those fences from
+    /// then on. `Ok(None)`: no term holds the name, and no mark was
+    /// raised. A backend whose fences live elsewhere says
+    /// [`ConfigError::Unsupported`] (the default), before revoking.
+    ///
+    /// ```
+    /// # async fn check(o: &dyn election_driver::Opened) -> Result<(), Box<dyn std::error::Error>> {
+    /// let by = election_core::Identity::new("ops/alice")?;
+    /// if let Some(r) = o.revoke_fencing("jobs", &by, &["orders"]).await? {
+    ///     println!("orders fenced at {}", r.revocation.epoch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn revoke_fencing<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a Identity,
+        resources: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<Revoked>, Error>> {
+        let _ = (name, by, resources);
+        let kind = self.kind();
+        async move {
+            Err(Error::Config(ConfigError::Unsupported {
+                what: "fences kept in the election's store",
+                backend: kind,
+            }))
+        }
+        .boxed()
+    }
+
     /// The backend reading `clock` instead of the system's (tests shift
     /// its wall clock); [`ConfigError::Unsupported`] where the backend
     /// reads no injectable clock (the default).

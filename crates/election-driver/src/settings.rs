@@ -23,6 +23,11 @@ pub struct Settings {
     /// directory, database, schema or bucket is
     /// [`Error::Absent`](crate::Error::Absent).
     pub observer: bool,
+    /// With `observer`: an operator's open, which may also write an
+    /// operator's steps ([`revoke`](crate::ElectionSteps::revoke)), so the
+    /// store is opened for writing where a reader's would be read-only.
+    /// Still nothing is created, and the lease settings are the store's.
+    pub operator: bool,
     /// How long connecting to a server may take (by default the backend's
     /// request timeout, at least a second).
     pub connect_timeout: Option<Duration>,

@@ -611,13 +611,13 @@ impl NatsElection {
                 Ok(Err(e)) => return Err(core(Error::unavailable("revoke the lease", e))),
                 Err(_) => return Err(core(Error::OutcomeUnknown { after: timeout })),
             };
-            if self
-                .conn
-                .check_incarnation(base)
+            // A bucket deleted and recreated meanwhile leaves the write's
+            // epoch in doubt. Its max age is not the revoker's business
+            // (an operator's open takes the bucket's own).
+            let shape = crate::store::bucket::shape(&self.conn.kv, timeout)
                 .await
-                .map_err(core)?
-                .is_some()
-            {
+                .map_err(core)?;
+            if shape.created_us != base {
                 return Err(core(Error::OutcomeUnknown { after: timeout }));
             }
             let epoch = crate::store::bucket::epoch_at(base, revision).map_err(core)?;

@@ -695,6 +695,44 @@ impl Opened for PostgresElection {
         ))
     }
 
+    /// The revocation, then each resource's mark in the schema's `fences`
+    /// table raised to its epoch (a mark already above it stays).
+    fn revoke_fencing<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a election_core::Identity,
+        resources: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<election_core::Revoked>, Error>> {
+        async move {
+            let resources = resources
+                .iter()
+                .map(|r| fencing::ResourceName::new(*r))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| {
+                    Error::Config(election_core::ConfigError::BadSetting {
+                        setting: "fence",
+                        reason: e.to_string(),
+                    })
+                })?;
+            let Some(revoked) = PostgresElection::revoke(self, name, by).await? else {
+                return Ok(None);
+            };
+            let fence = self.fence();
+            let token = fencing::Token::from_epoch(revoked.revocation.epoch);
+            for resource in &resources {
+                match fencing::Fence::advance(&fence, resource, token).await {
+                    Ok(_) | Err(fencing::Error::Stale { .. }) => {}
+                    Err(e) => {
+                        let name = election_core::ElectionName::new(name)?;
+                        return Err(Error::Election(election_core::Error::unavailable(&name, e)));
+                    }
+                }
+            }
+            Ok(Some(revoked))
+        }
+        .boxed()
+    }
+
     fn close_within(&self, bound: Duration) -> BoxFuture<'_, ()> {
         async move {
             // Waits its close grace after the release (ADR 0086).

@@ -172,12 +172,17 @@ impl Target for SqliteUrl {
                         what: format!("the database {}", self.path.display()),
                     });
                 }
-                return match SqliteElection::open_read_only(&self.path, options).await? {
-                    Some(e) => Ok(Box::new(e) as Box<dyn Opened>),
-                    None => Err(Error::Absent {
+                let Some(reader) = SqliteElection::open_read_only(&self.path, options).await?
+                else {
+                    return Err(Error::Absent {
                         what: format!("the election tables of {}", self.path.display()),
-                    }),
+                    });
                 };
+                if !settings.operator {
+                    return Ok(Box::new(reader) as Box<dyn Opened>);
+                }
+                // An operator (a revoke) writes to the tables it found.
+                reader.pool().close().await;
             }
             let election = SqliteElection::open(&self.path, options).await?;
             Ok(Box::new(election) as Box<dyn Opened>)
@@ -197,6 +202,17 @@ impl From<crate::Error> for Error {
 }
 
 impl Opened for SqliteElection {
+    /// The revocation and the marks in `election_fences` in one
+    /// transaction ([`SqliteElection::revoke_fencing`]).
+    fn revoke_fencing<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a election_core::Identity,
+        resources: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<election_core::Revoked>, Error>> {
+        async move { Ok(SqliteElection::revoke_fencing(self, name, by, resources).await?) }.boxed()
+    }
+
     fn warnings(&self) -> Vec<Warning> {
         match self.without_host_locks() {
             None => Vec::new(),

@@ -311,6 +311,28 @@ impl Backend {
         self.0.repair_epoch(name, epoch)
     }
 
+    /// Ends `name`'s current term on behalf of `by` and raises the marks
+    /// of the fenced `resources` to the revocation's epoch, where the
+    /// backend keeps fences in its store; [`Error::Config`] elsewhere
+    /// (see [`Opened::revoke_fencing`](election_driver::Opened::revoke_fencing)).
+    ///
+    /// ```
+    /// # async fn check(b: &election_url::Backend) -> Result<(), Box<dyn std::error::Error>> {
+    /// let by = election_core::Identity::new("ops/alice")?;
+    /// if let Some(r) = b.revoke_fencing("jobs", &by, &["orders"]).await? {
+    ///     println!("orders fenced at {}", r.revocation.epoch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn revoke_fencing(
+        &self,
+        name: &str,
+        by: &election_core::Identity,
+        resources: &[&str],
+    ) -> Result<Option<election_core::Revoked>, Error> {
+        self.0.revoke_fencing(name, by, resources).await
+    }
+
     /// The backend reading `clock` instead of the system's (tests shift
     /// its wall clock, which only the times shown read); a backend that
     /// reads no injectable clock refuses with [`Error::Config`].

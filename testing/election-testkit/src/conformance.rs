@@ -173,8 +173,9 @@ pub trait Backend: Send + Sync {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let by = election_core::Identity::new("ops").expect("identity");
-    /// // The memory backend does not store revocations.
-    /// assert!(Backend::revoke(&MemoryBackend::new(), "jobs", &by).await.is_none());
+    /// // Nobody leads: nothing to revoke.
+    /// let none = Backend::revoke(&MemoryBackend::new(), "jobs", &by).await;
+    /// assert!(matches!(none, Some(Ok(None))));
     /// # }
     /// ```
     fn revoke(
@@ -196,7 +197,8 @@ pub trait Backend: Send + Sync {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// assert!(Backend::revocation(&MemoryBackend::new(), "jobs").await.is_none());
+    /// let none = Backend::revocation(&MemoryBackend::new(), "jobs").await;
+    /// assert!(matches!(none, Some(Ok(None))));
     /// # }
     /// ```
     fn revocation(
@@ -632,7 +634,6 @@ pub async fn lost_fires_when_taken_away<B: Backend>(b: &B) {
 ///
 /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 /// # async fn main() {
-/// // The memory backend cannot revoke: the case checks nothing there.
 /// election_testkit::conformance::revoke_is_fenced_and_the_next_term_is_above_it(&MemoryBackend::new()).await;
 /// # }
 /// ```
@@ -1194,6 +1195,21 @@ impl Backend for crate::memory::MemoryBackend {
 
     async fn take_away(&self, name: &str) -> bool {
         self.revoke(name)
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::Revoked>, Error>> {
+        Some(election_core::Election::revoke(self, name, by).await)
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Option<Result<Option<election_core::Revocation>, Error>> {
+        Some(election_core::Election::revocation(self, name).await)
     }
 
     async fn observe(&self, name: &str) -> Option<Observed> {

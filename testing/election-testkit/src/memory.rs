@@ -10,7 +10,8 @@ use tokio::sync::Notify;
 
 use election_core::{
     Claim, Claimed, ElectionName, End, Epoch, Error, HeldKey, HoldReporter, Identity, KeyedClaims,
-    Leader, LeaderValue, LossReason, RenewalPolicy, TermReporter, WatchGuard, Won,
+    Leader, LeaderValue, LossReason, RenewalPolicy, Revocation, Revoked, TermReporter, WatchGuard,
+    Won,
 };
 
 /// A step of the [`Claim`] trait, as recorded and as faults are injected.
@@ -74,6 +75,8 @@ pub enum Event {
 struct Slot {
     last_epoch: Option<Epoch>,
     holder: Option<Holding>,
+    /// The revocation no term has followed yet (`Election::revoke`).
+    revocation: Option<Revocation>,
     vacated: Arc<Notify>,
 }
 
@@ -594,6 +597,7 @@ impl Claim for MemoryClaim {
         }
         let epoch = Epoch::after(slot.last_epoch)?;
         slot.last_epoch = Some(epoch);
+        slot.revocation = None;
         slot.holder = Some(Holding {
             attempt: attempt.id,
             identity: self.identity.clone(),
@@ -979,6 +983,73 @@ impl election_core::Election for MemoryBackend {
         identity: &str,
     ) -> Result<election_core::LeaseSet<MemoryKeys>, Error> {
         Ok(election_core::LeaseSet::new(self.keys(identity)?))
+    }
+
+    /// Ends the current term of `name` (ADR 0111): the next epoch is drawn
+    /// for the revocation, the holder's loss reported, the name freed (one
+    /// process: the loss is heard before any claim can win), and the
+    /// revocation kept until the next win.
+    async fn revoke(&self, name: &str, by: &Identity) -> Result<Option<Revoked>, Error> {
+        let name = ElectionName::new(name)?;
+        tokio::task::yield_now().await;
+        self.fault(Step::Leader, &name)?;
+        let mut reg = self.lock();
+        let Registry {
+            slots,
+            history,
+            names,
+            ..
+        } = &mut *reg;
+        let Some(slot) = slots.get_mut(&name) else {
+            return Ok(None);
+        };
+        if slot.holder.is_none() {
+            return Ok(None);
+        }
+        let epoch = Epoch::after(slot.last_epoch)?;
+        let Some(holding) = slot.holder.take() else {
+            return Ok(None);
+        };
+        slot.last_epoch = Some(epoch);
+        let revocation = Revocation::new(by.clone(), epoch, Some(SystemTime::now()));
+        slot.revocation = Some(revocation.clone());
+        let reason = LossReason::Revoked {
+            detail: revocation.to_string(),
+        };
+        match &holding.reporter {
+            Some(Reporter::Term(r)) => {
+                r.lose(reason);
+            }
+            Some(Reporter::Key(r)) => {
+                r.lose(&name, holding.epoch, reason);
+            }
+            None => {}
+        }
+        if reg_names_has(names, holding.attempt) {
+            history.push(Event::Lost {
+                attempt: holding.attempt,
+            });
+        }
+        slot.vacated.notify_waiters();
+        let deposed = Leader {
+            identity: holding.identity,
+            epoch: holding.epoch,
+            since: Some(holding.since),
+            renewed: None,
+            ttl: None,
+            value: holding.value,
+        };
+        Ok(Some(Revoked::new(deposed, revocation)))
+    }
+
+    async fn revocation(&self, name: &str) -> Result<Option<Revocation>, Error> {
+        let name = ElectionName::new(name)?;
+        self.fault(Step::Leader, &name)?;
+        Ok(self
+            .lock()
+            .slots
+            .get(&name)
+            .and_then(|s| s.revocation.clone()))
     }
 
     /// One store per backend value and its clones: this process and the

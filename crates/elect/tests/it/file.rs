@@ -270,3 +270,33 @@ async fn a_waiters_supervisor_starts_nothing_and_ends_with_elect() {
     assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
     assert!(rc.lines().is_empty(), "C's command ran: {:?}", rc.lines());
 }
+
+/// `elect revoke` from another process deposes a running leader (ADR 0111).
+#[tokio::test]
+async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
+    common::revoke(&Setup::file()).await;
+}
+
+/// `elect revoke --fence` where the backend keeps no fences in its store:
+/// refused (78) with a hint, and nothing is revoked.
+#[tokio::test]
+async fn revoke_fence_is_refused_where_fences_are_not_in_the_store() {
+    let b = Setup::file();
+    let name = "fenced";
+    let ra = b.report("a");
+    let (a, sa) = common::lead(&b, name, "a", &ra).await;
+    let out = common::once(&[
+        "revoke",
+        "--backend",
+        &b.url,
+        "--name",
+        name,
+        "--fence",
+        "orders",
+    ])
+    .await;
+    assert_eq!(out.code, common::CONFIG, "{out:?}");
+    out.err_line("revoke without --fence and raise each fence to the printed epoch");
+    common::assert_led_by(&b.leader_text(name).await, name, "a", sa.epoch);
+    common::end(a, &ra, name, sa.epoch).await;
+}

@@ -394,3 +394,10 @@ async fn a_bounded_campaign_that_kept_failing_says_why() {
     done.err_line("elect: error: not elected within 8s: the backend kept failing");
     assert!(rb.lines().is_empty(), "B's command ran: {:?}", rb.lines());
 }
+
+/// `elect revoke` from another process deposes a running leader (ADR 0111).
+#[tokio::test]
+async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
+    let s = server();
+    common::revoke(&Setup::nats(&s.url(), &TIMING)).await;
+}

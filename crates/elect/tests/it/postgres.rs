@@ -324,3 +324,9 @@ async fn the_readmes_roles_and_grants_work_as_written() {
     let hint = done.err_line("elect: hint: ");
     assert!(hint.contains("GRANT USAGE ON SCHEMA"), "{hint}");
 }
+
+/// `elect revoke` from another process deposes a running leader (ADR 0111).
+#[tokio::test]
+async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
+    common::revoke(&pg().setup).await;
+}

@@ -188,3 +188,48 @@ async fn a_same_host_successor_waits_for_the_whole_tree_not_for_elect() {
     bb.signal(Signal::SIGTERM);
     assert_eq!(bb.finish().await.code, 0);
 }
+
+/// `elect revoke` from another process deposes a running leader (ADR 0111).
+#[tokio::test]
+async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
+    common::revoke(&Setup::sqlite()).await;
+}
+
+/// `elect revoke --fence R`: R's mark is raised to the revocation's epoch
+/// in the revocation's own transaction, so R's fence refuses the deposed
+/// holder's token (its epoch) before anyone else leads; a fence that was
+/// not raised would accept it.
+#[tokio::test]
+async fn revoke_fence_makes_the_fence_refuse_the_deposed_token() {
+    use fencing::{Fence, ResourceName, Token};
+
+    let b = Setup::sqlite();
+    let name = "fenced";
+    let ra = b.report("a");
+    let (a, sa) = common::lead(&b, name, "a", &ra).await;
+    let v = common::revoke_json(&b, name, "ops", &["--fence", "orders", "ledger"]).await;
+    let fence_at = v["revoked"]["epoch"].as_u64().expect("revoked.epoch");
+    assert_eq!(v["fenced"], serde_json::json!(["orders", "ledger"]), "{v}");
+    assert!(fence_at > sa.epoch, "{v}");
+    let done = a.finish().await;
+    assert_eq!(done.code, common::LOST, "{done:?}");
+
+    let db = b.dir.path().join("elect.db");
+    let election =
+        election_sqlite::SqliteElection::open(&db, election_sqlite::SqliteOptions::default())
+            .await
+            .expect("open");
+    let fence = election.fence();
+    let deposed = Token::from_epoch(election_core::Epoch::new(sa.epoch).expect("an epoch"));
+    for r in ["orders", "ledger"] {
+        let resource = ResourceName::new(r).expect("a resource name");
+        let mark = fence.high_water_mark(&resource).await.expect("mark");
+        assert_eq!(mark.map(|t| t.epoch().get()), Some(fence_at), "{r}");
+        let refused = fence.advance(&resource, deposed).await;
+        assert!(
+            matches!(refused, Err(fencing::Error::Stale { .. })),
+            "{r}: the deposed token {} was not refused: {refused:?}",
+            sa.epoch
+        );
+    }
+}

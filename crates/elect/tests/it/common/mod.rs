@@ -1168,3 +1168,83 @@ pub(crate) async fn a_killed_holder_reads_presumed_dead(b: &Setup) {
     let done = watcher.finish().await;
     assert_eq!(done.code, 0, "{done:?}");
 }
+
+/// `elect revoke --json` of `name` as `by`: exit 0, one JSON object.
+pub(crate) async fn revoke_json(b: &Setup, name: &str, by: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "revoke",
+        "--backend",
+        &b.url,
+        "--name",
+        name,
+        "--identity",
+        by,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = once(&args).await;
+    assert_eq!(out.code, 0, "elect revoke: {out:?}");
+    assert_eq!(out.stdout.len(), 1, "elect revoke: {out:?}");
+    json(&out.stdout[0])
+}
+
+/// An operator's revoke from another process (ADR 0111): A's `elect run`
+/// leads; `elect revoke` deposes it with an epoch above A's; A's command
+/// is stopped and A exits with the loss's code; `elect leader` shows the
+/// revocation and who asked; the next `elect run` leads above it.
+pub(crate) async fn revoke(b: &Setup) {
+    let name = "revoke";
+    let ra = b.report("a");
+    let (a, sa) = lead(b, name, "a", &ra).await;
+
+    let before = now_ms();
+    let v = revoke_json(b, name, "ops/alice", &[]).await;
+    assert_eq!(v["name"], name, "{v}");
+    assert_eq!(v["deposed"]["identity"], "a", "{v}");
+    assert_eq!(v["deposed"]["epoch"], sa.epoch, "{v}");
+    assert_eq!(v["revoked"]["by"], "ops/alice", "{v}");
+    let fence = v["revoked"]["epoch"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("revoked.epoch: {v}"));
+    assert!(
+        fence > sa.epoch,
+        "revocation {fence} not above {}",
+        sa.epoch
+    );
+
+    // A loses its term: its command is stopped, elect exits 79.
+    let done = a.finish().await;
+    assert_eq!(done.code, LOST, "{done:?}");
+    done.err_line(&format!("lost {name}, term {}", sa.epoch));
+    wait_gone(sa.pid).await;
+
+    // `leader` names the revocation and who asked, until the next term.
+    let line = b.leader_text(name).await;
+    let head = format!("{name}: no leader; revoked by ops/alice at ");
+    assert!(
+        line.starts_with(&head) && line.ends_with(&format!("Z (epoch {fence})")),
+        "{line:?}"
+    );
+    let v = b.leader_json(name).await;
+    assert!(v["leader"].is_null(), "{v}");
+    assert_eq!(v["revoked"]["by"], "ops/alice", "{v}");
+    assert_eq!(v["revoked"]["epoch"], fence, "{v}");
+    if let Some(at) = v["revoked"]["at_unix_ms"].as_u64() {
+        assert!(at + 1000 >= before && at <= now_ms() + 1000, "{v}");
+    }
+
+    // A second revoke finds nothing to revoke.
+    let v = revoke_json(b, name, "ops/bob", &[]).await;
+    assert!(v["deposed"].is_null() && v["revoked"].is_null(), "{v}");
+
+    // The next term is above the revocation.
+    let rb = b.report("b");
+    let done = b.run_to_end(name, "b", &[], &rb.once()).await;
+    assert_eq!(done.code, 0, "{done:?}");
+    let sb = rb.started().await;
+    assert!(
+        sb.epoch > fence,
+        "B's epoch {} not above the revocation's {fence}",
+        sb.epoch
+    );
+}
