@@ -26,14 +26,28 @@ pub(crate) const WAITER_COUNTS: [usize; 3] = [2, 10, 30];
 /// tried once and queued.
 pub(crate) const WAITER_SETTLE: Duration = Duration::from_millis(300);
 
-/// The chains' lease timings: TTL 3 s, renew every 1 s, failover grace
-/// 1 s (NATS), poll 1 s (only a backstop: a wake-up by poll stands out).
+/// The chains' lease timings: TTL 3 s, renew every 1 s, poll 1 s (only a
+/// backstop: a wake-up by poll stands out); the failover grace (NATS) is
+/// the backend's default, a third of the TTL.
 pub(crate) const TIMING: Timing = Timing {
     ttl: Duration::from_millis(3000),
     renew: Duration::from_millis(1000),
     grace: Duration::from_millis(1000),
     poll: Duration::from_millis(1000),
 };
+
+/// The flags of [`TIMING`] every backend with a lease takes (not the
+/// grace, which only some have).
+fn flags() -> Vec<String> {
+    [
+        ("--ttl-ms", TIMING.ttl),
+        ("--renew-ms", TIMING.renew),
+        ("--poll-ms", TIMING.poll),
+    ]
+    .into_iter()
+    .flat_map(|(flag, d)| [flag.to_owned(), d.as_millis().to_string()])
+    .collect()
+}
 
 /// The kinds the chains run on: every backend with a server, one node.
 pub(crate) fn kinds() -> impl Iterator<Item = Kind> {
@@ -69,12 +83,7 @@ pub(crate) fn rows(
     let mut measured = Vec::new();
     for k in WAITER_COUNTS {
         let mut chain = Chain::new(
-            Process::candidate(
-                s.candidate_bin,
-                &url,
-                &format!("waiters-{k}"),
-                TIMING.flags(),
-            ),
+            Process::candidate(s.candidate_bin, &url, &format!("waiters-{k}"), flags()),
             s.log.to_path_buf(),
         );
         let samples = step(&format!("{label}: handover with {k} candidates"), || {
@@ -137,7 +146,8 @@ fn note(label: &str, measured: &[(usize, Summary)]) -> String {
 pub(crate) const READING: &str = "Handovers with many waiters (`--only waiters`, issue 42), on
 every backend with a server (one node, started by `backend-kit`):
 `election-candidate --backend URL` processes (TTL 3000 ms, renew
-1000 ms, grace 1000 ms, poll 1000 ms, only a backstop), K of them, one
+1000 ms, poll 1000 ms, only a backstop; NATS's failover grace is its
+default, 1000 ms), K of them, one
 leading and K − 1 waiting; from the leader's `resigning` stamp to the
 `elected` stamp of whichever waiter wins. The winner leads the next
 round and a new waiter takes its place, so every round has K
