@@ -321,6 +321,14 @@ impl Sql {
         // waiter's next look sees it; one that comes after waits for this
         // commit, and its `waiter_head` (a fresh snapshot, taken after
         // the wait) sees the row.
+        //
+        // Neither a waiter row's write nor its delete waits for its WAL
+        // flush (`synchronous_commit` off for its own transaction, as a
+        // release's, ADR 0071): the queue is advice, a row lost in a
+        // server crash only costs its waiter its place (the next renewal
+        // writes it again) or wakes a waiter that left (the backstop), and
+        // thirty waiters' renewals do not queue their flushes beside a
+        // handover's claim.
         let waiter_renew = format!(
             "WITH lease AS (SELECT l.nonce FROM {s}.leases l WHERE l.name = $1 FOR SHARE),
              gone AS (
@@ -329,13 +337,18 @@ impl Sql {
              )
              INSERT INTO {s}.waiters AS w (name, nonce, channel, expires_at)
              SELECT $1, $2, $3, now() + $4::float8 * interval '1 millisecond'
+             FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
              WHERE NOT EXISTS (SELECT 1 FROM lease WHERE lease.nonce = $2)
              ON CONFLICT (name, nonce) DO UPDATE
              SET channel = excluded.channel, expires_at = excluded.expires_at,
                  seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
              RETURNING w.seq"
         );
-        let waiter_delete = format!("DELETE FROM {s}.waiters WHERE name = $1 AND nonce = $2");
+        let waiter_delete = format!(
+            "DELETE FROM {s}.waiters
+             WHERE name = $1 AND nonce = $2
+               AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+        );
         let fence_enter = format!("SELECT {s}.{FENCE_ENTER}($1, $2)");
         let fence_read = format!("SELECT mark FROM {s}.fences WHERE resource = $1");
         let fence_lock = format!("SELECT mark FROM {s}.fences WHERE resource = $1 FOR SHARE");

@@ -365,3 +365,55 @@ async fn a_killed_head_waiter_is_passed_over_by_the_backstop() {
     }
     term.resign().await.expect("resign");
 }
+
+/// A waiter row's write commits without waiting for its WAL flush (ADR
+/// 0108: the queue is advice), while the win that takes it out of the
+/// queue is the claim's own durable commit: a deferred trigger records
+/// `synchronous_commit` as each change of a waiter row commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_rows_write_does_not_wait_for_the_flush() {
+    let server = common::server();
+    let e = race::election(&server.url(), "waiting", options()).await;
+    server
+        .sql(
+            "CREATE TABLE commit_log (n serial PRIMARY KEY, op text, sync text); \
+             CREATE FUNCTION log_commit() RETURNS trigger LANGUAGE plpgsql AS $f$ \
+             BEGIN INSERT INTO commit_log (op, sync) \
+             VALUES (TG_OP, current_setting('synchronous_commit')); \
+             RETURN NULL; END $f$; \
+             CREATE CONSTRAINT TRIGGER log_commit AFTER INSERT OR UPDATE OR DELETE \
+             ON election.waiters DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+             EXECUTE FUNCTION log_commit()",
+        )
+        .expect("the commit log");
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a leads");
+    let b = e
+        .candidate("jobs", "b")
+        .expect("b")
+        .with_poll_interval(HOUR)
+        .expect("poll");
+    let b = tokio::spawn(async move { b.campaign().await.expect("b wins") });
+    let deadline = Instant::now() + SLACK;
+    while queued(&server) != Some(1) {
+        assert!(Instant::now() < deadline, "b never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.resign().await.expect("resign");
+    let b = tokio::time::timeout(SLACK, b)
+        .await
+        .expect("b woken by the release")
+        .expect("task");
+    assert_eq!(
+        server
+            .sql("SELECT string_agg(op || ':' || sync, ' ' ORDER BY n) FROM commit_log")
+            .expect("the log"),
+        "INSERT:off DELETE:on",
+        "synchronous_commit at each commit of b's row: queued, won"
+    );
+    b.resign().await.expect("resign");
+}
