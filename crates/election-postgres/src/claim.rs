@@ -143,7 +143,7 @@ impl Queued {
     /// Writes the row of `attempt`'s `nonce` in the queue of `name`
     /// (bounded by the request timeout) and starts its renewals.
     async fn join(store: &Arc<PostgresStore>, name: &str, nonce: i64) -> Result<Queued, Error> {
-        store.waiter_renew(name, nonce).await?;
+        store.waiter_renew(name, nonce, true).await?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         tokio::spawn(keep_in_line(store.clone(), name.to_owned(), nonce, stopped));
         Ok(Queued {
@@ -167,7 +167,7 @@ async fn keep_in_line(
         tokio::select! {
             _ = &mut stopped => break,
             () = tokio::time::sleep(every) => {
-                if let Err(e) = store.waiter_renew(&name, nonce).await {
+                if let Err(e) = store.waiter_renew(&name, nonce, false).await {
                     tracing::debug!(name = %name, error = %e, "a waiter row not renewed; trying again");
                 }
             }

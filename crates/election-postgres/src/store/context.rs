@@ -658,19 +658,30 @@ impl PostgresStore {
     /// clock; the channel is this process's session's. A row that had
     /// expired goes to the back of the line. `None`: not written, the
     /// attempt holds the name.
-    pub(crate) async fn waiter_renew(&self, name: &str, nonce: i64) -> Result<Option<i64>, Error> {
+    ///
+    /// The first write (`first`) locks the lease row, so that a release
+    /// running at once is ordered with it (see `schema.rs`).
+    pub(crate) async fn waiter_renew(
+        &self,
+        name: &str,
+        nonce: i64,
+        first: bool,
+    ) -> Result<Option<i64>, Error> {
         let ttl_ms = self.options.times.ttl_ms();
         let channel = self.session.wake_channel.clone();
+        let statement = if first {
+            self.sql.waiter_join.clone()
+        } else {
+            self.sql.waiter_renew.clone()
+        };
         self.write(SESSION, self.options.request_timeout(), async |conn| {
-            Ok(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(self.sql.waiter_renew.clone()))
-                    .bind(name)
-                    .bind(nonce)
-                    .bind(&*channel)
-                    .bind(ttl_ms)
-                    .fetch_optional(conn)
-                    .await?,
-            )
+            Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
+                .bind(name)
+                .bind(nonce)
+                .bind(&*channel)
+                .bind(ttl_ms)
+                .fetch_optional(conn)
+                .await?)
         })
         .await
     }

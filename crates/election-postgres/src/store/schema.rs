@@ -103,7 +103,10 @@ pub(crate) struct Sql {
     pub(crate) stop_heartbeat: Arc<str>,
     pub(crate) release_many: Arc<str>,
     pub(crate) proclaim: Arc<str>,
-    /// A waiter's row written or renewed (ADR 0108).
+    /// A waiter's row written at its first wait, the lease row locked
+    /// (ADR 0108).
+    pub(crate) waiter_join: Arc<str>,
+    /// A waiter's row renewed (written again if it is gone) (ADR 0108).
     pub(crate) waiter_renew: Arc<str>,
     /// A waiter's row deleted (ADR 0108).
     pub(crate) waiter_delete: Arc<str>,
@@ -315,7 +318,7 @@ impl Sql {
         // written while the attempt holds the name (a renewal that ran
         // after its win would put a winner back in line).
         //
-        // The write locks the lease row (`FOR SHARE`), so that a release
+        // The first write locks the lease row (`FOR SHARE`), so that a release
         // and a first write of a waiter row are ordered: a release that
         // locked the row first commits before this write, and the
         // waiter's next look sees it; one that comes after waits for this
@@ -329,21 +332,28 @@ impl Sql {
         // writes it again) or wakes a waiter that left (the backstop), and
         // thirty waiters' renewals do not queue their flushes beside a
         // handover's claim.
-        let waiter_renew = format!(
-            "WITH lease AS (SELECT l.nonce FROM {s}.leases l WHERE l.name = $1 FOR SHARE),
-             gone AS (
-                DELETE FROM {s}.waiters
-                WHERE name = $1 AND nonce <> $2 AND expires_at < now()
-             )
-             INSERT INTO {s}.waiters AS w (name, nonce, channel, expires_at)
-             SELECT $1, $2, $3, now() + $4::float8 * interval '1 millisecond'
-             FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
-             WHERE NOT EXISTS (SELECT 1 FROM lease WHERE lease.nonce = $2)
-             ON CONFLICT (name, nonce) DO UPDATE
-             SET channel = excluded.channel, expires_at = excluded.expires_at,
-                 seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
-             RETURNING w.seq"
-        );
+        let waiter_write = |lock: &str| {
+            format!(
+                "WITH lease AS (SELECT l.nonce FROM {s}.leases l WHERE l.name = $1{lock}),
+                 gone AS (
+                    DELETE FROM {s}.waiters
+                    WHERE name = $1 AND nonce <> $2 AND expires_at < now()
+                 )
+                 INSERT INTO {s}.waiters AS w (name, nonce, channel, expires_at)
+                 SELECT $1, $2, $3, now() + $4::float8 * interval '1 millisecond'
+                 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
+                 WHERE NOT EXISTS (SELECT 1 FROM lease WHERE lease.nonce = $2)
+                 ON CONFLICT (name, nonce) DO UPDATE
+                 SET channel = excluded.channel, expires_at = excluded.expires_at,
+                     seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
+                 RETURNING w.seq"
+            )
+        };
+        // Only the first write locks: a renewal of a row that releases
+        // already see changes nothing a release could miss, and thirty
+        // waiters do not lock the lease row every renew interval.
+        let waiter_join = waiter_write(" FOR SHARE");
+        let waiter_renew = waiter_write("");
         let waiter_delete = format!(
             "DELETE FROM {s}.waiters
              WHERE name = $1 AND nonce = $2
@@ -362,6 +372,7 @@ impl Sql {
             stop_heartbeat: stop_heartbeat.into(),
             release_many: release_many.into(),
             proclaim: proclaim.into(),
+            waiter_join: waiter_join.into(),
             waiter_renew: waiter_renew.into(),
             waiter_delete: waiter_delete.into(),
             fence_enter: fence_enter.into(),
