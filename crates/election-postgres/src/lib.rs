@@ -83,7 +83,7 @@
 //! wait for a poll.
 //!
 //! Waiting candidates queue (ADR 0108): each has a row in the name's
-//! waiters' queue (`waiters`, schema version 6), in the order they first
+//! waiters' queue (`waiters`, schema version 7), in the order they first
 //! waited, and a release also notifies the first of them, on its
 //! process's own channel, naming its attempt. So a release wakes one
 //! waiter, not all: the handover's cost does not grow with the number of
