@@ -1,7 +1,8 @@
 //! [`PostgresClaim`]: the claim of one candidate in a
 //! [`PostgresElection`](crate::PostgresElection), and its
-//! [`PostgresAttempt`]: winning the lease row (woken by `NOTIFY` or the
-//! poll), renewing (the shared SQL layer's `renew_term`), confirming,
+//! [`PostgresAttempt`]: winning the lease row (in line in the name's
+//! waiters' queue, the head woken by `NOTIFY`, the rest by the poll),
+//! renewing (the shared SQL layer's `renew_term`), confirming,
 //! releasing.
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::store::context::PostgresStore;
 use crate::store::notify::{self, Wakes};
-use crate::store::row::{self, Take};
+use crate::store::row::{self, Found, Take};
 use election_core::{Claim, ElectionName, Leader, Won};
 use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 
@@ -37,14 +38,27 @@ use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 ///   above [`Epoch::MAX`](election_core::Epoch::MAX) is
 ///   [`ConfigError::EpochExhausted`](election_core::ConfigError::EpochExhausted)
 ///   (nothing written).
-/// - `wait` waits for a notification that this name's row was released or
-///   won (`LISTEN`, see the [crate docs](crate)), at most `poll_interval`.
-///   The first wait of a process starts its listener and readies the
-///   pool's connections for the handover in the background (ADR 0040,
-///   ADR 0065). After a look that lost the race for a free name to another
-///   winner, the look a notification brings comes no sooner than 20 ms
-///   after that look (still within `poll_interval`), past the winner's
-///   start (ADR 0096). Cancel safe.
+/// - `wait` (ADR 0108): the attempt's first wait writes its row in the
+///   name's waiters' queue (its place drawn from a sequence, its expiry a
+///   TTL from then by the server's clock, the channel of this process's
+///   session), which a task renews every renew interval; the process's
+///   session listens on its own channel while a waiter of it is in line.
+///   A release notifies only the queue's head (the first unexpired row),
+///   on its process's channel, naming its attempt: the wait returns when
+///   that notification names this attempt, at most `poll_interval`. Behind
+///   the head, the poll is the backstop: a look after a poll that finds
+///   the name free claims it only if the look before found the same
+///   vacancy (the head did not claim within a poll interval: dead,
+///   paused, cut off). A win (in its winning statement) or a close (in
+///   the background) takes the row out; a dead waiter's row stops
+///   counting once it expires. An attempt whose row could not be written
+///   waits for a notification about the name, as every waiter did before
+///   the queue. The first wait of a process readies the session for the
+///   handover in the background (ADR 0040, ADR 0065). After a look that
+///   lost the race for a free name to another winner, the look a
+///   notification brings comes no sooner than 20 ms after that look
+///   (still within `poll_interval`), past the winner's start (ADR 0096).
+///   Cancel safe.
 /// - `watch` starts the renewal task, and readies the pool for the term's
 ///   release in the background if no wait did (ADR 0065); with no one
 ///   else of this process subscribed, the listener closes 100 ms later
@@ -73,8 +87,9 @@ use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 ///   `value_epoch` only if it still shows this attempt's nonce and won
 ///   epoch with a holder, and notifies observers at commit. Moves neither
 ///   the renewal version nor the renewal time. Failure model as `confirm`.
-/// - Resign releases the row (conditional on this attempt's nonce) and
-///   notifies waiters, in one statement; a drop does the same in the
+/// - Resign releases the row (conditional on this attempt's nonce),
+///   notifies the name's channel (observers, lease sets, waiters of older
+///   versions) and the head of its waiters' queue, in one statement; a drop does the same in the
 ///   background; if that cannot run, the lease ages out after its TTL.
 /// - `leader`: the holder and epoch as the row records them. A holder that
 ///   died shows until a contender takes its lease over (one TTL). `since`
@@ -85,19 +100,82 @@ pub type PostgresClaim = SqlClaim<PostgresStore>;
 /// One attempt of a [`PostgresClaim`].
 pub type PostgresAttempt = SqlAttempt<PostgresStore>;
 
-/// What a PostgreSQL attempt keeps of its own: its wake-ups.
+/// What a PostgreSQL attempt keeps of its own: its wake-ups and its place
+/// in the name's waiters' queue.
 #[derive(Debug)]
 pub struct WakeWait {
     /// Wake-ups, subscribed before the first read.
     wakes: Option<Wakes>,
     /// Whether the next look also takes the row if it is released (or the
     /// name was never held): the attempt's first look, and the look after
-    /// a notification about this name (or a missed one) woke the last wait.
+    /// a wake-up (a release that found this attempt at the head of the
+    /// queue, a notification about this name while not queued, or a
+    /// missed one) ended the last wait.
     woken: bool,
     /// When this attempt's last look lost the race for a free name to
     /// another winner (ADR 0093): the look that the next notification
     /// brings waits until [`LOST_RACE_PAUSE`] after it (ADR 0096).
     lost_race: Option<tokio::time::Instant>,
+    /// The attempt's row in the waiters' queue (ADR 0108), once written;
+    /// dropped (the row deleted in the background) with the attempt or at
+    /// its win.
+    queue: Option<Queued>,
+    /// The vacancy (the released row's renewal version; `None`: never
+    /// held) that this queued attempt's last look after a poll found and
+    /// let be, for the head to take (ADR 0108).
+    backstop: Option<Option<i64>>,
+}
+
+/// A waiting attempt's row in the waiters' queue of its name (ADR 0108),
+/// renewed every renew interval by a task of its own; dropping this stops
+/// the renewals and deletes the row, in the background (if that cannot
+/// run, the row expires after a TTL).
+#[derive(Debug)]
+struct Queued {
+    /// What a release sends on this process's channel to wake this
+    /// attempt ([`notify::head_payload`]).
+    payload: String,
+    /// Dropped: the task deletes the row and ends.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Queued {
+    /// Writes the row of `attempt`'s `nonce` in the queue of `name`
+    /// (bounded by the request timeout) and starts its renewals.
+    async fn join(store: &Arc<PostgresStore>, name: &str, nonce: i64) -> Result<Queued, Error> {
+        store.waiter_renew(name, nonce, true).await?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        tokio::spawn(keep_in_line(store.clone(), name.to_owned(), nonce, stopped));
+        Ok(Queued {
+            payload: notify::head_payload(nonce, name),
+            _stop: stop,
+        })
+    }
+}
+
+/// Renews the waiter row of `nonce` in the queue of `name` every renew
+/// interval until `stopped`, then deletes it (each statement after the one
+/// before, so a renewal never lands after the delete).
+async fn keep_in_line(
+    store: Arc<PostgresStore>,
+    name: String,
+    nonce: i64,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let every = store.options.renew_interval();
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            () = tokio::time::sleep(every) => {
+                if let Err(e) = store.waiter_renew(&name, nonce, false).await {
+                    tracing::debug!(name = %name, error = %e, "a waiter row not renewed; trying again");
+                }
+            }
+        }
+    }
+    if let Err(e) = store.waiter_delete(&name, nonce).await {
+        tracing::debug!(name = %name, error = %e, "a waiter row not deleted; it expires after its TTL");
+    }
 }
 
 /// How long after a look lost the race for a free name the look that a
@@ -138,6 +216,8 @@ impl ClaimRows for PostgresStore {
             // The first look takes a free name in one statement (ADR 0065).
             woken: true,
             lost_race: None,
+            queue: None,
+            backstop: None,
         }
     }
 
@@ -197,8 +277,22 @@ impl ClaimRows for PostgresStore {
             // A server down is Unavailable with the cause: a waiting
             // campaign reports it and tries again after a backoff; a single
             // try returns it (never "held by another").
-            ctx.read_one(name).await.map_err(|e| claim.core(e))?
+            let seen = ctx.read_one(name).await.map_err(|e| claim.core(e))?;
+            // A queued attempt's look after a poll (ADR 0108): a free name
+            // is the head's to take, woken by the release. Only the same
+            // vacancy on two such looks in a row (the head did not claim
+            // within a poll interval: dead, paused, cut off) is claimed.
+            if attempt.waiting.queue.is_some()
+                && matches!(seen.found(), Found::Vacant | Found::Fresh)
+            {
+                let vacancy = Some(seen.lease.as_ref().map(|r| r.version));
+                if std::mem::replace(&mut attempt.waiting.backstop, vacancy) != vacancy {
+                    return Ok(None);
+                }
+            }
+            seen
         };
+        attempt.waiting.backstop = None;
         let found = seen.found();
         if !row::may_claim(
             &mut attempt.observed,
@@ -224,27 +318,49 @@ impl ClaimRows for PostgresStore {
         won(claim, attempt, sent, epoch)
     }
 
-    /// Waits for a notification about this name, at most `poll` (see
-    /// [`PostgresClaim`]).
+    /// Waits until a release wakes this attempt at the head of the
+    /// waiters' queue (or, not queued, for a notification about this name),
+    /// at most `poll` (see [`PostgresClaim`]).
     async fn wait(
         claim: &PostgresClaim,
         attempt: &mut Attempt,
         poll: Duration,
     ) -> Result<(), election_core::Error> {
         let ctx = claim.store();
+        let name = claim.name().as_str();
         // Subscribed before the listener starts (see `pause_if_unused`).
         let wakes = attempt
             .waiting
             .wakes
             .get_or_insert_with(|| ctx.notifier.subscribe());
-        ctx.notifier.start();
+        // Listens on this process's channel before the row is written (one
+        // queue of the session: in this order), so no release that finds
+        // the row is missed.
+        ctx.session.listen(ctx.session.wake_channel.clone());
+        if attempt.waiting.queue.is_none() {
+            match Queued::join(ctx, name, attempt.nonce).await {
+                Ok(queued) => attempt.waiting.queue = Some(queued),
+                // Not queued: this wait is woken by every release of the
+                // name, as before the queue; the next wait tries again.
+                Err(e) => {
+                    tracing::debug!(name = %name, error = %e, "not in the waiters' queue; woken by every release");
+                    ctx.notifier.start();
+                }
+            }
+        }
         ctx.ready_soon();
-        let name = claim.name().as_str();
         let lost_race = attempt.waiting.lost_race.take();
         let deadline = tokio::time::Instant::now() + poll;
-        let woken = tokio::time::timeout_at(deadline, notify::woken(wakes, |n| n == name))
-            .await
-            .is_ok();
+        let woken = match &attempt.waiting.queue {
+            Some(q) => {
+                let woken = notify::woken_as(wakes, &ctx.session.wake_channel, &q.payload);
+                tokio::time::timeout_at(deadline, woken).await.is_ok()
+            }
+            None => {
+                let woken = notify::woken(wakes, |n| n == name);
+                tokio::time::timeout_at(deadline, woken).await.is_ok()
+            }
+        };
         if woken && let Some(lost) = lost_race {
             // Most often the winner's own notification, sent as it starts
             // its term: look once that start is past (ADR 0096).
@@ -263,6 +379,9 @@ impl ClaimRows for PostgresStore {
         // handover that ends it (ADR 0071) nor on its own start's path
         // (after `UNUSED_GRACE`, ADR 0094).
         attempt.waiting.wakes = None;
+        // Out of the queue: its row is deleted in the background (a
+        // release's head is never the releasing attempt's own row anyway).
+        attempt.waiting.queue = None;
         self.notifier.pause_if_unused();
     }
 

@@ -77,11 +77,21 @@
 //!
 //! Every statement that wins or releases a row calls `pg_notify` on the
 //! channel `election:<schema>` with the name; the server delivers it at
-//! commit. Waiting candidates, lease sets and observers listen (one
-//! listener task and connection per [`PostgresElection`], started by the
-//! first wait), so a clean handover (resign, a dropped term, a closed
-//! lease set) does not wait for a poll. The poll interval stays as the
-//! backstop, and a listener that lost its connection wakes everyone once.
+//! commit. Lease sets and observers listen on it (on the process's one
+//! session with the server, started by the first wait, ADR 0105), so a
+//! clean handover (resign, a dropped term, a closed lease set) does not
+//! wait for a poll.
+//!
+//! Waiting candidates queue (ADR 0108): each has a row in the name's
+//! waiters' queue (`waiters`, schema version 7), in the order they first
+//! waited, and a release also notifies the first of them, on its
+//! process's own channel, naming its attempt. So a release wakes one
+//! waiter, not all: the handover's cost does not grow with the number of
+//! waiters. The queue is advice; winning is the same conditional claim
+//! statement as before. Behind the head, the poll interval is the
+//! backstop: the same vacancy seen on two polls in a row (the head was
+//! woken and did not claim: dead, paused, cut off) is claimed by whoever
+//! comes first. A listener that lost its connection wakes everyone once.
 //!
 //! A dropped connection does not prove its holder gone (a network
 //! partition drops connections of live processes, and a process can lose

@@ -9,7 +9,8 @@
 //!
 //! `election-bench [--quick] [--out FILE] [--only GROUPS]` (GROUPS may
 //! also name `postgres-fence`, the PostgreSQL fenced-write rows alone, and
-//! `nats-waiters`, the NATS handovers with 2, 10 and 30 candidates); the hidden
+//! `waiters`, the handovers with 2, 10 and 30 candidates on every backend
+//! with a server); the hidden
 //! `election-bench helper lock PATH` is the bare OFD lock holder the
 //! cross-process floors start (see [`helper`]).
 
@@ -31,6 +32,7 @@ mod report;
 mod rounds;
 mod sqlite;
 mod stats;
+mod waiters;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -73,10 +75,10 @@ const NATS_BYTE_BATCH: usize = 200;
 const NATS_FAILOVERS: usize = 10;
 /// NATS crash failovers per topology with `--quick`.
 const NATS_FAILOVERS_QUICK: usize = 3;
-/// Handovers per NATS chain with many waiters (`nats-waiters`).
-const NATS_WAITER_HANDOVERS: usize = 20;
+/// Handovers per chain with many waiters (`waiters`).
+const WAITER_HANDOVERS: usize = 20;
 /// The same with `--quick`.
-const NATS_WAITER_HANDOVERS_QUICK: usize = 10;
+const WAITER_HANDOVERS_QUICK: usize = 10;
 /// Default PostgreSQL crash failovers: each takes about a TTL.
 const PG_FAILOVERS: usize = 20;
 /// PostgreSQL crash failovers with `--quick`.
@@ -140,10 +142,11 @@ const BALANCE_ROUNDS: usize = 3;
 const BALANCE_ROUNDS_QUICK: usize = 1;
 /// Parts of a group, selectable with `--only` but not run by default (their
 /// group runs them): `postgres-fence`, the PostgreSQL fenced-write rows.
-/// `nats-waiters`, the NATS handover chains with 2, 10 and 30 candidates.
+/// `waiters`, the handover chains with 2, 10 and 30 candidates on every
+/// backend with a server (the `nats` and `postgres` groups run their own).
 /// `cli-waiters`, `elect run`'s handovers with 2, 10 and 30 processes on
 /// every backend beside `etcdctl lock`'s.
-const PARTS: [&str; 3] = ["postgres-fence", "nats-waiters", "cli-waiters"];
+const PARTS: [&str; 3] = ["postgres-fence", "waiters", "cli-waiters"];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
 /// Default CLI crash failovers per row on a lease backend: each takes
@@ -334,12 +337,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         (
             &candidate_bin,
             [
-                "handover",
-                "failover",
-                "sqlite",
-                "nats",
-                "nats-waiters",
-                "many",
+                "handover", "failover", "sqlite", "nats", "postgres", "waiters", "many",
             ]
             .iter()
             .any(|g| o.wants(g)),
@@ -459,13 +457,13 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     if o.wants("nats") {
         nats::rows(&setup(nats_counts), &mut rows, &mut notes)?;
     }
-    if o.wants("nats") || o.wants("nats-waiters") {
+    for kind in waiters::kinds().filter(|k| o.wants("waiters") || o.wants(k.name())) {
         let n = if o.quick {
-            NATS_WAITER_HANDOVERS_QUICK
+            WAITER_HANDOVERS_QUICK
         } else {
-            NATS_WAITER_HANDOVERS
+            WAITER_HANDOVERS
         };
-        nats::waiter_rows(&setup(nats_counts), n, &mut rows, &mut notes)?;
+        waiters::rows(&setup(nats_counts), kind, n, &mut rows, &mut notes)?;
     }
     if o.wants("leases") {
         let counts = leases::Counts {
@@ -687,6 +685,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         sqlite::READING,
         nats::READING,
         postgres::READING,
+        waiters::READING,
         many::READING,
     ];
     let doc = report::document(&header, &rows, &notes, &reading);

@@ -652,6 +652,54 @@ impl PostgresStore {
         .await
     }
 
+    /// Writes or renews the row of attempt `nonce` in the waiters' queue of
+    /// `name` (ADR 0108), on the session, bounded by the request timeout:
+    /// its place in line. Its expiry is a TTL from now by the server's
+    /// clock; the channel is this process's session's. A row that had
+    /// expired goes to the back of the line. `None`: not written, the
+    /// attempt holds the name.
+    ///
+    /// The first write (`first`) locks the lease row, so that a release
+    /// running at once is ordered with it (see `schema.rs`).
+    pub(crate) async fn waiter_renew(
+        &self,
+        name: &str,
+        nonce: i64,
+        first: bool,
+    ) -> Result<Option<i64>, Error> {
+        let ttl_ms = self.options.times.ttl_ms();
+        let channel = self.session.wake_channel.clone();
+        let statement = if first {
+            self.sql.waiter_join.clone()
+        } else {
+            self.sql.waiter_renew.clone()
+        };
+        self.write(SESSION, self.options.request_timeout(), async |conn| {
+            Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
+                .bind(name)
+                .bind(nonce)
+                .bind(&*channel)
+                .bind(ttl_ms)
+                .fetch_optional(conn)
+                .await?)
+        })
+        .await
+    }
+
+    /// Deletes the row of attempt `nonce` from the waiters' queue of
+    /// `name` (ADR 0108), bounded by the request timeout.
+    pub(crate) async fn waiter_delete(&self, name: &str, nonce: i64) -> Result<(), Error> {
+        self.write(SESSION, self.options.request_timeout(), async |conn| {
+            sqlx::query(sqlx::AssertSqlSafe(self.sql.waiter_delete.clone()))
+                .bind(name)
+                .bind(nonce)
+                .execute(conn)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
     /// One renewal statement over `holds`, given at most `bound`: the names
     /// renewed; [`Error::OutcomeUnknown`] past the bound.
     ///

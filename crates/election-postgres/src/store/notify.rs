@@ -3,10 +3,21 @@
 //! server delivers at commit to every session listening on the channel.
 //! The process's session with the server ([`Session`], ADR 0105) listens
 //! on the channels of its elections between their statements and fans the
-//! names out to the waiters of this process (candidates, lease sets,
-//! observers). Notifications only wake a waiter early: every waiter also
-//! polls, and a lost notification (the session's connection dropped, the
-//! waiter lagged) wakes everyone once.
+//! names out to the subscribers of this process (lease sets, observers,
+//! and waiting candidates not in the waiters' queue).
+//!
+//! A waiting candidate in the queue (ADR 0108) does not listen on that
+//! channel: a release also notifies the head of the name's queue on the
+//! channel of its process's session (`election:wake:<id>`, see
+//! [`wake_channel`](crate::store::session::wake_channel)), the payload
+//! naming its attempt ([`head_payload`]), and only that attempt wakes
+//! ([`woken_as`]). So a release wakes one waiter of one process, whatever
+//! the number of waiters; a process listens on its channel while one of
+//! its waiters is in line.
+//!
+//! Notifications only wake a waiter early: every waiter also polls, and a
+//! lost notification (the session's connection dropped, the waiter lagged)
+//! wakes everyone once.
 //!
 //! It listens from the first wait, not at open, so a process that never
 //! waits never listens; it never takes a connection of the application's
@@ -64,6 +75,31 @@ impl Notifier {
     /// once it does). Every user subscribes before it starts the listener.
     pub(crate) fn pause_if_unused(&self) {
         self.session.pause_if_unused();
+    }
+}
+
+/// What a release sends on the channel of the process whose waiter heads
+/// the queue of `name` (ADR 0108): that waiter's attempt `nonce`, then the
+/// name (`<nonce> <name>`; a nonce holds no space).
+pub(crate) fn head_payload(nonce: i64, name: &str) -> String {
+    format!("{nonce} {name}")
+}
+
+/// Waits until `wakes` receives exactly `payload` on `channel` (a head's
+/// wake-up, ADR 0108), or a wake-up of everything (the session listened
+/// again or lost its connection), or lags behind. Never returns if the
+/// notifier is gone: bound it with the poll.
+///
+/// Cancel safety: cancel safe, as [`woken`].
+pub(crate) async fn woken_as(wakes: &mut Wakes, channel: &str, payload: &str) {
+    loop {
+        match wakes.rx.recv().await {
+            Ok(h) if h.wake == Wake::All => return,
+            Ok(h) if *h.channel == *channel && h.wake.concerns(|p| p == payload) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
     }
 }
 

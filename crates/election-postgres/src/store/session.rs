@@ -192,6 +192,10 @@ pub(crate) struct Session {
     pub(crate) side: PgPool,
     /// The `statement_timeout` of the side connection.
     pub(crate) side_timeout: Arc<StatementTimeout>,
+    /// This session's own channel (ADR 0108): a release notifies on it
+    /// the head of a name's waiters' queue when that waiter is of this
+    /// process. Listened on while a waiter of this process is in line.
+    pub(crate) wake_channel: Arc<str>,
 }
 
 impl std::fmt::Debug for Msg {
@@ -282,6 +286,7 @@ impl Session {
         Session {
             side,
             side_timeout,
+            wake_channel: wake_channel(election_core::attempt_nonce()),
             normal,
             urgent,
             heard,
@@ -368,6 +373,13 @@ impl Session {
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), self.side.close()).await;
     }
+}
+
+/// The channel of a session whose id is `id` (ADR 0108): 30 bytes, within
+/// PostgreSQL's 63 for a channel name whatever the schema, and never the
+/// name of a schema's channel (`election:<schema>` has one `:`).
+pub(crate) fn wake_channel(id: u64) -> Arc<str> {
+    format!("election:wake:{id:016x}").into()
 }
 
 /// The error of a request to a session that was closed.

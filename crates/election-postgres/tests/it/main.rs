@@ -18,6 +18,7 @@ mod lease_set_faults;
 mod lease_set_slow;
 mod notify;
 mod observe;
+mod queue;
 mod recipes;
 mod schema;
 mod server_down;

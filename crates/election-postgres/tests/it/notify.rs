@@ -291,20 +291,21 @@ async fn a_look_that_lost_the_race_for_a_free_name_sends_no_claim() {
     }
 }
 
-/// After a look that lost the race for a free name, the look that the
-/// winner's own notification brings waits until 20 ms after the lost look
-/// (ADR 0096): that notification comes as the winner starts its term, and
-/// a look at once ran beside that start. Before, the wait returned as soon
-/// as the notification came.
+/// After a look that lost the race for a free name, the look that a
+/// wake-up right after it brings waits until 20 ms after the lost look
+/// (ADR 0096). Before the queue (ADR 0108) that wake-up was the winner's
+/// own notification, which comes as the winner starts its term, and a
+/// look at once ran beside that start; here it is the wake-up of every
+/// subscriber that the process's session sends once it listens on its
+/// own channel, at the loser's first wait. Before ADR 0096, the wait
+/// returned as soon as the wake-up came.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
     use election_core::{Claim, End};
     let server = common::server();
-    let e = common::open(&server, patient()).await;
-    // The election's listener runs (a waiter of another name), so the
-    // winner's notification reaches the loser while it waits.
-    let (a, b) = behind_a(&e, &e).await;
-    until_listening(&e, true, "b waits").await;
+    // A process of its own: its session listens first at the loser's
+    // wait.
+    let e = crate::race::election(&server.url(), "loser", patient()).await;
     released_row(&server);
     // Another session wins the name, announces it as a win does, and
     // holds its lock, uncommitted.
@@ -329,7 +330,7 @@ async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
         (looked, waited)
     });
     commit_once_the_look_waits(&server, other, "released").await;
-    // Woken by the notification (the poll is an hour), not at once.
+    // Woken at once (the poll is an hour), but not before 20 ms.
     let (looked, waited) = within("the look and the wait after it", look)
         .await
         .expect("task");
@@ -341,24 +342,20 @@ async fn the_look_after_a_lost_race_waits_out_the_winners_start() {
         waited >= Duration::from_millis(19),
         "the wait after the lost race returned {waited:?} after the look"
     );
-    a.resign().await.expect("resign");
-    within("b woken by the release", b)
-        .await
-        .expect("task")
-        .resign()
-        .await
-        .expect("resign");
 }
 
-/// Whether `e`'s process listens on the election channel: the channels
-/// its session with the server listens on, asked through that session
-/// (ADR 0105: the session runs statements between its `LISTEN`s, so
-/// `pg_stat_activity` no longer tells a listening session by its last
-/// statement).
+/// Whether `e`'s process listens: the channels its session with the
+/// server listens on, asked through that session (ADR 0105: the session
+/// runs statements between its `LISTEN`s, so `pg_stat_activity` no longer
+/// tells a listening session by its last statement). A waiter in the
+/// queue listens on its session's own channel (ADR 0108), observers and
+/// lease sets on the election channel.
 async fn listening(e: &PostgresElection) -> bool {
     let channels = e.listening_channels().await.expect("the channels");
     assert!(
-        channels.iter().all(|c| c == "election:election"),
+        channels
+            .iter()
+            .all(|c| c == "election:election" || c.starts_with("election:wake:")),
         "listens on {channels:?}"
     );
     !channels.is_empty()

@@ -40,7 +40,7 @@ async fn creates_its_own_schema_and_nothing_else() {
         .expect("list");
     assert_eq!(
         tables,
-        "jobs_election.epochs,jobs_election.fences,jobs_election.heartbeats,jobs_election.leases,jobs_election.meta,public.leases,public.meta"
+        "jobs_election.epochs,jobs_election.fences,jobs_election.heartbeats,jobs_election.leases,jobs_election.meta,jobs_election.waiters,public.leases,public.meta"
     );
     assert_eq!(
         server
@@ -459,5 +459,56 @@ async fn a_version_4_schema_gets_the_value_columns() {
         .expect("age the value");
     assert_eq!(shown().await, None);
     term.resign().await.expect("resign");
+    e.close().await;
+}
+
+/// A version-6 schema (no waiters' queue) is migrated to version 7 at open
+/// (ADR 0108): the queue's table, sequence and function appear, and a
+/// waiter queues in it and is woken by the release (its poll is an hour).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_6_schema_gets_the_waiters_queue() {
+    let server = server();
+    let objects = "SELECT (SELECT count(*) FROM information_schema.tables \
+                   WHERE table_schema = 'election' AND table_name = 'waiters') \
+                   + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+                   WHERE n.nspname = 'election' AND p.proname = 'waiter_head') \
+                   + (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                   WHERE n.nspname = 'election' AND c.relname = 'waiter_seq')";
+    let e = migrated_from(
+        &server,
+        "DROP FUNCTION election.waiter_head(text, bigint); DROP TABLE election.waiters; \
+         DROP SEQUENCE election.waiter_seq; UPDATE election.meta SET value = 6",
+        &[(objects, "0")],
+    )
+    .await;
+    assert_eq!(server.sql(objects).expect("objects"), "3");
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a leads");
+    let b = e
+        .candidate("jobs", "b")
+        .expect("b")
+        .with_poll_interval(Duration::from_secs(3600))
+        .expect("poll");
+    let b = tokio::spawn(async move { b.campaign().await.expect("b wins") });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server
+        .sql("SELECT count(*) FROM election.waiters WHERE name = 'jobs'")
+        .expect("waiters")
+        != "1"
+    {
+        assert!(std::time::Instant::now() < deadline, "b never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.resign().await.expect("resign");
+    let b = tokio::time::timeout(Duration::from_secs(30), b)
+        .await
+        .expect("b woken by the release")
+        .expect("task");
+    assert!(b.epoch() > a.epoch());
+    b.resign().await.expect("resign");
     e.close().await;
 }
