@@ -11,6 +11,7 @@ use crate::keyed::EtcdKeyedClaims;
 use crate::options::EtcdOptions;
 use crate::store::Store;
 use crate::store::client::{Client, Credentials, Kind, Watched};
+use crate::store::clients::{self, ClientKey};
 use crate::store::proto::EVENT_DELETE;
 use crate::store::record;
 
@@ -89,16 +90,33 @@ impl EtcdElection {
         options: EtcdOptions,
         credentials: Option<Credentials>,
     ) -> Result<Self, Error> {
-        let client = Client::connect(
+        // One channel per process for these endpoints, credentials and
+        // timings (`store/clients.rs`); each opening still reads under its
+        // own prefix, which proves the cluster answers and the user may.
+        let key = ClientKey::new(
             endpoints,
+            credentials.as_ref(),
             options.timeout(),
             options.renew_every(),
-            credentials,
-            format!("{}/", options.key_prefix()).as_bytes(),
-        )
+        );
+        let (shared, client) = clients::shared(key, || {
+            Client::connect(
+                endpoints,
+                options.timeout(),
+                options.renew_every(),
+                credentials,
+            )
+        })
         .await?;
+        client
+            .probe(format!("{}/", options.key_prefix()).as_bytes())
+            .await?;
         Ok(EtcdElection {
-            store: Arc::new(Store { client, options }),
+            store: Arc::new(Store {
+                client,
+                options,
+                _shared: shared,
+            }),
         })
     }
 

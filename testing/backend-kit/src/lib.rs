@@ -26,6 +26,10 @@ use std::time::Duration;
 
 use election_url::{BackendUrl, Settings};
 
+/// The key prefix of the etcd store's URL (its elections' keys are
+/// `<prefix>/e/<name>`).
+const ETCD_PREFIX: &str = "election";
+
 /// A backend the test drivers run on, with the deployment it is started in
 /// (one NATS server, or a 3-node cluster with R3 buckets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -287,6 +291,35 @@ impl Kind {
     /// ```
     pub fn has_lease_rows(self) -> bool {
         matches!(self, Kind::Sqlite | Kind::Postgres)
+    }
+
+    /// Whether elections are keys of a key-value store that an operator
+    /// could delete by hand while a holder's lease runs
+    /// ([`Faults::delete_election_key`]): etcd.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert!(Kind::Etcd.has_election_keys());
+    /// assert!(!Kind::Sqlite.has_election_keys()); // rows: `has_lease_rows`
+    /// ```
+    pub fn has_election_keys(self) -> bool {
+        matches!(self, Kind::Etcd)
+    }
+
+    /// Whether the store keeps a history of revisions that an operator
+    /// compacts ([`Faults::compact`]): etcd.
+    ///
+    /// ```
+    /// use backend_kit::Kind;
+    ///
+    /// assert_eq!(
+    ///     Kind::ALL.iter().filter(|k| k.has_compaction()).collect::<Vec<_>>(),
+    ///     [&Kind::Etcd]
+    /// );
+    /// ```
+    pub fn has_compaction(self) -> bool {
+        matches!(self, Kind::Etcd)
     }
 
     /// Whether the deployment is one server a driver can kill and start
@@ -567,7 +600,7 @@ impl Store {
             Place::Postgres(server) => server.url(),
             Place::Nats(server) => server.url(),
             Place::NatsCluster(cluster) => format!("{}?replicas=3", cluster.urls().join(",")),
-            Place::Etcd(member) => format!("etcd://{}/election", member.endpoint()),
+            Place::Etcd(member) => format!("etcd://{}/{ETCD_PREFIX}", member.endpoint()),
         }
     }
 
@@ -705,6 +738,28 @@ pub trait Faults {
         &self,
         election: &str,
     ) -> impl Future<Output = Result<Option<String>, Error>> + Send;
+
+    /// Deletes `election`'s key by hand, as an operator would, while its
+    /// holder's lease still runs (etcd's `<prefix>/e/<name>`, the lease
+    /// left alone). Returns what happened, for a history (`deleted=N`);
+    /// `None` where elections are no such keys
+    /// ([`Kind::has_election_keys`]), which the default does.
+    fn delete_election_key(
+        &self,
+        election: &str,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        let _ = election;
+        std::future::ready(Ok(None))
+    }
+
+    /// Compacts the store's history up to its revision now, as an
+    /// operator (or the server's auto-compaction) would: every watch
+    /// started at an older revision is cancelled. Returns what happened,
+    /// for a history (`revision=N`); `None` where there is no such history
+    /// ([`Kind::has_compaction`]), which the default does.
+    fn compact(&self) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        std::future::ready(Ok(None))
+    }
 
     /// The NATS client port of the one nats-server (a driver's proxies
     /// forward to it); `None` elsewhere.
@@ -887,6 +942,38 @@ impl Faults for Store {
         }
     }
 
+    async fn delete_election_key(&self, election: &str) -> Result<Option<String>, Error> {
+        let Place::Etcd(member) = &self.place else {
+            return Ok(None);
+        };
+        // `election-etcd`'s layout: `<prefix>/e/<name>` (ADR 0109).
+        let key = format!("{ETCD_PREFIX}/e/{election}");
+        let deleted =
+            blocking(|| etcd_testkit::gateway::delete(&member.endpoint(), key.as_bytes()))?;
+        Ok(Some(format!("deleted={deleted}")))
+    }
+
+    async fn compact(&self) -> Result<Option<String>, Error> {
+        let Place::Etcd(member) = &self.place else {
+            return Ok(None);
+        };
+        let endpoint = member.endpoint();
+        blocking(|| {
+            let now = etcd_testkit::gateway::revision(&endpoint)?;
+            match etcd_testkit::gateway::compact(&endpoint, now) {
+                Ok(()) => Ok(Some(format!("revision={now}"))),
+                // Nothing written since the last compaction.
+                Err(e)
+                    if e.to_string()
+                        .contains("required revision has been compacted") =>
+                {
+                    Ok(Some(format!("revision={now} already-compacted")))
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
     fn nats_client_port(&self) -> Option<u16> {
         match &self.place {
             Place::Nats(server) => Some(server.client_port()),
@@ -905,7 +992,7 @@ impl Faults for Store {
     fn url_through(&self, port: u16) -> Option<String> {
         match &self.place {
             Place::Nats(_) => Some(format!("nats://127.0.0.1:{port}")),
-            Place::Etcd(_) => Some(format!("etcd://127.0.0.1:{port}/election")),
+            Place::Etcd(_) => Some(format!("etcd://127.0.0.1:{port}/{ETCD_PREFIX}")),
             _ => None,
         }
     }

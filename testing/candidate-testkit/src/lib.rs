@@ -36,7 +36,7 @@
 //! The crate's second binary, `lease-set-node`, runs one lease set in a
 //! process of its own and reports every change of what it holds
 //! ([`lease_set`]), for the multi-process lease-set tests of every backend
-//! (`tests/lease_set_*.rs`). Both binaries, and the torture suite's
+//! (`tests/it/lease_set/`, a module per backend). Both binaries, and the torture suite's
 //! `torture-candidate` and `torture-member`, parse their command lines
 //! with clap, the flags they share being one struct ([`args::Common`]).
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).

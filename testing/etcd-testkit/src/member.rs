@@ -50,8 +50,9 @@ impl Member {
 
     /// One member for the whole test process, started on first use: its
     /// tests tell their keys apart by prefix. It is never dropped; a shell
-    /// between it and this process kills it when this process ends, even by
-    /// `SIGKILL` (its stdin, a pipe from this process, closes). For faults
+    /// between it and this process kills it and removes its directory when
+    /// this process ends, even by `SIGKILL` (its stdin, a pipe from this
+    /// process, closes). For faults
     /// (kill, pause, restart) start a [`Member`] of the test's own.
     ///
     /// ```no_run
@@ -112,9 +113,16 @@ impl Member {
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let mut command = if self.guarded {
             // `"$@" &` runs etcd with stdin from /dev/null; `cat` waits for
-            // this process's end of the pipe to close.
+            // this process's end of the pipe to close. Then the member's
+            // directory goes too (its WAL alone preallocates 64 MB, and
+            // the shared member is never dropped to remove it).
             let mut c = Command::new("sh");
-            c.args(["-c", "\"$@\" & p=$!; cat >/dev/null; kill -9 $p", "sh"]);
+            c.args([
+                "-c",
+                "d=$1; shift; \"$@\" & p=$!; cat >/dev/null; kill -9 $p; wait $p; rm -rf \"$d\"",
+                "sh",
+            ]);
+            c.arg(self.dir.path());
             c.arg(etcd_bin()?);
             c.stdin(Stdio::piped());
             c

@@ -418,11 +418,13 @@ pub struct Report {
     pub liveness_bound: Duration,
     /// Every violation found, by check.
     pub violations: Vec<Violation>,
-    /// Deposed leaders that acted after a newer term was elected in a
-    /// bucket recreated meanwhile: not a violation (deleting the bucket is
-    /// an operator action after which only the fence protects, ADR 0015),
-    /// reported so a run shows the exposure.
-    pub across_recreate: Vec<Violation>,
+    /// Deposed leaders that acted after a newer term was elected across an
+    /// operator's action: a bucket recreated meanwhile, or the election's
+    /// key deleted by hand (`keydel`) with no other fault since. Not a
+    /// violation (docs/safety.md, "What an operator must never touch":
+    /// only the fence protects there, ADR 0015), reported so a run shows
+    /// the exposure.
+    pub across_operator: Vec<Violation>,
 }
 
 impl Report {
@@ -489,12 +491,11 @@ impl fmt::Display for Report {
                 secs(self.liveness_bound)
             )?,
         }
-        if !self.across_recreate.is_empty() {
+        if let Some(first) = self.across_operator.first() {
             writeln!(
                 f,
-                "  recreated   {} deposed leader(s) acted across a recreated bucket (not a violation: only the fence protects there, ADR 0015; first: {})",
-                self.across_recreate.len(),
-                self.across_recreate[0]
+                "  operator    {} deposed leader(s) acted across an operator's action, a recreated bucket or a key deleted by hand (not a violation: only the fence protects there, ADR 0015; first: {first})",
+                self.across_operator.len(),
             )?;
         }
         if self.is_safe() {
@@ -742,8 +743,8 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
     let unguarded = unguarded_attempts(run);
     check_fence(records, &unguarded, &mut violations);
     check_records(run, records, &mut violations);
-    let mut across_recreate = Vec::new();
-    check_one_actor(run, &elected, &mut violations, &mut across_recreate);
+    let mut across_operator = Vec::new();
+    check_one_actor(run, &elected, &mut violations, &mut across_operator);
     check_unguarded(records, &unguarded, &mut violations);
     let spans = term_spans(run);
     let last_heal_ns = run
@@ -787,7 +788,7 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
         leader_after_heal,
         liveness_bound: options.liveness_bound,
         violations,
-        across_recreate,
+        across_operator,
     };
     for line in &run.faults {
         if let FaultEvent::Fault { kind, .. } = line.event {
@@ -918,36 +919,44 @@ fn check_unguarded(
     }
 }
 
-/// Check 6. A deposed write whose newer term was elected in a bucket
-/// recreated after the deposed term began goes to `across_recreate`
-/// instead: deleting the bucket is an operator action after which only the
-/// fence protects the resource (docs/safety.md, ADR 0015), which checks 2
-/// and 4 still check.
+/// Check 6. A deposed write whose newer term was elected across an
+/// operator's action goes to `across_operator` instead: a bucket recreated
+/// (or its max age shortened) after the deposed term began and before the
+/// newer one was elected, or the election's key deleted by hand (`keydel`)
+/// then, the write begun before any later fault. After either only the
+/// fence protects the resource (docs/safety.md, "What an operator must
+/// never touch"; ADR 0015), which checks 2 and 4 still check.
 fn check_one_actor(
     run: &RunHistory,
     elected: &[Elected],
     violations: &mut Vec<Violation>,
-    across_recreate: &mut Vec<Violation>,
+    across_operator: &mut Vec<Violation>,
 ) {
-    let recreated: Vec<u64> = run
+    let began: Vec<(u64, FaultKind)> = run
         .faults
         .iter()
-        .filter(|l| {
-            matches!(
-                &l.event,
-                FaultEvent::Fault {
-                    kind: FaultKind::Recreate | FaultKind::MaxAge,
-                    ..
-                }
-            )
+        .filter_map(|l| match &l.event {
+            FaultEvent::Fault { kind, .. } => Some((l.mono_ns, *kind)),
+            _ => None,
         })
-        .map(|l| l.mono_ns)
         .collect();
-    // True if the bucket was recreated after term `epoch` began and
-    // before `newer` was elected.
-    let recreated_between = |epoch: u64, newer: &Elected| {
-        let began = elected.iter().find(|e| e.epoch == epoch).map(|e| e.mono_ns);
-        began.is_some_and(|began| recreated.iter().any(|&t| began < t && t <= newer.mono_ns))
+    // True if an operator's action came after term `epoch` began and
+    // before `newer` was elected, and (a hand delete) no other fault
+    // began between it and the write at `write_ns`.
+    let across = |epoch: u64, newer: &Elected, write_ns: u64| {
+        let Some(term) = elected.iter().find(|e| e.epoch == epoch).map(|e| e.mono_ns) else {
+            return false;
+        };
+        began.iter().any(|&(t, kind)| {
+            let between = term < t && t <= newer.mono_ns;
+            match kind {
+                FaultKind::Recreate | FaultKind::MaxAge => between,
+                FaultKind::KeyDelete => {
+                    between && !began.iter().any(|&(u, _)| t < u && u <= write_ns)
+                }
+                _ => false,
+            }
+        })
     };
     // The first term above `epoch` elected before `t`, if any.
     let newer_before = |epoch: u64, t: u64| {
@@ -978,8 +987,8 @@ fn check_one_actor(
                             began_ns: line.mono_ns,
                             newer: newer.clone(),
                         };
-                        if recreated_between(*epoch, newer) {
-                            across_recreate.push(found);
+                        if across(*epoch, newer, line.mono_ns) {
+                            across_operator.push(found);
                         } else {
                             violations.push(found);
                         }
@@ -1577,9 +1586,9 @@ mod tests {
             .insert(2, fault(510, true, FaultKind::Recreate, "bucket"));
         let report = checked(&run, &records);
         assert!(report.is_safe(), "{report}");
-        assert_eq!(report.across_recreate.len(), 1, "{report}");
+        assert_eq!(report.across_operator.len(), 1, "{report}");
         assert!(
-            report.to_string().contains("recreated   1 deposed"),
+            report.to_string().contains("operator    1 deposed"),
             "{report}"
         );
         // A recreate before term 1 began does not excuse it.
@@ -1587,7 +1596,34 @@ mod tests {
         run.faults[2].mono_ns = 6 * MS;
         let report = checked(&run, &records);
         assert_eq!(report.violations.len(), 1, "{report}");
-        assert!(report.across_recreate.is_empty(), "{report}");
+        assert!(report.across_operator.is_empty(), "{report}");
+    }
+
+    #[test]
+    fn check_6_spares_a_deposed_write_right_after_a_hand_delete_only() {
+        let (mut run, records) = clean();
+        // c0.1 began seq 3 at 2000 ms, after c1.1's term 2 (2 s).
+        late_write_of_term_1(&mut run);
+        // The key deleted by hand after term 1 began, before term 2.
+        run.faults
+            .insert(1, fault(500, false, FaultKind::KeyDelete, "c0.1"));
+        run.faults
+            .insert(2, fault(510, true, FaultKind::KeyDelete, "c0.1"));
+        let report = checked(&run, &records);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!(report.across_operator.len(), 1, "{report}");
+        // Another fault between the delete and the write: not excused.
+        run.faults
+            .insert(3, fault(1500, false, FaultKind::Stop, "c0.1"));
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert!(report.across_operator.is_empty(), "{report}");
+        // A delete before term 1 began excuses nothing either.
+        run.faults.remove(3);
+        run.faults[1].mono_ns = 5 * MS;
+        run.faults[2].mono_ns = 6 * MS;
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
     }
 
     #[test]

@@ -482,11 +482,19 @@ pub enum FaultKind {
     /// `leave` (`--lease-sets`): a member leaves the group cleanly (stops
     /// its membership, closes its set, exits).
     Leave,
+    /// `keydel`: the election's key deleted by hand while its holder's
+    /// lease runs (etcd): an operator's action after which only the
+    /// fence protects until the holder hears (docs/safety.md, "What an
+    /// operator must never touch").
+    KeyDelete,
+    /// `compact`: the store's history compacted up to its revision now
+    /// (etcd): watches begun at an older revision are cancelled.
+    Compact,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 31] = [
+    pub const ALL: [FaultKind; 33] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -518,6 +526,8 @@ impl FaultKind {
         FaultKind::Reboot,
         FaultKind::Join,
         FaultKind::Leave,
+        FaultKind::KeyDelete,
+        FaultKind::Compact,
     ];
 
     /// The kind's word in a history line.
@@ -554,6 +564,8 @@ impl FaultKind {
             FaultKind::Reboot => "reboot",
             FaultKind::Join => "join",
             FaultKind::Leave => "leave",
+            FaultKind::KeyDelete => "keydel",
+            FaultKind::Compact => "compact",
         }
     }
 }

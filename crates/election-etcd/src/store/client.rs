@@ -127,7 +127,6 @@ impl Client {
         timeout: Duration,
         keepalive: Duration,
         credentials: Option<Credentials>,
-        probe_key: &[u8],
     ) -> Result<Client, Error> {
         let bad = |reason: String| {
             Error::Config(election_core::ConfigError::BadSetting {
@@ -164,30 +163,36 @@ impl Client {
             token: Mutex::new(None),
             cluster: OnceLock::new(),
         };
-        let connect = |source: Cause| Error::Connect {
-            endpoints: endpoints.to_owned(),
-            source,
-        };
         if client.credentials.is_some() {
             client.authenticate().await.map_err(|e| match e {
                 Error::Unavailable {
                     source: Some(s), ..
-                } => connect(s),
+                } => client.connect_error(s),
                 e => e,
             })?;
         }
-        // One read (of a key the user may read) proves the cluster answers
-        // and fixes its ID.
-        client
-            .range(probe_key, Kind::Read)
+        Ok(client)
+    }
+
+    fn connect_error(&self, source: Cause) -> Error {
+        Error::Connect {
+            endpoints: self.endpoints.clone(),
+            source,
+        }
+    }
+
+    /// One read of `key` (a key the user may read): proves the cluster
+    /// answers (a failure is `Error::Connect`) and fixes its ID.
+    pub(crate) async fn probe(&self, key: &[u8]) -> Result<(), Error> {
+        self.range(key, Kind::Read)
             .await
+            .map(drop)
             .map_err(|e| match e {
                 Error::Unavailable { source, .. } => {
-                    connect(source.unwrap_or_else(|| "no answer".into()))
+                    self.connect_error(source.unwrap_or_else(|| "no answer".into()))
                 }
                 e => e,
-            })?;
-        Ok(client)
+            })
     }
 
     /// The addresses given.

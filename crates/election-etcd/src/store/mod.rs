@@ -1,9 +1,10 @@
 //! The store layer: the gRPC messages (`proto.rs`), the client over one
-//! channel (`client.rs`), the keys and values (`record.rs`), the waiters'
+//! channel (`client.rs`), one per process and endpoints (`clients.rs`), the keys and values (`record.rs`), the waiters'
 //! line (`queue.rs`), and [`Store`], what every election, claim and fence
 //! of one [`EtcdElection`](crate::EtcdElection) share.
 
 pub(crate) mod client;
+pub(crate) mod clients;
 pub(crate) mod proto;
 pub(crate) mod queue;
 pub(crate) mod record;
@@ -15,11 +16,14 @@ use crate::options::EtcdOptions;
 use client::{Client, Kind};
 use proto::{Compare, RequestOp, Target};
 
-/// One client and the options it serves.
+/// One client (the process's channel to these endpoints, shared) and the
+/// options it serves.
 #[derive(Debug)]
 pub(crate) struct Store {
-    pub(crate) client: Client,
+    pub(crate) client: std::sync::Arc<Client>,
     pub(crate) options: EtcdOptions,
+    /// Keeps the registry's entry of `client` alive (`clients.rs`).
+    pub(crate) _shared: std::sync::Arc<clients::SharedClient>,
 }
 
 impl Store {

@@ -4,6 +4,7 @@
 
 mod auth;
 mod behaviour;
+mod channels;
 mod common;
 mod conformance;
 mod faults;

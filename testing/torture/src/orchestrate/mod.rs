@@ -72,7 +72,7 @@ pub trait Mix: Copy {
 /// Every kind of the default mixes, in the order a mix lists them: the
 /// schedule draws a fault by its index in the mix, so this order is part
 /// of what a seed reproduces.
-const MIX_ORDER: [Fault; 20] = {
+const MIX_ORDER: [Fault; 22] = {
     use Fault::*;
     [
         Kill,
@@ -95,6 +95,10 @@ const MIX_ORDER: [Fault; 20] = {
         Recreate,
         MaxAge,
         Rollback,
+        // Last: the mixes of the backends that existed before them (and
+        // so their seeds) stay as they were.
+        KeyDelete,
+        Compact,
     ]
 };
 
@@ -156,6 +160,8 @@ impl Mix for Target {
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
             Clock => self.has_wall_clock(),
             RowDelete => self.has_lease_rows(),
+            KeyDelete => self.has_election_keys(),
+            Compact => self.has_compaction(),
             FenceDrop => self.is_database_file(),
             Server => self.has_server(),
             Blackhole | Drop | Deafen => self.is_proxied(),
@@ -625,6 +631,8 @@ impl Injector<'_> {
             Fault::Close => self.close(fault, writer).await?,
             Fault::Unguarded => self.unguarded(fault).await?,
             Fault::RowDelete => self.row_delete(fault).await?,
+            Fault::KeyDelete => self.key_delete(fault, writer).await?,
+            Fault::Compact => self.compact(fault).await?,
             Fault::FenceDrop => self.fence_drop(fault).await?,
             Fault::Recreate | Fault::MaxAge => self.bucket(fault).await?,
             Fault::Rollback => self.rollback(fault).await?,
@@ -1171,6 +1179,49 @@ impl Injector<'_> {
                 record.unwrap_or_default(),
             ));
         }
+        Ok(())
+    }
+
+    /// `keydel`: the election's key deleted by hand (its holder's lease
+    /// left running). Healed once deleted: the holder hears by its watch
+    /// or its next renewal, a contender may win first.
+    async fn key_delete(&mut self, fault: Fault, writer: &str) -> Result<(), Error> {
+        let Injector {
+            history,
+            store,
+            candidates,
+            ..
+        } = self;
+        let log = logger(history);
+        // The target is the holder believed now (none: a random one).
+        let holder = if candidates.leader().is_some() {
+            writer
+        } else {
+            "election-key"
+        };
+        log(FaultEvent::fault_or_heal(true, fault, holder, ""));
+        let what = store.delete_election_key(ELECTION).await?;
+        log(FaultEvent::fault_or_heal(
+            false,
+            fault,
+            holder,
+            what.unwrap_or_default(),
+        ));
+        Ok(())
+    }
+
+    /// `compact`: the store's history compacted up to its revision now.
+    async fn compact(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector { history, store, .. } = self;
+        let log = logger(history);
+        log(FaultEvent::fault_or_heal(true, fault, "history", ""));
+        let what = store.compact().await?;
+        log(FaultEvent::fault_or_heal(
+            false,
+            fault,
+            "history",
+            what.unwrap_or_default(),
+        ));
         Ok(())
     }
 
