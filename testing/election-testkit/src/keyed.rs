@@ -261,17 +261,22 @@ pub async fn keyed_no_release_after_loss<B: KeyedBackend>(b: &B) {
     assert!(!within("b asks", c.ask("rule3")).await.expect("ask"));
     // Take it from a until b wins it (a tries again at once, so it may win
     // every race: then its own newer term is what it holds and releases).
+    // Each take waits for a term newer than the one just taken (a's view of
+    // the older one may lag): the next take then takes a's newer term, never
+    // one b has just won.
+    let mut taken = first;
     for _ in 0..20 {
         if !b.take_away("rule3").await {
             break;
         }
         until("a new holder", || {
-            c.held("rule3") || a.epoch("rule3").is_some_and(|e| e > first)
+            c.held("rule3") || a.epoch("rule3").is_some_and(|e| e > taken)
         })
         .await;
         if c.held("rule3") {
             break;
         }
+        taken = a.epoch("rule3").unwrap_or(taken);
     }
     let by_c = c.epoch("rule3");
     a.close().await;
