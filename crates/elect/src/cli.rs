@@ -265,7 +265,7 @@ Examples:
 #[derive(Debug, Args)]
 pub(crate) struct Common {
     /// The backend: file:///dir, sqlite:///path/to/db, nats://host:port?bucket=B,
-    /// postgres://user@host/db or etcd://host:port[,host:port]/prefix
+    /// postgres://user@host/db or etcd://host:port,host:port/prefix
     /// [default: the file backend in a per-user runtime directory]
     #[arg(long, value_name = "URL")]
     pub(crate) backend: Option<String>,
