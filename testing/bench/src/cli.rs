@@ -48,6 +48,17 @@ use super::etcd::{ETCD_SETTLE, ETCD_TTL};
 use super::ofd::mono_ns;
 use crate::Result;
 
+/// The election every contender of this run campaigns for: `cli-<pid>`.
+/// A name of its own per run: a test server's store (PostgreSQL's from a
+/// per-machine template, a bench directory) starts its epochs again at
+/// every run, and `elect run` refuses a term below one it saw begin on
+/// this host under the same store and name (ADR 0099), as it must when a
+/// store is restored from a backup.
+fn election() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| format!("cli-{}", std::process::id()))
+}
+
 /// How long any one expected line may take before the bench gives up.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -170,7 +181,7 @@ impl Field {
             }
             Contender::Elect { bin, url, extra } => {
                 let mut cmd = Command::new(bin);
-                cmd.args(["run", "--backend", url, "--name", "cli"])
+                cmd.args(["run", "--backend", url, "--name", election()])
                     .args(extra)
                     .arg("--");
                 cmd
@@ -179,7 +190,7 @@ impl Field {
                 let mut cmd = Command::new(bin);
                 cmd.env("ETCDCTL_API", "3")
                     .arg(format!("--endpoints={endpoint}"))
-                    .args(["lock", &format!("--ttl={ttl}"), "cli"]);
+                    .args(["lock", &format!("--ttl={ttl}"), election()]);
                 cmd
             }
         };
@@ -722,7 +733,9 @@ pub(crate) fn waiter_rows(
             ),
         ),
         ("nats", elect(server.url(), ttl())),
-        ("postgres", elect(pg.url(), ttl())),
+        // A schema of its own: the store (a server from the same template
+        // as the CLI rows', its epochs from 2 again) differs from theirs.
+        ("postgres", elect(format!("{}?schema=waiters", pg.url()), ttl())),
         (
             "etcd",
             elect(format!("etcd://{etcd_endpoint}/bench-waiters"), ttl()),
