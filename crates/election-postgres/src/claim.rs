@@ -141,15 +141,26 @@ struct Queued {
 
 impl Queued {
     /// Writes the row of `attempt`'s `nonce` in the queue of `name`
-    /// (bounded by the request timeout) and starts its renewals.
-    async fn join(store: &Arc<PostgresStore>, name: &str, nonce: i64) -> Result<Queued, Error> {
-        store.waiter_renew(name, nonce, true).await?;
+    /// (bounded by the request timeout) and starts its renewals; with it,
+    /// whether the name's lease row was held when the write locked it
+    /// (`false`: released or gone, by a release that no notification
+    /// brought this attempt, which was not in line yet).
+    async fn join(
+        store: &Arc<PostgresStore>,
+        name: &str,
+        nonce: i64,
+    ) -> Result<(Queued, bool), Error> {
+        let held = store
+            .waiter_renew(name, nonce, true)
+            .await?
+            .is_none_or(|(_, held)| held);
         let (stop, stopped) = tokio::sync::oneshot::channel();
         tokio::spawn(keep_in_line(store.clone(), name.to_owned(), nonce, stopped));
-        Ok(Queued {
+        let queued = Queued {
             payload: notify::head_payload(nonce, name),
             _stop: stop,
-        })
+        };
+        Ok((queued, held))
     }
 }
 
@@ -339,7 +350,17 @@ impl ClaimRows for PostgresStore {
         ctx.session.listen(ctx.session.wake_channel.clone());
         if attempt.waiting.queue.is_none() {
             match Queued::join(ctx, name, attempt.nonce).await {
-                Ok(queued) => attempt.waiting.queue = Some(queued),
+                Ok((queued, held)) => {
+                    attempt.waiting.queue = Some(queued);
+                    if !held {
+                        // Released before this attempt was in line: no
+                        // release will wake it for that vacancy. Look now,
+                        // as a woken head does.
+                        attempt.waiting.woken = true;
+                        ctx.ready_soon();
+                        return Ok(());
+                    }
+                }
                 // Not queued: this wait is woken by every release of the
                 // name, as before the queue; the next wait tries again.
                 Err(e) => {

@@ -735,7 +735,10 @@ pub(crate) fn waiter_rows(
         ("nats", elect(server.url(), ttl())),
         // A schema of its own: the store (a server from the same template
         // as the CLI rows', its epochs from 2 again) differs from theirs.
-        ("postgres", elect(format!("{}?schema=waiters", pg.url()), ttl())),
+        (
+            "postgres",
+            elect(format!("{}?schema=waiters", pg.url()), ttl()),
+        ),
         (
             "etcd",
             elect(format!("etcd://{etcd_endpoint}/bench-waiters"), ttl()),

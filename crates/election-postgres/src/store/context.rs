@@ -666,7 +666,7 @@ impl PostgresStore {
         name: &str,
         nonce: i64,
         first: bool,
-    ) -> Result<Option<i64>, Error> {
+    ) -> Result<Option<(i64, bool)>, Error> {
         let ttl_ms = self.options.times.ttl_ms();
         let channel = self.session.wake_channel.clone();
         let statement = if first {
@@ -675,7 +675,7 @@ impl PostgresStore {
             self.sql.waiter_renew.clone()
         };
         self.write(SESSION, self.options.request_timeout(), async |conn| {
-            Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
+            Ok(sqlx::query_as(sqlx::AssertSqlSafe(statement))
                 .bind(name)
                 .bind(nonce)
                 .bind(&*channel)

@@ -343,7 +343,7 @@ impl Sql {
         // handover's claim.
         let waiter_write = |lock: &str| {
             format!(
-                "WITH lease AS (SELECT l.nonce FROM {s}.leases l WHERE l.name = $1{lock}),
+                "WITH lease AS (SELECT l.nonce, l.holder FROM {s}.leases l WHERE l.name = $1{lock}),
                  gone AS (
                     DELETE FROM {s}.waiters
                     WHERE name = $1 AND nonce <> $2 AND expires_at < now()
@@ -355,7 +355,7 @@ impl Sql {
                  ON CONFLICT (name, nonce) DO UPDATE
                  SET channel = excluded.channel, expires_at = excluded.expires_at,
                      seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
-                 RETURNING w.seq"
+                 RETURNING w.seq, EXISTS (SELECT 1 FROM lease WHERE lease.holder IS NOT NULL)"
             )
         };
         // Only the first write locks: a renewal of a row that releases
