@@ -512,26 +512,13 @@ pub(crate) fn rows(
     std::fs::create_dir_all(&flock_dir)?;
     let file_dir = s.dir.join("cli-file");
     std::fs::create_dir_all(&file_dir)?;
-    let server = crate::step("cli: start one nats-server", || {
-        Ok(nats_testkit::Server::start()?)
-    })?;
-    let pg = crate::step("cli: start one PostgreSQL server", || {
-        Ok(postgres_testkit::Server::start()?)
-    })?;
-    let etcd = crate::etcd::Etcd::start(s.log, notes)?;
-    // elect's etcd backend on the same member as `etcdctl lock` when the
-    // bench runs Debian's etcd; else on one etcd-testkit starts.
-    let own_etcd = match &etcd {
-        Some(_) => None,
-        None => Some(crate::step("cli: start one etcd member", || {
-            Ok(etcd_testkit::Member::start()?)
-        })?),
-    };
-    let etcd_endpoint = match (&etcd, &own_etcd) {
-        (Some(etcd), _) => etcd.endpoint().trim_start_matches("http://").to_owned(),
-        (None, Some(member)) => member.endpoint(),
-        (None, None) => return Err("no etcd member for the etcd rows".into()),
-    };
+    let Stores {
+        nats: server,
+        pg,
+        etcd,
+        own_etcd,
+        etcd_endpoint,
+    } = Stores::start("cli", s.log, notes)?;
     let lease = |url: String| Contender::Elect {
         bin: s.elect_bin.to_path_buf(),
         url,
@@ -691,26 +678,13 @@ pub(crate) fn waiter_rows(
     std::fs::create_dir_all(&flock_dir)?;
     let file_dir = s.dir.join("cli-waiters-file");
     std::fs::create_dir_all(&file_dir)?;
-    let server = crate::step("cli waiters: start one nats-server", || {
-        Ok(nats_testkit::Server::start()?)
-    })?;
-    let pg = crate::step("cli waiters: start one PostgreSQL server", || {
-        Ok(postgres_testkit::Server::start()?)
-    })?;
-    let etcd = crate::etcd::Etcd::start(s.log, notes)?;
-    // elect's etcd backend on the same member as `etcdctl lock` when the
-    // bench runs Debian's etcd; else on one etcd-testkit starts.
-    let own_etcd = match &etcd {
-        Some(_) => None,
-        None => Some(crate::step("cli waiters: start one etcd member", || {
-            Ok(etcd_testkit::Member::start()?)
-        })?),
-    };
-    let etcd_endpoint = match (&etcd, &own_etcd) {
-        (Some(etcd), _) => etcd.endpoint().trim_start_matches("http://").to_owned(),
-        (None, Some(member)) => member.endpoint(),
-        (None, None) => return Err("no etcd member for the etcd rows".into()),
-    };
+    let Stores {
+        nats: server,
+        pg,
+        etcd,
+        own_etcd,
+        etcd_endpoint,
+    } = Stores::start("cli waiters", s.log, notes)?;
     let elect = |url: String, extra: Vec<String>| Contender::Elect {
         bin: s.elect_bin.to_path_buf(),
         url,
@@ -834,6 +808,49 @@ pub(crate) fn waiter_rows(
     drop(server);
     drop(pg);
     Ok(())
+}
+
+/// The servers the CLI rows run on: one `nats-server`, one PostgreSQL
+/// server, `etcdctl lock`'s member when etcd is installed, and the etcd
+/// member `elect` runs on (that same one, else one etcd-testkit starts).
+struct Stores {
+    nats: nats_testkit::Server,
+    pg: postgres_testkit::Server,
+    etcd: Option<crate::etcd::Etcd>,
+    own_etcd: Option<etcd_testkit::Member>,
+    etcd_endpoint: String,
+}
+
+impl Stores {
+    /// Starts them, each a step of `what`.
+    fn start(what: &str, log: &Path, notes: &mut Vec<String>) -> Result<Stores> {
+        let nats = crate::step(&format!("{what}: start one nats-server"), || {
+            Ok(nats_testkit::Server::start()?)
+        })?;
+        let pg = crate::step(&format!("{what}: start one PostgreSQL server"), || {
+            Ok(postgres_testkit::Server::start()?)
+        })?;
+        let etcd = crate::etcd::Etcd::start(log, notes)?;
+        let own_etcd = match &etcd {
+            Some(_) => None,
+            None => Some(crate::step(
+                &format!("{what}: start one etcd member"),
+                || Ok(etcd_testkit::Member::start()?),
+            )?),
+        };
+        let etcd_endpoint = match (&etcd, &own_etcd) {
+            (Some(etcd), _) => etcd.endpoint().trim_start_matches("http://").to_owned(),
+            (None, Some(member)) => member.endpoint(),
+            (None, None) => return Err("no etcd member for the etcd rows".into()),
+        };
+        Ok(Stores {
+            nats,
+            pg,
+            etcd,
+            own_etcd,
+            etcd_endpoint,
+        })
+    }
 }
 
 /// The start row and the two clean-handover rows of `what` (its rows'
