@@ -445,6 +445,75 @@ pub trait Claim: Send + Sync + 'static {
         }
     }
 
+    /// Gives a won claim up handing it to `successor`
+    /// ([`Term::transfer`](crate::Term::transfer)): in the same atomic step
+    /// that releases the claim, stores a [`Handover`](crate::Handover)
+    /// that reserves the name for `successor` for `window`. Until a
+    /// candidate has seen the handover for `window` on its monotonic clock,
+    /// only `successor` may win the next term ([`try_claim`](Claim::try_claim)
+    /// of any other candidate answers "held"); `successor`'s claim wins at
+    /// once. Never called after a loss (rule 3); the attempt is closed with
+    /// [`End::Resigned`] after it, or [`End::Failed`] if it failed (close
+    /// gives up whatever may be held; the reservation may or may not
+    /// stand, and is bounded by `window` either way).
+    ///
+    /// The default says [`ConfigError::Unsupported`], and
+    /// [`transfers`](Claim::transfers) false: the core then refuses the
+    /// transfer before it ends the term.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::{Claim, End, Identity};
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = MemoryBackend::new();
+    /// let (a, b, c) = (backend.claim("jobs", "a")?, backend.claim("jobs", "b")?, backend.claim("jobs", "c")?);
+    /// let mut held = a.open().await?;
+    /// assert!(a.try_claim(&mut held).await?.is_some());
+    /// a.release_to(&mut held, &Identity::new("b")?, Duration::from_secs(60)).await?;
+    /// a.close(held, End::Resigned);
+    /// let mut other = c.open().await?;
+    /// assert!(c.try_claim(&mut other).await?.is_none()); // reserved for b
+    /// c.close(other, End::NeverWon);
+    /// let mut next = b.open().await?;
+    /// assert!(b.try_claim(&mut next).await?.is_some());
+    /// b.close(next, End::Dropped);
+    /// # Ok(()) }
+    /// ```
+    fn release_to(
+        &self,
+        attempt: &mut Self::Attempt,
+        successor: &Identity,
+        window: Duration,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (attempt, successor, window);
+        let backend = self.backend();
+        async move {
+            Err(Error::Config(ConfigError::Unsupported {
+                what: "transfer (handing the term to a successor)",
+                backend,
+            }))
+        }
+    }
+
+    /// Whether [`release_to`](Claim::release_to) is implemented: checked by
+    /// [`Term::transfer`](crate::Term::transfer) before it ends the term,
+    /// so a backend without it leaves the term untouched. Default: false.
+    ///
+    /// ```
+    /// use election_core::Claim;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// assert!(MemoryBackend::new().claim("jobs", "a")?.transfers());
+    /// # Ok(()) }
+    /// ```
+    fn transfers(&self) -> bool {
+        false
+    }
+
     /// Gives a won claim up on resign. Never called after a loss (rule 3).
     ///
     /// ```

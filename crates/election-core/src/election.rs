@@ -8,8 +8,8 @@ use futures::Stream;
 #[cfg(doc)]
 use crate::LeaseSet;
 use crate::{
-    Candidate, Claim, ConfigError, ElectionName, Error, Identity, Leader, Revocation, Revoked,
-    StoreId,
+    Candidate, Claim, ConfigError, ElectionName, Error, Handover, Identity, Leader, Revocation,
+    Revoked, StoreId, TransferRequest,
 };
 
 /// What every backend's façade (`FileElection`, `SqliteElection`,
@@ -278,6 +278,76 @@ pub trait Election: Send + Sync {
         &self,
         name: &str,
     ) -> impl Future<Output = Result<Option<Revocation>, Error>> + Send {
+        let _ = name;
+        async { Ok(None) }
+    }
+
+    /// Asks the holder of `name`'s current term, on behalf of `by`, to hand
+    /// it to `to` (ADR 0112): stores a [`TransferRequest`] beside the term,
+    /// conditioned on the term's epoch, which the holder's watch reports
+    /// ([`Term::transfer_requested`](crate::Term::transfer_requested)).
+    /// Returns the request stored, or `None` when no term holds the name.
+    /// A later request replaces an earlier one; a request never outlives
+    /// its term. The holder decides whether and when to hand over.
+    ///
+    /// Cancel safety: a dropped call may or may not have stored the
+    /// request (as with [`Error::OutcomeUnknown`]); asking again is safe.
+    ///
+    /// Failure model: [`Error::Config`] for an invalid name and
+    /// [`ConfigError::Unsupported`] where the backend cannot carry requests
+    /// (the default); [`Error::Unavailable`] or [`Error::OutcomeUnknown`]
+    /// when the store cannot be reached; [`Error::Corrupt`] for a damaged
+    /// record.
+    ///
+    /// ```
+    /// use election_core::{Election, Error, Identity};
+    ///
+    /// /// Asks whoever leads `name` to hand it to `to`.
+    /// async fn hand_to<E: Election>(election: &E, name: &str, to: &str) -> Result<(), Error> {
+    ///     let (to, by) = (Identity::new(to)?, Identity::new("deploy/7")?);
+    ///     match election.request_transfer(name, &to, &by).await? {
+    ///         Some(r) => println!("asked the term of epoch {} to go to {}", r.epoch, r.to),
+    ///         None => println!("nobody leads {name}"),
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> impl Future<Output = Result<Option<TransferRequest>, Error>> + Send {
+        let _ = (name, to, by);
+        async {
+            Err(Error::Config(ConfigError::Unsupported {
+                what: "transfer requests",
+                backend: "this backend",
+            }))
+        }
+    }
+
+    /// The handover of election `name` that no term has followed yet, if
+    /// any: what [`Term::transfer`](crate::Term::transfer) stored, shown by
+    /// `elect leader` and `elect observe` while the name is reserved for
+    /// the successor. The default (a backend that cannot transfer):
+    /// `Ok(None)`.
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model: as
+    /// [`leader`](Election::leader)'s.
+    ///
+    /// ```
+    /// use election_core::{Election, Error};
+    ///
+    /// /// Says whether `name` is reserved for a successor.
+    /// async fn show<E: Election>(election: &E, name: &str) -> Result<(), Error> {
+    ///     if let Some(h) = election.handover(name).await? {
+    ///         println!("{name}: {h}");
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    fn handover(&self, name: &str) -> impl Future<Output = Result<Option<Handover>, Error>> + Send {
         let _ = name;
         async { Ok(None) }
     }

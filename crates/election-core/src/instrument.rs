@@ -18,6 +18,8 @@ pub(crate) const TERMS_WON: &str = "election_terms_won_total";
 pub(crate) const TERMS_LOST: &str = "election_terms_lost_total";
 /// Terms their holder ended with a resign.
 pub(crate) const TERMS_RESIGNED: &str = "election_terms_resigned_total";
+/// Terms this process handed to a successor (a subset of the resigned).
+pub(crate) const TERMS_TRANSFERRED: &str = "election_terms_transferred_total";
 /// Terms their holder ended by dropping them (or their `lead`).
 pub(crate) const TERMS_DROPPED: &str = "election_terms_dropped_total";
 /// 1 while this process leads the election, else 0.
@@ -57,6 +59,10 @@ pub fn describe_metrics() {
         "Terms the backend took away or could no longer prove held (reason: expired, revoked, failed)."
     );
     describe_counter!(TERMS_RESIGNED, "Terms this process ended with a resign.");
+    describe_counter!(
+        TERMS_TRANSFERRED,
+        "Terms this process handed to a named successor (also counted resigned)."
+    );
     describe_counter!(
         TERMS_DROPPED,
         "Terms this process ended by dropping the term or its lead."
@@ -141,6 +147,12 @@ pub(crate) fn term_ended(name: &ElectionName, backend: &'static str, reason: &Lo
                 .increment(1);
         }
     }
+}
+
+/// Counts a term of `name` handed to a successor (its end is counted
+/// resigned by [`term_ended`]).
+pub(crate) fn term_transferred(name: &ElectionName, backend: &'static str) {
+    metrics::counter!(TERMS_TRANSFERRED, "name" => label(name), "backend" => backend).increment(1);
 }
 
 /// Counts a won term of `name` and the campaign's wait for it.

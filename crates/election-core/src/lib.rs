@@ -102,6 +102,7 @@ mod slots;
 mod store_id;
 mod term;
 mod term_state;
+mod transfer;
 mod write_token;
 
 pub use campaign::{Candidate, DEFAULT_POLL_INTERVAL, MAX_RETRY_PAUSE, RetryState, retry_pause};
@@ -129,6 +130,7 @@ pub use slots::{MAX_SLOTS, SlotCandidate, SlotTerm, Slots};
 pub use store_id::StoreId;
 pub use term::{Term, TermLease};
 pub use term_state::TermReporter;
+pub use transfer::{Handover, MAX_TRANSFER_WINDOW, TransferRequest};
 pub use write_token::{WriteToken, unguarded};
 
 /// Locks `m`, recovering from poisoning: every lock of the crate guards

@@ -8,6 +8,7 @@ use crate::claim::{End, WatchGuard};
 use crate::term_state::TermState;
 use crate::{
     Claim, ElectionName, Epoch, Error, Identity, LeaderValue, Lease, LeaseLost, LossReason,
+    TransferRequest,
 };
 
 /// A cheap, cloneable view of a term: its epoch and lost signal, without
@@ -360,6 +361,134 @@ impl<C: Claim> Term<C> {
     /// # Ok(()) }
     /// ```
     pub async fn resign(&self) -> Result<(), Error> {
+        self.end_term(None).await
+    }
+
+    /// Ends the term handing the name to `to` (ADR 0112): the backend
+    /// releases the claim and, in the same atomic step, reserves the name
+    /// for `to` for `window` ([`Claim::release_to`]). Until then only `to`
+    /// may win the next term; after it anyone may, so a successor that died
+    /// holds the name up at most `window` (at most
+    /// [`MAX_TRANSFER_WINDOW`](crate::MAX_TRANSFER_WINDOW)). The
+    /// successor's term has a higher epoch, as every term: a fence refuses
+    /// this term's tokens from the successor's first write.
+    ///
+    /// Everything else is [`resign`](Self::resign)'s: the leases read lost
+    /// ([`LossReason::Resigned`]) from the first poll, before the handover
+    /// is sent; a second call (or a resign) waits for the first and returns
+    /// its outcome; [`Error::Lost`] if the term had been lost, and then
+    /// nothing is released (rule 3).
+    ///
+    /// Cancel safety: as `resign`'s. A dropped call leaves the term ending;
+    /// a later call runs the handover again; dropping the term closes the
+    /// attempt with [`End::Dropped`], which gives the claim up without a
+    /// reservation.
+    ///
+    /// Failure model: [`Error::Config`] before anything changes, if `to` is
+    /// this term's own identity, `window` is zero or above the maximum, or
+    /// the backend cannot transfer ([`Claim::transfers`]): the term goes
+    /// on. If the backend's handover fails, the attempt is closed with
+    /// [`End::Failed`] (which gives up whatever it may hold; a reservation
+    /// may or may not stand, bounded by `window`) and the error is
+    /// returned.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{Candidate, Identity};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "web-1")?).campaign().await?;
+    /// let old = term.epoch();
+    /// term.transfer(&Identity::new("web-2")?, Duration::from_secs(15)).await?;
+    /// // Nobody else wins now; web-2 does, above the old epoch.
+    /// assert!(Candidate::new(backend.claim("jobs", "web-3")?).try_campaign().await?.is_none());
+    /// let next = Candidate::new(backend.claim("jobs", "web-2")?).campaign().await?;
+    /// assert!(next.epoch() > old);
+    /// # Ok(()) }
+    /// ```
+    pub async fn transfer(&self, to: &Identity, window: std::time::Duration) -> Result<(), Error> {
+        let bad = |reason: String| {
+            Err(Error::Config(crate::ConfigError::BadSetting {
+                setting: "transfer",
+                reason,
+            }))
+        };
+        if to == &self.state.identity {
+            return bad(format!("{to} cannot hand its own term to itself"));
+        }
+        if window.is_zero() || window > crate::MAX_TRANSFER_WINDOW {
+            return bad(format!(
+                "the window {window:?} must be above zero and at most {:?}",
+                crate::MAX_TRANSFER_WINDOW
+            ));
+        }
+        {
+            let slot = self.held.lock().await;
+            if let Some(held) = slot.as_ref() {
+                let claim = &held.guard.claim;
+                if !claim.transfers() {
+                    return Err(Error::Config(crate::ConfigError::Unsupported {
+                        what: "transfer (handing the term to a successor)",
+                        backend: claim.backend(),
+                    }));
+                }
+            }
+        }
+        self.end_term(Some((to, window))).await
+    }
+
+    /// Resolves with the first request that this term be handed over
+    /// ([`Election::request_transfer`](crate::Election::request_transfer)),
+    /// as the backend's watch reports it; at once if one was reported.
+    /// Pending forever on a backend that cannot carry requests, and after
+    /// the term ended (no request is reported then). A request only asks:
+    /// the holder calls [`transfer`](Self::transfer) when its work is at a
+    /// point to stop (`elect run` stops its command first).
+    ///
+    /// Cancel safety: cancel safe (a read of the term's state).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{Candidate, Election, Identity};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "web-1")?).campaign().await?;
+    /// let to = Identity::new("web-2")?;
+    /// backend.request_transfer("jobs", &to, &Identity::new("deploy")?).await?;
+    /// let request = term.transfer_requested().await;
+    /// term.transfer(&request.to, Duration::from_secs(15)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn transfer_requested(&self) -> TransferRequest {
+        self.state.wait_transfer_request().await
+    }
+
+    /// The latest request that this term be handed over, if one was
+    /// reported ([`transfer_requested`](Self::transfer_requested) without
+    /// waiting).
+    ///
+    /// ```
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert!(term.transfer_request().is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn transfer_request(&self) -> Option<TransferRequest> {
+        self.state.transfer_request()
+    }
+
+    /// What [`resign`](Self::resign) and [`transfer`](Self::transfer)
+    /// share: the term's end by its holder, releasing the claim (to a
+    /// successor when `to` is given).
+    async fn end_term(&self, to: Option<(&Identity, std::time::Duration)>) -> Result<(), Error> {
         if let Some(outcome) = self.outcome.get() {
             return outcome.clone();
         }
@@ -378,10 +507,25 @@ impl<C: Claim> Term<C> {
             Ok(()) => {
                 held.watch.take();
                 let claim = held.guard.claim.clone();
-                match claim.release(held.guard.attempt()).await {
+                let released = match to {
+                    None => claim.release(held.guard.attempt()).await,
+                    Some((to, window)) => claim.release_to(held.guard.attempt(), to, window).await,
+                };
+                match released {
                     Ok(()) => {
                         held.close(End::Resigned);
-                        tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), "resigned");
+                        match to {
+                            None => {
+                                tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), "resigned")
+                            }
+                            Some((to, window)) => {
+                                crate::instrument::term_transferred(
+                                    &self.state.name,
+                                    claim.backend(),
+                                );
+                                tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), %to, ?window, "handed over")
+                            }
+                        }
                         Ok(())
                     }
                     Err(e) => {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{ElectionName, Epoch, Identity, LeaseLost, LossReason};
+use crate::{ElectionName, Epoch, Identity, LeaseLost, LossReason, TransferRequest};
 
 /// Where a term is in its life, as the backend sees it: this decides
 /// between release and close after a loss (rule 3).
@@ -65,6 +65,9 @@ pub(crate) struct TermState {
     /// The `backend` label of its metrics ([`Claim::backend`](crate::Claim::backend)).
     pub(crate) backend: &'static str,
     status: watch::Sender<Status>,
+    /// The latest request that this term be handed over (ADR 0112), as
+    /// the backend's watch reported it.
+    transfer: watch::Sender<Option<TransferRequest>>,
     /// What the metrics know of this term: [`FRESH`], [`LEADING`] (counted
     /// won, the leader gauge raised) or [`ENDED`].
     accounting: AtomicU8,
@@ -112,6 +115,7 @@ impl TermState {
             epoch,
             backend,
             status,
+            transfer: watch::channel(None).0,
             accounting: AtomicU8::new(if instrumented { FRESH } else { ENDED }),
             instrumented,
         })
@@ -319,6 +323,41 @@ impl TermState {
         }
     }
 
+    /// Records a request to hand this term over; false (and ignored) if it
+    /// names another epoch or repeats the one recorded.
+    pub(crate) fn transfer_requested(&self, request: TransferRequest) -> bool {
+        if request.epoch != self.epoch {
+            return false;
+        }
+        self.transfer.send_if_modified(|now| {
+            if now.as_ref() == Some(&request) {
+                return false;
+            }
+            *now = Some(request);
+            true
+        })
+    }
+
+    /// The latest request to hand this term over.
+    pub(crate) fn transfer_request(&self) -> Option<TransferRequest> {
+        self.transfer.borrow().clone()
+    }
+
+    /// Resolves with the first request to hand this term over (at once if
+    /// one was reported).
+    pub(crate) async fn wait_transfer_request(&self) -> TransferRequest {
+        let mut rx = self.transfer.subscribe();
+        loop {
+            if let Some(r) = rx.borrow_and_update().clone() {
+                return r;
+            }
+            // `changed` cannot fail: `self` holds the sender.
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// A receiver of every change of the term's status (renewals, loss, end).
     pub(crate) fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
@@ -418,6 +457,27 @@ impl TermReporter {
     /// ```
     pub fn is_lost(&self) -> bool {
         self.state.backend_loss().is_some()
+    }
+
+    /// Reports a request, read from the store, that the holder hand this
+    /// term to a successor ([`Election::request_transfer`](crate::Election::request_transfer)).
+    /// Returns true if it was new; a request for another epoch (an earlier
+    /// term's) is ignored. The term only reports it
+    /// ([`Term::transfer_requested`](crate::Term::transfer_requested)): the
+    /// holder decides whether and when to hand over.
+    ///
+    /// ```
+    /// use election_core::{Identity, TermReporter, TransferRequest};
+    ///
+    /// /// A backend's renewal found a request stored beside the term.
+    /// fn on_request(reporter: &TermReporter, to: &str, by: &str) -> Result<bool, election_core::Error> {
+    ///     let request = TransferRequest::new(Identity::new(to)?, Identity::new(by)?, reporter.epoch(), None);
+    ///     Ok(reporter.transfer_requested(request))
+    /// }
+    /// # let _ = on_request;
+    /// ```
+    pub fn transfer_requested(&self, request: TransferRequest) -> bool {
+        self.state.transfer_requested(request)
     }
 
     /// The epoch of the watched term.

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use election_core::{
-    Clock, ConfigError, ElectionName, Epoch, Error as CoreError, Identity, Leader, Probe,
-    Revocation, Revoked, StoreId,
+    Clock, ConfigError, ElectionName, Epoch, Error as CoreError, Handover, Identity, Leader, Probe,
+    Revocation, Revoked, StoreId, TransferRequest,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -565,6 +565,38 @@ pub trait ElectionSteps: Send + Sync {
         &'a self,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Revocation>, CoreError>>;
+
+    /// Asks `name`'s holder, on behalf of `by`, to hand the term to `to`
+    /// ([`Election::request_transfer`](election_core::Election::request_transfer);
+    /// a backend whose `Election` does not override it says
+    /// [`ConfigError::Unsupported`]).
+    ///
+    /// ```
+    /// # async fn check(o: &dyn election_driver::Opened) -> Result<(), Box<dyn std::error::Error>> {
+    /// let (to, by) = (election_core::Identity::new("web-2")?, election_core::Identity::new("deploy")?);
+    /// if let Some(r) = o.request_transfer("jobs", &to, &by).await? {
+    ///     println!("{r}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn request_transfer<'a>(
+        &'a self,
+        name: &'a str,
+        to: &'a Identity,
+        by: &'a Identity,
+    ) -> BoxFuture<'a, Result<Option<TransferRequest>, CoreError>>;
+
+    /// The handover of `name` no term has followed yet
+    /// ([`Election::handover`](election_core::Election::handover)).
+    ///
+    /// ```
+    /// # async fn check(o: &dyn election_driver::Opened) -> Result<(), election_core::Error> {
+    /// if let Some(h) = o.handover("jobs").await? {
+    ///     println!("{h}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn handover<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Handover>, CoreError>>;
 }
 
 impl<E> ElectionSteps for E
@@ -629,6 +661,19 @@ where
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Revocation>, CoreError>> {
         election_core::Election::revocation(self, name).boxed()
+    }
+
+    fn request_transfer<'a>(
+        &'a self,
+        name: &'a str,
+        to: &'a Identity,
+        by: &'a Identity,
+    ) -> BoxFuture<'a, Result<Option<TransferRequest>, CoreError>> {
+        election_core::Election::request_transfer(self, name, to, by).boxed()
+    }
+
+    fn handover<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Handover>, CoreError>> {
+        election_core::Election::handover(self, name).boxed()
     }
 }
 

@@ -47,6 +47,13 @@ trait DynClaim: Send + Sync + fmt::Debug + 'static {
         value: &'a LeaderValue,
     ) -> BoxFuture<'a, Result<(), Error>>;
     fn release<'a>(&'a self, a: &'a mut AnyAttempt) -> BoxFuture<'a, Result<(), Error>>;
+    fn transfers(&self) -> bool;
+    fn release_to<'a>(
+        &'a self,
+        a: &'a mut AnyAttempt,
+        to: &'a Identity,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>>;
     fn close(&self, a: AnyAttempt, end: End);
     fn leader(&self) -> BoxFuture<'_, Result<Option<Leader>, Error>>;
 }
@@ -127,6 +134,23 @@ impl<C: Claim + fmt::Debug> DynClaim for C {
         async move {
             match a.0.downcast_mut::<C::Attempt>() {
                 Some(a) => Claim::release(self, a).await,
+                None => Err(mismatch(Claim::name(self))),
+            }
+        }
+        .boxed()
+    }
+    fn transfers(&self) -> bool {
+        Claim::transfers(self)
+    }
+    fn release_to<'a>(
+        &'a self,
+        a: &'a mut AnyAttempt,
+        to: &'a Identity,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        async move {
+            match a.0.downcast_mut::<C::Attempt>() {
+                Some(a) => Claim::release_to(self, a, to, window).await,
                 None => Err(mismatch(Claim::name(self))),
             }
         }
@@ -213,6 +237,17 @@ impl Claim for AnyClaim {
     }
     async fn proclaim(&self, attempt: &mut AnyAttempt, value: &LeaderValue) -> Result<(), Error> {
         self.0.proclaim(attempt, value).await
+    }
+    fn transfers(&self) -> bool {
+        self.0.transfers()
+    }
+    async fn release_to(
+        &self,
+        attempt: &mut AnyAttempt,
+        successor: &Identity,
+        window: Duration,
+    ) -> Result<(), Error> {
+        self.0.release_to(attempt, successor, window).await
     }
     async fn release(&self, attempt: &mut AnyAttempt) -> Result<(), Error> {
         self.0.release(attempt).await

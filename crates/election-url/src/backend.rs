@@ -399,6 +399,19 @@ impl election_core::Election for Backend {
     async fn revocation(&self, name: &str) -> Result<Option<election_core::Revocation>, CoreError> {
         self.0.revocation(name).await
     }
+
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &election_core::Identity,
+        by: &election_core::Identity,
+    ) -> Result<Option<election_core::TransferRequest>, CoreError> {
+        self.0.request_transfer(name, to, by).await
+    }
+
+    async fn handover(&self, name: &str) -> Result<Option<election_core::Handover>, CoreError> {
+        self.0.handover(name).await
+    }
 }
 
 /// What [`BackendUrl::open_or_pending`](crate::BackendUrl::open_or_pending)

@@ -209,6 +209,56 @@ pub trait Backend: Send + Sync {
         async { None }
     }
 
+    /// Asks `name`'s holder, on behalf of `by`, to hand its term to `to`
+    /// through the backend's `Election::request_transfer` (a fresh
+    /// handle), or `None` if the backend cannot carry requests (the
+    /// request case then checks nothing).
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let (to, by) = (Identity::new("b").expect("id"), Identity::new("ops").expect("id"));
+    /// // Nobody leads: nobody to ask.
+    /// let none = Backend::request_transfer(&MemoryBackend::new(), "jobs", &to, &by).await;
+    /// assert!(matches!(none, Some(Ok(None))));
+    /// # }
+    /// ```
+    fn request_transfer(
+        &self,
+        name: &str,
+        to: &election_core::Identity,
+        by: &election_core::Identity,
+    ) -> impl Future<Output = Option<Result<Option<election_core::TransferRequest>, Error>>> + Send
+    {
+        let _ = (name, to, by);
+        async { None }
+    }
+
+    /// The handover of `name` the backend shows (`Election::handover`, a
+    /// fresh handle), or `None` if the backend shows none.
+    ///
+    /// ```
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let none = Backend::handover(&MemoryBackend::new(), "jobs").await;
+    /// assert!(matches!(none, Some(Ok(None))));
+    /// # }
+    /// ```
+    fn handover(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Option<Result<Option<election_core::Handover>, Error>>> + Send {
+        let _ = name;
+        async { None }
+    }
+
     /// Claims of `identity` for each of `names`, in order, on one opened
     /// backend (the slot cases make a claim per slot and per name a slot
     /// candidate reads: up to 65 at once). The default calls
@@ -724,6 +774,199 @@ pub async fn revoke_is_fenced_and_the_next_term_is_above_it<B: Backend>(b: &B) {
     next.resign().await.expect("resign");
 }
 
+/// A transfer (ADR 0112) hands the name to the named successor: a
+/// candidate that was already waiting does not win meanwhile, even though
+/// the successor starts campaigning only after the handover; readers show
+/// the handover, then the successor; the successor's epoch is above the
+/// old term's, so a fence that saw the successor refuses the old holder;
+/// when the successor resigns, the waiting candidate wins.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::conformance::transfer_hands_the_name_to_the_successor(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn transfer_hands_the_name_to_the_successor<B: Backend>(b: &B) {
+    use fencing::{Fence, MemoryFence, ResourceName, Token};
+    let a = candidate(b, "handed", "a").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let old = term.epoch();
+    let token = Token::issue(&term).expect("a token of a live term");
+    let fence = MemoryFence::new();
+    let resource = ResourceName::new("orders").expect("resource");
+    fence.advance(&resource, token).await.expect("a's write");
+    // c waits for the name before the handover.
+    let c = candidate(b, "handed", "c").await;
+    let waiting = tokio::spawn(async move { c.campaign().await });
+    let successor = election_core::Identity::new("b").expect("identity");
+    within(
+        "a transfers",
+        term.transfer(&successor, Duration::from_secs(120)),
+    )
+    .await
+    .expect("a hands its term to b");
+    let lost = term.lease().loss().expect("a's leases read lost");
+    assert!(lost.reason.is_end(), "a transfer is an end: {lost:?}");
+    // Anyone else trying now finds the name reserved.
+    let d = candidate(b, "handed", "d").await;
+    let tried = within("d tries once", d.try_campaign())
+        .await
+        .expect("d's try");
+    assert!(tried.is_none(), "d won a name reserved for b");
+    if let Some(shown) = b.handover("handed").await {
+        let shown = shown.expect("handover read").expect("the handover shown");
+        assert_eq!(
+            (shown.from.as_str(), shown.to.as_str(), shown.epoch),
+            ("a", "b", old)
+        );
+    }
+    let next = within(
+        "b after the transfer",
+        candidate(b, "handed", "b").await.campaign(),
+    )
+    .await
+    .expect("b wins");
+    assert!(
+        !waiting.is_finished(),
+        "c won a name reserved for b: {:?}",
+        waiting.await
+    );
+    assert!(
+        next.epoch() > old,
+        "b's term {} is not above {old}",
+        next.epoch()
+    );
+    let observer = candidate(b, "handed", "observer").await;
+    let shown = observer.leader().await.expect("leader").expect("a leader");
+    assert_eq!((shown.identity.as_str(), shown.epoch), ("b", next.epoch()));
+    if let Some(shown) = b.handover("handed").await {
+        assert_eq!(
+            shown.expect("handover read"),
+            None,
+            "a handover shown in b's term"
+        );
+    }
+    fence
+        .advance(&resource, Token::issue(&next).expect("b's token"))
+        .await
+        .expect("b's first write");
+    let late = fence
+        .fenced(&resource, token, || async { "a's write" })
+        .await;
+    assert!(
+        matches!(late, Err(fencing::Error::Stale { .. })),
+        "a fence that saw b accepted a's write: {late:?}"
+    );
+    next.resign().await.expect("b resigns");
+    let third = within("c after b", waiting)
+        .await
+        .expect("join")
+        .expect("c wins");
+    assert!(third.epoch() > next.epoch());
+    third.resign().await.expect("resign");
+}
+
+/// A transfer to a successor that never campaigns holds the name for its
+/// window only: another candidate wins, but not before the window has
+/// passed since the handover began.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::conformance::a_transfer_to_an_absent_successor_ends_with_its_window(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn a_transfer_to_an_absent_successor_ends_with_its_window<B: Backend>(b: &B) {
+    let window = Duration::from_secs(2);
+    let a = candidate(b, "absent", "a").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let old = term.epoch();
+    let c = candidate(b, "absent", "c").await;
+    let waiting = tokio::spawn(async move { c.campaign().await });
+    let ghost = election_core::Identity::new("ghost").expect("identity");
+    let began = tokio::time::Instant::now();
+    within("a transfers", term.transfer(&ghost, window))
+        .await
+        .expect("a hands its term to ghost");
+    let next = within("c after the window", waiting)
+        .await
+        .expect("join")
+        .expect("c wins");
+    let waited = began.elapsed();
+    assert!(
+        waited >= window,
+        "c won {waited:?} after a handover reserved for {window:?}"
+    );
+    assert!(next.epoch() > old);
+    next.resign().await.expect("resign");
+}
+
+/// A transfer request reaches the holder's term, with the term's epoch
+/// and who asked; with nobody leading there is nobody to ask. A bad
+/// transfer (to the holder itself, a zero window) is refused before
+/// anything changes: the term goes on.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::conformance::a_transfer_request_reaches_the_holder(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn a_transfer_request_reaches_the_holder<B: Backend>(b: &B) {
+    let (to, by) = (
+        election_core::Identity::new("b").expect("identity"),
+        election_core::Identity::new("deploy/7").expect("identity"),
+    );
+    if let Some(none) = b.request_transfer("asked", &to, &by).await {
+        assert_eq!(
+            none.expect("request"),
+            None,
+            "a request stored with nobody leading"
+        );
+    }
+    let a = candidate(b, "asked", "a").await;
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let me = election_core::Identity::new("a").expect("identity");
+    assert!(matches!(
+        term.transfer(&me, Duration::from_secs(5)).await,
+        Err(Error::Config(_))
+    ));
+    assert!(matches!(
+        term.transfer(&to, Duration::ZERO).await,
+        Err(Error::Config(_))
+    ));
+    term.confirm()
+        .await
+        .expect("a bad transfer left the term as it was");
+    let Some(stored) = b.request_transfer("asked", &to, &by).await else {
+        term.resign().await.expect("resign");
+        return;
+    };
+    let stored = stored.expect("request").expect("a term held the name");
+    assert_eq!(
+        (&stored.to, &stored.by, stored.epoch),
+        (&to, &by, term.epoch())
+    );
+    let heard = within("the holder hears the request", term.transfer_requested()).await;
+    assert_eq!(
+        (&heard.to, &heard.by, heard.epoch),
+        (&to, &by, term.epoch())
+    );
+    assert_eq!(term.transfer_request(), Some(heard));
+    term.resign().await.expect("resign");
+    match b.request_transfer("asked", &to, &by).await {
+        Some(Ok(None)) => {}
+        other => panic!("a request after the resign: {other:?}"),
+    }
+}
+
 /// `leader()` matches the holder: nobody, then the winner with its epoch,
 /// then nobody after resign.
 ///
@@ -1151,6 +1394,9 @@ macro_rules! conformance_tests {
             cancellation_at_every_step_leaves_nothing_held,
             lost_fires_when_taken_away,
             revoke_is_fenced_and_the_next_term_is_above_it,
+            transfer_hands_the_name_to_the_successor,
+            a_transfer_to_an_absent_successor_ends_with_its_window,
+            a_transfer_request_reaches_the_holder,
             leader_matches_holder,
             bad_configuration_is_refused,
             an_ended_terms_lease_reads_lost,
@@ -1210,6 +1456,19 @@ impl Backend for crate::memory::MemoryBackend {
         name: &str,
     ) -> Option<Result<Option<election_core::Revocation>, Error>> {
         Some(election_core::Election::revocation(self, name).await)
+    }
+
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &election_core::Identity,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
+        Some(election_core::Election::request_transfer(self, name, to, by).await)
+    }
+
+    async fn handover(&self, name: &str) -> Option<Result<Option<election_core::Handover>, Error>> {
+        Some(election_core::Election::handover(self, name).await)
     }
 
     async fn observe(&self, name: &str) -> Option<Observed> {

@@ -9,9 +9,9 @@ use std::time::SystemTime;
 use tokio::sync::Notify;
 
 use election_core::{
-    Claim, Claimed, ElectionName, End, Epoch, Error, HeldKey, HoldReporter, Identity, KeyedClaims,
-    Leader, LeaderValue, LossReason, RenewalPolicy, Revocation, Revoked, TermReporter, WatchGuard,
-    Won,
+    Claim, Claimed, ElectionName, End, Epoch, Error, Handover, HeldKey, HoldReporter, Identity,
+    KeyedClaims, Leader, LeaderValue, LossReason, RenewalPolicy, Revocation, Revoked, TermReporter,
+    TransferRequest, WatchGuard, Won,
 };
 
 /// A step of the [`Claim`] trait, as recorded and as faults are injected.
@@ -77,7 +77,19 @@ struct Slot {
     holder: Option<Holding>,
     /// The revocation no term has followed yet (`Election::revoke`).
     revocation: Option<Revocation>,
+    /// The handover no term has followed yet (`Term::transfer`), and the
+    /// instant its reservation ends.
+    handover: Option<(Handover, tokio::time::Instant)>,
     vacated: Arc<Notify>,
+}
+
+impl Slot {
+    /// The handover whose reservation still stands.
+    fn reservation(&self) -> Option<&(Handover, tokio::time::Instant)> {
+        self.handover
+            .as_ref()
+            .filter(|(_, until)| tokio::time::Instant::now() < *until)
+    }
 }
 
 struct Holding {
@@ -92,6 +104,9 @@ struct Holding {
     reporter: Option<Reporter>,
     /// The value the term published last (`Term::proclaim`).
     value: Option<LeaderValue>,
+    /// The latest request to hand the term over, reported again to a
+    /// watch that starts after it.
+    transfer: Option<TransferRequest>,
 }
 
 /// Who hears of a holding's loss.
@@ -288,6 +303,7 @@ impl MemoryBackend {
             landed: tokio::time::Instant::now(),
             reporter: None,
             value: None,
+            transfer: None,
         });
         Ok(epoch)
     }
@@ -595,9 +611,15 @@ impl Claim for MemoryClaim {
         if slot.holder.is_some() {
             return Ok(None);
         }
+        if let Some((handover, _)) = slot.reservation()
+            && handover.to != self.identity
+        {
+            return Ok(None);
+        }
         let epoch = Epoch::after(slot.last_epoch)?;
         slot.last_epoch = Some(epoch);
         slot.revocation = None;
+        slot.handover = None;
         slot.holder = Some(Holding {
             attempt: attempt.id,
             identity: self.identity.clone(),
@@ -606,6 +628,7 @@ impl Claim for MemoryClaim {
             landed: tokio::time::Instant::now(),
             reporter: None,
             value: None,
+            transfer: None,
         });
         history.push(Event::Won {
             attempt: attempt.id,
@@ -622,12 +645,23 @@ impl Claim for MemoryClaim {
         let vacated = attempt.vacated.notified();
         tokio::pin!(vacated);
         vacated.as_mut().enable();
-        if self.holder_attempt().is_none() {
-            return Ok(());
-        }
+        let reserved_until = {
+            let reg = self.backend.lock();
+            let slot = reg.slots.get(&self.name);
+            let held = slot.is_some_and(|s| s.holder.is_some());
+            match slot.and_then(Slot::reservation) {
+                Some((h, until)) if h.to != self.identity => Some(*until),
+                _ if held => None,
+                _ => return Ok(()),
+            }
+        };
+        let pause = match reserved_until {
+            Some(until) => until.min(tokio::time::Instant::now() + poll_interval),
+            None => tokio::time::Instant::now() + poll_interval,
+        };
         tokio::select! {
             () = vacated => {}
-            () = tokio::time::sleep(poll_interval) => {}
+            () = tokio::time::sleep_until(pause) => {}
         }
         Ok(())
     }
@@ -645,7 +679,12 @@ impl Claim for MemoryClaim {
             .get_mut(&self.name)
             .and_then(|s| s.holder.as_mut())
         {
-            Some(h) if h.attempt == attempt.id => h.reporter = Some(Reporter::Term(reporter)),
+            Some(h) if h.attempt == attempt.id => {
+                if let Some(request) = h.transfer.clone() {
+                    reporter.transfer_requested(request);
+                }
+                h.reporter = Some(Reporter::Term(reporter));
+            }
             _ => {
                 // Taken away between try_claim and watch.
                 reporter.lose(LossReason::Revoked {
@@ -698,6 +737,36 @@ impl Claim for MemoryClaim {
         reg.history.push(Event::Release {
             attempt: attempt.id,
         });
+        self.vacate(&mut reg, attempt.id);
+        Ok(())
+    }
+
+    fn transfers(&self) -> bool {
+        true
+    }
+
+    /// Releases as [`release`](Claim::release) does (recorded as a
+    /// release, faults of [`Step::Release`] apply) and reserves the name
+    /// for `successor` for `window`.
+    async fn release_to(
+        &self,
+        attempt: &mut MemoryAttempt,
+        successor: &Identity,
+        window: std::time::Duration,
+    ) -> Result<(), Error> {
+        tokio::task::yield_now().await;
+        self.backend.fault(Step::Release, &self.name)?;
+        let mut reg = self.backend.lock();
+        reg.history.push(Event::Release {
+            attempt: attempt.id,
+        });
+        if let Some(slot) = reg.slots.get_mut(&self.name)
+            && let Some(h) = slot.holder.as_ref()
+            && h.attempt == attempt.id
+        {
+            let handover = Handover::new(h.identity.clone(), successor.clone(), h.epoch, window);
+            slot.handover = Some((handover, tokio::time::Instant::now() + window));
+        }
         self.vacate(&mut reg, attempt.id);
         Ok(())
     }
@@ -811,6 +880,7 @@ impl MemoryKeys {
             landed: tokio::time::Instant::now(),
             reporter,
             value: None,
+            transfer: None,
         });
         reg.history.push(Event::Open { attempt });
         reg.names.insert(attempt, key.clone());
@@ -1040,6 +1110,44 @@ impl election_core::Election for MemoryBackend {
             value: holding.value,
         };
         Ok(Some(Revoked::new(deposed, revocation)))
+    }
+
+    /// Records the request on the holding and reports it to the holder's
+    /// watch (at once, or when its watch starts).
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<TransferRequest>, Error> {
+        let name = ElectionName::new(name)?;
+        tokio::task::yield_now().await;
+        self.fault(Step::Leader, &name)?;
+        let mut reg = self.lock();
+        let Some(holding) = reg.slots.get_mut(&name).and_then(|s| s.holder.as_mut()) else {
+            return Ok(None);
+        };
+        let request = TransferRequest::new(
+            to.clone(),
+            by.clone(),
+            holding.epoch,
+            Some(SystemTime::now()),
+        );
+        holding.transfer = Some(request.clone());
+        if let Some(Reporter::Term(r)) = &holding.reporter {
+            r.transfer_requested(request.clone());
+        }
+        Ok(Some(request))
+    }
+
+    async fn handover(&self, name: &str) -> Result<Option<Handover>, Error> {
+        let name = ElectionName::new(name)?;
+        self.fault(Step::Leader, &name)?;
+        Ok(self
+            .lock()
+            .slots
+            .get(&name)
+            .and_then(|s| s.reservation().map(|(h, _)| h.clone())))
     }
 
     async fn revocation(&self, name: &str) -> Result<Option<Revocation>, Error> {
