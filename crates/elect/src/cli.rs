@@ -221,6 +221,28 @@ Examples:
   elect revoke --backend sqlite:///srv/app.db --name mailer --fence orders"
     )]
     Revoke(RevokeArgs),
+    /// Ask the leader of NAME to hand its term to the candidate --to: the
+    /// name is then reserved for it, and nobody else leads in between.
+    #[command(
+        long_about = "\
+Ask the holder of NAME's current term, on behalf of --identity, to hand it to
+the candidate whose identity is --to (ADR 0112). The request is stored beside
+the term in the backend (no side channel); the holder hears it at its next
+renewal at the latest. elect run, as the holder, sends its COMMAND
+--handover-signal (SIGTERM by default) and, once COMMAND exited, ends its term
+handing the name to the successor: for --handover-window only the successor
+may lead, so no other waiting candidate races it; its term's epoch is above
+the old one, so a fence refuses the old leader from the successor's first
+write. A successor that never campaigns holds the name up for the window
+only. With --wait DUR, waits until --to leads (exit 0), else exits 75.
+Exits 0 with \"nothing to transfer\" when nobody leads NAME.",
+        after_help = "\
+Examples:
+  elect transfer --name mailer --to web-2
+  elect transfer --backend sqlite:///srv/app.db --name mailer --to web-2 --wait 30s
+  elect run --name mailer --identity web-2 --take-over -- ./mailer   # the successor asks itself"
+    )]
+    Transfer(TransferArgs),
     /// Set a damaged or lost epoch record (file backend) to EPOCH: the safe
     /// way out of "corrupt epoch record". Never delete the record instead.
     #[command(
@@ -350,6 +372,39 @@ fn leader_value(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `--handover-signal`: a signal by name (`TERM`, `SIGUSR1`) or number.
+fn signal(s: &str) -> Result<nix::sys::signal::Signal, String> {
+    use std::str::FromStr;
+    let bad = || format!("{s:?} is not a signal (give a name such as TERM or USR1, or a number)");
+    if let Ok(n) = s.parse::<i32>() {
+        return nix::sys::signal::Signal::try_from(n).map_err(|_| bad());
+    }
+    let upper = s.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    match nix::sys::signal::Signal::from_str(&full) {
+        Ok(nix::sys::signal::Signal::SIGKILL | nix::sys::signal::Signal::SIGSTOP) | Err(_) => {
+            Err(bad())
+        }
+        Ok(sig) => Ok(sig),
+    }
+}
+
+/// `--handover-window`: above zero, at most an hour.
+fn window(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() || d > election_core::MAX_TRANSFER_WINDOW {
+        return Err(format!(
+            "a handover window is above zero and at most {:?}",
+            election_core::MAX_TRANSFER_WINDOW
+        ));
+    }
+    Ok(d)
+}
+
 /// `--identity`: a bad identity is a usage error (64), said by clap.
 fn identity(s: &str) -> Result<String, String> {
     election_core::Identity::new(s)
@@ -426,6 +481,24 @@ pub(crate) struct RunArgs {
     /// use the library (`Term::proclaim`).
     #[arg(long, value_name = "VALUE", value_parser = leader_value)]
     pub(crate) value: Option<String>,
+    /// While waiting, ask the leader to hand the term to this candidate
+    /// (`elect transfer --to` this candidate's identity), again for each
+    /// new term of another holder: a rolling deploy's new replica takes
+    /// over from the old one once it runs, with no race against other
+    /// candidates (the name is reserved for it).
+    #[arg(long, conflicts_with_all = ["no_wait", "slots"])]
+    pub(crate) take_over: bool,
+    /// The signal COMMAND gets when the leader is asked to hand its term
+    /// over (`elect transfer`, `--take-over`): once COMMAND exited, the
+    /// term goes to the successor asked for instead of being released.
+    /// COMMAND is killed after --kill-grace if it has not exited.
+    #[arg(long, value_name = "SIG", value_parser = signal, default_value = "TERM")]
+    pub(crate) handover_signal: nix::sys::signal::Signal,
+    /// How long a handover reserves the name for the successor: if it does
+    /// not lead by then (it died), anyone may [default: the TTL; 15s on
+    /// the file backend].
+    #[arg(long, value_name = "DUR", value_parser = window, allow_hyphen_values = true)]
+    pub(crate) handover_window: Option<Duration>,
     /// Exit code when not elected (--no-wait, --timeout).
     #[arg(long, short = 'E', value_name = "N", default_value_t = crate::exit::NOT_ELECTED)]
     pub(crate) conflict_exit_code: u8,
@@ -517,6 +590,24 @@ pub(crate) struct RevokeArgs {
     /// PostgreSQL): each refuses the deposed holder's tokens from then on.
     #[arg(long, value_name = "RESOURCE", num_args = 1..)]
     pub(crate) fence: Vec<String>,
+}
+
+/// `elect transfer`.
+#[derive(Debug, Args)]
+pub(crate) struct TransferArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// The successor's identity, as it campaigns (`elect run --identity`).
+    #[arg(long, value_name = "ID", value_parser = identity)]
+    pub(crate) to: String,
+    /// Who asks, as the holder's log shows it (1-200 bytes, no control
+    /// characters) [default: HOST/PID].
+    #[arg(long, value_name = "ID", value_parser = identity)]
+    pub(crate) identity: Option<String>,
+    /// Wait until the successor leads, at most DUR (exit 75 if it does
+    /// not).
+    #[arg(long, value_name = "DUR", value_parser = duration, allow_hyphen_values = true)]
+    pub(crate) wait: Option<Duration>,
 }
 
 /// `elect repair-epoch`.

@@ -170,6 +170,11 @@ pub(crate) enum Input {
         /// Why (the loss's whole chain of messages).
         reason: String,
     },
+    /// A request to hand the term to `to` (ADR 0112) was reported.
+    TransferRequested {
+        /// The successor asked for.
+        to: String,
+    },
     /// The escalation deadline ([`Listen::escalation`]) came.
     Escalate,
     /// The backstop deadline ([`Listen::backstop`]) came.
@@ -243,6 +248,12 @@ pub(crate) enum Command {
     },
     /// Give the term up; answer [`Input::Resigned`].
     Resign,
+    /// Hand the term to `to` (`Term::transfer`) instead of resigning;
+    /// answer [`Input::Resigned`].
+    HandOver {
+        /// The successor.
+        to: String,
+    },
     /// Return: the last command.
     Finish(Finish),
 }
@@ -353,6 +364,18 @@ pub(crate) enum Event {
         /// Why.
         error: String,
     },
+    /// A transfer was asked for: COMMAND was sent `signal`.
+    TransferRequested {
+        /// The successor asked for.
+        to: String,
+        /// What COMMAND was sent.
+        signal: Signal,
+    },
+    /// The term was handed to `to`.
+    HandedOver {
+        /// The successor.
+        to: String,
+    },
 }
 
 /// What events name: the election, the term and the command line.
@@ -447,6 +470,16 @@ impl Event {
                 format!("resigning failed: {error} (the lease ends by itself)"),
                 json!({ "name": name, "epoch": epoch, "error": error }),
             ),
+            Event::TransferRequested { to, signal } => (
+                "transfer-requested",
+                format!("asked to hand {name} to {to}: sending {signal} to the command; the term goes to {to} once it exited"),
+                json!({ "name": name, "epoch": epoch, "to": to, "signal": signal.as_str() }),
+            ),
+            Event::HandedOver { to } => (
+                "handed-over",
+                format!("handed {name}, term {epoch}, to {to}"),
+                json!({ "name": name, "epoch": epoch, "to": to }),
+            ),
         }
     }
 }
@@ -460,6 +493,8 @@ pub(crate) struct Listen {
     /// The term's loss ([`Input::Lost`]) and the watchdog tick
     /// ([`Input::Tick`]).
     pub(crate) term: bool,
+    /// A request to hand the term over ([`Input::TransferRequested`]).
+    pub(crate) transfer: bool,
     /// When to input [`Input::Escalate`].
     pub(crate) escalation: Option<u64>,
     /// When to input [`Input::Backstop`].
@@ -528,6 +563,11 @@ pub(crate) struct LeadLoop {
     failed: Option<Failed>,
     /// The validity last told as `V`.
     told_valid: Option<u64>,
+    /// The signal COMMAND gets when a transfer is asked for.
+    handover_signal: Signal,
+    /// The successor asked for: the term is handed to it instead of
+    /// resigned.
+    successor: Option<String>,
 }
 
 impl LeadLoop {
@@ -549,7 +589,16 @@ impl LeadLoop {
             backstop: None,
             failed: None,
             told_valid: None,
+            handover_signal: Signal::SIGTERM,
+            successor: None,
         }
+    }
+
+    /// A run that sends COMMAND `signal` when a transfer is asked for
+    /// (`--handover-signal`; SIGTERM by default).
+    pub(crate) fn with_handover_signal(mut self, signal: Signal) -> LeadLoop {
+        self.handover_signal = signal;
+        self
     }
 
     /// COMMAND's pid, once the supervisor said it started.
@@ -563,6 +612,7 @@ impl LeadLoop {
         Listen {
             signals: running && !self.stopping,
             term: running && !self.lost,
+            transfer: running && !self.lost && self.successor.is_none(),
             escalation: self
                 .escalate
                 .filter(|_| running && !self.stopping)
@@ -662,6 +712,18 @@ impl LeadLoop {
                 if self.escalate.is_none() && matches!(signal, Signal::SIGINT | Signal::SIGTERM) {
                     let grace = nanos(self.timing.grace);
                     self.escalate = Some((at.now.saturating_add(grace), signal));
+                }
+            }
+            Input::TransferRequested { to } if listen.transfer => {
+                self.successor = Some(to.clone());
+                if !self.stopping {
+                    let signal = self.handover_signal;
+                    out.push(Command::Report(Event::TransferRequested { to, signal }));
+                    out.push(Command::Tell(Line::Signal(signal)));
+                    if self.escalate.is_none() {
+                        let grace = nanos(self.timing.grace);
+                        self.escalate = Some((at.now.saturating_add(grace), signal));
+                    }
                 }
             }
             Input::Escalate if listen.escalation.is_some() => {
@@ -766,7 +828,10 @@ impl LeadLoop {
             self.finish(Finish::Exit(self.lost_exit_code), out);
         } else {
             self.phase = Phase::Resigning;
-            out.push(Command::Resign);
+            out.push(match self.successor.clone() {
+                Some(to) => Command::HandOver { to },
+                None => Command::Resign,
+            });
         }
     }
 
@@ -776,9 +841,10 @@ impl LeadLoop {
             self.finish(not_started, out);
             return;
         }
-        out.push(Command::Report(match error {
-            None => Event::Resigned,
-            Some(error) => Event::ResignFailed { error },
+        out.push(Command::Report(match (error, self.successor.clone()) {
+            (None, None) => Event::Resigned,
+            (None, Some(to)) => Event::HandedOver { to },
+            (Some(error), _) => Event::ResignFailed { error },
         }));
         out.push(Command::WaitSupervisor);
         let finish = match self.failed {
@@ -1157,6 +1223,7 @@ mod tests {
             Listen {
                 signals: false,
                 term: false,
+                transfer: false,
                 escalation: None,
                 backstop: None
             }
@@ -1181,6 +1248,44 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    /// A transfer request sends COMMAND the handover signal (SIGUSR1 here)
+    /// with the kill grace's escalation; once the tree is empty the term is
+    /// handed to the successor, not resigned; a second request is not
+    /// listened for; the run exits with COMMAND's code.
+    #[test]
+    fn a_transfer_request_signals_the_command_then_hands_over() {
+        let mut m = LeadLoop::new(timing(), exit::LOST).with_handover_signal(Signal::SIGUSR1);
+        m.step(at(T0, T0 + 3000 * MS), Input::Said(Said::Started(PID)));
+        assert!(m.listen().transfer);
+        let out = m.step(
+            at(T0 + MS, T0 + 3000 * MS),
+            Input::TransferRequested { to: "web-2".into() },
+        );
+        assert!(
+            out.contains(&Command::Tell(Line::Signal(Signal::SIGUSR1))),
+            "{out:?}"
+        );
+        assert!(!m.listen().transfer, "a second request listened for");
+        assert!(
+            m.listen().escalation.is_some(),
+            "no kill grace after the request"
+        );
+        m.step(
+            at(T0 + 2 * MS, T0 + 3000 * MS),
+            Input::Said(Said::Exited(0)),
+        );
+        let out = m.step(at(T0 + 3 * MS, T0 + 3000 * MS), Input::Said(Said::Empty));
+        assert!(matches!(out[..], [Command::EndGroup { .. }]), "{out:?}");
+        let out = m.step(at(T0 + 4 * MS, T0 + 3000 * MS), Input::Ended { loss: None });
+        assert_eq!(out, [Command::HandOver { to: "web-2".into() }]);
+        let out = m.step(
+            at(T0 + 5 * MS, T0 + 3000 * MS),
+            Input::Resigned { error: None },
+        );
+        assert!(out.contains(&Command::Report(Event::HandedOver { to: "web-2".into() })));
+        assert_eq!(out.last(), Some(&Command::Finish(Finish::Exit(0))));
     }
 
     /// The texts are the ones `elect run` has always printed.
@@ -1256,6 +1361,8 @@ mod tests {
         Escalate,
         /// The backstop deadline, at it.
         Backstop,
+        /// A request to hand the term over.
+        Transfer,
     }
 
     /// A random [`Step`].
@@ -1268,6 +1375,7 @@ mod tests {
             2 => any::<bool>().prop_map(Kind::Lost),
             2 => Just(Kind::Escalate),
             1 => Just(Kind::Backstop),
+            1 => Just(Kind::Transfer),
         ];
         (
             0u64..800,
@@ -1294,8 +1402,10 @@ mod tests {
         tree_empty: bool,
         /// The supervisor said `P`.
         started: bool,
-        /// A resign was asked for.
+        /// A resign (or a handover) was asked for.
         resigned: bool,
+        /// A transfer was requested (and taken in).
+        requested: bool,
         /// How many times the machine finished.
         finishes: usize,
         /// The answer due.
@@ -1320,6 +1430,7 @@ mod tests {
         match &input {
             Input::Lost { .. } | Input::Ended { loss: Some(_) } => model.lost = true,
             Input::Said(Said::Empty) | Input::TakenOver { .. } => model.tree_empty = true,
+            Input::TransferRequested { .. } => model.requested = true,
             _ => {}
         }
         if at.valid_until.is_some_and(|v| at.now >= v) {
@@ -1381,11 +1492,21 @@ mod tests {
                 }
                 Command::Tell(Line::Signal(s)) => {
                     let forwardable = matches!(input, Input::Signal { signal, from_terminal, same_group } if signal == *s && !(from_terminal && same_group));
-                    prop_assert!(forwardable, "S {:?} on {:?}", s, input);
+                    let handover =
+                        matches!(input, Input::TransferRequested { .. }) && *s == Signal::SIGTERM;
+                    prop_assert!(forwardable || handover, "S {:?} on {:?}", s, input);
                 }
-                Command::Resign => {
+                Command::Resign | Command::HandOver { .. } => {
                     prop_assert!(!model.lost, "resigned after a loss");
                     prop_assert!(!model.expired, "resigned after the validity ran out");
+                    // Handed over exactly when a transfer was requested.
+                    prop_assert_eq!(
+                        matches!(c, Command::HandOver { .. }),
+                        model.requested,
+                        "{:?} with a request {}",
+                        c,
+                        model.requested
+                    );
                     model.resigned = true;
                     model.due = Some("resigned");
                 }
@@ -1493,6 +1614,7 @@ mod tests {
                         },
                         Kind::Tick(caught_up) if listen.term => Input::Tick { caught_up },
                         Kind::Lost(revoked) if listen.term => Input::Lost { revoked, reason: "lost".into() },
+                        Kind::Transfer if listen.transfer => Input::TransferRequested { to: "b".into() },
                         Kind::Escalate => match listen.escalation {
                             Some(e) => { now = now.max(e); Input::Escalate }
                             None => continue,

@@ -3,7 +3,9 @@
 use std::io::Write;
 use std::time::Duration;
 
-use election_core::{Election, ElectionName, Identity, Leader, Revocation};
+use election_core::{
+    Election, ElectionName, Handover, Identity, Leader, Revocation, TransferRequest,
+};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -73,8 +75,28 @@ fn revoked_line(name: &str, r: &Revocation, json: bool) -> String {
     }
 }
 
-/// The line of `now`, naming the revocation a vacancy was left by, if any
-/// (one more read for a vacancy only).
+/// The handover `h` as JSON.
+fn handover_json(h: &Handover) -> serde_json::Value {
+    json!({
+        "from": h.from.as_str(),
+        "to": h.to.as_str(),
+        "epoch": h.epoch.get(),
+        "window_ms": u64::try_from(h.window.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// The line of a vacancy left by handover `h`: nobody leads, the name is
+/// reserved for the successor.
+fn handed_line(name: &str, h: &Handover, json: bool) -> String {
+    if json {
+        json!({ "name": name, "leader": null, "handover": handover_json(h) }).to_string()
+    } else {
+        format!("{name}: {}; {h}", leader_text(None))
+    }
+}
+
+/// The line of `now`, naming the revocation or handover a vacancy was left
+/// by, if any (more reads for a vacancy only).
 async fn line_of(
     b: &election_url::Backend,
     name: &str,
@@ -86,7 +108,104 @@ async fn line_of(
     {
         return revoked_line(name, &r, json);
     }
+    if now.is_none()
+        && let Ok(Some(h)) = b.handover(name).await
+    {
+        return handed_line(name, &h, json);
+    }
     line(name, now, json)
+}
+
+/// The request `r` as JSON.
+fn request_json(r: &TransferRequest) -> serde_json::Value {
+    let at =
+        r.at.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_millis()).ok());
+    json!({ "to": r.to.as_str(), "by": r.by.as_str(), "epoch": r.epoch.get(), "at_unix_ms": at })
+}
+
+/// `elect transfer`: asks the holder of `name`'s current term, on behalf
+/// of `by`, to hand it to `to` (ADR 0112), and prints the request stored,
+/// or "nothing to transfer". With `wait`, waits until `to` leads (exit 0)
+/// or the wait ends (exit 75, [`exit::NOT_ELECTED`]).
+pub(crate) async fn transfer(
+    backend: &Opened,
+    name: &str,
+    to: &Identity,
+    by: &Identity,
+    wait: Option<Duration>,
+    json: bool,
+) -> Result<u8, Failure> {
+    let _ = self::name(name)?;
+    let nothing = || {
+        if json {
+            json!({ "name": name, "leader": null, "requested": null }).to_string()
+        } else {
+            format!("{name}: nothing to transfer (no leader)")
+        }
+    };
+    let Opened::Ready(b) = backend else {
+        print(&nothing())?;
+        return Ok(exit::OK);
+    };
+    let holder = b.leader(name).await?;
+    if holder.as_ref().is_some_and(|l| &l.identity == to) {
+        print(&if json {
+            json!({ "name": name, "leader": leader_json(holder.as_ref()), "requested": null })
+                .to_string()
+        } else {
+            format!("{name}: {to} leads already")
+        })?;
+        return Ok(exit::OK);
+    }
+    let Some(r) = b.request_transfer(name, to, by).await? else {
+        print(&nothing())?;
+        return Ok(exit::OK);
+    };
+    print(&if json {
+        json!({ "name": name, "leader": leader_json(holder.as_ref()), "requested": request_json(&r) })
+            .to_string()
+    } else {
+        let holder = holder
+            .filter(|l| l.epoch == r.epoch)
+            .map_or_else(|| "the holder".to_owned(), |l| l.identity.to_string());
+        format!(
+            "{name}: asked {holder} (epoch {}) to hand over to {to}",
+            r.epoch
+        )
+    })?;
+    let Some(wait) = wait else {
+        return Ok(exit::OK);
+    };
+    let successor = async {
+        let changes = b.observe(name, Duration::from_millis(250)).await?;
+        let mut changes = std::pin::pin!(changes);
+        while let Some(change) = changes.next().await {
+            if let Some(l) = change?
+                && &l.identity == to
+                && l.epoch > r.epoch
+            {
+                return Ok(Some(l));
+            }
+        }
+        Ok::<_, election_core::Error>(None)
+    };
+    match tokio::time::timeout(wait, successor).await {
+        Ok(Ok(Some(l))) => {
+            print(&if json {
+                json!({ "name": name, "leader": leader_json(Some(&l)) }).to_string()
+            } else {
+                format!("{name}: {}", leader_text(Some(&l)))
+            })?;
+            Ok(exit::OK)
+        }
+        Ok(Err(e)) => Err(e.into()),
+        Ok(Ok(None)) | Err(_) => Err(Failure::new(
+            exit::NOT_ELECTED,
+            format!("{to} did not lead {name} within {wait:?}"),
+        )
+        .hint("the holder hands over when its work stops (elect run: once its COMMAND exited); see elect leader")),
+    }
 }
 
 /// `elect revoke`: ends the current term of `name` on behalf of `by`

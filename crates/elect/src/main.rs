@@ -168,6 +168,30 @@ async fn dispatch(
             backend.close(std::time::Duration::from_secs(2)).await;
             code
         }
+        Command::Transfer(args) => {
+            let timing = backend::Timing {
+                operator: true,
+                ..observer()
+            };
+            let backend = Opened::open(args.common.url()?.as_ref(), timing, None).await?;
+            let config = |e: election_core::ConfigError| exit::Failure::config(exit::chain(&e));
+            let by = match &args.identity {
+                Some(id) => election_core::Identity::new(id).map_err(config)?,
+                None => election_core::Identity::for_this_process(),
+            };
+            let to = election_core::Identity::new(&args.to).map_err(config)?;
+            let code = leader::transfer(
+                &backend,
+                &args.common.name,
+                &to,
+                &by,
+                args.wait,
+                args.common.json,
+            )
+            .await;
+            backend.close(std::time::Duration::from_secs(2)).await;
+            code
+        }
         Command::RepairEpoch(args) => {
             let backend = Opened::open(args.common.url()?.as_ref(), observer(), None).await?;
             backend.repair_epoch(&args.common.name, args.epoch, reporter)
@@ -200,6 +224,7 @@ fn main() -> ExitCode {
         Command::Observe(a) => (a.common.style(), a.common.verbose),
         Command::RepairEpoch(a) => (a.common.style(), a.common.verbose),
         Command::Revoke(a) => (a.common.style(), a.common.verbose),
+        Command::Transfer(a) => (a.common.style(), a.common.verbose),
         Command::Man(..) | Command::Completions(..) => (report::Style::Human, 0),
     };
     let reporter = Reporter::new(style);

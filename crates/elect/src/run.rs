@@ -277,6 +277,13 @@ async fn elected<C: Claim>(
     // the name and waits out the grace, said once.
     let mut grace_look = tokio::time::Instant::now() + Duration::from_secs(1);
     let mut said_grace = !backend.may_be_pending();
+    // --take-over: a look at once, then once a second, asking each new
+    // term of another holder to hand the name to this candidate.
+    let mut take_over = TakeOver {
+        on: args.take_over,
+        asked: None,
+        next: tokio::time::Instant::now(),
+    };
     let mut campaign = Box::pin(campaign);
     let term = loop {
         tokio::select! {
@@ -292,6 +299,9 @@ async fn elected<C: Claim>(
             () = first_wait.notified(), if !said_waiting => {
                 said_waiting = true;
                 say_waiting(&candidate, &report).await;
+            }
+            () = tokio::time::sleep_until(take_over.next), if take_over.on => {
+                take_over.look(backend, &name, &identity, &report).await;
             }
             () = tokio::time::sleep_until(grace_look), if !said_grace => {
                 said_grace = say_grace(backend, &name, &identity, &report).await;
@@ -918,7 +928,8 @@ async fn lead<C: Claim>(
         let (kind, text, fields) = event.render(&shown);
         report.event(kind, &text, fields);
     };
-    let mut machine = LeadLoop::new(kill, args.lost_exit_code);
+    let mut machine =
+        LeadLoop::new(kill, args.lost_exit_code).with_handover_signal(args.handover_signal);
     // How often the watchdog's deadline follows the renewals (from the
     // command's start: its first tick is at once).
     let mut tick: Option<tokio::time::Interval> = None;
@@ -952,6 +963,9 @@ async fn lead<C: Claim>(
                         reason: exit::chain(&l),
                     },
                     _ = next_tick(&mut tick), if listen.term => Input::Tick { caught_up: sup.caught_up() },
+                    r = term.transfer_requested(), if listen.transfer => Input::TransferRequested {
+                        to: r.to.as_str().to_owned(),
+                    },
                 };
                 (clock.at(&lease), input)
             }
@@ -1000,10 +1014,91 @@ async fn lead<C: Claim>(
                     let error = term.resign().await.err().map(|e| exit::chain(&e));
                     answer = Some((clock.at(&lease), Input::Resigned { error }));
                 }
+                Command::HandOver { to } => {
+                    let handed = match Identity::new(&to) {
+                        Ok(to) => term.transfer(&to, handover_window(args)).await,
+                        Err(e) => Err(e.into()),
+                    };
+                    let error = match handed {
+                        Ok(()) => None,
+                        // Refused before anything changed (a backend that
+                        // cannot transfer): the term is resigned instead.
+                        Err(election_core::Error::Config(e)) => {
+                            report.event(
+                                "handover-refused",
+                                &format!("cannot hand {name} to {to}: {}; resigning instead", exit::chain(&e)),
+                                json!({ "name": name, "epoch": epoch, "to": to, "error": exit::chain(&e) }),
+                            );
+                            term.resign().await.err().map(|e| exit::chain(&e))
+                        }
+                        Err(e) => Some(exit::chain(&e)),
+                    };
+                    answer = Some((clock.at(&lease), Input::Resigned { error }));
+                }
                 Command::Finish(finish) => return finish.into_result(program),
             }
         }
     }
+}
+
+/// `--take-over`'s state while campaigning.
+struct TakeOver {
+    /// Still asking.
+    on: bool,
+    /// The epoch of the term asked last.
+    asked: Option<election_core::Epoch>,
+    /// The next look.
+    next: tokio::time::Instant,
+}
+
+impl TakeOver {
+    /// Reads who leads `name`; asks a term of another holder not asked yet
+    /// to hand the name to `me`, and says so. A backend that cannot carry
+    /// requests is said once, and not asked again.
+    async fn look(
+        &mut self,
+        backend: &Backend,
+        name: &ElectionName,
+        me: &Identity,
+        report: &Reporter,
+    ) {
+        self.next = tokio::time::Instant::now() + Duration::from_secs(1);
+        let Ok(Some(holder)) = backend.leader(name.as_str()).await else {
+            return;
+        };
+        if &holder.identity == me || self.asked == Some(holder.epoch) {
+            return;
+        }
+        match backend.request_transfer(name.as_str(), me, me).await {
+            Ok(Some(r)) => {
+                self.asked = Some(r.epoch);
+                report.event(
+                    "take-over",
+                    &format!("asked {} (term {}) to hand {name} to {me}", holder.identity, r.epoch),
+                    json!({ "name": name.as_str(), "holder": holder.identity.as_str(), "epoch": r.epoch.get(), "to": me.as_str() }),
+                );
+            }
+            Ok(None) => {}
+            Err(election_core::Error::Config(e)) => {
+                self.on = false;
+                report.event(
+                    "warning",
+                    &format!("warning: --take-over: {}", exit::chain(&e)),
+                    json!({ "name": name.as_str(), "message": exit::chain(&e) }),
+                );
+            }
+            // Asked again at the next look.
+            Err(_) => {}
+        }
+    }
+}
+
+/// How long a handover reserves the name (`--handover-window`): the TTL
+/// by default, 15 s where the backend has none (the file backend).
+fn handover_window(args: &RunArgs) -> Duration {
+    args.handover_window
+        .or(args.ttl)
+        .unwrap_or(Duration::from_secs(15))
 }
 
 /// The next tick of the watchdog's interval (never, without one).

@@ -401,3 +401,19 @@ async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
     let s = server();
     common::revoke(&Setup::nats(&s.url(), &TIMING)).await;
 }
+
+/// `elect run --take-over` and `elect transfer` hand the term to the named
+/// successor across processes, with no overlap and no race (ADR 0112).
+#[tokio::test]
+async fn transfer_hands_the_term_to_the_named_successor() {
+    let s = server();
+    common::transfer(&Setup::nats(&s.url(), &TIMING)).await;
+}
+
+/// A transfer to a candidate that never comes holds the name for the
+/// handover window only.
+#[tokio::test]
+async fn a_transfer_to_nobody_holds_the_name_for_its_window() {
+    let s = server();
+    common::transfer_to_nobody(&Setup::nats(&s.url(), &TIMING)).await;
+}

@@ -330,3 +330,17 @@ async fn the_readmes_roles_and_grants_work_as_written() {
 async fn revoke_stops_the_leader_and_the_next_term_is_above_it() {
     common::revoke(&pg().setup).await;
 }
+
+/// `elect run --take-over` and `elect transfer` hand the term to the named
+/// successor across processes, with no overlap and no race (ADR 0112).
+#[tokio::test]
+async fn transfer_hands_the_term_to_the_named_successor() {
+    common::transfer(&pg().setup).await;
+}
+
+/// A transfer to a candidate that never comes holds the name for the
+/// handover window only.
+#[tokio::test]
+async fn a_transfer_to_nobody_holds_the_name_for_its_window() {
+    common::transfer_to_nobody(&pg().setup).await;
+}

@@ -233,3 +233,17 @@ async fn revoke_fence_makes_the_fence_refuse_the_deposed_token() {
         );
     }
 }
+
+/// `elect run --take-over` and `elect transfer` hand the term to the named
+/// successor across processes, with no overlap and no race (ADR 0112).
+#[tokio::test]
+async fn transfer_hands_the_term_to_the_named_successor() {
+    common::transfer(&Setup::sqlite()).await;
+}
+
+/// A transfer to a candidate that never comes holds the name for the
+/// handover window only.
+#[tokio::test]
+async fn a_transfer_to_nobody_holds_the_name_for_its_window() {
+    common::transfer_to_nobody(&Setup::sqlite()).await;
+}

@@ -36,6 +36,7 @@ const WON: &str = "election_terms_won_total";
 const LOST: &str = "election_terms_lost_total";
 const RESIGNED: &str = "election_terms_resigned_total";
 const DROPPED: &str = "election_terms_dropped_total";
+const TRANSFERRED: &str = "election_terms_transferred_total";
 const LEADER: &str = "election_leader";
 const WAIT: &str = "election_campaign_wait_seconds";
 const RENEWAL: &str = "election_renewal_duration_seconds";
@@ -120,6 +121,29 @@ fn won_resigned_dropped_and_the_leader_gauge() {
             ),
             0
         );
+    });
+}
+
+/// A handover counts as transferred and as resigned; a refused transfer
+/// (to the holder itself) counts nothing.
+#[test]
+fn transfers_are_counted_and_resigned() {
+    let r = TestRecorder::new();
+    run(&r, || async {
+        let b = MemoryBackend::new();
+        let term = Candidate::new(b.claim("jobs", "a").unwrap())
+            .campaign()
+            .await
+            .unwrap();
+        let labels = [("name", "jobs"), ("backend", "memory")];
+        let me = election_core::Identity::new("a").unwrap();
+        assert!(term.transfer(&me, secs(5.0)).await.is_err());
+        assert_eq!(r.counter(TRANSFERRED, &labels), 0);
+        let to = election_core::Identity::new("b").unwrap();
+        term.transfer(&to, secs(5.0)).await.unwrap();
+        assert_eq!(r.counter(TRANSFERRED, &labels), 1);
+        assert_eq!(r.counter(RESIGNED, &labels), 1);
+        assert_eq!(r.gauge(LEADER, &labels), Some(0.0));
     });
 }
 

@@ -95,6 +95,44 @@ async fn release_never_follows_a_loss() {
     b.check_rules(true).expect("rules");
 }
 
+/// Rule 3 for a transfer: after a loss neither a transfer nor a resign
+/// beside it releases (nor reserves) anything.
+#[tokio::test]
+async fn a_transfer_never_follows_a_loss() {
+    let b = MemoryBackend::new();
+    let t = candidate(&b, "a").campaign().await.expect("win");
+    b.revoke("jobs");
+    let to = election_core::Identity::new("b").expect("identity");
+    let (r1, r2) = tokio::join!(t.transfer(&to, Duration::from_secs(60)), t.resign());
+    assert!(matches!(r1, Err(Error::Lost(_))) && matches!(r2, Err(Error::Lost(_))));
+    assert!(
+        !b.history()
+            .iter()
+            .any(|e| matches!(e, Event::Release { .. }))
+    );
+    // Nothing reserved: anyone may win.
+    candidate(&b, "c").campaign().await.expect("c wins at once");
+    b.check_rules(true).expect("rules");
+}
+
+/// A cancelled transfer leaves the term ending; dropping it gives the
+/// claim up with no reservation (End::Dropped), so anyone may win.
+#[tokio::test]
+async fn a_cancelled_transfer_then_a_drop_frees_the_name_for_anyone() {
+    let b = MemoryBackend::new();
+    let t = candidate(&b, "a").campaign().await.expect("win");
+    let to = election_core::Identity::new("b").expect("identity");
+    assert!(
+        election_testkit::conformance::cancel_after(t.transfer(&to, Duration::from_secs(60)), 1)
+            .await
+            .is_none()
+    );
+    assert!(t.is_lost(), "the term reads ended once the transfer began");
+    drop(t);
+    candidate(&b, "c").campaign().await.expect("c wins at once");
+    b.check_rules(true).expect("rules");
+}
+
 #[tokio::test]
 async fn a_second_resign_waits_for_the_first_and_shares_its_outcome() {
     let b = MemoryBackend::new();

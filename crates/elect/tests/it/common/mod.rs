@@ -1248,3 +1248,139 @@ pub(crate) async fn revoke(b: &Setup) {
         sb.epoch
     );
 }
+
+/// A transfer across processes (ADR 0112): A's `elect run` leads and C's
+/// waits; B starts with `--take-over`, which asks A to hand the name to
+/// B: A's command gets SIGTERM, exits, and A hands its term to B (exit 0,
+/// "handed"); B leads above A's epoch, after A's command is gone (no
+/// overlap), and C, waiting before B came, does not lead in between.
+/// Then `elect transfer --to c --wait` asks B to hand the name to C: C
+/// leads above B, and `elect transfer` says so.
+pub(crate) async fn transfer(b: &Setup) {
+    let name = "transfer";
+    let ra = b.report("a");
+    let (a, sa) = lead(b, name, "a", &ra).await;
+    let rc = b.report("c");
+    let mut c = b.run(name, "c", &[], &rc.worker());
+    c.err_with(&format!("elect: waiting: {name} is led by a"))
+        .await;
+
+    let rb = b.report("b");
+    let mut bee = b.run(name, "b", &["--take-over"], &rb.worker());
+    bee.err_with(&format!(
+        "elect: take-over: asked a (term {}) to hand {name} to b",
+        sa.epoch
+    ))
+    .await;
+    let sb = rb.started().await;
+    assert!(!alive(sa.pid), "A's command ran while B led");
+    assert!(
+        sb.epoch > sa.epoch,
+        "B's epoch {} not above A's {}",
+        sb.epoch,
+        sa.epoch
+    );
+    assert_eq!(rc.lines(), Vec::<String>::new(), "C ran a name handed to B");
+    let done = a.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line(&format!(
+        "asked to hand {name} to b: sending SIGTERM to the command"
+    ));
+    assert_eq!(
+        done.stderr.last().map(String::as_str),
+        Some(format!("elect: handed {name}, term {}, to b", sa.epoch).as_str()),
+        "{done:?}"
+    );
+    let v = b.leader_json(name).await;
+    assert_eq!(v["leader"]["identity"], "b", "{v}");
+
+    // An operator asks B to hand over to C, and waits for it.
+    let out = once(&[
+        "transfer",
+        "--backend",
+        &b.url,
+        "--name",
+        name,
+        "--to",
+        "c",
+        "--identity",
+        "deploy/1",
+        "--wait",
+        "60s",
+    ])
+    .await;
+    assert_eq!(out.code, 0, "elect transfer: {out:?}");
+    assert_eq!(
+        out.stdout.first().map(String::as_str),
+        Some(format!("{name}: asked b (epoch {}) to hand over to c", sb.epoch).as_str()),
+        "{out:?}"
+    );
+    let sc = rc.started().await;
+    assert!(!alive(sb.pid), "B's command ran while C led");
+    assert!(
+        sc.epoch > sb.epoch,
+        "C's epoch {} not above B's {}",
+        sc.epoch,
+        sb.epoch
+    );
+    assert!(
+        out.stdout
+            .last()
+            .is_some_and(|l| l.starts_with(&format!("{name}: led by c in term {}", sc.epoch))),
+        "{out:?}"
+    );
+    let done = bee.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line(&format!("handed {name}, term {}, to c", sb.epoch));
+    end(c, &rc, name, sc.epoch).await;
+}
+
+/// A transfer to a candidate that never campaigns: the name stays
+/// reserved for it (`elect leader` shows the handover, a waiting candidate
+/// does not lead) until the window has passed, then the waiting candidate
+/// leads; `elect transfer --wait` gives up with 75.
+pub(crate) async fn transfer_to_nobody(b: &Setup) {
+    let name = "handed-to-nobody";
+    let ra = b.report("a");
+    let mut a = b.run(name, "a", &["--handover-window", "3s"], &ra.worker());
+    a.err_with("elect: started ").await;
+    let sa = ra.started().await;
+    let rc = b.report("c");
+    let mut c = b.run(name, "c", &[], &rc.worker());
+    c.err_with(&format!("elect: waiting: {name} is led by a"))
+        .await;
+    let asked = Instant::now();
+    let out = once(&[
+        "transfer",
+        "--backend",
+        &b.url,
+        "--name",
+        name,
+        "--to",
+        "ghost",
+        "--wait",
+        "1s",
+    ])
+    .await;
+    assert_eq!(out.code, 75, "elect transfer: {out:?}");
+    let done = a.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line(&format!("handed {name}, term {}, to ghost", sa.epoch));
+    let shown = b.leader_text(name).await;
+    if rc.lines().is_empty() {
+        // Still within the window: the reservation is shown.
+        let head = format!(
+            "{name}: no leader; handed by a (epoch {}) to ghost",
+            sa.epoch
+        );
+        assert!(shown.starts_with(&head), "{shown:?}");
+    }
+    let sc = rc.started().await;
+    assert!(
+        asked.elapsed() >= Duration::from_secs(3),
+        "C led {:?} after a handover reserved for 3s",
+        asked.elapsed()
+    );
+    assert!(sc.epoch > sa.epoch);
+    end(c, &rc, name, sc.epoch).await;
+}
