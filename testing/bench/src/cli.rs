@@ -264,7 +264,7 @@ impl Field {
 
     /// `contenders` processes at once: the first has printed its line
     /// (leads), the others were started after it (wait).
-    fn begin_chain(&mut self, contenders: usize) -> Result<Chain> {
+    pub(crate) fn begin_chain(&mut self, contenders: usize) -> Result<Chain> {
         self.current = self.started;
         let mut chain = Chain {
             running: vec![self.spawn()?],
@@ -282,7 +282,7 @@ impl Field {
     /// `signal` (SIGINT: a handover; SIGKILL: a failover) and the sample
     /// (nanoseconds) ends at the next leader's line; a new waiter is
     /// started so the count stays the same.
-    fn chain_round(&mut self, chain: &mut Chain, signal: Signal) -> Result<u64> {
+    pub(crate) fn chain_round(&mut self, chain: &mut Chain, signal: Signal) -> Result<u64> {
         std::thread::sleep(self.settle);
         self.none_printed()?;
         let at = chain
@@ -306,7 +306,7 @@ impl Field {
 
 /// The processes of one field's handovers or failovers; every one is
 /// killed (its whole group) when this is dropped.
-struct Chain {
+pub(crate) struct Chain {
     running: Vec<Running>,
     /// The index of the contender that leads.
     leader: usize,
@@ -813,17 +813,17 @@ pub(crate) fn waiter_rows(
 /// The servers the CLI rows run on: one `nats-server`, one PostgreSQL
 /// server, `etcdctl lock`'s member when etcd is installed, and the etcd
 /// member `elect` runs on (that same one, else one etcd-testkit starts).
-struct Stores {
-    nats: nats_testkit::Server,
-    pg: postgres_testkit::Server,
-    etcd: Option<crate::etcd::Etcd>,
-    own_etcd: Option<etcd_testkit::Member>,
-    etcd_endpoint: String,
+pub(crate) struct Stores {
+    pub(crate) nats: nats_testkit::Server,
+    pub(crate) pg: postgres_testkit::Server,
+    pub(crate) etcd: Option<crate::etcd::Etcd>,
+    pub(crate) own_etcd: Option<etcd_testkit::Member>,
+    pub(crate) etcd_endpoint: String,
 }
 
 impl Stores {
     /// Starts them, each a step of `what`.
-    fn start(what: &str, log: &Path, notes: &mut Vec<String>) -> Result<Stores> {
+    pub(crate) fn start(what: &str, log: &Path, notes: &mut Vec<String>) -> Result<Stores> {
         let nats = crate::step(&format!("{what}: start one nats-server"), || {
             Ok(nats_testkit::Server::start()?)
         })?;

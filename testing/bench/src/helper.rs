@@ -15,6 +15,9 @@
 //!
 //! `election-bench helper print` is the CLI rows' child: it prints its
 //! `CLOCK_MONOTONIC` stamp and waits for a signal (see [`super::cli`]).
+//!
+//! `election-bench helper replica` is the rolling-deploy rows' child: its
+//! stamps at its start and at SIGTERM (see [`super::rolling`]).
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -29,9 +32,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let path = match args {
         [mode, path] if mode == "lock" => Path::new(path),
         [mode] if mode == "print" => return super::cli::print_child(),
+        [mode] if mode == "replica" => return super::rolling::replica_child(),
         [mode, rest @ ..] if mode == "postgres" => return super::postgres::helper(rest),
         [mode, rest @ ..] if mode == "pg-start" => return super::postgres::start_floor(rest),
-        _ => return Err("usage: election-bench helper (lock <path> | print | postgres URL NAME TTL_MS RENEW_MS POLL_MS | pg-start URL CHILD...)".into()),
+        _ => return Err("usage: election-bench helper (lock <path> | print | replica | postgres URL NAME TTL_MS RENEW_MS POLL_MS | pg-start URL CHILD...)".into()),
     };
     let lock = OfdFile::open(path)?;
     let mut out = std::io::stdout().lock();

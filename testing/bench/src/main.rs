@@ -29,6 +29,7 @@ mod nats;
 mod ofd;
 mod postgres;
 mod report;
+mod rolling;
 mod rounds;
 mod sqlite;
 mod stats;
@@ -145,8 +146,9 @@ const BALANCE_ROUNDS_QUICK: usize = 1;
 /// `waiters`, the handover chains with 2, 10 and 30 candidates on every
 /// backend with a server (the `nats` and `postgres` groups run their own).
 /// `cli-waiters`, `elect run`'s handovers with 2, 10 and 30 processes on
-/// every backend beside `etcdctl lock`'s.
-const PARTS: [&str; 3] = ["postgres-fence", "waiters", "cli-waiters"];
+/// every backend beside `etcdctl lock`'s. `rolling`, rolling deploys of
+/// three `elect run` replicas by `--take-over` on every backend.
+const PARTS: [&str; 4] = ["postgres-fence", "waiters", "cli-waiters", "rolling"];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
 /// Default CLI crash failovers per row on a lease backend: each takes
@@ -333,7 +335,10 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     let candidate_bin = target.join("release").join("election-candidate");
     let elect_bin = target.join("release").join("elect");
     for (bin, needed) in [
-        (&elect_bin, o.wants("cli") || o.wants("cli-waiters")),
+        (
+            &elect_bin,
+            o.wants("cli") || o.wants("cli-waiters") || o.wants("rolling"),
+        ),
         (
             &candidate_bin,
             [
@@ -523,6 +528,16 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             counts: cli_counts,
         };
         cli::waiter_rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
+    }
+    if o.wants("cli") || o.wants("rolling") {
+        let setup = cli::Setup {
+            dir,
+            exe: &exe,
+            elect_bin: &elect_bin,
+            log: &log,
+            counts: cli_counts,
+        };
+        rolling::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
     }
 
     let many_counts = if o.quick { MANY_QUICK } else { MANY };
