@@ -488,6 +488,23 @@ pub(crate) struct RunArgs {
     /// candidates (the name is reserved for it).
     #[arg(long, conflicts_with_all = ["no_wait", "slots"])]
     pub(crate) take_over: bool,
+    /// This candidate's priority (0 by default): while it waits, after
+    /// --prefer-after, it tells each new term of another holder that it
+    /// waits with this priority; a leader run with --yield-to-preferred and
+    /// a lower priority hands the term to it (equal priorities: no yield).
+    #[arg(long, value_name = "P", conflicts_with_all = ["no_wait", "slots"])]
+    pub(crate) priority: Option<u32>,
+    /// How long a candidate with --priority waits before it asks a leader
+    /// to yield to it (no flapping: a restarted preferred candidate does
+    /// not move the term at once).
+    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "10s", allow_hyphen_values = true, requires = "priority")]
+    pub(crate) prefer_after: Duration,
+    /// While leading, hand the term to a waiting candidate whose --priority
+    /// is above this run's (as to an `elect transfer` request: COMMAND gets
+    /// --handover-signal, and --kill-grace to finish its work). A term
+    /// yields at most once.
+    #[arg(long, conflicts_with = "slots")]
+    pub(crate) yield_to_preferred: bool,
     /// The signal COMMAND gets when the leader is asked to hand its term
     /// over (`elect transfer`, `--take-over`): once COMMAND exited, the
     /// term goes to the successor asked for instead of being released.

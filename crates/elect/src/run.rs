@@ -199,10 +199,13 @@ async fn elected<C: Claim>(
     let retries = crate::retry::Retries::new(name.as_str(), report);
     // Said once, when the campaign first finds the name held: whom it waits for.
     let first_wait = std::sync::Arc::new(tokio::sync::Notify::new());
-    let candidate = candidate.on_retry(retries.reporter()).on_wait({
-        let first_wait = first_wait.clone();
-        move || first_wait.notify_one()
-    });
+    let candidate = candidate
+        .with_priority(args.priority.unwrap_or(0))
+        .on_retry(retries.reporter())
+        .on_wait({
+            let first_wait = first_wait.clone();
+            move || first_wait.notify_one()
+        });
     // Served until elect exits (the runtime's end drops the task).
     if let Some((exporter, bound)) = metrics {
         let addr = exporter.local_addr();
@@ -280,9 +283,15 @@ async fn elected<C: Claim>(
     // --take-over: a look at once, then once a second, asking each new
     // term of another holder to hand the name to this candidate.
     let mut take_over = TakeOver {
-        on: args.take_over,
+        on: args.take_over || args.priority.is_some(),
+        priority: args.priority.filter(|_| !args.take_over),
         asked: None,
-        next: tokio::time::Instant::now(),
+        next: tokio::time::Instant::now()
+            + if args.take_over {
+                Duration::ZERO
+            } else {
+                args.prefer_after
+            },
     };
     let mut campaign = Box::pin(campaign);
     let term = loop {
@@ -966,6 +975,9 @@ async fn lead<C: Claim>(
                     r = term.transfer_requested(), if listen.transfer => Input::TransferRequested {
                         to: r.to.as_str().to_owned(),
                     },
+                    r = term.preferred(), if listen.transfer && args.yield_to_preferred => Input::TransferRequested {
+                        to: r.to.as_str().to_owned(),
+                    },
                 };
                 (clock.at(&lease), input)
             }
@@ -1045,6 +1057,9 @@ async fn lead<C: Claim>(
 struct TakeOver {
     /// Still asking.
     on: bool,
+    /// `--priority` without `--take-over`: says it waits with this
+    /// priority (`Election::prefer`) instead of asking for the term.
+    priority: Option<u32>,
     /// The epoch of the term asked last.
     asked: Option<election_core::Epoch>,
     /// The next look.
@@ -1069,13 +1084,33 @@ impl TakeOver {
         if &holder.identity == me || self.asked == Some(holder.epoch) {
             return;
         }
-        match backend.request_transfer(name.as_str(), me, me).await {
+        let asked = match self.priority {
+            None => backend.request_transfer(name.as_str(), me, me).await,
+            Some(p) => backend.prefer(name.as_str(), me, p).await,
+        };
+        match asked {
             Ok(Some(r)) => {
                 self.asked = Some(r.epoch);
+                let (kind, text) = match r.priority {
+                    None => (
+                        "take-over",
+                        format!(
+                            "asked {} (term {}) to hand {name} to {me}",
+                            holder.identity, r.epoch
+                        ),
+                    ),
+                    Some(p) => (
+                        "preferred",
+                        format!(
+                            "told {} (term {}) that {me} waits for {name} with priority {p}",
+                            holder.identity, r.epoch
+                        ),
+                    ),
+                };
                 report.event(
-                    "take-over",
-                    &format!("asked {} (term {}) to hand {name} to {me}", holder.identity, r.epoch),
-                    json!({ "name": name.as_str(), "holder": holder.identity.as_str(), "epoch": r.epoch.get(), "to": me.as_str() }),
+                    kind,
+                    &text,
+                    json!({ "name": name.as_str(), "holder": holder.identity.as_str(), "epoch": r.epoch.get(), "to": me.as_str(), "priority": r.priority }),
                 );
             }
             Ok(None) => {}

@@ -90,6 +90,16 @@ impl<C: Claim> Campaigner<C> {
         }
     }
 
+    /// [`Candidate::with_priority`] (a run without slots only).
+    pub(crate) fn with_priority(self, priority: u32) -> Self {
+        match self {
+            Campaigner::One { candidate } => Campaigner::One {
+                candidate: candidate.with_priority(priority),
+            },
+            slots @ Campaigner::Slots(_) => slots,
+        }
+    }
+
     /// [`Candidate::on_wait`]: `report` when the campaign first waits for
     /// the name held by another (a run without slots only; with slots the
     /// holders are said when a run gives up).

@@ -114,6 +114,8 @@ pub struct Candidate<C: Claim> {
     current: CurrentTerm,
     /// False for a lease set's per-key candidates: no per-key series.
     instrumented: bool,
+    /// The priority of its terms ([`Candidate::with_priority`]).
+    priority: u32,
 }
 
 /// What [`Candidate::on_retry`] calls: the transient error a waiting
@@ -162,7 +164,45 @@ impl<C: Claim> Candidate<C> {
             retries: Arc::default(),
             current: CurrentTerm::default(),
             instrumented: true,
+            priority: 0,
         }
+    }
+
+    /// A candidate whose terms have `priority` (0 by default): a term hears
+    /// of a waiting preferred candidate ([`Term::preferred`](crate::Term::preferred))
+    /// only if that candidate's priority is above this. Campaigning is not
+    /// changed by it: who wins a free name is the race it always was; a
+    /// preferred candidate asks the holder through
+    /// [`Election::prefer`](crate::Election::prefer) while it waits, and the
+    /// holder decides whether to yield (ADR 0112).
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// let backend = MemoryBackend::new();
+    /// let candidate = Candidate::new(backend.claim("jobs", "zone-a/1")?).with_priority(10);
+    /// assert_eq!(candidate.priority(), 10);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_priority(mut self, priority: u32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The priority of this candidate's terms ([`with_priority`](Self::with_priority)).
+    ///
+    /// ```
+    /// use election_core::Candidate;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # fn main() -> Result<(), election_core::Error> {
+    /// assert_eq!(Candidate::new(MemoryBackend::new().claim("jobs", "a")?).priority(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn priority(&self) -> u32 {
+        self.priority
     }
 
     /// A candidate whose terms record no metrics (a lease set's per-key
@@ -554,6 +594,9 @@ impl<C: Claim> Candidate<C> {
                     claim.backend(),
                     self.instrumented,
                 );
+                state
+                    .priority
+                    .store(self.priority, std::sync::atomic::Ordering::Release);
                 let watch =
                     match claim.watch(guard.attempt(), won, TermReporter::new(state.clone())) {
                         Ok(w) => w,

@@ -327,6 +327,43 @@ pub trait Election: Send + Sync {
         }
     }
 
+    /// Tells the holder of `name`'s current term that `candidate`, with
+    /// `priority`, waits for the name (ADR 0112): stores a
+    /// [`TransferRequest`] with that priority beside the term, as
+    /// [`request_transfer`](Election::request_transfer) does (to and by
+    /// are both `candidate`). The holder hears it only if `priority` is
+    /// above its own term's ([`Term::preferred`](crate::Term::preferred)).
+    /// Returns the request stored, or `None` when no term holds the name.
+    /// Ask once the candidate has waited the time it states (`elect run
+    /// --prefer-after`), and once per term: a holder yields at most once
+    /// per term.
+    ///
+    /// Cancel safety, failure model: as `request_transfer`'s.
+    ///
+    /// ```
+    /// use election_core::{Election, Error, Identity};
+    ///
+    /// /// A candidate in the primary zone says it waits, with priority 10.
+    /// async fn say_preferred<E: Election>(election: &E) -> Result<(), Error> {
+    ///     election.prefer("jobs", &Identity::new("zone-a/1")?, 10).await?;
+    ///     Ok(())
+    /// }
+    /// ```
+    fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> impl Future<Output = Result<Option<TransferRequest>, Error>> + Send {
+        let _ = (name, candidate, priority);
+        async {
+            Err(Error::Config(ConfigError::Unsupported {
+                what: "preferred candidates",
+                backend: "this backend",
+            }))
+        }
+    }
+
     /// The handover of election `name` that no term has followed yet, if
     /// any: what [`Term::transfer`](crate::Term::transfer) stored, shown by
     /// `elect leader` and `elect observe` while the name is reserved for

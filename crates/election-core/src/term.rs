@@ -464,7 +464,7 @@ impl<C: Claim> Term<C> {
     /// # Ok(()) }
     /// ```
     pub async fn transfer_requested(&self) -> TransferRequest {
-        self.state.wait_transfer_request().await
+        self.state.wait_transfer_request(false).await
     }
 
     /// The latest request that this term be handed over, if one was
@@ -483,6 +483,57 @@ impl<C: Claim> Term<C> {
     /// ```
     pub fn transfer_request(&self) -> Option<TransferRequest> {
         self.state.transfer_request()
+    }
+
+    /// Resolves with the first request of a preferred candidate whose
+    /// priority is above this term's ([`Candidate::with_priority`](crate::Candidate::with_priority);
+    /// 0 without), as the backend's watch reports it
+    /// ([`Election::prefer`](crate::Election::prefer)); at once if one was
+    /// reported. Candidates of equal or lower priority are never reported:
+    /// equal priorities keep today's race. The holder decides whether to
+    /// yield ([`transfer`](Self::transfer) to the request's `to`); a term
+    /// yields at most once, since yielding ends it, and a preferred
+    /// candidate asks only once it has waited the time it states.
+    ///
+    /// Cancel safety: cancel safe (a read of the term's state).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{Candidate, Election, Identity};
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "zone-b/1")?)
+    ///     .with_priority(1)
+    ///     .campaign()
+    ///     .await?;
+    /// // A candidate in the primary zone waits, with a higher priority.
+    /// backend.prefer("jobs", &Identity::new("zone-a/1")?, 5).await?;
+    /// let preferred = term.preferred().await;
+    /// // ... let the work reach a safe point, then yield:
+    /// term.transfer(&preferred.to, Duration::from_secs(15)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn preferred(&self) -> TransferRequest {
+        self.state.wait_transfer_request(true).await
+    }
+
+    /// The latest preferred candidate's request above this term, if one
+    /// was reported ([`preferred`](Self::preferred) without waiting).
+    ///
+    /// ```
+    /// # use election_core::Candidate;
+    /// # use election_testkit::memory::MemoryBackend;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), election_core::Error> {
+    /// # let backend = MemoryBackend::new();
+    /// let term = Candidate::new(backend.claim("jobs", "a")?).campaign().await?;
+    /// assert!(term.preferred_request().is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn preferred_request(&self) -> Option<TransferRequest> {
+        self.state.preferred_request()
     }
 
     /// What [`resign`](Self::resign) and [`transfer`](Self::transfer)

@@ -68,6 +68,11 @@ pub(crate) struct TermState {
     /// The latest request that this term be handed over (ADR 0112), as
     /// the backend's watch reported it.
     transfer: watch::Sender<Option<TransferRequest>>,
+    /// The latest request of a preferred candidate whose priority is above
+    /// this term's.
+    preferred: watch::Sender<Option<TransferRequest>>,
+    /// This term's priority (`Candidate::with_priority`; 0 without).
+    pub(crate) priority: std::sync::atomic::AtomicU32,
     /// What the metrics know of this term: [`FRESH`], [`LEADING`] (counted
     /// won, the leader gauge raised) or [`ENDED`].
     accounting: AtomicU8,
@@ -116,6 +121,8 @@ impl TermState {
             backend,
             status,
             transfer: watch::channel(None).0,
+            preferred: watch::channel(None).0,
+            priority: std::sync::atomic::AtomicU32::new(0),
             accounting: AtomicU8::new(if instrumented { FRESH } else { ENDED }),
             instrumented,
         })
@@ -329,7 +336,14 @@ impl TermState {
         if request.epoch != self.epoch {
             return false;
         }
-        self.transfer.send_if_modified(|now| {
+        let channel = match request.priority {
+            None => &self.transfer,
+            Some(p) if p > self.priority.load(Ordering::Acquire) => &self.preferred,
+            // Not above this term's priority: equal priorities keep the
+            // race as it was.
+            Some(_) => return false,
+        };
+        channel.send_if_modified(|now| {
             if now.as_ref() == Some(&request) {
                 return false;
             }
@@ -343,10 +357,20 @@ impl TermState {
         self.transfer.borrow().clone()
     }
 
-    /// Resolves with the first request to hand this term over (at once if
-    /// one was reported).
-    pub(crate) async fn wait_transfer_request(&self) -> TransferRequest {
-        let mut rx = self.transfer.subscribe();
+    /// The latest preferred candidate's request above this term.
+    pub(crate) fn preferred_request(&self) -> Option<TransferRequest> {
+        self.preferred.borrow().clone()
+    }
+
+    /// Resolves with the first explicit request (`preferred` false), or
+    /// preferred candidate's request above this term (`preferred` true),
+    /// to hand this term over (at once if one was reported).
+    pub(crate) async fn wait_transfer_request(&self, preferred: bool) -> TransferRequest {
+        let mut rx = if preferred {
+            self.preferred.subscribe()
+        } else {
+            self.transfer.subscribe()
+        };
         loop {
             if let Some(r) = rx.borrow_and_update().clone() {
                 return r;

@@ -55,6 +55,12 @@ pub struct TransferRequest {
     /// When, by the asker's wall clock, where the backend stores it
     /// (display only).
     pub at: Option<SystemTime>,
+    /// `None`: an explicit request (`elect transfer`, `--take-over`).
+    /// `Some(p)`: a preferred candidate with priority `p` waits
+    /// ([`Election::prefer`](crate::Election::prefer)); the holder is
+    /// told only if `p` is above its own term's priority
+    /// ([`Term::preferred`](crate::Term::preferred)).
+    pub priority: Option<u32>,
 }
 
 impl TransferRequest {
@@ -74,17 +80,47 @@ impl TransferRequest {
         epoch: Epoch,
         at: Option<SystemTime>,
     ) -> TransferRequest {
-        TransferRequest { to, by, epoch, at }
+        TransferRequest {
+            to,
+            by,
+            epoch,
+            at,
+            priority: None,
+        }
+    }
+
+    /// The same request from a preferred candidate of `priority`.
+    ///
+    /// ```
+    /// use election_core::{Epoch, Identity, TransferRequest};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let id = Identity::new("zone-a/1")?;
+    /// let r = TransferRequest::new(id.clone(), id, Epoch::FIRST, None).with_priority(10);
+    /// assert_eq!(r.priority, Some(10));
+    /// assert_eq!(r.to_string(), "hand the term of epoch 1 to zone-a/1 (preferred, priority 10)");
+    /// # Ok(()) }
+    /// ```
+    pub fn with_priority(mut self, priority: u32) -> TransferRequest {
+        self.priority = Some(priority);
+        self
     }
 }
 
 impl std::fmt::Display for TransferRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "hand the term of epoch {} to {} (asked by {})",
-            self.epoch, self.to, self.by
-        )
+        match self.priority {
+            None => write!(
+                f,
+                "hand the term of epoch {} to {} (asked by {})",
+                self.epoch, self.to, self.by
+            ),
+            Some(p) => write!(
+                f,
+                "hand the term of epoch {} to {} (preferred, priority {p})",
+                self.epoch, self.to
+            ),
+        }
     }
 }
 

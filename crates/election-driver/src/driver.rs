@@ -586,6 +586,22 @@ pub trait ElectionSteps: Send + Sync {
         by: &'a Identity,
     ) -> BoxFuture<'a, Result<Option<TransferRequest>, CoreError>>;
 
+    /// Tells `name`'s holder that `candidate` waits with `priority`
+    /// ([`Election::prefer`](election_core::Election::prefer)).
+    ///
+    /// ```
+    /// # async fn check(o: &dyn election_driver::Opened) -> Result<(), Box<dyn std::error::Error>> {
+    /// let me = election_core::Identity::new("zone-a/1")?;
+    /// o.prefer("jobs", &me, 10).await?;
+    /// # Ok(()) }
+    /// ```
+    fn prefer<'a>(
+        &'a self,
+        name: &'a str,
+        candidate: &'a Identity,
+        priority: u32,
+    ) -> BoxFuture<'a, Result<Option<TransferRequest>, CoreError>>;
+
     /// The handover of `name` no term has followed yet
     /// ([`Election::handover`](election_core::Election::handover)).
     ///
@@ -670,6 +686,15 @@ where
         by: &'a Identity,
     ) -> BoxFuture<'a, Result<Option<TransferRequest>, CoreError>> {
         election_core::Election::request_transfer(self, name, to, by).boxed()
+    }
+
+    fn prefer<'a>(
+        &'a self,
+        name: &'a str,
+        candidate: &'a Identity,
+        priority: u32,
+    ) -> BoxFuture<'a, Result<Option<TransferRequest>, CoreError>> {
+        election_core::Election::prefer(self, name, candidate, priority).boxed()
     }
 
     fn handover<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Handover>, CoreError>> {

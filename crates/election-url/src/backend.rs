@@ -409,6 +409,15 @@ impl election_core::Election for Backend {
         self.0.request_transfer(name, to, by).await
     }
 
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &election_core::Identity,
+        priority: u32,
+    ) -> Result<Option<election_core::TransferRequest>, CoreError> {
+        self.0.prefer(name, candidate, priority).await
+    }
+
     async fn handover(&self, name: &str) -> Result<Option<election_core::Handover>, CoreError> {
         self.0.handover(name).await
     }

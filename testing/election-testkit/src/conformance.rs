@@ -238,6 +238,34 @@ pub trait Backend: Send + Sync {
         async { None }
     }
 
+    /// Tells `name`'s holder that `candidate` waits with `priority`
+    /// through the backend's `Election::prefer` (a fresh handle), or
+    /// `None` if the backend cannot (the preference case then checks
+    /// nothing).
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_testkit::conformance::Backend;
+    /// use election_testkit::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let me = Identity::new("zone-a/1").expect("id");
+    /// let none = Backend::prefer(&MemoryBackend::new(), "jobs", &me, 3).await;
+    /// assert!(matches!(none, Some(Ok(None))));
+    /// # }
+    /// ```
+    fn prefer(
+        &self,
+        name: &str,
+        candidate: &election_core::Identity,
+        priority: u32,
+    ) -> impl Future<Output = Option<Result<Option<election_core::TransferRequest>, Error>>> + Send
+    {
+        let _ = (name, candidate, priority);
+        async { None }
+    }
+
     /// The handover of `name` the backend shows (`Election::handover`, a
     /// fresh handle), or `None` if the backend shows none.
     ///
@@ -967,6 +995,65 @@ pub async fn a_transfer_request_reaches_the_holder<B: Backend>(b: &B) {
     }
 }
 
+/// A preferred candidate (ADR 0112) is heard by a holder of a lower
+/// priority, with its priority, and never by one of an equal priority;
+/// the holder yields by transfer and the preferred candidate leads.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::conformance::a_preferred_candidate_above_the_holder_is_heard(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn a_preferred_candidate_above_the_holder_is_heard<B: Backend>(b: &B) {
+    let a = candidate(b, "preferred", "a").await.with_priority(2);
+    let term = within("a campaign", a.campaign()).await.expect("a wins");
+    let (equal, higher) = (
+        election_core::Identity::new("equal").expect("identity"),
+        election_core::Identity::new("primary").expect("identity"),
+    );
+    let Some(stored) = b.prefer("preferred", &equal, 2).await else {
+        term.resign().await.expect("resign");
+        return;
+    };
+    let stored = stored.expect("prefer").expect("a term held the name");
+    assert_eq!((stored.priority, stored.epoch), (Some(2), term.epoch()));
+    let stored = b
+        .prefer("preferred", &higher, 5)
+        .await
+        .expect("prefer")
+        .expect("prefer")
+        .expect("a term held the name");
+    assert_eq!(stored.priority, Some(5));
+    let heard = within("the holder hears the preferred candidate", term.preferred()).await;
+    assert_eq!(
+        (&heard.to, heard.priority),
+        (&higher, Some(5)),
+        "the first preferred candidate heard is not the one above the holder"
+    );
+    assert_eq!(
+        term.transfer_request(),
+        None,
+        "a preference reported as a transfer request"
+    );
+    within(
+        "a yields",
+        term.transfer(&heard.to, Duration::from_secs(120)),
+    )
+    .await
+    .expect("a yields to primary");
+    let next = within(
+        "primary after the yield",
+        candidate(b, "preferred", "primary").await.campaign(),
+    )
+    .await
+    .expect("primary wins");
+    assert!(next.epoch() > term.epoch());
+    next.resign().await.expect("resign");
+}
+
 /// `leader()` matches the holder: nobody, then the winner with its epoch,
 /// then nobody after resign.
 ///
@@ -1397,6 +1484,7 @@ macro_rules! conformance_tests {
             transfer_hands_the_name_to_the_successor,
             a_transfer_to_an_absent_successor_ends_with_its_window,
             a_transfer_request_reaches_the_holder,
+            a_preferred_candidate_above_the_holder_is_heard,
             leader_matches_holder,
             bad_configuration_is_refused,
             an_ended_terms_lease_reads_lost,
@@ -1465,6 +1553,15 @@ impl Backend for crate::memory::MemoryBackend {
         by: &election_core::Identity,
     ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
         Some(election_core::Election::request_transfer(self, name, to, by).await)
+    }
+
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &election_core::Identity,
+        priority: u32,
+    ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
+        Some(election_core::Election::prefer(self, name, candidate, priority).await)
     }
 
     async fn handover(&self, name: &str) -> Option<Result<Option<election_core::Handover>, Error>> {

@@ -1140,6 +1140,34 @@ impl election_core::Election for MemoryBackend {
         Ok(Some(request))
     }
 
+    /// As `request_transfer`, from `candidate` itself, with `priority`.
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<TransferRequest>, Error> {
+        let name = ElectionName::new(name)?;
+        tokio::task::yield_now().await;
+        self.fault(Step::Leader, &name)?;
+        let mut reg = self.lock();
+        let Some(holding) = reg.slots.get_mut(&name).and_then(|s| s.holder.as_mut()) else {
+            return Ok(None);
+        };
+        let request = TransferRequest::new(
+            candidate.clone(),
+            candidate.clone(),
+            holding.epoch,
+            Some(SystemTime::now()),
+        )
+        .with_priority(priority);
+        holding.transfer = Some(request.clone());
+        if let Some(Reporter::Term(r)) = &holding.reporter {
+            r.transfer_requested(request.clone());
+        }
+        Ok(Some(request))
+    }
+
     async fn handover(&self, name: &str) -> Result<Option<Handover>, Error> {
         let name = ElectionName::new(name)?;
         self.fault(Step::Leader, &name)?;

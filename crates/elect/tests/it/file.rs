@@ -314,3 +314,10 @@ async fn transfer_hands_the_term_to_the_named_successor() {
 async fn a_transfer_to_nobody_holds_the_name_for_its_window() {
     common::transfer_to_nobody(&Setup::file()).await;
 }
+
+/// A leader with --yield-to-preferred hands its term to a waiting
+/// candidate of a higher --priority, not to one of its own (ADR 0112).
+#[tokio::test]
+async fn a_leader_yields_to_a_preferred_candidate() {
+    common::preference(&Setup::file()).await;
+}

@@ -417,3 +417,11 @@ async fn a_transfer_to_nobody_holds_the_name_for_its_window() {
     let s = server();
     common::transfer_to_nobody(&Setup::nats(&s.url(), &TIMING)).await;
 }
+
+/// A leader with --yield-to-preferred hands its term to a waiting
+/// candidate of a higher --priority, not to one of its own (ADR 0112).
+#[tokio::test]
+async fn a_leader_yields_to_a_preferred_candidate() {
+    let s = server();
+    common::preference(&Setup::nats(&s.url(), &TIMING)).await;
+}

@@ -1384,3 +1384,58 @@ pub(crate) async fn transfer_to_nobody(b: &Setup) {
     assert!(sc.epoch > sa.epoch);
     end(c, &rc, name, sc.epoch).await;
 }
+
+/// Preference (ADR 0112): A leads with priority 1 and yields to preferred
+/// candidates; B (priority 1) waits and is never told about; Z (priority
+/// 5) waits, and after its --prefer-after tells A, which stops its
+/// command and hands the term to Z, not to B that waited longer.
+pub(crate) async fn preference(b: &Setup) {
+    let name = "preferred";
+    let ra = b.report("a");
+    let mut a = b.run(
+        name,
+        "a",
+        &["--priority", "1", "--yield-to-preferred"],
+        &ra.worker(),
+    );
+    a.err_with("elect: started ").await;
+    let sa = ra.started().await;
+    let rb = b.report("b");
+    let mut bee = b.run(
+        name,
+        "b",
+        &["--priority", "1", "--prefer-after", "100ms"],
+        &rb.worker(),
+    );
+    bee.err_with(&format!(
+        "elect: preferred: told a (term {}) that b waits",
+        sa.epoch
+    ))
+    .await;
+    let rz = b.report("z");
+    let mut z = b.run(
+        name,
+        "z",
+        &["--priority", "5", "--prefer-after", "500ms"],
+        &rz.worker(),
+    );
+    z.err_with(&format!(
+        "elect: preferred: told a (term {}) that z waits for {name} with priority 5",
+        sa.epoch
+    ))
+    .await;
+    let sz = rz.started().await;
+    assert!(!alive(sa.pid), "A's command ran while Z led");
+    assert!(sz.epoch > sa.epoch);
+    assert_eq!(
+        rb.lines(),
+        Vec::<String>::new(),
+        "B led instead of the preferred Z"
+    );
+    let done = a.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
+    done.err_line(&format!("handed {name}, term {}, to z", sa.epoch));
+    end(z, &rz, name, sz.epoch).await;
+    let sb = rb.started().await;
+    end(bee, &rb, name, sb.epoch).await;
+}
