@@ -20,6 +20,8 @@ pub(crate) const TERMS_LOST: &str = "election_terms_lost_total";
 pub(crate) const TERMS_RESIGNED: &str = "election_terms_resigned_total";
 /// Terms this process handed to a successor (a subset of the resigned).
 pub(crate) const TERMS_TRANSFERRED: &str = "election_terms_transferred_total";
+/// Of those, the terms handed to a preferred candidate (a yield).
+pub(crate) const TERMS_YIELDED: &str = "election_terms_yielded_total";
 /// Terms their holder ended by dropping them (or their `lead`).
 pub(crate) const TERMS_DROPPED: &str = "election_terms_dropped_total";
 /// 1 while this process leads the election, else 0.
@@ -62,6 +64,10 @@ pub fn describe_metrics() {
     describe_counter!(
         TERMS_TRANSFERRED,
         "Terms this process handed to a named successor (also counted resigned)."
+    );
+    describe_counter!(
+        TERMS_YIELDED,
+        "Terms this process handed to a waiting candidate of a higher priority (also counted transferred)."
     );
     describe_counter!(
         TERMS_DROPPED,
@@ -151,8 +157,11 @@ pub(crate) fn term_ended(name: &ElectionName, backend: &'static str, reason: &Lo
 
 /// Counts a term of `name` handed to a successor (its end is counted
 /// resigned by [`term_ended`]).
-pub(crate) fn term_transferred(name: &ElectionName, backend: &'static str) {
+pub(crate) fn term_transferred(name: &ElectionName, backend: &'static str, yielded: bool) {
     metrics::counter!(TERMS_TRANSFERRED, "name" => label(name), "backend" => backend).increment(1);
+    if yielded {
+        metrics::counter!(TERMS_YIELDED, "name" => label(name), "backend" => backend).increment(1);
+    }
 }
 
 /// Counts a won term of `name` and the campaign's wait for it.

@@ -570,9 +570,12 @@ impl<C: Claim> Term<C> {
                                 tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), "resigned")
                             }
                             Some((to, window)) => {
+                                let yielded =
+                                    self.state.preferred_request().is_some_and(|r| &r.to == to);
                                 crate::instrument::term_transferred(
                                     &self.state.name,
                                     claim.backend(),
+                                    yielded,
                                 );
                                 tracing::info!(name = %self.state.name, identity = %self.state.identity, epoch = self.state.epoch.get(), %to, ?window, "handed over")
                             }

@@ -37,6 +37,7 @@ const LOST: &str = "election_terms_lost_total";
 const RESIGNED: &str = "election_terms_resigned_total";
 const DROPPED: &str = "election_terms_dropped_total";
 const TRANSFERRED: &str = "election_terms_transferred_total";
+const YIELDED: &str = "election_terms_yielded_total";
 const LEADER: &str = "election_leader";
 const WAIT: &str = "election_campaign_wait_seconds";
 const RENEWAL: &str = "election_renewal_duration_seconds";
@@ -142,8 +143,20 @@ fn transfers_are_counted_and_resigned() {
         let to = election_core::Identity::new("b").unwrap();
         term.transfer(&to, secs(5.0)).await.unwrap();
         assert_eq!(r.counter(TRANSFERRED, &labels), 1);
+        assert_eq!(r.counter(YIELDED, &labels), 0);
         assert_eq!(r.counter(RESIGNED, &labels), 1);
         assert_eq!(r.gauge(LEADER, &labels), Some(0.0));
+        // A yield to the preferred candidate heard counts as one.
+        let c = Candidate::new(b.claim("jobs", "c").unwrap());
+        let term = c.campaign().await.unwrap();
+        let primary = election_core::Identity::new("primary").unwrap();
+        election_core::Election::prefer(&b, "jobs", &primary, 3)
+            .await
+            .unwrap();
+        let heard = term.preferred().await;
+        term.transfer(&heard.to, secs(5.0)).await.unwrap();
+        assert_eq!(r.counter(TRANSFERRED, &labels), 2);
+        assert_eq!(r.counter(YIELDED, &labels), 1);
     });
 }
 
