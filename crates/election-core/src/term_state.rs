@@ -331,9 +331,11 @@ impl TermState {
     }
 
     /// Records a request to hand this term over; false (and ignored) if it
-    /// names another epoch or repeats the one recorded.
+    /// names another epoch, names this term's own holder as the successor,
+    /// or repeats the one recorded.
     pub(crate) fn transfer_requested(&self, request: TransferRequest) -> bool {
-        if request.epoch != self.epoch {
+        // Another term's, or asking this holder to hand over to itself.
+        if request.epoch != self.epoch || request.to == self.identity {
             return false;
         }
         let channel = match request.priority {
@@ -486,7 +488,9 @@ impl TermReporter {
     /// Reports a request, read from the store, that the holder hand this
     /// term to a successor ([`Election::request_transfer`](crate::Election::request_transfer)).
     /// Returns true if it was new; a request for another epoch (an earlier
-    /// term's) is ignored. The term only reports it
+    /// term's), one naming this holder as its own successor, and a
+    /// preferred candidate's not above the term's priority are ignored.
+    /// The term only reports it
     /// ([`Term::transfer_requested`](crate::Term::transfer_requested)): the
     /// holder decides whether and when to hand over.
     ///
@@ -541,6 +545,44 @@ mod tests {
     use futures::FutureExt;
 
     use super::*;
+
+    /// What a term hears: requests of its own epoch only, never one naming
+    /// its own holder, and preferred candidates above its priority only;
+    /// explicit and preferred requests apart.
+    #[test]
+    fn a_term_hears_only_requests_meant_for_it() {
+        let id = |s: &str| Identity::new(s).unwrap();
+        let epoch = Epoch::new(5).unwrap();
+        let state = TermState::new(ElectionName::new("jobs").unwrap(), id("a"), epoch, None);
+        state.priority.store(3, Ordering::Release);
+        let ask = |to: &str, e: u64| {
+            TransferRequest::new(id(to), id("ops"), Epoch::new(e).unwrap(), None)
+        };
+        assert!(
+            !state.transfer_requested(ask("b", 4)),
+            "an earlier term's request"
+        );
+        assert!(
+            !state.transfer_requested(ask("a", 5)),
+            "a request to the holder itself"
+        );
+        assert!(
+            !state.transfer_requested(ask("b", 5).with_priority(3)),
+            "an equal priority"
+        );
+        assert_eq!(
+            (state.transfer_request(), state.preferred_request()),
+            (None, None)
+        );
+        assert!(state.transfer_requested(ask("b", 5)));
+        assert!(
+            !state.transfer_requested(ask("b", 5)),
+            "the same request twice"
+        );
+        assert!(state.transfer_requested(ask("c", 5).with_priority(4)));
+        assert_eq!(state.transfer_request().map(|r| r.to), Some(id("b")));
+        assert_eq!(state.preferred_request().map(|r| r.to), Some(id("c")));
+    }
 
     fn term(valid_for: Duration) -> Arc<TermState> {
         TermState::new(
