@@ -58,19 +58,40 @@ impl std::fmt::Debug for Changes {
 impl Changes {
     /// Watches `dir` for changes of `lock` and `record` (file names).
     pub(crate) fn new(dir: PathBuf, lock: OsString, record: OsString) -> Result<Self, Error> {
+        Changes::watching(
+            dir,
+            [lock, record],
+            AddWatchFlags::IN_CLOSE_WRITE
+                | AddWatchFlags::IN_MOVED_TO
+                | AddWatchFlags::IN_MOVED_FROM
+                | AddWatchFlags::IN_CREATE
+                | AddWatchFlags::IN_DELETE,
+        )
+    }
+
+    /// Watches `dir` for writes to the files `names` (`IN_MODIFY`) and for
+    /// their creation, deletion and renames, not for closes: a candidate
+    /// that waits out a handover's window (ADR 0112) wakes when a term
+    /// begins (its record is written) or the files are replaced, not when
+    /// another candidate merely opens and closes them to look.
+    pub(crate) fn writes(dir: PathBuf, names: [OsString; 2]) -> Result<Self, Error> {
+        Changes::watching(
+            dir,
+            names,
+            AddWatchFlags::IN_MODIFY
+                | AddWatchFlags::IN_MOVED_TO
+                | AddWatchFlags::IN_MOVED_FROM
+                | AddWatchFlags::IN_CREATE
+                | AddWatchFlags::IN_DELETE,
+        )
+    }
+
+    fn watching(dir: PathBuf, names: [OsString; 2], mask: AddWatchFlags) -> Result<Self, Error> {
         let io = |op, e: nix::Error| Error::io(op, &dir, e.into());
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
             .map_err(|e| io("inotify_init", e))?;
         inotify
-            .add_watch(
-                &dir,
-                AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_MOVED_TO
-                    | AddWatchFlags::IN_MOVED_FROM
-                    | AddWatchFlags::IN_CREATE
-                    | AddWatchFlags::IN_DELETE
-                    | AddWatchFlags::IN_ONLYDIR,
-            )
+            .add_watch(&dir, mask | AddWatchFlags::IN_ONLYDIR)
             .map_err(|e| io("inotify_add_watch", e))?;
         #[allow(unsafe_code)]
         // SAFETY: `Fd` owns the inotify descriptor (an `OwnedFd` inside
@@ -78,11 +99,7 @@ impl Changes {
         // `AsyncFd` holds it, which closes it only when dropped.
         let fd = unsafe { AsyncFd::register(Fd(inotify)) }
             .map_err(|e| Error::io("register", &dir, e.into()))?;
-        Ok(Changes {
-            fd,
-            dir,
-            names: [lock, record],
-        })
+        Ok(Changes { fd, dir, names })
     }
 
     /// Waits until a file of the election may have changed (see

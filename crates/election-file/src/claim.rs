@@ -9,6 +9,8 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use election_core::{
     Claim, ElectionName, End, Epoch, Identity, Leader, LeaderValue, TermReporter, WatchGuard, Won,
 };
@@ -18,13 +20,16 @@ use crate::store::claim_file::{self, Paths, Tried};
 use crate::store::lock;
 use crate::store::record::Record;
 use crate::store::value;
-use crate::store::waiter;
+use crate::store::waiter::{self, Waited};
 use crate::tamper::{self, TamperWatch};
 
 /// The claim of one candidate in a [`FileElection`](crate::FileElection).
 ///
 /// How a term ends:
 /// - resign unlocks the claim file, then closes it;
+/// - a transfer (ADR 0112) writes a handover into the epoch record, then
+///   unlocks and closes the claim file: only the successor may win until
+///   the others have seen the handover for its window;
 /// - dropping the term (or cancelling a campaign, or a failed step) closes
 ///   the claim file, which frees the lock at once;
 /// - the process dying frees the lock too (the kernel closes its files).
@@ -46,6 +51,32 @@ pub struct FileAttempt {
     won_while_waiting: Option<(File, Epoch)>,
     /// The epoch this attempt won, once it won.
     epoch: Option<Epoch>,
+    /// The handover to another candidate (ADR 0112) this attempt found
+    /// first in the record (the record as read), and when, on this
+    /// process's monotonic clock: the window is counted from then.
+    reserved: Option<(Box<Record>, Instant)>,
+}
+
+impl FileAttempt {
+    /// Notes a handover to another candidate read from the record: the
+    /// first sighting of each handover is kept (a new one starts again).
+    fn saw(&mut self, record: Box<Record>) {
+        if self
+            .reserved
+            .as_ref()
+            .is_none_or(|(seen, _)| *seen != record)
+        {
+            self.reserved = Some((record, Instant::now()));
+        }
+    }
+
+    /// The handover this attempt has seen for its whole window, which its
+    /// claim no longer respects.
+    fn waived(&self) -> Option<Box<Record>> {
+        let (seen, since) = self.reserved.as_ref()?;
+        let window = seen.handover.as_ref()?.window;
+        (since.elapsed() >= window).then(|| seen.clone())
+    }
 }
 
 impl FileClaim {
@@ -79,10 +110,21 @@ impl FileClaim {
             attempt.file = Some(file);
             return Ok(won(epoch));
         }
-        let quick = claim_file::try_claim(&self.paths, &self.identity, &mut attempt.file, false);
+        let waived = attempt.waived();
+        let quick = claim_file::try_claim(
+            &self.paths,
+            &self.identity,
+            waived.as_deref(),
+            &mut attempt.file,
+            false,
+        );
         match quick.map_err(|e| self.core(e))? {
             Tried::Won(epoch) => return Ok(won(epoch)),
             Tried::Held => return Ok(None),
+            Tried::Reserved(record) => {
+                attempt.saw(record);
+                return Ok(None);
+            }
             Tried::NeedsDurable => {}
         }
         // Locked by this attempt's file: finish off the runtime.
@@ -90,15 +132,76 @@ impl FileClaim {
         let identity = self.identity.clone();
         let (file, tried) = self
             .blocking(move |p| {
-                let tried = claim_file::try_claim(p, &identity, &mut file, true);
+                let tried = claim_file::try_claim(p, &identity, waived.as_deref(), &mut file, true);
                 Ok((file, tried))
             })
             .await?;
         attempt.file = file;
         match tried.map_err(|e| self.core(e))? {
             Tried::Won(epoch) => Ok(won(epoch)),
+            Tried::Reserved(record) => {
+                attempt.saw(record);
+                Ok(None)
+            }
             Tried::Held | Tried::NeedsDurable => Ok(None),
         }
+    }
+
+    /// [`Claim::wait`] while the name is reserved for another candidate
+    /// (ADR 0112) and this attempt has not yet seen the handover for its
+    /// window: no lock is taken (it is free, and would be taken again at
+    /// once). Sleeps until the window ends, or until the election's
+    /// record or claim file is written, created, deleted or renamed (a
+    /// term began: the successor won; inotify on the directory). Without
+    /// inotify, at most `poll_interval`. `false`: the window has passed
+    /// (or the record does not show the handover any more), so wait for
+    /// the lock as usual.
+    async fn wait_out_reservation(
+        &self,
+        attempt: &mut FileAttempt,
+        poll_interval: Duration,
+    ) -> bool {
+        let Some((seen, since)) = attempt.reserved.as_ref() else {
+            return false;
+        };
+        let Some(window) = seen.handover.as_ref().map(|h| h.window) else {
+            return false;
+        };
+        let until = *since + window;
+        if Instant::now() >= until {
+            return false;
+        }
+        // Watch first, read after: a term that begins in between wakes
+        // the sleep.
+        let name = |p: &std::path::Path| p.file_name().unwrap_or_default().to_owned();
+        let changes = crate::Changes::writes(
+            self.paths.dir.clone(),
+            [name(&self.paths.lock), name(&self.paths.record)],
+        );
+        match Record::read(&self.paths.record) {
+            Ok(Some(now)) if now == **seen => {}
+            // Torn (being written) or unreadable: the lock hold reads it.
+            Err(_) => return false,
+            // Another record: the handover was followed (or replaced).
+            Ok(_) => {
+                attempt.reserved = None;
+                return false;
+            }
+        }
+        match changes {
+            Ok(mut changes) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {}
+                    _ = changes.changed() => {}
+                }
+            }
+            Err(e) => {
+                tracing::debug!(name = %self.name, error = %e,
+                    "no inotify: waiting out a handover by polling");
+                tokio::time::sleep_until(until.min(Instant::now() + poll_interval)).await;
+            }
+        }
+        true
     }
 }
 
@@ -125,6 +228,7 @@ impl Claim for FileClaim {
             file: Some(file),
             won_while_waiting: None,
             epoch: None,
+            reserved: None,
         })
     }
 
@@ -149,6 +253,7 @@ impl Claim for FileClaim {
         let won = self.claim_once(attempt).await?;
         if let Some(w) = won {
             attempt.epoch = Some(w.epoch);
+            attempt.reserved = None;
         }
         Ok(won)
     }
@@ -157,6 +262,15 @@ impl Claim for FileClaim {
     /// process wins the claim for this attempt the moment it is (see
     /// [`FileClaim`]). `poll_interval` is only a backstop.
     ///
+    /// While the name is reserved for another candidate by a handover
+    /// (ADR 0112) that this attempt has read, it does not wait for the
+    /// lock (the lock is free: it would be taken again at once): it sleeps
+    /// until the handover's window ends on this process's monotonic clock,
+    /// counted from when this attempt first read it, or until a term
+    /// begins (the successor's: an inotify event of the record); then it
+    /// waits for the lock as before. The successor waits for the lock as
+    /// for any release, and wins at the handover.
+    ///
     /// Cancel safety: a claim won for a cancelled wait is dropped, which
     /// frees the lock at once.
     async fn wait(
@@ -164,10 +278,14 @@ impl Claim for FileClaim {
         attempt: &mut FileAttempt,
         poll_interval: Duration,
     ) -> Result<(), election_core::Error> {
-        let won = waiter::wait_for_claim(&self.paths, &self.identity);
+        if self.wait_out_reservation(attempt, poll_interval).await {
+            return Ok(());
+        }
+        let won = waiter::wait_for_claim(&self.paths, &self.identity, attempt.waived());
         tokio::select! {
             won = won => match won {
-                Ok(Ok(claimed)) => attempt.won_while_waiting = Some(claimed),
+                Ok(Ok(Waited::Won(file, epoch))) => attempt.won_while_waiting = Some((file, epoch)),
+                Ok(Ok(Waited::Reserved(record))) => attempt.saw(record),
                 Ok(Err(e)) => return Err(self.core(e)),
                 Err(_) => {} // the waiter gave up: try again
             },
@@ -275,6 +393,55 @@ impl Claim for FileClaim {
         Ok(())
     }
 
+    /// Hands the term to `successor` (ADR 0112): under the epoch record's
+    /// own lock, with the claim's lock still held and the record still
+    /// showing this attempt's term, the record is rewritten in place with
+    /// the handover (the successor, the window, the holder's wall clock and
+    /// the kernel's boot id; no new epoch); then the claim file is
+    /// unlocked. Every claim reads the record under the same two locks, so
+    /// none finds the claim free without the handover. A candidate other
+    /// than `successor` that finds it answers "held" until it has seen that
+    /// handover for `window` on its own monotonic clock; `successor` wins
+    /// at once, and its record (as every winner's) ends the reservation. A
+    /// handover does not outlive the boot of the OS it was written in.
+    ///
+    /// If the process dies part way, the kernel frees the lock: the record
+    /// shows the term (as after any crash: the next claim wins) or the
+    /// handover (reserved for its window): both are safe.
+    ///
+    /// Failure model: [`election_core::Error::NotHeld`] (nothing written,
+    /// the lock dropped) if the claim file was replaced, another attempt
+    /// holds the claim, or the record shows a later term (a revocation);
+    /// `Unavailable` for an I/O error, `Corrupt` for a record that does not
+    /// read. Cancel safety: the work runs on the blocking pool and
+    /// completes even if the future is dropped.
+    async fn release_to(
+        &self,
+        attempt: &mut FileAttempt,
+        successor: &Identity,
+        window: Duration,
+    ) -> Result<(), election_core::Error> {
+        let not_held = || election_core::Error::NotHeld {
+            name: self.name.clone(),
+        };
+        let (Some(file), Some(epoch)) = (attempt.file.as_ref(), attempt.epoch) else {
+            return Err(not_held());
+        };
+        let file = file
+            .try_clone()
+            .map_err(|e| self.core(Error::io("dup", &self.paths.lock, e)))?;
+        let to = successor.clone();
+        let written = self
+            .blocking(move |p| claim_file::release_to(p, &file, epoch, &to, window))
+            .await?;
+        if written { Ok(()) } else { Err(not_held()) }
+    }
+
+    /// True: see [`release_to`](Claim::release_to).
+    fn transfers(&self) -> bool {
+        true
+    }
+
     /// Closes the claim file; the kernel frees any lock on it at once.
     fn close(&self, attempt: FileAttempt, end: End) {
         tracing::trace!(name = %self.name, identity = %self.identity, ?end, "close");
@@ -317,9 +484,11 @@ impl Claim for FileClaim {
             let Some(r) = read? else {
                 return Ok(None);
             };
-            if r.revoked {
+            if r.revoked || r.handover.is_some() {
                 // Revoked (ADR 0111): the deposed holder still has the
-                // lock until it closes, but nobody leads.
+                // lock until it closes, but nobody leads. Handed over (ADR
+                // 0112): the lock is a candidate's, looking at the
+                // reservation; nobody leads until the next term.
                 return Ok(None);
             }
             Ok(Some(Leader {

@@ -39,6 +39,12 @@ use crate::tamper::TamperWatch;
 /// - `jobs.value`, the value the current term published
 ///   ([`Term::proclaim`](election_core::Term::proclaim)) with its epoch,
 ///   shown only with the term of that epoch (ADR 0068).
+/// - `jobs.transfer`, the latest request that the current term be handed
+///   to a successor ([`request_transfer`](FileElection::request_transfer),
+///   ADR 0112) with its epoch, reported only to the term of that epoch.
+///   A handover itself ([`Term::transfer`](election_core::Term::transfer))
+///   is written into the epoch record (`handover_to=`, ...), in the lock
+///   hold that ends the term.
 ///
 /// Never delete or replace these files while candidates run. A leader
 /// notices a claim file deleted or renamed over in the directory as soon
@@ -234,6 +240,8 @@ impl FileElection {
                 ceiling: file("epoch-ceiling"),
                 ceiling_tmp: file("epoch-ceiling.tmp"),
                 value: file("value"),
+                transfer: file("transfer"),
+                transfer_tmp: file("transfer.tmp"),
             }),
             name,
             identity,
@@ -597,6 +605,122 @@ impl FileElection {
     }
 }
 
+impl FileElection {
+    /// Asks the holder of election `name`'s current term, on behalf of
+    /// `by`, to hand it to `to`
+    /// ([`Election::request_transfer`](election_core::Election::request_transfer),
+    /// ADR 0112). Under the epoch record's own lock, while a term holds the
+    /// claim (its lock held, the record showing it, not a revocation or a
+    /// handover), the request for that term's epoch is written to
+    /// `<name>.transfer` (a temporary file renamed over it: a later request
+    /// replaces an earlier one). The holder's tamper watch reads it at the
+    /// rename's inotify event (ADR 0074; at the latest with its sweep, or
+    /// every tamper check interval where the term polls) and reports it
+    /// ([`Term::transfer_requested`](election_core::Term::transfer_requested)).
+    /// The claim file and the record are not touched: the holder keeps its
+    /// term. A request is only reported to the term of its epoch, so one
+    /// left over from an earlier term never reaches a later one.
+    /// `Ok(None)`: no term holds the name.
+    ///
+    /// Cancel safety: the work runs on the blocking pool and completes
+    /// even if the future is dropped; asking again is safe. Failure model:
+    /// [`election_core::Error::Config`] for a bad name, `Unavailable` for
+    /// an I/O error, `Corrupt` for a record that does not read.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Identity;
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let (to, by) = (Identity::new("host-b/1")?, Identity::new("deploy/7")?);
+    /// assert_eq!(election.request_transfer("jobs", &to, &by).await?, None); // nobody leads
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// let asked = election.request_transfer("jobs", &to, &by).await?.expect("a term holds it");
+    /// assert_eq!(asked.epoch, term.epoch());
+    /// let heard = term.transfer_requested().await; // the holder's watch read it
+    /// term.transfer(&heard.to, Duration::from_secs(15)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let claim = self
+            .claim(name, "observer")
+            .map_err(|e| e.into_core(&name_))?;
+        let paths = claim.paths.clone();
+        let (to, by) = (to.clone(), by.clone());
+        tokio::task::spawn_blocking(move || crate::store::transfer::request(&paths, &to, &by))
+            .await
+            .map_err(|e| election_core::Error::unavailable(&name_, std::io::Error::other(e)))?
+            .map_err(|e| e.into_core(&name_))
+    }
+
+    /// The handover of election `name` that no term has followed yet
+    /// ([`Election::handover`](election_core::Election::handover), ADR
+    /// 0112): what the epoch record shows, if it was written in this boot
+    /// of the OS and its window has not passed by the wall clock since the
+    /// holder wrote it (display only: a candidate counts the window on its
+    /// own monotonic clock from when it first read the handover, so it may
+    /// still wait a little after the handover is no longer shown).
+    ///
+    /// Cancel safety: cancel safe (a read). Failure model: as
+    /// [`last_term`](Self::last_term)'s, as the core's error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Identity;
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let term = election.candidate("jobs", "host-a/1")?.campaign().await?;
+    /// assert_eq!(election.handover("jobs").await?, None);
+    /// term.transfer(&Identity::new("host-b/1")?, Duration::from_secs(15)).await?;
+    /// let shown = election.handover("jobs").await?.expect("reserved for host-b/1");
+    /// assert_eq!((shown.to.as_str(), shown.epoch), ("host-b/1", term.epoch()));
+    /// assert_eq!(election.leader("jobs").await?, None); // nobody leads meanwhile
+    /// # Ok(()) }
+    /// ```
+    pub async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let claim = self
+            .claim(name, "observer")
+            .map_err(|e| e.into_core(&name_))?;
+        let paths = claim.paths.clone();
+        let record = tokio::task::spawn_blocking(move || Record::read_unlocked(&paths.record))
+            .await
+            .map_err(|e| election_core::Error::unavailable(&name_, std::io::Error::other(e)))?
+            .map_err(|e| e.into_core(&name_))?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let boot = crate::store::ceiling::boot_id();
+        let Some(shown) = record.handover_shown(boot) else {
+            return Ok(None);
+        };
+        let passed = record
+            .handover
+            .as_ref()
+            .and_then(|h| h.at())
+            .and_then(|at| std::time::SystemTime::now().duration_since(at).ok())
+            .is_some_and(|since| since >= shown.window);
+        Ok((!passed).then_some(shown))
+    }
+}
+
 impl election_core::Election for FileElection {
     type Claim = FileClaim;
     type LeaseSet = LeaseSet<PerKeyClaims<FileClaim>>;
@@ -631,5 +755,21 @@ impl election_core::Election for FileElection {
         name: &str,
     ) -> Result<Option<election_core::Revocation>, election_core::Error> {
         FileElection::revocation(self, name).await
+    }
+
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        FileElection::request_transfer(self, name, to, by).await
+    }
+
+    async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        FileElection::handover(self, name).await
     }
 }

@@ -31,7 +31,9 @@
 //!
 //! For each election `name` the directory holds `name.lock` (the claim
 //! file), `name.epoch` (the epoch record: the highest epoch handed out)
-//! and `name.epoch-ceiling` (the durable bound above). Never delete or
+//! and `name.epoch-ceiling` (the durable bound above); beside them
+//! `name.value` (a term's value) and `name.transfer` (a request to hand a
+//! term over), which are display and requests only. Never delete or
 //! edit the epoch record or the ceiling: epochs would start again and
 //! fencing tokens would go backwards. Once an election has had a term, a
 //! missing record (within one boot of the OS) or a damaged ceiling is
@@ -44,6 +46,32 @@
 //! trusted, as after an OS restart: ADR 0048). Deleting the claim
 //! file while a term runs is noticed by the holder's tamper watch (the term
 //! is lost).
+//!
+//! # Handing a term to a successor
+//!
+//! [`Term::transfer`](election_core::Term::transfer) (ADR 0112) ends the
+//! term in the lock hold that held it: under the epoch record's own lock,
+//! with the claim file still locked and the record still showing the term,
+//! the record is rewritten in place with a handover (`handover_to`,
+//! `handover_window_ms`, the holder's wall clock and the kernel's boot id;
+//! no new epoch), then the claim file is unlocked. A candidate other than
+//! the successor that finds the handover answers "held" until it has seen
+//! that handover for its window on its own monotonic clock, counted from
+//! when its attempt first read it; meanwhile its wait does not take the
+//! free lock again: it sleeps until the window ends or the record is
+//! written (inotify on the directory: the successor's term began). The
+//! successor wins at once, with the next epoch, and its record ends the
+//! reservation. A handover does not outlive the boot of the OS it was
+//! written in. If the holder dies part way, the record shows either its
+//! term (the next claim wins, as after any crash) or the handover
+//! (reserved for its window).
+//!
+//! [`FileElection::request_transfer`] asks the holder to hand over: the
+//! request, with the term's epoch, goes to `name.transfer` (a temporary
+//! file renamed over it, under the record's lock, only while a term holds
+//! the claim). The holder's tamper watch reads it at the rename's event
+//! and reports it to the term of that epoch only; it is not tampering.
+//! [`FileElection::handover`] shows a handover no term has followed yet.
 //!
 //! # `flock(1)` does not exclude this crate
 //!

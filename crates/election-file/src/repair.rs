@@ -173,6 +173,7 @@ pub(crate) fn repair_with(
         pid: Some(std::process::id()),
         since_unix_ms: None,
         revoked: false,
+        handover: None,
     }
     .write_durably(&paths.dir, &paths.record, &paths.tmp)?;
     // The ceiling never goes down: it may cover epochs the damaged record

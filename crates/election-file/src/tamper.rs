@@ -9,6 +9,12 @@
 //!   check that term at once (the same check as before: the claim file at
 //!   the path is the locked one, the record shows no later epoch). A
 //!   queue overflow, or the directory deleted or moved, checks every term.
+//! - **the request to hand a term over** (ADR 0112, `store::transfer`):
+//!   every check of a term that finds it still held also reads the
+//!   election's `.transfer` file and reports a request for the term's
+//!   epoch (`TermReporter::transfer_requested`); the request's rename is
+//!   an event naming the file, so it is read at once. Not tampering: it
+//!   touches neither the claim file nor the record.
 //! - **every interval, the directory's identity** (one `stat` of its
 //!   path against the watched inode): a directory replaced at its path
 //!   (an ancestor renamed, a mount over it) checks every term, and from
@@ -69,8 +75,19 @@ pub(crate) fn check(paths: &Paths, dev: u64, ino: u64, epoch: Epoch) -> Option<S
     }
 }
 
+/// Reports to the term of `epoch` the request that it be handed over
+/// (ADR 0112) stored beside it, if any: only a request for this very
+/// epoch (one left over from an earlier term never is; the core ignores
+/// other epochs too). The core reports each request once.
+pub(crate) fn report_request(paths: &Paths, epoch: Epoch, reporter: &TermReporter) {
+    if let Some(request) = crate::store::transfer::read_for(&paths.transfer, epoch) {
+        reporter.transfer_requested(request);
+    }
+}
+
 /// The per-term poll (the watch before ADR 0074): [`check`] every
-/// `interval`, for a term whose election could not start inotify.
+/// `interval`, for a term whose election could not start inotify; and
+/// the request to hand it over, if one was stored.
 pub(crate) fn poll(
     paths: Arc<Paths>,
     dev: u64,
@@ -88,6 +105,7 @@ pub(crate) fn poll(
                 reporter.lose(LossReason::Revoked { detail });
                 return;
             }
+            report_request(&paths, epoch, &reporter);
         }
     }))
 }
@@ -121,7 +139,8 @@ struct State {
     next: u64,
     /// The watched terms, by registration number (ordered, for the sweep).
     terms: BTreeMap<u64, Watched>,
-    /// File name (claim file or record) → the terms it belongs to.
+    /// File name (claim file, record or transfer request) → the terms it
+    /// belongs to.
     by_name: HashMap<OsString, Vec<u64>>,
     /// A task watches the directory.
     running: bool,
@@ -149,9 +168,13 @@ impl AsRawFd for Fd {
     }
 }
 
-fn names(paths: &Paths) -> [OsString; 2] {
+fn names(paths: &Paths) -> [OsString; 3] {
     let name = |p: &Path| p.file_name().unwrap_or_default().to_owned();
-    [name(&paths.lock), name(&paths.record)]
+    [
+        name(&paths.lock),
+        name(&paths.record),
+        name(&paths.transfer),
+    ]
 }
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
@@ -278,11 +301,14 @@ impl Shared {
         Ok((fd, dir))
     }
 
-    /// Checks one term; reports and forgets it if lost.
+    /// Checks one term; reports and forgets it if lost, else reports the
+    /// request to hand it over if one is stored.
     fn check(&self, id: u64, w: &Watched) {
         if let Some(detail) = check(&w.paths, w.dev, w.ino, w.epoch) {
             w.reporter.lose(LossReason::Revoked { detail });
             self.lock().remove(id);
+        } else {
+            report_request(&w.paths, w.epoch, &w.reporter);
         }
     }
 

@@ -9,7 +9,7 @@ use election_core::{Epoch, Identity};
 use crate::Error;
 use crate::store::ceiling::{self, Ceiling};
 use crate::store::lock::{self, Kind};
-use crate::store::record::Record;
+use crate::store::record::{HandoverFields, Record};
 
 /// The files of one election.
 #[derive(Debug)]
@@ -23,6 +23,10 @@ pub(crate) struct Paths {
     pub(crate) ceiling_tmp: PathBuf,
     /// The leader value of the current term (ADR 0068, `store::value`).
     pub(crate) value: PathBuf,
+    /// The latest request that the current term be handed over (ADR
+    /// 0112, `store::transfer`) and its temporary file.
+    pub(crate) transfer: PathBuf,
+    pub(crate) transfer_tmp: PathBuf,
 }
 
 /// Opens the claim file for locking, creating it if needed.
@@ -82,6 +86,11 @@ pub(crate) enum Locked {
     /// written and the lock is kept: call again with durable writes
     /// allowed, off the async runtime.
     NeedsDurable,
+    /// The record shows a handover to another candidate (ADR 0112) that
+    /// the caller has not waived (seen for its window): nothing was
+    /// written and the lock is kept; the caller unlocks (or tries it for
+    /// another candidate). The record as read.
+    Reserved(Box<Record>),
 }
 
 /// With `file` exclusively locked: checks that it is still the claim file,
@@ -93,15 +102,22 @@ pub(crate) enum Locked {
 /// no wait for the disk, so it may run on the async runtime) and answers
 /// [`Locked::NeedsDurable`] when an fsync would be needed. On an error the
 /// lock is dropped.
+///
+/// A record that shows a handover to another candidate (ADR 0112) is
+/// [`Locked::Reserved`], unless it is `waived`: the record of the handover
+/// as the caller read it, which the caller has seen for its window on its
+/// own monotonic clock.
 pub(crate) fn claim_locked(
     paths: &Paths,
     identity: &Identity,
+    waived: Option<&Record>,
     file: &File,
     durable: bool,
 ) -> Result<Locked, Error> {
-    claim_locked_with(
+    claim_locked_waiving(
         paths,
         identity,
+        waived,
         file,
         ceiling::boot_id(),
         ceiling::EPOCH_BLOCK,
@@ -110,10 +126,24 @@ pub(crate) fn claim_locked(
 }
 
 /// [`claim_locked`] with the boot id and block size given (tests simulate
-/// a reboot with another boot id).
+/// a reboot with another boot id), nothing waived.
+#[cfg(test)]
 pub(crate) fn claim_locked_with(
     paths: &Paths,
     identity: &Identity,
+    file: &File,
+    boot: Option<&str>,
+    block: u64,
+    durable: bool,
+) -> Result<Locked, Error> {
+    claim_locked_waiving(paths, identity, None, file, boot, block, durable)
+}
+
+/// [`claim_locked`] with everything given.
+pub(crate) fn claim_locked_waiving(
+    paths: &Paths,
+    identity: &Identity,
+    waived: Option<&Record>,
     file: &File,
     boot: Option<&str>,
     block: u64,
@@ -130,8 +160,10 @@ pub(crate) fn claim_locked_with(
         if !used && !durable {
             return Ok(Locked::NeedsDurable);
         }
-        let Some(epoch) = hand_out(paths, identity, used, boot, block, durable)? else {
-            return Ok(Locked::NeedsDurable);
+        let epoch = match hand_out(paths, identity, waived, used, boot, block, durable)? {
+            HandOut::Epoch(epoch) => epoch,
+            HandOut::NeedsDurable => return Ok(Locked::NeedsDurable),
+            HandOut::Reserved(record) => return Ok(Locked::Reserved(record)),
         };
         // After the record, so a failure here leaves a record, never a
         // marked claim file without one.
@@ -154,6 +186,16 @@ fn open_record(path: &Path) -> Result<Option<File>, Error> {
     }
 }
 
+/// What [`hand_out`] came to.
+enum HandOut {
+    /// The epoch drawn and recorded.
+    Epoch(Epoch),
+    /// A durable write is needed and was not allowed: nothing written.
+    NeedsDurable,
+    /// The record shows a handover to another candidate: nothing written.
+    Reserved(Box<Record>),
+}
+
 /// Under the lock: the next epoch, above every epoch handed out before,
 /// also across an OS crash or power cut (ADR 0025).
 ///
@@ -174,14 +216,21 @@ fn open_record(path: &Path) -> Result<Option<File>, Error> {
 /// first (or, with `durable` false, `Ok(None)` is returned and nothing is
 /// written). Only then is the record rewritten in place, through the page
 /// cache (ADR 0028).
+///
+/// Before anything is drawn: a record that shows a handover (ADR 0112) to
+/// another candidate than `identity`, written in this boot, and not
+/// `waived` by the caller, is [`HandOut::Reserved`]; nothing is written.
+/// The successor's claim (and a waived one) goes on, and its record, like
+/// every winner's, has no handover: the reservation ends with it.
 fn hand_out(
     paths: &Paths,
     identity: &Identity,
+    waived: Option<&Record>,
     used: bool,
     boot: Option<&str>,
     block: u64,
     durable: bool,
-) -> Result<Option<Epoch>, Error> {
+) -> Result<HandOut, Error> {
     // The record's own lock first, before anything is read: a revocation
     // (`revoke`, ADR 0111) writes the record without the claim's lock,
     // under this one, so no epoch is drawn from a record it is rewriting.
@@ -196,7 +245,7 @@ fn hand_out(
             lock::try_lock(f, Kind::Exclusive)
         };
         if !locked.map_err(|e| Error::io("lock", &paths.record, e))? {
-            return Ok(None);
+            return Ok(HandOut::NeedsDurable);
         }
     }
     let ceiling = Ceiling::read(&paths.ceiling)?;
@@ -214,6 +263,13 @@ fn hand_out(
             }
         },
     };
+    if let Ok(Some(r)) = &record
+        && let Some(h) = r.reservation(boot)
+        && h.to != *identity
+        && waived != Some(r)
+    {
+        return Ok(HandOut::Reserved(Box::new(r.clone())));
+    }
     let previous = match ceiling.as_ref().filter(|_| !exact) {
         None => match record? {
             Some(r) => Some(r.epoch),
@@ -250,7 +306,7 @@ fn hand_out(
     let covered = exact && ceiling.as_ref().is_some_and(|c| epoch <= c.ceiling);
     if !covered {
         if !durable {
-            return Ok(None);
+            return Ok(HandOut::NeedsDurable);
         }
         ceiling::reserve(epoch, block, boot).write_durably(
             &paths.dir,
@@ -273,9 +329,10 @@ fn hand_out(
         pid: Some(std::process::id()),
         since_unix_ms: unix_ms(),
         revoked: false,
+        handover: None,
     }
     .write_in_place(&record_file, &paths.record, old_len)?;
-    Ok(Some(epoch))
+    Ok(HandOut::Epoch(epoch))
 }
 
 /// What a revocation wrote ([`revoke`]).
@@ -332,7 +389,9 @@ pub(crate) fn revoke_with(
         return Ok(None);
     }
     let (deposed, old_len) = Record::read_file(&record_file, &paths.record)?;
-    if deposed.revoked {
+    // Revoked already, or handed over (ADR 0112: no term holds the name;
+    // the claim's lock is a contender's, looking at the reservation).
+    if deposed.revoked || deposed.handover.is_some() {
         return Ok(None);
     }
     let epoch = Epoch::after(Some(deposed.epoch))?;
@@ -354,12 +413,102 @@ pub(crate) fn revoke_with(
         pid: Some(std::process::id()),
         since_unix_ms: unix_ms(),
         revoked: true,
+        handover: None,
     };
     revocation.write_in_place(&record_file, &paths.record, old_len)?;
     Ok(Some(Revoked {
         deposed,
         revocation,
     }))
+}
+
+/// Ends the term of `epoch` that `claim` (the attempt's claim file, which
+/// holds the claim's lock) won, handing it to `to` for `window` (ADR
+/// 0112): under the epoch record's own lock (as [`hand_out`] and
+/// [`revoke`] take it), with the claim's lock still held, the record of
+/// the term is rewritten in place with the handover (no new epoch: the
+/// successor's term draws the next one as every claim does); then the
+/// claim's lock is dropped. A claim reads the record under both locks,
+/// so it sees the term or its handover, never a free claim without it. A
+/// request to hand the term over (`store::transfer`) is answered: its file
+/// is removed (best effort).
+///
+/// `Ok(false)`, nothing written (and the lock dropped): the term is no
+/// longer this attempt's: the claim file was replaced, another attempt
+/// holds the claim, or the record shows a later epoch (a revocation).
+/// Called again after a call that was dropped part way, it writes the
+/// same handover again if no claim came between, or answers `false`.
+///
+/// If the process dies part way, the kernel drops the lock: the record
+/// shows either the term (as after a crash: the next claim wins) or the
+/// handover (the reservation stands, for its window).
+pub(crate) fn release_to(
+    paths: &Paths,
+    claim: &File,
+    epoch: Epoch,
+    to: &Identity,
+    window: std::time::Duration,
+) -> Result<bool, Error> {
+    release_to_with(paths, claim, epoch, to, window, ceiling::boot_id())
+}
+
+/// [`release_to`] with the boot id given.
+pub(crate) fn release_to_with(
+    paths: &Paths,
+    claim: &File,
+    epoch: Epoch,
+    to: &Identity,
+    window: std::time::Duration,
+    boot: Option<&str>,
+) -> Result<bool, Error> {
+    let written = (|| -> Result<bool, Error> {
+        let Some(record_file) = open_record(&paths.record)? else {
+            return Ok(false);
+        };
+        lock::lock_blocking(&record_file, Kind::Exclusive)
+            .map_err(|e| Error::io("lock", &paths.record, e))?;
+        // Under the record's lock, the claim's: taken again by its own
+        // file if it still holds it (a lock of the same open file
+        // description), refused if another one does. If nobody does (a
+        // call dropped after its unlock), taking it is safe: the record
+        // is checked to show this term below, so no claim came between.
+        if !lock::try_lock(claim, Kind::Exclusive).map_err(|e| Error::io("lock", &paths.lock, e))? {
+            return Ok(false);
+        }
+        if !same_file(claim, &paths.lock)? {
+            return Ok(false);
+        }
+        let ours = record_file
+            .metadata()
+            .map_err(|e| Error::io("stat", &paths.record, e))?;
+        if !same_as(&ours, &paths.record)? {
+            return Ok(false);
+        }
+        let (term, old_len) = Record::read_file(&record_file, &paths.record)?;
+        if term.epoch != epoch || term.revoked {
+            return Ok(false);
+        }
+        Record {
+            handover: Some(HandoverFields {
+                to: to.clone(),
+                window,
+                at_unix_ms: unix_ms(),
+                boot: boot.map(str::to_owned),
+            }),
+            ..term
+        }
+        .write_in_place(&record_file, &paths.record, old_len)?;
+        // The request (if any) is answered; a later term never reads it
+        // anyway (its epoch is this term's).
+        let _ = std::fs::remove_file(&paths.transfer);
+        Ok(true)
+    })();
+    // Whatever came of it: the claim is given up (closing the attempt
+    // frees the lock as well, if this fails).
+    let unlocked = lock::unlock(claim).map_err(|e| Error::io("unlock", &paths.lock, e));
+    let written = written?;
+    unlocked?;
+    Ok(written)
 }
 
 /// What one try of [`try_claim`] came to.
@@ -372,6 +521,8 @@ pub(crate) enum Tried {
     /// See [`Locked::NeedsDurable`]: the attempt's file holds the lock;
     /// try again with durable writes allowed.
     NeedsDurable,
+    /// See [`Locked::Reserved`]: the lock was dropped; the record as read.
+    Reserved(Box<Record>),
 }
 
 /// One try without waiting: lock, then [`claim_locked`]. `file` is the
@@ -383,6 +534,7 @@ pub(crate) enum Tried {
 pub(crate) fn try_claim(
     paths: &Paths,
     identity: &Identity,
+    waived: Option<&Record>,
     file: &mut Option<File>,
     durable: bool,
 ) -> Result<Tried, Error> {
@@ -395,9 +547,15 @@ pub(crate) fn try_claim(
         if !lock::try_lock(f, Kind::Exclusive).map_err(|e| Error::io("lock", &paths.lock, e))? {
             return Ok(Tried::Held);
         }
-        match claim_locked(paths, identity, f, durable)? {
+        match claim_locked(paths, identity, waived, f, durable)? {
             Locked::Won(epoch) => return Ok(Tried::Won(epoch)),
             Locked::NeedsDurable => return Ok(Tried::NeedsDurable),
+            Locked::Reserved(record) => {
+                if lock::unlock(f).is_err() {
+                    *file = None; // closing frees the lock
+                }
+                return Ok(Tried::Reserved(record));
+            }
             Locked::Replaced => *file = None, // closing frees the lock on the stale file
         }
     }
@@ -427,6 +585,8 @@ pub(crate) mod tests {
             ceiling: file("epoch-ceiling"),
             ceiling_tmp: file("epoch-ceiling.tmp"),
             value: file("value"),
+            transfer: file("transfer"),
+            transfer_tmp: file("transfer.tmp"),
         }
     }
 
@@ -484,6 +644,141 @@ pub(crate) mod tests {
         }
     }
 
+    fn id(s: &str) -> Identity {
+        Identity::new(s).unwrap()
+    }
+
+    /// `who` tries the claim once, as a fresh attempt, in boot `boot`,
+    /// waiving `waived`; a won lock is dropped after.
+    fn claim_as(paths: &Paths, who: &str, waived: Option<&Record>, boot: Option<&str>) -> Locked {
+        let file = open_claim_file(&paths.lock).unwrap();
+        assert!(lock::try_lock(&file, Kind::Exclusive).unwrap(), "free");
+        claim_locked_waiving(paths, &id(who), waived, &file, boot, 8, true).unwrap()
+    }
+
+    /// `a` wins a term in boot `boot` and hands it to `b` for a minute;
+    /// `a`'s claim file is closed after (as the kernel closes it if `a`
+    /// dies after the handover's write: the same state).
+    fn handed_to_b(paths: &Paths, boot: Option<&str>) -> Epoch {
+        let file = open_claim_file(&paths.lock).unwrap();
+        assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
+        let Locked::Won(epoch) =
+            claim_locked_waiving(paths, &id("a"), None, &file, boot, 8, true).unwrap()
+        else {
+            panic!("won")
+        };
+        let minute = std::time::Duration::from_secs(60);
+        assert!(release_to_with(paths, &file, epoch, &id("b"), minute, boot).unwrap());
+        let other = open_claim_file(&paths.lock).unwrap();
+        assert!(!lock::exclusively_held(&other).unwrap(), "unlocked");
+        epoch
+    }
+
+    #[test]
+    fn a_handover_reserves_the_name_for_its_successor_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let old = handed_to_b(&p, Some(BOOT_A));
+        let shown = Record::read(&p.record).unwrap().unwrap();
+        assert_eq!((shown.epoch, shown.identity.as_str()), (old, "a"));
+        assert_eq!(shown.handover.as_ref().unwrap().to.as_str(), "b");
+        // c (and a itself) find it reserved; nothing is written.
+        for who in ["c", "a"] {
+            let Locked::Reserved(seen) = claim_as(&p, who, None, Some(BOOT_A)) else {
+                panic!("{who} won a name reserved for b")
+            };
+            assert_eq!(*seen, shown);
+        }
+        assert_eq!(Record::read(&p.record).unwrap().unwrap(), shown);
+        // b wins at once, above the old term; its record ends the
+        // reservation.
+        let Locked::Won(next) = claim_as(&p, "b", None, Some(BOOT_A)) else {
+            panic!("b did not win")
+        };
+        assert!(next > old);
+        assert_eq!(Record::read(&p.record).unwrap().unwrap().handover, None);
+        assert!(matches!(claim_as(&p, "c", None, Some(BOOT_A)), Locked::Won(e) if e > next));
+    }
+
+    #[test]
+    fn a_candidate_that_saw_the_handover_for_its_window_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let old = handed_to_b(&p, Some(BOOT_A));
+        let Locked::Reserved(seen) = claim_as(&p, "c", None, Some(BOOT_A)) else {
+            panic!("reserved")
+        };
+        // Waiving another handover (an earlier one, or this term's handed
+        // over again) waives nothing.
+        let mut other = (*seen).clone();
+        if let Some(h) = other.handover.as_mut() {
+            h.at_unix_ms = h.at_unix_ms.map(|ms| ms + 1);
+        }
+        let got = claim_as(&p, "c", Some(&other), Some(BOOT_A));
+        assert!(matches!(got, Locked::Reserved(_)), "{got:?}");
+        let Locked::Won(next) = claim_as(&p, "c", Some(&seen), Some(BOOT_A)) else {
+            panic!("c waited the window out")
+        };
+        assert!(next > old);
+    }
+
+    #[test]
+    fn a_handover_does_not_outlive_the_boot_it_was_written_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let old = handed_to_b(&p, Some(BOOT_A));
+        // After an OS restart every process it concerned is gone.
+        let Locked::Won(next) = claim_as(&p, "c", None, Some(&boot(2))) else {
+            panic!("a handover of another boot reserved the name")
+        };
+        assert!(next > old);
+    }
+
+    #[test]
+    fn a_holder_that_died_before_its_handover_was_written_leaves_a_free_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let file = open_claim_file(&p.lock).unwrap();
+        assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
+        let won = claim_locked_waiving(&p, &id("a"), None, &file, Some(BOOT_A), 8, true).unwrap();
+        let Locked::Won(old) = won else { panic!("won") };
+        drop(file); // the kernel frees the lock of a process that died
+        assert!(matches!(claim_as(&p, "c", None, Some(BOOT_A)), Locked::Won(e) if e > old));
+    }
+
+    #[test]
+    fn a_handover_is_never_written_over_a_later_term_or_by_another_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let file = open_claim_file(&p.lock).unwrap();
+        assert!(lock::try_lock(&file, Kind::Exclusive).unwrap());
+        let won = claim_locked_waiving(&p, &id("a"), None, &file, Some(BOOT_A), 8, true).unwrap();
+        let Locked::Won(epoch) = won else {
+            panic!("won")
+        };
+        let minute = std::time::Duration::from_secs(60);
+        // Another open of the claim file does not hold the claim.
+        let other = open_claim_file(&p.lock).unwrap();
+        assert!(!release_to_with(&p, &other, epoch, &id("b"), minute, Some(BOOT_A)).unwrap());
+        // Revoked: the record shows a later epoch; a's handover would take
+        // it back.
+        let revoked = revoke_with(&p, &id("ops"), Some(BOOT_A), 8)
+            .unwrap()
+            .unwrap();
+        assert!(!release_to_with(&p, &file, epoch, &id("b"), minute, Some(BOOT_A)).unwrap());
+        assert_eq!(
+            Record::read(&p.record).unwrap().unwrap(),
+            revoked.revocation
+        );
+        assert!(
+            !lock::exclusively_held(&other).unwrap(),
+            "the lock was dropped"
+        );
+        assert!(
+            matches!(claim_as(&p, "c", None, Some(BOOT_A)), Locked::Won(e) if e > revoked.revocation.epoch)
+        );
+    }
+
     #[test]
     fn after_a_power_cut_the_next_epoch_is_above_every_epoch_handed_out() {
         for lost in [
@@ -525,7 +820,7 @@ pub(crate) mod tests {
     fn quick_term(paths: &Paths, boot: Option<&str>, block: u64) -> Result<Tried, Error> {
         let id = Identity::new("host/1").unwrap();
         let mut file = None;
-        let tried = try_claim(paths, &id, &mut file, false)?;
+        let tried = try_claim(paths, &id, None, &mut file, false)?;
         if tried == Tried::NeedsDurable {
             // Still locked by this attempt: nobody else can win meanwhile.
             let other = open_claim_file(&paths.lock)?;

@@ -55,8 +55,26 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Verifies the `check=` line that ends `text`: it must be the last line
+/// and match the text before it. The error says what is wrong.
+pub(crate) fn verify_check(text: &str) -> Result<(), String> {
+    let at = text
+        .find("\ncheck=")
+        .ok_or_else(|| "no check line".to_owned())?;
+    let (body, check) = text.split_at(at + 1);
+    let value = check["check=".len()..].strip_suffix('\n');
+    let sum = value
+        .filter(|v| v.len() == 16)
+        .and_then(|v| u64::from_str_radix(v, 16).ok())
+        .ok_or_else(|| format!("the check line {check:?} is torn or not the last line"))?;
+    if sum != fnv1a(body.as_bytes()) {
+        return Err("the checksum does not match: the record is torn or damaged".into());
+    }
+    Ok(())
+}
+
 /// Appends the `check=` line to `text` (which ends in a newline).
-fn with_check(mut text: String) -> String {
+pub(crate) fn with_check(mut text: String) -> String {
     let sum = fnv1a(text.as_bytes());
     text.push_str(&format!("check={sum:016x}\n"));
     text
@@ -72,6 +90,43 @@ pub(crate) struct Record {
     /// A revocation's record (`revoked=1`, ADR 0111): no term holds this
     /// epoch; `identity` is who revoked. Older versions ignore the key.
     pub(crate) revoked: bool,
+    /// The term of `epoch` ended handing the name to a successor
+    /// (`handover_*` keys, ADR 0112): no term holds the name; `identity`
+    /// is who handed it over. Older versions ignore the keys (and read the
+    /// record as the last term, which no one holds).
+    pub(crate) handover: Option<HandoverFields>,
+}
+
+/// What a handover adds to the record of the term it ended (ADR 0112).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HandoverFields {
+    /// The successor the name is reserved for (`handover_to`).
+    pub(crate) to: Identity,
+    /// How long only `to` may win, counted by each candidate from when it
+    /// first read the handover (`handover_window_ms`).
+    pub(crate) window: Duration,
+    /// When, by the holder's wall clock (`handover_at_unix_ms`): display
+    /// only, never a deadline for a claim.
+    pub(crate) at_unix_ms: Option<u64>,
+    /// The kernel boot id it was written in (`handover_boot`): a handover
+    /// does not outlive the boot (every process it concerned is gone).
+    pub(crate) boot: Option<String>,
+}
+
+impl HandoverFields {
+    /// Whether the handover still counts for a reader in the boot `boot`:
+    /// not if it was written in another boot (both known and different).
+    pub(crate) fn of_this_boot(&self, boot: Option<&str>) -> bool {
+        match (self.boot.as_deref(), boot) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+
+    /// When the handover was written, by the holder's wall clock.
+    pub(crate) fn at(&self) -> Option<SystemTime> {
+        UNIX_EPOCH.checked_add(Duration::from_millis(self.at_unix_ms?))
+    }
 }
 
 impl Record {
@@ -115,22 +170,45 @@ impl Record {
         if self.revoked {
             s.push_str("revoked=1\n");
         }
+        if let Some(h) = &self.handover {
+            s.push_str(&format!(
+                "handover_to={}\nhandover_window_ms={}\n",
+                h.to,
+                h.window.as_millis()
+            ));
+            if let Some(ms) = h.at_unix_ms {
+                s.push_str(&format!("handover_at_unix_ms={ms}\n"));
+            }
+            if let Some(boot) = &h.boot {
+                s.push_str(&format!("handover_boot={boot}\n"));
+            }
+        }
         s
+    }
+
+    /// The handover this record shows (ADR 0112), if it still counts in the
+    /// boot `boot` (see [`HandoverFields::of_this_boot`]).
+    pub(crate) fn reservation(&self, boot: Option<&str>) -> Option<&HandoverFields> {
+        self.handover.as_ref().filter(|h| h.of_this_boot(boot))
+    }
+
+    /// The core's view of the handover this record shows, if it still
+    /// counts in the boot `boot`.
+    pub(crate) fn handover_shown(&self, boot: Option<&str>) -> Option<election_core::Handover> {
+        let h = self.reservation(boot)?;
+        Some(election_core::Handover::new(
+            self.identity.clone(),
+            h.to.clone(),
+            self.epoch,
+            h.window,
+        ))
     }
 
     /// Parses a record; the error says what is wrong. A `check=` line
     /// must be the last line and match the text before it.
     pub(crate) fn parse(text: &str) -> Result<Record, String> {
-        if let Some(at) = text.find("\ncheck=") {
-            let (body, check) = text.split_at(at + 1);
-            let value = check["check=".len()..].strip_suffix('\n');
-            let sum = value
-                .filter(|v| v.len() == 16)
-                .and_then(|v| u64::from_str_radix(v, 16).ok())
-                .ok_or_else(|| format!("the check line {check:?} is torn or not the last line"))?;
-            if sum != fnv1a(body.as_bytes()) {
-                return Err("the checksum does not match: the record is torn or damaged".into());
-            }
+        if text.contains("\ncheck=") {
+            verify_check(text)?;
         }
         let mut lines = text.lines();
         if lines.next() != Some(HEADER) {
@@ -138,6 +216,7 @@ impl Record {
         }
         let (mut epoch, mut identity, mut pid, mut since) = (None, None, None, None);
         let mut revoked = false;
+        let (mut to, mut window, mut at, mut boot) = (None, None, None, None);
         for line in lines {
             let (key, value) = line
                 .split_once('=')
@@ -165,6 +244,23 @@ impl Record {
                     )
                 }
                 "revoked" => revoked = value == "1",
+                "handover_to" => {
+                    to = Some(Identity::new(value).map_err(|e| format!("handover_to: {e}"))?)
+                }
+                "handover_window_ms" => {
+                    let ms: u64 = value
+                        .parse()
+                        .map_err(|_| format!("bad handover_window_ms {value:?}"))?;
+                    window = Some(Duration::from_millis(ms));
+                }
+                "handover_at_unix_ms" => {
+                    at = Some(
+                        value
+                            .parse()
+                            .map_err(|_| format!("bad handover_at_unix_ms {value:?}"))?,
+                    )
+                }
+                "handover_boot" => boot = Some(value.to_owned()),
                 // check: verified above; pad: filler; later versions may
                 // add keys.
                 _ => {}
@@ -176,6 +272,16 @@ impl Record {
             pid,
             since_unix_ms: since,
             revoked,
+            handover: match (to, window) {
+                (Some(to), Some(window)) => Some(HandoverFields {
+                    to,
+                    window,
+                    at_unix_ms: at,
+                    boot,
+                }),
+                (None, None) => None,
+                _ => return Err("a handover needs both handover_to and handover_window_ms".into()),
+            },
         })
     }
 
@@ -320,7 +426,35 @@ mod tests {
             pid: Some(1),
             since_unix_ms: Some(5),
             revoked: false,
+            handover: None,
         }
+    }
+
+    #[test]
+    fn a_handover_round_trips_and_counts_only_in_its_boot() {
+        let r = Record {
+            handover: Some(HandoverFields {
+                to: Identity::new("host/2").unwrap(),
+                window: Duration::from_millis(15_000),
+                at_unix_ms: Some(7),
+                boot: Some("boot-a".into()),
+            }),
+            ..rec(42)
+        };
+        assert_eq!(Record::parse(&r.to_text()).unwrap(), r);
+        assert_eq!(Record::parse(&r.to_padded_text(0)).unwrap(), r);
+        let shown = r.handover_shown(Some("boot-a")).unwrap();
+        assert_eq!(
+            (shown.from.as_str(), shown.to.as_str(), shown.epoch.get()),
+            ("host/1", "host/2", 42)
+        );
+        assert!(r.reservation(Some("boot-b")).is_none(), "another boot");
+        assert!(r.reservation(None).is_some(), "no boot id: it counts");
+        let half = "election-file/1\nepoch=3\nidentity=a\nhandover_to=b\n";
+        assert!(
+            Record::parse(half).is_err(),
+            "a handover without its window"
+        );
     }
 
     #[test]

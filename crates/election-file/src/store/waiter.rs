@@ -9,6 +9,14 @@
 //! cache, ADR 0028; two fsyncs once per block of epochs, ADR 0025), and
 //! one wake of the campaign.
 //!
+//! A handover (ADR 0112) frees the lock with the name reserved for its
+//! successor: holding the lock, the thread answers every candidate that
+//! is not the successor "reserved" (with the record as read; each then
+//! waits out the window on its own, without this thread, see
+//! `FileClaim::wait`) and wins the claim for the successor if it waits.
+//! When nobody it serves may claim, it drops the lock and ends, so it
+//! never spins on a free lock.
+//!
 //! A blocked lock call cannot be cancelled. A cancelled wait only leaves
 //! the queue; the thread stays blocked until the next release, and then
 //! drops the lock at once if nobody in the process waits any more (a
@@ -29,12 +37,27 @@ use tokio::sync::oneshot;
 use crate::Error;
 use crate::store::claim_file::{self, Locked, Paths};
 use crate::store::lock::{self, Kind};
+use crate::store::record::Record;
 
-/// A claim won for a waiting candidate: the locked claim file and the epoch.
-pub(crate) type Claimed = Result<(File, Epoch), Error>;
+/// What a wait came to: a claim won for a waiting candidate (the locked
+/// claim file and the epoch), or a handover that reserves the name for
+/// another candidate (the record as read; nothing won).
+pub(crate) type Claimed = Result<Waited, Error>;
+
+/// See [`Claimed`].
+#[derive(Debug)]
+pub(crate) enum Waited {
+    /// Won: the locked claim file and the epoch.
+    Won(File, Epoch),
+    /// Reserved for another candidate (ADR 0112): the record as read.
+    Reserved(Box<Record>),
+}
 
 struct Subscriber {
     identity: Identity,
+    /// The handover this candidate has seen for its window (see
+    /// [`claim_file::claim_locked`]).
+    waived: Option<Box<Record>>,
     tx: oneshot::Sender<Claimed>,
 }
 
@@ -60,12 +83,14 @@ fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Waiter>>> {
     REGISTRY.get_or_init(Default::default)
 }
 
-/// Queues `identity` for the claim at `paths`. The receiver resolves with
-/// the won claim, or with an error (the sender dropped) when the waiter
-/// gave up: then the caller simply tries again.
+/// Queues `identity` for the claim at `paths`, with the handover it has
+/// seen for its window (`waived`). The receiver resolves with the won
+/// claim (or a reservation for another), or with an error (the sender
+/// dropped) when the waiter gave up: then the caller simply tries again.
 pub(crate) fn wait_for_claim(
     paths: &Arc<Paths>,
     identity: &Identity,
+    waived: Option<Box<Record>>,
 ) -> oneshot::Receiver<Claimed> {
     let waiter = registry()
         .lock()
@@ -82,6 +107,7 @@ pub(crate) fn wait_for_claim(
     let mut queue = waiter.queue();
     queue.waiting.push_back(Subscriber {
         identity: identity.clone(),
+        waived,
         tx,
     });
     if !queue.running {
@@ -123,20 +149,34 @@ fn run(waiter: &Waiter) {
                 return;
             }
         };
+        serve(waiter, file);
+    }
+}
+
+/// Holding the claim's lock (`file`): wins the claim for the first waiting
+/// candidate that may claim it, answering the candidates before it that
+/// the name is reserved for another (ADR 0112). The lock is dropped if
+/// nobody won it.
+fn serve(waiter: &Waiter, file: File) {
+    loop {
         let next = {
             let mut queue = waiter.queue();
             std::iter::from_fn(|| queue.waiting.pop_front()).find(|s| !s.tx.is_closed())
         };
         // Nobody waits any more: dropping `file` frees the lock at once.
-        let Some(sub) = next else { continue };
-        match claim_file::claim_locked(&waiter.paths, &sub.identity, &file, true) {
+        let Some(sub) = next else { return };
+        let waived = sub.waived.as_deref();
+        match claim_file::claim_locked(&waiter.paths, &sub.identity, waived, &file, true) {
             // If the candidate went away meanwhile, the value is dropped
             // with the channel, which closes the file and frees the lock.
-            Ok(Locked::Won(epoch)) => drop(sub.tx.send(Ok((file, epoch)))),
+            Ok(Locked::Won(epoch)) => return drop(sub.tx.send(Ok(Waited::Won(file, epoch)))),
+            // Not this candidate's: it waits the window out on its own; the
+            // lock is still held, for the next one.
+            Ok(Locked::Reserved(record)) => drop(sub.tx.send(Ok(Waited::Reserved(record)))),
             // The claim file was replaced: the candidate retries on the new
             // one. (`NeedsDurable` only comes without durable writes.)
-            Ok(Locked::Replaced | Locked::NeedsDurable) => drop(sub),
-            Err(e) => drop(sub.tx.send(Err(e))),
+            Ok(Locked::Replaced | Locked::NeedsDurable) => return drop(sub),
+            Err(e) => return drop(sub.tx.send(Err(e))),
         }
     }
 }

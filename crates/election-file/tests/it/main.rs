@@ -9,3 +9,4 @@ mod filesystems;
 mod leader;
 mod lease_set;
 mod tamper;
+mod transfer;
