@@ -91,6 +91,20 @@ use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 ///   notifies the name's channel (observers, lease sets, waiters of older
 ///   versions) and the head of its waiters' queue, in one statement; a drop does the same in the
 ///   background; if that cannot run, the lease ages out after its TTL.
+/// - Transfer (ADR 0112, `Term::transfer`): one statement, conditional on
+///   this attempt's nonce and won epoch as the release is, rewrites the
+///   row as held by the pseudo-holder `"\u{1}handed-to <to>\u{1}<from>"`
+///   ([`handed_to`](election_sql::lease_row::handed_to)) with no nonce,
+///   the window as its TTL and the ended term's epoch (none drawn), and
+///   notifies the name's channel and every unexpired waiter of the name
+///   (the successor may be anywhere in line). The successor's look takes
+///   the row at once (conditional on the row as read, the next epoch from
+///   the sequence, as every claim); any other candidate waits it out as a
+///   holder that stopped renewing, for the window counted from its own
+///   first read of it, and wakes when the window ends at the latest. The
+///   holder's renewal reads a transfer request stored beside the term
+///   (`PostgresElection::request_transfer`) and reports it, so a request
+///   reaches the holder within one renew interval.
 /// - `leader`: the holder and epoch as the row records them. A holder that
 ///   died shows until a contender takes its lease over (one TTL). `since`
 ///   is the winner's wall clock (its [`Clock`](crate::Clock)) when it won
@@ -305,11 +319,12 @@ impl ClaimRows for PostgresStore {
         };
         attempt.waiting.backstop = None;
         let found = seen.found();
-        if !row::may_claim(
+        if !row::may_claim_as(
             &mut attempt.observed,
             &found,
             ctx.options.ttl(),
             ctx.clock.now(),
+            claim.identity().as_str(),
         ) {
             return Ok(None);
         }
@@ -371,6 +386,12 @@ impl ClaimRows for PostgresStore {
         }
         ctx.ready_soon();
         let lost_race = attempt.waiting.lost_race.take();
+        // A handover to another candidate seen (ADR 0112): awake when its
+        // window ends, at the latest.
+        let poll = match attempt.observed.as_ref().and_then(|o| o.handover_ends()) {
+            Some(ends) => poll.min(ends.saturating_duration_since(ctx.clock.now())),
+            None => poll,
+        };
         let deadline = tokio::time::Instant::now() + poll;
         let woken = match &attempt.waiting.queue {
             Some(q) => {
@@ -414,6 +435,17 @@ impl ClaimRows for PostgresStore {
     async fn release(&self, name: &str, nonce: i64) -> Result<bool, Error> {
         let released = self.release_many(&[(name, nonce)]).await?;
         Ok(released.contains(name))
+    }
+
+    /// Hands the row over and notifies every waiter of the name, in one
+    /// statement (ADR 0112).
+    async fn release_to(
+        &self,
+        hold: HeldRow<'_>,
+        holder: &str,
+        window_ms: i64,
+    ) -> Result<bool, Error> {
+        PostgresStore::release_to(self, hold, holder, window_ms).await
     }
 
     fn release_later(self: &Arc<Self>, name: &ElectionName, attempt: Attempt) {

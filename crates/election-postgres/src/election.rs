@@ -585,6 +585,97 @@ impl PostgresElection {
     }
 }
 
+impl PostgresElection {
+    /// Asks the holder of `name`'s current term, on behalf of `by`, to
+    /// hand it to `to`
+    /// ([`Election::request_transfer`](election_core::Election::request_transfer),
+    /// ADR 0112): one statement stores the request beside the term in the
+    /// lease row (`transfer_to`, `transfer_by`, `transfer_at` and the
+    /// term's epoch as `transfer_epoch`), only while a term holds it; the
+    /// holder's next renewal reads it (within one renew interval) and its
+    /// term reports it
+    /// ([`Term::transfer_requested`](election_core::Term::transfer_requested)).
+    /// Nothing the holder's writes are conditional on changes. `Ok(None)`:
+    /// no term holds the name (released, revoked, handed over).
+    ///
+    /// Cancel safety: cancelled after the statement was sent, the request
+    /// may have been stored or not; asking again is safe. Failure model:
+    /// `Unavailable`, `OutcomeUnknown` (past the request timeout).
+    ///
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = PostgresElection::connect("postgres://app@localhost/app", PostgresOptions::default()).await?;
+    /// let (to, by) = (Identity::new("web-2")?, Identity::new("deploy")?);
+    /// match election.request_transfer("jobs", &to, &by).await? {
+    ///     Some(r) => println!("asked: {r}"),
+    ///     None => println!("nobody leads jobs"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let core = |e: Error| e.into_core(&name_);
+        let wall_ms = self.inner.clock.wall_unix_ms();
+        let epoch = self
+            .inner
+            .request_transfer(name, (to.as_str(), by.as_str()), wall_ms)
+            .await
+            .map_err(core)?;
+        let Some(epoch) = epoch else { return Ok(None) };
+        let epoch = crate::store::row::epoch_of(name, epoch).map_err(core)?;
+        let asked = election_sql::lease_row::Asked {
+            to: to.to_string(),
+            by: by.to_string(),
+            at_unix_ms: Some(wall_ms),
+        };
+        Ok(asked.request(epoch))
+    }
+
+    /// The handover of `name` that no term has followed yet
+    /// ([`Election::handover`](election_core::Election::handover), ADR
+    /// 0112): the lease row held by a handover
+    /// ([`handed_to`](election_sql::lease_row::handed_to)), until the
+    /// successor's (or a later) claim rewrites it, or this handle's wall
+    /// clock is past its window (display only).
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model: as
+    /// [`leader`](Self::leader)'s.
+    ///
+    /// ```no_run
+    /// use election_postgres::{PostgresElection, PostgresOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = PostgresElection::connect("postgres://app@localhost/app", PostgresOptions::default()).await?;
+    /// if let Some(h) = election.handover("jobs").await? {
+    ///     println!("jobs: {h}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let seen = self
+            .inner
+            .read_one(name)
+            .await
+            .map_err(|e| e.into_core(&name_))?;
+        let now = self.inner.clock.wall_unix_ms();
+        Ok(seen.lease.and_then(|r| r.handover_at(now)))
+    }
+}
+
 impl election_core::Election for PostgresElection {
     type Claim = crate::PostgresClaim;
     type LeaseSet = LeaseSet<PostgresKeyedClaims>;
@@ -637,6 +728,22 @@ impl election_core::Election for PostgresElection {
         name: &str,
     ) -> Result<Option<election_core::Revocation>, election_core::Error> {
         PostgresElection::revocation(self, name).await
+    }
+
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        PostgresElection::request_transfer(self, name, to, by).await
+    }
+
+    async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        PostgresElection::handover(self, name).await
     }
 
     /// One statement for every name (`read_many`).

@@ -137,6 +137,31 @@ pub trait ClaimRows: LeaseRows + Debug + Sized + 'static {
         nonce: i64,
     ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
+    /// Hands the term `hold` over (ADR 0112): in one conditional write
+    /// (on the term's nonce and epoch, as a release is), rewrites its row
+    /// as held by the pseudo-holder `holder`
+    /// ([`handed_to`](crate::lease_row::handed_to)) with no nonce, the
+    /// TTL `window_ms` and the term's epoch (none drawn), and wakes the
+    /// waiters as a release does (the successor among them); whether it
+    /// did.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::{ClaimRows, HeldRow};
+    /// use election_sql::lease_row::handed_to;
+    ///
+    /// async fn hand<S: ClaimRows>(store: &S, hold: HeldRow<'_>) -> Result<bool, Box<dyn std::error::Error>> {
+    ///     let holder = handed_to(&Identity::new("web-1")?, &Identity::new("web-2")?);
+    ///     Ok(store.release_to(hold, &holder, 15_000).await?)
+    /// }
+    /// ```
+    fn release_to(
+        &self,
+        hold: HeldRow<'_>,
+        holder: &str,
+        window_ms: i64,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
     /// Releases, in the background, the row of a closed `attempt` that may
     /// have won it (conditional on its nonce); if that cannot run, the
     /// lease ages out after its TTL.
@@ -388,6 +413,37 @@ impl<S: ClaimRows> Claim for SqlClaim<S> {
         }
     }
 
+    fn transfers(&self) -> bool {
+        true
+    }
+
+    /// Hands the row to `successor` (ADR 0112): rewrites it, conditional on
+    /// this attempt's nonce and won epoch, as held by the handover
+    /// ([`handed_to`](crate::lease_row::handed_to), [`ClaimRows::release_to`])
+    /// for `window`; `NotHeld` if it showed another term or none (or this
+    /// attempt never won). The handover's row has no nonce: a close after a
+    /// failed (unknown) handover releases the term if the handover did not
+    /// commit, and leaves the reservation, bounded by its window, if it
+    /// did.
+    async fn release_to(
+        &self,
+        attempt: &mut SqlAttempt<S>,
+        successor: &Identity,
+        window: Duration,
+    ) -> Result<(), election_core::Error> {
+        let hold = HeldRow::won(self.name.as_str(), attempt.0.nonce, attempt.0.epoch)
+            .ok_or_else(|| self.not_held())?;
+        let holder = crate::lease_row::handed_to(&self.identity, successor);
+        let window_ms = crate::lease_row::window_ms(window);
+        let handed = self
+            .store
+            .release_to(hold, &holder, window_ms)
+            .await
+            .map_err(|e| self.core(e))?;
+        attempt.0.may_hold = false;
+        if handed { Ok(()) } else { Err(self.not_held()) }
+    }
+
     /// After a drop, a cancelled or a failed step that may have committed a
     /// claim: releases it in the background ([`ClaimRows::release_later`]).
     fn close(&self, attempt: SqlAttempt<S>, end: End) {
@@ -489,6 +545,14 @@ mod tests {
                 rows.remove(name);
             }
             Ok(mine)
+        }
+        async fn release_to(
+            &self,
+            hold: HeldRow<'_>,
+            _holder: &str,
+            _window_ms: i64,
+        ) -> Result<bool, Down> {
+            self.release(hold.name, hold.nonce).await
         }
         fn release_later(self: &Arc<Self>, name: &ElectionName, attempt: AttemptState<()>) {
             let mut later = self.released_later.lock().unwrap();

@@ -18,7 +18,7 @@ use election_core::{
 use tokio::time::Instant;
 
 use crate::heartbeat::{Heartbeat, HeartbeatBook};
-use crate::lease_row::{Found, Observed, may_claim};
+use crate::lease_row::{Asked, Found, Observed, may_claim};
 use crate::times::LeaseTimes;
 
 /// A lease row this process holds, as its conditional writes name it: the
@@ -264,6 +264,38 @@ pub trait LeaseRows: Send + Sync {
         hold: HeldRow<'_>,
         budget: Duration,
     ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// [`renew_one`](Self::renew_one) of a single election's term (its
+    /// renewal task's, not a lease set's), which also reads the transfer
+    /// request stored beside the term (ADR 0112), if any: `Ok(None)` if
+    /// the row shows another term or none, `Ok(Some(asked))` once renewed.
+    /// By default (a backend without requests): `renew_one`, and no
+    /// request.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use election_core::{ElectionName, Epoch, Identity};
+    /// # use election_sql::{Classed, HeldRow, IntoCore, KeyedState, LeaseRows, LeaseTimes};
+    /// # use election_sql::doc_support::{Down, Rows, win};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rows = Rows::default();
+    /// # let state = KeyedState::new(Identity::new("node-a")?);
+    /// # let key = ElectionName::new("shard-1")?;
+    /// # let first = Epoch::FIRST.get() as i64;
+    /// win(&state, &rows, &key);
+    /// let term = HeldRow { name: "shard-1", nonce: 42, epoch: first };
+    /// let renewed = rows.renew_asked(term, Duration::from_secs(1)).await.map_err(|e| e.into_core(&key))?;
+    /// assert_eq!(renewed, Some(None)); // renewed; nobody asked
+    /// # Ok(()) }
+    /// ```
+    fn renew_asked(
+        &self,
+        hold: HeldRow<'_>,
+        budget: Duration,
+    ) -> impl Future<Output = Result<Option<Option<Asked>>, Self::Error>> + Send {
+        async move { Ok(self.renew_one(hold, budget).await?.then_some(None)) }
+    }
 
     /// Renews every lease of `holds` in one write, each only while its row
     /// still shows its nonce and epoch: the names renewed.

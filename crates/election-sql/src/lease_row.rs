@@ -36,7 +36,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-use election_core::{ConfigError, Epoch, Identity, Leader, LeaderValue, Revocation};
+use election_core::{
+    ConfigError, Epoch, Handover, Identity, Leader, LeaderValue, Revocation, TransferRequest,
+};
 
 /// The safety margin of a lease of `ttl`: a tenth of it. A holder counts
 /// its lease valid for `ttl - margin` ([`validity`]) from before each
@@ -232,8 +234,9 @@ impl Row {
         let (Some(holder), Some(epoch)) = (self.holder.as_deref(), decode_epoch(self.epoch)) else {
             return Ok(None);
         };
-        if holder.starts_with(REVOKED_BY) {
-            // A revocation: nobody leads (ADR 0111).
+        if !is_term_holder(holder) {
+            // A revocation (ADR 0111) or a handover (ADR 0112): nobody
+            // leads.
             return Ok(None);
         }
         let wall = |ms: Option<i64>| {
@@ -283,6 +286,219 @@ impl Row {
             .and_then(|ms| u64::try_from(ms).ok())
             .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
         Some(Revocation::new(Identity::new(by).ok()?, epoch, at))
+    }
+
+    /// The handover this row shows (ADR 0112), decoded: `None` for a
+    /// term's row, a released or revoked row, or a handover whose
+    /// identities or epoch do not decode. Its epoch is the ended term's
+    /// (a handover draws none), its window the row's `ttl_ms`.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::lease_row::{Row, handed_to};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let row = Row {
+    ///     holder: Some(handed_to(&Identity::new("web-1")?, &Identity::new("web-2")?)),
+    ///     epoch: 7,
+    ///     version: 13,
+    ///     ttl_ms: 15_000,
+    ///     acquired_unix_ms: Some(1_700_000_000_000),
+    ///     renewed_unix_ms: None,
+    ///     value: None,
+    /// };
+    /// assert_eq!(row.leader()?, None); // nobody leads a reserved name
+    /// assert_eq!(row.revocation(), None);
+    /// let h = row.handover().ok_or("a handover")?;
+    /// assert_eq!((h.from.as_str(), h.to.as_str(), h.epoch.get()), ("web-1", "web-2", 7));
+    /// # Ok(()) }
+    /// ```
+    pub fn handover(&self) -> Option<Handover> {
+        let (to, from) = handover_parts(self.holder.as_deref()?)?;
+        let epoch = decode_epoch(self.epoch)?;
+        let window = Duration::from_millis(u64::try_from(self.ttl_ms).ok()?);
+        Some(Handover::new(
+            Identity::new(from).ok()?,
+            Identity::new(to).ok()?,
+            epoch,
+            window,
+        ))
+    }
+
+    /// [`handover`](Self::handover), unless a reader whose wall clock
+    /// reads `now_unix_ms` can tell that its window has passed (the row's
+    /// `acquired_unix_ms`, the handing holder's wall clock, plus the
+    /// window): what `Election::handover` shows. Display only: contenders
+    /// count the window on their monotonic clocks ([`may_claim`]).
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sql::lease_row::{Row, handed_to};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let row = Row {
+    ///     holder: Some(handed_to(&Identity::new("a")?, &Identity::new("b")?)),
+    ///     epoch: 7,
+    ///     version: 13,
+    ///     ttl_ms: 15_000,
+    ///     acquired_unix_ms: Some(1_000_000),
+    ///     renewed_unix_ms: None,
+    ///     value: None,
+    /// };
+    /// assert!(row.handover_at(1_010_000).is_some());
+    /// assert!(row.handover_at(1_015_001).is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn handover_at(&self, now_unix_ms: i64) -> Option<Handover> {
+        let passed = self
+            .acquired_unix_ms
+            .is_some_and(|at| at.saturating_add(self.ttl_ms) < now_unix_ms);
+        if passed { None } else { self.handover() }
+    }
+}
+
+/// Whether `holder`, as a lease row stores it, names a term's holder
+/// rather than a pseudo-holder: a revocation ([`REVOKED_BY`]) or a
+/// handover ([`HANDED_TO`]), both of which begin with a control character
+/// no [`Identity`] holds. A revoke or a transfer request applies only to
+/// a term's holder.
+///
+/// ```
+/// use election_core::Identity;
+/// use election_sql::lease_row::{handed_to, is_term_holder, revoked_by};
+///
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// assert!(is_term_holder("host-a/1"));
+/// assert!(!is_term_holder(&revoked_by(&Identity::new("ops")?)));
+/// assert!(!is_term_holder(&handed_to(&Identity::new("a")?, &Identity::new("b")?)));
+/// # Ok(()) }
+/// ```
+pub fn is_term_holder(holder: &str) -> bool {
+    !holder.starts_with(PSEUDO)
+}
+
+/// The first character of every pseudo-holder.
+const PSEUDO: char = '\u{1}';
+
+/// How a handover's row names the successor and the handing holder in the
+/// `holder` column (ADR 0112): a control character, which no [`Identity`]
+/// holds, `handed-to `, the successor, the control character again and
+/// the holder that handed over. Contenders compare holders as text, so
+/// they treat the row as a holder that stopped renewing, for the row's
+/// TTL (the window) only ([`may_claim`]); the successor takes it at once
+/// ([`may_claim_as`]); readers show nobody ([`Row::leader`]) and the
+/// handover ([`Row::handover`]).
+pub const HANDED_TO: &str = "\u{1}handed-to ";
+
+/// The `holder` a handover by `from` to `to` writes ([`HANDED_TO`]).
+///
+/// ```
+/// use election_core::Identity;
+/// use election_sql::lease_row::{HANDED_TO, handed_to};
+///
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// let holder = handed_to(&Identity::new("a")?, &Identity::new("b")?);
+/// assert_eq!(holder, format!("{HANDED_TO}b\u{1}a"));
+/// # Ok(()) }
+/// ```
+pub fn handed_to(from: &Identity, to: &Identity) -> String {
+    format!("{HANDED_TO}{to}{PSEUDO}{from}")
+}
+
+/// The successor and the handing holder a handover's `holder` names.
+fn handover_parts(holder: &str) -> Option<(&str, &str)> {
+    holder.strip_prefix(HANDED_TO)?.split_once(PSEUDO)
+}
+
+/// Whether `holder` is a handover's, and to whom: the successor as
+/// stored.
+///
+/// ```
+/// use election_core::Identity;
+/// use election_sql::lease_row::{handed_to, handover_to};
+///
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// assert_eq!(handover_to(&handed_to(&Identity::new("a")?, &Identity::new("b")?)), Some("b"));
+/// assert_eq!(handover_to("a"), None);
+/// # Ok(()) }
+/// ```
+pub fn handover_to(holder: &str) -> Option<&str> {
+    handover_parts(holder).map(|(to, _)| to)
+}
+
+/// A handover's window as a lease row stores it (`ttl_ms`): whole
+/// milliseconds, rounded up (never shorter than asked), at least 1.
+///
+/// ```
+/// use std::time::Duration;
+/// use election_sql::lease_row::window_ms;
+///
+/// assert_eq!(window_ms(Duration::from_secs(15)), 15_000);
+/// assert_eq!(window_ms(Duration::from_micros(1500)), 2);
+/// assert_eq!(window_ms(Duration::from_nanos(1)), 1);
+/// ```
+pub fn window_ms(window: Duration) -> i64 {
+    let ms = window.as_nanos().div_ceil(1_000_000).max(1);
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A transfer request as a lease row stores it beside its term (ADR
+/// 0112): the successor asked for, who asked, and when by the asker's
+/// wall clock. The backends read it with the row's epoch only (stored
+/// beside it as `transfer_epoch`, as a published value is), so a request
+/// never outlives its term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asked {
+    /// The successor asked for, as stored.
+    pub to: String,
+    /// Who asked, as stored.
+    pub by: String,
+    /// When (Unix ms, the asker's wall clock); display only.
+    pub at_unix_ms: Option<i64>,
+}
+
+impl Asked {
+    /// The request of the columns as read (`transfer_to`, `transfer_by`,
+    /// `transfer_at`, each read only in the row's epoch): `None` if
+    /// nobody asked.
+    ///
+    /// ```
+    /// use election_sql::lease_row::Asked;
+    ///
+    /// assert_eq!(Asked::of(None, None, None), None);
+    /// let asked = Asked::of(Some("b".into()), Some("ops".into()), Some(1_700_000_000_000));
+    /// assert_eq!(asked.map(|a| a.to), Some("b".to_owned()));
+    /// ```
+    pub fn of(to: Option<String>, by: Option<String>, at_unix_ms: Option<i64>) -> Option<Asked> {
+        Some(Asked {
+            to: to?,
+            by: by?,
+            at_unix_ms,
+        })
+    }
+
+    /// The request for the term of `epoch`; `None` if an identity does
+    /// not decode (edited by hand).
+    ///
+    /// ```
+    /// use election_core::Epoch;
+    /// use election_sql::lease_row::Asked;
+    ///
+    /// let asked = Asked { to: "b".into(), by: "ops".into(), at_unix_ms: None };
+    /// let r = asked.request(Epoch::FIRST).expect("decodes");
+    /// assert_eq!((r.to.as_str(), r.by.as_str(), r.epoch), ("b", "ops", Epoch::FIRST));
+    /// ```
+    pub fn request(&self, epoch: Epoch) -> Option<TransferRequest> {
+        let at = self
+            .at_unix_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+        Some(TransferRequest::new(
+            Identity::new(&self.to).ok()?,
+            Identity::new(&self.by).ok()?,
+            epoch,
+            at,
+        ))
     }
 }
 
@@ -482,6 +698,44 @@ impl Observed {
     pub fn held_epoch(&self) -> Option<i64> {
         self.holder.as_ref().map(|_| self.epoch)
     }
+
+    /// How long a contender whose own TTL is `ttl` waits this observation
+    /// out: a full TTL, the longer of `ttl` and the holder's; a handover
+    /// (ADR 0112) its window alone, since no term holds the row (the
+    /// handing holder's ended in the write that stored the handover).
+    fn wait(&self, ttl: Duration) -> Duration {
+        let holders = Duration::from_millis(u64::try_from(self.ttl_ms).unwrap_or(0));
+        match self.holder.as_deref().and_then(handover_to) {
+            Some(_) => holders,
+            None => ttl.max(holders),
+        }
+    }
+
+    /// When, on the contender's monotonic clock, the handover this
+    /// observation saw (ADR 0112) stops reserving the name for its
+    /// successor: its window after this contender first read it. `None`
+    /// for anything else seen. A waiting contender wakes then at the
+    /// latest.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use election_core::Identity;
+    /// use election_sql::lease_row::{Found, handed_to, may_claim};
+    /// use tokio::time::Instant;
+    ///
+    /// # fn main() -> Result<(), election_core::ConfigError> {
+    /// let holder = handed_to(&Identity::new("a")?, &Identity::new("b")?);
+    /// let found = Found::Held { holder, epoch: 7, version: 3, ttl_ms: 2_000 };
+    /// let (mut observed, t0) = (None, Instant::now());
+    /// assert!(!may_claim(&mut observed, &found, Duration::from_secs(10), t0));
+    /// let ends = observed.as_ref().and_then(|o| o.handover_ends());
+    /// assert_eq!(ends, Some(t0 + Duration::from_secs(2)));
+    /// # Ok(()) }
+    /// ```
+    pub fn handover_ends(&self) -> Option<Instant> {
+        self.holder.as_deref().and_then(handover_to)?;
+        Some(self.since + self.wait(Duration::ZERO))
+    }
 }
 
 /// The observation key of a vanished row (no holder, no term).
@@ -545,8 +799,7 @@ pub fn may_claim(
     };
     match observed {
         Some(o) if o.holder.as_deref() == holder && o.epoch == epoch && o.version == version => {
-            let holders = Duration::from_millis(u64::try_from(o.ttl_ms).unwrap_or(0));
-            now.saturating_duration_since(o.since) >= ttl.max(holders)
+            now.saturating_duration_since(o.since) >= o.wait(ttl)
         }
         _ => {
             *observed = Some(Observed {
@@ -559,6 +812,40 @@ pub fn may_claim(
             false
         }
     }
+}
+
+/// [`may_claim`] for the candidate `identity` (as stored): a handover to
+/// `identity` (ADR 0112) is taken at once, conditional on the row as read
+/// as every claim is; anything else as [`may_claim`] decides (a handover
+/// to another candidate is waited out for its window).
+///
+/// ```
+/// use std::time::Duration;
+/// use election_core::Identity;
+/// use election_sql::lease_row::{Found, handed_to, may_claim_as};
+/// use tokio::time::Instant;
+///
+/// # fn main() -> Result<(), election_core::ConfigError> {
+/// let holder = handed_to(&Identity::new("a")?, &Identity::new("b")?);
+/// let found = Found::Held { holder, epoch: 7, version: 3, ttl_ms: 60_000 };
+/// let (ttl, now) = (Duration::from_secs(10), Instant::now());
+/// assert!(may_claim_as(&mut None, &found, ttl, now, "b")); // the successor: at once
+/// assert!(!may_claim_as(&mut None, &found, ttl, now, "c")); // anyone else waits
+/// # Ok(()) }
+/// ```
+pub fn may_claim_as(
+    observed: &mut Option<Observed>,
+    found: &Found,
+    ttl: Duration,
+    now: Instant,
+    identity: &str,
+) -> bool {
+    if let Found::Held { holder, .. } = found
+        && handover_to(holder) == Some(identity)
+    {
+        return true;
+    }
+    may_claim(observed, found, ttl, now)
 }
 
 #[cfg(test)]
@@ -656,6 +943,93 @@ mod tests {
         let mut seen = None;
         assert!(!may_claim(&mut seen, &held(4), ttl, at(0)));
         assert!(may_claim(&mut seen, &Found::Vacant, ttl, at(1)));
+    }
+
+    /// A handover (ADR 0112) is waited out for its window alone (not the
+    /// contender's longer TTL), from the contender's first sight; its
+    /// successor takes it at once; any change starts the wait again.
+    #[test]
+    fn a_handover_is_waited_out_for_its_window_and_taken_at_once_by_its_successor() {
+        let id = |s: &str| Identity::new(s).unwrap();
+        let holder = handed_to(&id("a"), &id("b"));
+        let handover = held_by(&holder, 7, 3, 2000);
+        let ttl = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut seen = None;
+        assert!(!may_claim_as(&mut seen, &handover, ttl, at(0), "c"));
+        assert_eq!(
+            seen.as_ref().and_then(Observed::handover_ends),
+            Some(at(2000))
+        );
+        assert!(!may_claim_as(&mut seen, &handover, ttl, at(1999), "c"));
+        assert!(may_claim_as(&mut seen, &handover, ttl, at(2000), "c"));
+        // The successor: at once, whatever it saw before.
+        assert!(may_claim_as(&mut None, &handover, ttl, at(0), "b"));
+        assert!(may_claim_as(&mut seen, &handover, ttl, at(0), "b"));
+        // Not the successor by a prefix of its name, nor the handing holder.
+        assert!(!may_claim_as(&mut None, &handover, ttl, at(0), "a"));
+        assert!(!may_claim_as(&mut None, &handover, ttl, at(0), "bb"));
+        // A term's holder seen before the handover: the wait starts again.
+        let mut seen = None;
+        assert!(!may_claim(&mut seen, &held_by("a", 7, 2, 3000), ttl, at(0)));
+        assert_eq!(seen.as_ref().and_then(Observed::handover_ends), None);
+        assert!(!may_claim(&mut seen, &handover, ttl, at(9000)));
+        assert!(!may_claim(&mut seen, &handover, ttl, at(10_999)));
+        assert!(may_claim(&mut seen, &handover, ttl, at(11_000)));
+    }
+
+    /// A handover's row shows nobody leading, no revocation, and the
+    /// handover with the ended term's epoch; a revocation's row shows no
+    /// handover; neither is a term's holder.
+    #[test]
+    fn a_handover_row_is_neither_a_term_nor_a_revocation() {
+        let id = |s: &str| Identity::new(s).unwrap();
+        let row = |holder: String| Row {
+            holder: Some(holder),
+            epoch: 7,
+            version: 3,
+            ttl_ms: 15_000,
+            acquired_unix_ms: Some(1_000),
+            renewed_unix_ms: None,
+            value: None,
+        };
+        let handover = row(handed_to(&id("web-1"), &id("web-2")));
+        assert_eq!(handover.leader().unwrap(), None);
+        assert_eq!(handover.revocation(), None);
+        let h = handover.handover().unwrap();
+        assert_eq!(
+            (h.from.as_str(), h.to.as_str(), h.epoch.get(), h.window),
+            ("web-1", "web-2", 7, Duration::from_secs(15))
+        );
+        assert_eq!(handover.handover_at(16_000), Some(h));
+        assert_eq!(handover.handover_at(16_001), None);
+        assert!(!is_term_holder(handover.holder.as_deref().unwrap()));
+        let revoked = row(revoked_by(&id("ops")));
+        assert_eq!(revoked.handover(), None);
+        assert!(revoked.revocation().is_some());
+        assert!(!is_term_holder(revoked.holder.as_deref().unwrap()));
+        let term = row("web-1".into());
+        assert_eq!((term.handover(), term.revocation()), (None, None));
+        assert!(is_term_holder("web-1"));
+        // A handover edited by hand (no separator) decodes to none.
+        assert_eq!(row(format!("{HANDED_TO}web-2")).handover(), None);
+    }
+
+    /// A request decodes with the epoch it is read in; a missing column
+    /// is no request.
+    #[test]
+    fn a_stored_request_decodes_for_its_term() {
+        assert_eq!(Asked::of(Some("b".into()), None, Some(1)), None);
+        let asked = Asked::of(Some("b".into()), Some("ops".into()), Some(1500)).unwrap();
+        let r = asked.request(Epoch::new(9).unwrap()).unwrap();
+        assert_eq!(
+            (r.to.as_str(), r.by.as_str(), r.epoch.get()),
+            ("b", "ops", 9)
+        );
+        assert_eq!(r.at, UNIX_EPOCH.checked_add(Duration::from_millis(1500)));
+        let bad = Asked::of(Some(String::new()), Some("ops".into()), None).unwrap();
+        assert_eq!(bad.request(Epoch::FIRST), None);
     }
 
     #[test]

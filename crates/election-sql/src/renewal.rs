@@ -19,7 +19,10 @@ use crate::keyed::{HeldRow, IntoCore, LeaseRows};
 /// is sent, retries a failed or timed-out renewal (an unknown outcome,
 /// never counted) until the deadline and reports the loss then, or at once
 /// when the row shows another term or none ([`LeaseRows::REFUSED`]) or the
-/// store is no longer in place ([`LeaseRows::in_place`]).
+/// store is no longer in place ([`LeaseRows::in_place`]). Each renewal
+/// ([`LeaseRows::renew_asked`]) also reads the transfer request stored
+/// beside the term (ADR 0112) and reports it to `reporter`, so the holder
+/// hears of a request within one renewal interval.
 ///
 /// Cancel safety: cancel safe (dropped, nothing more is renewed; the
 /// reporter is dropped with it).
@@ -47,6 +50,7 @@ pub async fn renew_term<R: LeaseRows>(
         reporter.lose(LossReason::Expired);
         return;
     };
+    let term = epoch;
     let epoch = i64::try_from(epoch.get()).unwrap_or(i64::MAX);
     let hold = HeldRow {
         name: name.as_str(),
@@ -54,15 +58,24 @@ pub async fn renew_term<R: LeaseRows>(
         epoch,
     };
     let name = &name;
+    let reporting = &reporter;
     let renew_once = |budget| {
         let rows = rows.clone();
+        let reporter = reporting;
         async move {
             if let Err(detail) = rows.in_place() {
                 return Renewed::Refused(LossReason::Revoked { detail });
             }
-            match rows.renew_one(hold, budget).await {
-                Ok(true) => Renewed::Landed,
-                Ok(false) => Renewed::Refused(LossReason::Revoked {
+            match rows.renew_asked(hold, budget).await {
+                Ok(Some(asked)) => {
+                    // A transfer request stored beside the term (ADR
+                    // 0112): reported (again, a no-op) at every renewal.
+                    if let Some(request) = asked.and_then(|a| a.request(term)) {
+                        reporter.transfer_requested(request);
+                    }
+                    Renewed::Landed
+                }
+                Ok(None) => Renewed::Refused(LossReason::Revoked {
                     detail: R::REFUSED.into(),
                 }),
                 Err(e) => Renewed::Failed(e.into_core(name)),

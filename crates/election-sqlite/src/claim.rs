@@ -76,6 +76,23 @@ use crate::store::row::{self, ClaimWrite, Found, Observed};
 ///   `since` is the row's `acquired_unix_ms`: the winner's wall clock (its
 ///   [`Clock`](crate::Clock)) in the transaction that won the term.
 ///
+/// - Transfer (ADR 0112, `Term::transfer`): one autocommit `UPDATE`,
+///   conditional on this attempt's nonce and won epoch as the release is,
+///   rewrites the row as held by the pseudo-holder
+///   `"\u{1}handed-to <to>\u{1}<from>"`
+///   ([`handed_to`](election_sql::lease_row::handed_to)) with no nonce,
+///   no same-host lock, the window as its TTL and the ended term's epoch
+///   (none drawn). The successor's claim takes the row at once (in one
+///   `BEGIN IMMEDIATE` transaction, on the row as read, with the next
+///   epoch, as every claim); any other candidate waits it out as a holder
+///   that stopped renewing, for the window counted from its own first
+///   read of it, and wakes when the window ends at the latest. Waiters on
+///   this host wake when the handing attempt is closed (the same-host
+///   lock), as after a release. The holder's renewal reads a transfer
+///   request stored beside the term (`SqliteElection::request_transfer`)
+///   and reports it, so a request reaches the holder within one renew
+///   interval.
+///
 /// How a term ends: resign releases the row (conditional on this attempt's
 /// nonce); a drop (or a cancelled or failed step that may have committed a
 /// claim) starts the same release in the background on the current tokio
@@ -221,7 +238,8 @@ impl ClaimRows for SqliteStore {
         let ttl = inner.options.ttl();
         let observed = &mut attempt.observed;
         let clock = &inner.clock;
-        let decide = |found: &Found| row::may_claim(observed, found, ttl, clock.now());
+        let me = claim.identity().as_str();
+        let decide = |found: &Found| row::may_claim_as(observed, found, ttl, clock.now(), me);
         let lock = attempt
             .waiting
             .host_lock
@@ -270,6 +288,12 @@ impl ClaimRows for SqliteStore {
         attempt: &mut Attempt,
         poll: std::time::Duration,
     ) -> Result<(), election_core::Error> {
+        // A handover to another candidate seen (ADR 0112): awake when its
+        // window ends, at the latest.
+        let poll = match attempt.observed.as_ref().and_then(Observed::handover_ends) {
+            Some(ends) => poll.min(ends.saturating_duration_since(claim.store().clock.now())),
+            None => poll,
+        };
         let sleep = tokio::time::sleep(poll);
         let name = claim.name();
         let Some(locks) = claim.store().host_locks.as_ref() else {
@@ -301,6 +325,19 @@ impl ClaimRows for SqliteStore {
 
     async fn release(&self, name: &str, nonce: i64) -> Result<bool, Error> {
         row::release(&self.pool, name, nonce, self.release_sync).await
+    }
+
+    /// One autocommit `UPDATE` (see [`SqliteClaim`](crate::SqliteClaim)); waiters on this host
+    /// wake when the handing attempt is closed (the same-host lock), as
+    /// after a release.
+    async fn release_to(
+        &self,
+        hold: HeldRow<'_>,
+        holder: &str,
+        window_ms: i64,
+    ) -> Result<bool, Error> {
+        let wall_ms = self.clock.wall_unix_ms();
+        row::release_to(&self.pool, hold, holder, window_ms, wall_ms).await
     }
 
     /// Releases in a task of its own, then frees the same-host lock.

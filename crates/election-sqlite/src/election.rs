@@ -572,6 +572,104 @@ impl SqliteElection {
     }
 }
 
+impl SqliteElection {
+    /// Asks the holder of `name`'s current term, on behalf of `by`, to
+    /// hand it to `to`
+    /// ([`Election::request_transfer`](election_core::Election::request_transfer),
+    /// ADR 0112): one autocommit `UPDATE` stores the request beside the
+    /// term in the lease row (`transfer_to`, `transfer_by`, `transfer_at`
+    /// and the term's epoch as `transfer_epoch`), only while a term holds
+    /// it; the holder's next renewal reads it (within one renew interval)
+    /// and its term reports it
+    /// ([`Term::transfer_requested`](election_core::Term::transfer_requested)).
+    /// Nothing the holder's writes are conditional on changes. `Ok(None)`:
+    /// no term holds the name (released, revoked, handed over).
+    ///
+    /// Cancel safety: cancelled before it returns, the request may have
+    /// been stored or not; asking again is safe. Failure model:
+    /// `Unavailable` (busy past the busy timeout, I/O), `Config` for a
+    /// read-only database or one replaced since it was opened.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// let term = election.candidate("jobs", "web-1")?.campaign().await?;
+    /// let (to, by) = (Identity::new("web-2")?, Identity::new("deploy")?);
+    /// let asked = election.request_transfer("jobs", &to, &by).await?.expect("a term holds it");
+    /// assert_eq!(asked.epoch, term.epoch());
+    /// let heard = term.transfer_requested().await; // at the holder's next renewal
+    /// term.transfer(&heard.to, std::time::Duration::from_secs(15)).await?;
+    /// assert_eq!(election.handover("jobs").await?.map(|h| h.to), Some(to));
+    /// # Ok(()) }
+    /// ```
+    pub async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let core = |e: Error| e.into_core(&name_);
+        let inner = &self.inner;
+        inner.check_in_place().map_err(core)?;
+        let wall_ms = inner.clock.wall_unix_ms();
+        let epoch = crate::store::row::request_transfer(
+            &inner.pool,
+            name,
+            to.as_str(),
+            by.as_str(),
+            wall_ms,
+        )
+        .await
+        .map_err(core)?;
+        let Some(epoch) = epoch else { return Ok(None) };
+        let epoch = crate::store::row::epoch_of(name, epoch).map_err(core)?;
+        let asked = election_sql::lease_row::Asked {
+            to: to.to_string(),
+            by: by.to_string(),
+            at_unix_ms: Some(wall_ms),
+        };
+        Ok(asked.request(epoch))
+    }
+
+    /// The handover of `name` that no term has followed yet
+    /// ([`Election::handover`](election_core::Election::handover), ADR
+    /// 0112): the lease row held by a handover
+    /// ([`handed_to`](election_sql::lease_row::handed_to)), until the
+    /// successor's (or a later) claim rewrites it, or this handle's wall
+    /// clock is past its window (display only).
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model: as
+    /// [`leader`](Self::leader)'s.
+    ///
+    /// ```
+    /// use election_sqlite::{SqliteElection, SqliteOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = SqliteElection::open(tmp.path().join("app.db"), SqliteOptions::default()).await?;
+    /// assert_eq!(election.handover("jobs").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        let row = crate::store::row::read(&self.inner.pool, name, self.inner.values)
+            .await
+            .map_err(|e| e.into_core(&name_))?;
+        let now = self.inner.clock.wall_unix_ms();
+        Ok(row.and_then(|r| r.handover_at(now)))
+    }
+}
+
 impl election_core::Election for SqliteElection {
     type Claim = SqliteClaim;
     type LeaseSet = LeaseSet<SqliteKeyedClaims>;
@@ -606,6 +704,22 @@ impl election_core::Election for SqliteElection {
         name: &str,
     ) -> Result<Option<election_core::Revocation>, election_core::Error> {
         SqliteElection::revocation(self, name).await
+    }
+
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        SqliteElection::request_transfer(self, name, to, by).await
+    }
+
+    async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        SqliteElection::handover(self, name).await
     }
 }
 

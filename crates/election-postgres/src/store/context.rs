@@ -611,7 +611,7 @@ impl PostgresStore {
             let held = row
                 .holder
                 .as_deref()
-                .is_some_and(|h| !h.starts_with(election_sql::lease_row::REVOKED_BY));
+                .is_some_and(election_sql::lease_row::is_term_holder);
             if !held {
                 return Ok(None);
             }
@@ -634,6 +634,45 @@ impl PostgresStore {
         Err(Error::OutcomeUnknown {
             after: self.options.request_timeout(),
         })
+    }
+
+    /// Hands the term `hold` to the successor `holder` names (ADR 0112,
+    /// [`row::release_to`]), notifying every waiter of the name, bounded
+    /// by the request timeout (unknown outcome past it), on the renewals'
+    /// queue as a release is: whether the row showed the term.
+    pub(crate) async fn release_to(
+        &self,
+        hold: HeldRow<'_>,
+        holder: &str,
+        window_ms: i64,
+    ) -> Result<bool, Error> {
+        let wall_ms = self.clock.wall_unix_ms();
+        let handed = self
+            .write(URGENT, self.options.request_timeout(), async |conn| {
+                row::release_to(conn, &self.sql, hold, holder, window_ms, wall_ms).await
+            })
+            .await?;
+        if handed {
+            // The successor may be taking the row now: a close waits the
+            // grace, as after a release (ADR 0086).
+            self.last_release.mark(Instant::now());
+        }
+        Ok(handed)
+    }
+
+    /// Stores a transfer request beside the term of `name` (ADR 0112,
+    /// [`row::request_transfer`]), bounded by the request timeout: the
+    /// epoch of the term asked, `None` if no term holds the row.
+    pub(crate) async fn request_transfer(
+        &self,
+        name: &str,
+        to_by: (&str, &str),
+        wall_ms: i64,
+    ) -> Result<Option<i64>, Error> {
+        self.write(SESSION, self.options.request_timeout(), async |conn| {
+            row::request_transfer(conn, &self.sql, name, to_by, wall_ms).await
+        })
+        .await
     }
 
     /// A waiter's look at `name` that wins it for attempt `nonce` if it is
@@ -821,6 +860,21 @@ impl election_sql::LeaseRows for PostgresStore {
             .renew_within(&[hold], budget)
             .await?
             .contains(hold.name))
+    }
+
+    /// One statement that renews the term and reads the transfer request
+    /// stored beside it (ADR 0112), on the renewals' queue, given at most
+    /// `budget` ([`Error::OutcomeUnknown`] past it).
+    async fn renew_asked(
+        &self,
+        hold: HeldRow<'_>,
+        budget: Duration,
+    ) -> Result<Option<Option<election_sql::lease_row::Asked>>, Error> {
+        let wall_ms = self.clock.wall_unix_ms();
+        self.write(URGENT, budget, async |conn| {
+            row::renew_asked(conn, &self.sql, hold, wall_ms).await
+        })
+        .await
     }
 
     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Error> {

@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, Executor, PgConnection, Row as _, SqlSafeStr};
 use crate::error::Error;
 use crate::store::schema::Sql;
 
-pub(crate) use election_sql::lease_row::{Found, Recorded, Row, may_claim};
+pub(crate) use election_sql::lease_row::{Asked, Found, Recorded, Row, may_claim_as};
 
 /// An epoch as stored (`bigint`), decoded
 /// ([`decode_epoch`](election_sql::lease_row::decode_epoch)): one outside
@@ -306,6 +306,74 @@ pub(crate) async fn release_many(
         .fetch_all(&mut *conn)
         .await?;
     Ok(released.into_iter().collect())
+}
+
+/// Renews the term `hold` (as [`renew_many`] one row) and reads the
+/// transfer request stored beside it in its epoch (ADR 0112), in one
+/// statement: `None` if the row no longer shows the term.
+pub(crate) async fn renew_asked(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    hold: HeldRow<'_>,
+    wall_ms: i64,
+) -> Result<Option<Option<Asked>>, Error> {
+    type Raw = (Option<String>, Option<String>, Option<i64>);
+    let renewed: Option<Raw> = sqlx::query_as(AssertSqlSafe(sql.renew_asked.clone()))
+        .bind(hold.name)
+        .bind(hold.nonce)
+        .bind(hold.epoch)
+        .bind(wall_ms)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(renewed.map(|(to, by, at)| Asked::of(to, by, at)))
+}
+
+/// Hands the term `hold` over (ADR 0112) in one statement, conditional on
+/// its nonce and epoch: the row held by the pseudo-holder `holder` for
+/// `window_ms`, in the term's epoch, with no nonce; the channel and every
+/// unexpired waiter of the name notified at commit. `Ok(false)`: the row
+/// no longer shows the term (nothing written, nobody notified).
+pub(crate) async fn release_to(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    hold: HeldRow<'_>,
+    holder: &str,
+    window_ms: i64,
+    wall_ms: i64,
+) -> Result<bool, Error> {
+    let handed: Option<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql.release_to.clone()))
+        .bind(hold.name)
+        .bind(hold.nonce)
+        .bind(hold.epoch)
+        .bind(holder)
+        .bind(window_ms)
+        .bind(wall_ms)
+        .bind(&*sql.channel)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(handed.is_some())
+}
+
+/// Stores a request by `by` that the term the row of `name` shows be
+/// handed to `to` (ADR 0112), with that term's epoch, in one statement
+/// that applies only while a term holds the row: the epoch of the term
+/// asked, or `None` (nothing written).
+pub(crate) async fn request_transfer(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    name: &str,
+    (to, by): (&str, &str),
+    wall_ms: i64,
+) -> Result<Option<i64>, Error> {
+    Ok(
+        sqlx::query_scalar(AssertSqlSafe(sql.request_transfer.clone()))
+            .bind(name)
+            .bind(to)
+            .bind(by)
+            .bind(wall_ms)
+            .fetch_optional(&mut *conn)
+            .await?,
+    )
 }
 
 /// Publishes `value` for the term `hold` (ADR 0068) and notifies

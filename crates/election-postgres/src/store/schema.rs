@@ -48,6 +48,13 @@
 //!   an expiry by the server's clock that the waiter renews). A release
 //!   wakes only the first unexpired waiter of the name, on its process's
 //!   channel. The queue is advice: no claim reads it.
+//! - `leases.transfer_to`, `transfer_by`, `transfer_at`, `transfer_epoch`
+//!   and `waiters_all` (version 8, ADR 0112): a request that the term be
+//!   handed to a successor, stored beside the term with its epoch (a
+//!   renewal reads it only with the row's epoch, so a request never
+//!   outlives its term and no claim clears it); and every unexpired
+//!   waiter of a name, which a handover notifies (the successor may be
+//!   anywhere in line).
 //! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
 //!   and raise, in the caller's transaction, so that a fenced transaction
 //!   begins in one round trip
@@ -73,7 +80,7 @@ use fencing::ResourceName;
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The `SQLSTATE` with which `fence_enter` refuses a token lower than the
 /// stored mark; the error's `DETAIL` is the stored mark, in decimal.
@@ -102,6 +109,13 @@ pub(crate) struct Sql {
     /// Deletes a closed set's heartbeat and the heartbeats nobody bumped for a day.
     pub(crate) stop_heartbeat: Arc<str>,
     pub(crate) release_many: Arc<str>,
+    /// A single term's renewal that also reads the transfer request stored
+    /// beside it (ADR 0112).
+    pub(crate) renew_asked: Arc<str>,
+    /// A term handed to a successor (ADR 0112), every waiter notified.
+    pub(crate) release_to: Arc<str>,
+    /// A transfer request stored beside the current term (ADR 0112).
+    pub(crate) request_transfer: Arc<str>,
     pub(crate) proclaim: Arc<str>,
     /// A waiter's row written at its first wait, the lease row locked
     /// (ADR 0108).
@@ -308,6 +322,52 @@ impl Sql {
                        set_config('synchronous_commit', 'off', true)
              ) AS n"
         );
+        // A single term's renewal (its renewal task's), as `renew_many`
+        // for one row, that also returns the transfer request stored
+        // beside the term, only in the row's epoch (ADR 0112).
+        let renew_asked = format!(
+            "UPDATE {s}.leases l SET version = l.version + 1, renewed_unix_ms = $4
+             WHERE l.name = $1 AND l.nonce = $2 AND l.epoch = $3 AND l.holder IS NOT NULL
+             RETURNING CASE WHEN l.transfer_epoch = l.epoch THEN l.transfer_to END,
+                       CASE WHEN l.transfer_epoch = l.epoch THEN l.transfer_by END,
+                       CASE WHEN l.transfer_epoch = l.epoch THEN l.transfer_at END"
+        );
+        // A handover (ADR 0112): conditional on the term's nonce and epoch
+        // as a release is, the row becomes held by the pseudo-holder $4
+        // (which names the successor) with no nonce and no heartbeat, the
+        // TTL $5 (the window) and the term's own epoch (none is drawn: the
+        // successor's claim takes the next). Contenders wait it out as a
+        // holder that stopped renewing, for the window; the successor
+        // takes it at once. It notifies the name on the channel and, on
+        // their processes' channels, every unexpired waiter of the name
+        // (`waiters_all`, a snapshot taken after the row was locked, as
+        // `waiter_head`'s): the successor may be anywhere in line, and the
+        // others look once and wait again. Committed durably (unlike a
+        // release): the handover is the successor's reservation.
+        let release_to = format!(
+            "WITH r AS (
+                UPDATE {s}.leases l
+                SET holder = $4, nonce = NULL, version = l.version + 1, ttl_ms = $5,
+                    acquired_unix_ms = $6, renewed_unix_ms = NULL,
+                    heartbeat = NULL, heartbeat_nonce = NULL
+                WHERE l.name = $1 AND l.nonce = $2 AND l.epoch = $3 AND l.holder IS NOT NULL
+                RETURNING l.name
+             )
+             SELECT r.name, (SELECT count(*) FROM
+                    (SELECT pg_notify(w.channel, w.nonce::text || ' ' || r.name)
+                     FROM {s}.waiters_all(r.name, $2) AS w) AS woken)
+             FROM r, LATERAL (SELECT pg_notify($7, r.name)) AS n"
+        );
+        // A transfer request (ADR 0112), stored only while a term holds
+        // the row (not released, revoked or handed over: a pseudo-holder
+        // begins with a control character), with that term's epoch. It
+        // moves nothing the holder's writes are conditional on.
+        let request_transfer = format!(
+            "UPDATE {s}.leases l
+             SET transfer_to = $2, transfer_by = $3, transfer_at = $4, transfer_epoch = l.epoch
+             WHERE l.name = $1 AND l.holder IS NOT NULL AND left(l.holder, 1) <> chr(1)
+             RETURNING l.epoch"
+        );
         // A term publishes its value (ADR 0068) only while the row shows
         // its attempt's nonce and epoch with a holder, and wakes observers
         // on the channel at commit.
@@ -332,7 +392,10 @@ impl Sql {
         // locked the row first commits before this write, and the
         // waiter's next look sees it; one that comes after waits for this
         // commit, and its `waiter_head` (a fresh snapshot, taken after
-        // the wait) sees the row.
+        // the wait) sees the row. A handover (ADR 0112) is ordered the
+        // same way: one that committed first shows as not held, so the
+        // waiter looks at once (the successor takes it); one after it
+        // notifies the row (`waiters_all`).
         //
         // Neither a waiter row's write nor its delete waits for its WAL
         // flush (`synchronous_commit` off for its own transaction, as a
@@ -355,7 +418,8 @@ impl Sql {
                  ON CONFLICT (name, nonce) DO UPDATE
                  SET channel = excluded.channel, expires_at = excluded.expires_at,
                      seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
-                 RETURNING w.seq, EXISTS (SELECT 1 FROM lease WHERE lease.holder IS NOT NULL)"
+                 RETURNING w.seq, EXISTS (SELECT 1 FROM lease WHERE lease.holder IS NOT NULL
+                                          AND NOT starts_with(lease.holder, chr(1) || 'handed-to '))"
             )
         };
         // Only the first write locks: a renewal of a row that releases
@@ -380,6 +444,9 @@ impl Sql {
             renew_with_heartbeat: renew_with_heartbeat.into(),
             stop_heartbeat: stop_heartbeat.into(),
             release_many: release_many.into(),
+            renew_asked: renew_asked.into(),
+            release_to: release_to.into(),
+            request_transfer: request_transfer.into(),
             proclaim: proclaim.into(),
             waiter_join: waiter_join.into(),
             waiter_renew: waiter_renew.into(),
@@ -655,6 +722,33 @@ fn v7(s: &str) -> Vec<String> {
     ]
 }
 
+/// The changes of version 8 (ADR 0112): the transfer request beside a
+/// term (`transfer_to`, `transfer_by`, `transfer_at`, and the epoch of the
+/// term asked, `transfer_epoch`), and `waiters_all`, every unexpired
+/// waiter of a name, which a handover notifies. Run after [`v7`] in the
+/// same transaction as the version number.
+fn v8(s: &str) -> Vec<String> {
+    vec![
+        format!(
+            "ALTER TABLE {s}.leases ADD COLUMN IF NOT EXISTS transfer_to text,
+                                   ADD COLUMN IF NOT EXISTS transfer_by text,
+                                   ADD COLUMN IF NOT EXISTS transfer_at bigint,
+                                   ADD COLUMN IF NOT EXISTS transfer_epoch bigint"
+        ),
+        // As `waiter_head`: `VOLATILE`, read with a snapshot of its own
+        // taken after the handover locked the lease row.
+        format!(
+            "CREATE OR REPLACE FUNCTION {s}.waiters_all(lease_name text, releasing bigint)
+                RETURNS TABLE (nonce bigint, channel text)
+                LANGUAGE sql VOLATILE AS $$
+             SELECT w.nonce, w.channel FROM {s}.waiters w
+             WHERE w.name = lease_name AND w.nonce IS DISTINCT FROM releasing
+               AND w.expires_at > now()
+             $$"
+        ),
+    ]
+}
+
 /// The schema version recorded, if the `meta` table exists.
 async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -761,6 +855,7 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(),
         .chain(v5(&s))
         .chain(v6(&s))
         .chain(v7(&s))
+        .chain(v8(&s))
     {
         sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
     }

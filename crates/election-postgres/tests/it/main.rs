@@ -23,3 +23,4 @@ mod recipes;
 mod schema;
 mod server_down;
 mod session;
+mod transfer;

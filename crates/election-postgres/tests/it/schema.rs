@@ -512,3 +512,46 @@ async fn a_version_6_schema_gets_the_waiters_queue() {
     b.resign().await.expect("resign");
     e.close().await;
 }
+
+/// A version-7 schema (no transfer columns, no `waiters_all`) is migrated
+/// to version 8 at open (ADR 0112): both appear, and a transfer request
+/// reaches the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_7_schema_gets_the_transfer_columns() {
+    let server = server();
+    let objects = "SELECT (SELECT count(*) FROM information_schema.columns \
+                   WHERE table_schema = 'election' AND table_name = 'leases' \
+                   AND column_name LIKE 'transfer\\_%') \
+                   + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+                   WHERE n.nspname = 'election' AND p.proname = 'waiters_all')";
+    let e = migrated_from(
+        &server,
+        "DROP FUNCTION election.waiters_all(text, bigint); \
+         ALTER TABLE election.leases DROP COLUMN transfer_to, DROP COLUMN transfer_by, \
+         DROP COLUMN transfer_at, DROP COLUMN transfer_epoch; \
+         UPDATE election.meta SET value = 7",
+        &[(objects, "0")],
+    )
+    .await;
+    assert_eq!(server.sql(objects).expect("objects"), "5");
+    let a = e
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a leads");
+    let (to, by) = (
+        election_core::Identity::new("b").expect("identity"),
+        election_core::Identity::new("ops").expect("identity"),
+    );
+    e.request_transfer("jobs", &to, &by)
+        .await
+        .expect("request")
+        .expect("a holds it");
+    let heard = tokio::time::timeout(Duration::from_secs(60), a.transfer_requested())
+        .await
+        .expect("a hears the request");
+    assert_eq!(heard.to, to);
+    a.resign().await.expect("resign");
+    e.close().await;
+}

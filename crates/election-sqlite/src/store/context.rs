@@ -360,6 +360,21 @@ impl election_sql::LeaseRows for SqliteStore {
         self.renew_within(hold, budget).await
     }
 
+    /// One autocommit `UPDATE .. RETURNING` that renews the term and reads
+    /// the transfer request stored beside it (ADR 0112), bounded by
+    /// `budget` as a renewal is (`OutcomeUnknown` past it).
+    async fn renew_asked(
+        &self,
+        hold: HeldRow<'_>,
+        budget: Duration,
+    ) -> Result<Option<Option<election_sql::lease_row::Asked>>, Error> {
+        let renewal = row::renew_asked(&self.pool, hold, self.clock.wall_unix_ms());
+        match tokio::time::timeout(budget, renewal).await {
+            Ok(renewed) => renewed,
+            Err(_) => Err(Error::OutcomeUnknown { after: budget }),
+        }
+    }
+
     async fn renew_many(&self, holds: &[HeldRow<'_>]) -> Result<HashSet<String>, Error> {
         row::renew_many(&self.pool, holds, self.clock.wall_unix_ms()).await
     }

@@ -9,7 +9,7 @@ use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::error::Error;
 
-pub(crate) use election_sql::lease_row::{Found, Observed, Recorded, Row, may_claim};
+pub(crate) use election_sql::lease_row::{Asked, Found, Observed, Recorded, Row, may_claim_as};
 
 /// An epoch as stored (an SQLite `INTEGER`), decoded
 /// ([`decode_epoch`](election_sql::lease_row::decode_epoch)): one outside
@@ -382,7 +382,7 @@ pub(crate) async fn revoke(
     let held = deposed
         .holder
         .as_deref()
-        .is_some_and(|h| !h.starts_with(election_sql::lease_row::REVOKED_BY));
+        .is_some_and(election_sql::lease_row::is_term_holder);
     if !held {
         tx.rollback().await?;
         return Ok(None);
@@ -466,6 +466,90 @@ pub(crate) async fn renew(
     .bind(hold.epoch)
     .bind(wall_ms);
     changes_one_row(pool, renew).await
+}
+
+/// [`renew`], which also reads the transfer request stored beside the
+/// term (ADR 0112: only one stored in the row's epoch), in the same
+/// autocommit statement. `Ok(None)` if the row no longer shows this term.
+pub(crate) async fn renew_asked(
+    pool: &SqlitePool,
+    hold: HeldRow<'_>,
+    wall_ms: i64,
+) -> Result<Option<Option<Asked>>, Error> {
+    type Raw = (Option<String>, Option<String>, Option<i64>);
+    let renewed: Option<Raw> = sqlx::query_as(
+        "UPDATE election_leases SET version = version + 1, renewed_unix_ms = ?4
+         WHERE name = ?1 AND nonce = ?2 AND epoch = ?3 AND holder IS NOT NULL
+         RETURNING CASE WHEN transfer_epoch = epoch THEN transfer_to END,
+                   CASE WHEN transfer_epoch = epoch THEN transfer_by END,
+                   CASE WHEN transfer_epoch = epoch THEN transfer_at END",
+    )
+    .bind(hold.name)
+    .bind(hold.nonce)
+    .bind(hold.epoch)
+    .bind(wall_ms)
+    .fetch_optional(pool)
+    .await?;
+    Ok(renewed.map(|(to, by, at)| Asked::of(to, by, at)))
+}
+
+/// Hands the term `hold` over (ADR 0112), in one autocommit statement
+/// conditional on its nonce and epoch (as [`release`] and [`renew`] are):
+/// the row is then held by the pseudo-holder `holder`
+/// ([`handed_to`](election_sql::lease_row::handed_to)) with no nonce, no
+/// same-host lock and no heartbeat, the TTL `window_ms`, the term's epoch
+/// (none is drawn: the successor's claim takes the next one), the renewal
+/// version bumped and `acquired_unix_ms` the handing holder's wall clock.
+/// Contenders wait it out for the window; the successor takes it at once.
+/// `Ok(false)`: the row no longer shows this term (nothing written).
+pub(crate) async fn release_to(
+    pool: &SqlitePool,
+    hold: HeldRow<'_>,
+    holder: &str,
+    window_ms: i64,
+    wall_ms: i64,
+) -> Result<bool, Error> {
+    let hand = sqlx::query(
+        "UPDATE election_leases
+         SET holder = ?4, nonce = NULL, version = version + 1, ttl_ms = ?5,
+             acquired_unix_ms = ?6, renewed_unix_ms = NULL, lock_id = NULL,
+             heartbeat = NULL, heartbeat_nonce = NULL
+         WHERE name = ?1 AND nonce = ?2 AND epoch = ?3 AND holder IS NOT NULL",
+    )
+    .bind(hold.name)
+    .bind(hold.nonce)
+    .bind(hold.epoch)
+    .bind(holder)
+    .bind(window_ms)
+    .bind(wall_ms);
+    changes_one_row(pool, hand).await
+}
+
+/// Stores a request by `by` that the term the row of `name` shows be
+/// handed to `to` (ADR 0112), with that term's epoch and `wall_ms`, in one
+/// autocommit statement that applies only while a term holds the row (not
+/// released, revoked or handed over): the epoch of the term asked, or
+/// `None` (nothing written). Moves neither the renewal version nor
+/// anything the holder's writes are conditional on.
+pub(crate) async fn request_transfer(
+    pool: &SqlitePool,
+    name: &str,
+    to: &str,
+    by: &str,
+    wall_ms: i64,
+) -> Result<Option<i64>, Error> {
+    Ok(sqlx::query_scalar(
+        "UPDATE election_leases
+         SET transfer_to = ?2, transfer_by = ?3, transfer_at = ?4, transfer_epoch = epoch
+         WHERE name = ?1 AND holder IS NOT NULL AND substr(holder, 1, 1) <> char(1)
+         RETURNING epoch",
+    )
+    .bind(name)
+    .bind(to)
+    .bind(by)
+    .bind(wall_ms)
+    .fetch_optional(pool)
+    .await?)
 }
 
 /// Publishes `value` for the term `hold` (ADR 0068): the row's value and

@@ -33,6 +33,12 @@
 //!   to databases of any version, without a version bump, as `lock_id`:
 //!   older versions never read them, and a row they win gets a nonce of
 //!   its own, so a heartbeat they leave behind names nothing.
+//! - `election_leases.transfer_to`, `transfer_by`, `transfer_at` and
+//!   `transfer_epoch` (ADR 0112): a request that the term be handed to a
+//!   successor, stored beside the term with its epoch, and read by the
+//!   holder's renewals only with the row's epoch (a request never
+//!   outlives its term; no claim clears them). Added in place to
+//!   databases of any version, without a version bump, as `value`.
 //!
 //! Version 1 databases are migrated in place: `election_epochs` is created
 //! and seeded from every existing lease row's epoch, so epochs keep
@@ -166,7 +172,7 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
     .await?;
     // The version and whether `lock_id` is there, in one statement (one
     // round trip to the connection's worker thread at every open).
-    let (found, has_lock_id, has_value, has_guard, has_marks): (Option<i64>, bool, bool, bool, bool) = sqlx::query_as(
+    let (found, has_lock_id, has_value, has_guard, has_marks, has_transfer): (Option<i64>, bool, bool, bool, bool, bool) = sqlx::query_as(
         "SELECT (SELECT value FROM election_meta WHERE key = 'schema_version'),
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'lock_id') > 0,
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'value_epoch') > 0,
@@ -174,7 +180,8 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
                     AND name IN ('election_epochs_never_deleted', 'election_epochs_never_lowered',
                                  'election_epochs_never_replaced_lower')) = 3,
                 (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'heartbeat_nonce') > 0
-                AND (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_heartbeats') > 0",
+                AND (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_heartbeats') > 0,
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'transfer_epoch') > 0",
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -241,6 +248,12 @@ pub async fn migrate(conn: &mut SqliteConnection) -> Result<(), Error> {
         add_marks(&mut tx).await?
     };
     let added = added || marked;
+    let asked = if up_to_date && has_transfer {
+        false
+    } else {
+        add_transfer_columns(&mut tx).await?
+    };
+    let added = added || asked;
     if added || !up_to_date {
         tx.commit().await?;
     } else {
@@ -328,6 +341,33 @@ async fn add_marks(conn: &mut SqliteConnection) -> Result<bool, Error> {
         added = true;
     }
     Ok(added)
+}
+
+/// Adds `election_leases.transfer_to`, `transfer_by`, `transfer_at` and
+/// `transfer_epoch` (ADR 0112: a request that the term be handed over, and
+/// the epoch of the term asked) if missing. In place, without a version
+/// bump (as `value`): older versions never read them, and what they leave
+/// behind is never reported, since a renewal reads a request only with
+/// the row's epoch. True if it added them.
+async fn add_transfer_columns(conn: &mut SqliteConnection) -> Result<bool, Error> {
+    let (tables, columns): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'election_leases'),
+                (SELECT count(*) FROM pragma_table_info('election_leases') WHERE name = 'transfer_epoch')",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if tables == 1 && columns == 0 {
+        for stmt in [
+            "ALTER TABLE election_leases ADD COLUMN transfer_to TEXT",
+            "ALTER TABLE election_leases ADD COLUMN transfer_by TEXT",
+            "ALTER TABLE election_leases ADD COLUMN transfer_at INTEGER",
+            "ALTER TABLE election_leases ADD COLUMN transfer_epoch INTEGER",
+        ] {
+            sqlx::query(stmt).execute(&mut *conn).await?;
+        }
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// Whether `election_leases` has the value columns (ADR 0068): a database

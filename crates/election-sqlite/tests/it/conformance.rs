@@ -97,6 +97,21 @@ impl Backend for Db {
         Some(election_core::Election::revocation(&election, name).await)
     }
 
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &election_core::Identity,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
+        let election = self.election().await;
+        Some(election_core::Election::request_transfer(&election, name, to, by).await)
+    }
+
+    async fn handover(&self, name: &str) -> Option<Result<Option<election_core::Handover>, Error>> {
+        let election = self.election().await;
+        Some(election_core::Election::handover(&election, name).await)
+    }
+
     async fn observe(&self, name: &str) -> Option<Observed> {
         Some(observe_election(
             self.election().await,

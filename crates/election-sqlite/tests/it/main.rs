@@ -11,4 +11,5 @@ mod display;
 mod fence;
 mod heartbeats;
 mod lease_set;
+mod transfer;
 mod unusable;
