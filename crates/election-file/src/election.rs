@@ -651,16 +651,62 @@ impl FileElection {
         to: &Identity,
         by: &Identity,
     ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        self.store_request(name, to, by, None).await
+    }
+
+    /// Tells the holder of `name`'s term that `candidate` waits with
+    /// `priority` ([`Election::prefer`](election_core::Election::prefer),
+    /// ADR 0112): stored as [`request_transfer`](Self::request_transfer)
+    /// stores a request, with its priority; the term hears it only if the
+    /// priority is above its own.
+    ///
+    /// Cancel safety, failure model: as `request_transfer`'s.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    /// use election_file::FileElection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let election = FileElection::new(tmp.path())?;
+    /// let term = election.candidate("jobs", "host-b/1")?.with_priority(1).campaign().await?;
+    /// let me = Identity::new("host-a/1")?;
+    /// let asked = election.prefer("jobs", &me, 5).await?.expect("a term holds it");
+    /// assert_eq!(asked.priority, Some(5));
+    /// assert_eq!(term.preferred().await.to, me);
+    /// # Ok(()) }
+    /// ```
+    pub async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        self.store_request(name, candidate, candidate, Some(priority))
+            .await
+    }
+
+    /// What `request_transfer` and `prefer` share.
+    async fn store_request(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+        priority: Option<u32>,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
         let name_ = ElectionName::new(name)?;
         let claim = self
             .claim(name, "observer")
             .map_err(|e| e.into_core(&name_))?;
         let paths = claim.paths.clone();
         let (to, by) = (to.clone(), by.clone());
-        tokio::task::spawn_blocking(move || crate::store::transfer::request(&paths, &to, &by))
-            .await
-            .map_err(|e| election_core::Error::unavailable(&name_, std::io::Error::other(e)))?
-            .map_err(|e| e.into_core(&name_))
+        tokio::task::spawn_blocking(move || {
+            crate::store::transfer::request(&paths, &to, &by, priority)
+        })
+        .await
+        .map_err(|e| election_core::Error::unavailable(&name_, std::io::Error::other(e)))?
+        .map_err(|e| e.into_core(&name_))
     }
 
     /// The handover of election `name` that no term has followed yet
@@ -764,6 +810,15 @@ impl election_core::Election for FileElection {
         by: &Identity,
     ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
         FileElection::request_transfer(self, name, to, by).await
+    }
+
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        FileElection::prefer(self, name, candidate, priority).await
     }
 
     async fn handover(

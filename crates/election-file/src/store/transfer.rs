@@ -11,6 +11,9 @@
 //! check=0123456789abcdef
 //! ```
 //!
+//! A preferred candidate's ([`Election::prefer`](election_core::Election::prefer))
+//! also has `priority=N`; its `to` and `by` are the candidate.
+//!
 //! Written by whoever asks ([`request`]), under the epoch record's own lock
 //! and only while a term holds the claim, for that term's epoch: a
 //! temporary file renamed over the request (atomic; no fsync: a request
@@ -46,6 +49,9 @@ fn text(r: &TransferRequest) -> String {
     {
         s.push_str(&format!("at_unix_ms={ms}\n"));
     }
+    if let Some(p) = r.priority {
+        s.push_str(&format!("priority={p}\n"));
+    }
     record::with_check(s)
 }
 
@@ -57,7 +63,7 @@ fn parse(text: &str) -> Option<TransferRequest> {
     if lines.next() != Some(HEADER) {
         return None;
     }
-    let (mut epoch, mut to, mut by, mut at) = (None, None, None, None);
+    let (mut epoch, mut to, mut by, mut at, mut priority) = (None, None, None, None, None);
     for line in lines {
         let (key, value) = line.split_once('=')?;
         match key {
@@ -68,10 +74,15 @@ fn parse(text: &str) -> Option<TransferRequest> {
                 let ms: u64 = value.parse().ok()?;
                 at = UNIX_EPOCH.checked_add(Duration::from_millis(ms));
             }
+            "priority" => priority = Some(value.parse::<u32>().ok()?),
             _ => {}
         }
     }
-    Some(TransferRequest::new(to?, by?, epoch?, at))
+    let request = TransferRequest::new(to?, by?, epoch?, at);
+    Some(match priority {
+        Some(p) => request.with_priority(p),
+        None => request,
+    })
 }
 
 /// Asks the term that holds the claim of `paths` to hand it to `to`, on
@@ -83,6 +94,7 @@ pub(crate) fn request(
     paths: &Paths,
     to: &Identity,
     by: &Identity,
+    priority: Option<u32>,
 ) -> Result<Option<TransferRequest>, Error> {
     let claim = match File::open(&paths.lock) {
         Ok(f) => f,
@@ -111,6 +123,10 @@ pub(crate) fn request(
         return Ok(None);
     }
     let request = TransferRequest::new(to.clone(), by.clone(), term.epoch, Some(SystemTime::now()));
+    let request = match priority {
+        Some(p) => request.with_priority(p),
+        None => request,
+    };
     let written = (|| {
         let tmp = &paths.transfer_tmp;
         let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
@@ -162,6 +178,10 @@ mod tests {
         assert_eq!(read_for(&path, Epoch::new(42).unwrap()), Some(req(42)));
         // Left over from term 42: never shown to term 43.
         assert_eq!(read_for(&path, Epoch::new(43).unwrap()), None);
+        // A preferred candidate's keeps its priority.
+        std::fs::write(&path, text(&req(42).with_priority(7))).unwrap();
+        let read = read_for(&path, Epoch::new(42).unwrap()).unwrap();
+        assert_eq!(read.priority, Some(7));
     }
 
     #[test]

@@ -1268,7 +1268,7 @@ pub(crate) async fn transfer(b: &Setup) {
     let rb = b.report("b");
     let mut bee = b.run(name, "b", &["--take-over"], &rb.worker());
     bee.err_with(&format!(
-        "elect: take-over: asked a (term {}) to hand {name} to b",
+        "elect: asked a (term {}) to hand {name} to b",
         sa.epoch
     ))
     .await;
@@ -1408,7 +1408,7 @@ pub(crate) async fn preference(b: &Setup) {
         &rb.worker(),
     );
     bee.err_with(&format!(
-        "elect: preferred: told a (term {}) that b waits",
+        "elect: told a (term {}) that b waits",
         sa.epoch
     ))
     .await;
@@ -1420,7 +1420,7 @@ pub(crate) async fn preference(b: &Setup) {
         &rz.worker(),
     );
     z.err_with(&format!(
-        "elect: preferred: told a (term {}) that z waits for {name} with priority 5",
+        "elect: told a (term {}) that z waits for {name} with priority 5",
         sa.epoch
     ))
     .await;
