@@ -622,19 +622,58 @@ impl PostgresElection {
         to: &Identity,
         by: &Identity,
     ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        self.store_request(name, to.as_str(), by.as_str()).await
+    }
+
+    /// Tells the holder of `name`'s term that `candidate` waits with
+    /// `priority` ([`Election::prefer`](election_core::Election::prefer),
+    /// ADR 0112): stored as [`request_transfer`](Self::request_transfer)
+    /// stores a request, `transfer_by` naming the priority
+    /// ([`preferred_by`](election_sql::lease_row::preferred_by)); the term
+    /// hears it at its next renewal, only if the priority is above its own.
+    ///
+    /// Cancel safety, failure model: as `request_transfer`'s.
+    ///
+    /// ```
+    /// use election_core::{Election, Identity};
+    ///
+    /// /// A candidate in the primary zone says it waits, with priority 10.
+    /// async fn say_preferred(election: &election_postgres::PostgresElection) -> Result<(), election_core::Error> {
+    ///     election.prefer("jobs", &Identity::new("zone-a/1")?, 10).await?;
+    ///     Ok(())
+    /// }
+    /// ```
+    pub async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        let by = election_sql::lease_row::preferred_by(priority);
+        self.store_request(name, candidate.as_str(), &by).await
+    }
+
+    /// What `request_transfer` and `prefer` share: the request's columns
+    /// as given, read back as the holder will read them.
+    async fn store_request(
+        &self,
+        name: &str,
+        to: &str,
+        by: &str,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
         let name_ = ElectionName::new(name)?;
         let core = |e: Error| e.into_core(&name_);
         let wall_ms = self.inner.clock.wall_unix_ms();
         let epoch = self
             .inner
-            .request_transfer(name, (to.as_str(), by.as_str()), wall_ms)
+            .request_transfer(name, (to, by), wall_ms)
             .await
             .map_err(core)?;
         let Some(epoch) = epoch else { return Ok(None) };
         let epoch = crate::store::row::epoch_of(name, epoch).map_err(core)?;
         let asked = election_sql::lease_row::Asked {
-            to: to.to_string(),
-            by: by.to_string(),
+            to: to.to_owned(),
+            by: by.to_owned(),
             at_unix_ms: Some(wall_ms),
         };
         Ok(asked.request(epoch))
@@ -737,6 +776,15 @@ impl election_core::Election for PostgresElection {
         by: &Identity,
     ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
         PostgresElection::request_transfer(self, name, to, by).await
+    }
+
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        PostgresElection::prefer(self, name, candidate, priority).await
     }
 
     async fn handover(

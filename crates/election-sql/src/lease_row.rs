@@ -489,6 +489,15 @@ impl Asked {
     /// assert_eq!((r.to.as_str(), r.by.as_str(), r.epoch), ("b", "ops", Epoch::FIRST));
     /// ```
     pub fn request(&self, epoch: Epoch) -> Option<TransferRequest> {
+        // A preferred candidate's: `by` is [`PREFERRED`] and its priority.
+        if let Some(p) = self.by.strip_prefix(PREFERRED) {
+            let priority = p.parse::<u32>().ok()?;
+            let asked = Asked {
+                by: self.to.clone(),
+                ..self.clone()
+            };
+            return Some(asked.request(epoch)?.with_priority(priority));
+        }
         let at = self
             .at_unix_ms
             .and_then(|ms| u64::try_from(ms).ok())
@@ -500,6 +509,26 @@ impl Asked {
             at,
         ))
     }
+}
+
+/// How a preferred candidate's request ([`Election::prefer`](election_core::Election::prefer),
+/// ADR 0112) is stored in the `transfer_by` column: a control character,
+/// which no [`Identity`] holds, then `priority ` and the priority; its
+/// `transfer_to` is the candidate, which is also who asked.
+pub const PREFERRED: &str = "\u{1}priority ";
+
+/// The `transfer_by` of a preferred candidate's request of `priority`.
+///
+/// ```
+/// use election_core::Epoch;
+/// use election_sql::lease_row::{Asked, preferred_by};
+///
+/// let asked = Asked { to: "zone-a/1".into(), by: preferred_by(5), at_unix_ms: None };
+/// let r = asked.request(Epoch::FIRST).expect("decodes");
+/// assert_eq!((r.by.as_str(), r.priority), ("zone-a/1", Some(5)));
+/// ```
+pub fn preferred_by(priority: u32) -> String {
+    format!("{PREFERRED}{priority}")
 }
 
 /// How a revocation's row names its revoker in the `holder` column (ADR

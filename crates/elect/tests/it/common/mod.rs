@@ -1407,11 +1407,8 @@ pub(crate) async fn preference(b: &Setup) {
         &["--priority", "1", "--prefer-after", "100ms"],
         &rb.worker(),
     );
-    bee.err_with(&format!(
-        "elect: told a (term {}) that b waits",
-        sa.epoch
-    ))
-    .await;
+    bee.err_with(&format!("elect: told a (term {}) that b waits", sa.epoch))
+        .await;
     let rz = b.report("z");
     let mut z = b.run(
         name,
