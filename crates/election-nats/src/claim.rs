@@ -31,6 +31,13 @@ struct Vacancy {
     /// expiry) or a delete this process made of a write it could not use
     /// is not clean.
     clean: bool,
+    /// The bucket incarnation this process last knew of before it saw (or
+    /// wrote) the marker: the revision is expected only by a claim whose
+    /// base, read before its write, is this one. A recreated bucket
+    /// restarts its revisions at 1, so the same revision there may be a
+    /// live holder's entry (the write's incarnation check proves only
+    /// that the write landed in its base, not where the marker was).
+    base: u64,
 }
 
 /// How a won write becomes a term.
@@ -65,9 +72,9 @@ pub struct NatsClaim {
     name: ElectionName,
     identity: Identity,
     key: String,
-    /// The revision of the delete marker of this claim's last resign: the
-    /// next attempt claims the key with one update expecting it.
-    last_release: StdMutex<Option<u64>>,
+    /// The delete marker of this claim's last resign: the next attempt
+    /// claims the key with one update expecting it (in its incarnation).
+    last_release: StdMutex<Option<Vacancy>>,
 }
 
 /// One attempt of a [`NatsClaim`].
@@ -133,6 +140,9 @@ struct KeyWatch {
     /// again after (one incarnation lived throughout, so the consumer, made
     /// in between, is of it). `None`: not known.
     incarnation: Option<u64>,
+    /// The incarnation last known before the consumer was created: every
+    /// entry it delivers is of this one or a later one.
+    known_before: u64,
     js: async_nats::jetstream::Context,
 }
 
@@ -387,6 +397,7 @@ impl NatsClaim {
             sub,
             consumer: name,
             incarnation: after.filter(|s| s.created_us == before).map(|_| before),
+            known_before: before,
             js: self.conn.js.clone(),
         })
     }
@@ -534,13 +545,15 @@ impl NatsClaim {
             // Recreated: the write may belong to another incarnation than
             // its base; delete it (expecting its revision) and claim again.
             // Else the max age is below the TTL: a configuration error.
-            let recreated = self.conn.base() != base;
+            let known = self.conn.base();
+            let recreated = known != base;
             return match self.delete_marker(revision, true).await {
                 Ok(marker) if recreated => {
                     attempt.may_hold = false;
                     attempt.vacancy = marker.map(|revision| Vacancy {
                         revision,
                         clean: false,
+                        base: known,
                     });
                     attempt.retry = marker.is_some();
                     Ok(None)
@@ -670,6 +683,7 @@ impl NatsClaim {
                     Seen::Entry(..) | Seen::Ended => q.ahead = None,
                 },
                 () = tokio::time::sleep_until(deadline) => {
+                    let known = self.conn.base();
                     return match self.read_exact().await {
                         Ok(Some(l)) if l.operation == kv::Operation::Put => {
                             q.backstop = None;
@@ -682,6 +696,7 @@ impl NatsClaim {
                                 InLine::Vacant(found.map(|l| Vacancy {
                                     revision: l.revision,
                                     clean: l.operation == kv::Operation::Delete,
+                                    base: known,
                                 }))
                             } else {
                                 q.backstop = Some(revision);
@@ -713,6 +728,7 @@ impl NatsClaim {
         // A delete this process made of a write it could not use is not
         // a clean release, also when the watch reports it.
         let known = attempt.vacancy;
+        let base = watch.known_before;
         let vacancy = async {
             loop {
                 match watch.next().await {
@@ -731,7 +747,11 @@ impl NatsClaim {
         tokio::select! {
             v = vacancy => match v {
                 Some((clean, revision)) => {
-                    attempt.vacancy = Some(Vacancy { revision, clean });
+                    attempt.vacancy = Some(Vacancy {
+                        revision,
+                        clean,
+                        base,
+                    });
                 }
                 None => attempt.watch = None,
             },
@@ -762,14 +782,7 @@ impl Claim for NatsClaim {
             holding: Arc::new(Mutex::new(None)),
             may_hold: false,
             // This claim's own resign is a clean release.
-            vacancy: self
-                .last_release
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .map(|revision| Vacancy {
-                    revision,
-                    clean: true,
-                }),
+            vacancy: *self.last_release.lock().unwrap_or_else(|p| p.into_inner()),
             adopting: None,
             retry: false,
             watch: None,
@@ -788,9 +801,12 @@ impl Claim for NatsClaim {
     ) -> Result<Option<Won>, election_core::Error> {
         self.live_elsewhere().await.map_err(|e| self.core(e))?;
         let sent = Instant::now();
-        // Expect the revision of the last vacancy seen (0: no entry at all).
-        // The server checks it: no read of a possibly stale replica decides.
-        let mut expected = attempt.vacancy.map_or(0, |v| v.revision);
+        // Expect the revision of the last vacancy seen (0: no entry at all),
+        // with the incarnation it was seen in (`None` with 0: no entry is
+        // no entry in any incarnation). The server checks it: no read of a
+        // possibly stale replica decides.
+        let expecting = |v: Option<Vacancy>| (v.map_or(0, |v| v.revision), v.map(|v| v.base));
+        let (mut expected, mut seen_in) = expecting(attempt.vacancy);
         for _ in 0..3 {
             attempt.may_hold = true;
             attempt.retry = false;
@@ -799,6 +815,15 @@ impl Claim for NatsClaim {
             let since = unix_ms();
             // The base read before the write is sent (rule 1).
             let base = self.conn.base();
+            if seen_in.is_some_and(|seen| seen != base) {
+                // Seen in another incarnation than the one this write is
+                // checked against (a release before the bucket was
+                // recreated): there that revision may be a live holder's
+                // entry. Expect no entry, and read what is there if any.
+                attempt.vacancy = None;
+                attempt.adopting = None;
+                expected = 0;
+            }
             // No grace only after a clean release this process saw (the
             // server checks it is still the latest entry), or when
             // adopting its own key. A write that will wait out the grace
@@ -832,7 +857,7 @@ impl Claim for NatsClaim {
                         )
                         .await?;
                     if won.is_none() && attempt.retry {
-                        expected = attempt.vacancy.map_or(0, |v| v.revision);
+                        (expected, seen_in) = expecting(attempt.vacancy);
                         continue;
                     }
                     return Ok(won);
@@ -850,6 +875,7 @@ impl Claim for NatsClaim {
                 Ok(Err(_)) | Err(_) => return self.resolve_unknown(attempt, sent).await,
             }
             // Someone wrote since: read the key through the stream leader.
+            let known = self.conn.base();
             let latest = self.read_exact().await.map_err(|e| self.core(e))?;
             attempt.adopting = None;
             match latest {
@@ -857,21 +883,22 @@ impl Claim for NatsClaim {
                     // No entry at all: never written, a marker that aged
                     // out, or a recreated bucket. Of unknown origin.
                     attempt.vacancy = None;
-                    expected = 0;
+                    (expected, seen_in) = (0, None);
                 }
                 Some(l) if l.operation != kv::Operation::Put => {
                     attempt.vacancy = Some(Vacancy {
                         revision: l.revision,
                         clean: l.operation == kv::Operation::Delete,
+                        base: known,
                     });
-                    expected = l.revision;
+                    (expected, seen_in) = (l.revision, Some(known));
                 }
                 Some(l) => {
                     let v = ClaimRecord::decode(&self.key, &l.value).map_err(|e| self.core(e))?;
                     if v.nonce == attempt.nonce {
                         let won = self.adopt_landed(attempt, &l, sent).await?;
                         if won.is_none() && attempt.retry {
-                            expected = attempt.vacancy.map_or(0, |v| v.revision);
+                            (expected, seen_in) = expecting(attempt.vacancy);
                             continue;
                         }
                         return Ok(won);
@@ -879,7 +906,7 @@ impl Claim for NatsClaim {
                     if v.identity == self.identity && self.conn.options.adopts_own() {
                         // A restarted process adopts its own key, with a new,
                         // higher epoch: the revision of this update.
-                        expected = l.revision;
+                        (expected, seen_in) = (l.revision, Some(known));
                         attempt.adopting = Some(l.revision);
                         continue;
                     }
@@ -949,6 +976,7 @@ impl Claim for NatsClaim {
             if attempt.watch.is_none() {
                 attempt.watch = self.key_watch().await;
             }
+            let known = self.conn.base();
             match self.read_exact().await {
                 Ok(Some(l)) if l.operation == kv::Operation::Put => {}
                 Ok(Some(l)) => {
@@ -957,6 +985,7 @@ impl Claim for NatsClaim {
                     attempt.vacancy = Some(Vacancy {
                         revision: l.revision,
                         clean,
+                        base: known,
                     });
                     return Ok(());
                 }
@@ -1079,13 +1108,18 @@ impl Claim for NatsClaim {
                 name: self.name.clone(),
             });
         };
+        let known = self.conn.base();
         let deleted = self
             .catching_up(&mut h, |revision| self.delete_marker(revision, false))
             .await;
         match deleted {
             Ok(Some(marker)) => {
                 attempt.may_hold = false;
-                *self.last_release.lock().unwrap_or_else(|p| p.into_inner()) = Some(marker);
+                *self.last_release.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vacancy {
+                    revision: marker,
+                    clean: true,
+                    base: known,
+                });
                 Ok(())
             }
             Ok(None) => {

@@ -237,3 +237,70 @@ async fn a_server_restart_keeps_the_buckets_creation_time() {
         "the stream's creation time changed on restart"
     );
 }
+
+/// The stream's last sequence: the revision of the bucket's latest write.
+async fn last_revision(js: &async_nats::jetstream::Context) -> u64 {
+    let mut stream = js.get_stream("KV_elections").await.expect("stream");
+    stream.info().await.expect("info").state.last_sequence
+}
+
+/// Torture seed 72883767153617253 (nats): a candidate that resigned keeps
+/// the revision of its release marker, to claim the key again expecting
+/// it with no failover grace. A recreated bucket restarts its revisions
+/// at 1, so that revision may later be a live holder's entry there: the
+/// next campaign must not take the key over from it.
+#[tokio::test]
+async fn a_release_before_a_recreated_bucket_does_not_take_over_a_holder_in_it() {
+    let server = Server::start().expect("nats-server");
+    let election = connect(&server).await;
+    let js = async_nats::jetstream::new(election.client().clone());
+    let kv = js.get_key_value("elections").await.expect("bucket");
+    // Old revisions above the ones the new bucket's holder starts with.
+    for _ in 0..8 {
+        kv.put("filler", "x".into()).await.expect("put");
+    }
+    let resigner = election.candidate("jobs", "resigner").expect("candidate");
+    let term = resigner.campaign().await.expect("campaign");
+    term.resign().await.expect("resign");
+    let marker = last_revision(&js).await;
+
+    // An operator deletes the bucket; a process recreates it.
+    js.delete_key_value("elections").await.expect("delete");
+    let _recreated = connect(&server).await;
+
+    // A holder in the new bucket, on the same connection (which so learns
+    // the new incarnation), its key brought to the old marker's revision.
+    let holder = election.candidate("jobs", "holder").expect("candidate");
+    let held = tokio::time::timeout(PATIENCE, holder.campaign())
+        .await
+        .expect("in time")
+        .expect("campaign");
+    let kv = js.get_key_value("elections").await.expect("bucket");
+    assert!(
+        last_revision(&js).await < marker,
+        "the old bucket's marker is too low"
+    );
+    while last_revision(&js).await < marker - 1 {
+        kv.put("filler", "x".into()).await.expect("put");
+    }
+    held.confirm().await.expect("the holder's key rewritten");
+    let entry = kv
+        .entry("jobs")
+        .await
+        .expect("read")
+        .expect("the holder's key");
+    assert_eq!(
+        entry.revision, marker,
+        "the key is at the old marker's revision"
+    );
+
+    // The candidate that resigned before the bucket went tries once.
+    let again = resigner.try_campaign().await.expect("try campaign");
+    assert!(
+        again.is_none(),
+        "took the key over from the live holder in term {} with the revision of a release in the old bucket",
+        held.epoch()
+    );
+    assert!(!held.is_lost(), "the holder keeps its term");
+    held.resign().await.expect("resign");
+}
