@@ -11,6 +11,14 @@
 //! - **Renew** (rule 2): `renewal.rs`.
 //! - **Release** (rule 3): a transaction that deletes the key only if its
 //!   create revision is still the term's epoch; never after a loss.
+//! - **Transfer** (ADR 0112): one transaction, if the key's create
+//!   revision is still the term's epoch: delete it and put the handover
+//!   key with a new lease whose TTL is the window (etcd deletes it then:
+//!   server-side expiry, never early). Other candidates' claims compare the
+//!   handover key's create revision to 0 and fail while it stands; the
+//!   successor's claim compares its mod revision instead and deletes it,
+//!   with the next epoch as every win. The holder's renewal task watches
+//!   the transfer request key and reports requests.
 //! - **Close** (rule 4): revokes the attempt's lease in the background,
 //!   which deletes every key attached to it: the election key if a
 //!   dropped, cancelled or failed attempt still holds it, and its waiter
@@ -32,7 +40,9 @@ use crate::store::client::{KeptAlive, Kind, Watched};
 use crate::store::proto::{EVENT_DELETE, TxnRequest};
 use crate::store::queue::{self, Ahead};
 use crate::store::record::{self, ClaimRecord};
-use crate::store::{Store, created_at, delete_op, leased_by, put_op, range_op};
+use crate::store::{
+    Store, created_at, delete_op, first_read, leased_by, modified_at, put_op, range_op,
+};
 
 /// One candidate in one election on etcd; made by
 /// [`EtcdElection::claim`](crate::EtcdElection::claim) and run by a
@@ -43,6 +53,8 @@ pub struct EtcdClaim {
     name: ElectionName,
     identity: Identity,
     key: Vec<u8>,
+    /// The handover key (ADR 0112).
+    handover: Vec<u8>,
 }
 
 /// One attempt of an [`EtcdClaim`]: its lease, its place in the waiters'
@@ -67,11 +79,13 @@ pub struct EtcdAttempt {
 impl EtcdClaim {
     pub(crate) fn new(store: Arc<Store>, name: ElectionName, identity: Identity) -> Self {
         let key = store.election_key(&name);
+        let handover = store.handover_key(&name);
         EtcdClaim {
             store,
             name,
             identity,
             key,
+            handover,
         }
     }
 
@@ -181,30 +195,59 @@ impl Claim for EtcdClaim {
         // The attempt's waiter key goes with the win (if it has one: a
         // join cut off by its bound may have put it unseen), waking the
         // next in line.
+        let waiter = record::waiter_key(self.store.options.key_prefix(), &self.name, lease);
         let success = vec![
             put_op(&self.key, self.record(attempt), lease),
-            delete_op(&record::waiter_key(
-                self.store.options.key_prefix(),
-                &self.name,
-                lease,
-            )),
+            delete_op(&waiter),
         ];
-        let r = self
+        // Free, and no handover reserves it (ADR 0112); else read the
+        // handover, which may name this candidate.
+        let mut r = self
             .store
             .client
             .txn(
                 "claim the election key",
                 Kind::Write,
                 TxnRequest {
-                    compare: vec![created_at(&self.key, 0)],
-                    success,
-                    failure: vec![],
+                    compare: vec![created_at(&self.key, 0), created_at(&self.handover, 0)],
+                    success: success.clone(),
+                    failure: vec![range_op(&self.handover)],
                 },
             )
             .await
             .map_err(|e| self.core(e))?;
         if !r.succeeded {
-            return Ok(None);
+            let Some(handover) = first_read(std::mem::take(&mut r.responses)) else {
+                return Ok(None);
+            };
+            let h = record::decode_handover(&handover.key, &handover.value)
+                .map_err(|e| self.core(e))?;
+            if h.to != self.identity {
+                return Ok(None);
+            }
+            // The successor: over the handover as read, deleting it.
+            let mut success = success;
+            success.push(delete_op(&self.handover));
+            r = self
+                .store
+                .client
+                .txn(
+                    "claim the election key handed over",
+                    Kind::Write,
+                    TxnRequest {
+                        compare: vec![
+                            created_at(&self.key, 0),
+                            modified_at(&self.handover, handover.mod_revision),
+                        ],
+                        success,
+                        failure: vec![],
+                    },
+                )
+                .await
+                .map_err(|e| self.core(e))?;
+            if !r.succeeded {
+                return Ok(None);
+            }
         }
         attempt.place = None;
         let revision = r.header.map_or(0, |h| h.revision);
@@ -232,7 +275,7 @@ impl Claim for EtcdClaim {
                 None => queue::join(&self.store, &self.name, lease, self.identity.as_str()).await?,
             };
             attempt.place = Some(place);
-            queue::ahead(&self.store, &self.name, place).await
+            queue::ahead(&self.store, &self.name, place, &self.identity).await
         };
         let ahead = match tokio::time::timeout_at(deadline, line).await {
             Err(_) => return Ok(()),
@@ -283,6 +326,7 @@ impl Claim for EtcdClaim {
             store: self.store.clone(),
             name: self.name.clone(),
             key: self.key.clone(),
+            requests: record::request_key(self.store.options.key_prefix(), &self.name),
             held,
         };
         let valid_until = won
@@ -377,6 +421,71 @@ impl Claim for EtcdClaim {
             .await
             .map(|_| ())
             .map_err(|e| self.core(e))
+    }
+
+    fn transfers(&self) -> bool {
+        true
+    }
+
+    /// Grants the handover's lease (TTL: `window` rounded up to whole
+    /// seconds; etcd may raise a TTL below its minimum, never lower one),
+    /// then one transaction, if the key's create revision is still the
+    /// term's epoch: delete the election key, put the handover key with
+    /// that lease. The term's own lease goes at close, as after a release.
+    /// `NotHeld` if the term no longer holds the key (the new lease is
+    /// revoked). A failed or unanswered transaction leaves the term held
+    /// here: the core closes the attempt with `End::Failed`, which revokes
+    /// the term's lease (a handover that landed stays, bounded by its
+    /// lease).
+    async fn release_to(
+        &self,
+        attempt: &mut EtcdAttempt,
+        successor: &Identity,
+        window: Duration,
+    ) -> Result<(), election_core::Error> {
+        let held = self.held(attempt)?;
+        let secs = (window.as_secs() + u64::from(window.subsec_nanos() > 0)).max(1);
+        let ttl = i64::try_from(secs).unwrap_or(i64::MAX);
+        let lease = self
+            .store
+            .client
+            .grant(ttl)
+            .await
+            .map_err(|e| self.core(e))?;
+        let handover = election_core::Handover::new(
+            self.identity.clone(),
+            successor.clone(),
+            held.epoch,
+            window,
+        );
+        let r = self
+            .store
+            .client
+            .txn(
+                "hand the election key over",
+                Kind::Write,
+                TxnRequest {
+                    compare: vec![created_at(&self.key, held.epoch.get_i64())],
+                    success: vec![
+                        delete_op(&self.key),
+                        put_op(&self.handover, record::encode_handover(&handover), lease),
+                    ],
+                    failure: vec![],
+                },
+            )
+            .await
+            .map_err(|e| self.core(e))?;
+        attempt.held = None;
+        if r.succeeded {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let _ = store.client.revoke(lease).await;
+        });
+        Err(election_core::Error::NotHeld {
+            name: self.name.clone(),
+        })
     }
 
     fn close(&self, attempt: EtcdAttempt, end: End) {

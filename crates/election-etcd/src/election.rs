@@ -2,18 +2,21 @@
 
 use std::sync::Arc;
 
-use election_core::{Candidate, ConfigError, ElectionName, Identity, Leader, LeaseSet};
+use election_core::{
+    Candidate, ConfigError, ElectionName, Handover, Identity, Leader, LeaseSet, TransferRequest,
+};
 use futures::{Stream, StreamExt};
 
 use crate::claim::EtcdClaim;
 use crate::error::Error;
 use crate::keyed::EtcdKeyedClaims;
 use crate::options::EtcdOptions;
-use crate::store::Store;
 use crate::store::client::{Client, Credentials, Kind, Watched};
 use crate::store::clients::{self, ClientKey};
 use crate::store::proto::EVENT_DELETE;
+use crate::store::proto::TxnRequest;
 use crate::store::record;
+use crate::store::{Store, created_at, put_op};
 
 /// Elections under one key prefix of an etcd v3 cluster (one member, or
 /// three or five).
@@ -25,6 +28,16 @@ use crate::store::record;
 /// monotonic clock (rule 2); etcd deletes the key when the lease runs out,
 /// and waiting candidates, in line by their waiter keys, wake by a watch:
 /// only the first in line (ADR 0109).
+///
+/// A transfer ([`Term::transfer`](election_core::Term::transfer), ADR
+/// 0112) deletes the election key and puts `<prefix>/h/<name>` with a
+/// lease of the window's TTL in one transaction conditioned on the term's
+/// epoch: only the named successor may claim until etcd deletes it (its
+/// claim compares the handover's mod revision and deletes it; the next
+/// epoch as every win). A transfer request
+/// ([`request_transfer`](Self::request_transfer)) is `<prefix>/t/<name>`,
+/// put with the holder's lease; the holder watches it. Revoke is not
+/// supported.
 ///
 /// ```no_run
 /// use election_etcd::{EtcdElection, EtcdOptions};
@@ -342,6 +355,109 @@ impl EtcdElection {
     }
 }
 
+impl EtcdElection {
+    /// Asks the holder of `name`'s current term, on behalf of `by`, to hand
+    /// it to `to`
+    /// ([`Election::request_transfer`](election_core::Election::request_transfer),
+    /// ADR 0112): reads the election key, then one transaction, if its
+    /// create revision is still the term's epoch, puts the request at
+    /// `<prefix>/t/<name>` with the holder's lease (so it goes with the
+    /// term; the election key is not written, so nothing the holder checks
+    /// moves). The holder's renewal task watches that key. If the term
+    /// changed between the read and the transaction, the new term is
+    /// asked. `Ok(None)`: no term holds the name (also while a handover
+    /// reserves it).
+    ///
+    /// Cancel safety: a dropped call may or may not have stored the
+    /// request; asking again is safe. Failure model: `Unavailable`,
+    /// `OutcomeUnknown`, `Corrupt` for a value this crate did not write.
+    ///
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// let (to, by) = (Identity::new("web-2")?, Identity::new("deploy/7")?);
+    /// if let Some(r) = election.request_transfer("jobs", &to, &by).await? {
+    ///     println!("asked: {r}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<TransferRequest>, Error> {
+        let name = ElectionName::new(name)?;
+        let key = self.store.election_key(&name);
+        let requests = record::request_key(self.store.options.key_prefix(), &name);
+        for _ in 0..4 {
+            let (_, kv) = self.store.client.range(&key, Kind::Read).await?;
+            let Some(kv) = kv else {
+                return Ok(None);
+            };
+            let leader = record::leader_of(&kv)?;
+            let request = TransferRequest::new(
+                to.clone(),
+                by.clone(),
+                leader.epoch,
+                Some(std::time::SystemTime::now()),
+            );
+            let r = self
+                .store
+                .client
+                .txn(
+                    "store a transfer request",
+                    Kind::Write,
+                    TxnRequest {
+                        compare: vec![created_at(&key, kv.create_revision)],
+                        success: vec![put_op(
+                            &requests,
+                            record::encode_request(&request),
+                            kv.lease,
+                        )],
+                        failure: vec![],
+                    },
+                )
+                .await?;
+            if r.succeeded {
+                return Ok(Some(request));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The handover that reserves `name` for a successor now, if any
+    /// ([`Election::handover`](election_core::Election::handover), ADR
+    /// 0112): etcd deletes it when its window ends, or the successor's
+    /// claim does.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// if let Some(h) = election.handover("jobs").await? {
+    ///     println!("jobs: {h}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn handover(&self, name: &str) -> Result<Option<Handover>, Error> {
+        let name = ElectionName::new(name)?;
+        let (_, kv) = self
+            .store
+            .client
+            .range(&self.store.handover_key(&name), Kind::Read)
+            .await?;
+        kv.map(|kv| record::decode_handover(&kv.key, &kv.value))
+            .transpose()
+    }
+}
+
 fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
     match (a, b) {
         (None, None) => true,
@@ -387,5 +503,24 @@ impl election_core::Election for EtcdElection {
 
     async fn store_id(&self) -> Result<election_core::StoreId, Error> {
         Ok(EtcdElection::store_id(self))
+    }
+
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<TransferRequest>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        EtcdElection::request_transfer(self, name, to, by)
+            .await
+            .map_err(|e| e.into_core(&name_))
+    }
+
+    async fn handover(&self, name: &str) -> Result<Option<Handover>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        EtcdElection::handover(self, name)
+            .await
+            .map_err(|e| e.into_core(&name_))
     }
 }

@@ -4,7 +4,8 @@
 //! sent (`renew_until_lost` takes it), never from the TTL etcd reports;
 //! then a read of the election key, which must still be this term's. A
 //! watch of the key beside it reports a delete (by hand, or a revoked
-//! lease) at once.
+//! lease) at once, and a watch of the transfer request key reports
+//! requests (ADR 0112).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,9 +16,9 @@ use election_core::{
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::store::Store;
 use crate::store::client::{KeptAlive, Kind, Watched};
 use crate::store::proto::EVENT_DELETE;
+use crate::store::{Store, record};
 
 /// The term an attempt holds.
 #[derive(Clone, Debug)]
@@ -31,6 +32,8 @@ pub(crate) struct Renewal {
     pub(crate) store: Arc<Store>,
     pub(crate) name: ElectionName,
     pub(crate) key: Vec<u8>,
+    /// The transfer request key (ADR 0112).
+    pub(crate) requests: Vec<u8>,
     pub(crate) held: HeldTerm,
 }
 
@@ -102,6 +105,46 @@ impl Renewal {
         }
     }
 
+    /// Reports every transfer request stored for this election (the core
+    /// ignores one of another epoch): one read, then a watch from after
+    /// it; a broken watch is made again after a pause. Never returns.
+    async fn watch_requests(&self, reporter: &TermReporter) {
+        let report = |value: &[u8]| match record::decode_request(&self.requests, value) {
+            Ok(request) => {
+                if reporter.transfer_requested(request.clone()) {
+                    tracing::info!(name = %self.name, %request, "a transfer was requested");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(name = %self.name, error = %e, "an unreadable transfer request")
+            }
+        };
+        loop {
+            if let Ok((revision, kv)) = self.store.client.range(&self.requests, Kind::Read).await {
+                if let Some(kv) = kv {
+                    report(&kv.value);
+                }
+                if let Ok(mut watch) = self
+                    .store
+                    .client
+                    .watch(&self.requests, &[], revision + 1)
+                    .await
+                {
+                    while let Ok(Watched::Events(events)) = watch.next().await {
+                        for e in events {
+                            if e.r#type != EVENT_DELETE
+                                && let Some(kv) = e.kv
+                            {
+                                report(&kv.value);
+                            }
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(self.store.options.renew_every() / 2).await;
+        }
+    }
+
     pub(crate) async fn run(self, valid_until: Instant, reporter: TermReporter) {
         let options = &self.store.options;
         let policy = RenewalPolicy::new(options.validity(), options.renew_every())
@@ -131,6 +174,7 @@ impl Renewal {
                 tracing::warn!(epoch = %self.held.epoch, %reason, "the term is lost");
                 reporter.lose(reason);
             }
+            () = self.watch_requests(&reporter) => {}
         }
     }
 }

@@ -40,6 +40,55 @@ struct Vacancy {
     base: u64,
 }
 
+/// A handover's record (ADR 0112) an attempt saw reserve the name for
+/// another candidate: its revision, and when this attempt first saw it.
+/// The reservation ends for this attempt `window` after that, on its own
+/// monotonic clock: never before `window` after the record was stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Reserved {
+    revision: u64,
+    seen: Instant,
+    window: Duration,
+    /// The attempt's key watch delivered it: a purge the same watch
+    /// delivers next is its removal at the end of its window.
+    watched: bool,
+    /// The bucket incarnation this process knew of before it first saw
+    /// the handover: a vacancy over it carries it ([`Vacancy::base`]).
+    base: u64,
+}
+
+impl Reserved {
+    /// When the reservation ends for the attempt that saw it.
+    fn until(&self) -> Instant {
+        self.seen + self.window
+    }
+}
+
+/// Notes a sighting of the handover at `revision` reserving the name for
+/// `window`: the first sighting of that revision counts, a later one of
+/// the same revision keeps it.
+fn sighted(
+    reserved: &mut Option<Reserved>,
+    revision: u64,
+    window: Duration,
+    base: u64,
+) -> Reserved {
+    match *reserved {
+        Some(r) if r.revision == revision && r.base == base => r,
+        _ => {
+            let r = Reserved {
+                revision,
+                seen: Instant::now(),
+                window,
+                watched: false,
+                base,
+            };
+            *reserved = Some(r);
+            r
+        }
+    }
+}
+
 /// How a won write becomes a term.
 #[derive(Clone, Copy, Debug)]
 struct Begin {
@@ -96,6 +145,9 @@ pub struct NatsAttempt {
     /// This attempt's place in the waiters' queue (ADR 0106), from its
     /// first wait on: only the head watches the key and claims it.
     queue: Option<Queued>,
+    /// The handover reserving the name for another candidate that this
+    /// attempt saw last (ADR 0112).
+    reserved: Option<Reserved>,
 }
 
 /// A waiting attempt in the queue: its waiter key, and what it watches.
@@ -131,7 +183,7 @@ enum InLine {
 /// delivered to an inbox subscribed to before the consumer was created.
 /// Never recreated: if the consumer goes (its stream deleted, a server
 /// lost), nothing more arrives and the claim falls back to its poll.
-struct KeyWatch {
+pub(crate) struct KeyWatch {
     sub: async_nats::Subscriber,
     /// The consumer's name: every message delivered names it.
     consumer: String,
@@ -147,7 +199,7 @@ struct KeyWatch {
 }
 
 /// What a watch delivered.
-enum Seen {
+pub(crate) enum Seen {
     /// An entry of the key at this revision (the stream sequence), with
     /// its payload.
     Entry(kv::Operation, u64, bytes::Bytes),
@@ -161,7 +213,7 @@ impl KeyWatch {
     ///
     /// Cancel safety: cancel safe (a message is taken from the
     /// subscription only when it is returned).
-    async fn next(&mut self) -> Seen {
+    pub(crate) async fn next(&mut self) -> Seen {
         loop {
             let Some(message) = self.sub.next().await else {
                 return Seen::Ended;
@@ -198,6 +250,46 @@ impl KeyWatch {
             }
         }
     }
+}
+
+/// A [`KeyWatch`] of `key` in the elections bucket of `conn`; with
+/// `prove`, it reads the bucket's incarnation after the consumer is made
+/// (see [`NatsClaim::key_watch`]). `None` if the watch cannot be made.
+pub(crate) async fn watch_key(conn: &Connection, key: &str, prove: bool) -> Option<KeyWatch> {
+    use async_nats::jetstream::consumer::{self, push};
+    let before = conn.base();
+    let client = &conn.client;
+    let inbox = client.new_inbox();
+    let sub = client.subscribe(inbox.clone()).await.ok()?;
+    let kv = &conn.kv;
+    let create = kv.stream.create_consumer(push::Config {
+        deliver_subject: inbox,
+        description: Some("election-nats key watch".into()),
+        filter_subject: format!("{}{key}", kv.prefix),
+        deliver_policy: consumer::DeliverPolicy::New,
+        ack_policy: consumer::AckPolicy::None,
+        replay_policy: consumer::ReplayPolicy::Instant,
+        memory_storage: true,
+        num_replicas: 1,
+        ..Default::default()
+    });
+    let consumer = tokio::time::timeout(conn.timeout(), create)
+        .await
+        .ok()?
+        .ok()?;
+    let name = consumer.cached_info().name.clone();
+    let after = if prove {
+        bucket::shape(kv, conn.timeout()).await.ok()
+    } else {
+        None
+    };
+    Some(KeyWatch {
+        sub,
+        consumer: name,
+        incarnation: after.filter(|s| s.created_us == before).map(|_| before),
+        known_before: before,
+        js: conn.js.clone(),
+    })
 }
 
 impl std::fmt::Debug for NatsAttempt {
@@ -312,6 +404,52 @@ impl NatsClaim {
         self.conn.options.timeout()
     }
 
+    /// Writes a handover's record `value` over the term's record, expecting
+    /// `revision` (a compare-and-set, as a renewal), with the per-key TTL
+    /// `ttl` (the `Nats-TTL` header: a duration, or `never`) if given:
+    /// `Ok(Some(revision written))`, `Ok(None)` if the key's latest entry
+    /// is at another revision.
+    async fn write_handover(
+        &self,
+        value: bytes::Bytes,
+        revision: u64,
+        ttl: Option<&str>,
+    ) -> Result<Option<u64>, Error> {
+        let kv = &self.conn.kv;
+        let subject = format!(
+            "{}{}",
+            kv.put_prefix.as_deref().unwrap_or(&kv.prefix),
+            self.key
+        );
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            revision.to_string().as_str(),
+        );
+        if let Some(ttl) = ttl {
+            headers.insert("Nats-TTL", ttl);
+        }
+        let js = &self.conn.js;
+        let write = async move {
+            js.publish_with_headers(subject, headers, value)
+                .await?
+                .await
+        };
+        match tokio::time::timeout(self.timeout(), write).await {
+            Ok(Ok(ack)) => Ok(Some(ack.sequence)),
+            Ok(Err(e))
+                if e.kind()
+                    == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence =>
+            {
+                Ok(None)
+            }
+            Ok(Err(e)) => Err(Error::unavailable("hand the lease over", e)),
+            Err(_) => Err(Error::OutcomeUnknown {
+                after: self.timeout(),
+            }),
+        }
+    }
+
     /// Runs `write` (a compare-and-set of the term `h`'s key expecting a
     /// revision: `Ok(Some(_))` done, `Ok(None)` refused) expecting the
     /// revision last written. If refused while the key's latest entry is
@@ -366,40 +504,7 @@ impl NatsClaim {
     /// A [`KeyWatch`] of `key`; with `prove`, it reads the bucket's
     /// incarnation after the consumer is made (see [`key_watch`](Self::key_watch)).
     async fn watch_of(&self, key: &str, prove: bool) -> Option<KeyWatch> {
-        use async_nats::jetstream::consumer::{self, push};
-        let before = self.conn.base();
-        let client = &self.conn.client;
-        let inbox = client.new_inbox();
-        let sub = client.subscribe(inbox.clone()).await.ok()?;
-        let kv = &self.conn.kv;
-        let create = kv.stream.create_consumer(push::Config {
-            deliver_subject: inbox,
-            description: Some("election-nats key watch".into()),
-            filter_subject: format!("{}{key}", kv.prefix),
-            deliver_policy: consumer::DeliverPolicy::New,
-            ack_policy: consumer::AckPolicy::None,
-            replay_policy: consumer::ReplayPolicy::Instant,
-            memory_storage: true,
-            num_replicas: 1,
-            ..Default::default()
-        });
-        let consumer = tokio::time::timeout(self.timeout(), create)
-            .await
-            .ok()?
-            .ok()?;
-        let name = consumer.cached_info().name.clone();
-        let after = if prove {
-            bucket::shape(kv, self.timeout()).await.ok()
-        } else {
-            None
-        };
-        Some(KeyWatch {
-            sub,
-            consumer: name,
-            incarnation: after.filter(|s| s.created_us == before).map(|_| before),
-            known_before: before,
-            js: self.conn.js.clone(),
-        })
+        watch_key(&self.conn, key, prove).await
     }
 
     /// The incarnation check after a write won at `revision` with the base
@@ -643,6 +748,93 @@ impl NatsClaim {
         known.is_none_or(|v| v.revision != revision || v.clean)
     }
 
+    /// Whether the key's live entry `value` at `revision` is a handover's
+    /// record this attempt may claim over (ADR 0112): `None` if it is no
+    /// handover; `Some(true)` if it names this candidate, or this attempt
+    /// has seen it for its window (the vacancy to expect is then set,
+    /// clean); `Some(false)` while it reserves the name for another (the
+    /// sighting is noted). `base`: the bucket incarnation known before the
+    /// entry was read.
+    fn handover_claimable(
+        &self,
+        attempt: &mut NatsAttempt,
+        value: &[u8],
+        revision: u64,
+        base: u64,
+    ) -> Result<Option<bool>, Error> {
+        let Some((to, window)) = record::handover_in(&self.key, value)? else {
+            attempt.reserved = None;
+            return Ok(None);
+        };
+        let mut reserved = sighted(&mut attempt.reserved, revision, window, base);
+        // A watch made before this read delivers every entry after it.
+        if attempt.watch.is_some() {
+            reserved.watched = true;
+            attempt.reserved = Some(reserved);
+        }
+        let claimable = to == self.identity || Instant::now() >= reserved.until();
+        if claimable {
+            attempt.vacancy = Some(Vacancy {
+                revision,
+                clean: true,
+                base,
+            });
+        }
+        Ok(Some(claimable))
+    }
+
+    /// Whether the marker at `marker` (the key's latest entry) is the
+    /// server's removal of the handover this attempt's watch delivered
+    /// last, at the end of its window: the watch delivers it next (after
+    /// entries up to the handover's revision), within the request timeout.
+    /// Then the vacancy is clean: its holder ended its term by the
+    /// handover. (The attempt's own clock and the server's removal end a
+    /// window at about the same moment; this tells the two apart.)
+    async fn removed_handover(&self, attempt: &mut NatsAttempt, marker: u64) -> bool {
+        let Some(reserved) = attempt.reserved.filter(|r| r.watched) else {
+            return false;
+        };
+        let Some(watch) = attempt.watch.as_mut() else {
+            return false;
+        };
+        let next = async {
+            loop {
+                match watch.next().await {
+                    Seen::Entry(_, r, _) if r <= reserved.revision => continue,
+                    Seen::Entry(kv::Operation::Purge, r, _) => return r == marker,
+                    Seen::Entry(..) | Seen::Ended => return false,
+                }
+            }
+        };
+        let removed = tokio::time::timeout(self.timeout(), next)
+            .await
+            .unwrap_or(false);
+        if !removed {
+            // The watch went past entries a later wait would need.
+            attempt.watch = None;
+            if let Some(r) = attempt.reserved.as_mut() {
+                r.watched = false;
+            }
+        }
+        removed
+    }
+
+    /// After a wait: if the reservation this attempt saw has ended on its
+    /// clock, the vacancy to claim over is its handover (clean).
+    fn reservation_ended(&self, attempt: &mut NatsAttempt) -> bool {
+        match attempt.reserved {
+            Some(r) if Instant::now() >= r.until() => {
+                attempt.vacancy = Some(Vacancy {
+                    revision: r.revision,
+                    clean: true,
+                    base: r.base,
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Waits behind another waiter (see [`wait`](Claim::wait)) for up to
     /// `poll_interval`: lists the queue when the waiter ahead is not known,
     /// watches its key, and at the end of the interval looks at the
@@ -685,6 +877,22 @@ impl NatsClaim {
                 () = tokio::time::sleep_until(deadline) => {
                     let known = self.conn.base();
                     return match self.read_exact().await {
+                        // A handover to this candidate: it claims at once
+                        // (the head waits the reservation out).
+                        Ok(Some(l))
+                            if l.operation == kv::Operation::Put
+                                && record::handover_in(&self.key, &l.value)
+                                    .ok()
+                                    .flatten()
+                                    .is_some_and(|(to, _)| to == self.identity) =>
+                        {
+                            q.backstop = None;
+                            InLine::Vacant(Some(Vacancy {
+                                revision: l.revision,
+                                clean: true,
+                                base: known,
+                            }))
+                        }
                         Ok(Some(l)) if l.operation == kv::Operation::Put => {
                             q.backstop = None;
                             InLine::Waiting
@@ -711,53 +919,101 @@ impl NatsClaim {
     }
 
     /// Watches the election key and returns the moment it is deleted
-    /// (resign) or purged (TTL marker); the poll interval is the backstop,
-    /// also for servers without TTL markers.
+    /// (resign) or purged (TTL marker), or a handover names this candidate
+    /// (ADR 0112); the poll interval is the backstop, also for servers
+    /// without TTL markers. A handover that reserves the name for another
+    /// candidate is waited out: the wait returns when this attempt has
+    /// seen it for its window (or a term followed it).
     async fn wait_on_key(
         &self,
         attempt: &mut NatsAttempt,
         poll_interval: Duration,
     ) -> Result<(), election_core::Error> {
+        if self.reservation_ended(attempt) {
+            return Ok(());
+        }
         if attempt.watch.is_none() {
             attempt.watch = self.key_watch().await;
         }
+        let poll_end = Instant::now() + poll_interval;
+        let end_of =
+            |reserved: Option<Reserved>| reserved.map_or(poll_end, |r| r.until().min(poll_end));
         let Some(watch) = attempt.watch.as_mut() else {
-            tokio::time::sleep(poll_interval).await;
+            tokio::time::sleep_until(end_of(attempt.reserved)).await;
+            self.reservation_ended(attempt);
             return Ok(());
         };
         // A delete this process made of a write it could not use is not
         // a clean release, also when the watch reports it.
         let known = attempt.vacancy;
         let base = watch.known_before;
-        let vacancy = async {
-            loop {
-                match watch.next().await {
+        loop {
+            let deadline = end_of(attempt.reserved);
+            tokio::select! {
+                seen = watch.next() => match seen {
                     Seen::Entry(kv::Operation::Delete, revision, _) => {
                         let clean = known.is_none_or(|v| v.revision != revision || v.clean);
-                        return Some((clean, revision));
+                        attempt.vacancy = Some(Vacancy {
+                            revision,
+                            clean,
+                            base,
+                        });
+                        return Ok(());
                     }
                     Seen::Entry(kv::Operation::Purge, revision, _) => {
-                        return Some((false, revision));
+                        // The server removed a handover's record at the
+                        // end of its window (its per-key TTL): no holder
+                        // to wait out, its term ended by that write. Any
+                        // other purge (an expiry) is not clean.
+                        let clean = attempt
+                            .reserved
+                            .is_some_and(|r| r.watched && revision > r.revision);
+                        attempt.vacancy = Some(Vacancy {
+                            revision,
+                            clean,
+                            base,
+                        });
+                        return Ok(());
                     }
-                    Seen::Entry(..) => continue,
-                    Seen::Ended => return None,
+                    // An entry from before the handover last read.
+                    Seen::Entry(kv::Operation::Put, revision, _)
+                        if attempt.reserved.is_some_and(|r| revision < r.revision) => {}
+                    Seen::Entry(_, revision, value) => {
+                        match record::handover_in(&self.key, &value) {
+                            Ok(Some((to, _))) if to == self.identity => {
+                                attempt.vacancy = Some(Vacancy {
+                                    revision,
+                                    clean: true,
+                                    base,
+                                });
+                                return Ok(());
+                            }
+                            Ok(Some((_, window))) => {
+                                sighted(&mut attempt.reserved, revision, window, base);
+                                if let Some(r) = attempt.reserved.as_mut() {
+                                    r.watched = true;
+                                }
+                            }
+                            // A term (a renewal, a new holder), or a
+                            // record a claim will report as corrupt.
+                            _ => attempt.reserved = None,
+                        }
+                    }
+                    Seen::Ended => {
+                        attempt.watch = None;
+                        // A later watch may miss entries between the two.
+                        if let Some(r) = attempt.reserved.as_mut() {
+                            r.watched = false;
+                        }
+                        return Ok(());
+                    }
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    self.reservation_ended(attempt);
+                    return Ok(());
                 }
             }
-        };
-        tokio::select! {
-            v = vacancy => match v {
-                Some((clean, revision)) => {
-                    attempt.vacancy = Some(Vacancy {
-                        revision,
-                        clean,
-                        base,
-                    });
-                }
-                None => attempt.watch = None,
-            },
-            () = tokio::time::sleep(poll_interval) => {}
         }
-        Ok(())
     }
 }
 
@@ -787,6 +1043,7 @@ impl Claim for NatsClaim {
             retry: false,
             watch: None,
             queue: None,
+            reserved: None,
         })
     }
 
@@ -886,14 +1143,31 @@ impl Claim for NatsClaim {
                     (expected, seen_in) = (0, None);
                 }
                 Some(l) if l.operation != kv::Operation::Put => {
+                    let clean = l.operation == kv::Operation::Delete
+                        || self.removed_handover(attempt, l.revision).await;
                     attempt.vacancy = Some(Vacancy {
                         revision: l.revision,
-                        clean: l.operation == kv::Operation::Delete,
+                        clean,
                         base: known,
                     });
                     (expected, seen_in) = (l.revision, Some(known));
                 }
                 Some(l) => {
+                    if let Some(claimable) = self
+                        .handover_claimable(attempt, &l.value, l.revision, known)
+                        .map_err(|e| self.core(e))?
+                    {
+                        if claimable {
+                            // A handover to this candidate, or one whose
+                            // window it has seen pass: claim over it, as
+                            // after a clean release (its holder ended its
+                            // term by that very write).
+                            expected = l.revision;
+                            continue;
+                        }
+                        attempt.vacancy = None;
+                        return Ok(None);
+                    }
                     let v = ClaimRecord::decode(&self.key, &l.value).map_err(|e| self.core(e))?;
                     if v.nonce == attempt.nonce {
                         let won = self.adopt_landed(attempt, &l, sent).await?;
@@ -978,7 +1252,13 @@ impl Claim for NatsClaim {
             }
             let known = self.conn.base();
             match self.read_exact().await {
-                Ok(Some(l)) if l.operation == kv::Operation::Put => {}
+                Ok(Some(l)) if l.operation == kv::Operation::Put => {
+                    if let Ok(Some(true)) =
+                        self.handover_claimable(attempt, &l.value, l.revision, known)
+                    {
+                        return Ok(());
+                    }
+                }
                 Ok(Some(l)) => {
                     let clean = l.operation == kv::Operation::Delete
                         && self.clean_delete(attempt.vacancy, l.revision);
@@ -1019,9 +1299,18 @@ impl Claim for NatsClaim {
             nonce: attempt.nonce,
             holding: attempt.holding.clone(),
         };
-        Ok(WatchGuard::task(tokio::spawn(
-            renewal.run(valid_until, reporter),
-        )))
+        let requests = crate::transfer::watch_requests(
+            self.conn.clone(),
+            record::request_key(&self.key),
+            reporter.clone(),
+        );
+        Ok(WatchGuard::task(tokio::spawn(async move {
+            // The requests' watch lives as long as the renewals.
+            tokio::select! {
+                () = renewal.run(valid_until, reporter) => {}
+                () = requests => {}
+            }
+        })))
     }
 
     /// The commit-point check behind [`Term::confirm`](election_core::Term::confirm):
@@ -1120,6 +1409,99 @@ impl Claim for NatsClaim {
                     clean: true,
                     base: known,
                 });
+                Ok(())
+            }
+            Ok(None) => {
+                attempt.may_hold = false;
+                Err(election_core::Error::NotHeld {
+                    name: self.name.clone(),
+                })
+            }
+            Err(e) => {
+                *attempt.holding.lock().await = Some(h);
+                Err(self.core(e))
+            }
+        }
+    }
+
+    fn transfers(&self) -> bool {
+        true
+    }
+
+    /// Hands the term to `successor` (ADR 0112): one compare-and-set of
+    /// the key expecting the revision last written (as
+    /// [`release`](Claim::release)'s delete), writing a handover's record
+    /// (this holder, the ended epoch, the successor, the window; a fresh
+    /// nonce). No new epoch: the successor's claim, an update expecting the
+    /// handover's revision, gets a higher revision.
+    ///
+    /// How long the record stays: a window up to the bucket's max age (the
+    /// lease TTL) is its per-key TTL, rounded up to whole seconds (the
+    /// server removes it then, and a waiting candidate's watch sees the
+    /// marker). A longer window cannot be a per-key TTL (the server caps
+    /// those at the max age): the record is written to stay (`Nats-TTL:
+    /// never`) until a claim replaces it, the successor's at once, another
+    /// candidate's once it has seen it for the window on its own clock.
+    /// Per-key TTLs need nats-server 2.11+ and a bucket with TTL markers
+    /// (this crate creates its buckets so); on a bucket without them the
+    /// record ages out with the max age, so a window above the TTL is
+    /// [`ConfigError::Unsupported`](election_core::ConfigError::Unsupported)
+    /// there, before anything is written.
+    ///
+    /// Failure model: `NotHeld` if the key moved on; `Unavailable` or
+    /// `OutcomeUnknown` otherwise (the core then closes the attempt with
+    /// `End::Failed`, whose background delete expects the term's revision:
+    /// it removes the term's record, never a handover that landed).
+    async fn release_to(
+        &self,
+        attempt: &mut NatsAttempt,
+        successor: &Identity,
+        window: Duration,
+    ) -> Result<(), election_core::Error> {
+        let per_key_ttl = self.conn.kv.stream.cached_info().config.allow_message_ttl;
+        // Whole seconds, rounded up: never before the window.
+        let secs = (window.as_secs() + u64::from(window.subsec_nanos() > 0)).max(1);
+        let ttl = match (
+            per_key_ttl,
+            Duration::from_secs(secs) <= self.conn.options.ttl(),
+        ) {
+            (true, true) => Some(format!("{secs}s")),
+            (true, false) => Some("never".to_owned()),
+            (false, _) if window <= self.conn.options.ttl() => None,
+            (false, _) => {
+                return Err(election_core::Error::Config(
+                    election_core::ConfigError::Unsupported {
+                        what: "a transfer window above the lease TTL on a bucket without \
+                               per-key TTLs (nats-server 2.11+)",
+                        backend: "nats",
+                    },
+                ));
+            }
+        };
+        let held = attempt.holding.lock().await.take();
+        let Some(mut h) = held else {
+            return Err(election_core::Error::NotHeld {
+                name: self.name.clone(),
+            });
+        };
+        let holder = ClaimRecord {
+            identity: self.identity.clone(),
+            nonce: election_core::attempt_nonce(),
+            epoch: Some(h.epoch),
+            since_unix_ms: unix_ms(),
+            base: Some(h.base),
+            value: None,
+        };
+        let value = record::encode_handover(&holder, successor, window);
+        let written = self
+            .catching_up(&mut h, |revision| {
+                self.write_handover(value.clone(), revision, ttl.as_deref())
+            })
+            .await;
+        match written {
+            Ok(Some(revision)) => {
+                attempt.may_hold = false;
+                tracing::debug!(name = %self.name, %successor, ?window, revision, "handed over");
                 Ok(())
             }
             Ok(None) => {

@@ -48,6 +48,15 @@ use crate::store::record;
 ///   key once a poll interval in case the first does not claim it.
 /// - Dropping a term deletes its key in the background (expecting its last
 ///   revision); if that cannot run, the key ages out after the TTL.
+/// - A transfer ([`Term::transfer`](election_core::Term::transfer), ADR
+///   0112) is an update expecting the holder's revision that writes a
+///   handover's record (no new epoch); the successor's watch sees it and
+///   claims over it at once; every other candidate treats it as held until
+///   it has seen it for the window on its own clock, or the server removed
+///   it (its per-key TTL is the window when the window is at most the TTL;
+///   a longer one stays until a claim replaces it). A transfer request
+///   ([`request_transfer`](Self::request_transfer)) is a key of its own,
+///   `t.<key>`, which the holder's term watches.
 ///
 /// Identities must be unique per process: the value is how observers (and
 /// a restarted process with [`NatsOptions::adopt_own`]) tell holders apart.
@@ -660,6 +669,109 @@ impl NatsElection {
     }
 }
 
+impl NatsElection {
+    /// Asks the holder of election `name`'s current term, on behalf of
+    /// `by`, to hand it to `to`
+    /// ([`Election::request_transfer`](election_core::Election::request_transfer),
+    /// ADR 0112): reads the term exactly, then puts the request (the
+    /// term's epoch) under the election's request key `t.<key>`, a key of
+    /// its own, so the revision the holder's renewals expect does not move.
+    /// The holder's term watches that key and reports the request at once.
+    /// A read after the put checks the term still holds the name (a KV
+    /// write cannot be conditioned on another key): if another term took
+    /// it meanwhile, the request is asked again of that one (a request for
+    /// an ended term is ignored by any later one). `Ok(None)`: no term
+    /// holds the name (a handover's or a revocation's record holds none).
+    /// The request ages out of the bucket with its max age (the lease
+    /// TTL); the term keeps it once reported.
+    ///
+    /// Cancel safety: a dropped call may or may not have stored the
+    /// request; asking again is safe. Failure model: `Unavailable`,
+    /// `OutcomeUnknown` (a put without an answer in time).
+    ///
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://localhost:4222", NatsOptions::default()).await?;
+    /// let (to, by) = (Identity::new("web-2")?, Identity::new("deploy/7")?);
+    /// match election.request_transfer("jobs", &to, &by).await? {
+    ///     Some(r) => println!("asked: {r}"),
+    ///     None => println!("nobody leads jobs"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        let name = ElectionName::new(name)?;
+        let core = |e: Error| e.into_core(&name);
+        let timeout = self.conn.timeout();
+        let rkey = record::request_key(&record::key(&name));
+        let mut asked: Option<election_core::TransferRequest> = None;
+        for _ in 0..4 {
+            let Some(leader) = self.conn.leader(&name).await.map_err(core)? else {
+                return Ok(None);
+            };
+            if let Some(r) = asked.as_ref().filter(|r| r.epoch == leader.epoch) {
+                return Ok(Some(r.clone()));
+            }
+            let request = election_core::TransferRequest::new(
+                to.clone(),
+                by.clone(),
+                leader.epoch,
+                Some(std::time::SystemTime::now()),
+            );
+            let put = self.conn.kv.put(&rkey, record::encode_request(&request));
+            match tokio::time::timeout(timeout, put).await {
+                Ok(Ok(_)) => asked = Some(request),
+                Ok(Err(e)) => {
+                    return Err(core(Error::unavailable("store the transfer request", e)));
+                }
+                Err(_) => return Err(core(Error::OutcomeUnknown { after: timeout })),
+            }
+        }
+        Err(core(Error::OutcomeUnknown { after: timeout }))
+    }
+
+    /// The handover the key of `name` shows, until a term follows it or
+    /// the server removes it at the end of its window
+    /// ([`Election::handover`](election_core::Election::handover), ADR
+    /// 0112).
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model: as
+    /// [`leader`](Self::leader)'s.
+    ///
+    /// ```no_run
+    /// use election_nats::{NatsElection, NatsOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = NatsElection::connect("nats://localhost:4222", NatsOptions::default()).await?;
+    /// if let Some(h) = election.handover("jobs").await? {
+    ///     println!("jobs: {h}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        let name = ElectionName::new(name)?;
+        let key = record::key(&name);
+        let core = |e: Error| e.into_core(&name);
+        match self.conn.read_exact(&key).await.map_err(core)? {
+            Some(l) => record::handover_of(&key, l.operation, &l.value, l.revision).map_err(core),
+            None => Ok(None),
+        }
+    }
+}
+
 impl election_core::Election for NatsElection {
     type Claim = NatsClaim;
     type LeaseSet = election_core::LeaseSet<crate::NatsKeyedClaims>;
@@ -716,6 +828,22 @@ impl election_core::Election for NatsElection {
         name: &str,
     ) -> Result<Option<election_core::Revocation>, election_core::Error> {
         NatsElection::revocation(self, name).await
+    }
+
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        NatsElection::request_transfer(self, name, to, by).await
+    }
+
+    async fn handover(
+        &self,
+        name: &str,
+    ) -> Result<Option<election_core::Handover>, election_core::Error> {
+        NatsElection::handover(self, name).await
     }
 
     /// The reads pipelined on the one connection, a few at a time.

@@ -32,6 +32,11 @@ impl Store {
         record::election_key(self.options.key_prefix(), name)
     }
 
+    /// The handover key of `name` (ADR 0112).
+    pub(crate) fn handover_key(&self, name: &ElectionName) -> Vec<u8> {
+        record::handover_key(self.options.key_prefix(), name)
+    }
+
     /// Who holds `name` now, read linearizably.
     pub(crate) async fn leader(&self, name: &ElectionName) -> Result<Option<Leader>, Error> {
         let (_, kv) = self
@@ -49,6 +54,16 @@ pub(crate) fn created_at(key: &[u8], revision: i64) -> Compare {
         target: 1, // CREATE
         key: key.to_vec(),
         target_union: Some(Target::CreateRevision(revision)),
+    }
+}
+
+/// `key`'s mod revision is `revision`.
+pub(crate) fn modified_at(key: &[u8], revision: i64) -> Compare {
+    Compare {
+        result: proto::CMP_EQUAL,
+        target: 2, // MOD
+        key: key.to_vec(),
+        target_union: Some(Target::ModRevision(revision)),
     }
 }
 

@@ -3,9 +3,12 @@
 //! its lease and watches the waiter just ahead of it (the greatest create
 //! revision below its own); the head of the line watches the election
 //! key. A release or an expiry wakes the head only; the head's win deletes
-//! its waiter key in the same transaction, which wakes the next one.
+//! its waiter key in the same transaction, which wakes the next one. While
+//! a handover reserves the name for another candidate (ADR 0112), the head
+//! watches the handover key instead: etcd deletes it when its window ends
+//! (its lease), or the successor's claim does.
 
-use election_core::ElectionName;
+use election_core::{ElectionName, Identity};
 
 use crate::error::Error;
 use crate::store::client::{Kind, Watch};
@@ -49,8 +52,13 @@ pub(crate) async fn join(
     Ok(first_read(r.responses).map_or(0, |kv| kv.create_revision))
 }
 
-/// What the waiter whose key was created at `place` waits for.
-pub(crate) async fn ahead(store: &Store, name: &ElectionName, place: i64) -> Result<Ahead, Error> {
+/// What the waiter `identity` whose key was created at `place` waits for.
+pub(crate) async fn ahead(
+    store: &Store,
+    name: &ElectionName,
+    place: i64,
+    identity: &Identity,
+) -> Result<Ahead, Error> {
     let prefix = record::waiters_prefix(store.options.key_prefix(), name);
     let (revision, kvs) = store
         .client
@@ -74,7 +82,16 @@ pub(crate) async fn ahead(store: &Store, name: &ElectionName, place: i64) -> Res
     let key = store.election_key(name);
     let (revision, kv) = store.client.range(&key, Kind::Read).await?;
     if kv.is_none() {
-        return Ok(Ahead::Free);
+        // Free, unless a handover reserves it for another candidate.
+        let handover = store.handover_key(name);
+        let (revision, kv) = store.client.range(&handover, Kind::Read).await?;
+        return match kv {
+            Some(kv) if record::decode_handover(&kv.key, &kv.value)?.to != *identity => {
+                let watch = store.client.watch(&handover, &[], revision + 1).await?;
+                Ok(Ahead::Watching(handover, Box::new(watch)))
+            }
+            _ => Ok(Ahead::Free),
+        };
     }
     let watch = store.client.watch(&key, &[], revision + 1).await?;
     Ok(Ahead::Watching(key, Box::new(watch)))

@@ -6,13 +6,24 @@
 //! - `<prefix>/w/<name>/<lease>`: a waiting candidate's place in line,
 //!   put with its lease; ordered by create revision.
 //! - `<prefix>/f/<resource>`: a fence's mark ([`EtcdFence`](crate::EtcdFence)).
+//! - `<prefix>/h/<name>`: a handover (ADR 0112), put by the holder's
+//!   transfer in the transaction that deletes its election key, with a
+//!   lease of its own whose TTL is the window: etcd deletes it when the
+//!   window ends. While it stands, only the successor it names may put the
+//!   election key (its claim compares the handover's mod revision and
+//!   deletes it); every other claim compares its create revision to 0.
+//! - `<prefix>/t/<name>`: the latest transfer request of the term that
+//!   holds `name`, put with the holder's lease (it goes with the term) in
+//!   a transaction conditioned on the term's epoch; the holder watches it.
 //!
 //! Names never contain `/` (`ElectionName`), so one name's keys never
 //! share a prefix with another's.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use election_core::{ElectionName, Epoch, Identity, Leader, LeaderValue};
+use election_core::{
+    ElectionName, Epoch, Handover, Identity, Leader, LeaderValue, TransferRequest,
+};
 
 use crate::error::Error;
 use crate::store::proto::KeyValue;
@@ -35,6 +46,104 @@ pub(crate) fn waiter_key(prefix: &str, name: &ElectionName, lease: i64) -> Vec<u
     let mut key = waiters_prefix(prefix, name);
     key.extend_from_slice(format!("{lease:016x}").as_bytes());
     key
+}
+
+/// The handover key of `name` (ADR 0112).
+pub(crate) fn handover_key(prefix: &str, name: &ElectionName) -> Vec<u8> {
+    format!("{prefix}/h/{}", name.as_str()).into_bytes()
+}
+
+/// The transfer request key of `name` (ADR 0112).
+pub(crate) fn request_key(prefix: &str, name: &ElectionName) -> Vec<u8> {
+    format!("{prefix}/t/{}", name.as_str()).into_bytes()
+}
+
+/// The first bytes of a handover's value.
+const HANDOVER_MAGIC: &str = "election-etcd/handover/1";
+
+/// The first bytes of a transfer request's value.
+const REQUEST_MAGIC: &str = "election-etcd/transfer/1";
+
+/// `magic epoch number a_len b_len\n` then `a` and `b`: the shape of a
+/// handover's value (the window in ms; from, to) and of a request's (its
+/// time in ms; to, by).
+fn encode_pair(magic: &str, epoch: Epoch, number: u64, a: &Identity, b: &Identity) -> Vec<u8> {
+    let mut out = format!(
+        "{magic} {epoch} {number} {} {}\n",
+        a.as_str().len(),
+        b.as_str().len()
+    )
+    .into_bytes();
+    out.extend_from_slice(a.as_str().as_bytes());
+    out.extend_from_slice(b.as_str().as_bytes());
+    out
+}
+
+/// Reads what [`encode_pair`] wrote.
+fn decode_pair(
+    magic: &str,
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<(Epoch, u64, Identity, Identity), Error> {
+    let corrupt = |detail: &str| Error::CorruptValue {
+        key: String::from_utf8_lossy(key).into_owned(),
+        detail: detail.to_owned(),
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
+    let (head, rest) = text
+        .split_once('\n')
+        .ok_or_else(|| corrupt("no header line"))?;
+    let mut fields = head.split(' ');
+    if fields.next() != Some(magic) {
+        return Err(corrupt("not a value election-etcd wrote"));
+    }
+    let mut number = |what: &str| {
+        fields
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .ok_or_else(|| corrupt(what))
+    };
+    let epoch = Epoch::new(number("no epoch")?).ok_or_else(|| corrupt("epoch 0"))?;
+    let n = number("no number")?;
+    let a_len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
+    let b_len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
+    let a = rest.get(..a_len).ok_or_else(|| corrupt("short identity"))?;
+    let b = rest
+        .get(a_len..a_len.saturating_add(b_len))
+        .ok_or_else(|| corrupt("short identity"))?;
+    let a = Identity::new(a).map_err(|_| corrupt("bad identity"))?;
+    let b = Identity::new(b).map_err(|_| corrupt("bad identity"))?;
+    Ok((epoch, n, a, b))
+}
+
+/// A handover's value.
+pub(crate) fn encode_handover(h: &Handover) -> Vec<u8> {
+    let ms = u64::try_from(h.window.as_millis()).unwrap_or(u64::MAX);
+    encode_pair(HANDOVER_MAGIC, h.epoch, ms, &h.from, &h.to)
+}
+
+/// Reads a handover's value (the window read at most
+/// [`MAX_TRANSFER_WINDOW`](election_core::MAX_TRANSFER_WINDOW)).
+pub(crate) fn decode_handover(key: &[u8], bytes: &[u8]) -> Result<Handover, Error> {
+    let (epoch, ms, from, to) = decode_pair(HANDOVER_MAGIC, key, bytes)?;
+    let window = Duration::from_millis(ms).min(election_core::MAX_TRANSFER_WINDOW);
+    Ok(Handover::new(from, to, epoch, window))
+}
+
+/// A transfer request's value.
+pub(crate) fn encode_request(r: &TransferRequest) -> Vec<u8> {
+    let ms =
+        r.at.and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_millis()).ok())
+            .unwrap_or(0);
+    encode_pair(REQUEST_MAGIC, r.epoch, ms, &r.to, &r.by)
+}
+
+/// Reads a transfer request's value.
+pub(crate) fn decode_request(key: &[u8], bytes: &[u8]) -> Result<TransferRequest, Error> {
+    let (epoch, ms, to, by) = decode_pair(REQUEST_MAGIC, key, bytes)?;
+    let at = (ms > 0).then(|| UNIX_EPOCH + Duration::from_millis(ms));
+    Ok(TransferRequest::new(to, by, epoch, at))
 }
 
 /// A fence mark's key.
@@ -208,6 +317,24 @@ mod tests {
                 Err(Error::CorruptValue { .. })
             ));
         }
+    }
+
+    #[test]
+    fn handovers_and_requests_read_back_as_written() {
+        let (a, b) = (
+            Identity::new("a b").unwrap(),
+            Identity::new("web-2").unwrap(),
+        );
+        let epoch = Epoch::new(42).unwrap();
+        let h = Handover::new(a.clone(), b.clone(), epoch, Duration::from_millis(1500));
+        assert_eq!(decode_handover(b"k", &encode_handover(&h)).unwrap(), h);
+        let r = TransferRequest::new(b, a, epoch, Some(UNIX_EPOCH + Duration::from_millis(7)));
+        assert_eq!(decode_request(b"k", &encode_request(&r)).unwrap(), r);
+        assert!(decode_request(b"k", &encode_handover(&h)).is_err());
+        assert!(decode_handover(b"k", b"election-etcd/handover/1 0 1 1 1\nab").is_err());
+        let name = ElectionName::new("jobs").unwrap();
+        assert_eq!(handover_key("p", &name), b"p/h/jobs".to_vec());
+        assert_eq!(request_key("p", &name), b"p/t/jobs".to_vec());
     }
 
     #[test]

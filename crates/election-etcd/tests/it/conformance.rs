@@ -55,6 +55,21 @@ impl Backend for Etcd {
         etcd_testkit::gateway::delete(&self.endpoint, key.as_bytes()).expect("a delete") == 1
     }
 
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &election_core::Identity,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
+        let election = self.election().await.ok()?;
+        Some(election_core::Election::request_transfer(&election, name, to, by).await)
+    }
+
+    async fn handover(&self, name: &str) -> Option<Result<Option<election_core::Handover>, Error>> {
+        let election = self.election().await.ok()?;
+        Some(election_core::Election::handover(&election, name).await)
+    }
+
     async fn observe(&self, name: &str) -> Option<Observed> {
         let election = self.election().await.ok()?;
         Some(observe_election(election, name, Duration::from_millis(20)))

@@ -9,4 +9,5 @@ mod common;
 mod conformance;
 mod faults;
 mod fence;
+mod transfer;
 mod waiters;

@@ -261,7 +261,7 @@ pub(crate) fn leader_of(
     value: &[u8],
     revision: u64,
 ) -> Result<Option<Leader>, Error> {
-    if operation != kv::Operation::Put || is_revoked(value) {
+    if operation != kv::Operation::Put || is_revoked(value) || is_handover(value) {
         return Ok(None);
     }
     let v = ClaimRecord::decode(key, value)?;
@@ -313,6 +313,166 @@ pub(crate) fn revocation_of(
     Ok(Some(election_core::Revocation::new(v.identity, epoch, at)))
 }
 
+/// The key of the transfer requests of the election of key `key` (ADR
+/// 0112): `t.<key>`, beside the election key in the elections bucket. An
+/// election key never contains a `.` ([`key_of`]), and the waiters' keys
+/// are `w.<key>.<nonce>`, so it collides with neither. A request is a
+/// key of its own so that storing it never moves the revision the
+/// holder's renewals expect.
+pub(crate) fn request_key(key: &str) -> String {
+    format!("t.{key}")
+}
+
+/// The lines a handover's record carries (ADR 0112): the successor the
+/// name is reserved for and the window (ms). The record is the holder's
+/// last write: `identity` is the holder that handed over and `epoch` the
+/// ended term's. It holds no term: readers show nobody; candidates other
+/// than the successor treat it as held until they have seen it (the same
+/// revision) for the window on their own clock, or the server removed it
+/// (its per-key TTL is the window, rounded up to whole seconds). Readers
+/// of older versions ignore the unknown keys (and show the old holder).
+const HANDOVER_TO: &str = "handover_to";
+const HANDOVER_WINDOW_MS: &str = "handover_window_ms";
+
+/// The successor and window a handover's record names, if `value` is one.
+///
+/// A window above [`election_core::MAX_TRANSFER_WINDOW`] is read as the
+/// maximum.
+pub(crate) fn handover_in(key: &str, value: &[u8]) -> Result<Option<(Identity, Duration)>, Error> {
+    let Ok(text) = std::str::from_utf8(value) else {
+        return Ok(None);
+    };
+    let (mut to, mut window) = (None, None);
+    for line in text.lines() {
+        match line.split_once('=') {
+            Some((HANDOVER_TO, v)) => {
+                to = Some(Identity::new(v).map_err(|e| corrupt(key, e.to_string()))?);
+            }
+            Some((HANDOVER_WINDOW_MS, v)) => {
+                let ms = v
+                    .parse::<u64>()
+                    .map_err(|_| corrupt(key, format!("bad handover window {v:?}")))?;
+                window = Some(Duration::from_millis(ms).min(election_core::MAX_TRANSFER_WINDOW));
+            }
+            _ => {}
+        }
+    }
+    match (to, window) {
+        (Some(to), Some(window)) => Ok(Some((to, window))),
+        (None, None) => Ok(None),
+        _ => Err(corrupt(
+            key,
+            "a handover without its successor or window".into(),
+        )),
+    }
+}
+
+/// Whether `value` is a handover's record.
+pub(crate) fn is_handover(value: &[u8]) -> bool {
+    std::str::from_utf8(value).is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.split_once('=').is_some_and(|(k, _)| k == HANDOVER_TO))
+    })
+}
+
+/// A handover's record: `holder` (the ended term's record, with a fresh
+/// nonce, never the term's: nothing takes it for the term's own write)
+/// handed to `to` for `window`.
+pub(crate) fn encode_handover(
+    holder: &ClaimRecord,
+    to: &Identity,
+    window: Duration,
+) -> bytes::Bytes {
+    let mut bytes = holder.encode().to_vec();
+    let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+    bytes.extend_from_slice(format!("{HANDOVER_TO}={to}\n{HANDOVER_WINDOW_MS}={ms}\n").as_bytes());
+    bytes.into()
+}
+
+/// The handover the entry (`operation`, `value` at `revision`) of `key`
+/// shows, if it is a handover's record.
+pub(crate) fn handover_of(
+    key: &str,
+    operation: kv::Operation,
+    value: &[u8],
+    revision: u64,
+) -> Result<Option<election_core::Handover>, Error> {
+    if operation != kv::Operation::Put {
+        return Ok(None);
+    }
+    let Some((to, window)) = handover_in(key, value)? else {
+        return Ok(None);
+    };
+    let v = ClaimRecord::decode(key, value)?;
+    let epoch = v.epoch_at(key, revision)?;
+    Ok(Some(election_core::Handover::new(
+        v.identity, to, epoch, window,
+    )))
+}
+
+/// A transfer request's record, the value of [`request_key`]:
+///
+/// ```text
+/// election-nats/1
+/// transfer_to=web-2
+/// by=deploy/7
+/// epoch=1796000000000042
+/// at_unix_ms=1796000000000
+/// ```
+pub(crate) fn encode_request(request: &election_core::TransferRequest) -> bytes::Bytes {
+    let mut s = format!(
+        "{HEADER}\ntransfer_to={}\nby={}\nepoch={}\n",
+        request.to, request.by, request.epoch
+    );
+    if let Some(ms) = request
+        .at
+        .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+        .and_then(|d| u64::try_from(d.as_millis()).ok())
+    {
+        s.push_str(&format!("at_unix_ms={ms}\n"));
+    }
+    s.into()
+}
+
+/// Decodes a transfer request's record (see [`encode_request`]).
+pub(crate) fn decode_request(
+    key: &str,
+    bytes: &[u8],
+) -> Result<election_core::TransferRequest, Error> {
+    let bad = |detail: String| corrupt(key, detail);
+    let text = std::str::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER) {
+        return Err(bad(format!("the first line is not {HEADER:?}")));
+    }
+    let (mut to, mut by, mut epoch, mut at) = (None, None, None, None);
+    for line in lines {
+        let (k, v) = line
+            .split_once('=')
+            .ok_or_else(|| bad(format!("line {line:?} is not key=value")))?;
+        match k {
+            "transfer_to" => to = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
+            "by" => by = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
+            "epoch" => epoch = Some(v.parse::<Epoch>().map_err(|e| bad(format!("{e}")))?),
+            "at_unix_ms" => {
+                at = v
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+            }
+            _ => {}
+        }
+    }
+    match (to, by, epoch) {
+        (Some(to), Some(by), Some(epoch)) => {
+            Ok(election_core::TransferRequest::new(to, by, epoch, at))
+        }
+        _ => Err(bad(
+            "a transfer request without its successor, asker or epoch".into(),
+        )),
+    }
+}
+
 /// The line a claim's winning write carries while its writer waits out
 /// the failover grace before its term begins (see [`is_pending`]); the
 /// refresh after the grace writes the value without it. Readers of older
@@ -345,6 +505,45 @@ mod tests {
         assert!(!is_pending(&plain));
         assert!(is_pending(&pending));
         assert_eq!(ClaimRecord::decode("k", &pending).unwrap(), v);
+    }
+
+    #[test]
+    fn handovers_and_requests_round_trip_and_hold_no_term() {
+        let holder = ClaimRecord {
+            identity: Identity::new("a").unwrap(),
+            nonce: 7,
+            epoch: Epoch::new(42),
+            since_unix_ms: Some(5),
+            base: Some(9),
+            value: None,
+        };
+        let to = Identity::new("b").unwrap();
+        let v = encode_handover(&holder, &to, Duration::from_millis(1500));
+        assert!(is_handover(&v));
+        assert_eq!(
+            handover_in("k", &v).unwrap(),
+            Some((to.clone(), Duration::from_millis(1500)))
+        );
+        assert_eq!(leader_of("k", kv::Operation::Put, &v, 50).unwrap(), None);
+        let h = handover_of("k", kv::Operation::Put, &v, 50)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.from.as_str(), h.to.as_str(), h.epoch.get()),
+            ("a", "b", 42)
+        );
+        assert_eq!(handover_in("k", &holder.encode()).unwrap(), None);
+        assert!(handover_in("k", b"election-nats/1\nhandover_to=b\n").is_err());
+        assert_eq!(request_key("jobs"), "t.jobs");
+
+        let r = election_core::TransferRequest::new(
+            to,
+            Identity::new("deploy/7").unwrap(),
+            Epoch::new(42).unwrap(),
+            Some(UNIX_EPOCH + Duration::from_millis(1234)),
+        );
+        assert_eq!(decode_request("t.k", &encode_request(&r)).unwrap(), r);
+        assert!(decode_request("t.k", b"election-nats/1\nby=x\n").is_err());
     }
 
     #[test]

@@ -145,6 +145,21 @@ impl Backend for Nats {
         Some(election_core::Election::revocation(&election, name).await)
     }
 
+    async fn request_transfer(
+        &self,
+        name: &str,
+        to: &election_core::Identity,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
+        let election = self.election(options(self.replicas())).await.ok()?;
+        Some(election_core::Election::request_transfer(&election, name, to, by).await)
+    }
+
+    async fn handover(&self, name: &str) -> Option<Result<Option<election_core::Handover>, Error>> {
+        let election = self.election(options(self.replicas())).await.ok()?;
+        Some(election_core::Election::handover(&election, name).await)
+    }
+
     async fn observe(&self, name: &str) -> Option<Observed> {
         let election = self.election(options(self.replicas())).await.ok()?;
         Some(observe_election(election, name, Duration::from_millis(20)))

@@ -10,5 +10,6 @@ mod fence;
 mod incarnations;
 mod lease_set;
 mod lease_set_pause;
+mod transfer;
 mod ttl_and_down;
 mod waiters;
