@@ -391,6 +391,44 @@ impl EtcdElection {
         to: &Identity,
         by: &Identity,
     ) -> Result<Option<TransferRequest>, Error> {
+        self.store_request(name, to, by, None).await
+    }
+
+    /// Tells the holder of `name`'s term that `candidate` waits with
+    /// `priority` ([`Election::prefer`](election_core::Election::prefer),
+    /// ADR 0112): stored as [`request_transfer`](Self::request_transfer)
+    /// stores a request, marked preferred with its priority; the term
+    /// hears it only if the priority is above its own.
+    ///
+    /// Cancel safety, failure model: as `request_transfer`'s.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    ///
+    /// /// A candidate in the primary zone says it waits, with priority 10.
+    /// async fn say_preferred(election: &election_etcd::EtcdElection) -> Result<(), election_etcd::Error> {
+    ///     election.prefer("jobs", &Identity::new("zone-a/1")?, 10).await?;
+    ///     Ok(())
+    /// }
+    /// ```
+    pub async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<TransferRequest>, Error> {
+        self.store_request(name, candidate, candidate, Some(priority))
+            .await
+    }
+
+    /// What `request_transfer` and `prefer` share.
+    async fn store_request(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+        priority: Option<u32>,
+    ) -> Result<Option<TransferRequest>, Error> {
         let name = ElectionName::new(name)?;
         let key = self.store.election_key(&name);
         let requests = record::request_key(self.store.options.key_prefix(), &name);
@@ -406,6 +444,10 @@ impl EtcdElection {
                 leader.epoch,
                 Some(std::time::SystemTime::now()),
             );
+            let request = match priority {
+                Some(p) => request.with_priority(p),
+                None => request,
+            };
             let r = self
                 .store
                 .client
@@ -513,6 +555,18 @@ impl election_core::Election for EtcdElection {
     ) -> Result<Option<TransferRequest>, election_core::Error> {
         let name_ = ElectionName::new(name)?;
         EtcdElection::request_transfer(self, name, to, by)
+            .await
+            .map_err(|e| e.into_core(&name_))
+    }
+
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<TransferRequest>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        EtcdElection::prefer(self, name, candidate, priority)
             .await
             .map_err(|e| e.into_core(&name_))
     }

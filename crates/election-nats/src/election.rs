@@ -709,6 +709,44 @@ impl NatsElection {
         to: &Identity,
         by: &Identity,
     ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        self.store_request(name, to, by, None).await
+    }
+
+    /// Tells the holder of `name`'s term that `candidate` waits with
+    /// `priority` ([`Election::prefer`](election_core::Election::prefer),
+    /// ADR 0112): stored as [`request_transfer`](Self::request_transfer)
+    /// stores a request, with a `priority` line; the term hears it only if
+    /// the priority is above its own.
+    ///
+    /// Cancel safety, failure model: as `request_transfer`'s.
+    ///
+    /// ```
+    /// use election_core::Identity;
+    ///
+    /// /// A candidate in the primary zone says it waits, with priority 10.
+    /// async fn say_preferred(election: &election_nats::NatsElection) -> Result<(), election_core::Error> {
+    ///     election.prefer("jobs", &Identity::new("zone-a/1")?, 10).await?;
+    ///     Ok(())
+    /// }
+    /// ```
+    pub async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        self.store_request(name, candidate, candidate, Some(priority))
+            .await
+    }
+
+    /// What `request_transfer` and `prefer` share.
+    async fn store_request(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+        priority: Option<u32>,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
         let name = ElectionName::new(name)?;
         let core = |e: Error| e.into_core(&name);
         let timeout = self.conn.timeout();
@@ -727,6 +765,10 @@ impl NatsElection {
                 leader.epoch,
                 Some(std::time::SystemTime::now()),
             );
+            let request = match priority {
+                Some(p) => request.with_priority(p),
+                None => request,
+            };
             let put = self.conn.kv.put(&rkey, record::encode_request(&request));
             match tokio::time::timeout(timeout, put).await {
                 Ok(Ok(_)) => asked = Some(request),
@@ -837,6 +879,15 @@ impl election_core::Election for NatsElection {
         by: &Identity,
     ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
         NatsElection::request_transfer(self, name, to, by).await
+    }
+
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &Identity,
+        priority: u32,
+    ) -> Result<Option<election_core::TransferRequest>, election_core::Error> {
+        NatsElection::prefer(self, name, candidate, priority).await
     }
 
     async fn handover(

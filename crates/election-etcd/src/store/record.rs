@@ -63,6 +63,9 @@ const HANDOVER_MAGIC: &str = "election-etcd/handover/1";
 
 /// The first bytes of a transfer request's value.
 const REQUEST_MAGIC: &str = "election-etcd/transfer/1";
+/// The first word of a preferred candidate's request (ADR 0112): its
+/// number is the priority (no time), both identities the candidate's.
+const PREFERRED_MAGIC: &str = "election-etcd/preferred/1";
 
 /// `magic epoch number a_len b_len\n` then `a` and `b`: the shape of a
 /// handover's value (the window in ms; from, to) and of a request's (its
@@ -132,6 +135,9 @@ pub(crate) fn decode_handover(key: &[u8], bytes: &[u8]) -> Result<Handover, Erro
 
 /// A transfer request's value.
 pub(crate) fn encode_request(r: &TransferRequest) -> Vec<u8> {
+    if let Some(p) = r.priority {
+        return encode_pair(PREFERRED_MAGIC, r.epoch, u64::from(p), &r.to, &r.by);
+    }
     let ms =
         r.at.and_then(|at| at.duration_since(UNIX_EPOCH).ok())
             .and_then(|d| u64::try_from(d.as_millis()).ok())
@@ -141,6 +147,14 @@ pub(crate) fn encode_request(r: &TransferRequest) -> Vec<u8> {
 
 /// Reads a transfer request's value.
 pub(crate) fn decode_request(key: &[u8], bytes: &[u8]) -> Result<TransferRequest, Error> {
+    if bytes.starts_with(PREFERRED_MAGIC.as_bytes()) {
+        let (epoch, p, to, by) = decode_pair(PREFERRED_MAGIC, key, bytes)?;
+        let p = u32::try_from(p).map_err(|_| Error::CorruptValue {
+            key: String::from_utf8_lossy(key).into_owned(),
+            detail: format!("priority {p} out of range"),
+        })?;
+        return Ok(TransferRequest::new(to, by, epoch, None).with_priority(p));
+    }
     let (epoch, ms, to, by) = decode_pair(REQUEST_MAGIC, key, bytes)?;
     let at = (ms > 0).then(|| UNIX_EPOCH + Duration::from_millis(ms));
     Ok(TransferRequest::new(to, by, epoch, at))

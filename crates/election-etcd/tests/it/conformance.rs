@@ -65,6 +65,16 @@ impl Backend for Etcd {
         Some(election_core::Election::request_transfer(&election, name, to, by).await)
     }
 
+    async fn prefer(
+        &self,
+        name: &str,
+        candidate: &election_core::Identity,
+        priority: u32,
+    ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
+        let election = self.election().await.ok()?;
+        Some(election_core::Election::prefer(&election, name, candidate, priority).await)
+    }
+
     async fn handover(&self, name: &str) -> Option<Result<Option<election_core::Handover>, Error>> {
         let election = self.election().await.ok()?;
         Some(election_core::Election::handover(&election, name).await)

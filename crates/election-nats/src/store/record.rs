@@ -431,6 +431,9 @@ pub(crate) fn encode_request(request: &election_core::TransferRequest) -> bytes:
     {
         s.push_str(&format!("at_unix_ms={ms}\n"));
     }
+    if let Some(p) = request.priority {
+        s.push_str(&format!("priority={p}\n"));
+    }
     s.into()
 }
 
@@ -445,12 +448,13 @@ pub(crate) fn decode_request(
     if lines.next() != Some(HEADER) {
         return Err(bad(format!("the first line is not {HEADER:?}")));
     }
-    let (mut to, mut by, mut epoch, mut at) = (None, None, None, None);
+    let (mut to, mut by, mut epoch, mut at, mut priority) = (None, None, None, None, None);
     for line in lines {
         let (k, v) = line
             .split_once('=')
             .ok_or_else(|| bad(format!("line {line:?} is not key=value")))?;
         match k {
+            "priority" => priority = Some(v.parse::<u32>().map_err(|e| bad(format!("{e}")))?),
             "transfer_to" => to = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
             "by" => by = Some(Identity::new(v).map_err(|e| bad(e.to_string()))?),
             "epoch" => epoch = Some(v.parse::<Epoch>().map_err(|e| bad(format!("{e}")))?),
@@ -465,7 +469,11 @@ pub(crate) fn decode_request(
     }
     match (to, by, epoch) {
         (Some(to), Some(by), Some(epoch)) => {
-            Ok(election_core::TransferRequest::new(to, by, epoch, at))
+            let request = election_core::TransferRequest::new(to, by, epoch, at);
+            Ok(match priority {
+                Some(p) => request.with_priority(p),
+                None => request,
+            })
         }
         _ => Err(bad(
             "a transfer request without its successor, asker or epoch".into(),
