@@ -1262,7 +1262,7 @@ pub(crate) async fn transfer(b: &Setup) {
     let (a, sa) = lead(b, name, "a", &ra).await;
     let rc = b.report("c");
     let mut c = b.run(name, "c", &[], &rc.worker());
-    c.err_with(&format!("elect: waiting: {name} is led by a"))
+    c.err_with(&format!("elect: campaigning for {name} as c"))
         .await;
 
     let rb = b.report("b");
@@ -1347,7 +1347,7 @@ pub(crate) async fn transfer_to_nobody(b: &Setup) {
     let sa = ra.started().await;
     let rc = b.report("c");
     let mut c = b.run(name, "c", &[], &rc.worker());
-    c.err_with(&format!("elect: waiting: {name} is led by a"))
+    c.err_with(&format!("elect: campaigning for {name} as c"))
         .await;
     let asked = Instant::now();
     let out = once(&[
