@@ -271,6 +271,13 @@ async fn elected<C: Claim>(
     };
     // A run that waits says whom it waits for, once, when the campaign
     // first finds the name held (as --no-wait says it when it gives up).
+    // Its read runs beside the campaign, never instead of polling it: a
+    // campaign not polled holds up what it asked its backend (PostgreSQL:
+    // its first wait's queue write, a request of the process's session)
+    // and can make the read wait behind it. The read is dropped with the
+    // loop: one not polled any more must not hold up what follows (the
+    // term's renewals, the reads after a failure).
+    let mut asked_waiting = false;
     let mut said_waiting = false;
     // A backend whose new terms may wait out a failover grace (NATS): once
     // a second while the campaign runs, a look whether this candidate won
@@ -278,21 +285,21 @@ async fn elected<C: Claim>(
     let mut grace_look = tokio::time::Instant::now() + Duration::from_secs(1);
     let mut said_grace = !backend.may_be_pending();
     let mut campaign = Box::pin(campaign);
+    let mut saying = Box::pin(say_waiting(&candidate, &report));
     let term = loop {
         tokio::select! {
             term = &mut campaign => break match term {
                 Ok(term) => term,
                 Err(e) => {
+                    drop(saying);
                     // A failed step may have left a claim that the backend
                     // gives up in the background.
                     given_up(&candidate, &report).await;
                     return Err(crate::exit::campaign_failure(e));
                 }
             },
-            () = first_wait.notified(), if !said_waiting => {
-                said_waiting = true;
-                say_waiting(&candidate, &report).await;
-            }
+            () = first_wait.notified(), if !asked_waiting => asked_waiting = true,
+            () = &mut saying, if asked_waiting && !said_waiting => said_waiting = true,
             () = tokio::time::sleep_until(grace_look), if !said_grace => {
                 said_grace = say_grace(backend, &name, &identity, &report).await;
                 grace_look += Duration::from_secs(1);
@@ -303,11 +310,13 @@ async fn elected<C: Claim>(
                 // in its failover grace) is given up in the background; wait
                 // for that before exiting, which would cut it off.
                 drop(campaign);
+                drop(saying);
                 given_up(&candidate, &report).await;
                 return Ok(128 + sig as u8);
             }
         }
     };
+    drop(saying);
     let Some(won) = term else {
         given_up(&candidate, &report).await;
         let read = candidate.holders().await;
