@@ -274,6 +274,13 @@ async fn elected<C: Claim>(
     };
     // A run that waits says whom it waits for, once, when the campaign
     // first finds the name held (as --no-wait says it when it gives up).
+    // Its read runs beside the campaign, never instead of polling it: a
+    // campaign not polled holds up what it asked its backend (PostgreSQL:
+    // its first wait's queue write, a request of the process's session)
+    // and can make the read wait behind it. The read is dropped with the
+    // loop: one not polled any more must not hold up what follows (the
+    // term's renewals, the reads after a failure).
+    let mut asked_waiting = false;
     let mut said_waiting = false;
     // A backend whose new terms may wait out a failover grace (NATS): once
     // a second while the campaign runs, a look whether this candidate won
@@ -294,21 +301,24 @@ async fn elected<C: Claim>(
             },
     };
     let mut campaign = Box::pin(campaign);
+    let mut saying = Box::pin(say_waiting(&candidate, &report));
     let term = loop {
         tokio::select! {
             term = &mut campaign => break match term {
                 Ok(term) => term,
                 Err(e) => {
+                    drop(saying);
                     // A failed step may have left a claim that the backend
                     // gives up in the background.
                     given_up(&candidate, &report).await;
                     return Err(crate::exit::campaign_failure(e));
                 }
             },
-            () = first_wait.notified(), if !said_waiting => {
-                said_waiting = true;
-                say_waiting(&candidate, &report).await;
-            }
+            () = first_wait.notified(), if !asked_waiting => asked_waiting = true,
+            () = &mut saying, if asked_waiting && !said_waiting => said_waiting = true,
+            // Awaited here: the campaign is not polled meanwhile (a
+            // PostgreSQL session takes back a connection it offered the
+            // campaign after 2 ms, so the read is not held up).
             () = tokio::time::sleep_until(take_over.next), if take_over.on => {
                 take_over.look(backend, &name, &identity, &report).await;
             }
@@ -322,11 +332,13 @@ async fn elected<C: Claim>(
                 // in its failover grace) is given up in the background; wait
                 // for that before exiting, which would cut it off.
                 drop(campaign);
+                drop(saying);
                 given_up(&candidate, &report).await;
                 return Ok(128 + sig as u8);
             }
         }
     };
+    drop(saying);
     let Some(won) = term else {
         given_up(&candidate, &report).await;
         let read = candidate.holders().await;

@@ -7,11 +7,15 @@
 //! election, claim, lease set and observer of the process, and between
 //! them it `LISTEN`s on their channels and fans the notifications out.
 //!
-//! A request borrows the connection: the task lends it (the whole
-//! `PgListener`) to the first request of its queue, and gets it back when
-//! the request is done with it, or dropped (a cancelled request hands back
-//! a connection in the middle of a statement; sqlx reads what is left of
-//! its answer before the next statement). So that no statement holds the
+//! A request borrows the connection: the task offers it (the whole
+//! `PgListener`) to the first request of its queue ([`Turn`]), and gets it
+//! back when the request is done with it, or dropped (a cancelled request
+//! hands back a connection in the middle of a statement; sqlx reads what
+//! is left of its answer before the next statement). An offer that its
+//! request has not taken after [`TAKE_BACK_AFTER`] while another request
+//! waits is taken back and made again after the requests that wait: a
+//! request future that nobody polls (its owner awaits something else,
+//! perhaps a request of this very session) never holds up the session. So that no statement holds the
 //! session longer than its request's bound (one waiting for a row lock
 //! would hold up every election of the process until the lock is
 //! released), the server ends it then: the connection's
@@ -27,14 +31,14 @@
 //! next request (or, while something listens, after [`RECONNECT_PAUSE`]),
 //! and wakes every subscriber ([`Wake::All`]), as the listener did before.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{Acquire, PgConnection, PgPool};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -47,6 +51,15 @@ pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 /// How long the connect of a session to listen (no request waiting for it)
 /// may take.
 const LISTEN_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an offer of the connection to a request may stay untaken
+/// while another request waits, before the task takes it back and serves
+/// the waiting ones first. A request that is polled takes its offer within
+/// microseconds of being woken; one that is not (its owner awaits
+/// something else: `elect run` read the leader while its campaign's queue
+/// write had the offer, and that read waited behind it for its whole
+/// bound, 500 ms) no longer holds the session.
+pub(crate) const TAKE_BACK_AFTER: Duration = Duration::from_millis(2);
 
 /// The `statement_timeout` of the connection of a one-connection pool,
 /// as this crate last set it: the server ends a statement that runs (or
@@ -124,12 +137,109 @@ enum Msg {
     Wanted(oneshot::Sender<Vec<Arc<str>>>),
 }
 
-/// A request's turn: the connection is lent through `give` unless the
-/// deadline has passed.
+/// A request's turn: the connection is offered through `turn` unless the
+/// deadline has passed. Dropped by the task unserved (the session shut),
+/// it tells the request so.
 struct Ask {
     deadline: Instant,
+    bound: Duration,
     probe_after: Duration,
-    give: oneshot::Sender<Result<Lent, Error>>,
+    priority: Priority,
+    turn: Arc<Turn>,
+}
+
+impl Drop for Ask {
+    fn drop(&mut self) {
+        self.turn.fail(closed());
+    }
+}
+
+/// Where the session's task offers its connection to one request, and
+/// the request takes it. The task takes back an offer not taken yet when
+/// other requests wait ([`TAKE_BACK_AFTER`]), and makes it again later.
+#[derive(Default)]
+struct Turn {
+    offer: Mutex<Offer>,
+    ready: Notify,
+}
+
+/// Where one request's turn is.
+#[derive(Default)]
+enum Offer {
+    /// Not offered yet, or taken back to be offered again.
+    #[default]
+    Waiting,
+    /// Offered, not taken yet.
+    Offered(Lent),
+    /// Taken by the request (or nothing more to take).
+    Taken,
+    /// The task could not lend it: the request's answer.
+    Failed(Error),
+    /// The request gave up.
+    Abandoned,
+}
+
+impl Turn {
+    /// Offers `lent`; if the request gave up, `lent` goes back to the
+    /// task at once (dropped).
+    fn offer(&self, lent: Lent) {
+        let mut offer = lock(&self.offer);
+        if !matches!(*offer, Offer::Waiting) {
+            drop(offer);
+            drop(lent);
+            return;
+        }
+        *offer = Offer::Offered(lent);
+        drop(offer);
+        self.ready.notify_one();
+    }
+
+    /// Tells a request still waiting that it gets no connection: `e`.
+    fn fail(&self, e: Error) {
+        let mut offer = lock(&self.offer);
+        if matches!(*offer, Offer::Waiting) {
+            *offer = Offer::Failed(e);
+            drop(offer);
+            self.ready.notify_one();
+        }
+    }
+
+    /// The offer back from a request that did not take it.
+    fn take_back(&self) -> Option<Lent> {
+        let mut offer = lock(&self.offer);
+        match std::mem::take(&mut *offer) {
+            Offer::Offered(lent) => Some(lent),
+            other => {
+                *offer = other;
+                None
+            }
+        }
+    }
+
+    /// The request's answer, if there is one yet.
+    fn take(&self) -> Option<Result<Lent, Error>> {
+        let mut offer = lock(&self.offer);
+        match std::mem::replace(&mut *offer, Offer::Taken) {
+            Offer::Offered(lent) => Some(Ok(lent)),
+            Offer::Failed(e) => Some(Err(e)),
+            other => {
+                *offer = other;
+                None
+            }
+        }
+    }
+}
+
+/// A request's side of its [`Turn`]: dropped (answered, cut off or timed
+/// out), the request gives up, and an offer it did not take goes back.
+struct Taking(Arc<Turn>);
+
+impl Drop for Taking {
+    fn drop(&mut self) {
+        let offer = std::mem::replace(&mut *lock(&self.0.offer), Offer::Abandoned);
+        // An offer not taken: back to the task (outside the lock).
+        drop(offer);
+    }
 }
 
 /// The session's connection, lent to one request: handed back to the
@@ -158,6 +268,13 @@ impl Lent {
     /// Marks the connection gone: the task drops it and connects again.
     pub(crate) fn broken(&mut self) {
         self.broken = true;
+    }
+
+    /// The connection, back to the task that offered it (not through
+    /// `back`).
+    fn into_listener(mut self) -> PgListener {
+        self.back = None;
+        self.listener.take().expect("a lent session")
     }
 }
 
@@ -273,6 +390,7 @@ impl Session {
             retry_at: None,
             readied: readied.clone(),
             timeout: Arc::default(),
+            held: [VecDeque::new(), VecDeque::new()],
         };
         let side_timeout = Arc::<StatementTimeout>::default();
         let side = side_timeout
@@ -307,7 +425,11 @@ impl Session {
     /// the server's address after `probe_after`, see
     /// [`acquire`](crate::store::acquire::acquire)); within `bound` in all,
     /// else nothing was sent: [`Error::PoolExhausted`] (the session is
-    /// busy) or the connect's failure.
+    /// busy) or the connect's failure. An offer this request does not take
+    /// (it is not polled) is taken back after [`TAKE_BACK_AFTER`] while
+    /// others wait, and made again after them; once taken, the connection
+    /// is this request's until the [`Lent`] is dropped, so a request that
+    /// took it must be polled to its end or dropped.
     ///
     /// Cancel safety: cancel safe (a connection lent meanwhile goes back).
     pub(crate) async fn lend(
@@ -317,22 +439,34 @@ impl Session {
         probe_after: Duration,
     ) -> Result<Lent, Error> {
         let deadline = Instant::now() + bound;
-        let (give, taken) = oneshot::channel();
+        let turn = Arc::new(Turn::default());
         let queue = match priority {
             Priority::Normal => &self.normal,
             Priority::Urgent => &self.urgent,
         };
+        let taking = Taking(turn.clone());
         queue
             .send(Msg::Ask(Ask {
                 deadline,
+                bound,
                 probe_after,
-                give,
+                priority,
+                turn,
             }))
             .map_err(|_| closed())?;
-        match tokio::time::timeout_at(deadline, taken).await {
-            Ok(Ok(lent)) => lent,
-            Ok(Err(_)) => Err(closed()),
-            Err(_) => Err(Error::PoolExhausted { after: bound }),
+        loop {
+            if let Some(answer) = taking.0.take() {
+                return answer;
+            }
+            if tokio::time::timeout_at(deadline, taking.0.ready.notified())
+                .await
+                .is_err()
+            {
+                return taking
+                    .0
+                    .take()
+                    .unwrap_or(Err(Error::PoolExhausted { after: bound }));
+            }
         }
     }
 
@@ -387,6 +521,11 @@ fn closed() -> Error {
     Error::Unavailable(sqlx::Error::PoolClosed)
 }
 
+/// The index of the urgent queue's held messages in [`Task::held`].
+const URGENT: usize = 0;
+/// The index of the normal queue's held messages.
+const NORMAL: usize = 1;
+
 /// The session's task and its state.
 struct Task {
     options: PgConnectOptions,
@@ -406,6 +545,9 @@ struct Task {
     readied: Arc<Mutex<HashSet<Arc<str>>>>,
     /// The `statement_timeout` of the connection.
     timeout: Arc<StatementTimeout>,
+    /// Messages received while the connection was lent, by queue, in
+    /// their order: served before the queues' next ones.
+    held: [VecDeque<Msg>; 2],
 }
 
 /// What woke the task.
@@ -424,7 +566,14 @@ impl Task {
     ) {
         loop {
             let receiving = !self.listening.is_empty();
-            let event = {
+            let event = if let Some(m) = self.held[URGENT].pop_front() {
+                Event::Msg(Some(m))
+            } else if !self.held[NORMAL].is_empty() {
+                match urgent.try_recv() {
+                    Ok(m) => Event::Msg(Some(m)),
+                    Err(_) => Event::Msg(self.held[NORMAL].pop_front()),
+                }
+            } else {
                 let listener = self.listener.as_mut();
                 tokio::select! {
                     biased;
@@ -442,7 +591,7 @@ impl Task {
                     let _ = done.send(());
                     break;
                 }
-                Event::Msg(Some(Msg::Ask(ask))) => self.serve(ask).await,
+                Event::Msg(Some(Msg::Ask(ask))) => self.serve(ask, &mut urgent, &mut normal).await,
                 Event::Msg(Some(Msg::Listen(channel))) => {
                     self.pause_at = None;
                     self.wanted.insert(channel);
@@ -539,29 +688,37 @@ impl Task {
         Ok(())
     }
 
-    /// Lends the connection to `ask` and waits until it comes back.
-    async fn serve(&mut self, ask: Ask) {
-        if ask.give.is_closed() {
+    /// Lends the connection to `ask` and waits until it comes back, or
+    /// takes it back if `ask` did not take it while others wait (see
+    /// [`TAKE_BACK_AFTER`]); what the queues bring meanwhile is held.
+    async fn serve(
+        &mut self,
+        ask: Ask,
+        urgent: &mut mpsc::UnboundedReceiver<Msg>,
+        normal: &mut mpsc::UnboundedReceiver<Msg>,
+    ) {
+        if matches!(*lock(&ask.turn.offer), Offer::Abandoned) {
             return;
         }
         let left = ask.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
+            ask.turn.fail(Error::PoolExhausted { after: ask.bound });
             return;
         }
         if self.listener.is_none() {
             if let Err(e) = self.connect(left, ask.probe_after).await {
-                let _ = ask.give.send(Err(e));
+                ask.turn.fail(e);
                 return;
             }
             // Connected for a request: listen on what subscribers asked
             // too.
             self.listen_wanted().await;
             if self.listener.is_none() {
-                let _ = ask.give.send(Err(closed()));
+                ask.turn.fail(closed());
                 return;
             }
         }
-        let (back, returned) = oneshot::channel();
+        let (back, mut returned) = oneshot::channel();
         let lent = Lent {
             listener: self.listener.take(),
             broken: false,
@@ -570,8 +727,54 @@ impl Task {
         };
         // Refused (the request gave up meanwhile): the lent connection is
         // dropped, which sends it back at once.
-        let _ = ask.give.send(Ok(lent));
-        match returned.await {
+        ask.turn.offer(lent);
+        let offered = Instant::now();
+        let mut open = (true, true);
+        let mut may_take_back = true;
+        let back = loop {
+            let take_back_at =
+                (may_take_back && self.holds_an_ask()).then_some(offered + TAKE_BACK_AFTER);
+            tokio::select! {
+                biased;
+                r = &mut returned => break r,
+                m = urgent.recv(), if open.0 => match m {
+                    Some(m) => self.held[URGENT].push_back(m),
+                    None => open.0 = false,
+                },
+                m = normal.recv(), if open.1 => match m {
+                    Some(m) => self.held[NORMAL].push_back(m),
+                    None => open.1 = false,
+                },
+                () = async { tokio::time::sleep_until(take_back_at.expect("set")).await }, if take_back_at.is_some() => {
+                    may_take_back = false;
+                    if let Some(lent) = ask.turn.take_back() {
+                        // Not taken while others wait: its request is not
+                        // polled (perhaps its owner awaits one of them).
+                        // Offered again after what waits now.
+                        self.listener = Some(lent.into_listener());
+                        while let Ok(m) = urgent.try_recv() {
+                            self.held[URGENT].push_back(m);
+                        }
+                        while let Ok(m) = normal.try_recv() {
+                            self.held[NORMAL].push_back(m);
+                        }
+                        // Behind a request that waits: an urgent one
+                        // behind the urgent ones if one waits there, else
+                        // behind the normal ones.
+                        let queue = if ask.priority == Priority::Urgent
+                            && self.held[URGENT].iter().any(|m| matches!(m, Msg::Ask(_)))
+                        {
+                            URGENT
+                        } else {
+                            NORMAL
+                        };
+                        self.held[queue].push_back(Msg::Ask(ask));
+                        return;
+                    }
+                }
+            }
+        };
+        match back {
             Ok((listener, false)) => self.listener = Some(listener),
             Ok((listener, true)) => {
                 self.listener = Some(listener);
@@ -579,6 +782,11 @@ impl Task {
             }
             Err(_) => self.lost(),
         }
+    }
+
+    /// Whether a request waits among the messages held.
+    fn holds_an_ask(&self) -> bool {
+        self.held.iter().flatten().any(|m| matches!(m, Msg::Ask(_)))
     }
 
     /// Listens on every wanted channel not listened on yet (connecting

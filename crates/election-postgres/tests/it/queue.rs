@@ -453,3 +453,81 @@ async fn a_release_before_the_first_wait_is_looked_at_once() {
     assert!(matches!(won, Ok(Some(_))), "the look after it: {won:?}");
     claim.close(attempt, End::Dropped);
 }
+
+/// `elect run`'s pattern: its campaign's future beside a read of the
+/// leader, which it awaits when `on_wait` says the campaign first waits
+/// (to say whom it waits for), while that future is not polled. The
+/// campaign's first wait had just asked the process's session for its
+/// queue write, and the session had lent its one connection to that
+/// request, which nobody polled during the read: the read waited behind it
+/// for its whole bound (PoolExhausted at the request timeout), the queue
+/// write then had no time left (cut off, the waiter fell back to the
+/// name's channel), and a release in that time woke nobody. In
+/// `election-bench --only cli-waiters` (TTL 3 s, requests 500 ms), a
+/// handover to a single waiter started 100 ms before the release took
+/// 314-425 ms, against 9-27 ms before the queue. Now the session takes an
+/// offer not taken back after 2 ms when another request waits: the read
+/// answers at once, the waiter is in line, and a release wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_beside_an_unpolled_campaign_is_not_held_up() {
+    let server = common::server();
+    let request_timeout = options().request_timeout();
+    let holder = race::election(&server.url(), "holder", options()).await;
+    let a = holder
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a leads");
+    let waiter = race::election(&server.url(), "waiter", options()).await;
+    let first_wait = Arc::new(tokio::sync::Notify::new());
+    let candidate = waiter
+        .candidate("jobs", "b")
+        .expect("b")
+        .with_poll_interval(HOUR)
+        .expect("poll")
+        .on_wait({
+            let first_wait = first_wait.clone();
+            move || first_wait.notify_one()
+        });
+    let mut campaign = std::pin::pin!(candidate.campaign());
+    let mut read = None;
+    let mut resigned = None;
+    let term = loop {
+        tokio::select! {
+            term = &mut campaign => break term.expect("b wins"),
+            () = first_wait.notified(), if read.is_none() => {
+                // As `elect run`: awaited here, the campaign not polled.
+                let started = Instant::now();
+                let leader = candidate.leader().await;
+                read = Some((leader, started.elapsed()));
+            }
+            // Then, with the campaign polled again, the release once b is
+            // in line.
+            () = tokio::time::sleep(Duration::from_millis(5)), if read.is_some() && resigned.is_none() => {
+                if queued(&server) == Some(1) {
+                    a.resign().await.expect("a resigns");
+                    resigned = Some(Instant::now());
+                }
+            }
+        }
+    };
+    let took = resigned.expect("resigned").elapsed();
+    let (leader, read_took) = read.expect("read");
+    eprintln!("the read took {read_took:?}; b won {took:?} after the release");
+    let leader = leader.expect("the read beside the campaign answers");
+    assert_eq!(
+        leader.map(|l| l.identity.as_str().to_owned()).as_deref(),
+        Some("a"),
+        "the leader read"
+    );
+    assert!(
+        read_took < request_timeout / 2,
+        "the read took {read_took:?} (request timeout {request_timeout:?})"
+    );
+    assert!(
+        took < request_timeout,
+        "b won {took:?} after the release (request timeout {request_timeout:?})"
+    );
+    term.resign().await.expect("resign");
+}
