@@ -169,8 +169,10 @@ impl Deploy<'_> {
         let mut new: Vec<Replica> = Vec::new();
         let mut gaps = Vec::new();
         for k in 0..3 {
-            if let Some(mut waiting) = old[k].take()
-                && waiting.id != leader
+            // A waiting old replica leaves; the leading one stays until it
+            // hands over (it exits by itself then).
+            if old[k].as_ref().is_some_and(|r| r.id != leader)
+                && let Some(mut waiting) = old[k].take()
             {
                 signal(&waiting.child, Signal::SIGTERM)?;
                 waiting.child.wait()?;
