@@ -140,6 +140,52 @@ impl EtcdClaim {
             })
     }
 
+    /// Waits for a handover naming `identity` to be put on the handover
+    /// key the watch follows (ADR 0112); never, without a watch. A broken
+    /// watch waits forever (the poll interval is the backstop).
+    async fn handed_to(identity: &Identity, watch: Option<&mut crate::store::client::Watch>) {
+        let Some(watch) = watch else {
+            return std::future::pending().await;
+        };
+        loop {
+            match watch.next().await {
+                Ok(Watched::Events(events)) => {
+                    if events.iter().any(|e| {
+                        e.r#type != EVENT_DELETE
+                            && e.kv.as_ref().is_some_and(|kv| {
+                                record::decode_handover(&kv.key, &kv.value)
+                                    .is_ok_and(|h| h.to == *identity)
+                            })
+                    }) {
+                        return;
+                    }
+                }
+                Ok(Watched::Cancelled) | Err(_) => return std::future::pending().await,
+            }
+        }
+    }
+
+    /// A watch of the handover key for a waiter behind another in line,
+    /// whose predecessor's key is not the election's: a handover names a
+    /// successor anywhere in line, and the queue wakes only its head.
+    /// `Err(())`: a handover to this candidate stands already (claim now).
+    async fn handover_watch(&self) -> Result<Option<crate::store::client::Watch>, ()> {
+        let Ok((revision, kv)) = self.store.client.range(&self.handover, Kind::Read).await else {
+            return Ok(None);
+        };
+        if kv.is_some_and(|kv| {
+            record::decode_handover(&kv.key, &kv.value).is_ok_and(|h| h.to == self.identity)
+        }) {
+            return Err(());
+        }
+        Ok(self
+            .store
+            .client
+            .watch(&self.handover, &[], revision + 1)
+            .await
+            .ok())
+    }
+
     /// Waits for the watch's key to be deleted (or the watch to end).
     async fn deleted(key: &[u8], watch: &mut crate::store::client::Watch) -> Result<(), Error> {
         loop {
@@ -290,6 +336,15 @@ impl Claim for EtcdClaim {
         let Ahead::Watching(key, mut watch) = ahead else {
             return Ok(());
         };
+        // Behind another waiter: a handover to this candidate wakes it too.
+        let mut handovers = if key != self.key && key != self.handover {
+            match tokio::time::timeout_at(deadline, self.handover_watch()).await {
+                Err(_) | Ok(Err(())) => return Ok(()),
+                Ok(Ok(w)) => w,
+            }
+        } else {
+            None
+        };
         // Keep the lease (and so the place in line) alive while waiting.
         let renew_every = self.store.options.renew_every();
         let mut next_keep_alive = Instant::now() + renew_every;
@@ -302,6 +357,7 @@ impl Claim for EtcdClaim {
                     }
                     return Ok(());
                 }
+                () = Self::handed_to(&self.identity, handovers.as_mut()) => return Ok(()),
                 () = tokio::time::sleep_until(deadline) => return Ok(()),
                 () = tokio::time::sleep_until(next_keep_alive) => {
                     next_keep_alive = Instant::now() + renew_every;

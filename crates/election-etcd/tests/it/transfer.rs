@@ -140,6 +140,48 @@ async fn a_waiting_successor_is_woken_by_the_handover() {
     next.resign().await.expect("resign");
 }
 
+/// The successor waits behind another candidate in line (both with a 30 s
+/// poll interval): the queue wakes only its head, yet the handover to the
+/// successor wakes it (its watch of the handover key), and it wins long
+/// before its poll; the head wins after the successor resigns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successor_behind_the_head_is_woken_by_the_handover() {
+    let election = open(&shared(), &prefix("transfer-behind")).await;
+    let term = within(
+        "a wins",
+        election.candidate("jobs", "a").unwrap().campaign(),
+    )
+    .await
+    .expect("a wins");
+    let waiter = |id: &str| {
+        election
+            .candidate("jobs", id)
+            .unwrap()
+            .with_poll_interval(POLL)
+            .expect("poll")
+    };
+    let (c, b) = (waiter("c"), waiter("b"));
+    let head = tokio::spawn(async move { c.campaign().await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let behind = tokio::spawn(async move { (b.campaign().await, Instant::now()) });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    term.transfer(&Identity::new("b").unwrap(), Duration::from_secs(60))
+        .await
+        .expect("a hands over");
+    let (next, _) = tokio::time::timeout(Duration::from_secs(10), behind)
+        .await
+        .expect("b wins within 10 s (its poll interval is 30 s)")
+        .expect("join");
+    let next = next.expect("b wins");
+    assert!(!head.is_finished(), "c won a name handed to b");
+    next.resign().await.expect("resign");
+    let last = within("c after b", head)
+        .await
+        .expect("join")
+        .expect("c wins");
+    last.resign().await.expect("resign");
+}
+
 /// A window of 3 s to a successor that never comes; the waiting candidate
 /// (poll interval 30 s) wins when etcd deletes the handover (its lease),
 /// not before the window and not at its poll.
