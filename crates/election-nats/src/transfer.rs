@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_nats::jetstream::kv;
 use election_core::TermReporter;
 
-use crate::claim::{Seen, watch_key};
 use crate::store::connection::Connection;
+use crate::store::key_watch::{Seen, watch_key};
 use crate::store::record;
 
 /// Reports every transfer request stored under `key` to `reporter`, until

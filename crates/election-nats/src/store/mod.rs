@@ -2,7 +2,8 @@
 //! client per process and servers (`clients`), the
 //! connection context every part works through (`connection`), opening
 //! and checking the KV buckets (`bucket`), exact reads of a key through
-//! the stream leader (`exact_read`), the records stored under the keys
+//! the stream leader (`exact_read`), a watch of one key (`key_watch`), the
+//! records stored under the keys
 //! (`record`: a claim's, a session's), and a lease set's session key
 //! (`session`).
 
@@ -10,6 +11,7 @@ pub(crate) mod bucket;
 pub(crate) mod clients;
 pub(crate) mod connection;
 pub(crate) mod exact_read;
+pub(crate) mod key_watch;
 pub(crate) mod queue;
 pub(crate) mod record;
 pub(crate) mod session;
