@@ -174,6 +174,16 @@ pub enum Violation {
         /// The term whose epoch did not grow.
         later: Elected,
     },
+    /// Check 1: a term had an operator's revocation's epoch, which no
+    /// candidate may hold, or was elected after the revocation with an
+    /// epoch below it (other than the deposed term's own, announced late).
+    BelowRevocation {
+        /// The revocation: its epoch, stamped when the orchestrator had it
+        /// back (the `revoke` heal line; its writer names the deposed).
+        revocation: Elected,
+        /// The term.
+        term: Elected,
+    },
     /// Checks 2 and 3: the resource accepted a write of an older term
     /// after a write of a newer one.
     StaleWriteAccepted {
@@ -270,7 +280,7 @@ impl Violation {
         match self {
             Violation::DeposedWrite { .. } | Violation::WorkOutlivedTerm { .. } => 6,
             Violation::UnguardedWriteAccepted { .. } => 7,
-            Violation::TermsOutOfOrder { .. } => 1,
+            Violation::TermsOutOfOrder { .. } | Violation::BelowRevocation { .. } => 1,
             Violation::StaleWriteAccepted { .. } => 2,
             Violation::AckedWriteMissing { .. }
             | Violation::RecordNotAttempted { .. }
@@ -287,6 +297,11 @@ impl fmt::Display for Violation {
             Violation::TermsOutOfOrder { earlier, later } => write!(
                 f,
                 "check 1 (terms): {later}, after {earlier}: epochs must grow strictly"
+            ),
+            Violation::BelowRevocation { revocation, term } => write!(
+                f,
+                "check 1 (terms): {term}, against the revocation of epoch {} at {} ({}): no candidate holds a revocation's epoch, and later terms are above it",
+                revocation.epoch, revocation.mono_ns, revocation.writer
             ),
             Violation::StaleWriteAccepted { newer, older } => write!(
                 f,
@@ -740,6 +755,7 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
     let mut violations = Vec::new();
     let elected = elected_events(run);
     check_terms(&elected, &mut violations);
+    check_revocations(run, &elected, &mut violations);
     let unguarded = unguarded_attempts(run);
     check_fence(records, &unguarded, &mut violations);
     check_records(run, records, &mut violations);
@@ -851,6 +867,50 @@ fn check_terms(elected: &[Elected], violations: &mut Vec<Violation>) {
                 later: e.clone(),
             }),
             _ => highest = Some(e),
+        }
+    }
+}
+
+/// Check 1 for operators' revocations (`revoke`): their epoch is drawn
+/// like a term's but held by no candidate. Each `heal revoke` line's
+/// detail `deposed <identity> <epoch> revocation <epoch> ...` gives them:
+/// no candidate's term has the revocation's epoch, and every term elected
+/// after the heal line is above it (but the deposed term itself, whose
+/// `elected` line may come late).
+fn check_revocations(run: &RunHistory, elected: &[Elected], violations: &mut Vec<Violation>) {
+    for line in &run.faults {
+        let FaultEvent::Heal {
+            kind: FaultKind::Revoke,
+            detail,
+            ..
+        } = &line.event
+        else {
+            continue;
+        };
+        let words: Vec<&str> = detail.split_whitespace().collect();
+        let (Some(&"deposed"), Some(who), Some(deposed), Some(&"revocation"), Some(epoch)) = (
+            words.first(),
+            words.get(1),
+            words.get(2).and_then(|w| w.parse::<u64>().ok()),
+            words.get(3),
+            words.get(4).and_then(|w| w.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        let revocation = Elected {
+            writer: format!("revoked from {who} in term {deposed}"),
+            epoch,
+            mono_ns: line.mono_ns,
+        };
+        for term in elected {
+            let below_after =
+                term.mono_ns > line.mono_ns && term.epoch < epoch && term.epoch != deposed;
+            if term.epoch == epoch || below_after {
+                violations.push(Violation::BelowRevocation {
+                    revocation: revocation.clone(),
+                    term: term.clone(),
+                });
+            }
         }
     }
 }
@@ -1572,6 +1632,48 @@ mod tests {
             summary.contains("reproduce   cargo xtask torture --seed 42"),
             "{summary}"
         );
+    }
+
+    /// A revocation's epoch is held by no candidate, and the terms after
+    /// it are above it.
+    #[test]
+    fn check_1_holds_terms_above_a_revocation() {
+        let revoke = |run: &mut RunHistory, ms: u64, detail: &str| {
+            run.faults.push(line(
+                ms - 5,
+                FaultEvent::fault_or_heal(true, FaultKind::Revoke, "c0.1", ""),
+            ));
+            run.faults.push(line(
+                ms,
+                FaultEvent::fault_or_heal(false, FaultKind::Revoke, "c0.1", detail),
+            ));
+        };
+        // Revoked from c1.1 after its term 2: nothing after it.
+        let (mut run, records) = clean();
+        revoke(&mut run, 2000, "deposed c1.1 2 revocation 3 fence 2->3");
+        let report = checked(&run, &records);
+        assert!(report.is_safe(), "{report}");
+        // A candidate elected with the revocation's epoch.
+        let (mut run, records) = clean();
+        revoke(&mut run, 500, "deposed c0.1 1 revocation 2 fence 1->2");
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert!(
+            report
+                .to_string()
+                .contains("against the revocation of epoch 2"),
+            "{report}"
+        );
+        // A term elected after the revocation, below its epoch.
+        let (mut run, records) = clean();
+        revoke(&mut run, 500, "deposed c0.1 1 revocation 3 fence 1->3");
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert_eq!(report.violations[0].check(), 1, "{report}");
+        // A revoke that found nobody says so, and checks nothing.
+        let (mut run, records) = clean();
+        revoke(&mut run, 500, "nobody");
+        assert!(checked(&run, &records).is_safe());
     }
 
     #[test]
