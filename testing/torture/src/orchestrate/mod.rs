@@ -651,7 +651,7 @@ impl Injector<'_> {
             Fault::RowDelete => self.row_delete(fault).await?,
             Fault::KeyDelete => self.key_delete(fault, writer).await?,
             Fault::Compact => self.compact(fault).await?,
-            Fault::Transfer => self.transfer(fault, writer).await?,
+            Fault::Transfer => self.transfer(fault).await?,
             Fault::Revoke => self.revoke(fault, writer).await?,
             Fault::Prefer => self.prefer(fault).await?,
             Fault::FenceDrop => self.fence_drop(fault).await?,
@@ -1235,7 +1235,7 @@ impl Injector<'_> {
     /// to one SIGKILLed right after it was named (started again, with a
     /// new identity, after a while), or to a ghost nobody is. Healed once
     /// the successor leads, or the window (½–2 TTLs) and a TTL passed.
-    async fn transfer(&mut self, fault: Fault, writer: &str) -> Result<(), Error> {
+    async fn transfer(&mut self, fault: Fault) -> Result<(), Error> {
         let Injector {
             plan,
             history,
@@ -1259,10 +1259,13 @@ impl Injector<'_> {
             Some(slot) => (candidates.writer(slot), "dies"),
             None => (format!("ghost-{}", rng.below(1000)), "ghost"),
         };
+        // The holder as the candidates say now (the checker reads its
+        // history for the term's end).
+        let holder = candidates.writer(leader);
         log(FaultEvent::fault_or_heal(
             true,
             fault,
-            writer,
+            &holder,
             format!("to {to} {how} window {}ms", window.as_millis()),
         ));
         candidates
@@ -1292,7 +1295,7 @@ impl Injector<'_> {
         log(FaultEvent::fault_or_heal(
             false,
             fault,
-            writer,
+            &holder,
             format!("then-led {led}"),
         ));
         Ok(())
