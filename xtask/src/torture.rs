@@ -10,7 +10,10 @@
 //!   20 s with the fixed seed, the file backend for 20 s with the random
 //!   seed (both mixes have `spellings` and `nested`, the file one `reboot`),
 //!   and issue 40's faults alone on the file backend for 8 s with the fixed
-//!   seed (`spellings,nested,reboot`: each drawn for certain); then the
+//!   seed (`spellings,nested,reboot`: each drawn for certain); issue 45's
+//!   faults alone on SQLite for 12 s with the fixed seed
+//!   (`transfer,revoke,prefer`: in every default mix too, but one of them
+//!   can go undrawn there); then the
 //!   lease-set mode (`--lease-sets`: balanced members join,
 //!   leave, are killed and stopped while each key is written through its
 //!   fence; checked per key) on SQLite for 15 s with the random seed. Two
@@ -35,6 +38,11 @@ const CI_ELECT_SECONDS: u64 = 20;
 /// nested and reboot faults; in the runs above too, but with ten kinds in
 /// 20 s one can go undrawn): backend, which seed, the mix, seconds.
 const CI_ELECT_ISSUE_40: (&str, usize, &str, u64) = ("file", 0, "spellings,nested,reboot", 8);
+/// The short run of issue 45's faults alone (a transfer to a live, a dying
+/// or a ghost successor; a revoke during a fenced write; priorities
+/// flapping): backend, which seed, the mix, seconds. Each is in every
+/// default mix it applies to as well.
+const CI_ISSUE_45: (&str, usize, &str, u64) = ("sqlite", 0, "transfer,revoke,prefer", 12);
 /// `--lease-sets` runs: the backend and which of the two seeds. SQLite:
 /// the cheapest backend whose leases expire, so a stopped member's keys
 /// move and its frozen writes reach the fences deposed (the file
@@ -113,6 +121,7 @@ enum Job {
     Backend(&'static str),
     Elect(&'static str, usize),
     ElectMix(&'static str, usize, &'static str, u64),
+    Mix(&'static str, usize, &'static str, u64),
     LeaseSets(&'static str, usize),
     Crowd(&'static str, usize, usize),
 }
@@ -157,6 +166,9 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
             Job::ElectMix(backend, seed, faults, seconds) => {
                 run_with(backend, seeds[seed], seconds, "--elect", Some(faults))
             }
+            Job::Mix(backend, seed, faults, seconds) => {
+                run_with(backend, seeds[seed], seconds, "", Some(faults))
+            }
             Job::LeaseSets(backend, seed) => {
                 run(backend, seeds[seed], CI_LEASE_SETS_SECONDS, "--lease-sets")
             }
@@ -176,6 +188,10 @@ fn ci(bin: &std::path::Path, seeds: [u64; 2]) -> Result<()> {
         .chain(std::iter::once({
             let (b, s, faults, seconds) = CI_ELECT_ISSUE_40;
             Job::ElectMix(b, s, faults, seconds)
+        }))
+        .chain(std::iter::once({
+            let (b, s, faults, seconds) = CI_ISSUE_45;
+            Job::Mix(b, s, faults, seconds)
         }))
         .chain(CI_LEASE_SETS.iter().map(|&(b, s)| Job::LeaseSets(b, s)))
         .chain(CI_CROWDS.iter().map(|&(b, s, n)| Job::Crowd(b, s, n)))

@@ -174,6 +174,16 @@ pub enum Violation {
         /// The term whose epoch did not grow.
         later: Elected,
     },
+    /// Check 1: a term had an operator's revocation's epoch, which no
+    /// candidate may hold, or was elected after the revocation with an
+    /// epoch below it (other than the deposed term's own, announced late).
+    BelowRevocation {
+        /// The revocation: its epoch, stamped when the orchestrator had it
+        /// back (the `revoke` heal line; its writer names the deposed).
+        revocation: Elected,
+        /// The term.
+        term: Elected,
+    },
     /// Checks 2 and 3: the resource accepted a write of an older term
     /// after a write of a newer one.
     StaleWriteAccepted {
@@ -253,6 +263,21 @@ pub enum Violation {
         /// The unguarded record.
         unguarded: Placed,
     },
+    /// Check 8: a term handed to a named successor (`transfer`) was won
+    /// by another candidate within the window, before the successor.
+    ReservedNameTaken {
+        /// Who handed its term over.
+        from: String,
+        /// The successor it named.
+        to: String,
+        /// When the orchestrator told it to (the handover was stored
+        /// later).
+        told_ns: u64,
+        /// The window.
+        window: Duration,
+        /// The term won meanwhile.
+        term: Elected,
+    },
     /// Check 5: no leader within the bound after the last heal.
     NoLeaderAfterHeal {
         /// When the last fault healed.
@@ -270,13 +295,14 @@ impl Violation {
         match self {
             Violation::DeposedWrite { .. } | Violation::WorkOutlivedTerm { .. } => 6,
             Violation::UnguardedWriteAccepted { .. } => 7,
-            Violation::TermsOutOfOrder { .. } => 1,
+            Violation::TermsOutOfOrder { .. } | Violation::BelowRevocation { .. } => 1,
             Violation::StaleWriteAccepted { .. } => 2,
             Violation::AckedWriteMissing { .. }
             | Violation::RecordNotAttempted { .. }
             | Violation::RefusedWriteLanded { .. }
             | Violation::DuplicateRecord { .. } => 4,
             Violation::NoLeaderAfterHeal { .. } => 5,
+            Violation::ReservedNameTaken { .. } => 8,
         }
     }
 }
@@ -287,6 +313,11 @@ impl fmt::Display for Violation {
             Violation::TermsOutOfOrder { earlier, later } => write!(
                 f,
                 "check 1 (terms): {later}, after {earlier}: epochs must grow strictly"
+            ),
+            Violation::BelowRevocation { revocation, term } => write!(
+                f,
+                "check 1 (terms): {term}, against the revocation of epoch {} at {} ({}): no candidate holds a revocation's epoch, and later terms are above it",
+                revocation.epoch, revocation.mono_ns, revocation.writer
             ),
             Violation::StaleWriteAccepted { newer, older } => write!(
                 f,
@@ -338,6 +369,17 @@ impl fmt::Display for Violation {
             Violation::UnguardedWriteAccepted { guarded, unguarded } => write!(
                 f,
                 "check 7 (unguarded): {unguarded}, an unguarded write, was accepted after {guarded}"
+            ),
+            Violation::ReservedNameTaken {
+                from,
+                to,
+                told_ns,
+                window,
+                term,
+            } => write!(
+                f,
+                "check 8 (transfer): {from}, told at {told_ns} to hand its term to {to} for {}, did; {term}, within the window: only the successor may win it",
+                secs(*window)
             ),
             Violation::NoLeaderAfterHeal {
                 heal_ns,
@@ -740,6 +782,8 @@ pub fn check(run: &RunHistory, records: &[Record], options: &CheckOptions) -> Re
     let mut violations = Vec::new();
     let elected = elected_events(run);
     check_terms(&elected, &mut violations);
+    check_revocations(run, &elected, &mut violations);
+    check_transfers(run, &elected, &mut violations);
     let unguarded = unguarded_attempts(run);
     check_fence(records, &unguarded, &mut violations);
     check_records(run, records, &mut violations);
@@ -851,6 +895,114 @@ fn check_terms(elected: &[Elected], violations: &mut Vec<Violation>) {
                 later: e.clone(),
             }),
             _ => highest = Some(e),
+        }
+    }
+}
+
+/// Check 1 for operators' revocations (`revoke`): their epoch is drawn
+/// like a term's but held by no candidate. Each `heal revoke` line's
+/// detail `deposed <identity> <epoch> revocation <epoch> ...` gives them:
+/// no candidate's term has the revocation's epoch, and every term elected
+/// after the heal line is above it (but the deposed term itself, whose
+/// `elected` line may come late).
+fn check_revocations(run: &RunHistory, elected: &[Elected], violations: &mut Vec<Violation>) {
+    for line in &run.faults {
+        let FaultEvent::Heal {
+            kind: FaultKind::Revoke,
+            detail,
+            ..
+        } = &line.event
+        else {
+            continue;
+        };
+        let words: Vec<&str> = detail.split_whitespace().collect();
+        let (Some(&"deposed"), Some(who), Some(deposed), Some(&"revocation"), Some(epoch)) = (
+            words.first(),
+            words.get(1),
+            words.get(2).and_then(|w| w.parse::<u64>().ok()),
+            words.get(3),
+            words.get(4).and_then(|w| w.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        let revocation = Elected {
+            writer: format!("revoked from {who} in term {deposed}"),
+            epoch,
+            mono_ns: line.mono_ns,
+        };
+        for term in elected {
+            let below_after =
+                term.mono_ns > line.mono_ns && term.epoch < epoch && term.epoch != deposed;
+            if term.epoch == epoch || below_after {
+                violations.push(Violation::BelowRevocation {
+                    revocation: revocation.clone(),
+                    term: term.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// Check 8: a transfer reserves the name for its successor. Each `fault
+/// transfer <writer> to <successor> <how> window <ms>ms` line whose
+/// writer's next end of a term is `resigned` (the transfer was made; a
+/// refused one leaves the term going on, a failed one is `lost`): no
+/// other candidate is elected within the window of the line (the
+/// handover was stored after it), until the successor is.
+fn check_transfers(run: &RunHistory, elected: &[Elected], violations: &mut Vec<Violation>) {
+    for line in &run.faults {
+        let FaultEvent::Fault {
+            kind: FaultKind::Transfer,
+            target,
+            detail,
+        } = &line.event
+        else {
+            continue;
+        };
+        let words: Vec<&str> = detail.split_whitespace().collect();
+        let (Some(&"to"), Some(to), Some(&"window"), Some(ms)) = (
+            words.first(),
+            words.get(1),
+            words.get(3),
+            words
+                .get(4)
+                .and_then(|w| w.strip_suffix("ms"))
+                .and_then(|w| w.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        let told = line.mono_ns;
+        let handed_over = run.candidates.get(target).is_some_and(|lines| {
+            lines
+                .iter()
+                .filter(|l| l.mono_ns > told)
+                .find(|l| {
+                    matches!(
+                        l.event,
+                        CandidateEvent::Resigned { .. } | CandidateEvent::Lost { .. }
+                    )
+                })
+                .is_some_and(|l| matches!(l.event, CandidateEvent::Resigned { .. }))
+        });
+        if !handed_over {
+            continue;
+        }
+        let window = Duration::from_millis(ms);
+        let until = told.saturating_add(u64::try_from(window.as_nanos()).unwrap_or(u64::MAX));
+        for term in elected
+            .iter()
+            .filter(|e| e.mono_ns > told && e.mono_ns < until)
+        {
+            if term.writer == *to {
+                break;
+            }
+            violations.push(Violation::ReservedNameTaken {
+                from: target.clone(),
+                to: (*to).to_owned(),
+                told_ns: told,
+                window,
+                term: term.clone(),
+            });
         }
     }
 }
@@ -1572,6 +1724,90 @@ mod tests {
             summary.contains("reproduce   cargo xtask torture --seed 42"),
             "{summary}"
         );
+    }
+
+    /// A transfer made reserves the name for its successor for the
+    /// window.
+    #[test]
+    fn check_8_reserves_a_transferred_name_for_its_successor() {
+        // c1.1 resigned term 2 at 4000 ms, told at 3990 ms to hand it to
+        // `to` for `ms`; c0.1 campaigns again after 3002 ms.
+        let run_with = |to: &str, ms: u64, elected_at: u64| {
+            let (mut run, records) = clean();
+            run.faults.push(line(
+                3990,
+                FaultEvent::fault_or_heal(
+                    true,
+                    FaultKind::Transfer,
+                    "c1.1",
+                    format!("to {to} live window {ms}ms"),
+                ),
+            ));
+            let c0 = run.candidates.get_mut("c0.1").expect("c0.1");
+            c0.push(line(elected_at, C::Elected { epoch: 3 }));
+            (run, records)
+        };
+        let (run, records) = run_with("c0.1", 1000, 4010);
+        assert!(checked(&run, &records).is_safe());
+        // Another candidate within the window.
+        let (run, records) = run_with("c2.1", 1000, 4010);
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert_eq!(report.violations[0].check(), 8, "{report}");
+        assert!(
+            report.to_string().contains("to hand its term to c2.1"),
+            "{report}"
+        );
+        // After the window, anyone.
+        let (run, records) = run_with("c2.1", 1000, 5100);
+        assert!(checked(&run, &records).is_safe());
+        // Not made (the holder's term went on): nothing reserved.
+        let (mut run, records) = run_with("c2.1", 1000, 4010);
+        let c1 = run.candidates.get_mut("c1.1").expect("c1.1");
+        c1.retain(|l| !matches!(l.event, C::Resigned { .. }));
+        assert!(checked(&run, &records).is_safe());
+    }
+
+    /// A revocation's epoch is held by no candidate, and the terms after
+    /// it are above it.
+    #[test]
+    fn check_1_holds_terms_above_a_revocation() {
+        let revoke = |run: &mut RunHistory, ms: u64, detail: &str| {
+            run.faults.push(line(
+                ms - 5,
+                FaultEvent::fault_or_heal(true, FaultKind::Revoke, "c0.1", ""),
+            ));
+            run.faults.push(line(
+                ms,
+                FaultEvent::fault_or_heal(false, FaultKind::Revoke, "c0.1", detail),
+            ));
+        };
+        // Revoked from c1.1 after its term 2: nothing after it.
+        let (mut run, records) = clean();
+        revoke(&mut run, 2000, "deposed c1.1 2 revocation 3 fence 2->3");
+        let report = checked(&run, &records);
+        assert!(report.is_safe(), "{report}");
+        // A candidate elected with the revocation's epoch.
+        let (mut run, records) = clean();
+        revoke(&mut run, 500, "deposed c0.1 1 revocation 2 fence 1->2");
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert!(
+            report
+                .to_string()
+                .contains("against the revocation of epoch 2"),
+            "{report}"
+        );
+        // A term elected after the revocation, below its epoch.
+        let (mut run, records) = clean();
+        revoke(&mut run, 500, "deposed c0.1 1 revocation 3 fence 1->3");
+        let report = checked(&run, &records);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert_eq!(report.violations[0].check(), 1, "{report}");
+        // A revoke that found nobody says so, and checks nothing.
+        let (mut run, records) = clean();
+        revoke(&mut run, 500, "nobody");
+        assert!(checked(&run, &records).is_safe());
     }
 
     #[test]

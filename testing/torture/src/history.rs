@@ -490,11 +490,27 @@ pub enum FaultKind {
     /// `compact`: the store's history compacted up to its revision now
     /// (etcd): watches begun at an older revision are cancelled.
     Compact,
+    /// `transfer`: the leader hands its term over (`Term::transfer`) to
+    /// another live candidate, to one SIGKILLed right after it was named
+    /// (the successor dies), or to an identity nobody has (a ghost); the
+    /// name stays reserved for the window.
+    Transfer,
+    /// `revoke`: an operator's revoke (`Election::revoke`, from the
+    /// orchestrator's own backend) while the leader's write is stalled
+    /// between its `write` line and the fence; the fence is raised to the
+    /// revocation's epoch (which no candidate holds) before the write
+    /// resumes.
+    Revoke,
+    /// `prefer`: priorities flapping: the candidates' priorities are
+    /// changed a few times; waiting candidates of a higher priority ask
+    /// (`Election::prefer`) and leaders yield (`Term::transfer` to
+    /// `Term::preferred().to`).
+    Prefer,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the spec.
-    pub const ALL: [FaultKind; 33] = [
+    pub const ALL: [FaultKind; 36] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Resign,
@@ -528,6 +544,9 @@ impl FaultKind {
         FaultKind::Leave,
         FaultKind::KeyDelete,
         FaultKind::Compact,
+        FaultKind::Transfer,
+        FaultKind::Revoke,
+        FaultKind::Prefer,
     ];
 
     /// The kind's word in a history line.
@@ -566,6 +585,9 @@ impl FaultKind {
             FaultKind::Leave => "leave",
             FaultKind::KeyDelete => "keydel",
             FaultKind::Compact => "compact",
+            FaultKind::Transfer => "transfer",
+            FaultKind::Revoke => "revoke",
+            FaultKind::Prefer => "prefer",
         }
     }
 }

@@ -642,6 +642,25 @@ impl Resource {
     }
 }
 
+impl Resource {
+    /// Raises the resource's fence to `token` with no write
+    /// (`Fence::advance`), as an operator does with a revocation's epoch
+    /// (`elect revoke --fence`): every token below it is refused from then
+    /// on. Returns the mark it replaced (0 for none).
+    ///
+    /// Failure model: [`ResourceError::Fence`] if the fence refused
+    /// (`token` below its mark) or its store failed.
+    pub async fn advance(&self, token: Token) -> Result<u64, ResourceError> {
+        let name = resource_name()?;
+        let advanced = match self {
+            Resource::File(log) => log.fence.advance(&name, token).await?,
+            Resource::Sqlite(table) => table.fence.advance(&name, token).await?,
+            Resource::SqliteFenced(log) => log.fence.advance(&name, token).await?,
+        };
+        Ok(advanced.previous.map_or(0, epoch_of))
+    }
+}
+
 /// The records of the resource `spec` names, in resource order.
 pub async fn read_records(spec: &ResourceSpec) -> Result<Vec<Record>, ResourceError> {
     match spec {

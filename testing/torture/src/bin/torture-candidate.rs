@@ -39,10 +39,18 @@
 //! keep their keys apart), `unguarded` (make one write with a token
 //! from `election_core::unguarded`, history `unguarded`), `fdrop <ms>` (for
 //! that long, drop each write's future right after the write ran, before
-//! the fence returned: `Resource::write_then_drop`), `stall` (the next
-//! write waits 300 ms between its `write` line and the resource, so a
-//! SIGSTOP then freezes it mid-write), `exit` or end of input (resign if
-//! leading, exit 0).
+//! the fence returned: `Resource::write_then_drop`), `stall [ms]` (the
+//! next write waits that long, 300 ms by default, between its `write` line
+//! and the resource, so a SIGSTOP or a revoke then finds it mid-write),
+//! `transfer <identity> <window_ms>` (if leading: `Term::transfer` to that
+//! identity, recorded `resigned` like a resign, then campaign again; a
+//! transfer the core refuses before anything changed leaves the term
+//! going on), `priority <p>` (the priority of the next terms,
+//! `Candidate::with_priority`; above 0, a waiting candidate tells the
+//! holder with `Election::prefer` once it has waited half a TTL, and again
+//! every TTL, and every leader yields to a preferred candidate's request,
+//! `Term::transfer` to `Term::preferred().to` with a window of a TTL),
+//! `exit` or end of input (resign if leading, exit 0).
 //!
 //! `--hold-ms` sets the synchronous section of those writes (default: a
 //! quarter of the TTL).
@@ -224,7 +232,9 @@ enum Command {
     Close,
     Unguarded,
     DropWrites(u64),
-    Stall,
+    Stall(Duration),
+    Transfer(String, Duration),
+    Priority(u32),
     /// `exit` or the end of input.
     Exit,
     Unknown(String),
@@ -240,7 +250,19 @@ fn command(line: Option<String>) -> Command {
         (Some("cancel"), None, _) => Command::Cancel,
         (Some("close"), None, _) => Command::Close,
         (Some("unguarded"), None, _) => Command::Unguarded,
-        (Some("stall"), None, _) => Command::Stall,
+        (Some("stall"), None, _) => Command::Stall(STALL),
+        (Some("stall"), Some(ms), None) => match ms.parse() {
+            Ok(ms) => Command::Stall(Duration::from_millis(ms)),
+            Err(_) => Command::Unknown(line),
+        },
+        (Some("priority"), Some(p), None) => match p.parse() {
+            Ok(p) => Command::Priority(p),
+            Err(_) => Command::Unknown(line),
+        },
+        (Some("transfer"), Some(to), Some(ms)) if words.next().is_none() => match ms.parse() {
+            Ok(ms) if ms > 0 => Command::Transfer(to.to_owned(), Duration::from_millis(ms)),
+            _ => Command::Unknown(line),
+        },
         (Some("fdrop"), Some(ms), None) => match ms.parse() {
             Ok(ms) => Command::DropWrites(ms),
             Err(_) => Command::Unknown(line),
@@ -353,6 +375,15 @@ impl CloseSet {
             CloseSet::Claims(s) => s.close().await,
         }
     }
+}
+
+/// How a campaign ended.
+enum Campaigned<C: Claim> {
+    Elected(Term<C>),
+    /// Given another priority: campaign again with it.
+    Reprioritize,
+    /// Told to exit.
+    Exit,
 }
 
 /// What follows a term.
@@ -491,8 +522,13 @@ struct Ctx {
     writes: Writes,
     /// `fdrop`: drop each write's future after it ran, until then.
     drop_until: Option<tokio::time::Instant>,
-    /// `stall`: the next write stalls.
-    stall: bool,
+    /// `stall`: the next write stalls this long.
+    stall: Option<Duration>,
+    /// `priority`: the priority of the next terms (0: none).
+    priority: u32,
+    /// The run's TTL (a yield's window; how often a waiting candidate of
+    /// a priority says so).
+    ttl: Duration,
     mode: Mode,
     poll: Duration,
     write_every: Duration,
@@ -530,9 +566,11 @@ impl Ctx {
             Command::DropWrites(ms) => {
                 self.drop_until = Some(tokio::time::Instant::now() + Duration::from_millis(ms));
             }
-            Command::Stall => self.stall = true,
+            Command::Stall(d) => self.stall = Some(d),
+            Command::Priority(p) => self.priority = p,
             Command::Unguarded => self.writes.unguarded().await?,
-            Command::Resign | Command::Cancel | Command::Close => {} // no term
+            // No term.
+            Command::Resign | Command::Cancel | Command::Close | Command::Transfer(..) => {}
             Command::Unknown(line) => note(&format!("unknown command {line:?}")),
         }
         Ok(false)
@@ -681,30 +719,90 @@ impl Ctx {
         })
     }
 
-    /// Campaigns until elected (retrying transient failures); `None` if
-    /// told to exit first.
+    /// Hands `term` to `to` for `window` (`Term::transfer`); records how
+    /// it ended like a resign. False if the core refused before anything
+    /// changed (the term goes on).
+    async fn transfer<C: Claim>(
+        &self,
+        term: &Term<C>,
+        to: &str,
+        window: Duration,
+    ) -> Result<bool, CandidateError> {
+        let epoch = term.epoch().get();
+        let to = match Identity::new(to) {
+            Ok(to) => to,
+            Err(e) => {
+                note(&format!("transfer to {to:?} refused: {e}"));
+                return Ok(false);
+            }
+        };
+        self.announce(match term.transfer(&to, window).await {
+            Ok(()) => CandidateEvent::Resigned { epoch },
+            Err(election_core::Error::Config(e)) => {
+                note(&format!("transfer to {to} refused: {e}"));
+                return Ok(false);
+            }
+            Err(election_core::Error::Lost(lost)) => CandidateEvent::Lost {
+                epoch,
+                text: error_chain(&lost),
+            },
+            // The term is over either way (the attempt was closed).
+            Err(e) => CandidateEvent::Lost {
+                epoch,
+                text: format!("transfer failed: {}", error_chain(&e)),
+            },
+        })?;
+        Ok(true)
+    }
+
+    /// Campaigns until elected (retrying transient failures), told to
+    /// exit, or given another priority (the campaign is dropped, to begin
+    /// again with it).
     async fn campaign<C: Claim>(
         &mut self,
         candidate: &Candidate<C>,
-    ) -> Result<Option<Term<C>>, CandidateError> {
+        election: &Backend,
+    ) -> Result<Campaigned<C>, CandidateError> {
+        let me = Identity::new(self.writes.writer.as_str())?;
         loop {
             self.announce(CandidateEvent::Campaigning)?;
             let campaign = candidate.campaign();
             tokio::pin!(campaign);
+            // A candidate of a priority says so once it has waited half a
+            // TTL, then every TTL (the holder may have changed).
+            let prefer = tokio::time::sleep(self.ttl / 2);
+            tokio::pin!(prefer);
             let outcome = loop {
                 tokio::select! {
                     outcome = &mut campaign => break outcome,
-                    line = self.stdin.recv() => if self.idle_command(command(line)).await? {
-                        return Ok(None);
+                    line = self.stdin.recv() => match command(line) {
+                        Command::Priority(p) => {
+                            self.priority = p;
+                            if p != candidate.priority() {
+                                return Ok(Campaigned::Reprioritize);
+                            }
+                        }
+                        other => if self.idle_command(other).await? {
+                            return Ok(Campaigned::Exit);
+                        },
                     },
+                    () = &mut prefer => {
+                        if candidate.priority() > 0
+                            && let Err(e) =
+                                election.prefer(ELECTION, &me, candidate.priority()).await
+                        {
+                            note(&format!("prefer failed: {}", error_chain(&e)));
+                        }
+                        prefer.as_mut().reset(tokio::time::Instant::now() + self.ttl);
+                    }
                 }
             };
             match outcome {
-                Ok(term) => return Ok(Some(term)),
+                Ok(term) => return Ok(Campaigned::Elected(term)),
                 Err(e) if !e.is_permanent() => {
                     note(&format!("campaign failed, retrying: {}", error_chain(&e)));
                     if self.pause(self.poll).await? {
-                        return Ok(None);
+                        return Ok(Campaigned::Exit);
                     }
                 }
                 Err(e) => return Err(e.into()),
@@ -726,9 +824,19 @@ impl Ctx {
         let mut ticks = tokio::time::interval(self.write_every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut lost = false;
+        // A yield the core refused (the term goes on): not tried again.
+        let mut refused = false;
         loop {
             tokio::select! {
                 biased;
+                request = term.preferred(), if !lost && !refused => {
+                    // A preferred candidate waits: yield to it.
+                    if self.transfer(&term, request.to.as_str(), self.ttl).await? {
+                        return Ok(Next::Campaign);
+                    }
+                    // Refused before anything changed: not asked again.
+                    refused = true;
+                }
                 loss = term.lost(), if !lost => {
                     self.announce(CandidateEvent::Lost { epoch, text: error_chain(&loss) })?;
                     if self.mode == Mode::Safe {
@@ -760,6 +868,11 @@ impl Ctx {
                     Command::Cancel if !lost => {
                         return self.cancel_unsafe(term).await;
                     }
+                    Command::Transfer(to, window) if !lost => {
+                        if self.transfer(&term, &to, window).await? {
+                            return Ok(Next::Campaign);
+                        }
+                    }
                     other => {
                         self.idle_command(other).await?;
                     }
@@ -772,8 +885,8 @@ impl Ctx {
                     if self.mode == Mode::Safe && term.is_lost() {
                         continue;
                     }
-                    let how = if std::mem::take(&mut self.stall) {
-                        How::Stall(STALL)
+                    let how = if let Some(d) = self.stall.take() {
+                        How::Stall(d)
                     } else if self
                         .drop_until
                         .is_some_and(|until| tokio::time::Instant::now() < until)
@@ -791,12 +904,18 @@ impl Ctx {
     /// The whole life of the candidate on one backend.
     async fn drive<C: Claim>(
         &mut self,
-        candidate: Candidate<C>,
+        mut candidate: Candidate<C>,
         sets: &Sets<'_>,
     ) -> Result<(), CandidateError> {
         loop {
-            let Some(term) = self.campaign(&candidate).await? else {
-                return Ok(());
+            // `priority`: the next terms' priority.
+            if candidate.priority() != self.priority {
+                candidate = candidate.with_priority(self.priority);
+            }
+            let term = match self.campaign(&candidate, sets.backend).await? {
+                Campaigned::Elected(term) => term,
+                Campaigned::Reprioritize => continue,
+                Campaigned::Exit => return Ok(()),
             };
             match self.lead(term, sets).await? {
                 Next::Campaign => {}
@@ -835,7 +954,9 @@ async fn run(args: Args) -> Result<(), CandidateError> {
             seq: Arc::new(AtomicU64::new(0)),
         },
         drop_until: None,
-        stall: false,
+        stall: None,
+        priority: 0,
+        ttl: args.ttl.unwrap_or(Duration::from_millis(1500)),
         mode: args.mode,
         poll: args.poll,
         write_every: args.write_every,
@@ -1027,7 +1148,30 @@ mod tests {
             command(Some("unguarded".into())),
             Command::Unguarded
         ));
-        assert!(matches!(command(Some("stall".into())), Command::Stall));
+        assert!(matches!(
+            command(Some("stall".into())),
+            Command::Stall(STALL)
+        ));
+        assert!(matches!(
+            command(Some("stall 900".into())),
+            Command::Stall(d) if d == Duration::from_millis(900)
+        ));
+        assert!(matches!(
+            command(Some("transfer c2.1 1500".into())),
+            Command::Transfer(to, d) if to == "c2.1" && d == Duration::from_millis(1500)
+        ));
+        assert!(matches!(
+            command(Some("transfer c2.1 0".into())),
+            Command::Unknown(_)
+        ));
+        assert!(matches!(
+            command(Some("transfer c2.1 5 6".into())),
+            Command::Unknown(_)
+        ));
+        assert!(matches!(
+            command(Some("priority 3".into())),
+            Command::Priority(3)
+        ));
         assert!(matches!(
             command(Some("fdrop 4500".into())),
             Command::DropWrites(4500)

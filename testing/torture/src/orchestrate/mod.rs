@@ -72,7 +72,7 @@ pub trait Mix: Copy {
 /// Every kind of the default mixes, in the order a mix lists them: the
 /// schedule draws a fault by its index in the mix, so this order is part
 /// of what a seed reproduces.
-const MIX_ORDER: [Fault; 22] = {
+const MIX_ORDER: [Fault; 25] = {
     use Fault::*;
     [
         Kill,
@@ -99,6 +99,10 @@ const MIX_ORDER: [Fault; 22] = {
         // so their seeds) stay as they were.
         KeyDelete,
         Compact,
+        // Issue 45's, after every older kind for the same reason.
+        Transfer,
+        Revoke,
+        Prefer,
     ]
 };
 
@@ -158,6 +162,10 @@ impl Mix for Target {
             // `--lease-sets` mode only.
             Join | Leave => false,
             Kill | Stop | Resign | Cancel | Close | Unguarded => true,
+            // Every backend transfers (ADR 0112) and carries preferred
+            // candidates' requests.
+            Transfer | Prefer => true,
+            Revoke => self.revokes(),
             Clock => self.has_wall_clock(),
             RowDelete => self.has_lease_rows(),
             KeyDelete => self.has_election_keys(),
@@ -513,6 +521,8 @@ async fn inject_faults(plan: &Plan, running: &mut Running) -> Result<Ran, Error>
         rng: Rng::new(plan.seed),
         stop_for: plan.ttl + plan.ttl / 2,
         late_writers: 0,
+        operator: None,
+        priority_rounds: 0,
     };
     let mut ran = Ran::default();
     let started = Instant::now();
@@ -551,6 +561,14 @@ struct Injector<'a> {
     stop_for: Duration,
     /// The late writers of `fencefiles` and `fencerows` so far.
     late_writers: u32,
+    /// `revoke`'s operator: the orchestrator's own backend (opened on
+    /// first use, as `elect revoke` opens it) and the resource whose
+    /// fence it raises.
+    operator: Option<(election_url::Backend, crate::resource::Resource)>,
+    /// `prefer`'s rounds so far: each round's priorities are drawn above
+    /// every earlier round's, so that a term won in an earlier round (its
+    /// priority fixed when it campaigned) is below the waiters again.
+    priority_rounds: u64,
 }
 
 impl Injector<'_> {
@@ -633,6 +651,9 @@ impl Injector<'_> {
             Fault::RowDelete => self.row_delete(fault).await?,
             Fault::KeyDelete => self.key_delete(fault, writer).await?,
             Fault::Compact => self.compact(fault).await?,
+            Fault::Transfer => self.transfer(fault).await?,
+            Fault::Revoke => self.revoke(fault, writer).await?,
+            Fault::Prefer => self.prefer(fault).await?,
             Fault::FenceDrop => self.fence_drop(fault).await?,
             Fault::Recreate | Fault::MaxAge => self.bucket(fault).await?,
             Fault::Rollback => self.rollback(fault).await?,
@@ -1210,6 +1231,201 @@ impl Injector<'_> {
         Ok(())
     }
 
+    /// `transfer`: the leader hands its term to another live candidate,
+    /// to one SIGKILLed right after it was named (started again, with a
+    /// new identity, after a while), or to a ghost nobody is. Healed once
+    /// the successor leads, or the window (½–2 TTLs) and a TTL passed.
+    async fn transfer(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            candidates,
+            rng,
+            ..
+        } = self;
+        let log = logger(history);
+        let Some(leader) = candidates.leader() else {
+            return Ok(());
+        };
+        let ttl_ms = u64::try_from(plan.ttl.as_millis()).unwrap_or(u64::MAX / 4);
+        let window = Duration::from_millis(rng.range_ms(ttl_ms / 2, 2 * ttl_ms).max(1));
+        let others: Vec<usize> = (0..candidates.len()).filter(|&s| s != leader).collect();
+        // Half the time a live successor; a quarter each, one that dies
+        // and a ghost.
+        let pick = rng.below(4);
+        let successor = (!others.is_empty() && pick < 3).then(|| others[rng.index(others.len())]);
+        let (to, how) = match successor {
+            Some(slot) if pick < 2 => (candidates.writer(slot), "live"),
+            Some(slot) => (candidates.writer(slot), "dies"),
+            None => (format!("ghost-{}", rng.below(1000)), "ghost"),
+        };
+        // The holder as the candidates say now (the checker reads its
+        // history for the term's end).
+        let holder = candidates.writer(leader);
+        log(FaultEvent::fault_or_heal(
+            true,
+            fault,
+            &holder,
+            format!("to {to} {how} window {}ms", window.as_millis()),
+        ));
+        candidates
+            .send(leader, &format!("transfer {to} {}", window.as_millis()))
+            .await;
+        let sent = Instant::now();
+        if how == "dies"
+            && let Some(slot) = successor
+        {
+            candidates.kill(slot).await;
+            tokio::time::sleep(Duration::from_millis(rng.range_ms(50, 1000))).await;
+            let (w, pid) = candidates
+                .spawn(slot)
+                .map_err(io("respawn torture-candidate"))?;
+            log(FaultEvent::Spawn { writer: w, pid });
+        }
+        let until = sent + window + plan.ttl;
+        while Instant::now() < until {
+            if how == "live" && successor.is_some_and(|slot| candidates.leads(slot)) {
+                break;
+            }
+            candidates.next(until - Instant::now()).await;
+        }
+        let led = candidates
+            .leader()
+            .map_or_else(|| "none".to_owned(), |l| candidates.writer(l));
+        log(FaultEvent::fault_or_heal(
+            false,
+            fault,
+            &holder,
+            format!("then-led {led}"),
+        ));
+        Ok(())
+    }
+
+    /// `revoke`: the leader's next write stalls between its `write` line
+    /// and the fence; meanwhile the orchestrator revokes the term
+    /// (`Election::revoke`, its own backend opened as an operator) and
+    /// raises the resource's fence to the revocation's epoch, as `elect
+    /// revoke --fence` does; then the write resumes and must be refused.
+    /// Healed a TTL later. The heal's detail names the deposed term and
+    /// the revocation's epoch (`deposed <id> <epoch> revocation <epoch>`),
+    /// which the checker holds every later term above.
+    async fn revoke(&mut self, fault: Fault, writer: &str) -> Result<(), Error> {
+        if self.candidates.leader().is_none() {
+            return Ok(());
+        }
+        if self.operator.is_none() {
+            self.operator = Some(open_operator(self.plan, self.store).await?);
+        }
+        let Injector {
+            plan,
+            history,
+            candidates,
+            operator: Some((backend, resource)),
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        let log = logger(history);
+        let Some(leader) = candidates.leader() else {
+            return Ok(());
+        };
+        log(FaultEvent::fault_or_heal(true, fault, writer, ""));
+        // The write begins within a write interval (20 ms) and waits 1 s
+        // before the fence; the revoke and the fence's advance take a few
+        // milliseconds.
+        candidates.send(leader, "stall 1000").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let by = election_core::Identity::new("torture-operator").expect("a valid identity");
+        let revoked = election_core::Election::revoke(&*backend, ELECTION, &by)
+            .await
+            .map_err(|e| Error::Backend {
+                what: "revoke the term".into(),
+                reason: e.to_string(),
+            })?;
+        let detail = match revoked {
+            Some(r) => {
+                let epoch = r.revocation.epoch;
+                let fence = match resource.advance(fencing::Token::from_epoch(epoch)).await {
+                    Ok(previous) => format!("fence {}->{}", previous, epoch.get()),
+                    Err(e) => format!("fence-failed {}", e.to_string().replace(' ', "_")),
+                };
+                format!(
+                    "deposed {} {} revocation {} {fence}",
+                    r.deposed.identity,
+                    r.deposed.epoch.get(),
+                    epoch.get()
+                )
+            }
+            None => "nobody".to_owned(),
+        };
+        let until = Instant::now() + plan.ttl;
+        while Instant::now() < until {
+            candidates.next(until - Instant::now()).await;
+        }
+        log(FaultEvent::fault_or_heal(false, fault, writer, detail));
+        Ok(())
+    }
+
+    /// `prefer`: priorities flapping: 2–4 rounds of a TTL and a half, each
+    /// giving every candidate a random priority (4n+1 to 4n+4 in the run's
+    /// n-th round: the order among candidates flaps, and a term won in an
+    /// earlier round is below every waiter); a waiting candidate above 0
+    /// asks the holder (`Election::prefer`), a holder of a lower priority
+    /// yields to it. Healed with every priority back at 0; the heal's
+    /// detail lists who led after each round.
+    async fn prefer(&mut self, fault: Fault) -> Result<(), Error> {
+        let Injector {
+            plan,
+            history,
+            candidates,
+            rng,
+            priority_rounds,
+            ..
+        } = self;
+        let log = logger(history);
+        let rounds: Vec<Vec<u64>> = (0..rng.range_ms(2, 4))
+            .map(|_| {
+                let base = 4 * *priority_rounds;
+                *priority_rounds += 1;
+                (0..candidates.len())
+                    .map(|_| base + 1 + rng.below(4))
+                    .collect()
+            })
+            .collect();
+        let shown = rounds
+            .iter()
+            .map(|r| r.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
+            .collect::<Vec<_>>()
+            .join(";");
+        log(FaultEvent::fault_or_heal(true, fault, "priorities", &shown));
+        let mut led = Vec::new();
+        for priorities in &rounds {
+            for (slot, p) in priorities.iter().enumerate() {
+                candidates.send(slot, &format!("priority {p}")).await;
+            }
+            let until = Instant::now() + plan.ttl + plan.ttl / 2;
+            while Instant::now() < until {
+                candidates.next(until - Instant::now()).await;
+            }
+            led.push(
+                candidates
+                    .leader()
+                    .map_or_else(|| "none".to_owned(), |l| candidates.writer(l)),
+            );
+        }
+        for slot in 0..candidates.len() {
+            candidates.send(slot, "priority 0").await;
+        }
+        log(FaultEvent::fault_or_heal(
+            false,
+            fault,
+            "priorities",
+            format!("led {}", led.join(",")),
+        ));
+        Ok(())
+    }
+
     /// `compact`: the store's history compacted up to its revision now.
     async fn compact(&mut self, fault: Fault) -> Result<(), Error> {
         let Injector { history, store, .. } = self;
@@ -1361,6 +1577,40 @@ impl Injector<'_> {
         }
         Ok(())
     }
+}
+
+/// `revoke`'s operator: the store's backend opened as `elect revoke` opens
+/// it (an operator: nothing created) with the run's lease settings, and
+/// the run's resource, whose fence it raises.
+async fn open_operator(
+    plan: &Plan,
+    store: &Store,
+) -> Result<(election_url::Backend, crate::resource::Resource), Error> {
+    let url: election_url::BackendUrl = store.url().parse().map_err(|e| Error::Backend {
+        what: "parse the store's URL".into(),
+        reason: format!("{e}"),
+    })?;
+    let (settings, _) = candidate_testkit::open::usable_settings(
+        &url,
+        election_url::Settings {
+            ttl: Some(plan.ttl),
+            renew: Some(plan.renew),
+            grace: Some(plan.grace),
+            operator: true,
+            ..election_url::Settings::default()
+        },
+    );
+    let backend = url.open(&settings).await.map_err(|e| Error::Backend {
+        what: "open the store as an operator".into(),
+        reason: e.to_string(),
+    })?;
+    let resource = crate::resource::Resource::open(&plan.resource(), crate::resource::Mode::Safe)
+        .await
+        .map_err(|e| Error::Backend {
+            what: "open the resource".into(),
+            reason: e.to_string(),
+        })?;
+    Ok((backend, resource))
 }
 
 /// The end, once everything is healed: gives the group the promised time
