@@ -19,6 +19,11 @@
 //!   successor's claim compares its mod revision instead and deletes it,
 //!   with the next epoch as every win. The holder's renewal task watches
 //!   the transfer request key and reports requests.
+//! - **Revoked** (ADR 0111, [`EtcdElection::revoke`](crate::EtcdElection::revoke)):
+//!   every claim, the successor's too, also compares the revocation key's
+//!   create revision to 0, so nobody wins until etcd deletes it (its
+//!   lease, at least the deposed holder's TTL); the head of the waiters'
+//!   line watches it. The deposed holder's watch sees its key deleted.
 //! - **Close** (rule 4): revokes the attempt's lease in the background,
 //!   which deletes every key attached to it: the election key if a
 //!   dropped, cancelled or failed attempt still holds it, and its waiter
@@ -55,6 +60,8 @@ pub struct EtcdClaim {
     key: Vec<u8>,
     /// The handover key (ADR 0112).
     handover: Vec<u8>,
+    /// The revocation key (ADR 0111).
+    revocation: Vec<u8>,
 }
 
 /// One attempt of an [`EtcdClaim`]: its lease, its place in the waiters'
@@ -80,12 +87,14 @@ impl EtcdClaim {
     pub(crate) fn new(store: Arc<Store>, name: ElectionName, identity: Identity) -> Self {
         let key = store.election_key(&name);
         let handover = store.handover_key(&name);
+        let revocation = store.revocation_key(&name);
         EtcdClaim {
             store,
             name,
             identity,
             key,
             handover,
+            revocation,
         }
     }
 
@@ -246,8 +255,9 @@ impl Claim for EtcdClaim {
             put_op(&self.key, self.record(attempt), lease),
             delete_op(&waiter),
         ];
-        // Free, and no handover reserves it (ADR 0112); else read the
-        // handover, which may name this candidate.
+        // Free, no revocation stands (ADR 0111) and no handover reserves
+        // it (ADR 0112); else read the handover, which may name this
+        // candidate.
         let mut r = self
             .store
             .client
@@ -255,7 +265,11 @@ impl Claim for EtcdClaim {
                 "claim the election key",
                 Kind::Write,
                 TxnRequest {
-                    compare: vec![created_at(&self.key, 0), created_at(&self.handover, 0)],
+                    compare: vec![
+                        created_at(&self.key, 0),
+                        created_at(&self.revocation, 0),
+                        created_at(&self.handover, 0),
+                    ],
                     success: success.clone(),
                     failure: vec![range_op(&self.handover)],
                 },
@@ -283,6 +297,7 @@ impl Claim for EtcdClaim {
                     TxnRequest {
                         compare: vec![
                             created_at(&self.key, 0),
+                            created_at(&self.revocation, 0),
                             modified_at(&self.handover, handover.mod_revision),
                         ],
                         success,
@@ -337,7 +352,7 @@ impl Claim for EtcdClaim {
             return Ok(());
         };
         // Behind another waiter: a handover to this candidate wakes it too.
-        let mut handovers = if key != self.key && key != self.handover {
+        let mut handovers = if key != self.key && key != self.handover && key != self.revocation {
             match tokio::time::timeout_at(deadline, self.handover_watch()).await {
                 Err(_) | Ok(Err(())) => return Ok(()),
                 Ok(Ok(w)) => w,

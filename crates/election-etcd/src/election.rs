@@ -1,9 +1,11 @@
 //! [`EtcdElection`]: elections under one key prefix of an etcd cluster.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use election_core::{
-    Candidate, ConfigError, ElectionName, Handover, Identity, Leader, LeaseSet, TransferRequest,
+    Candidate, ConfigError, ElectionName, Handover, Identity, Leader, LeaseSet, Revocation,
+    Revoked, TransferRequest,
 };
 use futures::{Stream, StreamExt};
 
@@ -16,7 +18,7 @@ use crate::store::clients::{self, ClientKey};
 use crate::store::proto::EVENT_DELETE;
 use crate::store::proto::TxnRequest;
 use crate::store::record;
-use crate::store::{Store, created_at, put_op};
+use crate::store::{Store, created_at, delete_op, put_op};
 
 /// Elections under one key prefix of an etcd v3 cluster (one member, or
 /// three or five).
@@ -36,8 +38,13 @@ use crate::store::{Store, created_at, put_op};
 /// claim compares the handover's mod revision and deletes it; the next
 /// epoch as every win). A transfer request
 /// ([`request_transfer`](Self::request_transfer)) is `<prefix>/t/<name>`,
-/// put with the holder's lease; the holder watches it. Revoke is not
-/// supported.
+/// put with the holder's lease; the holder watches it.
+///
+/// A revoke ([`revoke`](Self::revoke), ADR 0111) deletes the election key
+/// and puts `<prefix>/r/<name>` in one transaction conditioned on the
+/// term's epoch; that transaction's revision is the revocation's epoch.
+/// Its lease lasts at least the deposed holder's TTL, and no claim wins
+/// while it stands.
 ///
 /// ```no_run
 /// use election_etcd::{EtcdElection, EtcdOptions};
@@ -500,6 +507,155 @@ impl EtcdElection {
     }
 }
 
+impl EtcdElection {
+    /// Revokes the current term of election `name` on behalf of `by`
+    /// ([`Election::revoke`](election_core::Election::revoke), ADR 0111).
+    ///
+    /// Reads the election key and the TTL the holder's lease was granted
+    /// with (`LeaseTimeToLive`); grants a new lease of the longer of that
+    /// and this election's TTL (whole seconds, rounded up); then one
+    /// transaction, if the key's create revision is still the holder's
+    /// epoch: delete the election key and put the revocation key
+    /// `<prefix>/r/<name>` (who asked, when) with the new lease. That
+    /// transaction's revision is the revocation's epoch: above the
+    /// holder's, and below any later term's, since etcd's revision grows
+    /// across the cluster. The new lease is then kept alive once, so its
+    /// TTL counts from after the transaction (should that keep-alive
+    /// fail, the deposed holder's margin, a tenth of its TTL, still covers
+    /// the round trip between the grant and the transaction).
+    ///
+    /// The deposed holder's watch sees its key deleted and reports the
+    /// loss; its renewal fails on the read that follows a keep-alive; a
+    /// holder cut off from etcd loses at its validity, which ends before
+    /// etcd deletes the revocation key. Every claim requires that key
+    /// absent, so nobody wins before the deposed lease could have run out
+    /// (rule 2); the head of the waiters' line watches it and claims once
+    /// etcd deletes it, with an epoch above the revocation's.
+    ///
+    /// `Ok(None)`: no term holds the name (also while a handover or a
+    /// revocation stands; nothing is written). If the term changed
+    /// between the read and the transaction, the new term is revoked
+    /// (`Unavailable` after four such races).
+    ///
+    /// Cancel safety: not cancel safe: cancelled after the transaction was
+    /// sent, the revocation may or may not have been stored (read
+    /// [`revocation`](Self::revocation)); a lease granted for nothing runs
+    /// out by itself. Failure model: `Config` for a bad name;
+    /// `Unavailable`, `OutcomeUnknown` (the transaction sent, no answer);
+    /// `CorruptValue` for a value this crate did not write.
+    ///
+    /// ```no_run
+    /// use election_core::Identity;
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// if let Some(r) = election.revoke("jobs", &Identity::new("ops/alice")?).await? {
+    ///     println!("{} deposed; fence at {}", r.deposed.identity, r.revocation.epoch);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn revoke(&self, name: &str, by: &Identity) -> Result<Option<Revoked>, Error> {
+        let name = ElectionName::new(name)?;
+        let key = self.store.election_key(&name);
+        let revocation_key = self.store.revocation_key(&name);
+        let client = &self.store.client;
+        let own_ttl = {
+            let ttl = self.store.options.ttl();
+            ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)
+        };
+        let own_ttl = i64::try_from(own_ttl).unwrap_or(i64::MAX);
+        for _ in 0..4 {
+            let (_, kv) = client.range(&key, Kind::Read).await?;
+            let Some(kv) = kv else {
+                return Ok(None);
+            };
+            let mut deposed = record::leader_of(&kv)?;
+            // The deposed lease's TTL as granted (a holder elsewhere may
+            // have another TTL than ours); a lease gone took the key.
+            let holder_ttl = if kv.lease == 0 {
+                own_ttl // put by hand without a lease
+            } else {
+                match client.granted_ttl(kv.lease).await? {
+                    Some(ttl) => ttl,
+                    None => continue,
+                }
+            };
+            deposed.ttl = u64::try_from(holder_ttl).ok().map(Duration::from_secs);
+            let lease = client.grant(holder_ttl.max(own_ttl)).await?;
+            let at = SystemTime::now();
+            let r = client
+                .txn(
+                    "revoke the term",
+                    Kind::Write,
+                    TxnRequest {
+                        compare: vec![created_at(&key, kv.create_revision)],
+                        success: vec![
+                            delete_op(&key),
+                            put_op(&revocation_key, record::encode_revocation(by, at), lease),
+                        ],
+                        failure: vec![],
+                    },
+                )
+                .await?;
+            if !r.succeeded {
+                // Another term, or none: the lease holds nothing.
+                if let Err(e) = client.revoke(lease).await {
+                    tracing::debug!(%name, error = %e, "an unused lease was not revoked; it runs out");
+                }
+                continue;
+            }
+            let revision = r.header.map_or(0, |h| h.revision);
+            let epoch = record::epoch_of(&revocation_key, revision)?;
+            // Its TTL from now: the deposed holder's validity was counted
+            // from a keep-alive sent before the transaction.
+            if let Err(e) = client.keep_alive(lease).await {
+                tracing::debug!(%name, error = %e, "the revocation's lease was not kept alive");
+            }
+            return Ok(Some(Revoked::new(
+                deposed,
+                Revocation::new(by.clone(), epoch, Some(at)),
+            )));
+        }
+        Err(Error::Unavailable {
+            what: "revoke the term",
+            source: Some("the term changed before every try of the transaction".into()),
+        })
+    }
+
+    /// The revocation that stands on `name` now, if any
+    /// ([`Election::revocation`](election_core::Election::revocation), ADR
+    /// 0111): the revocation key, its epoch its mod revision. It stands
+    /// until etcd deletes it (its lease: at least the deposed holder's
+    /// TTL); no term begins before, and a revoked name no term followed is
+    /// shown as nobody leading afterwards.
+    ///
+    /// Cancel safety: cancel safe (one read). Failure model: as
+    /// [`leader`](Self::leader)'s.
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// if let Some(r) = election.revocation("jobs").await? {
+    ///     println!("jobs: {r}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn revocation(&self, name: &str) -> Result<Option<Revocation>, Error> {
+        let name = ElectionName::new(name)?;
+        let (_, kv) = self
+            .store
+            .client
+            .range(&self.store.revocation_key(&name), Kind::Read)
+            .await?;
+        kv.map(|kv| record::revocation_of(&kv)).transpose()
+    }
+}
+
 fn same_term(a: &Option<Leader>, b: &Option<Leader>) -> bool {
     match (a, b) {
         (None, None) => true,
@@ -567,6 +723,24 @@ impl election_core::Election for EtcdElection {
     ) -> Result<Option<TransferRequest>, election_core::Error> {
         let name_ = ElectionName::new(name)?;
         EtcdElection::prefer(self, name, candidate, priority)
+            .await
+            .map_err(|e| e.into_core(&name_))
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &Identity,
+    ) -> Result<Option<Revoked>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        EtcdElection::revoke(self, name, by)
+            .await
+            .map_err(|e| e.into_core(&name_))
+    }
+
+    async fn revocation(&self, name: &str) -> Result<Option<Revocation>, election_core::Error> {
+        let name_ = ElectionName::new(name)?;
+        EtcdElection::revocation(self, name)
             .await
             .map_err(|e| e.into_core(&name_))
     }

@@ -191,6 +191,7 @@ impl EtcdKeyedClaims {
             return Ok(Claimed::HeldBy(Some(holder.clone())));
         }
         let k = self.key_of(key);
+        let revocation = self.store.revocation_key(key);
         let value = ClaimRecord {
             identity: self.identity.clone(),
             nonce: self.nonce,
@@ -209,7 +210,8 @@ impl EtcdKeyedClaims {
                 "claim a key",
                 Kind::Write,
                 TxnRequest {
-                    compare: vec![created_at(&k, 0)],
+                    // Not while a revocation of the key stands (ADR 0111).
+                    compare: vec![created_at(&k, 0), created_at(&revocation, 0)],
                     success: vec![put_op(&k, value, lease)],
                     failure: vec![range_op(&k)],
                 },

@@ -33,6 +33,14 @@
 //! A candidate that finds the key held puts a waiter key with its lease
 //! and watches the waiter ahead of it; the first in line watches the
 //! election key. A release (or an expiry) wakes that one only.
+//!
+//! # Revoke
+//!
+//! [`EtcdElection::revoke`] ends the current term from outside (ADR
+//! 0111): one transaction on the term's epoch deletes the election key
+//! and puts a revocation key whose lease lasts at least the deposed
+//! holder's TTL; its revision is the revocation's epoch, for fences. No
+//! claim wins while it stands.
 // Lints: [workspace.lints] in the root Cargo.toml, the one place (ADR 0056).
 
 // The one layout of every backend (ADR 0059): the façade, the claim,

@@ -3,8 +3,8 @@
 //! validity counted from the monotonic instant before the keep-alive was
 //! sent (`renew_until_lost` takes it), never from the TTL etcd reports;
 //! then a read of the election key, which must still be this term's. A
-//! watch of the key beside it reports a delete (by hand, or a revoked
-//! lease) at once, and a watch of the transfer request key reports
+//! watch of the key beside it reports a delete (by hand, a revoked lease
+//! or an operator's revoke, ADR 0111) at once, and a watch of the transfer request key reports
 //! requests (ADR 0112).
 
 use std::sync::Arc;

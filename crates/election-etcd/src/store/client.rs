@@ -15,8 +15,8 @@ use crate::error::{Cause, Error};
 use crate::store::proto::{
     AuthenticateRequest, AuthenticateResponse, KeyValue, LeaseGrantRequest, LeaseGrantResponse,
     LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseRevokeRequest, LeaseRevokeResponse,
-    RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse, WatchCreateRequest,
-    WatchRequest, WatchRequestUnion, WatchResponse,
+    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, RangeRequest, RangeResponse, ResponseHeader,
+    TxnRequest, TxnResponse, WatchCreateRequest, WatchRequest, WatchRequestUnion, WatchResponse,
 };
 
 /// A user name and password for etcd's authentication.
@@ -443,6 +443,38 @@ impl Client {
                 .is_some_and(|s| s.code() == Code::NotFound) =>
             {
                 Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The TTL `lease` was granted with, in whole seconds (as the server
+    /// set it: etcd may raise a TTL below its minimum); `None` if etcd no
+    /// longer knows the lease (it expired or was revoked).
+    pub(crate) async fn granted_ttl(&self, lease: i64) -> Result<Option<i64>, Error> {
+        let r: Result<LeaseTimeToLiveResponse, Error> = self
+            .unary(
+                "/etcdserverpb.Lease/LeaseTimeToLive",
+                "read a lease's TTL",
+                Kind::Read,
+                LeaseTimeToLiveRequest {
+                    id: lease,
+                    keys: false,
+                },
+            )
+            .await;
+        match r {
+            Ok(r) => {
+                self.check(r.header.as_ref())?;
+                Ok((r.ttl >= 0 && r.granted_ttl > 0).then_some(r.granted_ttl))
+            }
+            Err(Error::Unavailable {
+                source: Some(s), ..
+            }) if s
+                .downcast_ref::<Status>()
+                .is_some_and(|s| s.code() == Code::NotFound) =>
+            {
+                Ok(None)
             }
             Err(e) => Err(e),
         }

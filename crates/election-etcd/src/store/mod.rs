@@ -37,6 +37,11 @@ impl Store {
         record::handover_key(self.options.key_prefix(), name)
     }
 
+    /// The revocation key of `name` (ADR 0111).
+    pub(crate) fn revocation_key(&self, name: &ElectionName) -> Vec<u8> {
+        record::revocation_key(self.options.key_prefix(), name)
+    }
+
     /// Who holds `name` now, read linearizably.
     pub(crate) async fn leader(&self, name: &ElectionName) -> Result<Option<Leader>, Error> {
         let (_, kv) = self

@@ -318,6 +318,32 @@ pub(crate) struct LeaseKeepAliveResponse {
     pub(crate) ttl: i64,
 }
 
+/// `etcdserverpb.LeaseTimeToLiveRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct LeaseTimeToLiveRequest {
+    #[prost(int64, tag = "1")]
+    pub(crate) id: i64,
+    #[prost(bool, tag = "2")]
+    pub(crate) keys: bool,
+}
+
+/// `etcdserverpb.LeaseTimeToLiveResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct LeaseTimeToLiveResponse {
+    #[prost(message, optional, tag = "1")]
+    pub(crate) header: Option<ResponseHeader>,
+    #[prost(int64, tag = "2")]
+    pub(crate) id: i64,
+    /// The lease's remaining TTL in seconds; -1: no such lease (expired
+    /// or revoked).
+    #[prost(int64, tag = "3")]
+    pub(crate) ttl: i64,
+    /// The TTL the lease was granted with (as the server set it), in
+    /// seconds.
+    #[prost(int64, tag = "4")]
+    pub(crate) granted_ttl: i64,
+}
+
 /// `etcdserverpb.AuthenticateRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct AuthenticateRequest {

@@ -6,7 +6,9 @@
 //! its waiter key in the same transaction, which wakes the next one. While
 //! a handover reserves the name for another candidate (ADR 0112), the head
 //! watches the handover key instead: etcd deletes it when its window ends
-//! (its lease), or the successor's claim does.
+//! (its lease), or the successor's claim does. While a revocation stands
+//! (ADR 0111), the head watches the revocation key: etcd deletes it when
+//! its lease ends, once the deposed holder's lease could have run out.
 
 use election_core::{ElectionName, Identity};
 
@@ -82,7 +84,14 @@ pub(crate) async fn ahead(
     let key = store.election_key(name);
     let (revision, kv) = store.client.range(&key, Kind::Read).await?;
     if kv.is_none() {
-        // Free, unless a handover reserves it for another candidate.
+        // Free, unless a revocation stands (nobody may claim) ...
+        let revocation = store.revocation_key(name);
+        let (revision, kv) = store.client.range(&revocation, Kind::Read).await?;
+        if kv.is_some() {
+            let watch = store.client.watch(&revocation, &[], revision + 1).await?;
+            return Ok(Ahead::Watching(revocation, Box::new(watch)));
+        }
+        // ... or a handover reserves it for another candidate.
         let handover = store.handover_key(name);
         let (revision, kv) = store.client.range(&handover, Kind::Read).await?;
         return match kv {

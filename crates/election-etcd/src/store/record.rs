@@ -15,6 +15,13 @@
 //! - `<prefix>/t/<name>`: the latest transfer request of the term that
 //!   holds `name`, put with the holder's lease (it goes with the term) in
 //!   a transaction conditioned on the term's epoch; the holder watches it.
+//! - `<prefix>/r/<name>`: a revocation (ADR 0111), put by
+//!   [`EtcdElection::revoke`](crate::EtcdElection::revoke) in the
+//!   transaction that deletes the holder's election key (conditioned on
+//!   its create revision), with a lease of its own whose TTL is at least
+//!   the deposed holder's: etcd deletes it once the deposed lease could
+//!   have run out. Its mod revision (that transaction's revision) is the
+//!   revocation's epoch. Every claim compares its create revision to 0.
 //!
 //! Names never contain `/` (`ElectionName`), so one name's keys never
 //! share a prefix with another's.
@@ -22,7 +29,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use election_core::{
-    ElectionName, Epoch, Handover, Identity, Leader, LeaderValue, TransferRequest,
+    ElectionName, Epoch, Handover, Identity, Leader, LeaderValue, Revocation, TransferRequest,
 };
 
 use crate::error::Error;
@@ -56,6 +63,60 @@ pub(crate) fn handover_key(prefix: &str, name: &ElectionName) -> Vec<u8> {
 /// The transfer request key of `name` (ADR 0112).
 pub(crate) fn request_key(prefix: &str, name: &ElectionName) -> Vec<u8> {
     format!("{prefix}/t/{}", name.as_str()).into_bytes()
+}
+
+/// The revocation key of `name` (ADR 0111).
+pub(crate) fn revocation_key(prefix: &str, name: &ElectionName) -> Vec<u8> {
+    format!("{prefix}/r/{}", name.as_str()).into_bytes()
+}
+
+/// The first bytes of a revocation's value.
+const REVOCATION_MAGIC: &str = "election-etcd/revoked/1";
+
+/// A revocation's value: `magic at_ms by_len\n` then `by`. Its epoch is
+/// not in it: it is the key's mod revision, the revision of the
+/// transaction that wrote it (unknown before it lands).
+pub(crate) fn encode_revocation(by: &Identity, at: SystemTime) -> Vec<u8> {
+    let ms = at
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_millis()).ok())
+        .unwrap_or(0);
+    let mut out = format!("{REVOCATION_MAGIC} {ms} {}\n", by.as_str().len()).into_bytes();
+    out.extend_from_slice(by.as_str().as_bytes());
+    out
+}
+
+/// The revocation a revocation key shows: who asked and when from its
+/// value, its epoch from its mod revision.
+pub(crate) fn revocation_of(kv: &KeyValue) -> Result<Revocation, Error> {
+    let corrupt = |detail: &str| Error::CorruptValue {
+        key: String::from_utf8_lossy(&kv.key).into_owned(),
+        detail: detail.to_owned(),
+    };
+    let text = std::str::from_utf8(&kv.value).map_err(|_| corrupt("not UTF-8"))?;
+    let (head, rest) = text
+        .split_once('\n')
+        .ok_or_else(|| corrupt("no header line"))?;
+    let mut fields = head.split(' ');
+    if fields.next() != Some(REVOCATION_MAGIC) {
+        return Err(corrupt("not a value election-etcd wrote"));
+    }
+    let mut number = |what: &str| {
+        fields
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .ok_or_else(|| corrupt(what))
+    };
+    let ms = number("no time")?;
+    let len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
+    let by = rest.get(..len).ok_or_else(|| corrupt("short identity"))?;
+    let by = Identity::new(by).map_err(|_| corrupt("bad identity"))?;
+    let epoch = Epoch::from_i64(kv.mod_revision)
+        .filter(|e| e.is_term())
+        .ok_or_else(|| corrupt("a mod revision that is no epoch"))?;
+    let at = (ms > 0).then(|| UNIX_EPOCH + Duration::from_millis(ms));
+    Ok(Revocation::new(by, epoch, at))
 }
 
 /// The first bytes of a handover's value.
@@ -349,6 +410,43 @@ mod tests {
         let name = ElectionName::new("jobs").unwrap();
         assert_eq!(handover_key("p", &name), b"p/h/jobs".to_vec());
         assert_eq!(request_key("p", &name), b"p/t/jobs".to_vec());
+    }
+
+    #[test]
+    fn a_revocation_reads_back_with_its_mod_revision_as_epoch() {
+        let name = ElectionName::new("jobs").unwrap();
+        assert_eq!(revocation_key("p", &name), b"p/r/jobs".to_vec());
+        let by = Identity::new("ops/alice b").unwrap();
+        let at = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+        let kv = KeyValue {
+            key: revocation_key("p", &name),
+            value: encode_revocation(&by, at),
+            create_revision: 9,
+            mod_revision: 12,
+            ..Default::default()
+        };
+        let r = revocation_of(&kv).unwrap();
+        assert_eq!((r.by, r.epoch.get_i64(), r.at), (by, 12, Some(at)));
+        for bad in [
+            &b""[..],
+            b"election-etcd/revoked/1 1 9\nab",
+            b"election-etcd/1 1 2 1 -\na",
+        ] {
+            let kv = KeyValue {
+                value: bad.to_vec(),
+                mod_revision: 3,
+                ..Default::default()
+            };
+            assert!(matches!(
+                revocation_of(&kv),
+                Err(Error::CorruptValue { .. })
+            ));
+        }
+        let zero = KeyValue {
+            mod_revision: 0,
+            ..kv
+        };
+        assert!(revocation_of(&zero).is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use election_testkit::conformance::{Backend, Observed, observe_election};
 
 use crate::common;
 
-struct Etcd {
+pub(crate) struct Etcd {
     endpoint: String,
     prefix: String,
 }
@@ -19,6 +19,14 @@ impl Etcd {
     fn shared() -> Self {
         Etcd {
             endpoint: common::shared(),
+            prefix: common::prefix("conformance"),
+        }
+    }
+
+    /// The backend at `endpoints` (a cluster's, comma-separated).
+    pub(crate) fn at(endpoints: String) -> Self {
+        Etcd {
+            endpoint: endpoints,
             prefix: common::prefix("conformance"),
         }
     }
@@ -73,6 +81,23 @@ impl Backend for Etcd {
     ) -> Option<Result<Option<election_core::TransferRequest>, Error>> {
         let election = self.election().await.ok()?;
         Some(election_core::Election::prefer(&election, name, candidate, priority).await)
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &election_core::Identity,
+    ) -> Option<Result<Option<election_core::Revoked>, Error>> {
+        let election = self.election().await.ok()?;
+        Some(election_core::Election::revoke(&election, name, by).await)
+    }
+
+    async fn revocation(
+        &self,
+        name: &str,
+    ) -> Option<Result<Option<election_core::Revocation>, Error>> {
+        let election = self.election().await.ok()?;
+        Some(election_core::Election::revocation(&election, name).await)
     }
 
     async fn handover(&self, name: &str) -> Option<Result<Option<election_core::Handover>, Error>> {

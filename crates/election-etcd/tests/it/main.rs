@@ -9,5 +9,6 @@ mod common;
 mod conformance;
 mod faults;
 mod fence;
+mod revoke;
 mod transfer;
 mod waiters;
