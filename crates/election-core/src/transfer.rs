@@ -98,7 +98,8 @@ impl TransferRequest {
     /// let id = Identity::new("zone-a/1")?;
     /// let r = TransferRequest::new(id.clone(), id, Epoch::FIRST, None).with_priority(10);
     /// assert_eq!(r.priority, Some(10));
-    /// assert_eq!(r.to_string(), "hand the term of epoch 1 to zone-a/1 (preferred, priority 10)");
+    /// let shown = format!("hand the term of epoch {} to zone-a/1 (preferred, priority 10)", Epoch::FIRST);
+    /// assert_eq!(r.to_string(), shown);
     /// # Ok(()) }
     /// ```
     pub fn with_priority(mut self, priority: u32) -> TransferRequest {
