@@ -323,19 +323,20 @@ impl Kind {
     }
 
     /// Whether an operator can revoke a term through the backend's
-    /// `Election::revoke` (ADR 0111: every backend but etcd, whose revoke
-    /// says `ConfigError::Unsupported` today). A driver that revokes
-    /// still refuses an `Unsupported` answer loudly, so a backend that
-    /// gains or loses revoke is noticed here.
+    /// `Election::revoke` (ADR 0111: every backend, etcd since its revoke
+    /// key). A driver that revokes still refuses an `Unsupported` answer
+    /// loudly, so a backend that loses revoke is noticed here.
     ///
     /// ```
     /// use backend_kit::Kind;
     ///
-    /// assert!(Kind::File.revokes());
-    /// assert!(Kind::ALL.iter().filter(|k| k.is_replicated()).all(|k| k.revokes()));
+    /// assert!(Kind::ALL.iter().all(|k| k.revokes()));
     /// ```
     pub fn revokes(self) -> bool {
-        !matches!(self, Kind::Etcd)
+        match self {
+            Kind::File | Kind::Sqlite | Kind::Postgres => true,
+            Kind::Nats | Kind::NatsCluster | Kind::Etcd => true,
+        }
     }
 
     /// Whether the deployment is one server a driver can kill and start
