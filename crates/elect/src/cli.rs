@@ -183,7 +183,7 @@ Examples:
   elect run --slots 3 --name encoders -- ./encode.sh         # at most 3 at once; ELECTION_SLOT=0..2
   elect run -v --nats-token-file /run/secrets/nats --backend nats://n1:4222 --name x -- ./x"
     )]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print who leads NAME now (identity, epoch, since when), or "no leader".
     #[command(after_help = "\
 Examples:
