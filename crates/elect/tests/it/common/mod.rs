@@ -534,6 +534,15 @@ pub(crate) fn now_ms() -> u64 {
         .expect("before the year 584 million")
 }
 
+/// Whether a text `leader` line shows `identity` leading `name` in a term
+/// below `epoch`.
+fn earlier_term_of(line: &str, name: &str, identity: &str, epoch: u64) -> bool {
+    line.strip_prefix(&format!("{name}: led by {identity} in term "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|e| e.parse::<u64>().ok())
+        .is_some_and(|e| e < epoch)
+}
+
 /// Checks a text `leader` line: `NAME: led by ID in term N` with an
 /// optional ` (since <UTC>)`.
 pub(crate) fn assert_led_by(line: &str, name: &str, identity: &str, epoch: u64) {
@@ -853,12 +862,23 @@ pub(crate) async fn observe_output(b: &Setup, vacancy_first: bool) {
     // as pending (the same identity and term) before it leads.
     let mut pendings = 0;
     let mut led = text.out_line().await;
+    // A claim whose answer was lost (a statement cut off under load) is
+    // tried again, and wins a later term: the earlier one, held by the
+    // same candidate for an instant, may be printed first, in order.
+    while earlier_term_of(&led, name, "a", s.epoch) {
+        led = text.out_line().await;
+    }
     if led.starts_with(&format!("{name}: pending: a in term {} ", s.epoch)) {
         pendings += 1;
         led = text.out_line().await;
     }
     assert_led_by(&led, name, "a", s.epoch);
     let mut led = json(&json_.out_line().await);
+    while led["leader"]["identity"] == "a"
+        && led["leader"]["epoch"].as_u64().is_some_and(|e| e < s.epoch)
+    {
+        led = json(&json_.out_line().await);
+    }
     if led["pending"]["identity"] == "a" {
         assert_eq!(led["pending"]["epoch"], s.epoch, "{led}");
         pendings += 1;
