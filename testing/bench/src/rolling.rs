@@ -168,11 +168,11 @@ impl Deploy<'_> {
         let mut leader = "v1-0".to_owned();
         let mut new: Vec<Replica> = Vec::new();
         let mut gaps = Vec::new();
-        for k in 0..3 {
+        for (k, slot) in old.iter_mut().enumerate() {
             // A waiting old replica leaves; the leading one stays until it
             // hands over (it exits by itself then).
-            if old[k].as_ref().is_some_and(|r| r.id != leader)
-                && let Some(mut waiting) = old[k].take()
+            if slot.as_ref().is_some_and(|r| r.id != leader)
+                && let Some(mut waiting) = slot.take()
             {
                 signal(&waiting.child, Signal::SIGTERM)?;
                 waiting.child.wait()?;
