@@ -445,16 +445,13 @@ impl EtcdElection {
                 return Ok(None);
             };
             let leader = record::leader_of(&kv)?;
-            let request = TransferRequest::new(
+            let mut request = TransferRequest::new(
                 to.clone(),
                 by.clone(),
                 leader.epoch,
                 Some(std::time::SystemTime::now()),
             );
-            let request = match priority {
-                Some(p) => request.with_priority(p),
-                None => request,
-            };
+            request.priority = priority;
             let r = self
                 .store
                 .client

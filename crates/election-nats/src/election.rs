@@ -759,16 +759,13 @@ impl NatsElection {
             if let Some(r) = asked.as_ref().filter(|r| r.epoch == leader.epoch) {
                 return Ok(Some(r.clone()));
             }
-            let request = election_core::TransferRequest::new(
+            let mut request = election_core::TransferRequest::new(
                 to.clone(),
                 by.clone(),
                 leader.epoch,
                 Some(std::time::SystemTime::now()),
             );
-            let request = match priority {
-                Some(p) => request.with_priority(p),
-                None => request,
-            };
+            request.priority = priority;
             let put = self.conn.kv.put(&rkey, record::encode_request(&request));
             match tokio::time::timeout(timeout, put).await {
                 Ok(Ok(_)) => asked = Some(request),

@@ -1032,6 +1032,39 @@ fn vacate(reg: &mut Registry, key: &ElectionName, attempt: u64) {
     }
 }
 
+impl MemoryBackend {
+    /// What `request_transfer` and `prefer` share: the request of `by`
+    /// (with `priority`, a preferred candidate's) recorded on the holding
+    /// of `name` and reported to its watch; `None` with no holder.
+    async fn store_request(
+        &self,
+        name: &str,
+        to: &Identity,
+        by: &Identity,
+        priority: Option<u32>,
+    ) -> Result<Option<TransferRequest>, Error> {
+        let name = ElectionName::new(name)?;
+        tokio::task::yield_now().await;
+        self.fault(Step::Leader, &name)?;
+        let mut reg = self.lock();
+        let Some(holding) = reg.slots.get_mut(&name).and_then(|s| s.holder.as_mut()) else {
+            return Ok(None);
+        };
+        let mut request = TransferRequest::new(
+            to.clone(),
+            by.clone(),
+            holding.epoch,
+            Some(SystemTime::now()),
+        );
+        request.priority = priority;
+        holding.transfer = Some(request.clone());
+        if let Some(Reporter::Term(r)) = &holding.reporter {
+            r.transfer_requested(request.clone());
+        }
+        Ok(Some(request))
+    }
+}
+
 /// The memory backend as an [`Election`](election_core::Election): claims,
 /// the holder as `leader`, lease sets over [`MemoryKeys`].
 impl election_core::Election for MemoryBackend {
@@ -1120,24 +1153,7 @@ impl election_core::Election for MemoryBackend {
         to: &Identity,
         by: &Identity,
     ) -> Result<Option<TransferRequest>, Error> {
-        let name = ElectionName::new(name)?;
-        tokio::task::yield_now().await;
-        self.fault(Step::Leader, &name)?;
-        let mut reg = self.lock();
-        let Some(holding) = reg.slots.get_mut(&name).and_then(|s| s.holder.as_mut()) else {
-            return Ok(None);
-        };
-        let request = TransferRequest::new(
-            to.clone(),
-            by.clone(),
-            holding.epoch,
-            Some(SystemTime::now()),
-        );
-        holding.transfer = Some(request.clone());
-        if let Some(Reporter::Term(r)) = &holding.reporter {
-            r.transfer_requested(request.clone());
-        }
-        Ok(Some(request))
+        self.store_request(name, to, by, None).await
     }
 
     /// As `request_transfer`, from `candidate` itself, with `priority`.
@@ -1147,25 +1163,8 @@ impl election_core::Election for MemoryBackend {
         candidate: &Identity,
         priority: u32,
     ) -> Result<Option<TransferRequest>, Error> {
-        let name = ElectionName::new(name)?;
-        tokio::task::yield_now().await;
-        self.fault(Step::Leader, &name)?;
-        let mut reg = self.lock();
-        let Some(holding) = reg.slots.get_mut(&name).and_then(|s| s.holder.as_mut()) else {
-            return Ok(None);
-        };
-        let request = TransferRequest::new(
-            candidate.clone(),
-            candidate.clone(),
-            holding.epoch,
-            Some(SystemTime::now()),
-        )
-        .with_priority(priority);
-        holding.transfer = Some(request.clone());
-        if let Some(Reporter::Term(r)) = &holding.reporter {
-            r.transfer_requested(request.clone());
-        }
-        Ok(Some(request))
+        self.store_request(name, candidate, candidate, Some(priority))
+            .await
     }
 
     async fn handover(&self, name: &str) -> Result<Option<Handover>, Error> {

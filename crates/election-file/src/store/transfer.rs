@@ -78,11 +78,9 @@ fn parse(text: &str) -> Option<TransferRequest> {
             _ => {}
         }
     }
-    let request = TransferRequest::new(to?, by?, epoch?, at);
-    Some(match priority {
-        Some(p) => request.with_priority(p),
-        None => request,
-    })
+    let mut request = TransferRequest::new(to?, by?, epoch?, at);
+    request.priority = priority;
+    Some(request)
 }
 
 /// Asks the term that holds the claim of `paths` to hand it to `to`, on
@@ -122,11 +120,9 @@ pub(crate) fn request(
     if term.revoked || term.handover.is_some() {
         return Ok(None);
     }
-    let request = TransferRequest::new(to.clone(), by.clone(), term.epoch, Some(SystemTime::now()));
-    let request = match priority {
-        Some(p) => request.with_priority(p),
-        None => request,
-    };
+    let mut request =
+        TransferRequest::new(to.clone(), by.clone(), term.epoch, Some(SystemTime::now()));
+    request.priority = priority;
     let written = (|| {
         let tmp = &paths.transfer_tmp;
         let mut f = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;

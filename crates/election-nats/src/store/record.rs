@@ -469,11 +469,9 @@ pub(crate) fn decode_request(
     }
     match (to, by, epoch) {
         (Some(to), Some(by), Some(epoch)) => {
-            let request = election_core::TransferRequest::new(to, by, epoch, at);
-            Ok(match priority {
-                Some(p) => request.with_priority(p),
-                None => request,
-            })
+            let mut request = election_core::TransferRequest::new(to, by, epoch, at);
+            request.priority = priority;
+            Ok(request)
         }
         _ => Err(bad(
             "a transfer request without its successor, asker or epoch".into(),
