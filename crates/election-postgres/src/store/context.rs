@@ -411,9 +411,14 @@ impl PostgresStore {
         }
     }
 
-    /// A write, given at most `bound` in all: the wait for a connection
-    /// is bounded by the request timeout too, and one not had in time is
-    /// [`Error::Unavailable`] with the cause (nothing was sent); a write
+    /// A write, given at most `bound` in all. The wait for a pool's
+    /// connection is bounded by the request timeout too; the wait in the
+    /// session's queue may take all of `bound` but the request timeout
+    /// the statement keeps (each statement ahead in the queue is ended by
+    /// the server at the request timeout, so a renewal queued behind
+    /// several that wait for row locks still lands). A connection not had
+    /// in time is [`Error::Unavailable`] with the cause (nothing was
+    /// sent); a write
     /// sent that does not answer has an unknown outcome
     /// ([`Error::OutcomeUnknown`]). A write that finds its connection gone
     /// is never tried again (whether it ran cannot be told): its error is
@@ -431,11 +436,16 @@ impl PostgresStore {
         bound: Duration,
         request: impl AsyncFnOnce(&mut PgConnection) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let (mut conn, left) = self
-            .conn_within(via, bound.min(self.options.request_timeout()))
-            .await?;
-        let left = left.max(bound.saturating_sub(self.options.request_timeout()));
+        let started = Instant::now();
         let statement_timeout = self.options.request_timeout();
+        let wait = match via {
+            Via::Pool => bound.min(statement_timeout),
+            Via::Session(_) => bound
+                .min(statement_timeout)
+                .max(bound.saturating_sub(statement_timeout)),
+        };
+        let (mut conn, _) = self.conn_within(via, wait).await?;
+        let left = bound.saturating_sub(started.elapsed());
         let run = async {
             let c = conn.get(statement_timeout).await?;
             request(c).await

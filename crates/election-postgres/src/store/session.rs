@@ -22,10 +22,11 @@
 //! `statement_timeout` is the request timeout ([`StatementTimeout`]).
 //! Renewals, commit-point checks, proclaims and releases queue ahead of
 //! everything else ([`Priority::Urgent`]), and every request is bounded by
-//! its caller's deadline, the wait in the queue included: a renewal is
-//! never queued behind more than the one statement that runs (at most a
-//! request timeout), and its validity is counted from before it was
-//! queued (its caller takes the instant first).
+//! its caller's deadline, the wait in the queue included: a renewal
+//! waits only behind the statement that runs and the urgent requests
+//! queued before it (each ended by the server at its request timeout),
+//! and its validity is counted from before it was queued (its caller
+//! takes the instant first).
 //!
 //! When the connection fails, the task drops it, connects again at the
 //! next request (or, while something listens, after [`RECONNECT_PAUSE`]),

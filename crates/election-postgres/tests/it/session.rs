@@ -105,3 +105,76 @@ async fn a_statement_waiting_for_a_lock_does_not_stall_the_session() {
     );
     b.resign().await.expect("resign");
 }
+
+/// Three elections of one process check their terms at the commit point
+/// while another session holds their rows' locks (as long fenced
+/// transactions would), and a fourth checks its own term right after
+/// them: on the process's session, its check is queued behind theirs,
+/// each ended by the server at the request timeout, and waits about three
+/// request timeouts, then lands within its bound (the lease's validity).
+/// Before, a write waited in the session's queue at most one request
+/// timeout, the bound of the statement that ran: it found the session
+/// busy and failed (and a renewal so queued failed at each retry while
+/// its phase matched the blocked ones', until its leader lost its term).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_queued_behind_statements_waiting_for_locks_lands() {
+    let server = common::server();
+    let request = Duration::from_millis(500);
+    let options = PostgresOptions::new(Duration::from_secs(6), Duration::from_secs(2))
+        .and_then(|o| o.with_request_timeout(request))
+        .expect("options");
+    let election = PostgresElection::connect(&server.url(), options.clone())
+        .await
+        .expect("connect");
+    let campaign = async |name: &str| {
+        election
+            .candidate(name, name)
+            .expect("candidate")
+            .campaign()
+            .await
+            .expect("leads")
+    };
+    let (a1, a2, a3) = (
+        campaign("a1").await,
+        campaign("a2").await,
+        campaign("a3").await,
+    );
+    let b = campaign("b").await;
+
+    let mut locker = sqlx::PgConnection::connect(&server.url())
+        .await
+        .expect("a session");
+    sqlx::query("BEGIN")
+        .execute(&mut locker)
+        .await
+        .expect("begin");
+    sqlx::query("SELECT 1 FROM election.leases WHERE name LIKE 'a_' FOR UPDATE")
+        .execute(&mut locker)
+        .await
+        .expect("lock");
+    // Polled first in this order: queued in this order.
+    let asked = tokio::time::Instant::now();
+    let (blocked1, blocked2, blocked3, confirmed) =
+        tokio::join!(a1.confirm(), a2.confirm(), a3.confirm(), async {
+            let confirmed = b.confirm().await;
+            (confirmed, asked.elapsed())
+        });
+    let (confirmed, waited) = confirmed;
+    sqlx::query("ROLLBACK")
+        .execute(&mut locker)
+        .await
+        .expect("rollback");
+    assert!(
+        blocked1.is_err() && blocked2.is_err() && blocked3.is_err(),
+        "a check of a locked row answered: {blocked1:?} {blocked2:?} {blocked3:?}"
+    );
+    confirmed.unwrap_or_else(|e| {
+        panic!("b's check, queued behind the blocked ones, failed after {waited:?}: {e}")
+    });
+    assert!(
+        waited >= request * 2,
+        "b's check waited {waited:?}: the blocked checks were not queued ahead of it"
+    );
+    assert!(!b.is_lost(), "b lost its term");
+    b.resign().await.expect("resign");
+}
