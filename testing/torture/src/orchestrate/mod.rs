@@ -1337,14 +1337,24 @@ impl Injector<'_> {
         candidates.send(leader, "stall 1000").await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let by = election_core::Identity::new("torture-operator").expect("a valid identity");
-        let revoked = election_core::Election::revoke(&*backend, ELECTION, &by)
-            .await
-            .map_err(|e| Error::Backend {
-                what: "revoke the term".into(),
-                reason: e.to_string(),
-            })?;
+        // An operator tries again while the store answers that nothing was
+        // done (a server slow under load), for up to a TTL; a revoke whose
+        // outcome is unknown is not tried again (it may have deposed the
+        // term: a second one could depose its successor) and raises no
+        // fence, so the stalled write may land, as it would have.
+        let given_up = Instant::now() + plan.ttl;
+        let revoked = loop {
+            match election_core::Election::revoke(&*backend, ELECTION, &by).await {
+                Err(election_core::Error::Unavailable { .. }) if Instant::now() < given_up => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => break other,
+            }
+        };
         let detail = match revoked {
-            Some(r) => {
+            Err(e) => format!("revoke-failed {}", e.to_string().replace(' ', "_")),
+            Ok(None) => "nobody".to_owned(),
+            Ok(Some(r)) => {
                 let epoch = r.revocation.epoch;
                 let fence = match resource.advance(fencing::Token::from_epoch(epoch)).await {
                     Ok(previous) => format!("fence {}->{}", previous, epoch.get()),
@@ -1357,7 +1367,6 @@ impl Injector<'_> {
                     epoch.get()
                 )
             }
-            None => "nobody".to_owned(),
         };
         let until = Instant::now() + plan.ttl;
         while Instant::now() < until {
