@@ -81,6 +81,10 @@ pub struct EtcdAttempt {
     /// The value last proclaimed.
     value: Option<LeaderValue>,
     since_unix_ms: u64,
+    /// The mod revision of a handover to this candidate that its wait saw
+    /// (ADR 0112): its next claim goes over it at once, without first
+    /// trying the free key (a write etcd would refuse and still commit).
+    handed: Option<i64>,
 }
 
 impl EtcdClaim {
@@ -150,23 +154,27 @@ impl EtcdClaim {
     }
 
     /// Waits for a handover naming `identity` to be put on the handover
-    /// key the watch follows (ADR 0112); never, without a watch. A broken
-    /// watch waits forever (the poll interval is the backstop).
-    async fn handed_to(identity: &Identity, watch: Option<&mut crate::store::client::Watch>) {
+    /// key the watch follows (ADR 0112), and returns its mod revision;
+    /// never, without a watch. A broken watch waits forever (the poll
+    /// interval is the backstop).
+    async fn handed_to(
+        identity: &Identity,
+        watch: Option<&mut crate::store::client::Watch>,
+    ) -> i64 {
         let Some(watch) = watch else {
             return std::future::pending().await;
         };
         loop {
             match watch.next().await {
                 Ok(Watched::Events(events)) => {
-                    if events.iter().any(|e| {
-                        e.r#type != EVENT_DELETE
-                            && e.kv.as_ref().is_some_and(|kv| {
-                                record::decode_handover(&kv.key, &kv.value)
-                                    .is_ok_and(|h| h.to == *identity)
-                            })
-                    }) {
-                        return;
+                    let to_us = events.iter().rev().find_map(|e| {
+                        let kv = e.kv.as_ref().filter(|_| e.r#type != EVENT_DELETE)?;
+                        record::decode_handover(&kv.key, &kv.value)
+                            .is_ok_and(|h| h.to == *identity)
+                            .then_some(kv.mod_revision)
+                    });
+                    if let Some(revision) = to_us {
+                        return revision;
                     }
                 }
                 Ok(Watched::Cancelled) | Err(_) => return std::future::pending().await,
@@ -177,15 +185,16 @@ impl EtcdClaim {
     /// A watch of the handover key for a waiter behind another in line,
     /// whose predecessor's key is not the election's: a handover names a
     /// successor anywhere in line, and the queue wakes only its head.
-    /// `Err(())`: a handover to this candidate stands already (claim now).
-    async fn handover_watch(&self) -> Result<Option<crate::store::client::Watch>, ()> {
+    /// `Err(mod_revision)`: a handover to this candidate stands already
+    /// (claim over it now).
+    async fn handover_watch(&self) -> Result<Option<crate::store::client::Watch>, i64> {
         let Ok((revision, kv)) = self.store.client.range(&self.handover, Kind::Read).await else {
             return Ok(None);
         };
-        if kv.is_some_and(|kv| {
+        if let Some(kv) = kv.filter(|kv| {
             record::decode_handover(&kv.key, &kv.value).is_ok_and(|h| h.to == self.identity)
         }) {
-            return Err(());
+            return Err(kv.mod_revision);
         }
         Ok(self
             .store
@@ -209,6 +218,56 @@ impl EtcdClaim {
                 }
             }
         }
+    }
+}
+
+impl EtcdClaim {
+    /// The claim of the election key handed over to this candidate
+    /// (ADR 0112), over the handover of mod revision `handed`, deleting
+    /// it: `success` (the claim's put and its waiter key's delete) if the
+    /// key is free, no revocation stands and the handover is unchanged.
+    /// `None`: not won (nothing written).
+    async fn claim_handed(
+        &self,
+        mut success: Vec<crate::store::proto::RequestOp>,
+        handed: i64,
+    ) -> Result<Option<crate::store::proto::TxnResponse>, Error> {
+        success.push(delete_op(&self.handover));
+        let r = self
+            .store
+            .client
+            .txn(
+                "claim the election key handed over",
+                Kind::Write,
+                TxnRequest {
+                    compare: vec![
+                        created_at(&self.key, 0),
+                        created_at(&self.revocation, 0),
+                        modified_at(&self.handover, handed),
+                    ],
+                    success,
+                    failure: vec![],
+                },
+            )
+            .await?;
+        Ok(r.succeeded.then_some(r))
+    }
+
+    /// The term won at `revision` on `lease` (kept alive at `sent`).
+    fn won(
+        &self,
+        attempt: &mut EtcdAttempt,
+        revision: i64,
+        lease: i64,
+        sent: Instant,
+    ) -> Result<Option<Won>, election_core::Error> {
+        attempt.place = None;
+        let epoch = record::epoch_of(&self.key, revision).map_err(|e| self.core(e))?;
+        attempt.held = Some(HeldTerm { epoch, lease });
+        Ok(Some(Won {
+            epoch,
+            valid_until: Some(sent + self.store.options.validity()),
+        }))
     }
 }
 
@@ -236,6 +295,7 @@ impl Claim for EtcdClaim {
             held: None,
             value: None,
             since_unix_ms: 0,
+            handed: None,
         })
     }
 
@@ -255,6 +315,15 @@ impl Claim for EtcdClaim {
             put_op(&self.key, self.record(attempt), lease),
             delete_op(&waiter),
         ];
+        // A handover to this candidate its wait saw: over it at once.
+        if let Some(handed) = attempt.handed.take()
+            && let Some(r) = self
+                .claim_handed(success.clone(), handed)
+                .await
+                .map_err(|e| self.core(e))?
+        {
+            return self.won(attempt, r.header.map_or(0, |h| h.revision), lease, sent);
+        }
         // Free, no revocation stands (ADR 0111) and no handover reserves
         // it (ADR 0112); else read the handover, which may name this
         // candidate.
@@ -285,39 +354,17 @@ impl Claim for EtcdClaim {
             if h.to != self.identity {
                 return Ok(None);
             }
-            // The successor: over the handover as read, deleting it.
-            let mut success = success;
-            success.push(delete_op(&self.handover));
-            r = self
-                .store
-                .client
-                .txn(
-                    "claim the election key handed over",
-                    Kind::Write,
-                    TxnRequest {
-                        compare: vec![
-                            created_at(&self.key, 0),
-                            created_at(&self.revocation, 0),
-                            modified_at(&self.handover, handover.mod_revision),
-                        ],
-                        success,
-                        failure: vec![],
-                    },
-                )
+            // The successor: over the handover as read.
+            match self
+                .claim_handed(success, handover.mod_revision)
                 .await
-                .map_err(|e| self.core(e))?;
-            if !r.succeeded {
-                return Ok(None);
+                .map_err(|e| self.core(e))?
+            {
+                Some(handed) => r = handed,
+                None => return Ok(None),
             }
         }
-        attempt.place = None;
-        let revision = r.header.map_or(0, |h| h.revision);
-        let epoch = record::epoch_of(&self.key, revision).map_err(|e| self.core(e))?;
-        attempt.held = Some(HeldTerm { epoch, lease });
-        Ok(Some(Won {
-            epoch,
-            valid_until: Some(sent + self.store.options.validity()),
-        }))
+        self.won(attempt, r.header.map_or(0, |h| h.revision), lease, sent)
     }
 
     async fn wait(
@@ -354,7 +401,11 @@ impl Claim for EtcdClaim {
         // Behind another waiter: a handover to this candidate wakes it too.
         let mut handovers = if key != self.key && key != self.handover && key != self.revocation {
             match tokio::time::timeout_at(deadline, self.handover_watch()).await {
-                Err(_) | Ok(Err(())) => return Ok(()),
+                Err(_) => return Ok(()),
+                Ok(Err(handed)) => {
+                    attempt.handed = Some(handed);
+                    return Ok(());
+                }
                 Ok(Ok(w)) => w,
             }
         } else {
@@ -372,7 +423,10 @@ impl Claim for EtcdClaim {
                     }
                     return Ok(());
                 }
-                () = Self::handed_to(&self.identity, handovers.as_mut()) => return Ok(()),
+                handed = Self::handed_to(&self.identity, handovers.as_mut()) => {
+                    attempt.handed = Some(handed);
+                    return Ok(());
+                }
                 () = tokio::time::sleep_until(deadline) => return Ok(()),
                 () = tokio::time::sleep_until(next_keep_alive) => {
                     next_keep_alive = Instant::now() + renew_every;
