@@ -7,6 +7,7 @@ mod default_dir;
 mod deposed;
 mod edges;
 mod errors;
+mod etcd;
 mod file;
 mod getting_started;
 mod metrics;

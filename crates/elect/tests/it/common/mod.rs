@@ -84,6 +84,17 @@ impl Setup {
         }
     }
 
+    /// etcd at `url` (`etcd://host:port/prefix`), TTL 3 s.
+    pub(crate) fn etcd(url: &str) -> Setup {
+        let url = BackendUrl::parse(url).expect("an etcd URL");
+        Setup {
+            url: url.with_secrets().to_string(),
+            timing: vec!["--ttl".into(), "3s".into()],
+            hold_window: Duration::from_secs(4),
+            dir: temp_dir(),
+        }
+    }
+
     /// A report file for one child, in this backend's directory.
     pub(crate) fn report(&self, label: &str) -> Report {
         Report {
