@@ -22,6 +22,8 @@ pub(crate) const TERMS_RESIGNED: &str = "election_terms_resigned_total";
 pub(crate) const TERMS_TRANSFERRED: &str = "election_terms_transferred_total";
 /// Of those, the terms handed to a preferred candidate (a yield).
 pub(crate) const TERMS_YIELDED: &str = "election_terms_yielded_total";
+/// Terms an operator's revoke in this process took away (ADR 0111).
+pub(crate) const REVOCATIONS: &str = "election_revocations_total";
 /// Terms their holder ended by dropping them (or their `lead`).
 pub(crate) const TERMS_DROPPED: &str = "election_terms_dropped_total";
 /// 1 while this process leads the election, else 0.
@@ -68,6 +70,10 @@ pub fn describe_metrics() {
     describe_counter!(
         TERMS_YIELDED,
         "Terms this process handed to a waiting candidate of a higher priority (also counted transferred)."
+    );
+    describe_counter!(
+        REVOCATIONS,
+        "Terms this process took away with an operator's revoke (the deposed holder counts a loss, reason revoked)."
     );
     describe_counter!(
         TERMS_DROPPED,
@@ -153,6 +159,11 @@ pub(crate) fn term_ended(name: &ElectionName, backend: &'static str, reason: &Lo
                 .increment(1);
         }
     }
+}
+
+/// Counts a revocation of `name` that landed (`Revoked::counted`).
+pub(crate) fn revoked(name: &ElectionName, backend: &'static str) {
+    metrics::counter!(REVOCATIONS, "name" => label(name), "backend" => backend).increment(1);
 }
 
 /// Counts a term of `name` handed to a successor (its end is counted

@@ -117,4 +117,34 @@ impl Revoked {
             revocation,
         }
     }
+
+    /// This revocation, counted in `election_revocations_total` (labels
+    /// `name`, `backend`): a backend's `Election::revoke` calls it once the
+    /// revocation of `name` landed, so an operator's tool or an admin
+    /// service that embeds the library exports how many terms it took away.
+    /// The deposed holder counts its own loss in
+    /// `election_terms_lost_total` (reason `revoked`).
+    ///
+    /// ```
+    /// use election_core::{ElectionName, Epoch, Identity, Leader, Revocation, Revoked};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let deposed = Leader {
+    ///     identity: Identity::new("a")?,
+    ///     epoch: Epoch::FIRST,
+    ///     since: None,
+    ///     renewed: None,
+    ///     ttl: None,
+    ///     value: None,
+    /// };
+    /// let epoch = Epoch::FIRST.next().ok_or("epoch")?;
+    /// let r = Revoked::new(deposed, Revocation::new(Identity::new("ops")?, epoch, None))
+    ///     .counted(&ElectionName::new("jobs")?, "memory");
+    /// assert_eq!(r.revocation.epoch, epoch);
+    /// # Ok(()) }
+    /// ```
+    pub fn counted(self, name: &crate::ElectionName, backend: &'static str) -> Revoked {
+        crate::instrument::revoked(name, backend);
+        self
+    }
 }

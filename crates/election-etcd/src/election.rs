@@ -610,10 +610,10 @@ impl EtcdElection {
             if let Err(e) = client.keep_alive(lease).await {
                 tracing::debug!(%name, error = %e, "the revocation's lease was not kept alive");
             }
-            return Ok(Some(Revoked::new(
-                deposed,
-                Revocation::new(by.clone(), epoch, Some(at)),
-            )));
+            return Ok(Some(
+                Revoked::new(deposed, Revocation::new(by.clone(), epoch, Some(at)))
+                    .counted(&name, "etcd"),
+            ));
         }
         Err(Error::Unavailable {
             what: "revoke the term",

@@ -570,6 +570,7 @@ impl FileElection {
                     d.revocation.since(),
                 ),
             )
+            .counted(&name_, "file")
         }))
     }
 

@@ -630,10 +630,13 @@ impl NatsElection {
                 return Err(core(Error::OutcomeUnknown { after: timeout }));
             }
             let epoch = crate::store::bucket::epoch_at(base, revision).map_err(core)?;
-            return Ok(Some(election_core::Revoked::new(
-                deposed,
-                election_core::Revocation::new(by.clone(), epoch, Some(at)),
-            )));
+            return Ok(Some(
+                election_core::Revoked::new(
+                    deposed,
+                    election_core::Revocation::new(by.clone(), epoch, Some(at)),
+                )
+                .counted(&name, "nats"),
+            ));
         }
         Err(core(Error::OutcomeUnknown { after: timeout }))
     }

@@ -545,7 +545,7 @@ impl PostgresElection {
         };
         election_sql::lease_row::revoked(&deposed, epoch, by, wall_ms)
             .map_err(|e| core(Error::from(e)))?
-            .map(Some)
+            .map(|r| Some(r.counted(&name_, "postgres")))
             .ok_or_else(|| {
                 core(Error::CorruptRow {
                     name: name.to_owned(),

@@ -535,7 +535,7 @@ impl SqliteElection {
         let Some(done) = done else { return Ok(None) };
         election_sql::lease_row::revoked(&done.deposed, done.epoch, by, wall_ms)
             .map_err(|e| core(Error::from(e)))?
-            .map(Some)
+            .map(|r| Some(r.counted(&name_, "sqlite")))
             .ok_or_else(|| {
                 core(Error::CorruptRow {
                     name: name.to_owned(),

@@ -1142,7 +1142,9 @@ impl election_core::Election for MemoryBackend {
             ttl: None,
             value: holding.value,
         };
-        Ok(Some(Revoked::new(deposed, revocation)))
+        Ok(Some(
+            Revoked::new(deposed, revocation).counted(&name, "memory"),
+        ))
     }
 
     /// Records the request on the holding and reports it to the holder's

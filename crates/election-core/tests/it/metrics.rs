@@ -37,6 +37,7 @@ const LOST: &str = "election_terms_lost_total";
 const RESIGNED: &str = "election_terms_resigned_total";
 const DROPPED: &str = "election_terms_dropped_total";
 const TRANSFERRED: &str = "election_terms_transferred_total";
+const REVOCATIONS: &str = "election_revocations_total";
 const YIELDED: &str = "election_terms_yielded_total";
 const LEADER: &str = "election_leader";
 const WAIT: &str = "election_campaign_wait_seconds";
@@ -157,6 +158,43 @@ fn transfers_are_counted_and_resigned() {
         term.transfer(&heard.to, secs(5.0)).await.unwrap();
         assert_eq!(r.counter(TRANSFERRED, &labels), 2);
         assert_eq!(r.counter(YIELDED, &labels), 1);
+    });
+}
+
+/// An operator's revoke that landed counts once in the revoking
+/// process, and the deposed holder's loss counts with reason `revoked`; a
+/// revoke of a name nobody leads counts nothing.
+#[test]
+fn revocations_are_counted_where_they_land() {
+    let r = TestRecorder::new();
+    run(&r, || async {
+        let b = MemoryBackend::new();
+        let labels = [("name", "jobs"), ("backend", "memory")];
+        let ops = Identity::new("ops").unwrap();
+        let none = election_core::Election::revoke(&b, "jobs", &ops).await;
+        assert!(matches!(none, Ok(None)), "{none:?}");
+        assert_eq!(r.counter(REVOCATIONS, &labels), 0);
+        let term = Candidate::new(b.claim("jobs", "a").unwrap())
+            .campaign()
+            .await
+            .unwrap();
+        let revoked = election_core::Election::revoke(&b, "jobs", &ops)
+            .await
+            .unwrap();
+        assert!(revoked.is_some());
+        assert_eq!(r.counter(REVOCATIONS, &labels), 1);
+        term.lost().await;
+        assert_eq!(
+            r.counter(
+                LOST,
+                &[
+                    ("name", "jobs"),
+                    ("backend", "memory"),
+                    ("reason", "revoked")
+                ]
+            ),
+            1
+        );
     });
 }
 
