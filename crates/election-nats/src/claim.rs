@@ -275,8 +275,10 @@ impl NatsClaim {
         match tokio::time::timeout(self.timeout(), delete).await {
             Ok(Ok(ack)) => Ok(Some(ack.sequence)),
             Ok(Err(e))
-                if e.kind()
-                    == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence =>
+                if crate::error::cas_refused(
+                    &e,
+                    async_nats::jetstream::context::PublishErrorKind::WrongLastSequence,
+                ) =>
             {
                 Ok(None)
             }
@@ -325,8 +327,10 @@ impl NatsClaim {
         match tokio::time::timeout(self.timeout(), write).await {
             Ok(Ok(ack)) => Ok(Some(ack.sequence)),
             Ok(Err(e))
-                if e.kind()
-                    == async_nats::jetstream::context::PublishErrorKind::WrongLastSequence =>
+                if crate::error::cas_refused(
+                    &e,
+                    async_nats::jetstream::context::PublishErrorKind::WrongLastSequence,
+                ) =>
             {
                 Ok(None)
             }
@@ -371,7 +375,9 @@ impl NatsClaim {
         let update = self.conn.kv.update(&self.key, value, revision);
         match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => Ok(Some(rev)),
-            Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => Ok(None),
+            Ok(Err(e)) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                Ok(None)
+            }
             Ok(Err(e)) => Err(Error::unavailable("confirm the lease", e)),
             Err(_) => Err(Error::OutcomeUnknown {
                 after: self.timeout(),
@@ -510,7 +516,9 @@ impl NatsClaim {
                     written = value;
                     valid_from = refreshed;
                 }
-                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                Ok(Err(e))
+                    if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) =>
+                {
                     // Lost during the grace: not ours any more.
                     attempt.may_hold = false;
                     return Ok(None);
@@ -1006,7 +1014,9 @@ impl Claim for NatsClaim {
                     }
                     return Ok(won);
                 }
-                Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                Ok(Err(e))
+                    if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) =>
+                {
                     attempt.may_hold = false;
                 }
                 Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::InvalidKey) => {

@@ -614,7 +614,9 @@ impl NatsElection {
             let update = self.conn.kv.update(&key, value.into(), entry.revision);
             let revision = match tokio::time::timeout(timeout, update).await {
                 Ok(Ok(revision)) => revision,
-                Ok(Err(e)) if crate::error::is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                Ok(Err(e))
+                    if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) =>
+                {
                     continue;
                 }
                 Ok(Err(e)) => return Err(core(Error::unavailable("revoke the lease", e))),

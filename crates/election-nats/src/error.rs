@@ -329,3 +329,65 @@ pub(crate) fn is_kind<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display
 ) -> bool {
     e.kind() == kind
 }
+
+/// Whether a compare-and-set (a publish expecting the key's last
+/// revision, or a KV update) was refused because the key is not at the
+/// revision expected: of `kind` (the client's name for the server's
+/// "wrong last sequence", 10071), or carrying the server's constant form
+/// of that refusal (10164), which a clustered stream's leader answers
+/// while a write of the same key is still being proposed, and which the
+/// client files under `Other`. Either way nothing was written.
+pub(crate) fn cas_refused<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display + 'static>(
+    e: &async_nats::error::Error<K>,
+    kind: K,
+) -> bool {
+    e.kind() == kind
+        || jetstream_code(e)
+            == Some(async_nats::jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+    use async_nats::jetstream::kv::{UpdateError, UpdateErrorKind};
+
+    use super::cas_refused;
+
+    /// The server's JetStream error `code` as it sends it.
+    fn server_error(code: u64) -> async_nats::jetstream::Error {
+        serde_json::from_value(serde_json::json!({
+            "code": 400,
+            "err_code": code,
+            "description": "wrong last sequence",
+        }))
+        .expect("a JetStream error")
+    }
+
+    /// A clustered stream's leader refuses a compare-and-set with the
+    /// constant form of "wrong last sequence" (10164) while a write of the
+    /// same key is being proposed; the client files it under `Other`.
+    /// CI's transfer on a 3-node cluster failed on it: the handover raced
+    /// the term's own renewal, and was refused as an outage instead of a
+    /// moved key (which it catches up on and writes again).
+    #[test]
+    fn the_constant_wrong_last_sequence_is_a_refused_compare_and_set() {
+        let publish = PublishError::with_source(PublishErrorKind::Other, server_error(10164));
+        assert!(cas_refused(&publish, PublishErrorKind::WrongLastSequence));
+        let update = UpdateError::with_source(
+            UpdateErrorKind::Other,
+            PublishError::with_source(PublishErrorKind::Other, server_error(10164)),
+        );
+        assert!(cas_refused(&update, UpdateErrorKind::WrongLastRevision));
+        // The client's own kind, as before.
+        let kind =
+            PublishError::with_source(PublishErrorKind::WrongLastSequence, server_error(10071));
+        assert!(cas_refused(&kind, PublishErrorKind::WrongLastSequence));
+        // Any other refusal is not one.
+        let other = PublishError::with_source(PublishErrorKind::Other, server_error(10058));
+        assert!(!cas_refused(&other, PublishErrorKind::WrongLastSequence));
+        assert!(!cas_refused(
+            &PublishError::new(PublishErrorKind::TimedOut),
+            PublishErrorKind::WrongLastSequence
+        ));
+    }
+}

@@ -412,8 +412,10 @@ impl NatsFence {
         .map_err(|_| unknown())?;
         match result {
             Ok(landed) => Ok(Cas::Done(landed)),
+            Err(e) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                Ok(Cas::Conflict)
+            }
             Err(e) => match e.kind() {
-                kv::UpdateErrorKind::WrongLastRevision => Ok(Cas::Conflict),
                 kv::UpdateErrorKind::TimedOut => Err(unknown()),
                 _ => Err(fencing::Error::unavailable(
                     self.location(key),

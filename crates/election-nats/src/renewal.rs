@@ -15,7 +15,7 @@ use election_core::{
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::error::{Error, is_kind};
+use crate::error::Error;
 use crate::store::connection::Connection;
 use crate::store::record::ClaimRecord;
 
@@ -102,7 +102,7 @@ impl Renewal {
                         Err(e) => core(e),
                     };
                 }
-                Err(e) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                Err(e) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                     match self.conn.own_revision(&self.key, self.nonce).await {
                         Ok(Some(revision)) => h.revision = revision,
                         Ok(None) => {

@@ -621,7 +621,7 @@ impl Steps {
         let update = self.keys.update(kv_key, record, revision);
         let won = match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => rev,
-            Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+            Ok(Err(e)) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                 // Someone else moved it first: read it again.
                 return self.read(kv_key).await;
             }

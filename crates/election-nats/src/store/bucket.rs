@@ -304,7 +304,9 @@ async fn routed(kv: kv::Store, spec: &Spec<'_>) -> Result<kv::Store, Error> {
     let deadline = tokio::time::Instant::now() + ROUTING_PATIENCE;
     loop {
         match kv.update(PROBE_KEY, bytes::Bytes::new(), u64::MAX).await {
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => return Ok(kv),
+            Err(e) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+                return Ok(kv);
+            }
             // Cannot happen (no entry has that revision); the route works.
             Ok(_) => return Ok(kv),
             Err(e) if tokio::time::Instant::now() < deadline => {

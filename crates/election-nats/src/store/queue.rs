@@ -159,7 +159,7 @@ async fn renew(conn: Arc<Connection>, wkey: String, nonce: u64, place: Arc<Atomi
         let update = conn.kv.update(&wkey, value(nonce, Some(created)), revision);
         match tokio::time::timeout(conn.timeout(), update).await {
             Ok(Ok(r)) => revision = r,
-            Ok(Err(e)) if is_kind(&e, kv::UpdateErrorKind::WrongLastRevision) => {
+            Ok(Err(e)) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                 if let Ok(r) = create(&conn, &wkey, nonce).await {
                     tracing::debug!(key = %wkey, "a waiter key aged out; created again at the back of the queue");
                     revision = r;

@@ -111,7 +111,7 @@ pub(crate) async fn renew(
                     ..session
                 }));
             }
-            Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+            Ok(Err(e)) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
                 match read_own(store, identity, session.id, left()).await? {
                     Some(revision) => {
                         tracing::info!(
