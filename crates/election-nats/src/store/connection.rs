@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use async_nats::jetstream::{self, kv};
 use election_core::{ElectionName, Leader};
 
@@ -44,6 +46,13 @@ pub(crate) struct Connection {
     /// one (`NatsElection::connect`, the driver): holding it keeps the
     /// registry's entry alive (ADR 0106). `None`: the user's own client.
     pub(crate) shared: Option<Arc<SharedClient>>,
+    /// The last stream info read of the bucket by an incarnation check:
+    /// when its request was sent, and its answer (an error as its text).
+    /// Checks that wait while one is sent share its answer.
+    shape_read: tokio::sync::Mutex<Option<(Instant, Result<bucket::Shape, String>)>>,
+    /// Stream info requests sent by incarnation checks.
+    #[cfg(test)]
+    shape_reads: AtomicU64,
 }
 
 impl Connection {
@@ -108,6 +117,9 @@ impl Connection {
             replicas: shape.replicas,
             others,
             shared: None,
+            shape_read: tokio::sync::Mutex::new(None),
+            #[cfg(test)]
+            shape_reads: AtomicU64::new(0),
         })
     }
 
@@ -167,8 +179,12 @@ impl Connection {
     /// `Ok(Some(why))`: the term must not go on. A bucket recreated with an
     /// earlier creation time is [`Error::CorruptValue`] (epochs could
     /// repeat). Records the incarnation seen ([`base`](Self::base)).
+    ///
+    /// The stream info is read by a request sent after this call began
+    /// (so after the caller's write was answered), shared with every check
+    /// that waits while it is sent ([`shape_since`](Self::shape_since)).
     pub(crate) async fn check_incarnation(&self, base: u64) -> Result<Option<String>, Error> {
-        let shape = bucket::shape(&self.kv, self.timeout()).await?;
+        let shape = self.shape_since(Instant::now()).await?;
         if shape.created_us < base {
             return Err(bucket::recreated_earlier(
                 self.options.bucket_name(),
@@ -185,6 +201,33 @@ impl Connection {
         }
         Ok(bucket::max_age_below(&shape, self.options.ttl()))
     }
+
+    /// The bucket's [`Shape`](bucket::Shape) as a stream info request sent
+    /// at or after `since` answered it (its error, if it failed). One
+    /// request at a time: checks that wait while it is sent share the
+    /// next one, so the terms of a process, which renew together, cost
+    /// the server one stream info per burst of renewals, not one each.
+    /// Never an answer to a request sent before `since`.
+    ///
+    /// Cancel safety: cancel safe (a request cut off is not kept; the next
+    /// check sends its own).
+    async fn shape_since(&self, since: Instant) -> Result<bucket::Shape, Error> {
+        let mut last = self.shape_read.lock().await;
+        if let Some((sent, read)) = last.as_ref()
+            && *sent >= since
+        {
+            return read.clone().map_err(|e| Error::Unavailable {
+                what: "read the bucket's stream info",
+                source: Some(e.into()),
+            });
+        }
+        let sent = Instant::now();
+        #[cfg(test)]
+        self.shape_reads.fetch_add(1, Ordering::SeqCst);
+        let read = bucket::shape(&self.kv, self.timeout()).await;
+        *last = Some((sent, read.as_ref().copied().map_err(ToString::to_string)));
+        read
+    }
 }
 
 #[cfg(test)]
@@ -192,6 +235,38 @@ mod tests {
     use super::*;
     use crate::store::record::{ClaimRecord, SessionRecord};
     use election_core::Identity;
+
+    /// The incarnation checks of many terms renewing together share their
+    /// stream info reads: 50 checks at once send two (the first, and one
+    /// for those that began while it was sent), each answering as its own
+    /// would; a check begun after them sends its own (never an answer
+    /// read before it began). Before, each check sent one (the NATS `many`
+    /// bench: 208 µs of server CPU per renewal, 49 µs without the check).
+    #[tokio::test]
+    async fn checks_at_once_share_their_stream_info_reads() {
+        let server = nats_testkit::Server::start().expect("nats-server");
+        let options = NatsOptions::new(Duration::from_secs(3)).expect("options");
+        let client = async_nats::connect(server.url()).await.expect("connect");
+        let conn = Connection::open(client, options).await.expect("open");
+        let base = conn.base();
+        let reads = || conn.shape_reads.load(Ordering::SeqCst);
+        let before = reads();
+        // Polled in order at first: each check begins before the first is sent.
+        let checks = futures::future::join_all((0..50).map(|_| conn.check_incarnation(base))).await;
+        assert!(checks.iter().all(|c| matches!(c, Ok(None))), "{checks:?}");
+        let shared = reads() - before;
+        assert!(
+            (1..=2).contains(&shared),
+            "50 checks at once sent {shared} stream info reads"
+        );
+        let why = conn.check_incarnation(base - 1).await.expect("check");
+        assert_eq!(
+            reads() - before,
+            shared + 1,
+            "a later check used an earlier read"
+        );
+        assert!(why.is_some_and(|w| w.contains("recreated")));
+    }
 
     /// The bottom layer against a real server: exact reads of the holder,
     /// and the incarnation check's three answers.
