@@ -124,29 +124,12 @@ async fn a_leader_yields_to_a_preferred_candidate() {
 /// is elected and finds none of it.
 #[tokio::test]
 async fn losing_the_term_stops_the_whole_tree() {
-    let mut member = Member::start().expect("etcd (see etcd-testkit)");
-    let b = on(&member, "tree-loss");
-    let (ra, rb) = (b.report("a"), b.report("b"));
-    let procs = b.dir.path().join("a.procs");
-    let mut a = b.run("tree-loss", "a", &[], &ra.tree("stay"));
-    a.err_with("elect: started ").await;
-    let tree = ra.tree_ready(&procs).await;
-    member.pause().expect("pause etcd");
-    a.err_with("elect: lost tree-loss, term ").await;
-    let done = a.finish().await;
-    assert_eq!(done.code, common::LOST, "{done:?}");
-    for p in &tree {
-        assert!(!p.alive(), "{p:?} of A's tree outlived A's lost term");
-    }
-    member.resume().expect("resume etcd");
-    let bb = b.run("tree-loss", "b", &[], &rb.checker(&procs));
-    rb.wait_for("checked").await;
-    let alive: Vec<String> = rb
-        .lines()
-        .into_iter()
-        .filter(|l| l.starts_with("alive "))
-        .collect();
-    assert!(alive.is_empty(), "{alive:?}");
-    bb.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(bb.finish().await.code, 0);
+    let member = std::cell::RefCell::new(Member::start().expect("etcd (see etcd-testkit)"));
+    let b = on(&member.borrow(), "tree-loss");
+    common::losing_the_term_stops_the_whole_tree(
+        &b,
+        || member.borrow_mut().pause().expect("pause etcd"),
+        || member.borrow_mut().resume().expect("resume etcd"),
+    )
+    .await;
 }

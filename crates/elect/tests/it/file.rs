@@ -173,12 +173,7 @@ async fn the_lock_is_held_until_the_last_process_of_the_tree_exits() {
     for p in &survivors {
         kill(Pid::from_raw(p.pid), Signal::SIGKILL).expect("kill a survivor");
     }
-    rb.wait_for("checked").await;
-    let alive: Vec<String> = rb
-        .lines()
-        .into_iter()
-        .filter(|l| l.starts_with("alive "))
-        .collect();
+    let alive = rb.alive_when_checked().await;
     assert!(alive.is_empty(), "{alive:?}");
     bb.signal(Signal::SIGTERM);
     assert_eq!(bb.finish().await.code, 0);

@@ -204,31 +204,14 @@ async fn a_stopped_elect_does_not_leave_its_command_running() {
 /// elected and finds none of it.
 #[tokio::test]
 async fn losing_the_term_stops_the_whole_tree() {
-    let mut s = server();
-    let b = Setup::nats(&s.url(), &TIMING);
-    let (ra, rb) = (b.report("a"), b.report("b"));
-    let procs = b.dir.path().join("a.procs");
-    let mut a = b.run("tree-loss", "a", &[], &ra.tree("stay"));
-    a.err_with("elect: started ").await;
-    let tree = ra.tree_ready(&procs).await;
-    s.pause().expect("pause nats-server");
-    a.err_with("elect: lost tree-loss, term ").await;
-    let done = a.finish().await;
-    assert_eq!(done.code, common::LOST, "{done:?}");
-    for p in &tree {
-        assert!(!p.alive(), "{p:?} of A's tree outlived A's lost term");
-    }
-    s.resume().expect("resume nats-server");
-    let bb = b.run("tree-loss", "b", &[], &rb.checker(&procs));
-    rb.wait_for("checked").await;
-    let alive: Vec<String> = rb
-        .lines()
-        .into_iter()
-        .filter(|l| l.starts_with("alive "))
-        .collect();
-    assert!(alive.is_empty(), "{alive:?}");
-    bb.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(bb.finish().await.code, 0);
+    let s = std::cell::RefCell::new(server());
+    let b = Setup::nats(&s.borrow().url(), &TIMING);
+    common::losing_the_term_stops_the_whole_tree(
+        &b,
+        || s.borrow_mut().pause().expect("pause nats-server"),
+        || s.borrow_mut().resume().expect("resume nats-server"),
+    )
+    .await;
 }
 
 /// B wins the key after A was killed, and waits out the failover grace:

@@ -469,6 +469,16 @@ impl Report {
         }
     }
 
+    /// Once the checker child said `checked` (`checker`): the processes
+    /// it found alive (`alive <pid> ...` lines).
+    pub(crate) async fn alive_when_checked(&self) -> Vec<String> {
+        self.wait_for("checked").await;
+        self.lines()
+            .into_iter()
+            .filter(|l| l.starts_with("alive "))
+            .collect()
+    }
+
     /// Waits until the file has a line equal to `line`.
     pub(crate) async fn wait_for(&self, line: &str) {
         let deadline = Instant::now() + PATIENCE;
@@ -1110,12 +1120,7 @@ pub(crate) async fn whole_tree(b: &Setup, ending: Ending) {
         Ending::Kill => a.signal(Signal::SIGKILL),
         Ending::Stop => a.signal(Signal::SIGSTOP),
     }
-    rb.wait_for("checked").await;
-    let alive: Vec<String> = rb
-        .lines()
-        .into_iter()
-        .filter(|l| l.starts_with("alive "))
-        .collect();
+    let alive = rb.alive_when_checked().await;
     assert!(
         alive.is_empty(),
         "{ending:?}: A's processes still ran when B's command started: {alive:?} of {tree:?}"
@@ -1466,4 +1471,32 @@ pub(crate) async fn preference(b: &Setup) {
     end(z, &rz, name, sz.epoch).await;
     let sb = rb.started().await;
     end(bee, &rb, name, sb.epoch).await;
+}
+
+/// The server stops answering past A's lease (`pause`): A loses its term
+/// and stops its whole tree before it exits; once the server is back
+/// (`resume`), B is elected and finds none of it.
+pub(crate) async fn losing_the_term_stops_the_whole_tree(
+    b: &Setup,
+    pause: impl FnOnce(),
+    resume: impl FnOnce(),
+) {
+    let (ra, rb) = (b.report("a"), b.report("b"));
+    let procs = b.dir.path().join("a.procs");
+    let mut a = b.run("tree-loss", "a", &[], &ra.tree("stay"));
+    a.err_with("elect: started ").await;
+    let tree = ra.tree_ready(&procs).await;
+    pause();
+    a.err_with("elect: lost tree-loss, term ").await;
+    let done = a.finish().await;
+    assert_eq!(done.code, LOST, "{done:?}");
+    for p in &tree {
+        assert!(!p.alive(), "{p:?} of A's tree outlived A's lost term");
+    }
+    resume();
+    let bb = b.run("tree-loss", "b", &[], &rb.checker(&procs));
+    let alive = rb.alive_when_checked().await;
+    assert!(alive.is_empty(), "{alive:?}");
+    bb.signal(Signal::SIGTERM);
+    assert_eq!(bb.finish().await.code, 0);
 }
