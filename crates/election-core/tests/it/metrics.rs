@@ -28,6 +28,14 @@ fn run<F: Future>(recorder: &TestRecorder, test: impl FnOnce() -> F) -> F::Outpu
     metrics::with_local_recorder(recorder, || rt.block_on(test()))
 }
 
+/// The terms of `jobs` on the memory backend lost for `reason`.
+fn lost_jobs(r: &TestRecorder, reason: &str) -> u64 {
+    r.counter(
+        LOST,
+        &[("name", "jobs"), ("backend", "memory"), ("reason", reason)],
+    )
+}
+
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
 }
@@ -112,17 +120,7 @@ fn won_resigned_dropped_and_the_leader_gauge() {
             r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
             Some(0.0)
         );
-        assert_eq!(
-            r.counter(
-                LOST,
-                &[
-                    ("name", "jobs"),
-                    ("backend", "memory"),
-                    ("reason", "revoked")
-                ]
-            ),
-            0
-        );
+        assert_eq!(lost_jobs(&r, "revoked"), 0);
     });
 }
 
@@ -184,17 +182,7 @@ fn revocations_are_counted_where_they_land() {
         assert!(revoked.is_some());
         assert_eq!(r.counter(REVOCATIONS, &labels), 1);
         term.lost().await;
-        assert_eq!(
-            r.counter(
-                LOST,
-                &[
-                    ("name", "jobs"),
-                    ("backend", "memory"),
-                    ("reason", "revoked")
-                ]
-            ),
-            1
-        );
+        assert_eq!(lost_jobs(&r, "revoked"), 1);
     });
 }
 
@@ -207,17 +195,7 @@ fn losses_are_counted_by_reason() {
         let term = a.campaign().await.unwrap();
         b.revoke("jobs");
         term.lost().await;
-        assert_eq!(
-            r.counter(
-                LOST,
-                &[
-                    ("name", "jobs"),
-                    ("backend", "memory"),
-                    ("reason", "revoked")
-                ]
-            ),
-            1
-        );
+        assert_eq!(lost_jobs(&r, "revoked"), 1);
         assert_eq!(
             r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
             Some(0.0)
@@ -234,17 +212,7 @@ fn losses_are_counted_by_reason() {
         let term = a.campaign().await.unwrap();
         sleep(secs(1.5)).await; // never renewed: the validity runs out
         assert!(term.is_lost());
-        assert_eq!(
-            r.counter(
-                LOST,
-                &[
-                    ("name", "jobs"),
-                    ("backend", "memory"),
-                    ("reason", "expired")
-                ]
-            ),
-            1
-        );
+        assert_eq!(lost_jobs(&r, "expired"), 1);
         assert_eq!(
             r.gauge(LEADER, &[("name", "jobs"), ("backend", "memory")]),
             Some(0.0)
@@ -414,17 +382,7 @@ fn renewals_are_timed_and_failures_counted_by_kind() {
         sleep(secs(6.0)).await; // cut off at the deadline (12 s): unknown
         assert!(kind("unknown") >= 1, "{:?}", r.series());
         assert!(term.is_lost());
-        assert_eq!(
-            r.counter(
-                LOST,
-                &[
-                    ("name", "jobs"),
-                    ("backend", "memory"),
-                    ("reason", "expired")
-                ]
-            ),
-            1
-        );
+        assert_eq!(lost_jobs(&r, "expired"), 1);
         assert_eq!(kind("refused"), 0);
         drop(term);
 
@@ -433,17 +391,7 @@ fn renewals_are_timed_and_failures_counted_by_kind() {
         let term = Candidate::new(claim).campaign().await.unwrap();
         term.lost().await;
         assert_eq!(kind("refused"), 1);
-        assert_eq!(
-            r.counter(
-                LOST,
-                &[
-                    ("name", "jobs"),
-                    ("backend", "memory"),
-                    ("reason", "revoked")
-                ]
-            ),
-            1
-        );
+        assert_eq!(lost_jobs(&r, "revoked"), 1);
         assert_eq!(r.gauge(LEADER, &jobs), Some(0.0));
     });
 }
