@@ -547,6 +547,20 @@ impl NatsClaim {
             // Else the max age is below the TTL: a configuration error.
             let known = self.conn.base();
             let recreated = known != base;
+            if recreated && self.own_latest(attempt.nonce, revision).await {
+                // The write is the latest entry of the incarnation known
+                // now (it carries this attempt's nonce), only its base
+                // was stale: claim again over it, in place. The name is
+                // never vacant meanwhile (a handover's successor keeps
+                // it), and the new write's epoch is of this incarnation.
+                attempt.vacancy = Some(Vacancy {
+                    revision,
+                    clean: true,
+                    base: known,
+                });
+                attempt.retry = true;
+                return Ok(None);
+            }
             return match self.delete_marker(revision, true).await {
                 Ok(marker) if recreated => {
                     attempt.may_hold = false;
@@ -582,6 +596,16 @@ impl NatsClaim {
             epoch,
             valid_until: Some(valid_from + self.conn.options.validity()),
         }))
+    }
+
+    /// Whether the key's latest entry is this attempt's (`nonce`) write at
+    /// `revision`, read through the stream leader: `false` if not, or if
+    /// it cannot be read.
+    async fn own_latest(&self, nonce: u64, revision: u64) -> bool {
+        matches!(
+            self.read_exact().await,
+            Ok(Some(e)) if e.revision == revision && e.is_attempts(&self.key, nonce)
+        )
     }
 
     /// An earlier write of this attempt (`entry`, carrying its nonce)
@@ -695,8 +719,10 @@ impl NatsClaim {
         let next = async {
             loop {
                 match watch.next().await {
-                    Seen::Entry(_, r, _) if r <= reserved.revision => continue,
-                    Seen::Entry(kv::Operation::Purge, r, _) => return r == marker,
+                    Seen::Entry(_, r, _) | Seen::AgedOut(r) if r <= reserved.revision => continue,
+                    // Only the server's marker: a client's purge may have
+                    // rolled up a term that followed the handover.
+                    Seen::AgedOut(r) => return r == marker,
                     Seen::Entry(..) | Seen::Ended => return false,
                 }
             }
@@ -767,7 +793,7 @@ impl NatsClaim {
                 seen = watch.next() => match seen {
                     // A renewal of the waiter ahead.
                     Seen::Entry(kv::Operation::Put, ..) => {}
-                    Seen::Entry(..) | Seen::Ended => q.ahead = None,
+                    Seen::Entry(..) | Seen::AgedOut(_) | Seen::Ended => q.ahead = None,
                 },
                 () = tokio::time::sleep_until(deadline) => {
                     let known = self.conn.base();
@@ -855,17 +881,30 @@ impl NatsClaim {
                         });
                         return Ok(());
                     }
-                    Seen::Entry(kv::Operation::Purge, revision, _) => {
+                    Seen::AgedOut(revision) => {
                         // The server removed a handover's record at the
-                        // end of its window (its per-key TTL): no holder
-                        // to wait out, its term ended by that write. Any
-                        // other purge (an expiry) is not clean.
+                        // end of its window (its per-key TTL), the watch
+                        // having delivered everything since: no holder to
+                        // wait out, its term ended by that write. Any
+                        // other marker (an expiry) is not clean.
                         let clean = attempt
                             .reserved
                             .is_some_and(|r| r.watched && revision > r.revision);
                         attempt.vacancy = Some(Vacancy {
                             revision,
                             clean,
+                            base,
+                        });
+                        return Ok(());
+                    }
+                    Seen::Entry(kv::Operation::Purge, revision, _) => {
+                        // A client's purge (an operator's, or a write given
+                        // up): it rolls up entries the watch may not have
+                        // delivered (a term after a handover), so it is
+                        // never clean.
+                        attempt.vacancy = Some(Vacancy {
+                            revision,
+                            clean: false,
                             base,
                         });
                         return Ok(());

@@ -39,7 +39,7 @@ pub(crate) async fn watch_requests(conn: Arc<Connection>, key: String, reporter:
             Some(mut watch) => loop {
                 match watch.next().await {
                     Seen::Entry(kv::Operation::Put, _, value) => report(&value),
-                    Seen::Entry(..) => {}
+                    Seen::Entry(..) | Seen::AgedOut(_) => {}
                     Seen::Ended => break,
                 }
             },

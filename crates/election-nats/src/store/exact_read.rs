@@ -68,6 +68,16 @@ pub(crate) async fn read_exact(
     }))
 }
 
+/// Whether a stored message's headers make it the server's marker of an
+/// entry that aged out (`Nats-Marker-Reason: MaxAge`, no `KV-Operation`):
+/// not a client's purge, which rolls up the entries before it.
+pub(crate) fn aged_out(headers: Option<&async_nats::HeaderMap>) -> bool {
+    headers.is_some_and(|h| {
+        h.get("KV-Operation").is_none()
+            && h.get("Nats-Marker-Reason").map(|v| v.as_str()) == Some("MaxAge")
+    })
+}
+
 /// The KV operation a stored message's headers say it is: a delete or
 /// purge marker (written by a client, or by the server when a key ages out
 /// or is removed), else a put.
@@ -84,5 +94,33 @@ pub(crate) fn operation(headers: Option<&async_nats::HeaderMap>) -> kv::Operatio
         (Some("DEL"), _) | (None, Some("Remove")) => kv::Operation::Delete,
         (Some("PURGE"), _) | (None, Some("MaxAge" | "Purge")) => kv::Operation::Purge,
         _ => kv::Operation::Put,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> async_nats::HeaderMap {
+        let mut h = async_nats::HeaderMap::new();
+        for (name, value) in pairs {
+            h.insert(*name, *value);
+        }
+        h
+    }
+
+    /// A client's purge and the server's age-out marker are both purges to
+    /// a reader; only the server's marker is one that rolled nothing up.
+    #[test]
+    fn only_the_servers_marker_is_an_age_out() {
+        let client = headers(&[("KV-Operation", "PURGE"), ("Nats-Rollup", "sub")]);
+        let server = headers(&[("Nats-Marker-Reason", "MaxAge"), ("Nats-TTL", "1s")]);
+        let removed = headers(&[("Nats-Marker-Reason", "Remove")]);
+        assert_eq!(operation(Some(&client)), kv::Operation::Purge);
+        assert_eq!(operation(Some(&server)), kv::Operation::Purge);
+        assert!(!aged_out(Some(&client)));
+        assert!(aged_out(Some(&server)));
+        assert!(!aged_out(Some(&removed)));
+        assert!(!aged_out(None));
     }
 }

@@ -32,7 +32,13 @@ pub(crate) struct KeyWatch {
 pub(crate) enum Seen {
     /// An entry of the key at this revision (the stream sequence), with
     /// its payload.
+    /// A client's purge is `Entry(Purge, ..)`; the server's marker is not.
     Entry(kv::Operation, u64, bytes::Bytes),
+    /// The server's marker at this revision: the key's last entry aged out
+    /// (the bucket's max age, or the entry's own per-key TTL). Unlike a
+    /// client's purge, it rolls nothing up: the watch delivered every
+    /// entry before it.
+    AgedOut(u64),
     /// Nothing more will come (the subscription ended, or a message not
     /// of this watch's consumer arrived).
     Ended,
@@ -53,11 +59,15 @@ impl KeyWatch {
                 continue;
             }
             let operation = exact_read::operation(message.headers.as_ref());
+            let aged_out = exact_read::aged_out(message.headers.as_ref());
             let message = async_nats::jetstream::Message {
                 message,
                 context: self.js.clone(),
             };
             return match message.info() {
+                Ok(info) if info.consumer == self.consumer && aged_out => {
+                    Seen::AgedOut(info.stream_sequence)
+                }
                 Ok(info) if info.consumer == self.consumer => Seen::Entry(
                     operation,
                     info.stream_sequence,
@@ -75,8 +85,8 @@ impl KeyWatch {
         loop {
             match self.next().await {
                 Seen::Entry(kv::Operation::Put, r, v) if r == revision => return v == value,
-                Seen::Entry(_, r, _) if r < revision => continue,
-                Seen::Entry(..) | Seen::Ended => return false,
+                Seen::Entry(_, r, _) | Seen::AgedOut(r) if r < revision => continue,
+                Seen::Entry(..) | Seen::AgedOut(_) | Seen::Ended => return false,
             }
         }
     }

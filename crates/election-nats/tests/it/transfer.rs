@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use election_core::{Election, Identity};
 use election_nats::{NatsElection, NatsOptions};
+use futures::StreamExt;
 use nats_testkit::{Cluster, Server};
 use tokio::time::Instant;
 
@@ -186,4 +187,121 @@ async fn single_the_end_of_a_window_is_a_clean_vacancy() {
 async fn cluster_the_end_of_a_window_is_a_clean_vacancy() {
     let cluster = Cluster::start(3).expect("a 3-node cluster");
     the_end_of_a_window_is_a_clean_vacancy(&cluster.urls().join(","), 3).await;
+}
+
+/// An operator's purge of the key 0.5 s into a handover's 20 s window (a
+/// client's purge, not the server's removal at the window's end): the
+/// waiting candidate must not take it for the handover's removal and
+/// claim at once. It waits the failover grace, as after any purge: a
+/// purge rolls up entries a watch may not have delivered yet (a term that
+/// followed the handover), so it says nothing of who ended what.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_by_hand_after_a_handover_is_waited_out() {
+    let server = Server::start().expect("nats-server");
+    let options = NatsOptions::new(Duration::from_secs(6))
+        .expect("options")
+        .single_replica_ok(true);
+    let grace = options.grace();
+    let election = NatsElection::connect(&server.url(), options)
+        .await
+        .expect("connect");
+    let term = election
+        .candidate("purged", "a")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("a wins");
+    let c = election.candidate("purged", "c").expect("candidate");
+    let waiting = tokio::spawn(async move { c.campaign().await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    term.transfer(
+        &Identity::new("ghost").expect("identity"),
+        Duration::from_secs(20),
+    )
+    .await
+    .expect("a hands over");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let js = async_nats::jetstream::new(election.client().clone());
+    let kv = js.get_key_value("elections").await.expect("bucket");
+    kv.purge("purged").await.expect("the operator's purge");
+    let purged = Instant::now();
+    let next = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("c wins in time")
+        .expect("join")
+        .expect("c wins");
+    let waited = purged.elapsed();
+    assert!(
+        waited >= grace,
+        "c won {waited:?} after a purge by hand: taken for the handover's removal, without the failover grace ({grace:?})"
+    );
+    next.resign().await.expect("resign");
+}
+
+/// Torture seed 3111633520608784901 (nats, 30 candidates): the successor's
+/// process last learned the bucket's incarnation before the bucket was
+/// deleted and recreated. Its claim over the handover lands, but carries
+/// the old base, so the incarnation check refuses it as its epoch. The
+/// successor must rewrite its own record with the new base, keeping the
+/// name: a purge of its write instead (and a claim again) opened the name
+/// to a waiting third candidate inside the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successor_with_a_stale_incarnation_keeps_the_name() {
+    let server = Server::start().expect("nats-server");
+    let options = NatsOptions::new(Duration::from_secs(3))
+        .expect("options")
+        .single_replica_ok(true);
+    // The successor's process: its connection learns the bucket now.
+    let successor = NatsElection::connect(&server.url(), options.clone())
+        .await
+        .expect("connect");
+    let b = successor.candidate("stale", "b").expect("candidate");
+    // An operator deletes the bucket; another process recreates it.
+    let js = async_nats::jetstream::new(successor.client().clone());
+    js.delete_key_value("elections").await.expect("delete");
+    let holder = NatsElection::connect(&server.url(), options)
+        .await
+        .expect("connect");
+    let term = holder
+        .candidate("stale", "a")
+        .expect("candidate")
+        .campaign()
+        .await
+        .expect("a wins");
+    let kv = js.get_key_value("elections").await.expect("bucket");
+    let mut watch = kv.watch("stale").await.expect("watch");
+    term.transfer(
+        &Identity::new("b").expect("identity"),
+        Duration::from_secs(20),
+    )
+    .await
+    .expect("a hands over");
+    let next = tokio::time::timeout(Duration::from_secs(30), b.campaign())
+        .await
+        .expect("b wins in time")
+        .expect("b wins");
+    assert!(next.epoch() > term.epoch());
+    // Every entry from the handover to b's term: never a vacancy.
+    let latest = kv
+        .entry("stale")
+        .await
+        .expect("read")
+        .expect("b's record")
+        .revision;
+    while let Some(entry) = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("the watch delivers up to b's record")
+    {
+        let entry = entry.expect("entry");
+        assert_eq!(
+            entry.operation,
+            async_nats::jetstream::kv::Operation::Put,
+            "the name was vacant at revision {} inside the successor's window",
+            entry.revision
+        );
+        if entry.revision >= latest {
+            break;
+        }
+    }
+    next.resign().await.expect("resign");
 }
