@@ -20,6 +20,7 @@ use crate::store::exact_read::ExactEntry;
 use crate::store::key_watch::{KeyWatch, Seen, watch_key};
 use crate::store::queue::{self, Waiter};
 use crate::store::record::{self, ClaimRecord};
+use crate::store::requests::Requests;
 
 /// A vacancy of the key an attempt saw: a delete or purge marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1235,11 +1236,13 @@ impl Claim for NatsClaim {
             nonce: attempt.nonce,
             holding: attempt.holding.clone(),
         };
-        let requests = crate::transfer::watch_requests(
-            self.conn.clone(),
-            record::request_key(&self.key),
-            reporter.clone(),
-        );
+        let conn = self.conn.clone();
+        let key = record::request_key(&self.key);
+        let follower = reporter.clone();
+        let requests = async move {
+            let _following = Requests::follow(&conn, key, follower).await;
+            std::future::pending::<()>().await;
+        };
         Ok(WatchGuard::task(tokio::spawn(async move {
             // The requests' watch lives as long as the renewals.
             tokio::select! {

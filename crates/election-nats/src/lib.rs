@@ -49,7 +49,6 @@ mod keyed;
 mod options;
 mod renewal;
 mod store;
-mod transfer;
 
 pub use claim::{NatsAttempt, NatsClaim};
 pub use driver::{ConnectError, NATS_OPTIONS, NatsDriver, NatsUrl, nats_options};

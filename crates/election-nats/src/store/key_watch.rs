@@ -2,6 +2,8 @@
 //! [`watch_key`]): what a waiting claim follows its election key with,
 //! and a holder its transfer requests (ADR 0112).
 
+use std::time::Duration;
+
 use async_nats::jetstream::kv;
 use futures::StreamExt;
 
@@ -26,6 +28,8 @@ pub(crate) struct KeyWatch {
     /// entry it delivers is of this one or a later one.
     pub(crate) known_before: u64,
     js: async_nats::jetstream::Context,
+    /// The bucket's subject prefix: a delivered subject less it is the key.
+    prefix: String,
 }
 
 /// What a watch delivered.
@@ -50,14 +54,36 @@ impl KeyWatch {
     /// Cancel safety: cancel safe (a message is taken from the
     /// subscription only when it is returned).
     pub(crate) async fn next(&mut self) -> Seen {
+        self.next_keyed(None).await.1
+    }
+
+    /// The next entry the consumer delivers, with its key (`None` when
+    /// [`Seen::Ended`]). With `silence`, a watch made with idle heartbeats
+    /// ([`watch_keys`]) that delivers nothing, not even a heartbeat, for
+    /// that long has ended: its consumer went (a recreated bucket deletes
+    /// its consumers without a word).
+    ///
+    /// Cancel safety: cancel safe, as [`next`](Self::next).
+    pub(crate) async fn next_keyed(&mut self, silence: Option<Duration>) -> (Option<String>, Seen) {
         loop {
-            let Some(message) = self.sub.next().await else {
-                return Seen::Ended;
+            let message = match silence {
+                Some(silence) => match tokio::time::timeout(silence, self.sub.next()).await {
+                    Ok(message) => message,
+                    Err(_) => return (None, Seen::Ended),
+                },
+                None => self.sub.next().await,
+            };
+            let Some(message) = message else {
+                return (None, Seen::Ended);
             };
             if message.status.is_some() {
                 // A status (e.g. a heartbeat): not an entry.
                 continue;
             }
+            let key = message
+                .subject
+                .strip_prefix(self.prefix.as_str())
+                .map(str::to_owned);
             let operation = exact_read::operation(message.headers.as_ref());
             let aged_out = exact_read::aged_out(message.headers.as_ref());
             let message = async_nats::jetstream::Message {
@@ -66,14 +92,17 @@ impl KeyWatch {
             };
             return match message.info() {
                 Ok(info) if info.consumer == self.consumer && aged_out => {
-                    Seen::AgedOut(info.stream_sequence)
+                    (key, Seen::AgedOut(info.stream_sequence))
                 }
-                Ok(info) if info.consumer == self.consumer => Seen::Entry(
-                    operation,
-                    info.stream_sequence,
-                    message.message.payload.clone(),
+                Ok(info) if info.consumer == self.consumer => (
+                    key,
+                    Seen::Entry(
+                        operation,
+                        info.stream_sequence,
+                        message.message.payload.clone(),
+                    ),
                 ),
-                _ => Seen::Ended,
+                _ => (None, Seen::Ended),
             };
         }
     }
@@ -96,6 +125,27 @@ impl KeyWatch {
 /// `prove`, it reads the bucket's incarnation after the consumer is made
 /// (see `NatsClaim::key_watch`). `None` if the watch cannot be made.
 pub(crate) async fn watch_key(conn: &Connection, key: &str, prove: bool) -> Option<KeyWatch> {
+    watch(conn, key, prove, None).await
+}
+
+/// A [`KeyWatch`] of every key matching `filter` (a subject filter over
+/// the keys, such as `t.*`), its consumer sending an idle heartbeat every
+/// `heartbeat`: read it with [`KeyWatch::next_keyed`] and a silence of a
+/// few heartbeats. `None` if the watch cannot be made.
+pub(crate) async fn watch_keys(
+    conn: &Connection,
+    filter: &str,
+    heartbeat: Duration,
+) -> Option<KeyWatch> {
+    watch(conn, filter, false, Some(heartbeat)).await
+}
+
+async fn watch(
+    conn: &Connection,
+    key: &str,
+    prove: bool,
+    heartbeat: Option<Duration>,
+) -> Option<KeyWatch> {
     use async_nats::jetstream::consumer::{self, push};
     let before = conn.base();
     let client = &conn.client;
@@ -111,6 +161,7 @@ pub(crate) async fn watch_key(conn: &Connection, key: &str, prove: bool) -> Opti
         replay_policy: consumer::ReplayPolicy::Instant,
         memory_storage: true,
         num_replicas: 1,
+        idle_heartbeat: heartbeat.unwrap_or_default(),
         ..Default::default()
     });
     let consumer = tokio::time::timeout(conn.timeout(), create)
@@ -129,5 +180,6 @@ pub(crate) async fn watch_key(conn: &Connection, key: &str, prove: bool) -> Opti
         incarnation: after.filter(|s| s.created_us == before).map(|_| before),
         known_before: before,
         js: conn.js.clone(),
+        prefix: kv.prefix.clone(),
     })
 }

@@ -305,3 +305,107 @@ async fn a_successor_with_a_stale_incarnation_keeps_the_name() {
     }
     next.resign().await.expect("resign");
 }
+
+/// The stream's consumers: the watches the server keeps for the bucket.
+async fn consumers(election: &NatsElection) -> usize {
+    let js = async_nats::jetstream::new(election.client().clone());
+    let mut stream = js.get_stream("KV_elections").await.expect("stream");
+    stream.info().await.expect("info").state.consumer_count
+}
+
+/// Issue 42: ten terms held through one connection follow their transfer
+/// requests through one consumer of the bucket (a consumer per held term
+/// was 10,000 consumers for 10,000 names), and each term hears its own
+/// requests only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terms_of_one_connection_share_one_request_watch() {
+    let server = Server::start().expect("nats-server");
+    let election = NatsElection::connect(&server.url(), options(1))
+        .await
+        .expect("connect");
+    let mut terms = Vec::new();
+    for i in 0..10 {
+        let term = election
+            .candidate(&format!("shared-{i}"), "a")
+            .expect("candidate")
+            .campaign()
+            .await
+            .expect("a wins");
+        terms.push(term);
+    }
+    let (to, by) = (
+        Identity::new("b").expect("identity"),
+        Identity::new("ops").expect("identity"),
+    );
+    for (i, term) in terms.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+        Election::request_transfer(&election, &format!("shared-{i}"), &to, &by)
+            .await
+            .expect("request")
+            .expect("a term held the name");
+        let heard = tokio::time::timeout(Duration::from_secs(30), term.transfer_requested())
+            .await
+            .expect("the holder hears its request");
+        assert_eq!(heard.epoch, term.epoch());
+    }
+    for (i, term) in terms.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+        assert_eq!(
+            term.transfer_request(),
+            None,
+            "shared-{i} heard another's request"
+        );
+    }
+    let watches = consumers(&election).await;
+    assert!(
+        watches <= 1,
+        "{watches} consumers of the bucket for the requests of 10 terms of one connection"
+    );
+    for term in terms {
+        term.resign().await.expect("resign");
+    }
+}
+
+/// The connection's one request watch goes with a deleted bucket (its
+/// consumer deleted without a word); a term won in the recreated bucket
+/// through the same connection still hears a transfer request: the watch
+/// falls silent, is made again, and the followed keys are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_reaches_a_term_after_the_bucket_was_recreated() {
+    let server = Server::start().expect("nats-server");
+    let election = NatsElection::connect(&server.url(), options(1))
+        .await
+        .expect("connect");
+    let a = election.candidate("again", "a").expect("candidate");
+    let term = a.campaign().await.expect("a wins");
+    let (to, by) = (
+        Identity::new("b").expect("identity"),
+        Identity::new("ops").expect("identity"),
+    );
+    Election::request_transfer(&election, "again", &to, &by)
+        .await
+        .expect("request")
+        .expect("a term held the name");
+    tokio::time::timeout(Duration::from_secs(30), term.transfer_requested())
+        .await
+        .expect("the holder hears the request");
+    let js = async_nats::jetstream::new(election.client().clone());
+    js.delete_key_value("elections").await.expect("delete");
+    let _recreated = NatsElection::connect(&server.url(), options(1))
+        .await
+        .expect("connect");
+    tokio::time::timeout(Duration::from_secs(30), term.lost())
+        .await
+        .expect("the holder learns its loss");
+    let again = tokio::time::timeout(Duration::from_secs(30), a.campaign())
+        .await
+        .expect("in time")
+        .expect("a wins again");
+    Election::request_transfer(&election, "again", &to, &by)
+        .await
+        .expect("request")
+        .expect("a term held the name");
+    let heard = tokio::time::timeout(Duration::from_secs(30), again.transfer_requested())
+        .await
+        .expect("the new term hears the request in the recreated bucket");
+    assert_eq!(heard.epoch, again.epoch());
+    again.resign().await.expect("resign");
+}
