@@ -474,8 +474,10 @@ impl NatsClaim {
     /// after it (or at once if `begin.refresh`), counting validity from
     /// the refresh; then checks the bucket is still the incarnation `base`
     /// (rule 1: the epoch's base and the winning revision must belong to
-    /// the same incarnation). If it is not, the write is deleted and
-    /// `attempt.retry` set: no term begins.
+    /// the same incarnation). If it is not, no term begins and
+    /// `attempt.retry` is set: a write that is still the key's latest
+    /// entry is claimed again over in place (the name never vacant), any
+    /// other is deleted first.
     async fn won(
         &self,
         attempt: &mut NatsAttempt,
@@ -1066,7 +1068,14 @@ impl Claim for NatsClaim {
                         detail: e.to_string(),
                     }));
                 }
-                Ok(Err(_)) | Err(_) => return self.resolve_unknown(attempt, sent).await,
+                Ok(Err(_)) | Err(_) => {
+                    let won = self.resolve_unknown(attempt, sent).await?;
+                    if won.is_none() && attempt.retry {
+                        (expected, seen_in) = expecting(attempt.vacancy);
+                        continue;
+                    }
+                    return Ok(won);
+                }
             }
             // Someone wrote since: read the key through the stream leader.
             let known = self.conn.base();
