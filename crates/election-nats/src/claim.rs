@@ -14,13 +14,13 @@ use tokio::time::Instant;
 
 use crate::error::{Error, is_kind};
 use crate::renewal::{HeldTerm, Renewal, Shared};
+use crate::requests::Requests;
 use crate::store::bucket;
 use crate::store::connection::Connection;
 use crate::store::exact_read::ExactEntry;
 use crate::store::key_watch::{KeyWatch, Seen, watch_key};
 use crate::store::queue::{self, Waiter};
 use crate::store::record::{self, ClaimRecord};
-use crate::store::requests::Requests;
 
 /// A vacancy of the key an attempt saw: a delete or purge marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +119,8 @@ struct Landed {
 #[derive(Debug)]
 pub struct NatsClaim {
     conn: Arc<Connection>,
+    /// The transfer requests of the election handle's terms (one watch).
+    requests: Arc<Requests>,
     name: ElectionName,
     identity: Identity,
     key: String,
@@ -200,10 +202,16 @@ fn unix_ms() -> Option<u64> {
 }
 
 impl NatsClaim {
-    pub(crate) fn new(conn: Arc<Connection>, name: ElectionName, identity: Identity) -> Self {
+    pub(crate) fn new(
+        conn: Arc<Connection>,
+        requests: Arc<Requests>,
+        name: ElectionName,
+        identity: Identity,
+    ) -> Self {
         NatsClaim {
             key: record::key(&name),
             conn,
+            requests,
             name,
             identity,
             last_release: StdMutex::new(None),
@@ -1246,10 +1254,11 @@ impl Claim for NatsClaim {
             holding: attempt.holding.clone(),
         };
         let conn = self.conn.clone();
+        let hub = self.requests.clone();
         let key = record::request_key(&self.key);
         let follower = reporter.clone();
         let requests = async move {
-            let _following = Requests::follow(&conn, key, follower).await;
+            let _following = hub.follow(&conn, key, follower).await;
             std::future::pending::<()>().await;
         };
         Ok(WatchGuard::task(tokio::spawn(async move {
@@ -1524,6 +1533,7 @@ mod tests {
         );
         let claim = NatsClaim::new(
             conn.clone(),
+            Arc::default(),
             ElectionName::new("jobs").unwrap(),
             Identity::new("svc-1").unwrap(),
         );
@@ -1593,6 +1603,7 @@ mod tests {
         let conn = Arc::new(Connection::open(client, options).await.expect("open"));
         let claim = NatsClaim::new(
             conn.clone(),
+            Arc::default(),
             ElectionName::new("jobs").unwrap(),
             Identity::new("svc-1").unwrap(),
         );

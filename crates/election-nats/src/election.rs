@@ -10,6 +10,7 @@ use crate::claim::NatsClaim;
 use crate::error::Error;
 use crate::keyed::NatsKeyedClaims;
 use crate::options::NatsOptions;
+use crate::requests::Requests;
 use crate::store::clients::{self, ClientKey, SharedClient};
 use crate::store::connection::Connection;
 use crate::store::record;
@@ -75,6 +76,8 @@ use crate::store::record;
 #[derive(Clone, Debug)]
 pub struct NatsElection {
     conn: Arc<Connection>,
+    /// The transfer requests of this handle's terms, through one watch.
+    requests: Arc<Requests>,
 }
 
 impl NatsElection {
@@ -160,6 +163,7 @@ impl NatsElection {
         conn.shared = Some(shared);
         Ok(NatsElection {
             conn: Arc::new(conn),
+            requests: Arc::default(),
         })
     }
 
@@ -182,6 +186,7 @@ impl NatsElection {
     ) -> Result<Self, Error> {
         Ok(NatsElection {
             conn: Arc::new(Connection::open(client, options).await?),
+            requests: Arc::default(),
         })
     }
 
@@ -273,6 +278,7 @@ impl NatsElection {
         }
         Ok(NatsClaim::new(
             self.conn.clone(),
+            self.requests.clone(),
             ElectionName::new(name)?,
             Identity::new(identity)?,
         ))

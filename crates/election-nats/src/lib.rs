@@ -48,6 +48,7 @@ mod fence;
 mod keyed;
 mod options;
 mod renewal;
+mod requests;
 mod store;
 
 pub use claim::{NatsAttempt, NatsClaim};

@@ -22,7 +22,6 @@ use crate::store::bucket;
 use crate::store::clients::SharedClient;
 use crate::store::exact_read::{self, ExactEntry};
 use crate::store::record;
-use crate::store::requests::Requests;
 
 /// A connection to the server(s) and the elections bucket, shared by the
 /// façade and every claim and lease set opened from it.
@@ -51,8 +50,6 @@ pub(crate) struct Connection {
     /// when its request was sent, and its answer (an error as its text).
     /// Checks that wait while one is sent share its answer.
     shape_read: tokio::sync::Mutex<Option<(Instant, Result<bucket::Shape, String>)>>,
-    /// The transfer requests its terms follow, through one watch.
-    pub(crate) requests: Requests,
     /// Stream info requests sent by incarnation checks.
     #[cfg(test)]
     shape_reads: AtomicU64,
@@ -121,7 +118,6 @@ impl Connection {
             others,
             shared: None,
             shape_read: tokio::sync::Mutex::new(None),
-            requests: Requests::default(),
             #[cfg(test)]
             shape_reads: AtomicU64::new(0),
         })

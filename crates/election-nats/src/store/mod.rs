@@ -4,9 +4,8 @@
 //! and checking the KV buckets (`bucket`), exact reads of a key through
 //! the stream leader (`exact_read`), a watch of one key (`key_watch`), the
 //! records stored under the keys
-//! (`record`: a claim's, a session's), the transfer requests a
-//! connection's terms follow through one watch (`requests`), and a lease
-//! set's session key (`session`).
+//! (`record`: a claim's, a session's), and a lease set's session key
+//! (`session`).
 
 pub(crate) mod bucket;
 pub(crate) mod clients;
@@ -15,5 +14,4 @@ pub(crate) mod exact_read;
 pub(crate) mod key_watch;
 pub(crate) mod queue;
 pub(crate) mod record;
-pub(crate) mod requests;
 pub(crate) mod session;

@@ -1,6 +1,6 @@
-//! Transfer requests (ADR 0112) reaching the terms of one connection
+//! Transfer requests (ADR 0112) reaching the terms of one election handle
 //! ([`Requests`]): one watch of every request key of the bucket (`t.*`)
-//! per connection, handing each request to the terms that hold its
+//! per [`NatsElection`](crate::NatsElection) and so per connection, handing each request to the terms that hold its
 //! election, however many they are (issue 42: a watch per held term was a
 //! consumer per name on the server).
 
@@ -121,11 +121,12 @@ impl Requests {
     /// Cancel safety: cancel safe (a term dropped before it follows has
     /// no place left behind).
     pub(crate) async fn follow(
+        &self,
         conn: &Arc<Connection>,
         key: String,
         reporter: TermReporter,
     ) -> Following {
-        let hub = &conn.requests;
+        let hub = self;
         let id = hub.shared.next_id.fetch_add(1, Ordering::Relaxed);
         hub.shared
             .terms
