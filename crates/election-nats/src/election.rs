@@ -563,6 +563,11 @@ impl NatsElection {
     /// held until the server ages it out (the TTL), then wait the failover
     /// grace. `Ok(None)`: no term holds the key.
     ///
+    /// A lease set's keys live in a bucket of their own (`<bucket>-keys`),
+    /// which this revoke does not reach: a name that is a live key there is
+    /// [`ConfigError::Unsupported`](election_core::ConfigError::Unsupported)
+    /// (release it in its set, or close the set), never `Ok(None)`.
+    ///
     /// Cancel safety: cancelled after the update was sent, it may have
     /// landed or not. Failure model: `Unavailable`, `OutcomeUnknown` (as a
     /// claim's); a bucket recreated meanwhile is `OutcomeUnknown` (the
@@ -590,15 +595,31 @@ impl NatsElection {
         let core = |e: Error| e.into_core(&name);
         let key = record::key(&name);
         let timeout = self.conn.timeout();
+        // No term of `name` in the elections bucket: none, or the name is
+        // a lease set's key, which this revoke does not reach (it must not
+        // answer that nobody holds it).
+        let no_term = || async {
+            if self.in_a_lease_set(&key).await {
+                Err(election_core::Error::Config(
+                    election_core::ConfigError::Unsupported {
+                        what: "revoking a lease set's key (release it in its set, or \
+                               close the set)",
+                        backend: "nats",
+                    },
+                ))
+            } else {
+                Ok(None)
+            }
+        };
         for _ in 0..8 {
             let Some(entry) = self.conn.read_exact(&key).await.map_err(core)? else {
-                return Ok(None);
+                return no_term().await;
             };
             let Some(deposed) =
                 record::leader_of(&key, entry.operation, &entry.value, entry.revision)
                     .map_err(core)?
             else {
-                return Ok(None);
+                return no_term().await;
             };
             let base = self.conn.base();
             let at = std::time::SystemTime::now();
@@ -647,6 +668,22 @@ impl NatsElection {
             ));
         }
         Err(core(Error::OutcomeUnknown { after: timeout }))
+    }
+
+    /// Whether `key` is written (and not deleted) in this bucket's lease
+    /// sets' keys bucket (`<bucket>-keys`); `false` if there is no such
+    /// bucket or it cannot be read.
+    async fn in_a_lease_set(&self, key: &str) -> bool {
+        let name = format!("{}-keys", self.conn.options.bucket_name());
+        let timeout = self.conn.timeout();
+        let Ok(Ok(keys)) = tokio::time::timeout(timeout, self.conn.js.get_key_value(name)).await
+        else {
+            return false;
+        };
+        matches!(
+            crate::store::exact_read::read_exact(&keys, key, timeout).await,
+            Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put
+        )
     }
 
     /// The revocation the key of `name` shows, until the next term

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use election_core::{
-    Election, Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet, Membership,
-    SetMember,
+    ConfigError, Election, Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet,
+    Membership, SetMember,
 };
 
 use crate::conformance::{answered, cancel_after, until, within};
@@ -880,6 +880,60 @@ pub async fn keyed_membership_rebalances<B: MembershipBackend>(b: &B) {
     c.close().await;
 }
 
+/// An operator's revoke (ADR 0111) of a key a lease set holds, through the
+/// backend's [`Election`]: it names the set's term as the one deposed and
+/// takes an epoch above it; the set reports the key lost; the key's next
+/// term (the set asks again) is above the revocation. A backend that
+/// cannot revoke a set's keys must say so ([`ConfigError::Unsupported`]),
+/// never answer that nobody holds the key.
+///
+/// ```
+/// use election_testkit::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// election_testkit::keyed::keyed_revoke_is_fenced(&MemoryBackend::new()).await;
+/// # }
+/// ```
+pub async fn keyed_revoke_is_fenced<B: MembershipBackend>(b: &B) {
+    let key = "revoked-key";
+    let a = set(b, "node-a").await;
+    a.held(key);
+    let _ = a.ask(key).await;
+    let held = win(&a, key).await;
+    let by = Identity::new("ops/alice").expect("identity");
+    let election = b.election().await;
+    let revoked = match within("the revoke", election.revoke(key, &by)).await {
+        Ok(Some(revoked)) => revoked,
+        Err(Error::Config(ConfigError::Unsupported { .. })) => {
+            a.close().await;
+            return;
+        }
+        other => panic!("revoke of {key}, held by node-a in term {held}: {other:?}"),
+    };
+    assert_eq!(revoked.deposed.epoch, held, "the deposed term");
+    assert_eq!(revoked.deposed.identity.as_str(), "node-a");
+    assert_eq!(revoked.revocation.by, by);
+    assert!(
+        revoked.revocation.epoch > held,
+        "the revocation's epoch {} is not above the deposed term's {held}",
+        revoked.revocation.epoch
+    );
+    // Lost, and maybe won again at once (the file backend's next term
+    // begins when the deposed one closes): the term held is not `held`.
+    until("node-a to lose the revoked term", || {
+        a.epoch(key) != Some(held)
+    })
+    .await;
+    let next = win(&a, key).await;
+    assert!(
+        next > revoked.revocation.epoch,
+        "the key's next term {next} is not above the revocation's epoch {}",
+        revoked.revocation.epoch
+    );
+    a.close().await;
+}
+
 /// Expands to one `#[tokio::test]` per membership case
 /// ([`MembershipBackend`]), each with a backend made by `$factory`.
 ///
@@ -891,7 +945,7 @@ pub async fn keyed_membership_rebalances<B: MembershipBackend>(b: &B) {
 #[macro_export]
 macro_rules! keyed_membership_tests {
     ($factory:expr) => {
-        $crate::__cases!(keyed, $factory; keyed_membership_rebalances);
+        $crate::__cases!(keyed, $factory; keyed_membership_rebalances, keyed_revoke_is_fenced);
     };
 }
 
