@@ -226,7 +226,16 @@ pub(crate) fn rows(
             ttl.clone(),
         ),
         ("nats", stores.nats.url(), ttl.clone()),
-        ("postgres", stores.pg.url(), ttl.clone()),
+        // A schema of its own: this server comes from the same template as
+        // the CLI rows' (same system identifier and database), so without
+        // it the two are one store to `elect run`'s cgroups, and this
+        // one's epochs, from 2 again, would read as earlier terms of the
+        // CLI rows' election (`elect run` refuses to start those).
+        (
+            "postgres",
+            format!("{}?schema=rolling", stores.pg.url()),
+            ttl.clone(),
+        ),
         (
             "etcd",
             format!("etcd://{}/bench-rolling", stores.etcd_endpoint),
