@@ -184,6 +184,9 @@ impl Field {
                 cmd.args(["run", "--backend", url, "--name", election()])
                     .args(extra)
                     .arg("--");
+                if let Some(parent) = crate::cgroups::parent() {
+                    cmd.env("ELECT_CGROUP_PARENT", parent);
+                }
                 cmd
             }
             Contender::Etcdctl { bin, endpoint, ttl } => {

@@ -15,6 +15,7 @@
 //! cross-process floors start (see [`helper`]).
 
 mod balance;
+mod cgroups;
 mod cli;
 mod etcd;
 mod fencing;
@@ -326,6 +327,8 @@ fn summary(samples: &[u64], what: &str) -> Result<Summary> {
 /// command in the report's header.
 fn measure(via: &str, args: &[String]) -> Result<()> {
     let o = Options::parse(args)?;
+    // Every `elect run` of this bench under a cgroup parent of its own.
+    let _cgroups = cgroups::OwnParent::make();
     if cfg!(debug_assertions) {
         eprintln!("bench: warning: measuring from a debug build; use `cargo xtask bench`");
     }

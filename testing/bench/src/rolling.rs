@@ -105,6 +105,9 @@ impl Deploy<'_> {
             id,
         ])
         .args(self.extra);
+        if let Some(parent) = crate::cgroups::parent() {
+            cmd.env("ELECT_CGROUP_PARENT", parent);
+        }
         if take_over {
             cmd.arg("--take-over");
         }
