@@ -116,10 +116,14 @@ async fn a_waiting_successor_is_woken_by_the_handover(urls: &str, replicas: usiz
     next.resign().await.expect("resign");
 }
 
-/// A window of 2 s to a successor that never comes, with a TTL of 6 s
-/// (failover grace 2 s): the waiting candidate wins when the window ends,
-/// without the grace after it.
-async fn the_end_of_a_window_is_a_clean_vacancy(urls: &str, replicas: usize) {
+/// What the window cases start from: `a` holds `name` on a bucket of TTL
+/// 6 s (failover grace 2 s) and `c` has campaigned behind it for half a
+/// second. Returns the election, a's term, c's campaign and the grace.
+async fn a_holds_and_c_waits(
+    urls: &str,
+    replicas: usize,
+    name: &str,
+) -> (NatsElection, Held, tokio::task::JoinHandle<Won>, Duration) {
     let options = NatsOptions::new(Duration::from_secs(6))
         .and_then(|o| o.replicas(replicas))
         .expect("options")
@@ -127,14 +131,28 @@ async fn the_end_of_a_window_is_a_clean_vacancy(urls: &str, replicas: usize) {
     let grace = options.grace();
     let election = NatsElection::connect(urls, options).await.expect("connect");
     let term = election
-        .candidate("clean", "a")
+        .candidate(name, "a")
         .expect("candidate")
         .campaign()
         .await
         .expect("a wins");
-    let c = election.candidate("clean", "c").expect("candidate");
+    let c = election.candidate(name, "c").expect("candidate");
     let waiting = tokio::spawn(async move { c.campaign().await });
     tokio::time::sleep(Duration::from_millis(500)).await;
+    (election, term, waiting, grace)
+}
+
+/// A term on NATS.
+type Held = election_core::Term<election_nats::NatsClaim>;
+
+/// A campaign's outcome on NATS.
+type Won = Result<Held, election_core::Error>;
+
+/// A window of 2 s to a successor that never comes, with a TTL of 6 s
+/// (failover grace 2 s): the waiting candidate wins when the window ends,
+/// without the grace after it.
+async fn the_end_of_a_window_is_a_clean_vacancy(urls: &str, replicas: usize) {
+    let (_election, term, waiting, grace) = a_holds_and_c_waits(urls, replicas, "clean").await;
     let window = Duration::from_secs(2);
     let began = Instant::now();
     term.transfer(&Identity::new("ghost").expect("identity"), window)
@@ -198,22 +216,7 @@ async fn cluster_the_end_of_a_window_is_a_clean_vacancy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_by_hand_after_a_handover_is_waited_out() {
     let server = Server::start().expect("nats-server");
-    let options = NatsOptions::new(Duration::from_secs(6))
-        .expect("options")
-        .single_replica_ok(true);
-    let grace = options.grace();
-    let election = NatsElection::connect(&server.url(), options)
-        .await
-        .expect("connect");
-    let term = election
-        .candidate("purged", "a")
-        .expect("candidate")
-        .campaign()
-        .await
-        .expect("a wins");
-    let c = election.candidate("purged", "c").expect("candidate");
-    let waiting = tokio::spawn(async move { c.campaign().await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (election, term, waiting, grace) = a_holds_and_c_waits(&server.url(), 1, "purged").await;
     term.transfer(
         &Identity::new("ghost").expect("identity"),
         Duration::from_secs(20),
