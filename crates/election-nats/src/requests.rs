@@ -1,8 +1,9 @@
 //! Transfer requests (ADR 0112) reaching the terms of one election handle
 //! ([`Requests`]): one watch of every request key of the bucket (`t.*`)
-//! per [`NatsElection`](crate::NatsElection) and so per connection, handing each request to the terms that hold its
-//! election, however many they are (issue 42: a watch per held term was a
-//! consumer per name on the server).
+//! per [`NatsElection`](crate::NatsElection), and so per connection,
+//! handing each request to the terms that hold its election, however many
+//! they are (issue 42: a watch per held term was a consumer per name on
+//! the server).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,9 +24,9 @@ const FILTER: &str = "t.*";
 /// How many idle heartbeats a watch may miss before it counts as ended.
 const MISSED_HEARTBEATS: u32 = 3;
 
-/// The terms of one connection that follow transfer requests, and the one
-/// watch that serves them (started with the first term, ended with the
-/// connection).
+/// The terms of one election handle that follow transfer requests, and
+/// the one watch that serves them (started with the first term, ended when
+/// the handle and its claims are gone).
 #[derive(Debug, Default)]
 pub(crate) struct Requests {
     shared: Arc<Shared>,
@@ -126,9 +127,8 @@ impl Requests {
         key: String,
         reporter: TermReporter,
     ) -> Following {
-        let hub = self;
-        let id = hub.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        hub.shared
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.shared
             .terms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -136,19 +136,19 @@ impl Requests {
             .or_default()
             .push((id, reporter));
         let following = Following {
-            shared: hub.shared.clone(),
+            shared: self.shared.clone(),
             key: key.clone(),
             id,
         };
-        hub.start(conn);
-        let mut made = hub.shared.made.subscribe();
+        self.start(conn);
+        let mut made = self.shared.made.subscribe();
         // Registered first, then the watch known to exist, then the read:
         // a request is either before the read or delivered after it.
         if made.wait_for(|n| *n > 0).await.is_ok()
             && let Ok(Some(entry)) = conn.read_exact(&key).await
             && entry.operation == kv::Operation::Put
         {
-            hub.shared.report(&key, &entry.value);
+            self.shared.report(&key, &entry.value);
         }
         following
     }
