@@ -21,6 +21,7 @@ use crate::store::exact_read::ExactEntry;
 use crate::store::key_watch::{KeyWatch, Seen, watch_key};
 use crate::store::queue::{self, Waiter};
 use crate::store::record::{self, ClaimRecord};
+use crate::store::settled::settled;
 
 /// A vacancy of the key an attempt saw: a delete or purge marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,11 +277,14 @@ impl NatsClaim {
             revision.to_string().as_str(),
         );
         let js = &self.conn.js;
-        let delete = async move {
-            js.publish_with_headers(subject, headers, bytes::Bytes::new())
-                .await?
-                .await
-        };
+        let delete = settled(|| {
+            let (subject, headers) = (subject.clone(), headers.clone());
+            async move {
+                js.publish_with_headers(subject, headers, bytes::Bytes::new())
+                    .await?
+                    .await
+            }
+        });
         match tokio::time::timeout(self.timeout(), delete).await {
             Ok(Ok(ack)) => Ok(Some(ack.sequence)),
             Ok(Err(e))
@@ -328,11 +332,14 @@ impl NatsClaim {
             headers.insert("Nats-TTL", ttl);
         }
         let js = &self.conn.js;
-        let write = async move {
-            js.publish_with_headers(subject, headers, value)
-                .await?
-                .await
-        };
+        let write = settled(|| {
+            let (subject, headers, value) = (subject.clone(), headers.clone(), value.clone());
+            async move {
+                js.publish_with_headers(subject, headers, value)
+                    .await?
+                    .await
+            }
+        });
         match tokio::time::timeout(self.timeout(), write).await {
             Ok(Ok(ack)) => Ok(Some(ack.sequence)),
             Ok(Err(e))
@@ -381,7 +388,7 @@ impl NatsClaim {
     /// bounded by the request timeout: `Ok(Some(revision written))`, or
     /// `Ok(None)` if the key's latest entry is at another revision.
     async fn update(&self, value: bytes::Bytes, revision: u64) -> Result<Option<u64>, Error> {
-        let update = self.conn.kv.update(&self.key, value, revision);
+        let update = settled(|| self.conn.kv.update(&self.key, value.clone(), revision));
         match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => Ok(Some(rev)),
             Ok(Err(e)) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
@@ -520,7 +527,7 @@ impl NatsClaim {
         if refresh {
             let refreshed = Instant::now();
             let value = holding.value(&self.identity);
-            let update = self.conn.kv.update(&self.key, value.clone(), revision);
+            let update = settled(|| self.conn.kv.update(&self.key, value.clone(), revision));
             match tokio::time::timeout(self.timeout(), update).await {
                 Ok(Ok(rev)) => {
                     revision = rev;
@@ -1036,7 +1043,7 @@ impl Claim for NatsClaim {
                 || attempt.adopting == Some(expected);
             let pending = !clean && !self.conn.options.grace().is_zero();
             let value = self.value(attempt.nonce, base, since, pending);
-            let create = self.conn.kv.update(&self.key, value.clone(), expected);
+            let create = settled(|| self.conn.kv.update(&self.key, value.clone(), expected));
             match tokio::time::timeout(self.timeout(), create).await {
                 Ok(Ok(revision)) => {
                     // The bucket incarnation's first write ever (revision 1
@@ -1497,7 +1504,7 @@ impl Claim for NatsClaim {
                 None => conn.own_revision(&key, nonce).await.ok().flatten(),
             };
             if let Some(rev) = revision
-                && let Err(e) = conn.kv.delete_expect_revision(&key, Some(rev)).await
+                && let Err(e) = settled(|| conn.kv.delete_expect_revision(&key, Some(rev))).await
             {
                 tracing::warn!(%name, error = %e, "background release failed; the lease ages out after its TTL");
             }

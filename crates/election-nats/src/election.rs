@@ -14,6 +14,7 @@ use crate::requests::Requests;
 use crate::store::clients::{self, ClientKey, SharedClient};
 use crate::store::connection::Connection;
 use crate::store::record;
+use crate::store::settled::settled;
 
 /// Elections in a NATS JetStream key-value bucket: one key per election,
 /// on one server or a clustered (R3) bucket.
@@ -638,7 +639,8 @@ impl NatsElection {
             .encode()
             .to_vec();
             value.extend_from_slice(record::REVOKED.as_bytes());
-            let update = self.conn.kv.update(&key, value.into(), entry.revision);
+            let value = bytes::Bytes::from(value);
+            let update = settled(|| self.conn.kv.update(&key, value.clone(), entry.revision));
             let revision = match tokio::time::timeout(timeout, update).await {
                 Ok(Ok(revision)) => revision,
                 Ok(Err(e))

@@ -333,17 +333,27 @@ pub(crate) fn is_kind<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display
 /// Whether a compare-and-set (a publish expecting the key's last
 /// revision, or a KV update) was refused because the key is not at the
 /// revision expected: of `kind` (the client's name for the server's
-/// "wrong last sequence", 10071), or carrying the server's constant form
-/// of that refusal (10164), which a clustered stream's leader answers
-/// while a write of the same key is still being proposed, and which the
-/// client files under `Other`. Either way nothing was written.
+/// "wrong last sequence", 10071), or refused while the key was busy
+/// ([`in_flight`]) even after [`settled`](crate::store::settled::settled)
+/// sent it again. Either way nothing was written.
 pub(crate) fn cas_refused<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display + 'static>(
     e: &async_nats::error::Error<K>,
     kind: K,
 ) -> bool {
-    e.kind() == kind
-        || jetstream_code(e)
-            == Some(async_nats::jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT.0)
+    e.kind() == kind || in_flight(e)
+}
+
+/// Whether a compare-and-set was refused because another write of the
+/// same key was still being proposed: the server's constant form of
+/// "wrong last sequence" (10164), which a clustered stream's leader
+/// answers without checking the revision, and which the client files
+/// under `Other`. Nothing was written, and the key may well be at the
+/// revision expected: send it again ([`crate::store::settled`]).
+pub(crate) fn in_flight<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Display + 'static>(
+    e: &async_nats::error::Error<K>,
+) -> bool {
+    jetstream_code(e)
+        == Some(async_nats::jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT.0)
 }
 
 #[cfg(test)]

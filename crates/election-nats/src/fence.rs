@@ -11,6 +11,7 @@ use election_core::ConfigError;
 use fencing::{Advance, Fence, ResourceName, Token, WriteFn};
 
 use crate::error::Error;
+use crate::store::settled::settled;
 
 /// The default bound on one KV request of a [`NatsFence`].
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -406,7 +407,7 @@ impl NatsFence {
         };
         let result = tokio::time::timeout(
             self.inner.timeout,
-            self.inner.kv.update(key, value, revision),
+            settled(|| self.inner.kv.update(key, value.clone(), revision)),
         )
         .await
         .map_err(|_| unknown())?;

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::store::connection::Connection;
 use crate::store::record::ClaimRecord;
+use crate::store::settled::settled;
 
 /// The term an attempt holds: its epoch and the revision last written.
 #[derive(Clone, Debug)]
@@ -85,11 +86,9 @@ impl Renewal {
             });
         };
         for _ in 0..2 {
-            let update = self
-                .conn
-                .kv
-                .update(&self.key, h.value(&self.identity), h.revision)
-                .await;
+            let value = h.value(&self.identity);
+            let update =
+                settled(|| self.conn.kv.update(&self.key, value.clone(), h.revision)).await;
             match update {
                 Ok(rev) => {
                     h.revision = rev;

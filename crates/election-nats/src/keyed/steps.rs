@@ -33,6 +33,7 @@ use crate::store::connection::Connection;
 use crate::store::exact_read::{self, ExactEntry};
 use crate::store::record::{self, SessionRecord};
 use crate::store::session::{self, Renewal, Session};
+use crate::store::settled::settled;
 
 /// How many key reads or claims run at once.
 const CONCURRENCY: usize = 64;
@@ -279,7 +280,7 @@ impl Steps {
                 .collect()
         };
         for (kv_key, revision) in deletes {
-            let delete = self.keys.delete_expect_revision(&kv_key, Some(revision));
+            let delete = settled(|| self.keys.delete_expect_revision(&kv_key, Some(revision)));
             match tokio::time::timeout(self.timeout(), delete).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
@@ -618,7 +619,7 @@ impl Steps {
             base: Some(base),
         }
         .encode();
-        let update = self.keys.update(kv_key, record, revision);
+        let update = settled(|| self.keys.update(kv_key, record.clone(), revision));
         let won = match tokio::time::timeout(self.timeout(), update).await {
             Ok(Ok(rev)) => rev,
             Ok(Err(e)) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {
@@ -646,7 +647,7 @@ impl Steps {
                 ));
             }
             // Not used: delete it (expecting its revision), read again.
-            let delete = self.keys.delete_expect_revision(kv_key, Some(won));
+            let delete = settled(|| self.keys.delete_expect_revision(kv_key, Some(won)));
             let _ = tokio::time::timeout(self.timeout(), delete).await;
             let lost = {
                 let mut table = self.table();

@@ -4,8 +4,9 @@
 //! and checking the KV buckets (`bucket`), exact reads of a key through
 //! the stream leader (`exact_read`), a watch of one key (`key_watch`), the
 //! records stored under the keys
-//! (`record`: a claim's, a session's), and a lease set's session key
-//! (`session`).
+//! (`record`: a claim's, a session's), a lease set's session key
+//! (`session`), and compare-and-sets sent again while their key is busy
+//! (`settled`).
 
 pub(crate) mod bucket;
 pub(crate) mod clients;
@@ -15,3 +16,4 @@ pub(crate) mod key_watch;
 pub(crate) mod queue;
 pub(crate) mod record;
 pub(crate) mod session;
+pub(crate) mod settled;

@@ -28,6 +28,7 @@ use futures::StreamExt;
 use crate::error::{Error, is_kind};
 use crate::store::connection::Connection;
 use crate::store::exact_read;
+use crate::store::settled::settled;
 
 /// The waiter key of attempt `nonce` in the election of key `key`.
 pub(crate) fn waiter_key(key: &str, nonce: u64) -> String {
@@ -156,7 +157,8 @@ async fn renew(conn: Arc<Connection>, wkey: String, nonce: u64, place: Arc<Atomi
     loop {
         tokio::time::sleep(conn.options.renew_every()).await;
         let created = place.load(Ordering::SeqCst);
-        let update = conn.kv.update(&wkey, value(nonce, Some(created)), revision);
+        let record = value(nonce, Some(created));
+        let update = settled(|| conn.kv.update(&wkey, record.clone(), revision));
         match tokio::time::timeout(conn.timeout(), update).await {
             Ok(Ok(r)) => revision = r,
             Ok(Err(e)) if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) => {

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::store::record::SessionRecord;
+use crate::store::settled::settled;
 
 /// The sessions bucket's key of session `id`.
 pub(crate) fn key(id: u64) -> String {
@@ -98,11 +99,8 @@ pub(crate) async fn renew(
     let left = || deadline.saturating_duration_since(Instant::now());
     for _ in 0..=ADOPTIONS {
         let sent = Instant::now();
-        let update = store.update(
-            key(session.id),
-            value(identity, session.id),
-            session.revision,
-        );
+        let record = value(identity, session.id);
+        let update = settled(|| store.update(key(session.id), record.clone(), session.revision));
         match tokio::time::timeout(left(), update).await {
             Ok(Ok(revision)) => {
                 return Ok(Renewal::Renewed(Session {

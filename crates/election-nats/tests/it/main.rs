@@ -2,6 +2,7 @@
 //! module per concern, each with its own doc.
 
 mod behaviour;
+mod busy_key;
 mod conformance;
 mod connections;
 mod display;
