@@ -677,6 +677,20 @@ impl election_core::Election for EtcdElection {
             .map_err(|e| e.into_core(&name_))
     }
 
+    /// One read-only transaction for up to 64 names (a range step each).
+    async fn leaders(
+        &self,
+        names: &[ElectionName],
+    ) -> Result<Vec<Option<Leader>>, election_core::Error> {
+        let Some(first) = names.first() else {
+            return Ok(Vec::new());
+        };
+        self.store
+            .leaders(names)
+            .await
+            .map_err(|e| e.into_core(first))
+    }
+
     async fn observe(
         &self,
         name: &str,

@@ -50,6 +50,58 @@ impl Store {
             .await?;
         kv.map(|kv| record::leader_of(&kv)).transpose()
     }
+
+    /// Who leads each of `names`, in order: one read-only transaction of
+    /// a range step per election key for every [`LEADERS_PER_READ`] names,
+    /// where [`leader`](Self::leader) takes a request each (a campaign of
+    /// `elect run` reads all 64 slot names first).
+    pub(crate) async fn leaders(
+        &self,
+        names: &[ElectionName],
+    ) -> Result<Vec<Option<Leader>>, Error> {
+        let mut seen = Vec::with_capacity(names.len());
+        for chunk in names.chunks(LEADERS_PER_READ) {
+            let r = self
+                .client
+                .txn(
+                    "read the election keys",
+                    Kind::Read,
+                    proto::TxnRequest {
+                        compare: Vec::new(),
+                        success: chunk
+                            .iter()
+                            .map(|n| range_op(&self.election_key(n)))
+                            .collect(),
+                        failure: Vec::new(),
+                    },
+                )
+                .await?;
+            let read = r.responses.len();
+            for response in r.responses {
+                let Some(proto::Response::Range(range)) = response.response else {
+                    return Err(unanswered(chunk.len(), read));
+                };
+                seen.push(range.kvs.first().map(record::leader_of).transpose()?);
+            }
+            if read != chunk.len() {
+                return Err(unanswered(chunk.len(), read));
+            }
+        }
+        Ok(seen)
+    }
+}
+
+/// How many election keys one read of [`Store::leaders`] reads: half of
+/// etcd's default `--max-txn-ops` (128).
+pub(crate) const LEADERS_PER_READ: usize = 64;
+
+/// A read of `asked` keys answered with `read` responses, or not all of
+/// them ranges: not what etcd answers.
+fn unanswered(asked: usize, read: usize) -> Error {
+    Error::CorruptValue {
+        key: "(a read of election keys)".into(),
+        detail: format!("{asked} range steps answered by {read} responses, or not all ranges"),
+    }
 }
 
 /// `key`'s create revision is `revision` (0: the key does not exist).

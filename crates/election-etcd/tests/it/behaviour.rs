@@ -130,3 +130,42 @@ async fn the_url_opens_through_the_driver() {
     use election_core::Classify;
     assert_eq!(e.class().disposition, election_core::Disposition::Transient);
 }
+
+/// `Election::leaders` (one read-only transaction per 64 names: what
+/// `elect run` reads of every slot name before it campaigns) answers as
+/// `leader` of each name does, in order, across more than one read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaders_reads_every_name_as_leader_does_in_order() {
+    use election_core::{Election, ElectionName};
+    let endpoint = common::shared();
+    let election = common::open(&endpoint, &common::prefix("leaders")).await;
+    let names: Vec<ElectionName> = (0..70)
+        .map(|i| ElectionName::new(format!("n{i}")).unwrap())
+        .collect();
+    let mut terms = Vec::new();
+    for (i, who) in [(0, "a"), (63, "b"), (64, "c"), (69, "d")] {
+        let term = election
+            .candidate(names[i].as_str(), who)
+            .unwrap()
+            .campaign()
+            .await
+            .unwrap();
+        terms.push(term);
+    }
+    let seen = Election::leaders(&election, &names).await.unwrap();
+    assert_eq!(seen.len(), names.len());
+    for (name, read) in names.iter().zip(&seen) {
+        let one = election.leader(name.as_str()).await.unwrap();
+        assert_eq!(read, &one, "{name}");
+    }
+    let held: Vec<(usize, &str)> = seen
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| l.as_ref().map(|l| (i, l.identity.as_str())))
+        .collect();
+    assert_eq!(held, [(0, "a"), (63, "b"), (64, "c"), (69, "d")]);
+    assert!(Election::leaders(&election, &[]).await.unwrap().is_empty());
+    for term in terms {
+        term.resign().await.unwrap();
+    }
+}
