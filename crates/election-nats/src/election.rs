@@ -564,10 +564,14 @@ impl NatsElection {
     /// held until the server ages it out (the TTL), then wait the failover
     /// grace. `Ok(None)`: no term holds the key.
     ///
-    /// A lease set's keys live in a bucket of their own (`<bucket>-keys`),
-    /// which this revoke does not reach: a name that is a live key there is
-    /// [`ConfigError::Unsupported`](election_core::ConfigError::Unsupported)
-    /// (release it in its set, or close the set), never `Ok(None)`.
+    /// A name that no election holds but that is a live key of a lease set
+    /// (in `<bucket>-keys`) is revoked there the same way: an update of the
+    /// key expecting the holder's revision, writing a revocation's record;
+    /// its epoch is the keys bucket's creation time plus that write's
+    /// revision. The holding member hears of it from its keys watch (its
+    /// renewals count only once that watch has caught up, so it reports
+    /// the loss within a TTL at the latest); members claim over the record
+    /// once they have seen it for the TTL and the failover grace.
     ///
     /// Cancel safety: cancelled after the update was sent, it may have
     /// landed or not. Failure model: `Unavailable`, `OutcomeUnknown` (as a
@@ -597,21 +601,8 @@ impl NatsElection {
         let key = record::key(&name);
         let timeout = self.conn.timeout();
         // No term of `name` in the elections bucket: none, or the name is
-        // a lease set's key, which this revoke does not reach (it must not
-        // answer that nobody holds it).
-        let no_term = || async {
-            if self.in_a_lease_set(&key).await {
-                Err(election_core::Error::Config(
-                    election_core::ConfigError::Unsupported {
-                        what: "revoking a lease set's key (release it in its set, or \
-                               close the set)",
-                        backend: "nats",
-                    },
-                ))
-            } else {
-                Ok(None)
-            }
-        };
+        // a lease set's key, revoked in the keys bucket.
+        let no_term = || async { self.revoke_key(&name, &key, by).await.map_err(core) };
         for _ in 0..8 {
             let Some(entry) = self.conn.read_exact(&key).await.map_err(core)? else {
                 return no_term().await;
@@ -672,20 +663,120 @@ impl NatsElection {
         Err(core(Error::OutcomeUnknown { after: timeout }))
     }
 
-    /// Whether `key` is written (and not deleted) in this bucket's lease
-    /// sets' keys bucket (`<bucket>-keys`); `false` if there is no such
-    /// bucket or it cannot be read.
-    async fn in_a_lease_set(&self, key: &str) -> bool {
+    /// The lease sets' keys bucket (`<bucket>-keys`) of this election's
+    /// bucket, if it exists.
+    async fn keys_bucket(&self) -> Result<Option<async_nats::jetstream::kv::Store>, Error> {
+        use async_nats::jetstream::context::KeyValueErrorKind;
         let name = format!("{}-keys", self.conn.options.bucket_name());
         let timeout = self.conn.timeout();
-        let Ok(Ok(keys)) = tokio::time::timeout(timeout, self.conn.js.get_key_value(name)).await
-        else {
-            return false;
+        match tokio::time::timeout(timeout, self.conn.js.get_key_value(name)).await {
+            Ok(Ok(keys)) => Ok(Some(keys)),
+            Ok(Err(e))
+                if e.kind() == KeyValueErrorKind::GetBucket
+                    && crate::error::stream_not_found(&e) =>
+            {
+                Ok(None)
+            }
+            Ok(Err(e)) => Err(Error::unavailable("open the lease-set keys bucket", e)),
+            Err(_) => Err(Error::Unavailable {
+                what: "open the lease-set keys bucket (no answer in time)",
+                source: None,
+            }),
+        }
+    }
+
+    /// The revoke of a lease set's key `key` (of `name`), see
+    /// [`revoke`](Self::revoke): `Ok(None)` if no lease set holds it.
+    async fn revoke_key(
+        &self,
+        name: &ElectionName,
+        key: &str,
+        by: &Identity,
+    ) -> Result<Option<election_core::Revoked>, Error> {
+        use async_nats::jetstream::kv;
+        let Some(keys) = self.keys_bucket().await? else {
+            return Ok(None);
         };
-        matches!(
-            crate::store::exact_read::read_exact(&keys, key, timeout).await,
-            Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put
-        )
+        let timeout = self.conn.timeout();
+        for _ in 0..8 {
+            // The incarnation read before the write: the base of its epoch.
+            let base = crate::store::bucket::shape(&keys, timeout)
+                .await?
+                .created_us;
+            let Some(entry) = crate::store::exact_read::read_exact(&keys, key, timeout).await?
+            else {
+                return Ok(None);
+            };
+            if entry.operation != kv::Operation::Put || record::is_revoked(&entry.value) {
+                return Ok(None);
+            }
+            let held = record::SessionRecord::decode(key, &entry.value)?;
+            let deposed = Leader {
+                identity: held.identity,
+                epoch: crate::store::bucket::epoch_at(held.base.unwrap_or(base), entry.revision)?,
+                since: None,
+                renewed: None,
+                ttl: None,
+                value: None,
+            };
+            let at = std::time::SystemTime::now();
+            let at_ms = at
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .and_then(|d| u64::try_from(d.as_millis()).ok());
+            let value = record::encode_key_revocation(by, base, at_ms);
+            let update = settled(|| keys.update(key, value.clone(), entry.revision));
+            let revision = match tokio::time::timeout(timeout, update).await {
+                Ok(Ok(revision)) => revision,
+                Ok(Err(e))
+                    if crate::error::cas_refused(&e, kv::UpdateErrorKind::WrongLastRevision) =>
+                {
+                    continue;
+                }
+                Ok(Err(e)) => return Err(Error::unavailable("revoke the lease-set key", e)),
+                Err(_) => return Err(Error::OutcomeUnknown { after: timeout }),
+            };
+            // A keys bucket recreated meanwhile leaves the epoch in doubt.
+            if crate::store::bucket::shape(&keys, timeout)
+                .await?
+                .created_us
+                != base
+            {
+                return Err(Error::OutcomeUnknown { after: timeout });
+            }
+            let epoch = crate::store::bucket::epoch_at(base, revision)?;
+            return Ok(Some(
+                election_core::Revoked::new(
+                    deposed,
+                    election_core::Revocation::new(by.clone(), epoch, Some(at)),
+                )
+                .counted(name, "nats"),
+            ));
+        }
+        Err(Error::OutcomeUnknown { after: timeout })
+    }
+
+    /// The revocation a lease set's key `key` shows, if any.
+    async fn key_revocation(&self, key: &str) -> Result<Option<election_core::Revocation>, Error> {
+        let Some(keys) = self.keys_bucket().await? else {
+            return Ok(None);
+        };
+        let timeout = self.conn.timeout();
+        let base = crate::store::bucket::opened_shape(&keys)?.created_us;
+        let Some(entry) = crate::store::exact_read::read_exact(&keys, key, timeout).await? else {
+            return Ok(None);
+        };
+        if entry.operation != async_nats::jetstream::kv::Operation::Put {
+            return Ok(None);
+        }
+        let Some(r) = record::key_revocation_of(key, &entry.value)? else {
+            return Ok(None);
+        };
+        let epoch = crate::store::bucket::epoch_at(base, entry.revision)?;
+        let at = r
+            .at_unix_ms
+            .and_then(|ms| std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+        Ok(Some(election_core::Revocation::new(r.by, epoch, at)))
     }
 
     /// The revocation the key of `name` shows, until the next term
@@ -712,9 +803,16 @@ impl NatsElection {
         let name = ElectionName::new(name)?;
         let key = record::key(&name);
         let core = |e: Error| e.into_core(&name);
-        match self.conn.read_exact(&key).await.map_err(core)? {
-            Some(l) => record::revocation_of(&key, l.operation, &l.value, l.revision).map_err(core),
-            None => Ok(None),
+        let shown = match self.conn.read_exact(&key).await.map_err(core)? {
+            Some(l) => {
+                record::revocation_of(&key, l.operation, &l.value, l.revision).map_err(core)?
+            }
+            None => None,
+        };
+        match shown {
+            Some(r) => Ok(Some(r)),
+            // A lease set's key (in `<bucket>-keys`) may show one instead.
+            None => self.key_revocation(&key).await.map_err(core),
         }
     }
 }

@@ -186,6 +186,12 @@ fn jetstream_code(e: &(dyn std::error::Error + 'static)) -> Option<u64> {
         {
             return Some(js.error_code().0);
         }
+        // So does opening one (a bucket that does not exist: 10059).
+        if let Some(g) = e.downcast_ref::<async_nats::jetstream::context::GetStreamError>()
+            && let async_nats::jetstream::context::GetStreamErrorKind::JetStream(js) = g.kind()
+        {
+            return Some(js.error_code().0);
+        }
         next = e.source();
     }
     None
@@ -341,6 +347,12 @@ pub(crate) fn cas_refused<K: PartialEq + Clone + std::fmt::Debug + std::fmt::Dis
     kind: K,
 ) -> bool {
     e.kind() == kind || in_flight(e)
+}
+
+/// Whether the server's answer in `e`'s chain is that the stream (a
+/// bucket) does not exist (10059).
+pub(crate) fn stream_not_found(e: &(dyn std::error::Error + 'static)) -> bool {
+    jetstream_code(e) == Some(async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND.0)
 }
 
 /// Whether a compare-and-set was refused because another write of the

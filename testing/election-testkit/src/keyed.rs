@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use election_core::{
-    ConfigError, Election, Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet,
-    Membership, SetMember,
+    Election, Epoch, Error, Identity, KeyEvent, KeyEvents, KeyedClaims, LeaseSet, Membership,
+    SetMember,
 };
 
 use crate::conformance::{answered, cancel_after, until, within};
@@ -883,9 +883,10 @@ pub async fn keyed_membership_rebalances<B: MembershipBackend>(b: &B) {
 /// An operator's revoke (ADR 0111) of a key a lease set holds, through the
 /// backend's [`Election`]: it names the set's term as the one deposed and
 /// takes an epoch above it; the set reports the key lost; the key's next
-/// term (the set asks again) is above the revocation. A backend that
-/// cannot revoke a set's keys must say so ([`ConfigError::Unsupported`]),
-/// never answer that nobody holds the key.
+/// term (the set asks again) is above the revocation. Every backend
+/// revokes a set's keys (NATS since its keyed revoke: until then it
+/// answered [`ConfigError::Unsupported`](election_core::ConfigError::Unsupported),
+/// which this case now fails).
 ///
 /// ```
 /// use election_testkit::memory::MemoryBackend;
@@ -905,10 +906,6 @@ pub async fn keyed_revoke_is_fenced<B: MembershipBackend>(b: &B) {
     let election = b.election().await;
     let revoked = match within("the revoke", election.revoke(key, &by)).await {
         Ok(Some(revoked)) => revoked,
-        Err(Error::Config(ConfigError::Unsupported { .. })) => {
-            a.close().await;
-            return;
-        }
         other => panic!("revoke of {key}, held by node-a in term {held}: {other:?}"),
     };
     assert_eq!(revoked.deposed.epoch, held, "the deposed term");

@@ -12,7 +12,10 @@
 //!   loss, and so is the end of this process's session (every key);
 //! - a record of this process's own session is never adopted without a
 //!   claim (its bucket incarnation, so its epoch, is unknown);
-//! - older news (a lower revision) changes nothing.
+//! - older news (a lower revision) changes nothing;
+//! - a revocation's record is claimed over only once this process has
+//!   seen it for the TTL and the failover grace (the deposed holder's keys
+//!   run out within a TTL of the record, ADR 0111).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -39,6 +42,21 @@ pub(crate) enum Seen {
         session: u64,
         identity: Identity,
     },
+    /// A revocation's record at `revision` (ADR 0111), written by `by`: no
+    /// holder, but claimed over only once seen for the TTL and the grace.
+    Revoked { revision: u64, by: Identity },
+}
+
+impl Seen {
+    /// The revision of the record seen (0: none, or not read).
+    fn revision(&self) -> u64 {
+        match self {
+            Seen::Unknown => 0,
+            Seen::Vacant { revision }
+            | Seen::Held { revision, .. }
+            | Seen::Revoked { revision, .. } => *revision,
+        }
+    }
 }
 
 /// Whether another process's session lives, as this process last saw it.
@@ -63,7 +81,8 @@ pub(crate) struct Entry {
     /// The revision (= epoch) of this process's term on the key.
     pub(crate) mine: Option<u64>,
     pub(crate) seen: Seen,
-    /// Since when the holder's session has been unknown to this process.
+    /// Since when the holder's session has been unknown to this process,
+    /// or (for [`Seen::Revoked`]) since when it has seen the revocation.
     pub(crate) unknown_since: Option<Instant>,
 }
 
@@ -272,6 +291,19 @@ impl KeyTable {
             Seen::Vacant { revision } => Next::Claim {
                 revision: *revision,
             },
+            // The deposed holder counts its keys valid for at most a TTL
+            // after the record (its renewals prove its keys watch caught
+            // up first): seen for a TTL and the grace, it is over.
+            Seen::Revoked { revision, .. } => {
+                let ready = entry.unknown_since.unwrap_or(now) + ttl + grace;
+                if now >= ready {
+                    Next::Claim {
+                        revision: *revision,
+                    }
+                } else {
+                    Next::At(ready)
+                }
+            }
             // A record of this process's live session that no claim of
             // it has resolved: refresh it (see `saw_key`).
             Seen::Held {
@@ -332,14 +364,8 @@ impl KeyTable {
         let keys_base = self.keys_base;
         let sessions = &self.sessions;
         let entry = self.entries.get_mut(kv_key)?;
-        let revision = match &seen {
-            Seen::Unknown => 0,
-            Seen::Vacant { revision } | Seen::Held { revision, .. } => *revision,
-        };
-        let current = match &entry.seen {
-            Seen::Vacant { revision } | Seen::Held { revision, .. } => *revision,
-            Seen::Unknown => 0,
-        };
+        let revision = seen.revision();
+        let current = entry.seen.revision();
         if revision != 0 && revision < current {
             return None; // older news
         }
@@ -351,9 +377,20 @@ impl KeyTable {
             tracing::warn!(key = %entry.name, mine, revision, "lease-set key changed under its holder: lost");
             entry.mine = None;
             lost = bucket::epoch_at(keys_base, mine).ok().map(|epoch| {
-                let detail = "another record under the key".into();
+                let detail = match &seen {
+                    Seen::Revoked { by, .. } => format!("revoked by {by}"),
+                    _ => "another record under the key".into(),
+                };
                 (entry.name.clone(), epoch, LossReason::Revoked { detail })
             });
+        }
+        if let Seen::Revoked { .. } = &seen {
+            // Counted from the first sighting of this record.
+            if revision != current || entry.unknown_since.is_none() {
+                entry.unknown_since = Some(now);
+            }
+            entry.seen = seen;
+            return lost;
         }
         if let Seen::Held { session, .. } = &seen {
             if let Some(own) = own
@@ -401,6 +438,15 @@ impl KeyTable {
 
 pub(crate) fn seen_of(key: &str, operation: kv::Operation, revision: u64, value: &[u8]) -> Seen {
     match operation {
+        kv::Operation::Put if crate::store::record::is_revoked(value) => {
+            match crate::store::record::key_revocation_of(key, value) {
+                Ok(Some(r)) => Seen::Revoked { revision, by: r.by },
+                _ => {
+                    tracing::warn!(key, "unreadable lease-set revocation");
+                    Seen::Unknown
+                }
+            }
+        }
         kv::Operation::Put => match SessionRecord::decode(key, value) {
             Ok(r) => Seen::Held {
                 revision,
@@ -586,6 +632,8 @@ mod tests {
         Dead(u64, bool),
         SawHeld(u64, u64),
         SawVacant(u64),
+        /// An operator's revocation's record at a revision (ADR 0111).
+        SawRevoked(u64),
         /// A claim as [`KeyTable::next`] says, if it says so: won one revision
         /// above the highest seen.
         Win,
@@ -600,6 +648,7 @@ mod tests {
             (prop_oneof![Just(1u64), Just(2)], any::<bool>()).prop_map(|(s, c)| Op::Dead(s, c)),
             (1u64..30, session).prop_map(|(r, s)| Op::SawHeld(r, s)),
             (1u64..30).prop_map(Op::SawVacant),
+            (1u64..30).prop_map(Op::SawRevoked),
             Just(Op::Win),
             Just(Op::Win),
             Just(Op::LoseOwn),
@@ -612,7 +661,9 @@ mod tests {
     fn revision_of(seen: &Seen) -> u64 {
         match seen {
             Seen::Unknown => 0,
-            Seen::Vacant { revision } | Seen::Held { revision, .. } => *revision,
+            Seen::Vacant { revision }
+            | Seen::Held { revision, .. }
+            | Seen::Revoked { revision, .. } => *revision,
         }
     }
 
@@ -634,18 +685,15 @@ mod tests {
             // The model: each session's first death (dead is final).
             let mut deaths: HashMap<u64, (Instant, bool)> = HashMap::new();
             // What each revision of the key is (a revision is one write:
-            // news of it always says the same); `None`: a delete.
-            let mut writes: HashMap<u64, Option<u64>> = HashMap::new();
+            // news of it always says the same).
+            let mut writes: HashMap<u64, Op> = HashMap::new();
+            // When this process first saw each revocation's record.
+            let mut revoked_seen: HashMap<u64, Instant> = HashMap::new();
             for op in ops {
                 let op = match op {
-                    Op::SawHeld(r, s) => match *writes.entry(r).or_insert(Some(s)) {
-                        Some(s) => Op::SawHeld(r, s),
-                        None => Op::SawVacant(r),
-                    },
-                    Op::SawVacant(r) => match *writes.entry(r).or_insert(None) {
-                        Some(s) => Op::SawHeld(r, s),
-                        None => Op::SawVacant(r),
-                    },
+                    Op::SawHeld(r, _) | Op::SawVacant(r) | Op::SawRevoked(r) => {
+                        writes.entry(r).or_insert(op).clone()
+                    }
                     other => other,
                 };
                 let before = table.entries["k"].seen.clone();
@@ -663,6 +711,13 @@ mod tests {
                         lost.extend(table.saw_key("k", Seen::Held { revision, session, identity }, now));
                     }
                     Op::SawVacant(revision) => lost.extend(table.saw_key("k", Seen::Vacant { revision }, now)),
+                    Op::SawRevoked(revision) => {
+                        if revision >= revision_of(&before) {
+                            revoked_seen.entry(revision).or_insert(now);
+                        }
+                        let by = Identity::new("ops").unwrap();
+                        lost.extend(table.saw_key("k", Seen::Revoked { revision, by }, now));
+                    }
                     Op::Win => {
                         let e = &table.entries["k"];
                         if e.mine.is_none()
@@ -677,8 +732,14 @@ mod tests {
                                 let ready = if clean { since } else { since + GRACE };
                                 prop_assert!(now >= ready, "taken {:?} before the grace ended", ready - now);
                             }
+                            // A revocation is claimed over only once seen
+                            // for the TTL and the grace.
+                            if let Seen::Revoked { revision: r, .. } = &e.seen {
+                                let first = revoked_seen[r];
+                                prop_assert!(now >= first + TTL + GRACE, "a revocation claimed over {:?} early", first + TTL + GRACE - now);
+                            }
                             let won = revision.max(writes.keys().copied().max().unwrap_or(0)) + 1;
-                            writes.insert(won, Some(OWN));
+                            writes.insert(won, Op::SawHeld(won, OWN));
                             // Held only with a live own session.
                             let held = table.won("k", BASE, won, OWN, &me).is_some();
                             prop_assert_eq!(held, table.own.is_some());
@@ -706,7 +767,7 @@ mod tests {
                         other => prop_assert!(false, "session {} revived: {:?}", s, other),
                     }
                 }
-                if let Op::SawHeld(revision, _) | Op::SawVacant(revision) = op {
+                if let Op::SawHeld(revision, _) | Op::SawVacant(revision) | Op::SawRevoked(revision) = op {
                     if revision < revision_of(&before) {
                         // Older news changes nothing.
                         prop_assert_eq!(revision_of(&e.seen), revision_of(&before));

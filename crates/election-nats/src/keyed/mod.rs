@@ -40,6 +40,15 @@ use crate::store::connection::Connection;
 ///   both buckets' stream info: a recreated sessions bucket, or a max age
 ///   below the TTL, loses the session (every key); a recreated keys bucket
 ///   loses every key held (they are claimed again in the new bucket).
+/// - **The keys watch must keep up**: a renewal counts only once the watch
+///   of the keys bucket has delivered it up to its last revision, read
+///   after the session write, so a record that ended a held key (an
+///   operator's revocation, a write by hand) is known before validity
+///   grows (ADR 0111).
+/// - **A revoked key** (a revocation's record under it, written by
+///   [`NatsElection::revoke`](crate::NatsElection::revoke)) is lost by its
+///   holder; others claim over it once they have seen it for the TTL and
+///   the failover grace.
 /// - **Taking a key over** from another process needs its session dead:
 ///   aged out (the server's TTL marker) or deleted. After an age-out the
 ///   failover grace applies; after a delete (a clean close) it does not.

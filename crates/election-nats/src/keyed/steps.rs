@@ -15,6 +15,7 @@
 //!   report losses (a foreign record under a held key, the own session's
 //!   end) to the core at once.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,6 +65,13 @@ pub(crate) struct Steps {
     wake: Notify,
     /// Where losses learned between steps go (set by `start`).
     reporter: Mutex<Option<HoldReporter>>,
+    /// The highest revision the keys watch has delivered and applied (0
+    /// again when the keys bucket is recreated): a renewal counts only
+    /// once it reaches the bucket's last revision read after the session
+    /// write ([`keys_caught_up`](Steps::keys_caught_up)).
+    keys_delivered: AtomicU64,
+    /// Rung at every entry the keys watch applies.
+    keys_progress: Notify,
     /// The session's renewal policy: validity from before the write,
     /// renew interval, retries, request timeout.
     pub(crate) policy: RenewalPolicy,
@@ -142,6 +150,8 @@ impl Steps {
             session_writes: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
             reporter: Mutex::new(None),
+            keys_delivered: AtomicU64::new(0),
+            keys_progress: Notify::new(),
             policy,
         })
     }
@@ -438,10 +448,20 @@ impl Steps {
     /// of being counted on.
     async fn check_renewed(&self, s: Session, now: Instant, budget: Duration) -> SessionRenewal {
         let ttl = self.conn.options.ttl();
+        let deadline = Instant::now() + budget;
         let (sessions_shape, keys_shape) = tokio::join!(
             bucket::shape(&self.sessions, budget),
             bucket::shape(&self.keys, budget)
         );
+        // The keys watch must have caught up with the keys bucket as read
+        // after the write (ADR 0111): else the renewal does not count.
+        let behind = match &keys_shape {
+            Ok(k) if k.created_us == self.table().keys_base => {
+                !self.keys_caught_up(k.last_sequence, deadline).await
+            }
+            // A recreated bucket loses every key below; nothing to prove.
+            _ => false,
+        };
         let mut table = self.table();
         let (sessions_shape, keys_shape) = match (sessions_shape, keys_shape) {
             (Ok(a), Ok(b)) => (a, b),
@@ -454,9 +474,26 @@ impl Steps {
                 return SessionRenewal::Failed(e);
             }
         };
+        if behind {
+            if let Some(o) = table.own.as_mut().filter(|o| o.id == s.id) {
+                o.revision = s.revision;
+            }
+            tracing::warn!(
+                session = s.id,
+                last = keys_shape.last_sequence,
+                delivered = self.keys_delivered.load(Ordering::SeqCst),
+                "the lease-set keys watch has not caught up: the renewal does not count"
+            );
+            return SessionRenewal::Failed(Error::Unavailable {
+                what: "the lease-set keys watch did not catch up with the keys bucket in time",
+                source: None,
+            });
+        }
         let mut lost = Vec::new();
         if keys_shape.created_us != table.keys_base {
             lost = table.keys_recreated(keys_shape.created_us);
+            // The new incarnation's revisions start again at 1.
+            self.keys_delivered.store(0, Ordering::SeqCst);
         }
         let shorter = bucket::max_age_below(&sessions_shape, ttl);
         let renewed = if sessions_shape.created_us != table.sessions_base || shorter.is_some() {
@@ -528,8 +565,37 @@ impl Steps {
         let vacant = matches!(seen, Seen::Vacant { .. });
         let lost = self.table().saw_key(&entry.key, seen, Instant::now());
         self.report(lost);
+        // Applied (a loss reported) before it counts as delivered.
+        self.keys_delivered
+            .fetch_max(entry.revision, Ordering::SeqCst);
+        self.keys_progress.notify_waiters();
         if vacant {
             self.wake.notify_one();
+        }
+    }
+
+    /// Waits until the keys watch has delivered and applied every entry up
+    /// to `last` (the keys bucket's last revision, read after a session
+    /// write was sent), at most until `deadline`; whether it did.
+    ///
+    /// A session renewal counts only then (rule 2): every write to the
+    /// keys bucket that landed before the session write was sent, a
+    /// revocation of a key held here among them (ADR 0111), is then known
+    /// here, its loss reported. A watch that stalled or lags therefore
+    /// stops extending the keys' validity, and they run out within a TTL
+    /// of any record it missed: before a member that saw that record may
+    /// claim over it (after the TTL and the grace).
+    async fn keys_caught_up(&self, last: u64, deadline: Instant) -> bool {
+        loop {
+            let progress = self.keys_progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
+            if self.keys_delivered.load(Ordering::SeqCst) >= last {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, progress).await.is_err() {
+                return self.keys_delivered.load(Ordering::SeqCst) >= last;
+            }
         }
     }
 
@@ -779,4 +845,88 @@ fn no_session() -> Error {
 /// The answer for key `name` that this process does not hold.
 fn not_held(name: &ElectionName) -> election_core::Error {
     election_core::Error::NotHeld { name: name.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use election_core::{Claimed, ElectionName, Identity};
+
+    use super::{SessionRenewal, Steps};
+    use crate::NatsOptions;
+    use crate::store::connection::Connection;
+    use crate::store::record;
+
+    /// ADR 0111: a renewal counts only once the keys watch has delivered
+    /// the keys bucket up to its last revision read after the session
+    /// write. Here the watch is stopped (in life: a consumer gone
+    /// unnoticed, or one that lags) and an operator revokes the key: the
+    /// renewal must not count, or the member would keep the revoked key
+    /// for as long as its session is renewed. Before the proof, this
+    /// renewal answered `Renewed` and the key stayed held. Once the watch
+    /// runs again, it delivers the revocation: the key is lost here, and
+    /// renewals count again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_renewal_counts_only_once_the_keys_watch_caught_up() {
+        let server = nats_testkit::Server::start().expect("nats-server");
+        let options = NatsOptions::new(Duration::from_secs(3)).expect("options");
+        let client = async_nats::connect(server.url()).await.expect("connect");
+        let conn = Arc::new(Connection::open(client, options).await.expect("open"));
+        let steps = Arc::new(
+            Steps::open(conn, Identity::new("a").unwrap())
+                .await
+                .expect("steps"),
+        );
+        let watch = tokio::spawn({
+            let steps = steps.clone();
+            async move { steps.follow_keys().await }
+        });
+        let name = ElectionName::new("k").unwrap();
+        let claimed = steps.claim_keys(std::slice::from_ref(&name)).await;
+        assert!(
+            matches!(claimed.as_slice(), [Ok(Claimed::Won(_))]),
+            "{claimed:?}"
+        );
+        assert!(matches!(
+            steps.renew_session().await,
+            SessionRenewal::Renewed
+        ));
+        watch.abort();
+        let _ = watch.await;
+        // The operator's revocation, as `NatsElection::revoke` writes it.
+        let kv_key = record::key(&name);
+        let entry = steps
+            .keys
+            .entry(&kv_key)
+            .await
+            .expect("read")
+            .expect("held");
+        let base = crate::store::bucket::opened_shape(&steps.keys)
+            .expect("shape")
+            .created_us;
+        let revocation = record::encode_key_revocation(&Identity::new("ops").unwrap(), base, None);
+        steps
+            .keys
+            .update(&kv_key, revocation, entry.revision)
+            .await
+            .expect("revoke");
+        let renewal = steps.renew_session().await;
+        assert!(
+            matches!(renewal, SessionRenewal::Failed(_)),
+            "a renewal counted while the keys watch missed a revocation: {renewal:?}"
+        );
+        assert_eq!(steps.held().len(), 1, "nothing told of the loss yet");
+        let watch = tokio::spawn({
+            let steps = steps.clone();
+            async move { steps.follow_keys().await }
+        });
+        assert!(matches!(
+            steps.renew_session().await,
+            SessionRenewal::Renewed
+        ));
+        assert!(steps.held().is_empty(), "the revoked key is still held");
+        watch.abort();
+    }
 }

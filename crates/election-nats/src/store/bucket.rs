@@ -21,6 +21,9 @@ pub(crate) struct Shape {
     pub(crate) max_age: Duration,
     /// The replicas.
     pub(crate) replicas: usize,
+    /// The stream's last sequence when read: the revision of the bucket's
+    /// latest write (0: none yet).
+    pub(crate) last_sequence: u64,
 }
 
 /// Reads the bucket's [`Shape`] from the stream leader (stream info),
@@ -57,6 +60,7 @@ fn shape_of(info: &jetstream::stream::Info) -> Result<Shape, Error> {
         created_us,
         max_age: info.config.max_age,
         replicas: info.config.num_replicas,
+        last_sequence: info.state.last_sequence,
     })
 }
 

@@ -313,6 +313,46 @@ pub(crate) fn revocation_of(
     Ok(Some(election_core::Revocation::new(v.identity, epoch, at)))
 }
 
+/// A revocation's record under a lease-set key (ADR 0111): the revoker
+/// (`identity`), session 0 (no session has that id: a record of an older
+/// version reads as held by a session nobody renews), the keys bucket
+/// incarnation it was written in (`base`), when (`since_unix_ms`), and
+/// [`REVOKED`]. It holds no term; members treat the key as held until
+/// they have seen the record for the TTL and the failover grace.
+pub(crate) fn encode_key_revocation(
+    by: &Identity,
+    base: u64,
+    at_unix_ms: Option<u64>,
+) -> bytes::Bytes {
+    let mut s = format!("{HEADER}\nidentity={by}\nsession=0\nnonce=0\nbase={base}\n");
+    if let Some(ms) = at_unix_ms {
+        s.push_str(&format!("since_unix_ms={ms}\n"));
+    }
+    s.push_str(REVOKED);
+    s.into()
+}
+
+/// A revocation's record under a lease-set key, decoded: who revoked, and
+/// when (wall clock, if written).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeyRevocation {
+    pub(crate) by: Identity,
+    pub(crate) at_unix_ms: Option<u64>,
+}
+
+/// The revocation a lease-set key's live `value` shows, if it is a
+/// revocation's record ([`encode_key_revocation`]).
+pub(crate) fn key_revocation_of(key: &str, value: &[u8]) -> Result<Option<KeyRevocation>, Error> {
+    if !is_revoked(value) {
+        return Ok(None);
+    }
+    let f = Fields::parse(key, value)?;
+    Ok(Some(KeyRevocation {
+        by: f.identity(key)?,
+        at_unix_ms: f.since_unix_ms,
+    }))
+}
+
 /// The key of the transfer requests of the election of key `key` (ADR
 /// 0112): `t.<key>`, beside the election key in the elections bucket. An
 /// election key never contains a `.` ([`key_of`]), and the waiters' keys
