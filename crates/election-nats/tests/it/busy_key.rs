@@ -44,6 +44,28 @@ async fn keep_busy(client: async_nats::Client, key: &str, revision: u64, busy: D
     sent
 }
 
+/// Keeps the key `busy` busy for 60 ms (at its revision now), from 5 ms
+/// before this returns: the writes are being sent.
+async fn busy_now(
+    election: &NatsElection,
+    kv: &async_nats::jetstream::kv::Store,
+) -> tokio::task::JoinHandle<u64> {
+    let r = kv
+        .entry("busy")
+        .await
+        .expect("read")
+        .expect("an entry")
+        .revision;
+    let busy = tokio::spawn(keep_busy(
+        election.client().clone(),
+        "busy",
+        r,
+        Duration::from_millis(60),
+    ));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    busy
+}
+
 /// Ten rounds, each with the key kept busy for 60 ms from just before a
 /// commit-point check: every check proves the term (before the fix, a
 /// check refused twice while the key was busy lost the term: "the
@@ -66,23 +88,9 @@ async fn a_busy_key_is_written_once_the_other_write_is_applied() {
         .expect("a wins");
     let js = async_nats::jetstream::new(election.client().clone());
     let kv = js.get_key_value("elections").await.expect("bucket");
-    let revision = |kv: async_nats::jetstream::kv::Store| async move {
-        kv.entry("busy")
-            .await
-            .expect("read")
-            .expect("an entry")
-            .revision
-    };
     let mut blocked = 0;
     for round in 0..10 {
-        let r = revision(kv.clone()).await;
-        let busy = tokio::spawn(keep_busy(
-            election.client().clone(),
-            "busy",
-            r,
-            Duration::from_millis(60),
-        ));
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        let busy = busy_now(&election, &kv).await;
         let checked = term.confirm().await;
         blocked += busy.await.expect("join");
         assert!(
@@ -91,14 +99,7 @@ async fn a_busy_key_is_written_once_the_other_write_is_applied() {
         );
     }
     assert!(blocked > 0);
-    let r = revision(kv.clone()).await;
-    let busy = tokio::spawn(keep_busy(
-        election.client().clone(),
-        "busy",
-        r,
-        Duration::from_millis(60),
-    ));
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    let busy = busy_now(&election, &kv).await;
     let resigned = term.resign().await;
     busy.await.expect("join");
     assert!(
