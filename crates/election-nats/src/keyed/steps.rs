@@ -456,7 +456,8 @@ impl Steps {
         // The keys watch must have caught up with the keys bucket as read
         // after the write (ADR 0111): else the renewal does not count.
         let behind = match &keys_shape {
-            Ok(k) if k.created_us == self.table().keys_base => {
+            // An empty stream (purged by hand) has nothing to deliver.
+            Ok(k) if k.created_us == self.table().keys_base && !k.empty => {
                 !self.keys_caught_up(k.last_sequence, deadline).await
             }
             // A recreated bucket loses every key below; nothing to prove.

@@ -24,6 +24,9 @@ pub(crate) struct Shape {
     /// The stream's last sequence when read: the revision of the bucket's
     /// latest write (0: none yet).
     pub(crate) last_sequence: u64,
+    /// Whether the stream holds no message (none yet, or an operator
+    /// purged the stream: the last sequence stays, its message is gone).
+    pub(crate) empty: bool,
 }
 
 /// Reads the bucket's [`Shape`] from the stream leader (stream info),
@@ -61,6 +64,7 @@ fn shape_of(info: &jetstream::stream::Info) -> Result<Shape, Error> {
         max_age: info.config.max_age,
         replicas: info.config.num_replicas,
         last_sequence: info.state.last_sequence,
+        empty: info.state.messages == 0,
     })
 }
 
