@@ -734,7 +734,12 @@ pub fn check_keys(
     let mut keys = BTreeMap::new();
     for (key, records) in records {
         let mut run = RunHistory::load(&dir.join("keys").join(key))?;
-        run.faults = faults.clone();
+        // Each key's own revocations (a heal line ending `key <k>`).
+        run.faults = faults
+            .iter()
+            .filter(|line| revoked_key(&line.event).is_none_or(|k| k == key))
+            .cloned()
+            .collect();
         keys.insert(key.clone(), check(&run, records, options));
     }
     Ok(KeysReport {
@@ -742,6 +747,21 @@ pub fn check_keys(
         command: options.command.clone(),
         keys,
     })
+}
+
+/// The key a lease-set run's `revoke` heal line names (`... key <k>`).
+fn revoked_key(event: &FaultEvent) -> Option<&str> {
+    match event {
+        FaultEvent::Heal {
+            kind: FaultKind::Revoke,
+            detail,
+            ..
+        } => match detail.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [.., "key", key] => Some(*key),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A term as the histories show it.
@@ -1766,6 +1786,25 @@ mod tests {
         let c1 = run.candidates.get_mut("c1.1").expect("c1.1");
         c1.retain(|l| !matches!(l.event, C::Resigned { .. }));
         assert!(checked(&run, &records).is_safe());
+    }
+
+    /// A lease-set run's revocation names its key last; every other line
+    /// (a single election's revocation, other faults) names none.
+    #[test]
+    fn a_lease_set_revocation_names_its_key() {
+        let heal =
+            |detail: &str| FaultEvent::fault_or_heal(false, FaultKind::Revoke, "operator", detail);
+        assert_eq!(
+            revoked_key(&heal("deposed m1.1 7 revocation 9 fence 7->9 key key-0003")),
+            Some("key-0003")
+        );
+        assert_eq!(revoked_key(&heal("nobody key key-0001")), Some("key-0001"));
+        assert_eq!(
+            revoked_key(&heal("deposed c1.1 2 revocation 3 fence 2->3")),
+            None
+        );
+        let begin = FaultEvent::fault_or_heal(true, FaultKind::Revoke, "operator", "key k");
+        assert_eq!(revoked_key(&begin), None);
     }
 
     /// A revocation's epoch is held by no candidate, and the terms after

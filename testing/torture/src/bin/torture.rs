@@ -55,8 +55,8 @@ directory (no --backend).
 
 --lease-sets (every backend): candidates are balanced lease-set members
 (torture-member) that join, leave, are killed and stopped (faults join,
-leave, kill, stop) while every key is written through its own fence; the
-checker runs per key.
+leave, kill, stop), and whose keys an operator revokes (revoke), while every
+key is written through its own fence; the checker runs per key.
 
 Faults default to every kind that applies to the backend (and mode). The seed defaults
 to a random one (printed). --out defaults to a new directory under

@@ -13,9 +13,10 @@
 //! starts one in a free slot (when every slot is taken it is a `leave`
 //! instead); `leave`, `kill` and `stop` (SIGSTOP for three TTLs and more:
 //! long enough for the others to take its keys) pick a live member at random and
-//! keep at least two alive (else they are a `join`). After the last
-//! fault, the members are given the liveness bound to settle, then each
-//! leaves cleanly.
+//! keep at least two alive (else they are a `join`); `revoke` has an
+//! operator revoke a random key and raise its fence to the revocation's
+//! epoch ([`revoke_key`]). After the last fault, the members are given
+//! the liveness bound to settle, then each leaves cleanly.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -222,10 +223,25 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
     // the others see it (`every`), claim and write; then it wakes with
     // writes under way in terms that ended.
     let stop_for = 3 * plan.ttl + sets.every + Duration::from_millis(500);
+    let keys = key_names(sets.keys);
+    let mut operator: Option<election_url::Backend> = None;
     let started = Instant::now();
     while started.elapsed() < plan.duration {
         tokio::time::sleep(Duration::from_millis(rng.range_ms(300, 2000))).await;
         let mut fault = plan.faults[rng.index(plan.faults.len())];
+        if fault == Fault::Revoke {
+            *ran.faults.entry(fault.name()).or_default() += 1;
+            let key = &keys[rng.index(keys.len())];
+            let backend = match operator.take() {
+                Some(b) => b,
+                None => super::open_operator_backend(plan, &store).await?,
+            };
+            log(FaultEvent::fault_or_heal(true, fault, OPERATOR, ""));
+            let detail = revoke_key(plan, &backend, out, key).await;
+            operator = Some(backend);
+            log(FaultEvent::fault_or_heal(false, fault, OPERATOR, detail));
+            continue;
+        }
         let live = members.live();
         let free = members.free();
         if fault == Fault::Join && free.is_empty() {
@@ -282,6 +298,56 @@ pub async fn run(plan: &Plan, sets: &LeaseSets) -> Result<Ran, Error> {
     }
     drop(store);
     Ok(ran)
+}
+
+/// The target a `revoke` fault line names: no member.
+const OPERATOR: &str = "operator";
+
+/// `revoke` in this mode: an operator revokes `key` (`Election::revoke`,
+/// the backend opened as an operator, tried again while the store answers
+/// that nothing was done, for up to a TTL) and raises the key's fence to
+/// the revocation's epoch, as `elect revoke --fence` does; returns a TTL
+/// and the grace later (the key's next term cannot begin sooner). The
+/// detail is the single mode's (`deposed <id> <epoch> revocation <epoch>
+/// fence <a>-><b>`, `nobody`, or why it failed), then `key <key>`: the
+/// checker holds that key's later terms above the revocation, and only
+/// that key's ([`crate::check::check_keys`]).
+async fn revoke_key(plan: &Plan, backend: &election_url::Backend, out: &Path, key: &str) -> String {
+    let by = election_core::Identity::new("torture-operator").expect("a valid identity");
+    let given_up = Instant::now() + plan.ttl;
+    let revoked = loop {
+        match election_core::Election::revoke(backend, key, &by).await {
+            Err(election_core::Error::Unavailable { .. }) if Instant::now() < given_up => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => break other,
+        }
+    };
+    let detail = match revoked {
+        Err(e) => format!("revoke-failed {}", e.to_string().replace(' ', "_")),
+        Ok(None) => "nobody".to_owned(),
+        Ok(Some(r)) => {
+            let epoch = r.revocation.epoch;
+            let spec = key_resource(out, key);
+            let fence = match crate::resource::Resource::open(&spec, crate::resource::Mode::Safe)
+                .await
+            {
+                Ok(resource) => match resource.advance(fencing::Token::from_epoch(epoch)).await {
+                    Ok(previous) => format!("fence {}->{}", previous, epoch.get()),
+                    Err(e) => format!("fence-failed {}", e.to_string().replace(' ', "_")),
+                },
+                Err(e) => format!("fence-failed {}", e.to_string().replace(' ', "_")),
+            };
+            format!(
+                "deposed {} {} revocation {} {fence}",
+                r.deposed.identity,
+                r.deposed.epoch.get(),
+                epoch.get()
+            )
+        }
+    };
+    tokio::time::sleep(plan.ttl + plan.grace).await;
+    format!("{detail} key {key}")
 }
 
 /// The resource of `key` in run directory `out`.

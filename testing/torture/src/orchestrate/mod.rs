@@ -143,7 +143,12 @@ impl Mix for Target {
 
     fn allows_lease_sets(self, fault: Fault) -> bool {
         use Fault::*;
-        matches!(fault, Join | Leave | Kill | Stop)
+        match fault {
+            Join | Leave | Kill | Stop => true,
+            // An operator's revoke of one key (ADR 0111).
+            Revoke => self.revokes(),
+            _ => false,
+        }
     }
 
     fn lease_set_faults(self) -> Vec<Fault> {
@@ -1595,6 +1600,19 @@ async fn open_operator(
     plan: &Plan,
     store: &Store,
 ) -> Result<(election_url::Backend, crate::resource::Resource), Error> {
+    let backend = open_operator_backend(plan, store).await?;
+    let resource = crate::resource::Resource::open(&plan.resource(), crate::resource::Mode::Safe)
+        .await
+        .map_err(|e| Error::Backend {
+            what: "open the resource".into(),
+            reason: e.to_string(),
+        })?;
+    Ok((backend, resource))
+}
+
+/// The run's backend opened as an operator (`elect revoke`'s way: nothing
+/// created, the store written to).
+async fn open_operator_backend(plan: &Plan, store: &Store) -> Result<election_url::Backend, Error> {
     let url: election_url::BackendUrl = store.url().parse().map_err(|e| Error::Backend {
         what: "parse the store's URL".into(),
         reason: format!("{e}"),
@@ -1609,17 +1627,10 @@ async fn open_operator(
             ..election_url::Settings::default()
         },
     );
-    let backend = url.open(&settings).await.map_err(|e| Error::Backend {
+    url.open(&settings).await.map_err(|e| Error::Backend {
         what: "open the store as an operator".into(),
         reason: e.to_string(),
-    })?;
-    let resource = crate::resource::Resource::open(&plan.resource(), crate::resource::Mode::Safe)
-        .await
-        .map_err(|e| Error::Backend {
-            what: "open the resource".into(),
-            reason: e.to_string(),
-        })?;
-    Ok((backend, resource))
+    })
 }
 
 /// The end, once everything is healed: gives the group the promised time
@@ -2120,12 +2131,18 @@ mod tests {
     }
 
     /// `--lease-sets` mode: members join, leave, are killed and stopped,
-    /// on every backend; its kinds are no other mode's.
+    /// and an operator revokes keys, on every backend (every backend
+    /// revokes a set's keys, ADR 0111); join and leave are no other mode's.
     #[test]
-    fn lease_set_mixes_hold_join_leave_kill_stop() {
+    fn lease_set_mixes_hold_join_leave_kill_stop_revoke() {
         use Fault::*;
         for backend in Target::ALL {
-            assert_eq!(backend.lease_set_faults(), vec![Kill, Stop, Join, Leave]);
+            let mix = backend.lease_set_faults();
+            assert!(mix.contains(&Revoke), "{backend}: {mix:?}");
+            mix.iter()
+                .filter(|&&f| f != Revoke)
+                .for_each(|f| assert!([Kill, Stop, Join, Leave].contains(f), "{backend}: {f}"));
+            assert_eq!(mix.len(), 5, "{backend}: {mix:?}");
             assert!(!backend.allows(Join) && !backend.allows(Leave), "{backend}");
             assert!(!backend.allows_elect(Join) && !backend.allows_elect(Leave));
         }
