@@ -60,11 +60,15 @@ fn election() -> &'static str {
     NAME.get_or_init(|| format!("cli-{}", std::process::id()))
 }
 
-/// `etcdctl elect`'s election: `cli-<pid>-elect`. etcd's lock and election
+/// `etcdctl elect`'s election in the run (a start or a chain) whose first
+/// contender is `run`: `cli-<pid>-elect-<run>`. etcd's lock and election
 /// recipes both keep their keys under `NAME/`: with one name, `etcdctl
-/// lock` and `etcdctl elect` would queue behind each other in a race.
-fn elect_election() -> String {
-    format!("{}-elect", election())
+/// lock` and `etcdctl elect` would queue behind each other in a race. And
+/// a chain's processes are killed (SIGKILL) when it ends: a killed `etcdctl
+/// elect`'s key stands until its session's lease expires (60 s, etcd's
+/// default), which the next run must not wait behind.
+fn elect_election(run: usize) -> String {
+    format!("{}-elect-{run}", election())
 }
 
 /// What `etcdctl elect` proposes as its value.
@@ -130,7 +134,8 @@ pub(crate) enum Contender {
         /// The session TTL in seconds.
         ttl: u32,
     },
-    /// `etcdctl --endpoints=URL elect cli-elect PROPOSAL`, no child: its
+    /// `etcdctl --endpoints=URL elect cli-<pid>-elect-<run> PROPOSAL` (see
+    /// [`elect_election`]), no child: its
     /// line is the first it prints once elected (the election key), which
     /// the bench stamps as it reads it.
     EtcdctlElect {
@@ -239,7 +244,7 @@ impl Field {
                 let mut cmd = Command::new(bin);
                 cmd.env("ETCDCTL_API", "3")
                     .arg(format!("--endpoints={endpoint}"))
-                    .args(["elect", &elect_election(), PROPOSAL]);
+                    .args(["elect", &elect_election(self.current), PROPOSAL]);
                 cmd
             }
         };
@@ -735,17 +740,11 @@ pub(crate) fn rows(
             )?;
             if let Some(elect_at) = elect_at {
                 let elect_figures = &figures[elect_at];
-                let us = format!(
-                    "`etcdctl elect` (etcd {}, one local member; its leader line)",
-                    etcd.version()
-                );
-                start_and_handover_rows(&us, "", elect_figures, &etcdctl, etcd_figures, rows)?;
-                start_and_handover_rows(
-                    &format!("`elect run` ({backend}{ttl})"),
-                    ", beside `etcdctl elect`",
-                    &m,
-                    "`etcdctl elect`",
+                elect_rows(
+                    etcd.version(),
+                    (&etcdctl, etcd_figures),
                     elect_figures,
+                    (&format!("`elect run` ({backend}{ttl})"), &m),
                     rows,
                 )?;
                 notes.push(elect_note(etcd_figures, elect_figures, &m)?);
@@ -988,6 +987,57 @@ fn start_and_handover_rows(
     Ok(())
 }
 
+/// The `etcdctl elect` rows: its uncontested start and clean handovers
+/// (its leader line: it runs no child) beside `etcdctl lock`'s (`lock`,
+/// its name and figures), then `elect run`'s on etcd (`elect_run`) beside
+/// its; all from one race.
+fn elect_rows(
+    version: &str,
+    lock: (&str, &Figures),
+    elect: &Figures,
+    elect_run: (&str, &Figures),
+    rows: &mut Vec<crate::Row>,
+) -> Result<()> {
+    let us = format!("`etcdctl elect` (etcd {version}, one local member)");
+    let (lock_name, lock) = lock;
+    let (run_name, run) = elect_run;
+    rows.push(row(
+        format!("cli: {us}: uncontested start → its leader line"),
+        &elect.start,
+        &format!("{lock_name} → child's line"),
+        &lock.start,
+    )?);
+    for n in [2, 3] {
+        rows.push(row(
+            format!(
+                "cli: {us}: clean handover: SIGINT to the leader → the next one's leader line, \
+                 {n} processes"
+            ),
+            elect.chain(Signal::SIGINT, n)?,
+            &format!("{lock_name}, {n} processes (→ next child's line)"),
+            lock.chain(Signal::SIGINT, n)?,
+        )?);
+    }
+    rows.push(row(
+        format!("cli: {run_name}: uncontested start → child's line, beside `etcdctl elect`"),
+        &run.start,
+        "`etcdctl elect` → its leader line",
+        &elect.start,
+    )?);
+    for n in [2, 3] {
+        rows.push(row(
+            format!(
+                "cli: {run_name}: clean handover: SIGINT to the leader's group → next child's \
+                 line, {n} processes, beside `etcdctl elect`"
+            ),
+            run.chain(Signal::SIGINT, n)?,
+            &format!("`etcdctl elect`, {n} processes (→ next leader line)"),
+            elect.chain(Signal::SIGINT, n)?,
+        )?);
+    }
+    Ok(())
+}
+
 /// The note under the `etcdctl elect` rows: the medians of `etcdctl lock`,
 /// `etcdctl elect` and `elect run` on etcd in the same race.
 fn elect_note(lock: &Figures, elect: &Figures, elect_run: &Figures) -> Result<String> {
@@ -1004,7 +1054,7 @@ fn elect_note(lock: &Figures, elect: &Figures, elect_run: &Figures) -> Result<St
     };
     Ok(format!(
         "`etcdctl elect` on the etcd member `etcdctl lock` and `elect run` use, in the same \
-         race (medians): `etcdctl elect cli-PID-elect {PROPOSAL}` {}; `etcdctl lock \
+         race (medians): `etcdctl elect cli-PID-elect-RUN {PROPOSAL}` {}; `etcdctl lock \
          --ttl={ETCD_TTL}` {}; \
          `elect run` (etcd, TTL {LEASE_TTL}) {}. `etcdctl elect` runs no child: its line is the \
          election key it prints once elected, stamped by the bench as it reads it from the \
@@ -1102,8 +1152,48 @@ mod tests {
         assert_eq!(line_stamp("cli-1-elect/694d9", false, || 7), None);
         assert_eq!(line_stamp("cli-1-elect/694d9", true, || 7), Some(7));
         assert_eq!(line_stamp("  ", true, || 7), None);
-        assert_ne!(elect_election(), election());
-        assert!(elect_election().starts_with(election()));
+        // Each run its own name, none `etcdctl lock`'s.
+        assert_ne!(elect_election(0), election());
+        assert_ne!(elect_election(0), elect_election(3));
+        assert!(elect_election(3).ends_with("-elect-3"));
+    }
+
+    /// The `etcdctl elect` rows pair each figure with the right floor:
+    /// its own beside `etcdctl lock`'s, `elect run`'s beside its.
+    #[test]
+    fn elect_rows_pair_their_floors() {
+        let figures = |base: u64| Figures {
+            start: vec![base],
+            chains: vec![
+                (Signal::SIGINT, 2, vec![base + 2]),
+                (Signal::SIGINT, 3, vec![base + 3]),
+            ],
+        };
+        let (lock, elect, run) = (figures(100), figures(200), figures(300));
+        let mut rows = Vec::new();
+        elect_rows("3.4", ("lock", &lock), &elect, ("run", &run), &mut rows).unwrap();
+        let got: Vec<(u64, u64)> = rows
+            .iter()
+            .map(|r| (r.measured.median_ns, r.floor_measured.unwrap().median_ns))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (200, 100),
+                (202, 102),
+                (203, 103),
+                (300, 200),
+                (302, 202),
+                (303, 203)
+            ]
+        );
+        assert!(rows[0].what.contains("`etcdctl elect` (etcd 3.4,"));
+        assert!(rows[3].what.starts_with("cli: run:") && rows[3].floor.contains("`etcdctl elect`"));
+        let no_chain = Figures {
+            start: vec![1],
+            chains: Vec::new(),
+        };
+        assert!(elect_rows("3.4", ("lock", &lock), &no_chain, ("run", &run), &mut rows).is_err());
     }
 
     /// A race of three `flock(1)` fields on three directories: each is

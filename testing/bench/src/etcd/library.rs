@@ -448,7 +448,9 @@ prost's encoding, `TCP_NODELAY`):
   (`etcdctl lock`'s and `elect run`'s lines are their child's own
   stamp). Its session TTL is etcd's default, 60 s (`etcdctl elect` has
   no `--ttl`), which a clean handover never waits for: SIGINT makes it
-  resign, deleting its key.
+  resign, deleting its key. Each start and each chain campaigns under a
+  name of its own: a chain's processes are killed when it ends, and a
+  killed one's key stands for that TTL.
 
 ";
 

@@ -242,7 +242,8 @@ impl Drop for Server {
 pub(crate) fn header() -> String {
     format!(
         "; beside them `etcdctl lock --ttl={ETCD_TTL}` when etcd is installed (its own \
-         member on 127.0.0.1, as many uncontested starts and clean handovers, {} ms to settle)",
+         member on 127.0.0.1, as many uncontested starts and clean handovers, {} ms to settle), \
+         and in the etcd backend's race `etcdctl elect` as well (as many, the same settle)",
         ETCD_SETTLE.as_millis()
     )
 }
