@@ -441,8 +441,9 @@ prost's encoding, `TCP_NODELAY`):
   (100 ms plus a share of one renew interval that varies evenly from
   round to round) makes the kill land at every phase of A's
   keep-alives.
-- *`etcdctl elect`* (the CLI group, beside `etcdctl lock` in the etcd
-  backend's race): `etcdctl elect NAME PROPOSAL` as a shell job; it has
+- *`etcdctl elect`* (the CLI group, `--only cli`, or `--only cli-etcd`
+  for the etcd backend's race alone; beside `etcdctl lock` in that
+  race): `etcdctl elect NAME PROPOSAL` as a shell job; it has
   no child to run, so its leader line is the key and proposal it prints
   once elected, stamped by the bench as it reads the line from the pipe
   (`etcdctl lock`'s and `elect run`'s lines are their child's own
