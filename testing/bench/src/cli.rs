@@ -48,7 +48,8 @@ use super::etcd::{ETCD_SETTLE, ETCD_TTL};
 use super::ofd::mono_ns;
 use crate::Result;
 
-/// The election every contender of this run campaigns for: `cli-<pid>`.
+/// The election every contender of this run campaigns for: `cli-<pid>`
+/// (`etcdctl elect`'s is [`elect_election`]).
 /// A name of its own per run: a test server's store (PostgreSQL's from a
 /// per-machine template, a bench directory) starts its epochs again at
 /// every run, and `elect run` refuses a term below one it saw begin on
@@ -58,6 +59,20 @@ fn election() -> &'static str {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     NAME.get_or_init(|| format!("cli-{}", std::process::id()))
 }
+
+/// `etcdctl elect`'s election in the run (a start or a chain) whose first
+/// contender is `run`: `cli-<pid>-elect-<run>`. etcd's lock and election
+/// recipes both keep their keys under `NAME/`: with one name, `etcdctl
+/// lock` and `etcdctl elect` would queue behind each other in a race. And
+/// a chain's processes are killed (SIGKILL) when it ends: a killed `etcdctl
+/// elect`'s key stands until its session's lease expires (60 s, etcd's
+/// default), which the next run must not wait behind.
+fn elect_election(run: usize) -> String {
+    format!("{}-elect-{run}", election())
+}
+
+/// What `etcdctl elect` proposes as its value.
+const PROPOSAL: &str = "bench";
 
 /// How long any one expected line may take before the bench gives up.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -119,6 +134,35 @@ pub(crate) enum Contender {
         /// The session TTL in seconds.
         ttl: u32,
     },
+    /// `etcdctl --endpoints=URL elect cli-<pid>-elect-<run> PROPOSAL` (see
+    /// [`elect_election`]), no child: its
+    /// line is the first it prints once elected (the election key), which
+    /// the bench stamps as it reads it.
+    EtcdctlElect {
+        /// The `etcdctl` binary.
+        bin: PathBuf,
+        /// The etcd member's client URL.
+        endpoint: String,
+    },
+}
+
+impl Contender {
+    /// Whether its line is stamped by the bench on arrival (it runs no
+    /// child to print a stamp of its own).
+    fn stamped_on_arrival(&self) -> bool {
+        matches!(self, Contender::EtcdctlElect { .. })
+    }
+}
+
+/// What a contender's output line says, given whether it is stamped on
+/// arrival: the child's `CLOCK_MONOTONIC` stamp, or `now` for the first
+/// line of a contender that prints no stamp. `None`: not a line to report.
+fn line_stamp(line: &str, on_arrival: bool, now: impl FnOnce() -> u64) -> Option<u64> {
+    if on_arrival {
+        (!line.trim().is_empty()).then(now)
+    } else {
+        line.trim().parse::<u64>().ok()
+    }
 }
 
 /// A contender's first line: its index and the stamp it printed.
@@ -196,8 +240,18 @@ impl Field {
                     .args(["lock", &format!("--ttl={ttl}"), election()]);
                 cmd
             }
+            Contender::EtcdctlElect { bin, endpoint } => {
+                let mut cmd = Command::new(bin);
+                cmd.env("ETCDCTL_API", "3")
+                    .arg(format!("--endpoints={endpoint}"))
+                    .args(["elect", &elect_election(self.current), PROPOSAL]);
+                cmd
+            }
         };
-        cmd.args(&self.child);
+        let on_arrival = self.contender.stamped_on_arrival();
+        if !on_arrival {
+            cmd.args(&self.child);
+        }
         let log = File::options()
             .create(true)
             .append(true)
@@ -215,9 +269,16 @@ impl Field {
         let stdout = child.stdout.take().ok_or("no stdout pipe")?;
         let tx = self.lines.0.clone();
         std::thread::spawn(move || {
+            let mut sent = false;
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { return };
-                if let Ok(stamp) = line.trim().parse::<u64>() {
+                // A contender stamped on arrival reports its first line
+                // only (`etcdctl elect` prints the key, then the value).
+                if on_arrival && sent {
+                    continue;
+                }
+                if let Some(stamp) = line_stamp(&line, on_arrival, mono_ns) {
+                    sent = true;
                     let _ = tx.send((index, stamp));
                 }
             }
@@ -490,6 +551,9 @@ pub(crate) const CHAINS: [(Signal, usize); 4] = [
     (Signal::SIGKILL, 3),
 ];
 
+/// The backends of the CLI rows, in the order they run.
+pub(crate) const BACKENDS: [&str; 5] = ["file", "sqlite", "nats", "postgres", "etcd"];
+
 /// The process counts of the waiters' rows (issue 42, goal 1): K
 /// processes, one leading and K - 1 waiting.
 pub(crate) const WAITERS: [usize; 3] = [2, 10, 30];
@@ -500,9 +564,13 @@ pub(crate) const WAITERS: [usize; 3] = [2, 10, 30];
 /// `etcdctl lock` (and on PostgreSQL with its start floor), and adds a row
 /// per backend and path beside `flock(1)`'s figure and beside `etcdctl
 /// lock`'s; `etcdctl lock`'s own rows beside `flock(1)` come from the
-/// file backend's race. Without etcd: a note in `notes`, no such rows.
+/// file backend's race. The etcd backend's race has `etcdctl elect` too:
+/// its rows beside `etcdctl lock`'s, and `elect run`'s beside its. Without
+/// etcd: a note in `notes`, no such rows. Only the races of `backends`
+/// (names of [`BACKENDS`]) run.
 pub(crate) fn rows(
     s: &Setup<'_>,
+    backends: &[&str],
     rows: &mut Vec<crate::Row>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
@@ -527,7 +595,7 @@ pub(crate) fn rows(
         url,
         extra: vec!["--ttl".into(), LEASE_TTL.into()],
     };
-    let backends = [
+    let races = [
         (
             "file",
             Contender::Elect {
@@ -550,7 +618,10 @@ pub(crate) fn rows(
             s.counts.lease_failovers,
         ),
     ];
-    for (backend, contender, failovers) in backends {
+    let races = races
+        .into_iter()
+        .filter(|(backend, _, _)| backends.contains(backend));
+    for (backend, contender, failovers) in races {
         let settle = if backend == "postgres" {
             PG_SETTLE
         } else {
@@ -596,6 +667,23 @@ pub(crate) fn rows(
             Some(entrants.len() - 1)
         } else {
             None
+        };
+        // `etcdctl elect` in the etcd backend's race only: on the member
+        // `etcdctl lock` and `elect run` use.
+        let elect_at = match (&etcd, backend) {
+            (Some(etcd), "etcd") => {
+                let contender = Contender::EtcdctlElect {
+                    bin: etcd.etcdctl().to_path_buf(),
+                    endpoint: etcd.endpoint().to_owned(),
+                };
+                entrants.push(Entrant {
+                    field: Field::new(contender, child.clone(), s.log).settling(ETCD_SETTLE),
+                    handovers: true,
+                    failovers: 0,
+                });
+                Some(entrants.len() - 1)
+            }
+            _ => None,
         };
         let mut figures = race(
             &format!("elect run, {backend}"),
@@ -650,6 +738,17 @@ pub(crate) fn rows(
                 etcd_figures,
                 rows,
             )?;
+            if let Some(elect_at) = elect_at {
+                let elect_figures = &figures[elect_at];
+                elect_rows(
+                    etcd.version(),
+                    (&etcdctl, etcd_figures),
+                    elect_figures,
+                    (&format!("`elect run` ({backend}{ttl})"), &m),
+                    rows,
+                )?;
+                notes.push(elect_note(etcd_figures, elect_figures, &m)?);
+            }
         }
     }
     drop(etcd);
@@ -888,6 +987,86 @@ fn start_and_handover_rows(
     Ok(())
 }
 
+/// The `etcdctl elect` rows: its uncontested start and clean handovers
+/// (its leader line: it runs no child) beside `etcdctl lock`'s (`lock`,
+/// its name and figures), then `elect run`'s on etcd (`elect_run`) beside
+/// its; all from one race.
+fn elect_rows(
+    version: &str,
+    lock: (&str, &Figures),
+    elect: &Figures,
+    elect_run: (&str, &Figures),
+    rows: &mut Vec<crate::Row>,
+) -> Result<()> {
+    let us = format!("`etcdctl elect` (etcd {version}, one local member)");
+    let (lock_name, lock) = lock;
+    let (run_name, run) = elect_run;
+    rows.push(row(
+        format!("cli: {us}: uncontested start → its leader line"),
+        &elect.start,
+        &format!("{lock_name} → child's line"),
+        &lock.start,
+    )?);
+    for n in [2, 3] {
+        rows.push(row(
+            format!(
+                "cli: {us}: clean handover: SIGINT to the leader → the next one's leader line, \
+                 {n} processes"
+            ),
+            elect.chain(Signal::SIGINT, n)?,
+            &format!("{lock_name}, {n} processes (→ next child's line)"),
+            lock.chain(Signal::SIGINT, n)?,
+        )?);
+    }
+    rows.push(row(
+        format!("cli: {run_name}: uncontested start → child's line, beside `etcdctl elect`"),
+        &run.start,
+        "`etcdctl elect` → its leader line",
+        &elect.start,
+    )?);
+    for n in [2, 3] {
+        rows.push(row(
+            format!(
+                "cli: {run_name}: clean handover: SIGINT to the leader's group → next child's \
+                 line, {n} processes, beside `etcdctl elect`"
+            ),
+            run.chain(Signal::SIGINT, n)?,
+            &format!("`etcdctl elect`, {n} processes (→ next leader line)"),
+            elect.chain(Signal::SIGINT, n)?,
+        )?);
+    }
+    Ok(())
+}
+
+/// The note under the `etcdctl elect` rows: the medians of `etcdctl lock`,
+/// `etcdctl elect` and `elect run` on etcd in the same race.
+fn elect_note(lock: &Figures, elect: &Figures, elect_run: &Figures) -> Result<String> {
+    let median = |v: &[u64]| -> Result<String> {
+        Ok(crate::rounds::ms(crate::summary(v, "median")?.median_ns))
+    };
+    let figures = |f: &Figures| -> Result<String> {
+        Ok(format!(
+            "start {}, handover {} (2 processes) and {} (3)",
+            median(&f.start)?,
+            median(f.chain(Signal::SIGINT, 2)?)?,
+            median(f.chain(Signal::SIGINT, 3)?)?
+        ))
+    };
+    Ok(format!(
+        "`etcdctl elect` on the etcd member `etcdctl lock` and `elect run` use, in the same \
+         race (medians): `etcdctl elect cli-PID-elect-RUN {PROPOSAL}` {}; `etcdctl lock \
+         --ttl={ETCD_TTL}` {}; \
+         `elect run` (etcd, TTL {LEASE_TTL}) {}. `etcdctl elect` runs no child: its line is the \
+         election key it prints once elected, stamped by the bench as it reads it from the \
+         pipe, where `etcdctl lock`'s and `elect run`'s lines are their child's own stamp (a \
+         fork and exec later). SIGINT makes `etcdctl elect` resign (delete its key); its \
+         session TTL, 60 s, is never waited for.",
+        figures(elect)?,
+        figures(lock)?,
+        figures(elect_run)?,
+    ))
+}
+
 /// What PostgreSQL's start floor is, in its rows.
 const PG_START_FLOOR: &str = "a process that connects (sqlx), commits one `UPDATE`, then execs \
                               the same child (same server)";
@@ -963,6 +1142,58 @@ mod tests {
                 assert_eq!(figures[0].chain(signal, contenders).unwrap().len(), 2);
             }
         }
+    }
+
+    /// A stamped line is the child's number; `etcdctl elect`'s first line
+    /// (the key) is stamped on arrival, blank lines never.
+    #[test]
+    fn lines_are_stamped_by_the_child_or_on_arrival() {
+        assert_eq!(line_stamp(" 42\n", false, || 7), Some(42));
+        assert_eq!(line_stamp("cli-1-elect/694d9", false, || 7), None);
+        assert_eq!(line_stamp("cli-1-elect/694d9", true, || 7), Some(7));
+        assert_eq!(line_stamp("  ", true, || 7), None);
+        // Each run its own name, none `etcdctl lock`'s.
+        assert_ne!(elect_election(0), election());
+        assert_ne!(elect_election(0), elect_election(3));
+        assert!(elect_election(3).ends_with("-elect-3"));
+    }
+
+    /// The `etcdctl elect` rows pair each figure with the right floor:
+    /// its own beside `etcdctl lock`'s, `elect run`'s beside its.
+    #[test]
+    fn elect_rows_pair_their_floors() {
+        let figures = |base: u64| Figures {
+            start: vec![base],
+            chains: vec![
+                (Signal::SIGINT, 2, vec![base + 2]),
+                (Signal::SIGINT, 3, vec![base + 3]),
+            ],
+        };
+        let (lock, elect, run) = (figures(100), figures(200), figures(300));
+        let mut rows = Vec::new();
+        elect_rows("3.4", ("lock", &lock), &elect, ("run", &run), &mut rows).unwrap();
+        let got: Vec<(u64, u64)> = rows
+            .iter()
+            .map(|r| (r.measured.median_ns, r.floor_measured.unwrap().median_ns))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (200, 100),
+                (202, 102),
+                (203, 103),
+                (300, 200),
+                (302, 202),
+                (303, 203)
+            ]
+        );
+        assert!(rows[0].what.contains("`etcdctl elect` (etcd 3.4,"));
+        assert!(rows[3].what.starts_with("cli: run:") && rows[3].floor.contains("`etcdctl elect`"));
+        let no_chain = Figures {
+            start: vec![1],
+            chains: Vec::new(),
+        };
+        assert!(elect_rows("3.4", ("lock", &lock), &no_chain, ("run", &run), &mut rows).is_err());
     }
 
     /// A race of three `flock(1)` fields on three directories: each is

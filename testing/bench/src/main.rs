@@ -8,9 +8,10 @@
 //! debug build measures unoptimised library code, so it warns.
 //!
 //! `election-bench [--quick] [--out FILE] [--only GROUPS]` (GROUPS may
-//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone, and
+//! also name `postgres-fence`, the PostgreSQL fenced-write rows alone,
 //! `waiters`, the handovers with 2, 10 and 30 candidates on every backend
-//! with a server); the hidden
+//! with a server, and `cli-etcd`, the CLI rows of the etcd backend's race
+//! alone); the hidden
 //! `election-bench helper lock PATH` is the bare OFD lock holder the
 //! cross-process floors start (see [`helper`]).
 
@@ -85,6 +86,10 @@ const WAITER_HANDOVERS_QUICK: usize = 10;
 const PG_FAILOVERS: usize = 20;
 /// PostgreSQL crash failovers with `--quick`.
 const PG_FAILOVERS_QUICK: usize = 5;
+/// Default etcd crash failovers: each takes about a TTL.
+const ETCD_FAILOVERS: usize = 10;
+/// etcd crash failovers with `--quick`.
+const ETCD_FAILOVERS_QUICK: usize = 3;
 /// Keys the lease-set figures hold in one process (issue 5's scale).
 const LEASE_KEYS: usize = 10_000;
 /// The lease-set steady-state window: several renew intervals (5 s).
@@ -121,9 +126,9 @@ fn cli_waiters_header(c: cli::Counts) -> String {
 const DURABLE_FLOOR: &str = "OFD lock + write tmp + fsync + rename + fsync dir + unlock";
 
 /// The groups of rows, selectable with `--only`.
-const GROUPS: [&str; 11] = [
+const GROUPS: [&str; 12] = [
     "campaign", "handover", "failover", "fencing", "sqlite", "nats", "leases", "balance", "cli",
-    "postgres", "many",
+    "postgres", "etcd", "many",
 ];
 /// Many elections on one server (issue 42): candidate processes, each
 /// holding names of its own.
@@ -149,7 +154,15 @@ const BALANCE_ROUNDS_QUICK: usize = 1;
 /// `cli-waiters`, `elect run`'s handovers with 2, 10 and 30 processes on
 /// every backend beside `etcdctl lock`'s. `rolling`, rolling deploys of
 /// three `elect run` replicas by `--take-over` on every backend.
-const PARTS: [&str; 4] = ["postgres-fence", "waiters", "cli-waiters", "rolling"];
+/// `cli-etcd`, the CLI group's race on etcd alone: `elect run`, `etcdctl
+/// lock` and `etcdctl elect` on one member.
+const PARTS: [&str; 5] = [
+    "postgres-fence",
+    "waiters",
+    "cli-waiters",
+    "rolling",
+    "cli-etcd",
+];
 /// Default CLI rounds per row (starts, handovers, file failovers).
 const CLI_ROUNDS: usize = 100;
 /// Default CLI crash failovers per row on a lease backend: each takes
@@ -340,12 +353,14 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     for (bin, needed) in [
         (
             &elect_bin,
-            o.wants("cli") || o.wants("cli-waiters") || o.wants("rolling"),
+            ["cli", "cli-waiters", "rolling", "cli-etcd"]
+                .iter()
+                .any(|g| o.wants(g)),
         ),
         (
             &candidate_bin,
             [
-                "handover", "failover", "sqlite", "nats", "postgres", "waiters", "many",
+                "handover", "failover", "sqlite", "nats", "postgres", "etcd", "waiters", "many",
             ]
             .iter()
             .any(|g| o.wants(g)),
@@ -401,6 +416,16 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         } else {
             PG_FAILOVERS
         },
+        ..counts
+    };
+
+    let etcd_counts = Counts {
+        failovers: if o.quick {
+            ETCD_FAILOVERS_QUICK
+        } else {
+            ETCD_FAILOVERS
+        },
+        failover_warm: 1,
         ..counts
     };
 
@@ -511,8 +536,11 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
     } else if o.wants("postgres-fence") {
         postgres::fence_rows(pg_counts, &mut rows)?;
     }
+    if o.wants("etcd") {
+        etcd::library::rows(&setup(etcd_counts), &mut rows, &mut notes)?;
+    }
 
-    if o.wants("cli") {
+    if o.wants("cli") || o.wants("cli-etcd") {
         let setup = cli::Setup {
             dir,
             exe: &exe,
@@ -520,7 +548,12 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             log: &log,
             counts: cli_counts,
         };
-        cli::rows(&setup, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
+        let backends: &[&str] = if o.wants("cli") {
+            &cli::BACKENDS
+        } else {
+            &["etcd"]
+        };
+        cli::rows(&setup, backends, &mut rows, &mut notes).map_err(|e| with_log_tail(e, &log))?;
     }
     if o.wants("cli") || o.wants("cli-waiters") {
         let setup = cli::Setup {
@@ -557,7 +590,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             "{in_process} in-process campaigns, lock floors and file-fence ops \
              (+{warm} warm-up); {cross} cross-process handovers and {cross} failovers, \
              each floor too (+{cross_warm} warm-up); {memory_ops} memory-fence ops \
-             (+{warm} warm-up){}{}{}{}{}{}{}",
+             (+{warm} warm-up){}{}{}{}{}{}{}{}",
             if o.wants("sqlite") {
                 format!(
                     "; SQLite: {in_process} in-process campaigns, renewals and fenced \
@@ -618,21 +651,30 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
             } else {
                 String::new()
             },
-            if o.wants("cli") {
+            if o.wants("cli") || o.wants("cli-etcd") {
                 format!(
-                    "; CLI: {} uncontested starts, handovers and file failovers per row \
+                    "; CLI{}: {} uncontested starts, handovers and file failovers per row \
                      (+{} warm-up), {} crash failovers per SQLite, NATS and PostgreSQL row, \
                      each round of `elect run` beside a round of `flock(1)` (and of \
                      `etcdctl lock`, and of PostgreSQL's start floor), in turn (a SIGINT or \
                      SIGKILL to the leader's process group, a new waiter started after each \
                      round, {} ms to settle, {} ms on PostgreSQL)",
+                    if o.wants("cli") {
+                        ""
+                    } else {
+                        " (the etcd backend's race alone)"
+                    },
                     cli_counts.rounds,
                     cli_counts.warm,
                     cli_counts.lease_failovers,
                     cli::SETTLE.as_millis(),
                     cli::PG_SETTLE.as_millis()
                 ) + &etcd::header()
-                    + &cli_waiters_header(cli_counts)
+                    + &if o.wants("cli") {
+                        cli_waiters_header(cli_counts)
+                    } else {
+                        String::new()
+                    }
             } else if o.wants("cli-waiters") {
                 cli_waiters_header(cli_counts) + &etcd::header()
             } else {
@@ -658,6 +700,25 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                     p.cross_warm,
                     p.keys,
                     p.window.as_secs()
+                )
+            } else {
+                String::new()
+            },
+            if o.wants("etcd") {
+                let e = etcd_counts;
+                format!(
+                    "; etcd (one member): {} in-process campaigns, each interleaved with its \
+                     floor requests (+{} warm-up), {} handovers (+{} warm-up) and {} failovers \
+                     (+{} warm-up), {} rounds of the handover floor in a loop and {} after \
+                     idleness",
+                    e.in_process,
+                    e.warm,
+                    e.handovers,
+                    e.cross_warm,
+                    e.failovers,
+                    e.failover_warm,
+                    e.in_process,
+                    e.handovers
                 )
             } else {
                 String::new()
@@ -689,6 +750,10 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
                         format!("; NATS failovers: {NATS_FAILOVERS_QUICK}")
                     } else {
                         String::new()
+                    } + &if o.wants("etcd") {
+                        format!("; etcd failovers: {ETCD_FAILOVERS_QUICK}")
+                    } else {
+                        String::new()
                     }
                 )
             } else {
@@ -703,6 +768,7 @@ fn measure(via: &str, args: &[String]) -> Result<()> {
         sqlite::READING,
         nats::READING,
         postgres::READING,
+        etcd::library::READING,
         waiters::READING,
         many::READING,
     ];
@@ -895,6 +961,10 @@ mod tests {
         let o = Options::parse(&args(&["--quick", "--only", "many"])).unwrap();
         assert!(o.wants("many") && !o.wants("postgres"));
         assert!(Options::parse(&args(&[])).unwrap().wants("many"));
+        let o = Options::parse(&args(&["--quick", "--only", "etcd,cli-etcd"])).unwrap();
+        assert!(o.wants("etcd") && o.wants("cli-etcd") && !o.wants("cli"));
+        assert!(Options::parse(&args(&[])).unwrap().wants("etcd"));
+        assert!(!Options::parse(&args(&[])).unwrap().wants("cli-etcd"));
         assert!(Options::parse(&args(&["--out"])).is_err());
         // `--via` is taken only first, by `main`: anywhere else it is unknown.
         assert!(Options::parse(&args(&["--quick", "--via", "c"])).is_err());

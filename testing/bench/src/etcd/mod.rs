@@ -16,6 +16,17 @@
 //! and a shell command, `elect` should be the quicker choice). `etcdctl
 //! lock` runs in every backend's race (`cli::race`, which also builds
 //! these rows), so each backend's rows beside it are paired round by round.
+//! `etcdctl elect NAME PROPOSAL` runs in the etcd backend's race: its
+//! uncontested start and clean handover beside `etcdctl lock`'s, and
+//! `elect run`'s on etcd beside its.
+//!
+//! The etcd group (`--only etcd`, [`library`]): `election-etcd` in process
+//! and in candidate processes, beside bare requests ([`bare`]) on the same
+//! member ([`Member`]: this module's own where etcd is installed, else
+//! etcd-testkit's).
+
+pub(crate) mod bare;
+pub(crate) mod library;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -70,16 +81,82 @@ impl Binaries {
 
     /// `etcd --version`'s first line's version (`3.4.23`), or `?`.
     fn version(&self) -> String {
-        Command::new(&self.etcd)
-            .arg("--version")
-            .output()
-            .ok()
-            .and_then(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .find_map(|l| l.strip_prefix("etcd Version: ").map(str::to_owned))
-            })
-            .unwrap_or_else(|| "?".into())
+        version_of(&self.etcd)
+    }
+}
+
+/// The version `etcd --version` of the binary `etcd` prints (`3.4.23`), or
+/// `?`.
+fn version_of(etcd: &Path) -> String {
+    Command::new(etcd)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("etcd Version: ").map(str::to_owned))
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The etcd member the etcd group's rows run on: the bench's own
+/// ([`Server`]) from the installed `etcd`, the build the CLI rows'
+/// `etcdctl` and `elect run` use, else one that etcd-testkit starts from
+/// its pinned build. Stopped on drop.
+pub(crate) enum Member {
+    /// The bench's own, from `etcd` on `PATH`.
+    Installed {
+        /// The running member.
+        server: Server,
+        /// Its version.
+        version: String,
+    },
+    /// etcd-testkit's.
+    Testkit {
+        /// The running member.
+        member: etcd_testkit::Member,
+        /// Its version.
+        version: String,
+    },
+}
+
+impl Member {
+    /// Starts one member, its output appended to `log`.
+    pub(crate) fn start(log: &Path) -> Result<Member> {
+        match Binaries::find() {
+            Ok(bins) => Ok(Member::Installed {
+                version: bins.version(),
+                server: Server::start(&bins, log)?,
+            }),
+            Err(_) => Ok(Member::Testkit {
+                member: etcd_testkit::Member::start()?,
+                version: version_of(&etcd_testkit::etcd_bin()?),
+            }),
+        }
+    }
+
+    /// Its client address, `127.0.0.1:PORT`.
+    pub(crate) fn endpoint(&self) -> String {
+        match self {
+            Member::Installed { server, .. } => {
+                server.endpoint.trim_start_matches("http://").to_owned()
+            }
+            Member::Testkit { member, .. } => member.endpoint(),
+        }
+    }
+
+    /// Which build it is, for the notes: `etcd 3.4.23 (the installed …)`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Member::Installed { version, .. } => format!(
+                "etcd {version} (the installed `etcd`, the build the CLI rows' `etcdctl` runs \
+                 against)"
+            ),
+            Member::Testkit { version, .. } => {
+                format!("etcd {version} (etcd-testkit's pinned build: no `etcd` on PATH)")
+            }
+        }
     }
 }
 
@@ -165,7 +242,8 @@ impl Drop for Server {
 pub(crate) fn header() -> String {
     format!(
         "; beside them `etcdctl lock --ttl={ETCD_TTL}` when etcd is installed (its own \
-         member on 127.0.0.1, as many uncontested starts and clean handovers, {} ms to settle)",
+         member on 127.0.0.1, as many uncontested starts and clean handovers, {} ms to settle), \
+         and in the etcd backend's race `etcdctl elect` as well (as many, the same settle)",
         ETCD_SETTLE.as_millis()
     )
 }
