@@ -99,7 +99,9 @@ use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 ///   notifies the name's channel and every unexpired waiter of the name
 ///   (the successor may be anywhere in line). The successor's look takes
 ///   the row at once (conditional on the row as read, the next epoch from
-///   the sequence, as every claim); any other candidate waits it out as a
+///   the sequence, as every claim; its look after the notification reads
+///   and takes the row handed to it in one statement, as a released one);
+///   any other candidate waits it out as a
 ///   holder that stopped renewing, for the window counted from its own
 ///   first read of it, and wakes when the window ends at the latest. The
 ///   holder's renewal reads a transfer request stored beside the term
@@ -266,7 +268,8 @@ impl ClaimRows for PostgresStore {
         let sent = ctx.clock.now();
         let seen = if std::mem::take(&mut attempt.waiting.woken) {
             // The first look, or woken by a notification (most often a
-            // release): look and take a released or never-held name in one
+            // release): look and take a released or never-held name, or
+            // one handed over to this candidate (ADR 0112), in one
             // statement (ADR 0045, ADR 0065).
             attempt.may_hold = true;
             match ctx

@@ -686,7 +686,8 @@ impl PostgresStore {
     }
 
     /// A waiter's look at `name` that wins it for attempt `nonce` if it is
-    /// released ([`row::take_released`]), bounded by the request timeout;
+    /// released or handed over to `identity` ([`row::take_released`]),
+    /// bounded by the request timeout;
     /// unknown outcome past it.
     pub(crate) async fn take_released(
         &self,
@@ -1334,6 +1335,47 @@ mod tests {
             "0",
             "nothing inserted"
         );
+    }
+
+    /// A woken look takes a row handed over to its own candidate (ADR
+    /// 0112) in the one statement, as it takes a released one: another
+    /// candidate's look, a look by a candidate whose identity only begins
+    /// with the successor's, and a row revoked or held, are only read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_look_takes_a_row_handed_over_to_its_own_candidate() {
+        use election_core::Identity;
+        let (server, ctx) = connected().await;
+        let (_, first) = ctx.take_released("jobs", 1, "a").await.expect("look");
+        let first = first.expect("a never-held name is won");
+        let to = election_sql::lease_row::handed_to(
+            &Identity::new("a").expect("a"),
+            &Identity::new("b").expect("b"),
+        );
+        let hold = HeldRow::won("jobs", 1, Some(first)).expect("held");
+        assert!(ctx.release_to(hold, &to, 60_000).await.expect("handed"));
+        for other in ["c", "bb", "a"] {
+            let (seen, won) = ctx.take_released("jobs", 9, other).await.expect("look");
+            assert_eq!(won, None, "{other} takes a row handed to b");
+            assert_eq!(seen.lease.and_then(|r| r.holder), Some(to.clone()));
+        }
+        let (seen, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
+        let won = won.expect("the successor takes the row handed to it");
+        assert!(won > first, "epoch {won} after {first}");
+        assert_eq!(
+            seen.lease.map(|r| (r.holder, r.epoch)),
+            Some((Some(to), first)),
+            "read before the win"
+        );
+        assert_eq!(
+            server
+                .sql(
+                    "SELECT holder, nonce, epoch FROM election.leases NATURAL JOIN election.epochs"
+                )
+                .expect("state"),
+            format!("b|2|{won}")
+        );
+        let (_, again) = ctx.take_released("jobs", 3, "b").await.expect("look");
+        assert_eq!(again, None, "b's own term is not taken again");
     }
 
     /// A take by heartbeat (ADR 0110) wins only while the heartbeat the row names

@@ -176,12 +176,13 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
     Ok((name, seen))
 }
 
-/// A look at `name` that also wins it when its row is released or the
-/// name was never held (no row and no epoch record), in one statement
-/// (one transaction; ADR 0045, ADR 0065): the lease row and record as they
-/// were before the statement, and the epoch won, if any. The win is
-/// conditional on the row still being released when the statement locks
-/// it (or on no row of the name existing when it inserts one), draws its
+/// A look at `name` that also wins it when its row is released, handed
+/// over to `identity` (ADR 0112), or the name was never held (no row and
+/// no epoch record), in one statement (one transaction; ADR 0045, ADR
+/// 0065): the lease row and record as they were before the statement, and
+/// the epoch won, if any. The win is conditional on the row still being
+/// released or handed to `identity` when the statement locks it (or on no
+/// row of the name existing when it inserts one), draws its
 /// epoch from the sequence in that statement, above every epoch the row
 /// and record show (rule 1), records it and notifies the channel at
 /// commit. A row that is held, a missing row with an epoch record, or a

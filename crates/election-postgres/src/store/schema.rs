@@ -211,7 +211,12 @@ impl Sql {
         // row deleted by hand) is only read: it counts as held for a TTL.
         // The SELECT reads the snapshot from before the statement: what
         // the look saw, won or not. A winner's row in the waiters' queue
-        // goes in the same statement (ADR 0108).
+        // goes in the same statement (ADR 0108). A row handed over to this
+        // very candidate ($2, ADR 0112) is taken the same way, as
+        // `may_claim_as` lets the successor take it at once: the woken
+        // successor wins in this one statement instead of reading here and
+        // claiming in a second (the identity holds no control character,
+        // so the `chr(1)` after it ends the successor's name exactly).
         let take_released = format!(
             "WITH take AS (
                 UPDATE {s}.leases l
@@ -220,7 +225,9 @@ impl Sql {
                         coalesce((SELECT r.epoch FROM {s}.epochs r WHERE r.name = l.name), 0) + 1),
                     version = l.version + 1, ttl_ms = $4,
                     acquired_unix_ms = $5, renewed_unix_ms = $5
-                WHERE l.name = $1 AND l.holder IS NULL AND l.epoch < 9223372036854775807
+                WHERE l.name = $1 AND l.epoch < 9223372036854775807
+                  AND (l.holder IS NULL
+                       OR starts_with(l.holder, chr(1) || 'handed-to ' || $2 || chr(1)))
                   AND coalesce((SELECT r.epoch FROM {s}.epochs r WHERE r.name = l.name), 0)
                       < 9223372036854775807
                 RETURNING l.name, l.epoch
