@@ -1229,12 +1229,13 @@ mod tests {
         assert_eq!(n.payload(), "jobs", "readying notified");
     }
 
-    /// A release commits without waiting for its WAL flush, and only the
-    /// release (ADR 0071): a deferred trigger records `synchronous_commit`
-    /// as each write of a lease row commits. On one connection, a win, a
-    /// renewal, the release, and the next win after it: only the release
-    /// is `off`; the setting never outlives the release's transaction, so
-    /// every claim and renewal stays durable (rule 1's epoch is never
+    /// A release commits without waiting for its WAL flush, and only a
+    /// release (ADR 0071), a handover (ADR 0112) being one: a deferred
+    /// trigger records `synchronous_commit` as each write of a lease row
+    /// commits. On one connection, a win, a renewal, the release, the next
+    /// win, a handover and the successor's win: only the release and the
+    /// handover are `off`; the setting never outlives their transactions,
+    /// so every claim and renewal stays durable (rule 1's epoch is never
     /// acknowledged before it is on disk).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn only_a_release_commits_without_waiting_for_the_flush() {
@@ -1252,7 +1253,8 @@ mod tests {
                 "CREATE TABLE commit_log (n serial PRIMARY KEY, holder text, sync text); \
                  CREATE FUNCTION log_commit() RETURNS trigger LANGUAGE plpgsql AS $f$ \
                  BEGIN INSERT INTO commit_log (holder, sync) \
-                 VALUES (coalesce(NEW.holder, '-'), current_setting('synchronous_commit')); \
+                 VALUES (coalesce(CASE WHEN left(NEW.holder, 1) = chr(1) THEN 'handed' \
+                 ELSE NEW.holder END, '-'), current_setting('synchronous_commit')); \
                  RETURN NULL; END $f$; \
                  CREATE CONSTRAINT TRIGGER log_commit AFTER INSERT OR UPDATE ON election.leases \
                  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION log_commit()",
@@ -1265,13 +1267,25 @@ mod tests {
         let released = ctx.release_many(&[("jobs", 1)]).await.expect("release");
         assert!(released.contains("jobs"), "a released jobs");
         let (_, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
-        assert!(won.expect("b wins the released row") > epoch);
+        let b = won.expect("b wins the released row");
+        assert!(b > epoch);
+        // A handover (ADR 0112) is a release too; the successor's take is
+        // a win.
+        let to = election_sql::lease_row::handed_to(
+            &election_core::Identity::new("b").expect("b"),
+            &election_core::Identity::new("c").expect("c"),
+        );
+        let hold = HeldRow::won("jobs", 2, Some(b)).expect("held");
+        assert!(ctx.release_to(hold, &to, 60_000).await.expect("handed"));
+        let (_, won) = ctx.take_released("jobs", 3, "c").await.expect("look");
+        assert!(won.expect("c takes the row handed to it") > b);
         assert_eq!(
             server
                 .sql("SELECT string_agg(holder || ':' || sync, ' ' ORDER BY n) FROM commit_log")
                 .expect("the log"),
-            "a:on a:on -:off b:on",
-            "synchronous_commit at each commit: win, renewal, release, next win"
+            "a:on a:on -:off b:on handed:off c:on",
+            "synchronous_commit at each commit: win, renewal, release, next win, \
+             handover, the successor's win"
         );
     }
 

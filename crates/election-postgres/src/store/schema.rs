@@ -349,8 +349,12 @@ impl Sql {
         // their processes' channels, every unexpired waiter of the name
         // (`waiters_all`, a snapshot taken after the row was locked, as
         // `waiter_head`'s): the successor may be anywhere in line, and the
-        // others look once and wait again. Committed durably (unlike a
-        // release): the handover is the successor's reservation.
+        // others look once and wait again. Committed without waiting for
+        // its flush, as a release (ADR 0071): the successor's take commits
+        // durably and its flush covers the handover before it; one lost in
+        // a crash before any win brings back the row of the term that
+        // handed over, which stopped acting first and is waited out for a
+        // TTL (the reservation, a preference, is lost with it).
         let release_to = format!(
             "WITH r AS (
                 UPDATE {s}.leases l
@@ -363,7 +367,8 @@ impl Sql {
              SELECT r.name, (SELECT count(*) FROM
                     (SELECT pg_notify(w.channel, w.nonce::text || ' ' || r.name)
                      FROM {s}.waiters_all(r.name, $2) AS w) AS woken)
-             FROM r, LATERAL (SELECT pg_notify($7, r.name)) AS n"
+             FROM r, LATERAL (SELECT pg_notify($7, r.name),
+                                     set_config('synchronous_commit', 'off', true)) AS n"
         );
         // A transfer request (ADR 0112), stored only while a term holds
         // the row (not released, revoked or handed over: a pseudo-holder
