@@ -313,39 +313,11 @@ const OPERATOR: &str = "operator";
 /// checker holds that key's later terms above the revocation, and only
 /// that key's ([`crate::check::check_keys`]).
 async fn revoke_key(plan: &Plan, backend: &election_url::Backend, out: &Path, key: &str) -> String {
-    let by = election_core::Identity::new("torture-operator").expect("a valid identity");
-    let given_up = Instant::now() + plan.ttl;
-    let revoked = loop {
-        match election_core::Election::revoke(backend, key, &by).await {
-            Err(election_core::Error::Unavailable { .. }) if Instant::now() < given_up => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            other => break other,
-        }
-    };
-    let detail = match revoked {
-        Err(e) => format!("revoke-failed {}", e.to_string().replace(' ', "_")),
-        Ok(None) => "nobody".to_owned(),
-        Ok(Some(r)) => {
-            let epoch = r.revocation.epoch;
-            let spec = key_resource(out, key);
-            let fence = match crate::resource::Resource::open(&spec, crate::resource::Mode::Safe)
-                .await
-            {
-                Ok(resource) => match resource.advance(fencing::Token::from_epoch(epoch)).await {
-                    Ok(previous) => format!("fence {}->{}", previous, epoch.get()),
-                    Err(e) => format!("fence-failed {}", e.to_string().replace(' ', "_")),
-                },
-                Err(e) => format!("fence-failed {}", e.to_string().replace(' ', "_")),
-            };
-            format!(
-                "deposed {} {} revocation {} {fence}",
-                r.deposed.identity,
-                r.deposed.epoch.get(),
-                epoch.get()
-            )
-        }
-    };
+    let spec = key_resource(out, key);
+    let resource = crate::resource::Resource::open(&spec, crate::resource::Mode::Safe)
+        .await
+        .ok();
+    let detail = super::revoke_fenced(plan, backend, key, resource.as_ref()).await;
     tokio::time::sleep(plan.ttl + plan.grace).await;
     format!("{detail} key {key}")
 }

@@ -1341,38 +1341,7 @@ impl Injector<'_> {
         // milliseconds.
         candidates.send(leader, "stall 1000").await;
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let by = election_core::Identity::new("torture-operator").expect("a valid identity");
-        // An operator tries again while the store answers that nothing was
-        // done (a server slow under load), for up to a TTL; a revoke whose
-        // outcome is unknown is not tried again (it may have deposed the
-        // term: a second one could depose its successor) and raises no
-        // fence, so the stalled write may land, as it would have.
-        let given_up = Instant::now() + plan.ttl;
-        let revoked = loop {
-            match election_core::Election::revoke(&*backend, ELECTION, &by).await {
-                Err(election_core::Error::Unavailable { .. }) if Instant::now() < given_up => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                other => break other,
-            }
-        };
-        let detail = match revoked {
-            Err(e) => format!("revoke-failed {}", e.to_string().replace(' ', "_")),
-            Ok(None) => "nobody".to_owned(),
-            Ok(Some(r)) => {
-                let epoch = r.revocation.epoch;
-                let fence = match resource.advance(fencing::Token::from_epoch(epoch)).await {
-                    Ok(previous) => format!("fence {}->{}", previous, epoch.get()),
-                    Err(e) => format!("fence-failed {}", e.to_string().replace(' ', "_")),
-                };
-                format!(
-                    "deposed {} {} revocation {} {fence}",
-                    r.deposed.identity,
-                    r.deposed.epoch.get(),
-                    epoch.get()
-                )
-            }
-        };
+        let detail = revoke_fenced(plan, backend, ELECTION, Some(resource)).await;
         let until = Instant::now() + plan.ttl;
         while Instant::now() < until {
             candidates.next(until - Instant::now()).await;
@@ -1608,6 +1577,53 @@ async fn open_operator(
             reason: e.to_string(),
         })?;
     Ok((backend, resource))
+}
+
+/// An operator's revoke of `name` on `backend` (opened as an operator),
+/// and `resource`'s fence raised to the revocation's epoch, as `elect
+/// revoke --fence` does; the heal line's detail: `deposed <identity>
+/// <epoch> revocation <epoch> fence <a>-><b>`, `nobody`, or why it
+/// failed. The operator tries again while the store answers that nothing
+/// was done (a server slow under load), for up to a TTL; a revoke whose
+/// outcome is unknown is not tried again (it may have deposed the term: a
+/// second one could depose its successor) and raises no fence.
+async fn revoke_fenced(
+    plan: &Plan,
+    backend: &election_url::Backend,
+    name: &str,
+    resource: Option<&crate::resource::Resource>,
+) -> String {
+    let by = election_core::Identity::new("torture-operator").expect("a valid identity");
+    let given_up = Instant::now() + plan.ttl;
+    let revoked = loop {
+        match election_core::Election::revoke(backend, name, &by).await {
+            Err(election_core::Error::Unavailable { .. }) if Instant::now() < given_up => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => break other,
+        }
+    };
+    let failed = |e: &dyn std::fmt::Display| e.to_string().replace(' ', "_");
+    match revoked {
+        Err(e) => format!("revoke-failed {}", failed(&e)),
+        Ok(None) => "nobody".to_owned(),
+        Ok(Some(r)) => {
+            let epoch = r.revocation.epoch;
+            let fence = match resource {
+                Some(resource) => match resource.advance(fencing::Token::from_epoch(epoch)).await {
+                    Ok(previous) => format!("fence {}->{}", previous, epoch.get()),
+                    Err(e) => format!("fence-failed {}", failed(&e)),
+                },
+                None => "fence-failed no_resource".to_owned(),
+            };
+            format!(
+                "deposed {} {} revocation {} {fence}",
+                r.deposed.identity,
+                r.deposed.epoch.get(),
+                epoch.get()
+            )
+        }
+    }
 }
 
 /// The run's backend opened as an operator (`elect revoke`'s way: nothing
