@@ -174,8 +174,21 @@ impl Server {
             };
             let mut server = Self::spawn(bin.clone(), config)?;
             server.wait_ready(Instant::now() + READY_TIMEOUT)?;
+            server.settle_probe();
             Ok(server)
         })
+    }
+
+    /// Waits (up to 2 s, and never fails) until the server no longer
+    /// counts the readiness probe's client connection, closed but maybe
+    /// not yet noticed: nobody else knows the port yet, so a test that
+    /// counts [`connections`](Self::connections) from a fresh server
+    /// counts only its own (CI saw the probe counted once).
+    fn settle_probe(&self) {
+        let bound = Instant::now() + Duration::from_secs(2);
+        while self.connections().is_ok_and(|n| n != 0) && Instant::now() < bound {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Writes the config and starts the process without waiting for it.
@@ -346,7 +359,9 @@ impl Server {
     /// How many client connections the server has open now, as its
     /// monitoring endpoint `/connz` counts them (`num_connections`): a
     /// test's way to see how many connections a process (or several) made.
-    /// Routes between cluster nodes are not client connections.
+    /// Routes between cluster nodes are not client connections. A server
+    /// just started counts none: its start waits until the server no
+    /// longer counts the start's own probe of the client port.
     ///
     /// ```
     /// use nats_testkit::Server;
