@@ -15,7 +15,7 @@
 //! long enough for the others to take its keys) pick a live member at random and
 //! keep at least two alive (else they are a `join`); `revoke` has an
 //! operator revoke a random key and raise its fence to the revocation's
-//! epoch ([`revoke_key`]). After the last fault, the members are given
+//! epoch (`revoke_key`). After the last fault, the members are given
 //! the liveness bound to settle, then each leaves cleanly.
 
 use std::path::{Path, PathBuf};
