@@ -1,6 +1,9 @@
 //! One gRPC channel per process for every election opened to the same
 //! endpoints with the same credentials and timings (issue 44), as NATS
 //! shares one client (ADR 0106) and PostgreSQL one connection (ADR 0105).
+//! Per runtime, too: a channel's connection runs as a task of the runtime
+//! it was made on, and dies with that runtime, so an election opened on
+//! another runtime of the same process gets a channel of its own.
 //!
 //! A process-global registry maps what defines a channel ([`ClientKey`])
 //! to a weak handle of the [`Client`] made for it. [`shared`] hands out the
@@ -30,6 +33,8 @@ pub(crate) struct ClientKey {
     timeout: Duration,
     /// The HTTP/2 keep-alive interval.
     keepalive: Duration,
+    /// The tokio runtime the opening runs on (`None` outside one).
+    runtime: Option<tokio::runtime::Id>,
 }
 
 impl ClientKey {
@@ -49,6 +54,7 @@ impl ClientKey {
             credentials: credentials.map(|c| (c.user.clone(), c.password.clone())),
             timeout,
             keepalive,
+            runtime: tokio::runtime::Handle::try_current().ok().map(|h| h.id()),
         }
     }
 }
@@ -61,6 +67,7 @@ impl std::fmt::Debug for ClientKey {
             .field("user", &self.credentials.as_ref().map(|(u, _)| u))
             .field("timeout", &self.timeout)
             .field("keepalive", &self.keepalive)
+            .field("runtime", &self.runtime)
             .finish()
     }
 }

@@ -8,7 +8,10 @@
 //! client alive: every [`Connection`](crate::store::connection::Connection)
 //! opened over a shared client holds a [`SharedClient`], and when the last
 //! of them is dropped the entry is dead and the next opening connects
-//! afresh. A client the user brings
+//! afresh. One per runtime, too: the client's connection runs as a task of
+//! the runtime it was made on and dies with it, so an election opened on
+//! another runtime of the process gets a client of its own. A client the
+//! user brings
 //! ([`NatsElection::with_client`](crate::NatsElection::with_client)) is
 //! never put in the registry.
 
@@ -33,6 +36,8 @@ pub(crate) struct ClientKey {
     pub(crate) creds: Option<PathBuf>,
     pub(crate) connection_timeout: Duration,
     pub(crate) ping_interval: Duration,
+    /// The tokio runtime the opening runs on (`None` outside one).
+    pub(crate) runtime: Option<tokio::runtime::Id>,
 }
 
 impl ClientKey {
@@ -63,6 +68,7 @@ impl ClientKey {
             creds: None,
             connection_timeout,
             ping_interval,
+            runtime: tokio::runtime::Handle::try_current().ok().map(|h| h.id()),
         }
     }
 }
@@ -77,6 +83,7 @@ impl std::fmt::Debug for ClientKey {
             .field("creds", &self.creds)
             .field("connection_timeout", &self.connection_timeout)
             .field("ping_interval", &self.ping_interval)
+            .field("runtime", &self.runtime)
             .finish()
     }
 }

@@ -342,8 +342,12 @@ static SESSIONS: LazyLock<Mutex<HashMap<String, Weak<Session>>>> = LazyLock::new
 /// options it copies): an election opened with a wrong password never
 /// rides on another's session, and fails as it would alone.
 fn key_of(options: &PgConnectOptions, credential: u64) -> String {
+    // The runtime too: a session's task dies with the runtime it was
+    // spawned on, so an election opened on another runtime of the process
+    // gets a session of its own.
+    let runtime = tokio::runtime::Handle::try_current().ok().map(|h| h.id());
     format!(
-        "{credential:x}|{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}",
+        "{runtime:?}|{credential:x}|{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}",
         options.get_host(),
         options.get_port(),
         options.get_socket(),
