@@ -9,8 +9,10 @@
 //! - **Wait**: in the waiters' line (`store/queue.rs`), by a watch; the
 //!   poll interval is only a backstop.
 //! - **Renew** (rule 2): `renewal.rs`.
-//! - **Release** (rule 3): a transaction that deletes the key only if its
-//!   create revision is still the term's epoch; never after a loss.
+//! - **Release** (rule 3): a revoke of the term's lease, which deletes the
+//!   key only while it is attached to that lease (the term's own: every
+//!   other term puts it with its own lease); never after a loss. One
+//!   write, so close has nothing left to revoke.
 //! - **Transfer** (ADR 0112): one transaction, if the key's create
 //!   revision is still the term's epoch: delete it and put the handover
 //!   key with a new lease whose TTL is the window (etcd deletes it then:
@@ -117,9 +119,20 @@ impl EtcdClaim {
     }
 
     /// A live lease for the attempt: kept alive if it has one, granted if
-    /// not; `lease_sent` is the instant before the request.
+    /// not; `lease_sent` is the instant before the request. A lease kept
+    /// alive less than a renew interval ago (a waiter's, by its wait) is
+    /// used as it is, its validity still counted from that keep-alive: a
+    /// woken waiter claims without a round trip first, and its term's
+    /// first renewal comes a renew interval after that keep-alive. If etcd
+    /// lost it meanwhile, the claim's put is refused (`lease not found`)
+    /// and the next try keeps it alive first ([`Self::claim_failed`]).
     async fn live_lease(&self, attempt: &mut EtcdAttempt) -> Result<i64, Error> {
         let sent = Instant::now();
+        if let (Some(lease), Some(kept)) = (attempt.lease, attempt.lease_sent)
+            && sent.saturating_duration_since(kept) < self.store.options.renew_every()
+        {
+            return Ok(lease);
+        }
         if let Some(lease) = attempt.lease {
             match self.store.client.keep_alive(lease).await? {
                 KeptAlive::Alive => {
@@ -142,6 +155,14 @@ impl EtcdClaim {
         attempt.lease = Some(lease);
         attempt.lease_sent = Some(sent);
         Ok(lease)
+    }
+
+    /// A claim's write failed: the next try keeps the lease alive (or
+    /// grants one) before it claims, whatever [`Self::live_lease`] would
+    /// reuse, so a lease etcd lost is replaced at once.
+    fn claim_failed(&self, attempt: &mut EtcdAttempt, e: Error) -> election_core::Error {
+        attempt.lease_sent = None;
+        self.core(e)
     }
 
     fn held(&self, attempt: &EtcdAttempt) -> Result<HeldTerm, election_core::Error> {
@@ -317,17 +338,17 @@ impl Claim for EtcdClaim {
         ];
         // A handover to this candidate its wait saw: over it at once.
         if let Some(handed) = attempt.handed.take()
-            && let Some(r) = self
-                .claim_handed(success.clone(), handed)
-                .await
-                .map_err(|e| self.core(e))?
+            && let Some(r) = match self.claim_handed(success.clone(), handed).await {
+                Ok(r) => r,
+                Err(e) => return Err(self.claim_failed(attempt, e)),
+            }
         {
             return self.won(attempt, r.header.map_or(0, |h| h.revision), lease, sent);
         }
         // Free, no revocation stands (ADR 0111) and no handover reserves
         // it (ADR 0112); else read the handover, which may name this
         // candidate.
-        let mut r = self
+        let claimed = self
             .store
             .client
             .txn(
@@ -343,8 +364,11 @@ impl Claim for EtcdClaim {
                     failure: vec![range_op(&self.handover)],
                 },
             )
-            .await
-            .map_err(|e| self.core(e))?;
+            .await;
+        let mut r = match claimed {
+            Ok(r) => r,
+            Err(e) => return Err(self.claim_failed(attempt, e)),
+        };
         if !r.succeeded {
             let Some(handover) = first_read(std::mem::take(&mut r.responses)) else {
                 return Ok(None);
@@ -358,7 +382,7 @@ impl Claim for EtcdClaim {
             match self
                 .claim_handed(success, handover.mod_revision)
                 .await
-                .map_err(|e| self.core(e))?
+                .map_err(|e| self.claim_failed(attempt, e))?
             {
                 Some(handed) => r = handed,
                 None => return Ok(None),
@@ -429,11 +453,17 @@ impl Claim for EtcdClaim {
                 }
                 () = tokio::time::sleep_until(deadline) => return Ok(()),
                 () = tokio::time::sleep_until(next_keep_alive) => {
-                    next_keep_alive = Instant::now() + renew_every;
-                    if let Ok(KeptAlive::Gone) = self.store.client.keep_alive(lease).await {
-                        attempt.lease = None;
-                        attempt.place = None;
-                        return Ok(());
+                    let sent = Instant::now();
+                    next_keep_alive = sent + renew_every;
+                    match self.store.client.keep_alive(lease).await {
+                        Ok(KeptAlive::Alive) => attempt.lease_sent = Some(sent),
+                        Ok(KeptAlive::Gone) => {
+                            attempt.lease = None;
+                            attempt.lease_sent = None;
+                            attempt.place = None;
+                            return Ok(());
+                        }
+                        Err(_) => {}
                     }
                 }
             }
@@ -528,24 +558,27 @@ impl Claim for EtcdClaim {
         }
     }
 
+    /// Revokes the term's lease: one write, which deletes exactly the
+    /// keys attached to it (the election key while it is still this
+    /// term's; a key of any other term is on that term's own lease), as
+    /// `etcdctl lock`'s session close does. A release that was a
+    /// transaction followed by the close's revoke made two writes, the
+    /// second competing with the successor's claim for the same raft
+    /// round. Close then has nothing left to do.
     async fn release(&self, attempt: &mut EtcdAttempt) -> Result<(), election_core::Error> {
         let Some(held) = attempt.held.take() else {
             return Ok(());
         };
         self.store
             .client
-            .txn(
-                "release the election key",
-                Kind::Write,
-                TxnRequest {
-                    compare: vec![created_at(&self.key, held.epoch.get_i64())],
-                    success: vec![delete_op(&self.key)],
-                    failure: vec![range_op(&self.key)],
-                },
-            )
+            .revoke(held.lease)
             .await
-            .map(|_| ())
-            .map_err(|e| self.core(e))
+            .map_err(|e| self.core(e))?;
+        if attempt.lease == Some(held.lease) {
+            attempt.lease = None;
+            attempt.lease_sent = None;
+        }
+        Ok(())
     }
 
     fn transfers(&self) -> bool {

@@ -122,6 +122,47 @@ pub fn delete(endpoint: &str, key: &[u8]) -> Result<i64, Error> {
     Ok(number(&answer, "deleted").unwrap_or(0))
 }
 
+/// The lease of the first key that begins with `prefix` (0: none), or
+/// `None` when no key does: which lease a candidate's key is on.
+///
+/// ```no_run
+/// let member = etcd_testkit::Member::start().expect("etcd");
+/// let lease = etcd_testkit::gateway::lease_under(&member.endpoint(), b"election/w/jobs/");
+/// assert_eq!(lease.expect("read"), None);
+/// ```
+pub fn lease_under(endpoint: &str, prefix: &[u8]) -> Result<Option<i64>, Error> {
+    let body = format!(
+        "{{\"key\":\"{}\",\"range_end\":\"{}\",\"limit\":1}}",
+        base64(prefix),
+        base64(&prefix_end(prefix))
+    );
+    let answer = request(endpoint, "POST", "/v3/kv/range", &body)?;
+    if !answer.contains("\"kvs\"") {
+        return Ok(None);
+    }
+    Ok(Some(number(&answer, "lease").unwrap_or(0)))
+}
+
+/// Revokes lease `id` by hand, as `etcdctl lease revoke` does: every key
+/// attached to it goes.
+///
+/// ```no_run
+/// let member = etcd_testkit::Member::start().expect("etcd");
+/// etcd_testkit::gateway::revoke_lease(&member.endpoint(), 7).expect_err("no such lease");
+/// ```
+pub fn revoke_lease(endpoint: &str, id: i64) -> Result<(), Error> {
+    let body = format!("{{\"ID\":\"{id}\"}}");
+    request(endpoint, "POST", "/v3/lease/revoke", &body).map(drop)
+}
+
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    end
+}
+
 /// How many keys begin with `prefix`.
 ///
 /// ```no_run
@@ -129,10 +170,7 @@ pub fn delete(endpoint: &str, key: &[u8]) -> Result<i64, Error> {
 /// assert_eq!(etcd_testkit::gateway::count(&member.endpoint(), b"election/w/").expect("read"), 0);
 /// ```
 pub fn count(endpoint: &str, prefix: &[u8]) -> Result<i64, Error> {
-    let mut end = prefix.to_vec();
-    if let Some(last) = end.last_mut() {
-        *last += 1;
-    }
+    let end = prefix_end(prefix);
     let body = format!(
         "{{\"key\":\"{}\",\"range_end\":\"{}\",\"count_only\":true}}",
         base64(prefix),

@@ -169,3 +169,96 @@ async fn leaders_reads_every_name_as_leader_does_in_order() {
         term.resign().await.unwrap();
     }
 }
+
+/// A release revokes the term's lease (one write; ADR 0114): it deletes
+/// the key while the key is still on that lease, never a key another term
+/// put on its own lease after this one's was deleted by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_deletes_its_own_term_only() {
+    use election_core::{Claim, End};
+    let endpoint = common::shared();
+    let prefix = common::prefix("release");
+    let election = common::open(&endpoint, &prefix).await;
+    let a = election.claim("jobs", "a").unwrap();
+    let mut attempt = a.open().await.unwrap();
+    let won = a.try_claim(&mut attempt).await.unwrap().expect("won");
+    // Released: the key went with the lease.
+    a.release(&mut attempt).await.unwrap();
+    assert_eq!(election.leader("jobs").await.unwrap(), None);
+    a.close(attempt, End::Resigned);
+    // Won again, deleted by hand, won by b: a's release leaves b's term.
+    let mut attempt = a.open().await.unwrap();
+    let again = a.try_claim(&mut attempt).await.unwrap().expect("won");
+    assert!(again.epoch > won.epoch);
+    etcd_testkit::gateway::delete(&endpoint, format!("{prefix}/e/jobs").as_bytes()).unwrap();
+    let b = election
+        .candidate("jobs", "b")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    a.release(&mut attempt).await.unwrap();
+    a.close(attempt, End::Resigned);
+    let leader = election.leader("jobs").await.unwrap().expect("b leads");
+    assert_eq!((leader.identity.as_str(), leader.epoch), ("b", b.epoch()));
+    b.confirm().await.unwrap();
+    b.resign().await.unwrap();
+}
+
+/// A woken waiter claims on the lease its wait kept alive, without a
+/// keep-alive first (ADR 0114). If etcd lost that lease meanwhile (revoked
+/// by hand here), etcd refuses the claim's put (`lease not found`): a
+/// transient failure, so the campaign closes that attempt and the next
+/// one, on a new lease, wins at once (not at the waiter's poll, a minute
+/// away, nor a renew interval later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_lease_etcd_lost_wins_at_its_next_try() {
+    let endpoint = common::shared();
+    let prefix = common::prefix("lost-lease");
+    // Renewal every 20 s: a try that reused the lost lease until then
+    // would not win within the bound below.
+    let options = election_etcd::EtcdOptions::new(Duration::from_secs(60))
+        .and_then(|o| o.renew_interval(Duration::from_secs(20)))
+        .and_then(|o| o.request_timeout(Duration::from_millis(500)))
+        .and_then(|o| o.prefix(&prefix))
+        .unwrap();
+    let election = election_etcd::EtcdElection::connect(&endpoint, options)
+        .await
+        .unwrap();
+    let held = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
+        .with_poll_interval(Duration::from_secs(60))
+        .unwrap();
+    let waiting = tokio::spawn(async move { waiter.campaign().await });
+    let waiters = format!("{prefix}/w/jobs/");
+    let lease = within("the waiter in line", async {
+        loop {
+            if let Some(lease) =
+                etcd_testkit::gateway::lease_under(&endpoint, waiters.as_bytes()).unwrap()
+            {
+                return lease;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    etcd_testkit::gateway::revoke_lease(&endpoint, lease).unwrap();
+    held.resign().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("won at the next try, not a renew interval later")
+        .unwrap()
+        .unwrap();
+    let leader = election.leader("jobs").await.unwrap().expect("b leads");
+    assert_eq!(
+        (leader.identity.as_str(), leader.epoch),
+        ("b", next.epoch())
+    );
+    assert!(leader.epoch > held.epoch());
+    next.resign().await.unwrap();
+}

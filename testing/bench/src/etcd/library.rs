@@ -360,10 +360,10 @@ fn handover_note(
 ) -> String {
     let (over_loop, over_settled) = (measured.over(&in_loop), measured.over(&settled));
     format!(
-        "etcd clean handover: A's release is one transaction (delete the key if its create \
-         revision is still A's epoch); B, first in the waiters' line, watches the election \
-         key, and the delete event wakes it; B keeps its own lease alive (one keep-alive) and \
-         claims with one transaction. Median {} (min {}, max {}) against {} for the two bare \
+        "etcd clean handover: A's release is one revoke of its term's lease, which deletes \
+         the key (ADR 0115); B, first in the waiters' line, watches the election key, and \
+         the delete event wakes it; B claims with one transaction on the lease its wait kept \
+         alive. Median {} (min {}, max {}) against {} for the two bare \
          transactions back to back in a loop: {over_loop:.2}× that floor (target ≤ 2×: {}); \
          against {} for the same two after {} ms of idleness, as each handover starts (ADR \
          0090): {over_settled:.2}× ({}). {} of {} handovers took over half the poll interval \
