@@ -11,6 +11,7 @@
 //! - [`slots`]: the cases of names with N slots ([`SlotCandidate`](election_core::SlotCandidate)),
 //!   run by [`conformance_tests!`] on every backend;
 //! - [`recorder`]: a metrics recorder whose values tests read back;
+//! - [`runtimes`]: an election on a second runtime outlives the first;
 //! - [`driver`]: the check every backend's URL type runs, printed then
 //!   parsed back ([`driver::round_trip`]), and the strategies it is fed.
 //!
@@ -167,6 +168,7 @@ pub mod heartbeats;
 pub mod keyed;
 pub mod memory;
 pub mod recorder;
+pub mod runtimes;
 pub mod slots;
 
 /// The workspace README's examples, compiled as doctests (denying

@@ -39,21 +39,33 @@ async fn the_epoch_is_the_winning_revision_and_grows_across_deletes() {
     assert_eq!(election.leader("jobs").await.unwrap(), None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_wakes_the_waiter_long_before_its_poll() {
-    let endpoint = common::shared();
-    let election = common::open(&endpoint, &common::prefix("wake")).await;
+/// `a` leads `jobs`, and `b` campaigns behind it, polling once a minute:
+/// only the watch can wake it in time.
+async fn held_and_waiting(
+    election: &election_etcd::EtcdElection,
+) -> (
+    election_core::Term<election_etcd::EtcdClaim>,
+    tokio::task::JoinHandle<
+        Result<election_core::Term<election_etcd::EtcdClaim>, election_core::Error>,
+    >,
+) {
     let held = election
         .candidate("jobs", "a")
         .unwrap()
         .campaign()
         .await
         .unwrap();
-    // The waiter polls once a minute: only the watch can wake it in time.
     let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
         .with_poll_interval(Duration::from_secs(60))
         .unwrap();
-    let waiting = tokio::spawn(async move { waiter.campaign().await });
+    (held, tokio::spawn(async move { waiter.campaign().await }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_long_before_its_poll() {
+    let endpoint = common::shared();
+    let election = common::open(&endpoint, &common::prefix("wake")).await;
+    let (held, waiting) = held_and_waiting(&election).await;
     // In line (its waiter key written) before the release.
     let waiters = format!("{}/w/jobs/", election.options().key_prefix());
     within("the waiter in line", async {
@@ -206,7 +218,7 @@ async fn a_release_deletes_its_own_term_only() {
 }
 
 /// A woken waiter claims on the lease its wait kept alive, without a
-/// keep-alive first (ADR 0114). If etcd lost that lease meanwhile (revoked
+/// keep-alive first (ADR 0115). If etcd lost that lease meanwhile (revoked
 /// by hand here), etcd refuses the claim's put (`lease not found`): a
 /// transient failure, so the campaign closes that attempt and the next
 /// one, on a new lease, wins at once (not at the waiter's poll, a minute
@@ -215,7 +227,7 @@ async fn a_release_deletes_its_own_term_only() {
 async fn a_waiter_whose_lease_etcd_lost_wins_at_its_next_try() {
     let endpoint = common::shared();
     let prefix = common::prefix("lost-lease");
-    // Renewal every 20 s: a try that reused the lost lease until then
+    // Renewal every 20 s: an attempt that kept reusing the lost lease
     // would not win within the bound below.
     let options = election_etcd::EtcdOptions::new(Duration::from_secs(60))
         .and_then(|o| o.renew_interval(Duration::from_secs(20)))
@@ -225,16 +237,7 @@ async fn a_waiter_whose_lease_etcd_lost_wins_at_its_next_try() {
     let election = election_etcd::EtcdElection::connect(&endpoint, options)
         .await
         .unwrap();
-    let held = election
-        .candidate("jobs", "a")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
-    let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
-        .with_poll_interval(Duration::from_secs(60))
-        .unwrap();
-    let waiting = tokio::spawn(async move { waiter.campaign().await });
+    let (held, waiting) = held_and_waiting(&election).await;
     let waiters = format!("{prefix}/w/jobs/");
     let lease = within("the waiter in line", async {
         loop {

@@ -98,42 +98,20 @@ async fn ten_elections_in_one_process_share_one_connection() {
 }
 
 /// An election opened on a second runtime of the process gets a channel
-/// of its own: the first runtime's channel dies with it (its connection
-/// is a task of that runtime), and the second runtime's election still
-/// campaigns after the first runtime was shut down. Shared across
-/// runtimes, its requests failed with "transport error" (what `cargo
-/// test`, one runtime per test, showed on the shared member).
+/// of its own (ADR 0114): the first runtime's channel dies with it. Shared
+/// across runtimes, its requests failed with "transport error" (what
+/// `cargo test`, one runtime per test, showed on the shared member).
 #[test]
 fn an_election_on_a_second_runtime_outlives_the_first() {
     let member = Member::start().expect("etcd");
     let endpoint = member.endpoint();
     let base = prefix("runtimes");
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap()
-    };
-    let (first, second) = (runtime(), runtime());
-    let open = |rt: &tokio::runtime::Runtime| {
-        rt.block_on(election_etcd::EtcdElection::connect(&endpoint, fast(&base)))
-            .expect("connect")
-    };
-    let one = open(&first);
-    let two = open(&second);
-    first.block_on(async {
-        let term = one.candidate("a", "one").unwrap().campaign().await.unwrap();
-        term.resign().await.unwrap();
+    election_testkit::runtimes::a_second_runtime_outlives_the_first(|| {
+        let (endpoint, options) = (endpoint.clone(), fast(&base));
+        async move {
+            election_etcd::EtcdElection::connect(&endpoint, options)
+                .await
+                .expect("connect")
+        }
     });
-    drop(first);
-    second.block_on(async {
-        let term = within("a campaign on the second runtime", async {
-            two.candidate("b", "two").unwrap().campaign().await
-        })
-        .await
-        .expect("the second runtime's election works");
-        term.resign().await.unwrap();
-    });
-    drop(one);
 }

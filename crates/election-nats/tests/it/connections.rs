@@ -88,43 +88,17 @@ async fn a_client_of_ones_own_is_not_shared() {
 }
 
 /// An election opened on a second runtime of the process gets a client of
-/// its own: the first runtime's client dies with it (its connection is a
-/// task of that runtime), and the second runtime's election still
-/// campaigns after the first runtime was shut down.
+/// its own (ADR 0114): the first runtime's client dies with it.
 #[test]
 fn an_election_on_a_second_runtime_outlives_the_first() {
     let server = Server::start().expect("nats-server");
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime")
-    };
-    let (first, second) = (runtime(), runtime());
-    let open = |rt: &tokio::runtime::Runtime| {
-        rt.block_on(NatsElection::connect(&server.url(), options()))
-            .expect("connect")
-    };
-    let one = open(&first);
-    let two = open(&second);
-    first.block_on(async {
-        let term = one.candidate("a", "one").unwrap().campaign().await;
-        term.expect("a campaign on the first runtime")
-            .resign()
-            .await
-            .unwrap();
+    let url = server.url();
+    election_testkit::runtimes::a_second_runtime_outlives_the_first(|| {
+        let url = url.clone();
+        async move {
+            NatsElection::connect(&url, options())
+                .await
+                .expect("connect")
+        }
     });
-    drop(first);
-    second.block_on(async {
-        let term = tokio::time::timeout(
-            Duration::from_secs(30),
-            two.candidate("b", "two").unwrap().campaign(),
-        )
-        .await
-        .expect("the second runtime's election answers")
-        .expect("the second runtime's election works");
-        term.resign().await.unwrap();
-    });
-    drop(one);
 }

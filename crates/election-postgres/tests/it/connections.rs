@@ -319,44 +319,17 @@ async fn a_lease_set_of_ten_thousand_keys_holds_at_most_two() {
 }
 
 /// An election opened on a second runtime of the process gets a session
-/// of its own: the first runtime's session dies with it (its task runs on
-/// that runtime), and the second runtime's election still campaigns after
-/// the first runtime was shut down.
+/// of its own (ADR 0114): the first runtime's session dies with it.
 #[test]
 fn an_election_on_a_second_runtime_outlives_the_first() {
     let server = common::server();
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime")
-    };
-    let (first, second) = (runtime(), runtime());
     let url = url_named(&server, "pg_runtimes");
-    let open = |rt: &tokio::runtime::Runtime| {
-        rt.block_on(PostgresElection::connect(&url, common::fast()))
-            .expect("connect")
-    };
-    let one = open(&first);
-    let two = open(&second);
-    first.block_on(async {
-        let term = one.candidate("a", "one").unwrap().campaign().await;
-        term.expect("a campaign on the first runtime")
-            .resign()
-            .await
-            .unwrap();
+    election_testkit::runtimes::a_second_runtime_outlives_the_first(|| {
+        let url = url.clone();
+        async move {
+            PostgresElection::connect(&url, common::fast())
+                .await
+                .expect("connect")
+        }
     });
-    drop(first);
-    second.block_on(async {
-        let term = tokio::time::timeout(
-            Duration::from_secs(30),
-            two.candidate("b", "two").unwrap().campaign(),
-        )
-        .await
-        .expect("the second runtime's election answers")
-        .expect("the second runtime's election works");
-        term.resign().await.unwrap();
-    });
-    drop(one);
 }
