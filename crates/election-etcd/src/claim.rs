@@ -338,17 +338,17 @@ impl Claim for EtcdClaim {
         ];
         // A handover to this candidate its wait saw: over it at once.
         if let Some(handed) = attempt.handed.take()
-            && let Some(r) = match self.claim_handed(success.clone(), handed).await {
-                Ok(r) => r,
-                Err(e) => return Err(self.claim_failed(attempt, e)),
-            }
+            && let Some(r) = self
+                .claim_handed(success.clone(), handed)
+                .await
+                .map_err(|e| self.claim_failed(attempt, e))?
         {
             return self.won(attempt, r.header.map_or(0, |h| h.revision), lease, sent);
         }
         // Free, no revocation stands (ADR 0111) and no handover reserves
         // it (ADR 0112); else read the handover, which may name this
         // candidate.
-        let claimed = self
+        let mut r = self
             .store
             .client
             .txn(
@@ -364,11 +364,8 @@ impl Claim for EtcdClaim {
                     failure: vec![range_op(&self.handover)],
                 },
             )
-            .await;
-        let mut r = match claimed {
-            Ok(r) => r,
-            Err(e) => return Err(self.claim_failed(attempt, e)),
-        };
+            .await
+            .map_err(|e| self.claim_failed(attempt, e))?;
         if !r.succeeded {
             let Some(handover) = first_read(std::mem::take(&mut r.responses)) else {
                 return Ok(None);
