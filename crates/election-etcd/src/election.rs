@@ -128,9 +128,9 @@ impl EtcdElection {
             )
         })
         .await?;
-        client
-            .probe(format!("{}/", options.key_prefix()).as_bytes())
-            .await?;
+        // The read and the version's check at once: one round trip.
+        let prefix = format!("{}/", options.key_prefix());
+        tokio::try_join!(client.probe(prefix.as_bytes()), client.checked_version())?;
         Ok(EtcdElection {
             store: Arc::new(Store {
                 client,
@@ -168,6 +168,24 @@ impl EtcdElection {
     /// ```
     pub fn cluster_id(&self) -> u64 {
         self.store.client.cluster_id()
+    }
+
+    /// The etcd release the member that answered first runs, as it
+    /// reported it (`3.7.2`); opening refuses one older than
+    /// [`NEEDED_VERSION`](crate::NEEDED_VERSION) with
+    /// [`Error::ServerTooOld`].
+    ///
+    /// ```no_run
+    /// use election_etcd::{EtcdElection, EtcdOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let election = EtcdElection::connect("127.0.0.1:2379", EtcdOptions::default()).await?;
+    /// println!("etcd {}", election.server_version());
+    /// # Ok(()) }
+    /// ```
+    pub fn server_version(&self) -> &str {
+        self.store.client.version().unwrap_or_default()
     }
 
     pub(crate) fn store(&self) -> &Arc<Store> {

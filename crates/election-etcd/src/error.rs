@@ -9,9 +9,9 @@ use election_core::{Class, Classify, ConfigError, Disposition, ElectionName};
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What can go wrong with the etcd backend, grouped by what the caller
-/// should do: fix the configuration (`Config`, `Auth`), retry when etcd is
-/// back (`Connect`, `Unavailable`), treat the claim as not held
-/// (`OutcomeUnknown`), or have an operator look at the cluster
+/// should do: fix the configuration (`Config`, `Auth`, `ServerTooOld`),
+/// retry when etcd is back (`Connect`, `Unavailable`), treat the claim as
+/// not held (`OutcomeUnknown`), or have an operator look at the cluster
 /// (`ClusterChanged`, `CorruptValue`).
 ///
 /// Inside a campaign these reach the caller as the `source` of an
@@ -76,6 +76,16 @@ pub enum Error {
         /// The cluster ID seen now.
         now: u64,
     },
+    /// The member answering runs an etcd release older than this crate
+    /// needs ([`NEEDED_VERSION`](crate::NEEDED_VERSION)), or reports a
+    /// version it cannot read: nothing was claimed or written.
+    #[error("etcd {found:?} is too old: election-etcd needs etcd {needed} or later")]
+    ServerTooOld {
+        /// The version the member reported (`etcd --version`).
+        found: String,
+        /// The oldest release this crate works with.
+        needed: &'static str,
+    },
     /// A value under the prefix is not one this crate wrote.
     #[error("unreadable value at etcd key {key}: {detail}")]
     CorruptValue {
@@ -123,10 +133,12 @@ impl Error {
     pub fn into_core(self, name: &ElectionName) -> election_core::Error {
         match self {
             Error::Config(c) => election_core::Error::Config(c),
-            e @ Error::Auth { .. } => election_core::Error::Config(ConfigError::Location {
-                reason: e.to_string(),
-                source: Some(Arc::new(e)),
-            }),
+            e @ (Error::Auth { .. } | Error::ServerTooOld { .. }) => {
+                election_core::Error::Config(ConfigError::Location {
+                    reason: e.to_string(),
+                    source: Some(Arc::new(e)),
+                })
+            }
             e @ (Error::CorruptValue { .. } | Error::ClusterChanged { .. }) => {
                 election_core::Error::corrupt(name, e)
             }
@@ -155,6 +167,10 @@ impl Classify for Error {
                 ),
             Error::OutcomeUnknown { .. } => Class::new(Disposition::OutcomeUnknown),
             Error::Auth { .. } => permanent(CREDENTIALS_HINT),
+            Error::ServerTooOld { .. } => permanent(
+                "upgrade etcd (every member) to a supported release, or point the URL at a \
+                 cluster that runs one",
+            ),
             Error::ClusterChanged { .. } => Class::new(Disposition::Corrupt).hint(
                 "etcd was restored from a snapshot or replaced: restart this process; restore \
                  with etcdutl snapshot restore --bump-revision (and --mark-compacted) so that \

@@ -64,6 +64,7 @@ pub use error::{CREDENTIALS_HINT, Cause, Error};
 pub use fence::{EtcdFence, MarkCompare};
 pub use keyed::EtcdKeyedClaims;
 pub use options::{DEFAULT_PREFIX, DEFAULT_TTL, EtcdOptions};
+pub use store::version::NEEDED_VERSION;
 
 pub use election_core::{LeaseSet, PerKeyClaims, WriteToken};
 

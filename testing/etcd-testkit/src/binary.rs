@@ -49,6 +49,22 @@ pub fn etcd_bin() -> Result<PathBuf, Error> {
     Ok(FOUND.get_or_init(|| path).clone())
 }
 
+/// The release of the etcd the kit runs ([`etcd_bin`]), as its
+/// `--version` says it (`3.7.2`): what its members report to clients.
+///
+/// ```no_run
+/// let v = etcd_testkit::etcd_version().expect("etcd must be available");
+/// assert!(v.starts_with("3."));
+/// ```
+pub fn etcd_version() -> Result<String, Error> {
+    let bin = etcd_bin()?;
+    let line = version_of(&bin).map_err(|reason| Error::BadOverride {
+        path: bin.clone(),
+        reason,
+    })?;
+    Ok(line.trim_start_matches("etcd Version:").trim().to_owned())
+}
+
 fn find_or_install() -> Result<PathBuf, Error> {
     if let Some(path) = env::var_os(ETCD_BIN_ENV).filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);

@@ -69,6 +69,15 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// A proxy's rewrite would change a frame's length.
+    #[error("a proxy's rewrite keeps lengths: {from:?} and {to:?} differ (or are empty)")]
+    Rewrite {
+        /// What was to be replaced.
+        from: String,
+        /// By what.
+        to: String,
+    },
+
     /// etcd's gateway answered with something other than success.
     #[error("etcd at {endpoint} answered {path} with {answer}")]
     Gateway {

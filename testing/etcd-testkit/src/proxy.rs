@@ -1,5 +1,6 @@
 //! [`Proxy`]: a TCP proxy in front of a member, to black-hole or cut its
-//! clients' traffic (a partition).
+//! clients' traffic (a partition), or to make the member's answers say
+//! something else (an older server's version).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -46,7 +47,20 @@ impl Shared {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
+/// Bytes the member sends that the proxy replaces, each with as many
+/// others (so that no frame's length changes).
+type Rewrite = Option<Arc<(Vec<u8>, Vec<u8>)>>;
+
+/// Replaces every whole `from` in `buf` with `to` (as long as `from`).
+fn rewrite(buf: &mut [u8], from: &[u8], to: &[u8]) {
+    let mut at = 0;
+    while let Some(i) = buf[at..].windows(from.len()).position(|w| w == from) {
+        buf[at + i..at + i + to.len()].copy_from_slice(to);
+        at += i + from.len();
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>, replace: Rewrite) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
@@ -54,6 +68,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
             Ok(n) => {
                 if shared.black_hole.load(Ordering::SeqCst) {
                     continue;
+                }
+                if let Some(r) = &replace {
+                    rewrite(&mut buf[..n], &r.0, &r.1);
                 }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
@@ -76,6 +93,34 @@ impl Proxy {
     /// # drop(endpoint);
     /// ```
     pub fn start(upstream: u16) -> Result<Proxy, Error> {
+        Proxy::serve(upstream, None)
+    }
+
+    /// Starts forwarding to `127.0.0.1:upstream`, with every `from` in the
+    /// member's answers replaced by `to`, a text as long (a replacement
+    /// split across two reads is missed: fine for a short answer such as
+    /// `Maintenance.Status`'s version).
+    ///
+    /// ```no_run
+    /// let member = etcd_testkit::Member::start().expect("etcd");
+    /// let real = etcd_testkit::etcd_version().expect("etcd --version");
+    /// let shown = real.replacen("3.", "2.", 1); // as long, and older
+    /// let proxy = etcd_testkit::Proxy::start_rewriting(member.client_port(), &real, &shown)
+    ///     .expect("a proxy");
+    /// # drop(proxy);
+    /// ```
+    pub fn start_rewriting(upstream: u16, from: &str, to: &str) -> Result<Proxy, Error> {
+        if from.len() != to.len() || from.is_empty() {
+            return Err(Error::Rewrite {
+                from: from.to_owned(),
+                to: to.to_owned(),
+            });
+        }
+        let pair = (from.as_bytes().to_vec(), to.as_bytes().to_vec());
+        Proxy::serve(upstream, Some(Arc::new(pair)))
+    }
+
+    fn serve(upstream: u16, replace: Rewrite) -> Result<Proxy, Error> {
         let listener =
             TcpListener::bind("127.0.0.1:0").map_err(Error::io("binding a proxy's port"))?;
         let port = listener
@@ -101,8 +146,9 @@ impl Proxy {
                     continue;
                 };
                 let (a, b) = (s.clone(), s.clone());
-                std::thread::spawn(move || pump(client, server, a));
-                std::thread::spawn(move || pump(s2, c2, b));
+                let r = replace.clone();
+                std::thread::spawn(move || pump(client, server, a, None));
+                std::thread::spawn(move || pump(s2, c2, b, r));
             }
         });
         Ok(Proxy { port, shared })

@@ -137,3 +137,26 @@ async fn losing_the_term_stops_the_whole_tree() {
     )
     .await;
 }
+
+/// A member older than election-etcd needs (its `Maintenance.Status`
+/// version rewritten by the kit's proxy: no etcd before 3.4 installs
+/// here): permanent, 78 at once, the message naming the release needed
+/// and the hint the fix; COMMAND never runs. Before: it campaigned.
+#[tokio::test]
+async fn a_server_too_old_exits_78_naming_the_release_needed() {
+    let member = Member::shared().expect("etcd (see etcd-testkit)");
+    let installed = etcd_testkit::etcd_version().expect("etcd --version");
+    let (major, rest) = installed.split_once('.').expect("a release");
+    let older = format!("{major}.2{}", &rest[rest.find('.').expect("a patch")..]);
+    let proxy = etcd_testkit::Proxy::start_rewriting(member.client_port(), &installed, &older)
+        .expect("a proxy");
+    let url = format!("etcd://127.0.0.1:{}/too-old", proxy.port());
+    let done = common::once(&["run", "--backend", &url, "--name", "j", "--", "echo", "ran"]).await;
+    assert_eq!(done.code, common::CONFIG, "{done:?}");
+    let error = done.err_line("elect: error: ");
+    assert!(error.contains("needs etcd 3.4 or later"), "{error}");
+    assert!(error.contains(&older), "{error}");
+    let hint = done.err_line("elect: hint: ");
+    assert!(hint.contains("upgrade etcd"), "{hint}");
+    assert!(!done.stdout.iter().any(|l| l == "ran"), "{done:?}");
+}

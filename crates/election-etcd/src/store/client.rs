@@ -16,7 +16,8 @@ use crate::store::proto::{
     AuthenticateRequest, AuthenticateResponse, KeyValue, LeaseGrantRequest, LeaseGrantResponse,
     LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseRevokeRequest, LeaseRevokeResponse,
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, RangeRequest, RangeResponse, ResponseHeader,
-    TxnRequest, TxnResponse, WatchCreateRequest, WatchRequest, WatchRequestUnion, WatchResponse,
+    StatusRequest, StatusResponse, TxnRequest, TxnResponse, WatchCreateRequest, WatchRequest,
+    WatchRequestUnion, WatchResponse,
 };
 
 /// A user name and password for etcd's authentication.
@@ -50,6 +51,8 @@ pub(crate) struct Client {
     credentials: Option<Credentials>,
     token: Mutex<Option<MetadataValue<Ascii>>>,
     cluster: OnceLock<u64>,
+    /// The server version a member reported, once it passed the check.
+    version: OnceLock<String>,
 }
 
 impl std::fmt::Debug for Client {
@@ -162,6 +165,7 @@ impl Client {
             credentials,
             token: Mutex::new(None),
             cluster: OnceLock::new(),
+            version: OnceLock::new(),
         };
         if client.credentials.is_some() {
             client.authenticate().await.map_err(|e| match e {
@@ -193,6 +197,38 @@ impl Client {
                 }
                 e => e,
             })
+    }
+
+    /// The server version of the member answering (`Maintenance.Status`),
+    /// checked against the oldest release this crate works with
+    /// (`version.rs`); asked once per channel. A failure to ask is
+    /// `Error::Connect`, as the probe's.
+    pub(crate) async fn checked_version(&self) -> Result<&str, Error> {
+        if let Some(v) = self.version.get() {
+            return Ok(v);
+        }
+        let r: StatusResponse = self
+            .unary(
+                "/etcdserverpb.Maintenance/Status",
+                "read the server's version",
+                Kind::Read,
+                StatusRequest {},
+            )
+            .await
+            .map_err(|e| match e {
+                Error::Unavailable { source, .. } => {
+                    self.connect_error(source.unwrap_or_else(|| "no answer".into()))
+                }
+                e => e,
+            })?;
+        self.check(r.header.as_ref())?;
+        crate::store::version::check(&r.version)?;
+        Ok(self.version.get_or_init(|| r.version))
+    }
+
+    /// The version [`Client::checked_version`] read, once it did.
+    pub(crate) fn version(&self) -> Option<&str> {
+        self.version.get().map(String::as_str)
     }
 
     /// The addresses given.

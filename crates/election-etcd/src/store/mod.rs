@@ -1,6 +1,6 @@
 //! The store layer: the gRPC messages (`proto.rs`), the client over one
 //! channel (`client.rs`), one per process and endpoints (`clients.rs`), the keys and values (`record.rs`), the waiters'
-//! line (`queue.rs`), and [`Store`], what every election, claim and fence
+//! line (`queue.rs`), the releases it works with (`version.rs`), and [`Store`], what every election, claim and fence
 //! of one [`EtcdElection`](crate::EtcdElection) share.
 
 pub(crate) mod client;
@@ -8,6 +8,7 @@ pub(crate) mod clients;
 pub(crate) mod proto;
 pub(crate) mod queue;
 pub(crate) mod record;
+pub(crate) mod version;
 
 use election_core::{ElectionName, Leader};
 

@@ -361,3 +361,18 @@ pub(crate) struct AuthenticateResponse {
     #[prost(string, tag = "2")]
     pub(crate) token: String,
 }
+
+/// `etcdserverpb.StatusRequest` (no fields).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct StatusRequest {}
+
+/// `etcdserverpb.StatusResponse`: only the member's version is read.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct StatusResponse {
+    #[prost(message, optional, tag = "1")]
+    pub(crate) header: Option<ResponseHeader>,
+    /// The answering member's server version, as `etcd --version` says it
+    /// (`3.4.23`).
+    #[prost(string, tag = "2")]
+    pub(crate) version: String,
+}

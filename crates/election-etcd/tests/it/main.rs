@@ -11,4 +11,5 @@ mod faults;
 mod fence;
 mod revoke;
 mod transfer;
+mod version;
 mod waiters;
