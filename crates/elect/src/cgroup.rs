@@ -555,11 +555,14 @@ fn same_dir(held: &std::fs::File, dir: &Path) -> bool {
 }
 
 impl Drop for Election {
-    /// Removes the election's directory if no term's group is in it and
-    /// no other `elect run` of the election on this host has it open
-    /// (this one's exclusive `flock` succeeds beside no shared one): a
-    /// failure (a term's group is there, or it is gone) is fine. A winner
-    /// makes it again before it creates its term's group.
+    /// Removes the election's directory if no other `elect run` of the
+    /// election on this host has it open (this one's exclusive `flock`
+    /// succeeds beside no shared one), after the groups of terms whose
+    /// processes are all gone (a holder SIGKILLed with nobody winning
+    /// after it leaves its group behind). A populated group stays, and so
+    /// does the directory, for the next winner to end; a failure (it is
+    /// gone) is fine. A winner makes it again before it creates its
+    /// term's group.
     fn drop(&mut self) {
         let Some(presence) = self.presence.take() else {
             return;
@@ -570,10 +573,33 @@ impl Drop for Election {
         if presence.relock(FlockArg::LockExclusiveNonblock).is_ok()
             && same_dir(&presence, &self.dir)
         {
+            remove_ended_terms(&self.dir);
             let _ = std::fs::remove_dir(&self.dir);
         }
         // The lock goes with the descriptor.
         drop(presence);
+    }
+}
+
+/// Removes every term group in election directory `dir` that no process
+/// is in (nor below it), under the caller's exclusive presence lock: no
+/// candidate of the election is running with a presence, so none is
+/// between making such a group and starting its command in it. (One that
+/// runs without a presence, which only a removal stopped for 100 ms
+/// causes, would find its group gone at the clone and not start its
+/// command: a refusal, never an overlap.)
+fn remove_ended_terms(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if term_epoch(&entry.file_name()).is_none() {
+            continue;
+        }
+        let group = TermGroup { dir: entry.path() };
+        if group.populated().is_ok_and(|p| !p) {
+            let _ = remove_tree(group.dir());
+        }
     }
 }
 
@@ -773,6 +799,25 @@ mod tests {
         assert!(dir.is_dir(), "removed while another candidate had it open");
         drop(b);
         assert!(!dir.exists(), "the last candidate left it behind");
+        // A holder SIGKILLed with nobody after it left its term's group:
+        // the last to leave removes an empty one with the directory, and
+        // leaves a populated one (and so the directory) to the next winner.
+        let f = open().expect("cgroups");
+        let dead = f.term(7);
+        std::fs::create_dir(dead.dir()).expect("a dead holder's group");
+        drop(f);
+        assert!(!dir.exists(), "an empty dead term's group kept it");
+        let g = open().expect("cgroups");
+        let alive = g.term(8);
+        std::fs::create_dir(alive.dir()).expect("a group with a process");
+        let mut orphan = sleeper_in(&alive);
+        drop(g);
+        assert!(alive.dir().is_dir(), "a populated group was removed");
+        orphan.kill().expect("kill");
+        orphan.wait().expect("reap");
+        let h = open().expect("cgroups");
+        drop(h);
+        assert!(!dir.exists(), "the ended group was left once empty");
         // Removed from under a holder by something else (an older elect):
         // a new candidate still gets a directory it holds, and removes it.
         let c = open().expect("cgroups");

@@ -518,6 +518,9 @@ async fn successor_without_a_cgroup_waits_for_the_leftovers(b: &Setup) {
     assert_nothing_of_a_beside_b(&scene, daemon_a, "successor without a cgroup").await;
     bb.err_with("are gone: starting the command").await;
     end_b(bb).await;
+    // A's emptied group is still there (B has no cgroup to end it with):
+    // a later candidate with one ends it and removes the directory.
+    common::after_a_dead_holder(b, name, 0).await;
 }
 
 #[tokio::test]

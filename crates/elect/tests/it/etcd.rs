@@ -83,6 +83,7 @@ async fn a_killed_holders_key_ages_out_and_observe_shows_the_vacancy() {
     watcher.signal(Signal::SIGINT);
     let done = watcher.finish().await;
     assert_eq!(done.code, 0, "{done:?}");
+    common::after_a_dead_holder(&b, name, sa.epoch).await;
 }
 
 #[tokio::test]

@@ -1219,6 +1219,20 @@ pub(crate) async fn a_killed_holder_reads_presumed_dead(b: &Setup) {
     watcher.signal(Signal::SIGINT);
     let done = watcher.finish().await;
     assert_eq!(done.code, 0, "{done:?}");
+    after_a_dead_holder(b, name, sa.epoch).await;
+}
+
+/// The name of a holder SIGKILLed with nobody after it (epoch `dead`) is
+/// won again in a later term, and the winner, leaving last, ends the dead
+/// term's group and removes the election's cgroup directory (which would
+/// otherwise stay on this host until a reboot).
+pub(crate) async fn after_a_dead_holder(b: &Setup, name: &str, dead: u64) {
+    let rb = b.report("b");
+    let (bb, sb) = lead(b, name, "b", &rb).await;
+    assert!(sb.epoch > dead, "term {} after {dead}", sb.epoch);
+    bb.signal(Signal::SIGTERM);
+    let done = bb.finish().await;
+    assert_eq!(done.code, 0, "{done:?}");
 }
 
 /// `elect revoke --json` of `name` as `by`: exit 0, one JSON object.
