@@ -115,8 +115,13 @@ pub struct Leader {
     /// The wall-clock time of the holder's last renewal (or of its win, if
     /// it has not renewed since), as the holder's clock read it; `None`
     /// where the backend keeps none (the file backend's lock, NATS, whose
-    /// server ages a dead holder's key out by itself). Display only, like
-    /// [`since`](Leader::since).
+    /// server ages a dead holder's key out by itself, etcd, whose key goes
+    /// with its lease). Display only, like [`since`](Leader::since).
+    ///
+    /// A backend that reports `None` frees a dead holder's term by itself,
+    /// with no contender's campaign: a balanced lease set's membership
+    /// relies on it and reaps only slots whose renewal it saw stop (ADR
+    /// 0118).
     pub renewed: Option<SystemTime>,
     /// The TTL of the holder's lease: without a renewal for this long the
     /// lease has run out and a contender takes it over. `None` where

@@ -208,6 +208,35 @@ pub fn compact(endpoint: &str, revision: i64) -> Result<(), Error> {
     request(endpoint, "POST", "/v3/kv/compaction", &body).map(drop)
 }
 
+/// How many gRPC calls of `method` (`Txn`, `Range`, `Watch`, ...) the
+/// member has handled since it started, whatever their outcome: the sum of
+/// its `grpc_server_handled_total` counters for that method (`/metrics` on
+/// the client port).
+///
+/// ```no_run
+/// let member = etcd_testkit::Member::start().expect("etcd");
+/// let txns = etcd_testkit::gateway::handled(&member.endpoint(), "Txn").expect("metrics");
+/// assert_eq!(txns, 0); // nothing written yet
+/// ```
+pub fn handled(endpoint: &str, method: &str) -> Result<u64, Error> {
+    let answer = request(endpoint, "GET", "/metrics", "")?;
+    let wanted = format!("grpc_method=\"{method}\"");
+    Ok(answer
+        .lines()
+        .filter(|l| l.starts_with("grpc_server_handled_total{") && l.contains(&wanted))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .map(|n| {
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a counter: a whole, non-negative number in the text"
+            )]
+            let n = n as u64;
+            n
+        })
+        .sum())
+}
+
 /// The member's id and the cluster leader's id (0: none).
 ///
 /// ```no_run

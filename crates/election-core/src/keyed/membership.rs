@@ -242,15 +242,16 @@ pub(crate) fn slots_to_read(round: u32, highest: Option<usize>, mine: Option<usi
 /// The membership task: keep a slot, read the view, balance the set.
 ///
 /// Each round reads the holders of the slots [`slots_to_read`] names. For
-/// each slot held by another member that is suspected (or whose backend
-/// reports no renewal, so that it can never be), a *reaper* campaigns in
-/// the background (one campaign, so the backend judges a silent holder
-/// across its polls): a member that crashed loses its slot to the first
-/// reaper that finds its lease run out, which gives the slot up at once,
-/// so the crashed member leaves every view (SQL backends go on naming a
-/// dead holder until someone takes over). A member that renews its slot
-/// is not reaped (ADR 0079: a reaper per other member polled its slot all
-/// along). A free slot is tried only while this member has none.
+/// each slot held by another member that is suspected, a *reaper*
+/// campaigns in the background (one campaign, so the backend judges a
+/// silent holder across its polls): a member that crashed loses its slot
+/// to the first reaper that finds its lease run out, which gives the slot
+/// up at once, so the crashed member leaves every view (SQL backends go on
+/// naming a dead holder until someone takes over). A member that renews
+/// its slot is not reaped (ADR 0079), nor one on a backend whose `leader`
+/// reports no renewal (file, NATS, etcd): such a backend frees a dead
+/// holder's term by itself, and the slot leaves the view when it does
+/// (ADR 0118). A free slot is tried only while this member has none.
 async fn run<E: Election + 'static, S: Balanced + ?Sized>(
     election: E,
     group: String,
@@ -328,8 +329,11 @@ async fn run<E: Election + 'static, S: Balanced + ?Sized>(
                         );
                         view.extend(members.iter().cloned());
                     }
-                    let reapable = suspected || !sighting.suspectable(leader.ttl);
-                    if reapable && reaper.as_ref().is_none_or(JoinHandle::is_finished) {
+                    // Only a suspect's slot is reaped: a backend whose
+                    // `leader` reports no renewal frees a dead holder's
+                    // term by itself (ADR 0118), so a reaper there only
+                    // polled a live member's slot.
+                    if suspected && reaper.as_ref().is_none_or(JoinHandle::is_finished) {
                         *reaper = Some(tokio::spawn(reap(
                             election.clone(),
                             name,
@@ -417,13 +421,6 @@ impl Sighting {
             (Some(_), Some(ttl)) => now.saturating_duration_since(self.since) > ttl / 2 + every,
             _ => false,
         }
-    }
-
-    /// True if the backend reports what [`suspected`](Sighting::suspected)
-    /// judges by (the renewal and the TTL); a slot that cannot be
-    /// suspected is reaped all along.
-    fn suspectable(&self, ttl: Option<Duration>) -> bool {
-        self.renewed.is_some() && ttl.is_some()
     }
 }
 
@@ -537,19 +534,6 @@ mod tests {
             proptest::prop_assert!(full, "no full read within {} rounds of {}", FULL_READ_ROUNDS, round);
             proptest::prop_assert_eq!(slots_to_read(round, highest, None), MAX_MEMBERS);
         }
-    }
-
-    #[test]
-    fn a_slot_with_no_renewal_or_no_ttl_is_reaped_all_along() {
-        let t0 = Instant::now();
-        let mut slot = None;
-        let seen = Sighting::see(&mut slot, &leader(3, 0), t0);
-        assert!(seen.suspectable(Some(Duration::from_secs(3))));
-        assert!(!seen.suspectable(None));
-        let mut l = leader(3, 0);
-        l.renewed = None;
-        let mut slot = None;
-        assert!(!Sighting::see(&mut slot, &l, t0).suspectable(l.ttl));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! member (`common::shared`), each under a prefix of its own.
 
 mod auth;
+mod balance;
 mod behaviour;
 mod channels;
 mod common;
