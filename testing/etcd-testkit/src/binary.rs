@@ -65,6 +65,24 @@ pub fn etcd_version() -> Result<String, Error> {
     Ok(line.trim_start_matches("etcd Version:").trim().to_owned())
 }
 
+/// A release older than `real` (`3.7.2` → `3.2.2`, `3.4.23` → `3.2.23`)
+/// and as long, for a proxy that shows a member as an older server
+/// ([`Proxy::start_rewriting`](crate::Proxy::start_rewriting)).
+///
+/// ```
+/// assert_eq!(etcd_testkit::older_release("3.7.2"), "3.2.2");
+/// assert_eq!(etcd_testkit::older_release("3.4.23"), "3.2.23");
+/// ```
+pub fn older_release(real: &str) -> String {
+    match real.split_once('.') {
+        Some((major, rest)) => {
+            let patch = rest.find('.').map_or("", |at| &rest[at..]);
+            format!("{major}.2{patch}")
+        }
+        None => real.to_owned(),
+    }
+}
+
 fn find_or_install() -> Result<PathBuf, Error> {
     if let Some(path) = env::var_os(ETCD_BIN_ENV).filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);

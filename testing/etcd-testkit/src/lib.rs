@@ -37,7 +37,7 @@ mod ports;
 mod proxy;
 mod version;
 
-pub use binary::{ETCD_BIN_ENV, etcd_bin, etcd_version};
+pub use binary::{ETCD_BIN_ENV, etcd_bin, etcd_version, older_release};
 pub use cluster::Cluster;
 pub use error::Error;
 pub use member::Member;

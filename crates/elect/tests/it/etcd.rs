@@ -147,8 +147,7 @@ async fn losing_the_term_stops_the_whole_tree() {
 async fn a_server_too_old_exits_78_naming_the_release_needed() {
     let member = Member::shared().expect("etcd (see etcd-testkit)");
     let installed = etcd_testkit::etcd_version().expect("etcd --version");
-    let (major, rest) = installed.split_once('.').expect("a release");
-    let older = format!("{major}.2{}", &rest[rest.find('.').expect("a patch")..]);
+    let older = etcd_testkit::older_release(&installed);
     let proxy = etcd_testkit::Proxy::start_rewriting(member.client_port(), &installed, &older)
         .expect("a proxy");
     let url = format!("etcd://127.0.0.1:{}/too-old", proxy.port());

@@ -24,9 +24,7 @@ async fn an_election_knows_the_release_its_member_runs() {
 async fn a_member_older_than_needed_is_refused_before_any_claim() {
     let member = etcd_testkit::Member::shared().expect("etcd");
     let installed = etcd_testkit::etcd_version().expect("etcd --version");
-    // "3.7.2" → "3.2.2", "3.4.23" → "3.2.23": as long, and older.
-    let (major, rest) = installed.split_once('.').expect("a release");
-    let older = format!("{major}.2{}", &rest[rest.find('.').expect("a patch")..]);
+    let older = etcd_testkit::older_release(&installed);
     assert_eq!(older.len(), installed.len());
     let proxy = Proxy::start_rewriting(member.client_port(), &installed, &older).expect("a proxy");
     let endpoint = format!("127.0.0.1:{}", proxy.port());
