@@ -191,21 +191,26 @@ impl Client {
         self.range(key, Kind::Read)
             .await
             .map(drop)
-            .map_err(|e| match e {
-                Error::Unavailable { source, .. } => {
-                    self.connect_error(source.unwrap_or_else(|| "no answer".into()))
-                }
-                e => e,
-            })
+            .map_err(|e| self.unreached(e))
+    }
+
+    /// An opening's read that found no member answering: `Error::Connect`.
+    fn unreached(&self, e: Error) -> Error {
+        match e {
+            Error::Unavailable { source, .. } => {
+                self.connect_error(source.unwrap_or_else(|| "no answer".into()))
+            }
+            e => e,
+        }
     }
 
     /// The server version of the member answering (`Maintenance.Status`),
     /// checked against the oldest release this crate works with
     /// (`version.rs`); asked once per channel. A failure to ask is
     /// `Error::Connect`, as the probe's.
-    pub(crate) async fn checked_version(&self) -> Result<&str, Error> {
-        if let Some(v) = self.version.get() {
-            return Ok(v);
+    pub(crate) async fn checked_version(&self) -> Result<(), Error> {
+        if self.version.get().is_some() {
+            return Ok(());
         }
         let r: StatusResponse = self
             .unary(
@@ -215,15 +220,11 @@ impl Client {
                 StatusRequest {},
             )
             .await
-            .map_err(|e| match e {
-                Error::Unavailable { source, .. } => {
-                    self.connect_error(source.unwrap_or_else(|| "no answer".into()))
-                }
-                e => e,
-            })?;
+            .map_err(|e| self.unreached(e))?;
         self.check(r.header.as_ref())?;
         crate::store::version::check(&r.version)?;
-        Ok(self.version.get_or_init(|| r.version))
+        self.version.get_or_init(|| r.version);
+        Ok(())
     }
 
     /// The version [`Client::checked_version`] read, once it did.

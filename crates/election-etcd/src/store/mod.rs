@@ -1,7 +1,9 @@
 //! The store layer: the gRPC messages (`proto.rs`), the client over one
-//! channel (`client.rs`), one per process and endpoints (`clients.rs`), the keys and values (`record.rs`), the waiters'
-//! line (`queue.rs`), the releases it works with (`version.rs`), and [`Store`], what every election, claim and fence
-//! of one [`EtcdElection`](crate::EtcdElection) share.
+//! channel (`client.rs`), one per process and endpoints (`clients.rs`),
+//! the keys and values (`record.rs`), the waiters' line (`queue.rs`), the
+//! releases it works with (`version.rs`), and [`Store`], what every
+//! election, claim and fence of one [`EtcdElection`](crate::EtcdElection)
+//! share.
 
 pub(crate) mod client;
 pub(crate) mod clients;
