@@ -6,15 +6,28 @@
 //!   election key does not exist (create revision 0), put it with the
 //!   lease (and delete this attempt's waiter key). The transaction's
 //!   revision is the key's create revision and the term's epoch.
+//! - **Passed a term** (ADR 0119): the head of the waiters' line may find
+//!   the election key put over with its own lease by the holder's release:
+//!   it holds the term that put won, whose revision (the key's mod
+//!   revision) is the epoch. Its validity counts from its lease's last
+//!   keep-alive, sent before that put (rule 2).
+//! - **A term is its lease**: every check that the term still holds the
+//!   key (confirm, proclaim, renew, transfer) compares the key's lease
+//!   with the term's. A lease is one attempt's alone and holds one term.
 //! - **Wait**: in the waiters' line (`store/queue.rs`), by a watch; the
 //!   poll interval is only a backstop.
 //! - **Renew** (rule 2): `renewal.rs`.
-//! - **Release** (rule 3): a revoke of the term's lease, which deletes the
-//!   key only while it is attached to that lease (the term's own: every
-//!   other term puts it with its own lease); never after a loss. One
-//!   write, so close has nothing left to revoke.
-//! - **Transfer** (ADR 0112): one transaction, if the key's create
-//!   revision is still the term's epoch: delete it and put the handover
+//! - **Release** (rule 3): never after a loss. If a waiter is in line, one
+//!   transaction passes the term to the head (ADR 0119): while the key is
+//!   on the term's lease and the head's waiter key is as read, put the key
+//!   with the head's lease and record and delete that waiter key. Else, or
+//!   if that does not land, a revoke of the term's lease, which deletes
+//!   the key only while it is attached to that lease (the term's own:
+//!   every other term puts it with its own lease). One write either way on
+//!   the handover's path; after a pass, close revokes the lease, which
+//!   then holds nothing.
+//! - **Transfer** (ADR 0112): one transaction, if the key is still on the
+//!   term's lease: delete it and put the handover
 //!   key with a new lease whose TTL is the window (etcd deletes it then:
 //!   server-side expiry, never early). Other candidates' claims compare the
 //!   handover key's create revision to 0 and fail while it stands; the
@@ -44,12 +57,10 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::renewal::{HeldTerm, Renewal};
 use crate::store::client::{KeptAlive, Kind, Watched};
-use crate::store::proto::{EVENT_DELETE, TxnRequest};
+use crate::store::proto::{EVENT_DELETE, KeyValue, TxnRequest};
 use crate::store::queue::{self, Ahead};
-use crate::store::record::{self, ClaimRecord};
-use crate::store::{
-    Store, created_at, delete_op, first_read, leased_by, modified_at, put_op, range_op,
-};
+use crate::store::record::{self, ClaimRecord, EpochAt};
+use crate::store::{Store, created_at, delete_op, leased_by, modified_at, put_op, range_op, reads};
 
 /// One candidate in one election on etcd; made by
 /// [`EtcdElection::claim`](crate::EtcdElection::claim) and run by a
@@ -87,7 +98,17 @@ pub struct EtcdAttempt {
     /// (ADR 0112): its next claim goes over it at once, without first
     /// trying the free key (a write etcd would refuse and still commit).
     handed: Option<i64>,
+    /// The election key as the wait saw it put on this attempt's lease: a
+    /// release passed the term to it (ADR 0119).
+    passed: Option<Box<KeyValue>>,
+    /// The head of the waiters' line while this attempt holds a term, as
+    /// its renewal task follows it: whom a release passes the term to.
+    line: Line,
 }
+
+/// The head of a waiters' line as a held term's renewal task last saw it
+/// (`renewal.rs::Renewal::follow_line`); `None`: nobody waits, or not known.
+pub(crate) type Line = Arc<std::sync::Mutex<Option<KeyValue>>>;
 
 impl EtcdClaim {
     pub(crate) fn new(store: Arc<Store>, name: ElectionName, identity: Identity) -> Self {
@@ -108,12 +129,18 @@ impl EtcdClaim {
         e.into_core(&self.name)
     }
 
+    /// The attempt's record: a claim's (its epoch the create revision it
+    /// wins), or a held term's, which names its epoch.
     fn record(&self, attempt: &EtcdAttempt) -> Vec<u8> {
         ClaimRecord {
             identity: self.identity.clone(),
             nonce: attempt.nonce,
             since_unix_ms: attempt.since_unix_ms,
             value: attempt.value.clone(),
+            epoch_at: attempt
+                .held
+                .as_ref()
+                .map_or(EpochAt::Created, |h| EpochAt::Is(h.epoch)),
         }
         .encode()
     }
@@ -225,18 +252,83 @@ impl EtcdClaim {
             .ok())
     }
 
-    /// Waits for the watch's key to be deleted (or the watch to end).
-    async fn deleted(key: &[u8], watch: &mut crate::store::client::Watch) -> Result<(), Error> {
+    /// Waits for the watch's key to be deleted (or the watch to end):
+    /// `None`; or to be put on `lease`, this waiter's own (a release passed
+    /// the term to it, ADR 0119): the key as put.
+    async fn woken(
+        key: &[u8],
+        lease: i64,
+        watch: &mut crate::store::client::Watch,
+    ) -> Result<Option<KeyValue>, Error> {
         loop {
             match watch.next().await? {
-                Watched::Cancelled => return Ok(()),
+                Watched::Cancelled => return Ok(None),
                 Watched::Events(events) => {
-                    if events.iter().any(|e| {
-                        e.r#type == EVENT_DELETE && e.kv.as_ref().is_some_and(|kv| kv.key == key)
-                    }) {
-                        return Ok(());
+                    for e in events {
+                        let Some(kv) = e.kv.filter(|kv| kv.key == key) else {
+                            continue;
+                        };
+                        if e.r#type == EVENT_DELETE {
+                            return Ok(None);
+                        }
+                        if kv.lease == lease {
+                            return Ok(Some(kv));
+                        }
                     }
                 }
+            }
+        }
+    }
+
+    /// Passes the term to `head`, the head of the waiters' line as the
+    /// term's renewal task last saw it (ADR 0119), if it says who it is
+    /// (`record::decode_waiter`): one transaction, while the election key
+    /// is on the term's lease, the head's waiter key is still the one seen
+    /// and no revocation or handover stands, puts the key over with the
+    /// head's lease and record (its epoch the put's revision) and deletes
+    /// the head's waiter key. `true` if it landed; `false` if it did not
+    /// (the release then revokes the term's lease, which deletes the key
+    /// only if it is still on it). Any error is `false`: a pass that
+    /// landed unanswered leaves the key on the head's lease, which the
+    /// revoke does not touch.
+    async fn pass_on(&self, held: &HeldTerm, head: KeyValue) -> bool {
+        if head.lease == 0 || head.lease == held.lease {
+            return false;
+        }
+        let Ok((identity, nonce)) = record::decode_waiter(&head.key, &head.value) else {
+            return false; // a waiter that cannot read a passed term
+        };
+        let value = ClaimRecord {
+            identity,
+            nonce,
+            since_unix_ms: record::unix_ms(),
+            value: None,
+            epoch_at: EpochAt::Modified,
+        }
+        .encode();
+        let passed = self
+            .store
+            .client
+            .txn(
+                "pass the term to the next waiter",
+                Kind::Write,
+                TxnRequest {
+                    compare: vec![
+                        leased_by(&self.key, held.lease),
+                        created_at(&head.key, head.create_revision),
+                        created_at(&self.revocation, 0),
+                        created_at(&self.handover, 0),
+                    ],
+                    success: vec![put_op(&self.key, value, head.lease), delete_op(&head.key)],
+                    failure: vec![],
+                },
+            )
+            .await;
+        match passed {
+            Ok(r) => r.succeeded,
+            Err(e) => {
+                tracing::debug!(name = %self.name, error = %e, "the term was not passed on");
+                false
             }
         }
     }
@@ -282,8 +374,38 @@ impl EtcdClaim {
         lease: i64,
         sent: Instant,
     ) -> Result<Option<Won>, election_core::Error> {
-        attempt.place = None;
         let epoch = record::epoch_of(&self.key, revision).map_err(|e| self.core(e))?;
+        self.held_from(attempt, epoch, lease, sent)
+    }
+
+    /// The term a release passed to this attempt (ADR 0119): the election
+    /// key `kv`, on this attempt's `lease` (kept alive at `sent`, before
+    /// the put that passed it: etcd deletes the key no sooner than a TTL
+    /// after it received that keep-alive). Its epoch is where its record
+    /// says (the put's revision).
+    fn passed(
+        &self,
+        attempt: &mut EtcdAttempt,
+        kv: &KeyValue,
+        lease: i64,
+        sent: Instant,
+    ) -> Result<Option<Won>, election_core::Error> {
+        let record = ClaimRecord::decode(&kv.key, &kv.value).map_err(|e| self.core(e))?;
+        let epoch = record.epoch(kv).map_err(|e| self.core(e))?;
+        attempt.since_unix_ms = record.since_unix_ms;
+        attempt.value = record.value;
+        self.held_from(attempt, epoch, lease, sent)
+    }
+
+    /// The term held at `epoch` on `lease`, valid from `sent`.
+    fn held_from(
+        &self,
+        attempt: &mut EtcdAttempt,
+        epoch: election_core::Epoch,
+        lease: i64,
+        sent: Instant,
+    ) -> Result<Option<Won>, election_core::Error> {
+        attempt.place = None;
         attempt.held = Some(HeldTerm { epoch, lease });
         Ok(Some(Won {
             epoch,
@@ -317,6 +439,8 @@ impl Claim for EtcdClaim {
             value: None,
             since_unix_ms: 0,
             handed: None,
+            passed: None,
+            line: Line::default(),
         })
     }
 
@@ -326,6 +450,13 @@ impl Claim for EtcdClaim {
     ) -> Result<Option<Won>, election_core::Error> {
         let lease = self.live_lease(attempt).await.map_err(|e| self.core(e))?;
         let sent = attempt.lease_sent.unwrap_or_else(Instant::now);
+        // A term a release passed to this attempt, as its wait saw it (on
+        // a lease that is still this attempt's, kept alive at `sent`).
+        if let Some(kv) = attempt.passed.take()
+            && kv.lease == lease
+        {
+            return self.passed(attempt, &kv, lease, sent);
+        }
         attempt.since_unix_ms = record::unix_ms();
         attempt.value = None;
         // The attempt's waiter key goes with the win (if it has one: a
@@ -347,7 +478,8 @@ impl Claim for EtcdClaim {
         }
         // Free, no revocation stands (ADR 0111) and no handover reserves
         // it (ADR 0112); else read the handover, which may name this
-        // candidate.
+        // candidate, and the key, which a release may have passed to this
+        // attempt unseen by its wait (ADR 0119).
         let mut r = self
             .store
             .client
@@ -361,13 +493,18 @@ impl Claim for EtcdClaim {
                         created_at(&self.handover, 0),
                     ],
                     success: success.clone(),
-                    failure: vec![range_op(&self.handover)],
+                    failure: vec![range_op(&self.handover), range_op(&self.key)],
                 },
             )
             .await
             .map_err(|e| self.claim_failed(attempt, e))?;
         if !r.succeeded {
-            let Some(handover) = first_read(std::mem::take(&mut r.responses)) else {
+            let mut read = reads(std::mem::take(&mut r.responses)).into_iter();
+            let (handover, key) = (read.next().flatten(), read.next().flatten());
+            if let Some(kv) = key.filter(|kv| kv.lease == lease) {
+                return self.passed(attempt, &kv, lease, sent);
+            }
+            let Some(handover) = handover else {
                 return Ok(None);
             };
             let h = record::decode_handover(&handover.key, &handover.value)
@@ -401,10 +538,19 @@ impl Claim for EtcdClaim {
         let line = async {
             let place = match attempt.place {
                 Some(place) => place,
-                None => queue::join(&self.store, &self.name, lease, self.identity.as_str()).await?,
+                None => {
+                    queue::join(
+                        &self.store,
+                        &self.name,
+                        lease,
+                        &self.identity,
+                        attempt.nonce,
+                    )
+                    .await?
+                }
             };
             attempt.place = Some(place);
-            queue::ahead(&self.store, &self.name, place, &self.identity).await
+            queue::ahead(&self.store, &self.name, place, &self.identity, lease).await
         };
         let ahead = match tokio::time::timeout_at(deadline, line).await {
             Err(_) => return Ok(()),
@@ -416,8 +562,13 @@ impl Claim for EtcdClaim {
                 return Ok(());
             }
         };
-        let Ahead::Watching(key, mut watch) = ahead else {
-            return Ok(());
+        let (key, mut watch) = match ahead {
+            Ahead::Watching(key, watch) => (key, watch),
+            Ahead::Passed(kv) => {
+                attempt.passed = Some(kv);
+                return Ok(());
+            }
+            Ahead::Free => return Ok(()),
         };
         // Behind another waiter: a handover to this candidate wakes it too.
         let mut handovers = if key != self.key && key != self.handover && key != self.revocation {
@@ -437,10 +588,13 @@ impl Claim for EtcdClaim {
         let mut next_keep_alive = Instant::now() + renew_every;
         loop {
             tokio::select! {
-                woken = Self::deleted(&key, &mut watch) => {
-                    if let Err(e) = woken {
-                        tracing::debug!(name = %self.name, error = %e, "the watch broke");
-                        tokio::time::sleep_until(deadline).await;
+                woken = Self::woken(&key, lease, &mut watch) => {
+                    match woken {
+                        Ok(passed) => attempt.passed = passed.map(Box::new),
+                        Err(e) => {
+                            tracing::debug!(name = %self.name, error = %e, "the watch broke");
+                            tokio::time::sleep_until(deadline).await;
+                        }
                     }
                     return Ok(());
                 }
@@ -480,6 +634,7 @@ impl Claim for EtcdClaim {
             key: self.key.clone(),
             requests: record::request_key(self.store.options.key_prefix(), &self.name),
             held,
+            line: attempt.line.clone(),
         };
         let valid_until = won
             .valid_until
@@ -498,10 +653,7 @@ impl Claim for EtcdClaim {
                 "confirm the term",
                 Kind::Read,
                 TxnRequest {
-                    compare: vec![
-                        created_at(&self.key, held.epoch.get_i64()),
-                        leased_by(&self.key, held.lease),
-                    ],
+                    compare: vec![leased_by(&self.key, held.lease)],
                     success: vec![],
                     failure: vec![],
                 },
@@ -531,10 +683,7 @@ impl Claim for EtcdClaim {
                 "proclaim a value",
                 Kind::Write,
                 TxnRequest {
-                    compare: vec![
-                        created_at(&self.key, held.epoch.get_i64()),
-                        leased_by(&self.key, held.lease),
-                    ],
+                    compare: vec![leased_by(&self.key, held.lease)],
                     success: vec![put_op(&self.key, self.record(attempt), held.lease)],
                     failure: vec![],
                 },
@@ -555,17 +704,29 @@ impl Claim for EtcdClaim {
         }
     }
 
-    /// Revokes the term's lease: one write, which deletes exactly the
-    /// keys attached to it (the election key while it is still this
-    /// term's; a key of any other term is on that term's own lease), as
-    /// `etcdctl lock`'s session close does. A release that was a
-    /// transaction followed by the close's revoke made two writes, the
-    /// second competing with the successor's claim for the same raft
-    /// round. Close then has nothing left to do.
+    /// Passes the term to the head of the waiters' line if one waits (ADR
+    /// 0119): one transaction, with the head the term's renewal task
+    /// followed (no read first), and the head holds the term without a
+    /// write of its own; close then revokes the term's lease, which holds
+    /// nothing any more. Else revokes the term's lease:
+    /// one write, which deletes exactly the keys attached to it (the
+    /// election key while it is still this term's; a key of any other
+    /// term is on that term's own lease), as `etcdctl lock`'s session
+    /// close does; close then has nothing left to do.
     async fn release(&self, attempt: &mut EtcdAttempt) -> Result<(), election_core::Error> {
         let Some(held) = attempt.held.take() else {
             return Ok(());
         };
+        let head = attempt
+            .line
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(head) = head
+            && self.pass_on(&held, head).await
+        {
+            return Ok(());
+        }
         self.store
             .client
             .revoke(held.lease)
@@ -584,9 +745,8 @@ impl Claim for EtcdClaim {
 
     /// Grants the handover's lease (TTL: `window` rounded up to whole
     /// seconds; etcd may raise a TTL below its minimum, never lower one),
-    /// then one transaction, if the key's create revision is still the
-    /// term's epoch: delete the election key, put the handover key with
-    /// that lease. The term's own lease goes at close, as after a release.
+    /// then one transaction, if the key is still on the term's lease:
+    /// delete the election key, put the handover key with that lease. The term's own lease goes at close, as after a release.
     /// `NotHeld` if the term no longer holds the key (the new lease is
     /// revoked). A failed or unanswered transaction leaves the term held
     /// here: the core closes the attempt with `End::Failed`, which revokes
@@ -620,7 +780,7 @@ impl Claim for EtcdClaim {
                 "hand the election key over",
                 Kind::Write,
                 TxnRequest {
-                    compare: vec![created_at(&self.key, held.epoch.get_i64())],
+                    compare: vec![leased_by(&self.key, held.lease)],
                     success: vec![
                         delete_op(&self.key),
                         put_op(&self.handover, record::encode_handover(&handover), lease),

@@ -18,7 +18,7 @@ use crate::store::clients::{self, ClientKey};
 use crate::store::proto::EVENT_DELETE;
 use crate::store::proto::TxnRequest;
 use crate::store::record;
-use crate::store::{Store, created_at, delete_op, put_op};
+use crate::store::{Store, delete_op, leased_by, modified_at, put_op};
 
 /// Elections under one key prefix of an etcd v3 cluster (one member, or
 /// three or five).
@@ -384,8 +384,8 @@ impl EtcdElection {
     /// Asks the holder of `name`'s current term, on behalf of `by`, to hand
     /// it to `to`
     /// ([`Election::request_transfer`](election_core::Election::request_transfer),
-    /// ADR 0112): reads the election key, then one transaction, if its
-    /// create revision is still the term's epoch, puts the request at
+    /// ADR 0112): reads the election key, then one transaction, if it is
+    /// still on the term's lease, puts the request at
     /// `<prefix>/t/<name>` with the holder's lease (so it goes with the
     /// term; the election key is not written, so nothing the holder checks
     /// moves). The holder's renewal task watches that key. If the term
@@ -477,7 +477,7 @@ impl EtcdElection {
                     "store a transfer request",
                     Kind::Write,
                     TxnRequest {
-                        compare: vec![created_at(&key, kv.create_revision)],
+                        compare: vec![leased_by(&key, kv.lease)],
                         success: vec![put_op(
                             &requests,
                             record::encode_request(&request),
@@ -529,8 +529,8 @@ impl EtcdElection {
     /// Reads the election key and the TTL the holder's lease was granted
     /// with (`LeaseTimeToLive`); grants a new lease of the longer of that
     /// and this election's TTL (whole seconds, rounded up); then one
-    /// transaction, if the key's create revision is still the holder's
-    /// epoch: delete the election key and put the revocation key
+    /// transaction, if the key is still as read (its mod revision): delete
+    /// the election key and put the revocation key
     /// `<prefix>/r/<name>` (who asked, when) with the new lease. That
     /// transaction's revision is the revocation's epoch: above the
     /// holder's, and below any later term's, since etcd's revision grows
@@ -605,7 +605,7 @@ impl EtcdElection {
                     "revoke the term",
                     Kind::Write,
                     TxnRequest {
-                        compare: vec![created_at(&key, kv.create_revision)],
+                        compare: vec![modified_at(&key, kv.mod_revision)],
                         success: vec![
                             delete_op(&key),
                             put_op(&revocation_key, record::encode_revocation(by, at), lease),

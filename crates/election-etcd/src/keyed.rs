@@ -197,6 +197,7 @@ impl EtcdKeyedClaims {
             nonce: self.nonce,
             since_unix_ms: self.since_unix_ms,
             value: None,
+            epoch_at: crate::store::record::EpochAt::Created,
         }
         .encode();
         let mut guard = Orphan {

@@ -2,7 +2,8 @@
 //! renewal driver (rule 2): a keep-alive of the attempt's lease, its
 //! validity counted from the monotonic instant before the keep-alive was
 //! sent (`renew_until_lost` takes it), never from the TTL etcd reports;
-//! then a read of the election key, which must still be this term's. A
+//! then a read of the election key, which must still be on the term's
+//! lease (a lease is one attempt's and holds one term). A
 //! watch of the key beside it reports a delete (by hand, a revoked lease
 //! or an operator's revoke, ADR 0111) at once, and a watch of the transfer request key reports
 //! requests (ADR 0112).
@@ -15,10 +16,11 @@ use election_core::{
 };
 use tokio::time::Instant;
 
+use crate::claim::Line;
 use crate::error::Error;
 use crate::store::client::{KeptAlive, Kind, Watched};
 use crate::store::proto::EVENT_DELETE;
-use crate::store::{Store, record};
+use crate::store::{Store, queue, record};
 
 /// The term an attempt holds.
 #[derive(Clone, Debug)]
@@ -35,6 +37,8 @@ pub(crate) struct Renewal {
     /// The transfer request key (ADR 0112).
     pub(crate) requests: Vec<u8>,
     pub(crate) held: HeldTerm,
+    /// Where the head of the waiters' line is kept for the release.
+    pub(crate) line: Line,
 }
 
 fn revoked(detail: &str) -> Renewed {
@@ -60,28 +64,25 @@ impl Renewal {
             Err(e) => return self.failed(e),
         }
         match self.store.client.range(&self.key, Kind::Read).await {
-            Ok((_, Some(kv)))
-                if kv.create_revision == self.held.epoch.get_i64()
-                    && kv.lease == self.held.lease =>
-            {
-                Renewed::Landed
-            }
+            Ok((_, Some(kv))) if kv.lease == self.held.lease => Renewed::Landed,
             Ok(_) => revoked("the election key shows another term, or none"),
             Err(e) => self.failed(e),
         }
     }
 
-    /// Watches the election key; returns the reason when it shows the
-    /// term gone. A broken watch is set up again after a read.
+    /// Watches the election key from after the term's epoch (the revision
+    /// that won it); returns the reason when it shows the term gone: the
+    /// key deleted, or put on another lease (an operator's or a passed
+    /// term's, ADR 0119). A broken watch is set up again after a read.
     async fn watch_key(&self) -> LossReason {
-        let epoch = self.held.epoch.get_i64();
-        let mut from = epoch + 1;
+        let lease = self.held.lease;
+        let mut from = self.held.epoch.get_i64() + 1;
         loop {
             if let Ok(mut watch) = self.store.client.watch(&self.key, &[], from).await {
                 while let Ok(Watched::Events(events)) = watch.next().await {
                     for e in events {
                         let kv = e.kv.unwrap_or_default();
-                        if e.r#type == EVENT_DELETE || kv.create_revision != epoch {
+                        if e.r#type == EVENT_DELETE || kv.lease != lease {
                             return LossReason::Revoked {
                                 detail: "the election key was deleted".into(),
                             };
@@ -94,7 +95,7 @@ impl Renewal {
             // again after a while, from the key as it is now.
             tokio::time::sleep(self.store.options.renew_every() / 2).await;
             match self.store.client.range(&self.key, Kind::Read).await {
-                Ok((revision, Some(kv))) if kv.create_revision == epoch => from = revision + 1,
+                Ok((revision, Some(kv))) if kv.lease == lease => from = revision + 1,
                 Ok(_) => {
                     return LossReason::Revoked {
                         detail: "the election key shows another term, or none".into(),
@@ -145,6 +146,57 @@ impl Renewal {
         }
     }
 
+    /// Keeps `line` at the head of the waiters' line (ADR 0119), so that
+    /// the release passes the term without a read first: one read, then a
+    /// watch of the line from after it; a waiter that joins ahead of the
+    /// one kept takes its place, and when the one kept leaves, the line is
+    /// read again. A broken watch is made again after a pause (meanwhile
+    /// the head kept may be stale: the pass compares it, and a release
+    /// that cannot pass revokes). Never returns.
+    async fn follow_line(&self) {
+        let set = |head: Option<crate::store::proto::KeyValue>| {
+            *self
+                .line
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = head;
+        };
+        let prefix = record::waiters_prefix(self.store.options.key_prefix(), &self.name);
+        let end = record::prefix_end(&prefix);
+        loop {
+            if let Ok((revision, mut head)) = queue::head(&self.store, &self.name).await {
+                set(head.clone());
+                let mut left = false;
+                if let Ok(mut watch) = self.store.client.watch(&prefix, &end, revision + 1).await {
+                    'events: while let Ok(Watched::Events(events)) = watch.next().await {
+                        for e in events {
+                            let Some(kv) = e.kv else { continue };
+                            let is_head = head.as_ref().is_some_and(|h| h.key == kv.key);
+                            if e.r#type == EVENT_DELETE {
+                                if is_head {
+                                    left = true;
+                                    break 'events;
+                                }
+                            } else if is_head
+                                || head
+                                    .as_ref()
+                                    .is_none_or(|h| kv.create_revision < h.create_revision)
+                            {
+                                head = Some(kv);
+                                set(head.clone());
+                            }
+                        }
+                    }
+                }
+                if left {
+                    set(None);
+                    continue; // the head left: read the line again now
+                }
+            }
+            set(None);
+            tokio::time::sleep(self.store.options.renew_every() / 2).await;
+        }
+    }
+
     pub(crate) async fn run(self, valid_until: Instant, reporter: TermReporter) {
         let options = &self.store.options;
         let policy = RenewalPolicy::new(options.validity(), options.renew_every())
@@ -175,6 +227,7 @@ impl Renewal {
                 reporter.lose(reason);
             }
             () = self.watch_requests(&reporter) => {}
+            () = self.follow_line() => {}
         }
     }
 }

@@ -53,6 +53,8 @@ pub(crate) struct Event {
 /// `mvccpb.Event.EventType.DELETE`.
 pub(crate) const EVENT_DELETE: i32 = 1;
 
+/// `RangeRequest.SortOrder.ASCEND`.
+pub(crate) const SORT_ASCEND: i32 = 1;
 /// `RangeRequest.SortOrder.DESCEND`.
 pub(crate) const SORT_DESCEND: i32 = 2;
 /// `RangeRequest.SortTarget.CREATE`.

@@ -9,6 +9,12 @@
 //! (its lease), or the successor's claim does. While a revocation stands
 //! (ADR 0111), the head watches the revocation key: etcd deletes it when
 //! its lease ends, once the deposed holder's lease could have run out.
+//!
+//! A holder's release passes the term to the head of the line when it can
+//! (ADR 0119): one transaction puts the election key over with the head's
+//! lease and record and deletes the head's waiter key. The head's watch of
+//! the election key sees the put on its own lease ([`Ahead::Passed`] when
+//! it reads it so), and the next waiter's watch sees the waiter key go.
 
 use election_core::{ElectionName, Identity};
 
@@ -22,18 +28,22 @@ use crate::store::{Store, created_at, first_read, put_op, range_op, record};
 pub(crate) enum Ahead {
     /// The election key is free now: claim at once.
     Free,
+    /// The election key is on this waiter's own lease: a release passed
+    /// the term to it (ADR 0119). The key as read.
+    Passed(Box<proto::KeyValue>),
     /// A watch of the key to wait for (the waiter ahead, or the election
     /// key for the head), and the key.
     Watching(Vec<u8>, Box<Watch>),
 }
 
-/// Puts this attempt's waiter key (if not there) and returns its create
-/// revision.
+/// Puts this attempt's waiter key (if not there), its value naming the
+/// waiter and its attempt (`nonce`), and returns its create revision.
 pub(crate) async fn join(
     store: &Store,
     name: &ElectionName,
     lease: i64,
-    identity: &str,
+    identity: &Identity,
+    nonce: u64,
 ) -> Result<i64, Error> {
     let key = record::waiter_key(store.options.key_prefix(), name, lease);
     let r = store
@@ -43,7 +53,7 @@ pub(crate) async fn join(
             Kind::Write,
             TxnRequest {
                 compare: vec![created_at(&key, 0)],
-                success: vec![put_op(&key, identity.as_bytes().to_vec(), lease)],
+                success: vec![put_op(&key, record::encode_waiter(identity, nonce), lease)],
                 failure: vec![range_op(&key)],
             },
         )
@@ -54,12 +64,35 @@ pub(crate) async fn join(
     Ok(first_read(r.responses).map_or(0, |kv| kv.create_revision))
 }
 
-/// What the waiter `identity` whose key was created at `place` waits for.
+/// The head of `name`'s waiters' line (the lowest create revision), if
+/// anyone waits, and the revision read at.
+pub(crate) async fn head(
+    store: &Store,
+    name: &ElectionName,
+) -> Result<(i64, Option<proto::KeyValue>), Error> {
+    let prefix = record::waiters_prefix(store.options.key_prefix(), name);
+    let (revision, kvs) = store
+        .client
+        .range_with(RangeRequest {
+            range_end: record::prefix_end(&prefix),
+            key: prefix,
+            limit: 1,
+            sort_order: proto::SORT_ASCEND,
+            sort_target: proto::SORT_BY_CREATE,
+            ..Default::default()
+        })
+        .await?;
+    Ok((revision, kvs.into_iter().next()))
+}
+
+/// What the waiter `identity` on `lease` whose key was created at `place`
+/// waits for.
 pub(crate) async fn ahead(
     store: &Store,
     name: &ElectionName,
     place: i64,
     identity: &Identity,
+    lease: i64,
 ) -> Result<Ahead, Error> {
     let prefix = record::waiters_prefix(store.options.key_prefix(), name);
     let (revision, kvs) = store
@@ -83,6 +116,9 @@ pub(crate) async fn ahead(
     }
     let key = store.election_key(name);
     let (revision, kv) = store.client.range(&key, Kind::Read).await?;
+    if let Some(kv) = kv.as_ref().filter(|kv| kv.lease == lease) {
+        return Ok(Ahead::Passed(Box::new(kv.clone())));
+    }
     if kv.is_none() {
         // Free, unless a revocation stands (nobody may claim) ...
         let revocation = store.revocation_key(name);

@@ -1,10 +1,15 @@
 //! The keys this crate writes under its prefix, and the value of an
 //! election key ([`ClaimRecord`]).
 //!
-//! - `<prefix>/e/<name>`: the election key, put with the holder's lease;
-//!   its create revision is the term's epoch.
+//! - `<prefix>/e/<name>`: the election key, put with the holder's lease.
+//!   A term won by a claim (put if absent) has the key's create revision
+//!   as its epoch; a term a release passed on (ADR 0119: the key put over
+//!   with the head waiter's lease) has that put's revision, the key's mod
+//!   revision, and every later value says which (`EpochAt`).
 //! - `<prefix>/w/<name>/<lease>`: a waiting candidate's place in line,
-//!   put with its lease; ordered by create revision.
+//!   put with its lease; ordered by create revision. Its value names the
+//!   waiter and its attempt (`encode_waiter`), so a release can pass the
+//!   term to it.
 //! - `<prefix>/f/<resource>`: a fence's mark ([`EtcdFence`](crate::EtcdFence)).
 //! - `<prefix>/h/<name>`: a handover (ADR 0112), put by the holder's
 //!   transfer in the transaction that deletes its election key, with a
@@ -239,6 +244,18 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
+/// Where a term's epoch is, seen from its election key's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EpochAt {
+    /// The key's create revision: a term won by a claim (put if absent).
+    Created,
+    /// The key's mod revision: a term a release passed on (ADR 0119), as
+    /// that release wrote it (its revision is unknown before it lands).
+    Modified,
+    /// This epoch: written by the term itself (a proclaim), which knows it.
+    Is(Epoch),
+}
+
 /// What a holder writes at its election key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ClaimRecord {
@@ -249,18 +266,27 @@ pub(crate) struct ClaimRecord {
     pub(crate) since_unix_ms: u64,
     /// The value proclaimed, if any.
     pub(crate) value: Option<LeaderValue>,
+    /// Where the term's epoch is.
+    pub(crate) epoch_at: EpochAt,
 }
 
 impl ClaimRecord {
-    /// `MAGIC nonce since_ms identity_len value_len|-\n` then the identity
-    /// and the value.
+    /// `MAGIC nonce since_ms identity_len value_len|-[ m|epoch]\n` then the
+    /// identity and the value. The last field is left out for
+    /// [`EpochAt::Created`], as every value before ADR 0119 was written (a
+    /// reader of that time skips a field it does not know).
     pub(crate) fn encode(&self) -> Vec<u8> {
         let value_len = self
             .value
             .as_ref()
             .map_or_else(|| "-".to_owned(), |v| v.as_str().len().to_string());
+        let epoch_at = match self.epoch_at {
+            EpochAt::Created => String::new(),
+            EpochAt::Modified => " m".to_owned(),
+            EpochAt::Is(e) => format!(" {e}"),
+        };
         let mut out = format!(
-            "{MAGIC} {} {} {} {value_len}\n",
+            "{MAGIC} {} {} {} {value_len}{epoch_at}\n",
             self.nonce,
             self.since_unix_ms,
             self.identity.as_str().len()
@@ -304,6 +330,17 @@ impl ClaimRecord {
             ),
             None => return Err(corrupt("no value length")),
         };
+        let epoch_at = match fields.next() {
+            None => EpochAt::Created,
+            Some("m") => EpochAt::Modified,
+            Some(n) => EpochAt::Is(
+                n.parse::<u64>()
+                    .ok()
+                    .and_then(Epoch::new)
+                    .filter(|e| e.is_term())
+                    .ok_or_else(|| corrupt("bad epoch"))?,
+            ),
+        };
         let identity = rest
             .get(..identity_len)
             .ok_or_else(|| corrupt("short identity"))?;
@@ -322,8 +359,59 @@ impl ClaimRecord {
             nonce,
             since_unix_ms,
             value,
+            epoch_at,
         })
     }
+
+    /// The epoch of the term whose record this is, at `kv`.
+    pub(crate) fn epoch(&self, kv: &KeyValue) -> Result<Epoch, Error> {
+        match self.epoch_at {
+            EpochAt::Created => epoch_of(&kv.key, kv.create_revision),
+            EpochAt::Modified => epoch_of(&kv.key, kv.mod_revision),
+            EpochAt::Is(e) => Ok(e),
+        }
+    }
+}
+
+/// The first bytes of a waiter key's value.
+const WAITER_MAGIC: &str = "election-etcd/waiter/1";
+
+/// A waiter key's value: `magic nonce identity_len\n` then the identity:
+/// who waits, and which attempt, so that a release can write its record
+/// when it passes the term on (ADR 0119).
+pub(crate) fn encode_waiter(identity: &Identity, nonce: u64) -> Vec<u8> {
+    let mut out = format!("{WAITER_MAGIC} {nonce} {}\n", identity.as_str().len()).into_bytes();
+    out.extend_from_slice(identity.as_str().as_bytes());
+    out
+}
+
+/// Reads a waiter key's value: the waiter's identity and attempt nonce.
+/// A value without them (a waiter from before ADR 0119: its identity
+/// alone) is `CorruptValue`: such a waiter is not passed the term.
+pub(crate) fn decode_waiter(key: &[u8], bytes: &[u8]) -> Result<(Identity, u64), Error> {
+    let corrupt = |detail: &str| Error::CorruptValue {
+        key: String::from_utf8_lossy(key).into_owned(),
+        detail: detail.to_owned(),
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
+    let (head, rest) = text
+        .split_once('\n')
+        .ok_or_else(|| corrupt("no header line"))?;
+    let mut fields = head.split(' ');
+    if fields.next() != Some(WAITER_MAGIC) {
+        return Err(corrupt("not a waiter's value"));
+    }
+    let mut number = |what: &str| {
+        fields
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .ok_or_else(|| corrupt(what))
+    };
+    let nonce = number("no nonce")?;
+    let len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
+    let identity = rest.get(..len).ok_or_else(|| corrupt("short identity"))?;
+    let identity = Identity::new(identity).map_err(|_| corrupt("bad identity"))?;
+    Ok((identity, nonce))
 }
 
 /// The wall clock in ms since the Unix epoch (display only).
@@ -335,14 +423,13 @@ pub(crate) fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The epoch of a term: its key's create revision (the revision of the
-/// transaction that won it).
+/// The epoch `revision` (a create or mod revision), checked.
 pub(crate) fn epoch_of(key: &[u8], revision: i64) -> Result<Epoch, Error> {
     Epoch::from_i64(revision)
         .filter(|e| e.is_term())
         .ok_or_else(|| Error::CorruptValue {
             key: String::from_utf8_lossy(key).into_owned(),
-            detail: format!("create revision {revision} is no term's epoch"),
+            detail: format!("revision {revision} is no term's epoch"),
         })
 }
 
@@ -352,8 +439,8 @@ pub(crate) fn leader_of(kv: &KeyValue) -> Result<Leader, Error> {
     let since = (record.since_unix_ms > 0)
         .then(|| UNIX_EPOCH + Duration::from_millis(record.since_unix_ms));
     Ok(Leader {
+        epoch: record.epoch(kv)?,
         identity: record.identity,
-        epoch: epoch_of(&kv.key, kv.create_revision)?,
         since,
         renewed: None,
         ttl: None,
@@ -373,15 +460,75 @@ mod tests {
             value in proptest::option::of("[^\\p{Cc}]{0,40}"),
             nonce: u64,
             since in 0u64..u64::MAX,
+            epoch_at in prop_oneof![
+                Just(EpochAt::Created),
+                Just(EpochAt::Modified),
+                (2u64..i64::MAX as u64).prop_map(|e| EpochAt::Is(Epoch::new(e).unwrap())),
+            ],
         ) {
             let record = ClaimRecord {
                 identity: Identity::new(&identity).unwrap(),
                 nonce,
                 since_unix_ms: since,
                 value: value.map(|v| LeaderValue::new(v).unwrap()),
+                epoch_at,
             };
             prop_assert_eq!(ClaimRecord::decode(b"k", &record.encode()).unwrap(), record);
         }
+
+        #[test]
+        fn a_waiter_reads_back_as_written(identity in "[a-z0-9/\\- ]{1,40}", nonce: u64) {
+            let identity = Identity::new(&identity).unwrap();
+            prop_assert_eq!(
+                decode_waiter(b"k", &encode_waiter(&identity, nonce)).unwrap(),
+                (identity, nonce)
+            );
+        }
+
+        /// Whatever a waiter key holds (one from before ADR 0119 holds a
+        /// bare identity), reading it answers without a panic.
+        #[test]
+        fn any_waiter_value_reads_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_waiter(b"k", &bytes);
+        }
+    }
+
+    /// The epoch comes from where the record says: a claim's from the
+    /// create revision, a passed term's from the mod revision (the put
+    /// over the key), a proclaim's from its own field.
+    #[test]
+    fn the_epoch_is_read_where_the_record_says() {
+        let record = |epoch_at| ClaimRecord {
+            identity: Identity::new("a").unwrap(),
+            nonce: 1,
+            since_unix_ms: 2,
+            value: None,
+            epoch_at,
+        };
+        let kv = |r: &ClaimRecord| KeyValue {
+            key: b"p/e/jobs".to_vec(),
+            value: r.encode(),
+            create_revision: 9,
+            mod_revision: 12,
+            ..Default::default()
+        };
+        let seven = Epoch::new(7).unwrap();
+        for (at, epoch) in [
+            (EpochAt::Created, 9),
+            (EpochAt::Modified, 12),
+            (EpochAt::Is(seven), 7),
+        ] {
+            let r = record(at);
+            assert_eq!(leader_of(&kv(&r)).unwrap().epoch.get_i64(), epoch, "{at:?}");
+        }
+        // A value written before ADR 0119 reads as a claim's.
+        let old = KeyValue {
+            value: b"election-etcd/1 1 2 1 -\na".to_vec(),
+            ..kv(&record(EpochAt::Created))
+        };
+        assert_eq!(leader_of(&old).unwrap().epoch.get_i64(), 9);
+        assert!(ClaimRecord::decode(b"k", b"election-etcd/1 1 2 1 - x\na").is_err());
+        assert!(decode_waiter(b"k", b"a").is_err());
     }
 
     #[test]

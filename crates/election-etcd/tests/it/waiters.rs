@@ -1,12 +1,146 @@
-//! The waiters' line (ADR 0109): a release wakes the first in line only.
+//! The waiters' line (ADR 0109): a release wakes the first in line only,
+//! and passes it the term in the one write of the handover (ADR 0119).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use election_core::Candidate;
+use election_core::{Candidate, Claim, Election, End};
+use etcd_testkit::{Member, gateway};
 
 use crate::common::{self, within};
+
+/// Waits until `n` waiters are in `prefix`'s line for `jobs`.
+async fn in_line(endpoint: &str, prefix: &str, n: i64) {
+    let waiters = format!("{prefix}/w/jobs/");
+    within("in line", async {
+        while gateway::count(endpoint, waiters.as_bytes()).unwrap() < n {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+/// Two round trips of `term`'s own channel after the waiter joined: the
+/// watch event of the join, which etcd queued when it applied it, reaches
+/// the holder's renewal task (which keeps the head of the line for the
+/// release) before the resign that follows.
+async fn seen_by(term: &election_core::Term<election_etcd::EtcdClaim>) {
+    term.confirm().await.unwrap();
+    term.confirm().await.unwrap();
+}
+
+/// A clean handover to a waiting candidate is one write (ADR 0119): the
+/// holder's release puts the election key over with the waiter's lease, so
+/// the successor's epoch is the revision right after the release's, and
+/// the successor makes no write of its own to win. Before, the release
+/// deleted the key (one revision) and the woken waiter's claim put it
+/// again (a second). A member of its own: no other test's writes between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_passes_the_term_to_the_head_waiter_in_one_write() {
+    let member = Member::start().expect("etcd");
+    let endpoint = member.endpoint();
+    let prefix = common::prefix("pass");
+    let election = common::open(&endpoint, &prefix).await;
+    let held = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
+        .with_poll_interval(Duration::from_secs(60))
+        .unwrap();
+    let waiting = tokio::spawn(async move { waiter.campaign().await });
+    in_line(&endpoint, &prefix, 1).await;
+    seen_by(&held).await;
+    let before = gateway::revision(&endpoint).unwrap();
+    held.resign().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("passed the term by the release, not the poll")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.epoch().get_i64(), before + 1, "one write");
+    let leader = election.leader("jobs").await.unwrap().expect("b leads");
+    assert_eq!(
+        (leader.identity.as_str(), leader.epoch),
+        ("b", next.epoch())
+    );
+    assert_eq!(
+        gateway::count(&endpoint, format!("{prefix}/w/jobs/").as_bytes()).unwrap(),
+        0
+    );
+    // The passed term is b's in every check: confirm, proclaim (its epoch
+    // kept in what observers read), renewals, its own release.
+    next.confirm().await.unwrap();
+    next.proclaim("10.0.0.2:8080").await.unwrap();
+    let leader = election.leader("jobs").await.unwrap().expect("b leads");
+    assert_eq!(leader.epoch, next.epoch());
+    assert_eq!(
+        leader.value.map(|v| v.as_str().to_owned()).as_deref(),
+        Some("10.0.0.2:8080")
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await; // two renewals
+    next.confirm().await.unwrap();
+    assert!(!next.is_lost());
+    next.resign().await.unwrap();
+    assert_eq!(election.leader("jobs").await.unwrap(), None);
+}
+
+/// A term passed while the waiter was not watching (between its wait and
+/// its next try) is found by that try: its claim's transaction reads the
+/// key on its own lease. The passed term's epoch is the pass's revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_passed_unseen_is_found_at_the_next_try() {
+    let member = Member::start().expect("etcd");
+    let endpoint = member.endpoint();
+    let prefix = common::prefix("unseen");
+    let election = common::open(&endpoint, &prefix).await;
+    let held = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let b = election.claim("jobs", "b").unwrap();
+    let mut waiting = b.open().await.unwrap();
+    assert!(b.try_claim(&mut waiting).await.unwrap().is_none());
+    // In line, then out of its wait (a short poll).
+    within("in line", async {
+        loop {
+            b.wait(&mut waiting, Duration::from_millis(100))
+                .await
+                .unwrap();
+            if gateway::count(&endpoint, format!("{prefix}/w/jobs/").as_bytes()).unwrap() == 1 {
+                return;
+            }
+        }
+    })
+    .await;
+    seen_by(&held).await;
+    let before = gateway::revision(&endpoint).unwrap();
+    held.resign().await.unwrap();
+    let passed = b
+        .try_claim(&mut waiting)
+        .await
+        .unwrap()
+        .expect("b holds it");
+    assert_eq!(passed.epoch.get_i64(), before + 1);
+    assert!(passed.epoch > held.epoch());
+    let leader = Election::leader(&election, "jobs")
+        .await
+        .unwrap()
+        .expect("b leads");
+    assert_eq!(
+        (leader.identity.as_str(), leader.epoch),
+        ("b", passed.epoch)
+    );
+    b.confirm(&mut waiting).await.unwrap();
+    b.release(&mut waiting).await.unwrap();
+    b.close(waiting, End::Resigned);
+    assert_eq!(election.leader("jobs").await.unwrap(), None);
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_win_one_after_another_in_their_order() {
