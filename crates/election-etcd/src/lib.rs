@@ -32,7 +32,10 @@
 //!
 //! A candidate that finds the key held puts a waiter key with its lease
 //! and watches the waiter ahead of it; the first in line watches the
-//! election key. A release (or an expiry) wakes that one only.
+//! election key. An expiry wakes that one only. A release passes the term
+//! to it (ADR 0119): one transaction puts the election key over with the
+//! head's lease, so the head holds the term without a write of its own;
+//! its epoch is that transaction's revision.
 //!
 //! # Revoke
 //!
