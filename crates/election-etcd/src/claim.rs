@@ -530,7 +530,7 @@ impl Claim for EtcdClaim {
         attempt: &mut EtcdAttempt,
         poll_interval: Duration,
     ) -> Result<(), election_core::Error> {
-        let deadline = Instant::now() + poll_interval;
+        let mut deadline = Instant::now() + poll_interval;
         let Some(lease) = attempt.lease else {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
@@ -602,7 +602,23 @@ impl Claim for EtcdClaim {
                     attempt.handed = Some(handed);
                     return Ok(());
                 }
-                () = tokio::time::sleep_until(deadline) => return Ok(()),
+                () = tokio::time::sleep_until(deadline) => {
+                    // The backstop, should the watch have missed a change:
+                    // one read of the election key, not a claim (a claim's
+                    // transaction is a raft write, refused or not: thirty
+                    // waiters polling four times a second made 120 of
+                    // them). Held on another lease: wait on, with the same
+                    // watch. Free, unreadable, or passed to this attempt:
+                    // return, and the core tries.
+                    match self.store.client.range(&self.key, Kind::Read).await {
+                        Ok((_, Some(kv))) if kv.lease == lease => {
+                            attempt.passed = Some(Box::new(kv));
+                            return Ok(());
+                        }
+                        Ok((_, Some(_))) => deadline = Instant::now() + poll_interval,
+                        Ok((_, None)) | Err(_) => return Ok(()),
+                    }
+                }
                 () = tokio::time::sleep_until(next_keep_alive) => {
                     let sent = Instant::now();
                     next_keep_alive = sent + renew_every;

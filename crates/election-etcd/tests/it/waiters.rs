@@ -106,12 +106,14 @@ async fn a_term_passed_unseen_is_found_at_the_next_try() {
     let b = election.claim("jobs", "b").unwrap();
     let mut waiting = b.open().await.unwrap();
     assert!(b.try_claim(&mut waiting).await.unwrap().is_none());
-    // In line, then out of its wait (a short poll).
+    // In line, then out of its wait (cut off: a waiter whose key is held
+    // waits on past its poll).
     within("in line", async {
         loop {
-            b.wait(&mut waiting, Duration::from_millis(100))
-                .await
-                .unwrap();
+            let wait = b.wait(&mut waiting, Duration::from_millis(100));
+            if let Ok(woken) = tokio::time::timeout(Duration::from_millis(300), wait).await {
+                woken.unwrap();
+            }
             if gateway::count(&endpoint, format!("{prefix}/w/jobs/").as_bytes()).unwrap() == 1 {
                 return;
             }
@@ -180,4 +182,45 @@ async fn waiters_win_one_after_another_in_their_order() {
         let order = within("a waiter's turn", t).await.unwrap();
         assert_eq!(order, i);
     }
+}
+
+/// Waiters at rest send no claims: at each poll a waiter reads the
+/// election key (the backstop, should its watch have missed a change) and
+/// waits on while the key is held. A claim's transaction is a raft write
+/// even when refused; before, every waiter's poll sent one (30 `elect run`
+/// waiters at the default 250 ms poll: 120 writes a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_at_rest_send_no_claims() {
+    let member = Member::start().expect("etcd");
+    let endpoint = member.endpoint();
+    let prefix = common::prefix("rest");
+    let election = common::open(&endpoint, &prefix).await;
+    let held = election
+        .candidate("jobs", "a")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let mut waiting = Vec::new();
+    for (n, who) in [(1, "b"), (2, "c")] {
+        let waiter = Candidate::new(election.claim("jobs", who).unwrap())
+            .with_poll_interval(Duration::from_millis(50))
+            .unwrap();
+        waiting.push(tokio::spawn(async move { waiter.campaign().await }));
+        in_line(&endpoint, &prefix, n).await; // b ahead of c
+    }
+    let before = gateway::handled(&endpoint, "Txn").expect("metrics");
+    // Twenty polls of each waiter.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let claims = gateway::handled(&endpoint, "Txn").expect("metrics") - before;
+    assert_eq!(claims, 0, "transactions sent by waiters at rest");
+    // Still woken in turn.
+    held.resign().await.unwrap();
+    let mut epochs = Vec::new();
+    for w in waiting {
+        let term = within("a waiter's turn", w).await.unwrap().unwrap();
+        epochs.push(term.epoch());
+        term.resign().await.unwrap();
+    }
+    assert!(epochs[0] > held.epoch() && epochs[1] > epochs[0]);
 }
