@@ -15,7 +15,9 @@
 //!   key (confirm, proclaim, renew, transfer) compares the key's lease
 //!   with the term's. A lease is one attempt's alone and holds one term.
 //! - **Wait**: in the waiters' line (`store/queue.rs`), by a watch; the
-//!   poll interval is only a backstop.
+//!   poll interval is only a backstop: at each poll the wait reads the
+//!   election key and waits on while another lease holds it (a claim's
+//!   transaction is a raft write even when refused).
 //! - **Renew** (rule 2): `renewal.rs`.
 //! - **Release** (rule 3): never after a loss. If a waiter is in line, one
 //!   transaction passes the term to the head (ADR 0119): while the key is
