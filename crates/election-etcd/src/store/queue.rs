@@ -70,6 +70,17 @@ pub(crate) async fn head(
     store: &Store,
     name: &ElectionName,
 ) -> Result<(i64, Option<proto::KeyValue>), Error> {
+    first_in_line(store, name, proto::SORT_ASCEND, 0).await
+}
+
+/// The first waiter of `name`'s line in `order` of create revision, at
+/// most `max_create_revision` (0: any), and the revision read at.
+async fn first_in_line(
+    store: &Store,
+    name: &ElectionName,
+    order: i32,
+    max_create_revision: i64,
+) -> Result<(i64, Option<proto::KeyValue>), Error> {
     let prefix = record::waiters_prefix(store.options.key_prefix(), name);
     let (revision, kvs) = store
         .client
@@ -77,9 +88,9 @@ pub(crate) async fn head(
             range_end: record::prefix_end(&prefix),
             key: prefix,
             limit: 1,
-            sort_order: proto::SORT_ASCEND,
+            sort_order: order,
             sort_target: proto::SORT_BY_CREATE,
-            ..Default::default()
+            max_create_revision,
         })
         .await?;
     Ok((revision, kvs.into_iter().next()))
@@ -94,23 +105,9 @@ pub(crate) async fn ahead(
     identity: &Identity,
     lease: i64,
 ) -> Result<Ahead, Error> {
-    let prefix = record::waiters_prefix(store.options.key_prefix(), name);
-    let (revision, kvs) = store
-        .client
-        .range_with(RangeRequest {
-            range_end: record::prefix_end(&prefix),
-            key: prefix,
-            limit: 1,
-            sort_order: proto::SORT_DESCEND,
-            sort_target: proto::SORT_BY_CREATE,
-            max_create_revision: (place - 1).max(1),
-        })
-        .await?;
-    if let Some(kv) = kvs
-        .into_iter()
-        .next()
-        .filter(|kv| kv.create_revision < place)
-    {
+    let (revision, ahead) =
+        first_in_line(store, name, proto::SORT_DESCEND, (place - 1).max(1)).await?;
+    if let Some(kv) = ahead.filter(|kv| kv.create_revision < place) {
         let watch = store.client.watch(&kv.key, &[], revision + 1).await?;
         return Ok(Ahead::Watching(kv.key, Box::new(watch)));
     }

@@ -95,33 +95,75 @@ pub(crate) fn encode_revocation(by: &Identity, at: SystemTime) -> Vec<u8> {
 /// The revocation a revocation key shows: who asked and when from its
 /// value, its epoch from its mod revision.
 pub(crate) fn revocation_of(kv: &KeyValue) -> Result<Revocation, Error> {
-    let corrupt = |detail: &str| Error::CorruptValue {
-        key: String::from_utf8_lossy(&kv.key).into_owned(),
-        detail: detail.to_owned(),
-    };
-    let text = std::str::from_utf8(&kv.value).map_err(|_| corrupt("not UTF-8"))?;
-    let (head, rest) = text
-        .split_once('\n')
-        .ok_or_else(|| corrupt("no header line"))?;
-    let mut fields = head.split(' ');
-    if fields.next() != Some(REVOCATION_MAGIC) {
-        return Err(corrupt("not a value election-etcd wrote"));
-    }
-    let mut number = |what: &str| {
-        fields
-            .next()
-            .and_then(|f| f.parse::<u64>().ok())
-            .ok_or_else(|| corrupt(what))
-    };
-    let ms = number("no time")?;
-    let len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
-    let by = rest.get(..len).ok_or_else(|| corrupt("short identity"))?;
-    let by = Identity::new(by).map_err(|_| corrupt("bad identity"))?;
+    let mut h = Header::read(&kv.key, &kv.value, REVOCATION_MAGIC)?;
+    let ms = h.number("no time")?;
+    let len = h.len("no length")?;
+    let by = h.identity(0, len)?;
     let epoch = Epoch::from_i64(kv.mod_revision)
         .filter(|e| e.is_term())
-        .ok_or_else(|| corrupt("a mod revision that is no epoch"))?;
+        .ok_or_else(|| h.corrupt("a mod revision that is no epoch"))?;
     let at = (ms > 0).then(|| UNIX_EPOCH + Duration::from_millis(ms));
     Ok(Revocation::new(by, epoch, at))
+}
+
+/// A value's header line (`magic field ...\n`), split from what follows
+/// it: what every reader of this module's values reads first.
+struct Header<'a> {
+    key: &'a [u8],
+    fields: std::str::Split<'a, char>,
+    rest: &'a str,
+}
+
+impl<'a> Header<'a> {
+    /// `bytes`, a value of `key` whose header begins with `magic`.
+    fn read(key: &'a [u8], bytes: &'a [u8], magic: &str) -> Result<Self, Error> {
+        let text = std::str::from_utf8(bytes).map_err(|_| corrupt(key, "not UTF-8"))?;
+        let (head, rest) = text
+            .split_once('\n')
+            .ok_or_else(|| corrupt(key, "no header line"))?;
+        let mut fields = head.split(' ');
+        if fields.next() != Some(magic) {
+            return Err(corrupt(key, "not a value election-etcd wrote"));
+        }
+        Ok(Header { key, fields, rest })
+    }
+
+    fn corrupt(&self, detail: &str) -> Error {
+        corrupt(self.key, detail)
+    }
+
+    /// The next field as it is, if any.
+    fn word(&mut self) -> Option<&'a str> {
+        self.fields.next()
+    }
+
+    /// The next field, a number; `what` names its absence.
+    fn number(&mut self, what: &str) -> Result<u64, Error> {
+        let n = self.fields.next().and_then(|f| f.parse::<u64>().ok());
+        n.ok_or_else(|| self.corrupt(what))
+    }
+
+    /// The next field, a length.
+    fn len(&mut self, what: &str) -> Result<usize, Error> {
+        usize::try_from(self.number(what)?).map_err(|_| self.corrupt("too long"))
+    }
+
+    /// The identity of `len` bytes from byte `at` after the header.
+    fn identity(&self, at: usize, len: usize) -> Result<Identity, Error> {
+        let text = self
+            .rest
+            .get(at..at.saturating_add(len))
+            .ok_or_else(|| self.corrupt("short identity"))?;
+        Identity::new(text).map_err(|_| self.corrupt("bad identity"))
+    }
+}
+
+/// A value of `key` this module cannot read.
+fn corrupt(key: &[u8], detail: &str) -> Error {
+    Error::CorruptValue {
+        key: String::from_utf8_lossy(key).into_owned(),
+        detail: detail.to_owned(),
+    }
 }
 
 /// The first bytes of a handover's value.
@@ -154,34 +196,13 @@ fn decode_pair(
     key: &[u8],
     bytes: &[u8],
 ) -> Result<(Epoch, u64, Identity, Identity), Error> {
-    let corrupt = |detail: &str| Error::CorruptValue {
-        key: String::from_utf8_lossy(key).into_owned(),
-        detail: detail.to_owned(),
-    };
-    let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
-    let (head, rest) = text
-        .split_once('\n')
-        .ok_or_else(|| corrupt("no header line"))?;
-    let mut fields = head.split(' ');
-    if fields.next() != Some(magic) {
-        return Err(corrupt("not a value election-etcd wrote"));
-    }
-    let mut number = |what: &str| {
-        fields
-            .next()
-            .and_then(|f| f.parse::<u64>().ok())
-            .ok_or_else(|| corrupt(what))
-    };
-    let epoch = Epoch::new(number("no epoch")?).ok_or_else(|| corrupt("epoch 0"))?;
-    let n = number("no number")?;
-    let a_len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
-    let b_len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
-    let a = rest.get(..a_len).ok_or_else(|| corrupt("short identity"))?;
-    let b = rest
-        .get(a_len..a_len.saturating_add(b_len))
-        .ok_or_else(|| corrupt("short identity"))?;
-    let a = Identity::new(a).map_err(|_| corrupt("bad identity"))?;
-    let b = Identity::new(b).map_err(|_| corrupt("bad identity"))?;
+    let mut h = Header::read(key, bytes, magic)?;
+    let epoch = Epoch::new(h.number("no epoch")?).ok_or_else(|| h.corrupt("epoch 0"))?;
+    let n = h.number("no number")?;
+    let a_len = h.len("no length")?;
+    let b_len = h.len("no length")?;
+    let a = h.identity(0, a_len)?;
+    let b = h.identity(a_len, b_len)?;
     Ok((epoch, n, a, b))
 }
 
@@ -300,37 +321,19 @@ impl ClaimRecord {
     }
 
     pub(crate) fn decode(key: &[u8], bytes: &[u8]) -> Result<ClaimRecord, Error> {
-        let corrupt = |detail: &str| Error::CorruptValue {
-            key: String::from_utf8_lossy(key).into_owned(),
-            detail: detail.to_owned(),
-        };
-        let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
-        let (head, rest) = text
-            .split_once('\n')
-            .ok_or_else(|| corrupt("no header line"))?;
-        let mut fields = head.split(' ');
-        if fields.next() != Some(MAGIC) {
-            return Err(corrupt("not a value election-etcd wrote"));
-        }
-        let mut number = |what: &str| {
-            fields
-                .next()
-                .and_then(|f| f.parse::<u64>().ok())
-                .ok_or_else(|| corrupt(what))
-        };
-        let nonce = number("no nonce")?;
-        let since_unix_ms = number("no time")?;
-        let identity_len =
-            usize::try_from(number("no identity length")?).map_err(|_| corrupt("too long"))?;
-        let value_len = match fields.next() {
+        let mut h = Header::read(key, bytes, MAGIC)?;
+        let nonce = h.number("no nonce")?;
+        let since_unix_ms = h.number("no time")?;
+        let identity_len = h.len("no identity length")?;
+        let value_len = match h.word() {
             Some("-") => None,
             Some(n) => Some(
                 n.parse::<usize>()
-                    .map_err(|_| corrupt("bad value length"))?,
+                    .map_err(|_| h.corrupt("bad value length"))?,
             ),
-            None => return Err(corrupt("no value length")),
+            None => return Err(h.corrupt("no value length")),
         };
-        let epoch_at = match fields.next() {
+        let epoch_at = match h.word() {
             None => EpochAt::Created,
             Some("m") => EpochAt::Modified,
             Some(n) => EpochAt::Is(
@@ -338,20 +341,18 @@ impl ClaimRecord {
                     .ok()
                     .and_then(Epoch::new)
                     .filter(|e| e.is_term())
-                    .ok_or_else(|| corrupt("bad epoch"))?,
+                    .ok_or_else(|| h.corrupt("bad epoch"))?,
             ),
         };
-        let identity = rest
-            .get(..identity_len)
-            .ok_or_else(|| corrupt("short identity"))?;
-        let identity = Identity::new(identity).map_err(|_| corrupt("bad identity"))?;
+        let identity = h.identity(0, identity_len)?;
         let value = match value_len {
             None => None,
             Some(n) => {
-                let v = rest
-                    .get(identity_len..identity_len + n)
-                    .ok_or_else(|| corrupt("short value"))?;
-                Some(LeaderValue::new(v).map_err(|_| corrupt("bad value"))?)
+                let v = h
+                    .rest
+                    .get(identity_len..identity_len.saturating_add(n))
+                    .ok_or_else(|| h.corrupt("short value"))?;
+                Some(LeaderValue::new(v).map_err(|_| h.corrupt("bad value"))?)
             }
         };
         Ok(ClaimRecord {
@@ -389,29 +390,10 @@ pub(crate) fn encode_waiter(identity: &Identity, nonce: u64) -> Vec<u8> {
 /// A value without them (a waiter from before ADR 0119: its identity
 /// alone) is `CorruptValue`: such a waiter is not passed the term.
 pub(crate) fn decode_waiter(key: &[u8], bytes: &[u8]) -> Result<(Identity, u64), Error> {
-    let corrupt = |detail: &str| Error::CorruptValue {
-        key: String::from_utf8_lossy(key).into_owned(),
-        detail: detail.to_owned(),
-    };
-    let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
-    let (head, rest) = text
-        .split_once('\n')
-        .ok_or_else(|| corrupt("no header line"))?;
-    let mut fields = head.split(' ');
-    if fields.next() != Some(WAITER_MAGIC) {
-        return Err(corrupt("not a waiter's value"));
-    }
-    let mut number = |what: &str| {
-        fields
-            .next()
-            .and_then(|f| f.parse::<u64>().ok())
-            .ok_or_else(|| corrupt(what))
-    };
-    let nonce = number("no nonce")?;
-    let len = usize::try_from(number("no length")?).map_err(|_| corrupt("too long"))?;
-    let identity = rest.get(..len).ok_or_else(|| corrupt("short identity"))?;
-    let identity = Identity::new(identity).map_err(|_| corrupt("bad identity"))?;
-    Ok((identity, nonce))
+    let mut h = Header::read(key, bytes, WAITER_MAGIC)?;
+    let nonce = h.number("no nonce")?;
+    let len = h.len("no length")?;
+    Ok((h.identity(0, len)?, nonce))
 }
 
 /// The wall clock in ms since the Unix epoch (display only).
