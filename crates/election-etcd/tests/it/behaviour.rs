@@ -49,16 +49,8 @@ async fn held_and_waiting(
         Result<election_core::Term<election_etcd::EtcdClaim>, election_core::Error>,
     >,
 ) {
-    let held = election
-        .candidate("jobs", "a")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
-    let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
-        .with_poll_interval(Duration::from_secs(60))
-        .unwrap();
-    (held, tokio::spawn(async move { waiter.campaign().await }))
+    let held = common::leads(election, "a").await;
+    (held, common::waits(election, "b", Duration::from_secs(60)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

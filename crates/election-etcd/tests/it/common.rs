@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use election_etcd::{EtcdElection, EtcdOptions};
+use election_core::{Candidate, Term};
+use election_etcd::{EtcdClaim, EtcdElection, EtcdOptions};
+use tokio::task::JoinHandle;
 
 /// The shared member's address.
 pub(crate) fn shared() -> String {
@@ -44,4 +46,26 @@ pub(crate) async fn within<T>(what: &str, f: impl std::future::Future<Output = T
     tokio::time::timeout(Duration::from_secs(30), f)
         .await
         .unwrap_or_else(|_| panic!("{what}: not within 30 s"))
+}
+
+/// `who` campaigns for `jobs` and wins (the name must be free).
+pub(crate) async fn leads(election: &EtcdElection, who: &str) -> Term<EtcdClaim> {
+    election
+        .candidate("jobs", who)
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap()
+}
+
+/// A campaign of `who` for `jobs` in the background, polling every `poll`.
+pub(crate) fn waits(
+    election: &EtcdElection,
+    who: &str,
+    poll: Duration,
+) -> JoinHandle<Result<Term<EtcdClaim>, election_core::Error>> {
+    let candidate = Candidate::new(election.claim("jobs", who).unwrap())
+        .with_poll_interval(poll)
+        .unwrap();
+    tokio::spawn(async move { candidate.campaign().await })
 }

@@ -42,16 +42,8 @@ async fn a_release_passes_the_term_to_the_head_waiter_in_one_write() {
     let endpoint = member.endpoint();
     let prefix = common::prefix("pass");
     let election = common::open(&endpoint, &prefix).await;
-    let held = election
-        .candidate("jobs", "a")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
-    let waiter = Candidate::new(election.claim("jobs", "b").unwrap())
-        .with_poll_interval(Duration::from_secs(60))
-        .unwrap();
-    let waiting = tokio::spawn(async move { waiter.campaign().await });
+    let held = common::leads(&election, "a").await;
+    let waiting = common::waits(&election, "b", Duration::from_secs(60));
     in_line(&endpoint, &prefix, 1).await;
     seen_by(&held).await;
     let before = gateway::revision(&endpoint).unwrap();
@@ -97,12 +89,7 @@ async fn a_term_passed_unseen_is_found_at_the_next_try() {
     let endpoint = member.endpoint();
     let prefix = common::prefix("unseen");
     let election = common::open(&endpoint, &prefix).await;
-    let held = election
-        .candidate("jobs", "a")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
+    let held = common::leads(&election, "a").await;
     let b = election.claim("jobs", "b").unwrap();
     let mut waiting = b.open().await.unwrap();
     assert!(b.try_claim(&mut waiting).await.unwrap().is_none());
@@ -195,18 +182,10 @@ async fn waiters_at_rest_send_no_claims() {
     let endpoint = member.endpoint();
     let prefix = common::prefix("rest");
     let election = common::open(&endpoint, &prefix).await;
-    let held = election
-        .candidate("jobs", "a")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
+    let held = common::leads(&election, "a").await;
     let mut waiting = Vec::new();
     for (n, who) in [(1, "b"), (2, "c")] {
-        let waiter = Candidate::new(election.claim("jobs", who).unwrap())
-            .with_poll_interval(Duration::from_millis(50))
-            .unwrap();
-        waiting.push(tokio::spawn(async move { waiter.campaign().await }));
+        waiting.push(common::waits(&election, who, Duration::from_millis(50)));
         in_line(&endpoint, &prefix, n).await; // b ahead of c
     }
     let before = gateway::handled(&endpoint, "Txn").expect("metrics");
