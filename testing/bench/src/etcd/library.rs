@@ -360,10 +360,12 @@ fn handover_note(
 ) -> String {
     let (over_loop, over_settled) = (measured.over(&in_loop), measured.over(&settled));
     format!(
-        "etcd clean handover: A's release is one revoke of its term's lease, which deletes \
-         the key (ADR 0115); B, first in the waiters' line, watches the election key, and \
-         the delete event wakes it; B claims with one transaction on the lease its wait kept \
-         alive. Median {} (min {}, max {}) against {} for the two bare \
+        "etcd clean handover: A's release is one transaction that passes the term to B, \
+         first in the waiters' line (ADR 0119): it puts the election key over with B's lease \
+         and deletes B's waiter key; B's watch of the election key sees the put on its own \
+         lease, and B holds the term without a write of its own (the floor below is the \
+         two writes of a handover without the pass: a release, then a claim). Median {} \
+         (min {}, max {}) against {} for the two bare \
          transactions back to back in a loop: {over_loop:.2}× that floor (target ≤ 2×: {}); \
          against {} for the same two after {} ms of idleness, as each handover starts (ADR \
          0090): {over_settled:.2}× ({}). {} of {} handovers took over half the poll interval \
