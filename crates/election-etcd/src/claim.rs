@@ -60,7 +60,7 @@ use crate::error::Error;
 use crate::renewal::{HeldTerm, Renewal};
 use crate::store::client::{KeptAlive, Kind, Watched};
 use crate::store::proto::{EVENT_DELETE, KeyValue, TxnRequest};
-use crate::store::queue::{self, Ahead};
+use crate::store::queue::{self, Ahead, Line};
 use crate::store::record::{self, ClaimRecord, EpochAt};
 use crate::store::{Store, created_at, delete_op, leased_by, modified_at, put_op, range_op, reads};
 
@@ -107,10 +107,6 @@ pub struct EtcdAttempt {
     /// its renewal task follows it: whom a release passes the term to.
     line: Line,
 }
-
-/// The head of a waiters' line as a held term's renewal task last saw it
-/// (`renewal.rs::Renewal::follow_line`); `None`: nobody waits, or not known.
-pub(crate) type Line = Arc<std::sync::Mutex<Option<KeyValue>>>;
 
 impl EtcdClaim {
     pub(crate) fn new(store: Arc<Store>, name: ElectionName, identity: Identity) -> Self {

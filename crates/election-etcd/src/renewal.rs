@@ -16,11 +16,11 @@ use election_core::{
 };
 use tokio::time::Instant;
 
-use crate::claim::Line;
 use crate::error::Error;
 use crate::store::client::{KeptAlive, Kind, Watched};
 use crate::store::proto::EVENT_DELETE;
-use crate::store::{Store, queue, record};
+use crate::store::queue::{self, Line};
+use crate::store::{Store, record};
 
 /// The term an attempt holds.
 #[derive(Clone, Debug)]

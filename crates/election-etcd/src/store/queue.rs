@@ -23,6 +23,11 @@ use crate::store::client::{Kind, Watch};
 use crate::store::proto::{self, RangeRequest, TxnRequest};
 use crate::store::{Store, created_at, first_read, put_op, range_op, record};
 
+/// The head of a waiters' line as a held term's renewal task last saw it
+/// (`renewal.rs::Renewal::follow_line`), for its release to pass the term
+/// to (ADR 0119); `None`: nobody waits, or not known.
+pub(crate) type Line = std::sync::Arc<std::sync::Mutex<Option<proto::KeyValue>>>;
+
 /// What a waiter watches.
 #[derive(Debug)]
 pub(crate) enum Ahead {
