@@ -497,7 +497,7 @@ impl Claim for EtcdClaim {
             .await
             .map_err(|e| self.claim_failed(attempt, e))?;
         if !r.succeeded {
-            let mut read = reads(std::mem::take(&mut r.responses)).into_iter();
+            let mut read = reads(std::mem::take(&mut r.responses));
             let (handover, key) = (read.next().flatten(), read.next().flatten());
             if let Some(kv) = key.filter(|kv| kv.lease == lease) {
                 return self.passed(attempt, &kv, lease, sent);

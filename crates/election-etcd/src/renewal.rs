@@ -84,7 +84,8 @@ impl Renewal {
                         let kv = e.kv.unwrap_or_default();
                         if e.r#type == EVENT_DELETE || kv.lease != lease {
                             return LossReason::Revoked {
-                                detail: "the election key was deleted".into(),
+                                detail: "the election key was deleted, or put on another lease"
+                                    .into(),
                             };
                         }
                         from = from.max(kv.mod_revision + 1);
@@ -162,19 +163,18 @@ impl Renewal {
         };
         let prefix = record::waiters_prefix(self.store.options.key_prefix(), &self.name);
         let end = record::prefix_end(&prefix);
-        loop {
+        'line: loop {
             if let Ok((revision, mut head)) = queue::head(&self.store, &self.name).await {
                 set(head.clone());
-                let mut left = false;
                 if let Ok(mut watch) = self.store.client.watch(&prefix, &end, revision + 1).await {
-                    'events: while let Ok(Watched::Events(events)) = watch.next().await {
+                    while let Ok(Watched::Events(events)) = watch.next().await {
                         for e in events {
                             let Some(kv) = e.kv else { continue };
                             let is_head = head.as_ref().is_some_and(|h| h.key == kv.key);
                             if e.r#type == EVENT_DELETE {
                                 if is_head {
-                                    left = true;
-                                    break 'events;
+                                    set(None);
+                                    continue 'line; // the head left: read the line again now
                                 }
                             } else if is_head
                                 || head
@@ -186,10 +186,6 @@ impl Renewal {
                             }
                         }
                     }
-                }
-                if left {
-                    set(None);
-                    continue; // the head left: read the line again now
                 }
             }
             set(None);

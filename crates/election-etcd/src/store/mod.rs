@@ -170,20 +170,17 @@ pub(crate) fn range_op(key: &[u8]) -> RequestOp {
 
 /// The key each range step of a transaction's responses read, in order
 /// (`None` for a key absent, or a step that was no range).
-pub(crate) fn reads(responses: Vec<proto::ResponseOp>) -> Vec<Option<proto::KeyValue>> {
-    responses
-        .into_iter()
-        .map(|r| match r.response {
-            Some(proto::Response::Range(r)) => r.kvs.into_iter().next(),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The first key a transaction's responses read (its first range step).
-pub(crate) fn first_read(responses: Vec<proto::ResponseOp>) -> Option<proto::KeyValue> {
-    responses.into_iter().find_map(|r| match r.response {
+pub(crate) fn reads(
+    responses: Vec<proto::ResponseOp>,
+) -> impl Iterator<Item = Option<proto::KeyValue>> {
+    responses.into_iter().map(|r| match r.response {
         Some(proto::Response::Range(r)) => r.kvs.into_iter().next(),
         _ => None,
     })
+}
+
+/// The first key a transaction's responses read (its first range step
+/// that found one).
+pub(crate) fn first_read(responses: Vec<proto::ResponseOp>) -> Option<proto::KeyValue> {
+    reads(responses).flatten().next()
 }
