@@ -128,6 +128,9 @@ pub struct WakeWait {
     /// queue, a notification about this name while not queued, or a
     /// missed one) ended the last wait.
     woken: bool,
+    /// A release passed the term to this attempt (ADR 0120): the epoch and
+    /// the ticket of the waiter-row write it saw, for the next try.
+    passed: Option<(i64, i64)>,
     /// When this attempt's last look lost the race for a free name to
     /// another winner (ADR 0093): the look that the next notification
     /// brings waits until [`LOST_RACE_PAUSE`] after it (ADR 0096).
@@ -142,17 +145,53 @@ pub struct WakeWait {
     backstop: Option<Option<i64>>,
 }
 
+/// How many of a waiter's last row writes it remembers the send instants
+/// of (ADR 0120): a release passes the term only to a row written less
+/// than half a TTL ago, so only the last two or three can be the one a
+/// pass names.
+const TICKETS_KEPT: usize = 8;
+
+/// A waiter's row writes (ADR 0120): the number of each and the instant
+/// taken before it was sent, the last [`TICKETS_KEPT`]; and whether a
+/// renewal found the name held by this attempt (a pass it did not hear).
+#[derive(Debug, Default)]
+struct Tickets {
+    sent: std::collections::VecDeque<(i64, tokio::time::Instant)>,
+    holds: bool,
+}
+
+impl Tickets {
+    /// The next write's number, sent after `at`.
+    fn next(&mut self, at: tokio::time::Instant) -> i64 {
+        let ticket = self.sent.back().map_or(1, |&(t, _)| t + 1);
+        if self.sent.len() == TICKETS_KEPT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((ticket, at));
+        ticket
+    }
+
+    /// The instant taken before write `ticket` was sent, if remembered.
+    fn sent_at(&self, ticket: i64) -> Option<tokio::time::Instant> {
+        self.sent
+            .iter()
+            .find(|&&(t, _)| t == ticket)
+            .map(|&(_, at)| at)
+    }
+}
+
 /// A waiting attempt's row in the waiters' queue of its name (ADR 0108),
 /// renewed every renew interval by a task of its own; dropping this stops
 /// the renewals and deletes the row, in the background (if that cannot
-/// run, the row expires after a TTL).
+/// run, the row expires after a TTL). Dropped without [`Queued::won`], a
+/// row found gone may have been passed the term (ADR 0120): the task then
+/// releases it.
 #[derive(Debug)]
 struct Queued {
-    /// What a release sends on this process's channel to wake this
-    /// attempt ([`notify::head_payload`]).
-    payload: String,
-    /// Dropped: the task deletes the row and ends.
-    _stop: tokio::sync::oneshot::Sender<()>,
+    /// The row's writes.
+    tickets: Arc<std::sync::Mutex<Tickets>>,
+    /// Sent by [`Queued::won`]; dropped: the task deletes the row and ends.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Queued {
@@ -164,44 +203,107 @@ impl Queued {
     async fn join(
         store: &Arc<PostgresStore>,
         name: &str,
-        nonce: i64,
+        (nonce, identity): (i64, &str),
     ) -> Result<(Queued, bool), Error> {
+        let tickets = Arc::new(std::sync::Mutex::new(Tickets::default()));
+        let ticket = lock(&tickets).next(store.clock.now());
         let held = store
-            .waiter_renew(name, nonce, true)
+            .waiter_renew(name, (nonce, identity), ticket, true)
             .await?
             .is_none_or(|(_, held)| held);
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        tokio::spawn(keep_in_line(store.clone(), name.to_owned(), nonce, stopped));
+        let line = Line {
+            name: name.to_owned(),
+            nonce,
+            identity: identity.to_owned(),
+            tickets: tickets.clone(),
+        };
+        tokio::spawn(keep_in_line(store.clone(), line, stopped));
         let queued = Queued {
-            payload: notify::head_payload(nonce, name),
-            _stop: stop,
+            tickets,
+            stop: Some(stop),
         };
         Ok((queued, held))
     }
+
+    /// The attempt won: the row is deleted (the win took it out of line
+    /// already), and a row found gone is not released.
+    fn won(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// The instant taken before write `ticket` of the row was sent.
+    fn sent_at(&self, ticket: i64) -> Option<tokio::time::Instant> {
+        lock(&self.tickets).sent_at(ticket)
+    }
+
+    /// Whether a renewal of the row found the name held by this attempt.
+    fn holds(&self) -> bool {
+        lock(&self.tickets).holds
+    }
 }
 
-/// Renews the waiter row of `nonce` in the queue of `name` every renew
-/// interval until `stopped`, then deletes it (each statement after the one
-/// before, so a renewal never lands after the delete).
-async fn keep_in_line(
-    store: Arc<PostgresStore>,
+/// The tickets, whatever a panic elsewhere left them as (a number and an
+/// instant: never half-written).
+fn lock(tickets: &std::sync::Mutex<Tickets>) -> std::sync::MutexGuard<'_, Tickets> {
+    tickets
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What [`keep_in_line`] renews.
+struct Line {
     name: String,
     nonce: i64,
+    identity: String,
+    tickets: Arc<std::sync::Mutex<Tickets>>,
+}
+
+/// Renews the waiter row of `line` every renew interval until `stopped`,
+/// then deletes it (each statement after the one before, so a renewal
+/// never lands after the delete). Stopped without a win (the sender
+/// dropped), a row found gone may have been passed the term, which no one
+/// takes up: released (conditional on the nonce, so a term this attempt
+/// does not hold is never touched), passing it on to the next in line.
+async fn keep_in_line(
+    store: Arc<PostgresStore>,
+    line: Line,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let every = store.options.renew_interval();
-    loop {
+    let (name, nonce) = (line.name.as_str(), line.nonce);
+    let won = loop {
         tokio::select! {
-            _ = &mut stopped => break,
+            stop = &mut stopped => break stop.is_ok(),
             () = tokio::time::sleep(every) => {
-                if let Err(e) = store.waiter_renew(&name, nonce, false).await {
-                    tracing::debug!(name = %name, error = %e, "a waiter row not renewed; trying again");
+                let ticket = lock(&line.tickets).next(store.clock.now());
+                match store.waiter_renew(name, (nonce, &line.identity), ticket, false).await {
+                    // Not written: the name's row shows this attempt (a
+                    // pass whose notification it did not hear).
+                    Ok(None) => lock(&line.tickets).holds = true,
+                    Ok(Some(_)) => {}
+                    Err(e) => {
+                        tracing::debug!(name = %name, error = %e, "a waiter row not renewed; trying again");
+                    }
                 }
             }
         }
-    }
-    if let Err(e) = store.waiter_delete(&name, nonce).await {
-        tracing::debug!(name = %name, error = %e, "a waiter row not deleted; it expires after its TTL");
+    };
+    let gone = match store.waiter_delete(name, nonce).await {
+        Ok(deleted) => !deleted,
+        Err(e) => {
+            tracing::debug!(name = %name, error = %e, "a waiter row not deleted; it expires after its TTL");
+            true
+        }
+    };
+    if gone && !won {
+        // One try: a term passed and not taken up that this misses ages
+        // out after its TTL, as a holder that stopped.
+        if let Err(e) = store.release_many(&[(name, nonce)]).await {
+            tracing::debug!(name = %name, error = %e, "a term maybe passed to a waiter that left not released; it ages out");
+        }
     }
 }
 
@@ -232,6 +334,32 @@ fn won(
     }))
 }
 
+/// Takes up the term in `epoch` that a release passed to `attempt` (ADR
+/// 0120) when the instant its validity would count from is not known (the
+/// pass's notification missed, or the write it saw forgotten): one
+/// conditional renewal, its validity counted from before it was sent, as
+/// `confirm`'s. Not held (the row shows another term or none): no win.
+async fn take_up(
+    claim: &PostgresClaim,
+    attempt: &mut Attempt,
+    epoch: i64,
+) -> Result<Option<Won>, election_core::Error> {
+    let ctx = &**claim.store();
+    let sent = ctx.clock.now();
+    let hold = row::HeldRow {
+        name: claim.name().as_str(),
+        nonce: attempt.nonce,
+        epoch,
+    };
+    attempt.may_hold = true;
+    if ctx.confirm(hold).await.map_err(|e| claim.core(e))? {
+        return won(claim, attempt, sent, epoch);
+    }
+    attempt.may_hold = false;
+    attempt.observed = None;
+    Ok(None)
+}
+
 impl ClaimRows for PostgresStore {
     const BACKEND: &'static str = "postgres";
 
@@ -242,6 +370,7 @@ impl ClaimRows for PostgresStore {
             wakes: None,
             // The first look takes a free name in one statement (ADR 0065).
             woken: true,
+            passed: None,
             lost_race: None,
             queue: None,
             backstop: None,
@@ -263,8 +392,35 @@ impl ClaimRows for PostgresStore {
             .waiting
             .wakes
             .get_or_insert_with(|| ctx.notifier.subscribe());
-        notify::drain(wakes);
+        let heard = match &attempt.waiting.queue {
+            Some(_) => notify::take_pass(wakes, &ctx.session.wake_channel, attempt.nonce, name),
+            None => {
+                notify::drain(wakes);
+                None
+            }
+        };
         attempt.waiting.lost_race = None;
+        if let Some(notify::HeadWake::Passed { epoch, ticket }) = heard {
+            attempt.waiting.passed = Some((epoch, ticket));
+        }
+        if let Some((epoch, ticket)) = attempt.waiting.passed.take() {
+            // A release passed the term to this attempt (ADR 0120): it
+            // holds the row from the pass's commit, and its validity counts
+            // from before it sent the waiter-row write the pass saw, which
+            // committed before the pass did (rule 2).
+            attempt.may_hold = true;
+            let at = attempt
+                .waiting
+                .queue
+                .as_ref()
+                .and_then(|q| q.sent_at(ticket));
+            return match at {
+                Some(at) if at + ctx.options.validity() > ctx.clock.now() => {
+                    won(claim, attempt, at, epoch)
+                }
+                _ => take_up(claim, attempt, epoch).await,
+            };
+        }
         let sent = ctx.clock.now();
         let seen = if std::mem::take(&mut attempt.waiting.woken) {
             // The first look, or woken by a notification (most often a
@@ -277,6 +433,12 @@ impl ClaimRows for PostgresStore {
                 .await
             {
                 Ok((_, Some(epoch))) => return won(claim, attempt, sent, epoch),
+                Ok((seen, None)) if seen.ours => {
+                    // Passed to this attempt by a release whose notification
+                    // it did not hear (ADR 0120).
+                    let epoch = seen.lease.as_ref().map_or(0, |r| r.epoch);
+                    return take_up(claim, attempt, epoch).await;
+                }
                 Ok((seen, None)) if seen.was_takeable() => {
                     // The statement's snapshot showed the name released
                     // (or never held) and its take still won nothing: a
@@ -367,7 +529,8 @@ impl ClaimRows for PostgresStore {
         // the row is missed.
         ctx.session.listen(ctx.session.wake_channel.clone());
         if attempt.waiting.queue.is_none() {
-            match Queued::join(ctx, name, attempt.nonce).await {
+            let identity = claim.identity().as_str();
+            match Queued::join(ctx, name, (attempt.nonce, identity)).await {
                 Ok((queued, held)) => {
                     attempt.waiting.queue = Some(queued);
                     if !held {
@@ -398,8 +561,18 @@ impl ClaimRows for PostgresStore {
         let deadline = tokio::time::Instant::now() + poll;
         let woken = match &attempt.waiting.queue {
             Some(q) => {
-                let woken = notify::woken_as(wakes, &ctx.session.wake_channel, &q.payload);
-                tokio::time::timeout_at(deadline, woken).await.is_ok()
+                let woken = notify::woken_as(wakes, &ctx.session.wake_channel, attempt.nonce, name);
+                match tokio::time::timeout_at(deadline, woken).await {
+                    Ok(notify::HeadWake::Passed { epoch, ticket }) => {
+                        attempt.waiting.passed = Some((epoch, ticket));
+                        true
+                    }
+                    Ok(notify::HeadWake::Look) => true,
+                    // A renewal of the row found the name held by this
+                    // attempt: a pass it did not hear (ADR 0120). The
+                    // look takes it up.
+                    Err(_) => q.holds(),
+                }
             }
             None => {
                 let woken = notify::woken(wakes, |n| n == name);
@@ -426,7 +599,9 @@ impl ClaimRows for PostgresStore {
         attempt.waiting.wakes = None;
         // Out of the queue: its row is deleted in the background (a
         // release's head is never the releasing attempt's own row anyway).
-        attempt.waiting.queue = None;
+        if let Some(queue) = attempt.waiting.queue.take() {
+            queue.won();
+        }
         self.notifier.pause_if_unused();
     }
 

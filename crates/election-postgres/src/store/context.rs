@@ -711,13 +711,24 @@ impl PostgresStore {
     ///
     /// The first write (`first`) locks the lease row, so that a release
     /// running at once is ordered with it (see `schema.rs`).
+    ///
+    /// The row also says what a release needs to pass the term to this
+    /// attempt (ADR 0120): its `identity`, this store's TTL, the number
+    /// `ticket` of this write (the caller keeps the instant it took before
+    /// calling), the server process of this session, and until when it is
+    /// fresh enough to be passed a term (one and a half renew intervals).
     pub(crate) async fn waiter_renew(
         &self,
         name: &str,
-        nonce: i64,
+        (nonce, identity): (i64, &str),
+        ticket: i64,
         first: bool,
     ) -> Result<Option<(i64, bool)>, Error> {
         let ttl_ms = self.options.times.ttl_ms();
+        // Passable until one and a half renew intervals from now (ADR
+        // 0120): the next renewal is due one interval from now.
+        let fresh_ms =
+            i64::try_from(self.options.renew_interval().as_millis() * 3 / 2).unwrap_or(i64::MAX);
         let channel = self.session.wake_channel.clone();
         let statement = if first {
             self.sql.waiter_join.clone()
@@ -730,6 +741,9 @@ impl PostgresStore {
                 .bind(nonce)
                 .bind(&*channel)
                 .bind(ttl_ms)
+                .bind(identity)
+                .bind(ticket)
+                .bind(fresh_ms)
                 .fetch_optional(conn)
                 .await?)
         })
@@ -737,15 +751,16 @@ impl PostgresStore {
     }
 
     /// Deletes the row of attempt `nonce` from the waiters' queue of
-    /// `name` (ADR 0108), bounded by the request timeout.
-    pub(crate) async fn waiter_delete(&self, name: &str, nonce: i64) -> Result<(), Error> {
+    /// `name` (ADR 0108), bounded by the request timeout: whether there was
+    /// one (a row gone may have been passed the term, ADR 0120).
+    pub(crate) async fn waiter_delete(&self, name: &str, nonce: i64) -> Result<bool, Error> {
         self.write(SESSION, self.options.request_timeout(), async |conn| {
-            sqlx::query(sqlx::AssertSqlSafe(self.sql.waiter_delete.clone()))
+            let deleted = sqlx::query(sqlx::AssertSqlSafe(self.sql.waiter_delete.clone()))
                 .bind(name)
                 .bind(nonce)
                 .execute(conn)
                 .await?;
-            Ok(())
+            Ok(deleted.rows_affected() > 0)
         })
         .await
     }
@@ -1167,6 +1182,103 @@ mod tests {
         );
     }
 
+    /// A release passes the term to the head of the name's line in its own
+    /// statement (ADR 0120): the row shows the head's identity and nonce in
+    /// a new epoch, one renewal version up (a release and a take would be
+    /// two), the head's row is out of line, and the head's look reads the
+    /// row as its own (`ours`: a pass whose notification it missed), which
+    /// nobody else's does. A waiter whose session's server process is gone,
+    /// and one whose row is no longer fresh, are passed over.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_release_passes_the_term_to_the_head_of_the_line() {
+        let (server, ctx) = connected().await;
+        let (_, won) = ctx.take_released("jobs", 1, "a").await.expect("take");
+        let first = won.expect("a never-held name is won");
+        // A waiter whose process died: its session's server process (a
+        // psql that has exited) is gone. First in line.
+        let dead: i64 = server
+            .sql("SELECT pg_backend_pid()")
+            .expect("pid")
+            .parse()
+            .expect("a pid");
+        server
+            .sql(&format!(
+                "INSERT INTO election.waiters \
+                   (name, nonce, channel, expires_at, holder, ttl_ms, ticket, pid, fresh_until) \
+                 VALUES ('jobs', 9, 'election:wake:dead', now() + interval '1 hour', 'ghost', \
+                         3600000, 1, {dead}, now() + interval '1 hour')"
+            ))
+            .expect("the dead waiter");
+        // A waiter that stopped renewing its row (paused, cut off): its
+        // session's server process runs, its row is unexpired, and it is
+        // no longer fresh. Second in line.
+        let mut live = ctx.pool.acquire().await.expect("a session");
+        let alive: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *live)
+            .await
+            .expect("pid");
+        server
+            .sql(&format!(
+                "INSERT INTO election.waiters \
+                   (name, nonce, channel, expires_at, holder, ttl_ms, ticket, pid, fresh_until) \
+                 VALUES ('jobs', 8, 'election:wake:stale', now() + interval '1 hour', 'stale', \
+                         3600000, 1, {alive}, now() - interval '1 second')"
+            ))
+            .expect("the stale waiter");
+        let joined = ctx
+            .waiter_renew("jobs", (2, "b"), 7, true)
+            .await
+            .expect("queued");
+        assert!(joined.is_some_and(|(_, held)| held), "{joined:?}");
+        let row = "SELECT holder || ':' || nonce || ':' || version || ':' || epoch || ':' || ttl_ms \
+                   FROM election.leases WHERE name = 'jobs'";
+        let before = server.sql(row).expect("row");
+        let version: i64 = before
+            .split(':')
+            .nth(2)
+            .expect("version")
+            .parse()
+            .expect("a number");
+        let released = ctx.release_many(&[("jobs", 1)]).await.expect("release");
+        assert!(released.contains("jobs"));
+        let after = server.sql(row).expect("row");
+        let ttl = ctx.options.times.ttl_ms();
+        let parts: Vec<&str> = after.split(':').collect();
+        assert_eq!(
+            (parts[0], parts[1], parts[2], parts[4]),
+            ("b", "2", &*(version + 1).to_string(), &*ttl.to_string()),
+            "the row after a's release with b in line (before: {before}): {after}"
+        );
+        let epoch: i64 = parts[3].parse().expect("epoch");
+        assert!(
+            epoch > first,
+            "the passed term's epoch {epoch} is not above {first}"
+        );
+        assert_eq!(
+            server
+                .sql("SELECT string_agg(nonce::text, ',' ORDER BY seq) FROM election.waiters")
+                .expect("line"),
+            "9,8",
+            "b is out of line; the dead and the stale waiters stay until they expire"
+        );
+        drop(live);
+        assert_eq!(
+            server
+                .sql("SELECT epoch FROM election.epochs WHERE name = 'jobs'")
+                .expect("record"),
+            epoch.to_string(),
+            "the passed epoch is recorded"
+        );
+        let (seen, won) = ctx.take_released("jobs", 2, "b").await.expect("look");
+        assert_eq!(won, None);
+        assert!(
+            seen.ours,
+            "b's look does not read the row as its own: {seen:?}"
+        );
+        let (seen, won) = ctx.take_released("jobs", 3, "c").await.expect("look");
+        assert!(won.is_none() && !seen.ours, "{seen:?} {won:?}");
+    }
+
     /// Readying runs the waiter's look-and-take and the release until the
     /// server keeps a generic plan of each (ADR 0075), so a handover plans
     /// neither, and leaves no trace: a released row of another name is
@@ -1198,7 +1310,7 @@ mod tests {
             row::ready(conn, &ctx.sql, &|| true).await.expect("readied");
         }
         for conn in &mut conns {
-            for statement in [&ctx.sql.take_released, &ctx.sql.release_many] {
+            for statement in [&ctx.sql.take_released, &ctx.sql.release_one] {
                 let generic: i64 = sqlx::query_scalar(
                     "SELECT generic_plans FROM pg_prepared_statements WHERE statement = $1",
                 )

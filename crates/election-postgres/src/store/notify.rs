@@ -10,8 +10,9 @@
 //! channel: a release also notifies the head of the name's queue on the
 //! channel of its process's session (`election:wake:<id>`, see
 //! [`wake_channel`](crate::store::session::wake_channel)), the payload
-//! naming its attempt ([`head_payload`]), and only that attempt wakes
-//! ([`woken_as`]). So a release wakes one waiter of one process, whatever
+//! naming its attempt ([`head_wake`]), and only that attempt wakes
+//! ([`woken_as`]); a release that passed the term to it (ADR 0120) says
+//! so in that payload. So a release wakes one waiter of one process, whatever
 //! the number of waiters; a process listens on its channel while one of
 //! its waiters is in line.
 //!
@@ -78,27 +79,90 @@ impl Notifier {
     }
 }
 
-/// What a release sends on the channel of the process whose waiter heads
-/// the queue of `name` (ADR 0108): that waiter's attempt `nonce`, then the
-/// name (`<nonce> <name>`; a nonce holds no space).
-pub(crate) fn head_payload(nonce: i64, name: &str) -> String {
-    format!("{nonce} {name}")
+/// What a release told the head of a name's line (ADR 0108, ADR 0120).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeadWake {
+    /// Look at the name: it was released (the payload `<nonce> <name>`), or
+    /// notifications may have been missed.
+    Look,
+    /// The release passed the term to the attempt (the payload
+    /// `<nonce>:<epoch>:<ticket> <name>`): the term's epoch, and the
+    /// number of the attempt's waiter-row write that the release saw.
+    Passed { epoch: i64, ticket: i64 },
 }
 
-/// Waits until `wakes` receives exactly `payload` on `channel` (a head's
-/// wake-up, ADR 0108), or a wake-up of everything (the session listened
-/// again or lost its connection), or lags behind. Never returns if the
-/// notifier is gone: bound it with the poll.
+/// What `payload`, heard on a process's own channel, tells attempt
+/// `nonce` waiting for `name`: `None` if it is for another attempt or name
+/// (or malformed). A nonce holds neither a space nor a colon, and the name
+/// is everything after the first space.
+pub(crate) fn head_wake(payload: &str, nonce: i64, name: &str) -> Option<HeadWake> {
+    let (head, rest) = payload.split_once(' ')?;
+    if rest != name {
+        return None;
+    }
+    let mut parts = head.split(':');
+    if parts.next()?.parse::<i64>().ok()? != nonce {
+        return None;
+    }
+    match (parts.next(), parts.next(), parts.next()) {
+        (None, _, _) => Some(HeadWake::Look),
+        (Some(epoch), Some(ticket), None) => Some(HeadWake::Passed {
+            epoch: epoch.parse().ok()?,
+            ticket: ticket.parse().ok()?,
+        }),
+        _ => None,
+    }
+}
+
+/// Waits until `wakes` receives on `channel` a head's wake-up for attempt
+/// `nonce` of `name` ([`head_wake`]), or a wake-up of everything (the
+/// session listened again or lost its connection), or lags behind (both:
+/// [`HeadWake::Look`]). Never returns if the notifier is gone: bound it
+/// with the poll.
 ///
-/// Cancel safety: cancel safe, as [`woken`].
-pub(crate) async fn woken_as(wakes: &mut Wakes, channel: &str, payload: &str) {
+/// Cancel safety: cancel safe, as [`woken`]; a pass this misses by being
+/// cancelled stays in `wakes` for [`take_pass`].
+pub(crate) async fn woken_as(wakes: &mut Wakes, channel: &str, nonce: i64, name: &str) -> HeadWake {
     loop {
         match wakes.rx.recv().await {
-            Ok(h) if h.wake == Wake::All => return,
-            Ok(h) if *h.channel == *channel && h.wake.concerns(|p| p == payload) => return,
+            Ok(h) if h.wake == Wake::All => return HeadWake::Look,
+            Ok(Heard {
+                channel: heard,
+                wake: Wake::Name(payload),
+            }) if *heard == *channel => {
+                if let Some(wake) = head_wake(&payload, nonce, name) {
+                    return wake;
+                }
+            }
             Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Lagged(_)) => return HeadWake::Look,
             Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+/// Empties `wakes` of what it received so far, as [`drain`], and returns
+/// the last pass among them to attempt `nonce` of `name` on `channel`
+/// (ADR 0120), if any.
+pub(crate) fn take_pass(
+    wakes: &mut Wakes,
+    channel: &str,
+    nonce: i64,
+    name: &str,
+) -> Option<HeadWake> {
+    let mut passed = None;
+    loop {
+        match wakes.rx.try_recv() {
+            Ok(Heard {
+                channel: heard,
+                wake: Wake::Name(payload),
+            }) if *heard == *channel => {
+                if let Some(p @ HeadWake::Passed { .. }) = head_wake(&payload, nonce, name) {
+                    passed = Some(p);
+                }
+            }
+            Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => return passed,
         }
     }
 }
@@ -126,6 +190,42 @@ pub(crate) async fn woken(wakes: &mut Wakes, wanted: impl Fn(&str) -> bool) {
             Ok(_) => {}
             Err(broadcast::error::RecvError::Lagged(_)) => return,
             Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_head_wake_names_its_attempt_and_name() {
+        assert_eq!(head_wake("-7 jobs", -7, "jobs"), Some(HeadWake::Look));
+        assert_eq!(
+            head_wake("-7:12:3 jobs a b", -7, "jobs a b"),
+            Some(HeadWake::Passed {
+                epoch: 12,
+                ticket: 3
+            })
+        );
+        assert_eq!(head_wake("-7 jobs", 7, "jobs"), None);
+        assert_eq!(head_wake("-7:12:3 jobs", -7, "job"), None);
+        assert_eq!(head_wake("-7:12 jobs", -7, "jobs"), None);
+        assert_eq!(head_wake("-7:12:3:4 jobs", -7, "jobs"), None);
+        assert_eq!(head_wake("-7:x:3 jobs", -7, "jobs"), None);
+    }
+
+    proptest! {
+        /// A pass's payload, as `release_one` writes it, is read back
+        /// whatever the name; any other text is read without a panic.
+        #[test]
+        fn a_pass_reads_back(nonce in any::<i64>(), epoch in any::<i64>(), ticket in any::<i64>(),
+                             name in "\\PC{1,40}", other in "\\PC{0,60}") {
+            let payload = format!("{nonce}:{epoch}:{ticket} {name}");
+            prop_assert_eq!(head_wake(&payload, nonce, &name), Some(HeadWake::Passed { epoch, ticket }));
+            prop_assert_eq!(head_wake(&format!("{nonce} {name}"), nonce, &name), Some(HeadWake::Look));
+            let _ = head_wake(&other, nonce, &name);
         }
     }
 }

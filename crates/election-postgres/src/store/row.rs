@@ -36,6 +36,9 @@ pub(crate) struct Seen {
     /// (ADR 0110; [`read_many`] only): a heartbeat written with the row's own
     /// nonce.
     pub(crate) heartbeat: Option<Heartbeat>,
+    /// The row shows the reading attempt's own nonce with a holder: a
+    /// release passed the term to it (ADR 0120; [`take_released`] only).
+    pub(crate) ours: bool,
 }
 
 impl Seen {
@@ -171,6 +174,7 @@ fn seen_of(raw: RawSeen) -> Result<(String, Seen), Error> {
             lease,
             recorded,
             heartbeat: None,
+            ours: false,
         },
     )?;
     Ok((name, seen))
@@ -208,8 +212,9 @@ pub(crate) async fn take_released(
         .bind(&*sql.channel)
         .fetch_one(&mut *conn)
         .await?;
-    let (_, seen) = seen_of(raw_seen(&row)?)?;
+    let (_, mut seen) = seen_of(raw_seen(&row)?)?;
     let won: Option<i64> = row.try_get(8)?;
+    seen.ours = won.is_none() && row.try_get::<Option<bool>, _>(9)?.unwrap_or(false);
     Ok((seen, won))
 }
 
@@ -292,12 +297,23 @@ pub(crate) async fn stop_heartbeat(
 
 /// Releases every lease of `holds` in one statement, each only while its
 /// row still shows its nonce (a successor's claim is never undone), and
-/// notifies the channel of each. Returns the names released.
+/// notifies the channel of each. Returns the names released. A single
+/// lease goes through `release_one` (ADR 0120): passed to the head of its
+/// line when it can be, in that statement; a pass counts as released.
 pub(crate) async fn release_many(
     conn: &mut PgConnection,
     sql: &Sql,
     holds: &[(&str, i64)],
 ) -> Result<HashSet<String>, Error> {
+    if let [(name, nonce)] = holds {
+        let released: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql.release_one.clone()))
+            .bind(*name)
+            .bind(*nonce)
+            .bind(&*sql.channel)
+            .fetch_one(&mut *conn)
+            .await?;
+        return Ok(released.into_iter().collect());
+    }
     let names: Vec<&str> = holds.iter().map(|h| h.0).collect();
     let nonces: Vec<i64> = holds.iter().map(|h| h.1).collect();
     let released: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql.release_many.clone()))
@@ -523,6 +539,7 @@ pub(crate) async fn ready(
         &sql.take_released,
         &sql.renew_many,
         &sql.release_many,
+        &sql.release_one,
     ] {
         (&mut *conn)
             .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
@@ -559,7 +576,7 @@ pub(crate) async fn ready(
         "SELECT name, statement FROM pg_prepared_statements WHERE statement IN ($1, $2)",
     )
     .bind(&*sql.take_released)
-    .bind(&*sql.release_many)
+    .bind(&*sql.release_one)
     .fetch_all(&mut *conn)
     .await?;
     let name_of = |statement: &str| {
@@ -568,7 +585,7 @@ pub(crate) async fn ready(
             .find(|(_, s)| s == statement)
             .map(|(n, _)| n.replace('"', "\"\""))
     };
-    let (Some(take), Some(release)) = (name_of(&sql.take_released), name_of(&sql.release_many))
+    let (Some(take), Some(release)) = (name_of(&sql.take_released), name_of(&sql.release_one))
     else {
         return Ok(());
     };
@@ -583,7 +600,7 @@ pub(crate) async fn ready(
         // 0, not 1: the release matches nothing.
         runs.push_str(&format!(
             " EXECUTE \"{take}\"({stand_in}, '', 0, 1, 0, '{channel}');\
-             EXECUTE \"{release}\"(ARRAY[{stand_in}], '{{1}}', '{channel}');"
+             EXECUTE \"{release}\"({stand_in}, 1, '{channel}');"
         ));
     }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
@@ -613,6 +630,7 @@ mod tests {
                 ttl_ms: 1000,
             }),
             heartbeat: None,
+            ours: false,
         }
     }
 

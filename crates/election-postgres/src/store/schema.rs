@@ -55,6 +55,12 @@
 //!   outlives its term and no claim clears it); and every unexpired
 //!   waiter of a name, which a handover notifies (the successor may be
 //!   anywhere in line).
+//! - `waiters.holder`, `ttl_ms`, `ticket`, `pid` and `release_one`
+//!   (version 9, ADR 0120): what a release needs to pass the term to the
+//!   head of the line in its own statement (the waiter's identity and TTL,
+//!   the number of the waiter's write the release saw, the server process
+//!   of the waiter's session), and that single release. A waiter row
+//!   without them (an older version's) is woken, never passed a term.
 //! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
 //!   and raise, in the caller's transaction, so that a fenced transaction
 //!   begins in one round trip
@@ -80,7 +86,7 @@ use fencing::ResourceName;
 use crate::error::Error;
 
 /// The newest schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The `SQLSTATE` with which `fence_enter` refuses a token lower than the
 /// stored mark; the error's `DETAIL` is the stored mark, in decimal.
@@ -109,6 +115,9 @@ pub(crate) struct Sql {
     /// Deletes a closed set's heartbeat and the heartbeats nobody bumped for a day.
     pub(crate) stop_heartbeat: Arc<str>,
     pub(crate) release_many: Arc<str>,
+    /// One term's release (`release_one`, ADR 0120): passed to the head of
+    /// the line when it can be, else released and the head woken.
+    pub(crate) release_one: Arc<str>,
     /// A single term's renewal that also reads the transfer request stored
     /// beside it (ADR 0112).
     pub(crate) renew_asked: Arc<str>,
@@ -216,7 +225,9 @@ impl Sql {
         // `may_claim_as` lets the successor take it at once: the woken
         // successor wins in this one statement instead of reading here and
         // claiming in a second (the identity holds no control character,
-        // so the `chr(1)` after it ends the successor's name exactly).
+        // so the `chr(1)` after it ends the successor's name exactly). The
+        // last column says whether the row shows this very attempt: a
+        // release passed it the term (ADR 0120).
         let take_released = format!(
             "WITH take AS (
                 UPDATE {s}.leases l
@@ -252,7 +263,8 @@ impl Sql {
                 DELETE FROM {s}.waiters w USING won WHERE w.name = won.name AND w.nonce = $3
              )
              SELECT k.name, l.holder, l.epoch, l.version, l.ttl_ms, l.acquired_unix_ms, e.epoch, e.ttl_ms,
-                    (SELECT w.epoch FROM won w, LATERAL (SELECT pg_notify($6, w.name)) AS n) AS won
+                    (SELECT w.epoch FROM won w, LATERAL (SELECT pg_notify($6, w.name)) AS n) AS won,
+                    l.nonce = $3 AND l.holder IS NOT NULL AS ours
              FROM (VALUES ($1::text)) AS k(name)
              LEFT JOIN {s}.leases l ON l.name = k.name
              LEFT JOIN {s}.epochs e ON e.name = k.name"
@@ -423,12 +435,17 @@ impl Sql {
                     DELETE FROM {s}.waiters
                     WHERE name = $1 AND nonce <> $2 AND expires_at < now()
                  )
-                 INSERT INTO {s}.waiters AS w (name, nonce, channel, expires_at)
-                 SELECT $1, $2, $3, now() + $4::float8 * interval '1 millisecond'
+                 INSERT INTO {s}.waiters AS w
+                   (name, nonce, channel, expires_at, holder, ttl_ms, ticket, pid, fresh_until)
+                 SELECT $1, $2, $3, now() + $4::float8 * interval '1 millisecond',
+                        $5, $4, $6, pg_backend_pid(), now() + $7::float8 * interval '1 millisecond'
                  FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
                  WHERE NOT EXISTS (SELECT 1 FROM lease WHERE lease.nonce = $2)
                  ON CONFLICT (name, nonce) DO UPDATE
                  SET channel = excluded.channel, expires_at = excluded.expires_at,
+                     holder = excluded.holder, ttl_ms = excluded.ttl_ms,
+                     ticket = excluded.ticket, pid = excluded.pid,
+                     fresh_until = excluded.fresh_until,
                      seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
                  RETURNING w.seq, EXISTS (SELECT 1 FROM lease WHERE lease.holder IS NOT NULL
                                           AND NOT starts_with(lease.holder, chr(1) || 'handed-to '))"
@@ -456,6 +473,7 @@ impl Sql {
             renew_with_heartbeat: renew_with_heartbeat.into(),
             stop_heartbeat: stop_heartbeat.into(),
             release_many: release_many.into(),
+            release_one: format!("SELECT {s}.release_one($1, $2, $3)").into(),
             renew_asked: renew_asked.into(),
             release_to: release_to.into(),
             request_transfer: request_transfer.into(),
@@ -761,6 +779,106 @@ fn v8(s: &str) -> Vec<String> {
     ]
 }
 
+/// The changes of version 9 (ADR 0120): a waiter row says what a release
+/// needs to pass the term to it (`holder`, the waiter's identity; `ttl_ms`,
+/// its TTL; `ticket`, the number of the waiter's write, whose send
+/// instant the waiter keeps; `pid`, the server process of the waiter's
+/// session; `fresh_until`, one and a half of the waiter's renew
+/// intervals after the write, by the server's clock: a waiter that
+/// stopped renewing is not passed a term), and `release_one`, one term's
+/// release. Run after [`v8`] in the
+/// same transaction as the version number.
+///
+/// `release_one(name, nonce, channel)` locks the lease row while it shows
+/// the releasing attempt's `nonce` with a holder (else it returns `NULL`
+/// and writes nothing), notifies the name on `channel`, and reads the head
+/// of the name's line with a snapshot taken after that lock (each
+/// statement of the function takes its own; ADR 0108 orders a waiter's
+/// first write with a release by that lock): the first unexpired row,
+/// other than the releasing attempt's, that is an older version's (no
+/// `pid`: woken only) or is fresh and whose session's server process
+/// still runs. A waiter whose process died (once its server process has
+/// seen the connection close) or that stopped renewing its row is passed
+/// over at once. Then:
+///
+/// - **The pass**, when the head's row says what a pass needs: the row
+///   becomes the head's term (its identity, its attempt's nonce, its TTL,
+///   a new renewal version, no heartbeat) in an epoch drawn from
+///   `epoch_seq` here, above every epoch the row and the name's record
+///   show (rule 1), recorded in `epochs`; the head's row leaves the line;
+///   the head is notified with `<nonce>:<epoch>:<ticket> <name>`. Committed
+///   durably (the epoch must outlive a crash). The head's validity counts
+///   from before it sent the write numbered `ticket`, which this statement
+///   saw committed: before this commit (rule 2).
+/// - **Otherwise a release**: the row released (no holder, no nonce, a new
+///   renewal version), the head (if any) notified with `<nonce> <name>`,
+///   committed without waiting for its flush (ADR 0071).
+fn v9(s: &str) -> Vec<String> {
+    vec![
+        format!(
+            "ALTER TABLE {s}.waiters ADD COLUMN IF NOT EXISTS holder text,
+                                    ADD COLUMN IF NOT EXISTS ttl_ms bigint,
+                                    ADD COLUMN IF NOT EXISTS ticket bigint,
+                                    ADD COLUMN IF NOT EXISTS pid integer,
+                                    ADD COLUMN IF NOT EXISTS fresh_until timestamptz"
+        ),
+        format!(
+            "CREATE OR REPLACE FUNCTION {s}.release_one(lease_name text, releasing bigint, chan text)
+                RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+             DECLARE
+                held_epoch bigint;
+                recorded bigint;
+                head record;
+                won bigint;
+             BEGIN
+                SELECT l.epoch INTO held_epoch FROM {s}.leases l
+                WHERE l.name = lease_name AND l.nonce = releasing AND l.holder IS NOT NULL
+                FOR UPDATE;
+                IF NOT FOUND THEN
+                    RETURN NULL;
+                END IF;
+                PERFORM pg_notify(chan, lease_name);
+                SELECT w.nonce, w.channel, w.holder, w.ttl_ms, w.ticket, w.fresh_until INTO head
+                FROM {s}.waiters w
+                WHERE w.name = lease_name AND w.nonce <> releasing AND w.expires_at > now()
+                  AND (w.pid IS NULL OR (w.fresh_until > now()
+                       AND EXISTS (SELECT 1 FROM pg_stat_get_activity(w.pid))))
+                ORDER BY w.seq LIMIT 1;
+                SELECT r.epoch INTO recorded FROM {s}.epochs r WHERE r.name = lease_name;
+                IF head.holder IS NOT NULL AND head.ticket IS NOT NULL AND head.ttl_ms > 0
+                   AND held_epoch < 9223372036854775807
+                   AND coalesce(recorded, 0) < 9223372036854775807 THEN
+                    UPDATE {s}.leases l
+                    SET holder = head.holder, nonce = head.nonce,
+                        epoch = greatest(nextval('{s}.epoch_seq'), l.epoch + 1,
+                                         coalesce(recorded, 0) + 1),
+                        version = l.version + 1, ttl_ms = head.ttl_ms,
+                        acquired_unix_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                        renewed_unix_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                        heartbeat = NULL, heartbeat_nonce = NULL
+                    WHERE l.name = lease_name
+                    RETURNING l.epoch INTO won;
+                    INSERT INTO {s}.epochs (name, epoch, ttl_ms) VALUES (lease_name, won, head.ttl_ms)
+                    ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
+                    WHERE excluded.epoch > {s}.epochs.epoch;
+                    DELETE FROM {s}.waiters w WHERE w.name = lease_name AND w.nonce = head.nonce;
+                    PERFORM pg_notify(head.channel,
+                        head.nonce || ':' || won || ':' || head.ticket || ' ' || lease_name);
+                    RETURN lease_name;
+                END IF;
+                UPDATE {s}.leases l SET holder = NULL, nonce = NULL, version = l.version + 1
+                WHERE l.name = lease_name;
+                IF head.channel IS NOT NULL THEN
+                    PERFORM pg_notify(head.channel, head.nonce || ' ' || lease_name);
+                END IF;
+                PERFORM set_config('synchronous_commit', 'off', true);
+                RETURN lease_name;
+             END
+             $$"
+        ),
+    ]
+}
+
 /// The schema version recorded, if the `meta` table exists.
 async fn version(conn: &mut PgConnection, schema: &str) -> Result<Option<i64>, Error> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -868,6 +986,7 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<(),
         .chain(v6(&s))
         .chain(v7(&s))
         .chain(v8(&s))
+        .chain(v9(&s))
     {
         sqlx::query(AssertSqlSafe(stmt)).execute(&mut *tx).await?;
     }

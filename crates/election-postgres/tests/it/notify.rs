@@ -145,11 +145,13 @@ fn counting_server() -> postgres_testkit::Server {
     server
 }
 
-/// A waiter woken by a release wins the row with the one statement that
-/// looks and takes (ADR 0045): no read, no separate claim statement on
-/// the handover's path.
+/// A release passes the term to the waiter at the head of the line in
+/// its own statement (ADR 0120; before it, ADR 0045: the woken waiter
+/// looked and took the row in one statement of its own): on the
+/// handover's path, one release and not one statement of the waiter's,
+/// neither a read, nor a claim, nor a look.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
+async fn a_head_waiter_is_passed_the_term_without_a_statement_of_its_own() {
     let server = counting_server();
     let (_holder_side, _waiter_side, a, b) = across(&server).await;
     // b's listener wakes it once when it starts: wait for that look, so
@@ -159,25 +161,34 @@ async fn a_woken_waiter_takes_a_released_row_in_one_statement() {
         assert!(std::time::Instant::now() < deadline, "b never looked");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // And in line.
+    while server
+        .sql("SELECT count(*) FROM election.waiters")
+        .expect("waiters")
+        != "1"
+    {
+        assert!(std::time::Instant::now() < deadline, "b never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     server
         .sql("SELECT pg_stat_statements_reset()")
         .expect("reset");
     a.resign().await.expect("resign");
-    let term = within("b woken by the release", b).await.expect("task");
+    let term = within("b passed the term by the release", b)
+        .await
+        .expect("task");
     assert!(term.epoch() > a.epoch());
-    // A connection the pools open meanwhile is readied: it runs the claim
-    // over an empty batch (no row) and a look at no name (one call each).
-    let (reads, claimed, looks) = (
+    let (reads, claimed, looks, releases) = (
         calls(&server, "SELECT k.name, l.holder"),
-        stat(&server, "rows", "WITH t AS"),
+        calls(&server, "WITH t AS"),
         calls(&server, "WITH take AS"),
+        calls(&server, "SELECT \"election\".release_one"),
     );
     assert_eq!(
-        (reads, claimed),
-        (0, 0),
-        "on the handover's path: reads, keys won by a claim statement"
+        (reads, claimed, looks, releases),
+        (0, 0, 0, 1),
+        "on the handover's path: reads, claims, looks, releases"
     );
-    assert!(looks >= 1, "b took the row without a look");
     term.resign().await.expect("resign");
 }
 

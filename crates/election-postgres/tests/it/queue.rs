@@ -296,10 +296,12 @@ impl Drop for Killed {
 
 /// The head waiter is a process of its own, SIGKILLed just before the
 /// holder resigns (its row stays in the queue until it expires, a TTL of
-/// 20 s later, and the release wakes it, dead): a waiter behind it takes
-/// the name within a few poll intervals (200 ms), by the backstop.
+/// 20 s later): once the server has seen its connection close, the
+/// release passes the term to the waiter behind it (ADR 0120), well
+/// within a few poll intervals (200 ms). Before, the release woke the
+/// dead head and the waiter behind took the name by the backstop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_head_waiter_is_passed_over_by_the_backstop() {
+async fn a_killed_head_waiter_is_passed_over() {
     let server = common::server();
     let holder = race::election(&server.url(), "holder", backstop_options()).await;
     let a = holder
@@ -347,6 +349,23 @@ async fn a_killed_head_waiter_is_passed_over_by_the_backstop() {
     let mut child = child;
     child.0.kill().expect("SIGKILL the head waiter");
     child.0.wait().expect("reaped");
+    // Its server process sees the connection close and ends (the instant
+    // before that, a release would pass it the term, ADR 0120).
+    let deadline = Instant::now() + SLACK;
+    while server
+        .sql(
+            "SELECT count(*) FROM election.waiters w \
+             WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid)",
+        )
+        .expect("waiters")
+        != "1"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the child's server process never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let resigned = Instant::now();
     a.resign().await.expect("resign");
     let (won, _, rest) = tokio::time::timeout(SLACK, futures::future::select_all(waiters))
@@ -530,4 +549,105 @@ async fn a_read_beside_an_unpolled_campaign_is_not_held_up() {
         "b won {took:?} after the release (request timeout {request_timeout:?})"
     );
     term.resign().await.expect("resign");
+}
+
+/// The holder of `jobs` as the row shows it (`-` when released).
+fn holder(server: &Server) -> String {
+    server
+        .sql("SELECT coalesce(holder, '-') FROM election.leases WHERE name = 'jobs'")
+        .expect("the row")
+}
+
+/// `b`'s attempt in line behind `a`: one look (held), one wait that
+/// queues it and returns at its short poll. Returns the term of `a`, b's
+/// claim and attempt.
+async fn b_in_line(
+    server: &Server,
+) -> (
+    election_core::Term<PostgresClaim>,
+    PostgresClaim,
+    <PostgresClaim as Claim>::Attempt,
+    PostgresElection,
+    PostgresElection,
+) {
+    let holder_side = race::election(&server.url(), "holder", options()).await;
+    let a = holder_side
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a leads");
+    let waiter_side = race::election(&server.url(), "waiter", options()).await;
+    let claim = waiter_side.claim("jobs", "b").expect("b");
+    let mut attempt = claim.open().await.expect("open");
+    let looked = claim.try_claim(&mut attempt).await;
+    assert!(
+        matches!(looked, Ok(None)),
+        "b's look while a leads: {looked:?}"
+    );
+    claim
+        .wait(&mut attempt, Duration::from_millis(1))
+        .await
+        .expect("b waits");
+    assert_eq!(queued(server), Some(1), "b is in line");
+    (a, claim, attempt, holder_side, waiter_side)
+}
+
+/// A pass that reaches the head between its waits (ADR 0120) is taken at
+/// its next try: the epoch the row shows, and a term
+/// that confirms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_heard_between_waits_is_taken_at_the_next_try() {
+    let server = common::server();
+    let (a, claim, mut attempt, _h, _w) = b_in_line(&server).await;
+    a.resign().await.expect("a resigns");
+    assert_eq!(holder(&server), "b", "a's release passed b the term");
+    let epoch: u64 = server
+        .sql("SELECT epoch FROM election.leases WHERE name = 'jobs'")
+        .expect("epoch")
+        .parse()
+        .expect("a number");
+    // The pass's notification reaches b's session while b is not waiting.
+    let deadline = Instant::now() + SLACK;
+    let won = loop {
+        match claim.try_claim(&mut attempt).await {
+            Ok(Some(won)) => break won,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "b never took its term: {other:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    assert_eq!(won.epoch.get(), epoch, "b's term is the one passed");
+    assert!(won.valid_until.is_some_and(|v| v > Instant::now()));
+    claim
+        .confirm(&mut attempt)
+        .await
+        .expect("b's term confirms");
+    claim.release(&mut attempt).await.expect("b releases");
+    assert_eq!(holder(&server), "-");
+    claim.close(attempt, End::Resigned);
+}
+
+/// A waiter that leaves (its attempt closed) after a release passed it the
+/// term it never took up releases that term (ADR 0120): the name is free
+/// at once, not a TTL (a minute here) later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_leaves_releases_a_term_passed_to_it() {
+    let server = common::server();
+    let (a, claim, attempt, _h, _w) = b_in_line(&server).await;
+    a.resign().await.expect("a resigns");
+    assert_eq!(holder(&server), "b", "a's release passed b the term");
+    claim.close(attempt, End::Dropped);
+    let deadline = Instant::now() + SLACK;
+    while holder(&server) != "-" {
+        assert!(
+            Instant::now() < deadline,
+            "the term passed to b, who left, was never released"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
