@@ -310,6 +310,7 @@ pub(crate) async fn release_many(
             .bind(*name)
             .bind(*nonce)
             .bind(&*sql.channel)
+            .bind(false)
             .fetch_one(&mut *conn)
             .await?;
         return Ok(released.into_iter().collect());
@@ -600,7 +601,7 @@ pub(crate) async fn ready(
         // 0, not 1: the release matches nothing.
         runs.push_str(&format!(
             " EXECUTE \"{take}\"({stand_in}, '', 0, 1, 0, '{channel}');\
-             EXECUTE \"{release}\"({stand_in}, 1, '{channel}');"
+             EXECUTE \"{release}\"({stand_in}, 1, '{channel}', true);"
         ));
     }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
