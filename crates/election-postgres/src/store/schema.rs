@@ -448,9 +448,19 @@ impl Sql {
                      fresh_until = excluded.fresh_until,
                      seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
                  RETURNING w.seq, EXISTS (SELECT 1 FROM lease WHERE lease.holder IS NOT NULL
-                                          AND NOT starts_with(lease.holder, chr(1) || 'handed-to '))"
+                                          AND NOT starts_with(lease.holder, chr(1) || 'handed-to ')),
+                           (SELECT count(*) FROM {s}.waiters x
+                            WHERE x.name = $1 AND x.seq < w.seq AND x.expires_at > now()
+                              AND (x.pid IS NULL OR (x.fresh_until > now()
+                                   AND EXISTS (SELECT 1 FROM pg_stat_get_activity(x.pid)))))"
             )
         };
+        // It returns the row's place, whether a term holds the name, and
+        // how many rows ahead of it a release could choose as the head
+        // (`release_one`'s test: unexpired, and an older version's or
+        // fresh with a live server process; ADR 0120: a waiter behind the
+        // head sends no look at its polls while a term holds the name).
+        //
         // Only the first write locks: a renewal of a row that releases
         // already see changes nothing a release could miss, and thirty
         // waiters do not lock the lease row every renew interval.
