@@ -569,7 +569,8 @@ impl Claim for EtcdClaim {
             Ahead::Free => return Ok(()),
         };
         // Behind another waiter: a handover to this candidate wakes it too.
-        let mut handovers = if key != self.key && key != self.handover && key != self.revocation {
+        let behind = key != self.key && key != self.handover && key != self.revocation;
+        let mut handovers = if behind {
             match tokio::time::timeout_at(deadline, self.handover_watch()).await {
                 Err(_) => return Ok(()),
                 Ok(Err(handed)) => {
@@ -600,14 +601,17 @@ impl Claim for EtcdClaim {
                     attempt.handed = Some(handed);
                     return Ok(());
                 }
-                () = tokio::time::sleep_until(deadline) => {
-                    // The backstop, should the watch have missed a change:
-                    // one read of the election key, not a claim (a claim's
-                    // transaction is a raft write, refused or not: thirty
-                    // waiters polling four times a second made 120 of
-                    // them). Held on another lease: wait on, with the same
-                    // watch. Free, unreadable, or passed to this attempt:
-                    // return, and the core tries.
+                () = tokio::time::sleep_until(deadline), if !behind => {
+                    // The head's backstop, should the watch have missed a
+                    // change: one read of the election key, not a claim (a
+                    // claim's transaction is a raft write, refused or not:
+                    // thirty waiters polling four times a second made 120
+                    // of them). Held on another lease: wait on, with the
+                    // same watch. Free, unreadable, or passed to this
+                    // attempt: return, and the core tries. A waiter behind
+                    // another reads nothing at its polls (ADR 0120): the
+                    // key ahead's deletion, a handover to it or a broken
+                    // watch wakes it, and a pass goes only to the head.
                     match self.store.client.range(&self.key, Kind::Read).await {
                         Ok((_, Some(kv))) if kv.lease == lease => {
                             attempt.passed = Some(Box::new(kv));

@@ -203,3 +203,37 @@ async fn waiters_at_rest_send_no_claims() {
     }
     assert!(epochs[0] > held.epoch() && epochs[1] > epochs[0]);
 }
+
+/// A waiter behind another reads nothing at its polls (ADR 0120): the key
+/// ahead's deletion wakes it, and a pass goes only to the head. Here the
+/// head `b` polls hourly and `c`, behind it, every 20 ms: fifty polls a
+/// second, each a `Range` on the code before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_another_reads_nothing_at_its_polls() {
+    let member = Member::start().expect("etcd");
+    let endpoint = member.endpoint();
+    let prefix = common::prefix("behind");
+    let election = common::open(&endpoint, &prefix).await;
+    let held = common::leads(&election, "a").await;
+    let b = common::waits(&election, "b", Duration::from_secs(3600));
+    in_line(&endpoint, &prefix, 1).await;
+    let c = common::waits(&election, "c", Duration::from_millis(20));
+    in_line(&endpoint, &prefix, 2).await;
+    let before = gateway::handled(&endpoint, "Range").expect("metrics");
+    // Fifty polls of c.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reads = gateway::handled(&endpoint, "Range").expect("metrics") - before;
+    assert!(
+        reads < 10,
+        "{reads} reads in a second, with c behind b polling every 20 ms"
+    );
+    // Still woken in turn.
+    held.resign().await.unwrap();
+    let mut epochs = Vec::new();
+    for w in [b, c] {
+        let term = within("a waiter's turn", w).await.unwrap().unwrap();
+        epochs.push(term.epoch());
+        term.resign().await.unwrap();
+    }
+    assert!(epochs[0] > held.epoch() && epochs[1] > epochs[0]);
+}
