@@ -338,6 +338,12 @@ async fn keep_in_line(
             }
         }
     };
+    if won {
+        // The winning statement took the row out already; this delete
+        // only catches a renewal that landed after it. Not on the path of
+        // the term's start (ADR 0094's grace, for the same reason).
+        tokio::time::sleep(crate::store::wake::UNUSED_GRACE).await;
+    }
     let gone = match store.waiter_delete(name, nonce).await {
         Ok(deleted) => !deleted,
         Err(e) => {
