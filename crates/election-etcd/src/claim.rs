@@ -533,106 +533,122 @@ impl Claim for EtcdClaim {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
         };
-        let line = async {
-            let place = match attempt.place {
-                Some(place) => place,
-                None => {
-                    queue::join(
-                        &self.store,
-                        &self.name,
-                        lease,
-                        &self.identity,
-                        attempt.nonce,
-                    )
-                    .await?
-                }
-            };
-            attempt.place = Some(place);
-            queue::ahead(&self.store, &self.name, place, &self.identity, lease).await
-        };
-        let ahead = match tokio::time::timeout_at(deadline, line).await {
-            Err(_) => return Ok(()),
-            Ok(Ok(ahead)) => ahead,
-            Ok(Err(e)) => {
-                // No watch: poll, the backstop.
-                tracing::debug!(name = %self.name, error = %e, "waiting without a watch");
-                tokio::time::sleep_until(deadline).await;
-                return Ok(());
-            }
-        };
-        let (key, mut watch) = match ahead {
-            Ahead::Watching(key, watch) => (key, watch),
-            Ahead::Passed(kv) => {
-                attempt.passed = Some(kv);
-                return Ok(());
-            }
-            Ahead::Free => return Ok(()),
-        };
-        // Behind another waiter: a handover to this candidate wakes it too.
-        let behind = key != self.key && key != self.handover && key != self.revocation;
-        let mut handovers = if behind {
-            match tokio::time::timeout_at(deadline, self.handover_watch()).await {
-                Err(_) => return Ok(()),
-                Ok(Err(handed)) => {
-                    attempt.handed = Some(handed);
-                    return Ok(());
-                }
-                Ok(Ok(w)) => w,
-            }
-        } else {
-            None
-        };
         // Keep the lease (and so the place in line) alive while waiting.
         let renew_every = self.store.options.renew_every();
         let mut next_keep_alive = Instant::now() + renew_every;
         loop {
-            tokio::select! {
-                woken = Self::woken(&key, lease, &mut watch) => {
-                    match woken {
-                        Ok(passed) => attempt.passed = passed.map(Box::new),
-                        Err(e) => {
-                            tracing::debug!(name = %self.name, error = %e, "the watch broke");
-                            tokio::time::sleep_until(deadline).await;
-                        }
+            let line = async {
+                let place = match attempt.place {
+                    Some(place) => place,
+                    None => {
+                        queue::join(
+                            &self.store,
+                            &self.name,
+                            lease,
+                            &self.identity,
+                            attempt.nonce,
+                        )
+                        .await?
                     }
+                };
+                attempt.place = Some(place);
+                queue::ahead(&self.store, &self.name, place, &self.identity, lease).await
+            };
+            let ahead = match tokio::time::timeout_at(deadline, line).await {
+                Err(_) => return Ok(()),
+                Ok(Ok(ahead)) => ahead,
+                Ok(Err(e)) => {
+                    // No watch: poll, the backstop.
+                    tracing::debug!(name = %self.name, error = %e, "waiting without a watch");
+                    tokio::time::sleep_until(deadline).await;
                     return Ok(());
                 }
-                handed = Self::handed_to(&self.identity, handovers.as_mut()) => {
-                    attempt.handed = Some(handed);
+            };
+            let (key, mut watch) = match ahead {
+                Ahead::Watching(key, watch) => (key, watch),
+                Ahead::Passed(kv) => {
+                    attempt.passed = Some(kv);
                     return Ok(());
                 }
-                () = tokio::time::sleep_until(deadline), if !behind => {
-                    // The head's backstop, should the watch have missed a
-                    // change: one read of the election key, not a claim (a
-                    // claim's transaction is a raft write, refused or not:
-                    // thirty waiters polling four times a second made 120
-                    // of them). Held on another lease: wait on, with the
-                    // same watch. Free, unreadable, or passed to this
-                    // attempt: return, and the core tries. A waiter behind
-                    // another reads nothing at its polls (ADR 0120): the
-                    // key ahead's deletion, a handover to it or a broken
-                    // watch wakes it, and a pass goes only to the head.
-                    match self.store.client.range(&self.key, Kind::Read).await {
-                        Ok((_, Some(kv))) if kv.lease == lease => {
-                            attempt.passed = Some(Box::new(kv));
-                            return Ok(());
-                        }
-                        Ok((_, Some(_))) => deadline = Instant::now() + poll_interval,
-                        Ok((_, None)) | Err(_) => return Ok(()),
+                Ahead::Free => return Ok(()),
+            };
+            // Behind another waiter: a handover to this candidate wakes it too.
+            let behind = key != self.key && key != self.handover && key != self.revocation;
+            let mut handovers = if behind {
+                match tokio::time::timeout_at(deadline, self.handover_watch()).await {
+                    Err(_) => return Ok(()),
+                    Ok(Err(handed)) => {
+                        attempt.handed = Some(handed);
+                        return Ok(());
                     }
+                    Ok(Ok(w)) => w,
                 }
-                () = tokio::time::sleep_until(next_keep_alive) => {
-                    let sent = Instant::now();
-                    next_keep_alive = sent + renew_every;
-                    match self.store.client.keep_alive(lease).await {
-                        Ok(KeptAlive::Alive) => attempt.lease_sent = Some(sent),
-                        Ok(KeptAlive::Gone) => {
-                            attempt.lease = None;
-                            attempt.lease_sent = None;
-                            attempt.place = None;
-                            return Ok(());
+            } else {
+                None
+            };
+            loop {
+                tokio::select! {
+                    woken = Self::woken(&key, lease, &mut watch) => {
+                        match woken {
+                            Ok(Some(passed)) => {
+                                attempt.passed = Some(Box::new(passed));
+                                return Ok(());
+                            }
+                            // The waiter ahead left (most often: it won, by
+                            // a pass or a claim): find the line again,
+                            // without a claim (ADR 0121). A refused claim
+                            // is a raft write, and it ran beside the start
+                            // of the term just passed.
+                            Ok(None) if behind => {
+                                deadline = deadline.max(Instant::now() + poll_interval);
+                                break;
+                            }
+                            Ok(None) => return Ok(()),
+                            Err(e) => {
+                                tracing::debug!(name = %self.name, error = %e, "the watch broke");
+                                tokio::time::sleep_until(deadline).await;
+                                return Ok(());
+                            }
                         }
-                        Err(_) => {}
+                    }
+                    handed = Self::handed_to(&self.identity, handovers.as_mut()) => {
+                        attempt.handed = Some(handed);
+                        return Ok(());
+                    }
+                    () = tokio::time::sleep_until(deadline), if !behind => {
+                        // The head's backstop, should the watch have missed
+                        // a change: one read of the election key, not a
+                        // claim (a claim's transaction is a raft write,
+                        // refused or not: thirty waiters polling four times
+                        // a second made 120 of them). Held on another
+                        // lease: wait on, with the same watch. Free,
+                        // unreadable, or passed to this attempt: return,
+                        // and the core tries. A waiter behind another reads
+                        // nothing at its polls (ADR 0121): the key ahead's
+                        // deletion, a handover to it or a broken watch
+                        // wakes it, and a pass goes only to the head.
+                        match self.store.client.range(&self.key, Kind::Read).await {
+                            Ok((_, Some(kv))) if kv.lease == lease => {
+                                attempt.passed = Some(Box::new(kv));
+                                return Ok(());
+                            }
+                            Ok((_, Some(_))) => deadline = Instant::now() + poll_interval,
+                            Ok((_, None)) | Err(_) => return Ok(()),
+                        }
+                    }
+                    () = tokio::time::sleep_until(next_keep_alive) => {
+                        let sent = Instant::now();
+                        next_keep_alive = sent + renew_every;
+                        match self.store.client.keep_alive(lease).await {
+                            Ok(KeptAlive::Alive) => attempt.lease_sent = Some(sent),
+                            Ok(KeptAlive::Gone) => {
+                                attempt.lease = None;
+                                attempt.lease_sent = None;
+                                attempt.place = None;
+                                return Ok(());
+                            }
+                            Err(_) => {}
+                        }
                     }
                 }
             }

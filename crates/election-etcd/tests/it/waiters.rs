@@ -237,3 +237,32 @@ async fn a_waiter_behind_another_reads_nothing_at_its_polls() {
     }
     assert!(epochs[0] > held.epoch() && epochs[1] > epochs[0]);
 }
+
+/// When the waiter ahead wins (the term passed to it, its waiter key
+/// deleted), the one behind finds the line again without a claim (ADR
+/// 0121): a chain of two handovers makes two transactions, the two
+/// passes. Before, the waiter behind sent a claim (a refused `Txn`, a raft
+/// write) as the one ahead started its term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_sends_no_claim_when_the_one_ahead_wins() {
+    let member = Member::start().expect("etcd");
+    let endpoint = member.endpoint();
+    let prefix = common::prefix("ahead-wins");
+    let election = common::open(&endpoint, &prefix).await;
+    let held = common::leads(&election, "a").await;
+    let hour = Duration::from_secs(3600);
+    let b = common::waits(&election, "b", hour);
+    in_line(&endpoint, &prefix, 1).await;
+    let c = common::waits(&election, "c", hour);
+    in_line(&endpoint, &prefix, 2).await;
+    let before = gateway::handled(&endpoint, "Txn").expect("metrics");
+    held.resign().await.unwrap();
+    let b = within("b's turn", b).await.unwrap().unwrap();
+    b.resign().await.unwrap();
+    let c = within("c's turn", c).await.unwrap().unwrap();
+    let txns = gateway::handled(&endpoint, "Txn").expect("metrics") - before;
+    assert!(c.epoch() > b.epoch() && b.epoch() > held.epoch());
+    eprintln!("{txns} transactions in two handovers");
+    assert_eq!(txns, 2, "transactions in two handovers: the two passes");
+    c.resign().await.unwrap();
+}

@@ -1195,6 +1195,18 @@ mod tests {
         let (server, ctx) = connected().await;
         let (_, won) = ctx.take_released("jobs", 1, "a").await.expect("take");
         let first = won.expect("a never-held name is won");
+        // A waiter row of `nonce` in line, unexpired, its session's server
+        // process `pid`, fresh until `fresh` from now.
+        let waiter = |nonce: i64, pid: i64, fresh: &str| {
+            server
+                .sql(&format!(
+                    "INSERT INTO election.waiters \
+                       (name, nonce, channel, expires_at, holder, ttl_ms, ticket, pid, fresh_until) \
+                     VALUES ('jobs', {nonce}, 'election:wake:{nonce}', now() + interval '1 hour', \
+                             'w{nonce}', 3600000, 1, {pid}, now() + interval '{fresh}')"
+                ))
+                .expect("a waiter row");
+        };
         // A waiter whose process died: its session's server process (a
         // psql that has exited) is gone. First in line.
         let dead: i64 = server
@@ -1202,14 +1214,7 @@ mod tests {
             .expect("pid")
             .parse()
             .expect("a pid");
-        server
-            .sql(&format!(
-                "INSERT INTO election.waiters \
-                   (name, nonce, channel, expires_at, holder, ttl_ms, ticket, pid, fresh_until) \
-                 VALUES ('jobs', 9, 'election:wake:dead', now() + interval '1 hour', 'ghost', \
-                         3600000, 1, {dead}, now() + interval '1 hour')"
-            ))
-            .expect("the dead waiter");
+        waiter(9, dead, "1 hour");
         // A waiter that stopped renewing its row (paused, cut off): its
         // session's server process runs, its row is unexpired, and it is
         // no longer fresh. Second in line.
@@ -1218,14 +1223,7 @@ mod tests {
             .fetch_one(&mut *live)
             .await
             .expect("pid");
-        server
-            .sql(&format!(
-                "INSERT INTO election.waiters \
-                   (name, nonce, channel, expires_at, holder, ttl_ms, ticket, pid, fresh_until) \
-                 VALUES ('jobs', 8, 'election:wake:stale', now() + interval '1 hour', 'stale', \
-                         3600000, 1, {alive}, now() - interval '1 second')"
-            ))
-            .expect("the stale waiter");
+        waiter(8, alive.into(), "-1 second");
         let joined = ctx
             .waiter_renew("jobs", (2, "b"), 7, true)
             .await

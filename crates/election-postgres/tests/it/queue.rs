@@ -445,23 +445,8 @@ async fn a_waiter_rows_write_does_not_wait_for_the_flush() {
 /// `election-bench --only cli-waiters`, against 12 ms with ten waiters).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_before_the_first_wait_is_looked_at_once() {
-    use election_core::{Claim, End};
     let server = common::server();
-    let holder = race::election(&server.url(), "holder", options()).await;
-    let term = holder
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a leads");
-    let waiter = race::election(&server.url(), "waiter", options()).await;
-    let claim = waiter.claim("jobs", "b").expect("b");
-    let mut attempt = claim.open().await.expect("open");
-    let looked = claim.try_claim(&mut attempt).await;
-    assert!(
-        matches!(looked, Ok(None)),
-        "the look while a leads: {looked:?}"
-    );
+    let (term, claim, mut attempt, _h, _w) = b_looked(&server).await;
     term.resign().await.expect("a resigns");
     let waited = tokio::time::timeout(SLACK, claim.wait(&mut attempt, HOUR)).await;
     assert!(
@@ -558,18 +543,19 @@ fn holder(server: &Server) -> String {
         .expect("the row")
 }
 
-/// `b`'s attempt in line behind `a`: one look (held), one wait that
-/// queues it and returns at its short poll. Returns the term of `a`, b's
-/// claim and attempt.
-async fn b_in_line(
-    server: &Server,
-) -> (
+/// What [`b_looked`] returns: the term of `a`, b's claim and attempt,
+/// and the two elections (a's and b's sides).
+type Looked = (
     election_core::Term<PostgresClaim>,
     PostgresClaim,
     <PostgresClaim as Claim>::Attempt,
     PostgresElection,
     PostgresElection,
-) {
+);
+
+/// `a` leads `jobs`; `b`'s attempt, on a side of its own, has looked once
+/// (held) and not waited yet.
+async fn b_looked(server: &Server) -> Looked {
     let holder_side = race::election(&server.url(), "holder", options()).await;
     let a = holder_side
         .candidate("jobs", "a")
@@ -585,6 +571,13 @@ async fn b_in_line(
         matches!(looked, Ok(None)),
         "b's look while a leads: {looked:?}"
     );
+    (a, claim, attempt, holder_side, waiter_side)
+}
+
+/// [`b_looked`], then one wait that queues b and returns at its short
+/// poll.
+async fn b_in_line(server: &Server) -> Looked {
+    let (a, claim, mut attempt, holder_side, waiter_side) = b_looked(server).await;
     claim
         .wait(&mut attempt, Duration::from_millis(1))
         .await
