@@ -1282,6 +1282,61 @@ mod tests {
         assert!(won.is_none() && !seen.ours, "{seen:?} {won:?}");
     }
 
+    /// A head that leaves the line while a release is about to pass it the
+    /// term (its row deleted by its own leaving, in a transaction that
+    /// commits while the release waits for the row) is not passed the
+    /// term: the release releases the name (ADR 0120). Passed, the name
+    /// would be held by an attempt that is gone, for a TTL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_head_that_leaves_as_the_release_runs_is_not_passed_the_term() {
+        use sqlx::Connection;
+        let (server, ctx) = connected().await;
+        let (_, won) = ctx.take_released("jobs", 1, "a").await.expect("take");
+        won.expect("a never-held name is won");
+        ctx.waiter_renew("jobs", (2, "b"), 1, true)
+            .await
+            .expect("queued")
+            .expect("written");
+        let mut leaving = sqlx::PgConnection::connect(&server.url())
+            .await
+            .expect("a session");
+        sqlx::query("BEGIN")
+            .execute(&mut leaving)
+            .await
+            .expect("begin");
+        sqlx::query("DELETE FROM election.waiters WHERE nonce = 2")
+            .execute(&mut leaving)
+            .await
+            .expect("b leaves");
+        let commit = async {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while server
+                .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+                .expect("pg_stat_activity")
+                != "1"
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the release never waited for b's row"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            sqlx::query("COMMIT")
+                .execute(&mut leaving)
+                .await
+                .expect("commit");
+        };
+        let (released, ()) = tokio::join!(ctx.release_many(&[("jobs", 1)]), commit);
+        assert!(released.expect("release").contains("jobs"));
+        assert_eq!(
+            server
+                .sql("SELECT coalesce(holder, '-') FROM election.leases WHERE name = 'jobs'")
+                .expect("row"),
+            "-",
+            "the name after a's release, b having left as it ran"
+        );
+    }
+
     /// Readying runs the waiter's look-and-take and the release until the
     /// server keeps a generic plan of each (ADR 0075), so a handover plans
     /// neither, and leaves no trace: a released row of another name is

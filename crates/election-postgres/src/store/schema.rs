@@ -815,8 +815,10 @@ fn v8(s: &str) -> Vec<String> {
 ///   becomes the head's term (its identity, its attempt's nonce, its TTL,
 ///   a new renewal version, no heartbeat) in an epoch drawn from
 ///   `epoch_seq` here, above every epoch the row and the name's record
-///   show (rule 1), recorded in `epochs`; the head's row leaves the line;
-///   the head is notified with `<nonce>:<epoch>:<ticket> <name>`. Committed
+///   show (rule 1), recorded in `epochs`; the head's row leaves the line
+///   first (a head whose row its own leaving deleted meanwhile is not
+///   passed the term: a release follows); the head is notified with
+///   `<nonce>:<epoch>:<ticket> <name>`. Committed
 ///   durably (the epoch must outlive a crash). The head's validity counts
 ///   from before it sent the write numbered `ticket`, which this statement
 ///   saw committed: before this commit (rule 2).
@@ -865,21 +867,26 @@ fn v9(s: &str) -> Vec<String> {
                 IF warm OR (head.holder IS NOT NULL AND head.ticket IS NOT NULL AND head.ttl_ms > 0
                             AND held_epoch < 9223372036854775807
                             AND coalesce(recorded, 0) < 9223372036854775807) THEN
-                    UPDATE {s}.leases l
-                    SET holder = head.holder, nonce = head.nonce,
-                        epoch = greatest(nextval('{s}.epoch_seq'), l.epoch + 1,
-                                         coalesce(recorded, 0) + 1),
-                        version = l.version + 1, ttl_ms = head.ttl_ms,
-                        acquired_unix_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-                        renewed_unix_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-                        heartbeat = NULL, heartbeat_nonce = NULL
-                    WHERE l.name = lease_name AND l.nonce = releasing
-                    RETURNING l.epoch INTO won;
-                    INSERT INTO {s}.epochs (name, epoch, ttl_ms)
-                    SELECT lease_name, won, head.ttl_ms WHERE won IS NOT NULL
-                    ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
-                    WHERE excluded.epoch > {s}.epochs.epoch;
                     DELETE FROM {s}.waiters w WHERE w.name = lease_name AND w.nonce = head.nonce;
+                    IF NOT FOUND THEN
+                        head.channel := NULL;
+                    END IF;
+                    IF warm OR FOUND THEN
+                        UPDATE {s}.leases l
+                        SET holder = head.holder, nonce = head.nonce,
+                            epoch = greatest(nextval('{s}.epoch_seq'), l.epoch + 1,
+                                             coalesce(recorded, 0) + 1),
+                            version = l.version + 1, ttl_ms = head.ttl_ms,
+                            acquired_unix_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                            renewed_unix_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                            heartbeat = NULL, heartbeat_nonce = NULL
+                        WHERE l.name = lease_name AND l.nonce = releasing
+                        RETURNING l.epoch INTO won;
+                        INSERT INTO {s}.epochs (name, epoch, ttl_ms)
+                        SELECT lease_name, won, head.ttl_ms WHERE won IS NOT NULL
+                        ON CONFLICT (name) DO UPDATE SET epoch = excluded.epoch, ttl_ms = excluded.ttl_ms
+                        WHERE excluded.epoch > {s}.epochs.epoch;
+                    END IF;
                     IF won IS NOT NULL THEN
                         PERFORM pg_notify(chan, lease_name),
                                 pg_notify(head.channel,
