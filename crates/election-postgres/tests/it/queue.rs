@@ -132,6 +132,21 @@ fn queued(server: &Server) -> Option<i64> {
     })
 }
 
+/// `a` leads `jobs` on an election of its own, opened with `options`.
+async fn a_leads(
+    server: &Server,
+    options: PostgresOptions,
+) -> (PostgresElection, election_core::Term<PostgresClaim>) {
+    let holder = race::election(&server.url(), "holder", options).await;
+    let a = holder
+        .candidate("jobs", "a")
+        .expect("a")
+        .campaign()
+        .await
+        .expect("a leads");
+    (holder, a)
+}
+
 /// What a chain of handovers did: the tries the waiters made from the
 /// first release on, and who won, in order.
 struct Chain {
@@ -145,13 +160,7 @@ struct Chain {
 /// hour's poll). Then `a` resigns, and every winner resigns at once, until
 /// each waiter won once.
 async fn chain(server: &Server, processes: &[usize]) -> Chain {
-    let holder = race::election(&server.url(), "holder", options()).await;
-    let a = holder
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a leads");
+    let (_holder, a) = a_leads(server, options()).await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut elections: Vec<PostgresElection> = Vec::new();
     let mut counts: Vec<Arc<Counts>> = Vec::new();
@@ -303,13 +312,7 @@ impl Drop for Killed {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_head_waiter_is_passed_over() {
     let server = common::server();
-    let holder = race::election(&server.url(), "holder", backstop_options()).await;
-    let a = holder
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a leads");
+    let (_holder, a) = a_leads(&server, backstop_options()).await;
     let child = Killed(
         Command::new(std::env::current_exe().expect("test binary"))
             .args([
@@ -476,13 +479,7 @@ async fn a_release_before_the_first_wait_is_looked_at_once() {
 async fn a_read_beside_an_unpolled_campaign_is_not_held_up() {
     let server = common::server();
     let request_timeout = options().request_timeout();
-    let holder = race::election(&server.url(), "holder", options()).await;
-    let a = holder
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a leads");
+    let (_holder, a) = a_leads(&server, options()).await;
     let waiter = race::election(&server.url(), "waiter", options()).await;
     let first_wait = Arc::new(tokio::sync::Notify::new());
     let candidate = waiter
@@ -556,13 +553,7 @@ type Looked = (
 /// `a` leads `jobs`; `b`'s attempt, on a side of its own, has looked once
 /// (held) and not waited yet.
 async fn b_looked(server: &Server) -> Looked {
-    let holder_side = race::election(&server.url(), "holder", options()).await;
-    let a = holder_side
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a leads");
+    let (holder_side, a) = a_leads(server, options()).await;
     let waiter_side = race::election(&server.url(), "waiter", options()).await;
     let claim = waiter_side.claim("jobs", "b").expect("b");
     let mut attempt = claim.open().await.expect("open");
@@ -660,13 +651,7 @@ async fn waiters_behind_the_head_send_no_look_at_their_polls() {
             .and_then(|o| o.with_request_timeout(Duration::from_secs(5)))
             .expect("options")
     };
-    let holder_side = race::election(&server.url(), "holder", options()).await;
-    let a = holder_side
-        .candidate("jobs", "a")
-        .expect("a")
-        .campaign()
-        .await
-        .expect("a leads");
+    let (_holder, a) = a_leads(&server, options()).await;
     let poll = Duration::from_millis(20);
     let mut elections = Vec::new();
     let mut tasks = Vec::new();
