@@ -1,10 +1,11 @@
-//! Issue 42 (ADR 0108): the waiters' queue. A release wakes the head of
-//! the name's queue, not every waiter: counted as the claim tries each
-//! waiter's campaign makes (a wrapper of the claim counts its `try_claim`
-//! calls, which with an hour's poll only a wake-up can cause), and the
-//! waiters win in the order they queued. A head waiter that died (a real
-//! process, SIGKILLed) is passed over by the backstop, in about two poll
-//! intervals.
+//! Issue 42 (ADR 0108, 0120, 0121): the waiters' queue. A release passes
+//! the term to (or wakes) the head of the name's queue, not every waiter:
+//! counted as the claim tries each waiter's campaign makes (a wrapper of
+//! the claim counts its `try_claim` calls, which with an hour's poll only
+//! a wake-up can cause), and the waiters win in the order they queued. A
+//! head waiter that died (a real process, SIGKILLed) is passed over; a
+//! pass heard between waits is taken, one passed to a waiter that leaves
+//! is released; waiters behind the head do not look at their polls.
 
 use crate::common;
 use crate::race;
