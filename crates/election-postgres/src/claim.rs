@@ -43,13 +43,17 @@ use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 ///   TTL from then by the server's clock, the channel of this process's
 ///   session), which a task renews every renew interval; the process's
 ///   session listens on its own channel while a waiter of it is in line.
-///   A release notifies only the queue's head (the first unexpired row),
-///   on its process's channel, naming its attempt: the wait returns when
-///   that notification names this attempt, at most `poll_interval`. Behind
-///   the head, the poll is the backstop: a look after a poll that finds
-///   the name free claims it only if the look before found the same
-///   vacancy (the head did not claim within a poll interval: dead,
-///   paused, cut off). A win (in its winning statement) or a close (in
+///   A release passes the term to the queue's head (the first unexpired,
+///   fresh row whose server process runs; ADR 0120) or else wakes it, on
+///   its process's channel, naming its attempt: the wait returns when
+///   that notification names this attempt, at most `poll_interval`, and
+///   a pass is the next try's win, with no statement (validity from
+///   before the waiter-row write the pass saw). Behind the head, the poll
+///   is the backstop: a look after a poll that finds the name free claims
+///   it only if the look before found the same vacancy (the head did not
+///   claim within a poll interval: dead, paused, cut off); while the row's
+///   last write found a term holding the name and a live row ahead, no
+///   look at all (ADR 0121). A win (in its winning statement) or a close (in
 ///   the background) takes the row out; a dead waiter's row stops
 ///   counting once it expires. An attempt whose row could not be written
 ///   waits for a notification about the name, as every waiter did before
@@ -87,10 +91,12 @@ use election_sql::{AttemptState, ClaimRows, HeldRow, SqlAttempt, SqlClaim};
 ///   `value_epoch` only if it still shows this attempt's nonce and won
 ///   epoch with a holder, and notifies observers at commit. Moves neither
 ///   the renewal version nor the renewal time. Failure model as `confirm`.
-/// - Resign releases the row (conditional on this attempt's nonce),
-///   notifies the name's channel (observers, lease sets, waiters of older
-///   versions) and the head of its waiters' queue, in one statement; a drop does the same in the
-///   background; if that cannot run, the lease ages out after its TTL.
+/// - Resign releases the row (conditional on this attempt's nonce), or
+///   passes it to the head of its waiters' queue in a new epoch drawn in
+///   that statement (ADR 0120), and notifies the name's channel
+///   (observers, lease sets, waiters of older versions) and the head, in
+///   one statement; a drop does the same in the background; if that
+///   cannot run, the lease ages out after its TTL.
 /// - Transfer (ADR 0112, `Term::transfer`): one statement, conditional on
 ///   this attempt's nonce and won epoch as the release is, rewrites the
 ///   row as held by the pseudo-holder `"\u{1}handed-to <to>\u{1}<from>"`
