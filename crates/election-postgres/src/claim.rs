@@ -153,8 +153,8 @@ pub struct WakeWait {
 
 /// How many of a waiter's last row writes it remembers the send instants
 /// of (ADR 0120): a release passes the term only to a row written less
-/// than half a TTL ago, so only the last two or three can be the one a
-/// pass names.
+/// than one and a half renew intervals ago (`fresh_until`), so only the
+/// last two can be the one a pass names.
 const TICKETS_KEPT: usize = 8;
 
 /// A waiter's row writes (ADR 0120): the number of each and the instant
@@ -168,14 +168,14 @@ struct Tickets {
     line: Option<Seat>,
 }
 
-/// What a waiter-row write said of the line (ADR 0120), and when it was
+/// What a waiter-row write said of the line (ADR 0121), and when it was
 /// sent.
 #[derive(Clone, Copy, Debug)]
 struct Seat {
     sent: tokio::time::Instant,
     /// A term held the name (not released, not handed over).
     held: bool,
-    /// Unexpired rows ahead of this one.
+    /// Rows ahead of this one that a release could choose as the head.
     ahead: i64,
 }
 
@@ -211,7 +211,7 @@ impl Tickets {
         }
     }
 
-    /// Whether a look at `now` can wait (ADR 0120): the last write, sent
+    /// Whether a look at `now` can wait (ADR 0121): the last write, sent
     /// less than `fresh` ago, found a term holding the name and this row
     /// behind another, and no renewal found the name held by this
     /// attempt. The head of the line looks at every poll (it takes over a
@@ -237,7 +237,7 @@ struct Queued {
     /// The row's writes.
     tickets: Arc<std::sync::Mutex<Tickets>>,
     /// Sent by [`Queued::won`]; dropped: the task deletes the row and ends.
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Queued {
@@ -255,8 +255,7 @@ impl Queued {
         let ticket = lock(&tickets).next(store.clock.now());
         let answer = store
             .waiter_renew(name, (nonce, identity), ticket, true)
-            .await?
-            .map(|(_, held, ahead)| (held, ahead));
+            .await?;
         lock(&tickets).answered(ticket, answer);
         let held = answer.is_none_or(|(held, _)| held);
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -267,19 +266,14 @@ impl Queued {
             tickets: tickets.clone(),
         };
         tokio::spawn(keep_in_line(store.clone(), line, stopped));
-        let queued = Queued {
-            tickets,
-            stop: Some(stop),
-        };
+        let queued = Queued { tickets, stop };
         Ok((queued, held))
     }
 
     /// The attempt won: the row is deleted (the win took it out of line
     /// already), and a row found gone is not released.
-    fn won(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+    fn won(self) {
+        let _ = self.stop.send(());
     }
 
     /// The instant taken before write `ticket` of the row was sent.
@@ -335,8 +329,7 @@ async fn keep_in_line(
                 match store.waiter_renew(name, (nonce, &line.identity), ticket, false).await {
                     // `None`, not written: the name's row shows this
                     // attempt (a pass whose notification it did not hear).
-                    Ok(answer) => lock(&line.tickets)
-                        .answered(ticket, answer.map(|(_, held, ahead)| (held, ahead))),
+                    Ok(answer) => lock(&line.tickets).answered(ticket, answer),
                     Err(e) => {
                         tracing::debug!(name = %name, error = %e, "a waiter row not renewed; trying again");
                     }
@@ -451,17 +444,17 @@ impl ClaimRows for PostgresStore {
             .waiting
             .wakes
             .get_or_insert_with(|| ctx.notifier.subscribe());
-        let heard = match &attempt.waiting.queue {
-            Some(_) => notify::take_pass(wakes, &ctx.session.wake_channel, attempt.nonce, name),
-            None => {
-                notify::drain(wakes);
-                None
+        match &attempt.waiting.queue {
+            Some(_) => {
+                let heard =
+                    notify::take_pass(wakes, &ctx.session.wake_channel, attempt.nonce, name);
+                if heard.is_some() {
+                    attempt.waiting.passed = heard;
+                }
             }
-        };
-        attempt.waiting.lost_race = None;
-        if let Some(notify::HeadWake::Passed { epoch, ticket }) = heard {
-            attempt.waiting.passed = Some((epoch, ticket));
+            None => notify::drain(wakes),
         }
+        attempt.waiting.lost_race = None;
         if let Some((epoch, ticket)) = attempt.waiting.passed.take() {
             // A release passed the term to this attempt (ADR 0120): it
             // holds the row from the pass's commit, and its validity counts
@@ -524,7 +517,7 @@ impl ClaimRows for PostgresStore {
             }
         } else {
             // A waiter behind the head of the line while a term holds the
-            // name, as its row's last renewal said (ADR 0120): no look.
+            // name, as its row's last renewal said (ADR 0121): no look.
             // Thirty waiters' looks at every poll were 120 statements a
             // second beside a handover.
             let fresh = 2 * ctx.options.renew_interval();

@@ -704,8 +704,8 @@ impl PostgresStore {
 
     /// Writes or renews the row of attempt `nonce` in the waiters' queue of
     /// `name` (ADR 0108), on the session, bounded by the request timeout:
-    /// its place in line, whether a term holds the name, and how many
-    /// unexpired rows are ahead of it. Its expiry is a TTL from now by the server's
+    /// whether a term holds the name, and how many rows ahead of it a
+    /// release could choose as the head. Its expiry is a TTL from now by the server's
     /// clock; the channel is this process's session's. A row that had
     /// expired goes to the back of the line. `None`: not written, the
     /// attempt holds the name.
@@ -724,7 +724,7 @@ impl PostgresStore {
         (nonce, identity): (i64, &str),
         ticket: i64,
         first: bool,
-    ) -> Result<Option<(i64, bool, i64)>, Error> {
+    ) -> Result<Option<(bool, i64)>, Error> {
         let ttl_ms = self.options.times.ttl_ms();
         // Passable until one and a half renew intervals from now (ADR
         // 0120): the next renewal is due one interval from now.
@@ -1230,7 +1230,7 @@ mod tests {
             .expect("queued");
         // Held, and nobody a release would pass the term to is ahead of b.
         assert!(
-            joined.is_some_and(|(_, held, ahead)| held && ahead == 0),
+            joined.is_some_and(|(held, ahead)| held && ahead == 0),
             "{joined:?}"
         );
         let row = "SELECT holder || ':' || nonce || ':' || version || ':' || epoch || ':' || ttl_ms \

@@ -143,13 +143,13 @@ pub(crate) async fn woken_as(wakes: &mut Wakes, channel: &str, nonce: i64, name:
 
 /// Empties `wakes` of what it received so far, as [`drain`], and returns
 /// the last pass among them to attempt `nonce` of `name` on `channel`
-/// (ADR 0120), if any.
+/// (ADR 0120), if any: its epoch and ticket.
 pub(crate) fn take_pass(
     wakes: &mut Wakes,
     channel: &str,
     nonce: i64,
     name: &str,
-) -> Option<HeadWake> {
+) -> Option<(i64, i64)> {
     let mut passed = None;
     loop {
         match wakes.rx.try_recv() {
@@ -157,8 +157,8 @@ pub(crate) fn take_pass(
                 channel: heard,
                 wake: Wake::Name(payload),
             }) if *heard == *channel => {
-                if let Some(p @ HeadWake::Passed { .. }) = head_wake(&payload, nonce, name) {
-                    passed = Some(p);
+                if let Some(HeadWake::Passed { epoch, ticket }) = head_wake(&payload, nonce, name) {
+                    passed = Some((epoch, ticket));
                 }
             }
             Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}

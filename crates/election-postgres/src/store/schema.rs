@@ -55,12 +55,14 @@
 //!   outlives its term and no claim clears it); and every unexpired
 //!   waiter of a name, which a handover notifies (the successor may be
 //!   anywhere in line).
-//! - `waiters.holder`, `ttl_ms`, `ticket`, `pid` and `release_one`
-//!   (version 9, ADR 0120): what a release needs to pass the term to the
-//!   head of the line in its own statement (the waiter's identity and TTL,
-//!   the number of the waiter's write the release saw, the server process
-//!   of the waiter's session), and that single release. A waiter row
-//!   without them (an older version's) is woken, never passed a term.
+//! - `waiters.holder`, `ttl_ms`, `ticket`, `pid`, `fresh_until`,
+//!   `waiter_choosable` and `release_one` (version 9, ADR 0120): what a
+//!   release needs to pass the term to the head of the line in its own
+//!   statement (the waiter's identity and TTL, the number of the waiter's
+//!   write the release saw, the server process of the waiter's session,
+//!   until when its row is fresh), which rows it may choose, and that
+//!   single release. A waiter row without them (an older version's) is
+//!   woken, never passed a term.
 //! - `fence_enter(resource, mark)` (version 3, ADR 0044): the fence's check
 //!   and raise, in the caller's transaction, so that a fenced transaction
 //!   begins in one round trip
@@ -447,19 +449,17 @@ impl Sql {
                      ticket = excluded.ticket, pid = excluded.pid,
                      fresh_until = excluded.fresh_until,
                      seq = CASE WHEN w.expires_at > now() THEN w.seq ELSE excluded.seq END
-                 RETURNING w.seq, EXISTS (SELECT 1 FROM lease WHERE lease.holder IS NOT NULL
+                 RETURNING EXISTS (SELECT 1 FROM lease WHERE lease.holder IS NOT NULL
                                           AND NOT starts_with(lease.holder, chr(1) || 'handed-to ')),
                            (SELECT count(*) FROM {s}.waiters x
-                            WHERE x.name = $1 AND x.seq < w.seq AND x.expires_at > now()
-                              AND (x.pid IS NULL OR (x.fresh_until > now()
-                                   AND EXISTS (SELECT 1 FROM pg_stat_get_activity(x.pid)))))"
+                            WHERE x.name = $1 AND x.seq < w.seq
+                              AND {s}.waiter_choosable(x.expires_at, x.pid, x.fresh_until))"
             )
         };
-        // It returns the row's place, whether a term holds the name, and
-        // how many rows ahead of it a release could choose as the head
-        // (`release_one`'s test: unexpired, and an older version's or
-        // fresh with a live server process; ADR 0120: a waiter behind the
-        // head sends no look at its polls while a term holds the name).
+        // It returns whether a term holds the name, and how many rows
+        // ahead of it a release could choose as the head
+        // (`waiter_choosable`; ADR 0121: a waiter behind the head sends no
+        // look at its polls while a term holds the name).
         //
         // Only the first write locks: a renewal of a row that releases
         // already see changes nothing a release could miss, and thirty
@@ -841,6 +841,20 @@ fn v9(s: &str) -> Vec<String> {
                                     ADD COLUMN IF NOT EXISTS pid integer,
                                     ADD COLUMN IF NOT EXISTS fresh_until timestamptz"
         ),
+        // Whether a release may choose a waiter row as the head of its
+        // line: unexpired, and an older version's (no `pid`: woken only)
+        // or fresh with its session's server process running. The one
+        // test of `release_one` and of a waiter's count of the rows ahead
+        // of it (ADR 0121).
+        format!(
+            "CREATE OR REPLACE FUNCTION {s}.waiter_choosable(
+                expires_at timestamptz, pid integer, fresh_until timestamptz)
+                RETURNS boolean LANGUAGE sql STABLE AS $$
+             SELECT expires_at > now()
+                AND (pid IS NULL OR (fresh_until > now()
+                     AND EXISTS (SELECT 1 FROM pg_stat_get_activity(pid))))
+             $$"
+        ),
         format!(
             "CREATE OR REPLACE FUNCTION {s}.release_one(lease_name text, releasing bigint, chan text,
                                                       warm boolean)
@@ -859,9 +873,8 @@ fn v9(s: &str) -> Vec<String> {
                 END IF;
                 SELECT w.nonce, w.channel, w.holder, w.ttl_ms, w.ticket INTO head
                 FROM {s}.waiters w
-                WHERE w.name = lease_name AND w.nonce <> releasing AND w.expires_at > now()
-                  AND (w.pid IS NULL OR (w.fresh_until > now()
-                       AND EXISTS (SELECT 1 FROM pg_stat_get_activity(w.pid))))
+                WHERE w.name = lease_name AND w.nonce <> releasing
+                  AND {s}.waiter_choosable(w.expires_at, w.pid, w.fresh_until)
                 ORDER BY w.seq LIMIT 1;
                 SELECT r.epoch INTO recorded FROM {s}.epochs r WHERE r.name = lease_name;
                 IF warm OR (head.holder IS NOT NULL AND head.ticket IS NOT NULL AND head.ttl_ms > 0
