@@ -361,7 +361,7 @@ impl Field {
         if !chain.running.iter().any(|r| r.index == next) {
             return Err(format!("contender {next} printed but was not waiting").into());
         }
-        old.child.wait()?;
+        gone(&mut old, signal)?;
         chain.leader = next;
         chain.running.push(self.spawn()?);
         Ok(t1.saturating_sub(t0))
@@ -394,10 +394,29 @@ fn signal_group(r: &Running, signal: Signal) -> Result<()> {
     Ok(())
 }
 
-/// Signals `r`'s group and waits for its leader process.
+/// Signals `r`'s group and waits for its leader process (see [`gone`]).
 fn leave(r: &mut Running, signal: Signal) -> Result<()> {
     signal_group(r, signal)?;
-    r.child.wait()?;
+    gone(r, signal)
+}
+
+/// Waits for `r`'s leader process, signalled with `signal`, at most
+/// [`TIMEOUT`]: one that has not exited by then (it ignores the signal)
+/// is killed with its group, and the row fails saying so.
+fn gone(r: &mut Running, signal: Signal) -> Result<()> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while r.child.try_wait()?.is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = signal_group(r, Signal::SIGKILL);
+            let _ = r.child.wait();
+            return Err(format!(
+                "contender {} did not exit within {TIMEOUT:?} of {signal}",
+                r.index
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
     Ok(())
 }
 

@@ -306,7 +306,25 @@ fn command_line(via: &str, args: &[String]) -> String {
         .join(" ")
 }
 
+/// Gives SIGINT and SIGQUIT their default actions in this process, and so
+/// in every process it starts. A shell starts a background job of a
+/// non-interactive script with both ignored, and an ignored signal stays
+/// ignored across fork and exec: every contender, and the child it runs,
+/// then ignored the SIGINT of a clean handover, and the bench waited for
+/// it forever. The rows measure what Ctrl-C does from a terminal, where
+/// both have their default actions.
+#[allow(unsafe_code)]
+fn default_dispositions() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    for sig in [Signal::SIGINT, Signal::SIGQUIT] {
+        // SAFETY: called first in `main`, before any thread starts; the
+        // default action replaces no handler of this program.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+    }
+}
+
 fn main() -> ExitCode {
+    default_dispositions();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = match args.as_slice() {
         // Hidden: a bare OFD lock holder, the floor of the cross-process rows.
