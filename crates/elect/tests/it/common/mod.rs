@@ -365,9 +365,12 @@ impl Elect {
     pub(crate) async fn finish(mut self) -> Finished {
         let Ok(status) = tokio::time::timeout(PATIENCE, self.child.wait()).await else {
             let stderr = self.stderr_so_far().to_vec();
+            while let Ok(line) = self.out.try_recv() {
+                self.seen_out.push(line);
+            }
             panic!(
-                "{}: still running after {PATIENCE:?}; stderr: {stderr:#?}",
-                self.label
+                "{}: still running after {PATIENCE:?}; stdout: {:#?}; stderr: {stderr:#?}",
+                self.label, self.seen_out
             );
         };
         let status = status.expect("wait");
