@@ -255,6 +255,29 @@ impl Server {
         }
     }
 
+    /// Waits until exactly one session of this server waits for a lock
+    /// (`pg_stat_activity`), checking every 5 ms for at most `patience`;
+    /// whether it saw one. For a test that ends a transaction of its own
+    /// once a statement it runs beside has queued behind its locks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Command`] when `pg_stat_activity` cannot be read.
+    pub async fn one_session_waits_for_a_lock(&self, patience: Duration) -> Result<bool, Error> {
+        let deadline = Instant::now() + patience;
+        loop {
+            let waiting =
+                self.sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")?;
+            if waiting == "1" {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Whether the postmaster is still running (reaps it if it exited).
     pub fn is_running(&mut self) -> bool {
         match &mut self.child {

@@ -30,6 +30,26 @@ async fn seen_by(term: &election_core::Term<election_etcd::EtcdClaim>) {
     term.confirm().await.unwrap();
 }
 
+/// `held` resigns, and each of `waiting` (in line in this order) wins in
+/// turn, each above the one before, and resigns.
+async fn woken_in_turn(
+    held: &election_core::Term<election_etcd::EtcdClaim>,
+    waiting: Vec<
+        tokio::task::JoinHandle<
+            Result<election_core::Term<election_etcd::EtcdClaim>, election_core::Error>,
+        >,
+    >,
+) {
+    held.resign().await.unwrap();
+    let mut last = held.epoch();
+    for w in waiting {
+        let term = within("a waiter's turn", w).await.unwrap().unwrap();
+        assert!(term.epoch() > last, "{} not above {last}", term.epoch());
+        last = term.epoch();
+        term.resign().await.unwrap();
+    }
+}
+
 /// A clean handover to a waiting candidate is one write (ADR 0119): the
 /// holder's release puts the election key over with the waiter's lease, so
 /// the successor's epoch is the revision right after the release's, and
@@ -193,18 +213,10 @@ async fn waiters_at_rest_send_no_claims() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let claims = gateway::handled(&endpoint, "Txn").expect("metrics") - before;
     assert_eq!(claims, 0, "transactions sent by waiters at rest");
-    // Still woken in turn.
-    held.resign().await.unwrap();
-    let mut epochs = Vec::new();
-    for w in waiting {
-        let term = within("a waiter's turn", w).await.unwrap().unwrap();
-        epochs.push(term.epoch());
-        term.resign().await.unwrap();
-    }
-    assert!(epochs[0] > held.epoch() && epochs[1] > epochs[0]);
+    woken_in_turn(&held, waiting).await;
 }
 
-/// A waiter behind another reads nothing at its polls (ADR 0120): the key
+/// A waiter behind another reads nothing at its polls (ADR 0121): the key
 /// ahead's deletion wakes it, and a pass goes only to the head. Here the
 /// head `b` polls hourly and `c`, behind it, every 20 ms: fifty polls a
 /// second, each a `Range` on the code before.
@@ -227,15 +239,7 @@ async fn a_waiter_behind_another_reads_nothing_at_its_polls() {
         reads < 10,
         "{reads} reads in a second, with c behind b polling every 20 ms"
     );
-    // Still woken in turn.
-    held.resign().await.unwrap();
-    let mut epochs = Vec::new();
-    for w in [b, c] {
-        let term = within("a waiter's turn", w).await.unwrap().unwrap();
-        epochs.push(term.epoch());
-        term.resign().await.unwrap();
-    }
-    assert!(epochs[0] > held.epoch() && epochs[1] > epochs[0]);
+    woken_in_turn(&held, vec![b, c]).await;
 }
 
 /// When the waiter ahead wins (the term passed to it, its waiter key

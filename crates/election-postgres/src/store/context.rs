@@ -1309,18 +1309,13 @@ mod tests {
             .await
             .expect("b leaves");
         let commit = async {
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while server
-                .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-                .expect("pg_stat_activity")
-                != "1"
-            {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the release never waited for b's row"
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            assert!(
+                server
+                    .one_session_waits_for_a_lock(Duration::from_secs(30))
+                    .await
+                    .expect("pg_stat_activity"),
+                "the release never waited for b's row"
+            );
             sqlx::query("COMMIT")
                 .execute(&mut leaving)
                 .await

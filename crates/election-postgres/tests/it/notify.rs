@@ -232,18 +232,13 @@ async fn commit_once_the_look_waits(
     mut other: sqlx::PgConnection,
     name: &str,
 ) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while server
-        .sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-        .expect("pg_stat_activity")
-        != "1"
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{name}: the look never waited for the winner's lock"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    assert!(
+        server
+            .one_session_waits_for_a_lock(Duration::from_secs(30))
+            .await
+            .expect("pg_stat_activity"),
+        "{name}: the look never waited for the winner's lock"
+    );
     sqlx::query("COMMIT")
         .execute(&mut other)
         .await
